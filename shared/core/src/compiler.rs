@@ -1,0 +1,150 @@
+//! The facet contract compiler (seed 004 §5.7 step 3): merges the schemas of
+//! a node's selected facets into one object schema, keeping provenance (which
+//! facet each property came from) so validation errors can name the facet.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::CoreError;
+use crate::facet::FacetCatalog;
+use crate::schema::{SchemaViolation, compile_schema};
+
+/// Where one property of a compiled schema came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FacetProvenance {
+    pub facet: String,
+    /// JSON pointer of the property inside the compiled schema.
+    pub schema_pointer: String,
+    /// Whether the caller's contract tightened the facet's own schema here.
+    pub tightened_by_caller_contract: bool,
+}
+
+/// A merged facet contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompiledContract {
+    pub schema: Value,
+    pub provenance: Vec<FacetProvenance>,
+}
+
+impl CompiledContract {
+    /// Attributes each violation to the facet owning the first segment of its
+    /// instance pointer.
+    pub fn attribute_violations(&self, violations: &mut [SchemaViolation]) {
+        for violation in violations.iter_mut() {
+            let first_segment = violation.instance_pointer.trim_start_matches('/').split('/').next().unwrap_or_default();
+            violation.facet = self
+                .provenance
+                .iter()
+                .find(|provenance| provenance.facet == first_segment)
+                .map(|provenance| provenance.facet.clone());
+        }
+    }
+}
+
+/// Which facets must be present in the merged object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContractDirection {
+    /// Only facets that are `requiredByDefault` are required.
+    Input,
+    /// A producer must produce every selected facet.
+    Output,
+}
+
+/// Merges `facet_names` into one object schema. `caller_property_schema`
+/// returns the caller contract's schema for a facet that is also a top-level
+/// property of the caller's output contract; that schema is combined with
+/// the facet's own (`allOf`) so a producer is held to the caller's shape.
+pub fn compile_contract(
+    catalog: &FacetCatalog,
+    facet_names: &[String],
+    direction: ContractDirection,
+    caller_property_schema: &dyn Fn(&str) -> Option<Value>,
+) -> Result<CompiledContract, CoreError> {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut provenance = Vec::new();
+    for facet_name in facet_names {
+        let facet = catalog.get(facet_name).ok_or_else(|| CoreError::SchemaDoesNotCompile {
+            path: format!("facet `{facet_name}`"),
+            message: "unknown facet".to_string(),
+        })?;
+        let tightening = caller_property_schema(facet_name);
+        let property_schema = match &tightening {
+            Some(caller_schema) => json!({"allOf": [facet.schema.clone(), caller_schema.clone()]}),
+            None => facet.schema.clone(),
+        };
+        properties.insert(facet_name.clone(), property_schema);
+        if direction == ContractDirection::Output || facet.required_by_default {
+            required.push(Value::String(facet_name.clone()));
+        }
+        provenance.push(FacetProvenance {
+            facet: facet_name.clone(),
+            schema_pointer: format!("/properties/{facet_name}"),
+            tightened_by_caller_contract: tightening.is_some(),
+        });
+    }
+    let schema = json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    });
+    compile_schema(&schema, "compiled facet contract")?;
+    Ok(CompiledContract { schema, provenance })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facet::{Facet, FacetDirection};
+    use crate::schema::collect_violations;
+
+    fn catalog() -> FacetCatalog {
+        let mut catalog = FacetCatalog::new();
+        for (name, schema, required) in [
+            ("tone", json!({"type": "string"}), false),
+            ("items", json!({"type": "array", "items": {"type": "string"}}), true),
+        ] {
+            catalog.insert(Facet {
+                name: name.into(),
+                title: name.into(),
+                description: String::new(),
+                schema,
+                semantics: String::new(),
+                direction: FacetDirection::Bidirectional,
+                required_by_default: required,
+                metadata: Map::new(),
+            });
+        }
+        catalog
+    }
+
+    #[test]
+    fn input_contract_requires_only_required_facets() {
+        let compiled = compile_contract(&catalog(), &["tone".into(), "items".into()], ContractDirection::Input, &|_| None)
+            .unwrap();
+        assert_eq!(compiled.schema["required"], json!(["items"]));
+        assert_eq!(compiled.provenance.len(), 2);
+    }
+
+    #[test]
+    fn output_contract_requires_every_facet_and_is_tightened_by_the_caller() {
+        let compiled = compile_contract(&catalog(), &["items".into()], ContractDirection::Output, &|name| {
+            (name == "items").then(|| json!({"minItems": 2}))
+        })
+        .unwrap();
+        assert!(compiled.provenance[0].tightened_by_caller_contract);
+        let validator = compile_schema(&compiled.schema, "t").unwrap();
+        let mut violations = collect_violations(&validator, &json!({"items": ["one"]}));
+        assert_eq!(violations.len(), 1);
+        compiled.attribute_violations(&mut violations);
+        assert_eq!(violations[0].facet.as_deref(), Some("items"));
+    }
+
+    #[test]
+    fn unknown_facet_is_an_error() {
+        assert!(compile_contract(&catalog(), &["nope".into()], ContractDirection::Input, &|_| None).is_err());
+    }
+}

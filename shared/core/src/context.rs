@@ -1,0 +1,124 @@
+//! Context bundles (seed 004 §5.5) and the model request built from one.
+//! Prompt hygiene (seed 000 §4): a node sees its capability's instruction,
+//! its own input facets, the envelope's objective and non-facet context, and
+//! the errors of its own previous attempt. Never the orchestrator's prompt,
+//! never other nodes' history.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::plan::PlanNode;
+use crate::registry::Registry;
+use crate::run::RunState;
+use crate::schema::SchemaViolation;
+
+/// What one node invocation receives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextBundle {
+    pub objective: String,
+    /// The node's input facets only.
+    pub inputs: Map<String, Value>,
+    /// Envelope inputs that are not facets, travelling as context.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub context: Map<String, Value>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub special_instructions: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acceptance_criteria: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_attempt_errors: Vec<SchemaViolation>,
+}
+
+/// A provider-neutral request for one structured answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelRequest {
+    pub system_instruction: String,
+    pub user_message: String,
+    /// Name for `response_format.json_schema.name` (`[a-zA-Z0-9_-]`).
+    pub schema_name: String,
+    pub output_schema: Value,
+}
+
+/// The value of `facet` as `node` should see it: from the producer the plan
+/// wires to it, else from the envelope's inputs.
+pub fn facet_value_for_node(state: &RunState, node: &PlanNode, facet: &str) -> Option<Value> {
+    let plan = state.plan.as_ref()?;
+    if let Some(producer) = plan.producer_for(&node.node_id, facet) {
+        return state
+            .nodes
+            .get(producer)
+            .and_then(|record| record.output.as_ref())
+            .and_then(|output| output.get(facet))
+            .cloned();
+    }
+    state.envelope.inputs.get(facet).cloned()
+}
+
+/// Builds the bundle for `node` from the run state.
+pub fn build_context_bundle(state: &RunState, node: &PlanNode, registry: &Registry) -> ContextBundle {
+    let mut inputs = Map::new();
+    for facet in &node.input_facets {
+        if let Some(value) = facet_value_for_node(state, node, facet) {
+            inputs.insert(facet.clone(), value);
+        }
+    }
+    let context: Map<String, Value> = state
+        .envelope
+        .inputs
+        .iter()
+        .filter(|(key, _)| !registry.facets.contains(key))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    let previous_attempt_errors = state
+        .nodes
+        .get(&node.node_id)
+        .map(|record| record.feedback.clone())
+        .unwrap_or_default();
+    ContextBundle {
+        objective: state.envelope.objective.clone(),
+        inputs,
+        context,
+        special_instructions: state.envelope.special_instructions.clone(),
+        acceptance_criteria: state.envelope.constraints.acceptance_criteria.clone(),
+        previous_attempt_errors,
+    }
+}
+
+/// `[a-zA-Z0-9_-]{1,64}` form of a capability id for the schema name.
+pub fn schema_name_for(capability_id: &str) -> String {
+    let cleaned: String = capability_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .take(64)
+        .collect();
+    if cleaned.is_empty() { "output".to_string() } else { cleaned }
+}
+
+/// The model request for `node` with `bundle`.
+pub fn build_model_request(node: &PlanNode, bundle: &ContextBundle) -> ModelRequest {
+    let mut user = json!({
+        "objective": bundle.objective,
+        "inputs": bundle.inputs,
+    });
+    if !bundle.context.is_empty() {
+        user["context"] = Value::Object(bundle.context.clone());
+    }
+    if !bundle.special_instructions.is_empty() {
+        user["specialInstructions"] = json!(bundle.special_instructions);
+    }
+    if !bundle.acceptance_criteria.is_empty() {
+        user["acceptanceCriteria"] = json!(bundle.acceptance_criteria);
+    }
+    if !bundle.previous_attempt_errors.is_empty() {
+        user["previousAttemptErrors"] = json!(bundle.previous_attempt_errors);
+        user["fix"] = json!("Your previous answer broke the schema as listed; answer again with every error fixed.");
+    }
+    ModelRequest {
+        system_instruction: node.instructions.clone(),
+        user_message: user.to_string(),
+        schema_name: schema_name_for(&node.capability_id),
+        output_schema: node.output_contract.schema.clone(),
+    }
+}

@@ -1,0 +1,637 @@
+//! The step state machine: `decide(state, input, now) -> Decision`.
+//!
+//! The shell (baton-runtime) loads a run, performs one effect (plan, call a
+//! model, park for a human) and hands the result here; the returned state,
+//! events and outbox are committed in one transaction. Nothing in here
+//! performs I/O, reads a clock or draws randomness.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use crate::CoreError;
+use crate::capability::AgentType;
+use crate::context::{ModelRequest, build_context_bundle, build_model_request, facet_value_for_node};
+use crate::diagnostics::{DiagnosticsBundle, PlanDiagnostic, PlanStatus};
+use crate::envelope::TaskEnvelope;
+use crate::event::{EventDraft, EventType};
+use crate::plan::{PlanGraph, PlanNode};
+use crate::registry::Registry;
+use crate::run::{NodeRecord, NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage, TokenUsage};
+use crate::schema::{SchemaViolation, ValidatorCache, collect_violations};
+use crate::validator::{rejected_bundle, validate_plan};
+
+/// Default bound on attempts per node: the first try plus two re-prompts.
+pub const DEFAULT_MAX_NODE_ATTEMPTS: u32 = 3;
+
+/// What one step decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub state: RunState,
+    pub events: Vec<EventDraft>,
+    pub outbox: Vec<StepMessage>,
+}
+
+/// Identity of a new run, chosen by the shell.
+#[derive(Debug, Clone)]
+pub struct NewRunIdentity {
+    pub run_id: String,
+    pub tenant_id: String,
+    pub correlation_id: String,
+    pub thread_id: String,
+}
+
+/// What the shell observed, fed back into the machine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepInput {
+    /// The planner ran: a plan, or the diagnostics of why none exists.
+    PlanDrafted(Result<PlanGraph, Vec<PlanDiagnostic>>),
+    /// The model answered attempt `attempt` of `node_id` with `content`.
+    NodeAnswered {
+        node_id: String,
+        attempt: u32,
+        content: String,
+        usage: TokenUsage,
+    },
+    /// The capability could not be invoked (the provider gave up).
+    NodeInvocationFailed {
+        node_id: String,
+        attempt: u32,
+        code: String,
+        message: String,
+    },
+    /// The node's input failed its compiled input contract; nothing was invoked.
+    NodeInputRejected {
+        node_id: String,
+        attempt: u32,
+        violations: Vec<SchemaViolation>,
+    },
+    /// The node is performed by a human; the run parks.
+    NodeParkedForHuman { node_id: String, attempt: u32 },
+}
+
+/// Read-only collaborators of `decide`.
+pub struct EngineContext<'a> {
+    pub registry: &'a Registry,
+    pub validators: &'a ValidatorCache,
+}
+
+/// How the shell must perform a node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeDispatch {
+    Model(ModelRequest),
+    Human,
+    InputRejected(Vec<SchemaViolation>),
+}
+
+/// Creates the run: its state, the `start` frame and the planning step.
+pub fn start_run(identity: NewRunIdentity, envelope: TaskEnvelope, now: &str, max_node_attempts: u32) -> Decision {
+    let state = RunState {
+        run_id: identity.run_id.clone(),
+        tenant_id: identity.tenant_id.clone(),
+        correlation_id: identity.correlation_id.clone(),
+        thread_id: identity.thread_id.clone(),
+        envelope,
+        status: RunStatus::Queued,
+        plan: None,
+        plan_diagnostics: None,
+        nodes: Default::default(),
+        output: None,
+        observed_satisfaction: None,
+        failure: None,
+        created_at: now.to_string(),
+        updated_at: now.to_string(),
+        max_node_attempts: max_node_attempts.max(1),
+    };
+    let start = EventDraft::new(EventType::Start, now).message("run accepted").payload(json!({
+        "runId": identity.run_id,
+        "threadId": identity.thread_id,
+        "correlationId": identity.correlation_id,
+        "objective": state.envelope.objective,
+    }));
+    Decision {
+        outbox: vec![StepMessage::new(&identity.tenant_id, &identity.run_id, StepCommand::Plan)],
+        events: vec![start],
+        state,
+    }
+}
+
+/// Whether `command` no longer applies to `state` (a duplicate or late delivery).
+pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
+    if state.status.is_terminal() {
+        return true;
+    }
+    match command {
+        StepCommand::Plan => state.status != RunStatus::Queued,
+        StepCommand::ExecuteNode { node_id, attempt } => !state
+            .nodes
+            .get(node_id)
+            .is_some_and(|record| record.status == NodeStatus::Scheduled && record.current_attempt == *attempt),
+    }
+}
+
+fn plan_node<'s>(state: &'s RunState, node_id: &str) -> Result<&'s PlanNode, CoreError> {
+    state
+        .plan
+        .as_ref()
+        .and_then(|plan| plan.node(node_id))
+        .ok_or_else(|| CoreError::StepDoesNotApply(format!("run {} has no node {node_id}", state.run_id)))
+}
+
+/// Decides how to perform `node_id`: builds the context bundle, validates it
+/// against the node's input contract, and builds the model request.
+pub fn dispatch_node(state: &RunState, node_id: &str, context: &EngineContext<'_>) -> Result<NodeDispatch, CoreError> {
+    let node = plan_node(state, node_id)?;
+    let bundle = build_context_bundle(state, node, context.registry);
+    let validator = context.validators.validator_for(&node.input_contract.schema, "input contract")?;
+    let mut violations = collect_violations(&validator, &Value::Object(bundle.inputs.clone()));
+    if !violations.is_empty() {
+        node.input_contract.attribute_violations(&mut violations);
+        return Ok(NodeDispatch::InputRejected(violations));
+    }
+    if node.agent_type == AgentType::Human {
+        return Ok(NodeDispatch::Human);
+    }
+    Ok(NodeDispatch::Model(build_model_request(node, &bundle)))
+}
+
+/// Frames appended when a worker claims a node, before it calls the model.
+pub fn node_start_events(state: &RunState, node_id: &str, attempt: u32, now: &str) -> Result<Vec<EventDraft>, CoreError> {
+    let node = plan_node(state, node_id)?;
+    let plan_version = state.plan.as_ref().map_or(1, |plan| plan.plan_version);
+    Ok(vec![
+        EventDraft::new(EventType::NodeStart, now)
+            .node(node_id)
+            .plan_version(plan_version)
+            .message(node.label.clone())
+            .payload(json!({
+                "capabilityId": node.capability_id,
+                "kind": node.kind,
+                "executorType": "ai",
+                "attempt": attempt,
+                "inputFacets": node.input_facets,
+                "outputFacets": node.output_facets,
+            })),
+    ])
+}
+
+/// Applies one observed result to the run.
+pub fn decide(mut state: RunState, input: StepInput, now: &str, context: &EngineContext<'_>) -> Result<Decision, CoreError> {
+    state.updated_at = now.to_string();
+    let mut events = Vec::new();
+    let mut outbox = Vec::new();
+    match input {
+        StepInput::PlanDrafted(drafted) => decide_plan(&mut state, drafted, now, context, &mut events, &mut outbox)?,
+        StepInput::NodeAnswered {
+            node_id,
+            attempt,
+            content,
+            usage,
+        } => decide_answer(&mut state, &node_id, attempt, &content, usage, now, context, &mut events, &mut outbox)?,
+        StepInput::NodeInvocationFailed {
+            node_id,
+            attempt,
+            code,
+            message,
+        } => {
+            let plan_version = current_plan_version(&state);
+            if let Some(record) = state.nodes.get_mut(&node_id) {
+                record.status = NodeStatus::Failed;
+                record.error = Some(message.clone());
+            }
+            events.push(
+                EventDraft::new(EventType::NodeError, now)
+                    .node(&node_id)
+                    .plan_version(plan_version)
+                    .message(message.clone())
+                    .payload(json!({"code": code, "attempt": attempt})),
+            );
+            fail_run(&mut state, &code, &format!("node {node_id} failed: {message}"), now, &mut events);
+        }
+        StepInput::NodeInputRejected {
+            node_id,
+            attempt,
+            violations,
+        } => {
+            let plan_version = current_plan_version(&state);
+            events.push(
+                EventDraft::new(EventType::ValidationError, now)
+                    .node(&node_id)
+                    .plan_version(plan_version)
+                    .message("node input does not satisfy its compiled input contract")
+                    .payload(json!({"scope": "node_input", "attempt": attempt, "errors": violations})),
+            );
+            if let Some(record) = state.nodes.get_mut(&node_id) {
+                record.status = NodeStatus::Failed;
+                record.error = Some("input contract violated".into());
+            }
+            events.push(
+                EventDraft::new(EventType::NodeError, now)
+                    .node(&node_id)
+                    .plan_version(plan_version)
+                    .message("input contract violated; the capability was not invoked")
+                    .payload(json!({"code": "input_contract_violated", "attempt": attempt})),
+            );
+            fail_run(&mut state, "input_contract_violated", &format!("node {node_id} received input that breaks its contract"), now, &mut events);
+        }
+        StepInput::NodeParkedForHuman { node_id, attempt } => {
+            let node = plan_node(&state, &node_id)?.clone();
+            let plan_version = current_plan_version(&state);
+            let bundle = build_context_bundle(&state, &node, context.registry);
+            if let Some(record) = state.nodes.get_mut(&node_id) {
+                record.status = NodeStatus::AwaitingHuman;
+            }
+            state.status = RunStatus::AwaitingHuman;
+            events.push(
+                EventDraft::new(EventType::NodeStart, now)
+                    .node(&node_id)
+                    .plan_version(plan_version)
+                    .message(node.label.clone())
+                    .payload(json!({
+                        "capabilityId": node.capability_id,
+                        "kind": node.kind,
+                        "executorType": "human",
+                        "attempt": attempt,
+                        "inputFacets": node.input_facets,
+                        "outputFacets": node.output_facets,
+                        "contract": {
+                            "inputSchema": node.input_contract.schema,
+                            "outputSchema": node.output_contract.schema,
+                            "provenance": node.output_contract.provenance,
+                        },
+                        "instructions": node.instructions,
+                        "inputs": bundle.inputs,
+                    })),
+            );
+        }
+    }
+    Ok(Decision { state, events, outbox })
+}
+
+fn current_plan_version(state: &RunState) -> u32 {
+    state.plan.as_ref().map_or(1, |plan| plan.plan_version)
+}
+
+fn fail_run(state: &mut RunState, code: &str, message: &str, now: &str, events: &mut Vec<EventDraft>) {
+    state.status = RunStatus::Failed;
+    state.failure = Some(RunFailure {
+        code: code.to_string(),
+        message: message.to_string(),
+    });
+    events.push(
+        EventDraft::new(EventType::Error, now)
+            .message(message.to_string())
+            .payload(json!({"code": code, "status": state.status.as_str()})),
+    );
+}
+
+fn plan_generated_payload(plan: &PlanGraph, bundle: &DiagnosticsBundle) -> Value {
+    let nodes: Vec<Value> = plan
+        .nodes
+        .iter()
+        .map(|node| {
+            json!({
+                "nodeId": node.node_id,
+                "capabilityId": node.capability_id,
+                "label": node.label,
+                "kind": node.kind,
+                "agentType": node.agent_type,
+                "derived": node.derived,
+                "provides": node.output_facets,
+                "enforces": if node.kind == crate::capability::NodeKind::Validation { node.output_facets.clone() } else { Vec::new() },
+            })
+        })
+        .collect();
+    json!({
+        "planVersion": plan.plan_version,
+        "plannerRuntime": plan.planner_runtime,
+        "plannerModel": plan.planner_model,
+        "nodes": nodes,
+        "edges": plan.edges,
+        "status": bundle.status,
+        "satisfactionScore": bundle.satisfaction_score,
+        "failures": bundle.failures,
+        "warnings": bundle.warnings,
+        "infos": bundle.infos,
+    })
+}
+
+fn decide_plan(
+    state: &mut RunState,
+    drafted: Result<PlanGraph, Vec<PlanDiagnostic>>,
+    now: &str,
+    context: &EngineContext<'_>,
+    events: &mut Vec<EventDraft>,
+    outbox: &mut Vec<StepMessage>,
+) -> Result<(), CoreError> {
+    let capability_ids: Vec<&str> = context.registry.capabilities().map(|c| c.capability_id.as_str()).collect();
+    let mut policy_keys: Vec<String> = state.envelope.policies.hints.keys().cloned().collect();
+    if state.envelope.policies.planner.is_some() {
+        policy_keys.push("planner".into());
+    }
+    if !state.envelope.policies.runtime.is_empty() {
+        policy_keys.push("runtime".into());
+    }
+    events.push(EventDraft::new(EventType::PlanRequested, now).message("planning").payload(json!({
+        "attempt": 1,
+        "policyKeys": policy_keys,
+        "capabilitySnapshot": {"count": capability_ids.len(), "capabilityIds": capability_ids},
+    })));
+    let (plan, bundle) = match drafted {
+        Ok(plan) => {
+            let bundle = validate_plan(&plan, &state.envelope, context.registry);
+            (Some(plan), bundle)
+        }
+        Err(diagnostics) => (None, rejected_bundle(diagnostics)),
+    };
+    state.plan_diagnostics = Some(bundle.clone());
+    let plan = match plan {
+        Some(plan) if bundle.status != PlanStatus::Rejected => plan,
+        _ => {
+            events.push(
+                EventDraft::new(EventType::PlanRejected, now)
+                    .message("no plan satisfies the contract")
+                    .payload(serde_json::to_value(&bundle).unwrap_or(Value::Null)),
+            );
+            state.status = RunStatus::PlanRejected;
+            let summary = bundle
+                .failures
+                .iter()
+                .filter_map(|failure| failure.suggestion.clone().or_else(|| failure.constraint.clone()))
+                .collect::<Vec<_>>()
+                .join(" ");
+            state.failure = Some(RunFailure {
+                code: "plan_rejected".into(),
+                message: summary.clone(),
+            });
+            events.push(
+                EventDraft::new(EventType::Error, now)
+                    .message(format!("plan rejected: {summary}"))
+                    .payload(json!({"code": "plan_rejected", "status": state.status.as_str()})),
+            );
+            return Ok(());
+        }
+    };
+    events.push(
+        EventDraft::new(EventType::PlanGenerated, now)
+            .plan_version(plan.plan_version)
+            .payload(plan_generated_payload(&plan, &bundle)),
+    );
+    state.nodes = plan.nodes.iter().map(|node| (node.node_id.clone(), NodeRecord::pending())).collect();
+    state.plan = Some(plan);
+    state.status = RunStatus::Running;
+    schedule_ready_nodes(state, outbox);
+    if state.nodes.is_empty() {
+        finish_run(state, now, context, events)?;
+    }
+    Ok(())
+}
+
+/// Marks every pending node whose upstream nodes all completed as scheduled
+/// and puts its first-attempt step in the outbox.
+fn schedule_ready_nodes(state: &mut RunState, outbox: &mut Vec<StepMessage>) {
+    let Some(plan) = state.plan.as_ref() else {
+        return;
+    };
+    let completed: BTreeSet<&str> = state
+        .nodes
+        .iter()
+        .filter(|(_, record)| record.status == NodeStatus::Completed)
+        .map(|(node_id, _)| node_id.as_str())
+        .collect();
+    let ready: Vec<String> = plan
+        .nodes
+        .iter()
+        .filter(|node| state.nodes.get(&node.node_id).is_some_and(|record| record.status == NodeStatus::Pending))
+        .filter(|node| plan.upstream_of(&node.node_id).iter().all(|upstream| completed.contains(upstream)))
+        .map(|node| node.node_id.clone())
+        .collect();
+    for node_id in ready {
+        if let Some(record) = state.nodes.get_mut(&node_id) {
+            record.status = NodeStatus::Scheduled;
+            record.current_attempt = 1;
+            outbox.push(StepMessage::new(
+                &state.tenant_id,
+                &state.run_id,
+                StepCommand::ExecuteNode { node_id, attempt: 1 },
+            ));
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decide_answer(
+    state: &mut RunState,
+    node_id: &str,
+    attempt: u32,
+    content: &str,
+    usage: TokenUsage,
+    now: &str,
+    context: &EngineContext<'_>,
+    events: &mut Vec<EventDraft>,
+    outbox: &mut Vec<StepMessage>,
+) -> Result<(), CoreError> {
+    let node = plan_node(state, node_id)?;
+    let plan_version = current_plan_version(state);
+    let violations = match serde_json::from_str::<Value>(content) {
+        Err(error) => (
+            None,
+            vec![SchemaViolation {
+                instance_pointer: String::new(),
+                schema_pointer: String::new(),
+                message: format!("the answer is not valid JSON: {error}"),
+                facet: None,
+            }],
+        ),
+        Ok(answer) => {
+            let validator = context.validators.validator_for(&node.output_contract.schema, "output contract")?;
+            let mut violations = collect_violations(&validator, &answer);
+            node.output_contract.attribute_violations(&mut violations);
+            (Some(answer), violations)
+        }
+    };
+    let output_facets = node.output_facets.clone();
+    let max_attempts = state.max_node_attempts;
+    let Some(record) = state.nodes.get_mut(node_id) else {
+        return Err(CoreError::StepDoesNotApply(format!("no ledger entry for {node_id}")));
+    };
+    record.usage.prompt_tokens += usage.prompt_tokens;
+    record.usage.completion_tokens += usage.completion_tokens;
+    match violations {
+        (Some(answer), violations) if violations.is_empty() => {
+            record.status = NodeStatus::Completed;
+            record.output = Some(answer);
+            record.feedback.clear();
+            events.push(
+                EventDraft::new(EventType::NodeComplete, now)
+                    .node(node_id)
+                    .plan_version(plan_version)
+                    .payload(json!({"attempt": attempt, "outputFacets": output_facets, "output": record.output})),
+            );
+            schedule_ready_nodes(state, outbox);
+            let all_completed = state.nodes.values().all(|record| record.status == NodeStatus::Completed);
+            if all_completed {
+                finish_run(state, now, context, events)?;
+            }
+        }
+        (_, violations) => {
+            events.push(
+                EventDraft::new(EventType::ValidationError, now)
+                    .node(node_id)
+                    .plan_version(plan_version)
+                    .message(format!("attempt {attempt} broke the node's output contract"))
+                    .payload(json!({"scope": "node_output", "attempt": attempt, "errors": violations})),
+            );
+            if attempt < max_attempts {
+                record.feedback = violations;
+                record.current_attempt = attempt + 1;
+                record.status = NodeStatus::Scheduled;
+                outbox.push(StepMessage::new(
+                    &state.tenant_id,
+                    &state.run_id,
+                    StepCommand::ExecuteNode {
+                        node_id: node_id.to_string(),
+                        attempt: attempt + 1,
+                    },
+                ));
+            } else {
+                record.status = NodeStatus::Failed;
+                record.error = Some(format!("output contract still violated after {attempt} attempts"));
+                events.push(
+                    EventDraft::new(EventType::NodeError, now)
+                        .node(node_id)
+                        .plan_version(plan_version)
+                        .message(format!("output contract still violated after {attempt} attempts"))
+                        .payload(json!({"code": "output_contract_violated", "attempt": attempt})),
+                );
+                fail_run(state, "output_contract_violated", &format!("node {node_id} never produced valid output"), now, events);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Assembles the final output from produced or supplied facets, validates
+/// it against the caller's schema and constraints, and completes or fails.
+fn finish_run(state: &mut RunState, now: &str, context: &EngineContext<'_>, events: &mut Vec<EventDraft>) -> Result<(), CoreError> {
+    let mut output = Map::new();
+    let mut facet_values = Map::new();
+    if let Some(plan) = state.plan.as_ref() {
+        for property in state.envelope.output_contract.top_level_properties() {
+            let value = match plan.final_producer_of(&property) {
+                Some(producer) => state
+                    .nodes
+                    .get(&producer.node_id)
+                    .and_then(|record| record.output.as_ref())
+                    .and_then(|answer| answer.get(&property))
+                    .cloned(),
+                None => state.envelope.inputs.get(&property).cloned(),
+            };
+            if let Some(value) = value {
+                output.insert(property, value);
+            }
+        }
+        for node in &plan.nodes {
+            for facet in &node.output_facets {
+                if let Some(value) = state.nodes.get(&node.node_id).and_then(|r| r.output.as_ref()).and_then(|o| o.get(facet)) {
+                    facet_values.insert(facet.clone(), value.clone());
+                }
+            }
+            for facet in &node.input_facets {
+                if !facet_values.contains_key(facet)
+                    && let Some(value) = facet_value_for_node(state, node, facet)
+                {
+                    facet_values.insert(facet.clone(), value);
+                }
+            }
+        }
+    }
+    let output = Value::Object(output);
+    let validator = context
+        .validators
+        .validator_for(&state.envelope.output_contract.schema, "$.outputContract.schema")?;
+    let violations = collect_violations(&validator, &output);
+    if !violations.is_empty() {
+        events.push(
+            EventDraft::new(EventType::ValidationError, now)
+                .message("the assembled output does not satisfy the caller's contract")
+                .payload(json!({"scope": "output", "errors": violations})),
+        );
+        fail_run(state, "output_contract_violated", "the assembled output does not satisfy outputContract.schema", now, events);
+        return Ok(());
+    }
+    let mut evaluation_scope = facet_values;
+    for (key, value) in output.as_object().into_iter().flatten() {
+        evaluation_scope.insert(key.clone(), value.clone());
+    }
+    let (observed, broken_hard) = evaluate_constraints(&state.envelope, &Value::Object(evaluation_scope));
+    state.observed_satisfaction = Some(observed);
+    if !broken_hard.is_empty() {
+        events.push(
+            EventDraft::new(EventType::ValidationError, now)
+                .message("hard constraints do not hold on the output")
+                .payload(json!({"scope": "constraints", "errors": broken_hard})),
+        );
+        fail_run(state, "hard_constraint_violated", "hard constraints do not hold on the output", now, events);
+        return Ok(());
+    }
+    let usage = state.nodes.values().fold(TokenUsage::default(), |mut total, record| {
+        total.prompt_tokens += record.usage.prompt_tokens;
+        total.completion_tokens += record.usage.completion_tokens;
+        total
+    });
+    events.push(EventDraft::new(EventType::Metrics, now).payload(json!({
+        "tokens": {"prompt": usage.prompt_tokens, "completion": usage.completion_tokens, "total": usage.prompt_tokens + usage.completion_tokens},
+        "nodes": state.nodes.len(),
+    })));
+    state.status = RunStatus::Completed;
+    state.output = Some(output.clone());
+    let symbolic = state.plan_diagnostics.as_ref().map(|bundle| bundle.satisfaction_score);
+    events.push(
+        EventDraft::new(EventType::Complete, now)
+            .plan_version(current_plan_version(state))
+            .payload(json!({
+                "output": output,
+                "status": state.status.as_str(),
+                "satisfactionScore": symbolic,
+                "observedSatisfaction": observed,
+            })),
+    );
+    Ok(())
+}
+
+/// Evaluates the contract's constraints (JSONLogic, via datalogic-rs) over
+/// `scope`. Returns the observed weighted score and the broken hard ones.
+fn evaluate_constraints(envelope: &TaskEnvelope, scope: &Value) -> (f64, Vec<Value>) {
+    use crate::diagnostics::{ConstraintOutcome, satisfaction_score};
+    let engine = datalogic_rs::Engine::new();
+    let data = scope.to_string();
+    let mut outcomes = Vec::new();
+    let mut broken_hard = Vec::new();
+    for (index, constraint) in envelope.output_contract.constraints.iter().enumerate() {
+        let holds = engine
+            .eval_str(&constraint.expr.to_string(), &data)
+            .map(|result| {
+                serde_json::from_str::<Value>(&result).is_ok_and(|value| match value {
+                    Value::Bool(flag) => flag,
+                    Value::Null => false,
+                    Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0),
+                    Value::String(text) => !text.is_empty(),
+                    Value::Array(items) => !items.is_empty(),
+                    Value::Object(_) => true,
+                })
+            })
+            .unwrap_or(false);
+        outcomes.push(ConstraintOutcome {
+            level: constraint.level,
+            satisfiable: holds,
+        });
+        if !holds && constraint.level == crate::contract::ConstraintLevel::Hard {
+            broken_hard.push(json!({
+                "constraintId": constraint.constraint_id.clone().unwrap_or_else(|| format!("constraints[{index}]")),
+                "constraint": constraint.expr,
+            }));
+        }
+    }
+    (satisfaction_score(&outcomes), broken_hard)
+}

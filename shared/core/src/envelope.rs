@@ -1,0 +1,201 @@
+//! The task envelope (seed 004 §5.1, §10; seed 000 constraints): parsing with
+//! JSON-path errors and the semantic checks that follow parsing.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::CoreError;
+use crate::contract::OutputContract;
+use crate::policies::TaskPolicies;
+use crate::schema::compile_schema;
+
+/// Run-level constraints (seed 000 §2.1 plus the seed 004 resume key).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvelopeConstraints {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality_threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_depth: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acceptance_criteria: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_run_id: Option<String>,
+    /// Other caller constraints travel to the nodes as context.
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// The canonical request payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskEnvelope {
+    pub objective: String,
+    #[serde(default)]
+    pub inputs: Map<String, Value>,
+    #[serde(default)]
+    pub constraints: EnvelopeConstraints,
+    pub output_contract: OutputContract,
+    #[serde(default)]
+    pub policies: TaskPolicies,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub special_instructions: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// Makes a re-sent submission return the same run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Caller metadata, stored and echoed, never interpreted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+fn invalid(path: impl Into<String>, message: impl Into<String>) -> CoreError {
+    CoreError::InvalidEnvelope {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
+    let text = path.to_string();
+    if text == "." || text.is_empty() { "$".to_string() } else { format!("$.{text}") }
+}
+
+impl TaskEnvelope {
+    /// Parses envelope JSON text. Errors name the JSON path (`$.outputContract.schema`).
+    pub fn parse_json_text(text: &str) -> Result<Self, CoreError> {
+        let deserializer = &mut serde_json::Deserializer::from_str(text);
+        let envelope: TaskEnvelope = serde_path_to_error::deserialize(deserializer).map_err(|error| {
+            let path = normalise_serde_path(error.path());
+            invalid(path, error.inner().to_string())
+        })?;
+        envelope.check_semantics()?;
+        Ok(envelope)
+    }
+
+    /// Parses an already-decoded JSON value.
+    pub fn parse_value(value: &Value) -> Result<Self, CoreError> {
+        let envelope: TaskEnvelope = serde_path_to_error::deserialize(value).map_err(|error| {
+            let path = normalise_serde_path(error.path());
+            invalid(path, error.inner().to_string())
+        })?;
+        envelope.check_semantics()?;
+        Ok(envelope)
+    }
+
+    /// Checks that parsing alone cannot: a non-empty objective, a compiling
+    /// contract schema, compiling JSONLogic constraints, sane numbers.
+    pub fn check_semantics(&self) -> Result<(), CoreError> {
+        if self.objective.trim().is_empty() {
+            return Err(invalid("$.objective", "the objective must be a non-empty string"));
+        }
+        if !self.output_contract.schema.is_object() && !self.output_contract.schema.is_boolean() {
+            return Err(invalid("$.outputContract.schema", "the contract schema must be a JSON Schema object"));
+        }
+        compile_schema(&self.output_contract.schema, "$.outputContract.schema")
+            .map_err(|error| invalid("$.outputContract.schema", error.to_string()))?;
+        let logic_engine = datalogic_rs::Engine::new();
+        for (index, constraint) in self.output_contract.constraints.iter().enumerate() {
+            let path = format!("$.outputContract.constraints[{index}].expr");
+            let expression_text = constraint.expr.to_string();
+            logic_engine
+                .compile(expression_text.as_str())
+                .map_err(|error| invalid(&path, format!("not a valid JSONLogic expression: {error}")))?;
+            // datalogic-rs compiles unknown single-key operators as custom
+            // operators and only fails when evaluating them: evaluate once on
+            // empty data so an unknown operator is caught before the run.
+            if let Err(error) = logic_engine.eval_str(&expression_text, "{}")
+                && error.to_string().to_lowercase().contains("operator")
+            {
+                return Err(invalid(&path, format!("not a valid JSONLogic expression: {error}")));
+            }
+        }
+        if let Some(threshold) = self.constraints.quality_threshold
+            && !(0.0..=1.0).contains(&threshold)
+        {
+            return Err(invalid("$.constraints.qualityThreshold", "must be between 0 and 1"));
+        }
+        if let Some(topology) = self.policies.planner.as_ref().and_then(|planner| planner.topology.as_ref())
+            && topology.variant_count == Some(0)
+        {
+            return Err(invalid("$.policies.planner.topology.variantCount", "must be at least 1"));
+        }
+        for (index, policy) in self.policies.runtime.iter().enumerate() {
+            if policy.id.trim().is_empty() {
+                return Err(invalid(format!("$.policies.runtime[{index}].id"), "must be a non-empty string"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"{"objective": "x", "outputContract": {"schema": {"type": "object"}}}"#;
+
+    #[test]
+    fn minimal_envelope_parses() {
+        let envelope = TaskEnvelope::parse_json_text(MINIMAL).unwrap();
+        assert_eq!(envelope.objective, "x");
+    }
+
+    #[test]
+    fn missing_objective_names_the_root() {
+        let error = TaskEnvelope::parse_json_text(r#"{"outputContract": {"schema": {}}}"#).unwrap_err();
+        assert!(error.to_string().contains("objective"), "{error}");
+    }
+
+    #[test]
+    fn wrong_type_names_the_path() {
+        let error = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "specialInstructions": [1], "outputContract": {"schema": {}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(error.path(), Some("$.specialInstructions[0]"), "{error}");
+    }
+
+    #[test]
+    fn schema_that_does_not_compile_names_the_schema() {
+        let error = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "outputContract": {"schema": {"type": "no-such-type"}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(error.path(), Some("$.outputContract.schema"), "{error}");
+    }
+
+    #[test]
+    fn goto_policy_names_the_action_path() {
+        let error = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "outputContract": {"schema": {}},
+                "policies": {"runtime": [{"id": "p", "trigger": {"kind": "manual"},
+                                          "action": {"type": "goto", "next": "n"}}]}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(error.path(), Some("$.policies.runtime[0].action"), "{error}");
+        assert!(error.to_string().contains("replan"));
+    }
+
+    #[test]
+    fn blank_objective_is_rejected() {
+        let error = TaskEnvelope::parse_json_text(r#"{"objective": "  ", "outputContract": {"schema": {}}}"#)
+            .unwrap_err();
+        assert_eq!(error.path(), Some("$.objective"));
+    }
+
+    #[test]
+    fn invalid_jsonlogic_constraint_names_its_index() {
+        let error = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "outputContract": {"schema": {},
+                "constraints": [{"expr": {"no_such_operator_anywhere": [1]}, "level": "hard"}]}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(error.path(), Some("$.outputContract.constraints[0].expr"), "{error}");
+    }
+}

@@ -1,0 +1,42 @@
+//! The one error enum of `baton-core`.
+
+use thiserror::Error;
+
+/// Everything that can go wrong inside the core. None of these is retryable:
+/// the core is deterministic, so the same input fails the same way again.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CoreError {
+    /// The caller's task envelope is malformed; `path` names the offending JSON path.
+    #[error("invalid envelope at {path}: {message}")]
+    InvalidEnvelope { path: String, message: String },
+    /// A registry document (facet or capability) is malformed.
+    #[error("invalid registry document {source_name} at {path}: {message}")]
+    InvalidRegistry {
+        source_name: String,
+        path: String,
+        message: String,
+    },
+    /// A JSON Schema failed to compile.
+    #[error("schema does not compile at {path}: {message}")]
+    SchemaDoesNotCompile { path: String, message: String },
+    /// A step referred to something the run does not have (a stale or corrupt message).
+    #[error("step does not apply to this run: {0}")]
+    StepDoesNotApply(String),
+}
+
+impl CoreError {
+    /// Core errors are deterministic: retrying the same input cannot succeed.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+
+    /// The JSON path (or registry path) the error names, when it names one.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            CoreError::InvalidEnvelope { path, .. }
+            | CoreError::InvalidRegistry { path, .. }
+            | CoreError::SchemaDoesNotCompile { path, .. } => Some(path),
+            CoreError::StepDoesNotApply(_) => None,
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Facets: the semantic primitives contracts are made of (seed 004 §5.6).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Which way a facet may flow through a capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FacetDirection {
+    Input,
+    Output,
+    Bidirectional,
+}
+
+impl FacetDirection {
+    pub fn allows_input(self) -> bool {
+        matches!(self, FacetDirection::Input | FacetDirection::Bidirectional)
+    }
+    pub fn allows_output(self) -> bool {
+        matches!(self, FacetDirection::Output | FacetDirection::Bidirectional)
+    }
+}
+
+/// One facet definition, as stored in `registry/facets/<name>.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Facet {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub schema: Value,
+    /// Guidance for the agent on how to use or produce this facet.
+    #[serde(default)]
+    pub semantics: String,
+    pub direction: FacetDirection,
+    /// A required facet must be present in a node's input; an optional one is
+    /// handed over when available and never forces a producer into the plan.
+    #[serde(default = "required_by_default")]
+    pub required_by_default: bool,
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub metadata: Map<String, Value>,
+}
+
+fn required_by_default() -> bool {
+    true
+}
+
+/// All facets by name.
+#[derive(Debug, Clone, Default)]
+pub struct FacetCatalog {
+    facets_by_name: BTreeMap<String, Facet>,
+}
+
+impl FacetCatalog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a facet; returns the previous definition of the same name, if any.
+    pub fn insert(&mut self, facet: Facet) -> Option<Facet> {
+        self.facets_by_name.insert(facet.name.clone(), facet)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Facet> {
+        self.facets_by_name.get(name)
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.facets_by_name.contains_key(name)
+    }
+
+    pub fn list(&self) -> impl Iterator<Item = &Facet> {
+        self.facets_by_name.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.facets_by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.facets_by_name.is_empty()
+    }
+}

@@ -1,0 +1,34 @@
+//! `baton-core`: the sans-IO heart of Baton.
+//!
+//! It owns the domain model (task envelope, output contract, policies, facets,
+//! capability registrations, plan graph, run state, event frames), the facet
+//! contract compiler, the deterministic planner, the plan validator with its
+//! diagnostics merger, and the step state machine
+//! (`decide(state, input, now) -> (state, events, effects)`).
+//!
+//! Invariants:
+//! - No I/O of any kind: no tokio, no AWS, no HTTP, no file system. Time, ids
+//!   and randomness come in as arguments so every decision replays in a test.
+//! - No domain words: facet and capability names come from `registry/` data.
+//! - Every JSON Schema is compiled by the `jsonschema` crate with remote and
+//!   file `$ref` retrieval turned off.
+
+pub mod capability;
+pub mod compiler;
+pub mod context;
+pub mod contract;
+pub mod diagnostics;
+pub mod engine;
+pub mod envelope;
+pub mod error;
+pub mod event;
+pub mod facet;
+pub mod plan;
+pub mod planner;
+pub mod policies;
+pub mod registry;
+pub mod run;
+pub mod schema;
+pub mod validator;
+
+pub use error::CoreError;

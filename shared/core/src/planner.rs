@@ -1,0 +1,291 @@
+//! The deterministic planner (seed 004's "deterministic fallback draft"):
+//! the caller's output contract names the goal facets, the envelope's inputs
+//! supply facets, and capabilities are chained backward over facet coverage.
+//! Candidate order honours `policies.planner.selection` (forbid, prefer,
+//! avoid), then AI before human, fewer missing inputs, cost and id.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::capability::{AgentType, CapabilityRegistration};
+use crate::compiler::{ContractDirection, compile_contract};
+use crate::diagnostics::{DiagnosticCause, PlanDiagnostic};
+use crate::envelope::TaskEnvelope;
+use crate::plan::{PlanEdge, PlanGraph, PlanNode};
+use crate::registry::Registry;
+
+/// Name recorded in `PlanGraph.plannerRuntime` for this planner.
+pub const DETERMINISTIC_PLANNER_RUNTIME: &str = "deterministic";
+
+/// Facets the envelope's inputs supply (input keys that name catalog facets).
+pub fn supplied_facets(envelope: &TaskEnvelope, registry: &Registry) -> BTreeSet<String> {
+    envelope
+        .inputs
+        .keys()
+        .filter(|key| registry.facets.contains(key))
+        .cloned()
+        .collect()
+}
+
+/// Goal facets: the contract's top-level properties that name catalog facets.
+pub fn goal_facets(envelope: &TaskEnvelope, registry: &Registry) -> Vec<String> {
+    envelope
+        .output_contract
+        .top_level_properties()
+        .into_iter()
+        .filter(|property| registry.facets.contains(property))
+        .collect()
+}
+
+/// Whether `capability_id` matches a selection entry: the exact id, or an
+/// agent prefix (`Agent` matches `Agent.capability`).
+pub fn selection_matches(entry: &str, capability_id: &str) -> bool {
+    capability_id == entry
+        || capability_id
+            .strip_prefix(entry)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+struct PlanningContext<'a> {
+    envelope: &'a TaskEnvelope,
+    registry: &'a Registry,
+    supplied: BTreeSet<String>,
+}
+
+#[derive(Clone, Default)]
+struct Draft {
+    chosen_capability_ids: Vec<String>,
+    produced: BTreeSet<String>,
+}
+
+impl<'a> PlanningContext<'a> {
+    fn is_listed(&self, list: fn(&crate::policies::SelectionPolicy) -> &Vec<String>, capability_id: &str) -> bool {
+        self.envelope
+            .policies
+            .planner_selection()
+            .is_some_and(|selection| list(selection).iter().any(|entry| selection_matches(entry, capability_id)))
+    }
+
+    fn required_inputs<'c>(&self, capability: &'c CapabilityRegistration) -> impl Iterator<Item = &'c String> + use<'c, '_> {
+        capability
+            .input_contract
+            .iter()
+            .filter(|facet| self.registry.facets.get(facet).is_some_and(|facet| facet.required_by_default))
+    }
+
+    fn candidates_for(&self, facet: &str, draft: &Draft) -> Vec<&'a CapabilityRegistration> {
+        let mut candidates: Vec<&CapabilityRegistration> = self
+            .registry
+            .producers_of(facet)
+            .into_iter()
+            .filter(|capability| !self.is_listed(|s| &s.forbid, &capability.capability_id))
+            .collect();
+        candidates.sort_by_key(|capability| {
+            let missing_inputs = self
+                .required_inputs(capability)
+                .filter(|input| !self.supplied.contains(*input) && !draft.produced.contains(*input))
+                .count();
+            (
+                !self.is_listed(|s| &s.prefer, &capability.capability_id),
+                self.is_listed(|s| &s.avoid, &capability.capability_id),
+                capability.agent_type == AgentType::Human,
+                missing_inputs,
+                capability.cost_rank(),
+                capability.capability_id.clone(),
+            )
+        });
+        candidates
+    }
+
+    /// Makes `facet` available in `draft`, adding producers; restores the
+    /// draft on failure.
+    fn resolve_facet(&self, facet: &str, draft: &mut Draft, stack: &mut Vec<String>) -> bool {
+        if self.supplied.contains(facet) || draft.produced.contains(facet) {
+            return true;
+        }
+        if stack.iter().any(|pending| pending == facet) {
+            return false;
+        }
+        stack.push(facet.to_string());
+        for capability in self.candidates_for(facet, draft) {
+            let snapshot = draft.clone();
+            let inputs_resolved = self
+                .required_inputs(capability)
+                .all(|input| self.resolve_facet(input, draft, stack));
+            if inputs_resolved {
+                draft.chosen_capability_ids.push(capability.capability_id.clone());
+                draft.produced.extend(capability.output_contract.iter().cloned());
+                stack.pop();
+                return true;
+            }
+            *draft = snapshot;
+        }
+        stack.pop();
+        false
+    }
+}
+
+/// Plans `envelope` over `registry`. Returns the plan, or the diagnostics
+/// explaining why no plan covers the contract.
+pub fn plan_deterministically(envelope: &TaskEnvelope, registry: &Registry) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
+    let context = PlanningContext {
+        envelope,
+        registry,
+        supplied: supplied_facets(envelope, registry),
+    };
+    let mut diagnostics = Vec::new();
+    for property in envelope.output_contract.top_level_properties() {
+        if !registry.facets.contains(&property) && envelope.output_contract.is_required_property(&property) {
+            diagnostics.push(
+                PlanDiagnostic::hard(
+                    format!("output.{property}"),
+                    DiagnosticCause::MissingProducer,
+                    format!("output property `{property}` is produced"),
+                )
+                .with_suggestion(format!(
+                    "No facet named `{property}` exists in the registry; register a facet and a capability that produces it, or rename the contract property to a known facet."
+                )),
+            );
+        }
+    }
+    if envelope.output_contract.top_level_properties().is_empty() {
+        diagnostics.push(
+            PlanDiagnostic::hard(
+                "output.properties",
+                DiagnosticCause::SchemaIncompatible,
+                "the output contract names at least one facet",
+            )
+            .with_suggestion("Give outputContract.schema top-level `properties` named after registry facets."),
+        );
+    }
+    let goals = goal_facets(envelope, registry);
+    let mut draft = Draft::default();
+    for goal in &goals {
+        let mut stack = Vec::new();
+        if !context.resolve_facet(goal, &mut draft, &mut stack) {
+            let producers: Vec<String> = registry.producers_of(goal).iter().map(|c| c.capability_id.clone()).collect();
+            let suggestion = if producers.is_empty() {
+                format!("Register a capability whose outputContract includes `{goal}`.")
+            } else {
+                format!(
+                    "Capabilities producing `{goal}` ({}) need inputs nobody supplies or produces; supply them in `inputs` or register their producers.",
+                    producers.join(", ")
+                )
+            };
+            diagnostics.push(
+                PlanDiagnostic::hard(
+                    format!("output.{goal}"),
+                    DiagnosticCause::MissingProducer,
+                    format!("facet `{goal}` is produced or supplied"),
+                )
+                .with_suggestion(suggestion),
+            );
+        }
+    }
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
+    build_plan(&context, &draft.chosen_capability_ids, &goals).map_err(|error| {
+        vec![
+            PlanDiagnostic::hard("structure.contracts", DiagnosticCause::SchemaIncompatible, "node contracts compile")
+                .with_suggestion(error.to_string()),
+        ]
+    })
+}
+
+/// Turns an ordered list of capability ids into nodes and facet edges.
+fn build_plan(context: &PlanningContext<'_>, capability_ids: &[String], goals: &[String]) -> Result<PlanGraph, crate::CoreError> {
+    let registry = context.registry;
+    let contract = &context.envelope.output_contract;
+    let mut nodes: Vec<PlanNode> = Vec::with_capacity(capability_ids.len());
+    let mut edges = Vec::new();
+    for (index, capability_id) in capability_ids.iter().enumerate() {
+        let Some(capability) = registry.capability(capability_id) else {
+            continue;
+        };
+        let node_id = format!("node_{}", index + 1);
+        let mut input_facets = Vec::new();
+        for facet in &capability.input_contract {
+            let upstream_producer = nodes
+                .iter()
+                .rev()
+                .find(|node| node.output_facets.iter().any(|name| name == facet));
+            if let Some(producer) = upstream_producer {
+                edges.push(PlanEdge {
+                    from: producer.node_id.clone(),
+                    to: node_id.clone(),
+                    facet: facet.clone(),
+                });
+                input_facets.push(facet.clone());
+            } else if context.supplied.contains(facet) {
+                input_facets.push(facet.clone());
+            }
+        }
+        let output_facets = capability.output_contract.clone();
+        let tighten = |facet: &str| -> Option<Value> {
+            goals
+                .iter()
+                .any(|goal| goal == facet)
+                .then(|| contract.property_schema(facet).cloned())
+                .flatten()
+        };
+        let input_contract = compile_contract(&registry.facets, &input_facets, ContractDirection::Input, &|_| None)?;
+        let output_contract = compile_contract(&registry.facets, &output_facets, ContractDirection::Output, &tighten)?;
+        nodes.push(PlanNode {
+            node_id,
+            capability_id: capability.capability_id.clone(),
+            label: capability.display_name.clone(),
+            kind: capability.kind,
+            agent_type: capability.agent_type,
+            derived: false,
+            instructions: compose_instructions(registry, capability, &input_facets, &output_facets),
+            input_facets,
+            output_facets,
+            input_contract,
+            output_contract,
+        });
+    }
+    Ok(PlanGraph {
+        plan_version: 1,
+        planner_runtime: DETERMINISTIC_PLANNER_RUNTIME.to_string(),
+        planner_model: None,
+        nodes,
+        edges,
+        supplied_facets: context.supplied.iter().cloned().collect(),
+        goal_facets: goals.to_vec(),
+        metadata: serde_json::Map::new(),
+    })
+}
+
+/// The merged system instruction: the capability's own prompt plus the
+/// semantics of the facets it reads and writes (§5.7 step 4).
+pub fn compose_instructions(
+    registry: &Registry,
+    capability: &CapabilityRegistration,
+    input_facets: &[String],
+    output_facets: &[String],
+) -> String {
+    let mut text = capability
+        .instructions
+        .clone()
+        .unwrap_or_else(|| capability.summary.clone());
+    let describe = |names: &[String]| -> String {
+        names
+            .iter()
+            .filter_map(|name| registry.facets.get(name))
+            .map(|facet| {
+                let semantics = if facet.semantics.is_empty() { String::new() } else { format!(" {}", facet.semantics) };
+                format!("- `{}` ({}): {}{}", facet.name, facet.title, facet.description, semantics)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    if !input_facets.is_empty() {
+        text.push_str("\n\nYou receive these facets in `inputs`:\n");
+        text.push_str(&describe(input_facets));
+    }
+    text.push_str("\n\nAnswer with one JSON object holding exactly these facets as properties:\n");
+    text.push_str(&describe(output_facets));
+    text
+}

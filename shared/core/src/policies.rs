@@ -1,0 +1,301 @@
+//! Task policies (seed 004 §5.3, §5.10): planner policies shape the plan,
+//! runtime policies are guardrails with a canonical action union. `goto` and
+//! the legacy verbs are rejected with a migration hint.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+/// `TaskEnvelope.policies`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskPolicies {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner: Option<PlannerPolicy>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtime: Vec<RuntimePolicy>,
+    /// Caller hints outside the canonical shape (the seed's sample envelopes
+    /// send e.g. a persona or a voice here). Kept verbatim and handed to the
+    /// planner as context; never interpreted by code.
+    #[serde(flatten)]
+    pub hints: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlannerPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimisation: Option<OptimisationPolicy>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directives: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TopologyPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant_count: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_depth: Option<u32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_kinds: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbidden_kinds: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SelectionPolicy {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub require: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbid: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefer: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub avoid: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimisationObjective {
+    Speed,
+    Quality,
+    Diversity,
+    TokenEfficiency,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OptimisationPolicy {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objective: Option<OptimisationObjective>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+}
+
+/// A runtime guardrail: when `trigger` matches, request `action`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuntimePolicy {
+    pub id: String,
+    #[serde(default = "enabled_by_default")]
+    pub enabled: bool,
+    pub trigger: PolicyTrigger,
+    pub action: PolicyAction,
+}
+
+fn enabled_by_default() -> bool {
+    true
+}
+
+/// Static node selector (no relative navigation, §5.10).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSelector {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase", deny_unknown_fields)]
+pub enum PolicyTrigger {
+    OnStart,
+    OnNodeComplete {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        selector: Option<NodeSelector>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        condition: Option<Value>,
+    },
+    OnValidationFail {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        selector: Option<NodeSelector>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        condition: Option<Value>,
+    },
+    OnTimeout {
+        ms: u64,
+    },
+    OnMetricBelow {
+        metric: String,
+        threshold: f64,
+    },
+    Manual,
+}
+
+/// The canonical action union after §5.10 (no `goto`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum PolicyAction {
+    Replan {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rationale: Option<String>,
+    },
+    Hitl {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rationale: Option<String>,
+        #[serde(rename = "approveAction", skip_serializing_if = "Option::is_none")]
+        approve_action: Option<Box<PolicyAction>>,
+        #[serde(rename = "rejectAction", skip_serializing_if = "Option::is_none")]
+        reject_action: Option<Box<PolicyAction>>,
+    },
+    Fail {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    Pause {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    Emit {
+        event: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        payload: Option<Map<String, Value>>,
+    },
+}
+
+/// Mirror of [`PolicyAction`] used only to deserialize the canonical names
+/// after the migration checks below have run.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum CanonicalActionWire {
+    Replan {
+        #[serde(default)]
+        rationale: Option<String>,
+    },
+    Hitl {
+        #[serde(default)]
+        rationale: Option<String>,
+        #[serde(default, rename = "approveAction")]
+        approve_action: Option<Box<PolicyAction>>,
+        #[serde(default, rename = "rejectAction")]
+        reject_action: Option<Box<PolicyAction>>,
+    },
+    Fail {
+        #[serde(default)]
+        message: Option<String>,
+    },
+    Pause {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    Emit {
+        event: String,
+        #[serde(default)]
+        payload: Option<Map<String, Value>>,
+    },
+}
+
+/// Migration hint for an action name that is no longer canonical.
+pub fn migration_hint_for_action(action_type: &str) -> Option<&'static str> {
+    match action_type {
+        "goto" => Some(
+            "the `goto` action was removed (seed 004 §5.10): plan topology is immutable at run time; use {\"type\": \"replan\"} to request a new plan instead",
+        ),
+        "hitl_pause" => Some("`hitl_pause` is now `hitl`"),
+        "fail_run" => Some("`fail_run` is now `fail`"),
+        "pause_run" => Some("`pause_run` is now `pause`"),
+        "emit_event" => Some("`emit_event` is now `emit`"),
+        _ => None,
+    }
+}
+
+impl<'de> Deserialize<'de> for PolicyAction {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Value::deserialize(deserializer)?;
+        let action_type = raw.get("type").and_then(Value::as_str).unwrap_or_default();
+        if let Some(hint) = migration_hint_for_action(action_type) {
+            return Err(D::Error::custom(format!("unsupported action type `{action_type}`: {hint}")));
+        }
+        let wire: CanonicalActionWire = serde_json::from_value(raw).map_err(D::Error::custom)?;
+        Ok(match wire {
+            CanonicalActionWire::Replan { rationale } => PolicyAction::Replan { rationale },
+            CanonicalActionWire::Hitl {
+                rationale,
+                approve_action,
+                reject_action,
+            } => PolicyAction::Hitl {
+                rationale,
+                approve_action,
+                reject_action,
+            },
+            CanonicalActionWire::Fail { message } => PolicyAction::Fail { message },
+            CanonicalActionWire::Pause { reason } => PolicyAction::Pause { reason },
+            CanonicalActionWire::Emit { event, payload } => PolicyAction::Emit { event, payload },
+        })
+    }
+}
+
+impl TaskPolicies {
+    pub fn planner_selection(&self) -> Option<&SelectionPolicy> {
+        self.planner.as_ref().and_then(|planner| planner.selection.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn goto_is_rejected_with_a_migration_hint() {
+        let error = serde_json::from_value::<PolicyAction>(json!({"type": "goto", "next": "n1"})).unwrap_err();
+        assert!(error.to_string().contains("replan"), "{error}");
+    }
+
+    #[test]
+    fn legacy_verbs_name_their_replacement() {
+        let error = serde_json::from_value::<PolicyAction>(json!({"type": "hitl_pause"})).unwrap_err();
+        assert!(error.to_string().contains("`hitl`"), "{error}");
+    }
+
+    #[test]
+    fn nested_hitl_follow_ups_parse() {
+        let action: PolicyAction = serde_json::from_value(json!({
+            "type": "hitl", "rationale": "review",
+            "approveAction": {"type": "emit", "event": "approved"},
+            "rejectAction": {"type": "fail", "message": "rejected"}
+        }))
+        .unwrap();
+        let PolicyAction::Hitl { reject_action, .. } = action else {
+            unreachable!("parsed as hitl above")
+        };
+        assert_eq!(
+            reject_action.as_deref(),
+            Some(&PolicyAction::Fail {
+                message: Some("rejected".into())
+            })
+        );
+    }
+
+    #[test]
+    fn seed_example_policies_parse() {
+        let policies: TaskPolicies = serde_json::from_value(json!({
+            "planner": {
+                "topology": {"variantCount": 3},
+                "selection": {"require": ["a.b"], "forbid": ["c"], "prefer": ["d.e"]},
+                "optimisation": {"objective": "quality"}
+            },
+            "runtime": [{
+                "id": "low_quality_replan",
+                "trigger": {"kind": "onNodeComplete", "selector": {"kind": "validation"},
+                            "condition": {"<": [{"var": "qaFindings.overallScore"}, 0.6]}},
+                "action": {"type": "replan", "rationale": "Low QA score"}
+            }]
+        }))
+        .unwrap();
+        assert_eq!(policies.runtime.len(), 1);
+        assert_eq!(
+            policies.planner.unwrap().topology.unwrap().variant_count,
+            Some(3)
+        );
+    }
+}

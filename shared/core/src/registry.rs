@@ -1,0 +1,233 @@
+//! The registry: the facet catalog plus capability registrations, built from
+//! data documents and validated as a whole. Unknown facets, direction
+//! mismatches, duplicate ids and schemas that do not compile are errors that
+//! name the document and the JSON path.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+
+use crate::CoreError;
+use crate::capability::CapabilityRegistration;
+use crate::facet::{Facet, FacetCatalog};
+use crate::schema::compile_schema;
+
+/// One registry document as text, with the name it came from (a file path).
+#[derive(Debug, Clone)]
+pub struct RegistryDocument {
+    pub source_name: String,
+    pub text: String,
+}
+
+/// A validated registry.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    pub facets: FacetCatalog,
+    capabilities_by_id: BTreeMap<String, CapabilityRegistration>,
+}
+
+fn registry_error(source_name: &str, path: impl Into<String>, message: impl Into<String>) -> CoreError {
+    CoreError::InvalidRegistry {
+        source_name: source_name.to_string(),
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+fn parse_document<T: DeserializeOwned>(document: &RegistryDocument) -> Result<T, CoreError> {
+    let deserializer = &mut serde_json::Deserializer::from_str(&document.text);
+    serde_path_to_error::deserialize(deserializer).map_err(|error| {
+        let path = error.path().to_string();
+        let path = if path == "." { "$".to_string() } else { format!("$.{path}") };
+        registry_error(&document.source_name, path, error.inner().to_string())
+    })
+}
+
+impl Registry {
+    /// Builds a registry from facet documents and capability documents.
+    /// Capability documents must already have their prompt files inlined.
+    pub fn from_documents(
+        facet_documents: &[RegistryDocument],
+        capability_documents: &[(RegistryDocument, Option<String>)],
+    ) -> Result<Self, CoreError> {
+        let mut registry = Registry::default();
+        for document in facet_documents {
+            let facet: Facet = parse_document(document)?;
+            registry.add_facet(facet, &document.source_name)?;
+        }
+        for (document, inlined_instructions) in capability_documents {
+            let mut capability: CapabilityRegistration = parse_document(document)?;
+            if let Some(instructions) = inlined_instructions {
+                capability.instructions = Some(instructions.clone());
+            }
+            registry.add_capability(capability, &document.source_name)?;
+        }
+        Ok(registry)
+    }
+
+    /// Adds one facet after checking its name and schema.
+    pub fn add_facet(&mut self, facet: Facet, source_name: &str) -> Result<(), CoreError> {
+        if facet.name.is_empty() || !facet.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(registry_error(
+                source_name,
+                "$.name",
+                format!("facet name `{}` must be non-empty ASCII letters, digits or `_`", facet.name),
+            ));
+        }
+        compile_schema(&facet.schema, "$.schema")
+            .map_err(|error| registry_error(source_name, "$.schema", error.to_string()))?;
+        if self.facets.contains(&facet.name) {
+            return Err(registry_error(source_name, "$.name", format!("duplicate facet `{}`", facet.name)));
+        }
+        self.facets.insert(facet);
+        Ok(())
+    }
+
+    /// Checks a capability against the catalog without adding it.
+    pub fn check_capability(&self, capability: &CapabilityRegistration, source_name: &str) -> Result<(), CoreError> {
+        if capability.capability_id.trim().is_empty() {
+            return Err(registry_error(source_name, "$.capabilityId", "must be a non-empty string"));
+        }
+        if capability.output_contract.is_empty() {
+            return Err(registry_error(source_name, "$.outputContract", "a capability must produce at least one facet"));
+        }
+        for (index, facet_name) in capability.input_contract.iter().enumerate() {
+            let path = format!("$.inputContract[{index}]");
+            let facet = self
+                .facets
+                .get(facet_name)
+                .ok_or_else(|| registry_error(source_name, &path, format!("unknown facet `{facet_name}`")))?;
+            if !facet.direction.allows_input() {
+                return Err(registry_error(
+                    source_name,
+                    &path,
+                    format!("facet `{facet_name}` is output-only and cannot be consumed"),
+                ));
+            }
+        }
+        for (index, facet_name) in capability.output_contract.iter().enumerate() {
+            let path = format!("$.outputContract[{index}]");
+            let facet = self
+                .facets
+                .get(facet_name)
+                .ok_or_else(|| registry_error(source_name, &path, format!("unknown facet `{facet_name}`")))?;
+            if !facet.direction.allows_output() {
+                return Err(registry_error(
+                    source_name,
+                    &path,
+                    format!("facet `{facet_name}` is input-only and cannot be produced"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a capability; a duplicate id is an error.
+    pub fn add_capability(&mut self, capability: CapabilityRegistration, source_name: &str) -> Result<(), CoreError> {
+        self.check_capability(&capability, source_name)?;
+        if self.capabilities_by_id.contains_key(&capability.capability_id) {
+            return Err(registry_error(
+                source_name,
+                "$.capabilityId",
+                format!("duplicate capability `{}`", capability.capability_id),
+            ));
+        }
+        self.capabilities_by_id.insert(capability.capability_id.clone(), capability);
+        Ok(())
+    }
+
+    pub fn capability(&self, capability_id: &str) -> Option<&CapabilityRegistration> {
+        self.capabilities_by_id.get(capability_id)
+    }
+
+    pub fn capabilities(&self) -> impl Iterator<Item = &CapabilityRegistration> {
+        self.capabilities_by_id.values()
+    }
+
+    /// Capabilities that produce `facet_name`, in id order.
+    pub fn producers_of(&self, facet_name: &str) -> Vec<&CapabilityRegistration> {
+        self.capabilities_by_id
+            .values()
+            .filter(|capability| capability.output_contract.iter().any(|name| name == facet_name))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(name: &str, text: &str) -> RegistryDocument {
+        RegistryDocument {
+            source_name: name.to_string(),
+            text: text.to_string(),
+        }
+    }
+
+    const FACET_IN: &str = r#"{"name": "brief", "title": "B", "description": "d", "schema": {"type": "string"}, "direction": "input"}"#;
+    const FACET_OUT: &str = r#"{"name": "draft", "title": "D", "description": "d", "schema": {"type": "string"}, "direction": "output"}"#;
+
+    fn capability(inputs: &str, outputs: &str) -> String {
+        format!(
+            r#"{{"capabilityId": "w", "agentType": "ai", "version": "1", "displayName": "W", "summary": "s",
+                "inputContract": {inputs}, "outputContract": {outputs}}}"#
+        )
+    }
+
+    #[test]
+    fn valid_registry_loads() {
+        let registry = Registry::from_documents(
+            &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
+            &[(doc("c", &capability(r#"["brief"]"#, r#"["draft"]"#)), None)],
+        )
+        .unwrap();
+        assert_eq!(registry.producers_of("draft").len(), 1);
+    }
+
+    #[test]
+    fn unknown_facet_names_file_and_path() {
+        let error = Registry::from_documents(
+            &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
+            &[(doc("caps/w.json", &capability(r#"["brief", "nope"]"#, r#"["draft"]"#)), None)],
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            registry_error("caps/w.json", "$.inputContract[1]", "unknown facet `nope`")
+        );
+    }
+
+    #[test]
+    fn direction_mismatch_is_rejected() {
+        let error = Registry::from_documents(
+            &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
+            &[(doc("c", &capability(r#"["draft"]"#, r#"["draft"]"#)), None)],
+        )
+        .unwrap_err();
+        assert_eq!(error.path(), Some("$.inputContract[0]"));
+    }
+
+    #[test]
+    fn duplicate_capability_is_rejected() {
+        let text = capability(r#"["brief"]"#, r#"["draft"]"#);
+        let error = Registry::from_documents(
+            &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
+            &[(doc("a", &text), None), (doc("b", &text), None)],
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("duplicate capability"), "{error}");
+    }
+
+    #[test]
+    fn facet_schema_that_does_not_compile_is_rejected() {
+        let bad = r#"{"name": "x", "title": "X", "description": "d", "schema": {"type": 12}, "direction": "input"}"#;
+        let error = Registry::from_documents(&[doc("facets/x.json", bad)], &[]).unwrap_err();
+        assert_eq!(error.path(), Some("$.schema"));
+    }
+
+    #[test]
+    fn duplicate_facet_is_rejected() {
+        let error = Registry::from_documents(&[doc("a", FACET_IN), doc("b", FACET_IN)], &[]).unwrap_err();
+        assert!(error.to_string().contains("duplicate facet"));
+    }
+}

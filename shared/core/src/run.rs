@@ -1,0 +1,171 @@
+//! Run state, node ledger and step messages: what the run store persists and
+//! what the step queue carries.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::diagnostics::DiagnosticsBundle;
+use crate::envelope::TaskEnvelope;
+use crate::plan::PlanGraph;
+use crate::schema::SchemaViolation;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    AwaitingHuman,
+    Completed,
+    Failed,
+    PlanRejected,
+    Cancelled,
+}
+
+impl RunStatus {
+    /// No further step will change the run.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::PlanRejected | RunStatus::Cancelled)
+    }
+    /// Terminal, or parked until something outside the engine acts.
+    pub fn is_settled(self) -> bool {
+        self.is_terminal() || self == RunStatus::AwaitingHuman
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::AwaitingHuman => "awaiting_human",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::PlanRejected => "plan_rejected",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    /// Waiting for upstream nodes.
+    Pending,
+    /// A step message for `current_attempt` is in the outbox or on the queue.
+    Scheduled,
+    AwaitingHuman,
+    Completed,
+    Failed,
+}
+
+/// Token usage reported by a provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// One node's ledger entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    pub status: NodeStatus,
+    /// The attempt the current step message is for (0 before scheduling).
+    pub current_attempt: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Violations of the previous attempt, fed back to the next one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback: Vec<SchemaViolation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub usage: TokenUsage,
+}
+
+impl NodeRecord {
+    pub fn pending() -> Self {
+        NodeRecord {
+            status: NodeStatus::Pending,
+            current_attempt: 0,
+            output: None,
+            feedback: Vec::new(),
+            error: None,
+            usage: TokenUsage::default(),
+        }
+    }
+}
+
+/// Why a run ended without output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunFailure {
+    pub code: String,
+    pub message: String,
+}
+
+/// Everything the engine knows about a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunState {
+    pub run_id: String,
+    pub tenant_id: String,
+    pub correlation_id: String,
+    pub thread_id: String,
+    pub envelope: TaskEnvelope,
+    pub status: RunStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanGraph>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_diagnostics: Option<DiagnosticsBundle>,
+    #[serde(default)]
+    pub nodes: BTreeMap<String, NodeRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_satisfaction: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<RunFailure>,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Bound on attempts per node (first try plus re-prompts).
+    pub max_node_attempts: u32,
+}
+
+/// What a step message asks the worker to do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum StepCommand {
+    Plan,
+    ExecuteNode {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+    },
+}
+
+/// The queue message: one step of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepMessage {
+    /// Deterministic per (run, command): duplicates share it.
+    pub message_id: String,
+    pub tenant_id: String,
+    pub run_id: String,
+    pub command: StepCommand,
+}
+
+impl StepMessage {
+    pub fn new(tenant_id: &str, run_id: &str, command: StepCommand) -> Self {
+        let message_id = match &command {
+            StepCommand::Plan => format!("{run_id}:plan"),
+            StepCommand::ExecuteNode { node_id, attempt } => format!("{run_id}:{node_id}:{attempt}"),
+        };
+        StepMessage {
+            message_id,
+            tenant_id: tenant_id.to_string(),
+            run_id: run_id.to_string(),
+            command,
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! JSON Schema compilation and validation through the `jsonschema` crate, with
+//! remote and file `$ref` retrieval turned off, plus a cache of compiled
+//! validators keyed by the schema's canonical text so the hot path compiles a
+//! schema once per process.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::CoreError;
+
+/// A compiled validator shared between threads.
+pub type SharedValidator = Arc<jsonschema::Validator>;
+
+/// One schema violation: where in the instance, what rule, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SchemaViolation {
+    /// JSON pointer into the validated instance ("" is the root).
+    pub instance_pointer: String,
+    /// JSON pointer into the schema, naming the failed keyword.
+    pub schema_pointer: String,
+    /// Human-readable message from the validator.
+    pub message: String,
+    /// The facet this part of the schema came from, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facet: Option<String>,
+}
+
+/// Compiles `schema` with no remote or file retrieval and format checks on.
+/// `path` names where the schema came from, for the error.
+pub fn compile_schema(schema: &Value, path: &str) -> Result<jsonschema::Validator, CoreError> {
+    jsonschema::options()
+        .offline()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|error| CoreError::SchemaDoesNotCompile {
+            path: path.to_string(),
+            message: error.to_string(),
+        })
+}
+
+/// Validates `instance` and returns every violation (empty when valid).
+pub fn collect_violations(validator: &jsonschema::Validator, instance: &Value) -> Vec<SchemaViolation> {
+    validator
+        .iter_errors(instance)
+        .map(|error| SchemaViolation {
+            instance_pointer: error.instance_path().to_string(),
+            schema_pointer: error.schema_path().to_string(),
+            message: error.to_string(),
+            facet: None,
+        })
+        .collect()
+}
+
+/// Cache of compiled validators keyed by the schema's serialized form.
+#[derive(Default)]
+pub struct ValidatorCache {
+    compiled_by_schema_text: Mutex<HashMap<String, SharedValidator>>,
+}
+
+impl ValidatorCache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Returns the compiled validator for `schema`, compiling it on first use.
+    pub fn validator_for(&self, schema: &Value, path: &str) -> Result<SharedValidator, CoreError> {
+        let key = schema.to_string();
+        if let Ok(cache) = self.compiled_by_schema_text.lock()
+            && let Some(found) = cache.get(&key)
+        {
+            return Ok(found.clone());
+        }
+        let compiled = Arc::new(compile_schema(schema, path)?);
+        if let Ok(mut cache) = self.compiled_by_schema_text.lock() {
+            cache.insert(key, compiled.clone());
+        }
+        Ok(compiled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn remote_references_are_refused_not_fetched() {
+        let schema = json!({"$ref": "https://example.com/schema.json"});
+        let error = compile_schema(&schema, "outputContract.schema").unwrap_err();
+        assert_eq!(error.path(), Some("outputContract.schema"));
+    }
+
+    #[test]
+    fn violations_name_the_instance_pointer() {
+        let schema = json!({"type": "object", "properties": {"n": {"minimum": 5}}, "required": ["name"]});
+        let validator = compile_schema(&schema, "s").unwrap();
+        let violations = collect_violations(&validator, &json!({"n": 1}));
+        assert_eq!(violations.len(), 2);
+        assert!(violations.iter().any(|v| v.instance_pointer == "/n"));
+    }
+
+    #[test]
+    fn cache_returns_the_same_compiled_validator() {
+        let cache = ValidatorCache::new();
+        let schema = json!({"type": "string"});
+        let first = cache.validator_for(&schema, "a").unwrap();
+        let second = cache.validator_for(&schema, "b").unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+    }
+}

@@ -1,0 +1,310 @@
+//! The plan validator (seed 004 §5.9.2–5.9.3): structure (DAG, node
+//! completeness, facet directionality, schema compilability), facet
+//! coverage, planner policies and the symbolic satisfiability of the
+//! contract's constraints. Its diagnostics go through the merger.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::contract::ConstraintLevel;
+use crate::diagnostics::{
+    ConstraintOutcome, DiagnosticCause, DiagnosticStatus, DiagnosticsBundle, PlanDiagnostic, merge_diagnostics,
+};
+use crate::envelope::TaskEnvelope;
+use crate::plan::PlanGraph;
+use crate::planner::selection_matches;
+use crate::registry::Registry;
+use crate::schema::compile_schema;
+
+/// Validates `plan` for `envelope` against `registry` and merges the findings.
+pub fn validate_plan(plan: &PlanGraph, envelope: &TaskEnvelope, registry: &Registry) -> DiagnosticsBundle {
+    let mut diagnostics = Vec::new();
+    check_structure(plan, registry, &mut diagnostics);
+    check_coverage(plan, envelope, registry, &mut diagnostics);
+    check_planner_policies(plan, envelope, &mut diagnostics);
+    let outcomes = check_constraints(plan, envelope, &mut diagnostics);
+    merge_diagnostics(diagnostics, &outcomes)
+}
+
+/// Wraps planner failures (no plan at all) into a rejected bundle.
+pub fn rejected_bundle(diagnostics: Vec<PlanDiagnostic>) -> DiagnosticsBundle {
+    merge_diagnostics(diagnostics, &[])
+}
+
+fn structural(constraint_id: &str, constraint: &str, suggestion: String) -> PlanDiagnostic {
+    PlanDiagnostic::hard(constraint_id, DiagnosticCause::SchemaIncompatible, constraint).with_suggestion(suggestion)
+}
+
+fn check_structure(plan: &PlanGraph, registry: &Registry, diagnostics: &mut Vec<PlanDiagnostic>) {
+    let mut seen_ids = BTreeSet::new();
+    for node in &plan.nodes {
+        if !seen_ids.insert(node.node_id.as_str()) {
+            diagnostics.push(
+                structural("structure.unique_node_ids", "node ids are unique", format!("Rename the second `{}`.", node.node_id))
+                    .with_node(&node.node_id),
+            );
+        }
+        let Some(capability) = registry.capability(&node.capability_id) else {
+            diagnostics.push(
+                PlanDiagnostic::hard("structure.capability_exists", DiagnosticCause::MissingProducer, "every node names a registered capability")
+                    .with_node(&node.node_id)
+                    .with_capability(&node.capability_id)
+                    .with_suggestion(format!("`{}` is not registered; pick a registered capability.", node.capability_id)),
+            );
+            continue;
+        };
+        if node.output_facets.is_empty() {
+            diagnostics.push(
+                structural("structure.node_complete", "every node produces at least one facet", "Select output facets for the node.".into())
+                    .with_node(&node.node_id),
+            );
+        }
+        for facet_name in &node.input_facets {
+            match registry.facets.get(facet_name) {
+                None => diagnostics.push(
+                    structural("structure.known_facets", "node facets exist in the catalog", format!("Unknown facet `{facet_name}`."))
+                        .with_node(&node.node_id),
+                ),
+                Some(facet) if !facet.direction.allows_input() => diagnostics.push(
+                    structural("structure.facet_direction", "input facets allow input", format!("`{facet_name}` is output-only."))
+                        .with_node(&node.node_id),
+                ),
+                Some(_) if !node.derived && !capability.input_contract.contains(facet_name) => diagnostics.push(
+                    structural(
+                        "structure.declared_facets",
+                        "a declared capability only consumes facets it declares",
+                        format!("`{}` does not declare input `{facet_name}`; mark the node derived or drop the facet.", capability.capability_id),
+                    )
+                    .with_node(&node.node_id),
+                ),
+                Some(_) => {}
+            }
+        }
+        for facet_name in &node.output_facets {
+            match registry.facets.get(facet_name) {
+                None => diagnostics.push(
+                    structural("structure.known_facets", "node facets exist in the catalog", format!("Unknown facet `{facet_name}`."))
+                        .with_node(&node.node_id),
+                ),
+                Some(facet) if !facet.direction.allows_output() => diagnostics.push(
+                    structural("structure.facet_direction", "output facets allow output", format!("`{facet_name}` is input-only."))
+                        .with_node(&node.node_id),
+                ),
+                Some(_) if !node.derived && !capability.output_contract.contains(facet_name) => diagnostics.push(
+                    structural(
+                        "structure.declared_facets",
+                        "a declared capability only produces facets it declares",
+                        format!("`{}` does not declare output `{facet_name}`.", capability.capability_id),
+                    )
+                    .with_node(&node.node_id),
+                ),
+                Some(_) => {}
+            }
+        }
+        for (which, contract) in [("input", &node.input_contract), ("output", &node.output_contract)] {
+            if let Err(error) = compile_schema(&contract.schema, which) {
+                diagnostics.push(
+                    structural("structure.schema_compiles", "node contracts compile", error.to_string()).with_node(&node.node_id),
+                );
+            }
+        }
+    }
+    for edge in &plan.edges {
+        if !seen_ids.contains(edge.from.as_str()) || !seen_ids.contains(edge.to.as_str()) {
+            diagnostics.push(structural(
+                "structure.edges_reference_nodes",
+                "edges connect existing nodes",
+                format!("Edge {} -> {} names an unknown node.", edge.from, edge.to),
+            ));
+        }
+    }
+    if plan.topological_order().is_none() {
+        diagnostics.push(structural(
+            "structure.acyclic",
+            "the plan is a directed acyclic graph",
+            "Remove the cycle: a facet must be produced before it is consumed.".into(),
+        ));
+    }
+}
+
+fn check_coverage(plan: &PlanGraph, envelope: &TaskEnvelope, registry: &Registry, diagnostics: &mut Vec<PlanDiagnostic>) {
+    let supplied: BTreeSet<&str> = envelope.inputs.keys().map(String::as_str).collect();
+    for node in &plan.nodes {
+        for facet_name in &node.input_facets {
+            let produced_upstream = plan
+                .producer_for(&node.node_id, facet_name)
+                .and_then(|producer| plan.node(producer))
+                .is_some_and(|producer| producer.output_facets.contains(facet_name));
+            if !produced_upstream && !supplied.contains(facet_name.as_str()) {
+                diagnostics.push(
+                    PlanDiagnostic::hard(format!("input.{facet_name}"), DiagnosticCause::MissingProducer, format!("facet `{facet_name}` reaches node {}", node.node_id))
+                        .with_node(&node.node_id)
+                        .with_capability(&node.capability_id)
+                        .with_suggestion(format!("Add an upstream node producing `{facet_name}` (with an edge to {}) or supply it in `inputs`.", node.node_id)),
+                );
+            }
+        }
+        if let Some(capability) = registry.capability(&node.capability_id) {
+            for facet_name in &capability.input_contract {
+                let required = registry.facets.get(facet_name).is_some_and(|facet| facet.required_by_default);
+                if required && !node.input_facets.contains(facet_name) {
+                    diagnostics.push(
+                        PlanDiagnostic::hard(format!("input.{facet_name}"), DiagnosticCause::MissingProducer, format!("required facet `{facet_name}` reaches node {}", node.node_id))
+                            .with_node(&node.node_id)
+                            .with_capability(&node.capability_id)
+                            .with_suggestion(format!("`{}` requires `{facet_name}`; produce it upstream or supply it.", node.capability_id)),
+                    );
+                }
+            }
+        }
+    }
+    for property in envelope.output_contract.top_level_properties() {
+        let covered = supplied.contains(property.as_str()) || plan.final_producer_of(&property).is_some();
+        if !covered {
+            let required = envelope.output_contract.is_required_property(&property);
+            let mut diagnostic = PlanDiagnostic::hard(format!("output.{property}"), DiagnosticCause::MissingProducer, format!("output property `{property}` is produced"))
+                .with_suggestion(format!("Add a node whose outputContract includes `{property}`."));
+            if !required {
+                diagnostic.severity = ConstraintLevel::Informational;
+                diagnostic.cause = DiagnosticCause::Advisory;
+                diagnostic.status = DiagnosticStatus::Unknown;
+            }
+            diagnostics.push(diagnostic);
+        }
+    }
+}
+
+fn check_planner_policies(plan: &PlanGraph, envelope: &TaskEnvelope, diagnostics: &mut Vec<PlanDiagnostic>) {
+    let Some(planner) = envelope.policies.planner.as_ref() else {
+        return;
+    };
+    if let Some(selection) = &planner.selection {
+        for node in &plan.nodes {
+            if selection.forbid.iter().any(|entry| selection_matches(entry, &node.capability_id)) {
+                diagnostics.push(
+                    PlanDiagnostic::hard("policy.selection.forbid", DiagnosticCause::SchemaIncompatible, format!("`{}` is forbidden", node.capability_id))
+                        .with_node(&node.node_id)
+                        .with_capability(&node.capability_id)
+                        .with_suggestion("Replace the node with a capability that is not forbidden."),
+                );
+            }
+        }
+        for required in &selection.require {
+            if !plan.nodes.iter().any(|node| selection_matches(required, &node.capability_id)) {
+                diagnostics.push(
+                    PlanDiagnostic::hard(format!("policy.selection.require.{required}"), DiagnosticCause::MissingEnforcer, format!("`{required}` is in the plan"))
+                        .with_capability(required)
+                        .with_suggestion(format!("Insert a node using `{required}`.")),
+                );
+            }
+        }
+    }
+    if let Some(topology) = &planner.topology {
+        if let Some(max_depth) = topology.max_depth
+            && plan.depth() > max_depth as usize
+        {
+            diagnostics.push(
+                PlanDiagnostic::hard("policy.topology.maxDepth", DiagnosticCause::SchemaIncompatible, format!("plan depth <= {max_depth}"))
+                    .with_suggestion(format!("The plan is {} nodes deep; shorten it.", plan.depth())),
+            );
+        }
+        for kind in &topology.forbidden_kinds {
+            for node in plan.nodes.iter().filter(|node| node.kind.as_str() == kind) {
+                diagnostics.push(
+                    PlanDiagnostic::hard("policy.topology.forbiddenKinds", DiagnosticCause::SchemaIncompatible, format!("no `{kind}` nodes"))
+                        .with_node(&node.node_id)
+                        .with_suggestion(format!("Remove the `{kind}` node.")),
+                );
+            }
+        }
+        for kind in &topology.required_kinds {
+            if !plan.nodes.iter().any(|node| node.kind.as_str() == kind) {
+                diagnostics.push(
+                    PlanDiagnostic::hard(format!("policy.topology.requiredKinds.{kind}"), DiagnosticCause::MissingEnforcer, format!("a `{kind}` node is in the plan"))
+                        .with_suggestion(format!("Insert a `{kind}` node.")),
+                );
+            }
+        }
+        if let Some(variant_count) = topology.variant_count {
+            for property in envelope.output_contract.top_level_properties() {
+                let Some(schema) = envelope.output_contract.property_schema(&property) else {
+                    continue;
+                };
+                let bound = |key: &str| schema.get(key).and_then(Value::as_u64);
+                let too_many = bound("maxItems").is_some_and(|max| u64::from(variant_count) > max);
+                let too_few = bound("minItems").is_some_and(|min| u64::from(variant_count) < min);
+                if too_many || too_few {
+                    diagnostics.push(
+                        PlanDiagnostic::hard("policy.topology.variantCount", DiagnosticCause::SchemaIncompatible, format!("variantCount {variant_count} fits `{property}` item bounds"))
+                            .with_suggestion(format!("variantCount {variant_count} contradicts the contract's minItems/maxItems on `{property}`; reconcile them.")),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Collects the root names of every `{"var": ...}` in a JSONLogic expression.
+pub fn referenced_variable_roots(expression: &Value, roots: &mut BTreeSet<String>) {
+    match expression {
+        Value::Object(map) => {
+            for (key, value) in map {
+                if key == "var" {
+                    let path = match value {
+                        Value::String(path) => Some(path.as_str()),
+                        Value::Array(items) => items.first().and_then(Value::as_str),
+                        _ => None,
+                    };
+                    if let Some(root) = path.and_then(|path| path.split('.').next()).filter(|root| !root.is_empty()) {
+                        roots.insert(root.to_string());
+                    }
+                } else {
+                    referenced_variable_roots(value, roots);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| referenced_variable_roots(item, roots)),
+        _ => {}
+    }
+}
+
+fn check_constraints(plan: &PlanGraph, envelope: &TaskEnvelope, diagnostics: &mut Vec<PlanDiagnostic>) -> Vec<ConstraintOutcome> {
+    let mut available: BTreeSet<String> = envelope.inputs.keys().cloned().collect();
+    for node in &plan.nodes {
+        available.extend(node.output_facets.iter().cloned());
+    }
+    let mut outcomes = Vec::new();
+    for (index, constraint) in envelope.output_contract.constraints.iter().enumerate() {
+        let mut roots = BTreeSet::new();
+        referenced_variable_roots(&constraint.expr, &mut roots);
+        let missing: Vec<&String> = roots.iter().filter(|root| !available.contains(*root)).collect();
+        let satisfiable = missing.is_empty();
+        outcomes.push(ConstraintOutcome {
+            level: constraint.level,
+            satisfiable,
+        });
+        if satisfiable {
+            continue;
+        }
+        let constraint_id = constraint.constraint_id.clone().unwrap_or_else(|| format!("constraints[{index}]"));
+        let missing_list = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
+        let (status, cause) = match constraint.level {
+            ConstraintLevel::Hard => (DiagnosticStatus::Unsatisfied, DiagnosticCause::MissingProducer),
+            ConstraintLevel::Soft => (DiagnosticStatus::Unsatisfied, DiagnosticCause::UnsatisfiedSoft),
+            ConstraintLevel::Informational => (DiagnosticStatus::Unknown, DiagnosticCause::Advisory),
+        };
+        diagnostics.push(PlanDiagnostic {
+            severity: constraint.level,
+            status,
+            constraint: Some(constraint.expr.to_string()),
+            constraint_id: Some(constraint_id),
+            node_id: None,
+            capability_id: None,
+            cause,
+            suggestion: Some(format!("No node produces {missing_list}; add a producer so the constraint can be checked.")),
+            details: None,
+        });
+    }
+    outcomes
+}
