@@ -1,0 +1,103 @@
+//! The one error enum of `baton-runtime`.
+
+use baton_core::CoreError;
+use thiserror::Error;
+
+/// Failures of a port adapter.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum StoreError {
+    /// The run's version moved since it was read (a parallel commit won).
+    #[error("version conflict: expected {expected}")]
+    VersionConflict { expected: u64 },
+    #[error("run not found")]
+    RunNotFound,
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("stored record is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, StoreError::VersionConflict { .. } | StoreError::Unavailable(_))
+    }
+}
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum QueueError {
+    #[error("queue unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// What a model provider reports when it gives up.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum LlmError {
+    #[error("provider configuration: {0}")]
+    Configuration(String),
+    #[error("provider rate-limited the request after {attempts} attempts")]
+    RateLimited { attempts: u32 },
+    #[error("provider failed with HTTP {status} after {attempts} attempts: {body}")]
+    ServerError { status: u16, attempts: u32, body: String },
+    #[error("provider rejected the request with HTTP {status}: {body}")]
+    RequestRejected { status: u16, body: String },
+    #[error("provider timed out after {attempts} attempts")]
+    Timeout { attempts: u32 },
+    #[error("provider transport error after {attempts} attempts: {message}")]
+    Transport { attempts: u32, message: String },
+    #[error("provider answered in an unexpected shape: {0}")]
+    UnexpectedResponse(String),
+}
+
+impl LlmError {
+    /// Stable code for `node_error.payload.code`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LlmError::Configuration(_) => "llm_configuration",
+            LlmError::RateLimited { .. } => "llm_rate_limited",
+            LlmError::ServerError { .. } => "llm_server_error",
+            LlmError::RequestRejected { .. } => "llm_request_rejected",
+            LlmError::Timeout { .. } => "llm_timeout",
+            LlmError::Transport { .. } => "llm_transport",
+            LlmError::UnexpectedResponse(_) => "llm_unexpected_response",
+        }
+    }
+
+    /// Whether the same request may succeed later (the provider already
+    /// retried with backoff before returning it).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            LlmError::RateLimited { .. } | LlmError::ServerError { .. } | LlmError::Timeout { .. } | LlmError::Transport { .. }
+        )
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    /// The caller's input is wrong; `path` names where. Maps to HTTP 400/422.
+    #[error("invalid input at {path}: {message}")]
+    InvalidInput { path: String, message: String },
+    #[error("registry: {0}")]
+    Registry(CoreError),
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    #[error("run store: {0}")]
+    Store(#[from] StoreError),
+    #[error("step queue: {0}")]
+    Queue(#[from] QueueError),
+    #[error("model provider: {0}")]
+    Llm(#[from] LlmError),
+    #[error("i/o on {path}: {message}")]
+    Io { path: String, message: String },
+}
+
+impl RuntimeError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RuntimeError::Store(error) => error.is_retryable(),
+            RuntimeError::Queue(_) => true,
+            RuntimeError::Llm(error) => error.is_retryable(),
+            RuntimeError::InvalidInput { .. } | RuntimeError::Registry(_) | RuntimeError::Core(_) | RuntimeError::Io { .. } => false,
+        }
+    }
+}

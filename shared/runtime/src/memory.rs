@@ -1,0 +1,326 @@
+//! In-memory adapters: the embedded default's run store and step queue.
+//! Same semantics as the cloud adapters (conditional commits, contiguous
+//! sequence numbers, leases, outbox, at-least-once redelivery), one process.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_core::event::{EventDraft, EventFrame};
+use baton_core::run::{RunState, StepMessage};
+use tokio::sync::Notify;
+
+use crate::error::{QueueError, StoreError};
+use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue, StoredRun};
+
+struct OutboxEntry {
+    message: StepMessage,
+    sent: bool,
+}
+
+struct Lease {
+    worker_id: String,
+    expires_at_millis: u64,
+}
+
+struct RunRecord {
+    state: RunState,
+    version: u64,
+    events: Vec<EventFrame>,
+    outbox: BTreeMap<String, OutboxEntry>,
+    leases: HashMap<(String, u32), Lease>,
+}
+
+impl RunRecord {
+    fn append(&mut self, drafts: Vec<EventDraft>) -> u64 {
+        for draft in drafts {
+            let sequence = self.events.len() as u64 + 1;
+            let frame = draft.into_frame(sequence, &self.state.run_id, &self.state.correlation_id);
+            self.events.push(frame);
+        }
+        self.events.len() as u64
+    }
+}
+
+#[derive(Default)]
+struct StoreTables {
+    runs: HashMap<(String, String), RunRecord>,
+    run_id_by_idempotency_key: HashMap<(String, String), String>,
+}
+
+/// Run store held in process memory.
+#[derive(Default)]
+pub struct InMemoryRunStore {
+    tables: Mutex<StoreTables>,
+    event_appended: Notify,
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Unavailable("in-memory store lock poisoned".into())
+}
+
+impl InMemoryRunStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Resolves when any run appends an event (for local followers).
+    pub async fn wait_for_events(&self, timeout: Duration) {
+        let _ = tokio::time::timeout(timeout, self.event_appended.notified()).await;
+    }
+}
+
+#[async_trait]
+impl RunStore for InMemoryRunStore {
+    async fn create_run(
+        &self,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+        idempotency_key: Option<&str>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        if let Some(key) = idempotency_key {
+            let scoped_key = (state.tenant_id.clone(), key.to_string());
+            if let Some(existing) = tables.run_id_by_idempotency_key.get(&scoped_key) {
+                return Ok(CreateOutcome::AlreadyExists { run_id: existing.clone() });
+            }
+            tables.run_id_by_idempotency_key.insert(scoped_key, state.run_id.clone());
+        }
+        let mut record = RunRecord {
+            state: state.clone(),
+            version: 1,
+            events: Vec::new(),
+            outbox: outbox
+                .into_iter()
+                .map(|message| (message.message_id.clone(), OutboxEntry { message, sent: false }))
+                .collect(),
+            leases: HashMap::new(),
+        };
+        record.append(events);
+        tables.runs.insert((state.tenant_id.clone(), state.run_id.clone()), record);
+        drop(tables);
+        self.event_appended.notify_waiters();
+        Ok(CreateOutcome::Created)
+    }
+
+    async fn load_run(&self, tenant_id: &str, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        Ok(tables
+            .runs
+            .get(&(tenant_id.to_string(), run_id.to_string()))
+            .map(|record| StoredRun {
+                state: record.state.clone(),
+                version: record.version,
+            }))
+    }
+
+    async fn claim_node(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables
+            .runs
+            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)?;
+        let key = (claim.node_id.to_string(), claim.attempt);
+        if let Some(lease) = record.leases.get(&key)
+            && lease.worker_id != claim.worker_id
+            && lease.expires_at_millis > claim.now_millis
+        {
+            return Ok(ClaimOutcome::HeldByOther {
+                lease_expires_at_millis: lease.expires_at_millis,
+            });
+        }
+        record.leases.insert(
+            key,
+            Lease {
+                worker_id: claim.worker_id.to_string(),
+                expires_at_millis: claim.lease_expires_at_millis,
+            },
+        );
+        record.append(events_on_claim);
+        drop(tables);
+        self.event_appended.notify_waiters();
+        Ok(ClaimOutcome::Claimed)
+    }
+
+    async fn commit_step(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        expected_version: u64,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+    ) -> Result<u64, StoreError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables
+            .runs
+            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)?;
+        if record.version != expected_version {
+            return Err(StoreError::VersionConflict {
+                expected: expected_version,
+            });
+        }
+        record.state = state.clone();
+        record.version += 1;
+        record.append(events);
+        for message in outbox {
+            record
+                .outbox
+                .insert(message.message_id.clone(), OutboxEntry { message, sent: false });
+        }
+        let version = record.version;
+        drop(tables);
+        self.event_appended.notify_waiters();
+        Ok(version)
+    }
+
+    async fn append_events(&self, tenant_id: &str, run_id: &str, events: Vec<EventDraft>) -> Result<u64, StoreError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables
+            .runs
+            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)?;
+        let last = record.append(events);
+        drop(tables);
+        self.event_appended.notify_waiters();
+        Ok(last)
+    }
+
+    async fn read_events(&self, tenant_id: &str, run_id: &str, after_sequence: u64, limit: usize) -> Result<Vec<EventFrame>, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables
+            .runs
+            .get(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)?;
+        let start = usize::try_from(after_sequence).unwrap_or(usize::MAX).min(record.events.len());
+        Ok(record.events[start..].iter().take(limit).cloned().collect())
+    }
+
+    async fn pending_outbox(&self, tenant_id: &str, run_id: &str) -> Result<Vec<StepMessage>, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables
+            .runs
+            .get(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)?;
+        Ok(record
+            .outbox
+            .values()
+            .filter(|entry| !entry.sent)
+            .map(|entry| entry.message.clone())
+            .collect())
+    }
+
+    async fn mark_outbox_sent(&self, tenant_id: &str, run_id: &str, message_ids: &[String]) -> Result<(), StoreError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables
+            .runs
+            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)?;
+        for message_id in message_ids {
+            if let Some(entry) = record.outbox.get_mut(message_id) {
+                entry.sent = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct QueueState {
+    visible: VecDeque<(StepMessage, u32)>,
+    in_flight: HashMap<String, (StepMessage, u32)>,
+    next_receipt: u64,
+}
+
+/// At-least-once queue in process memory.
+#[derive(Default)]
+pub struct InMemoryStepQueue {
+    state: Mutex<QueueState>,
+    message_arrived: Notify,
+}
+
+fn queue_poisoned() -> QueueError {
+    QueueError::Unavailable("in-memory queue lock poisoned".into())
+}
+
+impl InMemoryStepQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Messages visible or in flight.
+    pub fn outstanding(&self) -> usize {
+        self.state
+            .lock()
+            .map(|state| state.visible.len() + state.in_flight.len())
+            .unwrap_or(0)
+    }
+}
+
+#[async_trait]
+impl StepQueue for InMemoryStepQueue {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
+        let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
+        state.visible.extend(messages.iter().cloned().map(|message| (message, 0)));
+        drop(state);
+        self.message_arrived.notify_waiters();
+        Ok(())
+    }
+
+    async fn receive(&self, max_messages: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError> {
+        let notified = self.message_arrived.notified();
+        tokio::pin!(notified);
+        for round in 0..2 {
+            {
+                let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
+                let mut received = Vec::new();
+                while received.len() < max_messages {
+                    let Some((message, count)) = state.visible.pop_front() else {
+                        break;
+                    };
+                    state.next_receipt += 1;
+                    let receipt = format!("receipt-{}", state.next_receipt);
+                    state.in_flight.insert(receipt.clone(), (message.clone(), count + 1));
+                    received.push(ReceivedStep {
+                        message,
+                        receipt,
+                        receive_count: count + 1,
+                    });
+                }
+                if !received.is_empty() || round == 1 {
+                    return Ok(received);
+                }
+            }
+            let _ = tokio::time::timeout(wait, notified.as_mut()).await;
+        }
+        Ok(Vec::new())
+    }
+
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
+        let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
+        state.in_flight.remove(receipt);
+        Ok(())
+    }
+
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
+        if let Some(entry) = state.in_flight.remove(receipt) {
+            state.visible.push_back(entry);
+        }
+        drop(state);
+        self.message_arrived.notify_waiters();
+        Ok(())
+    }
+}

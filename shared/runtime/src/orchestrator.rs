@@ -1,0 +1,355 @@
+//! The use cases: submit a run, and perform one durable step (DESIGN.md "A
+//! step, durably"): load, skip if stale, claim, act, commit conditionally,
+//! send the outbox, mark it sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::engine::{
+    DEFAULT_MAX_NODE_ATTEMPTS, EngineContext, NewRunIdentity, NodeDispatch, StepInput, decide, dispatch_node, is_stale,
+    node_start_events, start_run,
+};
+use baton_core::envelope::TaskEnvelope;
+use baton_core::event::{EventDraft, EventType};
+use baton_core::planner::plan_deterministically;
+use baton_core::registry::Registry;
+use baton_core::run::{RunStatus, StepCommand, StepMessage};
+use baton_core::schema::{ValidatorCache, collect_violations};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tracing::{Instrument, info_span};
+
+use crate::clock::rfc3339_from_millis;
+use crate::error::{RuntimeError, StoreError};
+use crate::ports::{Clock, ClaimOutcome, CreateOutcome, IdGenerator, LlmProvider, NodeClaim, RunStore, StepQueue, StoredRun};
+
+/// Tunables of the step loop.
+#[derive(Debug, Clone)]
+pub struct OrchestratorSettings {
+    pub max_node_attempts: u32,
+    /// How long a claimed node attempt is protected from twin deliveries.
+    pub node_lease: Duration,
+    /// Deltas are flushed to the event log when this many bytes are buffered…
+    pub delta_flush_bytes: usize,
+    /// …or when this long has passed since the last flush.
+    pub delta_flush_interval: Duration,
+    /// Bound on reload-and-reapply rounds after version conflicts.
+    pub max_commit_rounds: u32,
+}
+
+impl Default for OrchestratorSettings {
+    fn default() -> Self {
+        OrchestratorSettings {
+            max_node_attempts: DEFAULT_MAX_NODE_ATTEMPTS,
+            node_lease: Duration::from_secs(300),
+            delta_flush_bytes: 512,
+            delta_flush_interval: Duration::from_millis(100),
+            max_commit_rounds: 16,
+        }
+    }
+}
+
+/// What submitting an envelope produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmittedRun {
+    pub run_id: String,
+    pub thread_id: String,
+    pub status: RunStatus,
+    /// True when an idempotency key matched an earlier submission.
+    pub deduplicated: bool,
+}
+
+/// What one step did, for the worker's acknowledgement decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepOutcome {
+    Committed { new_version: u64 },
+    /// Duplicate or late delivery: nothing changed but the outbox re-send.
+    Stale,
+    /// Another worker holds the node's lease; try again later.
+    Busy { retry_after: Duration },
+    RunNotFound,
+}
+
+/// The orchestrator's collaborators, built once at start-up.
+pub struct Orchestrator {
+    pub store: Arc<dyn RunStore>,
+    pub queue: Arc<dyn StepQueue>,
+    pub llm: Arc<dyn LlmProvider>,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdGenerator>,
+    pub registry: Arc<Registry>,
+    pub validators: Arc<ValidatorCache>,
+    pub settings: OrchestratorSettings,
+    pub worker_id: String,
+}
+
+/// `$.inputs.key` plus a JSON pointer rendered as `.field[0]`.
+fn json_path_for_pointer(prefix: &str, pointer: &str) -> String {
+    let mut path = prefix.to_string();
+    for segment in pointer.split('/').skip(1) {
+        if !segment.is_empty() && segment.chars().all(|c| c.is_ascii_digit()) {
+            path.push_str(&format!("[{segment}]"));
+        } else {
+            path.push('.');
+            path.push_str(&segment.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    path
+}
+
+impl Orchestrator {
+    fn now_text(&self) -> String {
+        rfc3339_from_millis(self.clock.now_millis())
+    }
+
+    fn engine_context(&self) -> EngineContext<'_> {
+        EngineContext {
+            registry: &self.registry,
+            validators: &self.validators,
+        }
+    }
+
+    /// Parses and checks an envelope: JSON paths on every error, supplied
+    /// facet inputs checked against their facet schemas.
+    pub fn parse_envelope(&self, envelope_json: &Value) -> Result<TaskEnvelope, RuntimeError> {
+        let envelope = TaskEnvelope::parse_value(envelope_json).map_err(|error| match error {
+            baton_core::CoreError::InvalidEnvelope { path, message } => RuntimeError::InvalidInput { path, message },
+            other => RuntimeError::Core(other),
+        })?;
+        for (key, value) in &envelope.inputs {
+            let Some(facet) = self.registry.facets.get(key) else {
+                continue;
+            };
+            let prefix = format!("$.inputs.{key}");
+            let validator = self.validators.validator_for(&facet.schema, &prefix)?;
+            if let Some(violation) = collect_violations(&validator, value).into_iter().next() {
+                return Err(RuntimeError::InvalidInput {
+                    path: json_path_for_pointer(&prefix, &violation.instance_pointer),
+                    message: format!("does not match facet `{key}`: {}", violation.message),
+                });
+            }
+        }
+        Ok(envelope)
+    }
+
+    /// Creates a run for `tenant_id` and queues its planning step. Nothing
+    /// is persisted for an invalid envelope.
+    pub async fn submit_run(&self, tenant_id: &str, envelope_json: &Value) -> Result<SubmittedRun, RuntimeError> {
+        let envelope = self.parse_envelope(envelope_json)?;
+        let run_id = self.ids.new_id("run");
+        let identity = NewRunIdentity {
+            thread_id: envelope.thread_id.clone().unwrap_or_else(|| self.ids.new_id("thread")),
+            correlation_id: envelope.correlation_id.clone().unwrap_or_else(|| self.ids.new_id("corr")),
+            tenant_id: tenant_id.to_string(),
+            run_id: run_id.clone(),
+        };
+        let idempotency_key = envelope.idempotency_key.clone();
+        let decision = start_run(identity, envelope, &self.now_text(), self.settings.max_node_attempts);
+        let outcome = self
+            .store
+            .create_run(&decision.state, decision.events, decision.outbox.clone(), idempotency_key.as_deref())
+            .await?;
+        match outcome {
+            CreateOutcome::AlreadyExists { run_id } => {
+                let existing = self.store.load_run(tenant_id, &run_id).await?.ok_or(StoreError::RunNotFound)?;
+                Ok(SubmittedRun {
+                    run_id,
+                    thread_id: existing.state.thread_id,
+                    status: existing.state.status,
+                    deduplicated: true,
+                })
+            }
+            CreateOutcome::Created => {
+                self.send_outbox(tenant_id, &run_id, &decision.outbox).await?;
+                Ok(SubmittedRun {
+                    run_id,
+                    thread_id: decision.state.thread_id,
+                    status: decision.state.status,
+                    deduplicated: false,
+                })
+            }
+        }
+    }
+
+    async fn send_outbox(&self, tenant_id: &str, run_id: &str, messages: &[StepMessage]) -> Result<(), RuntimeError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        self.queue.send(messages).await?;
+        let ids: Vec<String> = messages.iter().map(|message| message.message_id.clone()).collect();
+        self.store.mark_outbox_sent(tenant_id, run_id, &ids).await?;
+        Ok(())
+    }
+
+    /// Re-sends outbox entries a crash left unsent (idempotent on the receiver).
+    pub async fn resend_pending_outbox(&self, tenant_id: &str, run_id: &str) -> Result<usize, RuntimeError> {
+        let pending = self.store.pending_outbox(tenant_id, run_id).await?;
+        self.send_outbox(tenant_id, run_id, &pending).await?;
+        Ok(pending.len())
+    }
+
+    /// Performs one step message durably.
+    pub async fn handle_step(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
+        let node_id = match &message.command {
+            StepCommand::ExecuteNode { node_id, .. } => node_id.as_str(),
+            StepCommand::Plan => "",
+        };
+        let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
+        self.handle_step_inner(message).instrument(span).await
+    }
+
+    async fn handle_step_inner(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
+        let tenant_id = message.tenant_id.as_str();
+        let run_id = message.run_id.as_str();
+        let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+            return Ok(StepOutcome::RunNotFound);
+        };
+        if is_stale(&stored.state, &message.command) {
+            self.resend_pending_outbox(tenant_id, run_id).await?;
+            return Ok(StepOutcome::Stale);
+        }
+        let input = match &message.command {
+            StepCommand::Plan => StepInput::PlanDrafted(plan_deterministically(&stored.state.envelope, &self.registry)),
+            StepCommand::ExecuteNode { node_id, attempt } => {
+                match dispatch_node(&stored.state, node_id, &self.engine_context())? {
+                    NodeDispatch::InputRejected(violations) => StepInput::NodeInputRejected {
+                        node_id: node_id.clone(),
+                        attempt: *attempt,
+                        violations,
+                    },
+                    NodeDispatch::Human => StepInput::NodeParkedForHuman {
+                        node_id: node_id.clone(),
+                        attempt: *attempt,
+                    },
+                    NodeDispatch::Model(request) => {
+                        let now_millis = self.clock.now_millis();
+                        let lease = u64::try_from(self.settings.node_lease.as_millis()).unwrap_or(u64::MAX);
+                        let claim = NodeClaim {
+                            node_id,
+                            attempt: *attempt,
+                            worker_id: &self.worker_id,
+                            now_millis,
+                            lease_expires_at_millis: now_millis.saturating_add(lease),
+                        };
+                        let start_events = node_start_events(&stored.state, node_id, *attempt, &rfc3339_from_millis(now_millis))?;
+                        match self.store.claim_node(tenant_id, run_id, claim, start_events).await? {
+                            ClaimOutcome::Claimed => {}
+                            ClaimOutcome::HeldByOther { lease_expires_at_millis } => {
+                                let wait = lease_expires_at_millis.saturating_sub(now_millis).min(30_000);
+                                return Ok(StepOutcome::Busy {
+                                    retry_after: Duration::from_millis(wait),
+                                });
+                            }
+                        }
+                        match self.call_model_streaming(tenant_id, run_id, node_id, &request).await {
+                            Ok(answer) => StepInput::NodeAnswered {
+                                node_id: node_id.clone(),
+                                attempt: *attempt,
+                                content: answer.content,
+                                usage: answer.usage,
+                            },
+                            Err(RuntimeError::Llm(error)) => StepInput::NodeInvocationFailed {
+                                node_id: node_id.clone(),
+                                attempt: *attempt,
+                                code: error.code().to_string(),
+                                message: error.to_string(),
+                            },
+                            Err(other) => return Err(other),
+                        }
+                    }
+                }
+            }
+        };
+        self.commit_reapplying_on_conflict(message, stored, input).await
+    }
+
+    /// Calls the model while a second task batches its deltas into the event log.
+    async fn call_model_streaming(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        request: &baton_core::context::ModelRequest,
+    ) -> Result<crate::ports::ModelAnswer, RuntimeError> {
+        let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
+        let call = self.llm.complete(request, sender);
+        let drain = async {
+            let mut buffer = String::new();
+            let mut last_flush = tokio::time::Instant::now();
+            let mut flush_error = None;
+            while let Some(delta) = receiver.recv().await {
+                buffer.push_str(&delta);
+                if buffer.len() >= self.settings.delta_flush_bytes || last_flush.elapsed() >= self.settings.delta_flush_interval {
+                    if let Err(error) = self.flush_delta(tenant_id, run_id, node_id, &mut buffer).await {
+                        flush_error = Some(error);
+                    }
+                    last_flush = tokio::time::Instant::now();
+                }
+            }
+            if let Err(error) = self.flush_delta(tenant_id, run_id, node_id, &mut buffer).await {
+                flush_error = Some(error);
+            }
+            flush_error
+        };
+        let (answer, flush_error) = tokio::join!(call, drain);
+        if let Some(error) = flush_error {
+            tracing::warn!(%error, "could not append streamed deltas; the answer is still committed");
+        }
+        Ok(answer?)
+    }
+
+    async fn flush_delta(&self, tenant_id: &str, run_id: &str, node_id: &str, buffer: &mut String) -> Result<(), RuntimeError> {
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        let text = std::mem::take(buffer);
+        let draft = EventDraft::new(EventType::Delta, &self.now_text()).node(node_id).message(text);
+        self.store.append_events(tenant_id, run_id, vec![draft]).await?;
+        Ok(())
+    }
+
+    /// Decides and commits; on a version conflict reloads and re-applies the
+    /// same input (the capability is never called again for it).
+    async fn commit_reapplying_on_conflict(&self, message: &StepMessage, stored: StoredRun, input: StepInput) -> Result<StepOutcome, RuntimeError> {
+        let tenant_id = message.tenant_id.as_str();
+        let run_id = message.run_id.as_str();
+        let StoredRun { mut state, mut version } = stored;
+        for _ in 0..self.settings.max_commit_rounds {
+            let decision = decide(state, input.clone(), &self.now_text(), &self.engine_context())?;
+            match self
+                .store
+                .commit_step(tenant_id, run_id, version, &decision.state, decision.events, decision.outbox.clone())
+                .await
+            {
+                Ok(new_version) => {
+                    self.send_outbox(tenant_id, run_id, &decision.outbox).await?;
+                    return Ok(StepOutcome::Committed { new_version });
+                }
+                Err(StoreError::VersionConflict { .. }) => {
+                    let Some(reloaded) = self.store.load_run(tenant_id, run_id).await? else {
+                        return Ok(StepOutcome::RunNotFound);
+                    };
+                    if is_stale(&reloaded.state, &message.command) {
+                        return Ok(StepOutcome::Stale);
+                    }
+                    state = reloaded.state;
+                    version = reloaded.version;
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(RuntimeError::Store(StoreError::VersionConflict { expected: version }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_path_for_pointer;
+
+    #[test]
+    fn pointers_render_as_json_paths() {
+        assert_eq!(json_path_for_pointer("$.inputs.tone", "/0"), "$.inputs.tone[0]");
+        assert_eq!(json_path_for_pointer("$.inputs.ctx", "/data/a~1b"), "$.inputs.ctx.data.a/b");
+        assert_eq!(json_path_for_pointer("$.inputs.ctx", ""), "$.inputs.ctx");
+    }
+}

@@ -1,0 +1,137 @@
+//! The narrow, object-safe ports the use cases drive. Adapters: `memory`
+//! (embedded default), `baton-llm` (model providers), the AWS adapters.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::event::{EventDraft, EventFrame};
+use baton_core::run::{RunState, StepMessage, TokenUsage};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::error::{LlmError, QueueError, StoreError};
+
+/// A run as stored, with the version commits are conditional on.
+#[derive(Debug, Clone)]
+pub struct StoredRun {
+    pub state: RunState,
+    pub version: u64,
+}
+
+/// Result of creating a run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CreateOutcome {
+    Created,
+    /// The idempotency key was already used: this is that run's id.
+    AlreadyExists { run_id: String },
+}
+
+/// Result of claiming a node attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    Claimed,
+    /// Another worker holds an unexpired lease on the attempt.
+    HeldByOther { lease_expires_at_millis: u64 },
+}
+
+/// A node-attempt claim request.
+#[derive(Debug, Clone)]
+pub struct NodeClaim<'a> {
+    pub node_id: &'a str,
+    pub attempt: u32,
+    pub worker_id: &'a str,
+    pub now_millis: u64,
+    pub lease_expires_at_millis: u64,
+}
+
+/// Durable run state, event log, node leases and outbox.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Persists a new run with its first events and outbox, atomically.
+    async fn create_run(
+        &self,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+        idempotency_key: Option<&str>,
+    ) -> Result<CreateOutcome, StoreError>;
+
+    /// Strongly consistent read.
+    async fn load_run(&self, tenant_id: &str, run_id: &str) -> Result<Option<StoredRun>, StoreError>;
+
+    /// Claims an attempt with a lease; on success appends `events_on_claim`.
+    async fn claim_node(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError>;
+
+    /// One transaction: new state, events (contiguous sequence numbers),
+    /// version + 1 (conditional on `expected_version`) and outbox entries.
+    /// Returns the new version.
+    async fn commit_step(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        expected_version: u64,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+    ) -> Result<u64, StoreError>;
+
+    /// Appends events outside a commit (streamed deltas); returns the last sequence.
+    async fn append_events(&self, tenant_id: &str, run_id: &str, events: Vec<EventDraft>) -> Result<u64, StoreError>;
+
+    /// Frames with `id > after_sequence`, oldest first, at most `limit`.
+    async fn read_events(&self, tenant_id: &str, run_id: &str, after_sequence: u64, limit: usize) -> Result<Vec<EventFrame>, StoreError>;
+
+    /// Outbox entries not yet marked sent.
+    async fn pending_outbox(&self, tenant_id: &str, run_id: &str) -> Result<Vec<StepMessage>, StoreError>;
+
+    async fn mark_outbox_sent(&self, tenant_id: &str, run_id: &str, message_ids: &[String]) -> Result<(), StoreError>;
+}
+
+/// A message received from the step queue, with what acknowledges it.
+#[derive(Debug, Clone)]
+pub struct ReceivedStep {
+    pub message: StepMessage,
+    pub receipt: String,
+    pub receive_count: u32,
+}
+
+/// At-least-once delivery of step messages.
+#[async_trait]
+pub trait StepQueue: Send + Sync {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError>;
+    async fn receive(&self, max_messages: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError>;
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError>;
+    /// Makes the message visible again after `delay` (a failed or busy step).
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError>;
+}
+
+/// A model's structured answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelAnswer {
+    pub content: String,
+    pub usage: TokenUsage,
+    pub model: String,
+}
+
+/// A language model that answers one structured request, streaming text deltas.
+#[async_trait]
+pub trait LlmProvider: Send + Sync {
+    /// Model name for telemetry.
+    fn model_name(&self) -> String;
+    /// Answers `request`, sending each text delta to `deltas` as it arrives.
+    async fn complete(&self, request: &ModelRequest, deltas: UnboundedSender<String>) -> Result<ModelAnswer, LlmError>;
+}
+
+pub trait Clock: Send + Sync {
+    fn now_millis(&self) -> u64;
+}
+
+pub trait IdGenerator: Send + Sync {
+    fn new_id(&self, prefix: &str) -> String;
+}

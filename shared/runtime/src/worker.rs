@@ -1,0 +1,104 @@
+//! Workers: receive step messages, perform them, acknowledge or release.
+//! `LocalRunner` drives the embedded default (in-memory queue) until a run
+//! settles, which is what `baton run` does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::event::EventFrame;
+use baton_core::run::RunStatus;
+use tokio::task::JoinSet;
+
+use crate::error::RuntimeError;
+use crate::memory::InMemoryStepQueue;
+use crate::orchestrator::{Orchestrator, StepOutcome};
+use crate::ports::ReceivedStep;
+
+/// Deliveries after which a failing message is dropped (the SQS DLQ bound).
+pub const MAX_RECEIVES_BEFORE_DEAD_LETTER: u32 = 5;
+
+/// Performs one received message and acknowledges or releases it.
+pub async fn process_received_step(orchestrator: &Orchestrator, received: ReceivedStep) -> Result<StepOutcome, RuntimeError> {
+    let outcome = orchestrator.handle_step(&received.message).await;
+    match &outcome {
+        Ok(StepOutcome::Busy { retry_after }) => {
+            orchestrator.queue.release(&received.receipt, *retry_after).await?;
+        }
+        Ok(_) => orchestrator.queue.acknowledge(&received.receipt).await?,
+        Err(error) if error.is_retryable() && received.receive_count < MAX_RECEIVES_BEFORE_DEAD_LETTER => {
+            tracing::warn!(%error, receive_count = received.receive_count, "step failed; releasing for redelivery");
+            let backoff = Duration::from_millis(50 * u64::from(received.receive_count));
+            orchestrator.queue.release(&received.receipt, backoff).await?;
+        }
+        Err(error) => {
+            tracing::error!(%error, message_id = %received.message.message_id, "step failed for good; dropping the message");
+            orchestrator.queue.acknowledge(&received.receipt).await?;
+        }
+    }
+    outcome
+}
+
+/// The embedded default's worker: one process, in-memory queue.
+pub struct LocalRunner {
+    pub orchestrator: Arc<Orchestrator>,
+    pub queue: Arc<InMemoryStepQueue>,
+}
+
+impl LocalRunner {
+    /// Processes messages (parallel ones concurrently) until the queue is
+    /// empty. Returns how many steps ran.
+    pub async fn drain(&self) -> Result<usize, RuntimeError> {
+        let mut processed = 0;
+        let mut in_progress = JoinSet::new();
+        loop {
+            let batch = self.orchestrator.queue.receive(10, Duration::from_millis(20)).await?;
+            for received in batch {
+                let orchestrator = self.orchestrator.clone();
+                in_progress.spawn(async move { process_received_step(&orchestrator, received).await });
+            }
+            match in_progress.join_next().await {
+                Some(joined) => {
+                    processed += 1;
+                    if let Ok(Err(error)) = joined
+                        && !error.is_retryable()
+                    {
+                        tracing::error!(%error, "step failed");
+                    }
+                }
+                None if self.queue.outstanding() == 0 => return Ok(processed),
+                None => {}
+            }
+        }
+    }
+
+    /// Drains the queue and returns the run's status once nothing is left to do.
+    pub async fn run_until_settled(&self, tenant_id: &str, run_id: &str) -> Result<RunStatus, RuntimeError> {
+        self.drain().await?;
+        let stored = self
+            .orchestrator
+            .store
+            .load_run(tenant_id, run_id)
+            .await?
+            .ok_or(RuntimeError::Store(crate::error::StoreError::RunNotFound))?;
+        Ok(stored.state.status)
+    }
+}
+
+/// Reads every frame after `after_sequence` (paging through the store).
+pub async fn read_all_events_after(
+    orchestrator: &Orchestrator,
+    tenant_id: &str,
+    run_id: &str,
+    after_sequence: u64,
+) -> Result<Vec<EventFrame>, RuntimeError> {
+    let mut frames = Vec::new();
+    let mut cursor = after_sequence;
+    loop {
+        let page = orchestrator.store.read_events(tenant_id, run_id, cursor, 500).await?;
+        let Some(last) = page.last() else {
+            return Ok(frames);
+        };
+        cursor = last.id;
+        frames.extend(page);
+    }
+}
