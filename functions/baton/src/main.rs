@@ -1,1 +1,80 @@
-fn main() {}
+//! `baton`: the command-line entry point. Runs and plans task envelopes in
+//! one local process on the embedded default (in-memory store and queue).
+//!
+//! Exit codes: 0 the run completed with contract-valid output; 2 invalid
+//! input or configuration (the message names the JSON path or variable);
+//! 3 the run failed or its plan was rejected; 4 the run is parked for a human.
+
+mod commands;
+mod output;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser)]
+#[command(name = "baton", version, about = "Plan-driven multi-agent orchestrator")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How `baton run` prints event frames.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// Human-readable lines, deltas inline, the validated output at the end.
+    Pretty,
+    /// One JSON frame per line.
+    Ndjson,
+    /// Server-Sent Events, exactly as the HTTP stream sends them.
+    Sse,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an envelope end to end and print every event frame.
+    Run {
+        /// Path to the task envelope JSON.
+        envelope: PathBuf,
+        /// Registry directory (default: $BATON_REGISTRY_DIR or ./registry).
+        #[arg(long)]
+        registry: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
+        format: OutputFormat,
+    },
+    /// Plan an envelope and print the validated plan, without calling any model.
+    Plan {
+        envelope: PathBuf,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("BATON_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("baton: cannot start the async runtime: {error}");
+            return ExitCode::from(commands::EXIT_RUN_FAILED);
+        }
+    };
+    let code = runtime.block_on(async {
+        match cli.command {
+            Command::Run {
+                envelope,
+                registry,
+                format,
+            } => commands::run(&envelope, registry, format).await,
+            Command::Plan { envelope, registry } => commands::plan(&envelope, registry),
+        }
+    });
+    ExitCode::from(code)
+}
