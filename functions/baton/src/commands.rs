@@ -158,7 +158,7 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>) -> u8 {
     };
     let (plan, bundle) = match plan_deterministically(&envelope, &registry) {
         Ok(plan) => {
-            let bundle = validate_plan(&plan, &envelope, &registry);
+            let bundle = validate_plan(&plan, &envelope, &registry, &ValidatorCache::new());
             (Some(plan), bundle)
         }
         Err(diagnostics) => (None, rejected_bundle(diagnostics)),

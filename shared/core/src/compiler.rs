@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use crate::CoreError;
 use crate::facet::FacetCatalog;
-use crate::schema::{SchemaViolation, compile_schema};
+use crate::schema::SchemaViolation;
 
 /// Where one property of a compiled schema came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -26,6 +26,8 @@ pub struct FacetProvenance {
 pub struct CompiledContract {
     pub schema: Value,
     pub provenance: Vec<FacetProvenance>,
+    /// Digest of the schema text, computed once: the validator cache key.
+    pub schema_key: String,
 }
 
 impl CompiledContract {
@@ -91,15 +93,26 @@ pub fn compile_contract(
         "required": required,
         "additionalProperties": false,
     });
-    compile_schema(&schema, "compiled facet contract")?;
-    Ok(CompiledContract { schema, provenance })
+    // Compilability is proven by the plan validator (through its cache).
+    let schema_key = schema_key_of(&schema);
+    Ok(CompiledContract {
+        schema,
+        provenance,
+        schema_key,
+    })
+}
+
+/// Hex SHA-256 of the schema's JSON text.
+pub fn schema_key_of(schema: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(schema.to_string().as_bytes()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::facet::{Facet, FacetDirection};
-    use crate::schema::collect_violations;
+    use crate::schema::{collect_violations, compile_schema};
 
     fn catalog() -> FacetCatalog {
         let mut catalog = FacetCatalog::new();

@@ -6,6 +6,7 @@
 //! performs I/O, reads a clock or draws randomness.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -91,7 +92,7 @@ pub fn start_run(identity: NewRunIdentity, envelope: TaskEnvelope, now: &str, ma
         tenant_id: identity.tenant_id.clone(),
         correlation_id: identity.correlation_id.clone(),
         thread_id: identity.thread_id.clone(),
-        envelope,
+        envelope: Arc::new(envelope),
         status: RunStatus::Queued,
         plan: None,
         plan_diagnostics: None,
@@ -143,7 +144,9 @@ fn plan_node<'s>(state: &'s RunState, node_id: &str) -> Result<&'s PlanNode, Cor
 pub fn dispatch_node(state: &RunState, node_id: &str, context: &EngineContext<'_>) -> Result<NodeDispatch, CoreError> {
     let node = plan_node(state, node_id)?;
     let bundle = build_context_bundle(state, node, context.registry);
-    let validator = context.validators.validator_for(&node.input_contract.schema, "input contract")?;
+    let validator = context
+        .validators
+        .validator_for_key(&node.input_contract.schema_key, &node.input_contract.schema, "input contract")?;
     let mut violations = collect_violations(&validator, &Value::Object(bundle.inputs.clone()));
     if !violations.is_empty() {
         node.input_contract.attribute_violations(&mut violations);
@@ -339,7 +342,7 @@ fn decide_plan(
     })));
     let (plan, bundle) = match drafted {
         Ok(plan) => {
-            let bundle = validate_plan(&plan, &state.envelope, context.registry);
+            let bundle = validate_plan(&plan, &state.envelope, context.registry, context.validators);
             (Some(plan), bundle)
         }
         Err(diagnostics) => (None, rejected_bundle(diagnostics)),
@@ -378,7 +381,7 @@ fn decide_plan(
             .payload(plan_generated_payload(&plan, &bundle)),
     );
     state.nodes = plan.nodes.iter().map(|node| (node.node_id.clone(), NodeRecord::pending())).collect();
-    state.plan = Some(plan);
+    state.plan = Some(Arc::new(plan));
     state.status = RunStatus::Running;
     schedule_ready_nodes(state, outbox);
     if state.nodes.is_empty() {
@@ -444,7 +447,11 @@ fn decide_answer(
             }],
         ),
         Ok(answer) => {
-            let validator = context.validators.validator_for(&node.output_contract.schema, "output contract")?;
+            let validator = context.validators.validator_for_key(
+                &node.output_contract.schema_key,
+                &node.output_contract.schema,
+                "output contract",
+            )?;
             let mut violations = collect_violations(&validator, &answer);
             node.output_contract.attribute_violations(&mut violations);
             (Some(answer), violations)

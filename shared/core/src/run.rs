@@ -2,6 +2,7 @@
 //! what the step queue carries.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -112,10 +113,12 @@ pub struct RunState {
     pub tenant_id: String,
     pub correlation_id: String,
     pub thread_id: String,
-    pub envelope: TaskEnvelope,
+    /// Immutable for the run's life; shared so loading a run is cheap.
+    pub envelope: Arc<TaskEnvelope>,
     pub status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<PlanGraph>,
+    /// Immutable once generated (a replan stores a new version).
+    pub plan: Option<Arc<PlanGraph>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_diagnostics: Option<DiagnosticsBundle>,
     #[serde(default)]

@@ -68,15 +68,20 @@ impl ValidatorCache {
 
     /// Returns the compiled validator for `schema`, compiling it on first use.
     pub fn validator_for(&self, schema: &Value, path: &str) -> Result<SharedValidator, CoreError> {
-        let key = schema.to_string();
+        self.validator_for_key(&schema.to_string(), schema, path)
+    }
+
+    /// Same, with a precomputed key (e.g. a compiled contract's digest) so
+    /// the hot path does not serialize the schema.
+    pub fn validator_for_key(&self, key: &str, schema: &Value, path: &str) -> Result<SharedValidator, CoreError> {
         if let Ok(cache) = self.compiled_by_schema_text.lock()
-            && let Some(found) = cache.get(&key)
+            && let Some(found) = cache.get(key)
         {
             return Ok(found.clone());
         }
         let compiled = Arc::new(compile_schema(schema, path)?);
         if let Ok(mut cache) = self.compiled_by_schema_text.lock() {
-            cache.insert(key, compiled.clone());
+            cache.insert(key.to_string(), compiled.clone());
         }
         Ok(compiled)
     }

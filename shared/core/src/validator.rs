@@ -15,12 +15,12 @@ use crate::envelope::TaskEnvelope;
 use crate::plan::PlanGraph;
 use crate::planner::selection_matches;
 use crate::registry::Registry;
-use crate::schema::compile_schema;
+use crate::schema::ValidatorCache;
 
 /// Validates `plan` for `envelope` against `registry` and merges the findings.
-pub fn validate_plan(plan: &PlanGraph, envelope: &TaskEnvelope, registry: &Registry) -> DiagnosticsBundle {
+pub fn validate_plan(plan: &PlanGraph, envelope: &TaskEnvelope, registry: &Registry, validators: &ValidatorCache) -> DiagnosticsBundle {
     let mut diagnostics = Vec::new();
-    check_structure(plan, registry, &mut diagnostics);
+    check_structure(plan, registry, validators, &mut diagnostics);
     check_coverage(plan, envelope, registry, &mut diagnostics);
     check_planner_policies(plan, envelope, &mut diagnostics);
     let outcomes = check_constraints(plan, envelope, &mut diagnostics);
@@ -36,7 +36,7 @@ fn structural(constraint_id: &str, constraint: &str, suggestion: String) -> Plan
     PlanDiagnostic::hard(constraint_id, DiagnosticCause::SchemaIncompatible, constraint).with_suggestion(suggestion)
 }
 
-fn check_structure(plan: &PlanGraph, registry: &Registry, diagnostics: &mut Vec<PlanDiagnostic>) {
+fn check_structure(plan: &PlanGraph, registry: &Registry, validators: &ValidatorCache, diagnostics: &mut Vec<PlanDiagnostic>) {
     let mut seen_ids = BTreeSet::new();
     for node in &plan.nodes {
         if !seen_ids.insert(node.node_id.as_str()) {
@@ -103,7 +103,7 @@ fn check_structure(plan: &PlanGraph, registry: &Registry, diagnostics: &mut Vec<
             }
         }
         for (which, contract) in [("input", &node.input_contract), ("output", &node.output_contract)] {
-            if let Err(error) = compile_schema(&contract.schema, which) {
+            if let Err(error) = validators.validator_for_key(&contract.schema_key, &contract.schema, which) {
                 diagnostics.push(
                     structural("structure.schema_compiles", "node contracts compile", error.to_string()).with_node(&node.node_id),
                 );

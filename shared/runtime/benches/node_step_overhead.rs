@@ -1,1 +1,155 @@
-fn main() {}
+//! Engine overhead per node step: a 5-node linear plan (strategy → writer →
+//! review → writer → review) run to completion on the in-memory store and
+//! queue with an instant in-process fake provider (a test double for the
+//! model endpoint that returns a precomputed valid answer). Everything else
+//! is the real engine: planning, claims, context bundles, validation,
+//! commits, outbox, event log.
+//!
+//! `cargo bench -p baton-runtime --bench node_step_overhead`
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use baton_core::capability::{AgentType, CapabilityRegistration, NodeKind};
+use baton_core::context::ModelRequest;
+use baton_core::facet::{Facet, FacetDirection};
+use baton_core::registry::Registry;
+use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::schema::ValidatorCache;
+use baton_runtime::clock::{RandomIds, SystemClock};
+use baton_runtime::error::LlmError;
+use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, StepQueue};
+use baton_runtime::worker::LocalRunner;
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+const STAGES: [&str; 6] = ["objective_notes", "strategy_brief", "draft_one", "review_one", "draft_two", "review_two"];
+
+fn linear_registry() -> Registry {
+    let mut registry = Registry::default();
+    for (index, name) in STAGES.iter().enumerate() {
+        let facet = Facet {
+            name: name.to_string(),
+            title: name.to_string(),
+            description: format!("stage {index}"),
+            schema: json!({"type": "object", "required": ["text", "score"], "properties": {
+                "text": {"type": "string", "minLength": 1}, "score": {"type": "number", "minimum": 0, "maximum": 1}}}),
+            semantics: String::new(),
+            direction: FacetDirection::Bidirectional,
+            required_by_default: true,
+            metadata: Map::new(),
+        };
+        registry.add_facet(facet, "bench").unwrap();
+    }
+    let roles = [("strategist", NodeKind::Structuring), ("writer", NodeKind::Execution), ("qa", NodeKind::Validation), ("writer_revision", NodeKind::Execution), ("qa_final", NodeKind::Validation)];
+    for (index, (role, kind)) in roles.iter().enumerate() {
+        let capability = CapabilityRegistration {
+            capability_id: format!("bench.{role}"),
+            agent_type: AgentType::Ai,
+            version: "1".into(),
+            display_name: role.to_string(),
+            summary: format!("{role} stage"),
+            kind: *kind,
+            input_traits: None,
+            input_contract: vec![STAGES[index].to_string()],
+            output_contract: vec![STAGES[index + 1].to_string()],
+            cost: None,
+            preferred_models: vec![],
+            heartbeat: None,
+            instructions: Some(format!("Act as the {role}.")),
+            prompt_template_file: None,
+            metadata: Map::new(),
+        };
+        registry.add_capability(capability, "bench").unwrap();
+    }
+    registry
+}
+
+/// Test double for the model endpoint: answers instantly from a table.
+struct InstantProvider {
+    answers_by_schema_name: HashMap<String, String>,
+}
+
+#[async_trait]
+impl LlmProvider for InstantProvider {
+    fn model_name(&self) -> String {
+        "instant".into()
+    }
+    async fn complete(&self, request: &ModelRequest, deltas: UnboundedSender<String>) -> Result<ModelAnswer, LlmError> {
+        let content = self.answers_by_schema_name.get(&request.schema_name).cloned().unwrap_or_default();
+        let _ = deltas.send(content.clone());
+        Ok(ModelAnswer { content, usage: TokenUsage { prompt_tokens: 10, completion_tokens: 10 }, model: "instant".into() })
+    }
+}
+
+fn envelope() -> Value {
+    json!({
+        "objective": "bench",
+        "inputs": {"objective_notes": {"text": "notes", "score": 0.5}},
+        "outputContract": {"schema": {"type": "object", "required": ["review_two"], "properties": {"review_two": {"type": "object"}}}}
+    })
+}
+
+fn bench_node_steps(criterion: &mut Criterion) {
+    let registry = Arc::new(linear_registry());
+    let answers_by_schema_name = registry
+        .capabilities()
+        .map(|capability| {
+            let facet = &capability.output_contract[0];
+            let schema = json!({"type": "object", "properties": {facet.clone(): registry.facets.get(facet).unwrap().schema.clone()}});
+            (capability.capability_id.replace('.', "_"), scripted_llm::generate_instance(&schema, facet).to_string())
+        })
+        .collect();
+    let provider: Arc<dyn LlmProvider> = Arc::new(InstantProvider { answers_by_schema_name });
+    let validators = Arc::new(ValidatorCache::new());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let envelope = envelope();
+    let run_once = || async {
+        let store = Arc::new(InMemoryRunStore::new());
+        let queue = Arc::new(InMemoryStepQueue::new());
+        let orchestrator = Arc::new(Orchestrator {
+            store,
+            queue: queue.clone(),
+            llm: provider.clone(),
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(RandomIds),
+            registry: registry.clone(),
+            validators: validators.clone(),
+            settings: OrchestratorSettings::default(),
+            worker_id: "bench".into(),
+        });
+        let submitted = orchestrator.submit_run("bench", &envelope).await.unwrap();
+        let runner = LocalRunner { orchestrator, queue };
+        runner.run_until_settled("bench", &submitted.run_id).await.unwrap()
+    };
+    assert_eq!(runtime.block_on(run_once()), RunStatus::Completed, "the bench plan must complete");
+    let plan_only = || async {
+        let queue = Arc::new(InMemoryStepQueue::new());
+        let orchestrator = Orchestrator {
+            store: Arc::new(InMemoryRunStore::new()),
+            queue: queue.clone(),
+            llm: provider.clone(),
+            clock: Arc::new(SystemClock),
+            ids: Arc::new(RandomIds),
+            registry: registry.clone(),
+            validators: validators.clone(),
+            settings: OrchestratorSettings::default(),
+            worker_id: "bench".into(),
+        };
+        orchestrator.submit_run("bench", &envelope).await.unwrap();
+        let plan_message = queue.receive(1, std::time::Duration::ZERO).await.unwrap().remove(0);
+        orchestrator.handle_step(&plan_message.message).await.unwrap()
+    };
+    let mut group = criterion.benchmark_group("engine");
+    group.bench_function("five_node_run_submit_to_complete", |bencher| bencher.iter(|| runtime.block_on(run_once())));
+    group.bench_function("submit_and_plan_step_only", |bencher| bencher.iter(|| runtime.block_on(plan_only())));
+    group.finish();
+    println!("per node step = (five_node_run_submit_to_complete - submit_and_plan_step_only) / 5");
+}
+
+criterion_group!(benches, bench_node_steps);
+criterion_main!(benches);

@@ -155,7 +155,7 @@ impl RunStore for InMemoryRunStore {
         tenant_id: &str,
         run_id: &str,
         expected_version: u64,
-        state: &RunState,
+        state: RunState,
         events: Vec<EventDraft>,
         outbox: Vec<StepMessage>,
     ) -> Result<u64, StoreError> {
@@ -169,7 +169,7 @@ impl RunStore for InMemoryRunStore {
                 expected: expected_version,
             });
         }
-        record.state = state.clone();
+        record.state = state;
         record.version += 1;
         record.append(events);
         for message in outbox {
@@ -296,7 +296,7 @@ impl StepQueue for InMemoryStepQueue {
                         receive_count: count + 1,
                     });
                 }
-                if !received.is_empty() || round == 1 {
+                if !received.is_empty() || round == 1 || wait.is_zero() {
                     return Ok(received);
                 }
             }

@@ -318,7 +318,7 @@ impl Orchestrator {
             let decision = decide(state, input.clone(), &self.now_text(), &self.engine_context())?;
             match self
                 .store
-                .commit_step(tenant_id, run_id, version, &decision.state, decision.events, decision.outbox.clone())
+                .commit_step(tenant_id, run_id, version, decision.state, decision.events, decision.outbox.clone())
                 .await
             {
                 Ok(new_version) => {

@@ -76,7 +76,7 @@ pub trait RunStore: Send + Sync {
         tenant_id: &str,
         run_id: &str,
         expected_version: u64,
-        state: &RunState,
+        state: RunState,
         events: Vec<EventDraft>,
         outbox: Vec<StepMessage>,
     ) -> Result<u64, StoreError>;

@@ -51,10 +51,17 @@ impl LocalRunner {
         let mut processed = 0;
         let mut in_progress = JoinSet::new();
         loop {
-            let batch = self.orchestrator.queue.receive(10, Duration::from_millis(20)).await?;
+            if in_progress.is_empty() && self.queue.outstanding() == 0 {
+                return Ok(processed);
+            }
+            let batch = self.orchestrator.queue.receive(10, Duration::ZERO).await?;
+            let received_any = !batch.is_empty();
             for received in batch {
                 let orchestrator = self.orchestrator.clone();
                 in_progress.spawn(async move { process_received_step(&orchestrator, received).await });
+            }
+            if received_any {
+                continue;
             }
             match in_progress.join_next().await {
                 Some(joined) => {
@@ -65,8 +72,8 @@ impl LocalRunner {
                         tracing::error!(%error, "step failed");
                     }
                 }
-                None if self.queue.outstanding() == 0 => return Ok(processed),
-                None => {}
+                // Only messages released with a delay remain: wait for them.
+                None => tokio::time::sleep(Duration::from_millis(5)).await,
             }
         }
     }
