@@ -49,8 +49,17 @@ fn types(frames: &[Value]) -> Vec<&str> {
     frames.iter().map(|frame| frame["type"].as_str().unwrap()).collect()
 }
 
-/// Frame invariants every stream must keep.
+fn event_frame_schema() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(repository_root().join("events/schemas/event-frame.schema.json")).unwrap()).unwrap()
+}
+
+/// Frame invariants every stream must keep, including the published frame schema.
 fn assert_frame_invariants(frames: &[Value]) {
+    let frame_validator = compile_schema(&event_frame_schema(), "events/schemas/event-frame.schema.json").unwrap();
+    for frame in frames {
+        let violations = collect_violations(&frame_validator, frame);
+        assert!(violations.is_empty(), "frame breaks events/schemas/event-frame.schema.json: {violations:?}\n{frame}");
+    }
     assert_eq!(frames.first().unwrap()["type"], "start");
     let run_id = frames[0]["runId"].as_str().unwrap();
     let correlation_id = frames[0]["correlationId"].as_str().unwrap();

@@ -172,3 +172,29 @@ impl StepMessage {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{collect_violations, compile_schema};
+
+    #[test]
+    fn step_messages_match_the_published_schema_and_have_deterministic_ids() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/schemas/step-message.schema.json");
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let validator = compile_schema(&schema, path).unwrap();
+        for command in [
+            StepCommand::Plan,
+            StepCommand::ExecuteNode {
+                node_id: "node_1".into(),
+                attempt: 2,
+            },
+        ] {
+            let message = StepMessage::new("tenant", "run_1", command.clone());
+            let twin = StepMessage::new("tenant", "run_1", command);
+            assert_eq!(message.message_id, twin.message_id);
+            let json = serde_json::to_value(&message).unwrap();
+            assert!(collect_violations(&validator, &json).is_empty(), "{json}");
+        }
+    }
+}
