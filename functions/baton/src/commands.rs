@@ -37,8 +37,10 @@ fn invalid(message: impl std::fmt::Display) -> u8 {
 }
 
 fn read_envelope_json(path: &Path) -> Result<Value, u8> {
-    let text = std::fs::read_to_string(path).map_err(|error| invalid(format!("cannot read {}: {error}", path.display())))?;
-    serde_json::from_str(&text).map_err(|error| invalid(format!("{}: not valid JSON: {error}", path.display())))
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| invalid(format!("cannot read {}: {error}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|error| invalid(format!("{}: not valid JSON: {error}", path.display())))
 }
 
 fn load_registry_or_exit(registry: Option<PathBuf>) -> Result<Registry, u8> {
@@ -48,9 +50,13 @@ fn load_registry_or_exit(registry: Option<PathBuf>) -> Result<Registry, u8> {
 
 fn report_invalid_envelope(path: &Path, error: &RuntimeError) -> u8 {
     match error {
-        RuntimeError::InvalidInput { path: json_path, message } => {
-            invalid(format!("{}: invalid envelope at {json_path}: {message}", path.display()))
-        }
+        RuntimeError::InvalidInput {
+            path: json_path,
+            message,
+        } => invalid(format!(
+            "{}: invalid envelope at {json_path}: {message}",
+            path.display()
+        )),
         other => invalid(format!("{}: {other}", path.display())),
     }
 }
@@ -65,10 +71,11 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
         Ok(registry) => Arc::new(registry),
         Err(code) => return code,
     };
-    let provider = match OpenAiCompatibleConfig::from_environment().and_then(OpenAiCompatibleProvider::new) {
-        Ok(provider) => provider,
-        Err(error) => return invalid(format!("{error} (see README, Configuration)")),
-    };
+    let provider =
+        match OpenAiCompatibleConfig::from_environment().and_then(OpenAiCompatibleProvider::new) {
+            Ok(provider) => provider,
+            Err(error) => return invalid(format!("{error} (see README, Configuration)")),
+        };
     let store = Arc::new(InMemoryRunStore::new());
     let queue = Arc::new(InMemoryStepQueue::new());
     let orchestrator = Arc::new(Orchestrator {
@@ -84,7 +91,9 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
     });
     let submitted = match orchestrator.submit_run(LOCAL_TENANT, &envelope_json).await {
         Ok(submitted) => submitted,
-        Err(error @ RuntimeError::InvalidInput { .. }) => return report_invalid_envelope(envelope_path, &error),
+        Err(error @ RuntimeError::InvalidInput { .. }) => {
+            return report_invalid_envelope(envelope_path, &error);
+        }
         Err(error) => return invalid(error),
     };
     let runner = LocalRunner {
@@ -96,7 +105,10 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
     let mut printer = FramePrinter::new(format);
     let mut last_sequence = 0;
     let status = loop {
-        match store.read_events(LOCAL_TENANT, &submitted.run_id, last_sequence, 500).await {
+        match store
+            .read_events(LOCAL_TENANT, &submitted.run_id, last_sequence, 500)
+            .await
+        {
             Ok(frames) => {
                 if let Some(last) = frames.last() {
                     last_sequence = last.id;
@@ -111,7 +123,10 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
         if worker.is_finished() {
             match worker.await {
                 Ok(Ok(status)) => {
-                    if let Ok(frames) = store.read_events(LOCAL_TENANT, &submitted.run_id, last_sequence, usize::MAX).await {
+                    if let Ok(frames) = store
+                        .read_events(LOCAL_TENANT, &submitted.run_id, last_sequence, usize::MAX)
+                        .await
+                    {
                         printer.print_frames(&frames);
                     }
                     break status;
@@ -128,14 +143,28 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
         }
         store.wait_for_events(Duration::from_millis(50)).await;
     };
-    let final_state = store.load_run(LOCAL_TENANT, &submitted.run_id).await.ok().flatten();
-    printer.finish(status, final_state.as_ref().and_then(|stored| stored.state.output.as_ref()));
+    let final_state = store
+        .load_run(LOCAL_TENANT, &submitted.run_id)
+        .await
+        .ok()
+        .flatten();
+    printer.finish(
+        status,
+        final_state
+            .as_ref()
+            .and_then(|stored| stored.state.output.as_ref()),
+    );
     match status {
         RunStatus::Completed => EXIT_COMPLETED,
         RunStatus::AwaitingHuman => EXIT_AWAITING_HUMAN,
         _ => {
             if let Some(failure) = final_state.and_then(|stored| stored.state.failure) {
-                eprintln!("baton: run {} {}: {}", submitted.run_id, status.as_str(), failure.message);
+                eprintln!(
+                    "baton: run {} {}: {}",
+                    submitted.run_id,
+                    status.as_str(),
+                    failure.message
+                );
             }
             EXIT_RUN_FAILED
         }
@@ -165,6 +194,13 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>) -> u8 {
     };
     let rejected = plan.is_none() || bundle.status == baton_core::diagnostics::PlanStatus::Rejected;
     let report = json!({"diagnostics": bundle, "plan": plan});
-    println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
-    if rejected { EXIT_RUN_FAILED } else { EXIT_COMPLETED }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).unwrap_or_default()
+    );
+    if rejected {
+        EXIT_RUN_FAILED
+    } else {
+        EXIT_COMPLETED
+    }
 }

@@ -26,7 +26,9 @@ impl FramePrinter {
         let mut out = stdout.lock();
         for frame in frames {
             let _ = match self.format {
-                OutputFormat::Ndjson => writeln!(out, "{}", serde_json::to_string(frame).unwrap_or_default()),
+                OutputFormat::Ndjson => {
+                    writeln!(out, "{}", serde_json::to_string(frame).unwrap_or_default())
+                }
                 OutputFormat::Sse => write!(out, "{}", frame.to_sse()),
                 OutputFormat::Pretty => self.write_pretty(&mut out, frame),
             };
@@ -40,40 +42,73 @@ impl FramePrinter {
                 write!(out, "      │ ")?;
                 self.inside_delta_line = true;
             }
-            return write!(out, "{}", frame.message.as_deref().unwrap_or_default().replace('\n', "\n      │ "));
+            return write!(
+                out,
+                "{}",
+                frame
+                    .message
+                    .as_deref()
+                    .unwrap_or_default()
+                    .replace('\n', "\n      │ ")
+            );
         }
         if self.inside_delta_line {
             writeln!(out)?;
             self.inside_delta_line = false;
         }
-        let node = frame.node_id.as_deref().map(|node| format!(" [{node}]")).unwrap_or_default();
-        let message = frame.message.as_deref().map(|message| format!(" {message}")).unwrap_or_default();
-        writeln!(out, "{:>4} {}{}{}", frame.id, frame.event_type.as_str(), node, message)?;
+        let node = frame
+            .node_id
+            .as_deref()
+            .map(|node| format!(" [{node}]"))
+            .unwrap_or_default();
+        let message = frame
+            .message
+            .as_deref()
+            .map(|message| format!(" {message}"))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:>4} {}{}{}",
+            frame.id,
+            frame.event_type.as_str(),
+            node,
+            message
+        )?;
         let detail = match frame.event_type {
-            EventType::PlanGenerated => frame.payload.as_ref().and_then(|payload| payload.get("nodes")).map(|nodes| {
-                nodes
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|node| {
-                        format!(
-                            "{} {} → {}",
-                            node["nodeId"].as_str().unwrap_or_default(),
-                            node["capabilityId"].as_str().unwrap_or_default(),
-                            node["provides"]
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            }),
-            EventType::PlanRejected | EventType::ValidationError | EventType::Error | EventType::NodeError => {
-                frame.payload.as_ref().map(|payload| serde_json::to_string_pretty(payload).unwrap_or_default())
-            }
+            EventType::PlanGenerated => frame
+                .payload
+                .as_ref()
+                .and_then(|payload| payload.get("nodes"))
+                .map(|nodes| {
+                    nodes
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|node| {
+                            format!(
+                                "{} {} → {}",
+                                node["nodeId"].as_str().unwrap_or_default(),
+                                node["capabilityId"].as_str().unwrap_or_default(),
+                                node["provides"]
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                }),
+            EventType::PlanRejected
+            | EventType::ValidationError
+            | EventType::Error
+            | EventType::NodeError => frame
+                .payload
+                .as_ref()
+                .map(|payload| serde_json::to_string_pretty(payload).unwrap_or_default()),
             EventType::NodeStart => frame
                 .payload
                 .as_ref()
                 .and_then(|payload| payload.get("capabilityId"))
-                .map(|capability| format!("capability {}", capability.as_str().unwrap_or_default())),
+                .map(|capability| {
+                    format!("capability {}", capability.as_str().unwrap_or_default())
+                }),
             _ => None,
         };
         if let Some(detail) = detail {

@@ -2,6 +2,8 @@
 //! engine and registry, and the scripted OpenAI-compatible server standing in
 //! for the external model endpoint (the only test double here).
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -14,7 +16,9 @@ fn repository_root() -> PathBuf {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 async fn baton(server: Option<&ScriptedLlmServer>, arguments: &[&str]) -> Output {
@@ -29,45 +33,79 @@ async fn baton(server: Option<&ScriptedLlmServer>, arguments: &[&str]) -> Output
         .env_remove("BATON_REGISTRY_DIR")
         .env("BATON_LLM_INITIAL_BACKOFF_MS", "5");
     match server {
-        Some(server) => command.env("BATON_LLM_BASE_URL", server.base_url()).env("BATON_LLM_MODEL", "scripted-model"),
-        None => command.env_remove("BATON_LLM_BASE_URL").env_remove("BATON_LLM_MODEL"),
+        Some(server) => command
+            .env("BATON_LLM_BASE_URL", server.base_url())
+            .env("BATON_LLM_MODEL", "scripted-model"),
+        None => command
+            .env_remove("BATON_LLM_BASE_URL")
+            .env_remove("BATON_LLM_MODEL"),
     };
     command.output().await.unwrap()
 }
 
 async fn run_ndjson(server: &ScriptedLlmServer, envelope: &Path) -> (i32, Vec<Value>, String) {
-    let output = baton(Some(server), &["run", envelope.to_str().unwrap(), "--format", "ndjson"]).await;
+    let output = baton(
+        Some(server),
+        &["run", envelope.to_str().unwrap(), "--format", "ndjson"],
+    )
+    .await;
     let frames = String::from_utf8(output.stdout)
         .unwrap()
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    (output.status.code().unwrap(), frames, String::from_utf8(output.stderr).unwrap())
+    (
+        output.status.code().unwrap(),
+        frames,
+        String::from_utf8(output.stderr).unwrap(),
+    )
 }
 
 fn types(frames: &[Value]) -> Vec<&str> {
-    frames.iter().map(|frame| frame["type"].as_str().unwrap()).collect()
+    frames
+        .iter()
+        .map(|frame| frame["type"].as_str().unwrap())
+        .collect()
 }
 
 fn event_frame_schema() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(repository_root().join("events/schemas/event-frame.schema.json")).unwrap()).unwrap()
+    serde_json::from_str(
+        &std::fs::read_to_string(repository_root().join("events/schemas/event-frame.schema.json"))
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 /// Frame invariants every stream must keep, including the published frame schema.
 fn assert_frame_invariants(frames: &[Value]) {
-    let frame_validator = compile_schema(&event_frame_schema(), "events/schemas/event-frame.schema.json").unwrap();
+    let frame_validator = compile_schema(
+        &event_frame_schema(),
+        "events/schemas/event-frame.schema.json",
+    )
+    .unwrap();
     for frame in frames {
         let violations = collect_violations(&frame_validator, frame);
-        assert!(violations.is_empty(), "frame breaks events/schemas/event-frame.schema.json: {violations:?}\n{frame}");
+        assert!(
+            violations.is_empty(),
+            "frame breaks events/schemas/event-frame.schema.json: {violations:?}\n{frame}"
+        );
     }
     assert_eq!(frames.first().unwrap()["type"], "start");
     let run_id = frames[0]["runId"].as_str().unwrap();
     let correlation_id = frames[0]["correlationId"].as_str().unwrap();
     for (index, frame) in frames.iter().enumerate() {
-        assert_eq!(frame["id"], json!(index + 1), "ids run 1, 2, 3, … without gaps: {frame}");
+        assert_eq!(
+            frame["id"],
+            json!(index + 1),
+            "ids run 1, 2, 3, … without gaps: {frame}"
+        );
         assert_eq!(frame["runId"], run_id);
         assert_eq!(frame["correlationId"], correlation_id);
-        assert!(frame["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')));
+        assert!(
+            frame["timestamp"]
+                .as_str()
+                .is_some_and(|t| t.ends_with('Z'))
+        );
     }
 }
 
@@ -81,9 +119,15 @@ async fn every_example_envelope_completes_with_contract_valid_output() {
     let examples: Vec<PathBuf> = std::fs::read_dir(repository_root().join("registry/examples"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "json"))
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "json")
+        })
         .collect();
-    assert!(examples.len() >= 3, "the seed envelopes plus a positioning one");
+    assert!(
+        examples.len() >= 3,
+        "the seed envelopes plus a positioning one"
+    );
     for example in examples {
         let server = ScriptedLlmServer::start().await.unwrap();
         let (code, frames, stderr) = run_ndjson(&server, &example).await;
@@ -93,16 +137,31 @@ async fn every_example_envelope_completes_with_contract_valid_output() {
         assert_eq!(last["type"], "complete", "{}", example.display());
         let validator = compile_schema(&envelope_schema(&example), "contract").unwrap();
         let violations = collect_violations(&validator, &last["payload"]["output"]);
-        assert!(violations.is_empty(), "{}: {violations:?}", example.display());
-        let node_count = frames.iter().filter(|frame| frame["type"] == "node_complete").count();
-        assert_eq!(server.request_count(), node_count, "one model call per node when every answer is valid");
+        assert!(
+            violations.is_empty(),
+            "{}: {violations:?}",
+            example.display()
+        );
+        let node_count = frames
+            .iter()
+            .filter(|frame| frame["type"] == "node_complete")
+            .count();
+        assert_eq!(
+            server.request_count(),
+            node_count,
+            "one model call per node when every answer is valid"
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_seed_sample_asks_for_two_variants_and_gets_exactly_two() {
     let server = ScriptedLlmServer::start().await.unwrap();
-    let (code, frames, _) = run_ndjson(&server, &repository_root().join("registry/examples/seed-10.0.1-stream-contract-variants.json")).await;
+    let (code, frames, _) = run_ndjson(
+        &server,
+        &repository_root().join("registry/examples/seed-10.0.1-stream-contract-variants.json"),
+    )
+    .await;
     assert_eq!(code, 0);
     let output = &frames.last().unwrap()["payload"]["output"];
     assert_eq!(output["copyVariants"].as_array().unwrap().len(), 2);
@@ -114,12 +173,22 @@ async fn an_impossible_contract_ends_in_plan_rejected() {
     let (code, frames, stderr) = run_ndjson(&server, &fixture("impossible-contract.json")).await;
     assert_eq!(code, 3, "{stderr}");
     assert_frame_invariants(&frames);
-    assert_eq!(types(&frames), vec!["start", "plan_requested", "plan_rejected", "error"]);
+    assert_eq!(
+        types(&frames),
+        vec!["start", "plan_requested", "plan_rejected", "error"]
+    );
     let rejection = &frames[2]["payload"];
     assert_eq!(rejection["status"], "rejected");
     assert_eq!(rejection["failures"][0]["cause"], "missing_producer");
-    assert_eq!(rejection["failures"][0]["constraintId"], "output.quarterlyForecast");
-    assert_eq!(server.request_count(), 0, "no model call for a rejected plan");
+    assert_eq!(
+        rejection["failures"][0]["constraintId"],
+        "output.quarterlyForecast"
+    );
+    assert_eq!(
+        server.request_count(),
+        0,
+        "no model call for a rejected plan"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -128,16 +197,32 @@ async fn malformed_envelopes_exit_2_naming_the_path() {
     let directory = std::env::temp_dir().join(format!("baton-malformed-{}", std::process::id()));
     std::fs::create_dir_all(&directory).unwrap();
     let cases = [
-        ("missing-objective", json!({"outputContract": {"schema": {"type": "object"}}}), "objective"),
-        ("wrong-type", json!({"objective": "x", "specialInstructions": "not a list", "outputContract": {"schema": {}}}), "$.specialInstructions"),
-        ("schema-does-not-compile", json!({"objective": "x", "outputContract": {"schema": {"type": "nonsense"}}}), "$.outputContract.schema"),
+        (
+            "missing-objective",
+            json!({"outputContract": {"schema": {"type": "object"}}}),
+            "objective",
+        ),
+        (
+            "wrong-type",
+            json!({"objective": "x", "specialInstructions": "not a list", "outputContract": {"schema": {}}}),
+            "$.specialInstructions",
+        ),
+        (
+            "schema-does-not-compile",
+            json!({"objective": "x", "outputContract": {"schema": {"type": "nonsense"}}}),
+            "$.outputContract.schema",
+        ),
         (
             "goto-policy",
             json!({"objective": "x", "outputContract": {"schema": {}}, "policies": {"runtime": [
                 {"id": "back", "trigger": {"kind": "manual"}, "action": {"type": "goto", "next": "node_1"}}]}}),
             "$.policies.runtime[0].action",
         ),
-        ("facet-input-breaks-its-schema", json!({"objective": "x", "inputs": {"toneOfVoice": 7}, "outputContract": {"schema": {}}}), "$.inputs.toneOfVoice"),
+        (
+            "facet-input-breaks-its-schema",
+            json!({"objective": "x", "inputs": {"toneOfVoice": 7}, "outputContract": {"schema": {}}}),
+            "$.inputs.toneOfVoice",
+        ),
     ];
     for (name, envelope, expected_path) in cases {
         let path = directory.join(format!("{name}.json"));
@@ -145,11 +230,24 @@ async fn malformed_envelopes_exit_2_naming_the_path() {
         let output = baton(Some(&server), &["run", path.to_str().unwrap()]).await;
         let stderr = String::from_utf8(output.stderr).unwrap();
         assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
-        assert!(stderr.contains(expected_path), "{name}: `{stderr}` should name {expected_path}");
-        assert!(output.stdout.is_empty(), "{name}: nothing runs for a bad envelope");
+        assert!(
+            stderr.contains(expected_path),
+            "{name}: `{stderr}` should name {expected_path}"
+        );
+        assert!(
+            output.stdout.is_empty(),
+            "{name}: nothing runs for a bad envelope"
+        );
     }
-    let output = baton(Some(&server), &["run", directory.join("goto-policy.json").to_str().unwrap()]).await;
-    assert!(String::from_utf8(output.stderr).unwrap().contains("replan"), "goto gets a migration hint");
+    let output = baton(
+        Some(&server),
+        &["run", directory.join("goto-policy.json").to_str().unwrap()],
+    )
+    .await;
+    assert!(
+        String::from_utf8(output.stderr).unwrap().contains("replan"),
+        "goto gets a migration hint"
+    );
     std::fs::remove_dir_all(&directory).unwrap();
     assert_eq!(server.request_count(), 0);
 }
@@ -158,16 +256,41 @@ async fn malformed_envelopes_exit_2_naming_the_path() {
 async fn schema_violating_answers_twice_then_valid_still_complete() {
     let server = ScriptedLlmServer::start().await.unwrap();
     server.push_behaviors([Behavior::SchemaViolating, Behavior::SchemaViolating]);
-    let (code, frames, stderr) = run_ndjson(&server, &repository_root().join("registry/examples/seed-10.1-sample-envelope.json")).await;
+    let (code, frames, stderr) = run_ndjson(
+        &server,
+        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+    )
+    .await;
     assert_eq!(code, 0, "{stderr}");
     assert_frame_invariants(&frames);
-    let validation_errors: Vec<&Value> = frames.iter().filter(|frame| frame["type"] == "validation_error").collect();
+    let validation_errors: Vec<&Value> = frames
+        .iter()
+        .filter(|frame| frame["type"] == "validation_error")
+        .collect();
     assert_eq!(validation_errors.len(), 2);
     assert_eq!(validation_errors[0]["payload"]["scope"], "node_output");
-    assert!(validation_errors[0]["payload"]["errors"].as_array().is_some_and(|errors| !errors.is_empty()));
-    assert_eq!(server.request_count(), 4, "three attempts for the first node, one for the second");
-    let third_attempt: Value = serde_json::from_str(server.requests()[2].body["messages"][1]["content"].as_str().unwrap()).unwrap();
-    assert!(third_attempt["previousAttemptErrors"].as_array().is_some_and(|errors| !errors.is_empty()), "errors are fed back");
+    assert!(
+        validation_errors[0]["payload"]["errors"]
+            .as_array()
+            .is_some_and(|errors| !errors.is_empty())
+    );
+    assert_eq!(
+        server.request_count(),
+        4,
+        "three attempts for the first node, one for the second"
+    );
+    let third_attempt: Value = serde_json::from_str(
+        server.requests()[2].body["messages"][1]["content"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        third_attempt["previousAttemptErrors"]
+            .as_array()
+            .is_some_and(|errors| !errors.is_empty()),
+        "errors are fed back"
+    );
     assert_eq!(frames.last().unwrap()["type"], "complete");
 }
 
@@ -175,27 +298,57 @@ async fn schema_violating_answers_twice_then_valid_still_complete() {
 async fn malformed_json_is_reprompted() {
     let server = ScriptedLlmServer::start().await.unwrap();
     server.push_behaviors([Behavior::MalformedJson]);
-    let (code, frames, _) = run_ndjson(&server, &repository_root().join("registry/examples/social-post-new-case.json")).await;
+    let (code, frames, _) = run_ndjson(
+        &server,
+        &repository_root().join("registry/examples/social-post-new-case.json"),
+    )
+    .await;
     assert_eq!(code, 0);
-    let error = frames.iter().find(|frame| frame["type"] == "validation_error").unwrap();
-    assert!(error["payload"]["errors"][0]["message"].as_str().unwrap().contains("not valid JSON"));
+    let error = frames
+        .iter()
+        .find(|frame| frame["type"] == "validation_error")
+        .unwrap();
+    assert!(
+        error["payload"]["errors"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn three_violating_answers_fail_the_node_and_the_run() {
     let server = ScriptedLlmServer::start().await.unwrap();
-    server.push_behaviors([Behavior::SchemaViolating, Behavior::SchemaViolating, Behavior::SchemaViolating]);
-    let (code, frames, _) = run_ndjson(&server, &repository_root().join("registry/examples/seed-10.1-sample-envelope.json")).await;
+    server.push_behaviors([
+        Behavior::SchemaViolating,
+        Behavior::SchemaViolating,
+        Behavior::SchemaViolating,
+    ]);
+    let (code, frames, _) = run_ndjson(
+        &server,
+        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+    )
+    .await;
     assert_eq!(code, 3);
-    assert_eq!(&types(&frames)[frames.len() - 2..], &["node_error", "error"]);
+    assert_eq!(
+        &types(&frames)[frames.len() - 2..],
+        &["node_error", "error"]
+    );
     assert!(!types(&frames).contains(&"complete"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn five_server_errors_in_a_row_fail_the_run_with_an_error_frame() {
     let server = ScriptedLlmServer::start().await.unwrap();
-    server.push_behaviors((0..5).map(|_| Behavior::Status { status: 500, retry_after_seconds: None }));
-    let (code, frames, _) = run_ndjson(&server, &repository_root().join("registry/examples/seed-10.1-sample-envelope.json")).await;
+    server.push_behaviors((0..5).map(|_| Behavior::Status {
+        status: 500,
+        retry_after_seconds: None,
+    }));
+    let (code, frames, _) = run_ndjson(
+        &server,
+        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+    )
+    .await;
     assert_eq!(code, 3);
     assert_frame_invariants(&frames);
     let last = frames.last().unwrap();
@@ -213,53 +366,114 @@ async fn a_human_capability_parks_the_run_with_its_contract() {
     let last = frames.last().unwrap();
     assert_eq!(last["type"], "node_start");
     assert_eq!(last["payload"]["executorType"], "human");
-    assert_eq!(last["payload"]["contract"]["outputSchema"]["required"], json!(["positioning", "feedback"]));
+    assert_eq!(
+        last["payload"]["contract"]["outputSchema"]["required"],
+        json!(["positioning", "feedback"])
+    );
     assert!(!types(&frames).contains(&"complete") && !types(&frames).contains(&"error"));
-    assert_eq!(server.request_count(), 2, "the two AI nodes before the human one ran");
+    assert_eq!(
+        server.request_count(),
+        2,
+        "the two AI nodes before the human one ran"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_sees_only_its_own_input_facets_and_no_orchestrator_prompt() {
     let server = ScriptedLlmServer::start().await.unwrap();
-    let (code, _, _) = run_ndjson(&server, &repository_root().join("registry/examples/seed-10.1-sample-envelope.json")).await;
+    let (code, _, _) = run_ndjson(
+        &server,
+        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+    )
+    .await;
     assert_eq!(code, 0);
     let writer_request = &server.requests()[1].body;
-    let user: Value = serde_json::from_str(writer_request["messages"][1]["content"].as_str().unwrap()).unwrap();
+    let user: Value =
+        serde_json::from_str(writer_request["messages"][1]["content"].as_str().unwrap()).unwrap();
     let input_facets: Vec<&String> = user["inputs"].as_object().unwrap().keys().collect();
-    assert_eq!(input_facets, vec!["writerBrief", "planKnobs", "toneOfVoice"]);
-    assert!(user["inputs"].get("strategicRationale").is_none(), "an upstream facet it does not consume stays out");
-    assert_eq!(writer_request["messages"].as_array().unwrap().len(), 2, "system (capability) + user only");
+    assert_eq!(
+        input_facets,
+        vec!["writerBrief", "planKnobs", "toneOfVoice"]
+    );
+    assert!(
+        user["inputs"].get("strategicRationale").is_none(),
+        "an upstream facet it does not consume stays out"
+    );
+    assert_eq!(
+        writer_request["messages"].as_array().unwrap().len(),
+        2,
+        "system (capability) + user only"
+    );
     let system = writer_request["messages"][0]["content"].as_str().unwrap();
-    assert!(system.starts_with("You are a content writer."), "the capability's own prompt, not an orchestrator's");
+    assert!(
+        system.starts_with("You are a content writer."),
+        "the capability's own prompt, not an orchestrator's"
+    );
     assert_eq!(writer_request["response_format"]["type"], "json_schema");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sse_format_prints_wire_frames() {
     let server = ScriptedLlmServer::start().await.unwrap();
-    let output = baton(Some(&server), &["run", "registry/examples/social-post-new-case.json", "--format", "sse"]).await;
+    let output = baton(
+        Some(&server),
+        &[
+            "run",
+            "registry/examples/social-post-new-case.json",
+            "--format",
+            "sse",
+        ],
+    )
+    .await;
     assert_eq!(output.status.code(), Some(0));
     let text = String::from_utf8(output.stdout).unwrap();
-    let blocks: Vec<&str> = text.split("\n\n").filter(|block| !block.is_empty()).collect();
+    let blocks: Vec<&str> = text
+        .split("\n\n")
+        .filter(|block| !block.is_empty())
+        .collect();
     assert!(blocks[0].starts_with("id: 1\nevent: start\ndata: {"));
     assert!(blocks.last().unwrap().contains("event: complete"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn missing_model_configuration_is_a_clear_error_at_start() {
-    let output = baton(None, &["run", "registry/examples/social-post-new-case.json"]).await;
+    let output = baton(
+        None,
+        &["run", "registry/examples/social-post-new-case.json"],
+    )
+    .await;
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8(output.stderr).unwrap().contains("BATON_LLM_BASE_URL"));
+    assert!(
+        String::from_utf8(output.stderr)
+            .unwrap()
+            .contains("BATON_LLM_BASE_URL")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn plan_prints_the_validated_plan_without_calling_a_model() {
-    let output = baton(None, &["plan", "registry/examples/positioning-recommendation.json"]).await;
+    let output = baton(
+        None,
+        &["plan", "registry/examples/positioning-recommendation.json"],
+    )
+    .await;
     assert_eq!(output.status.code(), Some(0));
     let report: Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(report["diagnostics"]["status"], "accepted");
-    let capabilities: Vec<&str> = report["plan"]["nodes"].as_array().unwrap().iter().map(|node| node["capabilityId"].as_str().unwrap()).collect();
+    let capabilities: Vec<&str> = report["plan"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| node["capabilityId"].as_str().unwrap())
+        .collect();
     assert_eq!(capabilities.len(), 2);
-    let rejected = baton(None, &["plan", fixture("impossible-contract.json").to_str().unwrap()]).await;
+    let rejected = baton(
+        None,
+        &[
+            "plan",
+            fixture("impossible-contract.json").to_str().unwrap(),
+        ],
+    )
+    .await;
     assert_eq!(rejected.status.code(), Some(3));
 }

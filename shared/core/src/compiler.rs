@@ -35,7 +35,12 @@ impl CompiledContract {
     /// instance pointer.
     pub fn attribute_violations(&self, violations: &mut [SchemaViolation]) {
         for violation in violations.iter_mut() {
-            let first_segment = violation.instance_pointer.trim_start_matches('/').split('/').next().unwrap_or_default();
+            let first_segment = violation
+                .instance_pointer
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or_default();
             violation.facet = self
                 .provenance
                 .iter()
@@ -68,10 +73,12 @@ pub fn compile_contract(
     let mut required = Vec::new();
     let mut provenance = Vec::new();
     for facet_name in facet_names {
-        let facet = catalog.get(facet_name).ok_or_else(|| CoreError::SchemaDoesNotCompile {
-            path: format!("facet `{facet_name}`"),
-            message: "unknown facet".to_string(),
-        })?;
+        let facet = catalog
+            .get(facet_name)
+            .ok_or_else(|| CoreError::SchemaDoesNotCompile {
+                path: format!("facet `{facet_name}`"),
+                message: "unknown facet".to_string(),
+            })?;
         let tightening = caller_property_schema(facet_name);
         let property_schema = match &tightening {
             Some(caller_schema) => json!({"allOf": [facet.schema.clone(), caller_schema.clone()]}),
@@ -118,7 +125,11 @@ mod tests {
         let mut catalog = FacetCatalog::new();
         for (name, schema, required) in [
             ("tone", json!({"type": "string"}), false),
-            ("items", json!({"type": "array", "items": {"type": "string"}}), true),
+            (
+                "items",
+                json!({"type": "array", "items": {"type": "string"}}),
+                true,
+            ),
         ] {
             catalog.insert(Facet {
                 name: name.into(),
@@ -136,17 +147,25 @@ mod tests {
 
     #[test]
     fn input_contract_requires_only_required_facets() {
-        let compiled = compile_contract(&catalog(), &["tone".into(), "items".into()], ContractDirection::Input, &|_| None)
-            .unwrap();
+        let compiled = compile_contract(
+            &catalog(),
+            &["tone".into(), "items".into()],
+            ContractDirection::Input,
+            &|_| None,
+        )
+        .unwrap();
         assert_eq!(compiled.schema["required"], json!(["items"]));
         assert_eq!(compiled.provenance.len(), 2);
     }
 
     #[test]
     fn output_contract_requires_every_facet_and_is_tightened_by_the_caller() {
-        let compiled = compile_contract(&catalog(), &["items".into()], ContractDirection::Output, &|name| {
-            (name == "items").then(|| json!({"minItems": 2}))
-        })
+        let compiled = compile_contract(
+            &catalog(),
+            &["items".into()],
+            ContractDirection::Output,
+            &|name| (name == "items").then(|| json!({"minItems": 2})),
+        )
         .unwrap();
         assert!(compiled.provenance[0].tightened_by_caller_contract);
         let validator = compile_schema(&compiled.schema, "t").unwrap();
@@ -158,6 +177,14 @@ mod tests {
 
     #[test]
     fn unknown_facet_is_an_error() {
-        assert!(compile_contract(&catalog(), &["nope".into()], ContractDirection::Input, &|_| None).is_err());
+        assert!(
+            compile_contract(
+                &catalog(),
+                &["nope".into()],
+                ContractDirection::Input,
+                &|_| None
+            )
+            .is_err()
+        );
     }
 }

@@ -57,7 +57,11 @@ pub fn facet_value_for_node(state: &RunState, node: &PlanNode, facet: &str) -> O
 }
 
 /// Builds the bundle for `node` from the run state.
-pub fn build_context_bundle(state: &RunState, node: &PlanNode, registry: &Registry) -> ContextBundle {
+pub fn build_context_bundle(
+    state: &RunState,
+    node: &PlanNode,
+    registry: &Registry,
+) -> ContextBundle {
     let mut inputs = Map::new();
     for facet in &node.input_facets {
         if let Some(value) = facet_value_for_node(state, node, facet) {
@@ -90,10 +94,20 @@ pub fn build_context_bundle(state: &RunState, node: &PlanNode, registry: &Regist
 pub fn schema_name_for(capability_id: &str) -> String {
     let cleaned: String = capability_id
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .take(64)
         .collect();
-    if cleaned.is_empty() { "output".to_string() } else { cleaned }
+    if cleaned.is_empty() {
+        "output".to_string()
+    } else {
+        cleaned
+    }
 }
 
 /// The model request for `node` with `bundle`.
@@ -113,7 +127,9 @@ pub fn build_model_request(node: &PlanNode, bundle: &ContextBundle) -> ModelRequ
     }
     if !bundle.previous_attempt_errors.is_empty() {
         user["previousAttemptErrors"] = json!(bundle.previous_attempt_errors);
-        user["fix"] = json!("Your previous answer broke the schema as listed; answer again with every error fixed.");
+        user["fix"] = json!(
+            "Your previous answer broke the schema as listed; answer again with every error fixed."
+        );
     }
     ModelRequest {
         system_instruction: node.instructions.clone(),

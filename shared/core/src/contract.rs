@@ -60,6 +60,8 @@ impl OutputContract {
 
     /// The schema the contract gives a top-level property, if any.
     pub fn property_schema(&self, property: &str) -> Option<&Value> {
-        self.schema.get("properties").and_then(|properties| properties.get(property))
+        self.schema
+            .get("properties")
+            .and_then(|properties| properties.get(property))
     }
 }

@@ -64,7 +64,11 @@ pub struct PlanDiagnostic {
 
 impl PlanDiagnostic {
     /// A hard, unsatisfied diagnostic: blocks the plan.
-    pub fn hard(constraint_id: impl Into<String>, cause: DiagnosticCause, constraint: impl Into<String>) -> Self {
+    pub fn hard(
+        constraint_id: impl Into<String>,
+        cause: DiagnosticCause,
+        constraint: impl Into<String>,
+    ) -> Self {
         PlanDiagnostic {
             severity: ConstraintLevel::Hard,
             status: DiagnosticStatus::Unsatisfied,
@@ -152,7 +156,10 @@ pub fn satisfaction_score(outcomes: &[ConstraintOutcome]) -> f64 {
 }
 
 /// Dedupes, applies severity dominance, orders, buckets and scores.
-pub fn merge_diagnostics(diagnostics: Vec<PlanDiagnostic>, outcomes: &[ConstraintOutcome]) -> DiagnosticsBundle {
+pub fn merge_diagnostics(
+    diagnostics: Vec<PlanDiagnostic>,
+    outcomes: &[ConstraintOutcome],
+) -> DiagnosticsBundle {
     let mut merged: BTreeMap<(String, String, &'static str), PlanDiagnostic> = BTreeMap::new();
     for diagnostic in diagnostics {
         let key = diagnostic.dedupe_key();
@@ -161,7 +168,10 @@ pub fn merge_diagnostics(diagnostics: Vec<PlanDiagnostic>, outcomes: &[Constrain
                 merged.insert(key, diagnostic);
             }
             Some(existing) => {
-                let suggestions = merge_suggestions(existing.suggestion.as_deref(), diagnostic.suggestion.as_deref());
+                let suggestions = merge_suggestions(
+                    existing.suggestion.as_deref(),
+                    diagnostic.suggestion.as_deref(),
+                );
                 if diagnostic.severity < existing.severity {
                     *existing = diagnostic;
                 }
@@ -223,7 +233,13 @@ fn merge_suggestions(first: Option<&str>, second: Option<&str>) -> Option<String
 mod tests {
     use super::*;
 
-    fn diagnostic(severity: ConstraintLevel, id: &str, node: Option<&str>, cause: DiagnosticCause, suggestion: &str) -> PlanDiagnostic {
+    fn diagnostic(
+        severity: ConstraintLevel,
+        id: &str,
+        node: Option<&str>,
+        cause: DiagnosticCause,
+        suggestion: &str,
+    ) -> PlanDiagnostic {
         PlanDiagnostic {
             severity,
             status: DiagnosticStatus::Unsatisfied,
@@ -241,14 +257,29 @@ mod tests {
     fn duplicates_merge_with_dominant_severity_and_joined_suggestions() {
         let bundle = merge_diagnostics(
             vec![
-                diagnostic(ConstraintLevel::Soft, "min_qa", Some("n1"), DiagnosticCause::MissingProducer, "Insert QA."),
-                diagnostic(ConstraintLevel::Hard, "min_qa", Some("n1"), DiagnosticCause::MissingProducer, "Insert a reviewer."),
+                diagnostic(
+                    ConstraintLevel::Soft,
+                    "min_qa",
+                    Some("n1"),
+                    DiagnosticCause::MissingProducer,
+                    "Insert QA.",
+                ),
+                diagnostic(
+                    ConstraintLevel::Hard,
+                    "min_qa",
+                    Some("n1"),
+                    DiagnosticCause::MissingProducer,
+                    "Insert a reviewer.",
+                ),
             ],
             &[],
         );
         assert_eq!(bundle.failures.len(), 1);
         assert!(bundle.warnings.is_empty());
-        assert_eq!(bundle.failures[0].suggestion.as_deref(), Some("Insert QA.\nInsert a reviewer."));
+        assert_eq!(
+            bundle.failures[0].suggestion.as_deref(),
+            Some("Insert QA.\nInsert a reviewer.")
+        );
         assert_eq!(bundle.status, PlanStatus::Rejected);
     }
 
@@ -256,9 +287,27 @@ mod tests {
     fn ordering_is_severity_then_constraint_then_node() {
         let bundle = merge_diagnostics(
             vec![
-                diagnostic(ConstraintLevel::Hard, "b", Some("n2"), DiagnosticCause::MissingProducer, ""),
-                diagnostic(ConstraintLevel::Hard, "a", Some("n9"), DiagnosticCause::MissingProducer, ""),
-                diagnostic(ConstraintLevel::Hard, "a", Some("n1"), DiagnosticCause::MissingProducer, ""),
+                diagnostic(
+                    ConstraintLevel::Hard,
+                    "b",
+                    Some("n2"),
+                    DiagnosticCause::MissingProducer,
+                    "",
+                ),
+                diagnostic(
+                    ConstraintLevel::Hard,
+                    "a",
+                    Some("n9"),
+                    DiagnosticCause::MissingProducer,
+                    "",
+                ),
+                diagnostic(
+                    ConstraintLevel::Hard,
+                    "a",
+                    Some("n1"),
+                    DiagnosticCause::MissingProducer,
+                    "",
+                ),
             ],
             &[],
         );
@@ -267,17 +316,39 @@ mod tests {
             .iter()
             .map(|d| (d.constraint_id.clone().unwrap(), d.node_id.clone().unwrap()))
             .collect();
-        assert_eq!(order, vec![("a".into(), "n1".into()), ("a".into(), "n9".into()), ("b".into(), "n2".into())]);
+        assert_eq!(
+            order,
+            vec![
+                ("a".into(), "n1".into()),
+                ("a".into(), "n9".into()),
+                ("b".into(), "n2".into())
+            ]
+        );
     }
 
     #[test]
     fn soft_findings_accept_with_findings_and_score_by_weight() {
         let bundle = merge_diagnostics(
-            vec![diagnostic(ConstraintLevel::Soft, "exact_two", None, DiagnosticCause::UnsatisfiedSoft, "")],
+            vec![diagnostic(
+                ConstraintLevel::Soft,
+                "exact_two",
+                None,
+                DiagnosticCause::UnsatisfiedSoft,
+                "",
+            )],
             &[
-                ConstraintOutcome { level: ConstraintLevel::Hard, satisfiable: true },
-                ConstraintOutcome { level: ConstraintLevel::Soft, satisfiable: false },
-                ConstraintOutcome { level: ConstraintLevel::Informational, satisfiable: false },
+                ConstraintOutcome {
+                    level: ConstraintLevel::Hard,
+                    satisfiable: true,
+                },
+                ConstraintOutcome {
+                    level: ConstraintLevel::Soft,
+                    satisfiable: false,
+                },
+                ConstraintOutcome {
+                    level: ConstraintLevel::Informational,
+                    satisfiable: false,
+                },
             ],
         );
         assert_eq!(bundle.status, PlanStatus::AcceptedWithFindings);

@@ -12,13 +12,17 @@ use serde_json::{Map, Value, json};
 
 use crate::CoreError;
 use crate::capability::AgentType;
-use crate::context::{ModelRequest, build_context_bundle, build_model_request, facet_value_for_node};
+use crate::context::{
+    ModelRequest, build_context_bundle, build_model_request, facet_value_for_node,
+};
 use crate::diagnostics::{DiagnosticsBundle, PlanDiagnostic, PlanStatus};
 use crate::envelope::TaskEnvelope;
 use crate::event::{EventDraft, EventType};
 use crate::plan::{PlanGraph, PlanNode};
 use crate::registry::Registry;
-use crate::run::{NodeRecord, NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage, TokenUsage};
+use crate::run::{
+    NodeRecord, NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage, TokenUsage,
+};
 use crate::schema::{SchemaViolation, ValidatorCache, collect_violations};
 use crate::validator::{rejected_bundle, validate_plan};
 
@@ -86,7 +90,12 @@ pub enum NodeDispatch {
 }
 
 /// Creates the run: its state, the `start` frame and the planning step.
-pub fn start_run(identity: NewRunIdentity, envelope: TaskEnvelope, now: &str, max_node_attempts: u32) -> Decision {
+pub fn start_run(
+    identity: NewRunIdentity,
+    envelope: TaskEnvelope,
+    now: &str,
+    max_node_attempts: u32,
+) -> Decision {
     let state = RunState {
         run_id: identity.run_id.clone(),
         tenant_id: identity.tenant_id.clone(),
@@ -104,14 +113,20 @@ pub fn start_run(identity: NewRunIdentity, envelope: TaskEnvelope, now: &str, ma
         updated_at: now.to_string(),
         max_node_attempts: max_node_attempts.max(1),
     };
-    let start = EventDraft::new(EventType::Start, now).message("run accepted").payload(json!({
-        "runId": identity.run_id,
-        "threadId": identity.thread_id,
-        "correlationId": identity.correlation_id,
-        "objective": state.envelope.objective,
-    }));
+    let start = EventDraft::new(EventType::Start, now)
+        .message("run accepted")
+        .payload(json!({
+            "runId": identity.run_id,
+            "threadId": identity.thread_id,
+            "correlationId": identity.correlation_id,
+            "objective": state.envelope.objective,
+        }));
     Decision {
-        outbox: vec![StepMessage::new(&identity.tenant_id, &identity.run_id, StepCommand::Plan)],
+        outbox: vec![StepMessage::new(
+            &identity.tenant_id,
+            &identity.run_id,
+            StepCommand::Plan,
+        )],
         events: vec![start],
         state,
     }
@@ -124,10 +139,11 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
     }
     match command {
         StepCommand::Plan => state.status != RunStatus::Queued,
-        StepCommand::ExecuteNode { node_id, attempt } => !state
-            .nodes
-            .get(node_id)
-            .is_some_and(|record| record.status == NodeStatus::Scheduled && record.current_attempt == *attempt),
+        StepCommand::ExecuteNode { node_id, attempt } => {
+            !state.nodes.get(node_id).is_some_and(|record| {
+                record.status == NodeStatus::Scheduled && record.current_attempt == *attempt
+            })
+        }
     }
 }
 
@@ -136,17 +152,25 @@ fn plan_node<'s>(state: &'s RunState, node_id: &str) -> Result<&'s PlanNode, Cor
         .plan
         .as_ref()
         .and_then(|plan| plan.node(node_id))
-        .ok_or_else(|| CoreError::StepDoesNotApply(format!("run {} has no node {node_id}", state.run_id)))
+        .ok_or_else(|| {
+            CoreError::StepDoesNotApply(format!("run {} has no node {node_id}", state.run_id))
+        })
 }
 
 /// Decides how to perform `node_id`: builds the context bundle, validates it
 /// against the node's input contract, and builds the model request.
-pub fn dispatch_node(state: &RunState, node_id: &str, context: &EngineContext<'_>) -> Result<NodeDispatch, CoreError> {
+pub fn dispatch_node(
+    state: &RunState,
+    node_id: &str,
+    context: &EngineContext<'_>,
+) -> Result<NodeDispatch, CoreError> {
     let node = plan_node(state, node_id)?;
     let bundle = build_context_bundle(state, node, context.registry);
-    let validator = context
-        .validators
-        .validator_for_key(&node.input_contract.schema_key, &node.input_contract.schema, "input contract")?;
+    let validator = context.validators.validator_for_key(
+        &node.input_contract.schema_key,
+        &node.input_contract.schema,
+        "input contract",
+    )?;
     let mut violations = collect_violations(&validator, &Value::Object(bundle.inputs.clone()));
     if !violations.is_empty() {
         node.input_contract.attribute_violations(&mut violations);
@@ -159,7 +183,12 @@ pub fn dispatch_node(state: &RunState, node_id: &str, context: &EngineContext<'_
 }
 
 /// Frames appended when a worker claims a node, before it calls the model.
-pub fn node_start_events(state: &RunState, node_id: &str, attempt: u32, now: &str) -> Result<Vec<EventDraft>, CoreError> {
+pub fn node_start_events(
+    state: &RunState,
+    node_id: &str,
+    attempt: u32,
+    now: &str,
+) -> Result<Vec<EventDraft>, CoreError> {
     let node = plan_node(state, node_id)?;
     let plan_version = state.plan.as_ref().map_or(1, |plan| plan.plan_version);
     Ok(vec![
@@ -179,18 +208,35 @@ pub fn node_start_events(state: &RunState, node_id: &str, attempt: u32, now: &st
 }
 
 /// Applies one observed result to the run.
-pub fn decide(mut state: RunState, input: StepInput, now: &str, context: &EngineContext<'_>) -> Result<Decision, CoreError> {
+pub fn decide(
+    mut state: RunState,
+    input: StepInput,
+    now: &str,
+    context: &EngineContext<'_>,
+) -> Result<Decision, CoreError> {
     state.updated_at = now.to_string();
     let mut events = Vec::new();
     let mut outbox = Vec::new();
     match input {
-        StepInput::PlanDrafted(drafted) => decide_plan(&mut state, drafted, now, context, &mut events, &mut outbox)?,
+        StepInput::PlanDrafted(drafted) => {
+            decide_plan(&mut state, drafted, now, context, &mut events, &mut outbox)?
+        }
         StepInput::NodeAnswered {
             node_id,
             attempt,
             content,
             usage,
-        } => decide_answer(&mut state, &node_id, attempt, &content, usage, now, context, &mut events, &mut outbox)?,
+        } => decide_answer(
+            &mut state,
+            &node_id,
+            attempt,
+            &content,
+            usage,
+            now,
+            context,
+            &mut events,
+            &mut outbox,
+        )?,
         StepInput::NodeInvocationFailed {
             node_id,
             attempt,
@@ -209,7 +255,13 @@ pub fn decide(mut state: RunState, input: StepInput, now: &str, context: &Engine
                     .message(message.clone())
                     .payload(json!({"code": code, "attempt": attempt})),
             );
-            fail_run(&mut state, &code, &format!("node {node_id} failed: {message}"), now, &mut events);
+            fail_run(
+                &mut state,
+                &code,
+                &format!("node {node_id} failed: {message}"),
+                now,
+                &mut events,
+            );
         }
         StepInput::NodeInputRejected {
             node_id,
@@ -222,7 +274,9 @@ pub fn decide(mut state: RunState, input: StepInput, now: &str, context: &Engine
                     .node(&node_id)
                     .plan_version(plan_version)
                     .message("node input does not satisfy its compiled input contract")
-                    .payload(json!({"scope": "node_input", "attempt": attempt, "errors": violations})),
+                    .payload(
+                        json!({"scope": "node_input", "attempt": attempt, "errors": violations}),
+                    ),
             );
             if let Some(record) = state.nodes.get_mut(&node_id) {
                 record.status = NodeStatus::Failed;
@@ -235,7 +289,13 @@ pub fn decide(mut state: RunState, input: StepInput, now: &str, context: &Engine
                     .message("input contract violated; the capability was not invoked")
                     .payload(json!({"code": "input_contract_violated", "attempt": attempt})),
             );
-            fail_run(&mut state, "input_contract_violated", &format!("node {node_id} received input that breaks its contract"), now, &mut events);
+            fail_run(
+                &mut state,
+                "input_contract_violated",
+                &format!("node {node_id} received input that breaks its contract"),
+                now,
+                &mut events,
+            );
         }
         StepInput::NodeParkedForHuman { node_id, attempt } => {
             let node = plan_node(&state, &node_id)?.clone();
@@ -268,14 +328,24 @@ pub fn decide(mut state: RunState, input: StepInput, now: &str, context: &Engine
             );
         }
     }
-    Ok(Decision { state, events, outbox })
+    Ok(Decision {
+        state,
+        events,
+        outbox,
+    })
 }
 
 fn current_plan_version(state: &RunState) -> u32 {
     state.plan.as_ref().map_or(1, |plan| plan.plan_version)
 }
 
-fn fail_run(state: &mut RunState, code: &str, message: &str, now: &str, events: &mut Vec<EventDraft>) {
+fn fail_run(
+    state: &mut RunState,
+    code: &str,
+    message: &str,
+    now: &str,
+    events: &mut Vec<EventDraft>,
+) {
     state.status = RunStatus::Failed;
     state.failure = Some(RunFailure {
         code: code.to_string(),
@@ -327,7 +397,11 @@ fn decide_plan(
     events: &mut Vec<EventDraft>,
     outbox: &mut Vec<StepMessage>,
 ) -> Result<(), CoreError> {
-    let capability_ids: Vec<&str> = context.registry.capabilities().map(|c| c.capability_id.as_str()).collect();
+    let capability_ids: Vec<&str> = context
+        .registry
+        .capabilities()
+        .map(|c| c.capability_id.as_str())
+        .collect();
     let mut policy_keys: Vec<String> = state.envelope.policies.hints.keys().cloned().collect();
     if state.envelope.policies.planner.is_some() {
         policy_keys.push("planner".into());
@@ -342,7 +416,8 @@ fn decide_plan(
     })));
     let (plan, bundle) = match drafted {
         Ok(plan) => {
-            let bundle = validate_plan(&plan, &state.envelope, context.registry, context.validators);
+            let bundle =
+                validate_plan(&plan, &state.envelope, context.registry, context.validators);
             (Some(plan), bundle)
         }
         Err(diagnostics) => (None, rejected_bundle(diagnostics)),
@@ -360,7 +435,12 @@ fn decide_plan(
             let summary = bundle
                 .failures
                 .iter()
-                .filter_map(|failure| failure.suggestion.clone().or_else(|| failure.constraint.clone()))
+                .filter_map(|failure| {
+                    failure
+                        .suggestion
+                        .clone()
+                        .or_else(|| failure.constraint.clone())
+                })
                 .collect::<Vec<_>>()
                 .join(" ");
             state.failure = Some(RunFailure {
@@ -380,7 +460,11 @@ fn decide_plan(
             .plan_version(plan.plan_version)
             .payload(plan_generated_payload(&plan, &bundle)),
     );
-    state.nodes = plan.nodes.iter().map(|node| (node.node_id.clone(), NodeRecord::pending())).collect();
+    state.nodes = plan
+        .nodes
+        .iter()
+        .map(|node| (node.node_id.clone(), NodeRecord::pending()))
+        .collect();
     state.plan = Some(Arc::new(plan));
     state.status = RunStatus::Running;
     schedule_ready_nodes(state, outbox);
@@ -405,8 +489,17 @@ fn schedule_ready_nodes(state: &mut RunState, outbox: &mut Vec<StepMessage>) {
     let ready: Vec<String> = plan
         .nodes
         .iter()
-        .filter(|node| state.nodes.get(&node.node_id).is_some_and(|record| record.status == NodeStatus::Pending))
-        .filter(|node| plan.upstream_of(&node.node_id).iter().all(|upstream| completed.contains(upstream)))
+        .filter(|node| {
+            state
+                .nodes
+                .get(&node.node_id)
+                .is_some_and(|record| record.status == NodeStatus::Pending)
+        })
+        .filter(|node| {
+            plan.upstream_of(&node.node_id)
+                .iter()
+                .all(|upstream| completed.contains(upstream))
+        })
         .map(|node| node.node_id.clone())
         .collect();
     for node_id in ready {
@@ -416,7 +509,10 @@ fn schedule_ready_nodes(state: &mut RunState, outbox: &mut Vec<StepMessage>) {
             outbox.push(StepMessage::new(
                 &state.tenant_id,
                 &state.run_id,
-                StepCommand::ExecuteNode { node_id, attempt: 1 },
+                StepCommand::ExecuteNode {
+                    node_id,
+                    attempt: 1,
+                },
             ));
         }
     }
@@ -460,7 +556,9 @@ fn decide_answer(
     let output_facets = node.output_facets.clone();
     let max_attempts = state.max_node_attempts;
     let Some(record) = state.nodes.get_mut(node_id) else {
-        return Err(CoreError::StepDoesNotApply(format!("no ledger entry for {node_id}")));
+        return Err(CoreError::StepDoesNotApply(format!(
+            "no ledger entry for {node_id}"
+        )));
     };
     record.usage.prompt_tokens += usage.prompt_tokens;
     record.usage.completion_tokens += usage.completion_tokens;
@@ -476,7 +574,10 @@ fn decide_answer(
                     .payload(json!({"attempt": attempt, "outputFacets": output_facets, "output": record.output})),
             );
             schedule_ready_nodes(state, outbox);
-            let all_completed = state.nodes.values().all(|record| record.status == NodeStatus::Completed);
+            let all_completed = state
+                .nodes
+                .values()
+                .all(|record| record.status == NodeStatus::Completed);
             if all_completed {
                 finish_run(state, now, context, events)?;
             }
@@ -486,8 +587,12 @@ fn decide_answer(
                 EventDraft::new(EventType::ValidationError, now)
                     .node(node_id)
                     .plan_version(plan_version)
-                    .message(format!("attempt {attempt} broke the node's output contract"))
-                    .payload(json!({"scope": "node_output", "attempt": attempt, "errors": violations})),
+                    .message(format!(
+                        "attempt {attempt} broke the node's output contract"
+                    ))
+                    .payload(
+                        json!({"scope": "node_output", "attempt": attempt, "errors": violations}),
+                    ),
             );
             if attempt < max_attempts {
                 record.feedback = violations;
@@ -503,15 +608,25 @@ fn decide_answer(
                 ));
             } else {
                 record.status = NodeStatus::Failed;
-                record.error = Some(format!("output contract still violated after {attempt} attempts"));
+                record.error = Some(format!(
+                    "output contract still violated after {attempt} attempts"
+                ));
                 events.push(
                     EventDraft::new(EventType::NodeError, now)
                         .node(node_id)
                         .plan_version(plan_version)
-                        .message(format!("output contract still violated after {attempt} attempts"))
+                        .message(format!(
+                            "output contract still violated after {attempt} attempts"
+                        ))
                         .payload(json!({"code": "output_contract_violated", "attempt": attempt})),
                 );
-                fail_run(state, "output_contract_violated", &format!("node {node_id} never produced valid output"), now, events);
+                fail_run(
+                    state,
+                    "output_contract_violated",
+                    &format!("node {node_id} never produced valid output"),
+                    now,
+                    events,
+                );
             }
         }
     }
@@ -520,7 +635,12 @@ fn decide_answer(
 
 /// Assembles the final output from produced or supplied facets, validates
 /// it against the caller's schema and constraints, and completes or fails.
-fn finish_run(state: &mut RunState, now: &str, context: &EngineContext<'_>, events: &mut Vec<EventDraft>) -> Result<(), CoreError> {
+fn finish_run(
+    state: &mut RunState,
+    now: &str,
+    context: &EngineContext<'_>,
+    events: &mut Vec<EventDraft>,
+) -> Result<(), CoreError> {
     let mut output = Map::new();
     let mut facet_values = Map::new();
     if let Some(plan) = state.plan.as_ref() {
@@ -540,7 +660,12 @@ fn finish_run(state: &mut RunState, now: &str, context: &EngineContext<'_>, even
         }
         for node in &plan.nodes {
             for facet in &node.output_facets {
-                if let Some(value) = state.nodes.get(&node.node_id).and_then(|r| r.output.as_ref()).and_then(|o| o.get(facet)) {
+                if let Some(value) = state
+                    .nodes
+                    .get(&node.node_id)
+                    .and_then(|r| r.output.as_ref())
+                    .and_then(|o| o.get(facet))
+                {
                     facet_values.insert(facet.clone(), value.clone());
                 }
             }
@@ -554,9 +679,10 @@ fn finish_run(state: &mut RunState, now: &str, context: &EngineContext<'_>, even
         }
     }
     let output = Value::Object(output);
-    let validator = context
-        .validators
-        .validator_for(&state.envelope.output_contract.schema, "$.outputContract.schema")?;
+    let validator = context.validators.validator_for(
+        &state.envelope.output_contract.schema,
+        "$.outputContract.schema",
+    )?;
     let violations = collect_violations(&validator, &output);
     if !violations.is_empty() {
         events.push(
@@ -564,14 +690,21 @@ fn finish_run(state: &mut RunState, now: &str, context: &EngineContext<'_>, even
                 .message("the assembled output does not satisfy the caller's contract")
                 .payload(json!({"scope": "output", "errors": violations})),
         );
-        fail_run(state, "output_contract_violated", "the assembled output does not satisfy outputContract.schema", now, events);
+        fail_run(
+            state,
+            "output_contract_violated",
+            "the assembled output does not satisfy outputContract.schema",
+            now,
+            events,
+        );
         return Ok(());
     }
     let mut evaluation_scope = facet_values;
     for (key, value) in output.as_object().into_iter().flatten() {
         evaluation_scope.insert(key.clone(), value.clone());
     }
-    let (observed, broken_hard) = evaluate_constraints(&state.envelope, &Value::Object(evaluation_scope));
+    let (observed, broken_hard) =
+        evaluate_constraints(&state.envelope, &Value::Object(evaluation_scope));
     state.observed_satisfaction = Some(observed);
     if !broken_hard.is_empty() {
         events.push(
@@ -579,21 +712,33 @@ fn finish_run(state: &mut RunState, now: &str, context: &EngineContext<'_>, even
                 .message("hard constraints do not hold on the output")
                 .payload(json!({"scope": "constraints", "errors": broken_hard})),
         );
-        fail_run(state, "hard_constraint_violated", "hard constraints do not hold on the output", now, events);
+        fail_run(
+            state,
+            "hard_constraint_violated",
+            "hard constraints do not hold on the output",
+            now,
+            events,
+        );
         return Ok(());
     }
-    let usage = state.nodes.values().fold(TokenUsage::default(), |mut total, record| {
-        total.prompt_tokens += record.usage.prompt_tokens;
-        total.completion_tokens += record.usage.completion_tokens;
-        total
-    });
+    let usage = state
+        .nodes
+        .values()
+        .fold(TokenUsage::default(), |mut total, record| {
+            total.prompt_tokens += record.usage.prompt_tokens;
+            total.completion_tokens += record.usage.completion_tokens;
+            total
+        });
     events.push(EventDraft::new(EventType::Metrics, now).payload(json!({
         "tokens": {"prompt": usage.prompt_tokens, "completion": usage.completion_tokens, "total": usage.prompt_tokens + usage.completion_tokens},
         "nodes": state.nodes.len(),
     })));
     state.status = RunStatus::Completed;
     state.output = Some(output.clone());
-    let symbolic = state.plan_diagnostics.as_ref().map(|bundle| bundle.satisfaction_score);
+    let symbolic = state
+        .plan_diagnostics
+        .as_ref()
+        .map(|bundle| bundle.satisfaction_score);
     events.push(
         EventDraft::new(EventType::Complete, now)
             .plan_version(current_plan_version(state))

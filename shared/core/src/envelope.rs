@@ -63,17 +63,22 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> CoreError {
 
 fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
     let text = path.to_string();
-    if text == "." || text.is_empty() { "$".to_string() } else { format!("$.{text}") }
+    if text == "." || text.is_empty() {
+        "$".to_string()
+    } else {
+        format!("$.{text}")
+    }
 }
 
 impl TaskEnvelope {
     /// Parses envelope JSON text. Errors name the JSON path (`$.outputContract.schema`).
     pub fn parse_json_text(text: &str) -> Result<Self, CoreError> {
         let deserializer = &mut serde_json::Deserializer::from_str(text);
-        let envelope: TaskEnvelope = serde_path_to_error::deserialize(deserializer).map_err(|error| {
-            let path = normalise_serde_path(error.path());
-            invalid(path, error.inner().to_string())
-        })?;
+        let envelope: TaskEnvelope =
+            serde_path_to_error::deserialize(deserializer).map_err(|error| {
+                let path = normalise_serde_path(error.path());
+                invalid(path, error.inner().to_string())
+            })?;
         envelope.check_semantics()?;
         Ok(envelope)
     }
@@ -92,10 +97,16 @@ impl TaskEnvelope {
     /// contract schema, compiling JSONLogic constraints, sane numbers.
     pub fn check_semantics(&self) -> Result<(), CoreError> {
         if self.objective.trim().is_empty() {
-            return Err(invalid("$.objective", "the objective must be a non-empty string"));
+            return Err(invalid(
+                "$.objective",
+                "the objective must be a non-empty string",
+            ));
         }
         if !self.output_contract.schema.is_object() && !self.output_contract.schema.is_boolean() {
-            return Err(invalid("$.outputContract.schema", "the contract schema must be a JSON Schema object"));
+            return Err(invalid(
+                "$.outputContract.schema",
+                "the contract schema must be a JSON Schema object",
+            ));
         }
         compile_schema(&self.output_contract.schema, "$.outputContract.schema")
             .map_err(|error| invalid("$.outputContract.schema", error.to_string()))?;
@@ -105,29 +116,47 @@ impl TaskEnvelope {
             let expression_text = constraint.expr.to_string();
             logic_engine
                 .compile(expression_text.as_str())
-                .map_err(|error| invalid(&path, format!("not a valid JSONLogic expression: {error}")))?;
+                .map_err(|error| {
+                    invalid(&path, format!("not a valid JSONLogic expression: {error}"))
+                })?;
             // datalogic-rs compiles unknown single-key operators as custom
             // operators and only fails when evaluating them: evaluate once on
             // empty data so an unknown operator is caught before the run.
             if let Err(error) = logic_engine.eval_str(&expression_text, "{}")
                 && error.to_string().to_lowercase().contains("operator")
             {
-                return Err(invalid(&path, format!("not a valid JSONLogic expression: {error}")));
+                return Err(invalid(
+                    &path,
+                    format!("not a valid JSONLogic expression: {error}"),
+                ));
             }
         }
         if let Some(threshold) = self.constraints.quality_threshold
             && !(0.0..=1.0).contains(&threshold)
         {
-            return Err(invalid("$.constraints.qualityThreshold", "must be between 0 and 1"));
+            return Err(invalid(
+                "$.constraints.qualityThreshold",
+                "must be between 0 and 1",
+            ));
         }
-        if let Some(topology) = self.policies.planner.as_ref().and_then(|planner| planner.topology.as_ref())
+        if let Some(topology) = self
+            .policies
+            .planner
+            .as_ref()
+            .and_then(|planner| planner.topology.as_ref())
             && topology.variant_count == Some(0)
         {
-            return Err(invalid("$.policies.planner.topology.variantCount", "must be at least 1"));
+            return Err(invalid(
+                "$.policies.planner.topology.variantCount",
+                "must be at least 1",
+            ));
         }
         for (index, policy) in self.policies.runtime.iter().enumerate() {
             if policy.id.trim().is_empty() {
-                return Err(invalid(format!("$.policies.runtime[{index}].id"), "must be a non-empty string"));
+                return Err(invalid(
+                    format!("$.policies.runtime[{index}].id"),
+                    "must be a non-empty string",
+                ));
             }
         }
         Ok(())
@@ -148,7 +177,8 @@ mod tests {
 
     #[test]
     fn missing_objective_names_the_root() {
-        let error = TaskEnvelope::parse_json_text(r#"{"outputContract": {"schema": {}}}"#).unwrap_err();
+        let error =
+            TaskEnvelope::parse_json_text(r#"{"outputContract": {"schema": {}}}"#).unwrap_err();
         assert!(error.to_string().contains("objective"), "{error}");
     }
 
@@ -178,14 +208,20 @@ mod tests {
                                           "action": {"type": "goto", "next": "n"}}]}}"#,
         )
         .unwrap_err();
-        assert_eq!(error.path(), Some("$.policies.runtime[0].action"), "{error}");
+        assert_eq!(
+            error.path(),
+            Some("$.policies.runtime[0].action"),
+            "{error}"
+        );
         assert!(error.to_string().contains("replan"));
     }
 
     #[test]
     fn blank_objective_is_rejected() {
-        let error = TaskEnvelope::parse_json_text(r#"{"objective": "  ", "outputContract": {"schema": {}}}"#)
-            .unwrap_err();
+        let error = TaskEnvelope::parse_json_text(
+            r#"{"objective": "  ", "outputContract": {"schema": {}}}"#,
+        )
+        .unwrap_err();
         assert_eq!(error.path(), Some("$.objective"));
     }
 
@@ -196,6 +232,10 @@ mod tests {
                 "constraints": [{"expr": {"no_such_operator_anywhere": [1]}, "level": "hard"}]}}"#,
         )
         .unwrap_err();
-        assert_eq!(error.path(), Some("$.outputContract.constraints[0].expr"), "{error}");
+        assert_eq!(
+            error.path(),
+            Some("$.outputContract.constraints[0].expr"),
+            "{error}"
+        );
     }
 }

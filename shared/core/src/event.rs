@@ -161,7 +161,12 @@ impl EventFrame {
     /// `id: <seq>\nevent: <type>\ndata: <json>\n\n`.
     pub fn to_sse(&self) -> String {
         let data = serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string());
-        format!("id: {}\nevent: {}\ndata: {}\n\n", self.id, self.event_type.as_str(), data)
+        format!(
+            "id: {}\nevent: {}\ndata: {}\n\n",
+            self.id,
+            self.event_type.as_str(),
+            data
+        )
     }
 }
 
@@ -179,7 +184,9 @@ mod tests {
         let text = frame.to_sse();
         assert!(text.starts_with("id: 7\nevent: node_start\ndata: {"));
         assert!(text.ends_with("\n\n"));
-        let data: Value = serde_json::from_str(text.lines().nth(2).unwrap().trim_start_matches("data: ")).unwrap();
+        let data: Value =
+            serde_json::from_str(text.lines().nth(2).unwrap().trim_start_matches("data: "))
+                .unwrap();
         assert_eq!(data["runId"], "run-1");
         assert_eq!(data["correlationId"], "corr-1");
         assert_eq!(data["type"], "node_start");

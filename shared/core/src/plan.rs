@@ -73,7 +73,11 @@ impl PlanGraph {
 
     /// Kahn's algorithm; `None` when the edges form a cycle or name unknown nodes.
     pub fn topological_order(&self) -> Option<Vec<String>> {
-        let mut incoming: BTreeMap<&str, usize> = self.nodes.iter().map(|node| (node.node_id.as_str(), 0)).collect();
+        let mut incoming: BTreeMap<&str, usize> = self
+            .nodes
+            .iter()
+            .map(|node| (node.node_id.as_str(), 0))
+            .collect();
         let mut seen_pairs = BTreeSet::new();
         for edge in &self.edges {
             if !incoming.contains_key(edge.from.as_str()) {
@@ -116,7 +120,10 @@ impl PlanGraph {
 
     /// The last node (in node order) producing `facet`: it holds the final value.
     pub fn final_producer_of(&self, facet: &str) -> Option<&PlanNode> {
-        self.nodes.iter().rev().find(|node| node.output_facets.iter().any(|name| name == facet))
+        self.nodes
+            .iter()
+            .rev()
+            .find(|node| node.output_facets.iter().any(|name| name == facet))
     }
 
     /// Longest path length in nodes (1 for a single node).

@@ -60,18 +60,31 @@ struct Draft {
 }
 
 impl<'a> PlanningContext<'a> {
-    fn is_listed(&self, list: fn(&crate::policies::SelectionPolicy) -> &Vec<String>, capability_id: &str) -> bool {
+    fn is_listed(
+        &self,
+        list: fn(&crate::policies::SelectionPolicy) -> &Vec<String>,
+        capability_id: &str,
+    ) -> bool {
         self.envelope
             .policies
             .planner_selection()
-            .is_some_and(|selection| list(selection).iter().any(|entry| selection_matches(entry, capability_id)))
+            .is_some_and(|selection| {
+                list(selection)
+                    .iter()
+                    .any(|entry| selection_matches(entry, capability_id))
+            })
     }
 
-    fn required_inputs<'c>(&self, capability: &'c CapabilityRegistration) -> impl Iterator<Item = &'c String> + use<'c, '_> {
-        capability
-            .input_contract
-            .iter()
-            .filter(|facet| self.registry.facets.get(facet).is_some_and(|facet| facet.required_by_default))
+    fn required_inputs<'c>(
+        &self,
+        capability: &'c CapabilityRegistration,
+    ) -> impl Iterator<Item = &'c String> + use<'c, '_> {
+        capability.input_contract.iter().filter(|facet| {
+            self.registry
+                .facets
+                .get(facet)
+                .is_some_and(|facet| facet.required_by_default)
+        })
     }
 
     fn candidates_for(&self, facet: &str, draft: &Draft) -> Vec<&'a CapabilityRegistration> {
@@ -114,8 +127,12 @@ impl<'a> PlanningContext<'a> {
                 .required_inputs(capability)
                 .all(|input| self.resolve_facet(input, draft, stack));
             if inputs_resolved {
-                draft.chosen_capability_ids.push(capability.capability_id.clone());
-                draft.produced.extend(capability.output_contract.iter().cloned());
+                draft
+                    .chosen_capability_ids
+                    .push(capability.capability_id.clone());
+                draft
+                    .produced
+                    .extend(capability.output_contract.iter().cloned());
                 stack.pop();
                 return true;
             }
@@ -128,7 +145,10 @@ impl<'a> PlanningContext<'a> {
 
 /// Plans `envelope` over `registry`. Returns the plan, or the diagnostics
 /// explaining why no plan covers the contract.
-pub fn plan_deterministically(envelope: &TaskEnvelope, registry: &Registry) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
+pub fn plan_deterministically(
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
     let context = PlanningContext {
         envelope,
         registry,
@@ -136,7 +156,9 @@ pub fn plan_deterministically(envelope: &TaskEnvelope, registry: &Registry) -> R
     };
     let mut diagnostics = Vec::new();
     for property in envelope.output_contract.top_level_properties() {
-        if !registry.facets.contains(&property) && envelope.output_contract.is_required_property(&property) {
+        if !registry.facets.contains(&property)
+            && envelope.output_contract.is_required_property(&property)
+        {
             diagnostics.push(
                 PlanDiagnostic::hard(
                     format!("output.{property}"),
@@ -156,7 +178,9 @@ pub fn plan_deterministically(envelope: &TaskEnvelope, registry: &Registry) -> R
                 DiagnosticCause::SchemaIncompatible,
                 "the output contract names at least one facet",
             )
-            .with_suggestion("Give outputContract.schema top-level `properties` named after registry facets."),
+            .with_suggestion(
+                "Give outputContract.schema top-level `properties` named after registry facets.",
+            ),
         );
     }
     let goals = goal_facets(envelope, registry);
@@ -164,7 +188,11 @@ pub fn plan_deterministically(envelope: &TaskEnvelope, registry: &Registry) -> R
     for goal in &goals {
         let mut stack = Vec::new();
         if !context.resolve_facet(goal, &mut draft, &mut stack) {
-            let producers: Vec<String> = registry.producers_of(goal).iter().map(|c| c.capability_id.clone()).collect();
+            let producers: Vec<String> = registry
+                .producers_of(goal)
+                .iter()
+                .map(|c| c.capability_id.clone())
+                .collect();
             let suggestion = if producers.is_empty() {
                 format!("Register a capability whose outputContract includes `{goal}`.")
             } else {
@@ -188,14 +216,22 @@ pub fn plan_deterministically(envelope: &TaskEnvelope, registry: &Registry) -> R
     }
     build_plan(&context, &draft.chosen_capability_ids, &goals).map_err(|error| {
         vec![
-            PlanDiagnostic::hard("structure.contracts", DiagnosticCause::SchemaIncompatible, "node contracts compile")
-                .with_suggestion(error.to_string()),
+            PlanDiagnostic::hard(
+                "structure.contracts",
+                DiagnosticCause::SchemaIncompatible,
+                "node contracts compile",
+            )
+            .with_suggestion(error.to_string()),
         ]
     })
 }
 
 /// Turns an ordered list of capability ids into nodes and facet edges.
-fn build_plan(context: &PlanningContext<'_>, capability_ids: &[String], goals: &[String]) -> Result<PlanGraph, crate::CoreError> {
+fn build_plan(
+    context: &PlanningContext<'_>,
+    capability_ids: &[String],
+    goals: &[String],
+) -> Result<PlanGraph, crate::CoreError> {
     let registry = context.registry;
     let contract = &context.envelope.output_contract;
     let mut nodes: Vec<PlanNode> = Vec::with_capacity(capability_ids.len());
@@ -230,8 +266,18 @@ fn build_plan(context: &PlanningContext<'_>, capability_ids: &[String], goals: &
                 .then(|| contract.property_schema(facet).cloned())
                 .flatten()
         };
-        let input_contract = compile_contract(&registry.facets, &input_facets, ContractDirection::Input, &|_| None)?;
-        let output_contract = compile_contract(&registry.facets, &output_facets, ContractDirection::Output, &tighten)?;
+        let input_contract = compile_contract(
+            &registry.facets,
+            &input_facets,
+            ContractDirection::Input,
+            &|_| None,
+        )?;
+        let output_contract = compile_contract(
+            &registry.facets,
+            &output_facets,
+            ContractDirection::Output,
+            &tighten,
+        )?;
         nodes.push(PlanNode {
             node_id,
             capability_id: capability.capability_id.clone(),
@@ -275,8 +321,15 @@ pub fn compose_instructions(
             .iter()
             .filter_map(|name| registry.facets.get(name))
             .map(|facet| {
-                let semantics = if facet.semantics.is_empty() { String::new() } else { format!(" {}", facet.semantics) };
-                format!("- `{}` ({}): {}{}", facet.name, facet.title, facet.description, semantics)
+                let semantics = if facet.semantics.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", facet.semantics)
+                };
+                format!(
+                    "- `{}` ({}): {}{}",
+                    facet.name, facet.title, facet.description, semantics
+                )
             })
             .collect::<Vec<_>>()
             .join("\n")

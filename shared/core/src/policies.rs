@@ -213,7 +213,9 @@ impl<'de> Deserialize<'de> for PolicyAction {
         let raw = Value::deserialize(deserializer)?;
         let action_type = raw.get("type").and_then(Value::as_str).unwrap_or_default();
         if let Some(hint) = migration_hint_for_action(action_type) {
-            return Err(D::Error::custom(format!("unsupported action type `{action_type}`: {hint}")));
+            return Err(D::Error::custom(format!(
+                "unsupported action type `{action_type}`: {hint}"
+            )));
         }
         let wire: CanonicalActionWire = serde_json::from_value(raw).map_err(D::Error::custom)?;
         Ok(match wire {
@@ -236,7 +238,9 @@ impl<'de> Deserialize<'de> for PolicyAction {
 
 impl TaskPolicies {
     pub fn planner_selection(&self) -> Option<&SelectionPolicy> {
-        self.planner.as_ref().and_then(|planner| planner.selection.as_ref())
+        self.planner
+            .as_ref()
+            .and_then(|planner| planner.selection.as_ref())
     }
 }
 
@@ -247,13 +251,15 @@ mod tests {
 
     #[test]
     fn goto_is_rejected_with_a_migration_hint() {
-        let error = serde_json::from_value::<PolicyAction>(json!({"type": "goto", "next": "n1"})).unwrap_err();
+        let error = serde_json::from_value::<PolicyAction>(json!({"type": "goto", "next": "n1"}))
+            .unwrap_err();
         assert!(error.to_string().contains("replan"), "{error}");
     }
 
     #[test]
     fn legacy_verbs_name_their_replacement() {
-        let error = serde_json::from_value::<PolicyAction>(json!({"type": "hitl_pause"})).unwrap_err();
+        let error =
+            serde_json::from_value::<PolicyAction>(json!({"type": "hitl_pause"})).unwrap_err();
         assert!(error.to_string().contains("`hitl`"), "{error}");
     }
 

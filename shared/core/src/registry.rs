@@ -26,7 +26,11 @@ pub struct Registry {
     capabilities_by_id: BTreeMap<String, CapabilityRegistration>,
 }
 
-fn registry_error(source_name: &str, path: impl Into<String>, message: impl Into<String>) -> CoreError {
+fn registry_error(
+    source_name: &str,
+    path: impl Into<String>,
+    message: impl Into<String>,
+) -> CoreError {
     CoreError::InvalidRegistry {
         source_name: source_name.to_string(),
         path: path.into(),
@@ -38,7 +42,11 @@ fn parse_document<T: DeserializeOwned>(document: &RegistryDocument) -> Result<T,
     let deserializer = &mut serde_json::Deserializer::from_str(&document.text);
     serde_path_to_error::deserialize(deserializer).map_err(|error| {
         let path = error.path().to_string();
-        let path = if path == "." { "$".to_string() } else { format!("$.{path}") };
+        let path = if path == "." {
+            "$".to_string()
+        } else {
+            format!("$.{path}")
+        };
         registry_error(&document.source_name, path, error.inner().to_string())
     })
 }
@@ -67,36 +75,59 @@ impl Registry {
 
     /// Adds one facet after checking its name and schema.
     pub fn add_facet(&mut self, facet: Facet, source_name: &str) -> Result<(), CoreError> {
-        if facet.name.is_empty() || !facet.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if facet.name.is_empty()
+            || !facet
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
             return Err(registry_error(
                 source_name,
                 "$.name",
-                format!("facet name `{}` must be non-empty ASCII letters, digits or `_`", facet.name),
+                format!(
+                    "facet name `{}` must be non-empty ASCII letters, digits or `_`",
+                    facet.name
+                ),
             ));
         }
         compile_schema(&facet.schema, "$.schema")
             .map_err(|error| registry_error(source_name, "$.schema", error.to_string()))?;
         if self.facets.contains(&facet.name) {
-            return Err(registry_error(source_name, "$.name", format!("duplicate facet `{}`", facet.name)));
+            return Err(registry_error(
+                source_name,
+                "$.name",
+                format!("duplicate facet `{}`", facet.name),
+            ));
         }
         self.facets.insert(facet);
         Ok(())
     }
 
     /// Checks a capability against the catalog without adding it.
-    pub fn check_capability(&self, capability: &CapabilityRegistration, source_name: &str) -> Result<(), CoreError> {
+    pub fn check_capability(
+        &self,
+        capability: &CapabilityRegistration,
+        source_name: &str,
+    ) -> Result<(), CoreError> {
         if capability.capability_id.trim().is_empty() {
-            return Err(registry_error(source_name, "$.capabilityId", "must be a non-empty string"));
+            return Err(registry_error(
+                source_name,
+                "$.capabilityId",
+                "must be a non-empty string",
+            ));
         }
         if capability.output_contract.is_empty() {
-            return Err(registry_error(source_name, "$.outputContract", "a capability must produce at least one facet"));
+            return Err(registry_error(
+                source_name,
+                "$.outputContract",
+                "a capability must produce at least one facet",
+            ));
         }
         for (index, facet_name) in capability.input_contract.iter().enumerate() {
             let path = format!("$.inputContract[{index}]");
-            let facet = self
-                .facets
-                .get(facet_name)
-                .ok_or_else(|| registry_error(source_name, &path, format!("unknown facet `{facet_name}`")))?;
+            let facet = self.facets.get(facet_name).ok_or_else(|| {
+                registry_error(source_name, &path, format!("unknown facet `{facet_name}`"))
+            })?;
             if !facet.direction.allows_input() {
                 return Err(registry_error(
                     source_name,
@@ -107,10 +138,9 @@ impl Registry {
         }
         for (index, facet_name) in capability.output_contract.iter().enumerate() {
             let path = format!("$.outputContract[{index}]");
-            let facet = self
-                .facets
-                .get(facet_name)
-                .ok_or_else(|| registry_error(source_name, &path, format!("unknown facet `{facet_name}`")))?;
+            let facet = self.facets.get(facet_name).ok_or_else(|| {
+                registry_error(source_name, &path, format!("unknown facet `{facet_name}`"))
+            })?;
             if !facet.direction.allows_output() {
                 return Err(registry_error(
                     source_name,
@@ -123,16 +153,24 @@ impl Registry {
     }
 
     /// Adds a capability; a duplicate id is an error.
-    pub fn add_capability(&mut self, capability: CapabilityRegistration, source_name: &str) -> Result<(), CoreError> {
+    pub fn add_capability(
+        &mut self,
+        capability: CapabilityRegistration,
+        source_name: &str,
+    ) -> Result<(), CoreError> {
         self.check_capability(&capability, source_name)?;
-        if self.capabilities_by_id.contains_key(&capability.capability_id) {
+        if self
+            .capabilities_by_id
+            .contains_key(&capability.capability_id)
+        {
             return Err(registry_error(
                 source_name,
                 "$.capabilityId",
                 format!("duplicate capability `{}`", capability.capability_id),
             ));
         }
-        self.capabilities_by_id.insert(capability.capability_id.clone(), capability);
+        self.capabilities_by_id
+            .insert(capability.capability_id.clone(), capability);
         Ok(())
     }
 
@@ -148,7 +186,12 @@ impl Registry {
     pub fn producers_of(&self, facet_name: &str) -> Vec<&CapabilityRegistration> {
         self.capabilities_by_id
             .values()
-            .filter(|capability| capability.output_contract.iter().any(|name| name == facet_name))
+            .filter(|capability| {
+                capability
+                    .output_contract
+                    .iter()
+                    .any(|name| name == facet_name)
+            })
             .collect()
     }
 }
@@ -188,7 +231,13 @@ mod tests {
     fn unknown_facet_names_file_and_path() {
         let error = Registry::from_documents(
             &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
-            &[(doc("caps/w.json", &capability(r#"["brief", "nope"]"#, r#"["draft"]"#)), None)],
+            &[(
+                doc(
+                    "caps/w.json",
+                    &capability(r#"["brief", "nope"]"#, r#"["draft"]"#),
+                ),
+                None,
+            )],
         )
         .unwrap_err();
         assert_eq!(
@@ -215,7 +264,10 @@ mod tests {
             &[(doc("a", &text), None), (doc("b", &text), None)],
         )
         .unwrap_err();
-        assert!(error.to_string().contains("duplicate capability"), "{error}");
+        assert!(
+            error.to_string().contains("duplicate capability"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -227,7 +279,8 @@ mod tests {
 
     #[test]
     fn duplicate_facet_is_rejected() {
-        let error = Registry::from_documents(&[doc("a", FACET_IN), doc("b", FACET_IN)], &[]).unwrap_err();
+        let error =
+            Registry::from_documents(&[doc("a", FACET_IN), doc("b", FACET_IN)], &[]).unwrap_err();
         assert!(error.to_string().contains("duplicate facet"));
     }
 }

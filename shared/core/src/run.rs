@@ -27,7 +27,13 @@ pub enum RunStatus {
 impl RunStatus {
     /// No further step will change the run.
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::PlanRejected | RunStatus::Cancelled)
+        matches!(
+            self,
+            RunStatus::Completed
+                | RunStatus::Failed
+                | RunStatus::PlanRejected
+                | RunStatus::Cancelled
+        )
     }
     /// Terminal, or parked until something outside the engine acts.
     pub fn is_settled(self) -> bool {
@@ -162,7 +168,9 @@ impl StepMessage {
     pub fn new(tenant_id: &str, run_id: &str, command: StepCommand) -> Self {
         let message_id = match &command {
             StepCommand::Plan => format!("{run_id}:plan"),
-            StepCommand::ExecuteNode { node_id, attempt } => format!("{run_id}:{node_id}:{attempt}"),
+            StepCommand::ExecuteNode { node_id, attempt } => {
+                format!("{run_id}:{node_id}:{attempt}")
+            }
         };
         StepMessage {
             message_id,
@@ -180,7 +188,10 @@ mod tests {
 
     #[test]
     fn step_messages_match_the_published_schema_and_have_deterministic_ids() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../events/schemas/step-message.schema.json");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../events/schemas/step-message.schema.json"
+        );
         let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let validator = compile_schema(&schema, path).unwrap();
         for command in [

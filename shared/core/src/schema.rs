@@ -43,7 +43,10 @@ pub fn compile_schema(schema: &Value, path: &str) -> Result<jsonschema::Validato
 }
 
 /// Validates `instance` and returns every violation (empty when valid).
-pub fn collect_violations(validator: &jsonschema::Validator, instance: &Value) -> Vec<SchemaViolation> {
+pub fn collect_violations(
+    validator: &jsonschema::Validator,
+    instance: &Value,
+) -> Vec<SchemaViolation> {
     validator
         .iter_errors(instance)
         .map(|error| SchemaViolation {
@@ -73,7 +76,12 @@ impl ValidatorCache {
 
     /// Same, with a precomputed key (e.g. a compiled contract's digest) so
     /// the hot path does not serialize the schema.
-    pub fn validator_for_key(&self, key: &str, schema: &Value, path: &str) -> Result<SharedValidator, CoreError> {
+    pub fn validator_for_key(
+        &self,
+        key: &str,
+        schema: &Value,
+        path: &str,
+    ) -> Result<SharedValidator, CoreError> {
         if let Ok(cache) = self.compiled_by_schema_text.lock()
             && let Some(found) = cache.get(key)
         {
@@ -101,7 +109,8 @@ mod tests {
 
     #[test]
     fn violations_name_the_instance_pointer() {
-        let schema = json!({"type": "object", "properties": {"n": {"minimum": 5}}, "required": ["name"]});
+        let schema =
+            json!({"type": "object", "properties": {"n": {"minimum": 5}}, "required": ["name"]});
         let validator = compile_schema(&schema, "s").unwrap();
         let violations = collect_violations(&validator, &json!({"n": 1}));
         assert_eq!(violations.len(), 2);

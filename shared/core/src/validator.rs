@@ -9,7 +9,8 @@ use serde_json::Value;
 
 use crate::contract::ConstraintLevel;
 use crate::diagnostics::{
-    ConstraintOutcome, DiagnosticCause, DiagnosticStatus, DiagnosticsBundle, PlanDiagnostic, merge_diagnostics,
+    ConstraintOutcome, DiagnosticCause, DiagnosticStatus, DiagnosticsBundle, PlanDiagnostic,
+    merge_diagnostics,
 };
 use crate::envelope::TaskEnvelope;
 use crate::plan::PlanGraph;
@@ -18,7 +19,12 @@ use crate::registry::Registry;
 use crate::schema::ValidatorCache;
 
 /// Validates `plan` for `envelope` against `registry` and merges the findings.
-pub fn validate_plan(plan: &PlanGraph, envelope: &TaskEnvelope, registry: &Registry, validators: &ValidatorCache) -> DiagnosticsBundle {
+pub fn validate_plan(
+    plan: &PlanGraph,
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+    validators: &ValidatorCache,
+) -> DiagnosticsBundle {
     let mut diagnostics = Vec::new();
     check_structure(plan, registry, validators, &mut diagnostics);
     check_coverage(plan, envelope, registry, &mut diagnostics);
@@ -33,31 +39,56 @@ pub fn rejected_bundle(diagnostics: Vec<PlanDiagnostic>) -> DiagnosticsBundle {
 }
 
 fn structural(constraint_id: &str, constraint: &str, suggestion: String) -> PlanDiagnostic {
-    PlanDiagnostic::hard(constraint_id, DiagnosticCause::SchemaIncompatible, constraint).with_suggestion(suggestion)
+    PlanDiagnostic::hard(
+        constraint_id,
+        DiagnosticCause::SchemaIncompatible,
+        constraint,
+    )
+    .with_suggestion(suggestion)
 }
 
-fn check_structure(plan: &PlanGraph, registry: &Registry, validators: &ValidatorCache, diagnostics: &mut Vec<PlanDiagnostic>) {
+fn check_structure(
+    plan: &PlanGraph,
+    registry: &Registry,
+    validators: &ValidatorCache,
+    diagnostics: &mut Vec<PlanDiagnostic>,
+) {
     let mut seen_ids = BTreeSet::new();
     for node in &plan.nodes {
         if !seen_ids.insert(node.node_id.as_str()) {
             diagnostics.push(
-                structural("structure.unique_node_ids", "node ids are unique", format!("Rename the second `{}`.", node.node_id))
-                    .with_node(&node.node_id),
+                structural(
+                    "structure.unique_node_ids",
+                    "node ids are unique",
+                    format!("Rename the second `{}`.", node.node_id),
+                )
+                .with_node(&node.node_id),
             );
         }
         let Some(capability) = registry.capability(&node.capability_id) else {
             diagnostics.push(
-                PlanDiagnostic::hard("structure.capability_exists", DiagnosticCause::MissingProducer, "every node names a registered capability")
-                    .with_node(&node.node_id)
-                    .with_capability(&node.capability_id)
-                    .with_suggestion(format!("`{}` is not registered; pick a registered capability.", node.capability_id)),
+                PlanDiagnostic::hard(
+                    "structure.capability_exists",
+                    DiagnosticCause::MissingProducer,
+                    "every node names a registered capability",
+                )
+                .with_node(&node.node_id)
+                .with_capability(&node.capability_id)
+                .with_suggestion(format!(
+                    "`{}` is not registered; pick a registered capability.",
+                    node.capability_id
+                )),
             );
             continue;
         };
         if node.output_facets.is_empty() {
             diagnostics.push(
-                structural("structure.node_complete", "every node produces at least one facet", "Select output facets for the node.".into())
-                    .with_node(&node.node_id),
+                structural(
+                    "structure.node_complete",
+                    "every node produces at least one facet",
+                    "Select output facets for the node.".into(),
+                )
+                .with_node(&node.node_id),
             );
         }
         for facet_name in &node.input_facets {
@@ -84,28 +115,51 @@ fn check_structure(plan: &PlanGraph, registry: &Registry, validators: &Validator
         for facet_name in &node.output_facets {
             match registry.facets.get(facet_name) {
                 None => diagnostics.push(
-                    structural("structure.known_facets", "node facets exist in the catalog", format!("Unknown facet `{facet_name}`."))
-                        .with_node(&node.node_id),
-                ),
-                Some(facet) if !facet.direction.allows_output() => diagnostics.push(
-                    structural("structure.facet_direction", "output facets allow output", format!("`{facet_name}` is input-only."))
-                        .with_node(&node.node_id),
-                ),
-                Some(_) if !node.derived && !capability.output_contract.contains(facet_name) => diagnostics.push(
                     structural(
-                        "structure.declared_facets",
-                        "a declared capability only produces facets it declares",
-                        format!("`{}` does not declare output `{facet_name}`.", capability.capability_id),
+                        "structure.known_facets",
+                        "node facets exist in the catalog",
+                        format!("Unknown facet `{facet_name}`."),
                     )
                     .with_node(&node.node_id),
                 ),
+                Some(facet) if !facet.direction.allows_output() => diagnostics.push(
+                    structural(
+                        "structure.facet_direction",
+                        "output facets allow output",
+                        format!("`{facet_name}` is input-only."),
+                    )
+                    .with_node(&node.node_id),
+                ),
+                Some(_) if !node.derived && !capability.output_contract.contains(facet_name) => {
+                    diagnostics.push(
+                        structural(
+                            "structure.declared_facets",
+                            "a declared capability only produces facets it declares",
+                            format!(
+                                "`{}` does not declare output `{facet_name}`.",
+                                capability.capability_id
+                            ),
+                        )
+                        .with_node(&node.node_id),
+                    )
+                }
                 Some(_) => {}
             }
         }
-        for (which, contract) in [("input", &node.input_contract), ("output", &node.output_contract)] {
-            if let Err(error) = validators.validator_for_key(&contract.schema_key, &contract.schema, which) {
+        for (which, contract) in [
+            ("input", &node.input_contract),
+            ("output", &node.output_contract),
+        ] {
+            if let Err(error) =
+                validators.validator_for_key(&contract.schema_key, &contract.schema, which)
+            {
                 diagnostics.push(
-                    structural("structure.schema_compiles", "node contracts compile", error.to_string()).with_node(&node.node_id),
+                    structural(
+                        "structure.schema_compiles",
+                        "node contracts compile",
+                        error.to_string(),
+                    )
+                    .with_node(&node.node_id),
                 );
             }
         }
@@ -128,7 +182,12 @@ fn check_structure(plan: &PlanGraph, registry: &Registry, validators: &Validator
     }
 }
 
-fn check_coverage(plan: &PlanGraph, envelope: &TaskEnvelope, registry: &Registry, diagnostics: &mut Vec<PlanDiagnostic>) {
+fn check_coverage(
+    plan: &PlanGraph,
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+    diagnostics: &mut Vec<PlanDiagnostic>,
+) {
     let supplied: BTreeSet<&str> = envelope.inputs.keys().map(String::as_str).collect();
     for node in &plan.nodes {
         for facet_name in &node.input_facets {
@@ -147,24 +206,44 @@ fn check_coverage(plan: &PlanGraph, envelope: &TaskEnvelope, registry: &Registry
         }
         if let Some(capability) = registry.capability(&node.capability_id) {
             for facet_name in &capability.input_contract {
-                let required = registry.facets.get(facet_name).is_some_and(|facet| facet.required_by_default);
+                let required = registry
+                    .facets
+                    .get(facet_name)
+                    .is_some_and(|facet| facet.required_by_default);
                 if required && !node.input_facets.contains(facet_name) {
                     diagnostics.push(
-                        PlanDiagnostic::hard(format!("input.{facet_name}"), DiagnosticCause::MissingProducer, format!("required facet `{facet_name}` reaches node {}", node.node_id))
-                            .with_node(&node.node_id)
-                            .with_capability(&node.capability_id)
-                            .with_suggestion(format!("`{}` requires `{facet_name}`; produce it upstream or supply it.", node.capability_id)),
+                        PlanDiagnostic::hard(
+                            format!("input.{facet_name}"),
+                            DiagnosticCause::MissingProducer,
+                            format!(
+                                "required facet `{facet_name}` reaches node {}",
+                                node.node_id
+                            ),
+                        )
+                        .with_node(&node.node_id)
+                        .with_capability(&node.capability_id)
+                        .with_suggestion(format!(
+                            "`{}` requires `{facet_name}`; produce it upstream or supply it.",
+                            node.capability_id
+                        )),
                     );
                 }
             }
         }
     }
     for property in envelope.output_contract.top_level_properties() {
-        let covered = supplied.contains(property.as_str()) || plan.final_producer_of(&property).is_some();
+        let covered =
+            supplied.contains(property.as_str()) || plan.final_producer_of(&property).is_some();
         if !covered {
             let required = envelope.output_contract.is_required_property(&property);
-            let mut diagnostic = PlanDiagnostic::hard(format!("output.{property}"), DiagnosticCause::MissingProducer, format!("output property `{property}` is produced"))
-                .with_suggestion(format!("Add a node whose outputContract includes `{property}`."));
+            let mut diagnostic = PlanDiagnostic::hard(
+                format!("output.{property}"),
+                DiagnosticCause::MissingProducer,
+                format!("output property `{property}` is produced"),
+            )
+            .with_suggestion(format!(
+                "Add a node whose outputContract includes `{property}`."
+            ));
             if !required {
                 diagnostic.severity = ConstraintLevel::Informational;
                 diagnostic.cause = DiagnosticCause::Advisory;
@@ -175,27 +254,47 @@ fn check_coverage(plan: &PlanGraph, envelope: &TaskEnvelope, registry: &Registry
     }
 }
 
-fn check_planner_policies(plan: &PlanGraph, envelope: &TaskEnvelope, diagnostics: &mut Vec<PlanDiagnostic>) {
+fn check_planner_policies(
+    plan: &PlanGraph,
+    envelope: &TaskEnvelope,
+    diagnostics: &mut Vec<PlanDiagnostic>,
+) {
     let Some(planner) = envelope.policies.planner.as_ref() else {
         return;
     };
     if let Some(selection) = &planner.selection {
         for node in &plan.nodes {
-            if selection.forbid.iter().any(|entry| selection_matches(entry, &node.capability_id)) {
+            if selection
+                .forbid
+                .iter()
+                .any(|entry| selection_matches(entry, &node.capability_id))
+            {
                 diagnostics.push(
-                    PlanDiagnostic::hard("policy.selection.forbid", DiagnosticCause::SchemaIncompatible, format!("`{}` is forbidden", node.capability_id))
-                        .with_node(&node.node_id)
-                        .with_capability(&node.capability_id)
-                        .with_suggestion("Replace the node with a capability that is not forbidden."),
+                    PlanDiagnostic::hard(
+                        "policy.selection.forbid",
+                        DiagnosticCause::SchemaIncompatible,
+                        format!("`{}` is forbidden", node.capability_id),
+                    )
+                    .with_node(&node.node_id)
+                    .with_capability(&node.capability_id)
+                    .with_suggestion("Replace the node with a capability that is not forbidden."),
                 );
             }
         }
         for required in &selection.require {
-            if !plan.nodes.iter().any(|node| selection_matches(required, &node.capability_id)) {
+            if !plan
+                .nodes
+                .iter()
+                .any(|node| selection_matches(required, &node.capability_id))
+            {
                 diagnostics.push(
-                    PlanDiagnostic::hard(format!("policy.selection.require.{required}"), DiagnosticCause::MissingEnforcer, format!("`{required}` is in the plan"))
-                        .with_capability(required)
-                        .with_suggestion(format!("Insert a node using `{required}`.")),
+                    PlanDiagnostic::hard(
+                        format!("policy.selection.require.{required}"),
+                        DiagnosticCause::MissingEnforcer,
+                        format!("`{required}` is in the plan"),
+                    )
+                    .with_capability(required)
+                    .with_suggestion(format!("Insert a node using `{required}`.")),
                 );
             }
         }
@@ -205,24 +304,39 @@ fn check_planner_policies(plan: &PlanGraph, envelope: &TaskEnvelope, diagnostics
             && plan.depth() > max_depth as usize
         {
             diagnostics.push(
-                PlanDiagnostic::hard("policy.topology.maxDepth", DiagnosticCause::SchemaIncompatible, format!("plan depth <= {max_depth}"))
-                    .with_suggestion(format!("The plan is {} nodes deep; shorten it.", plan.depth())),
+                PlanDiagnostic::hard(
+                    "policy.topology.maxDepth",
+                    DiagnosticCause::SchemaIncompatible,
+                    format!("plan depth <= {max_depth}"),
+                )
+                .with_suggestion(format!(
+                    "The plan is {} nodes deep; shorten it.",
+                    plan.depth()
+                )),
             );
         }
         for kind in &topology.forbidden_kinds {
             for node in plan.nodes.iter().filter(|node| node.kind.as_str() == kind) {
                 diagnostics.push(
-                    PlanDiagnostic::hard("policy.topology.forbiddenKinds", DiagnosticCause::SchemaIncompatible, format!("no `{kind}` nodes"))
-                        .with_node(&node.node_id)
-                        .with_suggestion(format!("Remove the `{kind}` node.")),
+                    PlanDiagnostic::hard(
+                        "policy.topology.forbiddenKinds",
+                        DiagnosticCause::SchemaIncompatible,
+                        format!("no `{kind}` nodes"),
+                    )
+                    .with_node(&node.node_id)
+                    .with_suggestion(format!("Remove the `{kind}` node.")),
                 );
             }
         }
         for kind in &topology.required_kinds {
             if !plan.nodes.iter().any(|node| node.kind.as_str() == kind) {
                 diagnostics.push(
-                    PlanDiagnostic::hard(format!("policy.topology.requiredKinds.{kind}"), DiagnosticCause::MissingEnforcer, format!("a `{kind}` node is in the plan"))
-                        .with_suggestion(format!("Insert a `{kind}` node.")),
+                    PlanDiagnostic::hard(
+                        format!("policy.topology.requiredKinds.{kind}"),
+                        DiagnosticCause::MissingEnforcer,
+                        format!("a `{kind}` node is in the plan"),
+                    )
+                    .with_suggestion(format!("Insert a `{kind}` node.")),
                 );
             }
         }
@@ -256,7 +370,10 @@ pub fn referenced_variable_roots(expression: &Value, roots: &mut BTreeSet<String
                         Value::Array(items) => items.first().and_then(Value::as_str),
                         _ => None,
                     };
-                    if let Some(root) = path.and_then(|path| path.split('.').next()).filter(|root| !root.is_empty()) {
+                    if let Some(root) = path
+                        .and_then(|path| path.split('.').next())
+                        .filter(|root| !root.is_empty())
+                    {
                         roots.insert(root.to_string());
                     }
                 } else {
@@ -264,12 +381,18 @@ pub fn referenced_variable_roots(expression: &Value, roots: &mut BTreeSet<String
                 }
             }
         }
-        Value::Array(items) => items.iter().for_each(|item| referenced_variable_roots(item, roots)),
+        Value::Array(items) => items
+            .iter()
+            .for_each(|item| referenced_variable_roots(item, roots)),
         _ => {}
     }
 }
 
-fn check_constraints(plan: &PlanGraph, envelope: &TaskEnvelope, diagnostics: &mut Vec<PlanDiagnostic>) -> Vec<ConstraintOutcome> {
+fn check_constraints(
+    plan: &PlanGraph,
+    envelope: &TaskEnvelope,
+    diagnostics: &mut Vec<PlanDiagnostic>,
+) -> Vec<ConstraintOutcome> {
     let mut available: BTreeSet<String> = envelope.inputs.keys().cloned().collect();
     for node in &plan.nodes {
         available.extend(node.output_facets.iter().cloned());
@@ -278,7 +401,10 @@ fn check_constraints(plan: &PlanGraph, envelope: &TaskEnvelope, diagnostics: &mu
     for (index, constraint) in envelope.output_contract.constraints.iter().enumerate() {
         let mut roots = BTreeSet::new();
         referenced_variable_roots(&constraint.expr, &mut roots);
-        let missing: Vec<&String> = roots.iter().filter(|root| !available.contains(*root)).collect();
+        let missing: Vec<&String> = roots
+            .iter()
+            .filter(|root| !available.contains(*root))
+            .collect();
         let satisfiable = missing.is_empty();
         outcomes.push(ConstraintOutcome {
             level: constraint.level,
@@ -287,12 +413,27 @@ fn check_constraints(plan: &PlanGraph, envelope: &TaskEnvelope, diagnostics: &mu
         if satisfiable {
             continue;
         }
-        let constraint_id = constraint.constraint_id.clone().unwrap_or_else(|| format!("constraints[{index}]"));
-        let missing_list = missing.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ");
+        let constraint_id = constraint
+            .constraint_id
+            .clone()
+            .unwrap_or_else(|| format!("constraints[{index}]"));
+        let missing_list = missing
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let (status, cause) = match constraint.level {
-            ConstraintLevel::Hard => (DiagnosticStatus::Unsatisfied, DiagnosticCause::MissingProducer),
-            ConstraintLevel::Soft => (DiagnosticStatus::Unsatisfied, DiagnosticCause::UnsatisfiedSoft),
-            ConstraintLevel::Informational => (DiagnosticStatus::Unknown, DiagnosticCause::Advisory),
+            ConstraintLevel::Hard => (
+                DiagnosticStatus::Unsatisfied,
+                DiagnosticCause::MissingProducer,
+            ),
+            ConstraintLevel::Soft => (
+                DiagnosticStatus::Unsatisfied,
+                DiagnosticCause::UnsatisfiedSoft,
+            ),
+            ConstraintLevel::Informational => {
+                (DiagnosticStatus::Unknown, DiagnosticCause::Advisory)
+            }
         };
         diagnostics.push(PlanDiagnostic {
             severity: constraint.level,
@@ -302,7 +443,9 @@ fn check_constraints(plan: &PlanGraph, envelope: &TaskEnvelope, diagnostics: &mu
             node_id: None,
             capability_id: None,
             cause,
-            suggestion: Some(format!("No node produces {missing_list}; add a producer so the constraint can be checked.")),
+            suggestion: Some(format!(
+                "No node produces {missing_list}; add a producer so the constraint can be checked."
+            )),
             details: None,
         });
     }

@@ -1,25 +1,56 @@
 //! House rule 1: the core does no I/O, so no async runtime, AWS SDK, HTTP
 //! client/server or Lambda crate may appear in its normal dependency tree.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
 use std::process::Command;
 
-const FORBIDDEN_PREFIXES: [&str; 7] = ["tokio", "aws-", "reqwest", "axum", "lambda", "hyper", "mio"];
+const FORBIDDEN_PREFIXES: [&str; 7] =
+    ["tokio", "aws-", "reqwest", "axum", "lambda", "hyper", "mio"];
 
 #[test]
 fn core_has_no_io_crates_in_its_dependency_tree() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
-        .args(["tree", "--offline", "-p", "baton-core", "-e", "normal", "--prefix", "none", "--format", "{p}"])
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            "baton-core",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let tree = String::from_utf8(output.stdout).unwrap();
-    let crate_names: Vec<&str> = tree.lines().filter_map(|line| line.split_whitespace().next()).collect();
-    assert!(crate_names.contains(&"jsonschema"), "the tree was read: {tree}");
+    let crate_names: Vec<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(
+        crate_names.contains(&"jsonschema"),
+        "the tree was read: {tree}"
+    );
     let offenders: Vec<&&str> = crate_names
         .iter()
-        .filter(|name| FORBIDDEN_PREFIXES.iter().any(|prefix| name.starts_with(prefix)))
+        .filter(|name| {
+            FORBIDDEN_PREFIXES
+                .iter()
+                .any(|prefix| name.starts_with(prefix))
+        })
         .collect();
-    assert!(offenders.is_empty(), "baton-core depends on I/O crates: {offenders:?}");
+    assert!(
+        offenders.is_empty(),
+        "baton-core depends on I/O crates: {offenders:?}"
+    );
 }

@@ -35,12 +35,18 @@ impl std::fmt::Debug for OpenAiCompatibleConfig {
 }
 
 fn non_empty_variable(read: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
-    read(name).map(|value| value.trim().to_string()).filter(|value| !value.is_empty())
+    read(name)
+        .map(|value| value.trim().to_string())
+        .filter(|value| !value.is_empty())
 }
 
 impl OpenAiCompatibleConfig {
     /// Defaults around an endpoint and model.
-    pub fn new(base_url: impl Into<String>, model: impl Into<String>, api_key: Option<String>) -> Self {
+    pub fn new(
+        base_url: impl Into<String>,
+        model: impl Into<String>,
+        api_key: Option<String>,
+    ) -> Self {
         OpenAiCompatibleConfig {
             base_url: base_url.into().trim_end_matches('/').to_string(),
             api_key,
@@ -63,7 +69,8 @@ impl OpenAiCompatibleConfig {
 
     /// Same as [`Self::from_environment`] over any variable source.
     pub fn from_variables(read: &dyn Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
-        let api_key = non_empty_variable(read, "BATON_LLM_API_KEY").or_else(|| non_empty_variable(read, "OPENAI_API_KEY"));
+        let api_key = non_empty_variable(read, "BATON_LLM_API_KEY")
+            .or_else(|| non_empty_variable(read, "OPENAI_API_KEY"));
         let base_url = non_empty_variable(read, "BATON_LLM_BASE_URL")
             .or_else(|| non_empty_variable(read, "OPENAI_BASE_URL"))
             .or_else(|| api_key.as_ref().map(|_| "https://api.openai.com/v1".to_string()))
@@ -79,27 +86,39 @@ impl OpenAiCompatibleConfig {
         }
         let model = non_empty_variable(read, "BATON_LLM_MODEL")
             .or_else(|| non_empty_variable(read, "OPENAI_MODEL"))
-            .ok_or_else(|| LlmError::Configuration("BATON_LLM_MODEL is not set: name the model to call".into()))?;
+            .ok_or_else(|| {
+                LlmError::Configuration("BATON_LLM_MODEL is not set: name the model to call".into())
+            })?;
         let mut config = OpenAiCompatibleConfig::new(base_url, model, api_key);
         if let Some(text) = non_empty_variable(read, "BATON_LLM_MAX_ATTEMPTS") {
             config.max_attempts = text
                 .parse::<u32>()
                 .ok()
                 .filter(|attempts| *attempts >= 1)
-                .ok_or_else(|| LlmError::Configuration(format!("BATON_LLM_MAX_ATTEMPTS must be a positive integer (got `{text}`)")))?;
+                .ok_or_else(|| {
+                    LlmError::Configuration(format!(
+                        "BATON_LLM_MAX_ATTEMPTS must be a positive integer (got `{text}`)"
+                    ))
+                })?;
         }
         if let Some(text) = non_empty_variable(read, "BATON_LLM_TIMEOUT_SECONDS") {
             let seconds = text
                 .parse::<u64>()
                 .ok()
                 .filter(|seconds| *seconds >= 1)
-                .ok_or_else(|| LlmError::Configuration(format!("BATON_LLM_TIMEOUT_SECONDS must be a positive integer (got `{text}`)")))?;
+                .ok_or_else(|| {
+                    LlmError::Configuration(format!(
+                        "BATON_LLM_TIMEOUT_SECONDS must be a positive integer (got `{text}`)"
+                    ))
+                })?;
             config.request_timeout = Duration::from_secs(seconds);
         }
         if let Some(text) = non_empty_variable(read, "BATON_LLM_INITIAL_BACKOFF_MS") {
-            let millis = text
-                .parse::<u64>()
-                .map_err(|_| LlmError::Configuration(format!("BATON_LLM_INITIAL_BACKOFF_MS must be an integer (got `{text}`)")))?;
+            let millis = text.parse::<u64>().map_err(|_| {
+                LlmError::Configuration(format!(
+                    "BATON_LLM_INITIAL_BACKOFF_MS must be an integer (got `{text}`)"
+                ))
+            })?;
             config.initial_backoff = Duration::from_millis(millis);
         }
         Ok(config)
@@ -112,7 +131,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn variables(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |name| map.get(name).cloned()
     }
 
@@ -138,7 +160,11 @@ mod tests {
 
     #[test]
     fn missing_model_is_a_clear_error() {
-        let error = OpenAiCompatibleConfig::from_variables(&variables(&[("BATON_LLM_BASE_URL", "http://x/v1")])).unwrap_err();
+        let error = OpenAiCompatibleConfig::from_variables(&variables(&[(
+            "BATON_LLM_BASE_URL",
+            "http://x/v1",
+        )]))
+        .unwrap_err();
         assert!(error.to_string().contains("BATON_LLM_MODEL"));
     }
 

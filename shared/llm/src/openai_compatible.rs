@@ -23,8 +23,14 @@ pub struct OpenAiCompatibleProvider {
 
 /// Why one attempt failed.
 enum AttemptFailure {
-    RateLimited { retry_after: Option<Duration> },
-    Server { status: u16, body: String, retry_after: Option<Duration> },
+    RateLimited {
+        retry_after: Option<Duration>,
+    },
+    Server {
+        status: u16,
+        body: String,
+        retry_after: Option<Duration>,
+    },
     Timeout,
     Transport(String),
     Fatal(LlmError),
@@ -37,7 +43,9 @@ impl OpenAiCompatibleProvider {
             .timeout(config.request_timeout)
             .connect_timeout(config.connect_timeout)
             .build()
-            .map_err(|error| LlmError::Configuration(format!("cannot build the HTTP client: {error}")))?;
+            .map_err(|error| {
+                LlmError::Configuration(format!("cannot build the HTTP client: {error}"))
+            })?;
         Ok(OpenAiCompatibleProvider { config, client })
     }
 
@@ -75,7 +83,11 @@ impl OpenAiCompatibleProvider {
         ceiling.mul_f64(jitter)
     }
 
-    async fn attempt_once(&self, body: &Value, deltas: &UnboundedSender<String>) -> Result<ModelAnswer, AttemptFailure> {
+    async fn attempt_once(
+        &self,
+        body: &Value,
+        deltas: &UnboundedSender<String>,
+    ) -> Result<ModelAnswer, AttemptFailure> {
         let url = format!("{}/chat/completions", self.config.base_url);
         let mut builder = self.client.post(&url).json(body);
         if let Some(key) = &self.config.api_key {
@@ -84,7 +96,8 @@ impl OpenAiCompatibleProvider {
         let response = builder.send().await.map_err(classify_transport_error)?;
         let status = response.status();
         if !status.is_success() {
-            let retry_after = parse_retry_after(response.headers().get(reqwest::header::RETRY_AFTER));
+            let retry_after =
+                parse_retry_after(response.headers().get(reqwest::header::RETRY_AFTER));
             let text = response.text().await.unwrap_or_default();
             let text: String = text.chars().take(500).collect();
             return Err(match status.as_u16() {
@@ -94,7 +107,10 @@ impl OpenAiCompatibleProvider {
                     body: text,
                     retry_after,
                 },
-                code => AttemptFailure::Fatal(LlmError::RequestRejected { status: code, body: text }),
+                code => AttemptFailure::Fatal(LlmError::RequestRejected {
+                    status: code,
+                    body: text,
+                }),
             });
         }
         let is_event_stream = response
@@ -107,13 +123,21 @@ impl OpenAiCompatibleProvider {
             let content = whole
                 .pointer("/choices/0/message/content")
                 .and_then(Value::as_str)
-                .ok_or_else(|| AttemptFailure::Fatal(LlmError::UnexpectedResponse("no choices[0].message.content".into())))?
+                .ok_or_else(|| {
+                    AttemptFailure::Fatal(LlmError::UnexpectedResponse(
+                        "no choices[0].message.content".into(),
+                    ))
+                })?
                 .to_string();
             let _ = deltas.send(content.clone());
             return Ok(ModelAnswer {
                 content,
                 usage: usage_from(&whole),
-                model: whole.get("model").and_then(Value::as_str).unwrap_or(&self.config.model).to_string(),
+                model: whole
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&self.config.model)
+                    .to_string(),
             });
         }
         let mut events = response.bytes_stream().eventsource();
@@ -121,12 +145,16 @@ impl OpenAiCompatibleProvider {
         let mut usage = TokenUsage::default();
         let mut model = self.config.model.clone();
         while let Some(event) = events.next().await {
-            let event = event.map_err(|error| AttemptFailure::Transport(format!("stream broke: {error}")))?;
+            let event = event
+                .map_err(|error| AttemptFailure::Transport(format!("stream broke: {error}")))?;
             if event.data.trim() == "[DONE]" {
                 break;
             }
-            let chunk: Value = serde_json::from_str(&event.data)
-                .map_err(|error| AttemptFailure::Fatal(LlmError::UnexpectedResponse(format!("chunk is not JSON: {error}"))))?;
+            let chunk: Value = serde_json::from_str(&event.data).map_err(|error| {
+                AttemptFailure::Fatal(LlmError::UnexpectedResponse(format!(
+                    "chunk is not JSON: {error}"
+                )))
+            })?;
             if let Some(error) = chunk.get("error") {
                 return Err(AttemptFailure::Server {
                     status: 500,
@@ -134,7 +162,9 @@ impl OpenAiCompatibleProvider {
                     retry_after: None,
                 });
             }
-            if let Some(text) = chunk.pointer("/choices/0/delta/content").and_then(Value::as_str)
+            if let Some(text) = chunk
+                .pointer("/choices/0/delta/content")
+                .and_then(Value::as_str)
                 && !text.is_empty()
             {
                 content.push_str(text);
@@ -147,14 +177,24 @@ impl OpenAiCompatibleProvider {
                 model = name.to_string();
             }
         }
-        Ok(ModelAnswer { content, usage, model })
+        Ok(ModelAnswer {
+            content,
+            usage,
+            model,
+        })
     }
 }
 
 fn usage_from(body: &Value) -> TokenUsage {
     TokenUsage {
-        prompt_tokens: body.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-        completion_tokens: body.pointer("/usage/completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+        prompt_tokens: body
+            .pointer("/usage/prompt_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        completion_tokens: body
+            .pointer("/usage/completion_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     }
 }
 
@@ -183,7 +223,11 @@ impl LlmProvider for OpenAiCompatibleProvider {
         self.config.model.clone()
     }
 
-    async fn complete(&self, request: &ModelRequest, deltas: UnboundedSender<String>) -> Result<ModelAnswer, LlmError> {
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: UnboundedSender<String>,
+    ) -> Result<ModelAnswer, LlmError> {
         let body = self.request_body(request);
         let attempts = self.config.max_attempts.max(1);
         for attempt in 1..=attempts {
@@ -193,20 +237,29 @@ impl LlmProvider for OpenAiCompatibleProvider {
                 Err(failure) => failure,
             };
             let retry_after = match &failure {
-                AttemptFailure::RateLimited { retry_after } | AttemptFailure::Server { retry_after, .. } => *retry_after,
+                AttemptFailure::RateLimited { retry_after }
+                | AttemptFailure::Server { retry_after, .. } => *retry_after,
                 _ => None,
             };
             if attempt == attempts {
                 return Err(match failure {
                     AttemptFailure::RateLimited { .. } => LlmError::RateLimited { attempts },
-                    AttemptFailure::Server { status, body, .. } => LlmError::ServerError { status, attempts, body },
+                    AttemptFailure::Server { status, body, .. } => LlmError::ServerError {
+                        status,
+                        attempts,
+                        body,
+                    },
                     AttemptFailure::Timeout => LlmError::Timeout { attempts },
                     AttemptFailure::Transport(message) => LlmError::Transport { attempts, message },
                     AttemptFailure::Fatal(error) => error,
                 });
             }
             let delay = self.backoff_delay(attempt, retry_after);
-            tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, "model call failed; retrying");
+            tracing::warn!(
+                attempt,
+                delay_ms = delay.as_millis() as u64,
+                "model call failed; retrying"
+            );
             tokio::time::sleep(delay).await;
         }
         Err(LlmError::UnexpectedResponse("no attempt was made".into()))
@@ -228,7 +281,11 @@ mod tests {
     }
 
     fn provider(server: &ScriptedLlmServer) -> OpenAiCompatibleProvider {
-        let mut config = OpenAiCompatibleConfig::new(server.base_url(), "scripted-model", Some("sk-test".into()));
+        let mut config = OpenAiCompatibleConfig::new(
+            server.base_url(),
+            "scripted-model",
+            Some("sk-test".into()),
+        );
         config.initial_backoff = Duration::from_millis(5);
         config.max_backoff = Duration::from_millis(20);
         OpenAiCompatibleProvider::new(config).unwrap()
@@ -238,7 +295,10 @@ mod tests {
     async fn streams_deltas_and_returns_the_whole_answer_with_usage() {
         let server = ScriptedLlmServer::start().await.unwrap();
         let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-        let answer = provider(&server).complete(&request(), sender).await.unwrap();
+        let answer = provider(&server)
+            .complete(&request(), sender)
+            .await
+            .unwrap();
         let mut streamed = String::new();
         let mut pieces = 0;
         while let Ok(piece) = receiver.try_recv() {
@@ -259,30 +319,58 @@ mod tests {
     async fn retries_server_errors_then_succeeds() {
         let server = ScriptedLlmServer::start().await.unwrap();
         server.push_behaviors([
-            Behavior::Status { status: 500, retry_after_seconds: None },
-            Behavior::Status { status: 503, retry_after_seconds: None },
+            Behavior::Status {
+                status: 500,
+                retry_after_seconds: None,
+            },
+            Behavior::Status {
+                status: 503,
+                retry_after_seconds: None,
+            },
         ]);
         let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
-        provider(&server).complete(&request(), sender).await.unwrap();
+        provider(&server)
+            .complete(&request(), sender)
+            .await
+            .unwrap();
         assert_eq!(server.request_count(), 3);
     }
 
     #[tokio::test]
     async fn gives_up_after_the_attempt_bound() {
         let server = ScriptedLlmServer::start().await.unwrap();
-        server.push_behaviors((0..5).map(|_| Behavior::Status { status: 500, retry_after_seconds: None }));
+        server.push_behaviors((0..5).map(|_| Behavior::Status {
+            status: 500,
+            retry_after_seconds: None,
+        }));
         let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
-        let error = provider(&server).complete(&request(), sender).await.unwrap_err();
-        assert_eq!(error, LlmError::ServerError { status: 500, attempts: 5, body: r#"{"error":{"message":"scripted failure","type":"scripted"}}"#.into() });
+        let error = provider(&server)
+            .complete(&request(), sender)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            LlmError::ServerError {
+                status: 500,
+                attempts: 5,
+                body: r#"{"error":{"message":"scripted failure","type":"scripted"}}"#.into()
+            }
+        );
         assert_eq!(server.request_count(), 5);
     }
 
     #[tokio::test]
     async fn honours_retry_after_on_429() {
         let server = ScriptedLlmServer::start().await.unwrap();
-        server.push_behaviors([Behavior::Status { status: 429, retry_after_seconds: Some(1) }]);
+        server.push_behaviors([Behavior::Status {
+            status: 429,
+            retry_after_seconds: Some(1),
+        }]);
         let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
-        provider(&server).complete(&request(), sender).await.unwrap();
+        provider(&server)
+            .complete(&request(), sender)
+            .await
+            .unwrap();
         let requests = server.requests();
         assert_eq!(requests.len(), 2);
         // The backoff alone is at most 20 ms here; only Retry-After explains a wait near a second.
@@ -292,10 +380,19 @@ mod tests {
     #[tokio::test]
     async fn client_errors_are_not_retried() {
         let server = ScriptedLlmServer::start().await.unwrap();
-        server.push_behaviors([Behavior::Status { status: 400, retry_after_seconds: None }]);
+        server.push_behaviors([Behavior::Status {
+            status: 400,
+            retry_after_seconds: None,
+        }]);
         let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
-        let error = provider(&server).complete(&request(), sender).await.unwrap_err();
-        assert!(matches!(error, LlmError::RequestRejected { status: 400, .. }));
+        let error = provider(&server)
+            .complete(&request(), sender)
+            .await
+            .unwrap_err();
+        assert!(matches!(
+            error,
+            LlmError::RequestRejected { status: 400, .. }
+        ));
         assert!(!error.is_retryable());
         assert_eq!(server.request_count(), 1);
     }
@@ -309,8 +406,14 @@ mod tests {
         for attempt in 1..10 {
             let delay = provider.backoff_delay(attempt, None);
             let ceiling = Duration::from_millis((100u64 << (attempt - 1)).min(1000));
-            assert!(delay <= ceiling && delay >= ceiling / 2, "attempt {attempt}: {delay:?}");
+            assert!(
+                delay <= ceiling && delay >= ceiling / 2,
+                "attempt {attempt}: {delay:?}"
+            );
         }
-        assert_eq!(provider.backoff_delay(1, Some(Duration::from_secs(3))), Duration::from_secs(3));
+        assert_eq!(
+            provider.backoff_delay(1, Some(Duration::from_secs(3))),
+            Duration::from_secs(3)
+        );
     }
 }

@@ -7,6 +7,8 @@
 //!
 //! `cargo bench -p baton-runtime --bench node_step_overhead`
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -27,7 +29,14 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
-const STAGES: [&str; 6] = ["objective_notes", "strategy_brief", "draft_one", "review_one", "draft_two", "review_two"];
+const STAGES: [&str; 6] = [
+    "objective_notes",
+    "strategy_brief",
+    "draft_one",
+    "review_one",
+    "draft_two",
+    "review_two",
+];
 
 fn linear_registry() -> Registry {
     let mut registry = Registry::default();
@@ -45,7 +54,13 @@ fn linear_registry() -> Registry {
         };
         registry.add_facet(facet, "bench").unwrap();
     }
-    let roles = [("strategist", NodeKind::Structuring), ("writer", NodeKind::Execution), ("qa", NodeKind::Validation), ("writer_revision", NodeKind::Execution), ("qa_final", NodeKind::Validation)];
+    let roles = [
+        ("strategist", NodeKind::Structuring),
+        ("writer", NodeKind::Execution),
+        ("qa", NodeKind::Validation),
+        ("writer_revision", NodeKind::Execution),
+        ("qa_final", NodeKind::Validation),
+    ];
     for (index, (role, kind)) in roles.iter().enumerate() {
         let capability = CapabilityRegistration {
             capability_id: format!("bench.{role}"),
@@ -79,10 +94,25 @@ impl LlmProvider for InstantProvider {
     fn model_name(&self) -> String {
         "instant".into()
     }
-    async fn complete(&self, request: &ModelRequest, deltas: UnboundedSender<String>) -> Result<ModelAnswer, LlmError> {
-        let content = self.answers_by_schema_name.get(&request.schema_name).cloned().unwrap_or_default();
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: UnboundedSender<String>,
+    ) -> Result<ModelAnswer, LlmError> {
+        let content = self
+            .answers_by_schema_name
+            .get(&request.schema_name)
+            .cloned()
+            .unwrap_or_default();
         let _ = deltas.send(content.clone());
-        Ok(ModelAnswer { content, usage: TokenUsage { prompt_tokens: 10, completion_tokens: 10 }, model: "instant".into() })
+        Ok(ModelAnswer {
+            content,
+            usage: TokenUsage {
+                prompt_tokens: 10,
+                completion_tokens: 10,
+            },
+            model: "instant".into(),
+        })
     }
 }
 
@@ -104,9 +134,14 @@ fn bench_node_steps(criterion: &mut Criterion) {
             (capability.capability_id.replace('.', "_"), scripted_llm::generate_instance(&schema, facet).to_string())
         })
         .collect();
-    let provider: Arc<dyn LlmProvider> = Arc::new(InstantProvider { answers_by_schema_name });
+    let provider: Arc<dyn LlmProvider> = Arc::new(InstantProvider {
+        answers_by_schema_name,
+    });
     let validators = Arc::new(ValidatorCache::new());
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let envelope = envelope();
     let run_once = || async {
         let store = Arc::new(InMemoryRunStore::new());
@@ -123,10 +158,20 @@ fn bench_node_steps(criterion: &mut Criterion) {
             worker_id: "bench".into(),
         });
         let submitted = orchestrator.submit_run("bench", &envelope).await.unwrap();
-        let runner = LocalRunner { orchestrator, queue };
-        runner.run_until_settled("bench", &submitted.run_id).await.unwrap()
+        let runner = LocalRunner {
+            orchestrator,
+            queue,
+        };
+        runner
+            .run_until_settled("bench", &submitted.run_id)
+            .await
+            .unwrap()
     };
-    assert_eq!(runtime.block_on(run_once()), RunStatus::Completed, "the bench plan must complete");
+    assert_eq!(
+        runtime.block_on(run_once()),
+        RunStatus::Completed,
+        "the bench plan must complete"
+    );
     let plan_only = || async {
         let queue = Arc::new(InMemoryStepQueue::new());
         let orchestrator = Orchestrator {
@@ -141,12 +186,23 @@ fn bench_node_steps(criterion: &mut Criterion) {
             worker_id: "bench".into(),
         };
         orchestrator.submit_run("bench", &envelope).await.unwrap();
-        let plan_message = queue.receive(1, std::time::Duration::ZERO).await.unwrap().remove(0);
-        orchestrator.handle_step(&plan_message.message).await.unwrap()
+        let plan_message = queue
+            .receive(1, std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .remove(0);
+        orchestrator
+            .handle_step(&plan_message.message)
+            .await
+            .unwrap()
     };
     let mut group = criterion.benchmark_group("engine");
-    group.bench_function("five_node_run_submit_to_complete", |bencher| bencher.iter(|| runtime.block_on(run_once())));
-    group.bench_function("submit_and_plan_step_only", |bencher| bencher.iter(|| runtime.block_on(plan_only())));
+    group.bench_function("five_node_run_submit_to_complete", |bencher| {
+        bencher.iter(|| runtime.block_on(run_once()))
+    });
+    group.bench_function("submit_and_plan_step_only", |bencher| {
+        bencher.iter(|| runtime.block_on(plan_only()))
+    });
     group.finish();
     println!("per node step = (five_node_run_submit_to_complete - submit_and_plan_step_only) / 5");
 }

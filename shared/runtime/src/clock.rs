@@ -30,7 +30,11 @@ pub fn rfc3339_from_millis(millis: u64) -> String {
     let nanos = i128::from(millis) * 1_000_000;
     time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
         .ok()
-        .and_then(|moment| moment.format(&time::format_description::well_known::Rfc3339).ok())
+        .and_then(|moment| {
+            moment
+                .format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
         .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_string())
 }
 
@@ -40,6 +44,9 @@ mod tests {
 
     #[test]
     fn formats_epoch_millis_as_rfc3339() {
-        assert_eq!(rfc3339_from_millis(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(
+            rfc3339_from_millis(1_700_000_000_123),
+            "2023-11-14T22:13:20.123Z"
+        );
     }
 }

@@ -19,7 +19,10 @@ pub enum StoreError {
 
 impl StoreError {
     pub fn is_retryable(&self) -> bool {
-        matches!(self, StoreError::VersionConflict { .. } | StoreError::Unavailable(_))
+        matches!(
+            self,
+            StoreError::VersionConflict { .. } | StoreError::Unavailable(_)
+        )
     }
 }
 
@@ -37,7 +40,11 @@ pub enum LlmError {
     #[error("provider rate-limited the request after {attempts} attempts")]
     RateLimited { attempts: u32 },
     #[error("provider failed with HTTP {status} after {attempts} attempts: {body}")]
-    ServerError { status: u16, attempts: u32, body: String },
+    ServerError {
+        status: u16,
+        attempts: u32,
+        body: String,
+    },
     #[error("provider rejected the request with HTTP {status}: {body}")]
     RequestRejected { status: u16, body: String },
     #[error("provider timed out after {attempts} attempts")]
@@ -67,7 +74,10 @@ impl LlmError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            LlmError::RateLimited { .. } | LlmError::ServerError { .. } | LlmError::Timeout { .. } | LlmError::Transport { .. }
+            LlmError::RateLimited { .. }
+                | LlmError::ServerError { .. }
+                | LlmError::Timeout { .. }
+                | LlmError::Transport { .. }
         )
     }
 }
@@ -97,7 +107,10 @@ impl RuntimeError {
             RuntimeError::Store(error) => error.is_retryable(),
             RuntimeError::Queue(_) => true,
             RuntimeError::Llm(error) => error.is_retryable(),
-            RuntimeError::InvalidInput { .. } | RuntimeError::Registry(_) | RuntimeError::Core(_) | RuntimeError::Io { .. } => false,
+            RuntimeError::InvalidInput { .. }
+            | RuntimeError::Registry(_)
+            | RuntimeError::Core(_)
+            | RuntimeError::Io { .. } => false,
         }
     }
 }

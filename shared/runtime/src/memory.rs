@@ -12,7 +12,9 @@ use baton_core::run::{RunState, StepMessage};
 use tokio::sync::Notify;
 
 use crate::error::{QueueError, StoreError};
-use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue, StoredRun};
+use crate::ports::{
+    ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue, StoredRun,
+};
 
 struct OutboxEntry {
     message: StepMessage,
@@ -84,9 +86,13 @@ impl RunStore for InMemoryRunStore {
         if let Some(key) = idempotency_key {
             let scoped_key = (state.tenant_id.clone(), key.to_string());
             if let Some(existing) = tables.run_id_by_idempotency_key.get(&scoped_key) {
-                return Ok(CreateOutcome::AlreadyExists { run_id: existing.clone() });
+                return Ok(CreateOutcome::AlreadyExists {
+                    run_id: existing.clone(),
+                });
             }
-            tables.run_id_by_idempotency_key.insert(scoped_key, state.run_id.clone());
+            tables
+                .run_id_by_idempotency_key
+                .insert(scoped_key, state.run_id.clone());
         }
         let mut record = RunRecord {
             state: state.clone(),
@@ -94,18 +100,32 @@ impl RunStore for InMemoryRunStore {
             events: Vec::new(),
             outbox: outbox
                 .into_iter()
-                .map(|message| (message.message_id.clone(), OutboxEntry { message, sent: false }))
+                .map(|message| {
+                    (
+                        message.message_id.clone(),
+                        OutboxEntry {
+                            message,
+                            sent: false,
+                        },
+                    )
+                })
                 .collect(),
             leases: HashMap::new(),
         };
         record.append(events);
-        tables.runs.insert((state.tenant_id.clone(), state.run_id.clone()), record);
+        tables
+            .runs
+            .insert((state.tenant_id.clone(), state.run_id.clone()), record);
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(CreateOutcome::Created)
     }
 
-    async fn load_run(&self, tenant_id: &str, run_id: &str) -> Result<Option<StoredRun>, StoreError> {
+    async fn load_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<StoredRun>, StoreError> {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         Ok(tables
             .runs
@@ -173,9 +193,13 @@ impl RunStore for InMemoryRunStore {
         record.version += 1;
         record.append(events);
         for message in outbox {
-            record
-                .outbox
-                .insert(message.message_id.clone(), OutboxEntry { message, sent: false });
+            record.outbox.insert(
+                message.message_id.clone(),
+                OutboxEntry {
+                    message,
+                    sent: false,
+                },
+            );
         }
         let version = record.version;
         drop(tables);
@@ -183,7 +207,12 @@ impl RunStore for InMemoryRunStore {
         Ok(version)
     }
 
-    async fn append_events(&self, tenant_id: &str, run_id: &str, events: Vec<EventDraft>) -> Result<u64, StoreError> {
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<EventDraft>,
+    ) -> Result<u64, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables
             .runs
@@ -195,17 +224,29 @@ impl RunStore for InMemoryRunStore {
         Ok(last)
     }
 
-    async fn read_events(&self, tenant_id: &str, run_id: &str, after_sequence: u64, limit: usize) -> Result<Vec<EventFrame>, StoreError> {
+    async fn read_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<EventFrame>, StoreError> {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables
             .runs
             .get(&(tenant_id.to_string(), run_id.to_string()))
             .ok_or(StoreError::RunNotFound)?;
-        let start = usize::try_from(after_sequence).unwrap_or(usize::MAX).min(record.events.len());
+        let start = usize::try_from(after_sequence)
+            .unwrap_or(usize::MAX)
+            .min(record.events.len());
         Ok(record.events[start..].iter().take(limit).cloned().collect())
     }
 
-    async fn pending_outbox(&self, tenant_id: &str, run_id: &str) -> Result<Vec<StepMessage>, StoreError> {
+    async fn pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<StepMessage>, StoreError> {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables
             .runs
@@ -219,7 +260,12 @@ impl RunStore for InMemoryRunStore {
             .collect())
     }
 
-    async fn mark_outbox_sent(&self, tenant_id: &str, run_id: &str, message_ids: &[String]) -> Result<(), StoreError> {
+    async fn mark_outbox_sent(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        message_ids: &[String],
+    ) -> Result<(), StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables
             .runs
@@ -270,13 +316,19 @@ impl InMemoryStepQueue {
 impl StepQueue for InMemoryStepQueue {
     async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
         let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
-        state.visible.extend(messages.iter().cloned().map(|message| (message, 0)));
+        state
+            .visible
+            .extend(messages.iter().cloned().map(|message| (message, 0)));
         drop(state);
         self.message_arrived.notify_waiters();
         Ok(())
     }
 
-    async fn receive(&self, max_messages: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError> {
+    async fn receive(
+        &self,
+        max_messages: usize,
+        wait: Duration,
+    ) -> Result<Vec<ReceivedStep>, QueueError> {
         let notified = self.message_arrived.notified();
         tokio::pin!(notified);
         for round in 0..2 {
@@ -289,7 +341,9 @@ impl StepQueue for InMemoryStepQueue {
                     };
                     state.next_receipt += 1;
                     let receipt = format!("receipt-{}", state.next_receipt);
-                    state.in_flight.insert(receipt.clone(), (message.clone(), count + 1));
+                    state
+                        .in_flight
+                        .insert(receipt.clone(), (message.clone(), count + 1));
                     received.push(ReceivedStep {
                         message,
                         receipt,

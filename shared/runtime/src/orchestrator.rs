@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::engine::{
-    DEFAULT_MAX_NODE_ATTEMPTS, EngineContext, NewRunIdentity, NodeDispatch, StepInput, decide, dispatch_node, is_stale,
-    node_start_events, start_run,
+    DEFAULT_MAX_NODE_ATTEMPTS, EngineContext, NewRunIdentity, NodeDispatch, StepInput, decide,
+    dispatch_node, is_stale, node_start_events, start_run,
 };
 use baton_core::envelope::TaskEnvelope;
 use baton_core::event::{EventDraft, EventType};
@@ -21,7 +21,10 @@ use tracing::{Instrument, info_span};
 
 use crate::clock::rfc3339_from_millis;
 use crate::error::{RuntimeError, StoreError};
-use crate::ports::{Clock, ClaimOutcome, CreateOutcome, IdGenerator, LlmProvider, NodeClaim, RunStore, StepQueue, StoredRun};
+use crate::ports::{
+    ClaimOutcome, Clock, CreateOutcome, IdGenerator, LlmProvider, NodeClaim, RunStore, StepQueue,
+    StoredRun,
+};
 
 /// Tunables of the step loop.
 #[derive(Debug, Clone)]
@@ -62,11 +65,15 @@ pub struct SubmittedRun {
 /// What one step did, for the worker's acknowledgement decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StepOutcome {
-    Committed { new_version: u64 },
+    Committed {
+        new_version: u64,
+    },
     /// Duplicate or late delivery: nothing changed but the outbox re-send.
     Stale,
     /// Another worker holds the node's lease; try again later.
-    Busy { retry_after: Duration },
+    Busy {
+        retry_after: Duration,
+    },
     RunNotFound,
 }
 
@@ -113,7 +120,9 @@ impl Orchestrator {
     /// facet inputs checked against their facet schemas.
     pub fn parse_envelope(&self, envelope_json: &Value) -> Result<TaskEnvelope, RuntimeError> {
         let envelope = TaskEnvelope::parse_value(envelope_json).map_err(|error| match error {
-            baton_core::CoreError::InvalidEnvelope { path, message } => RuntimeError::InvalidInput { path, message },
+            baton_core::CoreError::InvalidEnvelope { path, message } => {
+                RuntimeError::InvalidInput { path, message }
+            }
             other => RuntimeError::Core(other),
         })?;
         for (key, value) in &envelope.inputs {
@@ -134,24 +143,48 @@ impl Orchestrator {
 
     /// Creates a run for `tenant_id` and queues its planning step. Nothing
     /// is persisted for an invalid envelope.
-    pub async fn submit_run(&self, tenant_id: &str, envelope_json: &Value) -> Result<SubmittedRun, RuntimeError> {
+    pub async fn submit_run(
+        &self,
+        tenant_id: &str,
+        envelope_json: &Value,
+    ) -> Result<SubmittedRun, RuntimeError> {
         let envelope = self.parse_envelope(envelope_json)?;
         let run_id = self.ids.new_id("run");
         let identity = NewRunIdentity {
-            thread_id: envelope.thread_id.clone().unwrap_or_else(|| self.ids.new_id("thread")),
-            correlation_id: envelope.correlation_id.clone().unwrap_or_else(|| self.ids.new_id("corr")),
+            thread_id: envelope
+                .thread_id
+                .clone()
+                .unwrap_or_else(|| self.ids.new_id("thread")),
+            correlation_id: envelope
+                .correlation_id
+                .clone()
+                .unwrap_or_else(|| self.ids.new_id("corr")),
             tenant_id: tenant_id.to_string(),
             run_id: run_id.clone(),
         };
         let idempotency_key = envelope.idempotency_key.clone();
-        let decision = start_run(identity, envelope, &self.now_text(), self.settings.max_node_attempts);
+        let decision = start_run(
+            identity,
+            envelope,
+            &self.now_text(),
+            self.settings.max_node_attempts,
+        );
         let outcome = self
             .store
-            .create_run(&decision.state, decision.events, decision.outbox.clone(), idempotency_key.as_deref())
+            .create_run(
+                &decision.state,
+                decision.events,
+                decision.outbox.clone(),
+                idempotency_key.as_deref(),
+            )
             .await?;
         match outcome {
             CreateOutcome::AlreadyExists { run_id } => {
-                let existing = self.store.load_run(tenant_id, &run_id).await?.ok_or(StoreError::RunNotFound)?;
+                let existing = self
+                    .store
+                    .load_run(tenant_id, &run_id)
+                    .await?
+                    .ok_or(StoreError::RunNotFound)?;
                 Ok(SubmittedRun {
                     run_id,
                     thread_id: existing.state.thread_id,
@@ -160,7 +193,8 @@ impl Orchestrator {
                 })
             }
             CreateOutcome::Created => {
-                self.send_outbox(tenant_id, &run_id, &decision.outbox).await?;
+                self.send_outbox(tenant_id, &run_id, &decision.outbox)
+                    .await?;
                 Ok(SubmittedRun {
                     run_id,
                     thread_id: decision.state.thread_id,
@@ -171,18 +205,30 @@ impl Orchestrator {
         }
     }
 
-    async fn send_outbox(&self, tenant_id: &str, run_id: &str, messages: &[StepMessage]) -> Result<(), RuntimeError> {
+    async fn send_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        messages: &[StepMessage],
+    ) -> Result<(), RuntimeError> {
         if messages.is_empty() {
             return Ok(());
         }
         self.queue.send(messages).await?;
-        let ids: Vec<String> = messages.iter().map(|message| message.message_id.clone()).collect();
+        let ids: Vec<String> = messages
+            .iter()
+            .map(|message| message.message_id.clone())
+            .collect();
         self.store.mark_outbox_sent(tenant_id, run_id, &ids).await?;
         Ok(())
     }
 
     /// Re-sends outbox entries a crash left unsent (idempotent on the receiver).
-    pub async fn resend_pending_outbox(&self, tenant_id: &str, run_id: &str) -> Result<usize, RuntimeError> {
+    pub async fn resend_pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<usize, RuntimeError> {
         let pending = self.store.pending_outbox(tenant_id, run_id).await?;
         self.send_outbox(tenant_id, run_id, &pending).await?;
         Ok(pending.len())
@@ -209,7 +255,10 @@ impl Orchestrator {
             return Ok(StepOutcome::Stale);
         }
         let input = match &message.command {
-            StepCommand::Plan => StepInput::PlanDrafted(plan_deterministically(&stored.state.envelope, &self.registry)),
+            StepCommand::Plan => StepInput::PlanDrafted(plan_deterministically(
+                &stored.state.envelope,
+                &self.registry,
+            )),
             StepCommand::ExecuteNode { node_id, attempt } => {
                 match dispatch_node(&stored.state, node_id, &self.engine_context())? {
                     NodeDispatch::InputRejected(violations) => StepInput::NodeInputRejected {
@@ -223,7 +272,8 @@ impl Orchestrator {
                     },
                     NodeDispatch::Model(request) => {
                         let now_millis = self.clock.now_millis();
-                        let lease = u64::try_from(self.settings.node_lease.as_millis()).unwrap_or(u64::MAX);
+                        let lease =
+                            u64::try_from(self.settings.node_lease.as_millis()).unwrap_or(u64::MAX);
                         let claim = NodeClaim {
                             node_id,
                             attempt: *attempt,
@@ -231,17 +281,33 @@ impl Orchestrator {
                             now_millis,
                             lease_expires_at_millis: now_millis.saturating_add(lease),
                         };
-                        let start_events = node_start_events(&stored.state, node_id, *attempt, &rfc3339_from_millis(now_millis))?;
-                        match self.store.claim_node(tenant_id, run_id, claim, start_events).await? {
+                        let start_events = node_start_events(
+                            &stored.state,
+                            node_id,
+                            *attempt,
+                            &rfc3339_from_millis(now_millis),
+                        )?;
+                        match self
+                            .store
+                            .claim_node(tenant_id, run_id, claim, start_events)
+                            .await?
+                        {
                             ClaimOutcome::Claimed => {}
-                            ClaimOutcome::HeldByOther { lease_expires_at_millis } => {
-                                let wait = lease_expires_at_millis.saturating_sub(now_millis).min(30_000);
+                            ClaimOutcome::HeldByOther {
+                                lease_expires_at_millis,
+                            } => {
+                                let wait = lease_expires_at_millis
+                                    .saturating_sub(now_millis)
+                                    .min(30_000);
                                 return Ok(StepOutcome::Busy {
                                     retry_after: Duration::from_millis(wait),
                                 });
                             }
                         }
-                        match self.call_model_streaming(tenant_id, run_id, node_id, &request).await {
+                        match self
+                            .call_model_streaming(tenant_id, run_id, node_id, &request)
+                            .await
+                        {
                             Ok(answer) => StepInput::NodeAnswered {
                                 node_id: node_id.clone(),
                                 attempt: *attempt,
@@ -260,7 +326,8 @@ impl Orchestrator {
                 }
             }
         };
-        self.commit_reapplying_on_conflict(message, stored, input).await
+        self.commit_reapplying_on_conflict(message, stored, input)
+            .await
     }
 
     /// Calls the model while a second task batches its deltas into the event log.
@@ -279,14 +346,22 @@ impl Orchestrator {
             let mut flush_error = None;
             while let Some(delta) = receiver.recv().await {
                 buffer.push_str(&delta);
-                if buffer.len() >= self.settings.delta_flush_bytes || last_flush.elapsed() >= self.settings.delta_flush_interval {
-                    if let Err(error) = self.flush_delta(tenant_id, run_id, node_id, &mut buffer).await {
+                if buffer.len() >= self.settings.delta_flush_bytes
+                    || last_flush.elapsed() >= self.settings.delta_flush_interval
+                {
+                    if let Err(error) = self
+                        .flush_delta(tenant_id, run_id, node_id, &mut buffer)
+                        .await
+                    {
                         flush_error = Some(error);
                     }
                     last_flush = tokio::time::Instant::now();
                 }
             }
-            if let Err(error) = self.flush_delta(tenant_id, run_id, node_id, &mut buffer).await {
+            if let Err(error) = self
+                .flush_delta(tenant_id, run_id, node_id, &mut buffer)
+                .await
+            {
                 flush_error = Some(error);
             }
             flush_error
@@ -298,31 +373,62 @@ impl Orchestrator {
         Ok(answer?)
     }
 
-    async fn flush_delta(&self, tenant_id: &str, run_id: &str, node_id: &str, buffer: &mut String) -> Result<(), RuntimeError> {
+    async fn flush_delta(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        buffer: &mut String,
+    ) -> Result<(), RuntimeError> {
         if buffer.is_empty() {
             return Ok(());
         }
         let text = std::mem::take(buffer);
-        let draft = EventDraft::new(EventType::Delta, &self.now_text()).node(node_id).message(text);
-        self.store.append_events(tenant_id, run_id, vec![draft]).await?;
+        let draft = EventDraft::new(EventType::Delta, &self.now_text())
+            .node(node_id)
+            .message(text);
+        self.store
+            .append_events(tenant_id, run_id, vec![draft])
+            .await?;
         Ok(())
     }
 
     /// Decides and commits; on a version conflict reloads and re-applies the
     /// same input (the capability is never called again for it).
-    async fn commit_reapplying_on_conflict(&self, message: &StepMessage, stored: StoredRun, input: StepInput) -> Result<StepOutcome, RuntimeError> {
+    async fn commit_reapplying_on_conflict(
+        &self,
+        message: &StepMessage,
+        stored: StoredRun,
+        input: StepInput,
+    ) -> Result<StepOutcome, RuntimeError> {
         let tenant_id = message.tenant_id.as_str();
         let run_id = message.run_id.as_str();
-        let StoredRun { mut state, mut version } = stored;
+        let StoredRun {
+            mut state,
+            mut version,
+        } = stored;
         for _ in 0..self.settings.max_commit_rounds {
-            let decision = decide(state, input.clone(), &self.now_text(), &self.engine_context())?;
+            let decision = decide(
+                state,
+                input.clone(),
+                &self.now_text(),
+                &self.engine_context(),
+            )?;
             match self
                 .store
-                .commit_step(tenant_id, run_id, version, decision.state, decision.events, decision.outbox.clone())
+                .commit_step(
+                    tenant_id,
+                    run_id,
+                    version,
+                    decision.state,
+                    decision.events,
+                    decision.outbox.clone(),
+                )
                 .await
             {
                 Ok(new_version) => {
-                    self.send_outbox(tenant_id, run_id, &decision.outbox).await?;
+                    self.send_outbox(tenant_id, run_id, &decision.outbox)
+                        .await?;
                     return Ok(StepOutcome::Committed { new_version });
                 }
                 Err(StoreError::VersionConflict { .. }) => {
@@ -338,7 +444,9 @@ impl Orchestrator {
                 Err(other) => return Err(other.into()),
             }
         }
-        Err(RuntimeError::Store(StoreError::VersionConflict { expected: version }))
+        Err(RuntimeError::Store(StoreError::VersionConflict {
+            expected: version,
+        }))
     }
 }
 
@@ -348,8 +456,14 @@ mod tests {
 
     #[test]
     fn pointers_render_as_json_paths() {
-        assert_eq!(json_path_for_pointer("$.inputs.tone", "/0"), "$.inputs.tone[0]");
-        assert_eq!(json_path_for_pointer("$.inputs.ctx", "/data/a~1b"), "$.inputs.ctx.data.a/b");
+        assert_eq!(
+            json_path_for_pointer("$.inputs.tone", "/0"),
+            "$.inputs.tone[0]"
+        );
+        assert_eq!(
+            json_path_for_pointer("$.inputs.ctx", "/data/a~1b"),
+            "$.inputs.ctx.data.a/b"
+        );
         assert_eq!(json_path_for_pointer("$.inputs.ctx", ""), "$.inputs.ctx");
     }
 }

@@ -23,7 +23,9 @@ pub struct StoredRun {
 pub enum CreateOutcome {
     Created,
     /// The idempotency key was already used: this is that run's id.
-    AlreadyExists { run_id: String },
+    AlreadyExists {
+        run_id: String,
+    },
 }
 
 /// Result of claiming a node attempt.
@@ -31,7 +33,9 @@ pub enum CreateOutcome {
 pub enum ClaimOutcome {
     Claimed,
     /// Another worker holds an unexpired lease on the attempt.
-    HeldByOther { lease_expires_at_millis: u64 },
+    HeldByOther {
+        lease_expires_at_millis: u64,
+    },
 }
 
 /// A node-attempt claim request.
@@ -57,7 +61,11 @@ pub trait RunStore: Send + Sync {
     ) -> Result<CreateOutcome, StoreError>;
 
     /// Strongly consistent read.
-    async fn load_run(&self, tenant_id: &str, run_id: &str) -> Result<Option<StoredRun>, StoreError>;
+    async fn load_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<StoredRun>, StoreError>;
 
     /// Claims an attempt with a lease; on success appends `events_on_claim`.
     async fn claim_node(
@@ -82,15 +90,35 @@ pub trait RunStore: Send + Sync {
     ) -> Result<u64, StoreError>;
 
     /// Appends events outside a commit (streamed deltas); returns the last sequence.
-    async fn append_events(&self, tenant_id: &str, run_id: &str, events: Vec<EventDraft>) -> Result<u64, StoreError>;
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<EventDraft>,
+    ) -> Result<u64, StoreError>;
 
     /// Frames with `id > after_sequence`, oldest first, at most `limit`.
-    async fn read_events(&self, tenant_id: &str, run_id: &str, after_sequence: u64, limit: usize) -> Result<Vec<EventFrame>, StoreError>;
+    async fn read_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<EventFrame>, StoreError>;
 
     /// Outbox entries not yet marked sent.
-    async fn pending_outbox(&self, tenant_id: &str, run_id: &str) -> Result<Vec<StepMessage>, StoreError>;
+    async fn pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<StepMessage>, StoreError>;
 
-    async fn mark_outbox_sent(&self, tenant_id: &str, run_id: &str, message_ids: &[String]) -> Result<(), StoreError>;
+    async fn mark_outbox_sent(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        message_ids: &[String],
+    ) -> Result<(), StoreError>;
 }
 
 /// A message received from the step queue, with what acknowledges it.
@@ -105,7 +133,11 @@ pub struct ReceivedStep {
 #[async_trait]
 pub trait StepQueue: Send + Sync {
     async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError>;
-    async fn receive(&self, max_messages: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError>;
+    async fn receive(
+        &self,
+        max_messages: usize,
+        wait: Duration,
+    ) -> Result<Vec<ReceivedStep>, QueueError>;
     async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError>;
     /// Makes the message visible again after `delay` (a failed or busy step).
     async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError>;
@@ -125,7 +157,11 @@ pub trait LlmProvider: Send + Sync {
     /// Model name for telemetry.
     fn model_name(&self) -> String;
     /// Answers `request`, sending each text delta to `deltas` as it arrives.
-    async fn complete(&self, request: &ModelRequest, deltas: UnboundedSender<String>) -> Result<ModelAnswer, LlmError>;
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: UnboundedSender<String>,
+    ) -> Result<ModelAnswer, LlmError>;
 }
 
 pub trait Clock: Send + Sync {

@@ -18,7 +18,10 @@ fn json_files_in(directory: &Path) -> Result<Vec<PathBuf>, RuntimeError> {
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|entry| entry.path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "json"))
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "json")
+        })
         .collect();
     files.sort();
     Ok(files)
@@ -46,7 +49,12 @@ pub fn load_registry(registry_root: &Path) -> Result<Registry, RuntimeError> {
         let source_name = path.display().to_string();
         let prompt_file = serde_json::from_str::<Value>(&text)
             .ok()
-            .and_then(|document| document.get("promptTemplateFile").and_then(Value::as_str).map(String::from));
+            .and_then(|document| {
+                document
+                    .get("promptTemplateFile")
+                    .and_then(Value::as_str)
+                    .map(String::from)
+            });
         let instructions = match prompt_file {
             None => None,
             Some(relative) => {
@@ -63,7 +71,8 @@ pub fn load_registry(registry_root: &Path) -> Result<Registry, RuntimeError> {
         };
         capability_documents.push((RegistryDocument { source_name, text }, instructions));
     }
-    Registry::from_documents(&facet_documents, &capability_documents).map_err(RuntimeError::Registry)
+    Registry::from_documents(&facet_documents, &capability_documents)
+        .map_err(RuntimeError::Registry)
 }
 
 /// `BATON_REGISTRY_DIR`, else `./registry`.
@@ -84,9 +93,17 @@ mod tests {
     #[test]
     fn the_repository_registry_loads() {
         let registry = load_registry(&repository_registry()).unwrap();
-        assert!(registry.facets.len() >= 25, "{} facets", registry.facets.len());
+        assert!(
+            registry.facets.len() >= 25,
+            "{} facets",
+            registry.facets.len()
+        );
         assert!(registry.capabilities().count() >= 11);
-        assert!(registry.capabilities().all(|capability| capability.instructions.is_some()));
+        assert!(
+            registry
+                .capabilities()
+                .all(|capability| capability.instructions.is_some())
+        );
     }
 
     #[test]
@@ -107,6 +124,9 @@ mod tests {
         .unwrap();
         let error = load_registry(&root).unwrap_err().to_string();
         std::fs::remove_dir_all(&root).unwrap();
-        assert!(error.contains("c.json") && error.contains("promptTemplateFile"), "{error}");
+        assert!(
+            error.contains("c.json") && error.contains("promptTemplateFile"),
+            "{error}"
+        );
     }
 }

@@ -18,17 +18,28 @@ use crate::ports::ReceivedStep;
 pub const MAX_RECEIVES_BEFORE_DEAD_LETTER: u32 = 5;
 
 /// Performs one received message and acknowledges or releases it.
-pub async fn process_received_step(orchestrator: &Orchestrator, received: ReceivedStep) -> Result<StepOutcome, RuntimeError> {
+pub async fn process_received_step(
+    orchestrator: &Orchestrator,
+    received: ReceivedStep,
+) -> Result<StepOutcome, RuntimeError> {
     let outcome = orchestrator.handle_step(&received.message).await;
     match &outcome {
         Ok(StepOutcome::Busy { retry_after }) => {
-            orchestrator.queue.release(&received.receipt, *retry_after).await?;
+            orchestrator
+                .queue
+                .release(&received.receipt, *retry_after)
+                .await?;
         }
         Ok(_) => orchestrator.queue.acknowledge(&received.receipt).await?,
-        Err(error) if error.is_retryable() && received.receive_count < MAX_RECEIVES_BEFORE_DEAD_LETTER => {
+        Err(error)
+            if error.is_retryable() && received.receive_count < MAX_RECEIVES_BEFORE_DEAD_LETTER =>
+        {
             tracing::warn!(%error, receive_count = received.receive_count, "step failed; releasing for redelivery");
             let backoff = Duration::from_millis(50 * u64::from(received.receive_count));
-            orchestrator.queue.release(&received.receipt, backoff).await?;
+            orchestrator
+                .queue
+                .release(&received.receipt, backoff)
+                .await?;
         }
         Err(error) => {
             tracing::error!(%error, message_id = %received.message.message_id, "step failed for good; dropping the message");
@@ -58,7 +69,8 @@ impl LocalRunner {
             let received_any = !batch.is_empty();
             for received in batch {
                 let orchestrator = self.orchestrator.clone();
-                in_progress.spawn(async move { process_received_step(&orchestrator, received).await });
+                in_progress
+                    .spawn(async move { process_received_step(&orchestrator, received).await });
             }
             if received_any {
                 continue;
@@ -79,7 +91,11 @@ impl LocalRunner {
     }
 
     /// Drains the queue and returns the run's status once nothing is left to do.
-    pub async fn run_until_settled(&self, tenant_id: &str, run_id: &str) -> Result<RunStatus, RuntimeError> {
+    pub async fn run_until_settled(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<RunStatus, RuntimeError> {
         self.drain().await?;
         let stored = self
             .orchestrator
@@ -101,7 +117,10 @@ pub async fn read_all_events_after(
     let mut frames = Vec::new();
     let mut cursor = after_sequence;
     loop {
-        let page = orchestrator.store.read_events(tenant_id, run_id, cursor, 500).await?;
+        let page = orchestrator
+            .store
+            .read_events(tenant_id, run_id, cursor, 500)
+            .await?;
         let Some(last) = page.last() else {
             return Ok(frames);
         };

@@ -9,7 +9,11 @@ use serde_json::{Map, Value, json};
 /// Merges `allOf` members into one schema (properties and bounds combined).
 pub fn merge_schemas(first: &Value, second: &Value) -> Value {
     let (Some(a), Some(b)) = (first.as_object(), second.as_object()) else {
-        return if second.is_object() { second.clone() } else { first.clone() };
+        return if second.is_object() {
+            second.clone()
+        } else {
+            first.clone()
+        };
     };
     let mut merged = a.clone();
     for (key, value) in b {
@@ -46,11 +50,19 @@ pub fn merge_schemas(first: &Value, second: &Value) -> Value {
 }
 
 fn max_number(a: &Value, b: &Value) -> Value {
-    if a.as_f64().unwrap_or(f64::MIN) >= b.as_f64().unwrap_or(f64::MIN) { a.clone() } else { b.clone() }
+    if a.as_f64().unwrap_or(f64::MIN) >= b.as_f64().unwrap_or(f64::MIN) {
+        a.clone()
+    } else {
+        b.clone()
+    }
 }
 
 fn min_number(a: &Value, b: &Value) -> Value {
-    if a.as_f64().unwrap_or(f64::MAX) <= b.as_f64().unwrap_or(f64::MAX) { a.clone() } else { b.clone() }
+    if a.as_f64().unwrap_or(f64::MAX) <= b.as_f64().unwrap_or(f64::MAX) {
+        a.clone()
+    } else {
+        b.clone()
+    }
 }
 
 fn flatten_all_of(schema: &Value) -> Value {
@@ -65,7 +77,9 @@ fn flatten_all_of(schema: &Value) -> Value {
     members
         .iter()
         .map(flatten_all_of)
-        .fold(Value::Object(base), |merged, member| merge_schemas(&merged, &member))
+        .fold(Value::Object(base), |merged, member| {
+            merge_schemas(&merged, &member)
+        })
 }
 
 /// A valid instance of `schema`; `hint` names the property, for readable text.
@@ -77,11 +91,19 @@ pub fn generate_instance(schema: &Value, hint: &str) -> Value {
     if let Some(constant) = object.get("const") {
         return constant.clone();
     }
-    if let Some(first) = object.get("enum").and_then(Value::as_array).and_then(|values| values.first()) {
+    if let Some(first) = object
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|values| values.first())
+    {
         return first.clone();
     }
     for alternatives in ["anyOf", "oneOf"] {
-        if let Some(first) = object.get(alternatives).and_then(Value::as_array).and_then(|members| members.first()) {
+        if let Some(first) = object
+            .get(alternatives)
+            .and_then(Value::as_array)
+            .and_then(|members| members.first())
+        {
             let mut rest = object.clone();
             rest.remove(alternatives);
             return generate_instance(&merge_schemas(&Value::Object(rest), first), hint);
@@ -102,20 +124,35 @@ pub fn generate_instance(schema: &Value, hint: &str) -> Value {
     match declared_type.as_str() {
         "object" => {
             let mut instance = Map::new();
-            for (name, property_schema) in object.get("properties").and_then(Value::as_object).into_iter().flatten() {
+            for (name, property_schema) in object
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
                 instance.insert(name.clone(), generate_instance(property_schema, name));
             }
             Value::Object(instance)
         }
         "array" => {
-            let minimum = object.get("minItems").and_then(Value::as_u64).unwrap_or(1).max(1);
-            let count = object.get("maxItems").and_then(Value::as_u64).map_or(minimum, |maximum| minimum.min(maximum));
+            let minimum = object
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .unwrap_or(1)
+                .max(1);
+            let count = object
+                .get("maxItems")
+                .and_then(Value::as_u64)
+                .map_or(minimum, |maximum| minimum.min(maximum));
             let item_schema = object.get("items").cloned().unwrap_or(json!({}));
             (0..count)
                 .map(|index| {
                     let mut item = generate_instance(&item_schema, hint);
                     if let Value::String(text) = &mut item
-                        && object.get("items").and_then(|items| items.get("format")).is_none()
+                        && object
+                            .get("items")
+                            .and_then(|items| items.get("format"))
+                            .is_none()
                     {
                         text.push_str(&format!(" {}", index + 1));
                     }
@@ -125,22 +162,38 @@ pub fn generate_instance(schema: &Value, hint: &str) -> Value {
         }
         "integer" | "number" => {
             let low = object.get("minimum").and_then(Value::as_f64).unwrap_or(0.0);
-            let high = object.get("maximum").and_then(Value::as_f64).unwrap_or(f64::MAX);
-            let value = if high >= 1.0 && low <= 1.0 { 1.0 } else { low.min(high) };
-            if declared_type == "integer" { json!(value.ceil() as i64) } else { json!(value) }
+            let high = object
+                .get("maximum")
+                .and_then(Value::as_f64)
+                .unwrap_or(f64::MAX);
+            let value = if high >= 1.0 && low <= 1.0 {
+                1.0
+            } else {
+                low.min(high)
+            };
+            if declared_type == "integer" {
+                json!(value.ceil() as i64)
+            } else {
+                json!(value)
+            }
         }
         "boolean" => json!(true),
         "null" => Value::Null,
         _ => {
             let text = match object.get("format").and_then(Value::as_str) {
-                Some("uri" | "url" | "iri") => format!("https://example.com/{}", hint.replace('_', "-")),
+                Some("uri" | "url" | "iri") => {
+                    format!("https://example.com/{}", hint.replace('_', "-"))
+                }
                 Some("date") => "2026-01-01".to_string(),
                 Some("date-time") => "2026-01-01T00:00:00Z".to_string(),
                 Some("email") => "scripted@example.com".to_string(),
                 _ => format!("Scripted {}", hint.replace('_', " ")),
             };
             let min_length = object.get("minLength").and_then(Value::as_u64).unwrap_or(0) as usize;
-            let max_length = object.get("maxLength").and_then(Value::as_u64).map(|length| length as usize);
+            let max_length = object
+                .get("maxLength")
+                .and_then(Value::as_u64)
+                .map(|length| length as usize);
             let mut text = text;
             while text.chars().count() < min_length {
                 text.push_str(" and more");
@@ -176,11 +229,17 @@ mod tests {
         let instance = generate_instance(&schema, "root");
         assert!(jsonschema_free_check(&instance), "{instance}");
         assert_eq!(instance["copyVariants"].as_array().map(Vec::len), Some(2));
-        assert!(instance["tone"].as_str().is_some_and(|text| text.len() >= 30));
+        assert!(
+            instance["tone"]
+                .as_str()
+                .is_some_and(|text| text.len() >= 30)
+        );
         assert_eq!(instance["score"], json!(0.0));
     }
 
     fn jsonschema_free_check(instance: &Value) -> bool {
-        instance["site"].as_str().is_some_and(|site| site.starts_with("https://"))
+        instance["site"]
+            .as_str()
+            .is_some_and(|site| site.starts_with("https://"))
     }
 }

@@ -86,7 +86,11 @@ impl ScriptedLlmServer {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Ok(ScriptedLlmServer { address, shared, task })
+        Ok(ScriptedLlmServer {
+            address,
+            shared,
+            task,
+        })
     }
 
     /// `http://127.0.0.1:PORT/v1`, the value for `BATON_LLM_BASE_URL`.
@@ -102,11 +106,19 @@ impl ScriptedLlmServer {
     }
 
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared.recorded.lock().map(|recorded| recorded.clone()).unwrap_or_default()
+        self.shared
+            .recorded
+            .lock()
+            .map(|recorded| recorded.clone())
+            .unwrap_or_default()
     }
 
     pub fn request_count(&self) -> usize {
-        self.shared.recorded.lock().map(|recorded| recorded.len()).unwrap_or(0)
+        self.shared
+            .recorded
+            .lock()
+            .map(|recorded| recorded.len())
+            .unwrap_or(0)
     }
 }
 
@@ -118,7 +130,10 @@ fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-async fn push_script(State(shared): State<Arc<Shared>>, axum::Json(behaviors): axum::Json<Vec<Behavior>>) -> StatusCode {
+async fn push_script(
+    State(shared): State<Arc<Shared>>,
+    axum::Json(behaviors): axum::Json<Vec<Behavior>>,
+) -> StatusCode {
     if let Ok(mut script) = shared.script.lock() {
         script.extend(behaviors);
     }
@@ -126,18 +141,30 @@ async fn push_script(State(shared): State<Arc<Shared>>, axum::Json(behaviors): a
 }
 
 async fn request_summary(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {
-    let count = shared.recorded.lock().map(|recorded| recorded.len()).unwrap_or(0);
+    let count = shared
+        .recorded
+        .lock()
+        .map(|recorded| recorded.len())
+        .unwrap_or(0);
     axum::Json(json!({"count": count}))
 }
 
 fn requested_schema(body: &Value) -> Value {
-    body.pointer("/response_format/json_schema/schema").cloned().unwrap_or(json!({"type": "object"}))
+    body.pointer("/response_format/json_schema/schema")
+        .cloned()
+        .unwrap_or(json!({"type": "object"}))
 }
 
 async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Response {
     let body: Value = match serde_json::from_str(&body) {
         Ok(body) => body,
-        Err(error) => return (StatusCode::BAD_REQUEST, format!("request is not JSON: {error}")).into_response(),
+        Err(error) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("request is not JSON: {error}"),
+            )
+                .into_response();
+        }
     };
     let behavior = shared
         .script
@@ -174,7 +201,11 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
         Behavior::MalformedJson => "{\"this is\": not json".to_string(),
         Behavior::SchemaViolating => json!({"scriptedUnexpectedProperty": true}).to_string(),
     };
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("scripted").to_string();
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("scripted")
+        .to_string();
     let prompt_tokens = body.to_string().len() as u64 / 4;
     let completion_tokens = content.len() as u64 / 4;
     let streaming = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
@@ -200,7 +231,13 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
         "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}});
     frames.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
-    let stream = futures_util::stream::iter(frames.into_bytes().chunks(97).map(|bytes| Ok::<_, std::io::Error>(bytes.to_vec())).collect::<Vec<_>>());
+    let stream = futures_util::stream::iter(
+        frames
+            .into_bytes()
+            .chunks(97)
+            .map(|bytes| Ok::<_, std::io::Error>(bytes.to_vec()))
+            .collect::<Vec<_>>(),
+    );
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .body(Body::from_stream(stream))
@@ -209,5 +246,7 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
 
 /// Convenience for tests: time between two recorded requests.
 pub fn gap_between(first: &RecordedRequest, second: &RecordedRequest) -> Duration {
-    second.received_at.saturating_duration_since(first.received_at)
+    second
+        .received_at
+        .saturating_duration_since(first.received_at)
 }

@@ -4,7 +4,9 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(about = "Scripted OpenAI-compatible chat-completions server (a test double: answers schema-shaped JSON)")]
+#[command(
+    about = "Scripted OpenAI-compatible chat-completions server (a test double: answers schema-shaped JSON)"
+)]
 struct Arguments {
     /// Port on 127.0.0.1 (0 picks a free one).
     #[arg(long, default_value_t = 0)]
@@ -14,7 +16,8 @@ struct Arguments {
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
     let arguments = Arguments::parse();
-    let server = scripted_llm::ScriptedLlmServer::start_on(&format!("127.0.0.1:{}", arguments.port)).await?;
+    let server =
+        scripted_llm::ScriptedLlmServer::start_on(&format!("127.0.0.1:{}", arguments.port)).await?;
     println!("{}", server.base_url());
     tokio::signal::ctrl_c().await?;
     drop(server);
