@@ -38,6 +38,9 @@ pub struct OrchestratorSettings {
     pub delta_flush_interval: Duration,
     /// Bound on reload-and-reapply rounds after version conflicts.
     pub max_commit_rounds: u32,
+    /// How long a delivery that found its node claimed by another worker
+    /// waits before it looks again (it is usually stale by then).
+    pub busy_retry_delay: Duration,
 }
 
 impl Default for OrchestratorSettings {
@@ -48,6 +51,7 @@ impl Default for OrchestratorSettings {
             delta_flush_bytes: 512,
             delta_flush_interval: Duration::from_millis(100),
             max_commit_rounds: 16,
+            busy_retry_delay: Duration::from_secs(2),
         }
     }
 }
@@ -274,10 +278,13 @@ impl Orchestrator {
                         let now_millis = self.clock.now_millis();
                         let lease =
                             u64::try_from(self.settings.node_lease.as_millis()).unwrap_or(u64::MAX);
+                        // One claimant per handling, so two deliveries in the
+                        // same process are rivals too.
+                        let claimant = format!("{}/{}", self.worker_id, self.ids.new_id("claim"));
                         let claim = NodeClaim {
                             node_id,
                             attempt: *attempt,
-                            worker_id: &self.worker_id,
+                            worker_id: &claimant,
                             now_millis,
                             lease_expires_at_millis: now_millis.saturating_add(lease),
                         };
@@ -296,11 +303,11 @@ impl Orchestrator {
                             ClaimOutcome::HeldByOther {
                                 lease_expires_at_millis,
                             } => {
-                                let wait = lease_expires_at_millis
-                                    .saturating_sub(now_millis)
-                                    .min(30_000);
+                                let remaining = Duration::from_millis(
+                                    lease_expires_at_millis.saturating_sub(now_millis),
+                                );
                                 return Ok(StepOutcome::Busy {
-                                    retry_after: Duration::from_millis(wait),
+                                    retry_after: remaining.min(self.settings.busy_retry_delay),
                                 });
                             }
                         }

@@ -1,0 +1,317 @@
+//! Durability of the step loop on the in-memory adapters: duplicate
+//! deliveries, a crash between commit and send, and twin concurrent
+//! deliveries. The model endpoint is a counting test double that answers
+//! schema-shaped JSON; the engine, store, queue and worker are the real ones.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::event::EventType;
+use baton_core::run::{RunStatus, StepMessage, TokenUsage};
+use baton_core::schema::ValidatorCache;
+use baton_runtime::clock::{RandomIds, SystemClock};
+use baton_runtime::error::{LlmError, QueueError};
+use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, StepOutcome};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ReceivedStep, RunStore, StepQueue};
+use baton_runtime::registry_loader::load_registry;
+use baton_runtime::worker::{LocalRunner, read_all_events_after};
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Test double for the model endpoint: valid answers, counted, optionally slow.
+struct CountingModel {
+    calls: AtomicUsize,
+    delay: Duration,
+}
+
+#[async_trait]
+impl LlmProvider for CountingModel {
+    fn model_name(&self) -> String {
+        "counting".into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: UnboundedSender<String>,
+    ) -> Result<ModelAnswer, LlmError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(self.delay).await;
+        let content = scripted_llm::generate_instance(&request.output_schema, "answer").to_string();
+        let _ = deltas.send(content.clone());
+        Ok(ModelAnswer {
+            content,
+            usage: TokenUsage::default(),
+            model: "counting".into(),
+        })
+    }
+}
+
+/// Queue wrapper that sends every message twice (at-least-once, worst case).
+struct DuplicatingQueue(Arc<InMemoryStepQueue>);
+
+#[async_trait]
+impl StepQueue for DuplicatingQueue {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
+        self.0.send(messages).await?;
+        self.0.send(messages).await
+    }
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError> {
+        self.0.receive(max, wait).await
+    }
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
+        self.0.acknowledge(receipt).await
+    }
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.0.release(receipt, delay).await
+    }
+}
+
+/// Queue wrapper whose first `failures` sends fail: a crash after commit, before send.
+struct FailingSendQueue {
+    inner: Arc<InMemoryStepQueue>,
+    failures_left: AtomicUsize,
+}
+
+#[async_trait]
+impl StepQueue for FailingSendQueue {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
+        if self.failures_left.load(Ordering::SeqCst) > 0
+            && messages.iter().any(|m| m.message_id.contains("node_"))
+        {
+            self.failures_left.fetch_sub(1, Ordering::SeqCst);
+            return Err(QueueError::Unavailable(
+                "injected: lost between commit and send".into(),
+            ));
+        }
+        self.inner.send(messages).await
+    }
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError> {
+        self.inner.receive(max, wait).await
+    }
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
+        self.inner.acknowledge(receipt).await
+    }
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.inner.release(receipt, delay).await
+    }
+}
+
+fn repository_path(relative: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+fn envelope() -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(repository_path(
+            "registry/examples/seed-10.1-sample-envelope.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap()
+}
+
+fn orchestrator(
+    store: Arc<InMemoryRunStore>,
+    queue: Arc<dyn StepQueue>,
+    model: Arc<CountingModel>,
+) -> Arc<Orchestrator> {
+    Arc::new(Orchestrator {
+        store,
+        queue,
+        llm: model,
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+        registry: Arc::new(load_registry(&repository_path("registry")).unwrap()),
+        validators: Arc::new(ValidatorCache::new()),
+        settings: OrchestratorSettings {
+            busy_retry_delay: Duration::from_millis(20),
+            ..OrchestratorSettings::default()
+        },
+        worker_id: "test-worker".into(),
+    })
+}
+
+async fn assert_completed_once_per_node(
+    store: &InMemoryRunStore,
+    orchestrator: &Orchestrator,
+    run_id: &str,
+    model: &CountingModel,
+) {
+    let state = store.load_run("t", run_id).await.unwrap().unwrap().state;
+    assert_eq!(state.status, RunStatus::Completed);
+    let frames = read_all_events_after(orchestrator, "t", run_id, 0)
+        .await
+        .unwrap();
+    for (index, frame) in frames.iter().enumerate() {
+        assert_eq!(frame.id, index as u64 + 1, "contiguous sequence numbers");
+    }
+    let count = |event_type: EventType| {
+        frames
+            .iter()
+            .filter(|frame| frame.event_type == event_type)
+            .count()
+    };
+    let nodes = state.plan.as_ref().unwrap().nodes.len();
+    assert_eq!(
+        count(EventType::NodeComplete),
+        nodes,
+        "no duplicated node_complete"
+    );
+    assert_eq!(
+        count(EventType::NodeStart),
+        nodes,
+        "no duplicated node_start"
+    );
+    assert_eq!(count(EventType::PlanGenerated), 1);
+    assert_eq!(count(EventType::Complete), 1);
+    assert_eq!(
+        model.calls.load(Ordering::SeqCst),
+        nodes,
+        "one model call per node"
+    );
+}
+
+#[tokio::test]
+async fn every_message_delivered_twice_changes_nothing() {
+    let store = Arc::new(InMemoryRunStore::new());
+    let inner = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let orchestrator = orchestrator(
+        store.clone(),
+        Arc::new(DuplicatingQueue(inner.clone())),
+        model.clone(),
+    );
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let runner = LocalRunner {
+        orchestrator: orchestrator.clone(),
+        queue: inner,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    assert_completed_once_per_node(&store, &orchestrator, &submitted.run_id, &model).await;
+}
+
+#[tokio::test]
+async fn a_send_lost_after_commit_is_repaired_by_redelivery() {
+    let store = Arc::new(InMemoryRunStore::new());
+    let inner = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let queue = Arc::new(FailingSendQueue {
+        inner: inner.clone(),
+        failures_left: AtomicUsize::new(2),
+    });
+    let orchestrator = orchestrator(store.clone(), queue, model.clone());
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let runner = LocalRunner {
+        orchestrator: orchestrator.clone(),
+        queue: inner,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    assert!(
+        store
+            .pending_outbox("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .is_empty(),
+        "outbox drained"
+    );
+    assert_completed_once_per_node(&store, &orchestrator, &submitted.run_id, &model).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_deliveries_of_one_step_call_the_model_once() {
+    let store = Arc::new(InMemoryRunStore::new());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::from_millis(200),
+    });
+    let orchestrator = orchestrator(store.clone(), queue.clone(), model.clone());
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
+    orchestrator.handle_step(&plan.message).await.unwrap();
+    queue.acknowledge(&plan.receipt).await.unwrap();
+    let first_node = queue
+        .receive(1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0)
+        .message;
+    let (left, right) = tokio::join!(
+        orchestrator.handle_step(&first_node),
+        orchestrator.handle_step(&first_node)
+    );
+    let outcomes = [left.unwrap(), right.unwrap()];
+    assert!(
+        outcomes
+            .iter()
+            .any(|outcome| matches!(outcome, StepOutcome::Committed { .. })),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes
+            .iter()
+            .any(|outcome| matches!(outcome, StepOutcome::Busy { .. })),
+        "{outcomes:?}"
+    );
+    assert_eq!(model.calls.load(Ordering::SeqCst), 1);
+    // The loser's redelivery after the winner's commit is stale and appends nothing.
+    let before = read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(
+        orchestrator.handle_step(&first_node).await.unwrap(),
+        StepOutcome::Stale
+    );
+    let after = read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(before, after);
+    assert_eq!(model.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_idempotency_key_returns_the_same_run() {
+    let store = Arc::new(InMemoryRunStore::new());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let orchestrator = orchestrator(store, queue, model);
+    let mut envelope = envelope();
+    envelope["idempotencyKey"] = "order-42".into();
+    let first = orchestrator.submit_run("t", &envelope).await.unwrap();
+    let second = orchestrator.submit_run("t", &envelope).await.unwrap();
+    assert_eq!(first.run_id, second.run_id);
+    assert!(second.deduplicated && !first.deduplicated);
+    let other_tenant = orchestrator.submit_run("u", &envelope).await.unwrap();
+    assert_ne!(
+        other_tenant.run_id, first.run_id,
+        "keys are scoped by tenant"
+    );
+}
