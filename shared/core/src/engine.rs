@@ -787,3 +787,353 @@ fn evaluate_constraints(envelope: &TaskEnvelope, scope: &Value) -> (f64, Vec<Val
     }
     (satisfaction_score(&outcomes), broken_hard)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Table-driven engine tests: (state, input) → (status, event types, outbox).
+
+    use super::*;
+    use crate::capability::CapabilityRegistration;
+    use crate::facet::{Facet, FacetDirection};
+    use crate::planner::plan_deterministically;
+
+    const NOW: &str = "2026-01-01T00:00:00Z";
+
+    fn registry() -> Registry {
+        let mut registry = Registry::default();
+        for name in ["notes", "brief", "draft"] {
+            registry
+                .add_facet(
+                    Facet {
+                        name: name.into(),
+                        title: name.into(),
+                        description: name.into(),
+                        schema: json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}),
+                        semantics: String::new(),
+                        direction: FacetDirection::Bidirectional,
+                        required_by_default: true,
+                        metadata: Map::new(),
+                    },
+                    "test",
+                )
+                .unwrap();
+        }
+        for (id, input, output) in [
+            ("plan.brief", "notes", "brief"),
+            ("write.draft", "brief", "draft"),
+        ] {
+            let capability: CapabilityRegistration = serde_json::from_value(json!({
+                "capabilityId": id, "agentType": "ai", "version": "1", "displayName": id, "summary": id,
+                "inputContract": [input], "outputContract": [output]
+            }))
+            .unwrap();
+            registry.add_capability(capability, "test").unwrap();
+        }
+        registry
+    }
+
+    fn envelope() -> TaskEnvelope {
+        TaskEnvelope::parse_value(&json!({
+            "objective": "o",
+            "inputs": {"notes": {"text": "n"}},
+            "outputContract": {"schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}}}
+        }))
+        .unwrap()
+    }
+
+    fn started() -> RunState {
+        let identity = NewRunIdentity {
+            run_id: "run".into(),
+            tenant_id: "t".into(),
+            correlation_id: "c".into(),
+            thread_id: "th".into(),
+        };
+        start_run(identity, envelope(), NOW, 3).state
+    }
+
+    fn planned(registry: &Registry, validators: &ValidatorCache) -> RunState {
+        let context = EngineContext {
+            registry,
+            validators,
+        };
+        let state = started();
+        let plan = plan_deterministically(&state.envelope, registry);
+        decide(state, StepInput::PlanDrafted(plan), NOW, &context)
+            .unwrap()
+            .state
+    }
+
+    fn answer(node: &str, attempt: u32, content: Value) -> StepInput {
+        StepInput::NodeAnswered {
+            node_id: node.into(),
+            attempt,
+            content: content.to_string(),
+            usage: TokenUsage::default(),
+        }
+    }
+
+    fn event_types(decision: &Decision) -> Vec<&'static str> {
+        decision
+            .events
+            .iter()
+            .map(|event| event.event_type.as_str())
+            .collect()
+    }
+
+    fn outbox(decision: &Decision) -> Vec<String> {
+        decision
+            .outbox
+            .iter()
+            .map(|message| message.message_id.clone())
+            .collect()
+    }
+
+    #[test]
+    fn start_run_emits_start_and_queues_planning() {
+        let identity = NewRunIdentity {
+            run_id: "run".into(),
+            tenant_id: "t".into(),
+            correlation_id: "c".into(),
+            thread_id: "th".into(),
+        };
+        let decision = start_run(identity, envelope(), NOW, 3);
+        assert_eq!(event_types(&decision), vec!["start"]);
+        assert_eq!(outbox(&decision), vec!["run:plan"]);
+        assert_eq!(decision.state.status, RunStatus::Queued);
+    }
+
+    #[test]
+    fn step_table() {
+        let registry = registry();
+        let validators = ValidatorCache::new();
+        let context = EngineContext {
+            registry: &registry,
+            validators: &validators,
+        };
+        let valid_brief = json!({"brief": {"text": "b"}});
+        let valid_draft = json!({"draft": {"text": "d"}});
+        let mut after_first_node = planned(&registry, &validators);
+        after_first_node = decide(
+            after_first_node,
+            answer("node_1", 1, valid_brief.clone()),
+            NOW,
+            &context,
+        )
+        .unwrap()
+        .state;
+        let mut on_last_attempt = planned(&registry, &validators);
+        if let Some(record) = on_last_attempt.nodes.get_mut("node_1") {
+            record.current_attempt = 3;
+        }
+        struct Row {
+            name: &'static str,
+            state: RunState,
+            input: StepInput,
+            status: RunStatus,
+            events: Vec<&'static str>,
+            outbox: Vec<&'static str>,
+        }
+        let rows = vec![
+            Row {
+                name: "plan accepted schedules the first node",
+                state: started(),
+                input: StepInput::PlanDrafted(plan_deterministically(&envelope(), &registry)),
+                status: RunStatus::Running,
+                events: vec!["plan_requested", "plan_generated"],
+                outbox: vec!["run:node_1:1"],
+            },
+            Row {
+                name: "no plan rejects the run",
+                state: started(),
+                input: StepInput::PlanDrafted(Err(vec![PlanDiagnostic::hard(
+                    "output.draft",
+                    crate::diagnostics::DiagnosticCause::MissingProducer,
+                    "draft is produced",
+                )])),
+                status: RunStatus::PlanRejected,
+                events: vec!["plan_requested", "plan_rejected", "error"],
+                outbox: vec![],
+            },
+            Row {
+                name: "a valid answer completes the node and schedules the next",
+                state: planned(&registry, &validators),
+                input: answer("node_1", 1, valid_brief.clone()),
+                status: RunStatus::Running,
+                events: vec!["node_complete"],
+                outbox: vec!["run:node_2:1"],
+            },
+            Row {
+                name: "an invalid answer is re-prompted",
+                state: planned(&registry, &validators),
+                input: answer("node_1", 1, json!({"brief": {"wrong": true}})),
+                status: RunStatus::Running,
+                events: vec!["validation_error"],
+                outbox: vec!["run:node_1:2"],
+            },
+            Row {
+                name: "text that is not JSON is re-prompted",
+                state: planned(&registry, &validators),
+                input: StepInput::NodeAnswered {
+                    node_id: "node_1".into(),
+                    attempt: 1,
+                    content: "{oops".into(),
+                    usage: TokenUsage::default(),
+                },
+                status: RunStatus::Running,
+                events: vec!["validation_error"],
+                outbox: vec!["run:node_1:2"],
+            },
+            Row {
+                name: "an invalid answer on the last attempt fails the run",
+                state: on_last_attempt,
+                input: answer("node_1", 3, json!({})),
+                status: RunStatus::Failed,
+                events: vec!["validation_error", "node_error", "error"],
+                outbox: vec![],
+            },
+            Row {
+                name: "the last node's valid answer completes the run",
+                state: after_first_node.clone(),
+                input: answer("node_2", 1, valid_draft),
+                status: RunStatus::Completed,
+                events: vec!["node_complete", "metrics", "complete"],
+                outbox: vec![],
+            },
+            Row {
+                name: "a provider failure fails the node and the run",
+                state: after_first_node.clone(),
+                input: StepInput::NodeInvocationFailed {
+                    node_id: "node_2".into(),
+                    attempt: 1,
+                    code: "llm_server_error".into(),
+                    message: "500".into(),
+                },
+                status: RunStatus::Failed,
+                events: vec!["node_error", "error"],
+                outbox: vec![],
+            },
+            Row {
+                name: "a human node parks the run",
+                state: after_first_node,
+                input: StepInput::NodeParkedForHuman {
+                    node_id: "node_2".into(),
+                    attempt: 1,
+                },
+                status: RunStatus::AwaitingHuman,
+                events: vec!["node_start"],
+                outbox: vec![],
+            },
+        ];
+        for row in rows {
+            let decision = decide(row.state, row.input, NOW, &context).unwrap();
+            assert_eq!(decision.state.status, row.status, "{}", row.name);
+            assert_eq!(event_types(&decision), row.events, "{}", row.name);
+            assert_eq!(outbox(&decision), row.outbox, "{}", row.name);
+        }
+    }
+
+    #[test]
+    fn completion_carries_the_output_and_feedback_reaches_the_next_attempt() {
+        let registry = registry();
+        let validators = ValidatorCache::new();
+        let context = EngineContext {
+            registry: &registry,
+            validators: &validators,
+        };
+        let state = planned(&registry, &validators);
+        let state = decide(
+            state,
+            answer("node_1", 1, json!({"brief": 1})),
+            NOW,
+            &context,
+        )
+        .unwrap()
+        .state;
+        let NodeDispatch::Model(request) = dispatch_node(&state, "node_1", &context).unwrap()
+        else {
+            unreachable!("node_1 is an AI node")
+        };
+        let user: Value = serde_json::from_str(&request.user_message).unwrap();
+        assert_eq!(user["previousAttemptErrors"][0]["facet"], "brief");
+        let state = decide(
+            state,
+            answer("node_1", 2, json!({"brief": {"text": "b"}})),
+            NOW,
+            &context,
+        )
+        .unwrap()
+        .state;
+        let done = decide(
+            state,
+            answer("node_2", 1, json!({"draft": {"text": "d"}})),
+            NOW,
+            &context,
+        )
+        .unwrap();
+        assert_eq!(done.state.output, Some(json!({"draft": {"text": "d"}})));
+        let complete = done.events.last().unwrap();
+        assert_eq!(
+            complete.payload.as_ref().unwrap()["output"]["draft"]["text"],
+            "d"
+        );
+    }
+
+    #[test]
+    fn staleness_table() {
+        let registry = registry();
+        let validators = ValidatorCache::new();
+        let context = EngineContext {
+            registry: &registry,
+            validators: &validators,
+        };
+        let planned_state = planned(&registry, &validators);
+        let first = StepCommand::ExecuteNode {
+            node_id: "node_1".into(),
+            attempt: 1,
+        };
+        assert!(
+            is_stale(&planned_state, &StepCommand::Plan),
+            "planning twice"
+        );
+        assert!(!is_stale(&planned_state, &first));
+        assert!(
+            is_stale(
+                &planned_state,
+                &StepCommand::ExecuteNode {
+                    node_id: "node_2".into(),
+                    attempt: 1
+                }
+            ),
+            "not scheduled yet"
+        );
+        let done = decide(
+            planned_state,
+            answer("node_1", 1, json!({"brief": {"text": "b"}})),
+            NOW,
+            &context,
+        )
+        .unwrap()
+        .state;
+        assert!(is_stale(&done, &first), "duplicate after completion");
+        assert!(!is_stale(&started(), &StepCommand::Plan));
+    }
+
+    #[test]
+    fn input_breaking_the_node_contract_is_rejected_before_dispatch() {
+        let registry = registry();
+        let validators = ValidatorCache::new();
+        let context = EngineContext {
+            registry: &registry,
+            validators: &validators,
+        };
+        let mut state = planned(&registry, &validators);
+        let mut envelope = (*state.envelope).clone();
+        envelope.inputs.insert("notes".into(), json!({"text": 5}));
+        state.envelope = Arc::new(envelope);
+        let dispatch = dispatch_node(&state, "node_1", &context).unwrap();
+        let NodeDispatch::InputRejected(violations) = dispatch else {
+            unreachable!("notes.text must be a string")
+        };
+        assert_eq!(violations[0].facet.as_deref(), Some("notes"));
+    }
+}
