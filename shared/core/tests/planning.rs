@@ -1,0 +1,217 @@
+//! Planner and validator over the repository's registry: goal facets, policy
+//! enforcement, constraint satisfiability and the diagnostics they produce.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::path::{Path, PathBuf};
+
+use baton_core::diagnostics::{DiagnosticCause, DiagnosticsBundle, PlanStatus};
+use baton_core::envelope::TaskEnvelope;
+use baton_core::planner::plan_deterministically;
+use baton_core::registry::{Registry, RegistryDocument};
+use baton_core::schema::ValidatorCache;
+use baton_core::validator::{rejected_bundle, validate_plan};
+use serde_json::{Value, json};
+
+fn repository(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+fn documents(directory: &str) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(repository(directory))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    paths.sort();
+    paths
+}
+
+fn registry() -> Registry {
+    let facets: Vec<RegistryDocument> = documents("registry/facets")
+        .into_iter()
+        .map(|path| RegistryDocument {
+            source_name: path.display().to_string(),
+            text: std::fs::read_to_string(&path).unwrap(),
+        })
+        .collect();
+    let capabilities: Vec<(RegistryDocument, Option<String>)> = documents("registry/capabilities")
+        .into_iter()
+        .map(|path| {
+            (
+                RegistryDocument {
+                    source_name: path.display().to_string(),
+                    text: std::fs::read_to_string(&path).unwrap(),
+                },
+                None,
+            )
+        })
+        .collect();
+    Registry::from_documents(&facets, &capabilities).unwrap()
+}
+
+fn example(name: &str) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(repository(&format!("registry/examples/{name}"))).unwrap(),
+    )
+    .unwrap()
+}
+
+fn plan_and_validate(envelope: &Value) -> (Option<Vec<String>>, DiagnosticsBundle) {
+    let registry = registry();
+    let envelope = TaskEnvelope::parse_value(envelope).unwrap();
+    match plan_deterministically(&envelope, &registry) {
+        Ok(plan) => {
+            let bundle = validate_plan(&plan, &envelope, &registry, &ValidatorCache::new());
+            (
+                Some(
+                    plan.nodes
+                        .iter()
+                        .map(|node| node.capability_id.clone())
+                        .collect(),
+                ),
+                bundle,
+            )
+        }
+        Err(diagnostics) => (None, rejected_bundle(diagnostics)),
+    }
+}
+
+#[test]
+fn the_seed_sample_chains_strategy_into_the_writer() {
+    let (capabilities, bundle) = plan_and_validate(&example("seed-10.1-sample-envelope.json"));
+    assert_eq!(
+        capabilities.unwrap(),
+        vec![
+            "StrategyManager.writerBrief",
+            "ContentGenerator.copyVariants"
+        ]
+    );
+    assert_eq!(bundle.status, PlanStatus::Accepted);
+    assert_eq!(bundle.satisfaction_score, 1.0);
+}
+
+#[test]
+fn positioning_chains_strategist_and_messaging_without_the_human_review() {
+    let (capabilities, bundle) = plan_and_validate(&example("positioning-recommendation.json"));
+    assert_eq!(
+        capabilities.unwrap(),
+        vec!["strategist.Positioning", "copywriter.Messaging"]
+    );
+    assert_eq!(bundle.status, PlanStatus::Accepted);
+}
+
+#[test]
+fn forbidding_the_only_producer_rejects_with_missing_producer() {
+    let mut envelope = example("seed-10.1-sample-envelope.json");
+    envelope["policies"]["planner"] = json!({"selection": {"forbid": ["ContentGenerator"]}});
+    let (capabilities, bundle) = plan_and_validate(&envelope);
+    assert!(capabilities.is_none());
+    assert_eq!(bundle.status, PlanStatus::Rejected);
+    assert_eq!(bundle.failures[0].cause, DiagnosticCause::MissingProducer);
+    assert_eq!(
+        bundle.failures[0].constraint_id.as_deref(),
+        Some("output.copyVariants")
+    );
+}
+
+#[test]
+fn a_required_capability_missing_from_the_plan_is_a_hard_failure() {
+    let mut envelope = example("seed-10.1-sample-envelope.json");
+    envelope["policies"]["planner"] =
+        json!({"selection": {"require": ["QualityAssurance.contentReview"]}});
+    let (_, bundle) = plan_and_validate(&envelope);
+    assert_eq!(bundle.status, PlanStatus::Rejected);
+    assert_eq!(bundle.failures[0].cause, DiagnosticCause::MissingEnforcer);
+}
+
+#[test]
+fn max_depth_is_enforced() {
+    let mut envelope = example("seed-10.1-sample-envelope.json");
+    envelope["policies"]["planner"] = json!({"topology": {"maxDepth": 1}});
+    let (_, bundle) = plan_and_validate(&envelope);
+    assert_eq!(bundle.status, PlanStatus::Rejected);
+    assert_eq!(
+        bundle.failures[0].constraint_id.as_deref(),
+        Some("policy.topology.maxDepth")
+    );
+}
+
+#[test]
+fn variant_count_contradicting_max_items_is_schema_incompatible() {
+    let mut envelope = example("seed-10.0.1-stream-contract-variants.json");
+    envelope["policies"] = json!({"planner": {"topology": {"variantCount": 3}}});
+    let (_, bundle) = plan_and_validate(&envelope);
+    assert_eq!(bundle.status, PlanStatus::Rejected);
+    assert_eq!(
+        bundle.failures[0].cause,
+        DiagnosticCause::SchemaIncompatible
+    );
+}
+
+#[test]
+fn constraints_on_unproduced_facets_score_by_severity() {
+    let mut envelope = example("seed-10.1-sample-envelope.json");
+    envelope["outputContract"]["constraints"] = json!([
+        {"constraintId": "min_qa", "level": "soft", "expr": {">=": [{"var": "qaFindings.overallScore"}, 0.8]}},
+        {"constraintId": "has_variants", "level": "hard", "expr": {"!!": [{"var": "copyVariants"}]}},
+        {"constraintId": "tone_note", "level": "informational", "expr": {"!!": [{"var": "toneOfVoice"}]}}
+    ]);
+    let (_, bundle) = plan_and_validate(&envelope);
+    assert_eq!(bundle.status, PlanStatus::AcceptedWithFindings);
+    assert_eq!(bundle.warnings.len(), 1);
+    assert_eq!(bundle.warnings[0].cause, DiagnosticCause::UnsatisfiedSoft);
+    assert!(
+        (bundle.satisfaction_score - 1.0 / 1.5).abs() < 1e-9,
+        "{}",
+        bundle.satisfaction_score
+    );
+    envelope["outputContract"]["constraints"][0]["level"] = json!("hard");
+    let (_, bundle) = plan_and_validate(&envelope);
+    assert_eq!(bundle.status, PlanStatus::Rejected);
+    assert_eq!(bundle.failures[0].constraint_id.as_deref(), Some("min_qa"));
+}
+
+#[test]
+fn goal_facets_are_tightened_by_the_caller_schema() {
+    let registry = registry();
+    let envelope =
+        TaskEnvelope::parse_value(&example("seed-10.0.1-stream-contract-variants.json")).unwrap();
+    let plan = plan_deterministically(&envelope, &registry).unwrap();
+    let writer = plan.final_producer_of("copyVariants").unwrap();
+    let schema = &writer.output_contract.schema["properties"]["copyVariants"];
+    assert_eq!(schema["allOf"][1]["maxItems"], 2, "{schema}");
+    assert!(
+        writer
+            .output_contract
+            .provenance
+            .iter()
+            .any(|p| p.facet == "copyVariants" && p.tightened_by_caller_contract)
+    );
+}
+
+#[test]
+fn every_facet_example_satisfies_its_own_schema() {
+    let registry = registry();
+    let mut checked = 0;
+    for facet in registry.facets.list() {
+        let validator = baton_core::schema::compile_schema(&facet.schema, &facet.name).unwrap();
+        for example in facet
+            .schema
+            .get("examples")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let violations = baton_core::schema::collect_violations(&validator, example);
+            assert!(
+                violations.is_empty(),
+                "facet {} example breaks its schema: {violations:?}",
+                facet.name
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 12, "examples were found and checked ({checked})");
+}
