@@ -2,6 +2,8 @@
 //! a node's selected facets into one object schema, keeping provenance (which
 //! facet each property came from) so validation errors can name the facet.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
@@ -24,7 +26,8 @@ pub struct FacetProvenance {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CompiledContract {
-    pub schema: Value,
+    /// Shared: plans, requests and validators hand it around without copying.
+    pub schema: Arc<Value>,
     pub provenance: Vec<FacetProvenance>,
     /// Digest of the schema text, computed once: the validator cache key.
     pub schema_key: String,
@@ -103,7 +106,7 @@ pub fn compile_contract(
     // Compilability is proven by the plan validator (through its cache).
     let schema_key = schema_key_of(&schema);
     Ok(CompiledContract {
-        schema,
+        schema: Arc::new(schema),
         provenance,
         schema_key,
     })

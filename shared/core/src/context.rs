@@ -5,7 +5,7 @@
 //! never other nodes' history.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::plan::PlanNode;
 use crate::registry::Registry;
@@ -38,7 +38,7 @@ pub struct ModelRequest {
     pub user_message: String,
     /// Name for `response_format.json_schema.name` (`[a-zA-Z0-9_-]`).
     pub schema_name: String,
-    pub output_schema: Value,
+    pub output_schema: std::sync::Arc<Value>,
 }
 
 /// The value of `facet` as `node` should see it: from the producer the plan
@@ -110,30 +110,40 @@ pub fn schema_name_for(capability_id: &str) -> String {
     }
 }
 
+/// The user message: the bundle, serialized without intermediate copies.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct UserMessage<'a> {
+    objective: &'a str,
+    inputs: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    context: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    special_instructions: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    acceptance_criteria: &'a [String],
+    #[serde(skip_serializing_if = "<[SchemaViolation]>::is_empty")]
+    previous_attempt_errors: &'a [SchemaViolation],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<&'static str>,
+}
+
 /// The model request for `node` with `bundle`.
 pub fn build_model_request(node: &PlanNode, bundle: &ContextBundle) -> ModelRequest {
-    let mut user = json!({
-        "objective": bundle.objective,
-        "inputs": bundle.inputs,
-    });
-    if !bundle.context.is_empty() {
-        user["context"] = Value::Object(bundle.context.clone());
-    }
-    if !bundle.special_instructions.is_empty() {
-        user["specialInstructions"] = json!(bundle.special_instructions);
-    }
-    if !bundle.acceptance_criteria.is_empty() {
-        user["acceptanceCriteria"] = json!(bundle.acceptance_criteria);
-    }
-    if !bundle.previous_attempt_errors.is_empty() {
-        user["previousAttemptErrors"] = json!(bundle.previous_attempt_errors);
-        user["fix"] = json!(
-            "Your previous answer broke the schema as listed; answer again with every error fixed."
-        );
-    }
+    let user = UserMessage {
+        objective: &bundle.objective,
+        inputs: &bundle.inputs,
+        context: &bundle.context,
+        special_instructions: &bundle.special_instructions,
+        acceptance_criteria: &bundle.acceptance_criteria,
+        previous_attempt_errors: &bundle.previous_attempt_errors,
+        fix: (!bundle.previous_attempt_errors.is_empty()).then_some(
+            "Your previous answer broke the schema as listed; answer again with every error fixed.",
+        ),
+    };
     ModelRequest {
         system_instruction: node.instructions.clone(),
-        user_message: user.to_string(),
+        user_message: serde_json::to_string(&user).unwrap_or_default(),
         schema_name: schema_name_for(&node.capability_id),
         output_schema: node.output_contract.schema.clone(),
     }

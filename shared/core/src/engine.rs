@@ -165,13 +165,17 @@ pub fn dispatch_node(
     context: &EngineContext<'_>,
 ) -> Result<NodeDispatch, CoreError> {
     let node = plan_node(state, node_id)?;
-    let bundle = build_context_bundle(state, node, context.registry);
+    let mut bundle = build_context_bundle(state, node, context.registry);
     let validator = context.validators.validator_for_key(
         &node.input_contract.schema_key,
         &node.input_contract.schema,
         "input contract",
     )?;
-    let mut violations = collect_violations(&validator, &Value::Object(bundle.inputs.clone()));
+    let inputs = Value::Object(std::mem::take(&mut bundle.inputs));
+    let mut violations = collect_violations(&validator, &inputs);
+    if let Value::Object(map) = inputs {
+        bundle.inputs = map;
+    }
     if !violations.is_empty() {
         node.input_contract.attribute_violations(&mut violations);
         return Ok(NodeDispatch::InputRejected(violations));

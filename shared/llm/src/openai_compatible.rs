@@ -276,7 +276,9 @@ mod tests {
             system_instruction: "be brief".into(),
             user_message: "{}".into(),
             schema_name: "answer".into(),
-            output_schema: json!({"type": "object", "required": ["greeting"], "properties": {"greeting": {"type": "string"}}}),
+            output_schema: std::sync::Arc::new(
+                json!({"type": "object", "required": ["greeting"], "properties": {"greeting": {"type": "string"}}}),
+            ),
         }
     }
 
