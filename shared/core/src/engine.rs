@@ -569,7 +569,7 @@ fn decide_answer(
     match violations {
         (Some(answer), violations) if violations.is_empty() => {
             record.status = NodeStatus::Completed;
-            record.output = Some(answer);
+            record.output = Some(Arc::new(answer));
             record.feedback.clear();
             events.push(
                 EventDraft::new(EventType::NodeComplete, now)

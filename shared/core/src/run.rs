@@ -79,8 +79,9 @@ pub struct NodeRecord {
     pub status: NodeStatus,
     /// The attempt the current step message is for (0 before scheduling).
     pub current_attempt: u32,
+    /// Shared, so loading a run does not copy every node's answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    pub output: Option<Arc<Value>>,
     /// Violations of the previous attempt, fed back to the next one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feedback: Vec<SchemaViolation>,

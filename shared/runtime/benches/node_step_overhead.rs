@@ -156,6 +156,7 @@ fn bench_node_steps(criterion: &mut Criterion) {
             validators: validators.clone(),
             settings: OrchestratorSettings::default(),
             worker_id: "bench".into(),
+            claim_counter: Default::default(),
         });
         let submitted = orchestrator.submit_run("bench", &envelope).await.unwrap();
         let runner = LocalRunner {
@@ -184,6 +185,7 @@ fn bench_node_steps(criterion: &mut Criterion) {
             validators: validators.clone(),
             settings: OrchestratorSettings::default(),
             worker_id: "bench".into(),
+            claim_counter: Default::default(),
         };
         orchestrator.submit_run("bench", &envelope).await.unwrap();
         let plan_message = queue

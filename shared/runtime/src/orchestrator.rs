@@ -91,7 +91,10 @@ pub struct Orchestrator {
     pub registry: Arc<Registry>,
     pub validators: Arc<ValidatorCache>,
     pub settings: OrchestratorSettings,
+    /// Unique per process (e.g. the Lambda instance); claims are scoped by it.
     pub worker_id: String,
+    /// Numbers this process's claims; start it at 0.
+    pub claim_counter: std::sync::atomic::AtomicU64,
 }
 
 /// `$.inputs.key` plus a JSON pointer rendered as `.field[0]`.
@@ -280,7 +283,11 @@ impl Orchestrator {
                             u64::try_from(self.settings.node_lease.as_millis()).unwrap_or(u64::MAX);
                         // One claimant per handling, so two deliveries in the
                         // same process are rivals too.
-                        let claimant = format!("{}/{}", self.worker_id, self.ids.new_id("claim"));
+                        let claimant = format!(
+                            "{}/{}",
+                            self.worker_id,
+                            self.claim_counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        );
                         let claim = NodeClaim {
                             node_id,
                             attempt: *attempt,
