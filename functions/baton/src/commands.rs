@@ -88,7 +88,7 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
         validators: Arc::new(ValidatorCache::new()),
         settings: OrchestratorSettings::default(),
         worker_id: "local".into(),
-            claim_counter: Default::default(),
+        claim_counter: Default::default(),
     });
     let submitted = match orchestrator.submit_run(LOCAL_TENANT, &envelope_json).await {
         Ok(submitted) => submitted,

@@ -13,6 +13,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// mimalloc: the engine allocates many small JSON values per step; it cuts
+/// the per-step overhead by about a third against glibc malloc (see the bench).
+#[global_allocator]
+static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "baton",

@@ -29,6 +29,10 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
+/// The same allocator the shipped binaries use.
+#[global_allocator]
+static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const STAGES: [&str; 6] = [
     "objective_notes",
     "strategy_brief",

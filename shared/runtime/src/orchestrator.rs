@@ -286,7 +286,8 @@ impl Orchestrator {
                         let claimant = format!(
                             "{}/{}",
                             self.worker_id,
-                            self.claim_counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                            self.claim_counter
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                         );
                         let claim = NodeClaim {
                             node_id,

@@ -137,7 +137,7 @@ fn orchestrator(
             ..OrchestratorSettings::default()
         },
         worker_id: "test-worker".into(),
-            claim_counter: Default::default(),
+        claim_counter: Default::default(),
     })
 }
 
