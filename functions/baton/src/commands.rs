@@ -61,21 +61,17 @@ fn report_invalid_envelope(path: &Path, error: &RuntimeError) -> u8 {
     }
 }
 
-/// `baton run`: runs the envelope in-process and prints every frame.
-pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: OutputFormat) -> u8 {
-    let envelope_json = match read_envelope_json(envelope_path) {
-        Ok(value) => value,
-        Err(code) => return code,
-    };
-    let registry = match load_registry_or_exit(registry) {
-        Ok(registry) => Arc::new(registry),
-        Err(code) => return code,
-    };
-    let provider =
-        match OpenAiCompatibleConfig::from_environment().and_then(OpenAiCompatibleProvider::new) {
-            Ok(provider) => provider,
-            Err(error) => return invalid(format!("{error} (see README, Configuration)")),
-        };
+type EmbeddedParts = (
+    Arc<Orchestrator>,
+    Arc<InMemoryRunStore>,
+    Arc<InMemoryStepQueue>,
+);
+
+/// The embedded default: in-memory store and queue, the configured model.
+fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
+    let provider = OpenAiCompatibleConfig::from_environment()
+        .and_then(OpenAiCompatibleProvider::new)
+        .map_err(|error| invalid(format!("{error} (see README, Configuration)")))?;
     let store = Arc::new(InMemoryRunStore::new());
     let queue = Arc::new(InMemoryStepQueue::new());
     let orchestrator = Arc::new(Orchestrator {
@@ -87,9 +83,97 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
         registry,
         validators: Arc::new(ValidatorCache::new()),
         settings: OrchestratorSettings::default(),
-        worker_id: "local".into(),
+        worker_id: format!("local-{}", std::process::id()),
         claim_counter: Default::default(),
     });
+    Ok((orchestrator, store, queue))
+}
+
+/// `baton serve`: the HTTP API and the step worker in one local process.
+pub async fn serve(
+    store: crate::StoreChoice,
+    address: std::net::SocketAddr,
+    registry: Option<PathBuf>,
+) -> u8 {
+    if store == crate::StoreChoice::Dynamodb {
+        return invalid(
+            "--store dynamodb is not available yet (the DynamoDB/SQS adapters are in progress, issue 3); use --store memory",
+        );
+    }
+    let registry = match load_registry_or_exit(registry) {
+        Ok(registry) => Arc::new(registry),
+        Err(code) => return code,
+    };
+    let (orchestrator, _, _) = match embedded_orchestrator(registry) {
+        Ok(parts) => parts,
+        Err(code) => return code,
+    };
+    let authenticator = match std::env::var("BATON_API_TOKENS")
+        .ok()
+        .filter(|text| !text.trim().is_empty())
+    {
+        Some(text) => match baton_http::TokenAuthenticator::from_configuration(&text) {
+            Ok(authenticator) => authenticator,
+            Err(message) => return invalid(message),
+        },
+        None => {
+            eprintln!(
+                "baton serve: BATON_API_TOKENS is not set: every request is accepted as tenant `local` (local development only)"
+            );
+            baton_http::TokenAuthenticator::default().allowing_anonymous_when_unconfigured("local")
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        Err(error) => return invalid(format!("cannot listen on {address}: {error}")),
+    };
+    let bound = listener
+        .local_addr()
+        .map(|bound| bound.to_string())
+        .unwrap_or_else(|_| address.to_string());
+    eprintln!("baton serve: listening on http://{bound}/api/v1/flex (store: memory)");
+    let app = baton_http::router(baton_http::ApiState {
+        orchestrator: orchestrator.clone(),
+        authenticator: Arc::new(authenticator),
+        settings: baton_http::HttpSettings::default(),
+    });
+    let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(baton_runtime::worker::run_worker_until(
+        orchestrator,
+        async move {
+            let _ = stop_receiver.changed().await;
+        },
+    ));
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+    let _ = stop_sender.send(true);
+    let _ = worker.await;
+    match served {
+        Ok(()) => EXIT_COMPLETED,
+        Err(error) => {
+            eprintln!("baton serve: {error}");
+            EXIT_RUN_FAILED
+        }
+    }
+}
+
+/// `baton run`: runs the envelope in-process and prints every frame.
+pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: OutputFormat) -> u8 {
+    let envelope_json = match read_envelope_json(envelope_path) {
+        Ok(value) => value,
+        Err(code) => return code,
+    };
+    let registry = match load_registry_or_exit(registry) {
+        Ok(registry) => Arc::new(registry),
+        Err(code) => return code,
+    };
+    let (orchestrator, store, queue) = match embedded_orchestrator(registry) {
+        Ok(parts) => parts,
+        Err(code) => return code,
+    };
     let submitted = match orchestrator.submit_run(LOCAL_TENANT, &envelope_json).await {
         Ok(submitted) => submitted,
         Err(error @ RuntimeError::InvalidInput { .. }) => {

@@ -58,6 +58,24 @@ enum Command {
         #[arg(long)]
         registry: Option<PathBuf>,
     },
+    /// Serve the HTTP API and SSE streams on localhost, with the step worker in-process.
+    Serve {
+        #[arg(long, value_enum, default_value_t = StoreChoice::Memory)]
+        store: StoreChoice,
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        addr: std::net::SocketAddr,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+    },
+}
+
+/// Where `baton serve` keeps runs.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// In-memory store and queue (the embedded default).
+    Memory,
+    /// DynamoDB and SQS (AWS_ENDPOINT_URL, BATON_TABLE, BATON_QUEUE_URL).
+    Dynamodb,
 }
 
 fn main() -> ExitCode {
@@ -87,6 +105,11 @@ fn main() -> ExitCode {
                 format,
             } => commands::run(&envelope, registry, format).await,
             Command::Plan { envelope, registry } => commands::plan(&envelope, registry),
+            Command::Serve {
+                store,
+                addr,
+                registry,
+            } => commands::serve(store, addr, registry).await,
         }
     });
     ExitCode::from(code)

@@ -73,6 +73,8 @@ pub enum StepInput {
     },
     /// The node is performed by a human; the run parks.
     NodeParkedForHuman { node_id: String, attempt: u32 },
+    /// The caller cancelled the run.
+    CancelRequested { reason: String },
 }
 
 /// Read-only collaborators of `decide`.
@@ -300,6 +302,20 @@ pub fn decide(
                 now,
                 &mut events,
             );
+        }
+        StepInput::CancelRequested { reason } => {
+            if !state.status.is_terminal() {
+                state.status = RunStatus::Cancelled;
+                state.failure = Some(RunFailure {
+                    code: "cancelled".into(),
+                    message: reason.clone(),
+                });
+                events.push(
+                    EventDraft::new(EventType::Error, now)
+                        .message(format!("run cancelled: {reason}"))
+                        .payload(json!({"code": "cancelled", "status": state.status.as_str()})),
+                );
+            }
         }
         StepInput::NodeParkedForHuman { node_id, attempt } => {
             let node = plan_node(&state, &node_id)?.clone();

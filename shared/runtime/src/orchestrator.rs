@@ -241,6 +241,62 @@ impl Orchestrator {
         Ok(pending.len())
     }
 
+    /// Loads a run of `tenant_id` (None for another tenant's run).
+    pub async fn load_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<StoredRun>, RuntimeError> {
+        Ok(self.store.load_run(tenant_id, run_id).await?)
+    }
+
+    /// Cancels a run that has not ended; pending steps become stale.
+    /// Returns the run's status afterwards, or None when there is no such run.
+    pub async fn cancel_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        reason: &str,
+    ) -> Result<Option<RunStatus>, RuntimeError> {
+        for _ in 0..self.settings.max_commit_rounds {
+            let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+                return Ok(None);
+            };
+            if stored.state.status.is_terminal() {
+                return Ok(Some(stored.state.status));
+            }
+            let input = StepInput::CancelRequested {
+                reason: reason.to_string(),
+            };
+            let decision = decide(
+                stored.state,
+                input,
+                &self.now_text(),
+                &self.engine_context(),
+            )?;
+            let status = decision.state.status;
+            match self
+                .store
+                .commit_step(
+                    tenant_id,
+                    run_id,
+                    stored.version,
+                    decision.state,
+                    decision.events,
+                    decision.outbox,
+                )
+                .await
+            {
+                Ok(_) => return Ok(Some(status)),
+                Err(StoreError::VersionConflict { .. }) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(RuntimeError::Store(StoreError::VersionConflict {
+            expected: 0,
+        }))
+    }
+
     /// Performs one step message durably.
     pub async fn handle_step(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
         let node_id = match &message.command {

@@ -49,6 +49,35 @@ pub async fn process_received_step(
     outcome
 }
 
+/// Receives and performs steps until `shutdown` resolves (`baton serve`,
+/// long-running workers). Messages are processed concurrently.
+pub async fn run_worker_until(
+    orchestrator: Arc<Orchestrator>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(shutdown);
+    let mut in_progress = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            received = orchestrator.queue.receive(10, Duration::from_secs(1)) => match received {
+                Ok(batch) => {
+                    for step in batch {
+                        let orchestrator = orchestrator.clone();
+                        in_progress.spawn(async move { process_received_step(&orchestrator, step).await });
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "receiving steps failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            },
+            Some(_) = in_progress.join_next(), if !in_progress.is_empty() => {}
+        }
+    }
+    while in_progress.join_next().await.is_some() {}
+}
+
 /// The embedded default's worker: one process, in-memory queue.
 pub struct LocalRunner {
     pub orchestrator: Arc<Orchestrator>,

@@ -1,0 +1,89 @@
+//! The one error type of the HTTP layer and its JSON body.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use baton_runtime::RuntimeError;
+use serde_json::{Value, json};
+
+/// An error as the API reports it.
+#[derive(Debug, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    pub fn unauthorized() -> Self {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid `Authorization: Bearer <token>` header is required",
+        )
+    }
+
+    pub fn run_not_found(run_id: &str) -> Self {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "run_not_found",
+            format!("no run `{run_id}`"),
+        )
+    }
+
+    pub fn is_retryable(&self) -> bool {
+        self.status == StatusCode::SERVICE_UNAVAILABLE
+    }
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(error: RuntimeError) -> Self {
+        match &error {
+            RuntimeError::InvalidInput { path, message } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_envelope",
+                format!("{path}: {message}"),
+            )
+            .with_details(json!({"path": path})),
+            other if other.is_retryable() => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                other.to_string(),
+            ),
+            other => {
+                tracing::error!(error = %other, "request failed");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the request failed; see the server log",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(details) = self.details {
+            error["details"] = details;
+        }
+        (self.status, Json(json!({ "error": error }))).into_response()
+    }
+}

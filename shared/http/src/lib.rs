@@ -1,0 +1,18 @@
+//! `baton-http`: the HTTP API and SSE streams under `/api/v1/flex`, as one
+//! axum router shared by the `api` and `stream` functions and `baton serve`.
+//!
+//! It owns request parsing, bearer-token authentication and tenant scoping,
+//! the error body (`{"error": {"code", "message", "details"?}}`), and the SSE
+//! relay (replay from `Last-Event-ID`, follow, heartbeats).
+//!
+//! Invariants: every route authenticates before any store read; a run of
+//! another tenant is a 404 on every route; a bad envelope is a 400/422 naming
+//! the JSON path and nothing is persisted for it; no route panics.
+
+pub mod auth;
+pub mod error;
+pub mod routes;
+pub mod sse;
+
+pub use auth::TokenAuthenticator;
+pub use routes::{ApiState, HttpSettings, router};

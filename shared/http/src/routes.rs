@@ -1,0 +1,332 @@
+//! Routes under `/api/v1/flex`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use baton_runtime::orchestrator::Orchestrator;
+use serde_json::{Map, Value, json};
+
+use crate::auth::{Tenant, TokenAuthenticator};
+use crate::error::ApiError;
+use crate::sse::follow_run_events;
+
+/// Tunables of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct HttpSettings {
+    /// SSE comment heartbeat interval.
+    pub heartbeat: Duration,
+    /// How often a followed stream polls the store for new frames.
+    pub poll_interval: Duration,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            heartbeat: Duration::from_secs(15),
+            poll_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// Shared state of every route.
+#[derive(Clone)]
+pub struct ApiState {
+    pub orchestrator: Arc<Orchestrator>,
+    pub authenticator: Arc<TokenAuthenticator>,
+    pub settings: HttpSettings,
+}
+
+/// The whole API.
+pub fn router(state: ApiState) -> Router {
+    let routes = Router::new()
+        .route("/runs", post(create_run))
+        .route("/run.stream", post(create_run_and_stream))
+        .route("/runs/{run_id}", get(run_snapshot))
+        .route("/runs/{run_id}/events", get(run_events))
+        .route("/runs/{run_id}/cancel", post(cancel_run))
+        .route("/capabilities", get(list_capabilities))
+        .route("/run.resume", post(not_yet("resuming parked runs")))
+        .route("/hitl/resolve", post(not_yet("resolving HITL requests")))
+        .route("/tasks", get(not_yet("the human task queue")))
+        .route(
+            "/tasks/{task_id}/decline",
+            post(not_yet("declining human tasks")),
+        )
+        .route(
+            "/capabilities/register",
+            post(not_yet("capability registration")),
+        )
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state);
+    Router::new()
+        .nest("/api/v1/flex", routes)
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "route_not_found",
+                "no such route; the API lives under /api/v1/flex",
+            )
+        })
+}
+
+fn not_yet(
+    what: &'static str,
+) -> impl Fn() -> std::future::Ready<ApiError> + Clone + Send + 'static {
+    move || {
+        std::future::ready(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented",
+            format!("{what} is not implemented yet"),
+        ))
+    }
+}
+
+/// Authenticates before any handler (and so before any store read).
+async fn authenticate(State(state): State<ApiState>, mut request: Request, next: Next) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok());
+    match state.authenticator.authenticate(authorization) {
+        Some(tenant) => {
+            request.extensions_mut().insert(tenant);
+            next.run(request).await
+        }
+        None => ApiError::unauthorized().into_response(),
+    }
+}
+
+fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("the body is not valid JSON: {error}"),
+        )
+        .with_details(json!({"line": error.line(), "column": error.column()}))
+    })
+}
+
+async fn create_run(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let envelope = parse_json_body(&body)?;
+    let submitted = state.orchestrator.submit_run(&tenant.0, &envelope).await?;
+    let status = if submitted.deduplicated {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    Ok((
+        status,
+        Json(json!({
+            "runId": submitted.run_id,
+            "threadId": submitted.thread_id,
+            "status": submitted.status.as_str(),
+            "deduplicated": submitted.deduplicated,
+        })),
+    )
+        .into_response())
+}
+
+async fn create_run_and_stream(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let envelope = parse_json_body(&body)?;
+    let submitted = state.orchestrator.submit_run(&tenant.0, &envelope).await?;
+    let stream = follow_run_events(
+        state.orchestrator.clone(),
+        tenant.0,
+        submitted.run_id,
+        0,
+        state.settings.poll_interval,
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(state.settings.heartbeat))
+        .into_response())
+}
+
+fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
+    match headers
+        .get("last-event-id")
+        .map(|value| value.to_str().map(str::trim))
+    {
+        None => Ok(0),
+        Some(Ok("")) => Ok(0),
+        Some(Ok(text)) => text.parse().map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_last_event_id",
+                "Last-Event-ID must be a non-negative integer",
+            )
+            .with_details(json!({"header": "Last-Event-ID"}))
+        }),
+        Some(Err(_)) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_last_event_id",
+            "Last-Event-ID is not ASCII",
+        )),
+    }
+}
+
+async fn run_events(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let after = last_event_id(&headers)?;
+    if state
+        .orchestrator
+        .load_run(&tenant.0, &run_id)
+        .await?
+        .is_none()
+    {
+        return Err(ApiError::run_not_found(&run_id));
+    }
+    let stream = follow_run_events(
+        state.orchestrator.clone(),
+        tenant.0,
+        run_id,
+        after,
+        state.settings.poll_interval,
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(state.settings.heartbeat))
+        .into_response())
+}
+
+async fn cancel_run(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(run_id): Path<String>,
+) -> Result<Response, ApiError> {
+    match state
+        .orchestrator
+        .cancel_run(&tenant.0, &run_id, "cancelled by the caller")
+        .await?
+    {
+        None => Err(ApiError::run_not_found(&run_id)),
+        Some(status) => Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({"runId": run_id, "status": status.as_str()})),
+        )
+            .into_response()),
+    }
+}
+
+/// Keys whose values never leave the server.
+fn is_sensitive_key(key: &str) -> bool {
+    let lowered = key.to_ascii_lowercase().replace(['_', '-'], "");
+    [
+        "token",
+        "secret",
+        "apikey",
+        "password",
+        "authorization",
+        "credential",
+    ]
+    .iter()
+    .any(|word| lowered.contains(word))
+}
+
+/// Replaces sensitive values anywhere in `value`.
+pub fn redact(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, inner)| {
+                    let shown = if is_sensitive_key(key) {
+                        Value::String("[redacted]".into())
+                    } else {
+                        redact(inner)
+                    };
+                    (key.clone(), shown)
+                })
+                .collect::<Map<String, Value>>(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        other => other.clone(),
+    }
+}
+
+async fn run_snapshot(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(run_id): Path<String>,
+) -> Result<Response, ApiError> {
+    let Some(stored) = state.orchestrator.load_run(&tenant.0, &run_id).await? else {
+        return Err(ApiError::run_not_found(&run_id));
+    };
+    let run = &stored.state;
+    let envelope = serde_json::to_value(&*run.envelope).unwrap_or(Value::Null);
+    let plan_versions: Vec<Value> = run
+        .plan
+        .iter()
+        .map(|plan| {
+            let pending: Vec<&String> = run
+                .nodes
+                .iter()
+                .filter(|(_, record)| record.status != baton_core::run::NodeStatus::Completed)
+                .map(|(node_id, _)| node_id)
+                .collect();
+            json!({"version": plan.plan_version, "plannerRuntime": plan.planner_runtime, "plannerModel": plan.planner_model, "pendingNodeIds": pending})
+        })
+        .collect();
+    Ok(Json(json!({
+        "ok": true,
+        "run": {
+            "runId": run.run_id,
+            "threadId": run.thread_id,
+            "correlationId": run.correlation_id,
+            "status": run.status.as_str(),
+            "version": stored.version,
+            "planVersion": run.plan.as_ref().map(|plan| plan.plan_version),
+            "createdAt": run.created_at,
+            "updatedAt": run.updated_at,
+            "failure": run.failure,
+            "envelope": redact(&envelope),
+            "satisfactionScore": run.plan_diagnostics.as_ref().map(|bundle| bundle.satisfaction_score),
+            "observedSatisfaction": run.observed_satisfaction,
+        },
+        "output": run.output,
+        "planVersions": plan_versions,
+        "latestSnapshot": run.plan.as_ref().map(|plan| json!({"version": plan.plan_version, "nodes": plan.nodes, "edges": plan.edges})),
+        "diagnostics": run.plan_diagnostics,
+        "nodes": redact(&serde_json::to_value(&run.nodes).unwrap_or(Value::Null)),
+    }))
+    .into_response())
+}
+
+async fn list_capabilities(State(state): State<ApiState>) -> Json<Value> {
+    let registry = &state.orchestrator.registry;
+    let capabilities: Vec<Value> = registry
+        .capabilities()
+        .map(|capability| {
+            json!({
+                "capabilityId": capability.capability_id,
+                "agentType": capability.agent_type,
+                "kind": capability.kind,
+                "displayName": capability.display_name,
+                "summary": capability.summary,
+                "inputContract": capability.input_contract,
+                "outputContract": capability.output_contract,
+                "cost": capability.cost,
+                "status": "active",
+            })
+        })
+        .collect();
+    Json(json!({"capabilities": capabilities, "facetCount": registry.facets.len()}))
+}

@@ -1,0 +1,382 @@
+//! The HTTP API over a real socket: axum serving the router, reqwest as the
+//! client, the real engine on the in-memory adapters with its worker running,
+//! and the scripted OpenAI-compatible server standing in for the model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::schema::ValidatorCache;
+use baton_http::auth::token_digest_hex;
+use baton_http::{ApiState, HttpSettings, TokenAuthenticator, router};
+use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
+use baton_runtime::clock::{RandomIds, SystemClock};
+use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings};
+use baton_runtime::registry_loader::load_registry;
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use scripted_llm::ScriptedLlmServer;
+use serde_json::{Value, json};
+
+const ACME_TOKEN: &str = "acme-token";
+const GLOBEX_TOKEN: &str = "globex-token";
+
+struct TestApi {
+    base: String,
+    client: reqwest::Client,
+    model: ScriptedLlmServer,
+    _server: tokio::task::JoinHandle<()>,
+    _worker: tokio::task::JoinHandle<()>,
+}
+
+fn repository(relative: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(relative)
+}
+
+fn example(name: &str) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(repository(&format!("registry/examples/{name}"))).unwrap(),
+    )
+    .unwrap()
+}
+
+async fn start_api() -> TestApi {
+    let model = ScriptedLlmServer::start().await.unwrap();
+    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
+        model.base_url(),
+        "scripted",
+        None,
+    ))
+    .unwrap();
+    let orchestrator = Arc::new(Orchestrator {
+        store: Arc::new(InMemoryRunStore::new()),
+        queue: Arc::new(InMemoryStepQueue::new()),
+        llm: Arc::new(provider),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+        registry: Arc::new(load_registry(&repository("registry")).unwrap()),
+        validators: Arc::new(ValidatorCache::new()),
+        settings: OrchestratorSettings::default(),
+        worker_id: "api-test".into(),
+        claim_counter: Default::default(),
+    });
+    let tokens = format!(
+        "acme:{},globex:{}",
+        token_digest_hex(ACME_TOKEN),
+        token_digest_hex(GLOBEX_TOKEN)
+    );
+    let state = ApiState {
+        orchestrator: orchestrator.clone(),
+        authenticator: Arc::new(TokenAuthenticator::from_configuration(&tokens).unwrap()),
+        settings: HttpSettings {
+            heartbeat: Duration::from_secs(15),
+            poll_interval: Duration::from_millis(20),
+        },
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router(state)).await.unwrap();
+    });
+    let worker = tokio::spawn(baton_runtime::worker::run_worker_until(
+        orchestrator,
+        std::future::pending(),
+    ));
+    TestApi {
+        base,
+        client: reqwest::Client::new(),
+        model,
+        _server: server,
+        _worker: worker,
+    }
+}
+
+/// Reads an SSE response to its end: (id, event name, frame JSON) per event.
+async fn read_sse(response: reqwest::Response) -> Vec<(String, String, Value)> {
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut events = response.bytes_stream().eventsource();
+    let mut frames = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(20), events.next())
+        .await
+        .expect("stream stalled")
+    {
+        let event = event.unwrap();
+        frames.push((
+            event.id.clone(),
+            event.event.clone(),
+            serde_json::from_str(&event.data).unwrap(),
+        ));
+    }
+    frames
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_stream_relays_every_frame_until_complete() {
+    let api = start_api().await;
+    let response = api
+        .client
+        .post(format!("{}/run.stream", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&example("seed-10.0.1-stream-contract-variants.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let frames = read_sse(response).await;
+    assert_eq!(frames.first().unwrap().1, "start");
+    assert_eq!(frames.last().unwrap().1, "complete");
+    for (index, (id, event, frame)) in frames.iter().enumerate() {
+        assert_eq!(id, &(index + 1).to_string());
+        assert_eq!(event, frame["type"].as_str().unwrap());
+    }
+    let output = &frames.last().unwrap().2["payload"]["output"];
+    assert_eq!(output["copyVariants"].as_array().unwrap().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconnecting_with_last_event_id_yields_exactly_the_later_frames() {
+    let api = start_api().await;
+    let created: Value = api
+        .client
+        .post(format!("{}/runs", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&example("social-post-new-case.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id = created["runId"].as_str().unwrap();
+    assert_eq!(created["status"], "queued");
+    let everything = read_sse(
+        api.client
+            .get(format!("{}/runs/{run_id}/events", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(everything.last().unwrap().1, "complete");
+    let after_three = read_sse(
+        api.client
+            .get(format!("{}/runs/{run_id}/events", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .header("Last-Event-ID", "3")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let expected: Vec<&String> = everything.iter().skip(3).map(|(id, _, _)| id).collect();
+    let received: Vec<&String> = after_three.iter().map(|(id, _, _)| id).collect();
+    assert_eq!(received, expected);
+    assert_eq!(after_three[0].0, "4");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_or_wrong_tokens_get_401_on_every_route() {
+    let api = start_api().await;
+    let routes = [
+        ("POST", "/runs"),
+        ("POST", "/run.stream"),
+        ("GET", "/runs/run_x"),
+        ("GET", "/runs/run_x/events"),
+        ("POST", "/runs/run_x/cancel"),
+        ("GET", "/capabilities"),
+        ("POST", "/run.resume"),
+    ];
+    for (method, path) in routes {
+        for token in [None, Some("not-a-token")] {
+            let mut request = api
+                .client
+                .request(method.parse().unwrap(), format!("{}{path}", api.base))
+                .json(&json!({}));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 401, "{method} {path} with {token:?}");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "unauthorized");
+        }
+    }
+    assert_eq!(api.model.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn another_tenants_run_is_404_on_every_route() {
+    let api = start_api().await;
+    let created: Value = api
+        .client
+        .post(format!("{}/runs", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&example("social-post-new-case.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run_id = created["runId"].as_str().unwrap();
+    for (method, path) in [
+        ("GET", format!("/runs/{run_id}")),
+        ("GET", format!("/runs/{run_id}/events")),
+        ("POST", format!("/runs/{run_id}/cancel")),
+    ] {
+        let response = api
+            .client
+            .request(method.parse().unwrap(), format!("{}{path}", api.base))
+            .bearer_auth(GLOBEX_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 404, "{method} {path}");
+        let owner = api
+            .client
+            .request(reqwest::Method::GET, format!("{}/runs/{run_id}", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(owner.status(), 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_envelopes_are_400_or_422_with_the_path_and_nothing_runs() {
+    let api = start_api().await;
+    let invalid_json = api
+        .client
+        .post(format!("{}/runs", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(invalid_json.status(), 400);
+    assert_eq!(
+        invalid_json.json::<Value>().await.unwrap()["error"]["code"],
+        "invalid_json"
+    );
+    let bad_schema = api
+        .client
+        .post(format!("{}/run.stream", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&json!({"objective": "x", "outputContract": {"schema": {"type": "nonsense"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_schema.status(), 422);
+    let body: Value = bad_schema.json().await.unwrap();
+    assert_eq!(body["error"]["details"]["path"], "$.outputContract.schema");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(api.model.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_snapshot_redacts_secrets_and_a_parked_run_can_be_cancelled() {
+    let api = start_api().await;
+    let mut envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(repository(
+            "functions/baton/tests/fixtures/human-review.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    envelope["inputs"]["crmCredentials"] = json!({"apiKey": "sk-live-123", "region": "eu"});
+    let frames = read_sse(
+        api.client
+            .post(format!("{}/run.stream", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .json(&envelope)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let last = &frames.last().unwrap().2;
+    assert_eq!(
+        last["payload"]["executorType"], "human",
+        "the stream ends when the run parks"
+    );
+    let run_id = last["runId"].as_str().unwrap();
+    let snapshot: Value = api
+        .client
+        .get(format!("{}/runs/{run_id}", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(snapshot["run"]["status"], "awaiting_human");
+    assert!(!snapshot.to_string().contains("sk-live-123"));
+    assert_eq!(
+        snapshot["run"]["envelope"]["inputs"]["crmCredentials"],
+        "[redacted]"
+    );
+    let cancelled = api
+        .client
+        .post(format!("{}/runs/{run_id}/cancel", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 202);
+    assert_eq!(
+        cancelled.json::<Value>().await.unwrap()["status"],
+        "cancelled"
+    );
+    let tail = read_sse(
+        api.client
+            .get(format!("{}/runs/{run_id}/events", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .header("Last-Event-ID", last["id"].to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(tail.len(), 1);
+    assert_eq!(tail[0].2["payload"]["code"], "cancelled");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn capabilities_are_listed_and_unbuilt_routes_say_so() {
+    let api = start_api().await;
+    let listed: Value = api
+        .client
+        .get(format!("{}/capabilities", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(listed["capabilities"].as_array().unwrap().len() >= 11);
+    let resume = api
+        .client
+        .post(format!("{}/run.resume", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resume.status(), 501);
+    let unknown = api
+        .client
+        .get(format!("{}/nope", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+}
