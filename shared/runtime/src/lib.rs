@@ -13,6 +13,7 @@
 //! - No wire or database types here: adapters live in their own crates.
 
 pub mod clock;
+pub mod conformance;
 pub mod error;
 pub mod memory;
 pub mod orchestrator;

@@ -378,3 +378,18 @@ impl StepQueue for InMemoryStepQueue {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::InMemoryRunStore;
+    use crate::conformance::run_store_conformance;
+
+    #[tokio::test]
+    async fn the_in_memory_store_passes_the_conformance_suite() {
+        run_store_conformance(Arc::new(InMemoryRunStore::new()), "memory")
+            .await
+            .unwrap();
+    }
+}

@@ -1,0 +1,653 @@
+//! The DynamoDB run store.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, Put,
+    ScalarAttributeType, TimeToLiveSpecification, TransactWriteItem, Update,
+};
+use baton_core::event::{EventDraft, EventFrame};
+use baton_core::run::{RunState, StepMessage};
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StoredRun};
+
+type Item = HashMap<String, AttributeValue>;
+
+/// Events live this long after they are written (DynamoDB TTL).
+const EVENT_RETENTION_SECONDS: u64 = 30 * 24 * 3600;
+/// Rounds of re-reading `nextSeq` when a concurrent append moved it.
+const SEQUENCE_RETRY_ROUNDS: usize = 20;
+
+/// `RunStore` on one DynamoDB table.
+#[derive(Clone)]
+pub struct DynamoRunStore {
+    client: Client,
+    table: String,
+}
+
+fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(error.to_string())
+}
+
+fn run_pk(tenant_id: &str, run_id: &str) -> String {
+    format!("T#{tenant_id}#R#{run_id}")
+}
+
+fn event_sk(sequence: u64) -> String {
+    format!("EV#{sequence:020}")
+}
+
+fn s(text: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(text.into())
+}
+
+fn n(number: u64) -> AttributeValue {
+    AttributeValue::N(number.to_string())
+}
+
+fn read_number(item: &Item, name: &str) -> Result<u64, StoreError> {
+    item.get(name)
+        .and_then(|value| value.as_n().ok())
+        .and_then(|text| text.parse().ok())
+        .ok_or_else(|| StoreError::Corrupt(format!("attribute `{name}` missing or not a number")))
+}
+
+fn read_text<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
+    item.get(name)
+        .and_then(|value| value.as_s().ok())
+        .map(String::as_str)
+        .ok_or_else(|| StoreError::Corrupt(format!("attribute `{name}` missing or not a string")))
+}
+
+fn now_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or_default()
+}
+
+/// What a cancelled transaction said about each item, in request order.
+fn cancellation_codes(error: &SdkError<TransactWriteItemsError>) -> Option<Vec<String>> {
+    match error {
+        SdkError::ServiceError(service) => match service.err() {
+            TransactWriteItemsError::TransactionCanceledException(cancelled) => Some(
+                cancelled
+                    .cancellation_reasons()
+                    .iter()
+                    .map(|reason| reason.code().unwrap_or("None").to_string())
+                    .collect(),
+            ),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn put(table: &str, item: Item, condition: Option<&str>) -> Result<TransactWriteItem, StoreError> {
+    let mut builder = Put::builder().table_name(table).set_item(Some(item));
+    if let Some(condition) = condition {
+        builder = builder.condition_expression(condition);
+    }
+    Ok(TransactWriteItem::builder()
+        .put(builder.build().map_err(unavailable)?)
+        .build())
+}
+
+impl DynamoRunStore {
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        DynamoRunStore {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// Creates the table (and its TTL) if it does not exist: for local emulators and tests.
+    pub async fn create_table_if_missing(&self) -> Result<(), StoreError> {
+        let exists = self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+            .is_ok();
+        if exists {
+            return Ok(());
+        }
+        self.client
+            .create_table()
+            .table_name(&self.table)
+            .billing_mode(BillingMode::PayPerRequest)
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("pk")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("sk")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name("pk")
+                    .key_type(KeyType::Hash)
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .key_schema(
+                KeySchemaElement::builder()
+                    .attribute_name("sk")
+                    .key_type(KeyType::Range)
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        self.client
+            .update_time_to_live()
+            .table_name(&self.table)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name("expiresAt")
+                    .enabled(true)
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        Ok(())
+    }
+
+    fn event_items(
+        &self,
+        pk: &str,
+        first_sequence: u64,
+        run: &RunState,
+        drafts: Vec<EventDraft>,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let expires = now_seconds() + EVENT_RETENTION_SECONDS;
+        drafts
+            .into_iter()
+            .enumerate()
+            .map(|(offset, draft)| {
+                let sequence = first_sequence + offset as u64;
+                let frame = draft.into_frame(sequence, &run.run_id, &run.correlation_id);
+                let text = serde_json::to_string(&frame)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                let item = Item::from([
+                    ("pk".to_string(), s(pk)),
+                    ("sk".to_string(), s(event_sk(sequence))),
+                    ("frame".to_string(), s(text)),
+                    ("expiresAt".to_string(), n(expires)),
+                ]);
+                put(&self.table, item, Some("attribute_not_exists(pk)"))
+            })
+            .collect()
+    }
+
+    fn outbox_items(
+        &self,
+        pk: &str,
+        outbox: &[StepMessage],
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        outbox
+            .iter()
+            .map(|message| {
+                let text = serde_json::to_string(message)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                let item = Item::from([
+                    ("pk".to_string(), s(pk)),
+                    ("sk".to_string(), s(format!("OUT#{}", message.message_id))),
+                    ("message".to_string(), s(text)),
+                    ("sent".to_string(), AttributeValue::Bool(false)),
+                ]);
+                put(&self.table, item, None)
+            })
+            .collect()
+    }
+
+    async fn read_run_item(
+        &self,
+        pk: &str,
+        attributes: Option<&str>,
+    ) -> Result<Option<Item>, StoreError> {
+        let mut request = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s("RUN"))
+            .consistent_read(true);
+        if let Some(projection) = attributes {
+            request = request.projection_expression(projection);
+        }
+        let output = request
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        Ok(output.item)
+    }
+
+    /// The run's state snapshot for its events' run id and correlation id.
+    async fn identity_and_sequence(&self, pk: &str) -> Result<(RunState, u64, u64), StoreError> {
+        let item = self
+            .read_run_item(pk, None)
+            .await?
+            .ok_or(StoreError::RunNotFound)?;
+        let state: RunState = serde_json::from_str(read_text(&item, "state")?)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        Ok((
+            state,
+            read_number(&item, "version")?,
+            read_number(&item, "nextSeq")?,
+        ))
+    }
+
+    /// Appends events (and optional extra writes) atomically with a bump of `nextSeq`.
+    async fn append_with(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<EventDraft>,
+        leading: Vec<TransactWriteItem>,
+    ) -> Result<Option<u64>, StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        let leading_count = leading.len();
+        for _ in 0..SEQUENCE_RETRY_ROUNDS {
+            let (state, _, next_sequence) = self.identity_and_sequence(&pk).await?;
+            let count = events.len() as u64;
+            let mut items = leading.clone();
+            items.push(
+                TransactWriteItem::builder()
+                    .update(
+                        Update::builder()
+                            .table_name(&self.table)
+                            .key("pk", s(&pk))
+                            .key("sk", s("RUN"))
+                            .update_expression("SET nextSeq = :next")
+                            .condition_expression("nextSeq = :seen")
+                            .expression_attribute_values(":next", n(next_sequence + count))
+                            .expression_attribute_values(":seen", n(next_sequence))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            );
+            items.extend(self.event_items(&pk, next_sequence + 1, &state, events.clone())?);
+            match self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+            {
+                Ok(_) => return Ok(Some(next_sequence + count)),
+                Err(error) => match cancellation_codes(&error) {
+                    Some(codes)
+                        if codes
+                            .iter()
+                            .take(leading_count)
+                            .any(|code| code == "ConditionalCheckFailed") =>
+                    {
+                        return Ok(None);
+                    }
+                    Some(codes)
+                        if codes.iter().any(|code| {
+                            code == "ConditionalCheckFailed" || code == "TransactionConflict"
+                        }) =>
+                    {
+                        continue;
+                    }
+                    _ => {
+                        return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                            error,
+                        )));
+                    }
+                },
+            }
+        }
+        Err(StoreError::Unavailable(
+            "event sequence kept moving; gave up appending".into(),
+        ))
+    }
+}
+
+#[async_trait]
+impl RunStore for DynamoRunStore {
+    async fn create_run(
+        &self,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+        idempotency_key: Option<&str>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let pk = run_pk(&state.tenant_id, &state.run_id);
+        let mut items = Vec::new();
+        if let Some(key) = idempotency_key {
+            let item = Item::from([
+                (
+                    "pk".to_string(),
+                    s(format!("T#{}#IDEM#{key}", state.tenant_id)),
+                ),
+                ("sk".to_string(), s("IDEM")),
+                ("runId".to_string(), s(&state.run_id)),
+            ]);
+            items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
+        }
+        let state_text =
+            serde_json::to_string(state).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let run_item = Item::from([
+            ("pk".to_string(), s(&pk)),
+            ("sk".to_string(), s("RUN")),
+            ("state".to_string(), s(state_text)),
+            ("version".to_string(), n(1)),
+            ("nextSeq".to_string(), n(events.len() as u64)),
+            ("status".to_string(), s(state.status.as_str())),
+        ]);
+        items.push(put(
+            &self.table,
+            run_item,
+            Some("attribute_not_exists(pk)"),
+        )?);
+        items.extend(self.event_items(&pk, 1, state, events)?);
+        items.extend(self.outbox_items(&pk, &outbox)?);
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => Ok(CreateOutcome::Created),
+            Err(error) => {
+                let idempotency_clash = idempotency_key.is_some()
+                    && cancellation_codes(&error).is_some_and(|codes| {
+                        codes
+                            .first()
+                            .is_some_and(|code| code == "ConditionalCheckFailed")
+                    });
+                if !idempotency_clash {
+                    return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                        error,
+                    )));
+                }
+                let key = idempotency_key.unwrap_or_default();
+                let existing = self
+                    .client
+                    .get_item()
+                    .table_name(&self.table)
+                    .key("pk", s(format!("T#{}#IDEM#{key}", state.tenant_id)))
+                    .key("sk", s("IDEM"))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .map_err(|error| {
+                        unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
+                    })?;
+                let item = existing
+                    .item
+                    .ok_or_else(|| StoreError::Corrupt("idempotency item vanished".into()))?;
+                Ok(CreateOutcome::AlreadyExists {
+                    run_id: read_text(&item, "runId")?.to_string(),
+                })
+            }
+        }
+    }
+
+    async fn load_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<StoredRun>, StoreError> {
+        let Some(item) = self.read_run_item(&run_pk(tenant_id, run_id), None).await? else {
+            return Ok(None);
+        };
+        let state: RunState = serde_json::from_str(read_text(&item, "state")?)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        Ok(Some(StoredRun {
+            state,
+            version: read_number(&item, "version")?,
+        }))
+    }
+
+    async fn claim_node(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        let lease_sk = format!("LEASE#{}#{:06}", claim.node_id, claim.attempt);
+        let lease = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(Item::from([
+                ("pk".to_string(), s(&pk)),
+                ("sk".to_string(), s(&lease_sk)),
+                ("claimant".to_string(), s(claim.worker_id)),
+                (
+                    "leaseExpiresAt".to_string(),
+                    n(claim.lease_expires_at_millis),
+                ),
+            ])))
+            .condition_expression(
+                "attribute_not_exists(pk) OR leaseExpiresAt < :now OR claimant = :me",
+            )
+            .expression_attribute_values(":now", n(claim.now_millis))
+            .expression_attribute_values(":me", s(claim.worker_id))
+            .build()
+            .map_err(unavailable)?;
+        let leading = vec![TransactWriteItem::builder().put(lease).build()];
+        match self
+            .append_with(tenant_id, run_id, events_on_claim, leading)
+            .await?
+        {
+            Some(_) => Ok(ClaimOutcome::Claimed),
+            None => {
+                let held = self
+                    .client
+                    .get_item()
+                    .table_name(&self.table)
+                    .key("pk", s(&pk))
+                    .key("sk", s(&lease_sk))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .map_err(|error| {
+                        unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
+                    })?;
+                let expires = held
+                    .item
+                    .as_ref()
+                    .map(|item| read_number(item, "leaseExpiresAt"))
+                    .transpose()?
+                    .unwrap_or(claim.now_millis);
+                Ok(ClaimOutcome::HeldByOther {
+                    lease_expires_at_millis: expires,
+                })
+            }
+        }
+    }
+
+    async fn commit_step(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        expected_version: u64,
+        state: RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+    ) -> Result<u64, StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        let state_text = serde_json::to_string(&state)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        for _ in 0..SEQUENCE_RETRY_ROUNDS {
+            let item = self
+                .read_run_item(&pk, Some("version, nextSeq"))
+                .await?
+                .ok_or(StoreError::RunNotFound)?;
+            if read_number(&item, "version")? != expected_version {
+                return Err(StoreError::VersionConflict {
+                    expected: expected_version,
+                });
+            }
+            let next_sequence = read_number(&item, "nextSeq")?;
+            let count = events.len() as u64;
+            let mut items = vec![
+                TransactWriteItem::builder()
+                    .update(
+                        Update::builder()
+                            .table_name(&self.table)
+                            .key("pk", s(&pk))
+                            .key("sk", s("RUN"))
+                            .update_expression("SET #state = :state, version = :next_version, nextSeq = :next_seq, #status = :status")
+                            .condition_expression("version = :version AND nextSeq = :seen_seq")
+                            .expression_attribute_names("#state", "state")
+                            .expression_attribute_names("#status", "status")
+                            .expression_attribute_values(":state", s(&state_text))
+                            .expression_attribute_values(":next_version", n(expected_version + 1))
+                            .expression_attribute_values(":next_seq", n(next_sequence + count))
+                            .expression_attribute_values(":status", s(state.status.as_str()))
+                            .expression_attribute_values(":version", n(expected_version))
+                            .expression_attribute_values(":seen_seq", n(next_sequence))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            ];
+            items.extend(self.event_items(&pk, next_sequence + 1, &state, events.clone())?);
+            items.extend(self.outbox_items(&pk, &outbox)?);
+            match self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+            {
+                Ok(_) => return Ok(expected_version + 1),
+                Err(error) => match cancellation_codes(&error) {
+                    Some(codes)
+                        if codes.iter().any(|code| {
+                            code == "ConditionalCheckFailed" || code == "TransactionConflict"
+                        }) =>
+                    {
+                        continue;
+                    }
+                    _ => {
+                        return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                            error,
+                        )));
+                    }
+                },
+            }
+        }
+        Err(StoreError::VersionConflict {
+            expected: expected_version,
+        })
+    }
+
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<EventDraft>,
+    ) -> Result<u64, StoreError> {
+        self.append_with(tenant_id, run_id, events, Vec::new())
+            .await?
+            .ok_or_else(|| StoreError::Unavailable("append refused".into()))
+    }
+
+    async fn read_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<EventFrame>, StoreError> {
+        let limit = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+            .expression_attribute_values(":pk", s(run_pk(tenant_id, run_id)))
+            .expression_attribute_values(":from", s(event_sk(after_sequence + 1)))
+            .expression_attribute_values(":to", s(event_sk(u64::MAX / 2)))
+            .consistent_read(true)
+            .limit(limit)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        output
+            .items()
+            .iter()
+            .map(|item| {
+                serde_json::from_str(read_text(item, "frame")?)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))
+            })
+            .collect()
+    }
+
+    async fn pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .filter_expression("sent = :false")
+            .expression_attribute_values(":pk", s(run_pk(tenant_id, run_id)))
+            .expression_attribute_values(":prefix", s("OUT#"))
+            .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        output
+            .items()
+            .iter()
+            .map(|item| {
+                serde_json::from_str(read_text(item, "message")?)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))
+            })
+            .collect()
+    }
+
+    async fn mark_outbox_sent(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        message_ids: &[String],
+    ) -> Result<(), StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        for message_id in message_ids {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .key("sk", s(format!("OUT#{message_id}")))
+                .update_expression("SET sent = :true")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .send()
+                .await
+                .map_err(|error| {
+                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
+                })?;
+        }
+        Ok(())
+    }
+}

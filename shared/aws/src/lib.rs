@@ -1,0 +1,35 @@
+//! `baton-aws`: the cloud adapters of Baton's ports.
+//!
+//! - [`dynamodb::DynamoRunStore`] implements `RunStore` on one DynamoDB table
+//!   (single-table design, key schema below).
+//! - [`sqs::SqsStepQueue`] implements `StepQueue` on a standard SQS queue
+//!   (its dead-letter queue is configured on the queue, see `infra/`).
+//!
+//! Key schema (`pk`, `sk`, both strings; on-demand capacity; TTL on `expiresAt`):
+//!
+//! | item | pk | sk | attributes |
+//! | --- | --- | --- | --- |
+//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON), `version`, `nextSeq`, `status` |
+//! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
+//! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
+//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` |
+//! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
+//!
+//! Every key starts with the tenant, so one tenant can never address another's items.
+//!
+//! Invariants: a commit is one `TransactWriteItems` conditional on the run's
+//! `version` and `nextSeq`, so events get contiguous sequence numbers and a
+//! losing writer appends nothing; SDK types never leave this crate.
+
+pub mod dynamodb;
+pub mod sqs;
+
+pub use dynamodb::DynamoRunStore;
+pub use sqs::SqsStepQueue;
+
+/// Loads the SDK configuration (honours `AWS_ENDPOINT_URL`, `AWS_REGION`).
+pub async fn load_aws_configuration() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await
+}

@@ -1,0 +1,137 @@
+//! The SQS step queue (standard queue; steps are idempotent, so
+//! at-least-once delivery and reordering are harmless).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
+use baton_core::run::StepMessage;
+use baton_runtime::error::QueueError;
+use baton_runtime::ports::{ReceivedStep, StepQueue};
+
+/// `StepQueue` on an SQS queue URL.
+#[derive(Clone)]
+pub struct SqsStepQueue {
+    client: Client,
+    queue_url: String,
+}
+
+fn unavailable(error: impl std::fmt::Display) -> QueueError {
+    QueueError::Unavailable(error.to_string())
+}
+
+impl SqsStepQueue {
+    pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+        SqsStepQueue {
+            client,
+            queue_url: queue_url.into(),
+        }
+    }
+
+    pub fn queue_url(&self) -> &str {
+        &self.queue_url
+    }
+
+    /// Parses a message body as delivered to the `step` function.
+    pub fn parse_body(body: &str) -> Result<StepMessage, QueueError> {
+        serde_json::from_str(body).map_err(|error| {
+            QueueError::Unavailable(format!("step message body is not a StepMessage: {error}"))
+        })
+    }
+}
+
+#[async_trait]
+impl StepQueue for SqsStepQueue {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
+        for chunk in messages.chunks(10) {
+            let mut request = self.client.send_message_batch().queue_url(&self.queue_url);
+            for (index, message) in chunk.iter().enumerate() {
+                let body = serde_json::to_string(message).map_err(unavailable)?;
+                request = request.entries(
+                    SendMessageBatchRequestEntry::builder()
+                        .id(format!("m{index}"))
+                        .message_body(body)
+                        .build()
+                        .map_err(unavailable)?,
+                );
+            }
+            let output = request
+                .send()
+                .await
+                .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+            if let Some(failed) = output.failed().first() {
+                return Err(QueueError::Unavailable(format!(
+                    "SQS refused a step message: {} {}",
+                    failed.code(),
+                    failed.message().unwrap_or_default()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    async fn receive(
+        &self,
+        max_messages: usize,
+        wait: Duration,
+    ) -> Result<Vec<ReceivedStep>, QueueError> {
+        let output = self
+            .client
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(i32::try_from(max_messages.clamp(1, 10)).unwrap_or(10))
+            .wait_time_seconds(i32::try_from(wait.as_secs().min(20)).unwrap_or(20))
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+        let mut received = Vec::new();
+        for message in output.messages() {
+            let (Some(body), Some(receipt)) = (message.body(), message.receipt_handle()) else {
+                continue;
+            };
+            let receive_count = message
+                .attributes()
+                .and_then(|attributes| {
+                    attributes.get(&MessageSystemAttributeName::ApproximateReceiveCount)
+                })
+                .and_then(|count| count.parse().ok())
+                .unwrap_or(1);
+            match Self::parse_body(body) {
+                Ok(step) => received.push(ReceivedStep {
+                    message: step,
+                    receipt: receipt.to_string(),
+                    receive_count,
+                }),
+                Err(error) => {
+                    tracing::error!(%error, "dropping a malformed step message to the redrive path")
+                }
+            }
+        }
+        Ok(received)
+    }
+
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
+        self.client
+            .delete_message()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+        Ok(())
+    }
+
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(i32::try_from(delay.as_secs().min(43_200)).unwrap_or(0))
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,165 @@
+//! The cloud adapters against emulated AWS (the moto server): the run store
+//! conformance suite on DynamoDB, and the SQS queue's send/receive/release/
+//! delete cycle. `BATON_TEST_AWS_ENDPOINT` points at a running moto (CI starts
+//! one); otherwise each test starts `moto_server` on a free port and stops it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use baton_aws::{DynamoRunStore, SqsStepQueue};
+use baton_core::run::{StepCommand, StepMessage};
+use baton_runtime::conformance::run_store_conformance;
+use baton_runtime::ports::StepQueue;
+
+/// A moto server this test started (killed on drop), or one CI provides.
+pub struct Emulator {
+    pub endpoint: String,
+    child: Option<Child>,
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+pub fn emulator() -> Emulator {
+    if let Ok(endpoint) = std::env::var("BATON_TEST_AWS_ENDPOINT") {
+        return Emulator {
+            endpoint,
+            child: None,
+        };
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("moto_server")
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("moto_server is not installed: `pip install \"moto[server]\"` (.ci/run does this)");
+    let emulator = Emulator {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        child: Some(child),
+    };
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return emulator;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("moto_server did not start on port {port}");
+}
+
+pub async fn sdk_configuration(endpoint: &str) -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "baton-tests"))
+        .load()
+        .await
+}
+
+fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+#[tokio::test]
+async fn dynamodb_store_passes_the_conformance_suite() {
+    let emulator = emulator();
+    let configuration = sdk_configuration(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::new(&configuration),
+        unique("baton-conformance"),
+    );
+    store.create_table_if_missing().await.unwrap();
+    store.create_table_if_missing().await.unwrap();
+    run_store_conformance(Arc::new(store), &unique("suite"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn sqs_queue_sends_receives_releases_and_deletes() {
+    let emulator = emulator();
+    let configuration = sdk_configuration(&emulator.endpoint).await;
+    let client = aws_sdk_sqs::Client::new(&configuration);
+    let queue_url = client
+        .create_queue()
+        .queue_name(unique("baton-steps"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let queue = SqsStepQueue::new(client, queue_url);
+    let messages: Vec<StepMessage> = (1..=12)
+        .map(|attempt| {
+            StepMessage::new(
+                "t",
+                "r",
+                StepCommand::ExecuteNode {
+                    node_id: "node_1".into(),
+                    attempt,
+                },
+            )
+        })
+        .collect();
+    queue.send(&messages).await.unwrap();
+    let mut received = Vec::new();
+    for _ in 0..10 {
+        received.extend(queue.receive(10, Duration::from_secs(1)).await.unwrap());
+        if received.len() == 12 {
+            break;
+        }
+    }
+    assert_eq!(received.len(), 12, "batches above 10 are split");
+    let mut ids: Vec<String> = received
+        .iter()
+        .map(|step| step.message.message_id.clone())
+        .collect();
+    ids.sort();
+    let mut expected: Vec<String> = messages
+        .iter()
+        .map(|message| message.message_id.clone())
+        .collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+    assert!(received.iter().all(|step| step.receive_count == 1));
+    queue
+        .release(&received[0].receipt, Duration::ZERO)
+        .await
+        .unwrap();
+    for step in &received[1..] {
+        queue.acknowledge(&step.receipt).await.unwrap();
+    }
+    let again = queue.receive(10, Duration::from_secs(2)).await.unwrap();
+    assert_eq!(again.len(), 1, "only the released message comes back");
+    assert_eq!(again[0].message.message_id, received[0].message.message_id);
+    assert_eq!(again[0].receive_count, 2);
+    queue.acknowledge(&again[0].receipt).await.unwrap();
+    assert!(
+        queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -1,0 +1,311 @@
+//! The run store conformance suite: one set of checks every `RunStore`
+//! adapter must pass (in-memory and DynamoDB alike). Called from each
+//! adapter's tests with a fresh, empty store.
+
+use std::sync::Arc;
+
+use baton_core::engine::{NewRunIdentity, start_run};
+use baton_core::envelope::TaskEnvelope;
+use baton_core::event::{EventDraft, EventType};
+use baton_core::run::{RunState, RunStatus, StepCommand, StepMessage};
+use serde_json::json;
+
+use crate::error::StoreError;
+use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore};
+
+const NOW: &str = "2026-01-01T00:00:00Z";
+
+fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<StepMessage>) {
+    let envelope = TaskEnvelope::parse_value(
+        &json!({"objective": "conformance", "outputContract": {"schema": {"type": "object"}}}),
+    );
+    let Ok(envelope) = envelope else {
+        unreachable!("the conformance envelope is valid")
+    };
+    let decision = start_run(
+        NewRunIdentity {
+            run_id: run_id.into(),
+            tenant_id: tenant_id.into(),
+            correlation_id: format!("corr-{run_id}"),
+            thread_id: format!("thread-{run_id}"),
+        },
+        envelope,
+        NOW,
+        3,
+    );
+    (decision.state, decision.events, decision.outbox)
+}
+
+fn log(message: &str) -> EventDraft {
+    EventDraft::new(EventType::Log, NOW).message(message)
+}
+
+fn check(condition: bool, what: &str) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(what.to_string())
+    }
+}
+
+/// Runs every check; returns the first failure as text. `unique` keeps ids
+/// apart when several suites share one table.
+pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Result<(), String> {
+    let tenant = format!("tenant-{unique}");
+    let run_id = format!("run-{unique}");
+    let failed = |error: StoreError| format!("store error: {error}");
+
+    // Create and load.
+    let (state, events, outbox) = new_run(&tenant, &run_id);
+    let created = store
+        .create_run(&state, events, outbox, Some(&format!("key-{unique}")))
+        .await
+        .map_err(failed)?;
+    check(
+        created == CreateOutcome::Created,
+        "create_run reports Created",
+    )?;
+    let loaded = store
+        .load_run(&tenant, &run_id)
+        .await
+        .map_err(failed)?
+        .ok_or("created run loads")?;
+    check(loaded.version == 1, "a new run has version 1")?;
+    check(
+        loaded.state.run_id == run_id,
+        "the loaded state is the stored one",
+    )?;
+    check(
+        store
+            .load_run("another-tenant", &run_id)
+            .await
+            .map_err(failed)?
+            .is_none(),
+        "another tenant cannot load the run",
+    )?;
+    let first = store
+        .read_events(&tenant, &run_id, 0, 100)
+        .await
+        .map_err(failed)?;
+    check(
+        first.len() == 1 && first[0].id == 1 && first[0].event_type == EventType::Start,
+        "the start frame is sequence 1",
+    )?;
+    check(
+        first[0].run_id == run_id && first[0].correlation_id == format!("corr-{run_id}"),
+        "frames carry run and correlation ids",
+    )?;
+
+    // Idempotency keys.
+    let (twin_state, twin_events, twin_outbox) = new_run(&tenant, &format!("{run_id}-twin"));
+    let again = store
+        .create_run(
+            &twin_state,
+            twin_events,
+            twin_outbox,
+            Some(&format!("key-{unique}")),
+        )
+        .await
+        .map_err(failed)?;
+    check(
+        again
+            == CreateOutcome::AlreadyExists {
+                run_id: run_id.clone(),
+            },
+        "a reused idempotency key returns the first run",
+    )?;
+    check(
+        store
+            .load_run(&tenant, &format!("{run_id}-twin"))
+            .await
+            .map_err(failed)?
+            .is_none(),
+        "the refused twin wrote nothing",
+    )?;
+
+    // Outbox.
+    let pending = store
+        .pending_outbox(&tenant, &run_id)
+        .await
+        .map_err(failed)?;
+    check(
+        pending.len() == 1 && pending[0].command == StepCommand::Plan,
+        "the planning step is pending in the outbox",
+    )?;
+    store
+        .mark_outbox_sent(&tenant, &run_id, &[pending[0].message_id.clone()])
+        .await
+        .map_err(failed)?;
+    check(
+        store
+            .pending_outbox(&tenant, &run_id)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "a sent entry is no longer pending",
+    )?;
+
+    // Conditional commit: the loser appends nothing.
+    let mut next = loaded.state.clone();
+    next.status = RunStatus::Running;
+    let stale = store
+        .commit_step(
+            &tenant,
+            &run_id,
+            7,
+            next.clone(),
+            vec![log("loser")],
+            vec![],
+        )
+        .await;
+    check(
+        matches!(stale, Err(StoreError::VersionConflict { .. })),
+        "a commit on a stale version conflicts",
+    )?;
+    check(
+        store
+            .read_events(&tenant, &run_id, 0, 100)
+            .await
+            .map_err(failed)?
+            .len()
+            == 1,
+        "a conflicting commit appends no event",
+    )?;
+    let message = StepMessage::new(
+        &tenant,
+        &run_id,
+        StepCommand::ExecuteNode {
+            node_id: "node_1".into(),
+            attempt: 1,
+        },
+    );
+    let version = store
+        .commit_step(
+            &tenant,
+            &run_id,
+            1,
+            next,
+            vec![log("a"), log("b")],
+            vec![message.clone()],
+        )
+        .await
+        .map_err(failed)?;
+    check(version == 2, "a commit bumps the version")?;
+    let reloaded = store
+        .load_run(&tenant, &run_id)
+        .await
+        .map_err(failed)?
+        .ok_or("run still loads")?;
+    check(
+        reloaded.version == 2 && reloaded.state.status == RunStatus::Running,
+        "the committed state is stored",
+    )?;
+    check(
+        store
+            .pending_outbox(&tenant, &run_id)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == message.message_id),
+        "commit writes its outbox",
+    )?;
+
+    // Appends between commits keep sequences contiguous.
+    let last = store
+        .append_events(&tenant, &run_id, vec![log("delta-1"), log("delta-2")])
+        .await
+        .map_err(failed)?;
+    check(last == 5, "appended events continue the sequence")?;
+    store
+        .commit_step(
+            &tenant,
+            &run_id,
+            2,
+            reloaded.state.clone(),
+            vec![log("c")],
+            vec![],
+        )
+        .await
+        .map_err(failed)?;
+    let all = store
+        .read_events(&tenant, &run_id, 0, 100)
+        .await
+        .map_err(failed)?;
+    let ids: Vec<u64> = all.iter().map(|frame| frame.id).collect();
+    check(
+        ids == vec![1, 2, 3, 4, 5, 6],
+        "sequence numbers are contiguous across commits and appends",
+    )?;
+
+    // Paging.
+    let page = store
+        .read_events(&tenant, &run_id, 2, 2)
+        .await
+        .map_err(failed)?;
+    check(
+        page.iter().map(|frame| frame.id).collect::<Vec<_>>() == vec![3, 4],
+        "paging returns the frames after the cursor",
+    )?;
+    check(
+        store
+            .read_events(&tenant, &run_id, 6, 10)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "nothing after the last frame",
+    )?;
+
+    // Leases.
+    let claim = |claimant: &'static str, now: u64| NodeClaim {
+        node_id: "node_1",
+        attempt: 1,
+        worker_id: claimant,
+        now_millis: now,
+        lease_expires_at_millis: now + 1_000,
+    };
+    let won = store
+        .claim_node(
+            &tenant,
+            &run_id,
+            claim("worker-a", 10_000),
+            vec![log("node_start")],
+        )
+        .await
+        .map_err(failed)?;
+    check(won == ClaimOutcome::Claimed, "the first claim wins")?;
+    let lost = store
+        .claim_node(
+            &tenant,
+            &run_id,
+            claim("worker-b", 10_500),
+            vec![log("twin node_start")],
+        )
+        .await
+        .map_err(failed)?;
+    check(
+        matches!(
+            lost,
+            ClaimOutcome::HeldByOther {
+                lease_expires_at_millis: 11_000
+            }
+        ),
+        "a twin claim within the lease loses",
+    )?;
+    let after_claims = store
+        .read_events(&tenant, &run_id, 6, 10)
+        .await
+        .map_err(failed)?;
+    check(
+        after_claims.len() == 1 && after_claims[0].message.as_deref() == Some("node_start"),
+        "only the winning claim appended",
+    )?;
+    let expired = store
+        .claim_node(&tenant, &run_id, claim("worker-b", 20_000), vec![])
+        .await
+        .map_err(failed)?;
+    check(
+        expired == ClaimOutcome::Claimed,
+        "an expired lease can be claimed again",
+    )?;
+    Ok(())
+}
