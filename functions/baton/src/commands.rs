@@ -15,7 +15,7 @@ use baton_runtime::RuntimeError;
 use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings};
-use baton_runtime::ports::RunStore;
+use baton_runtime::ports::{LlmProvider, RunStore, StepQueue};
 use baton_runtime::registry_loader::{default_registry_root, load_registry};
 use baton_runtime::worker::LocalRunner;
 use serde_json::{Value, json};
@@ -67,17 +67,24 @@ type EmbeddedParts = (
     Arc<InMemoryStepQueue>,
 );
 
-/// The embedded default: in-memory store and queue, the configured model.
-fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
+/// The configured model provider; a configuration problem is reported now.
+fn configured_model() -> Result<Arc<dyn LlmProvider>, u8> {
     let provider = OpenAiCompatibleConfig::from_environment()
         .and_then(OpenAiCompatibleProvider::new)
         .map_err(|error| invalid(format!("{error} (see README, Configuration)")))?;
-    let store = Arc::new(InMemoryRunStore::new());
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let orchestrator = Arc::new(Orchestrator {
-        store: store.clone(),
-        queue: queue.clone(),
-        llm: Arc::new(provider),
+    Ok(Arc::new(provider))
+}
+
+fn orchestrator_over(
+    registry: Arc<Registry>,
+    store: Arc<dyn RunStore>,
+    queue: Arc<dyn StepQueue>,
+    llm: Arc<dyn LlmProvider>,
+) -> Arc<Orchestrator> {
+    Arc::new(Orchestrator {
+        store,
+        queue,
+        llm,
         clock: Arc::new(SystemClock),
         ids: Arc::new(RandomIds),
         registry,
@@ -85,8 +92,50 @@ fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
         settings: OrchestratorSettings::default(),
         worker_id: format!("local-{}", std::process::id()),
         claim_counter: Default::default(),
-    });
-    Ok((orchestrator, store, queue))
+    })
+}
+
+/// The embedded default: in-memory store and queue, the configured model.
+fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
+    let llm = configured_model()?;
+    let store = Arc::new(InMemoryRunStore::new());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    Ok((
+        orchestrator_over(registry, store.clone(), queue.clone(), llm),
+        store,
+        queue,
+    ))
+}
+
+fn required_variable(name: &str, purpose: &str) -> Result<String, u8> {
+    std::env::var(name)
+        .ok()
+        .filter(|value| !value.trim().is_empty())
+        .ok_or_else(|| invalid(format!("{name} is not set: {purpose}")))
+}
+
+/// DynamoDB and SQS from `BATON_TABLE`, `BATON_QUEUE_URL` and the SDK's own
+/// variables (`AWS_ENDPOINT_URL` for emulators).
+async fn cloud_orchestrator(registry: Arc<Registry>) -> Result<Arc<Orchestrator>, u8> {
+    let table = required_variable(
+        "BATON_TABLE",
+        "name the DynamoDB table (infra/local.sh up prints it)",
+    )?;
+    let queue_url = required_variable(
+        "BATON_QUEUE_URL",
+        "give the SQS step queue URL (infra/local.sh up prints it)",
+    )?;
+    let llm = configured_model()?;
+    let configuration = baton_aws::load_aws_configuration().await;
+    let store = Arc::new(baton_aws::DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::new(&configuration),
+        table,
+    ));
+    let queue = Arc::new(baton_aws::SqsStepQueue::new(
+        aws_sdk_sqs::Client::new(&configuration),
+        queue_url,
+    ));
+    Ok(orchestrator_over(registry, store, queue, llm))
 }
 
 /// `baton serve`: the HTTP API and the step worker in one local process.
@@ -95,17 +144,18 @@ pub async fn serve(
     address: std::net::SocketAddr,
     registry: Option<PathBuf>,
 ) -> u8 {
-    if store == crate::StoreChoice::Dynamodb {
-        return invalid(
-            "--store dynamodb is not available yet (the DynamoDB/SQS adapters are in progress, issue 3); use --store memory",
-        );
-    }
     let registry = match load_registry_or_exit(registry) {
         Ok(registry) => Arc::new(registry),
         Err(code) => return code,
     };
-    let (orchestrator, _, _) = match embedded_orchestrator(registry) {
-        Ok(parts) => parts,
+    let built = match store {
+        crate::StoreChoice::Memory => {
+            embedded_orchestrator(registry).map(|(orchestrator, _, _)| orchestrator)
+        }
+        crate::StoreChoice::Dynamodb => cloud_orchestrator(registry).await,
+    };
+    let orchestrator = match built {
+        Ok(orchestrator) => orchestrator,
         Err(code) => return code,
     };
     let authenticator = match std::env::var("BATON_API_TOKENS")
@@ -131,7 +181,7 @@ pub async fn serve(
         .local_addr()
         .map(|bound| bound.to_string())
         .unwrap_or_else(|_| address.to_string());
-    eprintln!("baton serve: listening on http://{bound}/api/v1/flex (store: memory)");
+    eprintln!("baton serve: listening on http://{bound}/api/v1/flex (store: {store:?})");
     let app = baton_http::router(baton_http::ApiState {
         orchestrator: orchestrator.clone(),
         authenticator: Arc::new(authenticator),

@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,52 +13,6 @@ use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::{StepCommand, StepMessage};
 use baton_runtime::conformance::run_store_conformance;
 use baton_runtime::ports::StepQueue;
-
-/// A moto server this test started (killed on drop), or one CI provides.
-pub struct Emulator {
-    pub endpoint: String,
-    child: Option<Child>,
-}
-
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-pub fn emulator() -> Emulator {
-    if let Ok(endpoint) = std::env::var("BATON_TEST_AWS_ENDPOINT") {
-        return Emulator {
-            endpoint,
-            child: None,
-        };
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto_server is not installed: `pip install \"moto[server]\"` (.ci/run does this)");
-    let emulator = Emulator {
-        endpoint: format!("http://127.0.0.1:{port}"),
-        child: Some(child),
-    };
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return emulator;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("moto_server did not start on port {port}");
-}
 
 pub async fn sdk_configuration(endpoint: &str) -> aws_config::SdkConfig {
     aws_config::defaults(aws_config::BehaviorVersion::latest())
@@ -83,7 +36,7 @@ fn unique(prefix: &str) -> String {
 
 #[tokio::test]
 async fn dynamodb_store_passes_the_conformance_suite() {
-    let emulator = emulator();
+    let emulator = moto_server::MotoServer::start().unwrap();
     let configuration = sdk_configuration(&emulator.endpoint).await;
     let store = DynamoRunStore::new(
         aws_sdk_dynamodb::Client::new(&configuration),
@@ -98,7 +51,7 @@ async fn dynamodb_store_passes_the_conformance_suite() {
 
 #[tokio::test]
 async fn sqs_queue_sends_receives_releases_and_deletes() {
-    let emulator = emulator();
+    let emulator = moto_server::MotoServer::start().unwrap();
     let configuration = sdk_configuration(&emulator.endpoint).await;
     let client = aws_sdk_sqs::Client::new(&configuration);
     let queue_url = client

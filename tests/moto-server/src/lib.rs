@@ -1,0 +1,76 @@
+//! Test support: the moto server that emulates DynamoDB and SQS for
+//! integration tests. `BATON_TEST_AWS_ENDPOINT` points at one that is
+//! already running (CI starts one); otherwise [`MotoServer::start`] runs
+//! `moto_server` on a free port and stops exactly that process on drop.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running emulator.
+pub struct MotoServer {
+    pub endpoint: String,
+    child: Option<Child>,
+}
+
+impl Drop for MotoServer {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl MotoServer {
+    /// The shared endpoint, or a fresh `moto_server` child.
+    pub fn start() -> Result<MotoServer, String> {
+        if let Ok(endpoint) = std::env::var("BATON_TEST_AWS_ENDPOINT") {
+            return Ok(MotoServer {
+                endpoint,
+                child: None,
+            });
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map_err(|error| format!("no free port: {error}"))?
+            .port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|error| format!("cannot start moto_server ({error}); install it with `pip install \"moto[server]\"` (.ci/run does)"))?;
+        let server = MotoServer {
+            endpoint: format!("http://127.0.0.1:{port}"),
+            child: Some(child),
+        };
+        for _ in 0..200 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Ok(server);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "moto_server did not accept connections on port {port}"
+        ))
+    }
+
+    /// Environment for a child process using the emulator through the AWS SDK.
+    pub fn sdk_environment(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ]
+    }
+}
+
+/// A name no other test uses (tables and queues are per test: moto slows down as they grow).
+pub fn unique_name(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or_default();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
