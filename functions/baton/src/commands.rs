@@ -10,12 +10,10 @@ use baton_core::registry::Registry;
 use baton_core::run::RunStatus;
 use baton_core::schema::ValidatorCache;
 use baton_core::validator::{rejected_bundle, validate_plan};
-use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::RuntimeError;
-use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings};
-use baton_runtime::ports::{LlmProvider, RunStore, StepQueue};
+use baton_runtime::orchestrator::Orchestrator;
+use baton_runtime::ports::RunStore;
 use baton_runtime::registry_loader::{default_registry_root, load_registry};
 use baton_runtime::worker::LocalRunner;
 use serde_json::{Value, json};
@@ -67,75 +65,31 @@ type EmbeddedParts = (
     Arc<InMemoryStepQueue>,
 );
 
-/// The configured model provider; a configuration problem is reported now.
-fn configured_model() -> Result<Arc<dyn LlmProvider>, u8> {
-    let provider = OpenAiCompatibleConfig::from_environment()
-        .and_then(OpenAiCompatibleProvider::new)
-        .map_err(|error| invalid(format!("{error} (see README, Configuration)")))?;
-    Ok(Arc::new(provider))
-}
-
-fn orchestrator_over(
-    registry: Arc<Registry>,
-    store: Arc<dyn RunStore>,
-    queue: Arc<dyn StepQueue>,
-    llm: Arc<dyn LlmProvider>,
-) -> Arc<Orchestrator> {
-    Arc::new(Orchestrator {
-        store,
-        queue,
-        llm,
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
-        registry,
-        validators: Arc::new(ValidatorCache::new()),
-        settings: OrchestratorSettings::default(),
-        worker_id: format!("local-{}", std::process::id()),
-        claim_counter: Default::default(),
-    })
+fn startup(error: baton_bootstrap::StartupError) -> u8 {
+    invalid(error)
 }
 
 /// The embedded default: in-memory store and queue, the configured model.
 fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
-    let llm = configured_model()?;
+    let llm = baton_bootstrap::model_from_environment().map_err(startup)?;
     let store = Arc::new(InMemoryRunStore::new());
     let queue = Arc::new(InMemoryStepQueue::new());
-    Ok((
-        orchestrator_over(registry, store.clone(), queue.clone(), llm),
-        store,
-        queue,
-    ))
+    let worker_id = format!("local-{}", std::process::id());
+    let orchestrator =
+        baton_bootstrap::orchestrator_over(registry, store.clone(), queue.clone(), llm, worker_id);
+    Ok((orchestrator, store, queue))
 }
 
-fn required_variable(name: &str, purpose: &str) -> Result<String, u8> {
-    std::env::var(name)
-        .ok()
-        .filter(|value| !value.trim().is_empty())
-        .ok_or_else(|| invalid(format!("{name} is not set: {purpose}")))
-}
-
-/// DynamoDB and SQS from `BATON_TABLE`, `BATON_QUEUE_URL` and the SDK's own
-/// variables (`AWS_ENDPOINT_URL` for emulators).
+/// DynamoDB and SQS from the environment (`BATON_TABLE`, `BATON_QUEUE_URL`, `AWS_*`).
 async fn cloud_orchestrator(registry: Arc<Registry>) -> Result<Arc<Orchestrator>, u8> {
-    let table = required_variable(
-        "BATON_TABLE",
-        "name the DynamoDB table (infra/local.sh up prints it)",
-    )?;
-    let queue_url = required_variable(
-        "BATON_QUEUE_URL",
-        "give the SQS step queue URL (infra/local.sh up prints it)",
-    )?;
-    let llm = configured_model()?;
-    let configuration = baton_aws::load_aws_configuration().await;
-    let store = Arc::new(baton_aws::DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        table,
-    ));
-    let queue = Arc::new(baton_aws::SqsStepQueue::new(
-        aws_sdk_sqs::Client::new(&configuration),
-        queue_url,
-    ));
-    Ok(orchestrator_over(registry, store, queue, llm))
+    let llm = baton_bootstrap::model_from_environment().map_err(startup)?;
+    let (store, queue) = baton_bootstrap::cloud_ports_from_environment()
+        .await
+        .map_err(startup)?;
+    let worker_id = format!("serve-{}", std::process::id());
+    Ok(baton_bootstrap::orchestrator_over(
+        registry, store, queue, llm, worker_id,
+    ))
 }
 
 /// `baton serve`: the HTTP API and the step worker in one local process.
@@ -158,21 +112,15 @@ pub async fn serve(
         Ok(orchestrator) => orchestrator,
         Err(code) => return code,
     };
-    let authenticator = match std::env::var("BATON_API_TOKENS")
-        .ok()
-        .filter(|text| !text.trim().is_empty())
-    {
-        Some(text) => match baton_http::TokenAuthenticator::from_configuration(&text) {
-            Ok(authenticator) => authenticator,
-            Err(message) => return invalid(message),
-        },
-        None => {
-            eprintln!(
-                "baton serve: BATON_API_TOKENS is not set: every request is accepted as tenant `local` (local development only)"
-            );
-            baton_http::TokenAuthenticator::default().allowing_anonymous_when_unconfigured("local")
-        }
+    let authenticator = match baton_bootstrap::authenticator_from_environment(Some("local")) {
+        Ok(authenticator) => authenticator,
+        Err(error) => return startup(error),
     };
+    if authenticator.is_anonymous() {
+        eprintln!(
+            "baton serve: BATON_API_TOKENS is not set: every request is accepted as tenant `local` (local development only)"
+        );
+    }
     let listener = match tokio::net::TcpListener::bind(address).await {
         Ok(listener) => listener,
         Err(error) => return invalid(format!("cannot listen on {address}: {error}")),

@@ -55,9 +55,17 @@ pub async fn run_worker_until(
     orchestrator: Arc<Orchestrator>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
+    const MAX_STEPS_IN_FLIGHT: usize = 32;
     tokio::pin!(shutdown);
     let mut in_progress = JoinSet::new();
     loop {
+        while in_progress.try_join_next().is_some() {}
+        if in_progress.len() >= MAX_STEPS_IN_FLIGHT {
+            in_progress.join_next().await;
+            continue;
+        }
+        // A receive is never raced against step completions: dropping an
+        // in-flight SQS receive would hide its messages until they time out.
         tokio::select! {
             _ = &mut shutdown => break,
             received = orchestrator.queue.receive(10, Duration::from_secs(1)) => match received {
@@ -72,7 +80,6 @@ pub async fn run_worker_until(
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
             },
-            Some(_) = in_progress.join_next(), if !in_progress.is_empty() => {}
         }
     }
     while in_progress.join_next().await.is_some() {}
