@@ -85,6 +85,38 @@ pub async fn run_worker_until(
     while in_progress.join_next().await.is_some() {}
 }
 
+/// One batch as a queue-triggered function receives it: `(message id, body)`
+/// pairs, performed concurrently. Returns the ids to report as failed, which
+/// the queue redelivers (and dead-letters after its bound): malformed bodies,
+/// steps whose node another worker holds, and steps that errored.
+pub async fn process_step_batch(
+    orchestrator: &Orchestrator,
+    records: Vec<(String, String)>,
+) -> Vec<String> {
+    let handled = records.into_iter().map(|(message_id, body)| async move {
+        let message: baton_core::run::StepMessage = match serde_json::from_str(&body) {
+            Ok(message) => message,
+            Err(error) => {
+                tracing::error!(%message_id, %error, "step message body is not a StepMessage");
+                return Some(message_id);
+            }
+        };
+        match orchestrator.handle_step(&message).await {
+            Ok(StepOutcome::Busy { .. }) => Some(message_id),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::warn!(%message_id, %error, retryable = error.is_retryable(), "step failed; reporting it for redelivery");
+                Some(message_id)
+            }
+        }
+    });
+    futures_util::future::join_all(handled)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
 /// The embedded default's worker: one process, in-memory queue.
 pub struct LocalRunner {
     pub orchestrator: Arc<Orchestrator>,

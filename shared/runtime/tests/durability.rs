@@ -316,3 +316,35 @@ async fn an_idempotency_key_returns_the_same_run() {
         "keys are scoped by tenant"
     );
 }
+
+#[tokio::test]
+async fn a_queue_batch_reports_only_the_messages_to_redeliver() {
+    let store = Arc::new(InMemoryRunStore::new());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let orchestrator = orchestrator(store, queue.clone(), model);
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
+    let plan_body = serde_json::to_string(&plan.message).unwrap();
+    let records = vec![
+        ("plan".to_string(), plan_body.clone()),
+        ("garbage".to_string(), "{not a step".to_string()),
+        (
+            "unknown-run".to_string(),
+            plan_body.replace(&submitted.run_id, "run_missing"),
+        ),
+    ];
+    let failed = baton_runtime::worker::process_step_batch(&orchestrator, records).await;
+    assert_eq!(
+        failed,
+        vec!["garbage".to_string()],
+        "only the malformed body is redelivered"
+    );
+    let duplicate =
+        baton_runtime::worker::process_step_batch(&orchestrator, vec![("again".into(), plan_body)])
+            .await;
+    assert!(duplicate.is_empty(), "a duplicate is acknowledged as stale");
+}
