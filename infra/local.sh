@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Local AWS for Baton: the moto server (DynamoDB + SQS) on 127.0.0.1.
+#
+#   infra/local.sh up     start moto (installing it if missing), create the table and the
+#                         queues idempotently, print the `export` lines to use them
+#   infra/local.sh down   stop the moto server this script started (and nothing else)
+#
+# Then:  eval "$(infra/local.sh up)"; baton serve --store dynamodb
+set -euo pipefail
+
+port="${BATON_LOCAL_PORT:-4566}"
+state_dir="${BATON_LOCAL_STATE_DIR:-$HOME/.cache/baton/local}"
+pid_file="$state_dir/moto-$port.pid"
+table="${BATON_TABLE:-baton-local}"
+queue="${BATON_QUEUE_NAME:-baton-local-steps}"
+endpoint="http://127.0.0.1:$port"
+
+say() { echo "local.sh: $*" >&2; }
+
+up() {
+  mkdir -p "$state_dir"
+  if ! command -v moto_server >/dev/null 2>&1; then
+    say "installing the moto server (pip install \"moto[server]\")"
+    python3 -m pip install --quiet --disable-pip-version-check "moto[server]" >&2
+  fi
+  if [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+    say "moto already running on $endpoint (pid $(cat "$pid_file"))"
+  else
+    say "starting moto on $endpoint"
+    nohup moto_server -H 127.0.0.1 -p "$port" >"$state_dir/moto-$port.log" 2>&1 &
+    echo $! >"$pid_file"
+    for _ in $(seq 1 100); do
+      if python3 - "$port" <<'PY' 2>/dev/null; then break; fi
+import socket, sys
+socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2).close()
+PY
+      sleep 0.1
+    done
+  fi
+  say "creating table $table and queue $queue (idempotent)"
+  queue_url="$(AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test python3 - "$endpoint" "$table" "$queue" <<'PY'
+import json, sys
+import boto3
+endpoint, table, queue = sys.argv[1:4]
+session = boto3.session.Session(region_name="us-east-1")
+dynamodb = session.client("dynamodb", endpoint_url=endpoint)
+if table not in dynamodb.list_tables()["TableNames"]:
+    dynamodb.create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}])
+    dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"})
+sqs = session.client("sqs", endpoint_url=endpoint)
+dead_letter_url = sqs.create_queue(QueueName=queue + "-dlq")["QueueUrl"]
+dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+url = sqs.create_queue(QueueName=queue, Attributes={
+    "VisibilityTimeout": "720",
+    "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": "5"})})["QueueUrl"]
+print(url)
+PY
+)"
+  cat <<EXPORTS
+export AWS_ENDPOINT_URL=$endpoint
+export AWS_REGION=us-east-1
+export AWS_ACCESS_KEY_ID=test
+export AWS_SECRET_ACCESS_KEY=test
+export BATON_TABLE=$table
+export BATON_QUEUE_URL=$queue_url
+EXPORTS
+}
+
+down() {
+  if [ -f "$pid_file" ]; then
+    pid="$(cat "$pid_file")"
+    if kill -0 "$pid" 2>/dev/null; then
+      say "stopping moto (pid $pid)"
+      kill "$pid"
+    fi
+    rm -f "$pid_file"
+  else
+    say "nothing to stop: this script did not start moto on port $port"
+  fi
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  *) echo "usage: infra/local.sh up|down" >&2; exit 2 ;;
+esac
