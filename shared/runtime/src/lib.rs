@@ -15,6 +15,7 @@
 pub mod clock;
 pub mod conformance;
 pub mod error;
+pub mod fault_injection;
 pub mod memory;
 pub mod orchestrator;
 pub mod ports;

@@ -13,13 +13,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::event::EventType;
-use baton_core::run::{RunStatus, StepMessage, TokenUsage};
+use baton_core::run::{RunStatus, TokenUsage};
 use baton_core::schema::ValidatorCache;
 use baton_runtime::clock::{RandomIds, SystemClock};
-use baton_runtime::error::{LlmError, QueueError};
+use baton_runtime::error::LlmError;
+use baton_runtime::fault_injection::{DuplicatingQueue, FailingSendQueue};
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, StepOutcome};
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ReceivedStep, RunStore, StepQueue};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, RunStore, StepQueue};
 use baton_runtime::registry_loader::load_registry;
 use baton_runtime::worker::{LocalRunner, read_all_events_after};
 use serde_json::Value;
@@ -50,56 +51,6 @@ impl LlmProvider for CountingModel {
             usage: TokenUsage::default(),
             model: "counting".into(),
         })
-    }
-}
-
-/// Queue wrapper that sends every message twice (at-least-once, worst case).
-struct DuplicatingQueue(Arc<InMemoryStepQueue>);
-
-#[async_trait]
-impl StepQueue for DuplicatingQueue {
-    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
-        self.0.send(messages).await?;
-        self.0.send(messages).await
-    }
-    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError> {
-        self.0.receive(max, wait).await
-    }
-    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
-        self.0.acknowledge(receipt).await
-    }
-    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
-        self.0.release(receipt, delay).await
-    }
-}
-
-/// Queue wrapper whose first `failures` sends fail: a crash after commit, before send.
-struct FailingSendQueue {
-    inner: Arc<InMemoryStepQueue>,
-    failures_left: AtomicUsize,
-}
-
-#[async_trait]
-impl StepQueue for FailingSendQueue {
-    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
-        if self.failures_left.load(Ordering::SeqCst) > 0
-            && messages.iter().any(|m| m.message_id.contains("node_"))
-        {
-            self.failures_left.fetch_sub(1, Ordering::SeqCst);
-            return Err(QueueError::Unavailable(
-                "injected: lost between commit and send".into(),
-            ));
-        }
-        self.inner.send(messages).await
-    }
-    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError> {
-        self.inner.receive(max, wait).await
-    }
-    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
-        self.inner.acknowledge(receipt).await
-    }
-    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
-        self.inner.release(receipt, delay).await
     }
 }
 
@@ -191,7 +142,7 @@ async fn every_message_delivered_twice_changes_nothing() {
     });
     let orchestrator = orchestrator(
         store.clone(),
-        Arc::new(DuplicatingQueue(inner.clone())),
+        Arc::new(DuplicatingQueue(inner.clone() as Arc<dyn StepQueue>)),
         model.clone(),
     );
     let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
@@ -215,10 +166,7 @@ async fn a_send_lost_after_commit_is_repaired_by_redelivery() {
         calls: AtomicUsize::new(0),
         delay: Duration::ZERO,
     });
-    let queue = Arc::new(FailingSendQueue {
-        inner: inner.clone(),
-        failures_left: AtomicUsize::new(2),
-    });
+    let queue = Arc::new(FailingSendQueue::new(inner.clone(), 2));
     let orchestrator = orchestrator(store.clone(), queue, model.clone());
     let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
     let runner = LocalRunner {

@@ -31,6 +31,8 @@ pub use instance::generate_instance;
 pub enum Behavior {
     /// Answer with JSON generated from the requested schema.
     Valid,
+    /// Same, after waiting `delay_ms` (a slow model).
+    SlowValid { delay_ms: u64 },
     /// Answer with this exact content.
     Content { content: String },
     /// Fail with an HTTP status (429, 500, …), optionally with `Retry-After` seconds.
@@ -197,6 +199,10 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
             return response;
         }
         Behavior::Valid => generate_instance(&requested_schema(&body), "answer").to_string(),
+        Behavior::SlowValid { delay_ms } => {
+            tokio::time::sleep(Duration::from_millis(*delay_ms)).await;
+            generate_instance(&requested_schema(&body), "answer").to_string()
+        }
         Behavior::Content { content } => content.clone(),
         Behavior::MalformedJson => "{\"this is\": not json".to_string(),
         Behavior::SchemaViolating => json!({"scriptedUnexpectedProperty": true}).to_string(),

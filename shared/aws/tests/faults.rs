@@ -1,0 +1,427 @@
+//! The durable step loop on DynamoDB and SQS (moto) under injected faults:
+//! every message delivered twice, sends lost between commit and send, and
+//! two concurrent deliveries of one step. Model calls are counted at the
+//! scripted OpenAI-compatible server (the test double for the model); the
+//! engine, the DynamoDB store and the SQS queue are the real ones. Also
+//! counts the store and queue calls per node step on the hot path.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use baton_aws::{DynamoRunStore, SqsStepQueue};
+use baton_core::event::{EventDraft, EventFrame, EventType};
+use baton_core::run::{RunState, RunStatus, StepMessage};
+use baton_core::schema::ValidatorCache;
+use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
+use baton_runtime::clock::{RandomIds, SystemClock};
+use baton_runtime::error::{QueueError, StoreError};
+use baton_runtime::fault_injection::{DuplicatingQueue, FailingSendQueue};
+use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, StepOutcome};
+use baton_runtime::ports::{
+    ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue, StoredRun,
+};
+use baton_runtime::registry_loader::load_registry;
+use baton_runtime::worker::{process_received_step, read_all_events_after};
+use moto_server::{MotoServer, unique_name};
+use scripted_llm::{Behavior, ScriptedLlmServer};
+use serde_json::Value;
+
+/// Counts port calls by name (a decorator around the real adapters).
+#[derive(Default)]
+struct CallCounter(Mutex<BTreeMap<&'static str, usize>>);
+
+impl CallCounter {
+    fn add(&self, name: &'static str) {
+        *self.0.lock().unwrap().entry(name).or_default() += 1;
+    }
+    fn snapshot(&self) -> BTreeMap<&'static str, usize> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+struct CountingStore(Arc<dyn RunStore>, Arc<CallCounter>);
+
+#[async_trait]
+impl RunStore for CountingStore {
+    async fn create_run(
+        &self,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+        key: Option<&str>,
+    ) -> Result<CreateOutcome, StoreError> {
+        self.1.add("store.create_run");
+        self.0.create_run(state, events, outbox, key).await
+    }
+    async fn load_run(&self, tenant: &str, run: &str) -> Result<Option<StoredRun>, StoreError> {
+        self.1.add("store.load_run");
+        self.0.load_run(tenant, run).await
+    }
+    async fn claim_node(
+        &self,
+        tenant: &str,
+        run: &str,
+        claim: NodeClaim<'_>,
+        events: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        self.1.add("store.claim_node");
+        self.0.claim_node(tenant, run, claim, events).await
+    }
+    async fn commit_step(
+        &self,
+        tenant: &str,
+        run: &str,
+        version: u64,
+        state: RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+    ) -> Result<u64, StoreError> {
+        self.1.add("store.commit_step");
+        self.0
+            .commit_step(tenant, run, version, state, events, outbox)
+            .await
+    }
+    async fn append_events(
+        &self,
+        tenant: &str,
+        run: &str,
+        events: Vec<EventDraft>,
+    ) -> Result<u64, StoreError> {
+        self.1.add("store.append_events");
+        self.0.append_events(tenant, run, events).await
+    }
+    async fn read_events(
+        &self,
+        tenant: &str,
+        run: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventFrame>, StoreError> {
+        self.0.read_events(tenant, run, after, limit).await
+    }
+    async fn pending_outbox(
+        &self,
+        tenant: &str,
+        run: &str,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        self.1.add("store.pending_outbox");
+        self.0.pending_outbox(tenant, run).await
+    }
+    async fn mark_outbox_sent(
+        &self,
+        tenant: &str,
+        run: &str,
+        ids: &[String],
+    ) -> Result<(), StoreError> {
+        self.1.add("store.mark_outbox_sent");
+        self.0.mark_outbox_sent(tenant, run, ids).await
+    }
+}
+
+struct CountingQueue(Arc<dyn StepQueue>, Arc<CallCounter>);
+
+#[async_trait]
+impl StepQueue for CountingQueue {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
+        self.1.add("queue.send");
+        self.0.send(messages).await
+    }
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<ReceivedStep>, QueueError> {
+        self.0.receive(max, wait).await
+    }
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
+        self.1.add("queue.acknowledge");
+        self.0.acknowledge(receipt).await
+    }
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.1.add("queue.release");
+        self.0.release(receipt, delay).await
+    }
+}
+
+struct Fixture {
+    _moto: MotoServer,
+    model: ScriptedLlmServer,
+    store: Arc<dyn RunStore>,
+    sqs: Arc<dyn StepQueue>,
+}
+
+async fn fixture() -> Fixture {
+    let moto = MotoServer::start().unwrap();
+    let configuration = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(&moto.endpoint)
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "faults"))
+        .load()
+        .await;
+    let store = DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::new(&configuration),
+        unique_name("baton-faults"),
+    );
+    store.create_table_if_missing().await.unwrap();
+    let sqs_client = aws_sdk_sqs::Client::new(&configuration);
+    let queue_url = sqs_client
+        .create_queue()
+        .queue_name(unique_name("baton-faults-steps"))
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+            "5",
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    Fixture {
+        _moto: moto,
+        model: ScriptedLlmServer::start().await.unwrap(),
+        store: Arc::new(store),
+        sqs: Arc::new(SqsStepQueue::new(sqs_client, queue_url)),
+    }
+}
+
+fn orchestrator(
+    fixture: &Fixture,
+    store: Arc<dyn RunStore>,
+    queue: Arc<dyn StepQueue>,
+) -> Arc<Orchestrator> {
+    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
+        fixture.model.base_url(),
+        "scripted",
+        None,
+    ))
+    .unwrap();
+    Arc::new(Orchestrator {
+        store,
+        queue,
+        llm: Arc::new(provider),
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+        registry: Arc::new(
+            load_registry(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry")).unwrap(),
+        ),
+        validators: Arc::new(ValidatorCache::new()),
+        settings: OrchestratorSettings {
+            busy_retry_delay: Duration::from_millis(200),
+            ..OrchestratorSettings::default()
+        },
+        worker_id: "faults".into(),
+        claim_counter: Default::default(),
+    })
+}
+
+fn envelope() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../registry/examples/seed-10.1-sample-envelope.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Receives and performs steps (concurrently within a batch) until the run settles.
+async fn drive_until_settled(orchestrator: &Arc<Orchestrator>, run_id: &str) -> RunStatus {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let stored = orchestrator
+            .store
+            .load_run("t", run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        if stored.state.status.is_settled() {
+            return stored.state.status;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "run did not settle");
+        let batch = orchestrator
+            .queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .unwrap();
+        let handles: Vec<_> = batch
+            .into_iter()
+            .map(|received| {
+                let orchestrator = orchestrator.clone();
+                tokio::spawn(async move { process_received_step(&orchestrator, received).await })
+            })
+            .collect();
+        for handle in handles {
+            let _ = handle.await.unwrap();
+        }
+    }
+}
+
+async fn assert_exactly_once(orchestrator: &Orchestrator, run_id: &str, model: &ScriptedLlmServer) {
+    let frames = read_all_events_after(orchestrator, "t", run_id, 0)
+        .await
+        .unwrap();
+    for (index, frame) in frames.iter().enumerate() {
+        assert_eq!(frame.id, index as u64 + 1, "contiguous sequence numbers");
+    }
+    let count = |kind: EventType| {
+        frames
+            .iter()
+            .filter(|frame| frame.event_type == kind)
+            .count()
+    };
+    assert_eq!(count(EventType::NodeStart), 2, "one node_start per node");
+    assert_eq!(
+        count(EventType::NodeComplete),
+        2,
+        "one node_complete per node"
+    );
+    assert_eq!(count(EventType::PlanGenerated), 1);
+    assert_eq!(count(EventType::Complete), 1);
+    assert_eq!(frames.last().unwrap().event_type, EventType::Complete);
+    assert_eq!(model.request_count(), 2, "one model call per node");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_step_message_delivered_twice() {
+    let fixture = fixture().await;
+    let queue: Arc<dyn StepQueue> = Arc::new(DuplicatingQueue(fixture.sqs.clone()));
+    let orchestrator = orchestrator(&fixture, fixture.store.clone(), queue);
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    assert_eq!(
+        drive_until_settled(&orchestrator, &submitted.run_id).await,
+        RunStatus::Completed
+    );
+    assert_exactly_once(&orchestrator, &submitted.run_id, &fixture.model).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sends_lost_between_commit_and_send_are_repaired() {
+    let fixture = fixture().await;
+    let queue: Arc<dyn StepQueue> = Arc::new(FailingSendQueue::new(fixture.sqs.clone(), 2));
+    let orchestrator = orchestrator(&fixture, fixture.store.clone(), queue);
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    assert_eq!(
+        drive_until_settled(&orchestrator, &submitted.run_id).await,
+        RunStatus::Completed
+    );
+    assert_exactly_once(&orchestrator, &submitted.run_id, &fixture.model).await;
+    assert!(
+        fixture
+            .store
+            .pending_outbox("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_concurrent_deliveries_of_one_step_commit_once() {
+    let fixture = fixture().await;
+    fixture
+        .model
+        .push_behaviors([Behavior::SlowValid { delay_ms: 500 }]);
+    let orchestrator = orchestrator(&fixture, fixture.store.clone(), fixture.sqs.clone());
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let plan = orchestrator
+        .queue
+        .receive(1, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .remove(0);
+    process_received_step(&orchestrator, plan).await.unwrap();
+    let node_step = orchestrator
+        .queue
+        .receive(1, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .remove(0)
+        .message;
+    let (left, right) = tokio::join!(
+        orchestrator.handle_step(&node_step),
+        orchestrator.handle_step(&node_step)
+    );
+    let outcomes = [left.unwrap(), right.unwrap()];
+    assert!(
+        outcomes
+            .iter()
+            .any(|outcome| matches!(outcome, StepOutcome::Committed { .. })),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes
+            .iter()
+            .any(|outcome| matches!(outcome, StepOutcome::Busy { .. })),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        fixture.model.request_count(),
+        1,
+        "the twin never called the model"
+    );
+    let before = read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(
+        orchestrator.handle_step(&node_step).await.unwrap(),
+        StepOutcome::Stale
+    );
+    assert_eq!(
+        read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+            .await
+            .unwrap()
+            .len(),
+        before,
+        "the loser appended nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn store_and_queue_calls_per_node_step() {
+    let fixture = fixture().await;
+    let counter = Arc::new(CallCounter::default());
+    let store: Arc<dyn RunStore> = Arc::new(CountingStore(fixture.store.clone(), counter.clone()));
+    let queue: Arc<dyn StepQueue> = Arc::new(CountingQueue(fixture.sqs.clone(), counter.clone()));
+    let orchestrator = orchestrator(&fixture, store, queue);
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let plan = orchestrator
+        .queue
+        .receive(1, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .remove(0);
+    process_received_step(&orchestrator, plan).await.unwrap();
+    let before = counter.snapshot();
+    let node_step = orchestrator
+        .queue
+        .receive(1, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .remove(0);
+    process_received_step(&orchestrator, node_step)
+        .await
+        .unwrap();
+    let after = counter.snapshot();
+    let per_step: BTreeMap<&str, usize> = after
+        .iter()
+        .map(|(name, count)| (*name, count - before.get(name).copied().unwrap_or(0)))
+        .filter(|(_, count)| *count > 0)
+        .collect();
+    println!("port calls for one node step: {per_step:?}");
+    // One load, one claim, one delta batch, one commit, one outbox mark; one send, one delete.
+    let expected: BTreeMap<&str, usize> = [
+        ("queue.acknowledge", 1),
+        ("queue.send", 1),
+        ("store.append_events", 1),
+        ("store.claim_node", 1),
+        ("store.commit_step", 1),
+        ("store.load_run", 1),
+        ("store.mark_outbox_sent", 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(per_step, expected);
+    assert_eq!(
+        drive_until_settled(&orchestrator, &submitted.run_id).await,
+        RunStatus::Completed
+    );
+}
