@@ -172,7 +172,8 @@ impl DynamoRunStore {
         &self,
         pk: &str,
         first_sequence: u64,
-        run: &RunState,
+        run_id: &str,
+        correlation_id: &str,
         drafts: Vec<EventDraft>,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let expires = now_seconds() + EVENT_RETENTION_SECONDS;
@@ -181,7 +182,7 @@ impl DynamoRunStore {
             .enumerate()
             .map(|(offset, draft)| {
                 let sequence = first_sequence + offset as u64;
-                let frame = draft.into_frame(sequence, &run.run_id, &run.correlation_id);
+                let frame = draft.into_frame(sequence, run_id, correlation_id);
                 let text = serde_json::to_string(&frame)
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?;
                 let item = Item::from([
@@ -238,17 +239,14 @@ impl DynamoRunStore {
         Ok(output.item)
     }
 
-    /// The run's state snapshot for its events' run id and correlation id.
-    async fn identity_and_sequence(&self, pk: &str) -> Result<(RunState, u64, u64), StoreError> {
+    /// The run's correlation id and next sequence number (a small projected read).
+    async fn correlation_and_sequence(&self, pk: &str) -> Result<(String, u64), StoreError> {
         let item = self
-            .read_run_item(pk, None)
+            .read_run_item(pk, Some("correlationId, nextSeq"))
             .await?
             .ok_or(StoreError::RunNotFound)?;
-        let state: RunState = serde_json::from_str(read_text(&item, "state")?)
-            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
         Ok((
-            state,
-            read_number(&item, "version")?,
+            read_text(&item, "correlationId")?.to_string(),
             read_number(&item, "nextSeq")?,
         ))
     }
@@ -264,7 +262,7 @@ impl DynamoRunStore {
         let pk = run_pk(tenant_id, run_id);
         let leading_count = leading.len();
         for _ in 0..SEQUENCE_RETRY_ROUNDS {
-            let (state, _, next_sequence) = self.identity_and_sequence(&pk).await?;
+            let (correlation_id, next_sequence) = self.correlation_and_sequence(&pk).await?;
             let count = events.len() as u64;
             let mut items = leading.clone();
             items.push(
@@ -283,7 +281,13 @@ impl DynamoRunStore {
                     )
                     .build(),
             );
-            items.extend(self.event_items(&pk, next_sequence + 1, &state, events.clone())?);
+            items.extend(self.event_items(
+                &pk,
+                next_sequence + 1,
+                run_id,
+                &correlation_id,
+                events.clone(),
+            )?);
             match self
                 .client
                 .transact_write_items()
@@ -353,13 +357,14 @@ impl RunStore for DynamoRunStore {
             ("version".to_string(), n(1)),
             ("nextSeq".to_string(), n(events.len() as u64)),
             ("status".to_string(), s(state.status.as_str())),
+            ("correlationId".to_string(), s(&state.correlation_id)),
         ]);
         items.push(put(
             &self.table,
             run_item,
             Some("attribute_not_exists(pk)"),
         )?);
-        items.extend(self.event_items(&pk, 1, state, events)?);
+        items.extend(self.event_items(&pk, 1, &state.run_id, &state.correlation_id, events)?);
         items.extend(self.outbox_items(&pk, &outbox)?);
         match self
             .client
@@ -525,7 +530,13 @@ impl RunStore for DynamoRunStore {
                     )
                     .build(),
             ];
-            items.extend(self.event_items(&pk, next_sequence + 1, &state, events.clone())?);
+            items.extend(self.event_items(
+                &pk,
+                next_sequence + 1,
+                run_id,
+                &state.correlation_id,
+                events.clone(),
+            )?);
             items.extend(self.outbox_items(&pk, &outbox)?);
             match self
                 .client

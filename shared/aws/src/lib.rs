@@ -9,7 +9,7 @@
 //!
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |
-//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON), `version`, `nextSeq`, `status` |
+//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON), `version`, `nextSeq`, `status`, `correlationId` |
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
 //! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` |
