@@ -47,8 +47,10 @@ dynamodb = session.client("dynamodb", endpoint_url=endpoint)
 if table not in dynamodb.list_tables()["TableNames"]:
     dynamodb.create_table(
         TableName=table, BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}])
+        AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "gsi1pk", "gsi1sk")],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[{"IndexName": "gsi1", "Projection": {"ProjectionType": "ALL"},
+                                 "KeySchema": [{"AttributeName": "gsi1pk", "KeyType": "HASH"}, {"AttributeName": "gsi1sk", "KeyType": "RANGE"}]}])
     dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"})
 sqs = session.client("sqs", endpoint_url=endpoint)
 dead_letter_url = sqs.create_queue(QueueName=queue + "-dlq")["QueueUrl"]

@@ -7,8 +7,9 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, KeySchemaElement, KeyType, Put,
-    ScalarAttributeType, TimeToLiveSpecification, TransactWriteItem, Update,
+    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
+    KeyType, Projection, ProjectionType, Put, ScalarAttributeType, TimeToLiveSpecification,
+    TransactWriteItem, Update,
 };
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::run::{RunState, StepMessage};
@@ -16,6 +17,24 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StoredRun};
 
 type Item = HashMap<String, AttributeValue>;
+
+/// Sparse index of unsent outbox entries (the sweeper's view), sharded by run.
+pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
+const PENDING_OUTBOX_SHARDS: u32 = 8;
+
+fn pending_outbox_shard(run_id: &str) -> String {
+    let hash = run_id.bytes().fold(0u32, |hash, byte| {
+        hash.wrapping_mul(31).wrapping_add(u32::from(byte))
+    });
+    format!("OUTBOX#PENDING#{}", hash % PENDING_OUTBOX_SHARDS)
+}
+
+fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}
 
 /// Events live this long after they are written (DynamoDB TTL).
 const EVENT_RETENTION_SECONDS: u64 = 30 * 24 * 3600;
@@ -149,6 +168,45 @@ impl DynamoRunStore {
                     .build()
                     .map_err(unavailable)?,
             )
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("gsi1pk")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name("gsi1sk")
+                    .attribute_type(ScalarAttributeType::S)
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(PENDING_OUTBOX_INDEX)
+                    .key_schema(
+                        KeySchemaElement::builder()
+                            .attribute_name("gsi1pk")
+                            .key_type(KeyType::Hash)
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .key_schema(
+                        KeySchemaElement::builder()
+                            .attribute_name("gsi1sk")
+                            .key_type(KeyType::Range)
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .projection(
+                        Projection::builder()
+                            .projection_type(ProjectionType::All)
+                            .build(),
+                    )
+                    .build()
+                    .map_err(unavailable)?,
+            )
             .send()
             .await
             .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
@@ -211,6 +269,14 @@ impl DynamoRunStore {
                     ("sk".to_string(), s(format!("OUT#{}", message.message_id))),
                     ("message".to_string(), s(text)),
                     ("sent".to_string(), AttributeValue::Bool(false)),
+                    (
+                        "gsi1pk".to_string(),
+                        s(pending_outbox_shard(&message.run_id)),
+                    ),
+                    (
+                        "gsi1sk".to_string(),
+                        s(format!("{:020}#{}", now_millis(), message.message_id)),
+                    ),
                 ]);
                 put(&self.table, item, None)
             })
@@ -637,6 +703,42 @@ impl RunStore for DynamoRunStore {
             .collect()
     }
 
+    async fn stale_outbox(
+        &self,
+        written_before_millis: u64,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        let mut stale: Vec<(String, StepMessage)> = Vec::new();
+        for shard in 0..PENDING_OUTBOX_SHARDS {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(PENDING_OUTBOX_INDEX)
+                .key_condition_expression("gsi1pk = :shard AND gsi1sk < :cutoff")
+                .expression_attribute_values(":shard", s(format!("OUTBOX#PENDING#{shard}")))
+                .expression_attribute_values(":cutoff", s(format!("{written_before_millis:020}")))
+                .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+                .send()
+                .await
+                .map_err(|error| {
+                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
+                })?;
+            for item in output.items() {
+                let order = read_text(item, "gsi1sk")?.to_string();
+                let message = serde_json::from_str(read_text(item, "message")?)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                stale.push((order, message));
+            }
+        }
+        stale.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(stale
+            .into_iter()
+            .take(limit)
+            .map(|(_, message)| message)
+            .collect())
+    }
+
     async fn mark_outbox_sent(
         &self,
         tenant_id: &str,
@@ -650,7 +752,7 @@ impl RunStore for DynamoRunStore {
                 .table_name(&self.table)
                 .key("pk", s(&pk))
                 .key("sk", s(format!("OUT#{message_id}")))
-                .update_expression("SET sent = :true")
+                .update_expression("SET sent = :true REMOVE gsi1pk, gsi1sk")
                 .condition_expression("attribute_exists(pk)")
                 .expression_attribute_values(":true", AttributeValue::Bool(true))
                 .send()

@@ -12,8 +12,11 @@
 //! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON), `version`, `nextSeq`, `status`, `correlationId` |
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
-//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` |
+//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent`, while unsent `gsi1pk`/`gsi1sk` |
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
+//!
+//! Index `gsi1` (`gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{writtenMillis:020}#{messageId}`) is
+//! sparse: only unsent outbox entries carry it, so the sweeper reads exactly those.
 //!
 //! Every key starts with the tenant, so one tenant can never address another's items.
 //!

@@ -113,6 +113,13 @@ impl RunStore for CountingStore {
         self.1.add("store.pending_outbox");
         self.0.pending_outbox(tenant, run).await
     }
+    async fn stale_outbox(
+        &self,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        self.0.stale_outbox(before, limit).await
+    }
     async fn mark_outbox_sent(
         &self,
         tenant: &str,

@@ -210,6 +210,31 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "commit writes its outbox",
     )?;
 
+    // The sweeper's view: unsent entries written before a cutoff, across runs.
+    let far_future = u64::MAX / 2;
+    let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
+    check(
+        stale.iter().any(|m| m.message_id == message.message_id),
+        "an unsent entry is stale once the cutoff passes it",
+    )?;
+    check(
+        store
+            .stale_outbox(0, 1000)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "nothing is older than the epoch",
+    )?;
+    store
+        .mark_outbox_sent(&tenant, &run_id, &[message.message_id.clone()])
+        .await
+        .map_err(failed)?;
+    let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
+    check(
+        !stale.iter().any(|m| m.message_id == message.message_id),
+        "a sent entry is no longer stale",
+    )?;
+
     // Appends between commits keep sequences contiguous.
     let last = store
         .append_events(&tenant, &run_id, vec![log("delta-1"), log("delta-2")])

@@ -19,6 +19,14 @@ use crate::ports::{
 struct OutboxEntry {
     message: StepMessage,
     sent: bool,
+    written_at_millis: u64,
+}
+
+fn wall_clock_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
 }
 
 struct Lease {
@@ -106,6 +114,7 @@ impl RunStore for InMemoryRunStore {
                         OutboxEntry {
                             message,
                             sent: false,
+                            written_at_millis: wall_clock_millis(),
                         },
                     )
                 })
@@ -198,6 +207,7 @@ impl RunStore for InMemoryRunStore {
                 OutboxEntry {
                     message,
                     sent: false,
+                    written_at_millis: wall_clock_millis(),
                 },
             );
         }
@@ -257,6 +267,27 @@ impl RunStore for InMemoryRunStore {
             .values()
             .filter(|entry| !entry.sent)
             .map(|entry| entry.message.clone())
+            .collect())
+    }
+
+    async fn stale_outbox(
+        &self,
+        written_before_millis: u64,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let mut stale: Vec<(u64, StepMessage)> = tables
+            .runs
+            .values()
+            .flat_map(|record| record.outbox.values())
+            .filter(|entry| !entry.sent && entry.written_at_millis < written_before_millis)
+            .map(|entry| (entry.written_at_millis, entry.message.clone()))
+            .collect();
+        stale.sort_by_key(|(written, _)| *written);
+        Ok(stale
+            .into_iter()
+            .take(limit)
+            .map(|(_, message)| message)
             .collect())
     }
 

@@ -119,6 +119,14 @@ pub trait RunStore: Send + Sync {
         run_id: &str,
         message_ids: &[String],
     ) -> Result<(), StoreError>;
+
+    /// Unsent outbox entries of any run written before `written_before_millis`
+    /// (what a crash between commit and send left behind), oldest first.
+    async fn stale_outbox(
+        &self,
+        written_before_millis: u64,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError>;
 }
 
 /// A message received from the step queue, with what acknowledges it.

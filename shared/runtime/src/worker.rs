@@ -196,3 +196,81 @@ pub async fn read_all_events_after(
         frames.extend(page);
     }
 }
+
+/// The sweeper's use case: re-sends outbox entries older than `older_than`
+/// that a crash between commit and send left unsent, then marks them sent.
+/// Re-sending is safe: a step that already ran finds itself stale.
+pub async fn sweep_stale_outbox(
+    orchestrator: &Orchestrator,
+    older_than: Duration,
+    limit: usize,
+) -> Result<usize, RuntimeError> {
+    let cutoff = orchestrator
+        .clock
+        .now_millis()
+        .saturating_sub(u64::try_from(older_than.as_millis()).unwrap_or(u64::MAX));
+    let stale = orchestrator.store.stale_outbox(cutoff, limit).await?;
+    for message in &stale {
+        orchestrator
+            .queue
+            .send(std::slice::from_ref(message))
+            .await?;
+        orchestrator
+            .store
+            .mark_outbox_sent(
+                &message.tenant_id,
+                &message.run_id,
+                std::slice::from_ref(&message.message_id),
+            )
+            .await?;
+    }
+    if !stale.is_empty() {
+        tracing::info!(resent = stale.len(), "sweeper re-sent stale outbox entries");
+    }
+    Ok(stale.len())
+}
+
+/// A run submitted by another service through the ingest queue.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IngestMessage {
+    /// The tenant the run belongs to (the queue's IAM policy decides who may send).
+    pub tenant_id: String,
+    /// The task envelope; its `idempotencyKey` makes a re-sent submission return the same run.
+    pub envelope: serde_json::Value,
+}
+
+/// The ingest function's use case: submits each record's envelope. Returns
+/// the ids to report as failed: after the queue's bound they reach its
+/// dead-letter queue, so an invalid submission is kept for inspection,
+/// never silently dropped.
+pub async fn process_ingest_batch(
+    orchestrator: &Orchestrator,
+    records: Vec<(String, String)>,
+) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (message_id, body) in records {
+        let submitted = match serde_json::from_str::<IngestMessage>(&body) {
+            Ok(message) => {
+                orchestrator
+                    .submit_run(&message.tenant_id, &message.envelope)
+                    .await
+            }
+            Err(error) => {
+                tracing::error!(%message_id, %error, "ingest message is not {{tenantId, envelope}}");
+                failed.push(message_id);
+                continue;
+            }
+        };
+        match submitted {
+            Ok(run) => {
+                tracing::info!(%message_id, run_id = %run.run_id, deduplicated = run.deduplicated, "ingested a run")
+            }
+            Err(error) => {
+                tracing::error!(%message_id, %error, "ingest submission failed");
+                failed.push(message_id);
+            }
+        }
+    }
+    failed
+}

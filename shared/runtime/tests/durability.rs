@@ -296,3 +296,88 @@ async fn a_queue_batch_reports_only_the_messages_to_redeliver() {
             .await;
     assert!(duplicate.is_empty(), "a duplicate is acknowledged as stale");
 }
+
+#[tokio::test]
+async fn the_sweeper_resends_what_a_crash_left_in_the_outbox() {
+    let store = Arc::new(InMemoryRunStore::new());
+    let inner = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let lossy = orchestrator(
+        store.clone(),
+        Arc::new(FailingSendQueue::new(inner.clone(), 1)),
+        model.clone(),
+    );
+    let submitted = lossy.submit_run("t", &envelope()).await.unwrap();
+    let plan = inner.receive(1, Duration::ZERO).await.unwrap().remove(0);
+    // The plan step commits, then its send of node_1 is lost; the message is acknowledged anyway
+    // (as if the worker had died after the commit and SQS had since dropped the delivery).
+    assert!(lossy.handle_step(&plan.message).await.is_err());
+    inner.acknowledge(&plan.receipt).await.unwrap();
+    assert_eq!(
+        inner.outstanding(),
+        0,
+        "nothing left on the queue: only the outbox knows node_1"
+    );
+    assert_eq!(
+        baton_runtime::worker::sweep_stale_outbox(&lossy, Duration::from_secs(3600), 100)
+            .await
+            .unwrap(),
+        0,
+        "young entries are left alone"
+    );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        baton_runtime::worker::sweep_stale_outbox(&lossy, Duration::ZERO, 100)
+            .await
+            .unwrap(),
+        1
+    );
+    let runner = LocalRunner {
+        orchestrator: lossy.clone(),
+        queue: inner,
+    };
+    assert_eq!(
+        runner
+            .run_until_settled("t", &submitted.run_id)
+            .await
+            .unwrap(),
+        RunStatus::Completed
+    );
+    assert_completed_once_per_node(&store, &lossy, &submitted.run_id, &model).await;
+}
+
+#[tokio::test]
+async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue() {
+    let store = Arc::new(InMemoryRunStore::new());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let orchestrator = orchestrator(store, queue.clone(), model);
+    let mut keyed = envelope();
+    keyed["idempotencyKey"] = "crm-event-7".into();
+    let body = serde_json::json!({"tenantId": "t", "envelope": keyed}).to_string();
+    let records = vec![
+        ("first".to_string(), body.clone()),
+        ("resent".to_string(), body),
+        ("not-json".to_string(), "{".to_string()),
+        (
+            "bad-envelope".to_string(),
+            serde_json::json!({"tenantId": "t", "envelope": {"objective": ""}}).to_string(),
+        ),
+    ];
+    let failed = baton_runtime::worker::process_ingest_batch(&orchestrator, records).await;
+    assert_eq!(
+        failed,
+        vec!["not-json".to_string(), "bad-envelope".to_string()]
+    );
+    assert_eq!(
+        queue.outstanding(),
+        1,
+        "the re-sent submission did not start a second run"
+    );
+}
