@@ -226,7 +226,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "nothing is older than the epoch",
     )?;
     store
-        .mark_outbox_sent(&tenant, &run_id, &[message.message_id.clone()])
+        .mark_outbox_sent(&tenant, &run_id, std::slice::from_ref(&message.message_id))
         .await
         .map_err(failed)?;
     let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
