@@ -27,7 +27,8 @@ up() {
     say "moto already running on $endpoint (pid $(cat "$pid_file"))"
   else
     say "starting moto on $endpoint"
-    nohup moto_server -H 127.0.0.1 -p "$port" >"$state_dir/moto-$port.log" 2>&1 &
+    # moto with DynamoDB requests serialized (moto does not isolate concurrent transactions).
+    nohup python3 "$(dirname "$0")/moto_isolated.py" "$port" >"$state_dir/moto-$port.log" 2>&1 &
     echo $! >"$pid_file"
     for _ in $(seq 1 100); do
       if python3 - "$port" <<'PY' 2>/dev/null; then break; fi

@@ -142,14 +142,16 @@ async fn every_example_envelope_completes_with_contract_valid_output() {
             "{}: {violations:?}",
             example.display()
         );
-        let node_count = frames
+        let model_nodes = frames
             .iter()
-            .filter(|frame| frame["type"] == "node_complete")
+            .filter(|frame| {
+                frame["type"] == "node_start" && frame["payload"]["executorType"] == "ai"
+            })
             .count();
         assert_eq!(
             server.request_count(),
-            node_count,
-            "one model call per node when every answer is valid"
+            model_nodes,
+            "one model call per AI node when every answer is valid"
         );
     }
 }
@@ -163,6 +165,47 @@ async fn the_seed_sample_asks_for_two_variants_and_gets_exactly_two() {
     )
     .await;
     assert_eq!(code, 0);
+    assert_frame_invariants(&frames);
+    let plan = frames
+        .iter()
+        .find(|frame| frame["type"] == "plan_generated")
+        .unwrap();
+    let nodes = plan["payload"]["nodes"].as_array().unwrap();
+    let branches: Vec<&Value> = nodes
+        .iter()
+        .filter(|node| node["kind"] == "branch")
+        .collect();
+    assert_eq!(branches.len(), 2, "two parallel branch nodes: {nodes:?}");
+    let edges = plan["payload"]["edges"].as_array().unwrap();
+    for branch in &branches {
+        let id = branch["nodeId"].as_str().unwrap();
+        assert!(
+            edges
+                .iter()
+                .all(|edge| !(edge["from"] == id && edge["to"].as_str().unwrap().contains("_v"))),
+            "branches do not feed each other"
+        );
+    }
+    let join = nodes
+        .iter()
+        .find(|node| node["agentType"] == "builtin")
+        .unwrap();
+    assert_eq!(join["provides"], json!(["copyVariants"]));
+    let branch_answers: Vec<Value> = server.requests()[1..]
+        .iter()
+        .map(|request| {
+            request.body["response_format"]["json_schema"]["schema"]["properties"]["copyVariants"]
+                .clone()
+        })
+        .collect();
+    assert_eq!(branch_answers.len(), 2, "one model call per branch");
+    for schema in branch_answers {
+        assert_eq!(
+            schema["allOf"][2],
+            json!({"minItems": 1, "maxItems": 1}),
+            "each branch writes exactly one variant"
+        );
+    }
     let output = &frames.last().unwrap()["payload"]["output"];
     assert_eq!(output["copyVariants"].as_array().unwrap().len(), 2);
 }

@@ -102,7 +102,11 @@ async fn an_envelope_runs_end_to_end_on_dynamodb_and_sqs() {
             break rest.split_whitespace().next().unwrap().to_string();
         }
     };
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            eprintln!("[baton serve] {line}");
+        }
+    });
     let _serve = ServeProcess(child);
 
     let client = reqwest::Client::new();

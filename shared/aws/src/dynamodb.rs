@@ -330,23 +330,21 @@ impl DynamoRunStore {
         for _ in 0..SEQUENCE_RETRY_ROUNDS {
             let (correlation_id, next_sequence) = self.correlation_and_sequence(&pk).await?;
             let count = events.len() as u64;
+            let sequence_bump = TransactWriteItem::builder()
+                .update(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .key("pk", s(&pk))
+                        .key("sk", s("RUN"))
+                        .update_expression("SET nextSeq = :next")
+                        .condition_expression("nextSeq = :seen")
+                        .expression_attribute_values(":next", n(next_sequence + count))
+                        .expression_attribute_values(":seen", n(next_sequence))
+                        .build()
+                        .map_err(unavailable)?,
+                )
+                .build();
             let mut items = leading.clone();
-            items.push(
-                TransactWriteItem::builder()
-                    .update(
-                        Update::builder()
-                            .table_name(&self.table)
-                            .key("pk", s(&pk))
-                            .key("sk", s("RUN"))
-                            .update_expression("SET nextSeq = :next")
-                            .condition_expression("nextSeq = :seen")
-                            .expression_attribute_values(":next", n(next_sequence + count))
-                            .expression_attribute_values(":seen", n(next_sequence))
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .build(),
-            );
             items.extend(self.event_items(
                 &pk,
                 next_sequence + 1,
@@ -354,6 +352,7 @@ impl DynamoRunStore {
                 &correlation_id,
                 events.clone(),
             )?);
+            items.push(sequence_bump);
             match self
                 .client
                 .transact_write_items()
@@ -574,7 +573,9 @@ impl RunStore for DynamoRunStore {
             }
             let next_sequence = read_number(&item, "nextSeq")?;
             let count = events.len() as u64;
-            let mut items = vec![
+            // Events and outbox first, the run item last: a reader that sees the new
+            // status (on emulators that apply transactions item by item) sees its frames.
+            let run_update =
                 TransactWriteItem::builder()
                     .update(
                         Update::builder()
@@ -594,16 +595,16 @@ impl RunStore for DynamoRunStore {
                             .build()
                             .map_err(unavailable)?,
                     )
-                    .build(),
-            ];
-            items.extend(self.event_items(
+                    .build();
+            let mut items = self.event_items(
                 &pk,
                 next_sequence + 1,
                 run_id,
                 &state.correlation_id,
                 events.clone(),
-            )?);
+            )?;
             items.extend(self.outbox_items(&pk, &outbox)?);
+            items.push(run_update);
             match self
                 .client
                 .transact_write_items()

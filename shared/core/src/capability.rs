@@ -9,6 +9,8 @@ use serde_json::{Map, Value};
 pub enum AgentType {
     Ai,
     Human,
+    /// Orchestrator-managed (e.g. a join of variant branches); never registered.
+    Builtin,
 }
 
 /// Plan taxonomy (seed 004 Story 8.8).

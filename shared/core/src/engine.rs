@@ -89,6 +89,28 @@ pub enum NodeDispatch {
     Model(ModelRequest),
     Human,
     InputRejected(Vec<SchemaViolation>),
+    /// An orchestrator-managed node's answer, computed here: feed it back as
+    /// `NodeAnswered` without calling anything.
+    Builtin(String),
+}
+
+/// Computes an orchestrator-managed node's output from its upstream outputs.
+fn perform_builtin(state: &RunState, operation: &crate::plan::BuiltinOperation) -> Value {
+    match operation {
+        crate::plan::BuiltinOperation::ConcatArrays { facet, sources } => {
+            let mut items = Vec::new();
+            for source in sources {
+                let produced = state
+                    .nodes
+                    .get(source)
+                    .and_then(|record| record.output.as_ref())
+                    .and_then(|output| output.get(facet))
+                    .and_then(Value::as_array);
+                items.extend(produced.into_iter().flatten().cloned());
+            }
+            json!({ facet.clone(): items })
+        }
+    }
 }
 
 /// Creates the run: its state, the `start` frame and the planning step.
@@ -181,6 +203,11 @@ pub fn dispatch_node(
     if !violations.is_empty() {
         node.input_contract.attribute_violations(&mut violations);
         return Ok(NodeDispatch::InputRejected(violations));
+    }
+    if let Some(operation) = &node.builtin {
+        return Ok(NodeDispatch::Builtin(
+            perform_builtin(state, operation).to_string(),
+        ));
     }
     if node.agent_type == AgentType::Human {
         return Ok(NodeDispatch::Human);
@@ -574,6 +601,7 @@ fn decide_answer(
         }
     };
     let output_facets = node.output_facets.clone();
+    let is_builtin = node.builtin.is_some();
     let max_attempts = state.max_node_attempts;
     let Some(record) = state.nodes.get_mut(node_id) else {
         return Err(CoreError::StepDoesNotApply(format!(
@@ -584,6 +612,14 @@ fn decide_answer(
     record.usage.completion_tokens += usage.completion_tokens;
     match violations {
         (Some(answer), violations) if violations.is_empty() => {
+            if is_builtin {
+                events.push(
+                    EventDraft::new(EventType::NodeStart, now)
+                        .node(node_id)
+                        .plan_version(plan_version)
+                        .payload(json!({"capabilityId": crate::plan::BUILTIN_JOIN_CAPABILITY, "executorType": "builtin", "attempt": attempt})),
+                );
+            }
             record.status = NodeStatus::Completed;
             record.output = Some(Arc::new(answer));
             record.feedback.clear();

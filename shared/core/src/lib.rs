@@ -30,5 +30,6 @@ pub mod registry;
 pub mod run;
 pub mod schema;
 pub mod validator;
+pub mod variants;
 
 pub use error::CoreError;

@@ -27,7 +27,31 @@ pub struct PlanNode {
     pub output_contract: CompiledContract,
     /// The merged system instruction: capability prompt plus facet semantics.
     pub instructions: String,
+    /// Set on orchestrator-managed nodes, which run no capability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub builtin: Option<BuiltinOperation>,
+    /// Set on variant branches: this is branch `index` of `count`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<VariantSlot>,
 }
+
+/// What an orchestrator-managed node computes from its upstream outputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "operation", rename_all = "snake_case")]
+pub enum BuiltinOperation {
+    /// Concatenates the array `facet` of every `sources` node, in order.
+    ConcatArrays { facet: String, sources: Vec<String> },
+}
+
+/// Position of a variant branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VariantSlot {
+    pub index: u32,
+    pub count: u32,
+}
+
+/// Capability id recorded on join nodes (orchestrator-managed, not registered).
+pub const BUILTIN_JOIN_CAPABILITY: &str = "baton.join";
 
 /// A facet flowing from a producer node to a consumer node.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

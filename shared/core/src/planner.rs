@@ -214,7 +214,7 @@ pub fn plan_deterministically(
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
-    build_plan(&context, &draft.chosen_capability_ids, &goals).map_err(|error| {
+    let plan = build_plan(&context, &draft.chosen_capability_ids, &goals).map_err(|error| {
         vec![
             PlanDiagnostic::hard(
                 "structure.contracts",
@@ -223,7 +223,13 @@ pub fn plan_deterministically(
             )
             .with_suggestion(error.to_string()),
         ]
-    })
+    })?;
+    let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
+    Ok(crate::variants::expand_variants(
+        plan,
+        envelope,
+        &facet_schema,
+    ))
 }
 
 /// Turns an ordered list of capability ids into nodes and facet edges.
@@ -290,6 +296,8 @@ fn build_plan(
             output_facets,
             input_contract,
             output_contract,
+            builtin: None,
+            variant: None,
         });
     }
     Ok(PlanGraph {

@@ -116,6 +116,13 @@ impl Registry {
                 "must be a non-empty string",
             ));
         }
+        if capability.agent_type == crate::capability::AgentType::Builtin {
+            return Err(registry_error(
+                source_name,
+                "$.agentType",
+                "`builtin` is reserved for orchestrator-managed nodes; register `ai` or `human`",
+            ));
+        }
         if capability.output_contract.is_empty() {
             return Err(registry_error(
                 source_name,

@@ -65,6 +65,21 @@ fn check_structure(
                 .with_node(&node.node_id),
             );
         }
+        if node.builtin.is_some() {
+            if node.agent_type != crate::capability::AgentType::Builtin
+                || node.capability_id != crate::plan::BUILTIN_JOIN_CAPABILITY
+            {
+                diagnostics.push(
+                    structural(
+                        "structure.builtin_nodes",
+                        "orchestrator-managed nodes are marked builtin",
+                        "Mark the node's agentType `builtin`.".into(),
+                    )
+                    .with_node(&node.node_id),
+                );
+            }
+            continue;
+        }
         let Some(capability) = registry.capability(&node.capability_id) else {
             diagnostics.push(
                 PlanDiagnostic::hard(

@@ -215,3 +215,66 @@ fn every_facet_example_satisfies_its_own_schema() {
     }
     assert!(checked >= 12, "examples were found and checked ({checked})");
 }
+
+#[test]
+fn exactly_two_variants_become_two_parallel_branches_and_a_join() {
+    let registry = registry();
+    let envelope =
+        TaskEnvelope::parse_value(&example("seed-10.0.1-stream-contract-variants.json")).unwrap();
+    let plan = plan_deterministically(&envelope, &registry).unwrap();
+    let ids: Vec<&str> = plan
+        .nodes
+        .iter()
+        .map(|node| node.node_id.as_str())
+        .collect();
+    assert_eq!(ids, vec!["node_1", "node_2_v1", "node_2_v2", "node_2_join"]);
+    for branch in ["node_2_v1", "node_2_v2"] {
+        assert_eq!(
+            plan.upstream_of(branch).into_iter().collect::<Vec<_>>(),
+            vec!["node_1"],
+            "branches run in parallel after the strategy"
+        );
+        let node = plan.node(branch).unwrap();
+        assert_eq!(node.kind, baton_core::capability::NodeKind::Branch);
+        let property = &node.output_contract.schema["properties"]["copyVariants"];
+        assert_eq!(property["allOf"][2], json!({"minItems": 1, "maxItems": 1}));
+        assert!(
+            property["allOf"][1].get("maxItems").is_none(),
+            "the caller's count applies to the join, not a branch"
+        );
+    }
+    let join = plan.node("node_2_join").unwrap();
+    assert_eq!(
+        plan.upstream_of("node_2_join")
+            .into_iter()
+            .collect::<Vec<_>>(),
+        vec!["node_2_v1", "node_2_v2"]
+    );
+    assert_eq!(
+        join.output_contract.schema["properties"]["copyVariants"]["allOf"][1]["maxItems"],
+        2
+    );
+    assert_eq!(
+        plan.final_producer_of("copyVariants").unwrap().node_id,
+        "node_2_join"
+    );
+    let bundle = validate_plan(&plan, &envelope, &registry, &ValidatorCache::new());
+    assert_eq!(bundle.status, PlanStatus::Accepted, "{bundle:?}");
+}
+
+#[test]
+fn topology_variant_count_expands_an_open_ended_array() {
+    let registry = registry();
+    let mut envelope = example("seed-10.1-sample-envelope.json");
+    envelope["policies"]["planner"] = json!({"topology": {"variantCount": 3}});
+    let envelope = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan = plan_deterministically(&envelope, &registry).unwrap();
+    assert_eq!(
+        plan.nodes
+            .iter()
+            .filter(|node| node.variant.is_some())
+            .count(),
+        3
+    );
+    assert_eq!(plan.metadata["branchCount"], 3);
+}

@@ -27,7 +27,15 @@ struct FollowState {
     cursor: u64,
     finished: bool,
     poll_interval: Duration,
+    consecutive_errors: u32,
+    grace_polls: u32,
 }
+
+/// Polls to wait for an ended run's terminal frame before giving up.
+const MAX_GRACE_POLLS: u32 = 50;
+
+/// A stream gives up after this many failed reads in a row.
+const MAX_CONSECUTIVE_READ_ERRORS: u32 = 20;
 
 /// Frames of `run_id` after `after_sequence`, followed until the run settles.
 pub fn follow_run_events(
@@ -44,6 +52,8 @@ pub fn follow_run_events(
         cursor: after_sequence,
         finished: false,
         poll_interval,
+        consecutive_errors: 0,
+        grace_polls: 0,
     };
     stream::unfold(initial, |mut state| async move {
         loop {
@@ -56,10 +66,19 @@ pub fn follow_run_events(
                 .read_events(&state.tenant_id, &state.run_id, state.cursor, 200)
                 .await;
             let frames = match page {
-                Ok(frames) => frames,
+                Ok(frames) => {
+                    state.consecutive_errors = 0;
+                    frames
+                }
                 Err(error) => {
-                    tracing::warn!(%error, run_id = %state.run_id, "reading events failed; ending the stream");
-                    return None;
+                    state.consecutive_errors += 1;
+                    if state.consecutive_errors >= MAX_CONSECUTIVE_READ_ERRORS {
+                        tracing::warn!(%error, run_id = %state.run_id, "reading events keeps failing; ending the stream (the client can resume with Last-Event-ID)");
+                        return None;
+                    }
+                    tracing::debug!(%error, run_id = %state.run_id, "reading events failed; retrying");
+                    tokio::time::sleep(state.poll_interval * state.consecutive_errors).await;
+                    continue;
                 }
             };
             if let Some(last) = frames.last() {
@@ -70,14 +89,40 @@ pub fn follow_run_events(
                 let events: Vec<Result<Event, Infallible>> = frames.iter().map(|frame| Ok(sse_event_for(frame))).collect();
                 return Some((stream::iter(events), state));
             }
-            let settled = match state.orchestrator.load_run(&state.tenant_id, &state.run_id).await {
-                Ok(Some(stored)) => stored.state.status.is_settled(),
-                Ok(None) | Err(_) => true,
+            let status = match state.orchestrator.load_run(&state.tenant_id, &state.run_id).await {
+                Ok(Some(stored)) => Some(stored.state.status),
+                Ok(None) => return None,
+                Err(error) => {
+                    tracing::debug!(%error, run_id = %state.run_id, "loading the run failed; following on");
+                    None
+                }
             };
-            if settled {
-                // One last read: frames committed together with the settling status.
-                state.finished = true;
-                continue;
+            match status {
+                // An ended run's stream ends on its `complete`/`error` frame; wait
+                // (bounded) for it in case it is not readable yet.
+                Some(status) if status.is_terminal() => {
+                    state.grace_polls += 1;
+                    if state.grace_polls > MAX_GRACE_POLLS {
+                        tracing::warn!(run_id = %state.run_id, "the run ended but its last frame never became readable");
+                        return None;
+                    }
+                }
+                // A parked run: one last read for frames committed with the parking.
+                Some(status) if status.is_settled() => {
+                    state.finished = true;
+                    let last = state
+                        .orchestrator
+                        .store
+                        .read_events(&state.tenant_id, &state.run_id, state.cursor, 200)
+                        .await
+                        .unwrap_or_default();
+                    if let Some(frame) = last.last() {
+                        state.cursor = frame.id;
+                    }
+                    let events: Vec<Result<Event, Infallible>> = last.iter().map(|frame| Ok(sse_event_for(frame))).collect();
+                    return Some((stream::iter(events), state));
+                }
+                _ => {}
             }
             tokio::time::sleep(state.poll_interval).await;
         }

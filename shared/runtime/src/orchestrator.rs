@@ -329,6 +329,12 @@ impl Orchestrator {
                         attempt: *attempt,
                         violations,
                     },
+                    NodeDispatch::Builtin(content) => StepInput::NodeAnswered {
+                        node_id: node_id.clone(),
+                        attempt: *attempt,
+                        content,
+                        usage: Default::default(),
+                    },
                     NodeDispatch::Human => StepInput::NodeParkedForHuman {
                         node_id: node_id.clone(),
                         attempt: *attempt,

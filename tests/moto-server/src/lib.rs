@@ -34,8 +34,11 @@ impl MotoServer {
             .and_then(|listener| listener.local_addr())
             .map_err(|error| format!("no free port: {error}"))?
             .port();
-        let child = Command::new("moto_server")
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        // moto does not isolate concurrent DynamoDB transactions; the launcher
+        // serializes DynamoDB requests so tests see DynamoDB's semantics.
+        let launcher = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/moto_isolated.py");
+        let child = Command::new("python3")
+            .args([launcher, &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
