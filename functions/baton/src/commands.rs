@@ -74,9 +74,16 @@ fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
     let llm = baton_bootstrap::model_from_environment().map_err(startup)?;
     let store = Arc::new(InMemoryRunStore::new());
     let queue = Arc::new(InMemoryStepQueue::new());
+    let settings = baton_bootstrap::settings_from_environment().map_err(startup)?;
     let worker_id = format!("local-{}", std::process::id());
-    let orchestrator =
-        baton_bootstrap::orchestrator_over(registry, store.clone(), queue.clone(), llm, worker_id);
+    let orchestrator = baton_bootstrap::orchestrator_with_settings(
+        registry,
+        store.clone(),
+        queue.clone(),
+        llm,
+        worker_id,
+        settings,
+    );
     Ok((orchestrator, store, queue))
 }
 
@@ -86,9 +93,10 @@ async fn cloud_orchestrator(registry: Arc<Registry>) -> Result<Arc<Orchestrator>
     let (store, queue) = baton_bootstrap::cloud_ports_from_environment()
         .await
         .map_err(startup)?;
+    let settings = baton_bootstrap::settings_from_environment().map_err(startup)?;
     let worker_id = format!("serve-{}", std::process::id());
-    Ok(baton_bootstrap::orchestrator_over(
-        registry, store, queue, llm, worker_id,
+    Ok(baton_bootstrap::orchestrator_with_settings(
+        registry, store, queue, llm, worker_id, settings,
     ))
 }
 

@@ -22,7 +22,16 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 async fn baton(server: Option<&ScriptedLlmServer>, arguments: &[&str]) -> Output {
+    baton_with(server, arguments, &[]).await
+}
+
+async fn baton_with(
+    server: Option<&ScriptedLlmServer>,
+    arguments: &[&str],
+    extra_environment: &[(&str, &str)],
+) -> Output {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"));
+    command.envs(extra_environment.iter().copied());
     command
         .args(arguments)
         .current_dir(repository_root())
@@ -519,4 +528,143 @@ async fn plan_prints_the_validated_plan_without_calling_a_model() {
     )
     .await;
     assert_eq!(rejected.status.code(), Some(3));
+}
+
+fn plan_draft(nodes: Value) -> Behavior {
+    Behavior::Content {
+        content: json!({"nodes": nodes, "rationale": "scripted draft"}).to_string(),
+    }
+}
+
+async fn run_with_llm_planner(server: &ScriptedLlmServer) -> (i32, Vec<Value>) {
+    let envelope = repository_root().join("registry/examples/seed-10.1-sample-envelope.json");
+    let output = baton_with(
+        Some(server),
+        &["run", envelope.to_str().unwrap(), "--format", "ndjson"],
+        &[("BATON_PLANNER", "llm")],
+    )
+    .await;
+    let frames = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (output.status.code().unwrap(), frames)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_llm_planner_is_re_prompted_with_diagnostics_until_its_plan_validates() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([
+        // Missing producer: the writer needs a writer brief nobody produces.
+        plan_draft(json!([{"nodeId": "write", "capabilityId": "ContentGenerator.copyVariants"}])),
+        plan_draft(json!([
+            {"nodeId": "brief", "capabilityId": "StrategyManager.writerBrief"},
+            {"nodeId": "write", "capabilityId": "ContentGenerator.copyVariants", "dependsOn": ["brief"]}
+        ])),
+    ]);
+    let (code, frames) = run_with_llm_planner(&server).await;
+    assert_eq!(code, 0, "{frames:?}");
+    assert_frame_invariants(&frames);
+    assert_eq!(
+        &types(&frames)[..5],
+        &[
+            "start",
+            "plan_requested",
+            "plan_rejected",
+            "plan_requested",
+            "plan_generated"
+        ]
+    );
+    let rejection = &frames[2]["payload"];
+    assert_eq!(rejection["status"], "rejected");
+    assert!(
+        rejection["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|failure| failure["cause"] == "missing_producer" && failure["nodeId"] == "write"),
+        "{rejection}"
+    );
+    assert_eq!(frames[3]["payload"]["attempt"], 2);
+    let generated = &frames[4]["payload"];
+    assert_eq!(generated["plannerRuntime"], "llm");
+    assert_eq!(generated["plannerModel"], "scripted-model");
+    let second_prompt: Value = serde_json::from_str(
+        server.requests()[1].body["messages"][1]["content"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        second_prompt["previousAttempts"][0]["failures"][0]["cause"], "missing_producer",
+        "the diagnostics were fed back"
+    );
+    assert_eq!(
+        server.requests()[0].body["response_format"]["json_schema"]["name"],
+        "plan_draft"
+    );
+    assert_eq!(frames.last().unwrap()["type"], "complete");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_planner_that_never_validates_falls_back_to_the_deterministic_plan_with_a_warning() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([
+        plan_draft(json!([{"nodeId": "ghost", "capabilityId": "NoSuch.capability"}])),
+        plan_draft(json!([
+            {"nodeId": "a", "capabilityId": "StrategyManager.writerBrief", "dependsOn": ["b"]},
+            {"nodeId": "b", "capabilityId": "ContentGenerator.copyVariants", "dependsOn": ["a"]}
+        ])),
+        plan_draft(json!([{"nodeId": "only", "capabilityId": "QualityAssurance.contentReview"}])),
+    ]);
+    let (code, frames) = run_with_llm_planner(&server).await;
+    assert_eq!(code, 0, "{frames:?}");
+    assert_frame_invariants(&frames);
+    let rejections: Vec<&Value> = frames
+        .iter()
+        .filter(|frame| frame["type"] == "plan_rejected")
+        .collect();
+    assert_eq!(rejections.len(), 3);
+    assert_eq!(
+        rejections[0]["payload"]["failures"][0]["constraintId"],
+        "structure.capability_exists"
+    );
+    assert_eq!(
+        rejections[1]["payload"]["failures"][0]["constraintId"],
+        "structure.acyclic"
+    );
+    let warning = frames
+        .iter()
+        .find(|frame| frame["type"] == "warning")
+        .unwrap();
+    assert!(
+        warning["message"]
+            .as_str()
+            .unwrap()
+            .contains("deterministic planner")
+    );
+    let generated = frames
+        .iter()
+        .find(|frame| frame["type"] == "plan_generated")
+        .unwrap();
+    assert_eq!(generated["payload"]["plannerRuntime"], "deterministic");
+    assert_eq!(frames.last().unwrap()["type"], "complete");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_planner_choice_is_a_clear_error_at_start() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let output = baton_with(
+        Some(&server),
+        &["run", "registry/examples/social-post-new-case.json"],
+        &[("BATON_PLANNER", "oracle")],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        String::from_utf8(output.stderr)
+            .unwrap()
+            .contains("BATON_PLANNER")
+    );
 }

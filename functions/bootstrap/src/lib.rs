@@ -14,7 +14,7 @@ use baton_core::schema::ValidatorCache;
 use baton_http::TokenAuthenticator;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::{RandomIds, SystemClock};
-use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings};
+use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, PlannerChoice};
 use baton_runtime::ports::{LlmProvider, RunStore, StepQueue};
 use baton_runtime::registry_loader::{default_registry_root, load_registry};
 
@@ -88,6 +88,27 @@ pub async fn cloud_ports_from_environment()
     Ok((store, queue))
 }
 
+/// Step-loop settings from the environment: `BATON_PLANNER=deterministic|llm`.
+pub fn settings_from_environment() -> Result<OrchestratorSettings, StartupError> {
+    let planner = match std::env::var("BATON_PLANNER")
+        .ok()
+        .as_deref()
+        .map(str::trim)
+    {
+        None | Some("") | Some("deterministic") => PlannerChoice::Deterministic,
+        Some("llm") => PlannerChoice::Llm,
+        Some(other) => {
+            return Err(StartupError(format!(
+                "BATON_PLANNER must be `deterministic` or `llm` (got `{other}`)"
+            )));
+        }
+    };
+    Ok(OrchestratorSettings {
+        planner,
+        ..OrchestratorSettings::default()
+    })
+}
+
 /// An orchestrator over the given ports.
 pub fn orchestrator_over(
     registry: Arc<Registry>,
@@ -95,6 +116,25 @@ pub fn orchestrator_over(
     queue: Arc<dyn StepQueue>,
     llm: Arc<dyn LlmProvider>,
     worker_id: String,
+) -> Arc<Orchestrator> {
+    orchestrator_with_settings(
+        registry,
+        store,
+        queue,
+        llm,
+        worker_id,
+        OrchestratorSettings::default(),
+    )
+}
+
+/// An orchestrator over the given ports with explicit settings.
+pub fn orchestrator_with_settings(
+    registry: Arc<Registry>,
+    store: Arc<dyn RunStore>,
+    queue: Arc<dyn StepQueue>,
+    llm: Arc<dyn LlmProvider>,
+    worker_id: String,
+    settings: OrchestratorSettings,
 ) -> Arc<Orchestrator> {
     Arc::new(Orchestrator {
         store,
@@ -104,7 +144,7 @@ pub fn orchestrator_over(
         ids: Arc::new(RandomIds),
         registry,
         validators: Arc::new(ValidatorCache::new()),
-        settings: OrchestratorSettings::default(),
+        settings,
         worker_id,
         claim_counter: Default::default(),
     })
@@ -116,8 +156,11 @@ pub async fn cloud_orchestrator_from_environment(
 ) -> Result<Arc<Orchestrator>, StartupError> {
     let registry = registry_from(None)?;
     let llm = model_from_environment()?;
+    let settings = settings_from_environment()?;
     let (store, queue) = cloud_ports_from_environment().await?;
-    Ok(orchestrator_over(registry, store, queue, llm, worker_id))
+    Ok(orchestrator_with_settings(
+        registry, store, queue, llm, worker_id, settings,
+    ))
 }
 
 /// Tokens from `BATON_API_TOKENS`; with none configured, `anonymous_tenant`

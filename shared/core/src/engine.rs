@@ -51,6 +51,11 @@ pub struct NewRunIdentity {
 pub enum StepInput {
     /// The planner ran: a plan, or the diagnostics of why none exists.
     PlanDrafted(Result<PlanGraph, Vec<PlanDiagnostic>>),
+    /// Same, on planner attempt `attempt` (earlier attempts were rejected).
+    PlanDraftedOnAttempt {
+        drafted: Result<PlanGraph, Vec<PlanDiagnostic>>,
+        attempt: u32,
+    },
     /// The model answered attempt `attempt` of `node_id` with `content`.
     NodeAnswered {
         node_id: String,
@@ -251,9 +256,24 @@ pub fn decide(
     let mut events = Vec::new();
     let mut outbox = Vec::new();
     match input {
-        StepInput::PlanDrafted(drafted) => {
-            decide_plan(&mut state, drafted, now, context, &mut events, &mut outbox)?
-        }
+        StepInput::PlanDrafted(drafted) => decide_plan(
+            &mut state,
+            drafted,
+            1,
+            now,
+            context,
+            &mut events,
+            &mut outbox,
+        )?,
+        StepInput::PlanDraftedOnAttempt { drafted, attempt } => decide_plan(
+            &mut state,
+            drafted,
+            attempt,
+            now,
+            context,
+            &mut events,
+            &mut outbox,
+        )?,
         StepInput::NodeAnswered {
             node_id,
             attempt,
@@ -436,9 +456,11 @@ fn plan_generated_payload(plan: &PlanGraph, bundle: &DiagnosticsBundle) -> Value
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn decide_plan(
     state: &mut RunState,
     drafted: Result<PlanGraph, Vec<PlanDiagnostic>>,
+    attempt: u32,
     now: &str,
     context: &EngineContext<'_>,
     events: &mut Vec<EventDraft>,
@@ -457,7 +479,7 @@ fn decide_plan(
         policy_keys.push("runtime".into());
     }
     events.push(EventDraft::new(EventType::PlanRequested, now).message("planning").payload(json!({
-        "attempt": 1,
+        "attempt": attempt,
         "policyKeys": policy_keys,
         "capabilitySnapshot": {"count": capability_ids.len(), "capabilityIds": capability_ids},
     })));

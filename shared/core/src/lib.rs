@@ -23,6 +23,7 @@ pub mod envelope;
 pub mod error;
 pub mod event;
 pub mod facet;
+pub mod llm_planner;
 pub mod plan;
 pub mod planner;
 pub mod policies;

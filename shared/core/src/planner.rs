@@ -238,15 +238,55 @@ fn build_plan(
     capability_ids: &[String],
     goals: &[String],
 ) -> Result<PlanGraph, crate::CoreError> {
+    let numbered: Vec<(String, String)> = capability_ids
+        .iter()
+        .enumerate()
+        .map(|(index, capability_id)| (format!("node_{}", index + 1), capability_id.clone()))
+        .collect();
+    build_plan_with_ids(context, &numbered, goals)
+}
+
+/// Assembles a plan from `(node id, capability id)` pairs in execution order
+/// (as an LLM planner drafts them): facets flow from the nearest earlier
+/// producer, or from the envelope; contracts are compiled; variants expanded.
+pub fn assemble_plan(
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+    ordered_nodes: &[(String, String)],
+    planner_runtime: &str,
+    planner_model: Option<String>,
+) -> Result<PlanGraph, crate::CoreError> {
+    let context = PlanningContext {
+        envelope,
+        registry,
+        supplied: supplied_facets(envelope, registry),
+    };
+    let goals = goal_facets(envelope, registry);
+    let mut plan = build_plan_with_ids(&context, ordered_nodes, &goals)?;
+    plan.planner_runtime = planner_runtime.to_string();
+    plan.planner_model = planner_model;
+    let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
+    Ok(crate::variants::expand_variants(
+        plan,
+        envelope,
+        &facet_schema,
+    ))
+}
+
+fn build_plan_with_ids(
+    context: &PlanningContext<'_>,
+    ordered_nodes: &[(String, String)],
+    goals: &[String],
+) -> Result<PlanGraph, crate::CoreError> {
     let registry = context.registry;
     let contract = &context.envelope.output_contract;
-    let mut nodes: Vec<PlanNode> = Vec::with_capacity(capability_ids.len());
+    let mut nodes: Vec<PlanNode> = Vec::with_capacity(ordered_nodes.len());
     let mut edges = Vec::new();
-    for (index, capability_id) in capability_ids.iter().enumerate() {
+    for (node_id, capability_id) in ordered_nodes {
         let Some(capability) = registry.capability(capability_id) else {
             continue;
         };
-        let node_id = format!("node_{}", index + 1);
+        let node_id = node_id.clone();
         let mut input_facets = Vec::new();
         for facet in &capability.input_contract {
             let upstream_producer = nodes

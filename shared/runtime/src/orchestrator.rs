@@ -38,6 +38,10 @@ pub struct OrchestratorSettings {
     pub delta_flush_interval: Duration,
     /// Bound on reload-and-reapply rounds after version conflicts.
     pub max_commit_rounds: u32,
+    /// Which planner drafts plans.
+    pub planner: PlannerChoice,
+    /// Drafts an LLM planner may have rejected before falling back.
+    pub max_planner_attempts: u32,
     /// How long a delivery that found its node claimed by another worker
     /// waits before it looks again (it is usually stale by then).
     pub busy_retry_delay: Duration,
@@ -52,8 +56,20 @@ impl Default for OrchestratorSettings {
             delta_flush_interval: Duration::from_millis(100),
             max_commit_rounds: 16,
             busy_retry_delay: Duration::from_secs(2),
+            planner: PlannerChoice::Deterministic,
+            max_planner_attempts: 3,
         }
     }
+}
+
+/// Which planner drafts plans (`BATON_PLANNER=deterministic|llm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlannerChoice {
+    /// Backward chaining over facet coverage; no model call.
+    Deterministic,
+    /// The configured model drafts, the validator proves, rejected drafts are
+    /// re-prompted with their diagnostics; the deterministic planner is the fallback.
+    Llm,
 }
 
 /// What submitting an envelope produced.
@@ -297,6 +313,84 @@ impl Orchestrator {
         }))
     }
 
+    /// Drafts the plan with the configured planner. With the LLM planner,
+    /// rejected drafts are streamed (`plan_requested`, `plan_rejected`) and
+    /// re-prompted with their diagnostics; when the model is unavailable or
+    /// never produces a valid plan, a `warning` says so and the
+    /// deterministic planner drafts instead.
+    async fn draft_plan(
+        &self,
+        state: &baton_core::run::RunState,
+    ) -> Result<StepInput, RuntimeError> {
+        use baton_core::diagnostics::PlanStatus;
+        use baton_core::llm_planner::{plan_from_draft, planner_request};
+        use baton_core::validator::{rejected_bundle, validate_plan};
+        if self.settings.planner == PlannerChoice::Deterministic {
+            return Ok(StepInput::PlanDrafted(plan_deterministically(
+                &state.envelope,
+                &self.registry,
+            )));
+        }
+        let (tenant_id, run_id) = (state.tenant_id.as_str(), state.run_id.as_str());
+        let mut rejected = Vec::new();
+        let attempts = self.settings.max_planner_attempts.max(1);
+        let mut fallback_reason =
+            format!("the planner model produced no valid plan in {attempts} attempts");
+        for attempt in 1..=attempts {
+            let request = planner_request(&state.envelope, &self.registry, &rejected);
+            let (sender, _receiver) = mpsc::unbounded_channel();
+            let answer = match self.llm.complete(&request, sender).await {
+                Ok(answer) => answer,
+                Err(error) => {
+                    fallback_reason = format!("the planner model is unavailable ({error})");
+                    break;
+                }
+            };
+            let drafted = plan_from_draft(
+                &answer.content,
+                &state.envelope,
+                &self.registry,
+                &answer.model,
+            );
+            let bundle = match &drafted {
+                Ok(plan) => validate_plan(plan, &state.envelope, &self.registry, &self.validators),
+                Err(diagnostics) => rejected_bundle(diagnostics.clone()),
+            };
+            if drafted.is_ok() && bundle.status != PlanStatus::Rejected {
+                return Ok(StepInput::PlanDraftedOnAttempt { drafted, attempt });
+            }
+            let now = self.now_text();
+            let frames = vec![
+                EventDraft::new(EventType::PlanRequested, &now)
+                    .message("planning")
+                    .payload(serde_json::json!({"attempt": attempt, "planner": "llm"})),
+                EventDraft::new(EventType::PlanRejected, &now)
+                    .message(format!(
+                        "draft {attempt} rejected; re-planning with its diagnostics"
+                    ))
+                    .payload(serde_json::to_value(&bundle).unwrap_or_default()),
+            ];
+            self.store.append_events(tenant_id, run_id, frames).await?;
+            rejected.push(bundle);
+        }
+        let warning = EventDraft::new(EventType::Warning, &self.now_text())
+            .message(format!(
+                "{fallback_reason}; using the deterministic planner"
+            ))
+            .payload(
+                serde_json::json!({"fallback": "deterministic", "rejectedDrafts": rejected.len()}),
+            );
+        self.store
+            .append_events(tenant_id, run_id, vec![warning])
+            .await?;
+        Ok(StepInput::PlanDraftedOnAttempt {
+            drafted: plan_deterministically(&state.envelope, &self.registry),
+            attempt: u32::try_from(rejected.len())
+                .unwrap_or(u32::MAX)
+                .saturating_add(1),
+        })
+    }
+
     /// Performs one step message durably.
     pub async fn handle_step(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
         let node_id = match &message.command {
@@ -318,10 +412,7 @@ impl Orchestrator {
             return Ok(StepOutcome::Stale);
         }
         let input = match &message.command {
-            StepCommand::Plan => StepInput::PlanDrafted(plan_deterministically(
-                &stored.state.envelope,
-                &self.registry,
-            )),
+            StepCommand::Plan => self.draft_plan(&stored.state).await?,
             StepCommand::ExecuteNode { node_id, attempt } => {
                 match dispatch_node(&stored.state, node_id, &self.engine_context())? {
                     NodeDispatch::InputRejected(violations) => StepInput::NodeInputRejected {

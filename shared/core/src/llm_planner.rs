@@ -1,0 +1,255 @@
+//! The LLM planner's sans-IO half (seed 004 §5.8–5.9.2): the request that
+//! asks a model for a plan draft (constrained by a JSON Schema), and the
+//! translation of its answer into a `PlanGraph` that the validator then
+//! proves. Diagnostics of a rejected attempt go into the next request.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::context::ModelRequest;
+use crate::diagnostics::{DiagnosticCause, DiagnosticsBundle, PlanDiagnostic};
+use crate::envelope::TaskEnvelope;
+use crate::plan::PlanGraph;
+use crate::planner::{assemble_plan, supplied_facets};
+use crate::registry::Registry;
+
+/// `PlanGraph.plannerRuntime` of plans this planner drafted.
+pub const LLM_PLANNER_RUNTIME: &str = "llm";
+
+const PLANNER_INSTRUCTIONS: &str = "You plan work for an orchestrator. Choose capabilities from the catalogue so that \
+every top-level property of the output contract is produced, every required input facet of every chosen capability \
+is produced by a node it depends on (or is supplied by the envelope's inputs), and the planner policies hold. \
+Answer with nodes in execution order; `dependsOn` lists the nodes whose outputs a node needs. If previous attempts \
+were rejected, fix every listed failure (by constraintId, cause and suggestion).";
+
+/// The JSON Schema the model's answer must satisfy.
+pub fn plan_draft_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["nodes"],
+        "properties": {
+            "nodes": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["nodeId", "capabilityId"],
+                    "properties": {
+                        "nodeId": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+                        "capabilityId": {"type": "string"},
+                        "dependsOn": {"type": "array", "items": {"type": "string"}}
+                    },
+                    "additionalProperties": false
+                }
+            },
+            "rationale": {"type": "string"}
+        },
+        "additionalProperties": false
+    })
+}
+
+/// The planning request: the normalized envelope, the capability snapshot
+/// with facet contracts, and the feedback of rejected attempts.
+pub fn planner_request(
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+    rejected_attempts: &[DiagnosticsBundle],
+) -> ModelRequest {
+    let capabilities: Vec<Value> = registry
+        .capabilities()
+        .map(|capability| {
+            json!({
+                "capabilityId": capability.capability_id,
+                "agentType": capability.agent_type,
+                "kind": capability.kind,
+                "summary": capability.summary,
+                "inputContract": capability.input_contract,
+                "outputContract": capability.output_contract,
+                "cost": capability.cost,
+            })
+        })
+        .collect();
+    let mut used_facets = BTreeSet::new();
+    for capability in registry.capabilities() {
+        used_facets.extend(
+            capability
+                .input_contract
+                .iter()
+                .chain(&capability.output_contract)
+                .cloned(),
+        );
+    }
+    let facets: Vec<Value> = used_facets
+        .iter()
+        .filter_map(|name| registry.facets.get(name))
+        .map(|facet| json!({"name": facet.name, "direction": facet.direction, "requiredByDefault": facet.required_by_default, "description": facet.description, "schema": facet.schema}))
+        .collect();
+    let previous: Vec<Value> = rejected_attempts
+        .iter()
+        .map(|bundle| json!({"failures": bundle.failures, "warnings": bundle.warnings}))
+        .collect();
+    let user = json!({
+        "objective": envelope.objective,
+        "outputContract": envelope.output_contract,
+        "suppliedFacets": supplied_facets(envelope, registry),
+        "otherInputs": envelope.inputs.keys().filter(|key| !registry.facets.contains(key)).collect::<Vec<_>>(),
+        "policies": envelope.policies,
+        "capabilities": capabilities,
+        "facets": facets,
+        "previousAttempts": previous,
+    });
+    ModelRequest {
+        system_instruction: PLANNER_INSTRUCTIONS.to_string(),
+        user_message: user.to_string(),
+        schema_name: "plan_draft".to_string(),
+        output_schema: Arc::new(plan_draft_schema()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DraftNode {
+    node_id: String,
+    capability_id: String,
+    #[serde(default)]
+    depends_on: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct Draft {
+    nodes: Vec<DraftNode>,
+}
+
+fn structural(constraint_id: &str, constraint: &str, suggestion: String) -> PlanDiagnostic {
+    PlanDiagnostic::hard(
+        constraint_id,
+        DiagnosticCause::SchemaIncompatible,
+        constraint,
+    )
+    .with_suggestion(suggestion)
+}
+
+/// Turns a model's draft into a plan (ordered by `dependsOn`), or the
+/// diagnostics that make it unusable before validation even starts.
+pub fn plan_from_draft(
+    answer: &str,
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+    model: &str,
+) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
+    let draft: Draft = serde_json::from_str(answer).map_err(|error| {
+        vec![structural(
+            "draft.shape",
+            "the draft matches the plan draft schema",
+            format!("The answer is not a plan draft: {error}."),
+        )]
+    })?;
+    let mut diagnostics = Vec::new();
+    let mut seen = BTreeSet::new();
+    for node in &draft.nodes {
+        if !seen.insert(node.node_id.as_str()) {
+            diagnostics.push(
+                structural(
+                    "structure.unique_node_ids",
+                    "node ids are unique",
+                    format!("Rename the second `{}`.", node.node_id),
+                )
+                .with_node(&node.node_id),
+            );
+        }
+        if registry.capability(&node.capability_id).is_none() {
+            diagnostics.push(
+                PlanDiagnostic::hard(
+                    "structure.capability_exists",
+                    DiagnosticCause::MissingProducer,
+                    "every node names a registered capability",
+                )
+                .with_node(&node.node_id)
+                .with_capability(&node.capability_id)
+                .with_suggestion(format!(
+                    "`{}` is not in the catalogue; pick one of its capabilityIds.",
+                    node.capability_id
+                )),
+            );
+        }
+        for dependency in &node.depends_on {
+            if !draft.nodes.iter().any(|other| &other.node_id == dependency) {
+                diagnostics.push(
+                    structural(
+                        "structure.edges_reference_nodes",
+                        "dependsOn names nodes of the draft",
+                        format!("`{}` depends on unknown node `{dependency}`.", node.node_id),
+                    )
+                    .with_node(&node.node_id),
+                );
+            }
+        }
+    }
+    if !diagnostics.is_empty() {
+        return Err(diagnostics);
+    }
+    // Kahn's algorithm over dependsOn, keeping the draft's order among ready nodes.
+    let mut remaining: BTreeMap<&str, usize> = draft
+        .nodes
+        .iter()
+        .map(|node| (node.node_id.as_str(), node.depends_on.len()))
+        .collect();
+    let mut ordered: Vec<(String, String)> = Vec::new();
+    while ordered.len() < draft.nodes.len() {
+        let Some(next) = draft
+            .nodes
+            .iter()
+            .find(|node| remaining.get(node.node_id.as_str()) == Some(&0))
+        else {
+            let cyclic: Vec<&str> = remaining.keys().copied().collect();
+            return Err(vec![structural(
+                "structure.acyclic",
+                "the plan is a directed acyclic graph",
+                format!(
+                    "dependsOn forms a cycle among {}; a facet must be produced before it is consumed.",
+                    cyclic.join(", ")
+                ),
+            )]);
+        };
+        remaining.remove(next.node_id.as_str());
+        for node in &draft.nodes {
+            if node
+                .depends_on
+                .iter()
+                .any(|dependency| dependency == &next.node_id)
+                && let Some(count) = remaining.get_mut(node.node_id.as_str())
+            {
+                *count -= 1;
+            }
+        }
+        ordered.push((next.node_id.clone(), next.capability_id.clone()));
+    }
+    assemble_plan(
+        envelope,
+        registry,
+        &ordered,
+        LLM_PLANNER_RUNTIME,
+        Some(model.to_string()),
+    )
+    .map_err(|error| {
+        vec![structural(
+            "structure.contracts",
+            "node contracts compile",
+            error.to_string(),
+        )]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::compile_schema;
+
+    #[test]
+    fn the_draft_schema_compiles() {
+        compile_schema(&plan_draft_schema(), "plan draft").unwrap();
+    }
+}
