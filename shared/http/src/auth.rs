@@ -109,18 +109,18 @@ mod tests {
     #[test]
     fn tokens_map_to_their_tenant_and_nothing_else_does() {
         let configuration = format!(
-            "acme:{},globex:{}",
+            "tenant_a:{},tenant_b:{}",
             token_digest_hex("a-secret"),
             token_digest_hex("g-secret")
         );
         let authenticator = TokenAuthenticator::from_configuration(&configuration).unwrap();
         assert_eq!(
             authenticator.authenticate(Some("Bearer a-secret")),
-            Some(Tenant("acme".into()))
+            Some(Tenant("tenant_a".into()))
         );
         assert_eq!(
             authenticator.authenticate(Some("Bearer g-secret")),
-            Some(Tenant("globex".into()))
+            Some(Tenant("tenant_b".into()))
         );
         assert_eq!(authenticator.authenticate(Some("Bearer wrong")), None);
         assert_eq!(authenticator.authenticate(Some("a-secret")), None);
@@ -141,7 +141,7 @@ mod tests {
 
     #[test]
     fn malformed_configuration_names_the_entry() {
-        let error = TokenAuthenticator::from_configuration("acme:nothex").unwrap_err();
+        let error = TokenAuthenticator::from_configuration("tenant_a:nothex").unwrap_err();
         assert!(error.contains("entry 0"), "{error}");
     }
 }
