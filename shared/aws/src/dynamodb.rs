@@ -549,6 +549,39 @@ impl RunStore for DynamoRunStore {
         }
     }
 
+    async fn release_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        let released = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(run_pk(tenant_id, run_id)))
+            .key("sk", s(format!("LEASE#{node_id}#{attempt:06}")))
+            .condition_expression("claimant = :me")
+            .expression_attribute_values(":me", s(claimant))
+            .send()
+            .await;
+        match released {
+            Ok(_) => Ok(()),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                error,
+            ))),
+        }
+    }
+
     async fn commit_step(
         &self,
         tenant_id: &str,

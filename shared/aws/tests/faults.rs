@@ -113,6 +113,19 @@ impl RunStore for CountingStore {
         self.1.add("store.pending_outbox");
         self.0.pending_outbox(tenant, run).await
     }
+    async fn release_claim(
+        &self,
+        tenant: &str,
+        run: &str,
+        node: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        self.1.add("store.release_claim");
+        self.0
+            .release_claim(tenant, run, node, attempt, claimant)
+            .await
+    }
     async fn stale_outbox(
         &self,
         before: u64,

@@ -332,5 +332,29 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         expired == ClaimOutcome::Claimed,
         "an expired lease can be claimed again",
     )?;
+    store
+        .release_claim(&tenant, &run_id, "node_1", 1, "worker-a")
+        .await
+        .map_err(failed)?;
+    let still_held = store
+        .claim_node(&tenant, &run_id, claim("worker-c", 20_500), vec![])
+        .await
+        .map_err(failed)?;
+    check(
+        matches!(still_held, ClaimOutcome::HeldByOther { .. }),
+        "releasing someone else's claim does nothing",
+    )?;
+    store
+        .release_claim(&tenant, &run_id, "node_1", 1, "worker-b")
+        .await
+        .map_err(failed)?;
+    let after_release = store
+        .claim_node(&tenant, &run_id, claim("worker-c", 20_600), vec![])
+        .await
+        .map_err(failed)?;
+    check(
+        after_release == ClaimOutcome::Claimed,
+        "a released claim can be taken at once",
+    )?;
     Ok(())
 }

@@ -179,6 +179,30 @@ impl RunStore for InMemoryRunStore {
         Ok(ClaimOutcome::Claimed)
     }
 
+    async fn release_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables
+            .runs
+            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)?;
+        let key = (node_id.to_string(), attempt);
+        if record
+            .leases
+            .get(&key)
+            .is_some_and(|lease| lease.worker_id == claimant)
+        {
+            record.leases.remove(&key);
+        }
+        Ok(())
+    }
+
     async fn commit_step(
         &self,
         tenant_id: &str,

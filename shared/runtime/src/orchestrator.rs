@@ -411,6 +411,7 @@ impl Orchestrator {
             self.resend_pending_outbox(tenant_id, run_id).await?;
             return Ok(StepOutcome::Stale);
         }
+        let mut held_claim: Option<(String, u32, String)> = None;
         let input = match &message.command {
             StepCommand::Plan => self.draft_plan(&stored.state).await?,
             StepCommand::ExecuteNode { node_id, attempt } => {
@@ -460,7 +461,9 @@ impl Orchestrator {
                             .claim_node(tenant_id, run_id, claim, start_events)
                             .await?
                         {
-                            ClaimOutcome::Claimed => {}
+                            ClaimOutcome::Claimed => {
+                                held_claim = Some((node_id.clone(), *attempt, claimant.clone()));
+                            }
                             ClaimOutcome::HeldByOther {
                                 lease_expires_at_millis,
                             } => {
@@ -494,8 +497,19 @@ impl Orchestrator {
                 }
             }
         };
-        self.commit_reapplying_on_conflict(message, stored, input)
-            .await
+        let outcome = self
+            .commit_reapplying_on_conflict(message, stored, input)
+            .await;
+        if outcome.is_err()
+            && let Some((node_id, attempt, claimant)) = &held_claim
+            && let Err(error) = self
+                .store
+                .release_claim(tenant_id, run_id, node_id, *attempt, claimant)
+                .await
+        {
+            tracing::warn!(%error, "could not release the claim after a failed commit; it expires with its lease");
+        }
+        outcome
     }
 
     /// Calls the model while a second task batches its deltas into the event log.

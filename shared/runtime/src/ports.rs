@@ -76,6 +76,18 @@ pub trait RunStore: Send + Sync {
         events_on_claim: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError>;
 
+    /// Gives up a claim this claimant holds (after a failure that loses the
+    /// attempt's result), so a redelivery need not wait for the lease to expire.
+    /// A claim held by anyone else is left alone.
+    async fn release_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError>;
+
     /// One transaction: new state, events (contiguous sequence numbers),
     /// version + 1 (conditional on `expected_version`) and outbox entries.
     /// Returns the new version.

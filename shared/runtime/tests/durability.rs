@@ -92,6 +92,25 @@ fn orchestrator(
     })
 }
 
+fn orchestrator_over_store(
+    store: Arc<dyn RunStore>,
+    queue: Arc<dyn StepQueue>,
+    model: Arc<CountingModel>,
+) -> Arc<Orchestrator> {
+    Arc::new(Orchestrator {
+        store,
+        queue,
+        llm: model,
+        clock: Arc::new(SystemClock),
+        ids: Arc::new(RandomIds),
+        registry: Arc::new(load_registry(&repository_path("registry")).unwrap()),
+        validators: Arc::new(ValidatorCache::new()),
+        settings: OrchestratorSettings::default(),
+        worker_id: "test-worker".into(),
+        claim_counter: Default::default(),
+    })
+}
+
 async fn assert_completed_once_per_node(
     store: &InMemoryRunStore,
     orchestrator: &Orchestrator,
@@ -379,5 +398,154 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         queue.outstanding(),
         1,
         "the re-sent submission did not start a second run"
+    );
+}
+
+/// Store decorator whose `fail_commits` next node commits fail as if the table were unavailable.
+struct FlakyCommitStore {
+    inner: Arc<InMemoryRunStore>,
+    fail_commits: AtomicUsize,
+}
+
+#[async_trait]
+impl RunStore for FlakyCommitStore {
+    async fn create_run(
+        &self,
+        state: &baton_core::run::RunState,
+        events: Vec<baton_core::event::EventDraft>,
+        outbox: Vec<baton_core::run::StepMessage>,
+        key: Option<&str>,
+    ) -> Result<baton_runtime::ports::CreateOutcome, baton_runtime::error::StoreError> {
+        self.inner.create_run(state, events, outbox, key).await
+    }
+    async fn load_run(
+        &self,
+        tenant: &str,
+        run: &str,
+    ) -> Result<Option<baton_runtime::ports::StoredRun>, baton_runtime::error::StoreError> {
+        self.inner.load_run(tenant, run).await
+    }
+    async fn claim_node(
+        &self,
+        tenant: &str,
+        run: &str,
+        claim: baton_runtime::ports::NodeClaim<'_>,
+        events: Vec<baton_core::event::EventDraft>,
+    ) -> Result<baton_runtime::ports::ClaimOutcome, baton_runtime::error::StoreError> {
+        self.inner.claim_node(tenant, run, claim, events).await
+    }
+    async fn release_claim(
+        &self,
+        tenant: &str,
+        run: &str,
+        node: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), baton_runtime::error::StoreError> {
+        self.inner
+            .release_claim(tenant, run, node, attempt, claimant)
+            .await
+    }
+    async fn commit_step(
+        &self,
+        tenant: &str,
+        run: &str,
+        version: u64,
+        state: baton_core::run::RunState,
+        events: Vec<baton_core::event::EventDraft>,
+        outbox: Vec<baton_core::run::StepMessage>,
+    ) -> Result<u64, baton_runtime::error::StoreError> {
+        let node_commit = events
+            .iter()
+            .any(|event| event.event_type == EventType::NodeComplete);
+        if node_commit
+            && self
+                .fail_commits
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                    left.checked_sub(1)
+                })
+                .is_ok()
+        {
+            return Err(baton_runtime::error::StoreError::Unavailable(
+                "injected: table unavailable".into(),
+            ));
+        }
+        self.inner
+            .commit_step(tenant, run, version, state, events, outbox)
+            .await
+    }
+    async fn append_events(
+        &self,
+        tenant: &str,
+        run: &str,
+        events: Vec<baton_core::event::EventDraft>,
+    ) -> Result<u64, baton_runtime::error::StoreError> {
+        self.inner.append_events(tenant, run, events).await
+    }
+    async fn read_events(
+        &self,
+        tenant: &str,
+        run: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
+        self.inner.read_events(tenant, run, after, limit).await
+    }
+    async fn pending_outbox(
+        &self,
+        tenant: &str,
+        run: &str,
+    ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
+        self.inner.pending_outbox(tenant, run).await
+    }
+    async fn mark_outbox_sent(
+        &self,
+        tenant: &str,
+        run: &str,
+        ids: &[String],
+    ) -> Result<(), baton_runtime::error::StoreError> {
+        self.inner.mark_outbox_sent(tenant, run, ids).await
+    }
+    async fn stale_outbox(
+        &self,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
+        self.inner.stale_outbox(before, limit).await
+    }
+}
+
+#[tokio::test]
+async fn a_failed_commit_releases_the_claim_so_the_redelivery_proceeds_at_once() {
+    let store = Arc::new(FlakyCommitStore {
+        inner: Arc::new(InMemoryRunStore::new()),
+        fail_commits: AtomicUsize::new(1),
+    });
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let orchestrator = orchestrator_over_store(store, queue.clone(), model.clone());
+    orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
+    orchestrator.handle_step(&plan.message).await.unwrap();
+    let node_step = queue
+        .receive(1, Duration::ZERO)
+        .await
+        .unwrap()
+        .remove(0)
+        .message;
+    let failed = orchestrator.handle_step(&node_step).await.unwrap_err();
+    assert!(failed.is_retryable(), "{failed}");
+    let retried = orchestrator.handle_step(&node_step).await.unwrap();
+    assert!(
+        matches!(retried, StepOutcome::Committed { .. }),
+        "the redelivery was not held off by the dead claim: {retried:?}"
+    );
+    assert_eq!(
+        model.calls.load(Ordering::SeqCst),
+        2,
+        "the lost answer had to be asked for again"
     );
 }
