@@ -82,6 +82,16 @@ impl PlanDiagnostic {
         }
     }
 
+    /// A hard `schema_incompatible` finding about the plan's structure.
+    pub fn structural(constraint_id: &str, constraint: &str, suggestion: String) -> Self {
+        PlanDiagnostic::hard(
+            constraint_id,
+            DiagnosticCause::SchemaIncompatible,
+            constraint,
+        )
+        .with_suggestion(suggestion)
+    }
+
     pub fn with_node(mut self, node_id: impl Into<String>) -> Self {
         self.node_id = Some(node_id.into());
         self

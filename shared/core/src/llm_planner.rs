@@ -123,15 +123,6 @@ struct Draft {
     nodes: Vec<DraftNode>,
 }
 
-fn structural(constraint_id: &str, constraint: &str, suggestion: String) -> PlanDiagnostic {
-    PlanDiagnostic::hard(
-        constraint_id,
-        DiagnosticCause::SchemaIncompatible,
-        constraint,
-    )
-    .with_suggestion(suggestion)
-}
-
 /// Turns a model's draft into a plan (ordered by `dependsOn`), or the
 /// diagnostics that make it unusable before validation even starts.
 pub fn plan_from_draft(
@@ -141,7 +132,7 @@ pub fn plan_from_draft(
     model: &str,
 ) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
     let draft: Draft = serde_json::from_str(answer).map_err(|error| {
-        vec![structural(
+        vec![PlanDiagnostic::structural(
             "draft.shape",
             "the draft matches the plan draft schema",
             format!("The answer is not a plan draft: {error}."),
@@ -152,7 +143,7 @@ pub fn plan_from_draft(
     for node in &draft.nodes {
         if !seen.insert(node.node_id.as_str()) {
             diagnostics.push(
-                structural(
+                PlanDiagnostic::structural(
                     "structure.unique_node_ids",
                     "node ids are unique",
                     format!("Rename the second `{}`.", node.node_id),
@@ -178,7 +169,7 @@ pub fn plan_from_draft(
         for dependency in &node.depends_on {
             if !draft.nodes.iter().any(|other| &other.node_id == dependency) {
                 diagnostics.push(
-                    structural(
+                    PlanDiagnostic::structural(
                         "structure.edges_reference_nodes",
                         "dependsOn names nodes of the draft",
                         format!("`{}` depends on unknown node `{dependency}`.", node.node_id),
@@ -205,7 +196,7 @@ pub fn plan_from_draft(
             .find(|node| remaining.get(node.node_id.as_str()) == Some(&0))
         else {
             let cyclic: Vec<&str> = remaining.keys().copied().collect();
-            return Err(vec![structural(
+            return Err(vec![PlanDiagnostic::structural(
                 "structure.acyclic",
                 "the plan is a directed acyclic graph",
                 format!(
@@ -235,7 +226,7 @@ pub fn plan_from_draft(
         Some(model.to_string()),
     )
     .map_err(|error| {
-        vec![structural(
+        vec![PlanDiagnostic::structural(
             "structure.contracts",
             "node contracts compile",
             error.to_string(),

@@ -38,15 +38,6 @@ pub fn rejected_bundle(diagnostics: Vec<PlanDiagnostic>) -> DiagnosticsBundle {
     merge_diagnostics(diagnostics, &[])
 }
 
-fn structural(constraint_id: &str, constraint: &str, suggestion: String) -> PlanDiagnostic {
-    PlanDiagnostic::hard(
-        constraint_id,
-        DiagnosticCause::SchemaIncompatible,
-        constraint,
-    )
-    .with_suggestion(suggestion)
-}
-
 fn check_structure(
     plan: &PlanGraph,
     registry: &Registry,
@@ -57,7 +48,7 @@ fn check_structure(
     for node in &plan.nodes {
         if !seen_ids.insert(node.node_id.as_str()) {
             diagnostics.push(
-                structural(
+                PlanDiagnostic::structural(
                     "structure.unique_node_ids",
                     "node ids are unique",
                     format!("Rename the second `{}`.", node.node_id),
@@ -70,7 +61,7 @@ fn check_structure(
                 || node.capability_id != crate::plan::BUILTIN_JOIN_CAPABILITY
             {
                 diagnostics.push(
-                    structural(
+                    PlanDiagnostic::structural(
                         "structure.builtin_nodes",
                         "orchestrator-managed nodes are marked builtin",
                         "Mark the node's agentType `builtin`.".into(),
@@ -98,7 +89,7 @@ fn check_structure(
         };
         if node.output_facets.is_empty() {
             diagnostics.push(
-                structural(
+                PlanDiagnostic::structural(
                     "structure.node_complete",
                     "every node produces at least one facet",
                     "Select output facets for the node.".into(),
@@ -109,15 +100,15 @@ fn check_structure(
         for facet_name in &node.input_facets {
             match registry.facets.get(facet_name) {
                 None => diagnostics.push(
-                    structural("structure.known_facets", "node facets exist in the catalog", format!("Unknown facet `{facet_name}`."))
+                    PlanDiagnostic::structural("structure.known_facets", "node facets exist in the catalog", format!("Unknown facet `{facet_name}`."))
                         .with_node(&node.node_id),
                 ),
                 Some(facet) if !facet.direction.allows_input() => diagnostics.push(
-                    structural("structure.facet_direction", "input facets allow input", format!("`{facet_name}` is output-only."))
+                    PlanDiagnostic::structural("structure.facet_direction", "input facets allow input", format!("`{facet_name}` is output-only."))
                         .with_node(&node.node_id),
                 ),
                 Some(_) if !node.derived && !capability.input_contract.contains(facet_name) => diagnostics.push(
-                    structural(
+                    PlanDiagnostic::structural(
                         "structure.declared_facets",
                         "a declared capability only consumes facets it declares",
                         format!("`{}` does not declare input `{facet_name}`; mark the node derived or drop the facet.", capability.capability_id),
@@ -130,7 +121,7 @@ fn check_structure(
         for facet_name in &node.output_facets {
             match registry.facets.get(facet_name) {
                 None => diagnostics.push(
-                    structural(
+                    PlanDiagnostic::structural(
                         "structure.known_facets",
                         "node facets exist in the catalog",
                         format!("Unknown facet `{facet_name}`."),
@@ -138,7 +129,7 @@ fn check_structure(
                     .with_node(&node.node_id),
                 ),
                 Some(facet) if !facet.direction.allows_output() => diagnostics.push(
-                    structural(
+                    PlanDiagnostic::structural(
                         "structure.facet_direction",
                         "output facets allow output",
                         format!("`{facet_name}` is input-only."),
@@ -147,7 +138,7 @@ fn check_structure(
                 ),
                 Some(_) if !node.derived && !capability.output_contract.contains(facet_name) => {
                     diagnostics.push(
-                        structural(
+                        PlanDiagnostic::structural(
                             "structure.declared_facets",
                             "a declared capability only produces facets it declares",
                             format!(
@@ -169,7 +160,7 @@ fn check_structure(
                 validators.validator_for_key(&contract.schema_key, &contract.schema, which)
             {
                 diagnostics.push(
-                    structural(
+                    PlanDiagnostic::structural(
                         "structure.schema_compiles",
                         "node contracts compile",
                         error.to_string(),
@@ -181,7 +172,7 @@ fn check_structure(
     }
     for edge in &plan.edges {
         if !seen_ids.contains(edge.from.as_str()) || !seen_ids.contains(edge.to.as_str()) {
-            diagnostics.push(structural(
+            diagnostics.push(PlanDiagnostic::structural(
                 "structure.edges_reference_nodes",
                 "edges connect existing nodes",
                 format!("Edge {} -> {} names an unknown node.", edge.from, edge.to),
@@ -189,7 +180,7 @@ fn check_structure(
         }
     }
     if plan.topological_order().is_none() {
-        diagnostics.push(structural(
+        diagnostics.push(PlanDiagnostic::structural(
             "structure.acyclic",
             "the plan is a directed acyclic graph",
             "Remove the cycle: a facet must be produced before it is consumed.".into(),

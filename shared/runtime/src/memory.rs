@@ -59,6 +59,20 @@ struct StoreTables {
     run_id_by_idempotency_key: HashMap<(String, String), String>,
 }
 
+impl StoreTables {
+    fn run(&self, tenant_id: &str, run_id: &str) -> Result<&RunRecord, StoreError> {
+        self.runs
+            .get(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)
+    }
+
+    fn run_mut(&mut self, tenant_id: &str, run_id: &str) -> Result<&mut RunRecord, StoreError> {
+        self.runs
+            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
+            .ok_or(StoreError::RunNotFound)
+    }
+}
+
 /// Run store held in process memory.
 #[derive(Default)]
 pub struct InMemoryRunStore {
@@ -153,10 +167,7 @@ impl RunStore for InMemoryRunStore {
         events_on_claim: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables
-            .runs
-            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
-            .ok_or(StoreError::RunNotFound)?;
+        let record = tables.run_mut(tenant_id, run_id)?;
         let key = (claim.node_id.to_string(), claim.attempt);
         if let Some(lease) = record.leases.get(&key)
             && lease.worker_id != claim.worker_id
@@ -188,10 +199,7 @@ impl RunStore for InMemoryRunStore {
         claimant: &str,
     ) -> Result<(), StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables
-            .runs
-            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
-            .ok_or(StoreError::RunNotFound)?;
+        let record = tables.run_mut(tenant_id, run_id)?;
         let key = (node_id.to_string(), attempt);
         if record
             .leases
@@ -213,10 +221,7 @@ impl RunStore for InMemoryRunStore {
         outbox: Vec<StepMessage>,
     ) -> Result<u64, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables
-            .runs
-            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
-            .ok_or(StoreError::RunNotFound)?;
+        let record = tables.run_mut(tenant_id, run_id)?;
         if record.version != expected_version {
             return Err(StoreError::VersionConflict {
                 expected: expected_version,
@@ -248,10 +253,7 @@ impl RunStore for InMemoryRunStore {
         events: Vec<EventDraft>,
     ) -> Result<u64, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables
-            .runs
-            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
-            .ok_or(StoreError::RunNotFound)?;
+        let record = tables.run_mut(tenant_id, run_id)?;
         let last = record.append(events);
         drop(tables);
         self.event_appended.notify_waiters();
@@ -266,10 +268,7 @@ impl RunStore for InMemoryRunStore {
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables
-            .runs
-            .get(&(tenant_id.to_string(), run_id.to_string()))
-            .ok_or(StoreError::RunNotFound)?;
+        let record = tables.run(tenant_id, run_id)?;
         let start = usize::try_from(after_sequence)
             .unwrap_or(usize::MAX)
             .min(record.events.len());
@@ -282,10 +281,7 @@ impl RunStore for InMemoryRunStore {
         run_id: &str,
     ) -> Result<Vec<StepMessage>, StoreError> {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables
-            .runs
-            .get(&(tenant_id.to_string(), run_id.to_string()))
-            .ok_or(StoreError::RunNotFound)?;
+        let record = tables.run(tenant_id, run_id)?;
         Ok(record
             .outbox
             .values()
@@ -322,10 +318,7 @@ impl RunStore for InMemoryRunStore {
         message_ids: &[String],
     ) -> Result<(), StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables
-            .runs
-            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
-            .ok_or(StoreError::RunNotFound)?;
+        let record = tables.run_mut(tenant_id, run_id)?;
         for message_id in message_ids {
             if let Some(entry) = record.outbox.get_mut(message_id) {
                 entry.sent = true;
