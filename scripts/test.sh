@@ -3,14 +3,34 @@
 #
 #   bash scripts/test.sh [cargo test options…]
 #
+# Set-up (idempotent, each step says what it does): cmake and libclang for
+# llama.cpp (scripts/install-build-deps.sh), the moto server, the offline
+# model file (scripts/fetch-local-model.sh).
+#
+# Then the workspace suite, then the slow suite: the CLI running an example
+# envelope end to end on the offline model (tests marked #[ignore] so that a
+# plain `cargo test --workspace` skips them). BATON_FAST_TESTS=1 skips the slow
+# suite here too.
+#
 # The DynamoDB/SQS tests start the moto server themselves (infra/moto_isolated.py),
 # or use BATON_TEST_AWS_ENDPOINT when it points at a running one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+bash scripts/install-build-deps.sh
 
 if ! python3 -c "import moto.moto_server.werkzeug_app, werkzeug" >/dev/null 2>&1; then
   echo "test: installing the moto server (pip install \"moto[server]\")" >&2
   python3 -m pip install --quiet --disable-pip-version-check "moto[server]"
 fi
 
-exec cargo test --workspace "$@"
+echo "test: the workspace suite" >&2
+cargo test --workspace "$@"
+
+if [ "${BATON_FAST_TESTS:-0}" = "1" ]; then
+  echo "test: BATON_FAST_TESTS=1, skipping the offline-model suite" >&2
+  exit 0
+fi
+bash scripts/fetch-local-model.sh
+echo "test: the offline-model suite (slow: real decoding on the CPU)" >&2
+cargo test -p baton -p baton-llm-local "$@" -- --ignored

@@ -71,7 +71,7 @@ fn startup(error: baton_bootstrap::StartupError) -> u8 {
 
 /// The embedded default: in-memory store and queue, the configured model.
 fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
-    let llm = baton_bootstrap::model_from_environment().map_err(startup)?;
+    let llm = crate::model_choice::model_for_cli().map_err(startup)?;
     let store = Arc::new(InMemoryRunStore::new());
     let queue = Arc::new(InMemoryStepQueue::new());
     let settings = baton_bootstrap::settings_from_environment().map_err(startup)?;
@@ -89,7 +89,7 @@ fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
 
 /// DynamoDB and SQS from the environment (`BATON_TABLE`, `BATON_QUEUE_URL`, `AWS_*`).
 async fn cloud_orchestrator(registry: Arc<Registry>) -> Result<Arc<Orchestrator>, u8> {
-    let llm = baton_bootstrap::model_from_environment().map_err(startup)?;
+    let llm = crate::model_choice::model_for_cli().map_err(startup)?;
     let (store, queue) = baton_bootstrap::cloud_ports_from_environment()
         .await
         .map_err(startup)?;

@@ -6,6 +6,7 @@
 //! 3 the run failed or its plan was rejected; 4 the run is parked for a human.
 
 mod commands;
+mod model_choice;
 mod output;
 
 use std::path::PathBuf;

@@ -31,7 +31,10 @@ async fn baton_with(
     extra_environment: &[(&str, &str)],
 ) -> Output {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"));
-    command.envs(extra_environment.iter().copied());
+    command
+        .env_remove("BATON_LLM")
+        .env_remove("BATON_LOCAL_MODEL_PATH")
+        .envs(extra_environment.iter().copied());
     command
         .args(arguments)
         .current_dir(repository_root())
@@ -488,10 +491,11 @@ async fn sse_format_prints_wire_frames() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn missing_model_configuration_is_a_clear_error_at_start() {
-    let output = baton(
+async fn a_forced_remote_model_without_an_endpoint_is_a_clear_error_at_start() {
+    let output = baton_with(
         None,
         &["run", "registry/examples/social-post-new-case.json"],
+        &[("BATON_LLM", "remote")],
     )
     .await;
     assert_eq!(output.status.code(), Some(2));
@@ -500,6 +504,37 @@ async fn missing_model_configuration_is_a_clear_error_at_start() {
             .unwrap()
             .contains("BATON_LLM_BASE_URL")
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_local_model_file_is_a_clear_error_naming_the_fetch_command() {
+    // No endpoint configured: the CLI picks the offline model, whose file is absent here.
+    let output = baton_with(
+        None,
+        &["run", "registry/examples/social-post-new-case.json"],
+        &[("BATON_LOCAL_MODEL_PATH", "/nonexistent/baton/model.gguf")],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("/nonexistent/baton/model.gguf"), "{stderr}");
+    assert!(
+        stderr.contains("bash scripts/fetch-local-model.sh"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_baton_llm_value_is_named() {
+    let output = baton_with(
+        None,
+        &["run", "registry/examples/social-post-new-case.json"],
+        &[("BATON_LLM", "gpu")],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.contains("BATON_LLM=\"gpu\""), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

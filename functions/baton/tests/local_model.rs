@@ -1,0 +1,87 @@
+//! The README's main job on the offline default model: `baton run` on an
+//! example envelope with no LLM variables set, real decoding by SmolLM2 in
+//! llama.cpp, no test double anywhere.
+//!
+//! Slow (CPU decoding), so `#[ignore]`d in the fast suite; `scripts/test.sh`
+//! (and so `.ci/run`) runs it with `--ignored` after fetching the model file.
+
+#![cfg(feature = "local-model")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
+use std::path::{Path, PathBuf};
+
+use baton_core::schema::{collect_violations, compile_schema};
+use serde_json::Value;
+
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+async fn run_on_the_offline_model(envelope: &str) -> (Option<i32>, Vec<Value>, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["run", envelope, "--format", "ndjson"])
+        .current_dir(repository_root())
+        .env_remove("BATON_LLM")
+        .env_remove("BATON_LLM_BASE_URL")
+        .env_remove("BATON_LLM_API_KEY")
+        .env_remove("BATON_LLM_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_MODEL")
+        .env_remove("BATON_REGISTRY_DIR")
+        .env_remove("BATON_PLANNER")
+        .output()
+        .await
+        .unwrap();
+    let frames = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (
+        output.status.code(),
+        frames,
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "slow: decodes with the offline model on the CPU; scripts/test.sh runs it"]
+async fn an_example_envelope_completes_with_contract_valid_output_on_the_offline_model() {
+    let envelope = "registry/examples/positioning-recommendation.json";
+    let (code, frames, stderr) = run_on_the_offline_model(envelope).await;
+    assert_eq!(code, Some(0), "stderr: {stderr}");
+    assert!(stderr.contains("offline local model"), "{stderr}");
+
+    let last = frames.last().unwrap();
+    assert_eq!(last["type"], "complete");
+    // The engine validated it; check again here, independently, against the caller's schema.
+    let envelope_json: Value =
+        serde_json::from_str(&std::fs::read_to_string(repository_root().join(envelope)).unwrap())
+            .unwrap();
+    let validator = compile_schema(&envelope_json["outputContract"]["schema"], "contract").unwrap();
+    let violations = collect_violations(&validator, &last["payload"]["output"]);
+    assert!(violations.is_empty(), "{violations:?}");
+
+    // Every AI node was answered by the local model, streamed as deltas.
+    let ai_nodes = frames
+        .iter()
+        .filter(|frame| frame["type"] == "node_start" && frame["payload"]["executorType"] == "ai")
+        .count();
+    assert!(ai_nodes >= 1);
+    assert!(
+        frames
+            .iter()
+            .filter(|frame| frame["type"] == "delta")
+            .count()
+            >= ai_nodes,
+        "each answer streams at least one delta"
+    );
+    // Token usage is the local model's own count (prompt and answer), not zero.
+    let metrics = frames
+        .iter()
+        .find(|frame| frame["type"] == "metrics")
+        .unwrap();
+    assert!(metrics["payload"]["tokens"]["prompt"].as_u64().unwrap() > 0);
+    assert!(metrics["payload"]["tokens"]["completion"].as_u64().unwrap() > 0);
+}
