@@ -6,6 +6,24 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// `infra/moto_isolated.py`, found from the running test's package upwards.
+///
+/// Read at run time, not baked in with `env!`: the target directory is shared
+/// between checkouts (CI's clean clone, the working tree), and cargo reuses
+/// this crate's build across them, so a compile-time path can name a
+/// checkout that is gone.
+fn moto_launcher() -> Result<std::path::PathBuf, String> {
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .ok_or("neither CARGO_MANIFEST_DIR nor the current directory is known")?;
+    start
+        .ancestors()
+        .map(|directory| directory.join("infra/moto_isolated.py"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| format!("infra/moto_isolated.py not found above {}", start.display()))
+}
+
 /// A running emulator.
 pub struct MotoServer {
     pub endpoint: String,
@@ -36,9 +54,10 @@ impl MotoServer {
             .port();
         // moto does not isolate concurrent DynamoDB transactions; the launcher
         // serializes DynamoDB requests so tests see DynamoDB's semantics.
-        let launcher = concat!(env!("CARGO_MANIFEST_DIR"), "/../../infra/moto_isolated.py");
+        let launcher = moto_launcher()?;
         let child = Command::new("python3")
-            .args([launcher, &port.to_string()])
+            .arg(&launcher)
+            .arg(port.to_string())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
