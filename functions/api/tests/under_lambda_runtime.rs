@@ -1,7 +1,8 @@
 //! The real `api` binary under an emulated Lambda Runtime API: it fetches a
 //! function-URL event (`events/lambda/api-list-capabilities.json`), runs it
 //! through lambda_http and the shared router, and posts the HTTP response
-//! back. No store call is needed for these routes, so no emulated AWS.
+//! back. The capability listing reads the tenant's registrations, so the
+//! table lives in the moto server (DynamoDB emulated).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -88,6 +89,21 @@ async fn the_api_function_serves_function_url_events() {
     let runtime_api = listener.local_addr().unwrap().to_string();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
 
+    let moto = moto_server::MotoServer::start().unwrap();
+    let table = moto_server::unique_name("baton-api-function");
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .endpoint_url(&moto.endpoint)
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "test",
+        ))
+        .load()
+        .await;
+    baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&aws), &table)
+        .create_table_if_missing()
+        .await
+        .unwrap();
+
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_api"))
         .current_dir(&root)
@@ -98,8 +114,8 @@ async fn the_api_function_serves_function_url_events() {
         .env("AWS_REGION", "us-east-1")
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
-        .env("BATON_TABLE", "unused-by-these-routes")
+        .env("AWS_ENDPOINT_URL", &moto.endpoint)
+        .env("BATON_TABLE", &table)
         .env("BATON_QUEUE_URL", "http://127.0.0.1:9/queue")
         .env("BATON_LLM_BASE_URL", "http://127.0.0.1:9/v1")
         .env("BATON_LLM_MODEL", "unused")

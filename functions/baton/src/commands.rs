@@ -11,7 +11,7 @@ use baton_core::run::RunStatus;
 use baton_core::schema::ValidatorCache;
 use baton_core::validator::{rejected_bundle, validate_plan};
 use baton_runtime::RuntimeError;
-use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::memory::{InMemoryCapabilityDirectory, InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::orchestrator::Orchestrator;
 use baton_runtime::ports::RunStore;
 use baton_runtime::registry_loader::{default_registry_root, load_registry};
@@ -76,27 +76,26 @@ fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
     let queue = Arc::new(InMemoryStepQueue::new());
     let settings = baton_bootstrap::settings_from_environment().map_err(startup)?;
     let worker_id = format!("local-{}", std::process::id());
-    let orchestrator = baton_bootstrap::orchestrator_with_settings(
-        registry,
-        store.clone(),
-        queue.clone(),
-        llm,
-        worker_id,
-        settings,
-    );
+    let ports = baton_bootstrap::OrchestratorPorts {
+        store: store.clone(),
+        queue: queue.clone(),
+        capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
+    };
+    let orchestrator =
+        baton_bootstrap::orchestrator_with_settings(registry, ports, llm, worker_id, settings);
     Ok((orchestrator, store, queue))
 }
 
 /// DynamoDB and SQS from the environment (`BATON_TABLE`, `BATON_QUEUE_URL`, `AWS_*`).
 async fn cloud_orchestrator(registry: Arc<Registry>) -> Result<Arc<Orchestrator>, u8> {
     let llm = crate::model_choice::model_for_cli().map_err(startup)?;
-    let (store, queue) = baton_bootstrap::cloud_ports_from_environment()
+    let ports = baton_bootstrap::cloud_ports_from_environment()
         .await
         .map_err(startup)?;
     let settings = baton_bootstrap::settings_from_environment().map_err(startup)?;
     let worker_id = format!("serve-{}", std::process::id());
     Ok(baton_bootstrap::orchestrator_with_settings(
-        registry, store, queue, llm, worker_id, settings,
+        registry, ports, llm, worker_id, settings,
     ))
 }
 

@@ -15,7 +15,7 @@ use baton_http::TokenAuthenticator;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, PlannerChoice};
-use baton_runtime::ports::{LlmProvider, RunStore, StepQueue};
+use baton_runtime::ports::{CapabilityDirectory, LlmProvider, RunStore, StepQueue};
 use baton_runtime::registry_loader::{default_registry_root, load_registry};
 
 /// A start-up failure, already phrased for the operator.
@@ -64,10 +64,17 @@ fn required_variable(name: &str, purpose: &str) -> Result<String, StartupError> 
         .ok_or_else(|| StartupError(format!("{name} is not set: {purpose}")))
 }
 
-/// The DynamoDB store and SQS queue from `BATON_TABLE`, `BATON_QUEUE_URL`
-/// and the SDK's own variables (`AWS_ENDPOINT_URL` for emulators).
-pub async fn cloud_ports_from_environment()
--> Result<(Arc<dyn RunStore>, Arc<dyn StepQueue>), StartupError> {
+/// The adapters an orchestrator works through (in memory, or DynamoDB and SQS).
+pub struct OrchestratorPorts {
+    pub store: Arc<dyn RunStore>,
+    pub queue: Arc<dyn StepQueue>,
+    pub capability_directory: Arc<dyn CapabilityDirectory>,
+}
+
+/// The DynamoDB store (runs and capability registrations) and the SQS queue
+/// from `BATON_TABLE`, `BATON_QUEUE_URL` and the SDK's own variables
+/// (`AWS_ENDPOINT_URL` for emulators).
+pub async fn cloud_ports_from_environment() -> Result<OrchestratorPorts, StartupError> {
     let table = required_variable(
         "BATON_TABLE",
         "name the DynamoDB table (infra/local.sh up prints it)",
@@ -85,7 +92,11 @@ pub async fn cloud_ports_from_environment()
         aws_sdk_sqs::Client::new(&configuration),
         queue_url,
     ));
-    Ok((store, queue))
+    Ok(OrchestratorPorts {
+        store: store.clone(),
+        queue,
+        capability_directory: store,
+    })
 }
 
 /// Step-loop settings from the environment: `BATON_PLANNER=deterministic|llm`.
@@ -112,15 +123,13 @@ pub fn settings_from_environment() -> Result<OrchestratorSettings, StartupError>
 /// An orchestrator over the given ports.
 pub fn orchestrator_over(
     registry: Arc<Registry>,
-    store: Arc<dyn RunStore>,
-    queue: Arc<dyn StepQueue>,
+    ports: OrchestratorPorts,
     llm: Arc<dyn LlmProvider>,
     worker_id: String,
 ) -> Arc<Orchestrator> {
     orchestrator_with_settings(
         registry,
-        store,
-        queue,
+        ports,
         llm,
         worker_id,
         OrchestratorSettings::default(),
@@ -130,15 +139,15 @@ pub fn orchestrator_over(
 /// An orchestrator over the given ports with explicit settings.
 pub fn orchestrator_with_settings(
     registry: Arc<Registry>,
-    store: Arc<dyn RunStore>,
-    queue: Arc<dyn StepQueue>,
+    ports: OrchestratorPorts,
     llm: Arc<dyn LlmProvider>,
     worker_id: String,
     settings: OrchestratorSettings,
 ) -> Arc<Orchestrator> {
     Arc::new(Orchestrator {
-        store,
-        queue,
+        store: ports.store,
+        queue: ports.queue,
+        capability_directory: ports.capability_directory,
         llm,
         clock: Arc::new(SystemClock),
         ids: Arc::new(RandomIds),
@@ -157,9 +166,9 @@ pub async fn cloud_orchestrator_from_environment(
     let registry = registry_from(None)?;
     let llm = model_from_environment()?;
     let settings = settings_from_environment()?;
-    let (store, queue) = cloud_ports_from_environment().await?;
+    let ports = cloud_ports_from_environment().await?;
     Ok(orchestrator_with_settings(
-        registry, store, queue, llm, worker_id, settings,
+        registry, ports, llm, worker_id, settings,
     ))
 }
 

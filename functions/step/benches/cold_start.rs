@@ -152,8 +152,11 @@ async fn measure(binary: PathBuf) {
     let registry = baton_bootstrap::registry_from(Some(repository.join("registry"))).unwrap();
     let orchestrator = baton_bootstrap::orchestrator_over(
         registry,
-        store.clone(),
-        queue.clone(),
+        baton_bootstrap::OrchestratorPorts {
+            store: store.clone(),
+            queue: queue.clone(),
+            capability_directory: store.clone(),
+        },
         Arc::new(NoModel),
         "bench".into(),
     );

@@ -16,7 +16,7 @@ use baton_core::run::{RunState, StepMessage};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StoredRun};
 
-type Item = HashMap<String, AttributeValue>;
+pub(crate) type Item = HashMap<String, AttributeValue>;
 
 /// Sparse index of unsent outbox entries (the sweeper's view), sharded by run.
 pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
@@ -44,11 +44,11 @@ const SEQUENCE_RETRY_ROUNDS: usize = 20;
 /// `RunStore` on one DynamoDB table.
 #[derive(Clone)]
 pub struct DynamoRunStore {
-    client: Client,
-    table: String,
+    pub(crate) client: Client,
+    pub(crate) table: String,
 }
 
-fn unavailable(error: impl std::fmt::Display) -> StoreError {
+pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
 
@@ -60,22 +60,22 @@ fn event_sk(sequence: u64) -> String {
     format!("EV#{sequence:020}")
 }
 
-fn s(text: impl Into<String>) -> AttributeValue {
+pub(crate) fn s(text: impl Into<String>) -> AttributeValue {
     AttributeValue::S(text.into())
 }
 
-fn n(number: u64) -> AttributeValue {
+pub(crate) fn n(number: u64) -> AttributeValue {
     AttributeValue::N(number.to_string())
 }
 
-fn read_number(item: &Item, name: &str) -> Result<u64, StoreError> {
+pub(crate) fn read_number(item: &Item, name: &str) -> Result<u64, StoreError> {
     item.get(name)
         .and_then(|value| value.as_n().ok())
         .and_then(|text| text.parse().ok())
         .ok_or_else(|| StoreError::Corrupt(format!("attribute `{name}` missing or not a number")))
 }
 
-fn read_text<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
+pub(crate) fn read_text<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
     item.get(name)
         .and_then(|value| value.as_s().ok())
         .map(String::as_str)

@@ -2,6 +2,8 @@
 //!
 //! - [`dynamodb::DynamoRunStore`] implements `RunStore` on one DynamoDB table
 //!   (single-table design, key schema below).
+//! - The same store implements `CapabilityDirectory` (registrations agents
+//!   post, per tenant; see [`capability_directory`]).
 //! - [`sqs::SqsStepQueue`] implements `StepQueue` on a standard SQS queue
 //!   (its dead-letter queue is configured on the queue, see `infra/`).
 //!
@@ -14,6 +16,7 @@
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
 //! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent`, while unsent `gsi1pk`/`gsi1sk` |
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
+//! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //!
 //! Index `gsi1` (`gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{writtenMillis:020}#{messageId}`) is
 //! sparse: only unsent outbox entries carry it, so the sweeper reads exactly those.
@@ -24,6 +27,7 @@
 //! `version` and `nextSeq`, so events get contiguous sequence numbers and a
 //! losing writer appends nothing; SDK types never leave this crate.
 
+pub mod capability_directory;
 pub mod dynamodb;
 pub mod sqs;
 

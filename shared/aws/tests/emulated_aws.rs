@@ -11,7 +11,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::{StepCommand, StepMessage};
-use baton_runtime::conformance::run_store_conformance;
+use baton_runtime::conformance::{capability_directory_conformance, run_store_conformance};
 use baton_runtime::ports::StepQueue;
 
 pub async fn sdk_configuration(endpoint: &str) -> aws_config::SdkConfig {
@@ -45,6 +45,20 @@ async fn dynamodb_store_passes_the_conformance_suite() {
     store.create_table_if_missing().await.unwrap();
     store.create_table_if_missing().await.unwrap();
     run_store_conformance(Arc::new(store), &unique("suite"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn dynamodb_capability_directory_passes_the_conformance_suite() {
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let configuration = sdk_configuration(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::new(&configuration),
+        unique("baton-capabilities"),
+    );
+    store.create_table_if_missing().await.unwrap();
+    capability_directory_conformance(Arc::new(store), &unique("suite"))
         .await
         .unwrap();
 }

@@ -218,6 +218,9 @@ fn orchestrator(
     ))
     .unwrap();
     Arc::new(Orchestrator {
+        capability_directory: std::sync::Arc::new(
+            baton_runtime::memory::InMemoryCapabilityDirectory::new(),
+        ),
         store,
         queue,
         llm: Arc::new(provider),

@@ -102,6 +102,16 @@ pub struct CapabilityRegistration {
 }
 
 impl CapabilityRegistration {
+    /// Parses a registration payload; an error is `(JSON path, message)`.
+    pub fn parse_value(value: &Value) -> Result<Self, (String, String)> {
+        serde_path_to_error::deserialize(value).map_err(|error| {
+            (
+                crate::envelope::normalise_serde_path(error.path()),
+                error.inner().to_string(),
+            )
+        })
+    }
+
     /// Planner cost rank: lower is cheaper. Unknown tiers sort last.
     pub fn cost_rank(&self) -> u8 {
         match self.cost.as_ref().and_then(|cost| cost.tier.as_deref()) {
@@ -110,5 +120,115 @@ impl CapabilityRegistration {
             Some("premium") | Some("high") => 2,
             Some(_) => 3,
         }
+    }
+}
+
+/// Heartbeat interval assumed when a registration states none (seed 004 §11:
+/// agents re-register every 5 minutes by default).
+pub const DEFAULT_HEARTBEAT_INTERVAL_SECONDS: u64 = 300;
+/// Missed intervals after which a registration without a stated timeout is
+/// inactive.
+pub const MISSED_HEARTBEATS_BEFORE_INACTIVE: u64 = 3;
+
+/// Whether the planner may use a registered capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapabilityStatus {
+    Active,
+    /// Its heartbeat timeout elapsed; planners skip it until it registers again.
+    Inactive,
+}
+
+/// A capability an agent registered at run time, with its heartbeat record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisteredCapability {
+    pub registration: CapabilityRegistration,
+    /// First registration (kept across re-registrations).
+    pub registered_at_millis: u64,
+    /// Latest registration or heartbeat.
+    pub last_seen_at_millis: u64,
+}
+
+impl RegisteredCapability {
+    /// How long after the last heartbeat the registration stays active:
+    /// `heartbeat.timeoutSeconds`, else 3 × `heartbeat.intervalSeconds`
+    /// (default interval 300 s).
+    pub fn heartbeat_timeout_millis(&self) -> u64 {
+        let heartbeat = self.registration.heartbeat.as_ref();
+        let timeout_seconds = heartbeat
+            .and_then(|heartbeat| heartbeat.timeout_seconds)
+            .unwrap_or_else(|| {
+                heartbeat
+                    .and_then(|heartbeat| heartbeat.interval_seconds)
+                    .unwrap_or(DEFAULT_HEARTBEAT_INTERVAL_SECONDS)
+                    .saturating_mul(MISSED_HEARTBEATS_BEFORE_INACTIVE)
+            });
+        timeout_seconds.saturating_mul(1000)
+    }
+
+    /// Active until the heartbeat timeout has elapsed since it was last seen.
+    pub fn status_at(&self, now_millis: u64) -> CapabilityStatus {
+        let deadline = self
+            .last_seen_at_millis
+            .saturating_add(self.heartbeat_timeout_millis());
+        if now_millis > deadline {
+            CapabilityStatus::Inactive
+        } else {
+            CapabilityStatus::Active
+        }
+    }
+}
+
+#[cfg(test)]
+mod liveness_tests {
+    use super::*;
+
+    fn registered(heartbeat: Option<HeartbeatSpec>) -> RegisteredCapability {
+        RegisteredCapability {
+            registration: CapabilityRegistration {
+                capability_id: "writer.en".into(),
+                agent_type: AgentType::Ai,
+                version: "1".into(),
+                display_name: "Writer".into(),
+                summary: "Writes.".into(),
+                kind: NodeKind::Execution,
+                input_traits: None,
+                input_contract: vec![],
+                output_contract: vec!["copy".into()],
+                cost: None,
+                preferred_models: vec![],
+                heartbeat,
+                instructions: None,
+                prompt_template_file: None,
+                metadata: Map::new(),
+            },
+            registered_at_millis: 1_000,
+            last_seen_at_millis: 10_000,
+        }
+    }
+
+    #[test]
+    fn a_registration_goes_inactive_when_its_heartbeat_timeout_elapses() {
+        // Stated timeout wins.
+        let with_timeout = registered(Some(HeartbeatSpec {
+            interval_seconds: Some(60),
+            timeout_seconds: Some(90),
+        }));
+        assert_eq!(with_timeout.heartbeat_timeout_millis(), 90_000);
+        assert_eq!(with_timeout.status_at(100_000), CapabilityStatus::Active);
+        assert_eq!(with_timeout.status_at(100_001), CapabilityStatus::Inactive);
+        // Else three missed intervals.
+        let with_interval = registered(Some(HeartbeatSpec {
+            interval_seconds: Some(60),
+            timeout_seconds: None,
+        }));
+        assert_eq!(with_interval.heartbeat_timeout_millis(), 180_000);
+        // Else three missed default intervals of 300 s.
+        assert_eq!(registered(None).heartbeat_timeout_millis(), 900_000);
+        assert_eq!(
+            registered(None).status_at(10_000 + 900_001),
+            CapabilityStatus::Inactive
+        );
     }
 }

@@ -181,6 +181,25 @@ impl Registry {
         Ok(())
     }
 
+    /// This registry plus `additional` capabilities (registered at run time),
+    /// each checked against the catalog; the ones that no longer fit it (a
+    /// facet removed since they registered) or clash with an id already
+    /// here are left out and returned with the reason.
+    pub fn with_additional_capabilities<'a>(
+        &self,
+        additional: impl IntoIterator<Item = &'a CapabilityRegistration>,
+    ) -> (Registry, Vec<(String, CoreError)>) {
+        let mut snapshot = self.clone();
+        let mut left_out = Vec::new();
+        for capability in additional {
+            let source_name = format!("registration {}", capability.capability_id);
+            if let Err(error) = snapshot.add_capability(capability.clone(), &source_name) {
+                left_out.push((capability.capability_id.clone(), error));
+            }
+        }
+        (snapshot, left_out)
+    }
+
     pub fn capability(&self, capability_id: &str) -> Option<&CapabilityRegistration> {
         self.capabilities_by_id.get(capability_id)
     }

@@ -61,6 +61,21 @@ impl From<RuntimeError> for ApiError {
                 format!("{path}: {message}"),
             )
             .with_details(json!({"path": path})),
+            RuntimeError::InvalidRegistration { path, message } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_registration",
+                format!("{path}: {message}"),
+            )
+            .with_details(json!({"path": path})),
+            RuntimeError::RegistrationConflict {
+                capability_id,
+                message,
+            } => ApiError::new(
+                StatusCode::CONFLICT,
+                "capability_conflict",
+                format!("capability `{capability_id}` {message}"),
+            )
+            .with_details(json!({"path": "$.capabilityId"})),
             other if other.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

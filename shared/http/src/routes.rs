@@ -17,6 +17,8 @@ use serde_json::{Map, Value, json};
 use crate::auth::{Tenant, TokenAuthenticator};
 use crate::error::ApiError;
 use crate::sse::follow_run_events;
+use baton_core::capability::{CapabilityRegistration, CapabilityStatus, RegisteredCapability};
+use baton_runtime::clock::rfc3339_from_millis;
 
 /// Tunables of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -60,10 +62,7 @@ pub fn router(state: ApiState) -> Router {
             "/tasks/{task_id}/decline",
             post(not_yet("declining human tasks")),
         )
-        .route(
-            "/capabilities/register",
-            post(not_yet("capability registration")),
-        )
+        .route("/capabilities/register", post(register_capability))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state);
     Router::new()
@@ -310,23 +309,71 @@ async fn run_snapshot(
     .into_response())
 }
 
-async fn list_capabilities(State(state): State<ApiState>) -> Json<Value> {
+fn capability_summary(capability: &CapabilityRegistration) -> Value {
+    json!({
+        "capabilityId": capability.capability_id,
+        "agentType": capability.agent_type,
+        "kind": capability.kind,
+        "version": capability.version,
+        "displayName": capability.display_name,
+        "summary": capability.summary,
+        "inputTraits": capability.input_traits,
+        "inputContract": capability.input_contract,
+        "outputContract": capability.output_contract,
+        "cost": capability.cost,
+    })
+}
+
+fn registration_summary(record: &RegisteredCapability, status: CapabilityStatus) -> Value {
+    let mut summary = capability_summary(&record.registration);
+    summary["source"] = json!("registered");
+    summary["status"] = json!(status);
+    summary["registeredAt"] = json!(rfc3339_from_millis(record.registered_at_millis));
+    summary["lastSeenAt"] = json!(rfc3339_from_millis(record.last_seen_at_millis));
+    summary["heartbeatTimeoutSeconds"] = json!(record.heartbeat_timeout_millis() / 1000);
+    summary
+}
+
+/// The registry files' capabilities and the tenant's registrations, with
+/// their status (the planner uses only `active` ones).
+async fn list_capabilities(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+) -> Result<Json<Value>, ApiError> {
+    let snapshot = state.orchestrator.capability_snapshot(&tenant.0).await?;
     let registry = &state.orchestrator.registry;
-    let capabilities: Vec<Value> = registry
+    let mut capabilities: Vec<Value> = registry
         .capabilities()
         .map(|capability| {
-            json!({
-                "capabilityId": capability.capability_id,
-                "agentType": capability.agent_type,
-                "kind": capability.kind,
-                "displayName": capability.display_name,
-                "summary": capability.summary,
-                "inputContract": capability.input_contract,
-                "outputContract": capability.output_contract,
-                "cost": capability.cost,
-                "status": "active",
-            })
+            let mut summary = capability_summary(capability);
+            summary["source"] = json!("registry");
+            summary["status"] = json!(CapabilityStatus::Active);
+            summary
         })
         .collect();
-    Json(json!({"capabilities": capabilities, "facetCount": registry.facets.len()}))
+    capabilities.extend(
+        snapshot
+            .registrations
+            .iter()
+            .map(|(record, status)| registration_summary(record, *status)),
+    );
+    Ok(Json(
+        json!({"capabilities": capabilities, "facetCount": registry.facets.len()}),
+    ))
+}
+
+/// `POST /capabilities/register`: an agent advertises (or refreshes, as a
+/// heartbeat) a capability for the caller's tenant.
+async fn register_capability(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let payload = parse_json_body(&body)?;
+    let record = state
+        .orchestrator
+        .register_capability(&tenant.0, &payload)
+        .await?;
+    let now = state.orchestrator.clock.now_millis();
+    Ok(Json(registration_summary(&record, record.status_at(now))))
 }

@@ -46,6 +46,10 @@ fn example(name: &str) -> Value {
 }
 
 async fn start_api() -> TestApi {
+    start_api_with_clock(Arc::new(SystemClock)).await
+}
+
+async fn start_api_with_clock(clock: Arc<dyn baton_runtime::ports::Clock>) -> TestApi {
     let model = ScriptedLlmServer::start().await.unwrap();
     let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
         model.base_url(),
@@ -54,10 +58,13 @@ async fn start_api() -> TestApi {
     ))
     .unwrap();
     let orchestrator = Arc::new(Orchestrator {
+        capability_directory: std::sync::Arc::new(
+            baton_runtime::memory::InMemoryCapabilityDirectory::new(),
+        ),
         store: Arc::new(InMemoryRunStore::new()),
         queue: Arc::new(InMemoryStepQueue::new()),
         llm: Arc::new(provider),
-        clock: Arc::new(SystemClock),
+        clock,
         ids: Arc::new(RandomIds),
         registry: Arc::new(load_registry(&repository("registry")).unwrap()),
         validators: Arc::new(ValidatorCache::new()),
@@ -347,6 +354,194 @@ async fn the_snapshot_redacts_secrets_and_a_parked_run_can_be_cancelled() {
     .await;
     assert_eq!(tail.len(), 1);
     assert_eq!(tail[0].2["payload"]["code"], "cancelled");
+}
+
+fn scoped_messaging_writer() -> Value {
+    // Same facets as the registry's copywriter.Messaging, under a scoped id.
+    json!({
+        "capabilityId": "copywriter.Messaging.scoped",
+        "agentType": "ai",
+        "version": "2026.11.22",
+        "displayName": "Scoped messaging writer",
+        "summary": "Turns a positioning recommendation into a messaging stack.",
+        "inputTraits": {"languages": ["en"]},
+        "inputContract": ["company_information", "positioning_context", "positioning_recommendation", "feedback"],
+        "outputContract": ["messaging_stack", "handoff_summary"],
+        "cost": {"tier": "low"},
+        "heartbeat": {"intervalSeconds": 60, "timeoutSeconds": 120},
+        "instructions": "Write the messaging stack for the recommended positioning."
+    })
+}
+
+async fn post_json(api: &TestApi, path: &str, token: &str, body: &Value) -> (u16, Value) {
+    let response = api
+        .client
+        .post(format!("{}{path}", api.base))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn listed_capability(api: &TestApi, token: &str, capability_id: &str) -> Option<Value> {
+    let listed: Value = api
+        .client
+        .get(format!("{}/capabilities", api.base))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    listed["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|capability| capability["capabilityId"] == capability_id)
+        .cloned()
+}
+
+/// The plan of a run requiring `capability_id`: (status of `plan_*`, node capability ids).
+async fn plan_requiring(api: &TestApi, capability_id: &str) -> (String, Vec<String>) {
+    let mut envelope = example("positioning-recommendation.json");
+    envelope["policies"] = json!({"planner": {"selection": {"require": [capability_id]}}});
+    let response = api
+        .client
+        .post(format!("{}/run.stream", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    let frames = read_sse(response).await;
+    let plan = frames
+        .iter()
+        .find(|(_, event, _)| event == "plan_generated" || event == "plan_rejected")
+        .unwrap();
+    let nodes = plan.2["payload"]["nodes"]
+        .as_array()
+        .map(|nodes| {
+            nodes
+                .iter()
+                .map(|node| node["capabilityId"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    (plan.1.clone(), nodes)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn registered_capabilities_are_validated_planned_with_and_go_inactive_without_heartbeats() {
+    let clock = Arc::new(baton_runtime::clock::OffsetClock::new());
+    let api = start_api_with_clock(clock.clone()).await;
+
+    // Before registering, a plan that requires it is rejected.
+    let (event, _) = plan_requiring(&api, "copywriter.Messaging.scoped").await;
+    assert_eq!(event, "plan_rejected");
+
+    let (status, registered) = post_json(
+        &api,
+        "/capabilities/register",
+        ACME_TOKEN,
+        &scoped_messaging_writer(),
+    )
+    .await;
+    assert_eq!(status, 200, "{registered}");
+    assert_eq!(registered["status"], "active");
+    assert_eq!(registered["source"], "registered");
+    assert_eq!(registered["heartbeatTimeoutSeconds"], 120);
+
+    // Listed for its tenant only.
+    let listed = listed_capability(&api, ACME_TOKEN, "copywriter.Messaging.scoped").await;
+    assert_eq!(listed.unwrap()["status"], "active");
+    assert!(
+        listed_capability(&api, GLOBEX_TOKEN, "copywriter.Messaging.scoped")
+            .await
+            .is_none()
+    );
+
+    // The planner uses it.
+    let (event, nodes) = plan_requiring(&api, "copywriter.Messaging.scoped").await;
+    assert_eq!(event, "plan_generated");
+    assert!(
+        nodes.contains(&"copywriter.Messaging.scoped".to_string()),
+        "{nodes:?}"
+    );
+
+    // A heartbeat (re-registration) keeps registeredAt and moves lastSeenAt.
+    clock.advance(Duration::from_secs(100));
+    let (status, heartbeat) = post_json(
+        &api,
+        "/capabilities/register",
+        ACME_TOKEN,
+        &scoped_messaging_writer(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(heartbeat["registeredAt"], registered["registeredAt"]);
+    assert_ne!(heartbeat["lastSeenAt"], registered["lastSeenAt"]);
+
+    // No heartbeat for longer than the timeout: inactive, and the planner skips it.
+    clock.advance(Duration::from_secs(121));
+    let listed = listed_capability(&api, ACME_TOKEN, "copywriter.Messaging.scoped").await;
+    assert_eq!(listed.unwrap()["status"], "inactive");
+    let (event, _) = plan_requiring(&api, "copywriter.Messaging.scoped").await;
+    assert_eq!(event, "plan_rejected");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_registrations_are_refused_with_the_path_and_nothing_is_stored() {
+    let api = start_api().await;
+    let mut unknown_facet = scoped_messaging_writer();
+    unknown_facet["outputContract"] = json!(["messaging_stack", "no_such_facet"]);
+    let mut wrong_direction = scoped_messaging_writer();
+    wrong_direction["outputContract"] = json!(["qaRubric"]);
+    let mut wrong_type = scoped_messaging_writer();
+    wrong_type["inputContract"] = json!("company_information");
+    let mut missing_field = scoped_messaging_writer();
+    missing_field.as_object_mut().unwrap().remove("summary");
+    let mut prompt_file = scoped_messaging_writer();
+    prompt_file["promptTemplateFile"] = json!("../../etc/passwd");
+    let mut builtin = scoped_messaging_writer();
+    builtin["agentType"] = json!("builtin");
+    for (body, status, path) in [
+        (unknown_facet, 422, "$.outputContract[1]"),
+        (wrong_direction, 422, "$.outputContract[0]"),
+        (wrong_type, 422, "$.inputContract"),
+        (missing_field, 422, "$"),
+        (prompt_file, 422, "$.promptTemplateFile"),
+        (builtin, 422, "$.agentType"),
+    ] {
+        let (got, error) = post_json(&api, "/capabilities/register", ACME_TOKEN, &body).await;
+        assert_eq!(got, status, "{error}");
+        assert_eq!(error["error"]["details"]["path"], path, "{error}");
+        assert_eq!(error["error"]["code"], "invalid_registration");
+    }
+    let mut static_id = scoped_messaging_writer();
+    static_id["capabilityId"] = json!("copywriter.Messaging");
+    let (got, error) = post_json(&api, "/capabilities/register", ACME_TOKEN, &static_id).await;
+    assert_eq!(got, 409, "{error}");
+    assert_eq!(error["error"]["code"], "capability_conflict");
+    let (got, _) = api
+        .client
+        .post(format!("{}/capabilities/register", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .body("{not json")
+        .send()
+        .await
+        .map(|response| (response.status().as_u16(), ()))
+        .unwrap();
+    assert_eq!(got, 400);
+    assert!(
+        listed_capability(&api, ACME_TOKEN, "copywriter.Messaging.scoped")
+            .await
+            .is_none(),
+        "nothing was stored"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

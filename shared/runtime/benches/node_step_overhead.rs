@@ -151,6 +151,9 @@ fn bench_node_steps(criterion: &mut Criterion) {
         let store = Arc::new(InMemoryRunStore::new());
         let queue = Arc::new(InMemoryStepQueue::new());
         let orchestrator = Arc::new(Orchestrator {
+            capability_directory: std::sync::Arc::new(
+                baton_runtime::memory::InMemoryCapabilityDirectory::new(),
+            ),
             store,
             queue: queue.clone(),
             llm: provider.clone(),
@@ -180,6 +183,9 @@ fn bench_node_steps(criterion: &mut Criterion) {
     let plan_only = || async {
         let queue = Arc::new(InMemoryStepQueue::new());
         let orchestrator = Orchestrator {
+            capability_directory: std::sync::Arc::new(
+                baton_runtime::memory::InMemoryCapabilityDirectory::new(),
+            ),
             store: Arc::new(InMemoryRunStore::new()),
             queue: queue.clone(),
             llm: provider.clone(),

@@ -15,6 +15,34 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock that moves only when told: the wall clock plus an offset the
+/// caller advances (heartbeat expiry, lease expiry, SLAs without waiting).
+#[derive(Debug, Default)]
+pub struct OffsetClock {
+    offset_millis: std::sync::atomic::AtomicU64,
+}
+
+impl OffsetClock {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Moves this clock `by` into the future.
+    pub fn advance(&self, by: std::time::Duration) {
+        let millis = u64::try_from(by.as_millis()).unwrap_or(u64::MAX);
+        self.offset_millis
+            .fetch_add(millis, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Clock for OffsetClock {
+    fn now_millis(&self) -> u64 {
+        SystemClock
+            .now_millis()
+            .saturating_add(self.offset_millis.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
 /// Random (v4 UUID) identifiers.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RandomIds;

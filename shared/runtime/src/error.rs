@@ -87,6 +87,16 @@ pub enum RuntimeError {
     /// The caller's input is wrong; `path` names where. Maps to HTTP 400/422.
     #[error("invalid input at {path}: {message}")]
     InvalidInput { path: String, message: String },
+    /// A capability registration is malformed or does not fit the facet
+    /// catalog; `path` names where. Maps to HTTP 400/422.
+    #[error("invalid registration at {path}: {message}")]
+    InvalidRegistration { path: String, message: String },
+    /// A registration clashes with a capability it may not replace. HTTP 409.
+    #[error("capability `{capability_id}`: {message}")]
+    RegistrationConflict {
+        capability_id: String,
+        message: String,
+    },
     #[error("registry: {0}")]
     Registry(CoreError),
     #[error(transparent)]
@@ -108,6 +118,8 @@ impl RuntimeError {
             RuntimeError::Queue(_) => true,
             RuntimeError::Llm(error) => error.is_retryable(),
             RuntimeError::InvalidInput { .. }
+            | RuntimeError::InvalidRegistration { .. }
+            | RuntimeError::RegistrationConflict { .. }
             | RuntimeError::Registry(_)
             | RuntimeError::Core(_)
             | RuntimeError::Io { .. } => false,

@@ -7,13 +7,15 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use baton_core::capability::RegisteredCapability;
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::run::{RunState, StepMessage};
 use tokio::sync::Notify;
 
 use crate::error::{QueueError, StoreError};
 use crate::ports::{
-    ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue, StoredRun,
+    CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue,
+    StoredRun,
 };
 
 struct OutboxEntry {
@@ -336,6 +338,52 @@ struct QueueState {
 }
 
 /// At-least-once queue in process memory.
+/// In-memory [`CapabilityDirectory`]: the embedded default's registrations.
+#[derive(Default)]
+pub struct InMemoryCapabilityDirectory {
+    by_tenant: Mutex<BTreeMap<String, BTreeMap<String, RegisteredCapability>>>,
+}
+
+impl InMemoryCapabilityDirectory {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl CapabilityDirectory for InMemoryCapabilityDirectory {
+    async fn upsert_registration(
+        &self,
+        tenant_id: &str,
+        mut record: RegisteredCapability,
+    ) -> Result<RegisteredCapability, StoreError> {
+        let mut by_tenant = self
+            .by_tenant
+            .lock()
+            .map_err(|_| StoreError::Unavailable("capability directory lock poisoned".into()))?;
+        let registrations = by_tenant.entry(tenant_id.to_string()).or_default();
+        if let Some(existing) = registrations.get(&record.registration.capability_id) {
+            record.registered_at_millis = existing.registered_at_millis;
+        }
+        registrations.insert(record.registration.capability_id.clone(), record.clone());
+        Ok(record)
+    }
+
+    async fn list_registrations(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<RegisteredCapability>, StoreError> {
+        let by_tenant = self
+            .by_tenant
+            .lock()
+            .map_err(|_| StoreError::Unavailable("capability directory lock poisoned".into()))?;
+        Ok(by_tenant
+            .get(tenant_id)
+            .map(|registrations| registrations.values().cloned().collect())
+            .unwrap_or_default())
+    }
+}
+
 #[derive(Default)]
 pub struct InMemoryStepQueue {
     state: Mutex<QueueState>,
@@ -431,12 +479,19 @@ impl StepQueue for InMemoryStepQueue {
 mod tests {
     use std::sync::Arc;
 
-    use super::InMemoryRunStore;
-    use crate::conformance::run_store_conformance;
+    use super::{InMemoryCapabilityDirectory, InMemoryRunStore};
+    use crate::conformance::{capability_directory_conformance, run_store_conformance};
 
     #[tokio::test]
     async fn the_in_memory_store_passes_the_conformance_suite() {
         run_store_conformance(Arc::new(InMemoryRunStore::new()), "memory")
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_in_memory_capability_directory_passes_the_conformance_suite() {
+        capability_directory_conformance(Arc::new(InMemoryCapabilityDirectory::new()), "memory")
             .await
             .unwrap();
     }

@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_core::capability::{CapabilityRegistration, CapabilityStatus, RegisteredCapability};
+use baton_core::compiler::{ContractDirection, compile_contract};
 use baton_core::engine::{
     DEFAULT_MAX_NODE_ATTEMPTS, EngineContext, NewRunIdentity, NodeDispatch, StepInput, decide,
     dispatch_node, is_stale, node_start_events, start_run,
@@ -22,8 +24,8 @@ use tracing::{Instrument, info_span};
 use crate::clock::rfc3339_from_millis;
 use crate::error::{RuntimeError, StoreError};
 use crate::ports::{
-    ClaimOutcome, Clock, CreateOutcome, IdGenerator, LlmProvider, NodeClaim, RunStore, StepQueue,
-    StoredRun,
+    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, IdGenerator, LlmProvider, NodeClaim,
+    RunStore, StepQueue, StoredRun,
 };
 
 /// Tunables of the step loop.
@@ -97,6 +99,14 @@ pub enum StepOutcome {
     RunNotFound,
 }
 
+/// The capabilities one tenant's planner works with.
+pub struct CapabilitySnapshot {
+    /// The registry files plus the tenant's active registrations.
+    pub registry: Arc<Registry>,
+    /// Every registration of the tenant with its status now.
+    pub registrations: Vec<(RegisteredCapability, CapabilityStatus)>,
+}
+
 /// The orchestrator's collaborators, built once at start-up.
 pub struct Orchestrator {
     pub store: Arc<dyn RunStore>,
@@ -104,7 +114,10 @@ pub struct Orchestrator {
     pub llm: Arc<dyn LlmProvider>,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdGenerator>,
+    /// The registry files: facets and the capabilities every tenant has.
     pub registry: Arc<Registry>,
+    /// Capabilities agents register at run time, per tenant.
+    pub capability_directory: Arc<dyn CapabilityDirectory>,
     pub validators: Arc<ValidatorCache>,
     pub settings: OrchestratorSettings,
     /// Unique per process (e.g. the Lambda instance); claims are scoped by it.
@@ -133,10 +146,123 @@ impl Orchestrator {
     }
 
     fn engine_context(&self) -> EngineContext<'_> {
+        self.engine_context_with(&self.registry)
+    }
+
+    fn engine_context_with<'a>(&'a self, registry: &'a Registry) -> EngineContext<'a> {
         EngineContext {
-            registry: &self.registry,
+            registry,
             validators: &self.validators,
         }
+    }
+
+    /// Validates and stores a capability registration (or heartbeat) for
+    /// `tenant_id`: the payload parses (JSON paths on errors), its facets
+    /// exist in the catalog in the right direction, its merged input and
+    /// output schemas compile, and its id is not one of the registry files'.
+    pub async fn register_capability(
+        &self,
+        tenant_id: &str,
+        payload: &Value,
+    ) -> Result<RegisteredCapability, RuntimeError> {
+        let registration = CapabilityRegistration::parse_value(payload)
+            .map_err(|(path, message)| RuntimeError::InvalidRegistration { path, message })?;
+        if registration.prompt_template_file.is_some() {
+            return Err(RuntimeError::InvalidRegistration {
+                path: "$.promptTemplateFile".into(),
+                message:
+                    "only registry files may name a prompt file; send the text as `instructions`"
+                        .into(),
+            });
+        }
+        if self
+            .registry
+            .capability(&registration.capability_id)
+            .is_some()
+        {
+            return Err(RuntimeError::RegistrationConflict {
+                capability_id: registration.capability_id,
+                message: "is defined by the registry files and cannot be replaced by a registration; register under another id (e.g. a scoped one like `writer.fr`)".into(),
+            });
+        }
+        self.registry
+            .check_capability(&registration, "registration")
+            .map_err(|error| match error {
+                baton_core::CoreError::InvalidRegistry { path, message, .. } => {
+                    RuntimeError::InvalidRegistration { path, message }
+                }
+                other => RuntimeError::Core(other),
+            })?;
+        for (direction, facets, path) in [
+            (
+                ContractDirection::Input,
+                &registration.input_contract,
+                "$.inputContract",
+            ),
+            (
+                ContractDirection::Output,
+                &registration.output_contract,
+                "$.outputContract",
+            ),
+        ] {
+            let compiled = compile_contract(&self.registry.facets, facets, direction, &|_| None)
+                .map_err(|error| RuntimeError::InvalidRegistration {
+                    path: path.into(),
+                    message: error.to_string(),
+                })?;
+            self.validators
+                .validator_for(&compiled.schema, path)
+                .map_err(|error| RuntimeError::InvalidRegistration {
+                    path: path.into(),
+                    message: format!("the merged schema does not compile: {error}"),
+                })?;
+        }
+        let now = self.clock.now_millis();
+        let record = RegisteredCapability {
+            registration,
+            registered_at_millis: now,
+            last_seen_at_millis: now,
+        };
+        Ok(self
+            .capability_directory
+            .upsert_registration(tenant_id, record)
+            .await?)
+    }
+
+    /// What `tenant_id`'s planner sees: the registry files plus the
+    /// tenant's active registrations (inactive ones are listed, not used).
+    pub async fn capability_snapshot(
+        &self,
+        tenant_id: &str,
+    ) -> Result<CapabilitySnapshot, RuntimeError> {
+        let now = self.clock.now_millis();
+        let registrations: Vec<(RegisteredCapability, CapabilityStatus)> = self
+            .capability_directory
+            .list_registrations(tenant_id)
+            .await?
+            .into_iter()
+            .map(|record| {
+                let status = record.status_at(now);
+                (record, status)
+            })
+            .collect();
+        let active = registrations
+            .iter()
+            .filter(|(_, status)| *status == CapabilityStatus::Active)
+            .map(|(record, _)| &record.registration);
+        let registry = if registrations.is_empty() {
+            self.registry.clone()
+        } else {
+            let (snapshot, left_out) = self.registry.with_additional_capabilities(active);
+            for (capability_id, error) in left_out {
+                tracing::warn!(%capability_id, %error, "a registered capability no longer fits the registry; the planner skips it");
+            }
+            Arc::new(snapshot)
+        };
+        Ok(CapabilitySnapshot {
+            registry,
+            registrations,
+        })
     }
 
     /// Parses and checks an envelope: JSON paths on every error, supplied
@@ -321,6 +447,7 @@ impl Orchestrator {
     async fn draft_plan(
         &self,
         state: &baton_core::run::RunState,
+        registry: &Registry,
     ) -> Result<StepInput, RuntimeError> {
         use baton_core::diagnostics::PlanStatus;
         use baton_core::llm_planner::{plan_from_draft, planner_request};
@@ -328,7 +455,7 @@ impl Orchestrator {
         if self.settings.planner == PlannerChoice::Deterministic {
             return Ok(StepInput::PlanDrafted(plan_deterministically(
                 &state.envelope,
-                &self.registry,
+                registry,
             )));
         }
         let (tenant_id, run_id) = (state.tenant_id.as_str(), state.run_id.as_str());
@@ -337,7 +464,7 @@ impl Orchestrator {
         let mut fallback_reason =
             format!("the planner model produced no valid plan in {attempts} attempts");
         for attempt in 1..=attempts {
-            let request = planner_request(&state.envelope, &self.registry, &rejected);
+            let request = planner_request(&state.envelope, registry, &rejected);
             let (sender, _receiver) = mpsc::unbounded_channel();
             let answer = match self.llm.complete(&request, sender).await {
                 Ok(answer) => answer,
@@ -346,14 +473,10 @@ impl Orchestrator {
                     break;
                 }
             };
-            let drafted = plan_from_draft(
-                &answer.content,
-                &state.envelope,
-                &self.registry,
-                &answer.model,
-            );
+            let drafted =
+                plan_from_draft(&answer.content, &state.envelope, registry, &answer.model);
             let bundle = match &drafted {
-                Ok(plan) => validate_plan(plan, &state.envelope, &self.registry, &self.validators),
+                Ok(plan) => validate_plan(plan, &state.envelope, registry, &self.validators),
                 Err(diagnostics) => rejected_bundle(diagnostics.clone()),
             };
             if drafted.is_ok() && bundle.status != PlanStatus::Rejected {
@@ -384,7 +507,7 @@ impl Orchestrator {
             .append_events(tenant_id, run_id, vec![warning])
             .await?;
         Ok(StepInput::PlanDraftedOnAttempt {
-            drafted: plan_deterministically(&state.envelope, &self.registry),
+            drafted: plan_deterministically(&state.envelope, registry),
             attempt: u32::try_from(rejected.len())
                 .unwrap_or(u32::MAX)
                 .saturating_add(1),
@@ -412,8 +535,16 @@ impl Orchestrator {
             return Ok(StepOutcome::Stale);
         }
         let mut held_claim: Option<(String, u32, String)> = None;
+        // A plan is drafted and validated against the tenant's capability
+        // snapshot; once planned, nodes carry their own compiled contracts.
+        let mut planning_registry: Option<Arc<Registry>> = None;
         let input = match &message.command {
-            StepCommand::Plan => self.draft_plan(&stored.state).await?,
+            StepCommand::Plan => {
+                let snapshot = self.capability_snapshot(tenant_id).await?;
+                let input = self.draft_plan(&stored.state, &snapshot.registry).await?;
+                planning_registry = Some(snapshot.registry);
+                input
+            }
             StepCommand::ExecuteNode { node_id, attempt } => {
                 match dispatch_node(&stored.state, node_id, &self.engine_context())? {
                     NodeDispatch::InputRejected(violations) => StepInput::NodeInputRejected {
@@ -497,8 +628,9 @@ impl Orchestrator {
                 }
             }
         };
+        let registry = planning_registry.unwrap_or_else(|| self.registry.clone());
         let outcome = self
-            .commit_reapplying_on_conflict(message, stored, input)
+            .commit_reapplying_on_conflict(message, stored, input, &registry)
             .await;
         if outcome.is_err()
             && let Some((node_id, attempt, claimant)) = &held_claim
@@ -582,6 +714,7 @@ impl Orchestrator {
         message: &StepMessage,
         stored: StoredRun,
         input: StepInput,
+        registry: &Registry,
     ) -> Result<StepOutcome, RuntimeError> {
         let tenant_id = message.tenant_id.as_str();
         let run_id = message.run_id.as_str();
@@ -594,7 +727,7 @@ impl Orchestrator {
                 state,
                 input.clone(),
                 &self.now_text(),
-                &self.engine_context(),
+                &self.engine_context_with(registry),
             )?;
             match self
                 .store

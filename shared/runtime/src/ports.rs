@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use baton_core::capability::RegisteredCapability;
 use baton_core::context::ModelRequest;
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::run::{RunState, StepMessage, TokenUsage};
@@ -182,6 +183,27 @@ pub trait LlmProvider: Send + Sync {
         request: &ModelRequest,
         deltas: UnboundedSender<String>,
     ) -> Result<ModelAnswer, LlmError>;
+}
+
+/// Capabilities agents register at run time (seed 004 §5.6.1, §9.1), per
+/// tenant. Records are upserted whole; liveness is derived from
+/// `last_seen_at_millis` by the reader (`RegisteredCapability::status_at`).
+#[async_trait]
+pub trait CapabilityDirectory: Send + Sync {
+    /// Stores `record` under its capability id for `tenant_id`. A record
+    /// already there keeps its `registered_at_millis`; the stored record is
+    /// returned.
+    async fn upsert_registration(
+        &self,
+        tenant_id: &str,
+        record: RegisteredCapability,
+    ) -> Result<RegisteredCapability, StoreError>;
+
+    /// Every registration of `tenant_id`, active or not, in capability id order.
+    async fn list_registrations(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<RegisteredCapability>, StoreError>;
 }
 
 pub trait Clock: Send + Sync {

@@ -76,6 +76,9 @@ fn orchestrator(
     model: Arc<CountingModel>,
 ) -> Arc<Orchestrator> {
     Arc::new(Orchestrator {
+        capability_directory: std::sync::Arc::new(
+            baton_runtime::memory::InMemoryCapabilityDirectory::new(),
+        ),
         store,
         queue,
         llm: model,
@@ -98,6 +101,9 @@ fn orchestrator_over_store(
     model: Arc<CountingModel>,
 ) -> Arc<Orchestrator> {
     Arc::new(Orchestrator {
+        capability_directory: std::sync::Arc::new(
+            baton_runtime::memory::InMemoryCapabilityDirectory::new(),
+        ),
         store,
         queue,
         llm: model,
