@@ -30,6 +30,7 @@ pub mod policies;
 pub mod registry;
 pub mod run;
 pub mod schema;
+pub mod selection;
 pub mod validator;
 pub mod variants;
 

@@ -1,8 +1,12 @@
 //! The deterministic planner (seed 004's "deterministic fallback draft"):
 //! the caller's output contract names the goal facets, the envelope's inputs
 //! supply facets, and capabilities are chained backward over facet coverage.
-//! Candidate order honours `policies.planner.selection` (forbid, prefer,
-//! avoid), then AI before human, fewer missing inputs, cost and id.
+//! Candidates are scored (see [`crate::selection`]): `policies.planner.selection`
+//! first (forbid removes; require, then prefer, rank first; avoid ranks
+//! last), then AI before human, fewer missing inputs (facet alignment), the
+//! fit of declared languages and formats to the envelope's hints (a
+//! language mismatch is a cutoff), cost and id. The plan's
+//! `metadata.selection` records the hints and each chosen capability's fit.
 
 use std::collections::BTreeSet;
 
@@ -14,6 +18,7 @@ use crate::diagnostics::{DiagnosticCause, PlanDiagnostic};
 use crate::envelope::TaskEnvelope;
 use crate::plan::{PlanEdge, PlanGraph, PlanNode};
 use crate::registry::Registry;
+use crate::selection::{SelectionHints, trait_fit};
 
 /// Name recorded in `PlanGraph.plannerRuntime` for this planner.
 pub const DETERMINISTIC_PLANNER_RUNTIME: &str = "deterministic";
@@ -51,6 +56,7 @@ struct PlanningContext<'a> {
     envelope: &'a TaskEnvelope,
     registry: &'a Registry,
     supplied: BTreeSet<String>,
+    hints: SelectionHints,
 }
 
 #[derive(Clone, Default)]
@@ -93,6 +99,7 @@ impl<'a> PlanningContext<'a> {
             .producers_of(facet)
             .into_iter()
             .filter(|capability| !self.is_listed(|s| &s.forbid, &capability.capability_id))
+            .filter(|capability| !trait_fit(capability, &self.hints).is_excluded())
             .collect();
         candidates.sort_by_key(|capability| {
             let missing_inputs = self
@@ -100,10 +107,12 @@ impl<'a> PlanningContext<'a> {
                 .filter(|input| !self.supplied.contains(*input) && !draft.produced.contains(*input))
                 .count();
             (
+                !self.is_listed(|s| &s.require, &capability.capability_id),
                 !self.is_listed(|s| &s.prefer, &capability.capability_id),
                 self.is_listed(|s| &s.avoid, &capability.capability_id),
                 capability.agent_type == AgentType::Human,
                 missing_inputs,
+                -trait_fit(capability, &self.hints).score(),
                 capability.cost_rank(),
                 capability.capability_id.clone(),
             )
@@ -153,6 +162,7 @@ pub fn plan_deterministically(
         envelope,
         registry,
         supplied: supplied_facets(envelope, registry),
+        hints: SelectionHints::from_envelope(envelope),
     };
     let mut diagnostics = Vec::new();
     for property in envelope.output_contract.top_level_properties() {
@@ -214,7 +224,7 @@ pub fn plan_deterministically(
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
-    let plan = build_plan(&context, &draft.chosen_capability_ids, &goals).map_err(|error| {
+    let mut plan = build_plan(&context, &draft.chosen_capability_ids, &goals).map_err(|error| {
         vec![
             PlanDiagnostic::hard(
                 "structure.contracts",
@@ -224,6 +234,7 @@ pub fn plan_deterministically(
             .with_suggestion(error.to_string()),
         ]
     })?;
+    record_selection(&mut plan, &context);
     let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
     Ok(crate::variants::expand_variants(
         plan,
@@ -260,17 +271,42 @@ pub fn assemble_plan(
         envelope,
         registry,
         supplied: supplied_facets(envelope, registry),
+        hints: SelectionHints::from_envelope(envelope),
     };
     let goals = goal_facets(envelope, registry);
     let mut plan = build_plan_with_ids(&context, ordered_nodes, &goals)?;
     plan.planner_runtime = planner_runtime.to_string();
     plan.planner_model = planner_model;
+    record_selection(&mut plan, &context);
     let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
     Ok(crate::variants::expand_variants(
         plan,
         envelope,
         &facet_schema,
     ))
+}
+
+/// `metadata.selection`: the envelope's hints and each planned capability's
+/// fit to them (only when the envelope gives hints).
+fn record_selection(plan: &mut PlanGraph, context: &PlanningContext<'_>) {
+    if context.hints.is_empty() {
+        return;
+    }
+    let fits: serde_json::Map<String, Value> = plan
+        .nodes
+        .iter()
+        .filter_map(|node| context.registry.capability(&node.capability_id))
+        .map(|capability| {
+            (
+                capability.capability_id.clone(),
+                serde_json::to_value(trait_fit(capability, &context.hints)).unwrap_or_default(),
+            )
+        })
+        .collect();
+    plan.metadata.insert(
+        "selection".into(),
+        serde_json::json!({"hints": context.hints, "fits": fits}),
+    );
 }
 
 fn build_plan_with_ids(

@@ -278,3 +278,183 @@ fn topology_variant_count_expands_an_open_ended_array() {
     );
     assert_eq!(plan.metadata["branchCount"], 3);
 }
+
+fn messaging_writer(capability_id: &str, languages: &[&str], formats: &[&str]) -> Value {
+    json!({
+        "capabilityId": capability_id,
+        "agentType": "ai",
+        "version": "1",
+        "displayName": capability_id,
+        "summary": "Writes a messaging stack.",
+        "inputTraits": {"languages": languages, "formats": formats},
+        "inputContract": ["company_information", "positioning_context", "positioning_recommendation", "feedback"],
+        "outputContract": ["messaging_stack", "handoff_summary"]
+    })
+}
+
+/// The repository registry plus scoped messaging writers, as agents would register them.
+fn registry_with_scoped_writers() -> Registry {
+    let scoped = [
+        messaging_writer("copywriter.Messaging.fr", &["fr-FR"], &[]),
+        messaging_writer(
+            "copywriter.Messaging.newsletter",
+            &[],
+            &["newsletter_issue"],
+        ),
+    ]
+    .map(|value| serde_json::from_value(value).unwrap());
+    let (registry, left_out) = registry().with_additional_capabilities(scoped.iter());
+    assert!(left_out.is_empty(), "{left_out:?}");
+    registry
+}
+
+fn messaging_capability_for(inputs: Value, policies: Value) -> Option<String> {
+    let mut envelope = example("positioning-recommendation.json");
+    for (key, value) in inputs.as_object().unwrap() {
+        envelope["inputs"][key] = value.clone();
+    }
+    envelope["policies"] = policies;
+    let envelope = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan = plan_deterministically(&envelope, &registry_with_scoped_writers()).ok()?;
+    plan.nodes
+        .iter()
+        .find(|node| {
+            node.output_facets
+                .iter()
+                .any(|facet| facet == "messaging_stack")
+        })
+        .map(|node| node.capability_id.clone())
+}
+
+#[test]
+fn capabilities_are_scored_on_language_and_format_hints() {
+    // (inputs, policies, expected messaging writer)
+    let table = [
+        (json!({}), json!({}), "copywriter.Messaging"),
+        (
+            json!({"language": "fr-CA"}),
+            json!({}),
+            "copywriter.Messaging.fr",
+        ),
+        // A declared language that is not hinted is below the cutoff.
+        (json!({"language": "de"}), json!({}), "copywriter.Messaging"),
+        (
+            json!({"channel": "Newsletter"}),
+            json!({}),
+            "copywriter.Messaging.newsletter",
+        ),
+        // Hints in non-canonical policy keys count too.
+        (
+            json!({}),
+            json!({"locale": "fr"}),
+            "copywriter.Messaging.fr",
+        ),
+        // Selection policy outranks hints.
+        (
+            json!({"language": "fr"}),
+            json!({"planner": {"selection": {"prefer": ["copywriter.Messaging.newsletter"]}}}),
+            "copywriter.Messaging.newsletter",
+        ),
+        (
+            json!({"language": "fr"}),
+            json!({"planner": {"selection": {"avoid": ["copywriter.Messaging.fr"]}}}),
+            "copywriter.Messaging",
+        ),
+        (
+            json!({}),
+            json!({"planner": {"selection": {"require": ["copywriter.Messaging.newsletter"]}}}),
+            "copywriter.Messaging.newsletter",
+        ),
+    ];
+    for (inputs, policies, expected) in table {
+        assert_eq!(
+            messaging_capability_for(inputs.clone(), policies.clone()).as_deref(),
+            Some(expected),
+            "inputs {inputs}, policies {policies}"
+        );
+    }
+}
+
+#[test]
+fn the_plan_records_the_hints_and_each_chosen_capabilitys_fit() {
+    let mut envelope = example("positioning-recommendation.json");
+    envelope["inputs"]["language"] = json!("fr");
+    let envelope = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan = plan_deterministically(&envelope, &registry_with_scoped_writers()).unwrap();
+    let selection = &plan.metadata["selection"];
+    assert_eq!(selection["hints"]["languages"], json!(["fr"]));
+    assert_eq!(
+        selection["fits"]["copywriter.Messaging.fr"],
+        json!({"languages": "matches", "formats": "not_hinted"})
+    );
+    assert_eq!(
+        selection["fits"]["strategist.Positioning"]["languages"],
+        "undeclared"
+    );
+}
+
+#[test]
+fn each_planner_policy_is_enforced_by_the_validator() {
+    // (policies.planner, expected status, constraint id of the first failure)
+    let table = [
+        (
+            json!({"selection": {"forbid": ["copywriter"]}}),
+            PlanStatus::Rejected,
+            Some("output.messaging_stack"),
+        ),
+        (
+            json!({"selection": {"require": ["director.PositioningReview"]}}),
+            PlanStatus::Rejected,
+            Some("policy.selection.require.director.PositioningReview"),
+        ),
+        (
+            json!({"selection": {"prefer": ["strategist"]}}),
+            PlanStatus::Accepted,
+            None,
+        ),
+        (
+            json!({"selection": {"avoid": ["copywriter.Messaging"]}}),
+            PlanStatus::Accepted,
+            None,
+        ),
+        (
+            json!({"topology": {"maxDepth": 1}}),
+            PlanStatus::Rejected,
+            Some("policy.topology.maxDepth"),
+        ),
+        (
+            json!({"topology": {"maxDepth": 2}}),
+            PlanStatus::Accepted,
+            None,
+        ),
+        (
+            json!({"topology": {"forbiddenKinds": ["structuring"]}}),
+            PlanStatus::Rejected,
+            Some("policy.topology.forbiddenKinds"),
+        ),
+        (
+            json!({"topology": {"requiredKinds": ["validation"]}}),
+            PlanStatus::Rejected,
+            Some("policy.topology.requiredKinds.validation"),
+        ),
+        (
+            json!({"topology": {"requiredKinds": ["execution"]}}),
+            PlanStatus::Accepted,
+            None,
+        ),
+    ];
+    for (planner, status, first_failure) in table {
+        let mut envelope = example("positioning-recommendation.json");
+        envelope["policies"] = json!({"planner": planner});
+        let (_, bundle) = plan_and_validate(&envelope);
+        assert_eq!(bundle.status, status, "{planner}: {bundle:?}");
+        assert_eq!(
+            bundle
+                .failures
+                .first()
+                .and_then(|failure| failure.constraint_id.as_deref()),
+            first_failure,
+            "{planner}"
+        );
+    }
+}
