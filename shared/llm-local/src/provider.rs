@@ -315,8 +315,15 @@ fn generate(
     let mut sampler = sampler_for(loaded, &request.output_schema)?;
 
     let batch_tokens: u32 = 512;
+    // The KV cache is sized to this answer's need (prompt + token limit,
+    // rounded up), not the whole window: allocating it is part of the time
+    // to first token.
+    let needed_tokens = prompt_tokens.len() + config.max_answer_tokens as usize;
+    let context_tokens_for_answer = u32::try_from(needed_tokens.div_ceil(256) * 256)
+        .unwrap_or(config.context_tokens)
+        .min(config.context_tokens);
     let context_parameters = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(config.context_tokens))
+        .with_n_ctx(NonZeroU32::new(context_tokens_for_answer))
         .with_n_batch(batch_tokens)
         .with_n_threads(config.threads)
         .with_n_threads_batch(config.threads);
