@@ -643,6 +643,62 @@ async fn the_llm_planner_is_re_prompted_with_diagnostics_until_its_plan_validate
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_draft_with_a_forbidden_capability_is_rejected_by_policy_then_replanned() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([
+        plan_draft(json!([
+            {"nodeId": "brief", "capabilityId": "StrategyManager.writerBrief"},
+            {"nodeId": "write", "capabilityId": "ContentGenerator.copyVariants", "dependsOn": ["brief"]},
+            {"nodeId": "review", "capabilityId": "QualityAssurance.contentReview", "dependsOn": ["write"]}
+        ])),
+        plan_draft(json!([
+            {"nodeId": "brief", "capabilityId": "StrategyManager.writerBrief"},
+            {"nodeId": "write", "capabilityId": "ContentGenerator.copyVariants", "dependsOn": ["brief"]}
+        ])),
+    ]);
+    let mut envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    envelope["policies"]["planner"] =
+        json!({"selection": {"forbid": ["QualityAssurance.contentReview"]}});
+    let path = std::env::temp_dir().join(format!("baton-forbid-{}.json", std::process::id()));
+    std::fs::write(&path, envelope.to_string()).unwrap();
+    let output = baton_with(
+        Some(&server),
+        &["run", path.to_str().unwrap(), "--format", "ndjson"],
+        &[("BATON_PLANNER", "llm")],
+    )
+    .await;
+    let _ = std::fs::remove_file(&path);
+    let frames: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(output.status.code(), Some(0), "{frames:?}");
+    assert_eq!(
+        &types(&frames)[..5],
+        &["start", "plan_requested", "plan_rejected", "plan_requested", "plan_generated"]
+    );
+    let forbidden = &frames[2]["payload"]["failures"][0];
+    assert_eq!(forbidden["constraintId"], "policy.selection.forbid");
+    assert_eq!(forbidden["nodeId"], "review");
+    assert_eq!(forbidden["capabilityId"], "QualityAssurance.contentReview");
+    let planned: Vec<&str> = frames[4]["payload"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| node["capabilityId"].as_str().unwrap())
+        .collect();
+    assert!(!planned.contains(&"QualityAssurance.contentReview"), "{planned:?}");
+    assert_eq!(frames.last().unwrap()["type"], "complete");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_planner_that_never_validates_falls_back_to_the_deterministic_plan_with_a_warning() {
     let server = ScriptedLlmServer::start().await.unwrap();
     server.push_behaviors([
