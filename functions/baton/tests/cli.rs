@@ -247,6 +247,47 @@ async fn an_impossible_contract_ends_in_plan_rejected() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_contract_asking_for_more_than_the_facets_gets_a_normalization_node() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let envelope = fixture("normalized-summary.json");
+    let (code, frames, stderr) = run_ndjson(&server, &envelope).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_frame_invariants(&frames);
+    let generated = frames
+        .iter()
+        .find(|frame| frame["type"] == "plan_generated")
+        .unwrap();
+    let last_node = generated["payload"]["nodes"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap();
+    assert_eq!(last_node["capabilityId"], "baton.normalize", "{generated}");
+    let normalize_start = frames
+        .iter()
+        .find(|frame| frame["type"] == "node_start" && frame["nodeId"] == "normalize")
+        .unwrap();
+    assert_eq!(normalize_start["payload"]["kind"], "transformation");
+    assert_eq!(normalize_start["payload"]["executorType"], "ai");
+    // The normaliser was asked for the caller's whole schema.
+    let last_request = server.requests().last().unwrap().body.clone();
+    assert_eq!(
+        last_request["response_format"]["json_schema"]["schema"]["required"],
+        serde_json::json!(["positioning_recommendation", "messaging_stack", "summary"])
+    );
+    let last = frames.last().unwrap();
+    assert_eq!(last["type"], "complete");
+    let output = &last["payload"]["output"];
+    assert!(
+        output["summary"]
+            .as_str()
+            .is_some_and(|summary| !summary.is_empty())
+    );
+    let validator = compile_schema(&envelope_schema(&envelope), "contract").unwrap();
+    assert!(collect_violations(&validator, output).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn malformed_envelopes_exit_2_naming_the_path() {
     let server = ScriptedLlmServer::start().await.unwrap();
     let directory = std::env::temp_dir().join(format!("baton-malformed-{}", std::process::id()));
@@ -682,7 +723,13 @@ async fn a_draft_with_a_forbidden_capability_is_rejected_by_policy_then_replanne
     assert_eq!(output.status.code(), Some(0), "{frames:?}");
     assert_eq!(
         &types(&frames)[..5],
-        &["start", "plan_requested", "plan_rejected", "plan_requested", "plan_generated"]
+        &[
+            "start",
+            "plan_requested",
+            "plan_rejected",
+            "plan_requested",
+            "plan_generated"
+        ]
     );
     let forbidden = &frames[2]["payload"]["failures"][0];
     assert_eq!(forbidden["constraintId"], "policy.selection.forbid");
@@ -694,7 +741,10 @@ async fn a_draft_with_a_forbidden_capability_is_rejected_by_policy_then_replanne
         .iter()
         .map(|node| node["capabilityId"].as_str().unwrap())
         .collect();
-    assert!(!planned.contains(&"QualityAssurance.contentReview"), "{planned:?}");
+    assert!(
+        !planned.contains(&"QualityAssurance.contentReview"),
+        "{planned:?}"
+    );
     assert_eq!(frames.last().unwrap()["type"], "complete");
 }
 

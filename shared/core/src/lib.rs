@@ -24,6 +24,7 @@ pub mod error;
 pub mod event;
 pub mod facet;
 pub mod llm_planner;
+pub mod normalization;
 pub mod plan;
 pub mod planner;
 pub mod policies;

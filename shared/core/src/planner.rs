@@ -165,23 +165,23 @@ pub fn plan_deterministically(
         hints: SelectionHints::from_envelope(envelope),
     };
     let mut diagnostics = Vec::new();
-    for property in envelope.output_contract.top_level_properties() {
-        if !registry.facets.contains(&property)
-            && envelope.output_contract.is_required_property(&property)
-        {
-            diagnostics.push(
-                PlanDiagnostic::hard(
-                    format!("output.{property}"),
-                    DiagnosticCause::MissingProducer,
-                    format!("output property `{property}` is produced"),
-                )
-                .with_suggestion(format!(
-                    "No facet named `{property}` exists in the registry; register a facet and a capability that produces it, or rename the contract property to a known facet."
-                )),
-            );
+    // With at least one facet to produce, other properties are the
+    // normalization node's job; with none, nothing can produce them.
+    if goal_facets(envelope, registry).is_empty() {
+        for property in envelope.output_contract.top_level_properties() {
+            if envelope.output_contract.is_required_property(&property) {
+                diagnostics.push(
+                    PlanDiagnostic::hard(
+                        format!("output.{property}"),
+                        DiagnosticCause::MissingProducer,
+                        format!("output property `{property}` is produced"),
+                    )
+                    .with_suggestion(format!(
+                        "No facet named `{property}` exists in the registry and no other output property is a facet to derive it from; register a facet and a capability that produces it, or rename the contract property to a known facet."
+                    )),
+                );
+            }
         }
-    }
-    if envelope.output_contract.top_level_properties().is_empty() {
         diagnostics.push(
             PlanDiagnostic::hard(
                 "output.properties",
@@ -236,11 +236,14 @@ pub fn plan_deterministically(
     })?;
     record_selection(&mut plan, &context);
     let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
-    Ok(crate::variants::expand_variants(
-        plan,
-        envelope,
-        &facet_schema,
-    ))
+    let expanded = crate::variants::expand_variants(plan, envelope, &facet_schema);
+    crate::normalization::inject_normalization(expanded, envelope, registry).map_err(|error| {
+        vec![PlanDiagnostic::structural(
+            "structure.contracts",
+            "node contracts compile",
+            error.to_string(),
+        )]
+    })
 }
 
 /// Turns an ordered list of capability ids into nodes and facet edges.
@@ -279,11 +282,8 @@ pub fn assemble_plan(
     plan.planner_model = planner_model;
     record_selection(&mut plan, &context);
     let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
-    Ok(crate::variants::expand_variants(
-        plan,
-        envelope,
-        &facet_schema,
-    ))
+    let expanded = crate::variants::expand_variants(plan, envelope, &facet_schema);
+    crate::normalization::inject_normalization(expanded, envelope, registry)
 }
 
 /// `metadata.selection`: the envelope's hints and each planned capability's

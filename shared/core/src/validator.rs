@@ -71,6 +71,24 @@ fn check_structure(
             }
             continue;
         }
+        if crate::normalization::is_normalization_node(node) {
+            // Orchestrator-managed: its output contract is the caller's schema.
+            if let Err(error) = validators.validator_for_key(
+                &node.output_contract.schema_key,
+                &node.output_contract.schema,
+                "output",
+            ) {
+                diagnostics.push(
+                    PlanDiagnostic::structural(
+                        "structure.schema_compiles",
+                        "node contracts compile",
+                        error.to_string(),
+                    )
+                    .with_node(&node.node_id),
+                );
+            }
+            continue;
+        }
         let Some(capability) = registry.capability(&node.capability_id) else {
             diagnostics.push(
                 PlanDiagnostic::hard(

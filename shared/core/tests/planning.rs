@@ -458,3 +458,105 @@ fn each_planner_policy_is_enforced_by_the_validator() {
         );
     }
 }
+
+fn normalized_plan(envelope: &Value) -> (baton_core::plan::PlanGraph, DiagnosticsBundle) {
+    let registry = registry();
+    let envelope = TaskEnvelope::parse_value(envelope).unwrap();
+    let plan = plan_deterministically(&envelope, &registry).unwrap();
+    let bundle = validate_plan(&plan, &envelope, &registry, &ValidatorCache::new());
+    (plan, bundle)
+}
+
+#[test]
+fn no_normalization_node_when_the_facets_already_satisfy_the_contract() {
+    for example_name in [
+        "positioning-recommendation.json",
+        "seed-10.1-sample-envelope.json",
+        "seed-10.0.1-stream-contract-variants.json",
+    ] {
+        let (plan, _) = normalized_plan(&example(example_name));
+        assert!(
+            plan.nodes
+                .iter()
+                .all(|node| node.capability_id != "baton.normalize"),
+            "{example_name}"
+        );
+        assert_eq!(
+            plan.metadata["normalizationInjected"], false,
+            "{example_name}"
+        );
+    }
+}
+
+#[test]
+fn a_non_facet_property_or_object_level_keyword_injects_one_transformation_node() {
+    let mut with_summary = example("positioning-recommendation.json");
+    with_summary["outputContract"]["schema"]["properties"]["summary"] =
+        json!({"type": "string", "maxLength": 280});
+    with_summary["outputContract"]["schema"]["required"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("summary"));
+    let mut with_object_keyword = example("positioning-recommendation.json");
+    with_object_keyword["outputContract"]["schema"]["minProperties"] = json!(2);
+    let mut variants_with_summary = example("seed-10.0.1-stream-contract-variants.json");
+    variants_with_summary["outputContract"]["schema"]["properties"]["summary"] =
+        json!({"type": "string"});
+    for (envelope, reason) in [
+        (with_summary, "property `summary` is not a facet"),
+        (with_object_keyword, "object-level keyword `minProperties`"),
+        (variants_with_summary, "property `summary` is not a facet"),
+    ] {
+        let (plan, bundle) = normalized_plan(&envelope);
+        assert_eq!(bundle.status, PlanStatus::Accepted, "{bundle:?}");
+        let last = plan.nodes.last().unwrap();
+        assert_eq!(last.capability_id, "baton.normalize");
+        assert_eq!(last.kind.as_str(), "transformation");
+        assert_eq!(plan.metadata["normalizationInjected"], true);
+        assert!(
+            plan.metadata["normalizationReasons"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(reason)),
+            "{:?}",
+            plan.metadata["normalizationReasons"]
+        );
+        // It reads every goal facet from its final producer and answers the whole contract.
+        for goal in &plan.goal_facets {
+            let producer = plan
+                .nodes
+                .iter()
+                .rev()
+                .skip(1)
+                .find(|node| node.output_facets.contains(goal))
+                .unwrap();
+            assert_eq!(
+                plan.producer_for("normalize", goal),
+                Some(producer.node_id.as_str())
+            );
+        }
+        // The caller's schema, facet-named properties also held to their facet schema.
+        let output_schema = &*last.output_contract.schema;
+        assert_eq!(
+            output_schema["required"],
+            envelope["outputContract"]["schema"]["required"]
+        );
+        for goal in &plan.goal_facets {
+            assert_eq!(
+                output_schema["properties"][goal]["allOf"][1],
+                envelope["outputContract"]["schema"]["properties"][goal]
+            );
+        }
+        for property in envelope["outputContract"]["schema"]["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+        {
+            assert_eq!(
+                plan.final_producer_of(property)
+                    .map(|node| node.node_id.as_str()),
+                Some("normalize")
+            );
+        }
+    }
+}
