@@ -182,7 +182,8 @@ pub fn plan_deterministically(
                 );
             }
         }
-        diagnostics.push(
+        if diagnostics.is_empty() {
+            diagnostics.push(
             PlanDiagnostic::hard(
                 "output.properties",
                 DiagnosticCause::SchemaIncompatible,
@@ -192,6 +193,7 @@ pub fn plan_deterministically(
                 "Give outputContract.schema top-level `properties` named after registry facets.",
             ),
         );
+        }
     }
     let goals = goal_facets(envelope, registry);
     let mut draft = Draft::default();
