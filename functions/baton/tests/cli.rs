@@ -532,50 +532,34 @@ async fn sse_format_prints_wire_frames() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_forced_remote_model_without_an_endpoint_is_a_clear_error_at_start() {
-    let output = baton_with(
-        None,
-        &["run", "registry/examples/social-post-new-case.json"],
-        &[("BATON_LLM", "remote")],
-    )
-    .await;
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        String::from_utf8(output.stderr)
-            .unwrap()
-            .contains("BATON_LLM_BASE_URL")
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_missing_local_model_file_is_a_clear_error_naming_the_fetch_command() {
-    // No endpoint configured: the CLI picks the offline model, whose file is absent here.
-    let output = baton_with(
-        None,
-        &["run", "registry/examples/social-post-new-case.json"],
-        &[("BATON_LOCAL_MODEL_PATH", "/nonexistent/baton/model.gguf")],
-    )
-    .await;
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(stderr.contains("/nonexistent/baton/model.gguf"), "{stderr}");
-    assert!(
-        stderr.contains("bash scripts/fetch-local-model.sh"),
-        "{stderr}"
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn an_unknown_baton_llm_value_is_named() {
-    let output = baton_with(
-        None,
-        &["run", "registry/examples/social-post-new-case.json"],
-        &[("BATON_LLM", "gpu")],
-    )
-    .await;
-    assert_eq!(output.status.code(), Some(2));
-    let stderr = String::from_utf8(output.stderr).unwrap();
-    assert!(stderr.contains("BATON_LLM=\"gpu\""), "{stderr}");
+async fn model_choice_problems_are_clear_errors_at_start() {
+    // (environment, what stderr must name); exit 2 before any run.
+    let table: [(&[(&str, &str)], &[&str]); 3] = [
+        // Forced remote without an endpoint.
+        (&[("BATON_LLM", "remote")], &["BATON_LLM_BASE_URL"]),
+        // No endpoint: the offline model, whose file is absent here.
+        (
+            &[("BATON_LOCAL_MODEL_PATH", "/nonexistent/baton/model.gguf")],
+            &[
+                "/nonexistent/baton/model.gguf",
+                "bash scripts/fetch-local-model.sh",
+            ],
+        ),
+        (&[("BATON_LLM", "gpu")], &["BATON_LLM=\"gpu\""]),
+    ];
+    for (environment, named) in table {
+        let output = baton_with(
+            None,
+            &["run", "registry/examples/social-post-new-case.json"],
+            environment,
+        )
+        .await;
+        assert_eq!(output.status.code(), Some(2), "{environment:?}");
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        for text in named {
+            assert!(stderr.contains(text), "{environment:?}: {stderr}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -72,21 +72,8 @@ fn check_structure(
             continue;
         }
         if crate::normalization::is_normalization_node(node) {
-            // Orchestrator-managed: its output contract is the caller's schema.
-            if let Err(error) = validators.validator_for_key(
-                &node.output_contract.schema_key,
-                &node.output_contract.schema,
-                "output",
-            ) {
-                diagnostics.push(
-                    PlanDiagnostic::structural(
-                        "structure.schema_compiles",
-                        "node contracts compile",
-                        error.to_string(),
-                    )
-                    .with_node(&node.node_id),
-                );
-            }
+            // Orchestrator-managed: no registry entry; its output contract is the caller's schema.
+            check_contracts_compile(node, validators, diagnostics);
             continue;
         }
         let Some(capability) = registry.capability(&node.capability_id) else {
@@ -170,23 +157,7 @@ fn check_structure(
                 Some(_) => {}
             }
         }
-        for (which, contract) in [
-            ("input", &node.input_contract),
-            ("output", &node.output_contract),
-        ] {
-            if let Err(error) =
-                validators.validator_for_key(&contract.schema_key, &contract.schema, which)
-            {
-                diagnostics.push(
-                    PlanDiagnostic::structural(
-                        "structure.schema_compiles",
-                        "node contracts compile",
-                        error.to_string(),
-                    )
-                    .with_node(&node.node_id),
-                );
-            }
-        }
+        check_contracts_compile(node, validators, diagnostics);
     }
     for edge in &plan.edges {
         if !seen_ids.contains(edge.from.as_str()) || !seen_ids.contains(edge.to.as_str()) {
@@ -203,6 +174,30 @@ fn check_structure(
             "the plan is a directed acyclic graph",
             "Remove the cycle: a facet must be produced before it is consumed.".into(),
         ));
+    }
+}
+
+fn check_contracts_compile(
+    node: &crate::plan::PlanNode,
+    validators: &ValidatorCache,
+    diagnostics: &mut Vec<PlanDiagnostic>,
+) {
+    for (which, contract) in [
+        ("input", &node.input_contract),
+        ("output", &node.output_contract),
+    ] {
+        if let Err(error) =
+            validators.validator_for_key(&contract.schema_key, &contract.schema, which)
+        {
+            diagnostics.push(
+                PlanDiagnostic::structural(
+                    "structure.schema_compiles",
+                    "node contracts compile",
+                    error.to_string(),
+                )
+                .with_node(&node.node_id),
+            );
+        }
     }
 }
 

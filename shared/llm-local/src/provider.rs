@@ -421,51 +421,44 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_missing_model_file_names_the_fetch_command() {
-        let directory =
-            std::env::temp_dir().join(format!("baton-llm-local-{}", std::process::id()));
-        let error = LocalModelProvider::load(config_for(&directory.join("absent.gguf")))
-            .err()
-            .map(|error| error.to_string())
-            .unwrap_or_default();
-        assert!(error.contains("does not exist"), "{error}");
-        assert!(
-            error.contains("bash scripts/fetch-local-model.sh"),
-            "{error}"
-        );
-    }
-
-    #[test]
-    fn a_file_that_is_not_gguf_is_reported_corrupt_without_reaching_llama_cpp() {
-        let path =
-            std::env::temp_dir().join(format!("baton-not-a-model-{}.gguf", std::process::id()));
-        let written = std::fs::write(&path, b"<html>not a model</html>");
-        assert!(written.is_ok());
+    /// The start-up error for a model file with `contents` (absent when `None`).
+    fn load_error_for(name: &str, contents: Option<&[u8]>) -> String {
+        let path = std::env::temp_dir().join(format!("baton-{name}-{}.gguf", std::process::id()));
+        if let Some(contents) = contents {
+            assert!(std::fs::write(&path, contents).is_ok());
+        }
         let error = LocalModelProvider::load(config_for(&path))
             .err()
             .map(|error| error.to_string())
             .unwrap_or_default();
         let _ = std::fs::remove_file(&path);
-        assert!(error.contains("GGUF signature"), "{error}");
-        assert!(
-            error.contains("bash scripts/fetch-local-model.sh"),
-            "{error}"
-        );
+        error
     }
 
     #[test]
-    fn a_truncated_gguf_is_reported_corrupt_by_llama_cpp() {
-        let path =
-            std::env::temp_dir().join(format!("baton-truncated-{}.gguf", std::process::id()));
-        let written = std::fs::write(&path, b"GGUF\x03\x00\x00\x00\x01");
-        assert!(written.is_ok());
-        let error = LocalModelProvider::load(config_for(&path))
-            .err()
-            .map(|error| error.to_string())
-            .unwrap_or_default();
-        let _ = std::fs::remove_file(&path);
-        assert!(error.contains("llama.cpp could not load it"), "{error}");
-        assert!(error.contains("fetch it again"), "{error}");
+    fn a_missing_or_corrupt_model_file_is_an_error_naming_the_fetch_command() {
+        let table: [(&str, Option<&[u8]>, &str); 3] = [
+            ("absent", None, "does not exist"),
+            // Not GGUF at all: refused before llama.cpp sees it.
+            (
+                "not-a-model",
+                Some(b"<html>not a model</html>"),
+                "GGUF signature",
+            ),
+            // GGUF signature but truncated: llama.cpp refuses it.
+            (
+                "truncated",
+                Some(b"GGUF\x03\x00\x00\x00\x01"),
+                "llama.cpp could not load it",
+            ),
+        ];
+        for (name, contents, reason) in table {
+            let error = load_error_for(name, contents);
+            assert!(error.contains(reason), "{name}: {error}");
+            assert!(
+                error.contains("bash scripts/fetch-local-model.sh"),
+                "{name}: {error}"
+            );
+        }
     }
 }
