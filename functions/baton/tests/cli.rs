@@ -534,7 +534,8 @@ async fn sse_format_prints_wire_frames() {
 #[tokio::test(flavor = "multi_thread")]
 async fn model_choice_problems_are_clear_errors_at_start() {
     // (environment, what stderr must name); exit 2 before any run.
-    let table: [(&[(&str, &str)], &[&str]); 3] = [
+    type Environment<'a> = &'a [(&'a str, &'a str)];
+    let table: [(Environment, &[&str]); 3] = [
         // Forced remote without an endpoint.
         (&[("BATON_LLM", "remote")], &["BATON_LLM_BASE_URL"]),
         // No endpoint: the offline model, whose file is absent here.
