@@ -8,7 +8,7 @@
 //! language mismatch is a cutoff), cost and id. The plan's
 //! `metadata.selection` records the hints and each chosen capability's fit.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -63,6 +63,16 @@ struct PlanningContext<'a> {
 struct Draft {
     chosen_capability_ids: Vec<String>,
     produced: BTreeSet<String>,
+    /// Capabilities used as derived (§5.6): the input facets chosen for them.
+    derived_inputs: BTreeMap<String, Vec<String>>,
+}
+
+/// The agent a capability belongs to: its id up to the first `.`
+/// (`copywriter.Messaging` → `copywriter`), as selection entries match.
+fn agent_of(capability_id: &str) -> &str {
+    capability_id
+        .split_once('.')
+        .map_or(capability_id, |(agent, _)| agent)
 }
 
 impl<'a> PlanningContext<'a> {
@@ -147,7 +157,45 @@ impl<'a> PlanningContext<'a> {
             }
             *draft = snapshot;
         }
+        let derived = self.derive_producer(facet, draft);
         stack.pop();
+        derived
+    }
+
+    /// No declared capability can produce `facet` with the facets at hand:
+    /// derive one (§5.6, §5.7 step 1). A producer of `facet` is run on the
+    /// facets its agent supports (the input contracts of all the agent's
+    /// capabilities) that are available now; at least one must be. The node
+    /// is flagged derived and the validator notes which declared inputs it
+    /// runs without.
+    fn derive_producer(&self, facet: &str, draft: &mut Draft) -> bool {
+        for capability in self.candidates_for(facet, draft) {
+            let agent = agent_of(&capability.capability_id);
+            let supported_inputs: BTreeSet<&String> = self
+                .registry
+                .capabilities()
+                .filter(|other| agent_of(&other.capability_id) == agent)
+                .flat_map(|other| other.input_contract.iter())
+                .collect();
+            let available: Vec<String> = supported_inputs
+                .into_iter()
+                .filter(|input| self.supplied.contains(*input) || draft.produced.contains(*input))
+                .cloned()
+                .collect();
+            if available.is_empty() {
+                continue;
+            }
+            draft
+                .chosen_capability_ids
+                .push(capability.capability_id.clone());
+            draft
+                .produced
+                .extend(capability.output_contract.iter().cloned());
+            draft
+                .derived_inputs
+                .insert(capability.capability_id.clone(), available);
+            return true;
+        }
         false
     }
 }
@@ -226,7 +274,7 @@ pub fn plan_deterministically(
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
-    let mut plan = build_plan(&context, &draft.chosen_capability_ids, &goals).map_err(|error| {
+    let mut plan = build_plan(&context, &draft, &goals).map_err(|error| {
         vec![
             PlanDiagnostic::hard(
                 "structure.contracts",
@@ -251,15 +299,16 @@ pub fn plan_deterministically(
 /// Turns an ordered list of capability ids into nodes and facet edges.
 fn build_plan(
     context: &PlanningContext<'_>,
-    capability_ids: &[String],
+    draft: &Draft,
     goals: &[String],
 ) -> Result<PlanGraph, crate::CoreError> {
-    let numbered: Vec<(String, String)> = capability_ids
+    let numbered: Vec<(String, String)> = draft
+        .chosen_capability_ids
         .iter()
         .enumerate()
         .map(|(index, capability_id)| (format!("node_{}", index + 1), capability_id.clone()))
         .collect();
-    build_plan_with_ids(context, &numbered, goals)
+    build_plan_with_ids(context, &numbered, goals, &draft.derived_inputs)
 }
 
 /// Assembles a plan from `(node id, capability id)` pairs in execution order
@@ -279,7 +328,7 @@ pub fn assemble_plan(
         hints: SelectionHints::from_envelope(envelope),
     };
     let goals = goal_facets(envelope, registry);
-    let mut plan = build_plan_with_ids(&context, ordered_nodes, &goals)?;
+    let mut plan = build_plan_with_ids(&context, ordered_nodes, &goals, &BTreeMap::new())?;
     plan.planner_runtime = planner_runtime.to_string();
     plan.planner_model = planner_model;
     record_selection(&mut plan, &context);
@@ -315,6 +364,7 @@ fn build_plan_with_ids(
     context: &PlanningContext<'_>,
     ordered_nodes: &[(String, String)],
     goals: &[String],
+    derived_inputs: &BTreeMap<String, Vec<String>>,
 ) -> Result<PlanGraph, crate::CoreError> {
     let registry = context.registry;
     let contract = &context.envelope.output_contract;
@@ -325,8 +375,10 @@ fn build_plan_with_ids(
             continue;
         };
         let node_id = node_id.clone();
+        let derived = derived_inputs.get(capability_id);
+        let considered_inputs = derived.unwrap_or(&capability.input_contract);
         let mut input_facets = Vec::new();
-        for facet in &capability.input_contract {
+        for facet in considered_inputs {
             let upstream_producer = nodes
                 .iter()
                 .rev()
@@ -368,7 +420,7 @@ fn build_plan_with_ids(
             label: capability.display_name.clone(),
             kind: capability.kind,
             agent_type: capability.agent_type,
-            derived: false,
+            derived: derived.is_some(),
             instructions: compose_instructions(registry, capability, &input_facets, &output_facets),
             input_facets,
             output_facets,

@@ -229,7 +229,27 @@ fn check_coverage(
                     .facets
                     .get(facet_name)
                     .is_some_and(|facet| facet.required_by_default);
-                if required && !node.input_facets.contains(facet_name) {
+                if required && !node.input_facets.contains(facet_name) && node.derived {
+                    // A derived node runs on the facets its agent supports that
+                    // are at hand (§5.6); say what it goes without.
+                    let mut advisory = PlanDiagnostic::hard(
+                        format!("derived.{}.{facet_name}", node.node_id),
+                        DiagnosticCause::Advisory,
+                        format!(
+                            "derived node {} runs without declared input `{facet_name}`",
+                            node.node_id
+                        ),
+                    )
+                    .with_node(&node.node_id)
+                    .with_capability(&node.capability_id)
+                    .with_suggestion(format!(
+                        "Supply `{facet_name}` or register a producer of it to run `{}` as declared.",
+                        node.capability_id
+                    ));
+                    advisory.severity = ConstraintLevel::Informational;
+                    advisory.status = DiagnosticStatus::Unknown;
+                    diagnostics.push(advisory);
+                } else if required && !node.input_facets.contains(facet_name) {
                     diagnostics.push(
                         PlanDiagnostic::hard(
                             format!("input.{facet_name}"),

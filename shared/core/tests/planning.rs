@@ -560,3 +560,43 @@ fn a_non_facet_property_or_object_level_keyword_injects_one_transformation_node(
         }
     }
 }
+
+#[test]
+fn a_capability_is_derived_when_no_declared_one_has_its_inputs() {
+    // The strategist is forbidden, so nobody produces the positioning
+    // recommendation copywriter.Messaging declares as a required input; the
+    // copywriter agent still supports the facets at hand.
+    let mut envelope = example("positioning-recommendation.json");
+    envelope["outputContract"]["schema"] = json!({
+        "type": "object",
+        "required": ["messaging_stack"],
+        "properties": {"messaging_stack": {"type": "object"}}
+    });
+    envelope["policies"] = json!({"planner": {"selection": {"forbid": ["strategist"]}}});
+    let registry = registry();
+    let parsed = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan = plan_deterministically(&parsed, &registry).unwrap();
+    assert_eq!(plan.nodes.len(), 1);
+    let node = &plan.nodes[0];
+    assert_eq!(node.capability_id, "copywriter.Messaging");
+    assert!(node.derived);
+    assert_eq!(
+        node.input_facets,
+        vec!["company_information", "positioning_context"]
+    );
+    let bundle = validate_plan(&plan, &parsed, &registry, &ValidatorCache::new());
+    assert_eq!(
+        bundle.status,
+        PlanStatus::AcceptedWithFindings,
+        "{bundle:?}"
+    );
+    assert_eq!(
+        bundle.infos[0].constraint_id.as_deref(),
+        Some("derived.node_1.positioning_recommendation")
+    );
+    // With the strategist allowed the declared chain is used and nothing is derived.
+    envelope["policies"] = json!({});
+    let parsed = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan = plan_deterministically(&parsed, &registry).unwrap();
+    assert!(plan.nodes.iter().all(|node| !node.derived));
+}
