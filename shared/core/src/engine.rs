@@ -406,6 +406,20 @@ fn current_plan_version(state: &RunState) -> u32 {
     state.plan.as_ref().map_or(1, |plan| plan.plan_version)
 }
 
+/// The run's token use against `policies.planner.optimisation.maxTokens`:
+/// a message when the budget is passed.
+fn token_budget_exceeded(state: &RunState) -> Option<String> {
+    let budget = state.envelope.policies.token_budget()?;
+    let used: u64 = state
+        .nodes
+        .values()
+        .map(|record| record.usage.prompt_tokens + record.usage.completion_tokens)
+        .sum();
+    (used > budget).then(|| {
+        format!("the run used {used} tokens, over policies.planner.optimisation.maxTokens {budget}")
+    })
+}
+
 fn fail_run(
     state: &mut RunState,
     code: &str,
@@ -636,6 +650,34 @@ fn decide_answer(
     };
     record.usage.prompt_tokens += usage.prompt_tokens;
     record.usage.completion_tokens += usage.completion_tokens;
+    if let Some(exceeded) = token_budget_exceeded(state) {
+        let all_others_completed = state
+            .nodes
+            .iter()
+            .all(|(id, record)| id == node_id || record.status == NodeStatus::Completed);
+        let answer_is_valid = matches!(&violations, (Some(_), found) if found.is_empty());
+        if !(all_others_completed && answer_is_valid) {
+            // Spend no more: nothing else is scheduled or retried.
+            if let Some(record) = state.nodes.get_mut(node_id) {
+                record.status = NodeStatus::Failed;
+                record.error = Some(exceeded.clone());
+            }
+            fail_run(state, "token_budget_exceeded", &exceeded, now, events);
+            return Ok(());
+        }
+        // The last answer is in and valid: deliver it, and say the budget was passed.
+        events.push(
+            EventDraft::new(EventType::Warning, now)
+                .node(node_id)
+                .message(exceeded)
+                .payload(json!({"code": "token_budget_exceeded"})),
+        );
+    }
+    let Some(record) = state.nodes.get_mut(node_id) else {
+        return Err(CoreError::StepDoesNotApply(format!(
+            "no ledger entry for {node_id}"
+        )));
+    };
     match violations {
         (Some(answer), violations) if violations.is_empty() => {
             if is_builtin {
@@ -1217,5 +1259,80 @@ mod tests {
             unreachable!("notes.text must be a string")
         };
         assert_eq!(violations[0].facet.as_deref(), Some("notes"));
+    }
+
+    #[test]
+    fn the_token_budget_stops_the_run_before_more_is_spent() {
+        let registry = registry();
+        let validators = ValidatorCache::new();
+        let context = EngineContext {
+            registry: &registry,
+            validators: &validators,
+        };
+        let with_budget = |budget: u64| {
+            let mut state = planned(&registry, &validators);
+            let mut envelope = (*state.envelope).clone();
+            envelope.policies.planner = Some(
+                serde_json::from_value(json!({"optimisation": {"maxTokens": budget}})).unwrap(),
+            );
+            state.envelope = Arc::new(envelope);
+            state
+        };
+        let costly = |node: &str, content: Value, tokens: u64| StepInput::NodeAnswered {
+            node_id: node.into(),
+            attempt: 1,
+            content: content.to_string(),
+            usage: TokenUsage {
+                prompt_tokens: tokens,
+                completion_tokens: 0,
+            },
+        };
+        // (budget, tokens of the first answer) → (status, last event, steps queued)
+        let table = [
+            (1_000, 400, RunStatus::Running, "node_complete", 1),
+            (1_000, 1_001, RunStatus::Failed, "error", 0),
+        ];
+        for (budget, tokens, status, last_event, queued) in table {
+            let decision = decide(
+                with_budget(budget),
+                costly("node_1", json!({"brief": {"text": "b"}}), tokens),
+                NOW,
+                &context,
+            )
+            .unwrap();
+            assert_eq!(decision.state.status, status, "{budget}/{tokens}");
+            assert_eq!(event_types(&decision).last().copied(), Some(last_event));
+            assert_eq!(decision.outbox.len(), queued, "{budget}/{tokens}");
+            if status == RunStatus::Failed {
+                assert_eq!(
+                    decision
+                        .state
+                        .failure
+                        .as_ref()
+                        .map(|failure| failure.code.as_str()),
+                    Some("token_budget_exceeded")
+                );
+            }
+        }
+        // Over budget on the last node with a valid answer: the output is
+        // delivered, with a warning.
+        let after_first = decide(
+            with_budget(1_000),
+            costly("node_1", json!({"brief": {"text": "b"}}), 400),
+            NOW,
+            &context,
+        )
+        .unwrap()
+        .state;
+        let last = decide(
+            after_first,
+            costly("node_2", json!({"draft": {"text": "d"}}), 700),
+            NOW,
+            &context,
+        )
+        .unwrap();
+        assert_eq!(last.state.status, RunStatus::Completed);
+        assert!(event_types(&last).contains(&"warning"));
+        assert_eq!(event_types(&last).last().copied(), Some("complete"));
     }
 }

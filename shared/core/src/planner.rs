@@ -91,6 +91,23 @@ impl<'a> PlanningContext<'a> {
             })
     }
 
+    /// Cheaper first, unless `optimisation.objective` is `quality`, which
+    /// prefers the higher tiers; unknown tiers last either way.
+    fn cost_order(&self, capability: &CapabilityRegistration) -> i16 {
+        let rank = i16::from(capability.cost_rank());
+        let prefers_quality = self
+            .envelope
+            .policies
+            .planner_optimisation()
+            .and_then(|optimisation| optimisation.objective)
+            == Some(crate::policies::OptimisationObjective::Quality);
+        if prefers_quality && rank <= 2 {
+            2 - rank
+        } else {
+            rank
+        }
+    }
+
     fn required_inputs<'c>(
         &self,
         capability: &'c CapabilityRegistration,
@@ -123,7 +140,7 @@ impl<'a> PlanningContext<'a> {
                 capability.agent_type == AgentType::Human,
                 missing_inputs,
                 -trait_fit(capability, &self.hints).score(),
-                capability.cost_rank(),
+                self.cost_order(capability),
                 capability.capability_id.clone(),
             )
         });

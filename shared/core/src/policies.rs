@@ -237,6 +237,19 @@ impl<'de> Deserialize<'de> for PolicyAction {
 }
 
 impl TaskPolicies {
+    /// `policies.planner.optimisation`, if given.
+    pub fn planner_optimisation(&self) -> Option<&OptimisationPolicy> {
+        self.planner
+            .as_ref()
+            .and_then(|planner| planner.optimisation.as_ref())
+    }
+
+    /// `policies.planner.optimisation.maxTokens`: the run's token budget.
+    pub fn token_budget(&self) -> Option<u64> {
+        self.planner_optimisation()
+            .and_then(|optimisation| optimisation.max_tokens)
+    }
+
     pub fn planner_selection(&self) -> Option<&SelectionPolicy> {
         self.planner
             .as_ref()

@@ -28,7 +28,7 @@ pub fn validate_plan(
     let mut diagnostics = Vec::new();
     check_structure(plan, registry, validators, &mut diagnostics);
     check_coverage(plan, envelope, registry, &mut diagnostics);
-    check_planner_policies(plan, envelope, &mut diagnostics);
+    check_planner_policies(plan, envelope, registry, &mut diagnostics);
     let outcomes = check_constraints(plan, envelope, &mut diagnostics);
     merge_diagnostics(diagnostics, &outcomes)
 }
@@ -296,11 +296,34 @@ fn check_coverage(
 fn check_planner_policies(
     plan: &PlanGraph,
     envelope: &TaskEnvelope,
+    registry: &Registry,
     diagnostics: &mut Vec<PlanDiagnostic>,
 ) {
     let Some(planner) = envelope.policies.planner.as_ref() else {
         return;
     };
+    if let Some(budget) = envelope.policies.token_budget() {
+        // Declared estimates only; capabilities without one count 0 here and
+        // are held to the budget at run time.
+        let estimated: u64 = plan
+            .nodes
+            .iter()
+            .filter_map(|node| registry.capability(&node.capability_id))
+            .filter_map(|capability| capability.cost.as_ref()?.estimated_tokens)
+            .sum();
+        if estimated > budget {
+            diagnostics.push(
+                PlanDiagnostic::hard(
+                    "policy.optimisation.maxTokens",
+                    DiagnosticCause::SchemaIncompatible,
+                    format!("the plan's estimated {estimated} tokens fit maxTokens {budget}"),
+                )
+                .with_suggestion(
+                    "Raise policies.planner.optimisation.maxTokens, or prefer cheaper capabilities (selection.prefer / avoid).",
+                ),
+            );
+        }
+    }
     if let Some(selection) = &planner.selection {
         for node in &plan.nodes {
             if selection

@@ -301,6 +301,11 @@ fn registry_with_scoped_writers() -> Registry {
             &[],
             &["newsletter_issue"],
         ),
+        {
+            let mut premium = messaging_writer("copywriter.Messaging.premium", &[], &[]);
+            premium["cost"] = json!({"tier": "premium"});
+            premium
+        },
     ]
     .map(|value| serde_json::from_value(value).unwrap());
     let (registry, left_out) = registry().with_additional_capabilities(scoped.iter());
@@ -364,6 +369,12 @@ fn capabilities_are_scored_on_language_and_format_hints() {
             json!({}),
             json!({"planner": {"selection": {"require": ["copywriter.Messaging.newsletter"]}}}),
             "copywriter.Messaging.newsletter",
+        ),
+        // Cheaper first by default; `quality` prefers the higher tier.
+        (
+            json!({}),
+            json!({"planner": {"optimisation": {"objective": "quality"}}}),
+            "copywriter.Messaging.premium",
         ),
     ];
     for (inputs, policies, expected) in table {
@@ -439,6 +450,22 @@ fn each_planner_policy_is_enforced_by_the_validator() {
         ),
         (
             json!({"topology": {"requiredKinds": ["execution"]}}),
+            PlanStatus::Accepted,
+            None,
+        ),
+        // The declared token estimates of the plan's capabilities must fit the budget.
+        (
+            json!({"optimisation": {"maxTokens": 100}}),
+            PlanStatus::Rejected,
+            Some("policy.optimisation.maxTokens"),
+        ),
+        (
+            json!({"optimisation": {"maxTokens": 1000000, "objective": "quality"}}),
+            PlanStatus::Accepted,
+            None,
+        ),
+        (
+            json!({"directives": {"tone": "plain"}}),
             PlanStatus::Accepted,
             None,
         ),
