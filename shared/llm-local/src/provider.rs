@@ -12,12 +12,16 @@ use baton_core::context::ModelRequest;
 use baton_core::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer};
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
+use llama_cpp_2::token::data::LlamaTokenData;
+use llama_cpp_2::token::data_array::LlamaTokenDataArray;
 use tokio::sync::Semaphore;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -253,32 +257,80 @@ fn internal(what: &str, error: impl std::fmt::Display) -> LlmError {
     LlmError::UnexpectedResponse(format!("local model: {what}: {error}"))
 }
 
-/// The grammar sampler for `schema`, followed by the configured sampling.
-fn sampler_for(loaded: &LoadedModel, schema: &serde_json::Value) -> Result<LlamaSampler, LlmError> {
-    let budgeted = with_decoding_budgets(schema);
-    let grammar = llama_cpp_2::json_schema_to_grammar(&budgeted.to_string()).map_err(|error| {
-        rejected(format!(
-            "the output schema cannot be turned into a decoding grammar: {error}"
-        ))
-    })?;
-    let grammar_sampler = LlamaSampler::grammar(&loaded.model, &grammar, "root")
-        .map_err(|error| rejected(format!("the decoding grammar does not load: {error}")))?;
-    let config = &loaded.config;
-    let mut chain = vec![
-        grammar_sampler,
-        LlamaSampler::penalties(loaded.model.n_vocab(), 64, 1.1, 0.0, 0.0),
-    ];
-    if config.temperature <= 0.0 {
-        chain.push(LlamaSampler::greedy());
-    } else {
-        chain.extend([
-            LlamaSampler::top_k(40),
-            LlamaSampler::top_p(0.9, 1),
-            LlamaSampler::temp(config.temperature),
-            LlamaSampler::dist(config.seed),
-        ]);
+/// Sampling held to a grammar, the way llama.cpp's own common sampler does
+/// it: sample from the model's candidates as configured, then ask the
+/// grammar about that one token; only when it refuses is the grammar applied
+/// to the whole vocabulary (≈49k tokens) and the token sampled again. Most
+/// tokens of a schema-shaped answer are allowed as first sampled, so the
+/// full-vocabulary grammar pass is the exception, not the rule.
+struct ConstrainedSampler {
+    grammar: LlamaSampler,
+    sampling: LlamaSampler,
+}
+
+impl ConstrainedSampler {
+    fn for_schema(loaded: &LoadedModel, schema: &serde_json::Value) -> Result<Self, LlmError> {
+        let budgeted = with_decoding_budgets(schema);
+        let grammar =
+            llama_cpp_2::json_schema_to_grammar(&budgeted.to_string()).map_err(|error| {
+                rejected(format!(
+                    "the output schema cannot be turned into a decoding grammar: {error}"
+                ))
+            })?;
+        let grammar = LlamaSampler::grammar(&loaded.model, &grammar, "root")
+            .map_err(|error| rejected(format!("the decoding grammar does not load: {error}")))?;
+        let config = &loaded.config;
+        let mut chain = vec![LlamaSampler::penalties(
+            loaded.model.n_vocab(),
+            64,
+            1.1,
+            0.0,
+            0.0,
+        )];
+        if config.temperature <= 0.0 {
+            chain.push(LlamaSampler::greedy());
+        } else {
+            chain.extend([
+                LlamaSampler::top_k(40),
+                LlamaSampler::top_p(0.9, 1),
+                LlamaSampler::temp(config.temperature),
+                LlamaSampler::dist(config.seed),
+            ]);
+        }
+        Ok(ConstrainedSampler {
+            grammar,
+            sampling: LlamaSampler::chain_simple(chain),
+        })
     }
-    Ok(LlamaSampler::chain_simple(chain))
+
+    fn grammar_allows(&mut self, token: LlamaToken) -> bool {
+        let mut single =
+            LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 0.0, 0.0)], false);
+        self.grammar.apply(&mut single);
+        single
+            .data
+            .first()
+            .is_some_and(|candidate| candidate.logit().is_finite())
+    }
+
+    /// Samples the next token from the logits at `index` and records it.
+    fn sample(&mut self, context: &LlamaContext<'_>, index: i32) -> Option<LlamaToken> {
+        let mut candidates = context.token_data_array_ith(index);
+        self.sampling.apply(&mut candidates);
+        let first_choice = candidates.selected_token();
+        let token = match first_choice {
+            Some(token) if self.grammar_allows(token) => token,
+            _ => {
+                let mut candidates = context.token_data_array_ith(index);
+                self.grammar.apply(&mut candidates);
+                self.sampling.apply(&mut candidates);
+                candidates.selected_token()?
+            }
+        };
+        self.grammar.accept(token);
+        self.sampling.accept(token);
+        Some(token)
+    }
 }
 
 /// Prompt processing, then token-by-token decoding under the grammar.
@@ -312,7 +364,7 @@ fn generate(
             config.context_tokens
         )));
     }
-    let mut sampler = sampler_for(loaded, &request.output_schema)?;
+    let mut sampler = ConstrainedSampler::for_schema(loaded, &request.output_schema)?;
 
     let batch_tokens: u32 = 512;
     // The KV cache is sized to this answer's need (prompt + token limit,
@@ -358,7 +410,12 @@ fn generate(
     let mut hit_token_limit = true;
     let mut logits_index = batch.n_tokens() - 1;
     for _ in 0..config.max_answer_tokens {
-        let token = sampler.sample(&context, logits_index);
+        let Some(token) = sampler.sample(&context, logits_index) else {
+            return Err(internal(
+                "sampling",
+                "no token satisfies the decoding grammar here",
+            ));
+        };
         if vocab.is_eog(token) {
             hit_token_limit = false;
             break;
