@@ -91,14 +91,7 @@ async fn the_api_function_serves_function_url_events() {
 
     let moto = moto_server::MotoServer::start().unwrap();
     let table = moto_server::unique_name("baton-api-function");
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(&moto.endpoint)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .load()
-        .await;
+    let aws = moto.sdk_configuration().await;
     baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&aws), &table)
         .create_table_if_missing()
         .await

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::config::{Credentials, Region};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use moto_server::{MotoServer, unique_name};
@@ -25,15 +24,6 @@ impl Drop for ServeProcess {
     fn drop(&mut self) {
         let _ = self.0.start_kill();
     }
-}
-
-async fn sdk(endpoint: &str) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "e2e"))
-        .load()
-        .await
 }
 
 fn token_digest() -> String {
@@ -56,7 +46,7 @@ async fn read_sse(response: reqwest::Response) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_envelope_runs_end_to_end_on_dynamodb_and_sqs() {
     let moto = MotoServer::start().unwrap();
-    let configuration = sdk(&moto.endpoint).await;
+    let configuration = moto.sdk_configuration().await;
     let table = unique_name("baton-e2e");
     baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&configuration), &table)
         .create_table_if_missing()

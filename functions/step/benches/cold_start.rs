@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::config::{Credentials, Region};
 use axum::Router;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::HeaderMap;
@@ -124,12 +123,7 @@ fn main() {
 
 async fn measure(binary: PathBuf) {
     let moto = moto_server::MotoServer::start().unwrap();
-    let configuration = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(&moto.endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "bench"))
-        .load()
-        .await;
+    let configuration = moto.sdk_configuration().await;
     let table = moto_server::unique_name("baton-cold-start");
     let store = Arc::new(baton_aws::DynamoRunStore::new(
         aws_sdk_dynamodb::Client::new(&configuration),

@@ -8,36 +8,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::config::{Credentials, Region};
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::{StepCommand, StepMessage};
 use baton_runtime::conformance::{capability_directory_conformance, run_store_conformance};
 use baton_runtime::ports::StepQueue;
 
-pub async fn sdk_configuration(endpoint: &str) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "baton-tests"))
-        .load()
-        .await
-}
-
 fn unique(prefix: &str) -> String {
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    )
+    moto_server::unique_name(prefix)
 }
 
 #[tokio::test]
 async fn dynamodb_store_passes_the_conformance_suite() {
     let emulator = moto_server::MotoServer::start().unwrap();
-    let configuration = sdk_configuration(&emulator.endpoint).await;
+    let configuration = emulator.sdk_configuration().await;
     let store = DynamoRunStore::new(
         aws_sdk_dynamodb::Client::new(&configuration),
         unique("baton-conformance"),
@@ -52,7 +35,7 @@ async fn dynamodb_store_passes_the_conformance_suite() {
 #[tokio::test]
 async fn dynamodb_capability_directory_passes_the_conformance_suite() {
     let emulator = moto_server::MotoServer::start().unwrap();
-    let configuration = sdk_configuration(&emulator.endpoint).await;
+    let configuration = emulator.sdk_configuration().await;
     let store = DynamoRunStore::new(
         aws_sdk_dynamodb::Client::new(&configuration),
         unique("baton-capabilities"),
@@ -66,7 +49,7 @@ async fn dynamodb_capability_directory_passes_the_conformance_suite() {
 #[tokio::test]
 async fn sqs_queue_sends_receives_releases_and_deletes() {
     let emulator = moto_server::MotoServer::start().unwrap();
-    let configuration = sdk_configuration(&emulator.endpoint).await;
+    let configuration = emulator.sdk_configuration().await;
     let client = aws_sdk_sqs::Client::new(&configuration);
     let queue_url = client
         .create_queue()

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::config::{Credentials, Region};
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::event::{EventDraft, EventFrame, EventType};
 use baton_core::run::{RunState, RunStatus, StepMessage};
@@ -174,12 +173,7 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let moto = MotoServer::start().unwrap();
-    let configuration = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(&moto.endpoint)
-        .region(Region::new("us-east-1"))
-        .credentials_provider(Credentials::new("test", "test", None, None, "faults"))
-        .load()
-        .await;
+    let configuration = moto.sdk_configuration().await;
     let store = DynamoRunStore::new(
         aws_sdk_dynamodb::Client::new(&configuration),
         unique_name("baton-faults"),

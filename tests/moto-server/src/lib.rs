@@ -77,6 +77,19 @@ impl MotoServer {
         ))
     }
 
+    /// AWS SDK configuration for this emulator: its endpoint, `us-east-1`,
+    /// dummy credentials (moto accepts any).
+    pub async fn sdk_configuration(&self) -> aws_config::SdkConfig {
+        aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&self.endpoint)
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "moto",
+            ))
+            .load()
+            .await
+    }
+
     /// Environment for a child process using the emulator through the AWS SDK.
     pub fn sdk_environment(&self) -> Vec<(&'static str, String)> {
         vec![
