@@ -314,16 +314,7 @@ async fn the_snapshot_redacts_secrets_and_a_parked_run_can_be_cancelled() {
         "the stream ends when the run parks"
     );
     let run_id = last["runId"].as_str().unwrap();
-    let snapshot: Value = api
-        .client
-        .get(format!("{}/runs/{run_id}", api.base))
-        .bearer_auth(ACME_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let snapshot = get_json(&api, &format!("/runs/{run_id}"), ACME_TOKEN).await;
     assert_eq!(snapshot["run"]["status"], "awaiting_human");
     assert!(!snapshot.to_string().contains("sk-live-123"));
     assert_eq!(
@@ -386,17 +377,20 @@ async fn post_json(api: &TestApi, path: &str, token: &str, body: &Value) -> (u16
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn listed_capability(api: &TestApi, token: &str, capability_id: &str) -> Option<Value> {
-    let listed: Value = api
-        .client
-        .get(format!("{}/capabilities", api.base))
+async fn get_json(api: &TestApi, path: &str, token: &str) -> Value {
+    api.client
+        .get(format!("{}{path}", api.base))
         .bearer_auth(token)
         .send()
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn listed_capability(api: &TestApi, token: &str, capability_id: &str) -> Option<Value> {
+    let listed = get_json(api, "/capabilities", token).await;
     listed["capabilities"]
         .as_array()
         .unwrap()
@@ -547,16 +541,7 @@ async fn bad_registrations_are_refused_with_the_path_and_nothing_is_stored() {
 #[tokio::test(flavor = "multi_thread")]
 async fn capabilities_are_listed_and_unbuilt_routes_say_so() {
     let api = start_api().await;
-    let listed: Value = api
-        .client
-        .get(format!("{}/capabilities", api.base))
-        .bearer_auth(ACME_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = get_json(&api, "/capabilities", ACME_TOKEN).await;
     assert!(listed["capabilities"].as_array().unwrap().len() >= 11);
     let resume = api
         .client
