@@ -68,7 +68,7 @@ struct Draft {
 }
 
 /// The agent a capability belongs to: its id up to the first `.`
-/// (`copywriter.Messaging` → `copywriter`), as selection entries match.
+/// (`writer.summary` → `writer`), as selection entries match.
 fn agent_of(capability_id: &str) -> &str {
     capability_id
         .split_once('.')

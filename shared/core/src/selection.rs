@@ -53,7 +53,7 @@ fn primary_language(tag: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// Only letters and digits, lower case: `linkedIn_post` → `linkedinpost`.
+/// Only letters and digits, lower case: `newsLetter_issue` → `newsletterissue`.
 fn folded(name: &str) -> String {
     name.chars()
         .filter(char::is_ascii_alphanumeric)
@@ -202,7 +202,7 @@ mod tests {
     #[test]
     fn hints_come_from_inputs_and_policy_keys_normalised() {
         let hints = SelectionHints::from_envelope(&envelope(
-            json!({"channel": "LinkedIn", "locale": "fr-CA"}),
+            json!({"channel": "Video", "locale": "fr-CA"}),
             json!({"languages": ["en-GB"], "formats": ["Newsletter"]}),
         ));
         assert_eq!(
@@ -211,7 +211,7 @@ mod tests {
         );
         assert_eq!(
             hints.formats,
-            BTreeSet::from(["linkedin".to_string(), "newsletter".to_string()])
+            BTreeSet::from(["newsletter".to_string(), "video".to_string()])
         );
         assert!(SelectionHints::from_envelope(&envelope(json!({}), json!({}))).is_empty());
     }
@@ -220,25 +220,25 @@ mod tests {
     fn trait_fit_table() {
         let hints = SelectionHints {
             languages: BTreeSet::from(["fr".to_string()]),
-            formats: BTreeSet::from(["linkedin".to_string()]),
+            formats: BTreeSet::from(["newsletter".to_string()]),
         };
         let table = [
             (
-                capability(&["fr-FR"], &["linkedIn_post"]),
+                capability(&["fr-FR"], &["newsLetter_issue"]),
                 TraitMatch::Matches,
                 TraitMatch::Matches,
                 3,
                 false,
             ),
             (
-                capability(&["en"], &["linkedIn_post"]),
+                capability(&["en"], &["newsLetter_issue"]),
                 TraitMatch::Mismatch,
                 TraitMatch::Matches,
                 1,
                 true,
             ),
             (
-                capability(&[], &["twitter_thread"]),
+                capability(&[], &["video_short"]),
                 TraitMatch::Undeclared,
                 TraitMatch::Mismatch,
                 -1,
