@@ -288,6 +288,47 @@ async fn a_contract_asking_for_more_than_the_facets_gets_a_normalization_node() 
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_model_stream_cut_mid_answer_is_retried_and_readers_are_told_to_drop_its_deltas() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([Behavior::BrokenStream { after_chunks: 3 }]);
+    let envelope = repository_root().join("registry/examples/positioning-recommendation.json");
+    let (code, frames, stderr) = run_ndjson(&server, &envelope).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_frame_invariants(&frames);
+    let first_node: Vec<&Value> = frames
+        .iter()
+        .filter(|frame| frame["nodeId"] == "node_1")
+        .collect();
+    let restart = first_node
+        .iter()
+        .position(|frame| frame["type"] == "warning")
+        .unwrap();
+    assert_eq!(first_node[restart]["payload"]["code"], "stream_restarted");
+    assert!(
+        first_node[..restart]
+            .iter()
+            .any(|frame| frame["type"] == "delta"),
+        "the cut answer had streamed deltas before the warning"
+    );
+    // What streamed after the warning is exactly the answer that was committed.
+    let after: String = first_node[restart..]
+        .iter()
+        .filter(|frame| frame["type"] == "delta")
+        .map(|frame| frame["message"].as_str().unwrap())
+        .collect();
+    let completed = first_node
+        .iter()
+        .find(|frame| frame["type"] == "node_complete")
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&after).unwrap(),
+        completed["payload"]["output"]
+    );
+    assert_eq!(server.request_count(), 3, "one retried call, then the second node");
+    assert_eq!(frames.last().unwrap()["type"], "complete");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn malformed_envelopes_exit_2_naming_the_path() {
     let server = ScriptedLlmServer::start().await.unwrap();
     let directory = std::env::temp_dir().join(format!("baton-malformed-{}", std::process::id()));

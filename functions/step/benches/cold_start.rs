@@ -38,7 +38,7 @@ impl baton_runtime::ports::LlmProvider for NoModel {
     async fn complete(
         &self,
         _request: &baton_core::context::ModelRequest,
-        _deltas: tokio::sync::mpsc::UnboundedSender<String>,
+        _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
     ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
         Err(baton_runtime::error::LlmError::Configuration(
             "the cold-start bench calls no model".into(),

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::run::TokenUsage;
 use baton_runtime::error::LlmError;
-use baton_runtime::ports::{LlmProvider, ModelAnswer};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
@@ -198,7 +198,7 @@ impl LocalModelProvider {
     pub async fn complete_with_timings(
         &self,
         request: &ModelRequest,
-        deltas: UnboundedSender<String>,
+        deltas: UnboundedSender<ModelDelta>,
     ) -> Result<(ModelAnswer, GenerationTimings), LlmError> {
         let _permit = self
             .generation_gate
@@ -225,7 +225,7 @@ impl LlmProvider for LocalModelProvider {
     async fn complete(
         &self,
         request: &ModelRequest,
-        deltas: UnboundedSender<String>,
+        deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
         let (answer, timings) = self.complete_with_timings(request, deltas).await?;
         tracing::debug!(
@@ -337,7 +337,7 @@ impl ConstrainedSampler {
 fn generate(
     loaded: &LoadedModel,
     request: &ModelRequest,
-    deltas: &UnboundedSender<String>,
+    deltas: &UnboundedSender<ModelDelta>,
 ) -> Result<(ModelAnswer, GenerationTimings), LlmError> {
     let started = Instant::now();
     let config = &loaded.config;
@@ -426,7 +426,7 @@ fn generate(
         if !text.is_empty() {
             content.push_str(&text);
             // A closed receiver only means nobody streams this answer.
-            let _ = deltas.send(text);
+            let _ = deltas.send(ModelDelta::Text(text));
         }
         batch.clear();
         batch
@@ -441,7 +441,7 @@ fn generate(
     let rest = joiner.finish();
     if !rest.is_empty() {
         content.push_str(&rest);
-        let _ = deltas.send(rest);
+        let _ = deltas.send(ModelDelta::Text(rest));
     }
     let finished = Instant::now();
     let first_token_at = first_token_at.unwrap_or(finished);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use baton_core::context::ModelRequest;
 use baton_core::schema::{collect_violations, compile_schema};
 use baton_llm_local::{LocalModelConfig, LocalModelProvider};
-use baton_runtime::ports::LlmProvider;
+use baton_runtime::ports::{LlmProvider, ModelDelta};
 use serde_json::{Value, json};
 
 fn provider() -> LocalModelProvider {
@@ -60,6 +60,9 @@ async fn answers_fit_the_schema_they_were_constrained_by_and_stream_as_deltas() 
         .unwrap();
     let mut streamed = String::new();
     while let Ok(delta) = deltas.try_recv() {
+        let ModelDelta::Text(delta) = delta else {
+            unreachable!("the local model never restarts an answer")
+        };
         streamed.push_str(&delta);
     }
     assert_eq!(streamed, answer.content);

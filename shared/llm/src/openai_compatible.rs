@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::run::TokenUsage;
 use baton_runtime::error::LlmError;
-use baton_runtime::ports::{LlmProvider, ModelAnswer};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use rand::Rng;
@@ -86,7 +86,8 @@ impl OpenAiCompatibleProvider {
     async fn attempt_once(
         &self,
         body: &Value,
-        deltas: &UnboundedSender<String>,
+        deltas: &UnboundedSender<ModelDelta>,
+        streamed_text: &mut bool,
     ) -> Result<ModelAnswer, AttemptFailure> {
         let url = format!("{}/chat/completions", self.config.base_url);
         let mut builder = self.client.post(&url).json(body);
@@ -129,7 +130,8 @@ impl OpenAiCompatibleProvider {
                     ))
                 })?
                 .to_string();
-            let _ = deltas.send(content.clone());
+            *streamed_text = true;
+            let _ = deltas.send(ModelDelta::Text(content.clone()));
             return Ok(ModelAnswer {
                 content,
                 usage: usage_from(&whole),
@@ -144,10 +146,12 @@ impl OpenAiCompatibleProvider {
         let mut content = String::new();
         let mut usage = TokenUsage::default();
         let mut model = self.config.model.clone();
+        let mut finished = false;
         while let Some(event) = events.next().await {
             let event = event
                 .map_err(|error| AttemptFailure::Transport(format!("stream broke: {error}")))?;
             if event.data.trim() == "[DONE]" {
+                finished = true;
                 break;
             }
             let chunk: Value = serde_json::from_str(&event.data).map_err(|error| {
@@ -168,7 +172,8 @@ impl OpenAiCompatibleProvider {
                 && !text.is_empty()
             {
                 content.push_str(text);
-                let _ = deltas.send(text.to_string());
+                *streamed_text = true;
+                let _ = deltas.send(ModelDelta::Text(text.to_string()));
             }
             if chunk.get("usage").is_some_and(Value::is_object) {
                 usage = usage_from(&chunk);
@@ -176,6 +181,18 @@ impl OpenAiCompatibleProvider {
             if let Some(name) = chunk.get("model").and_then(Value::as_str) {
                 model = name.to_string();
             }
+            if chunk
+                .pointer("/choices/0/finish_reason")
+                .is_some_and(|reason| !reason.is_null())
+            {
+                finished = true;
+            }
+        }
+        if !finished {
+            // Cut mid-answer: neither a finish_reason nor [DONE] arrived.
+            return Err(AttemptFailure::Transport(
+                "the stream ended before the answer finished".into(),
+            ));
         }
         Ok(ModelAnswer {
             content,
@@ -226,12 +243,13 @@ impl LlmProvider for OpenAiCompatibleProvider {
     async fn complete(
         &self,
         request: &ModelRequest,
-        deltas: UnboundedSender<String>,
+        deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
         let body = self.request_body(request);
         let attempts = self.config.max_attempts.max(1);
         for attempt in 1..=attempts {
-            let failure = match self.attempt_once(&body, &deltas).await {
+            let mut streamed_text = false;
+            let failure = match self.attempt_once(&body, &deltas, &mut streamed_text).await {
                 Ok(answer) => return Ok(answer),
                 Err(AttemptFailure::Fatal(error)) => return Err(error),
                 Err(failure) => failure,
@@ -253,6 +271,10 @@ impl LlmProvider for OpenAiCompatibleProvider {
                     AttemptFailure::Transport(message) => LlmError::Transport { attempts, message },
                     AttemptFailure::Fatal(error) => error,
                 });
+            }
+            if streamed_text {
+                // The retry answers from the start: what was streamed is void.
+                let _ = deltas.send(ModelDelta::Restarted);
             }
             let delay = self.backoff_delay(attempt, retry_after);
             tracing::warn!(
@@ -304,6 +326,9 @@ mod tests {
         let mut streamed = String::new();
         let mut pieces = 0;
         while let Ok(piece) = receiver.try_recv() {
+            let ModelDelta::Text(piece) = piece else {
+                unreachable!("nothing restarted")
+            };
             streamed.push_str(&piece);
             pieces += 1;
         }
@@ -315,6 +340,36 @@ mod tests {
         let sent = &server.requests()[0].body;
         assert_eq!(sent["response_format"]["type"], "json_schema");
         assert_eq!(sent["stream"], true);
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_mid_answer_is_retried_and_voided_with_a_restart() {
+        let server = ScriptedLlmServer::start().await.unwrap();
+        server.push_behaviors([Behavior::BrokenStream { after_chunks: 2 }]);
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+        let answer = provider(&server)
+            .complete(&request(), sender)
+            .await
+            .unwrap();
+        let mut deltas = Vec::new();
+        while let Ok(delta) = receiver.try_recv() {
+            deltas.push(delta);
+        }
+        let restart = deltas
+            .iter()
+            .position(|delta| *delta == ModelDelta::Restarted)
+            .unwrap();
+        assert_eq!(restart, 2, "two chunks streamed before the cut");
+        let after_restart: String = deltas[restart + 1..]
+            .iter()
+            .map(|delta| match delta {
+                ModelDelta::Text(text) => text.as_str(),
+                ModelDelta::Restarted => unreachable!("one restart"),
+            })
+            .collect();
+        assert_eq!(after_restart, answer.content);
+        assert_eq!(server.request_count(), 2);
+        assert!(serde_json::from_str::<Value>(&answer.content).is_ok());
     }
 
     #[tokio::test]

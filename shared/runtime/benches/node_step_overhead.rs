@@ -101,14 +101,14 @@ impl LlmProvider for InstantProvider {
     async fn complete(
         &self,
         request: &ModelRequest,
-        deltas: UnboundedSender<String>,
+        deltas: UnboundedSender<baton_runtime::ports::ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
         let content = self
             .answers_by_schema_name
             .get(&request.schema_name)
             .cloned()
             .unwrap_or_default();
-        let _ = deltas.send(content.clone());
+        let _ = deltas.send(baton_runtime::ports::ModelDelta::Text(content.clone()));
         Ok(ModelAnswer {
             content,
             usage: TokenUsage {

@@ -24,8 +24,8 @@ use tracing::{Instrument, info_span};
 use crate::clock::rfc3339_from_millis;
 use crate::error::{RuntimeError, StoreError};
 use crate::ports::{
-    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, IdGenerator, LlmProvider, NodeClaim,
-    RunStore, StepQueue, StoredRun,
+    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, IdGenerator, LlmProvider, ModelDelta,
+    NodeClaim, RunStore, StepQueue, StoredRun,
 };
 
 /// Tunables of the step loop.
@@ -652,14 +652,28 @@ impl Orchestrator {
         node_id: &str,
         request: &baton_core::context::ModelRequest,
     ) -> Result<crate::ports::ModelAnswer, RuntimeError> {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<String>();
+        let (sender, mut receiver) = mpsc::unbounded_channel::<ModelDelta>();
         let call = self.llm.complete(request, sender);
         let drain = async {
             let mut buffer = String::new();
             let mut last_flush = tokio::time::Instant::now();
             let mut flush_error = None;
             while let Some(delta) = receiver.recv().await {
-                buffer.push_str(&delta);
+                let text = match delta {
+                    ModelDelta::Text(text) => text,
+                    ModelDelta::Restarted => {
+                        if let Err(error) = self
+                            .flush_delta(tenant_id, run_id, node_id, &mut buffer)
+                            .await
+                            .and(self.note_stream_restart(tenant_id, run_id, node_id).await)
+                        {
+                            flush_error = Some(error);
+                        }
+                        last_flush = tokio::time::Instant::now();
+                        continue;
+                    }
+                };
+                buffer.push_str(&text);
                 if buffer.len() >= self.settings.delta_flush_bytes
                     || last_flush.elapsed() >= self.settings.delta_flush_interval
                 {
@@ -685,6 +699,24 @@ impl Orchestrator {
             tracing::warn!(%error, "could not append streamed deltas; the answer is still committed");
         }
         Ok(answer?)
+    }
+
+    /// A `warning` frame telling stream readers to drop the node's deltas so
+    /// far: the provider restarted the answer after its stream broke.
+    async fn note_stream_restart(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+    ) -> Result<(), RuntimeError> {
+        let draft = EventDraft::new(EventType::Warning, &self.now_text())
+            .node(node_id)
+            .message("the model's stream broke and restarted: discard this node's deltas streamed since its node_start")
+            .payload(serde_json::json!({"code": "stream_restarted"}));
+        self.store
+            .append_events(tenant_id, run_id, vec![draft])
+            .await?;
+        Ok(())
     }
 
     async fn flush_delta(

@@ -172,16 +172,27 @@ pub struct ModelAnswer {
     pub model: String,
 }
 
+/// What a provider streams while it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelDelta {
+    /// More answer text.
+    Text(String),
+    /// The stream broke and the provider asks again from the start: the
+    /// text streamed so far for this answer is void.
+    Restarted,
+}
+
 /// A language model that answers one structured request, streaming text deltas.
 #[async_trait]
 pub trait LlmProvider: Send + Sync {
     /// Model name for telemetry.
     fn model_name(&self) -> String;
-    /// Answers `request`, sending each text delta to `deltas` as it arrives.
+    /// Answers `request`, sending each text delta to `deltas` as it arrives
+    /// (and [`ModelDelta::Restarted`] before a retry that voids them).
     async fn complete(
         &self,
         request: &ModelRequest,
-        deltas: UnboundedSender<String>,
+        deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError>;
 }
 

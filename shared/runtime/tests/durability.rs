@@ -40,12 +40,12 @@ impl LlmProvider for CountingModel {
     async fn complete(
         &self,
         request: &ModelRequest,
-        deltas: UnboundedSender<String>,
+        deltas: UnboundedSender<baton_runtime::ports::ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(self.delay).await;
         let content = scripted_llm::generate_instance(&request.output_schema, "answer").to_string();
-        let _ = deltas.send(content.clone());
+        let _ = deltas.send(baton_runtime::ports::ModelDelta::Text(content.clone()));
         Ok(ModelAnswer {
             content,
             usage: TokenUsage::default(),

@@ -45,6 +45,10 @@ pub enum Behavior {
     MalformedJson,
     /// Answer with JSON that breaks the requested schema.
     SchemaViolating,
+    /// Stream the first `after_chunks` chunks of a valid answer, then end
+    /// the response with neither a `finish_reason` nor `[DONE]` (a
+    /// connection cut mid-answer).
+    BrokenStream { after_chunks: usize },
 }
 
 /// One request as the server saw it.
@@ -198,7 +202,9 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
             }
             return response;
         }
-        Behavior::Valid => generate_instance(&requested_schema(&body), "answer").to_string(),
+        Behavior::Valid | Behavior::BrokenStream { .. } => {
+            generate_instance(&requested_schema(&body), "answer").to_string()
+        }
         Behavior::SlowValid { delay_ms } => {
             tokio::time::sleep(Duration::from_millis(*delay_ms)).await;
             generate_instance(&requested_schema(&body), "answer").to_string()
@@ -226,17 +232,23 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
         .into_response();
     }
     let characters: Vec<char> = content.chars().collect();
+    let cut_after = match behavior {
+        Behavior::BrokenStream { after_chunks } => Some(after_chunks),
+        _ => None,
+    };
     let mut frames = String::new();
-    for piece in characters.chunks(24) {
+    for piece in characters.chunks(24).take(cut_after.unwrap_or(usize::MAX)) {
         let text: String = piece.iter().collect();
         let chunk = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
             "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
         frames.push_str(&format!("data: {chunk}\n\n"));
     }
-    let last = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
-        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}});
-    frames.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
+    if cut_after.is_none() {
+        let last = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}});
+        frames.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
+    }
     let stream = futures_util::stream::iter(
         frames
             .into_bytes()
