@@ -324,7 +324,11 @@ async fn a_model_stream_cut_mid_answer_is_retried_and_readers_are_told_to_drop_i
         serde_json::from_str::<Value>(&after).unwrap(),
         completed["payload"]["output"]
     );
-    assert_eq!(server.request_count(), 3, "one retried call, then the second node");
+    assert_eq!(
+        server.request_count(),
+        3,
+        "one retried call, then the second node"
+    );
     assert_eq!(frames.last().unwrap()["type"], "complete");
 }
 

@@ -370,10 +370,14 @@ async fn register_capability(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let payload = parse_json_body(&body)?;
-    let record = state
+    let registered = state
         .orchestrator
         .register_capability(&tenant.0, &payload)
         .await?;
     let now = state.orchestrator.clock.now_millis();
-    Ok(Json(registration_summary(&record, record.status_at(now))))
+    let record = &registered.record;
+    let mut summary = registration_summary(record, record.status_at(now));
+    summary["inputSchema"] = registered.input_schema.as_ref().clone();
+    summary["outputSchema"] = registered.output_schema.as_ref().clone();
+    Ok(Json(summary))
 }

@@ -448,6 +448,18 @@ async fn registered_capabilities_are_validated_planned_with_and_go_inactive_with
     assert_eq!(registered["status"], "active");
     assert_eq!(registered["source"], "registered");
     assert_eq!(registered["heartbeatTimeoutSeconds"], 120);
+    // The compiled contracts it will be held to come back with it.
+    assert_eq!(
+        registered["outputSchema"]["required"],
+        json!(["messaging_stack", "handoff_summary"])
+    );
+    assert_eq!(
+        registered["inputSchema"]["properties"]
+            .as_object()
+            .unwrap()
+            .len(),
+        4
+    );
 
     // Listed for its tenant only.
     let listed = listed_capability(&api, ACME_TOKEN, "copywriter.Messaging.scoped").await;

@@ -99,6 +99,13 @@ pub enum StepOutcome {
     RunNotFound,
 }
 
+/// A stored registration and the contracts it compiles to.
+pub struct Registered {
+    pub record: RegisteredCapability,
+    pub input_schema: Arc<Value>,
+    pub output_schema: Arc<Value>,
+}
+
 /// The capabilities one tenant's planner works with.
 pub struct CapabilitySnapshot {
     /// The registry files plus the tenant's active registrations.
@@ -160,11 +167,13 @@ impl Orchestrator {
     /// `tenant_id`: the payload parses (JSON paths on errors), its facets
     /// exist in the catalog in the right direction, its merged input and
     /// output schemas compile, and its id is not one of the registry files'.
+    /// Returns the stored record and the compiled contracts the capability
+    /// will be held to (recompiled from the catalog at each planning step).
     pub async fn register_capability(
         &self,
         tenant_id: &str,
         payload: &Value,
-    ) -> Result<RegisteredCapability, RuntimeError> {
+    ) -> Result<Registered, RuntimeError> {
         let registration = CapabilityRegistration::parse_value(payload)
             .map_err(|(path, message)| RuntimeError::InvalidRegistration { path, message })?;
         if registration.prompt_template_file.is_some() {
@@ -193,6 +202,7 @@ impl Orchestrator {
                 }
                 other => RuntimeError::Core(other),
             })?;
+        let mut compiled_contracts = Vec::with_capacity(2);
         for (direction, facets, path) in [
             (
                 ContractDirection::Input,
@@ -216,17 +226,25 @@ impl Orchestrator {
                     path: path.into(),
                     message: format!("the merged schema does not compile: {error}"),
                 })?;
+            compiled_contracts.push(compiled.schema);
         }
+        let output_schema = compiled_contracts.pop().unwrap_or_default();
+        let input_schema = compiled_contracts.pop().unwrap_or_default();
         let now = self.clock.now_millis();
         let record = RegisteredCapability {
             registration,
             registered_at_millis: now,
             last_seen_at_millis: now,
         };
-        Ok(self
+        let record = self
             .capability_directory
             .upsert_registration(tenant_id, record)
-            .await?)
+            .await?;
+        Ok(Registered {
+            record,
+            input_schema,
+            output_schema,
+        })
     }
 
     /// What `tenant_id`'s planner sees: the registry files plus the
