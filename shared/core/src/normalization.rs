@@ -99,16 +99,17 @@ pub fn inject_normalization(
     registry: &Registry,
 ) -> Result<PlanGraph, crate::CoreError> {
     let reasons = reasons_for_normalization(envelope, registry);
-    plan.metadata.insert(
-        "normalizationInjected".into(),
-        Value::Bool(!reasons.is_empty()),
-    );
-    if reasons.is_empty()
-        || plan
+    // With no goal facet there is nothing to normalise from: the validator
+    // reports the uncovered properties instead.
+    let injected = !reasons.is_empty()
+        && !plan.goal_facets.is_empty()
+        && !plan
             .nodes
             .iter()
-            .any(|node| node.node_id == NORMALIZE_NODE_ID)
-    {
+            .any(|node| node.node_id == NORMALIZE_NODE_ID);
+    plan.metadata
+        .insert("normalizationInjected".into(), Value::Bool(injected));
+    if !injected {
         return Ok(plan);
     }
     let mut edges = Vec::new();
@@ -164,4 +165,38 @@ pub fn is_normalization_node(node: &PlanNode) -> bool {
     node.capability_id == NORMALIZE_CAPABILITY
         && node.kind == NodeKind::Transformation
         && node.agent_type == AgentType::Ai
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn nothing_is_injected_without_a_goal_facet_to_read() {
+        let envelope = TaskEnvelope::parse_value(&json!({
+            "objective": "o",
+            "outputContract": {"schema": {"type": "object", "required": ["summary"], "properties": {"summary": {"type": "string"}}}}
+        }))
+        .unwrap_or_else(|error| unreachable!("{error}"));
+        let registry = Registry::default();
+        assert_eq!(
+            reasons_for_normalization(&envelope, &registry),
+            vec!["property `summary` is not a facet".to_string()]
+        );
+        let empty = PlanGraph {
+            plan_version: 1,
+            planner_runtime: "llm".into(),
+            planner_model: None,
+            nodes: Vec::new(),
+            edges: Vec::new(),
+            supplied_facets: Vec::new(),
+            goal_facets: Vec::new(),
+            metadata: serde_json::Map::new(),
+        };
+        let plan = inject_normalization(empty, &envelope, &registry)
+            .unwrap_or_else(|error| unreachable!("{error}"));
+        assert!(plan.nodes.is_empty());
+        assert_eq!(plan.metadata["normalizationInjected"], false);
+    }
 }
