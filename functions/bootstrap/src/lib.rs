@@ -13,6 +13,7 @@ use baton_core::registry::Registry;
 use baton_core::schema::ValidatorCache;
 use baton_http::TokenAuthenticator;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
+use baton_runtime::capability_cache::CachingCapabilityDirectory;
 use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, PlannerChoice};
 use baton_runtime::ports::{CapabilityDirectory, LlmProvider, RunStore, StepQueue};
@@ -92,10 +93,16 @@ pub async fn cloud_ports_from_environment() -> Result<OrchestratorPorts, Startup
         aws_sdk_sqs::Client::new(&configuration),
         queue_url,
     ));
+    // Registrations are read at each planning step; a warm instance lists a
+    // tenant's from DynamoDB at most every 10 s.
+    let capability_directory = Arc::new(CachingCapabilityDirectory::new(
+        store.clone(),
+        std::time::Duration::from_secs(10),
+    ));
     Ok(OrchestratorPorts {
-        store: store.clone(),
+        store,
         queue,
-        capability_directory: store,
+        capability_directory,
     })
 }
 

@@ -12,6 +12,7 @@
 //!   conflict re-applies the same result instead of calling again.
 //! - No wire or database types here: adapters live in their own crates.
 
+pub mod capability_cache;
 pub mod clock;
 pub mod conformance;
 pub mod error;
