@@ -14,6 +14,8 @@ use aws_sdk_dynamodb::types::{
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::run::{RunState, StepMessage};
 use baton_runtime::error::StoreError;
+
+use crate::state_codec::{decode_state, encode_state};
 use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StoredRun};
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -413,12 +415,10 @@ impl RunStore for DynamoRunStore {
             ]);
             items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
         }
-        let state_text =
-            serde_json::to_string(state).map_err(|error| StoreError::Corrupt(error.to_string()))?;
         let run_item = Item::from([
             ("pk".to_string(), s(&pk)),
             ("sk".to_string(), s("RUN")),
-            ("state".to_string(), s(state_text)),
+            ("state".to_string(), encode_state(state)?),
             ("version".to_string(), n(1)),
             ("nextSeq".to_string(), n(events.len() as u64)),
             ("status".to_string(), s(state.status.as_str())),
@@ -482,8 +482,7 @@ impl RunStore for DynamoRunStore {
         let Some(item) = self.read_run_item(&run_pk(tenant_id, run_id), None).await? else {
             return Ok(None);
         };
-        let state: RunState = serde_json::from_str(read_text(&item, "state")?)
-            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let state = decode_state(item.get("state"))?;
         Ok(Some(StoredRun {
             state,
             version: read_number(&item, "version")?,
@@ -592,8 +591,7 @@ impl RunStore for DynamoRunStore {
         outbox: Vec<StepMessage>,
     ) -> Result<u64, StoreError> {
         let pk = run_pk(tenant_id, run_id);
-        let state_text = serde_json::to_string(&state)
-            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let encoded_state = encode_state(&state)?;
         for _ in 0..SEQUENCE_RETRY_ROUNDS {
             let item = self
                 .read_run_item(&pk, Some("version, nextSeq"))
@@ -619,7 +617,7 @@ impl RunStore for DynamoRunStore {
                             .condition_expression("version = :version AND nextSeq = :seen_seq")
                             .expression_attribute_names("#state", "state")
                             .expression_attribute_names("#status", "status")
-                            .expression_attribute_values(":state", s(&state_text))
+                            .expression_attribute_values(":state", encoded_state.clone())
                             .expression_attribute_values(":next_version", n(expected_version + 1))
                             .expression_attribute_values(":next_seq", n(next_sequence + count))
                             .expression_attribute_values(":status", s(state.status.as_str()))

@@ -11,7 +11,7 @@
 //!
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |
-//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON), `version`, `nextSeq`, `status`, `correlationId` |
+//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON, deflated, binary; see [`state_codec`]), `version`, `nextSeq`, `status`, `correlationId` |
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
 //! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent`, while unsent `gsi1pk`/`gsi1sk` |
@@ -30,6 +30,7 @@
 pub mod capability_directory;
 pub mod dynamodb;
 pub mod sqs;
+pub mod state_codec;
 
 pub use dynamodb::DynamoRunStore;
 pub use sqs::SqsStepQueue;

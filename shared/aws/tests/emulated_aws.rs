@@ -113,3 +113,88 @@ async fn sqs_queue_sends_receives_releases_and_deletes() {
             .is_empty()
     );
 }
+
+/// A run whose envelope carries `payload` as an input.
+fn run_carrying(payload: String, run_id: &str) -> baton_core::run::RunState {
+    let envelope = baton_core::envelope::TaskEnvelope::parse_value(&serde_json::json!({
+        "objective": "carry a large input",
+        "inputs": {"notes": payload},
+        "outputContract": {"schema": {"type": "object"}}
+    }))
+    .unwrap();
+    baton_core::engine::start_run(
+        baton_core::engine::NewRunIdentity {
+            run_id: run_id.into(),
+            tenant_id: "large".into(),
+            correlation_id: "corr".into(),
+            thread_id: "thread".into(),
+        },
+        envelope,
+        "2026-01-01T00:00:00Z",
+        3,
+    )
+    .state
+}
+
+#[tokio::test]
+async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearly() {
+    use baton_runtime::error::StoreError;
+    use baton_runtime::ports::RunStore;
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let configuration = emulator.sdk_configuration().await;
+    let store = DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::new(&configuration),
+        unique("baton-large-state"),
+    );
+    store.create_table_if_missing().await.unwrap();
+
+    // 600 KB of JSON (over DynamoDB's 400 KB item limit) that compresses well.
+    let compressible = "the same planning note, again. ".repeat(20_000);
+    let state = run_carrying(compressible.clone(), "run-compressible");
+    store
+        .create_run(&state, vec![], vec![], None)
+        .await
+        .unwrap();
+    let loaded = store
+        .load_run("large", "run-compressible")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(loaded.state.envelope.inputs["notes"], compressible.as_str());
+    // Commits write it compressed too.
+    store
+        .commit_step(
+            "large",
+            "run-compressible",
+            loaded.version,
+            loaded.state,
+            vec![],
+            vec![],
+        )
+        .await
+        .unwrap();
+
+    // 700 KB that does not compress (pseudo-random letters and digits): refused, nothing written.
+    let alphabet: Vec<char> = ('a'..='z').chain('A'..='Z').chain('0'..='9').collect();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let incompressible: String = (0..700_000)
+        .map(|_| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            alphabet[(seed >> 33) as usize % alphabet.len()]
+        })
+        .collect();
+    let error = store
+        .create_run(
+            &run_carrying(incompressible, "run-huge"),
+            vec![],
+            vec![],
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::TooLarge(_)), "{error}");
+    assert!(error.to_string().contains("run-huge"), "{error}");
+    assert!(store.load_run("large", "run-huge").await.unwrap().is_none());
+}

@@ -15,6 +15,9 @@ pub enum StoreError {
     Unavailable(String),
     #[error("stored record is corrupt: {0}")]
     Corrupt(String),
+    /// The record does not fit the store's item size limit.
+    #[error("record too large for the store: {0}")]
+    TooLarge(String),
 }
 
 impl StoreError {
