@@ -80,6 +80,9 @@ pub enum StepInput {
     NodeParkedForHuman { node_id: String, attempt: u32 },
     /// The caller cancelled the run.
     CancelRequested { reason: String },
+    /// The shell cannot go on with the run (e.g. its state no longer fits
+    /// the store): it fails with `code`.
+    RunFailed { code: String, message: String },
 }
 
 /// Read-only collaborators of `decide`.
@@ -349,6 +352,11 @@ pub fn decide(
                 now,
                 &mut events,
             );
+        }
+        StepInput::RunFailed { code, message } => {
+            if !state.status.is_terminal() {
+                fail_run(&mut state, &code, &message, now, &mut events);
+            }
         }
         StepInput::CancelRequested { reason } => {
             if !state.status.is_terminal() {

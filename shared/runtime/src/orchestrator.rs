@@ -806,12 +806,50 @@ impl Orchestrator {
                     state = reloaded.state;
                     version = reloaded.version;
                 }
+                Err(StoreError::TooLarge(reason)) => {
+                    return self.fail_run_too_large(tenant_id, run_id, &reason).await;
+                }
                 Err(other) => return Err(other.into()),
             }
         }
         Err(RuntimeError::Store(StoreError::VersionConflict {
             expected: version,
         }))
+    }
+
+    /// The step's result made the run state too large to store: the run
+    /// fails from its last stored state (which fits) with a clear error,
+    /// instead of the step failing for ever.
+    async fn fail_run_too_large(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        reason: &str,
+    ) -> Result<StepOutcome, RuntimeError> {
+        let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+            return Ok(StepOutcome::RunNotFound);
+        };
+        let decision = decide(
+            stored.state,
+            StepInput::RunFailed {
+                code: "state_too_large".into(),
+                message: format!("the run can no longer be stored: {reason}"),
+            },
+            &self.now_text(),
+            &self.engine_context(),
+        )?;
+        let new_version = self
+            .store
+            .commit_step(
+                tenant_id,
+                run_id,
+                stored.version,
+                decision.state,
+                decision.events,
+                decision.outbox,
+            )
+            .await?;
+        Ok(StepOutcome::Committed { new_version })
     }
 }
 

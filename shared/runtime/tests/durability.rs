@@ -407,10 +407,12 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
     );
 }
 
-/// Store decorator whose `fail_commits` next node commits fail as if the table were unavailable.
+/// Store decorator whose `fail_commits` next node commits fail with `injected`
+/// (the table unavailable, or an item over the size limit).
 struct FlakyCommitStore {
     inner: Arc<InMemoryRunStore>,
     fail_commits: AtomicUsize,
+    injected: baton_runtime::error::StoreError,
 }
 
 #[async_trait]
@@ -472,9 +474,7 @@ impl RunStore for FlakyCommitStore {
                 })
                 .is_ok()
         {
-            return Err(baton_runtime::error::StoreError::Unavailable(
-                "injected: table unavailable".into(),
-            ));
+            return Err(self.injected.clone());
         }
         self.inner
             .commit_step(tenant, run, version, state, events, outbox)
@@ -526,6 +526,9 @@ async fn a_failed_commit_releases_the_claim_so_the_redelivery_proceeds_at_once()
     let store = Arc::new(FlakyCommitStore {
         inner: Arc::new(InMemoryRunStore::new()),
         fail_commits: AtomicUsize::new(1),
+        injected: baton_runtime::error::StoreError::Unavailable(
+            "injected: table unavailable".into(),
+        ),
     });
     let queue = Arc::new(InMemoryStepQueue::new());
     let model = Arc::new(CountingModel {
@@ -554,4 +557,59 @@ async fn a_failed_commit_releases_the_claim_so_the_redelivery_proceeds_at_once()
         2,
         "the lost answer had to be asked for again"
     );
+}
+
+#[tokio::test]
+async fn a_result_too_large_to_store_fails_the_run_clearly_instead_of_retrying_for_ever() {
+    let inner = Arc::new(InMemoryRunStore::new());
+    let store = Arc::new(FlakyCommitStore {
+        inner: inner.clone(),
+        fail_commits: AtomicUsize::new(usize::MAX),
+        injected: baton_runtime::error::StoreError::TooLarge(
+            "injected: 512000 bytes compressed".into(),
+        ),
+    });
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountingModel {
+        calls: AtomicUsize::new(0),
+        delay: Duration::ZERO,
+    });
+    let orchestrator = orchestrator_over_store(store, queue.clone(), model.clone());
+    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
+    orchestrator.handle_step(&plan.message).await.unwrap();
+    let node_step = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
+    let outcome = orchestrator.handle_step(&node_step.message).await.unwrap();
+    assert!(
+        matches!(outcome, StepOutcome::Committed { .. }),
+        "{outcome:?}"
+    );
+    let stored = inner
+        .load_run("t", &submitted.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.state.status, baton_core::run::RunStatus::Failed);
+    assert_eq!(
+        stored
+            .state
+            .failure
+            .as_ref()
+            .map(|failure| failure.code.as_str()),
+        Some("state_too_large")
+    );
+    let events = read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    let last = events.last().unwrap();
+    assert_eq!(last.event_type, EventType::Error);
+    assert!(
+        last.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("512000 bytes"),
+        "{:?}",
+        last.message
+    );
+    assert_eq!(model.calls.load(Ordering::SeqCst), 1);
 }
