@@ -56,9 +56,19 @@ async fn baton_with(
 }
 
 async fn run_ndjson(server: &ScriptedLlmServer, envelope: &Path) -> (i32, Vec<Value>, String) {
-    let output = baton(
+    run_ndjson_with(server, envelope, &[]).await
+}
+
+/// `baton run ENVELOPE --format ndjson` with extra variables: (exit code, frames, stderr).
+async fn run_ndjson_with(
+    server: &ScriptedLlmServer,
+    envelope: &Path,
+    extra_environment: &[(&str, &str)],
+) -> (i32, Vec<Value>, String) {
+    let output = baton_with(
         Some(server),
         &["run", envelope.to_str().unwrap(), "--format", "ndjson"],
+        extra_environment,
     )
     .await;
     let frames = String::from_utf8(output.stdout)
@@ -644,18 +654,8 @@ fn plan_draft(nodes: Value) -> Behavior {
 
 async fn run_with_llm_planner(server: &ScriptedLlmServer) -> (i32, Vec<Value>) {
     let envelope = repository_root().join("registry/examples/seed-10.1-sample-envelope.json");
-    let output = baton_with(
-        Some(server),
-        &["run", envelope.to_str().unwrap(), "--format", "ndjson"],
-        &[("BATON_PLANNER", "llm")],
-    )
-    .await;
-    let frames = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    (output.status.code().unwrap(), frames)
+    let (code, frames, _) = run_ndjson_with(server, &envelope, &[("BATON_PLANNER", "llm")]).await;
+    (code, frames)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -738,19 +738,9 @@ async fn a_draft_with_a_forbidden_capability_is_rejected_by_policy_then_replanne
         json!({"selection": {"forbid": ["QualityAssurance.contentReview"]}});
     let path = std::env::temp_dir().join(format!("baton-forbid-{}.json", std::process::id()));
     std::fs::write(&path, envelope.to_string()).unwrap();
-    let output = baton_with(
-        Some(&server),
-        &["run", path.to_str().unwrap(), "--format", "ndjson"],
-        &[("BATON_PLANNER", "llm")],
-    )
-    .await;
+    let (code, frames, stderr) = run_ndjson_with(&server, &path, &[("BATON_PLANNER", "llm")]).await;
     let _ = std::fs::remove_file(&path);
-    let frames: Vec<Value> = String::from_utf8(output.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect();
-    assert_eq!(output.status.code(), Some(0), "{frames:?}");
+    assert_eq!(code, 0, "{stderr}");
     assert_eq!(
         &types(&frames)[..5],
         &[

@@ -82,6 +82,15 @@ impl PlanDiagnostic {
         }
     }
 
+    /// An informational `advisory` finding: reported, never blocking.
+    pub fn advisory(constraint_id: impl Into<String>, constraint: impl Into<String>) -> Self {
+        PlanDiagnostic {
+            severity: ConstraintLevel::Informational,
+            status: DiagnosticStatus::Unknown,
+            ..PlanDiagnostic::hard(constraint_id, DiagnosticCause::Advisory, constraint)
+        }
+    }
+
     /// A hard `schema_incompatible` finding about the plan's structure.
     pub fn structural(constraint_id: &str, constraint: &str, suggestion: String) -> Self {
         PlanDiagnostic::hard(

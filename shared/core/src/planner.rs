@@ -67,6 +67,16 @@ struct Draft {
     derived_inputs: BTreeMap<String, Vec<String>>,
 }
 
+impl Draft {
+    /// Adds `capability` to the plan; its outputs become available.
+    fn choose(&mut self, capability: &CapabilityRegistration) {
+        self.chosen_capability_ids
+            .push(capability.capability_id.clone());
+        self.produced
+            .extend(capability.output_contract.iter().cloned());
+    }
+}
+
 /// The agent a capability belongs to: its id up to the first `.`
 /// (`writer.summary` → `writer`), as selection entries match.
 fn agent_of(capability_id: &str) -> &str {
@@ -128,7 +138,8 @@ impl<'a> PlanningContext<'a> {
             .filter(|capability| !self.is_listed(|s| &s.forbid, &capability.capability_id))
             .filter(|capability| !trait_fit(capability, &self.hints).is_excluded())
             .collect();
-        candidates.sort_by_key(|capability| {
+        // Keys read policies and traits: computed once per candidate.
+        candidates.sort_by_cached_key(|capability| {
             let missing_inputs = self
                 .required_inputs(capability)
                 .filter(|input| !self.supplied.contains(*input) && !draft.produced.contains(*input))
@@ -163,12 +174,7 @@ impl<'a> PlanningContext<'a> {
                 .required_inputs(capability)
                 .all(|input| self.resolve_facet(input, draft, stack));
             if inputs_resolved {
-                draft
-                    .chosen_capability_ids
-                    .push(capability.capability_id.clone());
-                draft
-                    .produced
-                    .extend(capability.output_contract.iter().cloned());
+                draft.choose(capability);
                 stack.pop();
                 return true;
             }
@@ -202,12 +208,7 @@ impl<'a> PlanningContext<'a> {
             if available.is_empty() {
                 continue;
             }
-            draft
-                .chosen_capability_ids
-                .push(capability.capability_id.clone());
-            draft
-                .produced
-                .extend(capability.output_contract.iter().cloned());
+            draft.choose(capability);
             draft
                 .derived_inputs
                 .insert(capability.capability_id.clone(), available);

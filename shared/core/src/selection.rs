@@ -138,7 +138,8 @@ impl TraitFit {
 
 /// Compares `capability`'s declared languages and formats with `hints`.
 pub fn trait_fit(capability: &CapabilityRegistration, hints: &SelectionHints) -> TraitFit {
-    let traits = capability.input_traits.clone().unwrap_or_default();
+    let no_traits = crate::capability::InputTraits::default();
+    let traits = capability.input_traits.as_ref().unwrap_or(&no_traits);
     let languages = if hints.languages.is_empty() {
         TraitMatch::NotHinted
     } else if traits.languages.is_empty() {

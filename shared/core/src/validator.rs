@@ -232,9 +232,8 @@ fn check_coverage(
                 if required && !node.input_facets.contains(facet_name) && node.derived {
                     // A derived node runs on the facets its agent supports that
                     // are at hand (§5.6); say what it goes without.
-                    let mut advisory = PlanDiagnostic::hard(
+                    let advisory = PlanDiagnostic::advisory(
                         format!("derived.{}.{facet_name}", node.node_id),
-                        DiagnosticCause::Advisory,
                         format!(
                             "derived node {} runs without declared input `{facet_name}`",
                             node.node_id
@@ -246,8 +245,6 @@ fn check_coverage(
                         "Supply `{facet_name}` or register a producer of it to run `{}` as declared.",
                         node.capability_id
                     ));
-                    advisory.severity = ConstraintLevel::Informational;
-                    advisory.status = DiagnosticStatus::Unknown;
                     diagnostics.push(advisory);
                 } else if required && !node.input_facets.contains(facet_name) {
                     diagnostics.push(
@@ -274,21 +271,16 @@ fn check_coverage(
         let covered =
             supplied.contains(property.as_str()) || plan.final_producer_of(&property).is_some();
         if !covered {
-            let required = envelope.output_contract.is_required_property(&property);
-            let mut diagnostic = PlanDiagnostic::hard(
-                format!("output.{property}"),
-                DiagnosticCause::MissingProducer,
-                format!("output property `{property}` is produced"),
-            )
-            .with_suggestion(format!(
+            let constraint_id = format!("output.{property}");
+            let constraint = format!("output property `{property}` is produced");
+            let diagnostic = if envelope.output_contract.is_required_property(&property) {
+                PlanDiagnostic::hard(constraint_id, DiagnosticCause::MissingProducer, constraint)
+            } else {
+                PlanDiagnostic::advisory(constraint_id, constraint)
+            };
+            diagnostics.push(diagnostic.with_suggestion(format!(
                 "Add a node whose outputContract includes `{property}`."
-            ));
-            if !required {
-                diagnostic.severity = ConstraintLevel::Informational;
-                diagnostic.cause = DiagnosticCause::Advisory;
-                diagnostic.status = DiagnosticStatus::Unknown;
-            }
-            diagnostics.push(diagnostic);
+            )));
         }
     }
 }

@@ -75,10 +75,18 @@ fn orchestrator(
     queue: Arc<dyn StepQueue>,
     model: Arc<CountingModel>,
 ) -> Arc<Orchestrator> {
+    orchestrator_over_store(store, queue, model)
+}
+
+/// The real orchestrator over `store` and `queue`, with the counting model
+/// standing in for the model endpoint.
+fn orchestrator_over_store(
+    store: Arc<dyn RunStore>,
+    queue: Arc<dyn StepQueue>,
+    model: Arc<CountingModel>,
+) -> Arc<Orchestrator> {
     Arc::new(Orchestrator {
-        capability_directory: std::sync::Arc::new(
-            baton_runtime::memory::InMemoryCapabilityDirectory::new(),
-        ),
+        capability_directory: Arc::new(baton_runtime::memory::InMemoryCapabilityDirectory::new()),
         store,
         queue,
         llm: model,
@@ -90,28 +98,6 @@ fn orchestrator(
             busy_retry_delay: Duration::from_millis(20),
             ..OrchestratorSettings::default()
         },
-        worker_id: "test-worker".into(),
-        claim_counter: Default::default(),
-    })
-}
-
-fn orchestrator_over_store(
-    store: Arc<dyn RunStore>,
-    queue: Arc<dyn StepQueue>,
-    model: Arc<CountingModel>,
-) -> Arc<Orchestrator> {
-    Arc::new(Orchestrator {
-        capability_directory: std::sync::Arc::new(
-            baton_runtime::memory::InMemoryCapabilityDirectory::new(),
-        ),
-        store,
-        queue,
-        llm: model,
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
-        registry: Arc::new(load_registry(&repository_path("registry")).unwrap()),
-        validators: Arc::new(ValidatorCache::new()),
-        settings: OrchestratorSettings::default(),
         worker_id: "test-worker".into(),
         claim_counter: Default::default(),
     })
