@@ -1,22 +1,20 @@
 //! Lambda function `api`: the REST routes of `/api/v1/flex` (buffered
-//! responses). Thin: build everything once, then hand each request to the
-//! shared router.
+//! responses). Thin: read the configuration, build the services once, hand
+//! each request to the shared router.
 
-use std::sync::Arc;
+use baton_bootstrap::{Configuration, process_environment};
+use baton_lambda_glue::{HttpResponses, run_http_function};
 
 #[global_allocator]
 static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
-    baton_bootstrap::init_json_logging("info");
-    let worker_id = std::env::var("AWS_LAMBDA_LOG_STREAM_NAME").unwrap_or_else(|_| "api".into());
-    let orchestrator = baton_bootstrap::cloud_orchestrator_from_environment(worker_id).await?;
-    let authenticator = baton_bootstrap::authenticator_from_environment(None)?;
-    let app = baton_http::router(baton_http::ApiState {
-        orchestrator,
-        authenticator: Arc::new(authenticator),
-        settings: baton_http::HttpSettings::default(),
-    });
-    lambda_http::run(app).await
+    let configuration = Configuration::from_variables(&process_environment)?;
+    baton_bootstrap::init_json_logging(&configuration, "info");
+    let services =
+        baton_bootstrap::cloud_services(&configuration, &process_environment, "api").await?;
+    let authenticator = baton_bootstrap::authenticator_from(&configuration, None)?;
+    let router = baton_bootstrap::api_router(&services, authenticator);
+    run_http_function(router, HttpResponses::Buffered).await
 }

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_bootstrap::{Configuration, process_environment};
 use baton_core::envelope::TaskEnvelope;
 use baton_core::planner::plan_deterministically;
 use baton_core::registry::Registry;
@@ -11,11 +12,12 @@ use baton_core::run::RunStatus;
 use baton_core::schema::ValidatorCache;
 use baton_core::validator::{rejected_bundle, validate_plan};
 use baton_runtime::RuntimeError;
+use baton_runtime::clock::SystemClock;
 use baton_runtime::memory::{InMemoryCapabilityDirectory, InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::orchestrator::Orchestrator;
-use baton_runtime::ports::RunStore;
-use baton_runtime::registry_loader::{default_registry_root, load_registry};
+use baton_runtime::ports::{Clock, StepQueue};
+use baton_runtime::services::Services;
 use baton_runtime::worker::LocalRunner;
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::OutputFormat;
@@ -25,6 +27,9 @@ pub const EXIT_COMPLETED: u8 = 0;
 pub const EXIT_INVALID_INPUT: u8 = 2;
 pub const EXIT_RUN_FAILED: u8 = 3;
 pub const EXIT_AWAITING_HUMAN: u8 = 4;
+
+/// How often `baton run` looks for new frames.
+const FOLLOW_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Tenant of runs started from the command line.
 const LOCAL_TENANT: &str = "local";
@@ -41,9 +46,18 @@ fn read_envelope_json(path: &Path) -> Result<Value, u8> {
         .map_err(|error| invalid(format!("{}: not valid JSON: {error}", path.display())))
 }
 
-fn load_registry_or_exit(registry: Option<PathBuf>) -> Result<Registry, u8> {
-    let root = registry.unwrap_or_else(default_registry_root);
-    load_registry(&root).map_err(|error| invalid(format!("registry {}: {error}", root.display())))
+/// The registry: `--registry DIR`, else `BATON_REGISTRY_DIR`, else the one
+/// built into the binary.
+fn load_registry_or_exit(
+    registry: Option<PathBuf>,
+    configuration: &Configuration,
+) -> Result<Arc<Registry>, u8> {
+    let directory = registry.or_else(|| configuration.registry_dir.clone());
+    baton_bootstrap::registry_from(directory.as_deref()).map_err(invalid)
+}
+
+fn configuration_or_exit() -> Result<Configuration, u8> {
+    Configuration::from_variables(&process_environment).map_err(invalid)
 }
 
 fn report_invalid_envelope(path: &Path, error: &RuntimeError) -> u8 {
@@ -59,44 +73,52 @@ fn report_invalid_envelope(path: &Path, error: &RuntimeError) -> u8 {
     }
 }
 
-type EmbeddedParts = (
-    Arc<Orchestrator>,
-    Arc<InMemoryRunStore>,
-    Arc<InMemoryStepQueue>,
-);
-
 fn startup(error: baton_bootstrap::StartupError) -> u8 {
     invalid(error)
 }
 
 /// The embedded default: in-memory store and queue, the configured model.
-fn embedded_orchestrator(registry: Arc<Registry>) -> Result<EmbeddedParts, u8> {
-    let llm = crate::model_choice::model_for_cli().map_err(startup)?;
-    let store = Arc::new(InMemoryRunStore::new());
+fn embedded_services(
+    registry: Arc<Registry>,
+    configuration: &Configuration,
+) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
+    let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
-    let settings = baton_bootstrap::settings_from_environment().map_err(startup)?;
-    let worker_id = format!("local-{}", std::process::id());
-    let ports = baton_bootstrap::OrchestratorPorts {
-        store: store.clone(),
+    let ports = baton_bootstrap::StorePorts {
+        store: Arc::new(InMemoryRunStore::new().with_clock(clock.clone())),
         queue: queue.clone(),
         capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
+        clock,
     };
-    let orchestrator =
-        baton_bootstrap::orchestrator_with_settings(registry, ports, llm, worker_id, settings);
-    Ok((orchestrator, store, queue))
+    let services = baton_bootstrap::services_over(
+        registry,
+        ports,
+        llm,
+        baton_bootstrap::settings_from(configuration),
+        format!("local-{}", std::process::id()),
+    );
+    Ok((services, queue))
 }
 
-/// DynamoDB and SQS from the environment (`BATON_TABLE`, `BATON_QUEUE_URL`, `AWS_*`).
-async fn cloud_orchestrator(registry: Arc<Registry>) -> Result<Arc<Orchestrator>, u8> {
-    let llm = crate::model_choice::model_for_cli().map_err(startup)?;
-    let ports = baton_bootstrap::cloud_ports_from_environment()
+/// DynamoDB and SQS from the configuration (`BATON_TABLE`, `BATON_QUEUE_URL`, `AWS_*`).
+async fn cloud_services(
+    registry: Arc<Registry>,
+    configuration: &Configuration,
+) -> Result<(Services, Arc<dyn StepQueue>), u8> {
+    let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
+    let ports = baton_bootstrap::cloud_ports(configuration)
         .await
         .map_err(startup)?;
-    let settings = baton_bootstrap::settings_from_environment().map_err(startup)?;
-    let worker_id = format!("serve-{}", std::process::id());
-    Ok(baton_bootstrap::orchestrator_with_settings(
-        registry, ports, llm, worker_id, settings,
-    ))
+    let queue = ports.queue.clone();
+    let services = baton_bootstrap::services_over(
+        registry,
+        ports,
+        llm,
+        baton_bootstrap::settings_from(configuration),
+        format!("serve-{}", std::process::id()),
+    );
+    Ok((services, queue))
 }
 
 /// `baton serve`: the HTTP API and the step worker in one local process.
@@ -105,21 +127,24 @@ pub async fn serve(
     address: std::net::SocketAddr,
     registry: Option<PathBuf>,
 ) -> u8 {
-    let registry = match load_registry_or_exit(registry) {
-        Ok(registry) => Arc::new(registry),
+    let configuration = match configuration_or_exit() {
+        Ok(configuration) => configuration,
+        Err(code) => return code,
+    };
+    let registry = match load_registry_or_exit(registry, &configuration) {
+        Ok(registry) => registry,
         Err(code) => return code,
     };
     let built = match store {
-        crate::StoreChoice::Memory => {
-            embedded_orchestrator(registry).map(|(orchestrator, _, _)| orchestrator)
-        }
-        crate::StoreChoice::Dynamodb => cloud_orchestrator(registry).await,
+        crate::StoreChoice::Memory => embedded_services(registry, &configuration)
+            .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>)),
+        crate::StoreChoice::Dynamodb => cloud_services(registry, &configuration).await,
     };
-    let orchestrator = match built {
-        Ok(orchestrator) => orchestrator,
+    let (services, queue) = match built {
+        Ok(parts) => parts,
         Err(code) => return code,
     };
-    let authenticator = match baton_bootstrap::authenticator_from_environment(Some("local")) {
+    let authenticator = match baton_bootstrap::authenticator_from(&configuration, Some("local")) {
         Ok(authenticator) => authenticator,
         Err(error) => return startup(error),
     };
@@ -137,14 +162,11 @@ pub async fn serve(
         .map(|bound| bound.to_string())
         .unwrap_or_else(|_| address.to_string());
     eprintln!("baton serve: listening on http://{bound}/api/v1/flex (store: {store:?})");
-    let app = baton_http::router(baton_http::ApiState {
-        orchestrator: orchestrator.clone(),
-        authenticator: Arc::new(authenticator),
-        settings: baton_http::HttpSettings::default(),
-    });
+    let app = baton_bootstrap::api_router(&services, authenticator);
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn(baton_runtime::worker::run_worker_until(
-        orchestrator,
+        services.steps.clone(),
+        queue,
         async move {
             let _ = stop_receiver.changed().await;
         },
@@ -171,15 +193,19 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
         Ok(value) => value,
         Err(code) => return code,
     };
-    let registry = match load_registry_or_exit(registry) {
-        Ok(registry) => Arc::new(registry),
+    let configuration = match configuration_or_exit() {
+        Ok(configuration) => configuration,
         Err(code) => return code,
     };
-    let (orchestrator, store, queue) = match embedded_orchestrator(registry) {
+    let registry = match load_registry_or_exit(registry, &configuration) {
+        Ok(registry) => registry,
+        Err(code) => return code,
+    };
+    let (services, queue) = match embedded_services(registry, &configuration) {
         Ok(parts) => parts,
         Err(code) => return code,
     };
-    let submitted = match orchestrator.submit_run(LOCAL_TENANT, &envelope_json).await {
+    let submitted = match services.runs.submit(LOCAL_TENANT, &envelope_json).await {
         Ok(submitted) => submitted,
         Err(error @ RuntimeError::InvalidInput { .. }) => {
             return report_invalid_envelope(envelope_path, &error);
@@ -187,57 +213,55 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
         Err(error) => return invalid(error),
     };
     let runner = LocalRunner {
-        orchestrator: orchestrator.clone(),
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
         queue,
     };
     let run_id = submitted.run_id.clone();
-    let worker = tokio::spawn(async move { runner.run_until_settled(LOCAL_TENANT, &run_id).await });
+    let mut worker =
+        tokio::spawn(async move { runner.run_until_settled(LOCAL_TENANT, &run_id).await });
     let mut printer = FramePrinter::new(format);
-    let mut last_sequence = 0;
-    let status = loop {
-        match store
-            .read_events(LOCAL_TENANT, &submitted.run_id, last_sequence, 500)
-            .await
-        {
-            Ok(frames) => {
-                if let Some(last) = frames.last() {
-                    last_sequence = last.id;
-                }
-                printer.print_frames(&frames);
-                if !frames.is_empty() {
-                    continue;
-                }
-            }
-            Err(error) => return invalid(error),
-        }
-        if worker.is_finished() {
-            match worker.await {
-                Ok(Ok(status)) => {
-                    if let Ok(frames) = store
-                        .read_events(LOCAL_TENANT, &submitted.run_id, last_sequence, usize::MAX)
-                        .await
-                    {
-                        printer.print_frames(&frames);
+    let mut frames = std::pin::pin!(services.runs.follow(
+        LOCAL_TENANT,
+        &submitted.run_id,
+        0,
+        FOLLOW_POLL_INTERVAL
+    ));
+    let mut worker_result = None;
+    loop {
+        tokio::select! {
+            frame = frames.next() => match frame {
+                Some(frame) => printer.print_frames(std::slice::from_ref(&frame)),
+                None => break,
+            },
+            joined = &mut worker, if worker_result.is_none() => {
+                match joined {
+                    Ok(Ok(status)) if status.is_settled() => worker_result = Some(status),
+                    Ok(Ok(status)) => {
+                        eprintln!("baton: the queue drained but the run is still {}", status.as_str());
+                        return EXIT_RUN_FAILED;
                     }
-                    break status;
-                }
-                Ok(Err(error)) => {
-                    eprintln!("baton: the run stopped: {error}");
-                    return EXIT_RUN_FAILED;
-                }
-                Err(error) => {
-                    eprintln!("baton: the worker crashed: {error}");
-                    return EXIT_RUN_FAILED;
+                    Ok(Err(error)) => {
+                        eprintln!("baton: the run stopped: {error}");
+                        return EXIT_RUN_FAILED;
+                    }
+                    Err(error) => {
+                        eprintln!("baton: the worker crashed: {error}");
+                        return EXIT_RUN_FAILED;
+                    }
                 }
             }
         }
-        store.wait_for_events(Duration::from_millis(50)).await;
-    };
-    let final_state = store
-        .load_run(LOCAL_TENANT, &submitted.run_id)
+    }
+    let final_state = services
+        .runs
+        .load(LOCAL_TENANT, &submitted.run_id)
         .await
         .ok()
         .flatten();
+    let status = final_state
+        .as_ref()
+        .map_or(RunStatus::Failed, |stored| stored.state.status);
     printer.finish(
         status,
         final_state
@@ -267,7 +291,11 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>) -> u8 {
         Ok(value) => value,
         Err(code) => return code,
     };
-    let registry = match load_registry_or_exit(registry) {
+    let configuration = match configuration_or_exit() {
+        Ok(configuration) => configuration,
+        Err(code) => return code,
+    };
+    let registry = match load_registry_or_exit(registry, &configuration) {
         Ok(registry) => registry,
         Err(code) => return code,
     };

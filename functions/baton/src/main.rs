@@ -47,7 +47,7 @@ enum Command {
     Run {
         /// Path to the task envelope JSON.
         envelope: PathBuf,
-        /// Registry directory (default: $BATON_REGISTRY_DIR or ./registry).
+        /// Registry directory (default: $BATON_REGISTRY_DIR, else the registry built into baton).
         #[arg(long)]
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
@@ -80,10 +80,13 @@ pub enum StoreChoice {
 }
 
 fn main() -> ExitCode {
+    let log_filter = baton_bootstrap::process_environment("BATON_LOG")
+        .filter(|filter| !filter.trim().is_empty())
+        .unwrap_or_else(|| "warn".to_string());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
+            tracing_subscriber::EnvFilter::try_new(&log_filter)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();

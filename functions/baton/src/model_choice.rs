@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use baton_bootstrap::StartupError;
+use baton_bootstrap::{StartupError, VariableReader};
 use baton_runtime::ports::LlmProvider;
 
 /// The two kinds of model the CLI can use.
@@ -44,25 +44,25 @@ pub fn model_choice_from(read: &dyn Fn(&str) -> Option<String>) -> Result<ModelC
     }
 }
 
-/// The provider the environment asks for, loaded and ready.
-pub fn model_for_cli() -> Result<Arc<dyn LlmProvider>, StartupError> {
-    let choice = model_choice_from(&|name| std::env::var(name).ok()).map_err(StartupError)?;
+/// The provider the variables ask for, loaded and ready.
+pub fn model_for_cli(read: VariableReader<'_>) -> Result<Arc<dyn LlmProvider>, StartupError> {
+    let choice = model_choice_from(read).map_err(StartupError)?;
     match choice {
-        ModelChoice::Remote => baton_bootstrap::model_from_environment(),
-        ModelChoice::Local => local_model(),
+        ModelChoice::Remote => baton_bootstrap::model_from_variables(read),
+        ModelChoice::Local => local_model(read),
     }
 }
 
 #[cfg(feature = "local-model")]
-fn local_model() -> Result<Arc<dyn LlmProvider>, StartupError> {
+fn local_model(read: VariableReader<'_>) -> Result<Arc<dyn LlmProvider>, StartupError> {
     eprintln!("baton: no BATON_LLM_BASE_URL set; using the offline local model (BATON_LLM=local)");
-    let provider = baton_llm_local::LocalModelProvider::from_environment()
+    let provider = baton_llm_local::LocalModelProvider::from_variables(read)
         .map_err(|error| StartupError(error.to_string()))?;
     Ok(Arc::new(provider))
 }
 
 #[cfg(not(feature = "local-model"))]
-fn local_model() -> Result<Arc<dyn LlmProvider>, StartupError> {
+fn local_model(_read: VariableReader<'_>) -> Result<Arc<dyn LlmProvider>, StartupError> {
     Err(StartupError(
         "no model configured: set BATON_LLM_BASE_URL to an OpenAI-compatible /v1 URL (this baton was built without the `local-model` feature, so the offline model is not available)".into(),
     ))

@@ -112,6 +112,7 @@ fn assert_frame_invariants(frames: &[Value]) {
             "frame breaks events/schemas/event-frame.schema.json: {violations:?}\n{frame}"
         );
     }
+    baton_test_support::assert_frame_values_match_schemas(frames);
     assert_eq!(frames.first().unwrap()["type"], "start");
     let run_id = frames[0]["runId"].as_str().unwrap();
     let correlation_id = frames[0]["correlationId"].as_str().unwrap();

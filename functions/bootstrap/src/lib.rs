@@ -1,23 +1,29 @@
-//! `baton-bootstrap`: start-up wiring. Reads the environment once, builds
-//! every client and port, and hands back an `Orchestrator` (plus the HTTP
-//! authenticator). Used by the `baton` CLI and by each Lambda function's
-//! `main`, so configuration means the same everywhere.
+//! `baton-bootstrap`: start-up wiring. Reads the configuration once
+//! ([`config::Configuration`], through one injectable variable reader),
+//! builds every client and port, and hands back the services. Used by the
+//! `baton` CLI and by each Lambda function's `main`, so configuration means
+//! the same everywhere.
+//!
+//! Features: `model` (the OpenAI-compatible provider) and `http` (the API's
+//! authenticator), both on by default; the sweeper turns both off and links
+//! neither a model client nor axum.
 //!
 //! Invariant: every configuration problem is reported here, at start-up,
 //! with the variable's name; nothing here runs per request.
 
-use std::path::PathBuf;
+pub mod config;
+
+use std::path::Path;
 use std::sync::Arc;
 
 use baton_core::registry::Registry;
-use baton_core::schema::ValidatorCache;
-use baton_http::TokenAuthenticator;
-use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::capability_cache::CachingCapabilityDirectory;
 use baton_runtime::clock::{RandomIds, SystemClock};
-use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, PlannerChoice};
-use baton_runtime::ports::{CapabilityDirectory, LlmProvider, RunStore, StepQueue};
-use baton_runtime::registry_loader::{default_registry_root, load_registry};
+use baton_runtime::ports::{CapabilityDirectory, Clock, LlmProvider, RunStore, StepQueue};
+use baton_runtime::registry_loader::{load_embedded_registry, load_registry};
+use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, ServicePorts, Services};
+
+pub use config::{Configuration, VariableReader, process_environment};
 
 /// A start-up failure, already phrased for the operator.
 #[derive(Debug)]
@@ -31,9 +37,13 @@ impl std::fmt::Display for StartupError {
 
 impl std::error::Error for StartupError {}
 
-/// JSON logs on stderr, filtered by `BATON_LOG` (default `info` in functions).
-pub fn init_json_logging(default_filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("BATON_LOG")
+/// JSON logs on stderr, filtered by `BATON_LOG` (else `default_filter`).
+pub fn init_json_logging(configuration: &Configuration, default_filter: &str) {
+    let filter = configuration
+        .log_filter
+        .as_deref()
+        .unwrap_or(default_filter);
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let _ = tracing_subscriber::fmt()
         .json()
@@ -42,55 +52,61 @@ pub fn init_json_logging(default_filter: &str) {
         .try_init();
 }
 
-/// Loads the registry at `root` (default `$BATON_REGISTRY_DIR` or `./registry`).
-pub fn registry_from(root: Option<PathBuf>) -> Result<Arc<Registry>, StartupError> {
-    let root = root.unwrap_or_else(default_registry_root);
-    load_registry(&root)
-        .map(Arc::new)
-        .map_err(|error| StartupError(format!("registry {}: {error}", root.display())))
+/// The registry: from `directory` when given (a flag, or
+/// `BATON_REGISTRY_DIR`), else the one built into the binary.
+pub fn registry_from(directory: Option<&Path>) -> Result<Arc<Registry>, StartupError> {
+    match directory {
+        Some(root) => load_registry(root)
+            .map(Arc::new)
+            .map_err(|error| StartupError(format!("registry {}: {error}", root.display()))),
+        None => load_embedded_registry()
+            .map(Arc::new)
+            .map_err(|error| StartupError(format!("built-in registry: {error}"))),
+    }
 }
 
-/// The model provider from `BATON_LLM_*` / `OPENAI_*`.
-pub fn model_from_environment() -> Result<Arc<dyn LlmProvider>, StartupError> {
-    let provider = OpenAiCompatibleConfig::from_environment()
-        .and_then(OpenAiCompatibleProvider::new)
+/// The OpenAI-compatible provider from `BATON_LLM_*` / `OPENAI_*`.
+#[cfg(feature = "model")]
+pub fn model_from_variables(
+    read: VariableReader<'_>,
+) -> Result<Arc<dyn LlmProvider>, StartupError> {
+    let provider = baton_llm::OpenAiCompatibleConfig::from_variables(read)
+        .and_then(baton_llm::OpenAiCompatibleProvider::new)
         .map_err(|error| StartupError(format!("{error} (see README, Configuration)")))?;
     Ok(Arc::new(provider))
 }
 
-fn required_variable(name: &str, purpose: &str) -> Result<String, StartupError> {
-    std::env::var(name)
-        .ok()
-        .filter(|value| !value.trim().is_empty())
-        .ok_or_else(|| StartupError(format!("{name} is not set: {purpose}")))
-}
-
-/// The adapters an orchestrator works through (in memory, or DynamoDB and SQS).
-pub struct OrchestratorPorts {
+/// The adapters of a deployment (in memory, or DynamoDB and SQS).
+#[derive(Clone)]
+pub struct StorePorts {
     pub store: Arc<dyn RunStore>,
     pub queue: Arc<dyn StepQueue>,
     pub capability_directory: Arc<dyn CapabilityDirectory>,
+    pub clock: Arc<dyn Clock>,
 }
 
 /// The DynamoDB store (runs and capability registrations) and the SQS queue
 /// from `BATON_TABLE`, `BATON_QUEUE_URL` and the SDK's own variables
 /// (`AWS_ENDPOINT_URL` for emulators).
-pub async fn cloud_ports_from_environment() -> Result<OrchestratorPorts, StartupError> {
-    let table = required_variable(
+pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, StartupError> {
+    let table = Configuration::required(
+        &configuration.table,
         "BATON_TABLE",
         "name the DynamoDB table (infra/local.sh up prints it)",
     )?;
-    let queue_url = required_variable(
+    let queue_url = Configuration::required(
+        &configuration.queue_url,
         "BATON_QUEUE_URL",
         "give the SQS step queue URL (infra/local.sh up prints it)",
     )?;
-    let configuration = baton_aws::load_aws_configuration().await;
-    let store = Arc::new(baton_aws::DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        table,
-    ));
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let aws = baton_aws::load_aws_configuration().await;
+    let store = Arc::new(
+        baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&aws), table)
+            .with_clock(clock.clone()),
+    );
     let queue = Arc::new(baton_aws::SqsStepQueue::new(
-        aws_sdk_sqs::Client::new(&configuration),
+        aws_sdk_sqs::Client::new(&aws),
         queue_url,
     ));
     // Registrations are read at each planning step; a warm instance lists a
@@ -99,96 +115,80 @@ pub async fn cloud_ports_from_environment() -> Result<OrchestratorPorts, Startup
         store.clone(),
         std::time::Duration::from_secs(10),
     ));
-    Ok(OrchestratorPorts {
+    Ok(StorePorts {
         store,
         queue,
         capability_directory,
+        clock,
     })
 }
 
-/// Step-loop settings from the environment: `BATON_PLANNER=deterministic|llm`.
-pub fn settings_from_environment() -> Result<OrchestratorSettings, StartupError> {
-    let planner = match std::env::var("BATON_PLANNER")
-        .ok()
-        .as_deref()
-        .map(str::trim)
-    {
-        None | Some("") | Some("deterministic") => PlannerChoice::Deterministic,
-        Some("llm") => PlannerChoice::Llm,
-        Some(other) => {
-            return Err(StartupError(format!(
-                "BATON_PLANNER must be `deterministic` or `llm` (got `{other}`)"
-            )));
-        }
-    };
-    Ok(OrchestratorSettings {
-        planner,
+/// Step-loop settings from the configuration.
+pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
+    OrchestratorSettings {
+        planner: configuration.planner,
         ..OrchestratorSettings::default()
-    })
+    }
 }
 
-/// An orchestrator over the given ports.
-pub fn orchestrator_over(
+/// The services over `ports` with `llm`.
+pub fn services_over(
     registry: Arc<Registry>,
-    ports: OrchestratorPorts,
+    ports: StorePorts,
     llm: Arc<dyn LlmProvider>,
+    settings: OrchestratorSettings,
     worker_id: String,
-) -> Arc<Orchestrator> {
-    orchestrator_with_settings(
+) -> Services {
+    Services::new(
         registry,
-        ports,
-        llm,
+        ServicePorts {
+            store: ports.store,
+            queue: ports.queue,
+            capability_directory: ports.capability_directory,
+            llm,
+            clock: ports.clock,
+            ids: Arc::new(RandomIds),
+        },
+        settings,
         worker_id,
-        OrchestratorSettings::default(),
     )
 }
 
-/// An orchestrator over the given ports with explicit settings.
-pub fn orchestrator_with_settings(
-    registry: Arc<Registry>,
-    ports: OrchestratorPorts,
-    llm: Arc<dyn LlmProvider>,
-    worker_id: String,
-    settings: OrchestratorSettings,
-) -> Arc<Orchestrator> {
-    Arc::new(Orchestrator {
-        store: ports.store,
-        queue: ports.queue,
-        capability_directory: ports.capability_directory,
-        llm,
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
+/// The cloud services, as the api, stream, step and ingest functions build them.
+#[cfg(feature = "model")]
+pub async fn cloud_services(
+    configuration: &Configuration,
+    read: VariableReader<'_>,
+    worker_role: &str,
+) -> Result<Services, StartupError> {
+    let registry = registry_from(configuration.registry_dir.as_deref())?;
+    let llm = model_from_variables(read)?;
+    let ports = cloud_ports(configuration).await?;
+    Ok(services_over(
         registry,
-        validators: Arc::new(ValidatorCache::new()),
-        settings,
-        worker_id,
-        claim_counter: Default::default(),
-    })
+        ports,
+        llm,
+        settings_from(configuration),
+        configuration.worker_id(worker_role),
+    ))
 }
 
-/// The whole cloud orchestrator, as every Lambda function builds it.
-pub async fn cloud_orchestrator_from_environment(
-    worker_id: String,
-) -> Result<Arc<Orchestrator>, StartupError> {
-    let registry = registry_from(None)?;
-    let llm = model_from_environment()?;
-    let settings = settings_from_environment()?;
-    let ports = cloud_ports_from_environment().await?;
-    Ok(orchestrator_with_settings(
-        registry, ports, llm, worker_id, settings,
-    ))
+/// The sweeper: a store, a queue and a clock.
+pub async fn cloud_sweeper(configuration: &Configuration) -> Result<OutboxSweeper, StartupError> {
+    let ports = cloud_ports(configuration).await?;
+    Ok(OutboxSweeper::new(ports.store, ports.queue, ports.clock))
 }
 
 /// Tokens from `BATON_API_TOKENS`; with none configured, `anonymous_tenant`
 /// (if given) is allowed, else every request is refused.
-pub fn authenticator_from_environment(
+#[cfg(feature = "http")]
+pub fn authenticator_from(
+    configuration: &Configuration,
     anonymous_tenant: Option<&str>,
-) -> Result<TokenAuthenticator, StartupError> {
-    match std::env::var("BATON_API_TOKENS")
-        .ok()
-        .filter(|text| !text.trim().is_empty())
-    {
-        Some(text) => TokenAuthenticator::from_configuration(&text).map_err(StartupError),
+) -> Result<baton_http::TokenAuthenticator, StartupError> {
+    use baton_http::TokenAuthenticator;
+    match configuration.api_tokens.as_deref() {
+        Some(text) => TokenAuthenticator::from_configuration(text).map_err(StartupError),
         None => Ok(match anonymous_tenant {
             Some(tenant) => {
                 TokenAuthenticator::default().allowing_anonymous_when_unconfigured(tenant)
@@ -196,4 +196,18 @@ pub fn authenticator_from_environment(
             None => TokenAuthenticator::default(),
         }),
     }
+}
+
+/// The HTTP router over `services` (the api and stream functions, `baton serve`).
+#[cfg(feature = "http")]
+pub fn api_router(
+    services: &Services,
+    authenticator: baton_http::TokenAuthenticator,
+) -> baton_http::Router {
+    baton_http::router(baton_http::ApiState {
+        runs: services.runs.clone(),
+        capabilities: services.capabilities.clone(),
+        authenticator: Arc::new(authenticator),
+        settings: baton_http::HttpSettings::default(),
+    })
 }

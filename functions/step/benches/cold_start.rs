@@ -143,15 +143,17 @@ async fn measure(binary: PathBuf) {
     let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     // Runs are created through the real orchestrator; their planning steps become the events.
     let llm_placeholder = "http://127.0.0.1:9/v1";
-    let registry = baton_bootstrap::registry_from(Some(repository.join("registry"))).unwrap();
-    let orchestrator = baton_bootstrap::orchestrator_over(
+    let registry = baton_bootstrap::registry_from(Some(&repository.join("registry"))).unwrap();
+    let services = baton_bootstrap::services_over(
         registry,
-        baton_bootstrap::OrchestratorPorts {
+        baton_bootstrap::StorePorts {
             store: store.clone(),
             queue: queue.clone(),
             capability_directory: store.clone(),
+            clock: Arc::new(baton_runtime::clock::SystemClock),
         },
         Arc::new(NoModel),
+        baton_runtime::services::OrchestratorSettings::default(),
         "bench".into(),
     );
     let envelope: Value = serde_json::from_str(
@@ -163,7 +165,7 @@ async fn measure(binary: PathBuf) {
     .unwrap();
     let (sender, receiver) = mpsc::unbounded_channel();
     for _ in 0..ROUNDS {
-        orchestrator.submit_run("bench", &envelope).await.unwrap();
+        services.runs.submit("bench", &envelope).await.unwrap();
     }
     let mut bodies = Vec::new();
     while bodies.len() < ROUNDS {

@@ -1,6 +1,7 @@
 //! The DynamoDB run store.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -12,8 +13,11 @@ use aws_sdk_dynamodb::types::{
     TransactWriteItem, Update,
 };
 use baton_core::event::{EventDraft, EventFrame};
+use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
+use baton_runtime::clock::SystemClock;
 use baton_runtime::error::StoreError;
+use baton_runtime::ports::Clock;
 
 use crate::state_codec::{decode_state, encode_state};
 use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StoredRun};
@@ -31,13 +35,6 @@ fn pending_outbox_shard(run_id: &str) -> String {
     format!("OUTBOX#PENDING#{}", hash % PENDING_OUTBOX_SHARDS)
 }
 
-fn now_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
-}
-
 /// Events live this long after they are written (DynamoDB TTL).
 const EVENT_RETENTION_SECONDS: u64 = 30 * 24 * 3600;
 /// Rounds of re-reading `nextSeq` when a concurrent append moved it.
@@ -48,6 +45,8 @@ const SEQUENCE_RETRY_ROUNDS: usize = 20;
 pub struct DynamoRunStore {
     pub(crate) client: Client,
     pub(crate) table: String,
+    /// Stamps outbox entries and event expiry (the orchestrator's clock).
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
@@ -84,13 +83,6 @@ pub(crate) fn read_text<'a>(item: &'a Item, name: &str) -> Result<&'a str, Store
         .ok_or_else(|| StoreError::Corrupt(format!("attribute `{name}` missing or not a string")))
 }
 
-fn now_seconds() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_secs())
-        .unwrap_or_default()
-}
-
 /// What a cancelled transaction said about each item, in request order.
 fn cancellation_codes(error: &SdkError<TransactWriteItemsError>) -> Option<Vec<String>> {
     match error {
@@ -123,7 +115,14 @@ impl DynamoRunStore {
         DynamoRunStore {
             client,
             table: table.into(),
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// The same store reading `clock` instead of the wall clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Creates the table (and its TTL) if it does not exist: for local emulators and tests.
@@ -236,7 +235,7 @@ impl DynamoRunStore {
         correlation_id: &str,
         drafts: Vec<EventDraft>,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        let expires = now_seconds() + EVENT_RETENTION_SECONDS;
+        let expires = self.clock.now().unix_millis() / 1000 + EVENT_RETENTION_SECONDS;
         drafts
             .into_iter()
             .enumerate()
@@ -277,7 +276,11 @@ impl DynamoRunStore {
                     ),
                     (
                         "gsi1sk".to_string(),
-                        s(format!("{:020}#{}", now_millis(), message.message_id)),
+                        s(format!(
+                            "{:020}#{}",
+                            self.clock.now().unix_millis(),
+                            message.message_id
+                        )),
                     ),
                 ]);
                 put(&self.table, item, None)
@@ -506,13 +509,13 @@ impl RunStore for DynamoRunStore {
                 ("claimant".to_string(), s(claim.worker_id)),
                 (
                     "leaseExpiresAt".to_string(),
-                    n(claim.lease_expires_at_millis),
+                    n(claim.lease_expires_at.unix_millis()),
                 ),
             ])))
             .condition_expression(
                 "attribute_not_exists(pk) OR leaseExpiresAt < :now OR claimant = :me",
             )
-            .expression_attribute_values(":now", n(claim.now_millis))
+            .expression_attribute_values(":now", n(claim.now.unix_millis()))
             .expression_attribute_values(":me", s(claim.worker_id))
             .build()
             .map_err(unavailable)?;
@@ -540,9 +543,9 @@ impl RunStore for DynamoRunStore {
                     .as_ref()
                     .map(|item| read_number(item, "leaseExpiresAt"))
                     .transpose()?
-                    .unwrap_or(claim.now_millis);
+                    .unwrap_or(claim.now.unix_millis());
                 Ok(ClaimOutcome::HeldByOther {
-                    lease_expires_at_millis: expires,
+                    lease_expires_at: Instant::from_unix_millis(expires),
                 })
             }
         }
@@ -737,7 +740,7 @@ impl RunStore for DynamoRunStore {
 
     async fn stale_outbox(
         &self,
-        written_before_millis: u64,
+        written_before: Instant,
         limit: usize,
     ) -> Result<Vec<StepMessage>, StoreError> {
         let mut stale: Vec<(String, StepMessage)> = Vec::new();
@@ -749,7 +752,10 @@ impl RunStore for DynamoRunStore {
                 .index_name(PENDING_OUTBOX_INDEX)
                 .key_condition_expression("gsi1pk = :shard AND gsi1sk < :cutoff")
                 .expression_attribute_values(":shard", s(format!("OUTBOX#PENDING#{shard}")))
-                .expression_attribute_values(":cutoff", s(format!("{written_before_millis:020}")))
+                .expression_attribute_values(
+                    ":cutoff",
+                    s(format!("{:020}", written_before.unix_millis())),
+                )
                 .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
                 .send()
                 .await

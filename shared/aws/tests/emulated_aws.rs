@@ -130,7 +130,7 @@ fn run_carrying(payload: String, run_id: &str) -> baton_core::run::RunState {
             thread_id: "thread".into(),
         },
         envelope,
-        "2026-01-01T00:00:00Z",
+        baton_core::instant::Instant::from_unix_millis(1_767_225_600_000),
         3,
     )
     .state

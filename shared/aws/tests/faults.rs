@@ -8,25 +8,25 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::event::{EventDraft, EventFrame, EventType};
+use baton_core::instant::Instant;
 use baton_core::run::{RunState, RunStatus, StepMessage};
-use baton_core::schema::ValidatorCache;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
-use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::error::{QueueError, StoreError};
 use baton_runtime::fault_injection::{DuplicatingQueue, FailingSendQueue};
-use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, StepOutcome};
 use baton_runtime::ports::{
     ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue, StoredRun,
 };
-use baton_runtime::registry_loader::load_registry;
-use baton_runtime::worker::{process_received_step, read_all_events_after};
+use baton_runtime::services::{OrchestratorSettings, StepOutcome};
+use baton_runtime::worker::process_received_step;
+use baton_test_support::{
+    BuiltServices, TestServices, assert_frames_match_schemas, example_envelope,
+};
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
@@ -127,7 +127,7 @@ impl RunStore for CountingStore {
     }
     async fn stale_outbox(
         &self,
-        before: u64,
+        before: Instant,
         limit: usize,
     ) -> Result<Vec<StepMessage>, StoreError> {
         self.0.stale_outbox(before, limit).await
@@ -204,43 +204,32 @@ fn orchestrator(
     fixture: &Fixture,
     store: Arc<dyn RunStore>,
     queue: Arc<dyn StepQueue>,
-) -> Arc<Orchestrator> {
+) -> Arc<BuiltServices> {
     let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
         fixture.model.base_url(),
         "scripted",
         None,
     ))
     .unwrap();
-    Arc::new(Orchestrator {
-        capability_directory: std::sync::Arc::new(
-            baton_runtime::memory::InMemoryCapabilityDirectory::new(),
-        ),
-        store,
-        queue,
-        llm: Arc::new(provider),
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
-        registry: Arc::new(
-            load_registry(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../registry")).unwrap(),
-        ),
-        validators: Arc::new(ValidatorCache::new()),
-        settings: OrchestratorSettings {
-            busy_retry_delay: Duration::from_millis(200),
-            ..OrchestratorSettings::default()
-        },
-        worker_id: "faults".into(),
-        claim_counter: Default::default(),
-    })
+    Arc::new(
+        TestServices::with_model(Arc::new(provider))
+            .store(store)
+            .queue(queue)
+            .settings(OrchestratorSettings {
+                busy_retry_delay: Duration::from_millis(200),
+                ..OrchestratorSettings::default()
+            })
+            .worker_id("faults")
+            .build(),
+    )
 }
 
 fn envelope() -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../registry/examples/seed-10.1-sample-envelope.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    example_envelope("seed-10.1-sample-envelope.json")
 }
 
 /// Receives and performs steps (concurrently within a batch) until the run settles.
-async fn drive_until_settled(orchestrator: &Arc<Orchestrator>, run_id: &str) -> RunStatus {
+async fn drive_until_settled(orchestrator: &Arc<BuiltServices>, run_id: &str) -> RunStatus {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let stored = orchestrator
@@ -262,7 +251,14 @@ async fn drive_until_settled(orchestrator: &Arc<Orchestrator>, run_id: &str) -> 
             .into_iter()
             .map(|received| {
                 let orchestrator = orchestrator.clone();
-                tokio::spawn(async move { process_received_step(&orchestrator, received).await })
+                tokio::spawn(async move {
+                    process_received_step(
+                        &orchestrator.services.steps,
+                        orchestrator.queue.as_ref(),
+                        received,
+                    )
+                    .await
+                })
             })
             .collect();
         for handle in handles {
@@ -271,10 +267,18 @@ async fn drive_until_settled(orchestrator: &Arc<Orchestrator>, run_id: &str) -> 
     }
 }
 
-async fn assert_exactly_once(orchestrator: &Orchestrator, run_id: &str, model: &ScriptedLlmServer) {
-    let frames = read_all_events_after(orchestrator, "t", run_id, 0)
+async fn assert_exactly_once(
+    orchestrator: &BuiltServices,
+    run_id: &str,
+    model: &ScriptedLlmServer,
+) {
+    let frames = orchestrator
+        .services
+        .runs
+        .read_all_events_after("t", run_id, 0)
         .await
         .unwrap();
+    assert_frames_match_schemas(&frames);
     for (index, frame) in frames.iter().enumerate() {
         assert_eq!(frame.id, index as u64 + 1, "contiguous sequence numbers");
     }
@@ -301,7 +305,12 @@ async fn every_step_message_delivered_twice() {
     let fixture = fixture().await;
     let queue: Arc<dyn StepQueue> = Arc::new(DuplicatingQueue(fixture.sqs.clone()));
     let orchestrator = orchestrator(&fixture, fixture.store.clone(), queue);
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let submitted = orchestrator
+        .services
+        .runs
+        .submit("t", &envelope())
+        .await
+        .unwrap();
     assert_eq!(
         drive_until_settled(&orchestrator, &submitted.run_id).await,
         RunStatus::Completed
@@ -314,7 +323,12 @@ async fn sends_lost_between_commit_and_send_are_repaired() {
     let fixture = fixture().await;
     let queue: Arc<dyn StepQueue> = Arc::new(FailingSendQueue::new(fixture.sqs.clone(), 2));
     let orchestrator = orchestrator(&fixture, fixture.store.clone(), queue);
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let submitted = orchestrator
+        .services
+        .runs
+        .submit("t", &envelope())
+        .await
+        .unwrap();
     assert_eq!(
         drive_until_settled(&orchestrator, &submitted.run_id).await,
         RunStatus::Completed
@@ -337,14 +351,25 @@ async fn two_concurrent_deliveries_of_one_step_commit_once() {
         .model
         .push_behaviors([Behavior::SlowValid { delay_ms: 500 }]);
     let orchestrator = orchestrator(&fixture, fixture.store.clone(), fixture.sqs.clone());
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let submitted = orchestrator
+        .services
+        .runs
+        .submit("t", &envelope())
+        .await
+        .unwrap();
     let plan = orchestrator
         .queue
         .receive(1, Duration::from_secs(2))
         .await
         .unwrap()
         .remove(0);
-    process_received_step(&orchestrator, plan).await.unwrap();
+    process_received_step(
+        &orchestrator.services.steps,
+        orchestrator.queue.as_ref(),
+        plan,
+    )
+    .await
+    .unwrap();
     let node_step = orchestrator
         .queue
         .receive(1, Duration::from_secs(2))
@@ -353,8 +378,8 @@ async fn two_concurrent_deliveries_of_one_step_commit_once() {
         .remove(0)
         .message;
     let (left, right) = tokio::join!(
-        orchestrator.handle_step(&node_step),
-        orchestrator.handle_step(&node_step)
+        orchestrator.services.steps.handle(&node_step),
+        orchestrator.services.steps.handle(&node_step)
     );
     let outcomes = [left.unwrap(), right.unwrap()];
     assert!(
@@ -374,16 +399,27 @@ async fn two_concurrent_deliveries_of_one_step_commit_once() {
         1,
         "the twin never called the model"
     );
-    let before = read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+    let before = orchestrator
+        .services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
         .await
         .unwrap()
         .len();
     assert_eq!(
-        orchestrator.handle_step(&node_step).await.unwrap(),
+        orchestrator
+            .services
+            .steps
+            .handle(&node_step)
+            .await
+            .unwrap(),
         StepOutcome::Stale
     );
     assert_eq!(
-        read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+        orchestrator
+            .services
+            .runs
+            .read_all_events_after("t", &submitted.run_id, 0)
             .await
             .unwrap()
             .len(),
@@ -399,14 +435,25 @@ async fn store_and_queue_calls_per_node_step() {
     let store: Arc<dyn RunStore> = Arc::new(CountingStore(fixture.store.clone(), counter.clone()));
     let queue: Arc<dyn StepQueue> = Arc::new(CountingQueue(fixture.sqs.clone(), counter.clone()));
     let orchestrator = orchestrator(&fixture, store, queue);
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let submitted = orchestrator
+        .services
+        .runs
+        .submit("t", &envelope())
+        .await
+        .unwrap();
     let plan = orchestrator
         .queue
         .receive(1, Duration::from_secs(2))
         .await
         .unwrap()
         .remove(0);
-    process_received_step(&orchestrator, plan).await.unwrap();
+    process_received_step(
+        &orchestrator.services.steps,
+        orchestrator.queue.as_ref(),
+        plan,
+    )
+    .await
+    .unwrap();
     let before = counter.snapshot();
     let node_step = orchestrator
         .queue
@@ -414,9 +461,13 @@ async fn store_and_queue_calls_per_node_step() {
         .await
         .unwrap()
         .remove(0);
-    process_received_step(&orchestrator, node_step)
-        .await
-        .unwrap();
+    process_received_step(
+        &orchestrator.services.steps,
+        orchestrator.queue.as_ref(),
+        node_step,
+    )
+    .await
+    .unwrap();
     let after = counter.snapshot();
     let per_step: BTreeMap<&str, usize> = after
         .iter()

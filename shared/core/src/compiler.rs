@@ -12,7 +12,7 @@ use crate::facet::FacetCatalog;
 use crate::schema::SchemaViolation;
 
 /// Where one property of a compiled schema came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FacetProvenance {
     pub facet: String,

@@ -5,7 +5,19 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Severity of a declarative constraint; decides planner responsibility.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ConstraintLevel {
     Hard,

@@ -1,11 +1,15 @@
-//! Event frames: what a client sees on the SSE stream (DESIGN.md "Wire
-//! contracts"). The core decides `EventDraft`s; the run store stamps each
-//! with the run's next sequence number, making it an `EventFrame`.
+//! Event frames: what a client sees on the SSE stream. The core builds
+//! `EventDraft`s (through the typed constructors of `crate::frames`); the run
+//! store stamps each with the run's next sequence number and the run's
+//! identity, making it an `EventFrame`. `EventFrame::to_sse` is the one SSE
+//! encoder.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Every event type of the seeds (the union DESIGN.md lists).
+use crate::compiler::FacetProvenance;
+
+/// Every event type a run's stream can carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventType {
@@ -38,6 +42,36 @@ pub enum EventType {
 }
 
 impl EventType {
+    /// Every event type, in catalogue order.
+    pub const ALL: [EventType; 26] = [
+        EventType::Start,
+        EventType::Phase,
+        EventType::PlanRequested,
+        EventType::PlanRejected,
+        EventType::PlanGenerated,
+        EventType::PlanUpdated,
+        EventType::PlanReadyForReview,
+        EventType::PlanReview,
+        EventType::NodeStart,
+        EventType::NodeComplete,
+        EventType::NodeError,
+        EventType::Handoff,
+        EventType::Delta,
+        EventType::ToolCall,
+        EventType::ToolResult,
+        EventType::AgentState,
+        EventType::PolicyTriggered,
+        EventType::HitlRequest,
+        EventType::HitlResolved,
+        EventType::ValidationError,
+        EventType::Warning,
+        EventType::Message,
+        EventType::Metrics,
+        EventType::Log,
+        EventType::Error,
+        EventType::Complete,
+    ];
+
     /// The SSE `event:` name (same as the JSON `type`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -76,7 +110,8 @@ impl EventType {
     }
 }
 
-/// An event before it has a sequence number.
+/// An event before it has a sequence number. Built by the constructors in
+/// `crate::frames`, one per frame type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventDraft {
@@ -85,31 +120,41 @@ pub struct EventDraft {
     pub timestamp: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan_version: Option<u32>,
+    /// The run's plan version when the frame was written (0: no plan yet).
+    #[serde(default)]
+    pub plan_version: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
+    /// Node-scoped frames: where each property of the node's compiled input
+    /// and output contracts came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facet_provenance: Option<FrameProvenance>,
+}
+
+/// The facet provenance of a node's compiled contracts, as frames carry it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FrameProvenance {
+    pub input: Vec<FacetProvenance>,
+    pub output: Vec<FacetProvenance>,
 }
 
 impl EventDraft {
-    pub fn new(event_type: EventType, timestamp: &str) -> Self {
+    pub fn new(event_type: EventType, timestamp: &str, plan_version: u32) -> Self {
         EventDraft {
             event_type,
             timestamp: timestamp.to_string(),
             node_id: None,
-            plan_version: None,
+            plan_version,
             message: None,
             payload: None,
+            facet_provenance: None,
         }
     }
     pub fn node(mut self, node_id: &str) -> Self {
         self.node_id = Some(node_id.to_string());
-        self
-    }
-    pub fn plan_version(mut self, version: u32) -> Self {
-        self.plan_version = Some(version);
         self
     }
     pub fn message(mut self, message: impl Into<String>) -> Self {
@@ -118,6 +163,10 @@ impl EventDraft {
     }
     pub fn payload(mut self, payload: Value) -> Self {
         self.payload = Some(payload);
+        self
+    }
+    pub fn provenance(mut self, provenance: FrameProvenance) -> Self {
+        self.facet_provenance = Some(provenance);
         self
     }
 
@@ -133,6 +182,7 @@ impl EventDraft {
             plan_version: self.plan_version,
             message: self.message,
             payload: self.payload,
+            facet_provenance: self.facet_provenance,
         }
     }
 }
@@ -149,12 +199,14 @@ pub struct EventFrame {
     pub correlation_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan_version: Option<u32>,
+    #[serde(default)]
+    pub plan_version: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facet_provenance: Option<FrameProvenance>,
 }
 
 impl EventFrame {
@@ -177,7 +229,7 @@ mod tests {
 
     #[test]
     fn sse_frame_has_id_event_and_data_lines() {
-        let frame = EventDraft::new(EventType::NodeStart, "2026-01-01T00:00:00Z")
+        let frame = EventDraft::new(EventType::NodeStart, "2026-01-01T00:00:00Z", 1)
             .node("node_1")
             .payload(json!({"a": 1}))
             .into_frame(7, "run-1", "corr-1");

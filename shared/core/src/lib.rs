@@ -14,6 +14,7 @@
 //!   file `$ref` retrieval turned off.
 
 pub mod capability;
+pub mod codes;
 pub mod compiler;
 pub mod context;
 pub mod contract;
@@ -23,6 +24,8 @@ pub mod envelope;
 pub mod error;
 pub mod event;
 pub mod facet;
+pub mod frames;
+pub mod instant;
 pub mod llm_planner;
 pub mod normalization;
 pub mod plan;

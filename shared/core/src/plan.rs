@@ -54,7 +54,9 @@ pub struct VariantSlot {
 pub const BUILTIN_JOIN_CAPABILITY: &str = "baton.join";
 
 /// A facet flowing from a producer node to a consumer node.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanEdge {
     pub from: String,

@@ -7,12 +7,13 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::codes::FailureCode;
 use crate::diagnostics::DiagnosticsBundle;
 use crate::envelope::TaskEnvelope;
 use crate::plan::PlanGraph;
 use crate::schema::SchemaViolation;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Queued,
@@ -108,7 +109,7 @@ impl NodeRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunFailure {
-    pub code: String,
+    pub code: FailureCode,
     pub message: String,
 }
 
@@ -140,6 +141,24 @@ pub struct RunState {
     pub updated_at: String,
     /// Bound on attempts per node (first try plus re-prompts).
     pub max_node_attempts: u32,
+}
+
+impl RunState {
+    /// The current plan's version; 0 before a plan exists.
+    pub fn plan_version(&self) -> u32 {
+        self.plan.as_ref().map_or(0, |plan| plan.plan_version)
+    }
+
+    /// Token use summed over every node.
+    pub fn total_usage(&self) -> TokenUsage {
+        self.nodes
+            .values()
+            .fold(TokenUsage::default(), |mut total, record| {
+                total.prompt_tokens += record.usage.prompt_tokens;
+                total.completion_tokens += record.usage.completion_tokens;
+                total
+            })
+    }
 }
 
 /// What a step message asks the worker to do.

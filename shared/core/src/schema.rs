@@ -15,7 +15,7 @@ use crate::CoreError;
 pub type SharedValidator = Arc<jsonschema::Validator>;
 
 /// One schema violation: where in the instance, what rule, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SchemaViolation {
     /// JSON pointer into the validated instance ("" is the root).

@@ -12,7 +12,9 @@
 pub mod auth;
 pub mod error;
 pub mod routes;
+pub mod snapshot;
 pub mod sse;
 
 pub use auth::TokenAuthenticator;
+pub use axum::Router;
 pub use routes::{ApiState, HttpSettings, router};

@@ -7,18 +7,18 @@ use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use baton_runtime::orchestrator::Orchestrator;
-use serde_json::{Map, Value, json};
+use baton_core::capability::{CapabilityRegistration, CapabilityStatus, RegisteredCapability};
+use baton_core::instant::Instant;
+use baton_runtime::services::{CapabilityService, RunService};
+use serde_json::{Value, json};
 
 use crate::auth::{Tenant, TokenAuthenticator};
 use crate::error::ApiError;
-use crate::sse::follow_run_events;
-use baton_core::capability::{CapabilityRegistration, CapabilityStatus, RegisteredCapability};
-use baton_runtime::clock::rfc3339_from_millis;
+use crate::snapshot::RunSnapshotResponse;
+use crate::sse::sse_response;
 
 /// Tunables of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -38,10 +38,11 @@ impl Default for HttpSettings {
     }
 }
 
-/// Shared state of every route.
+/// Shared state of every route: the services it calls, never a store.
 #[derive(Clone)]
 pub struct ApiState {
-    pub orchestrator: Arc<Orchestrator>,
+    pub runs: Arc<RunService>,
+    pub capabilities: Arc<CapabilityService>,
     pub authenticator: Arc<TokenAuthenticator>,
     pub settings: HttpSettings,
 }
@@ -120,7 +121,7 @@ async fn create_run(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let envelope = parse_json_body(&body)?;
-    let submitted = state.orchestrator.submit_run(&tenant.0, &envelope).await?;
+    let submitted = state.runs.submit(&tenant.0, &envelope).await?;
     let status = if submitted.deduplicated {
         StatusCode::OK
     } else {
@@ -144,17 +145,14 @@ async fn create_run_and_stream(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let envelope = parse_json_body(&body)?;
-    let submitted = state.orchestrator.submit_run(&tenant.0, &envelope).await?;
-    let stream = follow_run_events(
-        state.orchestrator.clone(),
-        tenant.0,
-        submitted.run_id,
+    let submitted = state.runs.submit(&tenant.0, &envelope).await?;
+    let frames = state.runs.follow(
+        &tenant.0,
+        &submitted.run_id,
         0,
         state.settings.poll_interval,
     );
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(state.settings.heartbeat))
-        .into_response())
+    Ok(sse_response(frames, state.settings.heartbeat))
 }
 
 fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
@@ -187,24 +185,13 @@ async fn run_events(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let after = last_event_id(&headers)?;
-    if state
-        .orchestrator
-        .load_run(&tenant.0, &run_id)
-        .await?
-        .is_none()
-    {
+    if state.runs.load(&tenant.0, &run_id).await?.is_none() {
         return Err(ApiError::run_not_found(&run_id));
     }
-    let stream = follow_run_events(
-        state.orchestrator.clone(),
-        tenant.0,
-        run_id,
-        after,
-        state.settings.poll_interval,
-    );
-    Ok(Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(state.settings.heartbeat))
-        .into_response())
+    let frames = state
+        .runs
+        .follow(&tenant.0, &run_id, after, state.settings.poll_interval);
+    Ok(sse_response(frames, state.settings.heartbeat))
 }
 
 async fn cancel_run(
@@ -213,8 +200,8 @@ async fn cancel_run(
     Path(run_id): Path<String>,
 ) -> Result<Response, ApiError> {
     match state
-        .orchestrator
-        .cancel_run(&tenant.0, &run_id, "cancelled by the caller")
+        .runs
+        .cancel(&tenant.0, &run_id, "cancelled by the caller")
         .await?
     {
         None => Err(ApiError::run_not_found(&run_id)),
@@ -226,87 +213,15 @@ async fn cancel_run(
     }
 }
 
-/// Keys whose values never leave the server.
-fn is_sensitive_key(key: &str) -> bool {
-    let lowered = key.to_ascii_lowercase().replace(['_', '-'], "");
-    [
-        "token",
-        "secret",
-        "apikey",
-        "password",
-        "authorization",
-        "credential",
-    ]
-    .iter()
-    .any(|word| lowered.contains(word))
-}
-
-/// Replaces sensitive values anywhere in `value`.
-pub fn redact(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(key, inner)| {
-                    let shown = if is_sensitive_key(key) {
-                        Value::String("[redacted]".into())
-                    } else {
-                        redact(inner)
-                    };
-                    (key.clone(), shown)
-                })
-                .collect::<Map<String, Value>>(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
-        other => other.clone(),
-    }
-}
-
 async fn run_snapshot(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     Path(run_id): Path<String>,
-) -> Result<Response, ApiError> {
-    let Some(stored) = state.orchestrator.load_run(&tenant.0, &run_id).await? else {
+) -> Result<Json<RunSnapshotResponse>, ApiError> {
+    let Some(stored) = state.runs.load(&tenant.0, &run_id).await? else {
         return Err(ApiError::run_not_found(&run_id));
     };
-    let run = &stored.state;
-    let envelope = serde_json::to_value(&*run.envelope).unwrap_or(Value::Null);
-    let plan_versions: Vec<Value> = run
-        .plan
-        .iter()
-        .map(|plan| {
-            let pending: Vec<&String> = run
-                .nodes
-                .iter()
-                .filter(|(_, record)| record.status != baton_core::run::NodeStatus::Completed)
-                .map(|(node_id, _)| node_id)
-                .collect();
-            json!({"version": plan.plan_version, "plannerRuntime": plan.planner_runtime, "plannerModel": plan.planner_model, "pendingNodeIds": pending})
-        })
-        .collect();
-    Ok(Json(json!({
-        "ok": true,
-        "run": {
-            "runId": run.run_id,
-            "threadId": run.thread_id,
-            "correlationId": run.correlation_id,
-            "status": run.status.as_str(),
-            "version": stored.version,
-            "planVersion": run.plan.as_ref().map(|plan| plan.plan_version),
-            "createdAt": run.created_at,
-            "updatedAt": run.updated_at,
-            "failure": run.failure,
-            "envelope": redact(&envelope),
-            "satisfactionScore": run.plan_diagnostics.as_ref().map(|bundle| bundle.satisfaction_score),
-            "observedSatisfaction": run.observed_satisfaction,
-        },
-        "output": run.output,
-        "planVersions": plan_versions,
-        "latestSnapshot": run.plan.as_ref().map(|plan| json!({"version": plan.plan_version, "nodes": plan.nodes, "edges": plan.edges})),
-        "diagnostics": run.plan_diagnostics,
-        "nodes": redact(&serde_json::to_value(&run.nodes).unwrap_or(Value::Null)),
-    }))
-    .into_response())
+    Ok(Json(RunSnapshotResponse::of(&stored.state, stored.version)))
 }
 
 fn capability_summary(capability: &CapabilityRegistration) -> Value {
@@ -328,8 +243,9 @@ fn registration_summary(record: &RegisteredCapability, status: CapabilityStatus)
     let mut summary = capability_summary(&record.registration);
     summary["source"] = json!("registered");
     summary["status"] = json!(status);
-    summary["registeredAt"] = json!(rfc3339_from_millis(record.registered_at_millis));
-    summary["lastSeenAt"] = json!(rfc3339_from_millis(record.last_seen_at_millis));
+    summary["registeredAt"] =
+        json!(Instant::from_unix_millis(record.registered_at_millis).rfc3339());
+    summary["lastSeenAt"] = json!(Instant::from_unix_millis(record.last_seen_at_millis).rfc3339());
     summary["heartbeatTimeoutSeconds"] = json!(record.heartbeat_timeout_millis() / 1000);
     summary
 }
@@ -340,8 +256,8 @@ async fn list_capabilities(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
 ) -> Result<Json<Value>, ApiError> {
-    let snapshot = state.orchestrator.capability_snapshot(&tenant.0).await?;
-    let registry = &state.orchestrator.registry;
+    let listing = state.capabilities.list(&tenant.0).await?;
+    let registry = &listing.registry;
     let mut capabilities: Vec<Value> = registry
         .capabilities()
         .map(|capability| {
@@ -352,7 +268,7 @@ async fn list_capabilities(
         })
         .collect();
     capabilities.extend(
-        snapshot
+        listing
             .registrations
             .iter()
             .map(|(record, status)| registration_summary(record, *status)),
@@ -370,13 +286,8 @@ async fn register_capability(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let payload = parse_json_body(&body)?;
-    let registered = state
-        .orchestrator
-        .register_capability(&tenant.0, &payload)
-        .await?;
-    let now = state.orchestrator.clock.now_millis();
-    let record = &registered.record;
-    let mut summary = registration_summary(record, record.status_at(now));
+    let registered = state.capabilities.register(&tenant.0, &payload).await?;
+    let mut summary = registration_summary(&registered.record, registered.status);
     summary["inputSchema"] = registered.input_schema.as_ref().clone();
     summary["outputSchema"] = registered.output_schema.as_ref().clone();
     Ok(Json(summary))

@@ -4,18 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::schema::ValidatorCache;
 use baton_http::auth::token_digest_hex;
 use baton_http::{ApiState, HttpSettings, TokenAuthenticator, router};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
-use baton_runtime::clock::{RandomIds, SystemClock};
-use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings};
-use baton_runtime::registry_loader::load_registry;
+use baton_runtime::clock::SystemClock;
+use baton_runtime::services::OrchestratorSettings;
+use baton_test_support::{TestServices, assert_frame_values_match_schemas, example_envelope};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use scripted_llm::ScriptedLlmServer;
@@ -32,17 +29,8 @@ struct TestApi {
     _worker: tokio::task::JoinHandle<()>,
 }
 
-fn repository(relative: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative)
-}
-
 fn example(name: &str) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(repository(&format!("registry/examples/{name}"))).unwrap(),
-    )
-    .unwrap()
+    example_envelope(name)
 }
 
 async fn start_api() -> TestApi {
@@ -57,28 +45,19 @@ async fn start_api_with_clock(clock: Arc<dyn baton_runtime::ports::Clock>) -> Te
         None,
     ))
     .unwrap();
-    let orchestrator = Arc::new(Orchestrator {
-        capability_directory: std::sync::Arc::new(
-            baton_runtime::memory::InMemoryCapabilityDirectory::new(),
-        ),
-        store: Arc::new(InMemoryRunStore::new()),
-        queue: Arc::new(InMemoryStepQueue::new()),
-        llm: Arc::new(provider),
-        clock,
-        ids: Arc::new(RandomIds),
-        registry: Arc::new(load_registry(&repository("registry")).unwrap()),
-        validators: Arc::new(ValidatorCache::new()),
-        settings: OrchestratorSettings::default(),
-        worker_id: "api-test".into(),
-        claim_counter: Default::default(),
-    });
+    let built = TestServices::with_model(Arc::new(provider))
+        .clock(clock)
+        .settings(OrchestratorSettings::default())
+        .worker_id("api-test")
+        .build();
     let tokens = format!(
         "acme:{},globex:{}",
         token_digest_hex(ACME_TOKEN),
         token_digest_hex(GLOBEX_TOKEN)
     );
     let state = ApiState {
-        orchestrator: orchestrator.clone(),
+        runs: built.services.runs.clone(),
+        capabilities: built.services.capabilities.clone(),
         authenticator: Arc::new(TokenAuthenticator::from_configuration(&tokens).unwrap()),
         settings: HttpSettings {
             heartbeat: Duration::from_secs(15),
@@ -91,7 +70,8 @@ async fn start_api_with_clock(clock: Arc<dyn baton_runtime::ports::Clock>) -> Te
         axum::serve(listener, router(state)).await.unwrap();
     });
     let worker = tokio::spawn(baton_runtime::worker::run_worker_until(
-        orchestrator,
+        built.services.steps.clone(),
+        built.queue.clone(),
         std::future::pending(),
     ));
     TestApi {
@@ -118,6 +98,7 @@ async fn read_sse(response: reqwest::Response) -> Vec<(String, String, Value)> {
             event.event.clone(),
             serde_json::from_str(&event.data).unwrap(),
         ));
+        assert_frame_values_match_schemas([&frames.last().unwrap().2]);
     }
     frames
 }
@@ -291,7 +272,7 @@ async fn bad_envelopes_are_400_or_422_with_the_path_and_nothing_runs() {
 async fn the_snapshot_redacts_secrets_and_a_parked_run_can_be_cancelled() {
     let api = start_api().await;
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(repository(
+        &std::fs::read_to_string(baton_test_support::repository_path(
             "functions/baton/tests/fixtures/human-review.json",
         ))
         .unwrap(),

@@ -52,7 +52,7 @@ fn millis(duration: Duration) -> f64 {
 
 fn main() {
     // `cargo bench` passes `--bench`; nothing else is accepted.
-    let base = match LocalModelConfig::from_environment() {
+    let base = match LocalModelConfig::from_variables(&|name| std::env::var(name).ok()) {
         Ok(config) => config,
         Err(error) => {
             eprintln!("local_model bench: {error}");

@@ -79,11 +79,7 @@ impl LocalModelConfig {
     /// available cores, at most 4), `BATON_LOCAL_CONTEXT_TOKENS` (4096),
     /// `BATON_LOCAL_MAX_TOKENS` (768), `BATON_LOCAL_TEMPERATURE` (0.2) and
     /// `BATON_LOCAL_SEED` (42).
-    pub fn from_environment() -> Result<Self, LocalModelConfigError> {
-        Self::from_variables(&|name| std::env::var(name).ok())
-    }
-
-    /// Same as [`Self::from_environment`] over any variable source.
+    /// The variables come from `read` (the process environment in production).
     pub fn from_variables(
         read: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, LocalModelConfigError> {

@@ -189,9 +189,9 @@ impl LocalModelProvider {
         })
     }
 
-    /// Reads [`LocalModelConfig::from_environment`] and loads the model.
-    pub fn from_environment() -> Result<Self, LocalModelError> {
-        Self::load(LocalModelConfig::from_environment()?)
+    /// Reads [`LocalModelConfig::from_variables`] and loads the model.
+    pub fn from_variables(read: &dyn Fn(&str) -> Option<String>) -> Result<Self, LocalModelError> {
+        Self::load(LocalModelConfig::from_variables(read)?)
     }
 
     /// Answers `request` like [`LlmProvider::complete`], with the timings.

@@ -14,7 +14,7 @@ use baton_runtime::ports::{LlmProvider, ModelDelta};
 use serde_json::{Value, json};
 
 fn provider() -> LocalModelProvider {
-    let config = LocalModelConfig::from_environment().unwrap();
+    let config = LocalModelConfig::from_variables(&|name| std::env::var(name).ok()).unwrap();
     LocalModelProvider::load(config).unwrap_or_else(|error| panic!("{error}"))
 }
 

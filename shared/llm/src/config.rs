@@ -63,11 +63,7 @@ impl OpenAiCompatibleConfig {
     /// Reads `BATON_LLM_BASE_URL`, `BATON_LLM_API_KEY`, `BATON_LLM_MODEL`
     /// (falling back to `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `OPENAI_MODEL`),
     /// and `BATON_LLM_MAX_ATTEMPTS`, `BATON_LLM_TIMEOUT_SECONDS`.
-    pub fn from_environment() -> Result<Self, LlmError> {
-        Self::from_variables(&|name| std::env::var(name).ok())
-    }
-
-    /// Same as [`Self::from_environment`] over any variable source.
+    /// The variables come from `read` (the process environment in production).
     pub fn from_variables(read: &dyn Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
         let api_key = non_empty_variable(read, "BATON_LLM_API_KEY")
             .or_else(|| non_empty_variable(read, "OPENAI_API_KEY"));

@@ -18,13 +18,11 @@ use baton_core::context::ModelRequest;
 use baton_core::facet::{Facet, FacetDirection};
 use baton_core::registry::Registry;
 use baton_core::run::{RunStatus, TokenUsage};
-use baton_core::schema::ValidatorCache;
-use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::error::LlmError;
-use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings};
+use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, StepQueue};
 use baton_runtime::worker::LocalRunner;
+use baton_test_support::TestServices;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc::UnboundedSender;
@@ -141,33 +139,23 @@ fn bench_node_steps(criterion: &mut Criterion) {
     let provider: Arc<dyn LlmProvider> = Arc::new(InstantProvider {
         answers_by_schema_name,
     });
-    let validators = Arc::new(ValidatorCache::new());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let envelope = envelope();
     let run_once = || async {
-        let store = Arc::new(InMemoryRunStore::new());
         let queue = Arc::new(InMemoryStepQueue::new());
-        let orchestrator = Arc::new(Orchestrator {
-            capability_directory: std::sync::Arc::new(
-                baton_runtime::memory::InMemoryCapabilityDirectory::new(),
-            ),
-            store,
-            queue: queue.clone(),
-            llm: provider.clone(),
-            clock: Arc::new(SystemClock),
-            ids: Arc::new(RandomIds),
-            registry: registry.clone(),
-            validators: validators.clone(),
-            settings: OrchestratorSettings::default(),
-            worker_id: "bench".into(),
-            claim_counter: Default::default(),
-        });
-        let submitted = orchestrator.submit_run("bench", &envelope).await.unwrap();
+        let services = TestServices::with_model(provider.clone())
+            .registry(registry.clone())
+            .queue(queue.clone())
+            .worker_id("bench")
+            .build()
+            .services;
+        let submitted = services.runs.submit("bench", &envelope).await.unwrap();
         let runner = LocalRunner {
-            orchestrator,
+            steps: services.steps,
+            runs: services.runs,
             queue,
         };
         runner
@@ -182,31 +170,19 @@ fn bench_node_steps(criterion: &mut Criterion) {
     );
     let plan_only = || async {
         let queue = Arc::new(InMemoryStepQueue::new());
-        let orchestrator = Orchestrator {
-            capability_directory: std::sync::Arc::new(
-                baton_runtime::memory::InMemoryCapabilityDirectory::new(),
-            ),
-            store: Arc::new(InMemoryRunStore::new()),
-            queue: queue.clone(),
-            llm: provider.clone(),
-            clock: Arc::new(SystemClock),
-            ids: Arc::new(RandomIds),
-            registry: registry.clone(),
-            validators: validators.clone(),
-            settings: OrchestratorSettings::default(),
-            worker_id: "bench".into(),
-            claim_counter: Default::default(),
-        };
-        orchestrator.submit_run("bench", &envelope).await.unwrap();
+        let services = TestServices::with_model(provider.clone())
+            .registry(registry.clone())
+            .queue(queue.clone())
+            .worker_id("bench")
+            .build()
+            .services;
+        services.runs.submit("bench", &envelope).await.unwrap();
         let plan_message = queue
             .receive(1, std::time::Duration::ZERO)
             .await
             .unwrap()
             .remove(0);
-        orchestrator
-            .handle_step(&plan_message.message)
-            .await
-            .unwrap()
+        services.steps.handle(&plan_message.message).await.unwrap()
     };
     let mut group = criterion.benchmark_group("engine");
     group.bench_function("five_node_run_submit_to_complete", |bencher| {

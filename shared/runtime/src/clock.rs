@@ -1,5 +1,7 @@
 //! System clock and id generator adapters (the core takes both as arguments).
 
+use baton_core::instant::Instant;
+
 use crate::ports::{Clock, IdGenerator};
 
 /// Wall clock.
@@ -7,11 +9,11 @@ use crate::ports::{Clock, IdGenerator};
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    fn now_millis(&self) -> u64 {
+    fn now(&self) -> Instant {
         let since_epoch = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX)
+        Instant::from_unix_millis(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
     }
 }
 
@@ -36,10 +38,10 @@ impl OffsetClock {
 }
 
 impl Clock for OffsetClock {
-    fn now_millis(&self) -> u64 {
-        SystemClock
-            .now_millis()
-            .saturating_add(self.offset_millis.load(std::sync::atomic::Ordering::SeqCst))
+    fn now(&self) -> Instant {
+        SystemClock.now().plus(std::time::Duration::from_millis(
+            self.offset_millis.load(std::sync::atomic::Ordering::SeqCst),
+        ))
     }
 }
 
@@ -50,31 +52,5 @@ pub struct RandomIds;
 impl IdGenerator for RandomIds {
     fn new_id(&self, prefix: &str) -> String {
         format!("{prefix}_{}", uuid::Uuid::new_v4().simple())
-    }
-}
-
-/// RFC 3339 text for a millisecond timestamp.
-pub fn rfc3339_from_millis(millis: u64) -> String {
-    let nanos = i128::from(millis) * 1_000_000;
-    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .and_then(|moment| {
-            moment
-                .format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_epoch_millis_as_rfc3339() {
-        assert_eq!(
-            rfc3339_from_millis(1_700_000_000_123),
-            "2023-11-14T22:13:20.123Z"
-        );
     }
 }

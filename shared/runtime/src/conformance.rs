@@ -13,8 +13,9 @@ use serde_json::json;
 use crate::error::StoreError;
 use crate::ports::{CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, RunStore};
 use baton_core::capability::RegisteredCapability;
+use baton_core::instant::Instant;
 
-const NOW: &str = "2026-01-01T00:00:00Z";
+const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
 
 fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<StepMessage>) {
     let envelope = TaskEnvelope::parse_value(
@@ -38,7 +39,7 @@ fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<Ste
 }
 
 fn log(message: &str) -> EventDraft {
-    EventDraft::new(EventType::Log, NOW).message(message)
+    baton_core::frames::log(&baton_core::frames::FrameStamp::new(NOW, 0), message)
 }
 
 fn check(condition: bool, what: &str) -> Result<(), String> {
@@ -212,7 +213,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
 
     // The sweeper's view: unsent entries written before a cutoff, across runs.
-    let far_future = u64::MAX / 2;
+    let far_future = Instant::from_unix_millis(u64::MAX / 2);
     let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
     check(
         stale.iter().any(|m| m.message_id == message.message_id),
@@ -220,7 +221,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         store
-            .stale_outbox(0, 1000)
+            .stale_outbox(Instant::from_unix_millis(0), 1000)
             .await
             .map_err(failed)?
             .is_empty(),
@@ -286,8 +287,8 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         node_id: "node_1",
         attempt: 1,
         worker_id: claimant,
-        now_millis: now,
-        lease_expires_at_millis: now + 1_000,
+        now: Instant::from_unix_millis(now),
+        lease_expires_at: Instant::from_unix_millis(now + 1_000),
     };
     let won = store
         .claim_node(
@@ -311,9 +312,8 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     check(
         matches!(
             lost,
-            ClaimOutcome::HeldByOther {
-                lease_expires_at_millis: 11_000
-            }
+            ClaimOutcome::HeldByOther { lease_expires_at }
+                if lease_expires_at == Instant::from_unix_millis(11_000)
         ),
         "a twin claim within the lease loses",
     )?;

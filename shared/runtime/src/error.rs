@@ -1,6 +1,7 @@
 //! The one error enum of `baton-runtime`.
 
 use baton_core::CoreError;
+use baton_core::codes::FailureCode;
 use thiserror::Error;
 
 /// Failures of a port adapter.
@@ -60,15 +61,15 @@ pub enum LlmError {
 
 impl LlmError {
     /// Stable code for `node_error.payload.code`.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> FailureCode {
         match self {
-            LlmError::Configuration(_) => "llm_configuration",
-            LlmError::RateLimited { .. } => "llm_rate_limited",
-            LlmError::ServerError { .. } => "llm_server_error",
-            LlmError::RequestRejected { .. } => "llm_request_rejected",
-            LlmError::Timeout { .. } => "llm_timeout",
-            LlmError::Transport { .. } => "llm_transport",
-            LlmError::UnexpectedResponse(_) => "llm_unexpected_response",
+            LlmError::Configuration(_) => FailureCode::LlmConfiguration,
+            LlmError::RateLimited { .. } => FailureCode::LlmRateLimited,
+            LlmError::ServerError { .. } => FailureCode::LlmServerError,
+            LlmError::RequestRejected { .. } => FailureCode::LlmRequestRejected,
+            LlmError::Timeout { .. } => FailureCode::LlmTimeout,
+            LlmError::Transport { .. } => FailureCode::LlmTransport,
+            LlmError::UnexpectedResponse(_) => FailureCode::LlmUnexpectedResponse,
         }
     }
 

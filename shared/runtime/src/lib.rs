@@ -14,13 +14,16 @@
 
 pub mod capability_cache;
 pub mod clock;
+#[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod error;
+#[cfg(any(test, feature = "testing"))]
 pub mod fault_injection;
+pub mod follow;
 pub mod memory;
-pub mod orchestrator;
 pub mod ports;
 pub mod registry_loader;
+pub mod services;
 pub mod worker;
 
 pub use error::RuntimeError;

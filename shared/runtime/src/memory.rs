@@ -3,32 +3,27 @@
 //! sequence numbers, leases, outbox, at-least-once redelivery), one process.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_core::capability::RegisteredCapability;
 use baton_core::event::{EventDraft, EventFrame};
+use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use tokio::sync::Notify;
 
+use crate::clock::SystemClock;
 use crate::error::{QueueError, StoreError};
 use crate::ports::{
-    CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue,
-    StoredRun,
+    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, NodeClaim, ReceivedStep, RunStore,
+    StepQueue, StoredRun,
 };
 
 struct OutboxEntry {
     message: StepMessage,
     sent: bool,
     written_at_millis: u64,
-}
-
-fn wall_clock_millis() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or_default()
 }
 
 struct Lease {
@@ -76,10 +71,21 @@ impl StoreTables {
 }
 
 /// Run store held in process memory.
-#[derive(Default)]
 pub struct InMemoryRunStore {
     tables: Mutex<StoreTables>,
     event_appended: Notify,
+    /// Stamps outbox entries (what the sweeper's age cutoff compares with).
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for InMemoryRunStore {
+    fn default() -> Self {
+        InMemoryRunStore {
+            tables: Mutex::default(),
+            event_appended: Notify::new(),
+            clock: Arc::new(SystemClock),
+        }
+    }
 }
 
 fn poisoned() -> StoreError {
@@ -89,6 +95,12 @@ fn poisoned() -> StoreError {
 impl InMemoryRunStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The same store reading `clock` (the orchestrator's) instead of the wall clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Resolves when any run appends an event (for local followers).
@@ -130,7 +142,7 @@ impl RunStore for InMemoryRunStore {
                         OutboxEntry {
                             message,
                             sent: false,
-                            written_at_millis: wall_clock_millis(),
+                            written_at_millis: self.clock.now().unix_millis(),
                         },
                     )
                 })
@@ -173,17 +185,17 @@ impl RunStore for InMemoryRunStore {
         let key = (claim.node_id.to_string(), claim.attempt);
         if let Some(lease) = record.leases.get(&key)
             && lease.worker_id != claim.worker_id
-            && lease.expires_at_millis > claim.now_millis
+            && lease.expires_at_millis > claim.now.unix_millis()
         {
             return Ok(ClaimOutcome::HeldByOther {
-                lease_expires_at_millis: lease.expires_at_millis,
+                lease_expires_at: Instant::from_unix_millis(lease.expires_at_millis),
             });
         }
         record.leases.insert(
             key,
             Lease {
                 worker_id: claim.worker_id.to_string(),
-                expires_at_millis: claim.lease_expires_at_millis,
+                expires_at_millis: claim.lease_expires_at.unix_millis(),
             },
         );
         record.append(events_on_claim);
@@ -238,7 +250,7 @@ impl RunStore for InMemoryRunStore {
                 OutboxEntry {
                     message,
                     sent: false,
-                    written_at_millis: wall_clock_millis(),
+                    written_at_millis: self.clock.now().unix_millis(),
                 },
             );
         }
@@ -294,7 +306,7 @@ impl RunStore for InMemoryRunStore {
 
     async fn stale_outbox(
         &self,
-        written_before_millis: u64,
+        written_before: Instant,
         limit: usize,
     ) -> Result<Vec<StepMessage>, StoreError> {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
@@ -302,7 +314,7 @@ impl RunStore for InMemoryRunStore {
             .runs
             .values()
             .flat_map(|record| record.outbox.values())
-            .filter(|entry| !entry.sent && entry.written_at_millis < written_before_millis)
+            .filter(|entry| !entry.sent && entry.written_at_millis < written_before.unix_millis())
             .map(|entry| (entry.written_at_millis, entry.message.clone()))
             .collect();
         stale.sort_by_key(|(written, _)| *written);

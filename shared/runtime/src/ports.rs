@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use baton_core::capability::RegisteredCapability;
 use baton_core::context::ModelRequest;
 use baton_core::event::{EventDraft, EventFrame};
-use baton_core::run::{RunState, StepMessage, TokenUsage};
+use baton_core::instant::Instant;
+use baton_core::run::{RunState, StepMessage};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::{LlmError, QueueError, StoreError};
@@ -35,7 +36,7 @@ pub enum ClaimOutcome {
     Claimed,
     /// Another worker holds an unexpired lease on the attempt.
     HeldByOther {
-        lease_expires_at_millis: u64,
+        lease_expires_at: Instant,
     },
 }
 
@@ -45,8 +46,8 @@ pub struct NodeClaim<'a> {
     pub node_id: &'a str,
     pub attempt: u32,
     pub worker_id: &'a str,
-    pub now_millis: u64,
-    pub lease_expires_at_millis: u64,
+    pub now: Instant,
+    pub lease_expires_at: Instant,
 }
 
 /// Durable run state, event log, node leases and outbox.
@@ -133,11 +134,11 @@ pub trait RunStore: Send + Sync {
         message_ids: &[String],
     ) -> Result<(), StoreError>;
 
-    /// Unsent outbox entries of any run written before `written_before_millis`
+    /// Unsent outbox entries of any run written before `written_before`
     /// (what a crash between commit and send left behind), oldest first.
     async fn stale_outbox(
         &self,
-        written_before_millis: u64,
+        written_before: Instant,
         limit: usize,
     ) -> Result<Vec<StepMessage>, StoreError>;
 }
@@ -164,13 +165,8 @@ pub trait StepQueue: Send + Sync {
     async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError>;
 }
 
-/// A model's structured answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelAnswer {
-    pub content: String,
-    pub usage: TokenUsage,
-    pub model: String,
-}
+/// A model's structured answer (defined by the engine, which judges it).
+pub use baton_core::engine::ModelAnswer;
 
 /// What a provider streams while it answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,8 +213,9 @@ pub trait CapabilityDirectory: Send + Sync {
     ) -> Result<Vec<RegisteredCapability>, StoreError>;
 }
 
+/// The shell's clock: every "now" the engine and the adapters use comes from here.
 pub trait Clock: Send + Sync {
-    fn now_millis(&self) -> u64;
+    fn now(&self) -> Instant;
 }
 
 pub trait IdGenerator: Send + Sync {

@@ -10,43 +10,101 @@ use serde_json::Value;
 
 use crate::error::RuntimeError;
 
-fn json_files_in(directory: &Path) -> Result<Vec<PathBuf>, RuntimeError> {
-    let entries = std::fs::read_dir(directory).map_err(|error| RuntimeError::Io {
-        path: directory.display().to_string(),
-        message: error.to_string(),
-    })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "json")
-        })
-        .collect();
-    files.sort();
-    Ok(files)
+/// Where registry files come from: a directory, or the copy built into the binary.
+trait RegistrySource {
+    /// `(source name, text)` of every `*.json` file in `folder`, by name.
+    fn json_files(&self, folder: &str) -> Result<Vec<(String, String)>, RuntimeError>;
+    /// The text of `relative` (a prompt file).
+    fn text(&self, relative: &str) -> Result<String, String>;
 }
 
-fn read_text(path: &Path) -> Result<String, RuntimeError> {
-    std::fs::read_to_string(path).map_err(|error| RuntimeError::Io {
-        path: path.display().to_string(),
-        message: error.to_string(),
-    })
-}
+struct DirectorySource<'a>(&'a Path);
 
-/// Loads and validates the registry rooted at `registry_root`.
-pub fn load_registry(registry_root: &Path) -> Result<Registry, RuntimeError> {
-    let mut facet_documents = Vec::new();
-    for path in json_files_in(&registry_root.join("facets"))? {
-        facet_documents.push(RegistryDocument {
-            source_name: path.display().to_string(),
-            text: read_text(&path)?,
-        });
+impl RegistrySource for DirectorySource<'_> {
+    fn json_files(&self, folder: &str) -> Result<Vec<(String, String)>, RuntimeError> {
+        let directory = self.0.join(folder);
+        let entries = std::fs::read_dir(&directory).map_err(|error| RuntimeError::Io {
+            path: directory.display().to_string(),
+            message: error.to_string(),
+        })?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .filter(|path| {
+                path.extension()
+                    .is_some_and(|extension| extension == "json")
+            })
+            .collect();
+        files.sort();
+        files
+            .into_iter()
+            .map(|path| {
+                let text = std::fs::read_to_string(&path).map_err(|error| RuntimeError::Io {
+                    path: path.display().to_string(),
+                    message: error.to_string(),
+                })?;
+                Ok((path.display().to_string(), text))
+            })
+            .collect()
     }
+
+    fn text(&self, relative: &str) -> Result<String, String> {
+        let path = self.0.join(relative);
+        std::fs::read_to_string(&path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))
+    }
+}
+
+/// The repository's `registry/`, built into the binary so a deployed
+/// function needs no files beside it.
+static EMBEDDED_REGISTRY: include_dir::Dir<'static> =
+    include_dir::include_dir!("$CARGO_MANIFEST_DIR/../../registry");
+
+struct EmbeddedSource;
+
+impl RegistrySource for EmbeddedSource {
+    fn json_files(&self, folder: &str) -> Result<Vec<(String, String)>, RuntimeError> {
+        let directory = EMBEDDED_REGISTRY
+            .get_dir(folder)
+            .ok_or_else(|| RuntimeError::Io {
+                path: format!("(built-in registry)/{folder}"),
+                message: "missing from the built-in registry".into(),
+            })?;
+        let mut files: Vec<(String, String)> = directory
+            .files()
+            .filter(|file| {
+                file.path()
+                    .extension()
+                    .is_some_and(|extension| extension == "json")
+            })
+            .map(|file| {
+                (
+                    format!("(built-in registry)/{}", file.path().display()),
+                    file.contents_utf8().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        files.sort();
+        Ok(files)
+    }
+
+    fn text(&self, relative: &str) -> Result<String, String> {
+        EMBEDDED_REGISTRY
+            .get_file(relative)
+            .and_then(|file| file.contents_utf8())
+            .map(str::to_string)
+            .ok_or_else(|| format!("{relative} is missing from the built-in registry"))
+    }
+}
+
+fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
+    let facet_documents: Vec<RegistryDocument> = source
+        .json_files("facets")?
+        .into_iter()
+        .map(|(source_name, text)| RegistryDocument { source_name, text })
+        .collect();
     let mut capability_documents = Vec::new();
-    for path in json_files_in(&registry_root.join("capabilities"))? {
-        let text = read_text(&path)?;
-        let source_name = path.display().to_string();
+    for (source_name, text) in source.json_files("capabilities")? {
         let prompt_file = serde_json::from_str::<Value>(&text)
             .ok()
             .and_then(|document| {
@@ -58,12 +116,11 @@ pub fn load_registry(registry_root: &Path) -> Result<Registry, RuntimeError> {
         let instructions = match prompt_file {
             None => None,
             Some(relative) => {
-                let prompt_path = registry_root.join(&relative);
-                let prompt = std::fs::read_to_string(&prompt_path).map_err(|error| {
+                let prompt = source.text(&relative).map_err(|message| {
                     RuntimeError::Registry(CoreError::InvalidRegistry {
                         source_name: source_name.clone(),
                         path: "$.promptTemplateFile".into(),
-                        message: format!("cannot read {}: {error}", prompt_path.display()),
+                        message,
                     })
                 })?;
                 Some(prompt.trim_end().to_string())
@@ -75,11 +132,15 @@ pub fn load_registry(registry_root: &Path) -> Result<Registry, RuntimeError> {
         .map_err(RuntimeError::Registry)
 }
 
-/// `BATON_REGISTRY_DIR`, else `./registry`.
-pub fn default_registry_root() -> PathBuf {
-    std::env::var_os("BATON_REGISTRY_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("registry"))
+/// Loads and validates the registry rooted at `registry_root`.
+pub fn load_registry(registry_root: &Path) -> Result<Registry, RuntimeError> {
+    load_from(&DirectorySource(registry_root))
+}
+
+/// Loads and validates the registry built into the binary (the
+/// repository's `registry/` when it was compiled).
+pub fn load_embedded_registry() -> Result<Registry, RuntimeError> {
+    load_from(&EmbeddedSource)
 }
 
 #[cfg(test)]
@@ -104,6 +165,25 @@ mod tests {
                 .capabilities()
                 .all(|capability| capability.instructions.is_some())
         );
+    }
+
+    #[test]
+    fn the_built_in_registry_equals_the_repository_registry() {
+        let built_in = load_embedded_registry().unwrap();
+        let on_disk = load_registry(&repository_registry()).unwrap();
+        let ids = |registry: &Registry| {
+            registry
+                .capabilities()
+                .map(|capability| {
+                    (
+                        capability.capability_id.clone(),
+                        capability.instructions.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&built_in), ids(&on_disk));
+        assert_eq!(built_in.facets.len(), on_disk.facets.len());
     }
 
     #[test]

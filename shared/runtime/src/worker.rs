@@ -5,45 +5,39 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::event::EventFrame;
 use baton_core::run::RunStatus;
 use tokio::task::JoinSet;
 
 use crate::error::RuntimeError;
 use crate::memory::InMemoryStepQueue;
-use crate::orchestrator::{Orchestrator, StepOutcome};
-use crate::ports::ReceivedStep;
+use crate::ports::{ReceivedStep, StepQueue};
+use crate::services::{RunService, StepOutcome, StepService};
 
 /// Deliveries after which a failing message is dropped (the SQS DLQ bound).
 pub const MAX_RECEIVES_BEFORE_DEAD_LETTER: u32 = 5;
 
 /// Performs one received message and acknowledges or releases it.
 pub async fn process_received_step(
-    orchestrator: &Orchestrator,
+    steps: &StepService,
+    queue: &dyn StepQueue,
     received: ReceivedStep,
 ) -> Result<StepOutcome, RuntimeError> {
-    let outcome = orchestrator.handle_step(&received.message).await;
+    let outcome = steps.handle(&received.message).await;
     match &outcome {
         Ok(StepOutcome::Busy { retry_after }) => {
-            orchestrator
-                .queue
-                .release(&received.receipt, *retry_after)
-                .await?;
+            queue.release(&received.receipt, *retry_after).await?;
         }
-        Ok(_) => orchestrator.queue.acknowledge(&received.receipt).await?,
+        Ok(_) => queue.acknowledge(&received.receipt).await?,
         Err(error)
             if error.is_retryable() && received.receive_count < MAX_RECEIVES_BEFORE_DEAD_LETTER =>
         {
             tracing::warn!(%error, receive_count = received.receive_count, "step failed; releasing for redelivery");
             let backoff = Duration::from_millis(50 * u64::from(received.receive_count));
-            orchestrator
-                .queue
-                .release(&received.receipt, backoff)
-                .await?;
+            queue.release(&received.receipt, backoff).await?;
         }
         Err(error) => {
             tracing::error!(%error, message_id = %received.message.message_id, "step failed for good; dropping the message");
-            orchestrator.queue.acknowledge(&received.receipt).await?;
+            queue.acknowledge(&received.receipt).await?;
         }
     }
     outcome
@@ -52,7 +46,8 @@ pub async fn process_received_step(
 /// Receives and performs steps until `shutdown` resolves (`baton serve`,
 /// long-running workers). Messages are processed concurrently.
 pub async fn run_worker_until(
-    orchestrator: Arc<Orchestrator>,
+    steps: Arc<StepService>,
+    queue: Arc<dyn StepQueue>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     const MAX_STEPS_IN_FLIGHT: usize = 32;
@@ -68,11 +63,11 @@ pub async fn run_worker_until(
         // in-flight SQS receive would hide its messages until they time out.
         tokio::select! {
             _ = &mut shutdown => break,
-            received = orchestrator.queue.receive(10, Duration::from_secs(1)) => match received {
+            received = queue.receive(10, Duration::from_secs(1)) => match received {
                 Ok(batch) => {
                     for step in batch {
-                        let orchestrator = orchestrator.clone();
-                        in_progress.spawn(async move { process_received_step(&orchestrator, step).await });
+                        let (steps, queue) = (steps.clone(), queue.clone());
+                        in_progress.spawn(async move { process_received_step(&steps, queue.as_ref(), step).await });
                     }
                 }
                 Err(error) => {
@@ -90,7 +85,7 @@ pub async fn run_worker_until(
 /// the queue redelivers (and dead-letters after its bound): malformed bodies,
 /// steps whose node another worker holds, and steps that errored.
 pub async fn process_step_batch(
-    orchestrator: &Orchestrator,
+    steps: &StepService,
     records: Vec<(String, String)>,
 ) -> Vec<String> {
     let handled = records.into_iter().map(|(message_id, body)| async move {
@@ -101,7 +96,7 @@ pub async fn process_step_batch(
                 return Some(message_id);
             }
         };
-        match orchestrator.handle_step(&message).await {
+        match steps.handle(&message).await {
             Ok(StepOutcome::Busy { .. }) => Some(message_id),
             Ok(_) => None,
             Err(error) => {
@@ -119,7 +114,8 @@ pub async fn process_step_batch(
 
 /// The embedded default's worker: one process, in-memory queue.
 pub struct LocalRunner {
-    pub orchestrator: Arc<Orchestrator>,
+    pub steps: Arc<StepService>,
+    pub runs: Arc<RunService>,
     pub queue: Arc<InMemoryStepQueue>,
 }
 
@@ -133,12 +129,13 @@ impl LocalRunner {
             if in_progress.is_empty() && self.queue.outstanding() == 0 {
                 return Ok(processed);
             }
-            let batch = self.orchestrator.queue.receive(10, Duration::ZERO).await?;
+            let batch = self.queue.receive(10, Duration::ZERO).await?;
             let received_any = !batch.is_empty();
             for received in batch {
-                let orchestrator = self.orchestrator.clone();
-                in_progress
-                    .spawn(async move { process_received_step(&orchestrator, received).await });
+                let (steps, queue) = (self.steps.clone(), self.queue.clone());
+                in_progress.spawn(async move {
+                    process_received_step(&steps, queue.as_ref(), received).await
+                });
             }
             if received_any {
                 continue;
@@ -166,68 +163,12 @@ impl LocalRunner {
     ) -> Result<RunStatus, RuntimeError> {
         self.drain().await?;
         let stored = self
-            .orchestrator
-            .store
-            .load_run(tenant_id, run_id)
+            .runs
+            .load(tenant_id, run_id)
             .await?
             .ok_or(RuntimeError::Store(crate::error::StoreError::RunNotFound))?;
         Ok(stored.state.status)
     }
-}
-
-/// Reads every frame after `after_sequence` (paging through the store).
-pub async fn read_all_events_after(
-    orchestrator: &Orchestrator,
-    tenant_id: &str,
-    run_id: &str,
-    after_sequence: u64,
-) -> Result<Vec<EventFrame>, RuntimeError> {
-    let mut frames = Vec::new();
-    let mut cursor = after_sequence;
-    loop {
-        let page = orchestrator
-            .store
-            .read_events(tenant_id, run_id, cursor, 500)
-            .await?;
-        let Some(last) = page.last() else {
-            return Ok(frames);
-        };
-        cursor = last.id;
-        frames.extend(page);
-    }
-}
-
-/// The sweeper's use case: re-sends outbox entries older than `older_than`
-/// that a crash between commit and send left unsent, then marks them sent.
-/// Re-sending is safe: a step that already ran finds itself stale.
-pub async fn sweep_stale_outbox(
-    orchestrator: &Orchestrator,
-    older_than: Duration,
-    limit: usize,
-) -> Result<usize, RuntimeError> {
-    let cutoff = orchestrator
-        .clock
-        .now_millis()
-        .saturating_sub(u64::try_from(older_than.as_millis()).unwrap_or(u64::MAX));
-    let stale = orchestrator.store.stale_outbox(cutoff, limit).await?;
-    for message in &stale {
-        orchestrator
-            .queue
-            .send(std::slice::from_ref(message))
-            .await?;
-        orchestrator
-            .store
-            .mark_outbox_sent(
-                &message.tenant_id,
-                &message.run_id,
-                std::slice::from_ref(&message.message_id),
-            )
-            .await?;
-    }
-    if !stale.is_empty() {
-        tracing::info!(resent = stale.len(), "sweeper re-sent stale outbox entries");
-    }
-    Ok(stale.len())
 }
 
 /// A run submitted by another service through the ingest queue.
@@ -245,17 +186,13 @@ pub struct IngestMessage {
 /// dead-letter queue, so an invalid submission is kept for inspection,
 /// never silently dropped.
 pub async fn process_ingest_batch(
-    orchestrator: &Orchestrator,
+    runs: &RunService,
     records: Vec<(String, String)>,
 ) -> Vec<String> {
     let mut failed = Vec::new();
     for (message_id, body) in records {
         let submitted = match serde_json::from_str::<IngestMessage>(&body) {
-            Ok(message) => {
-                orchestrator
-                    .submit_run(&message.tenant_id, &message.envelope)
-                    .await
-            }
+            Ok(message) => runs.submit(&message.tenant_id, &message.envelope).await,
             Err(error) => {
                 tracing::error!(%message_id, %error, "ingest message is not {{tenantId, envelope}}");
                 failed.push(message_id);

@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -14,15 +13,14 @@ use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::event::EventType;
 use baton_core::run::{RunStatus, TokenUsage};
-use baton_core::schema::ValidatorCache;
-use baton_runtime::clock::{RandomIds, SystemClock};
+use baton_runtime::clock::SystemClock;
 use baton_runtime::error::LlmError;
 use baton_runtime::fault_injection::{DuplicatingQueue, FailingSendQueue};
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::orchestrator::{Orchestrator, OrchestratorSettings, StepOutcome};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, RunStore, StepQueue};
-use baton_runtime::registry_loader::load_registry;
-use baton_runtime::worker::{LocalRunner, read_all_events_after};
+use baton_runtime::services::{OutboxSweeper, Services, StepOutcome};
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::{TestServices, assert_frames_match_schemas, example_envelope};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -54,66 +52,46 @@ impl LlmProvider for CountingModel {
     }
 }
 
-fn repository_path(relative: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(relative)
-}
-
 fn envelope() -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(repository_path(
-            "registry/examples/seed-10.1-sample-envelope.json",
-        ))
-        .unwrap(),
-    )
-    .unwrap()
+    example_envelope("seed-10.1-sample-envelope.json")
 }
 
-fn orchestrator(
+fn services(
     store: Arc<InMemoryRunStore>,
     queue: Arc<dyn StepQueue>,
     model: Arc<CountingModel>,
-) -> Arc<Orchestrator> {
-    orchestrator_over_store(store, queue, model)
+) -> Services {
+    services_over_store(store, queue, model)
 }
 
-/// The real orchestrator over `store` and `queue`, with the counting model
+/// The real services over `store` and `queue`, with the counting model
 /// standing in for the model endpoint.
-fn orchestrator_over_store(
+fn services_over_store(
     store: Arc<dyn RunStore>,
     queue: Arc<dyn StepQueue>,
     model: Arc<CountingModel>,
-) -> Arc<Orchestrator> {
-    Arc::new(Orchestrator {
-        capability_directory: Arc::new(baton_runtime::memory::InMemoryCapabilityDirectory::new()),
-        store,
-        queue,
-        llm: model,
-        clock: Arc::new(SystemClock),
-        ids: Arc::new(RandomIds),
-        registry: Arc::new(load_registry(&repository_path("registry")).unwrap()),
-        validators: Arc::new(ValidatorCache::new()),
-        settings: OrchestratorSettings {
-            busy_retry_delay: Duration::from_millis(20),
-            ..OrchestratorSettings::default()
-        },
-        worker_id: "test-worker".into(),
-        claim_counter: Default::default(),
-    })
+) -> Services {
+    TestServices::with_model(model)
+        .store(store)
+        .queue(queue)
+        .build()
+        .services
 }
 
 async fn assert_completed_once_per_node(
     store: &InMemoryRunStore,
-    orchestrator: &Orchestrator,
+    services: &Services,
     run_id: &str,
     model: &CountingModel,
 ) {
     let state = store.load_run("t", run_id).await.unwrap().unwrap().state;
     assert_eq!(state.status, RunStatus::Completed);
-    let frames = read_all_events_after(orchestrator, "t", run_id, 0)
+    let frames = services
+        .runs
+        .read_all_events_after("t", run_id, 0)
         .await
         .unwrap();
+    assert_frames_match_schemas(&frames);
     for (index, frame) in frames.iter().enumerate() {
         assert_eq!(frame.id, index as u64 + 1, "contiguous sequence numbers");
     }
@@ -151,14 +129,15 @@ async fn every_message_delivered_twice_changes_nothing() {
         calls: AtomicUsize::new(0),
         delay: Duration::ZERO,
     });
-    let orchestrator = orchestrator(
+    let services = services(
         store.clone(),
         Arc::new(DuplicatingQueue(inner.clone() as Arc<dyn StepQueue>)),
         model.clone(),
     );
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let submitted = services.runs.submit("t", &envelope()).await.unwrap();
     let runner = LocalRunner {
-        orchestrator: orchestrator.clone(),
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
         queue: inner,
     };
     let status = runner
@@ -166,7 +145,7 @@ async fn every_message_delivered_twice_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(status, RunStatus::Completed);
-    assert_completed_once_per_node(&store, &orchestrator, &submitted.run_id, &model).await;
+    assert_completed_once_per_node(&store, &services, &submitted.run_id, &model).await;
 }
 
 #[tokio::test]
@@ -178,10 +157,11 @@ async fn a_send_lost_after_commit_is_repaired_by_redelivery() {
         delay: Duration::ZERO,
     });
     let queue = Arc::new(FailingSendQueue::new(inner.clone(), 2));
-    let orchestrator = orchestrator(store.clone(), queue, model.clone());
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let services = services(store.clone(), queue, model.clone());
+    let submitted = services.runs.submit("t", &envelope()).await.unwrap();
     let runner = LocalRunner {
-        orchestrator: orchestrator.clone(),
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
         queue: inner,
     };
     let status = runner
@@ -197,7 +177,7 @@ async fn a_send_lost_after_commit_is_repaired_by_redelivery() {
             .is_empty(),
         "outbox drained"
     );
-    assert_completed_once_per_node(&store, &orchestrator, &submitted.run_id, &model).await;
+    assert_completed_once_per_node(&store, &services, &submitted.run_id, &model).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,10 +188,10 @@ async fn two_concurrent_deliveries_of_one_step_call_the_model_once() {
         calls: AtomicUsize::new(0),
         delay: Duration::from_millis(200),
     });
-    let orchestrator = orchestrator(store.clone(), queue.clone(), model.clone());
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let services = services(store.clone(), queue.clone(), model.clone());
+    let submitted = services.runs.submit("t", &envelope()).await.unwrap();
     let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
-    orchestrator.handle_step(&plan.message).await.unwrap();
+    services.steps.handle(&plan.message).await.unwrap();
     queue.acknowledge(&plan.receipt).await.unwrap();
     let first_node = queue
         .receive(1, Duration::ZERO)
@@ -220,8 +200,8 @@ async fn two_concurrent_deliveries_of_one_step_call_the_model_once() {
         .remove(0)
         .message;
     let (left, right) = tokio::join!(
-        orchestrator.handle_step(&first_node),
-        orchestrator.handle_step(&first_node)
+        services.steps.handle(&first_node),
+        services.steps.handle(&first_node)
     );
     let outcomes = [left.unwrap(), right.unwrap()];
     assert!(
@@ -238,15 +218,19 @@ async fn two_concurrent_deliveries_of_one_step_call_the_model_once() {
     );
     assert_eq!(model.calls.load(Ordering::SeqCst), 1);
     // The loser's redelivery after the winner's commit is stale and appends nothing.
-    let before = read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+    let before = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
         .await
         .unwrap()
         .len();
     assert_eq!(
-        orchestrator.handle_step(&first_node).await.unwrap(),
+        services.steps.handle(&first_node).await.unwrap(),
         StepOutcome::Stale
     );
-    let after = read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+    let after = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
         .await
         .unwrap()
         .len();
@@ -262,14 +246,14 @@ async fn an_idempotency_key_returns_the_same_run() {
         calls: AtomicUsize::new(0),
         delay: Duration::ZERO,
     });
-    let orchestrator = orchestrator(store, queue, model);
+    let services = services(store, queue, model);
     let mut envelope = envelope();
     envelope["idempotencyKey"] = "order-42".into();
-    let first = orchestrator.submit_run("t", &envelope).await.unwrap();
-    let second = orchestrator.submit_run("t", &envelope).await.unwrap();
+    let first = services.runs.submit("t", &envelope).await.unwrap();
+    let second = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(first.run_id, second.run_id);
     assert!(second.deduplicated && !first.deduplicated);
-    let other_tenant = orchestrator.submit_run("u", &envelope).await.unwrap();
+    let other_tenant = services.runs.submit("u", &envelope).await.unwrap();
     assert_ne!(
         other_tenant.run_id, first.run_id,
         "keys are scoped by tenant"
@@ -284,8 +268,8 @@ async fn a_queue_batch_reports_only_the_messages_to_redeliver() {
         calls: AtomicUsize::new(0),
         delay: Duration::ZERO,
     });
-    let orchestrator = orchestrator(store, queue.clone(), model);
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let services = services(store, queue.clone(), model);
+    let submitted = services.runs.submit("t", &envelope()).await.unwrap();
     let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
     let plan_body = serde_json::to_string(&plan.message).unwrap();
     let records = vec![
@@ -296,15 +280,17 @@ async fn a_queue_batch_reports_only_the_messages_to_redeliver() {
             plan_body.replace(&submitted.run_id, "run_missing"),
         ),
     ];
-    let failed = baton_runtime::worker::process_step_batch(&orchestrator, records).await;
+    let failed = baton_runtime::worker::process_step_batch(&services.steps, records).await;
     assert_eq!(
         failed,
         vec!["garbage".to_string()],
         "only the malformed body is redelivered"
     );
-    let duplicate =
-        baton_runtime::worker::process_step_batch(&orchestrator, vec![("again".into(), plan_body)])
-            .await;
+    let duplicate = baton_runtime::worker::process_step_batch(
+        &services.steps,
+        vec![("again".into(), plan_body)],
+    )
+    .await;
     assert!(duplicate.is_empty(), "a duplicate is acknowledged as stale");
 }
 
@@ -316,16 +302,14 @@ async fn the_sweeper_resends_what_a_crash_left_in_the_outbox() {
         calls: AtomicUsize::new(0),
         delay: Duration::ZERO,
     });
-    let lossy = orchestrator(
-        store.clone(),
-        Arc::new(FailingSendQueue::new(inner.clone(), 1)),
-        model.clone(),
-    );
-    let submitted = lossy.submit_run("t", &envelope()).await.unwrap();
+    let lossy_queue: Arc<dyn StepQueue> = Arc::new(FailingSendQueue::new(inner.clone(), 1));
+    let lossy = services(store.clone(), lossy_queue.clone(), model.clone());
+    let sweeper = OutboxSweeper::new(store.clone(), lossy_queue, Arc::new(SystemClock));
+    let submitted = lossy.runs.submit("t", &envelope()).await.unwrap();
     let plan = inner.receive(1, Duration::ZERO).await.unwrap().remove(0);
     // The plan step commits, then its send of node_1 is lost; the message is acknowledged anyway
     // (as if the worker had died after the commit and SQS had since dropped the delivery).
-    assert!(lossy.handle_step(&plan.message).await.is_err());
+    assert!(lossy.steps.handle(&plan.message).await.is_err());
     inner.acknowledge(&plan.receipt).await.unwrap();
     assert_eq!(
         inner.outstanding(),
@@ -333,21 +317,15 @@ async fn the_sweeper_resends_what_a_crash_left_in_the_outbox() {
         "nothing left on the queue: only the outbox knows node_1"
     );
     assert_eq!(
-        baton_runtime::worker::sweep_stale_outbox(&lossy, Duration::from_secs(3600), 100)
-            .await
-            .unwrap(),
+        sweeper.sweep(Duration::from_secs(3600), 100).await.unwrap(),
         0,
         "young entries are left alone"
     );
     tokio::time::sleep(Duration::from_millis(5)).await;
-    assert_eq!(
-        baton_runtime::worker::sweep_stale_outbox(&lossy, Duration::ZERO, 100)
-            .await
-            .unwrap(),
-        1
-    );
+    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 1);
     let runner = LocalRunner {
-        orchestrator: lossy.clone(),
+        steps: lossy.steps.clone(),
+        runs: lossy.runs.clone(),
         queue: inner,
     };
     assert_eq!(
@@ -368,7 +346,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         calls: AtomicUsize::new(0),
         delay: Duration::ZERO,
     });
-    let orchestrator = orchestrator(store, queue.clone(), model);
+    let services = services(store, queue.clone(), model);
     let mut keyed = envelope();
     keyed["idempotencyKey"] = "crm-event-7".into();
     let body = serde_json::json!({"tenantId": "t", "envelope": keyed}).to_string();
@@ -381,7 +359,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
             serde_json::json!({"tenantId": "t", "envelope": {"objective": ""}}).to_string(),
         ),
     ];
-    let failed = baton_runtime::worker::process_ingest_batch(&orchestrator, records).await;
+    let failed = baton_runtime::worker::process_ingest_batch(&services.runs, records).await;
     assert_eq!(
         failed,
         vec!["not-json".to_string(), "bad-envelope".to_string()]
@@ -500,7 +478,7 @@ impl RunStore for FlakyCommitStore {
     }
     async fn stale_outbox(
         &self,
-        before: u64,
+        before: baton_core::instant::Instant,
         limit: usize,
     ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
         self.inner.stale_outbox(before, limit).await
@@ -521,19 +499,19 @@ async fn a_failed_commit_releases_the_claim_so_the_redelivery_proceeds_at_once()
         calls: AtomicUsize::new(0),
         delay: Duration::ZERO,
     });
-    let orchestrator = orchestrator_over_store(store, queue.clone(), model.clone());
-    orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let services = services_over_store(store, queue.clone(), model.clone());
+    services.runs.submit("t", &envelope()).await.unwrap();
     let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
-    orchestrator.handle_step(&plan.message).await.unwrap();
+    services.steps.handle(&plan.message).await.unwrap();
     let node_step = queue
         .receive(1, Duration::ZERO)
         .await
         .unwrap()
         .remove(0)
         .message;
-    let failed = orchestrator.handle_step(&node_step).await.unwrap_err();
+    let failed = services.steps.handle(&node_step).await.unwrap_err();
     assert!(failed.is_retryable(), "{failed}");
-    let retried = orchestrator.handle_step(&node_step).await.unwrap();
+    let retried = services.steps.handle(&node_step).await.unwrap();
     assert!(
         matches!(retried, StepOutcome::Committed { .. }),
         "the redelivery was not held off by the dead claim: {retried:?}"
@@ -560,12 +538,12 @@ async fn a_result_too_large_to_store_fails_the_run_clearly_instead_of_retrying_f
         calls: AtomicUsize::new(0),
         delay: Duration::ZERO,
     });
-    let orchestrator = orchestrator_over_store(store, queue.clone(), model.clone());
-    let submitted = orchestrator.submit_run("t", &envelope()).await.unwrap();
+    let services = services_over_store(store, queue.clone(), model.clone());
+    let submitted = services.runs.submit("t", &envelope()).await.unwrap();
     let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
-    orchestrator.handle_step(&plan.message).await.unwrap();
+    services.steps.handle(&plan.message).await.unwrap();
     let node_step = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
-    let outcome = orchestrator.handle_step(&node_step.message).await.unwrap();
+    let outcome = services.steps.handle(&node_step.message).await.unwrap();
     assert!(
         matches!(outcome, StepOutcome::Committed { .. }),
         "{outcome:?}"
@@ -584,7 +562,9 @@ async fn a_result_too_large_to_store_fails_the_run_clearly_instead_of_retrying_f
             .map(|failure| failure.code.as_str()),
         Some("state_too_large")
     );
-    let events = read_all_events_after(&orchestrator, "t", &submitted.run_id, 0)
+    let events = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
         .await
         .unwrap();
     let last = events.last().unwrap();

@@ -1,0 +1,143 @@
+//! The one typed configuration. Every environment variable Baton reads is
+//! read through a [`VariableReader`]: in production [`process_environment`]
+//! (the only place that touches the process environment), in tests any
+//! closure. The README's configuration table lists each variable; a test
+//! keeps the two in step.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use baton_core::engine::PlannerChoice;
+
+use crate::StartupError;
+
+/// Reads one variable by name.
+pub type VariableReader<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment as a [`VariableReader`].
+pub fn process_environment(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Everything the wiring needs that does not belong to one adapter (the
+/// model providers read their own variables through the same reader).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Configuration {
+    /// `BATON_REGISTRY_DIR`: overrides the registry built into the binary.
+    pub registry_dir: Option<PathBuf>,
+    /// `BATON_PLANNER`: `deterministic` (default) or `llm`.
+    pub planner: PlannerChoice,
+    /// `BATON_API_TOKENS`: `tenant:sha256-hex,…`.
+    pub api_tokens: Option<String>,
+    /// `BATON_TABLE`: the DynamoDB table.
+    pub table: Option<String>,
+    /// `BATON_QUEUE_URL`: the SQS step queue.
+    pub queue_url: Option<String>,
+    /// `BATON_SWEEP_AFTER_SECONDS`: outbox age the sweeper re-sends (default 60).
+    pub sweep_after: Duration,
+    /// `BATON_LOG`: tracing filter.
+    pub log_filter: Option<String>,
+    /// `AWS_LAMBDA_LOG_STREAM_NAME`: unique per Lambda instance; scopes node claims.
+    pub lambda_log_stream: Option<String>,
+}
+
+fn non_empty(read: VariableReader<'_>, name: &str) -> Option<String> {
+    read(name)
+        .map(|value| value.trim().to_string())
+        .filter(|value| !value.is_empty())
+}
+
+impl Configuration {
+    pub fn from_variables(read: VariableReader<'_>) -> Result<Self, StartupError> {
+        let planner = match non_empty(read, "BATON_PLANNER").as_deref() {
+            None | Some("deterministic") => PlannerChoice::Deterministic,
+            Some("llm") => PlannerChoice::Llm,
+            Some(other) => {
+                return Err(StartupError(format!(
+                    "BATON_PLANNER must be `deterministic` or `llm` (got `{other}`)"
+                )));
+            }
+        };
+        let sweep_after = match non_empty(read, "BATON_SWEEP_AFTER_SECONDS") {
+            None => Duration::from_secs(60),
+            Some(text) => Duration::from_secs(text.parse::<u64>().map_err(|_| {
+                StartupError(format!(
+                    "BATON_SWEEP_AFTER_SECONDS must be whole seconds (got `{text}`)"
+                ))
+            })?),
+        };
+        Ok(Configuration {
+            registry_dir: non_empty(read, "BATON_REGISTRY_DIR").map(PathBuf::from),
+            planner,
+            api_tokens: non_empty(read, "BATON_API_TOKENS"),
+            table: non_empty(read, "BATON_TABLE"),
+            queue_url: non_empty(read, "BATON_QUEUE_URL"),
+            sweep_after,
+            log_filter: non_empty(read, "BATON_LOG"),
+            lambda_log_stream: non_empty(read, "AWS_LAMBDA_LOG_STREAM_NAME"),
+        })
+    }
+
+    /// The process's worker id: the Lambda instance's log stream, else `fallback`.
+    pub fn worker_id(&self, fallback: &str) -> String {
+        self.lambda_log_stream
+            .clone()
+            .unwrap_or_else(|| fallback.to_string())
+    }
+
+    pub(crate) fn required<'a>(
+        value: &'a Option<String>,
+        name: &str,
+        purpose: &str,
+    ) -> Result<&'a str, StartupError> {
+        value
+            .as_deref()
+            .ok_or_else(|| StartupError(format!("{name} is not set: {purpose}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value.to_string())
+        }
+    }
+
+    #[test]
+    fn defaults_values_and_errors() {
+        let defaults = Configuration::from_variables(&reader(&[])).unwrap();
+        assert_eq!(defaults.planner, PlannerChoice::Deterministic);
+        assert_eq!(defaults.sweep_after, Duration::from_secs(60));
+        assert_eq!(defaults.worker_id("step"), "step");
+        let set = Configuration::from_variables(&reader(&[
+            ("BATON_PLANNER", "llm"),
+            ("BATON_SWEEP_AFTER_SECONDS", "5"),
+            ("BATON_TABLE", " runs "),
+            ("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/22/[$LATEST]abc"),
+        ]))
+        .unwrap();
+        assert_eq!(set.planner, PlannerChoice::Llm);
+        assert_eq!(set.sweep_after, Duration::from_secs(5));
+        assert_eq!(set.table.as_deref(), Some("runs"));
+        assert_eq!(set.worker_id("step"), "2026/11/22/[$LATEST]abc");
+        for (name, value, named) in [
+            ("BATON_PLANNER", "clever", "BATON_PLANNER"),
+            (
+                "BATON_SWEEP_AFTER_SECONDS",
+                "1m",
+                "BATON_SWEEP_AFTER_SECONDS",
+            ),
+        ] {
+            let pairs: &'static [(&'static str, &'static str)] =
+                Box::leak(vec![(name, value)].into_boxed_slice());
+            let error = Configuration::from_variables(&reader(pairs)).unwrap_err();
+            assert!(error.0.contains(named), "{error}");
+        }
+    }
+}

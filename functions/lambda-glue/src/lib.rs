@@ -1,0 +1,89 @@
+//! `baton-lambda-glue`: what every Baton function does between the Lambda
+//! runtime and a use case, written once.
+//!
+//! - [`run_sqs_batch_function`]: an SQS-triggered function whose handler
+//!   takes `(message id, body)` pairs and returns the ids that failed; they
+//!   are reported as `batchItemFailures`, so only those are redelivered
+//!   (the event source mapping needs `ReportBatchItemFailures`).
+//! - [`run_http_function`]: the shared router, buffered (API Gateway) or
+//!   response-streamed (a function URL with `InvokeMode: RESPONSE_STREAM`).
+//!
+//! Invariant: no use-case logic here; a handler never sees a Lambda type.
+
+/// Runs an SQS-triggered function until the runtime stops it.
+#[cfg(feature = "sqs")]
+pub async fn run_sqs_batch_function<Handler, Handled>(
+    handler: Handler,
+) -> Result<(), lambda_runtime::Error>
+where
+    Handler: Fn(Vec<(String, String)>) -> Handled,
+    Handled: std::future::Future<Output = Vec<String>>,
+{
+    use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+    use lambda_runtime::{LambdaEvent, service_fn};
+    let handler = &handler;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+        let records = sqs_records(event.payload);
+        let failed = handler(records).await;
+        let mut response = SqsBatchResponse::default();
+        for message_id in failed {
+            response.add_failure(message_id);
+        }
+        Ok::<_, lambda_runtime::Error>(response)
+    }))
+    .await
+}
+
+/// `(message id, body)` of each record; a record without an id cannot be
+/// reported as failed, so it is logged and left out.
+#[cfg(feature = "sqs")]
+pub fn sqs_records(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<(String, String)> {
+    event
+        .records
+        .into_iter()
+        .filter_map(|record| Some((record.message_id?, record.body.unwrap_or_default())))
+        .collect()
+}
+
+/// How an HTTP function answers.
+#[cfg(feature = "http")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpResponses {
+    /// Whole responses (API Gateway).
+    Buffered,
+    /// Streamed as written (SSE through a function URL).
+    Streamed,
+}
+
+/// Serves `router` until the runtime stops it.
+#[cfg(feature = "http")]
+pub async fn run_http_function(
+    router: baton_http::Router,
+    responses: HttpResponses,
+) -> Result<(), lambda_http::Error> {
+    match responses {
+        HttpResponses::Buffered => lambda_http::run(router).await,
+        HttpResponses::Streamed => lambda_http::run_with_streaming_response(router).await,
+    }
+}
+
+#[cfg(all(test, feature = "sqs"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_keep_their_ids_and_bodies() {
+        let event: aws_lambda_events::event::sqs::SqsEvent =
+            serde_json::from_value(serde_json::json!({
+                "Records": [
+                    {"messageId": "a", "body": "{}"},
+                    {"body": "no id"}
+                ]
+            }))
+            .unwrap_or_default();
+        assert_eq!(
+            sqs_records(event),
+            vec![("a".to_string(), "{}".to_string())]
+        );
+    }
+}

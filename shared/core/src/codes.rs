@@ -1,0 +1,113 @@
+//! The stable codes a client can branch on: why a run or node failed
+//! (`error.payload.code`, `node_error.payload.code`, `RunFailure.code`) and
+//! what a `warning` is about (`warning.payload.code`). One enum each, so a
+//! code is never a string literal spelled twice.
+
+use serde::{Deserialize, Serialize};
+
+/// Why a node or a run failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureCode {
+    /// No plan satisfies the contract (`plan_rejected` carries the diagnostics).
+    PlanRejected,
+    /// A node never produced output valid for its contract, or the assembled
+    /// output breaks the caller's schema.
+    OutputContractViolated,
+    /// A node's input broke its compiled input contract; nothing was invoked.
+    InputContractViolated,
+    /// A hard JSONLogic constraint does not hold on the output.
+    HardConstraintViolated,
+    /// `policies.planner.optimisation.maxTokens` was passed.
+    TokenBudgetExceeded,
+    /// The caller cancelled the run.
+    Cancelled,
+    /// The run's state no longer fits the store.
+    StateTooLarge,
+    /// The model provider's configuration is unusable.
+    LlmConfiguration,
+    /// The provider kept rate-limiting after its retries.
+    LlmRateLimited,
+    /// The provider kept failing (5xx) after its retries.
+    LlmServerError,
+    /// The provider refused the request (4xx other than 429).
+    LlmRequestRejected,
+    /// The provider kept timing out after its retries.
+    LlmTimeout,
+    /// The connection to the provider kept failing after its retries.
+    LlmTransport,
+    /// The provider answered in a shape that is not an answer.
+    LlmUnexpectedResponse,
+}
+
+impl FailureCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureCode::PlanRejected => "plan_rejected",
+            FailureCode::OutputContractViolated => "output_contract_violated",
+            FailureCode::InputContractViolated => "input_contract_violated",
+            FailureCode::HardConstraintViolated => "hard_constraint_violated",
+            FailureCode::TokenBudgetExceeded => "token_budget_exceeded",
+            FailureCode::Cancelled => "cancelled",
+            FailureCode::StateTooLarge => "state_too_large",
+            FailureCode::LlmConfiguration => "llm_configuration",
+            FailureCode::LlmRateLimited => "llm_rate_limited",
+            FailureCode::LlmServerError => "llm_server_error",
+            FailureCode::LlmRequestRejected => "llm_request_rejected",
+            FailureCode::LlmTimeout => "llm_timeout",
+            FailureCode::LlmTransport => "llm_transport",
+            FailureCode::LlmUnexpectedResponse => "llm_unexpected_response",
+        }
+    }
+}
+
+impl std::fmt::Display for FailureCode {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(self.as_str())
+    }
+}
+
+/// What a `warning` frame is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningCode {
+    /// The model's stream broke and restarted: drop the node's deltas since its `node_start`.
+    StreamRestarted,
+    /// The token budget was passed by the answer that completed the run.
+    TokenBudgetExceeded,
+    /// The LLM planner produced no valid plan; the deterministic planner planned.
+    PlannerFallback,
+}
+
+impl WarningCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WarningCode::StreamRestarted => "stream_restarted",
+            WarningCode::TokenBudgetExceeded => "token_budget_exceeded",
+            WarningCode::PlannerFallback => "planner_fallback",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_serialize_as_their_text() {
+        for code in [
+            FailureCode::PlanRejected,
+            FailureCode::StateTooLarge,
+            FailureCode::LlmUnexpectedResponse,
+        ] {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::String(code.as_str().into())
+            );
+        }
+        assert_eq!(
+            serde_json::to_value(WarningCode::PlannerFallback).unwrap(),
+            "planner_fallback"
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! Finishing a run: assemble the output from produced (or supplied) facets,
+//! validate it against the caller's schema and hard constraints, then
+//! `metrics` and `complete`, or a failure.
+
+use serde_json::{Map, Value};
+
+use crate::CoreError;
+use crate::codes::FailureCode;
+use crate::context::facet_value_for_node;
+use crate::contract::ConstraintLevel;
+use crate::diagnostics::{ConstraintOutcome, satisfaction_score};
+use crate::envelope::TaskEnvelope;
+use crate::frames::{self, BrokenConstraint, ValidationErrors, ValidationScope};
+use crate::run::{RunState, RunStatus};
+use crate::schema::collect_violations;
+
+use super::StepContext;
+
+/// The caller's output, and every facet value the constraints may read.
+fn assemble_output(state: &RunState) -> (Map<String, Value>, Map<String, Value>) {
+    let mut output = Map::new();
+    let mut facet_values = Map::new();
+    let Some(plan) = state.plan.as_ref() else {
+        return (output, facet_values);
+    };
+    let node_output = |node_id: &str, facet: &str| {
+        state
+            .nodes
+            .get(node_id)
+            .and_then(|record| record.output.as_ref())
+            .and_then(|answer| answer.get(facet))
+            .cloned()
+    };
+    for property in state.envelope.output_contract.top_level_properties() {
+        let value = match plan.final_producer_of(&property) {
+            Some(producer) => node_output(&producer.node_id, &property),
+            None => state.envelope.inputs.get(&property).cloned(),
+        };
+        if let Some(value) = value {
+            output.insert(property, value);
+        }
+    }
+    for node in &plan.nodes {
+        for facet in &node.output_facets {
+            if let Some(value) = node_output(&node.node_id, facet) {
+                facet_values.insert(facet.clone(), value);
+            }
+        }
+        for facet in &node.input_facets {
+            if !facet_values.contains_key(facet)
+                && let Some(value) = facet_value_for_node(state, node, facet)
+            {
+                facet_values.insert(facet.clone(), value);
+            }
+        }
+    }
+    (output, facet_values)
+}
+
+pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
+    let (output, mut evaluation_scope) = assemble_output(&step.state);
+    let output = Value::Object(output);
+    let validator = step.engine.validators.validator_for(
+        &step.state.envelope.output_contract.schema,
+        "$.outputContract.schema",
+    )?;
+    let violations = collect_violations(&validator, &output);
+    if !violations.is_empty() {
+        let invalid = frames::run_validation_error(
+            &step.stamp(),
+            "the assembled output does not satisfy the caller's contract",
+            &frames::ValidationErrorPayload {
+                scope: ValidationScope::Output,
+                attempt: None,
+                errors: ValidationErrors::Schema(violations),
+            },
+        );
+        step.emit(invalid);
+        step.fail_run(
+            FailureCode::OutputContractViolated,
+            "the assembled output does not satisfy outputContract.schema",
+        );
+        return Ok(());
+    }
+    for (key, value) in output.as_object().into_iter().flatten() {
+        evaluation_scope.insert(key.clone(), value.clone());
+    }
+    let (observed, broken_hard) =
+        evaluate_constraints(&step.state.envelope, &Value::Object(evaluation_scope));
+    step.state.observed_satisfaction = Some(observed);
+    if !broken_hard.is_empty() {
+        let invalid = frames::run_validation_error(
+            &step.stamp(),
+            "hard constraints do not hold on the output",
+            &frames::ValidationErrorPayload {
+                scope: ValidationScope::Constraints,
+                attempt: None,
+                errors: ValidationErrors::Constraints(broken_hard),
+            },
+        );
+        step.emit(invalid);
+        step.fail_run(
+            FailureCode::HardConstraintViolated,
+            "hard constraints do not hold on the output",
+        );
+        return Ok(());
+    }
+    let usage = step.state.total_usage();
+    let metrics = frames::metrics(
+        &step.stamp(),
+        &frames::MetricsPayload {
+            tokens: frames::TokenTotals {
+                prompt: usage.prompt_tokens,
+                completion: usage.completion_tokens,
+                total: usage.prompt_tokens + usage.completion_tokens,
+            },
+            nodes: step.state.nodes.len(),
+        },
+    );
+    step.emit(metrics);
+    step.state.status = RunStatus::Completed;
+    step.state.output = Some(output.clone());
+    let complete = frames::complete(
+        &step.stamp(),
+        &frames::CompletePayload {
+            output,
+            status: RunStatus::Completed,
+            satisfaction_score: step
+                .state
+                .plan_diagnostics
+                .as_ref()
+                .map(|bundle| bundle.satisfaction_score),
+            observed_satisfaction: observed,
+        },
+    );
+    step.emit(complete);
+    Ok(())
+}
+
+/// Evaluates the contract's constraints (JSONLogic, via datalogic-rs) over
+/// `scope`. Returns the observed weighted score and the broken hard ones.
+fn evaluate_constraints(envelope: &TaskEnvelope, scope: &Value) -> (f64, Vec<BrokenConstraint>) {
+    let engine = datalogic_rs::Engine::new();
+    let data = scope.to_string();
+    let mut outcomes = Vec::new();
+    let mut broken_hard = Vec::new();
+    for (index, constraint) in envelope.output_contract.constraints.iter().enumerate() {
+        let holds = engine
+            .eval_str(&constraint.expr.to_string(), &data)
+            .map(|result| {
+                serde_json::from_str::<Value>(&result).is_ok_and(|value| match value {
+                    Value::Bool(flag) => flag,
+                    Value::Null => false,
+                    Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0),
+                    Value::String(text) => !text.is_empty(),
+                    Value::Array(items) => !items.is_empty(),
+                    Value::Object(_) => true,
+                })
+            })
+            .unwrap_or(false);
+        outcomes.push(ConstraintOutcome {
+            level: constraint.level,
+            satisfiable: holds,
+        });
+        if !holds && constraint.level == ConstraintLevel::Hard {
+            broken_hard.push(BrokenConstraint {
+                constraint_id: constraint
+                    .constraint_id
+                    .clone()
+                    .unwrap_or_else(|| format!("constraints[{index}]")),
+                constraint: constraint.expr.clone(),
+            });
+        }
+    }
+    (satisfaction_score(&outcomes), broken_hard)
+}

@@ -1,0 +1,380 @@
+//! The step engine: it owns the whole step. The shell calls two functions
+//! and performs what they ask, nothing else:
+//!
+//! ```text
+//! begin_step(state, command, now)            -> Stale | Perform(effect) | Decided(decision)
+//! resume_step(state, command, effect, outcome, now) -> Stale | Perform(effect) | Decided(decision)
+//! ```
+//!
+//! An [`Effect`] is data: call this model with this request (after claiming
+//! the node and appending these frames), or ask the planner model for a
+//! draft. The shell performs it and hands the [`EffectOutcome`] back; the
+//! engine decides what it means. Built-in nodes, human parking and rejected
+//! inputs are decided without an effect. A [`Decision`] (new state, frames,
+//! outbox) is committed by the shell in one transaction. On a version
+//! conflict the shell reloads and calls `resume_step` again with the same
+//! outcome: the capability is never called twice for one attempt.
+//!
+//! Nothing in here performs I/O, reads a clock or draws randomness: time
+//! comes in as an [`Instant`], so every step replays in a test.
+
+mod budget;
+mod finish;
+mod node;
+mod plan;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use crate::CoreError;
+use crate::codes::FailureCode;
+use crate::context::ModelRequest;
+use crate::diagnostics::DiagnosticsBundle;
+use crate::envelope::TaskEnvelope;
+use crate::event::EventDraft;
+use crate::frames::{self, FrameStamp};
+use crate::instant::Instant;
+use crate::plan::PlanNode;
+use crate::registry::Registry;
+use crate::run::{
+    NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage, TokenUsage,
+};
+use crate::schema::ValidatorCache;
+
+/// Default bound on attempts per node: the first try plus two re-prompts.
+pub const DEFAULT_MAX_NODE_ATTEMPTS: u32 = 3;
+
+/// Default bound on LLM planner drafts before the deterministic planner takes over.
+pub const DEFAULT_MAX_PLANNER_ATTEMPTS: u32 = 3;
+
+/// What one step decided: committed in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub state: RunState,
+    pub events: Vec<EventDraft>,
+    pub outbox: Vec<StepMessage>,
+}
+
+/// Identity of a new run, chosen by the shell.
+#[derive(Debug, Clone)]
+pub struct NewRunIdentity {
+    pub run_id: String,
+    pub tenant_id: String,
+    pub correlation_id: String,
+    pub thread_id: String,
+}
+
+/// Which planner drafts plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlannerChoice {
+    /// Backward chaining over facet coverage; no model call.
+    #[default]
+    Deterministic,
+    /// A model drafts, the validator proves, rejected drafts are re-prompted
+    /// with their diagnostics; the deterministic planner is the fallback.
+    Llm,
+}
+
+/// Read-only collaborators of the engine.
+pub struct EngineContext<'a> {
+    /// For planning: the registry files plus the tenant's active
+    /// registrations. Planned nodes carry their own compiled contracts.
+    pub registry: &'a Registry,
+    pub validators: &'a ValidatorCache,
+    pub planner: PlannerChoice,
+    pub max_planner_attempts: u32,
+}
+
+/// A model's structured answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelAnswer {
+    pub content: String,
+    pub usage: TokenUsage,
+    pub model: String,
+}
+
+/// A node attempt's model call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall {
+    pub node_id: String,
+    pub attempt: u32,
+    pub request: ModelRequest,
+    /// Appended atomically with the node's claim (`node_start`).
+    pub start_frames: Vec<EventDraft>,
+}
+
+/// A request to the planner model for a plan draft.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanDraftCall {
+    pub attempt: u32,
+    pub request: ModelRequest,
+    /// Diagnostics of the drafts rejected so far (fed into `request`).
+    pub rejected: Vec<DiagnosticsBundle>,
+    /// Appended before the call: the previous draft's request and rejection.
+    pub frames_before: Vec<EventDraft>,
+}
+
+/// What the shell must perform before the engine can decide. Room is left
+/// for the kinds that come next (tool calls, human waits, timers, fan-outs).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Claim the node attempt (lease), append `start_frames`, call the model
+    /// streaming its deltas into the event log.
+    CallModel(ModelCall),
+    /// Append `frames_before`, ask the model for a plan draft (no claim: the
+    /// planning step is guarded by the run's version).
+    DraftPlan(PlanDraftCall),
+}
+
+impl Effect {
+    /// The node attempt the shell must claim before performing, if any.
+    pub fn claim(&self) -> Option<(&str, u32)> {
+        match self {
+            Effect::CallModel(call) => Some((&call.node_id, call.attempt)),
+            Effect::DraftPlan(_) => None,
+        }
+    }
+}
+
+/// What performing an effect produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EffectOutcome {
+    ModelAnswered(ModelAnswer),
+    /// The provider gave up (after its own retries).
+    ModelFailed {
+        code: FailureCode,
+        message: String,
+    },
+}
+
+/// Where a step stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepAdvance {
+    /// The command no longer applies (a duplicate or late delivery).
+    Stale,
+    /// Perform this, then call `resume_step` with its outcome.
+    Perform(Effect),
+    /// Commit this (boxed: a decision carries the whole run state).
+    Decided(Box<Decision>),
+}
+
+/// One step's working set: the state being changed, its frames and outbox.
+pub(crate) struct StepContext<'e, 'r> {
+    pub state: RunState,
+    pub now: Instant,
+    pub engine: &'e EngineContext<'r>,
+    pub events: Vec<EventDraft>,
+    pub outbox: Vec<StepMessage>,
+}
+
+impl<'e, 'r> StepContext<'e, 'r> {
+    fn new(mut state: RunState, now: Instant, engine: &'e EngineContext<'r>) -> Self {
+        state.updated_at = now.rfc3339();
+        StepContext {
+            state,
+            now,
+            engine,
+            events: Vec::new(),
+            outbox: Vec::new(),
+        }
+    }
+
+    pub fn stamp(&self) -> FrameStamp {
+        FrameStamp::for_run(&self.state, self.now)
+    }
+
+    pub fn emit(&mut self, frame: EventDraft) {
+        self.events.push(frame);
+    }
+
+    pub fn enqueue(&mut self, command: StepCommand) {
+        self.outbox.push(StepMessage::new(
+            &self.state.tenant_id,
+            &self.state.run_id,
+            command,
+        ));
+    }
+
+    /// Ends the run with `code`: status failed, an `error` frame.
+    pub fn fail_run(&mut self, code: FailureCode, message: &str) {
+        self.state.status = RunStatus::Failed;
+        self.state.failure = Some(RunFailure {
+            code,
+            message: message.to_string(),
+        });
+        let frame = frames::error(
+            &self.stamp(),
+            message,
+            &frames::ErrorPayload {
+                code,
+                status: self.state.status,
+            },
+        );
+        self.emit(frame);
+    }
+
+    fn into_decision(self) -> Decision {
+        Decision {
+            state: self.state,
+            events: self.events,
+            outbox: self.outbox,
+        }
+    }
+
+    fn into_advance(self) -> StepAdvance {
+        StepAdvance::Decided(Box::new(self.into_decision()))
+    }
+}
+
+pub(crate) fn plan_node<'s>(state: &'s RunState, node_id: &str) -> Result<&'s PlanNode, CoreError> {
+    state
+        .plan
+        .as_ref()
+        .and_then(|plan| plan.node(node_id))
+        .ok_or_else(|| {
+            CoreError::StepDoesNotApply(format!("run {} has no node {node_id}", state.run_id))
+        })
+}
+
+/// Creates the run: its state, the `start` frame and the planning step.
+pub fn start_run(
+    identity: NewRunIdentity,
+    envelope: TaskEnvelope,
+    now: Instant,
+    max_node_attempts: u32,
+) -> Decision {
+    let state = RunState {
+        run_id: identity.run_id.clone(),
+        tenant_id: identity.tenant_id.clone(),
+        correlation_id: identity.correlation_id.clone(),
+        thread_id: identity.thread_id.clone(),
+        envelope: Arc::new(envelope),
+        status: RunStatus::Queued,
+        plan: None,
+        plan_diagnostics: None,
+        nodes: Default::default(),
+        output: None,
+        observed_satisfaction: None,
+        failure: None,
+        created_at: now.rfc3339(),
+        updated_at: now.rfc3339(),
+        max_node_attempts: max_node_attempts.max(1),
+    };
+    let start = frames::start(
+        &FrameStamp::new(now, 0),
+        &frames::StartPayload {
+            run_id: identity.run_id.clone(),
+            thread_id: identity.thread_id,
+            correlation_id: identity.correlation_id,
+            objective: state.envelope.objective.clone(),
+        },
+    );
+    Decision {
+        outbox: vec![StepMessage::new(
+            &identity.tenant_id,
+            &identity.run_id,
+            StepCommand::Plan,
+        )],
+        events: vec![start],
+        state,
+    }
+}
+
+/// Whether `command` no longer applies to `state` (a duplicate or late
+/// delivery). `begin_step` and `resume_step` check it themselves; the shell
+/// may call it first to skip loading anything for a stale message.
+pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
+    if state.status.is_terminal() {
+        return true;
+    }
+    match command {
+        StepCommand::Plan => state.status != RunStatus::Queued,
+        StepCommand::ExecuteNode { node_id, attempt } => {
+            !state.nodes.get(node_id).is_some_and(|record| {
+                record.status == NodeStatus::Scheduled && record.current_attempt == *attempt
+            })
+        }
+    }
+}
+
+/// Starts performing `command` on `state`.
+pub fn begin_step(
+    state: &RunState,
+    command: &StepCommand,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    if is_stale(state, command) {
+        return Ok(StepAdvance::Stale);
+    }
+    match command {
+        StepCommand::Plan => plan::begin_planning(state, now, engine),
+        StepCommand::ExecuteNode { node_id, attempt } => {
+            node::begin_node(state, node_id, *attempt, now, engine)
+        }
+    }
+}
+
+/// Continues `command` with what performing `effect` produced.
+pub fn resume_step(
+    state: &RunState,
+    command: &StepCommand,
+    effect: &Effect,
+    outcome: EffectOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    if is_stale(state, command) {
+        return Ok(StepAdvance::Stale);
+    }
+    match effect {
+        Effect::DraftPlan(call) => plan::resume_planning(state, call, outcome, now, engine),
+        Effect::CallModel(call) => node::resume_node(state, call, outcome, now, engine),
+    }
+}
+
+/// The caller cancels the run. None when it has already ended.
+pub fn cancel_run(
+    state: RunState,
+    reason: &str,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Option<Decision> {
+    if state.status.is_terminal() {
+        return None;
+    }
+    let mut step = StepContext::new(state, now, engine);
+    step.state.status = RunStatus::Cancelled;
+    step.state.failure = Some(RunFailure {
+        code: FailureCode::Cancelled,
+        message: reason.to_string(),
+    });
+    let frame = frames::error(
+        &step.stamp(),
+        format!("run cancelled: {reason}"),
+        &frames::ErrorPayload {
+            code: FailureCode::Cancelled,
+            status: RunStatus::Cancelled,
+        },
+    );
+    step.emit(frame);
+    Some(step.into_decision())
+}
+
+/// The shell cannot go on with the run (e.g. its state no longer fits the
+/// store): it fails with `code`. None when it has already ended.
+pub fn fail_run(
+    state: RunState,
+    code: FailureCode,
+    message: &str,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Option<Decision> {
+    if state.status.is_terminal() {
+        return None;
+    }
+    let mut step = StepContext::new(state, now, engine);
+    step.fail_run(code, message);
+    Some(step.into_decision())
+}

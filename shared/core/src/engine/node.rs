@@ -1,0 +1,379 @@
+//! Node steps: check the node's input against its contract, then resolve it
+//! here (built-in operations, human parking) or ask the shell to call the
+//! model; judge the answer against the output contract, re-prompt or fail,
+//! and schedule what became ready.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::CoreError;
+use crate::capability::AgentType;
+use crate::codes::FailureCode;
+use crate::context::{build_context_bundle, build_model_request};
+use crate::frames::{self, ExecutorType};
+use crate::instant::Instant;
+use crate::plan::{BuiltinOperation, PlanNode};
+use crate::run::{NodeStatus, RunState, RunStatus, StepCommand, TokenUsage};
+use crate::schema::{SchemaViolation, collect_violations};
+
+use super::{EffectOutcome, EngineContext, ModelCall, StepAdvance, StepContext, plan_node};
+
+fn start_payload(
+    node: &PlanNode,
+    attempt: u32,
+    executor: ExecutorType,
+) -> frames::NodeStartPayload {
+    frames::NodeStartPayload {
+        capability_id: node.capability_id.clone(),
+        kind: node.kind,
+        executor_type: executor,
+        attempt,
+        input_facets: node.input_facets.clone(),
+        output_facets: node.output_facets.clone(),
+        contract: None,
+        instructions: None,
+        inputs: None,
+    }
+}
+
+pub(super) fn begin_node(
+    state: &RunState,
+    node_id: &str,
+    attempt: u32,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let node = plan_node(state, node_id)?;
+    let mut bundle = build_context_bundle(state, node, engine.registry);
+    let validator = engine.validators.validator_for_key(
+        &node.input_contract.schema_key,
+        &node.input_contract.schema,
+        "input contract",
+    )?;
+    let inputs = Value::Object(std::mem::take(&mut bundle.inputs));
+    let mut violations = collect_violations(&validator, &inputs);
+    if let Value::Object(map) = inputs {
+        bundle.inputs = map;
+    }
+    let node = node.clone();
+    if !violations.is_empty() {
+        node.input_contract.attribute_violations(&mut violations);
+        let mut step = StepContext::new(state.clone(), now, engine);
+        reject_input(&mut step, &node, attempt, violations);
+        return Ok(step.into_advance());
+    }
+    if let Some(operation) = &node.builtin {
+        let mut step = StepContext::new(state.clone(), now, engine);
+        let started = frames::node_start(
+            &step.stamp(),
+            &node,
+            &start_payload(&node, attempt, ExecutorType::Builtin),
+        );
+        step.emit(started);
+        let answer = perform_builtin(&step.state, operation);
+        judge_answer(&mut step, &node, attempt, Ok(answer), TokenUsage::default())?;
+        return Ok(step.into_advance());
+    }
+    if node.agent_type == AgentType::Human {
+        let mut step = StepContext::new(state.clone(), now, engine);
+        let mut payload = start_payload(&node, attempt, ExecutorType::Human);
+        payload.contract = Some(frames::NodeContractSummary {
+            input_schema: node.input_contract.schema.as_ref().clone(),
+            output_schema: node.output_contract.schema.as_ref().clone(),
+            provenance: node.output_contract.provenance.clone(),
+        });
+        payload.instructions = Some(node.instructions.clone());
+        payload.inputs = Some(bundle.inputs);
+        if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+            record.status = NodeStatus::AwaitingHuman;
+        }
+        step.state.status = RunStatus::AwaitingHuman;
+        let parked = frames::node_start(&step.stamp(), &node, &payload);
+        step.emit(parked);
+        return Ok(step.into_advance());
+    }
+    let stamp = frames::FrameStamp::for_run(state, now);
+    let started = frames::node_start(
+        &stamp,
+        &node,
+        &start_payload(&node, attempt, ExecutorType::Ai),
+    );
+    Ok(StepAdvance::Perform(super::Effect::CallModel(ModelCall {
+        node_id: node.node_id.clone(),
+        attempt,
+        request: build_model_request(&node, &bundle),
+        start_frames: vec![started],
+    })))
+}
+
+pub(super) fn resume_node(
+    state: &RunState,
+    call: &ModelCall,
+    outcome: EffectOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let node = plan_node(state, &call.node_id)?.clone();
+    let mut step = StepContext::new(state.clone(), now, engine);
+    match outcome {
+        EffectOutcome::ModelAnswered(answer) => {
+            let parsed = serde_json::from_str::<Value>(&answer.content)
+                .map_err(|error| format!("the answer is not valid JSON: {error}"));
+            judge_answer(&mut step, &node, call.attempt, parsed, answer.usage)?;
+        }
+        EffectOutcome::ModelFailed { code, message } => {
+            if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+                record.status = NodeStatus::Failed;
+                record.error = Some(message.clone());
+            }
+            let failed = frames::node_error(
+                &step.stamp(),
+                &node,
+                message.clone(),
+                &frames::NodeErrorPayload {
+                    code,
+                    attempt: call.attempt,
+                },
+            );
+            step.emit(failed);
+            step.fail_run(code, &format!("node {} failed: {message}", node.node_id));
+        }
+    }
+    Ok(step.into_advance())
+}
+
+/// Computes an orchestrator-managed node's output from its upstream outputs.
+fn perform_builtin(state: &RunState, operation: &BuiltinOperation) -> Value {
+    match operation {
+        BuiltinOperation::ConcatArrays { facet, sources } => {
+            let mut items = Vec::new();
+            for source in sources {
+                let produced = state
+                    .nodes
+                    .get(source)
+                    .and_then(|record| record.output.as_ref())
+                    .and_then(|output| output.get(facet))
+                    .and_then(Value::as_array);
+                items.extend(produced.into_iter().flatten().cloned());
+            }
+            json!({ facet.clone(): items })
+        }
+    }
+}
+
+fn reject_input(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    violations: Vec<SchemaViolation>,
+) {
+    let invalid = frames::node_validation_error(
+        &step.stamp(),
+        node,
+        "node input does not satisfy its compiled input contract",
+        &frames::ValidationErrorPayload {
+            scope: frames::ValidationScope::NodeInput,
+            attempt: Some(attempt),
+            errors: frames::ValidationErrors::Schema(violations),
+        },
+    );
+    step.emit(invalid);
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::Failed;
+        record.error = Some("input contract violated".into());
+    }
+    let failed = frames::node_error(
+        &step.stamp(),
+        node,
+        "input contract violated; the capability was not invoked",
+        &frames::NodeErrorPayload {
+            code: FailureCode::InputContractViolated,
+            attempt,
+        },
+    );
+    step.emit(failed);
+    step.fail_run(
+        FailureCode::InputContractViolated,
+        &format!(
+            "node {} received input that breaks its contract",
+            node.node_id
+        ),
+    );
+}
+
+/// Judges an answer (parsed, or why it could not be) against the node's
+/// output contract: complete the node, re-prompt, or fail.
+fn judge_answer(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    parsed: Result<Value, String>,
+    usage: TokenUsage,
+) -> Result<(), CoreError> {
+    let (answer, violations) = match parsed {
+        Err(reason) => (
+            None,
+            vec![SchemaViolation {
+                instance_pointer: String::new(),
+                schema_pointer: String::new(),
+                message: reason,
+                facet: None,
+            }],
+        ),
+        Ok(answer) => {
+            let validator = step.engine.validators.validator_for_key(
+                &node.output_contract.schema_key,
+                &node.output_contract.schema,
+                "output contract",
+            )?;
+            let mut violations = collect_violations(&validator, &answer);
+            node.output_contract.attribute_violations(&mut violations);
+            (Some(answer), violations)
+        }
+    };
+    let Some(record) = step.state.nodes.get_mut(&node.node_id) else {
+        return Err(CoreError::StepDoesNotApply(format!(
+            "no ledger entry for {}",
+            node.node_id
+        )));
+    };
+    record.usage.prompt_tokens += usage.prompt_tokens;
+    record.usage.completion_tokens += usage.completion_tokens;
+    let answer_is_valid = answer.is_some() && violations.is_empty();
+    if super::budget::stop_when_over_budget(step, &node.node_id, answer_is_valid) {
+        return Ok(());
+    }
+    match answer {
+        Some(answer) if violations.is_empty() => complete_node(step, node, attempt, answer),
+        _ => reprompt_or_fail(step, node, attempt, violations),
+    }
+}
+
+fn complete_node(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    answer: Value,
+) -> Result<(), CoreError> {
+    let output = Arc::new(answer);
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::Completed;
+        record.output = Some(output.clone());
+        record.feedback.clear();
+    }
+    let completed = frames::node_complete(
+        &step.stamp(),
+        node,
+        &frames::NodeCompletePayload {
+            attempt,
+            output_facets: node.output_facets.clone(),
+            output: output.as_ref().clone(),
+        },
+    );
+    step.emit(completed);
+    schedule_ready_nodes(step);
+    let all_completed = step
+        .state
+        .nodes
+        .values()
+        .all(|record| record.status == NodeStatus::Completed);
+    if all_completed {
+        super::finish::finish_run(step)?;
+    }
+    Ok(())
+}
+
+fn reprompt_or_fail(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    violations: Vec<SchemaViolation>,
+) -> Result<(), CoreError> {
+    let invalid = frames::node_validation_error(
+        &step.stamp(),
+        node,
+        format!("attempt {attempt} broke the node's output contract"),
+        &frames::ValidationErrorPayload {
+            scope: frames::ValidationScope::NodeOutput,
+            attempt: Some(attempt),
+            errors: frames::ValidationErrors::Schema(violations.clone()),
+        },
+    );
+    step.emit(invalid);
+    let max_attempts = step.state.max_node_attempts;
+    if attempt < max_attempts {
+        if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+            record.feedback = violations;
+            record.current_attempt = attempt + 1;
+            record.status = NodeStatus::Scheduled;
+        }
+        step.enqueue(StepCommand::ExecuteNode {
+            node_id: node.node_id.clone(),
+            attempt: attempt + 1,
+        });
+        return Ok(());
+    }
+    let reason = format!("output contract still violated after {attempt} attempts");
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::Failed;
+        record.error = Some(reason.clone());
+    }
+    let failed = frames::node_error(
+        &step.stamp(),
+        node,
+        reason,
+        &frames::NodeErrorPayload {
+            code: FailureCode::OutputContractViolated,
+            attempt,
+        },
+    );
+    step.emit(failed);
+    step.fail_run(
+        FailureCode::OutputContractViolated,
+        &format!("node {} never produced valid output", node.node_id),
+    );
+    Ok(())
+}
+
+/// Marks every pending node whose upstream nodes all completed as scheduled
+/// and puts its first-attempt step in the outbox.
+pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
+    let Some(plan) = step.state.plan.clone() else {
+        return;
+    };
+    let completed: BTreeSet<&str> = step
+        .state
+        .nodes
+        .iter()
+        .filter(|(_, record)| record.status == NodeStatus::Completed)
+        .map(|(node_id, _)| node_id.as_str())
+        .collect();
+    let ready: Vec<String> = plan
+        .nodes
+        .iter()
+        .filter(|node| {
+            step.state
+                .nodes
+                .get(&node.node_id)
+                .is_some_and(|record| record.status == NodeStatus::Pending)
+        })
+        .filter(|node| {
+            plan.upstream_of(&node.node_id)
+                .iter()
+                .all(|upstream| completed.contains(upstream))
+        })
+        .map(|node| node.node_id.clone())
+        .collect();
+    for node_id in ready {
+        if let Some(record) = step.state.nodes.get_mut(&node_id) {
+            record.status = NodeStatus::Scheduled;
+            record.current_attempt = 1;
+            step.enqueue(StepCommand::ExecuteNode {
+                node_id,
+                attempt: 1,
+            });
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The planning step: draft (deterministically, or by the planner model),
+//! judge each draft once with the validator, accept or reject, and schedule
+//! the first nodes.
+
+use std::sync::Arc;
+
+use crate::CoreError;
+use crate::capability::NodeKind;
+use crate::codes::{FailureCode, WarningCode};
+use crate::diagnostics::{DiagnosticsBundle, PlanDiagnostic, PlanStatus};
+use crate::frames::{self, PlannerKind};
+use crate::instant::Instant;
+use crate::llm_planner::{plan_from_draft, planner_request};
+use crate::plan::PlanGraph;
+use crate::planner::plan_deterministically;
+use crate::run::{NodeRecord, RunState, RunStatus};
+use crate::validator::{rejected_bundle, validate_plan};
+
+use super::{EffectOutcome, EngineContext, PlanDraftCall, PlannerChoice, StepAdvance, StepContext};
+
+pub(super) fn begin_planning(
+    state: &RunState,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    match engine.planner {
+        PlannerChoice::Deterministic => {
+            let mut step = StepContext::new(state.clone(), now, engine);
+            let drafted = plan_deterministically(&step.state.envelope, engine.registry);
+            let judged = judge(drafted, &step.state, engine);
+            settle_plan(&mut step, judged, 1, PlannerKind::Deterministic)?;
+            Ok(step.into_advance())
+        }
+        PlannerChoice::Llm => Ok(StepAdvance::Perform(super::Effect::DraftPlan(
+            PlanDraftCall {
+                attempt: 1,
+                request: planner_request(&state.envelope, engine.registry, &[]),
+                rejected: Vec::new(),
+                frames_before: Vec::new(),
+            },
+        ))),
+    }
+}
+
+pub(super) fn resume_planning(
+    state: &RunState,
+    call: &PlanDraftCall,
+    outcome: EffectOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let mut step = StepContext::new(state.clone(), now, engine);
+    let attempts = engine.max_planner_attempts.max(1);
+    let drafts_rejected_before = u32::try_from(call.rejected.len()).unwrap_or(u32::MAX);
+    let (fallback_reason, rejected_drafts) = match outcome {
+        EffectOutcome::ModelFailed { message, .. } => (
+            format!("the planner model is unavailable ({message})"),
+            drafts_rejected_before,
+        ),
+        EffectOutcome::ModelAnswered(answer) => {
+            let drafted = plan_from_draft(
+                &answer.content,
+                &step.state.envelope,
+                engine.registry,
+                &answer.model,
+            );
+            let judged = judge(drafted, &step.state, engine);
+            if judged.0.is_some() {
+                settle_plan(&mut step, judged, call.attempt, PlannerKind::Llm)?;
+                return Ok(step.into_advance());
+            }
+            let bundle = judged.1;
+            let rejection = [
+                frames::plan_requested(
+                    &step.stamp(),
+                    &plan_requested_payload(&step.state, engine, call.attempt, PlannerKind::Llm),
+                ),
+                frames::plan_rejected(
+                    &step.stamp(),
+                    &frames::PlanRejectedPayload {
+                        attempt: call.attempt,
+                        will_retry: true,
+                        diagnostics: bundle.clone(),
+                    },
+                ),
+            ];
+            let mut rejected = call.rejected.clone();
+            rejected.push(bundle);
+            if call.attempt < attempts {
+                return Ok(StepAdvance::Perform(super::Effect::DraftPlan(
+                    PlanDraftCall {
+                        attempt: call.attempt + 1,
+                        request: planner_request(&step.state.envelope, engine.registry, &rejected),
+                        rejected,
+                        frames_before: rejection.to_vec(),
+                    },
+                )));
+            }
+            step.events.extend(rejection);
+            (
+                format!("the planner model produced no valid plan in {attempts} attempts"),
+                drafts_rejected_before.saturating_add(1),
+            )
+        }
+    };
+    // The model is unavailable or never drafted a valid plan: say so, and
+    // let the deterministic planner plan.
+    let warning = frames::warning(
+        &step.stamp(),
+        None,
+        format!("{fallback_reason}; using the deterministic planner"),
+        &frames::WarningPayload {
+            code: WarningCode::PlannerFallback,
+            fallback: Some(PlannerKind::Deterministic),
+            rejected_drafts: Some(rejected_drafts),
+        },
+    );
+    step.emit(warning);
+    let drafted = plan_deterministically(&step.state.envelope, engine.registry);
+    let judged = judge(drafted, &step.state, engine);
+    settle_plan(
+        &mut step,
+        judged,
+        rejected_drafts.saturating_add(1),
+        PlannerKind::Deterministic,
+    )?;
+    Ok(step.into_advance())
+}
+
+/// A draft and its diagnostics: the plan only when it is not rejected.
+type Judged = (Option<PlanGraph>, DiagnosticsBundle);
+
+/// Validates a draft, once.
+fn judge(
+    drafted: Result<PlanGraph, Vec<PlanDiagnostic>>,
+    state: &RunState,
+    engine: &EngineContext<'_>,
+) -> Judged {
+    match drafted {
+        Ok(plan) => {
+            let bundle = validate_plan(&plan, &state.envelope, engine.registry, engine.validators);
+            if bundle.status == PlanStatus::Rejected {
+                (None, bundle)
+            } else {
+                (Some(plan), bundle)
+            }
+        }
+        Err(diagnostics) => (None, rejected_bundle(diagnostics)),
+    }
+}
+
+fn plan_requested_payload(
+    state: &RunState,
+    engine: &EngineContext<'_>,
+    attempt: u32,
+    planner: PlannerKind,
+) -> frames::PlanRequestedPayload {
+    let capability_ids: Vec<String> = engine
+        .registry
+        .capabilities()
+        .map(|capability| capability.capability_id.clone())
+        .collect();
+    let policies = &state.envelope.policies;
+    let mut policy_keys: Vec<String> = policies.hints.keys().cloned().collect();
+    if policies.planner.is_some() {
+        policy_keys.push("planner".into());
+    }
+    if !policies.runtime.is_empty() {
+        policy_keys.push("runtime".into());
+    }
+    frames::PlanRequestedPayload {
+        attempt,
+        planner,
+        policy_keys,
+        capability_snapshot: frames::CapabilitySnapshotSummary {
+            count: capability_ids.len(),
+            capability_ids,
+        },
+    }
+}
+
+fn plan_generated_payload(
+    plan: &PlanGraph,
+    bundle: &DiagnosticsBundle,
+) -> frames::PlanGeneratedPayload {
+    let nodes = plan
+        .nodes
+        .iter()
+        .map(|node| frames::PlannedNodeSummary {
+            node_id: node.node_id.clone(),
+            capability_id: node.capability_id.clone(),
+            label: node.label.clone(),
+            kind: node.kind,
+            agent_type: node.agent_type,
+            derived: node.derived,
+            provides: node.output_facets.clone(),
+            enforces: if node.kind == NodeKind::Validation {
+                node.output_facets.clone()
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
+    frames::PlanGeneratedPayload {
+        plan_version: plan.plan_version,
+        planner_runtime: plan.planner_runtime.clone(),
+        planner_model: plan.planner_model.clone(),
+        nodes,
+        edges: plan.edges.clone(),
+        derived_capabilities: plan
+            .nodes
+            .iter()
+            .filter(|node| node.derived)
+            .map(|node| node.capability_id.clone())
+            .collect(),
+        branch_count: plan
+            .nodes
+            .iter()
+            .filter(|node| node.variant.is_some())
+            .count(),
+        normalization_injected: plan
+            .metadata
+            .get("normalizationInjected")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false),
+        metadata: plan.metadata.clone(),
+        diagnostics: bundle.clone(),
+    }
+}
+
+/// Accepts a judged draft (`plan_generated`, first nodes scheduled) or
+/// rejects the run (`plan_rejected`, `error`).
+fn settle_plan(
+    step: &mut StepContext<'_, '_>,
+    (plan, bundle): Judged,
+    attempt: u32,
+    planner: PlannerKind,
+) -> Result<(), CoreError> {
+    let requested = frames::plan_requested(
+        &step.stamp(),
+        &plan_requested_payload(&step.state, step.engine, attempt, planner),
+    );
+    step.emit(requested);
+    step.state.plan_diagnostics = Some(bundle.clone());
+    let Some(plan) = plan else {
+        let summary = bundle
+            .failures
+            .iter()
+            .filter_map(|failure| {
+                failure
+                    .suggestion
+                    .clone()
+                    .or_else(|| failure.constraint.clone())
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let rejected = frames::plan_rejected(
+            &step.stamp(),
+            &frames::PlanRejectedPayload {
+                attempt,
+                will_retry: false,
+                diagnostics: bundle,
+            },
+        );
+        step.emit(rejected);
+        step.state.status = RunStatus::PlanRejected;
+        step.state.failure = Some(crate::run::RunFailure {
+            code: FailureCode::PlanRejected,
+            message: summary.clone(),
+        });
+        let error = frames::error(
+            &step.stamp(),
+            format!("plan rejected: {summary}"),
+            &frames::ErrorPayload {
+                code: FailureCode::PlanRejected,
+                status: RunStatus::PlanRejected,
+            },
+        );
+        step.emit(error);
+        return Ok(());
+    };
+    let generated = frames::plan_generated(
+        &frames::FrameStamp::new(step.now, plan.plan_version),
+        &plan_generated_payload(&plan, &bundle),
+    );
+    step.emit(generated);
+    step.state.nodes = plan
+        .nodes
+        .iter()
+        .map(|node| (node.node_id.clone(), NodeRecord::pending()))
+        .collect();
+    step.state.plan = Some(Arc::new(plan));
+    step.state.status = RunStatus::Running;
+    super::node::schedule_ready_nodes(step);
+    if step.state.nodes.is_empty() {
+        super::finish::finish_run(step)?;
+    }
+    Ok(())
+}

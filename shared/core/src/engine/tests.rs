@@ -1,0 +1,679 @@
+//! Table-driven engine tests: (state, input) → (status, event types, outbox).
+//! Every frame a test produces is checked against its published schema in
+//! `events/schemas/frames/`.
+
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::capability::CapabilityRegistration;
+use crate::facet::{Facet, FacetDirection};
+use crate::frames::test_support::assert_frames_match_schemas;
+
+const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
+
+fn registry() -> Registry {
+    let mut registry = Registry::default();
+    for name in ["notes", "brief", "draft"] {
+        registry
+            .add_facet(
+                Facet {
+                    name: name.into(),
+                    title: name.into(),
+                    description: name.into(),
+                    schema: json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}),
+                    semantics: String::new(),
+                    direction: FacetDirection::Bidirectional,
+                    required_by_default: true,
+                    metadata: Map::new(),
+                },
+                "test",
+            )
+            .unwrap();
+    }
+    for (id, input, output) in [
+        ("plan.brief", "notes", "brief"),
+        ("write.draft", "brief", "draft"),
+    ] {
+        let capability: CapabilityRegistration = serde_json::from_value(json!({
+            "capabilityId": id, "agentType": "ai", "version": "1", "displayName": id, "summary": id,
+            "inputContract": [input], "outputContract": [output]
+        }))
+        .unwrap();
+        registry.add_capability(capability, "test").unwrap();
+    }
+    registry
+}
+
+fn envelope() -> TaskEnvelope {
+    TaskEnvelope::parse_value(&json!({
+        "objective": "o",
+        "inputs": {"notes": {"text": "n"}},
+        "outputContract": {"schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}}}
+    }))
+    .unwrap()
+}
+
+fn engine<'a>(registry: &'a Registry, validators: &'a ValidatorCache) -> EngineContext<'a> {
+    EngineContext {
+        registry,
+        validators,
+        planner: PlannerChoice::Deterministic,
+        max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
+    }
+}
+
+fn identity() -> NewRunIdentity {
+    NewRunIdentity {
+        run_id: "run".into(),
+        tenant_id: "t".into(),
+        correlation_id: "c".into(),
+        thread_id: "th".into(),
+    }
+}
+
+fn started() -> RunState {
+    start_run(identity(), envelope(), NOW, 3).state
+}
+
+/// What the shell would observe, for the table.
+#[derive(Clone)]
+enum Observed {
+    /// The planning step runs (deterministic planner).
+    Plan,
+    /// The node's model answers `content`.
+    Answer {
+        node: &'static str,
+        attempt: u32,
+        content: String,
+        tokens: u64,
+    },
+    /// The node's provider gives up.
+    ProviderFailed { node: &'static str, attempt: u32 },
+    /// The node's step begins and is decided without an effect.
+    Begin { node: &'static str, attempt: u32 },
+}
+
+fn answer(node: &'static str, attempt: u32, content: Value) -> Observed {
+    Observed::Answer {
+        node,
+        attempt,
+        content: content.to_string(),
+        tokens: 0,
+    }
+}
+
+fn node_command(node: &str, attempt: u32) -> StepCommand {
+    StepCommand::ExecuteNode {
+        node_id: node.into(),
+        attempt,
+    }
+}
+
+/// Drives one step the way the shell does and returns its decision. Every
+/// frame (effect frames included) is checked against its schema.
+fn step(state: RunState, observed: Observed, context: &EngineContext<'_>) -> Decision {
+    let (command, outcome) = match observed {
+        Observed::Plan => (StepCommand::Plan, None),
+        Observed::Begin { node, attempt } => (node_command(node, attempt), None),
+        Observed::Answer {
+            node,
+            attempt,
+            content,
+            tokens,
+        } => (
+            node_command(node, attempt),
+            Some(EffectOutcome::ModelAnswered(ModelAnswer {
+                content,
+                usage: TokenUsage {
+                    prompt_tokens: tokens,
+                    completion_tokens: 0,
+                },
+                model: "scripted".into(),
+            })),
+        ),
+        Observed::ProviderFailed { node, attempt } => (
+            node_command(node, attempt),
+            Some(EffectOutcome::ModelFailed {
+                code: FailureCode::LlmServerError,
+                message: "500".into(),
+            }),
+        ),
+    };
+    let advance = begin_step(&state, &command, NOW, context).unwrap();
+    let decision = match (advance, outcome) {
+        (StepAdvance::Decided(decision), None) => *decision,
+        (StepAdvance::Perform(effect), Some(outcome)) => {
+            if let Effect::CallModel(call) = &effect {
+                assert_frames_match_schemas(&call.start_frames);
+            }
+            match resume_step(&state, &command, &effect, outcome, NOW, context).unwrap() {
+                StepAdvance::Decided(decision) => *decision,
+                other => panic!("expected a decision, got {other:?}"),
+            }
+        }
+        (other, _) => panic!("unexpected advance {other:?}"),
+    };
+    assert_frames_match_schemas(&decision.events);
+    decision
+}
+
+fn planned(context: &EngineContext<'_>) -> RunState {
+    step(started(), Observed::Plan, context).state
+}
+
+fn event_types(decision: &Decision) -> Vec<&'static str> {
+    decision
+        .events
+        .iter()
+        .map(|event| event.event_type.as_str())
+        .collect()
+}
+
+fn outbox(decision: &Decision) -> Vec<String> {
+    decision
+        .outbox
+        .iter()
+        .map(|message| message.message_id.clone())
+        .collect()
+}
+
+#[test]
+fn start_run_emits_start_and_queues_planning() {
+    let decision = start_run(identity(), envelope(), NOW, 3);
+    assert_eq!(event_types(&decision), vec!["start"]);
+    assert_eq!(outbox(&decision), vec!["run:plan"]);
+    assert_eq!(decision.state.status, RunStatus::Queued);
+    assert_eq!(decision.state.created_at, "2026-01-01T00:00:00Z");
+    assert_frames_match_schemas(&decision.events);
+}
+
+#[test]
+fn step_table() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let valid_brief = json!({"brief": {"text": "b"}});
+    let valid_draft = json!({"draft": {"text": "d"}});
+    let after_first_node = step(
+        planned(&context),
+        answer("node_1", 1, valid_brief.clone()),
+        &context,
+    )
+    .state;
+    let mut on_last_attempt = planned(&context);
+    if let Some(record) = on_last_attempt.nodes.get_mut("node_1") {
+        record.current_attempt = 3;
+    }
+    let mut with_human_writer = after_first_node.clone();
+    if let Some(plan) = with_human_writer.plan.as_mut() {
+        let plan = Arc::make_mut(plan);
+        if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
+            node.agent_type = crate::capability::AgentType::Human;
+        }
+    }
+    struct Row {
+        name: &'static str,
+        state: RunState,
+        observed: Observed,
+        status: RunStatus,
+        events: Vec<&'static str>,
+        outbox: Vec<&'static str>,
+    }
+    let rows = vec![
+        Row {
+            name: "plan accepted schedules the first node",
+            state: started(),
+            observed: Observed::Plan,
+            status: RunStatus::Running,
+            events: vec!["plan_requested", "plan_generated"],
+            outbox: vec!["run:node_1:1"],
+        },
+        Row {
+            name: "a valid answer completes the node and schedules the next",
+            state: planned(&context),
+            observed: answer("node_1", 1, valid_brief.clone()),
+            status: RunStatus::Running,
+            events: vec!["node_complete"],
+            outbox: vec!["run:node_2:1"],
+        },
+        Row {
+            name: "an invalid answer is re-prompted",
+            state: planned(&context),
+            observed: answer("node_1", 1, json!({"brief": {"wrong": true}})),
+            status: RunStatus::Running,
+            events: vec!["validation_error"],
+            outbox: vec!["run:node_1:2"],
+        },
+        Row {
+            name: "text that is not JSON is re-prompted",
+            state: planned(&context),
+            observed: Observed::Answer {
+                node: "node_1",
+                attempt: 1,
+                content: "{oops".into(),
+                tokens: 0,
+            },
+            status: RunStatus::Running,
+            events: vec!["validation_error"],
+            outbox: vec!["run:node_1:2"],
+        },
+        Row {
+            name: "an invalid answer on the last attempt fails the run",
+            state: on_last_attempt,
+            observed: answer("node_1", 3, json!({})),
+            status: RunStatus::Failed,
+            events: vec!["validation_error", "node_error", "error"],
+            outbox: vec![],
+        },
+        Row {
+            name: "the last node's valid answer completes the run",
+            state: after_first_node.clone(),
+            observed: answer("node_2", 1, valid_draft),
+            status: RunStatus::Completed,
+            events: vec!["node_complete", "metrics", "complete"],
+            outbox: vec![],
+        },
+        Row {
+            name: "a provider failure fails the node and the run",
+            state: after_first_node,
+            observed: Observed::ProviderFailed {
+                node: "node_2",
+                attempt: 1,
+            },
+            status: RunStatus::Failed,
+            events: vec!["node_error", "error"],
+            outbox: vec![],
+        },
+        Row {
+            name: "a human node parks the run without an effect",
+            state: with_human_writer,
+            observed: Observed::Begin {
+                node: "node_2",
+                attempt: 1,
+            },
+            status: RunStatus::AwaitingHuman,
+            events: vec!["node_start"],
+            outbox: vec![],
+        },
+    ];
+    for row in rows {
+        let decision = step(row.state, row.observed, &context);
+        assert_eq!(decision.state.status, row.status, "{}", row.name);
+        assert_eq!(event_types(&decision), row.events, "{}", row.name);
+        assert_eq!(outbox(&decision), row.outbox, "{}", row.name);
+    }
+}
+
+#[test]
+fn no_plan_rejects_the_run() {
+    let mut empty = Registry::default();
+    for facet in registry().facets.list() {
+        empty.add_facet(facet.clone(), "test").unwrap();
+    }
+    let validators = ValidatorCache::new();
+    let context = engine(&empty, &validators);
+    let decision = step(started(), Observed::Plan, &context);
+    assert_eq!(decision.state.status, RunStatus::PlanRejected);
+    assert_eq!(
+        event_types(&decision),
+        vec!["plan_requested", "plan_rejected", "error"]
+    );
+    assert_eq!(
+        decision.state.failure.as_ref().map(|failure| failure.code),
+        Some(FailureCode::PlanRejected)
+    );
+    assert!(outbox(&decision).is_empty());
+}
+
+#[test]
+fn frames_carry_the_plan_version_and_node_frames_their_provenance() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let state = planned(&context);
+    let StepAdvance::Perform(Effect::CallModel(call)) =
+        begin_step(&state, &node_command("node_1", 1), NOW, &context).unwrap()
+    else {
+        panic!("node_1 is an AI node")
+    };
+    let started = &call.start_frames[0];
+    assert_eq!(started.plan_version, 1);
+    assert_eq!(started.node_id.as_deref(), Some("node_1"));
+    let provenance = started.facet_provenance.as_ref().unwrap();
+    assert_eq!(provenance.input[0].facet, "notes");
+    assert_eq!(provenance.output[0].facet, "brief");
+    assert_eq!(started.payload.as_ref().unwrap()["executorType"], "ai");
+}
+
+#[test]
+fn built_in_nodes_and_rejected_inputs_resolve_without_an_effect() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let mut state = planned(&context);
+    let mut envelope = (*state.envelope).clone();
+    envelope.inputs.insert("notes".into(), json!({"text": 5}));
+    state.envelope = Arc::new(envelope);
+    let decision = step(
+        state,
+        Observed::Begin {
+            node: "node_1",
+            attempt: 1,
+        },
+        &context,
+    );
+    assert_eq!(
+        event_types(&decision),
+        vec!["validation_error", "node_error", "error"]
+    );
+    let errors = &decision.events[0].payload.as_ref().unwrap()["errors"];
+    assert_eq!(errors[0]["facet"], "notes");
+    assert_eq!(
+        decision.state.failure.as_ref().map(|failure| failure.code),
+        Some(FailureCode::InputContractViolated)
+    );
+}
+
+#[test]
+fn completion_carries_the_output_and_feedback_reaches_the_next_attempt() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let state = step(
+        planned(&context),
+        answer("node_1", 1, json!({"brief": 1})),
+        &context,
+    )
+    .state;
+    let StepAdvance::Perform(Effect::CallModel(call)) =
+        begin_step(&state, &node_command("node_1", 2), NOW, &context).unwrap()
+    else {
+        unreachable!("node_1 is an AI node")
+    };
+    let user: Value = serde_json::from_str(&call.request.user_message).unwrap();
+    assert_eq!(user["previousAttemptErrors"][0]["facet"], "brief");
+    let state = step(
+        state,
+        answer("node_1", 2, json!({"brief": {"text": "b"}})),
+        &context,
+    )
+    .state;
+    let done = step(
+        state,
+        answer("node_2", 1, json!({"draft": {"text": "d"}})),
+        &context,
+    );
+    assert_eq!(done.state.output, Some(json!({"draft": {"text": "d"}})));
+    let complete = done.events.last().unwrap();
+    assert_eq!(
+        complete.payload.as_ref().unwrap()["output"]["draft"]["text"],
+        "d"
+    );
+}
+
+#[test]
+fn staleness_table() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let planned_state = planned(&context);
+    let first = node_command("node_1", 1);
+    assert!(
+        is_stale(&planned_state, &StepCommand::Plan),
+        "planning twice"
+    );
+    assert!(matches!(
+        begin_step(&planned_state, &StepCommand::Plan, NOW, &context).unwrap(),
+        StepAdvance::Stale
+    ));
+    assert!(!is_stale(&planned_state, &first));
+    assert!(
+        is_stale(&planned_state, &node_command("node_2", 1)),
+        "not scheduled yet"
+    );
+    let done = step(
+        planned_state,
+        answer("node_1", 1, json!({"brief": {"text": "b"}})),
+        &context,
+    )
+    .state;
+    assert!(is_stale(&done, &first), "duplicate after completion");
+    assert!(!is_stale(&started(), &StepCommand::Plan));
+}
+
+#[test]
+fn resuming_on_a_reloaded_state_reapplies_the_same_outcome_or_finds_it_stale() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let state = planned(&context);
+    let command = node_command("node_1", 1);
+    let StepAdvance::Perform(effect) = begin_step(&state, &command, NOW, &context).unwrap() else {
+        panic!("node_1 calls its model")
+    };
+    let outcome = EffectOutcome::ModelAnswered(ModelAnswer {
+        content: json!({"brief": {"text": "b"}}).to_string(),
+        usage: TokenUsage::default(),
+        model: "m".into(),
+    });
+    let first = resume_step(&state, &command, &effect, outcome.clone(), NOW, &context).unwrap();
+    let again = resume_step(&state, &command, &effect, outcome.clone(), NOW, &context).unwrap();
+    assert_eq!(
+        first, again,
+        "the same outcome on the same state decides the same"
+    );
+    let StepAdvance::Decided(decision) = first else {
+        panic!("decided")
+    };
+    let after = resume_step(&decision.state, &command, &effect, outcome, NOW, &context).unwrap();
+    assert_eq!(
+        after,
+        StepAdvance::Stale,
+        "a twin that lost the race is stale"
+    );
+}
+
+#[test]
+fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = EngineContext {
+        planner: PlannerChoice::Llm,
+        max_planner_attempts: 2,
+        ..engine(&registry, &validators)
+    };
+    let state = started();
+    let StepAdvance::Perform(first) =
+        begin_step(&state, &StepCommand::Plan, NOW, &context).unwrap()
+    else {
+        panic!("the LLM planner asks the model first")
+    };
+    let drafted = |content: Value| {
+        EffectOutcome::ModelAnswered(ModelAnswer {
+            content: content.to_string(),
+            usage: TokenUsage::default(),
+            model: "planner".into(),
+        })
+    };
+    let unknown = json!({"nodes": [{"nodeId": "a", "capabilityId": "no.such"}]});
+    let StepAdvance::Perform(second) = resume_step(
+        &state,
+        &StepCommand::Plan,
+        &first,
+        drafted(unknown.clone()),
+        NOW,
+        &context,
+    )
+    .unwrap() else {
+        panic!("a rejected draft is re-prompted")
+    };
+    let Effect::DraftPlan(call) = &second else {
+        panic!("a plan draft")
+    };
+    assert_eq!(call.attempt, 2);
+    assert_eq!(call.rejected.len(), 1);
+    let kinds: Vec<&str> = call
+        .frames_before
+        .iter()
+        .map(|f| f.event_type.as_str())
+        .collect();
+    assert_eq!(kinds, vec!["plan_requested", "plan_rejected"]);
+    assert_frames_match_schemas(&call.frames_before);
+    // The second draft is rejected too: the deterministic planner plans.
+    let StepAdvance::Decided(fallback) = resume_step(
+        &state,
+        &StepCommand::Plan,
+        &second,
+        drafted(unknown),
+        NOW,
+        &context,
+    )
+    .unwrap() else {
+        panic!("decided")
+    };
+    assert_eq!(
+        event_types(&fallback),
+        vec![
+            "plan_requested",
+            "plan_rejected",
+            "warning",
+            "plan_requested",
+            "plan_generated"
+        ]
+    );
+    assert_eq!(
+        fallback.events[2].payload.as_ref().unwrap()["code"],
+        "planner_fallback"
+    );
+    assert_eq!(
+        fallback.events[2].payload.as_ref().unwrap()["rejectedDrafts"],
+        2
+    );
+    assert_frames_match_schemas(&fallback.events);
+    // A valid first draft is accepted as drafted.
+    let valid = json!({"nodes": [
+        {"nodeId": "brief", "capabilityId": "plan.brief"},
+        {"nodeId": "write", "capabilityId": "write.draft", "dependsOn": ["brief"]}
+    ]});
+    let StepAdvance::Decided(accepted) = resume_step(
+        &state,
+        &StepCommand::Plan,
+        &first,
+        drafted(valid),
+        NOW,
+        &context,
+    )
+    .unwrap() else {
+        panic!("decided")
+    };
+    assert_eq!(
+        event_types(&accepted),
+        vec!["plan_requested", "plan_generated"]
+    );
+    assert_eq!(
+        accepted.events[0].payload.as_ref().unwrap()["planner"],
+        "llm"
+    );
+    assert_eq!(outbox(&accepted), vec!["run:brief:1"]);
+    // The model is unavailable: fallback at once.
+    let StepAdvance::Decided(unavailable) = resume_step(
+        &state,
+        &StepCommand::Plan,
+        &first,
+        EffectOutcome::ModelFailed {
+            code: FailureCode::LlmTimeout,
+            message: "timed out".into(),
+        },
+        NOW,
+        &context,
+    )
+    .unwrap() else {
+        panic!("decided")
+    };
+    assert_eq!(
+        event_types(&unavailable),
+        vec!["warning", "plan_requested", "plan_generated"]
+    );
+}
+
+#[test]
+fn cancel_and_shell_failures_end_a_live_run_once() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let cancelled = cancel_run(planned(&context), "enough", NOW, &context).unwrap();
+    assert_eq!(cancelled.state.status, RunStatus::Cancelled);
+    assert_eq!(event_types(&cancelled), vec!["error"]);
+    assert_frames_match_schemas(&cancelled.events);
+    assert!(cancel_run(cancelled.state, "again", NOW, &context).is_none());
+    let failed = fail_run(
+        planned(&context),
+        FailureCode::StateTooLarge,
+        "too big",
+        NOW,
+        &context,
+    )
+    .unwrap();
+    assert_eq!(
+        failed.state.failure.map(|failure| failure.code),
+        Some(FailureCode::StateTooLarge)
+    );
+}
+
+#[test]
+fn the_token_budget_stops_the_run_before_more_is_spent() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let with_budget = |budget: u64| {
+        let mut state = planned(&context);
+        let mut envelope = (*state.envelope).clone();
+        envelope.policies.planner =
+            Some(serde_json::from_value(json!({"optimisation": {"maxTokens": budget}})).unwrap());
+        state.envelope = Arc::new(envelope);
+        state
+    };
+    let costly = |node: &'static str, content: Value, tokens: u64| Observed::Answer {
+        node,
+        attempt: 1,
+        content: content.to_string(),
+        tokens,
+    };
+    // (budget, tokens of the first answer) → (status, last event, steps queued)
+    let table = [
+        (1_000, 400, RunStatus::Running, "node_complete", 1),
+        (1_000, 1_001, RunStatus::Failed, "error", 0),
+    ];
+    for (budget, tokens, status, last_event, queued) in table {
+        let decision = step(
+            with_budget(budget),
+            costly("node_1", json!({"brief": {"text": "b"}}), tokens),
+            &context,
+        );
+        assert_eq!(decision.state.status, status, "{budget}/{tokens}");
+        assert_eq!(event_types(&decision).last().copied(), Some(last_event));
+        assert_eq!(decision.outbox.len(), queued, "{budget}/{tokens}");
+        if status == RunStatus::Failed {
+            assert_eq!(
+                decision.state.failure.as_ref().map(|failure| failure.code),
+                Some(FailureCode::TokenBudgetExceeded)
+            );
+        }
+    }
+    // Over budget on the last node with a valid answer: the output is
+    // delivered, with a warning.
+    let after_first = step(
+        with_budget(1_000),
+        costly("node_1", json!({"brief": {"text": "b"}}), 400),
+        &context,
+    )
+    .state;
+    let last = step(
+        after_first,
+        costly("node_2", json!({"draft": {"text": "d"}}), 700),
+        &context,
+    );
+    assert_eq!(last.state.status, RunStatus::Completed);
+    assert!(event_types(&last).contains(&"warning"));
+    assert_eq!(event_types(&last).last().copied(), Some("complete"));
+}

@@ -1,0 +1,248 @@
+//! The wire types of `GET /runs/{id}`: a redacted debug snapshot of a run,
+//! its own shape (not the stored structs), so storage can change without
+//! changing the API.
+
+use std::collections::BTreeMap;
+
+use baton_core::diagnostics::DiagnosticsBundle;
+use baton_core::run::{NodeStatus, RunState, TokenUsage};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Words that make a key secret wherever they appear in its name (compared
+/// without case, `_` or `-`): `crmCredentials`, `clientSecret`, `x-api-key`.
+const SECRET_KEY_WORDS: &[&str] = &[
+    "secret",
+    "password",
+    "passwd",
+    "passphrase",
+    "apikey",
+    "credential",
+    "authorization",
+    "privatekey",
+    "cookie",
+];
+
+/// Whether `key` names a secret: it contains one of [`SECRET_KEY_WORDS`], or
+/// it names a token (`token`, `accessToken`, `refresh_token`: ends in
+/// `token`). Token *counts* stay visible: `promptTokens` and `maxTokens`
+/// end in `tokens`, `tokenizer` does not end in `token`.
+pub fn is_secret_key(key: &str) -> bool {
+    let normalized: String = key
+        .chars()
+        .filter(|character| *character != '_' && *character != '-')
+        .flat_map(char::to_lowercase)
+        .collect();
+    normalized.ends_with("token")
+        || SECRET_KEY_WORDS
+            .iter()
+            .any(|word| normalized.contains(word))
+}
+
+/// Replaces the values of secret keys anywhere in `value`.
+pub fn redact(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, inner)| {
+                    let shown = if is_secret_key(key) {
+                        Value::String("[redacted]".into())
+                    } else {
+                        redact(inner)
+                    };
+                    (key.clone(), shown)
+                })
+                .collect::<Map<String, Value>>(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
+        other => other.clone(),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSnapshotResponse {
+    pub ok: bool,
+    pub run: RunSummary,
+    pub output: Option<Value>,
+    pub plan_versions: Vec<PlanVersionSummary>,
+    pub latest_snapshot: Option<PlanSnapshot>,
+    pub diagnostics: Option<DiagnosticsBundle>,
+    pub nodes: BTreeMap<String, NodeLedgerEntry>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureSummary {
+    pub code: String,
+    pub message: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    pub run_id: String,
+    pub thread_id: String,
+    pub correlation_id: String,
+    pub status: String,
+    pub version: u64,
+    pub plan_version: Option<u32>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub failure: Option<FailureSummary>,
+    /// The envelope with secret values redacted.
+    pub envelope: Value,
+    pub satisfaction_score: Option<f64>,
+    pub observed_satisfaction: Option<f64>,
+    pub usage: UsageSummary,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageSummary {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl From<TokenUsage> for UsageSummary {
+    fn from(usage: TokenUsage) -> Self {
+        UsageSummary {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.prompt_tokens + usage.completion_tokens,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanVersionSummary {
+    pub version: u32,
+    pub planner_runtime: String,
+    pub planner_model: Option<String>,
+    pub pending_node_ids: Vec<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanSnapshot {
+    pub version: u32,
+    pub nodes: Value,
+    pub edges: Value,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeLedgerEntry {
+    pub status: NodeStatus,
+    pub current_attempt: u32,
+    /// The node's output with secret values redacted.
+    pub output: Option<Value>,
+    pub feedback: Value,
+    pub error: Option<String>,
+    pub usage: UsageSummary,
+}
+
+impl RunSnapshotResponse {
+    pub fn of(run: &RunState, version: u64) -> Self {
+        let envelope = serde_json::to_value(&*run.envelope).unwrap_or(Value::Null);
+        let plan_versions = run
+            .plan
+            .iter()
+            .map(|plan| PlanVersionSummary {
+                version: plan.plan_version,
+                planner_runtime: plan.planner_runtime.clone(),
+                planner_model: plan.planner_model.clone(),
+                pending_node_ids: run
+                    .nodes
+                    .iter()
+                    .filter(|(_, record)| record.status != NodeStatus::Completed)
+                    .map(|(node_id, _)| node_id.clone())
+                    .collect(),
+            })
+            .collect();
+        RunSnapshotResponse {
+            ok: true,
+            run: RunSummary {
+                run_id: run.run_id.clone(),
+                thread_id: run.thread_id.clone(),
+                correlation_id: run.correlation_id.clone(),
+                status: run.status.as_str().to_string(),
+                version,
+                plan_version: run.plan.as_ref().map(|plan| plan.plan_version),
+                created_at: run.created_at.clone(),
+                updated_at: run.updated_at.clone(),
+                failure: run.failure.as_ref().map(|failure| FailureSummary {
+                    code: failure.code.as_str().to_string(),
+                    message: failure.message.clone(),
+                }),
+                envelope: redact(&envelope),
+                satisfaction_score: run
+                    .plan_diagnostics
+                    .as_ref()
+                    .map(|bundle| bundle.satisfaction_score),
+                observed_satisfaction: run.observed_satisfaction,
+                usage: run.total_usage().into(),
+            },
+            output: run.output.as_ref().map(redact),
+            plan_versions,
+            latest_snapshot: run.plan.as_ref().map(|plan| PlanSnapshot {
+                version: plan.plan_version,
+                nodes: serde_json::to_value(&plan.nodes).unwrap_or(Value::Null),
+                edges: serde_json::to_value(&plan.edges).unwrap_or(Value::Null),
+            }),
+            diagnostics: run.plan_diagnostics.clone(),
+            nodes: run
+                .nodes
+                .iter()
+                .map(|(node_id, record)| {
+                    (
+                        node_id.clone(),
+                        NodeLedgerEntry {
+                            status: record.status,
+                            current_attempt: record.current_attempt,
+                            output: record.output.as_deref().map(redact),
+                            feedback: serde_json::to_value(&record.feedback).unwrap_or(Value::Null),
+                            error: record.error.clone(),
+                            usage: record.usage.into(),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secrets_are_hidden_and_usage_is_not() {
+        let shown = redact(&json!({
+            "apiKey": "sk-1", "api_key": "sk-2", "Authorization": "Bearer x", "password": "p",
+            "nested": [{"client-secret": "s", "accessToken": "t"}],
+            "usage": {"promptTokens": 12, "completionTokens": 3},
+            "maxTokens": 500, "tokenizer": "bpe"
+        }));
+        for pointer in [
+            "/apiKey",
+            "/api_key",
+            "/Authorization",
+            "/password",
+            "/nested/0/client-secret",
+            "/nested/0/accessToken",
+        ] {
+            assert_eq!(
+                shown.pointer(pointer),
+                Some(&json!("[redacted]")),
+                "{pointer}"
+            );
+        }
+        assert_eq!(shown["usage"]["promptTokens"], 12);
+        assert_eq!(shown["maxTokens"], 500);
+        assert_eq!(shown["tokenizer"], "bpe");
+    }
+}

@@ -1,0 +1,196 @@
+//! Capability registrations (an agent advertises a capability, re-posting
+//! is its heartbeat) and the capability snapshot a tenant's planner sees.
+
+use std::sync::Arc;
+
+use baton_core::capability::{CapabilityRegistration, CapabilityStatus, RegisteredCapability};
+use baton_core::compiler::{ContractDirection, compile_contract};
+use baton_core::registry::Registry;
+use baton_core::schema::ValidatorCache;
+use serde_json::Value;
+
+use crate::error::RuntimeError;
+use crate::ports::{CapabilityDirectory, Clock};
+
+/// A stored registration, its status now, and the contracts it compiles to.
+pub struct Registered {
+    pub record: RegisteredCapability,
+    pub status: CapabilityStatus,
+    pub input_schema: Arc<Value>,
+    pub output_schema: Arc<Value>,
+}
+
+/// The capabilities one tenant's planner works with.
+pub struct CapabilitySnapshot {
+    /// The registry files plus the tenant's active registrations.
+    pub registry: Arc<Registry>,
+    /// Every registration of the tenant with its status now.
+    pub registrations: Vec<(RegisteredCapability, CapabilityStatus)>,
+}
+
+/// What `GET /capabilities` lists.
+pub struct CapabilityListing {
+    /// The registry files (every tenant has these).
+    pub registry: Arc<Registry>,
+    /// The tenant's registrations with their status now.
+    pub registrations: Vec<(RegisteredCapability, CapabilityStatus)>,
+}
+
+pub struct CapabilityService {
+    registry: Arc<Registry>,
+    directory: Arc<dyn CapabilityDirectory>,
+    validators: Arc<ValidatorCache>,
+    clock: Arc<dyn Clock>,
+}
+
+impl CapabilityService {
+    pub fn new(
+        registry: Arc<Registry>,
+        directory: Arc<dyn CapabilityDirectory>,
+        validators: Arc<ValidatorCache>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        CapabilityService {
+            registry,
+            directory,
+            validators,
+            clock,
+        }
+    }
+
+    /// Validates and stores a capability registration (or heartbeat) for
+    /// `tenant_id`: the payload parses (JSON paths on errors), its facets
+    /// exist in the catalog in the right direction, its merged input and
+    /// output schemas compile, and its id is not one of the registry files'.
+    /// Returns the stored record and the compiled contracts the capability
+    /// will be held to (recompiled from the catalog at each planning step).
+    pub async fn register(
+        &self,
+        tenant_id: &str,
+        payload: &Value,
+    ) -> Result<Registered, RuntimeError> {
+        let registration = CapabilityRegistration::parse_value(payload)
+            .map_err(|(path, message)| RuntimeError::InvalidRegistration { path, message })?;
+        if registration.prompt_template_file.is_some() {
+            return Err(RuntimeError::InvalidRegistration {
+                path: "$.promptTemplateFile".into(),
+                message:
+                    "only registry files may name a prompt file; send the text as `instructions`"
+                        .into(),
+            });
+        }
+        if self
+            .registry
+            .capability(&registration.capability_id)
+            .is_some()
+        {
+            return Err(RuntimeError::RegistrationConflict {
+                capability_id: registration.capability_id,
+                message: "is defined by the registry files and cannot be replaced by a registration; register under another id (e.g. a scoped one like `writer.fr`)".into(),
+            });
+        }
+        self.registry
+            .check_capability(&registration, "registration")
+            .map_err(|error| match error {
+                baton_core::CoreError::InvalidRegistry { path, message, .. } => {
+                    RuntimeError::InvalidRegistration { path, message }
+                }
+                other => RuntimeError::Core(other),
+            })?;
+        let input_schema = self.compiled_schema(
+            &registration.input_contract,
+            ContractDirection::Input,
+            "$.inputContract",
+        )?;
+        let output_schema = self.compiled_schema(
+            &registration.output_contract,
+            ContractDirection::Output,
+            "$.outputContract",
+        )?;
+        let now = self.clock.now().unix_millis();
+        let record = RegisteredCapability {
+            registration,
+            registered_at_millis: now,
+            last_seen_at_millis: now,
+        };
+        let record = self
+            .directory
+            .upsert_registration(tenant_id, record)
+            .await?;
+        let status = record.status_at(now);
+        Ok(Registered {
+            record,
+            status,
+            input_schema,
+            output_schema,
+        })
+    }
+
+    fn compiled_schema(
+        &self,
+        facets: &[String],
+        direction: ContractDirection,
+        path: &str,
+    ) -> Result<Arc<Value>, RuntimeError> {
+        let compiled = compile_contract(&self.registry.facets, facets, direction, &|_| None)
+            .map_err(|error| RuntimeError::InvalidRegistration {
+                path: path.into(),
+                message: error.to_string(),
+            })?;
+        self.validators
+            .validator_for(&compiled.schema, path)
+            .map_err(|error| RuntimeError::InvalidRegistration {
+                path: path.into(),
+                message: format!("the merged schema does not compile: {error}"),
+            })?;
+        Ok(compiled.schema)
+    }
+
+    async fn registrations_now(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<(RegisteredCapability, CapabilityStatus)>, RuntimeError> {
+        let now = self.clock.now().unix_millis();
+        Ok(self
+            .directory
+            .list_registrations(tenant_id)
+            .await?
+            .into_iter()
+            .map(|record| {
+                let status = record.status_at(now);
+                (record, status)
+            })
+            .collect())
+    }
+
+    /// The registry files' capabilities and `tenant_id`'s registrations.
+    pub async fn list(&self, tenant_id: &str) -> Result<CapabilityListing, RuntimeError> {
+        Ok(CapabilityListing {
+            registry: self.registry.clone(),
+            registrations: self.registrations_now(tenant_id).await?,
+        })
+    }
+
+    /// What `tenant_id`'s planner sees: the registry files plus the
+    /// tenant's active registrations (inactive ones are listed, not used).
+    pub async fn snapshot(&self, tenant_id: &str) -> Result<CapabilitySnapshot, RuntimeError> {
+        let registrations = self.registrations_now(tenant_id).await?;
+        let active = registrations
+            .iter()
+            .filter(|(_, status)| *status == CapabilityStatus::Active)
+            .map(|(record, _)| &record.registration);
+        let registry = if registrations.is_empty() {
+            self.registry.clone()
+        } else {
+            let (snapshot, left_out) = self.registry.with_additional_capabilities(active);
+            for (capability_id, error) in left_out {
+                tracing::warn!(%capability_id, %error, "a registered capability no longer fits the registry; the planner skips it");
+            }
+            Arc::new(snapshot)
+        };
+        Ok(CapabilitySnapshot {
+            registry,
+            registrations,
+        })
+    }
+}

@@ -1,0 +1,137 @@
+//! The use cases, each a service holding only the ports it uses (private
+//! fields, one constructor):
+//!
+//! - [`RunService`]: submit, cancel, snapshot and read or follow a run's frames.
+//! - [`StepService`]: perform one durable step (load, begin, perform the
+//!   engine's effect, resume, commit, send the outbox).
+//! - [`CapabilityService`]: registrations and the capability snapshot a
+//!   tenant's planner sees.
+//! - [`OutboxRelay`] / [`OutboxSweeper`]: send committed step messages, and
+//!   re-send what a crash left unsent.
+//!
+//! [`Services::new`] wires the first three over one set of ports; the
+//! sweeper needs only a store, a queue and a clock.
+
+mod capabilities;
+mod outbox;
+mod runs;
+mod steps;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::engine::{DEFAULT_MAX_NODE_ATTEMPTS, DEFAULT_MAX_PLANNER_ATTEMPTS, PlannerChoice};
+use baton_core::registry::Registry;
+use baton_core::schema::ValidatorCache;
+
+pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot, Registered};
+pub use outbox::{OutboxRelay, OutboxSweeper};
+pub use runs::{RunService, SubmittedRun};
+pub use steps::{StepOutcome, StepService};
+
+use crate::ports::{CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue};
+
+/// Tunables of the step loop.
+#[derive(Debug, Clone)]
+pub struct OrchestratorSettings {
+    pub max_node_attempts: u32,
+    /// How long a claimed node attempt is protected from twin deliveries.
+    pub node_lease: Duration,
+    /// Deltas are flushed to the event log when this many bytes are buffered…
+    pub delta_flush_bytes: usize,
+    /// …or when this long has passed since the last flush.
+    pub delta_flush_interval: Duration,
+    /// Bound on reload-and-reapply rounds after version conflicts.
+    pub max_commit_rounds: u32,
+    /// Which planner drafts plans.
+    pub planner: PlannerChoice,
+    /// Drafts an LLM planner may have rejected before falling back.
+    pub max_planner_attempts: u32,
+    /// How long a delivery that found its node claimed by another worker
+    /// waits before it looks again (it is usually stale by then).
+    pub busy_retry_delay: Duration,
+}
+
+impl Default for OrchestratorSettings {
+    fn default() -> Self {
+        OrchestratorSettings {
+            max_node_attempts: DEFAULT_MAX_NODE_ATTEMPTS,
+            node_lease: Duration::from_secs(300),
+            delta_flush_bytes: 512,
+            delta_flush_interval: Duration::from_millis(100),
+            max_commit_rounds: 16,
+            busy_retry_delay: Duration::from_secs(2),
+            planner: PlannerChoice::Deterministic,
+            max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
+        }
+    }
+}
+
+/// The adapters the services work through.
+#[derive(Clone)]
+pub struct ServicePorts {
+    pub store: Arc<dyn RunStore>,
+    pub queue: Arc<dyn StepQueue>,
+    pub capability_directory: Arc<dyn CapabilityDirectory>,
+    pub llm: Arc<dyn LlmProvider>,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn IdGenerator>,
+}
+
+/// What the run and step services share.
+#[derive(Clone)]
+pub(crate) struct CommonParts {
+    registry: Arc<Registry>,
+    store: Arc<dyn RunStore>,
+    relay: OutboxRelay,
+    validators: Arc<ValidatorCache>,
+    clock: Arc<dyn Clock>,
+    settings: OrchestratorSettings,
+}
+
+/// The services of one process, wired over one set of ports.
+#[derive(Clone)]
+pub struct Services {
+    pub runs: Arc<RunService>,
+    pub steps: Arc<StepService>,
+    pub capabilities: Arc<CapabilityService>,
+}
+
+impl Services {
+    /// `worker_id` is unique per process (e.g. the Lambda instance); node
+    /// claims are scoped by it.
+    pub fn new(
+        registry: Arc<Registry>,
+        ports: ServicePorts,
+        settings: OrchestratorSettings,
+        worker_id: impl Into<String>,
+    ) -> Self {
+        let validators = Arc::new(ValidatorCache::new());
+        let capabilities = Arc::new(CapabilityService::new(
+            registry.clone(),
+            ports.capability_directory.clone(),
+            validators.clone(),
+            ports.clock.clone(),
+        ));
+        let common = CommonParts {
+            relay: OutboxRelay::new(ports.store.clone(), ports.queue.clone()),
+            registry,
+            store: ports.store,
+            validators,
+            clock: ports.clock,
+            settings,
+        };
+        let runs = Arc::new(RunService::new(common.clone(), ports.ids));
+        let steps = Arc::new(StepService::new(
+            common,
+            ports.llm,
+            capabilities.clone(),
+            worker_id.into(),
+        ));
+        Services {
+            runs,
+            steps,
+            capabilities,
+        }
+    }
+}

@@ -1,0 +1,91 @@
+//! Sending committed step messages, and the sweeper's re-send of what a
+//! crash between commit and send left behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::run::StepMessage;
+
+use crate::error::RuntimeError;
+use crate::ports::{Clock, RunStore, StepQueue};
+
+/// Sends outbox entries to the queue, then marks them sent.
+#[derive(Clone)]
+pub struct OutboxRelay {
+    store: Arc<dyn RunStore>,
+    queue: Arc<dyn StepQueue>,
+}
+
+impl OutboxRelay {
+    pub fn new(store: Arc<dyn RunStore>, queue: Arc<dyn StepQueue>) -> Self {
+        OutboxRelay { store, queue }
+    }
+
+    pub async fn send(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        messages: &[StepMessage],
+    ) -> Result<(), RuntimeError> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        self.queue.send(messages).await?;
+        let ids: Vec<String> = messages
+            .iter()
+            .map(|message| message.message_id.clone())
+            .collect();
+        self.store.mark_outbox_sent(tenant_id, run_id, &ids).await?;
+        Ok(())
+    }
+
+    /// Re-sends a run's outbox entries not yet marked sent (idempotent on
+    /// the receiver: a step that already ran finds itself stale).
+    pub async fn resend_pending(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<usize, RuntimeError> {
+        let pending = self.store.pending_outbox(tenant_id, run_id).await?;
+        self.send(tenant_id, run_id, &pending).await?;
+        Ok(pending.len())
+    }
+}
+
+/// The sweeper's use case: needs a store, a queue and a clock, nothing else.
+pub struct OutboxSweeper {
+    store: Arc<dyn RunStore>,
+    queue: Arc<dyn StepQueue>,
+    clock: Arc<dyn Clock>,
+}
+
+impl OutboxSweeper {
+    pub fn new(store: Arc<dyn RunStore>, queue: Arc<dyn StepQueue>, clock: Arc<dyn Clock>) -> Self {
+        OutboxSweeper {
+            store,
+            queue,
+            clock,
+        }
+    }
+
+    /// Re-sends outbox entries older than `older_than` that are still
+    /// unsent, then marks them sent. Returns how many.
+    pub async fn sweep(&self, older_than: Duration, limit: usize) -> Result<usize, RuntimeError> {
+        let cutoff = self.clock.now().minus(older_than);
+        let stale = self.store.stale_outbox(cutoff, limit).await?;
+        for message in &stale {
+            self.queue.send(std::slice::from_ref(message)).await?;
+            self.store
+                .mark_outbox_sent(
+                    &message.tenant_id,
+                    &message.run_id,
+                    std::slice::from_ref(&message.message_id),
+                )
+                .await?;
+        }
+        if !stale.is_empty() {
+            tracing::info!(resent = stale.len(), "sweeper re-sent stale outbox entries");
+        }
+        Ok(stale.len())
+    }
+}

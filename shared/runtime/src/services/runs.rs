@@ -1,0 +1,275 @@
+//! Runs as a caller sees them: submit an envelope, cancel, read the stored
+//! run, read or follow its frames.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::engine::{EngineContext, NewRunIdentity, cancel_run, start_run};
+use baton_core::envelope::TaskEnvelope;
+use baton_core::event::EventFrame;
+use baton_core::registry::Registry;
+use baton_core::run::RunStatus;
+use baton_core::schema::{ValidatorCache, collect_violations};
+use futures_util::Stream;
+use serde_json::Value;
+
+use super::{CommonParts, OrchestratorSettings, OutboxRelay};
+use crate::error::{RuntimeError, StoreError};
+use crate::follow::{FollowRequest, follow_run};
+use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StoredRun};
+
+/// What submitting an envelope produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubmittedRun {
+    pub run_id: String,
+    pub thread_id: String,
+    pub status: RunStatus,
+    /// True when an idempotency key matched an earlier submission.
+    pub deduplicated: bool,
+}
+
+pub struct RunService {
+    registry: Arc<Registry>,
+    store: Arc<dyn RunStore>,
+    relay: OutboxRelay,
+    validators: Arc<ValidatorCache>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn IdGenerator>,
+    settings: OrchestratorSettings,
+}
+
+/// `$.inputs.key` plus a JSON pointer rendered as `.field[0]`.
+fn json_path_for_pointer(prefix: &str, pointer: &str) -> String {
+    let mut path = prefix.to_string();
+    for segment in pointer.split('/').skip(1) {
+        if !segment.is_empty() && segment.chars().all(|c| c.is_ascii_digit()) {
+            path.push_str(&format!("[{segment}]"));
+        } else {
+            path.push('.');
+            path.push_str(&segment.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    path
+}
+
+impl RunService {
+    pub(super) fn new(common: CommonParts, ids: Arc<dyn IdGenerator>) -> Self {
+        RunService {
+            registry: common.registry,
+            store: common.store,
+            relay: common.relay,
+            validators: common.validators,
+            clock: common.clock,
+            ids,
+            settings: common.settings,
+        }
+    }
+
+    fn engine(&self) -> EngineContext<'_> {
+        EngineContext {
+            registry: &self.registry,
+            validators: &self.validators,
+            planner: self.settings.planner,
+            max_planner_attempts: self.settings.max_planner_attempts,
+        }
+    }
+
+    /// Parses and checks an envelope: JSON paths on every error, supplied
+    /// facet inputs checked against their facet schemas.
+    pub fn parse_envelope(&self, envelope_json: &Value) -> Result<TaskEnvelope, RuntimeError> {
+        let envelope = TaskEnvelope::parse_value(envelope_json).map_err(|error| match error {
+            baton_core::CoreError::InvalidEnvelope { path, message } => {
+                RuntimeError::InvalidInput { path, message }
+            }
+            other => RuntimeError::Core(other),
+        })?;
+        for (key, value) in &envelope.inputs {
+            let Some(facet) = self.registry.facets.get(key) else {
+                continue;
+            };
+            let prefix = format!("$.inputs.{key}");
+            let validator = self.validators.validator_for(&facet.schema, &prefix)?;
+            if let Some(violation) = collect_violations(&validator, value).into_iter().next() {
+                return Err(RuntimeError::InvalidInput {
+                    path: json_path_for_pointer(&prefix, &violation.instance_pointer),
+                    message: format!("does not match facet `{key}`: {}", violation.message),
+                });
+            }
+        }
+        Ok(envelope)
+    }
+
+    /// Creates a run for `tenant_id` and queues its planning step. Nothing
+    /// is persisted for an invalid envelope.
+    pub async fn submit(
+        &self,
+        tenant_id: &str,
+        envelope_json: &Value,
+    ) -> Result<SubmittedRun, RuntimeError> {
+        let envelope = self.parse_envelope(envelope_json)?;
+        let run_id = self.ids.new_id("run");
+        let identity = NewRunIdentity {
+            thread_id: envelope
+                .thread_id
+                .clone()
+                .unwrap_or_else(|| self.ids.new_id("thread")),
+            correlation_id: envelope
+                .correlation_id
+                .clone()
+                .unwrap_or_else(|| self.ids.new_id("corr")),
+            tenant_id: tenant_id.to_string(),
+            run_id: run_id.clone(),
+        };
+        let idempotency_key = envelope.idempotency_key.clone();
+        let decision = start_run(
+            identity,
+            envelope,
+            self.clock.now(),
+            self.settings.max_node_attempts,
+        );
+        let outcome = self
+            .store
+            .create_run(
+                &decision.state,
+                decision.events,
+                decision.outbox.clone(),
+                idempotency_key.as_deref(),
+            )
+            .await?;
+        match outcome {
+            CreateOutcome::AlreadyExists { run_id } => {
+                let existing = self
+                    .store
+                    .load_run(tenant_id, &run_id)
+                    .await?
+                    .ok_or(StoreError::RunNotFound)?;
+                Ok(SubmittedRun {
+                    run_id,
+                    thread_id: existing.state.thread_id,
+                    status: existing.state.status,
+                    deduplicated: true,
+                })
+            }
+            CreateOutcome::Created => {
+                self.relay
+                    .send(tenant_id, &run_id, &decision.outbox)
+                    .await?;
+                Ok(SubmittedRun {
+                    run_id,
+                    thread_id: decision.state.thread_id,
+                    status: decision.state.status,
+                    deduplicated: false,
+                })
+            }
+        }
+    }
+
+    /// The stored run of `tenant_id` (None for another tenant's run).
+    pub async fn load(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<StoredRun>, RuntimeError> {
+        Ok(self.store.load_run(tenant_id, run_id).await?)
+    }
+
+    /// Cancels a run that has not ended; pending steps become stale.
+    /// Returns the run's status afterwards, or None when there is no such run.
+    pub async fn cancel(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        reason: &str,
+    ) -> Result<Option<RunStatus>, RuntimeError> {
+        for _ in 0..self.settings.max_commit_rounds {
+            let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+                return Ok(None);
+            };
+            let current = stored.state.status;
+            let Some(decision) = cancel_run(stored.state, reason, self.clock.now(), &self.engine())
+            else {
+                return Ok(Some(current));
+            };
+            let status = decision.state.status;
+            match self
+                .store
+                .commit_step(
+                    tenant_id,
+                    run_id,
+                    stored.version,
+                    decision.state,
+                    decision.events,
+                    decision.outbox,
+                )
+                .await
+            {
+                Ok(_) => return Ok(Some(status)),
+                Err(StoreError::VersionConflict { .. }) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(RuntimeError::Store(StoreError::VersionConflict {
+            expected: 0,
+        }))
+    }
+
+    /// Every stored frame after `after_sequence` (paging through the store).
+    pub async fn read_all_events_after(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+    ) -> Result<Vec<EventFrame>, RuntimeError> {
+        let mut frames = Vec::new();
+        let mut cursor = after_sequence;
+        loop {
+            let page = self
+                .store
+                .read_events(tenant_id, run_id, cursor, 500)
+                .await?;
+            let Some(last) = page.last() else {
+                return Ok(frames);
+            };
+            cursor = last.id;
+            frames.extend(page);
+        }
+    }
+
+    /// The run's frames after `after_sequence`, followed until its stream
+    /// ends or it parks (see [`crate::follow`]).
+    pub fn follow(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+        poll_interval: Duration,
+    ) -> impl Stream<Item = EventFrame> + Send + 'static {
+        follow_run(
+            self.store.clone(),
+            FollowRequest {
+                tenant_id: tenant_id.to_string(),
+                run_id: run_id.to_string(),
+                after_sequence,
+                poll_interval,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_path_for_pointer;
+
+    #[test]
+    fn pointers_render_as_json_paths() {
+        assert_eq!(
+            json_path_for_pointer("$.inputs.tone", "/0"),
+            "$.inputs.tone[0]"
+        );
+        assert_eq!(
+            json_path_for_pointer("$.inputs.ctx", "/data/a~1b"),
+            "$.inputs.ctx.data.a/b"
+        );
+        assert_eq!(json_path_for_pointer("$.inputs.ctx", ""), "$.inputs.ctx");
+    }
+}

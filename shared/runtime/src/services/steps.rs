@@ -1,0 +1,445 @@
+//! One durable step: load the run, let the engine begin, perform the effect
+//! it asks for (claim + model call, or a planner draft), let it resume with
+//! the outcome, commit the decision conditionally on the version read, then
+//! send the outbox. A version conflict reloads and re-applies the same
+//! outcome; the capability is never called again for it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use baton_core::codes::{FailureCode, WarningCode};
+use baton_core::context::ModelRequest;
+use baton_core::engine::{
+    Decision, Effect, EffectOutcome, EngineContext, StepAdvance, begin_step, fail_run, is_stale,
+    resume_step,
+};
+use baton_core::frames::{self, FrameStamp};
+use baton_core::registry::Registry;
+use baton_core::run::{RunState, StepCommand, StepMessage};
+use baton_core::schema::ValidatorCache;
+use tokio::sync::mpsc;
+use tracing::{Instrument, info_span};
+
+use super::{CapabilityService, CommonParts, OrchestratorSettings, OutboxRelay};
+use crate::error::{RuntimeError, StoreError};
+use crate::ports::{ClaimOutcome, Clock, LlmProvider, ModelDelta, NodeClaim, RunStore, StoredRun};
+
+/// What one step did, for the worker's acknowledgement decision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepOutcome {
+    Committed {
+        new_version: u64,
+    },
+    /// Duplicate or late delivery: nothing changed but the outbox re-send.
+    Stale,
+    /// Another worker holds the node's lease; try again later.
+    Busy {
+        retry_after: Duration,
+    },
+    RunNotFound,
+}
+
+pub struct StepService {
+    registry: Arc<Registry>,
+    store: Arc<dyn RunStore>,
+    relay: OutboxRelay,
+    llm: Arc<dyn LlmProvider>,
+    clock: Arc<dyn Clock>,
+    capabilities: Arc<CapabilityService>,
+    validators: Arc<ValidatorCache>,
+    settings: OrchestratorSettings,
+    /// Unique per process; claims are scoped by it.
+    worker_id: String,
+    /// Numbers this process's claims.
+    claim_counter: AtomicU64,
+}
+
+/// A claim this handling holds, released if its result is lost.
+struct HeldClaim {
+    node_id: String,
+    attempt: u32,
+    claimant: String,
+}
+
+impl StepService {
+    pub(super) fn new(
+        common: CommonParts,
+        llm: Arc<dyn LlmProvider>,
+        capabilities: Arc<CapabilityService>,
+        worker_id: String,
+    ) -> Self {
+        StepService {
+            registry: common.registry,
+            store: common.store,
+            relay: common.relay,
+            llm,
+            clock: common.clock,
+            capabilities,
+            validators: common.validators,
+            settings: common.settings,
+            worker_id,
+            claim_counter: AtomicU64::new(0),
+        }
+    }
+
+    fn engine<'a>(&'a self, registry: &'a Registry) -> EngineContext<'a> {
+        EngineContext {
+            registry,
+            validators: &self.validators,
+            planner: self.settings.planner,
+            max_planner_attempts: self.settings.max_planner_attempts,
+        }
+    }
+
+    /// Performs one step message durably.
+    pub async fn handle(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
+        let node_id = match &message.command {
+            StepCommand::ExecuteNode { node_id, .. } => node_id.as_str(),
+            StepCommand::Plan => "",
+        };
+        let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
+        self.handle_inner(message).instrument(span).await
+    }
+
+    async fn handle_inner(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
+        let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
+        let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+            return Ok(StepOutcome::RunNotFound);
+        };
+        if is_stale(&stored.state, &message.command) {
+            self.relay.resend_pending(tenant_id, run_id).await?;
+            return Ok(StepOutcome::Stale);
+        }
+        // A plan is drafted and judged against the tenant's capability
+        // snapshot; once planned, nodes carry their own compiled contracts.
+        let registry = match message.command {
+            StepCommand::Plan => self.capabilities.snapshot(tenant_id).await?.registry,
+            StepCommand::ExecuteNode { .. } => self.registry.clone(),
+        };
+        let engine = self.engine(&registry);
+        let mut advance = begin_step(&stored.state, &message.command, self.clock.now(), &engine)?;
+        let mut performed: Option<(Effect, EffectOutcome)> = None;
+        let mut held_claim: Option<HeldClaim> = None;
+        let decision = loop {
+            match advance {
+                StepAdvance::Stale => {
+                    self.relay.resend_pending(tenant_id, run_id).await?;
+                    return Ok(StepOutcome::Stale);
+                }
+                StepAdvance::Decided(decision) => break *decision,
+                StepAdvance::Perform(effect) => {
+                    if let Some((node_id, attempt)) = effect.claim() {
+                        match self.claim(message, node_id, attempt, &effect).await? {
+                            Ok(claim) => held_claim = Some(claim),
+                            Err(busy) => return Ok(busy),
+                        }
+                    }
+                    let outcome = self.perform(&stored.state, &effect).await?;
+                    advance = resume_step(
+                        &stored.state,
+                        &message.command,
+                        &effect,
+                        outcome.clone(),
+                        self.clock.now(),
+                        &engine,
+                    )?;
+                    performed = Some((effect, outcome));
+                }
+            }
+        };
+        let outcome = self
+            .commit_reapplying_on_conflict(message, stored, decision, performed, &engine)
+            .await;
+        if outcome.is_err()
+            && let Some(claim) = &held_claim
+            && let Err(error) = self
+                .store
+                .release_claim(
+                    tenant_id,
+                    run_id,
+                    &claim.node_id,
+                    claim.attempt,
+                    &claim.claimant,
+                )
+                .await
+        {
+            tracing::warn!(%error, "could not release the claim after a failed commit; it expires with its lease");
+        }
+        outcome
+    }
+
+    /// Claims the node attempt with a lease, appending the effect's start
+    /// frames. `Err(Busy)` when another worker holds it.
+    async fn claim(
+        &self,
+        message: &StepMessage,
+        node_id: &str,
+        attempt: u32,
+        effect: &Effect,
+    ) -> Result<Result<HeldClaim, StepOutcome>, RuntimeError> {
+        let now = self.clock.now();
+        // One claimant per handling, so two deliveries in the same process are rivals too.
+        let claimant = format!(
+            "{}/{}",
+            self.worker_id,
+            self.claim_counter.fetch_add(1, Ordering::Relaxed)
+        );
+        let start_frames = match effect {
+            Effect::CallModel(call) => call.start_frames.clone(),
+            Effect::DraftPlan(_) => Vec::new(),
+        };
+        let claim = NodeClaim {
+            node_id,
+            attempt,
+            worker_id: &claimant,
+            now,
+            lease_expires_at: now.plus(self.settings.node_lease),
+        };
+        match self
+            .store
+            .claim_node(&message.tenant_id, &message.run_id, claim, start_frames)
+            .await?
+        {
+            ClaimOutcome::Claimed => Ok(Ok(HeldClaim {
+                node_id: node_id.to_string(),
+                attempt,
+                claimant,
+            })),
+            ClaimOutcome::HeldByOther { lease_expires_at } => Ok(Err(StepOutcome::Busy {
+                retry_after: lease_expires_at
+                    .since(now)
+                    .min(self.settings.busy_retry_delay),
+            })),
+        }
+    }
+
+    /// Performs an effect; provider failures become outcomes, anything else
+    /// (the store failing) is an error of the step.
+    async fn perform(
+        &self,
+        state: &RunState,
+        effect: &Effect,
+    ) -> Result<EffectOutcome, RuntimeError> {
+        let answered = match effect {
+            Effect::CallModel(call) => {
+                self.call_model_streaming(state, &call.node_id, &call.request)
+                    .await
+            }
+            Effect::DraftPlan(call) => {
+                if !call.frames_before.is_empty() {
+                    self.store
+                        .append_events(&state.tenant_id, &state.run_id, call.frames_before.clone())
+                        .await?;
+                }
+                let (sender, _receiver) = mpsc::unbounded_channel();
+                self.llm
+                    .complete(&call.request, sender)
+                    .await
+                    .map_err(RuntimeError::Llm)
+            }
+        };
+        match answered {
+            Ok(answer) => Ok(EffectOutcome::ModelAnswered(answer)),
+            Err(RuntimeError::Llm(error)) => Ok(EffectOutcome::ModelFailed {
+                code: error.code(),
+                message: error.to_string(),
+            }),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Calls the model while a second task batches its deltas into the event log.
+    async fn call_model_streaming(
+        &self,
+        state: &RunState,
+        node_id: &str,
+        request: &ModelRequest,
+    ) -> Result<crate::ports::ModelAnswer, RuntimeError> {
+        let (sender, mut receiver) = mpsc::unbounded_channel::<ModelDelta>();
+        let call = self.llm.complete(request, sender);
+        let drain = async {
+            let mut buffer = String::new();
+            let mut last_flush = tokio::time::Instant::now();
+            let mut flush_error = None;
+            while let Some(delta) = receiver.recv().await {
+                let text = match delta {
+                    ModelDelta::Text(text) => text,
+                    ModelDelta::Restarted => {
+                        if let Err(error) = self
+                            .flush_delta(state, node_id, &mut buffer)
+                            .await
+                            .and(self.note_stream_restart(state, node_id).await)
+                        {
+                            flush_error = Some(error);
+                        }
+                        last_flush = tokio::time::Instant::now();
+                        continue;
+                    }
+                };
+                buffer.push_str(&text);
+                if buffer.len() >= self.settings.delta_flush_bytes
+                    || last_flush.elapsed() >= self.settings.delta_flush_interval
+                {
+                    if let Err(error) = self.flush_delta(state, node_id, &mut buffer).await {
+                        flush_error = Some(error);
+                    }
+                    last_flush = tokio::time::Instant::now();
+                }
+            }
+            if let Err(error) = self.flush_delta(state, node_id, &mut buffer).await {
+                flush_error = Some(error);
+            }
+            flush_error
+        };
+        let (answer, flush_error) = tokio::join!(call, drain);
+        if let Some(error) = flush_error {
+            tracing::warn!(%error, "could not append streamed deltas; the answer is still committed");
+        }
+        Ok(answer?)
+    }
+
+    /// A `warning` telling stream readers to drop the node's deltas so far:
+    /// the provider restarted the answer after its stream broke.
+    async fn note_stream_restart(
+        &self,
+        state: &RunState,
+        node_id: &str,
+    ) -> Result<(), RuntimeError> {
+        let frame = frames::warning(
+            &FrameStamp::for_run(state, self.clock.now()),
+            Some(node_id),
+            "the model's stream broke and restarted: discard this node's deltas streamed since its node_start",
+            &frames::WarningPayload::of(WarningCode::StreamRestarted),
+        );
+        self.store
+            .append_events(&state.tenant_id, &state.run_id, vec![frame])
+            .await?;
+        Ok(())
+    }
+
+    async fn flush_delta(
+        &self,
+        state: &RunState,
+        node_id: &str,
+        buffer: &mut String,
+    ) -> Result<(), RuntimeError> {
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        let frame = frames::delta(
+            &FrameStamp::for_run(state, self.clock.now()),
+            node_id,
+            std::mem::take(buffer),
+        );
+        self.store
+            .append_events(&state.tenant_id, &state.run_id, vec![frame])
+            .await?;
+        Ok(())
+    }
+
+    /// Commits; on a version conflict reloads and decides again from the
+    /// same outcome (or, for a step decided without an effect, begins again).
+    async fn commit_reapplying_on_conflict(
+        &self,
+        message: &StepMessage,
+        stored: StoredRun,
+        first_decision: Decision,
+        performed: Option<(Effect, EffectOutcome)>,
+        engine: &EngineContext<'_>,
+    ) -> Result<StepOutcome, RuntimeError> {
+        let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
+        let mut version = stored.version;
+        let mut decision = first_decision;
+        for _ in 0..self.settings.max_commit_rounds {
+            match self
+                .store
+                .commit_step(
+                    tenant_id,
+                    run_id,
+                    version,
+                    decision.state,
+                    decision.events,
+                    decision.outbox.clone(),
+                )
+                .await
+            {
+                Ok(new_version) => {
+                    self.relay.send(tenant_id, run_id, &decision.outbox).await?;
+                    return Ok(StepOutcome::Committed { new_version });
+                }
+                Err(StoreError::VersionConflict { .. }) => {}
+                Err(StoreError::TooLarge(reason)) => {
+                    return self
+                        .fail_run_too_large(tenant_id, run_id, &reason, engine)
+                        .await;
+                }
+                Err(other) => return Err(other.into()),
+            }
+            let Some(reloaded) = self.store.load_run(tenant_id, run_id).await? else {
+                return Ok(StepOutcome::RunNotFound);
+            };
+            let now = self.clock.now();
+            let advance = match &performed {
+                Some((effect, outcome)) => resume_step(
+                    &reloaded.state,
+                    &message.command,
+                    effect,
+                    outcome.clone(),
+                    now,
+                    engine,
+                )?,
+                None => begin_step(&reloaded.state, &message.command, now, engine)?,
+            };
+            decision = match advance {
+                StepAdvance::Decided(decision) => *decision,
+                StepAdvance::Stale => return Ok(StepOutcome::Stale),
+                StepAdvance::Perform(_) => {
+                    return Err(RuntimeError::Core(baton_core::CoreError::StepDoesNotApply(
+                        "re-applying a performed outcome asked for another effect".into(),
+                    )));
+                }
+            };
+            version = reloaded.version;
+        }
+        Err(RuntimeError::Store(StoreError::VersionConflict {
+            expected: version,
+        }))
+    }
+
+    /// The step's result made the run state too large to store: the run
+    /// fails from its last stored state (which fits) with a clear error,
+    /// instead of the step failing for ever.
+    async fn fail_run_too_large(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        reason: &str,
+        engine: &EngineContext<'_>,
+    ) -> Result<StepOutcome, RuntimeError> {
+        let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+            return Ok(StepOutcome::RunNotFound);
+        };
+        let Some(decision) = fail_run(
+            stored.state,
+            FailureCode::StateTooLarge,
+            &format!("the run can no longer be stored: {reason}"),
+            self.clock.now(),
+            engine,
+        ) else {
+            return Ok(StepOutcome::Stale);
+        };
+        let new_version = self
+            .store
+            .commit_step(
+                tenant_id,
+                run_id,
+                stored.version,
+                decision.state,
+                decision.events,
+                decision.outbox,
+            )
+            .await?;
+        Ok(StepOutcome::Committed { new_version })
+    }
+}

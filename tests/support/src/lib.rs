@@ -1,0 +1,214 @@
+//! `baton-test-support`: what every test suite needs, in one place.
+//!
+//! - [`repository_path`], [`example_envelope`], [`repository_registry`]: the
+//!   repository's files, wherever the test binary runs from.
+//! - [`TestServices`]: one builder of the real services over test ports
+//!   (in-memory by default; any store, queue or model double can be set).
+//! - [`assert_frames_match_schemas`]: every frame a test sees validates
+//!   against `events/schemas/frames/<type>.schema.json`.
+//!
+//! Test doubles for external services (the model endpoint) live in
+//! `scripted-llm`; nothing here stands in for the code under test.
+
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture ends the test
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use baton_core::event::EventFrame;
+use baton_core::frames::FRAME_SCHEMA_DIRECTORY;
+use baton_core::registry::Registry;
+use baton_core::schema::{SharedValidator, collect_violations, compile_schema};
+use baton_runtime::clock::{RandomIds, SystemClock};
+use baton_runtime::memory::{InMemoryCapabilityDirectory, InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::ports::{CapabilityDirectory, Clock, LlmProvider, RunStore, StepQueue};
+use baton_runtime::registry_loader::load_registry;
+use baton_runtime::services::{OrchestratorSettings, ServicePorts, Services};
+use serde_json::Value;
+
+/// The repository root (this crate lives in `tests/support`).
+pub fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A file or folder of the repository.
+pub fn repository_path(relative: &str) -> PathBuf {
+    repository_root().join(relative)
+}
+
+/// `registry/examples/<name>` as JSON.
+pub fn example_envelope(name: &str) -> Value {
+    let path = repository_path(&format!("registry/examples/{name}"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// The repository's `registry/`, loaded once per test binary.
+pub fn repository_registry() -> Arc<Registry> {
+    static REGISTRY: OnceLock<Arc<Registry>> = OnceLock::new();
+    REGISTRY
+        .get_or_init(|| {
+            Arc::new(
+                load_registry(&repository_path("registry"))
+                    .unwrap_or_else(|error| panic!("repository registry: {error}")),
+            )
+        })
+        .clone()
+}
+
+/// The real services over test ports. Unset ports are in-memory; settings
+/// default to [`OrchestratorSettings::default`] with a short busy retry.
+pub struct TestServices {
+    llm: Arc<dyn LlmProvider>,
+    store: Option<Arc<dyn RunStore>>,
+    queue: Option<Arc<dyn StepQueue>>,
+    capability_directory: Option<Arc<dyn CapabilityDirectory>>,
+    clock: Option<Arc<dyn Clock>>,
+    registry: Option<Arc<Registry>>,
+    settings: OrchestratorSettings,
+    worker_id: String,
+}
+
+/// What [`TestServices::build`] wired, with the in-memory parts kept typed.
+pub struct BuiltServices {
+    pub services: Services,
+    pub store: Arc<dyn RunStore>,
+    pub queue: Arc<dyn StepQueue>,
+}
+
+impl TestServices {
+    /// Services calling `llm` (a test double for the model endpoint).
+    pub fn with_model(llm: Arc<dyn LlmProvider>) -> Self {
+        TestServices {
+            llm,
+            store: None,
+            queue: None,
+            capability_directory: None,
+            clock: None,
+            registry: None,
+            settings: OrchestratorSettings {
+                busy_retry_delay: Duration::from_millis(20),
+                ..OrchestratorSettings::default()
+            },
+            worker_id: "test-worker".into(),
+        }
+    }
+
+    pub fn store(mut self, store: Arc<dyn RunStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    pub fn queue(mut self, queue: Arc<dyn StepQueue>) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
+    pub fn capability_directory(mut self, directory: Arc<dyn CapabilityDirectory>) -> Self {
+        self.capability_directory = Some(directory);
+        self
+    }
+
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    pub fn registry(mut self, registry: Arc<Registry>) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    pub fn settings(mut self, settings: OrchestratorSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    pub fn worker_id(mut self, worker_id: &str) -> Self {
+        self.worker_id = worker_id.to_string();
+        self
+    }
+
+    pub fn build(self) -> BuiltServices {
+        let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let store = self
+            .store
+            .unwrap_or_else(|| Arc::new(InMemoryRunStore::new().with_clock(clock.clone())));
+        let queue = self
+            .queue
+            .unwrap_or_else(|| Arc::new(InMemoryStepQueue::new()));
+        let services = Services::new(
+            self.registry.unwrap_or_else(repository_registry),
+            ServicePorts {
+                store: store.clone(),
+                queue: queue.clone(),
+                capability_directory: self
+                    .capability_directory
+                    .unwrap_or_else(|| Arc::new(InMemoryCapabilityDirectory::new())),
+                llm: self.llm,
+                clock,
+                ids: Arc::new(RandomIds),
+            },
+            self.settings,
+            self.worker_id,
+        );
+        BuiltServices {
+            services,
+            store,
+            queue,
+        }
+    }
+}
+
+fn frame_validator(type_name: &str) -> SharedValidator {
+    static CACHE: OnceLock<Mutex<HashMap<String, SharedValidator>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let mut cache = cache
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    cache
+        .entry(type_name.to_string())
+        .or_insert_with(|| {
+            let path =
+                repository_path(FRAME_SCHEMA_DIRECTORY).join(format!("{type_name}.schema.json"));
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            let schema: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            Arc::new(
+                compile_schema(&schema, &path.display().to_string())
+                    .unwrap_or_else(|error| panic!("{}: {error}", path.display())),
+            )
+        })
+        .clone()
+}
+
+/// Validates frames as JSON (from an SSE `data:` line or an ndjson line)
+/// against their type's published schema; panics naming the first that breaks it.
+pub fn assert_frame_values_match_schemas<'a>(frames: impl IntoIterator<Item = &'a Value>) {
+    let mut checked = 0;
+    for frame in frames {
+        let type_name = frame["type"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a frame without a type: {frame}"));
+        let violations = collect_violations(&frame_validator(type_name), frame);
+        assert!(
+            violations.is_empty(),
+            "{type_name} frame breaks events/schemas/frames/{type_name}.schema.json: {violations:?}\n{frame:#}"
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no frames to check");
+}
+
+/// Same as [`assert_frame_values_match_schemas`] for stored frames.
+pub fn assert_frames_match_schemas(frames: &[EventFrame]) {
+    let values: Vec<Value> = frames
+        .iter()
+        .map(|frame| serde_json::to_value(frame).unwrap_or(Value::Null))
+        .collect();
+    assert_frame_values_match_schemas(&values);
+}
