@@ -5,13 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, GlobalSecondaryIndex, KeySchemaElement,
-    KeyType, Projection, ProjectionType, Put, ScalarAttributeType, TimeToLiveSpecification,
-    TransactWriteItem, Update,
-};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
@@ -19,6 +13,9 @@ use baton_runtime::clock::SystemClock;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::Clock;
 
+pub(crate) use crate::attributes::{
+    cancellation_codes, event_sk, n, put, read_number, read_text, run_pk, s, unavailable,
+};
 use crate::state_codec::{decode_state, encode_state};
 use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StoredRun};
 
@@ -26,7 +23,7 @@ pub(crate) type Item = HashMap<String, AttributeValue>;
 
 /// Sparse index of unsent outbox entries (the sweeper's view), sharded by run.
 pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
-const PENDING_OUTBOX_SHARDS: u32 = 8;
+pub(crate) const PENDING_OUTBOX_SHARDS: u32 = 8;
 
 fn pending_outbox_shard(run_id: &str) -> String {
     let hash = run_id.bytes().fold(0u32, |hash, byte| {
@@ -49,67 +46,6 @@ pub struct DynamoRunStore {
     pub(crate) clock: Arc<dyn Clock>,
 }
 
-pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(error.to_string())
-}
-
-fn run_pk(tenant_id: &str, run_id: &str) -> String {
-    format!("T#{tenant_id}#R#{run_id}")
-}
-
-fn event_sk(sequence: u64) -> String {
-    format!("EV#{sequence:020}")
-}
-
-pub(crate) fn s(text: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(text.into())
-}
-
-pub(crate) fn n(number: u64) -> AttributeValue {
-    AttributeValue::N(number.to_string())
-}
-
-pub(crate) fn read_number(item: &Item, name: &str) -> Result<u64, StoreError> {
-    item.get(name)
-        .and_then(|value| value.as_n().ok())
-        .and_then(|text| text.parse().ok())
-        .ok_or_else(|| StoreError::Corrupt(format!("attribute `{name}` missing or not a number")))
-}
-
-pub(crate) fn read_text<'a>(item: &'a Item, name: &str) -> Result<&'a str, StoreError> {
-    item.get(name)
-        .and_then(|value| value.as_s().ok())
-        .map(String::as_str)
-        .ok_or_else(|| StoreError::Corrupt(format!("attribute `{name}` missing or not a string")))
-}
-
-/// What a cancelled transaction said about each item, in request order.
-fn cancellation_codes(error: &SdkError<TransactWriteItemsError>) -> Option<Vec<String>> {
-    match error {
-        SdkError::ServiceError(service) => match service.err() {
-            TransactWriteItemsError::TransactionCanceledException(cancelled) => Some(
-                cancelled
-                    .cancellation_reasons()
-                    .iter()
-                    .map(|reason| reason.code().unwrap_or("None").to_string())
-                    .collect(),
-            ),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn put(table: &str, item: Item, condition: Option<&str>) -> Result<TransactWriteItem, StoreError> {
-    let mut builder = Put::builder().table_name(table).set_item(Some(item));
-    if let Some(condition) = condition {
-        builder = builder.condition_expression(condition);
-    }
-    Ok(TransactWriteItem::builder()
-        .put(builder.build().map_err(unavailable)?)
-        .build())
-}
-
 impl DynamoRunStore {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
         DynamoRunStore {
@@ -123,108 +59,6 @@ impl DynamoRunStore {
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
-    }
-
-    /// Creates the table (and its TTL) if it does not exist: for local emulators and tests.
-    pub async fn create_table_if_missing(&self) -> Result<(), StoreError> {
-        let exists = self
-            .client
-            .describe_table()
-            .table_name(&self.table)
-            .send()
-            .await
-            .is_ok();
-        if exists {
-            return Ok(());
-        }
-        self.client
-            .create_table()
-            .table_name(&self.table)
-            .billing_mode(BillingMode::PayPerRequest)
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("pk")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("sk")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name("pk")
-                    .key_type(KeyType::Hash)
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .key_schema(
-                KeySchemaElement::builder()
-                    .attribute_name("sk")
-                    .key_type(KeyType::Range)
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("gsi1pk")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name("gsi1sk")
-                    .attribute_type(ScalarAttributeType::S)
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .global_secondary_indexes(
-                GlobalSecondaryIndex::builder()
-                    .index_name(PENDING_OUTBOX_INDEX)
-                    .key_schema(
-                        KeySchemaElement::builder()
-                            .attribute_name("gsi1pk")
-                            .key_type(KeyType::Hash)
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .key_schema(
-                        KeySchemaElement::builder()
-                            .attribute_name("gsi1sk")
-                            .key_type(KeyType::Range)
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .projection(
-                        Projection::builder()
-                            .projection_type(ProjectionType::All)
-                            .build(),
-                    )
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .send()
-            .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
-        self.client
-            .update_time_to_live()
-            .table_name(&self.table)
-            .time_to_live_specification(
-                TimeToLiveSpecification::builder()
-                    .attribute_name("expiresAt")
-                    .enabled(true)
-                    .build()
-                    .map_err(unavailable)?,
-            )
-            .send()
-            .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
-        Ok(())
     }
 
     fn event_items(
@@ -715,27 +549,7 @@ impl RunStore for DynamoRunStore {
         tenant_id: &str,
         run_id: &str,
     ) -> Result<Vec<StepMessage>, StoreError> {
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-            .filter_expression("sent = :false")
-            .expression_attribute_values(":pk", s(run_pk(tenant_id, run_id)))
-            .expression_attribute_values(":prefix", s("OUT#"))
-            .expression_attribute_values(":false", AttributeValue::Bool(false))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
-        output
-            .items()
-            .iter()
-            .map(|item| {
-                serde_json::from_str(read_text(item, "message")?)
-                    .map_err(|error| StoreError::Corrupt(error.to_string()))
-            })
-            .collect()
+        self.query_pending_outbox(tenant_id, run_id).await
     }
 
     async fn stale_outbox(
@@ -743,38 +557,7 @@ impl RunStore for DynamoRunStore {
         written_before: Instant,
         limit: usize,
     ) -> Result<Vec<StepMessage>, StoreError> {
-        let mut stale: Vec<(String, StepMessage)> = Vec::new();
-        for shard in 0..PENDING_OUTBOX_SHARDS {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(PENDING_OUTBOX_INDEX)
-                .key_condition_expression("gsi1pk = :shard AND gsi1sk < :cutoff")
-                .expression_attribute_values(":shard", s(format!("OUTBOX#PENDING#{shard}")))
-                .expression_attribute_values(
-                    ":cutoff",
-                    s(format!("{:020}", written_before.unix_millis())),
-                )
-                .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
-                .send()
-                .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
-            for item in output.items() {
-                let order = read_text(item, "gsi1sk")?.to_string();
-                let message = serde_json::from_str(read_text(item, "message")?)
-                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                stale.push((order, message));
-            }
-        }
-        stale.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(stale
-            .into_iter()
-            .take(limit)
-            .map(|(_, message)| message)
-            .collect())
+        self.query_stale_outbox(written_before, limit).await
     }
 
     async fn mark_outbox_sent(
@@ -783,22 +566,7 @@ impl RunStore for DynamoRunStore {
         run_id: &str,
         message_ids: &[String],
     ) -> Result<(), StoreError> {
-        let pk = run_pk(tenant_id, run_id);
-        for message_id in message_ids {
-            self.client
-                .update_item()
-                .table_name(&self.table)
-                .key("pk", s(&pk))
-                .key("sk", s(format!("OUT#{message_id}")))
-                .update_expression("SET sent = :true REMOVE gsi1pk, gsi1sk")
-                .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":true", AttributeValue::Bool(true))
-                .send()
-                .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
-        }
-        Ok(())
+        self.update_outbox_sent(tenant_id, run_id, message_ids)
+            .await
     }
 }

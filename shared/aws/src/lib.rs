@@ -27,10 +27,13 @@
 //! `version` and `nextSeq`, so events get contiguous sequence numbers and a
 //! losing writer appends nothing; SDK types never leave this crate.
 
+mod attributes;
 pub mod capability_directory;
 pub mod dynamodb;
+mod outbox_items;
 pub mod sqs;
 pub mod state_codec;
+mod table_setup;
 
 pub use dynamodb::DynamoRunStore;
 pub use sqs::SqsStepQueue;

@@ -1,4 +1,4 @@
-//! Capability registrations (seed 004 §5.6.2) and the plan taxonomy kinds.
+//! Capability registrations and the plan taxonomy kinds.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -13,7 +13,7 @@ pub enum AgentType {
     Builtin,
 }
 
-/// Plan taxonomy (seed 004 Story 8.8).
+/// Plan taxonomy.
 #[derive(
     Debug,
     Clone,
@@ -135,8 +135,8 @@ impl CapabilityRegistration {
     }
 }
 
-/// Heartbeat interval assumed when a registration states none (seed 004 §11:
-/// agents re-register every 5 minutes by default).
+/// Heartbeat interval assumed when a registration states none: agents
+/// re-register every 5 minutes by default.
 pub const DEFAULT_HEARTBEAT_INTERVAL_SECONDS: u64 = 300;
 /// Missed intervals after which a registration without a stated timeout is
 /// inactive.

@@ -1,4 +1,4 @@
-//! The facet contract compiler (seed 004 §5.7 step 3): merges the schemas of
+//! The facet contract compiler: merges the schemas of
 //! a node's selected facets into one object schema, keeping provenance (which
 //! facet each property came from) so validation errors can name the facet.
 

@@ -1,5 +1,5 @@
-//! Context bundles (seed 004 §5.5) and the model request built from one.
-//! Prompt hygiene (seed 000 §4): a node sees its capability's instruction,
+//! Context bundles and the model request built from one.
+//! Prompt hygiene: a node sees its capability's instruction,
 //! its own input facets, the envelope's objective and non-facet context, and
 //! the errors of its own previous attempt. Never the orchestrator's prompt,
 //! never other nodes' history.

@@ -1,4 +1,4 @@
-//! The caller's output contract (seed 004 §5.9.1): a JSON Schema, optional
+//! The caller's output contract: a JSON Schema, optional
 //! post-processing hints and declarative JSONLogic constraints.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Plan diagnostics and the merge algorithm of seed 004 §5.9.3–5.9.4: dedupe
+//! Plan diagnostics and the specified merge algorithm: dedupe
 //! by `(constraintId || hash(constraint), nodeId || '*', cause)`, severity
 //! dominance with merged suggestions, stable ordering, bundle status and the
 //! weighted satisfaction score.

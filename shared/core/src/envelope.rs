@@ -1,4 +1,4 @@
-//! The task envelope (seed 004 §5.1, §10; seed 000 constraints): parsing with
+//! The task envelope: parsing with
 //! JSON-path errors and the semantic checks that follow parsing.
 
 use serde::{Deserialize, Serialize};
@@ -9,7 +9,7 @@ use crate::contract::OutputContract;
 use crate::policies::TaskPolicies;
 use crate::schema::compile_schema;
 
-/// Run-level constraints (seed 000 §2.1 plus the seed 004 resume key).
+/// Run-level constraints.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvelopeConstraints {

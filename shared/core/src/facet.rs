@@ -1,4 +1,4 @@
-//! Facets: the semantic primitives contracts are made of (seed 004 §5.6).
+//! Facets: the semantic primitives contracts are made of.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! The LLM planner's sans-IO half (seed 004 §5.8–5.9.2): the request that
+//! The LLM planner's sans-IO half: the request that
 //! asks a model for a plan draft (constrained by a JSON Schema), and the
 //! translation of its answer into a `PlanGraph` that the validator then
 //! proves. Diagnostics of a rejected attempt go into the next request.

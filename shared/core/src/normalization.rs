@@ -1,4 +1,4 @@
-//! The normalization node (seed 004 Story 8.8): a `transformation` node the
+//! The normalization node: a `transformation` node the
 //! planner injects after execution when the produced facets would not, by
 //! themselves, satisfy the caller's output schema.
 //!

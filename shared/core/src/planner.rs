@@ -1,4 +1,4 @@
-//! The deterministic planner (seed 004's "deterministic fallback draft"):
+//! The deterministic planner:
 //! the caller's output contract names the goal facets, the envelope's inputs
 //! supply facets, and capabilities are chained backward over facet coverage.
 //! Candidates are scored (see [`crate::selection`]): `policies.planner.selection`

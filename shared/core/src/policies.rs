@@ -1,4 +1,4 @@
-//! Task policies (seed 004 §5.3, §5.10): planner policies shape the plan,
+//! Task policies: planner policies shape the plan,
 //! runtime policies are guardrails with a canonical action union. `goto` and
 //! the legacy verbs are rejected with a migration hint.
 
@@ -198,7 +198,7 @@ enum CanonicalActionWire {
 pub fn migration_hint_for_action(action_type: &str) -> Option<&'static str> {
     match action_type {
         "goto" => Some(
-            "the `goto` action was removed (seed 004 §5.10): plan topology is immutable at run time; use {\"type\": \"replan\"} to request a new plan instead",
+            "the `goto` action was removed: plan topology is immutable at run time; use {\"type\": \"replan\"} to request a new plan instead",
         ),
         "hitl_pause" => Some("`hitl_pause` is now `hitl`"),
         "fail_run" => Some("`fail_run` is now `fail`"),

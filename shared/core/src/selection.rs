@@ -1,4 +1,4 @@
-//! Capability scoring (seed 004 §5.7, Story 8.8): candidates that produce a
+//! Capability scoring: candidates that produce a
 //! needed facet are ranked on selection policy, facet alignment (required
 //! inputs already available), the envelope's language and channel/format
 //! hints against each capability's declared `inputTraits`, and declared cost.

@@ -1,4 +1,4 @@
-//! The plan validator (seed 004 §5.9.2–5.9.3): structure (DAG, node
+//! The plan validator: structure (DAG, node
 //! completeness, facet directionality, schema compilability), facet
 //! coverage, planner policies and the symbolic satisfiability of the
 //! contract's constraints. Its diagnostics go through the merger.

@@ -1,4 +1,4 @@
-//! Branch expansion for variants (seed 004 Story 8.8): when the contract
+//! Branch expansion for variants: when the contract
 //! asks for exactly N items of a goal facet (`minItems == maxItems == N`, or
 //! `policies.planner.topology.variantCount`), the facet's terminal producer
 //! becomes N parallel branch nodes, each held to exactly one item, and an

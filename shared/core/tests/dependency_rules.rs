@@ -1,8 +1,12 @@
-//! House rule 1: the core does no I/O, so no async runtime, AWS SDK, HTTP
-//! client/server or Lambda crate may appear in its normal dependency tree.
+//! Architecture rules that run as tests: the core does no I/O (no async
+//! runtime, AWS SDK, HTTP client/server or Lambda crate in its tree); no
+//! Lambda function links the offline model; the sweeper links neither the
+//! router nor a model client; production files stay under 600 lines;
+//! domain words stay in `registry/`; the repository cites only itself.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const FORBIDDEN_PREFIXES: [&str; 7] =
@@ -88,4 +92,197 @@ fn no_lambda_function_links_the_local_model() {
             .collect();
         assert!(linked.is_empty(), "{function} links {linked:?}");
     }
+}
+
+/// The sweeper needs a store, a queue and a clock: no HTTP router, no
+/// model client in its tree.
+#[test]
+fn the_sweeper_links_neither_the_router_nor_a_model_client() {
+    let names = normal_dependency_names("baton-sweeper-function");
+    assert!(
+        names.iter().any(|name| name == "baton-aws"),
+        "tree read: {names:?}"
+    );
+    let linked: Vec<&String> = names
+        .iter()
+        .filter(|name| {
+            ["axum", "baton-http", "baton-llm", "reqwest", "lambda_http"].contains(&name.as_str())
+        })
+        .collect();
+    assert!(linked.is_empty(), "the sweeper links {linked:?}");
+}
+
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Production Rust sources: `src/` of every shared crate and function
+/// (test-support crates under `tests/` and `tests.rs` modules excluded),
+/// with their text up to the first `#[cfg(test)]` (unit tests come last).
+fn production_sources() -> Vec<(PathBuf, String)> {
+    let mut sources = Vec::new();
+    for group in ["shared", "functions"] {
+        let mut stack = vec![repository_root().join(group)];
+        while let Some(directory) = stack.pop() {
+            for entry in std::fs::read_dir(&directory).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().to_string();
+                if path.is_dir() {
+                    if !["tests", "benches", "target"].contains(&name.as_str()) {
+                        stack.push(path);
+                    }
+                } else if name.ends_with(".rs")
+                    && name != "tests.rs"
+                    && path.components().any(|part| part.as_os_str() == "src")
+                {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    let production = text
+                        .split("#[cfg(test)]")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
+                    sources.push((path, production));
+                }
+            }
+        }
+    }
+    assert!(sources.len() > 50, "sources found: {}", sources.len());
+    sources
+}
+
+/// House rule 8: files stay small enough to read, and no function takes so
+/// many arguments that clippy must be silenced.
+#[test]
+fn production_files_stay_under_600_lines_and_nothing_silences_too_many_arguments() {
+    let mut offenders = Vec::new();
+    for group in ["shared", "functions"] {
+        let mut stack = vec![repository_root().join(group)];
+        while let Some(directory) = stack.pop() {
+            for entry in std::fs::read_dir(&directory).unwrap() {
+                let path = entry.unwrap().path();
+                let name = path.file_name().unwrap().to_string_lossy().to_string();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if name.ends_with(".rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    if text.contains(&["clippy::too_many", "arguments"].join("_")) {
+                        offenders.push(format!("{}: silences too_many_arguments", path.display()));
+                    }
+                }
+            }
+        }
+    }
+    for (path, _) in production_sources() {
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        if lines > 600 {
+            offenders.push(format!("{}: {lines} lines", path.display()));
+        }
+    }
+    assert!(offenders.is_empty(), "{offenders:#?}");
+}
+
+/// Words of the examples' domain: the agents that own capabilities (the id
+/// before the first `.`), and the brands and platforms the example
+/// envelopes name.
+fn domain_words() -> Vec<String> {
+    let mut words = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(repository_root().join("registry/capabilities")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let capability: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let id = capability["capabilityId"].as_str().unwrap();
+        words.insert(id.split('.').next().unwrap().to_string());
+    }
+    fn collect(value: &serde_json::Value, words: &mut std::collections::BTreeSet<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, inner) in map {
+                    let named = ["name", "companyName", "brand", "channel", "platform"]
+                        .contains(&key.as_str());
+                    if named && let Some(text) = inner.as_str() {
+                        // One word ("linkedin") is a name; in several, the
+                        // capitalised ones are ("Acme Analytics", not "professional network").
+                        let parts: Vec<&str> = text.split_whitespace().collect();
+                        for word in &parts {
+                            let capitalised = word.chars().next().is_some_and(char::is_uppercase);
+                            if word.len() > 3 && (parts.len() == 1 || capitalised) {
+                                words.insert(word.to_string());
+                            }
+                        }
+                    }
+                    collect(inner, words);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|item| collect(item, words)),
+            _ => {}
+        }
+    }
+    for entry in std::fs::read_dir(repository_root().join("registry/examples")).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        collect(&serde_json::from_str(&text).unwrap(), &mut words);
+    }
+    words.into_iter().collect()
+}
+
+fn contains_word(text: &str, word: &str) -> bool {
+    let text = text.to_lowercase();
+    let word = word.to_lowercase();
+    text.match_indices(&word).any(|(start, _)| {
+        let before = text[..start].chars().next_back();
+        let after = text[start + word.len()..].chars().next();
+        let is_word_char = |character: Option<char>| {
+            character.is_some_and(|character| character.is_alphanumeric() || character == '_')
+        };
+        !is_word_char(before) && !is_word_char(after)
+    })
+}
+
+/// House rule 6: domain words live in `registry/`, never in Rust code.
+#[test]
+fn no_domain_word_appears_in_production_rust_sources() {
+    let words = domain_words();
+    assert!(words.len() >= 5, "domain words found: {words:?}");
+    let mut offenders = Vec::new();
+    for (path, text) in production_sources() {
+        for word in &words {
+            if contains_word(&text, word) {
+                offenders.push(format!("{}: {word}", path.display()));
+            }
+        }
+    }
+    assert!(offenders.is_empty(), "{offenders:#?}");
+}
+
+/// The repository stands alone: no file cites the design brief or the
+/// specifications it was built from, which a clone does not have.
+#[test]
+fn the_repository_cites_only_its_own_files() {
+    let design_brief = ["DESIGN", ".md"].concat();
+    let specification = ["seed", " 00"].concat();
+    let mut offenders = Vec::new();
+    let mut stack = vec![
+        repository_root().join("README.md"),
+        repository_root().join("docs"),
+        repository_root().join("shared"),
+        repository_root().join("functions"),
+        repository_root().join("events"),
+        repository_root().join("infra"),
+    ];
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        } else if let Ok(text) = std::fs::read_to_string(&path) {
+            for (number, line) in text.lines().enumerate() {
+                if line.contains(&design_brief) || line.to_lowercase().contains(&specification) {
+                    offenders.push(format!("{}:{}", path.display(), number + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        repository_root().join("docs/architecture.md").is_file(),
+        "docs/architecture.md exists"
+    );
+    assert!(offenders.is_empty(), "{offenders:#?}");
 }

@@ -1,4 +1,4 @@
-//! The diagnostics merger (seed 004 §5.9.3) on the seed's own payloads
+//! The diagnostics merger on the specification's own payloads
 //! (§5.9.4, copied verbatim below): dedupe key, severity dominance with
 //! merged suggestions, stable ordering, bundle status and satisfaction score.
 
@@ -10,7 +10,7 @@ use baton_core::diagnostics::{
 };
 use serde_json::{Value, json};
 
-/// Seed 004 §5.9.4, verbatim.
+/// The specification's worked example, verbatim.
 fn seed_bundle() -> Value {
     json!({
       "status": "rejected",

@@ -1,6 +1,6 @@
 //! A read-through cache in front of any [`CapabilityDirectory`]: each
 //! tenant's registrations are listed from the store at most once per `ttl`
-//! per process (seed 004 §11 caches active entries with a TTL). A
+//! per process. A
 //! registration made through this process replaces its tenant's entry at
 //! once; one made elsewhere (another Lambda instance) is seen within `ttl`.
 //! Liveness is unaffected: status is derived from the records' timestamps

@@ -192,7 +192,7 @@ pub trait LlmProvider: Send + Sync {
     ) -> Result<ModelAnswer, LlmError>;
 }
 
-/// Capabilities agents register at run time (seed 004 §5.6.1, §9.1), per
+/// Capabilities agents register at run time, per
 /// tenant. Records are upserted whole; liveness is derived from
 /// `last_seen_at_millis` by the reader (`RegisteredCapability::status_at`).
 #[async_trait]

@@ -1,0 +1,105 @@
+//! The outbox items of the DynamoDB run store: a run's unsent entries, the
+//! sweeper's sparse-index view across runs, and marking entries sent.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use baton_core::instant::Instant;
+use baton_core::run::StepMessage;
+use baton_runtime::error::StoreError;
+
+use crate::dynamodb::{
+    DynamoRunStore, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, read_text, run_pk, s, unavailable,
+};
+
+impl DynamoRunStore {
+    pub(crate) async fn query_pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+            .filter_expression("sent = :false")
+            .expression_attribute_values(":pk", s(run_pk(tenant_id, run_id)))
+            .expression_attribute_values(":prefix", s("OUT#"))
+            .expression_attribute_values(":false", AttributeValue::Bool(false))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        output
+            .items()
+            .iter()
+            .map(|item| {
+                serde_json::from_str(read_text(item, "message")?)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))
+            })
+            .collect()
+    }
+
+    pub(crate) async fn query_stale_outbox(
+        &self,
+        written_before: Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        let mut stale: Vec<(String, StepMessage)> = Vec::new();
+        for shard in 0..PENDING_OUTBOX_SHARDS {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(PENDING_OUTBOX_INDEX)
+                .key_condition_expression("gsi1pk = :shard AND gsi1sk < :cutoff")
+                .expression_attribute_values(":shard", s(format!("OUTBOX#PENDING#{shard}")))
+                .expression_attribute_values(
+                    ":cutoff",
+                    s(format!("{:020}", written_before.unix_millis())),
+                )
+                .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
+                .send()
+                .await
+                .map_err(|error| {
+                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
+                })?;
+            for item in output.items() {
+                let order = read_text(item, "gsi1sk")?.to_string();
+                let message = serde_json::from_str(read_text(item, "message")?)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                stale.push((order, message));
+            }
+        }
+        stale.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(stale
+            .into_iter()
+            .take(limit)
+            .map(|(_, message)| message)
+            .collect())
+    }
+
+    pub(crate) async fn update_outbox_sent(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        message_ids: &[String],
+    ) -> Result<(), StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        for message_id in message_ids {
+            self.client
+                .update_item()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .key("sk", s(format!("OUT#{message_id}")))
+                .update_expression("SET sent = :true REMOVE gsi1pk, gsi1sk")
+                .condition_expression("attribute_exists(pk)")
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .send()
+                .await
+                .map_err(|error| {
+                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
+                })?;
+        }
+        Ok(())
+    }
+}
