@@ -3,6 +3,9 @@
 #
 #   infra/local.sh up     start moto (installing it if missing), create the table and the
 #                         queues idempotently, print the `export` lines to use them
+#   infra/local.sh up --endpoint URL
+#                         use an emulator that is already running (LocalStack, moto, …)
+#                         at URL: create the table and queues there, start nothing
 #   infra/local.sh down   stop the moto server this script started (and nothing else)
 #
 # Then:  eval "$(infra/local.sh up)"; baton serve --store dynamodb
@@ -19,11 +22,18 @@ say() { echo "local.sh: $*" >&2; }
 
 up() {
   mkdir -p "$state_dir"
-  if ! command -v moto_server >/dev/null 2>&1; then
+  if [ "${1:-}" = "--endpoint" ]; then
+    [ -n "${2:-}" ] || { echo "usage: infra/local.sh up --endpoint URL" >&2; exit 2; }
+    endpoint="$2"
+    say "using the emulator at $endpoint (nothing started)"
+    python3 -c "import boto3" 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check boto3 >&2
+  elif ! command -v moto_server >/dev/null 2>&1; then
     say "installing the moto server (pip install \"moto[server]\")"
     python3 -m pip install --quiet --disable-pip-version-check "moto[server]" >&2
   fi
-  if [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+  if [ "${1:-}" = "--endpoint" ]; then
+    :
+  elif [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
     say "moto already running on $endpoint (pid $(cat "$pid_file"))"
   else
     say "starting moto on $endpoint"
@@ -57,7 +67,7 @@ sqs = session.client("sqs", endpoint_url=endpoint)
 dead_letter_url = sqs.create_queue(QueueName=queue + "-dlq")["QueueUrl"]
 dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 url = sqs.create_queue(QueueName=queue, Attributes={
-    "VisibilityTimeout": "720",
+    "VisibilityTimeout": "1800",
     "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": "5"})})["QueueUrl"]
 print(url)
 PY
@@ -86,7 +96,7 @@ down() {
 }
 
 case "${1:-}" in
-  up) up ;;
+  up) shift; up "$@" ;;
   down) down ;;
-  *) echo "usage: infra/local.sh up|down" >&2; exit 2 ;;
+  *) echo "usage: infra/local.sh up [--endpoint URL] | down" >&2; exit 2 ;;
 esac

@@ -28,7 +28,8 @@ pub struct FacetProvenance {
 pub struct CompiledContract {
     /// Shared: plans, requests and validators hand it around without copying.
     pub schema: Arc<Value>,
-    pub provenance: Vec<FacetProvenance>,
+    /// Shared: frames and plans hand it around without copying.
+    pub provenance: Arc<Vec<FacetProvenance>>,
     /// Digest of the schema text, computed once: the validator cache key.
     pub schema_key: String,
 }
@@ -107,7 +108,7 @@ pub fn compile_contract(
     let schema_key = schema_key_of(&schema);
     Ok(CompiledContract {
         schema: Arc::new(schema),
-        provenance,
+        provenance: Arc::new(provenance),
         schema_key,
     })
 }

@@ -1,4 +1,6 @@
-//! Context bundles and the model request built from one.
+//! Context bundles and the model request built from one. Secret values in
+//! the envelope's non-facet context (`apiKey`, `password`, …) are redacted
+//! before they reach a model.
 //! Prompt hygiene: a node sees its capability's instruction,
 //! its own input facets, the envelope's objective and non-facet context, and
 //! the errors of its own previous attempt. Never the orchestrator's prompt,
@@ -8,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::plan::PlanNode;
+use crate::redaction::{REDACTED, is_secret_key, redact};
 use crate::registry::Registry;
 use crate::run::RunState;
 use crate::schema::SchemaViolation;
@@ -73,7 +76,14 @@ pub fn build_context_bundle(
         .inputs
         .iter()
         .filter(|(key, _)| !registry.facets.contains(key))
-        .map(|(key, value)| (key.clone(), value.clone()))
+        .map(|(key, value)| {
+            let shown = if is_secret_key(key) {
+                Value::String(REDACTED.into())
+            } else {
+                redact(value)
+            };
+            (key.clone(), shown)
+        })
         .collect();
     let previous_attempt_errors = state
         .nodes

@@ -137,8 +137,8 @@ pub struct EventDraft {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FrameProvenance {
-    pub input: Vec<FacetProvenance>,
-    pub output: Vec<FacetProvenance>,
+    pub input: std::sync::Arc<Vec<FacetProvenance>>,
+    pub output: std::sync::Arc<Vec<FacetProvenance>>,
 }
 
 impl EventDraft {

@@ -31,6 +31,7 @@ pub mod normalization;
 pub mod plan;
 pub mod planner;
 pub mod policies;
+pub mod redaction;
 pub mod registry;
 pub mod run;
 pub mod schema;

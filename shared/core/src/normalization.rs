@@ -136,7 +136,7 @@ pub fn inject_normalization(
     let output_contract = CompiledContract {
         schema_key: schema_key_of(&output_schema),
         schema: Arc::new(output_schema),
-        provenance: Vec::new(),
+        provenance: Default::default(),
     };
     plan.nodes.push(PlanNode {
         node_id: NORMALIZE_NODE_ID.to_string(),

@@ -128,7 +128,8 @@ pub struct RunState {
     /// Immutable once generated (a replan stores a new version).
     pub plan: Option<Arc<PlanGraph>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan_diagnostics: Option<DiagnosticsBundle>,
+    /// Shared: loading or stepping a run does not copy the diagnostics.
+    pub plan_diagnostics: Option<Arc<DiagnosticsBundle>>,
     #[serde(default)]
     pub nodes: BTreeMap<String, NodeRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

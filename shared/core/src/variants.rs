@@ -75,7 +75,8 @@ fn contract_with_property(
         .iter()
         .filter(|provenance| !only_this_facet || provenance.facet == facet)
         .cloned()
-        .collect();
+        .collect::<Vec<_>>()
+        .into();
     CompiledContract {
         schema_key: schema_key_of(&schema),
         schema: Arc::new(schema),
@@ -167,7 +168,7 @@ pub fn expand_variants(
             input_contract: CompiledContract {
                 schema_key: schema_key_of(&json!({"type": "object"})),
                 schema: Arc::new(json!({"type": "object"})),
-                provenance: Vec::new(),
+                provenance: Default::default(),
             },
             output_contract: contract_with_property(
                 &producer.output_contract,

@@ -5,59 +5,10 @@
 use std::collections::BTreeMap;
 
 use baton_core::diagnostics::DiagnosticsBundle;
+use baton_core::redaction::redact;
 use baton_core::run::{NodeStatus, RunState, TokenUsage};
 use serde::Serialize;
-use serde_json::{Map, Value};
-
-/// Words that make a key secret wherever they appear in its name (compared
-/// without case, `_` or `-`): `crmCredentials`, `clientSecret`, `x-api-key`.
-const SECRET_KEY_WORDS: &[&str] = &[
-    "secret",
-    "password",
-    "passwd",
-    "passphrase",
-    "apikey",
-    "credential",
-    "authorization",
-    "privatekey",
-    "cookie",
-];
-
-/// Whether `key` names a secret: it contains one of [`SECRET_KEY_WORDS`], or
-/// it names a token (`token`, `accessToken`, `refresh_token`: ends in
-/// `token`). Token *counts* stay visible: `promptTokens` and `maxTokens`
-/// end in `tokens`, `tokenizer` does not end in `token`.
-pub fn is_secret_key(key: &str) -> bool {
-    let normalized: String = key
-        .chars()
-        .filter(|character| *character != '_' && *character != '-')
-        .flat_map(char::to_lowercase)
-        .collect();
-    normalized.ends_with("token")
-        || SECRET_KEY_WORDS
-            .iter()
-            .any(|word| normalized.contains(word))
-}
-
-/// Replaces the values of secret keys anywhere in `value`.
-pub fn redact(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(key, inner)| {
-                    let shown = if is_secret_key(key) {
-                        Value::String("[redacted]".into())
-                    } else {
-                        redact(inner)
-                    };
-                    (key.clone(), shown)
-                })
-                .collect::<Map<String, Value>>(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(redact).collect()),
-        other => other.clone(),
-    }
-}
+use serde_json::Value;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -192,7 +143,7 @@ impl RunSnapshotResponse {
                 nodes: serde_json::to_value(&plan.nodes).unwrap_or(Value::Null),
                 edges: serde_json::to_value(&plan.edges).unwrap_or(Value::Null),
             }),
-            diagnostics: run.plan_diagnostics.clone(),
+            diagnostics: run.plan_diagnostics.as_deref().cloned(),
             nodes: run
                 .nodes
                 .iter()
@@ -211,38 +162,5 @@ impl RunSnapshotResponse {
                 })
                 .collect(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn secrets_are_hidden_and_usage_is_not() {
-        let shown = redact(&json!({
-            "apiKey": "sk-1", "api_key": "sk-2", "Authorization": "Bearer x", "password": "p",
-            "nested": [{"client-secret": "s", "accessToken": "t"}],
-            "usage": {"promptTokens": 12, "completionTokens": 3},
-            "maxTokens": 500, "tokenizer": "bpe"
-        }));
-        for pointer in [
-            "/apiKey",
-            "/api_key",
-            "/Authorization",
-            "/password",
-            "/nested/0/client-secret",
-            "/nested/0/accessToken",
-        ] {
-            assert_eq!(
-                shown.pointer(pointer),
-                Some(&json!("[redacted]")),
-                "{pointer}"
-            );
-        }
-        assert_eq!(shown["usage"]["promptTokens"], 12);
-        assert_eq!(shown["maxTokens"], 500);
-        assert_eq!(shown["tokenizer"], "bpe");
     }
 }

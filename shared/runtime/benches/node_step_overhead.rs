@@ -139,6 +139,8 @@ fn bench_node_steps(criterion: &mut Criterion) {
     let provider: Arc<dyn LlmProvider> = Arc::new(InstantProvider {
         answers_by_schema_name,
     });
+    // One compiled-schema cache for the process, as a deployed worker has.
+    let validators = Arc::new(baton_core::schema::ValidatorCache::new());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -148,6 +150,7 @@ fn bench_node_steps(criterion: &mut Criterion) {
         let queue = Arc::new(InMemoryStepQueue::new());
         let services = TestServices::with_model(provider.clone())
             .registry(registry.clone())
+            .validators(validators.clone())
             .queue(queue.clone())
             .worker_id("bench")
             .build()
@@ -172,6 +175,7 @@ fn bench_node_steps(criterion: &mut Criterion) {
         let queue = Arc::new(InMemoryStepQueue::new());
         let services = TestServices::with_model(provider.clone())
             .registry(registry.clone())
+            .validators(validators.clone())
             .queue(queue.clone())
             .worker_id("bench")
             .build()

@@ -41,6 +41,18 @@ struct Cursor {
 }
 
 impl Cursor {
+    async fn read_page(&self) -> Result<Vec<EventFrame>, crate::error::StoreError> {
+        let request = &self.request;
+        self.store
+            .read_events(
+                &request.tenant_id,
+                &request.run_id,
+                request.after_sequence,
+                PAGE_SIZE,
+            )
+            .await
+    }
+
     /// The next page, or None when the stream is over.
     async fn next_page(&mut self) -> Option<Vec<EventFrame>> {
         let request = self.request.clone();
@@ -48,15 +60,7 @@ impl Cursor {
             if self.finished {
                 return None;
             }
-            let page = self
-                .store
-                .read_events(
-                    &request.tenant_id,
-                    &request.run_id,
-                    self.request.after_sequence,
-                    PAGE_SIZE,
-                )
-                .await;
+            let page = self.read_page().await;
             let frames = match page {
                 Ok(frames) => {
                     self.consecutive_errors = 0;
@@ -105,16 +109,7 @@ impl Cursor {
                 // A parked run: one last read for frames committed with the parking.
                 Some(status) if status.is_settled() => {
                     self.finished = true;
-                    let last = self
-                        .store
-                        .read_events(
-                            &request.tenant_id,
-                            &request.run_id,
-                            self.request.after_sequence,
-                            PAGE_SIZE,
-                        )
-                        .await
-                        .unwrap_or_default();
+                    let last = self.read_page().await.unwrap_or_default();
                     if let Some(frame) = last.last() {
                         self.request.after_sequence = frame.id;
                     }

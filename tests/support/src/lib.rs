@@ -20,7 +20,7 @@ use std::time::Duration;
 use baton_core::event::EventFrame;
 use baton_core::frames::FRAME_SCHEMA_DIRECTORY;
 use baton_core::registry::Registry;
-use baton_core::schema::{SharedValidator, collect_violations, compile_schema};
+use baton_core::schema::{SharedValidator, ValidatorCache, collect_violations, compile_schema};
 use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::memory::{InMemoryCapabilityDirectory, InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{CapabilityDirectory, Clock, LlmProvider, RunStore, StepQueue};
@@ -70,6 +70,7 @@ pub struct TestServices {
     registry: Option<Arc<Registry>>,
     settings: OrchestratorSettings,
     worker_id: String,
+    validators: Option<Arc<ValidatorCache>>,
 }
 
 /// What [`TestServices::build`] wired, with the in-memory parts kept typed.
@@ -94,7 +95,14 @@ impl TestServices {
                 ..OrchestratorSettings::default()
             },
             worker_id: "test-worker".into(),
+            validators: None,
         }
+    }
+
+    /// Shares a compiled-schema cache (benches that build services per iteration).
+    pub fn validators(mut self, validators: Arc<ValidatorCache>) -> Self {
+        self.validators = Some(validators);
+        self
     }
 
     pub fn store(mut self, store: Arc<dyn RunStore>) -> Self {
@@ -140,7 +148,7 @@ impl TestServices {
         let queue = self
             .queue
             .unwrap_or_else(|| Arc::new(InMemoryStepQueue::new()));
-        let services = Services::new(
+        let services = Services::sharing_validators(
             self.registry.unwrap_or_else(repository_registry),
             ServicePorts {
                 store: store.clone(),
@@ -154,6 +162,8 @@ impl TestServices {
             },
             self.settings,
             self.worker_id,
+            self.validators
+                .unwrap_or_else(|| Arc::new(ValidatorCache::new())),
         );
         BuiltServices {
             services,

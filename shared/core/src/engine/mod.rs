@@ -6,6 +6,12 @@
 //! resume_step(state, command, effect, outcome, now) -> Stale | Perform(effect) | Decided(decision)
 //! ```
 //!
+//! `begin_step` borrows the state (the shell keeps it while it performs the
+//! effect); `resume_step` takes it (the decision is built from it, no copy).
+//!
+//! ```text
+//! ```
+//!
 //! An [`Effect`] is data: call this model with this request (after claiming
 //! the node and appending these frames), or ask the planner model for a
 //! draft. The shell performs it and hands the [`EffectOutcome`] back; the
@@ -35,7 +41,6 @@ use crate::envelope::TaskEnvelope;
 use crate::event::EventDraft;
 use crate::frames::{self, FrameStamp};
 use crate::instant::Instant;
-use crate::plan::PlanNode;
 use crate::registry::Registry;
 use crate::run::{
     NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage, TokenUsage,
@@ -135,6 +140,15 @@ impl Effect {
             Effect::DraftPlan(_) => None,
         }
     }
+
+    /// The frames to append with the claim, taken out of the effect (they
+    /// are written once; what stays is what `resume_step` needs).
+    pub fn take_claim_frames(&mut self) -> Vec<EventDraft> {
+        match self {
+            Effect::CallModel(call) => std::mem::take(&mut call.start_frames),
+            Effect::DraftPlan(_) => Vec::new(),
+        }
+    }
 }
 
 /// What performing an effect produced.
@@ -163,6 +177,8 @@ pub enum StepAdvance {
 pub(crate) struct StepContext<'e, 'r> {
     pub state: RunState,
     pub now: Instant,
+    /// `now` formatted once for every frame of the step.
+    timestamp: String,
     pub engine: &'e EngineContext<'r>,
     pub events: Vec<EventDraft>,
     pub outbox: Vec<StepMessage>,
@@ -170,10 +186,12 @@ pub(crate) struct StepContext<'e, 'r> {
 
 impl<'e, 'r> StepContext<'e, 'r> {
     fn new(mut state: RunState, now: Instant, engine: &'e EngineContext<'r>) -> Self {
-        state.updated_at = now.rfc3339();
+        let timestamp = now.rfc3339();
+        state.updated_at = timestamp.clone();
         StepContext {
             state,
             now,
+            timestamp,
             engine,
             events: Vec::new(),
             outbox: Vec::new(),
@@ -181,7 +199,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
     }
 
     pub fn stamp(&self) -> FrameStamp {
-        FrameStamp::for_run(&self.state, self.now)
+        FrameStamp::from_parts(self.timestamp.clone(), self.state.plan_version())
     }
 
     pub fn emit(&mut self, frame: EventDraft) {
@@ -198,18 +216,20 @@ impl<'e, 'r> StepContext<'e, 'r> {
 
     /// Ends the run with `code`: status failed, an `error` frame.
     pub fn fail_run(&mut self, code: FailureCode, message: &str) {
-        self.state.status = RunStatus::Failed;
+        self.end_run(RunStatus::Failed, code, message, message);
+    }
+
+    /// Ends the run without output: `status`, the failure, an `error` frame.
+    fn end_run(&mut self, status: RunStatus, code: FailureCode, reason: &str, message: &str) {
+        self.state.status = status;
         self.state.failure = Some(RunFailure {
             code,
-            message: message.to_string(),
+            message: reason.to_string(),
         });
         let frame = frames::error(
             &self.stamp(),
             message,
-            &frames::ErrorPayload {
-                code,
-                status: self.state.status,
-            },
+            &frames::ErrorPayload { code, status },
         );
         self.emit(frame);
     }
@@ -225,16 +245,6 @@ impl<'e, 'r> StepContext<'e, 'r> {
     fn into_advance(self) -> StepAdvance {
         StepAdvance::Decided(Box::new(self.into_decision()))
     }
-}
-
-pub(crate) fn plan_node<'s>(state: &'s RunState, node_id: &str) -> Result<&'s PlanNode, CoreError> {
-    state
-        .plan
-        .as_ref()
-        .and_then(|plan| plan.node(node_id))
-        .ok_or_else(|| {
-            CoreError::StepDoesNotApply(format!("run {} has no node {node_id}", state.run_id))
-        })
 }
 
 /// Creates the run: its state, the `start` frame and the planning step.
@@ -318,14 +328,14 @@ pub fn begin_step(
 
 /// Continues `command` with what performing `effect` produced.
 pub fn resume_step(
-    state: &RunState,
+    state: RunState,
     command: &StepCommand,
     effect: &Effect,
     outcome: EffectOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
-    if is_stale(state, command) {
+    if is_stale(&state, command) {
         return Ok(StepAdvance::Stale);
     }
     match effect {
@@ -341,25 +351,14 @@ pub fn cancel_run(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Option<Decision> {
-    if state.status.is_terminal() {
-        return None;
-    }
-    let mut step = StepContext::new(state, now, engine);
-    step.state.status = RunStatus::Cancelled;
-    step.state.failure = Some(RunFailure {
-        code: FailureCode::Cancelled,
-        message: reason.to_string(),
-    });
-    let frame = frames::error(
-        &step.stamp(),
-        format!("run cancelled: {reason}"),
-        &frames::ErrorPayload {
-            code: FailureCode::Cancelled,
-            status: RunStatus::Cancelled,
-        },
-    );
-    step.emit(frame);
-    Some(step.into_decision())
+    end_live_run(state, now, engine, |step| {
+        step.end_run(
+            RunStatus::Cancelled,
+            FailureCode::Cancelled,
+            reason,
+            &format!("run cancelled: {reason}"),
+        );
+    })
 }
 
 /// The shell cannot go on with the run (e.g. its state no longer fits the
@@ -371,10 +370,19 @@ pub fn fail_run(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Option<Decision> {
+    end_live_run(state, now, engine, |step| step.fail_run(code, message))
+}
+
+fn end_live_run(
+    state: RunState,
+    now: Instant,
+    engine: &EngineContext<'_>,
+    end: impl FnOnce(&mut StepContext<'_, '_>),
+) -> Option<Decision> {
     if state.status.is_terminal() {
         return None;
     }
     let mut step = StepContext::new(state, now, engine);
-    step.fail_run(code, message);
+    end(&mut step);
     Some(step.into_decision())
 }

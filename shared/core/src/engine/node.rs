@@ -3,6 +3,7 @@
 //! model; judge the answer against the output contract, re-prompt or fail,
 //! and schedule what became ready.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -18,20 +19,39 @@ use crate::plan::{BuiltinOperation, PlanNode};
 use crate::run::{NodeStatus, RunState, RunStatus, StepCommand, TokenUsage};
 use crate::schema::{SchemaViolation, collect_violations};
 
-use super::{EffectOutcome, EngineContext, ModelCall, StepAdvance, StepContext, plan_node};
+use super::{EffectOutcome, EngineContext, ModelCall, StepAdvance, StepContext};
+use crate::plan::PlanGraph;
+
+/// The run's plan (shared, so borrowing a node from it copies nothing).
+fn plan_of(state: &RunState) -> Result<Arc<PlanGraph>, CoreError> {
+    state
+        .plan
+        .clone()
+        .ok_or_else(|| CoreError::StepDoesNotApply(format!("run {} has no plan", state.run_id)))
+}
+
+fn plan_node_in<'p>(
+    plan: &'p PlanGraph,
+    state: &RunState,
+    node_id: &str,
+) -> Result<&'p PlanNode, CoreError> {
+    plan.node(node_id).ok_or_else(|| {
+        CoreError::StepDoesNotApply(format!("run {} has no node {node_id}", state.run_id))
+    })
+}
 
 fn start_payload(
     node: &PlanNode,
     attempt: u32,
     executor: ExecutorType,
-) -> frames::NodeStartPayload {
+) -> frames::NodeStartPayload<'_> {
     frames::NodeStartPayload {
-        capability_id: node.capability_id.clone(),
+        capability_id: Cow::Borrowed(&node.capability_id),
         kind: node.kind,
         executor_type: executor,
         attempt,
-        input_facets: node.input_facets.clone(),
-        output_facets: node.output_facets.clone(),
+        input_facets: Cow::Borrowed(&node.input_facets),
+        output_facets: Cow::Borrowed(&node.output_facets),
         contract: None,
         instructions: None,
         inputs: None,
@@ -45,7 +65,9 @@ pub(super) fn begin_node(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
-    let node = plan_node(state, node_id)?;
+    // Borrowed from the shared plan: a node is never copied per step.
+    let plan = plan_of(state)?;
+    let node = plan_node_in(&plan, state, node_id)?;
     let mut bundle = build_context_bundle(state, node, engine.registry);
     let validator = engine.validators.validator_for_key(
         &node.input_contract.schema_key,
@@ -57,32 +79,31 @@ pub(super) fn begin_node(
     if let Value::Object(map) = inputs {
         bundle.inputs = map;
     }
-    let node = node.clone();
     if !violations.is_empty() {
         node.input_contract.attribute_violations(&mut violations);
         let mut step = StepContext::new(state.clone(), now, engine);
-        reject_input(&mut step, &node, attempt, violations);
+        reject_input(&mut step, node, attempt, violations);
         return Ok(step.into_advance());
     }
     if let Some(operation) = &node.builtin {
         let mut step = StepContext::new(state.clone(), now, engine);
         let started = frames::node_start(
             &step.stamp(),
-            &node,
-            &start_payload(&node, attempt, ExecutorType::Builtin),
+            node,
+            &start_payload(node, attempt, ExecutorType::Builtin),
         );
         step.emit(started);
         let answer = perform_builtin(&step.state, operation);
-        judge_answer(&mut step, &node, attempt, Ok(answer), TokenUsage::default())?;
+        judge_answer(&mut step, node, attempt, Ok(answer), TokenUsage::default())?;
         return Ok(step.into_advance());
     }
     if node.agent_type == AgentType::Human {
         let mut step = StepContext::new(state.clone(), now, engine);
-        let mut payload = start_payload(&node, attempt, ExecutorType::Human);
+        let mut payload = start_payload(node, attempt, ExecutorType::Human);
         payload.contract = Some(frames::NodeContractSummary {
             input_schema: node.input_contract.schema.as_ref().clone(),
             output_schema: node.output_contract.schema.as_ref().clone(),
-            provenance: node.output_contract.provenance.clone(),
+            provenance: node.output_contract.provenance.as_ref().clone(),
         });
         payload.instructions = Some(node.instructions.clone());
         payload.inputs = Some(bundle.inputs);
@@ -90,38 +111,39 @@ pub(super) fn begin_node(
             record.status = NodeStatus::AwaitingHuman;
         }
         step.state.status = RunStatus::AwaitingHuman;
-        let parked = frames::node_start(&step.stamp(), &node, &payload);
+        let parked = frames::node_start(&step.stamp(), node, &payload);
         step.emit(parked);
         return Ok(step.into_advance());
     }
     let stamp = frames::FrameStamp::for_run(state, now);
     let started = frames::node_start(
         &stamp,
-        &node,
-        &start_payload(&node, attempt, ExecutorType::Ai),
+        node,
+        &start_payload(node, attempt, ExecutorType::Ai),
     );
     Ok(StepAdvance::Perform(super::Effect::CallModel(ModelCall {
         node_id: node.node_id.clone(),
         attempt,
-        request: build_model_request(&node, &bundle),
+        request: build_model_request(node, &bundle),
         start_frames: vec![started],
     })))
 }
 
 pub(super) fn resume_node(
-    state: &RunState,
+    state: RunState,
     call: &ModelCall,
     outcome: EffectOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
-    let node = plan_node(state, &call.node_id)?.clone();
-    let mut step = StepContext::new(state.clone(), now, engine);
+    let plan = plan_of(&state)?;
+    let node = plan_node_in(&plan, &state, &call.node_id)?;
+    let mut step = StepContext::new(state, now, engine);
     match outcome {
         EffectOutcome::ModelAnswered(answer) => {
             let parsed = serde_json::from_str::<Value>(&answer.content)
                 .map_err(|error| format!("the answer is not valid JSON: {error}"));
-            judge_answer(&mut step, &node, call.attempt, parsed, answer.usage)?;
+            judge_answer(&mut step, node, call.attempt, parsed, answer.usage)?;
         }
         EffectOutcome::ModelFailed { code, message } => {
             if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
@@ -130,7 +152,7 @@ pub(super) fn resume_node(
             }
             let failed = frames::node_error(
                 &step.stamp(),
-                &node,
+                node,
                 message.clone(),
                 &frames::NodeErrorPayload {
                     code,
@@ -268,8 +290,8 @@ fn complete_node(
         node,
         &frames::NodeCompletePayload {
             attempt,
-            output_facets: node.output_facets.clone(),
-            output: output.as_ref().clone(),
+            output_facets: Cow::Borrowed(&node.output_facets),
+            output: output.clone(),
         },
     );
     step.emit(completed);

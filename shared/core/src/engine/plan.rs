@@ -43,13 +43,13 @@ pub(super) fn begin_planning(
 }
 
 pub(super) fn resume_planning(
-    state: &RunState,
+    state: RunState,
     call: &PlanDraftCall,
     outcome: EffectOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
-    let mut step = StepContext::new(state.clone(), now, engine);
+    let mut step = StepContext::new(state, now, engine);
     let attempts = engine.max_planner_attempts.max(1);
     let drafts_rejected_before = u32::try_from(call.rejected.len()).unwrap_or(u32::MAX);
     let (fallback_reason, rejected_drafts) = match outcome {
@@ -241,7 +241,7 @@ fn settle_plan(
         &plan_requested_payload(&step.state, step.engine, attempt, planner),
     );
     step.emit(requested);
-    step.state.plan_diagnostics = Some(bundle.clone());
+    step.state.plan_diagnostics = Some(Arc::new(bundle.clone()));
     let Some(plan) = plan else {
         let summary = bundle
             .failures

@@ -146,7 +146,7 @@ fn step(state: RunState, observed: Observed, context: &EngineContext<'_>) -> Dec
             if let Effect::CallModel(call) = &effect {
                 assert_frames_match_schemas(&call.start_frames);
             }
-            match resume_step(&state, &command, &effect, outcome, NOW, context).unwrap() {
+            match resume_step(state.clone(), &command, &effect, outcome, NOW, context).unwrap() {
                 StepAdvance::Decided(decision) => *decision,
                 other => panic!("expected a decision, got {other:?}"),
             }
@@ -456,8 +456,24 @@ fn resuming_on_a_reloaded_state_reapplies_the_same_outcome_or_finds_it_stale() {
         usage: TokenUsage::default(),
         model: "m".into(),
     });
-    let first = resume_step(&state, &command, &effect, outcome.clone(), NOW, &context).unwrap();
-    let again = resume_step(&state, &command, &effect, outcome.clone(), NOW, &context).unwrap();
+    let first = resume_step(
+        state.clone(),
+        &command,
+        &effect,
+        outcome.clone(),
+        NOW,
+        &context,
+    )
+    .unwrap();
+    let again = resume_step(
+        state.clone(),
+        &command,
+        &effect,
+        outcome.clone(),
+        NOW,
+        &context,
+    )
+    .unwrap();
     assert_eq!(
         first, again,
         "the same outcome on the same state decides the same"
@@ -465,7 +481,15 @@ fn resuming_on_a_reloaded_state_reapplies_the_same_outcome_or_finds_it_stale() {
     let StepAdvance::Decided(decision) = first else {
         panic!("decided")
     };
-    let after = resume_step(&decision.state, &command, &effect, outcome, NOW, &context).unwrap();
+    let after = resume_step(
+        decision.state.clone(),
+        &command,
+        &effect,
+        outcome,
+        NOW,
+        &context,
+    )
+    .unwrap();
     assert_eq!(
         after,
         StepAdvance::Stale,
@@ -497,7 +521,7 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     };
     let unknown = json!({"nodes": [{"nodeId": "a", "capabilityId": "no.such"}]});
     let StepAdvance::Perform(second) = resume_step(
-        &state,
+        state.clone(),
         &StepCommand::Plan,
         &first,
         drafted(unknown.clone()),
@@ -521,7 +545,7 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     assert_frames_match_schemas(&call.frames_before);
     // The second draft is rejected too: the deterministic planner plans.
     let StepAdvance::Decided(fallback) = resume_step(
-        &state,
+        state.clone(),
         &StepCommand::Plan,
         &second,
         drafted(unknown),
@@ -556,7 +580,7 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
         {"nodeId": "write", "capabilityId": "write.draft", "dependsOn": ["brief"]}
     ]});
     let StepAdvance::Decided(accepted) = resume_step(
-        &state,
+        state.clone(),
         &StepCommand::Plan,
         &first,
         drafted(valid),
@@ -577,7 +601,7 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     assert_eq!(outbox(&accepted), vec!["run:brief:1"]);
     // The model is unavailable: fallback at once.
     let StepAdvance::Decided(unavailable) = resume_step(
-        &state,
+        state.clone(),
         &StepCommand::Plan,
         &first,
         EffectOutcome::ModelFailed {
@@ -676,4 +700,31 @@ fn the_token_budget_stops_the_run_before_more_is_spent() {
     assert_eq!(last.state.status, RunStatus::Completed);
     assert!(event_types(&last).contains(&"warning"));
     assert_eq!(event_types(&last).last().copied(), Some("complete"));
+}
+
+#[test]
+fn secrets_in_the_envelope_context_never_reach_the_model() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let mut state = planned(&context);
+    let mut envelope = (*state.envelope).clone();
+    envelope.inputs.insert(
+        "crm".into(),
+        json!({"apiKey": "sk-live-1", "region": "eu", "usage": {"maxTokens": 9}}),
+    );
+    envelope.inputs.insert("password".into(), json!("hunter2"));
+    state.envelope = Arc::new(envelope);
+    let StepAdvance::Perform(Effect::CallModel(call)) =
+        begin_step(&state, &node_command("node_1", 1), NOW, &context).unwrap()
+    else {
+        panic!("node_1 calls its model")
+    };
+    let user: Value = serde_json::from_str(&call.request.user_message).unwrap();
+    assert!(!call.request.user_message.contains("sk-live-1"));
+    assert!(!call.request.user_message.contains("hunter2"));
+    assert_eq!(user["context"]["crm"]["apiKey"], "[redacted]");
+    assert_eq!(user["context"]["crm"]["region"], "eu");
+    assert_eq!(user["context"]["crm"]["usage"]["maxTokens"], 9);
+    assert_eq!(user["context"]["password"], "[redacted]");
 }

@@ -14,6 +14,8 @@ mod schema;
 pub(crate) use schema::test_support;
 pub use schema::{FRAME_SCHEMA_DIRECTORY, frame_schema};
 
+use std::borrow::Cow;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -39,6 +41,14 @@ impl FrameStamp {
     pub fn new(now: Instant, plan_version: u32) -> Self {
         FrameStamp {
             timestamp: now.rfc3339(),
+            plan_version,
+        }
+    }
+
+    /// A stamp from an already formatted timestamp.
+    pub(crate) fn from_parts(timestamp: String, plan_version: u32) -> Self {
+        FrameStamp {
+            timestamp,
             plan_version,
         }
     }
@@ -204,15 +214,16 @@ pub struct NodeContractSummary {
 }
 
 /// `node_start`: a node attempt begins (for a human node: the run parks on it).
+// Borrows from the plan node: written at every node step, copied never.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NodeStartPayload {
-    pub capability_id: String,
+pub struct NodeStartPayload<'a> {
+    pub capability_id: Cow<'a, str>,
     pub kind: NodeKind,
     pub executor_type: ExecutorType,
     pub attempt: u32,
-    pub input_facets: Vec<String>,
-    pub output_facets: Vec<String>,
+    pub input_facets: Cow<'a, [String]>,
+    pub output_facets: Cow<'a, [String]>,
     /// Human nodes: the contract the answer must meet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<NodeContractSummary>,
@@ -224,7 +235,11 @@ pub struct NodeStartPayload {
     pub inputs: Option<Map<String, Value>>,
 }
 
-pub fn node_start(stamp: &FrameStamp, node: &PlanNode, payload: &NodeStartPayload) -> EventDraft {
+pub fn node_start(
+    stamp: &FrameStamp,
+    node: &PlanNode,
+    payload: &NodeStartPayload<'_>,
+) -> EventDraft {
     node_scoped(stamp.draft(EventType::NodeStart), node)
         .message(node.label.clone())
         .payload(to_payload(payload))
@@ -233,16 +248,17 @@ pub fn node_start(stamp: &FrameStamp, node: &PlanNode, payload: &NodeStartPayloa
 /// `node_complete`: a node's answer met its output contract.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NodeCompletePayload {
+pub struct NodeCompletePayload<'a> {
     pub attempt: u32,
-    pub output_facets: Vec<String>,
-    pub output: Value,
+    pub output_facets: Cow<'a, [String]>,
+    // Shared with the node's ledger entry: not copied to build the frame.
+    pub output: std::sync::Arc<Value>,
 }
 
 pub fn node_complete(
     stamp: &FrameStamp,
     node: &PlanNode,
-    payload: &NodeCompletePayload,
+    payload: &NodeCompletePayload<'_>,
 ) -> EventDraft {
     node_scoped(stamp.draft(EventType::NodeComplete), node).payload(to_payload(payload))
 }

@@ -46,8 +46,12 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
         EventType::PlanRequested => typed(payload_schema::<PlanRequestedPayload>(definitions)),
         EventType::PlanRejected => typed(payload_schema::<PlanRejectedPayload>(definitions)),
         EventType::PlanGenerated => typed(payload_schema::<PlanGeneratedPayload>(definitions)),
-        EventType::NodeStart => node_frame(payload_schema::<NodeStartPayload>(definitions)),
-        EventType::NodeComplete => node_frame(payload_schema::<NodeCompletePayload>(definitions)),
+        EventType::NodeStart => {
+            node_frame(payload_schema::<NodeStartPayload<'static>>(definitions))
+        }
+        EventType::NodeComplete => {
+            node_frame(payload_schema::<NodeCompletePayload<'static>>(definitions))
+        }
         EventType::NodeError => node_frame(payload_schema::<NodeErrorPayload>(definitions)),
         EventType::ValidationError => typed(payload_schema::<ValidationErrorPayload>(definitions)),
         EventType::Warning => typed(payload_schema::<WarningPayload>(definitions)),

@@ -106,7 +106,24 @@ impl Services {
         settings: OrchestratorSettings,
         worker_id: impl Into<String>,
     ) -> Self {
-        let validators = Arc::new(ValidatorCache::new());
+        Self::sharing_validators(
+            registry,
+            ports,
+            settings,
+            worker_id,
+            Arc::new(ValidatorCache::new()),
+        )
+    }
+
+    /// Same, with a compiled-schema cache shared with other services of the
+    /// process (compiling a schema costs far more than validating with it).
+    pub fn sharing_validators(
+        registry: Arc<Registry>,
+        ports: ServicePorts,
+        settings: OrchestratorSettings,
+        worker_id: impl Into<String>,
+        validators: Arc<ValidatorCache>,
+    ) -> Self {
         let capabilities = Arc::new(CapabilityService::new(
             registry.clone(),
             ports.capability_directory.clone(),

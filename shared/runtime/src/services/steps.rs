@@ -14,6 +14,7 @@ use baton_core::engine::{
     Decision, Effect, EffectOutcome, EngineContext, StepAdvance, begin_step, fail_run, is_stale,
     resume_step,
 };
+use baton_core::event::EventDraft;
 use baton_core::frames::{self, FrameStamp};
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, StepCommand, StepMessage};
@@ -53,6 +54,18 @@ pub struct StepService {
     worker_id: String,
     /// Numbers this process's claims.
     claim_counter: AtomicU64,
+}
+
+/// Where performing the engine's effects left a step.
+enum Effects {
+    /// Nothing to commit (stale, or the node is busy elsewhere).
+    Ended(StepOutcome),
+    /// Commit `decision`; `performed` is the last effect and its outcome, to
+    /// re-apply after a version conflict.
+    Decided {
+        decision: Box<Decision>,
+        performed: Option<(Effect, EffectOutcome)>,
+    },
 }
 
 /// A claim this handling holds, released if its result is lost.
@@ -118,39 +131,23 @@ impl StepService {
             StepCommand::ExecuteNode { .. } => self.registry.clone(),
         };
         let engine = self.engine(&registry);
-        let mut advance = begin_step(&stored.state, &message.command, self.clock.now(), &engine)?;
-        let mut performed: Option<(Effect, EffectOutcome)> = None;
+        let StoredRun { state, version } = stored;
+        let advance = begin_step(&state, &message.command, self.clock.now(), &engine)?;
         let mut held_claim: Option<HeldClaim> = None;
-        let decision = loop {
-            match advance {
-                StepAdvance::Stale => {
-                    self.relay.resend_pending(tenant_id, run_id).await?;
-                    return Ok(StepOutcome::Stale);
-                }
-                StepAdvance::Decided(decision) => break *decision,
-                StepAdvance::Perform(effect) => {
-                    if let Some((node_id, attempt)) = effect.claim() {
-                        match self.claim(message, node_id, attempt, &effect).await? {
-                            Ok(claim) => held_claim = Some(claim),
-                            Err(busy) => return Ok(busy),
-                        }
-                    }
-                    let outcome = self.perform(&stored.state, &effect).await?;
-                    advance = resume_step(
-                        &stored.state,
-                        &message.command,
-                        &effect,
-                        outcome.clone(),
-                        self.clock.now(),
-                        &engine,
-                    )?;
-                    performed = Some((effect, outcome));
-                }
-            }
-        };
-        let outcome = self
-            .commit_reapplying_on_conflict(message, stored, decision, performed, &engine)
+        let performed = self
+            .perform_effects(message, state, advance, &engine, &mut held_claim)
             .await;
+        let outcome = match performed {
+            Ok(Effects::Ended(outcome)) => return Ok(outcome),
+            Ok(Effects::Decided {
+                decision,
+                performed,
+            }) => {
+                self.commit_reapplying_on_conflict(message, version, *decision, performed, &engine)
+                    .await
+            }
+            Err(error) => Err(error),
+        };
         if outcome.is_err()
             && let Some(claim) = &held_claim
             && let Err(error) = self
@@ -164,9 +161,66 @@ impl StepService {
                 )
                 .await
         {
-            tracing::warn!(%error, "could not release the claim after a failed commit; it expires with its lease");
+            tracing::warn!(%error, "could not release the claim after a lost result; it expires with its lease");
         }
         outcome
+    }
+
+    /// Performs what the engine asks until it decides. The state is handed
+    /// to the engine by value (a model call's resume is the last use); a
+    /// planner draft keeps a copy, since a rejected draft asks for another.
+    async fn perform_effects(
+        &self,
+        message: &StepMessage,
+        state: RunState,
+        mut advance: StepAdvance,
+        engine: &EngineContext<'_>,
+        held_claim: &mut Option<HeldClaim>,
+    ) -> Result<Effects, RuntimeError> {
+        let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
+        let mut state = Some(state);
+        let mut performed = None;
+        loop {
+            match advance {
+                StepAdvance::Stale => {
+                    self.relay.resend_pending(tenant_id, run_id).await?;
+                    return Ok(Effects::Ended(StepOutcome::Stale));
+                }
+                StepAdvance::Decided(decision) => {
+                    return Ok(Effects::Decided {
+                        decision,
+                        performed,
+                    });
+                }
+                StepAdvance::Perform(mut effect) => {
+                    let Some(current) = state.take() else {
+                        return Err(RuntimeError::Core(baton_core::CoreError::StepDoesNotApply(
+                            "the engine asked for another effect after a model call".into(),
+                        )));
+                    };
+                    let claim_frames = effect.take_claim_frames();
+                    if let Some((node_id, attempt)) = effect.claim() {
+                        match self.claim(message, node_id, attempt, claim_frames).await? {
+                            Ok(claim) => *held_claim = Some(claim),
+                            Err(busy) => return Ok(Effects::Ended(busy)),
+                        }
+                    }
+                    let outcome = self.perform(&current, &effect).await?;
+                    if matches!(effect, Effect::DraftPlan(_)) {
+                        state = Some(current.clone());
+                    }
+                    advance = resume_step(
+                        current,
+                        &message.command,
+                        &effect,
+                        outcome.clone(),
+                        self.clock.now(),
+                        engine,
+                    )?;
+                    performed = Some((effect, outcome));
+                }
+            }
+        }
     }
 
     /// Claims the node attempt with a lease, appending the effect's start
@@ -176,7 +230,7 @@ impl StepService {
         message: &StepMessage,
         node_id: &str,
         attempt: u32,
-        effect: &Effect,
+        start_frames: Vec<EventDraft>,
     ) -> Result<Result<HeldClaim, StepOutcome>, RuntimeError> {
         let now = self.clock.now();
         // One claimant per handling, so two deliveries in the same process are rivals too.
@@ -185,10 +239,6 @@ impl StepService {
             self.worker_id,
             self.claim_counter.fetch_add(1, Ordering::Relaxed)
         );
-        let start_frames = match effect {
-            Effect::CallModel(call) => call.start_frames.clone(),
-            Effect::DraftPlan(_) => Vec::new(),
-        };
         let claim = NodeClaim {
             node_id,
             attempt,
@@ -343,13 +393,13 @@ impl StepService {
     async fn commit_reapplying_on_conflict(
         &self,
         message: &StepMessage,
-        stored: StoredRun,
+        read_version: u64,
         first_decision: Decision,
         performed: Option<(Effect, EffectOutcome)>,
         engine: &EngineContext<'_>,
     ) -> Result<StepOutcome, RuntimeError> {
         let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
-        let mut version = stored.version;
+        let mut version = read_version;
         let mut decision = first_decision;
         for _ in 0..self.settings.max_commit_rounds {
             match self
@@ -382,7 +432,7 @@ impl StepService {
             let now = self.clock.now();
             let advance = match &performed {
                 Some((effect, outcome)) => resume_step(
-                    &reloaded.state,
+                    reloaded.state,
                     &message.command,
                     effect,
                     outcome.clone(),
