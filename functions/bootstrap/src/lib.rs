@@ -154,16 +154,28 @@ pub fn services_over(
     )
 }
 
-/// The cloud services, as the api, stream, step and ingest functions build them.
+/// The cloud services, as the api, stream and ingest functions build them.
 #[cfg(feature = "model")]
 pub async fn cloud_services(
     configuration: &Configuration,
     read: VariableReader<'_>,
     worker_role: &str,
 ) -> Result<Services, StartupError> {
+    let ports = cloud_ports(configuration).await?;
+    cloud_services_over(configuration, read, ports, worker_role)
+}
+
+/// The cloud services over ports already built (the step function keeps
+/// the queue to shorten the visibility of steps that ran out of time).
+#[cfg(feature = "model")]
+pub fn cloud_services_over(
+    configuration: &Configuration,
+    read: VariableReader<'_>,
+    ports: StorePorts,
+    worker_role: &str,
+) -> Result<Services, StartupError> {
     let registry = registry_from(configuration.registry_dir.as_deref())?;
     let llm = model_from_variables(read)?;
-    let ports = cloud_ports(configuration).await?;
     Ok(services_over(
         registry,
         ports,

@@ -17,5 +17,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let services =
         baton_bootstrap::cloud_services(&configuration, &process_environment, "ingest").await?;
     let runs = services.runs;
-    run_sqs_batch_function(|records| process_ingest_batch(&runs, records)).await
+    run_sqs_batch_function(|batch| {
+        let records = batch
+            .records
+            .into_iter()
+            .map(|record| (record.message_id, record.body))
+            .collect();
+        process_ingest_batch(&runs, records)
+    })
+    .await
 }

@@ -18,7 +18,7 @@ fn the_sample_sqs_event_carries_a_valid_submission() {
     .unwrap();
     let records = baton_lambda_glue::sqs_records(event);
     assert_eq!(records.len(), 1);
-    let submission: IngestMessage = serde_json::from_str(&records[0].1).unwrap();
+    let submission: IngestMessage = serde_json::from_str(&records[0].body).unwrap();
     assert_eq!(submission.tenant_id, "local");
     let envelope = TaskEnvelope::parse_value(&submission.envelope).unwrap();
     assert_eq!(envelope.idempotency_key.as_deref(), Some("crm-event-42"));

@@ -10,21 +10,43 @@
 //!
 //! Invariant: no use-case logic here; a handler never sees a Lambda type.
 
+/// One SQS record as a handler sees it.
+#[cfg(feature = "sqs")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqsRecord {
+    pub message_id: String,
+    pub body: String,
+    /// What `ChangeMessageVisibility` needs to make the record visible again soon.
+    pub receipt_handle: Option<String>,
+}
+
+/// One invocation's records and its deadline.
+#[cfg(feature = "sqs")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqsBatch {
+    pub records: Vec<SqsRecord>,
+    /// When the invocation is cut off, in milliseconds since the Unix epoch.
+    pub deadline_unix_millis: u64,
+}
+
 /// Runs an SQS-triggered function until the runtime stops it.
 #[cfg(feature = "sqs")]
 pub async fn run_sqs_batch_function<Handler, Handled>(
     handler: Handler,
 ) -> Result<(), lambda_runtime::Error>
 where
-    Handler: Fn(Vec<(String, String)>) -> Handled,
+    Handler: Fn(SqsBatch) -> Handled,
     Handled: std::future::Future<Output = Vec<String>>,
 {
     use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
     use lambda_runtime::{LambdaEvent, service_fn};
     let handler = &handler;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-        let records = sqs_records(event.payload);
-        let failed = handler(records).await;
+        let batch = SqsBatch {
+            records: sqs_records(event.payload),
+            deadline_unix_millis: event.context.deadline,
+        };
+        let failed = handler(batch).await;
         let mut response = SqsBatchResponse::default();
         for message_id in failed {
             response.add_failure(message_id);
@@ -34,14 +56,20 @@ where
     .await
 }
 
-/// `(message id, body)` of each record; a record without an id cannot be
-/// reported as failed, so it is logged and left out.
+/// The records of an event; one without an id cannot be reported as
+/// failed, so it is left out.
 #[cfg(feature = "sqs")]
-pub fn sqs_records(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<(String, String)> {
+pub fn sqs_records(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<SqsRecord> {
     event
         .records
         .into_iter()
-        .filter_map(|record| Some((record.message_id?, record.body.unwrap_or_default())))
+        .filter_map(|record| {
+            Some(SqsRecord {
+                message_id: record.message_id?,
+                body: record.body.unwrap_or_default(),
+                receipt_handle: record.receipt_handle,
+            })
+        })
         .collect()
 }
 
@@ -83,7 +111,11 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             sqs_records(event),
-            vec![("a".to_string(), "{}".to_string())]
+            vec![SqsRecord {
+                message_id: "a".into(),
+                body: "{}".into(),
+                receipt_handle: None,
+            }]
         );
     }
 }

@@ -3,8 +3,9 @@
 //! reported as `batchItemFailures`.
 
 use baton_bootstrap::{Configuration, process_environment};
+use baton_core::instant::Instant;
 use baton_lambda_glue::run_sqs_batch_function;
-use baton_runtime::worker::process_step_batch;
+use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
 
 #[global_allocator]
 static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -13,8 +14,27 @@ static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> Result<(), lambda_runtime::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
     baton_bootstrap::init_json_logging(&configuration, "info");
+    let ports = baton_bootstrap::cloud_ports(&configuration).await?;
+    let queue = ports.queue.clone();
     let services =
-        baton_bootstrap::cloud_services(&configuration, &process_environment, "step").await?;
-    let steps = services.steps;
-    run_sqs_batch_function(|records| process_step_batch(&steps, records)).await
+        baton_bootstrap::cloud_services_over(&configuration, &process_environment, ports, "step")?;
+    let (steps, queue) = (services.steps, queue.as_ref());
+    run_sqs_batch_function(|batch| {
+        let records = batch
+            .records
+            .into_iter()
+            .map(|record| QueuedRecord {
+                message_id: record.message_id,
+                body: record.body,
+                receipt: record.receipt_handle,
+            })
+            .collect();
+        let batch = QueueBatch {
+            records,
+            deadline: Some(Instant::from_unix_millis(batch.deadline_unix_millis)),
+            redelivery: Some(queue),
+        };
+        process_step_queue_batch(&steps, batch)
+    })
+    .await
 }

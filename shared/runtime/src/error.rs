@@ -113,6 +113,15 @@ pub enum RuntimeError {
     Llm(#[from] LlmError),
     #[error("i/o on {path}: {message}")]
     Io { path: String, message: String },
+    /// The invocation's time ran out before the step could finish; its claim
+    /// was released and the message should be redelivered soon.
+    #[error(
+        "the step ran out of invocation time ({remaining_millis} ms left, {needed_millis} ms kept for the commit)"
+    )]
+    DeadlineExceeded {
+        remaining_millis: u64,
+        needed_millis: u64,
+    },
 }
 
 impl RuntimeError {
@@ -121,6 +130,7 @@ impl RuntimeError {
             RuntimeError::Store(error) => error.is_retryable(),
             RuntimeError::Queue(_) => true,
             RuntimeError::Llm(error) => error.is_retryable(),
+            RuntimeError::DeadlineExceeded { .. } => true,
             RuntimeError::InvalidInput { .. }
             | RuntimeError::InvalidRegistration { .. }
             | RuntimeError::RegistrationConflict { .. }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_core::instant::Instant;
 use baton_core::run::RunStatus;
 use tokio::task::JoinSet;
 
@@ -80,15 +81,69 @@ pub async fn run_worker_until(
     while in_progress.join_next().await.is_some() {}
 }
 
+/// One record of a queue-triggered invocation.
+#[derive(Debug, Clone)]
+pub struct QueuedRecord {
+    pub message_id: String,
+    pub body: String,
+    /// The queue's handle for making the record visible again early.
+    pub receipt: Option<String>,
+}
+
+/// A queue-triggered invocation: its records, its deadline, and the queue
+/// that can make a record visible again before its visibility timeout.
+pub struct QueueBatch<'a> {
+    pub records: Vec<QueuedRecord>,
+    pub deadline: Option<Instant>,
+    pub redelivery: Option<&'a dyn StepQueue>,
+}
+
+/// A record that ran out of invocation time is visible again this soon.
+pub const REDELIVER_AFTER_DEADLINE: Duration = Duration::from_secs(2);
+
 /// One batch as a queue-triggered function receives it: `(message id, body)`
-/// pairs, performed concurrently. Returns the ids to report as failed, which
-/// the queue redelivers (and dead-letters after its bound): malformed bodies,
-/// steps whose node another worker holds, and steps that errored.
+/// pairs, performed concurrently, with no deadline. See [`process_step_queue_batch`].
 pub async fn process_step_batch(
     steps: &StepService,
     records: Vec<(String, String)>,
 ) -> Vec<String> {
-    let handled = records.into_iter().map(|(message_id, body)| async move {
+    let records = records
+        .into_iter()
+        .map(|(message_id, body)| QueuedRecord {
+            message_id,
+            body,
+            receipt: None,
+        })
+        .collect();
+    process_step_queue_batch(
+        steps,
+        QueueBatch {
+            records,
+            deadline: None,
+            redelivery: None,
+        },
+    )
+    .await
+}
+
+/// Performs a batch concurrently before its deadline. Returns the ids to
+/// report as failed, which the queue redelivers (and dead-letters after its
+/// bound): malformed bodies, steps whose node another worker holds, steps
+/// that errored, and steps that ran out of time. The last are made visible
+/// again after [`REDELIVER_AFTER_DEADLINE`] instead of the queue's
+/// visibility timeout (their claim was released).
+pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>) -> Vec<String> {
+    let QueueBatch {
+        records,
+        deadline,
+        redelivery,
+    } = batch;
+    let handled = records.into_iter().map(|record| async move {
+        let QueuedRecord {
+            message_id,
+            body,
+            receipt,
+        } = record;
         let message: baton_core::run::StepMessage = match serde_json::from_str(&body) {
             Ok(message) => message,
             Err(error) => {
@@ -96,9 +151,19 @@ pub async fn process_step_batch(
                 return Some(message_id);
             }
         };
-        match steps.handle(&message).await {
+        match steps.handle_before(&message, deadline).await {
             Ok(StepOutcome::Busy { .. }) => Some(message_id),
             Ok(_) => None,
+            Err(error @ RuntimeError::DeadlineExceeded { .. }) => {
+                tracing::warn!(%message_id, %error, "step out of time; redelivering it soon");
+                if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
+                    && let Err(release_error) =
+                        queue.release(receipt, REDELIVER_AFTER_DEADLINE).await
+                {
+                    tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after the queue's timeout");
+                }
+                Some(message_id)
+            }
             Err(error) => {
                 tracing::warn!(%message_id, %error, retryable = error.is_retryable(), "step failed; reporting it for redelivery");
                 Some(message_id)

@@ -579,3 +579,92 @@ async fn a_result_too_large_to_store_fails_the_run_clearly_instead_of_retrying_f
     );
     assert_eq!(model.calls.load(Ordering::SeqCst), 1);
 }
+
+/// Test double for the model endpoint: its first answer takes `first_delay`
+/// (longer than any invocation), later ones are instant.
+struct SlowFirstCallModel {
+    calls: AtomicUsize,
+    first_delay: Duration,
+}
+
+#[async_trait]
+impl LlmProvider for SlowFirstCallModel {
+    fn model_name(&self) -> String {
+        "slow-first".into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<baton_runtime::ports::ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            tokio::time::sleep(self.first_delay).await;
+        }
+        Ok(ModelAnswer {
+            content: scripted_llm::generate_instance(&request.output_schema, "answer").to_string(),
+            usage: TokenUsage::default(),
+            model: "slow-first".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_step_out_of_invocation_time_releases_its_claim_and_is_redelivered_within_seconds() {
+    use baton_runtime::ports::Clock;
+    use baton_runtime::services::OrchestratorSettings;
+    use baton_runtime::worker::{
+        QueueBatch, QueuedRecord, REDELIVER_AFTER_DEADLINE, process_step_queue_batch,
+    };
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(SlowFirstCallModel {
+        calls: AtomicUsize::new(0),
+        first_delay: Duration::from_secs(60),
+    });
+    let services = TestServices::with_model(model.clone())
+        .queue(queue.clone())
+        .settings(OrchestratorSettings {
+            commit_margin: Duration::from_millis(100),
+            ..OrchestratorSettings::default()
+        })
+        .build()
+        .services;
+    services.runs.submit("t", &envelope()).await.unwrap();
+    let plan = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
+    services.steps.handle(&plan.message).await.unwrap();
+    queue.acknowledge(&plan.receipt).await.unwrap();
+    let node = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
+    let started = std::time::Instant::now();
+    let deadline = SystemClock.now().plus(Duration::from_millis(600));
+    let failed = process_step_queue_batch(
+        &services.steps,
+        QueueBatch {
+            records: vec![QueuedRecord {
+                message_id: "node".into(),
+                body: serde_json::to_string(&node.message).unwrap(),
+                receipt: Some(node.receipt.clone()),
+            }],
+            deadline: Some(deadline),
+            redelivery: Some(queue.as_ref()),
+        },
+    )
+    .await;
+    assert_eq!(failed, vec!["node".to_string()], "reported for redelivery");
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_millis(600) + REDELIVER_AFTER_DEADLINE + Duration::from_secs(1),
+        "stopped at the deadline, not after the model's 60 s: {elapsed:?}"
+    );
+    let again = queue.receive(1, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(
+        again.first().map(|received| &received.message),
+        Some(&node.message),
+        "visible again within seconds, not after the visibility timeout"
+    );
+    // The claim was released: the redelivery proceeds at once.
+    let outcome = services.steps.handle(&again[0].message).await.unwrap();
+    assert!(
+        matches!(outcome, StepOutcome::Committed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(model.calls.load(Ordering::SeqCst), 2);
+}

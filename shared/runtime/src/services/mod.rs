@@ -50,6 +50,9 @@ pub struct OrchestratorSettings {
     /// How long a delivery that found its node claimed by another worker
     /// waits before it looks again (it is usually stale by then).
     pub busy_retry_delay: Duration,
+    /// Time kept, before an invocation's deadline, to commit a result and
+    /// send the outbox: a model call is stopped this long before it.
+    pub commit_margin: Duration,
 }
 
 impl Default for OrchestratorSettings {
@@ -63,6 +66,7 @@ impl Default for OrchestratorSettings {
             busy_retry_delay: Duration::from_secs(2),
             planner: PlannerChoice::Deterministic,
             max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
+            commit_margin: Duration::from_secs(5),
         }
     }
 }

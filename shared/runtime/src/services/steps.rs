@@ -16,6 +16,7 @@ use baton_core::engine::{
 };
 use baton_core::event::EventDraft;
 use baton_core::frames::{self, FrameStamp};
+use baton_core::instant::Instant;
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, StepCommand, StepMessage};
 use baton_core::schema::ValidatorCache;
@@ -105,17 +106,33 @@ impl StepService {
         }
     }
 
-    /// Performs one step message durably.
+    /// Performs one step message durably, with no deadline.
     pub async fn handle(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
+        self.handle_before(message, None).await
+    }
+
+    /// Performs one step message durably before `deadline` (a Lambda
+    /// invocation's): a model call is stopped `commit_margin` before it, the
+    /// claim released, and `RuntimeError::DeadlineExceeded` returned so the
+    /// message is redelivered.
+    pub async fn handle_before(
+        &self,
+        message: &StepMessage,
+        deadline: Option<Instant>,
+    ) -> Result<StepOutcome, RuntimeError> {
         let node_id = match &message.command {
             StepCommand::ExecuteNode { node_id, .. } => node_id.as_str(),
             StepCommand::Plan => "",
         };
         let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
-        self.handle_inner(message).instrument(span).await
+        self.handle_inner(message, deadline).instrument(span).await
     }
 
-    async fn handle_inner(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
+    async fn handle_inner(
+        &self,
+        message: &StepMessage,
+        deadline: Option<Instant>,
+    ) -> Result<StepOutcome, RuntimeError> {
         let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
         let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
             return Ok(StepOutcome::RunNotFound);
@@ -135,7 +152,7 @@ impl StepService {
         let advance = begin_step(&state, &message.command, self.clock.now(), &engine)?;
         let mut held_claim: Option<HeldClaim> = None;
         let performed = self
-            .perform_effects(message, state, advance, &engine, &mut held_claim)
+            .perform_effects(message, state, advance, &engine, &mut held_claim, deadline)
             .await;
         let outcome = match performed {
             Ok(Effects::Ended(outcome)) => return Ok(outcome),
@@ -176,6 +193,7 @@ impl StepService {
         mut advance: StepAdvance,
         engine: &EngineContext<'_>,
         held_claim: &mut Option<HeldClaim>,
+        deadline: Option<Instant>,
     ) -> Result<Effects, RuntimeError> {
         let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
         let mut state = Some(state);
@@ -198,6 +216,8 @@ impl StepService {
                             "the engine asked for another effect after a model call".into(),
                         )));
                     };
+                    // No time for the effect and a commit: do not even claim.
+                    self.time_left(deadline)?;
                     let claim_frames = effect.take_claim_frames();
                     if let Some((node_id, attempt)) = effect.claim() {
                         match self.claim(message, node_id, attempt, claim_frames).await? {
@@ -205,7 +225,17 @@ impl StepService {
                             Err(busy) => return Ok(Effects::Ended(busy)),
                         }
                     }
-                    let outcome = self.perform(&current, &effect).await?;
+                    let outcome = match self.time_left(deadline)? {
+                        None => self.perform(&current, &effect).await?,
+                        Some(budget) => {
+                            match tokio::time::timeout(budget, self.perform(&current, &effect))
+                                .await
+                            {
+                                Ok(outcome) => outcome?,
+                                Err(_) => return Err(self.out_of_time(deadline)),
+                            }
+                        }
+                    };
                     if matches!(effect, Effect::DraftPlan(_)) {
                         state = Some(current.clone());
                     }
@@ -220,6 +250,31 @@ impl StepService {
                     performed = Some((effect, outcome));
                 }
             }
+        }
+    }
+
+    /// The time an effect may take before `deadline`, keeping the commit
+    /// margin; an error when nothing is left.
+    fn time_left(&self, deadline: Option<Instant>) -> Result<Option<Duration>, RuntimeError> {
+        let Some(deadline) = deadline else {
+            return Ok(None);
+        };
+        let budget = deadline
+            .since(self.clock.now())
+            .saturating_sub(self.settings.commit_margin);
+        if budget.is_zero() {
+            return Err(self.out_of_time(Some(deadline)));
+        }
+        Ok(Some(budget))
+    }
+
+    fn out_of_time(&self, deadline: Option<Instant>) -> RuntimeError {
+        let remaining =
+            deadline.map_or(Duration::ZERO, |deadline| deadline.since(self.clock.now()));
+        RuntimeError::DeadlineExceeded {
+            remaining_millis: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
+            needed_millis: u64::try_from(self.settings.commit_margin.as_millis())
+                .unwrap_or(u64::MAX),
         }
     }
 
