@@ -286,3 +286,64 @@ fn the_repository_cites_only_its_own_files() {
     );
     assert!(offenders.is_empty(), "{offenders:#?}");
 }
+
+/// One HTTP/TLS stack in every function: hyper 1 with rustls 0.23, not
+/// the AWS SDK's legacy hyper 0.14 + rustls 0.21 + ring beside it.
+#[test]
+fn every_function_links_one_http_and_tls_stack() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    for function in [
+        "baton-api-function",
+        "baton-stream-function",
+        "baton-step-function",
+        "baton-sweeper-function",
+        "baton-ingest-function",
+    ] {
+        let output = Command::new(&cargo)
+            .args([
+                "tree",
+                "--offline",
+                "-p",
+                function,
+                "-e",
+                "normal",
+                "--prefix",
+                "none",
+                "--format",
+                "{p}",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8(output.stdout).unwrap();
+        let versions = |name: &str| {
+            let mut found: Vec<String> = text
+                .lines()
+                .filter_map(|line| {
+                    let mut parts = line.split_whitespace();
+                    (parts.next() == Some(name)).then(|| parts.next().unwrap_or("").to_string())
+                })
+                .collect();
+            found.sort();
+            found.dedup();
+            found
+        };
+        assert!(!versions("hyper").is_empty(), "{function}: tree read");
+        for name in ["hyper", "rustls", "h2", "hyper-rustls"] {
+            assert!(
+                versions(name).len() <= 1,
+                "{function} links {name} {:?}",
+                versions(name)
+            );
+        }
+        assert!(
+            versions("ring").is_empty(),
+            "{function} links ring beside aws-lc-rs"
+        );
+    }
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# `sam build` of infra/template.yaml with the settings of Cargo.toml's
+# [profile.lambda] (SAM's Rust builder builds with --release, so the release
+# profile is given the lambda profile's settings through cargo's
+# CARGO_PROFILE_RELEASE_* variables): LTO, one codegen unit, stripped,
+# panic = "abort".
+#
+#   bash infra/build.sh [extra sam build arguments, e.g. --parameter-overrides Architecture=x86_64]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for tool in sam cargo-lambda; do
+  command -v "$tool" >/dev/null || { echo "build.sh: $tool is missing: python3 -m pip install aws-sam-cli cargo-lambda ziglang" >&2; exit 2; }
+done
+export SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0
+export CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+  CARGO_PROFILE_RELEASE_STRIP=true CARGO_PROFILE_RELEASE_PANIC=abort CARGO_PROFILE_RELEASE_OPT_LEVEL=3
+exec sam build --template-file infra/template.yaml "$@"

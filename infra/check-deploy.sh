@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Proves the deployment starts: builds the stack as `sam build` does (with the
+# lambda profile's settings, x86_64 so the binaries run on this machine), then
+# starts each built `bootstrap` alone in an empty directory (as /var/task holds
+# only it) under a small Lambda Runtime API emulator (infra/runtime_api.py),
+# with the environment infra/template.yaml gives it, against DynamoDB and SQS
+# from moto:
+#   api      answers GET /api/v1/flex/capabilities with the registry's capabilities
+#   ingest   accepts an envelope (a run is created, its planning step queued)
+#   step     handles that real planning message (plan_generated is committed)
+#   sweeper  runs once
+#
+#   bash infra/check-deploy.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { echo "check-deploy: $*" >&2; }
+started_at=$(date +%s)
+
+need=()
+command -v sam >/dev/null || need+=(aws-sam-cli)
+command -v cargo-lambda >/dev/null || need+=(cargo-lambda)
+python3 -c "import ziglang" 2>/dev/null || need+=(ziglang)
+python3 -c "import moto.moto_server.werkzeug_app, boto3, yaml" 2>/dev/null || need+=("moto[server]" boto3 pyyaml)
+if [ ${#need[@]} -gt 0 ]; then
+  say "installing ${need[*]} (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check "${need[@]}"
+fi
+
+work="$(mktemp -d)"
+moto_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+cleanup() {
+  BATON_LOCAL_STATE_DIR="$work/local" BATON_LOCAL_PORT="$moto_port" bash infra/local.sh down || true
+  jobs -p | xargs -r kill 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+say "sam build (x86_64; LTO, strip, panic=abort)"
+bash infra/build.sh --parameter-overrides Architecture=x86_64 --build-dir "$work/build" >"$work/sam-build.log" 2>&1 \
+  || { tail -n 40 "$work/sam-build.log" >&2; exit 1; }
+for function in Api Stream Step Sweeper Ingest; do
+  binary="$work/build/${function}Function/bootstrap"
+  [ -x "$binary" ] || { say "sam build produced no $binary"; exit 1; }
+  say "built ${function}Function/bootstrap: $(stat -c %s "$binary") bytes"
+done
+
+say "moto on 127.0.0.1:$moto_port"
+BATON_LOCAL_STATE_DIR="$work/local" BATON_LOCAL_PORT="$moto_port" BATON_TABLE=baton-check \
+  BATON_QUEUE_NAME=baton-check-steps bash infra/local.sh up >"$work/exports"
+# shellcheck disable=SC1090
+source "$work/exports"
+
+token="check-deploy-token"
+digest="$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
+values=(RunsTable="$BATON_TABLE" StepQueue="$BATON_QUEUE_URL" LlmBaseUrl=http://127.0.0.1:9/v1
+        LlmModel=unused-by-deterministic-planning LlmApiKey= ApiTokens="local:$digest")
+
+# invoke FUNCTION EVENT_FILE: runs the function once, prints its answer JSON.
+invoke() {
+  local function="$1" event="$2" directory="$work/run-$1" api_port answer pid_api pid_function
+  mkdir -p "$directory/task"
+  cp "$work/build/${function}Function/bootstrap" "$directory/task/bootstrap"
+  api_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+  answer="$directory/answer.json"
+  python3 infra/runtime_api.py "$api_port" "$event" "$answer" &
+  pid_api=$!
+  mapfile -t template_environment < <(python3 infra/template_env.py "${function}Function" "${values[@]}")
+  (cd "$directory/task" && exec env -i PATH=/usr/bin:/bin HOME="$directory" \
+      AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" AWS_REGION="$AWS_REGION" \
+      AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY" \
+      "${template_environment[@]}" \
+      AWS_LAMBDA_RUNTIME_API="127.0.0.1:$api_port" AWS_LAMBDA_FUNCTION_NAME="$function" \
+      AWS_LAMBDA_FUNCTION_VERSION=1 AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512 \
+      AWS_LAMBDA_LOG_STREAM_NAME="check/$function" ./bootstrap) >"$directory/log" 2>&1 &
+  pid_function=$!
+  for _ in $(seq 1 600); do
+    [ -f "$answer" ] && break
+    kill -0 "$pid_function" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill "$pid_function" "$pid_api" 2>/dev/null || true
+  wait "$pid_function" "$pid_api" 2>/dev/null || true
+  if [ ! -f "$answer" ]; then
+    say "$function gave no answer; its log:"; tail -n 30 "$directory/log" >&2; exit 1
+  fi
+  cat "$answer"
+}
+
+sed "s/local-dev-token/$token/" events/lambda/api-list-capabilities.json >"$work/api-event.json"
+invoke Api "$work/api-event.json" >"$work/api.json"
+python3 - "$work/api.json" <<'PY'
+import json, os, sys
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response", answer
+response = answer["body"]
+assert response["statusCode"] == 200, response
+capabilities = json.loads(response["body"])["capabilities"]
+expected = len([name for name in os.listdir("registry/capabilities") if name.endswith(".json")])
+assert len(capabilities) == expected, (len(capabilities), expected)
+print(f"check-deploy: api listed the {expected} registry capabilities", file=sys.stderr)
+PY
+
+invoke Ingest events/lambda/ingest-sqs-event.json >"$work/ingest.json"
+python3 - "$work/ingest.json" "$work/step-event.json" <<'PY'
+import json, os, sys
+import boto3
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response" and answer["body"]["batchItemFailures"] == [], answer
+sqs = boto3.client("sqs")
+messages = sqs.receive_message(QueueUrl=os.environ["BATON_QUEUE_URL"], MaxNumberOfMessages=1, WaitTimeSeconds=2).get("Messages", [])
+assert messages, "ingest queued no planning step"
+body = json.loads(messages[0]["Body"])
+assert body["command"]["kind"] == "plan", body
+event = {"Records": [{"messageId": messages[0]["MessageId"], "receiptHandle": messages[0]["ReceiptHandle"],
+                      "body": messages[0]["Body"], "attributes": {"ApproximateReceiveCount": "1"},
+                      "messageAttributes": {}, "eventSource": "aws:sqs", "awsRegion": os.environ["AWS_REGION"]}]}
+json.dump(event, open(sys.argv[2], "w"))
+print(f"check-deploy: ingest created run {body['runId']} and queued its planning step", file=sys.stderr)
+PY
+
+invoke Step "$work/step-event.json" >"$work/step.json"
+python3 - "$work/step.json" "$work/step-event.json" <<'PY'
+import json, os, sys
+import boto3
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response" and answer["body"]["batchItemFailures"] == [], answer
+message = json.loads(json.load(open(sys.argv[2]))["Records"][0]["body"])
+dynamodb = boto3.client("dynamodb")
+items = dynamodb.query(TableName=os.environ["BATON_TABLE"], ConsistentRead=True,
+                       KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
+                       ExpressionAttributeValues={":pk": {"S": f"T#{message['tenantId']}#R#{message['runId']}"},
+                                                  ":events": {"S": "EV#"}})["Items"]
+types = [json.loads(item["frame"]["S"])["type"] for item in items]
+assert "plan_generated" in types, types
+print(f"check-deploy: step planned the run ({', '.join(types)})", file=sys.stderr)
+PY
+
+invoke Sweeper events/lambda/sweeper-scheduled-event.json >"$work/sweeper.json"
+python3 - "$work/sweeper.json" <<'PY'
+import json, sys
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response" and isinstance(answer["body"]["resent"], int), answer
+print(f"check-deploy: sweeper ran once (re-sent {answer['body']['resent']})", file=sys.stderr)
+PY
+
+say "ok in $(( $(date +%s) - started_at )) s"

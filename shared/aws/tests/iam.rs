@@ -1,0 +1,445 @@
+//! IAM from the code: every DynamoDB and SQS action each function's code
+//! paths call is recorded (an SDK interceptor on the real clients, against
+//! moto) and compared with that function's policy in `infra/template.yaml`.
+//! The test fails when a policy lacks an action the code calls, and when it
+//! grants one the code never calls (beyond what the Lambda service itself
+//! needs to poll a queue for the function).
+//!
+//! `TransactWriteItems` is recorded as the item actions IAM checks for it
+//! (`PutItem`, `UpdateItem`, `DeleteItem`, `ConditionCheckItem`). Resources
+//! are not compared, only actions. The model endpoint is the scripted test
+//! double; everything else is the real code.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsInput;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+use baton_aws::{DynamoRunStore, SqsStepQueue};
+use baton_core::run::RunStatus;
+use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
+use baton_runtime::clock::SystemClock;
+use baton_runtime::fault_injection::FailingSendQueue;
+use baton_runtime::ports::{Clock, StepQueue};
+use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services};
+use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
+use baton_test_support::{TestServices, example_envelope, repository_path};
+use moto_server::{MotoServer, unique_name};
+use scripted_llm::{Behavior, ScriptedLlmServer};
+
+/// Records `service:Action` of every call made through a client.
+#[derive(Debug, Clone, Default)]
+struct ActionRecorder {
+    service: &'static str,
+    actions: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl Intercept for ActionRecorder {
+    fn name(&self) -> &'static str {
+        "ActionRecorder"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let mut actions = self.actions.lock().unwrap();
+        if let Some(transaction) = context.input().downcast_ref::<TransactWriteItemsInput>() {
+            for item in transaction.transact_items() {
+                let action = if item.put().is_some() {
+                    "PutItem"
+                } else if item.update().is_some() {
+                    "UpdateItem"
+                } else if item.delete().is_some() {
+                    "DeleteItem"
+                } else {
+                    "ConditionCheckItem"
+                };
+                actions.insert(format!("{}:{action}", self.service));
+            }
+        }
+        let _ = cfg;
+        Ok(())
+    }
+
+    /// Every other call, by its `X-Amz-Target` (`DynamoDB_20120810.GetItem`,
+    /// `AmazonSQS.SendMessage`): the operation IAM authorizes.
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let target = context
+            .request()
+            .headers()
+            .get("x-amz-target")
+            .and_then(|target| target.rsplit('.').next())
+            .unwrap_or("unknown");
+        if target != "TransactWriteItems" {
+            self.actions.lock().unwrap().insert(format!(
+                "{}:{}",
+                self.service,
+                iam_action_of(target)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The IAM action that authorizes an API operation: batch operations are
+/// authorized by their single-item action.
+fn iam_action_of(operation: &str) -> &str {
+    match operation {
+        "SendMessageBatch" => "SendMessage",
+        "DeleteMessageBatch" => "DeleteMessage",
+        "ChangeMessageVisibilityBatch" => "ChangeMessageVisibility",
+        "TransactGetItems" | "BatchGetItem" => "GetItem",
+        other => other,
+    }
+}
+
+struct Fixture {
+    _moto: MotoServer,
+    configuration: aws_config::SdkConfig,
+    table: String,
+    queue_url: String,
+    model: ScriptedLlmServer,
+}
+
+async fn fixture() -> Fixture {
+    let moto = MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let table = unique_name("baton-iam");
+    DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&configuration), &table)
+        .create_table_if_missing()
+        .await
+        .unwrap();
+    let queue_url = aws_sdk_sqs::Client::new(&configuration)
+        .create_queue()
+        .queue_name(unique_name("baton-iam-steps"))
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    Fixture {
+        _moto: moto,
+        configuration,
+        table,
+        queue_url,
+        model: ScriptedLlmServer::start().await.unwrap(),
+    }
+}
+
+/// The real services over clients that record into `recorded`.
+struct Recorded {
+    services: Services,
+    store: Arc<DynamoRunStore>,
+    queue: Arc<SqsStepQueue>,
+    recorded: Arc<Mutex<BTreeSet<String>>>,
+}
+
+fn recorded_services(fixture: &Fixture, settings: OrchestratorSettings) -> Recorded {
+    let recorded = Arc::new(Mutex::new(BTreeSet::new()));
+    let dynamodb = aws_sdk_dynamodb::config::Builder::from(&fixture.configuration)
+        .interceptor(ActionRecorder {
+            service: "dynamodb",
+            actions: recorded.clone(),
+        })
+        .build();
+    let sqs = aws_sdk_sqs::config::Builder::from(&fixture.configuration)
+        .interceptor(ActionRecorder {
+            service: "sqs",
+            actions: recorded.clone(),
+        })
+        .build();
+    let store = Arc::new(DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::from_conf(dynamodb),
+        &fixture.table,
+    ));
+    let queue = Arc::new(SqsStepQueue::new(
+        aws_sdk_sqs::Client::from_conf(sqs),
+        &fixture.queue_url,
+    ));
+    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
+        fixture.model.base_url(),
+        "scripted",
+        None,
+    ))
+    .unwrap();
+    let services = TestServices::with_model(Arc::new(provider))
+        .store(store.clone())
+        .queue(queue.clone())
+        .capability_directory(store.clone())
+        .settings(settings)
+        .build()
+        .services;
+    Recorded {
+        services,
+        store,
+        queue,
+        recorded,
+    }
+}
+
+fn taken(recorded: &Arc<Mutex<BTreeSet<String>>>) -> BTreeSet<String> {
+    std::mem::take(&mut *recorded.lock().unwrap())
+}
+
+/// What the code of each function calls, by exercising its use cases.
+async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeSet<String>> {
+    let mut by_function = BTreeMap::new();
+    let parts = recorded_services(fixture, OrchestratorSettings::default());
+    let envelope = example_envelope("seed-10.1-sample-envelope.json");
+
+    // ingest: submissions, a re-sent one deduplicated by its key.
+    let mut keyed = envelope.clone();
+    keyed["idempotencyKey"] = "iam-check".into();
+    let run = parts.services.runs.submit("t", &keyed).await.unwrap();
+    parts.services.runs.submit("t", &keyed).await.unwrap();
+    by_function.insert("IngestFunction", taken(&parts.recorded));
+
+    // step: plan and every node of the run, a duplicate delivery, and a
+    // step that runs out of invocation time (claim released, message
+    // visible again soon).
+    loop {
+        let batch = parts
+            .queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for received in batch {
+            parts
+                .services
+                .steps
+                .handle(&received.message)
+                .await
+                .unwrap();
+            parts
+                .services
+                .steps
+                .handle(&received.message)
+                .await
+                .unwrap();
+            parts.queue.acknowledge(&received.receipt).await.unwrap();
+        }
+    }
+    let stored = parts.store.as_ref();
+    let status = baton_runtime::ports::RunStore::load_run(stored, "t", &run.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+        .status;
+    assert_eq!(status, RunStatus::Completed, "the step path ran to the end");
+    fixture
+        .model
+        .push_behaviors([Behavior::SlowValid { delay_ms: 5_000 }]);
+    let slow = recorded_services(
+        fixture,
+        OrchestratorSettings {
+            commit_margin: Duration::from_millis(100),
+            ..OrchestratorSettings::default()
+        },
+    );
+    slow.services.runs.submit("t", &envelope).await.unwrap();
+    taken(&slow.recorded);
+    let plan = slow
+        .queue
+        .receive(1, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .remove(0);
+    slow.services.steps.handle(&plan.message).await.unwrap();
+    slow.queue.acknowledge(&plan.receipt).await.unwrap();
+    let node = slow
+        .queue
+        .receive(1, Duration::from_secs(1))
+        .await
+        .unwrap()
+        .remove(0);
+    let failed = process_step_queue_batch(
+        &slow.services.steps,
+        QueueBatch {
+            records: vec![QueuedRecord {
+                message_id: "node".into(),
+                body: serde_json::to_string(&node.message).unwrap(),
+                receipt: Some(node.receipt.clone()),
+            }],
+            deadline: Some(SystemClock.now().plus(Duration::from_millis(500))),
+            redelivery: Some(slow.queue.as_ref()),
+        },
+    )
+    .await;
+    assert_eq!(
+        failed,
+        vec!["node".to_string()],
+        "the slow step ran out of time"
+    );
+    let mut step_actions = taken(&parts.recorded);
+    step_actions.extend(taken(&slow.recorded));
+    by_function.insert("StepFunction", step_actions);
+
+    // api and stream: the routes' use cases.
+    let submitted = parts.services.runs.submit("t", &envelope).await.unwrap();
+    parts
+        .services
+        .runs
+        .load("t", &submitted.run_id)
+        .await
+        .unwrap();
+    parts
+        .services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    parts
+        .services
+        .runs
+        .cancel("t", &submitted.run_id, "iam check")
+        .await
+        .unwrap();
+    parts.services.capabilities.list("t").await.unwrap();
+    let registration = serde_json::json!({
+        "capabilityId": "writer.iam", "agentType": "ai", "version": "1", "displayName": "w",
+        "summary": "s", "inputContract": ["creative_brief"], "outputContract": ["copyVariants"]
+    });
+    parts
+        .services
+        .capabilities
+        .register("t", &registration)
+        .await
+        .unwrap();
+    let api_actions = taken(&parts.recorded);
+    by_function.insert("ApiFunction", api_actions.clone());
+    by_function.insert("StreamFunction", api_actions);
+
+    // sweeper: a run whose first node step was committed but never sent
+    // (the send failed), then one sweep that re-sends it.
+    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
+        fixture.model.base_url(),
+        "scripted",
+        None,
+    ))
+    .unwrap();
+    let lossy = TestServices::with_model(Arc::new(provider))
+        .store(parts.store.clone())
+        .queue(Arc::new(FailingSendQueue::new(parts.queue.clone(), 1)))
+        .capability_directory(parts.store.clone())
+        .build()
+        .services;
+    let lossy_run = lossy.runs.submit("t", &envelope).await.unwrap();
+    // Earlier steps may still be on the queue (the one that ran out of time
+    // is visible again): take them off until this run's planning step.
+    let plan = loop {
+        let received = parts
+            .queue
+            .receive(1, Duration::from_secs(3))
+            .await
+            .unwrap();
+        let received = received
+            .into_iter()
+            .next()
+            .expect("the planning step arrives");
+        parts.queue.acknowledge(&received.receipt).await.unwrap();
+        if received.message.run_id == lossy_run.run_id {
+            break received;
+        }
+    };
+    assert!(
+        lossy.steps.handle(&plan.message).await.is_err(),
+        "the node step's send was lost after its commit"
+    );
+    taken(&parts.recorded);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let sweeper = OutboxSweeper::new(
+        parts.store.clone(),
+        parts.queue.clone(),
+        Arc::new(SystemClock),
+    );
+    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 1);
+    by_function.insert("SweeperFunction", taken(&parts.recorded));
+    by_function
+}
+
+/// `Action`s of each function's policy statements in the template.
+fn granted_by_function() -> BTreeMap<String, BTreeSet<String>> {
+    let text = std::fs::read_to_string(repository_path("infra/template.yaml")).unwrap();
+    let template: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let mut granted = BTreeMap::new();
+    for (name, resource) in template["Resources"].as_mapping().unwrap() {
+        if resource["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let mut actions = BTreeSet::new();
+        for policy in resource["Properties"]["Policies"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            for statement in policy["Statement"].as_sequence().into_iter().flatten() {
+                for action in statement["Action"].as_sequence().into_iter().flatten() {
+                    actions.insert(action.as_str().unwrap().to_string());
+                }
+            }
+        }
+        granted.insert(name.as_str().unwrap().to_string(), actions);
+    }
+    granted
+}
+
+/// What the Lambda service needs to poll a queue for a function (not called by its code).
+const EVENT_SOURCE_ACTIONS: [&str; 4] = [
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
+    "sqs:GetQueueAttributes",
+    "sqs:ChangeMessageVisibility",
+];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_function_is_granted_exactly_what_its_code_calls() {
+    let fixture = fixture().await;
+    let called = actions_by_function(&fixture).await;
+    let granted = granted_by_function();
+    let mut problems = Vec::new();
+    for (function, calls) in &called {
+        let Some(policy) = granted.get(*function) else {
+            problems.push(format!("{function}: not in the template"));
+            continue;
+        };
+        for action in calls.difference(policy) {
+            problems.push(format!(
+                "{function}: calls {action}, which its policy lacks"
+            ));
+        }
+        let polled = ["StepFunction", "IngestFunction"].contains(function);
+        for action in policy.difference(calls) {
+            if !(polled && EVENT_SOURCE_ACTIONS.contains(&action.as_str())) {
+                problems.push(format!(
+                    "{function}: granted {action}, which its code never calls"
+                ));
+            }
+        }
+    }
+    assert!(
+        called.values().all(|calls| !calls.is_empty()),
+        "every function's calls were recorded: {called:#?}"
+    );
+    eprintln!("actions each function calls: {called:#?}");
+    assert!(problems.is_empty(), "{problems:#?}\ncalled: {called:#?}");
+}
