@@ -106,7 +106,7 @@ import json, os, sys
 import boto3
 answer = json.load(open(sys.argv[1]))
 assert answer["kind"] == "response" and answer["body"]["batchItemFailures"] == [], answer
-sqs = boto3.client("sqs")
+sqs = boto3.client("sqs", region_name=os.environ["AWS_REGION"], endpoint_url=os.environ["AWS_ENDPOINT_URL"])
 messages = sqs.receive_message(QueueUrl=os.environ["BATON_QUEUE_URL"], MaxNumberOfMessages=1, WaitTimeSeconds=2).get("Messages", [])
 assert messages, "ingest queued no planning step"
 body = json.loads(messages[0]["Body"])
@@ -125,7 +125,7 @@ import boto3
 answer = json.load(open(sys.argv[1]))
 assert answer["kind"] == "response" and answer["body"]["batchItemFailures"] == [], answer
 message = json.loads(json.load(open(sys.argv[2]))["Records"][0]["body"])
-dynamodb = boto3.client("dynamodb")
+dynamodb = boto3.client("dynamodb", region_name=os.environ["AWS_REGION"], endpoint_url=os.environ["AWS_ENDPOINT_URL"])
 items = dynamodb.query(TableName=os.environ["BATON_TABLE"], ConsistentRead=True,
                        KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
                        ExpressionAttributeValues={":pk": {"S": f"T#{message['tenantId']}#R#{message['runId']}"},
