@@ -142,6 +142,18 @@ async fn fixture() -> Fixture {
     }
 }
 
+/// The OpenAI-compatible provider over the scripted model server.
+fn scripted_provider(fixture: &Fixture) -> Arc<OpenAiCompatibleProvider> {
+    Arc::new(
+        OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
+            fixture.model.base_url(),
+            "scripted",
+            None,
+        ))
+        .unwrap(),
+    )
+}
+
 /// The real services over clients that record into `recorded`.
 struct Recorded {
     services: Services,
@@ -172,13 +184,7 @@ fn recorded_services(fixture: &Fixture, settings: OrchestratorSettings) -> Recor
         aws_sdk_sqs::Client::from_conf(sqs),
         &fixture.queue_url,
     ));
-    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
-        fixture.model.base_url(),
-        "scripted",
-        None,
-    ))
-    .unwrap();
-    let services = TestServices::with_model(Arc::new(provider))
+    let services = TestServices::with_model(scripted_provider(fixture))
         .store(store.clone())
         .queue(queue.clone())
         .capability_directory(store.clone())
@@ -331,13 +337,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
 
     // sweeper: a run whose first node step was committed but never sent
     // (the send failed), then one sweep that re-sends it.
-    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
-        fixture.model.base_url(),
-        "scripted",
-        None,
-    ))
-    .unwrap();
-    let lossy = TestServices::with_model(Arc::new(provider))
+    let lossy = TestServices::with_model(scripted_provider(fixture))
         .store(parts.store.clone())
         .queue(Arc::new(FailingSendQueue::new(parts.queue.clone(), 1)))
         .capability_directory(parts.store.clone())

@@ -33,8 +33,8 @@ fn core_has_no_io_crates_in_its_dependency_tree() {
     );
 }
 
-/// The normal dependency tree of `package`, one crate name per line.
-fn normal_dependency_names(package: &str) -> Vec<String> {
+/// The normal dependency tree of `package`: `name vX.Y.Z` per line.
+fn dependency_tree(package: &str) -> String {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
         .args([
@@ -57,8 +57,12 @@ fn normal_dependency_names(package: &str) -> Vec<String> {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    String::from_utf8(output.stdout)
-        .unwrap()
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The normal dependency tree of `package`, one crate name per line.
+fn normal_dependency_names(package: &str) -> Vec<String> {
+    dependency_tree(package)
         .lines()
         .filter_map(|line| line.split_whitespace().next())
         .map(str::to_string)
@@ -291,7 +295,6 @@ fn the_repository_cites_only_its_own_files() {
 /// the AWS SDK's legacy hyper 0.14 + rustls 0.21 + ring beside it.
 #[test]
 fn every_function_links_one_http_and_tls_stack() {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     for function in [
         "baton-api-function",
         "baton-stream-function",
@@ -299,28 +302,7 @@ fn every_function_links_one_http_and_tls_stack() {
         "baton-sweeper-function",
         "baton-ingest-function",
     ] {
-        let output = Command::new(&cargo)
-            .args([
-                "tree",
-                "--offline",
-                "-p",
-                function,
-                "-e",
-                "normal",
-                "--prefix",
-                "none",
-                "--format",
-                "{p}",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let text = String::from_utf8(output.stdout).unwrap();
+        let text = dependency_tree(function);
         let versions = |name: &str| {
             let mut found: Vec<String> = text
                 .lines()
