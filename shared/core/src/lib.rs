@@ -1,10 +1,12 @@
 //! `baton-core`: the sans-IO heart of Baton.
 //!
 //! It owns the domain model (task envelope, output contract, policies, facets,
-//! capability registrations, plan graph, run state, event frames), the facet
-//! contract compiler, the deterministic planner, the plan validator with its
-//! diagnostics merger, and the step state machine
-//! (`decide(state, input, now) -> (state, events, effects)`).
+//! capability registrations, plan graph, run state), the typed event frames
+//! (`frames`, one payload and constructor per type), the failure and warning
+//! codes, the facet contract compiler, the deterministic and LLM planners, the
+//! plan validator with its diagnostics merger, and the step engine
+//! (`engine::begin_step` / `engine::resume_step`: the shell performs the
+//! effects they ask for and commits the decisions they return).
 //!
 //! Invariants:
 //! - No I/O of any kind: no tokio, no AWS, no HTTP, no file system. Time, ids
@@ -12,6 +14,8 @@
 //! - No domain words: facet and capability names come from `registry/` data.
 //! - Every JSON Schema is compiled by the `jsonschema` crate with remote and
 //!   file `$ref` retrieval turned off.
+//! - Every frame is built by a constructor in `frames`; its schema in
+//!   `events/schemas/frames/` is generated from the same types.
 
 pub mod capability;
 pub mod codes;

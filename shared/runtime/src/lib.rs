@@ -1,9 +1,12 @@
 //! `baton-runtime`: the imperative shell around `baton-core`.
 //!
 //! It owns the narrow ports (run store, step queue, LLM provider, clock, ids),
-//! the use cases that drive them (submit a run, perform one durable step, run
-//! a worker until a run settles), the registry loader that reads `registry/`
-//! from disk, and the in-memory adapters that make up the embedded default.
+//! the services that drive them (`services`: runs, steps, capabilities, the
+//! outbox relay and sweeper), the one event follower (`follow`), the workers,
+//! the registry loader (a folder, or the registry built into the binary), and
+//! the in-memory adapters that make up the embedded default. The store
+//! conformance suite and the fault-injecting decorators are behind the
+//! `testing` feature.
 //!
 //! Invariants:
 //! - Every step is idempotent: a stale or duplicate step message changes
@@ -11,6 +14,8 @@
 //! - A node's model is called at most once per claimed attempt; a version
 //!   conflict re-applies the same result instead of calling again.
 //! - No wire or database types here: adapters live in their own crates.
+//! - The shell performs the engine's effects and commits its decisions; it
+//!   never decides what a node means.
 
 pub mod capability_cache;
 pub mod clock;
