@@ -1,3 +1,6 @@
+//! The AWS calls the code makes, recorded by SDK interceptors on the real
+//! clients against moto.
+//!
 //! IAM from the code: every DynamoDB and SQS action each function's code
 //! paths call is recorded (an SDK interceptor on the real clients, against
 //! moto) and compared with that function's policy in `infra/template.yaml`.
@@ -9,6 +12,8 @@
 //! (`PutItem`, `UpdateItem`, `DeleteItem`, `ConditionCheckItem`). Resources
 //! are not compared, only actions. The model endpoint is the scripted test
 //! double; everything else is the real code.
+//!
+//! Calls per node step: counted on the hot path and held as a ceiling.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -442,4 +447,114 @@ async fn every_function_is_granted_exactly_what_its_code_calls() {
     );
     eprintln!("actions each function calls: {called:#?}");
     assert!(problems.is_empty(), "{problems:#?}\ncalled: {called:#?}");
+}
+
+/// Counts AWS calls by operation (the `X-Amz-Target` name).
+#[derive(Debug, Clone, Default)]
+struct CallCounter {
+    service: &'static str,
+    calls: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+impl Intercept for CallCounter {
+    fn name(&self) -> &'static str {
+        "CallCounter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let operation = context
+            .request()
+            .headers()
+            .get("x-amz-target")
+            .and_then(|target| target.rsplit('.').next())
+            .unwrap_or("unknown");
+        *self
+            .calls
+            .lock()
+            .unwrap()
+            .entry(format!("{}.{operation}", self.service))
+            .or_default() += 1;
+        Ok(())
+    }
+}
+
+/// The AWS calls one node step makes today, printed and held as a ceiling
+/// so the count can only go down. (The floor the deployment issue asks for,
+/// one GetItem and one TransactWriteItems, is not reached yet.)
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_calls_per_node_step_do_not_grow() {
+    let fixture = fixture().await;
+    let calls = Arc::new(Mutex::new(BTreeMap::new()));
+    let dynamodb = aws_sdk_dynamodb::config::Builder::from(&fixture.configuration)
+        .interceptor(CallCounter {
+            service: "dynamodb",
+            calls: calls.clone(),
+        })
+        .build();
+    let sqs = aws_sdk_sqs::config::Builder::from(&fixture.configuration)
+        .interceptor(CallCounter {
+            service: "sqs",
+            calls: calls.clone(),
+        })
+        .build();
+    let store = Arc::new(DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::from_conf(dynamodb),
+        &fixture.table,
+    ));
+    let queue = Arc::new(SqsStepQueue::new(
+        aws_sdk_sqs::Client::from_conf(sqs),
+        &fixture.queue_url,
+    ));
+    let services = TestServices::with_model(scripted_provider(&fixture))
+        .store(store.clone())
+        .queue(queue.clone())
+        .capability_directory(store.clone())
+        .build()
+        .services;
+    services
+        .runs
+        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .await
+        .unwrap();
+    let plan = queue
+        .receive(1, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .remove(0);
+    baton_runtime::worker::process_received_step(&services.steps, queue.as_ref(), plan)
+        .await
+        .unwrap();
+    let node = queue
+        .receive(1, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .remove(0);
+    calls.lock().unwrap().clear();
+    baton_runtime::worker::process_received_step(&services.steps, queue.as_ref(), node)
+        .await
+        .unwrap();
+    let per_step = calls.lock().unwrap().clone();
+    eprintln!("AWS calls for one node step: {per_step:?}");
+    let ceiling: BTreeMap<String, usize> = [
+        ("dynamodb.GetItem", 4),
+        ("dynamodb.TransactWriteItems", 3),
+        ("dynamodb.UpdateItem", 1),
+        ("sqs.SendMessageBatch", 1),
+        ("sqs.DeleteMessage", 1),
+    ]
+    .into_iter()
+    .map(|(name, count)| (name.to_string(), count))
+    .collect();
+    for (operation, count) in &per_step {
+        let allowed = ceiling.get(operation).copied().unwrap_or(0);
+        assert!(
+            *count <= allowed,
+            "{operation}: {count} calls per node step, more than {allowed}: {per_step:?}"
+        );
+    }
 }
