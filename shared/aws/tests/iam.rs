@@ -159,6 +159,29 @@ fn scripted_provider(fixture: &Fixture) -> Arc<OpenAiCompatibleProvider> {
     )
 }
 
+/// The DynamoDB store and SQS queue over clients carrying `interceptor_for(service)`.
+fn adapters_with<I: Intercept + 'static>(
+    fixture: &Fixture,
+    interceptor_for: impl Fn(&'static str) -> I,
+) -> (Arc<DynamoRunStore>, Arc<SqsStepQueue>) {
+    let dynamodb = aws_sdk_dynamodb::config::Builder::from(&fixture.configuration)
+        .interceptor(interceptor_for("dynamodb"))
+        .build();
+    let sqs = aws_sdk_sqs::config::Builder::from(&fixture.configuration)
+        .interceptor(interceptor_for("sqs"))
+        .build();
+    (
+        Arc::new(DynamoRunStore::new(
+            aws_sdk_dynamodb::Client::from_conf(dynamodb),
+            &fixture.table,
+        )),
+        Arc::new(SqsStepQueue::new(
+            aws_sdk_sqs::Client::from_conf(sqs),
+            &fixture.queue_url,
+        )),
+    )
+}
+
 /// The real services over clients that record into `recorded`.
 struct Recorded {
     services: Services,
@@ -169,26 +192,10 @@ struct Recorded {
 
 fn recorded_services(fixture: &Fixture, settings: OrchestratorSettings) -> Recorded {
     let recorded = Arc::new(Mutex::new(BTreeSet::new()));
-    let dynamodb = aws_sdk_dynamodb::config::Builder::from(&fixture.configuration)
-        .interceptor(ActionRecorder {
-            service: "dynamodb",
-            actions: recorded.clone(),
-        })
-        .build();
-    let sqs = aws_sdk_sqs::config::Builder::from(&fixture.configuration)
-        .interceptor(ActionRecorder {
-            service: "sqs",
-            actions: recorded.clone(),
-        })
-        .build();
-    let store = Arc::new(DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::from_conf(dynamodb),
-        &fixture.table,
-    ));
-    let queue = Arc::new(SqsStepQueue::new(
-        aws_sdk_sqs::Client::from_conf(sqs),
-        &fixture.queue_url,
-    ));
+    let (store, queue) = adapters_with(fixture, |service| ActionRecorder {
+        service,
+        actions: recorded.clone(),
+    });
     let services = TestServices::with_model(scripted_provider(fixture))
         .store(store.clone())
         .queue(queue.clone())
@@ -490,26 +497,10 @@ impl Intercept for CallCounter {
 async fn aws_calls_per_node_step_do_not_grow() {
     let fixture = fixture().await;
     let calls = Arc::new(Mutex::new(BTreeMap::new()));
-    let dynamodb = aws_sdk_dynamodb::config::Builder::from(&fixture.configuration)
-        .interceptor(CallCounter {
-            service: "dynamodb",
-            calls: calls.clone(),
-        })
-        .build();
-    let sqs = aws_sdk_sqs::config::Builder::from(&fixture.configuration)
-        .interceptor(CallCounter {
-            service: "sqs",
-            calls: calls.clone(),
-        })
-        .build();
-    let store = Arc::new(DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::from_conf(dynamodb),
-        &fixture.table,
-    ));
-    let queue = Arc::new(SqsStepQueue::new(
-        aws_sdk_sqs::Client::from_conf(sqs),
-        &fixture.queue_url,
-    ));
+    let (store, queue) = adapters_with(&fixture, |service| CallCounter {
+        service,
+        calls: calls.clone(),
+    });
     let services = TestServices::with_model(scripted_provider(&fixture))
         .store(store.clone())
         .queue(queue.clone())
