@@ -85,12 +85,7 @@ impl Intercept for ActionRecorder {
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let target = context
-            .request()
-            .headers()
-            .get("x-amz-target")
-            .and_then(|target| target.rsplit('.').next())
-            .unwrap_or("unknown");
+        let target = operation_of(context);
         if target != "TransactWriteItems" {
             self.actions.lock().unwrap().insert(format!(
                 "{}:{}",
@@ -100,6 +95,17 @@ impl Intercept for ActionRecorder {
         }
         Ok(())
     }
+}
+
+/// The operation a request calls, from its `X-Amz-Target`
+/// (`DynamoDB_20120810.GetItem`, `AmazonSQS.SendMessage`).
+fn operation_of<'a>(context: &'a BeforeTransmitInterceptorContextRef<'_>) -> &'a str {
+    context
+        .request()
+        .headers()
+        .get("x-amz-target")
+        .and_then(|target| target.rsplit('.').next())
+        .unwrap_or("unknown")
 }
 
 /// The IAM action that authorizes an API operation: batch operations are
@@ -474,12 +480,7 @@ impl Intercept for CallCounter {
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let operation = context
-            .request()
-            .headers()
-            .get("x-amz-target")
-            .and_then(|target| target.rsplit('.').next())
-            .unwrap_or("unknown");
+        let operation = operation_of(context);
         *self
             .calls
             .lock()

@@ -78,13 +78,7 @@ fn no_lambda_function_links_the_local_model() {
             .any(|name| name == "llama-cpp-sys-2"),
         "the CLI links the local model (the check can see it)"
     );
-    for function in [
-        "baton-api-function",
-        "baton-stream-function",
-        "baton-step-function",
-        "baton-sweeper-function",
-        "baton-ingest-function",
-    ] {
+    for function in LAMBDA_FUNCTIONS {
         let names = normal_dependency_names(function);
         assert!(
             names.iter().any(|name| name == "baton-runtime"),
@@ -115,6 +109,15 @@ fn the_sweeper_links_neither_the_router_nor_a_model_client() {
         .collect();
     assert!(linked.is_empty(), "the sweeper links {linked:?}");
 }
+
+/// The packages deployed as Lambda functions.
+const LAMBDA_FUNCTIONS: [&str; 5] = [
+    "baton-api-function",
+    "baton-stream-function",
+    "baton-step-function",
+    "baton-sweeper-function",
+    "baton-ingest-function",
+];
 
 fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -295,13 +298,7 @@ fn the_repository_cites_only_its_own_files() {
 /// the AWS SDK's legacy hyper 0.14 + rustls 0.21 + ring beside it.
 #[test]
 fn every_function_links_one_http_and_tls_stack() {
-    for function in [
-        "baton-api-function",
-        "baton-stream-function",
-        "baton-step-function",
-        "baton-sweeper-function",
-        "baton-ingest-function",
-    ] {
+    for function in LAMBDA_FUNCTIONS {
         let text = dependency_tree(function);
         let versions = |name: &str| {
             let mut found: Vec<String> = text
