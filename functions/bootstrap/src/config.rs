@@ -33,7 +33,8 @@ pub struct Configuration {
     pub table: Option<String>,
     /// `BATON_QUEUE_URL`: the SQS step queue.
     pub queue_url: Option<String>,
-    /// `BATON_SWEEP_AFTER_SECONDS`: outbox age the sweeper re-sends (default 60).
+    /// `BATON_SWEEP_AFTER_SECONDS`: age of an unconsumed outbox entry the sweeper
+    /// re-sends (default 300).
     pub sweep_after: Duration,
     /// `BATON_LOG`: tracing filter.
     pub log_filter: Option<String>,
@@ -59,7 +60,7 @@ impl Configuration {
             }
         };
         let sweep_after = match non_empty(read, "BATON_SWEEP_AFTER_SECONDS") {
-            None => Duration::from_secs(60),
+            None => Duration::from_secs(300),
             Some(text) => Duration::from_secs(text.parse::<u64>().map_err(|_| {
                 StartupError(format!(
                     "BATON_SWEEP_AFTER_SECONDS must be whole seconds (got `{text}`)"
@@ -113,7 +114,7 @@ mod tests {
     fn defaults_values_and_errors() {
         let defaults = Configuration::from_variables(&reader(&[])).unwrap();
         assert_eq!(defaults.planner, PlannerChoice::Deterministic);
-        assert_eq!(defaults.sweep_after, Duration::from_secs(60));
+        assert_eq!(defaults.sweep_after, Duration::from_secs(300));
         assert_eq!(defaults.worker_id("step"), "step");
         let set = Configuration::from_variables(&reader(&[
             ("BATON_PLANNER", "llm"),

@@ -1,6 +1,7 @@
-//! Lambda function `sweeper`: runs on a schedule. Re-sends step messages
-//! that a crash between commit and send left in the outbox (older than
-//! `BATON_SWEEP_AFTER_SECONDS`, default 60). Node leases need no sweeping:
+//! Lambda function `sweeper`: runs on a schedule. Re-sends, once, step
+//! messages no step has consumed from the outbox (older than
+//! `BATON_SWEEP_AFTER_SECONDS`, default 300): a crash between commit and
+//! send, or a message waiting in a backlog (a duplicate is harmless). Node leases need no sweeping:
 //! a claim past its expiry is simply taken over. Links neither a model
 //! client nor the HTTP router.
 

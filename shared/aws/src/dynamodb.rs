@@ -1,7 +1,7 @@
 //! The DynamoDB run store.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
@@ -16,8 +16,11 @@ use baton_runtime::ports::Clock;
 pub(crate) use crate::attributes::{
     cancellation_codes, event_sk, n, put, read_number, read_text, run_pk, s, unavailable,
 };
+use crate::event_log::KnownSequence;
 use crate::state_codec::{decode_state, encode_state};
-use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StoredRun};
+use baton_runtime::ports::{
+    ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
+};
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
 
@@ -25,25 +28,29 @@ pub(crate) type Item = HashMap<String, AttributeValue>;
 pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
 pub(crate) const PENDING_OUTBOX_SHARDS: u32 = 8;
 
-fn pending_outbox_shard(run_id: &str) -> String {
-    let hash = run_id.bytes().fold(0u32, |hash, byte| {
-        hash.wrapping_mul(31).wrapping_add(u32::from(byte))
-    });
-    format!("OUTBOX#PENDING#{}", hash % PENDING_OUTBOX_SHARDS)
-}
-
-/// Events live this long after they are written (DynamoDB TTL).
-const EVENT_RETENTION_SECONDS: u64 = 30 * 24 * 3600;
+/// Events, leases and leftover outbox entries live this long after they
+/// are written (DynamoDB TTL).
+const RETENTION_SECONDS: u64 = 30 * 24 * 3600;
 /// Rounds of re-reading `nextSeq` when a concurrent append moved it.
-const SEQUENCE_RETRY_ROUNDS: usize = 20;
+pub(crate) const SEQUENCE_RETRY_ROUNDS: usize = 20;
+/// Runs whose last event sequence this process remembers, at most.
+pub(crate) const REMEMBERED_RUNS: usize = 4096;
 
 /// `RunStore` on one DynamoDB table.
+///
+/// The hot path of a node step is one consistent `GetItem` of the run item
+/// (`load_run`) and one `TransactWriteItems` each for the claim (lease,
+/// `node_start`, the handled outbox entry consumed), every streamed delta
+/// batch, and the commit (state, events, outbox): the run item's `nextSeq`
+/// seen by the load is remembered and each write is conditional on it, so
+/// nothing is re-read unless another writer moved it.
 #[derive(Clone)]
 pub struct DynamoRunStore {
     pub(crate) client: Client,
     pub(crate) table: String,
     /// Stamps outbox entries and event expiry (the orchestrator's clock).
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) known_sequences: Arc<Mutex<HashMap<String, KnownSequence>>>,
 }
 
 impl DynamoRunStore {
@@ -52,7 +59,12 @@ impl DynamoRunStore {
             client,
             table: table.into(),
             clock: Arc::new(SystemClock),
+            known_sequences: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    pub(crate) fn expires_at(&self) -> AttributeValue {
+        n(self.clock.now().unix_millis() / 1000 + RETENTION_SECONDS)
     }
 
     /// The same store reading `clock` instead of the wall clock.
@@ -61,68 +73,7 @@ impl DynamoRunStore {
         self
     }
 
-    fn event_items(
-        &self,
-        pk: &str,
-        first_sequence: u64,
-        run_id: &str,
-        correlation_id: &str,
-        drafts: Vec<EventDraft>,
-    ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        let expires = self.clock.now().unix_millis() / 1000 + EVENT_RETENTION_SECONDS;
-        drafts
-            .into_iter()
-            .enumerate()
-            .map(|(offset, draft)| {
-                let sequence = first_sequence + offset as u64;
-                let frame = draft.into_frame(sequence, run_id, correlation_id);
-                let text = serde_json::to_string(&frame)
-                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                let item = Item::from([
-                    ("pk".to_string(), s(pk)),
-                    ("sk".to_string(), s(event_sk(sequence))),
-                    ("frame".to_string(), s(text)),
-                    ("expiresAt".to_string(), n(expires)),
-                ]);
-                put(&self.table, item, Some("attribute_not_exists(pk)"))
-            })
-            .collect()
-    }
-
-    fn outbox_items(
-        &self,
-        pk: &str,
-        outbox: &[StepMessage],
-    ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        outbox
-            .iter()
-            .map(|message| {
-                let text = serde_json::to_string(message)
-                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                let item = Item::from([
-                    ("pk".to_string(), s(pk)),
-                    ("sk".to_string(), s(format!("OUT#{}", message.message_id))),
-                    ("message".to_string(), s(text)),
-                    ("sent".to_string(), AttributeValue::Bool(false)),
-                    (
-                        "gsi1pk".to_string(),
-                        s(pending_outbox_shard(&message.run_id)),
-                    ),
-                    (
-                        "gsi1sk".to_string(),
-                        s(format!(
-                            "{:020}#{}",
-                            self.clock.now().unix_millis(),
-                            message.message_id
-                        )),
-                    ),
-                ]);
-                put(&self.table, item, None)
-            })
-            .collect()
-    }
-
-    async fn read_run_item(
+    pub(crate) async fn read_run_item(
         &self,
         pk: &str,
         attributes: Option<&str>,
@@ -142,91 +93,6 @@ impl DynamoRunStore {
             .await
             .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
         Ok(output.item)
-    }
-
-    /// The run's correlation id and next sequence number (a small projected read).
-    async fn correlation_and_sequence(&self, pk: &str) -> Result<(String, u64), StoreError> {
-        let item = self
-            .read_run_item(pk, Some("correlationId, nextSeq"))
-            .await?
-            .ok_or(StoreError::RunNotFound)?;
-        Ok((
-            read_text(&item, "correlationId")?.to_string(),
-            read_number(&item, "nextSeq")?,
-        ))
-    }
-
-    /// Appends events (and optional extra writes) atomically with a bump of `nextSeq`.
-    async fn append_with(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        events: Vec<EventDraft>,
-        leading: Vec<TransactWriteItem>,
-    ) -> Result<Option<u64>, StoreError> {
-        let pk = run_pk(tenant_id, run_id);
-        let leading_count = leading.len();
-        for _ in 0..SEQUENCE_RETRY_ROUNDS {
-            let (correlation_id, next_sequence) = self.correlation_and_sequence(&pk).await?;
-            let count = events.len() as u64;
-            let sequence_bump = TransactWriteItem::builder()
-                .update(
-                    Update::builder()
-                        .table_name(&self.table)
-                        .key("pk", s(&pk))
-                        .key("sk", s("RUN"))
-                        .update_expression("SET nextSeq = :next")
-                        .condition_expression("nextSeq = :seen")
-                        .expression_attribute_values(":next", n(next_sequence + count))
-                        .expression_attribute_values(":seen", n(next_sequence))
-                        .build()
-                        .map_err(unavailable)?,
-                )
-                .build();
-            let mut items = leading.clone();
-            items.extend(self.event_items(
-                &pk,
-                next_sequence + 1,
-                run_id,
-                &correlation_id,
-                events.clone(),
-            )?);
-            items.push(sequence_bump);
-            match self
-                .client
-                .transact_write_items()
-                .set_transact_items(Some(items))
-                .send()
-                .await
-            {
-                Ok(_) => return Ok(Some(next_sequence + count)),
-                Err(error) => match cancellation_codes(&error) {
-                    Some(codes)
-                        if codes
-                            .iter()
-                            .take(leading_count)
-                            .any(|code| code == "ConditionalCheckFailed") =>
-                    {
-                        return Ok(None);
-                    }
-                    Some(codes)
-                        if codes.iter().any(|code| {
-                            code == "ConditionalCheckFailed" || code == "TransactionConflict"
-                        }) =>
-                    {
-                        continue;
-                    }
-                    _ => {
-                        return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                            error,
-                        )));
-                    }
-                },
-            }
-        }
-        Err(StoreError::Unavailable(
-            "event sequence kept moving; gave up appending".into(),
-        ))
     }
 }
 
@@ -320,6 +186,11 @@ impl RunStore for DynamoRunStore {
             return Ok(None);
         };
         let state = decode_state(item.get("state"))?;
+        self.remember_sequence(
+            &run_pk(tenant_id, run_id),
+            read_number(&item, "nextSeq")?,
+            &state.correlation_id,
+        );
         Ok(Some(StoredRun {
             state,
             version: read_number(&item, "version")?,
@@ -345,6 +216,7 @@ impl RunStore for DynamoRunStore {
                     "leaseExpiresAt".to_string(),
                     n(claim.lease_expires_at.unix_millis()),
                 ),
+                ("expiresAt".to_string(), self.expires_at()),
             ])))
             .condition_expression(
                 "attribute_not_exists(pk) OR leaseExpiresAt < :now OR claimant = :me",
@@ -353,7 +225,10 @@ impl RunStore for DynamoRunStore {
             .expression_attribute_values(":me", s(claim.worker_id))
             .build()
             .map_err(unavailable)?;
-        let leading = vec![TransactWriteItem::builder().put(lease).build()];
+        let mut leading = vec![TransactWriteItem::builder().put(lease).build()];
+        if let Some(message_id) = claim.consumed_message_id {
+            leading.push(self.consume_outbox_entry(&pk, message_id)?);
+        }
         match self
             .append_with(tenant_id, run_id, events_on_claim, leading)
             .await?
@@ -422,56 +297,61 @@ impl RunStore for DynamoRunStore {
         &self,
         tenant_id: &str,
         run_id: &str,
-        expected_version: u64,
-        state: RunState,
-        events: Vec<EventDraft>,
-        outbox: Vec<StepMessage>,
+        commit: StepCommit,
     ) -> Result<u64, StoreError> {
         let pk = run_pk(tenant_id, run_id);
-        let encoded_state = encode_state(&state)?;
+        let expected_version = commit.expected_version;
+        let encoded_state = encode_state(&commit.state)?;
+        let count = commit.events.len() as u64;
+        let mut stale = false;
         for _ in 0..SEQUENCE_RETRY_ROUNDS {
-            let item = self
-                .read_run_item(&pk, Some("version, nextSeq"))
-                .await?
-                .ok_or(StoreError::RunNotFound)?;
-            if read_number(&item, "version")? != expected_version {
-                return Err(StoreError::VersionConflict {
-                    expected: expected_version,
-                });
-            }
-            let next_sequence = read_number(&item, "nextSeq")?;
-            let count = events.len() as u64;
+            let seen = match (stale, self.known_sequence(&pk)) {
+                (false, Some(known)) => known.last_sequence,
+                _ => {
+                    let (version, known) = self.reread_sequence(&pk).await?;
+                    if version != expected_version {
+                        return Err(StoreError::VersionConflict {
+                            expected: expected_version,
+                        });
+                    }
+                    known.last_sequence
+                }
+            };
             // Events and outbox first, the run item last: a reader that sees the new
             // status (on emulators that apply transactions item by item) sees its frames.
-            let run_update =
-                TransactWriteItem::builder()
-                    .update(
-                        Update::builder()
-                            .table_name(&self.table)
-                            .key("pk", s(&pk))
-                            .key("sk", s("RUN"))
-                            .update_expression("SET #state = :state, version = :next_version, nextSeq = :next_seq, #status = :status")
-                            .condition_expression("version = :version AND nextSeq = :seen_seq")
-                            .expression_attribute_names("#state", "state")
-                            .expression_attribute_names("#status", "status")
-                            .expression_attribute_values(":state", encoded_state.clone())
-                            .expression_attribute_values(":next_version", n(expected_version + 1))
-                            .expression_attribute_values(":next_seq", n(next_sequence + count))
-                            .expression_attribute_values(":status", s(state.status.as_str()))
-                            .expression_attribute_values(":version", n(expected_version))
-                            .expression_attribute_values(":seen_seq", n(next_sequence))
-                            .build()
-                            .map_err(unavailable)?,
-                    )
-                    .build();
+            let run_update = TransactWriteItem::builder()
+                .update(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .key("pk", s(&pk))
+                        .key("sk", s("RUN"))
+                        .update_expression(
+                            "SET #state = :state, version = :next_version, nextSeq = :next_seq, #status = :status",
+                        )
+                        .condition_expression("version = :version AND nextSeq = :seen_seq")
+                        .expression_attribute_names("#state", "state")
+                        .expression_attribute_names("#status", "status")
+                        .expression_attribute_values(":state", encoded_state.clone())
+                        .expression_attribute_values(":next_version", n(expected_version + 1))
+                        .expression_attribute_values(":next_seq", n(seen + count))
+                        .expression_attribute_values(":status", s(commit.state.status.as_str()))
+                        .expression_attribute_values(":version", n(expected_version))
+                        .expression_attribute_values(":seen_seq", n(seen))
+                        .build()
+                        .map_err(unavailable)?,
+                )
+                .build();
             let mut items = self.event_items(
                 &pk,
-                next_sequence + 1,
+                seen + 1,
                 run_id,
-                &state.correlation_id,
-                events.clone(),
+                &commit.state.correlation_id,
+                commit.events.clone(),
             )?;
-            items.extend(self.outbox_items(&pk, &outbox)?);
+            items.extend(self.outbox_items(&pk, &commit.outbox)?);
+            if let Some(message_id) = &commit.consumed_message_id {
+                items.push(self.consume_outbox_entry(&pk, message_id)?);
+            }
             items.push(run_update);
             match self
                 .client
@@ -480,14 +360,17 @@ impl RunStore for DynamoRunStore {
                 .send()
                 .await
             {
-                Ok(_) => return Ok(expected_version + 1),
+                Ok(_) => {
+                    self.remember_sequence(&pk, seen + count, &commit.state.correlation_id);
+                    return Ok(expected_version + 1);
+                }
                 Err(error) => match cancellation_codes(&error) {
                     Some(codes)
                         if codes.iter().any(|code| {
                             code == "ConditionalCheckFailed" || code == "TransactionConflict"
                         }) =>
                     {
-                        continue;
+                        stale = true;
                     }
                     _ => {
                         return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(

@@ -13,23 +13,27 @@
 //! | --- | --- | --- | --- |
 //! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON, deflated, binary; see [`state_codec`]), `version`, `nextSeq`, `status`, `correlationId` |
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
-//! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
-//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent`, while unsent `gsi1pk`/`gsi1sk` |
+//! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt`, `expiresAt` |
+//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent once), `expiresAt`, until re-sent `gsi1pk`/`gsi1sk`; deleted by the claim or commit of the step that handles it |
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //!
 //! Index `gsi1` (`gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{writtenMillis:020}#{messageId}`) is
-//! sparse: only unsent outbox entries carry it, so the sweeper reads exactly those.
+//! sparse: only outbox entries neither consumed nor re-sent carry it, so the sweeper reads
+//! exactly those.
 //!
 //! Every key starts with the tenant, so one tenant can never address another's items.
 //!
 //! Invariants: a commit is one `TransactWriteItems` conditional on the run's
 //! `version` and `nextSeq`, so events get contiguous sequence numbers and a
-//! losing writer appends nothing; SDK types never leave this crate.
+//! losing writer appends nothing; the `nextSeq` a load saw is remembered and
+//! used as the condition of the next write (a hint: a stale one costs one
+//! projected re-read, never a wrong sequence); SDK types never leave this crate.
 
 mod attributes;
 pub mod capability_directory;
 pub mod dynamodb;
+mod event_log;
 mod outbox_items;
 pub mod sqs;
 pub mod state_codec;

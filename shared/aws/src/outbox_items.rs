@@ -1,16 +1,75 @@
 //! The outbox items of the DynamoDB run store: a run's unsent entries, the
 //! sweeper's sparse-index view across runs, and marking entries sent.
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
 use baton_core::instant::Instant;
 use baton_core::run::StepMessage;
 use baton_runtime::error::StoreError;
 
 use crate::dynamodb::{
-    DynamoRunStore, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, read_text, run_pk, s, unavailable,
+    DynamoRunStore, Item, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, put, read_text, run_pk, s,
+    unavailable,
 };
 
+fn pending_outbox_shard(run_id: &str) -> String {
+    let hash = run_id.bytes().fold(0u32, |hash, byte| {
+        hash.wrapping_mul(31).wrapping_add(u32::from(byte))
+    });
+    format!("OUTBOX#PENDING#{}", hash % PENDING_OUTBOX_SHARDS)
+}
+
 impl DynamoRunStore {
+    pub(crate) fn outbox_items(
+        &self,
+        pk: &str,
+        outbox: &[StepMessage],
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        outbox
+            .iter()
+            .map(|message| {
+                let text = serde_json::to_string(message)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                let item = Item::from([
+                    ("pk".to_string(), s(pk)),
+                    ("sk".to_string(), s(format!("OUT#{}", message.message_id))),
+                    ("message".to_string(), s(text)),
+                    ("sent".to_string(), AttributeValue::Bool(false)),
+                    ("expiresAt".to_string(), self.expires_at()),
+                    (
+                        "gsi1pk".to_string(),
+                        s(pending_outbox_shard(&message.run_id)),
+                    ),
+                    (
+                        "gsi1sk".to_string(),
+                        s(format!(
+                            "{:020}#{}",
+                            self.clock.now().unix_millis(),
+                            message.message_id
+                        )),
+                    ),
+                ]);
+                put(&self.table, item, None)
+            })
+            .collect()
+    }
+
+    /// Removes the handled message's outbox entry (a no-op when it is gone).
+    pub(crate) fn consume_outbox_entry(
+        &self,
+        pk: &str,
+        message_id: &str,
+    ) -> Result<TransactWriteItem, StoreError> {
+        Ok(TransactWriteItem::builder()
+            .delete(
+                Delete::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(format!("OUT#{message_id}")))
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .build())
+    }
     pub(crate) async fn query_pending_outbox(
         &self,
         tenant_id: &str,

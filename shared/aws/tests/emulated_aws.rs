@@ -11,7 +11,7 @@ use std::time::Duration;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::{StepCommand, StepMessage};
 use baton_runtime::conformance::{capability_directory_conformance, run_store_conformance};
-use baton_runtime::ports::StepQueue;
+use baton_runtime::ports::{StepCommit, StepQueue};
 
 fn unique(prefix: &str) -> String {
     moto_server::unique_name(prefix)
@@ -166,10 +166,13 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
         .commit_step(
             "large",
             "run-compressible",
-            loaded.version,
-            loaded.state,
-            vec![],
-            vec![],
+            StepCommit {
+                expected_version: loaded.version,
+                state: loaded.state,
+                events: vec![],
+                outbox: vec![],
+                consumed_message_id: None,
+            },
         )
         .await
         .unwrap();

@@ -20,7 +20,8 @@ use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::error::{QueueError, StoreError};
 use baton_runtime::fault_injection::{DuplicatingQueue, FailingSendQueue};
 use baton_runtime::ports::{
-    ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepQueue, StoredRun,
+    ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepCommit, StepQueue,
+    StoredRun,
 };
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
 use baton_runtime::worker::process_received_step;
@@ -76,15 +77,10 @@ impl RunStore for CountingStore {
         &self,
         tenant: &str,
         run: &str,
-        version: u64,
-        state: RunState,
-        events: Vec<EventDraft>,
-        outbox: Vec<StepMessage>,
+        commit: StepCommit,
     ) -> Result<u64, StoreError> {
         self.1.add("store.commit_step");
-        self.0
-            .commit_step(tenant, run, version, state, events, outbox)
-            .await
+        self.0.commit_step(tenant, run, commit).await
     }
     async fn append_events(
         &self,
@@ -475,7 +471,8 @@ async fn store_and_queue_calls_per_node_step() {
         .filter(|(_, count)| *count > 0)
         .collect();
     println!("port calls for one node step: {per_step:?}");
-    // One load, one claim, one delta batch, one commit, one outbox mark; one send, one delete.
+    // One load, one claim (which consumes the message's outbox entry), one
+    // delta batch, one commit; one send, one delete. No outbox mark.
     let expected: BTreeMap<&str, usize> = [
         ("queue.acknowledge", 1),
         ("queue.send", 1),
@@ -483,7 +480,6 @@ async fn store_and_queue_calls_per_node_step() {
         ("store.claim_node", 1),
         ("store.commit_step", 1),
         ("store.load_run", 1),
-        ("store.mark_outbox_sent", 1),
     ]
     .into_iter()
     .collect();

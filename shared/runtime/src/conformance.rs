@@ -11,7 +11,9 @@ use baton_core::run::{RunState, RunStatus, StepCommand, StepMessage};
 use serde_json::json;
 
 use crate::error::StoreError;
-use crate::ports::{CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, RunStore};
+use crate::ports::{
+    CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit,
+};
 use baton_core::capability::RegisteredCapability;
 use baton_core::instant::Instant;
 
@@ -40,6 +42,22 @@ fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<Ste
 
 fn log(message: &str) -> EventDraft {
     baton_core::frames::log(&baton_core::frames::FrameStamp::new(NOW, 0), message)
+}
+
+fn commit(
+    expected_version: u64,
+    state: RunState,
+    events: Vec<EventDraft>,
+    outbox: Vec<StepMessage>,
+    consumed_message_id: Option<String>,
+) -> StepCommit {
+    StepCommit {
+        expected_version,
+        state,
+        events,
+        outbox,
+        consumed_message_id,
+    }
 }
 
 fn check(condition: bool, what: &str) -> Result<(), String> {
@@ -134,8 +152,9 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         pending.len() == 1 && pending[0].command == StepCommand::Plan,
         "the planning step is pending in the outbox",
     )?;
+    let plan_message_id = pending[0].message_id.clone();
     store
-        .mark_outbox_sent(&tenant, &run_id, &[pending[0].message_id.clone()])
+        .mark_outbox_sent(&tenant, &run_id, std::slice::from_ref(&plan_message_id))
         .await
         .map_err(failed)?;
     check(
@@ -144,7 +163,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
             .await
             .map_err(failed)?
             .is_empty(),
-        "a sent entry is no longer pending",
+        "a re-sent entry is no longer pending",
     )?;
 
     // Conditional commit: the loser appends nothing.
@@ -154,10 +173,13 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .commit_step(
             &tenant,
             &run_id,
-            7,
-            next.clone(),
-            vec![log("loser")],
-            vec![],
+            commit(
+                7,
+                next.clone(),
+                vec![log("loser")],
+                vec![],
+                Some(plan_message_id.clone()),
+            ),
         )
         .await;
     check(
@@ -185,10 +207,13 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .commit_step(
             &tenant,
             &run_id,
-            1,
-            next,
-            vec![log("a"), log("b")],
-            vec![message.clone()],
+            commit(
+                1,
+                next,
+                vec![log("a"), log("b")],
+                vec![message.clone()],
+                Some(plan_message_id.clone()),
+            ),
         )
         .await
         .map_err(failed)?;
@@ -211,9 +236,18 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
             .any(|m| m.message_id == message.message_id),
         "commit writes its outbox",
     )?;
-
-    // The sweeper's view: unsent entries written before a cutoff, across runs.
     let far_future = Instant::from_unix_millis(u64::MAX / 2);
+    check(
+        !store
+            .stale_outbox(far_future, 1000)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == plan_message_id),
+        "the commit consumed the handled message's entry",
+    )?;
+
+    // The sweeper's view: unconsumed entries written before a cutoff, across runs.
     let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
     check(
         stale.iter().any(|m| m.message_id == message.message_id),
@@ -234,8 +268,16 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
     check(
         !stale.iter().any(|m| m.message_id == message.message_id),
-        "a sent entry is no longer stale",
+        "a re-sent entry is no longer stale",
     )?;
+    let follow_up = StepMessage::new(
+        &tenant,
+        &run_id,
+        StepCommand::ExecuteNode {
+            node_id: "node_1".into(),
+            attempt: 2,
+        },
+    );
 
     // Appends between commits keep sequences contiguous.
     let last = store
@@ -247,13 +289,25 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .commit_step(
             &tenant,
             &run_id,
-            2,
-            reloaded.state.clone(),
-            vec![log("c")],
-            vec![],
+            commit(
+                2,
+                reloaded.state.clone(),
+                vec![log("c")],
+                vec![follow_up.clone()],
+                None,
+            ),
         )
         .await
         .map_err(failed)?;
+    check(
+        store
+            .pending_outbox(&tenant, &run_id)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == follow_up.message_id),
+        "a committed entry waits for its step",
+    )?;
     let all = store
         .read_events(&tenant, &run_id, 0, 100)
         .await
@@ -289,6 +343,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         worker_id: claimant,
         now: Instant::from_unix_millis(now),
         lease_expires_at: Instant::from_unix_millis(now + 1_000),
+        consumed_message_id: Some(follow_up.message_id.as_str()),
     };
     let won = store
         .claim_node(
@@ -300,6 +355,15 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .await
         .map_err(failed)?;
     check(won == ClaimOutcome::Claimed, "the first claim wins")?;
+    check(
+        !store
+            .pending_outbox(&tenant, &run_id)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == follow_up.message_id),
+        "the claim consumed the handled message's entry",
+    )?;
     let lost = store
         .claim_node(
             &tenant,

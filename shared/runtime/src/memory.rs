@@ -17,7 +17,7 @@ use crate::clock::SystemClock;
 use crate::error::{QueueError, StoreError};
 use crate::ports::{
     CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, NodeClaim, ReceivedStep, RunStore,
-    StepQueue, StoredRun,
+    StepCommit, StepQueue, StoredRun,
 };
 
 struct OutboxEntry {
@@ -198,6 +198,9 @@ impl RunStore for InMemoryRunStore {
                 expires_at_millis: claim.lease_expires_at.unix_millis(),
             },
         );
+        if let Some(message_id) = claim.consumed_message_id {
+            record.outbox.remove(message_id);
+        }
         record.append(events_on_claim);
         drop(tables);
         self.event_appended.notify_waiters();
@@ -229,22 +232,22 @@ impl RunStore for InMemoryRunStore {
         &self,
         tenant_id: &str,
         run_id: &str,
-        expected_version: u64,
-        state: RunState,
-        events: Vec<EventDraft>,
-        outbox: Vec<StepMessage>,
+        commit: StepCommit,
     ) -> Result<u64, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
-        if record.version != expected_version {
+        if record.version != commit.expected_version {
             return Err(StoreError::VersionConflict {
-                expected: expected_version,
+                expected: commit.expected_version,
             });
         }
-        record.state = state;
+        record.state = commit.state;
         record.version += 1;
-        record.append(events);
-        for message in outbox {
+        record.append(commit.events);
+        if let Some(message_id) = &commit.consumed_message_id {
+            record.outbox.remove(message_id);
+        }
+        for message in commit.outbox {
             record.outbox.insert(
                 message.message_id.clone(),
                 OutboxEntry {

@@ -48,9 +48,33 @@ pub struct NodeClaim<'a> {
     pub worker_id: &'a str,
     pub now: Instant,
     pub lease_expires_at: Instant,
+    /// The step message being handled: its outbox entry is consumed in the
+    /// same write as the claim (no separate "sent" mark on the hot path).
+    pub consumed_message_id: Option<&'a str>,
+}
+
+/// What one step commits, in one conditional write.
+#[derive(Debug, Clone)]
+pub struct StepCommit {
+    /// The commit applies only if the run is still at this version.
+    pub expected_version: u64,
+    pub state: RunState,
+    /// Appended with contiguous sequence numbers.
+    pub events: Vec<EventDraft>,
+    /// Step messages to send once committed.
+    pub outbox: Vec<StepMessage>,
+    /// The handled message's outbox entry, consumed by this write.
+    pub consumed_message_id: Option<String>,
 }
 
 /// Durable run state, event log, node leases and outbox.
+///
+/// Outbox lifecycle: an entry is written by the commit that decides the
+/// step, sent by the relay (no store write), and consumed (removed) by the
+/// claim or commit of the step that handles it. An entry still there after
+/// a while was lost between commit and send, or is waiting in a backlog: the
+/// sweeper (and a stale delivery of the same run) re-sends it once and marks
+/// it with `mark_outbox_sent` so it is not re-sent again.
 #[async_trait]
 pub trait RunStore: Send + Sync {
     /// Persists a new run with its first events and outbox, atomically.
@@ -91,16 +115,13 @@ pub trait RunStore: Send + Sync {
     ) -> Result<(), StoreError>;
 
     /// One transaction: new state, events (contiguous sequence numbers),
-    /// version + 1 (conditional on `expected_version`) and outbox entries.
-    /// Returns the new version.
+    /// version + 1 (conditional on `commit.expected_version`), outbox
+    /// entries, and the consumed entry removed. Returns the new version.
     async fn commit_step(
         &self,
         tenant_id: &str,
         run_id: &str,
-        expected_version: u64,
-        state: RunState,
-        events: Vec<EventDraft>,
-        outbox: Vec<StepMessage>,
+        commit: StepCommit,
     ) -> Result<u64, StoreError>;
 
     /// Appends events outside a commit (streamed deltas); returns the last sequence.
@@ -120,13 +141,14 @@ pub trait RunStore: Send + Sync {
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError>;
 
-    /// Outbox entries not yet marked sent.
+    /// Outbox entries neither consumed nor already re-sent.
     async fn pending_outbox(
         &self,
         tenant_id: &str,
         run_id: &str,
     ) -> Result<Vec<StepMessage>, StoreError>;
 
+    /// Records that entries were re-sent (off the sweeper's list).
     async fn mark_outbox_sent(
         &self,
         tenant_id: &str,
@@ -134,8 +156,9 @@ pub trait RunStore: Send + Sync {
         message_ids: &[String],
     ) -> Result<(), StoreError>;
 
-    /// Unsent outbox entries of any run written before `written_before`
-    /// (what a crash between commit and send left behind), oldest first.
+    /// Unconsumed, not yet re-sent outbox entries of any run written before
+    /// `written_before` (a crash between commit and send, or a backlog),
+    /// oldest first.
     async fn stale_outbox(
         &self,
         written_before: Instant,

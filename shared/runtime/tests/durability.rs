@@ -422,12 +422,10 @@ impl RunStore for FlakyCommitStore {
         &self,
         tenant: &str,
         run: &str,
-        version: u64,
-        state: baton_core::run::RunState,
-        events: Vec<baton_core::event::EventDraft>,
-        outbox: Vec<baton_core::run::StepMessage>,
+        commit: baton_runtime::ports::StepCommit,
     ) -> Result<u64, baton_runtime::error::StoreError> {
-        let node_commit = events
+        let node_commit = commit
+            .events
             .iter()
             .any(|event| event.event_type == EventType::NodeComplete);
         if node_commit
@@ -440,9 +438,7 @@ impl RunStore for FlakyCommitStore {
         {
             return Err(self.injected.clone());
         }
-        self.inner
-            .commit_step(tenant, run, version, state, events, outbox)
-            .await
+        self.inner.commit_step(tenant, run, commit).await
     }
     async fn append_events(
         &self,

@@ -9,7 +9,9 @@ use baton_core::run::StepMessage;
 use crate::error::RuntimeError;
 use crate::ports::{Clock, RunStore, StepQueue};
 
-/// Sends outbox entries to the queue, then marks them sent.
+/// Sends committed outbox entries to the queue. On the hot path nothing is
+/// written back: the step that handles a message consumes its entry in its
+/// own claim or commit.
 #[derive(Clone)]
 pub struct OutboxRelay {
     store: Arc<dyn RunStore>,
@@ -21,33 +23,33 @@ impl OutboxRelay {
         OutboxRelay { store, queue }
     }
 
-    pub async fn send(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        messages: &[StepMessage],
-    ) -> Result<(), RuntimeError> {
+    pub async fn send(&self, messages: &[StepMessage]) -> Result<(), RuntimeError> {
         if messages.is_empty() {
             return Ok(());
         }
         self.queue.send(messages).await?;
-        let ids: Vec<String> = messages
-            .iter()
-            .map(|message| message.message_id.clone())
-            .collect();
-        self.store.mark_outbox_sent(tenant_id, run_id, &ids).await?;
         Ok(())
     }
 
-    /// Re-sends a run's outbox entries not yet marked sent (idempotent on
-    /// the receiver: a step that already ran finds itself stale).
+    /// Re-sends a run's unconsumed outbox entries once each (a stale
+    /// delivery's recovery of a send lost after a commit; idempotent on the
+    /// receiver: a step that already ran finds itself stale) and marks them
+    /// re-sent.
     pub async fn resend_pending(
         &self,
         tenant_id: &str,
         run_id: &str,
     ) -> Result<usize, RuntimeError> {
         let pending = self.store.pending_outbox(tenant_id, run_id).await?;
-        self.send(tenant_id, run_id, &pending).await?;
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        self.queue.send(&pending).await?;
+        let ids: Vec<String> = pending
+            .iter()
+            .map(|message| message.message_id.clone())
+            .collect();
+        self.store.mark_outbox_sent(tenant_id, run_id, &ids).await?;
         Ok(pending.len())
     }
 }
@@ -68,8 +70,8 @@ impl OutboxSweeper {
         }
     }
 
-    /// Re-sends outbox entries older than `older_than` that are still
-    /// unsent, then marks them sent. Returns how many.
+    /// Re-sends outbox entries older than `older_than` that no step has
+    /// consumed yet, then marks them re-sent. Returns how many.
     pub async fn sweep(&self, older_than: Duration, limit: usize) -> Result<usize, RuntimeError> {
         let cutoff = self.clock.now().minus(older_than);
         let stale = self.store.stale_outbox(cutoff, limit).await?;

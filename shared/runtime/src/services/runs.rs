@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::{CommonParts, OrchestratorSettings, OutboxRelay};
 use crate::error::{RuntimeError, StoreError};
 use crate::follow::{FollowRequest, follow_run};
-use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StoredRun};
+use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StepCommit, StoredRun};
 
 /// What submitting an envelope produced.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,9 +151,7 @@ impl RunService {
                 })
             }
             CreateOutcome::Created => {
-                self.relay
-                    .send(tenant_id, &run_id, &decision.outbox)
-                    .await?;
+                self.relay.send(&decision.outbox).await?;
                 Ok(SubmittedRun {
                     run_id,
                     thread_id: decision.state.thread_id,
@@ -196,10 +194,13 @@ impl RunService {
                 .commit_step(
                     tenant_id,
                     run_id,
-                    stored.version,
-                    decision.state,
-                    decision.events,
-                    decision.outbox,
+                    StepCommit {
+                        expected_version: stored.version,
+                        state: decision.state,
+                        events: decision.events,
+                        outbox: decision.outbox,
+                        consumed_message_id: None,
+                    },
                 )
                 .await
             {

@@ -25,7 +25,9 @@ use tracing::{Instrument, info_span};
 
 use super::{CapabilityService, CommonParts, OrchestratorSettings, OutboxRelay};
 use crate::error::{RuntimeError, StoreError};
-use crate::ports::{ClaimOutcome, Clock, LlmProvider, ModelDelta, NodeClaim, RunStore, StoredRun};
+use crate::ports::{
+    ClaimOutcome, Clock, LlmProvider, ModelDelta, NodeClaim, RunStore, StepCommit, StoredRun,
+};
 
 /// What one step did, for the worker's acknowledgement decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,6 +302,7 @@ impl StepService {
             worker_id: &claimant,
             now,
             lease_expires_at: now.plus(self.settings.node_lease),
+            consumed_message_id: Some(&message.message_id),
         };
         match self
             .store
@@ -462,22 +465,23 @@ impl StepService {
                 .commit_step(
                     tenant_id,
                     run_id,
-                    version,
-                    decision.state,
-                    decision.events,
-                    decision.outbox.clone(),
+                    StepCommit {
+                        expected_version: version,
+                        state: decision.state,
+                        events: decision.events,
+                        outbox: decision.outbox.clone(),
+                        consumed_message_id: Some(message.message_id.clone()),
+                    },
                 )
                 .await
             {
                 Ok(new_version) => {
-                    self.relay.send(tenant_id, run_id, &decision.outbox).await?;
+                    self.relay.send(&decision.outbox).await?;
                     return Ok(StepOutcome::Committed { new_version });
                 }
                 Err(StoreError::VersionConflict { .. }) => {}
                 Err(StoreError::TooLarge(reason)) => {
-                    return self
-                        .fail_run_too_large(tenant_id, run_id, &reason, engine)
-                        .await;
+                    return self.fail_run_too_large(message, &reason, engine).await;
                 }
                 Err(other) => return Err(other.into()),
             }
@@ -517,11 +521,11 @@ impl StepService {
     /// instead of the step failing for ever.
     async fn fail_run_too_large(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        message: &StepMessage,
         reason: &str,
         engine: &EngineContext<'_>,
     ) -> Result<StepOutcome, RuntimeError> {
+        let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
         let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
             return Ok(StepOutcome::RunNotFound);
         };
@@ -539,10 +543,13 @@ impl StepService {
             .commit_step(
                 tenant_id,
                 run_id,
-                stored.version,
-                decision.state,
-                decision.events,
-                decision.outbox,
+                StepCommit {
+                    expected_version: stored.version,
+                    state: decision.state,
+                    events: decision.events,
+                    outbox: decision.outbox,
+                    consumed_message_id: Some(message.message_id.clone()),
+                },
             )
             .await?;
         Ok(StepOutcome::Committed { new_version })

@@ -1,0 +1,183 @@
+//! The event log of the DynamoDB run store: event items with contiguous
+//! sequence numbers, appended in one transaction with a conditional bump of
+//! the run item's `nextSeq`, and the remembered sequence that spares the
+//! hot path a re-read.
+
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use baton_core::event::EventDraft;
+use baton_runtime::error::StoreError;
+
+use crate::dynamodb::{
+    DynamoRunStore, Item, REMEMBERED_RUNS, SEQUENCE_RETRY_ROUNDS, cancellation_codes, event_sk, n,
+    put, read_number, read_text, run_pk, s, unavailable,
+};
+
+/// What the store last saw of a run's event log: the last sequence number
+/// used and the correlation id frames carry. A hint only: every append and
+/// commit is conditional on `nextSeq`, and a wrong hint costs one re-read.
+#[derive(Debug, Clone)]
+pub(crate) struct KnownSequence {
+    pub(crate) last_sequence: u64,
+    pub(crate) correlation_id: String,
+}
+
+impl DynamoRunStore {
+    pub(crate) fn known_sequence(&self, pk: &str) -> Option<KnownSequence> {
+        self.known_sequences
+            .lock()
+            .ok()
+            .and_then(|known| known.get(pk).cloned())
+    }
+
+    pub(crate) fn remember_sequence(&self, pk: &str, last_sequence: u64, correlation_id: &str) {
+        if let Ok(mut known) = self.known_sequences.lock() {
+            if known.len() >= REMEMBERED_RUNS && !known.contains_key(pk) {
+                known.clear();
+            }
+            known.insert(
+                pk.to_string(),
+                KnownSequence {
+                    last_sequence,
+                    correlation_id: correlation_id.to_string(),
+                },
+            );
+        }
+    }
+
+    /// The run's version and event sequence, read again (a small projected
+    /// read, only when a conditional write found the remembered one stale).
+    pub(crate) async fn reread_sequence(
+        &self,
+        pk: &str,
+    ) -> Result<(u64, KnownSequence), StoreError> {
+        let item = self
+            .read_run_item(pk, Some("version, correlationId, nextSeq"))
+            .await?
+            .ok_or(StoreError::RunNotFound)?;
+        let known = KnownSequence {
+            last_sequence: read_number(&item, "nextSeq")?,
+            correlation_id: read_text(&item, "correlationId")?.to_string(),
+        };
+        self.remember_sequence(pk, known.last_sequence, &known.correlation_id);
+        Ok((read_number(&item, "version")?, known))
+    }
+
+    /// The remembered sequence, or a re-read when there is none or `stale`.
+    pub(crate) async fn sequence_for_write(
+        &self,
+        pk: &str,
+        stale: bool,
+    ) -> Result<KnownSequence, StoreError> {
+        match self.known_sequence(pk) {
+            Some(known) if !stale => Ok(known),
+            _ => Ok(self.reread_sequence(pk).await?.1),
+        }
+    }
+
+    pub(crate) fn event_items(
+        &self,
+        pk: &str,
+        first_sequence: u64,
+        run_id: &str,
+        correlation_id: &str,
+        drafts: Vec<EventDraft>,
+    ) -> Result<Vec<TransactWriteItem>, StoreError> {
+        let expires = self.expires_at();
+        drafts
+            .into_iter()
+            .enumerate()
+            .map(|(offset, draft)| {
+                let sequence = first_sequence + offset as u64;
+                let frame = draft.into_frame(sequence, run_id, correlation_id);
+                let text = serde_json::to_string(&frame)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+                let item = Item::from([
+                    ("pk".to_string(), s(pk)),
+                    ("sk".to_string(), s(event_sk(sequence))),
+                    ("frame".to_string(), s(text)),
+                    ("expiresAt".to_string(), expires.clone()),
+                ]);
+                put(&self.table, item, Some("attribute_not_exists(pk)"))
+            })
+            .collect()
+    }
+
+    /// Appends events (and optional leading writes) atomically with a bump
+    /// of `nextSeq`. `None` when a leading write's condition failed.
+    pub(crate) async fn append_with(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<EventDraft>,
+        leading: Vec<TransactWriteItem>,
+    ) -> Result<Option<u64>, StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        let leading_count = leading.len();
+        let mut stale = false;
+        for _ in 0..SEQUENCE_RETRY_ROUNDS {
+            let known = self.sequence_for_write(&pk, stale).await?;
+            let seen = known.last_sequence;
+            let count = events.len() as u64;
+            let sequence_bump = TransactWriteItem::builder()
+                .update(
+                    Update::builder()
+                        .table_name(&self.table)
+                        .key("pk", s(&pk))
+                        .key("sk", s("RUN"))
+                        .update_expression("SET nextSeq = :next")
+                        .condition_expression("nextSeq = :seen")
+                        .expression_attribute_values(":next", n(seen + count))
+                        .expression_attribute_values(":seen", n(seen))
+                        .build()
+                        .map_err(unavailable)?,
+                )
+                .build();
+            let mut items = leading.clone();
+            items.extend(self.event_items(
+                &pk,
+                seen + 1,
+                run_id,
+                &known.correlation_id,
+                events.clone(),
+            )?);
+            items.push(sequence_bump);
+            match self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+            {
+                Ok(_) => {
+                    self.remember_sequence(&pk, seen + count, &known.correlation_id);
+                    return Ok(Some(seen + count));
+                }
+                Err(error) => match cancellation_codes(&error) {
+                    Some(codes)
+                        if codes
+                            .iter()
+                            .take(leading_count)
+                            .any(|code| code == "ConditionalCheckFailed") =>
+                    {
+                        return Ok(None);
+                    }
+                    Some(codes)
+                        if codes.iter().any(|code| {
+                            code == "ConditionalCheckFailed" || code == "TransactionConflict"
+                        }) =>
+                    {
+                        stale = true;
+                    }
+                    _ => {
+                        return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                            error,
+                        )));
+                    }
+                },
+            }
+        }
+        Err(StoreError::Unavailable(
+            "event sequence kept moving; gave up appending".into(),
+        ))
+    }
+}
