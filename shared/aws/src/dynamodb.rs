@@ -16,13 +16,16 @@ use baton_runtime::ports::Clock;
 pub(crate) use crate::attributes::{
     cancellation_codes, event_sk, n, put, read_number, read_text, run_pk, s, unavailable,
 };
-use crate::event_log::KnownSequence;
+use crate::event_log::{KnownSequence, SEQUENCE_SK, sequence_of};
 use crate::state_codec::{decode_state, encode_state};
 use baton_runtime::ports::{
     ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
 };
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
+
+/// The sort key of a run's item (state, version, status).
+pub(crate) const RUN_SK: &str = "RUN";
 
 /// Sparse index of unsent outbox entries (the sweeper's view), sharded by run.
 pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
@@ -38,12 +41,13 @@ pub(crate) const REMEMBERED_RUNS: usize = 4096;
 
 /// `RunStore` on one DynamoDB table.
 ///
-/// The hot path of a node step is one consistent `GetItem` of the run item
-/// (`load_run`) and one `TransactWriteItems` each for the claim (lease,
-/// `node_start`, the handled outbox entry consumed), every streamed delta
-/// batch, and the commit (state, events, outbox): the run item's `nextSeq`
-/// seen by the load is remembered and each write is conditional on it, so
-/// nothing is re-read unless another writer moved it.
+/// The hot path of a node step is one consistent read of the run
+/// (`load_run`: one `Query` for the run item and its sequence item) and one
+/// `TransactWriteItems` each for the claim (lease, `node_start`, the handled
+/// outbox entry consumed), every streamed delta batch, and the commit
+/// (state, events, outbox): the `nextSeq` seen by the load is remembered
+/// and each write is conditional on it, so nothing is re-read unless
+/// another writer moved it. Only the commit writes the (large) run item.
 #[derive(Clone)]
 pub struct DynamoRunStore {
     pub(crate) client: Client,
@@ -72,28 +76,6 @@ impl DynamoRunStore {
         self.clock = clock;
         self
     }
-
-    pub(crate) async fn read_run_item(
-        &self,
-        pk: &str,
-        attributes: Option<&str>,
-    ) -> Result<Option<Item>, StoreError> {
-        let mut request = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .key("sk", s("RUN"))
-            .consistent_read(true);
-        if let Some(projection) = attributes {
-            request = request.projection_expression(projection);
-        }
-        let output = request
-            .send()
-            .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
-        Ok(output.item)
-    }
 }
 
 #[async_trait]
@@ -120,10 +102,9 @@ impl RunStore for DynamoRunStore {
         }
         let run_item = Item::from([
             ("pk".to_string(), s(&pk)),
-            ("sk".to_string(), s("RUN")),
+            ("sk".to_string(), s(RUN_SK)),
             ("state".to_string(), encode_state(state)?),
             ("version".to_string(), n(1)),
-            ("nextSeq".to_string(), n(events.len() as u64)),
             ("status".to_string(), s(state.status.as_str())),
             ("correlationId".to_string(), s(&state.correlation_id)),
         ]);
@@ -132,6 +113,7 @@ impl RunStore for DynamoRunStore {
             run_item,
             Some("attribute_not_exists(pk)"),
         )?);
+        items.push(self.new_sequence_item(&pk, events.len() as u64, &state.correlation_id)?);
         items.extend(self.event_items(&pk, 1, &state.run_id, &state.correlation_id, events)?);
         items.extend(self.outbox_items(&pk, &outbox)?);
         match self
@@ -182,18 +164,42 @@ impl RunStore for DynamoRunStore {
         tenant_id: &str,
         run_id: &str,
     ) -> Result<Option<StoredRun>, StoreError> {
-        let Some(item) = self.read_run_item(&run_pk(tenant_id, run_id), None).await? else {
+        // The run item and its sequence item: the only keys between `RUN` and `SEQ`.
+        let pk = run_pk(tenant_id, run_id);
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND sk BETWEEN :run AND :sequence")
+            .expression_attribute_values(":pk", s(&pk))
+            .expression_attribute_values(":run", s(RUN_SK))
+            .expression_attribute_values(":sequence", s(SEQUENCE_SK))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        let item_with = |sort_key: &str| {
+            output.items().iter().find(|item| {
+                item.get("sk")
+                    .and_then(|value| value.as_s().ok())
+                    .map(String::as_str)
+                    == Some(sort_key)
+            })
+        };
+        let Some(run_item) = item_with(RUN_SK) else {
             return Ok(None);
         };
-        let state = decode_state(item.get("state"))?;
-        self.remember_sequence(
-            &run_pk(tenant_id, run_id),
-            read_number(&item, "nextSeq")?,
-            &state.correlation_id,
-        );
+        let sequence_item = item_with(SEQUENCE_SK).ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "run {run_id} has no sequence item (`{SEQUENCE_SK}`)"
+            ))
+        })?;
+        let state = decode_state(run_item.get("state"))?;
+        let known = sequence_of(sequence_item)?;
+        self.remember_sequence(&pk, known.last_sequence, &known.correlation_id);
         Ok(Some(StoredRun {
             state,
-            version: read_number(&item, "version")?,
+            version: read_number(run_item, "version")?,
         }))
     }
 
@@ -305,38 +311,25 @@ impl RunStore for DynamoRunStore {
         let count = commit.events.len() as u64;
         let mut stale = false;
         for _ in 0..SEQUENCE_RETRY_ROUNDS {
-            let seen = match (stale, self.known_sequence(&pk)) {
-                (false, Some(known)) => known.last_sequence,
-                _ => {
-                    let (version, known) = self.reread_sequence(&pk).await?;
-                    if version != expected_version {
-                        return Err(StoreError::VersionConflict {
-                            expected: expected_version,
-                        });
-                    }
-                    known.last_sequence
-                }
-            };
-            // Events and outbox first, the run item last: a reader that sees the new
-            // status (on emulators that apply transactions item by item) sees its frames.
+            let seen = self.sequence_for_write(&pk, stale).await?.last_sequence;
+            // Events, outbox and sequence first, the run item last: a reader that sees the
+            // new status (on emulators that apply transactions item by item) sees its frames.
             let run_update = TransactWriteItem::builder()
                 .update(
                     Update::builder()
                         .table_name(&self.table)
                         .key("pk", s(&pk))
-                        .key("sk", s("RUN"))
+                        .key("sk", s(RUN_SK))
                         .update_expression(
-                            "SET #state = :state, version = :next_version, nextSeq = :next_seq, #status = :status",
+                            "SET #state = :state, version = :next_version, #status = :status",
                         )
-                        .condition_expression("version = :version AND nextSeq = :seen_seq")
+                        .condition_expression("version = :version")
                         .expression_attribute_names("#state", "state")
                         .expression_attribute_names("#status", "status")
                         .expression_attribute_values(":state", encoded_state.clone())
                         .expression_attribute_values(":next_version", n(expected_version + 1))
-                        .expression_attribute_values(":next_seq", n(seen + count))
                         .expression_attribute_values(":status", s(commit.state.status.as_str()))
                         .expression_attribute_values(":version", n(expected_version))
-                        .expression_attribute_values(":seen_seq", n(seen))
                         .build()
                         .map_err(unavailable)?,
                 )
@@ -352,6 +345,7 @@ impl RunStore for DynamoRunStore {
             if let Some(message_id) = &commit.consumed_message_id {
                 items.push(self.consume_outbox_entry(&pk, message_id)?);
             }
+            items.push(self.sequence_bump(&pk, seen, count)?);
             items.push(run_update);
             match self
                 .client
@@ -365,6 +359,17 @@ impl RunStore for DynamoRunStore {
                     return Ok(expected_version + 1);
                 }
                 Err(error) => match cancellation_codes(&error) {
+                    // The run item (last) moved: another step committed first.
+                    Some(codes)
+                        if codes
+                            .last()
+                            .is_some_and(|code| code == "ConditionalCheckFailed") =>
+                    {
+                        return Err(StoreError::VersionConflict {
+                            expected: expected_version,
+                        });
+                    }
+                    // Only the sequence moved (an append), or a concurrent transaction.
                     Some(codes)
                         if codes.iter().any(|code| {
                             code == "ConditionalCheckFailed" || code == "TransactionConflict"

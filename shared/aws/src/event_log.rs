@@ -1,7 +1,12 @@
 //! The event log of the DynamoDB run store: event items with contiguous
 //! sequence numbers, appended in one transaction with a conditional bump of
-//! the run item's `nextSeq`, and the remembered sequence that spares the
-//! hot path a re-read.
+//! the sequence item's `nextSeq`, and the remembered sequence that spares
+//! the hot path a re-read.
+//!
+//! The sequence lives in its own small item (`SEQ`), not in the run item:
+//! DynamoDB charges an update on the whole item, so bumping a counter on
+//! the run item (which holds the state) cost a claim or a delta batch as
+//! much as a commit (`cargo bench -p baton-aws --bench cost_per_run`).
 
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use baton_core::event::EventDraft;
@@ -11,6 +16,17 @@ use crate::dynamodb::{
     DynamoRunStore, Item, REMEMBERED_RUNS, SEQUENCE_RETRY_ROUNDS, cancellation_codes, event_sk, n,
     put, read_number, read_text, run_pk, s, unavailable,
 };
+
+/// The sort key of a run's sequence item.
+pub(crate) const SEQUENCE_SK: &str = "SEQ";
+
+/// The sequence an item read from the table says.
+pub(crate) fn sequence_of(item: &Item) -> Result<KnownSequence, StoreError> {
+    Ok(KnownSequence {
+        last_sequence: read_number(item, "nextSeq")?,
+        correlation_id: read_text(item, "correlationId")?.to_string(),
+    })
+}
 
 /// What the store last saw of a run's event log: the last sequence number
 /// used and the correlation id frames carry. A hint only: every append and
@@ -44,22 +60,23 @@ impl DynamoRunStore {
         }
     }
 
-    /// The run's version and event sequence, read again (a small projected
-    /// read, only when a conditional write found the remembered one stale).
-    pub(crate) async fn reread_sequence(
-        &self,
-        pk: &str,
-    ) -> Result<(u64, KnownSequence), StoreError> {
-        let item = self
-            .read_run_item(pk, Some("version, correlationId, nextSeq"))
-            .await?
-            .ok_or(StoreError::RunNotFound)?;
-        let known = KnownSequence {
-            last_sequence: read_number(&item, "nextSeq")?,
-            correlation_id: read_text(&item, "correlationId")?.to_string(),
-        };
+    /// The run's event sequence read again (the small sequence item; only
+    /// when a conditional write found the remembered one stale).
+    async fn reread_sequence(&self, pk: &str) -> Result<KnownSequence, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(SEQUENCE_SK))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        let item = output.item.ok_or(StoreError::RunNotFound)?;
+        let known = sequence_of(&item)?;
         self.remember_sequence(pk, known.last_sequence, &known.correlation_id);
-        Ok((read_number(&item, "version")?, known))
+        Ok(known)
     }
 
     /// The remembered sequence, or a re-read when there is none or `stale`.
@@ -70,8 +87,47 @@ impl DynamoRunStore {
     ) -> Result<KnownSequence, StoreError> {
         match self.known_sequence(pk) {
             Some(known) if !stale => Ok(known),
-            _ => Ok(self.reread_sequence(pk).await?.1),
+            _ => self.reread_sequence(pk).await,
         }
+    }
+
+    /// The sequence item of a new run (its first `last_sequence` events written with it).
+    pub(crate) fn new_sequence_item(
+        &self,
+        pk: &str,
+        last_sequence: u64,
+        correlation_id: &str,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let item = Item::from([
+            ("pk".to_string(), s(pk)),
+            ("sk".to_string(), s(SEQUENCE_SK)),
+            ("nextSeq".to_string(), n(last_sequence)),
+            ("correlationId".to_string(), s(correlation_id)),
+        ]);
+        put(&self.table, item, Some("attribute_not_exists(pk)"))
+    }
+
+    /// Moves the sequence from `seen` to `seen + count`, on condition it is still `seen`.
+    pub(crate) fn sequence_bump(
+        &self,
+        pk: &str,
+        seen: u64,
+        count: u64,
+    ) -> Result<TransactWriteItem, StoreError> {
+        Ok(TransactWriteItem::builder()
+            .update(
+                Update::builder()
+                    .table_name(&self.table)
+                    .key("pk", s(pk))
+                    .key("sk", s(SEQUENCE_SK))
+                    .update_expression("SET nextSeq = :next")
+                    .condition_expression("nextSeq = :seen")
+                    .expression_attribute_values(":next", n(seen + count))
+                    .expression_attribute_values(":seen", n(seen))
+                    .build()
+                    .map_err(unavailable)?,
+            )
+            .build())
     }
 
     pub(crate) fn event_items(
@@ -118,20 +174,7 @@ impl DynamoRunStore {
             let known = self.sequence_for_write(&pk, stale).await?;
             let seen = known.last_sequence;
             let count = events.len() as u64;
-            let sequence_bump = TransactWriteItem::builder()
-                .update(
-                    Update::builder()
-                        .table_name(&self.table)
-                        .key("pk", s(&pk))
-                        .key("sk", s("RUN"))
-                        .update_expression("SET nextSeq = :next")
-                        .condition_expression("nextSeq = :seen")
-                        .expression_attribute_values(":next", n(seen + count))
-                        .expression_attribute_values(":seen", n(seen))
-                        .build()
-                        .map_err(unavailable)?,
-                )
-                .build();
+            let sequence_bump = self.sequence_bump(&pk, seen, count)?;
             let mut items = leading.clone();
             items.extend(self.event_items(
                 &pk,

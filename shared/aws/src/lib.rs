@@ -11,7 +11,8 @@
 //!
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |
-//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON, deflated, binary; see [`state_codec`]), `version`, `nextSeq`, `status`, `correlationId` |
+//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON, deflated, binary; see [`state_codec`]), `version`, `status`, `correlationId` |
+//! | event sequence | `T#{tenant}#R#{run}` | `SEQ` | `nextSeq` (the last sequence number used), `correlationId` |
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt`, `expiresAt` |
 //! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent once), `expiresAt`, until re-sent `gsi1pk`/`gsi1sk`; deleted by the claim or commit of the step that handles it |
@@ -26,7 +27,8 @@
 //!
 //! Invariants: a commit is one `TransactWriteItems` conditional on the run's
 //! `version` and `nextSeq`, so events get contiguous sequence numbers and a
-//! losing writer appends nothing; the `nextSeq` a load saw is remembered and
+//! losing writer appends nothing; only a commit writes the run item (an
+//! append bumps the small sequence item); the `nextSeq` a load saw is remembered and
 //! used as the condition of the next write (a hint: a stale one costs one
 //! projected re-read, never a wrong sequence); SDK types never leave this crate.
 

@@ -34,7 +34,7 @@ use baton_core::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::fault_injection::FailingSendQueue;
-use baton_runtime::ports::{Clock, StepQueue};
+use baton_runtime::ports::{ClaimOutcome, Clock, NodeClaim, RunStore, StepQueue};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services};
 use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
 use baton_test_support::{TestServices, example_envelope, repository_path};
@@ -316,10 +316,49 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     );
     let mut step_actions = taken(&parts.recorded);
     step_actions.extend(taken(&slow.recorded));
+
+    // Contention the step's store meets: another writer moved the event
+    // sequence since the load (the store reads it again), and a twin
+    // delivery finds the node's lease held (the store reads the lease).
+    let rival = DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::new(&fixture.configuration),
+        &fixture.table,
+    );
+    let store = parts.store.as_ref();
+    RunStore::load_run(store, "t", &run.run_id).await.unwrap();
+    let now = SystemClock.now();
+    let frame = || baton_core::frames::log(&baton_core::frames::FrameStamp::new(now, 0), "rival");
+    RunStore::append_events(&rival, "t", &run.run_id, vec![frame()])
+        .await
+        .unwrap();
+    let claim = |claimant| NodeClaim {
+        node_id: "contended",
+        attempt: 1,
+        worker_id: claimant,
+        now,
+        lease_expires_at: now.plus(Duration::from_secs(60)),
+        consumed_message_id: None,
+    };
+    assert_eq!(
+        RunStore::claim_node(store, "t", &run.run_id, claim("first"), vec![frame()])
+            .await
+            .unwrap(),
+        ClaimOutcome::Claimed
+    );
+    assert!(matches!(
+        RunStore::claim_node(store, "t", &run.run_id, claim("twin"), vec![])
+            .await
+            .unwrap(),
+        ClaimOutcome::HeldByOther { .. }
+    ));
+    step_actions.extend(taken(&parts.recorded));
     by_function.insert("StepFunction", step_actions);
 
-    // api and stream: the routes' use cases.
-    let submitted = parts.services.runs.submit("t", &envelope).await.unwrap();
+    // api and stream: the routes' use cases (a keyed submission sent twice).
+    let mut keyed = envelope.clone();
+    keyed["idempotencyKey"] = "iam-check-api".into();
+    let submitted = parts.services.runs.submit("t", &keyed).await.unwrap();
+    parts.services.runs.submit("t", &keyed).await.unwrap();
     parts
         .services
         .runs
@@ -493,7 +532,8 @@ impl Intercept for CallCounter {
     }
 }
 
-/// The AWS calls one node step makes: one consistent read of the run item;
+/// The AWS calls one node step makes: one consistent read of the run (a
+/// `Query` returning the run item and its small sequence item);
 /// one transactional write for the claim (lease + `node_start` + the
 /// handled outbox entry consumed), one per streamed delta batch (the
 /// scripted model's answer streams as one batch) and one for the commit
@@ -538,7 +578,7 @@ async fn aws_calls_per_node_step_are_at_the_floor() {
     let per_step = calls.lock().unwrap().clone();
     eprintln!("AWS calls for one node step: {per_step:?}");
     let floor: BTreeMap<String, usize> = [
-        ("dynamodb.GetItem", 1),
+        ("dynamodb.Query", 1),
         ("dynamodb.TransactWriteItems", 3),
         ("sqs.SendMessageBatch", 1),
         ("sqs.DeleteMessage", 1),
