@@ -3,7 +3,7 @@
 # [profile.lambda] (SAM's Rust builder builds with --release, so the release
 # profile is given the lambda profile's settings through cargo's
 # CARGO_PROFILE_RELEASE_* variables): LTO, one codegen unit, stripped,
-# panic = "abort".
+# panic = "abort", optimized for size (opt-level "s").
 #
 #   bash infra/build.sh [extra sam build arguments, e.g. --parameter-overrides Architecture=x86_64]
 set -euo pipefail
@@ -13,5 +13,5 @@ for tool in sam cargo-lambda; do
 done
 export SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0
 export CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
-  CARGO_PROFILE_RELEASE_STRIP=true CARGO_PROFILE_RELEASE_PANIC=abort CARGO_PROFILE_RELEASE_OPT_LEVEL=3
+  CARGO_PROFILE_RELEASE_STRIP=true CARGO_PROFILE_RELEASE_PANIC=abort CARGO_PROFILE_RELEASE_OPT_LEVEL=s
 exec sam build --template-file infra/template.yaml "$@"

@@ -8,7 +8,9 @@
 #   api      answers GET /api/v1/flex/capabilities with the registry's capabilities
 #   ingest   accepts an envelope (a run is created, its planning step queued)
 #   step     handles that real planning message (plan_generated is committed)
+#   stream   streams that run's frames as SSE through a streamed response
 #   sweeper  runs once
+# and checks that each stripped binary is at most 15 MiB.
 #
 #   bash infra/check-deploy.sh
 set -euo pipefail
@@ -41,7 +43,9 @@ bash infra/build.sh --parameter-overrides Architecture=x86_64 --build-dir "$work
 for function in Api Stream Step Sweeper Ingest; do
   binary="$work/build/${function}Function/bootstrap"
   [ -x "$binary" ] || { say "sam build produced no $binary"; exit 1; }
-  say "built ${function}Function/bootstrap: $(stat -c %s "$binary") bytes"
+  size="$(stat -c %s "$binary")"
+  say "built ${function}Function/bootstrap: $size bytes"
+  [ "$size" -le $((15 * 1024 * 1024)) ] || { say "${function}Function is over 15 MiB"; exit 1; }
 done
 
 say "moto on 127.0.0.1:$moto_port"
@@ -55,9 +59,11 @@ digest="$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
 values=(RunsTable="$BATON_TABLE" StepQueue="$BATON_QUEUE_URL" LlmBaseUrl=http://127.0.0.1:9/v1
         LlmModel=unused-by-deterministic-planning LlmApiKey= ApiTokens="local:$digest")
 
-# invoke FUNCTION EVENT_FILE: runs the function once, prints its answer JSON.
+# invoke FUNCTION EVENT_FILE [STREAMED_TEXT]: runs the function once, prints
+# its answer JSON; with STREAMED_TEXT, stops it once its streamed response
+# holds that text (a stream that follows a run does not end by itself).
 invoke() {
-  local function="$1" event="$2" directory="$work/run-$1" api_port answer pid_api pid_function
+  local function="$1" event="$2" until_streamed="${3:-}" directory="$work/run-$1" api_port answer pid_api pid_function
   mkdir -p "$directory/task"
   cp "$work/build/${function}Function/bootstrap" "$directory/task/bootstrap"
   api_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
@@ -75,6 +81,10 @@ invoke() {
   pid_function=$!
   for _ in $(seq 1 600); do
     [ -f "$answer" ] && break
+    if [ -n "$until_streamed" ] && grep -qa -- "$until_streamed" "$answer.stream" 2>/dev/null; then
+      python3 -c 'import json,sys; json.dump({"kind": "stream", "body": open(sys.argv[1], "rb").read().decode("utf-8", "replace")}, open(sys.argv[2], "w"))' "$answer.stream" "$answer"
+      break
+    fi
     kill -0 "$pid_function" 2>/dev/null || break
     sleep 0.1
   done
@@ -133,6 +143,31 @@ items = dynamodb.query(TableName=os.environ["BATON_TABLE"], ConsistentRead=True,
 types = [json.loads(item["frame"]["S"])["type"] for item in items]
 assert "plan_generated" in types, types
 print(f"check-deploy: step planned the run ({', '.join(types)})", file=sys.stderr)
+PY
+
+python3 - "$work/step-event.json" "$work/stream-event.json" <<'PY'
+import json, sys
+message = json.loads(json.load(open(sys.argv[1]))["Records"][0]["body"])
+event = json.load(open("events/lambda/stream-run-events.json"))
+path = f"/api/v1/flex/runs/{message['runId']}/events"
+event["rawPath"] = event["requestContext"]["http"]["path"] = path
+event["headers"]["authorization"] = "Bearer check-deploy-token"
+event["headers"]["last-event-id"] = "0"
+json.dump(event, open(sys.argv[2], "w"))
+PY
+invoke Stream "$work/stream-event.json" "plan_generated" >"$work/stream.json"
+python3 - "$work/stream.json" <<'PY'
+import json, sys
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "stream", answer
+# A function URL stream: a JSON prelude (status, headers), 8 NUL bytes, the body.
+prelude, _, body = answer["body"].partition("\0" * 8)
+prelude = json.loads(prelude)
+assert prelude["statusCode"] == 200, prelude
+assert prelude["headers"]["content-type"].startswith("text/event-stream"), prelude
+events = [line.split(":", 1)[1].strip() for line in body.splitlines() if line.startswith("event:")]
+assert events[:3] == ["start", "plan_requested", "plan_generated"], events
+print(f"check-deploy: stream relayed the run's frames as SSE ({', '.join(events)})", file=sys.stderr)
 PY
 
 invoke Sweeper events/lambda/sweeper-scheduled-event.json >"$work/sweeper.json"

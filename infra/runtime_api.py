@@ -6,7 +6,11 @@ polls it, records the function's answer, then holds every further poll open.
 
 Start the function with AWS_LAMBDA_RUNTIME_API=127.0.0.1:PORT. When the
 function answers, ANSWER_FILE holds {"kind": "response"|"error"|"init_error",
-"body": <the JSON it sent>}. Only the standard library: no download.
+"body": <the JSON it sent>}. A streamed response (chunked, as
+lambda_runtime sends for `InvokeMode: RESPONSE_STREAM`) is appended to
+ANSWER_FILE.stream chunk by chunk as it arrives, and recorded as
+{"kind": "stream", "body": <the bytes as text>} when it ends. Only the
+standard library: no download.
 """
 import json
 import sys
@@ -67,11 +71,32 @@ class RuntimeApi(BaseHTTPRequestHandler):
             "Lambda-Runtime-Trace-Id": "Root=1-00000000-000000000000000000000000;Sampled=0",
         })
 
+    def read_chunked(self):
+        """The chunked body, each chunk appended to ANSWER_FILE.stream as it comes."""
+        raw = b""
+        with open(ANSWER_FILE + ".stream", "ab") as partial:
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    # Trailers (e.g. Lambda-Runtime-Function-Error-Type) until a blank line.
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return raw
+                chunk = self.rfile.read(size)
+                self.rfile.readline()
+                raw += chunk
+                partial.write(chunk)
+                partial.flush()
+
     def do_POST(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        streamed = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+        if streamed:
+            raw = self.read_chunked()
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
         if self.path == f"/2018-06-01/runtime/invocation/{REQUEST_ID}/response":
-            record("response", raw)
+            record("stream" if streamed else "response", raw)
         elif self.path == f"/2018-06-01/runtime/invocation/{REQUEST_ID}/error":
             record("error", raw)
         elif self.path == "/2018-06-01/runtime/init/error":
