@@ -1,0 +1,168 @@
+//! `baton-sqlite`: the embedded durable store. The `RunStore` and
+//! `CapabilityDirectory` ports on one SQLite file (`rusqlite` with the
+//! bundled library: nothing to install), so a run parked on a laptop
+//! survives the process that started it, and several processes (`baton
+//! serve`, `baton tasks`, `baton resume`) share it.
+//!
+//! Schema (version 1, in `PRAGMA user_version`):
+//!
+//! | table | key | columns |
+//! | --- | --- | --- |
+//! | `runs` | `tenant_id, run_id` | `state` (JSON), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis` |
+//! | `idempotency` | `tenant_id, idempotency_key` | `run_id` |
+//! | `events` | `tenant_id, run_id, sequence` | `frame` (JSON) |
+//! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis` |
+//! | `outbox` | `tenant_id, run_id, message_id` | `message` (JSON), `resent`, `written_at_millis` |
+//! | `capabilities` | `tenant_id, capability_id` | `record` (JSON) |
+//!
+//! Durability: WAL journal, `synchronous = FULL` (a committed step survives
+//! a power loss, not only a crash of the process), `busy_timeout` 5 s so
+//! processes sharing the file wait for each other's write instead of failing.
+//!
+//! Invariants: every write is one `BEGIN IMMEDIATE` transaction, so a
+//! commit (state, events, outbox, consumed entry) is all or nothing and a
+//! losing writer (stale version) writes nothing; sequence numbers are
+//! contiguous per run (`last_sequence` moves in the same transaction as the
+//! events); every query is scoped by tenant.
+
+mod run_store;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use baton_runtime::clock::SystemClock;
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::Clock;
+use rusqlite::Connection;
+
+/// The schema this code reads and writes.
+const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS runs (
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    correlation_id TEXT NOT NULL,
+    last_sequence INTEGER NOT NULL,
+    created_at_millis INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, run_id)
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+    tenant_id TEXT NOT NULL,
+    idempotency_key TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, idempotency_key)
+);
+CREATE TABLE IF NOT EXISTS events (
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL,
+    frame TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, sequence)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    claimant TEXT NOT NULL,
+    expires_at_millis INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, node_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    message TEXT NOT NULL,
+    resent INTEGER NOT NULL DEFAULT 0,
+    written_at_millis INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, message_id)
+);
+CREATE INDEX IF NOT EXISTS outbox_waiting ON outbox (resent, written_at_millis);
+CREATE TABLE IF NOT EXISTS capabilities (
+    tenant_id TEXT NOT NULL,
+    capability_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, capability_id)
+);
+";
+
+/// `RunStore` and `CapabilityDirectory` on one SQLite file.
+#[derive(Clone)]
+pub struct SqliteStore {
+    connection: Arc<Mutex<Connection>>,
+    /// Stamps outbox entries and run creation (the orchestrator's clock).
+    clock: Arc<dyn Clock>,
+}
+
+fn unavailable(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(format!("sqlite: {error}"))
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, with its parent folder.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent)
+                .map_err(|error| unavailable(format!("creating {}: {error}", parent.display())))?;
+        }
+        let connection = Connection::open(path)
+            .map_err(|error| unavailable(format!("opening {}: {error}", path.display())))?;
+        connection
+            .busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(unavailable)?;
+        connection
+            .pragma_update(None, "journal_mode", "WAL")
+            .map_err(unavailable)?;
+        connection
+            .pragma_update(None, "synchronous", "FULL")
+            .map_err(unavailable)?;
+        let found: i64 = connection
+            .pragma_query_value(None, "user_version", |row| row.get(0))
+            .map_err(unavailable)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::Corrupt(format!(
+                "{} holds schema version {found}, written by a newer Baton (this one reads {SCHEMA_VERSION})",
+                path.display()
+            )));
+        }
+        connection.execute_batch(SCHEMA).map_err(unavailable)?;
+        connection
+            .pragma_update(None, "user_version", SCHEMA_VERSION)
+            .map_err(unavailable)?;
+        Ok(SqliteStore {
+            connection: Arc::new(Mutex::new(connection)),
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    /// The same store reading `clock` instead of the wall clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Runs `work` on the connection on a blocking thread (SQLite calls
+    /// block; the async executor must not).
+    async fn with_connection<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let connection = self.connection.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut connection = connection
+                .lock()
+                .map_err(|_| unavailable("connection lock poisoned"))?;
+            work(&mut connection)
+        })
+        .await
+        .map_err(|error| unavailable(format!("store task failed: {error}")))?
+    }
+}

@@ -1,0 +1,506 @@
+//! The ports on the SQLite file: runs, events, leases, outbox, capabilities.
+
+use async_trait::async_trait;
+use baton_core::capability::RegisteredCapability;
+use baton_core::event::{EventDraft, EventFrame};
+use baton_core::instant::Instant;
+use baton_core::run::{RunState, StepMessage};
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::{
+    CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
+};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::{SqliteStore, unavailable};
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|error| StoreError::Corrupt(error.to_string()))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|error| StoreError::Corrupt(error.to_string()))
+}
+
+fn millis(instant: Instant) -> i64 {
+    i64::try_from(instant.unix_millis()).unwrap_or(i64::MAX)
+}
+
+fn as_i64(number: u64) -> i64 {
+    i64::try_from(number).unwrap_or(i64::MAX)
+}
+
+fn begin(connection: &mut rusqlite::Connection) -> Result<Transaction<'_>, StoreError> {
+    connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(unavailable)
+}
+
+/// Appends `drafts` after the run's last sequence; returns the new last one.
+fn append(
+    transaction: &Transaction<'_>,
+    tenant_id: &str,
+    run_id: &str,
+    drafts: Vec<EventDraft>,
+) -> Result<u64, StoreError> {
+    let (last, correlation_id): (i64, String) = transaction
+        .query_row(
+            "SELECT last_sequence, correlation_id FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+            params![tenant_id, run_id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .ok_or(StoreError::RunNotFound)?;
+    let mut sequence = u64::try_from(last).unwrap_or(0);
+    let mut insert = transaction
+        .prepare_cached(
+            "INSERT INTO events (tenant_id, run_id, sequence, frame) VALUES (?1, ?2, ?3, ?4)",
+        )
+        .map_err(unavailable)?;
+    for draft in drafts {
+        sequence += 1;
+        let frame = draft.into_frame(sequence, run_id, &correlation_id);
+        insert
+            .execute(params![
+                tenant_id,
+                run_id,
+                as_i64(sequence),
+                to_json(&frame)?
+            ])
+            .map_err(unavailable)?;
+    }
+    transaction
+        .execute(
+            "UPDATE runs SET last_sequence = ?3 WHERE tenant_id = ?1 AND run_id = ?2",
+            params![tenant_id, run_id, as_i64(sequence)],
+        )
+        .map_err(unavailable)?;
+    Ok(sequence)
+}
+
+fn write_outbox(
+    transaction: &Transaction<'_>,
+    outbox: &[StepMessage],
+    written_at_millis: i64,
+) -> Result<(), StoreError> {
+    let mut insert = transaction
+        .prepare_cached(
+            "INSERT OR REPLACE INTO outbox (tenant_id, run_id, message_id, message, resent, written_at_millis)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5)",
+        )
+        .map_err(unavailable)?;
+    for message in outbox {
+        insert
+            .execute(params![
+                message.tenant_id,
+                message.run_id,
+                message.message_id,
+                to_json(message)?,
+                written_at_millis
+            ])
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+fn consume_outbox_entry(
+    transaction: &Transaction<'_>,
+    tenant_id: &str,
+    run_id: &str,
+    message_id: Option<&str>,
+) -> Result<(), StoreError> {
+    if let Some(message_id) = message_id {
+        transaction
+            .execute(
+                "DELETE FROM outbox WHERE tenant_id = ?1 AND run_id = ?2 AND message_id = ?3",
+                params![tenant_id, run_id, message_id],
+            )
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl RunStore for SqliteStore {
+    async fn create_run(
+        &self,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+        idempotency_key: Option<&str>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let state = state.clone();
+        let state_json = to_json(&state)?;
+        let key = idempotency_key.map(str::to_string);
+        let now = millis(self.clock.now());
+        self.with_connection(move |connection| {
+            let transaction = begin(connection)?;
+            if let Some(key) = &key {
+                let existing: Option<String> = transaction
+                    .query_row(
+                        "SELECT run_id FROM idempotency WHERE tenant_id = ?1 AND idempotency_key = ?2",
+                        params![state.tenant_id, key],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(unavailable)?;
+                if let Some(run_id) = existing {
+                    return Ok(CreateOutcome::AlreadyExists { run_id });
+                }
+                transaction
+                    .execute(
+                        "INSERT INTO idempotency (tenant_id, idempotency_key, run_id) VALUES (?1, ?2, ?3)",
+                        params![state.tenant_id, key, state.run_id],
+                    )
+                    .map_err(unavailable)?;
+            }
+            transaction
+                .execute(
+                    "INSERT INTO runs (tenant_id, run_id, state, version, status, correlation_id, last_sequence, created_at_millis)
+                     VALUES (?1, ?2, ?3, 1, ?4, ?5, 0, ?6)",
+                    params![
+                        state.tenant_id,
+                        state.run_id,
+                        state_json,
+                        state.status.as_str(),
+                        state.correlation_id,
+                        now
+                    ],
+                )
+                .map_err(unavailable)?;
+            append(&transaction, &state.tenant_id, &state.run_id, events)?;
+            write_outbox(&transaction, &outbox, now)?;
+            transaction.commit().map_err(unavailable)?;
+            Ok(CreateOutcome::Created)
+        })
+        .await
+    }
+
+    async fn load_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<StoredRun>, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        let row: Option<(String, i64)> = self
+            .with_connection(move |connection| {
+                connection
+                    .query_row(
+                        "SELECT state, version FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+                        params![tenant_id, run_id],
+                        |row| Ok((row.get(0)?, row.get(1)?)),
+                    )
+                    .optional()
+                    .map_err(unavailable)
+            })
+            .await?;
+        row.map(|(state, version)| {
+            Ok(StoredRun {
+                state: from_json(&state)?,
+                version: u64::try_from(version).unwrap_or(0),
+            })
+        })
+        .transpose()
+    }
+
+    async fn claim_node(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        let node_id = claim.node_id.to_string();
+        let attempt = i64::from(claim.attempt);
+        let claimant = claim.worker_id.to_string();
+        let now = millis(claim.now);
+        let expires = millis(claim.lease_expires_at);
+        let consumed = claim.consumed_message_id.map(str::to_string);
+        self.with_connection(move |connection| {
+            let transaction = begin(connection)?;
+            let held: Option<(String, i64)> = transaction
+                .query_row(
+                    "SELECT claimant, expires_at_millis FROM leases
+                     WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3 AND attempt = ?4",
+                    params![tenant_id, run_id, node_id, attempt],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            if let Some((holder, held_until)) = held
+                && holder != claimant
+                && held_until > now
+            {
+                return Ok(ClaimOutcome::HeldByOther {
+                    lease_expires_at: Instant::from_unix_millis(u64::try_from(held_until).unwrap_or(0)),
+                });
+            }
+            transaction
+                .execute(
+                    "INSERT OR REPLACE INTO leases (tenant_id, run_id, node_id, attempt, claimant, expires_at_millis)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![tenant_id, run_id, node_id, attempt, claimant, expires],
+                )
+                .map_err(unavailable)?;
+            consume_outbox_entry(&transaction, &tenant_id, &run_id, consumed.as_deref())?;
+            append(&transaction, &tenant_id, &run_id, events_on_claim)?;
+            transaction.commit().map_err(unavailable)?;
+            Ok(ClaimOutcome::Claimed)
+        })
+        .await
+    }
+
+    async fn release_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        let values = (
+            tenant_id.to_string(),
+            run_id.to_string(),
+            node_id.to_string(),
+            i64::from(attempt),
+            claimant.to_string(),
+        );
+        self.with_connection(move |connection| {
+            connection
+                .execute(
+                    "DELETE FROM leases WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3
+                     AND attempt = ?4 AND claimant = ?5",
+                    params![values.0, values.1, values.2, values.3, values.4],
+                )
+                .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn commit_step(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        commit: StepCommit,
+    ) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        let state_json = to_json(&commit.state)?;
+        let now = millis(self.clock.now());
+        self.with_connection(move |connection| {
+            let transaction = begin(connection)?;
+            let expected = as_i64(commit.expected_version);
+            let changed = transaction
+                .execute(
+                    "UPDATE runs SET state = ?3, status = ?4, version = version + 1
+                     WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?5",
+                    params![
+                        tenant_id,
+                        run_id,
+                        state_json,
+                        commit.state.status.as_str(),
+                        expected
+                    ],
+                )
+                .map_err(unavailable)?;
+            if changed == 0 {
+                let exists: Option<i64> = transaction
+                    .query_row(
+                        "SELECT version FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+                        params![tenant_id, run_id],
+                        |row| row.get(0),
+                    )
+                    .optional()
+                    .map_err(unavailable)?;
+                return Err(match exists {
+                    None => StoreError::RunNotFound,
+                    Some(_) => StoreError::VersionConflict {
+                        expected: commit.expected_version,
+                    },
+                });
+            }
+            append(&transaction, &tenant_id, &run_id, commit.events)?;
+            consume_outbox_entry(
+                &transaction,
+                &tenant_id,
+                &run_id,
+                commit.consumed_message_id.as_deref(),
+            )?;
+            write_outbox(&transaction, &commit.outbox, now)?;
+            transaction.commit().map_err(unavailable)?;
+            Ok(commit.expected_version + 1)
+        })
+        .await
+    }
+
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<EventDraft>,
+    ) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        self.with_connection(move |connection| {
+            let transaction = begin(connection)?;
+            let last = append(&transaction, &tenant_id, &run_id, events)?;
+            transaction.commit().map_err(unavailable)?;
+            Ok(last)
+        })
+        .await
+    }
+
+    async fn read_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<EventFrame>, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        let after = as_i64(after_sequence);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let frames: Vec<String> = self
+            .with_connection(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT frame FROM events WHERE tenant_id = ?1 AND run_id = ?2 AND sequence > ?3
+                         ORDER BY sequence LIMIT ?4",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![tenant_id, run_id, after, limit], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<String>, _>>().map_err(unavailable)
+            })
+            .await?;
+        frames.iter().map(|frame| from_json(frame)).collect()
+    }
+
+    async fn pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        let messages: Vec<String> = self
+            .with_connection(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT message FROM outbox WHERE tenant_id = ?1 AND run_id = ?2 AND resent = 0
+                         ORDER BY written_at_millis, message_id",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![tenant_id, run_id], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<String>, _>>().map_err(unavailable)
+            })
+            .await?;
+        messages.iter().map(|message| from_json(message)).collect()
+    }
+
+    async fn mark_outbox_sent(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        message_ids: &[String],
+    ) -> Result<(), StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        let message_ids = message_ids.to_vec();
+        self.with_connection(move |connection| {
+            let transaction = begin(connection)?;
+            for message_id in &message_ids {
+                transaction
+                    .execute(
+                        "UPDATE outbox SET resent = 1 WHERE tenant_id = ?1 AND run_id = ?2 AND message_id = ?3",
+                        params![tenant_id, run_id, message_id],
+                    )
+                    .map_err(unavailable)?;
+            }
+            transaction.commit().map_err(unavailable)
+        })
+        .await
+    }
+
+    async fn stale_outbox(
+        &self,
+        written_before: Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        let cutoff = millis(written_before);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let messages: Vec<String> = self
+            .with_connection(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT message FROM outbox WHERE resent = 0 AND written_at_millis < ?1
+                         ORDER BY written_at_millis, message_id LIMIT ?2",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![cutoff, limit], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<String>, _>>()
+                    .map_err(unavailable)
+            })
+            .await?;
+        messages.iter().map(|message| from_json(message)).collect()
+    }
+}
+
+#[async_trait]
+impl CapabilityDirectory for SqliteStore {
+    async fn upsert_registration(
+        &self,
+        tenant_id: &str,
+        mut record: RegisteredCapability,
+    ) -> Result<RegisteredCapability, StoreError> {
+        let tenant_id = tenant_id.to_string();
+        self.with_connection(move |connection| {
+            let transaction = begin(connection)?;
+            let existing: Option<String> = transaction
+                .query_row(
+                    "SELECT record FROM capabilities WHERE tenant_id = ?1 AND capability_id = ?2",
+                    params![tenant_id, record.registration.capability_id],
+                    |row| row.get(0),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            if let Some(existing) = existing {
+                let existing: RegisteredCapability = from_json(&existing)?;
+                record.registered_at_millis = existing.registered_at_millis;
+            }
+            transaction
+                .execute(
+                    "INSERT OR REPLACE INTO capabilities (tenant_id, capability_id, record) VALUES (?1, ?2, ?3)",
+                    params![tenant_id, record.registration.capability_id, to_json(&record)?],
+                )
+                .map_err(unavailable)?;
+            transaction.commit().map_err(unavailable)?;
+            Ok(record)
+        })
+        .await
+    }
+
+    async fn list_registrations(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<RegisteredCapability>, StoreError> {
+        let tenant_id = tenant_id.to_string();
+        let records: Vec<String> = self
+            .with_connection(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT record FROM capabilities WHERE tenant_id = ?1 ORDER BY capability_id",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![tenant_id], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<String>, _>>().map_err(unavailable)
+            })
+            .await?;
+        records.iter().map(|record| from_json(record)).collect()
+    }
+}

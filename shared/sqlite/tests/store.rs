@@ -1,0 +1,209 @@
+//! The SQLite store against the shared conformance suites, across a
+//! reopen (a new process), and with two connections on one file racing
+//! for the same commit (two processes).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+
+use baton_core::run::RunStatus;
+use baton_runtime::conformance::{capability_directory_conformance, run_store_conformance};
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::{RunStore, StepCommit};
+use baton_sqlite::SqliteStore;
+
+fn store_in(directory: &tempfile::TempDir) -> SqliteStore {
+    SqliteStore::open(&directory.path().join("state").join("baton.sqlite3")).unwrap()
+}
+
+#[tokio::test]
+async fn the_sqlite_store_passes_the_run_store_conformance_suite() {
+    let directory = tempfile::tempdir().unwrap();
+    run_store_conformance(Arc::new(store_in(&directory)), "sqlite")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn the_sqlite_store_passes_the_capability_directory_conformance_suite() {
+    let directory = tempfile::tempdir().unwrap();
+    capability_directory_conformance(Arc::new(store_in(&directory)), "sqlite")
+        .await
+        .unwrap();
+}
+
+/// A run written by one store (process) is read whole by another opened later.
+#[tokio::test]
+async fn a_run_outlives_the_store_that_wrote_it() {
+    let directory = tempfile::tempdir().unwrap();
+    let first = store_in(&directory);
+    run_store_conformance(Arc::new(first.clone()), "before-reopen")
+        .await
+        .unwrap();
+    let before = first
+        .read_events("tenant-before-reopen", "run-before-reopen", 0, 100)
+        .await
+        .unwrap();
+    drop(first);
+    let reopened = store_in(&directory);
+    let loaded = reopened
+        .load_run("tenant-before-reopen", "run-before-reopen")
+        .await
+        .unwrap()
+        .expect("the run is still there");
+    assert_eq!(loaded.version, 3);
+    assert_eq!(loaded.state.status, RunStatus::Running);
+    let after = reopened
+        .read_events("tenant-before-reopen", "run-before-reopen", 0, 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&after).unwrap(),
+        serde_json::to_value(&before).unwrap()
+    );
+    assert!(!after.is_empty());
+}
+
+/// Two connections on one file (two processes) commit the same version:
+/// exactly one wins, the other writes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_processes_racing_for_one_commit_make_one_transition() {
+    let directory = tempfile::tempdir().unwrap();
+    let setup = store_in(&directory);
+    run_store_conformance(Arc::new(setup.clone()), "race")
+        .await
+        .unwrap();
+    let stored = setup
+        .load_run("tenant-race", "run-race")
+        .await
+        .unwrap()
+        .unwrap();
+    let events_before = setup
+        .read_events("tenant-race", "run-race", 0, 1000)
+        .await
+        .unwrap()
+        .len();
+    let contenders: Vec<SqliteStore> = (0..2).map(|_| store_in(&directory)).collect();
+    let attempts = contenders.iter().enumerate().map(|(index, store)| {
+        let commit = StepCommit {
+            expected_version: stored.version,
+            state: stored.state.clone(),
+            events: vec![baton_core::frames::log(
+                &baton_core::frames::FrameStamp::new(
+                    baton_core::instant::Instant::from_unix_millis(1),
+                    0,
+                ),
+                format!("contender {index}"),
+            )],
+            outbox: vec![],
+            consumed_message_id: None,
+        };
+        let store = store.clone();
+        tokio::spawn(async move { store.commit_step("tenant-race", "run-race", commit).await })
+    });
+    let results: Vec<Result<u64, StoreError>> = futures_join(attempts).await;
+    let won = results.iter().filter(|result| result.is_ok()).count();
+    let conflicted = results
+        .iter()
+        .filter(|result| matches!(result, Err(StoreError::VersionConflict { .. })))
+        .count();
+    assert_eq!((won, conflicted), (1, 1), "{results:?}");
+    let events_after = setup
+        .read_events("tenant-race", "run-race", 0, 1000)
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(
+        events_after,
+        events_before + 1,
+        "the loser appended nothing"
+    );
+}
+
+async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut results = Vec::new();
+    for handle in handles.collect::<Vec<_>>() {
+        results.push(handle.await.unwrap());
+    }
+    results
+}
+
+/// An example with parallel branches runs to `complete` on the SQLite store
+/// (the real step service; the model endpoint is the scripted test double),
+/// and a store opened afterwards reads the finished run and its frames.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_example_runs_to_completion_on_sqlite() {
+    use baton_runtime::memory::InMemoryStepQueue;
+    use baton_runtime::worker::LocalRunner;
+
+    let directory = tempfile::tempdir().unwrap();
+    let store = Arc::new(store_in(&directory));
+    let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
+    let provider = Arc::new(
+        baton_llm::OpenAiCompatibleProvider::new(baton_llm::OpenAiCompatibleConfig::new(
+            model.base_url(),
+            "scripted",
+            None,
+        ))
+        .unwrap(),
+    );
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = baton_test_support::TestServices::with_model(provider)
+        .store(store.clone())
+        .queue(queue.clone())
+        .capability_directory(store.clone())
+        .build()
+        .services;
+    let submitted = services
+        .runs
+        .submit(
+            "t",
+            &baton_test_support::example_envelope("seed-10.0.1-stream-contract-variants.json"),
+        )
+        .await
+        .unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    drop(services);
+    drop(runner);
+
+    let reopened = store_in(&directory);
+    let frames = reopened
+        .read_events("t", &submitted.run_id, 0, 10_000)
+        .await
+        .unwrap();
+    baton_test_support::assert_frames_match_schemas(&frames);
+    let ids: Vec<u64> = frames.iter().map(|frame| frame.id).collect();
+    assert_eq!(ids, (1..=frames.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        frames.last().unwrap().event_type.as_str(),
+        "complete",
+        "the stored stream ends on complete"
+    );
+    assert_eq!(
+        reopened
+            .load_run("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+            .status,
+        RunStatus::Completed
+    );
+    assert!(
+        reopened
+            .pending_outbox("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .is_empty(),
+        "every step consumed its outbox entry"
+    );
+}
