@@ -77,20 +77,81 @@ fn startup(error: baton_bootstrap::StartupError) -> u8 {
     invalid(error)
 }
 
-/// The embedded default: in-memory store and queue, the configured model.
-fn embedded_services(
+/// The SQLite file `sqlite` without a path means: under the user's data directory.
+fn default_state_file() -> Result<PathBuf, u8> {
+    let data_directory = process_environment("XDG_DATA_HOME")
+        .filter(|directory| !directory.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            process_environment("HOME")
+                .filter(|home| !home.is_empty())
+                .map(|home| PathBuf::from(home).join(".local").join("share"))
+        })
+        .ok_or_else(|| {
+            invalid("--store sqlite needs XDG_DATA_HOME or HOME to find its file; give one with --store sqlite:PATH")
+        })?;
+    Ok(data_directory.join("baton").join("runs.sqlite3"))
+}
+
+/// The embedded stores: in memory, or a SQLite file whose unconsumed outbox
+/// (what a previous process left) goes back on the in-memory queue.
+async fn embedded_store_ports(
+    store: &crate::StoreChoice,
+    queue: Arc<InMemoryStepQueue>,
+    clock: Arc<dyn Clock>,
+) -> Result<baton_bootstrap::StorePorts, u8> {
+    let path = match store {
+        crate::StoreChoice::Memory => {
+            return Ok(baton_bootstrap::StorePorts {
+                store: Arc::new(InMemoryRunStore::new().with_clock(clock.clone())),
+                queue,
+                capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
+                clock,
+            });
+        }
+        crate::StoreChoice::Sqlite(Some(path)) => path.clone(),
+        crate::StoreChoice::Sqlite(None) => default_state_file()?,
+        crate::StoreChoice::Dynamodb => {
+            return Err(invalid(
+                "--store dynamodb is for `baton serve`; `baton run` keeps runs in memory or sqlite",
+            ));
+        }
+    };
+    let sqlite = Arc::new(
+        baton_sqlite::SqliteStore::open(&path)
+            .map_err(|error| invalid(format!("store {}: {error}", path.display())))?
+            .with_clock(clock.clone()),
+    );
+    let left_over = sqlite
+        .unconsumed_outbox()
+        .await
+        .map_err(|error| invalid(format!("store {}: {error}", path.display())))?;
+    if !left_over.is_empty() {
+        eprintln!(
+            "baton: {} step(s) left by an earlier process in {} are queued again",
+            left_over.len(),
+            path.display()
+        );
+        queue.send(&left_over).await.map_err(invalid)?;
+    }
+    Ok(baton_bootstrap::StorePorts {
+        store: sqlite.clone(),
+        queue,
+        capability_directory: sqlite,
+        clock,
+    })
+}
+
+/// The embedded default: in-memory queue, the chosen embedded store, the configured model.
+async fn embedded_services(
     registry: Arc<Registry>,
     configuration: &Configuration,
+    store: &crate::StoreChoice,
 ) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
     let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
-    let ports = baton_bootstrap::StorePorts {
-        store: Arc::new(InMemoryRunStore::new().with_clock(clock.clone())),
-        queue: queue.clone(),
-        capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
-        clock,
-    };
+    let ports = embedded_store_ports(store, queue.clone(), clock).await?;
     let services = baton_bootstrap::services_over(
         registry,
         ports,
@@ -135,10 +196,11 @@ pub async fn serve(
         Ok(registry) => registry,
         Err(code) => return code,
     };
-    let built = match store {
-        crate::StoreChoice::Memory => embedded_services(registry, &configuration)
-            .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>)),
+    let built = match &store {
         crate::StoreChoice::Dynamodb => cloud_services(registry, &configuration).await,
+        embedded => embedded_services(registry, &configuration, embedded)
+            .await
+            .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>)),
     };
     let (services, queue) = match built {
         Ok(parts) => parts,
@@ -188,7 +250,12 @@ pub async fn serve(
 }
 
 /// `baton run`: runs the envelope in-process and prints every frame.
-pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: OutputFormat) -> u8 {
+pub async fn run(
+    envelope_path: &Path,
+    registry: Option<PathBuf>,
+    format: OutputFormat,
+    store: crate::StoreChoice,
+) -> u8 {
     let envelope_json = match read_envelope_json(envelope_path) {
         Ok(value) => value,
         Err(code) => return code,
@@ -201,7 +268,7 @@ pub async fn run(envelope_path: &Path, registry: Option<PathBuf>, format: Output
         Ok(registry) => registry,
         Err(code) => return code,
     };
-    let (services, queue) = match embedded_services(registry, &configuration) {
+    let (services, queue) = match embedded_services(registry, &configuration, &store).await {
         Ok(parts) => parts,
         Err(code) => return code,
     };

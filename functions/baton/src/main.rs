@@ -52,6 +52,10 @@ enum Command {
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
         format: OutputFormat,
+        /// Where the run is kept: `memory`, `sqlite` (a file under the data
+        /// directory) or `sqlite:PATH`.
+        #[arg(long, default_value = "memory", value_parser = parse_store)]
+        store: StoreChoice,
     },
     /// Plan an envelope and print the validated plan, without calling any model.
     Plan {
@@ -61,7 +65,9 @@ enum Command {
     },
     /// Serve the HTTP API and SSE streams on localhost, with the step worker in-process.
     Serve {
-        #[arg(long, value_enum, default_value_t = StoreChoice::Memory)]
+        /// Where runs are kept: `memory`, `sqlite` (a file under the data
+        /// directory), `sqlite:PATH`, or `dynamodb` (with SQS).
+        #[arg(long, default_value = "memory", value_parser = parse_store)]
         store: StoreChoice,
         #[arg(long, default_value = "127.0.0.1:8080")]
         addr: std::net::SocketAddr,
@@ -70,13 +76,31 @@ enum Command {
     },
 }
 
-/// Where `baton serve` keeps runs.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+/// Where runs are kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreChoice {
-    /// In-memory store and queue (the embedded default).
+    /// In-memory store and queue (the embedded default): gone with the process.
     Memory,
+    /// One SQLite file (`None`: `$XDG_DATA_HOME/baton/runs.sqlite3`, else
+    /// `$HOME/.local/share/baton/runs.sqlite3`) and an in-memory queue
+    /// refilled from the file's outbox at start: runs survive the process.
+    Sqlite(Option<PathBuf>),
     /// DynamoDB and SQS (AWS_ENDPOINT_URL, BATON_TABLE, BATON_QUEUE_URL).
     Dynamodb,
+}
+
+fn parse_store(text: &str) -> Result<StoreChoice, String> {
+    match text {
+        "memory" => Ok(StoreChoice::Memory),
+        "sqlite" => Ok(StoreChoice::Sqlite(None)),
+        "dynamodb" => Ok(StoreChoice::Dynamodb),
+        other => match other.strip_prefix("sqlite:") {
+            Some(path) if !path.is_empty() => Ok(StoreChoice::Sqlite(Some(PathBuf::from(path)))),
+            _ => Err(format!(
+                "`{other}` is not a store: use memory, sqlite, sqlite:PATH or dynamodb"
+            )),
+        },
+    }
 }
 
 fn main() -> ExitCode {
@@ -107,7 +131,8 @@ fn main() -> ExitCode {
                 envelope,
                 registry,
                 format,
-            } => commands::run(&envelope, registry, format).await,
+                store,
+            } => commands::run(&envelope, registry, format, store).await,
             Command::Plan { envelope, registry } => commands::plan(&envelope, registry),
             Command::Serve {
                 store,

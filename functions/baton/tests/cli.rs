@@ -830,3 +830,49 @@ async fn an_unknown_planner_choice_is_a_clear_error_at_start() {
             .contains("BATON_PLANNER")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_parked_on_sqlite_stays_in_the_file_after_the_process_ends() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let data_home = data.path().to_str().unwrap();
+    let output = baton_with(
+        Some(&server),
+        &[
+            "run",
+            fixture("human-review.json").to_str().unwrap(),
+            "--format",
+            "ndjson",
+            "--store",
+            "sqlite",
+        ],
+        &[("XDG_DATA_HOME", data_home)],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    let printed: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let run_id = printed[0]["runId"].as_str().unwrap();
+    let file = data.path().join("baton/runs.sqlite3");
+    let store = baton_sqlite::SqliteStore::open(&file).unwrap();
+    use baton_runtime::ports::RunStore;
+    let stored = store.load_run("local", run_id).await.unwrap().unwrap();
+    assert_eq!(stored.state.status.as_str(), "awaiting_human");
+    let kept = store.read_events("local", run_id, 0, 10_000).await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&kept).unwrap(),
+        Value::Array(printed),
+        "the file holds every frame the run printed"
+    );
+
+    let refused = baton(Some(&server), &["run", "x.json", "--store", "postgres"]).await;
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8(refused.stderr)
+            .unwrap()
+            .contains("use memory, sqlite, sqlite:PATH or dynamodb")
+    );
+}

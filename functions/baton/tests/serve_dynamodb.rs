@@ -5,43 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
+mod serve_support;
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::ScriptedLlmServer;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-
-const TOKEN: &str = "e2e-token";
-
-struct ServeProcess(tokio::process::Child);
-
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        let _ = self.0.start_kill();
-    }
-}
-
-fn token_digest() -> String {
-    baton_http::auth::token_digest_hex(TOKEN)
-}
-
-async fn read_sse(response: reqwest::Response) -> Vec<Value> {
-    assert_eq!(response.status(), 200);
-    let mut events = response.bytes_stream().eventsource();
-    let mut frames = Vec::new();
-    while let Some(event) = tokio::time::timeout(Duration::from_secs(60), events.next())
-        .await
-        .expect("stream stalled")
-    {
-        frames.push(serde_json::from_str(&event.unwrap().data).unwrap());
-    }
-    frames
-}
+use serve_support::{TOKEN, example, read_sse, start_serve};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_envelope_runs_end_to_end_on_dynamodb_and_sqs() {
@@ -63,50 +32,22 @@ async fn an_envelope_runs_end_to_end_on_dynamodb_and_sqs() {
         .unwrap();
     let model = ScriptedLlmServer::start().await.unwrap();
 
-    let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"));
-    command
-        .args(["serve", "--store", "dynamodb", "--addr", "127.0.0.1:0"])
-        .current_dir(&repository)
-        .env("BATON_TABLE", &table)
-        .env("BATON_QUEUE_URL", &queue_url)
-        .env("BATON_API_TOKENS", format!("acme:{}", token_digest()))
-        .env("BATON_LLM_BASE_URL", model.base_url())
-        .env("BATON_LLM_MODEL", "scripted")
-        .env_remove("OPENAI_API_KEY")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for (name, value) in moto.sdk_environment() {
-        command.env(name, value);
-    }
-    let mut child = command.spawn().unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let base = loop {
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .expect("serve exited");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-    };
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("[baton serve] {line}");
-        }
-    });
-    let _serve = ServeProcess(child);
+    let mut environment = vec![
+        ("BATON_TABLE".to_string(), table.clone()),
+        ("BATON_QUEUE_URL".to_string(), queue_url.clone()),
+        ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
+        ("BATON_LLM_MODEL".to_string(), "scripted".to_string()),
+    ];
+    environment.extend(
+        moto.sdk_environment()
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value)),
+    );
+    let serve = start_serve(&["--store", "dynamodb"], &environment).await;
+    let base = serve.base.clone();
 
     let client = reqwest::Client::new();
-    let envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            repository.join("registry/examples/seed-10.1-sample-envelope.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let envelope = example("seed-10.1-sample-envelope.json");
     let unauthenticated = client
         .post(format!("{base}/run.stream"))
         .json(&envelope)

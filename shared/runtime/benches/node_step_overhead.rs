@@ -5,6 +5,11 @@
 //! is the real engine: planning, claims, context bundles, validation,
 //! commits, outbox, event log.
 //!
+//! The same plan runs on the in-memory store (group `engine`) and on the
+//! embedded durable SQLite store (group `sqlite`: a file in a temporary
+//! folder, WAL, `synchronous = FULL`), so the price of durability on a
+//! laptop is the difference.
+//!
 //! `cargo bench -p baton-runtime --bench node_step_overhead`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
@@ -146,56 +151,63 @@ fn bench_node_steps(criterion: &mut Criterion) {
         .build()
         .unwrap();
     let envelope = envelope();
-    let run_once = || async {
-        let queue = Arc::new(InMemoryStepQueue::new());
-        let services = TestServices::with_model(provider.clone())
-            .registry(registry.clone())
-            .validators(validators.clone())
-            .queue(queue.clone())
-            .worker_id("bench")
-            .build()
-            .services;
-        let submitted = services.runs.submit("bench", &envelope).await.unwrap();
-        let runner = LocalRunner {
-            steps: services.steps,
-            runs: services.runs,
-            queue,
-        };
-        runner
-            .run_until_settled("bench", &submitted.run_id)
-            .await
-            .unwrap()
-    };
-    assert_eq!(
-        runtime.block_on(run_once()),
-        RunStatus::Completed,
-        "the bench plan must complete"
+    let state_folder = tempfile::tempdir().unwrap();
+    let sqlite = Arc::new(
+        baton_sqlite::SqliteStore::open(&state_folder.path().join("bench.sqlite3")).unwrap(),
     );
-    let plan_only = || async {
-        let queue = Arc::new(InMemoryStepQueue::new());
-        let services = TestServices::with_model(provider.clone())
-            .registry(registry.clone())
-            .validators(validators.clone())
-            .queue(queue.clone())
-            .worker_id("bench")
-            .build()
-            .services;
-        services.runs.submit("bench", &envelope).await.unwrap();
-        let plan_message = queue
-            .receive(1, std::time::Duration::ZERO)
-            .await
-            .unwrap()
-            .remove(0);
-        services.steps.handle(&plan_message.message).await.unwrap()
-    };
-    let mut group = criterion.benchmark_group("engine");
-    group.bench_function("five_node_run_submit_to_complete", |bencher| {
-        bencher.iter(|| runtime.block_on(run_once()))
-    });
-    group.bench_function("submit_and_plan_step_only", |bencher| {
-        bencher.iter(|| runtime.block_on(plan_only()))
-    });
-    group.finish();
+    for (group_name, durable) in [("engine", None), ("sqlite", Some(sqlite))] {
+        let build_services = |queue: Arc<InMemoryStepQueue>| {
+            let mut builder = TestServices::with_model(provider.clone())
+                .registry(registry.clone())
+                .validators(validators.clone())
+                .queue(queue)
+                .worker_id("bench");
+            if let Some(store) = &durable {
+                builder = builder
+                    .store(store.clone())
+                    .capability_directory(store.clone());
+            }
+            builder.build().services
+        };
+        let run_once = || async {
+            let queue = Arc::new(InMemoryStepQueue::new());
+            let services = build_services(queue.clone());
+            let submitted = services.runs.submit("bench", &envelope).await.unwrap();
+            let runner = LocalRunner {
+                steps: services.steps,
+                runs: services.runs,
+                queue,
+            };
+            runner
+                .run_until_settled("bench", &submitted.run_id)
+                .await
+                .unwrap()
+        };
+        assert_eq!(
+            runtime.block_on(run_once()),
+            RunStatus::Completed,
+            "the bench plan must complete"
+        );
+        let plan_only = || async {
+            let queue = Arc::new(InMemoryStepQueue::new());
+            let services = build_services(queue.clone());
+            services.runs.submit("bench", &envelope).await.unwrap();
+            let plan_message = queue
+                .receive(1, std::time::Duration::ZERO)
+                .await
+                .unwrap()
+                .remove(0);
+            services.steps.handle(&plan_message.message).await.unwrap()
+        };
+        let mut group = criterion.benchmark_group(group_name);
+        group.bench_function("five_node_run_submit_to_complete", |bencher| {
+            bencher.iter(|| runtime.block_on(run_once()))
+        });
+        group.bench_function("submit_and_plan_step_only", |bencher| {
+            bencher.iter(|| runtime.block_on(plan_only()))
+        });
+        group.finish();
+    }
     println!("per node step = (five_node_run_submit_to_complete - submit_and_plan_step_only) / 5");
 }
 

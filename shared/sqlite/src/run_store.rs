@@ -120,6 +120,30 @@ fn consume_outbox_entry(
     Ok(())
 }
 
+impl SqliteStore {
+    /// Every outbox entry no step has consumed, re-sent or not, oldest
+    /// first: what a process starting on this file puts back on its
+    /// in-memory queue (the queue died with the last process; the outbox
+    /// did not).
+    pub async fn unconsumed_outbox(&self) -> Result<Vec<StepMessage>, StoreError> {
+        let messages: Vec<String> = self
+            .with_connection(|connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT message FROM outbox ORDER BY written_at_millis, message_id",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map([], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<String>, _>>()
+                    .map_err(unavailable)
+            })
+            .await?;
+        messages.iter().map(|message| from_json(message)).collect()
+    }
+}
+
 #[async_trait]
 impl RunStore for SqliteStore {
     async fn create_run(

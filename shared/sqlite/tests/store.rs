@@ -207,3 +207,57 @@ async fn an_example_runs_to_completion_on_sqlite() {
         "every step consumed its outbox entry"
     );
 }
+
+/// A process that died after submitting (its in-memory queue lost): a new
+/// process on the same file finds the planning step in the outbox, queues
+/// it again, and the run completes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_process_picks_up_what_the_last_one_left_in_the_outbox() {
+    use baton_runtime::memory::InMemoryStepQueue;
+    use baton_runtime::ports::StepQueue;
+    use baton_runtime::worker::LocalRunner;
+
+    let directory = tempfile::tempdir().unwrap();
+    let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
+    let provider = Arc::new(
+        baton_llm::OpenAiCompatibleProvider::new(baton_llm::OpenAiCompatibleConfig::new(
+            model.base_url(),
+            "scripted",
+            None,
+        ))
+        .unwrap(),
+    );
+    let services_on = |store: Arc<SqliteStore>, queue: Arc<InMemoryStepQueue>| {
+        baton_test_support::TestServices::with_model(provider.clone())
+            .store(store.clone())
+            .queue(queue)
+            .capability_directory(store)
+            .build()
+            .services
+    };
+    let envelope = baton_test_support::example_envelope("seed-10.1-sample-envelope.json");
+    let run_id = {
+        let first = services_on(
+            Arc::new(store_in(&directory)),
+            Arc::new(InMemoryStepQueue::new()),
+        );
+        first.runs.submit("t", &envelope).await.unwrap().run_id
+        // The process ends here: its queue, holding the planning step, is gone.
+    };
+    let store = Arc::new(store_in(&directory));
+    let left = store.unconsumed_outbox().await.unwrap();
+    assert_eq!(left.len(), 1, "the planning step waits in the outbox");
+    let queue = Arc::new(InMemoryStepQueue::new());
+    queue.send(&left).await.unwrap();
+    let services = services_on(store.clone(), queue.clone());
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    assert_eq!(
+        runner.run_until_settled("t", &run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    assert!(store.unconsumed_outbox().await.unwrap().is_empty());
+}
