@@ -38,6 +38,8 @@ pub enum FailureCode {
     LlmTransport,
     /// The provider answered in a shape that is not an answer.
     LlmUnexpectedResponse,
+    /// A person declined a human node's task.
+    HumanDeclined,
 }
 
 impl FailureCode {
@@ -57,6 +59,7 @@ impl FailureCode {
             FailureCode::LlmTimeout => "llm_timeout",
             FailureCode::LlmTransport => "llm_transport",
             FailureCode::LlmUnexpectedResponse => "llm_unexpected_response",
+            FailureCode::HumanDeclined => "human_declined",
         }
     }
 }
@@ -99,6 +102,7 @@ mod tests {
             FailureCode::PlanRejected,
             FailureCode::StateTooLarge,
             FailureCode::LlmUnexpectedResponse,
+            FailureCode::HumanDeclined,
         ] {
             assert_eq!(
                 serde_json::to_value(code).unwrap(),

@@ -26,12 +26,17 @@
 
 mod budget;
 mod finish;
+mod human;
 mod node;
 mod plan;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
+
+pub use human::{
+    HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node, decline_human_node,
+};
 
 use crate::CoreError;
 use crate::codes::FailureCode;

@@ -23,14 +23,14 @@ use super::{EffectOutcome, EngineContext, ModelCall, StepAdvance, StepContext};
 use crate::plan::PlanGraph;
 
 /// The run's plan (shared, so borrowing a node from it copies nothing).
-fn plan_of(state: &RunState) -> Result<Arc<PlanGraph>, CoreError> {
+pub(super) fn plan_of(state: &RunState) -> Result<Arc<PlanGraph>, CoreError> {
     state
         .plan
         .clone()
         .ok_or_else(|| CoreError::StepDoesNotApply(format!("run {} has no plan", state.run_id)))
 }
 
-fn plan_node_in<'p>(
+pub(super) fn plan_node_in<'p>(
     plan: &'p PlanGraph,
     state: &RunState,
     node_id: &str,
@@ -273,7 +273,7 @@ fn judge_answer(
     }
 }
 
-fn complete_node(
+pub(super) fn complete_node(
     step: &mut StepContext<'_, '_>,
     node: &PlanNode,
     attempt: u32,

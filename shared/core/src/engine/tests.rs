@@ -728,3 +728,158 @@ fn secrets_in_the_envelope_context_never_reach_the_model() {
     assert_eq!(user["context"]["crm"]["usage"]["maxTokens"], 9);
     assert_eq!(user["context"]["password"], "[redacted]");
 }
+
+/// A run parked on its human node (`node_2` of the two-node plan).
+fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
+    let mut state = step(
+        planned(context),
+        answer("node_1", 1, json!({"brief": {"text": "b"}})),
+        context,
+    )
+    .state;
+    if let Some(plan) = state.plan.as_mut() {
+        let plan = Arc::make_mut(plan);
+        if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
+            node.agent_type = crate::capability::AgentType::Human;
+        }
+    }
+    let parked = step(
+        state,
+        Observed::Begin {
+            node: "node_2",
+            attempt: 1,
+        },
+        context,
+    )
+    .state;
+    assert_eq!(parked.status, RunStatus::AwaitingHuman);
+    parked
+}
+
+#[test]
+fn a_persons_valid_answer_completes_the_node_and_the_run() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let parked = parked_on_a_person(&context);
+    let version = parked.plan_version();
+    let decision = answer_human_node(
+        parked,
+        HumanAnswer {
+            node_id: "node_2",
+            expected_plan_version: version,
+            output: json!({"draft": {"text": "written by a person"}}),
+        },
+        NOW,
+        &context,
+    )
+    .unwrap()
+    .unwrap();
+    assert_frames_match_schemas(&decision.events);
+    assert_eq!(decision.state.status, RunStatus::Completed);
+    assert_eq!(
+        event_types(&decision).first(),
+        Some(&"node_complete"),
+        "{:?}",
+        event_types(&decision)
+    );
+    assert_eq!(event_types(&decision).last(), Some(&"complete"));
+    assert_eq!(
+        decision.state.output.as_ref(),
+        Some(&json!({"draft": {"text": "written by a person"}}))
+    );
+    // The same answer again finds nothing waiting.
+    let again = answer_human_node(
+        decision.state,
+        HumanAnswer {
+            node_id: "node_2",
+            expected_plan_version: version,
+            output: json!({"draft": {"text": "twice"}}),
+        },
+        NOW,
+        &context,
+    )
+    .unwrap();
+    assert!(matches!(
+        again,
+        Err(HumanInputRefused::NotAwaiting {
+            run_status: RunStatus::Completed,
+            node_status: Some(NodeStatus::Completed)
+        })
+    ));
+}
+
+#[test]
+fn answers_that_cannot_apply_change_nothing_and_say_why() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let parked = parked_on_a_person(&context);
+    let version = parked.plan_version();
+    let refused = |node_id: &'static str, expected_plan_version: u32, output: Value| {
+        answer_human_node(
+            parked.clone(),
+            HumanAnswer {
+                node_id,
+                expected_plan_version,
+                output,
+            },
+            NOW,
+            &context,
+        )
+        .unwrap()
+        .unwrap_err()
+    };
+    match refused("node_2", version, json!({"draft": {"text": 5}})) {
+        HumanInputRefused::OutputContractViolated(violations) => {
+            assert_eq!(violations.len(), 1, "{violations:?}");
+            assert_eq!(violations[0].instance_pointer, "/draft/text");
+        }
+        other => panic!("expected a contract violation, got {other:?}"),
+    }
+    assert_eq!(
+        refused("node_2", version + 1, json!({"draft": {"text": "d"}})),
+        HumanInputRefused::StalePlanVersion { current: version }
+    );
+    assert!(matches!(
+        refused("node_1", version, json!({"brief": {"text": "b"}})),
+        HumanInputRefused::NotAwaiting {
+            run_status: RunStatus::AwaitingHuman,
+            node_status: Some(NodeStatus::Completed)
+        }
+    ));
+    assert!(matches!(
+        refused("node_9", version, json!({})),
+        HumanInputRefused::NotAwaiting {
+            node_status: None,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_person_declining_fails_the_run_with_the_reason() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let parked = parked_on_a_person(&context);
+    let decision = decline_human_node(
+        parked,
+        HumanDecline {
+            node_id: "node_2",
+            reason_code: "out_of_scope",
+            note: Some("not our brand"),
+        },
+        NOW,
+        &context,
+    )
+    .unwrap()
+    .unwrap();
+    assert_frames_match_schemas(&decision.events);
+    assert_eq!(event_types(&decision), vec!["node_error", "error"]);
+    assert_eq!(decision.state.status, RunStatus::Failed);
+    let failure = decision.state.failure.unwrap();
+    assert_eq!(failure.code, FailureCode::HumanDeclined);
+    assert!(failure.message.contains("out_of_scope") && failure.message.contains("not our brand"));
+    assert!(decision.outbox.is_empty());
+}

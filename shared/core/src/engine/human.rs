@@ -1,0 +1,160 @@
+//! Human nodes: a person's answer to a parked node, or their refusal.
+//! Both are decided here, with no I/O; the shell commits the decision
+//! conditionally on the version it read, so of two concurrent answers to
+//! one task exactly one is a transition.
+
+use serde_json::Value;
+
+use crate::CoreError;
+use crate::codes::FailureCode;
+use crate::frames;
+use crate::instant::Instant;
+use crate::run::{NodeStatus, RunState, RunStatus};
+use crate::schema::{SchemaViolation, collect_violations};
+
+use super::node::{complete_node, plan_node_in, plan_of};
+use super::{Decision, EngineContext, StepContext};
+
+/// A person's answer to a parked node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HumanAnswer<'a> {
+    pub node_id: &'a str,
+    /// The plan version the person saw; a different current one refuses.
+    pub expected_plan_version: u32,
+    /// The node's output, judged against its output contract.
+    pub output: Value,
+}
+
+/// A person declining a parked node's task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HumanDecline<'a> {
+    pub node_id: &'a str,
+    pub reason_code: &'a str,
+    pub note: Option<&'a str>,
+}
+
+/// Why a human's answer or decline changes nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HumanInputRefused {
+    /// The node is not waiting for a person (no such node, answered
+    /// already, or the run ended).
+    NotAwaiting {
+        run_status: RunStatus,
+        node_status: Option<NodeStatus>,
+    },
+    /// The plan changed since the task was handed out.
+    StalePlanVersion { current: u32 },
+    /// The answer breaks the node's output contract (paths into the answer).
+    OutputContractViolated(Vec<SchemaViolation>),
+}
+
+fn awaiting(state: &RunState, node_id: &str) -> Result<(), HumanInputRefused> {
+    let node_status = state.nodes.get(node_id).map(|record| record.status);
+    if state.status.is_terminal() || node_status != Some(NodeStatus::AwaitingHuman) {
+        return Err(HumanInputRefused::NotAwaiting {
+            run_status: state.status,
+            node_status,
+        });
+    }
+    Ok(())
+}
+
+/// The run waits for people while any node does; otherwise it runs on
+/// (unless the step just ended it).
+fn settle_status(step: &mut StepContext<'_, '_>) {
+    if step.state.status.is_terminal() {
+        return;
+    }
+    let someone_else_awaited = step
+        .state
+        .nodes
+        .values()
+        .any(|record| record.status == NodeStatus::AwaitingHuman);
+    step.state.status = if someone_else_awaited {
+        RunStatus::AwaitingHuman
+    } else {
+        RunStatus::Running
+    };
+}
+
+/// Completes a parked node with a person's output, validated against the
+/// node's output contract, and schedules what became ready.
+pub fn answer_human_node(
+    state: RunState,
+    answer: HumanAnswer<'_>,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<Result<Decision, HumanInputRefused>, CoreError> {
+    if let Err(refused) = awaiting(&state, answer.node_id) {
+        return Ok(Err(refused));
+    }
+    let current = state.plan_version();
+    if answer.expected_plan_version != current {
+        return Ok(Err(HumanInputRefused::StalePlanVersion { current }));
+    }
+    let plan = plan_of(&state)?;
+    let node = plan_node_in(&plan, &state, answer.node_id)?;
+    let validator = engine.validators.validator_for_key(
+        &node.output_contract.schema_key,
+        &node.output_contract.schema,
+        "output contract",
+    )?;
+    let mut violations = collect_violations(&validator, &answer.output);
+    if !violations.is_empty() {
+        node.output_contract.attribute_violations(&mut violations);
+        return Ok(Err(HumanInputRefused::OutputContractViolated(violations)));
+    }
+    let attempt = state
+        .nodes
+        .get(answer.node_id)
+        .map_or(1, |record| record.current_attempt);
+    let mut step = StepContext::new(state, now, engine);
+    // Running while the node completes, so finishing the run can end it.
+    step.state.status = RunStatus::Running;
+    complete_node(&mut step, node, attempt, answer.output)?;
+    settle_status(&mut step);
+    Ok(Ok(step.into_decision()))
+}
+
+/// A person declines a parked node's task: the node fails and so does the
+/// run, with the reason recorded.
+pub fn decline_human_node(
+    state: RunState,
+    decline: HumanDecline<'_>,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<Result<Decision, HumanInputRefused>, CoreError> {
+    if let Err(refused) = awaiting(&state, decline.node_id) {
+        return Ok(Err(refused));
+    }
+    let plan = plan_of(&state)?;
+    let node = plan_node_in(&plan, &state, decline.node_id)?;
+    let attempt = state
+        .nodes
+        .get(decline.node_id)
+        .map_or(1, |record| record.current_attempt);
+    let reason = match decline.note {
+        Some(note) => format!("declined by a person ({}): {note}", decline.reason_code),
+        None => format!("declined by a person ({})", decline.reason_code),
+    };
+    let mut step = StepContext::new(state, now, engine);
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::Failed;
+        record.error = Some(reason.clone());
+    }
+    let failed = frames::node_error(
+        &step.stamp(),
+        node,
+        reason.clone(),
+        &frames::NodeErrorPayload {
+            code: FailureCode::HumanDeclined,
+            attempt,
+        },
+    );
+    step.emit(failed);
+    step.fail_run(
+        FailureCode::HumanDeclined,
+        &format!("node {} {reason}", node.node_id),
+    );
+    Ok(Ok(step.into_decision()))
+}
