@@ -219,6 +219,7 @@ pub fn api_router(
     baton_http::router(baton_http::ApiState {
         runs: services.runs.clone(),
         capabilities: services.capabilities.clone(),
+        humans: services.humans.clone(),
         authenticator: Arc::new(authenticator),
         settings: baton_http::HttpSettings::default(),
     })

@@ -31,6 +31,21 @@ pub struct SchemaViolation {
 
 /// Compiles `schema` with no remote or file retrieval and format checks on.
 /// `path` names where the schema came from, for the error.
+/// A JSON path (`$.inputs.key`) continued by a JSON pointer into the value
+/// it names, rendered as `.field[0]`: how errors name what is wrong.
+pub fn json_path_for_pointer(prefix: &str, pointer: &str) -> String {
+    let mut path = prefix.to_string();
+    for segment in pointer.split('/').skip(1) {
+        if !segment.is_empty() && segment.chars().all(|c| c.is_ascii_digit()) {
+            path.push_str(&format!("[{segment}]"));
+        } else {
+            path.push('.');
+            path.push_str(&segment.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    path
+}
+
 pub fn compile_schema(schema: &Value, path: &str) -> Result<jsonschema::Validator, CoreError> {
     jsonschema::options()
         .offline()
@@ -97,6 +112,20 @@ impl ValidatorCache {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pointers_render_as_json_paths() {
+        use super::json_path_for_pointer;
+        assert_eq!(
+            json_path_for_pointer("$.inputs.tone", "/0"),
+            "$.inputs.tone[0]"
+        );
+        assert_eq!(
+            json_path_for_pointer("$.inputs.ctx", "/data/a~1b"),
+            "$.inputs.ctx.data.a/b"
+        );
+        assert_eq!(json_path_for_pointer("$.inputs.ctx", ""), "$.inputs.ctx");
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -11,6 +11,7 @@
 
 pub mod auth;
 pub mod error;
+mod humans;
 pub mod routes;
 pub mod snapshot;
 pub mod sse;

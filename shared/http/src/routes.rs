@@ -12,7 +12,7 @@ use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use baton_core::capability::{CapabilityRegistration, CapabilityStatus, RegisteredCapability};
 use baton_core::instant::Instant;
-use baton_runtime::services::{CapabilityService, RunService};
+use baton_runtime::services::{CapabilityService, HumanService, RunService};
 use serde_json::{Value, json};
 
 use crate::auth::{Tenant, TokenAuthenticator};
@@ -43,6 +43,7 @@ impl Default for HttpSettings {
 pub struct ApiState {
     pub runs: Arc<RunService>,
     pub capabilities: Arc<CapabilityService>,
+    pub humans: Arc<HumanService>,
     pub authenticator: Arc<TokenAuthenticator>,
     pub settings: HttpSettings,
 }
@@ -56,12 +57,12 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{run_id}/events", get(run_events))
         .route("/runs/{run_id}/cancel", post(cancel_run))
         .route("/capabilities", get(list_capabilities))
-        .route("/run.resume", post(not_yet("resuming parked runs")))
+        .route("/run.resume", post(crate::humans::resume_run))
         .route("/hitl/resolve", post(not_yet("resolving HITL requests")))
         .route("/tasks", get(not_yet("the human task queue")))
         .route(
             "/tasks/{task_id}/decline",
-            post(not_yet("declining human tasks")),
+            post(crate::humans::decline_task),
         )
         .route("/capabilities/register", post(register_capability))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
@@ -104,7 +105,7 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
     }
 }
 
-fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
+pub(crate) fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
     serde_json::from_slice(body).map_err(|error| {
         ApiError::new(
             StatusCode::BAD_REQUEST,

@@ -58,6 +58,7 @@ async fn start_api_with_clock(clock: Arc<dyn baton_runtime::ports::Clock>) -> Te
     let state = ApiState {
         runs: built.services.runs.clone(),
         capabilities: built.services.capabilities.clone(),
+        humans: built.services.humans.clone(),
         authenticator: Arc::new(TokenAuthenticator::from_configuration(&tokens).unwrap()),
         settings: HttpSettings {
             heartbeat: Duration::from_secs(15),
@@ -179,6 +180,7 @@ async fn missing_or_wrong_tokens_get_401_on_every_route() {
         ("POST", "/runs/run_x/cancel"),
         ("GET", "/capabilities"),
         ("POST", "/run.resume"),
+        ("POST", "/tasks/run_x:node_1/decline"),
     ];
     for (method, path) in routes {
         for token in [None, Some("not-a-token")] {
@@ -536,14 +538,14 @@ async fn capabilities_are_listed_and_unbuilt_routes_say_so() {
     let api = start_api().await;
     let listed = get_json(&api, "/capabilities", ACME_TOKEN).await;
     assert!(listed["capabilities"].as_array().unwrap().len() >= 11);
-    let resume = api
+    let resolve = api
         .client
-        .post(format!("{}/run.resume", api.base))
+        .post(format!("{}/hitl/resolve", api.base))
         .bearer_auth(ACME_TOKEN)
         .send()
         .await
         .unwrap();
-    assert_eq!(resume.status(), 501);
+    assert_eq!(resolve.status(), 501);
     let unknown = api
         .client
         .get(format!("{}/nope", api.base))
@@ -552,4 +554,175 @@ async fn capabilities_are_listed_and_unbuilt_routes_say_so() {
         .await
         .unwrap();
     assert_eq!(unknown.status(), 404);
+}
+
+/// Streams the human-review fixture until it parks; returns the parked
+/// `node_start` frame (its `runId`, `nodeId`, `planVersion`, contract).
+async fn park_on_a_person(api: &TestApi) -> Value {
+    let envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(baton_test_support::repository_path(
+            "functions/baton/tests/fixtures/human-review.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let frames = read_sse(
+        api.client
+            .post(format!("{}/run.stream", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .json(&envelope)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let parked = frames.last().unwrap().2.clone();
+    assert_eq!(parked["payload"]["executorType"], "human");
+    parked
+}
+
+async fn frames_after(api: &TestApi, run_id: &str, after: &Value) -> Vec<Value> {
+    read_sse(
+        api.client
+            .get(format!("{}/runs/{run_id}/events", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .header("Last-Event-ID", after.to_string())
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .into_iter()
+    .map(|(_, _, frame)| frame)
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_resumes_a_parked_run_once_with_valid_output() {
+    let api = start_api().await;
+    let parked = park_on_a_person(&api).await;
+    let run_id = parked["runId"].as_str().unwrap();
+    let node_id = parked["nodeId"].as_str().unwrap();
+    let version = parked["planVersion"].clone();
+    let output_schema = parked["payload"]["contract"]["outputSchema"].clone();
+
+    // Output that breaks the node's contract: 422 with paths, nothing changes.
+    let (status, body) = post_json(
+        &api,
+        "/run.resume",
+        ACME_TOKEN,
+        &json!({"runId": run_id, "nodeId": node_id, "expectedPlanVersion": version, "output": {"positioning": 7}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "output_contract_violated");
+    let paths: Vec<&str> = body["error"]["details"]["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|error| error["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"$.output.positioning"), "{paths:?}");
+    assert!(
+        frames_after(&api, run_id, &parked["id"]).await.is_empty(),
+        "nothing was appended"
+    );
+    let snapshot = get_json(&api, &format!("/runs/{run_id}"), ACME_TOKEN).await;
+    assert_eq!(snapshot["run"]["status"], "awaiting_human");
+
+    // A stale plan version and a malformed body change nothing either.
+    let (status, body) = post_json(
+        &api,
+        "/run.resume",
+        ACME_TOKEN,
+        &json!({"taskId": format!("{run_id}:{node_id}"), "expectedPlanVersion": 99, "output": {}}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("stale_plan_version"))
+    );
+    assert_eq!(body["error"]["details"]["currentPlanVersion"], version);
+    let (status, body) = post_json(
+        &api,
+        "/run.resume",
+        ACME_TOKEN,
+        &json!({"runId": run_id, "nodeId": node_id}),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["details"]["path"].as_str()),
+        (400, Some("$.expectedPlanVersion"))
+    );
+
+    // Two valid answers at once: one transition, the other is told so.
+    let output = scripted_llm::generate_instance(&output_schema, "answer");
+    let answer = json!({"runId": run_id, "nodeId": node_id, "expectedPlanVersion": version, "output": output});
+    let (first, second) = tokio::join!(
+        post_json(&api, "/run.resume", ACME_TOKEN, &answer),
+        post_json(&api, "/run.resume", ACME_TOKEN, &answer)
+    );
+    let mut statuses = vec![first.0, second.0];
+    statuses.sort_unstable();
+    assert_eq!(statuses, vec![200, 409], "{first:?} {second:?}");
+    let loser = if first.0 == 409 { &first.1 } else { &second.1 };
+    assert_eq!(loser["error"]["code"], "not_awaiting_a_person");
+
+    let after = frames_after(&api, run_id, &parked["id"]).await;
+    let types: Vec<&str> = after
+        .iter()
+        .map(|frame| frame["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types.first(), Some(&"node_complete"), "{types:?}");
+    assert_eq!(types.last(), Some(&"complete"), "{types:?}");
+    let completions_of_the_node = after
+        .iter()
+        .filter(|frame| frame["type"] == "node_complete" && frame["nodeId"] == node_id)
+        .count();
+    assert_eq!(completions_of_the_node, 1, "no duplicate frame");
+    baton_test_support::assert_frame_values_match_schemas(&after);
+    assert_eq!(after[0]["payload"]["output"], output);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_person_declining_fails_the_run_with_the_reason() {
+    let api = start_api().await;
+    let parked = park_on_a_person(&api).await;
+    let run_id = parked["runId"].as_str().unwrap();
+    let node_id = parked["nodeId"].as_str().unwrap();
+    let task = format!("/tasks/{run_id}:{node_id}/decline");
+    let (status, body) = post_json(&api, &task, ACME_TOKEN, &json!({"note": "no code"})).await;
+    assert_eq!(
+        (status, body["error"]["details"]["path"].as_str()),
+        (400, Some("$.reasonCode"))
+    );
+    let (status, _) = post_json(&api, &task, GLOBEX_TOKEN, &json!({"reasonCode": "x"})).await;
+    assert_eq!(status, 404, "another tenant's task");
+    let (status, body) = post_json(
+        &api,
+        &task,
+        ACME_TOKEN,
+        &json!({"reasonCode": "out_of_scope", "note": "not ours to judge"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "failed");
+    let after = frames_after(&api, run_id, &parked["id"]).await;
+    let types: Vec<&str> = after
+        .iter()
+        .map(|frame| frame["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types, vec!["node_error", "error"]);
+    assert_eq!(after[1]["payload"]["code"], "human_declined");
+    assert!(
+        after[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not ours to judge")
+    );
+    let (status, body) = post_json(&api, &task, ACME_TOKEN, &json!({"reasonCode": "again"})).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("not_awaiting_a_person"))
+    );
 }

@@ -6,6 +6,7 @@
 //!   engine's effect, resume, commit, send the outbox).
 //! - [`CapabilityService`]: registrations and the capability snapshot a
 //!   tenant's planner sees.
+//! - [`HumanService`]: a person's answer to a parked node, or their decline.
 //! - [`OutboxRelay`] / [`OutboxSweeper`]: send committed step messages, and
 //!   re-send what a crash left unsent.
 //!
@@ -13,6 +14,7 @@
 //! sweeper needs only a store, a queue and a clock.
 
 mod capabilities;
+mod humans;
 mod outbox;
 mod runs;
 mod steps;
@@ -25,6 +27,7 @@ use baton_core::registry::Registry;
 use baton_core::schema::ValidatorCache;
 
 pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot, Registered};
+pub use humans::{HumanInput, HumanInputOutcome, HumanService};
 pub use outbox::{OutboxRelay, OutboxSweeper};
 pub use runs::{RunService, SubmittedRun};
 pub use steps::{StepOutcome, StepService};
@@ -99,6 +102,7 @@ pub struct Services {
     pub runs: Arc<RunService>,
     pub steps: Arc<StepService>,
     pub capabilities: Arc<CapabilityService>,
+    pub humans: Arc<HumanService>,
 }
 
 impl Services {
@@ -143,6 +147,7 @@ impl Services {
             settings,
         };
         let runs = Arc::new(RunService::new(common.clone(), ports.ids));
+        let humans = Arc::new(HumanService::new(common.clone()));
         let steps = Arc::new(StepService::new(
             common,
             ports.llm,
@@ -153,6 +158,7 @@ impl Services {
             runs,
             steps,
             capabilities,
+            humans,
         }
     }
 }

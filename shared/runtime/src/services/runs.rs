@@ -9,7 +9,7 @@ use baton_core::envelope::TaskEnvelope;
 use baton_core::event::EventFrame;
 use baton_core::registry::Registry;
 use baton_core::run::RunStatus;
-use baton_core::schema::{ValidatorCache, collect_violations};
+use baton_core::schema::{ValidatorCache, collect_violations, json_path_for_pointer};
 use futures_util::Stream;
 use serde_json::Value;
 
@@ -36,20 +36,6 @@ pub struct RunService {
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     settings: OrchestratorSettings,
-}
-
-/// `$.inputs.key` plus a JSON pointer rendered as `.field[0]`.
-fn json_path_for_pointer(prefix: &str, pointer: &str) -> String {
-    let mut path = prefix.to_string();
-    for segment in pointer.split('/').skip(1) {
-        if !segment.is_empty() && segment.chars().all(|c| c.is_ascii_digit()) {
-            path.push_str(&format!("[{segment}]"));
-        } else {
-            path.push('.');
-            path.push_str(&segment.replace("~1", "/").replace("~0", "~"));
-        }
-    }
-    path
 }
 
 impl RunService {
@@ -254,23 +240,5 @@ impl RunService {
                 poll_interval,
             },
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::json_path_for_pointer;
-
-    #[test]
-    fn pointers_render_as_json_paths() {
-        assert_eq!(
-            json_path_for_pointer("$.inputs.tone", "/0"),
-            "$.inputs.tone[0]"
-        );
-        assert_eq!(
-            json_path_for_pointer("$.inputs.ctx", "/data/a~1b"),
-            "$.inputs.ctx.data.a/b"
-        );
-        assert_eq!(json_path_for_pointer("$.inputs.ctx", ""), "$.inputs.ctx");
     }
 }

@@ -1,0 +1,177 @@
+//! Routes where people act on parked runs: `POST /run.resume` (a human
+//! node's output) and `POST /tasks/{taskId}/decline`.
+//!
+//! A task id is `{runId}:{nodeId}`; `run.resume` takes either `taskId` or
+//! `runId` + `nodeId`. Outcomes: 200 applied; 404 no such run (or another
+//! tenant's); 409 the node no longer waits, or the plan version moved
+//! (`details.currentPlanVersion`); 422 the output breaks the node's
+//! contract (`details.errors[].path` from `$.output`); 400 a malformed body.
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use baton_core::engine::HumanInputRefused;
+use baton_core::schema::json_path_for_pointer;
+use baton_runtime::services::{HumanInput, HumanInputOutcome};
+use serde_json::{Value, json};
+
+use crate::auth::Tenant;
+use crate::error::ApiError;
+use crate::routes::{ApiState, parse_json_body};
+
+fn bad_request(path: &str, message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+        .with_details(json!({"path": path}))
+}
+
+fn text_field<'a>(body: &'a Value, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) if !text.is_empty() => Ok(Some(text)),
+        Some(_) => Err(bad_request(
+            &format!("$.{name}"),
+            format!("`{name}` must be a non-empty string"),
+        )),
+    }
+}
+
+/// `(runId, nodeId)` of a task id `{runId}:{nodeId}`.
+fn split_task_id(task_id: &str) -> Option<(&str, &str)> {
+    task_id
+        .split_once(':')
+        .filter(|(run_id, node_id)| !run_id.is_empty() && !node_id.is_empty())
+}
+
+fn refused(refusal: HumanInputRefused) -> ApiError {
+    match refusal {
+        HumanInputRefused::NotAwaiting {
+            run_status,
+            node_status,
+        } => ApiError::new(
+            StatusCode::CONFLICT,
+            "not_awaiting_a_person",
+            "the node is not waiting for a person (answered already, or the run moved on)",
+        )
+        .with_details(json!({"runStatus": run_status.as_str(), "nodeStatus": node_status})),
+        HumanInputRefused::StalePlanVersion { current } => ApiError::new(
+            StatusCode::CONFLICT,
+            "stale_plan_version",
+            format!("the run's plan is at version {current} now"),
+        )
+        .with_details(json!({"currentPlanVersion": current})),
+        HumanInputRefused::OutputContractViolated(violations) => {
+            let errors: Vec<Value> = violations
+                .iter()
+                .map(|violation| {
+                    json!({
+                        "path": json_path_for_pointer("$.output", &violation.instance_pointer),
+                        "message": violation.message,
+                        "facet": violation.facet,
+                    })
+                })
+                .collect();
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "output_contract_violated",
+                "the output breaks the node's output contract; nothing changed",
+            )
+            .with_details(json!({"errors": errors}))
+        }
+    }
+}
+
+async fn apply(
+    state: &ApiState,
+    tenant: &Tenant,
+    run_id: &str,
+    input: HumanInput,
+) -> Result<Json<Value>, ApiError> {
+    match state.humans.apply(&tenant.0, run_id, input).await? {
+        HumanInputOutcome::Applied { status, version } => Ok(Json(
+            json!({"runId": run_id, "status": status.as_str(), "version": version}),
+        )),
+        HumanInputOutcome::Refused(refusal) => Err(refused(refusal)),
+        HumanInputOutcome::RunNotFound => Err(ApiError::run_not_found(run_id)),
+    }
+}
+
+/// `POST /run.resume`: `{runId, expectedPlanVersion, nodeId | taskId, output}`.
+pub(crate) async fn resume_run(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let body = parse_json_body(&body)?;
+    if !body.is_object() {
+        return Err(bad_request("$", "the body must be a JSON object"));
+    }
+    let (run_id, node_id) = match text_field(&body, "taskId")? {
+        Some(task_id) => {
+            let (run_id, node_id) = split_task_id(task_id)
+                .ok_or_else(|| bad_request("$.taskId", "a task id is `{runId}:{nodeId}`"))?;
+            if text_field(&body, "runId")?.is_some_and(|given| given != run_id) {
+                return Err(bad_request(
+                    "$.runId",
+                    "`runId` differs from the task's run",
+                ));
+            }
+            (run_id.to_string(), node_id.to_string())
+        }
+        None => (
+            text_field(&body, "runId")?
+                .ok_or_else(|| bad_request("$.runId", "`runId` (or `taskId`) is required"))?
+                .to_string(),
+            text_field(&body, "nodeId")?
+                .ok_or_else(|| bad_request("$.nodeId", "`nodeId` (or `taskId`) is required"))?
+                .to_string(),
+        ),
+    };
+    let expected_plan_version = body
+        .get("expectedPlanVersion")
+        .and_then(Value::as_u64)
+        .and_then(|version| u32::try_from(version).ok())
+        .ok_or_else(|| {
+            bad_request(
+                "$.expectedPlanVersion",
+                "`expectedPlanVersion` (the plan version the task was read at) is required",
+            )
+        })?;
+    let output = body
+        .get("output")
+        .cloned()
+        .ok_or_else(|| bad_request("$.output", "`output` is required"))?;
+    let input = HumanInput::Answer {
+        node_id,
+        expected_plan_version,
+        output,
+    };
+    apply(&state, &tenant, &run_id, input).await
+}
+
+/// `POST /tasks/{taskId}/decline`: `{reasonCode, note?}`; the run fails with the reason.
+pub(crate) async fn decline_task(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(task_id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let body = parse_json_body(&body)?;
+    let (run_id, node_id) = split_task_id(&task_id).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "task_not_found",
+            format!("no task `{task_id}` (a task id is `{{runId}}:{{nodeId}}`)"),
+        )
+    })?;
+    let reason_code = text_field(&body, "reasonCode")?
+        .ok_or_else(|| bad_request("$.reasonCode", "`reasonCode` is required"))?
+        .to_string();
+    let note = text_field(&body, "note")?.map(str::to_string);
+    let input = HumanInput::Decline {
+        node_id: node_id.to_string(),
+        reason_code,
+        note,
+    };
+    apply(&state, &tenant, run_id, input).await
+}

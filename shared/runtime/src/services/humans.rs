@@ -1,0 +1,163 @@
+//! People in a run: a person answers a parked node (their output judged
+//! against the node's contract) or declines its task. Each is one
+//! conditional commit on the version read, so two concurrent answers to one
+//! task make one transition; the loser is told the node no longer waits.
+
+use std::sync::Arc;
+
+use baton_core::engine::{
+    Decision, EngineContext, HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node,
+    decline_human_node,
+};
+use baton_core::registry::Registry;
+use baton_core::run::{RunState, RunStatus};
+use baton_core::schema::ValidatorCache;
+use serde_json::Value;
+
+use super::{CommonParts, OrchestratorSettings, OutboxRelay};
+use crate::error::{RuntimeError, StoreError};
+use crate::ports::{Clock, RunStore, StepCommit};
+
+/// What answering or declining came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HumanInputOutcome {
+    /// Committed: the run's status and version afterwards.
+    Applied {
+        status: RunStatus,
+        version: u64,
+    },
+    /// Nothing changed, and why.
+    Refused(HumanInputRefused),
+    RunNotFound,
+}
+
+/// A person's input for one parked node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HumanInput {
+    Answer {
+        node_id: String,
+        expected_plan_version: u32,
+        output: Value,
+    },
+    Decline {
+        node_id: String,
+        reason_code: String,
+        note: Option<String>,
+    },
+}
+
+pub struct HumanService {
+    registry: Arc<Registry>,
+    store: Arc<dyn RunStore>,
+    relay: OutboxRelay,
+    validators: Arc<ValidatorCache>,
+    clock: Arc<dyn Clock>,
+    settings: OrchestratorSettings,
+}
+
+impl HumanService {
+    pub(super) fn new(common: CommonParts) -> Self {
+        HumanService {
+            registry: common.registry,
+            store: common.store,
+            relay: common.relay,
+            validators: common.validators,
+            clock: common.clock,
+            settings: common.settings,
+        }
+    }
+
+    fn engine(&self) -> EngineContext<'_> {
+        EngineContext {
+            registry: &self.registry,
+            validators: &self.validators,
+            planner: self.settings.planner,
+            max_planner_attempts: self.settings.max_planner_attempts,
+        }
+    }
+
+    fn decide(
+        &self,
+        state: RunState,
+        input: &HumanInput,
+    ) -> Result<Result<Decision, HumanInputRefused>, RuntimeError> {
+        let now = self.clock.now();
+        let engine = self.engine();
+        Ok(match input {
+            HumanInput::Answer {
+                node_id,
+                expected_plan_version,
+                output,
+            } => answer_human_node(
+                state,
+                HumanAnswer {
+                    node_id,
+                    expected_plan_version: *expected_plan_version,
+                    output: output.clone(),
+                },
+                now,
+                &engine,
+            )?,
+            HumanInput::Decline {
+                node_id,
+                reason_code,
+                note,
+            } => decline_human_node(
+                state,
+                HumanDecline {
+                    node_id,
+                    reason_code,
+                    note: note.as_deref(),
+                },
+                now,
+                &engine,
+            )?,
+        })
+    }
+
+    /// Applies a person's input to the run: committed conditionally on the
+    /// version read; after a conflict the input is judged again on the new
+    /// state (where the node may no longer wait).
+    pub async fn apply(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        input: HumanInput,
+    ) -> Result<HumanInputOutcome, RuntimeError> {
+        for _ in 0..self.settings.max_commit_rounds {
+            let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+                return Ok(HumanInputOutcome::RunNotFound);
+            };
+            let decision = match self.decide(stored.state, &input)? {
+                Ok(decision) => decision,
+                Err(refused) => return Ok(HumanInputOutcome::Refused(refused)),
+            };
+            let status = decision.state.status;
+            match self
+                .store
+                .commit_step(
+                    tenant_id,
+                    run_id,
+                    StepCommit {
+                        expected_version: stored.version,
+                        state: decision.state,
+                        events: decision.events,
+                        outbox: decision.outbox.clone(),
+                        consumed_message_id: None,
+                    },
+                )
+                .await
+            {
+                Ok(version) => {
+                    self.relay.send(&decision.outbox).await?;
+                    return Ok(HumanInputOutcome::Applied { status, version });
+                }
+                Err(StoreError::VersionConflict { .. }) => continue,
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(RuntimeError::Store(StoreError::VersionConflict {
+            expected: 0,
+        }))
+    }
+}
