@@ -70,6 +70,11 @@ invoke() {
   answer="$directory/answer.json"
   python3 infra/runtime_api.py "$api_port" "$event" "$answer" &
   pid_api=$!
+  # The function's first call is to the Runtime API: wait until it listens.
+  for _ in $(seq 1 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$api_port") 2>/dev/null && break
+    sleep 0.1
+  done
   mapfile -t template_environment < <(python3 infra/template_env.py "${function}Function" "${values[@]}")
   (cd "$directory/task" && exec env -i PATH=/usr/bin:/bin HOME="$directory" \
       AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" AWS_REGION="$AWS_REGION" \

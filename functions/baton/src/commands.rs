@@ -32,9 +32,9 @@ pub const EXIT_AWAITING_HUMAN: u8 = 4;
 const FOLLOW_POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Tenant of runs started from the command line.
-const LOCAL_TENANT: &str = "local";
+pub(crate) const LOCAL_TENANT: &str = "local";
 
-fn invalid(message: impl std::fmt::Display) -> u8 {
+pub(crate) fn invalid(message: impl std::fmt::Display) -> u8 {
     eprintln!("baton: {message}");
     EXIT_INVALID_INPUT
 }
@@ -48,7 +48,7 @@ fn read_envelope_json(path: &Path) -> Result<Value, u8> {
 
 /// The registry: `--registry DIR`, else `BATON_REGISTRY_DIR`, else the one
 /// built into the binary.
-fn load_registry_or_exit(
+pub(crate) fn load_registry_or_exit(
     registry: Option<PathBuf>,
     configuration: &Configuration,
 ) -> Result<Arc<Registry>, u8> {
@@ -56,7 +56,7 @@ fn load_registry_or_exit(
     baton_bootstrap::registry_from(directory.as_deref()).map_err(invalid)
 }
 
-fn configuration_or_exit() -> Result<Configuration, u8> {
+pub(crate) fn configuration_or_exit() -> Result<Configuration, u8> {
     Configuration::from_variables(&process_environment).map_err(invalid)
 }
 
@@ -78,7 +78,7 @@ fn startup(error: baton_bootstrap::StartupError) -> u8 {
 }
 
 /// The SQLite file `sqlite` without a path means: under the user's data directory.
-fn default_state_file() -> Result<PathBuf, u8> {
+pub(crate) fn default_state_file() -> Result<PathBuf, u8> {
     let data_directory = process_environment("XDG_DATA_HOME")
         .filter(|directory| !directory.is_empty())
         .map(PathBuf::from)
@@ -143,7 +143,7 @@ async fn embedded_store_ports(
 }
 
 /// The embedded default: in-memory queue, the chosen embedded store, the configured model.
-async fn embedded_services(
+pub(crate) async fn embedded_services(
     registry: Arc<Registry>,
     configuration: &Configuration,
     store: &crate::StoreChoice,
@@ -279,19 +279,31 @@ pub async fn run(
         }
         Err(error) => return invalid(error),
     };
+    drive_and_print(&services, queue, &submitted.run_id, 0, format).await
+}
+
+/// Steps the run on the in-memory queue until it settles, printing its
+/// frames after `after_sequence`; the exit code says how it ended.
+pub(crate) async fn drive_and_print(
+    services: &Services,
+    queue: Arc<InMemoryStepQueue>,
+    run_id: &str,
+    after_sequence: u64,
+    format: OutputFormat,
+) -> u8 {
     let runner = LocalRunner {
         steps: services.steps.clone(),
         runs: services.runs.clone(),
         queue,
     };
-    let run_id = submitted.run_id.clone();
+    let worker_run_id = run_id.to_string();
     let mut worker =
-        tokio::spawn(async move { runner.run_until_settled(LOCAL_TENANT, &run_id).await });
+        tokio::spawn(async move { runner.run_until_settled(LOCAL_TENANT, &worker_run_id).await });
     let mut printer = FramePrinter::new(format);
     let mut frames = std::pin::pin!(services.runs.follow(
         LOCAL_TENANT,
-        &submitted.run_id,
-        0,
+        run_id,
+        after_sequence,
         FOLLOW_POLL_INTERVAL
     ));
     let mut worker_result = None;
@@ -322,7 +334,7 @@ pub async fn run(
     }
     let final_state = services
         .runs
-        .load(LOCAL_TENANT, &submitted.run_id)
+        .load(LOCAL_TENANT, run_id)
         .await
         .ok()
         .flatten();
@@ -337,12 +349,17 @@ pub async fn run(
     );
     match status {
         RunStatus::Completed => EXIT_COMPLETED,
-        RunStatus::AwaitingHuman => EXIT_AWAITING_HUMAN,
+        RunStatus::AwaitingHuman => {
+            eprintln!(
+                "baton: run {run_id} waits for a person. With --store sqlite it is kept: list its task with `baton tasks`, answer with `baton resume {run_id} --output ANSWER.json`"
+            );
+            EXIT_AWAITING_HUMAN
+        }
         _ => {
             if let Some(failure) = final_state.and_then(|stored| stored.state.failure) {
                 eprintln!(
                     "baton: run {} {}: {}",
-                    submitted.run_id,
+                    run_id,
                     status.as_str(),
                     failure.message
                 );

@@ -8,6 +8,7 @@
 mod commands;
 mod model_choice;
 mod output;
+mod people;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +64,30 @@ enum Command {
         #[arg(long)]
         registry: Option<PathBuf>,
     },
+    /// List the tasks parked runs wait on a person for (SQLite store).
+    Tasks {
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
+        #[arg(long, value_enum, default_value_t = TaskFormat::Pretty)]
+        format: TaskFormat,
+    },
+    /// Answer a parked run's human node with a JSON file, then run on
+    /// (frames and exit codes as `run`).
+    Resume {
+        run_id: String,
+        /// The node's output (JSON), checked against its output contract.
+        #[arg(long)]
+        output: PathBuf,
+        /// The waiting node, when the run waits on several.
+        #[arg(long)]
+        node: Option<String>,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
+        format: OutputFormat,
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
+    },
     /// Serve the HTTP API and SSE streams on localhost, with the step worker in-process.
     Serve {
         /// Where runs are kept: `memory`, `sqlite` (a file under the data
@@ -74,6 +99,16 @@ enum Command {
         #[arg(long)]
         registry: Option<PathBuf>,
     },
+}
+
+/// How `baton tasks` prints.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum TaskFormat {
+    /// One block per task, with the command that answers it.
+    Pretty,
+    /// A JSON array of tasks (`taskId`, `runId`, `nodeId`, `capabilityId`,
+    /// `planVersion`, `outputSchema`, ...).
+    Json,
 }
 
 /// Where runs are kept.
@@ -134,6 +169,25 @@ fn main() -> ExitCode {
                 store,
             } => commands::run(&envelope, registry, format, store).await,
             Command::Plan { envelope, registry } => commands::plan(&envelope, registry),
+            Command::Tasks { store, format } => people::tasks(store, format).await,
+            Command::Resume {
+                run_id,
+                output,
+                node,
+                registry,
+                format,
+                store,
+            } => {
+                people::resume(people::ResumeRequest {
+                    run_id,
+                    node_id: node,
+                    output,
+                    registry,
+                    format,
+                    store,
+                })
+                .await
+            }
             Command::Serve {
                 store,
                 addr,

@@ -876,3 +876,90 @@ async fn a_run_parked_on_sqlite_stays_in_the_file_after_the_process_ends() {
             .contains("use memory, sqlite, sqlite:PATH or dynamodb")
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parked_run_is_listed_and_resumed_by_later_processes() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!(
+        "--store=sqlite:{}",
+        folder.path().join("runs.sqlite3").display()
+    );
+    let parked = baton(
+        Some(&server),
+        &[
+            "run",
+            fixture("human-review.json").to_str().unwrap(),
+            "--format",
+            "ndjson",
+            &store,
+        ],
+    )
+    .await;
+    assert_eq!(parked.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&parked.stderr).contains("baton resume"));
+
+    let listed = baton(None, &["tasks", "--format", "json", &store]).await;
+    assert_eq!(listed.status.code(), Some(0), "{listed:?}");
+    let tasks: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let task = &tasks.as_array().unwrap()[0];
+    assert_eq!(tasks.as_array().unwrap().len(), 1);
+    let run_id = task["runId"].as_str().unwrap();
+    assert_eq!(
+        task["taskId"],
+        format!("{run_id}:{}", task["nodeId"].as_str().unwrap())
+    );
+
+    // An answer that breaks the contract: exit 2 naming the path, nothing changes.
+    let wrong = folder.path().join("wrong.json");
+    std::fs::write(&wrong, r#"{"positioning": 7}"#).unwrap();
+    let refused = baton(
+        None,
+        &[
+            "resume",
+            run_id,
+            "--output",
+            wrong.to_str().unwrap(),
+            &store,
+        ],
+    )
+    .await;
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("$.positioning"));
+    let still = baton(None, &["tasks", "--format", "json", &store]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&still.stdout).unwrap(),
+        tasks
+    );
+
+    let answer = folder.path().join("answer.json");
+    let output = scripted_llm::generate_instance(&task["outputSchema"], "answer");
+    std::fs::write(&answer, output.to_string()).unwrap();
+    let resumed = baton(
+        Some(&server),
+        &[
+            "resume",
+            run_id,
+            "--output",
+            answer.to_str().unwrap(),
+            "--format",
+            "ndjson",
+            &store,
+        ],
+    )
+    .await;
+    assert_eq!(resumed.status.code(), Some(0), "{resumed:?}");
+    let frames: Vec<Value> = String::from_utf8(resumed.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(types(&frames).first(), Some(&"node_complete"));
+    assert_eq!(types(&frames).last(), Some(&"complete"));
+    assert_eq!(frames[0]["payload"]["output"], output);
+    let none_left = baton(None, &["tasks", "--format", "json", &store]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&none_left.stdout).unwrap(),
+        serde_json::json!([])
+    );
+}

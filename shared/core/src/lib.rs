@@ -40,6 +40,7 @@ pub mod registry;
 pub mod run;
 pub mod schema;
 pub mod selection;
+pub mod tasks;
 pub mod validator;
 pub mod variants;
 

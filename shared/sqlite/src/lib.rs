@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at_millis INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, run_id)
 );
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (tenant_id, status);
 CREATE TABLE IF NOT EXISTS idempotency (
     tenant_id TEXT NOT NULL,
     idempotency_key TEXT NOT NULL,

@@ -1,0 +1,60 @@
+//! Human tasks: what a person is asked to do, derived from a parked run's
+//! state (a node of a human capability waiting for its output). A task's id
+//! is `{runId}:{nodeId}`; its answer goes through `run.resume`.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::run::{NodeStatus, RunState};
+
+/// One pending task of a person.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HumanTask {
+    pub task_id: String,
+    pub run_id: String,
+    pub node_id: String,
+    pub capability_id: String,
+    /// The plan version to answer at (`expectedPlanVersion`).
+    pub plan_version: u32,
+    pub instructions: String,
+    pub input_facets: Vec<String>,
+    pub output_facets: Vec<String>,
+    /// The JSON Schema the answer must satisfy (the node's output contract).
+    pub output_schema: Value,
+}
+
+/// The task id of `node_id` in `run_id`.
+pub fn task_id(run_id: &str, node_id: &str) -> String {
+    format!("{run_id}:{node_id}")
+}
+
+/// The run's pending human tasks, in plan order.
+pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
+    let Some(plan) = &state.plan else {
+        return Vec::new();
+    };
+    if state.status.is_terminal() {
+        return Vec::new();
+    }
+    plan.nodes
+        .iter()
+        .filter(|node| {
+            state
+                .nodes
+                .get(&node.node_id)
+                .is_some_and(|record| record.status == NodeStatus::AwaitingHuman)
+        })
+        .map(|node| HumanTask {
+            task_id: task_id(&state.run_id, &node.node_id),
+            run_id: state.run_id.clone(),
+            node_id: node.node_id.clone(),
+            capability_id: node.capability_id.clone(),
+            plan_version: state.plan_version(),
+            instructions: node.instructions.clone(),
+            input_facets: node.input_facets.clone(),
+            output_facets: node.output_facets.clone(),
+            output_schema: node.output_contract.schema.as_ref().clone(),
+        })
+        .collect()
+}
