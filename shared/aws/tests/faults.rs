@@ -489,3 +489,78 @@ async fn store_and_queue_calls_per_node_step() {
         RunStatus::Completed
     );
 }
+
+/// Two people answer one parked node at once, on DynamoDB: exactly one
+/// answer is applied, the other is told the node no longer waits, and the
+/// node completes once.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_concurrent_answers_to_one_task_make_one_transition() {
+    use baton_runtime::services::{HumanInput, HumanInputOutcome};
+
+    let fixture = fixture().await;
+    let orchestrator = orchestrator(&fixture, fixture.store.clone(), fixture.sqs.clone());
+    let human_review: Value = serde_json::from_str(
+        &std::fs::read_to_string(baton_test_support::repository_path(
+            "functions/baton/tests/fixtures/human-review.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let submitted = orchestrator
+        .services
+        .runs
+        .submit("t", &human_review)
+        .await
+        .unwrap();
+    assert_eq!(
+        drive_until_settled(&orchestrator, &submitted.run_id).await,
+        RunStatus::AwaitingHuman
+    );
+    let parked = fixture
+        .store
+        .load_run("t", &submitted.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    let tasks = baton_core::tasks::human_tasks(&parked.state);
+    assert_eq!(tasks.len(), 1);
+    let task = &tasks[0];
+    let answer = || HumanInput::Answer {
+        node_id: task.node_id.clone(),
+        expected_plan_version: task.plan_version,
+        output: scripted_llm::generate_instance(&task.output_schema, "answer"),
+    };
+    let humans = orchestrator.services.humans.clone();
+    let (first, second) = tokio::join!(
+        humans.apply("t", &submitted.run_id, answer()),
+        humans.apply("t", &submitted.run_id, answer())
+    );
+    let outcomes = [first.unwrap(), second.unwrap()];
+    let applied = outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome, HumanInputOutcome::Applied { .. }))
+        .count();
+    let refused = outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome, HumanInputOutcome::Refused(_)))
+        .count();
+    assert_eq!((applied, refused), (1, 1), "{outcomes:?}");
+    assert_eq!(
+        drive_until_settled(&orchestrator, &submitted.run_id).await,
+        RunStatus::Completed
+    );
+    let frames = orchestrator
+        .services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    let completions = frames
+        .iter()
+        .filter(|frame| {
+            frame.event_type.as_str() == "node_complete"
+                && frame.node_id.as_deref() == Some(task.node_id.as_str())
+        })
+        .count();
+    assert_eq!(completions, 1, "no duplicate frame");
+}

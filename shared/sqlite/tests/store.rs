@@ -261,3 +261,87 @@ async fn a_new_process_picks_up_what_the_last_one_left_in_the_outbox() {
     );
     assert!(store.unconsumed_outbox().await.unwrap().is_empty());
 }
+
+/// Two people answer one parked node at once, on SQLite: one answer is
+/// applied, the other is refused, and the run completes with one
+/// `node_complete` for the node.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
+    use baton_runtime::memory::InMemoryStepQueue;
+    use baton_runtime::services::{HumanInput, HumanInputOutcome};
+    use baton_runtime::worker::LocalRunner;
+
+    let directory = tempfile::tempdir().unwrap();
+    let store = Arc::new(store_in(&directory));
+    let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
+    let provider = Arc::new(
+        baton_llm::OpenAiCompatibleProvider::new(baton_llm::OpenAiCompatibleConfig::new(
+            model.base_url(),
+            "scripted",
+            None,
+        ))
+        .unwrap(),
+    );
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = baton_test_support::TestServices::with_model(provider)
+        .store(store.clone())
+        .queue(queue.clone())
+        .capability_directory(store.clone())
+        .build()
+        .services;
+    let human_review: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(baton_test_support::repository_path(
+            "functions/baton/tests/fixtures/human-review.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let run_id = services
+        .runs
+        .submit("t", &human_review)
+        .await
+        .unwrap()
+        .run_id;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    assert_eq!(
+        runner.run_until_settled("t", &run_id).await.unwrap(),
+        RunStatus::AwaitingHuman
+    );
+    let parked = store.load_run("t", &run_id).await.unwrap().unwrap();
+    let task = baton_core::tasks::human_tasks(&parked.state).remove(0);
+    let answer = || HumanInput::Answer {
+        node_id: task.node_id.clone(),
+        expected_plan_version: task.plan_version,
+        output: scripted_llm::generate_instance(&task.output_schema, "answer"),
+    };
+    let (first, second) = tokio::join!(
+        services.humans.apply("t", &run_id, answer()),
+        services.humans.apply("t", &run_id, answer())
+    );
+    let outcomes = [first.unwrap(), second.unwrap()];
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|outcome| matches!(outcome, HumanInputOutcome::Applied { .. }))
+            .count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        runner.run_until_settled("t", &run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let frames = store.read_events("t", &run_id, 0, 10_000).await.unwrap();
+    assert_eq!(
+        frames
+            .iter()
+            .filter(|frame| frame.event_type.as_str() == "node_complete"
+                && frame.node_id.as_deref() == Some(task.node_id.as_str()))
+            .count(),
+        1
+    );
+}
