@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use baton_core::engine::HumanInputRefused;
 use baton_core::schema::json_path_for_pointer;
 use baton_core::tasks::{HumanTask, human_tasks};
+use baton_runtime::ports::RunStore;
 use baton_runtime::services::{HumanInput, HumanInputOutcome};
 use serde_json::Value;
 
@@ -39,7 +40,7 @@ pub async fn tasks(store: StoreChoice, format: TaskFormat) -> u8 {
         Ok(sqlite) => sqlite,
         Err(error) => return invalid(format!("store {}: {error}", path.display())),
     };
-    let runs = match sqlite.runs_awaiting_people(LOCAL_TENANT).await {
+    let runs = match sqlite.runs_awaiting_human(LOCAL_TENANT).await {
         Ok(runs) => runs,
         Err(error) => return invalid(format!("store {}: {error}", path.display())),
     };

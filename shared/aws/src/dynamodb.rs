@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
-use baton_core::run::{RunState, StepMessage};
+use baton_core::run::{RunState, RunStatus, StepMessage};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::Clock;
@@ -27,9 +27,15 @@ pub(crate) type Item = HashMap<String, AttributeValue>;
 /// The sort key of a run's item (state, version, status).
 pub(crate) const RUN_SK: &str = "RUN";
 
-/// Sparse index of unsent outbox entries (the sweeper's view), sharded by run.
+/// The sparse index, overloaded: unsent outbox entries (the sweeper's view,
+/// sharded by run) and runs waiting for a person (under their tenant).
 pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
 pub(crate) const PENDING_OUTBOX_SHARDS: u32 = 8;
+
+/// The index key under which a tenant's runs waiting for a person are listed.
+pub(crate) fn awaiting_human_key(tenant_id: &str) -> String {
+    format!("T#{tenant_id}#AWAITING_HUMAN")
+}
 
 /// Events, leases and leftover outbox entries live this long after they
 /// are written (DynamoDB TTL).
@@ -314,25 +320,35 @@ impl RunStore for DynamoRunStore {
             let seen = self.sequence_for_write(&pk, stale).await?.last_sequence;
             // Events, outbox and sequence first, the run item last: a reader that sees the
             // new status (on emulators that apply transactions item by item) sees its frames.
-            let run_update = TransactWriteItem::builder()
-                .update(
-                    Update::builder()
-                        .table_name(&self.table)
-                        .key("pk", s(&pk))
-                        .key("sk", s(RUN_SK))
-                        .update_expression(
-                            "SET #state = :state, version = :next_version, #status = :status",
-                        )
-                        .condition_expression("version = :version")
-                        .expression_attribute_names("#state", "state")
-                        .expression_attribute_names("#status", "status")
-                        .expression_attribute_values(":state", encoded_state.clone())
-                        .expression_attribute_values(":next_version", n(expected_version + 1))
-                        .expression_attribute_values(":status", s(commit.state.status.as_str()))
-                        .expression_attribute_values(":version", n(expected_version))
-                        .build()
-                        .map_err(unavailable)?,
+            let mut run_update = Update::builder()
+                .table_name(&self.table)
+                .key("pk", s(&pk))
+                .key("sk", s(RUN_SK))
+                .condition_expression("version = :version")
+                .expression_attribute_names("#state", "state")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":state", encoded_state.clone())
+                .expression_attribute_values(":next_version", n(expected_version + 1))
+                .expression_attribute_values(":status", s(commit.state.status.as_str()))
+                .expression_attribute_values(":version", n(expected_version));
+            // A run waiting for a person is listed in the sparse index under its tenant.
+            run_update = if commit.state.status == RunStatus::AwaitingHuman {
+                run_update
+                    .update_expression(
+                        "SET #state = :state, version = :next_version, #status = :status, gsi1pk = :awaiting, gsi1sk = :order",
+                    )
+                    .expression_attribute_values(":awaiting", s(awaiting_human_key(tenant_id)))
+                    .expression_attribute_values(
+                        ":order",
+                        s(format!("{}#{run_id}", commit.state.created_at)),
+                    )
+            } else {
+                run_update.update_expression(
+                    "SET #state = :state, version = :next_version, #status = :status REMOVE gsi1pk, gsi1sk",
                 )
+            };
+            let run_update = TransactWriteItem::builder()
+                .update(run_update.build().map_err(unavailable)?)
                 .build();
             let mut items = self.event_items(
                 &pk,
@@ -438,6 +454,10 @@ impl RunStore for DynamoRunStore {
         run_id: &str,
     ) -> Result<Vec<StepMessage>, StoreError> {
         self.query_pending_outbox(tenant_id, run_id).await
+    }
+
+    async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
+        self.query_runs_awaiting_human(tenant_id).await
     }
 
     async fn stale_outbox(

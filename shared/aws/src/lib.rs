@@ -19,9 +19,10 @@
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //!
-//! Index `gsi1` (`gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{writtenMillis:020}#{messageId}`) is
-//! sparse: only outbox entries neither consumed nor re-sent carry it, so the sweeper reads
-//! exactly those.
+//! Index `gsi1` is sparse and overloaded: outbox entries neither consumed nor re-sent carry
+//! `gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{writtenMillis:020}#{messageId}` (the
+//! sweeper reads exactly those); a run item waiting for a person carries `gsi1pk` =
+//! `T#{tenant}#AWAITING_HUMAN`, `gsi1sk` = `{createdAt}#{runId}` (the tenant's task list).
 //!
 //! Every key starts with the tenant, so one tenant can never address another's items.
 //!

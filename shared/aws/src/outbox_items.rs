@@ -7,8 +7,8 @@ use baton_core::run::StepMessage;
 use baton_runtime::error::StoreError;
 
 use crate::dynamodb::{
-    DynamoRunStore, Item, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, put, read_text, run_pk, s,
-    unavailable,
+    DynamoRunStore, Item, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, awaiting_human_key, put,
+    read_text, run_pk, s, unavailable,
 };
 
 fn pending_outbox_shard(run_id: &str) -> String {
@@ -96,6 +96,38 @@ impl DynamoRunStore {
                     .map_err(|error| StoreError::Corrupt(error.to_string()))
             })
             .collect()
+    }
+
+    /// The tenant's runs waiting for a person, from the sparse index
+    /// (every page), oldest first.
+    pub(crate) async fn query_runs_awaiting_human(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<baton_core::run::RunState>, StoreError> {
+        let mut states = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(PENDING_OUTBOX_INDEX)
+                .key_condition_expression("gsi1pk = :awaiting")
+                .expression_attribute_values(":awaiting", s(awaiting_human_key(tenant_id)))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|error| {
+                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
+                })?;
+            for item in output.items() {
+                states.push(crate::state_codec::decode_state(item.get("state"))?);
+            }
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(states),
+            }
+        }
     }
 
     pub(crate) async fn query_stale_outbox(

@@ -82,6 +82,10 @@ impl RunStore for CountingStore {
         self.1.add("store.commit_step");
         self.0.commit_step(tenant, run, commit).await
     }
+    async fn runs_awaiting_human(&self, tenant: &str) -> Result<Vec<RunState>, StoreError> {
+        self.1.add("store.runs_awaiting_human");
+        self.0.runs_awaiting_human(tenant).await
+    }
     async fn append_events(
         &self,
         tenant: &str,

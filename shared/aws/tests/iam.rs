@@ -378,6 +378,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .await
         .unwrap();
     parts.services.capabilities.list("t").await.unwrap();
+    parts.services.humans.pending_tasks("t", None).await.unwrap();
     let registration = serde_json::json!({
         "capabilityId": "writer.iam", "agentType": "ai", "version": "1", "displayName": "w",
         "summary": "s", "inputContract": ["creative_brief"], "outputContract": ["copyVariants"]

@@ -1,5 +1,6 @@
-//! Routes where people act on parked runs: `POST /run.resume` (a human
-//! node's output) and `POST /tasks/{taskId}/decline`.
+//! Routes where people act on parked runs: `GET /tasks` (what waits for
+//! them), `POST /run.resume` (a human node's output) and
+//! `POST /tasks/{taskId}/decline`.
 //!
 //! A task id is `{runId}:{nodeId}`; `run.resume` takes either `taskId` or
 //! `runId` + `nodeId`. Outcomes: 200 applied; 404 no such run (or another
@@ -8,7 +9,7 @@
 //! contract (`details.errors[].path` from `$.output`); 400 a malformed body.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use baton_core::engine::HumanInputRefused;
@@ -94,6 +95,29 @@ async fn apply(
         HumanInputOutcome::Refused(refusal) => Err(refused(refusal)),
         HumanInputOutcome::RunNotFound => Err(ApiError::run_not_found(run_id)),
     }
+}
+
+/// `GET /tasks?status=pending&capabilityId=`: the tenant's pending tasks.
+pub(crate) async fn list_tasks(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    if let Some(status) = query.get("status")
+        && status != "pending"
+    {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_query",
+            format!("status `{status}`: only `pending` tasks are kept (answered and declined ones are in their run's frames)"),
+        )
+        .with_details(json!({"parameter": "status"})));
+    }
+    let tasks = state
+        .humans
+        .pending_tasks(&tenant.0, query.get("capabilityId").map(String::as_str))
+        .await?;
+    Ok(Json(json!({"tasks": tasks})))
 }
 
 /// `POST /run.resume`: `{runId, expectedPlanVersion, nodeId | taskId, output}`.

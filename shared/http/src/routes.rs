@@ -59,7 +59,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/capabilities", get(list_capabilities))
         .route("/run.resume", post(crate::humans::resume_run))
         .route("/hitl/resolve", post(not_yet("resolving HITL requests")))
-        .route("/tasks", get(not_yet("the human task queue")))
+        .route("/tasks", get(crate::humans::list_tasks))
         .route(
             "/tasks/{task_id}/decline",
             post(crate::humans::decline_task),

@@ -606,6 +606,28 @@ async fn a_person_resumes_a_parked_run_once_with_valid_output() {
     let version = parked["planVersion"].clone();
     let output_schema = parked["payload"]["contract"]["outputSchema"].clone();
 
+    // The task is listed for its tenant (and its capability), not for another.
+    let capability = parked["payload"]["capabilityId"].as_str().unwrap();
+    let listed = get_json(
+        &api,
+        &format!("/tasks?status=pending&capabilityId={capability}"),
+        ACME_TOKEN,
+    )
+    .await;
+    let tasks = listed["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{listed}");
+    assert_eq!(tasks[0]["taskId"], format!("{run_id}:{node_id}"));
+    assert_eq!(tasks[0]["outputSchema"], output_schema);
+    assert_eq!(tasks[0]["planVersion"], version);
+    let other_capability = get_json(&api, "/tasks?capabilityId=nobody", ACME_TOKEN).await;
+    assert_eq!(other_capability["tasks"], json!([]));
+    assert_eq!(
+        get_json(&api, "/tasks", GLOBEX_TOKEN).await["tasks"],
+        json!([])
+    );
+    let (status, _) = post_json(&api, "/run.resume", ACME_TOKEN, &json!([])).await;
+    assert_eq!(status, 400);
+
     // Output that breaks the node's contract: 422 with paths, nothing changes.
     let (status, body) = post_json(
         &api,
@@ -682,6 +704,10 @@ async fn a_person_resumes_a_parked_run_once_with_valid_output() {
     assert_eq!(completions_of_the_node, 1, "no duplicate frame");
     baton_test_support::assert_frame_values_match_schemas(&after);
     assert_eq!(after[0]["payload"]["output"], output);
+    assert_eq!(
+        get_json(&api, "/tasks", ACME_TOKEN).await["tasks"],
+        json!([])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -421,6 +421,54 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         after_release == ClaimOutcome::Claimed,
         "a released claim can be taken at once",
     )?;
+
+    // Runs waiting for a person are listed under their tenant only.
+    let current = store
+        .load_run(&tenant, &run_id)
+        .await
+        .map_err(failed)?
+        .ok_or("run still loads")?;
+    let mut parked = current.state.clone();
+    parked.status = RunStatus::AwaitingHuman;
+    let parked_version = store
+        .commit_step(
+            &tenant,
+            &run_id,
+            commit(current.version, parked, vec![], vec![], None),
+        )
+        .await
+        .map_err(failed)?;
+    let listed = store.runs_awaiting_human(&tenant).await.map_err(failed)?;
+    check(
+        listed.len() == 1 && listed[0].run_id == run_id,
+        "a run waiting for a person is listed",
+    )?;
+    check(
+        store
+            .runs_awaiting_human(&format!("{tenant}-other"))
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "another tenant lists none of it",
+    )?;
+    let mut resumed = current.state;
+    resumed.status = RunStatus::Running;
+    store
+        .commit_step(
+            &tenant,
+            &run_id,
+            commit(parked_version, resumed, vec![], vec![], None),
+        )
+        .await
+        .map_err(failed)?;
+    check(
+        store
+            .runs_awaiting_human(&tenant)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "a run no longer waiting is no longer listed",
+    )?;
     Ok(())
 }
 

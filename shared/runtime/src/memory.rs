@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use baton_core::capability::RegisteredCapability;
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
-use baton_core::run::{RunState, StepMessage};
+use baton_core::run::{RunState, RunStatus, StepMessage};
 use tokio::sync::Notify;
 
 use crate::clock::SystemClock;
@@ -305,6 +305,20 @@ impl RunStore for InMemoryRunStore {
             .filter(|entry| !entry.sent)
             .map(|entry| entry.message.clone())
             .collect())
+    }
+
+    async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let mut parked: Vec<RunState> = tables
+            .runs
+            .iter()
+            .filter(|((tenant, _), record)| {
+                tenant == tenant_id && record.state.status == RunStatus::AwaitingHuman
+            })
+            .map(|(_, record)| record.state.clone())
+            .collect();
+        parked.sort_by(|a, b| (&a.created_at, &a.run_id).cmp(&(&b.created_at, &b.run_id)));
+        Ok(parked)
     }
 
     async fn stale_outbox(

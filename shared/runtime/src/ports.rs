@@ -156,6 +156,10 @@ pub trait RunStore: Send + Sync {
         message_ids: &[String],
     ) -> Result<(), StoreError>;
 
+    /// The tenant's runs waiting for a person (status `awaiting_human`),
+    /// oldest first: where the human task list comes from.
+    async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError>;
+
     /// Unconsumed, not yet re-sent outbox entries of any run written before
     /// `written_before` (a crash between commit and send, or a backlog),
     /// oldest first.

@@ -457,6 +457,12 @@ impl RunStore for FlakyCommitStore {
     ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
         self.inner.read_events(tenant, run, after, limit).await
     }
+    async fn runs_awaiting_human(
+        &self,
+        tenant: &str,
+    ) -> Result<Vec<baton_core::run::RunState>, baton_runtime::error::StoreError> {
+        self.inner.runs_awaiting_human(tenant).await
+    }
     async fn pending_outbox(
         &self,
         tenant: &str,

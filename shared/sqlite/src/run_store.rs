@@ -121,28 +121,6 @@ fn consume_outbox_entry(
 }
 
 impl SqliteStore {
-    /// The tenant's runs waiting for a person, oldest first (what `baton
-    /// tasks` lists).
-    pub async fn runs_awaiting_people(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
-        let tenant_id = tenant_id.to_string();
-        let states: Vec<String> = self
-            .with_connection(move |connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT state FROM runs WHERE tenant_id = ?1 AND status = 'awaiting_human'
-                         ORDER BY created_at_millis, run_id",
-                    )
-                    .map_err(unavailable)?;
-                let rows = statement
-                    .query_map(params![tenant_id], |row| row.get(0))
-                    .map_err(unavailable)?;
-                rows.collect::<Result<Vec<String>, _>>()
-                    .map_err(unavailable)
-            })
-            .await?;
-        states.iter().map(|state| from_json(state)).collect()
-    }
-
     /// Every outbox entry no step has consumed, re-sent or not, oldest
     /// first: what a process starting on this file puts back on its
     /// in-memory queue (the queue died with the last process; the outbox
@@ -467,6 +445,26 @@ impl RunStore for SqliteStore {
             transaction.commit().map_err(unavailable)
         })
         .await
+    }
+
+    async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
+        let tenant_id = tenant_id.to_string();
+        let states: Vec<String> = self
+            .with_connection(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT state FROM runs WHERE tenant_id = ?1 AND status = 'awaiting_human'
+                         ORDER BY created_at_millis, run_id",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![tenant_id], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<String>, _>>()
+                    .map_err(unavailable)
+            })
+            .await?;
+        states.iter().map(|state| from_json(state)).collect()
     }
 
     async fn stale_outbox(

@@ -12,6 +12,7 @@ use baton_core::engine::{
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, RunStatus};
 use baton_core::schema::ValidatorCache;
+use baton_core::tasks::{HumanTask, human_tasks};
 use serde_json::Value;
 
 use super::{CommonParts, OrchestratorSettings, OutboxRelay};
@@ -113,6 +114,21 @@ impl HumanService {
                 &engine,
             )?,
         })
+    }
+
+    /// The tenant's pending human tasks (of one capability, when given),
+    /// oldest run first.
+    pub async fn pending_tasks(
+        &self,
+        tenant_id: &str,
+        capability_id: Option<&str>,
+    ) -> Result<Vec<HumanTask>, RuntimeError> {
+        let runs = self.store.runs_awaiting_human(tenant_id).await?;
+        Ok(runs
+            .iter()
+            .flat_map(human_tasks)
+            .filter(|task| capability_id.is_none_or(|wanted| task.capability_id == wanted))
+            .collect())
     }
 
     /// Applies a person's input to the run: committed conditionally on the
