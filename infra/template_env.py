@@ -35,9 +35,12 @@ with open(sys.argv[0].rsplit("/", 1)[0] + "/template.yaml") as handle:
 def resolve(value):
     if isinstance(value, Tagged):
         if value.tag == "Ref":
-            if value.value not in pairs:
+            if value.value in pairs:
+                return pairs[value.value]
+            default = template.get("Parameters", {}).get(value.value, {}).get("Default")
+            if default is None:
                 sys.exit(f"template_env: give a value for {value.value}")
-            return pairs[value.value]
+            return str(default)
         if value.tag == "FindInMap":
             name, key, field = value.value
             return str(template["Mappings"][name][key][field])

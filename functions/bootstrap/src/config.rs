@@ -36,10 +36,21 @@ pub struct Configuration {
     /// `BATON_SWEEP_AFTER_SECONDS`: age of an unconsumed outbox entry the sweeper
     /// re-sends (default 300).
     pub sweep_after: Duration,
+    /// `BATON_DELTA_FLUSH_MILLIS`: how often a model's streamed text is
+    /// appended to the event log while it answers (default 100); `off`
+    /// keeps no deltas (each batch is one DynamoDB transaction in the cloud).
+    pub delta_flush: DeltaFlush,
     /// `BATON_LOG`: tracing filter.
     pub log_filter: Option<String>,
     /// `AWS_LAMBDA_LOG_STREAM_NAME`: unique per Lambda instance; scopes node claims.
     pub lambda_log_stream: Option<String>,
+}
+
+/// Whether and how often streamed model text reaches the event log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeltaFlush {
+    Every(Duration),
+    Off,
 }
 
 fn non_empty(read: VariableReader<'_>, name: &str) -> Option<String> {
@@ -67,7 +78,20 @@ impl Configuration {
                 ))
             })?),
         };
+        let delta_flush = match non_empty(read, "BATON_DELTA_FLUSH_MILLIS").as_deref() {
+            None => DeltaFlush::Every(Duration::from_millis(100)),
+            Some("off") => DeltaFlush::Off,
+            Some(text) => match text.parse::<u64>() {
+                Ok(millis) if millis > 0 => DeltaFlush::Every(Duration::from_millis(millis)),
+                _ => {
+                    return Err(StartupError(format!(
+                        "BATON_DELTA_FLUSH_MILLIS must be a positive number of milliseconds or `off` (got `{text}`)"
+                    )));
+                }
+            },
+        };
         Ok(Configuration {
+            delta_flush,
             registry_dir: non_empty(read, "BATON_REGISTRY_DIR").map(PathBuf::from),
             planner,
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
@@ -139,6 +163,36 @@ mod tests {
                 Box::leak(vec![(name, value)].into_boxed_slice());
             let error = Configuration::from_variables(&reader(pairs)).unwrap_err();
             assert!(error.0.contains(named), "{error}");
+        }
+    }
+
+    #[test]
+    fn delta_flush_is_a_period_or_off() {
+        assert_eq!(
+            Configuration::from_variables(&reader(&[]))
+                .unwrap()
+                .delta_flush,
+            DeltaFlush::Every(Duration::from_millis(100))
+        );
+        assert_eq!(
+            Configuration::from_variables(&reader(&[("BATON_DELTA_FLUSH_MILLIS", "1000")]))
+                .unwrap()
+                .delta_flush,
+            DeltaFlush::Every(Duration::from_secs(1))
+        );
+        assert_eq!(
+            Configuration::from_variables(&reader(&[("BATON_DELTA_FLUSH_MILLIS", "off")]))
+                .unwrap()
+                .delta_flush,
+            DeltaFlush::Off
+        );
+        for wrong in ["0", "soon"] {
+            let pairs: &'static [(&'static str, &'static str)] = match wrong {
+                "0" => &[("BATON_DELTA_FLUSH_MILLIS", "0")],
+                _ => &[("BATON_DELTA_FLUSH_MILLIS", "soon")],
+            };
+            let error = Configuration::from_variables(&reader(pairs)).unwrap_err();
+            assert!(error.0.contains("BATON_DELTA_FLUSH_MILLIS"), "{error:?}");
         }
     }
 }

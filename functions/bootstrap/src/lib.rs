@@ -125,9 +125,16 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
 
 /// Step-loop settings from the configuration.
 pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
+    let defaults = OrchestratorSettings::default();
+    let (stream_deltas, delta_flush_interval) = match configuration.delta_flush {
+        crate::config::DeltaFlush::Every(interval) => (true, interval),
+        crate::config::DeltaFlush::Off => (false, defaults.delta_flush_interval),
+    };
     OrchestratorSettings {
         planner: configuration.planner,
-        ..OrchestratorSettings::default()
+        stream_deltas,
+        delta_flush_interval,
+        ..defaults
     }
 }
 

@@ -378,7 +378,12 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .await
         .unwrap();
     parts.services.capabilities.list("t").await.unwrap();
-    parts.services.humans.pending_tasks("t", None).await.unwrap();
+    parts
+        .services
+        .humans
+        .pending_tasks("t", None)
+        .await
+        .unwrap();
     let registration = serde_json::json!({
         "capabilityId": "writer.iam", "agentType": "ai", "version": "1", "displayName": "w",
         "summary": "s", "inputContract": ["creative_brief"], "outputContract": ["copyVariants"]
@@ -533,15 +538,8 @@ impl Intercept for CallCounter {
     }
 }
 
-/// The AWS calls one node step makes: one consistent read of the run (a
-/// `Query` returning the run item and its small sequence item);
-/// one transactional write for the claim (lease + `node_start` + the
-/// handled outbox entry consumed), one per streamed delta batch (the
-/// scripted model's answer streams as one batch) and one for the commit
-/// (state + events + outbox); one send and one delete. Nothing is re-read
-/// and no outbox entry is marked on the way.
-#[tokio::test(flavor = "multi_thread")]
-async fn aws_calls_per_node_step_are_at_the_floor() {
+/// The AWS calls of one node step (the first node of the sample) with `settings`.
+async fn calls_for_one_node_step(settings: OrchestratorSettings) -> BTreeMap<String, usize> {
     let fixture = fixture().await;
     let calls = Arc::new(Mutex::new(BTreeMap::new()));
     let (store, queue) = adapters_with(&fixture, |service| CallCounter {
@@ -552,6 +550,7 @@ async fn aws_calls_per_node_step_are_at_the_floor() {
         .store(store.clone())
         .queue(queue.clone())
         .capability_directory(store.clone())
+        .settings(settings)
         .build()
         .services;
     services
@@ -578,14 +577,51 @@ async fn aws_calls_per_node_step_are_at_the_floor() {
         .unwrap();
     let per_step = calls.lock().unwrap().clone();
     eprintln!("AWS calls for one node step: {per_step:?}");
-    let floor: BTreeMap<String, usize> = [
-        ("dynamodb.Query", 1),
-        ("dynamodb.TransactWriteItems", 3),
-        ("sqs.SendMessageBatch", 1),
-        ("sqs.DeleteMessage", 1),
-    ]
-    .into_iter()
-    .map(|(name, count)| (name.to_string(), count))
-    .collect();
-    assert_eq!(per_step, floor, "AWS calls for one node step");
+    per_step
+}
+
+fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
+    pairs
+        .iter()
+        .map(|(name, count)| (name.to_string(), *count))
+        .collect()
+}
+
+/// The AWS calls one node step makes: one consistent read of the run (a
+/// `Query` returning the run item and its small sequence item); one
+/// transactional write for the claim (lease + `node_start` + the handled
+/// outbox entry consumed), one per streamed delta batch (the scripted
+/// model's answer streams as one batch) and one for the commit (state +
+/// events + outbox); one send and one delete. Nothing is re-read and no
+/// outbox entry is marked on the way. With deltas off
+/// (`BATON_DELTA_FLUSH_MILLIS=off`), the claim and the commit are the only
+/// writes.
+#[tokio::test(flavor = "multi_thread")]
+async fn aws_calls_per_node_step_are_at_the_floor() {
+    let streamed = calls_for_one_node_step(OrchestratorSettings::default()).await;
+    assert_eq!(
+        streamed,
+        counts(&[
+            ("dynamodb.Query", 1),
+            ("dynamodb.TransactWriteItems", 3),
+            ("sqs.SendMessageBatch", 1),
+            ("sqs.DeleteMessage", 1),
+        ]),
+        "AWS calls for one node step"
+    );
+    let quiet = calls_for_one_node_step(OrchestratorSettings {
+        stream_deltas: false,
+        ..OrchestratorSettings::default()
+    })
+    .await;
+    assert_eq!(
+        quiet,
+        counts(&[
+            ("dynamodb.Query", 1),
+            ("dynamodb.TransactWriteItems", 2),
+            ("sqs.SendMessageBatch", 1),
+            ("sqs.DeleteMessage", 1),
+        ]),
+        "AWS calls for one node step without deltas"
+    );
 }

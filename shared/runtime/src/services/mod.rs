@@ -44,6 +44,8 @@ pub struct OrchestratorSettings {
     pub delta_flush_bytes: usize,
     /// …or when this long has passed since the last flush.
     pub delta_flush_interval: Duration,
+    /// Whether streamed model text is appended to the event log at all.
+    pub stream_deltas: bool,
     /// Bound on reload-and-reapply rounds after version conflicts.
     pub max_commit_rounds: u32,
     /// Which planner drafts plans.
@@ -65,6 +67,7 @@ impl Default for OrchestratorSettings {
             node_lease: Duration::from_secs(300),
             delta_flush_bytes: 512,
             delta_flush_interval: Duration::from_millis(100),
+            stream_deltas: true,
             max_commit_rounds: 16,
             busy_retry_delay: Duration::from_secs(2),
             planner: PlannerChoice::Deterministic,

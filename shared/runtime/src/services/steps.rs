@@ -371,6 +371,9 @@ impl StepService {
             let mut last_flush = tokio::time::Instant::now();
             let mut flush_error = None;
             while let Some(delta) = receiver.recv().await {
+                if !self.settings.stream_deltas {
+                    continue;
+                }
                 let text = match delta {
                     ModelDelta::Text(text) => text,
                     ModelDelta::Restarted => {
