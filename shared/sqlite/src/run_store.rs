@@ -29,6 +29,20 @@ fn as_i64(number: u64) -> i64 {
     i64::try_from(number).unwrap_or(i64::MAX)
 }
 
+/// The first column (text) of every row `sql` selects with `parameters`.
+fn texts(
+    connection: &rusqlite::Connection,
+    sql: &str,
+    parameters: impl rusqlite::Params,
+) -> Result<Vec<String>, StoreError> {
+    let mut statement = connection.prepare_cached(sql).map_err(unavailable)?;
+    let rows = statement
+        .query_map(parameters, |row| row.get(0))
+        .map_err(unavailable)?;
+    rows.collect::<Result<Vec<String>, _>>()
+        .map_err(unavailable)
+}
+
 fn begin(connection: &mut rusqlite::Connection) -> Result<Transaction<'_>, StoreError> {
     connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -128,16 +142,11 @@ impl SqliteStore {
     pub async fn unconsumed_outbox(&self) -> Result<Vec<StepMessage>, StoreError> {
         let messages: Vec<String> = self
             .with_connection(|connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT message FROM outbox ORDER BY written_at_millis, message_id",
-                    )
-                    .map_err(unavailable)?;
-                let rows = statement
-                    .query_map([], |row| row.get(0))
-                    .map_err(unavailable)?;
-                rows.collect::<Result<Vec<String>, _>>()
-                    .map_err(unavailable)
+                texts(
+                    connection,
+                    "SELECT message FROM outbox ORDER BY written_at_millis, message_id",
+                    [],
+                )
             })
             .await?;
         messages.iter().map(|message| from_json(message)).collect()
@@ -386,16 +395,8 @@ impl RunStore for SqliteStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let frames: Vec<String> = self
             .with_connection(move |connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT frame FROM events WHERE tenant_id = ?1 AND run_id = ?2 AND sequence > ?3
-                         ORDER BY sequence LIMIT ?4",
-                    )
-                    .map_err(unavailable)?;
-                let rows = statement
-                    .query_map(params![tenant_id, run_id, after, limit], |row| row.get(0))
-                    .map_err(unavailable)?;
-                rows.collect::<Result<Vec<String>, _>>().map_err(unavailable)
+                texts(connection, "SELECT frame FROM events WHERE tenant_id = ?1 AND run_id = ?2 AND sequence > ?3
+                         ORDER BY sequence LIMIT ?4", params![tenant_id, run_id, after, limit])
             })
             .await?;
         frames.iter().map(|frame| from_json(frame)).collect()
@@ -409,16 +410,12 @@ impl RunStore for SqliteStore {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let messages: Vec<String> = self
             .with_connection(move |connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT message FROM outbox WHERE tenant_id = ?1 AND run_id = ?2 AND resent = 0
+                texts(
+                    connection,
+                    "SELECT message FROM outbox WHERE tenant_id = ?1 AND run_id = ?2 AND resent = 0
                          ORDER BY written_at_millis, message_id",
-                    )
-                    .map_err(unavailable)?;
-                let rows = statement
-                    .query_map(params![tenant_id, run_id], |row| row.get(0))
-                    .map_err(unavailable)?;
-                rows.collect::<Result<Vec<String>, _>>().map_err(unavailable)
+                    params![tenant_id, run_id],
+                )
             })
             .await?;
         messages.iter().map(|message| from_json(message)).collect()
@@ -451,17 +448,12 @@ impl RunStore for SqliteStore {
         let tenant_id = tenant_id.to_string();
         let states: Vec<String> = self
             .with_connection(move |connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT state FROM runs WHERE tenant_id = ?1 AND status = 'awaiting_human'
+                texts(
+                    connection,
+                    "SELECT state FROM runs WHERE tenant_id = ?1 AND status = 'awaiting_human'
                          ORDER BY created_at_millis, run_id",
-                    )
-                    .map_err(unavailable)?;
-                let rows = statement
-                    .query_map(params![tenant_id], |row| row.get(0))
-                    .map_err(unavailable)?;
-                rows.collect::<Result<Vec<String>, _>>()
-                    .map_err(unavailable)
+                    params![tenant_id],
+                )
             })
             .await?;
         states.iter().map(|state| from_json(state)).collect()
@@ -476,17 +468,12 @@ impl RunStore for SqliteStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let messages: Vec<String> = self
             .with_connection(move |connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT message FROM outbox WHERE resent = 0 AND written_at_millis < ?1
+                texts(
+                    connection,
+                    "SELECT message FROM outbox WHERE resent = 0 AND written_at_millis < ?1
                          ORDER BY written_at_millis, message_id LIMIT ?2",
-                    )
-                    .map_err(unavailable)?;
-                let rows = statement
-                    .query_map(params![cutoff, limit], |row| row.get(0))
-                    .map_err(unavailable)?;
-                rows.collect::<Result<Vec<String>, _>>()
-                    .map_err(unavailable)
+                    params![cutoff, limit],
+                )
             })
             .await?;
         messages.iter().map(|message| from_json(message)).collect()
@@ -534,15 +521,11 @@ impl CapabilityDirectory for SqliteStore {
         let tenant_id = tenant_id.to_string();
         let records: Vec<String> = self
             .with_connection(move |connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT record FROM capabilities WHERE tenant_id = ?1 ORDER BY capability_id",
-                    )
-                    .map_err(unavailable)?;
-                let rows = statement
-                    .query_map(params![tenant_id], |row| row.get(0))
-                    .map_err(unavailable)?;
-                rows.collect::<Result<Vec<String>, _>>().map_err(unavailable)
+                texts(
+                    connection,
+                    "SELECT record FROM capabilities WHERE tenant_id = ?1 ORDER BY capability_id",
+                    params![tenant_id],
+                )
             })
             .await?;
         records.iter().map(|record| from_json(record)).collect()

@@ -16,6 +16,40 @@ fn store_in(directory: &tempfile::TempDir) -> SqliteStore {
     SqliteStore::open(&directory.path().join("state").join("baton.sqlite3")).unwrap()
 }
 
+/// Services on `store` with an in-memory queue and the scripted model server
+/// (the test double for the model endpoint); the server lives as long as
+/// the returned handle.
+async fn scripted_services(
+    store: Arc<SqliteStore>,
+) -> (
+    baton_runtime::services::Services,
+    baton_runtime::worker::LocalRunner,
+    scripted_llm::ScriptedLlmServer,
+) {
+    let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
+    let provider = Arc::new(
+        baton_llm::OpenAiCompatibleProvider::new(baton_llm::OpenAiCompatibleConfig::new(
+            model.base_url(),
+            "scripted",
+            None,
+        ))
+        .unwrap(),
+    );
+    let queue = Arc::new(baton_runtime::memory::InMemoryStepQueue::new());
+    let services = baton_test_support::TestServices::with_model(provider)
+        .store(store.clone())
+        .queue(queue.clone())
+        .capability_directory(store)
+        .build()
+        .services;
+    let runner = baton_runtime::worker::LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    (services, runner, model)
+}
+
 #[tokio::test]
 async fn the_sqlite_store_passes_the_run_store_conformance_suite() {
     let directory = tempfile::tempdir().unwrap();
@@ -141,27 +175,9 @@ async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T
 /// and a store opened afterwards reads the finished run and its frames.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_example_runs_to_completion_on_sqlite() {
-    use baton_runtime::memory::InMemoryStepQueue;
-    use baton_runtime::worker::LocalRunner;
-
     let directory = tempfile::tempdir().unwrap();
     let store = Arc::new(store_in(&directory));
-    let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
-    let provider = Arc::new(
-        baton_llm::OpenAiCompatibleProvider::new(baton_llm::OpenAiCompatibleConfig::new(
-            model.base_url(),
-            "scripted",
-            None,
-        ))
-        .unwrap(),
-    );
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = baton_test_support::TestServices::with_model(provider)
-        .store(store.clone())
-        .queue(queue.clone())
-        .capability_directory(store.clone())
-        .build()
-        .services;
+    let (services, runner, _model) = scripted_services(store.clone()).await;
     let submitted = services
         .runs
         .submit(
@@ -170,11 +186,6 @@ async fn an_example_runs_to_completion_on_sqlite() {
         )
         .await
         .unwrap();
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
     let status = runner
         .run_until_settled("t", &submitted.run_id)
         .await
@@ -275,28 +286,11 @@ async fn a_new_process_picks_up_what_the_last_one_left_in_the_outbox() {
 /// `node_complete` for the node.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
-    use baton_runtime::memory::InMemoryStepQueue;
     use baton_runtime::services::{HumanInput, HumanInputOutcome};
-    use baton_runtime::worker::LocalRunner;
 
     let directory = tempfile::tempdir().unwrap();
     let store = Arc::new(store_in(&directory));
-    let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
-    let provider = Arc::new(
-        baton_llm::OpenAiCompatibleProvider::new(baton_llm::OpenAiCompatibleConfig::new(
-            model.base_url(),
-            "scripted",
-            None,
-        ))
-        .unwrap(),
-    );
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = baton_test_support::TestServices::with_model(provider)
-        .store(store.clone())
-        .queue(queue.clone())
-        .capability_directory(store.clone())
-        .build()
-        .services;
+    let (services, runner, _model) = scripted_services(store.clone()).await;
     let human_review: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(baton_test_support::repository_path(
             "functions/baton/tests/fixtures/human-review.json",
@@ -310,11 +304,6 @@ async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
         .await
         .unwrap()
         .run_id;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
     assert_eq!(
         runner.run_until_settled("t", &run_id).await.unwrap(),
         RunStatus::AwaitingHuman
