@@ -71,6 +71,15 @@ enum Command {
         #[arg(long, value_enum, default_value_t = TaskFormat::Pretty)]
         format: TaskFormat,
     },
+    /// List the most recent runs kept in the store, newest first (SQLite store).
+    Runs {
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
+        #[arg(long, value_enum, default_value_t = TaskFormat::Pretty)]
+        format: TaskFormat,
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
     /// Answer a parked run's human node with a JSON file, then run on
     /// (frames and exit codes as `run`).
     Resume {
@@ -101,7 +110,7 @@ enum Command {
     },
 }
 
-/// How `baton tasks` prints.
+/// How `baton tasks` and `baton runs` print.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum TaskFormat {
     /// One block per task, with the command that answers it.
@@ -170,6 +179,11 @@ fn main() -> ExitCode {
             } => commands::run(&envelope, registry, format, store).await,
             Command::Plan { envelope, registry } => commands::plan(&envelope, registry),
             Command::Tasks { store, format } => people::tasks(store, format).await,
+            Command::Runs {
+                store,
+                format,
+                limit,
+            } => people::runs(store, format, limit).await,
             Command::Resume {
                 run_id,
                 output,

@@ -30,6 +30,43 @@ fn durable_file(store: &StoreChoice) -> Result<PathBuf, u8> {
     }
 }
 
+/// `baton runs`: the local tenant's most recent runs, newest first.
+pub async fn runs(store: StoreChoice, format: TaskFormat, limit: usize) -> u8 {
+    let path = match durable_file(&store) {
+        Ok(path) => path,
+        Err(code) => return code,
+    };
+    let sqlite = match baton_sqlite::SqliteStore::open(&path) {
+        Ok(sqlite) => sqlite,
+        Err(error) => return invalid(format!("store {}: {error}", path.display())),
+    };
+    let runs = match sqlite.recent_runs(LOCAL_TENANT, limit).await {
+        Ok(runs) => runs,
+        Err(error) => return invalid(format!("store {}: {error}", path.display())),
+    };
+    match format {
+        TaskFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&runs).unwrap_or_else(|_| "[]".into())
+        ),
+        TaskFormat::Pretty => {
+            if runs.is_empty() {
+                println!("no runs in {}", path.display());
+            }
+            for run in &runs {
+                println!(
+                    "{}  {:<15} {}  {}",
+                    run.run_id,
+                    run.status,
+                    run.updated_at,
+                    run.objective.chars().take(60).collect::<String>()
+                );
+            }
+        }
+    }
+    EXIT_COMPLETED
+}
+
 /// `baton tasks`: the pending human tasks of the local tenant.
 pub async fn tasks(store: StoreChoice, format: TaskFormat) -> u8 {
     let path = match durable_file(&store) {

@@ -957,6 +957,10 @@ async fn a_parked_run_is_listed_and_resumed_by_later_processes() {
     assert_eq!(types(&frames).first(), Some(&"node_complete"));
     assert_eq!(types(&frames).last(), Some(&"complete"));
     assert_eq!(frames[0]["payload"]["output"], output);
+    let listed_runs = baton(None, &["runs", "--format", "json", &store]).await;
+    let runs: Value = serde_json::from_slice(&listed_runs.stdout).unwrap();
+    assert_eq!(runs[0]["runId"], run_id);
+    assert_eq!(runs[0]["status"], "completed");
     let none_left = baton(None, &["tasks", "--format", "json", &store]).await;
     assert_eq!(
         serde_json::from_slice::<Value>(&none_left.stdout).unwrap(),

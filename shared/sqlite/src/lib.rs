@@ -27,6 +27,8 @@
 
 mod run_store;
 
+pub use run_store::RunSummary;
+
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 

@@ -134,7 +134,58 @@ fn consume_outbox_entry(
     Ok(())
 }
 
+/// One line of `baton runs`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    pub run_id: String,
+    pub status: String,
+    pub objective: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub version: u64,
+}
+
 impl SqliteStore {
+    /// The tenant's most recent runs, newest first, at most `limit`.
+    pub async fn recent_runs(
+        &self,
+        tenant_id: &str,
+        limit: usize,
+    ) -> Result<Vec<RunSummary>, StoreError> {
+        let tenant_id = tenant_id.to_string();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<(String, i64)> = self
+            .with_connection(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT state, version FROM runs WHERE tenant_id = ?1
+                         ORDER BY created_at_millis DESC, run_id DESC LIMIT ?2",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![tenant_id, limit], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
+            })
+            .await?;
+        rows.iter()
+            .map(|(state, version)| {
+                let state: RunState = from_json(state)?;
+                Ok(RunSummary {
+                    status: state.status.as_str().to_string(),
+                    objective: state.envelope.objective.clone(),
+                    created_at: state.created_at.clone(),
+                    updated_at: state.updated_at.clone(),
+                    version: u64::try_from(*version).unwrap_or(0),
+                    run_id: state.run_id,
+                })
+            })
+            .collect()
+    }
+
     /// Every outbox entry no step has consumed, re-sent or not, oldest
     /// first: what a process starting on this file puts back on its
     /// in-memory queue (the queue died with the last process; the outbox
