@@ -69,12 +69,8 @@ impl HumanService {
     }
 
     fn engine(&self) -> EngineContext<'_> {
-        EngineContext {
-            registry: &self.registry,
-            validators: &self.validators,
-            planner: self.settings.planner,
-            max_planner_attempts: self.settings.max_planner_attempts,
-        }
+        self.settings
+            .engine_context(&self.registry, &self.validators)
     }
 
     fn decide(

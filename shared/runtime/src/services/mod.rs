@@ -77,6 +77,22 @@ impl Default for OrchestratorSettings {
     }
 }
 
+impl OrchestratorSettings {
+    /// The engine's read-only collaborators under these settings.
+    pub(crate) fn engine_context<'a>(
+        &self,
+        registry: &'a Registry,
+        validators: &'a ValidatorCache,
+    ) -> baton_core::engine::EngineContext<'a> {
+        baton_core::engine::EngineContext {
+            registry,
+            validators,
+            planner: self.planner,
+            max_planner_attempts: self.max_planner_attempts,
+        }
+    }
+}
+
 /// The adapters the services work through.
 #[derive(Clone)]
 pub struct ServicePorts {

@@ -52,12 +52,8 @@ impl RunService {
     }
 
     fn engine(&self) -> EngineContext<'_> {
-        EngineContext {
-            registry: &self.registry,
-            validators: &self.validators,
-            planner: self.settings.planner,
-            max_planner_attempts: self.settings.max_planner_attempts,
-        }
+        self.settings
+            .engine_context(&self.registry, &self.validators)
     }
 
     /// Parses and checks an envelope: JSON paths on every error, supplied

@@ -100,12 +100,7 @@ impl StepService {
     }
 
     fn engine<'a>(&'a self, registry: &'a Registry) -> EngineContext<'a> {
-        EngineContext {
-            registry,
-            validators: &self.validators,
-            planner: self.settings.planner,
-            max_planner_attempts: self.settings.max_planner_attempts,
-        }
+        self.settings.engine_context(registry, &self.validators)
     }
 
     /// Performs one step message durably, with no deadline.
