@@ -10,7 +10,8 @@
 
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use baton_core::engine::HumanInputRefused;
 use baton_core::schema::json_path_for_pointer;
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 use crate::auth::Tenant;
 use crate::error::ApiError;
 use crate::routes::{ApiState, parse_json_body};
+use crate::sse::sse_response;
 
 fn bad_request(path: &str, message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
@@ -121,11 +123,18 @@ pub(crate) async fn list_tasks(
 }
 
 /// `POST /run.resume`: `{runId, expectedPlanVersion, nodeId | taskId, output}`.
+/// With `Accept: text/event-stream` the answer is the run's frames from the
+/// resumption on (SSE, as `run.stream`), until the run ends or parks again.
 pub(crate) async fn resume_run(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    headers: HeaderMap,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
+    let wants_stream = headers
+        .get(header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/event-stream"));
     let body = parse_json_body(&body)?;
     if !body.is_object() {
         return Err(bad_request("$", "the body must be a JSON object"));
@@ -170,7 +179,23 @@ pub(crate) async fn resume_run(
         expected_plan_version,
         output,
     };
-    apply(&state, &tenant, &run_id, input).await
+    if !wants_stream {
+        return Ok(apply(&state, &tenant, &run_id, input)
+            .await?
+            .into_response());
+    }
+    // The frames before the answer are the caller's already.
+    let seen = state
+        .runs
+        .read_all_events_after(&tenant.0, &run_id, 0)
+        .await?
+        .last()
+        .map_or(0, |frame| frame.id);
+    let _applied = apply(&state, &tenant, &run_id, input).await?;
+    let frames = state
+        .runs
+        .follow(&tenant.0, &run_id, seen, state.settings.poll_interval);
+    Ok(sse_response(frames, state.settings.heartbeat))
 }
 
 /// `POST /tasks/{taskId}/decline`: `{reasonCode, note?}`; the run fails with the reason.

@@ -752,3 +752,41 @@ async fn a_person_declining_fails_the_run_with_the_reason() {
         (409, Some("not_awaiting_a_person"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_asked_as_a_stream_relays_the_frames_from_the_answer_on() {
+    let api = start_api().await;
+    let parked = park_on_a_person(&api).await;
+    let run_id = parked["runId"].as_str().unwrap();
+    let output =
+        scripted_llm::generate_instance(&parked["payload"]["contract"]["outputSchema"], "answer");
+    let frames: Vec<Value> = read_sse(
+        api.client
+            .post(format!("{}/run.resume", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .header("accept", "text/event-stream")
+            .json(&json!({
+                "taskId": format!("{run_id}:{}", parked["nodeId"].as_str().unwrap()),
+                "expectedPlanVersion": parked["planVersion"],
+                "output": output
+            }))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+    .into_iter()
+    .map(|(_, _, frame)| frame)
+    .collect();
+    let types: Vec<&str> = frames
+        .iter()
+        .map(|frame| frame["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(types.first(), Some(&"node_complete"), "{types:?}");
+    assert_eq!(types.last(), Some(&"complete"), "{types:?}");
+    assert_eq!(
+        frames[0]["id"],
+        parked["id"].as_u64().unwrap() + 1,
+        "nothing before the answer is repeated"
+    );
+}
