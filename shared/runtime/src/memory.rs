@@ -362,11 +362,35 @@ impl RunStore for InMemoryRunStore {
 #[derive(Default)]
 struct QueueState {
     visible: VecDeque<(StepMessage, u32)>,
+    /// Released with a delay: visible again from their instant on.
+    delayed: Vec<(tokio::time::Instant, StepMessage, u32)>,
     in_flight: HashMap<String, (StepMessage, u32)>,
     next_receipt: u64,
 }
 
-/// At-least-once queue in process memory.
+impl QueueState {
+    /// Makes the delayed messages whose time has come visible, in order.
+    fn promote_due(&mut self) {
+        let now = tokio::time::Instant::now();
+        self.delayed.sort_by_key(|(visible_at, _, _)| *visible_at);
+        let due = self
+            .delayed
+            .iter()
+            .take_while(|(visible_at, _, _)| *visible_at <= now)
+            .count();
+        for (_, message, count) in self.delayed.drain(..due) {
+            self.visible.push_back((message, count));
+        }
+    }
+
+    fn next_visible_at(&self) -> Option<tokio::time::Instant> {
+        self.delayed
+            .iter()
+            .map(|(visible_at, _, _)| *visible_at)
+            .min()
+    }
+}
+
 /// In-memory [`CapabilityDirectory`]: the embedded default's registrations.
 #[derive(Default)]
 pub struct InMemoryCapabilityDirectory {
@@ -413,6 +437,8 @@ impl CapabilityDirectory for InMemoryCapabilityDirectory {
     }
 }
 
+/// At-least-once queue in process memory. A message released with a delay
+/// waits in the queue (no caller sleeps through it), as on SQS.
 #[derive(Default)]
 pub struct InMemoryStepQueue {
     state: Mutex<QueueState>,
@@ -432,7 +458,7 @@ impl InMemoryStepQueue {
     pub fn outstanding(&self) -> usize {
         self.state
             .lock()
-            .map(|state| state.visible.len() + state.in_flight.len())
+            .map(|state| state.visible.len() + state.delayed.len() + state.in_flight.len())
             .unwrap_or(0)
     }
 }
@@ -457,8 +483,9 @@ impl StepQueue for InMemoryStepQueue {
         let notified = self.message_arrived.notified();
         tokio::pin!(notified);
         for round in 0..2 {
-            {
+            let next_visible_at = {
                 let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
+                state.promote_due();
                 let mut received = Vec::new();
                 while received.len() < max_messages {
                     let Some((message, count)) = state.visible.pop_front() else {
@@ -478,7 +505,12 @@ impl StepQueue for InMemoryStepQueue {
                 if !received.is_empty() || round == 1 || wait.is_zero() {
                     return Ok(received);
                 }
-            }
+                state.next_visible_at()
+            };
+            // Until a message arrives, a delayed one comes due, or the wait ends.
+            let wait = next_visible_at.map_or(wait, |at| {
+                wait.min(at.saturating_duration_since(tokio::time::Instant::now()))
+            });
             let _ = tokio::time::timeout(wait, notified.as_mut()).await;
         }
         Ok(Vec::new())
@@ -491,12 +523,14 @@ impl StepQueue for InMemoryStepQueue {
     }
 
     async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
         let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
-        if let Some(entry) = state.in_flight.remove(receipt) {
-            state.visible.push_back(entry);
+        if let Some((message, count)) = state.in_flight.remove(receipt) {
+            if delay.is_zero() {
+                state.visible.push_back((message, count));
+            } else {
+                let visible_at = tokio::time::Instant::now() + delay;
+                state.delayed.push((visible_at, message, count));
+            }
         }
         drop(state);
         self.message_arrived.notify_waiters();
@@ -510,6 +544,42 @@ mod tests {
 
     use super::{InMemoryCapabilityDirectory, InMemoryRunStore};
     use crate::conformance::{capability_directory_conformance, run_store_conformance};
+
+    /// A delayed release returns at once and the message waits in the queue
+    /// until its time (paused clock: nothing sleeps).
+    #[tokio::test(start_paused = true)]
+    async fn a_delayed_release_waits_in_the_queue_not_in_the_caller() {
+        use std::time::Duration;
+
+        use baton_core::run::{StepCommand, StepMessage};
+
+        use super::InMemoryStepQueue;
+        use crate::ports::StepQueue;
+
+        let queue = InMemoryStepQueue::new();
+        let message = StepMessage::new("t", "run", StepCommand::Plan);
+        queue.send(std::slice::from_ref(&message)).await.unwrap();
+        let received = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
+        let before = tokio::time::Instant::now();
+        queue
+            .release(&received.receipt, Duration::from_secs(60))
+            .await
+            .unwrap();
+        assert_eq!(
+            tokio::time::Instant::now(),
+            before,
+            "the caller did not wait"
+        );
+        assert_eq!(queue.outstanding(), 1);
+        assert!(queue.receive(1, Duration::ZERO).await.unwrap().is_empty());
+        tokio::time::advance(Duration::from_secs(59)).await;
+        assert!(queue.receive(1, Duration::ZERO).await.unwrap().is_empty());
+        // A receive that waits longer than the delay gets it when it comes due.
+        let again = queue.receive(1, Duration::from_secs(5)).await.unwrap();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].message, message);
+        assert_eq!(again[0].receive_count, 2);
+    }
 
     #[tokio::test]
     async fn the_in_memory_store_passes_the_conformance_suite() {

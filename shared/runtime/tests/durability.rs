@@ -656,7 +656,10 @@ async fn a_step_out_of_invocation_time_releases_its_claim_and_is_redelivered_wit
         elapsed < Duration::from_millis(600) + REDELIVER_AFTER_DEADLINE + Duration::from_secs(1),
         "stopped at the deadline, not after the model's 60 s: {elapsed:?}"
     );
-    let again = queue.receive(1, Duration::from_secs(1)).await.unwrap();
+    let again = queue
+        .receive(1, REDELIVER_AFTER_DEADLINE + Duration::from_secs(1))
+        .await
+        .unwrap();
     assert_eq!(
         again.first().map(|received| &received.message),
         Some(&node.message),
