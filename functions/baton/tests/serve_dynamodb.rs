@@ -21,14 +21,8 @@ async fn an_envelope_runs_end_to_end_on_dynamodb_and_sqs() {
         .create_table_if_missing()
         .await
         .unwrap();
-    let sqs = aws_sdk_sqs::Client::new(&configuration);
-    let queue_url = sqs
-        .create_queue()
-        .queue_name(unique_name("baton-e2e-steps"))
-        .send()
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-e2e-steps", None)
         .await
-        .unwrap()
-        .queue_url
         .unwrap();
     let model = ScriptedLlmServer::start().await.unwrap();
 

@@ -131,13 +131,8 @@ async fn measure(binary: PathBuf) {
     ));
     store.create_table_if_missing().await.unwrap();
     let sqs = aws_sdk_sqs::Client::new(&configuration);
-    let queue_url = sqs
-        .create_queue()
-        .queue_name(moto_server::unique_name("baton-cold-start"))
-        .send()
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-cold-start", None)
         .await
-        .unwrap()
-        .queue_url
         .unwrap();
     let queue = Arc::new(baton_aws::SqsStepQueue::new(sqs, &queue_url));
     let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

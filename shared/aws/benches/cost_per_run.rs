@@ -335,13 +335,8 @@ async fn main() {
         .create_table_if_missing()
         .await
         .unwrap();
-    let queue_url = aws_sdk_sqs::Client::new(&configuration)
-        .create_queue()
-        .queue_name(unique_name("baton-cost-steps"))
-        .send()
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-cost-steps", None)
         .await
-        .unwrap()
-        .queue_url
         .unwrap();
     let model = ScriptedLlmServer::start().await.unwrap();
     let meter = Arc::new(Mutex::new(Meter::default()));

@@ -51,13 +51,8 @@ async fn sqs_queue_sends_receives_releases_and_deletes() {
     let emulator = moto_server::MotoServer::start().unwrap();
     let configuration = emulator.sdk_configuration().await;
     let client = aws_sdk_sqs::Client::new(&configuration);
-    let queue_url = client
-        .create_queue()
-        .queue_name(unique("baton-steps"))
-        .send()
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-steps", None)
         .await
-        .unwrap()
-        .queue_url
         .unwrap();
     let queue = SqsStepQueue::new(client, queue_url);
     let messages: Vec<StepMessage> = (1..=12)

@@ -180,17 +180,8 @@ async fn fixture() -> Fixture {
     );
     store.create_table_if_missing().await.unwrap();
     let sqs_client = aws_sdk_sqs::Client::new(&configuration);
-    let queue_url = sqs_client
-        .create_queue()
-        .queue_name(unique_name("baton-faults-steps"))
-        .attributes(
-            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
-            "5",
-        )
-        .send()
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-faults-steps", Some(5))
         .await
-        .unwrap()
-        .queue_url
         .unwrap();
     Fixture {
         _moto: moto,

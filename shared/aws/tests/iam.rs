@@ -136,13 +136,8 @@ async fn fixture() -> Fixture {
         .create_table_if_missing()
         .await
         .unwrap();
-    let queue_url = aws_sdk_sqs::Client::new(&configuration)
-        .create_queue()
-        .queue_name(unique_name("baton-iam-steps"))
-        .send()
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-iam-steps", None)
         .await
-        .unwrap()
-        .queue_url
         .unwrap();
     Fixture {
         _moto: moto,

@@ -101,6 +101,36 @@ impl MotoServer {
     }
 }
 
+/// Creates a standard queue named after `prefix` (made unique) on the
+/// emulator `configuration` points at, with a visibility timeout when given;
+/// returns its URL.
+pub async fn create_unique_queue(
+    configuration: &aws_config::SdkConfig,
+    prefix: &str,
+    visibility_timeout_seconds: Option<u32>,
+) -> Result<String, String> {
+    let mut request = aws_sdk_sqs::Client::new(configuration)
+        .create_queue()
+        .queue_name(unique_name(prefix));
+    if let Some(seconds) = visibility_timeout_seconds {
+        request = request.attributes(
+            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+            seconds.to_string(),
+        );
+    }
+    request
+        .send()
+        .await
+        .map_err(|error| {
+            format!(
+                "creating queue {prefix}: {}",
+                aws_sdk_sqs::error::DisplayErrorContext(error)
+            )
+        })?
+        .queue_url
+        .ok_or_else(|| format!("moto returned no URL for queue {prefix}"))
+}
+
 /// A name no other test uses (tables and queues are per test: moto slows down as they grow).
 pub fn unique_name(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
