@@ -80,16 +80,40 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         limit: usize,
     },
-    /// Answer a parked run's human node with a JSON file, then run on
-    /// (frames and exit codes as `run`).
+    /// Continue a parked run, then run on (frames and exit codes as `run`):
+    /// a human node's output (`--output`), the answer to a clarifying
+    /// question (`--answer`), or neither to resume a paused run.
     Resume {
         run_id: String,
         /// The node's output (JSON), checked against its output contract.
+        #[arg(long, conflicts_with = "answer")]
+        output: Option<PathBuf>,
+        /// The answer to the run's clarifying question.
         #[arg(long)]
-        output: PathBuf,
+        answer: Option<String>,
         /// The waiting node, when the run waits on several.
         #[arg(long)]
         node: Option<String>,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
+        format: OutputFormat,
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
+    },
+    /// Approve or reject a parked run's approval request, then run on
+    /// (frames and exit codes as `run`).
+    Resolve {
+        run_id: String,
+        #[arg(long, conflicts_with = "reject", required_unless_present = "reject")]
+        approve: bool,
+        #[arg(long)]
+        reject: bool,
+        /// The request (default: the pending one).
+        #[arg(long)]
+        request: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
         #[arg(long)]
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
@@ -187,6 +211,7 @@ fn main() -> ExitCode {
             Command::Resume {
                 run_id,
                 output,
+                answer,
                 node,
                 registry,
                 format,
@@ -196,6 +221,32 @@ fn main() -> ExitCode {
                     run_id,
                     node_id: node,
                     output,
+                    answer,
+                    registry,
+                    format,
+                    store,
+                })
+                .await
+            }
+            Command::Resolve {
+                run_id,
+                approve,
+                reject: _,
+                request,
+                note,
+                registry,
+                format,
+                store,
+            } => {
+                people::resolve(people::ResolveRequest {
+                    run_id,
+                    decision: if approve {
+                        baton_core::engine::ApprovalDecision::Approve
+                    } else {
+                        baton_core::engine::ApprovalDecision::Reject
+                    },
+                    request_id: request,
+                    note,
                     registry,
                     format,
                     store,

@@ -1,13 +1,19 @@
-//! `baton tasks` and `baton resume`: the person's side of a parked run, on
-//! a store that outlives the process (SQLite).
+//! `baton tasks`, `baton runs`, `baton resume` and `baton resolve`: the
+//! person's side of a parked run, on a store that outlives the process
+//! (SQLite).
 
 use std::path::{Path, PathBuf};
 
-use baton_core::engine::HumanInputRefused;
+use std::sync::Arc;
+
+use baton_core::engine::{ApprovalDecision, HumanInputRefused};
+use baton_core::governance::{HitlKind, Hold};
+use baton_core::run::RunState;
 use baton_core::schema::json_path_for_pointer;
 use baton_core::tasks::{HumanTask, human_tasks};
+use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::RunStore;
-use baton_runtime::services::{HumanInput, HumanInputOutcome};
+use baton_runtime::services::{HumanInput, HumanInputOutcome, Services};
 use serde_json::Value;
 
 use crate::commands::{
@@ -117,7 +123,7 @@ fn read_output(path: &Path) -> Result<Value, u8> {
         .map_err(|error| invalid(format!("{}: not valid JSON: {error}", path.display())))
 }
 
-fn report_refusal(refusal: HumanInputRefused, output_path: &Path) -> u8 {
+fn report_refusal(refusal: HumanInputRefused, output_path: Option<&Path>) -> u8 {
     match refusal {
         HumanInputRefused::NotAwaiting {
             run_status,
@@ -136,16 +142,35 @@ fn report_refusal(refusal: HumanInputRefused, output_path: &Path) -> u8 {
             "the run's plan moved to version {current}; read the task again"
         )),
         HumanInputRefused::OutputContractViolated(violations) => {
+            let source =
+                output_path.map_or("the answer".to_string(), |path| path.display().to_string());
             for violation in &violations {
                 eprintln!(
-                    "baton: {}: {} breaks the node's output contract: {}",
-                    output_path.display(),
+                    "baton: {source}: {} breaks the node's output contract: {}",
                     json_path_for_pointer("$", &violation.instance_pointer),
                     violation.message
                 );
             }
             invalid("nothing changed; fix the answer and resume again")
         }
+        HumanInputRefused::NoPendingRequest { run_status } => {
+            eprintln!(
+                "baton: no request of that kind waits (the run is {})",
+                run_status.as_str()
+            );
+            EXIT_RUN_FAILED
+        }
+        HumanInputRefused::UnknownRequest { pending } => {
+            invalid(format!("that request does not wait; {pending} does"))
+        }
+        HumanInputRefused::NotPaused { run_status } => {
+            eprintln!("baton: the run is {}, not paused", run_status.as_str());
+            EXIT_RUN_FAILED
+        }
+        HumanInputRefused::AnswerRequired => invalid("--answer must not be empty"),
+        HumanInputRefused::NoManualPolicy { policy_id, .. } => invalid(format!(
+            "the run has no enabled manual policy `{policy_id}`"
+        )),
     }
 }
 
@@ -153,103 +178,201 @@ fn report_refusal(refusal: HumanInputRefused, output_path: &Path) -> u8 {
 pub struct ResumeRequest {
     pub run_id: String,
     pub node_id: Option<String>,
-    pub output: PathBuf,
+    /// A human task's output (a JSON file).
+    pub output: Option<PathBuf>,
+    /// The answer to a clarifying question.
+    pub answer: Option<String>,
     pub registry: Option<PathBuf>,
     pub format: OutputFormat,
     pub store: StoreChoice,
 }
 
-/// `baton resume`: answers the run's parked node with the output in a file,
-/// then runs on, printing frames like `baton run` (same exit codes).
-pub async fn resume(request: ResumeRequest) -> u8 {
-    let output = match read_output(&request.output) {
-        Ok(output) => output,
-        Err(code) => return code,
-    };
-    if let Err(code) = durable_file(&request.store) {
-        return code;
-    }
-    let configuration = match configuration_or_exit() {
-        Ok(configuration) => configuration,
-        Err(code) => return code,
-    };
-    let registry = match load_registry_or_exit(request.registry.clone(), &configuration) {
-        Ok(registry) => registry,
-        Err(code) => return code,
-    };
-    let (services, queue) = match embedded_services(registry, &configuration, &request.store).await
-    {
-        Ok(parts) => parts,
-        Err(code) => return code,
-    };
-    let stored = match services.runs.load(LOCAL_TENANT, &request.run_id).await {
+/// What `baton resolve` was asked.
+pub struct ResolveRequest {
+    pub run_id: String,
+    pub decision: ApprovalDecision,
+    pub request_id: Option<String>,
+    pub note: Option<String>,
+    pub registry: Option<PathBuf>,
+    pub format: OutputFormat,
+    pub store: StoreChoice,
+}
+
+/// The services over the durable store, and the run as stored.
+async fn open_run(
+    run_id: &str,
+    registry: Option<PathBuf>,
+    store: &StoreChoice,
+) -> Result<(Services, Arc<InMemoryStepQueue>, RunState), u8> {
+    durable_file(store)?;
+    let configuration = configuration_or_exit()?;
+    let registry = load_registry_or_exit(registry, &configuration)?;
+    let (services, queue) = embedded_services(registry, &configuration, store).await?;
+    let stored = match services.runs.load(LOCAL_TENANT, run_id).await {
         Ok(Some(stored)) => stored,
-        Ok(None) => return invalid(format!("no run `{}` in this store", request.run_id)),
-        Err(error) => return invalid(error),
+        Ok(None) => return Err(invalid(format!("no run `{run_id}` in this store"))),
+        Err(error) => return Err(invalid(error)),
     };
-    let tasks = human_tasks(&stored.state);
-    let task = match (&request.node_id, tasks.as_slice()) {
-        (Some(node_id), _) => tasks.iter().find(|task| &task.node_id == node_id),
-        (None, [only]) => Some(only),
-        (None, []) => None,
-        (None, _) => {
-            return invalid(format!(
-                "run `{}` waits on several nodes ({}); name one with --node",
-                request.run_id,
-                tasks
-                    .iter()
-                    .map(|task| task.node_id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-    };
-    let Some(task) = task.cloned() else {
-        eprintln!(
-            "baton: run `{}` is {} and waits for no person{}",
-            request.run_id,
-            stored.state.status.as_str(),
-            request
-                .node_id
-                .as_deref()
-                .map(|node| format!(" on `{node}`"))
-                .unwrap_or_default()
-        );
-        return EXIT_RUN_FAILED;
-    };
+    Ok((services, queue, stored.state))
+}
+
+/// Applies a person's input, then runs on, printing frames like `baton run`.
+async fn apply_and_drive(
+    (services, queue): (Services, Arc<InMemoryStepQueue>),
+    run_id: &str,
+    input: HumanInput,
+    format: OutputFormat,
+    output_path: Option<&Path>,
+) -> u8 {
     let last_frame = match services
         .runs
-        .read_all_events_after(LOCAL_TENANT, &request.run_id, 0)
+        .read_all_events_after(LOCAL_TENANT, run_id, 0)
         .await
     {
         Ok(frames) => frames.last().map_or(0, |frame| frame.id),
         Err(error) => return invalid(error),
     };
-    let answer = HumanInput::Answer {
-        node_id: task.node_id.clone(),
-        expected_plan_version: task.plan_version,
-        output,
-    };
-    match services
-        .humans
-        .apply(LOCAL_TENANT, &request.run_id, answer)
-        .await
-    {
+    match services.humans.apply(LOCAL_TENANT, run_id, input).await {
         Ok(HumanInputOutcome::Applied { .. }) => {}
-        Ok(HumanInputOutcome::Refused(refusal)) => {
-            return report_refusal(refusal, &request.output);
-        }
+        Ok(HumanInputOutcome::Refused(refusal)) => return report_refusal(refusal, output_path),
         Ok(HumanInputOutcome::RunNotFound) => {
-            return invalid(format!("no run `{}` in this store", request.run_id));
+            return invalid(format!("no run `{run_id}` in this store"));
         }
         Err(error) => return invalid(error),
     }
-    drive_and_print(
-        &services,
-        queue,
+    drive_and_print(&services, queue, run_id, last_frame, format).await
+}
+
+/// `baton resume`: answers the run's parked node with the output in a file
+/// (`--output`), answers its clarifying question (`--answer`), or resumes
+/// it from a pause (neither); then runs on, printing frames like `baton run`
+/// (same exit codes).
+pub async fn resume(request: ResumeRequest) -> u8 {
+    let output = match request.output.as_deref().map(read_output).transpose() {
+        Ok(output) => output,
+        Err(code) => return code,
+    };
+    let (services, queue, state) =
+        match open_run(&request.run_id, request.registry.clone(), &request.store).await {
+            Ok(opened) => opened,
+            Err(code) => return code,
+        };
+    let input = match (output, request.answer) {
+        (Some(output), _) => match waiting_task(&state, request.node_id.as_deref()) {
+            Ok(task) => HumanInput::Answer {
+                node_id: task.node_id,
+                expected_plan_version: task.plan_version,
+                output,
+            },
+            Err(code) => return code,
+        },
+        (None, Some(answer)) => HumanInput::Clarify {
+            request_id: None,
+            expected_plan_version: state.plan_version(),
+            answer,
+        },
+        (None, None) => match &state.governance.hold {
+            Some(Hold::Paused { .. }) => HumanInput::ResumePaused {
+                expected_plan_version: state.plan_version(),
+            },
+            Some(Hold::Request(request)) if request.kind == HitlKind::Clarify => {
+                return invalid(format!(
+                    "the run asks: {} (answer with --answer TEXT)",
+                    request.operator_prompt
+                ));
+            }
+            Some(Hold::Request(request)) => {
+                return invalid(format!(
+                    "the run waits for approval of {} (use `baton resolve {} --approve|--reject`)",
+                    request.request_id, state.run_id
+                ));
+            }
+            None if !human_tasks(&state).is_empty() => {
+                return invalid("the run waits for a person's output: pass --output ANSWER.json");
+            }
+            None => {
+                eprintln!(
+                    "baton: run `{}` is {} and waits for no person",
+                    state.run_id,
+                    state.status.as_str()
+                );
+                return EXIT_RUN_FAILED;
+            }
+        },
+    };
+    apply_and_drive(
+        (services, queue),
         &request.run_id,
-        last_frame,
+        input,
         request.format,
+        request.output.as_deref(),
+    )
+    .await
+}
+
+/// The task `--output` answers: the named node's, or the only one.
+fn waiting_task(state: &RunState, node_id: Option<&str>) -> Result<HumanTask, u8> {
+    let tasks = human_tasks(state);
+    let task = match (node_id, tasks.as_slice()) {
+        (Some(node_id), _) => tasks.iter().find(|task| task.node_id == node_id),
+        (None, [only]) => Some(only),
+        (None, []) => None,
+        (None, _) => {
+            return Err(invalid(format!(
+                "run `{}` waits on several nodes ({}); name one with --node",
+                state.run_id,
+                tasks
+                    .iter()
+                    .map(|task| task.node_id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    };
+    task.cloned().ok_or_else(|| {
+        eprintln!(
+            "baton: run `{}` is {} and waits for no person's output{}",
+            state.run_id,
+            state.status.as_str(),
+            node_id
+                .map(|node| format!(" on `{node}`"))
+                .unwrap_or_default()
+        );
+        EXIT_RUN_FAILED
+    })
+}
+
+/// `baton resolve`: approves or rejects the run's pending approval request,
+/// then runs on, printing frames like `baton run`.
+pub async fn resolve(request: ResolveRequest) -> u8 {
+    let (services, queue, state) =
+        match open_run(&request.run_id, request.registry.clone(), &request.store).await {
+            Ok(opened) => opened,
+            Err(code) => return code,
+        };
+    let request_id = match (request.request_id, state.governance.pending_request()) {
+        (Some(request_id), _) => request_id,
+        (None, Some(pending)) => pending.request_id.clone(),
+        (None, None) => {
+            eprintln!(
+                "baton: run `{}` is {} and has no pending approval request",
+                state.run_id,
+                state.status.as_str()
+            );
+            return EXIT_RUN_FAILED;
+        }
+    };
+    let input = HumanInput::Resolve {
+        request_id,
+        decision: request.decision,
+        note: request.note,
+    };
+    apply_and_drive(
+        (services, queue),
+        &request.run_id,
+        input,
+        request.format,
+        None,
     )
     .await
 }

@@ -469,7 +469,7 @@ async fn malformed_json_is_reprompted() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn three_violating_answers_fail_the_node_and_the_run() {
+async fn three_violating_answers_hand_the_node_to_the_next_ranked_capability() {
     let server = ScriptedLlmServer::start().await.unwrap();
     server.push_behaviors([
         Behavior::SchemaViolating,
@@ -481,10 +481,48 @@ async fn three_violating_answers_fail_the_node_and_the_run() {
         &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
     )
     .await;
+    assert_eq!(code, 0, "{:?}", types(&frames));
+    let fallback = frames
+        .iter()
+        .find(|frame| frame["type"] == "warning")
+        .expect("a capability_fallback warning");
+    assert_eq!(fallback["payload"]["code"], "capability_fallback");
+    let updated = frames
+        .iter()
+        .find(|frame| frame["type"] == "plan_updated")
+        .expect("a new plan version");
+    assert_eq!(updated["payload"]["previousVersion"], 1);
+    assert_eq!(updated["payload"]["version"], 2);
+    assert_eq!(updated["payload"]["trigger"]["kind"], "attempts_exhausted");
+    let failed_capability = updated["payload"]["trigger"]["capabilityId"].clone();
+    assert!(
+        updated["payload"]["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|node| node["capabilityId"] != failed_capability),
+        "the new version does not use the capability that failed"
+    );
+    assert_eq!(frames.last().unwrap()["type"], "complete");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn violating_answers_fail_the_run_once_no_capability_is_left() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors((0..30).map(|_| Behavior::SchemaViolating));
+    let (code, frames, _) = run_ndjson(
+        &server,
+        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+    )
+    .await;
     assert_eq!(code, 3);
     assert_eq!(
         &types(&frames)[frames.len() - 2..],
         &["node_error", "error"]
+    );
+    assert_eq!(
+        frames.last().unwrap()["payload"]["code"],
+        "output_contract_violated"
     );
     assert!(!types(&frames).contains(&"complete"));
 }
@@ -909,6 +947,10 @@ async fn a_parked_run_is_listed_and_resumed_by_later_processes() {
         task["taskId"],
         format!("{run_id}:{}", task["nodeId"].as_str().unwrap())
     );
+    assert!(
+        task["dueAt"].as_str().is_some_and(|due| due.ends_with('Z')),
+        "the task's SLA is listed: {task}"
+    );
 
     // An answer that breaks the contract: exit 2 naming the path, nothing changes.
     let wrong = folder.path().join("wrong.json");
@@ -954,9 +996,10 @@ async fn a_parked_run_is_listed_and_resumed_by_later_processes() {
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
-    assert_eq!(types(&frames).first(), Some(&"node_complete"));
+    assert_eq!(types(&frames)[..2], ["plan_generated", "node_complete"]);
+    assert_eq!(frames[0]["payload"]["metadata"]["resumed"], true);
     assert_eq!(types(&frames).last(), Some(&"complete"));
-    assert_eq!(frames[0]["payload"]["output"], output);
+    assert_eq!(frames[1]["payload"]["output"], output);
     let listed_runs = baton(None, &["runs", "--format", "json", &store]).await;
     let runs: Value = serde_json::from_slice(&listed_runs.stdout).unwrap();
     assert_eq!(runs[0]["runId"], run_id);

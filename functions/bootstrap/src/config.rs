@@ -36,6 +36,9 @@ pub struct Configuration {
     /// `BATON_SWEEP_AFTER_SECONDS`: age of an unconsumed outbox entry the sweeper
     /// re-sends (default 300).
     pub sweep_after: Duration,
+    /// `BATON_HUMAN_TASK_TIMEOUT_SECONDS`: a human task's SLA; unanswered
+    /// after this, the run fails (or an `onTimeout` policy fires). Default 900.
+    pub human_task_timeout: Duration,
     /// `BATON_DELTA_FLUSH_MILLIS`: how often a model's streamed text is
     /// appended to the event log while it answers (default 100); `off`
     /// keeps no deltas (each batch is one DynamoDB transaction in the cloud).
@@ -78,6 +81,17 @@ impl Configuration {
                 ))
             })?),
         };
+        let human_task_timeout = match non_empty(read, "BATON_HUMAN_TASK_TIMEOUT_SECONDS") {
+            None => baton_core::engine::DEFAULT_HUMAN_TASK_TIMEOUT,
+            Some(text) => match text.parse::<u64>() {
+                Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
+                _ => {
+                    return Err(StartupError(format!(
+                        "BATON_HUMAN_TASK_TIMEOUT_SECONDS must be a positive number of seconds (got `{text}`)"
+                    )));
+                }
+            },
+        };
         let delta_flush = match non_empty(read, "BATON_DELTA_FLUSH_MILLIS").as_deref() {
             None => DeltaFlush::Every(Duration::from_millis(100)),
             Some("off") => DeltaFlush::Off,
@@ -98,6 +112,7 @@ impl Configuration {
             table: non_empty(read, "BATON_TABLE"),
             queue_url: non_empty(read, "BATON_QUEUE_URL"),
             sweep_after,
+            human_task_timeout,
             log_filter: non_empty(read, "BATON_LOG"),
             lambda_log_stream: non_empty(read, "AWS_LAMBDA_LOG_STREAM_NAME"),
         })
@@ -139,16 +154,19 @@ mod tests {
         let defaults = Configuration::from_variables(&reader(&[])).unwrap();
         assert_eq!(defaults.planner, PlannerChoice::Deterministic);
         assert_eq!(defaults.sweep_after, Duration::from_secs(300));
+        assert_eq!(defaults.human_task_timeout, Duration::from_secs(900));
         assert_eq!(defaults.worker_id("step"), "step");
         let set = Configuration::from_variables(&reader(&[
             ("BATON_PLANNER", "llm"),
             ("BATON_SWEEP_AFTER_SECONDS", "5"),
+            ("BATON_HUMAN_TASK_TIMEOUT_SECONDS", "60"),
             ("BATON_TABLE", " runs "),
             ("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/22/[$LATEST]abc"),
         ]))
         .unwrap();
         assert_eq!(set.planner, PlannerChoice::Llm);
         assert_eq!(set.sweep_after, Duration::from_secs(5));
+        assert_eq!(set.human_task_timeout, Duration::from_secs(60));
         assert_eq!(set.table.as_deref(), Some("runs"));
         assert_eq!(set.worker_id("step"), "2026/11/22/[$LATEST]abc");
         for (name, value, named) in [
@@ -157,6 +175,11 @@ mod tests {
                 "BATON_SWEEP_AFTER_SECONDS",
                 "1m",
                 "BATON_SWEEP_AFTER_SECONDS",
+            ),
+            (
+                "BATON_HUMAN_TASK_TIMEOUT_SECONDS",
+                "0",
+                "BATON_HUMAN_TASK_TIMEOUT_SECONDS",
             ),
         ] {
             let pairs: &'static [(&'static str, &'static str)] =

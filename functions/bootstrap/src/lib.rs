@@ -132,6 +132,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
     };
     OrchestratorSettings {
         planner: configuration.planner,
+        human_task_timeout: configuration.human_task_timeout,
         stream_deltas,
         delta_flush_interval,
         ..defaults

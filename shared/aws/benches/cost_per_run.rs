@@ -418,6 +418,7 @@ async fn main() {
                             "node step (built-in)"
                         }
                     }
+                    StepCommand::FireTimer { .. } => "timer step",
                 };
                 take_usage();
                 let started = Instant::now();

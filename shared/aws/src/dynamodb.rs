@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
-use baton_core::run::{RunState, RunStatus, StepMessage};
+use baton_core::run::{RunState, StepMessage};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::Clock;
@@ -332,7 +332,7 @@ impl RunStore for DynamoRunStore {
                 .expression_attribute_values(":status", s(commit.state.status.as_str()))
                 .expression_attribute_values(":version", n(expected_version));
             // A run waiting for a person is listed in the sparse index under its tenant.
-            run_update = if commit.state.status == RunStatus::AwaitingHuman {
+            run_update = if commit.state.status.awaits_people() {
                 run_update
                     .update_expression(
                         "SET #state = :state, version = :next_version, #status = :status, gsi1pk = :awaiting, gsi1sk = :order",

@@ -21,6 +21,25 @@ fn unavailable(error: impl std::fmt::Display) -> QueueError {
     QueueError::Unavailable(error.to_string())
 }
 
+/// SQS delays a message by 15 minutes at most.
+const MAX_DELAY_SECONDS: u64 = 900;
+
+fn delay_seconds(delay: Duration) -> i32 {
+    i32::try_from(delay.as_secs().min(MAX_DELAY_SECONDS)).unwrap_or(0)
+}
+
+/// A timer's first hop: delayed until its `notBefore` (wall clock), as far
+/// as SQS allows; the worker defers it again if it comes early.
+fn delay_until(not_before: Option<&str>) -> Option<i32> {
+    let due = baton_core::instant::Instant::parse_rfc3339(not_before?)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|since| u64::try_from(since.as_millis()).ok())
+        .map(baton_core::instant::Instant::from_unix_millis)?;
+    Some(delay_seconds(due.since(now))).filter(|seconds| *seconds > 0)
+}
+
 impl SqsStepQueue {
     pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
         SqsStepQueue {
@@ -52,6 +71,7 @@ impl StepQueue for SqsStepQueue {
                     SendMessageBatchRequestEntry::builder()
                         .id(format!("m{index}"))
                         .message_body(body)
+                        .set_delay_seconds(delay_until(message.not_before.as_deref()))
                         .build()
                         .map_err(unavailable)?,
                 );
@@ -132,6 +152,32 @@ impl StepQueue for SqsStepQueue {
             .send()
             .await
             .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+        Ok(())
+    }
+
+    async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
+        let body = serde_json::to_string(message).map_err(unavailable)?;
+        let entry = SendMessageBatchRequestEntry::builder()
+            .id("m0")
+            .message_body(body)
+            .delay_seconds(delay_seconds(delay))
+            .build()
+            .map_err(unavailable)?;
+        let output = self
+            .client
+            .send_message_batch()
+            .queue_url(&self.queue_url)
+            .entries(entry)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+        if let Some(failed) = output.failed().first() {
+            return Err(QueueError::Unavailable(format!(
+                "SQS refused a delayed step message: {} {}",
+                failed.code(),
+                failed.message().unwrap_or_default()
+            )));
+        }
         Ok(())
     }
 }

@@ -162,6 +162,10 @@ impl StepQueue for CountingQueue {
         self.1.add("queue.release");
         self.0.release(receipt, delay).await
     }
+    async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
+        self.1.add("queue.send_delayed");
+        self.0.send_delayed(message, delay).await
+    }
 }
 
 struct Fixture {

@@ -105,6 +105,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             instructions: String::new(),
             builtin: None,
             variant: None,
+            allows_clarify: false,
         });
     }
     PlanGraph {

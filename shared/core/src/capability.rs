@@ -111,6 +111,18 @@ pub struct CapabilityRegistration {
     pub prompt_template_file: Option<String>,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
+    /// The capability may ask one clarifying question instead of answering
+    /// (its model is offered a `clarify` way out; the run waits for a person).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allows_clarify: bool,
+    /// Human capabilities: UI copy for task surfaces (e.g. `title`,
+    /// `summary`, `submitLabel`), kept verbatim and shown with the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction_templates: Option<Map<String, Value>>,
+    /// Human capabilities: routing defaults for operator tooling (e.g. a
+    /// queue or role, `maxNotifications`), kept verbatim and shown with the task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment_defaults: Option<Map<String, Value>>,
 }
 
 impl CapabilityRegistration {
@@ -214,6 +226,9 @@ mod liveness_tests {
                 instructions: None,
                 prompt_template_file: None,
                 metadata: Map::new(),
+                allows_clarify: false,
+                instruction_templates: None,
+                assignment_defaults: None,
             },
             registered_at_millis: 1_000,
             last_seen_at_millis: 10_000,

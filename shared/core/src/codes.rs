@@ -40,6 +40,12 @@ pub enum FailureCode {
     LlmUnexpectedResponse,
     /// A person declined a human node's task.
     HumanDeclined,
+    /// A human task was not answered within its SLA.
+    HumanTaskTimedOut,
+    /// A runtime policy's `fail` action ended the run.
+    PolicyFailed,
+    /// A person rejected an approval request (and no `rejectAction` said otherwise).
+    HitlRejected,
 }
 
 impl FailureCode {
@@ -60,6 +66,9 @@ impl FailureCode {
             FailureCode::LlmTransport => "llm_transport",
             FailureCode::LlmUnexpectedResponse => "llm_unexpected_response",
             FailureCode::HumanDeclined => "human_declined",
+            FailureCode::HumanTaskTimedOut => "human_task_timed_out",
+            FailureCode::PolicyFailed => "policy_failed",
+            FailureCode::HitlRejected => "hitl_rejected",
         }
     }
 }
@@ -80,6 +89,9 @@ pub enum WarningCode {
     TokenBudgetExceeded,
     /// The LLM planner produced no valid plan; the deterministic planner planned.
     PlannerFallback,
+    /// A node's attempts ran out; a new plan version gives its facets to the
+    /// next-ranked capability.
+    CapabilityFallback,
 }
 
 impl WarningCode {
@@ -88,6 +100,7 @@ impl WarningCode {
             WarningCode::StreamRestarted => "stream_restarted",
             WarningCode::TokenBudgetExceeded => "token_budget_exceeded",
             WarningCode::PlannerFallback => "planner_fallback",
+            WarningCode::CapabilityFallback => "capability_fallback",
         }
     }
 }

@@ -43,6 +43,15 @@ impl Instant {
         Duration::from_millis(self.0.saturating_sub(earlier.0))
     }
 
+    /// Parses RFC 3339 text (any offset); None when it is not a time.
+    pub fn parse_rfc3339(text: &str) -> Option<Self> {
+        let moment =
+            time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                .ok()?;
+        let millis = moment.unix_timestamp_nanos() / 1_000_000;
+        u64::try_from(millis).ok().map(Instant)
+    }
+
     /// RFC 3339 text, e.g. `2023-11-14T22:13:20.123Z`.
     pub fn rfc3339(self) -> String {
         let nanos = i128::from(self.0) * 1_000_000;
@@ -65,6 +74,8 @@ mod tests {
     fn formats_and_moves() {
         let moment = Instant::from_unix_millis(1_700_000_000_123);
         assert_eq!(moment.rfc3339(), "2023-11-14T22:13:20.123Z");
+        assert_eq!(Instant::parse_rfc3339(&moment.rfc3339()), Some(moment));
+        assert_eq!(Instant::parse_rfc3339("tomorrow"), None);
         assert_eq!(
             moment.plus(Duration::from_secs(1)).unix_millis(),
             1_700_000_001_123

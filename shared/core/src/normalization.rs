@@ -152,6 +152,7 @@ pub fn inject_normalization(
         instructions: normalization_instructions(&reasons),
         builtin: None,
         variant: None,
+        allows_clarify: false,
     });
     plan.edges.extend(edges);
     plan.metadata

@@ -33,6 +33,9 @@ pub struct PlanNode {
     /// Set on variant branches: this is branch `index` of `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<VariantSlot>,
+    /// The capability may ask a clarifying question instead of answering.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allows_clarify: bool,
 }
 
 /// What an orchestrator-managed node computes from its upstream outputs.

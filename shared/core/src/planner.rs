@@ -446,6 +446,7 @@ fn build_plan_with_ids(
             output_contract,
             builtin: None,
             variant: None,
+            allows_clarify: capability.allows_clarify,
         });
     }
     Ok(PlanGraph {

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::codes::FailureCode;
 use crate::diagnostics::DiagnosticsBundle;
 use crate::envelope::TaskEnvelope;
+use crate::governance::Governance;
 use crate::plan::PlanGraph;
 use crate::schema::SchemaViolation;
 
@@ -19,6 +20,10 @@ pub enum RunStatus {
     Queued,
     Running,
     AwaitingHuman,
+    /// Held on an approval request or a clarifying question.
+    AwaitingHitl,
+    /// Paused by a policy until `run.resume`.
+    Paused,
     Completed,
     Failed,
     PlanRejected,
@@ -38,13 +43,23 @@ impl RunStatus {
     }
     /// Terminal, or parked until something outside the engine acts.
     pub fn is_settled(self) -> bool {
-        self.is_terminal() || self == RunStatus::AwaitingHuman
+        self.is_terminal() || self.awaits_people()
+    }
+    /// Parked until a person acts: a human task, an approval or question,
+    /// or a pause to resume.
+    pub fn awaits_people(self) -> bool {
+        matches!(
+            self,
+            RunStatus::AwaitingHuman | RunStatus::AwaitingHitl | RunStatus::Paused
+        )
     }
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Queued => "queued",
             RunStatus::Running => "running",
             RunStatus::AwaitingHuman => "awaiting_human",
+            RunStatus::AwaitingHitl => "awaiting_hitl",
+            RunStatus::Paused => "paused",
             RunStatus::Completed => "completed",
             RunStatus::Failed => "failed",
             RunStatus::PlanRejected => "plan_rejected",
@@ -53,7 +68,7 @@ impl RunStatus {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeStatus {
     /// Waiting for upstream nodes.
@@ -90,6 +105,14 @@ pub struct NodeRecord {
     pub error: Option<String>,
     #[serde(default)]
     pub usage: TokenUsage,
+    /// Attempts made before this round (a replan's re-run, a clarified
+    /// re-run): the attempt bound counts from here.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub attempt_base: u32,
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 impl NodeRecord {
@@ -101,6 +124,7 @@ impl NodeRecord {
             feedback: Vec::new(),
             error: None,
             usage: TokenUsage::default(),
+            attempt_base: 0,
         }
     }
 }
@@ -142,6 +166,9 @@ pub struct RunState {
     pub updated_at: String,
     /// Bound on attempts per node (first try plus re-prompts).
     pub max_node_attempts: u32,
+    /// Policy firings, holds, clarifications and timers.
+    #[serde(default, skip_serializing_if = "Governance::is_empty")]
+    pub governance: Governance,
 }
 
 impl RunState {
@@ -172,6 +199,11 @@ pub enum StepCommand {
         node_id: String,
         attempt: u32,
     },
+    /// A durable timer comes due (its message carries `notBefore`).
+    FireTimer {
+        #[serde(rename = "timerId")]
+        timer_id: String,
+    },
 }
 
 /// The queue message: one step of one run.
@@ -183,6 +215,10 @@ pub struct StepMessage {
     pub tenant_id: String,
     pub run_id: String,
     pub command: StepCommand,
+    /// RFC 3339: the step must not run before (a timer). The queue delays
+    /// it as far as it can; a worker that gets it early defers it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
 }
 
 impl StepMessage {
@@ -192,13 +228,28 @@ impl StepMessage {
             StepCommand::ExecuteNode { node_id, attempt } => {
                 format!("{run_id}:{node_id}:{attempt}")
             }
+            StepCommand::FireTimer { timer_id } => format!("{run_id}:timer:{timer_id}"),
         };
         StepMessage {
             message_id,
             tenant_id: tenant_id.to_string(),
             run_id: run_id.to_string(),
             command,
+            not_before: None,
         }
+    }
+
+    /// The message of a timer that fires at `due_at` (RFC 3339).
+    pub fn timer(tenant_id: &str, run_id: &str, timer_id: &str, due_at: &str) -> Self {
+        let mut message = StepMessage::new(
+            tenant_id,
+            run_id,
+            StepCommand::FireTimer {
+                timer_id: timer_id.to_string(),
+            },
+        );
+        message.not_before = Some(due_at.to_string());
+        message
     }
 }
 
@@ -221,6 +272,9 @@ mod tests {
                 node_id: "node_1".into(),
                 attempt: 2,
             },
+            StepCommand::FireTimer {
+                timer_id: "sla:node_1:1".into(),
+            },
         ] {
             let message = StepMessage::new("tenant", "run_1", command.clone());
             let twin = StepMessage::new("tenant", "run_1", command);
@@ -228,5 +282,9 @@ mod tests {
             let json = serde_json::to_value(&message).unwrap();
             assert!(collect_violations(&validator, &json).is_empty(), "{json}");
         }
+        let timer = StepMessage::timer("tenant", "run_1", "policy:p", "2026-01-01T00:00:00.000Z");
+        let json = serde_json::to_value(&timer).unwrap();
+        assert_eq!(json["notBefore"], "2026-01-01T00:00:00.000Z");
+        assert!(collect_violations(&validator, &json).is_empty(), "{json}");
     }
 }

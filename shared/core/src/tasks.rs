@@ -5,6 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::governance::human_sla_timer_id;
 use crate::run::{NodeStatus, RunState};
 
 /// One pending task of a person.
@@ -22,6 +23,9 @@ pub struct HumanTask {
     pub output_facets: Vec<String>,
     /// The JSON Schema the answer must satisfy (the node's output contract).
     pub output_schema: Value,
+    /// When the task's SLA passes (RFC 3339): unanswered, the run fails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<String>,
 }
 
 /// The task id of `node_id` in `run_id`.
@@ -55,6 +59,14 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
             input_facets: node.input_facets.clone(),
             output_facets: node.output_facets.clone(),
             output_schema: node.output_contract.schema.as_ref().clone(),
+            due_at: state.nodes.get(&node.node_id).and_then(|record| {
+                let timer_id = human_sla_timer_id(&node.node_id, record.current_attempt);
+                state
+                    .governance
+                    .timers
+                    .get(&timer_id)
+                    .map(|timer| timer.due_at.clone())
+            }),
         })
         .collect()
 }

@@ -182,6 +182,7 @@ pub fn expand_variants(
                 sources: branch_ids,
             }),
             variant: None,
+            allows_clarify: false,
         });
         plan.nodes.splice(position..=position, replacement);
         plan.metadata.insert("branchCount".into(), json!(count));

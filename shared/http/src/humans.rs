@@ -1,10 +1,14 @@
 //! Routes where people act on parked runs: `GET /tasks` (what waits for
-//! them), `POST /run.resume` (a human node's output) and
-//! `POST /tasks/{taskId}/decline`.
+//! them), `POST /run.resume` (a human node's output, a clarifying answer,
+//! or resuming a pause), `POST /tasks/{taskId}/decline`, `POST
+//! /hitl/resolve` (approve or reject an approval request) and `POST
+//! /runs/{runId}/policies/{policyId}/trigger` (a `manual` policy).
 //!
 //! A task id is `{runId}:{nodeId}`; `run.resume` takes either `taskId` or
-//! `runId` + `nodeId`. Outcomes: 200 applied; 404 no such run (or another
-//! tenant's); 409 the node no longer waits, or the plan version moved
+//! `runId` + `nodeId` with `output`, or `runId` + `answer` (clarify), or
+//! just `runId` + `expectedPlanVersion` (a pause). Outcomes: 200 applied;
+//! 404 no such run (or another tenant's, or no such manual policy); 409 the
+//! node or request no longer waits, or the plan version moved
 //! (`details.currentPlanVersion`); 422 the output breaks the node's
 //! contract (`details.errors[].path` from `$.output`); 400 a malformed body.
 
@@ -13,7 +17,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use baton_core::engine::HumanInputRefused;
+use baton_core::engine::{ApprovalDecision, HumanInputRefused};
 use baton_core::schema::json_path_for_pointer;
 use baton_runtime::services::{HumanInput, HumanInputOutcome};
 use serde_json::{Value, json};
@@ -81,7 +85,105 @@ fn refused(refusal: HumanInputRefused) -> ApiError {
             )
             .with_details(json!({"errors": errors}))
         }
+        HumanInputRefused::NoPendingRequest { run_status } => ApiError::new(
+            StatusCode::CONFLICT,
+            "no_pending_request",
+            "no request of that kind waits for a person (resolved already, or the run moved on)",
+        )
+        .with_details(json!({"runStatus": run_status.as_str()})),
+        HumanInputRefused::UnknownRequest { pending } => ApiError::new(
+            StatusCode::CONFLICT,
+            "unknown_request",
+            format!("that request does not wait; {pending} does"),
+        )
+        .with_details(json!({"pendingRequestId": pending})),
+        HumanInputRefused::NotPaused { run_status } => {
+            ApiError::new(StatusCode::CONFLICT, "not_paused", "the run is not paused")
+                .with_details(json!({"runStatus": run_status.as_str()}))
+        }
+        HumanInputRefused::AnswerRequired => {
+            bad_request("$.answer", "`answer` must be a non-empty text")
+        }
+        HumanInputRefused::NoManualPolicy {
+            policy_id,
+            run_status,
+        } => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "policy_not_found",
+            format!("the run has no enabled `manual` policy `{policy_id}` (or it ended)"),
+        )
+        .with_details(json!({"policyId": policy_id, "runStatus": run_status.as_str()})),
     }
+}
+
+fn plan_version_field(body: &Value) -> Result<u32, ApiError> {
+    body.get("expectedPlanVersion")
+        .and_then(Value::as_u64)
+        .and_then(|version| u32::try_from(version).ok())
+        .ok_or_else(|| {
+            bad_request(
+                "$.expectedPlanVersion",
+                "`expectedPlanVersion` (the plan version the request was read at) is required",
+            )
+        })
+}
+
+/// What a `run.resume` body asks: `(runId, input)`.
+fn resume_input(body: &Value) -> Result<(String, HumanInput), ApiError> {
+    let expected_plan_version = plan_version_field(body)?;
+    if body.get("output").is_none() && text_field(body, "taskId")?.is_none() {
+        let run_id = text_field(body, "runId")?
+            .ok_or_else(|| bad_request("$.runId", "`runId` (or `taskId`) is required"))?
+            .to_string();
+        let input = match body.get("answer") {
+            Some(Value::String(answer)) => HumanInput::Clarify {
+                request_id: text_field(body, "requestId")?.map(str::to_string),
+                expected_plan_version,
+                answer: answer.clone(),
+            },
+            Some(_) => return Err(bad_request("$.answer", "`answer` must be a text")),
+            None if text_field(body, "nodeId")?.is_some() => {
+                return Err(bad_request("$.output", "`output` is required"));
+            }
+            None => HumanInput::ResumePaused {
+                expected_plan_version,
+            },
+        };
+        return Ok((run_id, input));
+    }
+    let (run_id, node_id) = match text_field(body, "taskId")? {
+        Some(task_id) => {
+            let (run_id, node_id) = split_task_id(task_id)
+                .ok_or_else(|| bad_request("$.taskId", "a task id is `{runId}:{nodeId}`"))?;
+            if text_field(body, "runId")?.is_some_and(|given| given != run_id) {
+                return Err(bad_request(
+                    "$.runId",
+                    "`runId` differs from the task's run",
+                ));
+            }
+            (run_id.to_string(), node_id.to_string())
+        }
+        None => (
+            text_field(body, "runId")?
+                .ok_or_else(|| bad_request("$.runId", "`runId` (or `taskId`) is required"))?
+                .to_string(),
+            text_field(body, "nodeId")?
+                .ok_or_else(|| bad_request("$.nodeId", "`nodeId` (or `taskId`) is required"))?
+                .to_string(),
+        ),
+    };
+    let output = body
+        .get("output")
+        .cloned()
+        .ok_or_else(|| bad_request("$.output", "`output` is required"))?;
+    Ok((
+        run_id,
+        HumanInput::Answer {
+            node_id,
+            expected_plan_version,
+            output,
+        },
+    ))
 }
 
 async fn apply(
@@ -122,7 +224,9 @@ pub(crate) async fn list_tasks(
     Ok(Json(json!({"tasks": tasks})))
 }
 
-/// `POST /run.resume`: `{runId, expectedPlanVersion, nodeId | taskId, output}`.
+/// `POST /run.resume`: `{runId, expectedPlanVersion, nodeId | taskId, output}`
+/// (a human task), `{runId, expectedPlanVersion, answer, requestId?}` (a
+/// clarifying question) or `{runId, expectedPlanVersion}` (a pause).
 /// With `Accept: text/event-stream` the answer is the run's frames from the
 /// resumption on (SSE, as `run.stream`), until the run ends or parks again.
 pub(crate) async fn resume_run(
@@ -139,46 +243,7 @@ pub(crate) async fn resume_run(
     if !body.is_object() {
         return Err(bad_request("$", "the body must be a JSON object"));
     }
-    let (run_id, node_id) = match text_field(&body, "taskId")? {
-        Some(task_id) => {
-            let (run_id, node_id) = split_task_id(task_id)
-                .ok_or_else(|| bad_request("$.taskId", "a task id is `{runId}:{nodeId}`"))?;
-            if text_field(&body, "runId")?.is_some_and(|given| given != run_id) {
-                return Err(bad_request(
-                    "$.runId",
-                    "`runId` differs from the task's run",
-                ));
-            }
-            (run_id.to_string(), node_id.to_string())
-        }
-        None => (
-            text_field(&body, "runId")?
-                .ok_or_else(|| bad_request("$.runId", "`runId` (or `taskId`) is required"))?
-                .to_string(),
-            text_field(&body, "nodeId")?
-                .ok_or_else(|| bad_request("$.nodeId", "`nodeId` (or `taskId`) is required"))?
-                .to_string(),
-        ),
-    };
-    let expected_plan_version = body
-        .get("expectedPlanVersion")
-        .and_then(Value::as_u64)
-        .and_then(|version| u32::try_from(version).ok())
-        .ok_or_else(|| {
-            bad_request(
-                "$.expectedPlanVersion",
-                "`expectedPlanVersion` (the plan version the task was read at) is required",
-            )
-        })?;
-    let output = body
-        .get("output")
-        .cloned()
-        .ok_or_else(|| bad_request("$.output", "`output` is required"))?;
-    let input = HumanInput::Answer {
-        node_id,
-        expected_plan_version,
-        output,
-    };
+    let (run_id, input) = resume_input(&body)?;
     if !wants_stream {
         return Ok(apply(&state, &tenant, &run_id, input)
             .await?
@@ -223,4 +288,51 @@ pub(crate) async fn decline_task(
         note,
     };
     apply(&state, &tenant, run_id, input).await
+}
+
+/// `POST /hitl/resolve`: `{runId, requestId, decision: approve|reject, note?}`.
+pub(crate) async fn resolve_request(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let body = parse_json_body(&body)?;
+    let run_id = text_field(&body, "runId")?
+        .ok_or_else(|| bad_request("$.runId", "`runId` is required"))?
+        .to_string();
+    let request_id = text_field(&body, "requestId")?
+        .ok_or_else(|| bad_request("$.requestId", "`requestId` is required"))?
+        .to_string();
+    let decision = match text_field(&body, "decision")? {
+        Some("approve") => ApprovalDecision::Approve,
+        Some("reject") => ApprovalDecision::Reject,
+        _ => {
+            return Err(bad_request(
+                "$.decision",
+                "`decision` must be `approve` or `reject`",
+            ));
+        }
+    };
+    let note = text_field(&body, "note")?.map(str::to_string);
+    let input = HumanInput::Resolve {
+        request_id,
+        decision,
+        note,
+    };
+    apply(&state, &tenant, &run_id, input).await
+}
+
+/// `POST /runs/{runId}/policies/{policyId}/trigger`: fires a `manual` policy.
+pub(crate) async fn trigger_policy(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Path((run_id, policy_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    apply(
+        &state,
+        &tenant,
+        &run_id,
+        HumanInput::TriggerPolicy { policy_id },
+    )
+    .await
 }

@@ -58,7 +58,11 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{run_id}/cancel", post(cancel_run))
         .route("/capabilities", get(list_capabilities))
         .route("/run.resume", post(crate::humans::resume_run))
-        .route("/hitl/resolve", post(not_yet("resolving HITL requests")))
+        .route("/hitl/resolve", post(crate::humans::resolve_request))
+        .route(
+            "/runs/{run_id}/policies/{policy_id}/trigger",
+            post(crate::humans::trigger_policy),
+        )
         .route("/tasks", get(crate::humans::list_tasks))
         .route(
             "/tasks/{task_id}/decline",
@@ -76,18 +80,6 @@ pub fn router(state: ApiState) -> Router {
                 "no such route; the API lives under /api/v1/flex",
             )
         })
-}
-
-fn not_yet(
-    what: &'static str,
-) -> impl Fn() -> std::future::Ready<ApiError> + Clone + Send + 'static {
-    move || {
-        std::future::ready(ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            format!("{what} is not implemented yet"),
-        ))
-    }
 }
 
 /// Authenticates before any handler (and so before any store read).

@@ -542,10 +542,13 @@ async fn capabilities_are_listed_and_unbuilt_routes_say_so() {
         .client
         .post(format!("{}/hitl/resolve", api.base))
         .bearer_auth(ACME_TOKEN)
+        .json(&serde_json::json!({"runId": "r"}))
         .send()
         .await
         .unwrap();
-    assert_eq!(resolve.status(), 501);
+    assert_eq!(resolve.status(), 400, "a resolution names its request");
+    let body: serde_json::Value = resolve.json().await.unwrap();
+    assert_eq!(body["error"]["details"]["path"], "$.requestId");
     let unknown = api
         .client
         .get(format!("{}/nope", api.base))
@@ -695,7 +698,11 @@ async fn a_person_resumes_a_parked_run_once_with_valid_output() {
         .iter()
         .map(|frame| frame["type"].as_str().unwrap())
         .collect();
-    assert_eq!(types.first(), Some(&"node_complete"), "{types:?}");
+    assert_eq!(
+        types[..2],
+        ["plan_generated", "node_complete"],
+        "a resume restates the plan (metadata.resumed) first: {types:?}"
+    );
     assert_eq!(types.last(), Some(&"complete"), "{types:?}");
     let completions_of_the_node = after
         .iter()
@@ -703,7 +710,8 @@ async fn a_person_resumes_a_parked_run_once_with_valid_output() {
         .count();
     assert_eq!(completions_of_the_node, 1, "no duplicate frame");
     baton_test_support::assert_frame_values_match_schemas(&after);
-    assert_eq!(after[0]["payload"]["output"], output);
+    assert_eq!(after[0]["payload"]["metadata"]["resumed"], true);
+    assert_eq!(after[1]["payload"]["output"], output);
     assert_eq!(
         get_json(&api, "/tasks", ACME_TOKEN).await["tasks"],
         json!([])
@@ -782,7 +790,11 @@ async fn a_resume_asked_as_a_stream_relays_the_frames_from_the_answer_on() {
         .iter()
         .map(|frame| frame["type"].as_str().unwrap())
         .collect();
-    assert_eq!(types.first(), Some(&"node_complete"), "{types:?}");
+    assert_eq!(
+        types[..2],
+        ["plan_generated", "node_complete"],
+        "a resume restates the plan (metadata.resumed) first: {types:?}"
+    );
     assert_eq!(types.last(), Some(&"complete"), "{types:?}");
     assert_eq!(
         frames[0]["id"],

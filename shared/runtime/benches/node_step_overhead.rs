@@ -85,6 +85,9 @@ fn linear_registry() -> Registry {
             instructions: Some(format!("Act as the {role}.")),
             prompt_template_file: None,
             metadata: Map::new(),
+            allows_clarify: false,
+            instruction_templates: None,
+            assignment_defaults: None,
         };
         registry.add_capability(capability, "bench").unwrap();
     }

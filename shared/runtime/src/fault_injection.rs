@@ -35,6 +35,9 @@ impl StepQueue for DuplicatingQueue {
     async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
         self.0.release(receipt, delay).await
     }
+    async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
+        self.0.send_delayed(message, delay).await
+    }
 }
 
 /// Fails the first `failures` sends of node steps: the process "died"
@@ -85,5 +88,8 @@ impl StepQueue for FailingSendQueue {
     }
     async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
         self.inner.release(receipt, delay).await
+    }
+    async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
+        self.inner.send_delayed(message, delay).await
     }
 }

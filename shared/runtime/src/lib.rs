@@ -26,6 +26,7 @@ pub mod error;
 pub mod fault_injection;
 pub mod follow;
 pub mod memory;
+mod memory_queue;
 pub mod ports;
 pub mod registry_loader;
 pub mod services;

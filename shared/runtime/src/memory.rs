@@ -2,7 +2,7 @@
 //! Same semantics as the cloud adapters (conditional commits, contiguous
 //! sequence numbers, leases, outbox, at-least-once redelivery), one process.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,14 +10,14 @@ use async_trait::async_trait;
 use baton_core::capability::RegisteredCapability;
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
-use baton_core::run::{RunState, RunStatus, StepMessage};
+use baton_core::run::{RunState, StepMessage};
 use tokio::sync::Notify;
 
 use crate::clock::SystemClock;
-use crate::error::{QueueError, StoreError};
+use crate::error::StoreError;
 use crate::ports::{
-    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, NodeClaim, ReceivedStep, RunStore,
-    StepCommit, StepQueue, StoredRun,
+    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, NodeClaim, RunStore, StepCommit,
+    StoredRun,
 };
 
 struct OutboxEntry {
@@ -313,7 +313,7 @@ impl RunStore for InMemoryRunStore {
             .runs
             .iter()
             .filter(|((tenant, _), record)| {
-                tenant == tenant_id && record.state.status == RunStatus::AwaitingHuman
+                tenant == tenant_id && record.state.status.awaits_people()
             })
             .map(|(_, record)| record.state.clone())
             .collect();
@@ -356,38 +356,6 @@ impl RunStore for InMemoryRunStore {
             }
         }
         Ok(())
-    }
-}
-
-#[derive(Default)]
-struct QueueState {
-    visible: VecDeque<(StepMessage, u32)>,
-    /// Released with a delay: visible again from their instant on.
-    delayed: Vec<(tokio::time::Instant, StepMessage, u32)>,
-    in_flight: HashMap<String, (StepMessage, u32)>,
-    next_receipt: u64,
-}
-
-impl QueueState {
-    /// Makes the delayed messages whose time has come visible, in order.
-    fn promote_due(&mut self) {
-        let now = tokio::time::Instant::now();
-        self.delayed.sort_by_key(|(visible_at, _, _)| *visible_at);
-        let due = self
-            .delayed
-            .iter()
-            .take_while(|(visible_at, _, _)| *visible_at <= now)
-            .count();
-        for (_, message, count) in self.delayed.drain(..due) {
-            self.visible.push_back((message, count));
-        }
-    }
-
-    fn next_visible_at(&self) -> Option<tokio::time::Instant> {
-        self.delayed
-            .iter()
-            .map(|(visible_at, _, _)| *visible_at)
-            .min()
     }
 }
 
@@ -437,161 +405,4 @@ impl CapabilityDirectory for InMemoryCapabilityDirectory {
     }
 }
 
-/// At-least-once queue in process memory. A message released with a delay
-/// waits in the queue (no caller sleeps through it), as on SQS.
-#[derive(Default)]
-pub struct InMemoryStepQueue {
-    state: Mutex<QueueState>,
-    message_arrived: Notify,
-}
-
-fn queue_poisoned() -> QueueError {
-    QueueError::Unavailable("in-memory queue lock poisoned".into())
-}
-
-impl InMemoryStepQueue {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Messages visible or in flight.
-    pub fn outstanding(&self) -> usize {
-        self.state
-            .lock()
-            .map(|state| state.visible.len() + state.delayed.len() + state.in_flight.len())
-            .unwrap_or(0)
-    }
-}
-
-#[async_trait]
-impl StepQueue for InMemoryStepQueue {
-    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
-        let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
-        state
-            .visible
-            .extend(messages.iter().cloned().map(|message| (message, 0)));
-        drop(state);
-        self.message_arrived.notify_waiters();
-        Ok(())
-    }
-
-    async fn receive(
-        &self,
-        max_messages: usize,
-        wait: Duration,
-    ) -> Result<Vec<ReceivedStep>, QueueError> {
-        let notified = self.message_arrived.notified();
-        tokio::pin!(notified);
-        for round in 0..2 {
-            let next_visible_at = {
-                let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
-                state.promote_due();
-                let mut received = Vec::new();
-                while received.len() < max_messages {
-                    let Some((message, count)) = state.visible.pop_front() else {
-                        break;
-                    };
-                    state.next_receipt += 1;
-                    let receipt = format!("receipt-{}", state.next_receipt);
-                    state
-                        .in_flight
-                        .insert(receipt.clone(), (message.clone(), count + 1));
-                    received.push(ReceivedStep {
-                        message,
-                        receipt,
-                        receive_count: count + 1,
-                    });
-                }
-                if !received.is_empty() || round == 1 || wait.is_zero() {
-                    return Ok(received);
-                }
-                state.next_visible_at()
-            };
-            // Until a message arrives, a delayed one comes due, or the wait ends.
-            let wait = next_visible_at.map_or(wait, |at| {
-                wait.min(at.saturating_duration_since(tokio::time::Instant::now()))
-            });
-            let _ = tokio::time::timeout(wait, notified.as_mut()).await;
-        }
-        Ok(Vec::new())
-    }
-
-    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
-        let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
-        state.in_flight.remove(receipt);
-        Ok(())
-    }
-
-    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
-        let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
-        if let Some((message, count)) = state.in_flight.remove(receipt) {
-            if delay.is_zero() {
-                state.visible.push_back((message, count));
-            } else {
-                let visible_at = tokio::time::Instant::now() + delay;
-                state.delayed.push((visible_at, message, count));
-            }
-        }
-        drop(state);
-        self.message_arrived.notify_waiters();
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::{InMemoryCapabilityDirectory, InMemoryRunStore};
-    use crate::conformance::{capability_directory_conformance, run_store_conformance};
-
-    /// A delayed release returns at once and the message waits in the queue
-    /// until its time (paused clock: nothing sleeps).
-    #[tokio::test(start_paused = true)]
-    async fn a_delayed_release_waits_in_the_queue_not_in_the_caller() {
-        use std::time::Duration;
-
-        use baton_core::run::{StepCommand, StepMessage};
-
-        use super::InMemoryStepQueue;
-        use crate::ports::StepQueue;
-
-        let queue = InMemoryStepQueue::new();
-        let message = StepMessage::new("t", "run", StepCommand::Plan);
-        queue.send(std::slice::from_ref(&message)).await.unwrap();
-        let received = queue.receive(1, Duration::ZERO).await.unwrap().remove(0);
-        let before = tokio::time::Instant::now();
-        queue
-            .release(&received.receipt, Duration::from_secs(60))
-            .await
-            .unwrap();
-        assert_eq!(
-            tokio::time::Instant::now(),
-            before,
-            "the caller did not wait"
-        );
-        assert_eq!(queue.outstanding(), 1);
-        assert!(queue.receive(1, Duration::ZERO).await.unwrap().is_empty());
-        tokio::time::advance(Duration::from_secs(59)).await;
-        assert!(queue.receive(1, Duration::ZERO).await.unwrap().is_empty());
-        // A receive that waits longer than the delay gets it when it comes due.
-        let again = queue.receive(1, Duration::from_secs(5)).await.unwrap();
-        assert_eq!(again.len(), 1);
-        assert_eq!(again[0].message, message);
-        assert_eq!(again[0].receive_count, 2);
-    }
-
-    #[tokio::test]
-    async fn the_in_memory_store_passes_the_conformance_suite() {
-        run_store_conformance(Arc::new(InMemoryRunStore::new()), "memory")
-            .await
-            .unwrap();
-    }
-
-    #[tokio::test]
-    async fn the_in_memory_capability_directory_passes_the_conformance_suite() {
-        capability_directory_conformance(Arc::new(InMemoryCapabilityDirectory::new()), "memory")
-            .await
-            .unwrap();
-    }
-}
+pub use crate::memory_queue::InMemoryStepQueue;

@@ -156,8 +156,9 @@ pub trait RunStore: Send + Sync {
         message_ids: &[String],
     ) -> Result<(), StoreError>;
 
-    /// The tenant's runs waiting for a person (status `awaiting_human`),
-    /// oldest first: where the human task list comes from.
+    /// The tenant's runs waiting for a person (status `awaiting_human`,
+    /// `awaiting_hitl` or `paused`), oldest first: where the human task
+    /// list comes from.
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError>;
 
     /// Unconsumed, not yet re-sent outbox entries of any run written before
@@ -190,6 +191,11 @@ pub trait StepQueue: Send + Sync {
     async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError>;
     /// Makes the message visible again after `delay` (a failed or busy step).
     async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError>;
+    /// Sends a fresh copy of `message` that becomes visible after `delay`
+    /// (a timer that came early). SQS delays one hop by 15 minutes at most:
+    /// a longer wait is several hops, each a new message (its receive count
+    /// starts again, so a long timer never reaches the dead-letter queue).
+    async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError>;
 }
 
 /// A model's structured answer (defined by the engine, which judges it).

@@ -28,6 +28,10 @@ pub async fn process_received_step(
         Ok(StepOutcome::Busy { retry_after }) => {
             queue.release(&received.receipt, *retry_after).await?;
         }
+        Ok(StepOutcome::NotYetDue { remaining }) => {
+            queue.send_delayed(&received.message, *remaining).await?;
+            queue.acknowledge(&received.receipt).await?;
+        }
         Ok(_) => queue.acknowledge(&received.receipt).await?,
         Err(error)
             if error.is_retryable() && received.receive_count < MAX_RECEIVES_BEFORE_DEAD_LETTER =>
@@ -153,6 +157,18 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
         };
         match steps.handle_before(&message, deadline).await {
             Ok(StepOutcome::Busy { .. }) => Some(message_id),
+            // A timer that came early goes back with its remaining delay
+            // (a new message); without a queue to send it, it is redelivered.
+            Ok(StepOutcome::NotYetDue { remaining }) => match redelivery {
+                Some(queue) => match queue.send_delayed(&message, remaining).await {
+                    Ok(()) => None,
+                    Err(error) => {
+                        tracing::warn!(%message_id, %error, "could not defer an early timer; redelivering it");
+                        Some(message_id)
+                    }
+                },
+                None => Some(message_id),
+            },
             Ok(_) => None,
             Err(error @ RuntimeError::DeadlineExceeded { .. }) => {
                 tracing::warn!(%message_id, %error, "step out of time; redelivering it soon");

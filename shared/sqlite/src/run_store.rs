@@ -501,7 +501,7 @@ impl RunStore for SqliteStore {
             .with_connection(move |connection| {
                 texts(
                     connection,
-                    "SELECT state FROM runs WHERE tenant_id = ?1 AND status = 'awaiting_human'
+                    "SELECT state FROM runs WHERE tenant_id = ?1 AND status IN ('awaiting_human', 'awaiting_hitl', 'paused')
                          ORDER BY created_at_millis, run_id",
                     params![tenant_id],
                 )

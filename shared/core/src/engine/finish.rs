@@ -140,24 +140,10 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
 /// Evaluates the contract's constraints (JSONLogic, via datalogic-rs) over
 /// `scope`. Returns the observed weighted score and the broken hard ones.
 fn evaluate_constraints(envelope: &TaskEnvelope, scope: &Value) -> (f64, Vec<BrokenConstraint>) {
-    let engine = datalogic_rs::Engine::new();
-    let data = scope.to_string();
     let mut outcomes = Vec::new();
     let mut broken_hard = Vec::new();
     for (index, constraint) in envelope.output_contract.constraints.iter().enumerate() {
-        let holds = engine
-            .eval_str(&constraint.expr.to_string(), &data)
-            .map(|result| {
-                serde_json::from_str::<Value>(&result).is_ok_and(|value| match value {
-                    Value::Bool(flag) => flag,
-                    Value::Null => false,
-                    Value::Number(number) => number.as_f64().is_some_and(|n| n != 0.0),
-                    Value::String(text) => !text.is_empty(),
-                    Value::Array(items) => !items.is_empty(),
-                    Value::Object(_) => true,
-                })
-            })
-            .unwrap_or(false);
+        let holds = crate::logic::holds(&constraint.expr, scope);
         outcomes.push(ConstraintOutcome {
             level: constraint.level,
             satisfiable: holds,

@@ -46,6 +46,19 @@ pub enum HumanInputRefused {
     StalePlanVersion { current: u32 },
     /// The answer breaks the node's output contract (paths into the answer).
     OutputContractViolated(Vec<SchemaViolation>),
+    /// No approval request or question of that kind is pending.
+    NoPendingRequest { run_status: RunStatus },
+    /// Another request is pending than the one named.
+    UnknownRequest { pending: String },
+    /// The run is not paused.
+    NotPaused { run_status: RunStatus },
+    /// A clarifying question needs a non-empty textual answer.
+    AnswerRequired,
+    /// The envelope has no enabled `manual` policy of that id (or the run ended).
+    NoManualPolicy {
+        policy_id: String,
+        run_status: RunStatus,
+    },
 }
 
 fn awaiting(state: &RunState, node_id: &str) -> Result<(), HumanInputRefused> {
@@ -59,22 +72,10 @@ fn awaiting(state: &RunState, node_id: &str) -> Result<(), HumanInputRefused> {
     Ok(())
 }
 
-/// The run waits for people while any node does; otherwise it runs on
-/// (unless the step just ended it).
-fn settle_status(step: &mut StepContext<'_, '_>) {
-    if step.state.status.is_terminal() {
-        return;
-    }
-    let someone_else_awaited = step
-        .state
-        .nodes
-        .values()
-        .any(|record| record.status == NodeStatus::AwaitingHuman);
-    step.state.status = if someone_else_awaited {
-        RunStatus::AwaitingHuman
-    } else {
-        RunStatus::Running
-    };
+/// The node's SLA timer no longer applies once a person acted.
+fn drop_task_timer(step: &mut StepContext<'_, '_>, node_id: &str, attempt: u32) {
+    let timer_id = crate::governance::human_sla_timer_id(node_id, attempt);
+    step.state.governance.timers.remove(&timer_id);
 }
 
 /// Completes a parked node with a person's output, validated against the
@@ -109,10 +110,9 @@ pub fn answer_human_node(
         .get(answer.node_id)
         .map_or(1, |record| record.current_attempt);
     let mut step = StepContext::new(state, now, engine);
-    // Running while the node completes, so finishing the run can end it.
-    step.state.status = RunStatus::Running;
+    drop_task_timer(&mut step, answer.node_id, attempt);
+    super::plan::emit_resumed_plan(&mut step);
     complete_node(&mut step, node, attempt, answer.output)?;
-    settle_status(&mut step);
     Ok(Ok(step.into_decision()))
 }
 
@@ -138,6 +138,7 @@ pub fn decline_human_node(
         None => format!("declined by a person ({})", decline.reason_code),
     };
     let mut step = StepContext::new(state, now, engine);
+    drop_task_timer(&mut step, decline.node_id, attempt);
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
         record.status = NodeStatus::Failed;
         record.error = Some(reason.clone());

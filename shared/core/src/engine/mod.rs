@@ -26,17 +26,25 @@
 
 mod budget;
 mod finish;
+mod hitl;
 mod human;
 mod node;
 mod plan;
+mod policy;
+mod replan;
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 
+pub use hitl::{
+    ApprovalDecision, ApprovalResolution, ClarificationAnswer, answer_clarification,
+    resolve_approval, resume_paused_run, trigger_manual_policy,
+};
 pub use human::{
     HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node, decline_human_node,
 };
+pub use policy::run_metrics;
 
 use crate::CoreError;
 use crate::codes::FailureCode;
@@ -45,6 +53,7 @@ use crate::diagnostics::DiagnosticsBundle;
 use crate::envelope::TaskEnvelope;
 use crate::event::EventDraft;
 use crate::frames::{self, FrameStamp};
+use crate::governance::{Timer, TimerPurpose};
 use crate::instant::Instant;
 use crate::registry::Registry;
 use crate::run::{
@@ -57,6 +66,9 @@ pub const DEFAULT_MAX_NODE_ATTEMPTS: u32 = 3;
 
 /// Default bound on LLM planner drafts before the deterministic planner takes over.
 pub const DEFAULT_MAX_PLANNER_ATTEMPTS: u32 = 3;
+
+/// Default SLA of a human task: unanswered after this, the run fails.
+pub const DEFAULT_HUMAN_TASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
 
 /// What one step decided: committed in one transaction.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +106,8 @@ pub struct EngineContext<'a> {
     pub validators: &'a ValidatorCache,
     pub planner: PlannerChoice,
     pub max_planner_attempts: u32,
+    /// A human task's SLA (`BATON_HUMAN_TASK_TIMEOUT_SECONDS`).
+    pub human_task_timeout: std::time::Duration,
 }
 
 /// A model's structured answer.
@@ -219,6 +233,21 @@ impl<'e, 'r> StepContext<'e, 'r> {
         ));
     }
 
+    /// Records a durable timer and puts its delayed message in the outbox.
+    pub fn start_timer(&mut self, timer_id: String, due: Instant, purpose: TimerPurpose) {
+        let due_at = due.rfc3339();
+        self.outbox.push(StepMessage::timer(
+            &self.state.tenant_id,
+            &self.state.run_id,
+            &timer_id,
+            &due_at,
+        ));
+        self.state
+            .governance
+            .timers
+            .insert(timer_id, Timer { due_at, purpose });
+    }
+
     /// Ends the run with `code`: status failed, an `error` frame.
     pub fn fail_run(&mut self, code: FailureCode, message: &str) {
         self.end_run(RunStatus::Failed, code, message, message);
@@ -275,6 +304,7 @@ pub fn start_run(
         created_at: now.rfc3339(),
         updated_at: now.rfc3339(),
         max_node_attempts: max_node_attempts.max(1),
+        governance: Default::default(),
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),
@@ -310,6 +340,7 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
                 record.status == NodeStatus::Scheduled && record.current_attempt == *attempt
             })
         }
+        StepCommand::FireTimer { timer_id } => !state.governance.timers.contains_key(timer_id),
     }
 }
 
@@ -328,6 +359,7 @@ pub fn begin_step(
         StepCommand::ExecuteNode { node_id, attempt } => {
             node::begin_node(state, node_id, *attempt, now, engine)
         }
+        StepCommand::FireTimer { timer_id } => hitl::fire_timer(state, timer_id, now, engine),
     }
 }
 

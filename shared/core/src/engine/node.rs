@@ -19,6 +19,7 @@ use crate::plan::{BuiltinOperation, PlanNode};
 use crate::run::{NodeStatus, RunState, RunStatus, StepCommand, TokenUsage};
 use crate::schema::{SchemaViolation, collect_violations};
 
+use super::policy::{self, Applied, Occurrence};
 use super::{EffectOutcome, EngineContext, ModelCall, StepAdvance, StepContext};
 use crate::plan::PlanGraph;
 
@@ -110,9 +111,20 @@ pub(super) fn begin_node(
         if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
             record.status = NodeStatus::AwaitingHuman;
         }
-        step.state.status = RunStatus::AwaitingHuman;
+        if step.state.governance.hold.is_none() {
+            step.state.status = RunStatus::AwaitingHuman;
+        }
         let parked = frames::node_start(&step.stamp(), node, &payload);
         step.emit(parked);
+        let due = now.plus(engine.human_task_timeout);
+        step.start_timer(
+            crate::governance::human_sla_timer_id(&node.node_id, attempt),
+            due,
+            crate::governance::TimerPurpose::HumanTaskSla {
+                node_id: node.node_id.clone(),
+                attempt,
+            },
+        );
         return Ok(step.into_advance());
     }
     let stamp = frames::FrameStamp::for_run(state, now);
@@ -295,16 +307,14 @@ pub(super) fn complete_node(
         },
     );
     step.emit(completed);
-    schedule_ready_nodes(step);
-    let all_completed = step
-        .state
-        .nodes
-        .values()
-        .all(|record| record.status == NodeStatus::Completed);
-    if all_completed {
-        super::finish::finish_run(step)?;
+    let occurrence = Occurrence::NodeComplete {
+        node,
+        output: &output,
+    };
+    if policy::fire(step, &occurrence)? == Applied::Ended {
+        return Ok(());
     }
-    Ok(())
+    policy::continue_run(step)
 }
 
 fn reprompt_or_fail(
@@ -324,8 +334,31 @@ fn reprompt_or_fail(
         },
     );
     step.emit(invalid);
+    let occurrence = Occurrence::ValidationFail {
+        node,
+        attempt,
+        violations: &violations,
+    };
+    match policy::fire(step, &occurrence)? {
+        Applied::Ended => return Ok(()),
+        Applied::Replanned => return policy::continue_run(step),
+        Applied::Held => {
+            // The node runs again (with the feedback) once the hold is released.
+            if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+                record.feedback = violations;
+                record.status = NodeStatus::Pending;
+            }
+            return Ok(());
+        }
+        Applied::Continue => {}
+    }
     let max_attempts = step.state.max_node_attempts;
-    if attempt < max_attempts {
+    let attempt_base = step
+        .state
+        .nodes
+        .get(&node.node_id)
+        .map_or(0, |record| record.attempt_base);
+    if attempt.saturating_sub(attempt_base) < max_attempts {
         if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
             record.feedback = violations;
             record.current_attempt = attempt + 1;
@@ -336,6 +369,9 @@ fn reprompt_or_fail(
             attempt: attempt + 1,
         });
         return Ok(());
+    }
+    if fall_back_to_next_capability(step, node)? {
+        return policy::continue_run(step);
     }
     let reason = format!("output contract still violated after {attempt} attempts");
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
@@ -359,8 +395,52 @@ fn reprompt_or_fail(
     Ok(())
 }
 
+/// The failure table: a node whose attempts ran out hands its facets to
+/// the next-ranked capability in a new plan version, when one exists.
+fn fall_back_to_next_capability(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+) -> Result<bool, CoreError> {
+    if node.builtin.is_some() {
+        return Ok(false);
+    }
+    let replaced = super::replan::replan(
+        step,
+        super::replan::ReplanCause {
+            trigger: frames::TriggerDetails {
+                kind: "attempts_exhausted".into(),
+                node_id: Some(node.node_id.clone()),
+                capability_id: Some(node.capability_id.clone()),
+                ..frames::TriggerDetails::default()
+            },
+            policy_id: None,
+            rationale: Some(format!(
+                "{} never produced valid output; trying the next-ranked capability",
+                node.capability_id
+            )),
+            invalidate: vec![node.node_id.clone()],
+            exclude_capabilities: vec![node.capability_id.clone()],
+            reject_ends_run: false,
+        },
+    )?;
+    if replaced {
+        let warning = frames::warning(
+            &step.stamp(),
+            Some(&node.node_id),
+            format!(
+                "{} ran out of attempts; plan version {} uses another capability",
+                node.capability_id,
+                step.state.plan_version()
+            ),
+            &frames::WarningPayload::of(crate::codes::WarningCode::CapabilityFallback),
+        );
+        step.emit(warning);
+    }
+    Ok(replaced)
+}
+
 /// Marks every pending node whose upstream nodes all completed as scheduled
-/// and puts its first-attempt step in the outbox.
+/// and puts its next attempt's step in the outbox.
 pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
     let Some(plan) = step.state.plan.clone() else {
         return;
@@ -391,11 +471,9 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
     for node_id in ready {
         if let Some(record) = step.state.nodes.get_mut(&node_id) {
             record.status = NodeStatus::Scheduled;
-            record.current_attempt = 1;
-            step.enqueue(StepCommand::ExecuteNode {
-                node_id,
-                attempt: 1,
-            });
+            record.current_attempt += 1;
+            let attempt = record.current_attempt;
+            step.enqueue(StepCommand::ExecuteNode { node_id, attempt });
         }
     }
 }

@@ -149,7 +149,7 @@ fn judge(
     }
 }
 
-fn plan_requested_payload(
+pub(super) fn plan_requested_payload(
     state: &RunState,
     engine: &EngineContext<'_>,
     attempt: u32,
@@ -179,7 +179,7 @@ fn plan_requested_payload(
     }
 }
 
-fn plan_generated_payload(
+pub(super) fn plan_generated_payload(
     plan: &PlanGraph,
     bundle: &DiagnosticsBundle,
 ) -> frames::PlanGeneratedPayload {
@@ -291,9 +291,39 @@ fn settle_plan(
         .collect();
     step.state.plan = Some(Arc::new(plan));
     step.state.status = RunStatus::Running;
-    super::node::schedule_ready_nodes(step);
-    if step.state.nodes.is_empty() {
-        super::finish::finish_run(step)?;
+    start_policy_timers(step);
+    super::policy::fire(step, &super::policy::Occurrence::Start)?;
+    super::policy::continue_run(step)
+}
+
+/// One durable timer per enabled `onTimeout` policy, from the first plan.
+fn start_policy_timers(step: &mut StepContext<'_, '_>) {
+    let envelope = step.state.envelope.clone();
+    for policy in envelope.policies.runtime.iter().filter(|p| p.enabled) {
+        if let crate::policies::PolicyTrigger::OnTimeout { ms } = policy.trigger {
+            let due = step.now.plus(std::time::Duration::from_millis(ms));
+            step.start_timer(
+                crate::governance::policy_timer_id(&policy.id),
+                due,
+                crate::governance::TimerPurpose::PolicyTimeout {
+                    policy_id: policy.id.clone(),
+                },
+            );
+        }
     }
-    Ok(())
+}
+
+/// `plan_generated` for the current plan with `metadata.resumed: true`:
+/// what a resumed run's stream shows before it goes on.
+pub(super) fn emit_resumed_plan(step: &mut StepContext<'_, '_>) {
+    let (Some(plan), Some(bundle)) = (step.state.plan.clone(), step.state.plan_diagnostics.clone())
+    else {
+        return;
+    };
+    let mut payload = plan_generated_payload(&plan, &bundle);
+    payload
+        .metadata
+        .insert("resumed".into(), serde_json::Value::Bool(true));
+    let frame = frames::plan_generated(&step.stamp(), &payload);
+    step.emit(frame);
 }

@@ -59,6 +59,7 @@ fn engine<'a>(registry: &'a Registry, validators: &'a ValidatorCache) -> EngineC
         validators,
         planner: PlannerChoice::Deterministic,
         max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
+        human_task_timeout: DEFAULT_HUMAN_TASK_TIMEOUT,
     }
 }
 
@@ -293,7 +294,8 @@ fn step_table() {
             },
             status: RunStatus::AwaitingHuman,
             events: vec!["node_start"],
-            outbox: vec![],
+            // Its SLA: a delayed message that fails the run if unanswered.
+            outbox: vec!["run:timer:sla:node_2:1"],
         },
     ];
     for row in rows {
@@ -778,10 +780,17 @@ fn a_persons_valid_answer_completes_the_node_and_the_run() {
     assert_frames_match_schemas(&decision.events);
     assert_eq!(decision.state.status, RunStatus::Completed);
     assert_eq!(
-        event_types(&decision).first(),
-        Some(&"node_complete"),
-        "{:?}",
-        event_types(&decision)
+        event_types(&decision)[..2],
+        ["plan_generated", "node_complete"],
+        "a resume restates the plan (metadata.resumed) before going on"
+    );
+    assert_eq!(
+        decision.events[0].payload.as_ref().unwrap()["metadata"]["resumed"],
+        true
+    );
+    assert!(
+        decision.state.governance.timers.is_empty(),
+        "the answered task's SLA timer is gone"
     );
     assert_eq!(event_types(&decision).last(), Some(&"complete"));
     assert_eq!(

@@ -5,10 +5,17 @@
 //! `events/schemas/frames/<type>.schema.json` files are that output, and a
 //! test keeps them equal.
 //!
-//! Frame types that no code writes yet (tool calls, HITL, judge progress…)
+//! Frame types that no code writes yet (tool calls, judge progress…)
 //! have an open-object payload until the work that writes them types it.
 
+mod governance;
 mod schema;
+
+pub use governance::{
+    ContractSummary, HitlDecision, HitlRequestPayload, HitlResolvedPayload, PlanUpdatedPayload,
+    PolicyEventPayload, PolicyTriggeredPayload, TriggerDetails, UpdatedNodeSummary, hitl_request,
+    hitl_resolved, plan_updated, policy_event, policy_triggered,
+};
 
 #[cfg(test)]
 pub(crate) use schema::test_support;

@@ -65,8 +65,13 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
             node_required: true,
             provenance_required: false,
         },
+        EventType::PolicyTriggered => typed(payload_schema::<PolicyTriggeredPayload>(definitions)),
+        EventType::PlanUpdated => typed(payload_schema::<PlanUpdatedPayload>(definitions)),
+        EventType::HitlRequest => typed(payload_schema::<HitlRequestPayload>(definitions)),
+        EventType::HitlResolved => typed(payload_schema::<HitlResolvedPayload>(definitions)),
         EventType::Log => FrameShape {
-            payload: None,
+            // A policy's `emit` action carries its event here.
+            payload: Some(payload_schema::<PolicyEventPayload>(definitions)),
             payload_required: false,
             message_required: true,
             node_required: false,

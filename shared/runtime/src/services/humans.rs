@@ -1,13 +1,16 @@
 //! People in a run: a person answers a parked node (their output judged
-//! against the node's contract) or declines its task. Each is one
-//! conditional commit on the version read, so two concurrent answers to one
-//! task make one transition; the loser is told the node no longer waits.
+//! against the node's contract) or declines its task, resolves an approval
+//! request, answers a clarifying question, resumes a paused run or fires a
+//! `manual` policy. Each is one conditional commit on the version read, so
+//! two concurrent inputs for one request make one transition; the loser is
+//! told the request no longer waits.
 
 use std::sync::Arc;
 
 use baton_core::engine::{
-    Decision, EngineContext, HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node,
-    decline_human_node,
+    ApprovalDecision, ApprovalResolution, ClarificationAnswer, Decision, EngineContext,
+    HumanAnswer, HumanDecline, HumanInputRefused, answer_clarification, answer_human_node,
+    decline_human_node, resolve_approval, resume_paused_run, trigger_manual_policy,
 };
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, RunStatus};
@@ -45,6 +48,22 @@ pub enum HumanInput {
         reason_code: String,
         note: Option<String>,
     },
+    /// An approval request's decision.
+    Resolve {
+        request_id: String,
+        decision: ApprovalDecision,
+        note: Option<String>,
+    },
+    /// The answer to the pending clarifying question.
+    Clarify {
+        request_id: Option<String>,
+        expected_plan_version: u32,
+        answer: String,
+    },
+    /// Resume a paused run.
+    ResumePaused { expected_plan_version: u32 },
+    /// Fire a `manual` policy.
+    TriggerPolicy { policy_id: String },
 }
 
 pub struct HumanService {
@@ -109,6 +128,40 @@ impl HumanService {
                 now,
                 &engine,
             )?,
+            HumanInput::Resolve {
+                request_id,
+                decision,
+                note,
+            } => resolve_approval(
+                state,
+                ApprovalResolution {
+                    request_id,
+                    decision: *decision,
+                    note: note.as_deref(),
+                },
+                now,
+                &engine,
+            )?,
+            HumanInput::Clarify {
+                request_id,
+                expected_plan_version,
+                answer,
+            } => answer_clarification(
+                state,
+                ClarificationAnswer {
+                    request_id: request_id.as_deref(),
+                    expected_plan_version: *expected_plan_version,
+                    answer,
+                },
+                now,
+                &engine,
+            )?,
+            HumanInput::ResumePaused {
+                expected_plan_version,
+            } => resume_paused_run(state, *expected_plan_version, now, &engine)?,
+            HumanInput::TriggerPolicy { policy_id } => {
+                trigger_manual_policy(state, policy_id, now, &engine)?
+            }
         })
     }
 

@@ -58,6 +58,8 @@ pub struct OrchestratorSettings {
     /// Time kept, before an invocation's deadline, to commit a result and
     /// send the outbox: a model call is stopped this long before it.
     pub commit_margin: Duration,
+    /// A human task's SLA: unanswered after this, the run fails.
+    pub human_task_timeout: Duration,
 }
 
 impl Default for OrchestratorSettings {
@@ -73,6 +75,7 @@ impl Default for OrchestratorSettings {
             planner: PlannerChoice::Deterministic,
             max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
             commit_margin: Duration::from_secs(5),
+            human_task_timeout: baton_core::engine::DEFAULT_HUMAN_TASK_TIMEOUT,
         }
     }
 }
@@ -89,6 +92,7 @@ impl OrchestratorSettings {
             validators,
             planner: self.planner,
             max_planner_attempts: self.max_planner_attempts,
+            human_task_timeout: self.human_task_timeout,
         }
     }
 }

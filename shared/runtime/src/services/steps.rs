@@ -41,6 +41,11 @@ pub enum StepOutcome {
     Busy {
         retry_after: Duration,
     },
+    /// A timer's message came before its `notBefore`: send it again with
+    /// this delay (`StepQueue::send_delayed`) and drop this delivery.
+    NotYetDue {
+        remaining: Duration,
+    },
     RunNotFound,
 }
 
@@ -119,7 +124,7 @@ impl StepService {
     ) -> Result<StepOutcome, RuntimeError> {
         let node_id = match &message.command {
             StepCommand::ExecuteNode { node_id, .. } => node_id.as_str(),
-            StepCommand::Plan => "",
+            StepCommand::Plan | StepCommand::FireTimer { .. } => "",
         };
         let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
         self.handle_inner(message, deadline).instrument(span).await
@@ -131,6 +136,16 @@ impl StepService {
         deadline: Option<Instant>,
     ) -> Result<StepOutcome, RuntimeError> {
         let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
+        if let Some(due) = message
+            .not_before
+            .as_deref()
+            .and_then(Instant::parse_rfc3339)
+        {
+            let remaining = due.since(self.clock.now());
+            if !remaining.is_zero() {
+                return Ok(StepOutcome::NotYetDue { remaining });
+            }
+        }
         let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
             return Ok(StepOutcome::RunNotFound);
         };
@@ -142,7 +157,9 @@ impl StepService {
         // snapshot; once planned, nodes carry their own compiled contracts.
         let registry = match message.command {
             StepCommand::Plan => self.capabilities.snapshot(tenant_id).await?.registry,
-            StepCommand::ExecuteNode { .. } => self.registry.clone(),
+            StepCommand::ExecuteNode { .. } | StepCommand::FireTimer { .. } => {
+                self.registry.clone()
+            }
         };
         let engine = self.engine(&registry);
         let StoredRun { state, version } = stored;

@@ -1,0 +1,323 @@
+//! People acting on a held run (resolving an approval request, answering a
+//! clarifying question, resuming a pause, triggering a `manual` policy) and
+//! durable timers coming due (human task SLAs, `onTimeout` policies).
+//!
+//! Each is decided here with no I/O; the shell commits the decision
+//! conditionally on the version it read, so of two concurrent resolutions
+//! exactly one is a transition.
+
+use crate::CoreError;
+use crate::codes::FailureCode;
+use crate::frames::{self, HitlDecision, TriggerDetails};
+use crate::governance::{HitlKind, Hold, TimerPurpose};
+use crate::instant::Instant;
+use crate::policies::PolicyTrigger;
+use crate::run::{NodeStatus, RunState};
+
+use super::human::HumanInputRefused;
+use super::policy::{self, Applied, Occurrence};
+use super::{Decision, EngineContext, StepAdvance, StepContext};
+
+/// A person's decision on an approval request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalDecision {
+    Approve,
+    Reject,
+}
+
+/// `hitl/resolve`: which request, the decision, an optional note.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalResolution<'a> {
+    pub request_id: &'a str,
+    pub decision: ApprovalDecision,
+    pub note: Option<&'a str>,
+}
+
+/// A person's answer to a node's clarifying question.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClarificationAnswer<'a> {
+    /// The request answered; none: the pending one.
+    pub request_id: Option<&'a str>,
+    pub expected_plan_version: u32,
+    pub answer: &'a str,
+}
+
+type Resolved = Result<Result<Decision, HumanInputRefused>, CoreError>;
+
+fn pending_request<'s>(
+    state: &'s RunState,
+    kind: HitlKind,
+    request_id: Option<&str>,
+) -> Result<&'s crate::governance::HitlRequest, HumanInputRefused> {
+    let pending = state
+        .governance
+        .pending_request()
+        .filter(|request| request.kind == kind && !state.status.is_terminal());
+    match pending {
+        None => Err(HumanInputRefused::NoPendingRequest {
+            run_status: state.status,
+        }),
+        Some(request) if request_id.is_some_and(|id| id != request.request_id) => {
+            Err(HumanInputRefused::UnknownRequest {
+                pending: request.request_id.clone(),
+            })
+        }
+        Some(request) => Ok(request),
+    }
+}
+
+fn resolved_frame(
+    step: &mut StepContext<'_, '_>,
+    request_id: &str,
+    kind: HitlKind,
+    decision: HitlDecision,
+    note: Option<&str>,
+) {
+    let frame = frames::hitl_resolved(
+        &step.stamp(),
+        &frames::HitlResolvedPayload {
+            request_id: request_id.to_string(),
+            kind,
+            decision,
+            note: note.map(str::to_string),
+        },
+    );
+    step.emit(frame);
+}
+
+/// Resolves the pending approval request: approval applies `approveAction`
+/// (none: resume), rejection `rejectAction` (none: the run fails).
+pub fn resolve_approval(
+    state: RunState,
+    resolution: ApprovalResolution<'_>,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Resolved {
+    let request = match pending_request(&state, HitlKind::Approval, Some(resolution.request_id)) {
+        Ok(request) => request.clone(),
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let mut step = StepContext::new(state, now, engine);
+    let decision = match resolution.decision {
+        ApprovalDecision::Approve => HitlDecision::Approve,
+        ApprovalDecision::Reject => HitlDecision::Reject,
+    };
+    resolved_frame(
+        &mut step,
+        &request.request_id,
+        HitlKind::Approval,
+        decision,
+        resolution.note,
+    );
+    step.state.governance.hold = None;
+    let chained = match resolution.decision {
+        ApprovalDecision::Approve => request.approve_action.clone(),
+        ApprovalDecision::Reject => request.reject_action.clone(),
+    };
+    let policy_id = request.policy_id.clone().unwrap_or_default();
+    let plan = step.state.plan.clone();
+    let node = request
+        .pending_node_id
+        .as_deref()
+        .and_then(|node_id| plan.as_deref().and_then(|plan| plan.node(node_id)));
+    match chained {
+        Some(action) => {
+            let trigger = TriggerDetails {
+                kind: "hitl_resolved".into(),
+                node_id: request.pending_node_id.clone(),
+                request_id: Some(request.request_id.clone()),
+                decision: Some(decision),
+                ..TriggerDetails::default()
+            };
+            policy::announce(&mut step, &policy_id, trigger.clone(), &action);
+            match policy::apply(&mut step, &policy_id, &action, node, &trigger)? {
+                Applied::Ended | Applied::Held => return Ok(Ok(step.into_decision())),
+                Applied::Continue | Applied::Replanned => {}
+            }
+        }
+        None if resolution.decision == ApprovalDecision::Reject => {
+            let note = resolution
+                .note
+                .map(|note| format!(": {note}"))
+                .unwrap_or_default();
+            step.fail_run(
+                FailureCode::HitlRejected,
+                &format!("approval request {} was rejected{note}", request.request_id),
+            );
+            return Ok(Ok(step.into_decision()));
+        }
+        None => {}
+    }
+    super::plan::emit_resumed_plan(&mut step);
+    policy::release_hold(&mut step)?;
+    Ok(Ok(step.into_decision()))
+}
+
+/// Answers the pending clarifying question: the answer joins the run's
+/// clarifications and the node that asked runs again with it (no new plan
+/// version).
+pub fn answer_clarification(
+    state: RunState,
+    answer: ClarificationAnswer<'_>,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Resolved {
+    let request = match pending_request(&state, HitlKind::Clarify, answer.request_id) {
+        Ok(request) => request.clone(),
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let current = state.plan_version();
+    if answer.expected_plan_version != current {
+        return Ok(Err(HumanInputRefused::StalePlanVersion { current }));
+    }
+    if answer.answer.trim().is_empty() {
+        return Ok(Err(HumanInputRefused::AnswerRequired));
+    }
+    let mut step = StepContext::new(state, now, engine);
+    let answered_at = step.now.rfc3339();
+    if let Some(entry) = step
+        .state
+        .governance
+        .clarifications
+        .iter_mut()
+        .rev()
+        .find(|entry| Some(&entry.node_id) == request.pending_node_id.as_ref())
+    {
+        entry.answer = Some(answer.answer.to_string());
+        entry.answered_at = Some(answered_at);
+    }
+    resolved_frame(
+        &mut step,
+        &request.request_id,
+        HitlKind::Clarify,
+        HitlDecision::Answered,
+        None,
+    );
+    super::plan::emit_resumed_plan(&mut step);
+    policy::release_hold(&mut step)?;
+    Ok(Ok(step.into_decision()))
+}
+
+/// Resumes a run a policy paused, from its stored snapshot, without
+/// re-planning.
+pub fn resume_paused_run(
+    state: RunState,
+    expected_plan_version: u32,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Resolved {
+    if !matches!(state.governance.hold, Some(Hold::Paused { .. })) || state.status.is_terminal() {
+        return Ok(Err(HumanInputRefused::NotPaused {
+            run_status: state.status,
+        }));
+    }
+    let current = state.plan_version();
+    if expected_plan_version != current {
+        return Ok(Err(HumanInputRefused::StalePlanVersion { current }));
+    }
+    let mut step = StepContext::new(state, now, engine);
+    super::plan::emit_resumed_plan(&mut step);
+    policy::release_hold(&mut step)?;
+    Ok(Ok(step.into_decision()))
+}
+
+/// Fires a `manual` policy of the run's envelope.
+pub fn trigger_manual_policy(
+    state: RunState,
+    policy_id: &str,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Resolved {
+    let known = state.envelope.policies.runtime.iter().any(|policy| {
+        policy.id == policy_id && policy.enabled && policy.trigger == PolicyTrigger::Manual
+    });
+    if !known || state.status.is_terminal() {
+        return Ok(Err(HumanInputRefused::NoManualPolicy {
+            policy_id: policy_id.to_string(),
+            run_status: state.status,
+        }));
+    }
+    let mut step = StepContext::new(state, now, engine);
+    if policy::fire(&mut step, &Occurrence::Manual { policy_id })? != Applied::Held {
+        policy::continue_run(&mut step)?;
+    }
+    Ok(Ok(step.into_decision()))
+}
+
+/// A timer came due: a human task past its SLA fails the run (or fires the
+/// first `onTimeout` policy); an `onTimeout` policy's timer fires it.
+pub(super) fn fire_timer(
+    state: &RunState,
+    timer_id: &str,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let Some(timer) = state.governance.timers.get(timer_id).cloned() else {
+        return Ok(StepAdvance::Stale);
+    };
+    let mut step = StepContext::new(state.clone(), now, engine);
+    step.state.governance.timers.remove(timer_id);
+    let plan = step.state.plan.clone();
+    match &timer.purpose {
+        TimerPurpose::HumanTaskSla { node_id, attempt } => {
+            let still_waiting = step.state.nodes.get(node_id).is_some_and(|record| {
+                record.status == NodeStatus::AwaitingHuman && record.current_attempt == *attempt
+            });
+            let node = plan.as_deref().and_then(|plan| plan.node(node_id));
+            if let (true, Some(node)) = (still_waiting, node) {
+                let occurrence = Occurrence::Timeout {
+                    policy_id: None,
+                    node: Some(node),
+                };
+                if let Some((policy, details, key)) = policy::matching(&step.state, &occurrence)
+                    .into_iter()
+                    .next()
+                {
+                    step.state
+                        .governance
+                        .fired
+                        .insert(format!("{}@{key}", policy.id));
+                    policy::announce(&mut step, &policy.id, details.clone(), &policy.action);
+                    if policy::apply(&mut step, &policy.id, &policy.action, Some(node), &details)?
+                        != Applied::Held
+                    {
+                        policy::continue_run(&mut step)?;
+                    }
+                } else {
+                    let reason = format!(
+                        "no answer to the human task within its SLA (due {})",
+                        timer.due_at
+                    );
+                    if let Some(record) = step.state.nodes.get_mut(node_id) {
+                        record.status = NodeStatus::Failed;
+                        record.error = Some(reason.clone());
+                    }
+                    let failed = frames::node_error(
+                        &step.stamp(),
+                        node,
+                        reason.clone(),
+                        &frames::NodeErrorPayload {
+                            code: FailureCode::HumanTaskTimedOut,
+                            attempt: *attempt,
+                        },
+                    );
+                    step.emit(failed);
+                    step.fail_run(
+                        FailureCode::HumanTaskTimedOut,
+                        &format!("node {node_id}: {reason}"),
+                    );
+                }
+            }
+        }
+        TimerPurpose::PolicyTimeout { policy_id } => {
+            let occurrence = Occurrence::Timeout {
+                policy_id: Some(policy_id),
+                node: None,
+            };
+            if policy::fire(&mut step, &occurrence)? != Applied::Held {
+                policy::continue_run(&mut step)?;
+            }
+        }
+    }
+    Ok(step.into_advance())
+}

@@ -1,0 +1,495 @@
+//! Runtime policies: evaluated deterministically at their triggers, their
+//! actions applied to the step. A policy fires at most once per trigger key
+//! (the run start, a node, a failed attempt, the timeout), recorded in the
+//! run's governance, so re-running a node after a replan cannot loop.
+//!
+//! Holding a run (an approval request, a pause, a clarifying question)
+//! stops new dispatch; work already dispatched finishes. Releasing the hold
+//! applies the hold actions that waited behind it, then dispatches again.
+
+use serde_json::{Map, Value, json};
+
+use crate::CoreError;
+use crate::codes::FailureCode;
+use crate::frames::{self, TriggerDetails};
+use crate::governance::{DeferredAction, HitlKind, HitlRequest, Hold};
+use crate::plan::PlanNode;
+use crate::policies::{NodeSelector, PolicyAction, PolicyTrigger, RuntimePolicy};
+use crate::run::{NodeStatus, RunState, RunStatus};
+use crate::schema::SchemaViolation;
+
+use super::StepContext;
+use super::replan::{ReplanCause, replan};
+
+/// A trigger as it happens, with what conditions may read.
+pub(super) enum Occurrence<'a> {
+    Start,
+    NodeComplete {
+        node: &'a PlanNode,
+        output: &'a Value,
+    },
+    ValidationFail {
+        node: &'a PlanNode,
+        attempt: u32,
+        violations: &'a [SchemaViolation],
+    },
+    /// An `onTimeout` policy's timer came due (`node`: a human task's SLA).
+    Timeout {
+        policy_id: Option<&'a str>,
+        node: Option<&'a PlanNode>,
+    },
+    Manual {
+        policy_id: &'a str,
+    },
+}
+
+/// What applying an action did to the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Applied {
+    /// Nothing that stops dispatch (an `emit`, or a resume).
+    Continue,
+    /// The run is held (approval, pause) or the action waits behind a hold.
+    Held,
+    /// The run ended (`fail`, a rejected replan).
+    Ended,
+    /// A new plan version replaced the plan.
+    Replanned,
+}
+
+/// The run metrics conditions and `onMetricBelow` read.
+pub fn run_metrics(state: &RunState) -> Map<String, Value> {
+    let usage = state.total_usage();
+    let completed = state
+        .nodes
+        .values()
+        .filter(|record| record.status == NodeStatus::Completed)
+        .count();
+    let mut metrics = Map::new();
+    metrics.insert("nodesCompleted".into(), json!(completed));
+    metrics.insert("nodesTotal".into(), json!(state.nodes.len()));
+    metrics.insert("promptTokens".into(), json!(usage.prompt_tokens));
+    metrics.insert("completionTokens".into(), json!(usage.completion_tokens));
+    metrics.insert(
+        "totalTokens".into(),
+        json!(usage.prompt_tokens + usage.completion_tokens),
+    );
+    if let Some(bundle) = &state.plan_diagnostics {
+        metrics.insert("satisfactionScore".into(), json!(bundle.satisfaction_score));
+    }
+    if let Some(observed) = state.observed_satisfaction {
+        metrics.insert("observedSatisfaction".into(), json!(observed));
+    }
+    metrics
+}
+
+fn selector_matches(selector: Option<&NodeSelector>, node: &PlanNode) -> bool {
+    let Some(selector) = selector else {
+        return true;
+    };
+    selector
+        .node_id
+        .as_deref()
+        .is_none_or(|id| id == node.node_id)
+        && selector
+            .kind
+            .as_deref()
+            .is_none_or(|kind| kind == node.kind.as_str())
+        && selector
+            .capability_id
+            .as_deref()
+            .is_none_or(|id| id == node.capability_id)
+}
+
+fn node_view(node: &PlanNode) -> Value {
+    json!({"nodeId": node.node_id, "capabilityId": node.capability_id, "kind": node.kind.as_str()})
+}
+
+/// The data a node trigger's condition reads: the node's output fields at
+/// the top level, plus `$node` and `$metrics`.
+fn condition_data(state: &RunState, node: &PlanNode, fields: Map<String, Value>) -> Value {
+    let mut data = fields;
+    data.insert("$node".into(), node_view(node));
+    data.insert("$metrics".into(), Value::Object(run_metrics(state)));
+    Value::Object(data)
+}
+
+fn condition_holds(condition: Option<&Value>, data: impl FnOnce() -> Value) -> bool {
+    condition.is_none_or(|rule| crate::logic::holds(rule, &data()))
+}
+
+/// A metric's value: a run metric by name, else a number at that dotted
+/// path in the completed node's output.
+fn metric_value(state: &RunState, metric: &str, output: Option<&Value>) -> Option<f64> {
+    if let Some(value) = run_metrics(state).get(metric).and_then(Value::as_f64) {
+        return Some(value);
+    }
+    let mut current = output?;
+    for segment in metric.split('.') {
+        current = current.get(segment)?;
+    }
+    current.as_f64()
+}
+
+/// The policies `occurrence` fires, in envelope order, with their trigger
+/// details and firing keys. Pure: the table tests call it directly.
+pub(super) fn matching(
+    state: &RunState,
+    occurrence: &Occurrence<'_>,
+) -> Vec<(RuntimePolicy, TriggerDetails, String)> {
+    let node_details = |kind: &str, node: &PlanNode| TriggerDetails {
+        kind: kind.to_string(),
+        node_id: Some(node.node_id.clone()),
+        capability_id: Some(node.capability_id.clone()),
+        ..TriggerDetails::default()
+    };
+    let mut fired = Vec::new();
+    for policy in state.envelope.policies.runtime.iter().filter(|p| p.enabled) {
+        let found = match (&policy.trigger, occurrence) {
+            (PolicyTrigger::OnStart, Occurrence::Start) => Some((
+                TriggerDetails {
+                    kind: "onStart".into(),
+                    ..TriggerDetails::default()
+                },
+                "start".to_string(),
+            )),
+            (
+                PolicyTrigger::OnNodeComplete {
+                    selector,
+                    condition,
+                },
+                Occurrence::NodeComplete { node, output },
+            ) if selector_matches(selector.as_ref(), node)
+                && condition_holds(condition.as_ref(), || {
+                    let fields = output.as_object().cloned().unwrap_or_default();
+                    condition_data(state, node, fields)
+                }) =>
+            {
+                Some((
+                    node_details("onNodeComplete", node),
+                    format!("node:{}", node.node_id),
+                ))
+            }
+            (
+                PolicyTrigger::OnValidationFail {
+                    selector,
+                    condition,
+                },
+                Occurrence::ValidationFail {
+                    node,
+                    attempt,
+                    violations,
+                },
+            ) if selector_matches(selector.as_ref(), node)
+                && condition_holds(condition.as_ref(), || {
+                    let mut fields = Map::new();
+                    fields.insert("attempt".into(), json!(attempt));
+                    fields.insert("violations".into(), json!(violations));
+                    condition_data(state, node, fields)
+                }) =>
+            {
+                Some((
+                    node_details("onValidationFail", node),
+                    format!("validation:{}:{attempt}", node.node_id),
+                ))
+            }
+            (
+                PolicyTrigger::OnMetricBelow { metric, threshold },
+                Occurrence::NodeComplete { node, output },
+            ) => metric_value(state, metric, Some(output))
+                .filter(|value| value < threshold)
+                .map(|value| {
+                    let mut details = node_details("onMetricBelow", node);
+                    details.metric = Some(metric.clone());
+                    details.value = Some(value);
+                    details.threshold = Some(*threshold);
+                    (details, format!("metric:{}", node.node_id))
+                }),
+            (PolicyTrigger::OnTimeout { .. }, Occurrence::Timeout { policy_id, node }) => {
+                // A policy timer fires its own policy; a task SLA fires the
+                // first `onTimeout` policy (the caller takes one).
+                let own = policy_id.is_none_or(|id| id == policy.id);
+                own.then(|| {
+                    let details = match node {
+                        Some(node) => node_details("onTimeout", node),
+                        None => TriggerDetails {
+                            kind: "onTimeout".into(),
+                            ..TriggerDetails::default()
+                        },
+                    };
+                    let key = node.map_or("timeout".to_string(), |node| {
+                        format!("sla:{}", node.node_id)
+                    });
+                    (details, key)
+                })
+            }
+            (PolicyTrigger::Manual, Occurrence::Manual { policy_id })
+                if *policy_id == policy.id =>
+            {
+                Some((
+                    TriggerDetails {
+                        kind: "manual".into(),
+                        ..TriggerDetails::default()
+                    },
+                    format!("manual:{}", state.governance.fired.len()),
+                ))
+            }
+            _ => None,
+        };
+        if let Some((details, key)) = found
+            && !state
+                .governance
+                .fired
+                .contains(&firing_key(&policy.id, &key))
+        {
+            fired.push((policy.clone(), details, key));
+        }
+    }
+    fired
+}
+
+fn firing_key(policy_id: &str, trigger_key: &str) -> String {
+    format!("{policy_id}@{trigger_key}")
+}
+
+/// Fires every policy `occurrence` matches, in order, until one holds, ends
+/// or replans the run. Returns what the last applied action did.
+pub(super) fn fire(
+    step: &mut StepContext<'_, '_>,
+    occurrence: &Occurrence<'_>,
+) -> Result<Applied, CoreError> {
+    let node = match occurrence {
+        Occurrence::NodeComplete { node, .. } | Occurrence::ValidationFail { node, .. } => {
+            Some(*node)
+        }
+        Occurrence::Timeout { node, .. } => *node,
+        Occurrence::Start | Occurrence::Manual { .. } => None,
+    };
+    let mut outcome = Applied::Continue;
+    for (policy, details, key) in matching(&step.state, occurrence) {
+        step.state
+            .governance
+            .fired
+            .insert(firing_key(&policy.id, &key));
+        announce(step, &policy.id, details.clone(), &policy.action);
+        outcome = apply(step, &policy.id, &policy.action, node, &details)?;
+        if outcome != Applied::Continue {
+            break;
+        }
+    }
+    Ok(outcome)
+}
+
+/// `policy_triggered` with the canonical action.
+pub(super) fn announce(
+    step: &mut StepContext<'_, '_>,
+    policy_id: &str,
+    trigger: TriggerDetails,
+    action: &PolicyAction,
+) {
+    let frame = frames::policy_triggered(
+        &step.stamp(),
+        &frames::PolicyTriggeredPayload {
+            policy_id: policy_id.to_string(),
+            trigger,
+            action_details: serde_json::to_value(action).unwrap_or(Value::Null),
+        },
+    );
+    step.emit(frame);
+}
+
+/// Applies one action of `policy_id` (about `node` when the trigger was a node's).
+pub(super) fn apply(
+    step: &mut StepContext<'_, '_>,
+    policy_id: &str,
+    action: &PolicyAction,
+    node: Option<&PlanNode>,
+    trigger: &TriggerDetails,
+) -> Result<Applied, CoreError> {
+    match action {
+        PolicyAction::Emit { event, payload } => {
+            let frame = frames::policy_event(
+                &step.stamp(),
+                &frames::PolicyEventPayload {
+                    event: event.clone(),
+                    policy_id: policy_id.to_string(),
+                    data: payload.clone().unwrap_or_default(),
+                },
+            );
+            step.emit(frame);
+            Ok(Applied::Continue)
+        }
+        PolicyAction::Fail { message } => {
+            let message = message
+                .clone()
+                .unwrap_or_else(|| format!("runtime policy {policy_id} failed the run"));
+            step.fail_run(FailureCode::PolicyFailed, &message);
+            Ok(Applied::Ended)
+        }
+        PolicyAction::Pause { .. } | PolicyAction::Hitl { .. }
+            if step.state.governance.hold.is_some() =>
+        {
+            step.state.governance.deferred.push(DeferredAction {
+                policy_id: policy_id.to_string(),
+                node_id: node.map(|node| node.node_id.clone()),
+                action: action.clone(),
+            });
+            Ok(Applied::Held)
+        }
+        PolicyAction::Pause { reason } => {
+            step.state.governance.hold = Some(Hold::Paused {
+                policy_id: policy_id.to_string(),
+                reason: reason.clone(),
+            });
+            step.state.status = RunStatus::Paused;
+            Ok(Applied::Held)
+        }
+        PolicyAction::Hitl {
+            rationale,
+            approve_action,
+            reject_action,
+        } => {
+            let prompt = rationale.clone().unwrap_or_else(|| match node {
+                Some(node) => format!(
+                    "Policy {policy_id} asks for approval of node {} ({}).",
+                    node.node_id, node.capability_id
+                ),
+                None => format!("Policy {policy_id} asks for approval to continue."),
+            });
+            let request = HitlRequest {
+                request_id: next_request_id(&mut step.state),
+                kind: HitlKind::Approval,
+                policy_id: Some(policy_id.to_string()),
+                pending_node_id: node.map(|node| node.node_id.clone()),
+                operator_prompt: prompt,
+                approve_action: approve_action.as_deref().cloned(),
+                reject_action: reject_action.as_deref().cloned(),
+                created_at: step.now.rfc3339(),
+            };
+            hold_on_request(step, request, node, None);
+            Ok(Applied::Held)
+        }
+        PolicyAction::Replan { rationale } => {
+            let accepted = replan(
+                step,
+                ReplanCause {
+                    trigger: trigger.clone(),
+                    policy_id: Some(policy_id.to_string()),
+                    rationale: rationale.clone(),
+                    invalidate: node.map(|node| node.node_id.clone()).into_iter().collect(),
+                    exclude_capabilities: Vec::new(),
+                    reject_ends_run: true,
+                },
+            )?;
+            Ok(if accepted {
+                Applied::Replanned
+            } else {
+                Applied::Ended
+            })
+        }
+    }
+}
+
+/// `{runId}:hitl:{n}`, numbered in the run.
+pub(super) fn next_request_id(state: &mut RunState) -> String {
+    state.governance.requests_issued += 1;
+    format!("{}:hitl:{}", state.run_id, state.governance.requests_issued)
+}
+
+/// Holds the run on `request` and writes its `hitl_request`.
+pub(super) fn hold_on_request(
+    step: &mut StepContext<'_, '_>,
+    request: HitlRequest,
+    node: Option<&PlanNode>,
+    question_id: Option<String>,
+) {
+    let contract_summary = node.map(|node| frames::ContractSummary {
+        capability_id: node.capability_id.clone(),
+        input_facets: node.input_facets.clone(),
+        output_facets: node.output_facets.clone(),
+        input_schema: node.input_contract.schema.as_ref().clone(),
+        output_schema: node.output_contract.schema.as_ref().clone(),
+        output: step
+            .state
+            .nodes
+            .get(&node.node_id)
+            .and_then(|record| record.output.as_deref().cloned()),
+    });
+    let frame = frames::hitl_request(
+        &step.stamp(),
+        &frames::HitlRequestPayload {
+            request_id: request.request_id.clone(),
+            kind: request.kind,
+            policy_id: request.policy_id.clone(),
+            pending_node_id: request.pending_node_id.clone(),
+            contract_summary,
+            operator_prompt: request.operator_prompt.clone(),
+            question_id,
+        },
+    );
+    step.emit(frame);
+    step.state.governance.hold = Some(Hold::Request(Box::new(request)));
+    step.state.status = RunStatus::AwaitingHitl;
+}
+
+/// Dispatches what is ready, finishes the run when every node completed,
+/// and settles the status, unless the run ended or is held.
+pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
+    if step.state.status.is_terminal() {
+        return Ok(());
+    }
+    match &step.state.governance.hold {
+        Some(Hold::Request(_)) => {
+            step.state.status = RunStatus::AwaitingHitl;
+            return Ok(());
+        }
+        Some(Hold::Paused { .. }) => {
+            step.state.status = RunStatus::Paused;
+            return Ok(());
+        }
+        None => {}
+    }
+    super::node::schedule_ready_nodes(step);
+    let all_completed = step
+        .state
+        .nodes
+        .values()
+        .all(|record| record.status == NodeStatus::Completed);
+    if all_completed {
+        step.state.status = RunStatus::Running;
+        return super::finish::finish_run(step);
+    }
+    let someone_awaited = step
+        .state
+        .nodes
+        .values()
+        .any(|record| record.status == NodeStatus::AwaitingHuman);
+    step.state.status = if someone_awaited {
+        RunStatus::AwaitingHuman
+    } else {
+        RunStatus::Running
+    };
+    Ok(())
+}
+
+/// Lifts the hold, applies the hold actions that waited behind it (one may
+/// hold the run again), then continues.
+pub(super) fn release_hold(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
+    step.state.governance.hold = None;
+    while step.state.governance.hold.is_none() && !step.state.governance.deferred.is_empty() {
+        let deferred = step.state.governance.deferred.remove(0);
+        let plan = step.state.plan.clone();
+        let node = deferred
+            .node_id
+            .as_deref()
+            .and_then(|node_id| plan.as_deref().and_then(|plan| plan.node(node_id)));
+        let details = TriggerDetails {
+            kind: "deferred".into(),
+            node_id: deferred.node_id.clone(),
+            ..TriggerDetails::default()
+        };
+        if apply(step, &deferred.policy_id, &deferred.action, node, &details)? == Applied::Ended {
+            return Ok(());
+        }
+    }
+    continue_run(step)
+}

@@ -1,0 +1,162 @@
+//! What a run remembers about its governance: which runtime policies fired,
+//! the human request it may be held on (an approval or a clarifying
+//! question), an operator pause, the clarifications answered so far, and the
+//! durable timers (human task SLAs, `onTimeout` policies) it waits for.
+//!
+//! All of it lives in the run state, so a hold survives any process and a
+//! resume continues from the stored snapshot without re-planning.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::policies::PolicyAction;
+
+/// The run's governance record (empty for a run no policy touched).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Governance {
+    /// `{policyId}@{triggerKey}` of every firing: a policy fires once per
+    /// trigger key (the run start, a node, the timeout), so a replan that
+    /// re-runs a node cannot loop.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub fired: BTreeSet<String>,
+    /// Why nothing new is dispatched, if anything holds the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<Hold>,
+    /// Hold actions that fired while another hold was pending; applied in
+    /// order when it is released.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred: Vec<DeferredAction>,
+    /// Human requests issued so far (numbers the next request id).
+    #[serde(default)]
+    pub requests_issued: u32,
+    /// Clarifying questions and their answers (`runContext.hitlClarifications`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clarifications: Vec<ClarificationEntry>,
+    /// Durable timers by id; a timer fires through a delayed step message.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub timers: BTreeMap<String, Timer>,
+}
+
+impl Governance {
+    pub fn is_empty(&self) -> bool {
+        self == &Governance::default()
+    }
+
+    /// The pending human request, if the run is held on one.
+    pub fn pending_request(&self) -> Option<&HitlRequest> {
+        match &self.hold {
+            Some(Hold::Request(request)) => Some(request),
+            _ => None,
+        }
+    }
+}
+
+/// Why a run dispatches nothing new (work already dispatched finishes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Hold {
+    /// Waiting for a person to approve, reject or answer.
+    Request(Box<HitlRequest>),
+    /// Paused by a policy; `run.resume` continues without re-planning.
+    Paused {
+        #[serde(rename = "policyId")]
+        policy_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+}
+
+/// An approval request or a clarifying question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum HitlKind {
+    Approval,
+    Clarify,
+}
+
+/// A request to a person that holds the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HitlRequest {
+    /// `{runId}:hitl:{n}`.
+    pub request_id: String,
+    pub kind: HitlKind,
+    /// The policy that asked (approvals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_id: Option<String>,
+    /// The node whose output (approval) or question (clarify) this is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_node_id: Option<String>,
+    pub operator_prompt: String,
+    /// What approval does (none: resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve_action: Option<PolicyAction>,
+    /// What rejection does (none: fail the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reject_action: Option<PolicyAction>,
+    pub created_at: String,
+}
+
+/// A hold action that waits behind the pending hold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeferredAction {
+    pub policy_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+    pub action: PolicyAction,
+}
+
+/// One clarifying question a node asked, and its answer once given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClarificationEntry {
+    pub node_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability_id: Option<String>,
+    pub question_id: String,
+    pub question: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+    pub created_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<String>,
+}
+
+/// A durable timer: a delayed step message fires it at `due_at`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timer {
+    /// RFC 3339.
+    pub due_at: String,
+    pub purpose: TimerPurpose,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TimerPurpose {
+    /// A human task's SLA: unanswered by then, the run fails (or an
+    /// `onTimeout` policy fires).
+    HumanTaskSla {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+    },
+    /// An `onTimeout` policy, measured from the run's first plan.
+    PolicyTimeout {
+        #[serde(rename = "policyId")]
+        policy_id: String,
+    },
+}
+
+/// The timer id of a human task's SLA.
+pub fn human_sla_timer_id(node_id: &str, attempt: u32) -> String {
+    format!("sla:{node_id}:{attempt}")
+}
+
+/// The timer id of an `onTimeout` policy.
+pub fn policy_timer_id(policy_id: &str) -> String {
+    format!("policy:{policy_id}")
+}
