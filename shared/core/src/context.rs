@@ -3,12 +3,14 @@
 //! before they reach a model.
 //! Prompt hygiene: a node sees its capability's instruction,
 //! its own input facets, the envelope's objective and non-facet context, and
-//! the errors of its own previous attempt. Never the orchestrator's prompt,
-//! never other nodes' history.
+//! the errors of its own previous attempt, and the answers to its own
+//! clarifying questions. Never the orchestrator's prompt, never other
+//! nodes' history.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::governance::ClarificationEntry;
 use crate::plan::PlanNode;
 use crate::redaction::{REDACTED, is_secret_key, redact};
 use crate::registry::Registry;
@@ -31,6 +33,9 @@ pub struct ContextBundle {
     pub acceptance_criteria: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_attempt_errors: Vec<SchemaViolation>,
+    /// The node's own clarifying questions and their answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hitl_clarifications: Vec<ClarificationEntry>,
 }
 
 /// A provider-neutral request for one structured answer.
@@ -90,7 +95,15 @@ pub fn build_context_bundle(
         .get(&node.node_id)
         .map(|record| record.feedback.clone())
         .unwrap_or_default();
+    let hitl_clarifications = state
+        .governance
+        .clarifications
+        .iter()
+        .filter(|entry| entry.node_id == node.node_id)
+        .cloned()
+        .collect();
     ContextBundle {
+        hitl_clarifications,
         objective: state.envelope.objective.clone(),
         inputs,
         context,
@@ -136,6 +149,42 @@ struct UserMessage<'a> {
     previous_attempt_errors: &'a [SchemaViolation],
     #[serde(skip_serializing_if = "Option::is_none")]
     fix: Option<&'static str>,
+    #[serde(skip_serializing_if = "<[ClarificationEntry]>::is_empty")]
+    hitl_clarifications: &'a [ClarificationEntry],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clarify: Option<&'static str>,
+}
+
+const CLARIFY_INSTRUCTION: &str = "If a missing or ambiguous input blocks you, you may instead answer {\"clarify\": {\"question\": \"...\"}} with one question for a person; you will run again with the answer in hitlClarifications.";
+
+/// The way out a clarify-capable node is offered beside its output schema.
+pub fn clarify_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "required": ["clarify"],
+        "additionalProperties": false,
+        "properties": {
+            "clarify": {
+                "type": "object",
+                "required": ["question"],
+                "additionalProperties": false,
+                "properties": {"question": {"type": "string", "minLength": 1}}
+            }
+        }
+    })
+}
+
+/// The question of an answer that asks one (`{"clarify": {"question": …}}`).
+pub fn clarifying_question(answer: &Value) -> Option<&str> {
+    let object = answer.as_object()?;
+    if object.len() != 1 {
+        return None;
+    }
+    object
+        .get("clarify")?
+        .get("question")?
+        .as_str()
+        .filter(|question| !question.trim().is_empty())
 }
 
 /// The model request for `node` with `bundle`.
@@ -150,11 +199,20 @@ pub fn build_model_request(node: &PlanNode, bundle: &ContextBundle) -> ModelRequ
         fix: (!bundle.previous_attempt_errors.is_empty()).then_some(
             "Your previous answer broke the schema as listed; answer again with every error fixed.",
         ),
+        hitl_clarifications: &bundle.hitl_clarifications,
+        clarify: node.allows_clarify.then_some(CLARIFY_INSTRUCTION),
+    };
+    let output_schema = if node.allows_clarify {
+        std::sync::Arc::new(serde_json::json!({
+            "anyOf": [node.output_contract.schema.as_ref(), clarify_schema()]
+        }))
+    } else {
+        node.output_contract.schema.clone()
     };
     ModelRequest {
         system_instruction: node.instructions.clone(),
         user_message: serde_json::to_string(&user).unwrap_or_default(),
         schema_name: schema_name_for(&node.capability_id),
-        output_schema: node.output_contract.schema.clone(),
+        output_schema,
     }
 }

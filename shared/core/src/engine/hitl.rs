@@ -321,3 +321,57 @@ pub(super) fn fire_timer(
     }
     Ok(step.into_advance())
 }
+
+/// Questions one node may ask in a run; after that it must answer.
+pub const MAX_CLARIFICATIONS_PER_NODE: usize = 3;
+
+/// A node asked a clarifying question instead of answering: the run is
+/// held on it and the node runs again with the answer (the attempt does not
+/// count against its bound). False when the node asked its quota already
+/// (the answer is then judged like any other).
+pub(super) fn ask_clarification(
+    step: &mut StepContext<'_, '_>,
+    node: &crate::plan::PlanNode,
+    question: &str,
+) -> bool {
+    let asked = step
+        .state
+        .governance
+        .clarifications
+        .iter()
+        .filter(|entry| entry.node_id == node.node_id)
+        .count();
+    if asked >= MAX_CLARIFICATIONS_PER_NODE || step.state.governance.hold.is_some() {
+        return false;
+    }
+    let question_id = format!("{}:q{}", node.node_id, asked + 1);
+    step.state
+        .governance
+        .clarifications
+        .push(crate::governance::ClarificationEntry {
+            node_id: node.node_id.clone(),
+            capability_id: Some(node.capability_id.clone()),
+            question_id: question_id.clone(),
+            question: question.to_string(),
+            answer: None,
+            created_at: step.now.rfc3339(),
+            answered_at: None,
+        });
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::Pending;
+        record.attempt_base += 1;
+        record.feedback.clear();
+    }
+    let request = crate::governance::HitlRequest {
+        request_id: policy::next_request_id(&mut step.state),
+        kind: HitlKind::Clarify,
+        policy_id: None,
+        pending_node_id: Some(node.node_id.clone()),
+        operator_prompt: question.to_string(),
+        approve_action: None,
+        reject_action: None,
+        created_at: step.now.rfc3339(),
+    };
+    policy::hold_on_request(step, request, Some(node), Some(question_id));
+    true
+}

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::CoreError;
 use crate::capability::AgentType;
 use crate::codes::FailureCode;
-use crate::context::{build_context_bundle, build_model_request};
+use crate::context::{build_context_bundle, build_model_request, clarifying_question};
 use crate::frames::{self, ExecutorType};
 use crate::instant::Instant;
 use crate::plan::{BuiltinOperation, PlanNode};
@@ -275,6 +275,14 @@ fn judge_answer(
     };
     record.usage.prompt_tokens += usage.prompt_tokens;
     record.usage.completion_tokens += usage.completion_tokens;
+    if node.allows_clarify
+        && let Some(question) = answer.as_ref().and_then(clarifying_question)
+    {
+        let question = question.to_string();
+        if super::hitl::ask_clarification(step, node, &question) {
+            return Ok(());
+        }
+    }
     let answer_is_valid = answer.is_some() && violations.is_empty();
     if super::budget::stop_when_over_budget(step, &node.node_id, answer_is_valid) {
         return Ok(());

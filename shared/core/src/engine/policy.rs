@@ -251,8 +251,9 @@ fn firing_key(policy_id: &str, trigger_key: &str) -> String {
     format!("{policy_id}@{trigger_key}")
 }
 
-/// Fires every policy `occurrence` matches, in order, until one holds, ends
-/// or replans the run. Returns what the last applied action did.
+/// Fires every policy `occurrence` matches, in order, until one ends or
+/// replans the run (hold actions after the first wait behind it). Returns
+/// what the firings did together.
 pub(super) fn fire(
     step: &mut StepContext<'_, '_>,
     occurrence: &Occurrence<'_>,
@@ -271,9 +272,11 @@ pub(super) fn fire(
             .fired
             .insert(firing_key(&policy.id, &key));
         announce(step, &policy.id, details.clone(), &policy.action);
-        outcome = apply(step, &policy.id, &policy.action, node, &details)?;
-        if outcome != Applied::Continue {
-            break;
+        match apply(step, &policy.id, &policy.action, node, &details)? {
+            // Later hold actions wait behind the first (deferred).
+            Applied::Held => outcome = Applied::Held,
+            Applied::Continue => {}
+            ended_or_replanned => return Ok(ended_or_replanned),
         }
     }
     Ok(outcome)

@@ -9,9 +9,16 @@ use crate::capability::CapabilityRegistration;
 use crate::facet::{Facet, FacetDirection};
 use crate::frames::test_support::assert_frames_match_schemas;
 
-const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
+mod governance;
 
-fn registry() -> Registry {
+pub(super) const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
+
+pub(super) fn registry() -> Registry {
+    registry_where_may_clarify(None)
+}
+
+/// The test registry; `clarifying` (a capability id) may ask questions.
+pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
     let mut registry = Registry::default();
     for name in ["notes", "brief", "draft"] {
         registry
@@ -36,7 +43,8 @@ fn registry() -> Registry {
     ] {
         let capability: CapabilityRegistration = serde_json::from_value(json!({
             "capabilityId": id, "agentType": "ai", "version": "1", "displayName": id, "summary": id,
-            "inputContract": [input], "outputContract": [output]
+            "inputContract": [input], "outputContract": [output],
+            "allowsClarify": clarifying == Some(id)
         }))
         .unwrap();
         registry.add_capability(capability, "test").unwrap();
@@ -53,7 +61,10 @@ fn envelope() -> TaskEnvelope {
     .unwrap()
 }
 
-fn engine<'a>(registry: &'a Registry, validators: &'a ValidatorCache) -> EngineContext<'a> {
+pub(super) fn engine<'a>(
+    registry: &'a Registry,
+    validators: &'a ValidatorCache,
+) -> EngineContext<'a> {
     EngineContext {
         registry,
         validators,
@@ -63,7 +74,7 @@ fn engine<'a>(registry: &'a Registry, validators: &'a ValidatorCache) -> EngineC
     }
 }
 
-fn identity() -> NewRunIdentity {
+pub(super) fn identity() -> NewRunIdentity {
     NewRunIdentity {
         run_id: "run".into(),
         tenant_id: "t".into(),
@@ -78,7 +89,7 @@ fn started() -> RunState {
 
 /// What the shell would observe, for the table.
 #[derive(Clone)]
-enum Observed {
+pub(super) enum Observed {
     /// The planning step runs (deterministic planner).
     Plan,
     /// The node's model answers `content`.
@@ -94,7 +105,7 @@ enum Observed {
     Begin { node: &'static str, attempt: u32 },
 }
 
-fn answer(node: &'static str, attempt: u32, content: Value) -> Observed {
+pub(super) fn answer(node: &'static str, attempt: u32, content: Value) -> Observed {
     Observed::Answer {
         node,
         attempt,
@@ -103,7 +114,7 @@ fn answer(node: &'static str, attempt: u32, content: Value) -> Observed {
     }
 }
 
-fn node_command(node: &str, attempt: u32) -> StepCommand {
+pub(super) fn node_command(node: &str, attempt: u32) -> StepCommand {
     StepCommand::ExecuteNode {
         node_id: node.into(),
         attempt,
@@ -112,7 +123,7 @@ fn node_command(node: &str, attempt: u32) -> StepCommand {
 
 /// Drives one step the way the shell does and returns its decision. Every
 /// frame (effect frames included) is checked against its schema.
-fn step(state: RunState, observed: Observed, context: &EngineContext<'_>) -> Decision {
+pub(super) fn step(state: RunState, observed: Observed, context: &EngineContext<'_>) -> Decision {
     let (command, outcome) = match observed {
         Observed::Plan => (StepCommand::Plan, None),
         Observed::Begin { node, attempt } => (node_command(node, attempt), None),
@@ -162,7 +173,7 @@ fn planned(context: &EngineContext<'_>) -> RunState {
     step(started(), Observed::Plan, context).state
 }
 
-fn event_types(decision: &Decision) -> Vec<&'static str> {
+pub(super) fn event_types(decision: &Decision) -> Vec<&'static str> {
     decision
         .events
         .iter()
@@ -170,7 +181,7 @@ fn event_types(decision: &Decision) -> Vec<&'static str> {
         .collect()
 }
 
-fn outbox(decision: &Decision) -> Vec<String> {
+pub(super) fn outbox(decision: &Decision) -> Vec<String> {
     decision
         .outbox
         .iter()
