@@ -93,12 +93,25 @@ pub(crate) fn default_state_file() -> Result<PathBuf, u8> {
     Ok(data_directory.join("baton").join("runs.sqlite3"))
 }
 
+/// Which unconsumed steps a process takes over from a SQLite store.
+#[derive(Clone, Copy)]
+pub(crate) enum LeftOverSteps<'a> {
+    /// Every run's (`baton serve`: the store's one long-running worker).
+    AllRuns,
+    /// One run's (`baton resume`/`resolve`: its due timers, its lost steps).
+    OfRun(&'a str),
+    /// None (`baton run`: a new run; other processes may be working on the rest).
+    None,
+}
+
 /// The embedded stores: in memory, or a SQLite file whose unconsumed outbox
-/// (what a previous process left) goes back on the in-memory queue.
+/// (what a previous process left) goes back on the in-memory queue, as far
+/// as `left_over` says.
 async fn embedded_store_ports(
     store: &crate::StoreChoice,
     queue: Arc<InMemoryStepQueue>,
     clock: Arc<dyn Clock>,
+    left_over: LeftOverSteps<'_>,
 ) -> Result<baton_bootstrap::StorePorts, u8> {
     let path = match store {
         crate::StoreChoice::Memory => {
@@ -122,10 +135,17 @@ async fn embedded_store_ports(
             .map_err(|error| invalid(format!("store {}: {error}", path.display())))?
             .with_clock(clock.clone()),
     );
-    let left_over = sqlite
-        .unconsumed_outbox()
-        .await
-        .map_err(|error| invalid(format!("store {}: {error}", path.display())))?;
+    let mut taken_over = match left_over {
+        LeftOverSteps::None => Vec::new(),
+        LeftOverSteps::AllRuns | LeftOverSteps::OfRun(_) => sqlite
+            .unconsumed_outbox()
+            .await
+            .map_err(|error| invalid(format!("store {}: {error}", path.display())))?,
+    };
+    if let LeftOverSteps::OfRun(run_id) = left_over {
+        taken_over.retain(|message| message.run_id == run_id);
+    }
+    let left_over = taken_over;
     if !left_over.is_empty() {
         eprintln!(
             "baton: {} step(s) left by an earlier process in {} are queued again",
@@ -147,11 +167,12 @@ pub(crate) async fn embedded_services(
     registry: Arc<Registry>,
     configuration: &Configuration,
     store: &crate::StoreChoice,
+    left_over: LeftOverSteps<'_>,
 ) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
     let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
-    let ports = embedded_store_ports(store, queue.clone(), clock).await?;
+    let ports = embedded_store_ports(store, queue.clone(), clock, left_over).await?;
     let services = baton_bootstrap::services_over(
         registry,
         ports,
@@ -198,7 +219,7 @@ pub async fn serve(
     };
     let built = match &store {
         crate::StoreChoice::Dynamodb => cloud_services(registry, &configuration).await,
-        embedded => embedded_services(registry, &configuration, embedded)
+        embedded => embedded_services(registry, &configuration, embedded, LeftOverSteps::AllRuns)
             .await
             .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>)),
     };
@@ -268,10 +289,11 @@ pub async fn run(
         Ok(registry) => registry,
         Err(code) => return code,
     };
-    let (services, queue) = match embedded_services(registry, &configuration, &store).await {
-        Ok(parts) => parts,
-        Err(code) => return code,
-    };
+    let (services, queue) =
+        match embedded_services(registry, &configuration, &store, LeftOverSteps::None).await {
+            Ok(parts) => parts,
+            Err(code) => return code,
+        };
     let submitted = match services.runs.submit(LOCAL_TENANT, &envelope_json).await {
         Ok(submitted) => submitted,
         Err(error @ RuntimeError::InvalidInput { .. }) => {
@@ -352,6 +374,27 @@ pub(crate) async fn drive_and_print(
         RunStatus::AwaitingHuman => {
             eprintln!(
                 "baton: run {run_id} waits for a person. With --store sqlite it is kept: list its task with `baton tasks`, answer with `baton resume {run_id} --output ANSWER.json`"
+            );
+            EXIT_AWAITING_HUMAN
+        }
+        RunStatus::AwaitingHitl => {
+            let asks = final_state
+                .as_ref()
+                .and_then(|stored| stored.state.governance.pending_request())
+                .map(|request| (request.kind, request.operator_prompt.clone()));
+            match asks {
+                Some((baton_core::governance::HitlKind::Clarify, question)) => eprintln!(
+                    "baton: run {run_id} asks: {question}\n  answer with `baton resume {run_id} --answer TEXT`"
+                ),
+                _ => eprintln!(
+                    "baton: run {run_id} waits for approval: `baton resolve {run_id} --approve` (or --reject)"
+                ),
+            }
+            EXIT_AWAITING_HUMAN
+        }
+        RunStatus::Paused => {
+            eprintln!(
+                "baton: run {run_id} is paused by a policy; continue it with `baton resume {run_id}`"
             );
             EXIT_AWAITING_HUMAN
         }

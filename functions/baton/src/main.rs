@@ -53,9 +53,10 @@ enum Command {
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
         format: OutputFormat,
-        /// Where the run is kept: `memory`, `sqlite` (a file under the data
-        /// directory) or `sqlite:PATH`.
-        #[arg(long, default_value = "memory", value_parser = parse_store)]
+        /// Where the run is kept: `sqlite` (default: a file under the data
+        /// directory, so a parked run outlives the process), `sqlite:PATH`,
+        /// or `memory`.
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
         store: StoreChoice,
     },
     /// Plan an envelope and print the validated plan, without calling any model.

@@ -17,8 +17,8 @@ use baton_runtime::services::{HumanInput, HumanInputOutcome, Services};
 use serde_json::Value;
 
 use crate::commands::{
-    EXIT_COMPLETED, EXIT_RUN_FAILED, LOCAL_TENANT, configuration_or_exit, default_state_file,
-    drive_and_print, embedded_services, invalid, load_registry_or_exit,
+    EXIT_COMPLETED, EXIT_RUN_FAILED, LOCAL_TENANT, LeftOverSteps, configuration_or_exit,
+    default_state_file, drive_and_print, embedded_services, invalid, load_registry_or_exit,
 };
 use crate::{OutputFormat, StoreChoice, TaskFormat};
 
@@ -207,7 +207,21 @@ async fn open_run(
     durable_file(store)?;
     let configuration = configuration_or_exit()?;
     let registry = load_registry_or_exit(registry, &configuration)?;
-    let (services, queue) = embedded_services(registry, &configuration, store).await?;
+    let (services, queue) = embedded_services(
+        registry,
+        &configuration,
+        store,
+        LeftOverSteps::OfRun(run_id),
+    )
+    .await?;
+    // What an earlier process left of this run runs first: a timer that came
+    // due meanwhile (a task's SLA) fires before anyone's late answer applies.
+    let runner = baton_runtime::worker::LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue: queue.clone(),
+    };
+    runner.drain().await.map_err(invalid)?;
     let stored = match services.runs.load(LOCAL_TENANT, run_id).await {
         Ok(Some(stored)) => stored,
         Ok(None) => return Err(invalid(format!("no run `{run_id}` in this store"))),

@@ -31,7 +31,10 @@ async fn baton_with(
     extra_environment: &[(&str, &str)],
 ) -> Output {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"));
+    // The default store is a file under the data directory: this process's own.
+    let data_home = std::env::temp_dir().join(format!("baton-cli-tests-{}", std::process::id()));
     command
+        .env("XDG_DATA_HOME", data_home)
         .env_remove("BATON_LLM")
         .env_remove("BATON_LOCAL_MODEL_PATH")
         .envs(extra_environment.iter().copied());
@@ -1009,4 +1012,91 @@ async fn a_parked_run_is_listed_and_resumed_by_later_processes() {
         serde_json::from_slice::<Value>(&none_left.stdout).unwrap(),
         serde_json::json!([])
     );
+}
+
+/// The newest run in `store` (`baton runs --format json`).
+async fn newest_run_id(store: &str) -> String {
+    let listed = baton(None, &["runs", "--format", "json", store]).await;
+    let runs: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    runs[0]["runId"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_and_pauses_continue_in_later_processes() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    let store = format!(
+        "--store=sqlite:{}",
+        folder.path().join("runs.sqlite3").display()
+    );
+    let mut envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    for (name, action) in [
+        (
+            "gated",
+            serde_json::json!({"type": "hitl", "rationale": "Go ahead?"}),
+        ),
+        ("paused", serde_json::json!({"type": "pause"})),
+    ] {
+        envelope["policies"]["runtime"] =
+            serde_json::json!([{"id": name, "trigger": {"kind": "onStart"}, "action": action}]);
+        let path = folder.path().join(format!("{name}.json"));
+        std::fs::write(&path, envelope.to_string()).unwrap();
+        let held = baton(
+            Some(&server),
+            &["run", path.to_str().unwrap(), "--format", "ndjson", &store],
+        )
+        .await;
+        assert_eq!(held.status.code(), Some(4), "{held:?}");
+        let hint = String::from_utf8_lossy(&held.stderr).to_string();
+        let run_id = newest_run_id(&store).await;
+        let continued = if name == "gated" {
+            assert!(hint.contains("baton resolve"), "{hint}");
+            baton(
+                Some(&server),
+                &[
+                    "resolve",
+                    &run_id,
+                    "--approve",
+                    "--note",
+                    "fine",
+                    "--format",
+                    "ndjson",
+                    &store,
+                ],
+            )
+            .await
+        } else {
+            assert!(hint.contains("baton resume"), "{hint}");
+            baton(
+                Some(&server),
+                &["resume", &run_id, "--format", "ndjson", &store],
+            )
+            .await
+        };
+        assert_eq!(continued.status.code(), Some(0), "{continued:?}");
+        let frames: Vec<Value> = String::from_utf8(continued.stdout)
+            .unwrap()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert!(
+            frames.iter().any(|frame| frame["type"] == "plan_generated"
+                && frame["payload"]["metadata"]["resumed"] == true),
+            "{name}: {:?}",
+            types(&frames)
+        );
+        assert_eq!(types(&frames).last(), Some(&"complete"), "{name}");
+        if name == "gated" {
+            assert!(types(&frames).contains(&"hitl_resolved"));
+            // Resolved once: a second resolution changes nothing.
+            let again = baton(None, &["resolve", &run_id, "--reject", &store]).await;
+            assert_eq!(again.status.code(), Some(3), "{again:?}");
+        }
+    }
 }

@@ -7,36 +7,19 @@
 
 mod serve_support;
 
-use moto_server::{MotoServer, unique_name};
+use moto_server::MotoServer;
 use scripted_llm::ScriptedLlmServer;
 use serde_json::Value;
-use serve_support::{TOKEN, example, read_sse, start_serve};
+use serve_support::{
+    TOKEN, dynamodb_environment, example, model_environment, read_sse, start_serve,
+};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_envelope_runs_end_to_end_on_dynamodb_and_sqs() {
     let moto = MotoServer::start().unwrap();
-    let configuration = moto.sdk_configuration().await;
-    let table = unique_name("baton-e2e");
-    baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&configuration), &table)
-        .create_table_if_missing()
-        .await
-        .unwrap();
-    let queue_url = moto_server::create_unique_queue(&configuration, "baton-e2e-steps", None)
-        .await
-        .unwrap();
     let model = ScriptedLlmServer::start().await.unwrap();
-
-    let mut environment = vec![
-        ("BATON_TABLE".to_string(), table.clone()),
-        ("BATON_QUEUE_URL".to_string(), queue_url.clone()),
-        ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
-        ("BATON_LLM_MODEL".to_string(), "scripted".to_string()),
-    ];
-    environment.extend(
-        moto.sdk_environment()
-            .into_iter()
-            .map(|(name, value)| (name.to_string(), value)),
-    );
+    let mut environment = dynamodb_environment(&moto).await;
+    environment.extend(model_environment(&model));
     let serve = start_serve(&["--store", "dynamodb"], &environment).await;
     let base = serve.base.clone();
 

@@ -54,8 +54,9 @@ impl Governance {
 }
 
 /// Why a run dispatches nothing new (work already dispatched finishes).
+/// Tagged `hold` (a request has a `kind` of its own).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "hold", rename_all = "snake_case")]
 pub enum Hold {
     /// Waiting for a person to approve, reject or answer.
     Request(Box<HitlRequest>),
@@ -159,4 +160,48 @@ pub fn human_sla_timer_id(node_id: &str, attempt: u32) -> String {
 /// The timer id of an `onTimeout` policy.
 pub fn policy_timer_id(policy_id: &str) -> String {
     format!("policy:{policy_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_run_survives_its_store() {
+        let mut governance = Governance {
+            hold: Some(Hold::Request(Box::new(HitlRequest {
+                request_id: "run:hitl:1".into(),
+                kind: HitlKind::Clarify,
+                policy_id: None,
+                pending_node_id: Some("node_1".into()),
+                operator_prompt: "Which market?".into(),
+                approve_action: Some(PolicyAction::Pause { reason: None }),
+                reject_action: None,
+                created_at: "2026-01-01T00:00:00.000Z".into(),
+            }))),
+            ..Governance::default()
+        };
+        governance.timers.insert(
+            human_sla_timer_id("node_2", 1),
+            Timer {
+                due_at: "2026-01-01T00:15:00.000Z".into(),
+                purpose: TimerPurpose::HumanTaskSla {
+                    node_id: "node_2".into(),
+                    attempt: 1,
+                },
+            },
+        );
+        let stored = serde_json::to_string(&governance).unwrap();
+        let loaded: Governance = serde_json::from_str(&stored).unwrap();
+        assert_eq!(loaded, governance);
+        let paused = Governance {
+            hold: Some(Hold::Paused {
+                policy_id: "p".into(),
+                reason: Some("later".into()),
+            }),
+            ..Governance::default()
+        };
+        let stored = serde_json::to_string(&paused).unwrap();
+        assert_eq!(serde_json::from_str::<Governance>(&stored).unwrap(), paused);
+    }
 }

@@ -422,22 +422,34 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "a released claim can be taken at once",
     )?;
 
-    // Runs waiting for a person are listed under their tenant only.
+    // Runs waiting for a person are listed under their tenant only, and a
+    // held run (its request, timers and clarifications) loads as committed.
     let current = store
         .load_run(&tenant, &run_id)
         .await
         .map_err(failed)?
         .ok_or("run still loads")?;
     let mut parked = current.state.clone();
-    parked.status = RunStatus::AwaitingHuman;
+    parked.status = RunStatus::AwaitingHitl;
+    parked.governance = held_governance()?;
     let parked_version = store
         .commit_step(
             &tenant,
             &run_id,
-            commit(current.version, parked, vec![], vec![], None),
+            commit(current.version, parked.clone(), vec![], vec![], None),
         )
         .await
         .map_err(failed)?;
+    let reloaded = store
+        .load_run(&tenant, &run_id)
+        .await
+        .map_err(failed)?
+        .ok_or("run still loads")?;
+    check(
+        reloaded.state.governance == parked.governance
+            && reloaded.state.status == RunStatus::AwaitingHitl,
+        "a held run loads with its request, timers and clarifications",
+    )?;
     let listed = store.runs_awaiting_human(&tenant).await.map_err(failed)?;
     check(
         listed.len() == 1 && listed[0].run_id == run_id,
@@ -470,6 +482,21 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "a run no longer waiting is no longer listed",
     )?;
     Ok(())
+}
+
+fn held_governance() -> Result<baton_core::governance::Governance, String> {
+    serde_json::from_value(json!({
+        "fired": ["gate@start"],
+        "hold": {"hold": "request", "requestId": "r:hitl:1", "kind": "approval", "policyId": "gate",
+                 "operatorPrompt": "Approve?", "rejectAction": {"type": "pause"},
+                 "createdAt": "2026-01-01T00:00:00.000Z"},
+        "requestsIssued": 1,
+        "clarifications": [{"nodeId": "node_1", "questionId": "node_1:q1", "question": "Which?",
+                            "answer": "This", "createdAt": "2026-01-01T00:00:00.000Z"}],
+        "timers": {"sla:node_2:1": {"dueAt": "2026-01-01T00:15:00.000Z",
+                                     "purpose": {"kind": "human_task_sla", "nodeId": "node_2", "attempt": 1}}}
+    }))
+    .map_err(|error| format!("the held governance fixture does not parse: {error}"))
 }
 
 fn registration(capability_id: &str, version: &str) -> RegisteredCapability {

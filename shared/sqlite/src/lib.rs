@@ -115,18 +115,32 @@ impl SqliteStore {
             std::fs::create_dir_all(parent)
                 .map_err(|error| unavailable(format!("creating {}: {error}", parent.display())))?;
         }
-        let connection = Connection::open(path)
+        let mut connection = Connection::open(path)
             .map_err(|error| unavailable(format!("opening {}: {error}", path.display())))?;
         connection
             .busy_timeout(std::time::Duration::from_secs(5))
             .map_err(unavailable)?;
-        connection
-            .pragma_update(None, "journal_mode", "WAL")
-            .map_err(unavailable)?;
+        // Switching to WAL takes an exclusive lock and does not wait on the
+        // busy handler: with several processes opening one file at once
+        // (two `baton run`s), it is retried until the first one switched it.
+        with_busy_retries(|| {
+            let mode: String =
+                connection.pragma_query_value(None, "journal_mode", |row| row.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                connection.pragma_update(None, "journal_mode", "WAL")?;
+            }
+            Ok(())
+        })
+        .map_err(unavailable)?;
         connection
             .pragma_update(None, "synchronous", "FULL")
             .map_err(unavailable)?;
-        let found: i64 = connection
+        // The schema is set up in one write transaction (it waits for the
+        // lock), so concurrent first opens do not race each other.
+        let setup = connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(unavailable)?;
+        let found: i64 = setup
             .pragma_query_value(None, "user_version", |row| row.get(0))
             .map_err(unavailable)?;
         if found > SCHEMA_VERSION {
@@ -135,10 +149,11 @@ impl SqliteStore {
                 path.display()
             )));
         }
-        connection.execute_batch(SCHEMA).map_err(unavailable)?;
-        connection
+        setup.execute_batch(SCHEMA).map_err(unavailable)?;
+        setup
             .pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(unavailable)?;
+        setup.commit().map_err(unavailable)?;
         Ok(SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
             clock: Arc::new(SystemClock),
@@ -167,5 +182,23 @@ impl SqliteStore {
         })
         .await
         .map_err(|error| unavailable(format!("store task failed: {error}")))?
+    }
+}
+
+/// Runs `step` again while SQLite answers "busy" (for up to five seconds).
+fn with_busy_retries(
+    mut step: impl FnMut() -> Result<(), rusqlite::Error>,
+) -> Result<(), rusqlite::Error> {
+    let started = std::time::Instant::now();
+    loop {
+        match step() {
+            Err(rusqlite::Error::SqliteFailure(failure, _))
+                if failure.code == rusqlite::ErrorCode::DatabaseBusy
+                    && started.elapsed() < std::time::Duration::from_secs(5) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other,
+        }
     }
 }

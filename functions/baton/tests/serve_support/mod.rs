@@ -12,6 +12,8 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+pub mod people;
+
 pub const TOKEN: &str = "e2e-token";
 
 /// A running `baton serve`; killed when dropped.
@@ -99,4 +101,36 @@ pub fn example(name: &str) -> Value {
         &std::fs::read_to_string(repository().join("registry/examples").join(name)).unwrap(),
     )
     .unwrap()
+}
+
+/// The scripted model server as the serve process's model.
+pub fn model_environment(model: &scripted_llm::ScriptedLlmServer) -> Vec<(String, String)> {
+    vec![
+        ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
+        ("BATON_LLM_MODEL".to_string(), "scripted".to_string()),
+    ]
+}
+
+/// A fresh table and step queue on `moto`, and the environment that points
+/// `baton serve --store dynamodb` at them.
+pub async fn dynamodb_environment(moto: &moto_server::MotoServer) -> Vec<(String, String)> {
+    let configuration = moto.sdk_configuration().await;
+    let table = moto_server::unique_name("baton-e2e");
+    baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&configuration), &table)
+        .create_table_if_missing()
+        .await
+        .unwrap();
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-e2e-steps", None)
+        .await
+        .unwrap();
+    let mut environment = vec![
+        ("BATON_TABLE".to_string(), table),
+        ("BATON_QUEUE_URL".to_string(), queue_url),
+    ];
+    environment.extend(
+        moto.sdk_environment()
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value)),
+    );
+    environment
 }
