@@ -106,6 +106,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             builtin: None,
             variant: None,
             allows_clarify: false,
+            task_surface: None,
         });
     }
     PlanGraph {

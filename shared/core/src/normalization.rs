@@ -153,6 +153,7 @@ pub fn inject_normalization(
         builtin: None,
         variant: None,
         allows_clarify: false,
+        task_surface: None,
     });
     plan.edges.extend(edges);
     plan.metadata

@@ -36,6 +36,20 @@ pub struct PlanNode {
     /// The capability may ask a clarifying question instead of answering.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allows_clarify: bool,
+    /// Human capabilities: the registration's `instructionTemplates` and
+    /// `assignmentDefaults`, handed to task surfaces verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_surface: Option<TaskSurface>,
+}
+
+/// What a human capability's registration gives task surfaces.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskSurface {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruction_templates: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignment_defaults: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// What an orchestrator-managed node computes from its upstream outputs.

@@ -447,6 +447,12 @@ fn build_plan_with_ids(
             builtin: None,
             variant: None,
             allows_clarify: capability.allows_clarify,
+            task_surface: (capability.instruction_templates.is_some()
+                || capability.assignment_defaults.is_some())
+            .then(|| crate::plan::TaskSurface {
+                instruction_templates: capability.instruction_templates.clone(),
+                assignment_defaults: capability.assignment_defaults.clone(),
+            }),
         });
     }
     Ok(PlanGraph {

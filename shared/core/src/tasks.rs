@@ -26,6 +26,12 @@ pub struct HumanTask {
     /// When the task's SLA passes (RFC 3339): unanswered, the run fails.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub due_at: Option<String>,
+    /// The capability's `instructionTemplates` (UI copy), verbatim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instruction_templates: Option<serde_json::Map<String, Value>>,
+    /// The capability's `assignmentDefaults` (routing hints), verbatim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignment_defaults: Option<serde_json::Map<String, Value>>,
 }
 
 /// The task id of `node_id` in `run_id`.
@@ -67,6 +73,14 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
                     .get(&timer_id)
                     .map(|timer| timer.due_at.clone())
             }),
+            instruction_templates: node
+                .task_surface
+                .as_ref()
+                .and_then(|surface| surface.instruction_templates.clone()),
+            assignment_defaults: node
+                .task_surface
+                .as_ref()
+                .and_then(|surface| surface.assignment_defaults.clone()),
         })
         .collect()
 }

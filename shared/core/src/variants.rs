@@ -183,6 +183,7 @@ pub fn expand_variants(
             }),
             variant: None,
             allows_clarify: false,
+            task_surface: None,
         });
         plan.nodes.splice(position..=position, replacement);
         plan.metadata.insert("branchCount".into(), json!(count));

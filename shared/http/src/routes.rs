@@ -218,7 +218,7 @@ async fn run_snapshot(
 }
 
 fn capability_summary(capability: &CapabilityRegistration) -> Value {
-    json!({
+    let mut summary = json!({
         "capabilityId": capability.capability_id,
         "agentType": capability.agent_type,
         "kind": capability.kind,
@@ -229,7 +229,17 @@ fn capability_summary(capability: &CapabilityRegistration) -> Value {
         "inputContract": capability.input_contract,
         "outputContract": capability.output_contract,
         "cost": capability.cost,
-    })
+    });
+    if capability.allows_clarify {
+        summary["allowsClarify"] = json!(true);
+    }
+    if let Some(templates) = &capability.instruction_templates {
+        summary["instructionTemplates"] = json!(templates);
+    }
+    if let Some(defaults) = &capability.assignment_defaults {
+        summary["assignmentDefaults"] = json!(defaults);
+    }
+    summary
 }
 
 fn registration_summary(record: &RegisteredCapability, status: CapabilityStatus) -> Value {

@@ -46,6 +46,15 @@ pub struct RunSummary {
     pub satisfaction_score: Option<f64>,
     pub observed_satisfaction: Option<f64>,
     pub usage: UsageSummary,
+    /// The approval request or clarifying question the run waits on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_request: Option<baton_core::governance::HitlRequest>,
+    /// `runContext.hitlClarifications`: questions asked and their answers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hitl_clarifications: Vec<baton_core::governance::ClarificationEntry>,
+    /// Durable timers the run waits for (task SLAs, `onTimeout` policies), by id.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub timers: std::collections::BTreeMap<String, baton_core::governance::Timer>,
 }
 
 #[derive(Serialize)]
@@ -135,6 +144,9 @@ impl RunSnapshotResponse {
                     .map(|bundle| bundle.satisfaction_score),
                 observed_satisfaction: run.observed_satisfaction,
                 usage: run.total_usage().into(),
+                pending_request: run.governance.pending_request().cloned(),
+                hitl_clarifications: run.governance.clarifications.clone(),
+                timers: run.governance.timers.clone(),
             },
             output: run.output.as_ref().map(redact),
             plan_versions,

@@ -510,6 +510,25 @@ async fn bad_registrations_are_refused_with_the_path_and_nothing_is_stored() {
         assert_eq!(error["error"]["details"]["path"], path, "{error}");
         assert_eq!(error["error"]["code"], "invalid_registration");
     }
+    // A human capability's task-surface fields are accepted and kept.
+    let mut reviewer = scoped_messaging_writer();
+    reviewer["capabilityId"] = json!("copywriter.Messaging.reviewer");
+    reviewer["agentType"] = json!("human");
+    reviewer["instructionTemplates"] = json!({"title": "Write the messaging stack"});
+    reviewer["assignmentDefaults"] = json!({"role": "writer", "maxNotifications": 1});
+    let (got, registered) = post_json(&api, "/capabilities/register", ACME_TOKEN, &reviewer).await;
+    assert_eq!(got, 200, "{registered}");
+    let listed = get_json(&api, "/capabilities", ACME_TOKEN).await;
+    let kept = listed["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|capability| capability["capabilityId"] == "copywriter.Messaging.reviewer")
+        .expect("listed");
+    assert_eq!(
+        kept["instructionTemplates"]["title"], "Write the messaging stack",
+        "{kept}"
+    );
     let mut static_id = scoped_messaging_writer();
     static_id["capabilityId"] = json!("copywriter.Messaging");
     let (got, error) = post_json(&api, "/capabilities/register", ACME_TOKEN, &static_id).await;

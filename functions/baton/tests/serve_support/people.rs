@@ -151,6 +151,11 @@ async fn a_human_task_is_answered_once(people: &People<'_>) {
         .expect("the run's task is listed")
         .clone();
     assert!(task["dueAt"].is_string(), "{task}");
+    assert!(
+        task["instructionTemplates"]["title"].is_string()
+            && task["assignmentDefaults"]["maxNotifications"] == 1,
+        "the registration's task surface travels with the task: {task}"
+    );
     let (status, body) = people
         .post(
             "/run.resume",
@@ -233,7 +238,8 @@ async fn approvals_approved_and_rejected(people: &People<'_>) {
     );
     for (decision, outcome) in [("approve", "completed"), ("reject", "failed")] {
         let run_id = people.submit(&gated).await;
-        people.settled(&run_id, &["awaiting_hitl"]).await;
+        let held = people.settled(&run_id, &["awaiting_hitl"]).await;
+        assert_eq!(held["run"]["pendingRequest"]["kind"], "approval", "{held}");
         let frames = people.frames(&run_id).await;
         let request = frames
             .iter()
@@ -300,6 +306,10 @@ async fn a_clarifying_question_round_trip(people: &People<'_>) {
     assert_eq!(
         done["run"]["planVersion"], plan_version,
         "no new plan version"
+    );
+    assert_eq!(
+        done["run"]["hitlClarifications"][0]["answer"],
+        "The Nordics"
     );
     let asked_again = people
         .model
