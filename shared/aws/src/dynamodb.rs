@@ -61,6 +61,8 @@ pub struct DynamoRunStore {
     /// Stamps outbox entries and event expiry (the orchestrator's clock).
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) known_sequences: Arc<Mutex<HashMap<String, KnownSequence>>>,
+    /// The task and request items each run's remembered version implies.
+    pub(crate) known_open_items: Arc<Mutex<crate::open_items::KnownOpenItems>>,
 }
 
 impl DynamoRunStore {
@@ -70,6 +72,7 @@ impl DynamoRunStore {
             table: table.into(),
             clock: Arc::new(SystemClock),
             known_sequences: Arc::new(Mutex::new(HashMap::new())),
+            known_open_items: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
@@ -203,10 +206,9 @@ impl RunStore for DynamoRunStore {
         let state = decode_state(run_item.get("state"))?;
         let known = sequence_of(sequence_item)?;
         self.remember_sequence(&pk, known.last_sequence, &known.correlation_id);
-        Ok(Some(StoredRun {
-            state,
-            version: read_number(run_item, "version")?,
-        }))
+        let version = read_number(run_item, "version")?;
+        self.remember_open_items(&pk, version, crate::open_items::open_items(&state));
+        Ok(Some(StoredRun { state, version }))
     }
 
     async fn claim_node(
@@ -315,6 +317,9 @@ impl RunStore for DynamoRunStore {
         let expected_version = commit.expected_version;
         let encoded_state = encode_state(&commit.state)?;
         let count = commit.events.len() as u64;
+        let next_open_items = crate::open_items::open_items(&commit.state);
+        let open_item_writes =
+            self.open_item_writes(&pk, expected_version, &next_open_items, &commit.state)?;
         let mut stale = false;
         for _ in 0..SEQUENCE_RETRY_ROUNDS {
             let seen = self.sequence_for_write(&pk, stale).await?.last_sequence;
@@ -361,6 +366,7 @@ impl RunStore for DynamoRunStore {
             if let Some(message_id) = &commit.consumed_message_id {
                 items.push(self.consume_outbox_entry(&pk, message_id)?);
             }
+            items.extend(open_item_writes.iter().cloned());
             items.push(self.sequence_bump(&pk, seen, count)?);
             items.push(run_update);
             match self
@@ -372,6 +378,7 @@ impl RunStore for DynamoRunStore {
             {
                 Ok(_) => {
                     self.remember_sequence(&pk, seen + count, &commit.state.correlation_id);
+                    self.remember_open_items(&pk, expected_version + 1, next_open_items);
                     return Ok(expected_version + 1);
                 }
                 Err(error) => match cancellation_codes(&error) {
@@ -458,6 +465,21 @@ impl RunStore for DynamoRunStore {
 
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
         self.query_runs_awaiting_human(tenant_id).await
+    }
+
+    async fn pending_tasks(
+        &self,
+        tenant_id: &str,
+        capability_id: Option<&str>,
+    ) -> Result<Vec<baton_core::tasks::HumanTask>, StoreError> {
+        self.query_pending_tasks(tenant_id, capability_id).await
+    }
+
+    async fn pending_requests(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<baton_core::tasks::PendingRequest>, StoreError> {
+        self.query_pending_requests(tenant_id).await
     }
 
     async fn stale_outbox(

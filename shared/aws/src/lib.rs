@@ -37,6 +37,7 @@ mod attributes;
 pub mod capability_directory;
 pub mod dynamodb;
 mod event_log;
+mod open_items;
 mod outbox_items;
 pub mod sqs;
 pub mod state_codec;

@@ -35,6 +35,7 @@ use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::fault_injection::FailingSendQueue;
 use baton_runtime::ports::{ClaimOutcome, Clock, NodeClaim, RunStore, StepQueue};
+use baton_runtime::services::{HumanInput, HumanInputOutcome};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services};
 use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
 use baton_test_support::{TestServices, example_envelope, repository_path};
@@ -346,6 +347,34 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
             .unwrap(),
         ClaimOutcome::HeldByOther { .. }
     ));
+    // A run that parks on a person: its task becomes an item of its own.
+    let human_run = parts
+        .services
+        .runs
+        .submit("t", &human_review_envelope())
+        .await
+        .unwrap();
+    loop {
+        let batch = parts
+            .queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .unwrap();
+        if batch.is_empty() {
+            break;
+        }
+        for received in batch {
+            if received.message.run_id == human_run.run_id {
+                parts
+                    .services
+                    .steps
+                    .handle(&received.message)
+                    .await
+                    .unwrap();
+            }
+            parts.queue.acknowledge(&received.receipt).await.unwrap();
+        }
+    }
     step_actions.extend(taken(&parts.recorded));
     by_function.insert("StepFunction", step_actions);
 
@@ -373,12 +402,35 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .await
         .unwrap();
     parts.services.capabilities.list("t").await.unwrap();
-    parts
+    let tasks = parts
         .services
         .humans
         .pending_tasks("t", None)
         .await
         .unwrap();
+    let task = tasks
+        .iter()
+        .find(|task| task.run_id == human_run.run_id)
+        .expect("the parked run's task is listed");
+    parts.services.humans.pending_requests("t").await.unwrap();
+    let answered = parts
+        .services
+        .humans
+        .apply(
+            "t",
+            &human_run.run_id,
+            HumanInput::Answer {
+                node_id: task.node_id.clone(),
+                expected_plan_version: task.plan_version,
+                output: scripted_llm::generate_instance(&task.output_schema, "answer"),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(answered, HumanInputOutcome::Applied { .. }),
+        "{answered:?}"
+    );
     let registration = serde_json::json!({
         "capabilityId": "writer.iam", "agentType": "ai", "version": "1", "displayName": "w",
         "summary": "s", "inputContract": ["creative_brief"], "outputContract": ["copyVariants"]
@@ -430,9 +482,11 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         parts.queue.clone(),
         Arc::new(SystemClock),
     );
-    // Two entries no step consumed: this run's lost node step, and the
-    // cancelled run's planning step (taken off the queue above unhandled).
-    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 2);
+    // Three entries no step consumed: this run's lost node step, the
+    // cancelled run's planning step (taken off the queue above unhandled),
+    // and the parked run's SLA timer (consumed only when it fires; a
+    // re-sent timer is deferred again until it is due).
+    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 3);
     by_function.insert("SweeperFunction", taken(&parts.recorded));
     by_function
 }
@@ -619,4 +673,15 @@ async fn aws_calls_per_node_step_are_at_the_floor() {
         ]),
         "AWS calls for one node step without deltas"
     );
+}
+
+/// A run with a human node (the director's review of a positioning).
+fn human_review_envelope() -> serde_json::Value {
+    serde_json::json!({
+        "objective": "Agree the final positioning with the director.",
+        "inputs": {"positioning_context": {"company_name": "Acme", "company_url": "https://acme.example",
+                                            "competing_factors": ["reliability"]}},
+        "outputContract": {"schema": {"type": "object", "required": ["positioning"],
+                                      "properties": {"positioning": {"type": "object"}}}}
+    })
 }

@@ -1,15 +1,18 @@
 //! Human tasks: what a person is asked to do, derived from a parked run's
 //! state (a node of a human capability waiting for its output). A task's id
-//! is `{runId}:{nodeId}`; its answer goes through `run.resume`.
+//! is `{runId}:{nodeId}`; its answer goes through `run.resume`. And the
+//! approval request or clarifying question a held run waits on.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::governance::HitlRequest;
 
 use crate::governance::human_sla_timer_id;
 use crate::run::{NodeStatus, RunState};
 
 /// One pending task of a person.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HumanTask {
     pub task_id: String,
@@ -24,14 +27,40 @@ pub struct HumanTask {
     /// The JSON Schema the answer must satisfy (the node's output contract).
     pub output_schema: Value,
     /// When the task's SLA passes (RFC 3339): unanswered, the run fails.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due_at: Option<String>,
     /// The capability's `instructionTemplates` (UI copy), verbatim.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instruction_templates: Option<serde_json::Map<String, Value>>,
     /// The capability's `assignmentDefaults` (routing hints), verbatim.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignment_defaults: Option<serde_json::Map<String, Value>>,
+}
+
+/// The approval request or clarifying question a held run waits on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingRequest {
+    pub run_id: String,
+    /// The plan version to answer a clarifying question at.
+    pub plan_version: u32,
+    #[serde(flatten)]
+    pub request: HitlRequest,
+}
+
+/// The run's pending request, if it is held on one.
+pub fn pending_request(state: &RunState) -> Option<PendingRequest> {
+    if state.status.is_terminal() {
+        return None;
+    }
+    state
+        .governance
+        .pending_request()
+        .map(|request| PendingRequest {
+            run_id: state.run_id.clone(),
+            plan_version: state.plan_version(),
+            request: request.clone(),
+        })
 }
 
 /// The task id of `node_id` in `run_id`.

@@ -336,3 +336,13 @@ pub(crate) async fn trigger_policy(
     )
     .await
 }
+
+/// `GET /hitl/requests`: the tenant's pending approval requests and
+/// clarifying questions (each with `runId` and `planVersion`).
+pub(crate) async fn list_requests(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+) -> Result<Json<Value>, ApiError> {
+    let requests = state.humans.pending_requests(&tenant.0).await?;
+    Ok(Json(json!({"requests": requests})))
+}

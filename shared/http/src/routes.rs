@@ -64,6 +64,7 @@ pub fn router(state: ApiState) -> Router {
             post(crate::humans::trigger_policy),
         )
         .route("/tasks", get(crate::humans::list_tasks))
+        .route("/hitl/requests", get(crate::humans::list_requests))
         .route(
             "/tasks/{task_id}/decline",
             post(crate::humans::decline_task),

@@ -450,6 +450,21 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
             && reloaded.state.status == RunStatus::AwaitingHitl,
         "a held run loads with its request, timers and clarifications",
     )?;
+    let requests = store.pending_requests(&tenant).await.map_err(failed)?;
+    check(
+        requests.len() == 1
+            && requests[0].run_id == run_id
+            && requests[0].request.request_id == "r:hitl:1",
+        "the held run's request is pending for its tenant",
+    )?;
+    check(
+        store
+            .pending_requests(&format!("{tenant}-other"))
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "another tenant has no pending request of it",
+    )?;
     let listed = store.runs_awaiting_human(&tenant).await.map_err(failed)?;
     check(
         listed.len() == 1 && listed[0].run_id == run_id,
@@ -480,6 +495,14 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
             .map_err(failed)?
             .is_empty(),
         "a run no longer waiting is no longer listed",
+    )?;
+    check(
+        store
+            .pending_requests(&tenant)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "a resolved request is no longer pending",
     )?;
     Ok(())
 }

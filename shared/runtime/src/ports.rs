@@ -9,6 +9,7 @@ use baton_core::context::ModelRequest;
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
+use baton_core::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::{LlmError, QueueError, StoreError};
@@ -160,6 +161,29 @@ pub trait RunStore: Send + Sync {
     /// `awaiting_hitl` or `paused`), oldest first: where the human task
     /// list comes from.
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError>;
+
+    /// The tenant's pending human tasks (of one capability when given),
+    /// oldest run first. By default derived from `runs_awaiting_human`; a
+    /// store may keep tasks as their own records.
+    async fn pending_tasks(
+        &self,
+        tenant_id: &str,
+        capability_id: Option<&str>,
+    ) -> Result<Vec<HumanTask>, StoreError> {
+        let runs = self.runs_awaiting_human(tenant_id).await?;
+        Ok(runs
+            .iter()
+            .flat_map(human_tasks)
+            .filter(|task| capability_id.is_none_or(|wanted| task.capability_id == wanted))
+            .collect())
+    }
+
+    /// The tenant's pending approval requests and clarifying questions,
+    /// oldest run first (derived like `pending_tasks`, by default).
+    async fn pending_requests(&self, tenant_id: &str) -> Result<Vec<PendingRequest>, StoreError> {
+        let runs = self.runs_awaiting_human(tenant_id).await?;
+        Ok(runs.iter().filter_map(pending_request).collect())
+    }
 
     /// Unconsumed, not yet re-sent outbox entries of any run written before
     /// `written_before` (a crash between commit and send, or a backlog),

@@ -151,6 +151,20 @@ async fn a_human_task_is_answered_once(people: &People<'_>) {
         .expect("the run's task is listed")
         .clone();
     assert!(task["dueAt"].is_string(), "{task}");
+    let capability = task["capabilityId"].as_str().unwrap();
+    let of_capability = people
+        .get(&format!("/tasks?status=pending&capabilityId={capability}"))
+        .await;
+    assert!(
+        of_capability["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|listed| listed["taskId"] == task["taskId"]),
+        "{of_capability}"
+    );
+    let of_another = people.get("/tasks?capabilityId=nobody.atAll").await;
+    assert_eq!(of_another["tasks"], json!([]));
     assert!(
         task["instructionTemplates"]["title"].is_string()
             && task["assignmentDefaults"]["maxNotifications"] == 1,
@@ -188,6 +202,15 @@ async fn a_human_task_is_answered_once(people: &People<'_>) {
         "exactly one wins: {first:?} {second:?}"
     );
     people.settled(&run_id, &["completed"]).await;
+    let left = people.get("/tasks").await;
+    assert!(
+        left["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|listed| listed["runId"] != run_id),
+        "an answered task is no longer listed: {left}"
+    );
     let frames = people.frames(&run_id).await;
     let node_id = task["nodeId"].as_str().unwrap();
     let completions = frames
@@ -240,6 +263,14 @@ async fn approvals_approved_and_rejected(people: &People<'_>) {
         let run_id = people.submit(&gated).await;
         let held = people.settled(&run_id, &["awaiting_hitl"]).await;
         assert_eq!(held["run"]["pendingRequest"]["kind"], "approval", "{held}");
+        let pending = people.get("/hitl/requests").await;
+        let listed = pending["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|request| request["runId"] == run_id)
+            .expect("the request is listed");
+        assert_eq!(listed["pendingNodeId"], "node_1");
         let frames = people.frames(&run_id).await;
         let request = frames
             .iter()
@@ -267,6 +298,15 @@ async fn approvals_approved_and_rejected(people: &People<'_>) {
             .await;
         assert_eq!(again, 409, "a request is resolved once");
         let snapshot = people.settled(&run_id, &[outcome]).await;
+        let still = people.get("/hitl/requests").await;
+        assert!(
+            still["requests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|request| request["runId"] != run_id),
+            "a resolved request is no longer listed: {still}"
+        );
         if outcome == "failed" {
             assert_eq!(snapshot["run"]["failure"]["code"], "hitl_rejected");
         }

@@ -15,7 +15,7 @@ use baton_core::engine::{
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, RunStatus};
 use baton_core::schema::ValidatorCache;
-use baton_core::tasks::{HumanTask, human_tasks};
+use baton_core::tasks::{HumanTask, PendingRequest};
 use serde_json::Value;
 
 use super::{CommonParts, OrchestratorSettings, OutboxRelay};
@@ -172,12 +172,15 @@ impl HumanService {
         tenant_id: &str,
         capability_id: Option<&str>,
     ) -> Result<Vec<HumanTask>, RuntimeError> {
-        let runs = self.store.runs_awaiting_human(tenant_id).await?;
-        Ok(runs
-            .iter()
-            .flat_map(human_tasks)
-            .filter(|task| capability_id.is_none_or(|wanted| task.capability_id == wanted))
-            .collect())
+        Ok(self.store.pending_tasks(tenant_id, capability_id).await?)
+    }
+
+    /// The tenant's pending approval requests and clarifying questions.
+    pub async fn pending_requests(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<PendingRequest>, RuntimeError> {
+        Ok(self.store.pending_requests(tenant_id).await?)
     }
 
     /// Applies a person's input to the run: committed conditionally on the
