@@ -202,6 +202,15 @@ async fn a_human_task_is_answered_once(people: &People<'_>) {
         "exactly one wins: {first:?} {second:?}"
     );
     people.settled(&run_id, &["completed"]).await;
+    let parked_on = people.frames(&run_id).await;
+    let parked_start = parked_on
+        .iter()
+        .find(|frame| frame["type"] == "node_start" && frame["payload"]["executorType"] == "human")
+        .unwrap();
+    assert_eq!(
+        parked_start["payload"]["dueAt"], task["dueAt"],
+        "node_start carries the SLA"
+    );
     let left = people.get("/tasks").await;
     assert!(
         left["tasks"]

@@ -56,6 +56,7 @@ fn start_payload(
         contract: None,
         instructions: None,
         inputs: None,
+        due_at: None,
     }
 }
 
@@ -108,6 +109,8 @@ pub(super) fn begin_node(
         });
         payload.instructions = Some(node.instructions.clone());
         payload.inputs = Some(bundle.inputs);
+        let due = now.plus(engine.human_task_timeout);
+        payload.due_at = Some(due.rfc3339());
         if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
             record.status = NodeStatus::AwaitingHuman;
         }
@@ -116,7 +119,6 @@ pub(super) fn begin_node(
         }
         let parked = frames::node_start(&step.stamp(), node, &payload);
         step.emit(parked);
-        let due = now.plus(engine.human_task_timeout);
         step.start_timer(
             crate::governance::human_sla_timer_id(&node.node_id, attempt),
             due,

@@ -240,6 +240,9 @@ pub struct NodeStartPayload<'a> {
     /// Human nodes: the node's input facets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Map<String, Value>>,
+    /// Human nodes: when the task's SLA passes (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_at: Option<String>,
 }
 
 pub fn node_start(
