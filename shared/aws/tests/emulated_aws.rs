@@ -196,3 +196,49 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
     assert!(error.to_string().contains("run-huge"), "{error}");
     assert!(store.load_run("large", "run-huge").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn a_timer_waits_on_sqs_until_it_is_due() {
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let configuration = emulator.sdk_configuration().await;
+    let client = aws_sdk_sqs::Client::new(&configuration);
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-timers", None)
+        .await
+        .unwrap();
+    let queue = SqsStepQueue::new(client.clone(), queue_url.clone());
+    let in_ten_minutes = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 600_000;
+    let due = baton_core::instant::Instant::from_unix_millis(in_ten_minutes).rfc3339();
+    let timer = StepMessage::timer("t", "run-timer", "sla:node_2:1", &due);
+
+    // Its first hop is delayed until it is due (SQS allows 15 minutes).
+    queue.send(std::slice::from_ref(&timer)).await.unwrap();
+    assert!(queue.receive(10, Duration::ZERO).await.unwrap().is_empty());
+    let attributes = client
+        .get_queue_attributes()
+        .queue_url(&queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        .send()
+        .await
+        .unwrap();
+    let delayed = attributes
+        .attributes()
+        .and_then(|map| {
+            map.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        })
+        .cloned();
+    assert_eq!(delayed.as_deref(), Some("1"));
+
+    // A worker that got it early sends a fresh copy with the time left.
+    queue
+        .send_delayed(&timer, Duration::from_secs(1))
+        .await
+        .unwrap();
+    assert!(queue.receive(10, Duration::ZERO).await.unwrap().is_empty());
+    let arrived = queue.receive(10, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(arrived.len(), 1);
+    assert_eq!(arrived[0].message, timer);
+}
