@@ -6,6 +6,7 @@
 //! 3 the run failed or its plan was rejected; 4 the run is parked for a human.
 
 mod commands;
+mod judge;
 mod model_choice;
 mod output;
 mod people;
@@ -40,6 +41,13 @@ pub enum OutputFormat {
     Ndjson,
     /// Server-Sent Events, exactly as the HTTP stream sends them.
     Sse,
+}
+
+#[derive(Subcommand)]
+enum JudgeCommand {
+    /// Check an evaluation output's (or a transcript's) hash chain; exit 3
+    /// naming the first broken link.
+    Verify { output: PathBuf },
 }
 
 #[derive(Subcommand)]
@@ -121,6 +129,11 @@ enum Command {
         format: OutputFormat,
         #[arg(long, default_value = "sqlite", value_parser = parse_store)]
         store: StoreChoice,
+    },
+    /// Judge panels: `verify` recomputes a transcript's hash chain.
+    Judge {
+        #[command(subcommand)]
+        command: JudgeCommand,
     },
     /// Serve the HTTP API and SSE streams on localhost, with the step worker in-process.
     Serve {
@@ -254,6 +267,9 @@ fn main() -> ExitCode {
                 })
                 .await
             }
+            Command::Judge {
+                command: JudgeCommand::Verify { output },
+            } => judge::verify(&output),
             Command::Serve {
                 store,
                 addr,

@@ -1100,3 +1100,52 @@ async fn approvals_and_pauses_continue_in_later_processes() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn judge_verify_names_the_first_broken_link() {
+    use baton_judge::transcript::{
+        ConversationMessage, EvaluationTranscript, MessagePhase, MessageRole,
+    };
+    let mut transcript = EvaluationTranscript::new("run_judge");
+    for (round, id, content) in [
+        (0, "m1", "score 9"),
+        (0, "m2", "score 8"),
+        (1, "m3", "revised to 8.5"),
+    ] {
+        transcript.append(
+            round,
+            ConversationMessage {
+                id: id.into(),
+                role: MessageRole::Agent,
+                agent_id: Some("judge-a".into()),
+                content: content.into(),
+                timestamp: 1_730_050_000_000,
+                phase: if round == 0 {
+                    MessagePhase::Scoring
+                } else {
+                    MessagePhase::Discussion
+                },
+                round: Some(round),
+                hcs_tx_id: None,
+                previous_hash: String::new(),
+                hash: String::new(),
+            },
+        );
+    }
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("evaluation.json");
+    let output = serde_json::json!({"requestId": "req-001", "transcript": transcript});
+    std::fs::write(&path, serde_json::to_string_pretty(&output).unwrap()).unwrap();
+    let verified = baton(None, &["judge", "verify", path.to_str().unwrap()]).await;
+    assert_eq!(verified.status.code(), Some(0), "{verified:?}");
+    assert!(String::from_utf8_lossy(&verified.stdout).contains("3 messages"));
+
+    let tampered = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("score 8", "score 9");
+    std::fs::write(&path, tampered).unwrap();
+    let broken = baton(None, &["judge", "verify", path.to_str().unwrap()]).await;
+    assert_eq!(broken.status.code(), Some(3), "{broken:?}");
+    let said = String::from_utf8_lossy(&broken.stderr);
+    assert!(said.contains("`m2`") && said.contains("round 0"), "{said}");
+}
