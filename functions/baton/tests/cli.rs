@@ -1126,7 +1126,7 @@ async fn judge_verify_names_the_first_broken_link() {
                     MessagePhase::Discussion
                 },
                 round: Some(round),
-                hcs_tx_id: None,
+                ledger_tx_id: None,
                 previous_hash: String::new(),
                 hash: String::new(),
             },

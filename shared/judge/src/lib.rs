@@ -10,8 +10,8 @@
 //! - Scores are on one scale, 0–10; a score outside it is refused, never clamped.
 //! - A transcript message's hash covers its canonical JSON (RFC 8785) and the
 //!   previous message's hash, so any change to any message is detected.
-//! - Payment and ledger fields of the request (`hederaAccount`,
-//!   `paymentConfig`, …) are accepted and ignored.
+//! - Payment and ledger fields of the request (accounts, payment
+//!   configuration, …) are accepted and ignored.
 
 pub mod consensus;
 pub mod request;

@@ -42,9 +42,10 @@ pub struct ConversationMessage {
     pub phase: MessagePhase,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub round: Option<u32>,
-    /// An external ledger's receipt (e.g. a Hedera HCS transaction id), when published there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hcs_tx_id: Option<String>,
+    /// An external ledger's receipt (its transaction id), when the
+    /// transcript is published there; the wire name is the specification's.
+    #[serde(default, rename = "hcsTxId", skip_serializing_if = "Option::is_none")]
+    pub ledger_tx_id: Option<String>,
     #[serde(default)]
     pub previous_hash: String,
     #[serde(default)]

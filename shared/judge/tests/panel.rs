@@ -166,7 +166,7 @@ fn message(
         timestamp: 1_730_050_000_000 + u64::from(round),
         phase,
         round: Some(round),
-        hcs_tx_id: None,
+        ledger_tx_id: None,
         previous_hash: String::new(),
         hash: String::new(),
     }
