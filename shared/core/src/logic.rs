@@ -6,9 +6,12 @@ use serde_json::Value;
 /// Whether `rule` holds over `data`: JSONLogic truthiness of its result
 /// (an error, `null`, `false`, `0`, `""` and `[]` do not hold).
 pub fn holds(rule: &Value, data: &Value) -> bool {
-    let engine = datalogic_rs::Engine::new();
-    engine
-        .eval_str(&rule.to_string(), &data.to_string())
+    // One engine per thread: building one registers every operator.
+    thread_local! {
+        static ENGINE: datalogic_rs::Engine = datalogic_rs::Engine::new();
+    }
+    ENGINE
+        .with(|engine| engine.eval_str(&rule.to_string(), &data.to_string()))
         .map(|result| {
             serde_json::from_str::<Value>(&result).is_ok_and(|value| match value {
                 Value::Bool(flag) => flag,
