@@ -1149,3 +1149,87 @@ async fn judge_verify_names_the_first_broken_link() {
     let said = String::from_utf8_lossy(&broken.stderr);
     assert!(said.contains("`m2`") && said.contains("round 0"), "{said}");
 }
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clarifying_question_is_answered_from_a_later_process() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([Behavior::Content {
+        content: serde_json::json!({"clarify": {"question": "Which market first?"}}).to_string(),
+    }]);
+    let folder = tempfile::tempdir().unwrap();
+    // The registry as data: one capability may ask questions.
+    let registry = folder.path().join("registry");
+    copy_tree(&repository_root().join("registry"), &registry);
+    let capability_file = registry.join("capabilities/StrategyManager.writerBrief.json");
+    let mut capability: Value =
+        serde_json::from_str(&std::fs::read_to_string(&capability_file).unwrap()).unwrap();
+    capability["allowsClarify"] = Value::Bool(true);
+    std::fs::write(&capability_file, capability.to_string()).unwrap();
+    let store = format!(
+        "--store=sqlite:{}",
+        folder.path().join("runs.sqlite3").display()
+    );
+    let registry_argument = format!("--registry={}", registry.display());
+    let envelope = repository_root().join("registry/examples/seed-10.1-sample-envelope.json");
+    let asked = baton(
+        Some(&server),
+        &[
+            "run",
+            envelope.to_str().unwrap(),
+            "--format",
+            "ndjson",
+            &store,
+            &registry_argument,
+        ],
+    )
+    .await;
+    assert_eq!(asked.status.code(), Some(4), "{asked:?}");
+    let hint = String::from_utf8_lossy(&asked.stderr).to_string();
+    assert!(
+        hint.contains("Which market first?") && hint.contains("--answer"),
+        "{hint}"
+    );
+    let run_id = newest_run_id(&store).await;
+    let answered = baton(
+        Some(&server),
+        &[
+            "resume",
+            &run_id,
+            "--answer",
+            "The Nordics",
+            "--format",
+            "ndjson",
+            &store,
+            &registry_argument,
+        ],
+    )
+    .await;
+    assert_eq!(answered.status.code(), Some(0), "{answered:?}");
+    let frames: Vec<Value> = String::from_utf8(answered.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(types(&frames)[..2], ["hitl_resolved", "plan_generated"]);
+    assert_eq!(types(&frames).last(), Some(&"complete"));
+    assert!(
+        server
+            .requests()
+            .iter()
+            .any(|request| request.body.to_string().contains("The Nordics")),
+        "the node ran again with the answer"
+    );
+}
