@@ -14,5 +14,6 @@
 //!   configuration, …) are accepted and ignored.
 
 pub mod consensus;
+pub mod panel;
 pub mod request;
 pub mod transcript;

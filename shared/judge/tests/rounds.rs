@@ -1,0 +1,154 @@
+//! The panel's rounds without I/O: convergence at once, discussion up to
+//! `maxDiscussionRounds`, a judge left out of a round, and the transcript
+//! the rounds leave (verifiable).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use baton_judge::panel::{JudgeAnswer, JudgeOutcome, Panel, PanelAdvance};
+use baton_judge::request::PanelRequest;
+use serde_json::json;
+
+fn request(max_rounds: u32, threshold: f64) -> PanelRequest {
+    PanelRequest::parse(&json!({
+        "request": {"id": "req-1", "content": "A document.", "criteria": ["Accuracy"],
+                    "selectedAgents": [{"id": "a"}, {"id": "b"}, {"id": "c"}]},
+        "config": {"maxDiscussionRounds": max_rounds, "roundTimeout": 1000,
+                   "consensusAlgorithm": "simple_average", "enableDiscussion": true,
+                   "convergenceThreshold": threshold, "outlierDetection": false}
+    }))
+    .unwrap()
+}
+
+fn answered(score: f64) -> JudgeOutcome {
+    JudgeOutcome::Answered(JudgeAnswer {
+        score,
+        feedback: format!("scored {score}"),
+        strengths: vec!["clear".into()],
+        improvements: vec![],
+    })
+}
+
+fn round(panel: &mut Panel, scores: &[(&str, JudgeOutcome)]) -> PanelAdvance {
+    let current = panel.round();
+    for (judge, outcome) in scores {
+        panel.take(judge, current, outcome.clone(), 1_000 + u64::from(current));
+    }
+    panel.advance(2_000 + u64::from(current))
+}
+
+#[test]
+fn a_panel_that_already_agrees_stops_after_scoring() {
+    let (mut panel, calls) = Panel::start(request(3, 0.5), "topic", 0);
+    assert_eq!(calls.len(), 3, "every judge scores independently");
+    assert!(calls.iter().all(|call| call.round == 0));
+    let done = round(
+        &mut panel,
+        &[
+            ("a", answered(8.0)),
+            ("b", answered(8.5)),
+            ("c", answered(8.2)),
+        ],
+    );
+    let PanelAdvance::Done(output) = done else {
+        panic!("expected the panel to conclude, got {done:?}")
+    };
+    assert_eq!(output.consensus.convergence_rounds, 0);
+    assert!((output.consensus.final_score - (8.0 + 8.5 + 8.2) / 3.0).abs() < 1e-9);
+    assert_eq!(output.individual_results.len(), 3);
+    assert_eq!(
+        output.transcript.verify(),
+        Ok(5),
+        "opening, three scores, consensus"
+    );
+}
+
+#[test]
+fn a_split_panel_discusses_until_max_rounds() {
+    let (mut panel, _) = Panel::start(request(2, 0.5), "topic", 0);
+    let first = round(
+        &mut panel,
+        &[
+            ("a", answered(9.0)),
+            ("b", answered(3.0)),
+            ("c", answered(6.0)),
+        ],
+    );
+    let PanelAdvance::Ask(calls) = first else {
+        panic!("expected a discussion round")
+    };
+    assert!(calls.iter().all(|call| call.round == 1));
+    assert!(
+        calls[1].user_message.contains("a: 9")
+            && calls[1].user_message.contains("Your latest score: 3"),
+        "each judge sees the others' scores and reasons: {}",
+        calls[1].user_message
+    );
+    let second = round(
+        &mut panel,
+        &[
+            ("a", answered(9.0)),
+            ("b", answered(3.5)),
+            ("c", answered(6.0)),
+        ],
+    );
+    assert!(
+        matches!(second, PanelAdvance::Ask(_)),
+        "still split, a round remains"
+    );
+    let third = round(
+        &mut panel,
+        &[
+            ("a", answered(8.5)),
+            ("b", answered(4.0)),
+            ("c", answered(6.0)),
+        ],
+    );
+    let PanelAdvance::Done(output) = third else {
+        panic!("expected the panel to stop at maxDiscussionRounds")
+    };
+    assert_eq!(output.consensus.convergence_rounds, 2);
+    assert_eq!(output.transcript.rounds.len(), 3);
+    assert!(output.transcript.rounds[0].variance.unwrap() > 0.5);
+    assert!(output.transcript.verify().is_ok());
+}
+
+#[test]
+fn a_judge_that_times_out_is_left_out_of_that_round() {
+    let (mut panel, _) = Panel::start(request(1, 0.5), "topic", 0);
+    let first = round(
+        &mut panel,
+        &[
+            ("a", answered(9.0)),
+            ("b", JudgeOutcome::TimedOut),
+            ("c", answered(3.0)),
+        ],
+    );
+    assert!(matches!(first, PanelAdvance::Ask(_)));
+    assert!(
+        panel.warnings()[0].starts_with("b: round 0"),
+        "{:?}",
+        panel.warnings()
+    );
+    let done = round(
+        &mut panel,
+        &[
+            ("a", answered(8.0)),
+            ("b", answered(7.0)),
+            ("c", JudgeOutcome::Failed("schema".into())),
+        ],
+    );
+    let PanelAdvance::Done(output) = done else {
+        panic!("expected the end")
+    };
+    // c keeps its round-0 score; b's round-1 score counts.
+    assert_eq!(output.consensus.individual_scores["c"], 3.0);
+    assert_eq!(output.consensus.individual_scores["b"], 7.0);
+    assert_eq!(output.warnings.len(), 2);
+    // Stale answers (an earlier round's) change nothing.
+    let (mut late, _) = Panel::start(request(1, 0.5), "topic", 0);
+    late.take("a", 5, answered(1.0), 0);
+    assert!(
+        matches!(late.advance(0), PanelAdvance::Failed(_)),
+        "no judge answered round 0"
+    );
+}

@@ -1,0 +1,96 @@
+//! Running a judge panel: the panel's state machine (`baton_judge::panel`)
+//! says whom to ask; this asks them concurrently through the model port,
+//! each within the round's timeout, and feeds the answers back until the
+//! panel concludes. In process (the CLI's `baton judge`); the durable,
+//! one-step-per-judge version on the step engine is the next step.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::context::ModelRequest;
+use baton_judge::panel::{
+    EvaluationProgress, JudgeAnswer, JudgeCall, JudgeOutcome, Panel, PanelAdvance, PanelOutput,
+    judge_answer_schema,
+};
+use baton_judge::request::PanelRequest;
+
+use crate::ports::{Clock, LlmProvider};
+
+/// Runs panels through one model port.
+pub struct PanelRunner {
+    llm: Arc<dyn LlmProvider>,
+    clock: Arc<dyn Clock>,
+}
+
+async fn ask(
+    llm: &dyn LlmProvider,
+    call: &JudgeCall,
+    schema: Arc<serde_json::Value>,
+    timeout: Duration,
+) -> JudgeOutcome {
+    let request = ModelRequest {
+        system_instruction: call.system_prompt.clone(),
+        user_message: call.user_message.clone(),
+        schema_name: "judge_answer".to_string(),
+        output_schema: schema,
+    };
+    // The panel keeps whole answers only; streamed text is dropped.
+    let (deltas, _ignored) = tokio::sync::mpsc::unbounded_channel();
+    match tokio::time::timeout(timeout, llm.complete(&request, deltas)).await {
+        Err(_) => JudgeOutcome::TimedOut,
+        Ok(Err(error)) => JudgeOutcome::Failed(format!("the model failed: {error}")),
+        Ok(Ok(answer)) => match serde_json::from_str::<JudgeAnswer>(&answer.content) {
+            Ok(parsed) => JudgeOutcome::Answered(parsed),
+            Err(error) => JudgeOutcome::Failed(format!("the answer is not a judgement: {error}")),
+        },
+    }
+}
+
+impl PanelRunner {
+    pub fn new(llm: Arc<dyn LlmProvider>, clock: Arc<dyn Clock>) -> Self {
+        PanelRunner { llm, clock }
+    }
+
+    fn now_millis(&self) -> u64 {
+        self.clock.now().unix_millis()
+    }
+
+    /// Asks every judge of a round at once; returns when all answered or
+    /// timed out.
+    pub async fn run_round(&self, panel: &mut Panel, calls: &[JudgeCall], timeout: Duration) {
+        let schema = Arc::new(judge_answer_schema());
+        let asked = calls.iter().map(|call| {
+            let schema = schema.clone();
+            async move { (call, ask(self.llm.as_ref(), call, schema, timeout).await) }
+        });
+        for (call, outcome) in futures_util::future::join_all(asked).await {
+            panel.take(&call.judge_id, call.round, outcome, self.now_millis());
+        }
+    }
+
+    /// Runs the panel to its conclusion, reporting progress after each round.
+    pub async fn run(
+        &self,
+        request: PanelRequest,
+        topic_id: &str,
+        mut on_progress: impl FnMut(&EvaluationProgress),
+    ) -> Result<PanelOutput, String> {
+        let timeout = Duration::from_millis(request.config.round_timeout);
+        let (mut panel, mut calls) = Panel::start(request, topic_id, self.now_millis());
+        on_progress(&panel.progress("scoring"));
+        loop {
+            self.run_round(&mut panel, &calls, timeout).await;
+            match panel.advance(self.now_millis()) {
+                PanelAdvance::Ask(next) => {
+                    on_progress(&panel.progress("discussing"));
+                    calls = next;
+                }
+                PanelAdvance::Done(output) => {
+                    on_progress(&output.progress);
+                    return Ok(*output);
+                }
+                PanelAdvance::Failed(reason) => return Err(reason),
+            }
+        }
+    }
+}
