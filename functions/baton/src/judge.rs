@@ -1,13 +1,83 @@
-//! `baton judge verify`: recomputes a judge panel's transcript hash chain
-//! from an evaluation output (or a bare transcript) and names the first
-//! broken link.
+//! `baton judge REQUEST`: runs a judge panel in process (judges asked
+//! concurrently through the configured model) and prints its evaluation.
+//! `baton judge verify`: recomputes a panel's transcript hash chain from an
+//! evaluation output (or a bare transcript) and names the first broken link.
 
 use std::path::Path;
+use std::sync::Arc;
 
+use baton_judge::request::PanelRequest;
 use baton_judge::transcript::EvaluationTranscript;
-use serde_json::Value;
+use baton_runtime::clock::SystemClock;
+use baton_runtime::panels::PanelRunner;
+use serde_json::{Value, json};
 
+use crate::OutputFormat;
 use crate::commands::{EXIT_COMPLETED, EXIT_RUN_FAILED, invalid};
+
+/// Exit 0 with the evaluation, 3 when no consensus could be formed, 2 for
+/// a request that is not one (naming the JSON path).
+pub async fn run(path: &Path, format: OutputFormat) -> u8 {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) => return invalid(format!("cannot read {}: {error}", path.display())),
+    };
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(error) => return invalid(format!("{}: not valid JSON: {error}", path.display())),
+    };
+    let request = match PanelRequest::parse(&value) {
+        Ok(request) => request,
+        Err(error) => return invalid(format!("{}: {error}", path.display())),
+    };
+    let llm = match crate::model_choice::model_for_cli(&baton_bootstrap::process_environment) {
+        Ok(llm) => llm,
+        Err(error) => return invalid(error),
+    };
+    let runner = PanelRunner::new(llm, Arc::new(SystemClock));
+    let topic_id = format!("panel_{}", request.request.id);
+    let evaluated = runner
+        .run(request, &topic_id, |progress| match format {
+            OutputFormat::Pretty => eprintln!(
+                "[{}] round {}/{}: {} of {} judges scored, variance {:.3}",
+                progress.status,
+                progress.current_round,
+                progress.total_rounds,
+                progress.scores_received,
+                progress.total_agents,
+                progress.variance
+            ),
+            OutputFormat::Ndjson => {
+                println!("{}", json!({"type": "progress", "payload": progress}))
+            }
+            OutputFormat::Sse => println!(
+                "event: progress\ndata: {}\n",
+                json!({"type": "progress", "payload": progress})
+            ),
+        })
+        .await;
+    match evaluated {
+        Ok(output) => {
+            for warning in &output.warnings {
+                eprintln!("baton: warning: {warning}");
+            }
+            let document = json!({"type": "evaluation", "payload": output});
+            match format {
+                OutputFormat::Pretty => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&output).unwrap_or_default()
+                ),
+                OutputFormat::Ndjson => println!("{document}"),
+                OutputFormat::Sse => println!("event: evaluation\ndata: {document}\n"),
+            }
+            EXIT_COMPLETED
+        }
+        Err(reason) => {
+            eprintln!("baton: the panel reached no consensus: {reason}");
+            EXIT_RUN_FAILED
+        }
+    }
+}
 
 /// Exit 0 when the chain holds, 3 naming the first broken link, 2 when the
 /// file is not a transcript.

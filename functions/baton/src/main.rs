@@ -130,10 +130,16 @@ enum Command {
         #[arg(long, default_value = "sqlite", value_parser = parse_store)]
         store: StoreChoice,
     },
-    /// Judge panels: `verify` recomputes a transcript's hash chain.
+    /// Run a judge panel on a request (JSON: `request`, `config`) and print
+    /// its evaluation; `verify` recomputes an evaluation's hash chain.
+    #[command(args_conflicts_with_subcommands = true)]
     Judge {
+        /// The panel request.
+        request: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
+        format: OutputFormat,
         #[command(subcommand)]
-        command: JudgeCommand,
+        command: Option<JudgeCommand>,
     },
     /// Serve the HTTP API and SSE streams on localhost, with the step worker in-process.
     Serve {
@@ -268,8 +274,17 @@ fn main() -> ExitCode {
                 .await
             }
             Command::Judge {
-                command: JudgeCommand::Verify { output },
+                command: Some(JudgeCommand::Verify { output }),
+                ..
             } => judge::verify(&output),
+            Command::Judge {
+                request: Some(request),
+                format,
+                command: None,
+            } => judge::run(&request, format).await,
+            Command::Judge { .. } => commands::invalid(
+                "baton judge: give a panel request (JSON), or `verify EVALUATION.json`",
+            ),
             Command::Serve {
                 store,
                 addr,

@@ -1233,3 +1233,58 @@ async fn a_clarifying_question_is_answered_from_a_later_process() {
         "the node ran again with the answer"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_panel_runs_and_its_transcript_verifies() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    // Test double for the judges' model: three close scores (converged at once).
+    server.push_behaviors([8.0, 8.5, 8.2].map(|score| Behavior::Content {
+        content: serde_json::json!({"score": score, "feedback": "solid", "strengths": ["clear"], "improvements": []})
+            .to_string(),
+    }));
+    let folder = tempfile::tempdir().unwrap();
+    let request = folder.path().join("panel.json");
+    std::fs::write(
+        &request,
+        serde_json::json!({
+            "request": {"id": "req-cli", "content": "Baton runs plans one durable step at a time.",
+                        "criteria": ["Accuracy", "Clarity"],
+                        "selectedAgents": [
+                            {"id": "a", "capabilities": {"systemPrompt": "You check facts."}},
+                            {"id": "b", "paymentConfig": {"enabled": true}},
+                            {"id": "c"}
+                        ]},
+            "config": {"maxDiscussionRounds": 2, "roundTimeout": 30000, "consensusAlgorithm": "simple_average",
+                       "enableDiscussion": true, "convergenceThreshold": 0.5, "outlierDetection": true}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let judged = baton(
+        Some(&server),
+        &["judge", request.to_str().unwrap(), "--format", "ndjson"],
+    )
+    .await;
+    assert_eq!(judged.status.code(), Some(0), "{judged:?}");
+    let lines: Vec<Value> = String::from_utf8(judged.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines[0]["type"], "progress");
+    let evaluation = &lines.last().unwrap()["payload"];
+    let consensus = &evaluation["consensus"];
+    assert!((consensus["finalScore"].as_f64().unwrap() - (8.0 + 8.5 + 8.2) / 3.0).abs() < 1e-9);
+    assert_eq!(consensus["convergenceRounds"], 0);
+    assert_eq!(evaluation["individualResults"].as_array().unwrap().len(), 3);
+    assert_eq!(server.request_count(), 3, "one call per judge");
+    let saved = folder.path().join("evaluation.json");
+    std::fs::write(&saved, evaluation.to_string()).unwrap();
+    let verified = baton(None, &["judge", "verify", saved.to_str().unwrap()]).await;
+    assert_eq!(verified.status.code(), Some(0), "{verified:?}");
+    let refused = folder.path().join("empty.json");
+    std::fs::write(&refused, r#"{"request": {"id": "x", "content": "c", "selectedAgents": []}, "config": {"maxDiscussionRounds": 1, "roundTimeout": 1, "consensusAlgorithm": "median", "enableDiscussion": false, "convergenceThreshold": 0, "outlierDetection": false}}"#).unwrap();
+    let invalid = baton(None, &["judge", refused.to_str().unwrap()]).await;
+    assert_eq!(invalid.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&invalid.stderr).contains("$.request.selectedAgents"));
+}
