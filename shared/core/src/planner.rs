@@ -289,6 +289,7 @@ pub fn plan_deterministically(
             );
         }
     }
+    add_required_capabilities(&context, &mut draft, &mut diagnostics);
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
@@ -312,6 +313,52 @@ pub fn plan_deterministically(
             error.to_string(),
         )]
     })
+}
+
+/// Capabilities `selection.require` names by id that nothing the contract
+/// asks for brought in (a reviewer, typically) are planned after what
+/// produces their inputs; when those inputs cannot be had, a diagnostic says so.
+fn add_required_capabilities(
+    context: &PlanningContext<'_>,
+    draft: &mut Draft,
+    diagnostics: &mut Vec<PlanDiagnostic>,
+) {
+    let Some(selection) = context.envelope.policies.planner_selection() else {
+        return;
+    };
+    for required in &selection.require {
+        let Some(capability) = context.registry.capability(required) else {
+            continue;
+        };
+        if draft
+            .chosen_capability_ids
+            .contains(&capability.capability_id)
+            || context.is_listed(|s| &s.forbid, &capability.capability_id)
+        {
+            continue;
+        }
+        let snapshot = draft.clone();
+        let mut stack = Vec::new();
+        let inputs_resolved = context
+            .required_inputs(capability)
+            .all(|input| context.resolve_facet(input, draft, &mut stack));
+        if inputs_resolved {
+            draft.choose(capability);
+        } else {
+            *draft = snapshot;
+            diagnostics.push(
+                PlanDiagnostic::hard(
+                    format!("policy.selection.require.{required}"),
+                    DiagnosticCause::MissingProducer,
+                    format!("the inputs of required `{required}` are produced or supplied"),
+                )
+                .with_suggestion(format!(
+                    "`{required}` needs {}; supply them in `inputs` or register their producers.",
+                    capability.input_contract.join(", ")
+                )),
+            );
+        }
+    }
 }
 
 /// Turns an ordered list of capability ids into nodes and facet edges.

@@ -117,13 +117,27 @@ fn forbidding_the_only_producer_rejects_with_missing_producer() {
 }
 
 #[test]
-fn a_required_capability_missing_from_the_plan_is_a_hard_failure() {
+fn a_required_reviewer_is_added_and_one_that_cannot_run_is_a_hard_failure() {
     let mut envelope = example("seed-10.1-sample-envelope.json");
     envelope["policies"]["planner"] =
         json!({"selection": {"require": ["QualityAssurance.contentReview"]}});
+    let (capabilities, bundle) = plan_and_validate(&envelope);
+    assert_eq!(bundle.status, PlanStatus::Accepted, "{bundle:?}");
+    let capabilities = capabilities.unwrap();
+    assert_eq!(
+        capabilities.last().map(String::as_str),
+        Some("QualityAssurance.contentReview"),
+        "the review comes after what it reviews: {capabilities:?}"
+    );
+    envelope["policies"]["planner"] =
+        json!({"selection": {"require": ["director.SocialPostingReview"]}});
     let (_, bundle) = plan_and_validate(&envelope);
     assert_eq!(bundle.status, PlanStatus::Rejected);
-    assert_eq!(bundle.failures[0].cause, DiagnosticCause::MissingEnforcer);
+    assert_eq!(bundle.failures[0].cause, DiagnosticCause::MissingProducer);
+    assert_eq!(
+        bundle.failures[0].constraint_id.as_deref(),
+        Some("policy.selection.require.director.SocialPostingReview")
+    );
 }
 
 #[test]
@@ -413,10 +427,17 @@ fn each_planner_policy_is_enforced_by_the_validator() {
             PlanStatus::Rejected,
             Some("output.messaging_stack"),
         ),
+        // A required reviewer nothing asked for is added after what it reviews…
         (
             json!({"selection": {"require": ["director.PositioningReview"]}}),
+            PlanStatus::Accepted,
+            None,
+        ),
+        // …unless its inputs cannot be had.
+        (
+            json!({"selection": {"require": ["director.SocialPostingReview"]}}),
             PlanStatus::Rejected,
-            Some("policy.selection.require.director.PositioningReview"),
+            Some("policy.selection.require.director.SocialPostingReview"),
         ),
         (
             json!({"selection": {"prefer": ["strategist"]}}),
