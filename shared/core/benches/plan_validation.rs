@@ -107,6 +107,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             variant: None,
             allows_clarify: false,
             task_surface: None,
+            quality_score: None,
         });
     }
     PlanGraph {

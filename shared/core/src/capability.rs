@@ -123,6 +123,32 @@ pub struct CapabilityRegistration {
     /// queue or role, `maxNotifications`), kept verbatim and shown with the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignment_defaults: Option<Map<String, Value>>,
+    /// Reviewers: where their answer carries a quality score, and its scale.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality_score: Option<QualityScoreSpec>,
+}
+
+/// Where a reviewer's answer holds its score: a JSON pointer into the
+/// answer and the top of its scale (`1` for 0–1, `10` for 0–10). Scores are
+/// normalised to 0–1 for `constraints.qualityThreshold`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QualityScoreSpec {
+    pub pointer: String,
+    #[serde(default = "unit_scale")]
+    pub scale: f64,
+}
+
+fn unit_scale() -> f64 {
+    1.0
+}
+
+impl QualityScoreSpec {
+    /// The normalised (0–1) score in `answer`, when it has one.
+    pub fn score_of(&self, answer: &Value) -> Option<f64> {
+        let raw = answer.pointer(&self.pointer)?.as_f64()?;
+        (self.scale > 0.0).then(|| (raw / self.scale).clamp(0.0, 1.0))
+    }
 }
 
 impl CapabilityRegistration {
@@ -229,6 +255,7 @@ mod liveness_tests {
                 allows_clarify: false,
                 instruction_templates: None,
                 assignment_defaults: None,
+                quality_score: None,
             },
             registered_at_millis: 1_000,
             last_seen_at_millis: 10_000,

@@ -92,6 +92,9 @@ pub enum WarningCode {
     /// A node's attempts ran out; a new plan version gives its facets to the
     /// next-ranked capability.
     CapabilityFallback,
+    /// `constraints.executionDepth` drafts were reviewed below the quality
+    /// threshold: the best-scoring one is delivered.
+    ExecutionDepthReached,
 }
 
 impl WarningCode {
@@ -101,6 +104,7 @@ impl WarningCode {
             WarningCode::TokenBudgetExceeded => "token_budget_exceeded",
             WarningCode::PlannerFallback => "planner_fallback",
             WarningCode::CapabilityFallback => "capability_fallback",
+            WarningCode::ExecutionDepthReached => "execution_depth_reached",
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct ContextBundle {
     /// The node's own clarifying questions and their answers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hitl_clarifications: Vec<ClarificationEntry>,
+    /// A revision: the reviewer's findings on the node's previous draft.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision_notes: Option<std::sync::Arc<Value>>,
 }
 
 /// A provider-neutral request for one structured answer.
@@ -102,7 +105,17 @@ pub fn build_context_bundle(
         .filter(|entry| entry.node_id == node.node_id)
         .cloned()
         .collect();
+    // A node the last review judged, running again in a newer plan version.
+    let revision_notes = state
+        .governance
+        .drafts
+        .last()
+        .filter(|draft| {
+            draft.plan_version < state.plan_version() && draft.outputs.contains_key(&node.node_id)
+        })
+        .map(|draft| draft.review.clone());
     ContextBundle {
+        revision_notes,
         hitl_clarifications,
         objective: state.envelope.objective.clone(),
         inputs,
@@ -153,6 +166,9 @@ struct UserMessage<'a> {
     hitl_clarifications: &'a [ClarificationEntry],
     #[serde(skip_serializing_if = "Option::is_none")]
     clarify: Option<&'static str>,
+    /// The reviewer's findings on the previous draft (a revision).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision_notes: Option<&'a Value>,
 }
 
 const CLARIFY_INSTRUCTION: &str = "If a missing or ambiguous input blocks you, you may instead answer {\"clarify\": {\"question\": \"...\"}} with one question for a person; you will run again with the answer in hitlClarifications.";
@@ -201,6 +217,7 @@ pub fn build_model_request(node: &PlanNode, bundle: &ContextBundle) -> ModelRequ
         ),
         hitl_clarifications: &bundle.hitl_clarifications,
         clarify: node.allows_clarify.then_some(CLARIFY_INSTRUCTION),
+        revision_notes: bundle.revision_notes.as_deref(),
     };
     let output_schema = if node.allows_clarify {
         std::sync::Arc::new(serde_json::json!({

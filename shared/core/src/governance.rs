@@ -37,6 +37,23 @@ pub struct Governance {
     /// Durable timers by id; a timer fires through a delayed step message.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub timers: BTreeMap<String, Timer>,
+    /// Drafts a reviewer scored under `constraints.qualityThreshold`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drafts: Vec<DraftRecord>,
+}
+
+/// One reviewed draft: its score and what it consisted of.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DraftRecord {
+    pub plan_version: u32,
+    pub review_node_id: String,
+    /// Normalised to 0–1.
+    pub score: f64,
+    /// The reviewer's answer: the next draft's revision notes.
+    pub review: std::sync::Arc<serde_json::Value>,
+    /// The reviewed nodes' outputs, so the best draft can be delivered.
+    pub outputs: BTreeMap<String, std::sync::Arc<serde_json::Value>>,
 }
 
 impl Governance {

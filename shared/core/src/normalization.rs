@@ -154,6 +154,7 @@ pub fn inject_normalization(
         variant: None,
         allows_clarify: false,
         task_surface: None,
+        quality_score: None,
     });
     plan.edges.extend(edges);
     plan.metadata

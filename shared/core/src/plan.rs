@@ -40,6 +40,9 @@ pub struct PlanNode {
     /// `assignmentDefaults`, handed to task surfaces verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_surface: Option<TaskSurface>,
+    /// Reviewers: where their answer carries a quality score.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality_score: Option<crate::capability::QualityScoreSpec>,
 }
 
 /// What a human capability's registration gives task surfaces.

@@ -184,6 +184,7 @@ pub fn expand_variants(
             variant: None,
             allows_clarify: false,
             task_surface: None,
+            quality_score: None,
         });
         plan.nodes.splice(position..=position, replacement);
         plan.metadata.insert("branchCount".into(), json!(count));

@@ -88,6 +88,7 @@ fn linear_registry() -> Registry {
             allows_clarify: false,
             instruction_templates: None,
             assignment_defaults: None,
+            quality_score: None,
         };
         registry.add_capability(capability, "bench").unwrap();
     }

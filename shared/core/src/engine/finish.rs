@@ -131,6 +131,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
                 .as_ref()
                 .map(|bundle| bundle.satisfaction_score),
             observed_satisfaction: observed,
+            quality: super::quality::report(&step.state),
         },
     );
     step.emit(complete);

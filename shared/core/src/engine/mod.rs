@@ -31,6 +31,7 @@ mod human;
 mod node;
 mod plan;
 mod policy;
+mod quality;
 mod replan;
 #[cfg(test)]
 mod tests;

@@ -321,9 +321,11 @@ pub(super) fn complete_node(
         node,
         output: &output,
     };
-    if policy::fire(step, &occurrence)? == Applied::Ended {
-        return Ok(());
+    match policy::fire(step, &occurrence)? {
+        Applied::Ended | Applied::Replanned => return policy::continue_run(step),
+        Applied::Continue | Applied::Held => {}
     }
+    super::quality::judge_review(step, node)?;
     policy::continue_run(step)
 }
 

@@ -446,6 +446,24 @@ pub struct CompletePayload {
     pub satisfaction_score: Option<f64>,
     /// The constraints' weighted score on the real output.
     pub observed_satisfaction: f64,
+    /// Under `constraints.qualityThreshold`: how the delivered draft scored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<QualityReport>,
+}
+
+/// The quality of the delivered output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QualityReport {
+    /// The delivered draft's score (0–1).
+    pub score: f64,
+    pub threshold: f64,
+    pub passed: bool,
+    /// Drafts reviewed.
+    pub drafts: usize,
+    pub execution_depth: u32,
+    /// Every draft's score, in order.
+    pub draft_scores: Vec<f64>,
 }
 
 pub fn complete(stamp: &FrameStamp, payload: &CompletePayload) -> EventDraft {

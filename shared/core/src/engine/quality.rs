@@ -1,0 +1,179 @@
+//! The revision loop under `constraints.qualityThreshold` and
+//! `executionDepth` (the number of drafts allowed). When a reviewer (a
+//! capability with a `qualityScore`) completes, its normalised score is
+//! recorded with the draft it reviewed. Below the threshold, while drafts
+//! remain, a new plan version re-runs the reviewed nodes (their next request
+//! carries the review as `revisionNotes`) and the review; at the depth limit
+//! the best-scoring draft is delivered with an `execution_depth_reached`
+//! warning. The plan's topology never changes within a version.
+
+use std::collections::BTreeMap;
+
+use crate::CoreError;
+use crate::capability::NodeKind;
+use crate::codes::WarningCode;
+use crate::frames::{self, QualityReport, TriggerDetails};
+use crate::governance::DraftRecord;
+use crate::plan::PlanNode;
+use crate::run::RunState;
+
+use super::StepContext;
+use super::replan::{ReplanCause, replan};
+
+/// The nodes a review judged: its upstream producers, through
+/// orchestrator-managed joins, leaving out structuring (briefs, plans).
+fn reviewed_nodes(state: &RunState, review: &PlanNode) -> Vec<String> {
+    let Some(plan) = &state.plan else {
+        return Vec::new();
+    };
+    let mut reviewed = Vec::new();
+    let mut frontier: Vec<String> = plan
+        .upstream_of(&review.node_id)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    while let Some(node_id) = frontier.pop() {
+        let Some(node) = plan.node(&node_id) else {
+            continue;
+        };
+        if node.builtin.is_some() {
+            frontier.extend(plan.upstream_of(&node_id).into_iter().map(str::to_string));
+        } else if node.kind != NodeKind::Structuring && !reviewed.contains(&node_id) {
+            reviewed.push(node_id);
+        }
+    }
+    reviewed.sort();
+    reviewed
+}
+
+/// Records the review `node` just completed and revises, or goes on.
+/// Returns whether a new plan version was made.
+pub(super) fn judge_review(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+) -> Result<bool, CoreError> {
+    let (Some(spec), Some(threshold)) = (
+        node.quality_score.as_ref(),
+        step.state.envelope.constraints.quality_threshold,
+    ) else {
+        return Ok(false);
+    };
+    let Some(review) = step
+        .state
+        .nodes
+        .get(&node.node_id)
+        .and_then(|record| record.output.clone())
+    else {
+        return Ok(false);
+    };
+    let score = spec.score_of(&review).unwrap_or(0.0);
+    let reviewed = reviewed_nodes(&step.state, node);
+    let outputs: BTreeMap<_, _> = reviewed
+        .iter()
+        .filter_map(|node_id| {
+            let output = step.state.nodes.get(node_id)?.output.clone()?;
+            Some((node_id.clone(), output))
+        })
+        .collect();
+    step.state.governance.drafts.push(DraftRecord {
+        plan_version: step.state.plan_version(),
+        review_node_id: node.node_id.clone(),
+        score,
+        review,
+        outputs,
+    });
+    if score >= threshold {
+        return Ok(false);
+    }
+    let depth = execution_depth(&step.state);
+    let drafts = step.state.governance.drafts.len();
+    if drafts < depth as usize && !reviewed.is_empty() {
+        let revised = replan(
+            step,
+            ReplanCause {
+                trigger: TriggerDetails {
+                    kind: "quality_below_threshold".into(),
+                    node_id: Some(node.node_id.clone()),
+                    capability_id: Some(node.capability_id.clone()),
+                    value: Some(score),
+                    threshold: Some(threshold),
+                    ..TriggerDetails::default()
+                },
+                policy_id: None,
+                rationale: Some(format!(
+                    "draft {drafts} scored {score:.3}, below {threshold}; revising"
+                )),
+                invalidate: reviewed,
+                exclude_capabilities: Vec::new(),
+                reject_ends_run: false,
+            },
+        )?;
+        if revised {
+            return Ok(true);
+        }
+    }
+    deliver_best_draft(step, threshold, depth);
+    Ok(false)
+}
+
+fn execution_depth(state: &RunState) -> u32 {
+    state
+        .envelope
+        .constraints
+        .execution_depth
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// At the depth limit: the best-scoring draft's outputs stand, with a warning.
+fn deliver_best_draft(step: &mut StepContext<'_, '_>, threshold: f64, depth: u32) {
+    let drafts = &step.state.governance.drafts;
+    let Some((best_index, best)) = drafts
+        .iter()
+        .enumerate()
+        .max_by(|(a_index, a), (b_index, b)| a.score.total_cmp(&b.score).then(b_index.cmp(a_index)))
+        .map(|(index, draft)| (index, draft.clone()))
+    else {
+        return;
+    };
+    let count = drafts.len();
+    for (node_id, output) in &best.outputs {
+        if let Some(record) = step.state.nodes.get_mut(node_id) {
+            record.output = Some(output.clone());
+        }
+    }
+    let warning = frames::warning(
+        &step.stamp(),
+        Some(&best.review_node_id),
+        format!(
+            "{count} of {depth} drafts reviewed, none reached {threshold}; delivering draft {} (score {:.3})",
+            best_index + 1,
+            best.score
+        ),
+        &frames::WarningPayload::of(WarningCode::ExecutionDepthReached),
+    );
+    step.emit(warning);
+}
+
+/// The `complete` payload's quality, when a reviewer scored any draft.
+pub(super) fn report(state: &RunState) -> Option<QualityReport> {
+    let threshold = state.envelope.constraints.quality_threshold?;
+    let drafts = &state.governance.drafts;
+    let delivered = drafts
+        .iter()
+        .map(|draft| draft.score)
+        .fold(None::<f64>, |best, score| {
+            Some(best.map_or(score, |b| b.max(score)))
+        })?;
+    // The last draft is delivered when it passed; otherwise the best one.
+    let last = drafts.last().map_or(0.0, |draft| draft.score);
+    let score = if last >= threshold { last } else { delivered };
+    Some(QualityReport {
+        score,
+        threshold,
+        passed: score >= threshold,
+        drafts: drafts.len(),
+        execution_depth: execution_depth(state),
+        draft_scores: drafts.iter().map(|draft| draft.score).collect(),
+    })
+}
