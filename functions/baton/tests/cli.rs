@@ -1288,3 +1288,62 @@ async fn a_judge_panel_runs_and_its_transcript_verifies() {
     assert_eq!(invalid.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&invalid.stderr).contains("$.request.selectedAgents"));
 }
+
+/// A reviewer's answer scoring `score` (0–1), valid for the registry's facets.
+fn qa_answer(score: f64) -> String {
+    let facet_schema = |name: &str| -> Value {
+        let file = repository_root().join(format!("registry/facets/{name}.json"));
+        serde_json::from_str::<Value>(&std::fs::read_to_string(file).unwrap()).unwrap()["schema"]
+            .clone()
+    };
+    let mut findings = scripted_llm::generate_instance(&facet_schema("qaFindings"), "qa");
+    findings["overallScore"] = serde_json::json!(score);
+    let recommendations = scripted_llm::generate_instance(&facet_schema("recommendationSet"), "qa");
+    serde_json::json!({"qaFindings": findings, "recommendationSet": recommendations}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_draft_below_the_quality_threshold_is_revised_once() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    // Test double for the model: the brief and the draft are schema-shaped;
+    // the reviewer scores 0.5, then 0.9 after the revision.
+    server.push_behaviors([
+        Behavior::Valid,
+        Behavior::Valid,
+        Behavior::Content {
+            content: qa_answer(0.5),
+        },
+        Behavior::Valid,
+        Behavior::Content {
+            content: qa_answer(0.9),
+        },
+    ]);
+    let folder = tempfile::tempdir().unwrap();
+    let mut envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.8, "executionDepth": 3});
+    envelope["policies"]["planner"] =
+        serde_json::json!({"selection": {"require": ["QualityAssurance.contentReview"]}});
+    let path = folder.path().join("reviewed.json");
+    std::fs::write(&path, envelope.to_string()).unwrap();
+    let (code, frames, _) = run_ndjson(&server, &path).await;
+    assert_eq!(code, 0, "{:?}", types(&frames));
+    let updates: Vec<&Value> = frames
+        .iter()
+        .filter(|frame| frame["type"] == "plan_updated")
+        .collect();
+    assert_eq!(updates.len(), 1, "exactly one revision");
+    assert_eq!(
+        updates[0]["payload"]["trigger"]["kind"],
+        "quality_below_threshold"
+    );
+    let quality = &frames.last().unwrap()["payload"]["quality"];
+    assert_eq!(quality["drafts"], 2);
+    assert_eq!(quality["passed"], true);
+    assert_eq!(server.request_count(), 5, "the brief is not written again");
+}
