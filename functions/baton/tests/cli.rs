@@ -1299,7 +1299,9 @@ fn qa_answer(score: f64) -> String {
     let mut findings = scripted_llm::generate_instance(&facet_schema("qaFindings"), "qa");
     findings["overallScore"] = serde_json::json!(score);
     let recommendations = scripted_llm::generate_instance(&facet_schema("recommendationSet"), "qa");
-    serde_json::json!({"qaFindings": findings, "recommendationSet": recommendations}).to_string()
+    serde_json::json!({"qaFindings": findings, "recommendationSet": recommendations,
+                       "acceptanceReport": [{"criterion": "names the product", "pass": score >= 0.8, "evidence": "first line"}]})
+    .to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1345,5 +1347,9 @@ async fn a_draft_below_the_quality_threshold_is_revised_once() {
     let quality = &frames.last().unwrap()["payload"]["quality"];
     assert_eq!(quality["drafts"], 2);
     assert_eq!(quality["passed"], true);
+    assert_eq!(
+        frames.last().unwrap()["payload"]["acceptanceReport"][0]["pass"],
+        true
+    );
     assert_eq!(server.request_count(), 5, "the brief is not written again");
 }

@@ -137,6 +137,10 @@ pub struct QualityScoreSpec {
     pub pointer: String,
     #[serde(default = "unit_scale")]
     pub scale: f64,
+    /// Where the answer judges each acceptance criterion
+    /// (`[{criterion, pass, evidence}]`), when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_pointer: Option<String>,
 }
 
 fn unit_scale() -> f64 {

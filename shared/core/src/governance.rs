@@ -54,6 +54,9 @@ pub struct DraftRecord {
     pub review: std::sync::Arc<serde_json::Value>,
     /// The reviewed nodes' outputs, so the best draft can be delivered.
     pub outputs: BTreeMap<String, std::sync::Arc<serde_json::Value>>,
+    /// The reviewer's per-criterion verdicts on this draft, when it gives them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_report: Option<serde_json::Value>,
 }
 
 impl Governance {

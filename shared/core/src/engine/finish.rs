@@ -105,6 +105,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         );
         return Ok(());
     }
+    let (quality, acceptance_report) = super::quality::report(&step.state);
     let usage = step.state.total_usage();
     let metrics = frames::metrics(
         &step.stamp(),
@@ -131,7 +132,8 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
                 .as_ref()
                 .map(|bundle| bundle.satisfaction_score),
             observed_satisfaction: observed,
-            quality: super::quality::report(&step.state),
+            quality,
+            acceptance_report,
         },
     );
     step.emit(complete);

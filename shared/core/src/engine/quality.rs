@@ -75,12 +75,18 @@ pub(super) fn judge_review(
             Some((node_id.clone(), output))
         })
         .collect();
+    let acceptance_report = spec
+        .acceptance_pointer
+        .as_deref()
+        .and_then(|pointer| review.pointer(pointer))
+        .cloned();
     step.state.governance.drafts.push(DraftRecord {
         plan_version: step.state.plan_version(),
         review_node_id: node.node_id.clone(),
         score,
         review,
         outputs,
+        acceptance_report,
     });
     if score >= threshold {
         return Ok(false);
@@ -128,14 +134,10 @@ fn execution_depth(state: &RunState) -> u32 {
 /// At the depth limit: the best-scoring draft's outputs stand, with a warning.
 fn deliver_best_draft(step: &mut StepContext<'_, '_>, threshold: f64, depth: u32) {
     let drafts = &step.state.governance.drafts;
-    let Some((best_index, best)) = drafts
-        .iter()
-        .enumerate()
-        .max_by(|(a_index, a), (b_index, b)| a.score.total_cmp(&b.score).then(b_index.cmp(a_index)))
-        .map(|(index, draft)| (index, draft.clone()))
-    else {
+    let Some(best_index) = best_draft_index(drafts) else {
         return;
     };
+    let best = drafts[best_index].clone();
     let count = drafts.len();
     for (node_id, output) in &best.outputs {
         if let Some(record) = step.state.nodes.get_mut(node_id) {
@@ -155,25 +157,43 @@ fn deliver_best_draft(step: &mut StepContext<'_, '_>, threshold: f64, depth: u32
     step.emit(warning);
 }
 
-/// The `complete` payload's quality, when a reviewer scored any draft.
-pub(super) fn report(state: &RunState) -> Option<QualityReport> {
-    let threshold = state.envelope.constraints.quality_threshold?;
+/// The draft delivered: the last when it passed, else the best-scoring
+/// (the first of equals), as `deliver_best_draft` chose.
+fn delivered_draft(state: &RunState, threshold: f64) -> Option<&DraftRecord> {
     let drafts = &state.governance.drafts;
-    let delivered = drafts
+    let last = drafts.last()?;
+    if last.score >= threshold {
+        return Some(last);
+    }
+    best_draft_index(drafts).map(|index| &drafts[index])
+}
+
+/// The best-scoring draft (the first of equals).
+fn best_draft_index(drafts: &[DraftRecord]) -> Option<usize> {
+    drafts
         .iter()
-        .map(|draft| draft.score)
-        .fold(None::<f64>, |best, score| {
-            Some(best.map_or(score, |b| b.max(score)))
-        })?;
-    // The last draft is delivered when it passed; otherwise the best one.
-    let last = drafts.last().map_or(0.0, |draft| draft.score);
-    let score = if last >= threshold { last } else { delivered };
-    Some(QualityReport {
-        score,
+        .enumerate()
+        .max_by(|(a_index, a), (b_index, b)| a.score.total_cmp(&b.score).then(b_index.cmp(a_index)))
+        .map(|(index, _)| index)
+}
+
+/// The `complete` payload's quality and acceptance report, when a reviewer
+/// scored any draft.
+pub(super) fn report(state: &RunState) -> (Option<QualityReport>, Option<serde_json::Value>) {
+    let Some(threshold) = state.envelope.constraints.quality_threshold else {
+        return (None, None);
+    };
+    let Some(delivered) = delivered_draft(state, threshold) else {
+        return (None, None);
+    };
+    let drafts = &state.governance.drafts;
+    let quality = QualityReport {
+        score: delivered.score,
         threshold,
-        passed: score >= threshold,
+        passed: delivered.score >= threshold,
         drafts: drafts.len(),
         execution_depth: execution_depth(state),
         draft_scores: drafts.iter().map(|draft| draft.score).collect(),
-    })
+    };
+    (Some(quality), delivered.acceptance_report.clone())
 }

@@ -449,6 +449,10 @@ pub struct CompletePayload {
     /// Under `constraints.qualityThreshold`: how the delivered draft scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality: Option<QualityReport>,
+    /// The reviewer's verdict on each acceptance criterion of the delivered
+    /// draft (`[{criterion, pass, evidence}]`), when it gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_report: Option<Value>,
 }
 
 /// The quality of the delivered output.

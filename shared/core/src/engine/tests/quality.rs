@@ -12,7 +12,8 @@ fn reviewing_registry() -> Registry {
     let text =
         json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}});
     let scored = json!({"type": "object", "required": ["score", "notes"],
-                        "properties": {"score": {"type": "number", "minimum": 0, "maximum": 10}, "notes": {"type": "string"}}});
+                        "properties": {"score": {"type": "number", "minimum": 0, "maximum": 10}, "notes": {"type": "string"},
+                                       "criteria": {"type": "array"}}});
     for (name, schema) in [("notes", &text), ("draft", &text), ("review", &scored)] {
         registry
             .add_facet(
@@ -35,7 +36,7 @@ fn reviewing_registry() -> Registry {
                "inputContract": ["notes"], "outputContract": ["draft"]}),
         json!({"capabilityId": "review.draft", "agentType": "ai", "version": "1", "displayName": "r", "summary": "r",
                "kind": "validation", "inputContract": ["draft"], "outputContract": ["review"],
-               "qualityScore": {"pointer": "/review/score", "scale": 10}}),
+               "qualityScore": {"pointer": "/review/score", "scale": 10, "acceptancePointer": "/review/criteria"}}),
     ] {
         registry
             .add_capability(serde_json::from_value(capability).unwrap(), "test")
@@ -69,7 +70,8 @@ fn draft(text: &str) -> Value {
 }
 
 fn review(score: f64) -> Value {
-    json!({"review": {"score": score, "notes": format!("scored {score}")}})
+    json!({"review": {"score": score, "notes": format!("scored {score}"),
+                      "criteria": [{"criterion": "under 100 words", "pass": score >= 8.0, "evidence": format!("draft scored {score}")}]}})
 }
 
 fn complete_payload(decision: &Decision) -> Value {
@@ -139,6 +141,11 @@ fn a_low_score_revises_once_with_the_review_as_notes() {
     assert_eq!(quality["drafts"], 2);
     assert_eq!(quality["passed"], true);
     assert_eq!(quality["draftScores"], json!([0.5, 0.9]));
+    assert_eq!(
+        complete_payload(&done)["acceptanceReport"],
+        json!([{"criterion": "under 100 words", "pass": true, "evidence": "draft scored 9"}]),
+        "the delivered draft's verdicts"
+    );
 }
 
 #[test]
@@ -172,5 +179,10 @@ fn at_the_depth_limit_the_best_draft_is_delivered_with_a_warning() {
     let quality = &complete_payload(&done)["quality"];
     assert_eq!(quality["passed"], false);
     assert_eq!(quality["drafts"], 2);
+    assert_eq!(
+        complete_payload(&done)["acceptanceReport"][0]["evidence"],
+        "draft scored 6",
+        "the verdicts of the draft delivered (the best), not the last"
+    );
     assert!((quality["score"].as_f64().unwrap() - 0.6).abs() < 1e-9);
 }
