@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
+mod serve_support;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -1150,19 +1152,6 @@ async fn judge_verify_names_the_first_broken_link() {
     assert!(said.contains("`m2`") && said.contains("round 0"), "{said}");
 }
 
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_clarifying_question_is_answered_from_a_later_process() {
     let server = ScriptedLlmServer::start().await.unwrap();
@@ -1171,13 +1160,7 @@ async fn a_clarifying_question_is_answered_from_a_later_process() {
     }]);
     let folder = tempfile::tempdir().unwrap();
     // The registry as data: one capability may ask questions.
-    let registry = folder.path().join("registry");
-    copy_tree(&repository_root().join("registry"), &registry);
-    let capability_file = registry.join("capabilities/StrategyManager.writerBrief.json");
-    let mut capability: Value =
-        serde_json::from_str(&std::fs::read_to_string(&capability_file).unwrap()).unwrap();
-    capability["allowsClarify"] = Value::Bool(true);
-    std::fs::write(&capability_file, capability.to_string()).unwrap();
+    let registry = serve_support::people::registry_with_a_clarifying_capability(folder.path());
     let store = format!(
         "--store=sqlite:{}",
         folder.path().join("runs.sqlite3").display()
