@@ -1287,6 +1287,28 @@ fn qa_answer(score: f64) -> String {
     .to_string()
 }
 
+/// Runs seed 10.1 under `qualityThreshold` 0.8 and `executionDepth`, with
+/// `reviewer` required, against `server`.
+async fn run_reviewed(
+    server: &ScriptedLlmServer,
+    depth: u32,
+    reviewer: &str,
+) -> (i32, Vec<Value>, String) {
+    let folder = tempfile::tempdir().unwrap();
+    let mut envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.8, "executionDepth": depth});
+    envelope["policies"]["planner"] = serde_json::json!({"selection": {"require": [reviewer]}});
+    let path = folder.path().join("reviewed.json");
+    std::fs::write(&path, envelope.to_string()).unwrap();
+    run_ndjson(server, &path).await
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_draft_below_the_quality_threshold_is_revised_once() {
     let server = ScriptedLlmServer::start().await.unwrap();
@@ -1303,20 +1325,7 @@ async fn a_draft_below_the_quality_threshold_is_revised_once() {
             content: qa_answer(0.9),
         },
     ]);
-    let folder = tempfile::tempdir().unwrap();
-    let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
-    envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.8, "executionDepth": 3});
-    envelope["policies"]["planner"] =
-        serde_json::json!({"selection": {"require": ["QualityAssurance.contentReview"]}});
-    let path = folder.path().join("reviewed.json");
-    std::fs::write(&path, envelope.to_string()).unwrap();
-    let (code, frames, _) = run_ndjson(&server, &path).await;
+    let (code, frames, _) = run_reviewed(&server, 3, "QualityAssurance.contentReview").await;
     assert_eq!(code, 0, "{:?}", types(&frames));
     let updates: Vec<&Value> = frames
         .iter()
@@ -1335,4 +1344,86 @@ async fn a_draft_below_the_quality_threshold_is_revised_once() {
         true
     );
     assert_eq!(server.request_count(), 5, "the brief is not written again");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_first_draft_that_passes_review_is_delivered_as_is() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([
+        Behavior::Valid,
+        Behavior::Valid,
+        Behavior::Content {
+            content: qa_answer(0.95),
+        },
+    ]);
+    let (code, frames, _) = run_reviewed(&server, 3, "QualityAssurance.contentReview").await;
+    assert_eq!(code, 0, "{:?}", types(&frames));
+    assert!(!types(&frames).contains(&"plan_updated"), "no revision");
+    let quality = &frames.last().unwrap()["payload"]["quality"];
+    assert_eq!(quality["drafts"], 1);
+    assert_eq!(quality["passed"], true);
+    assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_the_depth_limit_the_best_draft_is_delivered_best_effort() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([
+        Behavior::Valid,
+        Behavior::Valid,
+        Behavior::Content {
+            content: qa_answer(0.6),
+        },
+        Behavior::Valid,
+        Behavior::Content {
+            content: qa_answer(0.4),
+        },
+    ]);
+    let (code, frames, _) = run_reviewed(&server, 2, "QualityAssurance.contentReview").await;
+    assert_eq!(
+        code,
+        0,
+        "best effort is still a result: {:?}",
+        types(&frames)
+    );
+    let warning = frames
+        .iter()
+        .find(|frame| frame["type"] == "warning")
+        .expect("a warning");
+    assert_eq!(warning["payload"]["code"], "execution_depth_reached");
+    let complete = frames.last().unwrap();
+    assert_eq!(complete["payload"]["quality"]["passed"], false);
+    assert_eq!(complete["payload"]["quality"]["drafts"], 2);
+    // The first draft (0.6) is delivered, not the last (0.4).
+    let first_draft = frames
+        .iter()
+        .find(|frame| {
+            frame["type"] == "node_complete"
+                && frame["payload"]["outputFacets"] == serde_json::json!(["copyVariants"])
+        })
+        .expect("the first draft");
+    assert_eq!(
+        complete["payload"]["output"]["copyVariants"],
+        first_draft["payload"]["output"]["copyVariants"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reviewer_that_cannot_run_is_an_explained_plan_rejection() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let (code, frames, _) = run_reviewed(&server, 2, "director.SocialPostingReview").await;
+    assert_eq!(code, 3);
+    let rejected = frames
+        .iter()
+        .find(|frame| frame["type"] == "plan_rejected")
+        .expect("plan_rejected");
+    let failure = &rejected["payload"]["failures"][0];
+    assert_eq!(failure["cause"], "missing_producer");
+    assert!(
+        failure["suggestion"]
+            .as_str()
+            .is_some_and(|text| text.contains("post_context")),
+        "the explanation names what is missing: {failure}"
+    );
+    assert_eq!(server.request_count(), 0, "nothing ran");
 }
