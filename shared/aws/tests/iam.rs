@@ -218,6 +218,34 @@ fn taken(recorded: &Arc<Mutex<BTreeSet<String>>>) -> BTreeSet<String> {
 }
 
 /// What the code of each function calls, by exercising its use cases.
+/// Handles every queued step (each `deliveries` times: a duplicate delivery
+/// changes nothing), only `only_run`'s when given, until the queue is empty.
+async fn drain(parts: &Recorded, deliveries: usize, only_run: Option<&str>) {
+    loop {
+        let batch = parts
+            .queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .unwrap();
+        if batch.is_empty() {
+            return;
+        }
+        for received in batch {
+            if only_run.is_none_or(|run_id| received.message.run_id == run_id) {
+                for _ in 0..deliveries {
+                    parts
+                        .services
+                        .steps
+                        .handle(&received.message)
+                        .await
+                        .unwrap();
+                }
+            }
+            parts.queue.acknowledge(&received.receipt).await.unwrap();
+        }
+    }
+}
+
 async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeSet<String>> {
     let mut by_function = BTreeMap::new();
     let parts = recorded_services(fixture, OrchestratorSettings::default());
@@ -233,31 +261,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     // step: plan and every node of the run, a duplicate delivery, and a
     // step that runs out of invocation time (claim released, message
     // visible again soon).
-    loop {
-        let batch = parts
-            .queue
-            .receive(10, Duration::from_secs(1))
-            .await
-            .unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        for received in batch {
-            parts
-                .services
-                .steps
-                .handle(&received.message)
-                .await
-                .unwrap();
-            parts
-                .services
-                .steps
-                .handle(&received.message)
-                .await
-                .unwrap();
-            parts.queue.acknowledge(&received.receipt).await.unwrap();
-        }
-    }
+    drain(&parts, 2, None).await;
     let stored = parts.store.as_ref();
     let status = baton_runtime::ports::RunStore::load_run(stored, "t", &run.run_id)
         .await
@@ -354,27 +358,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .submit("t", &human_review_envelope())
         .await
         .unwrap();
-    loop {
-        let batch = parts
-            .queue
-            .receive(10, Duration::from_secs(1))
-            .await
-            .unwrap();
-        if batch.is_empty() {
-            break;
-        }
-        for received in batch {
-            if received.message.run_id == human_run.run_id {
-                parts
-                    .services
-                    .steps
-                    .handle(&received.message)
-                    .await
-                    .unwrap();
-            }
-            parts.queue.acknowledge(&received.receipt).await.unwrap();
-        }
-    }
+    drain(&parts, 1, Some(&human_run.run_id)).await;
     step_actions.extend(taken(&parts.recorded));
     by_function.insert("StepFunction", step_actions);
 
