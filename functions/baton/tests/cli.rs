@@ -960,8 +960,9 @@ async fn a_parked_run_is_listed_and_resumed_by_later_processes() {
     // An answer that breaks the contract: exit 2 naming the path, nothing changes.
     let wrong = folder.path().join("wrong.json");
     std::fs::write(&wrong, r#"{"positioning": 7}"#).unwrap();
+    // With the model configured (as a user would have it), so the refusal is about the answer.
     let refused = baton(
-        None,
+        Some(&server),
         &[
             "resume",
             run_id,
@@ -1097,7 +1098,7 @@ async fn approvals_and_pauses_continue_in_later_processes() {
         if name == "gated" {
             assert!(types(&frames).contains(&"hitl_resolved"));
             // Resolved once: a second resolution changes nothing.
-            let again = baton(None, &["resolve", &run_id, "--reject", &store]).await;
+            let again = baton(Some(&server), &["resolve", &run_id, "--reject", &store]).await;
             assert_eq!(again.status.code(), Some(3), "{again:?}");
         }
     }

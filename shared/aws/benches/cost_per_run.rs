@@ -418,6 +418,7 @@ async fn main() {
                             "node step (built-in)"
                         }
                     }
+                    StepCommand::AskJudge { .. } => "judge step",
                     StepCommand::FireTimer { .. } => "timer step",
                 };
                 take_usage();

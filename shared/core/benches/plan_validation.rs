@@ -108,6 +108,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             allows_clarify: false,
             task_surface: None,
             quality_score: None,
+            panel: None,
         });
     }
     PlanGraph {

@@ -126,6 +126,10 @@ pub struct CapabilityRegistration {
     /// Reviewers: where their answer carries a quality score, and its scale.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality_score: Option<QualityScoreSpec>,
+    /// The capability is a judge panel: its judges score in parallel, each
+    /// a step of its own, and their consensus is the node's output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub panel: Option<crate::panels::PanelExecutor>,
 }
 
 /// Where a reviewer's answer holds its score: a JSON pointer into the
@@ -260,6 +264,7 @@ mod liveness_tests {
                 instruction_templates: None,
                 assignment_defaults: None,
                 quality_score: None,
+                panel: None,
             },
             registered_at_millis: 1_000,
             last_seen_at_millis: 10_000,

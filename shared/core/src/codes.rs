@@ -46,6 +46,8 @@ pub enum FailureCode {
     PolicyFailed,
     /// A person rejected an approval request (and no `rejectAction` said otherwise).
     HitlRejected,
+    /// A judge panel reached no verdict (no judge ever answered).
+    PanelNoVerdict,
 }
 
 impl FailureCode {
@@ -69,6 +71,7 @@ impl FailureCode {
             FailureCode::HumanTaskTimedOut => "human_task_timed_out",
             FailureCode::PolicyFailed => "policy_failed",
             FailureCode::HitlRejected => "hitl_rejected",
+            FailureCode::PanelNoVerdict => "panel_no_verdict",
         }
     }
 }
@@ -95,6 +98,9 @@ pub enum WarningCode {
     /// `constraints.executionDepth` drafts were reviewed below the quality
     /// threshold: the best-scoring one is delivered.
     ExecutionDepthReached,
+    /// A judge of a panel did not answer a round in time, or answered
+    /// outside its contract: it is left out of that round.
+    JudgeLeftOut,
 }
 
 impl WarningCode {
@@ -105,6 +111,7 @@ impl WarningCode {
             WarningCode::PlannerFallback => "planner_fallback",
             WarningCode::CapabilityFallback => "capability_fallback",
             WarningCode::ExecutionDepthReached => "execution_depth_reached",
+            WarningCode::JudgeLeftOut => "judge_left_out",
         }
     }
 }

@@ -36,6 +36,8 @@ pub enum EventType {
     Warning,
     Message,
     Metrics,
+    /// A judge panel's `EvaluationProgress`.
+    Progress,
     Log,
     Error,
     Complete,
@@ -43,7 +45,7 @@ pub enum EventType {
 
 impl EventType {
     /// Every event type, in catalogue order.
-    pub const ALL: [EventType; 26] = [
+    pub const ALL: [EventType; 27] = [
         EventType::Start,
         EventType::Phase,
         EventType::PlanRequested,
@@ -67,6 +69,7 @@ impl EventType {
         EventType::Warning,
         EventType::Message,
         EventType::Metrics,
+        EventType::Progress,
         EventType::Log,
         EventType::Error,
         EventType::Complete,
@@ -98,6 +101,7 @@ impl EventType {
             EventType::Warning => "warning",
             EventType::Message => "message",
             EventType::Metrics => "metrics",
+            EventType::Progress => "progress",
             EventType::Log => "log",
             EventType::Error => "error",
             EventType::Complete => "complete",

@@ -165,6 +165,14 @@ pub enum TimerPurpose {
         node_id: String,
         attempt: u32,
     },
+    /// A panel round's `roundTimeout`: judges not heard from by then are
+    /// left out of the round.
+    PanelRound {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+        round: u32,
+    },
     /// An `onTimeout` policy, measured from the run's first plan.
     PolicyTimeout {
         #[serde(rename = "policyId")]

@@ -34,6 +34,7 @@ pub mod instant;
 pub mod llm_planner;
 pub mod logic;
 pub mod normalization;
+pub mod panels;
 pub mod plan;
 pub mod planner;
 pub mod policies;

@@ -155,6 +155,7 @@ pub fn inject_normalization(
         allows_clarify: false,
         task_surface: None,
         quality_score: None,
+        panel: None,
     });
     plan.edges.extend(edges);
     plan.metadata

@@ -43,6 +43,9 @@ pub struct PlanNode {
     /// Reviewers: where their answer carries a quality score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality_score: Option<crate::capability::QualityScoreSpec>,
+    /// Panels: the judges and how they decide (each judge is a step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub panel: Option<crate::panels::PanelExecutor>,
 }
 
 /// What a human capability's registration gives task surfaces.

@@ -143,6 +143,12 @@ impl Registry {
                 ));
             }
         }
+        if let Some(panel) = &capability.panel
+            && let Err((path, message)) =
+                panel.check(&capability.input_contract, &capability.output_contract)
+        {
+            return Err(registry_error(source_name, &path, message));
+        }
         for (index, facet_name) in capability.output_contract.iter().enumerate() {
             let path = format!("$.outputContract[{index}]");
             let facet = self.facets.get(facet_name).ok_or_else(|| {

@@ -76,6 +76,8 @@ pub enum NodeStatus {
     /// A step message for `current_attempt` is in the outbox or on the queue.
     Scheduled,
     AwaitingHuman,
+    /// Its own steps are at work: a panel's judges, one step each.
+    Deliberating,
     Completed,
     Failed,
 }
@@ -169,6 +171,9 @@ pub struct RunState {
     /// Policy firings, holds, clarifications and timers.
     #[serde(default, skip_serializing_if = "Governance::is_empty")]
     pub governance: Governance,
+    /// Panel nodes at work, by node id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub panels: BTreeMap<String, crate::panels::PanelProgress>,
 }
 
 impl RunState {
@@ -199,6 +204,15 @@ pub enum StepCommand {
         node_id: String,
         attempt: u32,
     },
+    /// One judge of a panel node scores (or discusses) one round.
+    AskJudge {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+        round: u32,
+        #[serde(rename = "judgeId")]
+        judge_id: String,
+    },
     /// A durable timer comes due (its message carries `notBefore`).
     FireTimer {
         #[serde(rename = "timerId")]
@@ -228,6 +242,12 @@ impl StepMessage {
             StepCommand::ExecuteNode { node_id, attempt } => {
                 format!("{run_id}:{node_id}:{attempt}")
             }
+            StepCommand::AskJudge {
+                node_id,
+                attempt,
+                round,
+                judge_id,
+            } => format!("{run_id}:{node_id}:{attempt}:judge:{judge_id}:{round}"),
             StepCommand::FireTimer { timer_id } => format!("{run_id}:timer:{timer_id}"),
         };
         StepMessage {
@@ -271,6 +291,12 @@ mod tests {
             StepCommand::ExecuteNode {
                 node_id: "node_1".into(),
                 attempt: 2,
+            },
+            StepCommand::AskJudge {
+                node_id: "node_2".into(),
+                attempt: 1,
+                round: 0,
+                judge_id: "j1".into(),
             },
             StepCommand::FireTimer {
                 timer_id: "sla:node_1:1".into(),

@@ -1,4 +1,5 @@
-//! `baton-http`: the HTTP API and SSE streams under `/api/v1/flex`, as one
+//! `baton-http`: the HTTP API and SSE streams under `/api/v1/flex` (runs)
+//! and `/api/v1/judge` (judge panel evaluations), as one
 //! axum router shared by the `api` and `stream` functions and `baton serve`.
 //!
 //! It owns request parsing, bearer-token authentication and tenant scoping,
@@ -12,6 +13,7 @@
 pub mod auth;
 pub mod error;
 mod humans;
+mod judge;
 pub mod routes;
 pub mod snapshot;
 pub mod sse;

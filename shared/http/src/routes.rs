@@ -71,14 +71,23 @@ pub fn router(state: ApiState) -> Router {
         )
         .route("/capabilities/register", post(register_capability))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state.clone());
+    let judge_routes = Router::new()
+        .route("/evaluations", post(crate::judge::create_evaluation))
+        .route(
+            "/evaluations/{evaluation_id}",
+            get(crate::judge::get_evaluation),
+        )
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state);
     Router::new()
         .nest("/api/v1/flex", routes)
+        .nest("/api/v1/judge", judge_routes)
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "route_not_found",
-                "no such route; the API lives under /api/v1/flex",
+                "no such route; the API lives under /api/v1/flex and /api/v1/judge",
             )
         })
 }

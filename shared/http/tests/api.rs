@@ -821,3 +821,145 @@ async fn a_resume_asked_as_a_stream_relays_the_frames_from_the_answer_on() {
         "nothing before the answer is repeated"
     );
 }
+
+/// A seed-003 panel request: three judges, discussion on, simple average.
+fn panel_request(judges: &[&str]) -> Value {
+    let selected: Vec<Value> = judges
+        .iter()
+        .map(|id| {
+            json!({"id": id, "capabilities": {"systemPrompt": format!("You are judge {id}.")},
+                         "paymentConfig": {"enabled": false}})
+        })
+        .collect();
+    json!({
+        "request": {"id": "req-http", "content": "Baton runs plans one durable step at a time.",
+                    "criteria": ["Accuracy", "Clarity"], "selectedAgents": selected},
+        "config": {"maxDiscussionRounds": 2, "roundTimeout": 30000, "consensusAlgorithm": "simple_average",
+                   "enableDiscussion": true, "convergenceThreshold": 0.5, "outlierDetection": true}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_panel_evaluation_streams_its_progress_and_is_kept() {
+    let api = start_api().await;
+    // Test double for the judges' model: three close scores (converged at once).
+    api.model
+        .push_behaviors([8.0, 8.5, 8.2].map(|score| scripted_llm::Behavior::Content {
+            content: json!({"score": score, "feedback": "solid", "strengths": ["clear"], "improvements": []})
+                .to_string(),
+        }));
+    let root = api.base.trim_end_matches("/api/v1/flex").to_string();
+    let response = api
+        .client
+        .post(format!("{root}/api/v1/judge/evaluations"))
+        .bearer_auth(ACME_TOKEN)
+        .json(&panel_request(&["a", "b", "c"]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let location = response.headers()["location"].to_str().unwrap().to_string();
+    let frames = read_sse(response).await;
+    let types: Vec<&str> = frames.iter().map(|(_, kind, _)| kind.as_str()).collect();
+    assert_eq!(types.last(), Some(&"complete"), "{types:?}");
+    let progress: Vec<&Value> = frames
+        .iter()
+        .filter(|(_, kind, _)| kind == "progress")
+        .map(|(_, _, frame)| &frame["payload"])
+        .collect();
+    assert_eq!(
+        progress.len(),
+        5,
+        "opened, three answers, concluded: {types:?}"
+    );
+    assert_eq!(progress[3]["scoresReceived"], 3);
+    assert_eq!(progress[4]["status"], "completed");
+    assert_eq!(api.model.request_count(), 3, "one model call per judge");
+    let run_id = frames[0].2["runId"].as_str().unwrap();
+    assert_eq!(location, format!("/api/v1/judge/evaluations/{run_id}"));
+
+    let kept = api
+        .client
+        .get(format!("{root}{location}"))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kept.status(), 200);
+    let evaluation: Value = kept.json().await.unwrap();
+    let final_score = evaluation["consensus"]["finalScore"].as_f64().unwrap();
+    assert!((final_score - (8.0 + 8.5 + 8.2) / 3.0).abs() < 1e-9);
+    assert_eq!(evaluation["requestId"], "req-http");
+    let transcript: baton_judge::transcript::EvaluationTranscript =
+        serde_json::from_value(evaluation["transcript"].clone()).unwrap();
+    assert!(transcript.verify().is_ok());
+
+    let other_tenant = api
+        .client
+        .get(format!("{root}{location}"))
+        .bearer_auth(GLOBEX_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other_tenant.status(), 404);
+    let plain_run = api
+        .client
+        .post(format!("{}/runs", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&example("seed-10.0.1-stream-contract-variants.json"))
+        .send()
+        .await
+        .unwrap();
+    let plain: Value = plain_run.json().await.unwrap();
+    let not_an_evaluation = api
+        .client
+        .get(format!(
+            "{root}/api/v1/judge/evaluations/{}",
+            plain["runId"].as_str().unwrap()
+        ))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_an_evaluation.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_panel_request_is_422_with_its_path_and_starts_nothing() {
+    let api = start_api().await;
+    let root = api.base.trim_end_matches("/api/v1/flex").to_string();
+    for (body, path) in [
+        (panel_request(&[]), "$.request.selectedAgents"),
+        (panel_request(&["a", "a"]), "$.request.selectedAgents[1].id"),
+        (
+            {
+                let mut body = panel_request(&["a"]);
+                body["config"]["roundTimeout"] = json!(0);
+                body
+            },
+            "$.config.roundTimeout",
+        ),
+    ] {
+        let refused = api
+            .client
+            .post(format!("{root}/api/v1/judge/evaluations"))
+            .bearer_auth(ACME_TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 422);
+        let error: Value = refused.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "invalid_panel_request");
+        assert_eq!(error["error"]["details"]["path"], path);
+    }
+    let unauthenticated = api
+        .client
+        .post(format!("{root}/api/v1/judge/evaluations"))
+        .json(&panel_request(&["a"]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), 401);
+    assert_eq!(api.model.request_count(), 0);
+}

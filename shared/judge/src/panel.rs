@@ -46,13 +46,15 @@ pub fn judge_answer_schema() -> Value {
 }
 
 /// One call the shell must make.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct JudgeCall {
     pub judge_id: String,
     pub round: u32,
     pub system_prompt: String,
     pub user_message: String,
     /// The judge's own model, when its registration names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_name: Option<String>,
 }
 
@@ -118,8 +120,10 @@ pub enum PanelAdvance {
     Failed(String),
 }
 
-/// A panel in progress.
-#[derive(Debug, Clone)]
+/// A panel in progress. Serializable, so a durable shell can keep it in a
+/// run's state between the steps of its judges.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Panel {
     request: PanelRequest,
     topic_id: String,
@@ -410,5 +414,15 @@ impl Panel {
     /// Judges left out so far (`judgeId: round …`).
     pub fn warnings(&self) -> &[String] {
         &self.warnings
+    }
+
+    /// The request the panel runs.
+    pub fn request(&self) -> &PanelRequest {
+        &self.request
+    }
+
+    /// The transcript so far.
+    pub fn transcript(&self) -> &EvaluationTranscript {
+        &self.transcript
     }
 }

@@ -89,6 +89,7 @@ fn linear_registry() -> Registry {
             instruction_templates: None,
             assignment_defaults: None,
             quality_score: None,
+            panel: None,
         };
         registry.add_capability(capability, "bench").unwrap();
     }

@@ -259,6 +259,11 @@ pub(super) fn fire_timer(
     step.state.governance.timers.remove(timer_id);
     let plan = step.state.plan.clone();
     match &timer.purpose {
+        TimerPurpose::PanelRound {
+            node_id,
+            attempt,
+            round,
+        } => super::panel::round_timed_out(&mut step, node_id, *attempt, *round)?,
         TimerPurpose::HumanTaskSla { node_id, attempt } => {
             let still_waiting = step.state.nodes.get(node_id).is_some_and(|record| {
                 record.status == NodeStatus::AwaitingHuman && record.current_attempt == *attempt

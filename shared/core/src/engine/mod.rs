@@ -29,6 +29,7 @@ mod finish;
 mod hitl;
 mod human;
 mod node;
+mod panel;
 mod plan;
 mod policy;
 mod quality;
@@ -140,6 +141,18 @@ pub struct PlanDraftCall {
     pub frames_before: Vec<EventDraft>,
 }
 
+/// One judge's model call in one round of a panel node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeModelCall {
+    pub node_id: String,
+    pub attempt: u32,
+    pub round: u32,
+    pub judge_id: String,
+    /// The lease this call is claimed under (one per judge and round).
+    pub claim_key: String,
+    pub request: ModelRequest,
+}
+
 /// What the shell must perform before the engine can decide. Room is left
 /// for the kinds that come next (tool calls, human waits, timers, fan-outs).
 #[derive(Debug, Clone, PartialEq)]
@@ -150,6 +163,9 @@ pub enum Effect {
     /// Append `frames_before`, ask the model for a plan draft (no claim: the
     /// planning step is guarded by the run's version).
     DraftPlan(PlanDraftCall),
+    /// Claim the judge's lease and call the model (no deltas: a panel
+    /// reports `progress`, not text).
+    AskJudge(Box<JudgeModelCall>),
 }
 
 impl Effect {
@@ -157,6 +173,7 @@ impl Effect {
     pub fn claim(&self) -> Option<(&str, u32)> {
         match self {
             Effect::CallModel(call) => Some((&call.node_id, call.attempt)),
+            Effect::AskJudge(call) => Some((&call.claim_key, call.attempt)),
             Effect::DraftPlan(_) => None,
         }
     }
@@ -166,7 +183,7 @@ impl Effect {
     pub fn take_claim_frames(&mut self) -> Vec<EventDraft> {
         match self {
             Effect::CallModel(call) => std::mem::take(&mut call.start_frames),
-            Effect::DraftPlan(_) => Vec::new(),
+            Effect::DraftPlan(_) | Effect::AskJudge(_) => Vec::new(),
         }
     }
 }
@@ -306,6 +323,7 @@ pub fn start_run(
         updated_at: now.rfc3339(),
         max_node_attempts: max_node_attempts.max(1),
         governance: Default::default(),
+        panels: Default::default(),
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),
@@ -341,6 +359,12 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
                 record.status == NodeStatus::Scheduled && record.current_attempt == *attempt
             })
         }
+        StepCommand::AskJudge {
+            node_id,
+            attempt,
+            round,
+            judge_id,
+        } => panel::judge_is_stale(state, node_id, *attempt, *round, judge_id),
         StepCommand::FireTimer { timer_id } => !state.governance.timers.contains_key(timer_id),
     }
 }
@@ -360,6 +384,12 @@ pub fn begin_step(
         StepCommand::ExecuteNode { node_id, attempt } => {
             node::begin_node(state, node_id, *attempt, now, engine)
         }
+        StepCommand::AskJudge {
+            node_id,
+            attempt,
+            round,
+            judge_id,
+        } => panel::begin_judge(state, node_id, *attempt, *round, judge_id),
         StepCommand::FireTimer { timer_id } => hitl::fire_timer(state, timer_id, now, engine),
     }
 }
@@ -379,6 +409,7 @@ pub fn resume_step(
     match effect {
         Effect::DraftPlan(call) => plan::resume_planning(state, call, outcome, now, engine),
         Effect::CallModel(call) => node::resume_node(state, call, outcome, now, engine),
+        Effect::AskJudge(call) => panel::resume_judge(state, call, outcome, now, engine),
     }
 }
 

@@ -41,7 +41,7 @@ pub(super) fn plan_node_in<'p>(
     })
 }
 
-fn start_payload(
+pub(super) fn start_payload(
     node: &PlanNode,
     attempt: u32,
     executor: ExecutorType,
@@ -97,6 +97,11 @@ pub(super) fn begin_node(
         step.emit(started);
         let answer = perform_builtin(&step.state, operation);
         judge_answer(&mut step, node, attempt, Ok(answer), TokenUsage::default())?;
+        return Ok(step.into_advance());
+    }
+    if let Some(executor) = &node.panel {
+        let mut step = StepContext::new(state.clone(), now, engine);
+        super::panel::begin_panel(&mut step, node, executor, attempt, &bundle.inputs)?;
         return Ok(step.into_advance());
     }
     if node.agent_type == AgentType::Human {
@@ -241,7 +246,7 @@ fn reject_input(
 
 /// Judges an answer (parsed, or why it could not be) against the node's
 /// output contract: complete the node, re-prompt, or fail.
-fn judge_answer(
+pub(super) fn judge_answer(
     step: &mut StepContext<'_, '_>,
     node: &PlanNode,
     attempt: u32,

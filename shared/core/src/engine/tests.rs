@@ -10,6 +10,7 @@ use crate::facet::{Facet, FacetDirection};
 use crate::frames::test_support::assert_frames_match_schemas;
 
 mod governance;
+mod panel;
 mod quality;
 
 pub(super) const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);

@@ -209,6 +209,8 @@ pub enum ExecutorType {
     Human,
     /// Orchestrator-managed: computed by the engine, no capability called.
     Builtin,
+    /// A judge panel: each judge is a model call of its own step.
+    Panel,
 }
 
 /// What a human performer of a node needs: its contract, instructions and inputs.
@@ -479,4 +481,45 @@ pub fn complete(stamp: &FrameStamp, payload: &CompletePayload) -> EventDraft {
 /// `log`: free text for operators (stores' conformance suite writes these).
 pub fn log(stamp: &FrameStamp, message: impl Into<String>) -> EventDraft {
     stamp.draft(EventType::Log).message(message)
+}
+
+/// `progress`: a judge panel's `EvaluationProgress` (status, round, scores
+/// received, variance) on a panel node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProgressPayload {
+    /// `scoring`, `discussing` or `completed`.
+    pub status: String,
+    pub current_round: u32,
+    pub total_rounds: u32,
+    pub scores_received: usize,
+    pub total_agents: usize,
+    pub topic_id: String,
+    /// Each judge's latest score (0–10).
+    pub current_scores: std::collections::BTreeMap<String, f64>,
+    /// Population variance of the latest scores.
+    pub variance: f64,
+}
+
+impl From<&baton_judge::panel::EvaluationProgress> for ProgressPayload {
+    fn from(progress: &baton_judge::panel::EvaluationProgress) -> Self {
+        ProgressPayload {
+            status: progress.status.clone(),
+            current_round: progress.current_round,
+            total_rounds: progress.total_rounds,
+            scores_received: progress.scores_received,
+            total_agents: progress.total_agents,
+            topic_id: progress.topic_id.clone(),
+            current_scores: progress.current_scores.clone(),
+            variance: progress.variance,
+        }
+    }
+}
+
+/// A panel node's `progress`.
+pub fn progress(stamp: &FrameStamp, node_id: &str, payload: &ProgressPayload) -> EventDraft {
+    stamp
+        .draft(EventType::Progress)
+        .node(node_id)
+        .payload(to_payload(payload))
 }

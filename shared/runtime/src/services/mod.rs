@@ -29,7 +29,7 @@ use baton_core::schema::ValidatorCache;
 pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot, Registered};
 pub use humans::{HumanInput, HumanInputOutcome, HumanService};
 pub use outbox::{OutboxRelay, OutboxSweeper};
-pub use runs::{RunService, SubmittedRun};
+pub use runs::{EvaluationView, PanelEntry, RunService, SubmittedRun};
 pub use steps::{StepOutcome, StepService};
 
 use crate::ports::{CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue};

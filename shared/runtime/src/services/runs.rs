@@ -14,9 +14,12 @@ use futures_util::Stream;
 use serde_json::Value;
 
 use super::{CommonParts, OrchestratorSettings, OutboxRelay};
+
+mod evaluations;
 use crate::error::{RuntimeError, StoreError};
 use crate::follow::{FollowRequest, follow_run};
 use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StepCommit, StoredRun};
+pub use evaluations::{EvaluationView, PanelEntry};
 
 /// What submitting an envelope produced.
 #[derive(Debug, Clone, PartialEq)]

@@ -123,7 +123,9 @@ impl StepService {
         deadline: Option<Instant>,
     ) -> Result<StepOutcome, RuntimeError> {
         let node_id = match &message.command {
-            StepCommand::ExecuteNode { node_id, .. } => node_id.as_str(),
+            StepCommand::ExecuteNode { node_id, .. } | StepCommand::AskJudge { node_id, .. } => {
+                node_id.as_str()
+            }
             StepCommand::Plan | StepCommand::FireTimer { .. } => "",
         };
         let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
@@ -157,9 +159,9 @@ impl StepService {
         // snapshot; once planned, nodes carry their own compiled contracts.
         let registry = match message.command {
             StepCommand::Plan => self.capabilities.snapshot(tenant_id).await?.registry,
-            StepCommand::ExecuteNode { .. } | StepCommand::FireTimer { .. } => {
-                self.registry.clone()
-            }
+            StepCommand::ExecuteNode { .. }
+            | StepCommand::AskJudge { .. }
+            | StepCommand::FireTimer { .. } => self.registry.clone(),
         };
         let engine = self.engine(&registry);
         let StoredRun { state, version } = stored;
@@ -345,6 +347,14 @@ impl StepService {
             Effect::CallModel(call) => {
                 self.call_model_streaming(state, &call.node_id, &call.request)
                     .await
+            }
+            Effect::AskJudge(call) => {
+                // A judge's text is not streamed: the panel reports `progress`.
+                let (sender, _receiver) = mpsc::unbounded_channel();
+                self.llm
+                    .complete(&call.request, sender)
+                    .await
+                    .map_err(RuntimeError::Llm)
             }
             Effect::DraftPlan(call) => {
                 if !call.frames_before.is_empty() {

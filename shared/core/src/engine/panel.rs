@@ -1,0 +1,361 @@
+//! Panel nodes: a judge panel run as steps. The node's step opens round 0
+//! (one `AskJudge` step per judge, and a round timer); each judge's step is
+//! one model call and one commit; the round closes when every judge has
+//! answered, or when its timer fires (the silent are left out with a
+//! `warning`). Closing a round either opens a discussion round or ends the
+//! panel: its `OrchestratorOutput` becomes the node's one output facet and
+//! is judged against the node's contract like any answer. The panel itself
+//! (`baton_judge::panel::Panel`) lives in the run state between steps.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use baton_judge::panel::{
+    JudgeAnswer, JudgeCall, JudgeOutcome, Panel, PanelAdvance, judge_answer_schema,
+};
+use serde_json::{Map, Value};
+
+use crate::CoreError;
+use crate::codes::{FailureCode, WarningCode};
+use crate::context::ModelRequest;
+use crate::frames::{self, ExecutorType};
+use crate::governance::TimerPurpose;
+use crate::instant::Instant;
+use crate::panels::{PanelExecutor, PanelProgress, judge_claim_key, round_timer_id};
+use crate::plan::PlanNode;
+use crate::run::{NodeStatus, RunState, StepCommand, TokenUsage};
+
+use super::node::{plan_node_in, plan_of};
+use super::{Effect, EffectOutcome, EngineContext, JudgeModelCall, StepAdvance, StepContext};
+
+/// Whether an `AskJudge` command no longer applies.
+pub(super) fn judge_is_stale(
+    state: &RunState,
+    node_id: &str,
+    attempt: u32,
+    round: u32,
+    judge_id: &str,
+) -> bool {
+    let deliberating = state.nodes.get(node_id).is_some_and(|record| {
+        record.status == NodeStatus::Deliberating && record.current_attempt == attempt
+    });
+    !deliberating
+        || !state
+            .panels
+            .get(node_id)
+            .is_some_and(|progress| progress.awaits(attempt, round, judge_id))
+}
+
+/// The node's step: start the panel and open its first round.
+pub(super) fn begin_panel(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    executor: &PanelExecutor,
+    attempt: u32,
+    inputs: &Map<String, Value>,
+) -> Result<(), CoreError> {
+    let started = frames::node_start(
+        &step.stamp(),
+        node,
+        &super::node::start_payload(node, attempt, ExecutorType::Panel),
+    );
+    step.emit(started);
+    let evaluation_id = format!("{}:{}:{attempt}", step.state.run_id, node.node_id);
+    let criteria = step.state.envelope.constraints.acceptance_criteria.clone();
+    let request = match executor.request_for(&evaluation_id, inputs, &criteria) {
+        Ok(request) => request,
+        Err(reason) => {
+            fail_panel(
+                step,
+                node,
+                attempt,
+                FailureCode::InputContractViolated,
+                reason,
+            );
+            return Ok(());
+        }
+    };
+    let (panel, calls) = Panel::start(request, &evaluation_id, step.now.unix_millis());
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::Deliberating;
+    }
+    let progress = panel.progress("scoring");
+    open_round(step, node, attempt, panel, calls);
+    emit_progress(step, &node.node_id, &progress);
+    Ok(())
+}
+
+/// Puts the round's calls in the state, one step per judge in the outbox,
+/// and the round's timer.
+fn open_round(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    panel: Panel,
+    calls: Vec<JudgeCall>,
+) {
+    let round = panel.round();
+    let timeout = std::time::Duration::from_millis(panel.request().config.round_timeout);
+    for call in &calls {
+        step.enqueue(StepCommand::AskJudge {
+            node_id: node.node_id.clone(),
+            attempt,
+            round,
+            judge_id: call.judge_id.clone(),
+        });
+    }
+    step.start_timer(
+        round_timer_id(&node.node_id, attempt, round),
+        step.now.plus(timeout),
+        TimerPurpose::PanelRound {
+            node_id: node.node_id.clone(),
+            attempt,
+            round,
+        },
+    );
+    let pending: BTreeSet<String> = calls.iter().map(|call| call.judge_id.clone()).collect();
+    step.state.panels.insert(
+        node.node_id.clone(),
+        PanelProgress {
+            attempt,
+            panel,
+            calls,
+            pending,
+        },
+    );
+}
+
+/// A judge's step: its model call (under its own lease).
+pub(super) fn begin_judge(
+    state: &RunState,
+    node_id: &str,
+    attempt: u32,
+    round: u32,
+    judge_id: &str,
+) -> Result<StepAdvance, CoreError> {
+    let call = state
+        .panels
+        .get(node_id)
+        .and_then(|progress| progress.call_of(judge_id))
+        .ok_or_else(|| {
+            CoreError::StepDoesNotApply(format!("node {node_id} does not wait for {judge_id}"))
+        })?;
+    Ok(StepAdvance::Perform(Effect::AskJudge(Box::new(
+        JudgeModelCall {
+            node_id: node_id.to_string(),
+            attempt,
+            round,
+            judge_id: judge_id.to_string(),
+            claim_key: judge_claim_key(node_id, judge_id, round),
+            request: ModelRequest {
+                system_instruction: call.system_prompt.clone(),
+                user_message: call.user_message.clone(),
+                schema_name: "judge_answer".to_string(),
+                output_schema: Arc::new(judge_answer_schema()),
+            },
+        },
+    ))))
+}
+
+/// A judge answered (or its model failed): take it, close the round when
+/// nobody else is awaited.
+pub(super) fn resume_judge(
+    state: RunState,
+    call: &JudgeModelCall,
+    outcome: EffectOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let plan = plan_of(&state)?;
+    let node = plan_node_in(&plan, &state, &call.node_id)?;
+    let mut step = StepContext::new(state, now, engine);
+    let judged = match outcome {
+        EffectOutcome::ModelAnswered(answer) => {
+            if let Some(record) = step.state.nodes.get_mut(&call.node_id) {
+                record.usage.prompt_tokens += answer.usage.prompt_tokens;
+                record.usage.completion_tokens += answer.usage.completion_tokens;
+            }
+            match serde_json::from_str::<JudgeAnswer>(&answer.content) {
+                Ok(parsed) if (0.0..=10.0).contains(&parsed.score) => {
+                    JudgeOutcome::Answered(parsed)
+                }
+                Ok(parsed) => {
+                    JudgeOutcome::Failed(format!("score {} is off the 0-10 scale", parsed.score))
+                }
+                Err(error) => {
+                    JudgeOutcome::Failed(format!("the answer is not a judgement: {error}"))
+                }
+            }
+        }
+        EffectOutcome::ModelFailed { message, .. } => {
+            JudgeOutcome::Failed(format!("the model failed: {message}"))
+        }
+    };
+    if let JudgeOutcome::Failed(reason) = &judged {
+        left_out(
+            &mut step,
+            &call.node_id,
+            &format!(
+                "judge {} left out of round {}: {reason}",
+                call.judge_id, call.round
+            ),
+        );
+    }
+    let Some(progress) = step.state.panels.get_mut(&call.node_id) else {
+        return Err(CoreError::StepDoesNotApply(format!(
+            "node {} has no panel at work",
+            call.node_id
+        )));
+    };
+    progress
+        .panel
+        .take(&call.judge_id, call.round, judged, now.unix_millis());
+    progress.pending.remove(&call.judge_id);
+    let report = progress.panel.progress(if call.round == 0 {
+        "scoring"
+    } else {
+        "discussing"
+    });
+    let round_over = progress.pending.is_empty();
+    emit_progress(&mut step, &call.node_id, &report);
+    if round_over {
+        close_round(&mut step, node, call.attempt)?;
+    }
+    Ok(step.into_advance())
+}
+
+/// The round's timer fired: whoever has not answered is left out.
+pub(super) fn round_timed_out(
+    step: &mut StepContext<'_, '_>,
+    node_id: &str,
+    attempt: u32,
+    round: u32,
+) -> Result<(), CoreError> {
+    let Some(progress) = step.state.panels.get_mut(node_id) else {
+        return Ok(());
+    };
+    if progress.attempt != attempt || progress.panel.round() != round {
+        return Ok(());
+    }
+    let silent: Vec<String> = std::mem::take(&mut progress.pending).into_iter().collect();
+    let now_millis = step.now.unix_millis();
+    let timeout = progress.panel.request().config.round_timeout;
+    for judge_id in &silent {
+        progress
+            .panel
+            .take(judge_id, round, JudgeOutcome::TimedOut, now_millis);
+    }
+    for judge_id in &silent {
+        left_out(
+            step,
+            node_id,
+            &format!(
+                "judge {judge_id} did not answer round {round} within {timeout} ms; left out of the round"
+            ),
+        );
+    }
+    let plan = plan_of(&step.state)?;
+    let node = plan_node_in(&plan, &step.state, node_id)?;
+    close_round(step, node, attempt)
+}
+
+/// Every judge of the round was heard (or left out): discuss again, or
+/// conclude and judge the panel's output as the node's answer.
+fn close_round(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+) -> Result<(), CoreError> {
+    let Some(mut progress) = step.state.panels.remove(&node.node_id) else {
+        return Ok(());
+    };
+    step.state.governance.timers.remove(&round_timer_id(
+        &node.node_id,
+        attempt,
+        progress.panel.round(),
+    ));
+    match progress.panel.advance(step.now.unix_millis()) {
+        PanelAdvance::Ask(calls) => {
+            let report = progress.panel.progress("discussing");
+            open_round(step, node, attempt, progress.panel, calls);
+            emit_progress(step, &node.node_id, &report);
+            Ok(())
+        }
+        PanelAdvance::Done(output) => {
+            emit_progress(step, &node.node_id, &output.progress);
+            let facet = node.output_facets.first().cloned().unwrap_or_default();
+            let evaluation = serde_json::to_value(&*output).map_err(|error| {
+                CoreError::StepDoesNotApply(format!(
+                    "the panel's output cannot be encoded: {error}"
+                ))
+            })?;
+            let mut answer = Map::new();
+            answer.insert(facet, evaluation);
+            if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+                record.status = NodeStatus::Scheduled;
+            }
+            super::node::judge_answer(
+                step,
+                node,
+                attempt,
+                Ok(Value::Object(answer)),
+                TokenUsage::default(),
+            )
+        }
+        PanelAdvance::Failed(reason) => {
+            fail_panel(
+                step,
+                node,
+                attempt,
+                FailureCode::PanelNoVerdict,
+                format!("the panel reached no verdict: {reason}"),
+            );
+            Ok(())
+        }
+    }
+}
+
+fn emit_progress(
+    step: &mut StepContext<'_, '_>,
+    node_id: &str,
+    progress: &baton_judge::panel::EvaluationProgress,
+) {
+    let frame = frames::progress(
+        &step.stamp(),
+        node_id,
+        &frames::ProgressPayload::from(progress),
+    );
+    step.emit(frame);
+}
+
+fn left_out(step: &mut StepContext<'_, '_>, node_id: &str, message: &str) {
+    let frame = frames::warning(
+        &step.stamp(),
+        Some(node_id),
+        message,
+        &frames::WarningPayload::of(WarningCode::JudgeLeftOut),
+    );
+    step.emit(frame);
+}
+
+fn fail_panel(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    code: FailureCode,
+    reason: String,
+) {
+    step.state.panels.remove(&node.node_id);
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::Failed;
+        record.error = Some(reason.clone());
+    }
+    let failed = frames::node_error(
+        &step.stamp(),
+        node,
+        reason.clone(),
+        &frames::NodeErrorPayload { code, attempt },
+    );
+    step.emit(failed);
+    step.fail_run(code, &format!("node {} failed: {reason}", node.node_id));
+}

@@ -1,0 +1,177 @@
+//! Judge panels as plan nodes: the registry's `panel` executor (which
+//! judges, how they decide) and a panel's durable progress in the run
+//! state. The panel itself is `baton_judge::panel::Panel`, a state machine
+//! without I/O; the engine (`engine::panel`) drives it one judge step at a
+//! time.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use baton_judge::panel::{JudgeCall, Panel};
+use baton_judge::request::{Judge, JudgmentRequest, PanelConfig, PanelRequest};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// A capability whose executor is a judge panel (registry data). Either
+/// the judges are named here (with `config`), or the whole panel request
+/// (`{request, config}`, as `baton judge` takes it) arrives as the input facet
+/// `requestFacet`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PanelExecutor {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judges: Vec<Judge>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<PanelConfig>,
+    /// Criteria every evaluation is judged against, before the envelope's
+    /// `constraints.acceptanceCriteria`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub criteria: Vec<String>,
+    /// Explicit weights by judge id (`weighted_average`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub weights: BTreeMap<String, f64>,
+    /// The input facet that carries a whole panel request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_facet: Option<String>,
+}
+
+impl PanelExecutor {
+    /// Checks the executor of a capability consuming `inputs` and producing
+    /// `outputs`; an error is `(JSON path, message)`.
+    pub fn check(&self, inputs: &[String], outputs: &[String]) -> Result<(), (String, String)> {
+        let fail = |path: &str, message: String| Err((path.to_string(), message));
+        if outputs.len() != 1 {
+            return fail(
+                "$.outputContract",
+                "a panel produces exactly one facet (its evaluation)".into(),
+            );
+        }
+        match (&self.request_facet, self.judges.is_empty()) {
+            (Some(facet), true) => {
+                if !inputs.contains(facet) {
+                    return fail(
+                        "$.panel.requestFacet",
+                        format!("`{facet}` is not in the capability's inputContract"),
+                    );
+                }
+                Ok(())
+            }
+            (Some(_), false) => fail(
+                "$.panel.judges",
+                "name the judges here or take the request from `requestFacet`, not both".into(),
+            ),
+            (None, true) => fail(
+                "$.panel.judges",
+                "a panel needs judges, or a `requestFacet` that carries them".into(),
+            ),
+            (None, false) => {
+                let Some(config) = &self.config else {
+                    return fail(
+                        "$.panel.config",
+                        "a panel with named judges needs its config".into(),
+                    );
+                };
+                let probe = PanelRequest {
+                    request: JudgmentRequest {
+                        id: "check".into(),
+                        content: "check".into(),
+                        criteria: self.criteria.clone(),
+                        selected_agents: self.judges.clone(),
+                        requested_by: None,
+                    },
+                    config: config.clone(),
+                    weights: self.weights.clone(),
+                };
+                let value = serde_json::to_value(&probe).map_err(|error| {
+                    ("$.panel".to_string(), format!("cannot be encoded: {error}"))
+                })?;
+                PanelRequest::parse(&value).map(|_| ()).map_err(|error| {
+                    (
+                        error
+                            .path
+                            .replacen("$.request.selectedAgents", "$.panel.judges", 1)
+                            .replacen("$.request", "$.panel", 1)
+                            .replacen("$.", "$.panel.", 1),
+                        error.message,
+                    )
+                })
+            }
+        }
+    }
+
+    /// The panel request for one evaluation: the request carried by the
+    /// input facet, or the registry's judges over the node's inputs (their
+    /// JSON, pretty-printed, is the content) and the criteria.
+    pub fn request_for(
+        &self,
+        evaluation_id: &str,
+        inputs: &Map<String, Value>,
+        acceptance_criteria: &[String],
+    ) -> Result<PanelRequest, String> {
+        if let Some(facet) = &self.request_facet {
+            let carried = inputs
+                .get(facet)
+                .ok_or_else(|| format!("the input `{facet}` carries no panel request"))?;
+            let mut request = PanelRequest::parse(carried)
+                .map_err(|error| format!("input `{facet}`: {error}"))?;
+            request
+                .request
+                .criteria
+                .extend(acceptance_criteria.iter().cloned());
+            return Ok(request);
+        }
+        let config = self
+            .config
+            .clone()
+            .ok_or_else(|| "the panel has no config".to_string())?;
+        let content = serde_json::to_string_pretty(inputs)
+            .map_err(|error| format!("the inputs cannot be encoded: {error}"))?;
+        let mut criteria = self.criteria.clone();
+        criteria.extend(acceptance_criteria.iter().cloned());
+        Ok(PanelRequest {
+            request: JudgmentRequest {
+                id: evaluation_id.to_string(),
+                content,
+                criteria,
+                selected_agents: self.judges.clone(),
+                requested_by: None,
+            },
+            config,
+            weights: self.weights.clone(),
+        })
+    }
+}
+
+/// A panel node at work: the panel, the calls of its current round and the
+/// judges not heard from in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PanelProgress {
+    /// The node attempt the panel belongs to.
+    pub attempt: u32,
+    pub panel: Panel,
+    pub calls: Vec<JudgeCall>,
+    pub pending: BTreeSet<String>,
+}
+
+impl PanelProgress {
+    /// Whether `judge_id` still owes an answer for `round` of `attempt`.
+    pub fn awaits(&self, attempt: u32, round: u32, judge_id: &str) -> bool {
+        self.attempt == attempt && self.panel.round() == round && self.pending.contains(judge_id)
+    }
+
+    /// The call of `judge_id` in the current round.
+    pub fn call_of(&self, judge_id: &str) -> Option<&JudgeCall> {
+        self.calls.iter().find(|call| call.judge_id == judge_id)
+    }
+}
+
+/// The timer id of a panel round's `roundTimeout`.
+pub fn round_timer_id(node_id: &str, attempt: u32, round: u32) -> String {
+    format!("panel:{node_id}:{attempt}:{round}")
+}
+
+/// The lease key of one judge's call in one round (each judge is a step of
+/// its own, so the node's lease cannot serve them all).
+pub fn judge_claim_key(node_id: &str, judge_id: &str, round: u32) -> String {
+    format!("{node_id}#judge:{judge_id}#r{round}")
+}
