@@ -88,11 +88,24 @@ async fn run_ndjson_with(
     )
 }
 
+/// The frame types, without the narration (`phase`, `handoff`, a node's
+/// `metrics`; checked in the engine's narration test).
 fn types(frames: &[Value]) -> Vec<&str> {
     frames
         .iter()
+        .filter(|frame| !is_narration(frame))
         .map(|frame| frame["type"].as_str().unwrap())
         .collect()
+}
+
+/// The frames without the narration.
+fn story(frames: &[Value]) -> Vec<&Value> {
+    frames.iter().filter(|frame| !is_narration(frame)).collect()
+}
+
+fn is_narration(frame: &Value) -> bool {
+    matches!(frame["type"].as_str(), Some("phase" | "handoff"))
+        || (frame["type"] == "metrics" && frame.get("nodeId").is_some())
 }
 
 fn event_frame_schema() -> Value {
@@ -248,7 +261,7 @@ async fn an_impossible_contract_ends_in_plan_rejected() {
         types(&frames),
         vec!["start", "plan_requested", "plan_rejected", "error"]
     );
-    let rejection = &frames[2]["payload"];
+    let rejection = &story(&frames)[2]["payload"];
     assert_eq!(rejection["status"], "rejected");
     assert_eq!(rejection["failures"][0]["cause"], "missing_producer");
     assert_eq!(
@@ -306,14 +319,22 @@ async fn a_contract_asking_for_more_than_the_facets_gets_a_normalization_node() 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_model_stream_cut_mid_answer_is_retried_and_readers_are_told_to_drop_its_deltas() {
     let server = ScriptedLlmServer::start().await.unwrap();
-    server.push_behaviors([Behavior::BrokenStream { after_chunks: 3 }]);
+    // The first node analyses (its text is not streamed); the second writes
+    // (generation: streamed), and its stream is cut.
+    server.push_behaviors([Behavior::Valid, Behavior::BrokenStream { after_chunks: 3 }]);
     let envelope = repository_root().join("registry/examples/positioning-recommendation.json");
     let (code, frames, stderr) = run_ndjson(&server, &envelope).await;
     assert_eq!(code, 0, "{stderr}");
     assert_frame_invariants(&frames);
+    assert!(
+        !frames
+            .iter()
+            .any(|frame| frame["nodeId"] == "node_1" && frame["type"] == "delta"),
+        "an analysis node's text is not streamed"
+    );
     let first_node: Vec<&Value> = frames
         .iter()
-        .filter(|frame| frame["nodeId"] == "node_1")
+        .filter(|frame| frame["nodeId"] == "node_2")
         .collect();
     let restart = first_node
         .iter()
@@ -343,7 +364,7 @@ async fn a_model_stream_cut_mid_answer_is_retried_and_readers_are_told_to_drop_i
     assert_eq!(
         server.request_count(),
         3,
-        "one retried call, then the second node"
+        "the first node, then the second's cut call and its retry"
     );
     assert_eq!(frames.last().unwrap()["type"], "complete");
 }
@@ -522,7 +543,7 @@ async fn violating_answers_fail_the_run_once_no_capability_is_left() {
     .await;
     assert_eq!(code, 3);
     assert_eq!(
-        &types(&frames)[frames.len() - 2..],
+        &types(&frames)[types(&frames).len() - 2..],
         &["node_error", "error"]
     );
     assert_eq!(
@@ -726,7 +747,7 @@ async fn the_llm_planner_is_re_prompted_with_diagnostics_until_its_plan_validate
             "plan_generated"
         ]
     );
-    let rejection = &frames[2]["payload"];
+    let rejection = &story(&frames)[2]["payload"];
     assert_eq!(rejection["status"], "rejected");
     assert!(
         rejection["failures"]
@@ -736,8 +757,8 @@ async fn the_llm_planner_is_re_prompted_with_diagnostics_until_its_plan_validate
             .any(|failure| failure["cause"] == "missing_producer" && failure["nodeId"] == "write"),
         "{rejection}"
     );
-    assert_eq!(frames[3]["payload"]["attempt"], 2);
-    let generated = &frames[4]["payload"];
+    assert_eq!(story(&frames)[3]["payload"]["attempt"], 2);
+    let generated = &story(&frames)[4]["payload"];
     assert_eq!(generated["plannerRuntime"], "llm");
     assert_eq!(generated["plannerModel"], "scripted-model");
     let second_prompt: Value = serde_json::from_str(
@@ -795,11 +816,11 @@ async fn a_draft_with_a_forbidden_capability_is_rejected_by_policy_then_replanne
             "plan_generated"
         ]
     );
-    let forbidden = &frames[2]["payload"]["failures"][0];
+    let forbidden = &story(&frames)[2]["payload"]["failures"][0];
     assert_eq!(forbidden["constraintId"], "policy.selection.forbid");
     assert_eq!(forbidden["nodeId"], "review");
     assert_eq!(forbidden["capabilityId"], "QualityAssurance.contentReview");
-    let planned: Vec<&str> = frames[4]["payload"]["nodes"]
+    let planned: Vec<&str> = story(&frames)[4]["payload"]["nodes"]
         .as_array()
         .unwrap()
         .iter()
@@ -1003,9 +1024,9 @@ async fn a_parked_run_is_listed_and_resumed_by_later_processes() {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
     assert_eq!(types(&frames)[..2], ["plan_generated", "node_complete"]);
-    assert_eq!(frames[0]["payload"]["metadata"]["resumed"], true);
+    assert_eq!(story(&frames)[0]["payload"]["metadata"]["resumed"], true);
     assert_eq!(types(&frames).last(), Some(&"complete"));
-    assert_eq!(frames[1]["payload"]["output"], output);
+    assert_eq!(story(&frames)[1]["payload"]["output"], output);
     let listed_runs = baton(None, &["runs", "--format", "json", &store]).await;
     let runs: Value = serde_json::from_slice(&listed_runs.stdout).unwrap();
     assert_eq!(runs[0]["runId"], run_id);

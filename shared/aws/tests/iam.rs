@@ -571,8 +571,12 @@ impl Intercept for CallCounter {
     }
 }
 
-/// The AWS calls of one node step (the first node of the sample) with `settings`.
-async fn calls_for_one_node_step(settings: OrchestratorSettings) -> BTreeMap<String, usize> {
+/// The AWS calls of one node step (the `nth` node step of the sample,
+/// from 1) with `settings`.
+async fn calls_for_one_node_step(
+    settings: OrchestratorSettings,
+    nth: usize,
+) -> BTreeMap<String, usize> {
     let fixture = fixture().await;
     let calls = Arc::new(Mutex::new(BTreeMap::new()));
     let (store, queue) = adapters_with(&fixture, |service| CallCounter {
@@ -599,6 +603,16 @@ async fn calls_for_one_node_step(settings: OrchestratorSettings) -> BTreeMap<Str
     baton_runtime::worker::process_received_step(&services.steps, queue.as_ref(), plan)
         .await
         .unwrap();
+    for _ in 1..nth {
+        let earlier = queue
+            .receive(1, Duration::from_secs(2))
+            .await
+            .unwrap()
+            .remove(0);
+        baton_runtime::worker::process_received_step(&services.steps, queue.as_ref(), earlier)
+            .await
+            .unwrap();
+    }
     let node = queue
         .receive(1, Duration::from_secs(2))
         .await
@@ -626,36 +640,52 @@ fn counts(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {
 /// outbox entry consumed), one per streamed delta batch (the scripted
 /// model's answer streams as one batch) and one for the commit (state +
 /// events + outbox); one send and one delete. Nothing is re-read and no
-/// outbox entry is marked on the way. With deltas off
-/// (`BATON_DELTA_FLUSH_MILLIS=off`), the claim and the commit are the only
-/// writes.
+/// outbox entry is marked on the way. Text streams only in the generation
+/// and qa phases: a structuring (analysis) node, or any node with deltas
+/// off (`BATON_DELTA_FLUSH_MILLIS=off`), writes the claim and the commit only.
 #[tokio::test(flavor = "multi_thread")]
 async fn aws_calls_per_node_step_are_at_the_floor() {
-    let streamed = calls_for_one_node_step(OrchestratorSettings::default()).await;
+    // The sample's first node writes a brief (structuring: analysis), its
+    // second and last the copy (execution: generation; the run completes in
+    // that step, so nothing is sent).
+    let (analysis, generation) = (1, 2);
+    let streamed = calls_for_one_node_step(OrchestratorSettings::default(), generation).await;
     assert_eq!(
         streamed,
         counts(&[
             ("dynamodb.Query", 1),
             ("dynamodb.TransactWriteItems", 3),
-            ("sqs.SendMessageBatch", 1),
             ("sqs.DeleteMessage", 1),
         ]),
-        "AWS calls for one node step"
+        "AWS calls for one generation node step"
     );
-    let quiet = calls_for_one_node_step(OrchestratorSettings {
-        stream_deltas: false,
-        ..OrchestratorSettings::default()
-    })
-    .await;
+    let analysed = calls_for_one_node_step(OrchestratorSettings::default(), analysis).await;
     assert_eq!(
-        quiet,
+        analysed,
         counts(&[
             ("dynamodb.Query", 1),
             ("dynamodb.TransactWriteItems", 2),
             ("sqs.SendMessageBatch", 1),
             ("sqs.DeleteMessage", 1),
         ]),
-        "AWS calls for one node step without deltas"
+        "AWS calls for one analysis node step (no text streamed)"
+    );
+    let quiet = calls_for_one_node_step(
+        OrchestratorSettings {
+            stream_deltas: false,
+            ..OrchestratorSettings::default()
+        },
+        generation,
+    )
+    .await;
+    assert_eq!(
+        quiet,
+        counts(&[
+            ("dynamodb.Query", 1),
+            ("dynamodb.TransactWriteItems", 2),
+            ("sqs.DeleteMessage", 1),
+        ]),
+        "AWS calls for one generation node step without deltas"
     );
 }
 

@@ -111,6 +111,9 @@ pub struct NodeRecord {
     /// re-run): the attempt bound counts from here.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub attempt_base: u32,
+    /// When the current attempt started (Unix ms), for its `metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at_millis: Option<u64>,
 }
 
 fn is_zero(value: &u32) -> bool {
@@ -127,6 +130,7 @@ impl NodeRecord {
             error: None,
             usage: TokenUsage::default(),
             attempt_base: 0,
+            started_at_millis: None,
         }
     }
 }
@@ -171,6 +175,9 @@ pub struct RunState {
     /// Policy firings, holds, clarifications and timers.
     #[serde(default, skip_serializing_if = "Governance::is_empty")]
     pub governance: Governance,
+    /// The phase last announced (`phase` frames are written on each change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<crate::frames::RunPhase>,
     /// Panel nodes at work, by node id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub panels: BTreeMap<String, crate::panels::PanelProgress>,

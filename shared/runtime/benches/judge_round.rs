@@ -1,6 +1,10 @@
 //! One scoring round of a 5-judge panel whose model answers each judge
 //! after 200 ms: judges are asked concurrently, so a round takes about one
-//! answer's time, not five (sequential would be 1 000 ms).
+//! answer's time, not five (sequential would be 1 000 ms). Measured twice:
+//! in process (`PanelRunner`, what `baton judge` does) and durably, as a
+//! whole evaluation run on the step engine (in-memory store and queue, the
+//! plan step, the panel node's step, one `AskJudge` step per judge with its
+//! own claim and commit, the conclusion).
 //!
 //! `cargo bench -p baton-runtime --bench judge_round`
 
@@ -65,6 +69,35 @@ fn judge_round(criterion: &mut Criterion) {
             runtime.block_on(async {
                 let output = runner.run(five_judges(), "bench", |_| {}).await.unwrap();
                 assert_eq!(output.individual_results.len(), 5);
+            })
+        })
+    });
+    let queue = Arc::new(baton_runtime::memory::InMemoryStepQueue::new());
+    let services = baton_test_support::TestServices::with_model(Arc::new(SlowJudgeModel))
+        .queue(queue.clone())
+        .build();
+    let runner = baton_runtime::worker::LocalRunner {
+        steps: services.services.steps.clone(),
+        runs: services.services.runs.clone(),
+        queue,
+    };
+    let runs = services.services.runs.clone();
+    let entry = runs
+        .panel_entry()
+        .expect("the registry runs panel requests");
+    let body = serde_json::to_value(five_judges()).unwrap();
+    group.bench_function("five_judges_one_round_200ms_each_durable_steps", |bench| {
+        bench.iter(|| {
+            runtime.block_on(async {
+                let submitted = runs
+                    .submit_evaluation("bench", &entry, &five_judges(), &body)
+                    .await
+                    .unwrap();
+                let status = runner
+                    .run_until_settled("bench", &submitted.run_id)
+                    .await
+                    .unwrap();
+                assert_eq!(status, baton_core::run::RunStatus::Completed);
             })
         })
     });

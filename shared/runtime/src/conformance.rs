@@ -39,7 +39,13 @@ fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<Ste
         NOW,
         3,
     );
-    (decision.state, decision.events, decision.outbox)
+    // The suite counts sequences from here: the `start` frame alone.
+    let start = decision
+        .events
+        .into_iter()
+        .filter(|event| event.event_type == EventType::Start)
+        .collect();
+    (decision.state, start, decision.outbox)
 }
 
 fn log(message: &str) -> EventDraft {

@@ -58,6 +58,7 @@ fn assemble_output(state: &RunState) -> (Map<String, Value>, Map<String, Value>)
 }
 
 pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
+    step.enter_phase(frames::RunPhase::Finalization);
     let (output, mut evaluation_scope) = assemble_output(&step.state);
     let output = Value::Object(output);
     let validator = step.engine.validators.validator_for(
@@ -116,6 +117,8 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
                 total: usage.prompt_tokens + usage.completion_tokens,
             },
             nodes: step.state.nodes.len(),
+            duration_ms: crate::instant::Instant::parse_rfc3339(&step.state.created_at)
+                .map(|created| step.now.unix_millis().saturating_sub(created.unix_millis())),
         },
     );
     step.emit(metrics);

@@ -28,6 +28,7 @@ mod budget;
 mod finish;
 mod hitl;
 mod human;
+mod narration;
 mod node;
 mod panel;
 mod plan;
@@ -128,6 +129,11 @@ pub struct ModelCall {
     pub request: ModelRequest,
     /// Appended atomically with the node's claim (`node_start`).
     pub start_frames: Vec<EventDraft>,
+    /// When the attempt began (Unix ms), for the node's `metrics`.
+    pub started_at_millis: u64,
+    /// Whether the model's text is streamed as `delta` frames (only in the
+    /// generation and qa phases).
+    pub stream_deltas: bool,
 }
 
 /// A request to the planner model for a plan draft.
@@ -243,6 +249,15 @@ impl<'e, 'r> StepContext<'e, 'r> {
         self.events.push(frame);
     }
 
+    /// Announces `phase` (a `phase` frame) unless the run is in it already.
+    pub fn enter_phase(&mut self, phase: frames::RunPhase) {
+        if self.state.phase != Some(phase) {
+            self.state.phase = Some(phase);
+            let frame = frames::phase(&self.stamp(), &frames::PhasePayload { phase });
+            self.emit(frame);
+        }
+    }
+
     pub fn enqueue(&mut self, command: StepCommand) {
         self.outbox.push(StepMessage::new(
             &self.state.tenant_id,
@@ -323,6 +338,7 @@ pub fn start_run(
         updated_at: now.rfc3339(),
         max_node_attempts: max_node_attempts.max(1),
         governance: Default::default(),
+        phase: Some(frames::RunPhase::Planning),
         panels: Default::default(),
     };
     let start = frames::start(
@@ -334,13 +350,19 @@ pub fn start_run(
             objective: state.envelope.objective.clone(),
         },
     );
+    let planning = frames::phase(
+        &FrameStamp::new(now, 0),
+        &frames::PhasePayload {
+            phase: frames::RunPhase::Planning,
+        },
+    );
     Decision {
         outbox: vec![StepMessage::new(
             &identity.tenant_id,
             &identity.run_id,
             StepCommand::Plan,
         )],
-        events: vec![start],
+        events: vec![start, planning],
         state,
     }
 }

@@ -13,12 +13,13 @@ use crate::CoreError;
 use crate::capability::AgentType;
 use crate::codes::FailureCode;
 use crate::context::{build_context_bundle, build_model_request, clarifying_question};
-use crate::frames::{self, ExecutorType};
+use crate::frames::{self, ExecutorType, HandoffStatus, RunPhase};
 use crate::instant::Instant;
 use crate::plan::{BuiltinOperation, PlanNode};
 use crate::run::{NodeStatus, RunState, RunStatus, StepCommand, TokenUsage};
 use crate::schema::{SchemaViolation, collect_violations};
 
+use super::narration::{emit_node_metrics, hand_over, handoff};
 use super::policy::{self, Applied, Occurrence};
 use super::{EffectOutcome, EngineContext, ModelCall, StepAdvance, StepContext};
 use crate::plan::PlanGraph;
@@ -101,11 +102,13 @@ pub(super) fn begin_node(
     }
     if let Some(executor) = &node.panel {
         let mut step = StepContext::new(state.clone(), now, engine);
+        hand_over(&mut step, node, attempt);
         super::panel::begin_panel(&mut step, node, executor, attempt, &bundle.inputs)?;
         return Ok(step.into_advance());
     }
     if node.agent_type == AgentType::Human {
         let mut step = StepContext::new(state.clone(), now, engine);
+        hand_over(&mut step, node, attempt);
         let mut payload = start_payload(node, attempt, ExecutorType::Human);
         payload.contract = Some(frames::NodeContractSummary {
             input_schema: node.input_contract.schema.as_ref().clone(),
@@ -134,17 +137,33 @@ pub(super) fn begin_node(
         );
         return Ok(step.into_advance());
     }
+    // Claimed, not committed: the frames go with the claim; the state learns
+    // the phase and the start time when the answer is committed.
     let stamp = frames::FrameStamp::for_run(state, now);
-    let started = frames::node_start(
+    let phase = RunPhase::of_node(node.kind);
+    let mut start_frames = Vec::with_capacity(3);
+    if state.phase != Some(phase) {
+        start_frames.push(frames::phase(&stamp, &frames::PhasePayload { phase }));
+    }
+    start_frames.push(handoff(
+        &stamp,
+        state,
+        node,
+        attempt,
+        HandoffStatus::Occurred,
+    ));
+    start_frames.push(frames::node_start(
         &stamp,
         node,
         &start_payload(node, attempt, ExecutorType::Ai),
-    );
+    ));
     Ok(StepAdvance::Perform(super::Effect::CallModel(ModelCall {
         node_id: node.node_id.clone(),
         attempt,
         request: build_model_request(node, &bundle),
-        start_frames: vec![started],
+        start_frames,
+        started_at_millis: now.unix_millis(),
+        stream_deltas: phase.streams_text(),
     })))
 }
 
@@ -158,6 +177,10 @@ pub(super) fn resume_node(
     let plan = plan_of(&state)?;
     let node = plan_node_in(&plan, &state, &call.node_id)?;
     let mut step = StepContext::new(state, now, engine);
+    step.state.phase = Some(RunPhase::of_node(node.kind));
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.started_at_millis = Some(call.started_at_millis);
+    }
     match outcome {
         EffectOutcome::ModelAnswered(answer) => {
             let parsed = serde_json::from_str::<Value>(&answer.content)
@@ -322,6 +345,9 @@ pub(super) fn complete_node(
         },
     );
     step.emit(completed);
+    if node.builtin.is_none() {
+        emit_node_metrics(step, node);
+    }
     let occurrence = Occurrence::NodeComplete {
         node,
         output: &output,
@@ -490,6 +516,18 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
             record.status = NodeStatus::Scheduled;
             record.current_attempt += 1;
             let attempt = record.current_attempt;
+            if let Some(node) = plan.node(&node_id)
+                && node.builtin.is_none()
+            {
+                let requested = handoff(
+                    &step.stamp(),
+                    &step.state,
+                    node,
+                    attempt,
+                    HandoffStatus::Requested,
+                );
+                step.emit(requested);
+            }
             step.enqueue(StepCommand::ExecuteNode { node_id, attempt });
         }
     }

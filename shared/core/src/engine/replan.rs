@@ -117,6 +117,7 @@ pub(super) fn replan(
         };
         nodes.insert(node.node_id.clone(), record);
     }
+    step.enter_phase(frames::RunPhase::Planning);
     let requested = frames::plan_requested(
         &step.stamp(),
         &super::plan::plan_requested_payload(&step.state, engine, 1, PlannerKind::Deterministic),

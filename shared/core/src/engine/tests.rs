@@ -10,6 +10,7 @@ use crate::facet::{Facet, FacetDirection};
 use crate::frames::test_support::assert_frames_match_schemas;
 
 mod governance;
+mod narration;
 mod panel;
 mod quality;
 
@@ -87,6 +88,10 @@ pub(super) fn identity() -> NewRunIdentity {
 
 fn started() -> RunState {
     start_run(identity(), envelope(), NOW, 3).state
+}
+
+pub(super) fn started_run() -> RunState {
+    started()
 }
 
 /// What the shell would observe, for the table.
@@ -175,12 +180,28 @@ fn planned(context: &EngineContext<'_>) -> RunState {
     step(started(), Observed::Plan, context).state
 }
 
+/// The frame types of a decision, without the narration (`phase`,
+/// `handoff`, a node's `metrics`), which `narration_follows_the_run` checks.
 pub(super) fn event_types(decision: &Decision) -> Vec<&'static str> {
-    decision
-        .events
+    story(decision)
         .iter()
         .map(|event| event.event_type.as_str())
         .collect()
+}
+
+/// A decision's frames without the narration.
+pub(super) fn story(decision: &Decision) -> Vec<&EventDraft> {
+    decision
+        .events
+        .iter()
+        .filter(|event| !is_narration(event))
+        .collect()
+}
+
+pub(super) fn is_narration(event: &EventDraft) -> bool {
+    use crate::event::EventType;
+    matches!(event.event_type, EventType::Phase | EventType::Handoff)
+        || (event.event_type == EventType::Metrics && event.node_id.is_some())
 }
 
 pub(super) fn outbox(decision: &Decision) -> Vec<String> {
@@ -351,7 +372,11 @@ fn frames_carry_the_plan_version_and_node_frames_their_provenance() {
     else {
         panic!("node_1 is an AI node")
     };
-    let started = &call.start_frames[0];
+    let started = call
+        .start_frames
+        .iter()
+        .find(|frame| frame.event_type == crate::event::EventType::NodeStart)
+        .unwrap();
     assert_eq!(started.plan_version, 1);
     assert_eq!(started.node_id.as_deref(), Some("node_1"));
     let provenance = started.facet_provenance.as_ref().unwrap();
@@ -381,7 +406,7 @@ fn built_in_nodes_and_rejected_inputs_resolve_without_an_effect() {
         event_types(&decision),
         vec!["validation_error", "node_error", "error"]
     );
-    let errors = &decision.events[0].payload.as_ref().unwrap()["errors"];
+    let errors = &story(&decision)[0].payload.as_ref().unwrap()["errors"];
     assert_eq!(errors[0]["facet"], "notes");
     assert_eq!(
         decision.state.failure.as_ref().map(|failure| failure.code),
@@ -581,11 +606,11 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
         ]
     );
     assert_eq!(
-        fallback.events[2].payload.as_ref().unwrap()["code"],
+        story(&fallback)[2].payload.as_ref().unwrap()["code"],
         "planner_fallback"
     );
     assert_eq!(
-        fallback.events[2].payload.as_ref().unwrap()["rejectedDrafts"],
+        story(&fallback)[2].payload.as_ref().unwrap()["rejectedDrafts"],
         2
     );
     assert_frames_match_schemas(&fallback.events);
@@ -610,7 +635,7 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
         vec!["plan_requested", "plan_generated"]
     );
     assert_eq!(
-        accepted.events[0].payload.as_ref().unwrap()["planner"],
+        story(&accepted)[0].payload.as_ref().unwrap()["planner"],
         "llm"
     );
     assert_eq!(outbox(&accepted), vec!["run:brief:1"]);
@@ -798,7 +823,7 @@ fn a_persons_valid_answer_completes_the_node_and_the_run() {
         "a resume restates the plan (metadata.resumed) before going on"
     );
     assert_eq!(
-        decision.events[0].payload.as_ref().unwrap()["metadata"]["resumed"],
+        story(&decision)[0].payload.as_ref().unwrap()["metadata"]["resumed"],
         true
     );
     assert!(

@@ -5,10 +5,11 @@
 //! `events/schemas/frames/<type>.schema.json` files are that output, and a
 //! test keeps them equal.
 //!
-//! Frame types that no code writes yet (tool calls, judge progress…)
-//! have an open-object payload until the work that writes them types it.
+//! Frame types that no code writes yet (tool calls, agent states…) have an
+//! open-object payload until the work that writes them types it.
 
 mod governance;
+mod narrative;
 mod schema;
 
 pub use governance::{
@@ -17,6 +18,7 @@ pub use governance::{
     hitl_resolved, plan_updated, policy_event, policy_triggered,
 };
 
+pub use narrative::{HandoffPayload, HandoffStatus, PhasePayload, RunPhase, handoff, phase};
 #[cfg(test)]
 pub(crate) use schema::test_support;
 pub use schema::{FRAME_SCHEMA_DIRECTORY, frame_schema};
@@ -432,10 +434,19 @@ pub struct TokenTotals {
 pub struct MetricsPayload {
     pub tokens: TokenTotals,
     pub nodes: usize,
+    /// Wall time: of the node (a node's `metrics`, after its
+    /// `node_complete`), or of the run (the last `metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 pub fn metrics(stamp: &FrameStamp, payload: &MetricsPayload) -> EventDraft {
     stamp.draft(EventType::Metrics).payload(to_payload(payload))
+}
+
+/// A node's `metrics`: its tokens and wall time.
+pub fn node_metrics(stamp: &FrameStamp, node_id: &str, payload: &MetricsPayload) -> EventDraft {
+    metrics(stamp, payload).node(node_id)
 }
 
 /// `complete`: the run's output, valid for the caller's contract.

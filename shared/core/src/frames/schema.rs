@@ -57,6 +57,11 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
         EventType::Warning => typed(payload_schema::<WarningPayload>(definitions)),
         EventType::Error => typed(payload_schema::<ErrorPayload>(definitions)),
         EventType::Metrics => typed(payload_schema::<MetricsPayload>(definitions)),
+        EventType::Phase => typed(payload_schema::<PhasePayload>(definitions)),
+        EventType::Handoff => FrameShape {
+            node_required: true,
+            ..typed(payload_schema::<HandoffPayload>(definitions))
+        },
         EventType::Progress => FrameShape {
             node_required: true,
             ..typed(payload_schema::<ProgressPayload>(definitions))

@@ -345,7 +345,7 @@ impl StepService {
     ) -> Result<EffectOutcome, RuntimeError> {
         let answered = match effect {
             Effect::CallModel(call) => {
-                self.call_model_streaming(state, &call.node_id, &call.request)
+                self.call_model_streaming(state, &call.node_id, &call.request, call.stream_deltas)
                     .await
             }
             Effect::AskJudge(call) => {
@@ -379,12 +379,15 @@ impl StepService {
         }
     }
 
-    /// Calls the model while a second task batches its deltas into the event log.
+    /// Calls the model while a second task batches its deltas into the event
+    /// log (when the engine asks for them: text streams in the generation and
+    /// qa phases only).
     async fn call_model_streaming(
         &self,
         state: &RunState,
         node_id: &str,
         request: &ModelRequest,
+        stream_deltas: bool,
     ) -> Result<crate::ports::ModelAnswer, RuntimeError> {
         let (sender, mut receiver) = mpsc::unbounded_channel::<ModelDelta>();
         let call = self.llm.complete(request, sender);
@@ -393,7 +396,7 @@ impl StepService {
             let mut last_flush = tokio::time::Instant::now();
             let mut flush_error = None;
             while let Some(delta) = receiver.recv().await {
-                if !self.settings.stream_deltas {
+                if !(self.settings.stream_deltas && stream_deltas) {
                     continue;
                 }
                 let text = match delta {

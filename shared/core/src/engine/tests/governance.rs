@@ -503,7 +503,7 @@ fn a_pause_resumes_without_a_new_plan_version() {
     assert_frames_match_schemas(&resumed.events);
     assert_eq!(event_types(&resumed), ["plan_generated"]);
     assert_eq!(
-        resumed.events[0].payload.as_ref().unwrap()["metadata"]["resumed"],
+        story(&resumed)[0].payload.as_ref().unwrap()["metadata"]["resumed"],
         true
     );
     assert_eq!(resumed.state.plan_version(), 1);
@@ -701,7 +701,7 @@ fn a_clarifying_question_holds_the_run_and_the_node_reruns_with_the_answer() {
     );
     assert_eq!(asked.state.status, RunStatus::AwaitingHitl);
     assert_eq!(event_types(&asked), ["hitl_request"]);
-    let request = asked.events[0].payload.clone().unwrap();
+    let request = story(&asked)[0].payload.clone().unwrap();
     assert_eq!(request["kind"], "clarify");
     assert_eq!(request["operatorPrompt"], "Which market?");
     assert_eq!(request["questionId"], "node_1:q1");

@@ -151,7 +151,7 @@ fn opened(context: &EngineContext<'_>, depth: u32) -> RunState {
         NodeStatus::Deliberating
     );
     assert_eq!(
-        opened.events[0].payload.as_ref().unwrap()["executorType"],
+        story(&opened)[0].payload.as_ref().unwrap()["executorType"],
         "panel"
     );
     opened.state
@@ -175,7 +175,7 @@ fn judges_that_agree_conclude_in_one_round_and_their_consensus_is_the_quality_sc
     let first = judge_answers(&state, 1, 0, "j1", verdict(8.0), &context);
     assert_eq!(event_types(&first), ["progress"]);
     assert!(first.outbox.is_empty());
-    let progress = first.events[0].payload.clone().unwrap();
+    let progress = story(&first)[0].payload.clone().unwrap();
     assert_eq!(progress["scoresReceived"], 1);
     assert_eq!(progress["status"], "scoring");
     // The same judge's message again is stale: it was heard.
@@ -193,7 +193,7 @@ fn judges_that_agree_conclude_in_one_round_and_their_consensus_is_the_quality_sc
         ]
     );
     assert_eq!(
-        third.events[1].payload.as_ref().unwrap()["status"],
+        story(&third)[1].payload.as_ref().unwrap()["status"],
         "completed"
     );
     let output = third.state.nodes["node_2"].output.clone().unwrap();
@@ -233,11 +233,11 @@ fn judges_that_disagree_discuss_until_the_last_round() {
     let closed = judge_answers(&state, 1, 0, "j3", verdict(9.0), &context);
     assert_eq!(event_types(&closed), ["progress", "progress"]);
     assert_eq!(
-        closed.events[1].payload.as_ref().unwrap()["status"],
+        story(&closed)[1].payload.as_ref().unwrap()["status"],
         "discussing"
     );
     assert_eq!(
-        closed.events[1].payload.as_ref().unwrap()["currentRound"],
+        story(&closed)[1].payload.as_ref().unwrap()["currentRound"],
         1
     );
     assert_eq!(
@@ -294,9 +294,9 @@ fn a_silent_judge_is_left_out_when_the_round_times_out() {
             "complete"
         ]
     );
-    let warning = fired.events[0].payload.clone().unwrap();
+    let warning = story(&fired)[0].payload.clone().unwrap();
     assert_eq!(warning["code"], "judge_left_out");
-    assert!(fired.events[0].message.as_deref().unwrap().contains("j3"));
+    assert!(story(&fired)[0].message.as_deref().unwrap().contains("j3"));
     let output = fired.state.nodes["node_2"].output.clone().unwrap();
     assert!(
         (output["verdict"]["consensus"]["finalScore"]
@@ -381,7 +381,7 @@ fn concurrent_judges_commit_one_after_the_other_without_losing_an_answer() {
     .unwrap() else {
         panic!("decided");
     };
-    let progress = second.events[0].payload.clone().unwrap();
+    let progress = story(&second)[0].payload.clone().unwrap();
     assert_eq!(progress["scoresReceived"], 2);
     assert_eq!(progress["currentScores"], json!({"j1": 8.0, "j2": 6.0}));
     assert_eq!(

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 
-fn reviewing_registry() -> Registry {
+pub(super) fn reviewing_registry() -> Registry {
     let mut registry = Registry::default();
     let text =
         json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}});
@@ -43,6 +43,24 @@ fn reviewing_registry() -> Registry {
             .unwrap();
     }
     registry
+}
+
+/// A reviewed run's first frames (the start and the plan) and its state.
+pub(super) fn reviewed_run_for_narration(
+    context: &EngineContext<'_>,
+) -> (Vec<EventDraft>, RunState) {
+    let envelope = TaskEnvelope::parse_value(&json!({
+        "objective": "o",
+        "inputs": {"notes": {"text": "n"}},
+        "policies": {"planner": {"selection": {"require": ["review.draft"]}}},
+        "outputContract": {"schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}}}
+    }))
+    .unwrap();
+    let started = start_run(identity(), envelope, NOW, 3);
+    let planned = step(started.state, Observed::Plan, context);
+    let mut frames = started.events;
+    frames.extend(planned.events);
+    (frames, planned.state)
 }
 
 fn reviewed_run(depth: u32, context: &EngineContext<'_>) -> RunState {
@@ -111,7 +129,7 @@ fn a_low_score_revises_once_with_the_review_as_notes() {
         event_types(&revised),
         ["node_complete", "plan_requested", "plan_updated"]
     );
-    let updated = revised.events[2].payload.clone().unwrap();
+    let updated = story(&revised)[2].payload.clone().unwrap();
     assert_eq!(updated["trigger"]["kind"], "quality_below_threshold");
     assert_eq!(
         (

@@ -1,0 +1,90 @@
+//! Narration for people watching a run: the phase it enters, the handoff
+//! of work to a node's capability, a node's own `metrics`. Written beside
+//! the frames that decide things, never instead of them.
+
+use crate::event::EventDraft;
+use crate::frames::{self, HandoffStatus, RunPhase};
+use crate::plan::PlanNode;
+use crate::run::RunState;
+
+use super::StepContext;
+
+/// Who hands work to `node`: the capabilities of its upstream nodes, or
+/// the orchestrator.
+fn handed_from(state: &RunState, node: &PlanNode) -> String {
+    let Some(plan) = state.plan.as_deref() else {
+        return "orchestrator".into();
+    };
+    let upstream: Vec<&str> = plan
+        .upstream_of(&node.node_id)
+        .iter()
+        .filter_map(|upstream| plan.node(upstream))
+        .map(|upstream| upstream.capability_id.as_str())
+        .collect();
+    if upstream.is_empty() {
+        "orchestrator".into()
+    } else {
+        upstream.join(",")
+    }
+}
+
+pub(super) fn handoff(
+    stamp: &frames::FrameStamp,
+    state: &RunState,
+    node: &PlanNode,
+    attempt: u32,
+    status: HandoffStatus,
+) -> EventDraft {
+    frames::handoff(
+        stamp,
+        &node.node_id,
+        &frames::HandoffPayload {
+            status,
+            from: handed_from(state, node),
+            to: node.capability_id.clone(),
+            attempt,
+        },
+    )
+}
+
+/// A node decided in its own step starts: its phase, the handoff, its clock.
+pub(super) fn hand_over(step: &mut StepContext<'_, '_>, node: &PlanNode, attempt: u32) {
+    step.enter_phase(RunPhase::of_node(node.kind));
+    let occurred = handoff(
+        &step.stamp(),
+        &step.state,
+        node,
+        attempt,
+        HandoffStatus::Occurred,
+    );
+    step.emit(occurred);
+    let started = step.now.unix_millis();
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.started_at_millis = Some(started);
+    }
+}
+
+/// A node's `metrics`: its tokens (every attempt) and its wall time.
+pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode) {
+    let Some(record) = step.state.nodes.get(&node.node_id) else {
+        return;
+    };
+    let usage = record.usage;
+    let duration_ms = record
+        .started_at_millis
+        .map(|started| step.now.unix_millis().saturating_sub(started));
+    let metrics = frames::node_metrics(
+        &step.stamp(),
+        &node.node_id,
+        &frames::MetricsPayload {
+            tokens: frames::TokenTotals {
+                prompt: usage.prompt_tokens,
+                completion: usage.completion_tokens,
+                total: usage.prompt_tokens + usage.completion_tokens,
+            },
+            nodes: 1,
+            duration_ms,
+        },
+    );
+    step.emit(metrics);
+}
