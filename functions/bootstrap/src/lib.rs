@@ -156,6 +156,8 @@ pub fn services_over(
             llm,
             clock: ports.clock,
             ids: Arc::new(RandomIds),
+            // The run's event log holds every transcript; no ledger is configured.
+            transcripts: Arc::new(baton_runtime::panels::EventLogTranscripts),
         },
         settings,
         worker_id,

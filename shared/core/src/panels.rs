@@ -165,6 +165,17 @@ impl PanelProgress {
     }
 }
 
+/// A concluded panel's transcript, to publish where the deployment keeps
+/// transcripts (an external ledger). The run's own event log always has
+/// it: the verdict in `node_complete` carries the whole transcript.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscriptPublication {
+    /// `{runId}:{nodeId}:{attempt}`: the same for every retry of the step.
+    pub idempotency_key: String,
+    pub node_id: String,
+    pub transcript: baton_judge::transcript::EvaluationTranscript,
+}
+
 /// The timer id of a panel round's `roundTimeout`.
 pub fn round_timer_id(node_id: &str, attempt: u32, round: u32) -> String {
     format!("panel:{node_id}:{attempt}:{round}")

@@ -122,6 +122,10 @@ pub enum RuntimeError {
         remaining_millis: u64,
         needed_millis: u64,
     },
+    /// The transcript publisher failed; the step is retried (nothing was
+    /// committed).
+    #[error("transcript publisher: {0}")]
+    TranscriptPublisher(String),
 }
 
 impl RuntimeError {
@@ -130,7 +134,7 @@ impl RuntimeError {
             RuntimeError::Store(error) => error.is_retryable(),
             RuntimeError::Queue(_) => true,
             RuntimeError::Llm(error) => error.is_retryable(),
-            RuntimeError::DeadlineExceeded { .. } => true,
+            RuntimeError::DeadlineExceeded { .. } | RuntimeError::TranscriptPublisher(_) => true,
             RuntimeError::InvalidInput { .. }
             | RuntimeError::InvalidRegistration { .. }
             | RuntimeError::RegistrationConflict { .. }

@@ -1,8 +1,9 @@
 //! Running a judge panel: the panel's state machine (`baton_judge::panel`)
 //! says whom to ask; this asks them concurrently through the model port,
 //! each within the round's timeout, and feeds the answers back until the
-//! panel concludes. In process (the CLI's `baton judge`); the durable,
-//! one-step-per-judge version on the step engine is the next step.
+//! panel concludes. In process (the CLI's `baton judge`); on the step
+//! engine a panel is a plan node whose judges are steps (`engine/panel.rs`
+//! in `baton-core`). Also the default `TranscriptPublisher`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use baton_judge::panel::{
 };
 use baton_judge::request::PanelRequest;
 
-use crate::ports::{Clock, LlmProvider};
+use crate::ports::{Clock, LlmProvider, TranscriptPublisher};
 
 /// Runs panels through one model port.
 pub struct PanelRunner {
@@ -92,5 +93,22 @@ impl PanelRunner {
                 PanelAdvance::Failed(reason) => return Err(reason),
             }
         }
+    }
+}
+
+/// The default transcript publisher: the run's own event log, which already
+/// holds every concluded transcript (in the verdict of the panel node's
+/// `node_complete`), so there is nothing more to send.
+pub struct EventLogTranscripts;
+
+#[async_trait::async_trait]
+impl TranscriptPublisher for EventLogTranscripts {
+    async fn publish(
+        &self,
+        _tenant_id: &str,
+        _run_id: &str,
+        _publication: &baton_core::panels::TranscriptPublication,
+    ) -> Result<(), String> {
+        Ok(())
     }
 }

@@ -278,3 +278,17 @@ pub trait Clock: Send + Sync {
 pub trait IdGenerator: Send + Sync {
     fn new_id(&self, prefix: &str) -> String;
 }
+
+/// Where concluded judge panel transcripts are published beyond the run's
+/// own event log (which always holds them): an external ledger plugs in
+/// here. Called before the step that concluded the panel commits, at least
+/// once: a retried step publishes again with the same `idempotency_key`.
+#[async_trait]
+pub trait TranscriptPublisher: Send + Sync {
+    async fn publish(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        publication: &baton_core::panels::TranscriptPublication,
+    ) -> Result<(), String>;
+}

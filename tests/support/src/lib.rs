@@ -71,6 +71,7 @@ pub struct TestServices {
     settings: OrchestratorSettings,
     worker_id: String,
     validators: Option<Arc<ValidatorCache>>,
+    transcripts: Option<Arc<dyn baton_runtime::ports::TranscriptPublisher>>,
 }
 
 /// What [`TestServices::build`] wired, with the in-memory parts kept typed.
@@ -96,7 +97,18 @@ impl TestServices {
             },
             worker_id: "test-worker".into(),
             validators: None,
+            transcripts: None,
         }
+    }
+
+    /// Publishes concluded panel transcripts through `publisher` (a test
+    /// double for an external ledger).
+    pub fn transcripts(
+        mut self,
+        publisher: Arc<dyn baton_runtime::ports::TranscriptPublisher>,
+    ) -> Self {
+        self.transcripts = Some(publisher);
+        self
     }
 
     /// Shares a compiled-schema cache (benches that build services per iteration).
@@ -159,6 +171,9 @@ impl TestServices {
                 llm: self.llm,
                 clock,
                 ids: Arc::new(RandomIds),
+                transcripts: self
+                    .transcripts
+                    .unwrap_or_else(|| Arc::new(baton_runtime::panels::EventLogTranscripts)),
             },
             self.settings,
             self.worker_id,

@@ -79,6 +79,10 @@ pub struct Decision {
     pub state: RunState,
     pub events: Vec<EventDraft>,
     pub outbox: Vec<StepMessage>,
+    /// Judge panel transcripts concluded in this step: the shell hands each
+    /// to its transcript publisher before it commits (at least once; a
+    /// re-applied step publishes again under the same idempotency key).
+    pub transcripts: Vec<crate::panels::TranscriptPublication>,
 }
 
 /// Identity of a new run, chosen by the shell.
@@ -225,6 +229,7 @@ pub(crate) struct StepContext<'e, 'r> {
     pub engine: &'e EngineContext<'r>,
     pub events: Vec<EventDraft>,
     pub outbox: Vec<StepMessage>,
+    pub transcripts: Vec<crate::panels::TranscriptPublication>,
 }
 
 impl<'e, 'r> StepContext<'e, 'r> {
@@ -238,6 +243,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
             engine,
             events: Vec::new(),
             outbox: Vec::new(),
+            transcripts: Vec::new(),
         }
     }
 
@@ -306,6 +312,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
             state: self.state,
             events: self.events,
             outbox: self.outbox,
+            transcripts: self.transcripts,
         }
     }
 
@@ -364,6 +371,7 @@ pub fn start_run(
         )],
         events: vec![start, planning],
         state,
+        transcripts: Vec::new(),
     }
 }
 

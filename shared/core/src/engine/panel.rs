@@ -283,6 +283,11 @@ fn close_round(
         }
         PanelAdvance::Done(output) => {
             emit_progress(step, &node.node_id, &output.progress);
+            step.transcripts.push(crate::panels::TranscriptPublication {
+                idempotency_key: format!("{}:{}:{attempt}", step.state.run_id, node.node_id),
+                node_id: node.node_id.clone(),
+                transcript: output.transcript.clone(),
+            });
             let facet = node.output_facets.first().cloned().unwrap_or_default();
             let evaluation = serde_json::to_value(&*output).map_err(|error| {
                 CoreError::StepDoesNotApply(format!(

@@ -32,7 +32,9 @@ pub use outbox::{OutboxRelay, OutboxSweeper};
 pub use runs::{EvaluationView, PanelEntry, RunService, SubmittedRun};
 pub use steps::{StepOutcome, StepService};
 
-use crate::ports::{CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue};
+use crate::ports::{
+    CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue, TranscriptPublisher,
+};
 
 /// Tunables of the step loop.
 #[derive(Debug, Clone)]
@@ -106,6 +108,9 @@ pub struct ServicePorts {
     pub llm: Arc<dyn LlmProvider>,
     pub clock: Arc<dyn Clock>,
     pub ids: Arc<dyn IdGenerator>,
+    /// Where concluded panel transcripts go beyond the event log
+    /// (`panels::EventLogTranscripts`: nowhere else).
+    pub transcripts: Arc<dyn TranscriptPublisher>,
 }
 
 /// What the run and step services share.
@@ -176,6 +181,7 @@ impl Services {
             ports.llm,
             capabilities.clone(),
             worker_id.into(),
+            ports.transcripts,
         ));
         Services {
             runs,

@@ -27,6 +27,7 @@ use super::{CapabilityService, CommonParts, OrchestratorSettings, OutboxRelay};
 use crate::error::{RuntimeError, StoreError};
 use crate::ports::{
     ClaimOutcome, Clock, LlmProvider, ModelDelta, NodeClaim, RunStore, StepCommit, StoredRun,
+    TranscriptPublisher,
 };
 
 /// What one step did, for the worker's acknowledgement decision.
@@ -62,6 +63,7 @@ pub struct StepService {
     worker_id: String,
     /// Numbers this process's claims.
     claim_counter: AtomicU64,
+    transcripts: Arc<dyn TranscriptPublisher>,
 }
 
 /// Where performing the engine's effects left a step.
@@ -89,6 +91,7 @@ impl StepService {
         llm: Arc<dyn LlmProvider>,
         capabilities: Arc<CapabilityService>,
         worker_id: String,
+        transcripts: Arc<dyn TranscriptPublisher>,
     ) -> Self {
         StepService {
             registry: common.registry,
@@ -101,6 +104,7 @@ impl StepService {
             settings: common.settings,
             worker_id,
             claim_counter: AtomicU64::new(0),
+            transcripts,
         }
     }
 
@@ -488,6 +492,14 @@ impl StepService {
         let mut version = read_version;
         let mut decision = first_decision;
         for _ in 0..self.settings.max_commit_rounds {
+            // Published before the commit: a failure retries the step, so
+            // a concluded transcript is never committed unpublished.
+            for publication in &decision.transcripts {
+                self.transcripts
+                    .publish(tenant_id, run_id, publication)
+                    .await
+                    .map_err(RuntimeError::TranscriptPublisher)?;
+            }
             match self
                 .store
                 .commit_step(

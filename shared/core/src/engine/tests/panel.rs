@@ -200,6 +200,14 @@ fn judges_that_agree_conclude_in_one_round_and_their_consensus_is_the_quality_sc
     let consensus = &output["verdict"]["consensus"];
     assert!((consensus["finalScore"].as_f64().unwrap() - 8.5).abs() < 1e-9);
     assert_eq!(consensus["convergenceRounds"], 0);
+    // The concluding step asks the shell to publish the transcript, once per node attempt.
+    assert!(first.transcripts.is_empty() && second.transcripts.is_empty());
+    assert_eq!(third.transcripts.len(), 1);
+    assert_eq!(third.transcripts[0].idempotency_key, "run:node_2:1");
+    assert_eq!(
+        serde_json::to_value(&third.transcripts[0].transcript).unwrap(),
+        third.state.nodes["node_2"].output.as_ref().unwrap()["verdict"]["transcript"]
+    );
     // Every judge's tokens count on the node.
     assert_eq!(third.state.nodes["node_2"].usage.prompt_tokens, 30);
     // The transcript verifies and the criteria include the envelope's.
