@@ -1,0 +1,125 @@
+//! The guarded client: each hop is checked and its connection pinned to the
+//! checked address; redirects are followed here (never by the HTTP client)
+//! and checked again; the body is read up to the size cap; the whole
+//! exchange is bounded by the policy's timeout.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use reqwest::header::{HeaderMap, LOCATION};
+use reqwest::{Method, StatusCode, Url};
+
+use crate::guard::{OutboundPolicy, OutboundRefusal, Resolver, check};
+
+/// What came back.
+#[derive(Debug, Clone)]
+pub struct GuardedResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+    /// The URL that answered (after redirects).
+    pub final_url: Url,
+}
+
+/// Sends requests under an [`OutboundPolicy`].
+pub struct GuardedClient {
+    policy: OutboundPolicy,
+    resolver: Arc<dyn Resolver>,
+}
+
+impl GuardedClient {
+    pub fn new(policy: OutboundPolicy, resolver: Arc<dyn Resolver>) -> Self {
+        GuardedClient { policy, resolver }
+    }
+
+    /// Sends `method url` with `headers` and `body`. A redirect is followed
+    /// as a GET without the body (303, and 301/302 after a non-GET) or as
+    /// the same request (307/308), each hop checked like the first.
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: HeaderMap,
+        body: Option<Vec<u8>>,
+    ) -> Result<GuardedResponse, OutboundRefusal> {
+        let timeout = self.policy.timeout;
+        tokio::time::timeout(timeout, self.follow(method, url, headers, body))
+            .await
+            .map_err(|_| OutboundRefusal::Timeout(timeout))?
+    }
+
+    async fn follow(
+        &self,
+        mut method: Method,
+        url: &str,
+        headers: HeaderMap,
+        mut body: Option<Vec<u8>>,
+    ) -> Result<GuardedResponse, OutboundRefusal> {
+        let mut next = url.to_string();
+        for _ in 0..=self.policy.max_redirects {
+            let target = check(&next, &self.policy, self.resolver.as_ref()).await?;
+            // Pinned: the client connects to the checked address only.
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .resolve(&target.host, target.address)
+                .no_proxy()
+                .build()
+                .map_err(|error| OutboundRefusal::Transport(error.to_string()))?;
+            let mut request = client
+                .request(method.clone(), target.url.clone())
+                .headers(headers.clone());
+            if let Some(bytes) = &body {
+                request = request.body(bytes.clone());
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|error| OutboundRefusal::Transport(error.to_string()))?;
+            let status = response.status();
+            if status.is_redirection() {
+                let location = response
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|value| value.to_str().ok())
+                    .ok_or(OutboundRefusal::BadRedirect)?;
+                let resolved = target
+                    .url
+                    .join(location)
+                    .map_err(|_| OutboundRefusal::BadRedirect)?;
+                if status == StatusCode::SEE_OTHER
+                    || (matches!(status, StatusCode::MOVED_PERMANENTLY | StatusCode::FOUND)
+                        && method != Method::GET)
+                {
+                    method = Method::GET;
+                    body = None;
+                }
+                next = resolved.to_string();
+                continue;
+            }
+            let response_headers = response.headers().clone();
+            let limit = self.policy.max_response_bytes;
+            if response
+                .content_length()
+                .is_some_and(|length| length > limit as u64)
+            {
+                return Err(OutboundRefusal::ResponseTooLarge(limit));
+            }
+            let mut collected = Vec::new();
+            let mut stream = response.bytes_stream();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|error| OutboundRefusal::Transport(error.to_string()))?;
+                if collected.len() + chunk.len() > limit {
+                    return Err(OutboundRefusal::ResponseTooLarge(limit));
+                }
+                collected.extend_from_slice(&chunk);
+            }
+            return Ok(GuardedResponse {
+                status,
+                headers: response_headers,
+                body: collected,
+                final_url: target.url,
+            });
+        }
+        Err(OutboundRefusal::TooManyRedirects(self.policy.max_redirects))
+    }
+}
