@@ -11,6 +11,20 @@ cd "$(dirname "$0")/.."
 for tool in sam cargo-lambda; do
   command -v "$tool" >/dev/null || { echo "build.sh: $tool is missing: python3 -m pip install aws-sam-cli cargo-lambda ziglang" >&2; exit 2; }
 done
+# SAM's Rust builder copies each binary from ./target/lambda whatever
+# CARGO_TARGET_DIR says (cargo lambda writes to $CARGO_TARGET_DIR/lambda):
+# when builds go elsewhere, ./target/lambda points there.
+if [ -n "${CARGO_TARGET_DIR:-}" ]; then
+  target_dir="$(realpath -m "$CARGO_TARGET_DIR")"
+  if [ "$target_dir" != "$(realpath -m target)" ]; then
+    if [ -d target/lambda ] && [ ! -L target/lambda ]; then
+      echo "build.sh: target/lambda is a directory but builds go to $target_dir/lambda; remove it (its binaries would be deployed)" >&2
+      exit 2
+    fi
+    mkdir -p "$target_dir/lambda" target
+    ln -sfn "$target_dir/lambda" target/lambda
+  fi
+fi
 export SAM_CLI_BETA_RUST_CARGO_LAMBDA=1 SAM_CLI_TELEMETRY=0
 export CARGO_PROFILE_RELEASE_LTO=true CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
   CARGO_PROFILE_RELEASE_STRIP=true CARGO_PROFILE_RELEASE_PANIC=abort CARGO_PROFILE_RELEASE_OPT_LEVEL=s

@@ -130,6 +130,19 @@ pub struct CapabilityRegistration {
     /// a step of its own, and their consensus is the node's output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub panel: Option<crate::panels::PanelExecutor>,
+    /// The tools (`registry/tools/*.json` names) the capability's model may
+    /// call in its session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<String>,
+    /// Model turns a session may take (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    /// Tool calls one turn may ask for (default 8); more ends the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls_per_turn: Option<u32>,
+    /// One turn's tool calls may run concurrently.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parallel_tools: bool,
 }
 
 /// Where a reviewer's answer holds its score: a JSON pointer into the
@@ -265,6 +278,10 @@ mod liveness_tests {
                 assignment_defaults: None,
                 quality_score: None,
                 panel: None,
+                tools: Vec::new(),
+                max_iterations: None,
+                max_tool_calls_per_turn: None,
+                parallel_tools: false,
             },
             registered_at_millis: 1_000,
             last_seen_at_millis: 10_000,

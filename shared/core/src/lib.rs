@@ -44,6 +44,7 @@ pub mod run;
 pub mod schema;
 pub mod selection;
 pub mod tasks;
+pub mod tools;
 pub mod validator;
 pub mod variants;
 

@@ -24,6 +24,7 @@ pub struct RegistryDocument {
 pub struct Registry {
     pub facets: FacetCatalog,
     capabilities_by_id: BTreeMap<String, CapabilityRegistration>,
+    tools_by_name: BTreeMap<String, crate::tools::ToolDefinition>,
 }
 
 fn registry_error(
@@ -58,10 +59,24 @@ impl Registry {
         facet_documents: &[RegistryDocument],
         capability_documents: &[(RegistryDocument, Option<String>)],
     ) -> Result<Self, CoreError> {
+        Self::from_documents_with_tools(facet_documents, &[], capability_documents)
+    }
+
+    /// Same, with tool documents (`registry/tools/*.json`), added before the
+    /// capabilities that name them.
+    pub fn from_documents_with_tools(
+        facet_documents: &[RegistryDocument],
+        tool_documents: &[RegistryDocument],
+        capability_documents: &[(RegistryDocument, Option<String>)],
+    ) -> Result<Self, CoreError> {
         let mut registry = Registry::default();
         for document in facet_documents {
             let facet: Facet = parse_document(document)?;
             registry.add_facet(facet, &document.source_name)?;
+        }
+        for document in tool_documents {
+            let tool: crate::tools::ToolDefinition = parse_document(document)?;
+            registry.add_tool(tool, &document.source_name)?;
         }
         for (document, inlined_instructions) in capability_documents {
             let mut capability: CapabilityRegistration = parse_document(document)?;
@@ -103,6 +118,33 @@ impl Registry {
         Ok(())
     }
 
+    /// Adds one tool after checking it; a duplicate name is an error.
+    pub fn add_tool(
+        &mut self,
+        tool: crate::tools::ToolDefinition,
+        source_name: &str,
+    ) -> Result<(), CoreError> {
+        tool.check()
+            .map_err(|(path, message)| registry_error(source_name, path, message))?;
+        if self.tools_by_name.contains_key(&tool.name) {
+            return Err(registry_error(
+                source_name,
+                "$.name",
+                format!("duplicate tool `{}`", tool.name),
+            ));
+        }
+        self.tools_by_name.insert(tool.name.clone(), tool);
+        Ok(())
+    }
+
+    pub fn tool(&self, name: &str) -> Option<&crate::tools::ToolDefinition> {
+        self.tools_by_name.get(name)
+    }
+
+    pub fn tools(&self) -> impl Iterator<Item = &crate::tools::ToolDefinition> {
+        self.tools_by_name.values()
+    }
+
     /// Checks a capability against the catalog without adding it.
     pub fn check_capability(
         &self,
@@ -142,6 +184,22 @@ impl Registry {
                     format!("facet `{facet_name}` is output-only and cannot be consumed"),
                 ));
             }
+        }
+        for (index, tool) in capability.tools.iter().enumerate() {
+            if !self.tools_by_name.contains_key(tool) {
+                return Err(registry_error(
+                    source_name,
+                    format!("$.tools[{index}]"),
+                    format!("unknown tool `{tool}`"),
+                ));
+            }
+        }
+        if capability.max_iterations == Some(0) || capability.max_tool_calls_per_turn == Some(0) {
+            return Err(registry_error(
+                source_name,
+                "$.maxIterations",
+                "`maxIterations` and `maxToolCallsPerTurn` are at least 1",
+            ));
         }
         if let Some(panel) = &capability.panel
             && let Err((path, message)) =

@@ -90,6 +90,10 @@ fn linear_registry() -> Registry {
             assignment_defaults: None,
             quality_score: None,
             panel: None,
+            tools: Vec::new(),
+            max_iterations: None,
+            max_tool_calls_per_turn: None,
+            parallel_tools: false,
         };
         registry.add_capability(capability, "bench").unwrap();
     }

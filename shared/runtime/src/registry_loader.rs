@@ -1,6 +1,7 @@
-//! Reads `registry/` from disk: `facets/*.json`, `capabilities/*.json` and the
-//! prompt files capabilities name in `promptTemplateFile`. Every error names
-//! the file (and the JSON path inside it).
+//! Reads `registry/` from disk: `facets/*.json`, `tools/*.json` (optional),
+//! `capabilities/*.json` and the prompt files capabilities name in
+//! `promptTemplateFile`. Every error names the file (and the JSON path
+//! inside it).
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +17,8 @@ trait RegistrySource {
     fn json_files(&self, folder: &str) -> Result<Vec<(String, String)>, RuntimeError>;
     /// The text of `relative` (a prompt file).
     fn text(&self, relative: &str) -> Result<String, String>;
+    /// Whether the optional `folder` exists.
+    fn has_folder(&self, folder: &str) -> bool;
 }
 
 struct DirectorySource<'a>(&'a Path);
@@ -46,6 +49,10 @@ impl RegistrySource for DirectorySource<'_> {
                 Ok((path.display().to_string(), text))
             })
             .collect()
+    }
+
+    fn has_folder(&self, folder: &str) -> bool {
+        self.0.join(folder).is_dir()
     }
 
     fn text(&self, relative: &str) -> Result<String, String> {
@@ -88,6 +95,10 @@ impl RegistrySource for EmbeddedSource {
         Ok(files)
     }
 
+    fn has_folder(&self, folder: &str) -> bool {
+        EMBEDDED_REGISTRY.get_dir(folder).is_some()
+    }
+
     fn text(&self, relative: &str) -> Result<String, String> {
         EMBEDDED_REGISTRY
             .get_file(relative)
@@ -103,6 +114,15 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
         .into_iter()
         .map(|(source_name, text)| RegistryDocument { source_name, text })
         .collect();
+    let tool_documents: Vec<RegistryDocument> = if source.has_folder("tools") {
+        source
+            .json_files("tools")?
+            .into_iter()
+            .map(|(source_name, text)| RegistryDocument { source_name, text })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut capability_documents = Vec::new();
     for (source_name, text) in source.json_files("capabilities")? {
         let prompt_file = serde_json::from_str::<Value>(&text)
@@ -128,7 +148,7 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
         };
         capability_documents.push((RegistryDocument { source_name, text }, instructions));
     }
-    Registry::from_documents(&facet_documents, &capability_documents)
+    Registry::from_documents_with_tools(&facet_documents, &tool_documents, &capability_documents)
         .map_err(RuntimeError::Registry)
 }
 
@@ -184,6 +204,14 @@ mod tests {
         };
         assert_eq!(ids(&built_in), ids(&on_disk));
         assert_eq!(built_in.facets.len(), on_disk.facets.len());
+        let names = |registry: &Registry| {
+            registry
+                .tools()
+                .map(|tool| tool.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&built_in), names(&on_disk));
+        assert_eq!(names(&on_disk), ["agent_create_plan", "registry_search"]);
     }
 
     #[test]

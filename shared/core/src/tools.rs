@@ -1,0 +1,336 @@
+//! Tools as registry data (`registry/tools/*.json`): a name, a description,
+//! the JSON Schema of its arguments and an executor: `http` (a URL template,
+//! headers whose secret values come from named environment variables or the
+//! deployment's secret store, a timeout and a response size cap), `mcp` (a
+//! Model Context Protocol server's tool, over stdio or streamable HTTP) or
+//! `builtin` (an operation of the orchestrator). Capabilities name the tools
+//! they may call. This module checks definitions and a call's arguments; the
+//! loop that calls tools is the engine's, the executors are the shell's.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::schema::{SchemaViolation, ValidatorCache, collect_violations, compile_schema};
+
+/// One tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments (an object).
+    pub parameters: Value,
+    pub executor: ToolExecutor,
+}
+
+/// Who performs a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ToolExecutor {
+    Http(HttpToolExecutor),
+    Mcp(McpToolExecutor),
+    Builtin { operation: BuiltinTool },
+}
+
+/// An HTTP endpoint. `url` may name arguments as `{argument}` (filled in,
+/// percent-encoded); the other arguments travel as the JSON body (or the
+/// query string for `GET`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpToolExecutor {
+    pub method: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, HeaderValueSource>,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default = "default_max_response_bytes")]
+    pub max_response_bytes: usize,
+}
+
+fn default_timeout_ms() -> u64 {
+    10_000
+}
+
+fn default_max_response_bytes() -> usize {
+    256 * 1024
+}
+
+/// Where a header's value comes from. Secret values never appear in the
+/// registry: they are read from the environment or the secret store when
+/// the call is made, and never written to frames or logs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum HeaderValueSource {
+    Literal(String),
+    /// `{"env": "VARIABLE"}`, optionally with a `prefix` (e.g. `Bearer `).
+    Environment {
+        env: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefix: Option<String>,
+    },
+    /// `{"secret": "name"}` in the deployment's secret store.
+    Secret {
+        secret: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        prefix: Option<String>,
+    },
+}
+
+/// A Model Context Protocol server's tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpToolExecutor {
+    pub server: McpServer,
+    /// The tool's name on the server (default: the definition's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+/// How to reach an MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case", deny_unknown_fields)]
+pub enum McpServer {
+    /// A child process speaking MCP on stdin/stdout (CLI and `baton serve`).
+    Stdio {
+        command: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        args: Vec<String>,
+    },
+    /// Streamable HTTP (anywhere; the URL goes through the outbound guard).
+    Http { url: String },
+}
+
+/// Operations of the orchestrator offered as tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuiltinTool {
+    /// Plans (and runs, drafts or has reviewed) a child run.
+    AgentCreatePlan,
+    /// Read-only search over the registry's capabilities and facets.
+    RegistrySearch,
+}
+
+const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// Header names whose values are credentials: never literal in the registry.
+const SECRET_HEADERS: [&str; 5] = [
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+    "cookie",
+];
+
+impl ToolDefinition {
+    /// Checks a definition; an error is `(JSON path, message)`.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        let fail = |path: &str, message: String| Err((path.to_string(), message));
+        let valid_name = !self.name.is_empty()
+            && self.name.len() <= 64
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid_name {
+            return fail(
+                "$.name",
+                format!("`{}`: 1 to 64 ASCII letters, digits, `_` or `-`", self.name),
+            );
+        }
+        if self.description.trim().is_empty() {
+            return fail("$.description", "the model needs a description".into());
+        }
+        if self.parameters.get("type") != Some(&json!("object")) {
+            return fail(
+                "$.parameters",
+                "a tool's arguments are an object (`\"type\": \"object\"`)".into(),
+            );
+        }
+        if let Err(error) = compile_schema(&self.parameters, "$.parameters") {
+            return fail("$.parameters", error.to_string());
+        }
+        match &self.executor {
+            ToolExecutor::Http(http) => self.check_http(http),
+            ToolExecutor::Mcp(McpToolExecutor {
+                server: McpServer::Stdio { command, .. },
+                ..
+            }) if command.trim().is_empty() => {
+                fail("$.executor.server.command", "a command is needed".into())
+            }
+            ToolExecutor::Mcp(McpToolExecutor {
+                server: McpServer::Http { url },
+                ..
+            }) if !url.starts_with("https://") && !url.starts_with("http://") => fail(
+                "$.executor.server.url",
+                format!("`{url}` is not an http(s) URL"),
+            ),
+            ToolExecutor::Mcp(_) | ToolExecutor::Builtin { .. } => Ok(()),
+        }
+    }
+
+    fn check_http(&self, http: &HttpToolExecutor) -> Result<(), (String, String)> {
+        if !HTTP_METHODS.contains(&http.method.as_str()) {
+            return Err((
+                "$.executor.method".into(),
+                format!("one of {}", HTTP_METHODS.join(", ")),
+            ));
+        }
+        if !http.url.starts_with("https://") && !http.url.starts_with("http://") {
+            return Err((
+                "$.executor.url".into(),
+                format!("`{}` is not an http(s) URL", http.url),
+            ));
+        }
+        let declared = self.parameters.get("properties").and_then(Value::as_object);
+        for placeholder in url_placeholders(&http.url) {
+            if !declared.is_some_and(|properties| properties.contains_key(&placeholder)) {
+                return Err((
+                    "$.executor.url".into(),
+                    format!("`{{{placeholder}}}` names no declared parameter"),
+                ));
+            }
+        }
+        for (name, source) in &http.headers {
+            if SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str())
+                && matches!(source, HeaderValueSource::Literal(_))
+            {
+                return Err((
+                    format!("$.executor.headers.{name}"),
+                    "a credential is never written in the registry: use {\"env\": …} or {\"secret\": …}"
+                        .into(),
+                ));
+            }
+        }
+        if http.timeout_ms == 0 || http.max_response_bytes == 0 {
+            return Err((
+                "$.executor".into(),
+                "`timeoutMs` and `maxResponseBytes` must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What is wrong with `arguments` (empty: they may be used).
+    pub fn argument_violations(
+        &self,
+        arguments: &Value,
+        validators: &ValidatorCache,
+    ) -> Vec<SchemaViolation> {
+        let key = format!("tool:{}:{}", self.name, self.parameters);
+        match validators.validator_for_key(&key, &self.parameters, "parameters") {
+            Ok(validator) => collect_violations(&validator, arguments),
+            Err(error) => vec![SchemaViolation {
+                instance_pointer: String::new(),
+                schema_pointer: String::new(),
+                message: error.to_string(),
+                facet: None,
+            }],
+        }
+    }
+}
+
+/// The `{name}` placeholders of a URL template.
+pub fn url_placeholders(template: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('}') else {
+            break;
+        };
+        names.push(after[..close].to_string());
+        rest = &after[close + 1..];
+    }
+    names
+}
+
+/// The `registry_search` tool: capabilities and facets whose names, titles
+/// and descriptions share the most words with `query`, best first (ties by
+/// id). `kind` narrows to `capability` or `facet`. Read-only.
+pub fn search_registry(
+    registry: &crate::registry::Registry,
+    query: &str,
+    kind: Option<&str>,
+    limit: usize,
+) -> Value {
+    let terms: Vec<String> = words(query);
+    let score = |text: &str| {
+        let found = words(text);
+        terms.iter().filter(|term| found.contains(term)).count()
+    };
+    let mut matches: Vec<(usize, String, Value)> = Vec::new();
+    if kind != Some("facet") {
+        for capability in registry.capabilities() {
+            let text = format!(
+                "{} {} {} {} {}",
+                capability.capability_id,
+                capability.display_name,
+                capability.summary,
+                capability.input_contract.join(" "),
+                capability.output_contract.join(" ")
+            );
+            let points = score(&text);
+            if points > 0 {
+                matches.push((
+                    points,
+                    capability.capability_id.clone(),
+                    json!({"kind": "capability", "id": capability.capability_id,
+                           "title": capability.display_name, "summary": capability.summary,
+                           "agentType": capability.agent_type, "consumes": capability.input_contract,
+                           "produces": capability.output_contract}),
+                ));
+            }
+        }
+    }
+    if kind != Some("capability") {
+        for facet in registry.facets.list() {
+            let text = format!("{} {} {}", facet.name, facet.title, facet.description);
+            let points = score(&text);
+            if points > 0 {
+                matches.push((
+                    points,
+                    facet.name.clone(),
+                    json!({"kind": "facet", "id": facet.name, "title": facet.title,
+                           "summary": facet.description}),
+                ));
+            }
+        }
+    }
+    matches.sort_by(|left, right| right.0.cmp(&left.0).then_with(|| left.1.cmp(&right.1)));
+    let total = matches.len();
+    let shown: Vec<Value> = matches
+        .into_iter()
+        .take(limit.clamp(1, 25))
+        .map(|(_, _, found)| found)
+        .collect();
+    json!({"query": query, "total": total, "matches": shown})
+}
+
+/// Lower-case words of `text`, split on anything but letters and digits
+/// (camelCase split too), so `copyVariants` matches "copy variants".
+fn words(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut current = String::new();
+    let mut previous_lower = false;
+    for character in text.chars() {
+        if character.is_alphanumeric() {
+            if character.is_uppercase() && previous_lower && !current.is_empty() {
+                found.push(std::mem::take(&mut current));
+            }
+            previous_lower = character.is_lowercase() || character.is_ascii_digit();
+            current.extend(character.to_lowercase());
+        } else {
+            previous_lower = false;
+            if !current.is_empty() {
+                found.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.is_empty() {
+        found.push(current);
+    }
+    found
+}
