@@ -1,0 +1,143 @@
+//! The `http` executor.
+
+use std::time::Duration;
+
+use baton_core::tools::{HeaderValueSource, HttpToolExecutor, url_placeholders};
+use baton_outbound::{GuardedClient, OutboundPolicy, OutboundRefusal};
+use reqwest::Method;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Map, Value, json};
+
+use crate::{ToolCall, ToolOutcome, ToolRunner};
+
+/// Longest error body quoted back to the model.
+const QUOTED_ERROR_BYTES: usize = 500;
+
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The URL with its placeholders filled, and the arguments left over.
+fn fill_url(template: &str, arguments: &Value) -> Result<(String, Map<String, Value>), String> {
+    let mut rest = arguments.as_object().cloned().unwrap_or_default();
+    let mut url = template.to_string();
+    for name in url_placeholders(template) {
+        let value = rest
+            .remove(&name)
+            .ok_or_else(|| format!("argument `{name}` is needed for the URL"))?;
+        let encoded: String =
+            url::form_urlencoded::byte_serialize(scalar_text(&value).as_bytes()).collect();
+        url = url.replace(&format!("{{{name}}}"), &encoded.replace('+', "%20"));
+    }
+    Ok((url, rest))
+}
+
+fn headers(
+    runner: &ToolRunner,
+    executor: &HttpToolExecutor,
+    call: &ToolCall,
+) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, source) in &executor.headers {
+        let value = match source {
+            HeaderValueSource::Literal(text) => text.clone(),
+            HeaderValueSource::Environment { env, prefix } => {
+                let found = (runner.environment)(env).ok_or_else(|| {
+                    format!("header `{name}`: environment variable `{env}` is not set")
+                })?;
+                format!("{}{found}", prefix.as_deref().unwrap_or_default())
+            }
+            HeaderValueSource::Secret { secret, prefix } => {
+                let found = runner.secrets.secret(secret).ok_or_else(|| {
+                    format!("header `{name}`: secret `{secret}` is not in the secret store")
+                })?;
+                format!("{}{found}", prefix.as_deref().unwrap_or_default())
+            }
+        };
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("`{name}` is not a header name"))?;
+        // The value is never quoted in an error: it may be a secret.
+        let mut value = HeaderValue::from_str(&value)
+            .map_err(|_| format!("header `{name}`: the value is not a valid header value"))?;
+        value.set_sensitive(true);
+        map.insert(header, value);
+    }
+    map.insert(ACCEPT, HeaderValue::from_static("application/json"));
+    if let Ok(key) = HeaderValue::from_str(&call.idempotency_key) {
+        map.insert(HeaderName::from_static("idempotency-key"), key);
+    }
+    Ok(map)
+}
+
+pub(crate) async fn call(
+    runner: &ToolRunner,
+    executor: &HttpToolExecutor,
+    call: &ToolCall,
+) -> ToolOutcome {
+    let (url, rest) = match fill_url(&executor.url, &call.arguments) {
+        Ok(filled) => filled,
+        Err(message) => return ToolOutcome::failed(message),
+    };
+    let mut headers = match headers(runner, executor, call) {
+        Ok(headers) => headers,
+        Err(message) => return ToolOutcome::failed(message),
+    };
+    let method = match Method::from_bytes(executor.method.as_bytes()) {
+        Ok(method) => method,
+        Err(_) => return ToolOutcome::failed(format!("`{}` is not a method", executor.method)),
+    };
+    let (url, body) = if matches!(method, Method::GET | Method::DELETE) {
+        let mut parsed = match url::Url::parse(&url) {
+            Ok(parsed) => parsed,
+            Err(error) => return ToolOutcome::failed(format!("the URL is not valid: {error}")),
+        };
+        {
+            // By name, so the same call is the same URL.
+            let mut pairs: Vec<(&String, &Value)> = rest.iter().collect();
+            pairs.sort_by(|left, right| left.0.cmp(right.0));
+            let mut query = parsed.query_pairs_mut();
+            for (name, value) in pairs {
+                query.append_pair(name, &scalar_text(value));
+            }
+        }
+        (parsed.to_string(), None)
+    } else {
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        (url, Some(Value::Object(rest).to_string().into_bytes()))
+    };
+    let policy = OutboundPolicy {
+        max_response_bytes: executor.max_response_bytes,
+        timeout: Duration::from_millis(executor.timeout_ms),
+        ..OutboundPolicy::default()
+    }
+    .with_http_allowed_hosts(&runner.http_allowed_hosts);
+    let client = GuardedClient::new(policy, runner.resolver.clone());
+    match client.send(method, &url, headers, body).await {
+        Err(refusal) => {
+            let retryable = matches!(
+                refusal,
+                OutboundRefusal::Timeout(_) | OutboundRefusal::Transport(_)
+            );
+            ToolOutcome::Failed {
+                message: refusal.to_string(),
+                retryable,
+            }
+        }
+        Ok(response) => {
+            let text = String::from_utf8_lossy(&response.body).to_string();
+            if response.status.is_success() {
+                let result = serde_json::from_str::<Value>(&text)
+                    .unwrap_or_else(|_| json!({ "text": text }));
+                return ToolOutcome::Succeeded(result);
+            }
+            let quoted: String = text.chars().take(QUOTED_ERROR_BYTES).collect();
+            ToolOutcome::Failed {
+                message: format!("HTTP {}: {quoted}", response.status.as_u16()),
+                retryable: response.status.is_server_error() || response.status.as_u16() == 429,
+            }
+        }
+    }
+}

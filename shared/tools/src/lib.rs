@@ -1,0 +1,132 @@
+//! `baton-tools`: performs one tool call as the registry defines it.
+//!
+//! - `http`: fills the URL template (percent-encoded), sends the remaining
+//!   arguments as the query (`GET`, `DELETE`) or a JSON body, adds headers
+//!   (literal, from a named environment variable, or from the deployment's
+//!   secret store) and `Idempotency-Key`, through the outbound guard
+//!   (`baton-outbound`) with the tool's timeout and size cap.
+//! - builtin `registry_search`: the read-only search of `baton_core::tools`.
+//!
+//! Invariants: a secret's value is never part of an outcome, an error or a
+//! log line (only its variable's or secret's name is); every outcome is
+//! something the model can read (`ToolOutcome`), never a panic; whether a
+//! failure may succeed when retried is said.
+
+mod http;
+
+use std::sync::Arc;
+
+use baton_core::registry::Registry;
+use baton_core::tools::{BuiltinTool, ToolDefinition, ToolExecutor, search_registry};
+use baton_outbound::Resolver;
+use serde_json::Value;
+
+/// One call of a tool.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub call_id: String,
+    pub arguments: Value,
+    /// `runId:nodeId:turn:callId`: the same for every retry of the call.
+    pub idempotency_key: String,
+}
+
+/// What a call produced: a result for the model, or an error it can read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    Succeeded(Value),
+    Failed { message: String, retryable: bool },
+}
+
+impl ToolOutcome {
+    fn failed(message: impl Into<String>) -> Self {
+        ToolOutcome::Failed {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+}
+
+/// Where `{"secret": name}` header values come from (the deployment's
+/// secret store).
+pub trait SecretSource: Send + Sync {
+    fn secret(&self, name: &str) -> Option<String>;
+}
+
+/// No secret store: every `{"secret": …}` header fails, naming the secret.
+pub struct NoSecretStore;
+
+impl SecretSource for NoSecretStore {
+    fn secret(&self, _name: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Reads a named environment variable.
+pub type EnvironmentLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// Performs tool calls.
+pub struct ToolRunner {
+    registry: Arc<Registry>,
+    resolver: Arc<dyn Resolver>,
+    http_allowed_hosts: String,
+    secrets: Arc<dyn SecretSource>,
+    environment: EnvironmentLookup,
+}
+
+impl ToolRunner {
+    /// A runner over `registry` with the system resolver, the process
+    /// environment and no secret store; `http_allowed_hosts` is the outbound
+    /// allow-list setting (`host,host`, local development only).
+    pub fn new(registry: Arc<Registry>, http_allowed_hosts: &str) -> Self {
+        ToolRunner {
+            registry,
+            resolver: Arc::new(baton_outbound::SystemResolver),
+            http_allowed_hosts: http_allowed_hosts.to_string(),
+            secrets: Arc::new(NoSecretStore),
+            environment: Arc::new(|name| std::env::var(name).ok()),
+        }
+    }
+
+    pub fn with_secrets(mut self, secrets: Arc<dyn SecretSource>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    pub fn with_environment(mut self, environment: EnvironmentLookup) -> Self {
+        self.environment = environment;
+        self
+    }
+
+    pub fn with_resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// Performs `call` of `tool` (its arguments already checked against the
+    /// tool's schema by the engine).
+    pub async fn run(&self, tool: &ToolDefinition, call: &ToolCall) -> ToolOutcome {
+        match &tool.executor {
+            ToolExecutor::Http(executor) => http::call(self, executor, call).await,
+            ToolExecutor::Builtin {
+                operation: BuiltinTool::RegistrySearch,
+            } => {
+                let query = call.arguments["query"].as_str().unwrap_or_default();
+                let kind = call.arguments["kind"].as_str();
+                let limit = call.arguments["limit"]
+                    .as_u64()
+                    .and_then(|limit| usize::try_from(limit).ok())
+                    .unwrap_or(10);
+                ToolOutcome::Succeeded(search_registry(&self.registry, query, kind, limit))
+            }
+            ToolExecutor::Builtin {
+                operation: BuiltinTool::AgentCreatePlan,
+            } => ToolOutcome::failed(
+                "agent_create_plan is performed by the orchestrator (a child run), not by a tool runner",
+            ),
+            ToolExecutor::Mcp(_) => ToolOutcome::failed(format!(
+                "tool `{}` is served over MCP, which this build cannot reach yet",
+                tool.name
+            )),
+        }
+    }
+}
