@@ -195,6 +195,47 @@ pub fn cloud_services_over(
     ))
 }
 
+/// The cloud services of a function that never performs a step (api,
+/// stream, ingest): they submit, read and answer runs, and the step function
+/// does the work, so they link no model client. Their step service has
+/// [`NoModelHere`], which refuses every call.
+pub async fn cloud_services_without_model(
+    configuration: &Configuration,
+    worker_role: &str,
+) -> Result<Services, StartupError> {
+    let ports = cloud_ports(configuration).await?;
+    let registry = registry_from(configuration.registry_dir.as_deref())?;
+    Ok(services_over(
+        registry,
+        ports,
+        Arc::new(NoModelHere(worker_role.to_string())),
+        settings_from(configuration),
+        configuration.worker_id(worker_role),
+    ))
+}
+
+/// The model port of a function that performs no step: every call fails
+/// with a configuration error naming the function.
+pub struct NoModelHere(pub String);
+
+#[async_trait::async_trait]
+impl LlmProvider for NoModelHere {
+    fn model_name(&self) -> String {
+        "none".into()
+    }
+
+    async fn complete(
+        &self,
+        _request: &baton_core::context::ModelRequest,
+        _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
+    ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
+        Err(baton_runtime::error::LlmError::Configuration(format!(
+            "the {} function calls no model: steps run in the step function",
+            self.0
+        )))
+    }
+}
+
 /// The sweeper: a store, a queue and a clock.
 pub async fn cloud_sweeper(configuration: &Configuration) -> Result<OutboxSweeper, StartupError> {
     let ports = cloud_ports(configuration).await?;

@@ -14,8 +14,7 @@ static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn main() -> Result<(), lambda_runtime::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
     baton_bootstrap::init_json_logging(&configuration, "info");
-    let services =
-        baton_bootstrap::cloud_services(&configuration, &process_environment, "ingest").await?;
+    let services = baton_bootstrap::cloud_services_without_model(&configuration, "ingest").await?;
     let runs = services.runs;
     run_sqs_batch_function(|batch| {
         let records = batch

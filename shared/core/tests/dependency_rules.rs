@@ -1,7 +1,8 @@
 //! Architecture rules that run as tests: the core does no I/O (no async
 //! runtime, AWS SDK, HTTP client/server or Lambda crate in its tree); no
 //! Lambda function links the offline model; the sweeper links neither the
-//! router nor a model client; production files stay under 600 lines;
+//! router nor a model client; only the step function links a model client;
+//! production files stay under 600 lines;
 //! domain words stay in `registry/`; the repository cites only itself.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
@@ -108,6 +109,33 @@ fn the_sweeper_links_neither_the_router_nor_a_model_client() {
         })
         .collect();
     assert!(linked.is_empty(), "the sweeper links {linked:?}");
+}
+
+/// Only the step function performs steps: the api, stream and ingest
+/// functions link no model client (nor the tool executors' HTTP client).
+#[test]
+fn only_the_step_function_links_a_model_client() {
+    for function in [
+        "baton-api-function",
+        "baton-stream-function",
+        "baton-ingest-function",
+    ] {
+        let names = normal_dependency_names(function);
+        assert!(
+            names.iter().any(|name| name == "baton-runtime"),
+            "tree read: {names:?}"
+        );
+        let linked: Vec<&String> = names
+            .iter()
+            .filter(|name| ["baton-llm", "reqwest", "baton-tools"].contains(&name.as_str()))
+            .collect();
+        assert!(linked.is_empty(), "{function} links {linked:?}");
+    }
+    let step = normal_dependency_names("baton-step-function");
+    assert!(
+        step.iter().any(|name| name == "baton-llm"),
+        "the check can see a model client"
+    );
 }
 
 /// The packages deployed as Lambda functions.

@@ -74,26 +74,27 @@ pub struct ToolRunner {
 }
 
 impl ToolRunner {
-    /// A runner over `registry` with the system resolver, the process
-    /// environment and no secret store; `http_allowed_hosts` is the outbound
-    /// allow-list setting (`host,host`, local development only).
-    pub fn new(registry: Arc<Registry>, http_allowed_hosts: &str) -> Self {
+    /// A runner over `registry` with the system resolver and no secret
+    /// store; `http_allowed_hosts` is the outbound allow-list setting
+    /// (`host,host`, local development only); `environment` reads the
+    /// variables `{"env": …}` headers name (the start-up wiring passes the
+    /// process environment; only it reads the environment).
+    pub fn new(
+        registry: Arc<Registry>,
+        http_allowed_hosts: &str,
+        environment: EnvironmentLookup,
+    ) -> Self {
         ToolRunner {
             registry,
             resolver: Arc::new(baton_outbound::SystemResolver),
             http_allowed_hosts: http_allowed_hosts.to_string(),
             secrets: Arc::new(NoSecretStore),
-            environment: Arc::new(|name| std::env::var(name).ok()),
+            environment,
         }
     }
 
     pub fn with_secrets(mut self, secrets: Arc<dyn SecretSource>) -> Self {
         self.secrets = secrets;
-        self
-    }
-
-    pub fn with_environment(mut self, environment: EnvironmentLookup) -> Self {
-        self.environment = environment;
         self
     }
 

@@ -73,9 +73,12 @@ fn call(arguments: Value) -> ToolCall {
 }
 
 fn runner(allowed: &str) -> ToolRunner {
-    ToolRunner::new(Arc::new(Registry::default()), allowed).with_environment(Arc::new(|name| {
-        (name == "ITEMS_TOKEN").then(|| "s3cr3t-value".to_string())
-    }))
+    // The variables this test's tools may read (a test double for the process environment).
+    ToolRunner::new(
+        Arc::new(Registry::default()),
+        allowed,
+        Arc::new(|name| (name == "ITEMS_TOKEN").then(|| "s3cr3t-value".to_string())),
+    )
 }
 
 #[tokio::test]
@@ -166,7 +169,7 @@ async fn the_registry_search_builtin_reads_the_registry() {
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
         "executor": {"kind": "builtin", "operation": "registry_search"}
     }));
-    let outcome = ToolRunner::new(Arc::new(registry), "")
+    let outcome = ToolRunner::new(Arc::new(registry), "", Arc::new(|_| None))
         .run(&search, &call(json!({"query": "anything"})))
         .await;
     assert_eq!(
