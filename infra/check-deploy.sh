@@ -171,7 +171,7 @@ prelude = json.loads(prelude)
 assert prelude["statusCode"] == 200, prelude
 assert prelude["headers"]["content-type"].startswith("text/event-stream"), prelude
 events = [line.split(":", 1)[1].strip() for line in body.splitlines() if line.startswith("event:")]
-assert events[:3] == ["start", "plan_requested", "plan_generated"], events
+assert events[:4] == ["start", "phase", "plan_requested", "plan_generated"], events
 print(f"check-deploy: stream relayed the run's frames as SSE ({', '.join(events)})", file=sys.stderr)
 PY
 
