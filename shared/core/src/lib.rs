@@ -21,6 +21,7 @@ pub mod capability;
 pub mod codes;
 pub mod compiler;
 pub mod context;
+pub mod contexts;
 pub mod contract;
 pub mod diagnostics;
 pub mod engine;

@@ -25,6 +25,7 @@ pub struct Registry {
     pub facets: FacetCatalog,
     capabilities_by_id: BTreeMap<String, CapabilityRegistration>,
     tools_by_name: BTreeMap<String, crate::tools::ToolDefinition>,
+    contexts: Vec<crate::contexts::ContextGuidance>,
 }
 
 fn registry_error(
@@ -135,6 +136,52 @@ impl Registry {
         }
         self.tools_by_name.insert(tool.name.clone(), tool);
         Ok(())
+    }
+
+    /// Adds one context type after checking it; a name or alias already
+    /// answered by another context is an error.
+    pub fn add_context(
+        &mut self,
+        context: crate::contexts::ContextGuidance,
+        source_name: &str,
+    ) -> Result<(), CoreError> {
+        context
+            .check()
+            .map_err(|(path, message)| registry_error(source_name, path, message))?;
+        let names = std::iter::once(&context.name).chain(&context.aliases);
+        for name in names {
+            if self.context_guidance(name).is_some() {
+                return Err(registry_error(
+                    source_name,
+                    "$.name",
+                    format!("context type `{name}` is defined twice"),
+                ));
+            }
+        }
+        self.contexts.push(context);
+        Ok(())
+    }
+
+    /// Adds the context types of `documents` (`registry/contexts/*.json`).
+    pub fn add_context_documents(
+        &mut self,
+        documents: &[RegistryDocument],
+    ) -> Result<(), CoreError> {
+        for document in documents {
+            let context: crate::contexts::ContextGuidance = parse_document(document)?;
+            self.add_context(context, &document.source_name)?;
+        }
+        Ok(())
+    }
+
+    /// The guidance for `context_type` (by name or alias).
+    pub fn context_guidance(
+        &self,
+        context_type: &str,
+    ) -> Option<&crate::contexts::ContextGuidance> {
+        self.contexts
+            .iter()
+            .find(|context| context.answers_to(context_type))
     }
 
     pub fn tool(&self, name: &str) -> Option<&crate::tools::ToolDefinition> {

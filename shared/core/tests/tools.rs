@@ -240,3 +240,41 @@ fn registry_search_finds_capabilities_and_facets_by_their_words() {
     let nothing = search_registry(&registry, "zzzz", None, 10);
     assert_eq!(nothing["total"], 0);
 }
+
+#[test]
+fn context_types_are_registry_data_and_join_the_prompt_by_name_or_alias() {
+    let mut registry = registry_with(&read("registry/tools"), None).unwrap();
+    registry
+        .add_context_documents(&read("registry/contexts"))
+        .unwrap();
+    let general = registry
+        .context_guidance("global")
+        .expect("an alias answers");
+    assert_eq!(Some(general), registry.context_guidance("general"));
+    let section = general.prompt_section();
+    assert!(
+        section.starts_with("Context: general. Intent: "),
+        "{section}"
+    );
+    assert!(section.contains("\n- "), "{section}");
+    assert!(registry.context_guidance("no-such-context").is_none());
+    let twice = registry
+        .add_context_documents(&[RegistryDocument {
+            source_name: "contexts/again.json".into(),
+            text: json!({"name": "other", "aliases": ["global"], "intent": "i"}).to_string(),
+        }])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        twice.contains("contexts/again.json") && twice.contains("`global`"),
+        "{twice}"
+    );
+    let blank = registry
+        .add_context_documents(&[RegistryDocument {
+            source_name: "contexts/blank.json".into(),
+            text: json!({"name": "blank", "intent": " "}).to_string(),
+        }])
+        .unwrap_err()
+        .to_string();
+    assert!(blank.contains("$.intent"), "{blank}");
+}

@@ -1,4 +1,5 @@
-//! Reads `registry/` from disk: `facets/*.json`, `tools/*.json` (optional),
+//! Reads `registry/` from disk: `facets/*.json`, `tools/*.json` and
+//! `contexts/*.json` (both optional),
 //! `capabilities/*.json` and the prompt files capabilities name in
 //! `promptTemplateFile`. Every error names the file (and the JSON path
 //! inside it).
@@ -148,8 +149,23 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
         };
         capability_documents.push((RegistryDocument { source_name, text }, instructions));
     }
-    Registry::from_documents_with_tools(&facet_documents, &tool_documents, &capability_documents)
-        .map_err(RuntimeError::Registry)
+    let mut registry = Registry::from_documents_with_tools(
+        &facet_documents,
+        &tool_documents,
+        &capability_documents,
+    )
+    .map_err(RuntimeError::Registry)?;
+    if source.has_folder("contexts") {
+        let context_documents: Vec<RegistryDocument> = source
+            .json_files("contexts")?
+            .into_iter()
+            .map(|(source_name, text)| RegistryDocument { source_name, text })
+            .collect();
+        registry
+            .add_context_documents(&context_documents)
+            .map_err(RuntimeError::Registry)?;
+    }
+    Ok(registry)
 }
 
 /// Loads and validates the registry rooted at `registry_root`.
@@ -212,6 +228,8 @@ mod tests {
         };
         assert_eq!(names(&built_in), names(&on_disk));
         assert_eq!(names(&on_disk), ["agent_create_plan", "registry_search"]);
+        let general = built_in.context_guidance("global").unwrap();
+        assert_eq!(Some(general), on_disk.context_guidance("general"));
     }
 
     #[test]
