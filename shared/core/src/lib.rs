@@ -23,6 +23,7 @@ pub mod compiler;
 pub mod context;
 pub mod contexts;
 pub mod contract;
+pub mod conversation;
 pub mod diagnostics;
 pub mod engine;
 pub mod envelope;

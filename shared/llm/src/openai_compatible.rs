@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_core::context::ModelRequest;
+use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
 use baton_core::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
@@ -19,6 +20,22 @@ use crate::config::OpenAiCompatibleConfig;
 pub struct OpenAiCompatibleProvider {
     config: OpenAiCompatibleConfig,
     client: reqwest::Client,
+}
+
+/// What one streamed answer held.
+struct Streamed {
+    content: String,
+    tool_calls: Vec<ToolCallRequest>,
+    usage: TokenUsage,
+    model: String,
+}
+
+/// Tool calls arriving in pieces, by index.
+#[derive(Default)]
+struct PartialToolCall {
+    id: String,
+    name: String,
+    arguments: String,
 }
 
 /// Why one attempt failed.
@@ -69,6 +86,49 @@ impl OpenAiCompatibleProvider {
         })
     }
 
+    /// A conversation turn: the first messages, the session's turns, the tools.
+    fn conversation_body(&self, request: &ModelRequest, session: &ToolSession) -> Value {
+        let mut body = self.request_body(request);
+        if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
+            for turn in &session.turns {
+                messages.push(match turn {
+                    SessionTurn::User { content } => json!({"role": "user", "content": content}),
+                    SessionTurn::Assistant {
+                        content,
+                        tool_calls,
+                    } => {
+                        let mut message = json!({"role": "assistant", "content": content});
+                        if !tool_calls.is_empty() {
+                            message["tool_calls"] = tool_calls
+                                .iter()
+                                .map(|call| {
+                                    json!({"id": call.id, "type": "function",
+                                           "function": {"name": call.name, "arguments": call.arguments}})
+                                })
+                                .collect();
+                        }
+                        message
+                    }
+                    SessionTurn::Tool { call_id, content } => {
+                        json!({"role": "tool", "tool_call_id": call_id, "content": content})
+                    }
+                });
+            }
+        }
+        if !session.tools.is_empty() {
+            body["tools"] = session
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({"type": "function", "function": {
+                        "name": tool.name, "description": tool.description, "parameters": tool.parameters}})
+                })
+                .collect();
+            body["tool_choice"] = json!("auto");
+        }
+        body
+    }
+
     fn backoff_delay(&self, failed_attempt: u32, retry_after: Option<Duration>) -> Duration {
         if let Some(server_says) = retry_after {
             return server_says.min(self.config.max_retry_after);
@@ -83,12 +143,59 @@ impl OpenAiCompatibleProvider {
         ceiling.mul_f64(jitter)
     }
 
+    /// Sends `body`, retrying what may succeed later with backoff.
+    async fn call_with_retries(
+        &self,
+        body: &Value,
+        deltas: &UnboundedSender<ModelDelta>,
+    ) -> Result<Streamed, LlmError> {
+        let attempts = self.config.max_attempts.max(1);
+        for attempt in 1..=attempts {
+            let mut streamed_text = false;
+            let failure = match self.attempt_once(body, deltas, &mut streamed_text).await {
+                Ok(answer) => return Ok(answer),
+                Err(AttemptFailure::Fatal(error)) => return Err(error),
+                Err(failure) => failure,
+            };
+            let retry_after = match &failure {
+                AttemptFailure::RateLimited { retry_after }
+                | AttemptFailure::Server { retry_after, .. } => *retry_after,
+                _ => None,
+            };
+            if attempt == attempts {
+                return Err(match failure {
+                    AttemptFailure::RateLimited { .. } => LlmError::RateLimited { attempts },
+                    AttemptFailure::Server { status, body, .. } => LlmError::ServerError {
+                        status,
+                        attempts,
+                        body,
+                    },
+                    AttemptFailure::Timeout => LlmError::Timeout { attempts },
+                    AttemptFailure::Transport(message) => LlmError::Transport { attempts, message },
+                    AttemptFailure::Fatal(error) => error,
+                });
+            }
+            if streamed_text {
+                // The retry answers from the start: what was streamed is void.
+                let _ = deltas.send(ModelDelta::Restarted);
+            }
+            let delay = self.backoff_delay(attempt, retry_after);
+            tracing::warn!(
+                attempt,
+                delay_ms = delay.as_millis() as u64,
+                "model call failed; retrying"
+            );
+            tokio::time::sleep(delay).await;
+        }
+        Err(LlmError::UnexpectedResponse("no attempt was made".into()))
+    }
+
     async fn attempt_once(
         &self,
         body: &Value,
         deltas: &UnboundedSender<ModelDelta>,
         streamed_text: &mut bool,
-    ) -> Result<ModelAnswer, AttemptFailure> {
+    ) -> Result<Streamed, AttemptFailure> {
         let url = format!("{}/chat/completions", self.config.base_url);
         let mut builder = self.client.post(&url).json(body);
         if let Some(key) = &self.config.api_key {
@@ -121,19 +228,25 @@ impl OpenAiCompatibleProvider {
             .is_some_and(|value| value.starts_with("text/event-stream"));
         if !is_event_stream {
             let whole: Value = response.json().await.map_err(classify_transport_error)?;
-            let content = whole
-                .pointer("/choices/0/message/content")
+            let message = whole.pointer("/choices/0/message").ok_or_else(|| {
+                AttemptFailure::Fatal(LlmError::UnexpectedResponse("no choices[0].message".into()))
+            })?;
+            let content = message
+                .get("content")
                 .and_then(Value::as_str)
-                .ok_or_else(|| {
-                    AttemptFailure::Fatal(LlmError::UnexpectedResponse(
-                        "no choices[0].message.content".into(),
-                    ))
-                })?
+                .unwrap_or_default()
                 .to_string();
+            let tool_calls = whole_tool_calls(message);
+            if content.is_empty() && tool_calls.is_empty() {
+                return Err(AttemptFailure::Fatal(LlmError::UnexpectedResponse(
+                    "no choices[0].message.content".into(),
+                )));
+            }
             *streamed_text = true;
             let _ = deltas.send(ModelDelta::Text(content.clone()));
-            return Ok(ModelAnswer {
+            return Ok(Streamed {
                 content,
+                tool_calls,
                 usage: usage_from(&whole),
                 model: whole
                     .get("model")
@@ -147,6 +260,7 @@ impl OpenAiCompatibleProvider {
         let mut usage = TokenUsage::default();
         let mut model = self.config.model.clone();
         let mut finished = false;
+        let mut partial_calls: Vec<PartialToolCall> = Vec::new();
         while let Some(event) = events.next().await {
             let event = event
                 .map_err(|error| AttemptFailure::Transport(format!("stream broke: {error}")))?;
@@ -175,6 +289,12 @@ impl OpenAiCompatibleProvider {
                 *streamed_text = true;
                 let _ = deltas.send(ModelDelta::Text(text.to_string()));
             }
+            if let Some(pieces) = chunk
+                .pointer("/choices/0/delta/tool_calls")
+                .and_then(Value::as_array)
+            {
+                gather_tool_call_pieces(&mut partial_calls, pieces);
+            }
             if chunk.get("usage").is_some_and(Value::is_object) {
                 usage = usage_from(&chunk);
             }
@@ -194,12 +314,70 @@ impl OpenAiCompatibleProvider {
                 "the stream ended before the answer finished".into(),
             ));
         }
-        Ok(ModelAnswer {
+        Ok(Streamed {
             content,
+            tool_calls: partial_calls
+                .into_iter()
+                .map(|call| ToolCallRequest {
+                    id: call.id,
+                    name: call.name,
+                    arguments: call.arguments,
+                })
+                .collect(),
             usage,
             model,
         })
     }
+}
+
+/// Adds streamed tool-call pieces (`{index, id?, function: {name?, arguments?}}`).
+fn gather_tool_call_pieces(calls: &mut Vec<PartialToolCall>, pieces: &[Value]) {
+    for piece in pieces {
+        let index = piece
+            .get("index")
+            .and_then(Value::as_u64)
+            .and_then(|index| usize::try_from(index).ok())
+            .unwrap_or(calls.len());
+        if calls.len() <= index {
+            calls.resize_with(index + 1, PartialToolCall::default);
+        }
+        let call = &mut calls[index];
+        if let Some(id) = piece.get("id").and_then(Value::as_str) {
+            call.id = id.to_string();
+        }
+        if let Some(name) = piece.pointer("/function/name").and_then(Value::as_str) {
+            call.name.push_str(name);
+        }
+        if let Some(arguments) = piece.pointer("/function/arguments").and_then(Value::as_str) {
+            call.arguments.push_str(arguments);
+        }
+    }
+}
+
+/// The tool calls of a whole (not streamed) message.
+fn whole_tool_calls(message: &Value) -> Vec<ToolCallRequest> {
+    message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|call| ToolCallRequest {
+                    id: call["id"].as_str().unwrap_or_default().to_string(),
+                    name: call
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                    arguments: call
+                        .pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn usage_from(body: &Value) -> TokenUsage {
@@ -245,232 +423,32 @@ impl LlmProvider for OpenAiCompatibleProvider {
         request: &ModelRequest,
         deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
-        let body = self.request_body(request);
-        let attempts = self.config.max_attempts.max(1);
-        for attempt in 1..=attempts {
-            let mut streamed_text = false;
-            let failure = match self.attempt_once(&body, &deltas, &mut streamed_text).await {
-                Ok(answer) => return Ok(answer),
-                Err(AttemptFailure::Fatal(error)) => return Err(error),
-                Err(failure) => failure,
-            };
-            let retry_after = match &failure {
-                AttemptFailure::RateLimited { retry_after }
-                | AttemptFailure::Server { retry_after, .. } => *retry_after,
-                _ => None,
-            };
-            if attempt == attempts {
-                return Err(match failure {
-                    AttemptFailure::RateLimited { .. } => LlmError::RateLimited { attempts },
-                    AttemptFailure::Server { status, body, .. } => LlmError::ServerError {
-                        status,
-                        attempts,
-                        body,
-                    },
-                    AttemptFailure::Timeout => LlmError::Timeout { attempts },
-                    AttemptFailure::Transport(message) => LlmError::Transport { attempts, message },
-                    AttemptFailure::Fatal(error) => error,
-                });
-            }
-            if streamed_text {
-                // The retry answers from the start: what was streamed is void.
-                let _ = deltas.send(ModelDelta::Restarted);
-            }
-            let delay = self.backoff_delay(attempt, retry_after);
-            tracing::warn!(
-                attempt,
-                delay_ms = delay.as_millis() as u64,
-                "model call failed; retrying"
-            );
-            tokio::time::sleep(delay).await;
-        }
-        Err(LlmError::UnexpectedResponse("no attempt was made".into()))
+        let streamed = self
+            .call_with_retries(&self.request_body(request), &deltas)
+            .await?;
+        Ok(ModelAnswer {
+            content: streamed.content,
+            usage: streamed.usage,
+            model: streamed.model,
+        })
+    }
+
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        session: &ToolSession,
+        deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<SessionAnswer, LlmError> {
+        let body = self.conversation_body(request, session);
+        let streamed = self.call_with_retries(&body, &deltas).await?;
+        Ok(SessionAnswer {
+            content: streamed.content,
+            tool_calls: streamed.tool_calls,
+            usage: streamed.usage,
+            model: streamed.model,
+        })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use scripted_llm::{Behavior, ScriptedLlmServer, gap_between};
-
-    fn request() -> ModelRequest {
-        ModelRequest {
-            system_instruction: "be brief".into(),
-            user_message: "{}".into(),
-            schema_name: "answer".into(),
-            output_schema: std::sync::Arc::new(
-                json!({"type": "object", "required": ["greeting"], "properties": {"greeting": {"type": "string"}}}),
-            ),
-        }
-    }
-
-    fn provider(server: &ScriptedLlmServer) -> OpenAiCompatibleProvider {
-        let mut config = OpenAiCompatibleConfig::new(
-            server.base_url(),
-            "scripted-model",
-            Some("sk-test".into()),
-        );
-        config.initial_backoff = Duration::from_millis(5);
-        config.max_backoff = Duration::from_millis(20);
-        OpenAiCompatibleProvider::new(config).unwrap()
-    }
-
-    #[tokio::test]
-    async fn streams_deltas_and_returns_the_whole_answer_with_usage() {
-        let server = ScriptedLlmServer::start().await.unwrap();
-        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-        let answer = provider(&server)
-            .complete(&request(), sender)
-            .await
-            .unwrap();
-        let mut streamed = String::new();
-        let mut pieces = 0;
-        while let Ok(piece) = receiver.try_recv() {
-            let ModelDelta::Text(piece) = piece else {
-                unreachable!("nothing restarted")
-            };
-            streamed.push_str(&piece);
-            pieces += 1;
-        }
-        assert_eq!(streamed, answer.content);
-        assert!(pieces >= 2, "expected several deltas, got {pieces}");
-        let parsed: Value = serde_json::from_str(&answer.content).unwrap();
-        assert!(parsed["greeting"].is_string());
-        assert!(answer.usage.completion_tokens > 0);
-        let sent = &server.requests()[0].body;
-        assert_eq!(sent["response_format"]["type"], "json_schema");
-        assert_eq!(sent["stream"], true);
-    }
-
-    #[tokio::test]
-    async fn a_stream_cut_mid_answer_is_retried_and_voided_with_a_restart() {
-        let server = ScriptedLlmServer::start().await.unwrap();
-        server.push_behaviors([Behavior::BrokenStream { after_chunks: 2 }]);
-        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
-        let answer = provider(&server)
-            .complete(&request(), sender)
-            .await
-            .unwrap();
-        let mut deltas = Vec::new();
-        while let Ok(delta) = receiver.try_recv() {
-            deltas.push(delta);
-        }
-        let restart = deltas
-            .iter()
-            .position(|delta| *delta == ModelDelta::Restarted)
-            .unwrap();
-        assert_eq!(restart, 2, "two chunks streamed before the cut");
-        let after_restart: String = deltas[restart + 1..]
-            .iter()
-            .map(|delta| match delta {
-                ModelDelta::Text(text) => text.as_str(),
-                ModelDelta::Restarted => unreachable!("one restart"),
-            })
-            .collect();
-        assert_eq!(after_restart, answer.content);
-        assert_eq!(server.request_count(), 2);
-        assert!(serde_json::from_str::<Value>(&answer.content).is_ok());
-    }
-
-    #[tokio::test]
-    async fn retries_server_errors_then_succeeds() {
-        let server = ScriptedLlmServer::start().await.unwrap();
-        server.push_behaviors([
-            Behavior::Status {
-                status: 500,
-                retry_after_seconds: None,
-            },
-            Behavior::Status {
-                status: 503,
-                retry_after_seconds: None,
-            },
-        ]);
-        let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
-        provider(&server)
-            .complete(&request(), sender)
-            .await
-            .unwrap();
-        assert_eq!(server.request_count(), 3);
-    }
-
-    #[tokio::test]
-    async fn gives_up_after_the_attempt_bound() {
-        let server = ScriptedLlmServer::start().await.unwrap();
-        server.push_behaviors((0..5).map(|_| Behavior::Status {
-            status: 500,
-            retry_after_seconds: None,
-        }));
-        let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
-        let error = provider(&server)
-            .complete(&request(), sender)
-            .await
-            .unwrap_err();
-        assert_eq!(
-            error,
-            LlmError::ServerError {
-                status: 500,
-                attempts: 5,
-                body: r#"{"error":{"message":"scripted failure","type":"scripted"}}"#.into()
-            }
-        );
-        assert_eq!(server.request_count(), 5);
-    }
-
-    #[tokio::test]
-    async fn honours_retry_after_on_429() {
-        let server = ScriptedLlmServer::start().await.unwrap();
-        server.push_behaviors([Behavior::Status {
-            status: 429,
-            retry_after_seconds: Some(1),
-        }]);
-        let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
-        provider(&server)
-            .complete(&request(), sender)
-            .await
-            .unwrap();
-        let requests = server.requests();
-        assert_eq!(requests.len(), 2);
-        // The backoff alone is at most 20 ms here; only Retry-After explains a wait near a second.
-        assert!(gap_between(&requests[0], &requests[1]) >= Duration::from_millis(900));
-    }
-
-    #[tokio::test]
-    async fn client_errors_are_not_retried() {
-        let server = ScriptedLlmServer::start().await.unwrap();
-        server.push_behaviors([Behavior::Status {
-            status: 400,
-            retry_after_seconds: None,
-        }]);
-        let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
-        let error = provider(&server)
-            .complete(&request(), sender)
-            .await
-            .unwrap_err();
-        assert!(matches!(
-            error,
-            LlmError::RequestRejected { status: 400, .. }
-        ));
-        assert!(!error.is_retryable());
-        assert_eq!(server.request_count(), 1);
-    }
-
-    #[test]
-    fn backoff_grows_and_stays_under_the_cap() {
-        let mut config = OpenAiCompatibleConfig::new("http://x/v1", "m", None);
-        config.initial_backoff = Duration::from_millis(100);
-        config.max_backoff = Duration::from_millis(1000);
-        let provider = OpenAiCompatibleProvider::new(config).unwrap();
-        for attempt in 1..10 {
-            let delay = provider.backoff_delay(attempt, None);
-            let ceiling = Duration::from_millis((100u64 << (attempt - 1)).min(1000));
-            assert!(
-                delay <= ceiling && delay >= ceiling / 2,
-                "attempt {attempt}: {delay:?}"
-            );
-        }
-        assert_eq!(
-            provider.backoff_delay(1, Some(Duration::from_secs(3))),
-            Duration::from_secs(3)
-        );
-    }
-}
+mod tests;

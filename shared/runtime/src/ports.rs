@@ -247,6 +247,23 @@ pub trait LlmProvider: Send + Sync {
         request: &ModelRequest,
         deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError>;
+
+    /// One turn of a conversation with tools: `request` (system instruction,
+    /// first user message, the answer's schema) followed by `session`'s
+    /// turns, with its tools offered. The answer is text, tool calls, or
+    /// both. A provider that cannot call tools says so.
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        session: &baton_core::conversation::ToolSession,
+        deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<baton_core::conversation::SessionAnswer, LlmError> {
+        let _ = (request, session, deltas);
+        Err(LlmError::Configuration(format!(
+            "the model provider `{}` cannot call tools",
+            self.model_name()
+        )))
+    }
 }
 
 /// Capabilities agents register at run time, per

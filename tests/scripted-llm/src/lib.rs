@@ -49,6 +49,17 @@ pub enum Behavior {
     /// the response with neither a `finish_reason` nor `[DONE]` (a
     /// connection cut mid-answer).
     BrokenStream { after_chunks: usize },
+    /// Ask for these tool calls instead of answering (streamed in pieces as
+    /// OpenAI does: the id and name first, the arguments in two halves;
+    /// `finish_reason: "tool_calls"`). Ids are `call_0`, `call_1`, ….
+    ToolCalls { calls: Vec<ScriptedToolCall> },
+}
+
+/// One tool call a [`Behavior::ToolCalls`] asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptedToolCall {
+    pub name: String,
+    pub arguments: Value,
 }
 
 /// One request as the server saw it.
@@ -212,6 +223,9 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
         Behavior::Content { content } => content.clone(),
         Behavior::MalformedJson => "{\"this is\": not json".to_string(),
         Behavior::SchemaViolating => json!({"scriptedUnexpectedProperty": true}).to_string(),
+        Behavior::ToolCalls { calls } => {
+            return tool_calls_response(&body, calls);
+        }
     };
     let model = body
         .get("model")
@@ -259,6 +273,58 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
     Response::builder()
         .header(header::CONTENT_TYPE, "text/event-stream")
         .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// A turn that asks for `calls`, streamed or whole as the request asks.
+fn tool_calls_response(body: &Value, calls: &[ScriptedToolCall]) -> Response {
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("scripted");
+    let usage = json!({"prompt_tokens": body.to_string().len() / 4, "completion_tokens": 8, "total_tokens": body.to_string().len() / 4 + 8});
+    if !body.get("stream").and_then(Value::as_bool).unwrap_or(false) {
+        let whole: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(index, call)| json!({"id": format!("call_{index}"), "type": "function",
+                                        "function": {"name": call.name, "arguments": call.arguments.to_string()}}))
+            .collect();
+        return axum::Json(json!({"id": "chatcmpl-scripted", "object": "chat.completion", "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": whole}, "finish_reason": "tool_calls"}],
+            "usage": usage}))
+        .into_response();
+    }
+    let chunk = |delta: Value, finish: Value| {
+        let chunk = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    let mut frames = String::new();
+    for (index, call) in calls.iter().enumerate() {
+        frames.push_str(&chunk(
+            json!({"tool_calls": [{"index": index, "id": format!("call_{index}"), "type": "function",
+                                   "function": {"name": call.name, "arguments": ""}}]}),
+            Value::Null,
+        ));
+        let arguments = call.arguments.to_string();
+        let middle = arguments.len() / 2;
+        let middle = (middle..=arguments.len())
+            .find(|at| arguments.is_char_boundary(*at))
+            .unwrap_or(arguments.len());
+        for half in [&arguments[..middle], &arguments[middle..]] {
+            frames.push_str(&chunk(
+                json!({"tool_calls": [{"index": index, "function": {"arguments": half}}]}),
+                Value::Null,
+            ));
+        }
+    }
+    let last = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "usage": usage});
+    frames.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .body(Body::from(frames))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 

@@ -1,0 +1,67 @@
+//! A model conversation with tools: the tools offered, the turns so far
+//! (assistant tool calls, their results, text), and what a turn answered.
+//! The engine keeps these in the run state between steps; the model port
+//! (`LlmProvider::converse`) sends them.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::run::TokenUsage;
+
+/// A tool offered to the model (its definition as the provider sends it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OfferedTool {
+    pub name: String,
+    pub description: String,
+    pub parameters: Arc<Value>,
+}
+
+/// A call the model asked for; `arguments` is the JSON text it wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRequest {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// One earlier turn of the conversation, after the system instruction and
+/// the first user message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum SessionTurn {
+    User {
+        content: String,
+    },
+    Assistant {
+        #[serde(default)]
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCallRequest>,
+    },
+    /// A tool call's result (or error) as the model reads it.
+    Tool {
+        call_id: String,
+        content: String,
+    },
+}
+
+/// The tools and turns of a conversation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSession {
+    pub tools: Vec<OfferedTool>,
+    pub turns: Vec<SessionTurn>,
+}
+
+/// What one model turn answered: text, or tool calls (or both).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionAnswer {
+    pub content: String,
+    pub tool_calls: Vec<ToolCallRequest>,
+    pub usage: TokenUsage,
+    pub model: String,
+}
