@@ -293,22 +293,11 @@ pub(super) fn fire_timer(
                         "no answer to the human task within its SLA (due {})",
                         timer.due_at
                     );
-                    if let Some(record) = step.state.nodes.get_mut(node_id) {
-                        record.status = NodeStatus::Failed;
-                        record.error = Some(reason.clone());
-                    }
-                    let failed = frames::node_error(
-                        &step.stamp(),
+                    step.fail_node(
                         node,
-                        reason.clone(),
-                        &frames::NodeErrorPayload {
-                            code: FailureCode::HumanTaskTimedOut,
-                            attempt: *attempt,
-                        },
-                    );
-                    step.emit(failed);
-                    step.fail_run(
+                        *attempt,
                         FailureCode::HumanTaskTimedOut,
+                        &reason,
                         &format!("node {node_id}: {reason}"),
                     );
                 }

@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use crate::CoreError;
 use crate::codes::FailureCode;
-use crate::frames;
 use crate::instant::Instant;
 use crate::run::{NodeStatus, RunState, RunStatus};
 use crate::schema::{SchemaViolation, collect_violations};
@@ -139,22 +138,11 @@ pub fn decline_human_node(
     };
     let mut step = StepContext::new(state, now, engine);
     drop_task_timer(&mut step, decline.node_id, attempt);
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
-        record.status = NodeStatus::Failed;
-        record.error = Some(reason.clone());
-    }
-    let failed = frames::node_error(
-        &step.stamp(),
+    step.fail_node(
         node,
-        reason.clone(),
-        &frames::NodeErrorPayload {
-            code: FailureCode::HumanDeclined,
-            attempt,
-        },
-    );
-    step.emit(failed);
-    step.fail_run(
+        attempt,
         FailureCode::HumanDeclined,
+        &reason,
         &format!("node {} {reason}", node.node_id),
     );
     Ok(Ok(step.into_decision()))

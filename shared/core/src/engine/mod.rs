@@ -287,6 +287,30 @@ impl<'e, 'r> StepContext<'e, 'r> {
             .insert(timer_id, Timer { due_at, purpose });
     }
 
+    /// Fails `node` for good (its record, a `node_error` saying `reason`)
+    /// and with it the run (`run_message` in its `error`).
+    pub(crate) fn fail_node(
+        &mut self,
+        node: &crate::plan::PlanNode,
+        attempt: u32,
+        code: FailureCode,
+        reason: &str,
+        run_message: &str,
+    ) {
+        if let Some(record) = self.state.nodes.get_mut(&node.node_id) {
+            record.status = NodeStatus::Failed;
+            record.error = Some(reason.to_string());
+        }
+        let failed = frames::node_error(
+            &self.stamp(),
+            node,
+            reason.to_string(),
+            &frames::NodeErrorPayload { code, attempt },
+        );
+        self.emit(failed);
+        self.fail_run(code, run_message);
+    }
+
     /// Ends the run with `code`: status failed, an `error` frame.
     pub fn fail_run(&mut self, code: FailureCode, message: &str) {
         self.end_run(RunStatus::Failed, code, message, message);

@@ -188,21 +188,8 @@ pub(super) fn resume_node(
             judge_answer(&mut step, node, call.attempt, parsed, answer.usage)?;
         }
         EffectOutcome::ModelFailed { code, message } => {
-            if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
-                record.status = NodeStatus::Failed;
-                record.error = Some(message.clone());
-            }
-            let failed = frames::node_error(
-                &step.stamp(),
-                node,
-                message.clone(),
-                &frames::NodeErrorPayload {
-                    code,
-                    attempt: call.attempt,
-                },
-            );
-            step.emit(failed);
-            step.fail_run(code, &format!("node {} failed: {message}", node.node_id));
+            let run_message = format!("node {} failed: {message}", node.node_id);
+            step.fail_node(node, call.attempt, code, &message, &run_message);
         }
     }
     Ok(step.into_advance())
@@ -416,23 +403,11 @@ fn reprompt_or_fail(
     if fall_back_to_next_capability(step, node)? {
         return policy::continue_run(step);
     }
-    let reason = format!("output contract still violated after {attempt} attempts");
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
-        record.status = NodeStatus::Failed;
-        record.error = Some(reason.clone());
-    }
-    let failed = frames::node_error(
-        &step.stamp(),
+    step.fail_node(
         node,
-        reason,
-        &frames::NodeErrorPayload {
-            code: FailureCode::OutputContractViolated,
-            attempt,
-        },
-    );
-    step.emit(failed);
-    step.fail_run(
+        attempt,
         FailureCode::OutputContractViolated,
+        &format!("output contract still violated after {attempt} attempts"),
         &format!("node {} never produced valid output", node.node_id),
     );
     Ok(())

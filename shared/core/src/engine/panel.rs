@@ -351,16 +351,6 @@ fn fail_panel(
     reason: String,
 ) {
     step.state.panels.remove(&node.node_id);
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
-        record.status = NodeStatus::Failed;
-        record.error = Some(reason.clone());
-    }
-    let failed = frames::node_error(
-        &step.stamp(),
-        node,
-        reason.clone(),
-        &frames::NodeErrorPayload { code, attempt },
-    );
-    step.emit(failed);
-    step.fail_run(code, &format!("node {} failed: {reason}", node.node_id));
+    let run_message = format!("node {} failed: {reason}", node.node_id);
+    step.fail_node(node, attempt, code, &reason, &run_message);
 }
