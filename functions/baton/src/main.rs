@@ -41,6 +41,9 @@ pub enum OutputFormat {
     Ndjson,
     /// Server-Sent Events, exactly as the HTTP stream sends them.
     Sse,
+    /// One hook event per line (`{event, data, runId, id}`): the frames as an
+    /// agent orchestrator's hook events (`prompt:submit` … `orchestrator:complete`).
+    Hooks,
 }
 
 #[derive(Subcommand)]

@@ -1,8 +1,9 @@
-//! Printing event frames in the three formats.
+//! Printing event frames in the four formats.
 
 use std::io::Write;
 
 use baton_core::event::{EventFrame, EventType};
+use baton_core::hooks::HookRenderer;
 use baton_core::run::RunStatus;
 use serde_json::Value;
 
@@ -11,6 +12,8 @@ use crate::OutputFormat;
 pub struct FramePrinter {
     format: OutputFormat,
     inside_delta_line: bool,
+    hooks: HookRenderer,
+    last_frame: Option<(u64, String)>,
 }
 
 impl FramePrinter {
@@ -18,6 +21,8 @@ impl FramePrinter {
         FramePrinter {
             format,
             inside_delta_line: false,
+            hooks: HookRenderer::default(),
+            last_frame: None,
         }
     }
 
@@ -31,7 +36,11 @@ impl FramePrinter {
                 }
                 OutputFormat::Sse => write!(out, "{}", frame.to_sse()),
                 OutputFormat::Pretty => self.write_pretty(&mut out, frame),
+                OutputFormat::Hooks => self.hooks.render(frame).iter().try_for_each(|event| {
+                    writeln!(out, "{}", event.to_line(frame.id, &frame.run_id))
+                }),
             };
+            self.last_frame = Some((frame.id, frame.run_id.clone()));
         }
         let _ = out.flush();
     }
@@ -120,6 +129,15 @@ impl FramePrinter {
     }
 
     pub fn finish(&mut self, status: RunStatus, output: Option<&Value>) {
+        if self.format == OutputFormat::Hooks {
+            // A run waiting for a person ends its hook stream too.
+            if let (Some(event), Some((id, run_id))) =
+                (self.hooks.finish_unended(), self.last_frame.as_ref())
+            {
+                println!("{}", event.to_line(*id, run_id));
+            }
+            return;
+        }
         if self.format != OutputFormat::Pretty {
             return;
         }

@@ -1449,3 +1449,61 @@ async fn a_reviewer_that_cannot_run_is_an_explained_plan_rejection() {
     );
     assert_eq!(server.request_count(), 0, "nothing ran");
 }
+
+/// `baton run ENVELOPE --format hooks [--store memory]`: (exit code, hook events).
+async fn run_hooks(server: &ScriptedLlmServer, envelope: &Path) -> (i32, Vec<Value>) {
+    let output = baton(
+        Some(server),
+        &[
+            "run",
+            envelope.to_str().unwrap(),
+            "--format",
+            "hooks",
+            "--store",
+            "memory",
+        ],
+    )
+    .await;
+    let events = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    (output.status.code().unwrap(), events)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn hooks_render_the_run_and_orchestrator_complete_comes_last() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let envelope = repository_root().join("registry/examples/seed-10.1-sample-envelope.json");
+    let (code, events) = run_hooks(&server, &envelope).await;
+    assert_eq!(code, 0);
+    let names: Vec<&str> = events
+        .iter()
+        .map(|event| event["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"prompt:submit"));
+    assert_eq!(
+        &names[names.len() - 2..],
+        ["prompt:complete", "orchestrator:complete"]
+    );
+    let requests = names
+        .iter()
+        .filter(|name| **name == "provider:request")
+        .count();
+    assert_eq!(
+        requests,
+        server.request_count(),
+        "one provider:request per model call"
+    );
+    assert_eq!(
+        events.last().unwrap()["data"],
+        serde_json::json!({"orchestrator": "baton", "turn_count": requests, "status": "success"})
+    );
+    assert!(names.contains(&"provider:stream") && names.contains(&"provider:response"));
+    // A run that waits for a person ends its hook stream too.
+    let (parked, events) = run_hooks(&server, &fixture("human-review.json")).await;
+    assert_eq!(parked, 4);
+    assert_eq!(events.last().unwrap()["event"], "orchestrator:complete");
+    assert_eq!(events.last().unwrap()["data"]["status"], "incomplete");
+}

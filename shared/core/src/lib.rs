@@ -32,6 +32,7 @@ pub mod event;
 pub mod facet;
 pub mod frames;
 pub mod governance;
+pub mod hooks;
 pub mod instant;
 pub mod llm_planner;
 pub mod logic;

@@ -1,0 +1,216 @@
+//! The stream rendered as an agent orchestrator's hook events (`--format
+//! hooks`): the same frames, named the way hook-based orchestrators name
+//! them. One table, kept in the README:
+//!
+//! | frame | hook event | data |
+//! | --- | --- | --- |
+//! | `start` | `prompt:submit` | `prompt` (the objective), `runId` |
+//! | `node_start` (AI) | `provider:request` | `nodeId`, `capabilityId`, `iteration` (the attempt) |
+//! | `delta` | `provider:stream` | `nodeId`, `chunk` |
+//! | `node_complete` | `provider:response` | `nodeId`, `response` (the output) |
+//! | `tool_call` | `tool:pre` | `tool_name`, `input` |
+//! | `tool_result` | `tool:post` | `tool_name`, `result` |
+//! | `complete` | `prompt:complete`, then `orchestrator:complete` | `response`; `orchestrator`, `turn_count`, `status: success` |
+//! | `error` | `orchestrator:complete` | `orchestrator`, `turn_count`, `status: error`, `code` |
+//! | (the stream stops on a run waiting for a person) | `orchestrator:complete` | `status: incomplete` |
+//!
+//! Other frames have no hook event. `orchestrator:complete` comes once and
+//! last; `turn_count` counts model requests.
+
+use serde_json::{Value, json};
+
+use crate::event::{EventFrame, EventType};
+
+/// The orchestrator's name in `orchestrator:complete`.
+pub const ORCHESTRATOR_NAME: &str = "baton";
+
+/// One hook event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HookEvent {
+    pub event: &'static str,
+    pub data: Value,
+}
+
+impl HookEvent {
+    /// As one NDJSON line: `{event, data, runId, id}` (`id`: the frame's sequence).
+    pub fn to_line(&self, frame_id: u64, run_id: &str) -> String {
+        json!({"event": self.event, "data": self.data, "runId": run_id, "id": frame_id}).to_string()
+    }
+}
+
+/// Renders a run's frames in order.
+#[derive(Debug, Default)]
+pub struct HookRenderer {
+    turns: u32,
+    ended: bool,
+}
+
+impl HookRenderer {
+    fn ended(&mut self, status: &str, extra: Option<(&str, Value)>) -> HookEvent {
+        self.ended = true;
+        let mut data =
+            json!({"orchestrator": ORCHESTRATOR_NAME, "turn_count": self.turns, "status": status});
+        if let Some((key, value)) = extra {
+            data[key] = value;
+        }
+        HookEvent {
+            event: "orchestrator:complete",
+            data,
+        }
+    }
+
+    /// The hook events of `frame` (none for most frames).
+    pub fn render(&mut self, frame: &EventFrame) -> Vec<HookEvent> {
+        if self.ended {
+            return Vec::new();
+        }
+        let payload = frame.payload.clone().unwrap_or(Value::Null);
+        let node = frame.node_id.clone().unwrap_or_default();
+        let event = |event: &'static str, data: Value| HookEvent { event, data };
+        match frame.event_type {
+            EventType::Start => vec![event(
+                "prompt:submit",
+                json!({"prompt": payload["objective"], "runId": frame.run_id}),
+            )],
+            EventType::NodeStart if payload["executorType"] == "ai" => {
+                self.turns += 1;
+                vec![event(
+                    "provider:request",
+                    json!({"nodeId": node, "capabilityId": payload["capabilityId"], "iteration": payload["attempt"]}),
+                )]
+            }
+            EventType::Delta => vec![event(
+                "provider:stream",
+                json!({"nodeId": node, "chunk": frame.message.clone().unwrap_or_default()}),
+            )],
+            EventType::NodeComplete => vec![event(
+                "provider:response",
+                json!({"nodeId": node, "response": payload["output"]}),
+            )],
+            EventType::ToolCall => vec![event(
+                "tool:pre",
+                json!({"tool_name": payload["toolName"], "input": payload["args"]}),
+            )],
+            EventType::ToolResult => vec![event(
+                "tool:post",
+                json!({"tool_name": payload["toolName"], "result": payload["result"]}),
+            )],
+            EventType::Complete => vec![
+                event("prompt:complete", json!({"response": payload["output"]})),
+                self.ended("success", None),
+            ],
+            EventType::Error => vec![self.ended("error", Some(("code", payload["code"].clone())))],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The stream stopped without an ending (the run waits for a person):
+    /// `orchestrator:complete` with `status: incomplete`, unless one came.
+    pub fn finish_unended(&mut self) -> Option<HookEvent> {
+        (!self.ended).then(|| self.ended("incomplete", None))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(event_type: EventType, node: Option<&str>, payload: Value) -> EventFrame {
+        EventFrame {
+            event_type,
+            id: 1,
+            timestamp: "2026-01-01T00:00:00Z".into(),
+            run_id: "run_1".into(),
+            correlation_id: "c".into(),
+            node_id: node.map(str::to_string),
+            plan_version: 1,
+            message: Some("chunk".into()),
+            payload: Some(payload),
+            facet_provenance: None,
+        }
+    }
+
+    #[test]
+    fn a_run_renders_as_hook_events_ending_once_with_orchestrator_complete() {
+        let mut renderer = HookRenderer::default();
+        let frames = [
+            frame(EventType::Start, None, json!({"objective": "o"})),
+            frame(EventType::Phase, None, json!({"phase": "planning"})),
+            frame(
+                EventType::NodeStart,
+                Some("node_1"),
+                json!({"executorType": "ai", "capabilityId": "c", "attempt": 1}),
+            ),
+            frame(EventType::Delta, Some("node_1"), Value::Null),
+            frame(
+                EventType::ToolCall,
+                Some("node_1"),
+                json!({"toolName": "t", "args": {"a": 1}}),
+            ),
+            frame(
+                EventType::ToolResult,
+                Some("node_1"),
+                json!({"toolName": "t", "result": {"b": 2}}),
+            ),
+            frame(
+                EventType::NodeComplete,
+                Some("node_1"),
+                json!({"output": {"x": 1}}),
+            ),
+            frame(
+                EventType::NodeStart,
+                Some("node_2"),
+                json!({"executorType": "builtin"}),
+            ),
+            frame(EventType::Complete, None, json!({"output": {"x": 1}})),
+            frame(EventType::Error, None, json!({"code": "cancelled"})),
+        ];
+        let events: Vec<HookEvent> = frames
+            .iter()
+            .flat_map(|frame| renderer.render(frame))
+            .collect();
+        let names: Vec<&str> = events.iter().map(|event| event.event).collect();
+        assert_eq!(
+            names,
+            [
+                "prompt:submit",
+                "provider:request",
+                "provider:stream",
+                "tool:pre",
+                "tool:post",
+                "provider:response",
+                "prompt:complete",
+                "orchestrator:complete"
+            ]
+        );
+        assert_eq!(
+            events.last().unwrap().data,
+            json!({"orchestrator": "baton", "turn_count": 1, "status": "success"})
+        );
+        assert_eq!(events[3].data, json!({"tool_name": "t", "input": {"a": 1}}));
+        assert_eq!(renderer.finish_unended(), None, "it ended once");
+    }
+
+    #[test]
+    fn a_failed_or_parked_run_ends_with_its_status() {
+        let mut failed = HookRenderer::default();
+        let events = failed.render(&frame(
+            EventType::Error,
+            None,
+            json!({"code": "plan_rejected", "status": "plan_rejected"}),
+        ));
+        assert_eq!(
+            events[0].data,
+            json!({"orchestrator": "baton", "turn_count": 0, "status": "error", "code": "plan_rejected"})
+        );
+        let mut parked = HookRenderer::default();
+        parked.render(&frame(EventType::Start, None, json!({"objective": "o"})));
+        let last = parked.finish_unended().unwrap();
+        assert_eq!(last.data["status"], "incomplete");
+        assert_eq!(
+            last.to_line(7, "run_1"),
+            json!({"event": "orchestrator:complete", "data": last.data, "runId": "run_1", "id": 7})
+                .to_string()
+        );
+    }
+}
