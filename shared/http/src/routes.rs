@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::auth::{Tenant, TokenAuthenticator};
 use crate::error::ApiError;
 use crate::snapshot::RunSnapshotResponse;
-use crate::sse::sse_response;
+use crate::sse::{Dialect, sse_response_in};
 
 /// Tunables of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -142,11 +142,28 @@ async fn create_run(
         .into_response())
 }
 
+/// `?dialect=frames|hooks` of the SSE routes.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct StreamQuery {
+    dialect: Option<String>,
+}
+
+impl StreamQuery {
+    pub(crate) fn dialect(&self) -> Result<Dialect, ApiError> {
+        Dialect::parse(self.dialect.as_deref()).map_err(|message| {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_dialect", message)
+                .with_details(json!({"parameter": "dialect"}))
+        })
+    }
+}
+
 async fn create_run_and_stream(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    Query(query): Query<StreamQuery>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let dialect = query.dialect()?;
     let envelope = parse_json_body(&body)?;
     let submitted = state.runs.submit(&tenant.0, &envelope).await?;
     let frames = state.runs.follow(
@@ -155,7 +172,7 @@ async fn create_run_and_stream(
         0,
         state.settings.poll_interval,
     );
-    Ok(sse_response(frames, state.settings.heartbeat))
+    Ok(sse_response_in(frames, state.settings.heartbeat, dialect))
 }
 
 fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
@@ -185,8 +202,10 @@ async fn run_events(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     Path(run_id): Path<String>,
+    Query(query): Query<StreamQuery>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let dialect = query.dialect()?;
     let after = last_event_id(&headers)?;
     if state.runs.load(&tenant.0, &run_id).await?.is_none() {
         return Err(ApiError::run_not_found(&run_id));
@@ -194,7 +213,7 @@ async fn run_events(
     let frames = state
         .runs
         .follow(&tenant.0, &run_id, after, state.settings.poll_interval);
-    Ok(sse_response(frames, state.settings.heartbeat))
+    Ok(sse_response_in(frames, state.settings.heartbeat, dialect))
 }
 
 async fn cancel_run(

@@ -963,3 +963,98 @@ async fn a_bad_panel_request_is_422_with_its_path_and_starts_nothing() {
     assert_eq!(unauthenticated.status(), 401);
     assert_eq!(api.model.request_count(), 0);
 }
+
+/// Reads an SSE response to its end: (id, event name, data JSON), no frame checks.
+async fn read_raw_sse(response: reqwest::Response) -> Vec<(String, String, Value)> {
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut events = response.bytes_stream().eventsource();
+    let mut read = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(20), events.next())
+        .await
+        .expect("stream stalled")
+    {
+        let event = event.unwrap();
+        read.push((
+            event.id,
+            event.event,
+            serde_json::from_str(&event.data).unwrap(),
+        ));
+    }
+    read
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hooks_dialect_renders_a_stream_as_hook_events() {
+    let api = start_api().await;
+    let streamed = read_raw_sse(
+        api.client
+            .post(format!("{}/run.stream?dialect=hooks", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .json(&example("seed-10.0.1-stream-contract-variants.json"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let names: Vec<&str> = streamed.iter().map(|(_, name, _)| name.as_str()).collect();
+    assert_eq!(names.first(), Some(&"prompt:submit"));
+    assert_eq!(names.last(), Some(&"orchestrator:complete"));
+    assert_eq!(
+        names
+            .iter()
+            .filter(|name| **name == "orchestrator:complete")
+            .count(),
+        1
+    );
+    let (_, _, ended) = streamed.last().unwrap();
+    assert_eq!(ended["data"]["status"], "success");
+    assert_eq!(
+        ended["data"]["turn_count"].as_u64().unwrap() as usize,
+        api.model.request_count()
+    );
+    // The same run replayed in the hooks dialect gives the same events.
+    let run_id = streamed[0].2["runId"].as_str().unwrap();
+    let replayed = read_raw_sse(
+        api.client
+            .get(format!("{}/runs/{run_id}/events?dialect=hooks", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(replayed, streamed);
+    // A run that parks on a person ends its hook stream too.
+    let human_review: Value = serde_json::from_str(
+        &std::fs::read_to_string(baton_test_support::repository_path(
+            "functions/baton/tests/fixtures/human-review.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let parked = read_raw_sse(
+        api.client
+            .post(format!("{}/run.stream?dialect=hooks", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .json(&human_review)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let (_, name, last) = parked.last().unwrap();
+    assert_eq!(name, "orchestrator:complete");
+    assert_eq!(last["data"]["status"], "incomplete");
+    let refused = api
+        .client
+        .post(format!("{}/run.stream?dialect=smoke-signals", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&example("seed-10.0.1-stream-contract-variants.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let error: Value = refused.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "invalid_dialect");
+    assert_eq!(error["error"]["details"]["parameter"], "dialect");
+}
