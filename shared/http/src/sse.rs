@@ -26,25 +26,7 @@ pub fn sse_response(
     frames: impl Stream<Item = EventFrame> + Send + 'static,
     heartbeat: Duration,
 ) -> Response {
-    let frames: BoxStream<'static, EventFrame> = frames.boxed();
-    let body = stream::unfold(frames, move |mut frames| async move {
-        // `next()` is cancel-safe: the follower keeps its pending read.
-        tokio::select! {
-            frame = frames.next() => {
-                let frame = frame?;
-                Some((Ok::<_, Infallible>(Bytes::from(frame.to_sse())), frames))
-            }
-            _ = tokio::time::sleep(heartbeat) => Some((Ok(Bytes::from_static(HEARTBEAT)), frames)),
-        }
-    });
-    let mut response = Body::from_stream(body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    sse_bytes_response(frames.map(|frame| Bytes::from(frame.to_sse())), heartbeat)
 }
 
 /// How a stream renders its frames.
@@ -119,6 +101,7 @@ fn sse_bytes_response(
 ) -> Response {
     let events: BoxStream<'static, Bytes> = events.boxed();
     let body = stream::unfold(events, move |mut events| async move {
+        // `next()` is cancel-safe: the follower keeps its pending read.
         tokio::select! {
             bytes = events.next() => Some((Ok::<_, Infallible>(bytes?), events)),
             _ = tokio::time::sleep(heartbeat) => Some((Ok(Bytes::from_static(HEARTBEAT)), events)),
