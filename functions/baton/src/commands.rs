@@ -173,10 +173,14 @@ pub(crate) async fn embedded_services(
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
     let ports = embedded_store_ports(store, queue.clone(), clock, left_over).await?;
+    let executors = baton_bootstrap::Executors {
+        llm,
+        tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
+    };
     let services = baton_bootstrap::services_over(
         registry,
         ports,
-        llm,
+        executors,
         baton_bootstrap::settings_from(configuration),
         format!("local-{}", std::process::id()),
     );
@@ -193,10 +197,14 @@ async fn cloud_services(
         .await
         .map_err(startup)?;
     let queue = ports.queue.clone();
+    let executors = baton_bootstrap::Executors {
+        llm,
+        tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
+    };
     let services = baton_bootstrap::services_over(
         registry,
         ports,
-        llm,
+        executors,
         baton_bootstrap::settings_from(configuration),
         format!("serve-{}", std::process::id()),
     );

@@ -43,6 +43,12 @@ pub struct Configuration {
     /// appended to the event log while it answers (default 100); `off`
     /// keeps no deltas (each batch is one DynamoDB transaction in the cloud).
     pub delta_flush: DeltaFlush,
+    /// `BATON_SESSION_MAX_SECONDS`: how long an agent session may last
+    /// across its steps before its watchdog ends it incomplete.
+    pub agent_session_limit: Duration,
+    /// `BATON_OUTBOUND_HTTP_HOSTS`: hosts tools may reach over plain http
+    /// (`host,host`; local development only; everything else is https).
+    pub outbound_http_hosts: String,
     /// `BATON_LOG`: tracing filter.
     pub log_filter: Option<String>,
     /// `AWS_LAMBDA_LOG_STREAM_NAME`: unique per Lambda instance; scopes node claims.
@@ -92,6 +98,17 @@ impl Configuration {
                 }
             },
         };
+        let agent_session_limit = match non_empty(read, "BATON_SESSION_MAX_SECONDS") {
+            None => baton_core::agents::DEFAULT_SESSION_LIMIT,
+            Some(text) => match text.parse::<u64>() {
+                Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
+                _ => {
+                    return Err(StartupError(format!(
+                        "BATON_SESSION_MAX_SECONDS must be a positive number of seconds (got `{text}`)"
+                    )));
+                }
+            },
+        };
         let delta_flush = match non_empty(read, "BATON_DELTA_FLUSH_MILLIS").as_deref() {
             None => DeltaFlush::Every(Duration::from_millis(100)),
             Some("off") => DeltaFlush::Off,
@@ -113,6 +130,8 @@ impl Configuration {
             queue_url: non_empty(read, "BATON_QUEUE_URL"),
             sweep_after,
             human_task_timeout,
+            agent_session_limit,
+            outbound_http_hosts: non_empty(read, "BATON_OUTBOUND_HTTP_HOSTS").unwrap_or_default(),
             log_filter: non_empty(read, "BATON_LOG"),
             lambda_log_stream: non_empty(read, "AWS_LAMBDA_LOG_STREAM_NAME"),
         })
@@ -155,11 +174,14 @@ mod tests {
         assert_eq!(defaults.planner, PlannerChoice::Deterministic);
         assert_eq!(defaults.sweep_after, Duration::from_secs(300));
         assert_eq!(defaults.human_task_timeout, Duration::from_secs(900));
+        assert_eq!(defaults.agent_session_limit, Duration::from_secs(90));
         assert_eq!(defaults.worker_id("step"), "step");
         let set = Configuration::from_variables(&reader(&[
             ("BATON_PLANNER", "llm"),
             ("BATON_SWEEP_AFTER_SECONDS", "5"),
             ("BATON_HUMAN_TASK_TIMEOUT_SECONDS", "60"),
+            ("BATON_SESSION_MAX_SECONDS", "30"),
+            ("BATON_OUTBOUND_HTTP_HOSTS", "localhost"),
             ("BATON_TABLE", " runs "),
             ("AWS_LAMBDA_LOG_STREAM_NAME", "2026/11/22/[$LATEST]abc"),
         ]))
@@ -167,6 +189,8 @@ mod tests {
         assert_eq!(set.planner, PlannerChoice::Llm);
         assert_eq!(set.sweep_after, Duration::from_secs(5));
         assert_eq!(set.human_task_timeout, Duration::from_secs(60));
+        assert_eq!(set.agent_session_limit, Duration::from_secs(30));
+        assert_eq!(set.outbound_http_hosts, "localhost");
         assert_eq!(set.table.as_deref(), Some("runs"));
         assert_eq!(set.worker_id("step"), "2026/11/22/[$LATEST]abc");
         for (name, value, named) in [
@@ -180,6 +204,11 @@ mod tests {
                 "BATON_HUMAN_TASK_TIMEOUT_SECONDS",
                 "0",
                 "BATON_HUMAN_TASK_TIMEOUT_SECONDS",
+            ),
+            (
+                "BATON_SESSION_MAX_SECONDS",
+                "soon",
+                "BATON_SESSION_MAX_SECONDS",
             ),
         ] {
             let pairs: &'static [(&'static str, &'static str)] =

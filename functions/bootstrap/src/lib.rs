@@ -133,17 +133,32 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
     OrchestratorSettings {
         planner: configuration.planner,
         human_task_timeout: configuration.human_task_timeout,
+        agent_session_limit: configuration.agent_session_limit,
         stream_deltas,
         delta_flush_interval,
         ..defaults
     }
 }
 
-/// The services over `ports` with `llm`.
+/// The executors of agents' tool calls (HTTP through the outbound guard,
+/// `{"env": …}` headers read from the process environment, the builtins).
+#[cfg(feature = "model")]
+pub fn tool_runner_from(
+    configuration: &Configuration,
+    registry: Arc<Registry>,
+) -> Arc<dyn baton_runtime::ports::ToolRunner> {
+    Arc::new(baton_tools::ToolRunner::new(
+        registry,
+        &configuration.outbound_http_hosts,
+        Arc::new(crate::config::process_environment),
+    ))
+}
+
+/// The services over `ports` with `llm` and `tools`.
 pub fn services_over(
     registry: Arc<Registry>,
     ports: StorePorts,
-    llm: Arc<dyn LlmProvider>,
+    executors: Executors,
     settings: OrchestratorSettings,
     worker_id: String,
 ) -> Services {
@@ -153,15 +168,22 @@ pub fn services_over(
             store: ports.store,
             queue: ports.queue,
             capability_directory: ports.capability_directory,
-            llm,
+            llm: executors.llm,
             clock: ports.clock,
             ids: Arc::new(RandomIds),
             // The run's event log holds every transcript; no ledger is configured.
             transcripts: Arc::new(baton_runtime::panels::EventLogTranscripts),
+            tools: executors.tools,
         },
         settings,
         worker_id,
     )
+}
+
+/// Who performs a step's effects: the model and the tools.
+pub struct Executors {
+    pub llm: Arc<dyn LlmProvider>,
+    pub tools: Arc<dyn baton_runtime::ports::ToolRunner>,
 }
 
 /// The cloud services, as the api, stream and ingest functions build them.
@@ -185,11 +207,14 @@ pub fn cloud_services_over(
     worker_role: &str,
 ) -> Result<Services, StartupError> {
     let registry = registry_from(configuration.registry_dir.as_deref())?;
-    let llm = model_from_variables(read)?;
+    let executors = Executors {
+        llm: model_from_variables(read)?,
+        tools: tool_runner_from(configuration, registry.clone()),
+    };
     Ok(services_over(
         registry,
         ports,
-        llm,
+        executors,
         settings_from(configuration),
         configuration.worker_id(worker_role),
     ))
@@ -208,7 +233,10 @@ pub async fn cloud_services_without_model(
     Ok(services_over(
         registry,
         ports,
-        Arc::new(NoModelHere(worker_role.to_string())),
+        Executors {
+            llm: Arc::new(NoModelHere(worker_role.to_string())),
+            tools: Arc::new(baton_runtime::ports::NoToolRunner),
+        },
         settings_from(configuration),
         configuration.worker_id(worker_role),
     ))

@@ -147,7 +147,10 @@ async fn measure(binary: PathBuf) {
             capability_directory: store.clone(),
             clock: Arc::new(baton_runtime::clock::SystemClock),
         },
-        Arc::new(NoModel),
+        baton_bootstrap::Executors {
+            llm: Arc::new(NoModel),
+            tools: Arc::new(baton_runtime::ports::NoToolRunner),
+        },
         baton_runtime::services::OrchestratorSettings::default(),
         "bench".into(),
     );

@@ -419,6 +419,8 @@ async fn main() {
                         }
                     }
                     StepCommand::AskJudge { .. } => "judge step",
+                    StepCommand::AgentTurn { .. } => "agent turn step",
+                    StepCommand::RunTool { .. } => "tool step",
                     StepCommand::FireTimer { .. } => "timer step",
                 };
                 take_usage();

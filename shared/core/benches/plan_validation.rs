@@ -109,6 +109,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             task_surface: None,
             quality_score: None,
             panel: None,
+            agent: None,
         });
     }
     PlanGraph {

@@ -48,6 +48,9 @@ pub enum FailureCode {
     HitlRejected,
     /// A judge panel reached no verdict (no judge ever answered).
     PanelNoVerdict,
+    /// An agent session was ended by a guardrail (tool calls per turn,
+    /// model turns, the session watchdog) before it answered.
+    AgentIncomplete,
 }
 
 impl FailureCode {
@@ -72,6 +75,7 @@ impl FailureCode {
             FailureCode::PolicyFailed => "policy_failed",
             FailureCode::HitlRejected => "hitl_rejected",
             FailureCode::PanelNoVerdict => "panel_no_verdict",
+            FailureCode::AgentIncomplete => "agent_incomplete",
         }
     }
 }
@@ -101,6 +105,13 @@ pub enum WarningCode {
     /// A judge of a panel did not answer a round in time, or answered
     /// outside its contract: it is left out of that round.
     JudgeLeftOut,
+    /// A model turn asked for more tool calls than `maxToolCallsPerTurn`:
+    /// none of them ran and the session ended.
+    ToolCallsPerTurnExceeded,
+    /// A session took `maxIterations` model turns without answering.
+    MaxIterationsReached,
+    /// A session lasted longer than the watchdog allows.
+    SessionTimedOut,
 }
 
 impl WarningCode {
@@ -112,6 +123,9 @@ impl WarningCode {
             WarningCode::CapabilityFallback => "capability_fallback",
             WarningCode::ExecutionDepthReached => "execution_depth_reached",
             WarningCode::JudgeLeftOut => "judge_left_out",
+            WarningCode::ToolCallsPerTurnExceeded => "tool_calls_per_turn_exceeded",
+            WarningCode::MaxIterationsReached => "max_iterations_reached",
+            WarningCode::SessionTimedOut => "session_timed_out",
         }
     }
 }

@@ -65,3 +65,30 @@ pub struct SessionAnswer {
     pub usage: TokenUsage,
     pub model: String,
 }
+
+/// One call of a tool as its executor receives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolInvocation {
+    pub call_id: String,
+    /// Checked against the tool's schema before the call is made.
+    pub arguments: Value,
+    /// `runId:nodeId:turn:callId`: the same for every retry of the call.
+    pub idempotency_key: String,
+}
+
+/// What a tool call produced: a result for the model, or an error it can read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolOutcome {
+    Succeeded(Value),
+    Failed { message: String, retryable: bool },
+}
+
+impl ToolOutcome {
+    /// A failure that the same call would meet again.
+    pub fn failed(message: impl Into<String>) -> Self {
+        ToolOutcome::Failed {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+}

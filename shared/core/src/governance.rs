@@ -173,6 +173,13 @@ pub enum TimerPurpose {
         attempt: u32,
         round: u32,
     },
+    /// An agent session's watchdog: still running by then, it ends
+    /// incomplete.
+    AgentWatchdog {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+    },
     /// An `onTimeout` policy, measured from the run's first plan.
     PolicyTimeout {
         #[serde(rename = "policyId")]

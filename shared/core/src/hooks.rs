@@ -6,12 +6,13 @@
 //! | --- | --- | --- |
 //! | `start` | `prompt:submit` | `prompt` (the objective), `runId` |
 //! | `node_start` (AI) | `provider:request` | `nodeId`, `capabilityId`, `iteration` (the attempt) |
+//! | `agent_state` `thinking` (an agent's model turn) | `provider:request` | `nodeId`, `iteration` (the turn) |
 //! | `delta` | `provider:stream` | `nodeId`, `chunk` |
 //! | `node_complete` | `provider:response` | `nodeId`, `response` (the output) |
 //! | `tool_call` | `tool:pre` | `tool_name`, `input` |
 //! | `tool_result` | `tool:post` | `tool_name`, `result` |
 //! | `complete` | `prompt:complete`, then `orchestrator:complete` | `response`; `orchestrator`, `turn_count`, `status: success` |
-//! | `error` | `orchestrator:complete` | `orchestrator`, `turn_count`, `status: error`, `code` |
+//! | `error` | `orchestrator:complete` | `orchestrator`, `turn_count`, `status: error` (`incomplete` for `agent_incomplete`: a guardrail ended an agent session), `code` |
 //! | (the stream stops on a run waiting for a person) | `orchestrator:complete` | `status: incomplete` |
 //!
 //! Other frames have no hook event. `orchestrator:complete` comes once and
@@ -79,6 +80,13 @@ impl HookRenderer {
                     json!({"nodeId": node, "capabilityId": payload["capabilityId"], "iteration": payload["attempt"]}),
                 )]
             }
+            EventType::AgentState if payload["state"] == "thinking" => {
+                self.turns += 1;
+                vec![event(
+                    "provider:request",
+                    json!({"nodeId": node, "iteration": payload["turn"]}),
+                )]
+            }
             EventType::Delta => vec![event(
                 "provider:stream",
                 json!({"nodeId": node, "chunk": frame.message.clone().unwrap_or_default()}),
@@ -99,7 +107,14 @@ impl HookRenderer {
                 event("prompt:complete", json!({"response": payload["output"]})),
                 self.ended("success", None),
             ],
-            EventType::Error => vec![self.ended("error", Some(("code", payload["code"].clone())))],
+            EventType::Error => {
+                let status = if payload["code"] == "agent_incomplete" {
+                    "incomplete"
+                } else {
+                    "error"
+                };
+                vec![self.ended(status, Some(("code", payload["code"].clone())))]
+            }
             _ => Vec::new(),
         }
     }
@@ -202,6 +217,21 @@ mod tests {
         assert_eq!(
             events[0].data,
             json!({"orchestrator": "baton", "turn_count": 0, "status": "error", "code": "plan_rejected"})
+        );
+        let mut stopped = HookRenderer::default();
+        stopped.render(&frame(
+            EventType::AgentState,
+            Some("node_1"),
+            json!({"state": "thinking", "turn": 0}),
+        ));
+        let events = stopped.render(&frame(
+            EventType::Error,
+            None,
+            json!({"code": "agent_incomplete", "status": "failed"}),
+        ));
+        assert_eq!(
+            events[0].data,
+            json!({"orchestrator": "baton", "turn_count": 1, "status": "incomplete", "code": "agent_incomplete"})
         );
         let mut parked = HookRenderer::default();
         parked.render(&frame(EventType::Start, None, json!({"objective": "o"})));

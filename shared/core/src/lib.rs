@@ -17,6 +17,7 @@
 //! - Every frame is built by a constructor in `frames`; its schema in
 //!   `events/schemas/frames/` is generated from the same types.
 
+pub mod agents;
 pub mod capability;
 pub mod codes;
 pub mod compiler;

@@ -156,6 +156,7 @@ pub fn inject_normalization(
         task_surface: None,
         quality_score: None,
         panel: None,
+        agent: None,
     });
     plan.edges.extend(edges);
     plan.metadata

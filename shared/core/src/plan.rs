@@ -46,6 +46,10 @@ pub struct PlanNode {
     /// Panels: the judges and how they decide (each judge is a step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub panel: Option<crate::panels::PanelExecutor>,
+    /// Agents: the tools offered and the loop's limits (each model turn
+    /// and each tool call is a step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<crate::agents::AgentLoopSettings>,
 }
 
 /// What a human capability's registration gives task surfaces.

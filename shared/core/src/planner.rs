@@ -496,6 +496,7 @@ fn build_plan_with_ids(
             allows_clarify: capability.allows_clarify,
             quality_score: capability.quality_score.clone(),
             panel: capability.panel.clone(),
+            agent: crate::agents::AgentLoopSettings::of(capability),
             task_surface: (capability.instruction_templates.is_some()
                 || capability.assignment_defaults.is_some())
             .then(|| crate::plan::TaskSurface {

@@ -114,6 +114,10 @@ pub struct NodeRecord {
     /// When the current attempt started (Unix ms), for its `metrics`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at_millis: Option<u64>,
+    /// Agent nodes: model turns taken over all attempts (turn numbers
+    /// continue across attempts, so tool calls' keys never repeat).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub agent_turns: u32,
 }
 
 fn is_zero(value: &u32) -> bool {
@@ -131,6 +135,7 @@ impl NodeRecord {
             usage: TokenUsage::default(),
             attempt_base: 0,
             started_at_millis: None,
+            agent_turns: 0,
         }
     }
 }
@@ -181,6 +186,9 @@ pub struct RunState {
     /// Panel nodes at work, by node id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub panels: BTreeMap<String, crate::panels::PanelProgress>,
+    /// Agent sessions at work, by node id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sessions: BTreeMap<String, crate::agents::AgentSession>,
 }
 
 impl RunState {
@@ -220,6 +228,23 @@ pub enum StepCommand {
         #[serde(rename = "judgeId")]
         judge_id: String,
     },
+    /// Model turn `turn` of an agent node's session (its first turn is
+    /// the node's own step).
+    AgentTurn {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+        turn: u32,
+    },
+    /// One tool call the model asked for in `turn`.
+    RunTool {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+        turn: u32,
+        #[serde(rename = "callId")]
+        call_id: String,
+    },
     /// A durable timer comes due (its message carries `notBefore`).
     FireTimer {
         #[serde(rename = "timerId")]
@@ -255,6 +280,17 @@ impl StepMessage {
                 round,
                 judge_id,
             } => format!("{run_id}:{node_id}:{attempt}:judge:{judge_id}:{round}"),
+            StepCommand::AgentTurn {
+                node_id,
+                attempt,
+                turn,
+            } => format!("{run_id}:{node_id}:{attempt}:turn:{turn}"),
+            StepCommand::RunTool {
+                node_id,
+                attempt,
+                turn,
+                call_id,
+            } => format!("{run_id}:{node_id}:{attempt}:tool:{turn}:{call_id}"),
             StepCommand::FireTimer { timer_id } => format!("{run_id}:timer:{timer_id}"),
         };
         StepMessage {
@@ -304,6 +340,17 @@ mod tests {
                 attempt: 1,
                 round: 0,
                 judge_id: "j1".into(),
+            },
+            StepCommand::AgentTurn {
+                node_id: "node_3".into(),
+                attempt: 1,
+                turn: 2,
+            },
+            StepCommand::RunTool {
+                node_id: "node_3".into(),
+                attempt: 1,
+                turn: 1,
+                call_id: "call_9".into(),
             },
             StepCommand::FireTimer {
                 timer_id: "sla:node_1:1".into(),

@@ -186,6 +186,7 @@ pub fn expand_variants(
             task_surface: None,
             quality_score: None,
             panel: None,
+            agent: None,
         });
         plan.nodes.splice(position..=position, replacement);
         plan.metadata.insert("branchCount".into(), json!(count));

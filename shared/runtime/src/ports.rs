@@ -309,3 +309,34 @@ pub trait TranscriptPublisher: Send + Sync {
         publication: &baton_core::panels::TranscriptPublication,
     ) -> Result<(), String>;
 }
+
+/// Performs one tool call of an agent session as the registry defines it
+/// (`baton-tools` in the step worker and the CLI). A failure is an outcome
+/// the model reads, never an error of the step; the call's idempotency key
+/// goes to the executor (HTTP tools send it as `Idempotency-Key`).
+#[async_trait]
+pub trait ToolRunner: Send + Sync {
+    async fn run_tool(
+        &self,
+        tool: &baton_core::tools::ToolDefinition,
+        invocation: &baton_core::conversation::ToolInvocation,
+    ) -> baton_core::conversation::ToolOutcome;
+}
+
+/// No tool executors in this process: every call fails, saying so (the
+/// API, stream and ingest functions never run steps).
+pub struct NoToolRunner;
+
+#[async_trait]
+impl ToolRunner for NoToolRunner {
+    async fn run_tool(
+        &self,
+        tool: &baton_core::tools::ToolDefinition,
+        _invocation: &baton_core::conversation::ToolInvocation,
+    ) -> baton_core::conversation::ToolOutcome {
+        baton_core::conversation::ToolOutcome::failed(format!(
+            "this process has no tool executors; `{}` cannot run here",
+            tool.name
+        ))
+    }
+}

@@ -19,32 +19,8 @@ use std::sync::Arc;
 use baton_core::registry::Registry;
 use baton_core::tools::{BuiltinTool, ToolDefinition, ToolExecutor, search_registry};
 use baton_outbound::Resolver;
-use serde_json::Value;
 
-/// One call of a tool.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolCall {
-    pub call_id: String,
-    pub arguments: Value,
-    /// `runId:nodeId:turn:callId`: the same for every retry of the call.
-    pub idempotency_key: String,
-}
-
-/// What a call produced: a result for the model, or an error it can read.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ToolOutcome {
-    Succeeded(Value),
-    Failed { message: String, retryable: bool },
-}
-
-impl ToolOutcome {
-    fn failed(message: impl Into<String>) -> Self {
-        ToolOutcome::Failed {
-            message: message.into(),
-            retryable: false,
-        }
-    }
-}
+pub use baton_core::conversation::{ToolInvocation as ToolCall, ToolOutcome};
 
 /// Where `{"secret": name}` header values come from (the deployment's
 /// secret store).
@@ -129,5 +105,12 @@ impl ToolRunner {
                 tool.name
             )),
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl baton_runtime::ports::ToolRunner for ToolRunner {
+    async fn run_tool(&self, tool: &ToolDefinition, invocation: &ToolCall) -> ToolOutcome {
+        self.run(tool, invocation).await
     }
 }

@@ -72,6 +72,7 @@ pub struct TestServices {
     worker_id: String,
     validators: Option<Arc<ValidatorCache>>,
     transcripts: Option<Arc<dyn baton_runtime::ports::TranscriptPublisher>>,
+    tools: Option<Arc<dyn baton_runtime::ports::ToolRunner>>,
 }
 
 /// What [`TestServices::build`] wired, with the in-memory parts kept typed.
@@ -98,7 +99,15 @@ impl TestServices {
             worker_id: "test-worker".into(),
             validators: None,
             transcripts: None,
+            tools: None,
         }
+    }
+
+    /// Performs tool calls through `runner` (a test double for the tools'
+    /// endpoints, or the real executors).
+    pub fn tools(mut self, runner: Arc<dyn baton_runtime::ports::ToolRunner>) -> Self {
+        self.tools = Some(runner);
+        self
     }
 
     /// Publishes concluded panel transcripts through `publisher` (a test
@@ -174,6 +183,9 @@ impl TestServices {
                 transcripts: self
                     .transcripts
                     .unwrap_or_else(|| Arc::new(baton_runtime::panels::EventLogTranscripts)),
+                tools: self
+                    .tools
+                    .unwrap_or_else(|| Arc::new(baton_runtime::ports::NoToolRunner)),
             },
             self.settings,
             self.worker_id,

@@ -264,6 +264,9 @@ pub(super) fn fire_timer(
             attempt,
             round,
         } => super::panel::round_timed_out(&mut step, node_id, *attempt, *round)?,
+        TimerPurpose::AgentWatchdog { node_id, attempt } => {
+            super::agent::watchdog_fired(&mut step, node_id, *attempt)?;
+        }
         TimerPurpose::HumanTaskSla { node_id, attempt } => {
             let still_waiting = step.state.nodes.get(node_id).is_some_and(|record| {
                 record.status == NodeStatus::AwaitingHuman && record.current_attempt == *attempt

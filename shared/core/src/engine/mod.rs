@@ -24,6 +24,7 @@
 //! Nothing in here performs I/O, reads a clock or draws randomness: time
 //! comes in as an [`Instant`], so every step replays in a test.
 
+mod agent;
 mod budget;
 mod finish;
 mod hitl;
@@ -40,6 +41,7 @@ mod tests;
 
 use std::sync::Arc;
 
+pub use agent::{ConverseCall, ToolExecution};
 pub use hitl::{
     ApprovalDecision, ApprovalResolution, ClarificationAnswer, answer_clarification,
     resolve_approval, resume_paused_run, trigger_manual_policy,
@@ -115,6 +117,9 @@ pub struct EngineContext<'a> {
     pub max_planner_attempts: u32,
     /// A human task's SLA (`BATON_HUMAN_TASK_TIMEOUT_SECONDS`).
     pub human_task_timeout: std::time::Duration,
+    /// How long an agent session may last across its steps
+    /// (`BATON_SESSION_MAX_SECONDS`).
+    pub agent_session_limit: std::time::Duration,
 }
 
 /// A model's structured answer.
@@ -163,8 +168,7 @@ pub struct JudgeModelCall {
     pub request: ModelRequest,
 }
 
-/// What the shell must perform before the engine can decide. Room is left
-/// for the kinds that come next (tool calls, human waits, timers, fan-outs).
+/// What the shell must perform before the engine can decide.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Claim the node attempt (lease), append `start_frames`, call the model
@@ -176,6 +180,11 @@ pub enum Effect {
     /// Claim the judge's lease and call the model (no deltas: a panel
     /// reports `progress`, not text).
     AskJudge(Box<JudgeModelCall>),
+    /// Claim the turn's lease, append its start frames, take one model turn
+    /// of an agent session with its tools offered.
+    Converse(Box<ConverseCall>),
+    /// Claim the call's lease and perform one tool call.
+    RunTool(Box<ToolExecution>),
 }
 
 impl Effect {
@@ -184,6 +193,8 @@ impl Effect {
         match self {
             Effect::CallModel(call) => Some((&call.node_id, call.attempt)),
             Effect::AskJudge(call) => Some((&call.claim_key, call.attempt)),
+            Effect::Converse(call) => Some((&call.claim_key, call.attempt)),
+            Effect::RunTool(call) => Some((&call.claim_key, call.attempt)),
             Effect::DraftPlan(_) => None,
         }
     }
@@ -193,7 +204,8 @@ impl Effect {
     pub fn take_claim_frames(&mut self) -> Vec<EventDraft> {
         match self {
             Effect::CallModel(call) => std::mem::take(&mut call.start_frames),
-            Effect::DraftPlan(_) | Effect::AskJudge(_) => Vec::new(),
+            Effect::Converse(call) => std::mem::take(&mut call.start_frames),
+            Effect::DraftPlan(_) | Effect::AskJudge(_) | Effect::RunTool(_) => Vec::new(),
         }
     }
 }
@@ -207,6 +219,21 @@ pub enum EffectOutcome {
         code: FailureCode,
         message: String,
     },
+    /// A model turn of an agent session answered (text, tool calls or both).
+    ModelConversed(Box<crate::conversation::SessionAnswer>),
+    /// A tool call finished (its failure is an outcome the model reads).
+    ToolFinished(crate::conversation::ToolOutcome),
+}
+
+/// The error for an outcome an effect cannot have produced (a shell bug).
+fn unexpected_outcome(effect: &str, outcome: &EffectOutcome) -> CoreError {
+    let kind = match outcome {
+        EffectOutcome::ModelAnswered(_) => "a model answer",
+        EffectOutcome::ModelFailed { .. } => "a model failure",
+        EffectOutcome::ModelConversed(_) => "a conversation turn",
+        EffectOutcome::ToolFinished(_) => "a tool result",
+    };
+    CoreError::StepDoesNotApply(format!("{effect} cannot take {kind}"))
 }
 
 /// Where a step stands.
@@ -371,6 +398,7 @@ pub fn start_run(
         governance: Default::default(),
         phase: Some(frames::RunPhase::Planning),
         panels: Default::default(),
+        sessions: Default::default(),
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),
@@ -419,6 +447,17 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
             round,
             judge_id,
         } => panel::judge_is_stale(state, node_id, *attempt, *round, judge_id),
+        StepCommand::AgentTurn {
+            node_id,
+            attempt,
+            turn,
+        } => agent::turn_is_stale(state, node_id, *attempt, *turn),
+        StepCommand::RunTool {
+            node_id,
+            attempt,
+            turn,
+            call_id,
+        } => agent::tool_is_stale(state, node_id, *attempt, *turn, call_id),
         StepCommand::FireTimer { timer_id } => !state.governance.timers.contains_key(timer_id),
     }
 }
@@ -444,6 +483,17 @@ pub fn begin_step(
             round,
             judge_id,
         } => panel::begin_judge(state, node_id, *attempt, *round, judge_id),
+        StepCommand::AgentTurn {
+            node_id,
+            attempt,
+            turn,
+        } => agent::begin_turn(state, node_id, *attempt, *turn, now, engine),
+        StepCommand::RunTool {
+            node_id,
+            attempt,
+            turn,
+            call_id,
+        } => agent::begin_tool(state, node_id, *attempt, *turn, call_id, now, engine),
         StepCommand::FireTimer { timer_id } => hitl::fire_timer(state, timer_id, now, engine),
     }
 }
@@ -464,6 +514,8 @@ pub fn resume_step(
         Effect::DraftPlan(call) => plan::resume_planning(state, call, outcome, now, engine),
         Effect::CallModel(call) => node::resume_node(state, call, outcome, now, engine),
         Effect::AskJudge(call) => panel::resume_judge(state, call, outcome, now, engine),
+        Effect::Converse(call) => agent::resume_turn(state, call, outcome, now, engine),
+        Effect::RunTool(call) => agent::resume_tool(state, call, outcome, now, engine),
     }
 }
 

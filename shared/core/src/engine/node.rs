@@ -106,6 +106,9 @@ pub(super) fn begin_node(
         super::panel::begin_panel(&mut step, node, executor, attempt, &bundle.inputs)?;
         return Ok(step.into_advance());
     }
+    if node.agent.is_some() && node.agent_type != AgentType::Human {
+        return super::agent::begin_session(state, node, attempt, &bundle, now, engine);
+    }
     if node.agent_type == AgentType::Human {
         let mut step = StepContext::new(state.clone(), now, engine);
         hand_over(&mut step, node, attempt);
@@ -190,6 +193,9 @@ pub(super) fn resume_node(
         EffectOutcome::ModelFailed { code, message } => {
             let run_message = format!("node {} failed: {message}", node.node_id);
             step.fail_node(node, call.attempt, code, &message, &run_message);
+        }
+        other @ (EffectOutcome::ModelConversed(_) | EffectOutcome::ToolFinished(_)) => {
+            return Err(super::unexpected_outcome("a node's model call", &other));
         }
     }
     Ok(step.into_advance())

@@ -190,6 +190,9 @@ pub(super) fn resume_judge(
         EffectOutcome::ModelFailed { message, .. } => {
             JudgeOutcome::Failed(format!("the model failed: {message}"))
         }
+        other @ (EffectOutcome::ModelConversed(_) | EffectOutcome::ToolFinished(_)) => {
+            return Err(super::unexpected_outcome("a judge's model call", &other));
+        }
     };
     if let JudgeOutcome::Failed(reason) = &judged {
         left_out(

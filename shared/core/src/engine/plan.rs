@@ -57,6 +57,9 @@ pub(super) fn resume_planning(
             format!("the planner model is unavailable ({message})"),
             drafts_rejected_before,
         ),
+        other @ (EffectOutcome::ModelConversed(_) | EffectOutcome::ToolFinished(_)) => {
+            return Err(super::unexpected_outcome("a plan draft", &other));
+        }
         EffectOutcome::ModelAnswered(answer) => {
             let drafted = plan_from_draft(
                 &answer.content,

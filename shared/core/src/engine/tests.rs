@@ -9,6 +9,7 @@ use crate::capability::CapabilityRegistration;
 use crate::facet::{Facet, FacetDirection};
 use crate::frames::test_support::assert_frames_match_schemas;
 
+mod agent;
 mod governance;
 mod narration;
 mod panel;
@@ -74,6 +75,7 @@ pub(super) fn engine<'a>(
         planner: PlannerChoice::Deterministic,
         max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
         human_task_timeout: DEFAULT_HUMAN_TASK_TIMEOUT,
+        agent_session_limit: crate::agents::DEFAULT_SESSION_LIMIT,
     }
 }
 

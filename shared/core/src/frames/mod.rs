@@ -5,9 +5,10 @@
 //! `events/schemas/frames/<type>.schema.json` files are that output, and a
 //! test keeps them equal.
 //!
-//! Frame types that no code writes yet (tool calls, agent states…) have an
-//! open-object payload until the work that writes them types it.
+//! Frame types that no code writes yet have an open-object payload until
+//! the work that writes them types it.
 
+mod agent;
 mod governance;
 mod narrative;
 mod schema;
@@ -18,6 +19,10 @@ pub use governance::{
     hitl_resolved, plan_updated, policy_event, policy_triggered,
 };
 
+pub use agent::{
+    AgentActivity, AgentStatePayload, MessagePayload, ToolCallPayload, ToolResultPayload,
+    agent_state, message, tool_call, tool_result,
+};
 pub use narrative::{HandoffPayload, HandoffStatus, PhasePayload, RunPhase, handoff, phase};
 #[cfg(test)]
 pub(crate) use schema::test_support;
@@ -213,6 +218,8 @@ pub enum ExecutorType {
     Builtin,
     /// A judge panel: each judge is a model call of its own step.
     Panel,
+    /// An agent session: model turns and tool calls, each a step.
+    Agent,
 }
 
 /// What a human performer of a node needs: its contract, instructions and inputs.

@@ -66,6 +66,22 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
             node_required: true,
             ..typed(payload_schema::<ProgressPayload>(definitions))
         },
+        EventType::ToolCall => FrameShape {
+            node_required: true,
+            ..typed(payload_schema::<ToolCallPayload>(definitions))
+        },
+        EventType::ToolResult => FrameShape {
+            node_required: true,
+            ..typed(payload_schema::<ToolResultPayload>(definitions))
+        },
+        EventType::AgentState => FrameShape {
+            node_required: true,
+            ..typed(payload_schema::<AgentStatePayload>(definitions))
+        },
+        EventType::Message => FrameShape {
+            message_required: true,
+            ..typed(payload_schema::<MessagePayload>(definitions))
+        },
         EventType::Complete => typed(payload_schema::<CompletePayload>(definitions)),
         EventType::Delta => FrameShape {
             payload: None,

@@ -33,7 +33,8 @@ pub use runs::{EvaluationView, PanelEntry, RunService, SubmittedRun};
 pub use steps::{StepOutcome, StepService};
 
 use crate::ports::{
-    CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue, TranscriptPublisher,
+    CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue, ToolRunner,
+    TranscriptPublisher,
 };
 
 /// Tunables of the step loop.
@@ -62,6 +63,8 @@ pub struct OrchestratorSettings {
     pub commit_margin: Duration,
     /// A human task's SLA: unanswered after this, the run fails.
     pub human_task_timeout: Duration,
+    /// How long an agent session may last across its steps.
+    pub agent_session_limit: Duration,
 }
 
 impl Default for OrchestratorSettings {
@@ -78,6 +81,7 @@ impl Default for OrchestratorSettings {
             max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
             commit_margin: Duration::from_secs(5),
             human_task_timeout: baton_core::engine::DEFAULT_HUMAN_TASK_TIMEOUT,
+            agent_session_limit: baton_core::agents::DEFAULT_SESSION_LIMIT,
         }
     }
 }
@@ -95,6 +99,7 @@ impl OrchestratorSettings {
             planner: self.planner,
             max_planner_attempts: self.max_planner_attempts,
             human_task_timeout: self.human_task_timeout,
+            agent_session_limit: self.agent_session_limit,
         }
     }
 }
@@ -111,6 +116,8 @@ pub struct ServicePorts {
     /// Where concluded panel transcripts go beyond the event log
     /// (`panels::EventLogTranscripts`: nowhere else).
     pub transcripts: Arc<dyn TranscriptPublisher>,
+    /// Performs agents' tool calls (`NoToolRunner` where steps never run).
+    pub tools: Arc<dyn ToolRunner>,
 }
 
 /// What the run and step services share.
@@ -182,6 +189,7 @@ impl Services {
             capabilities.clone(),
             worker_id.into(),
             ports.transcripts,
+            ports.tools,
         ));
         Services {
             runs,

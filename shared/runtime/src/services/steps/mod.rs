@@ -8,27 +8,26 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use baton_core::codes::{FailureCode, WarningCode};
-use baton_core::context::ModelRequest;
+use baton_core::codes::FailureCode;
 use baton_core::engine::{
     Decision, Effect, EffectOutcome, EngineContext, StepAdvance, begin_step, fail_run, is_stale,
     resume_step,
 };
 use baton_core::event::EventDraft;
-use baton_core::frames::{self, FrameStamp};
 use baton_core::instant::Instant;
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, StepCommand, StepMessage};
 use baton_core::schema::ValidatorCache;
-use tokio::sync::mpsc;
 use tracing::{Instrument, info_span};
 
 use super::{CapabilityService, CommonParts, OrchestratorSettings, OutboxRelay};
 use crate::error::{RuntimeError, StoreError};
 use crate::ports::{
-    ClaimOutcome, Clock, LlmProvider, ModelDelta, NodeClaim, RunStore, StepCommit, StoredRun,
+    ClaimOutcome, Clock, LlmProvider, NodeClaim, RunStore, StepCommit, StoredRun, ToolRunner,
     TranscriptPublisher,
 };
+
+mod effects;
 
 /// What one step did, for the worker's acknowledgement decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +63,7 @@ pub struct StepService {
     /// Numbers this process's claims.
     claim_counter: AtomicU64,
     transcripts: Arc<dyn TranscriptPublisher>,
+    tools: Arc<dyn ToolRunner>,
 }
 
 /// Where performing the engine's effects left a step.
@@ -92,6 +92,7 @@ impl StepService {
         capabilities: Arc<CapabilityService>,
         worker_id: String,
         transcripts: Arc<dyn TranscriptPublisher>,
+        tools: Arc<dyn ToolRunner>,
     ) -> Self {
         StepService {
             registry: common.registry,
@@ -105,6 +106,7 @@ impl StepService {
             worker_id,
             claim_counter: AtomicU64::new(0),
             transcripts,
+            tools,
         }
     }
 
@@ -127,9 +129,10 @@ impl StepService {
         deadline: Option<Instant>,
     ) -> Result<StepOutcome, RuntimeError> {
         let node_id = match &message.command {
-            StepCommand::ExecuteNode { node_id, .. } | StepCommand::AskJudge { node_id, .. } => {
-                node_id.as_str()
-            }
+            StepCommand::ExecuteNode { node_id, .. }
+            | StepCommand::AskJudge { node_id, .. }
+            | StepCommand::AgentTurn { node_id, .. }
+            | StepCommand::RunTool { node_id, .. } => node_id.as_str(),
             StepCommand::Plan | StepCommand::FireTimer { .. } => "",
         };
         let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
@@ -165,6 +168,8 @@ impl StepService {
             StepCommand::Plan => self.capabilities.snapshot(tenant_id).await?.registry,
             StepCommand::ExecuteNode { .. }
             | StepCommand::AskJudge { .. }
+            | StepCommand::AgentTurn { .. }
+            | StepCommand::RunTool { .. }
             | StepCommand::FireTimer { .. } => self.registry.clone(),
         };
         let engine = self.engine(&registry);
@@ -338,144 +343,6 @@ impl StepService {
                     .min(self.settings.busy_retry_delay),
             })),
         }
-    }
-
-    /// Performs an effect; provider failures become outcomes, anything else
-    /// (the store failing) is an error of the step.
-    async fn perform(
-        &self,
-        state: &RunState,
-        effect: &Effect,
-    ) -> Result<EffectOutcome, RuntimeError> {
-        let answered = match effect {
-            Effect::CallModel(call) => {
-                self.call_model_streaming(state, &call.node_id, &call.request, call.stream_deltas)
-                    .await
-            }
-            Effect::AskJudge(call) => {
-                // A judge's text is not streamed: the panel reports `progress`.
-                let (sender, _receiver) = mpsc::unbounded_channel();
-                self.llm
-                    .complete(&call.request, sender)
-                    .await
-                    .map_err(RuntimeError::Llm)
-            }
-            Effect::DraftPlan(call) => {
-                if !call.frames_before.is_empty() {
-                    self.store
-                        .append_events(&state.tenant_id, &state.run_id, call.frames_before.clone())
-                        .await?;
-                }
-                let (sender, _receiver) = mpsc::unbounded_channel();
-                self.llm
-                    .complete(&call.request, sender)
-                    .await
-                    .map_err(RuntimeError::Llm)
-            }
-        };
-        match answered {
-            Ok(answer) => Ok(EffectOutcome::ModelAnswered(answer)),
-            Err(RuntimeError::Llm(error)) => Ok(EffectOutcome::ModelFailed {
-                code: error.code(),
-                message: error.to_string(),
-            }),
-            Err(other) => Err(other),
-        }
-    }
-
-    /// Calls the model while a second task batches its deltas into the event
-    /// log (when the engine asks for them: text streams in the generation and
-    /// qa phases only).
-    async fn call_model_streaming(
-        &self,
-        state: &RunState,
-        node_id: &str,
-        request: &ModelRequest,
-        stream_deltas: bool,
-    ) -> Result<crate::ports::ModelAnswer, RuntimeError> {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<ModelDelta>();
-        let call = self.llm.complete(request, sender);
-        let drain = async {
-            let mut buffer = String::new();
-            let mut last_flush = tokio::time::Instant::now();
-            let mut flush_error = None;
-            while let Some(delta) = receiver.recv().await {
-                if !(self.settings.stream_deltas && stream_deltas) {
-                    continue;
-                }
-                let text = match delta {
-                    ModelDelta::Text(text) => text,
-                    ModelDelta::Restarted => {
-                        if let Err(error) = self
-                            .flush_delta(state, node_id, &mut buffer)
-                            .await
-                            .and(self.note_stream_restart(state, node_id).await)
-                        {
-                            flush_error = Some(error);
-                        }
-                        last_flush = tokio::time::Instant::now();
-                        continue;
-                    }
-                };
-                buffer.push_str(&text);
-                if buffer.len() >= self.settings.delta_flush_bytes
-                    || last_flush.elapsed() >= self.settings.delta_flush_interval
-                {
-                    if let Err(error) = self.flush_delta(state, node_id, &mut buffer).await {
-                        flush_error = Some(error);
-                    }
-                    last_flush = tokio::time::Instant::now();
-                }
-            }
-            if let Err(error) = self.flush_delta(state, node_id, &mut buffer).await {
-                flush_error = Some(error);
-            }
-            flush_error
-        };
-        let (answer, flush_error) = tokio::join!(call, drain);
-        if let Some(error) = flush_error {
-            tracing::warn!(%error, "could not append streamed deltas; the answer is still committed");
-        }
-        Ok(answer?)
-    }
-
-    /// A `warning` telling stream readers to drop the node's deltas so far:
-    /// the provider restarted the answer after its stream broke.
-    async fn note_stream_restart(
-        &self,
-        state: &RunState,
-        node_id: &str,
-    ) -> Result<(), RuntimeError> {
-        let frame = frames::warning(
-            &FrameStamp::for_run(state, self.clock.now()),
-            Some(node_id),
-            "the model's stream broke and restarted: discard this node's deltas streamed since its node_start",
-            &frames::WarningPayload::of(WarningCode::StreamRestarted),
-        );
-        self.store
-            .append_events(&state.tenant_id, &state.run_id, vec![frame])
-            .await?;
-        Ok(())
-    }
-
-    async fn flush_delta(
-        &self,
-        state: &RunState,
-        node_id: &str,
-        buffer: &mut String,
-    ) -> Result<(), RuntimeError> {
-        if buffer.is_empty() {
-            return Ok(());
-        }
-        let frame = frames::delta(
-            &FrameStamp::for_run(state, self.clock.now()),
-            node_id,
-            std::mem::take(buffer),
-        );
-        self.store
-            .append_events(&state.tenant_id, &state.run_id, vec![frame])
-            .await?;
-        Ok(())
     }
 
     /// Commits; on a version conflict reloads and decides again from the

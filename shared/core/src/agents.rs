@@ -1,0 +1,138 @@
+//! Agent sessions: a node whose capability names tools runs a loop of model
+//! turns and tool executions, each one durable step. What the loop needs
+//! between steps lives here: the limits a planned node carries from its
+//! capability, and the session kept in the run state (the conversation so
+//! far, the tool calls of the last turn still to run).
+//!
+//! Turn numbers count a node's model turns across its attempts, so a tool
+//! call's idempotency key (`runId:nodeId:turn:callId`) names one call for
+//! the run's whole life.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::capability::CapabilityRegistration;
+use crate::conversation::ToolSession;
+
+/// Model turns a session may take unless its capability says otherwise.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
+
+/// Tool calls one turn may ask for unless its capability says otherwise.
+pub const DEFAULT_MAX_TOOL_CALLS_PER_TURN: u32 = 8;
+
+/// How long a session may last, across its steps, unless configured
+/// otherwise (`BATON_SESSION_MAX_SECONDS`).
+pub const DEFAULT_SESSION_LIMIT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// What a planned agent node carries from its capability.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentLoopSettings {
+    /// The tools offered, by registry name.
+    pub tools: Vec<String>,
+    pub max_iterations: u32,
+    pub max_tool_calls_per_turn: u32,
+    /// One turn's calls run as parallel steps (else one after another).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parallel_tools: bool,
+}
+
+impl AgentLoopSettings {
+    /// The loop of `capability`; none when it names no tools.
+    pub fn of(capability: &CapabilityRegistration) -> Option<Self> {
+        if capability.tools.is_empty() {
+            return None;
+        }
+        Some(AgentLoopSettings {
+            tools: capability.tools.clone(),
+            max_iterations: capability
+                .max_iterations
+                .unwrap_or(DEFAULT_MAX_ITERATIONS)
+                .max(1),
+            max_tool_calls_per_turn: capability
+                .max_tool_calls_per_turn
+                .unwrap_or(DEFAULT_MAX_TOOL_CALLS_PER_TURN)
+                .max(1),
+            parallel_tools: capability.parallel_tools,
+        })
+    }
+}
+
+/// A tool call of the last turn that was valid and waits for its result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingToolCall {
+    pub call_id: String,
+    pub tool_name: String,
+    pub arguments: Value,
+    /// Its step is in the outbox (sequential tools are sent one by one).
+    #[serde(default)]
+    pub dispatched: bool,
+}
+
+/// One node attempt's session, kept in the run state between its steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSession {
+    pub attempt: u32,
+    /// The node's turn number of this session's first model turn.
+    pub first_turn: u32,
+    /// Model turns answered in this session.
+    pub turns_taken: u32,
+    /// When the session began (Unix ms): the watchdog measures from here.
+    pub started_at_millis: u64,
+    /// The tools offered and the turns after the first user message.
+    pub conversation: ToolSession,
+    /// Calls of the last turn still without a result, in the model's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingToolCall>,
+}
+
+impl AgentSession {
+    /// The number of the next model turn.
+    pub fn next_turn(&self) -> u32 {
+        self.first_turn + self.turns_taken
+    }
+
+    /// The turn whose tool calls are pending.
+    pub fn calls_turn(&self) -> u32 {
+        self.next_turn().saturating_sub(1)
+    }
+
+    /// Whether the session waits for model turn `turn`.
+    pub fn awaits_turn(&self, attempt: u32, turn: u32) -> bool {
+        self.attempt == attempt && self.pending.is_empty() && self.next_turn() == turn
+    }
+
+    /// Whether the session waits for the result of `call_id` of `turn`.
+    pub fn awaits_call(&self, attempt: u32, turn: u32, call_id: &str) -> bool {
+        self.attempt == attempt
+            && self.calls_turn() == turn
+            && self
+                .pending
+                .iter()
+                .any(|call| call.call_id == call_id && call.dispatched)
+    }
+}
+
+/// The lease a model turn after the first is claimed under (the first is
+/// the node step's own claim).
+pub fn turn_claim_key(node_id: &str, turn: u32) -> String {
+    format!("{node_id}#turn{turn}")
+}
+
+/// The lease one tool call is claimed under.
+pub fn tool_claim_key(node_id: &str, turn: u32, call_id: &str) -> String {
+    format!("{node_id}#turn{turn}#{call_id}")
+}
+
+/// The key a tool call carries to its executor (`Idempotency-Key` for HTTP
+/// tools): the same for every retry of the call, never for another call.
+pub fn tool_idempotency_key(run_id: &str, node_id: &str, turn: u32, call_id: &str) -> String {
+    format!("{run_id}:{node_id}:{turn}:{call_id}")
+}
+
+/// The timer id of a session's watchdog.
+pub fn watchdog_timer_id(node_id: &str, attempt: u32) -> String {
+    format!("agent:{node_id}:{attempt}")
+}

@@ -1,0 +1,545 @@
+//! Agent nodes: a session of model turns and tool calls, each its own
+//! durable step. The node's step is the first model turn (under the node's
+//! claim); a turn that asks for tools records them in the session (invalid
+//! calls are answered at once with an error the model reads) and puts one
+//! `RunTool` step per call in the outbox (all at once with `parallelTools`,
+//! else one after another); when the last result is in, an `AgentTurn` step
+//! asks the model again with the results appended. A turn that answers
+//! without tools ends the session: the answer is judged against the node's
+//! output contract like any other. Guardrails end a session incomplete
+//! (`agent_incomplete`, after a `warning` naming the limit): more calls in
+//! one turn than `maxToolCallsPerTurn`, `maxIterations` turns without an
+//! answer, or the watchdog (a durable timer, and a check before each turn).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::CoreError;
+use crate::agents::{AgentSession, PendingToolCall, turn_claim_key, watchdog_timer_id};
+use crate::codes::{FailureCode, WarningCode};
+use crate::context::{ContextBundle, build_context_bundle, build_model_request};
+use crate::conversation::{
+    OfferedTool, SessionAnswer, SessionTurn, ToolInvocation, ToolOutcome, ToolSession,
+};
+use crate::event::EventDraft;
+use crate::frames::{self, AgentActivity, ExecutorType, FrameStamp, HandoffStatus, RunPhase};
+use crate::governance::TimerPurpose;
+use crate::instant::Instant;
+use crate::plan::PlanNode;
+use crate::run::{NodeStatus, RunState, StepCommand, TokenUsage};
+
+mod calls;
+
+pub(super) use calls::{begin_tool, resume_tool};
+use calls::{check_call, dispatch_or_continue, record_result};
+
+use super::node::{plan_node_in, plan_of, start_payload};
+use super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
+
+/// One model turn of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConverseCall {
+    pub node_id: String,
+    pub attempt: u32,
+    pub turn: u32,
+    /// The lease this turn is claimed under (the node's own for the first).
+    pub claim_key: String,
+    pub request: crate::context::ModelRequest,
+    pub conversation: ToolSession,
+    /// Appended atomically with the claim (the first turn's `node_start`…).
+    pub start_frames: Vec<EventDraft>,
+    /// The first turn: the session it opens (stored when it is committed).
+    pub opens: Option<AgentSession>,
+    pub stream_deltas: bool,
+}
+
+/// One tool call of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExecution {
+    pub node_id: String,
+    pub attempt: u32,
+    pub turn: u32,
+    pub claim_key: String,
+    pub tool: crate::tools::ToolDefinition,
+    pub invocation: ToolInvocation,
+}
+
+/// Whether an `AgentTurn` command no longer applies.
+pub(super) fn turn_is_stale(state: &RunState, node_id: &str, attempt: u32, turn: u32) -> bool {
+    !deliberating(state, node_id, attempt)
+        || !state
+            .sessions
+            .get(node_id)
+            .is_some_and(|session| session.awaits_turn(attempt, turn))
+}
+
+/// Whether a `RunTool` command no longer applies (its result committed, or
+/// the session over).
+pub(super) fn tool_is_stale(
+    state: &RunState,
+    node_id: &str,
+    attempt: u32,
+    turn: u32,
+    call_id: &str,
+) -> bool {
+    !deliberating(state, node_id, attempt)
+        || !state
+            .sessions
+            .get(node_id)
+            .is_some_and(|session| session.awaits_call(attempt, turn, call_id))
+}
+
+fn deliberating(state: &RunState, node_id: &str, attempt: u32) -> bool {
+    state.nodes.get(node_id).is_some_and(|record| {
+        record.status == NodeStatus::Deliberating && record.current_attempt == attempt
+    })
+}
+
+/// The context type a run's conversation is about (`metadata.contextType`).
+fn context_type(state: &RunState) -> Option<String> {
+    state
+        .envelope
+        .metadata
+        .as_ref()
+        .and_then(|metadata| metadata.get("contextType"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+pub(super) fn agent_state_frame(
+    stamp: &FrameStamp,
+    state: &RunState,
+    node_id: &str,
+    activity: AgentActivity,
+    turn: u32,
+) -> EventDraft {
+    frames::agent_state(
+        stamp,
+        node_id,
+        &frames::AgentStatePayload {
+            state: activity,
+            turn,
+            context_type: context_type(state),
+        },
+    )
+}
+
+/// The node's step: open the session and take its first model turn.
+pub(super) fn begin_session(
+    state: &RunState,
+    node: &PlanNode,
+    attempt: u32,
+    bundle: &ContextBundle,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let settings = node.agent.as_ref().ok_or_else(|| {
+        CoreError::StepDoesNotApply(format!("node {} is not an agent", node.node_id))
+    })?;
+    let mut tools = Vec::with_capacity(settings.tools.len());
+    for name in &settings.tools {
+        let Some(tool) = engine.registry.tool(name) else {
+            let mut step = StepContext::new(state.clone(), now, engine);
+            let reason = format!("the tool `{name}` is not in the registry");
+            let run_message = format!("node {} cannot start: {reason}", node.node_id);
+            step.fail_node(
+                node,
+                attempt,
+                FailureCode::AgentIncomplete,
+                &reason,
+                &run_message,
+            );
+            return Ok(step.into_advance());
+        };
+        tools.push(OfferedTool {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            parameters: Arc::new(tool.parameters.clone()),
+        });
+    }
+    let first_turn = state
+        .nodes
+        .get(&node.node_id)
+        .map_or(0, |record| record.agent_turns);
+    let session = AgentSession {
+        attempt,
+        first_turn,
+        turns_taken: 0,
+        started_at_millis: now.unix_millis(),
+        conversation: ToolSession {
+            tools,
+            turns: Vec::new(),
+        },
+        pending: Vec::new(),
+    };
+    let stamp = FrameStamp::for_run(state, now);
+    let phase = RunPhase::of_node(node.kind);
+    let mut start_frames = Vec::with_capacity(4);
+    if state.phase != Some(phase) {
+        start_frames.push(frames::phase(&stamp, &frames::PhasePayload { phase }));
+    }
+    start_frames.push(super::narration::handoff(
+        &stamp,
+        state,
+        node,
+        attempt,
+        HandoffStatus::Occurred,
+    ));
+    start_frames.push(frames::node_start(
+        &stamp,
+        node,
+        &start_payload(node, attempt, ExecutorType::Agent),
+    ));
+    start_frames.push(agent_state_frame(
+        &stamp,
+        state,
+        &node.node_id,
+        AgentActivity::Thinking,
+        first_turn,
+    ));
+    Ok(StepAdvance::Perform(Effect::Converse(Box::new(
+        ConverseCall {
+            node_id: node.node_id.clone(),
+            attempt,
+            turn: first_turn,
+            claim_key: node.node_id.clone(),
+            request: build_model_request(node, bundle),
+            conversation: session.conversation.clone(),
+            start_frames,
+            opens: Some(session),
+            stream_deltas: phase.streams_text(),
+        },
+    ))))
+}
+
+/// A later model turn's step: the watchdog first, then the model.
+pub(super) fn begin_turn(
+    state: &RunState,
+    node_id: &str,
+    attempt: u32,
+    turn: u32,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let plan = plan_of(state)?;
+    let node = plan_node_in(&plan, state, node_id)?;
+    let session = session_of(state, node_id)?;
+    if outlived_watchdog(session, now, engine) {
+        let mut step = StepContext::new(state.clone(), now, engine);
+        end_incomplete(
+            &mut step,
+            node,
+            attempt,
+            WarningCode::SessionTimedOut,
+            watchdog_reason(engine),
+        );
+        return Ok(step.into_advance());
+    }
+    let bundle = build_context_bundle(state, node, engine.registry);
+    Ok(StepAdvance::Perform(Effect::Converse(Box::new(
+        ConverseCall {
+            node_id: node_id.to_string(),
+            attempt,
+            turn,
+            claim_key: turn_claim_key(node_id, turn),
+            request: build_model_request(node, &bundle),
+            conversation: session.conversation.clone(),
+            start_frames: Vec::new(),
+            opens: None,
+            stream_deltas: RunPhase::of_node(node.kind).streams_text(),
+        },
+    ))))
+}
+
+pub(super) fn session_of<'s>(
+    state: &'s RunState,
+    node_id: &str,
+) -> Result<&'s AgentSession, CoreError> {
+    state
+        .sessions
+        .get(node_id)
+        .ok_or_else(|| CoreError::StepDoesNotApply(format!("node {node_id} has no agent session")))
+}
+
+fn outlived_watchdog(session: &AgentSession, now: Instant, engine: &EngineContext<'_>) -> bool {
+    let limit = u64::try_from(engine.agent_session_limit.as_millis()).unwrap_or(u64::MAX);
+    now.unix_millis().saturating_sub(session.started_at_millis) >= limit
+}
+
+fn watchdog_reason(engine: &EngineContext<'_>) -> String {
+    format!(
+        "the session ran longer than its {} s watchdog",
+        engine.agent_session_limit.as_secs()
+    )
+}
+
+/// A model turn answered (or failed).
+pub(super) fn resume_turn(
+    state: RunState,
+    call: &ConverseCall,
+    outcome: EffectOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let plan = plan_of(&state)?;
+    let node = plan_node_in(&plan, &state, &call.node_id)?;
+    let mut step = StepContext::new(state, now, engine);
+    if let Some(opened) = &call.opens {
+        step.state.phase = Some(RunPhase::of_node(node.kind));
+        if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+            record.started_at_millis = Some(opened.started_at_millis);
+            record.status = NodeStatus::Deliberating;
+        }
+        step.state
+            .sessions
+            .insert(node.node_id.clone(), opened.clone());
+        let due =
+            Instant::from_unix_millis(opened.started_at_millis).plus(engine.agent_session_limit);
+        step.start_timer(
+            watchdog_timer_id(&node.node_id, call.attempt),
+            due,
+            TimerPurpose::AgentWatchdog {
+                node_id: node.node_id.clone(),
+                attempt: call.attempt,
+            },
+        );
+    }
+    let answer = match outcome {
+        EffectOutcome::ModelConversed(answer) => *answer,
+        EffectOutcome::ModelFailed { code, message } => {
+            close_session(&mut step, &node.node_id, call.attempt);
+            let run_message = format!("node {} failed: {message}", node.node_id);
+            step.fail_node(node, call.attempt, code, &message, &run_message);
+            return Ok(step.into_advance());
+        }
+        other => return Err(super::unexpected_outcome("a model turn", &other)),
+    };
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.usage.prompt_tokens += answer.usage.prompt_tokens;
+        record.usage.completion_tokens += answer.usage.completion_tokens;
+        record.agent_turns += 1;
+    }
+    let Some(session) = step.state.sessions.get_mut(&node.node_id) else {
+        return Err(CoreError::StepDoesNotApply(format!(
+            "node {} has no agent session",
+            node.node_id
+        )));
+    };
+    session.turns_taken += 1;
+    let turns = session.turns_taken;
+    if answer.tool_calls.is_empty() {
+        return answered(step, node, call.attempt, answer.content, turns);
+    }
+    if super::budget::stop_when_over_budget(&mut step, &node.node_id, false) {
+        close_session(&mut step, &node.node_id, call.attempt);
+        return Ok(step.into_advance());
+    }
+    take_tool_calls(&mut step, node, call.attempt, call.turn, answer)?;
+    Ok(step.into_advance())
+}
+
+/// The model answered without tools: the session ends and its answer is
+/// judged against the node's output contract.
+fn answered(
+    mut step: StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    content: String,
+    turns: u32,
+) -> Result<StepAdvance, CoreError> {
+    close_session(&mut step, &node.node_id, attempt);
+    let said = frames::message(
+        &step.stamp(),
+        &node.node_id,
+        content.clone(),
+        &frames::MessagePayload {
+            role: "assistant".into(),
+            turns,
+        },
+    );
+    step.emit(said);
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::Scheduled;
+    }
+    let parsed = serde_json::from_str::<Value>(&content)
+        .map_err(|error| format!("the answer is not valid JSON: {error}"));
+    super::node::judge_answer(&mut step, node, attempt, parsed, TokenUsage::default())?;
+    Ok(step.into_advance())
+}
+
+/// Records a turn's tool calls: the guardrails, then each call checked (an
+/// invalid one is answered with its error), then the valid ones dispatched.
+fn take_tool_calls(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    turn: u32,
+    answer: SessionAnswer,
+) -> Result<(), CoreError> {
+    let settings = node.agent.clone().ok_or_else(|| {
+        CoreError::StepDoesNotApply(format!("node {} is not an agent", node.node_id))
+    })?;
+    let calls = answer.tool_calls;
+    if let Some(session) = step.state.sessions.get_mut(&node.node_id) {
+        session.conversation.turns.push(SessionTurn::Assistant {
+            content: answer.content,
+            tool_calls: calls.clone(),
+        });
+    }
+    let asked = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+    if asked > settings.max_tool_calls_per_turn {
+        let reason = format!(
+            "turn {turn} asked for {asked} tool calls, more than the {} allowed per turn; none ran: rephrase the request or narrow it",
+            settings.max_tool_calls_per_turn
+        );
+        end_incomplete(
+            step,
+            node,
+            attempt,
+            WarningCode::ToolCallsPerTurnExceeded,
+            reason,
+        );
+        return Ok(());
+    }
+    let turns_taken = step
+        .state
+        .sessions
+        .get(&node.node_id)
+        .map_or(0, |session| session.turns_taken);
+    if turns_taken >= settings.max_iterations {
+        let reason = format!(
+            "the session took its {} model turns without answering",
+            settings.max_iterations
+        );
+        end_incomplete(
+            step,
+            node,
+            attempt,
+            WarningCode::MaxIterationsReached,
+            reason,
+        );
+        return Ok(());
+    }
+    for call in calls {
+        let arguments = serde_json::from_str::<Value>(&call.arguments)
+            .unwrap_or_else(|_| Value::String(call.arguments.clone()));
+        let announced = frames::tool_call(
+            &step.stamp(),
+            &node.node_id,
+            &frames::ToolCallPayload {
+                tool_name: call.name.clone(),
+                args: arguments.clone(),
+                call_id: call.id.clone(),
+                turn,
+            },
+        );
+        step.emit(announced);
+        match check_call(step, &settings.tools, &call, &arguments) {
+            Ok(()) => {
+                if let Some(session) = step.state.sessions.get_mut(&node.node_id) {
+                    session.pending.push(PendingToolCall {
+                        call_id: call.id,
+                        tool_name: call.name,
+                        arguments,
+                        dispatched: false,
+                    });
+                }
+            }
+            Err(error) => record_result(
+                step,
+                &node.node_id,
+                turn,
+                &call.id,
+                &call.name,
+                ToolOutcome::failed(error),
+            ),
+        }
+    }
+    dispatch_or_continue(step, node, attempt, settings.parallel_tools);
+    Ok(())
+}
+
+/// Every call of the turn has its result: ask the model again, unless the
+/// watchdog says the session is over.
+pub(super) fn next_turn(step: &mut StepContext<'_, '_>, node: &PlanNode, attempt: u32) {
+    let Some(session) = step.state.sessions.get(&node.node_id) else {
+        return;
+    };
+    if outlived_watchdog(session, step.now, step.engine) {
+        let reason = watchdog_reason(step.engine);
+        end_incomplete(step, node, attempt, WarningCode::SessionTimedOut, reason);
+        return;
+    }
+    let turn = session.next_turn();
+    let thinking = agent_state_frame(
+        &step.stamp(),
+        &step.state,
+        &node.node_id,
+        AgentActivity::Thinking,
+        turn,
+    );
+    step.emit(thinking);
+    step.enqueue(StepCommand::AgentTurn {
+        node_id: node.node_id.clone(),
+        attempt,
+        turn,
+    });
+}
+
+/// The watchdog's timer fired: a session still at work ends incomplete.
+pub(super) fn watchdog_fired(
+    step: &mut StepContext<'_, '_>,
+    node_id: &str,
+    attempt: u32,
+) -> Result<(), CoreError> {
+    let running = step
+        .state
+        .sessions
+        .get(node_id)
+        .is_some_and(|session| session.attempt == attempt);
+    if !running {
+        return Ok(());
+    }
+    let plan = plan_of(&step.state)?;
+    let node = plan_node_in(&plan, &step.state, node_id)?;
+    let reason = watchdog_reason(step.engine);
+    end_incomplete(step, node, attempt, WarningCode::SessionTimedOut, reason);
+    Ok(())
+}
+
+/// A guardrail ends the session: a `warning` naming it, then the node and
+/// the run fail with `agent_incomplete`.
+fn end_incomplete(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    code: WarningCode,
+    reason: String,
+) {
+    close_session(step, &node.node_id, attempt);
+    let warning = frames::warning(
+        &step.stamp(),
+        Some(&node.node_id),
+        reason.clone(),
+        &frames::WarningPayload::of(code),
+    );
+    step.emit(warning);
+    let run_message = format!("node {} stopped incomplete: {reason}", node.node_id);
+    step.fail_node(
+        node,
+        attempt,
+        FailureCode::AgentIncomplete,
+        &reason,
+        &run_message,
+    );
+}
+
+/// Removes the session and its watchdog.
+fn close_session(step: &mut StepContext<'_, '_>, node_id: &str, attempt: u32) {
+    step.state.sessions.remove(node_id);
+    step.state
+        .governance
+        .timers
+        .remove(&watchdog_timer_id(node_id, attempt));
+}

@@ -1,0 +1,101 @@
+//! Frames of agent sessions: each tool call (`tool_call`) and its result
+//! (`tool_result`), what the agent is doing (`agent_state`), and its final
+//! text (`message`).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{FrameStamp, to_payload};
+use crate::event::{EventDraft, EventType};
+
+/// `tool_call`: the model asked for `toolName` with `args` in `turn`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolCallPayload {
+    pub tool_name: String,
+    /// The arguments as parsed, or the text the model wrote when it is not JSON.
+    pub args: Value,
+    pub call_id: String,
+    pub turn: u32,
+}
+
+pub fn tool_call(stamp: &FrameStamp, node_id: &str, payload: &ToolCallPayload) -> EventDraft {
+    stamp
+        .draft(EventType::ToolCall)
+        .node(node_id)
+        .payload(to_payload(payload))
+}
+
+/// `tool_result`: a call's `result`, or the `error` the model is told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolResultPayload {
+    pub tool_name: String,
+    pub call_id: String,
+    pub turn: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+pub fn tool_result(stamp: &FrameStamp, node_id: &str, payload: &ToolResultPayload) -> EventDraft {
+    stamp
+        .draft(EventType::ToolResult)
+        .node(node_id)
+        .payload(to_payload(payload))
+}
+
+/// What an agent is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentActivity {
+    /// A model turn is on its way.
+    Thinking,
+    /// Tool calls are running.
+    ExecutingTool,
+    /// A child run is at work for the agent.
+    ExecutingPlan,
+    /// The agent waits for the person it talks with.
+    WaitingOnUser,
+}
+
+/// `agent_state`: the agent's activity (and the conversation's context type).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AgentStatePayload {
+    pub state: AgentActivity,
+    /// The model turn this is about.
+    pub turn: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_type: Option<String>,
+}
+
+pub fn agent_state(stamp: &FrameStamp, node_id: &str, payload: &AgentStatePayload) -> EventDraft {
+    stamp
+        .draft(EventType::AgentState)
+        .node(node_id)
+        .payload(to_payload(payload))
+}
+
+/// `message`: an agent's final text (`message`), after `turns` model turns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MessagePayload {
+    pub role: String,
+    pub turns: u32,
+}
+
+pub fn message(
+    stamp: &FrameStamp,
+    node_id: &str,
+    text: String,
+    payload: &MessagePayload,
+) -> EventDraft {
+    stamp
+        .draft(EventType::Message)
+        .node(node_id)
+        .message(text)
+        .payload(to_payload(payload))
+}

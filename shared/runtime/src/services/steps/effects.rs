@@ -1,0 +1,200 @@
+//! Performing an effect: a model call (its text streamed as `delta`
+//! frames when the engine asks), a judge's call, a planner draft, an agent
+//! session's model turn, or a tool call. Provider and tool failures become
+//! outcomes the engine judges; only the store failing is an error of the
+//! step.
+
+use baton_core::codes::WarningCode;
+use baton_core::context::ModelRequest;
+use baton_core::engine::{Effect, EffectOutcome};
+use baton_core::frames::{self, FrameStamp};
+use baton_core::run::RunState;
+use tokio::sync::mpsc;
+
+use super::StepService;
+use crate::error::RuntimeError;
+use crate::ports::ModelDelta;
+
+impl StepService {
+    /// Performs an effect; provider failures become outcomes, anything else
+    /// (the store failing) is an error of the step.
+    pub(super) async fn perform(
+        &self,
+        state: &RunState,
+        effect: &Effect,
+    ) -> Result<EffectOutcome, RuntimeError> {
+        let answered = match effect {
+            Effect::CallModel(call) => {
+                self.call_model_streaming(state, &call.node_id, &call.request, call.stream_deltas)
+                    .await
+            }
+            Effect::AskJudge(call) => {
+                // A judge's text is not streamed: the panel reports `progress`.
+                let (sender, _receiver) = mpsc::unbounded_channel();
+                self.llm
+                    .complete(&call.request, sender)
+                    .await
+                    .map_err(RuntimeError::Llm)
+            }
+            Effect::Converse(call) => {
+                return self.converse(state, call).await;
+            }
+            Effect::RunTool(execution) => {
+                let outcome = self
+                    .tools
+                    .run_tool(&execution.tool, &execution.invocation)
+                    .await;
+                return Ok(EffectOutcome::ToolFinished(outcome));
+            }
+            Effect::DraftPlan(call) => {
+                if !call.frames_before.is_empty() {
+                    self.store
+                        .append_events(&state.tenant_id, &state.run_id, call.frames_before.clone())
+                        .await?;
+                }
+                let (sender, _receiver) = mpsc::unbounded_channel();
+                self.llm
+                    .complete(&call.request, sender)
+                    .await
+                    .map_err(RuntimeError::Llm)
+            }
+        };
+        match answered {
+            Ok(answer) => Ok(EffectOutcome::ModelAnswered(answer)),
+            Err(RuntimeError::Llm(error)) => Ok(EffectOutcome::ModelFailed {
+                code: error.code(),
+                message: error.to_string(),
+            }),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Calls the model while a second task batches its deltas into the event
+    /// log (when the engine asks for them: text streams in the generation and
+    /// qa phases only).
+    async fn call_model_streaming(
+        &self,
+        state: &RunState,
+        node_id: &str,
+        request: &ModelRequest,
+        stream_deltas: bool,
+    ) -> Result<crate::ports::ModelAnswer, RuntimeError> {
+        let (sender, mut receiver) = mpsc::unbounded_channel::<ModelDelta>();
+        let call = self.llm.complete(request, sender);
+        let drain = async {
+            let mut buffer = String::new();
+            let mut last_flush = tokio::time::Instant::now();
+            let mut flush_error = None;
+            while let Some(delta) = receiver.recv().await {
+                if !(self.settings.stream_deltas && stream_deltas) {
+                    continue;
+                }
+                let text = match delta {
+                    ModelDelta::Text(text) => text,
+                    ModelDelta::Restarted => {
+                        if let Err(error) = self
+                            .flush_delta(state, node_id, &mut buffer)
+                            .await
+                            .and(self.note_stream_restart(state, node_id).await)
+                        {
+                            flush_error = Some(error);
+                        }
+                        last_flush = tokio::time::Instant::now();
+                        continue;
+                    }
+                };
+                buffer.push_str(&text);
+                if buffer.len() >= self.settings.delta_flush_bytes
+                    || last_flush.elapsed() >= self.settings.delta_flush_interval
+                {
+                    if let Err(error) = self.flush_delta(state, node_id, &mut buffer).await {
+                        flush_error = Some(error);
+                    }
+                    last_flush = tokio::time::Instant::now();
+                }
+            }
+            if let Err(error) = self.flush_delta(state, node_id, &mut buffer).await {
+                flush_error = Some(error);
+            }
+            flush_error
+        };
+        let (answer, flush_error) = tokio::join!(call, drain);
+        if let Some(error) = flush_error {
+            tracing::warn!(%error, "could not append streamed deltas; the answer is still committed");
+        }
+        Ok(answer?)
+    }
+
+    /// A `warning` telling stream readers to drop the node's deltas so far:
+    /// the provider restarted the answer after its stream broke.
+    async fn note_stream_restart(
+        &self,
+        state: &RunState,
+        node_id: &str,
+    ) -> Result<(), RuntimeError> {
+        let frame = frames::warning(
+            &FrameStamp::for_run(state, self.clock.now()),
+            Some(node_id),
+            "the model's stream broke and restarted: discard this node's deltas streamed since its node_start",
+            &frames::WarningPayload::of(WarningCode::StreamRestarted),
+        );
+        self.store
+            .append_events(&state.tenant_id, &state.run_id, vec![frame])
+            .await?;
+        Ok(())
+    }
+
+    async fn flush_delta(
+        &self,
+        state: &RunState,
+        node_id: &str,
+        buffer: &mut String,
+    ) -> Result<(), RuntimeError> {
+        if buffer.is_empty() {
+            return Ok(());
+        }
+        let frame = frames::delta(
+            &FrameStamp::for_run(state, self.clock.now()),
+            node_id,
+            std::mem::take(buffer),
+        );
+        self.store
+            .append_events(&state.tenant_id, &state.run_id, vec![frame])
+            .await?;
+        Ok(())
+    }
+
+    /// One model turn of an agent session, its text streamed like a node's.
+    async fn converse(
+        &self,
+        state: &RunState,
+        call: &baton_core::engine::ConverseCall,
+    ) -> Result<EffectOutcome, RuntimeError> {
+        let (sender, mut receiver) = mpsc::unbounded_channel::<ModelDelta>();
+        let turn = self.llm.converse(&call.request, &call.conversation, sender);
+        let stream = call.stream_deltas && self.settings.stream_deltas;
+        let drain = async {
+            let mut buffer = String::new();
+            while let Some(delta) = receiver.recv().await {
+                if let (true, ModelDelta::Text(text)) = (stream, delta) {
+                    buffer.push_str(&text);
+                    if buffer.len() >= self.settings.delta_flush_bytes {
+                        let _ = self.flush_delta(state, &call.node_id, &mut buffer).await;
+                    }
+                }
+            }
+            self.flush_delta(state, &call.node_id, &mut buffer).await
+        };
+        let (answered, flushed) = tokio::join!(turn, drain);
+        if let Err(error) = flushed {
+            tracing::warn!(%error, "could not append a turn's streamed text; the turn is still committed");
+        }
+        Ok(match answered {
+            Ok(answer) => EffectOutcome::ModelConversed(Box::new(answer)),
+            Err(error) => EffectOutcome::ModelFailed {
+                code: error.code(),
+                message: error.to_string(),
+            },
+        })
+    }
+}
