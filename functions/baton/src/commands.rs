@@ -120,6 +120,7 @@ async fn embedded_store_ports(
                 queue,
                 capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
                 clock,
+                threads: Arc::new(baton_runtime::memory::InMemoryThreadStore::new()),
             });
         }
         crate::StoreChoice::Sqlite(Some(path)) => path.clone(),
@@ -157,8 +158,9 @@ async fn embedded_store_ports(
     Ok(baton_bootstrap::StorePorts {
         store: sqlite.clone(),
         queue,
-        capability_directory: sqlite,
+        capability_directory: sqlite.clone(),
         clock,
+        threads: sqlite,
     })
 }
 

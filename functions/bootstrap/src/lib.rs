@@ -83,6 +83,8 @@ pub struct StorePorts {
     pub queue: Arc<dyn StepQueue>,
     pub capability_directory: Arc<dyn CapabilityDirectory>,
     pub clock: Arc<dyn Clock>,
+    /// Chat threads (the same store as the runs).
+    pub threads: Arc<dyn baton_runtime::ports::ThreadStore>,
 }
 
 /// The DynamoDB store (runs and capability registrations) and the SQS queue
@@ -116,6 +118,7 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         std::time::Duration::from_secs(10),
     ));
     Ok(StorePorts {
+        threads: store.clone(),
         store,
         queue,
         capability_directory,
@@ -174,6 +177,7 @@ pub fn services_over(
             // The run's event log holds every transcript; no ledger is configured.
             transcripts: Arc::new(baton_runtime::panels::EventLogTranscripts),
             tools: executors.tools,
+            threads: ports.threads,
         },
         settings,
         worker_id,

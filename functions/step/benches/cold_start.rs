@@ -146,6 +146,7 @@ async fn measure(binary: PathBuf) {
             queue: queue.clone(),
             capability_directory: store.clone(),
             clock: Arc::new(baton_runtime::clock::SystemClock),
+            threads: store.clone(),
         },
         baton_bootstrap::Executors {
             llm: Arc::new(NoModel),

@@ -3,7 +3,8 @@
 //! - [`dynamodb::DynamoRunStore`] implements `RunStore` on one DynamoDB table
 //!   (single-table design, key schema below).
 //! - The same store implements `CapabilityDirectory` (registrations agents
-//!   post, per tenant; see [`capability_directory`]).
+//!   post, per tenant; see [`capability_directory`]) and `ThreadStore`
+//!   (chat threads, one item per exchange; see `threads`).
 //! - [`sqs::SqsStepQueue`] implements `StepQueue` on a standard SQS queue
 //!   (its dead-letter queue is configured on the queue, see `infra/`).
 //!
@@ -18,6 +19,7 @@
 //! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent once), `expiresAt`, until re-sent `gsi1pk`/`gsi1sk`; deleted by the claim or commit of the step that handles it |
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
+//! | chat exchange | `T#{tenant}#THREAD#{thread}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` |
 //!
 //! Index `gsi1` is sparse and overloaded: outbox entries neither consumed nor re-sent carry
 //! `gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{writtenMillis:020}#{messageId}` (the
@@ -42,6 +44,7 @@ mod outbox_items;
 pub mod sqs;
 pub mod state_codec;
 mod table_setup;
+mod threads;
 
 pub use dynamodb::DynamoRunStore;
 pub use sqs::SqsStepQueue;

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::{StepCommand, StepMessage};
-use baton_runtime::conformance::{capability_directory_conformance, run_store_conformance};
+use baton_runtime::conformance::{
+    capability_directory_conformance, run_store_conformance, thread_store_conformance,
+};
 use baton_runtime::ports::{StepCommit, StepQueue};
 
 fn unique(prefix: &str) -> String {
@@ -42,6 +44,20 @@ async fn dynamodb_capability_directory_passes_the_conformance_suite() {
     );
     store.create_table_if_missing().await.unwrap();
     capability_directory_conformance(Arc::new(store), &unique("suite"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn dynamodb_thread_store_passes_the_conformance_suite() {
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let configuration = emulator.sdk_configuration().await;
+    let store = DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::new(&configuration),
+        unique("baton-threads"),
+    );
+    store.create_table_if_missing().await.unwrap();
+    thread_store_conformance(Arc::new(store), &unique("suite"))
         .await
         .unwrap();
 }

@@ -110,6 +110,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             quality_score: None,
             panel: None,
             agent: None,
+            chat: false,
         });
     }
     PlanGraph {

@@ -55,6 +55,9 @@ pub enum SessionTurn {
 pub struct ToolSession {
     pub tools: Vec<OfferedTool>,
     pub turns: Vec<SessionTurn>,
+    /// The answer is free text (chat), not JSON under the request's schema.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub free_text: bool,
 }
 
 /// What one model turn answered: text, or tool calls (or both).

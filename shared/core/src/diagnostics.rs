@@ -148,6 +148,19 @@ pub struct DiagnosticsBundle {
     pub infos: Vec<PlanDiagnostic>,
 }
 
+impl DiagnosticsBundle {
+    /// A plan with nothing to report (a chat run's one-node plan).
+    pub fn satisfied() -> Self {
+        DiagnosticsBundle {
+            status: PlanStatus::Accepted,
+            satisfaction_score: 1.0,
+            failures: Vec::new(),
+            warnings: Vec::new(),
+            infos: Vec::new(),
+        }
+    }
+}
+
 /// Per-constraint satisfiability, for the score.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConstraintOutcome {

@@ -19,6 +19,7 @@
 
 pub mod agents;
 pub mod capability;
+pub mod chat;
 pub mod codes;
 pub mod compiler;
 pub mod context;

@@ -157,6 +157,7 @@ pub fn inject_normalization(
         quality_score: None,
         panel: None,
         agent: None,
+        chat: false,
     });
     plan.edges.extend(edges);
     plan.metadata

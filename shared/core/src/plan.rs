@@ -50,6 +50,10 @@ pub struct PlanNode {
     /// and each tool call is a step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<crate::agents::AgentLoopSettings>,
+    /// A chat run's node: it answers in free text, after the thread's
+    /// earlier exchanges, as `{message, threadId}`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub chat: bool,
 }
 
 /// What a human capability's registration gives task surfaces.

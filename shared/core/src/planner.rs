@@ -497,6 +497,7 @@ fn build_plan_with_ids(
             quality_score: capability.quality_score.clone(),
             panel: capability.panel.clone(),
             agent: crate::agents::AgentLoopSettings::of(capability),
+            chat: false,
             task_surface: (capability.instruction_templates.is_some()
                 || capability.assignment_defaults.is_some())
             .then(|| crate::plan::TaskSurface {

@@ -26,6 +26,7 @@ pub struct Registry {
     capabilities_by_id: BTreeMap<String, CapabilityRegistration>,
     tools_by_name: BTreeMap<String, crate::tools::ToolDefinition>,
     contexts: Vec<crate::contexts::ContextGuidance>,
+    chat: Option<crate::chat::ChatSettings>,
 }
 
 fn registry_error(
@@ -172,6 +173,31 @@ impl Registry {
             self.add_context(context, &document.source_name)?;
         }
         Ok(())
+    }
+
+    /// Sets the orchestrator's chat agent (`registry/chat.json`) after
+    /// checking it against the tools already added.
+    pub fn set_chat_settings(
+        &mut self,
+        settings: crate::chat::ChatSettings,
+        source_name: &str,
+    ) -> Result<(), CoreError> {
+        settings
+            .check(self)
+            .map_err(|(path, message)| registry_error(source_name, path, message))?;
+        self.chat = Some(settings);
+        Ok(())
+    }
+
+    /// Reads and sets `registry/chat.json`.
+    pub fn add_chat_document(&mut self, document: &RegistryDocument) -> Result<(), CoreError> {
+        let settings: crate::chat::ChatSettings = parse_document(document)?;
+        self.set_chat_settings(settings, &document.source_name)
+    }
+
+    /// The orchestrator's chat agent, when the registry has one.
+    pub fn chat_settings(&self) -> Option<&crate::chat::ChatSettings> {
+        self.chat.as_ref()
     }
 
     /// The guidance for `context_type` (by name or alias).

@@ -189,6 +189,9 @@ pub struct RunState {
     /// Agent sessions at work, by node id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sessions: BTreeMap<String, crate::agents::AgentSession>,
+    /// Chat runs: the message and the thread it continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat: Option<crate::chat::ChatTurn>,
 }
 
 impl RunState {

@@ -187,6 +187,7 @@ pub fn expand_variants(
             quality_score: None,
             panel: None,
             agent: None,
+            chat: false,
         });
         plan.nodes.splice(position..=position, replacement);
         plan.metadata.insert("branchCount".into(), json!(count));

@@ -115,6 +115,12 @@ impl OpenAiCompatibleProvider {
                 });
             }
         }
+        if session.free_text
+            && let Some(fields) = body.as_object_mut()
+        {
+            // Chat: the answer is text for a person, not JSON.
+            fields.remove("response_format");
+        }
         if !session.tools.is_empty() {
             body["tools"] = session
                 .tools

@@ -1,8 +1,11 @@
-//! The conformance suites: one set of checks every `RunStore` adapter, and
-//! one every `CapabilityDirectory` adapter, must pass (in-memory and
-//! DynamoDB alike). Called from each adapter's tests with a fresh store.
+//! The conformance suites: one set of checks every `RunStore` adapter, one
+//! every `CapabilityDirectory` adapter and one every `ThreadStore` adapter
+//! must pass (in-memory, SQLite and DynamoDB alike). Called from each adapter's tests with a fresh store.
 
 mod held;
+mod threads;
+
+pub use threads::thread_store_conformance;
 
 use std::sync::Arc;
 

@@ -126,6 +126,9 @@ pub enum RuntimeError {
     /// committed).
     #[error("transcript publisher: {0}")]
     TranscriptPublisher(String),
+    /// A chat message names a thread the tenant does not have. HTTP 404.
+    #[error("no thread `{0}`")]
+    ThreadNotFound(String),
 }
 
 impl RuntimeError {
@@ -140,7 +143,8 @@ impl RuntimeError {
             | RuntimeError::RegistrationConflict { .. }
             | RuntimeError::Registry(_)
             | RuntimeError::Core(_)
-            | RuntimeError::Io { .. } => false,
+            | RuntimeError::Io { .. }
+            | RuntimeError::ThreadNotFound(_) => false,
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod fault_injection;
 pub mod follow;
 pub mod memory;
 mod memory_queue;
+mod memory_threads;
 pub mod panels;
 pub mod ports;
 pub mod registry_loader;

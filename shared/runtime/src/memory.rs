@@ -406,3 +406,4 @@ impl CapabilityDirectory for InMemoryCapabilityDirectory {
 }
 
 pub use crate::memory_queue::InMemoryStepQueue;
+pub use crate::memory_threads::InMemoryThreadStore;

@@ -340,3 +340,25 @@ impl ToolRunner for NoToolRunner {
         ))
     }
 }
+
+/// The conversation threads of chat mode: each exchange (a message and its
+/// answer) recorded under its thread, keyed by the run that answered it.
+#[async_trait]
+pub trait ThreadStore: Send + Sync {
+    /// The thread's exchanges, oldest first; `None` when the tenant has no
+    /// such thread (a thread exists once it has an exchange).
+    async fn thread_exchanges(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<Option<Vec<baton_core::chat::ChatExchange>>, StoreError>;
+
+    /// Records `exchange` in the thread. Recording the same run's exchange
+    /// again changes nothing (a retried step records it again).
+    async fn record_exchange(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        exchange: &baton_core::chat::ChatExchange,
+    ) -> Result<(), StoreError>;
+}

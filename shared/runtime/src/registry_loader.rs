@@ -20,6 +20,8 @@ trait RegistrySource {
     fn text(&self, relative: &str) -> Result<String, String>;
     /// Whether the optional `folder` exists.
     fn has_folder(&self, folder: &str) -> bool;
+
+    fn has_file(&self, relative: &str) -> bool;
 }
 
 struct DirectorySource<'a>(&'a Path);
@@ -54,6 +56,10 @@ impl RegistrySource for DirectorySource<'_> {
 
     fn has_folder(&self, folder: &str) -> bool {
         self.0.join(folder).is_dir()
+    }
+
+    fn has_file(&self, relative: &str) -> bool {
+        self.0.join(relative).is_file()
     }
 
     fn text(&self, relative: &str) -> Result<String, String> {
@@ -100,6 +106,10 @@ impl RegistrySource for EmbeddedSource {
         EMBEDDED_REGISTRY.get_dir(folder).is_some()
     }
 
+    fn has_file(&self, relative: &str) -> bool {
+        EMBEDDED_REGISTRY.get_file(relative).is_some()
+    }
+
     fn text(&self, relative: &str) -> Result<String, String> {
         EMBEDDED_REGISTRY
             .get_file(relative)
@@ -108,6 +118,9 @@ impl RegistrySource for EmbeddedSource {
             .ok_or_else(|| format!("{relative} is missing from the built-in registry"))
     }
 }
+
+/// The orchestrator's chat agent (optional).
+const CHAT_FILE: &str = "chat.json";
 
 fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
     let facet_documents: Vec<RegistryDocument> = source
@@ -163,6 +176,18 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
             .collect();
         registry
             .add_context_documents(&context_documents)
+            .map_err(RuntimeError::Registry)?;
+    }
+    if source.has_file(CHAT_FILE) {
+        let text = source.text(CHAT_FILE).map_err(|message| RuntimeError::Io {
+            path: CHAT_FILE.into(),
+            message,
+        })?;
+        registry
+            .add_chat_document(&RegistryDocument {
+                source_name: CHAT_FILE.into(),
+                text,
+            })
             .map_err(RuntimeError::Registry)?;
     }
     Ok(registry)

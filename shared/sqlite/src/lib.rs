@@ -1,5 +1,5 @@
-//! `baton-sqlite`: the embedded durable store. The `RunStore` and
-//! `CapabilityDirectory` ports on one SQLite file (`rusqlite` with the
+//! `baton-sqlite`: the embedded durable store. The `RunStore`,
+//! `CapabilityDirectory` and `ThreadStore` ports on one SQLite file (`rusqlite` with the
 //! bundled library: nothing to install), so a run parked on a laptop
 //! survives the process that started it, and several processes (`baton
 //! serve`, `baton tasks`, `baton resume`) share it.
@@ -14,6 +14,7 @@
 //! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis` |
 //! | `outbox` | `tenant_id, run_id, message_id` | `message` (JSON), `resent`, `written_at_millis` |
 //! | `capabilities` | `tenant_id, capability_id` | `record` (JSON) |
+//! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` (a committed step survives
 //! a power loss, not only a crash of the process), `busy_timeout` 5 s so
@@ -26,6 +27,7 @@
 //! events); every query is scoped by tenant.
 
 mod run_store;
+mod threads;
 
 pub use run_store::RunSummary;
 
@@ -91,6 +93,14 @@ CREATE TABLE IF NOT EXISTS capabilities (
     record TEXT NOT NULL,
     PRIMARY KEY (tenant_id, capability_id)
 );
+CREATE TABLE IF NOT EXISTS threads (
+    tenant_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    at_millis INTEGER NOT NULL,
+    exchange TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, thread_id, run_id)
+);
 ";
 
 /// `RunStore` and `CapabilityDirectory` on one SQLite file.
@@ -101,7 +111,7 @@ pub struct SqliteStore {
     clock: Arc<dyn Clock>,
 }
 
-fn unavailable(error: impl std::fmt::Display) -> StoreError {
+pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("sqlite: {error}"))
 }
 
@@ -168,7 +178,7 @@ impl SqliteStore {
 
     /// Runs `work` on the connection on a blocking thread (SQLite calls
     /// block; the async executor must not).
-    async fn with_connection<T, F>(&self, work: F) -> Result<T, StoreError>
+    pub(crate) async fn with_connection<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,

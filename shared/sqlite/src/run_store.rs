@@ -13,11 +13,11 @@ use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use crate::{SqliteStore, unavailable};
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+pub(crate) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|error| StoreError::Corrupt(error.to_string()))
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|error| StoreError::Corrupt(error.to_string()))
 }
 
@@ -30,7 +30,7 @@ fn as_i64(number: u64) -> i64 {
 }
 
 /// The first column (text) of every row `sql` selects with `parameters`.
-fn texts(
+pub(crate) fn texts(
     connection: &rusqlite::Connection,
     sql: &str,
     parameters: impl rusqlite::Params,

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 
 use baton_core::run::RunStatus;
-use baton_runtime::conformance::{capability_directory_conformance, run_store_conformance};
+use baton_runtime::conformance::{
+    capability_directory_conformance, run_store_conformance, thread_store_conformance,
+};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{RunStore, StepCommit};
 use baton_sqlite::SqliteStore;
@@ -64,6 +66,25 @@ async fn the_sqlite_store_passes_the_capability_directory_conformance_suite() {
     capability_directory_conformance(Arc::new(store_in(&directory)), "sqlite")
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn the_sqlite_store_passes_the_thread_store_conformance_suite() {
+    let directory = tempfile::tempdir().unwrap();
+    thread_store_conformance(Arc::new(store_in(&directory)), "sqlite")
+        .await
+        .unwrap();
+    // A thread outlives the process that recorded it.
+    let reopened = store_in(&directory);
+    let exchanges = baton_runtime::ports::ThreadStore::thread_exchanges(
+        &reopened,
+        "tenant-a-sqlite",
+        "thread-sqlite",
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(exchanges.len(), 3);
 }
 
 /// A run written by one store (process) is read whole by another opened later.

@@ -73,6 +73,7 @@ pub struct TestServices {
     validators: Option<Arc<ValidatorCache>>,
     transcripts: Option<Arc<dyn baton_runtime::ports::TranscriptPublisher>>,
     tools: Option<Arc<dyn baton_runtime::ports::ToolRunner>>,
+    threads: Option<Arc<dyn baton_runtime::ports::ThreadStore>>,
 }
 
 /// What [`TestServices::build`] wired, with the in-memory parts kept typed.
@@ -100,7 +101,14 @@ impl TestServices {
             validators: None,
             transcripts: None,
             tools: None,
+            threads: None,
         }
+    }
+
+    /// Keeps chat threads in `store`.
+    pub fn threads(mut self, store: Arc<dyn baton_runtime::ports::ThreadStore>) -> Self {
+        self.threads = Some(store);
+        self
     }
 
     /// Performs tool calls through `runner` (a test double for the tools'
@@ -186,6 +194,9 @@ impl TestServices {
                 tools: self
                     .tools
                     .unwrap_or_else(|| Arc::new(baton_runtime::ports::NoToolRunner)),
+                threads: self
+                    .threads
+                    .unwrap_or_else(|| Arc::new(baton_runtime::memory::InMemoryThreadStore::new())),
             },
             self.settings,
             self.worker_id,

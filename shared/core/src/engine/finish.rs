@@ -140,6 +140,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         },
     );
     step.emit(complete);
+    super::chat::record_exchange(step);
     Ok(())
 }
 

@@ -26,6 +26,7 @@
 
 mod agent;
 mod budget;
+mod chat;
 mod finish;
 mod hitl;
 mod human;
@@ -85,6 +86,16 @@ pub struct Decision {
     /// to its transcript publisher before it commits (at least once; a
     /// re-applied step publishes again under the same idempotency key).
     pub transcripts: Vec<crate::panels::TranscriptPublication>,
+    /// Chat exchanges answered in this step: the shell records each in its
+    /// thread before it commits (recording one twice changes nothing).
+    pub exchanges: Vec<ThreadExchange>,
+}
+
+/// A chat exchange for the thread it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadExchange {
+    pub thread_id: String,
+    pub exchange: crate::chat::ChatExchange,
 }
 
 /// Identity of a new run, chosen by the shell.
@@ -257,6 +268,7 @@ pub(crate) struct StepContext<'e, 'r> {
     pub events: Vec<EventDraft>,
     pub outbox: Vec<StepMessage>,
     pub transcripts: Vec<crate::panels::TranscriptPublication>,
+    pub exchanges: Vec<ThreadExchange>,
 }
 
 impl<'e, 'r> StepContext<'e, 'r> {
@@ -271,6 +283,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
             events: Vec::new(),
             outbox: Vec::new(),
             transcripts: Vec::new(),
+            exchanges: Vec::new(),
         }
     }
 
@@ -364,6 +377,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
             events: self.events,
             outbox: self.outbox,
             transcripts: self.transcripts,
+            exchanges: self.exchanges,
         }
     }
 
@@ -399,6 +413,7 @@ pub fn start_run(
         phase: Some(frames::RunPhase::Planning),
         panels: Default::default(),
         sessions: Default::default(),
+        chat: None,
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),
@@ -424,7 +439,21 @@ pub fn start_run(
         events: vec![start, planning],
         state,
         transcripts: Vec::new(),
+        exchanges: Vec::new(),
     }
+}
+
+/// Creates a chat run: `turn`'s message (and its thread's history) answered
+/// by one agent node; its envelope asks for `{message, threadId}`.
+pub fn start_chat_run(
+    identity: NewRunIdentity,
+    turn: crate::chat::ChatTurn,
+    now: Instant,
+) -> Result<Decision, CoreError> {
+    let envelope = crate::chat::chat_envelope(&turn)?;
+    let mut decision = start_run(identity, envelope, now, 1);
+    decision.state.chat = Some(turn);
+    Ok(decision)
 }
 
 /// Whether `command` no longer applies to `state` (a duplicate or late

@@ -23,6 +23,11 @@ pub(super) fn begin_planning(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
+    if state.chat.is_some() {
+        let mut step = StepContext::new(state.clone(), now, engine);
+        super::chat::plan_chat(&mut step)?;
+        return Ok(step.into_advance());
+    }
     match engine.planner {
         PlannerChoice::Deterministic => {
             let mut step = StepContext::new(state.clone(), now, engine);
@@ -182,7 +187,7 @@ pub(super) fn plan_requested_payload(
     }
 }
 
-pub(super) fn plan_generated_payload(
+pub(in crate::engine) fn plan_generated_payload(
     plan: &PlanGraph,
     bundle: &DiagnosticsBundle,
 ) -> frames::PlanGeneratedPayload {

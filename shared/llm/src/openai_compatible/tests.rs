@@ -192,6 +192,7 @@ fn session() -> ToolSession {
             ),
         }],
         turns: Vec::new(),
+        free_text: false,
     }
 }
 
@@ -225,6 +226,7 @@ async fn a_conversation_offers_its_tools_and_reads_the_calls_streamed_in_pieces(
     let sent = &server.requests()[0].body;
     assert_eq!(sent["tools"][0]["function"]["name"], "registry_search");
     assert_eq!(sent["tool_choice"], "auto");
+    assert!(sent.get("response_format").is_some(), "a node answers JSON");
 
     // The next turn carries the calls and their results; the model answers.
     conversation.turns.push(SessionTurn::Assistant {
@@ -254,6 +256,27 @@ async fn a_conversation_offers_its_tools_and_reads_the_calls_streamed_in_pieces(
     assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
     assert_eq!(messages[2]["tool_calls"][1]["id"], "call_1");
     assert_eq!(messages[4]["tool_call_id"], "call_1");
+}
+
+#[tokio::test]
+async fn a_chat_conversation_asks_for_free_text() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([Behavior::Content {
+        content: "Hello there.".into(),
+    }]);
+    let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+    let chat = ToolSession {
+        free_text: true,
+        ..session()
+    };
+    let answered = provider(&server)
+        .converse(&request(), &chat, sender)
+        .await
+        .unwrap();
+    assert_eq!(answered.content, "Hello there.");
+    let sent = &server.requests()[0].body;
+    assert!(sent.get("response_format").is_none(), "{sent}");
+    assert_eq!(sent["tools"][0]["function"]["name"], "registry_search");
 }
 
 #[tokio::test]

@@ -29,12 +29,14 @@ use baton_core::schema::ValidatorCache;
 pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot, Registered};
 pub use humans::{HumanInput, HumanInputOutcome, HumanService};
 pub use outbox::{OutboxRelay, OutboxSweeper};
-pub use runs::{EvaluationView, PanelEntry, RunService, SubmittedRun};
+pub use runs::{
+    ChatRequest, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService, SubmittedRun,
+};
 pub use steps::{StepOutcome, StepService};
 
 use crate::ports::{
-    CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue, ToolRunner,
-    TranscriptPublisher,
+    CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue, ThreadStore,
+    ToolRunner, TranscriptPublisher,
 };
 
 /// Tunables of the step loop.
@@ -118,6 +120,8 @@ pub struct ServicePorts {
     pub transcripts: Arc<dyn TranscriptPublisher>,
     /// Performs agents' tool calls (`NoToolRunner` where steps never run).
     pub tools: Arc<dyn ToolRunner>,
+    /// Chat threads (`memory::InMemoryThreadStore` in one process).
+    pub threads: Arc<dyn ThreadStore>,
 }
 
 /// What the run and step services share.
@@ -129,6 +133,7 @@ pub(crate) struct CommonParts {
     validators: Arc<ValidatorCache>,
     clock: Arc<dyn Clock>,
     settings: OrchestratorSettings,
+    threads: Arc<dyn ThreadStore>,
 }
 
 /// The services of one process, wired over one set of ports.
@@ -180,6 +185,7 @@ impl Services {
             validators,
             clock: ports.clock,
             settings,
+            threads: ports.threads,
         };
         let runs = Arc::new(RunService::new(common.clone(), ports.ids));
         let humans = Arc::new(HumanService::new(common.clone()));

@@ -15,10 +15,12 @@ use serde_json::Value;
 
 use super::{CommonParts, OrchestratorSettings, OutboxRelay};
 
+mod chat;
 mod evaluations;
 use crate::error::{RuntimeError, StoreError};
 use crate::follow::{FollowRequest, follow_run};
 use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StepCommit, StoredRun};
+pub use chat::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
 
 /// What submitting an envelope produced.
@@ -39,6 +41,7 @@ pub struct RunService {
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     settings: OrchestratorSettings,
+    threads: Arc<dyn crate::ports::ThreadStore>,
 }
 
 impl RunService {
@@ -51,6 +54,7 @@ impl RunService {
             clock: common.clock,
             ids,
             settings: common.settings,
+            threads: common.threads,
         }
     }
 

@@ -170,9 +170,17 @@ pub(super) fn begin_session(
         conversation: ToolSession {
             tools,
             turns: Vec::new(),
+            free_text: node.chat,
         },
         pending: Vec::new(),
     };
+    let mut request = build_model_request(node, bundle);
+    let mut session = session;
+    if node.chat
+        && let Some(turn) = &state.chat
+    {
+        request.user_message = seed_chat(&mut session.conversation, turn);
+    }
     let stamp = FrameStamp::for_run(state, now);
     let phase = RunPhase::of_node(node.kind);
     let mut start_frames = Vec::with_capacity(4);
@@ -204,13 +212,55 @@ pub(super) fn begin_session(
             attempt,
             turn: first_turn,
             claim_key: node.node_id.clone(),
-            request: build_model_request(node, bundle),
+            request,
             conversation: session.conversation.clone(),
             start_frames,
             opens: Some(session),
             stream_deltas: phase.streams_text(),
         },
     ))))
+}
+
+/// A chat node's conversation: the thread's earlier exchanges, then the
+/// new message. Returns the first user message (the rest become turns).
+fn seed_chat(conversation: &mut ToolSession, turn: &crate::chat::ChatTurn) -> String {
+    let mut messages = Vec::with_capacity(turn.history.len() * 2 + 1);
+    for exchange in &turn.history {
+        messages.push(SessionTurn::User {
+            content: exchange.user.clone(),
+        });
+        messages.push(SessionTurn::Assistant {
+            content: exchange.assistant.clone(),
+            tool_calls: Vec::new(),
+        });
+    }
+    messages.push(SessionTurn::User {
+        content: turn.message.clone(),
+    });
+    let mut messages = messages.into_iter();
+    let first = match messages.next() {
+        Some(SessionTurn::User { content }) => content,
+        _ => turn.message.clone(),
+    };
+    conversation.turns = messages.collect();
+    first
+}
+
+/// The request of a session's later turns: the same first messages.
+fn session_request(
+    state: &RunState,
+    node: &PlanNode,
+    engine: &EngineContext<'_>,
+) -> crate::context::ModelRequest {
+    let bundle = build_context_bundle(state, node, engine.registry);
+    let mut request = build_model_request(node, &bundle);
+    if node.chat
+        && let Some(turn) = &state.chat
+    {
+        let mut scratch = ToolSession::default();
+        request.user_message = seed_chat(&mut scratch, turn);
+    }
+    request
 }
 
 /// A later model turn's step: the watchdog first, then the model.
@@ -236,14 +286,13 @@ pub(super) fn begin_turn(
         );
         return Ok(step.into_advance());
     }
-    let bundle = build_context_bundle(state, node, engine.registry);
     Ok(StepAdvance::Perform(Effect::Converse(Box::new(
         ConverseCall {
             node_id: node_id.to_string(),
             attempt,
             turn,
             claim_key: turn_claim_key(node_id, turn),
-            request: build_model_request(node, &bundle),
+            request: session_request(state, node, engine),
             conversation: session.conversation.clone(),
             start_frames: Vec::new(),
             opens: None,
@@ -362,8 +411,13 @@ fn answered(
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
         record.status = NodeStatus::Scheduled;
     }
-    let parsed = serde_json::from_str::<Value>(&content)
-        .map_err(|error| format!("the answer is not valid JSON: {error}"));
+    let parsed = if node.chat {
+        // Free text: delivered as the thread's answer.
+        Ok(serde_json::json!({"message": content, "threadId": step.state.thread_id}))
+    } else {
+        serde_json::from_str::<Value>(&content)
+            .map_err(|error| format!("the answer is not valid JSON: {error}"))
+    };
     super::node::judge_answer(&mut step, node, attempt, parsed, TokenUsage::default())?;
     Ok(step.into_advance())
 }

@@ -64,6 +64,7 @@ pub struct StepService {
     claim_counter: AtomicU64,
     transcripts: Arc<dyn TranscriptPublisher>,
     tools: Arc<dyn ToolRunner>,
+    threads: Arc<dyn crate::ports::ThreadStore>,
 }
 
 /// Where performing the engine's effects left a step.
@@ -107,6 +108,7 @@ impl StepService {
             claim_counter: AtomicU64::new(0),
             transcripts,
             tools,
+            threads: common.threads,
         }
     }
 
@@ -366,6 +368,13 @@ impl StepService {
                     .publish(tenant_id, run_id, publication)
                     .await
                     .map_err(RuntimeError::TranscriptPublisher)?;
+            }
+            // Recorded before the commit too: a failure retries the step,
+            // and recording an exchange twice changes nothing.
+            for appended in &decision.exchanges {
+                self.threads
+                    .record_exchange(tenant_id, &appended.thread_id, &appended.exchange)
+                    .await?;
             }
             match self
                 .store

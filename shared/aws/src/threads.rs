@@ -1,0 +1,84 @@
+//! `ThreadStore` on the run store's DynamoDB table: one item per exchange,
+//! keyed by the run that answered it (recording it again overwrites it with
+//! the same content), read with one consistent `Query` and ordered by time.
+//!
+//! | item | pk | sk | attributes |
+//! | --- | --- | --- | --- |
+//! | exchange | `T#{tenant}#THREAD#{threadId}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` (TTL, like runs) |
+
+use async_trait::async_trait;
+use baton_core::chat::ChatExchange;
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::ThreadStore;
+
+use crate::dynamodb::{DynamoRunStore, Item, n, read_text, s, unavailable};
+
+fn thread_pk(tenant_id: &str, thread_id: &str) -> String {
+    format!("T#{tenant_id}#THREAD#{thread_id}")
+}
+
+#[async_trait]
+impl ThreadStore for DynamoRunStore {
+    async fn thread_exchanges(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
+        let mut exchanges = Vec::new();
+        let mut start_key: Option<Item> = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(thread_pk(tenant_id, thread_id)))
+                .expression_attribute_values(":prefix", s("X#"))
+                .consistent_read(true)
+                .set_exclusive_start_key(start_key.take())
+                .send()
+                .await
+                .map_err(|error| {
+                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
+                })?;
+            for item in output.items() {
+                let exchange: ChatExchange = serde_json::from_str(read_text(item, "exchange")?)
+                    .map_err(|error| StoreError::Corrupt(format!("thread exchange: {error}")))?;
+                exchanges.push(exchange);
+            }
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() => start_key = Some(key),
+                _ => break,
+            }
+        }
+        if exchanges.is_empty() {
+            return Ok(None);
+        }
+        exchanges.sort_by(|left, right| {
+            (left.at_millis, &left.run_id).cmp(&(right.at_millis, &right.run_id))
+        });
+        Ok(Some(exchanges))
+    }
+
+    async fn record_exchange(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        exchange: &ChatExchange,
+    ) -> Result<(), StoreError> {
+        let payload = serde_json::to_string(exchange)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(thread_pk(tenant_id, thread_id)))
+            .item("sk", s(format!("X#{}", exchange.run_id)))
+            .item("exchange", s(payload))
+            .item("atMillis", n(exchange.at_millis))
+            .item("expiresAt", self.expires_at())
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,122 @@
+//! Chat runs: planning is the one-node plan of `chat::chat_plan` (no
+//! planner, no validation against the registry's facets: the node's
+//! contract is `{message, threadId}`); a blank message is answered with
+//! the registry's clarifying question at once, without a model call. A
+//! chat run that completes hands its exchange to the shell, which records
+//! it in the thread before committing.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::CoreError;
+use crate::chat::{ChatExchange, chat_plan};
+use crate::codes::FailureCode;
+use crate::diagnostics::DiagnosticsBundle;
+use crate::frames;
+use crate::run::{NodeRecord, RunStatus};
+
+use super::{StepContext, ThreadExchange};
+
+/// The planning step of a chat run.
+pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
+    let Some(turn) = step.state.chat.clone() else {
+        return Ok(());
+    };
+    if turn.is_blank() {
+        let question = step
+            .engine
+            .registry
+            .chat_settings()
+            .map(|settings| settings.clarifying_question.clone())
+            .unwrap_or_default();
+        deliver_without_a_model(step, question);
+        return Ok(());
+    }
+    let plan = match chat_plan(&turn, step.engine.registry) {
+        Ok(plan) => plan,
+        Err(reason) => {
+            step.fail_run(
+                FailureCode::PlanRejected,
+                &format!("plan rejected: {reason}"),
+            );
+            return Ok(());
+        }
+    };
+    let bundle = DiagnosticsBundle::satisfied();
+    let generated = frames::plan_generated(
+        &frames::FrameStamp::new(step.now, plan.plan_version),
+        &super::plan::plan_generated_payload(&plan, &bundle),
+    );
+    step.emit(generated);
+    step.state.nodes = plan
+        .nodes
+        .iter()
+        .map(|node| (node.node_id.clone(), NodeRecord::pending()))
+        .collect();
+    step.state.plan = Some(Arc::new(plan));
+    step.state.plan_diagnostics = Some(Arc::new(bundle));
+    step.state.status = RunStatus::Running;
+    super::node::schedule_ready_nodes(step);
+    Ok(())
+}
+
+/// Answers the run with `message` itself (a blank message's question).
+fn deliver_without_a_model(step: &mut StepContext<'_, '_>, message: String) {
+    let thread_id = step.state.thread_id.clone();
+    let output = json!({"message": message, "threadId": thread_id});
+    let metrics = frames::metrics(
+        &step.stamp(),
+        &frames::MetricsPayload {
+            tokens: frames::TokenTotals {
+                prompt: 0,
+                completion: 0,
+                total: 0,
+            },
+            nodes: 0,
+            duration_ms: Some(0),
+        },
+    );
+    step.emit(metrics);
+    step.state.status = RunStatus::Completed;
+    step.state.output = Some(output.clone());
+    let complete = frames::complete(
+        &step.stamp(),
+        &frames::CompletePayload {
+            output,
+            status: RunStatus::Completed,
+            satisfaction_score: None,
+            observed_satisfaction: 1.0,
+            quality: None,
+            acceptance_report: None,
+        },
+    );
+    step.emit(complete);
+    record_exchange(step);
+}
+
+/// A completed chat run's exchange, for its thread.
+pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
+    let (Some(turn), Some(output)) = (&step.state.chat, &step.state.output) else {
+        return;
+    };
+    if step.state.status != RunStatus::Completed {
+        return;
+    }
+    let assistant = output
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let exchange = ThreadExchange {
+        thread_id: turn.thread_id.clone(),
+        exchange: ChatExchange {
+            run_id: step.state.run_id.clone(),
+            at_millis: step.now.unix_millis(),
+            user: turn.message.clone(),
+            assistant,
+            agent: turn.agent.clone(),
+        },
+    };
+    step.exchanges.push(exchange);
+}

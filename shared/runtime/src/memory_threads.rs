@@ -1,0 +1,78 @@
+//! The in-memory thread store (the embedded default): threads live as long
+//! as the process.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use baton_core::chat::ChatExchange;
+
+use crate::error::StoreError;
+use crate::ports::ThreadStore;
+
+/// One thread's exchanges by (time, run).
+type Thread = BTreeMap<(u64, String), ChatExchange>;
+
+/// Threads by (tenant, thread id).
+#[derive(Default)]
+pub struct InMemoryThreadStore {
+    threads: Mutex<BTreeMap<(String, String), Thread>>,
+}
+
+impl InMemoryThreadStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Unavailable("the in-memory thread store is poisoned".into())
+}
+
+#[async_trait]
+impl ThreadStore for InMemoryThreadStore {
+    async fn thread_exchanges(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
+        let threads = self.threads.lock().map_err(|_| poisoned())?;
+        Ok(threads
+            .get(&(tenant_id.to_string(), thread_id.to_string()))
+            .map(|exchanges| exchanges.values().cloned().collect()))
+    }
+
+    async fn record_exchange(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        exchange: &ChatExchange,
+    ) -> Result<(), StoreError> {
+        let mut threads = self.threads.lock().map_err(|_| poisoned())?;
+        let thread = threads
+            .entry((tenant_id.to_string(), thread_id.to_string()))
+            .or_default();
+        // Keyed by run: a second recording of the same run replaces itself.
+        thread.retain(|(_, run_id), _| run_id != &exchange.run_id);
+        thread.insert(
+            (exchange.at_millis, exchange.run_id.clone()),
+            exchange.clone(),
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::InMemoryThreadStore;
+    use crate::conformance::thread_store_conformance;
+
+    #[tokio::test]
+    async fn the_in_memory_thread_store_passes_the_conformance_suite() {
+        let outcome =
+            thread_store_conformance(Arc::new(InMemoryThreadStore::new()), "memory").await;
+        assert_eq!(outcome, Ok(()));
+    }
+}

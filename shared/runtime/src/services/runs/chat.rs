@@ -1,0 +1,96 @@
+//! Chat messages as runs: a message (with its thread's recent exchanges)
+//! becomes a chat run whose one node is the orchestrator's chat agent or a
+//! specialist. Nothing is stored for a request that cannot be answered
+//! (an unknown agent, context type or thread).
+
+use baton_core::chat::{ChatTurn, check_chat_request};
+use baton_core::engine::{NewRunIdentity, start_chat_run};
+
+use super::{RunService, SubmittedRun};
+use crate::error::RuntimeError;
+
+/// The longest message a chat run takes, in characters.
+pub const MAX_CHAT_MESSAGE_CHARS: usize = 32_000;
+
+/// One chat message as a caller sends it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ChatRequest {
+    pub message: String,
+    /// The thread to continue; a new one when absent.
+    pub thread_id: Option<String>,
+    /// A registered specialist to talk to instead of the orchestrator.
+    pub agent: Option<String>,
+    /// A context type of the registry (its guidance joins the prompt).
+    pub context_type: Option<String>,
+}
+
+impl RunService {
+    /// Starts a chat run for `request`. An unknown thread is an error
+    /// (`ThreadNotFound`), as are an unknown agent or context type
+    /// (`InvalidInput` naming `$.agent` / `$.contextType`).
+    pub async fn submit_chat(
+        &self,
+        tenant_id: &str,
+        request: &ChatRequest,
+    ) -> Result<SubmittedRun, RuntimeError> {
+        check_chat_request(
+            &self.registry,
+            request.agent.as_deref(),
+            request.context_type.as_deref(),
+        )
+        .map_err(|(path, message)| RuntimeError::InvalidInput { path, message })?;
+        if request.message.chars().count() > MAX_CHAT_MESSAGE_CHARS {
+            return Err(RuntimeError::InvalidInput {
+                path: "$.message".into(),
+                message: format!("longer than {MAX_CHAT_MESSAGE_CHARS} characters"),
+            });
+        }
+        let history_limit = self
+            .registry
+            .chat_settings()
+            .map_or(0, |settings| settings.history_limit);
+        let (thread_id, history) = match &request.thread_id {
+            None => (self.ids.new_id("thread"), Vec::new()),
+            Some(thread_id) => {
+                let Some(mut exchanges) =
+                    self.threads.thread_exchanges(tenant_id, thread_id).await?
+                else {
+                    return Err(RuntimeError::ThreadNotFound(thread_id.clone()));
+                };
+                let skip = exchanges.len().saturating_sub(history_limit);
+                exchanges.drain(..skip);
+                (thread_id.clone(), exchanges)
+            }
+        };
+        let run_id = self.ids.new_id("run");
+        let identity = NewRunIdentity {
+            run_id: run_id.clone(),
+            tenant_id: tenant_id.to_string(),
+            correlation_id: self.ids.new_id("corr"),
+            thread_id: thread_id.clone(),
+        };
+        let turn = ChatTurn {
+            thread_id,
+            message: request.message.clone(),
+            agent: request.agent.clone(),
+            context_type: request.context_type.clone(),
+            history,
+        };
+        let decision = start_chat_run(identity, turn, self.clock.now())?;
+        self.store
+            .create_run(
+                &decision.state,
+                decision.events,
+                decision.outbox.clone(),
+                None,
+            )
+            .await?;
+        self.relay.send(&decision.outbox).await?;
+        Ok(SubmittedRun {
+            run_id,
+            thread_id: decision.state.thread_id,
+            status: decision.state.status,
+            deduplicated: false,
+        })
+    }
+}

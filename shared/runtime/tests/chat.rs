@@ -1,0 +1,320 @@
+//! Chat mode on the step engine: a message is a run of one agent node; the
+//! thread's exchanges are recorded when a run completes and replayed before
+//! the next message; a specialist gets its own instructions only; a blank
+//! message gets the registry's question without a model call; bad requests
+//! store nothing. The model is a test double recording what it was sent.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::conversation::{SessionAnswer, SessionTurn, ToolSession};
+use baton_core::run::{RunStatus, TokenUsage};
+use baton_runtime::error::{LlmError, RuntimeError};
+use baton_runtime::memory::{InMemoryStepQueue, InMemoryThreadStore};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, ThreadStore};
+use baton_runtime::services::{ChatRequest, Services};
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::{TestServices, assert_frames_match_schemas, repository_registry};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Test double for the model endpoint: answers each chat turn with a
+/// numbered reply, streaming it in two pieces; records each request.
+#[derive(Default)]
+struct ChatModel {
+    requests: Mutex<Vec<(ModelRequest, ToolSession)>>,
+}
+
+#[async_trait]
+impl LlmProvider for ChatModel {
+    fn model_name(&self) -> String {
+        "chat-double".into()
+    }
+
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        Err(LlmError::Configuration("a chat node converses".into()))
+    }
+
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        session: &ToolSession,
+        deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<SessionAnswer, LlmError> {
+        let mut requests = self.requests.lock().unwrap();
+        requests.push((request.clone(), session.clone()));
+        let reply = format!("Reply number {}.", requests.len());
+        let _ = deltas.send(ModelDelta::Text("Reply ".into()));
+        let _ = deltas.send(ModelDelta::Text(reply["Reply ".len()..].to_string()));
+        Ok(SessionAnswer {
+            content: reply,
+            tool_calls: Vec::new(),
+            usage: TokenUsage {
+                prompt_tokens: 12,
+                completion_tokens: 4,
+            },
+            model: "chat-double".into(),
+        })
+    }
+}
+
+struct Chat {
+    services: Services,
+    queue: Arc<InMemoryStepQueue>,
+    model: Arc<ChatModel>,
+    threads: Arc<InMemoryThreadStore>,
+}
+
+fn chat() -> Chat {
+    let model = Arc::new(ChatModel::default());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let threads = Arc::new(InMemoryThreadStore::new());
+    let services = TestServices::with_model(model.clone())
+        .queue(queue.clone())
+        .threads(threads.clone())
+        .build()
+        .services;
+    Chat {
+        services,
+        queue,
+        model,
+        threads,
+    }
+}
+
+impl Chat {
+    /// Sends `request` and runs it to the end; the delivered output.
+    async fn say(&self, request: ChatRequest) -> (String, serde_json::Value) {
+        let submitted = self.services.runs.submit_chat("t", &request).await.unwrap();
+        let runner = LocalRunner {
+            steps: self.services.steps.clone(),
+            runs: self.services.runs.clone(),
+            queue: self.queue.clone(),
+        };
+        let status = runner
+            .run_until_settled("t", &submitted.run_id)
+            .await
+            .unwrap();
+        assert_eq!(status, RunStatus::Completed);
+        let stored = self
+            .services
+            .runs
+            .load("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        (submitted.run_id, stored.state.output.unwrap())
+    }
+
+    async fn frame_types(&self, run_id: &str) -> Vec<&'static str> {
+        let frames = self
+            .services
+            .runs
+            .read_all_events_after("t", run_id, 0)
+            .await
+            .unwrap();
+        assert_frames_match_schemas(&frames);
+        frames
+            .iter()
+            .map(|frame| frame.event_type.as_str())
+            .collect()
+    }
+}
+
+fn message(text: &str) -> ChatRequest {
+    ChatRequest {
+        message: text.into(),
+        ..ChatRequest::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_second_message_of_a_thread_sees_the_first_exchange() {
+    let chat = chat();
+    let (first_run, first) = chat.say(message("What can you do?")).await;
+    let thread_id = first["threadId"].as_str().unwrap().to_string();
+    assert_eq!(first["message"], "Reply number 1.");
+    assert_eq!(
+        chat.frame_types(&first_run).await,
+        [
+            "start",
+            "phase",
+            "plan_generated",
+            "handoff",
+            "phase",
+            "handoff",
+            "node_start",
+            "agent_state",
+            "delta",
+            "message",
+            "node_complete",
+            "metrics",
+            "phase",
+            "metrics",
+            "complete"
+        ]
+    );
+    let (_, second) = chat
+        .say(ChatRequest {
+            thread_id: Some(thread_id.clone()),
+            ..message("And how long does it take?")
+        })
+        .await;
+    assert_eq!(second["threadId"], thread_id.as_str());
+    assert_eq!(second["message"], "Reply number 2.");
+
+    let requests = chat.model.requests.lock().unwrap().clone();
+    let (first_request, first_session) = &requests[0];
+    assert_eq!(first_request.user_message, "What can you do?");
+    assert!(first_session.turns.is_empty() && first_session.free_text);
+    assert!(
+        first_session
+            .tools
+            .iter()
+            .any(|tool| tool.name == "registry_search"),
+        "the orchestrator's chat agent has its registry tools"
+    );
+    let (second_request, second_session) = &requests[1];
+    assert_eq!(second_request.user_message, "What can you do?");
+    assert_eq!(
+        second_session.turns,
+        vec![
+            SessionTurn::Assistant {
+                content: "Reply number 1.".into(),
+                tool_calls: Vec::new()
+            },
+            SessionTurn::User {
+                content: "And how long does it take?".into()
+            },
+        ]
+    );
+    let recorded = chat
+        .threads
+        .thread_exchanges("t", &thread_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(recorded.len(), 2);
+    assert_eq!(recorded[1].assistant, "Reply number 2.");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_specialist_gets_its_own_instructions_and_never_the_orchestrators() {
+    let chat = chat();
+    let registry = repository_registry();
+    let orchestrator = registry.chat_settings().unwrap().instructions.clone();
+    let specialist = registry.capability("copywriter.Messaging").unwrap();
+    let own = specialist.instructions.clone().unwrap();
+    let (_, answered) = chat
+        .say(ChatRequest {
+            agent: Some("copywriter.Messaging".into()),
+            context_type: Some("project".into()),
+            ..message("Draft a one-line pitch.")
+        })
+        .await;
+    assert_eq!(answered["message"], "Reply number 1.");
+    let requests = chat.model.requests.lock().unwrap().clone();
+    let (request, session) = &requests[0];
+    assert_eq!(request.system_instruction, own);
+    let sent = serde_json::to_string(&(request, session)).unwrap();
+    assert!(
+        !sent.contains(&orchestrator),
+        "no orchestrator prompt: {sent}"
+    );
+    let guidance = registry.context_guidance("project").unwrap().intent.clone();
+    assert!(
+        !sent.contains(&guidance),
+        "no orchestrator context guidance"
+    );
+    assert!(session.tools.is_empty(), "the specialist declares no tools");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_orchestrator_gets_the_context_types_guidance() {
+    let chat = chat();
+    chat.say(ChatRequest {
+        context_type: Some("project_audit".into()),
+        ..message("Audit the project.")
+    })
+    .await;
+    let registry = repository_registry();
+    let section = registry
+        .context_guidance("project_audit")
+        .unwrap()
+        .prompt_section();
+    let requests = chat.model.requests.lock().unwrap().clone();
+    assert!(requests[0].0.system_instruction.ends_with(&section));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_blank_message_gets_a_clarifying_question_without_a_model_call() {
+    let chat = chat();
+    let (run_id, answered) = chat.say(message("   ")).await;
+    let question = repository_registry()
+        .chat_settings()
+        .unwrap()
+        .clarifying_question
+        .clone();
+    assert_eq!(answered["message"], question.as_str());
+    assert!(chat.model.requests.lock().unwrap().is_empty());
+    assert_eq!(
+        chat.frame_types(&run_id).await,
+        ["start", "phase", "metrics", "complete"]
+    );
+    let thread = answered["threadId"].as_str().unwrap();
+    let recorded = chat.threads.thread_exchanges("t", thread).await.unwrap();
+    assert_eq!(recorded.unwrap()[0].assistant, question);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_agent_context_or_thread_is_refused_and_nothing_is_stored() {
+    let chat = chat();
+    for (request, expected) in [
+        (
+            ChatRequest {
+                agent: Some("nobody.here".into()),
+                ..message("hi")
+            },
+            "$.agent",
+        ),
+        (
+            ChatRequest {
+                context_type: Some("astrology".into()),
+                ..message("hi")
+            },
+            "$.contextType",
+        ),
+        (
+            ChatRequest {
+                agent: Some("JudgePanel.evaluate".into()),
+                ..message("hi")
+            },
+            "$.agent",
+        ),
+    ] {
+        match chat.services.runs.submit_chat("t", &request).await {
+            Err(RuntimeError::InvalidInput { path, .. }) => assert_eq!(path, expected),
+            other => panic!("expected a refusal at {expected}, got {other:?}"),
+        }
+    }
+    let unknown = chat
+        .services
+        .runs
+        .submit_chat(
+            "t",
+            &ChatRequest {
+                thread_id: Some("thread_missing".into()),
+                ..message("hi")
+            },
+        )
+        .await;
+    assert!(matches!(unknown, Err(RuntimeError::ThreadNotFound(ref id)) if id == "thread_missing"));
+    assert_eq!(chat.queue.outstanding(), 0, "nothing was started");
+    assert!(chat.model.requests.lock().unwrap().is_empty());
+}
