@@ -79,15 +79,20 @@ pub fn router(state: ApiState) -> Router {
             get(crate::judge::get_evaluation),
         )
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .with_state(state.clone());
+    let chat_routes = Router::new()
+        .route("/chat", post(crate::chat::chat))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state);
     Router::new()
         .nest("/api/v1/flex", routes)
         .nest("/api/v1/judge", judge_routes)
+        .merge(Router::new().nest("/api/v1", chat_routes))
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "route_not_found",
-                "no such route; the API lives under /api/v1/flex and /api/v1/judge",
+                "no such route; the API lives under /api/v1/flex, /api/v1/judge and /api/v1/chat",
             )
         })
 }

@@ -1058,3 +1058,134 @@ async fn the_hooks_dialect_renders_a_stream_as_hook_events() {
     assert_eq!(error["error"]["code"], "invalid_dialect");
     assert_eq!(error["error"]["details"]["parameter"], "dialect");
 }
+
+/// POSTs a chat message; the status and, for a stream, its frames.
+async fn chat(api: &TestApi, token: &str, body: &Value) -> (u16, Option<String>, Vec<Value>) {
+    let response = api
+        .client
+        .post(api.base.replace("/api/v1/flex", "/api/v1/chat"))
+        .bearer_auth(token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    if status != 200 {
+        let error: Value = response.json().await.unwrap_or(Value::Null);
+        return (status, None, vec![error]);
+    }
+    let thread = response
+        .headers()
+        .get("x-baton-thread-id")
+        .map(|value| value.to_str().unwrap().to_string());
+    let frames = read_sse(response)
+        .await
+        .into_iter()
+        .map(|(_, _, frame)| frame)
+        .collect();
+    (status, thread, frames)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_messages_stream_and_a_thread_remembers_its_exchanges() {
+    let api = start_api().await;
+    api.model.push_behaviors([
+        scripted_llm::Behavior::Content {
+            content: "I plan and run content work.".into(),
+        },
+        scripted_llm::Behavior::Content {
+            content: "Usually a few minutes.".into(),
+        },
+    ]);
+    let (status, thread, frames) =
+        chat(&api, ACME_TOKEN, &json!({"message": "What do you do?"})).await;
+    assert_eq!(status, 200);
+    let thread = thread.expect("the thread id header");
+    let last = frames.last().unwrap();
+    assert_eq!(last["type"], "complete");
+    assert_eq!(
+        last["payload"]["output"],
+        json!({"message": "I plan and run content work.", "threadId": thread})
+    );
+    let types: Vec<&str> = frames
+        .iter()
+        .map(|frame| frame["type"].as_str().unwrap())
+        .collect();
+    for expected in ["start", "agent_state", "delta", "message", "complete"] {
+        assert!(types.contains(&expected), "{expected} in {types:?}");
+    }
+
+    let (status, _, frames) = chat(
+        &api,
+        ACME_TOKEN,
+        &json!({"message": "How long does it take?", "threadId": thread}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        frames.last().unwrap()["payload"]["output"]["message"],
+        "Usually a few minutes."
+    );
+    let requests = api.model.requests();
+    let messages: Vec<(String, String)> = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| {
+            (
+                message["role"].as_str().unwrap().to_string(),
+                message["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        messages[1..],
+        [
+            ("user".to_string(), "What do you do?".to_string()),
+            (
+                "assistant".to_string(),
+                "I plan and run content work.".to_string()
+            ),
+            ("user".to_string(), "How long does it take?".to_string()),
+        ]
+    );
+    assert!(
+        requests[1].body.get("response_format").is_none(),
+        "chat answers in prose"
+    );
+
+    // Another tenant cannot continue the thread; bad bodies name their path.
+    for (token, body, status, path) in [
+        (
+            GLOBEX_TOKEN,
+            json!({"message": "hi", "threadId": thread}),
+            404,
+            "$.threadId",
+        ),
+        (ACME_TOKEN, json!({"message": 5}), 422, "$.message"),
+        (ACME_TOKEN, json!({"text": "hi"}), 422, "$.text"),
+        (
+            ACME_TOKEN,
+            json!({"message": "hi", "agent": "nobody.here"}),
+            422,
+            "$.agent",
+        ),
+        (
+            ACME_TOKEN,
+            json!({"message": "hi", "contextType": "astrology"}),
+            422,
+            "$.contextType",
+        ),
+    ] {
+        let (got, _, error) = chat(&api, token, &body).await;
+        assert_eq!(got, status, "{body}");
+        assert_eq!(error[0]["error"]["details"]["path"], path, "{body}");
+    }
+    let (unauthorized, _, _) = chat(&api, "wrong", &json!({"message": "hi"})).await;
+    assert_eq!(unauthorized, 401);
+    assert_eq!(
+        api.model.request_count(),
+        2,
+        "no refused message reached the model"
+    );
+}
