@@ -5,6 +5,7 @@
 //! input or configuration (the message names the JSON path or variable);
 //! 3 the run failed or its plan was rejected; 4 the run is parked for a human.
 
+mod chat;
 mod commands;
 mod judge;
 mod model_choice;
@@ -67,6 +68,30 @@ enum Command {
         /// Where the run is kept: `sqlite` (default: a file under the data
         /// directory, so a parked run outlives the process), `sqlite:PATH`,
         /// or `memory`.
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
+    },
+    /// Talk with the orchestrator's chat agent (or a specialist): one
+    /// message with `-m` (the thread id is printed on stderr; continue with
+    /// `--thread`), else an interactive session on one thread.
+    Chat {
+        /// The message (omit for an interactive session).
+        #[arg(short = 'm', long)]
+        message: Option<String>,
+        /// The thread to continue.
+        #[arg(long)]
+        thread: Option<String>,
+        /// A registered capability to talk to instead of the orchestrator.
+        #[arg(long)]
+        agent: Option<String>,
+        /// A context type of the registry (`registry/contexts/`).
+        #[arg(long = "context-type")]
+        context_type: Option<String>,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
+        format: OutputFormat,
+        /// Where runs and threads are kept (as for `run`).
         #[arg(long, default_value = "sqlite", value_parser = parse_store)]
         store: StoreChoice,
     },
@@ -225,6 +250,26 @@ fn main() -> ExitCode {
                 store,
             } => commands::run(&envelope, registry, format, store).await,
             Command::Plan { envelope, registry } => commands::plan(&envelope, registry),
+            Command::Chat {
+                message,
+                thread,
+                agent,
+                context_type,
+                registry,
+                format,
+                store,
+            } => {
+                chat::chat(chat::ChatOptions {
+                    message,
+                    thread,
+                    agent,
+                    context_type,
+                    format,
+                    store,
+                    registry,
+                })
+                .await
+            }
             Command::Tasks { store, format } => people::tasks(store, format).await,
             Command::Runs {
                 store,

@@ -111,6 +111,20 @@ impl FramePrinter {
                 .payload
                 .as_ref()
                 .map(|payload| serde_json::to_string_pretty(payload).unwrap_or_default()),
+            EventType::ToolCall | EventType::ToolResult | EventType::AgentState => {
+                frame.payload.as_ref().map(|payload| {
+                    let mut shown = payload.to_string();
+                    if shown.len() > 300 {
+                        let cut = (0..=300)
+                            .rev()
+                            .find(|at| shown.is_char_boundary(*at))
+                            .unwrap_or(0);
+                        shown.truncate(cut);
+                        shown.push('…');
+                    }
+                    shown
+                })
+            }
             EventType::NodeStart => frame
                 .payload
                 .as_ref()

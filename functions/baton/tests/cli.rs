@@ -1507,3 +1507,173 @@ async fn hooks_render_the_run_and_orchestrator_complete_comes_last() {
     assert_eq!(events.last().unwrap()["event"], "orchestrator:complete");
     assert_eq!(events.last().unwrap()["data"]["status"], "incomplete");
 }
+
+/// `baton chat`: the orchestrator's chat agent searches the registry with
+/// its tool (the real builtin, through the step engine), answers, and the
+/// next `baton chat --thread` (a new process, the same SQLite file) sees
+/// the first exchange. The model is the scripted server (a test double).
+#[tokio::test(flavor = "multi_thread")]
+async fn baton_chat_answers_with_a_tool_and_continues_a_thread_across_processes() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([
+        Behavior::ToolCalls {
+            calls: vec![scripted_llm::ScriptedToolCall {
+                name: "registry_search".into(),
+                arguments: json!({"query": "review", "kind": "capability"}),
+            }],
+        },
+        Behavior::Content {
+            content: "I can review content with a panel of judges.".into(),
+        },
+        Behavior::Content {
+            content: "A few minutes.".into(),
+        },
+    ]);
+    let output = baton(
+        Some(&server),
+        &["chat", "-m", "Can you review things?", "--format", "ndjson"],
+    )
+    .await;
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let frames: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    baton_test_support::assert_frame_values_match_schemas(frames.iter());
+    let agent_frames: Vec<&str> = frames
+        .iter()
+        .filter_map(|frame| frame["type"].as_str())
+        .filter(|kind| {
+            [
+                "tool_call",
+                "tool_result",
+                "agent_state",
+                "message",
+                "complete",
+            ]
+            .contains(kind)
+        })
+        .collect();
+    assert_eq!(
+        agent_frames,
+        [
+            "agent_state",
+            "tool_call",
+            "agent_state",
+            "tool_result",
+            "agent_state",
+            "message",
+            "complete"
+        ]
+    );
+    let result = frames
+        .iter()
+        .find(|frame| frame["type"] == "tool_result")
+        .unwrap();
+    let found = result["payload"]["result"]["matches"].as_array().unwrap();
+    assert!(!found.is_empty(), "the registry has reviewers: {result}");
+    let thread = stderr
+        .lines()
+        .find_map(|line| line.strip_prefix("baton: thread "))
+        .expect("the thread id on stderr")
+        .to_string();
+    let complete = frames.last().unwrap();
+    assert_eq!(complete["payload"]["output"]["threadId"], thread.as_str());
+
+    let output = baton(
+        Some(&server),
+        &[
+            "chat",
+            "-m",
+            "How long?",
+            "--thread",
+            &thread,
+            "--format",
+            "ndjson",
+        ],
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0));
+    let last = server.requests().last().unwrap().body.clone();
+    let contents: Vec<&str> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|message| message["content"].as_str())
+        .collect();
+    assert!(contents.contains(&"Can you review things?"), "{contents:?}");
+    assert!(contents.contains(&"I can review content with a panel of judges."));
+    assert_eq!(contents.last(), Some(&"How long?"));
+
+    let unknown = baton(
+        Some(&server),
+        &["chat", "-m", "hi", "--thread", "thread_nope"],
+    )
+    .await;
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        String::from_utf8(unknown.stderr)
+            .unwrap()
+            .contains("no thread `thread_nope`")
+    );
+}
+
+/// Interactive `baton chat`: each line is a message on one thread; an empty
+/// line gets the clarifying question without a model call.
+#[tokio::test(flavor = "multi_thread")]
+async fn interactive_baton_chat_keeps_one_thread() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors([
+        Behavior::Content {
+            content: "Hello!".into(),
+        },
+        Behavior::Content {
+            content: "Still here.".into(),
+        },
+    ]);
+    let data_home = std::env::temp_dir().join(format!("baton-cli-chat-{}", std::process::id()));
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["chat", "--store", "memory"])
+        .current_dir(repository_root())
+        .env("XDG_DATA_HOME", data_home)
+        .env_remove("BATON_LLM")
+        .env_remove("BATON_REGISTRY_DIR")
+        .env("BATON_LLM_BASE_URL", server.base_url())
+        .env("BATON_LLM_MODEL", "scripted-model")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(b"hi\n\nare you there?\nexit\n")
+            .await
+            .unwrap();
+    }
+    let output = child.wait_with_output().await.unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("Hello!") && stdout.contains("Still here."),
+        "{stdout}"
+    );
+    assert!(stdout.contains("Your message was empty"), "{stdout}");
+    assert_eq!(server.request_count(), 2, "the empty line called no model");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    let threads: std::collections::BTreeSet<&str> = stderr
+        .lines()
+        .filter_map(|line| line.strip_prefix("baton: thread "))
+        .collect();
+    assert_eq!(threads.len(), 1, "one thread: {stderr}");
+    let last = server.requests().last().unwrap().body.clone();
+    assert_eq!(
+        last["messages"].as_array().unwrap().len(),
+        4,
+        "system, the first exchange (the blank one is left out), the new message: {last}"
+    );
+}

@@ -12,11 +12,14 @@ use serde_json::{Value, json};
 use crate::CoreError;
 use crate::chat::{ChatExchange, chat_plan};
 use crate::codes::FailureCode;
+use crate::context::{build_context_bundle, build_model_request};
+use crate::conversation::{SessionTurn, ToolSession};
 use crate::diagnostics::DiagnosticsBundle;
 use crate::frames;
-use crate::run::{NodeRecord, RunStatus};
+use crate::plan::PlanNode;
+use crate::run::{NodeRecord, RunState, RunStatus};
 
-use super::{StepContext, ThreadExchange};
+use super::{EngineContext, StepContext, ThreadExchange};
 
 /// The planning step of a chat run.
 pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
@@ -119,4 +122,51 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
         },
     };
     step.exchanges.push(exchange);
+}
+
+/// A chat node's conversation: the thread's earlier exchanges, then the
+/// new message. Returns the first user message (the rest become turns).
+pub(super) fn seed_chat(conversation: &mut ToolSession, turn: &crate::chat::ChatTurn) -> String {
+    let mut messages = Vec::with_capacity(turn.history.len() * 2 + 1);
+    // A blank message and its clarifying question tell the model nothing.
+    for exchange in turn
+        .history
+        .iter()
+        .filter(|exchange| !exchange.user.trim().is_empty())
+    {
+        messages.push(SessionTurn::User {
+            content: exchange.user.clone(),
+        });
+        messages.push(SessionTurn::Assistant {
+            content: exchange.assistant.clone(),
+            tool_calls: Vec::new(),
+        });
+    }
+    messages.push(SessionTurn::User {
+        content: turn.message.clone(),
+    });
+    let mut messages = messages.into_iter();
+    let first = match messages.next() {
+        Some(SessionTurn::User { content }) => content,
+        _ => turn.message.clone(),
+    };
+    conversation.turns = messages.collect();
+    first
+}
+
+/// The request of a session's later turns: the same first messages.
+pub(super) fn session_request(
+    state: &RunState,
+    node: &PlanNode,
+    engine: &EngineContext<'_>,
+) -> crate::context::ModelRequest {
+    let bundle = build_context_bundle(state, node, engine.registry);
+    let mut request = build_model_request(node, &bundle);
+    if node.chat
+        && let Some(turn) = &state.chat
+    {
+        let mut scratch = ToolSession::default();
+        request.user_message = seed_chat(&mut scratch, turn);
+    }
+    request
 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 use crate::CoreError;
 use crate::agents::{AgentSession, PendingToolCall, turn_claim_key, watchdog_timer_id};
 use crate::codes::{FailureCode, WarningCode};
-use crate::context::{ContextBundle, build_context_bundle, build_model_request};
+use crate::context::{ContextBundle, build_model_request};
 use crate::conversation::{
     OfferedTool, SessionAnswer, SessionTurn, ToolInvocation, ToolOutcome, ToolSession,
 };
@@ -179,7 +179,7 @@ pub(super) fn begin_session(
     if node.chat
         && let Some(turn) = &state.chat
     {
-        request.user_message = seed_chat(&mut session.conversation, turn);
+        request.user_message = super::chat::seed_chat(&mut session.conversation, turn);
     }
     let stamp = FrameStamp::for_run(state, now);
     let phase = RunPhase::of_node(node.kind);
@@ -221,48 +221,6 @@ pub(super) fn begin_session(
     ))))
 }
 
-/// A chat node's conversation: the thread's earlier exchanges, then the
-/// new message. Returns the first user message (the rest become turns).
-fn seed_chat(conversation: &mut ToolSession, turn: &crate::chat::ChatTurn) -> String {
-    let mut messages = Vec::with_capacity(turn.history.len() * 2 + 1);
-    for exchange in &turn.history {
-        messages.push(SessionTurn::User {
-            content: exchange.user.clone(),
-        });
-        messages.push(SessionTurn::Assistant {
-            content: exchange.assistant.clone(),
-            tool_calls: Vec::new(),
-        });
-    }
-    messages.push(SessionTurn::User {
-        content: turn.message.clone(),
-    });
-    let mut messages = messages.into_iter();
-    let first = match messages.next() {
-        Some(SessionTurn::User { content }) => content,
-        _ => turn.message.clone(),
-    };
-    conversation.turns = messages.collect();
-    first
-}
-
-/// The request of a session's later turns: the same first messages.
-fn session_request(
-    state: &RunState,
-    node: &PlanNode,
-    engine: &EngineContext<'_>,
-) -> crate::context::ModelRequest {
-    let bundle = build_context_bundle(state, node, engine.registry);
-    let mut request = build_model_request(node, &bundle);
-    if node.chat
-        && let Some(turn) = &state.chat
-    {
-        let mut scratch = ToolSession::default();
-        request.user_message = seed_chat(&mut scratch, turn);
-    }
-    request
-}
-
 /// A later model turn's step: the watchdog first, then the model.
 pub(super) fn begin_turn(
     state: &RunState,
@@ -292,7 +250,7 @@ pub(super) fn begin_turn(
             attempt,
             turn,
             claim_key: turn_claim_key(node_id, turn),
-            request: session_request(state, node, engine),
+            request: super::chat::session_request(state, node, engine),
             conversation: session.conversation.clone(),
             start_frames: Vec::new(),
             opens: None,

@@ -1,0 +1,112 @@
+//! `baton chat`: talk with the orchestrator's chat agent (or a specialist,
+//! `--agent`). With `-m`, one message: its frames as `baton run` prints
+//! them, then the thread id (on stderr) to continue with `--thread`. With
+//! no `-m`, an interactive session: each line you type is a message on the
+//! same thread; an empty line gets the agent's clarifying question; `exit`
+//! or end of input stops.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use baton_runtime::RuntimeError;
+use baton_runtime::memory::InMemoryStepQueue;
+use baton_runtime::services::{ChatRequest, Services};
+use tokio::io::AsyncBufReadExt;
+
+use crate::OutputFormat;
+use crate::commands::{
+    EXIT_COMPLETED, EXIT_INVALID_INPUT, LOCAL_TENANT, LeftOverSteps, configuration_or_exit,
+    drive_and_print, embedded_services, invalid, load_registry_or_exit,
+};
+
+/// What `baton chat` was asked.
+pub struct ChatOptions {
+    pub message: Option<String>,
+    pub thread: Option<String>,
+    pub agent: Option<String>,
+    pub context_type: Option<String>,
+    pub format: OutputFormat,
+    pub store: crate::StoreChoice,
+    pub registry: Option<PathBuf>,
+}
+
+pub async fn chat(options: ChatOptions) -> u8 {
+    let configuration = match configuration_or_exit() {
+        Ok(configuration) => configuration,
+        Err(code) => return code,
+    };
+    let registry = match load_registry_or_exit(options.registry.clone(), &configuration) {
+        Ok(registry) => registry,
+        Err(code) => return code,
+    };
+    let (services, queue) = match embedded_services(
+        registry,
+        &configuration,
+        &options.store,
+        LeftOverSteps::None,
+    )
+    .await
+    {
+        Ok(parts) => parts,
+        Err(code) => return code,
+    };
+    let mut request = ChatRequest {
+        message: String::new(),
+        thread_id: options.thread.clone(),
+        agent: options.agent.clone(),
+        context_type: options.context_type.clone(),
+    };
+    if let Some(message) = options.message {
+        request.message = message;
+        return say(&services, queue, &request, options.format).await.0;
+    }
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut code = EXIT_COMPLETED;
+    let prompt = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    loop {
+        if prompt {
+            eprint!("you> ");
+        }
+        let Ok(Some(line)) = lines.next_line().await else {
+            if prompt {
+                eprintln!();
+            }
+            return code;
+        };
+        if line.trim() == "exit" {
+            return code;
+        }
+        request.message = line;
+        let (said, thread) = say(&services, queue.clone(), &request, options.format).await;
+        code = said;
+        if thread.is_some() {
+            request.thread_id = thread;
+        }
+    }
+}
+
+/// Sends one message and prints its run; the exit code and the thread.
+async fn say(
+    services: &Services,
+    queue: Arc<InMemoryStepQueue>,
+    request: &ChatRequest,
+    format: OutputFormat,
+) -> (u8, Option<String>) {
+    let submitted = match services.runs.submit_chat(LOCAL_TENANT, request).await {
+        Ok(submitted) => submitted,
+        Err(RuntimeError::InvalidInput { path, message }) => {
+            eprintln!("baton: {path}: {message}");
+            return (EXIT_INVALID_INPUT, None);
+        }
+        Err(RuntimeError::ThreadNotFound(thread)) => {
+            eprintln!(
+                "baton: no thread `{thread}` in this store (threads are kept by --store sqlite; leave --thread out to start one)"
+            );
+            return (EXIT_INVALID_INPUT, None);
+        }
+        Err(error) => return (invalid(error), None),
+    };
+    let code = drive_and_print(services, queue, &submitted.run_id, 0, format).await;
+    eprintln!("baton: thread {}", submitted.thread_id);
+    (code, Some(submitted.thread_id))
+}
