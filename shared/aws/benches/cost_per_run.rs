@@ -421,6 +421,7 @@ async fn main() {
                     StepCommand::AskJudge { .. } => "judge step",
                     StepCommand::AgentTurn { .. } => "agent turn step",
                     StepCommand::RunTool { .. } => "tool step",
+                    StepCommand::ChildRunEnded { .. } => "child run ended step",
                     StepCommand::FireTimer { .. } => "timer step",
                 };
                 take_usage();

@@ -68,6 +68,9 @@ pub struct PendingToolCall {
     /// Its step is in the outbox (sequential tools are sent one by one).
     #[serde(default)]
     pub dispatched: bool,
+    /// The child run it started, while the session waits for it to end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_run_id: Option<String>,
 }
 
 /// One node attempt's session, kept in the run state between its steps.
@@ -104,14 +107,26 @@ impl AgentSession {
         self.attempt == attempt && self.pending.is_empty() && self.next_turn() == turn
     }
 
-    /// Whether the session waits for the result of `call_id` of `turn`.
+    /// Whether the session waits for `call_id` of `turn` to run (not for
+    /// a child run it started).
     pub fn awaits_call(&self, attempt: u32, turn: u32, call_id: &str) -> bool {
-        self.attempt == attempt
-            && self.calls_turn() == turn
-            && self
-                .pending
-                .iter()
-                .any(|call| call.call_id == call_id && call.dispatched)
+        self.pending_call(attempt, turn, call_id)
+            .is_some_and(|call| call.child_run_id.is_none())
+    }
+
+    /// Whether the session waits for the child run `call_id` started.
+    pub fn awaits_child(&self, attempt: u32, turn: u32, call_id: &str) -> bool {
+        self.pending_call(attempt, turn, call_id)
+            .is_some_and(|call| call.child_run_id.is_some())
+    }
+
+    fn pending_call(&self, attempt: u32, turn: u32, call_id: &str) -> Option<&PendingToolCall> {
+        if self.attempt != attempt || self.calls_turn() != turn {
+            return None;
+        }
+        self.pending
+            .iter()
+            .find(|call| call.call_id == call_id && call.dispatched)
     }
 }
 
@@ -135,4 +150,43 @@ pub fn tool_idempotency_key(run_id: &str, node_id: &str, turn: u32, call_id: &st
 /// The timer id of a session's watchdog.
 pub fn watchdog_timer_id(node_id: &str, attempt: u32) -> String {
     format!("agent:{node_id}:{attempt}")
+}
+
+/// What a child run remembers of the tool call that started it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParentLink {
+    pub run_id: String,
+    pub node_id: String,
+    pub attempt: u32,
+    pub turn: u32,
+    pub call_id: String,
+}
+
+/// How a child run ended, as its parent's tool call result: status, output
+/// (when it completed), the failure (when not), tokens.
+pub fn child_summary(state: &crate::run::RunState) -> Value {
+    let usage = state.total_usage();
+    let mut summary = serde_json::json!({
+        "runId": state.run_id,
+        "status": state.status.as_str(),
+        "usage": {"promptTokens": usage.prompt_tokens, "completionTokens": usage.completion_tokens},
+    });
+    if let Some(output) = &state.output {
+        summary["outputs"] = output.clone();
+    }
+    if let Some(failure) = &state.failure {
+        summary["failure"] = serde_json::json!({"code": failure.code, "message": failure.message});
+    }
+    summary
+}
+
+/// The id of the child run a tool call starts: the same for every retry of
+/// the call, so a retried step finds the child it already created.
+pub fn child_run_id(parent_run_id: &str, node_id: &str, turn: u32, call_id: &str) -> String {
+    let call: String = call_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("{parent_run_id}.{node_id}.{turn}.{call}")
 }

@@ -44,6 +44,14 @@ pub struct ChatSettings {
     /// Earlier exchanges a turn sees (the most recent ones).
     #[serde(default = "default_history_limit")]
     pub history_limit: usize,
+    /// The reviewer's system prompt for `agent_create_plan`'s
+    /// `agent_review` mode.
+    #[serde(default = "default_plan_review_instructions")]
+    pub plan_review_instructions: String,
+}
+
+fn default_plan_review_instructions() -> String {
+    "You review an execution plan before it runs. Approve it when its steps can produce what the objective asks for; otherwise reject it or say what must change, in one or two sentences.".into()
 }
 
 fn default_history_limit() -> usize {
@@ -91,6 +99,9 @@ pub struct ChatExchange {
     /// The specialist that answered, when not the orchestrator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// Plans drafted for approval and not run yet, after this exchange.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drafts: Vec<crate::plan_tool::PlanDraft>,
 }
 
 /// A chat run's message and what it needs of its thread.
@@ -107,6 +118,13 @@ pub struct ChatTurn {
     /// The thread's most recent exchanges, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<ChatExchange>,
+    /// Drafted plans awaiting the person's approval (an `auto_execute`
+    /// call with the same objective runs one and takes it off the list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_drafts: Vec<crate::plan_tool::PlanDraft>,
+    /// Plans drafted during this message.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub new_drafts: Vec<crate::plan_tool::PlanDraft>,
 }
 
 impl ChatTurn {
@@ -204,6 +222,13 @@ pub fn chat_plan(turn: &ChatTurn, registry: &Registry) -> Result<PlanGraph, Stri
         }
         None => {
             let mut instructions = settings.instructions.clone();
+            if !turn.pending_drafts.is_empty() {
+                instructions.push_str("\n\nPlans drafted earlier in this conversation await the person's approval (nothing has run):");
+                for draft in &turn.pending_drafts {
+                    instructions.push_str(&format!("\n- {}: {}", draft.draft_id, draft.objective));
+                }
+                instructions.push_str("\nWhen the person approves one, call agent_create_plan with execution_mode auto_execute and exactly that objective: the drafted plan runs.");
+            }
             if let Some(guidance) = turn
                 .context_type
                 .as_deref()

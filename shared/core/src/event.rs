@@ -135,6 +135,9 @@ pub struct EventDraft {
     /// and output contracts came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facet_provenance: Option<FrameProvenance>,
+    /// A child run's frames: the run (and agent session) that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
 }
 
 /// The facet provenance of a node's compiled contracts, as frames carry it.
@@ -155,6 +158,7 @@ impl EventDraft {
             message: None,
             payload: None,
             facet_provenance: None,
+            parent_run_id: None,
         }
     }
     pub fn node(mut self, node_id: &str) -> Self {
@@ -187,6 +191,7 @@ impl EventDraft {
             message: self.message,
             payload: self.payload,
             facet_provenance: self.facet_provenance,
+            parent_run_id: self.parent_run_id,
         }
     }
 }
@@ -211,6 +216,8 @@ pub struct EventFrame {
     pub payload: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facet_provenance: Option<FrameProvenance>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
 }
 
 impl EventFrame {

@@ -142,6 +142,7 @@ mod tests {
             message: Some("chunk".into()),
             payload: Some(payload),
             facet_provenance: None,
+            parent_run_id: None,
         }
     }
 

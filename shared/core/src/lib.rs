@@ -41,6 +41,7 @@ pub mod logic;
 pub mod normalization;
 pub mod panels;
 pub mod plan;
+pub mod plan_tool;
 pub mod planner;
 pub mod policies;
 pub mod redaction;

@@ -192,6 +192,9 @@ pub struct RunState {
     /// Chat runs: the message and the thread it continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chat: Option<crate::chat::ChatTurn>,
+    /// A child run: the agent session's tool call that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<crate::agents::ParentLink>,
 }
 
 impl RunState {
@@ -248,6 +251,17 @@ pub enum StepCommand {
         #[serde(rename = "callId")]
         call_id: String,
     },
+    /// A child run that a session's `agent_create_plan` call started has
+    /// ended: `summary` (status, output, usage) is the call's result.
+    ChildRunEnded {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+        turn: u32,
+        #[serde(rename = "callId")]
+        call_id: String,
+        summary: Value,
+    },
     /// A durable timer comes due (its message carries `notBefore`).
     FireTimer {
         #[serde(rename = "timerId")]
@@ -294,6 +308,13 @@ impl StepMessage {
                 turn,
                 call_id,
             } => format!("{run_id}:{node_id}:{attempt}:tool:{turn}:{call_id}"),
+            StepCommand::ChildRunEnded {
+                node_id,
+                attempt,
+                turn,
+                call_id,
+                ..
+            } => format!("{run_id}:{node_id}:{attempt}:child:{turn}:{call_id}"),
             StepCommand::FireTimer { timer_id } => format!("{run_id}:timer:{timer_id}"),
         };
         StepMessage {
@@ -354,6 +375,13 @@ mod tests {
                 attempt: 1,
                 turn: 1,
                 call_id: "call_9".into(),
+            },
+            StepCommand::ChildRunEnded {
+                node_id: "node_3".into(),
+                attempt: 1,
+                turn: 0,
+                call_id: "call_9".into(),
+                summary: serde_json::json!({"runId": "run_1.node_3.0.call_9", "status": "completed"}),
             },
             StepCommand::FireTimer {
                 timer_id: "sla:node_1:1".into(),

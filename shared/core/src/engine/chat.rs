@@ -119,6 +119,12 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
             user: turn.message.clone(),
             assistant,
             agent: turn.agent.clone(),
+            drafts: turn
+                .pending_drafts
+                .iter()
+                .chain(&turn.new_drafts)
+                .cloned()
+                .collect(),
         },
     };
     step.exchanges.push(exchange);

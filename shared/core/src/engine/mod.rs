@@ -27,6 +27,7 @@
 mod agent;
 mod budget;
 mod chat;
+mod effects;
 mod finish;
 mod hitl;
 mod human;
@@ -42,7 +43,9 @@ mod tests;
 
 use std::sync::Arc;
 
-pub use agent::{ConverseCall, ToolExecution};
+pub use agent::{ChildRunStart, ConverseCall, PlanReviewCall, ToolExecution};
+pub(crate) use effects::unexpected_outcome;
+pub use effects::{Effect, EffectOutcome, JudgeModelCall, ModelAnswer, ModelCall, PlanDraftCall};
 pub use hitl::{
     ApprovalDecision, ApprovalResolution, ClarificationAnswer, answer_clarification,
     resolve_approval, resume_paused_run, trigger_manual_policy,
@@ -54,17 +57,13 @@ pub use policy::run_metrics;
 
 use crate::CoreError;
 use crate::codes::FailureCode;
-use crate::context::ModelRequest;
-use crate::diagnostics::DiagnosticsBundle;
 use crate::envelope::TaskEnvelope;
 use crate::event::EventDraft;
 use crate::frames::{self, FrameStamp};
 use crate::governance::{Timer, TimerPurpose};
 use crate::instant::Instant;
 use crate::registry::Registry;
-use crate::run::{
-    NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage, TokenUsage,
-};
+use crate::run::{NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage};
 use crate::schema::ValidatorCache;
 
 /// Default bound on attempts per node: the first try plus two re-prompts.
@@ -133,120 +132,6 @@ pub struct EngineContext<'a> {
     pub agent_session_limit: std::time::Duration,
 }
 
-/// A model's structured answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelAnswer {
-    pub content: String,
-    pub usage: TokenUsage,
-    pub model: String,
-}
-
-/// A node attempt's model call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ModelCall {
-    pub node_id: String,
-    pub attempt: u32,
-    pub request: ModelRequest,
-    /// Appended atomically with the node's claim (`node_start`).
-    pub start_frames: Vec<EventDraft>,
-    /// When the attempt began (Unix ms), for the node's `metrics`.
-    pub started_at_millis: u64,
-    /// Whether the model's text is streamed as `delta` frames (only in the
-    /// generation and qa phases).
-    pub stream_deltas: bool,
-}
-
-/// A request to the planner model for a plan draft.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlanDraftCall {
-    pub attempt: u32,
-    pub request: ModelRequest,
-    /// Diagnostics of the drafts rejected so far (fed into `request`).
-    pub rejected: Vec<DiagnosticsBundle>,
-    /// Appended before the call: the previous draft's request and rejection.
-    pub frames_before: Vec<EventDraft>,
-}
-
-/// One judge's model call in one round of a panel node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JudgeModelCall {
-    pub node_id: String,
-    pub attempt: u32,
-    pub round: u32,
-    pub judge_id: String,
-    /// The lease this call is claimed under (one per judge and round).
-    pub claim_key: String,
-    pub request: ModelRequest,
-}
-
-/// What the shell must perform before the engine can decide.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    /// Claim the node attempt (lease), append `start_frames`, call the model
-    /// streaming its deltas into the event log.
-    CallModel(ModelCall),
-    /// Append `frames_before`, ask the model for a plan draft (no claim: the
-    /// planning step is guarded by the run's version).
-    DraftPlan(PlanDraftCall),
-    /// Claim the judge's lease and call the model (no deltas: a panel
-    /// reports `progress`, not text).
-    AskJudge(Box<JudgeModelCall>),
-    /// Claim the turn's lease, append its start frames, take one model turn
-    /// of an agent session with its tools offered.
-    Converse(Box<ConverseCall>),
-    /// Claim the call's lease and perform one tool call.
-    RunTool(Box<ToolExecution>),
-}
-
-impl Effect {
-    /// The node attempt the shell must claim before performing, if any.
-    pub fn claim(&self) -> Option<(&str, u32)> {
-        match self {
-            Effect::CallModel(call) => Some((&call.node_id, call.attempt)),
-            Effect::AskJudge(call) => Some((&call.claim_key, call.attempt)),
-            Effect::Converse(call) => Some((&call.claim_key, call.attempt)),
-            Effect::RunTool(call) => Some((&call.claim_key, call.attempt)),
-            Effect::DraftPlan(_) => None,
-        }
-    }
-
-    /// The frames to append with the claim, taken out of the effect (they
-    /// are written once; what stays is what `resume_step` needs).
-    pub fn take_claim_frames(&mut self) -> Vec<EventDraft> {
-        match self {
-            Effect::CallModel(call) => std::mem::take(&mut call.start_frames),
-            Effect::Converse(call) => std::mem::take(&mut call.start_frames),
-            Effect::DraftPlan(_) | Effect::AskJudge(_) | Effect::RunTool(_) => Vec::new(),
-        }
-    }
-}
-
-/// What performing an effect produced.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EffectOutcome {
-    ModelAnswered(ModelAnswer),
-    /// The provider gave up (after its own retries).
-    ModelFailed {
-        code: FailureCode,
-        message: String,
-    },
-    /// A model turn of an agent session answered (text, tool calls or both).
-    ModelConversed(Box<crate::conversation::SessionAnswer>),
-    /// A tool call finished (its failure is an outcome the model reads).
-    ToolFinished(crate::conversation::ToolOutcome),
-}
-
-/// The error for an outcome an effect cannot have produced (a shell bug).
-fn unexpected_outcome(effect: &str, outcome: &EffectOutcome) -> CoreError {
-    let kind = match outcome {
-        EffectOutcome::ModelAnswered(_) => "a model answer",
-        EffectOutcome::ModelFailed { .. } => "a model failure",
-        EffectOutcome::ModelConversed(_) => "a conversation turn",
-        EffectOutcome::ToolFinished(_) => "a tool result",
-    };
-    CoreError::StepDoesNotApply(format!("{effect} cannot take {kind}"))
-}
-
 /// Where a step stands.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StepAdvance {
@@ -288,7 +173,14 @@ impl<'e, 'r> StepContext<'e, 'r> {
     }
 
     pub fn stamp(&self) -> FrameStamp {
-        FrameStamp::from_parts(self.timestamp.clone(), self.state.plan_version())
+        FrameStamp::from_parts(
+            self.timestamp.clone(),
+            self.state.plan_version(),
+            self.state
+                .parent
+                .as_ref()
+                .map(|parent| parent.run_id.clone()),
+        )
     }
 
     pub fn emit(&mut self, frame: EventDraft) {
@@ -371,7 +263,29 @@ impl<'e, 'r> StepContext<'e, 'r> {
         self.emit(frame);
     }
 
-    fn into_decision(self) -> Decision {
+    fn into_decision(mut self) -> Decision {
+        if let Some(parent) = self.state.parent.clone() {
+            for event in &mut self.events {
+                event
+                    .parent_run_id
+                    .get_or_insert_with(|| parent.run_id.clone());
+            }
+            if self.state.status.is_terminal() {
+                // The parent's session waits for this run: tell it how it ended.
+                let summary = crate::agents::child_summary(&self.state);
+                self.outbox.push(StepMessage::new(
+                    &self.state.tenant_id,
+                    &parent.run_id,
+                    StepCommand::ChildRunEnded {
+                        node_id: parent.node_id.clone(),
+                        attempt: parent.attempt,
+                        turn: parent.turn,
+                        call_id: parent.call_id.clone(),
+                        summary,
+                    },
+                ));
+            }
+        }
         Decision {
             state: self.state,
             events: self.events,
@@ -414,6 +328,7 @@ pub fn start_run(
         panels: Default::default(),
         sessions: Default::default(),
         chat: None,
+        parent: None,
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),
@@ -487,6 +402,13 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
             turn,
             call_id,
         } => agent::tool_is_stale(state, node_id, *attempt, *turn, call_id),
+        StepCommand::ChildRunEnded {
+            node_id,
+            attempt,
+            turn,
+            call_id,
+            ..
+        } => agent::child_is_stale(state, node_id, *attempt, *turn, call_id),
         StepCommand::FireTimer { timer_id } => !state.governance.timers.contains_key(timer_id),
     }
 }
@@ -523,6 +445,22 @@ pub fn begin_step(
             turn,
             call_id,
         } => agent::begin_tool(state, node_id, *attempt, *turn, call_id, now, engine),
+        StepCommand::ChildRunEnded {
+            node_id,
+            attempt,
+            turn,
+            call_id,
+            summary,
+        } => {
+            let link = crate::agents::ParentLink {
+                run_id: state.run_id.clone(),
+                node_id: node_id.clone(),
+                attempt: *attempt,
+                turn: *turn,
+                call_id: call_id.clone(),
+            };
+            agent::child_ended(state, &link, summary, now, engine)
+        }
         StepCommand::FireTimer { timer_id } => hitl::fire_timer(state, timer_id, now, engine),
     }
 }
@@ -545,6 +483,10 @@ pub fn resume_step(
         Effect::AskJudge(call) => panel::resume_judge(state, call, outcome, now, engine),
         Effect::Converse(call) => agent::resume_turn(state, call, outcome, now, engine),
         Effect::RunTool(call) => agent::resume_tool(state, call, outcome, now, engine),
+        Effect::StartChildRun(start) => {
+            agent::resume_child_started(state, start, outcome, now, engine)
+        }
+        Effect::ReviewPlan(review) => agent::resume_review(state, review, outcome, now, engine),
     }
 }
 

@@ -194,7 +194,9 @@ pub(super) fn resume_node(
             let run_message = format!("node {} failed: {message}", node.node_id);
             step.fail_node(node, call.attempt, code, &message, &run_message);
         }
-        other @ (EffectOutcome::ModelConversed(_) | EffectOutcome::ToolFinished(_)) => {
+        other @ (EffectOutcome::ModelConversed(_)
+        | EffectOutcome::ToolFinished(_)
+        | EffectOutcome::ChildStarted) => {
             return Err(super::unexpected_outcome("a node's model call", &other));
         }
     }

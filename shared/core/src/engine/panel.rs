@@ -190,7 +190,9 @@ pub(super) fn resume_judge(
         EffectOutcome::ModelFailed { message, .. } => {
             JudgeOutcome::Failed(format!("the model failed: {message}"))
         }
-        other @ (EffectOutcome::ModelConversed(_) | EffectOutcome::ToolFinished(_)) => {
+        other @ (EffectOutcome::ModelConversed(_)
+        | EffectOutcome::ToolFinished(_)
+        | EffectOutcome::ChildStarted) => {
             return Err(super::unexpected_outcome("a judge's model call", &other));
         }
     };

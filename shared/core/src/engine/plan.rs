@@ -62,7 +62,9 @@ pub(super) fn resume_planning(
             format!("the planner model is unavailable ({message})"),
             drafts_rejected_before,
         ),
-        other @ (EffectOutcome::ModelConversed(_) | EffectOutcome::ToolFinished(_)) => {
+        other @ (EffectOutcome::ModelConversed(_)
+        | EffectOutcome::ToolFinished(_)
+        | EffectOutcome::ChildStarted) => {
             return Err(super::unexpected_outcome("a plan draft", &other));
         }
         EffectOutcome::ModelAnswered(answer) => {

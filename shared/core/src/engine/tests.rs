@@ -5,6 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::*;
+use crate::run::TokenUsage;
 use crate::capability::CapabilityRegistration;
 use crate::facet::{Facet, FacetDirection};
 use crate::frames::test_support::assert_frames_match_schemas;

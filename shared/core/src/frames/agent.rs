@@ -70,6 +70,9 @@ pub struct AgentStatePayload {
     pub turn: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_type: Option<String>,
+    /// `executing_plan`: the child run at work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_run_id: Option<String>,
 }
 
 pub fn agent_state(stamp: &FrameStamp, node_id: &str, payload: &AgentStatePayload) -> EventDraft {
@@ -97,5 +100,45 @@ pub fn message(
         .draft(EventType::Message)
         .node(node_id)
         .message(text)
+        .payload(to_payload(payload))
+}
+
+/// `plan_ready_for_review`: an agent drafted a plan (`draft_only`); nothing
+/// runs until a person approves it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanReadyForReviewPayload {
+    pub draft_id: String,
+    pub objective: String,
+    /// `{nodes[{nodeId, capabilityId, label, consumes, produces}], goalFacets}`.
+    pub plan: Value,
+    pub reasoning: String,
+}
+
+pub fn plan_ready_for_review(
+    stamp: &FrameStamp,
+    node_id: &str,
+    payload: &PlanReadyForReviewPayload,
+) -> EventDraft {
+    stamp
+        .draft(EventType::PlanReadyForReview)
+        .node(node_id)
+        .payload(to_payload(payload))
+}
+
+/// `plan_review`: a reviewer's verdict on a drafted plan (`agent_review`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlanReviewPayload {
+    /// `approved` (it runs), `rejected` or `needs_changes` (it does not).
+    pub verdict: String,
+    pub notes: String,
+    pub plan: Value,
+}
+
+pub fn plan_review(stamp: &FrameStamp, node_id: &str, payload: &PlanReviewPayload) -> EventDraft {
+    stamp
+        .draft(EventType::PlanReview)
+        .node(node_id)
         .payload(to_payload(payload))
 }

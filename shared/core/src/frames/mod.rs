@@ -20,8 +20,9 @@ pub use governance::{
 };
 
 pub use agent::{
-    AgentActivity, AgentStatePayload, MessagePayload, ToolCallPayload, ToolResultPayload,
-    agent_state, message, tool_call, tool_result,
+    AgentActivity, AgentStatePayload, MessagePayload, PlanReadyForReviewPayload, PlanReviewPayload,
+    ToolCallPayload, ToolResultPayload, agent_state, message, plan_ready_for_review, plan_review,
+    tool_call, tool_result,
 };
 pub use narrative::{HandoffPayload, HandoffStatus, PhasePayload, RunPhase, handoff, phase};
 #[cfg(test)]
@@ -49,6 +50,8 @@ use crate::schema::SchemaViolation;
 pub struct FrameStamp {
     timestamp: String,
     plan_version: u32,
+    /// A child run's frames name their parent run.
+    parent_run_id: Option<String>,
 }
 
 impl FrameStamp {
@@ -56,20 +59,29 @@ impl FrameStamp {
         FrameStamp {
             timestamp: now.rfc3339(),
             plan_version,
+            parent_run_id: None,
         }
     }
 
     /// A stamp from an already formatted timestamp.
-    pub(crate) fn from_parts(timestamp: String, plan_version: u32) -> Self {
+    pub(crate) fn from_parts(
+        timestamp: String,
+        plan_version: u32,
+        parent_run_id: Option<String>,
+    ) -> Self {
         FrameStamp {
             timestamp,
             plan_version,
+            parent_run_id,
         }
     }
 
-    /// Stamp for `state` at `now`: its current plan version.
+    /// Stamp for `state` at `now`: its current plan version (and parent).
     pub fn for_run(state: &RunState, now: Instant) -> Self {
-        Self::new(now, state.plan_version())
+        FrameStamp {
+            parent_run_id: state.parent.as_ref().map(|parent| parent.run_id.clone()),
+            ..Self::new(now, state.plan_version())
+        }
     }
 
     pub fn timestamp(&self) -> &str {
@@ -77,7 +89,9 @@ impl FrameStamp {
     }
 
     fn draft(&self, event_type: EventType) -> EventDraft {
-        EventDraft::new(event_type, &self.timestamp, self.plan_version)
+        let mut draft = EventDraft::new(event_type, &self.timestamp, self.plan_version);
+        draft.parent_run_id = self.parent_run_id.clone();
+        draft
     }
 }
 

@@ -82,6 +82,14 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
             message_required: true,
             ..typed(payload_schema::<MessagePayload>(definitions))
         },
+        EventType::PlanReadyForReview => FrameShape {
+            node_required: true,
+            ..typed(payload_schema::<PlanReadyForReviewPayload>(definitions))
+        },
+        EventType::PlanReview => FrameShape {
+            node_required: true,
+            ..typed(payload_schema::<PlanReviewPayload>(definitions))
+        },
         EventType::Complete => typed(payload_schema::<CompletePayload>(definitions)),
         EventType::Delta => FrameShape {
             payload: None,
@@ -99,14 +107,6 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
             payload: Some(payload_schema::<PolicyEventPayload>(definitions)),
             payload_required: false,
             message_required: true,
-            node_required: false,
-            provenance_required: false,
-        },
-        // Not written by any code yet: an open object until typed.
-        _ => FrameShape {
-            payload: Some(json!({"type": "object"})),
-            payload_required: false,
-            message_required: false,
             node_required: false,
             provenance_required: false,
         },
@@ -149,6 +149,10 @@ pub fn frame_schema(event_type: EventType) -> Value {
     properties.insert("nodeId".into(), json!({"type": "string", "minLength": 1}));
     properties.insert("message".into(), json!({"type": "string"}));
     properties.insert("facetProvenance".into(), provenance);
+    properties.insert(
+        "parentRunId".into(),
+        json!({"type": "string", "minLength": 1, "description": "a child run's frames: the run whose agent started it"}),
+    );
     if let Some(payload) = shape.payload {
         properties.insert("payload".into(), payload);
     }

@@ -16,6 +16,7 @@ fn exchange(run_id: &str, at_millis: u64, user: &str) -> ChatExchange {
         user: user.into(),
         assistant: format!("answer to {user}"),
         agent: (run_id == "run-2").then(|| "writer.fr".to_string()),
+        drafts: Vec::new(),
     }
 }
 

@@ -141,6 +141,24 @@ pub(in crate::engine) fn begin_tool(
         finish_call(&mut step, node, attempt, turn, call_id, &tool_name, outcome);
         return Ok(step.into_advance());
     };
+    if matches!(
+        tool.executor,
+        crate::tools::ToolExecutor::Builtin {
+            operation: crate::tools::BuiltinTool::AgentCreatePlan
+        }
+    ) {
+        let plan = plan_of(state)?;
+        let node = plan_node_in(&plan, state, node_id)?;
+        let site = super::plan_call::CallSite {
+            state,
+            node,
+            attempt,
+            turn,
+            pending,
+            now,
+        };
+        return super::plan_call::begin_plan_call(&site, engine);
+    }
     Ok(StepAdvance::Perform(Effect::RunTool(Box::new(
         ToolExecution {
             node_id: node_id.to_string(),
@@ -196,7 +214,7 @@ pub(in crate::engine) fn resume_tool(
 
 /// A call is done: out of the pending calls, its result in the
 /// conversation, then the next call or turn.
-fn finish_call(
+pub(super) fn finish_call(
     step: &mut StepContext<'_, '_>,
     node: &PlanNode,
     attempt: u32,

@@ -30,9 +30,12 @@ use crate::plan::PlanNode;
 use crate::run::{NodeStatus, RunState, StepCommand, TokenUsage};
 
 mod calls;
+mod plan_call;
 
 pub(super) use calls::{begin_tool, resume_tool};
 use calls::{check_call, dispatch_or_continue, record_result};
+pub use plan_call::{ChildRunStart, PlanReviewCall};
+pub(super) use plan_call::{child_ended, resume_child_started, resume_review};
 
 use super::node::{plan_node_in, plan_of, start_payload};
 use super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
@@ -74,6 +77,21 @@ pub(super) fn turn_is_stale(state: &RunState, node_id: &str, attempt: u32, turn:
             .is_some_and(|session| session.awaits_turn(attempt, turn))
 }
 
+/// Whether a `ChildRunEnded` command no longer applies.
+pub(super) fn child_is_stale(
+    state: &RunState,
+    node_id: &str,
+    attempt: u32,
+    turn: u32,
+    call_id: &str,
+) -> bool {
+    !deliberating(state, node_id, attempt)
+        || !state
+            .sessions
+            .get(node_id)
+            .is_some_and(|session| session.awaits_child(attempt, turn, call_id))
+}
+
 /// Whether a `RunTool` command no longer applies (its result committed, or
 /// the session over).
 pub(super) fn tool_is_stale(
@@ -97,7 +115,7 @@ fn deliberating(state: &RunState, node_id: &str, attempt: u32) -> bool {
 }
 
 /// The context type a run's conversation is about (`metadata.contextType`).
-fn context_type(state: &RunState) -> Option<String> {
+pub(super) fn context_type(state: &RunState) -> Option<String> {
     state
         .envelope
         .metadata
@@ -121,6 +139,7 @@ pub(super) fn agent_state_frame(
             state: activity,
             turn,
             context_type: context_type(state),
+            child_run_id: None,
         },
     )
 }
@@ -455,6 +474,7 @@ fn take_tool_calls(
                         tool_name: call.name,
                         arguments,
                         dispatched: false,
+                        child_run_id: None,
                     });
                 }
             }

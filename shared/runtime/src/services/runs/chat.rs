@@ -69,12 +69,19 @@ impl RunService {
             correlation_id: self.ids.new_id("corr"),
             thread_id: thread_id.clone(),
         };
+        // Plans drafted earlier and not run yet stay on offer.
+        let pending_drafts = history
+            .last()
+            .map(|exchange| exchange.drafts.clone())
+            .unwrap_or_default();
         let turn = ChatTurn {
             thread_id,
             message: request.message.clone(),
             agent: request.agent.clone(),
             context_type: request.context_type.clone(),
             history,
+            pending_drafts,
+            new_drafts: Vec::new(),
         };
         let decision = start_chat_run(identity, turn, self.clock.now())?;
         self.store

@@ -39,6 +39,16 @@ impl StepService {
             Effect::Converse(call) => {
                 return self.converse(state, call).await;
             }
+            Effect::StartChildRun(start) => {
+                return self.start_child_run(start).await;
+            }
+            Effect::ReviewPlan(review) => {
+                let (sender, _receiver) = mpsc::unbounded_channel();
+                self.llm
+                    .complete(&review.request, sender)
+                    .await
+                    .map_err(RuntimeError::Llm)
+            }
             Effect::RunTool(execution) => {
                 let outcome = self
                     .tools
@@ -196,5 +206,34 @@ impl StepService {
                 message: error.to_string(),
             },
         })
+    }
+
+    /// Creates the child run an `agent_create_plan` call starts, at most
+    /// once (its id and idempotency key are the call's), and sends its
+    /// first step; on a retry it exists already and its pending steps are
+    /// sent again.
+    async fn start_child_run(
+        &self,
+        start: &baton_core::engine::ChildRunStart,
+    ) -> Result<EffectOutcome, RuntimeError> {
+        let child = &start.child;
+        let created = self
+            .store
+            .create_run(
+                &child.state,
+                child.events.clone(),
+                child.outbox.clone(),
+                Some(&start.idempotency_key),
+            )
+            .await?;
+        match created {
+            crate::ports::CreateOutcome::Created => self.relay.send(&child.outbox).await?,
+            crate::ports::CreateOutcome::AlreadyExists { run_id } => {
+                self.relay
+                    .resend_pending(&child.state.tenant_id, &run_id)
+                    .await?;
+            }
+        }
+        Ok(EffectOutcome::ChildStarted)
     }
 }

@@ -134,7 +134,8 @@ impl StepService {
             StepCommand::ExecuteNode { node_id, .. }
             | StepCommand::AskJudge { node_id, .. }
             | StepCommand::AgentTurn { node_id, .. }
-            | StepCommand::RunTool { node_id, .. } => node_id.as_str(),
+            | StepCommand::RunTool { node_id, .. }
+            | StepCommand::ChildRunEnded { node_id, .. } => node_id.as_str(),
             StepCommand::Plan | StepCommand::FireTimer { .. } => "",
         };
         let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
@@ -172,6 +173,7 @@ impl StepService {
             | StepCommand::AskJudge { .. }
             | StepCommand::AgentTurn { .. }
             | StepCommand::RunTool { .. }
+            | StepCommand::ChildRunEnded { .. }
             | StepCommand::FireTimer { .. } => self.registry.clone(),
         };
         let engine = self.engine(&registry);
@@ -263,7 +265,8 @@ impl StepService {
                             }
                         }
                     };
-                    if matches!(effect, Effect::DraftPlan(_)) {
+                    // These may ask for another effect: the state is needed again.
+                    if matches!(effect, Effect::DraftPlan(_) | Effect::ReviewPlan(_)) {
                         state = Some(current.clone());
                     }
                     advance = resume_step(

@@ -1,0 +1,397 @@
+//! An `agent_create_plan` call's steps. `auto_execute`: one effect starts
+//! the child run (its id and first decision chosen here, so a retried step
+//! finds the run it created); the session then waits until the child's last
+//! step tells it how it ended (`ChildRunEnded`), whose summary is the
+//! call's result. `draft_only`: planned here, shown (`plan_ready_for_review`)
+//! and kept for approval; a chat thread carries it to the next message, and
+//! an `auto_execute` call with the same objective runs it. `agent_review`:
+//! a reviewer's model call (`plan_review`) decides between running it and
+//! returning the critique.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::CoreError;
+use crate::agents::{
+    ParentLink, PendingToolCall, child_run_id, tool_claim_key, tool_idempotency_key,
+};
+use crate::conversation::ToolOutcome;
+use crate::engine::{Decision, NewRunIdentity, start_run};
+use crate::envelope::TaskEnvelope;
+use crate::frames::{self, AgentActivity};
+use crate::instant::Instant;
+use crate::plan::{PlanGraph, PlanNode};
+use crate::plan_tool::{ExecutionMode, PlanDraft, parse_plan_call, plan_review_schema};
+use crate::planner::plan_deterministically;
+use crate::run::RunState;
+
+use super::super::node::{plan_node_in, plan_of};
+use super::super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
+use super::calls::finish_call;
+
+/// The tool's registry name (its executor is the builtin operation).
+const TOOL_NAME: &str = "agent_create_plan";
+
+/// Start a child run (its id and first decision are chosen by the engine).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildRunStart {
+    pub node_id: String,
+    pub attempt: u32,
+    pub turn: u32,
+    pub call_id: String,
+    pub claim_key: String,
+    /// The child's creation (state, `start`, its planning step); its run
+    /// id is the same for every retry of the call.
+    pub child: Box<Decision>,
+    /// Creates the child at most once (the call's idempotency key).
+    pub idempotency_key: String,
+    /// The parent's frames decided before the start (a review's verdict),
+    /// committed with the wait.
+    pub frames_before: Vec<crate::event::EventDraft>,
+}
+
+/// A reviewer's model call on a drafted plan, before running it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanReviewCall {
+    pub claim_key: String,
+    pub request: crate::context::ModelRequest,
+    pub draft: Value,
+    pub then: ChildRunStart,
+}
+
+/// Where a call is: its session's node, turn and pending entry.
+pub(super) struct CallSite<'s> {
+    pub state: &'s RunState,
+    pub node: &'s PlanNode,
+    pub attempt: u32,
+    pub turn: u32,
+    pub pending: &'s PendingToolCall,
+    pub now: Instant,
+}
+
+impl CallSite<'_> {
+    /// Decides the call with `outcome` at once.
+    fn answer(&self, engine: &EngineContext<'_>, outcome: ToolOutcome) -> StepAdvance {
+        let mut step = StepContext::new(self.state.clone(), self.now, engine);
+        self.finish(&mut step, outcome);
+        step.into_advance()
+    }
+
+    fn finish(&self, step: &mut StepContext<'_, '_>, outcome: ToolOutcome) {
+        let call_id = &self.pending.call_id;
+        finish_call(
+            step,
+            self.node,
+            self.attempt,
+            self.turn,
+            call_id,
+            TOOL_NAME,
+            outcome,
+        );
+    }
+
+    fn child_start(&self, envelope: TaskEnvelope) -> ChildRunStart {
+        let (node_id, call_id) = (&self.node.node_id, &self.pending.call_id);
+        let run_id = child_run_id(&self.state.run_id, node_id, self.turn, call_id);
+        let mut child = start_run(
+            NewRunIdentity {
+                run_id,
+                tenant_id: self.state.tenant_id.clone(),
+                correlation_id: self.state.correlation_id.clone(),
+                thread_id: self.state.thread_id.clone(),
+            },
+            envelope,
+            self.now,
+            self.state.max_node_attempts,
+        );
+        child.state.parent = Some(ParentLink {
+            run_id: self.state.run_id.clone(),
+            node_id: node_id.clone(),
+            attempt: self.attempt,
+            turn: self.turn,
+            call_id: call_id.clone(),
+        });
+        for event in &mut child.events {
+            event.parent_run_id = Some(self.state.run_id.clone());
+        }
+        ChildRunStart {
+            node_id: node_id.clone(),
+            attempt: self.attempt,
+            turn: self.turn,
+            call_id: call_id.clone(),
+            claim_key: format!("{}#child", tool_claim_key(node_id, self.turn, call_id)),
+            child: Box::new(child),
+            idempotency_key: tool_idempotency_key(&self.state.run_id, node_id, self.turn, call_id),
+            frames_before: Vec::new(),
+        }
+    }
+}
+
+/// The call's step: refuse it (the model reads why), draft, review or run.
+pub(super) fn begin_plan_call(
+    site: &CallSite<'_>,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let mut call = match parse_plan_call(&site.pending.arguments, site.state, engine.registry) {
+        Ok(call) => call,
+        Err(message) => return Ok(site.answer(engine, ToolOutcome::failed(message))),
+    };
+    // An approved draft runs as it was planned.
+    let approved = pending_draft(site.state, &call.objective);
+    if call.mode == ExecutionMode::AutoExecute
+        && let Some(envelope) = approved
+            .as_ref()
+            .and_then(|draft| TaskEnvelope::parse_value(&draft.envelope).ok())
+    {
+        call.envelope = envelope;
+    }
+    match call.mode {
+        ExecutionMode::AutoExecute => Ok(StepAdvance::Perform(Effect::StartChildRun(Box::new(
+            site.child_start(call.envelope),
+        )))),
+        ExecutionMode::DraftOnly => {
+            let mut step = StepContext::new(site.state.clone(), site.now, engine);
+            let outcome = keep_draft(&mut step, site, &call.objective, &call.envelope);
+            site.finish(&mut step, outcome);
+            Ok(step.into_advance())
+        }
+        ExecutionMode::AgentReview => {
+            let Ok(plan) = plan_deterministically(&call.envelope, engine.registry) else {
+                return Ok(site.answer(engine, ToolOutcome::Succeeded(unplannable())));
+            };
+            let reviewer = engine
+                .registry
+                .chat_settings()
+                .map(|settings| settings.plan_review_instructions.clone())
+                .unwrap_or_default();
+            let draft = plan_summary(&plan);
+            let request = crate::context::ModelRequest {
+                system_instruction: reviewer,
+                user_message: json!({"objective": call.objective, "plan": draft}).to_string(),
+                schema_name: "plan_review".into(),
+                output_schema: Arc::new(plan_review_schema()),
+            };
+            let then = site.child_start(call.envelope);
+            Ok(StepAdvance::Perform(Effect::ReviewPlan(Box::new(
+                PlanReviewCall {
+                    claim_key: format!(
+                        "{}#review",
+                        tool_claim_key(&site.node.node_id, site.turn, &site.pending.call_id)
+                    ),
+                    request,
+                    draft,
+                    then,
+                },
+            ))))
+        }
+    }
+}
+
+fn unplannable() -> Value {
+    json!({
+        "status": "plan_rejected",
+        "message": "no plan covers the requested outputs with the registry's capabilities and the session's inputs",
+    })
+}
+
+/// The nodes of a plan as the model and the reviewer read them.
+fn plan_summary(plan: &PlanGraph) -> Value {
+    let nodes: Vec<Value> = plan
+        .nodes
+        .iter()
+        .map(|node| {
+            json!({"nodeId": node.node_id, "capabilityId": node.capability_id, "label": node.label,
+                   "consumes": node.input_facets, "produces": node.output_facets})
+        })
+        .collect();
+    json!({"nodes": nodes, "goalFacets": plan.goal_facets})
+}
+
+/// A draft the thread keeps whose objective is `objective`.
+fn pending_draft(state: &RunState, objective: &str) -> Option<PlanDraft> {
+    let wanted = objective.trim().to_lowercase();
+    state.chat.as_ref().and_then(|chat| {
+        chat.pending_drafts
+            .iter()
+            .find(|draft| draft.objective.trim().to_lowercase() == wanted)
+            .cloned()
+    })
+}
+
+/// `draft_only`: plan now, show it, keep it for approval.
+fn keep_draft(
+    step: &mut StepContext<'_, '_>,
+    site: &CallSite<'_>,
+    objective: &str,
+    envelope: &TaskEnvelope,
+) -> ToolOutcome {
+    let plan = match plan_deterministically(envelope, step.engine.registry) {
+        Ok(plan) => plan,
+        Err(_) => return ToolOutcome::Succeeded(unplannable()),
+    };
+    let draft_id = child_run_id(
+        &site.state.run_id,
+        &site.node.node_id,
+        site.turn,
+        &site.pending.call_id,
+    );
+    let summary = plan_summary(&plan);
+    let reasoning = format!(
+        "{} node(s) over the registry's capabilities produce {}; nothing runs until it is approved.",
+        plan.nodes.len(),
+        plan.goal_facets.join(", ")
+    );
+    let shown = frames::plan_ready_for_review(
+        &step.stamp(),
+        &site.node.node_id,
+        &frames::PlanReadyForReviewPayload {
+            draft_id: draft_id.clone(),
+            objective: objective.to_string(),
+            plan: summary.clone(),
+            reasoning,
+        },
+    );
+    step.emit(shown);
+    if let Some(chat) = step.state.chat.as_mut() {
+        chat.new_drafts.push(PlanDraft {
+            draft_id: draft_id.clone(),
+            objective: objective.to_string(),
+            envelope: serde_json::to_value(envelope).unwrap_or(Value::Null),
+        });
+    }
+    ToolOutcome::Succeeded(json!({
+        "status": "pending_review",
+        "draftId": draft_id,
+        "plan": summary,
+        "message": "The plan is drafted and paused: nothing runs until the user approves it. If they approve, call agent_create_plan again with execution_mode auto_execute and the same objective.",
+    }))
+}
+
+/// The child run was created (or found, on a retry): the session waits.
+pub(in crate::engine) fn resume_child_started(
+    state: RunState,
+    start: &ChildRunStart,
+    outcome: EffectOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    if !matches!(outcome, EffectOutcome::ChildStarted) {
+        return Err(super::super::unexpected_outcome(
+            "a child run's start",
+            &outcome,
+        ));
+    }
+    let child_run_id = start.child.state.run_id.clone();
+    let mut step = StepContext::new(state, now, engine);
+    step.events.extend(start.frames_before.iter().cloned());
+    if let Some(session) = step.state.sessions.get_mut(&start.node_id)
+        && let Some(call) = session
+            .pending
+            .iter_mut()
+            .find(|call| call.call_id == start.call_id)
+    {
+        call.child_run_id = Some(child_run_id.clone());
+    }
+    if let Some(chat) = step.state.chat.as_mut() {
+        let objective = start.child.state.envelope.objective.trim().to_lowercase();
+        chat.pending_drafts
+            .retain(|draft| draft.objective.trim().to_lowercase() != objective);
+    }
+    let executing = frames::agent_state(
+        &step.stamp(),
+        &start.node_id,
+        &frames::AgentStatePayload {
+            state: AgentActivity::ExecutingPlan,
+            turn: start.turn,
+            context_type: super::context_type(&step.state),
+            child_run_id: Some(child_run_id),
+        },
+    );
+    step.emit(executing);
+    Ok(step.into_advance())
+}
+
+/// The child run ended: its summary is the call's result.
+pub(in crate::engine) fn child_ended(
+    state: &RunState,
+    link: &ParentLink,
+    summary: &Value,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let plan = plan_of(state)?;
+    let node = plan_node_in(&plan, state, &link.node_id)?;
+    let mut step = StepContext::new(state.clone(), now, engine);
+    finish_call(
+        &mut step,
+        node,
+        link.attempt,
+        link.turn,
+        &link.call_id,
+        TOOL_NAME,
+        ToolOutcome::Succeeded(summary.clone()),
+    );
+    Ok(step.into_advance())
+}
+
+/// The reviewer answered: run the plan when approved, else the critique is
+/// the call's result.
+pub(in crate::engine) fn resume_review(
+    state: RunState,
+    review: &PlanReviewCall,
+    outcome: EffectOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let start = &review.then;
+    let verdict = match &outcome {
+        EffectOutcome::ModelAnswered(answer) => serde_json::from_str::<Value>(&answer.content)
+            .ok()
+            .filter(|verdict| verdict["verdict"].is_string()),
+        _ => None,
+    };
+    let (decision, notes) = match &verdict {
+        Some(verdict) => (
+            verdict["verdict"].as_str().unwrap_or_default().to_string(),
+            verdict["notes"].as_str().unwrap_or_default().to_string(),
+        ),
+        None => (
+            "needs_changes".to_string(),
+            "the reviewer gave no usable verdict; the plan did not run".to_string(),
+        ),
+    };
+    let plan = plan_of(&state)?;
+    let node = plan_node_in(&plan, &state, &start.node_id)?;
+    let mut step = StepContext::new(state.clone(), now, engine);
+    let reviewed = frames::plan_review(
+        &step.stamp(),
+        &start.node_id,
+        &frames::PlanReviewPayload {
+            verdict: decision.clone(),
+            notes: notes.clone(),
+            plan: review.draft.clone(),
+        },
+    );
+    step.emit(reviewed);
+    if decision == "approved" {
+        // The review is said with the child's start, in the same commit.
+        let mut start = start.clone();
+        start.frames_before = std::mem::take(&mut step.events);
+        return Ok(StepAdvance::Perform(Effect::StartChildRun(Box::new(start))));
+    }
+    let outcome = ToolOutcome::Succeeded(json!({
+        "status": decision, "notes": notes, "plan": review.draft,
+        "message": "The reviewer did not approve the plan; it did not run.",
+    }));
+    finish_call(
+        &mut step,
+        node,
+        start.attempt,
+        start.turn,
+        &start.call_id,
+        TOOL_NAME,
+        outcome,
+    );
+    Ok(step.into_advance())
+}

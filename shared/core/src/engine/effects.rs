@@ -1,0 +1,139 @@
+//! The effects the engine asks the shell to perform, and what performing
+//! them produced: data only, so every step replays in a test.
+
+use crate::CoreError;
+use crate::codes::FailureCode;
+use crate::context::ModelRequest;
+use crate::diagnostics::DiagnosticsBundle;
+use crate::event::EventDraft;
+use crate::run::TokenUsage;
+
+use super::{ChildRunStart, ConverseCall, PlanReviewCall, ToolExecution};
+
+/// A model's structured answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelAnswer {
+    pub content: String,
+    pub usage: TokenUsage,
+    pub model: String,
+}
+
+/// A node attempt's model call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall {
+    pub node_id: String,
+    pub attempt: u32,
+    pub request: ModelRequest,
+    /// Appended atomically with the node's claim (`node_start`).
+    pub start_frames: Vec<EventDraft>,
+    /// When the attempt began (Unix ms), for the node's `metrics`.
+    pub started_at_millis: u64,
+    /// Whether the model's text is streamed as `delta` frames (only in the
+    /// generation and qa phases).
+    pub stream_deltas: bool,
+}
+
+/// A request to the planner model for a plan draft.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanDraftCall {
+    pub attempt: u32,
+    pub request: ModelRequest,
+    /// Diagnostics of the drafts rejected so far (fed into `request`).
+    pub rejected: Vec<DiagnosticsBundle>,
+    /// Appended before the call: the previous draft's request and rejection.
+    pub frames_before: Vec<EventDraft>,
+}
+
+/// One judge's model call in one round of a panel node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeModelCall {
+    pub node_id: String,
+    pub attempt: u32,
+    pub round: u32,
+    pub judge_id: String,
+    /// The lease this call is claimed under (one per judge and round).
+    pub claim_key: String,
+    pub request: ModelRequest,
+}
+
+/// What the shell must perform before the engine can decide.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Claim the node attempt (lease), append `start_frames`, call the model
+    /// streaming its deltas into the event log.
+    CallModel(ModelCall),
+    /// Append `frames_before`, ask the model for a plan draft (no claim: the
+    /// planning step is guarded by the run's version).
+    DraftPlan(PlanDraftCall),
+    /// Claim the judge's lease and call the model (no deltas: a panel
+    /// reports `progress`, not text).
+    AskJudge(Box<JudgeModelCall>),
+    /// Claim the turn's lease, append its start frames, take one model turn
+    /// of an agent session with its tools offered.
+    Converse(Box<ConverseCall>),
+    /// Claim the call's lease and perform one tool call.
+    RunTool(Box<ToolExecution>),
+    /// Claim the call's lease, create the child run (once: its id and
+    /// idempotency key are the call's) and send its first step.
+    StartChildRun(Box<ChildRunStart>),
+    /// Claim the review's lease and ask the reviewer model about a plan.
+    ReviewPlan(Box<PlanReviewCall>),
+}
+
+impl Effect {
+    /// The node attempt the shell must claim before performing, if any.
+    pub fn claim(&self) -> Option<(&str, u32)> {
+        match self {
+            Effect::CallModel(call) => Some((&call.node_id, call.attempt)),
+            Effect::AskJudge(call) => Some((&call.claim_key, call.attempt)),
+            Effect::Converse(call) => Some((&call.claim_key, call.attempt)),
+            Effect::RunTool(call) => Some((&call.claim_key, call.attempt)),
+            Effect::StartChildRun(start) => Some((&start.claim_key, start.attempt)),
+            Effect::ReviewPlan(review) => Some((&review.claim_key, review.then.attempt)),
+            Effect::DraftPlan(_) => None,
+        }
+    }
+
+    /// The frames to append with the claim, taken out of the effect (they
+    /// are written once; what stays is what `resume_step` needs).
+    pub fn take_claim_frames(&mut self) -> Vec<EventDraft> {
+        match self {
+            Effect::CallModel(call) => std::mem::take(&mut call.start_frames),
+            Effect::Converse(call) => std::mem::take(&mut call.start_frames),
+            Effect::DraftPlan(_)
+            | Effect::AskJudge(_)
+            | Effect::RunTool(_)
+            | Effect::StartChildRun(_)
+            | Effect::ReviewPlan(_) => Vec::new(),
+        }
+    }
+}
+
+/// What performing an effect produced.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EffectOutcome {
+    ModelAnswered(ModelAnswer),
+    /// The provider gave up (after its own retries).
+    ModelFailed {
+        code: FailureCode,
+        message: String,
+    },
+    /// A model turn of an agent session answered (text, tool calls or both).
+    ModelConversed(Box<crate::conversation::SessionAnswer>),
+    /// A tool call finished (its failure is an outcome the model reads).
+    ToolFinished(crate::conversation::ToolOutcome),
+    /// The child run exists (created now, or by an earlier try).
+    ChildStarted,
+}
+
+/// The error for an outcome an effect cannot have produced (a shell bug).
+pub(crate) fn unexpected_outcome(effect: &str, outcome: &EffectOutcome) -> CoreError {
+    let kind = match outcome {
+        EffectOutcome::ModelAnswered(_) => "a model answer",
+        EffectOutcome::ModelFailed { .. } => "a model failure",
+        EffectOutcome::ModelConversed(_) => "a conversation turn",
+        EffectOutcome::ToolFinished(_) => "a tool result",
+        EffectOutcome::ChildStarted => "a child run's start",
+    };
+    CoreError::StepDoesNotApply(format!("{effect} cannot take {kind}"))
+}

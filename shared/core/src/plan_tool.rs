@@ -1,0 +1,182 @@
+//! The `agent_create_plan` meta-tool: an agent's call becomes a task
+//! envelope (the objective; each requested output a registry facet of the
+//! output contract; the priority entities as a special instruction; the
+//! session's inputs and context type), run as a child run of the session
+//! (`auto_execute`), planned and kept for a person's approval
+//! (`draft_only`), or critiqued by a reviewer before it runs
+//! (`agent_review`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use crate::envelope::TaskEnvelope;
+use crate::registry::Registry;
+use crate::run::RunState;
+
+/// How the call wants its plan used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecutionMode {
+    /// Plan and run it now; the run's summary is the result.
+    AutoExecute,
+    /// Plan it and keep it for a person's approval.
+    DraftOnly,
+    /// Have a reviewer critique it; run it when approved.
+    AgentReview,
+}
+
+/// A parsed `agent_create_plan` call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanToolCall {
+    pub objective: String,
+    pub mode: ExecutionMode,
+    pub envelope: TaskEnvelope,
+}
+
+/// A plan kept for approval (`draft_only`): what running it needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanDraft {
+    pub draft_id: String,
+    pub objective: String,
+    /// The envelope the draft was planned from (it is planned again, the
+    /// same way, when approved).
+    pub envelope: Value,
+}
+
+/// Reads a call's arguments (already checked against the tool's schema):
+/// an error is a message the model reads.
+pub fn parse_plan_call(
+    arguments: &Value,
+    state: &RunState,
+    registry: &Registry,
+) -> Result<PlanToolCall, String> {
+    let objective = arguments["objective"]
+        .as_str()
+        .map(str::trim)
+        .filter(|objective| !objective.is_empty())
+        .ok_or("`objective` must say what to accomplish")?
+        .to_string();
+    let mode = match (
+        arguments["execution_mode"].as_str(),
+        arguments["auto_execute"].as_bool(),
+    ) {
+        (Some("draft_only"), _) => ExecutionMode::DraftOnly,
+        (Some("agent_review"), _) => ExecutionMode::AgentReview,
+        (Some(_), _) | (None, Some(true) | None) => ExecutionMode::AutoExecute,
+        // The legacy flag: `auto_execute: false` asks for a draft.
+        (None, Some(false)) => ExecutionMode::DraftOnly,
+    };
+    let requested: Vec<String> = arguments["requested_outputs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
+    let envelope = child_envelope(&objective, &requested, arguments, state, registry)?;
+    Ok(PlanToolCall {
+        objective,
+        mode,
+        envelope: TaskEnvelope::parse_value(&envelope)
+            .map_err(|error| format!("the plan's envelope is invalid: {error}"))?,
+    })
+}
+
+/// The facet a requested output names: its name, or its title, in any case.
+fn facet_named(registry: &Registry, requested: &str) -> Option<String> {
+    let wanted = requested.trim().to_lowercase();
+    registry
+        .facets
+        .list()
+        .find(|facet| facet.name.to_lowercase() == wanted || facet.title.to_lowercase() == wanted)
+        .map(|facet| facet.name.clone())
+}
+
+fn child_envelope(
+    objective: &str,
+    requested: &[String],
+    arguments: &Value,
+    state: &RunState,
+    registry: &Registry,
+) -> Result<Value, String> {
+    if requested.is_empty() {
+        return Err(format!(
+            "name the deliverables in `requested_outputs` (facets of the registry; registry_search lists them), e.g. {}",
+            output_facet_names(registry)
+        ));
+    }
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for output in requested {
+        let Some(facet_name) = facet_named(registry, output) else {
+            return Err(format!(
+                "`{output}` is not a facet of the registry; requested outputs are facets such as {}",
+                output_facet_names(registry)
+            ));
+        };
+        if let Some(facet) = registry.facets.get(&facet_name) {
+            properties.insert(facet_name.clone(), facet.schema.clone());
+            required.push(Value::String(facet_name));
+        }
+    }
+    let mut special_instructions: Vec<Value> = state
+        .envelope
+        .special_instructions
+        .iter()
+        .cloned()
+        .map(Value::String)
+        .collect();
+    let entities: Vec<&str> = arguments["priority_entities"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if !entities.is_empty() {
+        special_instructions.push(Value::String(format!(
+            "Focus on these first: {}.",
+            entities.join(", ")
+        )));
+    }
+    let mut metadata = Map::new();
+    if let Some(context_type) = state
+        .chat
+        .as_ref()
+        .and_then(|chat| chat.context_type.clone())
+    {
+        metadata.insert("contextType".into(), Value::String(context_type));
+    }
+    Ok(json!({
+        "objective": objective,
+        "inputs": state.envelope.inputs,
+        "specialInstructions": special_instructions,
+        "outputContract": {"schema": {"type": "object", "required": required, "properties": properties}},
+        "correlationId": state.correlation_id,
+        "metadata": metadata,
+    }))
+}
+
+fn output_facet_names(registry: &Registry) -> String {
+    let names: Vec<String> = registry
+        .facets
+        .list()
+        .filter(|facet| facet.direction != crate::facet::FacetDirection::Input)
+        .map(|facet| format!("`{}`", facet.name))
+        .take(12)
+        .collect();
+    names.join(", ")
+}
+
+/// What the reviewer of a plan (`agent_review`) answers.
+pub fn plan_review_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["verdict", "notes"],
+        "properties": {
+            "verdict": {"type": "string", "enum": ["approved", "rejected", "needs_changes"]},
+            "notes": {"type": "string"}
+        },
+        "additionalProperties": false
+    })
+}

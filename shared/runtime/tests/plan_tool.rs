@@ -1,0 +1,434 @@
+//! The `agent_create_plan` meta-tool in a chat, in its three modes, on the
+//! step engine: `auto_execute` runs a child run (its frames carry
+//! `parentRunId`; its summary is the call's result); `draft_only` shows a
+//! plan and keeps it until the person's next message approves it;
+//! `agent_review` runs only what a reviewer approves. The model is a test
+//! double: scripted chat turns, schema-shaped node answers, scripted
+//! reviewer verdicts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::event::{EventFrame, EventType};
+use baton_core::facet::{Facet, FacetDirection};
+use baton_core::registry::{Registry, RegistryDocument};
+use baton_core::run::{RunStatus, TokenUsage};
+use baton_runtime::error::LlmError;
+use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore};
+use baton_runtime::services::{ChatRequest, Services};
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::{TestServices, assert_frames_match_schemas, repository_path};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Test double for the model endpoint.
+#[derive(Default)]
+struct PlanningModel {
+    /// The chat agent's turns, in order.
+    chat_turns: Mutex<VecDeque<SessionAnswer>>,
+    /// The reviewer's verdicts, in order.
+    verdicts: Mutex<VecDeque<Value>>,
+    /// Each chat turn's request and session.
+    seen: Mutex<Vec<(ModelRequest, ToolSession)>>,
+    node_calls: Mutex<usize>,
+}
+
+#[async_trait]
+impl LlmProvider for PlanningModel {
+    fn model_name(&self) -> String {
+        "planning-double".into()
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        let content = if request.schema_name == "plan_review" {
+            self.verdicts.lock().unwrap().pop_front().unwrap()
+        } else {
+            *self.node_calls.lock().unwrap() += 1;
+            scripted_llm::generate_instance(&request.output_schema, "answer")
+        };
+        Ok(ModelAnswer {
+            content: content.to_string(),
+            usage: TokenUsage {
+                prompt_tokens: 5,
+                completion_tokens: 5,
+            },
+            model: "planning-double".into(),
+        })
+    }
+
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        session: &ToolSession,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<SessionAnswer, LlmError> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((request.clone(), session.clone()));
+        Ok(self
+            .chat_turns
+            .lock()
+            .unwrap()
+            .pop_front()
+            .expect("a scripted chat turn"))
+    }
+}
+
+fn plan_call(arguments: Value) -> SessionAnswer {
+    SessionAnswer {
+        content: String::new(),
+        tool_calls: vec![ToolCallRequest {
+            id: "call_plan".into(),
+            name: "agent_create_plan".into(),
+            arguments: arguments.to_string(),
+        }],
+        usage: TokenUsage::default(),
+        model: "planning-double".into(),
+    }
+}
+
+fn text(content: &str) -> SessionAnswer {
+    SessionAnswer {
+        content: content.into(),
+        tool_calls: Vec::new(),
+        usage: TokenUsage::default(),
+        model: "planning-double".into(),
+    }
+}
+
+/// Two steps of work needing no input: an outline, then a summary of it.
+fn registry() -> Arc<Registry> {
+    let mut registry = Registry::default();
+    for (name, direction) in [
+        ("outline", FacetDirection::Bidirectional),
+        ("summary", FacetDirection::Output),
+    ] {
+        registry
+            .add_facet(
+                Facet {
+                    name: name.into(),
+                    title: name.into(),
+                    description: format!("the {name}"),
+                    schema: json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}),
+                    semantics: String::new(),
+                    direction,
+                    required_by_default: true,
+                    metadata: serde_json::Map::new(),
+                },
+                "test",
+            )
+            .unwrap();
+    }
+    let tool =
+        std::fs::read_to_string(repository_path("registry/tools/agent_create_plan.json")).unwrap();
+    registry
+        .add_tool(
+            serde_json::from_str(&tool).unwrap(),
+            "agent_create_plan.json",
+        )
+        .unwrap();
+    for (id, inputs, output) in [
+        ("outline.write", json!([]), "outline"),
+        ("summary.write", json!(["outline"]), "summary"),
+    ] {
+        registry
+            .add_capability(
+                serde_json::from_value(json!({
+                    "capabilityId": id, "agentType": "ai", "version": "1", "displayName": id,
+                    "summary": id, "inputContract": inputs, "outputContract": [output]
+                }))
+                .unwrap(),
+                "test",
+            )
+            .unwrap();
+    }
+    registry
+        .add_chat_document(&RegistryDocument {
+            source_name: "chat.json".into(),
+            text: json!({
+                "instructions": "You plan work.",
+                "tools": ["agent_create_plan"],
+                "clarifyingQuestion": "What shall I do?"
+            })
+            .to_string(),
+        })
+        .unwrap();
+    Arc::new(registry)
+}
+
+struct Chat {
+    services: Services,
+    store: Arc<InMemoryRunStore>,
+    queue: Arc<InMemoryStepQueue>,
+    model: Arc<PlanningModel>,
+}
+
+fn chat(model: PlanningModel) -> Chat {
+    let model = Arc::new(model);
+    let store = Arc::new(InMemoryRunStore::new());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(model.clone())
+        .registry(registry())
+        .store(store.clone())
+        .queue(queue.clone())
+        .build()
+        .services;
+    Chat {
+        services,
+        store,
+        queue,
+        model,
+    }
+}
+
+impl Chat {
+    /// Sends a message and runs everything to the end: (run id, output).
+    async fn say(&self, message: &str, thread: Option<&str>) -> (String, Value) {
+        let submitted = self
+            .services
+            .runs
+            .submit_chat(
+                "t",
+                &ChatRequest {
+                    message: message.into(),
+                    thread_id: thread.map(str::to_string),
+                    ..ChatRequest::default()
+                },
+            )
+            .await
+            .unwrap();
+        let runner = LocalRunner {
+            steps: self.services.steps.clone(),
+            runs: self.services.runs.clone(),
+            queue: self.queue.clone(),
+        };
+        let status = runner
+            .run_until_settled("t", &submitted.run_id)
+            .await
+            .unwrap();
+        assert_eq!(status, RunStatus::Completed);
+        let state = self
+            .store
+            .load_run("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state;
+        (submitted.run_id, state.output.unwrap())
+    }
+
+    async fn frames(&self, run_id: &str) -> Vec<EventFrame> {
+        let frames = self
+            .services
+            .runs
+            .read_all_events_after("t", run_id, 0)
+            .await
+            .unwrap();
+        assert_frames_match_schemas(&frames);
+        frames
+    }
+
+    /// The `tool_result` of the plan call in `run_id`.
+    async fn plan_result(&self, run_id: &str) -> Value {
+        self.frames(run_id)
+            .await
+            .iter()
+            .find(|frame| frame.event_type == EventType::ToolResult)
+            .and_then(|frame| frame.payload.clone())
+            .expect("a tool result")["result"]
+            .clone()
+    }
+}
+
+fn payload(frames: &[EventFrame], event_type: EventType) -> Option<Value> {
+    frames
+        .iter()
+        .find(|frame| frame.event_type == event_type)
+        .and_then(|frame| frame.payload.clone())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_execute_runs_a_child_run_whose_summary_the_agent_reads() {
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(
+            json!({"objective": "Summarise the outline", "requested_outputs": ["summary"],
+                         "priority_entities": ["chapter-1"]}),
+        ),
+        text("Done: the summary is ready."),
+    ]);
+    let chat = chat(model);
+    let (run_id, output) = chat.say("Please summarise.", None).await;
+    assert_eq!(output["message"], "Done: the summary is ready.");
+
+    let result = chat.plan_result(&run_id).await;
+    assert_eq!(result["status"], "completed", "{result}");
+    assert!(result["outputs"]["summary"]["text"].is_string(), "{result}");
+    let child_run_id = result["runId"].as_str().unwrap().to_string();
+    let frames = chat.frames(&run_id).await;
+    let executing = frames
+        .iter()
+        .filter(|frame| frame.event_type == EventType::AgentState)
+        .filter_map(|frame| frame.payload.clone())
+        .find(|payload| payload["state"] == "executing_plan")
+        .expect("agent_state executing_plan");
+    assert_eq!(executing["childRunId"], child_run_id.as_str());
+
+    let child = chat.frames(&child_run_id).await;
+    assert!(!child.is_empty());
+    assert!(
+        child
+            .iter()
+            .all(|frame| frame.parent_run_id.as_deref() == Some(run_id.as_str())),
+        "every child frame names its parent"
+    );
+    assert_eq!(child.last().unwrap().event_type, EventType::Complete);
+    let child_state = chat
+        .store
+        .load_run("t", &child_run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert!(
+        child_state
+            .envelope
+            .special_instructions
+            .iter()
+            .any(|instruction| instruction.contains("chapter-1"))
+    );
+    assert_eq!(
+        *chat.model.node_calls.lock().unwrap(),
+        2,
+        "outline and summary, once each"
+    );
+    // The second turn read the child's summary as the call's result.
+    let seen = chat.model.seen.lock().unwrap().clone();
+    let SessionTurn::Tool { content, .. } = &seen[1].1.turns[1] else {
+        panic!("the call's result follows the call");
+    };
+    assert!(content.contains(&child_run_id));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_draft_waits_for_the_persons_approval_in_the_next_message() {
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(
+            json!({"objective": "Summarise the outline", "requested_outputs": ["summary"],
+                         "execution_mode": "draft_only"}),
+        ),
+        text("Here is the plan: outline, then summary. Shall I run it?"),
+        plan_call(
+            json!({"objective": "Summarise the outline", "requested_outputs": ["summary"],
+                         "execution_mode": "auto_execute"}),
+        ),
+        text("It ran."),
+    ]);
+    let chat = chat(model);
+    let (first_run, first) = chat.say("Plan a summary, but ask me first.", None).await;
+    let thread = first["threadId"].as_str().unwrap().to_string();
+    let frames = chat.frames(&first_run).await;
+    let drafted = payload(&frames, EventType::PlanReadyForReview).expect("plan_ready_for_review");
+    let capabilities: Vec<&str> = drafted["plan"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| node["capabilityId"].as_str().unwrap())
+        .collect();
+    assert_eq!(capabilities, ["outline.write", "summary.write"]);
+    let result = chat.plan_result(&first_run).await;
+    assert_eq!(result["status"], "pending_review");
+    assert_eq!(*chat.model.node_calls.lock().unwrap(), 0, "nothing ran");
+
+    let (second_run, second) = chat.say("Yes, go ahead.", Some(&thread)).await;
+    assert_eq!(second["message"], "It ran.");
+    let seen = chat.model.seen.lock().unwrap().clone();
+    let draft_id = drafted["draftId"].as_str().unwrap();
+    assert!(
+        seen[2].0.system_instruction.contains(draft_id),
+        "the agent is told a draft awaits approval"
+    );
+    let result = chat.plan_result(&second_run).await;
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(*chat.model.node_calls.lock().unwrap(), 2);
+    // Run, the draft is no longer on offer.
+    let state = chat
+        .store
+        .load_run("t", &second_run)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert!(state.chat.unwrap().pending_drafts.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agent_review_runs_only_what_the_reviewer_approves() {
+    let model = PlanningModel::default();
+    let review = json!({"objective": "Summarise the outline", "requested_outputs": ["summary"],
+                        "execution_mode": "agent_review"});
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(review.clone()),
+        text("The reviewer wants changes."),
+        plan_call(review),
+        text("Approved and done."),
+    ]);
+    model.verdicts.lock().unwrap().extend([
+        json!({"verdict": "needs_changes", "notes": "Add a review step."}),
+        json!({"verdict": "approved", "notes": "Fine."}),
+    ]);
+    let chat = chat(model);
+    let (first_run, _) = chat.say("Summarise, reviewed.", None).await;
+    let frames = chat.frames(&first_run).await;
+    let verdict = payload(&frames, EventType::PlanReview).expect("plan_review");
+    assert_eq!(verdict["verdict"], "needs_changes");
+    let result = chat.plan_result(&first_run).await;
+    assert_eq!(result["status"], "needs_changes");
+    assert_eq!(result["notes"], "Add a review step.");
+    assert_eq!(
+        *chat.model.node_calls.lock().unwrap(),
+        0,
+        "a critiqued plan does not run"
+    );
+
+    let (second_run, second) = chat.say("Try again.", None).await;
+    assert_eq!(second["message"], "Approved and done.");
+    let frames = chat.frames(&second_run).await;
+    assert_eq!(
+        payload(&frames, EventType::PlanReview).unwrap()["verdict"],
+        "approved"
+    );
+    let result = chat.plan_result(&second_run).await;
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(*chat.model.node_calls.lock().unwrap(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_naming_no_known_output_is_answered_with_the_facets_there_are() {
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(json!({"objective": "Write a poem", "requested_outputs": ["poem"]})),
+        text("I cannot make poems here."),
+    ]);
+    let chat = chat(model);
+    let (run_id, _) = chat.say("A poem, please.", None).await;
+    let frames = chat.frames(&run_id).await;
+    let refused = payload(&frames, EventType::ToolResult).unwrap();
+    let error = refused["error"].as_str().unwrap();
+    assert!(
+        error.contains("`poem` is not a facet") && error.contains("`summary`"),
+        "{error}"
+    );
+}
