@@ -70,14 +70,14 @@ fn normal_dependency_names(package: &str) -> Vec<String> {
         .collect()
 }
 
-/// The offline model (llama.cpp) is the CLI's alone: no Lambda function links it.
+/// The offline model (llama.cpp) and the MCP stdio client (it starts
+/// server processes) are the CLI's alone: no Lambda function links them.
 #[test]
-fn no_lambda_function_links_the_local_model() {
+fn no_lambda_function_links_the_local_model_or_the_mcp_client() {
+    let cli = normal_dependency_names("baton");
     assert!(
-        normal_dependency_names("baton")
-            .iter()
-            .any(|name| name == "llama-cpp-sys-2"),
-        "the CLI links the local model (the check can see it)"
+        cli.iter().any(|name| name == "llama-cpp-sys-2") && cli.iter().any(|name| name == "rmcp"),
+        "the CLI links the local model and the MCP client (the check can see them)"
     );
     for function in LAMBDA_FUNCTIONS {
         let names = normal_dependency_names(function);
@@ -87,7 +87,9 @@ fn no_lambda_function_links_the_local_model() {
         );
         let linked: Vec<&String> = names
             .iter()
-            .filter(|name| name.starts_with("llama") || *name == "baton-llm-local")
+            .filter(|name| {
+                name.starts_with("llama") || *name == "baton-llm-local" || *name == "rmcp"
+            })
             .collect();
         assert!(linked.is_empty(), "{function} links {linked:?}");
     }

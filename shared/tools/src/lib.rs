@@ -13,6 +13,8 @@
 //! failure may succeed when retried is said.
 
 mod http;
+#[cfg(feature = "mcp-stdio")]
+mod mcp;
 
 use std::sync::Arc;
 
@@ -100,8 +102,11 @@ impl ToolRunner {
             } => ToolOutcome::failed(
                 "agent_create_plan is performed by the orchestrator (a child run), not by a tool runner",
             ),
+            #[cfg(feature = "mcp-stdio")]
+            ToolExecutor::Mcp(executor) => mcp::call(tool, executor, call).await,
+            #[cfg(not(feature = "mcp-stdio"))]
             ToolExecutor::Mcp(_) => ToolOutcome::failed(format!(
-                "tool `{}` is served over MCP, which this build cannot reach yet",
+                "tool `{}` is served by an MCP server, which this process cannot start (MCP over stdio runs in the CLI and `baton serve`)",
                 tool.name
             )),
         }

@@ -5,10 +5,10 @@
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::run::TokenUsage;
 use crate::capability::CapabilityRegistration;
 use crate::facet::{Facet, FacetDirection};
 use crate::frames::test_support::assert_frames_match_schemas;
+use crate::run::TokenUsage;
 
 mod agent;
 mod governance;

@@ -1,0 +1,235 @@
+//! The `mcp` tool executor against a real stdio MCP server (this crate's
+//! `mcp-test-server`, a test double for a tool server): a call's result,
+//! an error result, a server that cannot start; and an agent node whose
+//! tool is served over MCP, on the step engine. The model is a test double
+//! that calls `word_count` once, then answers with its result.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::conversation::{
+    SessionAnswer, SessionTurn, ToolCallRequest, ToolInvocation, ToolOutcome, ToolSession,
+};
+use baton_core::facet::{Facet, FacetDirection};
+use baton_core::registry::Registry;
+use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::tools::ToolDefinition;
+use baton_runtime::error::LlmError;
+use baton_runtime::memory::InMemoryStepQueue;
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::TestServices;
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+fn mcp_tool(name: &str, command: &str) -> ToolDefinition {
+    let tool: ToolDefinition = serde_json::from_value(json!({
+        "name": name, "description": "Served by the MCP test server.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}, "reason": {"type": "string"}}},
+        "executor": {"kind": "mcp", "server": {"transport": "stdio", "command": command}}
+    }))
+    .unwrap();
+    tool.check().unwrap();
+    tool
+}
+
+fn invocation(arguments: Value) -> ToolInvocation {
+    ToolInvocation {
+        call_id: "call_1".into(),
+        arguments,
+        idempotency_key: "run:node_1:0:call_1".into(),
+    }
+}
+
+fn runner(registry: Arc<Registry>) -> baton_tools::ToolRunner {
+    baton_tools::ToolRunner::new(registry, "", Arc::new(|_| None))
+}
+
+const SERVER: &str = env!("CARGO_BIN_EXE_mcp-test-server");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_tool_answers_its_result_or_its_error_and_a_missing_server_is_said() {
+    let runner = runner(Arc::new(Registry::default()));
+    let counted = runner
+        .run(
+            &mcp_tool("word_count", SERVER),
+            &invocation(json!({"text": "three small words"})),
+        )
+        .await;
+    assert_eq!(
+        counted,
+        ToolOutcome::Succeeded(json!({"words": 3, "text": "three small words"}))
+    );
+    let refused = runner
+        .run(
+            &mcp_tool("refuse", SERVER),
+            &invocation(json!({"reason": "not today"})),
+        )
+        .await;
+    let ToolOutcome::Failed { message, .. } = refused else {
+        panic!("an error result is a failure");
+    };
+    assert!(message.contains("not today"), "{message}");
+    let missing = runner
+        .run(
+            &mcp_tool("word_count", "/nonexistent/mcp-server"),
+            &invocation(json!({"text": "x"})),
+        )
+        .await;
+    let ToolOutcome::Failed { message, .. } = missing else {
+        panic!("a server that cannot start is a failure");
+    };
+    assert!(message.contains("could not start"), "{message}");
+}
+
+/// Test double for the model endpoint.
+#[derive(Default)]
+struct CountsThenAnswers {
+    sessions: Mutex<Vec<ToolSession>>,
+}
+
+#[async_trait]
+impl LlmProvider for CountsThenAnswers {
+    fn model_name(&self) -> String {
+        "counts-then-answers".into()
+    }
+
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        Err(LlmError::Configuration("an agent converses".into()))
+    }
+
+    async fn converse(
+        &self,
+        _request: &ModelRequest,
+        session: &ToolSession,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<SessionAnswer, LlmError> {
+        self.sessions.lock().unwrap().push(session.clone());
+        let counted = session.turns.iter().find_map(|turn| match turn {
+            SessionTurn::Tool { content, .. } => Some(content.clone()),
+            _ => None,
+        });
+        let (content, tool_calls) = match counted {
+            None => (
+                String::new(),
+                vec![ToolCallRequest {
+                    id: "call_1".into(),
+                    name: "word_count".into(),
+                    arguments: json!({"text": "one two three four"}).to_string(),
+                }],
+            ),
+            Some(result) => {
+                let result: Value = serde_json::from_str(&result).unwrap();
+                (
+                    json!({"count": {"text": format!("{} words", result["words"])}}).to_string(),
+                    Vec::new(),
+                )
+            }
+        };
+        Ok(SessionAnswer {
+            content,
+            tool_calls,
+            usage: TokenUsage::default(),
+            model: "counts-then-answers".into(),
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_calls_a_tool_served_over_mcp() {
+    let mut registry = Registry::default();
+    for (name, direction) in [
+        ("passage", FacetDirection::Input),
+        ("count", FacetDirection::Output),
+    ] {
+        registry
+            .add_facet(
+                Facet {
+                    name: name.into(),
+                    title: name.into(),
+                    description: name.into(),
+                    schema: json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}),
+                    semantics: String::new(),
+                    direction,
+                    required_by_default: true,
+                    metadata: serde_json::Map::new(),
+                },
+                "test",
+            )
+            .unwrap();
+    }
+    registry
+        .add_tool(mcp_tool("word_count", SERVER), "test")
+        .unwrap();
+    registry
+        .add_capability(
+            serde_json::from_value(json!({
+                "capabilityId": "count.agent", "agentType": "ai", "version": "1", "displayName": "Counter",
+                "summary": "Counts words with a tool.", "inputContract": ["passage"],
+                "outputContract": ["count"], "tools": ["word_count"]
+            }))
+            .unwrap(),
+            "test",
+        )
+        .unwrap();
+    let registry = Arc::new(registry);
+    let model = Arc::new(CountsThenAnswers::default());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(model.clone())
+        .registry(registry.clone())
+        .queue(queue.clone())
+        .tools(Arc::new(runner(registry)))
+        .build()
+        .services;
+    let submitted = services
+        .runs
+        .submit(
+            "t",
+            &json!({
+                "objective": "Count the words.",
+                "inputs": {"passage": {"text": "one two three four"}},
+                "outputContract": {"schema": {"type": "object", "required": ["count"],
+                                              "properties": {"count": {"type": "object"}}}}
+            }),
+        )
+        .await
+        .unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    let state = services
+        .runs
+        .load("t", &submitted.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(state.output, Some(json!({"count": {"text": "4 words"}})));
+    let frames = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    baton_test_support::assert_frames_match_schemas(&frames);
+    let result = frames
+        .iter()
+        .find(|frame| frame.event_type == baton_core::event::EventType::ToolResult)
+        .and_then(|frame| frame.payload.clone())
+        .unwrap();
+    assert_eq!(result["result"]["words"], 4);
+    assert_eq!(model.sessions.lock().unwrap().len(), 2);
+}
