@@ -91,3 +91,101 @@ async fn an_example_envelope_completes_with_contract_valid_output_on_the_offline
     assert!(metrics["payload"]["tokens"]["prompt"].as_u64().unwrap() > 0);
     assert!(metrics["payload"]["tokens"]["completion"].as_u64().unwrap() > 0);
 }
+
+/// `baton chat` on the offline model: its grammar allows only a valid call
+/// of an offered tool or the answer, so its first turn is a valid
+/// `registry_search` call (the registry's chat agent, narrowed here to that
+/// one tool, is told to search first), the real builtin answers, and after
+/// its one tool round (`BATON_LOCAL_TOOL_ROUNDS`) it answers in text.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "slow: decodes with the offline model on the CPU; scripts/test.sh runs it"]
+async fn the_offline_model_makes_a_valid_tool_call_then_answers() {
+    let registry = tempfile::tempdir().unwrap();
+    copy_folder(&repository_root().join("registry"), registry.path());
+    let chat_file = registry.path().join("chat.json");
+    let mut chat: Value =
+        serde_json::from_str(&std::fs::read_to_string(&chat_file).unwrap()).unwrap();
+    chat["tools"] = serde_json::json!(["registry_search"]);
+    chat["instructions"] = Value::String(
+        "You answer questions about this orchestrator's registry. Always call registry_search first with the key word of the question, then answer in one sentence using what it found.".into(),
+    );
+    std::fs::write(&chat_file, chat.to_string()).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "chat",
+            "-m",
+            "Which capabilities review content?",
+            "--format",
+            "ndjson",
+            "--store",
+            "memory",
+        ])
+        .arg("--registry")
+        .arg(registry.path())
+        .current_dir(repository_root())
+        .env_remove("BATON_LLM")
+        .env_remove("BATON_LLM_BASE_URL")
+        .env_remove("BATON_LLM_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("BATON_REGISTRY_DIR")
+        .env_remove("BATON_LOCAL_TOOL_ROUNDS")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let frames: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    baton_test_support::assert_frame_values_match_schemas(frames.iter());
+    let kinds: Vec<&str> = frames
+        .iter()
+        .filter_map(|frame| frame["type"].as_str())
+        .filter(|kind| ["tool_call", "tool_result", "message", "complete"].contains(kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["tool_call", "tool_result", "message", "complete"],
+        "{stderr}"
+    );
+    let call = &frames
+        .iter()
+        .find(|frame| frame["type"] == "tool_call")
+        .unwrap()["payload"];
+    assert_eq!(call["toolName"], "registry_search");
+    assert!(
+        call["args"]["query"]
+            .as_str()
+            .is_some_and(|query| !query.is_empty()),
+        "{call}"
+    );
+    let result = &frames
+        .iter()
+        .find(|frame| frame["type"] == "tool_result")
+        .unwrap()["payload"];
+    assert!(
+        result.get("error").is_none(),
+        "the call was valid: {result}"
+    );
+    assert!(result["result"]["matches"].is_array());
+    let answer = &frames.last().unwrap()["payload"]["output"]["message"];
+    assert!(
+        answer.as_str().is_some_and(|text| !text.trim().is_empty()),
+        "{answer}"
+    );
+}
+
+fn copy_folder(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_folder(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

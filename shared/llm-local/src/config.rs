@@ -23,6 +23,9 @@ pub struct LocalModelConfig {
     pub temperature: f32,
     /// Seed of the sampler, so a run is reproducible on one machine.
     pub seed: u32,
+    /// Tool calls a session's turns may make before the grammar offers only
+    /// the answer (a small model does not reliably stop calling tools).
+    pub max_tool_rounds: u32,
 }
 
 fn non_empty_variable(read: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
@@ -77,8 +80,8 @@ impl LocalModelConfig {
     /// Reads `BATON_LOCAL_MODEL_PATH` (default: the fetch script's file in
     /// [`default_model_directory`]), `BATON_LOCAL_THREADS` (default: the
     /// available cores, at most 4), `BATON_LOCAL_CONTEXT_TOKENS` (4096),
-    /// `BATON_LOCAL_MAX_TOKENS` (768), `BATON_LOCAL_TEMPERATURE` (0.2) and
-    /// `BATON_LOCAL_SEED` (42).
+    /// `BATON_LOCAL_MAX_TOKENS` (768), `BATON_LOCAL_TEMPERATURE` (0.2),
+    /// `BATON_LOCAL_SEED` (42) and `BATON_LOCAL_TOOL_ROUNDS` (1).
     /// The variables come from `read` (the process environment in production).
     pub fn from_variables(
         read: &dyn Fn(&str) -> Option<String>,
@@ -121,6 +124,13 @@ impl LocalModelConfig {
                 |temperature| (0.0..=2.0).contains(temperature),
             )?,
             seed: parsed_variable(read, "BATON_LOCAL_SEED", "a whole number", 42, |_| true)?,
+            max_tool_rounds: parsed_variable(
+                read,
+                "BATON_LOCAL_TOOL_ROUNDS",
+                "a whole number of tool calls from 0 to 16",
+                1,
+                |rounds| *rounds <= 16,
+            )?,
         })
     }
 }

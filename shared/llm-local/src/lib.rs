@@ -7,7 +7,8 @@
 //! under a grammar derived from the node's output JSON Schema (llama.cpp's
 //! own schema-to-GBNF converter) with decoding budgets on open strings and
 //! arrays, streamed token by token as text deltas, and then validated by the
-//! engine like any other answer.
+//! engine like any other answer. Tool calling (`converse`) works the same
+//! way: one grammar allows a call of an offered tool or the final answer.
 //!
 //! Only the `baton` CLI links this crate (its `local-model` feature); no
 //! Lambda function does. Invariants: a missing or corrupt model file is an
@@ -15,6 +16,7 @@
 //! at a time; the model is loaded once per process.
 
 pub mod config;
+pub mod conversation;
 pub mod decoding_schema;
 pub mod provider;
 pub mod utf8_pieces;

@@ -200,6 +200,22 @@ impl LocalModelProvider {
         request: &ModelRequest,
         deltas: UnboundedSender<ModelDelta>,
     ) -> Result<(ModelAnswer, GenerationTimings), LlmError> {
+        let messages = vec![
+            ("system".to_string(), request.system_instruction.clone()),
+            ("user".to_string(), request.user_message.clone()),
+        ];
+        let schema = request.output_schema.as_ref().clone();
+        self.generate_on_thread(messages, schema, deltas).await
+    }
+
+    /// Decodes one answer to `messages` under `schema` on a blocking thread,
+    /// one answer at a time.
+    async fn generate_on_thread(
+        &self,
+        messages: Vec<(String, String)>,
+        schema: serde_json::Value,
+        deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<(ModelAnswer, GenerationTimings), LlmError> {
         let _permit = self
             .generation_gate
             .clone()
@@ -207,8 +223,7 @@ impl LocalModelProvider {
             .await
             .map_err(|_| LlmError::Configuration("the local model was shut down".into()))?;
         let loaded = self.loaded.clone();
-        let request = request.clone();
-        tokio::task::spawn_blocking(move || generate(&loaded, &request, &deltas))
+        tokio::task::spawn_blocking(move || generate(&loaded, &messages, &schema, &deltas))
             .await
             .map_err(|error| {
                 LlmError::UnexpectedResponse(format!("the local model's thread failed: {error}"))
@@ -243,6 +258,29 @@ impl LlmProvider for LocalModelProvider {
             );
         }
         Ok(answer)
+    }
+
+    /// A turn with tools: the answer is decoded under a grammar allowing a
+    /// call of one offered tool (arguments under its schema) or the final
+    /// answer (`crate::conversation`). The envelope is not streamed.
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        session: &baton_core::conversation::ToolSession,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<baton_core::conversation::SessionAnswer, LlmError> {
+        let messages = crate::conversation::turn_messages(request, session);
+        let tools_allowed =
+            crate::conversation::tool_rounds(session) < self.loaded.config.max_tool_rounds;
+        let schema = crate::conversation::turn_schema(request, session, tools_allowed);
+        let (silent, _ignored) = tokio::sync::mpsc::unbounded_channel();
+        let (answer, _timings) = self.generate_on_thread(messages, schema, silent).await?;
+        crate::conversation::read_turn(&answer.content, session, answer.usage, answer.model)
+            .map_err(|reason| {
+                LlmError::UnexpectedResponse(format!(
+                    "the local model's turn is unreadable: {reason}"
+                ))
+            })
     }
 }
 
@@ -336,19 +374,17 @@ impl ConstrainedSampler {
 /// Prompt processing, then token-by-token decoding under the grammar.
 fn generate(
     loaded: &LoadedModel,
-    request: &ModelRequest,
+    messages: &[(String, String)],
+    schema: &serde_json::Value,
     deltas: &UnboundedSender<ModelDelta>,
 ) -> Result<(ModelAnswer, GenerationTimings), LlmError> {
     let started = Instant::now();
     let config = &loaded.config;
-    let messages = [
-        ("system", request.system_instruction.as_str()),
-        ("user", request.user_message.as_str()),
-    ]
-    .into_iter()
-    .map(|(role, content)| LlamaChatMessage::new(role.into(), content.into()))
-    .collect::<Result<Vec<_>, _>>()
-    .map_err(|error| rejected(format!("the prompt cannot be passed to the model: {error}")))?;
+    let messages = messages
+        .iter()
+        .map(|(role, content)| LlamaChatMessage::new(role.clone(), content.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| rejected(format!("the prompt cannot be passed to the model: {error}")))?;
     let prompt = loaded
         .model
         .apply_chat_template(&loaded.chat_template, &messages, true)
@@ -364,7 +400,7 @@ fn generate(
             config.context_tokens
         )));
     }
-    let mut sampler = ConstrainedSampler::for_schema(loaded, &request.output_schema)?;
+    let mut sampler = ConstrainedSampler::for_schema(loaded, schema)?;
 
     let batch_tokens: u32 = 512;
     // The KV cache is sized to this answer's need (prompt + token limit,
@@ -475,6 +511,7 @@ mod tests {
             max_answer_tokens: 64,
             temperature: 0.0,
             seed: 1,
+            max_tool_rounds: 1,
         }
     }
 
