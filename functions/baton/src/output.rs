@@ -75,9 +75,15 @@ impl FramePrinter {
             .as_deref()
             .map(|message| format!(" {message}"))
             .unwrap_or_default();
+        // A child run's frame, relayed in its parent's stream.
+        let relayed = if frame.forwarded {
+            format!("   ↳ {} ", frame.run_id)
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "{:>4} {}{}{}",
+            "{relayed}{:>4} {}{}{}",
             frame.id,
             frame.event_type.as_str(),
             node,

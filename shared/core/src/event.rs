@@ -192,6 +192,7 @@ impl EventDraft {
             payload: self.payload,
             facet_provenance: self.facet_provenance,
             parent_run_id: self.parent_run_id,
+            forwarded: false,
         }
     }
 }
@@ -218,15 +219,26 @@ pub struct EventFrame {
     pub facet_provenance: Option<FrameProvenance>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<String>,
+    /// Set by a follower on a child run's frame it relays inside its
+    /// parent's stream (never stored): such a frame keeps its own run's
+    /// ids, and is written without an SSE `id:` so that `Last-Event-ID`
+    /// stays the followed run's sequence.
+    #[serde(skip)]
+    pub forwarded: bool,
 }
 
 impl EventFrame {
-    /// `id: <seq>\nevent: <type>\ndata: <json>\n\n`.
+    /// `id: <seq>\nevent: <type>\ndata: <json>\n\n` (no `id:` line for a
+    /// forwarded child frame).
     pub fn to_sse(&self) -> String {
         let data = serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string());
+        let id = if self.forwarded {
+            String::new()
+        } else {
+            format!("id: {}\n", self.id)
+        };
         format!(
-            "id: {}\nevent: {}\ndata: {}\n\n",
-            self.id,
+            "{id}event: {}\ndata: {}\n\n",
             self.event_type.as_str(),
             data
         )

@@ -62,7 +62,8 @@ impl HookRenderer {
 
     /// The hook events of `frame` (none for most frames).
     pub fn render(&mut self, frame: &EventFrame) -> Vec<HookEvent> {
-        if self.ended {
+        // A child run's relayed frames are its own story, not this orchestrator's.
+        if self.ended || frame.forwarded {
             return Vec::new();
         }
         let payload = frame.payload.clone().unwrap_or(Value::Null);
@@ -143,6 +144,7 @@ mod tests {
             payload: Some(payload),
             facet_provenance: None,
             parent_run_id: None,
+            forwarded: false,
         }
     }
 

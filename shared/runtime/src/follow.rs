@@ -122,6 +122,49 @@ impl Cursor {
     }
 }
 
+/// [`follow_run`], with each child run an agent of the run starts relayed
+/// in place: after the parent's `agent_state` `executing_plan` frame naming
+/// `childRunId`, the child's frames (marked `forwarded`, keeping their own
+/// run id and sequence) until the child's stream ends, then the parent's
+/// again. Children of children are relayed the same way.
+pub fn follow_run_and_children(
+    store: Arc<dyn RunStore>,
+    request: FollowRequest,
+) -> futures_util::stream::BoxStream<'static, EventFrame> {
+    let poll_interval = request.poll_interval;
+    let tenant_id = request.tenant_id.clone();
+    follow_run(store.clone(), request)
+        .flat_map(move |frame| {
+            let child = (frame.event_type == baton_core::event::EventType::AgentState)
+                .then_some(frame.payload.as_ref())
+                .flatten()
+                .filter(|payload| payload["state"] == "executing_plan")
+                .and_then(|payload| payload["childRunId"].as_str())
+                .map(str::to_string);
+            let own = stream::iter([frame]).boxed();
+            match child {
+                None => own,
+                Some(child_run_id) => {
+                    let relayed = follow_run_and_children(
+                        store.clone(),
+                        FollowRequest {
+                            tenant_id: tenant_id.clone(),
+                            run_id: child_run_id,
+                            after_sequence: 0,
+                            poll_interval,
+                        },
+                    )
+                    .map(|mut frame| {
+                        frame.forwarded = true;
+                        frame
+                    });
+                    own.chain(relayed).boxed()
+                }
+            }
+        })
+        .boxed()
+}
+
 /// The frames of `request.run_id` after `request.after_sequence`, followed
 /// until the run's stream ends or the run parks. Dropping the stream stops
 /// the reads.

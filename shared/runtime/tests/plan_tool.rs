@@ -313,6 +313,44 @@ async fn auto_execute_runs_a_child_run_whose_summary_the_agent_reads() {
         2,
         "outline and summary, once each"
     );
+
+    // Following the parent relays the child's frames in place, marked as
+    // forwarded (their own ids; no SSE id, so Last-Event-ID stays the parent's).
+    use futures_util::StreamExt;
+    let followed: Vec<EventFrame> = chat
+        .services
+        .runs
+        .follow("t", &run_id, 0, std::time::Duration::from_millis(5))
+        .collect()
+        .await;
+    let position = |wanted: &dyn Fn(&EventFrame) -> bool| followed.iter().position(wanted).unwrap();
+    let executing = position(&|frame| {
+        frame.event_type == EventType::AgentState
+            && frame.payload.as_ref().unwrap()["state"] == "executing_plan"
+    });
+    let child_start = position(&|frame| frame.run_id == child_run_id);
+    let child_end =
+        position(&|frame| frame.run_id == child_run_id && frame.event_type == EventType::Complete);
+    let parent_result = position(&|frame| frame.event_type == EventType::ToolResult);
+    assert!(
+        executing < child_start && child_end < parent_result,
+        "relayed in place"
+    );
+    let relayed: Vec<&EventFrame> = followed
+        .iter()
+        .filter(|frame| frame.run_id == child_run_id)
+        .collect();
+    assert_eq!(relayed.len(), child.len(), "every child frame, once");
+    assert!(
+        relayed
+            .iter()
+            .all(|frame| frame.forwarded && !frame.to_sse().contains("id: "))
+    );
+    assert_eq!(
+        followed.last().unwrap().run_id,
+        run_id,
+        "the parent's stream ends it"
+    );
     // The second turn read the child's summary as the call's result.
     let seen = chat.model.seen.lock().unwrap().clone();
     let SessionTurn::Tool { content, .. } = &seen[1].1.turns[1] else {

@@ -18,7 +18,7 @@ use super::{CommonParts, OrchestratorSettings, OutboxRelay};
 mod chat;
 mod evaluations;
 use crate::error::{RuntimeError, StoreError};
-use crate::follow::{FollowRequest, follow_run};
+use crate::follow::{FollowRequest, follow_run_and_children};
 use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StepCommit, StoredRun};
 pub use chat::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
@@ -234,7 +234,7 @@ impl RunService {
         after_sequence: u64,
         poll_interval: Duration,
     ) -> impl Stream<Item = EventFrame> + Send + 'static {
-        follow_run(
+        follow_run_and_children(
             self.store.clone(),
             FollowRequest {
                 tenant_id: tenant_id.to_string(),
