@@ -10,7 +10,8 @@
 #   step     handles that real planning message (plan_generated is committed)
 #   stream   streams that run's frames as SSE through a streamed response
 #   sweeper  runs once
-# and checks that each stripped binary is at most 15 MiB.
+# and checks that each stripped binary is at most 17 MiB (15 MiB until the step
+# function took MCP over streamable HTTP: rmcp's client adds 1.3 MB).
 #
 #   bash infra/check-deploy.sh
 set -euo pipefail
@@ -45,7 +46,7 @@ for function in Api Stream Step Sweeper Ingest; do
   [ -x "$binary" ] || { say "sam build produced no $binary"; exit 1; }
   size="$(stat -c %s "$binary")"
   say "built ${function}Function/bootstrap: $size bytes"
-  [ "$size" -le $((15 * 1024 * 1024)) ] || { say "${function}Function is over 15 MiB"; exit 1; }
+  [ "$size" -le $((17 * 1024 * 1024)) ] || { say "${function}Function is over 17 MiB"; exit 1; }
 done
 
 say "moto on 127.0.0.1:$moto_port"

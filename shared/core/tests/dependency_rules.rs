@@ -70,14 +70,16 @@ fn normal_dependency_names(package: &str) -> Vec<String> {
         .collect()
 }
 
-/// The offline model (llama.cpp) and the MCP stdio client (it starts
-/// server processes) are the CLI's alone: no Lambda function links them.
+/// The offline model (llama.cpp) and the MCP stdio transport (it starts
+/// server processes: `process-wrap`) are the CLI's alone: no Lambda
+/// function links them.
 #[test]
-fn no_lambda_function_links_the_local_model_or_the_mcp_client() {
+fn no_lambda_function_links_the_local_model_or_starts_mcp_servers() {
     let cli = normal_dependency_names("baton");
     assert!(
-        cli.iter().any(|name| name == "llama-cpp-sys-2") && cli.iter().any(|name| name == "rmcp"),
-        "the CLI links the local model and the MCP client (the check can see them)"
+        cli.iter().any(|name| name == "llama-cpp-sys-2")
+            && cli.iter().any(|name| name == "process-wrap"),
+        "the CLI links the local model and the MCP stdio transport (the check can see them)"
     );
     for function in LAMBDA_FUNCTIONS {
         let names = normal_dependency_names(function);
@@ -88,7 +90,7 @@ fn no_lambda_function_links_the_local_model_or_the_mcp_client() {
         let linked: Vec<&String> = names
             .iter()
             .filter(|name| {
-                name.starts_with("llama") || *name == "baton-llm-local" || *name == "rmcp"
+                name.starts_with("llama") || *name == "baton-llm-local" || *name == "process-wrap"
             })
             .collect();
         assert!(linked.is_empty(), "{function} links {linked:?}");

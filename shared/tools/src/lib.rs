@@ -13,7 +13,7 @@
 //! failure may succeed when retried is said.
 
 mod http;
-#[cfg(feature = "mcp-stdio")]
+#[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
 mod mcp;
 
 use std::sync::Arc;
@@ -102,11 +102,11 @@ impl ToolRunner {
             } => ToolOutcome::failed(
                 "agent_create_plan is performed by the orchestrator (a child run), not by a tool runner",
             ),
-            #[cfg(feature = "mcp-stdio")]
-            ToolExecutor::Mcp(executor) => mcp::call(tool, executor, call).await,
-            #[cfg(not(feature = "mcp-stdio"))]
+            #[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
+            ToolExecutor::Mcp(executor) => mcp::call(self, tool, executor, call).await,
+            #[cfg(not(any(feature = "mcp-stdio", feature = "mcp-http")))]
             ToolExecutor::Mcp(_) => ToolOutcome::failed(format!(
-                "tool `{}` is served by an MCP server, which this process cannot start (MCP over stdio runs in the CLI and `baton serve`)",
+                "tool `{}` is served by an MCP server, which this build cannot reach",
                 tool.name
             )),
         }

@@ -1,77 +1,111 @@
-//! The `mcp` executor over stdio (feature `mcp-stdio`: the CLI and `baton
-//! serve`; a Lambda function has no server processes to start): each call
-//! starts the server's command, speaks the Model Context Protocol to it
-//! through the `rmcp` crate (initialize, `tools/call`), reads the result
-//! (its structured content, else its text: JSON when it parses) and stops
-//! the process. A server that cannot start, answers with an error or takes
-//! longer than the timeout gives an error the model can read.
+//! The `mcp` executor: a Model Context Protocol server's tool, called
+//! through the `rmcp` crate. Over stdio (feature `mcp-stdio`: the CLI and
+//! `baton serve`; a Lambda function starts no server processes) each call
+//! starts the server's command and stops it after; over streamable HTTP
+//! (feature `mcp-http`) the URL goes through the outbound guard first and
+//! the connection is pinned to the checked address, redirects refused. The
+//! result is the tool's structured content, else its text (JSON when it
+//! parses); an error result, a server that cannot be reached and a call
+//! over its time are errors the model can read.
 
 use std::time::Duration;
 
 use baton_core::tools::{McpServer, McpToolExecutor, ToolDefinition};
-use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, ContentBlock};
-use rmcp::transport::TokioChildProcess;
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
+use rmcp::service::{RoleClient, RunningService};
 use serde_json::Value;
 
-use crate::{ToolCall, ToolOutcome};
+use crate::{ToolCall, ToolOutcome, ToolRunner};
 
-/// How long one call (start, handshake, call) may take.
+/// How long one call (connect or start, handshake, call) may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub(crate) async fn call(
+    runner: &ToolRunner,
     tool: &ToolDefinition,
     executor: &McpToolExecutor,
     call: &ToolCall,
 ) -> ToolOutcome {
-    let McpServer::Stdio { command, args } = &executor.server else {
-        return ToolOutcome::failed(format!(
-            "tool `{}` is served over MCP streamable HTTP, which this build cannot reach yet",
-            tool.name
-        ));
-    };
     let name = executor.tool.clone().unwrap_or_else(|| tool.name.clone());
-    match tokio::time::timeout(CALL_TIMEOUT, call_stdio(command, args, &name, call)).await {
-        Ok(outcome) => outcome,
-        Err(_) => ToolOutcome::Failed {
-            message: format!(
-                "the MCP server `{command}` did not answer `{name}` within {} s",
-                CALL_TIMEOUT.as_secs()
-            ),
-            retryable: true,
-        },
+    let server = match &executor.server {
+        McpServer::Stdio { command, .. } => format!("`{command}`"),
+        McpServer::Http { url } => format!("at {url}"),
+    };
+    let answered = tokio::time::timeout(CALL_TIMEOUT, async {
+        let client = match connect(runner, &executor.server).await {
+            Ok(client) => client,
+            Err(message) => return ToolOutcome::failed(message),
+        };
+        let arguments = call.arguments.as_object().cloned().unwrap_or_default();
+        let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
+        let result = client.call_tool(params).await;
+        let _ = client.cancel().await;
+        match result {
+            Ok(result) => read_result(&name, &result),
+            Err(error) => ToolOutcome::failed(format!("the MCP call `{name}` failed: {error}")),
+        }
+    })
+    .await;
+    answered.unwrap_or_else(|_| ToolOutcome::Failed {
+        message: format!(
+            "the MCP server {server} did not answer `{name}` within {} s",
+            CALL_TIMEOUT.as_secs()
+        ),
+        retryable: true,
+    })
+}
+
+type Client = RunningService<RoleClient, ()>;
+
+async fn connect(runner: &ToolRunner, server: &McpServer) -> Result<Client, String> {
+    use rmcp::ServiceExt;
+    // Only the HTTP transport reads the runner's outbound settings.
+    let _ = runner;
+    match server {
+        #[cfg(feature = "mcp-stdio")]
+        McpServer::Stdio { command, args } => {
+            let mut process = tokio::process::Command::new(command);
+            process.args(args).kill_on_drop(true);
+            let transport = rmcp::transport::TokioChildProcess::new(process)
+                .map_err(|error| format!("the MCP server `{command}` could not start: {error}"))?;
+            ().serve(transport).await.map_err(|error| {
+                format!("the MCP server `{command}` did not complete the handshake: {error}")
+            })
+        }
+        #[cfg(not(feature = "mcp-stdio"))]
+        McpServer::Stdio { command, .. } => Err(format!(
+            "the MCP server `{command}` runs over stdio, which this process cannot start (the CLI and `baton serve` can)"
+        )),
+        #[cfg(feature = "mcp-http")]
+        McpServer::Http { url } => {
+            use rmcp::transport::StreamableHttpClientTransport;
+            use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+            let policy = baton_outbound::OutboundPolicy::default()
+                .with_http_allowed_hosts(&runner.http_allowed_hosts);
+            let target = baton_outbound::check(url, &policy, runner.resolver.as_ref())
+                .await
+                .map_err(|refusal| format!("the MCP server URL is refused: {refusal}"))?;
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .resolve(&target.host, target.address)
+                .build()
+                .map_err(|error| format!("the HTTP client cannot be built: {error}"))?;
+            let transport = StreamableHttpClientTransport::with_client(
+                client,
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+            );
+            ().serve(transport).await.map_err(|error| {
+                format!("the MCP server at {url} did not complete the handshake: {error}")
+            })
+        }
+        #[cfg(not(feature = "mcp-http"))]
+        McpServer::Http { url } => Err(format!(
+            "the MCP server at {url} speaks streamable HTTP, which this build cannot reach"
+        )),
     }
 }
 
-async fn call_stdio(command: &str, args: &[String], name: &str, call: &ToolCall) -> ToolOutcome {
-    let mut process = tokio::process::Command::new(command);
-    process.args(args).kill_on_drop(true);
-    let transport = match TokioChildProcess::new(process) {
-        Ok(transport) => transport,
-        Err(error) => {
-            return ToolOutcome::failed(format!(
-                "the MCP server `{command}` could not start: {error}"
-            ));
-        }
-    };
-    let client = match ().serve(transport).await {
-        Ok(client) => client,
-        Err(error) => {
-            return ToolOutcome::failed(format!(
-                "the MCP server `{command}` did not complete the handshake: {error}"
-            ));
-        }
-    };
-    let arguments = call.arguments.as_object().cloned().unwrap_or_default();
-    let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
-    let answered = client.call_tool(params).await;
-    let _ = client.cancel().await;
-    let result = match answered {
-        Ok(result) => result,
-        Err(error) => {
-            return ToolOutcome::failed(format!("the MCP call `{name}` failed: {error}"));
-        }
-    };
+fn read_result(name: &str, result: &CallToolResult) -> ToolOutcome {
     let value = result.structured_content.clone().unwrap_or_else(|| {
         let text: Vec<String> = result
             .content

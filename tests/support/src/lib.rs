@@ -7,10 +7,15 @@
 //! - [`assert_frames_match_schemas`]: every frame a test sees validates
 //!   against `events/schemas/frames/<type>.schema.json`.
 //!
+//! - [`mcp_server::WordCountServer`]: a test double for an MCP tool server
+//!   (the `mcp-test-server` binary serves it over stdio).
+//!
 //! Test doubles for external services (the model endpoint) live in
 //! `scripted-llm`; nothing here stands in for the code under test.
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture ends the test
+
+pub mod mcp_server;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

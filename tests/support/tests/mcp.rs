@@ -1,7 +1,10 @@
-//! The `mcp` tool executor against a real stdio MCP server (this crate's
-//! `mcp-test-server`, a test double for a tool server): a call's result,
-//! an error result, a server that cannot start; and an agent node whose
-//! tool is served over MCP, on the step engine. The model is a test double
+//! The `mcp` tool executor against a real MCP server (this crate's
+//! `WordCountServer`, a test double for a tool server) over stdio (the
+//! `mcp-test-server` binary) and over streamable HTTP (mounted in a local
+//! HTTP server, allow-listed as for local development): a call's result,
+//! an error result, a server that cannot start, URLs the outbound guard
+//! refuses; and an agent node whose tool is served over MCP, on the step
+//! engine. The model is a test double
 //! that calls `word_count` once, then answers with its result.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -83,6 +86,66 @@ async fn an_mcp_tool_answers_its_result_or_its_error_and_a_missing_server_is_sai
         panic!("a server that cannot start is a failure");
     };
     assert!(message.contains("could not start"), "{message}");
+}
+
+fn http_tool(url: &str) -> ToolDefinition {
+    let tool: ToolDefinition = serde_json::from_value(json!({
+        "name": "word_count", "description": "Served by the MCP test server over HTTP.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+        "executor": {"kind": "mcp", "server": {"transport": "http", "url": url}}
+    }))
+    .unwrap();
+    tool.check().unwrap();
+    tool
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_tool_over_streamable_http_answers_and_the_guard_refuses_private_urls() {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let service = StreamableHttpService::new(
+        || Ok(baton_test_support::mcp_server::WordCountServer),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let local = baton_tools::ToolRunner::new(
+        Arc::new(Registry::default()),
+        "127.0.0.1",
+        Arc::new(|_| None),
+    );
+    let counted = local
+        .run(
+            &http_tool(&format!("http://127.0.0.1:{port}/mcp")),
+            &invocation(json!({"text": "over the wire"})),
+        )
+        .await;
+    assert_eq!(
+        counted,
+        ToolOutcome::Succeeded(json!({"words": 3, "text": "over the wire"}))
+    );
+    // Without the allow-list, the same server (and any private address) is refused.
+    let guarded = runner(Arc::new(Registry::default()));
+    for url in [
+        format!("http://127.0.0.1:{port}/mcp"),
+        "https://169.254.169.254/mcp".to_string(),
+        "https://10.0.0.1/mcp".to_string(),
+        "https://[::ffff:127.0.0.1]/mcp".to_string(),
+    ] {
+        let refused = guarded
+            .run(&http_tool(&url), &invocation(json!({"text": "x"})))
+            .await;
+        let ToolOutcome::Failed { message, .. } = refused else {
+            panic!("{url} must be refused");
+        };
+        assert!(message.contains("refused"), "{url}: {message}");
+    }
 }
 
 /// Test double for the model endpoint.

@@ -1,75 +1,11 @@
-//! Test double for an MCP server: a small stdio Model Context Protocol
-//! server (through the `rmcp` crate) with two tools, for the tests of the
-//! `mcp` tool executor and of agents that call it:
-//!
-//! - `word_count {text}` answers `{"words": n, "text": text}` as structured
-//!   content;
-//! - `refuse {reason}` answers an error result carrying the reason.
+//! Test double for an MCP server over stdio: [`WordCountServer`]'s tools.
 
-use std::sync::Arc;
-
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-};
-use rmcp::service::{RequestContext, RoleServer};
-use rmcp::{ServerHandler, ServiceExt};
-use serde_json::{Map, Value, json};
-
-#[derive(Clone, Default)]
-struct TestServer;
-
-fn schema(property: &str) -> Arc<Map<String, Value>> {
-    let schema = json!({"type": "object", "required": [property],
-                        "properties": {property: {"type": "string"}}});
-    Arc::new(schema.as_object().cloned().unwrap_or_default())
-}
-
-impl ServerHandler for TestServer {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(vec![
-            Tool::new("word_count", "Counts the words of a text.", schema("text")),
-            Tool::new("refuse", "Always refuses, saying why.", schema("reason")),
-        ]))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let arguments = request.arguments.unwrap_or_default();
-        let text = |name: &str| {
-            arguments
-                .get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        Ok(match request.name.as_ref() {
-            "word_count" => {
-                let words = text("text").split_whitespace().count();
-                CallToolResult::structured(json!({"words": words, "text": text("text")})).into()
-            }
-            "refuse" => CallToolResult::error(vec![ContentBlock::text(text("reason"))]).into(),
-            other => {
-                CallToolResult::error(vec![ContentBlock::text(format!("no tool `{other}`"))]).into()
-            }
-        })
-    }
-}
+use baton_test_support::mcp_server::WordCountServer;
+use rmcp::ServiceExt;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let service = TestServer.serve(rmcp::transport::stdio()).await?;
+    let service = WordCountServer.serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(())
 }
