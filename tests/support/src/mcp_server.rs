@@ -8,12 +8,12 @@
 
 use std::sync::Arc;
 
+use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use rmcp::ServerHandler;
 use serde_json::{Map, Value, json};
 
 /// The test double's tools.
