@@ -142,9 +142,30 @@ pub(super) fn begin_node(
     }
     // Claimed, not committed: the frames go with the claim; the state learns
     // the phase and the start time when the answer is committed.
+    let phase = RunPhase::of_node(node.kind);
+    let start_frames = claim_frames(state, node, attempt, ExecutorType::Ai, now);
+    Ok(StepAdvance::Perform(super::Effect::CallModel(ModelCall {
+        node_id: node.node_id.clone(),
+        attempt,
+        request: build_model_request(node, &bundle),
+        start_frames,
+        started_at_millis: now.unix_millis(),
+        stream_deltas: phase.streams_text(),
+    })))
+}
+
+/// The frames a claimed model node starts with (appended with its claim):
+/// the phase when it changes, the handoff, `node_start`.
+pub(super) fn claim_frames(
+    state: &RunState,
+    node: &PlanNode,
+    attempt: u32,
+    executor: ExecutorType,
+    now: Instant,
+) -> Vec<crate::event::EventDraft> {
     let stamp = frames::FrameStamp::for_run(state, now);
     let phase = RunPhase::of_node(node.kind);
-    let mut start_frames = Vec::with_capacity(3);
+    let mut start_frames = Vec::with_capacity(4);
     if state.phase != Some(phase) {
         start_frames.push(frames::phase(&stamp, &frames::PhasePayload { phase }));
     }
@@ -158,16 +179,9 @@ pub(super) fn begin_node(
     start_frames.push(frames::node_start(
         &stamp,
         node,
-        &start_payload(node, attempt, ExecutorType::Ai),
+        &start_payload(node, attempt, executor),
     ));
-    Ok(StepAdvance::Perform(super::Effect::CallModel(ModelCall {
-        node_id: node.node_id.clone(),
-        attempt,
-        request: build_model_request(node, &bundle),
-        start_frames,
-        started_at_millis: now.unix_millis(),
-        stream_deltas: phase.streams_text(),
-    })))
+    start_frames
 }
 
 pub(super) fn resume_node(

@@ -23,7 +23,7 @@ use crate::conversation::{
     OfferedTool, SessionAnswer, SessionTurn, ToolInvocation, ToolOutcome, ToolSession,
 };
 use crate::event::EventDraft;
-use crate::frames::{self, AgentActivity, ExecutorType, FrameStamp, HandoffStatus, RunPhase};
+use crate::frames::{self, AgentActivity, ExecutorType, FrameStamp, RunPhase};
 use crate::governance::TimerPurpose;
 use crate::instant::Instant;
 use crate::plan::PlanNode;
@@ -37,7 +37,7 @@ use calls::{check_call, dispatch_or_continue, record_result};
 pub use plan_call::{ChildRunStart, PlanReviewCall};
 pub(super) use plan_call::{child_ended, resume_child_started, resume_review};
 
-use super::node::{plan_node_in, plan_of, start_payload};
+use super::node::{plan_node_in, plan_of};
 use super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
 
 /// One model turn of a session.
@@ -202,22 +202,8 @@ pub(super) fn begin_session(
     }
     let stamp = FrameStamp::for_run(state, now);
     let phase = RunPhase::of_node(node.kind);
-    let mut start_frames = Vec::with_capacity(4);
-    if state.phase != Some(phase) {
-        start_frames.push(frames::phase(&stamp, &frames::PhasePayload { phase }));
-    }
-    start_frames.push(super::narration::handoff(
-        &stamp,
-        state,
-        node,
-        attempt,
-        HandoffStatus::Occurred,
-    ));
-    start_frames.push(frames::node_start(
-        &stamp,
-        node,
-        &start_payload(node, attempt, ExecutorType::Agent),
-    ));
+    let mut start_frames =
+        super::node::claim_frames(state, node, attempt, ExecutorType::Agent, now);
     start_frames.push(agent_state_frame(
         &stamp,
         state,
