@@ -189,7 +189,9 @@ impl DynamoRunStore {
         Ok(keyed.into_iter().map(|(_, body)| body).collect())
     }
 
-    async fn query_open_item_pages(
+    /// Every item of partition `pk` (whose `sk` starts with `prefix`):
+    /// `(sk, text attribute)`, consistent, all pages.
+    pub(crate) async fn query_open_item_pages(
         &self,
         pk: String,
         prefix: Option<String>,

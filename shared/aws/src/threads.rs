@@ -11,7 +11,7 @@ use baton_core::chat::ChatExchange;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 
-use crate::dynamodb::{DynamoRunStore, Item, n, read_text, s, unavailable};
+use crate::dynamodb::{DynamoRunStore, n, s, unavailable};
 
 fn thread_pk(tenant_id: &str, thread_id: &str) -> String {
     format!("T#{tenant_id}#THREAD#{thread_id}")
@@ -24,33 +24,20 @@ impl ThreadStore for DynamoRunStore {
         tenant_id: &str,
         thread_id: &str,
     ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
-        let mut exchanges = Vec::new();
-        let mut start_key: Option<Item> = None;
-        loop {
-            let output = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
-                .expression_attribute_values(":pk", s(thread_pk(tenant_id, thread_id)))
-                .expression_attribute_values(":prefix", s("X#"))
-                .consistent_read(true)
-                .set_exclusive_start_key(start_key.take())
-                .send()
-                .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
-            for item in output.items() {
-                let exchange: ChatExchange = serde_json::from_str(read_text(item, "exchange")?)
-                    .map_err(|error| StoreError::Corrupt(format!("thread exchange: {error}")))?;
-                exchanges.push(exchange);
-            }
-            match output.last_evaluated_key {
-                Some(key) if !key.is_empty() => start_key = Some(key),
-                _ => break,
-            }
-        }
+        let items = self
+            .query_open_item_pages(
+                thread_pk(tenant_id, thread_id),
+                Some("X#".into()),
+                "exchange",
+            )
+            .await?;
+        let mut exchanges = items
+            .iter()
+            .map(|(_, exchange)| {
+                serde_json::from_str::<ChatExchange>(exchange)
+                    .map_err(|error| StoreError::Corrupt(format!("thread exchange: {error}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         if exchanges.is_empty() {
             return Ok(None);
         }
