@@ -4,9 +4,6 @@
 //! frame (envelope fields and payload) from these types; the checked-in
 //! `events/schemas/frames/<type>.schema.json` files are that output, and a
 //! test keeps them equal.
-//!
-//! Frame types that no code writes yet have an open-object payload until
-//! the work that writes them types it.
 
 mod agent;
 mod governance;
