@@ -422,8 +422,16 @@ pub(crate) async fn drive_and_print(
     }
 }
 
+/// How `baton plan` prints the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanFormat {
+    Json,
+    Mermaid,
+    Dot,
+}
+
 /// `baton plan`: plans and validates without calling a model.
-pub fn plan(envelope_path: &Path, registry: Option<PathBuf>) -> u8 {
+pub fn plan(envelope_path: &Path, registry: Option<PathBuf>, format: PlanFormat) -> u8 {
     let envelope_json = match read_envelope_json(envelope_path) {
         Ok(value) => value,
         Err(code) => return code,
@@ -449,10 +457,31 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>) -> u8 {
     };
     let rejected = plan.is_none() || bundle.status == baton_core::diagnostics::PlanStatus::Rejected;
     let report = json!({"diagnostics": bundle, "plan": plan});
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&report).unwrap_or_default()
-    );
+    let picture = match (&plan, format) {
+        (_, PlanFormat::Json) => None,
+        (Some(plan), PlanFormat::Mermaid) => Some(baton_core::plan_picture::to_mermaid(plan)),
+        (Some(plan), PlanFormat::Dot) => Some(baton_core::plan_picture::to_dot(plan)),
+        (None, _) => None,
+    };
+    match picture {
+        Some(picture) => {
+            print!("{picture}");
+            if rejected {
+                eprintln!(
+                    "{}",
+                    serde_json::to_string_pretty(&report["diagnostics"]).unwrap_or_default()
+                );
+            }
+        }
+        None if format == PlanFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ),
+        None => eprintln!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ),
+    }
     if rejected {
         EXIT_RUN_FAILED
     } else {

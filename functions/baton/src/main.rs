@@ -100,6 +100,10 @@ enum Command {
         envelope: PathBuf,
         #[arg(long)]
         registry: Option<PathBuf>,
+        /// `json`: the plan and its diagnostics; `mermaid` or `dot`: the
+        /// plan as a picture (diagnostics on stderr when it is rejected).
+        #[arg(long, value_enum, default_value_t = commands::PlanFormat::Json)]
+        format: commands::PlanFormat,
     },
     /// List the tasks parked runs wait on a person for (SQLite store).
     Tasks {
@@ -249,7 +253,11 @@ fn main() -> ExitCode {
                 format,
                 store,
             } => commands::run(&envelope, registry, format, store).await,
-            Command::Plan { envelope, registry } => commands::plan(&envelope, registry),
+            Command::Plan {
+                envelope,
+                registry,
+                format,
+            } => commands::plan(&envelope, registry, format),
             Command::Chat {
                 message,
                 thread,

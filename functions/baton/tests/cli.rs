@@ -52,7 +52,7 @@ async fn baton_with(
     match server {
         Some(server) => command
             .env("BATON_LLM_BASE_URL", server.base_url())
-            .env("BATON_LLM_MODEL", "scripted-model"),
+            .env("BATON_LLM_MODEL", "gpt-4o-mini"),
         None => command
             .env_remove("BATON_LLM_BASE_URL")
             .env_remove("BATON_LLM_MODEL"),
@@ -259,7 +259,13 @@ async fn an_impossible_contract_ends_in_plan_rejected() {
     assert_frame_invariants(&frames);
     assert_eq!(
         types(&frames),
-        vec!["start", "plan_requested", "plan_rejected", "error"]
+        vec![
+            "start",
+            "plan_requested",
+            "plan_rejected",
+            "metrics",
+            "error"
+        ]
     );
     let rejection = &story(&frames)[2]["payload"];
     assert_eq!(rejection["status"], "rejected");
@@ -543,8 +549,8 @@ async fn violating_answers_fail_the_run_once_no_capability_is_left() {
     .await;
     assert_eq!(code, 3);
     assert_eq!(
-        &types(&frames)[types(&frames).len() - 2..],
-        &["node_error", "error"]
+        &types(&frames)[types(&frames).len() - 3..],
+        &["node_error", "metrics", "error"]
     );
     assert_eq!(
         frames.last().unwrap()["payload"]["code"],
@@ -711,6 +717,77 @@ async fn plan_prints_the_validated_plan_without_calling_a_model() {
     assert_eq!(rejected.status.code(), Some(3));
 }
 
+/// The fenced block of `language` after `marker` in the README.
+fn readme_block(marker: &str, language: &str) -> String {
+    let readme = std::fs::read_to_string(repository_root().join("README.md")).unwrap();
+    let after = &readme[readme.find(marker).expect("the README has the marker")..];
+    let fence = format!("```{language}\n");
+    let start = after.find(&fence).unwrap() + fence.len();
+    let end = start + after[start..].find("```").unwrap();
+    after[start..end].to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_pictures_match_the_readme_and_name_every_node_and_facet() {
+    let envelope = "registry/examples/seed-10.1-sample-envelope.json";
+    let mermaid = baton(None, &["plan", envelope, "--format", "mermaid"]).await;
+    assert_eq!(mermaid.status.code(), Some(0));
+    let mermaid = String::from_utf8(mermaid.stdout).unwrap();
+    assert_eq!(
+        mermaid,
+        readme_block("<!-- baton plan seed-10.1 --format mermaid -->", "mermaid"),
+        "the README's rendered plan is what `baton plan --format mermaid` prints today"
+    );
+    let json = baton(None, &["plan", envelope]).await;
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    let dot = baton(None, &["plan", envelope, "--format", "dot"]).await;
+    assert_eq!(dot.status.code(), Some(0));
+    let dot = String::from_utf8(dot.stdout).unwrap();
+    assert!(
+        dot.starts_with("digraph \"plan v1\" {") && dot.ends_with("}\n"),
+        "{dot}"
+    );
+    for node in report["plan"]["nodes"].as_array().unwrap() {
+        let id = node["nodeId"].as_str().unwrap();
+        let capability = node["capabilityId"].as_str().unwrap();
+        assert!(
+            mermaid.contains(&format!("    {id}[\"")),
+            "{id} in {mermaid}"
+        );
+        assert!(mermaid.contains(capability) && dot.contains(capability));
+    }
+    for edge in report["plan"]["edges"].as_array().unwrap() {
+        let (from, to) = (edge["from"].as_str().unwrap(), edge["to"].as_str().unwrap());
+        let arrow = mermaid
+            .lines()
+            .find(|line| {
+                line.trim_start().starts_with(&format!("{from} -->")) && line.ends_with(to)
+            })
+            .unwrap_or_else(|| panic!("no arrow {from} -> {to} in {mermaid}"));
+        assert!(arrow.contains(edge["facet"].as_str().unwrap()), "{arrow}");
+        assert!(
+            dot.contains(&format!("    {from} -> {to} [label=")),
+            "{dot}"
+        );
+    }
+    let rejected = baton(
+        None,
+        &[
+            "plan",
+            fixture("impossible-contract.json").to_str().unwrap(),
+            "--format",
+            "mermaid",
+        ],
+    )
+    .await;
+    assert_eq!(rejected.status.code(), Some(3));
+    assert!(
+        rejected.stdout.is_empty(),
+        "no picture of a plan that does not exist"
+    );
+    assert!(String::from_utf8_lossy(&rejected.stderr).contains("rejected"));
+}
+
 fn plan_draft(nodes: Value) -> Behavior {
     Behavior::Content {
         content: json!({"nodes": nodes, "rationale": "scripted draft"}).to_string(),
@@ -760,7 +837,7 @@ async fn the_llm_planner_is_re_prompted_with_diagnostics_until_its_plan_validate
     assert_eq!(story(&frames)[3]["payload"]["attempt"], 2);
     let generated = &story(&frames)[4]["payload"];
     assert_eq!(generated["plannerRuntime"], "llm");
-    assert_eq!(generated["plannerModel"], "scripted-model");
+    assert_eq!(generated["plannerModel"], "gpt-4o-mini");
     let second_prompt: Value = serde_json::from_str(
         server.requests()[1].body["messages"][1]["content"]
             .as_str()
@@ -1641,7 +1718,7 @@ async fn interactive_baton_chat_keeps_one_thread() {
         .env_remove("BATON_LLM")
         .env_remove("BATON_REGISTRY_DIR")
         .env("BATON_LLM_BASE_URL", server.base_url())
-        .env("BATON_LLM_MODEL", "scripted-model")
+        .env("BATON_LLM_MODEL", "gpt-4o-mini")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

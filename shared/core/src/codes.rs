@@ -112,6 +112,9 @@ pub enum WarningCode {
     MaxIterationsReached,
     /// A session lasted longer than the watchdog allows.
     SessionTimedOut,
+    /// A model answered that `registry/models.json` does not price: its
+    /// calls have no cost (said once per run and model).
+    ModelPriceUnknown,
 }
 
 impl WarningCode {
@@ -126,6 +129,7 @@ impl WarningCode {
             WarningCode::ToolCallsPerTurnExceeded => "tool_calls_per_turn_exceeded",
             WarningCode::MaxIterationsReached => "max_iterations_reached",
             WarningCode::SessionTimedOut => "session_timed_out",
+            WarningCode::ModelPriceUnknown => "model_price_unknown",
         }
     }
 }

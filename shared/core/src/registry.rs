@@ -27,6 +27,7 @@ pub struct Registry {
     tools_by_name: BTreeMap<String, crate::tools::ToolDefinition>,
     contexts: Vec<crate::contexts::ContextGuidance>,
     chat: Option<crate::chat::ChatSettings>,
+    prices: crate::pricing::PriceTable,
 }
 
 fn registry_error(
@@ -193,6 +194,21 @@ impl Registry {
     pub fn add_chat_document(&mut self, document: &RegistryDocument) -> Result<(), CoreError> {
         let settings: crate::chat::ChatSettings = parse_document(document)?;
         self.set_chat_settings(settings, &document.source_name)
+    }
+
+    /// Reads and sets the model price table (`registry/models.json`).
+    pub fn add_price_document(&mut self, document: &RegistryDocument) -> Result<(), CoreError> {
+        let table: crate::pricing::PriceTable = parse_document(document)?;
+        table
+            .check()
+            .map_err(|(path, message)| registry_error(&document.source_name, path, message))?;
+        self.prices = table;
+        Ok(())
+    }
+
+    /// The model price table (empty when the registry has none).
+    pub fn prices(&self) -> &crate::pricing::PriceTable {
+        &self.prices
     }
 
     /// The orchestrator's chat agent, when the registry has one.

@@ -88,6 +88,27 @@ pub enum NodeStatus {
 pub struct TokenUsage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Of `prompt_tokens`, those the provider served from its prompt cache
+    /// (0 when it does not say).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cached_prompt_tokens: u64,
+}
+
+fn is_zero_u64(value: &u64) -> bool {
+    *value == 0
+}
+
+impl TokenUsage {
+    /// Adds `other` to these totals.
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cached_prompt_tokens += other.cached_prompt_tokens;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
 }
 
 /// One node's ledger entry.
@@ -107,6 +128,13 @@ pub struct NodeRecord {
     pub error: Option<String>,
     #[serde(default)]
     pub usage: TokenUsage,
+    /// The model that answered last (as the provider names it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// What the node's model calls cost (`registry/models.json`); None when
+    /// no call was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// Attempts made before this round (a replan's re-run, a clarified
     /// re-run): the attempt bound counts from here.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -133,6 +161,8 @@ impl NodeRecord {
             feedback: Vec::new(),
             error: None,
             usage: TokenUsage::default(),
+            model: None,
+            cost_usd: None,
             attempt_base: 0,
             started_at_millis: None,
             agent_turns: 0,
@@ -195,6 +225,9 @@ pub struct RunState {
     /// A child run: the agent session's tool call that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<crate::agents::ParentLink>,
+    /// Models that answered but have no price (each is warned about once).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub unpriced_models: std::collections::BTreeSet<String>,
 }
 
 impl RunState {
@@ -208,10 +241,19 @@ impl RunState {
         self.nodes
             .values()
             .fold(TokenUsage::default(), |mut total, record| {
-                total.prompt_tokens += record.usage.prompt_tokens;
-                total.completion_tokens += record.usage.completion_tokens;
+                total.add(&record.usage);
                 total
             })
+    }
+
+    /// What the priced model calls of every node cost; None when none was
+    /// priced.
+    pub fn total_cost_usd(&self) -> Option<f64> {
+        self.nodes
+            .values()
+            .filter_map(|record| record.cost_usd)
+            .reduce(|total, cost| total + cost)
+            .map(crate::pricing::round_cost)
     }
 }
 

@@ -63,14 +63,22 @@ pub struct UsageSummary {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// Of `promptTokens`, served from the provider's prompt cache.
+    pub cached_prompt_tokens: u64,
+    /// What the priced model calls cost (the registry's `models.json`);
+    /// absent when none was priced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
-impl From<TokenUsage> for UsageSummary {
-    fn from(usage: TokenUsage) -> Self {
+impl UsageSummary {
+    fn of(usage: TokenUsage, cost_usd: Option<f64>) -> Self {
         UsageSummary {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
-            total_tokens: usage.prompt_tokens + usage.completion_tokens,
+            total_tokens: usage.total(),
+            cached_prompt_tokens: usage.cached_prompt_tokens,
+            cost_usd: cost_usd.map(baton_core::pricing::round_cost),
         }
     }
 }
@@ -102,6 +110,9 @@ pub struct NodeLedgerEntry {
     pub feedback: Value,
     pub error: Option<String>,
     pub usage: UsageSummary,
+    /// The model that answered last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl RunSnapshotResponse {
@@ -143,7 +154,7 @@ impl RunSnapshotResponse {
                     .as_ref()
                     .map(|bundle| bundle.satisfaction_score),
                 observed_satisfaction: run.observed_satisfaction,
-                usage: run.total_usage().into(),
+                usage: UsageSummary::of(run.total_usage(), run.total_cost_usd()),
                 pending_request: run.governance.pending_request().cloned(),
                 hitl_clarifications: run.governance.clarifications.clone(),
                 timers: run.governance.timers.clone(),
@@ -168,7 +179,8 @@ impl RunSnapshotResponse {
                             output: record.output.as_deref().map(redact),
                             feedback: serde_json::to_value(&record.feedback).unwrap_or(Value::Null),
                             error: record.error.clone(),
-                            usage: record.usage.into(),
+                            usage: UsageSummary::of(record.usage, record.cost_usd),
+                            model: record.model.clone(),
                         },
                     )
                 })

@@ -326,8 +326,9 @@ async fn the_snapshot_redacts_secrets_and_a_parked_run_can_be_cancelled() {
             .unwrap(),
     )
     .await;
-    assert_eq!(tail.len(), 1);
-    assert_eq!(tail[0].2["payload"]["code"], "cancelled");
+    assert_eq!(tail.len(), 2, "the run's metrics, then the error");
+    assert_eq!(tail[0].2["type"], "metrics");
+    assert_eq!(tail[1].2["payload"]["code"], "cancelled");
 }
 
 fn scoped_messaging_writer() -> Value {
@@ -765,10 +766,13 @@ async fn a_person_declining_fails_the_run_with_the_reason() {
         .iter()
         .map(|frame| frame["type"].as_str().unwrap())
         .collect();
-    assert_eq!(types, vec!["node_error", "error"]);
-    assert_eq!(after[1]["payload"]["code"], "human_declined");
+    // The node's metrics, then the run's at its ending.
+    assert_eq!(types, vec!["node_error", "metrics", "metrics", "error"]);
+    assert_eq!(after[1]["nodeId"], after[0]["nodeId"]);
+    assert!(after[2]["nodeId"].is_null());
+    assert_eq!(after[3]["payload"]["code"], "human_declined");
     assert!(
-        after[1]["message"]
+        after[3]["message"]
             .as_str()
             .unwrap()
             .contains("not ours to judge")

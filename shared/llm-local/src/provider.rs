@@ -493,6 +493,7 @@ fn generate(
         usage: TokenUsage {
             prompt_tokens: timings.prompt_tokens,
             completion_tokens: timings.answer_tokens,
+            cached_prompt_tokens: 0,
         },
         model: loaded.name.clone(),
     };

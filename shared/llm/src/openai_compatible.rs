@@ -396,6 +396,10 @@ fn usage_from(body: &Value) -> TokenUsage {
             .pointer("/usage/completion_tokens")
             .and_then(Value::as_u64)
             .unwrap_or(0),
+        cached_prompt_tokens: body
+            .pointer("/usage/prompt_tokens_details/cached_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     }
 }
 

@@ -126,6 +126,7 @@ impl LlmProvider for InstantProvider {
             usage: TokenUsage {
                 prompt_tokens: 10,
                 completion_tokens: 10,
+                cached_prompt_tokens: 0,
             },
             model: "instant".into(),
         })

@@ -121,6 +121,8 @@ impl RegistrySource for EmbeddedSource {
 
 /// The orchestrator's chat agent (optional).
 const CHAT_FILE: &str = "chat.json";
+/// The model price table (optional).
+const PRICES_FILE: &str = "models.json";
 
 fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
     let facet_documents: Vec<RegistryDocument> = source
@@ -190,6 +192,20 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
             })
             .map_err(RuntimeError::Registry)?;
     }
+    if source.has_file(PRICES_FILE) {
+        let text = source
+            .text(PRICES_FILE)
+            .map_err(|message| RuntimeError::Io {
+                path: PRICES_FILE.into(),
+                message,
+            })?;
+        registry
+            .add_price_document(&RegistryDocument {
+                source_name: PRICES_FILE.into(),
+                text,
+            })
+            .map_err(RuntimeError::Registry)?;
+    }
     Ok(registry)
 }
 
@@ -226,6 +242,8 @@ mod tests {
                 .capabilities()
                 .all(|capability| capability.instructions.is_some())
         );
+        let dated = registry.prices().price_of("gpt-4o-mini-2024-07-18");
+        assert_eq!(dated.map(|price| price.input_per_million_usd), Some(0.15));
     }
 
     #[test]

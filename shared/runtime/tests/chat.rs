@@ -58,8 +58,9 @@ impl LlmProvider for ChatModel {
             usage: TokenUsage {
                 prompt_tokens: 12,
                 completion_tokens: 4,
+                cached_prompt_tokens: 0,
             },
-            model: "chat-double".into(),
+            model: "gpt-4o-mini".into(),
         })
     }
 }

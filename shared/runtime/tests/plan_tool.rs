@@ -61,6 +61,7 @@ impl LlmProvider for PlanningModel {
             usage: TokenUsage {
                 prompt_tokens: 5,
                 completion_tokens: 5,
+                cached_prompt_tokens: 0,
             },
             model: "planning-double".into(),
         })

@@ -108,6 +108,7 @@ impl LlmProvider for LookupThenAnswer {
         let usage = TokenUsage {
             prompt_tokens: 7,
             completion_tokens: 3,
+            cached_prompt_tokens: 0,
         };
         let last_result = session.turns.iter().rev().find_map(|turn| match turn {
             SessionTurn::Tool { content, .. } => Some(content.clone()),
@@ -122,7 +123,7 @@ impl LlmProvider for LookupThenAnswer {
                     arguments: json!({"q": "facts"}).to_string(),
                 }],
                 usage,
-                model: "scripted".into(),
+                model: "gpt-4o-mini".into(),
             },
             Some(result) => {
                 let fact: Value = serde_json::from_str(&result).unwrap();
@@ -130,7 +131,7 @@ impl LlmProvider for LookupThenAnswer {
                     content: json!({"answer": {"text": fact["fact"]}}).to_string(),
                     tool_calls: Vec::new(),
                     usage,
-                    model: "scripted".into(),
+                    model: "gpt-4o-mini".into(),
                 }
             }
         })
@@ -139,6 +140,12 @@ impl LlmProvider for LookupThenAnswer {
 
 fn agent_registry(port: u16) -> Arc<Registry> {
     let mut registry = Registry::default();
+    registry
+        .add_price_document(&baton_core::registry::RegistryDocument {
+            source_name: "models.json".into(),
+            text: r#"{"models": {"gpt-4o-mini": {"inputPerMillionUsd": 0.15, "outputPerMillionUsd": 0.6}}}"#.into(),
+        })
+        .unwrap();
     for (name, direction) in [
         ("question", FacetDirection::Input),
         ("answer", FacetDirection::Output),

@@ -68,19 +68,7 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
 fn deliver_without_a_model(step: &mut StepContext<'_, '_>, message: String) {
     let thread_id = step.state.thread_id.clone();
     let output = json!({"message": message, "threadId": thread_id});
-    let metrics = frames::metrics(
-        &step.stamp(),
-        &frames::MetricsPayload {
-            tokens: frames::TokenTotals {
-                prompt: 0,
-                completion: 0,
-                total: 0,
-            },
-            nodes: 0,
-            duration_ms: Some(0),
-        },
-    );
-    step.emit(metrics);
+    super::narration::emit_run_metrics(step);
     step.state.status = RunStatus::Completed;
     step.state.output = Some(output.clone());
     let complete = frames::complete(

@@ -107,21 +107,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         return Ok(());
     }
     let (quality, acceptance_report) = super::quality::report(&step.state);
-    let usage = step.state.total_usage();
-    let metrics = frames::metrics(
-        &step.stamp(),
-        &frames::MetricsPayload {
-            tokens: frames::TokenTotals {
-                prompt: usage.prompt_tokens,
-                completion: usage.completion_tokens,
-                total: usage.prompt_tokens + usage.completion_tokens,
-            },
-            nodes: step.state.nodes.len(),
-            duration_ms: crate::instant::Instant::parse_rfc3339(&step.state.created_at)
-                .map(|created| step.now.unix_millis().saturating_sub(created.unix_millis())),
-        },
-    );
-    step.emit(metrics);
+    super::narration::emit_run_metrics(step);
     step.state.status = RunStatus::Completed;
     step.state.output = Some(output.clone());
     let complete = frames::complete(

@@ -40,6 +40,7 @@ mod quality;
 mod replan;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 use std::sync::Arc;
 
@@ -240,6 +241,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
             &frames::NodeErrorPayload { code, attempt },
         );
         self.emit(failed);
+        narration::emit_node_metrics(self, node);
         self.fail_run(code, run_message);
     }
 
@@ -249,7 +251,14 @@ impl<'e, 'r> StepContext<'e, 'r> {
     }
 
     /// Ends the run without output: `status`, the failure, an `error` frame.
-    fn end_run(&mut self, status: RunStatus, code: FailureCode, reason: &str, message: &str) {
+    pub(crate) fn end_run(
+        &mut self,
+        status: RunStatus,
+        code: FailureCode,
+        reason: &str,
+        message: &str,
+    ) {
+        narration::emit_run_metrics(self);
         self.state.status = status;
         self.state.failure = Some(RunFailure {
             code,
@@ -329,6 +338,7 @@ pub fn start_run(
         sessions: Default::default(),
         chat: None,
         parent: None,
+        unpriced_models: Default::default(),
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),

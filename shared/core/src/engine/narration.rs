@@ -69,21 +69,41 @@ pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode)
     let Some(record) = step.state.nodes.get(&node.node_id) else {
         return;
     };
-    let usage = record.usage;
     let duration_ms = record
         .started_at_millis
         .map(|started| step.now.unix_millis().saturating_sub(started));
-    let metrics = frames::node_metrics(
+    let payload = frames::MetricsPayload {
+        tokens: frames::TokenTotals::of(&record.usage),
+        nodes: 1,
+        duration_ms,
+        cost_usd: record.cost_usd.map(crate::pricing::round_cost),
+        run: Some(frames::RunTotals {
+            tokens: frames::TokenTotals::of(&step.state.total_usage()),
+            cost_usd: step.state.total_cost_usd(),
+            nodes_completed: step
+                .state
+                .nodes
+                .values()
+                .filter(|record| record.status == crate::run::NodeStatus::Completed)
+                .count(),
+        }),
+    };
+    let metrics = frames::node_metrics(&step.stamp(), &node.node_id, &payload);
+    step.emit(metrics);
+}
+
+/// The run's `metrics` at its ending (delivered, failed, cancelled): its
+/// tokens, cost, nodes and wall time.
+pub(super) fn emit_run_metrics(step: &mut StepContext<'_, '_>) {
+    let metrics = frames::metrics(
         &step.stamp(),
-        &node.node_id,
         &frames::MetricsPayload {
-            tokens: frames::TokenTotals {
-                prompt: usage.prompt_tokens,
-                completion: usage.completion_tokens,
-                total: usage.prompt_tokens + usage.completion_tokens,
-            },
-            nodes: 1,
-            duration_ms,
+            tokens: frames::TokenTotals::of(&step.state.total_usage()),
+            nodes: step.state.nodes.len(),
+            duration_ms: crate::instant::Instant::parse_rfc3339(&step.state.created_at)
+                .map(|created| step.now.unix_millis().saturating_sub(created.unix_millis())),
+            cost_usd: step.state.total_cost_usd(),
+            run: None,
         },
     );
     step.emit(metrics);

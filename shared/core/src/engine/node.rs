@@ -16,7 +16,7 @@ use crate::context::{build_context_bundle, build_model_request, clarifying_quest
 use crate::frames::{self, ExecutorType, HandoffStatus, RunPhase};
 use crate::instant::Instant;
 use crate::plan::{BuiltinOperation, PlanNode};
-use crate::run::{NodeStatus, RunState, RunStatus, StepCommand, TokenUsage};
+use crate::run::{NodeStatus, RunState, RunStatus, StepCommand};
 use crate::schema::{SchemaViolation, collect_violations};
 
 use super::narration::{emit_node_metrics, hand_over, handoff};
@@ -97,7 +97,7 @@ pub(super) fn begin_node(
         );
         step.emit(started);
         let answer = perform_builtin(&step.state, operation);
-        judge_answer(&mut step, node, attempt, Ok(answer), TokenUsage::default())?;
+        judge_answer(&mut step, node, attempt, Ok(answer))?;
         return Ok(step.into_advance());
     }
     if let Some(executor) = &node.panel {
@@ -202,7 +202,13 @@ pub(super) fn resume_node(
         EffectOutcome::ModelAnswered(answer) => {
             let parsed = serde_json::from_str::<Value>(&answer.content)
                 .map_err(|error| format!("the answer is not valid JSON: {error}"));
-            judge_answer(&mut step, node, call.attempt, parsed, answer.usage)?;
+            super::usage::record_model_usage(
+                &mut step,
+                &node.node_id,
+                &answer.model,
+                &answer.usage,
+            );
+            judge_answer(&mut step, node, call.attempt, parsed)?;
         }
         EffectOutcome::ModelFailed { code, message } => {
             let run_message = format!("node {} failed: {message}", node.node_id);
@@ -283,7 +289,6 @@ pub(super) fn judge_answer(
     node: &PlanNode,
     attempt: u32,
     parsed: Result<Value, String>,
-    usage: TokenUsage,
 ) -> Result<(), CoreError> {
     let (answer, violations) = match parsed {
         Err(reason) => (
@@ -306,14 +311,12 @@ pub(super) fn judge_answer(
             (Some(answer), violations)
         }
     };
-    let Some(record) = step.state.nodes.get_mut(&node.node_id) else {
+    if !step.state.nodes.contains_key(&node.node_id) {
         return Err(CoreError::StepDoesNotApply(format!(
             "no ledger entry for {}",
             node.node_id
         )));
-    };
-    record.usage.prompt_tokens += usage.prompt_tokens;
-    record.usage.completion_tokens += usage.completion_tokens;
+    }
     if node.allows_clarify
         && let Some(question) = answer.as_ref().and_then(clarifying_question)
     {
@@ -339,10 +342,18 @@ pub(super) fn complete_node(
     answer: Value,
 ) -> Result<(), CoreError> {
     let output = Arc::new(answer);
+    let mut usage = frames::TokenTotals::of(&Default::default());
+    let (mut model, mut duration_ms, mut cost_usd) = (None, None, None);
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
         record.status = NodeStatus::Completed;
         record.output = Some(output.clone());
         record.feedback.clear();
+        usage = frames::TokenTotals::of(&record.usage);
+        model = record.model.clone();
+        cost_usd = record.cost_usd.map(crate::pricing::round_cost);
+        duration_ms = record
+            .started_at_millis
+            .map(|started| step.now.unix_millis().saturating_sub(started));
     }
     let completed = frames::node_complete(
         &step.stamp(),
@@ -351,6 +362,10 @@ pub(super) fn complete_node(
             attempt,
             output_facets: Cow::Borrowed(&node.output_facets),
             output: output.clone(),
+            usage,
+            model,
+            duration_ms,
+            cost_usd,
         },
     );
     step.emit(completed);

@@ -23,7 +23,7 @@ use crate::governance::TimerPurpose;
 use crate::instant::Instant;
 use crate::panels::{PanelExecutor, PanelProgress, judge_claim_key, round_timer_id};
 use crate::plan::PlanNode;
-use crate::run::{NodeStatus, RunState, StepCommand, TokenUsage};
+use crate::run::{NodeStatus, RunState, StepCommand};
 
 use super::node::{plan_node_in, plan_of};
 use super::{Effect, EffectOutcome, EngineContext, JudgeModelCall, StepAdvance, StepContext};
@@ -171,10 +171,12 @@ pub(super) fn resume_judge(
     let mut step = StepContext::new(state, now, engine);
     let judged = match outcome {
         EffectOutcome::ModelAnswered(answer) => {
-            if let Some(record) = step.state.nodes.get_mut(&call.node_id) {
-                record.usage.prompt_tokens += answer.usage.prompt_tokens;
-                record.usage.completion_tokens += answer.usage.completion_tokens;
-            }
+            super::usage::record_model_usage(
+                &mut step,
+                &call.node_id,
+                &answer.model,
+                &answer.usage,
+            );
             match serde_json::from_str::<JudgeAnswer>(&answer.content) {
                 Ok(parsed) if (0.0..=10.0).contains(&parsed.score) => {
                     JudgeOutcome::Answered(parsed)
@@ -304,13 +306,7 @@ fn close_round(
             if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
                 record.status = NodeStatus::Scheduled;
             }
-            super::node::judge_answer(
-                step,
-                node,
-                attempt,
-                Ok(Value::Object(answer)),
-                TokenUsage::default(),
-            )
+            super::node::judge_answer(step, node, attempt, Ok(Value::Object(answer)))
         }
         PanelAdvance::Failed(reason) => {
             fail_panel(

@@ -120,9 +120,9 @@ pub(super) fn resume_planning(
         None,
         format!("{fallback_reason}; using the deterministic planner"),
         &frames::WarningPayload {
-            code: WarningCode::PlannerFallback,
             fallback: Some(PlannerKind::Deterministic),
             rejected_drafts: Some(rejected_drafts),
+            ..frames::WarningPayload::of(WarningCode::PlannerFallback)
         },
     );
     step.emit(warning);
@@ -273,20 +273,12 @@ fn settle_plan(
             },
         );
         step.emit(rejected);
-        step.state.status = RunStatus::PlanRejected;
-        step.state.failure = Some(crate::run::RunFailure {
-            code: FailureCode::PlanRejected,
-            message: summary.clone(),
-        });
-        let error = frames::error(
-            &step.stamp(),
-            format!("plan rejected: {summary}"),
-            &frames::ErrorPayload {
-                code: FailureCode::PlanRejected,
-                status: RunStatus::PlanRejected,
-            },
+        step.end_run(
+            RunStatus::PlanRejected,
+            FailureCode::PlanRejected,
+            &summary,
+            &format!("plan rejected: {summary}"),
         );
-        step.emit(error);
         return Ok(());
     };
     let generated = frames::plan_generated(

@@ -111,6 +111,7 @@ pub(super) fn replan(
                 current_attempt: record.current_attempt,
                 attempt_base: record.current_attempt,
                 usage: record.usage,
+                cost_usd: record.cost_usd,
                 ..NodeRecord::pending()
             },
             None => NodeRecord::pending(),

@@ -11,6 +11,7 @@ use crate::frames::test_support::assert_frames_match_schemas;
 use crate::run::TokenUsage;
 
 mod agent;
+mod cost;
 mod governance;
 mod narration;
 mod panel;
@@ -54,7 +55,19 @@ pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
         .unwrap();
         registry.add_capability(capability, "test").unwrap();
     }
+    price_the_scripted_model(&mut registry);
     registry
+}
+
+/// The test answers' model (`scripted`) costs $1 per million prompt tokens
+/// and $2 per million completion tokens.
+pub(super) fn price_the_scripted_model(registry: &mut Registry) {
+    registry
+        .add_price_document(&crate::registry::RegistryDocument {
+            source_name: "models.json".into(),
+            text: r#"{"models": {"scripted": {"inputPerMillionUsd": 1.0, "outputPerMillionUsd": 2.0}}}"#.into(),
+        })
+        .unwrap();
 }
 
 fn envelope() -> TaskEnvelope {
@@ -149,6 +162,7 @@ pub(super) fn step(state: RunState, observed: Observed, context: &EngineContext<
                 usage: TokenUsage {
                     prompt_tokens: tokens,
                     completion_tokens: 0,
+                    cached_prompt_tokens: 0,
                 },
                 model: "scripted".into(),
             })),
@@ -300,7 +314,7 @@ fn step_table() {
             state: on_last_attempt,
             observed: answer("node_1", 3, json!({})),
             status: RunStatus::Failed,
-            events: vec!["validation_error", "node_error", "error"],
+            events: vec!["validation_error", "node_error", "metrics", "error"],
             outbox: vec![],
         },
         Row {
@@ -319,7 +333,7 @@ fn step_table() {
                 attempt: 1,
             },
             status: RunStatus::Failed,
-            events: vec!["node_error", "error"],
+            events: vec!["node_error", "metrics", "error"],
             outbox: vec![],
         },
         Row {
@@ -355,7 +369,7 @@ fn no_plan_rejects_the_run() {
     assert_eq!(decision.state.status, RunStatus::PlanRejected);
     assert_eq!(
         event_types(&decision),
-        vec!["plan_requested", "plan_rejected", "error"]
+        vec!["plan_requested", "plan_rejected", "metrics", "error"]
     );
     assert_eq!(
         decision.state.failure.as_ref().map(|failure| failure.code),
@@ -407,7 +421,7 @@ fn built_in_nodes_and_rejected_inputs_resolve_without_an_effect() {
     );
     assert_eq!(
         event_types(&decision),
-        vec!["validation_error", "node_error", "error"]
+        vec!["validation_error", "node_error", "metrics", "error"]
     );
     let errors = &story(&decision)[0].payload.as_ref().unwrap()["errors"];
     assert_eq!(errors[0]["facet"], "notes");
@@ -670,7 +684,7 @@ fn cancel_and_shell_failures_end_a_live_run_once() {
     let context = engine(&registry, &validators);
     let cancelled = cancel_run(planned(&context), "enough", NOW, &context).unwrap();
     assert_eq!(cancelled.state.status, RunStatus::Cancelled);
-    assert_eq!(event_types(&cancelled), vec!["error"]);
+    assert_eq!(event_types(&cancelled), vec!["metrics", "error"]);
     assert_frames_match_schemas(&cancelled.events);
     assert!(cancel_run(cancelled.state, "again", NOW, &context).is_none());
     let failed = fail_run(
@@ -926,7 +940,10 @@ fn a_person_declining_fails_the_run_with_the_reason() {
     .unwrap()
     .unwrap();
     assert_frames_match_schemas(&decision.events);
-    assert_eq!(event_types(&decision), vec!["node_error", "error"]);
+    assert_eq!(
+        event_types(&decision),
+        vec!["node_error", "metrics", "error"]
+    );
     assert_eq!(decision.state.status, RunStatus::Failed);
     let failure = decision.state.failure.unwrap();
     assert_eq!(failure.code, FailureCode::HumanDeclined);

@@ -7,6 +7,7 @@
 
 mod agent;
 mod governance;
+mod metrics;
 mod narrative;
 mod schema;
 
@@ -21,6 +22,7 @@ pub use agent::{
     ToolCallPayload, ToolResultPayload, agent_state, message, plan_ready_for_review, plan_review,
     tool_call, tool_result,
 };
+pub use metrics::{MetricsPayload, RunTotals, TokenTotals, metrics, node_metrics};
 pub use narrative::{HandoffPayload, HandoffStatus, PhasePayload, RunPhase, handoff, phase};
 #[cfg(test)]
 pub(crate) use schema::test_support;
@@ -285,6 +287,18 @@ pub struct NodeCompletePayload<'a> {
     pub output_facets: Cow<'a, [String]>,
     // Shared with the node's ledger entry: not copied to build the frame.
     pub output: std::sync::Arc<Value>,
+    /// Tokens over the node's attempts (zero for built-in and human nodes).
+    pub usage: TokenTotals,
+    /// The model that answered last, as the provider names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// From the node's start to its completion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// What its model calls cost (`registry/models.json`); absent when no
+    /// call was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 pub fn node_complete(
@@ -390,6 +404,9 @@ pub struct WarningPayload {
     /// `planner_fallback`: how many drafts were rejected before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rejected_drafts: Option<u32>,
+    /// `model_price_unknown`: the model the price table does not name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl WarningPayload {
@@ -398,6 +415,7 @@ impl WarningPayload {
             code,
             fallback: None,
             rejected_drafts: None,
+            model: None,
         }
     }
 }
@@ -435,36 +453,6 @@ pub fn error(stamp: &FrameStamp, message: impl Into<String>, payload: &ErrorPayl
         .draft(EventType::Error)
         .message(message)
         .payload(to_payload(payload))
-}
-
-/// Token totals.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct TokenTotals {
-    pub prompt: u64,
-    pub completion: u64,
-    pub total: u64,
-}
-
-/// `metrics`: the run's totals.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct MetricsPayload {
-    pub tokens: TokenTotals,
-    pub nodes: usize,
-    /// Wall time: of the node (a node's `metrics`, after its
-    /// `node_complete`), or of the run (the last `metrics`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
-}
-
-pub fn metrics(stamp: &FrameStamp, payload: &MetricsPayload) -> EventDraft {
-    stamp.draft(EventType::Metrics).payload(to_payload(payload))
-}
-
-/// A node's `metrics`: its tokens and wall time.
-pub fn node_metrics(stamp: &FrameStamp, node_id: &str, payload: &MetricsPayload) -> EventDraft {
-    metrics(stamp, payload).node(node_id)
 }
 
 /// `complete`: the run's output, valid for the caller's contract.

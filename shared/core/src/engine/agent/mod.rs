@@ -27,7 +27,7 @@ use crate::frames::{self, AgentActivity, ExecutorType, FrameStamp, RunPhase};
 use crate::governance::TimerPurpose;
 use crate::instant::Instant;
 use crate::plan::PlanNode;
-use crate::run::{NodeStatus, RunState, StepCommand, TokenUsage};
+use crate::run::{NodeStatus, RunState, StepCommand};
 
 mod calls;
 mod plan_call;
@@ -327,9 +327,8 @@ pub(super) fn resume_turn(
         }
         other => return Err(super::unexpected_outcome("a model turn", &other)),
     };
+    super::usage::record_model_usage(&mut step, &node.node_id, &answer.model, &answer.usage);
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
-        record.usage.prompt_tokens += answer.usage.prompt_tokens;
-        record.usage.completion_tokens += answer.usage.completion_tokens;
         record.agent_turns += 1;
     }
     let Some(session) = step.state.sessions.get_mut(&node.node_id) else {
@@ -381,7 +380,7 @@ fn answered(
         serde_json::from_str::<Value>(&content)
             .map_err(|error| format!("the answer is not valid JSON: {error}"))
     };
-    super::node::judge_answer(&mut step, node, attempt, parsed, TokenUsage::default())?;
+    super::node::judge_answer(&mut step, node, attempt, parsed)?;
     Ok(step.into_advance())
 }
 

@@ -12,6 +12,7 @@ use crate::event::EventType;
 
 fn agent_registry(parallel: bool) -> Registry {
     let mut registry = Registry::default();
+    super::price_the_scripted_model(&mut registry);
     for name in ["notes", "answer"] {
         registry
             .add_facet(
@@ -86,6 +87,7 @@ fn asks(calls: Vec<ToolCallRequest>) -> SessionAnswer {
         usage: TokenUsage {
             prompt_tokens: 10,
             completion_tokens: 2,
+            cached_prompt_tokens: 0,
         },
         model: "scripted".into(),
     }
@@ -404,7 +406,10 @@ fn sequential_tools_run_one_after_another_and_parallel_tools_at_once() {
 }
 
 fn ended_incomplete(decision: &Decision, warning: &str) {
-    assert_eq!(event_types(decision), ["warning", "node_error", "error"]);
+    assert_eq!(
+        event_types(decision),
+        ["warning", "node_error", "metrics", "error"]
+    );
     assert_eq!(payload_of(decision, EventType::Warning)["code"], warning);
     assert_eq!(
         payload_of(decision, EventType::Error)["code"],

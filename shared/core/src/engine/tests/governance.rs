@@ -113,7 +113,7 @@ fn policy_trigger_action_table() {
             )]),
             node_1_answers: None,
             status: RunStatus::Failed,
-            events: with(&["policy_triggered", "error"]),
+            events: with(&["policy_triggered", "metrics", "error"]),
             outbox: vec![],
         },
         Row {
@@ -182,7 +182,7 @@ fn policy_trigger_action_table() {
             policies: json!([policy("p", node_1_invalid.clone(), json!({"type": "fail"}))]),
             node_1_answers: Some(json!({"brief": 7})),
             status: RunStatus::Failed,
-            events: vec!["validation_error", "policy_triggered", "error"],
+            events: vec!["validation_error", "policy_triggered", "metrics", "error"],
             outbox: vec![],
         },
         Row {
@@ -345,7 +345,7 @@ fn approval_chains_table() {
             action: json!({"type": "hitl"}),
             decision: ApprovalDecision::Reject,
             status: RunStatus::Failed,
-            events: vec!["hitl_resolved", "error"],
+            events: vec!["hitl_resolved", "metrics", "error"],
             outbox: vec![],
         },
         Chain {
@@ -369,7 +369,7 @@ fn approval_chains_table() {
             action: json!({"type": "hitl", "approveAction": {"type": "fail", "message": "approved to stop"}}),
             decision: ApprovalDecision::Approve,
             status: RunStatus::Failed,
-            events: vec!["hitl_resolved", "policy_triggered", "error"],
+            events: vec!["hitl_resolved", "policy_triggered", "metrics", "error"],
             outbox: vec![],
         },
         Chain {
@@ -566,7 +566,10 @@ fn manual_policies_fire_on_request_only() {
         .unwrap()
         .unwrap();
     assert_frames_match_schemas(&stopped.events);
-    assert_eq!(event_types(&stopped), ["policy_triggered", "error"]);
+    assert_eq!(
+        event_types(&stopped),
+        ["policy_triggered", "metrics", "error"]
+    );
     assert_eq!(stopped.state.status, RunStatus::Failed);
 }
 
@@ -615,7 +618,10 @@ fn an_on_timeout_policy_is_a_durable_timer() {
         )
     );
     let fired = decided(fire(&planned.state, &policy_timer_id("slow"), &context));
-    assert_eq!(event_types(&fired), ["policy_triggered", "error"]);
+    assert_eq!(
+        event_types(&fired),
+        ["policy_triggered", "metrics", "error"]
+    );
     assert_eq!(fired.state.status, RunStatus::Failed);
     // A duplicate delivery of the timer finds nothing to do.
     assert_eq!(
@@ -657,7 +663,7 @@ fn a_human_task_past_its_sla_fails_the_run_or_fires_on_timeout() {
         NOW.plus(DEFAULT_HUMAN_TASK_TIMEOUT).rfc3339()
     );
     let timed_out = decided(fire(&parked, &sla, &context));
-    assert_eq!(event_types(&timed_out), ["node_error", "error"]);
+    assert_eq!(event_types(&timed_out), ["node_error", "metrics", "error"]);
     assert_eq!(timed_out.state.status, RunStatus::Failed);
     let failure = timed_out.state.failure.unwrap();
     assert_eq!(failure.code, FailureCode::HumanTaskTimedOut);

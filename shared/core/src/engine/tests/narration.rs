@@ -18,6 +18,18 @@ fn node_step(
     took: u64,
     context: &EngineContext<'_>,
 ) -> (Vec<EventDraft>, RunState, bool) {
+    node_step_answered_by(state, node, answer, took, "scripted", context)
+}
+
+/// The same, the answer coming from `model` (10 prompt, 4 completion tokens).
+pub(super) fn node_step_answered_by(
+    state: RunState,
+    node: &'static str,
+    answer: serde_json::Value,
+    took: u64,
+    model: &str,
+    context: &EngineContext<'_>,
+) -> (Vec<EventDraft>, RunState, bool) {
     let command = node_command(node, 1);
     let StepAdvance::Perform(mut effect) = begin_step(&state, &command, NOW, context).unwrap()
     else {
@@ -33,8 +45,9 @@ fn node_step(
         usage: TokenUsage {
             prompt_tokens: 10,
             completion_tokens: 4,
+            cached_prompt_tokens: 0,
         },
-        model: "scripted".into(),
+        model: model.into(),
     });
     let later = Instant::from_unix_millis(NOW.unix_millis() + took);
     let StepAdvance::Decided(decision) =

@@ -11,6 +11,7 @@ use crate::panels::round_timer_id;
 
 fn panel_registry() -> Registry {
     let mut registry = Registry::default();
+    super::price_the_scripted_model(&mut registry);
     let text =
         json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}});
     let verdict =
@@ -113,6 +114,7 @@ fn judge_answers(
         usage: TokenUsage {
             prompt_tokens: 10,
             completion_tokens: 5,
+            cached_prompt_tokens: 0,
         },
         model: "scripted".into(),
     });

@@ -9,6 +9,7 @@ use super::*;
 
 pub(super) fn reviewing_registry() -> Registry {
     let mut registry = Registry::default();
+    super::price_the_scripted_model(&mut registry);
     let text =
         json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}});
     let scored = json!({"type": "object", "required": ["score", "notes"],

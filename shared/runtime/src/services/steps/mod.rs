@@ -75,7 +75,7 @@ enum Effects {
     /// re-apply after a version conflict.
     Decided {
         decision: Box<Decision>,
-        performed: Option<(Effect, EffectOutcome)>,
+        performed: Option<Box<(Effect, EffectOutcome)>>,
     },
 }
 
@@ -277,7 +277,7 @@ impl StepService {
                         self.clock.now(),
                         engine,
                     )?;
-                    performed = Some((effect, outcome));
+                    performed = Some(Box::new((effect, outcome)));
                 }
             }
         }
@@ -357,7 +357,7 @@ impl StepService {
         message: &StepMessage,
         read_version: u64,
         first_decision: Decision,
-        performed: Option<(Effect, EffectOutcome)>,
+        performed: Option<Box<(Effect, EffectOutcome)>>,
         engine: &EngineContext<'_>,
     ) -> Result<StepOutcome, RuntimeError> {
         let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
@@ -408,7 +408,7 @@ impl StepService {
                 return Ok(StepOutcome::RunNotFound);
             };
             let now = self.clock.now();
-            let advance = match &performed {
+            let advance = match performed.as_deref() {
                 Some((effect, outcome)) => resume_step(
                     reloaded.state,
                     &message.command,

@@ -1,0 +1,104 @@
+//! A run as the runs list shows it (`GET /api/v1/flex/runs`), and the
+//! list's query and page. Stores keep or derive a listing per run; the
+//! list is newest first, and a page's cursor is the ordering key of its
+//! last run (`{createdAt}#{runId}`), so the next page starts after it even
+//! when newer runs arrive meanwhile.
+
+use serde::{Deserialize, Serialize};
+
+use crate::run::{RunState, RunStatus};
+
+/// Longest objective a listing carries (characters).
+pub const LISTED_OBJECTIVE_CHARS: usize = 200;
+
+/// Most runs a page may hold.
+pub const MAX_RUNS_PER_PAGE: usize = 100;
+
+/// One run in the list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunListing {
+    pub run_id: String,
+    pub status: RunStatus,
+    /// The objective, cut to [`LISTED_OBJECTIVE_CHARS`].
+    pub objective: String,
+    pub created_at: String,
+    /// A child run: the run whose agent started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
+}
+
+impl RunListing {
+    pub fn of(state: &RunState) -> Self {
+        RunListing {
+            run_id: state.run_id.clone(),
+            status: state.status,
+            objective: state
+                .envelope
+                .objective
+                .chars()
+                .take(LISTED_OBJECTIVE_CHARS)
+                .collect(),
+            created_at: state.created_at.clone(),
+            parent_run_id: state.parent.as_ref().map(|parent| parent.run_id.clone()),
+        }
+    }
+
+    /// The key the list is ordered by (descending) and a cursor names.
+    pub fn ordering_key(&self) -> String {
+        ordering_key(&self.created_at, &self.run_id)
+    }
+}
+
+pub fn ordering_key(created_at: &str, run_id: &str) -> String {
+    format!("{created_at}#{run_id}")
+}
+
+/// Which runs, how many, from where.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunListQuery {
+    pub status: Option<RunStatus>,
+    /// 1 to [`MAX_RUNS_PER_PAGE`].
+    pub limit: usize,
+    /// The previous page's `nextCursor`: runs strictly older than it.
+    pub cursor: Option<String>,
+}
+
+impl RunListQuery {
+    /// Whether `listing` belongs in this query's pages (status and cursor).
+    pub fn admits(&self, listing: &RunListing) -> bool {
+        self.status.is_none_or(|status| listing.status == status)
+            && self
+                .cursor
+                .as_ref()
+                .is_none_or(|cursor| listing.ordering_key() < *cursor)
+    }
+}
+
+/// One page of the list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunListPage {
+    pub runs: Vec<RunListing>,
+    /// Present when older runs remain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+impl RunListPage {
+    /// The page of `query.limit` from `candidates` (already newest first
+    /// and admitted, at most one more than the limit).
+    pub fn from_newest_first(mut candidates: Vec<RunListing>, limit: usize) -> Self {
+        let more = candidates.len() > limit;
+        candidates.truncate(limit);
+        let next_cursor = if more {
+            candidates.last().map(RunListing::ordering_key)
+        } else {
+            None
+        };
+        RunListPage {
+            runs: candidates,
+            next_cursor,
+        }
+    }
+}
