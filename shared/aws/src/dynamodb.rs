@@ -123,6 +123,8 @@ impl RunStore for DynamoRunStore {
             Some("attribute_not_exists(pk)"),
         )?);
         items.push(self.new_sequence_item(&pk, events.len() as u64, &state.correlation_id)?);
+        let open_items = crate::open_items::open_items(state);
+        items.extend(self.open_item_writes(&pk, 0, &open_items, state)?);
         items.extend(self.event_items(&pk, 1, &state.run_id, &state.correlation_id, events)?);
         items.extend(self.outbox_items(&pk, &outbox)?);
         match self
@@ -132,7 +134,10 @@ impl RunStore for DynamoRunStore {
             .send()
             .await
         {
-            Ok(_) => Ok(CreateOutcome::Created),
+            Ok(_) => {
+                self.remember_open_items(&pk, 1, open_items);
+                Ok(CreateOutcome::Created)
+            }
             Err(error) => {
                 let idempotency_clash = idempotency_key.is_some()
                     && cancellation_codes(&error).is_some_and(|codes| {
@@ -465,6 +470,14 @@ impl RunStore for DynamoRunStore {
 
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
         self.query_runs_awaiting_human(tenant_id).await
+    }
+
+    async fn list_runs(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        self.query_run_page(tenant_id, query).await
     }
 
     async fn pending_tasks(

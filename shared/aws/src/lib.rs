@@ -41,6 +41,7 @@ pub mod dynamodb;
 mod event_log;
 mod open_items;
 mod outbox_items;
+mod run_listing;
 pub mod sqs;
 pub mod state_codec;
 mod table_setup;

@@ -5,7 +5,12 @@
 //! ```text
 //! pk = T#{tenant}#TASKS   sk = {capabilityId}#{runCreatedAt}#{taskId}   task    = HumanTask JSON
 //! pk = T#{tenant}#HITL    sk = {runCreatedAt}#{requestId}               request = PendingRequest JSON
+//! pk = T#{tenant}#RUNS    sk = {runCreatedAt ms, 13 digits}.{runId}     listing = RunListing JSON
 //! ```
+//!
+//! Every run implies its listing (the runs list, newest first); the
+//! listing changes only with the run's status, so most commits rewrite
+//! nothing of it.
 //!
 //! They are written in the commit's transaction, from the committed state,
 //! so they never disagree with the run item: the items the state implies
@@ -35,6 +40,21 @@ fn requests_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#HITL")
 }
 
+pub(crate) fn runs_pk(tenant_id: &str) -> String {
+    format!("T#{tenant_id}#RUNS")
+}
+
+/// The attribute holding an open item's JSON, by its partition.
+fn body_attribute(pk: &str) -> &'static str {
+    if pk.ends_with("#TASKS") {
+        "task"
+    } else if pk.ends_with("#RUNS") {
+        "listing"
+    } else {
+        "request"
+    }
+}
+
 fn task_sk(state: &RunState, capability_id: &str, task_id: &str) -> String {
     format!("{capability_id}#{}#{task_id}", state.created_at)
 }
@@ -46,6 +66,10 @@ fn request_sk(state: &RunState, request_id: &str) -> String {
 /// The items `state` implies.
 pub(crate) fn open_items(state: &RunState) -> OpenItems {
     let mut items = OpenItems::new();
+    let listing = baton_core::listing::RunListing::of(state);
+    if let Ok(body) = serde_json::to_string(&listing) {
+        items.insert((runs_pk(&state.tenant_id), listing.ordering_key()), body);
+    }
     for task in human_tasks(state) {
         if let Ok(body) = serde_json::to_string(&task) {
             items.insert(
@@ -133,11 +157,7 @@ impl DynamoRunStore {
             if unchanged {
                 continue;
             }
-            let attribute = if pk.ends_with("#TASKS") {
-                "task"
-            } else {
-                "request"
-            };
+            let attribute = body_attribute(pk);
             let put = Put::builder()
                 .table_name(&self.table)
                 .item("pk", s(pk))

@@ -82,6 +82,14 @@ impl RunStore for CountingStore {
         self.1.add("store.commit_step");
         self.0.commit_step(tenant, run, commit).await
     }
+    async fn list_runs(
+        &self,
+        tenant: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        self.1.add("store.list_runs");
+        self.0.list_runs(tenant, query).await
+    }
     async fn runs_awaiting_human(&self, tenant: &str) -> Result<Vec<RunState>, StoreError> {
         self.1.add("store.runs_awaiting_human");
         self.0.runs_awaiting_human(tenant).await

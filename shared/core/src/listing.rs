@@ -1,8 +1,9 @@
 //! A run as the runs list shows it (`GET /api/v1/flex/runs`), and the
 //! list's query and page. Stores keep or derive a listing per run; the
 //! list is newest first, and a page's cursor is the ordering key of its
-//! last run (`{createdAt}#{runId}`), so the next page starts after it even
-//! when newer runs arrive meanwhile.
+//! last run (`{createdAt as 13-digit Unix ms}.{runId}`: fixed width, so it
+//! sorts as text the way it sorts as time), so the next page starts after
+//! it even when newer runs arrive meanwhile.
 
 use serde::{Deserialize, Serialize};
 
@@ -50,8 +51,38 @@ impl RunListing {
     }
 }
 
+/// `{createdAt as 13-digit Unix ms}.{runId}`.
 pub fn ordering_key(created_at: &str, run_id: &str) -> String {
-    format!("{created_at}#{run_id}")
+    let created_millis = crate::instant::Instant::parse_rfc3339(created_at)
+        .map(|instant| instant.unix_millis())
+        .unwrap_or(0);
+    format!("{created_millis:013}.{run_id}")
+}
+
+/// Where a page ends: the last run's creation time (Unix ms) and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCursor {
+    pub created_millis: u64,
+    pub run_id: String,
+}
+
+impl ListCursor {
+    /// None when `text` is not a cursor this list hands out.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (millis, run_id) = text.split_once('.')?;
+        if millis.len() != 13 || run_id.is_empty() {
+            return None;
+        }
+        Some(ListCursor {
+            created_millis: millis.parse().ok()?,
+            run_id: run_id.to_string(),
+        })
+    }
+
+    /// The ordering key it stands for (and its text form).
+    pub fn key(&self) -> String {
+        format!("{:013}.{}", self.created_millis, self.run_id)
+    }
 }
 
 /// Which runs, how many, from where.
@@ -61,7 +92,7 @@ pub struct RunListQuery {
     /// 1 to [`MAX_RUNS_PER_PAGE`].
     pub limit: usize,
     /// The previous page's `nextCursor`: runs strictly older than it.
-    pub cursor: Option<String>,
+    pub cursor: Option<ListCursor>,
 }
 
 impl RunListQuery {
@@ -71,7 +102,7 @@ impl RunListQuery {
             && self
                 .cursor
                 .as_ref()
-                .is_none_or(|cursor| listing.ordering_key() < *cursor)
+                .is_none_or(|cursor| listing.ordering_key() < cursor.key())
     }
 }
 

@@ -15,7 +15,8 @@ mod chat;
 pub mod error;
 mod humans;
 mod judge;
-pub mod routes;
+pub mod listing;
+mod routes;
 pub mod snapshot;
 pub mod sse;
 

@@ -51,7 +51,7 @@ pub struct ApiState {
 /// The whole API.
 pub fn router(state: ApiState) -> Router {
     let routes = Router::new()
-        .route("/runs", post(create_run))
+        .route("/runs", post(create_run).get(crate::listing::list_runs))
         .route("/run.stream", post(create_run_and_stream))
         .route("/runs/{run_id}", get(run_snapshot))
         .route("/runs/{run_id}/events", get(run_events))

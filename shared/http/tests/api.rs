@@ -174,6 +174,7 @@ async fn missing_or_wrong_tokens_get_401_on_every_route() {
     let api = start_api().await;
     let routes = [
         ("POST", "/runs"),
+        ("GET", "/runs"),
         ("POST", "/run.stream"),
         ("GET", "/runs/run_x"),
         ("GET", "/runs/run_x/events"),
@@ -1192,4 +1193,94 @@ async fn chat_messages_stream_and_a_thread_remembers_its_exchanges() {
         2,
         "no refused message reached the model"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_runs_list_pages_newest_first_filters_by_status_and_names_bad_parameters() {
+    let api = start_api().await;
+    let mut created = Vec::new();
+    for _ in 0..3 {
+        let response = api
+            .client
+            .post(format!("{}/run.stream", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .json(&example("seed-10.1-sample-envelope.json"))
+            .send()
+            .await
+            .unwrap();
+        let frames = read_sse(response).await;
+        assert_eq!(frames.last().unwrap().1, "complete");
+        created.push(frames[0].2["runId"].as_str().unwrap().to_string());
+        // Creation times a few milliseconds apart order the list.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A run no plan can serve ends plan_rejected: listed under its status.
+    let response = api
+        .client
+        .post(format!("{}/run.stream", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&json!({"objective": "x", "outputContract": {"schema": {"type": "object", "required": ["nothingProducesThis"], "properties": {"nothingProducesThis": {"type": "string"}}}}}))
+        .send()
+        .await
+        .unwrap();
+    let rejected = read_sse(response).await;
+    assert_eq!(
+        rejected.last().unwrap().2["payload"]["status"],
+        "plan_rejected"
+    );
+    let rejected_runs = get_json(&api, "/runs?status=plan_rejected", ACME_TOKEN).await;
+    assert_eq!(rejected_runs["runs"][0]["runId"], rejected[0].2["runId"]);
+    let first = get_json(&api, "/runs?limit=2&status=completed", ACME_TOKEN).await;
+    let listed: Vec<&str> = first["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["runId"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [created[2].as_str(), created[1].as_str()]);
+    assert_eq!(first["runs"][0]["status"], "completed");
+    assert!(first["runs"][0]["objective"].as_str().unwrap().len() > 10);
+    let cursor = first["nextCursor"].as_str().unwrap();
+    let second = get_json(
+        &api,
+        &format!("/runs?limit=2&status=completed&cursor={cursor}"),
+        ACME_TOKEN,
+    )
+    .await;
+    assert_eq!(second["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(second["runs"][0]["runId"], created[0].as_str());
+    assert!(second.get("nextCursor").is_none(), "{second}");
+    let everything = get_json(&api, "/runs", ACME_TOKEN).await;
+    assert_eq!(
+        everything["runs"].as_array().unwrap().len(),
+        4,
+        "without a status every run is listed: {everything}"
+    );
+    assert_eq!(everything["runs"][0]["status"], "plan_rejected");
+    let globex = get_json(&api, "/runs", GLOBEX_TOKEN).await;
+    assert_eq!(
+        globex["runs"],
+        json!([]),
+        "another tenant's runs are not listed"
+    );
+    for (query, parameter) in [
+        ("status=finished", "status"),
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("limit=ten", "limit"),
+        ("cursor=yesterday", "cursor"),
+        ("order=asc", "order"),
+    ] {
+        let response = api
+            .client
+            .get(format!("{}/runs?{query}", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{query}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_query", "{query}");
+        assert_eq!(body["error"]["details"]["parameter"], parameter, "{query}");
+    }
 }

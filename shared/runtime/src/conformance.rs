@@ -3,6 +3,7 @@
 //! must pass (in-memory, SQLite and DynamoDB alike). Called from each adapter's tests with a fresh store.
 
 mod held;
+mod listing;
 mod threads;
 
 pub use threads::thread_store_conformance;
@@ -433,7 +434,8 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "a released claim can be taken at once",
     )?;
 
-    held::held_runs_conformance(store.as_ref(), &tenant, &run_id).await
+    held::held_runs_conformance(store.as_ref(), &tenant, &run_id).await?;
+    listing::run_list_conformance(store.as_ref(), unique).await
 }
 
 fn registration(capability_id: &str, version: &str) -> RegisteredCapability {

@@ -307,6 +307,25 @@ impl RunStore for InMemoryRunStore {
             .collect())
     }
 
+    async fn list_runs(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        use baton_core::listing::{RunListPage, RunListing};
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let mut listed: Vec<RunListing> = tables
+            .runs
+            .iter()
+            .filter(|((tenant, _), _)| tenant == tenant_id)
+            .map(|(_, record)| RunListing::of(&record.state))
+            .filter(|listing| query.admits(listing))
+            .collect();
+        listed.sort_by_key(|listing| std::cmp::Reverse(listing.ordering_key()));
+        listed.truncate(query.limit + 1);
+        Ok(RunListPage::from_newest_first(listed, query.limit))
+    }
+
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         let mut parked: Vec<RunState> = tables

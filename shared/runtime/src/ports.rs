@@ -157,6 +157,14 @@ pub trait RunStore: Send + Sync {
         message_ids: &[String],
     ) -> Result<(), StoreError>;
 
+    /// One page of the tenant's runs, newest first (`query.limit` at most,
+    /// of `query.status` when given, older than `query.cursor` when given).
+    async fn list_runs(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, StoreError>;
+
     /// The tenant's runs waiting for a person (status `awaiting_human`,
     /// `awaiting_hitl` or `paused`), oldest first: where the human task
     /// list comes from.

@@ -457,6 +457,13 @@ impl RunStore for FlakyCommitStore {
     ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
         self.inner.read_events(tenant, run, after, limit).await
     }
+    async fn list_runs(
+        &self,
+        tenant: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, baton_runtime::error::StoreError> {
+        self.inner.list_runs(tenant, query).await
+    }
     async fn runs_awaiting_human(
         &self,
         tenant: &str,

@@ -26,6 +26,7 @@
 //! contiguous per run (`last_sequence` moves in the same transaction as the
 //! events); every query is scoped by tenant.
 
+mod listing;
 mod run_store;
 mod threads;
 
@@ -55,6 +56,7 @@ CREATE TABLE IF NOT EXISTS runs (
     PRIMARY KEY (tenant_id, run_id)
 );
 CREATE INDEX IF NOT EXISTS runs_by_status ON runs (tenant_id, status);
+CREATE INDEX IF NOT EXISTS runs_by_creation ON runs (tenant_id, created_at_millis, run_id);
 CREATE TABLE IF NOT EXISTS idempotency (
     tenant_id TEXT NOT NULL,
     idempotency_key TEXT NOT NULL,

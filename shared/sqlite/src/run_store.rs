@@ -206,6 +206,14 @@ impl SqliteStore {
 
 #[async_trait]
 impl RunStore for SqliteStore {
+    async fn list_runs(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        self.query_run_page(tenant_id, query).await
+    }
+
     async fn create_run(
         &self,
         state: &RunState,
@@ -217,6 +225,9 @@ impl RunStore for SqliteStore {
         let state_json = to_json(&state)?;
         let key = idempotency_key.map(str::to_string);
         let now = millis(self.clock.now());
+        // The run's own creation time, so the runs list's order and cursor
+        // agree with its listing's ordering key.
+        let created_millis = Instant::parse_rfc3339(&state.created_at).map_or(now, millis);
         self.with_connection(move |connection| {
             let transaction = begin(connection)?;
             if let Some(key) = &key {
@@ -248,7 +259,7 @@ impl RunStore for SqliteStore {
                         state_json,
                         state.status.as_str(),
                         state.correlation_id,
-                        now
+                        created_millis
                     ],
                 )
                 .map_err(unavailable)?;

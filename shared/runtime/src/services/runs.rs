@@ -160,6 +160,15 @@ impl RunService {
         Ok(self.store.load_run(tenant_id, run_id).await?)
     }
 
+    /// One page of the tenant's runs, newest first.
+    pub async fn list(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, RuntimeError> {
+        Ok(self.store.list_runs(tenant_id, query).await?)
+    }
+
     /// Cancels a run that has not ended; pending steps become stale.
     /// Returns the run's status afterwards, or None when there is no such run.
     pub async fn cancel(

@@ -1,0 +1,54 @@
+//! The runs list on the SQLite file: one indexed query per page, newest
+//! first by `(created_at_millis, run_id)` (the listing's ordering key).
+
+use baton_core::listing::{RunListPage, RunListQuery, RunListing};
+use baton_core::run::RunState;
+use baton_runtime::error::StoreError;
+use rusqlite::params;
+
+use crate::run_store::from_json;
+use crate::{SqliteStore, unavailable};
+
+impl SqliteStore {
+    pub(crate) async fn query_run_page(
+        &self,
+        tenant_id: &str,
+        query: &RunListQuery,
+    ) -> Result<RunListPage, StoreError> {
+        let tenant_id = tenant_id.to_string();
+        let status = query.status.map(|status| status.as_str().to_string());
+        let (before_millis, before_run) = match &query.cursor {
+            Some(cursor) => (
+                Some(i64::try_from(cursor.created_millis).unwrap_or(i64::MAX)),
+                Some(cursor.run_id.clone()),
+            ),
+            None => (None, None),
+        };
+        let fetch = i64::try_from(query.limit + 1).unwrap_or(i64::MAX);
+        let states: Vec<String> = self
+            .with_connection(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT state FROM runs WHERE tenant_id = ?1
+                           AND (?2 IS NULL OR status = ?2)
+                           AND (?3 IS NULL OR created_at_millis < ?3
+                                OR (created_at_millis = ?3 AND run_id < ?4))
+                         ORDER BY created_at_millis DESC, run_id DESC LIMIT ?5",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(
+                        params![tenant_id, status, before_millis, before_run, fetch],
+                        |row| row.get(0),
+                    )
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
+            })
+            .await?;
+        let listed = states
+            .iter()
+            .map(|state| from_json::<RunState>(state).map(|state| RunListing::of(&state)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RunListPage::from_newest_first(listed, query.limit))
+    }
+}
