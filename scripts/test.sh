@@ -8,9 +8,11 @@
 # model file (scripts/fetch-local-model.sh).
 #
 # Then the workspace suite, then the slow suite: the CLI running an example
-# envelope end to end on the offline model (tests marked #[ignore] so that a
-# plain `cargo test --workspace` skips them). BATON_FAST_TESTS=1 skips the slow
-# suite here too.
+# envelope end to end on the offline model, and the run viewer in headless
+# Chromium (scripts/install-browser-deps.sh: Debian's chromium, Playwright for
+# Python; screenshots in target/browser-artifacts/). Tests marked #[ignore] so
+# that a plain `cargo test --workspace` skips them. BATON_FAST_TESTS=1 skips
+# the slow suite here too.
 #
 # The DynamoDB/SQS tests start the moto server themselves (infra/moto_isolated.py),
 # or use BATON_TEST_AWS_ENDPOINT when it points at a running one.
@@ -32,5 +34,6 @@ if [ "${BATON_FAST_TESTS:-0}" = "1" ]; then
   exit 0
 fi
 bash scripts/fetch-local-model.sh
-echo "test: the offline-model suite (slow: real decoding on the CPU)" >&2
+bash scripts/install-browser-deps.sh
+echo "test: the slow suite (the offline model: real decoding on the CPU; the run viewer in headless Chromium)" >&2
 cargo test -p baton -p baton-llm-local "$@" -- --ignored

@@ -19,6 +19,7 @@ pub mod listing;
 mod routes;
 pub mod snapshot;
 pub mod sse;
+pub mod viewer;
 
 pub use auth::TokenAuthenticator;
 pub use axum::Router;

@@ -88,6 +88,7 @@ pub fn router(state: ApiState) -> Router {
         .nest("/api/v1/flex", routes)
         .nest("/api/v1/judge", judge_routes)
         .merge(Router::new().nest("/api/v1", chat_routes))
+        .merge(crate::viewer::viewer_routes())
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,

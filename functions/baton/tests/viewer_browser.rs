@@ -1,0 +1,99 @@
+//! The run viewer in a real browser: `baton serve` (the real binary, memory
+//! store) whose model is the scripted test double, and
+//! `tests/browser/viewer_test.py` driving Debian's headless Chromium through
+//! Playwright for Python against it: a run watched to completion and a node
+//! opened (output, cost); a parked run's task form refusing a bad value next
+//! to its field, then completing the run; an approval rejected failing the
+//! run; a judge transcript rendered and verified (and a changed one caught).
+//! Screenshots go to `target/browser-artifacts/` (or
+//! `BATON_BROWSER_ARTIFACTS`).
+//!
+//! Ignored by default like the other slow suites: `scripts/test.sh` installs
+//! Chromium and Playwright and runs it with `--ignored`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod serve_support;
+
+use std::path::PathBuf;
+
+use serve_support::{TOKEN, repository, start_serve};
+
+fn chromium() -> PathBuf {
+    let path = std::env::var_os("BATON_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    assert!(
+        path.exists(),
+        "no Chromium at {} (apt-get install chromium, or set BATON_CHROMIUM); scripts/test.sh installs it",
+        path.display()
+    );
+    path
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "browser: needs Debian's chromium and Playwright for Python (scripts/test.sh installs both)"]
+async fn the_run_viewer_works_in_headless_chromium() {
+    let browser = chromium();
+    // Test double for the model endpoint: schema-valid answers for every node
+    // and judge.
+    let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
+    let serve = start_serve(
+        &["--store", "memory"],
+        &[
+            ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
+            // The double answers as the model it is asked for; a name the
+            // registry prices, so costs show.
+            ("BATON_LLM_MODEL".to_string(), "gpt-4o-mini".to_string()),
+        ],
+    )
+    .await;
+    let root = serve.base.trim_end_matches("/api/v1/flex").to_string();
+    let artifacts = std::env::var_os("BATON_BROWSER_ARTIFACTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repository().join("target/browser-artifacts"));
+    let output = tokio::process::Command::new("python3")
+        .arg(repository().join("tests/browser/viewer_test.py"))
+        .env("BATON_VIEWER_URL", &root)
+        .env("BATON_VIEWER_TOKEN", TOKEN)
+        .env("BATON_CHROMIUM", &browser)
+        .env("BATON_BROWSER_ARTIFACTS", &artifacts)
+        .env("BATON_REPOSITORY", repository())
+        .output()
+        .await
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    assert!(
+        output.status.success(),
+        "the browser tests failed (screenshots in {}):\n{stdout}\n{stderr}",
+        artifacts.display()
+    );
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|line| line.starts_with("ok: "))
+            .count(),
+        4,
+        "every scenario reported: {stdout}"
+    );
+    for screenshot in [
+        "01-run-completed",
+        "02-node-details",
+        "03-task-form-422",
+        "04-task-submitted-run-completed",
+        "05-approval-requested",
+        "06-approval-rejected-run-failed",
+        "07-judge-transcript-verified",
+    ] {
+        let file = artifacts.join(format!("{screenshot}.png"));
+        assert!(
+            std::fs::metadata(&file).is_ok_and(|meta| meta.len() > 1000),
+            "{}",
+            file.display()
+        );
+    }
+    serve.stop().await;
+}

@@ -1,0 +1,66 @@
+// The HTTP API, and only it: every call carries the bearer token entered once.
+// The API's origin is this page's, or `?api=https://…` when the page is hosted
+// elsewhere (e.g. an S3 bucket beside the function URL).
+
+const TOKEN_KEY = "baton.viewer.token";
+const origin = new URLSearchParams(location.search).get("api") || location.origin;
+
+export const flex = `${origin}/api/v1/flex`;
+export const judge = `${origin}/api/v1/judge`;
+
+export function token() { return localStorage.getItem(TOKEN_KEY) || ""; }
+export function setToken(value) { localStorage.setItem(TOKEN_KEY, value.trim()); }
+
+/** An API error: the HTTP status and the body's `error` object. */
+export class ApiError extends Error {
+  constructor(status, error) {
+    super(error && error.message ? error.message : `HTTP ${status}`);
+    this.status = status;
+    this.code = error && error.code;
+    this.details = (error && error.details) || {};
+  }
+}
+
+async function call(method, url, body) {
+  const headers = { authorization: `Bearer ${token()}` };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await response.text();
+  const json = text ? JSON.parse(text) : null;
+  if (!response.ok) throw new ApiError(response.status, json && json.error);
+  return json;
+}
+
+export const getJson = (url) => call("GET", url);
+export const postJson = (url, body) => call("POST", url, body);
+
+/**
+ * Follows a run's SSE stream (replay, then live) from after `lastId`;
+ * `onFrame` gets each frame. Resolves when the stream ends (the run ended
+ * or parked); `signal` aborts it. EventSource cannot send a bearer token,
+ * so the stream is read with fetch.
+ */
+export async function followRun(runId, lastId, onFrame, signal) {
+  const headers = { authorization: `Bearer ${token()}`, accept: "text/event-stream" };
+  if (lastId) headers["last-event-id"] = String(lastId);
+  const response = await fetch(`${flex}/runs/${encodeURIComponent(runId)}/events`, { headers, signal });
+  if (!response.ok) {
+    const body = await response.json().catch(() => null);
+    throw new ApiError(response.status, body && body.error);
+  }
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = block.split("\n").filter((line) => line.startsWith("data:"))
+        .map((line) => line.slice(5).replace(/^ /, "")).join("\n");
+      if (data) onFrame(JSON.parse(data));
+    }
+  }
+}

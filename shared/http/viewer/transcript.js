@@ -1,0 +1,88 @@
+// A judge panel's transcript, grouped by round and phase, each message with
+// its hash; "Verify" recomputes the chain in the browser exactly as
+// `baton judge verify` does: hash = sha256(previousHash ‖ canonical JSON of
+// the message without `hash` and `previousHash`), canonical JSON as RFC 8785
+// (keys sorted, no whitespace, ECMAScript number and string forms), the first
+// message's previousHash the empty string.
+
+function make(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+}
+
+/** RFC 8785 canonical JSON of `value`. */
+export function canonicalJson(value) {
+  if (value === null || typeof value !== "object") return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  const keys = Object.keys(value).filter((key) => value[key] !== undefined).sort();
+  return `{${keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key])}`).join(",")}}`;
+}
+
+async function sha256Hex(text) {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+}
+
+/** The first broken link as a sentence, or null when the chain holds. */
+export async function verifyTranscript(transcript) {
+  let previous = "";
+  for (const round of transcript.rounds || []) {
+    for (const [index, message] of (round.messages || []).entries()) {
+      const { hash, previousHash, ...content } = message;
+      const expected = await sha256Hex(previous + canonicalJson(content));
+      if ((previousHash || "") !== previous || hash !== expected) {
+        return `round ${round.round} message ${index} (${message.id}): its hash is ${hash} but its content hashes to ${expected}`;
+      }
+      previous = hash;
+    }
+  }
+  return null;
+}
+
+/** Finds a transcript (`{rounds: [...]}`) in a node's output. */
+export function transcriptIn(output) {
+  if (!output || typeof output !== "object") return null;
+  if (output.transcript && Array.isArray(output.transcript.rounds)) return output.transcript;
+  for (const value of Object.values(output)) {
+    if (value && typeof value === "object" && value.transcript && Array.isArray(value.transcript.rounds)) return value.transcript;
+  }
+  return null;
+}
+
+/** The transcript view: rounds, then phases within them, then messages. */
+export function transcriptView(transcript) {
+  const view = make("section", { class: "panel transcript" }, make("h3", {}, "Judge transcript"));
+  const messages = (transcript.rounds || []).reduce((count, round) => count + (round.messages || []).length, 0);
+  view.append(make("p", { class: "hint" }, `${transcript.rounds.length} round(s), ${messages} message(s), published to ${transcript.topicId || "the run's event log"}`));
+  for (const round of transcript.rounds) {
+    const roundView = make("div", { class: "round", "data-round": String(round.round) },
+      make("h4", {}, `Round ${round.round}${round.variance != null ? ` · variance ${round.variance.toFixed(3)}` : ""}`));
+    const phases = [];
+    for (const message of round.messages || []) {
+      if (!phases.includes(message.phase)) phases.push(message.phase);
+    }
+    for (const phase of phases) {
+      roundView.append(make("h5", {}, phase));
+      for (const message of round.messages.filter((candidate) => candidate.phase === phase)) {
+        roundView.append(make("div", { class: "message", "data-message-id": message.id },
+          make("strong", {}, `${message.role}${message.agentId ? ` ${message.agentId}` : ""}: `),
+          message.content.length > 400 ? `${message.content.slice(0, 400)}…` : message.content,
+          make("div", { class: "hash" }, `hash ${message.hash}`)));
+      }
+    }
+    view.append(roundView);
+  }
+  const verdict = make("span", { class: "verdict", role: "status" });
+  const button = make("button", { type: "button", class: "verify" }, "Verify");
+  button.addEventListener("click", async () => {
+    verdict.className = "verdict";
+    verdict.textContent = "checking…";
+    const broken = await verifyTranscript(transcript);
+    verdict.className = `verdict ${broken ? "broken" : "verified"}`;
+    verdict.textContent = broken ? `Broken: ${broken}` : `Verified: ${messages} messages, every hash holds`;
+  });
+  view.append(make("p", {}, button, " ", verdict));
+  return view;
+}

@@ -1,0 +1,406 @@
+// The run viewer: runs list, a run's plan graph live from its SSE stream,
+// node details (input bundle, output, validation errors, tokens, cost,
+// duration), the approval view, human task forms and judge transcripts.
+// Plain modules over the HTTP API; nothing is fetched from elsewhere.
+
+import { ApiError, flex, followRun, getJson, postJson, setToken, token } from "./api.js";
+import { drawPlan } from "./graph.js";
+import { schemaForm, showErrors } from "./form.js";
+import { transcriptIn, transcriptView } from "./transcript.js";
+
+const $ = (selector) => document.querySelector(selector);
+
+function make(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (value !== undefined && value !== null) node.setAttribute(key, value);
+  }
+  node.append(...children.filter((child) => child !== null && child !== undefined));
+  return node;
+}
+
+const badge = (status) => make("span", { class: `badge ${status}`, "data-status": status }, status);
+const pretty = (value) => make("pre", {}, JSON.stringify(value, null, 2));
+const money = (cost) => (cost == null ? "—" : `$${cost.toFixed(6)}`);
+const tokens = (usage) => (usage ? `${usage.total ?? usage.totalTokens} (${usage.prompt ?? usage.promptTokens} in, ${usage.completion ?? usage.completionTokens} out)` : "—");
+const millis = (ms) => (ms == null ? "—" : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms} ms`);
+
+function figure(name, value) { return make("div", {}, make("b", {}, name), value); }
+
+function errorText(error) {
+  return error instanceof ApiError ? `${error.status} ${error.code || ""}: ${error.message}` : String(error);
+}
+
+// ---- runs list ------------------------------------------------------------
+
+let nextCursor = null;
+
+async function loadRuns(more = false) {
+  const list = $("#runs");
+  const status = $("#status-filter").value;
+  const query = new URLSearchParams({ limit: "20" });
+  if (status) query.set("status", status);
+  if (more && nextCursor) query.set("cursor", nextCursor);
+  try {
+    const page = await getJson(`${flex}/runs?${query}`);
+    if (!more) list.replaceChildren();
+    for (const run of page.runs) {
+      const item = make("li", { "data-run-id": run.runId },
+        badge(run.status), " ", make("code", {}, run.runId),
+        make("span", { class: "objective" }, run.objective));
+      item.addEventListener("click", () => { location.hash = `#run/${run.runId}`; });
+      list.append(item);
+    }
+    nextCursor = page.nextCursor || null;
+    $("#more-runs").hidden = !nextCursor;
+  } catch (error) {
+    list.replaceChildren(make("li", { class: "error" }, errorText(error)));
+  }
+}
+
+async function loadTasks() {
+  const list = $("#tasks");
+  try {
+    const { tasks } = await getJson(`${flex}/tasks`);
+    list.replaceChildren(...tasks.map((task) => {
+      const item = make("li", { "data-task-id": task.taskId }, make("code", {}, task.taskId),
+        make("span", { class: "objective" }, task.capabilityId));
+      item.addEventListener("click", () => { location.hash = `#task/${task.taskId}`; });
+      return item;
+    }));
+    if (!tasks.length) list.append(make("li", { class: "hint" }, "nothing waits for a person"));
+  } catch (error) {
+    list.replaceChildren(make("li", { class: "error" }, errorText(error)));
+  }
+}
+
+async function startRun() {
+  $("#start-error").textContent = "";
+  let envelope;
+  try {
+    envelope = JSON.parse($("#envelope").value);
+  } catch (error) {
+    $("#start-error").textContent = `not JSON: ${error.message}`;
+    return;
+  }
+  try {
+    const created = await postJson(`${flex}/runs`, envelope);
+    location.hash = `#run/${created.runId}`;
+    loadRuns();
+  } catch (error) {
+    const path = error.details && error.details.path ? ` (${error.details.path})` : "";
+    $("#start-error").textContent = `${errorText(error)}${path}`;
+  }
+}
+
+// ---- one run --------------------------------------------------------------
+
+let current = null;
+
+function newRunView(runId) {
+  return {
+    runId, frames: [], lastId: 0, plans: new Map(), statuses: {}, nodes: new Map(),
+    selectedNode: null, selectedVersion: null, snapshot: null, runMetrics: null,
+    abort: new AbortController(), following: false, error: null,
+  };
+}
+
+function nodeInfo(view, nodeId) {
+  if (!view.nodes.has(nodeId)) view.nodes.set(nodeId, { validation: [], errors: [], complete: null, start: null, metrics: null });
+  return view.nodes.get(nodeId);
+}
+
+/** Folds one frame into the view's state. */
+function apply(view, frame) {
+  if (frame.forwarded) return;
+  view.frames.push(frame);
+  if (frame.id) view.lastId = frame.id;
+  const payload = frame.payload || {};
+  switch (frame.type) {
+    case "plan_generated":
+    case "plan_updated": {
+      const version = payload.planVersion ?? frame.planVersion;
+      if (payload.nodes) view.plans.set(version, { nodes: payload.nodes, edges: payload.edges || [] });
+      for (const node of payload.nodes || []) {
+        if (!view.statuses[node.nodeId]) view.statuses[node.nodeId] = "pending";
+      }
+      view.selectedVersion = version;
+      break;
+    }
+    case "node_start":
+      nodeInfo(view, frame.nodeId).start = frame;
+      view.statuses[frame.nodeId] = payload.executorType === "human" ? "awaiting_human" : "running";
+      break;
+    case "node_complete":
+      nodeInfo(view, frame.nodeId).complete = payload;
+      view.statuses[frame.nodeId] = "completed";
+      break;
+    case "node_error":
+      nodeInfo(view, frame.nodeId).errors.push(frame.message || payload.code);
+      view.statuses[frame.nodeId] = "failed";
+      break;
+    case "validation_error":
+      if (frame.nodeId) nodeInfo(view, frame.nodeId).validation.push(payload);
+      break;
+    case "metrics":
+      if (frame.nodeId) nodeInfo(view, frame.nodeId).metrics = payload;
+      else view.runMetrics = payload;
+      break;
+    case "hitl_request":
+      view.hitl = payload;
+      break;
+    default:
+      break;
+  }
+}
+
+/** The plan drawn for the selected version: the snapshot's full nodes when it is the latest. */
+function planFor(view) {
+  const latest = view.snapshot && view.snapshot.latestSnapshot;
+  if (latest && (view.selectedVersion == null || latest.version === view.selectedVersion)) {
+    return { nodes: latest.nodes, edges: latest.edges, version: latest.version };
+  }
+  const plan = view.plans.get(view.selectedVersion);
+  return plan ? { ...plan, version: view.selectedVersion } : null;
+}
+
+function inputBundle(view, node) {
+  const bundle = {};
+  const envelopeInputs = (view.snapshot && view.snapshot.run.envelope.inputs) || {};
+  const plan = planFor(view);
+  for (const facet of node.inputFacets || []) {
+    const edge = plan.edges.find((candidate) => candidate.to === node.nodeId && candidate.facet === facet);
+    const upstream = edge && view.snapshot.nodes[edge.from];
+    if (upstream && upstream.output) bundle[facet] = upstream.output[facet];
+    else if (facet in envelopeInputs) bundle[facet] = envelopeInputs[facet];
+  }
+  return bundle;
+}
+
+function nodeDetails(view, node) {
+  const info = nodeInfo(view, node.nodeId);
+  const ledger = (view.snapshot && view.snapshot.nodes[node.nodeId]) || {};
+  const complete = info.complete || {};
+  const status = view.statuses[node.nodeId] || ledger.status || "pending";
+  const usage = complete.usage || (ledger.usage && ledger.usage.totalTokens ? ledger.usage : null);
+  const cost = complete.costUsd ?? (ledger.usage ? ledger.usage.costUsd : null);
+  const panel = make("section", { class: "panel node-details", "data-node-id": node.nodeId },
+    make("h3", {}, `${node.label} `, badge(status)),
+    make("p", { class: "hint" }, `${node.nodeId} · ${node.capabilityId} · ${node.agentType}${node.kind ? ` · ${node.kind}` : ""}`),
+    make("div", { class: "figures" },
+      figure("Model", make("span", { class: "model" }, complete.model || ledger.model || "—")),
+      figure("Tokens", make("span", { class: "tokens" }, tokens(usage))),
+      figure("Cost", make("span", { class: "cost" }, money(cost))),
+      figure("Duration", make("span", { class: "duration" }, millis(complete.durationMs ?? (info.metrics && info.metrics.durationMs)))),
+      figure("Attempt", String(complete.attempt ?? ledger.currentAttempt ?? "—"))));
+  if (node.inputFacets) panel.append(make("h4", {}, "Input bundle"), make("div", { class: "input-bundle" }, pretty(inputBundle(view, node))));
+  const output = complete.output || ledger.output;
+  if (output) panel.append(make("h4", {}, "Output"), make("div", { class: "output" }, pretty(output)));
+  if (info.validation.length) {
+    const list = make("ul", { class: "validation-errors" });
+    for (const entry of info.validation) {
+      const errors = Array.isArray(entry.errors) ? entry.errors : [entry.errors];
+      for (const error of errors) {
+        list.append(make("li", {}, `attempt ${entry.attempt ?? "?"}: ${error.instancePointer || error.path || ""} ${error.message || JSON.stringify(error)}`));
+      }
+    }
+    panel.append(make("h4", {}, "Validation errors"), list);
+  }
+  for (const message of info.errors) panel.append(make("p", { class: "error" }, message));
+  const transcript = transcriptIn(output);
+  if (transcript) panel.append(transcriptView(transcript));
+  return panel;
+}
+
+function approvalView(view) {
+  const request = view.snapshot && view.snapshot.run.pendingRequest;
+  if (!request || request.kind !== "approval") return null;
+  const summary = view.hitl && view.hitl.requestId === request.requestId ? view.hitl.contractSummary : null;
+  const note = make("input", { type: "text", class: "note", placeholder: "note (optional)" });
+  const state = make("p", { class: "error", role: "alert" });
+  const decide = (decision) => async () => {
+    try {
+      await postJson(`${flex}/hitl/resolve`, { runId: view.runId, requestId: request.requestId, decision, note: note.value || undefined });
+      follow(view);
+    } catch (error) {
+      state.textContent = errorText(error);
+    }
+  };
+  const approve = make("button", { type: "button", class: "approve" }, "Approve");
+  const reject = make("button", { type: "button", class: "reject" }, "Reject");
+  approve.addEventListener("click", decide("approve"));
+  reject.addEventListener("click", decide("reject"));
+  return make("section", { class: "panel approval", role: "dialog", "aria-label": "approval request" },
+    make("h3", {}, "Approval requested"),
+    make("p", { class: "operator-prompt" }, request.operatorPrompt),
+    request.pendingNodeId ? make("p", {}, "Pending node: ", make("code", {}, request.pendingNodeId)) : null,
+    summary ? make("div", { class: "contract-summary" },
+      make("p", {}, `${summary.capabilityId}: ${summary.inputFacets.join(", ")} → ${summary.outputFacets.join(", ")}`),
+      make("details", {}, make("summary", {}, "Output schema"), pretty(summary.outputSchema))) : null,
+    make("p", {}, note, " ", approve, " ", reject), state);
+}
+
+function render(view) {
+  if (current !== view) return;
+  const container = $("#view");
+  const snapshot = view.snapshot;
+  const status = snapshot ? snapshot.run.status : "loading";
+  const usage = snapshot ? snapshot.run.usage : null;
+  const header = make("div", {},
+    make("h2", {}, "Run ", make("code", {}, view.runId), " ", badge(status)),
+    snapshot ? make("p", { class: "hint" }, snapshot.run.envelope.objective) : null,
+    make("div", { class: "figures run-figures" },
+      figure("Tokens", make("span", { class: "run-tokens" }, usage ? tokens(usage) : "—")),
+      figure("Cost", make("span", { class: "run-cost" }, money(usage ? usage.costUsd : null))),
+      figure("Wall time", make("span", {}, millis(view.runMetrics && view.runMetrics.durationMs))),
+      figure("Stream", make("span", { class: "stream-state" }, view.following ? "live" : "ended"))));
+  if (snapshot && snapshot.run.failure) header.append(make("p", { class: "error run-failure" }, `${snapshot.run.failure.code}: ${snapshot.run.failure.message}`));
+  const parts = [header];
+  const versions = [...new Set([...view.plans.keys(), ...(snapshot ? snapshot.planVersions.map((plan) => plan.version) : [])])].sort((a, b) => a - b);
+  if (versions.length > 1) {
+    const select = make("select", { class: "plan-version" }, ...versions.map((version) => make("option", { value: String(version) }, `plan v${version}`)));
+    select.value = String(view.selectedVersion);
+    select.addEventListener("change", () => { view.selectedVersion = Number(select.value); render(view); });
+    parts.push(make("label", {}, "Plan version ", select));
+  }
+  const plan = planFor(view);
+  if (plan && snapshot) {
+    const contract = snapshot.run.envelope.outputContract || {};
+    const goals = Object.keys((contract.schema && contract.schema.properties) || {});
+    parts.push(drawPlan(plan, {
+      supplied: Object.keys(snapshot.run.envelope.inputs || {}), goals,
+      statuses: view.statuses, selected: view.selectedNode,
+      onSelect: (nodeId) => { view.selectedNode = nodeId; render(view); },
+    }));
+  }
+  const approval = approvalView(view);
+  if (approval) parts.push(approval);
+  if (plan && view.selectedNode) {
+    const node = plan.nodes.find((candidate) => candidate.nodeId === view.selectedNode);
+    if (node) parts.push(nodeDetails(view, node));
+  }
+  if (snapshot && snapshot.output) parts.push(make("section", { class: "panel run-output" }, make("h3", {}, "Validated output"), pretty(snapshot.output)));
+  if (view.error) parts.push(make("p", { class: "error" }, view.error));
+  parts.push(make("details", {}, make("summary", {}, `${view.frames.length} frames`),
+    make("ol", { class: "frames" }, ...view.frames.map((frame) => make("li", { "data-type": frame.type }, `${frame.type}${frame.nodeId ? ` ${frame.nodeId}` : ""}${frame.message ? ` — ${frame.message}` : ""}`)))));
+  container.replaceChildren(...parts);
+}
+
+async function refreshSnapshot(view) {
+  try {
+    view.snapshot = await getJson(`${flex}/runs/${encodeURIComponent(view.runId)}`);
+    for (const [nodeId, entry] of Object.entries(view.snapshot.nodes)) {
+      if (!view.statuses[nodeId] || entry.status !== "pending") view.statuses[nodeId] = entry.status;
+    }
+  } catch (error) {
+    view.error = errorText(error);
+  }
+}
+
+/** Follows the run's stream from the last frame seen, redrawing as frames arrive. */
+async function follow(view) {
+  view.following = true;
+  await refreshSnapshot(view);
+  render(view);
+  let pending = null;
+  const soon = () => {
+    if (pending) return;
+    pending = setTimeout(async () => { pending = null; await refreshSnapshot(view); render(view); }, 150);
+  };
+  try {
+    await followRun(view.runId, view.lastId, (frame) => {
+      apply(view, frame);
+      render(view);
+      if (["node_complete", "node_error", "complete", "error", "hitl_request", "plan_generated", "plan_updated"].includes(frame.type)) soon();
+    }, view.abort.signal);
+  } catch (error) {
+    if (error.name !== "AbortError") view.error = errorText(error);
+  }
+  view.following = false;
+  await refreshSnapshot(view);
+  render(view);
+  if (current === view) loadRuns();
+}
+
+function openRun(runId) {
+  if (current && current.abort) current.abort.abort();
+  current = newRunView(runId);
+  follow(current);
+}
+
+// ---- one human task -------------------------------------------------------
+
+async function openTask(taskId) {
+  if (current && current.abort) current.abort.abort();
+  current = null;
+  const container = $("#view");
+  container.replaceChildren(make("p", { class: "hint" }, "loading the task…"));
+  let task;
+  try {
+    const { tasks } = await getJson(`${flex}/tasks`);
+    task = tasks.find((candidate) => candidate.taskId === taskId);
+  } catch (error) {
+    container.replaceChildren(make("p", { class: "error" }, errorText(error)));
+    return;
+  }
+  if (!task) {
+    container.replaceChildren(make("p", { class: "error" }, `task ${taskId} does not wait any more`));
+    return;
+  }
+  const form = schemaForm(task.outputSchema);
+  const state = make("p", { class: "error form-error", role: "alert" });
+  const submit = make("button", { type: "submit", class: "submit-task" }, "Submit");
+  const element = make("form", { class: "task-form", novalidate: "" }, form.element, submit, state);
+  element.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    state.textContent = "";
+    try {
+      await postJson(`${flex}/run.resume`, { runId: task.runId, nodeId: task.nodeId, expectedPlanVersion: task.planVersion, output: form.read() });
+      location.hash = `#run/${task.runId}`;
+      loadTasks();
+    } catch (error) {
+      state.textContent = errorText(error);
+      if (error.details && Array.isArray(error.details.errors)) showErrors(element, error.details.errors);
+    }
+  });
+  container.replaceChildren(
+    make("h2", {}, "Task ", make("code", {}, task.taskId)),
+    make("p", {}, make("a", { href: `#run/${task.runId}` }, "its run"), ` · ${task.capabilityId} · plan v${task.planVersion}${task.dueAt ? ` · due ${task.dueAt}` : ""}`),
+    make("p", { class: "instructions" }, task.instructions || ""),
+    task.inputs ? make("details", { open: "" }, make("summary", {}, "Inputs"), pretty(task.inputs)) : "",
+    element);
+}
+
+// ---- wiring ---------------------------------------------------------------
+
+function route() {
+  const [kind, id] = location.hash.replace(/^#/, "").split("/");
+  if (kind === "run" && id) openRun(decodeURIComponent(id));
+  else if (kind === "task" && id) openTask(decodeURIComponent(id));
+}
+
+function start() {
+  $("#token").value = token();
+  $("#token-state").textContent = token() ? "token set" : "";
+  $("#token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    setToken($("#token").value);
+    $("#token-state").textContent = "token set";
+    loadRuns();
+    loadTasks();
+    route();
+  });
+  $("#refresh-runs").addEventListener("click", () => loadRuns());
+  $("#status-filter").addEventListener("change", () => loadRuns());
+  $("#more-runs").addEventListener("click", () => loadRuns(true));
+  $("#refresh-tasks").addEventListener("click", loadTasks);
+  $("#start-run").addEventListener("click", startRun);
+  window.addEventListener("hashchange", route);
+  if (token()) {
+    loadRuns();
+    loadTasks();
+    route();
+  }
+}
+
+start();

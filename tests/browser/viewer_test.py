@@ -1,0 +1,185 @@
+"""Browser tests of the run viewer: headless Chromium (Debian's package)
+driven by Playwright for Python, against a running `baton serve` whose model
+is the scripted test double (set up by `functions/baton/tests/viewer_browser.rs`,
+which runs this file and fails when it fails).
+
+Environment: BATON_VIEWER_URL (the server's root), BATON_VIEWER_TOKEN,
+BATON_CHROMIUM (the browser binary), BATON_BROWSER_ARTIFACTS (screenshots go
+there), BATON_REPOSITORY (envelopes are read from it).
+"""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from playwright.sync_api import expect, sync_playwright
+
+ROOT = os.environ["BATON_VIEWER_URL"].rstrip("/")
+TOKEN = os.environ["BATON_VIEWER_TOKEN"]
+ARTIFACTS = Path(os.environ["BATON_BROWSER_ARTIFACTS"])
+REPOSITORY = Path(os.environ["BATON_REPOSITORY"])
+TIMEOUT_MS = 30_000
+
+
+def envelope(relative):
+    return json.loads((REPOSITORY / relative).read_text())
+
+
+def shot(page, name):
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def start_run(page, document):
+    before = page.url
+    page.fill("#envelope", json.dumps(document))
+    page.click("#start-run")
+    page.wait_for_function("(before) => location.href !== before && location.hash.startsWith('#run/')",
+                           arg=before, timeout=TIMEOUT_MS)
+    return page.url.split("#run/")[1]
+
+
+def run_badge(page):
+    return page.locator("#view h2 .badge")
+
+
+def watch_a_run_complete_and_open_a_node(page):
+    run_id = start_run(page, envelope("registry/examples/seed-10.1-sample-envelope.json"))
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    nodes = page.locator("svg.plan g.node")
+    expect(nodes).to_have_count(2)
+    for index in range(2):
+        expect(nodes.nth(index)).to_have_attribute("data-status", "completed")
+    expect(page.locator(".run-cost")).to_contain_text("$")
+    shot(page, "01-run-completed")
+    page.locator('svg.plan g.node[data-node-id="node_2"]').click()
+    details = page.locator(".node-details")
+    expect(details).to_contain_text("ContentGenerator.copyVariants")
+    expect(details.locator(".output")).to_contain_text("copyVariants")
+    expect(details.locator(".cost")).to_contain_text("$0.0")
+    expect(details.locator(".model")).to_have_text("gpt-4o-mini")
+    expect(details.locator(".input-bundle")).to_contain_text("writerBrief")
+    shot(page, "02-node-details")
+    # The runs list shows the run, newest first.
+    page.click("#refresh-runs")
+    expect(page.locator("#runs li").first).to_have_attribute("data-run-id", run_id)
+    print(f"ok: run {run_id} completed in the viewer; node_2 shows its output and cost")
+
+
+def fill_a_task_form_and_complete_the_run(page):
+    run_id = start_run(page, envelope("functions/baton/tests/fixtures/human-review.json"))
+    expect(run_badge(page)).to_have_text("awaiting_human", timeout=TIMEOUT_MS)
+    expect(page.locator('svg.plan g.node[data-node-id="node_3"]')).to_have_attribute("data-status", "awaiting_human")
+    page.click("#refresh-tasks")
+    task = page.locator(f'#tasks li[data-task-id="{run_id}:node_3"]')
+    task.click()
+    form = page.locator("form.task-form")
+    expect(form).to_be_visible()
+    prefix = "$.output.positioning"
+    page.fill(f'[data-path="{prefix}.positioning_summary"]', "Reliable industrial data, integrated in days.")
+    page.click(f'button[data-path="{prefix}.factors[+]"]')
+    page.fill(f'[data-path="{prefix}.factors[0].name"]', "reliability")
+    page.fill(f'[data-path="{prefix}.factors[0].target_score"]', "42")
+    # An enum is a select.
+    page.select_option(f'select[data-path="{prefix}.factors[0].trend_alignment"]', label="positive")
+    page.fill(f'[data-path="{prefix}.messaging_stack.core_message"]', "The partner that keeps plants running.")
+    page.click(f'button[data-path="{prefix}.messaging_stack.message_pillars[+]"]')
+    for field in ("pillar", "proof_point", "message"):
+        page.fill(f'[data-path="{prefix}.messaging_stack.message_pillars[0].{field}"]', f"a {field}")
+    page.click("button.submit-task")
+    # The server's 422 lands next to the field it names.
+    score_field = page.locator(f'.field:has([data-path="{prefix}.factors[0].target_score"])')
+    expect(score_field.locator(".field-error")).to_contain_text("factors[0].target_score", timeout=TIMEOUT_MS)
+    expect(score_field.locator(".field-error")).to_contain_text("10")
+    expect(page.locator(".form-error")).to_contain_text("422")
+    shot(page, "03-task-form-422")
+    page.fill(f'[data-path="{prefix}.factors[0].target_score"]', "8.5")
+    page.click("button.submit-task")
+    page.wait_for_url(f"**/#run/{run_id}", timeout=TIMEOUT_MS)
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    expect(page.locator(".run-output")).to_contain_text("The partner that keeps plants running.")
+    shot(page, "04-task-submitted-run-completed")
+    print(f"ok: run {run_id} parked, its task form refused 42 next to the field, then completed")
+
+
+def reject_an_approval_and_fail_the_run(page):
+    document = envelope("registry/examples/seed-10.1-sample-envelope.json")
+    document.setdefault("policies", {})["runtime"] = [{
+        "id": "gate",
+        "trigger": {"kind": "onNodeComplete"},
+        "action": {"type": "hitl", "rationale": "Hand the brief to the writer?"},
+    }]
+    run_id = start_run(page, document)
+    expect(run_badge(page)).to_have_text("awaiting_hitl", timeout=TIMEOUT_MS)
+    approval = page.locator(".approval")
+    expect(approval.locator(".operator-prompt")).to_contain_text("Hand the brief to the writer?")
+    shot(page, "05-approval-requested")
+    approval.locator("input.note").fill("not this week")
+    approval.locator("button.reject").click()
+    expect(run_badge(page)).to_have_text("failed", timeout=TIMEOUT_MS)
+    expect(page.locator(".run-failure")).to_be_visible()
+    shot(page, "06-approval-rejected-run-failed")
+    print(f"ok: run {run_id} asked for approval; rejected, it failed")
+
+
+def show_and_verify_a_judge_transcript(page):
+    request = {
+        "request": {
+            "id": "browser-panel", "content": "Baton runs plans one durable step at a time.",
+            "criteria": ["Accuracy", "Clarity"],
+            "selectedAgents": [{"id": name, "capabilities": {"systemPrompt": f"You are judge {name}."},
+                                "paymentConfig": {"enabled": False}} for name in ("a", "b", "c")],
+        },
+        "config": {"maxDiscussionRounds": 2, "roundTimeout": 30000, "consensusAlgorithm": "simple_average",
+                   "enableDiscussion": True, "convergenceThreshold": 0.5, "outlierDetection": True},
+    }
+    response = page.request.post(f"{ROOT}/api/v1/judge/evaluations", data=request,
+                                 headers={"authorization": f"Bearer {TOKEN}", "accept": "application/json"})
+    assert response.ok, response.text()
+    run_id = response.headers["location"].rsplit("/", 1)[1]
+    page.goto(f"{ROOT}/#run/{run_id}")
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    page.locator("svg.plan g.node").first.click()
+    transcript = page.locator(".transcript")
+    expect(transcript.locator(".round")).not_to_have_count(0)
+    expect(transcript.locator(".message").first).to_contain_text("hash")
+    transcript.locator("button.verify").click()
+    expect(transcript.locator(".verdict")).to_have_class("verdict verified", timeout=TIMEOUT_MS)
+    shot(page, "07-judge-transcript-verified")
+    # The same check refuses a transcript changed by one character.
+    broken = page.evaluate("""async () => {
+        const { verifyTranscript } = await import('./viewer/transcript.js');
+        const snapshot = await (await fetch('/api/v1/flex/runs/%s', {headers: {authorization: 'Bearer %s'}})).json();
+        const output = Object.values(snapshot.nodes)[0].output;
+        const evaluation = Object.values(output).find((value) => value && value.transcript);
+        evaluation.transcript.rounds[0].messages[0].content += '!';
+        return verifyTranscript(evaluation.transcript);
+    }""" % (run_id, TOKEN))
+    assert broken and broken.startswith("round 0 message 0"), broken
+    print(f"ok: evaluation {run_id} transcript rendered and verified; a changed message is caught: {broken[:60]}…")
+
+
+def main():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=os.environ["BATON_CHROMIUM"], headless=True,
+                                             args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("console", lambda message: print(f"[console] {message.type}: {message.text}", file=sys.stderr))
+        page.on("pageerror", lambda error: print(f"[pageerror] {error}", file=sys.stderr))
+        page.goto(ROOT + "/")
+        page.fill("#token", TOKEN)
+        page.click("#token-form button")
+        expect(page.locator("#token-state")).to_have_text("token set")
+        for scenario in (watch_a_run_complete_and_open_a_node, fill_a_task_form_and_complete_the_run,
+                         reject_an_approval_and_fail_the_run, show_and_verify_a_judge_transcript):
+            try:
+                scenario(page)
+            except Exception:
+                shot(page, f"failed-{scenario.__name__}")
+                raise
+        browser.close()
+
+
+if __name__ == "__main__":
+    main()
