@@ -174,10 +174,13 @@ pub(crate) async fn embedded_services(
     let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
-    let ports = embedded_store_ports(store, queue.clone(), clock, left_over).await?;
+    let ports = embedded_store_ports(store, queue.clone(), clock.clone(), left_over).await?;
     let executors = baton_bootstrap::Executors {
         llm,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
+        notifier: Arc::new(
+            baton_bootstrap::notifier::WebhookNotifier::from_configuration(configuration, clock),
+        ),
     };
     let services = baton_bootstrap::services_over(
         registry,
@@ -202,6 +205,12 @@ async fn cloud_services(
     let executors = baton_bootstrap::Executors {
         llm,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
+        notifier: Arc::new(
+            baton_bootstrap::notifier::WebhookNotifier::from_configuration(
+                configuration,
+                ports.clock.clone(),
+            ),
+        ),
     };
     let services = baton_bootstrap::services_over(
         registry,

@@ -49,6 +49,9 @@ pub struct Configuration {
     /// `BATON_OUTBOUND_HTTP_HOSTS`: hosts tools may reach over plain http
     /// (`host,host`; local development only; everything else is https).
     pub outbound_http_hosts: String,
+    /// `BATON_WEBHOOK_SECRET`: signs every `callbackUrl` delivery
+    /// (HMAC-SHA256); without it no webhook is sent.
+    pub webhook_secret: Option<String>,
     /// `BATON_LOG`: tracing filter.
     pub log_filter: Option<String>,
     /// `AWS_LAMBDA_LOG_STREAM_NAME`: unique per Lambda instance; scopes node claims.
@@ -132,6 +135,7 @@ impl Configuration {
             human_task_timeout,
             agent_session_limit,
             outbound_http_hosts: non_empty(read, "BATON_OUTBOUND_HTTP_HOSTS").unwrap_or_default(),
+            webhook_secret: non_empty(read, "BATON_WEBHOOK_SECRET"),
             log_filter: non_empty(read, "BATON_LOG"),
             lambda_log_stream: non_empty(read, "AWS_LAMBDA_LOG_STREAM_NAME"),
         })

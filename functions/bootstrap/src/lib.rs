@@ -12,6 +12,8 @@
 //! with the variable's name; nothing here runs per request.
 
 pub mod config;
+#[cfg(feature = "model")]
+pub mod notifier;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -178,16 +180,19 @@ pub fn services_over(
             transcripts: Arc::new(baton_runtime::panels::EventLogTranscripts),
             tools: executors.tools,
             threads: ports.threads,
+            notifier: executors.notifier,
         },
         settings,
         worker_id,
     )
 }
 
-/// Who performs a step's effects: the model and the tools.
+/// Who performs a step's effects: the model, the tools, the completion
+/// notifications.
 pub struct Executors {
     pub llm: Arc<dyn LlmProvider>,
     pub tools: Arc<dyn baton_runtime::ports::ToolRunner>,
+    pub notifier: Arc<dyn baton_runtime::ports::CompletionNotifier>,
 }
 
 /// The cloud services, as the api, stream and ingest functions build them.
@@ -214,6 +219,10 @@ pub fn cloud_services_over(
     let executors = Executors {
         llm: model_from_variables(read)?,
         tools: tool_runner_from(configuration, registry.clone()),
+        notifier: Arc::new(notifier::WebhookNotifier::from_configuration(
+            configuration,
+            ports.clock.clone(),
+        )),
     };
     Ok(services_over(
         registry,
@@ -240,6 +249,7 @@ pub async fn cloud_services_without_model(
         Executors {
             llm: Arc::new(NoModelHere(worker_role.to_string())),
             tools: Arc::new(baton_runtime::ports::NoToolRunner),
+            notifier: Arc::new(baton_runtime::ports::NoCompletionNotifier),
         },
         settings_from(configuration),
         configuration.worker_id(worker_role),

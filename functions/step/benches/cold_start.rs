@@ -151,6 +151,7 @@ async fn measure(binary: PathBuf) {
         baton_bootstrap::Executors {
             llm: Arc::new(NoModel),
             tools: Arc::new(baton_runtime::ports::NoToolRunner),
+            notifier: Arc::new(baton_runtime::ports::NoCompletionNotifier),
         },
         baton_runtime::services::OrchestratorSettings::default(),
         "bench".into(),

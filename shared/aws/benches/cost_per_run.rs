@@ -423,6 +423,7 @@ async fn main() {
                     StepCommand::RunTool { .. } => "tool step",
                     StepCommand::ChildRunEnded { .. } => "child run ended step",
                     StepCommand::FireTimer { .. } => "timer step",
+                    StepCommand::Notify { .. } => "notification step",
                 };
                 take_usage();
                 let started = Instant::now();

@@ -52,6 +52,10 @@ pub struct TaskEnvelope {
     /// Caller metadata, stored and echoed, never interpreted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
+    /// Where to POST the run's completion (or wait for a person), signed
+    /// with HMAC-SHA256; checked by the outbound guard when it is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callback_url: Option<String>,
 }
 
 fn invalid(path: impl Into<String>, message: impl Into<String>) -> CoreError {
@@ -97,6 +101,15 @@ impl TaskEnvelope {
     /// Checks that parsing alone cannot: a non-empty objective, a compiling
     /// contract schema, compiling JSONLogic constraints, sane numbers.
     pub fn check_semantics(&self) -> Result<(), CoreError> {
+        if let Some(url) = &self.callback_url {
+            let scheme_ok = url.starts_with("https://") || url.starts_with("http://");
+            if !scheme_ok || url.len() > 2048 || url.chars().any(char::is_whitespace) {
+                return Err(invalid(
+                    "$.callbackUrl",
+                    "the callback URL must be an absolute https:// URL (http:// only to hosts allowed for local development) of at most 2048 characters",
+                ));
+            }
+        }
         if self.objective.trim().is_empty() {
             return Err(invalid(
                 "$.objective",

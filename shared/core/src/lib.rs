@@ -40,6 +40,7 @@ pub mod listing;
 pub mod llm_planner;
 pub mod logic;
 pub mod normalization;
+pub mod notifications;
 pub mod panels;
 pub mod plan;
 pub mod plan_picture;

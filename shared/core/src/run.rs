@@ -225,6 +225,9 @@ pub struct RunState {
     /// A child run: the agent session's tool call that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<crate::agents::ParentLink>,
+    /// Completion notifications due or delivered, by id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notifications: BTreeMap<String, crate::notifications::NotificationRecord>,
     /// Models that answered but have no price (each is warned about once).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub unpriced_models: std::collections::BTreeSet<String>,
@@ -309,6 +312,12 @@ pub enum StepCommand {
         #[serde(rename = "timerId")]
         timer_id: String,
     },
+    /// One delivery attempt of a completion notification (`notifications`).
+    Notify {
+        #[serde(rename = "notificationId")]
+        notification_id: String,
+        attempt: u32,
+    },
 }
 
 /// The queue message: one step of one run.
@@ -358,6 +367,10 @@ impl StepMessage {
                 ..
             } => format!("{run_id}:{node_id}:{attempt}:child:{turn}:{call_id}"),
             StepCommand::FireTimer { timer_id } => format!("{run_id}:timer:{timer_id}"),
+            StepCommand::Notify {
+                notification_id,
+                attempt,
+            } => format!("{run_id}:notify:{notification_id}:{attempt}"),
         };
         StepMessage {
             message_id,
@@ -424,6 +437,10 @@ mod tests {
                 turn: 0,
                 call_id: "call_9".into(),
                 summary: serde_json::json!({"runId": "run_1.node_3.0.call_9", "status": "completed"}),
+            },
+            StepCommand::Notify {
+                notification_id: "completed-1".into(),
+                attempt: 2,
             },
             StepCommand::FireTimer {
                 timer_id: "sla:node_1:1".into(),

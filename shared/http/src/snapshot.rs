@@ -55,6 +55,11 @@ pub struct RunSummary {
     /// Durable timers the run waits for (task SLAs, `onTimeout` policies), by id.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub timers: std::collections::BTreeMap<String, baton_core::governance::Timer>,
+    /// Completion notifications (the `callbackUrl` webhook, the event bus),
+    /// by id: attempts, delivered or given up, the last error.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub notifications:
+        std::collections::BTreeMap<String, baton_core::notifications::NotificationRecord>,
 }
 
 #[derive(Serialize)]
@@ -158,6 +163,7 @@ impl RunSnapshotResponse {
                 pending_request: run.governance.pending_request().cloned(),
                 hitl_clarifications: run.governance.clarifications.clone(),
                 timers: run.governance.timers.clone(),
+                notifications: run.notifications.clone(),
             },
             output: run.output.as_ref().map(redact),
             plan_versions,

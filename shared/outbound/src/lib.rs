@@ -10,6 +10,8 @@
 //!   checks every address, and returns the address to pin the connection to.
 //! - `fetch`: the guarded client: each hop checked and pinned, redirects
 //!   followed by hand and re-checked, the response's size and time capped.
+//! - `webhook`: signed JSON POSTs (HMAC-SHA256 over `{timestamp}.{body}`),
+//!   no redirect followed; the check a receiver makes.
 //!
 //! Invariants: no connection is made to an address that was not checked
 //! (the connection is pinned to it, so a second DNS answer cannot swap it);
@@ -20,6 +22,7 @@
 pub mod address;
 pub mod fetch;
 pub mod guard;
+pub mod webhook;
 
 pub use fetch::{GuardedClient, GuardedResponse};
 pub use guard::{CheckedTarget, OutboundPolicy, OutboundRefusal, Resolver, SystemResolver, check};

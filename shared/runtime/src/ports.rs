@@ -370,3 +370,30 @@ pub trait ThreadStore: Send + Sync {
         exchange: &baton_core::chat::ChatExchange,
     ) -> Result<(), StoreError>;
 }
+
+/// Delivers completion notifications: the envelope's signed webhook and the
+/// event bus. A failure is the engine's to retry later (through the queue),
+/// so an implementation makes one attempt and says why it failed.
+#[async_trait]
+pub trait CompletionNotifier: Send + Sync {
+    /// Delivers to every destination `delivery` names; `Err` with the
+    /// reason when one of them did not accept it.
+    async fn deliver(
+        &self,
+        delivery: &baton_core::engine::NotificationDelivery,
+    ) -> Result<(), String>;
+}
+
+/// For processes that deliver no notification: every attempt fails saying
+/// so (the engine gives up after its attempts, the error kept in the run).
+pub struct NoCompletionNotifier;
+
+#[async_trait]
+impl CompletionNotifier for NoCompletionNotifier {
+    async fn deliver(
+        &self,
+        _delivery: &baton_core::engine::NotificationDelivery,
+    ) -> Result<(), String> {
+        Err("this process delivers no completion notifications (no webhook client or event bus is configured)".into())
+    }
+}

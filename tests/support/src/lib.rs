@@ -79,6 +79,7 @@ pub struct TestServices {
     transcripts: Option<Arc<dyn baton_runtime::ports::TranscriptPublisher>>,
     tools: Option<Arc<dyn baton_runtime::ports::ToolRunner>>,
     threads: Option<Arc<dyn baton_runtime::ports::ThreadStore>>,
+    notifier: Option<Arc<dyn baton_runtime::ports::CompletionNotifier>>,
 }
 
 /// What [`TestServices::build`] wired, with the in-memory parts kept typed.
@@ -107,12 +108,20 @@ impl TestServices {
             transcripts: None,
             tools: None,
             threads: None,
+            notifier: None,
         }
     }
 
     /// Keeps chat threads in `store`.
     pub fn threads(mut self, store: Arc<dyn baton_runtime::ports::ThreadStore>) -> Self {
         self.threads = Some(store);
+        self
+    }
+
+    /// Delivers completion notifications through `notifier` (default:
+    /// `NoCompletionNotifier`).
+    pub fn notifier(mut self, notifier: Arc<dyn baton_runtime::ports::CompletionNotifier>) -> Self {
+        self.notifier = Some(notifier);
         self
     }
 
@@ -202,6 +211,9 @@ impl TestServices {
                 threads: self
                     .threads
                     .unwrap_or_else(|| Arc::new(baton_runtime::memory::InMemoryThreadStore::new())),
+                notifier: self
+                    .notifier
+                    .unwrap_or_else(|| Arc::new(baton_runtime::ports::NoCompletionNotifier)),
             },
             self.settings,
             self.worker_id,

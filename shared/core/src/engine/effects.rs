@@ -78,6 +78,9 @@ pub enum Effect {
     StartChildRun(Box<ChildRunStart>),
     /// Claim the review's lease and ask the reviewer model about a plan.
     ReviewPlan(Box<PlanReviewCall>),
+    /// Deliver a completion notification (no claim: the run's version
+    /// guards the record of the attempt).
+    Notify(Box<super::notify::NotificationDelivery>),
 }
 
 impl Effect {
@@ -90,7 +93,7 @@ impl Effect {
             Effect::RunTool(call) => Some((&call.claim_key, call.attempt)),
             Effect::StartChildRun(start) => Some((&start.claim_key, start.attempt)),
             Effect::ReviewPlan(review) => Some((&review.claim_key, review.then.attempt)),
-            Effect::DraftPlan(_) => None,
+            Effect::DraftPlan(_) | Effect::Notify(_) => None,
         }
     }
 
@@ -104,7 +107,8 @@ impl Effect {
             | Effect::AskJudge(_)
             | Effect::RunTool(_)
             | Effect::StartChildRun(_)
-            | Effect::ReviewPlan(_) => Vec::new(),
+            | Effect::ReviewPlan(_)
+            | Effect::Notify(_) => Vec::new(),
         }
     }
 }
@@ -124,6 +128,12 @@ pub enum EffectOutcome {
     ToolFinished(crate::conversation::ToolOutcome),
     /// The child run exists (created now, or by an earlier try).
     ChildStarted,
+    /// The notification was accepted (every destination it goes to).
+    Notified,
+    /// A destination refused it or could not be reached.
+    NotificationFailed {
+        message: String,
+    },
 }
 
 /// The error for an outcome an effect cannot have produced (a shell bug).
@@ -134,6 +144,8 @@ pub(crate) fn unexpected_outcome(effect: &str, outcome: &EffectOutcome) -> CoreE
         EffectOutcome::ModelConversed(_) => "a conversation turn",
         EffectOutcome::ToolFinished(_) => "a tool result",
         EffectOutcome::ChildStarted => "a child run's start",
+        EffectOutcome::Notified => "a delivered notification",
+        EffectOutcome::NotificationFailed { .. } => "a failed notification",
     };
     CoreError::StepDoesNotApply(format!("{effect} cannot take {kind}"))
 }

@@ -33,6 +33,7 @@ mod hitl;
 mod human;
 mod narration;
 mod node;
+mod notify;
 mod panel;
 mod plan;
 mod policy;
@@ -54,6 +55,7 @@ pub use hitl::{
 pub use human::{
     HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node, decline_human_node,
 };
+pub use notify::NotificationDelivery;
 pub use policy::run_metrics;
 
 use crate::CoreError;
@@ -131,6 +133,9 @@ pub struct EngineContext<'a> {
     /// How long an agent session may last across its steps
     /// (`BATON_SESSION_MAX_SECONDS`).
     pub agent_session_limit: std::time::Duration,
+    /// Runs that end or park are announced on the event bus
+    /// (`BATON_EVENT_BUS` is set).
+    pub announce_to_event_bus: bool,
 }
 
 /// Where a step stands.
@@ -155,6 +160,8 @@ pub(crate) struct StepContext<'e, 'r> {
     pub outbox: Vec<StepMessage>,
     pub transcripts: Vec<crate::panels::TranscriptPublication>,
     pub exchanges: Vec<ThreadExchange>,
+    /// The run's status before the step (a change may be announced).
+    initial_status: RunStatus,
 }
 
 impl<'e, 'r> StepContext<'e, 'r> {
@@ -162,6 +169,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
         let timestamp = now.rfc3339();
         state.updated_at = timestamp.clone();
         StepContext {
+            initial_status: state.status,
             state,
             now,
             timestamp,
@@ -273,6 +281,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
     }
 
     fn into_decision(mut self) -> Decision {
+        notify::announce(&mut self);
         if let Some(parent) = self.state.parent.clone() {
             for event in &mut self.events {
                 event
@@ -338,6 +347,7 @@ pub fn start_run(
         sessions: Default::default(),
         chat: None,
         parent: None,
+        notifications: Default::default(),
         unpriced_models: Default::default(),
     };
     let start = frames::start(
@@ -385,6 +395,14 @@ pub fn start_chat_run(
 /// delivery). `begin_step` and `resume_step` check it themselves; the shell
 /// may call it first to skip loading anything for a stale message.
 pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
+    if let StepCommand::Notify {
+        notification_id,
+        attempt,
+    } = command
+    {
+        // Notifications outlive the run's ending.
+        return notify::notify_is_stale(state, notification_id, *attempt);
+    }
     if state.status.is_terminal() {
         return true;
     }
@@ -420,6 +438,7 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
             ..
         } => agent::child_is_stale(state, node_id, *attempt, *turn, call_id),
         StepCommand::FireTimer { timer_id } => !state.governance.timers.contains_key(timer_id),
+        StepCommand::Notify { .. } => false,
     }
 }
 
@@ -472,6 +491,10 @@ pub fn begin_step(
             agent::child_ended(state, &link, summary, now, engine)
         }
         StepCommand::FireTimer { timer_id } => hitl::fire_timer(state, timer_id, now, engine),
+        StepCommand::Notify {
+            notification_id,
+            attempt,
+        } => notify::begin_notify(state, notification_id, *attempt, engine),
     }
 }
 
@@ -497,6 +520,7 @@ pub fn resume_step(
             agent::resume_child_started(state, start, outcome, now, engine)
         }
         Effect::ReviewPlan(review) => agent::resume_review(state, review, outcome, now, engine),
+        Effect::Notify(delivery) => notify::resume_notify(state, delivery, outcome, now),
     }
 }
 

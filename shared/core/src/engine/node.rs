@@ -216,7 +216,9 @@ pub(super) fn resume_node(
         }
         other @ (EffectOutcome::ModelConversed(_)
         | EffectOutcome::ToolFinished(_)
-        | EffectOutcome::ChildStarted) => {
+        | EffectOutcome::ChildStarted
+        | EffectOutcome::Notified
+        | EffectOutcome::NotificationFailed { .. }) => {
             return Err(super::unexpected_outcome("a node's model call", &other));
         }
     }

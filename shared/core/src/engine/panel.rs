@@ -194,7 +194,9 @@ pub(super) fn resume_judge(
         }
         other @ (EffectOutcome::ModelConversed(_)
         | EffectOutcome::ToolFinished(_)
-        | EffectOutcome::ChildStarted) => {
+        | EffectOutcome::ChildStarted
+        | EffectOutcome::Notified
+        | EffectOutcome::NotificationFailed { .. }) => {
             return Err(super::unexpected_outcome("a judge's model call", &other));
         }
     };

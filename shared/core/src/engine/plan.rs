@@ -64,7 +64,9 @@ pub(super) fn resume_planning(
         ),
         other @ (EffectOutcome::ModelConversed(_)
         | EffectOutcome::ToolFinished(_)
-        | EffectOutcome::ChildStarted) => {
+        | EffectOutcome::ChildStarted
+        | EffectOutcome::Notified
+        | EffectOutcome::NotificationFailed { .. }) => {
             return Err(super::unexpected_outcome("a plan draft", &other));
         }
         EffectOutcome::ModelAnswered(answer) => {

@@ -14,6 +14,7 @@ mod agent;
 mod cost;
 mod governance;
 mod narration;
+mod notify;
 mod panel;
 mod quality;
 
@@ -90,6 +91,7 @@ pub(super) fn engine<'a>(
         max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
         human_task_timeout: DEFAULT_HUMAN_TASK_TIMEOUT,
         agent_session_limit: crate::agents::DEFAULT_SESSION_LIMIT,
+        announce_to_event_bus: false,
     }
 }
 
@@ -787,7 +789,7 @@ fn secrets_in_the_envelope_context_never_reach_the_model() {
 }
 
 /// A run parked on its human node (`node_2` of the two-node plan).
-fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
+pub(super) fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
     let mut state = step(
         planned(context),
         answer("node_1", 1, json!({"brief": {"text": "b"}})),

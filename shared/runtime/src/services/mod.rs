@@ -67,6 +67,9 @@ pub struct OrchestratorSettings {
     pub human_task_timeout: Duration,
     /// How long an agent session may last across its steps.
     pub agent_session_limit: Duration,
+    /// Runs that end or park are announced on the event bus
+    /// (`BATON_EVENT_BUS` is set).
+    pub announce_to_event_bus: bool,
 }
 
 impl Default for OrchestratorSettings {
@@ -84,6 +87,7 @@ impl Default for OrchestratorSettings {
             commit_margin: Duration::from_secs(5),
             human_task_timeout: baton_core::engine::DEFAULT_HUMAN_TASK_TIMEOUT,
             agent_session_limit: baton_core::agents::DEFAULT_SESSION_LIMIT,
+            announce_to_event_bus: false,
         }
     }
 }
@@ -102,6 +106,7 @@ impl OrchestratorSettings {
             max_planner_attempts: self.max_planner_attempts,
             human_task_timeout: self.human_task_timeout,
             agent_session_limit: self.agent_session_limit,
+            announce_to_event_bus: self.announce_to_event_bus,
         }
     }
 }
@@ -122,6 +127,9 @@ pub struct ServicePorts {
     pub tools: Arc<dyn ToolRunner>,
     /// Chat threads (`memory::InMemoryThreadStore` in one process).
     pub threads: Arc<dyn ThreadStore>,
+    /// Delivers completion notifications (`NoCompletionNotifier` where
+    /// nobody is told).
+    pub notifier: Arc<dyn crate::ports::CompletionNotifier>,
 }
 
 /// What the run and step services share.
@@ -196,6 +204,7 @@ impl Services {
             worker_id.into(),
             ports.transcripts,
             ports.tools,
+            ports.notifier,
         ));
         Services {
             runs,

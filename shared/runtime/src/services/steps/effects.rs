@@ -49,6 +49,15 @@ impl StepService {
                     .await
                     .map_err(RuntimeError::Llm)
             }
+            Effect::Notify(delivery) => {
+                return Ok(match self.notifier.deliver(delivery).await {
+                    Ok(()) => EffectOutcome::Notified,
+                    Err(message) => {
+                        tracing::warn!(notification = %delivery.notification_id, attempt = delivery.attempt, %message, "a completion notification was not accepted");
+                        EffectOutcome::NotificationFailed { message }
+                    }
+                });
+            }
             Effect::RunTool(execution) => {
                 let outcome = self
                     .tools

@@ -65,6 +65,7 @@ pub struct StepService {
     transcripts: Arc<dyn TranscriptPublisher>,
     tools: Arc<dyn ToolRunner>,
     threads: Arc<dyn crate::ports::ThreadStore>,
+    notifier: Arc<dyn crate::ports::CompletionNotifier>,
 }
 
 /// Where performing the engine's effects left a step.
@@ -94,6 +95,7 @@ impl StepService {
         worker_id: String,
         transcripts: Arc<dyn TranscriptPublisher>,
         tools: Arc<dyn ToolRunner>,
+        notifier: Arc<dyn crate::ports::CompletionNotifier>,
     ) -> Self {
         StepService {
             registry: common.registry,
@@ -108,6 +110,7 @@ impl StepService {
             claim_counter: AtomicU64::new(0),
             transcripts,
             tools,
+            notifier,
             threads: common.threads,
         }
     }
@@ -136,7 +139,7 @@ impl StepService {
             | StepCommand::AgentTurn { node_id, .. }
             | StepCommand::RunTool { node_id, .. }
             | StepCommand::ChildRunEnded { node_id, .. } => node_id.as_str(),
-            StepCommand::Plan | StepCommand::FireTimer { .. } => "",
+            StepCommand::Plan | StepCommand::FireTimer { .. } | StepCommand::Notify { .. } => "",
         };
         let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
         self.handle_inner(message, deadline).instrument(span).await
@@ -174,7 +177,8 @@ impl StepService {
             | StepCommand::AgentTurn { .. }
             | StepCommand::RunTool { .. }
             | StepCommand::ChildRunEnded { .. }
-            | StepCommand::FireTimer { .. } => self.registry.clone(),
+            | StepCommand::FireTimer { .. }
+            | StepCommand::Notify { .. } => self.registry.clone(),
         };
         let engine = self.engine(&registry);
         let StoredRun { state, version } = stored;

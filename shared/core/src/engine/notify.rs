@@ -1,0 +1,151 @@
+//! The completion notification's steps: announcing it when a step leaves
+//! the run ended or parked, and each delivery attempt (a `Notify` step:
+//! the shell delivers, the engine records the result and schedules the
+//! next attempt after a failure).
+
+use crate::CoreError;
+use crate::instant::Instant;
+use crate::notifications::{
+    MAX_NOTIFICATION_ATTEMPTS, NotificationRecord, RunEvent, RunNotification, notification_of,
+    retry_delay,
+};
+use crate::run::{RunState, StepCommand, StepMessage};
+
+use super::{Decision, EffectOutcome, StepAdvance, StepContext};
+
+/// A delivery attempt the shell performs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotificationDelivery {
+    pub notification_id: String,
+    pub attempt: u32,
+    pub notification: RunNotification,
+    /// POST it here (signed), when the envelope named a `callbackUrl`.
+    pub callback_url: Option<String>,
+    /// Put it on the event bus too.
+    pub to_event_bus: bool,
+}
+
+/// Records a notification and sends its first attempt when this step moved
+/// the run into an ending or a wait for people and someone listens.
+pub(super) fn announce(step: &mut StepContext<'_, '_>) {
+    if step.state.status == step.initial_status {
+        return;
+    }
+    let Some(event) = RunEvent::of(step.state.status) else {
+        return;
+    };
+    if step.state.envelope.callback_url.is_none() && !step.engine.announce_to_event_bus {
+        return;
+    }
+    let notification_id = format!(
+        "{}-{}",
+        event.event_type().trim_start_matches("baton.run."),
+        step.state.notifications.len() + 1
+    );
+    step.state.notifications.insert(
+        notification_id.clone(),
+        NotificationRecord {
+            event,
+            status: step.state.status,
+            occurred_at: step.now.rfc3339(),
+            attempts: 0,
+            delivered: false,
+            gave_up: false,
+            last_error: None,
+        },
+    );
+    step.outbox.push(StepMessage::new(
+        &step.state.tenant_id,
+        &step.state.run_id,
+        StepCommand::Notify {
+            notification_id,
+            attempt: 1,
+        },
+    ));
+}
+
+/// Whether a `Notify` step no longer applies (delivered, given up, or not
+/// the attempt due).
+pub(super) fn notify_is_stale(state: &RunState, notification_id: &str, attempt: u32) -> bool {
+    !state
+        .notifications
+        .get(notification_id)
+        .is_some_and(|record| {
+            !record.delivered && !record.gave_up && record.attempts + 1 == attempt
+        })
+}
+
+pub(super) fn begin_notify(
+    state: &RunState,
+    notification_id: &str,
+    attempt: u32,
+    engine: &super::EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let record = state
+        .notifications
+        .get(notification_id)
+        .ok_or_else(|| CoreError::StepDoesNotApply(format!("no notification {notification_id}")))?;
+    Ok(StepAdvance::Perform(super::Effect::Notify(Box::new(
+        NotificationDelivery {
+            notification_id: notification_id.to_string(),
+            attempt,
+            notification: notification_of(state, notification_id, record),
+            callback_url: state.envelope.callback_url.clone(),
+            to_event_bus: engine.announce_to_event_bus,
+        },
+    ))))
+}
+
+/// Records the attempt: delivered, retried later, or given up.
+pub(super) fn resume_notify(
+    mut state: RunState,
+    delivery: &NotificationDelivery,
+    outcome: EffectOutcome,
+    now: Instant,
+) -> Result<StepAdvance, CoreError> {
+    let failure = match outcome {
+        EffectOutcome::Notified => None,
+        EffectOutcome::NotificationFailed { message } => Some(message),
+        other => return Err(super::unexpected_outcome("a notification", &other)),
+    };
+    let mut outbox = Vec::new();
+    let Some(record) = state.notifications.get_mut(&delivery.notification_id) else {
+        return Err(CoreError::StepDoesNotApply(format!(
+            "no notification {}",
+            delivery.notification_id
+        )));
+    };
+    record.attempts = delivery.attempt;
+    match failure {
+        None => record.delivered = true,
+        Some(message) if delivery.attempt < MAX_NOTIFICATION_ATTEMPTS => {
+            record.last_error = Some(message);
+            let next = delivery.attempt + 1;
+            let due =
+                Instant::from_unix_millis(now.unix_millis() + retry_delay(next).as_millis() as u64);
+            let mut message = StepMessage::new(
+                &state.tenant_id,
+                &state.run_id,
+                StepCommand::Notify {
+                    notification_id: delivery.notification_id.clone(),
+                    attempt: next,
+                },
+            );
+            message.not_before = Some(due.rfc3339());
+            outbox.push(message);
+        }
+        Some(message) => {
+            record.last_error = Some(message);
+            record.gave_up = true;
+        }
+    }
+    state.updated_at = now.rfc3339();
+    // No frame: the run may have ended, and `complete`/`error` stay last.
+    Ok(StepAdvance::Decided(Box::new(Decision {
+        state,
+        events: Vec::new(),
+        outbox,
+        transcripts: Vec::new(),
+        exchanges: Vec::new(),
+    })))
+}
