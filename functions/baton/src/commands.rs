@@ -171,10 +171,24 @@ pub(crate) async fn embedded_services(
     store: &crate::StoreChoice,
     left_over: LeftOverSteps<'_>,
 ) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
+    embedded_services_counted(registry, configuration, store, left_over, None).await
+}
+
+/// The same, its commits counted into `counters` when given (`baton serve`'s `/metrics`).
+async fn embedded_services_counted(
+    registry: Arc<Registry>,
+    configuration: &Configuration,
+    store: &crate::StoreChoice,
+    left_over: LeftOverSteps<'_>,
+    counters: Option<Arc<baton_runtime::telemetry::RunCounters>>,
+) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
     let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
-    let ports = embedded_store_ports(store, queue.clone(), clock.clone(), left_over).await?;
+    let mut ports = embedded_store_ports(store, queue.clone(), clock.clone(), left_over).await?;
+    if let Some(counters) = counters {
+        ports = baton_bootstrap::observe_commits(ports, counters, None);
+    }
     let executors = baton_bootstrap::Executors {
         llm,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
@@ -196,11 +210,16 @@ pub(crate) async fn embedded_services(
 async fn cloud_services(
     registry: Arc<Registry>,
     configuration: &Configuration,
+    counters: Arc<baton_runtime::telemetry::RunCounters>,
 ) -> Result<(Services, Arc<dyn StepQueue>), u8> {
     let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
-    let ports = baton_bootstrap::cloud_ports(configuration)
-        .await
-        .map_err(startup)?;
+    let ports = baton_bootstrap::observe_commits(
+        baton_bootstrap::cloud_ports(configuration)
+            .await
+            .map_err(startup)?,
+        counters,
+        None,
+    );
     let queue = ports.queue.clone();
     let executors = baton_bootstrap::Executors {
         llm,
@@ -236,11 +255,20 @@ pub async fn serve(
         Ok(registry) => registry,
         Err(code) => return code,
     };
+    let counters = Arc::new(baton_runtime::telemetry::RunCounters::default());
     let built = match &store {
-        crate::StoreChoice::Dynamodb => cloud_services(registry, &configuration).await,
-        embedded => embedded_services(registry, &configuration, embedded, LeftOverSteps::AllRuns)
-            .await
-            .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>)),
+        crate::StoreChoice::Dynamodb => {
+            cloud_services(registry, &configuration, counters.clone()).await
+        }
+        embedded => embedded_services_counted(
+            registry,
+            &configuration,
+            embedded,
+            LeftOverSteps::AllRuns,
+            Some(counters.clone()),
+        )
+        .await
+        .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>)),
     };
     let (services, queue) = match built {
         Ok(parts) => parts,
@@ -264,7 +292,22 @@ pub async fn serve(
         .map(|bound| bound.to_string())
         .unwrap_or_else(|_| address.to_string());
     eprintln!("baton serve: listening on http://{bound}/api/v1/flex (store: {store:?})");
-    let app = baton_bootstrap::api_router(&services, authenticator);
+    let metrics = counters.clone();
+    let app = baton_bootstrap::api_router(&services, authenticator).route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = metrics.prometheus_text();
+            async move {
+                (
+                    [(
+                        axum::http::header::CONTENT_TYPE,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                    )],
+                    text,
+                )
+            }
+        }),
+    );
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
     let worker = tokio::spawn(baton_runtime::worker::run_worker_until(
         services.steps.clone(),

@@ -201,5 +201,22 @@ async fn a_signed_callback_refused_twice_is_accepted_once_and_an_ssrf_target_is_
         3,
         "the receiver saw nothing more"
     );
+
+    // `baton serve` counts what it committed: both runs ended completed.
+    let root = serve.base.trim_end_matches("/api/v1/flex");
+    let metrics = client.get(format!("{root}/metrics")).send().await.unwrap();
+    assert_eq!(metrics.status(), 200);
+    let text = metrics.text().await.unwrap();
+    assert!(
+        text.contains("baton_runs_ended_total{status=\"completed\"} 2"),
+        "{text}"
+    );
+    assert!(text.contains("baton_planner_requests_total 2"), "{text}");
+    assert!(
+        text.contains(
+            "baton_node_duration_ms_count{capability=\"ContentGenerator.copyVariants\"} 2"
+        ),
+        "{text}"
+    );
     serve.stop().await;
 }

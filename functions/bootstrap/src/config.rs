@@ -52,6 +52,9 @@ pub struct Configuration {
     /// `BATON_WEBHOOK_SECRET`: signs every `callbackUrl` delivery
     /// (HMAC-SHA256); without it no webhook is sent.
     pub webhook_secret: Option<String>,
+    /// Print CloudWatch EMF lines of the counters on stdout: inside Lambda
+    /// (`AWS_LAMBDA_FUNCTION_NAME` is set) or when `BATON_EMF=1`.
+    pub emit_emf: bool,
     /// `BATON_LOG`: tracing filter.
     pub log_filter: Option<String>,
     /// `AWS_LAMBDA_LOG_STREAM_NAME`: unique per Lambda instance; scopes node claims.
@@ -136,6 +139,8 @@ impl Configuration {
             agent_session_limit,
             outbound_http_hosts: non_empty(read, "BATON_OUTBOUND_HTTP_HOSTS").unwrap_or_default(),
             webhook_secret: non_empty(read, "BATON_WEBHOOK_SECRET"),
+            emit_emf: non_empty(read, "AWS_LAMBDA_FUNCTION_NAME").is_some()
+                || non_empty(read, "BATON_EMF").as_deref() == Some("1"),
             log_filter: non_empty(read, "BATON_LOG"),
             lambda_log_stream: non_empty(read, "AWS_LAMBDA_LOG_STREAM_NAME"),
         })

@@ -119,13 +119,50 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         store.clone(),
         std::time::Duration::from_secs(10),
     ));
-    Ok(StorePorts {
+    let ports = StorePorts {
         threads: store.clone(),
         store,
         queue,
         capability_directory,
         clock,
-    })
+    };
+    let sink: Option<baton_runtime::telemetry::ObservationSink> = if configuration.emit_emf {
+        Some(Arc::new(
+            |seen: &[baton_runtime::telemetry::Observation]| {
+                let now = baton_core::instant::Instant::from_unix_millis(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|elapsed| elapsed.as_millis() as u64)
+                        .unwrap_or(0),
+                );
+                for line in baton_runtime::telemetry::emf_lines(seen, now) {
+                    println!("{line}");
+                }
+            },
+        ))
+    } else {
+        None
+    };
+    Ok(observe_commits(
+        ports,
+        Arc::new(baton_runtime::telemetry::RunCounters::default()),
+        sink,
+    ))
+}
+
+/// The same ports, their run store counting what it commits into
+/// `counters` (and handing each commit's observations to `sink`).
+pub fn observe_commits(
+    mut ports: StorePorts,
+    counters: Arc<baton_runtime::telemetry::RunCounters>,
+    sink: Option<baton_runtime::telemetry::ObservationSink>,
+) -> StorePorts {
+    let observed = baton_runtime::telemetry::ObservedRunStore::new(ports.store, counters);
+    ports.store = Arc::new(match sink {
+        Some(sink) => observed.with_sink(sink),
+        None => observed,
+    });
+    ports
 }
 
 /// Step-loop settings from the configuration.

@@ -3,8 +3,10 @@
 //! It owns the narrow ports (run store, step queue, LLM provider, clock, ids),
 //! the services that drive them (`services`: runs, steps, capabilities, the
 //! outbox relay and sweeper), the one event follower (`follow`), the workers,
-//! the registry loader (a folder, or the registry built into the binary), and
-//! the in-memory adapters that make up the embedded default. The store
+//! the registry loader (a folder, or the registry built into the binary),
+//! the counters read off committed frames (`telemetry`: Prometheus text and
+//! CloudWatch EMF), and the in-memory adapters that make up the embedded
+//! default. The store
 //! conformance suite and the fault-injecting decorators are behind the
 //! `testing` feature.
 //!
@@ -32,6 +34,7 @@ pub mod panels;
 pub mod ports;
 pub mod registry_loader;
 pub mod services;
+pub mod telemetry;
 pub mod worker;
 
 pub use error::RuntimeError;

@@ -1,0 +1,138 @@
+//! The counters read off committed frames (`telemetry::ObservedRunStore`
+//! around the in-memory store): a completed run and a run held for an
+//! approval counted in the Prometheus text, node durations by capability,
+//! and the CloudWatch EMF lines each commit hands to the sink.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::run::{RunStatus, TokenUsage};
+use baton_runtime::error::LlmError;
+use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
+use baton_runtime::telemetry::{ObservedRunStore, RunCounters, emf_lines};
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::{TestServices, example_envelope};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Test double for the model endpoint: schema-shaped answers.
+struct SchemaShapedModel;
+
+#[async_trait]
+impl LlmProvider for SchemaShapedModel {
+    fn model_name(&self) -> String {
+        "schema-shaped".into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        Ok(ModelAnswer {
+            content: scripted_llm::generate_instance(&request.output_schema, "specialist")
+                .to_string(),
+            usage: TokenUsage {
+                prompt_tokens: 100,
+                completion_tokens: 20,
+                cached_prompt_tokens: 0,
+            },
+            model: "schema-shaped".into(),
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn committed_frames_become_counters_histograms_and_emf_lines() {
+    let counters = Arc::new(RunCounters::default());
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink_lines = lines.clone();
+    let store = Arc::new(
+        ObservedRunStore::new(Arc::new(InMemoryRunStore::new()), counters.clone()).with_sink(
+            Arc::new(move |seen| {
+                sink_lines.lock().unwrap().extend(emf_lines(
+                    seen,
+                    baton_core::instant::Instant::from_unix_millis(1_000),
+                ));
+            }),
+        ),
+    );
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(SchemaShapedModel))
+        .store(store.clone())
+        .queue(queue.clone())
+        .build()
+        .services;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let envelope = example_envelope("seed-10.1-sample-envelope.json");
+    let completed = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner
+            .run_until_settled("t", &completed.run_id)
+            .await
+            .unwrap(),
+        RunStatus::Completed
+    );
+    let mut gated = envelope.clone();
+    gated["policies"]["runtime"] = json!([{"id": "gate", "trigger": {"kind": "onStart"}, "action": {"type": "hitl", "rationale": "Go?"}}]);
+    let held = services.runs.submit("t", &gated).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &held.run_id).await.unwrap(),
+        RunStatus::AwaitingHitl
+    );
+
+    let text = counters.prometheus_text();
+    for expected in [
+        "baton_planner_requests_total 2",
+        "baton_plans_generated_total 2",
+        "baton_policy_triggers_total{action=\"hitl\"} 1",
+        "baton_hitl_requests_total{kind=\"approval\"} 1",
+        "baton_runs_ended_total{status=\"completed\"} 1",
+        "baton_node_duration_ms_count{capability=\"StrategyManager.writerBrief\"} 1",
+        "baton_node_duration_ms_count{capability=\"ContentGenerator.copyVariants\"} 1",
+        "baton_node_duration_ms_bucket{capability=\"ContentGenerator.copyVariants\",le=\"+Inf\"} 1",
+    ] {
+        assert!(
+            text.contains(expected),
+            "`{expected}` missing from:\n{text}"
+        );
+    }
+    assert!(
+        !text.contains("runs_ended_total{status=\"awaiting"),
+        "a held run has not ended:\n{text}"
+    );
+
+    let lines = lines.lock().unwrap();
+    let parsed: Vec<Value> = lines
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let durations: Vec<&Value> = parsed
+        .iter()
+        .filter(|line| line.get("NodeDuration").is_some())
+        .collect();
+    assert_eq!(durations.len(), 2, "{lines:?}");
+    for line in &durations {
+        let metrics = &line["_aws"]["CloudWatchMetrics"][0];
+        assert_eq!(metrics["Namespace"], "Baton");
+        assert_eq!(metrics["Dimensions"], json!([["capability"]]));
+        assert_eq!(
+            metrics["Metrics"][0],
+            json!({"Name": "NodeDuration", "Unit": "Milliseconds"})
+        );
+        assert!(line["capability"].is_string() && line["NodeDuration"].is_u64());
+    }
+    let ended: Vec<&Value> = parsed
+        .iter()
+        .filter(|line| line.get("RunsEnded").is_some())
+        .collect();
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["status"], "completed");
+}
