@@ -383,7 +383,8 @@ pub(crate) async fn drive_and_print(
     let worker_run_id = run_id.to_string();
     let mut worker =
         tokio::spawn(async move { runner.run_until_settled(LOCAL_TENANT, &worker_run_id).await });
-    let mut printer = FramePrinter::new(format);
+    let colours = configuration_or_exit().is_ok_and(|configuration| !configuration.no_color);
+    let mut printer = FramePrinter::new(format, colours);
     let mut frames = std::pin::pin!(services.runs.follow(
         LOCAL_TENANT,
         run_id,

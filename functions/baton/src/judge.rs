@@ -47,7 +47,7 @@ pub async fn run(path: &Path, format: OutputFormat) -> u8 {
                 progress.total_agents,
                 progress.variance
             ),
-            OutputFormat::Ndjson | OutputFormat::Hooks => {
+            OutputFormat::Ndjson | OutputFormat::Hooks | OutputFormat::Output => {
                 println!("{}", json!({"type": "progress", "payload": progress}))
             }
             OutputFormat::Sse => println!(
@@ -67,7 +67,9 @@ pub async fn run(path: &Path, format: OutputFormat) -> u8 {
                     "{}",
                     serde_json::to_string_pretty(&output).unwrap_or_default()
                 ),
-                OutputFormat::Ndjson | OutputFormat::Hooks => println!("{document}"),
+                OutputFormat::Ndjson | OutputFormat::Hooks | OutputFormat::Output => {
+                    println!("{document}")
+                }
                 OutputFormat::Sse => println!("event: evaluation\ndata: {document}\n"),
             }
             EXIT_COMPLETED

@@ -11,6 +11,7 @@ mod judge;
 mod model_choice;
 mod output;
 mod people;
+mod progress;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +46,9 @@ pub enum OutputFormat {
     /// One hook event per line (`{event, data, runId, id}`): the frames as an
     /// agent orchestrator's hook events (`prompt:submit` … `orchestrator:complete`).
     Hooks,
+    /// `--output-only`: nothing but the validated output (a JSON document).
+    #[value(skip)]
+    Output,
 }
 
 #[derive(Subcommand)]
@@ -65,6 +69,10 @@ enum Command {
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
         format: OutputFormat,
+        /// Print nothing but the validated output (the exit code says how
+        /// the run ended; errors go to stderr).
+        #[arg(long, conflicts_with = "format")]
+        output_only: bool,
         /// Where the run is kept: `sqlite` (default: a file under the data
         /// directory, so a parked run outlives the process), `sqlite:PATH`,
         /// or `memory`.
@@ -251,8 +259,16 @@ fn main() -> ExitCode {
                 envelope,
                 registry,
                 format,
+                output_only,
                 store,
-            } => commands::run(&envelope, registry, format, store).await,
+            } => {
+                let format = if output_only {
+                    OutputFormat::Output
+                } else {
+                    format
+                };
+                commands::run(&envelope, registry, format, store).await
+            }
             Command::Plan {
                 envelope,
                 registry,

@@ -1,6 +1,9 @@
-//! Printing event frames in the four formats.
+//! Printing event frames in the four formats (and `--output-only`). The
+//! pretty view adds each node's time, tokens and cost, the run's totals,
+//! colours and a progress line while a model works, the last two only on
+//! a terminal.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use baton_core::event::{EventFrame, EventType};
 use baton_core::hooks::HookRenderer;
@@ -8,21 +11,61 @@ use baton_core::run::RunStatus;
 use serde_json::Value;
 
 use crate::OutputFormat;
+use crate::progress::{Palette, Spinner, Style, duration_text, style_of};
 
 pub struct FramePrinter {
     format: OutputFormat,
     inside_delta_line: bool,
     hooks: HookRenderer,
     last_frame: Option<(u64, String)>,
+    palette: Palette,
+    spinner: Option<Spinner>,
+    /// The run's last `metrics` (its totals), for the closing line.
+    run_totals: Option<Value>,
 }
 
 impl FramePrinter {
-    pub fn new(format: OutputFormat) -> Self {
+    /// `colours`: the caller's wish (false with `NO_COLOR`); honoured only
+    /// when stdout is a terminal. The progress line needs stderr to be one.
+    pub fn new(format: OutputFormat, colours: bool) -> Self {
+        let pretty = format == OutputFormat::Pretty;
         FramePrinter {
             format,
             inside_delta_line: false,
             hooks: HookRenderer::default(),
             last_frame: None,
+            palette: Palette {
+                enabled: pretty && colours && std::io::stdout().is_terminal(),
+            },
+            spinner: (pretty && std::io::stderr().is_terminal()).then(Spinner::start),
+            run_totals: None,
+        }
+    }
+
+    fn follow_progress(&mut self, frame: &EventFrame) {
+        if frame.event_type == EventType::Metrics && frame.node_id.is_none() {
+            self.run_totals = frame.payload.clone();
+        }
+        let Some(spinner) = &self.spinner else {
+            return;
+        };
+        spinner.clear();
+        let executor = frame
+            .payload
+            .as_ref()
+            .and_then(|payload| payload.get("executorType"))
+            .and_then(Value::as_str);
+        if frame.event_type == EventType::NodeStart && executor != Some("human") {
+            let capability = frame
+                .payload
+                .as_ref()
+                .and_then(|payload| payload.get("capabilityId"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            spinner.show(format!(
+                "{} {capability} is working",
+                frame.node_id.as_deref().unwrap_or_default()
+            ));
         }
     }
 
@@ -30,7 +73,16 @@ impl FramePrinter {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
         for frame in frames {
+            if self.format == OutputFormat::Pretty {
+                self.follow_progress(frame);
+            }
             let _ = match self.format {
+                OutputFormat::Output => {
+                    if frame.event_type == EventType::Metrics && frame.node_id.is_none() {
+                        self.run_totals = frame.payload.clone();
+                    }
+                    Ok(())
+                }
                 OutputFormat::Ndjson => {
                     writeln!(out, "{}", serde_json::to_string(frame).unwrap_or_default())
                 }
@@ -81,11 +133,12 @@ impl FramePrinter {
         } else {
             String::new()
         };
+        let name = frame.event_type.as_str();
         writeln!(
             out,
             "{relayed}{:>4} {}{}{}",
             frame.id,
-            frame.event_type.as_str(),
+            self.palette.paint(name, style_of(name)),
             node,
             message
         )?;
@@ -131,6 +184,11 @@ impl FramePrinter {
                     shown
                 })
             }
+            EventType::NodeComplete => frame.payload.as_ref().map(node_figures),
+            EventType::Metrics if frame.node_id.is_none() => frame
+                .payload
+                .as_ref()
+                .map(|payload| format!("run totals: {}", totals_text(payload))),
             EventType::NodeStart => frame
                 .payload
                 .as_ref()
@@ -142,13 +200,26 @@ impl FramePrinter {
         };
         if let Some(detail) = detail {
             for line in detail.lines() {
-                writeln!(out, "      {line}")?;
+                writeln!(out, "      {}", self.palette.paint(line, Style::Quiet))?;
             }
         }
         Ok(())
     }
 
     pub fn finish(&mut self, status: RunStatus, output: Option<&Value>) {
+        if let Some(spinner) = self.spinner.take() {
+            drop(spinner);
+        }
+        if self.format == OutputFormat::Output {
+            // Only the validated output on stdout; how it ended is the exit code.
+            if let Some(output) = output {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(output).unwrap_or_default()
+                );
+            }
+            return;
+        }
         if self.format == OutputFormat::Hooks {
             // A run waiting for a person ends its hook stream too.
             if let (Some(event), Some((id, run_id))) =
@@ -166,7 +237,21 @@ impl FramePrinter {
         if self.inside_delta_line {
             let _ = writeln!(out);
         }
-        let _ = writeln!(out, "\nrun {}", status.as_str());
+        let style = match status {
+            RunStatus::Completed => Style::Good,
+            status if status.is_terminal() => Style::Bad,
+            _ => Style::Notice,
+        };
+        let totals = self
+            .run_totals
+            .as_ref()
+            .map(|totals| format!(" · {}", totals_text(totals)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "\nrun {}{totals}",
+            self.palette.paint(status.as_str(), style)
+        );
         if let Some(output) = output {
             let _ = writeln!(
                 out,
@@ -176,4 +261,55 @@ impl FramePrinter {
         }
         let _ = out.flush();
     }
+}
+
+/// `1.23 s · 772 tokens (720 in, 52 out) · $0.000139 · gpt-4o-mini`.
+fn node_figures(payload: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(millis) = payload.get("durationMs").and_then(Value::as_u64) {
+        parts.push(duration_text(millis));
+    }
+    parts.push(tokens_text(payload.get("usage")));
+    if let Some(cost) = payload.get("costUsd").and_then(Value::as_f64) {
+        parts.push(format!("${cost:.6}"));
+    }
+    if let Some(model) = payload.get("model").and_then(Value::as_str) {
+        parts.push(model.to_string());
+    }
+    parts.join(" · ")
+}
+
+fn tokens_text(usage: Option<&Value>) -> String {
+    let number = |key: &str| {
+        usage
+            .and_then(|usage| usage.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let cached = number("cached");
+    let cached = if cached > 0 {
+        format!(", {cached} cached")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} tokens ({} in, {} out{cached})",
+        number("total"),
+        number("prompt"),
+        number("completion")
+    )
+}
+
+/// A run's `metrics`: time, tokens, cost.
+fn totals_text(payload: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(millis) = payload.get("durationMs").and_then(Value::as_u64) {
+        parts.push(duration_text(millis));
+    }
+    parts.push(tokens_text(payload.get("tokens")));
+    match payload.get("costUsd").and_then(Value::as_f64) {
+        Some(cost) => parts.push(format!("${cost:.6}")),
+        None => parts.push("cost unknown".to_string()),
+    }
+    parts.join(" · ")
 }

@@ -55,6 +55,8 @@ pub struct Configuration {
     /// Print CloudWatch EMF lines of the counters on stdout: inside Lambda
     /// (`AWS_LAMBDA_FUNCTION_NAME` is set) or when `BATON_EMF=1`.
     pub emit_emf: bool,
+    /// `NO_COLOR` (any value): the CLI's pretty view prints no colours.
+    pub no_color: bool,
     /// `BATON_LOG`: tracing filter.
     pub log_filter: Option<String>,
     /// `AWS_LAMBDA_LOG_STREAM_NAME`: unique per Lambda instance; scopes node claims.
@@ -141,6 +143,7 @@ impl Configuration {
             webhook_secret: non_empty(read, "BATON_WEBHOOK_SECRET"),
             emit_emf: non_empty(read, "AWS_LAMBDA_FUNCTION_NAME").is_some()
                 || non_empty(read, "BATON_EMF").as_deref() == Some("1"),
+            no_color: non_empty(read, "NO_COLOR").is_some(),
             log_filter: non_empty(read, "BATON_LOG"),
             lambda_log_stream: non_empty(read, "AWS_LAMBDA_LOG_STREAM_NAME"),
         })

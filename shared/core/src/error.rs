@@ -40,3 +40,20 @@ impl CoreError {
         }
     }
 }
+
+/// `error` with its causes, `outer: inner: innermost` (a cause already in
+/// the text is not repeated): "error sending request" alone hides the
+/// "connection refused" underneath.
+pub fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}

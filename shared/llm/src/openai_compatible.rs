@@ -409,7 +409,7 @@ fn classify_transport_error(error: reqwest::Error) -> AttemptFailure {
     } else if error.is_decode() {
         AttemptFailure::Fatal(LlmError::UnexpectedResponse(error.to_string()))
     } else {
-        AttemptFailure::Transport(error.to_string())
+        AttemptFailure::Transport(baton_core::error::with_causes(&error))
     }
 }
 

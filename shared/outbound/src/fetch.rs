@@ -64,7 +64,7 @@ impl GuardedClient {
                 .resolve(&target.host, target.address)
                 .no_proxy()
                 .build()
-                .map_err(|error| OutboundRefusal::Transport(error.to_string()))?;
+                .map_err(|error| OutboundRefusal::Transport(with_causes(&error)))?;
             let mut request = client
                 .request(method.clone(), target.url.clone())
                 .headers(headers.clone());
@@ -74,7 +74,7 @@ impl GuardedClient {
             let response = request
                 .send()
                 .await
-                .map_err(|error| OutboundRefusal::Transport(error.to_string()))?;
+                .map_err(|error| OutboundRefusal::Transport(with_causes(&error)))?;
             let status = response.status();
             if status.is_redirection() {
                 let location = response
@@ -107,7 +107,8 @@ impl GuardedClient {
             let mut collected = Vec::new();
             let mut stream = response.bytes_stream();
             while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|error| OutboundRefusal::Transport(error.to_string()))?;
+                let chunk =
+                    chunk.map_err(|error| OutboundRefusal::Transport(with_causes(&error)))?;
                 if collected.len() + chunk.len() > limit {
                     return Err(OutboundRefusal::ResponseTooLarge(limit));
                 }
@@ -122,4 +123,21 @@ impl GuardedClient {
         }
         Err(OutboundRefusal::TooManyRedirects(self.policy.max_redirects))
     }
+}
+
+/// `error` with its causes (reqwest's own text hides "connection refused").
+/// This crate depends on no other Baton crate, so it keeps its own copy of
+/// `baton_core::error::with_causes`.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
