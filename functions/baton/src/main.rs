@@ -12,6 +12,7 @@ mod model_choice;
 mod output;
 mod people;
 mod progress;
+mod registry_check;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,6 +50,18 @@ pub enum OutputFormat {
     /// `--output-only`: nothing but the validated output (a JSON document).
     #[value(skip)]
     Output,
+}
+
+#[derive(Subcommand)]
+enum RegistryCommand {
+    /// Check a registry folder: every file against its JSON Schema, then
+    /// the registry as Baton loads it; each error names its file and JSON
+    /// path (exit 2).
+    Check {
+        /// The folder (default: `registry`).
+        #[arg(default_value = "registry")]
+        directory: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -180,6 +193,11 @@ enum Command {
         format: OutputFormat,
         #[command(subcommand)]
         command: Option<JudgeCommand>,
+    },
+    /// Work with a registry folder.
+    Registry {
+        #[command(subcommand)]
+        command: RegistryCommand,
     },
     /// Serve the HTTP API and SSE streams on localhost, with the step worker in-process.
     Serve {
@@ -357,6 +375,9 @@ fn main() -> ExitCode {
             Command::Judge { .. } => commands::invalid(
                 "baton judge: give a panel request (JSON), or `verify EVALUATION.json`",
             ),
+            Command::Registry {
+                command: RegistryCommand::Check { directory },
+            } => registry_check::check(&directory),
             Command::Serve {
                 store,
                 addr,

@@ -26,7 +26,7 @@ pub enum ConstraintLevel {
 }
 
 /// A truth about the final output, as a JSONLogic expression over it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConstraintSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,7 +38,7 @@ pub struct ConstraintSpec {
 }
 
 /// What a valid run result must look like.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OutputContract {
     /// Contract mode as the seed's sample sends it (`json_schema`); informative.

@@ -10,7 +10,7 @@ use crate::policies::TaskPolicies;
 use crate::schema::compile_schema;
 
 /// Run-level constraints.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvelopeConstraints {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -29,7 +29,7 @@ pub struct EnvelopeConstraints {
 }
 
 /// The canonical request payload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskEnvelope {
     pub objective: String,
@@ -78,18 +78,32 @@ pub(crate) fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
 impl TaskEnvelope {
     /// Parses envelope JSON text. Errors name the JSON path (`$.outputContract.schema`).
     pub fn parse_json_text(text: &str) -> Result<Self, CoreError> {
-        let deserializer = &mut serde_json::Deserializer::from_str(text);
-        let envelope: TaskEnvelope =
-            serde_path_to_error::deserialize(deserializer).map_err(|error| {
-                let path = normalise_serde_path(error.path());
-                invalid(path, error.inner().to_string())
-            })?;
-        envelope.check_semantics()?;
-        Ok(envelope)
+        let value: Value = serde_json::from_str(text).map_err(|error| {
+            invalid(
+                "$",
+                format!(
+                    "not JSON (line {}, column {}): {error}",
+                    error.line(),
+                    error.column()
+                ),
+            )
+        })?;
+        Self::parse_value(&value)
     }
 
     /// Parses an already-decoded JSON value.
     pub fn parse_value(value: &Value) -> Result<Self, CoreError> {
+        // A `$schema` (for editors) is not part of the envelope.
+        let stripped;
+        let value = match value.as_object() {
+            Some(fields) if fields.contains_key("$schema") => {
+                let mut fields = fields.clone();
+                fields.remove("$schema");
+                stripped = Value::Object(fields);
+                &stripped
+            }
+            _ => value,
+        };
         let envelope: TaskEnvelope = serde_path_to_error::deserialize(value).map_err(|error| {
             let path = normalise_serde_path(error.path());
             invalid(path, error.inner().to_string())

@@ -50,6 +50,7 @@ pub mod policies;
 pub mod pricing;
 pub mod redaction;
 pub mod registry;
+pub mod registry_schemas;
 pub mod run;
 pub mod schema;
 pub mod selection;

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 /// the judges are named here (with `config`), or the whole panel request
 /// (`{request, config}`, as `baton judge` takes it) arrives as the input facet
 /// `requestFacet`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PanelExecutor {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -43,8 +43,22 @@ fn registry_error(
 }
 
 fn parse_document<T: DeserializeOwned>(document: &RegistryDocument) -> Result<T, CoreError> {
-    let deserializer = &mut serde_json::Deserializer::from_str(&document.text);
-    serde_path_to_error::deserialize(deserializer).map_err(|error| {
+    let mut value: serde_json::Value = serde_json::from_str(&document.text).map_err(|error| {
+        registry_error(
+            &document.source_name,
+            "$",
+            format!(
+                "not JSON (line {}, column {}): {error}",
+                error.line(),
+                error.column()
+            ),
+        )
+    })?;
+    // The file's own `$schema` (for editors) is not part of the document.
+    if let Some(fields) = value.as_object_mut() {
+        fields.remove("$schema");
+    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
         let path = error.path().to_string();
         let path = if path == "." {
             "$".to_string()

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::schema::{SchemaViolation, ValidatorCache, collect_violations, compile_schema};
 
 /// One tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolDefinition {
     pub name: String,
@@ -26,7 +26,7 @@ pub struct ToolDefinition {
 }
 
 /// Who performs a tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum ToolExecutor {
     Http(HttpToolExecutor),
@@ -37,7 +37,7 @@ pub enum ToolExecutor {
 /// An HTTP endpoint. `url` may name arguments as `{argument}` (filled in,
 /// percent-encoded); the other arguments travel as the JSON body (or the
 /// query string for `GET`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpToolExecutor {
     pub method: String,
@@ -61,7 +61,7 @@ fn default_max_response_bytes() -> usize {
 /// Where a header's value comes from. Secret values never appear in the
 /// registry: they are read from the environment or the secret store when
 /// the call is made, and never written to frames or logs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged, deny_unknown_fields)]
 pub enum HeaderValueSource {
     Literal(String),
@@ -80,7 +80,7 @@ pub enum HeaderValueSource {
 }
 
 /// A Model Context Protocol server's tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct McpToolExecutor {
     pub server: McpServer,
@@ -90,7 +90,7 @@ pub struct McpToolExecutor {
 }
 
 /// How to reach an MCP server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "transport", rename_all = "snake_case", deny_unknown_fields)]
 pub enum McpServer {
     /// A child process speaking MCP on stdin/stdout (CLI and `baton serve`).
@@ -104,7 +104,7 @@ pub enum McpServer {
 }
 
 /// Operations of the orchestrator offered as tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BuiltinTool {
     /// Plans (and runs, drafts or has reviewed) a child run.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::consensus::{ConsensusAlgorithm, JudgeScore};
 
 /// A judge's track record.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Reputation {
     #[serde(default)]
@@ -22,7 +22,7 @@ pub struct Reputation {
 }
 
 /// What a judge is: its prompt and model.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JudgeCapabilities {
     #[serde(default)]
@@ -36,7 +36,7 @@ pub struct JudgeCapabilities {
 }
 
 /// One selected judge (`Agent`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Judge {
     pub id: String,
@@ -62,7 +62,7 @@ pub struct JudgmentRequest {
 }
 
 /// `OrchestratorConfig`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PanelConfig {
     pub max_discussion_rounds: u32,

@@ -1,0 +1,139 @@
+//! `baton registry check [DIR]`: every file of a registry folder against
+//! its JSON Schema (`registry/schemas/`, generated from the Rust types),
+//! every error with its file and JSON path; then, when the shapes hold,
+//! the registry loaded as Baton loads it (facets exist, schemas compile,
+//! prompt files are there, tools are known), the first error named the
+//! same way.
+
+use std::path::{Path, PathBuf};
+
+use baton_core::registry_schemas::{registry_file_schemas, schema_file_for_folder};
+use baton_core::schema::{compile_schema, json_path_for_pointer};
+use baton_runtime::RuntimeError;
+use serde_json::Value;
+
+use crate::commands::{EXIT_COMPLETED, EXIT_INVALID_INPUT};
+
+fn json_files(folder: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|path| path.extension().and_then(|e| e.to_str()) == Some("json"))
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// Every shape error of the folder's files: `file: $.path: message`.
+fn shape_errors(directory: &Path) -> (Vec<String>, usize) {
+    let schemas: std::collections::BTreeMap<&str, Value> =
+        registry_file_schemas().into_iter().collect();
+    let mut errors = Vec::new();
+    let mut checked = 0;
+    let mut targets: Vec<(PathBuf, &str)> = Vec::new();
+    for folder in ["capabilities", "facets", "tools"] {
+        if let Some(schema) = schema_file_for_folder(folder) {
+            for file in json_files(&directory.join(folder)) {
+                targets.push((file, schema));
+            }
+        }
+    }
+    let prices = directory.join("models.json");
+    if prices.exists() {
+        targets.push((prices, "models.schema.json"));
+    }
+    for (file, schema_name) in targets {
+        checked += 1;
+        let shown = file.display();
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(error) => {
+                errors.push(format!("{shown}: cannot be read: {error}"));
+                continue;
+            }
+        };
+        let document: Value = match serde_json::from_str(&text) {
+            Ok(document) => document,
+            Err(error) => {
+                errors.push(format!(
+                    "{shown}: $: not JSON (line {}, column {}): {error}",
+                    error.line(),
+                    error.column()
+                ));
+                continue;
+            }
+        };
+        let validator = match compile_schema(&schemas[schema_name], schema_name) {
+            Ok(validator) => validator,
+            Err(error) => {
+                errors.push(format!("{schema_name}: {error}"));
+                continue;
+            }
+        };
+        for error in validator.iter_errors(&document) {
+            let path = json_path_for_pointer("$", &error.instance_path().to_string());
+            errors.push(format!("{shown}: {path}: {error}"));
+        }
+    }
+    (errors, checked)
+}
+
+/// `baton registry check [DIR]`: exit 0 when the folder is a registry
+/// Baton loads, 2 with every error on stderr.
+pub fn check(directory: &Path) -> u8 {
+    if !directory.is_dir() {
+        eprintln!(
+            "baton registry check: {} is not a folder",
+            directory.display()
+        );
+        return EXIT_INVALID_INPUT;
+    }
+    let (errors, checked) = shape_errors(directory);
+    if !errors.is_empty() {
+        for error in &errors {
+            eprintln!("{error}");
+        }
+        eprintln!(
+            "baton registry check: {} error(s) in {} file(s) checked",
+            errors.len(),
+            checked
+        );
+        return EXIT_INVALID_INPUT;
+    }
+    match baton_runtime::registry_loader::load_registry(directory) {
+        Ok(registry) => {
+            println!(
+                "ok: {}: {} file(s) follow their schemas; {} capabilities, {} facets, {} tools, prices for {} models",
+                directory.display(),
+                checked,
+                registry.capabilities().count(),
+                registry.facets.len(),
+                registry.tools().count(),
+                registry.prices().models.len()
+            );
+            EXIT_COMPLETED
+        }
+        Err(RuntimeError::Registry(baton_core::CoreError::InvalidRegistry {
+            source_name,
+            path,
+            message,
+        })) => {
+            // Folder files are named by their path; root files by their name.
+            let file = if Path::new(&source_name).exists() {
+                PathBuf::from(&source_name)
+            } else {
+                directory.join(&source_name)
+            };
+            eprintln!("{}: {path}: {message}", file.display());
+            EXIT_INVALID_INPUT
+        }
+        Err(other) => {
+            eprintln!("{}: {other}", directory.display());
+            EXIT_INVALID_INPUT
+        }
+    }
+}
