@@ -16,7 +16,7 @@ pub const LISTED_OBJECTIVE_CHARS: usize = 200;
 pub const MAX_RUNS_PER_PAGE: usize = 100;
 
 /// One run in the list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunListing {
     pub run_id: String,
@@ -107,7 +107,7 @@ impl RunListQuery {
 }
 
 /// One page of the list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunListPage {
     pub runs: Vec<RunListing>,

@@ -16,6 +16,7 @@ pub mod error;
 mod humans;
 mod judge;
 pub mod listing;
+pub mod openapi;
 mod routes;
 pub mod snapshot;
 pub mod sse;

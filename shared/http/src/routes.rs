@@ -89,6 +89,10 @@ pub fn router(state: ApiState) -> Router {
         .nest("/api/v1/judge", judge_routes)
         .merge(Router::new().nest("/api/v1", chat_routes))
         .merge(crate::viewer::viewer_routes())
+        .route(
+            "/api/v1/flex/openapi.json",
+            get(crate::openapi::serve_document),
+        )
         .fallback(|| async {
             ApiError::new(
                 StatusCode::NOT_FOUND,

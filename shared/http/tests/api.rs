@@ -1284,3 +1284,147 @@ async fn the_runs_list_pages_newest_first_filters_by_status_and_names_bad_parame
         assert_eq!(body["error"]["details"]["parameter"], parameter, "{query}");
     }
 }
+
+/// The routes the router's source declares: `(method, path literal)`.
+fn declared_routes() -> Vec<(String, String)> {
+    let source_directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut routes = Vec::new();
+    for entry in std::fs::read_dir(source_directory).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for piece in text.split(".route(").skip(1) {
+            let Some(path) = piece
+                .trim_start()
+                .strip_prefix('"')
+                .and_then(|rest| rest.split('"').next())
+            else {
+                continue;
+            };
+            // The method routers of this `.route(…)` call: up to its closing parenthesis.
+            let mut depth = 1;
+            let mut end = piece.len();
+            for (at, character) in piece.char_indices() {
+                match character {
+                    '(' => depth += 1,
+                    ')' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = at;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let call = &piece[..end];
+            for method in ["get", "post", "put", "delete", "patch"] {
+                if call.contains(&format!(" {method}("))
+                    || call.contains(&format!("\n{method}("))
+                    || call.contains(&format!(",{method}("))
+                    || call.contains(&format!(".{method}("))
+                    || call.contains(&format!("({method}("))
+                {
+                    routes.push((method.to_string(), path.to_string()));
+                }
+            }
+        }
+    }
+    routes
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_openapi_document_matches_the_router_and_every_status_it_answers() {
+    let api = start_api().await;
+    let root = api.base.trim_end_matches("/api/v1/flex").to_string();
+    let document = baton_http::openapi::document();
+    // Served as generated, and checked in as generated.
+    let served: Value = api
+        .client
+        .get(format!("{}/openapi.json", api.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(served, document);
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/openapi.json");
+    let generated = format!("{}\n", serde_json::to_string_pretty(&document).unwrap());
+    if std::env::var("BATON_UPDATE_SCHEMAS").is_ok_and(|value| value == "1") {
+        std::fs::write(&file, &generated).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap_or_default(),
+        generated,
+        "docs/openapi.json differs from the generated document (rerun with BATON_UPDATE_SCHEMAS=1)"
+    );
+    assert_eq!(document["openapi"], "3.1.0");
+
+    // Every route the source declares is documented, with its method.
+    let operations = baton_http::openapi::operations();
+    let declared = declared_routes();
+    assert!(declared.len() >= 20, "{declared:?}");
+    for (method, literal) in &declared {
+        assert!(
+            operations.iter().any(|operation| operation.method == method
+                && operation.path.ends_with(literal.as_str())),
+            "{method} {literal} is served but not documented"
+        );
+    }
+    // Every documented operation is served, and answers only with statuses
+    // it documents: without a token, with a body that is not JSON, with an
+    // empty object, for a run that does not exist.
+    let mut observed_total = 0;
+    for operation in &operations {
+        let path = operation
+            .path
+            .replace("{run_id}", "run_nonexistent")
+            .replace("{evaluation_id}", "run_nonexistent")
+            .replace("{task_id}", "run_nonexistent:node_1")
+            .replace("{policy_id}", "gate")
+            .replace("{name}", "viewer.js");
+        let documented: Vec<u16> = operation
+            .answers
+            .iter()
+            .map(|answer| answer.status)
+            .collect();
+        for (token, body) in [
+            (None, None),
+            (Some(ACME_TOKEN), Some("{")),
+            (Some(ACME_TOKEN), Some("{}")),
+            (Some(ACME_TOKEN), None),
+        ] {
+            let mut request = api.client.request(
+                operation.method.to_uppercase().parse().unwrap(),
+                format!("{root}{path}"),
+            );
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
+            }
+            if let Some(body) = body {
+                request = request
+                    .header("content-type", "application/json")
+                    .body(body);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap_or_default();
+            assert_ne!(
+                status, 405,
+                "{} {path} is not served with that method",
+                operation.method
+            );
+            assert!(
+                !text.contains("route_not_found") || operation.path == "/viewer/{name}",
+                "{} {path} is not served",
+                operation.method
+            );
+            assert!(
+                documented.contains(&status),
+                "{} {path} answered {status} ({text}), documented: {documented:?}",
+                operation.method
+            );
+            observed_total += 1;
+        }
+    }
+    assert_eq!(observed_total, operations.len() * 4);
+}
