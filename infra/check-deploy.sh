@@ -5,7 +5,8 @@
 # only it) under a small Lambda Runtime API emulator (infra/runtime_api.py),
 # with the environment infra/template.yaml gives it, against DynamoDB and SQS
 # from moto:
-#   api      answers GET /api/v1/flex/capabilities with the registry's capabilities
+#   api      answers GET /api/v1/flex/capabilities with the registry's capabilities,
+#            and GET / with the run viewer's page
 #   ingest   accepts an envelope (a run is created, its planning step queued)
 #   step     handles that real planning message (plan_generated is committed)
 #   stream   streams that run's frames as SSE through a streamed response
@@ -114,6 +115,19 @@ capabilities = json.loads(response["body"])["capabilities"]
 expected = len([name for name in os.listdir("registry/capabilities") if name.endswith(".json")])
 assert len(capabilities) == expected, (len(capabilities), expected)
 print(f"check-deploy: api listed the {expected} registry capabilities", file=sys.stderr)
+PY
+
+# The run viewer is served by the same function, beside the API.
+invoke Api events/lambda/api-viewer-page.json >"$work/viewer.json"
+python3 - "$work/viewer.json" <<'PY'
+import json, sys
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response", answer
+response = answer["body"]
+assert response["statusCode"] == 200, response
+body = response["body"]
+assert "<title>Baton · run viewer</title>" in body, body[:200]
+print("check-deploy: api served the run viewer at /", file=sys.stderr)
 PY
 
 invoke Ingest events/lambda/ingest-sqs-event.json >"$work/ingest.json"

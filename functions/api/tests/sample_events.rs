@@ -1,5 +1,6 @@
 //! The sample events in `events/lambda/` (for `cargo lambda invoke
-//! --data-file`) are real Lambda HTTP events that reach the router's routes.
+//! --data-file`) are real Lambda HTTP events that reach the router's routes
+//! (the API's, and the run viewer's page at `/`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -18,6 +19,13 @@ fn sample_http_events_parse_as_lambda_requests_for_api_routes() {
         let text = std::fs::read_to_string(&path).unwrap();
         let request =
             lambda_http::request::from_str(&text).unwrap_or_else(|error| panic!("{name}: {error}"));
+        if name == "api-viewer-page.json" {
+            // The run viewer's page: served beside the API, without a token.
+            assert_eq!(request.uri().path(), "/", "{name}");
+            assert!(!request.headers().contains_key("authorization"), "{name}");
+            checked += 1;
+            continue;
+        }
         assert!(
             request.uri().path().starts_with("/api/v1/flex/"),
             "{name}: {}",

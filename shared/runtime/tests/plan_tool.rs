@@ -133,9 +133,12 @@ fn registry() -> Arc<Registry> {
     }
     let tool =
         std::fs::read_to_string(repository_path("registry/tools/agent_create_plan.json")).unwrap();
+    let mut tool: serde_json::Value = serde_json::from_str(&tool).unwrap();
+    // The file's `$schema` is for editors; the registry loader drops it too.
+    tool.as_object_mut().unwrap().remove("$schema");
     registry
         .add_tool(
-            serde_json::from_str(&tool).unwrap(),
+            serde_json::from_value(tool).unwrap(),
             "agent_create_plan.json",
         )
         .unwrap();
