@@ -51,6 +51,9 @@ pub struct Configuration {
     pub outbound_http_hosts: String,
     /// `BATON_WEBHOOK_SECRET`: signs every `callbackUrl` delivery
     /// (HMAC-SHA256); without it no webhook is sent.
+    /// `BATON_EVENT_BUS`: announce runs that end or park on this
+    /// EventBridge bus (name or ARN).
+    pub event_bus: Option<String>,
     pub webhook_secret: Option<String>,
     /// Print CloudWatch EMF lines of the counters on stdout: inside Lambda
     /// (`AWS_LAMBDA_FUNCTION_NAME` is set) or when `BATON_EMF=1`.
@@ -141,6 +144,7 @@ impl Configuration {
             agent_session_limit,
             outbound_http_hosts: non_empty(read, "BATON_OUTBOUND_HTTP_HOSTS").unwrap_or_default(),
             webhook_secret: non_empty(read, "BATON_WEBHOOK_SECRET"),
+            event_bus: non_empty(read, "BATON_EVENT_BUS"),
             emit_emf: non_empty(read, "AWS_LAMBDA_FUNCTION_NAME").is_some()
                 || non_empty(read, "BATON_EMF").as_deref() == Some("1"),
             no_color: non_empty(read, "NO_COLOR").is_some(),

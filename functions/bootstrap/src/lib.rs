@@ -176,6 +176,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         planner: configuration.planner,
         human_task_timeout: configuration.human_task_timeout,
         agent_session_limit: configuration.agent_session_limit,
+        announce_to_event_bus: configuration.event_bus.is_some(),
         stream_deltas,
         delta_flush_interval,
         ..defaults

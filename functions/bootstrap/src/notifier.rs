@@ -1,8 +1,9 @@
 //! The completion notifier of the processes that perform steps (the step
-//! function, the CLI): the envelope's `callbackUrl` gets the notification
+//! function, the CLI): the notification goes on the EventBridge bus
+//! `BATON_EVENT_BUS` when one is set, and to the envelope's `callbackUrl`
 //! POSTed, signed with `BATON_WEBHOOK_SECRET`, through the outbound guard.
-//! The event bus is not wired yet: `announce_to_event_bus` stays false, so
-//! no delivery asks for it; one that does is refused by name.
+//! Both in one attempt: when the webhook fails after the bus took the
+//! event, the retry announces it again (same `deliveryId`).
 
 use std::sync::Arc;
 
@@ -17,37 +18,56 @@ use crate::config::Configuration;
 pub struct WebhookNotifier {
     sender: WebhookSender,
     clock: Arc<dyn Clock>,
+    event_bus: Option<baton_aws::event_bus::EventBridgeBus>,
 }
 
 impl WebhookNotifier {
     pub fn new(sender: WebhookSender, clock: Arc<dyn Clock>) -> Self {
-        WebhookNotifier { sender, clock }
+        WebhookNotifier {
+            sender,
+            clock,
+            event_bus: None,
+        }
+    }
+
+    /// Also announces on `bus`.
+    pub fn with_event_bus(mut self, bus: baton_aws::event_bus::EventBridgeBus) -> Self {
+        self.event_bus = Some(bus);
+        self
     }
 
     /// From the configuration: the secret and the hosts plain http may reach.
     pub fn from_configuration(configuration: &Configuration, clock: Arc<dyn Clock>) -> Self {
-        WebhookNotifier::new(
+        let notifier = WebhookNotifier::new(
             WebhookSender::new(
                 &configuration.outbound_http_hosts,
                 Arc::new(SystemResolver),
                 configuration.webhook_secret.clone(),
             ),
             clock,
-        )
+        );
+        match &configuration.event_bus {
+            Some(bus) => notifier.with_event_bus(baton_aws::event_bus::EventBridgeBus::new(bus)),
+            None => notifier,
+        }
     }
 }
 
 #[async_trait::async_trait]
 impl CompletionNotifier for WebhookNotifier {
     async fn deliver(&self, delivery: &NotificationDelivery) -> Result<(), String> {
+        let detail = serde_json::to_value(&delivery.notification)
+            .map_err(|error| format!("the notification cannot be encoded: {error}"))?;
         if delivery.to_event_bus {
-            return Err("no event bus is wired in this process".into());
+            let Some(bus) = &self.event_bus else {
+                return Err("no event bus is configured in this process (BATON_EVENT_BUS)".into());
+            };
+            bus.put(&delivery.notification.event_type, &detail).await?;
         }
         let Some(url) = &delivery.callback_url else {
             return Ok(());
         };
-        let body = serde_json::to_vec(&delivery.notification)
-            .map_err(|error| format!("the notification cannot be encoded: {error}"))?;
+        let body = detail.to_string().into_bytes();
         self.sender
             .post(
                 url,

@@ -38,6 +38,8 @@
 mod attributes;
 pub mod capability_directory;
 pub mod dynamodb;
+#[cfg(feature = "event-bus")]
+pub mod event_bus;
 mod event_log;
 mod open_items;
 mod outbox_items;
