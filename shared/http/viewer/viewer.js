@@ -310,7 +310,9 @@ async function follow(view) {
   try {
     await followRun(view.runId, view.lastId, (frame) => {
       apply(view, frame);
-      render(view);
+      // Model text arrives in many small frames; the page shows no text, so
+      // they only count (the next other frame redraws).
+      if (frame.type !== "delta") render(view);
       if (["node_complete", "node_error", "complete", "error", "hitl_request", "plan_generated", "plan_updated"].includes(frame.type)) soon();
     }, view.abort.signal);
   } catch (error) {

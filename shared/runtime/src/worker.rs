@@ -262,7 +262,29 @@ pub struct IngestMessage {
     pub envelope: serde_json::Value,
 }
 
-/// The ingest function's use case: submits each record's envelope. Returns
+impl IngestMessage {
+    /// The message in a record's body: `{tenantId, envelope}` itself, or an
+    /// EventBridge event (`detail-type`, `detail`) whose `detail` is one (a
+    /// rule routing events to the queue delivers the whole event).
+    pub fn from_body(body: &str) -> Result<Self, serde_json::Error> {
+        let value: serde_json::Value = serde_json::from_str(body)?;
+        let is_event = value
+            .get("detail-type")
+            .is_some_and(serde_json::Value::is_string)
+            && value
+                .get("detail")
+                .is_some_and(serde_json::Value::is_object);
+        match value {
+            serde_json::Value::Object(mut event) if is_event => {
+                serde_json::from_value(event.remove("detail").unwrap_or_default())
+            }
+            other => serde_json::from_value(other),
+        }
+    }
+}
+
+/// The ingest function's use case: submits each record's envelope (a
+/// message, or an EventBridge event carrying one as its `detail`). Returns
 /// the ids to report as failed: after the queue's bound they reach its
 /// dead-letter queue, so an invalid submission is kept for inspection,
 /// never silently dropped.
@@ -272,7 +294,7 @@ pub async fn process_ingest_batch(
 ) -> Vec<String> {
     let mut failed = Vec::new();
     for (message_id, body) in records {
-        let submitted = match serde_json::from_str::<IngestMessage>(&body) {
+        let submitted = match IngestMessage::from_body(&body) {
             Ok(message) => runs.submit(&message.tenant_id, &message.envelope).await,
             Err(error) => {
                 tracing::error!(%message_id, %error, "ingest message is not {{tenantId, envelope}}");
