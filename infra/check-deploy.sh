@@ -72,6 +72,8 @@ invoke() {
   cp "$work/build/${function}Function/bootstrap" "$directory/task/bootstrap"
   api_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
   answer="$directory/answer.json"
+  # A function invoked twice (api: the API, then the viewer) answers afresh.
+  rm -f "$answer" "$answer.stream"
   python3 infra/runtime_api.py "$api_port" "$event" "$answer" &
   pid_api=$!
   # The function's first call is to the Runtime API: wait until it listens.
