@@ -26,16 +26,9 @@ async fn ended_and_parked_runs_are_announced_on_the_bus() {
     let queue_url = create_unique_queue(&configuration, "baton-announced", None)
         .await
         .unwrap();
-    let queue_arn = sqs
-        .get_queue_attributes()
-        .queue_url(&queue_url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
+    let queue_arn = moto_server::queue_arn(&configuration, &queue_url)
         .await
-        .unwrap()
-        .attributes
-        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-        .clone();
+        .unwrap();
     let rule = unique_name("baton-runs");
     events
         .put_rule()

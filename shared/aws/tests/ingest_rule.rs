@@ -54,16 +54,9 @@ async fn a_requested_run_event_reaches_the_ingest_queue_as_an_ingest_message() {
     let queue_url = moto_server::create_unique_queue(&configuration, "ingest", None)
         .await
         .unwrap();
-    let queue_arn = sqs
-        .get_queue_attributes()
-        .queue_url(&queue_url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
-        .send()
+    let queue_arn = moto_server::queue_arn(&configuration, &queue_url)
         .await
-        .unwrap()
-        .attributes
-        .unwrap()[&aws_sdk_sqs::types::QueueAttributeName::QueueArn]
-        .clone();
+        .unwrap();
     let rule = moto_server::unique_name("ingest-rule");
     events
         .put_rule()

@@ -136,7 +136,7 @@ function editor(rawSchema, path, title, required) {
 }
 
 /** Puts `value`'s scalars back into a rebuilt editor (after renumbering). */
-function fill(element, value, path = null) {
+function fill(element, value) {
   const fields = element.querySelectorAll("[data-path]");
   const root = element.getAttribute("data-path");
   for (const field of fields) {
@@ -148,7 +148,6 @@ function fill(element, value, path = null) {
     else if (field.tagName === "SELECT") field.value = JSON.stringify(found);
     else field.value = String(found);
   }
-  return path;
 }
 
 /** The form of `outputSchema`; `read()` gives the output object. */

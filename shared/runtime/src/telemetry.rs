@@ -306,14 +306,15 @@ impl ObservedRunStore {
         self
     }
 
-    fn observe(&self, state: Option<&RunState>, events: &[EventDraft]) {
-        let seen = observations(state, events);
+    /// Counts what a write that succeeded showed (read off its frames
+    /// before the write took them, so none is copied).
+    fn record(&self, seen: &[Observation]) {
         if seen.is_empty() {
             return;
         }
-        self.counters.record(&seen);
+        self.counters.record(seen);
         if let Some(sink) = &self.sink {
-            sink(&seen);
+            sink(seen);
         }
     }
 }
@@ -333,10 +334,7 @@ impl RunStore for ObservedRunStore {
             .create_run(state, events, outbox, idempotency_key)
             .await?;
         if outcome == CreateOutcome::Created {
-            self.counters.record(&observed);
-            if let Some(sink) = &self.sink {
-                sink(&observed);
-            }
+            self.record(&observed);
         }
         Ok(outcome)
     }
@@ -356,13 +354,13 @@ impl RunStore for ObservedRunStore {
         claim: NodeClaim<'_>,
         events: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError> {
-        let copy = events.clone();
+        let observed = observations(None, &events);
         let outcome = self
             .inner
             .claim_node(tenant_id, run_id, claim, events)
             .await?;
         if outcome == ClaimOutcome::Claimed {
-            self.observe(None, &copy);
+            self.record(&observed);
         }
         Ok(outcome)
     }
@@ -388,10 +386,7 @@ impl RunStore for ObservedRunStore {
     ) -> Result<u64, StoreError> {
         let observed = observations(Some(&commit.state), &commit.events);
         let version = self.inner.commit_step(tenant_id, run_id, commit).await?;
-        self.counters.record(&observed);
-        if let Some(sink) = &self.sink {
-            sink(&observed);
-        }
+        self.record(&observed);
         Ok(version)
     }
 
@@ -401,13 +396,10 @@ impl RunStore for ObservedRunStore {
         run_id: &str,
         events: Vec<EventDraft>,
     ) -> Result<u64, StoreError> {
-        let relevant: Vec<EventDraft> = events
-            .iter()
-            .filter(|event| event.event_type != EventType::Delta)
-            .cloned()
-            .collect();
+        // Deltas count nothing (`observations` skips them).
+        let observed = observations(None, &events);
         let sequence = self.inner.append_events(tenant_id, run_id, events).await?;
-        self.observe(None, &relevant);
+        self.record(&observed);
         Ok(sequence)
     }
 

@@ -131,6 +131,31 @@ pub async fn create_unique_queue(
         .ok_or_else(|| format!("moto returned no URL for queue {prefix}"))
 }
 
+/// The ARN of the queue at `queue_url` (a rule's target names queues by ARN).
+pub async fn queue_arn(
+    configuration: &aws_config::SdkConfig,
+    queue_url: &str,
+) -> Result<String, String> {
+    let attributes = aws_sdk_sqs::Client::new(configuration)
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|error| {
+            format!(
+                "reading the ARN of {queue_url}: {}",
+                aws_sdk_sqs::error::DisplayErrorContext(error)
+            )
+        })?
+        .attributes
+        .unwrap_or_default();
+    attributes
+        .get(&aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+        .cloned()
+        .ok_or_else(|| format!("moto returned no ARN for {queue_url}"))
+}
+
 /// A name no other test uses (tables and queues are per test: moto slows down as they grow).
 pub fn unique_name(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
