@@ -18,6 +18,8 @@ pub struct SqsRecord {
     pub body: String,
     /// What `ChangeMessageVisibility` needs to make the record visible again soon.
     pub receipt_handle: Option<String>,
+    /// `ApproximateReceiveCount`: how many times SQS delivered it (1 when absent).
+    pub receive_count: u32,
 }
 
 /// One invocation's records and its deadline.
@@ -68,6 +70,11 @@ pub fn sqs_records(event: aws_lambda_events::event::sqs::SqsEvent) -> Vec<SqsRec
                 message_id: record.message_id?,
                 body: record.body.unwrap_or_default(),
                 receipt_handle: record.receipt_handle,
+                receive_count: record
+                    .attributes
+                    .get("ApproximateReceiveCount")
+                    .and_then(|count| count.parse().ok())
+                    .unwrap_or(1),
             })
         })
         .collect()
@@ -105,17 +112,27 @@ mod tests {
             serde_json::from_value(serde_json::json!({
                 "Records": [
                     {"messageId": "a", "body": "{}"},
+                    {"messageId": "b", "body": "{}", "attributes": {"ApproximateReceiveCount": "3"}},
                     {"body": "no id"}
                 ]
             }))
             .unwrap_or_default();
         assert_eq!(
             sqs_records(event),
-            vec![SqsRecord {
-                message_id: "a".into(),
-                body: "{}".into(),
-                receipt_handle: None,
-            }]
+            vec![
+                SqsRecord {
+                    message_id: "a".into(),
+                    body: "{}".into(),
+                    receipt_handle: None,
+                    receive_count: 1,
+                },
+                SqsRecord {
+                    message_id: "b".into(),
+                    body: "{}".into(),
+                    receipt_handle: None,
+                    receive_count: 3,
+                }
+            ]
         );
     }
 }

@@ -27,6 +27,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 message_id: record.message_id,
                 body: record.body,
                 receipt: record.receipt_handle,
+                receive_count: record.receive_count,
             })
             .collect();
         let batch = QueueBatch {

@@ -244,10 +244,7 @@ impl RunStore for DynamoRunStore {
             .expression_attribute_values(":me", s(claim.worker_id))
             .build()
             .map_err(unavailable)?;
-        let mut leading = vec![TransactWriteItem::builder().put(lease).build()];
-        if let Some(message_id) = claim.consumed_message_id {
-            leading.push(self.consume_outbox_entry(&pk, message_id)?);
-        }
+        let leading = vec![TransactWriteItem::builder().put(lease).build()];
         match self
             .append_with(tenant_id, run_id, events_on_claim, leading)
             .await?
@@ -276,6 +273,42 @@ impl RunStore for DynamoRunStore {
                     lease_expires_at: Instant::from_unix_millis(expires),
                 })
             }
+        }
+    }
+
+    async fn renew_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+    ) -> Result<bool, StoreError> {
+        let renewed = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(run_pk(tenant_id, run_id)))
+            .key(
+                "sk",
+                s(format!("LEASE#{}#{:06}", claim.node_id, claim.attempt)),
+            )
+            .update_expression("SET leaseExpiresAt = :until")
+            .condition_expression("claimant = :me")
+            .expression_attribute_values(":until", n(claim.lease_expires_at.unix_millis()))
+            .expression_attribute_values(":me", s(claim.worker_id))
+            .send()
+            .await;
+        match renewed {
+            Ok(_) => Ok(true),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                error,
+            ))),
         }
     }
 

@@ -120,6 +120,15 @@ impl RunStore for CountingStore {
         self.1.add("store.pending_outbox");
         self.0.pending_outbox(tenant, run).await
     }
+    async fn renew_claim(
+        &self,
+        tenant: &str,
+        run: &str,
+        claim: NodeClaim<'_>,
+    ) -> Result<bool, StoreError> {
+        self.1.add("store.renew_claim");
+        self.0.renew_claim(tenant, run, claim).await
+    }
     async fn release_claim(
         &self,
         tenant: &str,

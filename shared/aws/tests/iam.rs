@@ -303,6 +303,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
                 message_id: "node".into(),
                 body: serde_json::to_string(&node.message).unwrap(),
                 receipt: Some(node.receipt.clone()),
+                receive_count: node.receive_count,
             }],
             deadline: Some(SystemClock.now().plus(Duration::from_millis(500))),
             redelivery: Some(slow.queue.as_ref()),
@@ -337,13 +338,18 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         worker_id: claimant,
         now,
         lease_expires_at: now.plus(Duration::from_secs(60)),
-        consumed_message_id: None,
     };
     assert_eq!(
         RunStore::claim_node(store, "t", &run.run_id, claim("first"), vec![frame()])
             .await
             .unwrap(),
         ClaimOutcome::Claimed
+    );
+    // The heartbeat of a long capability call.
+    assert!(
+        RunStore::renew_claim(store, "t", &run.run_id, claim("first"))
+            .await
+            .unwrap()
     );
     assert!(matches!(
         RunStore::claim_node(store, "t", &run.run_id, claim("twin"), vec![])

@@ -234,6 +234,16 @@ pub struct RunState {
 }
 
 impl RunState {
+    /// The child runs this run's agent sessions wait for: started by a tool
+    /// call and not yet reported ended. Cancelling the run cancels them.
+    pub fn awaited_child_runs(&self) -> Vec<String> {
+        self.sessions
+            .values()
+            .flat_map(|session| &session.pending)
+            .filter_map(|call| call.child_run_id.clone())
+            .collect()
+    }
+
     /// The current plan's version; 0 before a plan exists.
     pub fn plan_version(&self) -> u32 {
         self.plan.as_ref().map_or(0, |plan| plan.plan_version)

@@ -355,7 +355,6 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         worker_id: claimant,
         now: Instant::from_unix_millis(now),
         lease_expires_at: Instant::from_unix_millis(now + 1_000),
-        consumed_message_id: Some(follow_up.message_id.as_str()),
     };
     let won = store
         .claim_node(
@@ -368,13 +367,13 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .map_err(failed)?;
     check(won == ClaimOutcome::Claimed, "the first claim wins")?;
     check(
-        !store
+        store
             .pending_outbox(&tenant, &run_id)
             .await
             .map_err(failed)?
             .iter()
             .any(|m| m.message_id == follow_up.message_id),
-        "the claim consumed the handled message's entry",
+        "the claim leaves the handled message's entry (only the commit consumes it)",
     )?;
     let lost = store
         .claim_node(
@@ -393,6 +392,32 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         ),
         "a twin claim within the lease loses",
     )?;
+    check(
+        store
+            .renew_claim(&tenant, &run_id, claim("worker-a", 10_800))
+            .await
+            .map_err(failed)?,
+        "the holder renews its lease",
+    )?;
+    check(
+        !store
+            .renew_claim(&tenant, &run_id, claim("worker-b", 10_800))
+            .await
+            .map_err(failed)?,
+        "a rival cannot renew a lease it does not hold",
+    )?;
+    let renewed = store
+        .claim_node(&tenant, &run_id, claim("worker-b", 11_500), vec![])
+        .await
+        .map_err(failed)?;
+    check(
+        matches!(
+            renewed,
+            ClaimOutcome::HeldByOther { lease_expires_at }
+                if lease_expires_at == Instant::from_unix_millis(11_800)
+        ),
+        "a renewed lease holds past its first expiry",
+    )?;
     let after_claims = store
         .read_events(&tenant, &run_id, 6, 10)
         .await
@@ -408,6 +433,13 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     check(
         expired == ClaimOutcome::Claimed,
         "an expired lease can be claimed again",
+    )?;
+    check(
+        !store
+            .renew_claim(&tenant, &run_id, claim("worker-a", 20_100))
+            .await
+            .map_err(failed)?,
+        "a lease taken over cannot be renewed by its former holder",
     )?;
     store
         .release_claim(&tenant, &run_id, "node_1", 1, "worker-a")

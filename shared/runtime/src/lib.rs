@@ -23,6 +23,7 @@ pub mod capability_cache;
 pub mod clock;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+pub mod disposition;
 pub mod error;
 #[cfg(any(test, feature = "testing"))]
 pub mod fault_injection;

@@ -198,13 +198,28 @@ impl RunStore for InMemoryRunStore {
                 expires_at_millis: claim.lease_expires_at.unix_millis(),
             },
         );
-        if let Some(message_id) = claim.consumed_message_id {
-            record.outbox.remove(message_id);
-        }
         record.append(events_on_claim);
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(ClaimOutcome::Claimed)
+    }
+
+    async fn renew_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+    ) -> Result<bool, StoreError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables.run_mut(tenant_id, run_id)?;
+        let key = (claim.node_id.to_string(), claim.attempt);
+        match record.leases.get_mut(&key) {
+            Some(lease) if lease.worker_id == claim.worker_id => {
+                lease.expires_at_millis = claim.lease_expires_at.unix_millis();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     async fn release_claim(

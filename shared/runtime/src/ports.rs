@@ -49,9 +49,6 @@ pub struct NodeClaim<'a> {
     pub worker_id: &'a str,
     pub now: Instant,
     pub lease_expires_at: Instant,
-    /// The step message being handled: its outbox entry is consumed in the
-    /// same write as the claim (no separate "sent" mark on the hot path).
-    pub consumed_message_id: Option<&'a str>,
 }
 
 /// What one step commits, in one conditional write.
@@ -72,7 +69,8 @@ pub struct StepCommit {
 ///
 /// Outbox lifecycle: an entry is written by the commit that decides the
 /// step, sent by the relay (no store write), and consumed (removed) by the
-/// claim or commit of the step that handles it. An entry still there after
+/// commit of the step that handles it, never earlier: a worker that dies
+/// after claiming a node leaves the entry, so the step is driven again. An entry still there after
 /// a while was lost between commit and send, or is waiting in a backlog: the
 /// sweeper (and a stale delivery of the same run) re-sends it once and marks
 /// it with `mark_outbox_sent` so it is not re-sent again.
@@ -95,6 +93,9 @@ pub trait RunStore: Send + Sync {
     ) -> Result<Option<StoredRun>, StoreError>;
 
     /// Claims an attempt with a lease; on success appends `events_on_claim`.
+    /// A lease held by another claimant is taken over once it has expired,
+    /// or at once when the store can prove its claimant is gone (SQLite: the
+    /// claimant's process no longer holds its lock file).
     async fn claim_node(
         &self,
         tenant_id: &str,
@@ -114,6 +115,16 @@ pub trait RunStore: Send + Sync {
         attempt: u32,
         claimant: &str,
     ) -> Result<(), StoreError>;
+
+    /// Extends a claim this claimant holds to `lease_expires_at` (the
+    /// heartbeat while its capability runs). `false` when the claimant no
+    /// longer holds it (released, or taken over after it expired).
+    async fn renew_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+    ) -> Result<bool, StoreError>;
 
     /// One transaction: new state, events (contiguous sequence numbers),
     /// version + 1 (conditional on `commit.expected_version`), outbox

@@ -365,6 +365,15 @@ impl RunStore for ObservedRunStore {
         Ok(outcome)
     }
 
+    async fn renew_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+    ) -> Result<bool, StoreError> {
+        self.inner.renew_claim(tenant_id, run_id, claim).await
+    }
+
     async fn release_claim(
         &self,
         tenant_id: &str,

@@ -14,38 +14,59 @@ use crate::memory::InMemoryStepQueue;
 use crate::ports::{ReceivedStep, StepQueue};
 use crate::services::{RunService, StepOutcome, StepService};
 
-/// Deliveries after which a failing message is dropped (the SQS DLQ bound).
-pub const MAX_RECEIVES_BEFORE_DEAD_LETTER: u32 = 5;
+pub use crate::disposition::{
+    MAX_RECEIVES_BEFORE_DEAD_LETTER, REDELIVER_AFTER_DEADLINE, StepDisposition, step_disposition,
+};
 
-/// Performs one received message and acknowledges or releases it.
+/// Performs one received message and does with it what
+/// [`step_disposition`] says. There is no dead-letter queue behind a
+/// long-running worker's queue: a message failed for good is logged as an
+/// error and removed.
 pub async fn process_received_step(
     steps: &StepService,
     queue: &dyn StepQueue,
     received: ReceivedStep,
 ) -> Result<StepOutcome, RuntimeError> {
     let outcome = steps.handle(&received.message).await;
-    match &outcome {
-        Ok(StepOutcome::Busy { retry_after }) => {
-            queue.release(&received.receipt, *retry_after).await?;
-        }
-        Ok(StepOutcome::NotYetDue { remaining }) => {
-            queue.send_delayed(&received.message, *remaining).await?;
+    let disposition = step_disposition(&outcome, received.receive_count);
+    log_disposition(
+        &outcome,
+        disposition,
+        &received.message.message_id,
+        received.receive_count,
+    );
+    match disposition {
+        StepDisposition::Acknowledge | StepDisposition::DeadLetter => {
             queue.acknowledge(&received.receipt).await?;
         }
-        Ok(_) => queue.acknowledge(&received.receipt).await?,
-        Err(error)
-            if error.is_retryable() && received.receive_count < MAX_RECEIVES_BEFORE_DEAD_LETTER =>
-        {
-            tracing::warn!(%error, receive_count = received.receive_count, "step failed; releasing for redelivery");
-            let backoff = Duration::from_millis(50 * u64::from(received.receive_count));
-            queue.release(&received.receipt, backoff).await?;
-        }
-        Err(error) => {
-            tracing::error!(%error, message_id = %received.message.message_id, "step failed for good; dropping the message");
+        StepDisposition::Release { after } => queue.release(&received.receipt, after).await?,
+        StepDisposition::Defer { remaining } => {
+            queue.send_delayed(&received.message, remaining).await?;
             queue.acknowledge(&received.receipt).await?;
         }
     }
     outcome
+}
+
+/// One log line for a delivery that did not simply succeed.
+fn log_disposition(
+    outcome: &Result<StepOutcome, RuntimeError>,
+    disposition: StepDisposition,
+    message_id: &str,
+    receive_count: u32,
+) {
+    let Err(error) = outcome else {
+        return;
+    };
+    match disposition {
+        StepDisposition::DeadLetter => {
+            tracing::error!(%error, %message_id, receive_count, "step failed for good; dead-lettering the message");
+        }
+        StepDisposition::Release { after } => {
+            tracing::warn!(%error, %message_id, receive_count, retry_in_millis = after.as_millis(), "step failed; releasing it for redelivery");
+        }
+        StepDisposition::Acknowledge | StepDisposition::Defer { .. } => {}
+    }
 }
 
 /// Receives and performs steps until `shutdown` resolves (`baton serve`,
@@ -92,6 +113,9 @@ pub struct QueuedRecord {
     pub body: String,
     /// The queue's handle for making the record visible again early.
     pub receipt: Option<String>,
+    /// How many times the queue has delivered it (SQS's
+    /// `ApproximateReceiveCount`; 1 when unknown).
+    pub receive_count: u32,
 }
 
 /// A queue-triggered invocation: its records, its deadline, and the queue
@@ -101,9 +125,6 @@ pub struct QueueBatch<'a> {
     pub deadline: Option<Instant>,
     pub redelivery: Option<&'a dyn StepQueue>,
 }
-
-/// A record that ran out of invocation time is visible again this soon.
-pub const REDELIVER_AFTER_DEADLINE: Duration = Duration::from_secs(2);
 
 /// One batch as a queue-triggered function receives it: `(message id, body)`
 /// pairs, performed concurrently, with no deadline. See [`process_step_queue_batch`].
@@ -117,6 +138,7 @@ pub async fn process_step_batch(
             message_id,
             body,
             receipt: None,
+            receive_count: 1,
         })
         .collect();
     process_step_queue_batch(
@@ -130,12 +152,13 @@ pub async fn process_step_batch(
     .await
 }
 
-/// Performs a batch concurrently before its deadline. Returns the ids to
-/// report as failed, which the queue redelivers (and dead-letters after its
-/// bound): malformed bodies, steps whose node another worker holds, steps
-/// that errored, and steps that ran out of time. The last are made visible
-/// again after [`REDELIVER_AFTER_DEADLINE`] instead of the queue's
-/// visibility timeout (their claim was released).
+/// Performs a batch concurrently before its deadline and does with each
+/// record what [`step_disposition`] says. Returns the ids to report as
+/// failed, which the queue redelivers (and dead-letters after its bound).
+/// A released record (busy node, retryable failure, out of time) is also
+/// made visible again after its delay through `redelivery`, instead of
+/// waiting out the queue's visibility timeout; a malformed body or a step
+/// failed for good is reported failed and left to the dead-letter queue.
 pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>) -> Vec<String> {
     let QueueBatch {
         records,
@@ -147,19 +170,32 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
             message_id,
             body,
             receipt,
+            receive_count,
         } = record;
         let message: baton_core::run::StepMessage = match serde_json::from_str(&body) {
             Ok(message) => message,
             Err(error) => {
-                tracing::error!(%message_id, %error, "step message body is not a StepMessage");
+                tracing::error!(%message_id, %error, "step message body is not a StepMessage; dead-lettering it");
                 return Some(message_id);
             }
         };
-        match steps.handle_before(&message, deadline).await {
-            Ok(StepOutcome::Busy { .. }) => Some(message_id),
-            // A timer that came early goes back with its remaining delay
-            // (a new message); without a queue to send it, it is redelivered.
-            Ok(StepOutcome::NotYetDue { remaining }) => match redelivery {
+        let outcome = steps.handle_before(&message, deadline).await;
+        let disposition = step_disposition(&outcome, receive_count);
+        log_disposition(&outcome, disposition, &message_id, receive_count);
+        match disposition {
+            StepDisposition::Acknowledge => None,
+            StepDisposition::DeadLetter => Some(message_id),
+            StepDisposition::Release { after } => {
+                if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
+                    && let Err(release_error) = queue.release(receipt, after).await
+                {
+                    tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after the queue's timeout");
+                }
+                Some(message_id)
+            }
+            // A new message carries the remaining delay; without a queue to
+            // send it, the record itself is redelivered.
+            StepDisposition::Defer { remaining } => match redelivery {
                 Some(queue) => match queue.send_delayed(&message, remaining).await {
                     Ok(()) => None,
                     Err(error) => {
@@ -169,21 +205,6 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
                 },
                 None => Some(message_id),
             },
-            Ok(_) => None,
-            Err(error @ RuntimeError::DeadlineExceeded { .. }) => {
-                tracing::warn!(%message_id, %error, "step out of time; redelivering it soon");
-                if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
-                    && let Err(release_error) =
-                        queue.release(receipt, REDELIVER_AFTER_DEADLINE).await
-                {
-                    tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after the queue's timeout");
-                }
-                Some(message_id)
-            }
-            Err(error) => {
-                tracing::warn!(%message_id, %error, retryable = error.is_retryable(), "step failed; reporting it for redelivery");
-                Some(message_id)
-            }
         }
     });
     futures_util::future::join_all(handled)

@@ -406,6 +406,14 @@ impl RunStore for FlakyCommitStore {
     ) -> Result<baton_runtime::ports::ClaimOutcome, baton_runtime::error::StoreError> {
         self.inner.claim_node(tenant, run, claim, events).await
     }
+    async fn renew_claim(
+        &self,
+        tenant: &str,
+        run: &str,
+        claim: baton_runtime::ports::NodeClaim<'_>,
+    ) -> Result<bool, baton_runtime::error::StoreError> {
+        self.inner.renew_claim(tenant, run, claim).await
+    }
     async fn release_claim(
         &self,
         tenant: &str,
@@ -651,6 +659,7 @@ async fn a_step_out_of_invocation_time_releases_its_claim_and_is_redelivered_wit
                 message_id: "node".into(),
                 body: serde_json::to_string(&node.message).unwrap(),
                 receipt: Some(node.receipt.clone()),
+                receive_count: node.receive_count,
             }],
             deadline: Some(deadline),
             redelivery: Some(queue.as_ref()),

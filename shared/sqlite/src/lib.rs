@@ -11,7 +11,7 @@
 //! | `runs` | `tenant_id, run_id` | `state` (JSON), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis` |
 //! | `idempotency` | `tenant_id, idempotency_key` | `run_id` |
 //! | `events` | `tenant_id, run_id, sequence` | `frame` (JSON) |
-//! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis` |
+//! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis`, `owner` (the claiming process's token: a lease of a dead process is void at once; the column is added on open to files written before it) |
 //! | `outbox` | `tenant_id, run_id, message_id` | `message` (JSON), `resent`, `written_at_millis` |
 //! | `capabilities` | `tenant_id, capability_id` | `record` (JSON) |
 //! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
@@ -26,6 +26,8 @@
 //! contiguous per run (`last_sequence` moves in the same transaction as the
 //! events); every query is scoped by tenant.
 
+mod claimants;
+mod leases;
 mod listing;
 mod run_store;
 mod threads;
@@ -77,6 +79,7 @@ CREATE TABLE IF NOT EXISTS leases (
     attempt INTEGER NOT NULL,
     claimant TEXT NOT NULL,
     expires_at_millis INTEGER NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (tenant_id, run_id, node_id, attempt)
 );
 CREATE TABLE IF NOT EXISTS outbox (
@@ -111,6 +114,8 @@ pub struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
     /// Stamps outbox entries and run creation (the orchestrator's clock).
     clock: Arc<dyn Clock>,
+    /// This process's registration beside the file: leases carry its token.
+    claimant_process: Arc<claimants::ClaimantProcess>,
 }
 
 pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
@@ -162,13 +167,16 @@ impl SqliteStore {
             )));
         }
         setup.execute_batch(SCHEMA).map_err(unavailable)?;
+        add_lease_owner_column(&setup)?;
         setup
             .pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(unavailable)?;
         setup.commit().map_err(unavailable)?;
+        let claimant_process = Arc::new(claimants::ClaimantProcess::register(path)?);
         Ok(SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
             clock: Arc::new(SystemClock),
+            claimant_process,
         })
     }
 
@@ -195,6 +203,21 @@ impl SqliteStore {
         .await
         .map_err(|error| unavailable(format!("store task failed: {error}")))?
     }
+}
+
+/// Files written before leases carried their process's token lack the
+/// `owner` column: it is added (empty: such leases wait for their expiry).
+fn add_lease_owner_column(setup: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    let has_owner = setup
+        .prepare("SELECT 1 FROM pragma_table_info('leases') WHERE name = 'owner'")
+        .and_then(|mut statement| statement.exists([]))
+        .map_err(unavailable)?;
+    if !has_owner {
+        setup
+            .execute_batch("ALTER TABLE leases ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+            .map_err(unavailable)?;
+    }
+    Ok(())
 }
 
 /// Runs `step` again while SQLite answers "busy" (for up to five seconds).

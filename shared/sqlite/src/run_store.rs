@@ -21,7 +21,7 @@ pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T,
     serde_json::from_str(text).map_err(|error| StoreError::Corrupt(error.to_string()))
 }
 
-fn millis(instant: Instant) -> i64 {
+pub(crate) fn millis(instant: Instant) -> i64 {
     i64::try_from(instant.unix_millis()).unwrap_or(i64::MAX)
 }
 
@@ -43,14 +43,14 @@ pub(crate) fn texts(
         .map_err(unavailable)
 }
 
-fn begin(connection: &mut rusqlite::Connection) -> Result<Transaction<'_>, StoreError> {
+pub(crate) fn begin(connection: &mut rusqlite::Connection) -> Result<Transaction<'_>, StoreError> {
     connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(unavailable)
 }
 
 /// Appends `drafts` after the run's last sequence; returns the new last one.
-fn append(
+pub(crate) fn append(
     transaction: &Transaction<'_>,
     tenant_id: &str,
     run_id: &str,
@@ -305,45 +305,17 @@ impl RunStore for SqliteStore {
         claim: NodeClaim<'_>,
         events_on_claim: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError> {
-        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        let node_id = claim.node_id.to_string();
-        let attempt = i64::from(claim.attempt);
-        let claimant = claim.worker_id.to_string();
-        let now = millis(claim.now);
-        let expires = millis(claim.lease_expires_at);
-        let consumed = claim.consumed_message_id.map(str::to_string);
-        self.with_connection(move |connection| {
-            let transaction = begin(connection)?;
-            let held: Option<(String, i64)> = transaction
-                .query_row(
-                    "SELECT claimant, expires_at_millis FROM leases
-                     WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3 AND attempt = ?4",
-                    params![tenant_id, run_id, node_id, attempt],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            if let Some((holder, held_until)) = held
-                && holder != claimant
-                && held_until > now
-            {
-                return Ok(ClaimOutcome::HeldByOther {
-                    lease_expires_at: Instant::from_unix_millis(u64::try_from(held_until).unwrap_or(0)),
-                });
-            }
-            transaction
-                .execute(
-                    "INSERT OR REPLACE INTO leases (tenant_id, run_id, node_id, attempt, claimant, expires_at_millis)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                    params![tenant_id, run_id, node_id, attempt, claimant, expires],
-                )
-                .map_err(unavailable)?;
-            consume_outbox_entry(&transaction, &tenant_id, &run_id, consumed.as_deref())?;
-            append(&transaction, &tenant_id, &run_id, events_on_claim)?;
-            transaction.commit().map_err(unavailable)?;
-            Ok(ClaimOutcome::Claimed)
-        })
-        .await
+        self.claim_lease(tenant_id, run_id, claim, events_on_claim)
+            .await
+    }
+
+    async fn renew_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+    ) -> Result<bool, StoreError> {
+        self.renew_lease(tenant_id, run_id, claim).await
     }
 
     async fn release_claim(
@@ -354,24 +326,8 @@ impl RunStore for SqliteStore {
         attempt: u32,
         claimant: &str,
     ) -> Result<(), StoreError> {
-        let values = (
-            tenant_id.to_string(),
-            run_id.to_string(),
-            node_id.to_string(),
-            i64::from(attempt),
-            claimant.to_string(),
-        );
-        self.with_connection(move |connection| {
-            connection
-                .execute(
-                    "DELETE FROM leases WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3
-                     AND attempt = ?4 AND claimant = ?5",
-                    params![values.0, values.1, values.2, values.3, values.4],
-                )
-                .map_err(unavailable)?;
-            Ok(())
-        })
-        .await
+        self.release_lease(tenant_id, run_id, node_id, attempt, claimant)
+            .await
     }
 
     async fn commit_step(

@@ -18,9 +18,10 @@ use baton_core::schema::ValidatorCache;
 use baton_core::tasks::{HumanTask, PendingRequest};
 use serde_json::Value;
 
-use super::{CommonParts, OrchestratorSettings, OutboxRelay};
-use crate::error::{RuntimeError, StoreError};
-use crate::ports::{Clock, RunStore, StepCommit};
+use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
+use super::{CommonParts, OrchestratorSettings};
+use crate::error::RuntimeError;
+use crate::ports::{Clock, RunStore};
 
 /// What answering or declining came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +70,7 @@ pub enum HumanInput {
 pub struct HumanService {
     registry: Arc<Registry>,
     store: Arc<dyn RunStore>,
-    relay: OutboxRelay,
+    committer: DecisionCommitter,
     validators: Arc<ValidatorCache>,
     clock: Arc<dyn Clock>,
     settings: OrchestratorSettings,
@@ -80,7 +81,7 @@ impl HumanService {
         HumanService {
             registry: common.registry,
             store: common.store,
-            relay: common.relay,
+            committer: common.committer,
             validators: common.validators,
             clock: common.clock,
             settings: common.settings,
@@ -183,49 +184,51 @@ impl HumanService {
         Ok(self.store.pending_requests(tenant_id).await?)
     }
 
-    /// Applies a person's input to the run: committed conditionally on the
-    /// version read; after a conflict the input is judged again on the new
-    /// state (where the node may no longer wait).
+    /// Applies a person's input to the run through the one commit
+    /// protocol: after a conflict the input is judged again on the new state
+    /// (where the node may no longer wait).
     pub async fn apply(
         &self,
         tenant_id: &str,
         run_id: &str,
         input: HumanInput,
     ) -> Result<HumanInputOutcome, RuntimeError> {
-        for _ in 0..self.settings.max_commit_rounds {
-            let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
-                return Ok(HumanInputOutcome::RunNotFound);
-            };
-            let decision = match self.decide(stored.state, &input)? {
-                Ok(decision) => decision,
-                Err(refused) => return Ok(HumanInputOutcome::Refused(refused)),
-            };
-            let status = decision.state.status;
-            match self
-                .store
-                .commit_step(
-                    tenant_id,
-                    run_id,
-                    StepCommit {
-                        expected_version: stored.version,
-                        state: decision.state,
-                        events: decision.events,
-                        outbox: decision.outbox.clone(),
-                        consumed_message_id: None,
-                    },
-                )
-                .await
-            {
-                Ok(version) => {
-                    self.relay.send(&decision.outbox).await?;
-                    return Ok(HumanInputOutcome::Applied { status, version });
-                }
-                Err(StoreError::VersionConflict { .. }) => continue,
-                Err(other) => return Err(other.into()),
+        let target = CommitTarget {
+            tenant_id,
+            run_id,
+            consumed_message_id: None,
+        };
+        let decide = |state: RunState| {
+            Ok(match self.decide(state, &input)? {
+                Ok(decision) => Decided::Commit(Box::new(decision)),
+                Err(refused) => Decided::Nothing(refused),
+            })
+        };
+        let result = self
+            .committer
+            .commit(target, &self.engine(), None, decide)
+            .await?;
+        Ok(match result {
+            CommitResult::Committed {
+                new_version,
+                status,
             }
-        }
-        Err(RuntimeError::Store(StoreError::VersionConflict {
-            expected: 0,
-        }))
+            | CommitResult::RunFailedTooLarge {
+                new_version: Some(new_version),
+                status,
+            } => HumanInputOutcome::Applied {
+                status,
+                version: new_version,
+            },
+            CommitResult::RunFailedTooLarge {
+                new_version: None,
+                status,
+            } => HumanInputOutcome::Refused(HumanInputRefused::NotAwaiting {
+                run_status: status,
+                node_status: None,
+            }),
+            CommitResult::Nothing(refused) => HumanInputOutcome::Refused(refused),
+            CommitResult::RunNotFound => HumanInputOutcome::RunNotFound,
+        })
     }
 }

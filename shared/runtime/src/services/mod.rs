@@ -14,6 +14,7 @@
 //! sweeper needs only a store, a queue and a clock.
 
 mod capabilities;
+mod commit;
 mod humans;
 mod outbox;
 mod runs;
@@ -43,7 +44,10 @@ use crate::ports::{
 #[derive(Debug, Clone)]
 pub struct OrchestratorSettings {
     pub max_node_attempts: u32,
-    /// How long a claimed node attempt is protected from twin deliveries.
+    /// How long a claimed node attempt is protected from twin deliveries
+    /// without a heartbeat: the worker renews it every third of this while
+    /// the capability runs, so it bounds how long a dead worker's node
+    /// waits, not how long a node may take.
     pub node_lease: Duration,
     /// Deltas are flushed to the event log when this many bytes are buffered…
     pub delta_flush_bytes: usize,
@@ -76,7 +80,7 @@ impl Default for OrchestratorSettings {
     fn default() -> Self {
         OrchestratorSettings {
             max_node_attempts: DEFAULT_MAX_NODE_ATTEMPTS,
-            node_lease: Duration::from_secs(300),
+            node_lease: Duration::from_secs(30),
             delta_flush_bytes: 512,
             delta_flush_interval: Duration::from_millis(100),
             stream_deltas: true,
@@ -142,6 +146,8 @@ pub(crate) struct CommonParts {
     clock: Arc<dyn Clock>,
     settings: OrchestratorSettings,
     threads: Arc<dyn ThreadStore>,
+    /// The one commit protocol every writer of a run goes through.
+    committer: commit::DecisionCommitter,
 }
 
 /// The services of one process, wired over one set of ports.
@@ -186,14 +192,24 @@ impl Services {
             validators.clone(),
             ports.clock.clone(),
         ));
+        let relay = OutboxRelay::new(ports.store.clone(), ports.queue.clone());
+        let committer = commit::DecisionCommitter {
+            store: ports.store.clone(),
+            relay: relay.clone(),
+            transcripts: ports.transcripts,
+            threads: ports.threads.clone(),
+            clock: ports.clock.clone(),
+            max_commit_rounds: settings.max_commit_rounds,
+        };
         let common = CommonParts {
-            relay: OutboxRelay::new(ports.store.clone(), ports.queue.clone()),
+            relay,
             registry,
             store: ports.store,
             validators,
             clock: ports.clock,
             settings,
             threads: ports.threads,
+            committer,
         };
         let runs = Arc::new(RunService::new(common.clone(), ports.ids));
         let humans = Arc::new(HumanService::new(common.clone()));
@@ -202,7 +218,6 @@ impl Services {
             ports.llm,
             capabilities.clone(),
             worker_id.into(),
-            ports.transcripts,
             ports.tools,
             ports.notifier,
         ));

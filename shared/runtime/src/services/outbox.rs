@@ -11,7 +11,8 @@ use crate::ports::{Clock, RunStore, StepQueue};
 
 /// Sends committed outbox entries to the queue. On the hot path nothing is
 /// written back: the step that handles a message consumes its entry in its
-/// own claim or commit.
+/// commit (never its claim, so a worker dying mid-node leaves the entry for
+/// a restart or the sweeper to drive again).
 #[derive(Clone)]
 pub struct OutboxRelay {
     store: Arc<dyn RunStore>,

@@ -8,18 +8,19 @@ use baton_core::engine::{EngineContext, NewRunIdentity, cancel_run, start_run};
 use baton_core::envelope::TaskEnvelope;
 use baton_core::event::EventFrame;
 use baton_core::registry::Registry;
-use baton_core::run::RunStatus;
+use baton_core::run::{RunState, RunStatus};
 use baton_core::schema::{ValidatorCache, collect_violations, json_path_for_pointer};
 use futures_util::Stream;
 use serde_json::Value;
 
+use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CommonParts, OrchestratorSettings, OutboxRelay};
 
 mod chat;
 mod evaluations;
 use crate::error::{RuntimeError, StoreError};
 use crate::follow::{FollowRequest, follow_run_and_children};
-use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StepCommit, StoredRun};
+use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StoredRun};
 pub use chat::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
 
@@ -42,6 +43,7 @@ pub struct RunService {
     ids: Arc<dyn IdGenerator>,
     settings: OrchestratorSettings,
     threads: Arc<dyn crate::ports::ThreadStore>,
+    committer: DecisionCommitter,
 }
 
 impl RunService {
@@ -55,6 +57,7 @@ impl RunService {
             ids,
             settings: common.settings,
             threads: common.threads,
+            committer: common.committer,
         }
     }
 
@@ -169,47 +172,76 @@ impl RunService {
         Ok(self.store.list_runs(tenant_id, query).await?)
     }
 
-    /// Cancels a run that has not ended; pending steps become stale.
-    /// Returns the run's status afterwards, or None when there is no such run.
+    /// Cancels a run that has not ended; pending steps become stale, its
+    /// outbox (a parent's `ChildRunEnded`, a `callbackUrl` notification) is
+    /// sent at once, and the child runs its agents wait for are cancelled
+    /// with it. Returns the run's status afterwards, or None when there is
+    /// no such run.
     pub async fn cancel(
         &self,
         tenant_id: &str,
         run_id: &str,
         reason: &str,
     ) -> Result<Option<RunStatus>, RuntimeError> {
-        for _ in 0..self.settings.max_commit_rounds {
-            let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
-                return Ok(None);
+        let mut cancelled = vec![(run_id.to_string(), reason.to_string())];
+        let mut first_status = None;
+        // Depth first over the tree of children; each run is one write.
+        while let Some((run_id, reason)) = cancelled.pop() {
+            let status = self.cancel_one(tenant_id, &run_id, &reason).await;
+            let (status, children) = match status {
+                Ok(found) => found,
+                // A child that cannot be cancelled now still ends: its
+                // parent's end makes its own steps report to nobody, and
+                // the caller is told about the parent.
+                Err(error) if first_status.is_some() => {
+                    tracing::warn!(%error, child_run_id = %run_id, "could not cancel a child run with its parent");
+                    continue;
+                }
+                Err(error) => return Err(error),
             };
-            let current = stored.state.status;
-            let Some(decision) = cancel_run(stored.state, reason, self.clock.now(), &self.engine())
-            else {
-                return Ok(Some(current));
-            };
-            let status = decision.state.status;
-            match self
-                .store
-                .commit_step(
-                    tenant_id,
-                    run_id,
-                    StepCommit {
-                        expected_version: stored.version,
-                        state: decision.state,
-                        events: decision.events,
-                        outbox: decision.outbox,
-                        consumed_message_id: None,
-                    },
-                )
-                .await
-            {
-                Ok(_) => return Ok(Some(status)),
-                Err(StoreError::VersionConflict { .. }) => continue,
-                Err(other) => return Err(other.into()),
+            if first_status.is_none() {
+                first_status = Some(status);
             }
+            let parent_reason = format!("its parent run {run_id} was cancelled: {reason}");
+            cancelled.extend(
+                children
+                    .into_iter()
+                    .map(|child| (child, parent_reason.clone())),
+            );
         }
-        Err(RuntimeError::Store(StoreError::VersionConflict {
-            expected: 0,
-        }))
+        Ok(first_status.flatten())
+    }
+
+    /// Cancels one run through the commit protocol: its status afterwards
+    /// and the child runs it was waiting for when it was cancelled.
+    async fn cancel_one(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        reason: &str,
+    ) -> Result<(Option<RunStatus>, Vec<String>), RuntimeError> {
+        let target = CommitTarget {
+            tenant_id,
+            run_id,
+            consumed_message_id: None,
+        };
+        let mut children = Vec::new();
+        let engine = self.engine();
+        let decide = |state: RunState| {
+            children = state.awaited_child_runs();
+            let current = state.status;
+            Ok(match cancel_run(state, reason, self.clock.now(), &engine) {
+                Some(decision) => Decided::Commit(Box::new(decision)),
+                None => Decided::Nothing(current),
+            })
+        };
+        let result = self.committer.commit(target, &engine, None, decide).await?;
+        Ok(match result {
+            CommitResult::Committed { status, .. } => (Some(status), children),
+            CommitResult::RunFailedTooLarge { status, .. } => (Some(status), children),
+            CommitResult::Nothing(status) => (Some(status), Vec::new()),
+            CommitResult::RunNotFound => (None, Vec::new()),
+        })
     }
 
     /// Every stored frame after `after_sequence` (paging through the store).

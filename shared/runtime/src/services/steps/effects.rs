@@ -88,8 +88,8 @@ impl StepService {
         }
     }
 
-    /// Calls the model while a second task batches its deltas into the event
-    /// log (when the engine asks for them: text streams in the generation and
+    /// Calls the model while its deltas are pumped into the event log
+    /// (when the engine asks for them: text streams in the generation and
     /// qa phases only).
     async fn call_model_streaming(
         &self,
@@ -98,50 +98,85 @@ impl StepService {
         request: &ModelRequest,
         stream_deltas: bool,
     ) -> Result<crate::ports::ModelAnswer, RuntimeError> {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<ModelDelta>();
+        let (sender, receiver) = mpsc::unbounded_channel::<ModelDelta>();
         let call = self.llm.complete(request, sender);
-        let drain = async {
-            let mut buffer = String::new();
-            let mut last_flush = tokio::time::Instant::now();
-            let mut flush_error = None;
-            while let Some(delta) = receiver.recv().await {
-                if !(self.settings.stream_deltas && stream_deltas) {
-                    continue;
-                }
-                let text = match delta {
-                    ModelDelta::Text(text) => text,
-                    ModelDelta::Restarted => {
-                        if let Err(error) = self
-                            .flush_delta(state, node_id, &mut buffer)
-                            .await
-                            .and(self.note_stream_restart(state, node_id).await)
-                        {
-                            flush_error = Some(error);
-                        }
-                        last_flush = tokio::time::Instant::now();
-                        continue;
-                    }
-                };
-                buffer.push_str(&text);
-                if buffer.len() >= self.settings.delta_flush_bytes
-                    || last_flush.elapsed() >= self.settings.delta_flush_interval
-                {
-                    if let Err(error) = self.flush_delta(state, node_id, &mut buffer).await {
-                        flush_error = Some(error);
-                    }
-                    last_flush = tokio::time::Instant::now();
-                }
-            }
-            if let Err(error) = self.flush_delta(state, node_id, &mut buffer).await {
-                flush_error = Some(error);
-            }
-            flush_error
-        };
-        let (answer, flush_error) = tokio::join!(call, drain);
-        if let Some(error) = flush_error {
+        let pump = self.pump_deltas(state, node_id, stream_deltas, receiver);
+        let (answer, pump_error) = tokio::join!(call, pump);
+        if let Some(error) = pump_error {
             tracing::warn!(%error, "could not append streamed deltas; the answer is still committed");
         }
         Ok(answer?)
+    }
+
+    /// The one delta pump, for a node's model call and an agent's turn
+    /// alike: drains `deltas` while the call runs and appends them as
+    /// `delta` frames, flushed once `delta_flush_bytes` are buffered or
+    /// `delta_flush_interval` after the first unflushed text (a timer, so a
+    /// slow model's text still shows while it thinks). A restarted stream
+    /// flushes what came before and appends the restart warning. Returns
+    /// the first append error: streamed text is a view, the answer is
+    /// committed whatever became of it.
+    async fn pump_deltas(
+        &self,
+        state: &RunState,
+        node_id: &str,
+        stream_deltas: bool,
+        mut deltas: mpsc::UnboundedReceiver<ModelDelta>,
+    ) -> Option<RuntimeError> {
+        let stream = stream_deltas && self.settings.stream_deltas;
+        let mut buffer = String::new();
+        let mut first_error = None;
+        let mut flush_due: Option<tokio::time::Instant> = None;
+        loop {
+            let delta = match flush_due {
+                Some(due) => tokio::select! {
+                    delta = deltas.recv() => delta,
+                    () = tokio::time::sleep_until(due) => {
+                        keep_first(&mut first_error, self.flush_delta(state, node_id, &mut buffer).await);
+                        flush_due = None;
+                        continue;
+                    }
+                },
+                None => deltas.recv().await,
+            };
+            let Some(delta) = delta else {
+                break;
+            };
+            if !stream {
+                continue;
+            }
+            match delta {
+                ModelDelta::Text(text) => {
+                    buffer.push_str(&text);
+                    if buffer.len() >= self.settings.delta_flush_bytes {
+                        keep_first(
+                            &mut first_error,
+                            self.flush_delta(state, node_id, &mut buffer).await,
+                        );
+                        flush_due = None;
+                    } else if flush_due.is_none() {
+                        flush_due =
+                            Some(tokio::time::Instant::now() + self.settings.delta_flush_interval);
+                    }
+                }
+                ModelDelta::Restarted => {
+                    keep_first(
+                        &mut first_error,
+                        self.flush_delta(state, node_id, &mut buffer).await,
+                    );
+                    keep_first(
+                        &mut first_error,
+                        self.note_stream_restart(state, node_id).await,
+                    );
+                    flush_due = None;
+                }
+            }
+        }
+        keep_first(
+            &mut first_error,
+            self.flush_delta(state, node_id, &mut buffer).await,
+        );
+        first_error
     }
 
     /// A `warning` telling stream readers to drop the node's deltas so far:
@@ -183,29 +218,17 @@ impl StepService {
         Ok(())
     }
 
-    /// One model turn of an agent session, its text streamed like a node's.
+    /// One model turn of an agent session, its text pumped like a node's.
     async fn converse(
         &self,
         state: &RunState,
         call: &baton_core::engine::ConverseCall,
     ) -> Result<EffectOutcome, RuntimeError> {
-        let (sender, mut receiver) = mpsc::unbounded_channel::<ModelDelta>();
+        let (sender, receiver) = mpsc::unbounded_channel::<ModelDelta>();
         let turn = self.llm.converse(&call.request, &call.conversation, sender);
-        let stream = call.stream_deltas && self.settings.stream_deltas;
-        let drain = async {
-            let mut buffer = String::new();
-            while let Some(delta) = receiver.recv().await {
-                if let (true, ModelDelta::Text(text)) = (stream, delta) {
-                    buffer.push_str(&text);
-                    if buffer.len() >= self.settings.delta_flush_bytes {
-                        let _ = self.flush_delta(state, &call.node_id, &mut buffer).await;
-                    }
-                }
-            }
-            self.flush_delta(state, &call.node_id, &mut buffer).await
-        };
-        let (answered, flushed) = tokio::join!(turn, drain);
-        if let Err(error) = flushed {
+        let pump = self.pump_deltas(state, &call.node_id, call.stream_deltas, receiver);
+        let (answered, pump_error) = tokio::join!(turn, pump);
+        if let Some(error) = pump_error {
             tracing::warn!(%error, "could not append a turn's streamed text; the turn is still committed");
         }
         Ok(match answered {
@@ -244,5 +267,12 @@ impl StepService {
             }
         }
         Ok(EffectOutcome::ChildStarted)
+    }
+}
+
+/// Keeps the first error of a series of appends.
+fn keep_first(first_error: &mut Option<RuntimeError>, result: Result<(), RuntimeError>) {
+    if let Err(error) = result {
+        first_error.get_or_insert(error);
     }
 }

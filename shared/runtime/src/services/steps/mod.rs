@@ -8,10 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use baton_core::codes::FailureCode;
 use baton_core::engine::{
-    Decision, Effect, EffectOutcome, EngineContext, StepAdvance, begin_step, fail_run, is_stale,
-    resume_step,
+    Decision, Effect, EffectOutcome, EngineContext, StepAdvance, begin_step, is_stale, resume_step,
 };
 use baton_core::event::EventDraft;
 use baton_core::instant::Instant;
@@ -20,12 +18,10 @@ use baton_core::run::{RunState, StepCommand, StepMessage};
 use baton_core::schema::ValidatorCache;
 use tracing::{Instrument, info_span};
 
+use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CapabilityService, CommonParts, OrchestratorSettings, OutboxRelay};
-use crate::error::{RuntimeError, StoreError};
-use crate::ports::{
-    ClaimOutcome, Clock, LlmProvider, NodeClaim, RunStore, StepCommit, StoredRun, ToolRunner,
-    TranscriptPublisher,
-};
+use crate::error::RuntimeError;
+use crate::ports::{ClaimOutcome, Clock, LlmProvider, NodeClaim, RunStore, StoredRun, ToolRunner};
 
 mod effects;
 
@@ -62,9 +58,8 @@ pub struct StepService {
     worker_id: String,
     /// Numbers this process's claims.
     claim_counter: AtomicU64,
-    transcripts: Arc<dyn TranscriptPublisher>,
+    committer: DecisionCommitter,
     tools: Arc<dyn ToolRunner>,
-    threads: Arc<dyn crate::ports::ThreadStore>,
     notifier: Arc<dyn crate::ports::CompletionNotifier>,
 }
 
@@ -93,7 +88,6 @@ impl StepService {
         llm: Arc<dyn LlmProvider>,
         capabilities: Arc<CapabilityService>,
         worker_id: String,
-        transcripts: Arc<dyn TranscriptPublisher>,
         tools: Arc<dyn ToolRunner>,
         notifier: Arc<dyn crate::ports::CompletionNotifier>,
     ) -> Self {
@@ -108,10 +102,9 @@ impl StepService {
             settings: common.settings,
             worker_id,
             claim_counter: AtomicU64::new(0),
-            transcripts,
+            committer: common.committer,
             tools,
             notifier,
-            threads: common.threads,
         }
     }
 
@@ -258,16 +251,17 @@ impl StepService {
                             Err(busy) => return Ok(Effects::Ended(busy)),
                         }
                     }
+                    let performing = self.holding_lease(
+                        message,
+                        held_claim.as_ref(),
+                        self.perform(&current, &effect),
+                    );
                     let outcome = match self.time_left(deadline)? {
-                        None => self.perform(&current, &effect).await?,
-                        Some(budget) => {
-                            match tokio::time::timeout(budget, self.perform(&current, &effect))
-                                .await
-                            {
-                                Ok(outcome) => outcome?,
-                                Err(_) => return Err(self.out_of_time(deadline)),
-                            }
-                        }
+                        None => performing.await?,
+                        Some(budget) => match tokio::time::timeout(budget, performing).await {
+                            Ok(outcome) => outcome?,
+                            Err(_) => return Err(self.out_of_time(deadline)),
+                        },
                     };
                     // These may ask for another effect: the state is needed again.
                     if matches!(effect, Effect::DraftPlan(_) | Effect::ReviewPlan(_)) {
@@ -334,7 +328,6 @@ impl StepService {
             worker_id: &claimant,
             now,
             lease_expires_at: now.plus(self.settings.node_lease),
-            consumed_message_id: Some(&message.message_id),
         };
         match self
             .store
@@ -354,8 +347,61 @@ impl StepService {
         }
     }
 
-    /// Commits; on a version conflict reloads and decides again from the
-    /// same outcome (or, for a step decided without an effect, begins again).
+    /// Runs `work` while renewing `claim`'s lease every third of a lease, so
+    /// a living worker keeps its node however long the capability takes and
+    /// a dead one's lease runs out within one `node_lease`. A renewal that
+    /// finds the lease gone (taken over after it expired) is logged: the
+    /// work goes on and its commit applies only if still current.
+    async fn holding_lease<T>(
+        &self,
+        message: &StepMessage,
+        claim: Option<&HeldClaim>,
+        work: impl Future<Output = T>,
+    ) -> T {
+        let Some(claim) = claim else {
+            return work.await;
+        };
+        let beat = (self.settings.node_lease / 3).max(Duration::from_millis(10));
+        let heartbeat = async {
+            loop {
+                tokio::time::sleep(beat).await;
+                let now = self.clock.now();
+                let renewal = NodeClaim {
+                    node_id: &claim.node_id,
+                    attempt: claim.attempt,
+                    worker_id: &claim.claimant,
+                    now,
+                    lease_expires_at: now.plus(self.settings.node_lease),
+                };
+                match self
+                    .store
+                    .renew_claim(&message.tenant_id, &message.run_id, renewal)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(node_id = %claim.node_id, "the node's lease was taken over: another worker may be running it too");
+                        break;
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "could not renew the node's lease; trying again at the next beat");
+                    }
+                }
+            }
+            std::future::pending::<std::convert::Infallible>().await
+        };
+        tokio::pin!(work);
+        tokio::select! {
+            biased;
+            output = &mut work => output,
+            never = heartbeat => match never {},
+        }
+    }
+
+    /// Commits through the one protocol; on a version conflict the state
+    /// is reloaded and decided again from the same outcome (or, for a step
+    /// decided without an effect, begun again): the capability is never
+    /// called twice for one attempt.
     async fn commit_reapplying_on_conflict(
         &self,
         message: &StepMessage,
@@ -364,117 +410,50 @@ impl StepService {
         performed: Option<Box<(Effect, EffectOutcome)>>,
         engine: &EngineContext<'_>,
     ) -> Result<StepOutcome, RuntimeError> {
-        let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
-        let mut version = read_version;
-        let mut decision = first_decision;
-        for _ in 0..self.settings.max_commit_rounds {
-            // Published before the commit: a failure retries the step, so
-            // a concluded transcript is never committed unpublished.
-            for publication in &decision.transcripts {
-                self.transcripts
-                    .publish(tenant_id, run_id, publication)
-                    .await
-                    .map_err(RuntimeError::TranscriptPublisher)?;
-            }
-            // Recorded before the commit too: a failure retries the step,
-            // and recording an exchange twice changes nothing.
-            for appended in &decision.exchanges {
-                self.threads
-                    .record_exchange(tenant_id, &appended.thread_id, &appended.exchange)
-                    .await?;
-            }
-            match self
-                .store
-                .commit_step(
-                    tenant_id,
-                    run_id,
-                    StepCommit {
-                        expected_version: version,
-                        state: decision.state,
-                        events: decision.events,
-                        outbox: decision.outbox.clone(),
-                        consumed_message_id: Some(message.message_id.clone()),
-                    },
-                )
-                .await
-            {
-                Ok(new_version) => {
-                    self.relay.send(&decision.outbox).await?;
-                    return Ok(StepOutcome::Committed { new_version });
-                }
-                Err(StoreError::VersionConflict { .. }) => {}
-                Err(StoreError::TooLarge(reason)) => {
-                    return self.fail_run_too_large(message, &reason, engine).await;
-                }
-                Err(other) => return Err(other.into()),
-            }
-            let Some(reloaded) = self.store.load_run(tenant_id, run_id).await? else {
-                return Ok(StepOutcome::RunNotFound);
-            };
+        let target = CommitTarget {
+            tenant_id: &message.tenant_id,
+            run_id: &message.run_id,
+            consumed_message_id: Some(&message.message_id),
+        };
+        let decide_again = |state: RunState| {
             let now = self.clock.now();
             let advance = match performed.as_deref() {
                 Some((effect, outcome)) => resume_step(
-                    reloaded.state,
+                    state,
                     &message.command,
                     effect,
                     outcome.clone(),
                     now,
                     engine,
                 )?,
-                None => begin_step(&reloaded.state, &message.command, now, engine)?,
+                None => begin_step(&state, &message.command, now, engine)?,
             };
-            decision = match advance {
-                StepAdvance::Decided(decision) => *decision,
-                StepAdvance::Stale => return Ok(StepOutcome::Stale),
+            match advance {
+                StepAdvance::Decided(decision) => Ok(Decided::Commit(decision)),
+                StepAdvance::Stale => Ok(Decided::Nothing(())),
                 StepAdvance::Perform(_) => {
-                    return Err(RuntimeError::Core(baton_core::CoreError::StepDoesNotApply(
+                    Err(RuntimeError::Core(baton_core::CoreError::StepDoesNotApply(
                         "re-applying a performed outcome asked for another effect".into(),
-                    )));
+                    )))
                 }
-            };
-            version = reloaded.version;
-        }
-        Err(RuntimeError::Store(StoreError::VersionConflict {
-            expected: version,
-        }))
-    }
-
-    /// The step's result made the run state too large to store: the run
-    /// fails from its last stored state (which fits) with a clear error,
-    /// instead of the step failing for ever.
-    async fn fail_run_too_large(
-        &self,
-        message: &StepMessage,
-        reason: &str,
-        engine: &EngineContext<'_>,
-    ) -> Result<StepOutcome, RuntimeError> {
-        let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
-        let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
-            return Ok(StepOutcome::RunNotFound);
+            }
         };
-        let Some(decision) = fail_run(
-            stored.state,
-            FailureCode::StateTooLarge,
-            &format!("the run can no longer be stored: {reason}"),
-            self.clock.now(),
-            engine,
-        ) else {
-            return Ok(StepOutcome::Stale);
-        };
-        let new_version = self
-            .store
-            .commit_step(
-                tenant_id,
-                run_id,
-                StepCommit {
-                    expected_version: stored.version,
-                    state: decision.state,
-                    events: decision.events,
-                    outbox: decision.outbox,
-                    consumed_message_id: Some(message.message_id.clone()),
-                },
-            )
+        let first = Some((read_version, Decided::Commit(Box::new(first_decision))));
+        let result = self
+            .committer
+            .commit(target, engine, first, decide_again)
             .await?;
-        Ok(StepOutcome::Committed { new_version })
+        Ok(match result {
+            CommitResult::Committed { new_version, .. }
+            | CommitResult::RunFailedTooLarge {
+                new_version: Some(new_version),
+                ..
+            } => StepOutcome::Committed { new_version },
+            CommitResult::Nothing(())
+            | CommitResult::RunFailedTooLarge {
+                new_version: None, ..
+            } => StepOutcome::Stale,
+            CommitResult::RunNotFound => StepOutcome::RunNotFound,
+        })
     }
 }

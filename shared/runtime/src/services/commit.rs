@@ -1,0 +1,216 @@
+//! The one commit protocol, written once for every writer of a run (a step,
+//! a person's input, a cancel): load → decide → publish transcripts and
+//! record thread exchanges → commit conditionally on the version read →
+//! send the outbox; on a version conflict, reload and decide again; a
+//! decision too large to store fails the run from its last stored state.
+//!
+//! Invariants:
+//! - Nothing a decision asks for is dropped: its transcripts are published
+//!   and its exchanges recorded before the commit (a failure retries the
+//!   whole write; both are idempotent), its outbox is sent after it.
+//! - A write that lost a race decides again on the state that won; it
+//!   never commits a decision made on a state that is no longer current.
+//! - The rounds are bounded (`max_commit_rounds`): a run rewritten without
+//!   pause by others makes this writer fail retryably, not spin.
+
+use std::sync::Arc;
+
+use baton_core::codes::FailureCode;
+use baton_core::engine::{Decision, EngineContext, fail_run};
+use baton_core::run::{RunState, RunStatus};
+
+use super::OutboxRelay;
+use crate::error::{RuntimeError, StoreError};
+use crate::ports::{Clock, RunStore, StepCommit, ThreadStore, TranscriptPublisher};
+
+/// What a writer made of the state it was handed.
+pub(crate) enum Decided<Nothing> {
+    /// Commit this decision.
+    Commit(Box<Decision>),
+    /// Nothing to write, and why (stale step, refused input, ended run).
+    Nothing(Nothing),
+}
+
+/// Where a write ended.
+#[derive(Debug)]
+pub(crate) enum CommitResult<Nothing> {
+    /// Committed and its outbox sent: the run's version and status after it.
+    Committed {
+        new_version: u64,
+        status: RunStatus,
+    },
+    /// The writer decided there was nothing to write.
+    Nothing(Nothing),
+    RunNotFound,
+    /// The decision would have made the run too large to store: the run
+    /// failed (`state_too_large`) from its last stored state instead.
+    /// `new_version` is None when that state had ended meanwhile; `status`
+    /// is the run's status afterwards.
+    RunFailedTooLarge {
+        new_version: Option<u64>,
+        status: RunStatus,
+    },
+}
+
+/// The run written and the step message the write consumes, if any.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommitTarget<'a> {
+    pub tenant_id: &'a str,
+    pub run_id: &'a str,
+    pub consumed_message_id: Option<&'a str>,
+}
+
+/// The ports the protocol writes through.
+#[derive(Clone)]
+pub(crate) struct DecisionCommitter {
+    pub(crate) store: Arc<dyn RunStore>,
+    pub(crate) relay: OutboxRelay,
+    pub(crate) transcripts: Arc<dyn TranscriptPublisher>,
+    pub(crate) threads: Arc<dyn ThreadStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) max_commit_rounds: u32,
+}
+
+impl DecisionCommitter {
+    /// Writes a decision on `target`. `first` is a decision already made on
+    /// the state stored at that version (a step that performed an effect);
+    /// without it, and after every conflict, the run is loaded and `decide`
+    /// asked again.
+    pub(crate) async fn commit<Nothing>(
+        &self,
+        target: CommitTarget<'_>,
+        engine: &EngineContext<'_>,
+        mut first: Option<(u64, Decided<Nothing>)>,
+        mut decide: impl FnMut(RunState) -> Result<Decided<Nothing>, RuntimeError>,
+    ) -> Result<CommitResult<Nothing>, RuntimeError> {
+        let mut version = 0;
+        for _ in 0..self.max_commit_rounds.max(1) {
+            let decided = match first.take() {
+                Some((read_version, decided)) => {
+                    version = read_version;
+                    decided
+                }
+                None => {
+                    let Some(stored) = self.store.load_run(target.tenant_id, target.run_id).await?
+                    else {
+                        return Ok(CommitResult::RunNotFound);
+                    };
+                    version = stored.version;
+                    decide(stored.state)?
+                }
+            };
+            let decision = match decided {
+                Decided::Commit(decision) => *decision,
+                Decided::Nothing(nothing) => return Ok(CommitResult::Nothing(nothing)),
+            };
+            let status = decision.state.status;
+            match self.write(target, version, decision).await {
+                Ok(new_version) => {
+                    return Ok(CommitResult::Committed {
+                        new_version,
+                        status,
+                    });
+                }
+                Err(RuntimeError::Store(StoreError::VersionConflict { .. })) => {}
+                Err(RuntimeError::Store(StoreError::TooLarge(reason))) => {
+                    return self.fail_too_large(target, &reason, engine).await;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Err(RuntimeError::Store(StoreError::VersionConflict {
+            expected: version,
+        }))
+    }
+
+    /// One round: publish, record, commit on `expected_version`, send.
+    async fn write(
+        &self,
+        target: CommitTarget<'_>,
+        expected_version: u64,
+        decision: Decision,
+    ) -> Result<u64, RuntimeError> {
+        let CommitTarget {
+            tenant_id,
+            run_id,
+            consumed_message_id,
+        } = target;
+        // Published before the commit: a failure retries the write, so a
+        // concluded transcript is never committed unpublished.
+        for publication in &decision.transcripts {
+            self.transcripts
+                .publish(tenant_id, run_id, publication)
+                .await
+                .map_err(RuntimeError::TranscriptPublisher)?;
+        }
+        // Recorded before the commit too: recording an exchange twice
+        // changes nothing.
+        for appended in &decision.exchanges {
+            self.threads
+                .record_exchange(tenant_id, &appended.thread_id, &appended.exchange)
+                .await?;
+        }
+        let new_version = self
+            .store
+            .commit_step(
+                tenant_id,
+                run_id,
+                StepCommit {
+                    expected_version,
+                    state: decision.state,
+                    events: decision.events,
+                    outbox: decision.outbox.clone(),
+                    consumed_message_id: consumed_message_id.map(str::to_string),
+                },
+            )
+            .await?;
+        self.relay.send(&decision.outbox).await?;
+        Ok(new_version)
+    }
+
+    /// The decision made the run too large to store: the run fails from its
+    /// last stored state (which fits) with a clear error, instead of the
+    /// write failing for ever.
+    async fn fail_too_large<Nothing>(
+        &self,
+        target: CommitTarget<'_>,
+        reason: &str,
+        engine: &EngineContext<'_>,
+    ) -> Result<CommitResult<Nothing>, RuntimeError> {
+        let message = format!("the run can no longer be stored: {reason}");
+        let mut version = 0;
+        for _ in 0..self.max_commit_rounds.max(1) {
+            let Some(stored) = self.store.load_run(target.tenant_id, target.run_id).await? else {
+                return Ok(CommitResult::RunNotFound);
+            };
+            version = stored.version;
+            let status_before = stored.state.status;
+            let Some(decision) = fail_run(
+                stored.state,
+                FailureCode::StateTooLarge,
+                &message,
+                self.clock.now(),
+                engine,
+            ) else {
+                return Ok(CommitResult::RunFailedTooLarge {
+                    new_version: None,
+                    status: status_before,
+                });
+            };
+            let status = decision.state.status;
+            match self.write(target, stored.version, decision).await {
+                Ok(new_version) => {
+                    return Ok(CommitResult::RunFailedTooLarge {
+                        new_version: Some(new_version),
+                        status,
+                    });
+                }
+                Err(RuntimeError::Store(StoreError::VersionConflict { .. })) => {}
+                Err(other) => return Err(other),
+            }
+        }
+        Err(RuntimeError::Store(StoreError::VersionConflict {
+            expected: version,
+        }))
+    }
+}

@@ -1,0 +1,118 @@
+//! Node leases on the SQLite file: claim (taking over an expired lease or
+//! one whose process is gone), renew (the heartbeat), release.
+
+use baton_core::event::EventDraft;
+use baton_core::instant::Instant;
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::{ClaimOutcome, NodeClaim};
+use rusqlite::{OptionalExtension, params};
+
+use crate::run_store::{append, begin, millis};
+use crate::{SqliteStore, unavailable};
+
+impl SqliteStore {
+    pub(crate) async fn claim_lease(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        let node_id = claim.node_id.to_string();
+        let attempt = i64::from(claim.attempt);
+        let claimant = claim.worker_id.to_string();
+        let now = millis(claim.now);
+        let expires = millis(claim.lease_expires_at);
+        let process = self.claimant_process.clone();
+        self.with_connection(move |connection| {
+            let transaction = begin(connection)?;
+            let held: Option<(String, i64, String)> = transaction
+                .query_row(
+                    "SELECT claimant, expires_at_millis, owner FROM leases
+                     WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3 AND attempt = ?4",
+                    params![tenant_id, run_id, node_id, attempt],
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+                )
+                .optional()
+                .map_err(unavailable)?;
+            // A lease stands while unexpired and its process is alive: a
+            // process that died (however it died) holds nothing.
+            if let Some((holder, held_until, owner)) = held
+                && holder != claimant
+                && held_until > now
+                && process.is_alive(&owner)
+            {
+                return Ok(ClaimOutcome::HeldByOther {
+                    lease_expires_at: Instant::from_unix_millis(u64::try_from(held_until).unwrap_or(0)),
+                });
+            }
+            transaction
+                .execute(
+                    "INSERT OR REPLACE INTO leases (tenant_id, run_id, node_id, attempt, claimant, expires_at_millis, owner)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![tenant_id, run_id, node_id, attempt, claimant, expires, process.token()],
+                )
+                .map_err(unavailable)?;
+            append(&transaction, &tenant_id, &run_id, events_on_claim)?;
+            transaction.commit().map_err(unavailable)?;
+            Ok(ClaimOutcome::Claimed)
+        })
+        .await
+    }
+
+    pub(crate) async fn renew_lease(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+    ) -> Result<bool, StoreError> {
+        let values = (
+            tenant_id.to_string(),
+            run_id.to_string(),
+            claim.node_id.to_string(),
+            i64::from(claim.attempt),
+            claim.worker_id.to_string(),
+            millis(claim.lease_expires_at),
+        );
+        self.with_connection(move |connection| {
+            let renewed = connection
+                .execute(
+                    "UPDATE leases SET expires_at_millis = ?6 WHERE tenant_id = ?1 AND run_id = ?2
+                     AND node_id = ?3 AND attempt = ?4 AND claimant = ?5",
+                    params![values.0, values.1, values.2, values.3, values.4, values.5],
+                )
+                .map_err(unavailable)?;
+            Ok(renewed == 1)
+        })
+        .await
+    }
+
+    pub(crate) async fn release_lease(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        let values = (
+            tenant_id.to_string(),
+            run_id.to_string(),
+            node_id.to_string(),
+            i64::from(attempt),
+            claimant.to_string(),
+        );
+        self.with_connection(move |connection| {
+            connection
+                .execute(
+                    "DELETE FROM leases WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3
+                     AND attempt = ?4 AND claimant = ?5",
+                    params![values.0, values.1, values.2, values.3, values.4],
+                )
+                .map_err(unavailable)?;
+            Ok(())
+        })
+        .await
+    }
+}
