@@ -472,11 +472,12 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         parts.queue.clone(),
         Arc::new(SystemClock),
     );
-    // Three entries no step consumed: this run's lost node step, the
+    // Four entries no step consumed: this run's lost node step, the
     // cancelled run's planning step (taken off the queue above unhandled),
-    // and the parked run's SLA timer (consumed only when it fires; a
-    // re-sent timer is deferred again until it is due).
-    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 3);
+    // the parked run's SLA timer (consumed only when it fires; a re-sent
+    // timer is deferred again until it is due), and the node step that ran
+    // out of time (its claim did not consume it: only a commit does).
+    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 4);
     by_function.insert("SweeperFunction", taken(&parts.recorded));
     by_function
 }

@@ -73,6 +73,8 @@ pub struct RecordedRequest {
 #[derive(Default)]
 struct Shared {
     script: Mutex<VecDeque<Behavior>>,
+    /// What a request gets once the script is used up (`Valid` unless set).
+    default_behavior: Mutex<Option<Behavior>>,
     recorded: Mutex<Vec<RecordedRequest>>,
 }
 
@@ -119,6 +121,14 @@ impl ScriptedLlmServer {
     pub fn push_behaviors(&self, behaviors: impl IntoIterator<Item = Behavior>) {
         if let Ok(mut script) = self.shared.script.lock() {
             script.extend(behaviors);
+        }
+    }
+
+    /// What every request gets once the script is used up (`Valid` until
+    /// set): e.g. `SlowValid` for a model that always takes its time.
+    pub fn set_default_behavior(&self, behavior: Behavior) {
+        if let Ok(mut default) = self.shared.default_behavior.lock() {
+            *default = Some(behavior);
         }
     }
 
@@ -188,6 +198,13 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
         .lock()
         .ok()
         .and_then(|mut script| script.pop_front())
+        .or_else(|| {
+            shared
+                .default_behavior
+                .lock()
+                .ok()
+                .and_then(|default| default.clone())
+        })
         .unwrap_or(Behavior::Valid);
     if let Ok(mut recorded) = shared.recorded.lock() {
         recorded.push(RecordedRequest {
