@@ -148,7 +148,11 @@ impl StepQueue for SqsStepQueue {
             .change_message_visibility()
             .queue_url(&self.queue_url)
             .receipt_handle(receipt)
-            .visibility_timeout(i32::try_from(delay.as_secs().min(43_200)).unwrap_or(0))
+            // SQS counts whole seconds: rounded up, so a release is never
+            // visible before its delay.
+            .visibility_timeout(
+                i32::try_from(delay.as_millis().div_ceil(1_000).min(43_200)).unwrap_or(0),
+            )
             .send()
             .await
             .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
