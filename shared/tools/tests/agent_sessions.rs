@@ -77,9 +77,13 @@ async fn start_tool_endpoint() -> (u16, ToolEndpoint) {
 
 /// Test double for the model endpoint: the first turn asks for a lookup,
 /// the next answers with the lookup's result. Records each turn's session.
+/// With `restart_the_answer`, the answering turn streams part of its text,
+/// reports the stream restarted (a provider's retry after a cut), then
+/// streams the whole answer again.
 #[derive(Default)]
 struct LookupThenAnswer {
     sessions: Mutex<Vec<ToolSession>>,
+    restart_the_answer: bool,
 }
 
 #[async_trait]
@@ -102,7 +106,7 @@ impl LlmProvider for LookupThenAnswer {
         &self,
         _request: &ModelRequest,
         session: &ToolSession,
-        _deltas: UnboundedSender<ModelDelta>,
+        deltas: UnboundedSender<ModelDelta>,
     ) -> Result<SessionAnswer, LlmError> {
         self.sessions.lock().unwrap().push(session.clone());
         let usage = TokenUsage {
@@ -127,8 +131,17 @@ impl LlmProvider for LookupThenAnswer {
             },
             Some(result) => {
                 let fact: Value = serde_json::from_str(&result).unwrap();
+                let content = json!({"answer": {"text": fact["fact"]}}).to_string();
+                if self.restart_the_answer {
+                    let (cut, _) = content.split_at(content.len() / 2);
+                    let _ = deltas.send(ModelDelta::Text(cut.to_string()));
+                    let _ = deltas.send(ModelDelta::Restarted);
+                    let (first, second) = content.split_at(content.len() / 3);
+                    let _ = deltas.send(ModelDelta::Text(first.to_string()));
+                    let _ = deltas.send(ModelDelta::Text(second.to_string()));
+                }
                 SessionAnswer {
-                    content: json!({"answer": {"text": fact["fact"]}}).to_string(),
+                    content,
                     tool_calls: Vec::new(),
                     usage,
                     model: "gpt-4o-mini".into(),
@@ -210,9 +223,13 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(LookupThenAnswer::default()).await
+}
+
+async fn fixture_with(model: LookupThenAnswer) -> Fixture {
     let (port, endpoint) = start_tool_endpoint().await;
     let registry = agent_registry(port);
-    let model = Arc::new(LookupThenAnswer::default());
+    let model = Arc::new(model);
     let queue = Arc::new(InMemoryStepQueue::new());
     let clock = Arc::new(OffsetClock::new());
     let tools = baton_tools::ToolRunner::new(registry.clone(), "127.0.0.1", Arc::new(|_| None));
@@ -326,6 +343,63 @@ async fn a_two_turn_session_calls_the_tool_over_http_and_answers_with_its_result
         Some(json!({"answer": {"text": "facts are checked"}}))
     );
     assert_eq!(stored.nodes["node_1"].usage.prompt_tokens, 14);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_turn_whose_stream_restarted_warns_readers_and_streams_its_answer_once() {
+    let fixture = fixture_with(LookupThenAnswer {
+        restart_the_answer: true,
+        ..LookupThenAnswer::default()
+    })
+    .await;
+    let submitted = fixture
+        .services
+        .runs
+        .submit("t", &envelope())
+        .await
+        .unwrap();
+    let status = runner(&fixture)
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    let frames = fixture
+        .services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    assert_frames_match_schemas(&frames);
+    let node: Vec<_> = frames
+        .iter()
+        .filter(|frame| frame.node_id.as_deref() == Some("node_1"))
+        .collect();
+    let restart = node
+        .iter()
+        .position(|frame| {
+            frame.event_type == EventType::Warning
+                && frame.payload.as_ref().map(|payload| &payload["code"])
+                    == Some(&json!("stream_restarted"))
+        })
+        .expect("the restart is announced to readers");
+    let text = |frames: &[&baton_core::event::EventFrame]| -> String {
+        frames
+            .iter()
+            .filter(|frame| frame.event_type == EventType::Delta)
+            .filter_map(|frame| frame.message.clone())
+            .collect()
+    };
+    let answer = json!({"answer": {"text": "facts are checked"}}).to_string();
+    let before = text(&node[..restart]);
+    assert!(
+        !before.is_empty() && answer.starts_with(&before),
+        "the cut text streamed before the warning: {before}"
+    );
+    assert_eq!(
+        text(&node[restart..]),
+        answer,
+        "after the warning the answer streams once, whole"
+    );
 }
 
 /// The next step message on the queue that is not an early timer (a timer
