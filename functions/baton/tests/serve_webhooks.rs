@@ -220,3 +220,66 @@ async fn a_signed_callback_refused_twice_is_accepted_once_and_an_ssrf_target_is_
     );
     serve.stop().await;
 }
+
+/// A run cancelled mid-node announces its end at once: the cancel's
+/// `Notify` step is sent with the cancel's commit, not left in the outbox
+/// until some later delivery of the run (the model here takes 20 s: the
+/// node is still running when the delivery must have arrived).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_run_calls_its_callback_at_once() {
+    let model = ScriptedLlmServer::start().await.unwrap();
+    model.set_default_behavior(scripted_llm::Behavior::SlowValid { delay_ms: 20_000 });
+    let (callback, receiver) = start_receiver(0).await;
+    let serve = start_serve(
+        &["--store", "memory"],
+        &[
+            ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
+            ("BATON_LLM_MODEL".to_string(), "gpt-4o-mini".to_string()),
+            ("BATON_WEBHOOK_SECRET".to_string(), SECRET.to_string()),
+            (
+                "BATON_OUTBOUND_HTTP_HOSTS".to_string(),
+                "127.0.0.1".to_string(),
+            ),
+        ],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let mut envelope = example("seed-10.1-sample-envelope.json");
+    envelope["callbackUrl"] = json!(callback);
+    let run_id = submit(&client, &serve.base, &envelope).await;
+    let asked = tokio::time::Instant::now();
+    while model.request_count() == 0 {
+        assert!(asked.elapsed() < Duration::from_secs(20), "no node started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let cancelled_at = tokio::time::Instant::now();
+    let response = client
+        .post(format!("{}/runs/{run_id}/cancel", serve.base))
+        .bearer_auth(TOKEN)
+        .json(&json!({"reason": "no longer needed"}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success(), "{}", response.status());
+    while receiver.lock().unwrap().attempts.is_empty() {
+        assert!(
+            cancelled_at.elapsed() < Duration::from_secs(5),
+            "no callback within 5 s of the cancel"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "the cancel's callback arrived {} ms after the cancel",
+        cancelled_at.elapsed().as_millis()
+    );
+    let seen = receiver.lock().unwrap().attempts.clone();
+    let (status, _, event, body) = &seen[0];
+    assert_eq!(*status, 204);
+    assert_eq!(
+        event, "baton.run.failed",
+        "a cancel is announced as an end without output"
+    );
+    assert_eq!(body["runId"], run_id.as_str());
+    assert_eq!(body["status"], "cancelled");
+}
