@@ -20,7 +20,7 @@ use baton_core::registry::{Registry, RegistryDocument};
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, StepQueue};
 use baton_runtime::services::{ChatRequest, Services};
 use baton_runtime::worker::LocalRunner;
 use baton_test_support::{TestServices, assert_frames_match_schemas, repository_path};
@@ -472,5 +472,106 @@ async fn a_call_naming_no_known_output_is_answered_with_the_facets_there_are() {
     assert!(
         error.contains("`poem` is not a facet") && error.contains("`summary`"),
         "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_parent_ends_the_child_run_it_waits_for_at_once() {
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(json!({"objective": "Summarise the outline", "requested_outputs": ["summary"]})),
+        text("never reached"),
+    ]);
+    let chat = chat(model);
+    let submitted = chat
+        .services
+        .runs
+        .submit_chat(
+            "t",
+            &ChatRequest {
+                message: "Please summarise.".into(),
+                ..ChatRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    // Step by step until the parent's agent waits for the child it started.
+    let child_run_id = loop {
+        let parent = chat
+            .store
+            .load_run("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state;
+        if let Some(child) = parent.awaited_child_runs().into_iter().next() {
+            break child;
+        }
+        let received = chat
+            .queue
+            .receive(1, std::time::Duration::from_secs(1))
+            .await
+            .unwrap()
+            .pop()
+            .expect("a step until the child starts");
+        baton_runtime::worker::process_received_step(
+            &chat.services.steps,
+            chat.queue.as_ref(),
+            received,
+        )
+        .await
+        .unwrap();
+    };
+    let status_of = |run_id: String| {
+        let store = chat.store.clone();
+        async move {
+            store
+                .load_run("t", &run_id)
+                .await
+                .unwrap()
+                .unwrap()
+                .state
+                .status
+        }
+    };
+    assert!(!status_of(child_run_id.clone()).await.is_terminal());
+
+    let status = chat
+        .services
+        .runs
+        .cancel("t", &submitted.run_id, "the person left")
+        .await
+        .unwrap();
+    assert_eq!(status, Some(RunStatus::Cancelled));
+    assert_eq!(
+        status_of(child_run_id.clone()).await,
+        RunStatus::Cancelled,
+        "the child ended with its parent, before any further step"
+    );
+    let child_frames = chat.frames(&child_run_id).await;
+    let last = child_frames.last().unwrap();
+    assert!(
+        last.message
+            .as_deref()
+            .is_some_and(|message| message.contains(&submitted.run_id)),
+        "the child's end names its parent: {last:?}"
+    );
+
+    // What was still queued for either run changes nothing now.
+    let runner = LocalRunner {
+        steps: chat.services.steps.clone(),
+        runs: chat.services.runs.clone(),
+        queue: chat.queue.clone(),
+    };
+    runner.drain().await.unwrap();
+    assert_eq!(
+        status_of(submitted.run_id.clone()).await,
+        RunStatus::Cancelled
+    );
+    assert_eq!(status_of(child_run_id).await, RunStatus::Cancelled);
+    assert_eq!(
+        chat.model.seen.lock().unwrap().len(),
+        1,
+        "the parent's agent was not asked again"
     );
 }
