@@ -40,6 +40,27 @@ pub(crate) fn awaiting_human_key(tenant_id: &str) -> String {
 /// Events, leases and leftover outbox entries live this long after they
 /// are written (DynamoDB TTL).
 const RETENTION_SECONDS: u64 = 30 * 24 * 3600;
+/// The most actions DynamoDB takes in one `TransactWriteItems`.
+pub(crate) const MAX_TRANSACTION_ACTIONS: usize = 100;
+
+/// Refuses, before anything is sent, a write that would need more actions
+/// than one transaction takes: split over several transactions it would no
+/// longer be all or nothing, and sent as it is DynamoDB refuses it with an
+/// error that retrying cannot cure. Not retryable: the commit protocol
+/// fails the run (`state_too_large`) instead of retrying for ever.
+pub(crate) fn within_one_transaction(
+    items: &[TransactWriteItem],
+    run_id: &str,
+) -> Result<(), StoreError> {
+    if items.len() > MAX_TRANSACTION_ACTIONS {
+        return Err(StoreError::TooLarge(format!(
+            "run {run_id}: one write would take {} items (frames, outbox entries and the run), more than the {MAX_TRANSACTION_ACTIONS} one DynamoDB transaction takes",
+            items.len()
+        )));
+    }
+    Ok(())
+}
+
 /// Rounds of re-reading `nextSeq` when a concurrent append moved it.
 pub(crate) const SEQUENCE_RETRY_ROUNDS: usize = 20;
 /// Runs whose last event sequence this process remembers, at most.
@@ -127,6 +148,7 @@ impl RunStore for DynamoRunStore {
         items.extend(self.open_item_writes(&pk, 0, &open_items, state)?);
         items.extend(self.event_items(&pk, 1, &state.run_id, &state.correlation_id, events)?);
         items.extend(self.outbox_items(&pk, &outbox)?);
+        within_one_transaction(&items, &state.run_id)?;
         match self
             .client
             .transact_write_items()
@@ -407,6 +429,7 @@ impl RunStore for DynamoRunStore {
             items.extend(open_item_writes.iter().cloned());
             items.push(self.sequence_bump(&pk, seen, count)?);
             items.push(run_update);
+            within_one_transaction(&items, run_id)?;
             match self
                 .client
                 .transact_write_items()

@@ -184,6 +184,7 @@ impl DynamoRunStore {
                 events.clone(),
             )?);
             items.push(sequence_bump);
+            crate::dynamodb::within_one_transaction(&items, run_id)?;
             match self
                 .client
                 .transact_write_items()

@@ -214,6 +214,58 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
 }
 
 #[tokio::test]
+async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_and_writes_nothing()
+{
+    use baton_runtime::error::StoreError;
+    use baton_runtime::ports::RunStore;
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let configuration = emulator.sdk_configuration().await;
+    let store = DynamoRunStore::new(
+        aws_sdk_dynamodb::Client::new(&configuration),
+        unique("baton-wide-commit"),
+    );
+    store.create_table_if_missing().await.unwrap();
+    let state = run_carrying("small".into(), "run-wide");
+    store
+        .create_run(&state, vec![], vec![], None)
+        .await
+        .unwrap();
+    let stamp = baton_core::frames::FrameStamp::new(
+        baton_core::instant::Instant::from_unix_millis(1_000),
+        1,
+    );
+    let frames: Vec<_> = (0..120)
+        .map(|index| baton_core::frames::log(&stamp, &format!("frame {index}")))
+        .collect();
+    let error = store
+        .commit_step(
+            "large",
+            "run-wide",
+            StepCommit {
+                expected_version: 1,
+                state: state.clone(),
+                events: frames,
+                outbox: vec![],
+                consumed_message_id: None,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(error, StoreError::TooLarge(_)), "{error}");
+    assert!(!error.is_retryable());
+    assert!(error.to_string().contains("100"), "{error}");
+    let stored = store.load_run("large", "run-wide").await.unwrap().unwrap();
+    assert_eq!(stored.version, 1, "nothing was written");
+    assert!(
+        store
+            .read_events("large", "run-wide", 0, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
 async fn a_timer_waits_on_sqs_until_it_is_due() {
     let emulator = moto_server::MotoServer::start().unwrap();
     let configuration = emulator.sdk_configuration().await;
