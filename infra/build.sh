@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `sam build` of infra/template.yaml with the settings of Cargo.toml's
-# [profile.lambda] (SAM's Rust builder builds with --release, so the release
-# profile is given the lambda profile's settings through cargo's
+# [profile.lambda-size] (SAM's Rust builder builds with --release, so the release
+# profile is given the lambda-size profile's settings through cargo's
 # CARGO_PROFILE_RELEASE_* variables): LTO, one codegen unit, stripped,
 # panic = "abort", optimized for size (opt-level "s").
 #

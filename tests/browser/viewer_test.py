@@ -4,6 +4,7 @@ is the scripted test double (set up by `functions/baton/tests/viewer_browser.rs`
 which runs this file and fails when it fails).
 
 Environment: BATON_VIEWER_URL (the server's root), BATON_VIEWER_TOKEN,
+BATON_VIEWER_ANONYMOUS_URL (a server started without BATON_API_TOKENS),
 BATON_CHROMIUM (the browser binary), BATON_BROWSER_ARTIFACTS (screenshots go
 there), BATON_REPOSITORY (envelopes are read from it).
 """
@@ -17,6 +18,7 @@ from playwright.sync_api import expect, sync_playwright
 
 ROOT = os.environ["BATON_VIEWER_URL"].rstrip("/")
 TOKEN = os.environ["BATON_VIEWER_TOKEN"]
+ANONYMOUS_ROOT = os.environ["BATON_VIEWER_ANONYMOUS_URL"].rstrip("/")
 ARTIFACTS = Path(os.environ["BATON_BROWSER_ARTIFACTS"])
 REPOSITORY = Path(os.environ["BATON_REPOSITORY"])
 TIMEOUT_MS = 30_000
@@ -159,6 +161,19 @@ def show_and_verify_a_judge_transcript(page):
     print(f"ok: evaluation {run_id} transcript rendered and verified; a changed message is caught: {broken[:60]}…")
 
 
+def use_a_server_without_tokens_without_being_asked_for_one(browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(ANONYMOUS_ROOT + "/")
+    run_id = start_run(page, envelope("registry/examples/seed-10.1-sample-envelope.json"))
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    page.click("#refresh-runs")
+    expect(page.locator(f'#runs li[data-run-id="{run_id}"]')).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#token-form")).to_be_hidden()
+    shot(page, "00-anonymous-server-no-token-asked")
+    page.close()
+    print("ok: a server without tokens is used without a token form")
+
+
 def main():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
@@ -167,7 +182,11 @@ def main():
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.on("console", lambda message: print(f"[console] {message.type}: {message.text}", file=sys.stderr))
         page.on("pageerror", lambda error: print(f"[pageerror] {error}", file=sys.stderr))
+        use_a_server_without_tokens_without_being_asked_for_one(browser)
         page.goto(ROOT + "/")
+        # This server has tokens: the form shows once a request was refused.
+        expect(page.locator("#token-form")).to_be_visible(timeout=TIMEOUT_MS)
+        expect(page.locator("#token-state")).to_have_text("this server asks for a token")
         page.fill("#token", TOKEN)
         page.click("#token-form button")
         expect(page.locator("#token-state")).to_have_text("token set")

@@ -124,7 +124,8 @@ impl FramePrinter {
             .unwrap_or_default();
         let message = frame
             .message
-            .as_deref()
+            .clone()
+            .or_else(|| inline_summary(frame))
             .map(|message| format!(" {message}"))
             .unwrap_or_default();
         // A child run's frame, relayed in its parent's stream.
@@ -312,4 +313,21 @@ fn totals_text(payload: &Value) -> String {
         None => parts.push("cost unknown".to_string()),
     }
     parts.join(" · ")
+}
+
+/// What a frame without a message says on its own line: the phase entered,
+/// the handoff's parties (so no line is a bare event name).
+fn inline_summary(frame: &EventFrame) -> Option<String> {
+    let payload = frame.payload.as_ref()?;
+    let text = |key: &str| payload.get(key).and_then(Value::as_str);
+    match frame.event_type {
+        EventType::Phase => text("phase").map(|phase| format!("→ {phase}")),
+        EventType::Handoff => Some(format!(
+            "{} {} → {}",
+            text("status")?,
+            text("from")?,
+            text("to")?
+        )),
+        _ => None,
+    }
 }

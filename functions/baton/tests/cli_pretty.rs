@@ -72,6 +72,26 @@ async fn the_pretty_view_shows_each_nodes_time_tokens_and_cost_and_the_totals() 
         line.trim_start().chars().next().unwrap().is_ascii_digit(),
         "a duration first: {line}"
     );
+    // A narration frame's line says what it narrates: `   7 phase → generation`.
+    let bare: Vec<&str> = stdout
+        .lines()
+        .filter(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words.len() == 2
+                && words[0].chars().all(|c| c.is_ascii_digit())
+                && matches!(words[1], "phase" | "handoff")
+        })
+        .collect();
+    assert!(
+        bare.is_empty(),
+        "frame lines with nothing after their type: {bare:?}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.contains(" phase → generation")),
+        "{stdout}"
+    );
     let closing = stdout
         .lines()
         .find(|line| line.starts_with("run completed"))

@@ -1,7 +1,9 @@
 //! The run viewer in a real browser: `baton serve` (the real binary, memory
 //! store) whose model is the scripted test double, and
 //! `tests/browser/viewer_test.py` driving Debian's headless Chromium through
-//! Playwright for Python against it: a run watched to completion and a node
+//! Playwright for Python against it: a server without tokens used without
+//! being asked for one (the local default), a tokened one asking only after
+//! its first 401; a run watched to completion and a node
 //! opened (output, cost); a parked run's task form refusing a bad value next
 //! to its field, then completing the run; an approval rejected failing the
 //! run; a judge transcript rendered and verified (and a changed one caught).
@@ -49,6 +51,17 @@ async fn the_run_viewer_works_in_headless_chromium() {
     )
     .await;
     let root = serve.base.trim_end_matches("/api/v1/flex").to_string();
+    // The local default: no BATON_API_TOKENS, so the viewer never asks for one.
+    let anonymous = start_serve(
+        &["--store", "memory"],
+        &[
+            ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
+            ("BATON_LLM_MODEL".to_string(), "gpt-4o-mini".to_string()),
+            ("BATON_API_TOKENS".to_string(), String::new()),
+        ],
+    )
+    .await;
+    let anonymous_root = anonymous.base.trim_end_matches("/api/v1/flex").to_string();
     let artifacts = std::env::var_os("BATON_BROWSER_ARTIFACTS")
         .map(PathBuf::from)
         .unwrap_or_else(|| repository().join("target/browser-artifacts"));
@@ -56,6 +69,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
         .arg(repository().join("tests/browser/viewer_test.py"))
         .env("BATON_VIEWER_URL", &root)
         .env("BATON_VIEWER_TOKEN", TOKEN)
+        .env("BATON_VIEWER_ANONYMOUS_URL", &anonymous_root)
         .env("BATON_CHROMIUM", &browser)
         .env("BATON_BROWSER_ARTIFACTS", &artifacts)
         .env("BATON_REPOSITORY", repository())
@@ -76,10 +90,11 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        4,
+        5,
         "every scenario reported: {stdout}"
     );
     for screenshot in [
+        "00-anonymous-server-no-token-asked",
         "01-run-completed",
         "02-node-details",
         "03-task-form-422",
@@ -96,4 +111,5 @@ async fn the_run_viewer_works_in_headless_chromium() {
         );
     }
     serve.stop().await;
+    anonymous.stop().await;
 }

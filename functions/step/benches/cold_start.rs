@@ -5,7 +5,7 @@
 //! figure includes start-up wiring (registry load, SDK clients) and the real
 //! store calls of one step.
 //!
-//!   cargo build --profile lambda -p baton-step-function
+//!   cargo build --profile lambda-size -p baton-step-function
 //!   cargo bench -p baton-step-function --bench cold_start
 //!
 //! (`BATON_STEP_BINARY` overrides the binary's path.)
@@ -105,14 +105,14 @@ fn step_binary() -> PathBuf {
     let target = std::env::var("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|_| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    target.join("lambda/step")
+    target.join("lambda-size/step")
 }
 
 fn main() {
     let binary = step_binary();
     if !binary.exists() {
         eprintln!(
-            "{} is missing: build it with `cargo build --profile lambda -p baton-step-function`",
+            "{} is missing: build it with `cargo build --profile lambda-size -p baton-step-function`",
             binary.display()
         );
         std::process::exit(2);

@@ -1,4 +1,6 @@
-// The HTTP API, and only it: every call carries the bearer token entered once.
+// The HTTP API, and only it: every call carries the bearer token entered once
+// (none until one is entered: a server without tokens asks for none). A 401
+// announces `baton:unauthorized` so the page can ask for a token then.
 // The API's origin is this page's, or `?api=https://…` when the page is hosted
 // elsewhere (e.g. an S3 bucket beside the function URL).
 
@@ -11,6 +13,18 @@ export const judge = `${origin}/api/v1/judge`;
 export function token() { return localStorage.getItem(TOKEN_KEY) || ""; }
 export function setToken(value) { localStorage.setItem(TOKEN_KEY, value.trim()); }
 
+/** The request headers: the bearer token only when one was entered. */
+function authorization(extra) {
+  const headers = { ...extra };
+  if (token()) headers.authorization = `Bearer ${token()}`;
+  return headers;
+}
+
+/** Tells the page the server wants a (valid) token. */
+function checkAuthorized(status) {
+  if (status === 401) window.dispatchEvent(new CustomEvent("baton:unauthorized"));
+}
+
 /** An API error: the HTTP status and the body's `error` object. */
 export class ApiError extends Error {
   constructor(status, error) {
@@ -22,12 +36,15 @@ export class ApiError extends Error {
 }
 
 async function call(method, url, body) {
-  const headers = { authorization: `Bearer ${token()}` };
+  const headers = authorization({});
   if (body !== undefined) headers["content-type"] = "application/json";
   const response = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await response.text();
   const json = text ? JSON.parse(text) : null;
-  if (!response.ok) throw new ApiError(response.status, json && json.error);
+  if (!response.ok) {
+    checkAuthorized(response.status);
+    throw new ApiError(response.status, json && json.error);
+  }
   return json;
 }
 
@@ -41,10 +58,11 @@ export const postJson = (url, body) => call("POST", url, body);
  * so the stream is read with fetch.
  */
 export async function followRun(runId, lastId, onFrame, signal) {
-  const headers = { authorization: `Bearer ${token()}`, accept: "text/event-stream" };
+  const headers = authorization({ accept: "text/event-stream" });
   if (lastId) headers["last-event-id"] = String(lastId);
   const response = await fetch(`${flex}/runs/${encodeURIComponent(runId)}/events`, { headers, signal });
   if (!response.ok) {
+    checkAuthorized(response.status);
     const body = await response.json().catch(() => null);
     throw new ApiError(response.status, body && body.error);
   }

@@ -398,11 +398,20 @@ function start() {
   $("#refresh-tasks").addEventListener("click", loadTasks);
   $("#start-run").addEventListener("click", startRun);
   window.addEventListener("hashchange", route);
-  if (token()) {
-    loadRuns();
-    loadTasks();
-    route();
-  }
+  // The token form shows only when the server refuses a request (a server
+  // started without BATON_API_TOKENS asks for none), or a token is kept.
+  if (token()) $("#token-form").hidden = false;
+  window.addEventListener("baton:unauthorized", () => {
+    const form = $("#token-form");
+    if (form.hidden) {
+      form.hidden = false;
+      $("#token").focus();
+    }
+    $("#token-state").textContent = token() ? "token refused" : "this server asks for a token";
+  });
+  loadRuns();
+  loadTasks();
+  route();
 }
 
 start();
