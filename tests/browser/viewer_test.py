@@ -141,6 +141,9 @@ def show_and_verify_a_judge_transcript(page):
     run_id = response.headers["location"].rsplit("/", 1)[1]
     page.goto(f"{ROOT}/#run/{run_id}")
     expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    # The view redraws as its stream ends: open the node after that, so the
+    # Verify button clicked is the one on the page.
+    expect(page.locator(".stream-state")).to_have_text("ended", timeout=TIMEOUT_MS)
     page.locator("svg.plan g.node").first.click()
     transcript = page.locator(".transcript")
     expect(transcript.locator(".round")).not_to_have_count(0)
