@@ -235,7 +235,7 @@ async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_a
         1,
     );
     let frames: Vec<_> = (0..120)
-        .map(|index| baton_core::frames::log(&stamp, &format!("frame {index}")))
+        .map(|index| baton_core::frames::log(&stamp, format!("frame {index}")))
         .collect();
     let error = store
         .commit_step(
