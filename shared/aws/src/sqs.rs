@@ -30,8 +30,8 @@ fn delay_seconds(delay: Duration) -> i32 {
 
 /// A timer's first hop: delayed until its `notBefore` (wall clock), as far
 /// as SQS allows; the worker defers it again if it comes early.
-fn delay_until(not_before: Option<&str>) -> Option<i32> {
-    let due = baton_core::instant::Instant::parse_rfc3339(not_before?)?;
+fn delay_until(not_before: Option<baton_core::instant::Instant>) -> Option<i32> {
+    let due = not_before?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()
@@ -71,7 +71,7 @@ impl StepQueue for SqsStepQueue {
                     SendMessageBatchRequestEntry::builder()
                         .id(format!("m{index}"))
                         .message_body(body)
-                        .set_delay_seconds(delay_until(message.not_before.as_deref()))
+                        .set_delay_seconds(delay_until(message.not_before))
                         .build()
                         .map_err(unavailable)?,
                 );

@@ -279,8 +279,8 @@ async fn a_timer_waits_on_sqs_until_it_is_due() {
         .unwrap()
         .as_millis() as u64
         + 600_000;
-    let due = baton_core::instant::Instant::from_unix_millis(in_ten_minutes).rfc3339();
-    let timer = StepMessage::timer("t", "run-timer", "sla:node_2:1", &due);
+    let due = baton_core::instant::Instant::from_unix_millis(in_ten_minutes);
+    let timer = StepMessage::timer("t", "run-timer", "sla:node_2:1", due);
 
     // Its first hop is delayed until it is due (SQS allows 15 minutes).
     queue.send(std::slice::from_ref(&timer)).await.unwrap();

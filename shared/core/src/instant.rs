@@ -66,6 +66,31 @@ impl Instant {
     }
 }
 
+/// Serde for `Option<Instant>` as RFC 3339 text, the wire form of times:
+/// text that is not a time is an error naming it, never "no time".
+pub mod rfc3339_option {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Instant;
+
+    pub fn serialize<S: Serializer>(value: &Option<Instant>, out: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(instant) => out.serialize_some(&instant.rfc3339()),
+            None => out.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<Option<Instant>, D::Error> {
+        Option::<String>::deserialize(input)?
+            .map(|text| {
+                Instant::parse_rfc3339(&text)
+                    .ok_or_else(|| D::Error::custom(format!("`{text}` is not an RFC 3339 time")))
+            })
+            .transpose()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

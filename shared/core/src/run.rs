@@ -339,10 +339,16 @@ pub struct StepMessage {
     pub tenant_id: String,
     pub run_id: String,
     pub command: StepCommand,
-    /// RFC 3339: the step must not run before (a timer). The queue delays
-    /// it as far as it can; a worker that gets it early defers it again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub not_before: Option<String>,
+    /// The step must not run before (a timer; RFC 3339 on the wire, and a
+    /// message whose `notBefore` is not a time is malformed, never "due
+    /// now"). The queue delays it as far as it can; a worker that gets it
+    /// early defers it again.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::instant::rfc3339_option"
+    )]
+    pub not_before: Option<crate::instant::Instant>,
 }
 
 impl StepMessage {
@@ -391,8 +397,13 @@ impl StepMessage {
         }
     }
 
-    /// The message of a timer that fires at `due_at` (RFC 3339).
-    pub fn timer(tenant_id: &str, run_id: &str, timer_id: &str, due_at: &str) -> Self {
+    /// The message of a timer that fires at `due_at`.
+    pub fn timer(
+        tenant_id: &str,
+        run_id: &str,
+        timer_id: &str,
+        due_at: crate::instant::Instant,
+    ) -> Self {
         let mut message = StepMessage::new(
             tenant_id,
             run_id,
@@ -400,7 +411,7 @@ impl StepMessage {
                 timer_id: timer_id.to_string(),
             },
         );
-        message.not_before = Some(due_at.to_string());
+        message.not_before = Some(due_at);
         message
     }
 }
@@ -462,9 +473,27 @@ mod tests {
             let json = serde_json::to_value(&message).unwrap();
             assert!(collect_violations(&validator, &json).is_empty(), "{json}");
         }
-        let timer = StepMessage::timer("tenant", "run_1", "policy:p", "2026-01-01T00:00:00.000Z");
+        let timer = StepMessage::timer(
+            "tenant",
+            "run_1",
+            "policy:p",
+            crate::instant::Instant::parse_rfc3339("2026-01-01T00:00:00.000Z").unwrap(),
+        );
         let json = serde_json::to_value(&timer).unwrap();
-        assert_eq!(json["notBefore"], "2026-01-01T00:00:00.000Z");
+        assert_eq!(json["notBefore"], "2026-01-01T00:00:00Z");
         assert!(collect_violations(&validator, &json).is_empty(), "{json}");
+        let read_back: StepMessage = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(read_back, timer);
+
+        // A time that is not a time is a malformed message, never "due now".
+        let mut garbled = json;
+        garbled["notBefore"] = "tomorrow-ish".into();
+        let error = serde_json::from_value::<StepMessage>(garbled).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("`tomorrow-ish` is not an RFC 3339 time"),
+            "{error}"
+        );
     }
 }

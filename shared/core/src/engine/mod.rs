@@ -220,7 +220,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
             &self.state.tenant_id,
             &self.state.run_id,
             &timer_id,
-            &due_at,
+            due,
         ));
         self.state
             .governance

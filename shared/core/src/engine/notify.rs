@@ -131,7 +131,7 @@ pub(super) fn resume_notify(
                     attempt: next,
                 },
             );
-            message.not_before = Some(due.rfc3339());
+            message.not_before = Some(due);
             outbox.push(message);
         }
         Some(message) => {

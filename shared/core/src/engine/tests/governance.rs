@@ -610,12 +610,8 @@ fn an_on_timeout_policy_is_a_durable_timer() {
         .find(|message| message.message_id == "run:timer:policy:slow")
         .expect("a delayed timer message");
     assert_eq!(
-        timer.not_before.as_deref(),
-        Some(
-            NOW.plus(std::time::Duration::from_secs(60))
-                .rfc3339()
-                .as_str()
-        )
+        timer.not_before,
+        Some(NOW.plus(std::time::Duration::from_secs(60)))
     );
     let fired = decided(fire(&planned.state, &policy_timer_id("slow"), &context));
     assert_eq!(

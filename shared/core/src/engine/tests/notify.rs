@@ -125,12 +125,8 @@ fn failed_attempts_are_retried_later_with_doubling_delays_and_delivered_once() {
     assert_eq!(first.outbox.len(), 1);
     assert_eq!(first.outbox[0].command, notify("completed-1", 2));
     assert_eq!(
-        first.outbox[0].not_before.as_deref(),
-        Some(
-            Instant::from_unix_millis(NOW.unix_millis() + 2_000)
-                .rfc3339()
-                .as_str()
-        )
+        first.outbox[0].not_before,
+        Some(Instant::from_unix_millis(NOW.unix_millis() + 2_000))
     );
     let record = &first.state.notifications["completed-1"];
     assert_eq!((record.attempts, record.delivered), (1, false));
@@ -148,12 +144,8 @@ fn failed_attempts_are_retried_later_with_doubling_delays_and_delivered_once() {
         &context,
     );
     assert_eq!(
-        second.outbox[0].not_before.as_deref(),
-        Some(
-            Instant::from_unix_millis(NOW.unix_millis() + 4_000)
-                .rfc3339()
-                .as_str()
-        )
+        second.outbox[0].not_before,
+        Some(Instant::from_unix_millis(NOW.unix_millis() + 4_000))
     );
     let third = attempt(
         second.state,

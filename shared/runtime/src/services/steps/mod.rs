@@ -144,11 +144,7 @@ impl StepService {
         deadline: Option<Instant>,
     ) -> Result<StepOutcome, RuntimeError> {
         let (tenant_id, run_id) = (message.tenant_id.as_str(), message.run_id.as_str());
-        if let Some(due) = message
-            .not_before
-            .as_deref()
-            .and_then(Instant::parse_rfc3339)
-        {
+        if let Some(due) = message.not_before {
             let remaining = due.since(self.clock.now());
             if !remaining.is_zero() {
                 return Ok(StepOutcome::NotYetDue { remaining });
