@@ -10,6 +10,7 @@ use std::sync::Arc;
 use baton_core::engine::NotificationDelivery;
 use baton_outbound::SystemResolver;
 use baton_outbound::webhook::WebhookSender;
+use baton_runtime::error::DeliveryError;
 use baton_runtime::ports::{Clock, CompletionNotifier};
 
 use crate::config::Configuration;
@@ -55,14 +56,18 @@ impl WebhookNotifier {
 
 #[async_trait::async_trait]
 impl CompletionNotifier for WebhookNotifier {
-    async fn deliver(&self, delivery: &NotificationDelivery) -> Result<(), String> {
+    async fn deliver(&self, delivery: &NotificationDelivery) -> Result<(), DeliveryError> {
         let detail = serde_json::to_value(&delivery.notification)
-            .map_err(|error| format!("the notification cannot be encoded: {error}"))?;
+            .map_err(|error| DeliveryError::Encoding(error.to_string()))?;
         if delivery.to_event_bus {
             let Some(bus) = &self.event_bus else {
-                return Err("no event bus is configured in this process (BATON_EVENT_BUS)".into());
+                return Err(DeliveryError::NotConfigured(
+                    "no event bus is configured in this process (BATON_EVENT_BUS)".into(),
+                ));
             };
-            bus.put(&delivery.notification.event_type, &detail).await?;
+            bus.put(&delivery.notification.event_type, &detail)
+                .await
+                .map_err(DeliveryError::EventBus)?;
         }
         let Some(url) = &delivery.callback_url else {
             return Ok(());
@@ -78,5 +83,6 @@ impl CompletionNotifier for WebhookNotifier {
             )
             .await
             .map(|_| ())
+            .map_err(DeliveryError::Webhook)
     }
 }

@@ -36,6 +36,33 @@ pub enum QueueError {
     Unavailable(String),
 }
 
+/// Why a transcript publisher did not take a publication. Retryable: the
+/// step that concluded the panel is retried and publishes again.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum PublishError {
+    #[error("transcript ledger unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// Why a completion notification was not delivered (the engine retries it
+/// later through the queue, then gives up keeping the last error).
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum DeliveryError {
+    /// This process has no way to deliver it (no webhook client, no bus).
+    #[error("{0}")]
+    NotConfigured(String),
+    /// The notification could not be encoded.
+    #[error("the notification cannot be encoded: {0}")]
+    Encoding(String),
+    /// The event bus did not take it.
+    #[error("{0}")]
+    EventBus(String),
+    /// The callback URL was refused by the outbound guard, unreachable, or
+    /// answered with a refusal.
+    #[error("{0}")]
+    Webhook(String),
+}
+
 /// What a model provider reports when it gives up.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum LlmError {
@@ -125,7 +152,7 @@ pub enum RuntimeError {
     /// The transcript publisher failed; the step is retried (nothing was
     /// committed).
     #[error("transcript publisher: {0}")]
-    TranscriptPublisher(String),
+    TranscriptPublisher(#[from] PublishError),
     /// A chat message names a thread the tenant does not have. HTTP 404.
     #[error("no thread `{0}`")]
     ThreadNotFound(String),

@@ -108,7 +108,7 @@ impl TranscriptPublisher for EventLogTranscripts {
         _tenant_id: &str,
         _run_id: &str,
         _publication: &baton_core::panels::TranscriptPublication,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::error::PublishError> {
         Ok(())
     }
 }

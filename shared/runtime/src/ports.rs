@@ -326,7 +326,7 @@ pub trait TranscriptPublisher: Send + Sync {
         tenant_id: &str,
         run_id: &str,
         publication: &baton_core::panels::TranscriptPublication,
-    ) -> Result<(), String>;
+    ) -> Result<(), crate::error::PublishError>;
 }
 
 /// Performs one tool call of an agent session as the registry defines it
@@ -392,7 +392,7 @@ pub trait CompletionNotifier: Send + Sync {
     async fn deliver(
         &self,
         delivery: &baton_core::engine::NotificationDelivery,
-    ) -> Result<(), String>;
+    ) -> Result<(), crate::error::DeliveryError>;
 }
 
 /// For processes that deliver no notification: every attempt fails saying
@@ -404,7 +404,7 @@ impl CompletionNotifier for NoCompletionNotifier {
     async fn deliver(
         &self,
         _delivery: &baton_core::engine::NotificationDelivery,
-    ) -> Result<(), String> {
-        Err("this process delivers no completion notifications (no webhook client or event bus is configured)".into())
+    ) -> Result<(), crate::error::DeliveryError> {
+        Err(crate::error::DeliveryError::NotConfigured("this process delivers no completion notifications (no webhook client or event bus is configured)".into()))
     }
 }

@@ -64,9 +64,11 @@ impl TranscriptPublisher for FlakyLedger {
         _tenant_id: &str,
         run_id: &str,
         publication: &TranscriptPublication,
-    ) -> Result<(), String> {
+    ) -> Result<(), baton_runtime::error::PublishError> {
         if self.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
-            return Err("the ledger is unavailable".into());
+            return Err(baton_runtime::error::PublishError::Unavailable(
+                "the ledger is unavailable".into(),
+            ));
         }
         self.published
             .lock()

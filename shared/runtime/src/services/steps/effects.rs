@@ -52,9 +52,11 @@ impl StepService {
             Effect::Notify(delivery) => {
                 return Ok(match self.notifier.deliver(delivery).await {
                     Ok(()) => EffectOutcome::Notified,
-                    Err(message) => {
-                        tracing::warn!(notification = %delivery.notification_id, attempt = delivery.attempt, %message, "a completion notification was not accepted");
-                        EffectOutcome::NotificationFailed { message }
+                    Err(error) => {
+                        tracing::warn!(notification = %delivery.notification_id, attempt = delivery.attempt, %error, "a completion notification was not accepted");
+                        EffectOutcome::NotificationFailed {
+                            message: error.to_string(),
+                        }
                     }
                 });
             }
