@@ -1,7 +1,9 @@
 //! SSE over HTTP: the run's frames from the one follower
-//! (`baton_runtime::follow`), encoded by the one encoder
-//! (`EventFrame::to_sse`), with comment heartbeats while the run is quiet.
-//! Dropping the response body (the client went away) stops the reads.
+//! (`baton_runtime::follow`), framed by axum's `Sse` with its `KeepAlive`
+//! comment heartbeats while the run is quiet. Each frame's event carries
+//! the same lines as `EventFrame::to_sse` (the CLI's `--format sse`; a test
+//! keeps the two equal). Dropping the response body (the client went away)
+//! stops the reads.
 //! `?dialect=hooks` renders the same frames as hook events
 //! (`baton_core::hooks`): `event:` the hook name, `data:` its line, `id:`
 //! the frame's sequence (so `Last-Event-ID` resumes as usual).
@@ -9,16 +11,28 @@
 use std::convert::Infallible;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::http::{HeaderValue, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use baton_core::event::EventFrame;
 use baton_core::hooks::HookRenderer;
 use futures_util::Stream;
-use futures_util::stream::{self, BoxStream, StreamExt};
+use futures_util::stream::{self, StreamExt};
 
-/// A comment line: keeps proxies and clients from timing the stream out.
-const HEARTBEAT: &[u8] = b": keep-alive\n\n";
+/// The text of the comment sent after every heartbeat interval of silence:
+/// keeps proxies and clients from timing the stream out.
+const HEARTBEAT_COMMENT: &str = "keep-alive";
+
+/// A frame as an SSE event: `id` (not for a child's frame relayed in its
+/// parent's stream), `event` its type, `data` the frame's JSON.
+fn frame_event(frame: &EventFrame) -> Event {
+    let data = serde_json::to_string(frame).unwrap_or_else(|_| "{}".to_string());
+    let event = Event::default().event(frame.event_type.as_str()).data(data);
+    if frame.forwarded {
+        event
+    } else {
+        event.id(frame.id.to_string())
+    }
+}
 
 /// A `text/event-stream` response relaying `frames`, with a heartbeat
 /// comment after every `heartbeat` of silence; it ends with the frames.
@@ -26,7 +40,7 @@ pub fn sse_response(
     frames: impl Stream<Item = EventFrame> + Send + 'static,
     heartbeat: Duration,
 ) -> Response {
-    sse_bytes_response(frames.map(|frame| Bytes::from(frame.to_sse())), heartbeat)
+    sse_events_response(frames.map(|frame| frame_event(&frame)), heartbeat)
 }
 
 /// How a stream renders its frames.
@@ -49,12 +63,11 @@ impl Dialect {
     }
 }
 
-fn hook_sse(frame_id: u64, run_id: &str, event: &baton_core::hooks::HookEvent) -> Bytes {
-    Bytes::from(format!(
-        "id: {frame_id}\nevent: {}\ndata: {}\n\n",
-        event.event,
-        event.to_line(frame_id, run_id)
-    ))
+fn hook_event(frame_id: u64, run_id: &str, event: &baton_core::hooks::HookEvent) -> Event {
+    Event::default()
+        .id(frame_id.to_string())
+        .event(&event.event)
+        .data(event.to_line(frame_id, run_id))
 }
 
 /// [`sse_response`] in `dialect`.
@@ -71,48 +84,91 @@ pub fn sse_response_in(
     let events = frames
         .map(Some)
         .chain(stream::once(async { None }))
-        .filter_map(move |frame| {
-            let bytes: Vec<Bytes> = match frame {
+        .flat_map(move |frame| {
+            let events: Vec<Event> = match frame {
                 Some(frame) => {
                     last = Some((frame.id, frame.run_id.clone()));
                     renderer
                         .render(&frame)
                         .iter()
-                        .map(|event| hook_sse(frame.id, &frame.run_id, event))
+                        .map(|event| hook_event(frame.id, &frame.run_id, event))
                         .collect()
                 }
                 // The frames ended without an ending (the run waits for a
                 // person): the renderer ends the hook stream unless it did.
                 None => match (renderer.finish_unended(), last.as_ref()) {
-                    (Some(event), Some((id, run_id))) => vec![hook_sse(*id, run_id, &event)],
+                    (Some(event), Some((id, run_id))) => vec![hook_event(*id, run_id, &event)],
                     _ => Vec::new(),
                 },
             };
-            let joined: Vec<u8> = bytes.concat();
-            async move { (!joined.is_empty()).then(|| Bytes::from(joined)) }
+            stream::iter(events)
         });
-    sse_bytes_response(events, heartbeat)
+    sse_events_response(events, heartbeat)
 }
 
-/// A `text/event-stream` response of ready-made event bytes, with heartbeats.
-fn sse_bytes_response(
-    events: impl Stream<Item = Bytes> + Send + 'static,
+/// A `text/event-stream` response of events, with keep-alive comments.
+fn sse_events_response(
+    events: impl Stream<Item = Event> + Send + 'static,
     heartbeat: Duration,
 ) -> Response {
-    let events: BoxStream<'static, Bytes> = events.boxed();
-    let body = stream::unfold(events, move |mut events| async move {
-        // `next()` is cancel-safe: the follower keeps its pending read.
-        tokio::select! {
-            bytes = events.next() => Some((Ok::<_, Infallible>(bytes?), events)),
-            _ = tokio::time::sleep(heartbeat) => Some((Ok(Bytes::from_static(HEARTBEAT)), events)),
-        }
-    });
-    let mut response = Body::from_stream(body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    Sse::new(events.map(Ok::<_, Infallible>))
+        .keep_alive(KeepAlive::new().interval(heartbeat).text(HEARTBEAT_COMMENT))
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_core::event::{EventDraft, EventType};
+
+    async fn body_of(response: Response) -> String {
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[tokio::test]
+    async fn the_http_stream_carries_exactly_the_lines_of_to_sse() {
+        let frame = EventDraft::new(EventType::NodeStart, "2026-01-01T00:00:00Z", 1)
+            .node("node_1")
+            .payload(serde_json::json!({"a": 1}))
+            .into_frame(7, "run-1", "corr-1");
+        let mut relayed = frame.clone();
+        relayed.forwarded = true;
+        let response = sse_response(
+            stream::iter(vec![frame.clone(), relayed.clone()]),
+            Duration::from_secs(15),
+        );
+        assert_eq!(
+            response.headers()[axum::http::header::CONTENT_TYPE],
+            "text/event-stream"
+        );
+        let body = body_of(response).await;
+        let expected = format!("{}{}", frame.to_sse(), relayed.to_sse());
+        let normalise = |text: &str| {
+            let mut lines: Vec<String> = Vec::new();
+            for event in text.split("\n\n").filter(|event| !event.is_empty()) {
+                let mut fields: Vec<&str> = event.lines().collect();
+                fields.sort_unstable();
+                lines.push(fields.join("\n"));
+            }
+            lines
+        };
+        assert_eq!(normalise(&body), normalise(&expected), "{body}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quiet_stream_sends_keep_alive_comments() {
+        let quiet = stream::pending::<EventFrame>();
+        let response = sse_response(quiet, Duration::from_secs(1));
+        let mut body = response.into_body().into_data_stream();
+        let first = tokio::time::timeout(Duration::from_secs(5), body.next())
+            .await
+            .ok()
+            .flatten()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        assert_eq!(String::from_utf8_lossy(&first), ": keep-alive\n\n");
+    }
 }
