@@ -66,7 +66,7 @@ impl Dialect {
 fn hook_event(frame_id: u64, run_id: &str, event: &baton_core::hooks::HookEvent) -> Event {
     Event::default()
         .id(frame_id.to_string())
-        .event(&event.event)
+        .event(event.event)
         .data(event.to_line(frame_id, run_id))
 }
 
