@@ -6,8 +6,21 @@
 use serde::{Deserialize, Serialize};
 
 /// Why a node or a run failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FailureCode {
     /// No plan satisfies the contract (`plan_rejected` carries the diagnostics).
     PlanRejected,
@@ -55,28 +68,7 @@ pub enum FailureCode {
 
 impl FailureCode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            FailureCode::PlanRejected => "plan_rejected",
-            FailureCode::OutputContractViolated => "output_contract_violated",
-            FailureCode::InputContractViolated => "input_contract_violated",
-            FailureCode::HardConstraintViolated => "hard_constraint_violated",
-            FailureCode::TokenBudgetExceeded => "token_budget_exceeded",
-            FailureCode::Cancelled => "cancelled",
-            FailureCode::StateTooLarge => "state_too_large",
-            FailureCode::LlmConfiguration => "llm_configuration",
-            FailureCode::LlmRateLimited => "llm_rate_limited",
-            FailureCode::LlmServerError => "llm_server_error",
-            FailureCode::LlmRequestRejected => "llm_request_rejected",
-            FailureCode::LlmTimeout => "llm_timeout",
-            FailureCode::LlmTransport => "llm_transport",
-            FailureCode::LlmUnexpectedResponse => "llm_unexpected_response",
-            FailureCode::HumanDeclined => "human_declined",
-            FailureCode::HumanTaskTimedOut => "human_task_timed_out",
-            FailureCode::PolicyFailed => "policy_failed",
-            FailureCode::HitlRejected => "hitl_rejected",
-            FailureCode::PanelNoVerdict => "panel_no_verdict",
-            FailureCode::AgentIncomplete => "agent_incomplete",
-        }
+        self.into()
     }
 }
 
@@ -87,8 +79,21 @@ impl std::fmt::Display for FailureCode {
 }
 
 /// What a `warning` frame is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum WarningCode {
     /// The model's stream broke and restarted: drop the node's deltas since its `node_start`.
     StreamRestarted,
@@ -119,18 +124,7 @@ pub enum WarningCode {
 
 impl WarningCode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            WarningCode::StreamRestarted => "stream_restarted",
-            WarningCode::TokenBudgetExceeded => "token_budget_exceeded",
-            WarningCode::PlannerFallback => "planner_fallback",
-            WarningCode::CapabilityFallback => "capability_fallback",
-            WarningCode::ExecutionDepthReached => "execution_depth_reached",
-            WarningCode::JudgeLeftOut => "judge_left_out",
-            WarningCode::ToolCallsPerTurnExceeded => "tool_calls_per_turn_exceeded",
-            WarningCode::MaxIterationsReached => "max_iterations_reached",
-            WarningCode::SessionTimedOut => "session_timed_out",
-            WarningCode::ModelPriceUnknown => "model_price_unknown",
-        }
+        self.into()
     }
 }
 
@@ -139,21 +133,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_serialize_as_their_text() {
-        for code in [
-            FailureCode::PlanRejected,
-            FailureCode::StateTooLarge,
-            FailureCode::LlmUnexpectedResponse,
-            FailureCode::HumanDeclined,
-        ] {
+    fn every_code_is_named_as_serde_writes_it() {
+        use strum::VariantArray;
+        for code in FailureCode::VARIANTS {
             assert_eq!(
                 serde_json::to_value(code).unwrap(),
                 serde_json::Value::String(code.as_str().into())
             );
         }
+        for code in WarningCode::VARIANTS {
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                serde_json::Value::String(code.as_str().into())
+            );
+        }
+        assert_eq!(FailureCode::StateTooLarge.as_str(), "state_too_large");
         assert_eq!(
-            serde_json::to_value(WarningCode::PlannerFallback).unwrap(),
-            "planner_fallback"
+            WarningCode::ToolCallsPerTurnExceeded.as_str(),
+            "tool_calls_per_turn_exceeded"
         );
     }
 }

@@ -9,9 +9,23 @@ use serde_json::Value;
 
 use crate::compiler::FacetProvenance;
 
-/// Every event type a run's stream can carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Every event type a run's stream can carry. Its name (`as_str`, the
+/// SSE `event:` and the JSON `type`) and the list of all (`ALL`, in
+/// catalogue order) come from `strum`, spelled as serde spells them.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum EventType {
     Start,
     Phase,
@@ -45,67 +59,11 @@ pub enum EventType {
 
 impl EventType {
     /// Every event type, in catalogue order.
-    pub const ALL: [EventType; 27] = [
-        EventType::Start,
-        EventType::Phase,
-        EventType::PlanRequested,
-        EventType::PlanRejected,
-        EventType::PlanGenerated,
-        EventType::PlanUpdated,
-        EventType::PlanReadyForReview,
-        EventType::PlanReview,
-        EventType::NodeStart,
-        EventType::NodeComplete,
-        EventType::NodeError,
-        EventType::Handoff,
-        EventType::Delta,
-        EventType::ToolCall,
-        EventType::ToolResult,
-        EventType::AgentState,
-        EventType::PolicyTriggered,
-        EventType::HitlRequest,
-        EventType::HitlResolved,
-        EventType::ValidationError,
-        EventType::Warning,
-        EventType::Message,
-        EventType::Metrics,
-        EventType::Progress,
-        EventType::Log,
-        EventType::Error,
-        EventType::Complete,
-    ];
+    pub const ALL: &'static [EventType] = <EventType as strum::VariantArray>::VARIANTS;
 
     /// The SSE `event:` name (same as the JSON `type`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Start => "start",
-            EventType::Phase => "phase",
-            EventType::PlanRequested => "plan_requested",
-            EventType::PlanRejected => "plan_rejected",
-            EventType::PlanGenerated => "plan_generated",
-            EventType::PlanUpdated => "plan_updated",
-            EventType::PlanReadyForReview => "plan_ready_for_review",
-            EventType::PlanReview => "plan_review",
-            EventType::NodeStart => "node_start",
-            EventType::NodeComplete => "node_complete",
-            EventType::NodeError => "node_error",
-            EventType::Handoff => "handoff",
-            EventType::Delta => "delta",
-            EventType::ToolCall => "tool_call",
-            EventType::ToolResult => "tool_result",
-            EventType::AgentState => "agent_state",
-            EventType::PolicyTriggered => "policy_triggered",
-            EventType::HitlRequest => "hitl_request",
-            EventType::HitlResolved => "hitl_resolved",
-            EventType::ValidationError => "validation_error",
-            EventType::Warning => "warning",
-            EventType::Message => "message",
-            EventType::Metrics => "metrics",
-            EventType::Progress => "progress",
-            EventType::Log => "log",
-            EventType::Error => "error",
-            EventType::Complete => "complete",
-        }
+        self.into()
     }
 
     /// `complete` and `error` end a run's stream.
@@ -249,6 +207,23 @@ impl EventFrame {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn every_event_type_is_named_as_serde_writes_it_in_catalogue_order() {
+        assert_eq!(EventType::ALL.len(), 27);
+        assert_eq!(EventType::ALL.first(), Some(&EventType::Start));
+        assert_eq!(EventType::ALL.last(), Some(&EventType::Complete));
+        for event_type in EventType::ALL {
+            assert_eq!(
+                serde_json::to_value(event_type).unwrap(),
+                serde_json::Value::String(event_type.as_str().into())
+            );
+        }
+        assert_eq!(
+            EventType::PlanReadyForReview.as_str(),
+            "plan_ready_for_review"
+        );
+    }
 
     #[test]
     fn sse_frame_has_id_event_and_data_lines() {

@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn every_frame_schema_compiles_and_requires_the_common_fields() {
-        for event_type in EventType::ALL {
+        for &event_type in EventType::ALL {
             let schema = frame_schema(event_type);
             crate::schema::compile_schema(&schema, event_type.as_str()).unwrap();
             let required: Vec<&str> = schema["required"]
@@ -266,7 +266,7 @@ mod tests {
             .join(FRAME_SCHEMA_DIRECTORY);
         let update = std::env::var("BATON_UPDATE_SCHEMAS").is_ok_and(|value| value == "1");
         let mut stale = Vec::new();
-        for event_type in EventType::ALL {
+        for &event_type in EventType::ALL {
             let path = directory.join(format!("{}.schema.json", event_type.as_str()));
             let generated = format!(
                 "{}\n",
