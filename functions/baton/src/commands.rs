@@ -192,9 +192,10 @@ async fn embedded_services_counted(
     let executors = baton_bootstrap::Executors {
         llm,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
-        notifier: Arc::new(
-            baton_bootstrap::notifier::WebhookNotifier::from_configuration(configuration, clock),
-        ),
+        notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
+            configuration,
+            clock,
+        )),
     };
     let services = baton_bootstrap::services_over(
         registry,
@@ -224,12 +225,10 @@ async fn cloud_services(
     let executors = baton_bootstrap::Executors {
         llm,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
-        notifier: Arc::new(
-            baton_bootstrap::notifier::WebhookNotifier::from_configuration(
-                configuration,
-                ports.clock.clone(),
-            ),
-        ),
+        notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
+            configuration,
+            ports.clock.clone(),
+        )),
     };
     let services = baton_bootstrap::services_over(
         registry,

@@ -257,7 +257,7 @@ pub fn cloud_services_over(
     let executors = Executors {
         llm: model_from_variables(read)?,
         tools: tool_runner_from(configuration, registry.clone()),
-        notifier: Arc::new(notifier::WebhookNotifier::from_configuration(
+        notifier: Arc::new(notifier::completion_notifier(
             configuration,
             ports.clock.clone(),
         )),
