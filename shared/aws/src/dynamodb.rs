@@ -246,7 +246,7 @@ impl RunStore for DynamoRunStore {
         events_on_claim: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError> {
         let pk = run_pk(tenant_id, run_id);
-        let lease_sk = format!("LEASE#{}#{:06}", claim.node_id, claim.attempt);
+        let lease_sk = format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt);
         let lease = Put::builder()
             .table_name(&self.table)
             .set_item(Some(Item::from([
@@ -311,7 +311,7 @@ impl RunStore for DynamoRunStore {
             .key("pk", s(run_pk(tenant_id, run_id)))
             .key(
                 "sk",
-                s(format!("LEASE#{}#{:06}", claim.node_id, claim.attempt)),
+                s(format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt)),
             )
             .update_expression("SET leaseExpiresAt = :until")
             .condition_expression("claimant = :me")

@@ -333,7 +333,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .await
         .unwrap();
     let claim = |claimant| NodeClaim {
-        node_id: "contended",
+        claim_key: "contended",
         attempt: 1,
         worker_id: claimant,
         now,

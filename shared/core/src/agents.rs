@@ -130,17 +130,6 @@ impl AgentSession {
     }
 }
 
-/// The lease a model turn after the first is claimed under (the first is
-/// the node step's own claim).
-pub fn turn_claim_key(node_id: &str, turn: u32) -> String {
-    format!("{node_id}#turn{turn}")
-}
-
-/// The lease one tool call is claimed under.
-pub fn tool_claim_key(node_id: &str, turn: u32, call_id: &str) -> String {
-    format!("{node_id}#turn{turn}#{call_id}")
-}
-
 /// The key a tool call carries to its executor (`Idempotency-Key` for HTTP
 /// tools): the same for every retry of the call, never for another call.
 pub fn tool_idempotency_key(run_id: &str, node_id: &str, turn: u32, call_id: &str) -> String {

@@ -20,6 +20,7 @@
 pub mod agents;
 pub mod capability;
 pub mod chat;
+pub mod claims;
 pub mod codes;
 pub mod compiler;
 pub mod context;

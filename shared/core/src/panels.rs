@@ -180,9 +180,3 @@ pub struct TranscriptPublication {
 pub fn round_timer_id(node_id: &str, attempt: u32, round: u32) -> String {
     format!("panel:{node_id}:{attempt}:{round}")
 }
-
-/// The lease key of one judge's call in one round (each judge is a step of
-/// its own, so the node's lease cannot serve them all).
-pub fn judge_claim_key(node_id: &str, judge_id: &str, round: u32) -> String {
-    format!("{node_id}#judge:{judge_id}#r{round}")
-}

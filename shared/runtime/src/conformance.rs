@@ -350,7 +350,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
 
     // Leases.
     let claim = |claimant: &'static str, now: u64| NodeClaim {
-        node_id: "node_1",
+        claim_key: "node_1",
         attempt: 1,
         worker_id: claimant,
         now: Instant::from_unix_millis(now),

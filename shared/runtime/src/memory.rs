@@ -182,7 +182,7 @@ impl RunStore for InMemoryRunStore {
     ) -> Result<ClaimOutcome, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
-        let key = (claim.node_id.to_string(), claim.attempt);
+        let key = (claim.claim_key.to_string(), claim.attempt);
         if let Some(lease) = record.leases.get(&key)
             && lease.worker_id != claim.worker_id
             && lease.expires_at_millis > claim.now.unix_millis()
@@ -212,7 +212,7 @@ impl RunStore for InMemoryRunStore {
     ) -> Result<bool, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
-        let key = (claim.node_id.to_string(), claim.attempt);
+        let key = (claim.claim_key.to_string(), claim.attempt);
         match record.leases.get_mut(&key) {
             Some(lease) if lease.worker_id == claim.worker_id => {
                 lease.expires_at_millis = claim.lease_expires_at.unix_millis();

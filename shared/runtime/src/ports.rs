@@ -44,7 +44,9 @@ pub enum ClaimOutcome {
 /// A node-attempt claim request.
 #[derive(Debug, Clone)]
 pub struct NodeClaim<'a> {
-    pub node_id: &'a str,
+    /// What the lease protects, in the form the store keeps it under
+    /// (`baton_core::claims::ClaimKey::storage_key`).
+    pub claim_key: &'a str,
     pub attempt: u32,
     pub worker_id: &'a str,
     pub now: Instant,

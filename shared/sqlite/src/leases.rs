@@ -19,7 +19,7 @@ impl SqliteStore {
         events_on_claim: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError> {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        let node_id = claim.node_id.to_string();
+        let node_id = claim.claim_key.to_string();
         let attempt = i64::from(claim.attempt);
         let claimant = claim.worker_id.to_string();
         let now = millis(claim.now);
@@ -70,7 +70,7 @@ impl SqliteStore {
         let values = (
             tenant_id.to_string(),
             run_id.to_string(),
-            claim.node_id.to_string(),
+            claim.claim_key.to_string(),
             i64::from(claim.attempt),
             claim.worker_id.to_string(),
             millis(claim.lease_expires_at),

@@ -52,7 +52,7 @@ pub struct JudgeModelCall {
     pub round: u32,
     pub judge_id: String,
     /// The lease this call is claimed under (one per judge and round).
-    pub claim_key: String,
+    pub claim_key: crate::claims::ClaimKey,
     pub request: ModelRequest,
 }
 
@@ -84,15 +84,22 @@ pub enum Effect {
 }
 
 impl Effect {
-    /// The node attempt the shell must claim before performing, if any.
-    pub fn claim(&self) -> Option<(&str, u32)> {
+    /// What the shell must claim before performing (and for which node
+    /// attempt), if anything.
+    pub fn claim(&self) -> Option<(crate::claims::ClaimKey, u32)> {
+        use crate::claims::ClaimKey;
         match self {
-            Effect::CallModel(call) => Some((&call.node_id, call.attempt)),
-            Effect::AskJudge(call) => Some((&call.claim_key, call.attempt)),
-            Effect::Converse(call) => Some((&call.claim_key, call.attempt)),
-            Effect::RunTool(call) => Some((&call.claim_key, call.attempt)),
-            Effect::StartChildRun(start) => Some((&start.claim_key, start.attempt)),
-            Effect::ReviewPlan(review) => Some((&review.claim_key, review.then.attempt)),
+            Effect::CallModel(call) => Some((
+                ClaimKey::Node {
+                    node_id: call.node_id.clone(),
+                },
+                call.attempt,
+            )),
+            Effect::AskJudge(call) => Some((call.claim_key.clone(), call.attempt)),
+            Effect::Converse(call) => Some((call.claim_key.clone(), call.attempt)),
+            Effect::RunTool(call) => Some((call.claim_key.clone(), call.attempt)),
+            Effect::StartChildRun(start) => Some((start.claim_key.clone(), start.attempt)),
+            Effect::ReviewPlan(review) => Some((review.claim_key.clone(), review.then.attempt)),
             Effect::DraftPlan(_) | Effect::Notify(_) => None,
         }
     }

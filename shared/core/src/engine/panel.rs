@@ -16,12 +16,13 @@ use baton_judge::panel::{
 use serde_json::{Map, Value};
 
 use crate::CoreError;
+use crate::claims::ClaimKey;
 use crate::codes::{FailureCode, WarningCode};
 use crate::context::ModelRequest;
 use crate::frames::{self, ExecutorType};
 use crate::governance::TimerPurpose;
 use crate::instant::Instant;
-use crate::panels::{PanelExecutor, PanelProgress, judge_claim_key, round_timer_id};
+use crate::panels::{PanelExecutor, PanelProgress, round_timer_id};
 use crate::plan::PlanNode;
 use crate::run::{NodeStatus, RunState, StepCommand};
 
@@ -146,7 +147,11 @@ pub(super) fn begin_judge(
             attempt,
             round,
             judge_id: judge_id.to_string(),
-            claim_key: judge_claim_key(node_id, judge_id, round),
+            claim_key: ClaimKey::Judge {
+                node_id: node_id.to_string(),
+                judge_id: judge_id.to_string(),
+                round,
+            },
             request: ModelRequest {
                 system_instruction: call.system_prompt.clone(),
                 user_message: call.user_message.clone(),

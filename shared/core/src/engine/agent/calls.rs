@@ -7,7 +7,8 @@
 use serde_json::{Value, json};
 
 use crate::CoreError;
-use crate::agents::{PendingToolCall, tool_claim_key, tool_idempotency_key};
+use crate::agents::{PendingToolCall, tool_idempotency_key};
+use crate::claims::ClaimKey;
 use crate::conversation::{SessionTurn, ToolCallRequest, ToolInvocation, ToolOutcome};
 use crate::frames::{self, AgentActivity};
 use crate::instant::Instant;
@@ -164,7 +165,11 @@ pub(in crate::engine) fn begin_tool(
             node_id: node_id.to_string(),
             attempt,
             turn,
-            claim_key: tool_claim_key(node_id, turn, call_id),
+            claim_key: ClaimKey::ToolCall {
+                node_id: node_id.to_string(),
+                turn,
+                call_id: call_id.to_string(),
+            },
             tool: tool.clone(),
             invocation: invocation(state, node_id, turn, pending),
         },

@@ -16,7 +16,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::CoreError;
-use crate::agents::{AgentSession, PendingToolCall, turn_claim_key, watchdog_timer_id};
+use crate::agents::{AgentSession, PendingToolCall, watchdog_timer_id};
+use crate::claims::ClaimKey;
 use crate::codes::{FailureCode, WarningCode};
 use crate::context::{ContextBundle, build_model_request};
 use crate::conversation::{
@@ -47,7 +48,7 @@ pub struct ConverseCall {
     pub attempt: u32,
     pub turn: u32,
     /// The lease this turn is claimed under (the node's own for the first).
-    pub claim_key: String,
+    pub claim_key: ClaimKey,
     pub request: crate::context::ModelRequest,
     pub conversation: ToolSession,
     /// Appended atomically with the claim (the first turn's `node_start`…).
@@ -63,7 +64,7 @@ pub struct ToolExecution {
     pub node_id: String,
     pub attempt: u32,
     pub turn: u32,
-    pub claim_key: String,
+    pub claim_key: ClaimKey,
     pub tool: crate::tools::ToolDefinition,
     pub invocation: ToolInvocation,
 }
@@ -216,7 +217,9 @@ pub(super) fn begin_session(
             node_id: node.node_id.clone(),
             attempt,
             turn: first_turn,
-            claim_key: node.node_id.clone(),
+            claim_key: ClaimKey::Node {
+                node_id: node.node_id.clone(),
+            },
             request,
             conversation: session.conversation.clone(),
             start_frames,
@@ -254,7 +257,10 @@ pub(super) fn begin_turn(
             node_id: node_id.to_string(),
             attempt,
             turn,
-            claim_key: turn_claim_key(node_id, turn),
+            claim_key: ClaimKey::Turn {
+                node_id: node_id.to_string(),
+                turn,
+            },
             request: super::chat::session_request(state, node, engine),
             conversation: session.conversation.clone(),
             start_frames: Vec::new(),

@@ -13,9 +13,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::CoreError;
-use crate::agents::{
-    ParentLink, PendingToolCall, child_run_id, tool_claim_key, tool_idempotency_key,
-};
+use crate::agents::{ParentLink, PendingToolCall, child_run_id, tool_idempotency_key};
+use crate::claims::ClaimKey;
 use crate::conversation::ToolOutcome;
 use crate::engine::{Decision, NewRunIdentity, start_run};
 use crate::envelope::TaskEnvelope;
@@ -40,7 +39,7 @@ pub struct ChildRunStart {
     pub attempt: u32,
     pub turn: u32,
     pub call_id: String,
-    pub claim_key: String,
+    pub claim_key: ClaimKey,
     /// The child's creation (state, `start`, its planning step); its run
     /// id is the same for every retry of the call.
     pub child: Box<Decision>,
@@ -54,7 +53,7 @@ pub struct ChildRunStart {
 /// A reviewer's model call on a drafted plan, before running it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanReviewCall {
-    pub claim_key: String,
+    pub claim_key: ClaimKey,
     pub request: crate::context::ModelRequest,
     pub draft: Value,
     pub then: ChildRunStart,
@@ -120,7 +119,11 @@ impl CallSite<'_> {
             attempt: self.attempt,
             turn: self.turn,
             call_id: call_id.clone(),
-            claim_key: format!("{}#child", tool_claim_key(node_id, self.turn, call_id)),
+            claim_key: ClaimKey::ChildRunStart {
+                node_id: node_id.clone(),
+                turn: self.turn,
+                call_id: call_id.clone(),
+            },
             child: Box::new(child),
             idempotency_key: tool_idempotency_key(&self.state.run_id, node_id, self.turn, call_id),
             frames_before: Vec::new(),
@@ -175,10 +178,11 @@ pub(super) fn begin_plan_call(
             let then = site.child_start(call.envelope);
             Ok(StepAdvance::Perform(Effect::ReviewPlan(Box::new(
                 PlanReviewCall {
-                    claim_key: format!(
-                        "{}#review",
-                        tool_claim_key(&site.node.node_id, site.turn, &site.pending.call_id)
-                    ),
+                    claim_key: ClaimKey::PlanReview {
+                        node_id: site.node.node_id.clone(),
+                        turn: site.turn,
+                        call_id: site.pending.call_id.clone(),
+                    },
                     request,
                     draft,
                     then,

@@ -199,7 +199,11 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
         NOW,
         &context,
     );
-    assert_eq!(first_call.claim_key, "node_1", "the node's own claim");
+    assert_eq!(
+        first_call.claim_key.storage_key(),
+        "node_1",
+        "the node's own claim"
+    );
     let claim_types: Vec<&str> = first_call
         .start_frames
         .iter()
@@ -242,7 +246,7 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
         NOW,
         &context,
     );
-    assert_eq!(execution.claim_key, "node_1#turn0#call_1");
+    assert_eq!(execution.claim_key.storage_key(), "node_1#turn0#call_1");
     assert_eq!(execution.invocation.idempotency_key, "run:node_1:0:call_1");
     assert_eq!(execution.invocation.arguments, json!({"q": "facts"}));
     assert_eq!(event_types(&second), ["tool_result", "agent_state"]);
@@ -266,7 +270,7 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
         NOW,
         &context,
     );
-    assert_eq!(second_call.claim_key, "node_1#turn1");
+    assert_eq!(second_call.claim_key.storage_key(), "node_1#turn1");
     assert!(second_call.start_frames.is_empty());
     assert_eq!(
         second_call.conversation.turns,

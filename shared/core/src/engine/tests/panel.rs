@@ -107,7 +107,7 @@ fn judge_answers(
     let Effect::AskJudge(call) = &effect else {
         panic!("expected a judge call, got {effect:?}");
     };
-    assert_eq!(effect.claim(), Some((call.claim_key.as_str(), attempt)));
+    assert_eq!(effect.claim(), Some((call.claim_key.clone(), attempt)));
     assert!(call.request.system_instruction.contains(judge));
     let outcome = EffectOutcome::ModelAnswered(ModelAnswer {
         content,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use baton_core::claims::ClaimKey;
 use baton_core::engine::{
     Decision, Effect, EffectOutcome, EngineContext, StepAdvance, begin_step, is_stale, resume_step,
 };
@@ -77,7 +78,9 @@ enum Effects {
 
 /// A claim this handling holds, released if its result is lost.
 struct HeldClaim {
-    node_id: String,
+    key: ClaimKey,
+    /// `key` as the store keeps it.
+    stored_key: String,
     attempt: u32,
     claimant: String,
 }
@@ -194,7 +197,7 @@ impl StepService {
                 .release_claim(
                     tenant_id,
                     run_id,
-                    &claim.node_id,
+                    &claim.stored_key,
                     claim.attempt,
                     &claim.claimant,
                 )
@@ -241,8 +244,8 @@ impl StepService {
                     // No time for the effect and a commit: do not even claim.
                     self.time_left(deadline)?;
                     let claim_frames = effect.take_claim_frames();
-                    if let Some((node_id, attempt)) = effect.claim() {
-                        match self.claim(message, node_id, attempt, claim_frames).await? {
+                    if let Some((key, attempt)) = effect.claim() {
+                        match self.claim(message, key, attempt, claim_frames).await? {
                             Ok(claim) => *held_claim = Some(claim),
                             Err(busy) => return Ok(Effects::Ended(busy)),
                         }
@@ -307,10 +310,11 @@ impl StepService {
     async fn claim(
         &self,
         message: &StepMessage,
-        node_id: &str,
+        key: ClaimKey,
         attempt: u32,
         start_frames: Vec<EventDraft>,
     ) -> Result<Result<HeldClaim, StepOutcome>, RuntimeError> {
+        let stored_key = key.storage_key();
         let now = self.clock.now();
         // One claimant per handling, so two deliveries in the same process are rivals too.
         let claimant = format!(
@@ -319,7 +323,7 @@ impl StepService {
             self.claim_counter.fetch_add(1, Ordering::Relaxed)
         );
         let claim = NodeClaim {
-            node_id,
+            claim_key: &stored_key,
             attempt,
             worker_id: &claimant,
             now,
@@ -331,7 +335,8 @@ impl StepService {
             .await?
         {
             ClaimOutcome::Claimed => Ok(Ok(HeldClaim {
-                node_id: node_id.to_string(),
+                key,
+                stored_key,
                 attempt,
                 claimant,
             })),
@@ -363,7 +368,7 @@ impl StepService {
                 tokio::time::sleep(beat).await;
                 let now = self.clock.now();
                 let renewal = NodeClaim {
-                    node_id: &claim.node_id,
+                    claim_key: &claim.stored_key,
                     attempt: claim.attempt,
                     worker_id: &claim.claimant,
                     now,
@@ -376,7 +381,7 @@ impl StepService {
                 {
                     Ok(true) => {}
                     Ok(false) => {
-                        tracing::warn!(node_id = %claim.node_id, "the node's lease was taken over: another worker may be running it too");
+                        tracing::warn!(node_id = %claim.key.node_id(), claim = %claim.key, "the node's lease was taken over: another worker may be running it too");
                         break;
                     }
                     Err(error) => {
