@@ -130,8 +130,11 @@ impl StepService {
         let mut first_error = None;
         let mut flush_due: Option<tokio::time::Instant> = None;
         loop {
+            // Deltas first: a timer is only registered while none is ready
+            // (an instant answer never arms one).
             let delta = match flush_due {
                 Some(due) => tokio::select! {
+                    biased;
                     delta = deltas.recv() => delta,
                     () = tokio::time::sleep_until(due) => {
                         keep_first(&mut first_error, self.flush_delta(state, node_id, &mut buffer).await);
@@ -150,7 +153,8 @@ impl StepService {
             match delta {
                 ModelDelta::Text(text) => {
                     buffer.push_str(&text);
-                    if buffer.len() >= self.settings.delta_flush_bytes {
+                    let overdue = flush_due.is_some_and(|due| tokio::time::Instant::now() >= due);
+                    if buffer.len() >= self.settings.delta_flush_bytes || overdue {
                         keep_first(
                             &mut first_error,
                             self.flush_delta(state, node_id, &mut buffer).await,
