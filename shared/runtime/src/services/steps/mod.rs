@@ -250,11 +250,14 @@ impl StepService {
                             Err(busy) => return Ok(Effects::Ended(busy)),
                         }
                     }
-                    let performing = self.holding_lease(
+                    // Boxed: the effect's future is large, and a step's
+                    // future that holds it inline is copied whole each time
+                    // it moves (into its task, into the timeout).
+                    let performing = Box::pin(self.holding_lease(
                         message,
                         held_claim.as_ref(),
                         self.perform(&current, &effect),
-                    );
+                    ));
                     let outcome = match self.time_left(deadline)? {
                         None => performing.await?,
                         Some(budget) => match tokio::time::timeout(budget, performing).await {
@@ -440,10 +443,7 @@ impl StepService {
             }
         };
         let first = Some((read_version, Decided::Commit(Box::new(first_decision))));
-        let result = self
-            .committer
-            .commit(target, engine, first, decide_again)
-            .await?;
+        let result = Box::pin(self.committer.commit(target, engine, first, decide_again)).await?;
         Ok(match result {
             CommitResult::Committed { new_version, .. }
             | CommitResult::RunFailedTooLarge {
