@@ -75,11 +75,27 @@ impl DecisionCommitter {
     /// Writes a decision on `target`. `first` is a decision already made on
     /// the state stored at that version (a step that performed an effect);
     /// without it, and after every conflict, the run is loaded and `decide`
-    /// asked again.
+    /// asked again. A decision too large to store fails the run instead.
     pub(crate) async fn commit<Nothing>(
         &self,
         target: CommitTarget<'_>,
         engine: &EngineContext<'_>,
+        first: Option<(u64, Decided<Nothing>)>,
+        decide: impl FnMut(RunState) -> Result<Decided<Nothing>, RuntimeError>,
+    ) -> Result<CommitResult<Nothing>, RuntimeError> {
+        match self.commit_rounds(target, first, decide).await {
+            Err(RuntimeError::Store(StoreError::TooLarge(reason))) => {
+                self.fail_too_large(target, &reason, engine).await
+            }
+            other => other,
+        }
+    }
+
+    /// The rounds of load → decide → write until one commits, nothing is
+    /// to be written, or the rounds run out (a retryable conflict).
+    async fn commit_rounds<Nothing>(
+        &self,
+        target: CommitTarget<'_>,
         mut first: Option<(u64, Decided<Nothing>)>,
         mut decide: impl FnMut(RunState) -> Result<Decided<Nothing>, RuntimeError>,
     ) -> Result<CommitResult<Nothing>, RuntimeError> {
@@ -112,9 +128,6 @@ impl DecisionCommitter {
                     });
                 }
                 Err(RuntimeError::Store(StoreError::VersionConflict { .. })) => {}
-                Err(RuntimeError::Store(StoreError::TooLarge(reason))) => {
-                    return self.fail_too_large(target, &reason, engine).await;
-                }
                 Err(other) => return Err(other),
             }
         }
@@ -169,8 +182,9 @@ impl DecisionCommitter {
     }
 
     /// The decision made the run too large to store: the run fails from its
-    /// last stored state (which fits) with a clear error, instead of the
-    /// write failing for ever.
+    /// last stored state (which fits) with a clear error, through the same
+    /// rounds, instead of the write failing for ever. Should even the failed
+    /// state not fit, the error is the store's (not retryable).
     async fn fail_too_large<Nothing>(
         &self,
         target: CommitTarget<'_>,
@@ -178,39 +192,36 @@ impl DecisionCommitter {
         engine: &EngineContext<'_>,
     ) -> Result<CommitResult<Nothing>, RuntimeError> {
         let message = format!("the run can no longer be stored: {reason}");
-        let mut version = 0;
-        for _ in 0..self.max_commit_rounds.max(1) {
-            let Some(stored) = self.store.load_run(target.tenant_id, target.run_id).await? else {
-                return Ok(CommitResult::RunNotFound);
-            };
-            version = stored.version;
-            let status_before = stored.state.status;
-            let Some(decision) = fail_run(
-                stored.state,
-                FailureCode::StateTooLarge,
-                &message,
-                self.clock.now(),
-                engine,
-            ) else {
-                return Ok(CommitResult::RunFailedTooLarge {
+        let fail = |state: RunState| {
+            let status_before = state.status;
+            Ok(
+                match fail_run(
+                    state,
+                    FailureCode::StateTooLarge,
+                    &message,
+                    self.clock.now(),
+                    engine,
+                ) {
+                    Some(decision) => Decided::Commit(Box::new(decision)),
+                    None => Decided::Nothing(status_before),
+                },
+            )
+        };
+        Ok(match self.commit_rounds(target, None, fail).await? {
+            CommitResult::Committed {
+                new_version,
+                status,
+            } => CommitResult::RunFailedTooLarge {
+                new_version: Some(new_version),
+                status,
+            },
+            CommitResult::Nothing(status) | CommitResult::RunFailedTooLarge { status, .. } => {
+                CommitResult::RunFailedTooLarge {
                     new_version: None,
-                    status: status_before,
-                });
-            };
-            let status = decision.state.status;
-            match self.write(target, stored.version, decision).await {
-                Ok(new_version) => {
-                    return Ok(CommitResult::RunFailedTooLarge {
-                        new_version: Some(new_version),
-                        status,
-                    });
+                    status,
                 }
-                Err(RuntimeError::Store(StoreError::VersionConflict { .. })) => {}
-                Err(other) => return Err(other),
             }
-        }
-        Err(RuntimeError::Store(StoreError::VersionConflict {
-            expected: version,
-        }))
+            CommitResult::RunNotFound => CommitResult::RunNotFound,
+        })
     }
 }
