@@ -54,7 +54,7 @@ pub(crate) fn within_one_transaction(
 ) -> Result<(), StoreError> {
     if items.len() > MAX_TRANSACTION_ACTIONS {
         return Err(StoreError::TooLarge(format!(
-            "run {run_id}: one write would take {} items (frames, outbox entries and the run), more than the {MAX_TRANSACTION_ACTIONS} one DynamoDB transaction takes",
+            "run {run_id}: one write would take {} items (frames, outbox entries, run entries and the run), more than the {MAX_TRANSACTION_ACTIONS} one DynamoDB transaction takes",
             items.len()
         )));
     }
@@ -377,6 +377,7 @@ impl RunStore for DynamoRunStore {
         let expected_version = commit.expected_version;
         let encoded_state = encode_state(&commit.state)?;
         let count = commit.events.len() as u64;
+        let entry_items = self.entry_items(&pk, &commit.entries)?;
         let next_open_items = crate::open_items::open_items(&commit.state);
         let open_item_writes =
             self.open_item_writes(&pk, expected_version, &next_open_items, &commit.state)?;
@@ -423,6 +424,7 @@ impl RunStore for DynamoRunStore {
                 commit.events.clone(),
             )?;
             items.extend(self.outbox_items(&pk, &commit.outbox)?);
+            items.extend(entry_items.iter().cloned());
             if let Some(message_id) = &commit.consumed_message_id {
                 items.push(self.consume_outbox_entry(&pk, message_id)?);
             }
@@ -522,6 +524,15 @@ impl RunStore for DynamoRunStore {
         run_id: &str,
     ) -> Result<Vec<StepMessage>, StoreError> {
         self.query_pending_outbox(tenant_id, run_id).await
+    }
+
+    async fn read_entries(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+        self.query_entries(tenant_id, run_id, prefix).await
     }
 
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {

@@ -17,6 +17,7 @@
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt`, `expiresAt` |
 //! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent once), `expiresAt`, until re-sent `gsi1pk`/`gsi1sk`; deleted by the claim or commit of the step that handles it |
+//! | run entry | `T#{tenant}#R#{run}` | `ENTRY#{key}` | `body` (the entry as JSON, deflated, binary), `expiresAt`: a conversation turn or a judge's call (`baton_core::entries`), put by the commit that carries it |
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //! | chat exchange | `T#{tenant}#THREAD#{thread}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` |
@@ -43,6 +44,7 @@ pub mod event_bus;
 mod event_log;
 mod open_items;
 mod outbox_items;
+mod run_entries;
 mod run_listing;
 pub mod sqs;
 pub mod state_codec;

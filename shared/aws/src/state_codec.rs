@@ -23,18 +23,26 @@ pub const MAX_STORED_STATE_BYTES: usize = 380 * 1024;
 
 /// `state` as the run item stores it.
 pub fn encode_state(state: &RunState) -> Result<AttributeValue, StoreError> {
-    let json = serde_json::to_vec(state).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+    encode_compressed(state, &format!("run {} state", state.run_id))
+}
+
+/// `value` as JSON, deflated, refused when it would not fit in an item
+/// (`what` names it in the error).
+pub(crate) fn encode_compressed(
+    value: &impl serde::Serialize,
+    what: &str,
+) -> Result<AttributeValue, StoreError> {
+    let json = serde_json::to_vec(value).map_err(|error| StoreError::Corrupt(error.to_string()))?;
     let mut encoder = DeflateEncoder::new(Vec::with_capacity(json.len() / 4), Compression::fast());
     encoder
         .write_all(&json)
-        .map_err(|error| StoreError::Corrupt(format!("compressing run state: {error}")))?;
+        .map_err(|error| StoreError::Corrupt(format!("compressing {what}: {error}")))?;
     let compressed = encoder
         .finish()
-        .map_err(|error| StoreError::Corrupt(format!("compressing run state: {error}")))?;
+        .map_err(|error| StoreError::Corrupt(format!("compressing {what}: {error}")))?;
     if compressed.len() > MAX_STORED_STATE_BYTES {
         return Err(StoreError::TooLarge(format!(
-            "run {} state is {} bytes compressed ({} as JSON), over the {} bytes one DynamoDB item can hold",
-            state.run_id,
+            "{what} is {} bytes compressed ({} as JSON), over the {} bytes one DynamoDB item can hold",
             compressed.len(),
             json.len(),
             MAX_STORED_STATE_BYTES
@@ -43,18 +51,28 @@ pub fn encode_state(state: &RunState) -> Result<AttributeValue, StoreError> {
     Ok(AttributeValue::B(Blob::new(compressed)))
 }
 
+/// What `encode_compressed` wrote (`what` names it in the error).
+pub(crate) fn decode_compressed<T: serde::de::DeserializeOwned>(
+    attribute: Option<&AttributeValue>,
+    what: &str,
+) -> Result<T, StoreError> {
+    let corrupt = |why: String| StoreError::Corrupt(format!("{what}: {why}"));
+    let Some(AttributeValue::B(blob)) = attribute else {
+        return Err(corrupt("missing, or not binary".into()));
+    };
+    let mut json = Vec::new();
+    DeflateDecoder::new(blob.as_ref())
+        .read_to_end(&mut json)
+        .map_err(|error| corrupt(error.to_string()))?;
+    serde_json::from_slice(&json).map_err(|error| corrupt(error.to_string()))
+}
+
 /// The run state from the run item's `state` attribute (deflated binary, or
 /// the JSON string older runs have).
 pub fn decode_state(attribute: Option<&AttributeValue>) -> Result<RunState, StoreError> {
     let corrupt = |what: String| StoreError::Corrupt(format!("run state: {what}"));
     match attribute {
-        Some(AttributeValue::B(blob)) => {
-            let mut json = Vec::new();
-            DeflateDecoder::new(blob.as_ref())
-                .read_to_end(&mut json)
-                .map_err(|error| corrupt(error.to_string()))?;
-            serde_json::from_slice(&json).map_err(|error| corrupt(error.to_string()))
-        }
+        Some(AttributeValue::B(_)) => decode_compressed(attribute, "run state"),
         Some(AttributeValue::S(text)) => {
             serde_json::from_str(text).map_err(|error| corrupt(error.to_string()))
         }

@@ -183,6 +183,7 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
                 events: vec![],
                 outbox: vec![],
                 consumed_message_id: None,
+                entries: vec![],
             },
         )
         .await
@@ -247,6 +248,7 @@ async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_a
                 events: frames,
                 outbox: vec![],
                 consumed_message_id: None,
+                entries: vec![],
             },
         )
         .await

@@ -120,6 +120,15 @@ impl RunStore for CountingStore {
         self.1.add("store.pending_outbox");
         self.0.pending_outbox(tenant, run).await
     }
+    async fn read_entries(
+        &self,
+        tenant: &str,
+        run: &str,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+        self.1.add("store.read_entries");
+        self.0.read_entries(tenant, run, prefix).await
+    }
     async fn renew_claim(
         &self,
         tenant: &str,

@@ -245,6 +245,12 @@ async fn a_200_turn_agent_session_completes_on_dynamodb() {
         baton_aws::state_codec::MAX_STORED_STATE_BYTES
     );
     assert!(largest_compressed < baton_aws::state_codec::MAX_STORED_STATE_BYTES);
+    // The conversation lives beside the run: its state does not grow with
+    // the turns (it was 51 kB of JSON at turn 200 when the state held them).
+    assert!(
+        largest_json < 8 * 1024,
+        "the run state held {largest_json} bytes of JSON before the last turn"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -1,8 +1,9 @@
 //! Agent sessions: a node whose capability names tools runs a loop of model
 //! turns and tool executions, each one durable step. What the loop needs
 //! between steps lives here: the limits a planned node carries from its
-//! capability, and the session kept in the run state (the conversation so
-//! far, the tool calls of the last turn still to run).
+//! capability, and the session kept in the run state (the conversation's
+//! tools and turn count, the tool calls of the last turn still to run; the
+//! turns themselves are run entries, `crate::entries`).
 //!
 //! Turn numbers count a node's model turns across its attempts, so a tool
 //! call's idempotency key (`runId:nodeId:turn:callId`) names one call for
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::capability::CapabilityRegistration;
-use crate::conversation::ToolSession;
+use crate::conversation::OfferedTool;
 
 /// Model turns a session may take unless its capability says otherwise.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
@@ -84,11 +85,28 @@ pub struct AgentSession {
     pub turns_taken: u32,
     /// When the session began (Unix ms): the watchdog measures from here.
     pub started_at_millis: u64,
-    /// The tools offered and the turns after the first user message.
-    pub conversation: ToolSession,
+    /// The tools offered, and how many turns after the first user message
+    /// are stored beside the run (`crate::entries`).
+    pub conversation: ConversationHead,
     /// Calls of the last turn still without a result, in the model's order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingToolCall>,
+}
+
+/// What the run state keeps of a session's conversation: its fixed part
+/// and a count. The turns themselves are run entries
+/// (`EntryKey::ConversationTurn`, sequence `0..recorded_turns`), written by
+/// the commits that took them and loaded by the step of the next turn.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationHead {
+    pub tools: Vec<OfferedTool>,
+    /// The answer is free text (chat), not JSON under the request's schema.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub free_text: bool,
+    /// Turns stored as entries.
+    #[serde(default)]
+    pub recorded_turns: u32,
 }
 
 impl AgentSession {

@@ -29,6 +29,7 @@ pub mod contract;
 pub mod conversation;
 pub mod diagnostics;
 pub mod engine;
+pub mod entries;
 pub mod envelope;
 pub mod error;
 pub mod event;

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use baton_judge::panel::{JudgeCall, Panel};
+use baton_judge::panel::Panel;
 use baton_judge::request::{Judge, JudgmentRequest, PanelConfig, PanelRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -141,15 +141,14 @@ impl PanelExecutor {
     }
 }
 
-/// A panel node at work: the panel, the calls of its current round and the
-/// judges not heard from in it.
+/// A panel node at work: the panel and the judges not heard from in its
+/// current round (what each is asked is a run entry, `EntryKey::PanelRound`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PanelProgress {
     /// The node attempt the panel belongs to.
     pub attempt: u32,
     pub panel: Panel,
-    pub calls: Vec<JudgeCall>,
     pub pending: BTreeSet<String>,
 }
 
@@ -157,11 +156,6 @@ impl PanelProgress {
     /// Whether `judge_id` still owes an answer for `round` of `attempt`.
     pub fn awaits(&self, attempt: u32, round: u32, judge_id: &str) -> bool {
         self.attempt == attempt && self.panel.round() == round && self.pending.contains(judge_id)
-    }
-
-    /// The call of `judge_id` in the current round.
-    pub fn call_of(&self, judge_id: &str) -> Option<&JudgeCall> {
-        self.calls.iter().find(|call| call.judge_id == judge_id)
     }
 }
 

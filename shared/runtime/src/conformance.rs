@@ -2,6 +2,7 @@
 //! every `CapabilityDirectory` adapter and one every `ThreadStore` adapter
 //! must pass (in-memory, SQLite and DynamoDB alike). Called from each adapter's tests with a fresh store.
 
+mod entries;
 mod held;
 mod listing;
 mod threads;
@@ -69,6 +70,7 @@ fn commit(
         events,
         outbox,
         consumed_message_id,
+        entries: Vec::new(),
     }
 }
 
@@ -467,6 +469,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
 
     held::held_runs_conformance(store.as_ref(), &tenant, &run_id).await?;
+    entries::run_entries_conformance(store.as_ref(), &tenant, &run_id).await?;
     listing::run_list_conformance(store.as_ref(), unique).await
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_core::capability::RegisteredCapability;
+use baton_core::entries::RunEntry;
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
@@ -37,6 +38,8 @@ struct RunRecord {
     events: Vec<EventFrame>,
     outbox: BTreeMap<String, OutboxEntry>,
     leases: HashMap<(String, u32), Lease>,
+    /// Entries beside the run, by key (`baton_core::entries`).
+    entries: BTreeMap<String, RunEntry>,
 }
 
 impl RunRecord {
@@ -148,6 +151,7 @@ impl RunStore for InMemoryRunStore {
                 })
                 .collect(),
             leases: HashMap::new(),
+            entries: BTreeMap::new(),
         };
         record.append(events);
         tables
@@ -272,10 +276,29 @@ impl RunStore for InMemoryRunStore {
                 },
             );
         }
+        for entry in commit.entries {
+            record.entries.insert(entry.key.clone(), entry);
+        }
         let version = record.version;
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(version)
+    }
+
+    async fn read_entries(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        prefix: &str,
+    ) -> Result<Vec<RunEntry>, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables.run(tenant_id, run_id)?;
+        Ok(record
+            .entries
+            .range(prefix.to_string()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .map(|(_, entry)| entry.clone())
+            .collect())
     }
 
     async fn append_events(

@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_core::capability::RegisteredCapability;
 use baton_core::context::ModelRequest;
+use baton_core::entries::RunEntry;
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
@@ -65,6 +66,9 @@ pub struct StepCommit {
     pub outbox: Vec<StepMessage>,
     /// The handled message's outbox entry, consumed by this write.
     pub consumed_message_id: Option<String>,
+    /// Entries written beside the run (`baton_core::entries`): put under
+    /// their keys in the same transaction.
+    pub entries: Vec<RunEntry>,
 }
 
 /// Durable run state, event log, node leases and outbox.
@@ -130,13 +134,23 @@ pub trait RunStore: Send + Sync {
 
     /// One transaction: new state, events (contiguous sequence numbers),
     /// version + 1 (conditional on `commit.expected_version`), outbox
-    /// entries, and the consumed entry removed. Returns the new version.
+    /// entries, the consumed entry removed, and the run entries put.
+    /// Returns the new version.
     async fn commit_step(
         &self,
         tenant_id: &str,
         run_id: &str,
         commit: StepCommit,
     ) -> Result<u64, StoreError>;
+
+    /// The run entries whose keys start with `prefix`, in key order
+    /// (strongly consistent: a step reads what the commit before it wrote).
+    async fn read_entries(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        prefix: &str,
+    ) -> Result<Vec<RunEntry>, StoreError>;
 
     /// Appends events outside a commit (streamed deltas); returns the last sequence.
     async fn append_events(

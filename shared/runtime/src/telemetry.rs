@@ -399,6 +399,15 @@ impl RunStore for ObservedRunStore {
         Ok(version)
     }
 
+    async fn read_entries(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+        self.inner.read_entries(tenant_id, run_id, prefix).await
+    }
+
     async fn append_events(
         &self,
         tenant_id: &str,

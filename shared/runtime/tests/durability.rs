@@ -485,6 +485,14 @@ impl RunStore for FlakyCommitStore {
     ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
         self.inner.pending_outbox(tenant, run).await
     }
+    async fn read_entries(
+        &self,
+        tenant: &str,
+        run: &str,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, baton_runtime::error::StoreError> {
+        self.inner.read_entries(tenant, run, prefix).await
+    }
     async fn mark_outbox_sent(
         &self,
         tenant: &str,

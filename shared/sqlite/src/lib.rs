@@ -14,6 +14,7 @@
 //! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis`, `owner` (the claiming process's token: a lease of a dead process is void at once; the column is added on open to files written before it) |
 //! | `outbox` | `tenant_id, run_id, message_id` | `message` (JSON), `resent`, `written_at_millis` |
 //! | `capabilities` | `tenant_id, capability_id` | `record` (JSON) |
+//! | `entries` | `tenant_id, run_id, entry_key` | `body` (JSON): what lives beside a run (conversation turns, judge calls), put by the commit that carries it (added without a version change, like `threads`) |
 //! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` (a committed step survives
@@ -21,12 +22,13 @@
 //! processes sharing the file wait for each other's write instead of failing.
 //!
 //! Invariants: every write is one `BEGIN IMMEDIATE` transaction, so a
-//! commit (state, events, outbox, consumed entry) is all or nothing and a
+//! commit (state, events, outbox, consumed entry, run entries) is all or nothing and a
 //! losing writer (stale version) writes nothing; sequence numbers are
 //! contiguous per run (`last_sequence` moves in the same transaction as the
 //! events); every query is scoped by tenant.
 
 mod claimants;
+mod entries;
 mod leases;
 mod listing;
 mod run_store;
@@ -97,6 +99,13 @@ CREATE TABLE IF NOT EXISTS capabilities (
     capability_id TEXT NOT NULL,
     record TEXT NOT NULL,
     PRIMARY KEY (tenant_id, capability_id)
+);
+CREATE TABLE IF NOT EXISTS entries (
+    tenant_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    entry_key TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, run_id, entry_key)
 );
 CREATE TABLE IF NOT EXISTS threads (
     tenant_id TEXT NOT NULL,

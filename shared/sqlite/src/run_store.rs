@@ -379,8 +379,26 @@ impl RunStore for SqliteStore {
                 commit.consumed_message_id.as_deref(),
             )?;
             write_outbox(&transaction, &commit.outbox, now)?;
+            crate::entries::write_entries(&transaction, &tenant_id, &run_id, &commit.entries)?;
             transaction.commit().map_err(unavailable)?;
             Ok(commit.expected_version + 1)
+        })
+        .await
+    }
+
+    async fn read_entries(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+        let (tenant_id, run_id, prefix) = (
+            tenant_id.to_string(),
+            run_id.to_string(),
+            prefix.to_string(),
+        );
+        self.with_connection(move |connection| {
+            crate::entries::read_entries(connection, &tenant_id, &run_id, &prefix)
         })
         .await
     }

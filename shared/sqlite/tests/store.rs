@@ -160,6 +160,7 @@ async fn two_processes_racing_for_one_commit_make_one_transition() {
             )],
             outbox: vec![],
             consumed_message_id: None,
+            entries: vec![],
         };
         let store = store.clone();
         tokio::spawn(async move { store.commit_step("tenant-race", "run-race", commit).await })

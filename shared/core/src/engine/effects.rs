@@ -53,7 +53,43 @@ pub struct JudgeModelCall {
     pub judge_id: String,
     /// The lease this call is claimed under (one per judge and round).
     pub claim_key: crate::claims::ClaimKey,
-    pub request: ModelRequest,
+    /// The entry holding what the round's judges are asked
+    /// (`EntryKey::PanelRound`), which the shell loads and turns into this
+    /// judge's model request (`JudgeModelCall::request_from`).
+    pub round_entry: String,
+}
+
+impl JudgeModelCall {
+    /// The model request of the judge's call, read from its entry.
+    pub fn request_from(
+        &self,
+        entry: Option<&crate::entries::RunEntry>,
+    ) -> Result<ModelRequest, crate::CoreError> {
+        let call = match entry.map(|entry| &entry.body) {
+            Some(crate::entries::EntryBody::PanelRound(calls)) => {
+                calls.iter().find(|call| call.judge_id == self.judge_id)
+            }
+            Some(crate::entries::EntryBody::Turn(_)) => {
+                return Err(crate::CoreError::StepDoesNotApply(format!(
+                    "entry {} is not a panel round",
+                    self.round_entry
+                )));
+            }
+            None => None,
+        };
+        let call = call.ok_or_else(|| {
+            crate::CoreError::StepDoesNotApply(format!(
+                "the call of judge {} is not stored (entry {})",
+                self.judge_id, self.round_entry
+            ))
+        })?;
+        Ok(ModelRequest {
+            system_instruction: call.system_prompt.clone(),
+            user_message: call.user_message.clone(),
+            schema_name: "judge_answer".to_string(),
+            output_schema: std::sync::Arc::new(baton_judge::panel::judge_answer_schema()),
+        })
+    }
 }
 
 /// What the shell must perform before the engine can decide.

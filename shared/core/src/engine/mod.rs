@@ -91,6 +91,9 @@ pub struct Decision {
     /// Chat exchanges answered in this step: the shell records each in its
     /// thread before it commits (recording one twice changes nothing).
     pub exchanges: Vec<ThreadExchange>,
+    /// Entries written beside the run in the same commit (conversation
+    /// turns, judge calls: `crate::entries`).
+    pub entries: Vec<crate::entries::RunEntry>,
 }
 
 /// A chat exchange for the thread it belongs to.
@@ -160,6 +163,7 @@ pub(crate) struct StepContext<'e, 'r> {
     pub outbox: Vec<StepMessage>,
     pub transcripts: Vec<crate::panels::TranscriptPublication>,
     pub exchanges: Vec<ThreadExchange>,
+    pub entries: Vec<crate::entries::RunEntry>,
     /// The run's status before the step (a change may be announced).
     initial_status: RunStatus,
 }
@@ -178,7 +182,29 @@ impl<'e, 'r> StepContext<'e, 'r> {
             outbox: Vec::new(),
             transcripts: Vec::new(),
             exchanges: Vec::new(),
+            entries: Vec::new(),
         }
+    }
+
+    /// Writes `body` beside the run under `key`, with this step's commit.
+    pub fn put_entry(&mut self, key: &crate::entries::EntryKey, body: crate::entries::EntryBody) {
+        self.entries.push(crate::entries::RunEntry::new(key, body));
+    }
+
+    /// Appends `turn` to the conversation of `node_id`'s open session (an
+    /// entry, and the session's count of them); nothing when the session
+    /// is over.
+    pub fn record_turn(&mut self, node_id: &str, turn: crate::conversation::SessionTurn) {
+        let Some(session) = self.state.sessions.get_mut(node_id) else {
+            return;
+        };
+        let key = crate::entries::EntryKey::ConversationTurn {
+            node_id: node_id.to_string(),
+            attempt: session.attempt,
+            seq: session.conversation.recorded_turns,
+        };
+        session.conversation.recorded_turns += 1;
+        self.put_entry(&key, crate::entries::EntryBody::Turn(turn));
     }
 
     pub fn stamp(&self) -> FrameStamp {
@@ -310,6 +336,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
             outbox: self.outbox,
             transcripts: self.transcripts,
             exchanges: self.exchanges,
+            entries: self.entries,
         }
     }
 
@@ -375,6 +402,7 @@ pub fn start_run(
         state,
         transcripts: Vec::new(),
         exchanges: Vec::new(),
+        entries: Vec::new(),
     }
 }
 

@@ -147,5 +147,6 @@ pub(super) fn resume_notify(
         outbox,
         transcripts: Vec::new(),
         exchanges: Vec::new(),
+        entries: Vec::new(),
     })))
 }

@@ -5,20 +5,18 @@
 //! `warning`). Closing a round either opens a discussion round or ends the
 //! panel: its `OrchestratorOutput` becomes the node's one output facet and
 //! is judged against the node's contract like any answer. The panel itself
-//! (`baton_judge::panel::Panel`) lives in the run state between steps.
+//! (`baton_judge::panel::Panel`) lives in the run state between steps;
+//! what each judge is asked in a round is a run entry (`crate::entries`),
+//! loaded by that judge's step only.
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
-
-use baton_judge::panel::{
-    JudgeAnswer, JudgeCall, JudgeOutcome, Panel, PanelAdvance, judge_answer_schema,
-};
+use baton_judge::panel::{JudgeAnswer, JudgeCall, JudgeOutcome, Panel, PanelAdvance};
 use serde_json::{Map, Value};
+use std::collections::BTreeSet;
 
 use crate::CoreError;
 use crate::claims::ClaimKey;
 use crate::codes::{FailureCode, WarningCode};
-use crate::context::ModelRequest;
+use crate::entries::{EntryBody, EntryKey};
 use crate::frames::{self, ExecutorType};
 use crate::governance::TimerPurpose;
 use crate::instant::Instant;
@@ -115,12 +113,17 @@ fn open_round(
         },
     );
     let pending: BTreeSet<String> = calls.iter().map(|call| call.judge_id.clone()).collect();
+    let key = EntryKey::PanelRound {
+        node_id: node.node_id.clone(),
+        attempt,
+        round,
+    };
+    step.put_entry(&key, EntryBody::PanelRound(calls));
     step.state.panels.insert(
         node.node_id.clone(),
         PanelProgress {
             attempt,
             panel,
-            calls,
             pending,
         },
     );
@@ -134,13 +137,17 @@ pub(super) fn begin_judge(
     round: u32,
     judge_id: &str,
 ) -> Result<StepAdvance, CoreError> {
-    let call = state
-        .panels
-        .get(node_id)
-        .and_then(|progress| progress.call_of(judge_id))
-        .ok_or_else(|| {
-            CoreError::StepDoesNotApply(format!("node {node_id} does not wait for {judge_id}"))
-        })?;
+    if !judge_is_awaited(state, node_id, attempt, round, judge_id) {
+        return Err(CoreError::StepDoesNotApply(format!(
+            "node {node_id} does not wait for {judge_id}"
+        )));
+    }
+    let round_entry = EntryKey::PanelRound {
+        node_id: node_id.to_string(),
+        attempt,
+        round,
+    }
+    .storage_key();
     Ok(StepAdvance::Perform(Effect::AskJudge(Box::new(
         JudgeModelCall {
             node_id: node_id.to_string(),
@@ -152,14 +159,22 @@ pub(super) fn begin_judge(
                 judge_id: judge_id.to_string(),
                 round,
             },
-            request: ModelRequest {
-                system_instruction: call.system_prompt.clone(),
-                user_message: call.user_message.clone(),
-                schema_name: "judge_answer".to_string(),
-                output_schema: Arc::new(judge_answer_schema()),
-            },
+            round_entry,
         },
     ))))
+}
+
+fn judge_is_awaited(
+    state: &RunState,
+    node_id: &str,
+    attempt: u32,
+    round: u32,
+    judge_id: &str,
+) -> bool {
+    state
+        .panels
+        .get(node_id)
+        .is_some_and(|progress| progress.awaits(attempt, round, judge_id))
 }
 
 /// A judge answered (or its model failed): take it, close the round when

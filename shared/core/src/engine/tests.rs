@@ -18,6 +18,35 @@ mod notify;
 mod panel;
 mod quality;
 
+thread_local! {
+    /// The entries the decisions of this test wrote, by key, as a store
+    /// keeps them (each test runs on its own thread).
+    static STORED_ENTRIES: std::cell::RefCell<std::collections::BTreeMap<String, crate::entries::RunEntry>> =
+        const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
+}
+
+/// Keeps `decision`'s entries, as its commit would.
+pub(super) fn keep_entries(decision: &Decision) {
+    STORED_ENTRIES.with(|stored| {
+        let mut stored = stored.borrow_mut();
+        for entry in &decision.entries {
+            stored.insert(entry.key.clone(), entry.clone());
+        }
+    });
+}
+
+/// The kept entries under `prefix`, in key order (a store's prefix read).
+pub(super) fn stored_under(prefix: &str) -> Vec<crate::entries::RunEntry> {
+    STORED_ENTRIES.with(|stored| {
+        stored
+            .borrow()
+            .range(prefix.to_string()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .map(|(_, entry)| entry.clone())
+            .collect()
+    })
+}
+
 pub(super) const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
 
 pub(super) fn registry() -> Registry {
@@ -192,6 +221,7 @@ pub(super) fn step(state: RunState, observed: Observed, context: &EngineContext<
         (other, _) => panic!("unexpected advance {other:?}"),
     };
     assert_frames_match_schemas(&decision.events);
+    keep_entries(&decision);
     decision
 }
 

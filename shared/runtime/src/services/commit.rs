@@ -174,6 +174,7 @@ impl DecisionCommitter {
                     events: decision.events,
                     outbox: decision.outbox.clone(),
                     consumed_message_id: consumed_message_id.map(str::to_string),
+                    entries: decision.entries,
                 },
             )
             .await?;

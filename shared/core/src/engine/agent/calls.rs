@@ -270,12 +270,13 @@ pub(super) fn record_result(
             },
         ),
     };
-    if let Some(session) = step.state.sessions.get_mut(node_id) {
-        session.conversation.turns.push(SessionTurn::Tool {
+    step.record_turn(
+        node_id,
+        SessionTurn::Tool {
             call_id: call_id.to_string(),
             content,
-        });
-    }
+        },
+    );
     let frame = frames::tool_result(&step.stamp(), node_id, &payload);
     step.emit(frame);
 }

@@ -16,13 +16,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::CoreError;
-use crate::agents::{AgentSession, PendingToolCall, watchdog_timer_id};
+use crate::agents::{AgentSession, ConversationHead, PendingToolCall, watchdog_timer_id};
 use crate::claims::ClaimKey;
 use crate::codes::{FailureCode, WarningCode};
 use crate::context::{ContextBundle, build_model_request};
-use crate::conversation::{
-    OfferedTool, SessionAnswer, SessionTurn, ToolInvocation, ToolOutcome, ToolSession,
-};
+use crate::conversation::{OfferedTool, SessionAnswer, SessionTurn, ToolOutcome, ToolSession};
 use crate::event::EventDraft;
 use crate::frames::{self, AgentActivity, ExecutorType, FrameStamp, RunPhase};
 use crate::governance::TimerPurpose;
@@ -32,42 +30,16 @@ use crate::run::{NodeStatus, RunState, StepCommand};
 
 mod calls;
 mod plan_call;
+mod requests;
 
 pub(super) use calls::{begin_tool, resume_tool};
 use calls::{check_call, dispatch_or_continue, record_result};
 pub use plan_call::{ChildRunStart, PlanReviewCall};
 pub(super) use plan_call::{child_ended, resume_child_started, resume_review};
+pub use requests::{ConverseCall, ToolExecution};
 
 use super::node::{plan_node_in, plan_of};
 use super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
-
-/// One model turn of a session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConverseCall {
-    pub node_id: String,
-    pub attempt: u32,
-    pub turn: u32,
-    /// The lease this turn is claimed under (the node's own for the first).
-    pub claim_key: ClaimKey,
-    pub request: crate::context::ModelRequest,
-    pub conversation: ToolSession,
-    /// Appended atomically with the claim (the first turn's `node_start`…).
-    pub start_frames: Vec<EventDraft>,
-    /// The first turn: the session it opens (stored when it is committed).
-    pub opens: Option<AgentSession>,
-    pub stream_deltas: bool,
-}
-
-/// One tool call of a session.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ToolExecution {
-    pub node_id: String,
-    pub attempt: u32,
-    pub turn: u32,
-    pub claim_key: ClaimKey,
-    pub tool: crate::tools::ToolDefinition,
-    pub invocation: ToolInvocation,
-}
 
 /// Whether an `AgentTurn` command no longer applies.
 pub(super) fn turn_is_stale(state: &RunState, node_id: &str, attempt: u32, turn: u32) -> bool {
@@ -182,25 +154,31 @@ pub(super) fn begin_session(
         .nodes
         .get(&node.node_id)
         .map_or(0, |record| record.agent_turns);
+    let mut request = build_model_request(node, bundle);
+    // The first turn's conversation: a chat node's thread so far (stored
+    // with the turn's result), nothing otherwise.
+    let mut opening = ToolSession {
+        tools: tools.clone(),
+        turns: Vec::new(),
+        free_text: node.chat,
+    };
+    if node.chat
+        && let Some(turn) = &state.chat
+    {
+        request.user_message = super::chat::seed_chat(&mut opening, turn);
+    }
     let session = AgentSession {
         attempt,
         first_turn,
         turns_taken: 0,
         started_at_millis: now.unix_millis(),
-        conversation: ToolSession {
+        conversation: ConversationHead {
             tools,
-            turns: Vec::new(),
             free_text: node.chat,
+            recorded_turns: 0,
         },
         pending: Vec::new(),
     };
-    let mut request = build_model_request(node, bundle);
-    let mut session = session;
-    if node.chat
-        && let Some(turn) = &state.chat
-    {
-        request.user_message = super::chat::seed_chat(&mut session.conversation, turn);
-    }
     let stamp = FrameStamp::for_run(state, now);
     let phase = RunPhase::of_node(node.kind);
     let mut start_frames =
@@ -221,7 +199,8 @@ pub(super) fn begin_session(
                 node_id: node.node_id.clone(),
             },
             request,
-            conversation: session.conversation.clone(),
+            conversation: opening,
+            stored_turns: 0,
             start_frames,
             opens: Some(session),
             stream_deltas: phase.streams_text(),
@@ -262,7 +241,12 @@ pub(super) fn begin_turn(
                 turn,
             },
             request: super::chat::session_request(state, node, engine),
-            conversation: session.conversation.clone(),
+            conversation: ToolSession {
+                tools: session.conversation.tools.clone(),
+                turns: Vec::new(),
+                free_text: session.conversation.free_text,
+            },
+            stored_turns: session.conversation.recorded_turns,
             start_frames: Vec::new(),
             opens: None,
             stream_deltas: RunPhase::of_node(node.kind).streams_text(),
@@ -352,7 +336,14 @@ pub(super) fn resume_turn(
         close_session(&mut step, &node.node_id, call.attempt);
         return Ok(step.into_advance());
     }
-    take_tool_calls(&mut step, node, call.attempt, call.turn, answer)?;
+    take_tool_calls(
+        &mut step,
+        node,
+        call.attempt,
+        call.turn,
+        &call.conversation.turns,
+        answer,
+    )?;
     Ok(step.into_advance())
 }
 
@@ -397,18 +388,23 @@ fn take_tool_calls(
     node: &PlanNode,
     attempt: u32,
     turn: u32,
+    opening_turns: &[SessionTurn],
     answer: SessionAnswer,
 ) -> Result<(), CoreError> {
     let settings = node.agent.clone().ok_or_else(|| {
         CoreError::StepDoesNotApply(format!("node {} is not an agent", node.node_id))
     })?;
     let calls = answer.tool_calls;
-    if let Some(session) = step.state.sessions.get_mut(&node.node_id) {
-        session.conversation.turns.push(SessionTurn::Assistant {
+    for opening in opening_turns {
+        step.record_turn(&node.node_id, opening.clone());
+    }
+    step.record_turn(
+        &node.node_id,
+        SessionTurn::Assistant {
             content: answer.content,
             tool_calls: calls.clone(),
-        });
-    }
+        },
+    );
     let asked = u32::try_from(calls.len()).unwrap_or(u32::MAX);
     if asked > settings.max_tool_calls_per_turn {
         let reason = format!(

@@ -133,7 +133,13 @@ fn model_turn(
         panic!("expected a conversation turn, got {effect:?}");
     };
     assert_frames_match_schemas(&call.start_frames);
-    let call = (**call).clone();
+    // What the model is sent: the stored turns, as the shell loads them, then the call's own.
+    let mut sent = (**call).clone();
+    let stored = sent
+        .stored_prefix()
+        .map(|prefix| super::stored_under(&prefix))
+        .unwrap_or_default();
+    sent.conversation = call.conversation_with(&stored).unwrap();
     let outcome = EffectOutcome::ModelConversed(Box::new(answer));
     let StepAdvance::Decided(decision) =
         resume_step(state.clone(), command, &effect, outcome, now, context).unwrap()
@@ -141,7 +147,8 @@ fn model_turn(
         panic!("a model turn is decided");
     };
     assert_frames_match_schemas(&decision.events);
-    (call, *decision)
+    super::keep_entries(&decision);
+    (sent, *decision)
 }
 
 /// A tool call's step at `now`: the execution it asks for, and the decision
@@ -172,6 +179,7 @@ fn tool_step(
         panic!("a tool step is decided");
     };
     assert_frames_match_schemas(&decision.events);
+    super::keep_entries(&decision);
     (execution, *decision)
 }
 

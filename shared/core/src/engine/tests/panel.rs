@@ -86,6 +86,27 @@ fn judge_command(attempt: u32, round: u32, judge: &str) -> StepCommand {
     }
 }
 
+/// What judge `judge` is asked in `round` of attempt `attempt` (its stored call).
+fn asked_of(attempt: u32, round: u32, judge: &str) -> String {
+    let key = crate::entries::EntryKey::PanelRound {
+        node_id: "node_2".into(),
+        attempt,
+        round,
+    }
+    .storage_key();
+    match super::stored_under(&key).as_slice() {
+        [entry] => match &entry.body {
+            crate::entries::EntryBody::PanelRound(calls) => calls
+                .iter()
+                .find(|call| call.judge_id == judge)
+                .map(|call| call.user_message.clone())
+                .unwrap(),
+            other => panic!("{key} holds {other:?}"),
+        },
+        other => panic!("{key}: {} entries", other.len()),
+    }
+}
+
 fn verdict(score: f64) -> String {
     json!({"score": score, "feedback": format!("worth {score}"), "strengths": ["s"], "improvements": ["i"]})
         .to_string()
@@ -108,7 +129,9 @@ fn judge_answers(
         panic!("expected a judge call, got {effect:?}");
     };
     assert_eq!(effect.claim(), Some((call.claim_key.clone(), attempt)));
-    assert!(call.request.system_instruction.contains(judge));
+    let entry = super::stored_under(&call.round_entry);
+    let request = call.request_from(entry.first()).unwrap();
+    assert!(request.system_instruction.contains(judge));
     let outcome = EffectOutcome::ModelAnswered(ModelAnswer {
         content,
         usage: TokenUsage {
@@ -121,6 +144,7 @@ fn judge_answers(
     match resume_step(state.clone(), &command, &effect, outcome, NOW, context).unwrap() {
         StepAdvance::Decided(decision) => {
             assert_frames_match_schemas(&decision.events);
+            super::keep_entries(&decision);
             *decision
         }
         other => panic!("expected a decision, got {other:?}"),
@@ -216,7 +240,7 @@ fn judges_that_agree_conclude_in_one_round_and_their_consensus_is_the_quality_sc
     let transcript: baton_judge::transcript::EvaluationTranscript =
         serde_json::from_value(output["verdict"]["transcript"].clone()).unwrap();
     assert!(transcript.verify().is_ok_and(|messages| messages >= 5));
-    let asked = &state.panels["node_2"].calls[0].user_message;
+    let asked = &asked_of(1, 0, "j1");
     assert!(asked.contains("under 100 words") && asked.contains("clear") && asked.contains("d1"));
     // The round's timer is gone: when its message comes, it is stale.
     assert!(is_stale(
@@ -260,7 +284,7 @@ fn judges_that_disagree_discuss_until_the_last_round() {
         ]
     );
     // Round 1 asks each judge with the others' scores and reasons.
-    let discussion = &closed.state.panels["node_2"].calls[0].user_message;
+    let discussion = &asked_of(1, 1, "j1");
     assert!(discussion.contains("worth 9") && discussion.contains("Your latest score: 2"));
     // Round 0's messages no longer apply.
     assert!(is_stale(&closed.state, &judge_command(1, 0, "j1")));
@@ -437,7 +461,7 @@ fn a_low_consensus_revises_the_draft_and_convenes_the_panel_again() {
         &context,
     );
     let mut state = reopened.state;
-    assert!(state.panels["node_2"].calls[0].user_message.contains("d2"));
+    assert!(asked_of(2, 0, "j1").contains("d2"));
     for judge in ["j1", "j2"] {
         state = judge_answers(&state, 2, 0, judge, verdict(9.0), &context).state;
     }

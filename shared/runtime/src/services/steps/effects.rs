@@ -12,7 +12,7 @@ use baton_core::run::RunState;
 use tokio::sync::mpsc;
 
 use super::StepService;
-use crate::error::RuntimeError;
+use crate::error::{RuntimeError, StoreError};
 use crate::ports::ModelDelta;
 
 impl StepService {
@@ -29,10 +29,18 @@ impl StepService {
                     .await
             }
             Effect::AskJudge(call) => {
+                // What the round's judges are asked is stored beside the run.
+                let stored = self
+                    .store
+                    .read_entries(&state.tenant_id, &state.run_id, &call.round_entry)
+                    .await?;
+                let request = call
+                    .request_from(stored.first())
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
                 // A judge's text is not streamed: the panel reports `progress`.
                 let (sender, _receiver) = mpsc::unbounded_channel();
                 self.llm
-                    .complete(&call.request, sender)
+                    .complete(&request, sender)
                     .await
                     .map_err(RuntimeError::Llm)
             }
@@ -230,8 +238,20 @@ impl StepService {
         state: &RunState,
         call: &baton_core::engine::ConverseCall,
     ) -> Result<EffectOutcome, RuntimeError> {
+        // The turns stored beside the run, then the call's own.
+        let stored = match call.stored_prefix() {
+            Some(prefix) => {
+                self.store
+                    .read_entries(&state.tenant_id, &state.run_id, &prefix)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        let conversation = call
+            .conversation_with(&stored)
+            .map_err(|error| StoreError::Corrupt(error.to_string()))?;
         let (sender, receiver) = mpsc::unbounded_channel::<ModelDelta>();
-        let turn = self.llm.converse(&call.request, &call.conversation, sender);
+        let turn = self.llm.converse(&call.request, &conversation, sender);
         let pump = self.pump_deltas(state, &call.node_id, call.stream_deltas, receiver);
         let (answered, pump_error) = tokio::join!(turn, pump);
         if let Some(error) = pump_error {

@@ -1,0 +1,82 @@
+//! What an agent session's steps ask the shell to perform: a model turn
+//! (with the conversation to load) or a tool call.
+
+use crate::CoreError;
+use crate::agents::AgentSession;
+use crate::claims::ClaimKey;
+use crate::conversation::{ToolInvocation, ToolSession};
+use crate::entries::{EntryBody, RunEntry, conversation_prefix};
+use crate::event::EventDraft;
+
+/// One model turn of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConverseCall {
+    pub node_id: String,
+    pub attempt: u32,
+    pub turn: u32,
+    /// The lease this turn is claimed under (the node's own for the first).
+    pub claim_key: ClaimKey,
+    pub request: crate::context::ModelRequest,
+    /// The tools offered, and the turns not stored yet (the first turn's
+    /// opening: a chat thread so far), recorded with this turn's result.
+    pub conversation: ToolSession,
+    /// The session's turns stored beside the run (`conversation_prefix`),
+    /// which the shell loads and puts before `conversation.turns`.
+    pub stored_turns: u32,
+    /// Appended atomically with the claim (the first turn's `node_start`…).
+    pub start_frames: Vec<EventDraft>,
+    /// The first turn: the session it opens (stored when it is committed).
+    pub opens: Option<AgentSession>,
+    pub stream_deltas: bool,
+}
+
+impl ConverseCall {
+    /// Where the stored turns are, when there are any to load.
+    pub fn stored_prefix(&self) -> Option<String> {
+        (self.stored_turns > 0).then(|| conversation_prefix(&self.node_id, self.attempt))
+    }
+
+    /// The whole conversation: the stored turns, as a prefix read returned
+    /// them, then the call's own. Fewer stored turns than the session
+    /// counts means the store lost some: the step cannot go on.
+    pub fn conversation_with(&self, stored: &[RunEntry]) -> Result<ToolSession, CoreError> {
+        let wanted = self.stored_turns as usize;
+        let mut turns = Vec::with_capacity(wanted + self.conversation.turns.len());
+        for entry in stored.iter().take(wanted) {
+            match &entry.body {
+                EntryBody::Turn(turn) => turns.push(turn.clone()),
+                EntryBody::PanelRound(_) => {
+                    return Err(CoreError::StepDoesNotApply(format!(
+                        "entry {} is not a conversation turn",
+                        entry.key
+                    )));
+                }
+            }
+        }
+        if turns.len() < wanted {
+            return Err(CoreError::StepDoesNotApply(format!(
+                "node {} attempt {}: {} conversation turns are stored, the session counts {wanted}",
+                self.node_id,
+                self.attempt,
+                turns.len()
+            )));
+        }
+        turns.extend(self.conversation.turns.iter().cloned());
+        Ok(ToolSession {
+            tools: self.conversation.tools.clone(),
+            turns,
+            free_text: self.conversation.free_text,
+        })
+    }
+}
+
+/// One tool call of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolExecution {
+    pub node_id: String,
+    pub attempt: u32,
+    pub turn: u32,
+    pub claim_key: ClaimKey,
+    pub tool: crate::tools::ToolDefinition,
+    pub invocation: ToolInvocation,
+}
