@@ -540,4 +540,86 @@ async fn main() {
     println!(
         "  (Both Step Functions figures add the same task Lambdas and model calls Baton has; Express also bills the time it waits for each model.)"
     );
+
+    agent_session_costs(&store, &queue, &meter).await;
+}
+
+/// Turns of the measured agent session, and the size of each tool result.
+const AGENT_TURNS: usize = 40;
+const TOOL_RESULT_BYTES: usize = 1500;
+
+/// One agent session of `AGENT_TURNS` model turns (a lookup each, ~1.5 kB
+/// per result) on the same metered store and queue: what an agent turn and
+/// a tool step cost, and whether the cost grows with the session.
+async fn agent_session_costs(
+    store: &Arc<DynamoRunStore>,
+    queue: &Arc<SqsStepQueue>,
+    meter: &Arc<Mutex<Meter>>,
+) {
+    use baton_test_support::agent_session::{
+        FixedLookup, OneLookupPerTurn, agent_envelope, agent_registry,
+    };
+    let services = TestServices::with_model(Arc::new(OneLookupPerTurn { turns: AGENT_TURNS }))
+        .registry(agent_registry(AGENT_TURNS))
+        .store(store.clone())
+        .queue(queue.clone())
+        .tools(Arc::new(FixedLookup {
+            result_bytes: TOOL_RESULT_BYTES,
+        }))
+        .settings(baton_runtime::services::OrchestratorSettings {
+            agent_session_limit: Duration::from_secs(1800),
+            ..baton_runtime::services::OrchestratorSettings::default()
+        })
+        .build()
+        .services;
+    let take_usage = || std::mem::take(&mut meter.lock().unwrap().usage);
+    let submitted = services.runs.submit("t", &agent_envelope()).await.unwrap();
+    let mut turns: Vec<f64> = Vec::new();
+    let mut tools: Vec<f64> = Vec::new();
+    loop {
+        let received = queue.receive(1, Duration::from_secs(5)).await.unwrap();
+        let Some(received) = received.into_iter().next() else {
+            break;
+        };
+        let command = received.message.command.clone();
+        take_usage();
+        process_received_step(&services.steps, queue.as_ref(), received)
+            .await
+            .unwrap();
+        let written = take_usage().write_units;
+        match command {
+            StepCommand::AgentTurn { .. } => turns.push(written),
+            StepCommand::RunTool { .. } => tools.push(written),
+            _ => {}
+        }
+    }
+    let status = services
+        .runs
+        .load("t", &submitted.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+        .status;
+    assert_eq!(status, RunStatus::Completed, "the agent session completes");
+    let (first_turn, last_turn) = (turns[0], turns[turns.len() - 1]);
+    println!(
+        "\nOne {AGENT_TURNS}-turn agent session (a ~{TOOL_RESULT_BYTES} B tool result per turn):"
+    );
+    println!(
+        "  agent turn step  n={:<3} WRU median {:>5.1}  first {first_turn:.1}  last {last_turn:.1}",
+        turns.len(),
+        median(turns.clone())
+    );
+    println!(
+        "  tool step        n={:<3} WRU median {:>5.1}  first {:.1}  last {:.1}",
+        tools.len(),
+        median(tools.clone()),
+        tools[0],
+        tools[tools.len() - 1]
+    );
+    println!(
+        "  whole session: {:.0} WRU",
+        turns.iter().chain(&tools).sum::<f64>()
+    );
 }

@@ -4,11 +4,11 @@
 //! and print how large the stored (compressed) run state grew, the figure
 //! that sets each commit's write cost.
 //!
-//! Test doubles: the model (a provider that asks for one tool call per turn
-//! until the last, then answers; for the panel, the scripted
-//! OpenAI-compatible server answering each judge's schema) and the tool's
-//! endpoint (a `ToolRunner` returning a small fixed result). The engine,
-//! the step service and the DynamoDB store are the real ones.
+//! Test doubles: the model (`baton_test_support::agent_session`: one tool
+//! call per turn until the last, then an answer; for the panel, the
+//! scripted OpenAI-compatible server answering each judge's schema) and the
+//! tool's endpoint (a fixed result). The engine, the step service and the
+//! DynamoDB store are the real ones.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -18,20 +18,18 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use baton_aws::DynamoRunStore;
 use baton_core::context::ModelRequest;
-use baton_core::conversation::{
-    SessionAnswer, SessionTurn, ToolCallRequest, ToolInvocation, ToolOutcome, ToolSession,
-};
-use baton_core::facet::{Facet, FacetDirection};
-use baton_core::registry::Registry;
-use baton_core::run::{RunStatus, TokenUsage};
-use baton_core::tools::ToolDefinition;
+use baton_core::conversation::{SessionAnswer, ToolSession};
+use baton_core::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, ToolRunner};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore};
 use baton_runtime::services::OrchestratorSettings;
 use baton_runtime::worker::LocalRunner;
 use baton_test_support::TestServices;
+use baton_test_support::agent_session::{
+    FixedLookup, OneLookupPerTurn, agent_envelope, agent_registry,
+};
 use moto_server::{MotoServer, unique_name};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
@@ -59,10 +57,10 @@ async fn dynamodb_store(moto: &MotoServer) -> Arc<DynamoRunStore> {
     Arc::new(store)
 }
 
-/// Test double for the model: one `lookup` call per turn until the last
-/// turn, which answers. At that last turn it measures the stored state (the
-/// session at its largest).
+/// Test double for the model (`OneLookupPerTurn`, which it asks) that
+/// measures the stored state at the last turn (the session at its largest).
 struct ManyTurns {
+    model: OneLookupPerTurn,
     store: Arc<DynamoRunStore>,
     run_id: Mutex<Option<String>>,
     largest: Mutex<Option<(usize, usize)>>,
@@ -71,115 +69,29 @@ struct ManyTurns {
 #[async_trait]
 impl LlmProvider for ManyTurns {
     fn model_name(&self) -> String {
-        "many-turns".into()
+        self.model.model_name()
     }
 
     async fn complete(
         &self,
-        _request: &ModelRequest,
-        _deltas: UnboundedSender<ModelDelta>,
+        request: &ModelRequest,
+        deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
-        Err(LlmError::Configuration("an agent node converses".into()))
+        self.model.complete(request, deltas).await
     }
 
     async fn converse(
         &self,
-        _request: &ModelRequest,
+        request: &ModelRequest,
         session: &ToolSession,
-        _deltas: UnboundedSender<ModelDelta>,
+        deltas: UnboundedSender<ModelDelta>,
     ) -> Result<SessionAnswer, LlmError> {
-        let results = session
-            .turns
-            .iter()
-            .filter(|turn| matches!(turn, SessionTurn::Tool { .. }))
-            .count();
-        let usage = TokenUsage {
-            prompt_tokens: 10,
-            completion_tokens: 5,
-            cached_prompt_tokens: 0,
-        };
-        if results + 1 < AGENT_TURNS {
-            return Ok(SessionAnswer {
-                content: String::new(),
-                tool_calls: vec![ToolCallRequest {
-                    id: format!("call_{results}"),
-                    name: "lookup".into(),
-                    arguments: json!({"q": format!("fact number {results}")}).to_string(),
-                }],
-                usage,
-                model: "gpt-4o-mini".into(),
-            });
+        if OneLookupPerTurn::results_in(session) + 1 == AGENT_TURNS {
+            let run_id = self.run_id.lock().unwrap().clone().unwrap();
+            *self.largest.lock().unwrap() = Some(stored_state_size(&self.store, &run_id).await);
         }
-        let run_id = self.run_id.lock().unwrap().clone().unwrap();
-        *self.largest.lock().unwrap() = Some(stored_state_size(&self.store, &run_id).await);
-        Ok(SessionAnswer {
-            content: json!({"answer": {"text": format!("{results} facts checked")}}).to_string(),
-            tool_calls: Vec::new(),
-            usage,
-            model: "gpt-4o-mini".into(),
-        })
+        self.model.converse(request, session, deltas).await
     }
-}
-
-/// Test double for the tool's endpoint: a small fixed result per call.
-struct FixedLookup;
-
-#[async_trait]
-impl ToolRunner for FixedLookup {
-    async fn run_tool(&self, _tool: &ToolDefinition, invocation: &ToolInvocation) -> ToolOutcome {
-        ToolOutcome::Succeeded(json!({
-            "fact": format!("{} holds, checked against the source", invocation.arguments["q"])
-        }))
-    }
-}
-
-fn agent_registry() -> Arc<Registry> {
-    let mut registry = Registry::default();
-    for (name, direction) in [
-        ("question", FacetDirection::Input),
-        ("answer", FacetDirection::Output),
-    ] {
-        registry
-            .add_facet(
-                Facet {
-                    name: name.into(),
-                    title: name.into(),
-                    description: name.into(),
-                    schema: json!({"type": "object", "required": ["text"],
-                                   "properties": {"text": {"type": "string"}}}),
-                    semantics: String::new(),
-                    direction,
-                    required_by_default: true,
-                    metadata: serde_json::Map::new(),
-                },
-                "test",
-            )
-            .unwrap();
-    }
-    registry
-        .add_tool(
-            serde_json::from_value(json!({
-                "name": "lookup", "description": "Looks a fact up.",
-                "parameters": {"type": "object", "required": ["q"], "properties": {"q": {"type": "string"}}},
-                "executor": {"kind": "http", "method": "POST", "url": "https://tools.invalid/lookup"}
-            }))
-            .unwrap(),
-            "test",
-        )
-        .unwrap();
-    registry
-        .add_capability(
-            serde_json::from_value(json!({
-                "capabilityId": "research.agent", "agentType": "ai", "version": "1",
-                "displayName": "Researcher", "summary": "Answers with looked-up facts.",
-                "inputContract": ["question"], "outputContract": ["answer"], "tools": ["lookup"],
-                "maxIterations": AGENT_TURNS
-            }))
-            .unwrap(),
-            "test",
-        )
-        .unwrap();
-    Arc::new(registry)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -187,16 +99,17 @@ async fn a_200_turn_agent_session_completes_on_dynamodb() {
     let moto = MotoServer::start().unwrap();
     let store = dynamodb_store(&moto).await;
     let model = Arc::new(ManyTurns {
+        model: OneLookupPerTurn { turns: AGENT_TURNS },
         store: store.clone(),
         run_id: Mutex::new(None),
         largest: Mutex::new(None),
     });
     let queue = Arc::new(InMemoryStepQueue::new());
     let services = TestServices::with_model(model.clone())
-        .registry(agent_registry())
+        .registry(agent_registry(AGENT_TURNS))
         .store(store.clone())
         .queue(queue.clone())
-        .tools(Arc::new(FixedLookup))
+        .tools(Arc::new(FixedLookup { result_bytes: 60 }))
         // 400 steps on moto outlast the default 90 s session watchdog.
         .settings(OrchestratorSettings {
             agent_session_limit: std::time::Duration::from_secs(1800),
@@ -204,19 +117,7 @@ async fn a_200_turn_agent_session_completes_on_dynamodb() {
         })
         .build()
         .services;
-    let submitted = services
-        .runs
-        .submit(
-            "t",
-            &json!({
-                "objective": "Answer the question with checked facts.",
-                "inputs": {"question": {"text": "Which facts hold?"}},
-                "outputContract": {"schema": {"type": "object", "required": ["answer"],
-                                              "properties": {"answer": {"type": "object"}}}}
-            }),
-        )
-        .await
-        .unwrap();
+    let submitted = services.runs.submit("t", &agent_envelope()).await.unwrap();
     *model.run_id.lock().unwrap() = Some(submitted.run_id.clone());
     let runner = LocalRunner {
         steps: services.steps.clone(),

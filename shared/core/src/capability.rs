@@ -202,7 +202,7 @@ pub const DEFAULT_HEARTBEAT_INTERVAL_SECONDS: u64 = 300;
 pub const MISSED_HEARTBEATS_BEFORE_INACTIVE: u64 = 3;
 
 /// Whether the planner may use a registered capability.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CapabilityStatus {
     Active,

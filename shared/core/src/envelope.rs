@@ -66,7 +66,7 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> CoreError {
 }
 
 /// A serde path as a JSON path (`$`, `$.a.b[0]`).
-pub(crate) fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
+pub fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
     let text = path.to_string();
     if text == "." || text.is_empty() {
         "$".to_string()

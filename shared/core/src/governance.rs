@@ -98,7 +98,7 @@ pub enum HitlKind {
 }
 
 /// A request to a person that holds the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HitlRequest {
     /// `{runId}:hitl:{n}`.
@@ -121,7 +121,7 @@ pub struct HitlRequest {
 }
 
 /// A hold action that waits behind the pending hold.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeferredAction {
     pub policy_id: String,
@@ -147,7 +147,7 @@ pub struct ClarificationEntry {
 }
 
 /// A durable timer: a delayed step message fires it at `due_at`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Timer {
     /// RFC 3339.
@@ -155,7 +155,7 @@ pub struct Timer {
     pub purpose: TimerPurpose,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TimerPurpose {
     /// A human task's SLA: unanswered by then, the run fails (or an

@@ -26,7 +26,7 @@ pub const MAX_NOTIFICATION_ATTEMPTS: u32 = 5;
 pub const FIRST_RETRY_DELAY: Duration = Duration::from_secs(2);
 
 /// What happened to the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunEvent {
     /// Delivered its output.
@@ -62,7 +62,7 @@ impl RunEvent {
 }
 
 /// One notification's record in the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NotificationRecord {
     pub event: RunEvent,

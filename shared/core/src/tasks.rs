@@ -12,7 +12,7 @@ use crate::governance::human_sla_timer_id;
 use crate::run::{NodeStatus, RunState};
 
 /// One pending task of a person.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HumanTask {
     pub task_id: String,
@@ -38,7 +38,7 @@ pub struct HumanTask {
 }
 
 /// The approval request or clarifying question a held run waits on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingRequest {
     pub run_id: String,

@@ -9,11 +9,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use baton_runtime::RuntimeError;
 use baton_runtime::services::ChatRequest;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::auth::Tenant;
+use crate::bodies::{ChatMessageRequest, typed_body};
 use crate::error::ApiError;
-use crate::routes::{ApiState, StreamQuery, parse_json_body};
+use crate::routes::{ApiState, StreamQuery};
 use crate::sse::sse_response_in;
 
 fn invalid(path: &str, message: impl Into<String>) -> ApiError {
@@ -25,40 +26,22 @@ fn invalid(path: &str, message: impl Into<String>) -> ApiError {
     .with_details(json!({"path": path}))
 }
 
-/// Reads the body: `message` (a string, may be blank), and the optional
-/// strings `threadId`, `agent`, `contextType`; nothing else.
-fn chat_request(body: &Value) -> Result<ChatRequest, ApiError> {
-    let Some(fields) = body.as_object() else {
-        return Err(invalid("$", "the body must be a JSON object"));
-    };
-    if let Some(unknown) = fields
-        .keys()
-        .find(|key| !["message", "threadId", "agent", "contextType"].contains(&key.as_str()))
-    {
-        return Err(invalid(
-            &format!("$.{unknown}"),
-            format!(
-                "unknown field `{unknown}`: a chat message has message, threadId, agent, contextType"
-            ),
-        ));
-    }
-    let message = match fields.get("message") {
-        Some(Value::String(message)) => message.clone(),
-        Some(_) => return Err(invalid("$.message", "must be a string")),
-        None => return Err(invalid("$.message", "is required")),
-    };
-    let optional = |name: &str| -> Result<Option<String>, ApiError> {
-        match fields.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(text)) if !text.trim().is_empty() => Ok(Some(text.clone())),
-            Some(_) => Err(invalid(&format!("$.{name}"), "must be a non-empty string")),
+/// Reads the body (`bodies::ChatMessageRequest`): `message` (a string, may
+/// be blank), and the optional non-blank strings `threadId`, `agent`,
+/// `contextType`; nothing else.
+fn chat_request(body: &Bytes) -> Result<ChatRequest, ApiError> {
+    let body: ChatMessageRequest = typed_body(body, invalid)?;
+    let optional = |text: Option<String>, name: &str| match text {
+        Some(text) if text.trim().is_empty() => {
+            Err(invalid(&format!("$.{name}"), "must be a non-empty string"))
         }
+        other => Ok(other),
     };
     Ok(ChatRequest {
-        message,
-        thread_id: optional("threadId")?,
-        agent: optional("agent")?,
-        context_type: optional("contextType")?,
+        message: body.message,
+        thread_id: optional(body.thread_id, "threadId")?,
+        agent: optional(body.agent, "agent")?,
+        context_type: optional(body.context_type, "contextType")?,
     })
 }
 
@@ -69,7 +52,7 @@ pub(crate) async fn chat(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let dialect = query.dialect()?;
-    let request = chat_request(&parse_json_body(&body)?)?;
+    let request = chat_request(&body)?;
     let submitted = match state.runs.submit_chat(&tenant.0, &request).await {
         Ok(submitted) => submitted,
         Err(RuntimeError::InvalidInput { path, message }) => {

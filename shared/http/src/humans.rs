@@ -23,8 +23,12 @@ use baton_runtime::services::{HumanInput, HumanInputOutcome};
 use serde_json::{Value, json};
 
 use crate::auth::Tenant;
+use crate::bodies::{
+    DeclineRequest, HumanActionApplied, RequestList, ResolveDecision, ResolveRequest,
+    ResumeRequest, TaskList, typed_body,
+};
 use crate::error::ApiError;
-use crate::routes::{ApiState, parse_json_body};
+use crate::routes::ApiState;
 use crate::sse::sse_response;
 
 fn bad_request(path: &str, message: impl Into<String>) -> ApiError {
@@ -32,14 +36,19 @@ fn bad_request(path: &str, message: impl Into<String>) -> ApiError {
         .with_details(json!({"path": path}))
 }
 
-fn text_field<'a>(body: &'a Value, name: &str) -> Result<Option<&'a str>, ApiError> {
-    match body.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) if !text.is_empty() => Ok(Some(text)),
-        Some(_) => Err(bad_request(
+/// A body that does not fit its type: 400 naming the path.
+fn refuse(path: &str, message: String) -> ApiError {
+    bad_request(path, format!("{path}: {message}"))
+}
+
+/// `text` unless it is empty (a blank id names nothing).
+fn non_empty<'a>(text: &'a Option<String>, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match text.as_deref() {
+        Some("") => Err(bad_request(
             &format!("$.{name}"),
             format!("`{name}` must be a non-empty string"),
         )),
+        other => Ok(other),
     }
 }
 
@@ -116,33 +125,23 @@ fn refused(refusal: HumanInputRefused) -> ApiError {
     }
 }
 
-fn plan_version_field(body: &Value) -> Result<u32, ApiError> {
-    body.get("expectedPlanVersion")
-        .and_then(Value::as_u64)
-        .and_then(|version| u32::try_from(version).ok())
-        .ok_or_else(|| {
-            bad_request(
-                "$.expectedPlanVersion",
-                "`expectedPlanVersion` (the plan version the request was read at) is required",
-            )
-        })
-}
-
 /// What a `run.resume` body asks: `(runId, input)`.
-fn resume_input(body: &Value) -> Result<(String, HumanInput), ApiError> {
-    let expected_plan_version = plan_version_field(body)?;
-    if body.get("output").is_none() && text_field(body, "taskId")?.is_none() {
-        let run_id = text_field(body, "runId")?
+fn resume_input(body: ResumeRequest) -> Result<(String, HumanInput), ApiError> {
+    let expected_plan_version = body.expected_plan_version;
+    let task_id = non_empty(&body.task_id, "taskId")?;
+    let given_run_id = non_empty(&body.run_id, "runId")?;
+    let given_node_id = non_empty(&body.node_id, "nodeId")?;
+    if body.output.is_none() && task_id.is_none() {
+        let run_id = given_run_id
             .ok_or_else(|| bad_request("$.runId", "`runId` (or `taskId`) is required"))?
             .to_string();
-        let input = match body.get("answer") {
-            Some(Value::String(answer)) => HumanInput::Clarify {
-                request_id: text_field(body, "requestId")?.map(str::to_string),
+        let input = match body.answer {
+            Some(answer) => HumanInput::Clarify {
+                request_id: non_empty(&body.request_id, "requestId")?.map(str::to_string),
                 expected_plan_version,
-                answer: answer.clone(),
+                answer,
             },
-            Some(_) => return Err(bad_request("$.answer", "`answer` must be a text")),
-            None if text_field(body, "nodeId")?.is_some() => {
+            None if given_node_id.is_some() => {
                 return Err(bad_request("$.output", "`output` is required"));
             }
             None => HumanInput::ResumePaused {
@@ -151,11 +150,11 @@ fn resume_input(body: &Value) -> Result<(String, HumanInput), ApiError> {
         };
         return Ok((run_id, input));
     }
-    let (run_id, node_id) = match text_field(body, "taskId")? {
+    let (run_id, node_id) = match task_id {
         Some(task_id) => {
             let (run_id, node_id) = split_task_id(task_id)
                 .ok_or_else(|| bad_request("$.taskId", "a task id is `{runId}:{nodeId}`"))?;
-            if text_field(body, "runId")?.is_some_and(|given| given != run_id) {
+            if given_run_id.is_some_and(|given| given != run_id) {
                 return Err(bad_request(
                     "$.runId",
                     "`runId` differs from the task's run",
@@ -164,17 +163,16 @@ fn resume_input(body: &Value) -> Result<(String, HumanInput), ApiError> {
             (run_id.to_string(), node_id.to_string())
         }
         None => (
-            text_field(body, "runId")?
+            given_run_id
                 .ok_or_else(|| bad_request("$.runId", "`runId` (or `taskId`) is required"))?
                 .to_string(),
-            text_field(body, "nodeId")?
+            given_node_id
                 .ok_or_else(|| bad_request("$.nodeId", "`nodeId` (or `taskId`) is required"))?
                 .to_string(),
         ),
     };
     let output = body
-        .get("output")
-        .cloned()
+        .output
         .ok_or_else(|| bad_request("$.output", "`output` is required"))?;
     Ok((
         run_id,
@@ -191,11 +189,13 @@ async fn apply(
     tenant: &Tenant,
     run_id: &str,
     input: HumanInput,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<HumanActionApplied>, ApiError> {
     match state.humans.apply(&tenant.0, run_id, input).await? {
-        HumanInputOutcome::Applied { status, version } => Ok(Json(
-            json!({"runId": run_id, "status": status.as_str(), "version": version}),
-        )),
+        HumanInputOutcome::Applied { status, version } => Ok(Json(HumanActionApplied {
+            run_id: run_id.to_string(),
+            status,
+            version,
+        })),
         HumanInputOutcome::Refused(refusal) => Err(refused(refusal)),
         HumanInputOutcome::RunNotFound => Err(ApiError::run_not_found(run_id)),
     }
@@ -206,7 +206,7 @@ pub(crate) async fn list_tasks(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     Query(query): Query<std::collections::HashMap<String, String>>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TaskList>, ApiError> {
     if let Some(status) = query.get("status")
         && status != "pending"
     {
@@ -221,7 +221,7 @@ pub(crate) async fn list_tasks(
         .humans
         .pending_tasks(&tenant.0, query.get("capabilityId").map(String::as_str))
         .await?;
-    Ok(Json(json!({"tasks": tasks})))
+    Ok(Json(TaskList { tasks }))
 }
 
 /// `POST /run.resume`: `{runId, expectedPlanVersion, nodeId | taskId, output}`
@@ -239,11 +239,7 @@ pub(crate) async fn resume_run(
         .get(header::ACCEPT)
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains("text/event-stream"));
-    let body = parse_json_body(&body)?;
-    if !body.is_object() {
-        return Err(bad_request("$", "the body must be a JSON object"));
-    }
-    let (run_id, input) = resume_input(&body)?;
+    let (run_id, input) = resume_input(typed_body(&body, refuse)?)?;
     if !wants_stream {
         return Ok(apply(&state, &tenant, &run_id, input)
             .await?
@@ -269,8 +265,8 @@ pub(crate) async fn decline_task(
     Extension(tenant): Extension<Tenant>,
     Path(task_id): Path<String>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let body = parse_json_body(&body)?;
+) -> Result<Json<HumanActionApplied>, ApiError> {
+    let body: DeclineRequest = typed_body(&body, refuse)?;
     let (run_id, node_id) = split_task_id(&task_id).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -278,10 +274,10 @@ pub(crate) async fn decline_task(
             format!("no task `{task_id}` (a task id is `{{runId}}:{{nodeId}}`)"),
         )
     })?;
-    let reason_code = text_field(&body, "reasonCode")?
-        .ok_or_else(|| bad_request("$.reasonCode", "`reasonCode` is required"))?
+    let reason_code = non_empty(&Some(body.reason_code), "reasonCode")?
+        .unwrap_or_default()
         .to_string();
-    let note = text_field(&body, "note")?.map(str::to_string);
+    let note = non_empty(&body.note, "note")?.map(str::to_string);
     let input = HumanInput::Decline {
         node_id: node_id.to_string(),
         reason_code,
@@ -295,25 +291,19 @@ pub(crate) async fn resolve_request(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
-    let body = parse_json_body(&body)?;
-    let run_id = text_field(&body, "runId")?
-        .ok_or_else(|| bad_request("$.runId", "`runId` is required"))?
+) -> Result<Json<HumanActionApplied>, ApiError> {
+    let body: ResolveRequest = typed_body(&body, refuse)?;
+    let run_id = non_empty(&Some(body.run_id.clone()), "runId")?
+        .unwrap_or_default()
         .to_string();
-    let request_id = text_field(&body, "requestId")?
-        .ok_or_else(|| bad_request("$.requestId", "`requestId` is required"))?
+    let request_id = non_empty(&Some(body.request_id), "requestId")?
+        .unwrap_or_default()
         .to_string();
-    let decision = match text_field(&body, "decision")? {
-        Some("approve") => ApprovalDecision::Approve,
-        Some("reject") => ApprovalDecision::Reject,
-        _ => {
-            return Err(bad_request(
-                "$.decision",
-                "`decision` must be `approve` or `reject`",
-            ));
-        }
+    let decision = match body.decision {
+        ResolveDecision::Approve => ApprovalDecision::Approve,
+        ResolveDecision::Reject => ApprovalDecision::Reject,
     };
-    let note = text_field(&body, "note")?.map(str::to_string);
+    let note = non_empty(&body.note, "note")?.map(str::to_string);
     let input = HumanInput::Resolve {
         request_id,
         decision,
@@ -327,7 +317,7 @@ pub(crate) async fn trigger_policy(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     Path((run_id, policy_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<HumanActionApplied>, ApiError> {
     apply(
         &state,
         &tenant,
@@ -342,7 +332,7 @@ pub(crate) async fn trigger_policy(
 pub(crate) async fn list_requests(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RequestList>, ApiError> {
     let requests = state.humans.pending_requests(&tenant.0).await?;
-    Ok(Json(json!({"requests": requests})))
+    Ok(Json(RequestList { requests }))
 }

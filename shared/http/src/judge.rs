@@ -93,7 +93,10 @@ pub(crate) async fn get_evaluation(
     }
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"evaluationId": evaluation_id, "status": view.status.as_str()})),
+        Json(crate::bodies::EvaluationPending {
+            evaluation_id,
+            status: view.status,
+        }),
     )
         .into_response())
 }

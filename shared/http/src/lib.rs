@@ -11,6 +11,7 @@
 //! the JSON path and nothing is persisted for it; no route panics.
 
 pub mod auth;
+pub mod bodies;
 mod chat;
 pub mod error;
 mod humans;

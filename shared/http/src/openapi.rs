@@ -121,11 +121,11 @@ pub fn operations() -> Vec<Operation> {
             Some("TaskEnvelope"),
             &[],
             &[
-                answer(202, "created: `{runId, status, ...}`", Body::Json("Object")),
+                answer(202, "created", Body::Json("RunAccepted")),
                 answer(
                     200,
                     "the same idempotency key was submitted before: that run",
-                    Body::Json("Object"),
+                    Body::Json("RunAccepted"),
                 ),
                 BAD_JSON,
                 INVALID,
@@ -168,7 +168,10 @@ pub fn operations() -> Vec<Operation> {
             "A redacted snapshot of a run: status, plan, nodes, usage and cost, notifications",
             None,
             &[],
-            &[answer(200, "the snapshot", Body::Json("Object")), NOT_FOUND],
+            &[
+                answer(200, "the snapshot", Body::Json("RunSnapshotResponse")),
+                NOT_FOUND,
+            ],
         ),
         api(
             "get",
@@ -193,7 +196,11 @@ pub fn operations() -> Vec<Operation> {
             None,
             &[],
             &[
-                answer(202, "`{runId, status}`", Body::Json("Object")),
+                answer(
+                    202,
+                    "the run's status after the cancel",
+                    Body::Json("RunStatusAnswer"),
+                ),
                 NOT_FOUND,
             ],
         ),
@@ -203,7 +210,11 @@ pub fn operations() -> Vec<Operation> {
             "The registry's capabilities and the tenant's registrations",
             None,
             &[],
-            &[answer(200, "`{capabilities: [...]}`", Body::Json("Object"))],
+            &[answer(
+                200,
+                "the capabilities",
+                Body::Json("CapabilityList"),
+            )],
         ),
         api(
             "post",
@@ -215,7 +226,7 @@ pub fn operations() -> Vec<Operation> {
                 answer(
                     200,
                     "the registration with its compiled schemas",
-                    Body::Json("Object"),
+                    Body::Json("CapabilityRegistered"),
                 ),
                 BAD_JSON,
                 answer(
@@ -230,13 +241,13 @@ pub fn operations() -> Vec<Operation> {
             "post",
             "/api/v1/flex/run.resume",
             "A person's answer to a parked node, a clarifying answer, or a pause resumed",
-            Some("Object"),
+            Some("ResumeRequest"),
             &[],
             &[
                 answer(
                     200,
                     "the run goes on (`Accept: text/event-stream`: its frames)",
-                    Body::Json("Object"),
+                    Body::Json("HumanActionApplied"),
                 ),
                 BAD_JSON,
                 NOT_FOUND,
@@ -248,10 +259,10 @@ pub fn operations() -> Vec<Operation> {
             "post",
             "/api/v1/flex/hitl/resolve",
             "Approve or reject a pending approval request",
-            Some("Object"),
+            Some("ResolveRequest"),
             &[],
             &[
-                answer(200, "resolved", Body::Json("Object")),
+                answer(200, "resolved", Body::Json("HumanActionApplied")),
                 BAD_JSON,
                 NOT_FOUND,
                 CONFLICT,
@@ -264,7 +275,7 @@ pub fn operations() -> Vec<Operation> {
             None,
             &[],
             &[
-                answer(200, "fired", Body::Json("Object")),
+                answer(200, "fired", Body::Json("HumanActionApplied")),
                 NOT_FOUND,
                 CONFLICT,
             ],
@@ -279,7 +290,7 @@ pub fn operations() -> Vec<Operation> {
                 ("capabilityId", "only this capability's tasks"),
             ],
             &[
-                answer(200, "`{tasks: [...]}`", Body::Json("Object")),
+                answer(200, "the pending tasks", Body::Json("TaskList")),
                 answer(400, "a status other than `pending`", Body::Json("Error")),
             ],
         ),
@@ -289,16 +300,20 @@ pub fn operations() -> Vec<Operation> {
             "The pending approval requests and clarifying questions",
             None,
             &[],
-            &[answer(200, "`{requests: [...]}`", Body::Json("Object"))],
+            &[answer(
+                200,
+                "the pending requests",
+                Body::Json("RequestList"),
+            )],
         ),
         api(
             "post",
             "/api/v1/flex/tasks/{task_id}/decline",
             "A person declines a task (the run fails or fires onTimeout)",
-            Some("Object"),
+            Some("DeclineRequest"),
             &[],
             &[
-                answer(200, "declined", Body::Json("Object")),
+                answer(200, "declined", Body::Json("HumanActionApplied")),
                 BAD_JSON,
                 NOT_FOUND,
                 CONFLICT,
@@ -308,7 +323,7 @@ pub fn operations() -> Vec<Operation> {
             "post",
             "/api/v1/judge/evaluations",
             "Convene a judge panel on content; streams progress, then the evaluation",
-            Some("Object"),
+            Some("PanelRequest"),
             &[],
             &[
                 answer(200, "progress frames and the evaluation", Body::Sse),
@@ -323,11 +338,11 @@ pub fn operations() -> Vec<Operation> {
             None,
             &[],
             &[
-                answer(200, "the evaluation", Body::Json("Object")),
+                answer(200, "the evaluation", Body::Json("PanelOutput")),
                 answer(
                     202,
                     "still deliberating: `{evaluationId, status}`",
-                    Body::Json("Object"),
+                    Body::Json("EvaluationPending"),
                 ),
                 answer(404, "no such evaluation", Body::Json("Error")),
                 answer(409, "it ended without a verdict", Body::Json("Error")),
@@ -337,7 +352,7 @@ pub fn operations() -> Vec<Operation> {
             "post",
             "/api/v1/chat",
             "One chat message (a run of one agent node); streams its frames",
-            Some("Object"),
+            Some("ChatMessageRequest"),
             &[("dialect", "`hooks`: the hook-event rendering")],
             &[
                 answer(200, "the message's frames", Body::Sse),
@@ -354,7 +369,11 @@ pub fn operations() -> Vec<Operation> {
             "get",
             "/api/v1/flex/openapi.json",
             "This document",
-            &[answer(200, "the OpenAPI document", Body::Json("Object"))],
+            &[answer(
+                200,
+                "the OpenAPI document",
+                Body::Json("OpenApiDocument"),
+            )],
         ),
         open(
             "get",
@@ -396,8 +415,23 @@ fn content(body: Body) -> Option<Value> {
     }
 }
 
+/// The JSON Schema of what a route reads (`T` as serde deserializes it).
 fn component<T: schemars::JsonSchema>() -> Value {
-    let mut schema = serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null);
+    without_meta(serde_json::to_value(schemars::schema_for!(T)).unwrap_or(Value::Null))
+}
+
+/// The JSON Schema of what a route answers (`T` as serde serializes it: a
+/// field skipped when empty is optional, an `Option` without a skip is
+/// present, maybe null).
+fn answer_component<T: schemars::JsonSchema>() -> Value {
+    let schema = schemars::generate::SchemaSettings::draft2020_12()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<T>();
+    without_meta(serde_json::to_value(schema).unwrap_or(Value::Null))
+}
+
+fn without_meta(mut schema: Value) -> Value {
     if let Some(fields) = schema.as_object_mut() {
         fields.remove("$schema");
     }
@@ -478,7 +512,7 @@ pub fn document() -> Value {
     );
     schemas.insert(
         "RunListPage".into(),
-        component::<baton_core::listing::RunListPage>(),
+        answer_component::<baton_core::listing::RunListPage>(),
     );
     schemas.insert(
         "Error".into(),
@@ -494,10 +528,68 @@ pub fn document() -> Value {
             }}
         }),
     );
-    schemas.insert(
-        "Object".into(),
-        json!({"type": "object", "description": "a JSON object (see the README for its fields)"}),
-    );
+    for (name, schema) in [
+        (
+            "RunAccepted",
+            answer_component::<crate::bodies::RunAccepted>(),
+        ),
+        (
+            "RunStatusAnswer",
+            answer_component::<crate::bodies::RunStatusAnswer>(),
+        ),
+        (
+            "RunSnapshotResponse",
+            answer_component::<crate::snapshot::RunSnapshotResponse>(),
+        ),
+        (
+            "CapabilityList",
+            answer_component::<crate::bodies::CapabilityList>(),
+        ),
+        (
+            "CapabilityRegistered",
+            answer_component::<crate::bodies::CapabilityRegistered>(),
+        ),
+        ("ResumeRequest", component::<crate::bodies::ResumeRequest>()),
+        (
+            "ResolveRequest",
+            component::<crate::bodies::ResolveRequest>(),
+        ),
+        (
+            "DeclineRequest",
+            component::<crate::bodies::DeclineRequest>(),
+        ),
+        (
+            "HumanActionApplied",
+            answer_component::<crate::bodies::HumanActionApplied>(),
+        ),
+        ("TaskList", answer_component::<crate::bodies::TaskList>()),
+        (
+            "RequestList",
+            answer_component::<crate::bodies::RequestList>(),
+        ),
+        (
+            "PanelRequest",
+            component::<baton_judge::request::PanelRequest>(),
+        ),
+        (
+            "PanelOutput",
+            answer_component::<baton_judge::panel::PanelOutput>(),
+        ),
+        (
+            "EvaluationPending",
+            answer_component::<crate::bodies::EvaluationPending>(),
+        ),
+        (
+            "ChatMessageRequest",
+            component::<crate::bodies::ChatMessageRequest>(),
+        ),
+        (
+            "OpenApiDocument",
+            answer_component::<crate::bodies::OpenApiDocument>(),
+        ),
+    ] {
+        schemas.insert(name.into(), schema);
+    }
     hoist_definitions(&mut schemas);
     json!({
         "openapi": "3.1.0",

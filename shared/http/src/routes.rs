@@ -10,12 +10,13 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use baton_core::capability::{CapabilityRegistration, CapabilityStatus, RegisteredCapability};
-use baton_core::instant::Instant;
 use baton_runtime::services::{CapabilityService, HumanService, RunService};
 use serde_json::{Value, json};
 
 use crate::auth::{Tenant, TokenAuthenticator};
+use crate::bodies::{
+    CapabilityList, CapabilityRegistered, CapabilitySummary, RunAccepted, RunStatusAnswer,
+};
 use crate::error::ApiError;
 use crate::snapshot::RunSnapshotResponse;
 use crate::sse::{Dialect, sse_response_in};
@@ -142,12 +143,12 @@ async fn create_run(
     };
     Ok((
         status,
-        Json(json!({
-            "runId": submitted.run_id,
-            "threadId": submitted.thread_id,
-            "status": submitted.status.as_str(),
-            "deduplicated": submitted.deduplicated,
-        })),
+        Json(RunAccepted {
+            run_id: submitted.run_id,
+            thread_id: submitted.thread_id,
+            status: submitted.status,
+            deduplicated: submitted.deduplicated,
+        }),
     )
         .into_response())
 }
@@ -239,7 +240,7 @@ async fn cancel_run(
         None => Err(ApiError::run_not_found(&run_id)),
         Some(status) => Ok((
             StatusCode::ACCEPTED,
-            Json(json!({"runId": run_id, "status": status.as_str()})),
+            Json(RunStatusAnswer { run_id, status }),
         )
             .into_response()),
     }
@@ -256,68 +257,28 @@ async fn run_snapshot(
     Ok(Json(RunSnapshotResponse::of(&stored.state, stored.version)))
 }
 
-fn capability_summary(capability: &CapabilityRegistration) -> Value {
-    let mut summary = json!({
-        "capabilityId": capability.capability_id,
-        "agentType": capability.agent_type,
-        "kind": capability.kind,
-        "version": capability.version,
-        "displayName": capability.display_name,
-        "summary": capability.summary,
-        "inputTraits": capability.input_traits,
-        "inputContract": capability.input_contract,
-        "outputContract": capability.output_contract,
-        "cost": capability.cost,
-    });
-    if capability.allows_clarify {
-        summary["allowsClarify"] = json!(true);
-    }
-    if let Some(templates) = &capability.instruction_templates {
-        summary["instructionTemplates"] = json!(templates);
-    }
-    if let Some(defaults) = &capability.assignment_defaults {
-        summary["assignmentDefaults"] = json!(defaults);
-    }
-    summary
-}
-
-fn registration_summary(record: &RegisteredCapability, status: CapabilityStatus) -> Value {
-    let mut summary = capability_summary(&record.registration);
-    summary["source"] = json!("registered");
-    summary["status"] = json!(status);
-    summary["registeredAt"] =
-        json!(Instant::from_unix_millis(record.registered_at_millis).rfc3339());
-    summary["lastSeenAt"] = json!(Instant::from_unix_millis(record.last_seen_at_millis).rfc3339());
-    summary["heartbeatTimeoutSeconds"] = json!(record.heartbeat_timeout_millis() / 1000);
-    summary
-}
-
 /// The registry files' capabilities and the tenant's registrations, with
 /// their status (the planner uses only `active` ones).
 async fn list_capabilities(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CapabilityList>, ApiError> {
     let listing = state.capabilities.list(&tenant.0).await?;
     let registry = &listing.registry;
-    let mut capabilities: Vec<Value> = registry
+    let mut capabilities: Vec<CapabilitySummary> = registry
         .capabilities()
-        .map(|capability| {
-            let mut summary = capability_summary(capability);
-            summary["source"] = json!("registry");
-            summary["status"] = json!(CapabilityStatus::Active);
-            summary
-        })
+        .map(CapabilitySummary::of_registry)
         .collect();
     capabilities.extend(
         listing
             .registrations
             .iter()
-            .map(|(record, status)| registration_summary(record, *status)),
+            .map(|(record, status)| CapabilitySummary::of_registration(record, *status)),
     );
-    Ok(Json(
-        json!({"capabilities": capabilities, "facetCount": registry.facets.len()}),
-    ))
+    Ok(Json(CapabilityList {
+        capabilities,
+        facet_count: registry.facets.len(),
+    }))
 }
 
 /// `POST /capabilities/register`: an agent advertises (or refreshes, as a
@@ -326,11 +287,12 @@ async fn register_capability(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CapabilityRegistered>, ApiError> {
     let payload = parse_json_body(&body)?;
     let registered = state.capabilities.register(&tenant.0, &payload).await?;
-    let mut summary = registration_summary(&registered.record, registered.status);
-    summary["inputSchema"] = registered.input_schema.as_ref().clone();
-    summary["outputSchema"] = registered.output_schema.as_ref().clone();
-    Ok(Json(summary))
+    Ok(Json(CapabilityRegistered {
+        summary: CapabilitySummary::of_registration(&registered.record, registered.status),
+        input_schema: registered.input_schema.as_ref().clone(),
+        output_schema: registered.output_schema.as_ref().clone(),
+    }))
 }

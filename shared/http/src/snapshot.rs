@@ -10,7 +10,7 @@ use baton_core::run::{NodeStatus, RunState, TokenUsage};
 use serde::Serialize;
 use serde_json::Value;
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunSnapshotResponse {
     pub ok: bool,
@@ -22,14 +22,14 @@ pub struct RunSnapshotResponse {
     pub nodes: BTreeMap<String, NodeLedgerEntry>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureSummary {
     pub code: String,
     pub message: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunSummary {
     pub run_id: String,
@@ -62,7 +62,7 @@ pub struct RunSummary {
         std::collections::BTreeMap<String, baton_core::notifications::NotificationRecord>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageSummary {
     pub prompt_tokens: u64,
@@ -88,7 +88,7 @@ impl UsageSummary {
     }
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanVersionSummary {
     pub version: u32,
@@ -97,7 +97,7 @@ pub struct PlanVersionSummary {
     pub pending_node_ids: Vec<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanSnapshot {
     pub version: u32,
@@ -105,7 +105,7 @@ pub struct PlanSnapshot {
     pub edges: Value,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeLedgerEntry {
     pub status: NodeStatus,

@@ -1428,3 +1428,96 @@ async fn the_openapi_document_matches_the_router_and_every_status_it_answers() {
     }
     assert_eq!(observed_total, operations.len() * 4);
 }
+
+/// Checks `body` against the OpenAPI document's component `name`.
+fn violations_of(document: &Value, name: &str, body: &Value) -> Vec<String> {
+    let schema = json!({
+        "$ref": format!("#/components/schemas/{name}"),
+        "components": document["components"].clone(),
+    });
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    validator
+        .iter_errors(body)
+        .map(|error| format!("{}: {error}", error.instance_path()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_json_body_is_a_named_schema_and_the_served_bodies_match_theirs() {
+    let document = baton_http::openapi::document();
+    // No placeholder component: every body names its own, and every
+    // reference resolves.
+    let components = document["components"]["schemas"].as_object().unwrap();
+    assert!(!components.contains_key("Object"));
+    let text = document.to_string();
+    for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+        let name = reference.split('"').next().unwrap();
+        assert!(components.contains_key(name), "$ref to a missing {name}");
+    }
+    for operation in baton_http::openapi::operations() {
+        if let Some(request) = operation.request {
+            assert!(components.contains_key(request), "{request}");
+        }
+    }
+
+    // What the routes answer matches what the document says they answer.
+    let api = start_api().await;
+    let parked = park_on_a_person(&api).await;
+    let run_id = parked["runId"].as_str().unwrap();
+    let mut checked = Vec::new();
+    for (name, path) in [
+        ("TaskList", "/tasks".to_string()),
+        ("RequestList", "/hitl/requests".to_string()),
+        ("CapabilityList", "/capabilities".to_string()),
+        ("RunSnapshotResponse", format!("/runs/{run_id}")),
+        ("OpenApiDocument", "/openapi.json".to_string()),
+    ] {
+        let body = get_json(&api, &path, ACME_TOKEN).await;
+        assert_eq!(
+            violations_of(&document, name, &body),
+            Vec::<String>::new(),
+            "{path}: {body}"
+        );
+        checked.push(name);
+    }
+    assert!(
+        !get_json(&api, "/tasks", ACME_TOKEN).await["tasks"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "a task was checked, not only an empty list"
+    );
+    let (status, accepted) = post_json(
+        &api,
+        "/runs",
+        ACME_TOKEN,
+        &example("positioning-recommendation.json"),
+    )
+    .await;
+    assert_eq!(status, 202);
+    assert_eq!(
+        violations_of(&document, "RunAccepted", &accepted),
+        Vec::<String>::new()
+    );
+    let (status, cancelled) = post_json(
+        &api,
+        &format!("/runs/{run_id}/cancel"),
+        ACME_TOKEN,
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 202);
+    assert_eq!(
+        violations_of(&document, "RunStatusAnswer", &cancelled),
+        Vec::<String>::new()
+    );
+    // The check can fail: a body missing a required field, or with a status
+    // that is not one, is refused.
+    let mut broken = accepted.clone();
+    broken.as_object_mut().unwrap().remove("runId");
+    assert!(!violations_of(&document, "RunAccepted", &broken).is_empty());
+    broken = accepted;
+    broken["status"] = json!("finished-ish");
+    assert!(!violations_of(&document, "RunAccepted", &broken).is_empty());
+    assert_eq!(checked.len(), 5);
+}

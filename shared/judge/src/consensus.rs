@@ -86,7 +86,7 @@ impl JudgeScore {
 }
 
 /// `ConsensusResult` (with the judges left out as outliers).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsensusResult {
     pub final_score: f64,

@@ -19,7 +19,7 @@ use crate::request::PanelRequest;
 use crate::transcript::{ConversationMessage, EvaluationTranscript, MessagePhase, MessageRole};
 
 /// What a judge answers (the response schema of every judge call).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JudgeAnswer {
     pub score: f64,
@@ -46,7 +46,7 @@ pub fn judge_answer_schema() -> Value {
 }
 
 /// One call the shell must make.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JudgeCall {
     pub judge_id: String,
@@ -69,7 +69,7 @@ pub enum JudgeOutcome {
 }
 
 /// `EvaluationProgress`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvaluationProgress {
     pub status: String,
@@ -83,7 +83,7 @@ pub struct EvaluationProgress {
 }
 
 /// One judge's result (`individualResults[]`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IndividualResult {
     pub agent_id: String,
@@ -95,7 +95,7 @@ pub struct IndividualResult {
 }
 
 /// `OrchestratorOutput`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PanelOutput {
     pub request_id: String,
@@ -122,7 +122,7 @@ pub enum PanelAdvance {
 
 /// A panel in progress. Serializable, so a durable shell can keep it in a
 /// run's state between the steps of its judges.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Panel {
     request: PanelRequest,

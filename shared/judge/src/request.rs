@@ -49,7 +49,7 @@ pub struct Judge {
 }
 
 /// `JudgmentRequest`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JudgmentRequest {
     pub id: String,
@@ -75,7 +75,7 @@ pub struct PanelConfig {
 }
 
 /// The whole request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PanelRequest {
     pub request: JudgmentRequest,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// Who wrote a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageRole {
     System,
@@ -20,7 +20,7 @@ pub enum MessageRole {
 }
 
 /// When in the evaluation a message was written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessagePhase {
     Scoring,
@@ -29,7 +29,7 @@ pub enum MessagePhase {
 }
 
 /// `ConversationMessage`, with its link in the chain.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationMessage {
     pub id: String,
@@ -53,7 +53,7 @@ pub struct ConversationMessage {
 }
 
 /// One round of the transcript.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TranscriptRound {
     pub round: u32,
@@ -63,7 +63,7 @@ pub struct TranscriptRound {
 }
 
 /// `EvaluationTranscript`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvaluationTranscript {
     /// Where the transcript is published (the run's event log by default;

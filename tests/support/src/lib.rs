@@ -7,6 +7,8 @@
 //! - [`assert_frames_match_schemas`]: every frame a test sees validates
 //!   against `events/schemas/frames/<type>.schema.json`.
 //!
+//! - [`agent_session`]: doubles of a model and a tool endpoint for a long
+//!   agent session, and the registry of one agent capability.
 //! - [`mcp_server::WordCountServer`]: a test double for an MCP tool server
 //!   (the `mcp-test-server` binary serves it over stdio).
 //!
@@ -15,6 +17,7 @@
 
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture ends the test
 
+pub mod agent_session;
 pub mod mcp_server;
 
 use std::collections::HashMap;

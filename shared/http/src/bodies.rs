@@ -1,0 +1,300 @@
+//! The request and response bodies of the routes, as types: handlers read
+//! requests into them (a field of the wrong type is an error naming its
+//! JSON path, through `serde_path_to_error`) and answer with them, and the
+//! OpenAPI document takes their JSON Schemas (`schemars`), so what the
+//! document says is what the code reads and writes.
+
+use std::collections::BTreeMap;
+
+use axum::body::Bytes;
+use baton_core::capability::{
+    AgentType, CapabilityCost, CapabilityRegistration, CapabilityStatus, InputTraits, NodeKind,
+    RegisteredCapability,
+};
+use baton_core::instant::Instant;
+use baton_core::run::RunStatus;
+use baton_core::tasks::{HumanTask, PendingRequest};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::routes::parse_json_body;
+
+/// Reads `body` as `T`. Not JSON: 400 `invalid_json`. JSON that does not
+/// fit `T`: `refuse(path, message)` with the JSON path of the first field
+/// that does not (`$.answer`, `$` for the body itself).
+pub(crate) fn typed_body<T: DeserializeOwned>(
+    body: &Bytes,
+    refuse: impl Fn(&str, String) -> ApiError,
+) -> Result<T, ApiError> {
+    let value = parse_json_body(body)?;
+    if !value.is_object() {
+        return Err(refuse("$", "the body must be a JSON object".into()));
+    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let mut path = baton_core::envelope::normalise_serde_path(error.path());
+        let message = error.into_inner().to_string();
+        // A missing (or unknown) field is named in serde's text, not in
+        // the path: the path points at it.
+        if let Some(name) = ["missing field `", "unknown field `"]
+            .iter()
+            .find_map(|prefix| message.strip_prefix(prefix))
+            .and_then(|rest| rest.split('`').next())
+            && !path.ends_with(&format!(".{name}"))
+        {
+            path = format!("{path}.{name}");
+        }
+        refuse(&path, message)
+    })
+}
+
+// ---- requests ----
+
+/// `POST /run.resume`: a human node's output (`taskId`, or `runId` +
+/// `nodeId`, with `output`), a clarifying answer (`runId` + `answer`,
+/// `requestId` optional) or a pause resumed (`runId` alone); always at the
+/// plan version the caller read (`expectedPlanVersion`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResumeRequest {
+    /// `{runId}:{nodeId}`, as `GET /tasks` lists it.
+    #[serde(default)]
+    pub task_id: Option<String>,
+    #[serde(default)]
+    pub run_id: Option<String>,
+    #[serde(default)]
+    pub node_id: Option<String>,
+    /// The human node's output (checked against its output contract).
+    #[serde(default)]
+    pub output: Option<Value>,
+    /// The answer to a clarifying question.
+    #[serde(default)]
+    pub answer: Option<String>,
+    /// The clarifying question answered (the pending one when absent).
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// The plan version the request was read at.
+    pub expected_plan_version: u32,
+}
+
+/// `POST /hitl/resolve`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolveRequest {
+    pub run_id: String,
+    pub request_id: String,
+    pub decision: ResolveDecision,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// What a person decided about an approval request.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolveDecision {
+    Approve,
+    Reject,
+}
+
+/// `POST /tasks/{taskId}/decline`: the run fails with the reason.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeclineRequest {
+    pub reason_code: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// `POST /api/v1/chat`: one message (blank asks the registry's clarifying
+/// question back), on a thread (a new one when absent).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatMessageRequest {
+    pub message: String,
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// A registered specialist to talk to instead of the orchestrator.
+    #[serde(default)]
+    pub agent: Option<String>,
+    /// A context type of the registry (its guidance joins the prompt).
+    #[serde(default)]
+    pub context_type: Option<String>,
+}
+
+// ---- responses ----
+
+/// `POST /runs` (202 created, 200 the run an idempotency key named before).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunAccepted {
+    pub run_id: String,
+    pub thread_id: String,
+    pub status: RunStatus,
+    /// The idempotency key was used before: this is that run.
+    pub deduplicated: bool,
+}
+
+/// `POST /runs/{runId}/cancel`: the run's status after the cancel.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatusAnswer {
+    pub run_id: String,
+    pub status: RunStatus,
+}
+
+/// What a person's action did: the run's status and version after it.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HumanActionApplied {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub version: u64,
+}
+
+/// `GET /tasks`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TaskList {
+    pub tasks: Vec<HumanTask>,
+}
+
+/// `GET /hitl/requests`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RequestList {
+    pub requests: Vec<PendingRequest>,
+}
+
+/// `GET /judge/evaluations/{id}` while the panel is still at work (202).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EvaluationPending {
+    pub evaluation_id: String,
+    pub status: RunStatus,
+}
+
+/// Where a listed capability comes from.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CapabilitySource {
+    /// The deployment's registry files.
+    Registry,
+    /// Registered by an agent for the tenant (`POST /capabilities/register`).
+    Registered,
+}
+
+/// One capability as `GET /capabilities` lists it.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilitySummary {
+    pub capability_id: String,
+    pub agent_type: AgentType,
+    pub kind: NodeKind,
+    pub version: String,
+    pub display_name: String,
+    pub summary: String,
+    pub input_traits: Option<InputTraits>,
+    pub input_contract: Vec<String>,
+    pub output_contract: Vec<String>,
+    pub cost: Option<CapabilityCost>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub allows_clarify: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instruction_templates: Option<Map<String, Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assignment_defaults: Option<Map<String, Value>>,
+    pub source: CapabilitySource,
+    /// Whether the planner may use it (registry files' are always active).
+    pub status: CapabilityStatus,
+    /// Registered ones: first registered (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registered_at: Option<String>,
+    /// Registered ones: last heartbeat (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seen_at: Option<String>,
+    /// Registered ones: inactive after this long without a heartbeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout_seconds: Option<u64>,
+}
+
+impl CapabilitySummary {
+    /// A capability of the registry files.
+    pub fn of_registry(capability: &CapabilityRegistration) -> Self {
+        Self::of(
+            capability,
+            CapabilitySource::Registry,
+            CapabilityStatus::Active,
+        )
+    }
+
+    /// A tenant's registration, with its status.
+    pub fn of_registration(record: &RegisteredCapability, status: CapabilityStatus) -> Self {
+        let mut summary = Self::of(&record.registration, CapabilitySource::Registered, status);
+        summary.registered_at =
+            Some(Instant::from_unix_millis(record.registered_at_millis).rfc3339());
+        summary.last_seen_at =
+            Some(Instant::from_unix_millis(record.last_seen_at_millis).rfc3339());
+        summary.heartbeat_timeout_seconds = Some(record.heartbeat_timeout_millis() / 1000);
+        summary
+    }
+
+    fn of(
+        capability: &CapabilityRegistration,
+        source: CapabilitySource,
+        status: CapabilityStatus,
+    ) -> Self {
+        CapabilitySummary {
+            capability_id: capability.capability_id.clone(),
+            agent_type: capability.agent_type,
+            kind: capability.kind,
+            version: capability.version.clone(),
+            display_name: capability.display_name.clone(),
+            summary: capability.summary.clone(),
+            input_traits: capability.input_traits.clone(),
+            input_contract: capability.input_contract.clone(),
+            output_contract: capability.output_contract.clone(),
+            cost: capability.cost.clone(),
+            allows_clarify: capability.allows_clarify,
+            instruction_templates: capability.instruction_templates.clone(),
+            assignment_defaults: capability.assignment_defaults.clone(),
+            source,
+            status,
+            registered_at: None,
+            last_seen_at: None,
+            heartbeat_timeout_seconds: None,
+        }
+    }
+}
+
+/// `GET /capabilities`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilityList {
+    pub capabilities: Vec<CapabilitySummary>,
+    /// Facets in the registry.
+    pub facet_count: usize,
+}
+
+/// `POST /capabilities/register`: the registration, with the JSON Schemas
+/// its contracts compiled to.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilityRegistered {
+    #[serde(flatten)]
+    pub summary: CapabilitySummary,
+    pub input_schema: Value,
+    pub output_schema: Value,
+}
+
+/// `GET /openapi.json`: the OpenAPI 3.1 document of these routes.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenApiDocument {
+    /// `3.1.0`.
+    pub openapi: String,
+    pub info: Map<String, Value>,
+    pub paths: BTreeMap<String, Value>,
+    pub components: Map<String, Value>,
+    #[serde(default)]
+    pub security: Vec<Value>,
+}
