@@ -410,7 +410,7 @@ async fn main() {
                         let is_model_node = state.plan.as_ref().is_some_and(|plan| {
                             plan.nodes
                                 .iter()
-                                .any(|node| &node.node_id == node_id && node.builtin.is_none())
+                                .any(|node| &node.node_id == node_id && node.builtin().is_none())
                         });
                         if is_model_node {
                             "node step (model)"

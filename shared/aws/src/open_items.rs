@@ -102,7 +102,7 @@ fn every_possible_key(state: &RunState) -> Vec<(String, String)> {
     let mut keys = Vec::new();
     if let Some(plan) = &state.plan {
         for node in &plan.nodes {
-            if node.agent_type == baton_core::capability::AgentType::Human {
+            if node.agent_type() == baton_core::capability::AgentType::Human {
                 let task_id = baton_core::tasks::task_id(&state.run_id, &node.node_id);
                 keys.push((
                     tasks_pk(&state.tenant_id),

@@ -84,7 +84,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             capability_id: capability.capability_id.clone(),
             label: capability.display_name.clone(),
             kind: capability.kind,
-            agent_type: capability.agent_type,
+            executor: baton_core::plan::NodeExecutor::for_capability(capability),
             derived: false,
             input_facets: vec![input.clone()],
             output_facets: capability.output_contract.clone(),
@@ -103,14 +103,10 @@ fn plan(registry: &Registry) -> PlanGraph {
             )
             .unwrap(),
             instructions: String::new(),
-            builtin: None,
             variant: None,
             allows_clarify: false,
             task_surface: None,
             quality_score: None,
-            panel: None,
-            agent: None,
-            chat: false,
         });
     }
     PlanGraph {

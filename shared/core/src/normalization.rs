@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::capability::{AgentType, NodeKind};
+use crate::capability::NodeKind;
 use crate::compiler::{CompiledContract, ContractDirection, compile_contract, schema_key_of};
 use crate::envelope::TaskEnvelope;
 use crate::plan::{PlanEdge, PlanGraph, PlanNode};
@@ -143,21 +143,17 @@ pub fn inject_normalization(
         capability_id: NORMALIZE_CAPABILITY.to_string(),
         label: "Normalise to the output contract".to_string(),
         kind: NodeKind::Transformation,
-        agent_type: AgentType::Ai,
+        executor: crate::plan::NodeExecutor::Model,
         derived: false,
         input_facets,
         output_facets: envelope.output_contract.top_level_properties(),
         input_contract,
         output_contract,
         instructions: normalization_instructions(&reasons),
-        builtin: None,
         variant: None,
         allows_clarify: false,
         task_surface: None,
         quality_score: None,
-        panel: None,
-        agent: None,
-        chat: false,
     });
     plan.edges.extend(edges);
     plan.metadata
@@ -170,7 +166,7 @@ pub fn inject_normalization(
 pub fn is_normalization_node(node: &PlanNode) -> bool {
     node.capability_id == NORMALIZE_CAPABILITY
         && node.kind == NodeKind::Transformation
-        && node.agent_type == AgentType::Ai
+        && node.executor == crate::plan::NodeExecutor::Model
 }
 
 #[cfg(test)]

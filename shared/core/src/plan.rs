@@ -17,7 +17,10 @@ pub struct PlanNode {
     pub capability_id: String,
     pub label: String,
     pub kind: NodeKind,
-    pub agent_type: AgentType,
+    /// What runs the node (on the wire: `agentType` and, for some, one of
+    /// `builtin`, `panel`, `agent`, `chat`).
+    #[serde(flatten)]
+    pub executor: NodeExecutor,
     /// True when the capability was derived rather than declared (§5.6).
     #[serde(default)]
     pub derived: bool,
@@ -27,9 +30,6 @@ pub struct PlanNode {
     pub output_contract: CompiledContract,
     /// The merged system instruction: capability prompt plus facet semantics.
     pub instructions: String,
-    /// Set on orchestrator-managed nodes, which run no capability.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub builtin: Option<BuiltinOperation>,
     /// Set on variant branches: this is branch `index` of `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<VariantSlot>,
@@ -43,17 +43,179 @@ pub struct PlanNode {
     /// Reviewers: where their answer carries a quality score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality_score: Option<crate::capability::QualityScoreSpec>,
-    /// Panels: the judges and how they decide (each judge is a step).
+}
+
+/// What runs a planned node: exactly one executor, so a node that is both
+/// a panel and a person, or built in and an agent, cannot be written down
+/// (a stored or drafted plan that says so is refused when read).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "ExecutorFields", into = "ExecutorFields")]
+pub enum NodeExecutor {
+    /// One model call, its answer judged against the output contract.
+    Model,
+    /// A person answers (a human task).
+    Human,
+    /// The orchestrator computes it from upstream outputs; no capability.
+    Builtin(BuiltinOperation),
+    /// A judge panel: each judge's call is a step.
+    Panel(crate::panels::PanelExecutor),
+    /// Model turns and tool calls, each a step.
+    AgentSession(crate::agents::AgentLoopSettings),
+    /// A chat run's node: an agent session answering in free text, after
+    /// the thread's earlier exchanges, as `{message, threadId}`.
+    Chat(crate::agents::AgentLoopSettings),
+}
+
+impl NodeExecutor {
+    /// The executor of a capability's node: its panel, else its tool loop
+    /// (a person's capability never runs one), else a person, else a model.
+    pub fn for_capability(capability: &crate::capability::CapabilityRegistration) -> Self {
+        if let Some(panel) = &capability.panel {
+            return NodeExecutor::Panel(panel.clone());
+        }
+        match (
+            capability.agent_type,
+            crate::agents::AgentLoopSettings::of(capability),
+        ) {
+            (AgentType::Human, _) => NodeExecutor::Human,
+            (_, Some(settings)) => NodeExecutor::AgentSession(settings),
+            _ => NodeExecutor::Model,
+        }
+    }
+
+    /// Who performs it, as frames and the snapshot say.
+    pub fn agent_type(&self) -> AgentType {
+        match self {
+            NodeExecutor::Human => AgentType::Human,
+            NodeExecutor::Builtin(_) => AgentType::Builtin,
+            NodeExecutor::Model
+            | NodeExecutor::Panel(_)
+            | NodeExecutor::AgentSession(_)
+            | NodeExecutor::Chat(_) => AgentType::Ai,
+        }
+    }
+}
+
+/// `NodeExecutor` as plans have always been written: `agentType` plus at
+/// most one of `builtin`, `panel`, `agent` (with `chat` for a chat node).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExecutorFields {
+    agent_type: AgentType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub panel: Option<crate::panels::PanelExecutor>,
-    /// Agents: the tools offered and the loop's limits (each model turn
-    /// and each tool call is a step).
+    builtin: Option<BuiltinOperation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<crate::agents::AgentLoopSettings>,
-    /// A chat run's node: it answers in free text, after the thread's
-    /// earlier exchanges, as `{message, threadId}`.
+    panel: Option<crate::panels::PanelExecutor>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    agent: Option<crate::agents::AgentLoopSettings>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub chat: bool,
+    chat: bool,
+}
+
+impl TryFrom<ExecutorFields> for NodeExecutor {
+    type Error = String;
+
+    fn try_from(fields: ExecutorFields) -> Result<Self, String> {
+        use AgentType::{Ai, Builtin, Human};
+        match fields {
+            ExecutorFields {
+                agent_type: Builtin,
+                builtin: Some(operation),
+                panel: None,
+                agent: None,
+                chat: false,
+            } => Ok(NodeExecutor::Builtin(operation)),
+            ExecutorFields {
+                agent_type: Human,
+                builtin: None,
+                panel: None,
+                agent: None,
+                chat: false,
+            } => Ok(NodeExecutor::Human),
+            ExecutorFields {
+                agent_type: Ai,
+                builtin: None,
+                panel,
+                agent,
+                chat,
+            } => match (panel, agent, chat) {
+                (None, None, false) => Ok(NodeExecutor::Model),
+                (Some(panel), None, false) => Ok(NodeExecutor::Panel(panel)),
+                (None, Some(settings), false) => Ok(NodeExecutor::AgentSession(settings)),
+                (None, Some(settings), true) => Ok(NodeExecutor::Chat(settings)),
+                _ => Err(
+                    "a node runs one executor: `panel`, `agent` (with `chat` for a chat node) or neither"
+                        .into(),
+                ),
+            },
+            ExecutorFields { agent_type, .. } => Err(format!(
+                "an `{}` node cannot carry that executor (`builtin` goes with agentType builtin only; a person's node carries none)",
+                serde_json::to_value(agent_type)
+                    .ok()
+                    .and_then(|value| value.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            )),
+        }
+    }
+}
+
+impl From<NodeExecutor> for ExecutorFields {
+    fn from(executor: NodeExecutor) -> Self {
+        let mut fields = ExecutorFields {
+            agent_type: executor.agent_type(),
+            builtin: None,
+            panel: None,
+            agent: None,
+            chat: false,
+        };
+        match executor {
+            NodeExecutor::Model | NodeExecutor::Human => {}
+            NodeExecutor::Builtin(operation) => fields.builtin = Some(operation),
+            NodeExecutor::Panel(panel) => fields.panel = Some(panel),
+            NodeExecutor::AgentSession(settings) => fields.agent = Some(settings),
+            NodeExecutor::Chat(settings) => {
+                fields.agent = Some(settings);
+                fields.chat = true;
+            }
+        }
+        fields
+    }
+}
+
+impl PlanNode {
+    /// Who performs the node.
+    pub fn agent_type(&self) -> AgentType {
+        self.executor.agent_type()
+    }
+
+    /// A built-in node's operation.
+    pub fn builtin(&self) -> Option<&BuiltinOperation> {
+        match &self.executor {
+            NodeExecutor::Builtin(operation) => Some(operation),
+            _ => None,
+        }
+    }
+
+    /// A panel node's judges.
+    pub fn panel(&self) -> Option<&crate::panels::PanelExecutor> {
+        match &self.executor {
+            NodeExecutor::Panel(panel) => Some(panel),
+            _ => None,
+        }
+    }
+
+    /// An agent session's (or chat node's) loop settings.
+    pub fn agent(&self) -> Option<&crate::agents::AgentLoopSettings> {
+        match &self.executor {
+            NodeExecutor::AgentSession(settings) | NodeExecutor::Chat(settings) => Some(settings),
+            _ => None,
+        }
+    }
+
+    /// A chat run's node.
+    pub fn is_chat(&self) -> bool {
+        matches!(self.executor, NodeExecutor::Chat(_))
+    }
 }
 
 /// What a human capability's registration gives task surfaces.
@@ -199,5 +361,57 @@ impl PlanGraph {
             depth_by_node.insert(node_id, depth);
         }
         depth_by_node.values().copied().max().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn read(fields: Value) -> Result<NodeExecutor, String> {
+        serde_json::from_value::<NodeExecutor>(fields).map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn each_executor_keeps_the_wire_format_plans_have_always_had() {
+        let settings = json!({"tools": ["lookup"], "maxIterations": 3, "maxToolCallsPerTurn": 2});
+        for fields in [
+            json!({"agentType": "ai"}),
+            json!({"agentType": "human"}),
+            json!({"agentType": "builtin", "builtin": {"operation": "concat_arrays", "facet": "f", "sources": ["a"]}}),
+            json!({"agentType": "ai", "agent": settings}),
+            json!({"agentType": "ai", "agent": settings, "chat": true}),
+        ] {
+            let executor = read(fields.clone()).unwrap();
+            let mut written = serde_json::to_value(&executor).unwrap();
+            // `parallelTools` defaults; compare what was given.
+            if let Some(agent) = written.get_mut("agent").and_then(Value::as_object_mut) {
+                agent.remove("parallelTools");
+            }
+            assert_eq!(written, fields);
+        }
+        assert_eq!(
+            read(json!({"agentType": "human"})).unwrap().agent_type(),
+            AgentType::Human
+        );
+    }
+
+    #[test]
+    fn impossible_combinations_are_refused_when_read() {
+        let settings = json!({"tools": ["lookup"], "maxIterations": 3, "maxToolCallsPerTurn": 2});
+        let builtin = json!({"operation": "concat_arrays", "facet": "f", "sources": ["a"]});
+        for fields in [
+            json!({"agentType": "human", "agent": settings}),
+            json!({"agentType": "ai", "builtin": builtin}),
+            json!({"agentType": "builtin"}),
+            json!({"agentType": "ai", "chat": true}),
+            json!({"agentType": "builtin", "builtin": builtin, "agent": settings}),
+        ] {
+            assert!(read(fields.clone()).is_err(), "{fields} was accepted");
+        }
+        let error = read(json!({"agentType": "human", "agent": settings})).unwrap_err();
+        assert!(error.contains("person"), "{error}");
     }
 }

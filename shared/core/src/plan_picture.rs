@@ -105,7 +105,7 @@ pub fn to_mermaid(plan: &PlanGraph) -> String {
             node.node_id,
             mermaid_text(&node.label),
             mermaid_text(&node.capability_id),
-            executor_of(node.agent_type),
+            executor_of(node.agent_type()),
         ));
     }
     lines.push(format!("    {OUTPUT_ID}([\"output\"])"));
@@ -126,7 +126,7 @@ pub fn to_mermaid(plan: &PlanGraph) -> String {
         let members: Vec<&str> = plan
             .nodes
             .iter()
-            .filter(|node| node.agent_type == agent_type)
+            .filter(|node| node.agent_type() == agent_type)
             .map(|node| node.node_id.as_str())
             .collect();
         if !members.is_empty() {
@@ -151,7 +151,7 @@ pub fn to_dot(plan: &PlanGraph) -> String {
         format!("    {INPUTS_ID} [label=\"inputs\", shape=oval, fillcolor=\"#e6fffa\"];"),
     ];
     for node in &plan.nodes {
-        let fill = match node.agent_type {
+        let fill = match node.agent_type() {
             AgentType::Ai => "#ffffff",
             AgentType::Human => "#fff4d6",
             AgentType::Builtin => "#eef2f7",
@@ -161,7 +161,7 @@ pub fn to_dot(plan: &PlanGraph) -> String {
             node.node_id,
             dot_text(&node.label),
             dot_text(&node.capability_id),
-            executor_of(node.agent_type),
+            executor_of(node.agent_type()),
         ));
     }
     lines.push(format!(

@@ -484,20 +484,16 @@ fn build_plan_with_ids(
             capability_id: capability.capability_id.clone(),
             label: capability.display_name.clone(),
             kind: capability.kind,
-            agent_type: capability.agent_type,
+            executor: crate::plan::NodeExecutor::for_capability(capability),
             derived: derived.is_some(),
             instructions: compose_instructions(registry, capability, &input_facets, &output_facets),
             input_facets,
             output_facets,
             input_contract,
             output_contract,
-            builtin: None,
             variant: None,
             allows_clarify: capability.allows_clarify,
             quality_score: capability.quality_score.clone(),
-            panel: capability.panel.clone(),
-            agent: crate::agents::AgentLoopSettings::of(capability),
-            chat: false,
             task_surface: (capability.instruction_templates.is_some()
                 || capability.assignment_defaults.is_some())
             .then(|| crate::plan::TaskSurface {

@@ -56,8 +56,8 @@ fn check_structure(
                 .with_node(&node.node_id),
             );
         }
-        if node.builtin.is_some() {
-            if node.agent_type != crate::capability::AgentType::Builtin
+        if node.builtin().is_some() {
+            if node.agent_type() != crate::capability::AgentType::Builtin
                 || node.capability_id != crate::plan::BUILTIN_JOIN_CAPABILITY
             {
                 diagnostics.push(

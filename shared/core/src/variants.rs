@@ -13,7 +13,8 @@ use crate::capability::{AgentType, NodeKind};
 use crate::compiler::{CompiledContract, schema_key_of};
 use crate::envelope::TaskEnvelope;
 use crate::plan::{
-    BUILTIN_JOIN_CAPABILITY, BuiltinOperation, PlanEdge, PlanGraph, PlanNode, VariantSlot,
+    BUILTIN_JOIN_CAPABILITY, BuiltinOperation, NodeExecutor, PlanEdge, PlanGraph, PlanNode,
+    VariantSlot,
 };
 
 /// How many variants the contract asks of `facet`, when more than one.
@@ -100,7 +101,9 @@ pub fn expand_variants(
             continue;
         };
         let has_consumers = plan.edges.iter().any(|edge| edge.from == producer.node_id);
-        if has_consumers || producer.agent_type == AgentType::Builtin || producer.variant.is_some()
+        if has_consumers
+            || producer.agent_type() == AgentType::Builtin
+            || producer.variant.is_some()
         {
             continue;
         }
@@ -161,7 +164,10 @@ pub fn expand_variants(
             capability_id: BUILTIN_JOIN_CAPABILITY.to_string(),
             label: format!("Join {count} variants of {goal}"),
             kind: NodeKind::Transformation,
-            agent_type: AgentType::Builtin,
+            executor: NodeExecutor::Builtin(BuiltinOperation::ConcatArrays {
+                facet: goal.clone(),
+                sources: branch_ids,
+            }),
             derived: false,
             input_facets: Vec::new(),
             output_facets: vec![goal.clone()],
@@ -177,17 +183,10 @@ pub fn expand_variants(
                 true,
             ),
             instructions: String::new(),
-            builtin: Some(BuiltinOperation::ConcatArrays {
-                facet: goal.clone(),
-                sources: branch_ids,
-            }),
             variant: None,
             allows_clarify: false,
             task_surface: None,
             quality_score: None,
-            panel: None,
-            agent: None,
-            chat: false,
         });
         plan.nodes.splice(position..=position, replacement);
         plan.metadata.insert("branchCount".into(), json!(count));

@@ -118,7 +118,7 @@ fn plan_summary(envelope: &Value, registry: &Registry) -> Value {
                     "nodeId": node.node_id,
                     "capabilityId": node.capability_id,
                     "kind": node.kind,
-                    "agentType": node.agent_type,
+                    "agentType": node.agent_type(),
                     "derived": node.derived,
                     "inputs": node.input_facets,
                     "outputs": node.output_facets,

@@ -18,6 +18,7 @@ mod humans;
 mod judge;
 pub mod listing;
 pub mod openapi;
+mod openapi_schemas;
 mod routes;
 pub mod snapshot;
 pub mod sse;

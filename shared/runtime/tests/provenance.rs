@@ -76,7 +76,7 @@ fn specialist_values<'s>(state: &'s RunState, facet: &str) -> Vec<&'s Value> {
     let plan = state.plan.as_ref().unwrap();
     plan.nodes
         .iter()
-        .filter(|node| node.agent_type != AgentType::Builtin && node.panel.is_none())
+        .filter(|node| node.agent_type() != AgentType::Builtin && node.panel().is_none())
         .filter_map(|node| {
             let record = state.nodes.get(&node.node_id)?;
             (record.status == NodeStatus::Completed).then_some(())?;

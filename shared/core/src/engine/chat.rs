@@ -156,7 +156,7 @@ pub(super) fn session_request(
 ) -> crate::context::ModelRequest {
     let bundle = build_context_bundle(state, node, engine.registry);
     let mut request = build_model_request(node, &bundle);
-    if node.chat
+    if node.is_chat()
         && let Some(turn) = &state.chat
     {
         let mut scratch = ToolSession::default();

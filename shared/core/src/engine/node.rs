@@ -10,12 +10,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::CoreError;
-use crate::capability::AgentType;
 use crate::codes::FailureCode;
 use crate::context::{build_context_bundle, build_model_request, clarifying_question};
 use crate::frames::{self, ExecutorType, HandoffStatus, RunPhase};
 use crate::instant::Instant;
-use crate::plan::{BuiltinOperation, PlanNode};
+use crate::plan::{BuiltinOperation, NodeExecutor, PlanNode};
 use crate::run::{NodeStatus, RunState, RunStatus, StepCommand};
 use crate::schema::{SchemaViolation, collect_violations};
 
@@ -88,70 +87,85 @@ pub(super) fn begin_node(
         reject_input(&mut step, node, attempt, violations);
         return Ok(step.into_advance());
     }
-    if let Some(operation) = &node.builtin {
-        let mut step = StepContext::new(state.clone(), now, engine);
-        let started = frames::node_start(
-            &step.stamp(),
-            node,
-            &start_payload(node, attempt, ExecutorType::Builtin),
-        );
-        step.emit(started);
-        let answer = perform_builtin(&step.state, operation);
-        judge_answer(&mut step, node, attempt, Ok(answer))?;
-        return Ok(step.into_advance());
-    }
-    if let Some(executor) = &node.panel {
-        let mut step = StepContext::new(state.clone(), now, engine);
-        hand_over(&mut step, node, attempt);
-        super::panel::begin_panel(&mut step, node, executor, attempt, &bundle.inputs)?;
-        return Ok(step.into_advance());
-    }
-    if node.agent.is_some() && node.agent_type != AgentType::Human {
-        return super::agent::begin_session(state, node, attempt, &bundle, now, engine);
-    }
-    if node.agent_type == AgentType::Human {
-        let mut step = StepContext::new(state.clone(), now, engine);
-        hand_over(&mut step, node, attempt);
-        let mut payload = start_payload(node, attempt, ExecutorType::Human);
-        payload.contract = Some(frames::NodeContractSummary {
-            input_schema: node.input_contract.schema.as_ref().clone(),
-            output_schema: node.output_contract.schema.as_ref().clone(),
-            provenance: node.output_contract.provenance.as_ref().clone(),
-        });
-        payload.instructions = Some(node.instructions.clone());
-        payload.inputs = Some(bundle.inputs);
-        let due = now.plus(engine.human_task_timeout);
-        payload.due_at = Some(due.rfc3339());
-        if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
-            record.status = NodeStatus::AwaitingHuman;
+    match &node.executor {
+        NodeExecutor::Builtin(operation) => {
+            let mut step = StepContext::new(state.clone(), now, engine);
+            let started = frames::node_start(
+                &step.stamp(),
+                node,
+                &start_payload(node, attempt, ExecutorType::Builtin),
+            );
+            step.emit(started);
+            let answer = perform_builtin(&step.state, operation);
+            judge_answer(&mut step, node, attempt, Ok(answer))?;
+            Ok(step.into_advance())
         }
-        if step.state.governance.hold.is_none() {
-            step.state.status = RunStatus::AwaitingHuman;
+        NodeExecutor::Panel(executor) => {
+            let mut step = StepContext::new(state.clone(), now, engine);
+            hand_over(&mut step, node, attempt);
+            super::panel::begin_panel(&mut step, node, executor, attempt, &bundle.inputs)?;
+            Ok(step.into_advance())
         }
-        let parked = frames::node_start(&step.stamp(), node, &payload);
-        step.emit(parked);
-        step.start_timer(
-            crate::governance::human_sla_timer_id(&node.node_id, attempt),
-            due,
-            crate::governance::TimerPurpose::HumanTaskSla {
+        NodeExecutor::AgentSession(_) | NodeExecutor::Chat(_) => {
+            super::agent::begin_session(state, node, attempt, &bundle, now, engine)
+        }
+        NodeExecutor::Human => Ok(hand_to_a_person(state, node, attempt, bundle, now, engine)),
+        NodeExecutor::Model => {
+            // Claimed, not committed: the frames go with the claim; the state
+            // learns the phase and the start time when the answer is committed.
+            let phase = RunPhase::of_node(node.kind);
+            let start_frames = claim_frames(state, node, attempt, ExecutorType::Ai, now);
+            Ok(StepAdvance::Perform(super::Effect::CallModel(ModelCall {
                 node_id: node.node_id.clone(),
                 attempt,
-            },
-        );
-        return Ok(step.into_advance());
+                request: build_model_request(node, &bundle),
+                start_frames,
+                started_at_millis: now.unix_millis(),
+                stream_deltas: phase.streams_text(),
+            })))
+        }
     }
-    // Claimed, not committed: the frames go with the claim; the state learns
-    // the phase and the start time when the answer is committed.
-    let phase = RunPhase::of_node(node.kind);
-    let start_frames = claim_frames(state, node, attempt, ExecutorType::Ai, now);
-    Ok(StepAdvance::Perform(super::Effect::CallModel(ModelCall {
-        node_id: node.node_id.clone(),
-        attempt,
-        request: build_model_request(node, &bundle),
-        start_frames,
-        started_at_millis: now.unix_millis(),
-        stream_deltas: phase.streams_text(),
-    })))
+}
+
+/// A person's node: parked as a human task (the run waits for them), with
+/// its SLA timer.
+fn hand_to_a_person(
+    state: &RunState,
+    node: &PlanNode,
+    attempt: u32,
+    bundle: crate::context::ContextBundle,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> StepAdvance {
+    let mut step = StepContext::new(state.clone(), now, engine);
+    hand_over(&mut step, node, attempt);
+    let mut payload = start_payload(node, attempt, ExecutorType::Human);
+    payload.contract = Some(frames::NodeContractSummary {
+        input_schema: node.input_contract.schema.as_ref().clone(),
+        output_schema: node.output_contract.schema.as_ref().clone(),
+        provenance: node.output_contract.provenance.as_ref().clone(),
+    });
+    payload.instructions = Some(node.instructions.clone());
+    payload.inputs = Some(bundle.inputs);
+    let due = now.plus(engine.human_task_timeout);
+    payload.due_at = Some(due.rfc3339());
+    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        record.status = NodeStatus::AwaitingHuman;
+    }
+    if step.state.governance.hold.is_none() {
+        step.state.status = RunStatus::AwaitingHuman;
+    }
+    let parked = frames::node_start(&step.stamp(), node, &payload);
+    step.emit(parked);
+    step.start_timer(
+        crate::governance::human_sla_timer_id(&node.node_id, attempt),
+        due,
+        crate::governance::TimerPurpose::HumanTaskSla {
+            node_id: node.node_id.clone(),
+            attempt,
+        },
+    );
+    step.into_advance()
 }
 
 /// The frames a claimed model node starts with (appended with its claim):
@@ -371,7 +385,7 @@ pub(super) fn complete_node(
         },
     );
     step.emit(completed);
-    if node.builtin.is_none() {
+    if node.builtin().is_none() {
         emit_node_metrics(step, node);
     }
     let occurrence = Occurrence::NodeComplete {
@@ -458,7 +472,7 @@ fn fall_back_to_next_capability(
     step: &mut StepContext<'_, '_>,
     node: &PlanNode,
 ) -> Result<bool, CoreError> {
-    if node.builtin.is_some() {
+    if node.builtin().is_some() {
         return Ok(false);
     }
     let replaced = super::replan::replan(
@@ -531,7 +545,7 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
             record.current_attempt += 1;
             let attempt = record.current_attempt;
             if let Some(node) = plan.node(&node_id)
-                && node.builtin.is_none()
+                && node.builtin().is_none()
             {
                 let requested = handoff(
                     &step.stamp(),

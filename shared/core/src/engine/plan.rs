@@ -203,7 +203,7 @@ pub(in crate::engine) fn plan_generated_payload(
             capability_id: node.capability_id.clone(),
             label: node.label.clone(),
             kind: node.kind,
-            agent_type: node.agent_type,
+            agent_type: node.agent_type(),
             derived: node.derived,
             provides: node.output_facets.clone(),
             enforces: if node.kind == NodeKind::Validation {

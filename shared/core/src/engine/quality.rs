@@ -36,7 +36,7 @@ fn reviewed_nodes(state: &RunState, review: &PlanNode) -> Vec<String> {
         let Some(node) = plan.node(&node_id) else {
             continue;
         };
-        if node.builtin.is_some() {
+        if node.builtin().is_some() {
             frontier.extend(plan.upstream_of(&node_id).into_iter().map(str::to_string));
         } else if node.kind != NodeKind::Structuring && !reviewed.contains(&node_id) {
             reviewed.push(node_id);

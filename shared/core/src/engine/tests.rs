@@ -292,7 +292,7 @@ fn step_table() {
     if let Some(plan) = with_human_writer.plan.as_mut() {
         let plan = Arc::make_mut(plan);
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
-            node.agent_type = crate::capability::AgentType::Human;
+            node.executor = crate::plan::NodeExecutor::Human;
         }
     }
     struct Row {
@@ -829,7 +829,7 @@ pub(super) fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
     if let Some(plan) = state.plan.as_mut() {
         let plan = Arc::make_mut(plan);
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
-            node.agent_type = crate::capability::AgentType::Human;
+            node.executor = crate::plan::NodeExecutor::Human;
         }
     }
     let parked = step(

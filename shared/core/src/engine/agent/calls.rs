@@ -233,7 +233,7 @@ pub(super) fn finish_call(
     }
     record_result(step, &node.node_id, turn, call_id, tool_name, outcome);
     let parallel = node
-        .agent
+        .agent()
         .as_ref()
         .is_some_and(|agent| agent.parallel_tools);
     dispatch_or_continue(step, node, attempt, parallel);

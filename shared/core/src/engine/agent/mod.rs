@@ -126,7 +126,7 @@ pub(super) fn begin_session(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
-    let settings = node.agent.as_ref().ok_or_else(|| {
+    let settings = node.agent().ok_or_else(|| {
         CoreError::StepDoesNotApply(format!("node {} is not an agent", node.node_id))
     })?;
     let mut tools = Vec::with_capacity(settings.tools.len());
@@ -160,9 +160,9 @@ pub(super) fn begin_session(
     let mut opening = ToolSession {
         tools: tools.clone(),
         turns: Vec::new(),
-        free_text: node.chat,
+        free_text: node.is_chat(),
     };
-    if node.chat
+    if node.is_chat()
         && let Some(turn) = &state.chat
     {
         request.user_message = super::chat::seed_chat(&mut opening, turn);
@@ -174,7 +174,7 @@ pub(super) fn begin_session(
         started_at_millis: now.unix_millis(),
         conversation: ConversationHead {
             tools,
-            free_text: node.chat,
+            free_text: node.is_chat(),
             recorded_turns: 0,
         },
         pending: Vec::new(),
@@ -370,7 +370,7 @@ fn answered(
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
         record.status = NodeStatus::Scheduled;
     }
-    let parsed = if node.chat {
+    let parsed = if node.is_chat() {
         // Free text: delivered as the thread's answer.
         Ok(serde_json::json!({"message": content, "threadId": step.state.thread_id}))
     } else {
@@ -391,7 +391,7 @@ fn take_tool_calls(
     opening_turns: &[SessionTurn],
     answer: SessionAnswer,
 ) -> Result<(), CoreError> {
-    let settings = node.agent.clone().ok_or_else(|| {
+    let settings = node.agent().cloned().ok_or_else(|| {
         CoreError::StepDoesNotApply(format!("node {} is not an agent", node.node_id))
     })?;
     let calls = answer.tool_calls;

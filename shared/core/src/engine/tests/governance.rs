@@ -633,7 +633,7 @@ fn parked_with(policies: Value, context: &EngineContext<'_>) -> RunState {
     if let Some(plan) = state.plan.as_mut() {
         let plan = Arc::make_mut(plan);
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
-            node.agent_type = crate::capability::AgentType::Human;
+            node.executor = crate::plan::NodeExecutor::Human;
         }
     }
     step(
