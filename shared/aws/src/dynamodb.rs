@@ -406,7 +406,7 @@ impl RunStore for DynamoRunStore {
                     .expression_attribute_values(":awaiting", s(awaiting_human_key(tenant_id)))
                     .expression_attribute_values(
                         ":order",
-                        s(format!("{}#{run_id}", commit.state.created_at)),
+                        s(format!("{}#{run_id}", commit.state.created_at.rfc3339())),
                     )
             } else {
                 run_update.update_expression(

@@ -56,11 +56,11 @@ fn body_attribute(pk: &str) -> &'static str {
 }
 
 fn task_sk(state: &RunState, capability_id: &str, task_id: &str) -> String {
-    format!("{capability_id}#{}#{task_id}", state.created_at)
+    format!("{capability_id}#{}#{task_id}", state.created_at.rfc3339())
 }
 
 fn request_sk(state: &RunState, request_id: &str) -> String {
-    format!("{}#{request_id}", state.created_at)
+    format!("{}#{request_id}", state.created_at.rfc3339())
 }
 
 /// The items `state` implies.

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::instant::Instant;
 use crate::policies::PolicyAction;
 
 /// The run's governance record (empty for a run no policy touched).
@@ -117,7 +118,9 @@ pub struct HitlRequest {
     /// What rejection does (none: fail the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reject_action: Option<PolicyAction>,
-    pub created_at: String,
+    #[serde(with = "crate::instant::rfc3339")]
+    #[schemars(with = "String")]
+    pub created_at: Instant,
 }
 
 /// A hold action that waits behind the pending hold.
@@ -141,17 +144,26 @@ pub struct ClarificationEntry {
     pub question: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
-    pub created_at: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answered_at: Option<String>,
+    #[serde(with = "crate::instant::rfc3339")]
+    #[schemars(with = "String")]
+    pub created_at: Instant,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::instant::rfc3339_option"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub answered_at: Option<Instant>,
 }
 
 /// A durable timer: a delayed step message fires it at `due_at`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Timer {
-    /// RFC 3339.
-    pub due_at: String,
+    /// RFC 3339 on the wire.
+    #[serde(with = "crate::instant::rfc3339")]
+    #[schemars(with = "String")]
+    pub due_at: Instant,
     pub purpose: TimerPurpose,
 }
 
@@ -212,14 +224,14 @@ mod tests {
                 operator_prompt: "Which market?".into(),
                 approve_action: Some(PolicyAction::Pause { reason: None }),
                 reject_action: None,
-                created_at: "2026-01-01T00:00:00.000Z".into(),
+                created_at: Instant::parse_rfc3339("2026-01-01T00:00:00.000Z").unwrap(),
             }))),
             ..Governance::default()
         };
         governance.timers.insert(
             human_sla_timer_id("node_2", 1),
             Timer {
-                due_at: "2026-01-01T00:15:00.000Z".into(),
+                due_at: Instant::parse_rfc3339("2026-01-01T00:15:00.000Z").unwrap(),
                 purpose: TimerPurpose::HumanTaskSla {
                     node_id: "node_2".into(),
                     attempt: 1,

@@ -66,6 +66,25 @@ impl Instant {
     }
 }
 
+/// Serde for `Instant` as RFC 3339 text (the form run records have always
+/// stored): text that is not a time is an error naming it.
+pub mod rfc3339 {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Instant;
+
+    pub fn serialize<S: Serializer>(value: &Instant, out: S) -> Result<S::Ok, S::Error> {
+        out.serialize_str(&value.rfc3339())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<Instant, D::Error> {
+        let text = String::deserialize(input)?;
+        Instant::parse_rfc3339(&text)
+            .ok_or_else(|| D::Error::custom(format!("`{text}` is not an RFC 3339 time")))
+    }
+}
+
 /// Serde for `Option<Instant>` as RFC 3339 text, the wire form of times:
 /// text that is not a time is an error naming it, never "no time".
 pub mod rfc3339_option {

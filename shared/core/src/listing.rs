@@ -40,7 +40,7 @@ impl RunListing {
                 .chars()
                 .take(LISTED_OBJECTIVE_CHARS)
                 .collect(),
-            created_at: state.created_at.clone(),
+            created_at: state.created_at.rfc3339(),
             parent_run_id: state.parent.as_ref().map(|parent| parent.run_id.clone()),
         }
     }

@@ -203,8 +203,10 @@ pub struct RunState {
     pub observed_satisfaction: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<RunFailure>,
-    pub created_at: String,
-    pub updated_at: String,
+    #[serde(with = "crate::instant::rfc3339")]
+    pub created_at: crate::instant::Instant,
+    #[serde(with = "crate::instant::rfc3339")]
+    pub updated_at: crate::instant::Instant,
     /// Bound on attempts per node (first try plus re-prompts).
     pub max_node_attempts: u32,
     /// Policy firings, holds, clarifications and timers.

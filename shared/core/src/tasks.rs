@@ -100,7 +100,7 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
                     .governance
                     .timers
                     .get(&timer_id)
-                    .map(|timer| timer.due_at.clone())
+                    .map(|timer| timer.due_at.rfc3339())
             }),
             instruction_templates: node
                 .task_surface

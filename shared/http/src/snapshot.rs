@@ -147,8 +147,8 @@ impl RunSnapshotResponse {
                 status: run.status.as_str().to_string(),
                 version,
                 plan_version: run.plan.as_ref().map(|plan| plan.plan_version),
-                created_at: run.created_at.clone(),
-                updated_at: run.updated_at.clone(),
+                created_at: run.created_at.rfc3339(),
+                updated_at: run.updated_at.rfc3339(),
                 failure: run.failure.as_ref().map(|failure| FailureSummary {
                     code: failure.code.as_str().to_string(),
                     message: failure.message.clone(),

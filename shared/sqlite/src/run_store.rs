@@ -177,8 +177,8 @@ impl SqliteStore {
                 Ok(RunSummary {
                     status: state.status.as_str().to_string(),
                     objective: state.envelope.objective.clone(),
-                    created_at: state.created_at.clone(),
-                    updated_at: state.updated_at.clone(),
+                    created_at: state.created_at.rfc3339(),
+                    updated_at: state.updated_at.rfc3339(),
                     version: u64::try_from(*version).unwrap_or(0),
                     run_id: state.run_id,
                 })
@@ -227,7 +227,7 @@ impl RunStore for SqliteStore {
         let now = millis(self.clock.now());
         // The run's own creation time, so the runs list's order and cursor
         // agree with its listing's ordering key.
-        let created_millis = Instant::parse_rfc3339(&state.created_at).map_or(now, millis);
+        let created_millis = millis(state.created_at);
         self.with_connection(move |connection| {
             let transaction = begin(connection)?;
             if let Some(key) = &key {

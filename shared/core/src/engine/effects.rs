@@ -40,7 +40,8 @@ pub struct PlanDraftCall {
     pub request: ModelRequest,
     /// Diagnostics of the drafts rejected so far (fed into `request`).
     pub rejected: Vec<DiagnosticsBundle>,
-    /// Appended before the call: the previous draft's request and rejection.
+    /// The rejected drafts' frames so far (each one's request and
+    /// rejection), carried to the step's decision and committed with it.
     pub frames_before: Vec<EventDraft>,
 }
 
@@ -98,8 +99,8 @@ pub enum Effect {
     /// Claim the node attempt (lease), append `start_frames`, call the model
     /// streaming its deltas into the event log.
     CallModel(ModelCall),
-    /// Append `frames_before`, ask the model for a plan draft (no claim: the
-    /// planning step is guarded by the run's version).
+    /// Ask the model for a plan draft (no claim: the planning step is
+    /// guarded by the run's version; nothing is appended before the commit).
     DraftPlan(PlanDraftCall),
     /// Claim the judge's lease and call the model (no deltas: a panel
     /// reports `progress`, not text).

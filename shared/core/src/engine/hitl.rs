@@ -174,7 +174,7 @@ pub fn answer_clarification(
         return Ok(Err(HumanInputRefused::AnswerRequired));
     }
     let mut step = StepContext::new(state, now, engine);
-    let answered_at = step.now.rfc3339();
+    let answered_at = step.now;
     if let Some(entry) = step
         .state
         .governance
@@ -294,7 +294,7 @@ pub(super) fn fire_timer(
                 } else {
                     let reason = format!(
                         "no answer to the human task within its SLA (due {})",
-                        timer.due_at
+                        timer.due_at.rfc3339()
                     );
                     step.fail_node(
                         node,
@@ -351,7 +351,7 @@ pub(super) fn ask_clarification(
             question_id: question_id.clone(),
             question: question.to_string(),
             answer: None,
-            created_at: step.now.rfc3339(),
+            created_at: step.now,
             answered_at: None,
         });
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
@@ -367,7 +367,7 @@ pub(super) fn ask_clarification(
         operator_prompt: question.to_string(),
         approve_action: None,
         reject_action: None,
-        created_at: step.now.rfc3339(),
+        created_at: step.now,
     };
     policy::hold_on_request(step, request, Some(node), Some(question_id));
     true

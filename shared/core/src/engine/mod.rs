@@ -171,7 +171,7 @@ pub(crate) struct StepContext<'e, 'r> {
 impl<'e, 'r> StepContext<'e, 'r> {
     fn new(mut state: RunState, now: Instant, engine: &'e EngineContext<'r>) -> Self {
         let timestamp = now.rfc3339();
-        state.updated_at = timestamp.clone();
+        state.updated_at = now;
         StepContext {
             initial_status: state.status,
             state,
@@ -241,17 +241,19 @@ impl<'e, 'r> StepContext<'e, 'r> {
 
     /// Records a durable timer and puts its delayed message in the outbox.
     pub fn start_timer(&mut self, timer_id: String, due: Instant, purpose: TimerPurpose) {
-        let due_at = due.rfc3339();
         self.outbox.push(StepMessage::timer(
             &self.state.tenant_id,
             &self.state.run_id,
             &timer_id,
             due,
         ));
-        self.state
-            .governance
-            .timers
-            .insert(timer_id, Timer { due_at, purpose });
+        self.state.governance.timers.insert(
+            timer_id,
+            Timer {
+                due_at: due,
+                purpose,
+            },
+        );
     }
 
     /// Fails `node` for good (its record, a `node_error` saying `reason`)
@@ -365,8 +367,8 @@ pub fn start_run(
         output: None,
         observed_satisfaction: None,
         failure: None,
-        created_at: now.rfc3339(),
-        updated_at: now.rfc3339(),
+        created_at: now,
+        updated_at: now,
         max_node_attempts: max_node_attempts.max(1),
         governance: Default::default(),
         phase: Some(frames::RunPhase::Planning),

@@ -100,8 +100,11 @@ pub(super) fn emit_run_metrics(step: &mut StepContext<'_, '_>) {
         &frames::MetricsPayload {
             tokens: frames::TokenTotals::of(&step.state.total_usage()),
             nodes: step.state.nodes.len(),
-            duration_ms: crate::instant::Instant::parse_rfc3339(&step.state.created_at)
-                .map(|created| step.now.unix_millis().saturating_sub(created.unix_millis())),
+            duration_ms: Some(
+                step.now
+                    .unix_millis()
+                    .saturating_sub(step.state.created_at.unix_millis()),
+            ),
             cost_usd: step.state.total_cost_usd(),
             run: None,
         },

@@ -139,7 +139,7 @@ pub(super) fn resume_notify(
             record.gave_up = true;
         }
     }
-    state.updated_at = now.rfc3339();
+    state.updated_at = now;
     // No frame: the run may have ended, and `complete`/`error` stay last.
     Ok(StepAdvance::Decided(Box::new(Decision {
         state,

@@ -55,6 +55,9 @@ pub(super) fn resume_planning(
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
     let mut step = StepContext::new(state, now, engine);
+    // The frames of the drafts rejected before this one are committed with
+    // this step's decision, first (nothing is written outside a commit).
+    step.events.extend(call.frames_before.iter().cloned());
     let attempts = engine.max_planner_attempts.max(1);
     let drafts_rejected_before = u32::try_from(call.rejected.len()).unwrap_or(u32::MAX);
     let (fallback_reason, rejected_drafts) = match outcome {
@@ -99,12 +102,14 @@ pub(super) fn resume_planning(
             let mut rejected = call.rejected.clone();
             rejected.push(bundle);
             if call.attempt < attempts {
+                let mut frames_before = std::mem::take(&mut step.events);
+                frames_before.extend(rejection);
                 return Ok(StepAdvance::Perform(super::Effect::DraftPlan(
                     PlanDraftCall {
                         attempt: call.attempt + 1,
                         request: planner_request(&step.state.envelope, engine.registry, &rejected),
                         rejected,
-                        frames_before: rejection.to_vec(),
+                        frames_before,
                     },
                 )));
             }

@@ -366,7 +366,7 @@ pub(super) fn apply(
                 operator_prompt: prompt,
                 approve_action: approve_action.as_deref().cloned(),
                 reject_action: reject_action.as_deref().cloned(),
-                created_at: step.now.rfc3339(),
+                created_at: step.now,
             };
             hold_on_request(step, request, node, None);
             Ok(Applied::Held)

@@ -267,7 +267,7 @@ fn start_run_emits_start_and_queues_planning() {
     assert_eq!(event_types(&decision), vec!["start"]);
     assert_eq!(outbox(&decision), vec!["run:plan"]);
     assert_eq!(decision.state.status, RunStatus::Queued);
-    assert_eq!(decision.state.created_at, "2026-01-01T00:00:00Z");
+    assert_eq!(decision.state.created_at.rfc3339(), "2026-01-01T00:00:00Z");
     assert_frames_match_schemas(&decision.events);
 }
 
@@ -644,9 +644,13 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     .unwrap() else {
         panic!("decided")
     };
+    // Both rejected drafts' frames are committed with the decision, first
+    // (nothing was appended outside it).
     assert_eq!(
         event_types(&fallback),
         vec![
+            "plan_requested",
+            "plan_rejected",
             "plan_requested",
             "plan_rejected",
             "warning",
@@ -654,12 +658,14 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
             "plan_generated"
         ]
     );
+    assert_eq!(story(&fallback)[0].payload.as_ref().unwrap()["attempt"], 1);
+    assert_eq!(story(&fallback)[2].payload.as_ref().unwrap()["attempt"], 2);
     assert_eq!(
-        story(&fallback)[2].payload.as_ref().unwrap()["code"],
+        story(&fallback)[4].payload.as_ref().unwrap()["code"],
         "planner_fallback"
     );
     assert_eq!(
-        story(&fallback)[2].payload.as_ref().unwrap()["rejectedDrafts"],
+        story(&fallback)[4].payload.as_ref().unwrap()["rejectedDrafts"],
         2
     );
     assert_frames_match_schemas(&fallback.events);

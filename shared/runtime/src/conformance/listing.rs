@@ -27,7 +27,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
     for (index, offset) in created_offsets.iter().enumerate() {
         let run_id = format!("list-{unique}-{index}");
         let (mut state, events, outbox) = new_run(&tenant, &run_id);
-        state.created_at = Instant::from_unix_millis(NOW.unix_millis() + offset).rfc3339();
+        state.created_at = Instant::from_unix_millis(NOW.unix_millis() + offset);
         store
             .create_run(&state, events, outbox, None)
             .await

@@ -76,11 +76,7 @@ impl StepService {
                 return Ok(EffectOutcome::ToolFinished(outcome));
             }
             Effect::DraftPlan(call) => {
-                if !call.frames_before.is_empty() {
-                    self.store
-                        .append_events(&state.tenant_id, &state.run_id, call.frames_before.clone())
-                        .await?;
-                }
+                // The rejected drafts' frames go with the planning step's commit.
                 let (sender, _receiver) = mpsc::unbounded_channel();
                 self.llm
                     .complete(&call.request, sender)
