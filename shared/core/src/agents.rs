@@ -170,24 +170,6 @@ pub struct ParentLink {
     pub call_id: String,
 }
 
-/// How a child run ended, as its parent's tool call result: status, output
-/// (when it completed), the failure (when not), tokens.
-pub fn child_summary(state: &crate::run::RunState) -> Value {
-    let usage = state.total_usage();
-    let mut summary = serde_json::json!({
-        "runId": state.run_id,
-        "status": state.status.as_str(),
-        "usage": {"promptTokens": usage.prompt_tokens, "completionTokens": usage.completion_tokens},
-    });
-    if let Some(output) = &state.output {
-        summary["outputs"] = output.clone();
-    }
-    if let Some(failure) = &state.failure {
-        summary["failure"] = serde_json::json!({"code": failure.code, "message": failure.message});
-    }
-    summary
-}
-
 /// The id of the child run a tool call starts: the same for every retry of
 /// the call, so a retried step finds the child it already created.
 pub fn child_run_id(parent_run_id: &str, node_id: &str, turn: u32, call_id: &str) -> String {

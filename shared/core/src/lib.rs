@@ -20,6 +20,7 @@
 pub mod agents;
 pub mod capability;
 pub mod chat;
+pub mod chat_plan;
 pub mod claims;
 pub mod codes;
 pub mod compiler;
@@ -53,11 +54,14 @@ pub mod pricing;
 pub mod redaction;
 pub mod registry;
 pub mod registry_schemas;
+pub mod registry_search;
 pub mod run;
 pub mod schema;
 pub mod selection;
+pub mod status;
 pub mod tasks;
 pub mod tools;
+pub mod usage;
 pub mod validator;
 pub mod variants;
 

@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::{RunState, RunStatus, TokenUsage};
+use crate::status::RunStatus;
+use crate::usage::TokenUsage;
 
 /// Attempts per notification (the first and four retries).
 pub const MAX_NOTIFICATION_ATTEMPTS: u32 = 5;
@@ -114,34 +115,13 @@ pub struct NotificationUsage {
 }
 
 impl NotificationUsage {
-    fn of(usage: TokenUsage, cost_usd: Option<f64>) -> Self {
+    pub fn of(usage: TokenUsage, cost_usd: Option<f64>) -> Self {
         NotificationUsage {
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             total_tokens: usage.total(),
             cost_usd,
         }
-    }
-}
-
-/// The notification `notification_id` of `state`, as delivered.
-pub fn notification_of(
-    state: &RunState,
-    notification_id: &str,
-    record: &NotificationRecord,
-) -> RunNotification {
-    RunNotification {
-        event_type: record.event.event_type().to_string(),
-        delivery_id: format!("{}:{notification_id}", state.run_id),
-        run_id: state.run_id.clone(),
-        tenant_id: state.tenant_id.clone(),
-        correlation_id: state.correlation_id.clone(),
-        status: record.status,
-        occurred_at: record.occurred_at.clone(),
-        usage: NotificationUsage::of(state.total_usage(), state.total_cost_usd()),
-        failure: state.failure.as_ref().map(|failure| {
-            serde_json::json!({"code": failure.code.as_str(), "message": failure.message})
-        }),
     }
 }
 

@@ -33,16 +33,7 @@ pub struct PlanToolCall {
     pub envelope: TaskEnvelope,
 }
 
-/// A plan kept for approval (`draft_only`): what running it needs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlanDraft {
-    pub draft_id: String,
-    pub objective: String,
-    /// The envelope the draft was planned from (it is planned again, the
-    /// same way, when approved).
-    pub envelope: Value,
-}
+pub use crate::chat::PlanDraft;
 
 /// Reads a call's arguments (already checked against the tool's schema):
 /// an error is a message the model reads.

@@ -389,6 +389,35 @@ impl Registry {
     }
 }
 
+/// The registry checks its chat file against its tools.
+impl crate::chat::ChatSettings {
+    /// Checks the settings against the registry's tools; an error is
+    /// `(JSON path, message)`.
+    pub fn check(&self, registry: &Registry) -> Result<(), (String, String)> {
+        if self.instructions.trim().is_empty() {
+            return Err((
+                "$.instructions".into(),
+                "the agent needs instructions".into(),
+            ));
+        }
+        if self.clarifying_question.trim().is_empty() {
+            return Err((
+                "$.clarifyingQuestion".into(),
+                "a blank message needs a question to answer it with".into(),
+            ));
+        }
+        for (index, tool) in self.tools.iter().enumerate() {
+            if registry.tool(tool).is_none() {
+                return Err((
+                    format!("$.tools[{index}]"),
+                    format!("no tool `{tool}` in the registry"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

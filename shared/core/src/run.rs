@@ -13,103 +13,8 @@ use crate::envelope::TaskEnvelope;
 use crate::governance::Governance;
 use crate::plan::PlanGraph;
 use crate::schema::SchemaViolation;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    Queued,
-    Running,
-    AwaitingHuman,
-    /// Held on an approval request or a clarifying question.
-    AwaitingHitl,
-    /// Paused by a policy until `run.resume`.
-    Paused,
-    Completed,
-    Failed,
-    PlanRejected,
-    Cancelled,
-}
-
-impl RunStatus {
-    /// No further step will change the run.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            RunStatus::Completed
-                | RunStatus::Failed
-                | RunStatus::PlanRejected
-                | RunStatus::Cancelled
-        )
-    }
-    /// Terminal, or parked until something outside the engine acts.
-    pub fn is_settled(self) -> bool {
-        self.is_terminal() || self.awaits_people()
-    }
-    /// Parked until a person acts: a human task, an approval or question,
-    /// or a pause to resume.
-    pub fn awaits_people(self) -> bool {
-        matches!(
-            self,
-            RunStatus::AwaitingHuman | RunStatus::AwaitingHitl | RunStatus::Paused
-        )
-    }
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Queued => "queued",
-            RunStatus::Running => "running",
-            RunStatus::AwaitingHuman => "awaiting_human",
-            RunStatus::AwaitingHitl => "awaiting_hitl",
-            RunStatus::Paused => "paused",
-            RunStatus::Completed => "completed",
-            RunStatus::Failed => "failed",
-            RunStatus::PlanRejected => "plan_rejected",
-            RunStatus::Cancelled => "cancelled",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum NodeStatus {
-    /// Waiting for upstream nodes.
-    Pending,
-    /// A step message for `current_attempt` is in the outbox or on the queue.
-    Scheduled,
-    AwaitingHuman,
-    /// Its own steps are at work: a panel's judges, one step each.
-    Deliberating,
-    Completed,
-    Failed,
-}
-
-/// Token usage reported by a provider.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TokenUsage {
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// Of `prompt_tokens`, those the provider served from its prompt cache
-    /// (0 when it does not say).
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
-    pub cached_prompt_tokens: u64,
-}
-
-fn is_zero_u64(value: &u64) -> bool {
-    *value == 0
-}
-
-impl TokenUsage {
-    /// Adds `other` to these totals.
-    pub fn add(&mut self, other: &TokenUsage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_prompt_tokens += other.cached_prompt_tokens;
-    }
-
-    pub fn total(&self) -> u64 {
-        self.prompt_tokens + self.completion_tokens
-    }
-}
+pub use crate::status::{NodeStatus, RunStatus};
+pub use crate::usage::TokenUsage;
 
 /// One node's ledger entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -236,6 +141,26 @@ pub struct RunState {
 }
 
 impl RunState {
+    /// How a child run ended, as its parent's tool call result: status, output
+    /// (when it completed), the failure (when not), tokens.
+    pub fn child_summary(&self) -> Value {
+        let state = self;
+        let usage = state.total_usage();
+        let mut summary = serde_json::json!({
+            "runId": state.run_id,
+            "status": state.status.as_str(),
+            "usage": {"promptTokens": usage.prompt_tokens, "completionTokens": usage.completion_tokens},
+        });
+        if let Some(output) = &state.output {
+            summary["outputs"] = output.clone();
+        }
+        if let Some(failure) = &state.failure {
+            summary["failure"] =
+                serde_json::json!({"code": failure.code, "message": failure.message});
+        }
+        summary
+    }
+
     /// The child runs this run's agent sessions wait for: started by a tool
     /// call and not yet reported ended. Cancelling the run cancels them.
     pub fn awaited_child_runs(&self) -> Vec<String> {
@@ -415,6 +340,17 @@ impl StepMessage {
         );
         message.not_before = Some(due_at);
         message
+    }
+}
+
+impl crate::frames::FrameStamp {
+    /// Stamp for `state` at `now`: its current plan version (and parent).
+    pub fn for_run(state: &RunState, now: crate::instant::Instant) -> Self {
+        Self::from_parts(
+            now.rfc3339(),
+            state.plan_version(),
+            state.parent.as_ref().map(|parent| parent.run_id.clone()),
+        )
     }
 }
 

@@ -20,7 +20,21 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
-use crate::routes::parse_json_body;
+use axum::http::StatusCode;
+use serde_json::json;
+
+/// Reads `body` as JSON: not JSON is a 400 `invalid_json` naming the line
+/// and column.
+pub(crate) fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|error| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("the body is not valid JSON: {error}"),
+        )
+        .with_details(json!({"line": error.line(), "column": error.column()}))
+    })
+}
 
 /// Reads `body` as `T`. Not JSON: 400 `invalid_json`. JSON that does not
 /// fit `T`: `refuse(path, message)` with the JSON path of the first field

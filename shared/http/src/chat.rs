@@ -14,8 +14,8 @@ use serde_json::json;
 use crate::auth::Tenant;
 use crate::bodies::{ChatMessageRequest, typed_body};
 use crate::error::ApiError;
-use crate::routes::{ApiState, StreamQuery};
 use crate::sse::sse_response_in;
+use crate::state::{ApiState, StreamQuery};
 
 fn invalid(path: &str, message: impl Into<String>) -> ApiError {
     ApiError::new(

@@ -28,8 +28,8 @@ use crate::bodies::{
     ResumeRequest, TaskList, typed_body,
 };
 use crate::error::ApiError;
-use crate::routes::ApiState;
 use crate::sse::sse_response;
+use crate::state::ApiState;
 
 fn bad_request(path: &str, message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)

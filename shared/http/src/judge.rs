@@ -11,9 +11,10 @@ use baton_judge::request::PanelRequest;
 use serde_json::json;
 
 use crate::auth::Tenant;
+use crate::bodies::parse_json_body;
 use crate::error::ApiError;
-use crate::routes::{ApiState, parse_json_body};
 use crate::sse::sse_response;
+use crate::state::ApiState;
 
 fn panels_not_configured() -> ApiError {
     ApiError::new(

@@ -22,6 +22,7 @@ mod openapi_schemas;
 mod routes;
 pub mod snapshot;
 pub mod sse;
+mod state;
 pub mod viewer;
 
 pub use auth::TokenAuthenticator;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Tenant;
 use crate::error::ApiError;
-use crate::routes::ApiState;
+use crate::state::ApiState;
 
 /// Runs per page when `limit` is not given.
 pub const DEFAULT_RUNS_PER_PAGE: usize = 20;

@@ -1,8 +1,5 @@
 //! Routes under `/api/v1/flex`.
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -10,44 +7,18 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
-use baton_runtime::services::{CapabilityService, HumanService, RunService};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::auth::{Tenant, TokenAuthenticator};
+use crate::auth::Tenant;
 use crate::bodies::{
     CapabilityList, CapabilityRegistered, CapabilitySummary, RunAccepted, RunStatusAnswer,
+    parse_json_body,
 };
 use crate::error::ApiError;
 use crate::snapshot::RunSnapshotResponse;
-use crate::sse::{Dialect, sse_response_in};
-
-/// Tunables of the HTTP layer.
-#[derive(Debug, Clone)]
-pub struct HttpSettings {
-    /// SSE comment heartbeat interval.
-    pub heartbeat: Duration,
-    /// How often a followed stream polls the store for new frames.
-    pub poll_interval: Duration,
-}
-
-impl Default for HttpSettings {
-    fn default() -> Self {
-        HttpSettings {
-            heartbeat: Duration::from_secs(15),
-            poll_interval: Duration::from_millis(100),
-        }
-    }
-}
-
-/// Shared state of every route: the services it calls, never a store.
-#[derive(Clone)]
-pub struct ApiState {
-    pub runs: Arc<RunService>,
-    pub capabilities: Arc<CapabilityService>,
-    pub humans: Arc<HumanService>,
-    pub authenticator: Arc<TokenAuthenticator>,
-    pub settings: HttpSettings,
-}
+use crate::sse::sse_response_in;
+use crate::state::StreamQuery;
+pub use crate::state::{ApiState, HttpSettings};
 
 /// The whole API.
 pub fn router(state: ApiState) -> Router {
@@ -118,17 +89,6 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
     }
 }
 
-pub(crate) fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|error| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "invalid_json",
-            format!("the body is not valid JSON: {error}"),
-        )
-        .with_details(json!({"line": error.line(), "column": error.column()}))
-    })
-}
-
 async fn create_run(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
@@ -151,21 +111,6 @@ async fn create_run(
         }),
     )
         .into_response())
-}
-
-/// `?dialect=frames|hooks` of the SSE routes.
-#[derive(Debug, Default, serde::Deserialize)]
-pub(crate) struct StreamQuery {
-    dialect: Option<String>,
-}
-
-impl StreamQuery {
-    pub(crate) fn dialect(&self) -> Result<Dialect, ApiError> {
-        Dialect::parse(self.dialect.as_deref()).map_err(|message| {
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_dialect", message)
-                .with_details(json!({"parameter": "dialect"}))
-        })
-    }
 }
 
 async fn create_run_and_stream(

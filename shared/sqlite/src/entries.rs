@@ -5,7 +5,7 @@ use baton_core::entries::RunEntry;
 use baton_runtime::error::StoreError;
 use rusqlite::{Transaction, params};
 
-use crate::run_store::{from_json, texts, to_json};
+use crate::rows::{from_json, texts, to_json};
 use crate::unavailable;
 
 /// Puts `entries` under their keys (a re-applied step writes the same

@@ -7,7 +7,8 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, NodeClaim};
 use rusqlite::{OptionalExtension, params};
 
-use crate::run_store::{append, begin, millis};
+use crate::rows::{begin, millis};
+use crate::run_store::append;
 use crate::{SqliteStore, unavailable};
 
 impl SqliteStore {

@@ -31,6 +31,7 @@ mod claimants;
 mod entries;
 mod leases;
 mod listing;
+mod rows;
 mod run_store;
 mod threads;
 

@@ -6,7 +6,7 @@ use baton_core::run::RunState;
 use baton_runtime::error::StoreError;
 use rusqlite::params;
 
-use crate::run_store::from_json;
+use crate::rows::from_json;
 use crate::{SqliteStore, unavailable};
 
 impl SqliteStore {

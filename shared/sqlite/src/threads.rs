@@ -8,7 +8,7 @@ use baton_runtime::ports::ThreadStore;
 use rusqlite::params;
 
 use crate::SqliteStore;
-use crate::run_store::{from_json, texts, to_json};
+use crate::rows::{from_json, texts, to_json};
 
 #[async_trait]
 impl ThreadStore for SqliteStore {

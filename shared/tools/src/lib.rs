@@ -19,7 +19,8 @@ mod mcp;
 use std::sync::Arc;
 
 use baton_core::registry::Registry;
-use baton_core::tools::{BuiltinTool, ToolDefinition, ToolExecutor, search_registry};
+use baton_core::registry_search::search_registry;
+use baton_core::tools::{BuiltinTool, ToolDefinition, ToolExecutor};
 use baton_outbound::Resolver;
 
 pub use baton_core::conversation::{ToolInvocation as ToolCall, ToolOutcome};

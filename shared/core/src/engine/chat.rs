@@ -1,4 +1,4 @@
-//! Chat runs: planning is the one-node plan of `chat::chat_plan` (no
+//! Chat runs: planning is the one-node plan of `chat_plan::chat_plan` (no
 //! planner, no validation against the registry's facets: the node's
 //! contract is `{message, threadId}`); a blank message is answered with
 //! the registry's clarifying question at once, without a model call. A
@@ -10,7 +10,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::CoreError;
-use crate::chat::{ChatExchange, chat_plan};
+use crate::chat::ChatExchange;
+use crate::chat_plan::chat_plan;
 use crate::codes::FailureCode;
 use crate::context::{build_context_bundle, build_model_request};
 use crate::conversation::{SessionTurn, ToolSession};

@@ -318,7 +318,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
             }
             if self.state.status.is_terminal() {
                 // The parent's session waits for this run: tell it how it ended.
-                let summary = crate::agents::child_summary(&self.state);
+                let summary = self.state.child_summary();
                 self.outbox.push(StepMessage::new(
                     &self.state.tenant_id,
                     &parent.run_id,

@@ -6,8 +6,7 @@
 use crate::CoreError;
 use crate::instant::Instant;
 use crate::notifications::{
-    MAX_NOTIFICATION_ATTEMPTS, NotificationRecord, RunEvent, RunNotification, notification_of,
-    retry_delay,
+    MAX_NOTIFICATION_ATTEMPTS, NotificationRecord, RunEvent, RunNotification, retry_delay,
 };
 use crate::run::{RunState, StepCommand, StepMessage};
 
@@ -149,4 +148,25 @@ pub(super) fn resume_notify(
         exchanges: Vec::new(),
         entries: Vec::new(),
     })))
+}
+
+/// The notification `notification_id` of `state`, as delivered.
+fn notification_of(
+    state: &RunState,
+    notification_id: &str,
+    record: &NotificationRecord,
+) -> RunNotification {
+    RunNotification {
+        event_type: record.event.event_type().to_string(),
+        delivery_id: format!("{}:{notification_id}", state.run_id),
+        run_id: state.run_id.clone(),
+        tenant_id: state.tenant_id.clone(),
+        correlation_id: state.correlation_id.clone(),
+        status: record.status,
+        occurred_at: record.occurred_at.clone(),
+        usage: crate::notifications::NotificationUsage::of(state.total_usage(), state.total_cost_usd()),
+        failure: state.failure.as_ref().map(|failure| {
+            serde_json::json!({"code": failure.code.as_str(), "message": failure.message})
+        }),
+    }
 }

@@ -9,7 +9,7 @@ use super::{FrameStamp, to_payload};
 use crate::event::{EventDraft, EventType};
 use crate::governance::HitlKind;
 use crate::plan::PlanEdge;
-use crate::run::NodeStatus;
+use crate::status::NodeStatus;
 
 /// What made a policy fire (or a plan change).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -20,7 +20,7 @@ pub struct TokenTotals {
 }
 
 impl TokenTotals {
-    pub fn of(usage: &crate::run::TokenUsage) -> Self {
+    pub fn of(usage: &crate::usage::TokenUsage) -> Self {
         TokenTotals {
             prompt: usage.prompt_tokens,
             completion: usage.completion_tokens,

@@ -41,8 +41,8 @@ use crate::diagnostics::DiagnosticsBundle;
 use crate::event::{EventDraft, EventType, FrameProvenance};
 use crate::instant::Instant;
 use crate::plan::{PlanEdge, PlanNode};
-use crate::run::{RunState, RunStatus};
 use crate::schema::SchemaViolation;
+use crate::status::RunStatus;
 
 /// When a frame is written and under which plan version (0: no plan yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,14 +72,6 @@ impl FrameStamp {
             timestamp,
             plan_version,
             parent_run_id,
-        }
-    }
-
-    /// Stamp for `state` at `now`: its current plan version (and parent).
-    pub fn for_run(state: &RunState, now: Instant) -> Self {
-        FrameStamp {
-            parent_run_id: state.parent.as_ref().map(|parent| parent.run_id.clone()),
-            ..Self::new(now, state.plan_version())
         }
     }
 

@@ -3,7 +3,8 @@
 //! specialist. Nothing is stored for a request that cannot be answered
 //! (an unknown agent, context type or thread).
 
-use baton_core::chat::{ChatTurn, check_chat_request};
+use baton_core::chat::ChatTurn;
+use baton_core::chat_plan::check_chat_request;
 use baton_core::engine::{NewRunIdentity, start_chat_run};
 
 use super::{RunService, SubmittedRun};

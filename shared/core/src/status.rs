@@ -1,0 +1,73 @@
+//! Where a run and a node stand: the statuses every layer reads (frames,
+//! notifications, the store's indexes), kept apart from the run state that
+//! holds them.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Queued,
+    Running,
+    AwaitingHuman,
+    /// Held on an approval request or a clarifying question.
+    AwaitingHitl,
+    /// Paused by a policy until `run.resume`.
+    Paused,
+    Completed,
+    Failed,
+    PlanRejected,
+    Cancelled,
+}
+
+impl RunStatus {
+    /// No further step will change the run.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Completed
+                | RunStatus::Failed
+                | RunStatus::PlanRejected
+                | RunStatus::Cancelled
+        )
+    }
+    /// Terminal, or parked until something outside the engine acts.
+    pub fn is_settled(self) -> bool {
+        self.is_terminal() || self.awaits_people()
+    }
+    /// Parked until a person acts: a human task, an approval or question,
+    /// or a pause to resume.
+    pub fn awaits_people(self) -> bool {
+        matches!(
+            self,
+            RunStatus::AwaitingHuman | RunStatus::AwaitingHitl | RunStatus::Paused
+        )
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Queued => "queued",
+            RunStatus::Running => "running",
+            RunStatus::AwaitingHuman => "awaiting_human",
+            RunStatus::AwaitingHitl => "awaiting_hitl",
+            RunStatus::Paused => "paused",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::PlanRejected => "plan_rejected",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeStatus {
+    /// Waiting for upstream nodes.
+    Pending,
+    /// A step message for `current_attempt` is in the outbox or on the queue.
+    Scheduled,
+    AwaitingHuman,
+    /// Its own steps are at work: a panel's judges, one step each.
+    Deliberating,
+    Completed,
+    Failed,
+}

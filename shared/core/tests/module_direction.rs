@@ -1,0 +1,164 @@
+//! Architecture rule that runs as a test: inside a crate, modules depend on
+//! each other in one direction. A module is a top-level file or folder of
+//! `src/` (`engine/` is one module: its files may call each other, the
+//! state machine's transitions do); module A depends on B when A's code (its
+//! tests left out) names `crate::B`. The graph of every crate checked must
+//! have no circle: a circle means two modules can only be understood, and
+//! changed, together.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The crates whose modules must depend in one direction, from the
+/// repository root.
+const CHECKED_CRATES: [&str; 4] = [
+    "shared/core",
+    "shared/http",
+    "shared/sqlite",
+    "shared/runtime",
+];
+
+fn repository_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `.rs` file under `directory`.
+fn rust_files(directory: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![directory.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|extension| extension == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// The module a file of `src` belongs to: its first path component, without `.rs`.
+fn module_of(src: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(src).unwrap();
+    let first = relative.components().next().unwrap().as_os_str();
+    first.to_string_lossy().trim_end_matches(".rs").to_string()
+}
+
+/// Module → the modules it names (`crate::name`), tests left out.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let files = rust_files(src);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|file| module_of(src, file))
+        .filter(|module| module != "lib")
+        .collect();
+    for file in &files {
+        let module = module_of(src, file);
+        if module == "lib" || file.components().any(|part| part.as_os_str() == "tests") {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap();
+        // Code only: tests and comments (doc links name modules too) left out.
+        let code: String = text
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| !line.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let named = graph.entry(module.clone()).or_default();
+        for (index, _) in code.match_indices("crate::") {
+            let rest = &code[index + "crate::".len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|character| character.is_alphanumeric() || *character == '_')
+                .collect();
+            if name != module && modules.contains(&name) {
+                named.insert(name);
+            }
+        }
+    }
+    graph
+}
+
+/// A circle of `graph`, if it has one (as the modules on it, in order).
+fn find_circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        module: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|seen| seen == module) {
+            let mut circle = path[start..].to_vec();
+            circle.push(module.to_string());
+            return Some(circle);
+        }
+        if done.contains(module) {
+            return None;
+        }
+        path.push(module.to_string());
+        for next in graph.get(module).into_iter().flatten() {
+            if let Some(circle) = visit(next, graph, path, done) {
+                return Some(circle);
+            }
+        }
+        path.pop();
+        done.insert(module.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    for module in graph.keys() {
+        if let Some(circle) = visit(module, graph, &mut Vec::new(), &mut done) {
+            return Some(circle);
+        }
+    }
+    None
+}
+
+#[test]
+fn modules_of_each_crate_depend_in_one_direction() {
+    for krate in CHECKED_CRATES {
+        let src = repository_root().join(krate).join("src");
+        let graph = module_graph(&src);
+        let edges: usize = graph.values().map(BTreeSet::len).sum();
+        assert!(edges > 5, "{krate}: the imports were read ({edges} edges)");
+        if let Some(circle) = find_circle(&graph) {
+            panic!(
+                "{krate}: these modules import each other in a circle: {}",
+                circle.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn a_circle_is_found_when_there_is_one() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["a"]),
+        ("d", vec![]),
+    ]
+    .into_iter()
+    .map(|(module, named)| {
+        (
+            module.to_string(),
+            named.into_iter().map(str::to_string).collect(),
+        )
+    })
+    .collect();
+    assert_eq!(
+        find_circle(&graph),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    let mut acyclic = graph.clone();
+    acyclic.get_mut("c").unwrap().clear();
+    assert_eq!(find_circle(&acyclic), None);
+}
