@@ -5,7 +5,8 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use baton_runtime::error::StoreError;
 
-use crate::dynamodb::Item;
+/// A DynamoDB item: attribute name → value.
+pub(crate) type Item = std::collections::HashMap<String, AttributeValue>;
 
 pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(error.to_string())

@@ -13,7 +13,7 @@ use baton_core::capability::RegisteredCapability;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::CapabilityDirectory;
 
-use crate::dynamodb::{DynamoRunStore, Item, n, read_number, read_text, s, unavailable};
+use crate::store::{DynamoRunStore, Item, n, read_number, read_text, s, unavailable};
 
 fn registrations_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#CAPS")

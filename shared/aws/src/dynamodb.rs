@@ -1,112 +1,22 @@
 //! The DynamoDB run store.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-
 use async_trait::async_trait;
-use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
-use baton_runtime::clock::SystemClock;
 use baton_runtime::error::StoreError;
-use baton_runtime::ports::Clock;
 
-pub(crate) use crate::attributes::{
-    cancellation_codes, event_sk, n, put, read_number, read_text, run_pk, s, unavailable,
-};
-use crate::event_log::{KnownSequence, SEQUENCE_SK, sequence_of};
+use crate::event_log::{SEQUENCE_SK, sequence_of};
 use crate::state_codec::{decode_state, encode_state};
+pub use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX};
+pub(crate) use crate::store::{
+    Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, awaiting_human_key, cancellation_codes, event_sk, n, put,
+    read_number, read_text, run_pk, s, unavailable, within_one_transaction,
+};
 use baton_runtime::ports::{
     ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
 };
-
-pub(crate) type Item = HashMap<String, AttributeValue>;
-
-/// The sort key of a run's item (state, version, status).
-pub(crate) const RUN_SK: &str = "RUN";
-
-/// The sparse index, overloaded: unsent outbox entries (the sweeper's view,
-/// sharded by run) and runs waiting for a person (under their tenant).
-pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
-pub(crate) const PENDING_OUTBOX_SHARDS: u32 = 8;
-
-/// The index key under which a tenant's runs waiting for a person are listed.
-pub(crate) fn awaiting_human_key(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#AWAITING_HUMAN")
-}
-
-/// Events, leases and leftover outbox entries live this long after they
-/// are written (DynamoDB TTL).
-const RETENTION_SECONDS: u64 = 30 * 24 * 3600;
-/// The most actions DynamoDB takes in one `TransactWriteItems`.
-pub(crate) const MAX_TRANSACTION_ACTIONS: usize = 100;
-
-/// Refuses, before anything is sent, a write that would need more actions
-/// than one transaction takes: split over several transactions it would no
-/// longer be all or nothing, and sent as it is DynamoDB refuses it with an
-/// error that retrying cannot cure. Not retryable: the commit protocol
-/// fails the run (`state_too_large`) instead of retrying for ever.
-pub(crate) fn within_one_transaction(
-    items: &[TransactWriteItem],
-    run_id: &str,
-) -> Result<(), StoreError> {
-    if items.len() > MAX_TRANSACTION_ACTIONS {
-        return Err(StoreError::TooLarge(format!(
-            "run {run_id}: one write would take {} items (frames, outbox entries, run entries and the run), more than the {MAX_TRANSACTION_ACTIONS} one DynamoDB transaction takes",
-            items.len()
-        )));
-    }
-    Ok(())
-}
-
-/// Rounds of re-reading `nextSeq` when a concurrent append moved it.
-pub(crate) const SEQUENCE_RETRY_ROUNDS: usize = 20;
-/// Runs whose last event sequence this process remembers, at most.
-pub(crate) const REMEMBERED_RUNS: usize = 4096;
-
-/// `RunStore` on one DynamoDB table.
-///
-/// The hot path of a node step is one consistent read of the run
-/// (`load_run`: one `Query` for the run item and its sequence item) and one
-/// `TransactWriteItems` each for the claim (lease, `node_start`, the handled
-/// outbox entry consumed), every streamed delta batch, and the commit
-/// (state, events, outbox): the `nextSeq` seen by the load is remembered
-/// and each write is conditional on it, so nothing is re-read unless
-/// another writer moved it. Only the commit writes the (large) run item.
-#[derive(Clone)]
-pub struct DynamoRunStore {
-    pub(crate) client: Client,
-    pub(crate) table: String,
-    /// Stamps outbox entries and event expiry (the orchestrator's clock).
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) known_sequences: Arc<Mutex<HashMap<String, KnownSequence>>>,
-    /// The task and request items each run's remembered version implies.
-    pub(crate) known_open_items: Arc<Mutex<crate::open_items::KnownOpenItems>>,
-}
-
-impl DynamoRunStore {
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
-        DynamoRunStore {
-            client,
-            table: table.into(),
-            clock: Arc::new(SystemClock),
-            known_sequences: Arc::new(Mutex::new(HashMap::new())),
-            known_open_items: Arc::new(Mutex::new(HashMap::new())),
-        }
-    }
-
-    pub(crate) fn expires_at(&self) -> AttributeValue {
-        n(self.clock.now().unix_millis() / 1000 + RETENTION_SECONDS)
-    }
-
-    /// The same store reading `clock` instead of the wall clock.
-    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
-        self
-    }
-}
 
 #[async_trait]
 impl RunStore for DynamoRunStore {

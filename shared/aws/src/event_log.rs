@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
 use baton_core::event::EventDraft;
 use baton_runtime::error::StoreError;
 
-use crate::dynamodb::{
-    DynamoRunStore, Item, REMEMBERED_RUNS, SEQUENCE_RETRY_ROUNDS, cancellation_codes, event_sk, n,
+use crate::store::{
+    DynamoRunStore, Item, KnownSequence, SEQUENCE_RETRY_ROUNDS, cancellation_codes, event_sk, n,
     put, read_number, read_text, run_pk, s, unavailable,
 };
 
@@ -28,36 +28,19 @@ pub(crate) fn sequence_of(item: &Item) -> Result<KnownSequence, StoreError> {
     })
 }
 
-/// What the store last saw of a run's event log: the last sequence number
-/// used and the correlation id frames carry. A hint only: every append and
-/// commit is conditional on `nextSeq`, and a wrong hint costs one re-read.
-#[derive(Debug, Clone)]
-pub(crate) struct KnownSequence {
-    pub(crate) last_sequence: u64,
-    pub(crate) correlation_id: String,
-}
-
 impl DynamoRunStore {
     pub(crate) fn known_sequence(&self, pk: &str) -> Option<KnownSequence> {
-        self.known_sequences
-            .lock()
-            .ok()
-            .and_then(|known| known.get(pk).cloned())
+        self.known_sequences.get(pk)
     }
 
     pub(crate) fn remember_sequence(&self, pk: &str, last_sequence: u64, correlation_id: &str) {
-        if let Ok(mut known) = self.known_sequences.lock() {
-            if known.len() >= REMEMBERED_RUNS && !known.contains_key(pk) {
-                known.clear();
-            }
-            known.insert(
-                pk.to_string(),
-                KnownSequence {
-                    last_sequence,
-                    correlation_id: correlation_id.to_string(),
-                },
-            );
-        }
+        self.known_sequences.insert(
+            pk.to_string(),
+            KnownSequence {
+                last_sequence,
+                correlation_id: correlation_id.to_string(),
+            },
+        );
     }
 
     /// The run's event sequence read again (the small sequence item; only
@@ -184,7 +167,7 @@ impl DynamoRunStore {
                 events.clone(),
             )?);
             items.push(sequence_bump);
-            crate::dynamodb::within_one_transaction(&items, run_id)?;
+            crate::store::within_one_transaction(&items, run_id)?;
             match self
                 .client
                 .transact_write_items()

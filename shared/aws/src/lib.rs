@@ -48,6 +48,7 @@ mod run_entries;
 mod run_listing;
 pub mod sqs;
 pub mod state_codec;
+mod store;
 mod table_setup;
 mod threads;
 

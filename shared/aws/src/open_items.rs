@@ -20,17 +20,23 @@
 //! could have (its human nodes, its requests so far) is deleted unless
 //! still implied.
 
-use std::collections::{BTreeMap, HashMap};
-
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use baton_core::run::RunState;
 use baton_core::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
 use baton_runtime::error::StoreError;
 
-use crate::dynamodb::{DynamoRunStore, REMEMBERED_RUNS, s, unavailable};
+use crate::store::{DynamoRunStore, OpenItems, s, unavailable};
 
-/// `(pk, sk)` → the item's JSON body.
-pub(crate) type OpenItems = BTreeMap<(String, String), String>;
+/// The attribute holding an open item's JSON, by its partition.
+fn body_attribute(pk: &str) -> &'static str {
+    if pk.ends_with("#TASKS") {
+        "task"
+    } else if pk.ends_with("#RUNS") {
+        "listing"
+    } else {
+        "request"
+    }
+}
 
 fn tasks_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#TASKS")
@@ -42,17 +48,6 @@ fn requests_pk(tenant_id: &str) -> String {
 
 pub(crate) fn runs_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#RUNS")
-}
-
-/// The attribute holding an open item's JSON, by its partition.
-fn body_attribute(pk: &str) -> &'static str {
-    if pk.ends_with("#TASKS") {
-        "task"
-    } else if pk.ends_with("#RUNS") {
-        "listing"
-    } else {
-        "request"
-    }
 }
 
 fn task_sk(state: &RunState, capability_id: &str, task_id: &str) -> String {
@@ -121,17 +116,10 @@ fn every_possible_key(state: &RunState) -> Vec<(String, String)> {
     keys
 }
 
-/// What the store remembers of a run's items: at which version.
-pub(crate) type KnownOpenItems = HashMap<String, (u64, OpenItems)>;
-
 impl DynamoRunStore {
     pub(crate) fn remember_open_items(&self, run_pk: &str, version: u64, items: OpenItems) {
-        if let Ok(mut known) = self.known_open_items.lock() {
-            if known.len() >= REMEMBERED_RUNS && !known.contains_key(run_pk) {
-                known.clear();
-            }
-            known.insert(run_pk.to_string(), (version, items));
-        }
+        self.known_open_items
+            .insert(run_pk.to_string(), (version, items));
     }
 
     /// The writes that bring the items from `expected_version`'s to `next`'s.
@@ -144,9 +132,7 @@ impl DynamoRunStore {
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let previous = self
             .known_open_items
-            .lock()
-            .ok()
-            .and_then(|known| known.get(run_pk).cloned())
+            .get(run_pk)
             .filter(|(version, _)| *version == expected_version)
             .map(|(_, items)| items);
         let mut writes = Vec::new();

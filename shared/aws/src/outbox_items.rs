@@ -6,7 +6,7 @@ use baton_core::instant::Instant;
 use baton_core::run::StepMessage;
 use baton_runtime::error::StoreError;
 
-use crate::dynamodb::{
+use crate::store::{
     DynamoRunStore, Item, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, awaiting_human_key, put,
     read_text, run_pk, s, unavailable,
 };

@@ -7,8 +7,8 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 use baton_core::entries::RunEntry;
 use baton_runtime::error::StoreError;
 
-use crate::dynamodb::{DynamoRunStore, Item, put, run_pk, s, unavailable};
 use crate::state_codec::{decode_compressed, encode_compressed};
+use crate::store::{DynamoRunStore, Item, put, run_pk, s, unavailable};
 
 const ENTRY_SK_PREFIX: &str = "ENTRY#";
 

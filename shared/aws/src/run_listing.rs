@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use baton_core::listing::{RunListPage, RunListQuery, RunListing};
 use baton_runtime::error::StoreError;
 
-use crate::dynamodb::{DynamoRunStore, s, unavailable};
+use crate::store::{DynamoRunStore, s, unavailable};
 
 impl DynamoRunStore {
     pub(crate) async fn query_run_page(

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::{
 };
 use baton_runtime::error::StoreError;
 
-use crate::dynamodb::{DynamoRunStore, PENDING_OUTBOX_INDEX, unavailable};
+use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX, unavailable};
 
 impl DynamoRunStore {
     /// Creates the table (and its TTL) if it does not exist: for local emulators and tests.

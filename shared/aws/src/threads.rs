@@ -11,7 +11,7 @@ use baton_core::chat::ChatExchange;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 
-use crate::dynamodb::{DynamoRunStore, n, s, unavailable};
+use crate::store::{DynamoRunStore, n, s, unavailable};
 
 fn thread_pk(tenant_id: &str, thread_id: &str) -> String {
     format!("T#{tenant_id}#THREAD#{thread_id}")

@@ -13,11 +13,12 @@ use std::path::{Path, PathBuf};
 
 /// The crates whose modules must depend in one direction, from the
 /// repository root.
-const CHECKED_CRATES: [&str; 4] = [
+const CHECKED_CRATES: [&str; 5] = [
     "shared/core",
     "shared/http",
     "shared/sqlite",
     "shared/runtime",
+    "shared/aws",
 ];
 
 fn repository_root() -> PathBuf {

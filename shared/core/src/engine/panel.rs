@@ -38,11 +38,7 @@ pub(super) fn judge_is_stale(
     let deliberating = state.nodes.get(node_id).is_some_and(|record| {
         record.status == NodeStatus::Deliberating && record.current_attempt == attempt
     });
-    !deliberating
-        || !state
-            .panels
-            .get(node_id)
-            .is_some_and(|progress| progress.awaits(attempt, round, judge_id))
+    !deliberating || !judge_is_awaited(state, node_id, attempt, round, judge_id)
 }
 
 /// The node's step: start the panel and open its first round.
