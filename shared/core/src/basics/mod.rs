@@ -1,0 +1,13 @@
+//! The leaves every other part reads: time (`instant`), the error enum, failure and warning codes,
+//! claim keys, run and node statuses, token usage, JSON Schema compilation, JSONLogic truth,
+//! redaction. They import nothing else of the crate.
+
+pub mod claims;
+pub mod codes;
+pub mod error;
+pub mod instant;
+pub mod logic;
+pub mod redaction;
+pub mod schema;
+pub mod status;
+pub mod usage;

@@ -1,0 +1,13 @@
+//! What callers and registrations promise: the task envelope and its output contract, facets and
+//! the facet contract compiler, capability registrations (with their panel executors), policies,
+//! plan diagnostics, and the provider-neutral model request.
+
+pub mod capability;
+pub mod compiler;
+pub mod contract;
+pub mod diagnostics;
+pub mod envelope;
+pub mod facet;
+pub mod model_request;
+pub mod panels;
+pub mod policies;

@@ -1,0 +1,13 @@
+//! Plans: the plan graph and what runs each node, the deterministic planner (selection, variants,
+//! normalization), the LLM planner's request and answer, the validator, a chat message's plan,
+//! and plans drawn as Mermaid or DOT.
+
+pub mod chat_plan;
+pub mod llm_planner;
+pub mod normalization;
+pub mod plan;
+pub mod plan_picture;
+pub mod planner;
+pub mod selection;
+pub mod validator;
+pub mod variants;

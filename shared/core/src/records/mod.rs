@@ -1,0 +1,10 @@
+//! What a run keeps between its steps, beside the plan: agent sessions and their conversations,
+//! run entries (what lives beside the run item), the chat turn, governance (fired policies,
+//! holds, timers) and completion notifications.
+
+pub mod agents;
+pub mod chat;
+pub mod conversation;
+pub mod entries;
+pub mod governance;
+pub mod notifications;
