@@ -57,7 +57,11 @@ fn reexported_names(src: &Path) -> BTreeMap<String, String> {
         .lines()
         .filter(|line| !line.trim_start().starts_with("//"))
         .collect();
-    let flat = code.join(" ").split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = code
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
     let mut names = BTreeMap::new();
     for statement in flat.split(';') {
         let Some(path) = statement.trim().strip_prefix("pub use ") else {

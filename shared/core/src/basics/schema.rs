@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::CoreError;
+use crate::basics::error::CoreError;
 
 /// A compiled validator shared between threads.
 pub type SharedValidator = Arc<jsonschema::Validator>;

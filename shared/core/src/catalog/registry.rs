@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 
-use crate::CoreError;
-use crate::capability::CapabilityRegistration;
-use crate::facet::{Facet, FacetCatalog};
-use crate::schema::compile_schema;
+use crate::basics::error::CoreError;
+use crate::basics::schema::compile_schema;
+use crate::contracts::capability::CapabilityRegistration;
+use crate::contracts::facet::{Facet, FacetCatalog};
 
 /// One registry document as text, with the name it came from (a file path).
 #[derive(Debug, Clone)]
@@ -24,10 +24,10 @@ pub struct RegistryDocument {
 pub struct Registry {
     pub facets: FacetCatalog,
     capabilities_by_id: BTreeMap<String, CapabilityRegistration>,
-    tools_by_name: BTreeMap<String, crate::tools::ToolDefinition>,
-    contexts: Vec<crate::contexts::ContextGuidance>,
-    chat: Option<crate::chat::ChatSettings>,
-    prices: crate::pricing::PriceTable,
+    tools_by_name: BTreeMap<String, crate::catalog::tools::ToolDefinition>,
+    contexts: Vec<crate::catalog::contexts::ContextGuidance>,
+    chat: Option<crate::records::chat::ChatSettings>,
+    prices: crate::catalog::pricing::PriceTable,
 }
 
 fn registry_error(
@@ -92,7 +92,7 @@ impl Registry {
             registry.add_facet(facet, &document.source_name)?;
         }
         for document in tool_documents {
-            let tool: crate::tools::ToolDefinition = parse_document(document)?;
+            let tool: crate::catalog::tools::ToolDefinition = parse_document(document)?;
             registry.add_tool(tool, &document.source_name)?;
         }
         for (document, inlined_instructions) in capability_documents {
@@ -138,7 +138,7 @@ impl Registry {
     /// Adds one tool after checking it; a duplicate name is an error.
     pub fn add_tool(
         &mut self,
-        tool: crate::tools::ToolDefinition,
+        tool: crate::catalog::tools::ToolDefinition,
         source_name: &str,
     ) -> Result<(), CoreError> {
         tool.check()
@@ -158,7 +158,7 @@ impl Registry {
     /// answered by another context is an error.
     pub fn add_context(
         &mut self,
-        context: crate::contexts::ContextGuidance,
+        context: crate::catalog::contexts::ContextGuidance,
         source_name: &str,
     ) -> Result<(), CoreError> {
         context
@@ -184,7 +184,7 @@ impl Registry {
         documents: &[RegistryDocument],
     ) -> Result<(), CoreError> {
         for document in documents {
-            let context: crate::contexts::ContextGuidance = parse_document(document)?;
+            let context: crate::catalog::contexts::ContextGuidance = parse_document(document)?;
             self.add_context(context, &document.source_name)?;
         }
         Ok(())
@@ -194,7 +194,7 @@ impl Registry {
     /// checking it against the tools already added.
     pub fn set_chat_settings(
         &mut self,
-        settings: crate::chat::ChatSettings,
+        settings: crate::records::chat::ChatSettings,
         source_name: &str,
     ) -> Result<(), CoreError> {
         settings
@@ -206,13 +206,13 @@ impl Registry {
 
     /// Reads and sets `registry/chat.json`.
     pub fn add_chat_document(&mut self, document: &RegistryDocument) -> Result<(), CoreError> {
-        let settings: crate::chat::ChatSettings = parse_document(document)?;
+        let settings: crate::records::chat::ChatSettings = parse_document(document)?;
         self.set_chat_settings(settings, &document.source_name)
     }
 
     /// Reads and sets the model price table (`registry/models.json`).
     pub fn add_price_document(&mut self, document: &RegistryDocument) -> Result<(), CoreError> {
-        let table: crate::pricing::PriceTable = parse_document(document)?;
+        let table: crate::catalog::pricing::PriceTable = parse_document(document)?;
         table
             .check()
             .map_err(|(path, message)| registry_error(&document.source_name, path, message))?;
@@ -221,12 +221,12 @@ impl Registry {
     }
 
     /// The model price table (empty when the registry has none).
-    pub fn prices(&self) -> &crate::pricing::PriceTable {
+    pub fn prices(&self) -> &crate::catalog::pricing::PriceTable {
         &self.prices
     }
 
     /// The orchestrator's chat agent, when the registry has one.
-    pub fn chat_settings(&self) -> Option<&crate::chat::ChatSettings> {
+    pub fn chat_settings(&self) -> Option<&crate::records::chat::ChatSettings> {
         self.chat.as_ref()
     }
 
@@ -234,17 +234,17 @@ impl Registry {
     pub fn context_guidance(
         &self,
         context_type: &str,
-    ) -> Option<&crate::contexts::ContextGuidance> {
+    ) -> Option<&crate::catalog::contexts::ContextGuidance> {
         self.contexts
             .iter()
             .find(|context| context.answers_to(context_type))
     }
 
-    pub fn tool(&self, name: &str) -> Option<&crate::tools::ToolDefinition> {
+    pub fn tool(&self, name: &str) -> Option<&crate::catalog::tools::ToolDefinition> {
         self.tools_by_name.get(name)
     }
 
-    pub fn tools(&self) -> impl Iterator<Item = &crate::tools::ToolDefinition> {
+    pub fn tools(&self) -> impl Iterator<Item = &crate::catalog::tools::ToolDefinition> {
         self.tools_by_name.values()
     }
 
@@ -261,7 +261,7 @@ impl Registry {
                 "must be a non-empty string",
             ));
         }
-        if capability.agent_type == crate::capability::AgentType::Builtin {
+        if capability.agent_type == crate::contracts::capability::AgentType::Builtin {
             return Err(registry_error(
                 source_name,
                 "$.agentType",
@@ -390,7 +390,7 @@ impl Registry {
 }
 
 /// The registry checks its chat file against its tools.
-impl crate::chat::ChatSettings {
+impl crate::records::chat::ChatSettings {
     /// Checks the settings against the registry's tools; an error is
     /// `(JSON path, message)`.
     pub fn check(&self, registry: &Registry) -> Result<(), (String, String)> {

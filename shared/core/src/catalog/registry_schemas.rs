@@ -34,35 +34,35 @@ pub fn registry_file_schemas() -> Vec<(&'static str, Value)> {
     vec![
         (
             "envelope.schema.json",
-            schema_of::<crate::envelope::TaskEnvelope>(
+            schema_of::<crate::contracts::envelope::TaskEnvelope>(
                 "Baton task envelope",
                 "What a caller submits: objective, inputs, constraints, policies and the exact JSON output contract.",
             ),
         ),
         (
             "capability.schema.json",
-            schema_of::<crate::capability::CapabilityRegistration>(
+            schema_of::<crate::contracts::capability::CapabilityRegistration>(
                 "Baton capability",
                 "A registry capability (registry/capabilities/*.json) or a tenant's registration.",
             ),
         ),
         (
             "facet.schema.json",
-            schema_of::<crate::facet::Facet>(
+            schema_of::<crate::contracts::facet::Facet>(
                 "Baton facet",
                 "A named input or output with its JSON Schema (registry/facets/*.json).",
             ),
         ),
         (
             "tool.schema.json",
-            schema_of::<crate::tools::ToolDefinition>(
+            schema_of::<crate::catalog::tools::ToolDefinition>(
                 "Baton tool",
                 "A tool agents may call, with its parameters' JSON Schema and executor (registry/tools/*.json).",
             ),
         ),
         (
             "models.schema.json",
-            schema_of::<crate::pricing::PriceTable>(
+            schema_of::<crate::catalog::pricing::PriceTable>(
                 "Baton model price table",
                 "Model name → US dollars per million input, output and cached input tokens (registry/models.json).",
             ),
@@ -125,7 +125,7 @@ mod tests {
             ("registry/examples", "envelope.schema.json"),
         ] {
             let validator =
-                crate::schema::compile_schema(&schemas[schema_name], schema_name).unwrap();
+                crate::basics::schema::compile_schema(&schemas[schema_name], schema_name).unwrap();
             for entry in std::fs::read_dir(root.join(folder)).unwrap() {
                 let path = entry.unwrap().path();
                 if path.extension().and_then(|e| e.to_str()) != Some("json") {

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::registry::Registry;
+use crate::catalog::registry::Registry;
 
 /// The `registry_search` tool: capabilities and facets whose names, titles
 /// and descriptions share the most words with `query`, best first (ties by

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::schema::{SchemaViolation, ValidatorCache, collect_violations, compile_schema};
+use crate::basics::schema::{SchemaViolation, ValidatorCache, collect_violations, compile_schema};
 
 /// One tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -129,7 +129,7 @@ pub struct CapabilityRegistration {
     /// The capability is a judge panel: its judges score in parallel, each
     /// a step of its own, and their consensus is the node's output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub panel: Option<crate::panels::PanelExecutor>,
+    pub panel: Option<crate::contracts::panels::PanelExecutor>,
     /// The tools (`registry/tools/*.json` names) the capability's model may
     /// call in its session.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -177,7 +177,7 @@ impl CapabilityRegistration {
     pub fn parse_value(value: &Value) -> Result<Self, (String, String)> {
         serde_path_to_error::deserialize(value).map_err(|error| {
             (
-                crate::envelope::normalise_serde_path(error.path()),
+                crate::contracts::envelope::normalise_serde_path(error.path()),
                 error.inner().to_string(),
             )
         })

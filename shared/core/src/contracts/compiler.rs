@@ -7,9 +7,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::CoreError;
-use crate::facet::FacetCatalog;
-use crate::schema::SchemaViolation;
+use crate::basics::error::CoreError;
+use crate::basics::schema::SchemaViolation;
+use crate::contracts::facet::FacetCatalog;
 
 /// Where one property of a compiled schema came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -122,8 +122,8 @@ pub fn schema_key_of(schema: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facet::{Facet, FacetDirection};
-    use crate::schema::{collect_violations, compile_schema};
+    use crate::basics::schema::{collect_violations, compile_schema};
+    use crate::contracts::facet::{Facet, FacetDirection};
 
     fn catalog() -> FacetCatalog {
         let mut catalog = FacetCatalog::new();

@@ -4,10 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::CoreError;
-use crate::contract::OutputContract;
-use crate::policies::TaskPolicies;
-use crate::schema::compile_schema;
+use crate::basics::error::CoreError;
+use crate::basics::schema::compile_schema;
+use crate::contracts::contract::OutputContract;
+use crate::contracts::policies::TaskPolicies;
 
 /// Run-level constraints.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -2,9 +2,9 @@
 //! past it, nothing more is scheduled or retried, except that an answer that
 //! completes the run is still delivered, with a warning.
 
-use crate::codes::{FailureCode, WarningCode};
-use crate::frames;
-use crate::run::{NodeStatus, RunState};
+use crate::basics::codes::{FailureCode, WarningCode};
+use crate::state::run::{NodeStatus, RunState};
+use crate::wire::frames;
 
 use super::StepContext;
 

@@ -9,16 +9,16 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::CoreError;
-use crate::chat::ChatExchange;
-use crate::chat_plan::chat_plan;
-use crate::codes::FailureCode;
-use crate::context::{build_context_bundle, build_model_request};
-use crate::conversation::{SessionTurn, ToolSession};
-use crate::diagnostics::DiagnosticsBundle;
-use crate::frames;
-use crate::plan::PlanNode;
-use crate::run::{NodeRecord, RunState, RunStatus};
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::contracts::diagnostics::DiagnosticsBundle;
+use crate::planning::chat_plan::chat_plan;
+use crate::planning::plan::PlanNode;
+use crate::records::chat::ChatExchange;
+use crate::records::conversation::{SessionTurn, ToolSession};
+use crate::state::context::{build_context_bundle, build_model_request};
+use crate::state::run::{NodeRecord, RunState, RunStatus};
+use crate::wire::frames;
 
 use super::{EngineContext, StepContext, ThreadExchange};
 
@@ -121,7 +121,10 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
 
 /// A chat node's conversation: the thread's earlier exchanges, then the
 /// new message. Returns the first user message (the rest become turns).
-pub(super) fn seed_chat(conversation: &mut ToolSession, turn: &crate::chat::ChatTurn) -> String {
+pub(super) fn seed_chat(
+    conversation: &mut ToolSession,
+    turn: &crate::records::chat::ChatTurn,
+) -> String {
     let mut messages = Vec::with_capacity(turn.history.len() * 2 + 1);
     // A blank message and its clarifying question tell the model nothing.
     for exchange in turn
@@ -154,7 +157,7 @@ pub(super) fn session_request(
     state: &RunState,
     node: &PlanNode,
     engine: &EngineContext<'_>,
-) -> crate::context::ModelRequest {
+) -> crate::state::context::ModelRequest {
     let bundle = build_context_bundle(state, node, engine.registry);
     let mut request = build_model_request(node, &bundle);
     if node.is_chat()

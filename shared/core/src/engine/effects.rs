@@ -1,12 +1,12 @@
 //! The effects the engine asks the shell to perform, and what performing
 //! them produced: data only, so every step replays in a test.
 
-use crate::CoreError;
-use crate::codes::FailureCode;
-use crate::context::ModelRequest;
-use crate::diagnostics::DiagnosticsBundle;
-use crate::event::EventDraft;
-use crate::run::TokenUsage;
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::contracts::diagnostics::DiagnosticsBundle;
+use crate::state::context::ModelRequest;
+use crate::state::run::TokenUsage;
+use crate::wire::event::EventDraft;
 
 use super::{ChildRunStart, ConverseCall, PlanReviewCall, ToolExecution};
 
@@ -53,7 +53,7 @@ pub struct JudgeModelCall {
     pub round: u32,
     pub judge_id: String,
     /// The lease this call is claimed under (one per judge and round).
-    pub claim_key: crate::claims::ClaimKey,
+    pub claim_key: crate::basics::claims::ClaimKey,
     /// The entry holding what the round's judges are asked
     /// (`EntryKey::PanelRound`), which the shell loads and turns into this
     /// judge's model request (`JudgeModelCall::request_from`).
@@ -64,14 +64,14 @@ impl JudgeModelCall {
     /// The model request of the judge's call, read from its entry.
     pub fn request_from(
         &self,
-        entry: Option<&crate::entries::RunEntry>,
-    ) -> Result<ModelRequest, crate::CoreError> {
+        entry: Option<&crate::records::entries::RunEntry>,
+    ) -> Result<ModelRequest, crate::basics::error::CoreError> {
         let call = match entry.map(|entry| &entry.body) {
-            Some(crate::entries::EntryBody::PanelRound(calls)) => {
+            Some(crate::records::entries::EntryBody::PanelRound(calls)) => {
                 calls.iter().find(|call| call.judge_id == self.judge_id)
             }
-            Some(crate::entries::EntryBody::Turn(_)) => {
-                return Err(crate::CoreError::StepDoesNotApply(format!(
+            Some(crate::records::entries::EntryBody::Turn(_)) => {
+                return Err(crate::basics::error::CoreError::StepDoesNotApply(format!(
                     "entry {} is not a panel round",
                     self.round_entry
                 )));
@@ -79,7 +79,7 @@ impl JudgeModelCall {
             None => None,
         };
         let call = call.ok_or_else(|| {
-            crate::CoreError::StepDoesNotApply(format!(
+            crate::basics::error::CoreError::StepDoesNotApply(format!(
                 "the call of judge {} is not stored (entry {})",
                 self.judge_id, self.round_entry
             ))
@@ -123,8 +123,8 @@ pub enum Effect {
 impl Effect {
     /// What the shell must claim before performing (and for which node
     /// attempt), if anything.
-    pub fn claim(&self) -> Option<(crate::claims::ClaimKey, u32)> {
-        use crate::claims::ClaimKey;
+    pub fn claim(&self) -> Option<(crate::basics::claims::ClaimKey, u32)> {
+        use crate::basics::claims::ClaimKey;
         match self {
             Effect::CallModel(call) => Some((
                 ClaimKey::Node {
@@ -167,9 +167,9 @@ pub enum EffectOutcome {
         message: String,
     },
     /// A model turn of an agent session answered (text, tool calls or both).
-    ModelConversed(Box<crate::conversation::SessionAnswer>),
+    ModelConversed(Box<crate::records::conversation::SessionAnswer>),
     /// A tool call finished (its failure is an outcome the model reads).
-    ToolFinished(crate::conversation::ToolOutcome),
+    ToolFinished(crate::records::conversation::ToolOutcome),
     /// The child run exists (created now, or by an earlier try).
     ChildStarted,
     /// The notification was accepted (every destination it goes to).

@@ -4,15 +4,15 @@
 
 use serde_json::{Map, Value};
 
-use crate::CoreError;
-use crate::codes::FailureCode;
-use crate::context::facet_value_for_node;
-use crate::contract::ConstraintLevel;
-use crate::diagnostics::{ConstraintOutcome, satisfaction_score};
-use crate::envelope::TaskEnvelope;
-use crate::frames::{self, BrokenConstraint, ValidationErrors, ValidationScope};
-use crate::run::{RunState, RunStatus};
-use crate::schema::collect_violations;
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::basics::schema::collect_violations;
+use crate::contracts::contract::ConstraintLevel;
+use crate::contracts::diagnostics::{ConstraintOutcome, satisfaction_score};
+use crate::contracts::envelope::TaskEnvelope;
+use crate::state::context::facet_value_for_node;
+use crate::state::run::{RunState, RunStatus};
+use crate::wire::frames::{self, BrokenConstraint, ValidationErrors, ValidationScope};
 
 use super::StepContext;
 
@@ -136,7 +136,7 @@ fn evaluate_constraints(envelope: &TaskEnvelope, scope: &Value) -> (f64, Vec<Bro
     let mut outcomes = Vec::new();
     let mut broken_hard = Vec::new();
     for (index, constraint) in envelope.output_contract.constraints.iter().enumerate() {
-        let holds = crate::logic::holds(&constraint.expr, scope);
+        let holds = crate::basics::logic::holds(&constraint.expr, scope);
         outcomes.push(ConstraintOutcome {
             level: constraint.level,
             satisfiable: holds,

@@ -6,13 +6,13 @@
 //! conditionally on the version it read, so of two concurrent resolutions
 //! exactly one is a transition.
 
-use crate::CoreError;
-use crate::codes::FailureCode;
-use crate::frames::{self, HitlDecision, TriggerDetails};
-use crate::governance::{HitlKind, Hold, TimerPurpose};
-use crate::instant::Instant;
-use crate::policies::PolicyTrigger;
-use crate::run::{NodeStatus, RunState};
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::contracts::policies::PolicyTrigger;
+use crate::records::governance::{HitlKind, Hold, TimerPurpose};
+use crate::state::run::{NodeStatus, RunState};
+use crate::wire::frames::{self, HitlDecision, TriggerDetails};
 
 use super::human::HumanInputRefused;
 use super::policy::{self, Applied, Occurrence};
@@ -48,7 +48,7 @@ fn pending_request<'s>(
     state: &'s RunState,
     kind: HitlKind,
     request_id: Option<&str>,
-) -> Result<&'s crate::governance::HitlRequest, HumanInputRefused> {
+) -> Result<&'s crate::records::governance::HitlRequest, HumanInputRefused> {
     let pending = state
         .governance
         .pending_request()
@@ -328,7 +328,7 @@ pub const MAX_CLARIFICATIONS_PER_NODE: usize = 3;
 /// (the answer is then judged like any other).
 pub(super) fn ask_clarification(
     step: &mut StepContext<'_, '_>,
-    node: &crate::plan::PlanNode,
+    node: &crate::planning::plan::PlanNode,
     question: &str,
 ) -> bool {
     let asked = step
@@ -345,7 +345,7 @@ pub(super) fn ask_clarification(
     step.state
         .governance
         .clarifications
-        .push(crate::governance::ClarificationEntry {
+        .push(crate::records::governance::ClarificationEntry {
             node_id: node.node_id.clone(),
             capability_id: Some(node.capability_id.clone()),
             question_id: question_id.clone(),
@@ -359,7 +359,7 @@ pub(super) fn ask_clarification(
         record.attempt_base += 1;
         record.feedback.clear();
     }
-    let request = crate::governance::HitlRequest {
+    let request = crate::records::governance::HitlRequest {
         request_id: policy::next_request_id(&mut step.state),
         kind: HitlKind::Clarify,
         policy_id: None,

@@ -5,11 +5,11 @@
 
 use serde_json::Value;
 
-use crate::CoreError;
-use crate::codes::FailureCode;
-use crate::instant::Instant;
-use crate::run::{NodeStatus, RunState, RunStatus};
-use crate::schema::{SchemaViolation, collect_violations};
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::basics::schema::{SchemaViolation, collect_violations};
+use crate::state::run::{NodeStatus, RunState, RunStatus};
 
 use super::node::{complete_node, plan_node_in, plan_of};
 use super::{Decision, EngineContext, StepContext};
@@ -73,7 +73,7 @@ fn awaiting(state: &RunState, node_id: &str) -> Result<(), HumanInputRefused> {
 
 /// The node's SLA timer no longer applies once a person acted.
 fn drop_task_timer(step: &mut StepContext<'_, '_>, node_id: &str, attempt: u32) {
-    let timer_id = crate::governance::human_sla_timer_id(node_id, attempt);
+    let timer_id = crate::records::governance::human_sla_timer_id(node_id, attempt);
     step.state.governance.timers.remove(&timer_id);
 }
 

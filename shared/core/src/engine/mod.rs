@@ -58,16 +58,13 @@ pub use human::{
 pub use notify::NotificationDelivery;
 pub use policy::run_metrics;
 
-use crate::CoreError;
-use crate::codes::FailureCode;
-use crate::envelope::TaskEnvelope;
-use crate::event::EventDraft;
-use crate::frames::{self, FrameStamp};
-use crate::governance::{Timer, TimerPurpose};
-use crate::instant::Instant;
-use crate::registry::Registry;
-use crate::run::{NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage};
-use crate::schema::ValidatorCache;
+use crate::basics::error::CoreError;
+use crate::basics::{codes::FailureCode, instant::Instant, schema::ValidatorCache};
+use crate::catalog::registry::Registry;
+use crate::contracts::envelope::TaskEnvelope;
+use crate::records::governance::{Timer, TimerPurpose};
+use crate::state::run::{NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage};
+use crate::wire::{event::EventDraft, frames, frames::FrameStamp};
 
 /// Default bound on attempts per node: the first try plus two re-prompts.
 pub const DEFAULT_MAX_NODE_ATTEMPTS: u32 = 3;
@@ -87,20 +84,20 @@ pub struct Decision {
     /// Judge panel transcripts concluded in this step: the shell hands each
     /// to its transcript publisher before it commits (at least once; a
     /// re-applied step publishes again under the same idempotency key).
-    pub transcripts: Vec<crate::panels::TranscriptPublication>,
+    pub transcripts: Vec<crate::contracts::panels::TranscriptPublication>,
     /// Chat exchanges answered in this step: the shell records each in its
     /// thread before it commits (recording one twice changes nothing).
     pub exchanges: Vec<ThreadExchange>,
     /// Entries written beside the run in the same commit (conversation
-    /// turns, judge calls: `crate::entries`).
-    pub entries: Vec<crate::entries::RunEntry>,
+    /// turns, judge calls: `crate::records::entries`).
+    pub entries: Vec<crate::records::entries::RunEntry>,
 }
 
 /// A chat exchange for the thread it belongs to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadExchange {
     pub thread_id: String,
-    pub exchange: crate::chat::ChatExchange,
+    pub exchange: crate::records::chat::ChatExchange,
 }
 
 /// Identity of a new run, chosen by the shell.
@@ -161,9 +158,9 @@ pub(crate) struct StepContext<'e, 'r> {
     pub engine: &'e EngineContext<'r>,
     pub events: Vec<EventDraft>,
     pub outbox: Vec<StepMessage>,
-    pub transcripts: Vec<crate::panels::TranscriptPublication>,
+    pub transcripts: Vec<crate::contracts::panels::TranscriptPublication>,
     pub exchanges: Vec<ThreadExchange>,
-    pub entries: Vec<crate::entries::RunEntry>,
+    pub entries: Vec<crate::records::entries::RunEntry>,
     /// The run's status before the step (a change may be announced).
     initial_status: RunStatus,
 }
@@ -187,24 +184,29 @@ impl<'e, 'r> StepContext<'e, 'r> {
     }
 
     /// Writes `body` beside the run under `key`, with this step's commit.
-    pub fn put_entry(&mut self, key: &crate::entries::EntryKey, body: crate::entries::EntryBody) {
-        self.entries.push(crate::entries::RunEntry::new(key, body));
+    pub fn put_entry(
+        &mut self,
+        key: &crate::records::entries::EntryKey,
+        body: crate::records::entries::EntryBody,
+    ) {
+        self.entries
+            .push(crate::records::entries::RunEntry::new(key, body));
     }
 
     /// Appends `turn` to the conversation of `node_id`'s open session (an
     /// entry, and the session's count of them); nothing when the session
     /// is over.
-    pub fn record_turn(&mut self, node_id: &str, turn: crate::conversation::SessionTurn) {
+    pub fn record_turn(&mut self, node_id: &str, turn: crate::records::conversation::SessionTurn) {
         let Some(session) = self.state.sessions.get_mut(node_id) else {
             return;
         };
-        let key = crate::entries::EntryKey::ConversationTurn {
+        let key = crate::records::entries::EntryKey::ConversationTurn {
             node_id: node_id.to_string(),
             attempt: session.attempt,
             seq: session.conversation.recorded_turns,
         };
         session.conversation.recorded_turns += 1;
-        self.put_entry(&key, crate::entries::EntryBody::Turn(turn));
+        self.put_entry(&key, crate::records::entries::EntryBody::Turn(turn));
     }
 
     pub fn stamp(&self) -> FrameStamp {
@@ -260,7 +262,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
     /// and with it the run (`run_message` in its `error`).
     pub(crate) fn fail_node(
         &mut self,
-        node: &crate::plan::PlanNode,
+        node: &crate::planning::plan::PlanNode,
         attempt: u32,
         code: FailureCode,
         reason: &str,
@@ -412,10 +414,10 @@ pub fn start_run(
 /// by one agent node; its envelope asks for `{message, threadId}`.
 pub fn start_chat_run(
     identity: NewRunIdentity,
-    turn: crate::chat::ChatTurn,
+    turn: crate::records::chat::ChatTurn,
     now: Instant,
 ) -> Result<Decision, CoreError> {
-    let envelope = crate::chat::chat_envelope(&turn)?;
+    let envelope = crate::records::chat::chat_envelope(&turn)?;
     let mut decision = start_run(identity, envelope, now, 1);
     decision.state.chat = Some(turn);
     Ok(decision)
@@ -511,7 +513,7 @@ pub fn begin_step(
             call_id,
             summary,
         } => {
-            let link = crate::agents::ParentLink {
+            let link = crate::records::agents::ParentLink {
                 run_id: state.run_id.clone(),
                 node_id: node_id.clone(),
                 attempt: *attempt,

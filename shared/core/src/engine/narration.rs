@@ -2,10 +2,10 @@
 //! of work to a node's capability, a node's own `metrics`. Written beside
 //! the frames that decide things, never instead of them.
 
-use crate::event::EventDraft;
-use crate::frames::{self, HandoffStatus, RunPhase};
-use crate::plan::PlanNode;
-use crate::run::RunState;
+use crate::planning::plan::PlanNode;
+use crate::state::run::RunState;
+use crate::wire::event::EventDraft;
+use crate::wire::frames::{self, HandoffStatus, RunPhase};
 
 use super::StepContext;
 
@@ -76,7 +76,7 @@ pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode)
         tokens: frames::TokenTotals::of(&record.usage),
         nodes: 1,
         duration_ms,
-        cost_usd: record.cost_usd.map(crate::pricing::round_cost),
+        cost_usd: record.cost_usd.map(crate::catalog::pricing::round_cost),
         run: Some(frames::RunTotals {
             tokens: frames::TokenTotals::of(&step.state.total_usage()),
             cost_usd: step.state.total_cost_usd(),
@@ -84,7 +84,7 @@ pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode)
                 .state
                 .nodes
                 .values()
-                .filter(|record| record.status == crate::run::NodeStatus::Completed)
+                .filter(|record| record.status == crate::state::run::NodeStatus::Completed)
                 .count(),
         }),
     };

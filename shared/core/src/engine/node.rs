@@ -9,19 +9,19 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::CoreError;
-use crate::codes::FailureCode;
-use crate::context::{build_context_bundle, build_model_request, clarifying_question};
-use crate::frames::{self, ExecutorType, HandoffStatus, RunPhase};
-use crate::instant::Instant;
-use crate::plan::{BuiltinOperation, NodeExecutor, PlanNode};
-use crate::run::{NodeStatus, RunState, RunStatus, StepCommand};
-use crate::schema::{SchemaViolation, collect_violations};
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::basics::schema::{SchemaViolation, collect_violations};
+use crate::planning::plan::{BuiltinOperation, NodeExecutor, PlanNode};
+use crate::state::context::{build_context_bundle, build_model_request, clarifying_question};
+use crate::state::run::{NodeStatus, RunState, RunStatus, StepCommand};
+use crate::wire::frames::{self, ExecutorType, HandoffStatus, RunPhase};
 
 use super::narration::{emit_node_metrics, hand_over, handoff};
 use super::policy::{self, Applied, Occurrence};
 use super::{EffectOutcome, EngineContext, ModelCall, StepAdvance, StepContext};
-use crate::plan::PlanGraph;
+use crate::planning::plan::PlanGraph;
 
 /// The run's plan (shared, so borrowing a node from it copies nothing).
 pub(super) fn plan_of(state: &RunState) -> Result<Arc<PlanGraph>, CoreError> {
@@ -133,7 +133,7 @@ fn hand_to_a_person(
     state: &RunState,
     node: &PlanNode,
     attempt: u32,
-    bundle: crate::context::ContextBundle,
+    bundle: crate::state::context::ContextBundle,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> StepAdvance {
@@ -158,9 +158,9 @@ fn hand_to_a_person(
     let parked = frames::node_start(&step.stamp(), node, &payload);
     step.emit(parked);
     step.start_timer(
-        crate::governance::human_sla_timer_id(&node.node_id, attempt),
+        crate::records::governance::human_sla_timer_id(&node.node_id, attempt),
         due,
-        crate::governance::TimerPurpose::HumanTaskSla {
+        crate::records::governance::TimerPurpose::HumanTaskSla {
             node_id: node.node_id.clone(),
             attempt,
         },
@@ -176,7 +176,7 @@ pub(super) fn claim_frames(
     attempt: u32,
     executor: ExecutorType,
     now: Instant,
-) -> Vec<crate::event::EventDraft> {
+) -> Vec<crate::wire::event::EventDraft> {
     let stamp = frames::FrameStamp::for_run(state, now);
     let phase = RunPhase::of_node(node.kind);
     let mut start_frames = Vec::with_capacity(4);
@@ -366,7 +366,7 @@ pub(super) fn complete_node(
         record.feedback.clear();
         usage = frames::TokenTotals::of(&record.usage);
         model = record.model.clone();
-        cost_usd = record.cost_usd.map(crate::pricing::round_cost);
+        cost_usd = record.cost_usd.map(crate::catalog::pricing::round_cost);
         duration_ms = record
             .started_at_millis
             .map(|started| step.now.unix_millis().saturating_sub(started));
@@ -503,7 +503,7 @@ fn fall_back_to_next_capability(
                 node.capability_id,
                 step.state.plan_version()
             ),
-            &frames::WarningPayload::of(crate::codes::WarningCode::CapabilityFallback),
+            &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityFallback),
         );
         step.emit(warning);
     }

@@ -3,12 +3,12 @@
 //! the shell delivers, the engine records the result and schedules the
 //! next attempt after a failure).
 
-use crate::CoreError;
-use crate::instant::Instant;
-use crate::notifications::{
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::records::notifications::{
     MAX_NOTIFICATION_ATTEMPTS, NotificationRecord, RunEvent, RunNotification, retry_delay,
 };
-use crate::run::{RunState, StepCommand, StepMessage};
+use crate::state::run::{RunState, StepCommand, StepMessage};
 
 use super::{Decision, EffectOutcome, StepAdvance, StepContext};
 
@@ -164,7 +164,7 @@ fn notification_of(
         correlation_id: state.correlation_id.clone(),
         status: record.status,
         occurred_at: record.occurred_at.clone(),
-        usage: crate::notifications::NotificationUsage::of(state.total_usage(), state.total_cost_usd()),
+        usage: crate::records::notifications::NotificationUsage::of(state.total_usage(), state.total_cost_usd()),
         failure: state.failure.as_ref().map(|failure| {
             serde_json::json!({"code": failure.code.as_str(), "message": failure.message})
         }),

@@ -6,23 +6,23 @@
 //! panel: its `OrchestratorOutput` becomes the node's one output facet and
 //! is judged against the node's contract like any answer. The panel itself
 //! (`baton_judge::panel::Panel`) lives in the run state between steps;
-//! what each judge is asked in a round is a run entry (`crate::entries`),
+//! what each judge is asked in a round is a run entry (`crate::records::entries`),
 //! loaded by that judge's step only.
 
 use baton_judge::panel::{JudgeAnswer, JudgeCall, JudgeOutcome, Panel, PanelAdvance};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 
-use crate::CoreError;
-use crate::claims::ClaimKey;
-use crate::codes::{FailureCode, WarningCode};
-use crate::entries::{EntryBody, EntryKey};
-use crate::frames::{self, ExecutorType};
-use crate::governance::TimerPurpose;
-use crate::instant::Instant;
-use crate::panels::{PanelExecutor, PanelProgress, round_timer_id};
-use crate::plan::PlanNode;
-use crate::run::{NodeStatus, RunState, StepCommand};
+use crate::basics::claims::ClaimKey;
+use crate::basics::codes::{FailureCode, WarningCode};
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::contracts::panels::{PanelExecutor, PanelProgress, round_timer_id};
+use crate::planning::plan::PlanNode;
+use crate::records::entries::{EntryBody, EntryKey};
+use crate::records::governance::TimerPurpose;
+use crate::state::run::{NodeStatus, RunState, StepCommand};
+use crate::wire::frames::{self, ExecutorType};
 
 use super::node::{plan_node_in, plan_of};
 use super::{Effect, EffectOutcome, EngineContext, JudgeModelCall, StepAdvance, StepContext};
@@ -308,11 +308,12 @@ fn close_round(
         }
         PanelAdvance::Done(output) => {
             emit_progress(step, &node.node_id, &output.progress);
-            step.transcripts.push(crate::panels::TranscriptPublication {
-                idempotency_key: format!("{}:{}:{attempt}", step.state.run_id, node.node_id),
-                node_id: node.node_id.clone(),
-                transcript: output.transcript.clone(),
-            });
+            step.transcripts
+                .push(crate::contracts::panels::TranscriptPublication {
+                    idempotency_key: format!("{}:{}:{attempt}", step.state.run_id, node.node_id),
+                    node_id: node.node_id.clone(),
+                    transcript: output.transcript.clone(),
+                });
             let facet = node.output_facets.first().cloned().unwrap_or_default();
             let evaluation = serde_json::to_value(&*output).map_err(|error| {
                 CoreError::StepDoesNotApply(format!(

@@ -4,17 +4,17 @@
 
 use std::sync::Arc;
 
-use crate::CoreError;
-use crate::capability::NodeKind;
-use crate::codes::{FailureCode, WarningCode};
-use crate::diagnostics::{DiagnosticsBundle, PlanDiagnostic, PlanStatus};
-use crate::frames::{self, PlannerKind};
-use crate::instant::Instant;
-use crate::llm_planner::{plan_from_draft, planner_request};
-use crate::plan::PlanGraph;
-use crate::planner::plan_deterministically;
-use crate::run::{NodeRecord, RunState, RunStatus};
-use crate::validator::{rejected_bundle, validate_plan};
+use crate::basics::codes::{FailureCode, WarningCode};
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::contracts::capability::NodeKind;
+use crate::contracts::diagnostics::{DiagnosticsBundle, PlanDiagnostic, PlanStatus};
+use crate::planning::llm_planner::{plan_from_draft, planner_request};
+use crate::planning::plan::PlanGraph;
+use crate::planning::planner::plan_deterministically;
+use crate::planning::validator::{rejected_bundle, validate_plan};
+use crate::state::run::{NodeRecord, RunState, RunStatus};
+use crate::wire::frames::{self, PlannerKind};
 
 use super::{EffectOutcome, EngineContext, PlanDraftCall, PlannerChoice, StepAdvance, StepContext};
 
@@ -309,12 +309,12 @@ fn settle_plan(
 fn start_policy_timers(step: &mut StepContext<'_, '_>) {
     let envelope = step.state.envelope.clone();
     for policy in envelope.policies.runtime.iter().filter(|p| p.enabled) {
-        if let crate::policies::PolicyTrigger::OnTimeout { ms } = policy.trigger {
+        if let crate::contracts::policies::PolicyTrigger::OnTimeout { ms } = policy.trigger {
             let due = step.now.plus(std::time::Duration::from_millis(ms));
             step.start_timer(
-                crate::governance::policy_timer_id(&policy.id),
+                crate::records::governance::policy_timer_id(&policy.id),
                 due,
-                crate::governance::TimerPurpose::PolicyTimeout {
+                crate::records::governance::TimerPurpose::PolicyTimeout {
                     policy_id: policy.id.clone(),
                 },
             );

@@ -9,14 +9,14 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::CoreError;
-use crate::codes::FailureCode;
-use crate::frames::{self, TriggerDetails};
-use crate::governance::{DeferredAction, HitlKind, HitlRequest, Hold};
-use crate::plan::PlanNode;
-use crate::policies::{NodeSelector, PolicyAction, PolicyTrigger, RuntimePolicy};
-use crate::run::{NodeStatus, RunState, RunStatus};
-use crate::schema::SchemaViolation;
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::basics::schema::SchemaViolation;
+use crate::contracts::policies::{NodeSelector, PolicyAction, PolicyTrigger, RuntimePolicy};
+use crate::planning::plan::PlanNode;
+use crate::records::governance::{DeferredAction, HitlKind, HitlRequest, Hold};
+use crate::state::run::{NodeStatus, RunState, RunStatus};
+use crate::wire::frames::{self, TriggerDetails};
 
 use super::StepContext;
 use super::replan::{ReplanCause, replan};
@@ -114,7 +114,7 @@ fn condition_data(state: &RunState, node: &PlanNode, fields: Map<String, Value>)
 }
 
 fn condition_holds(condition: Option<&Value>, data: impl FnOnce() -> Value) -> bool {
-    condition.is_none_or(|rule| crate::logic::holds(rule, &data()))
+    condition.is_none_or(|rule| crate::basics::logic::holds(rule, &data()))
 }
 
 /// A metric's value: a run metric by name, else a number at that dotted

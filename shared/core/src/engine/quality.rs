@@ -9,13 +9,13 @@
 
 use std::collections::BTreeMap;
 
-use crate::CoreError;
-use crate::capability::NodeKind;
-use crate::codes::WarningCode;
-use crate::frames::{self, QualityReport, TriggerDetails};
-use crate::governance::DraftRecord;
-use crate::plan::PlanNode;
-use crate::run::RunState;
+use crate::basics::codes::WarningCode;
+use crate::basics::error::CoreError;
+use crate::contracts::capability::NodeKind;
+use crate::planning::plan::PlanNode;
+use crate::records::governance::DraftRecord;
+use crate::state::run::RunState;
+use crate::wire::frames::{self, QualityReport, TriggerDetails};
 
 use super::StepContext;
 use super::replan::{ReplanCause, replan};

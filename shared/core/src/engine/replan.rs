@@ -14,15 +14,15 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::CoreError;
-use crate::codes::FailureCode;
-use crate::diagnostics::PlanStatus;
-use crate::frames::{self, PlannerKind, TriggerDetails};
-use crate::plan::PlanGraph;
-use crate::planner::plan_deterministically;
-use crate::policies::{PlannerPolicy, SelectionPolicy};
-use crate::run::{NodeRecord, RunStatus};
-use crate::validator::validate_plan;
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::contracts::diagnostics::PlanStatus;
+use crate::contracts::policies::{PlannerPolicy, SelectionPolicy};
+use crate::planning::plan::PlanGraph;
+use crate::planning::planner::plan_deterministically;
+use crate::planning::validator::validate_plan;
+use crate::state::run::{NodeRecord, RunStatus};
+use crate::wire::frames::{self, PlannerKind, TriggerDetails};
 
 use super::StepContext;
 
@@ -102,7 +102,7 @@ pub(super) fn replan(
         });
         let record = match old_record {
             Some(record) if same_node && !invalidated.contains(node.node_id.as_str()) => {
-                if record.status == crate::run::NodeStatus::Completed {
+                if record.status == crate::state::run::NodeStatus::Completed {
                     reused.push(node.node_id.clone());
                 }
                 record.clone()

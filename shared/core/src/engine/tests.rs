@@ -5,10 +5,10 @@
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::capability::CapabilityRegistration;
-use crate::facet::{Facet, FacetDirection};
-use crate::frames::test_support::assert_frames_match_schemas;
-use crate::run::TokenUsage;
+use crate::contracts::capability::CapabilityRegistration;
+use crate::contracts::facet::{Facet, FacetDirection};
+use crate::state::run::TokenUsage;
+use crate::wire::frames::test_support::assert_frames_match_schemas;
 
 mod agent;
 mod cost;
@@ -21,7 +21,7 @@ mod quality;
 thread_local! {
     /// The entries the decisions of this test wrote, by key, as a store
     /// keeps them (each test runs on its own thread).
-    static STORED_ENTRIES: std::cell::RefCell<std::collections::BTreeMap<String, crate::entries::RunEntry>> =
+    static STORED_ENTRIES: std::cell::RefCell<std::collections::BTreeMap<String, crate::records::entries::RunEntry>> =
         const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
 }
 
@@ -36,7 +36,7 @@ pub(super) fn keep_entries(decision: &Decision) {
 }
 
 /// The kept entries under `prefix`, in key order (a store's prefix read).
-pub(super) fn stored_under(prefix: &str) -> Vec<crate::entries::RunEntry> {
+pub(super) fn stored_under(prefix: &str) -> Vec<crate::records::entries::RunEntry> {
     STORED_ENTRIES.with(|stored| {
         stored
             .borrow()
@@ -93,7 +93,7 @@ pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
 /// and $2 per million completion tokens.
 pub(super) fn price_the_scripted_model(registry: &mut Registry) {
     registry
-        .add_price_document(&crate::registry::RegistryDocument {
+        .add_price_document(&crate::catalog::registry::RegistryDocument {
             source_name: "models.json".into(),
             text: r#"{"models": {"scripted": {"inputPerMillionUsd": 1.0, "outputPerMillionUsd": 2.0}}}"#.into(),
         })
@@ -119,7 +119,7 @@ pub(super) fn engine<'a>(
         planner: PlannerChoice::Deterministic,
         max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
         human_task_timeout: DEFAULT_HUMAN_TASK_TIMEOUT,
-        agent_session_limit: crate::agents::DEFAULT_SESSION_LIMIT,
+        agent_session_limit: crate::records::agents::DEFAULT_SESSION_LIMIT,
         announce_to_event_bus: false,
     }
 }
@@ -248,7 +248,7 @@ pub(super) fn story(decision: &Decision) -> Vec<&EventDraft> {
 }
 
 pub(super) fn is_narration(event: &EventDraft) -> bool {
-    use crate::event::EventType;
+    use crate::wire::event::EventType;
     matches!(event.event_type, EventType::Phase | EventType::Handoff)
         || (event.event_type == EventType::Metrics && event.node_id.is_some())
 }
@@ -292,7 +292,7 @@ fn step_table() {
     if let Some(plan) = with_human_writer.plan.as_mut() {
         let plan = Arc::make_mut(plan);
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
-            node.executor = crate::plan::NodeExecutor::Human;
+            node.executor = crate::planning::plan::NodeExecutor::Human;
         }
     }
     struct Row {
@@ -424,7 +424,7 @@ fn frames_carry_the_plan_version_and_node_frames_their_provenance() {
     let started = call
         .start_frames
         .iter()
-        .find(|frame| frame.event_type == crate::event::EventType::NodeStart)
+        .find(|frame| frame.event_type == crate::wire::event::EventType::NodeStart)
         .unwrap();
     assert_eq!(started.plan_version, 1);
     assert_eq!(started.node_id.as_deref(), Some("node_1"));
@@ -835,7 +835,7 @@ pub(super) fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
     if let Some(plan) = state.plan.as_mut() {
         let plan = Arc::make_mut(plan);
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
-            node.executor = crate::plan::NodeExecutor::Human;
+            node.executor = crate::planning::plan::NodeExecutor::Human;
         }
     }
     let parked = step(

@@ -2,9 +2,9 @@
 //! the model that answered and what it cost by the registry's price table.
 //! A model the table does not price is warned about once per run.
 
-use crate::codes::WarningCode;
-use crate::frames;
-use crate::run::TokenUsage;
+use crate::basics::codes::WarningCode;
+use crate::state::run::TokenUsage;
+use crate::wire::frames;
 
 use super::StepContext;
 

@@ -7,13 +7,15 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::agents::{AgentLoopSettings, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOOL_CALLS_PER_TURN};
-use crate::capability::{AgentType, NodeKind};
-use crate::chat::{ChatTurn, ORCHESTRATOR_CHAT_AGENT, chat_output_schema};
-use crate::compiler::CompiledContract;
-use crate::compiler::schema_key_of;
-use crate::plan::{PlanGraph, PlanNode};
-use crate::registry::Registry;
+use crate::catalog::registry::Registry;
+use crate::contracts::capability::{AgentType, NodeKind};
+use crate::contracts::compiler::CompiledContract;
+use crate::contracts::compiler::schema_key_of;
+use crate::planning::plan::{PlanGraph, PlanNode};
+use crate::records::agents::{
+    AgentLoopSettings, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+};
+use crate::records::chat::{ChatTurn, ORCHESTRATOR_CHAT_AGENT, chat_output_schema};
 
 /// What a chat message asked for that cannot be: `(JSON path, message)`.
 pub fn check_chat_request(
@@ -124,7 +126,7 @@ pub fn chat_plan(turn: &ChatTurn, registry: &Registry) -> Result<PlanGraph, Stri
             capability_id,
             label,
             kind: NodeKind::Execution,
-            executor: crate::plan::NodeExecutor::Chat(agent),
+            executor: crate::planning::plan::NodeExecutor::Chat(agent),
             derived: false,
             input_facets: Vec::new(),
             output_facets: vec!["message".to_string(), "threadId".to_string()],

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::diagnostics::{DiagnosticCause, DiagnosticsBundle, PlanDiagnostic};
-use crate::envelope::TaskEnvelope;
-use crate::model_request::ModelRequest;
-use crate::plan::PlanGraph;
-use crate::planner::{assemble_plan, supplied_facets};
-use crate::registry::Registry;
+use crate::catalog::registry::Registry;
+use crate::contracts::diagnostics::{DiagnosticCause, DiagnosticsBundle, PlanDiagnostic};
+use crate::contracts::envelope::TaskEnvelope;
+use crate::contracts::model_request::ModelRequest;
+use crate::planning::plan::PlanGraph;
+use crate::planning::planner::{assemble_plan, supplied_facets};
 
 /// `PlanGraph.plannerRuntime` of plans this planner drafted.
 pub const LLM_PLANNER_RUNTIME: &str = "llm";
@@ -237,7 +237,7 @@ pub fn plan_from_draft(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::compile_schema;
+    use crate::basics::schema::compile_schema;
 
     #[test]
     fn the_draft_schema_compiles() {

@@ -17,11 +17,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::capability::NodeKind;
-use crate::compiler::{CompiledContract, ContractDirection, compile_contract, schema_key_of};
-use crate::envelope::TaskEnvelope;
-use crate::plan::{PlanEdge, PlanGraph, PlanNode};
-use crate::registry::Registry;
+use crate::catalog::registry::Registry;
+use crate::contracts::capability::NodeKind;
+use crate::contracts::compiler::{
+    CompiledContract, ContractDirection, compile_contract, schema_key_of,
+};
+use crate::contracts::envelope::TaskEnvelope;
+use crate::planning::plan::{PlanEdge, PlanGraph, PlanNode};
 
 /// Capability id recorded on normalization nodes (orchestrator-managed).
 pub const NORMALIZE_CAPABILITY: &str = "baton.normalize";
@@ -97,7 +99,7 @@ pub fn inject_normalization(
     mut plan: PlanGraph,
     envelope: &TaskEnvelope,
     registry: &Registry,
-) -> Result<PlanGraph, crate::CoreError> {
+) -> Result<PlanGraph, crate::basics::error::CoreError> {
     let reasons = reasons_for_normalization(envelope, registry);
     // With no goal facet there is nothing to normalise from: the validator
     // reports the uncovered properties instead.
@@ -143,7 +145,7 @@ pub fn inject_normalization(
         capability_id: NORMALIZE_CAPABILITY.to_string(),
         label: "Normalise to the output contract".to_string(),
         kind: NodeKind::Transformation,
-        executor: crate::plan::NodeExecutor::Model,
+        executor: crate::planning::plan::NodeExecutor::Model,
         derived: false,
         input_facets,
         output_facets: envelope.output_contract.top_level_properties(),
@@ -166,7 +168,7 @@ pub fn inject_normalization(
 pub fn is_normalization_node(node: &PlanNode) -> bool {
     node.capability_id == NORMALIZE_CAPABILITY
         && node.kind == NodeKind::Transformation
-        && node.executor == crate::plan::NodeExecutor::Model
+        && node.executor == crate::planning::plan::NodeExecutor::Model
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::capability::{AgentType, NodeKind};
-use crate::compiler::CompiledContract;
+use crate::contracts::capability::{AgentType, NodeKind};
+use crate::contracts::compiler::CompiledContract;
 
 /// One node of a plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ pub struct PlanNode {
     pub task_surface: Option<TaskSurface>,
     /// Reviewers: where their answer carries a quality score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quality_score: Option<crate::capability::QualityScoreSpec>,
+    pub quality_score: Option<crate::contracts::capability::QualityScoreSpec>,
 }
 
 /// What runs a planned node: exactly one executor, so a node that is both
@@ -58,24 +58,26 @@ pub enum NodeExecutor {
     /// The orchestrator computes it from upstream outputs; no capability.
     Builtin(BuiltinOperation),
     /// A judge panel: each judge's call is a step.
-    Panel(crate::panels::PanelExecutor),
+    Panel(crate::contracts::panels::PanelExecutor),
     /// Model turns and tool calls, each a step.
-    AgentSession(crate::agents::AgentLoopSettings),
+    AgentSession(crate::records::agents::AgentLoopSettings),
     /// A chat run's node: an agent session answering in free text, after
     /// the thread's earlier exchanges, as `{message, threadId}`.
-    Chat(crate::agents::AgentLoopSettings),
+    Chat(crate::records::agents::AgentLoopSettings),
 }
 
 impl NodeExecutor {
     /// The executor of a capability's node: its panel, else its tool loop
     /// (a person's capability never runs one), else a person, else a model.
-    pub fn for_capability(capability: &crate::capability::CapabilityRegistration) -> Self {
+    pub fn for_capability(
+        capability: &crate::contracts::capability::CapabilityRegistration,
+    ) -> Self {
         if let Some(panel) = &capability.panel {
             return NodeExecutor::Panel(panel.clone());
         }
         match (
             capability.agent_type,
-            crate::agents::AgentLoopSettings::of(capability),
+            crate::records::agents::AgentLoopSettings::of(capability),
         ) {
             (AgentType::Human, _) => NodeExecutor::Human,
             (_, Some(settings)) => NodeExecutor::AgentSession(settings),
@@ -105,9 +107,9 @@ struct ExecutorFields {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     builtin: Option<BuiltinOperation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    panel: Option<crate::panels::PanelExecutor>,
+    panel: Option<crate::contracts::panels::PanelExecutor>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    agent: Option<crate::agents::AgentLoopSettings>,
+    agent: Option<crate::records::agents::AgentLoopSettings>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     chat: bool,
 }
@@ -197,7 +199,7 @@ impl PlanNode {
     }
 
     /// A panel node's judges.
-    pub fn panel(&self) -> Option<&crate::panels::PanelExecutor> {
+    pub fn panel(&self) -> Option<&crate::contracts::panels::PanelExecutor> {
         match &self.executor {
             NodeExecutor::Panel(panel) => Some(panel),
             _ => None,
@@ -205,7 +207,7 @@ impl PlanNode {
     }
 
     /// An agent session's (or chat node's) loop settings.
-    pub fn agent(&self) -> Option<&crate::agents::AgentLoopSettings> {
+    pub fn agent(&self) -> Option<&crate::records::agents::AgentLoopSettings> {
         match &self.executor {
             NodeExecutor::AgentSession(settings) | NodeExecutor::Chat(settings) => Some(settings),
             _ => None,

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::capability::AgentType;
-use crate::plan::PlanGraph;
+use crate::contracts::capability::AgentType;
+use crate::planning::plan::PlanGraph;
 
 /// The id of the box standing for the caller's inputs.
 const INPUTS_ID: &str = "inputs";

@@ -1,7 +1,7 @@
 //! The deterministic planner:
 //! the caller's output contract names the goal facets, the envelope's inputs
 //! supply facets, and capabilities are chained backward over facet coverage.
-//! Candidates are scored (see [`crate::selection`]): `policies.planner.selection`
+//! Candidates are scored (see [`crate::planning::selection`]): `policies.planner.selection`
 //! first (forbid removes; require, then prefer, rank first; avoid ranks
 //! last), then AI before human, fewer missing inputs (facet alignment), the
 //! fit of declared languages and formats to the envelope's hints (a
@@ -12,13 +12,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::capability::{AgentType, CapabilityRegistration};
-use crate::compiler::{ContractDirection, compile_contract};
-use crate::diagnostics::{DiagnosticCause, PlanDiagnostic};
-use crate::envelope::TaskEnvelope;
-use crate::plan::{PlanEdge, PlanGraph, PlanNode};
-use crate::registry::Registry;
-use crate::selection::{SelectionHints, trait_fit};
+use crate::catalog::registry::Registry;
+use crate::contracts::capability::{AgentType, CapabilityRegistration};
+use crate::contracts::compiler::{ContractDirection, compile_contract};
+use crate::contracts::diagnostics::{DiagnosticCause, PlanDiagnostic};
+use crate::contracts::envelope::TaskEnvelope;
+use crate::planning::plan::{PlanEdge, PlanGraph, PlanNode};
+use crate::planning::selection::{SelectionHints, trait_fit};
 
 /// Name recorded in `PlanGraph.plannerRuntime` for this planner.
 pub const DETERMINISTIC_PLANNER_RUNTIME: &str = "deterministic";
@@ -88,7 +88,7 @@ fn agent_of(capability_id: &str) -> &str {
 impl<'a> PlanningContext<'a> {
     fn is_listed(
         &self,
-        list: fn(&crate::policies::SelectionPolicy) -> &Vec<String>,
+        list: fn(&crate::contracts::policies::SelectionPolicy) -> &Vec<String>,
         capability_id: &str,
     ) -> bool {
         self.envelope
@@ -110,7 +110,7 @@ impl<'a> PlanningContext<'a> {
             .policies
             .planner_optimisation()
             .and_then(|optimisation| optimisation.objective)
-            == Some(crate::policies::OptimisationObjective::Quality);
+            == Some(crate::contracts::policies::OptimisationObjective::Quality);
         if prefers_quality && rank <= 2 {
             2 - rank
         } else {
@@ -305,14 +305,16 @@ pub fn plan_deterministically(
     })?;
     record_selection(&mut plan, &context);
     let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
-    let expanded = crate::variants::expand_variants(plan, envelope, &facet_schema);
-    crate::normalization::inject_normalization(expanded, envelope, registry).map_err(|error| {
-        vec![PlanDiagnostic::structural(
-            "structure.contracts",
-            "node contracts compile",
-            error.to_string(),
-        )]
-    })
+    let expanded = crate::planning::variants::expand_variants(plan, envelope, &facet_schema);
+    crate::planning::normalization::inject_normalization(expanded, envelope, registry).map_err(
+        |error| {
+            vec![PlanDiagnostic::structural(
+                "structure.contracts",
+                "node contracts compile",
+                error.to_string(),
+            )]
+        },
+    )
 }
 
 /// Capabilities `selection.require` names by id that nothing the contract
@@ -366,7 +368,7 @@ fn build_plan(
     context: &PlanningContext<'_>,
     draft: &Draft,
     goals: &[String],
-) -> Result<PlanGraph, crate::CoreError> {
+) -> Result<PlanGraph, crate::basics::error::CoreError> {
     let numbered: Vec<(String, String)> = draft
         .chosen_capability_ids
         .iter()
@@ -385,7 +387,7 @@ pub fn assemble_plan(
     ordered_nodes: &[(String, String)],
     planner_runtime: &str,
     planner_model: Option<String>,
-) -> Result<PlanGraph, crate::CoreError> {
+) -> Result<PlanGraph, crate::basics::error::CoreError> {
     let context = PlanningContext {
         envelope,
         registry,
@@ -398,8 +400,8 @@ pub fn assemble_plan(
     plan.planner_model = planner_model;
     record_selection(&mut plan, &context);
     let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
-    let expanded = crate::variants::expand_variants(plan, envelope, &facet_schema);
-    crate::normalization::inject_normalization(expanded, envelope, registry)
+    let expanded = crate::planning::variants::expand_variants(plan, envelope, &facet_schema);
+    crate::planning::normalization::inject_normalization(expanded, envelope, registry)
 }
 
 /// `metadata.selection`: the envelope's hints and each planned capability's
@@ -430,7 +432,7 @@ fn build_plan_with_ids(
     ordered_nodes: &[(String, String)],
     goals: &[String],
     derived_inputs: &BTreeMap<String, Vec<String>>,
-) -> Result<PlanGraph, crate::CoreError> {
+) -> Result<PlanGraph, crate::basics::error::CoreError> {
     let registry = context.registry;
     let contract = &context.envelope.output_contract;
     let mut nodes: Vec<PlanNode> = Vec::with_capacity(ordered_nodes.len());
@@ -484,7 +486,7 @@ fn build_plan_with_ids(
             capability_id: capability.capability_id.clone(),
             label: capability.display_name.clone(),
             kind: capability.kind,
-            executor: crate::plan::NodeExecutor::for_capability(capability),
+            executor: crate::planning::plan::NodeExecutor::for_capability(capability),
             derived: derived.is_some(),
             instructions: compose_instructions(registry, capability, &input_facets, &output_facets),
             input_facets,
@@ -496,7 +498,7 @@ fn build_plan_with_ids(
             quality_score: capability.quality_score.clone(),
             task_surface: (capability.instruction_templates.is_some()
                 || capability.assignment_defaults.is_some())
-            .then(|| crate::plan::TaskSurface {
+            .then(|| crate::planning::plan::TaskSurface {
                 instruction_templates: capability.instruction_templates.clone(),
                 assignment_defaults: capability.assignment_defaults.clone(),
             }),

@@ -18,8 +18,8 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::capability::CapabilityRegistration;
-use crate::envelope::TaskEnvelope;
+use crate::contracts::capability::CapabilityRegistration;
+use crate::contracts::envelope::TaskEnvelope;
 
 const LANGUAGE_KEYS: [&str; 3] = ["language", "languages", "locale"];
 const FORMAT_KEYS: [&str; 4] = ["channel", "channels", "format", "formats"];
@@ -138,7 +138,7 @@ impl TraitFit {
 
 /// Compares `capability`'s declared languages and formats with `hints`.
 pub fn trait_fit(capability: &CapabilityRegistration, hints: &SelectionHints) -> TraitFit {
-    let no_traits = crate::capability::InputTraits::default();
+    let no_traits = crate::contracts::capability::InputTraits::default();
     let traits = capability.input_traits.as_ref().unwrap_or(&no_traits);
     let languages = if hints.languages.is_empty() {
         TraitMatch::NotHinted

@@ -7,16 +7,16 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::contract::ConstraintLevel;
-use crate::diagnostics::{
+use crate::basics::schema::ValidatorCache;
+use crate::catalog::registry::Registry;
+use crate::contracts::contract::ConstraintLevel;
+use crate::contracts::diagnostics::{
     ConstraintOutcome, DiagnosticCause, DiagnosticStatus, DiagnosticsBundle, PlanDiagnostic,
     merge_diagnostics,
 };
-use crate::envelope::TaskEnvelope;
-use crate::plan::PlanGraph;
-use crate::planner::selection_matches;
-use crate::registry::Registry;
-use crate::schema::ValidatorCache;
+use crate::contracts::envelope::TaskEnvelope;
+use crate::planning::plan::PlanGraph;
+use crate::planning::planner::selection_matches;
 
 /// Validates `plan` for `envelope` against `registry` and merges the findings.
 pub fn validate_plan(
@@ -57,8 +57,8 @@ fn check_structure(
             );
         }
         if node.builtin().is_some() {
-            if node.agent_type() != crate::capability::AgentType::Builtin
-                || node.capability_id != crate::plan::BUILTIN_JOIN_CAPABILITY
+            if node.agent_type() != crate::contracts::capability::AgentType::Builtin
+                || node.capability_id != crate::planning::plan::BUILTIN_JOIN_CAPABILITY
             {
                 diagnostics.push(
                     PlanDiagnostic::structural(
@@ -71,7 +71,7 @@ fn check_structure(
             }
             continue;
         }
-        if crate::normalization::is_normalization_node(node) {
+        if crate::planning::normalization::is_normalization_node(node) {
             // Orchestrator-managed: no registry entry; its output contract is the caller's schema.
             check_contracts_compile(node, validators, diagnostics);
             continue;
@@ -178,7 +178,7 @@ fn check_structure(
 }
 
 fn check_contracts_compile(
-    node: &crate::plan::PlanNode,
+    node: &crate::planning::plan::PlanNode,
     validators: &ValidatorCache,
     diagnostics: &mut Vec<PlanDiagnostic>,
 ) {

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::capability::{AgentType, NodeKind};
-use crate::compiler::{CompiledContract, schema_key_of};
-use crate::envelope::TaskEnvelope;
-use crate::plan::{
+use crate::contracts::capability::{AgentType, NodeKind};
+use crate::contracts::compiler::{CompiledContract, schema_key_of};
+use crate::contracts::envelope::TaskEnvelope;
+use crate::planning::plan::{
     BUILTIN_JOIN_CAPABILITY, BuiltinOperation, NodeExecutor, PlanEdge, PlanGraph, PlanNode,
     VariantSlot,
 };

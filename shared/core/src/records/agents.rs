@@ -3,7 +3,7 @@
 //! between steps lives here: the limits a planned node carries from its
 //! capability, and the session kept in the run state (the conversation's
 //! tools and turn count, the tool calls of the last turn still to run; the
-//! turns themselves are run entries, `crate::entries`).
+//! turns themselves are run entries, `crate::records::entries`).
 //!
 //! Turn numbers count a node's model turns across its attempts, so a tool
 //! call's idempotency key (`runId:nodeId:turn:callId`) names one call for
@@ -12,8 +12,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::capability::CapabilityRegistration;
-use crate::conversation::OfferedTool;
+use crate::contracts::capability::CapabilityRegistration;
+use crate::records::conversation::OfferedTool;
 
 /// Model turns a session may take unless its capability says otherwise.
 pub const DEFAULT_MAX_ITERATIONS: u32 = 10;
@@ -86,7 +86,7 @@ pub struct AgentSession {
     /// When the session began (Unix ms): the watchdog measures from here.
     pub started_at_millis: u64,
     /// The tools offered, and how many turns after the first user message
-    /// are stored beside the run (`crate::entries`).
+    /// are stored beside the run (`crate::records::entries`).
     pub conversation: ConversationHead,
     /// Calls of the last turn still without a result, in the model's order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::envelope::TaskEnvelope;
+use crate::contracts::envelope::TaskEnvelope;
 
 /// The capability id a plan records for the orchestrator's own chat agent.
 pub const ORCHESTRATOR_CHAT_AGENT: &str = "baton.chat";
@@ -109,7 +109,7 @@ pub fn chat_output_schema() -> Value {
 }
 
 /// The envelope of a chat run (its objective is the message).
-pub fn chat_envelope(turn: &ChatTurn) -> Result<TaskEnvelope, crate::CoreError> {
+pub fn chat_envelope(turn: &ChatTurn) -> Result<TaskEnvelope, crate::basics::error::CoreError> {
     let objective = if turn.is_blank() {
         "(a blank chat message)".to_string()
     } else {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::usage::TokenUsage;
+use crate::basics::usage::TokenUsage;
 
 /// A tool offered to the model (its definition as the provider sends it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -24,7 +24,7 @@
 use baton_judge::panel::JudgeCall;
 use serde::{Deserialize, Serialize};
 
-use crate::conversation::SessionTurn;
+use crate::records::conversation::SessionTurn;
 
 /// What one entry is, and so where it is stored.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::instant::Instant;
-use crate::policies::PolicyAction;
+use crate::basics::instant::Instant;
+use crate::contracts::policies::PolicyAction;
 
 /// The run's governance record (empty for a run no policy touched).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -118,7 +118,7 @@ pub struct HitlRequest {
     /// What rejection does (none: fail the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reject_action: Option<PolicyAction>,
-    #[serde(with = "crate::instant::rfc3339")]
+    #[serde(with = "crate::basics::instant::rfc3339")]
     #[schemars(with = "String")]
     pub created_at: Instant,
 }
@@ -144,13 +144,13 @@ pub struct ClarificationEntry {
     pub question: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
-    #[serde(with = "crate::instant::rfc3339")]
+    #[serde(with = "crate::basics::instant::rfc3339")]
     #[schemars(with = "String")]
     pub created_at: Instant,
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        with = "crate::instant::rfc3339_option"
+        with = "crate::basics::instant::rfc3339_option"
     )]
     #[schemars(with = "Option<String>")]
     pub answered_at: Option<Instant>,
@@ -161,7 +161,7 @@ pub struct ClarificationEntry {
 #[serde(rename_all = "camelCase")]
 pub struct Timer {
     /// RFC 3339 on the wire.
-    #[serde(with = "crate::instant::rfc3339")]
+    #[serde(with = "crate::basics::instant::rfc3339")]
     #[schemars(with = "String")]
     pub due_at: Instant,
     pub purpose: TimerPurpose,

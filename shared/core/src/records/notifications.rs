@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::status::RunStatus;
-use crate::usage::TokenUsage;
+use crate::basics::status::RunStatus;
+use crate::basics::usage::TokenUsage;
 
 /// Attempts per notification (the first and four retries).
 pub const MAX_NOTIFICATION_ATTEMPTS: u32 = 5;

@@ -10,14 +10,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::governance::ClarificationEntry;
-use crate::plan::PlanNode;
-use crate::redaction::{REDACTED, is_secret_key, redact};
-use crate::registry::Registry;
-use crate::run::RunState;
-use crate::schema::SchemaViolation;
+use crate::basics::redaction::{REDACTED, is_secret_key, redact};
+use crate::basics::schema::SchemaViolation;
+use crate::catalog::registry::Registry;
+use crate::planning::plan::PlanNode;
+use crate::records::governance::ClarificationEntry;
+use crate::state::run::RunState;
 
-pub use crate::model_request::ModelRequest;
+pub use crate::contracts::model_request::ModelRequest;
 
 /// What one node invocation receives.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

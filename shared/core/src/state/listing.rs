@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::run::{RunState, RunStatus};
+use crate::state::run::{RunState, RunStatus};
 
 /// Longest objective a listing carries (characters).
 pub const LISTED_OBJECTIVE_CHARS: usize = 200;
@@ -53,7 +53,7 @@ impl RunListing {
 
 /// `{createdAt as 13-digit Unix ms}.{runId}`.
 pub fn ordering_key(created_at: &str, run_id: &str) -> String {
-    let created_millis = crate::instant::Instant::parse_rfc3339(created_at)
+    let created_millis = crate::basics::instant::Instant::parse_rfc3339(created_at)
         .map(|instant| instant.unix_millis())
         .unwrap_or(0);
     format!("{created_millis:013}.{run_id}")

@@ -9,9 +9,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::envelope::TaskEnvelope;
-use crate::registry::Registry;
-use crate::run::RunState;
+use crate::catalog::registry::Registry;
+use crate::contracts::envelope::TaskEnvelope;
+use crate::state::run::RunState;
 
 /// How the call wants its plan used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +33,7 @@ pub struct PlanToolCall {
     pub envelope: TaskEnvelope,
 }
 
-pub use crate::chat::PlanDraft;
+pub use crate::records::chat::PlanDraft;
 
 /// Reads a call's arguments (already checked against the tool's schema):
 /// an error is a message the model reads.
@@ -152,7 +152,7 @@ fn output_facet_names(registry: &Registry) -> String {
     let names: Vec<String> = registry
         .facets
         .list()
-        .filter(|facet| facet.direction != crate::facet::FacetDirection::Input)
+        .filter(|facet| facet.direction != crate::contracts::facet::FacetDirection::Input)
         .map(|facet| format!("`{}`", facet.name))
         .take(12)
         .collect();

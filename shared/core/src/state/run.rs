@@ -7,14 +7,14 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::codes::FailureCode;
-use crate::diagnostics::DiagnosticsBundle;
-use crate::envelope::TaskEnvelope;
-use crate::governance::Governance;
-use crate::plan::PlanGraph;
-use crate::schema::SchemaViolation;
-pub use crate::status::{NodeStatus, RunStatus};
-pub use crate::usage::TokenUsage;
+use crate::basics::codes::FailureCode;
+use crate::basics::schema::SchemaViolation;
+pub use crate::basics::status::{NodeStatus, RunStatus};
+pub use crate::basics::usage::TokenUsage;
+use crate::contracts::diagnostics::DiagnosticsBundle;
+use crate::contracts::envelope::TaskEnvelope;
+use crate::planning::plan::PlanGraph;
+use crate::records::governance::Governance;
 
 /// One node's ledger entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,10 +108,10 @@ pub struct RunState {
     pub observed_satisfaction: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<RunFailure>,
-    #[serde(with = "crate::instant::rfc3339")]
-    pub created_at: crate::instant::Instant,
-    #[serde(with = "crate::instant::rfc3339")]
-    pub updated_at: crate::instant::Instant,
+    #[serde(with = "crate::basics::instant::rfc3339")]
+    pub created_at: crate::basics::instant::Instant,
+    #[serde(with = "crate::basics::instant::rfc3339")]
+    pub updated_at: crate::basics::instant::Instant,
     /// Bound on attempts per node (first try plus re-prompts).
     pub max_node_attempts: u32,
     /// Policy firings, holds, clarifications and timers.
@@ -119,22 +119,22 @@ pub struct RunState {
     pub governance: Governance,
     /// The phase last announced (`phase` frames are written on each change).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<crate::frames::RunPhase>,
+    pub phase: Option<crate::wire::frames::RunPhase>,
     /// Panel nodes at work, by node id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub panels: BTreeMap<String, crate::panels::PanelProgress>,
+    pub panels: BTreeMap<String, crate::contracts::panels::PanelProgress>,
     /// Agent sessions at work, by node id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub sessions: BTreeMap<String, crate::agents::AgentSession>,
+    pub sessions: BTreeMap<String, crate::records::agents::AgentSession>,
     /// Chat runs: the message and the thread it continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chat: Option<crate::chat::ChatTurn>,
+    pub chat: Option<crate::records::chat::ChatTurn>,
     /// A child run: the agent session's tool call that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<crate::agents::ParentLink>,
+    pub parent: Option<crate::records::agents::ParentLink>,
     /// Completion notifications due or delivered, by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub notifications: BTreeMap<String, crate::notifications::NotificationRecord>,
+    pub notifications: BTreeMap<String, crate::records::notifications::NotificationRecord>,
     /// Models that answered but have no price (each is warned about once).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub unpriced_models: std::collections::BTreeSet<String>,
@@ -193,7 +193,7 @@ impl RunState {
             .values()
             .filter_map(|record| record.cost_usd)
             .reduce(|total, cost| total + cost)
-            .map(crate::pricing::round_cost)
+            .map(crate::catalog::pricing::round_cost)
     }
 }
 
@@ -273,9 +273,9 @@ pub struct StepMessage {
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
-        with = "crate::instant::rfc3339_option"
+        with = "crate::basics::instant::rfc3339_option"
     )]
-    pub not_before: Option<crate::instant::Instant>,
+    pub not_before: Option<crate::basics::instant::Instant>,
 }
 
 impl StepMessage {
@@ -329,7 +329,7 @@ impl StepMessage {
         tenant_id: &str,
         run_id: &str,
         timer_id: &str,
-        due_at: crate::instant::Instant,
+        due_at: crate::basics::instant::Instant,
     ) -> Self {
         let mut message = StepMessage::new(
             tenant_id,
@@ -343,9 +343,9 @@ impl StepMessage {
     }
 }
 
-impl crate::frames::FrameStamp {
+impl crate::wire::frames::FrameStamp {
     /// Stamp for `state` at `now`: its current plan version (and parent).
-    pub fn for_run(state: &RunState, now: crate::instant::Instant) -> Self {
+    pub fn for_run(state: &RunState, now: crate::basics::instant::Instant) -> Self {
         Self::from_parts(
             now.rfc3339(),
             state.plan_version(),
@@ -357,7 +357,7 @@ impl crate::frames::FrameStamp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::{collect_violations, compile_schema};
+    use crate::basics::schema::{collect_violations, compile_schema};
 
     #[test]
     fn step_messages_match_the_published_schema_and_have_deterministic_ids() {
@@ -415,7 +415,7 @@ mod tests {
             "tenant",
             "run_1",
             "policy:p",
-            crate::instant::Instant::parse_rfc3339("2026-01-01T00:00:00.000Z").unwrap(),
+            crate::basics::instant::Instant::parse_rfc3339("2026-01-01T00:00:00.000Z").unwrap(),
         );
         let json = serde_json::to_value(&timer).unwrap();
         assert_eq!(json["notBefore"], "2026-01-01T00:00:00Z");

@@ -6,10 +6,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::governance::HitlRequest;
+use crate::records::governance::HitlRequest;
 
-use crate::governance::human_sla_timer_id;
-use crate::run::{NodeStatus, RunState};
+use crate::records::governance::human_sla_timer_id;
+use crate::state::run::{NodeStatus, RunState};
 
 /// One pending task of a person.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -1,5 +1,5 @@
 //! Event frames: what a client sees on the SSE stream. The core builds
-//! `EventDraft`s (through the typed constructors of `crate::frames`); the run
+//! `EventDraft`s (through the typed constructors of `crate::wire::frames`); the run
 //! store stamps each with the run's next sequence number and the run's
 //! identity, making it an `EventFrame`. `EventFrame::to_sse` is the one SSE
 //! encoder.
@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::compiler::FacetProvenance;
+use crate::contracts::compiler::FacetProvenance;
 
 /// Every event type a run's stream can carry. Its name (`as_str`, the
 /// SSE `event:` and the JSON `type`) and the list of all (`ALL`, in
@@ -73,7 +73,7 @@ impl EventType {
 }
 
 /// An event before it has a sequence number. Built by the constructors in
-/// `crate::frames`, one per frame type.
+/// `crate::wire::frames`, one per frame type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventDraft {

@@ -20,7 +20,7 @@
 
 use serde_json::{Value, json};
 
-use crate::event::{EventFrame, EventType};
+use crate::wire::event::{EventFrame, EventType};
 
 /// The orchestrator's name in `orchestrator:complete`.
 pub const ORCHESTRATOR_NAME: &str = "baton";

@@ -6,14 +6,14 @@
 
 use serde_json::{Value, json};
 
-use crate::CoreError;
-use crate::agents::{PendingToolCall, tool_idempotency_key};
-use crate::claims::ClaimKey;
-use crate::conversation::{SessionTurn, ToolCallRequest, ToolInvocation, ToolOutcome};
-use crate::frames::{self, AgentActivity};
-use crate::instant::Instant;
-use crate::plan::PlanNode;
-use crate::run::{RunState, StepCommand};
+use crate::basics::claims::ClaimKey;
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::planning::plan::PlanNode;
+use crate::records::agents::{PendingToolCall, tool_idempotency_key};
+use crate::records::conversation::{SessionTurn, ToolCallRequest, ToolInvocation, ToolOutcome};
+use crate::state::run::{RunState, StepCommand};
+use crate::wire::frames::{self, AgentActivity};
 
 use super::super::node::{plan_node_in, plan_of};
 use super::super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
@@ -144,8 +144,8 @@ pub(in crate::engine) fn begin_tool(
     };
     if matches!(
         tool.executor,
-        crate::tools::ToolExecutor::Builtin {
-            operation: crate::tools::BuiltinTool::AgentCreatePlan
+        crate::catalog::tools::ToolExecutor::Builtin {
+            operation: crate::catalog::tools::BuiltinTool::AgentCreatePlan
         }
     ) {
         let plan = plan_of(state)?;

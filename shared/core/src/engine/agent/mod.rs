@@ -15,18 +15,20 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::CoreError;
-use crate::agents::{AgentSession, ConversationHead, PendingToolCall, watchdog_timer_id};
-use crate::claims::ClaimKey;
-use crate::codes::{FailureCode, WarningCode};
-use crate::context::{ContextBundle, build_model_request};
-use crate::conversation::{OfferedTool, SessionAnswer, SessionTurn, ToolOutcome, ToolSession};
-use crate::event::EventDraft;
-use crate::frames::{self, AgentActivity, ExecutorType, FrameStamp, RunPhase};
-use crate::governance::TimerPurpose;
-use crate::instant::Instant;
-use crate::plan::PlanNode;
-use crate::run::{NodeStatus, RunState, StepCommand};
+use crate::basics::claims::ClaimKey;
+use crate::basics::codes::{FailureCode, WarningCode};
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::planning::plan::PlanNode;
+use crate::records::agents::{AgentSession, ConversationHead, PendingToolCall, watchdog_timer_id};
+use crate::records::conversation::{
+    OfferedTool, SessionAnswer, SessionTurn, ToolOutcome, ToolSession,
+};
+use crate::records::governance::TimerPurpose;
+use crate::state::context::{ContextBundle, build_model_request};
+use crate::state::run::{NodeStatus, RunState, StepCommand};
+use crate::wire::event::EventDraft;
+use crate::wire::frames::{self, AgentActivity, ExecutorType, FrameStamp, RunPhase};
 
 mod calls;
 mod plan_call;

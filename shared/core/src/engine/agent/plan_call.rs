@@ -12,18 +12,18 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::CoreError;
-use crate::agents::{ParentLink, PendingToolCall, child_run_id, tool_idempotency_key};
-use crate::claims::ClaimKey;
-use crate::conversation::ToolOutcome;
+use crate::basics::claims::ClaimKey;
+use crate::basics::error::CoreError;
+use crate::basics::instant::Instant;
+use crate::contracts::envelope::TaskEnvelope;
 use crate::engine::{Decision, NewRunIdentity, start_run};
-use crate::envelope::TaskEnvelope;
-use crate::frames::{self, AgentActivity};
-use crate::instant::Instant;
-use crate::plan::{PlanGraph, PlanNode};
-use crate::plan_tool::{ExecutionMode, PlanDraft, parse_plan_call, plan_review_schema};
-use crate::planner::plan_deterministically;
-use crate::run::RunState;
+use crate::planning::plan::{PlanGraph, PlanNode};
+use crate::planning::planner::plan_deterministically;
+use crate::records::agents::{ParentLink, PendingToolCall, child_run_id, tool_idempotency_key};
+use crate::records::conversation::ToolOutcome;
+use crate::state::plan_tool::{ExecutionMode, PlanDraft, parse_plan_call, plan_review_schema};
+use crate::state::run::RunState;
+use crate::wire::frames::{self, AgentActivity};
 
 use super::super::node::{plan_node_in, plan_of};
 use super::super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
@@ -47,14 +47,14 @@ pub struct ChildRunStart {
     pub idempotency_key: String,
     /// The parent's frames decided before the start (a review's verdict),
     /// committed with the wait.
-    pub frames_before: Vec<crate::event::EventDraft>,
+    pub frames_before: Vec<crate::wire::event::EventDraft>,
 }
 
 /// A reviewer's model call on a drafted plan, before running it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanReviewCall {
     pub claim_key: ClaimKey,
-    pub request: crate::context::ModelRequest,
+    pub request: crate::state::context::ModelRequest,
     pub draft: Value,
     pub then: ChildRunStart,
 }
@@ -169,7 +169,7 @@ pub(super) fn begin_plan_call(
                 .map(|settings| settings.plan_review_instructions.clone())
                 .unwrap_or_default();
             let draft = plan_summary(&plan);
-            let request = crate::context::ModelRequest {
+            let request = crate::state::context::ModelRequest {
                 system_instruction: reviewer,
                 user_message: json!({"objective": call.objective, "plan": draft}).to_string(),
                 schema_name: "plan_review".into(),

@@ -1,12 +1,12 @@
 //! What an agent session's steps ask the shell to perform: a model turn
 //! (with the conversation to load) or a tool call.
 
-use crate::CoreError;
-use crate::agents::AgentSession;
-use crate::claims::ClaimKey;
-use crate::conversation::{ToolInvocation, ToolSession};
-use crate::entries::{EntryBody, RunEntry, conversation_prefix};
-use crate::event::EventDraft;
+use crate::basics::claims::ClaimKey;
+use crate::basics::error::CoreError;
+use crate::records::agents::AgentSession;
+use crate::records::conversation::{ToolInvocation, ToolSession};
+use crate::records::entries::{EntryBody, RunEntry, conversation_prefix};
+use crate::wire::event::EventDraft;
 
 /// One model turn of a session.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,7 +16,7 @@ pub struct ConverseCall {
     pub turn: u32,
     /// The lease this turn is claimed under (the node's own for the first).
     pub claim_key: ClaimKey,
-    pub request: crate::context::ModelRequest,
+    pub request: crate::state::context::ModelRequest,
     /// The tools offered, and the turns not stored yet (the first turn's
     /// opening: a chat thread so far), recorded with this turn's result.
     pub conversation: ToolSession,
@@ -77,6 +77,6 @@ pub struct ToolExecution {
     pub attempt: u32,
     pub turn: u32,
     pub claim_key: ClaimKey,
-    pub tool: crate::tools::ToolDefinition,
+    pub tool: crate::catalog::tools::ToolDefinition,
     pub invocation: ToolInvocation,
 }

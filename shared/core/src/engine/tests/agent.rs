@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolOutcome};
-use crate::event::EventType;
+use crate::records::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolOutcome};
+use crate::wire::event::EventType;
 
 fn agent_registry(parallel: bool) -> Registry {
     let mut registry = Registry::default();

@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::frames::test_support::assert_frames_match_schemas;
-use crate::governance::{Hold, human_sla_timer_id, policy_timer_id};
+use crate::records::governance::{Hold, human_sla_timer_id, policy_timer_id};
+use crate::wire::frames::test_support::assert_frames_match_schemas;
 
 fn envelope_with(policies: Value) -> TaskEnvelope {
     TaskEnvelope::parse_value(&json!({
@@ -35,7 +35,7 @@ fn firings(decision: &Decision) -> Vec<Value> {
     decision
         .events
         .iter()
-        .filter(|event| event.event_type == crate::event::EventType::PolicyTriggered)
+        .filter(|event| event.event_type == crate::wire::event::EventType::PolicyTriggered)
         .filter_map(|event| event.payload.clone())
         .collect()
 }
@@ -272,7 +272,7 @@ fn a_replan_keeps_what_the_new_version_still_uses_and_fires_once_per_node() {
     let updated = replanned
         .events
         .iter()
-        .find(|event| event.event_type == crate::event::EventType::PlanUpdated)
+        .find(|event| event.event_type == crate::wire::event::EventType::PlanUpdated)
         .and_then(|event| event.payload.clone())
         .unwrap();
     assert_eq!(updated["previousVersion"], 1);
@@ -633,7 +633,7 @@ fn parked_with(policies: Value, context: &EngineContext<'_>) -> RunState {
     if let Some(plan) = state.plan.as_mut() {
         let plan = Arc::make_mut(plan);
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
-            node.executor = crate::plan::NodeExecutor::Human;
+            node.executor = crate::planning::plan::NodeExecutor::Human;
         }
     }
     step(

@@ -157,7 +157,7 @@ fn analysis_nodes_do_not_stream_their_text() {
     if let Some(plan) = state.plan.as_mut() {
         let plan = Arc::make_mut(plan);
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_1") {
-            node.kind = crate::capability::NodeKind::Structuring;
+            node.kind = crate::contracts::capability::NodeKind::Structuring;
         }
     }
     let (frames, _, streamed) = node_step(

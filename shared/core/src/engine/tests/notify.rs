@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::notifications::MAX_NOTIFICATION_ATTEMPTS;
+use crate::records::notifications::MAX_NOTIFICATION_ATTEMPTS;
 
 fn envelope_calling_back(callback: Option<&str>) -> TaskEnvelope {
     let mut document = json!({

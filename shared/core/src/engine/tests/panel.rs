@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::panels::round_timer_id;
+use crate::contracts::panels::round_timer_id;
 
 fn panel_registry() -> Registry {
     let mut registry = Registry::default();
@@ -88,7 +88,7 @@ fn judge_command(attempt: u32, round: u32, judge: &str) -> StepCommand {
 
 /// What judge `judge` is asked in `round` of attempt `attempt` (its stored call).
 fn asked_of(attempt: u32, round: u32, judge: &str) -> String {
-    let key = crate::entries::EntryKey::PanelRound {
+    let key = crate::records::entries::EntryKey::PanelRound {
         node_id: "node_2".into(),
         attempt,
         round,
@@ -96,7 +96,7 @@ fn asked_of(attempt: u32, round: u32, judge: &str) -> String {
     .storage_key();
     match super::stored_under(&key).as_slice() {
         [entry] => match &entry.body {
-            crate::entries::EntryBody::PanelRound(calls) => calls
+            crate::records::entries::EntryBody::PanelRound(calls) => calls
                 .iter()
                 .find(|call| call.judge_id == judge)
                 .map(|call| call.user_message.clone())
@@ -187,7 +187,7 @@ fn complete_payload(decision: &Decision) -> Value {
     decision
         .events
         .iter()
-        .find(|event| event.event_type == crate::event::EventType::Complete)
+        .find(|event| event.event_type == crate::wire::event::EventType::Complete)
         .and_then(|event| event.payload.clone())
         .expect("a complete frame")
 }
@@ -442,7 +442,7 @@ fn a_low_consensus_revises_the_draft_and_convenes_the_panel_again() {
     let updated = low
         .events
         .iter()
-        .find(|event| event.event_type == crate::event::EventType::PlanUpdated)
+        .find(|event| event.event_type == crate::wire::event::EventType::PlanUpdated)
         .and_then(|event| event.payload.clone())
         .unwrap();
     assert_eq!(updated["trigger"]["kind"], "quality_below_threshold");

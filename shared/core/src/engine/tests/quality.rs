@@ -97,7 +97,7 @@ fn complete_payload(decision: &Decision) -> Value {
     decision
         .events
         .iter()
-        .find(|event| event.event_type == crate::event::EventType::Complete)
+        .find(|event| event.event_type == crate::wire::event::EventType::Complete)
         .and_then(|event| event.payload.clone())
         .expect("a complete frame")
 }
@@ -186,7 +186,7 @@ fn at_the_depth_limit_the_best_draft_is_delivered_with_a_warning() {
     let warning = done
         .events
         .iter()
-        .find(|event| event.event_type == crate::event::EventType::Warning)
+        .find(|event| event.event_type == crate::wire::event::EventType::Warning)
         .and_then(|event| event.payload.clone())
         .unwrap();
     assert_eq!(warning["code"], "execution_depth_reached");

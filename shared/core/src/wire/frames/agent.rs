@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{FrameStamp, to_payload};
-use crate::event::{EventDraft, EventType};
+use crate::wire::event::{EventDraft, EventType};
 
 /// `tool_call`: the model asked for `toolName` with `args` in `turn`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -6,10 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{FrameStamp, to_payload};
-use crate::event::{EventDraft, EventType};
-use crate::governance::HitlKind;
-use crate::plan::PlanEdge;
-use crate::status::NodeStatus;
+use crate::basics::status::NodeStatus;
+use crate::planning::plan::PlanEdge;
+use crate::records::governance::HitlKind;
+use crate::wire::event::{EventDraft, EventType};
 
 /// What made a policy fire (or a plan change).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

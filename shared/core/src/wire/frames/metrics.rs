@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{FrameStamp, to_payload};
-use crate::event::{EventDraft, EventType};
+use crate::wire::event::{EventDraft, EventType};
 
 /// Token totals.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -20,7 +20,7 @@ pub struct TokenTotals {
 }
 
 impl TokenTotals {
-    pub fn of(usage: &crate::usage::TokenUsage) -> Self {
+    pub fn of(usage: &crate::basics::usage::TokenUsage) -> Self {
         TokenTotals {
             prompt: usage.prompt_tokens,
             completion: usage.completion_tokens,

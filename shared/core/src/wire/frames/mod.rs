@@ -34,15 +34,15 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::capability::{AgentType, NodeKind};
-use crate::codes::{FailureCode, WarningCode};
-use crate::compiler::FacetProvenance;
-use crate::diagnostics::DiagnosticsBundle;
-use crate::event::{EventDraft, EventType, FrameProvenance};
-use crate::instant::Instant;
-use crate::plan::{PlanEdge, PlanNode};
-use crate::schema::SchemaViolation;
-use crate::status::RunStatus;
+use crate::basics::codes::{FailureCode, WarningCode};
+use crate::basics::instant::Instant;
+use crate::basics::schema::SchemaViolation;
+use crate::basics::status::RunStatus;
+use crate::contracts::capability::{AgentType, NodeKind};
+use crate::contracts::compiler::FacetProvenance;
+use crate::contracts::diagnostics::DiagnosticsBundle;
+use crate::planning::plan::{PlanEdge, PlanNode};
+use crate::wire::event::{EventDraft, EventType, FrameProvenance};
 
 /// When a frame is written and under which plan version (0: no plan yet).
 #[derive(Debug, Clone, PartialEq, Eq)]

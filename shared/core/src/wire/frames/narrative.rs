@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{FrameStamp, to_payload};
-use crate::capability::NodeKind;
-use crate::event::{EventDraft, EventType};
+use crate::contracts::capability::NodeKind;
+use crate::wire::event::{EventDraft, EventType};
 
 /// Where a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

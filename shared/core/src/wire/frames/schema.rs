@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde_json::{Map, Value, json};
 
 use super::*;
-use crate::event::{EventType, FrameProvenance};
+use crate::wire::event::{EventType, FrameProvenance};
 
 /// What a frame type's schema requires beyond the common fields.
 struct FrameShape {
@@ -192,7 +192,7 @@ pub(crate) mod test_support {
     use std::sync::{Mutex, OnceLock};
 
     use super::*;
-    use crate::schema::{SharedValidator, compile_schema};
+    use crate::basics::schema::{SharedValidator, compile_schema};
 
     fn schema_file(event_type: EventType) -> std::path::PathBuf {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -225,7 +225,8 @@ pub(crate) mod test_support {
                 .clone()
                 .into_frame(index as u64 + 1, "run_1", "corr_1");
             let json = serde_json::to_value(&frame).unwrap();
-            let violations = crate::schema::collect_violations(&validator(frame.event_type), &json);
+            let violations =
+                crate::basics::schema::collect_violations(&validator(frame.event_type), &json);
             assert!(
                 violations.is_empty(),
                 "{} frame breaks its schema: {violations:?}\n{json:#}",
@@ -243,7 +244,7 @@ mod tests {
     fn every_frame_schema_compiles_and_requires_the_common_fields() {
         for &event_type in EventType::ALL {
             let schema = frame_schema(event_type);
-            crate::schema::compile_schema(&schema, event_type.as_str()).unwrap();
+            crate::basics::schema::compile_schema(&schema, event_type.as_str()).unwrap();
             let required: Vec<&str> = schema["required"]
                 .as_array()
                 .unwrap()
