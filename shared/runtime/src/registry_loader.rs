@@ -16,8 +16,8 @@ use crate::error::RuntimeError;
 trait RegistrySource {
     /// `(source name, text)` of every `*.json` file in `folder`, by name.
     fn json_files(&self, folder: &str) -> Result<Vec<(String, String)>, RuntimeError>;
-    /// The text of `relative` (a prompt file).
-    fn text(&self, relative: &str) -> Result<String, String>;
+    /// The text of `relative` (a prompt file, the chat agent, the price table).
+    fn text(&self, relative: &str) -> Result<String, RuntimeError>;
     /// Whether the optional `folder` exists.
     fn has_folder(&self, folder: &str) -> bool;
 
@@ -62,10 +62,12 @@ impl RegistrySource for DirectorySource<'_> {
         self.0.join(relative).is_file()
     }
 
-    fn text(&self, relative: &str) -> Result<String, String> {
+    fn text(&self, relative: &str) -> Result<String, RuntimeError> {
         let path = self.0.join(relative);
-        std::fs::read_to_string(&path)
-            .map_err(|error| format!("cannot read {}: {error}", path.display()))
+        std::fs::read_to_string(&path).map_err(|error| RuntimeError::Io {
+            path: path.display().to_string(),
+            message: format!("cannot read it: {error}"),
+        })
     }
 }
 
@@ -110,12 +112,15 @@ impl RegistrySource for EmbeddedSource {
         EMBEDDED_REGISTRY.get_file(relative).is_some()
     }
 
-    fn text(&self, relative: &str) -> Result<String, String> {
+    fn text(&self, relative: &str) -> Result<String, RuntimeError> {
         EMBEDDED_REGISTRY
             .get_file(relative)
             .and_then(|file| file.contents_utf8())
             .map(str::to_string)
-            .ok_or_else(|| format!("{relative} is missing from the built-in registry"))
+            .ok_or_else(|| RuntimeError::Io {
+                path: format!("(built-in registry)/{relative}"),
+                message: "missing from the built-in registry".into(),
+            })
     }
 }
 
@@ -152,11 +157,11 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
         let instructions = match prompt_file {
             None => None,
             Some(relative) => {
-                let prompt = source.text(&relative).map_err(|message| {
+                let prompt = source.text(&relative).map_err(|error| {
                     RuntimeError::Registry(CoreError::InvalidRegistry {
                         source_name: source_name.clone(),
                         path: "$.promptTemplateFile".into(),
-                        message,
+                        message: error.to_string(),
                     })
                 })?;
                 Some(prompt.trim_end().to_string())
@@ -181,10 +186,7 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
             .map_err(RuntimeError::Registry)?;
     }
     if source.has_file(CHAT_FILE) {
-        let text = source.text(CHAT_FILE).map_err(|message| RuntimeError::Io {
-            path: CHAT_FILE.into(),
-            message,
-        })?;
+        let text = source.text(CHAT_FILE)?;
         registry
             .add_chat_document(&RegistryDocument {
                 source_name: CHAT_FILE.into(),
@@ -193,12 +195,7 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
             .map_err(RuntimeError::Registry)?;
     }
     if source.has_file(PRICES_FILE) {
-        let text = source
-            .text(PRICES_FILE)
-            .map_err(|message| RuntimeError::Io {
-                path: PRICES_FILE.into(),
-                message,
-            })?;
+        let text = source.text(PRICES_FILE)?;
         registry
             .add_price_document(&RegistryDocument {
                 source_name: PRICES_FILE.into(),
