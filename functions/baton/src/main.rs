@@ -5,7 +5,7 @@
 //! input or configuration (the message names the JSON path or variable);
 //! 3 the run failed or its plan was rejected; 4 the run is parked for a human.
 
-mod chat;
+mod chat_command;
 mod commands;
 mod judge;
 mod model_choice;
@@ -301,7 +301,7 @@ fn main() -> ExitCode {
                 format,
                 store,
             } => {
-                chat::chat(chat::ChatOptions {
+                chat_command::chat(chat_command::ChatOptions {
                     message,
                     thread,
                     agent,

@@ -12,14 +12,14 @@
 
 pub mod auth;
 pub mod bodies;
-mod chat;
+mod chat_route;
 pub mod error;
 mod humans;
 mod judge;
-pub mod listing;
 pub mod openapi;
 mod openapi_schemas;
 mod routes;
+pub mod runs_list_route;
 pub mod snapshot;
 pub mod sse;
 mod state;

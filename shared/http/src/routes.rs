@@ -23,7 +23,10 @@ pub use crate::state::{ApiState, HttpSettings};
 /// The whole API.
 pub fn router(state: ApiState) -> Router {
     let routes = Router::new()
-        .route("/runs", post(create_run).get(crate::listing::list_runs))
+        .route(
+            "/runs",
+            post(create_run).get(crate::runs_list_route::list_runs),
+        )
         .route("/run.stream", post(create_run_and_stream))
         .route("/runs/{run_id}", get(run_snapshot))
         .route("/runs/{run_id}/events", get(run_events))
@@ -53,7 +56,7 @@ pub fn router(state: ApiState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state.clone());
     let chat_routes = Router::new()
-        .route("/chat", post(crate::chat::chat))
+        .route("/chat", post(crate::chat_route::chat))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state);
     Router::new()

@@ -4,7 +4,7 @@
 
 mod entries;
 mod held;
-mod listing;
+mod run_list;
 mod threads;
 
 pub use threads::thread_store_conformance;
@@ -470,7 +470,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
 
     held::held_runs_conformance(store.as_ref(), &tenant, &run_id).await?;
     entries::run_entries_conformance(store.as_ref(), &tenant, &run_id).await?;
-    listing::run_list_conformance(store.as_ref(), unique).await
+    run_list::run_list_conformance(store.as_ref(), unique).await
 }
 
 fn registration(capability_id: &str, version: &str) -> RegisteredCapability {

@@ -30,8 +30,8 @@
 mod claimants;
 mod entries;
 mod leases;
-mod listing;
 mod rows;
+mod run_list_query;
 mod run_store;
 mod threads;
 

@@ -126,7 +126,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         },
     );
     step.emit(complete);
-    super::chat::record_exchange(step);
+    super::chat_runs::record_exchange(step);
     Ok(())
 }
 

@@ -26,7 +26,7 @@
 
 mod agent;
 mod budget;
-mod chat;
+mod chat_runs;
 mod effects;
 mod finish;
 mod hitl;

@@ -25,7 +25,7 @@ pub(super) fn begin_planning(
 ) -> Result<StepAdvance, CoreError> {
     if state.chat.is_some() {
         let mut step = StepContext::new(state.clone(), now, engine);
-        super::chat::plan_chat(&mut step)?;
+        super::chat_runs::plan_chat(&mut step)?;
         return Ok(step.into_advance());
     }
     match engine.planner {

@@ -16,12 +16,12 @@ use serde_json::Value;
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CommonParts, OrchestratorSettings, OutboxRelay};
 
-mod chat;
+mod chat_messages;
 mod evaluations;
 use crate::error::{RuntimeError, StoreError};
 use crate::follow::{FollowRequest, follow_run_and_children};
 use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StoredRun};
-pub use chat::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
+pub use chat_messages::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
 
 /// What submitting an envelope produced.

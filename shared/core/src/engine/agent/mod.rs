@@ -167,7 +167,7 @@ pub(super) fn begin_session(
     if node.is_chat()
         && let Some(turn) = &state.chat
     {
-        request.user_message = super::chat::seed_chat(&mut opening, turn);
+        request.user_message = super::chat_runs::seed_chat(&mut opening, turn);
     }
     let session = AgentSession {
         attempt,
@@ -242,7 +242,7 @@ pub(super) fn begin_turn(
                 node_id: node_id.to_string(),
                 turn,
             },
-            request: super::chat::session_request(state, node, engine),
+            request: super::chat_runs::session_request(state, node, engine),
             conversation: ToolSession {
                 tools: session.conversation.tools.clone(),
                 turns: Vec::new(),
