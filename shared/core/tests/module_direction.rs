@@ -4,7 +4,8 @@
 //! state machine's transitions do); module A depends on B when A's code (its
 //! tests left out) names `crate::B`. The graph of every crate checked must
 //! have no circle: a circle means two modules can only be understood, and
-//! changed, together.
+//! changed, together. The core also names each file once (module roots and
+//! the engine's test files, named after the file they test, aside).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
@@ -202,4 +203,65 @@ fn a_circle_is_found_when_there_is_one() {
     let mut acyclic = graph.clone();
     acyclic.get_mut("c").unwrap().clear();
     assert_eq!(find_circle(&acyclic), None);
+}
+
+/// File names a crate may repeat: module roots, and the engine's test files,
+/// each named after the engine file it tests.
+fn may_repeat(src: &Path, file: &Path) -> bool {
+    let relative = file.strip_prefix(src).unwrap();
+    let name = relative.file_name().unwrap().to_string_lossy();
+    name == "mod.rs" || relative.starts_with("engine/tests")
+}
+
+/// The file names under `src` that name more than one file, with the files.
+fn repeated_file_names(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
+    let mut by_name: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for file in rust_files(src) {
+        if may_repeat(src, &file) {
+            continue;
+        }
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        by_name
+            .entry(name)
+            .or_default()
+            .push(file.strip_prefix(src).unwrap().to_path_buf());
+    }
+    by_name.retain(|_, files| files.len() > 1);
+    by_name.values_mut().for_each(|files| files.sort());
+    by_name
+}
+
+#[test]
+fn every_file_of_the_core_has_a_name_of_its_own() {
+    let src = repository_root().join("shared/core/src");
+    assert!(rust_files(&src).len() > 40, "the core's files were read");
+    let repeated = repeated_file_names(&src);
+    assert!(
+        repeated.is_empty(),
+        "baton-core repeats these file names: {repeated:?}"
+    );
+}
+
+#[test]
+fn a_repeated_file_name_is_found_when_there_is_one() {
+    let folder = std::env::temp_dir().join(format!("baton-file-names-{}", std::process::id()));
+    std::fs::create_dir_all(folder.join("engine/tests")).unwrap();
+    std::fs::create_dir_all(folder.join("wire")).unwrap();
+    for file in [
+        "plan.rs",
+        "wire/plan.rs",
+        "engine/tests/plan.rs",
+        "wire/mod.rs",
+    ] {
+        std::fs::write(folder.join(file), "").unwrap();
+    }
+    let repeated = repeated_file_names(&folder);
+    std::fs::remove_dir_all(&folder).unwrap();
+    assert_eq!(
+        repeated.into_iter().collect::<Vec<_>>(),
+        vec![(
+            "plan.rs".to_string(),
+            vec![PathBuf::from("plan.rs"), PathBuf::from("wire/plan.rs")]
+        )]
+    );
 }

@@ -50,7 +50,7 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
     let bundle = DiagnosticsBundle::satisfied();
     let generated = frames::plan_generated(
         &frames::FrameStamp::new(step.now, plan.plan_version),
-        &super::plan::plan_generated_payload(&plan, &bundle),
+        &super::planning_step::plan_generated_payload(&plan, &bundle),
     );
     step.emit(generated);
     step.state.nodes = plan

@@ -148,7 +148,7 @@ pub fn resolve_approval(
         }
         None => {}
     }
-    super::plan::emit_resumed_plan(&mut step);
+    super::planning_step::emit_resumed_plan(&mut step);
     policy::release_hold(&mut step)?;
     Ok(Ok(step.into_decision()))
 }
@@ -193,7 +193,7 @@ pub fn answer_clarification(
         HitlDecision::Answered,
         None,
     );
-    super::plan::emit_resumed_plan(&mut step);
+    super::planning_step::emit_resumed_plan(&mut step);
     policy::release_hold(&mut step)?;
     Ok(Ok(step.into_decision()))
 }
@@ -216,7 +216,7 @@ pub fn resume_paused_run(
         return Ok(Err(HumanInputRefused::StalePlanVersion { current }));
     }
     let mut step = StepContext::new(state, now, engine);
-    super::plan::emit_resumed_plan(&mut step);
+    super::planning_step::emit_resumed_plan(&mut step);
     policy::release_hold(&mut step)?;
     Ok(Ok(step.into_decision()))
 }

@@ -35,13 +35,13 @@ mod narration;
 mod node;
 mod notify;
 mod panel;
-mod plan;
+mod planning_step;
 mod policy;
 mod quality;
 mod replan;
 #[cfg(test)]
 mod tests;
-mod usage;
+mod usage_recording;
 
 use std::sync::Arc;
 
@@ -485,7 +485,7 @@ pub fn begin_step(
         return Ok(StepAdvance::Stale);
     }
     match command {
-        StepCommand::Plan => plan::begin_planning(state, now, engine),
+        StepCommand::Plan => planning_step::begin_planning(state, now, engine),
         StepCommand::ExecuteNode { node_id, attempt } => {
             node::begin_node(state, node_id, *attempt, now, engine)
         }
@@ -543,7 +543,9 @@ pub fn resume_step(
         return Ok(StepAdvance::Stale);
     }
     match effect {
-        Effect::DraftPlan(call) => plan::resume_planning(state, call, outcome, now, engine),
+        Effect::DraftPlan(call) => {
+            planning_step::resume_planning(state, call, outcome, now, engine)
+        }
         Effect::CallModel(call) => node::resume_node(state, call, outcome, now, engine),
         Effect::AskJudge(call) => panel::resume_judge(state, call, outcome, now, engine),
         Effect::Converse(call) => agent::resume_turn(state, call, outcome, now, engine),

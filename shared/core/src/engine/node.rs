@@ -216,7 +216,7 @@ pub(super) fn resume_node(
         EffectOutcome::ModelAnswered(answer) => {
             let parsed = serde_json::from_str::<Value>(&answer.content)
                 .map_err(|error| format!("the answer is not valid JSON: {error}"));
-            super::usage::record_model_usage(
+            super::usage_recording::record_model_usage(
                 &mut step,
                 &node.node_id,
                 &answer.model,

@@ -187,7 +187,7 @@ pub(super) fn resume_judge(
     let mut step = StepContext::new(state, now, engine);
     let judged = match outcome {
         EffectOutcome::ModelAnswered(answer) => {
-            super::usage::record_model_usage(
+            super::usage_recording::record_model_usage(
                 &mut step,
                 &call.node_id,
                 &answer.model,

@@ -121,7 +121,12 @@ pub(super) fn replan(
     step.enter_phase(frames::RunPhase::Planning);
     let requested = frames::plan_requested(
         &step.stamp(),
-        &super::plan::plan_requested_payload(&step.state, engine, 1, PlannerKind::Deterministic),
+        &super::planning_step::plan_requested_payload(
+            &step.state,
+            engine,
+            1,
+            PlannerKind::Deterministic,
+        ),
     );
     step.emit(requested);
     step.state.nodes = nodes;

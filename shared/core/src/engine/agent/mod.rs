@@ -319,7 +319,12 @@ pub(super) fn resume_turn(
         }
         other => return Err(super::unexpected_outcome("a model turn", &other)),
     };
-    super::usage::record_model_usage(&mut step, &node.node_id, &answer.model, &answer.usage);
+    super::usage_recording::record_model_usage(
+        &mut step,
+        &node.node_id,
+        &answer.model,
+        &answer.usage,
+    );
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
         record.agent_turns += 1;
     }

@@ -5,28 +5,28 @@
 //! `events/schemas/frames/<type>.schema.json` files are that output, and a
 //! test keeps them equal.
 
-mod agent;
-mod governance;
-mod metrics;
-mod narrative;
-mod schema;
+mod agent_frames;
+mod frame_schemas;
+mod governance_frames;
+mod metrics_frames;
+mod narrative_frames;
 
-pub use governance::{
+pub use governance_frames::{
     ContractSummary, HitlDecision, HitlRequestPayload, HitlResolvedPayload, PlanUpdatedPayload,
     PolicyEventPayload, PolicyTriggeredPayload, TriggerDetails, UpdatedNodeSummary, hitl_request,
     hitl_resolved, plan_updated, policy_event, policy_triggered,
 };
 
-pub use agent::{
+pub use agent_frames::{
     AgentActivity, AgentStatePayload, MessagePayload, PlanReadyForReviewPayload, PlanReviewPayload,
     ToolCallPayload, ToolResultPayload, agent_state, message, plan_ready_for_review, plan_review,
     tool_call, tool_result,
 };
-pub use metrics::{MetricsPayload, RunTotals, TokenTotals, metrics, node_metrics};
-pub use narrative::{HandoffPayload, HandoffStatus, PhasePayload, RunPhase, handoff, phase};
 #[cfg(test)]
-pub(crate) use schema::test_support;
-pub use schema::{FRAME_SCHEMA_DIRECTORY, frame_schema};
+pub(crate) use frame_schemas::test_support;
+pub use frame_schemas::{FRAME_SCHEMA_DIRECTORY, frame_schema};
+pub use metrics_frames::{MetricsPayload, RunTotals, TokenTotals, metrics, node_metrics};
+pub use narrative_frames::{HandoffPayload, HandoffStatus, PhasePayload, RunPhase, handoff, phase};
 
 use std::borrow::Cow;
 
