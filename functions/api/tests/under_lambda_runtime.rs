@@ -91,8 +91,8 @@ async fn the_api_function_serves_function_url_events() {
 
     let moto = moto_server::MotoServer::start().unwrap();
     let table = moto_server::unique_name("baton-api-function");
-    let aws = moto.sdk_configuration().await;
-    baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&aws), &table)
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    baton_aws::DynamoRunStore::new(&connection, &table)
         .create_table_if_missing()
         .await
         .unwrap();

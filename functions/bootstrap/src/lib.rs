@@ -104,15 +104,9 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         "give the SQS step queue URL (infra/local.sh up prints it)",
     )?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let aws = baton_aws::load_aws_configuration().await;
-    let store = Arc::new(
-        baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&aws), table)
-            .with_clock(clock.clone()),
-    );
-    let queue = Arc::new(baton_aws::SqsStepQueue::new(
-        aws_sdk_sqs::Client::new(&aws),
-        queue_url,
-    ));
+    let aws = baton_aws::AwsConnection::from_environment().await;
+    let store = Arc::new(baton_aws::DynamoRunStore::new(&aws, table).with_clock(clock.clone()));
+    let queue = Arc::new(baton_aws::SqsStepQueue::new(&aws, queue_url));
     // Registrations are read at each planning step; a warm instance lists a
     // tenant's from DynamoDB at most every 10 s.
     let capability_directory = Arc::new(CachingCapabilityDirectory::new(

@@ -124,17 +124,14 @@ fn main() {
 async fn measure(binary: PathBuf) {
     let moto = moto_server::MotoServer::start().unwrap();
     let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let table = moto_server::unique_name("baton-cold-start");
-    let store = Arc::new(baton_aws::DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        &table,
-    ));
+    let store = Arc::new(baton_aws::DynamoRunStore::new(&connection, &table));
     store.create_table_if_missing().await.unwrap();
-    let sqs = aws_sdk_sqs::Client::new(&configuration);
     let queue_url = moto_server::create_unique_queue(&configuration, "baton-cold-start", None)
         .await
         .unwrap();
-    let queue = Arc::new(baton_aws::SqsStepQueue::new(sqs, &queue_url));
+    let queue = Arc::new(baton_aws::SqsStepQueue::new(&connection, &queue_url));
     let repository = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     // Runs are created through the real orchestrator; their planning steps become the events.
     let llm_placeholder = "http://127.0.0.1:9/v1";

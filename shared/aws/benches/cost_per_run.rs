@@ -330,8 +330,9 @@ fn median(mut values: Vec<f64>) -> f64 {
 async fn main() {
     let moto = MotoServer::start().expect("moto_server starts (pip install \"moto[server]\")");
     let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let table = unique_name("baton-cost");
-    DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&configuration), &table)
+    DynamoRunStore::new(&connection, &table)
         .create_table_if_missing()
         .await
         .unwrap();
@@ -350,13 +351,13 @@ async fn main() {
     let sqs = aws_sdk_sqs::config::Builder::from(&configuration)
         .interceptor(metering("sqs"))
         .build();
-    let store = Arc::new(DynamoRunStore::new(
+    let store = Arc::new(baton_aws::from_clients::dynamodb_store(
         aws_sdk_dynamodb::Client::from_conf(dynamodb),
         &table,
     ));
-    let queue = Arc::new(SqsStepQueue::new(
+    let queue = Arc::new(baton_aws::from_clients::sqs_queue(
         aws_sdk_sqs::Client::from_conf(sqs),
-        queue_url,
+        &queue_url,
     ));
     let provider = Arc::new(
         OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(

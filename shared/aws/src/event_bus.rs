@@ -4,6 +4,7 @@
 //! never announces never loads it.
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+use baton_runtime::error::DeliveryError;
 use tokio::sync::OnceCell;
 
 /// The events' `source`.
@@ -24,11 +25,17 @@ impl EventBridgeBus {
     }
 
     /// Puts one event; `Err` says why it was not accepted.
-    pub async fn put(&self, detail_type: &str, detail: &serde_json::Value) -> Result<(), String> {
+    pub async fn put(
+        &self,
+        detail_type: &str,
+        detail: &serde_json::Value,
+    ) -> Result<(), DeliveryError> {
         let client = self
             .client
             .get_or_init(|| async {
-                aws_sdk_eventbridge::Client::new(&crate::load_aws_configuration().await)
+                crate::AwsConnection::from_environment()
+                    .await
+                    .eventbridge_client()
             })
             .await;
         let entry = PutEventsRequestEntry::builder()
@@ -43,11 +50,11 @@ impl EventBridgeBus {
             .send()
             .await
             .map_err(|error| {
-                format!(
+                DeliveryError::EventBus(format!(
                     "event bus {}: {}",
                     self.bus_name,
                     aws_sdk_eventbridge::error::DisplayErrorContext(error)
-                )
+                ))
             })?;
         if output.failed_entry_count() > 0 {
             let reason = output
@@ -59,7 +66,10 @@ impl EventBridgeBus {
                     })
                 })
                 .unwrap_or_else(|| "refused without a reason".into());
-            return Err(format!("event bus {}: {reason}", self.bus_name));
+            return Err(DeliveryError::EventBus(format!(
+                "event bus {}: {reason}",
+                self.bus_name
+            )));
         }
         Ok(())
     }

@@ -29,6 +29,9 @@
 //!
 //! Every key starts with the tenant, so one tenant can never address another's items.
 //!
+//! Every adapter is made from an [`AwsConnection`] (the environment's, or an
+//! emulator's); SDK clients are built inside this crate.
+//!
 //! Invariants: a commit is one `TransactWriteItems` conditional on the run's
 //! `version` and `nextSeq`, so events get contiguous sequence numbers and a
 //! losing writer appends nothing; only a commit writes the run item (an
@@ -38,6 +41,7 @@
 
 mod attributes;
 pub mod capability_directory;
+mod connection;
 pub mod dynamodb;
 #[cfg(feature = "event-bus")]
 pub mod event_bus;
@@ -52,12 +56,8 @@ mod store;
 mod table_setup;
 mod threads;
 
+#[cfg(feature = "testing")]
+pub use connection::from_clients;
+pub use connection::{AwsConnection, EMULATOR_REGION};
 pub use dynamodb::DynamoRunStore;
 pub use sqs::SqsStepQueue;
-
-/// Loads the SDK configuration (honours `AWS_ENDPOINT_URL`, `AWS_REGION`).
-pub async fn load_aws_configuration() -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .load()
-        .await
-}

@@ -41,7 +41,12 @@ fn delay_until(not_before: Option<baton_core::instant::Instant>) -> Option<i32> 
 }
 
 impl SqsStepQueue {
-    pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+    /// The queue at `queue_url`, reached through `connection`.
+    pub fn new(connection: &crate::AwsConnection, queue_url: impl Into<String>) -> Self {
+        Self::over_client(connection.sqs_client(), queue_url)
+    }
+
+    pub(crate) fn over_client(client: Client, queue_url: impl Into<String>) -> Self {
         SqsStepQueue {
             client,
             queue_url: queue_url.into(),

@@ -79,7 +79,12 @@ pub struct DynamoRunStore {
 }
 
 impl DynamoRunStore {
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
+    /// The store on `table`, reached through `connection`.
+    pub fn new(connection: &crate::AwsConnection, table: impl Into<String>) -> Self {
+        Self::over_client(connection.dynamodb_client(), table)
+    }
+
+    pub(crate) fn over_client(client: Client, table: impl Into<String>) -> Self {
         DynamoRunStore {
             client,
             table: table.into(),

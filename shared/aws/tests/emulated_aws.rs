@@ -22,11 +22,8 @@ fn unique(prefix: &str) -> String {
 #[tokio::test]
 async fn dynamodb_store_passes_the_conformance_suite() {
     let emulator = moto_server::MotoServer::start().unwrap();
-    let configuration = emulator.sdk_configuration().await;
-    let store = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        unique("baton-conformance"),
-    );
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique("baton-conformance"));
     store.create_table_if_missing().await.unwrap();
     store.create_table_if_missing().await.unwrap();
     run_store_conformance(Arc::new(store), &unique("suite"))
@@ -37,11 +34,8 @@ async fn dynamodb_store_passes_the_conformance_suite() {
 #[tokio::test]
 async fn dynamodb_capability_directory_passes_the_conformance_suite() {
     let emulator = moto_server::MotoServer::start().unwrap();
-    let configuration = emulator.sdk_configuration().await;
-    let store = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        unique("baton-capabilities"),
-    );
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique("baton-capabilities"));
     store.create_table_if_missing().await.unwrap();
     capability_directory_conformance(Arc::new(store), &unique("suite"))
         .await
@@ -51,11 +45,8 @@ async fn dynamodb_capability_directory_passes_the_conformance_suite() {
 #[tokio::test]
 async fn dynamodb_thread_store_passes_the_conformance_suite() {
     let emulator = moto_server::MotoServer::start().unwrap();
-    let configuration = emulator.sdk_configuration().await;
-    let store = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        unique("baton-threads"),
-    );
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique("baton-threads"));
     store.create_table_if_missing().await.unwrap();
     thread_store_conformance(Arc::new(store), &unique("suite"))
         .await
@@ -66,11 +57,11 @@ async fn dynamodb_thread_store_passes_the_conformance_suite() {
 async fn sqs_queue_sends_receives_releases_and_deletes() {
     let emulator = moto_server::MotoServer::start().unwrap();
     let configuration = emulator.sdk_configuration().await;
-    let client = aws_sdk_sqs::Client::new(&configuration);
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
     let queue_url = moto_server::create_unique_queue(&configuration, "baton-steps", None)
         .await
         .unwrap();
-    let queue = SqsStepQueue::new(client, queue_url);
+    let queue = SqsStepQueue::new(&connection, queue_url);
     let messages: Vec<StepMessage> = (1..=12)
         .map(|attempt| {
             StepMessage::new(
@@ -152,11 +143,8 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
     use baton_runtime::error::StoreError;
     use baton_runtime::ports::RunStore;
     let emulator = moto_server::MotoServer::start().unwrap();
-    let configuration = emulator.sdk_configuration().await;
-    let store = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        unique("baton-large-state"),
-    );
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique("baton-large-state"));
     store.create_table_if_missing().await.unwrap();
 
     // 600 KB of JSON (over DynamoDB's 400 KB item limit) that compresses well.
@@ -220,11 +208,8 @@ async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_a
     use baton_runtime::error::StoreError;
     use baton_runtime::ports::RunStore;
     let emulator = moto_server::MotoServer::start().unwrap();
-    let configuration = emulator.sdk_configuration().await;
-    let store = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        unique("baton-wide-commit"),
-    );
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique("baton-wide-commit"));
     store.create_table_if_missing().await.unwrap();
     let state = run_carrying("small".into(), "run-wide");
     store
@@ -271,11 +256,13 @@ async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_a
 async fn a_timer_waits_on_sqs_until_it_is_due() {
     let emulator = moto_server::MotoServer::start().unwrap();
     let configuration = emulator.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    // The test reads the queue's attributes with an SDK client of its own.
     let client = aws_sdk_sqs::Client::new(&configuration);
     let queue_url = moto_server::create_unique_queue(&configuration, "baton-timers", None)
         .await
         .unwrap();
-    let queue = SqsStepQueue::new(client.clone(), queue_url.clone());
+    let queue = SqsStepQueue::new(&connection, queue_url.clone());
     let in_ten_minutes = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

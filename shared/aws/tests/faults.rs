@@ -204,12 +204,9 @@ struct Fixture {
 async fn fixture() -> Fixture {
     let moto = MotoServer::start().unwrap();
     let configuration = moto.sdk_configuration().await;
-    let store = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        unique_name("baton-faults"),
-    );
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique_name("baton-faults"));
     store.create_table_if_missing().await.unwrap();
-    let sqs_client = aws_sdk_sqs::Client::new(&configuration);
     let queue_url = moto_server::create_unique_queue(&configuration, "baton-faults-steps", Some(5))
         .await
         .unwrap();
@@ -217,7 +214,7 @@ async fn fixture() -> Fixture {
         _moto: moto,
         model: ScriptedLlmServer::start().await.unwrap(),
         store: Arc::new(store),
-        sqs: Arc::new(SqsStepQueue::new(sqs_client, queue_url)),
+        sqs: Arc::new(SqsStepQueue::new(&connection, queue_url)),
     }
 }
 

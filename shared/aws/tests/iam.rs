@@ -132,8 +132,9 @@ struct Fixture {
 async fn fixture() -> Fixture {
     let moto = MotoServer::start().unwrap();
     let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let table = unique_name("baton-iam");
-    DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&configuration), &table)
+    DynamoRunStore::new(&connection, &table)
         .create_table_if_missing()
         .await
         .unwrap();
@@ -173,11 +174,11 @@ fn adapters_with<I: Intercept + 'static>(
         .interceptor(interceptor_for("sqs"))
         .build();
     (
-        Arc::new(DynamoRunStore::new(
+        Arc::new(baton_aws::from_clients::dynamodb_store(
             aws_sdk_dynamodb::Client::from_conf(dynamodb),
             &fixture.table,
         )),
-        Arc::new(SqsStepQueue::new(
+        Arc::new(baton_aws::from_clients::sqs_queue(
             aws_sdk_sqs::Client::from_conf(sqs),
             &fixture.queue_url,
         )),
@@ -322,7 +323,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     // sequence since the load (the store reads it again), and a twin
     // delivery finds the node's lease held (the store reads the lease).
     let rival = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&fixture.configuration),
+        &baton_aws::AwsConnection::to_emulator(&fixture._moto.endpoint).await,
         &fixture.table,
     );
     let store = parts.store.as_ref();

@@ -26,10 +26,8 @@ const QUEUE_VISIBILITY_SECONDS: u32 = 120;
 async fn a_busy_twin_delivery_is_visible_again_after_its_retry_after() {
     let moto = MotoServer::start().unwrap();
     let configuration = moto.sdk_configuration().await;
-    let store = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        unique_name("baton-lambda-path"),
-    );
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique_name("baton-lambda-path"));
     store.create_table_if_missing().await.unwrap();
     let queue_url = moto_server::create_unique_queue(
         &configuration,
@@ -38,10 +36,7 @@ async fn a_busy_twin_delivery_is_visible_again_after_its_retry_after() {
     )
     .await
     .unwrap();
-    let queue: Arc<dyn StepQueue> = Arc::new(SqsStepQueue::new(
-        aws_sdk_sqs::Client::new(&configuration),
-        queue_url,
-    ));
+    let queue: Arc<dyn StepQueue> = Arc::new(SqsStepQueue::new(&connection, queue_url));
     let model = ScriptedLlmServer::start().await.unwrap();
     let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
         model.base_url(),

@@ -48,11 +48,8 @@ async fn stored_state_size(store: &DynamoRunStore, run_id: &str) -> (usize, usiz
 }
 
 async fn dynamodb_store(moto: &MotoServer) -> Arc<DynamoRunStore> {
-    let configuration = moto.sdk_configuration().await;
-    let store = DynamoRunStore::new(
-        aws_sdk_dynamodb::Client::new(&configuration),
-        unique_name("baton-long-runs"),
-    );
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique_name("baton-long-runs"));
     store.create_table_if_missing().await.unwrap();
     Arc::new(store)
 }

@@ -50,9 +50,7 @@ impl CompletionNotifier for WebhookNotifier {
                     "no event bus is configured in this process (BATON_EVENT_BUS)".into(),
                 ));
             };
-            bus.put(&delivery.notification.event_type, &detail)
-                .await
-                .map_err(DeliveryError::EventBus)?;
+            bus.put(&delivery.notification.event_type, &detail).await?;
         }
         let Some(url) = &delivery.callback_url else {
             return Ok(());

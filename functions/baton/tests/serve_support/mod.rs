@@ -115,8 +115,9 @@ pub fn model_environment(model: &scripted_llm::ScriptedLlmServer) -> Vec<(String
 /// `baton serve --store dynamodb` at them.
 pub async fn dynamodb_environment(moto: &moto_server::MotoServer) -> Vec<(String, String)> {
     let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let table = moto_server::unique_name("baton-e2e");
-    baton_aws::DynamoRunStore::new(aws_sdk_dynamodb::Client::new(&configuration), &table)
+    baton_aws::DynamoRunStore::new(&connection, &table)
         .create_table_if_missing()
         .await
         .unwrap();
