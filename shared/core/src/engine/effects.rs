@@ -2,7 +2,6 @@
 //! them produced: data only, so every step replays in a test.
 
 use crate::basics::codes::FailureCode;
-use crate::basics::error::CoreError;
 use crate::contracts::diagnostics::DiagnosticsBundle;
 use crate::state::context::ModelRequest;
 use crate::state::run::TokenUsage;
@@ -157,39 +156,54 @@ impl Effect {
     }
 }
 
-/// What performing an effect produced.
+/// Why a model call gave up (after the provider's own retries).
 #[derive(Debug, Clone, PartialEq)]
-pub enum EffectOutcome {
-    ModelAnswered(ModelAnswer),
-    /// The provider gave up (after its own retries).
-    ModelFailed {
-        code: FailureCode,
-        message: String,
-    },
-    /// A model turn of an agent session answered (text, tool calls or both).
-    ModelConversed(Box<crate::records::conversation::SessionAnswer>),
-    /// A tool call finished (its failure is an outcome the model reads).
-    ToolFinished(crate::records::conversation::ToolOutcome),
-    /// The child run exists (created now, or by an earlier try).
-    ChildStarted,
-    /// The notification was accepted (every destination it goes to).
-    Notified,
-    /// A destination refused it or could not be reached.
-    NotificationFailed {
-        message: String,
-    },
+pub struct ModelFailure {
+    pub code: FailureCode,
+    pub message: String,
 }
 
-/// The error for an outcome an effect cannot have produced (a shell bug).
-pub(crate) fn unexpected_outcome(effect: &str, outcome: &EffectOutcome) -> CoreError {
-    let kind = match outcome {
-        EffectOutcome::ModelAnswered(_) => "a model answer",
-        EffectOutcome::ModelFailed { .. } => "a model failure",
-        EffectOutcome::ModelConversed(_) => "a conversation turn",
-        EffectOutcome::ToolFinished(_) => "a tool result",
-        EffectOutcome::ChildStarted => "a child run's start",
-        EffectOutcome::Notified => "a delivered notification",
-        EffectOutcome::NotificationFailed { .. } => "a failed notification",
-    };
-    CoreError::StepDoesNotApply(format!("{effect} cannot take {kind}"))
+/// What a model call produced: its answer, or why it gave up.
+pub type ModelOutcome = Result<ModelAnswer, ModelFailure>;
+
+/// What a model turn of an agent session produced (text, tool calls or
+/// both), or why it gave up.
+pub type TurnOutcome = Result<Box<crate::records::conversation::SessionAnswer>, ModelFailure>;
+
+/// A notification that was not accepted: a destination refused it or could
+/// not be reached.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeliveryFailure {
+    pub message: String,
+}
+
+/// What delivering a notification produced.
+pub type DeliveryOutcome = Result<(), DeliveryFailure>;
+
+/// An effect the shell performed, with what performing it produced: each
+/// effect carries its own outcome type, so an outcome an effect cannot
+/// produce (a tool result for a model call) does not compile.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Performed {
+    CallModel(ModelCall, ModelOutcome),
+    DraftPlan(PlanDraftCall, ModelOutcome),
+    AskJudge(Box<JudgeModelCall>, ModelOutcome),
+    Converse(Box<ConverseCall>, TurnOutcome),
+    /// A tool call finished (its failure is an outcome the model reads).
+    RunTool(
+        Box<ToolExecution>,
+        crate::records::conversation::ToolOutcome,
+    ),
+    /// The child run exists (created now, or by an earlier try).
+    StartChildRun(Box<ChildRunStart>),
+    ReviewPlan(Box<PlanReviewCall>, ModelOutcome),
+    Notify(Box<super::notify::NotificationDelivery>, DeliveryOutcome),
+}
+
+impl Performed {
+    /// Whether the engine may ask for another effect after this one in the
+    /// same step (a rejected plan draft, a reviewed plan).
+    pub fn may_ask_again(&self) -> bool {
+        matches!(self, Performed::DraftPlan(..) | Performed::ReviewPlan(..))
+    }
 }

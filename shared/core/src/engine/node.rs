@@ -20,7 +20,7 @@ use crate::wire::frames::{self, ExecutorType, HandoffStatus, RunPhase};
 
 use super::narration::{emit_node_metrics, hand_over, handoff};
 use super::policy::{self, Applied, Occurrence};
-use super::{EffectOutcome, EngineContext, ModelCall, StepAdvance, StepContext};
+use super::{EngineContext, ModelCall, ModelFailure, ModelOutcome, StepAdvance, StepContext};
 use crate::planning::plan::PlanGraph;
 
 /// The run's plan (shared, so borrowing a node from it copies nothing).
@@ -201,7 +201,7 @@ pub(super) fn claim_frames(
 pub(super) fn resume_node(
     state: RunState,
     call: &ModelCall,
-    outcome: EffectOutcome,
+    outcome: &ModelOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
@@ -213,7 +213,7 @@ pub(super) fn resume_node(
         record.started_at_millis = Some(call.started_at_millis);
     }
     match outcome {
-        EffectOutcome::ModelAnswered(answer) => {
+        Ok(answer) => {
             let parsed = serde_json::from_str::<Value>(&answer.content)
                 .map_err(|error| format!("the answer is not valid JSON: {error}"));
             super::usage_recording::record_model_usage(
@@ -224,16 +224,9 @@ pub(super) fn resume_node(
             );
             judge_answer(&mut step, node, call.attempt, parsed)?;
         }
-        EffectOutcome::ModelFailed { code, message } => {
+        Err(ModelFailure { code, message }) => {
             let run_message = format!("node {} failed: {message}", node.node_id);
-            step.fail_node(node, call.attempt, code, &message, &run_message);
-        }
-        other @ (EffectOutcome::ModelConversed(_)
-        | EffectOutcome::ToolFinished(_)
-        | EffectOutcome::ChildStarted
-        | EffectOutcome::Notified
-        | EffectOutcome::NotificationFailed { .. }) => {
-            return Err(super::unexpected_outcome("a node's model call", &other));
+            step.fail_node(node, call.attempt, *code, message, &run_message);
         }
     }
     Ok(step.into_advance())

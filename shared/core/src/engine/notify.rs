@@ -10,7 +10,7 @@ use crate::records::notifications::{
 };
 use crate::state::run::{RunState, StepCommand, StepMessage};
 
-use super::{Decision, EffectOutcome, StepAdvance, StepContext};
+use super::{Decision, DeliveryOutcome, StepAdvance, StepContext};
 
 /// A delivery attempt the shell performs.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,14 +99,13 @@ pub(super) fn begin_notify(
 pub(super) fn resume_notify(
     mut state: RunState,
     delivery: &NotificationDelivery,
-    outcome: EffectOutcome,
+    outcome: &DeliveryOutcome,
     now: Instant,
 ) -> Result<StepAdvance, CoreError> {
-    let failure = match outcome {
-        EffectOutcome::Notified => None,
-        EffectOutcome::NotificationFailed { message } => Some(message),
-        other => return Err(super::unexpected_outcome("a notification", &other)),
-    };
+    let failure = outcome
+        .as_ref()
+        .err()
+        .map(|failure| failure.message.clone());
     let mut outbox = Vec::new();
     let Some(record) = state.notifications.get_mut(&delivery.notification_id) else {
         return Err(CoreError::StepDoesNotApply(format!(

@@ -25,7 +25,9 @@ use crate::state::run::{NodeStatus, RunState, StepCommand};
 use crate::wire::frames::{self, ExecutorType};
 
 use super::node::{plan_node_in, plan_of};
-use super::{Effect, EffectOutcome, EngineContext, JudgeModelCall, StepAdvance, StepContext};
+use super::{
+    Effect, EngineContext, JudgeModelCall, ModelFailure, ModelOutcome, StepAdvance, StepContext,
+};
 
 /// Whether an `AskJudge` command no longer applies.
 pub(super) fn judge_is_stale(
@@ -178,7 +180,7 @@ fn judge_is_awaited(
 pub(super) fn resume_judge(
     state: RunState,
     call: &JudgeModelCall,
-    outcome: EffectOutcome,
+    outcome: &ModelOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
@@ -186,7 +188,7 @@ pub(super) fn resume_judge(
     let node = plan_node_in(&plan, &state, &call.node_id)?;
     let mut step = StepContext::new(state, now, engine);
     let judged = match outcome {
-        EffectOutcome::ModelAnswered(answer) => {
+        Ok(answer) => {
             super::usage_recording::record_model_usage(
                 &mut step,
                 &call.node_id,
@@ -205,15 +207,8 @@ pub(super) fn resume_judge(
                 }
             }
         }
-        EffectOutcome::ModelFailed { message, .. } => {
+        Err(ModelFailure { message, .. }) => {
             JudgeOutcome::Failed(format!("the model failed: {message}"))
-        }
-        other @ (EffectOutcome::ModelConversed(_)
-        | EffectOutcome::ToolFinished(_)
-        | EffectOutcome::ChildStarted
-        | EffectOutcome::Notified
-        | EffectOutcome::NotificationFailed { .. }) => {
-            return Err(super::unexpected_outcome("a judge's model call", &other));
         }
     };
     if let JudgeOutcome::Failed(reason) = &judged {

@@ -16,7 +16,10 @@ use crate::planning::validator::{rejected_bundle, validate_plan};
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames::{self, PlannerKind};
 
-use super::{EffectOutcome, EngineContext, PlanDraftCall, PlannerChoice, StepAdvance, StepContext};
+use super::{
+    EngineContext, ModelFailure, ModelOutcome, PlanDraftCall, PlannerChoice, StepAdvance,
+    StepContext,
+};
 
 pub(super) fn begin_planning(
     state: &RunState,
@@ -50,7 +53,7 @@ pub(super) fn begin_planning(
 pub(super) fn resume_planning(
     state: RunState,
     call: &PlanDraftCall,
-    outcome: EffectOutcome,
+    outcome: &ModelOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
@@ -61,18 +64,11 @@ pub(super) fn resume_planning(
     let attempts = engine.max_planner_attempts.max(1);
     let drafts_rejected_before = u32::try_from(call.rejected.len()).unwrap_or(u32::MAX);
     let (fallback_reason, rejected_drafts) = match outcome {
-        EffectOutcome::ModelFailed { message, .. } => (
+        Err(ModelFailure { message, .. }) => (
             format!("the planner model is unavailable ({message})"),
             drafts_rejected_before,
         ),
-        other @ (EffectOutcome::ModelConversed(_)
-        | EffectOutcome::ToolFinished(_)
-        | EffectOutcome::ChildStarted
-        | EffectOutcome::Notified
-        | EffectOutcome::NotificationFailed { .. }) => {
-            return Err(super::unexpected_outcome("a plan draft", &other));
-        }
-        EffectOutcome::ModelAnswered(answer) => {
+        Ok(answer) => {
             let drafted = plan_from_draft(
                 &answer.content,
                 &step.state.envelope,

@@ -177,6 +177,39 @@ pub(super) fn node_command(node: &str, attempt: u32) -> StepCommand {
 
 /// Drives one step the way the shell does and returns its decision. Every
 /// frame (effect frames included) is checked against its schema.
+/// What a test says an effect produced; [`performed`] pairs it with its
+/// effect the way the shell does.
+#[derive(Debug, Clone)]
+pub(super) enum TestOutcome {
+    Model(ModelOutcome),
+    Turn(TurnOutcome),
+    Tool(crate::records::conversation::ToolOutcome),
+    Delivery(DeliveryOutcome),
+}
+
+/// The effect with its outcome; a pair the shell cannot make (a tool result
+/// for a model call) fails the test.
+pub(super) fn performed(effect: &Effect, outcome: TestOutcome) -> Performed {
+    match (effect.clone(), outcome) {
+        (Effect::CallModel(call), TestOutcome::Model(outcome)) => {
+            Performed::CallModel(call, outcome)
+        }
+        (Effect::DraftPlan(call), TestOutcome::Model(outcome)) => {
+            Performed::DraftPlan(call, outcome)
+        }
+        (Effect::AskJudge(call), TestOutcome::Model(outcome)) => Performed::AskJudge(call, outcome),
+        (Effect::ReviewPlan(call), TestOutcome::Model(outcome)) => {
+            Performed::ReviewPlan(call, outcome)
+        }
+        (Effect::Converse(call), TestOutcome::Turn(outcome)) => Performed::Converse(call, outcome),
+        (Effect::RunTool(call), TestOutcome::Tool(outcome)) => Performed::RunTool(call, outcome),
+        (Effect::Notify(delivery), TestOutcome::Delivery(outcome)) => {
+            Performed::Notify(delivery, outcome)
+        }
+        (effect, outcome) => panic!("the shell cannot produce {outcome:?} for {effect:?}"),
+    }
+}
+
 pub(super) fn step(state: RunState, observed: Observed, context: &EngineContext<'_>) -> Decision {
     let (command, outcome) = match observed {
         Observed::Plan => (StepCommand::Plan, None),
@@ -188,7 +221,7 @@ pub(super) fn step(state: RunState, observed: Observed, context: &EngineContext<
             tokens,
         } => (
             node_command(node, attempt),
-            Some(EffectOutcome::ModelAnswered(ModelAnswer {
+            Some(TestOutcome::Model(Ok(ModelAnswer {
                 content,
                 usage: TokenUsage {
                     prompt_tokens: tokens,
@@ -196,14 +229,14 @@ pub(super) fn step(state: RunState, observed: Observed, context: &EngineContext<
                     cached_prompt_tokens: 0,
                 },
                 model: "scripted".into(),
-            })),
+            }))),
         ),
         Observed::ProviderFailed { node, attempt } => (
             node_command(node, attempt),
-            Some(EffectOutcome::ModelFailed {
+            Some(TestOutcome::Model(Err(ModelFailure {
                 code: FailureCode::LlmServerError,
                 message: "500".into(),
-            }),
+            }))),
         ),
     };
     let advance = begin_step(&state, &command, NOW, context).unwrap();
@@ -213,7 +246,15 @@ pub(super) fn step(state: RunState, observed: Observed, context: &EngineContext<
             if let Effect::CallModel(call) = &effect {
                 assert_frames_match_schemas(&call.start_frames);
             }
-            match resume_step(state.clone(), &command, &effect, outcome, NOW, context).unwrap() {
+            match resume_step(
+                state.clone(),
+                &command,
+                &performed(&effect, outcome),
+                NOW,
+                context,
+            )
+            .unwrap()
+            {
                 StepAdvance::Decided(decision) => *decision,
                 other => panic!("expected a decision, got {other:?}"),
             }
@@ -540,16 +581,15 @@ fn resuming_on_a_reloaded_state_reapplies_the_same_outcome_or_finds_it_stale() {
     let StepAdvance::Perform(effect) = begin_step(&state, &command, NOW, &context).unwrap() else {
         panic!("node_1 calls its model")
     };
-    let outcome = EffectOutcome::ModelAnswered(ModelAnswer {
+    let outcome = TestOutcome::Model(Ok(ModelAnswer {
         content: json!({"brief": {"text": "b"}}).to_string(),
         usage: TokenUsage::default(),
         model: "m".into(),
-    });
+    }));
     let first = resume_step(
         state.clone(),
         &command,
-        &effect,
-        outcome.clone(),
+        &performed(&effect, outcome.clone()),
         NOW,
         &context,
     )
@@ -557,8 +597,7 @@ fn resuming_on_a_reloaded_state_reapplies_the_same_outcome_or_finds_it_stale() {
     let again = resume_step(
         state.clone(),
         &command,
-        &effect,
-        outcome.clone(),
+        &performed(&effect, outcome.clone()),
         NOW,
         &context,
     )
@@ -573,8 +612,7 @@ fn resuming_on_a_reloaded_state_reapplies_the_same_outcome_or_finds_it_stale() {
     let after = resume_step(
         decision.state.clone(),
         &command,
-        &effect,
-        outcome,
+        &performed(&effect, outcome),
         NOW,
         &context,
     )
@@ -602,18 +640,17 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
         panic!("the LLM planner asks the model first")
     };
     let drafted = |content: Value| {
-        EffectOutcome::ModelAnswered(ModelAnswer {
+        TestOutcome::Model(Ok(ModelAnswer {
             content: content.to_string(),
             usage: TokenUsage::default(),
             model: "planner".into(),
-        })
+        }))
     };
     let unknown = json!({"nodes": [{"nodeId": "a", "capabilityId": "no.such"}]});
     let StepAdvance::Perform(second) = resume_step(
         state.clone(),
         &StepCommand::Plan,
-        &first,
-        drafted(unknown.clone()),
+        &performed(&first, drafted(unknown.clone())),
         NOW,
         &context,
     )
@@ -636,8 +673,7 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     let StepAdvance::Decided(fallback) = resume_step(
         state.clone(),
         &StepCommand::Plan,
-        &second,
-        drafted(unknown),
+        &performed(&second, drafted(unknown)),
         NOW,
         &context,
     )
@@ -677,8 +713,7 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     let StepAdvance::Decided(accepted) = resume_step(
         state.clone(),
         &StepCommand::Plan,
-        &first,
-        drafted(valid),
+        &performed(&first, drafted(valid)),
         NOW,
         &context,
     )
@@ -698,11 +733,13 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     let StepAdvance::Decided(unavailable) = resume_step(
         state.clone(),
         &StepCommand::Plan,
-        &first,
-        EffectOutcome::ModelFailed {
-            code: FailureCode::LlmTimeout,
-            message: "timed out".into(),
-        },
+        &performed(
+            &first,
+            TestOutcome::Model(Err(ModelFailure {
+                code: FailureCode::LlmTimeout,
+                message: "timed out".into(),
+            })),
+        ),
         NOW,
         &context,
     )

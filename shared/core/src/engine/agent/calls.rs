@@ -16,7 +16,7 @@ use crate::state::run::{RunState, StepCommand};
 use crate::wire::frames::{self, AgentActivity};
 
 use super::super::node::{plan_node_in, plan_of};
-use super::super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
+use super::super::{Effect, EngineContext, StepAdvance, StepContext};
 use super::{ToolExecution, agent_state_frame, next_turn, session_of};
 
 /// Why a call cannot run (the model reads it as the call's result).
@@ -194,16 +194,13 @@ fn invocation(
 pub(in crate::engine) fn resume_tool(
     state: RunState,
     execution: &ToolExecution,
-    outcome: EffectOutcome,
+    outcome: &ToolOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
     let plan = plan_of(&state)?;
     let node = plan_node_in(&plan, &state, &execution.node_id)?;
-    let result = match outcome {
-        EffectOutcome::ToolFinished(result) => result,
-        other => return Err(super::super::unexpected_outcome("a tool call", &other)),
-    };
+    let result = outcome.clone();
     let mut step = StepContext::new(state, now, engine);
     finish_call(
         &mut step,

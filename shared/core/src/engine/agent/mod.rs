@@ -41,7 +41,7 @@ pub(super) use plan_call::{child_ended, resume_child_started, resume_review};
 pub use requests::{ConverseCall, ToolExecution};
 
 use super::node::{plan_node_in, plan_of};
-use super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
+use super::{Effect, EngineContext, ModelFailure, StepAdvance, StepContext, TurnOutcome};
 
 /// Whether an `AgentTurn` command no longer applies.
 pub(super) fn turn_is_stale(state: &RunState, node_id: &str, attempt: u32, turn: u32) -> bool {
@@ -282,7 +282,7 @@ fn watchdog_reason(engine: &EngineContext<'_>) -> String {
 pub(super) fn resume_turn(
     state: RunState,
     call: &ConverseCall,
-    outcome: EffectOutcome,
+    outcome: &TurnOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
@@ -310,14 +310,13 @@ pub(super) fn resume_turn(
         );
     }
     let answer = match outcome {
-        EffectOutcome::ModelConversed(answer) => *answer,
-        EffectOutcome::ModelFailed { code, message } => {
+        Ok(answer) => (**answer).clone(),
+        Err(ModelFailure { code, message }) => {
             close_session(&mut step, &node.node_id, call.attempt);
             let run_message = format!("node {} failed: {message}", node.node_id);
-            step.fail_node(node, call.attempt, code, &message, &run_message);
+            step.fail_node(node, call.attempt, *code, message, &run_message);
             return Ok(step.into_advance());
         }
-        other => return Err(super::unexpected_outcome("a model turn", &other)),
     };
     super::usage_recording::record_model_usage(
         &mut step,

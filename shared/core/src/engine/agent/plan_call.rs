@@ -26,7 +26,7 @@ use crate::state::run::RunState;
 use crate::wire::frames::{self, AgentActivity};
 
 use super::super::node::{plan_node_in, plan_of};
-use super::super::{Effect, EffectOutcome, EngineContext, StepAdvance, StepContext};
+use super::super::{Effect, EngineContext, ModelOutcome, StepAdvance, StepContext};
 use super::calls::finish_call;
 
 /// The tool's registry name (its executor is the builtin operation).
@@ -276,16 +276,9 @@ fn keep_draft(
 pub(in crate::engine) fn resume_child_started(
     state: RunState,
     start: &ChildRunStart,
-    outcome: EffectOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
-    if !matches!(outcome, EffectOutcome::ChildStarted) {
-        return Err(super::super::unexpected_outcome(
-            "a child run's start",
-            &outcome,
-        ));
-    }
     let child_run_id = start.child.state.run_id.clone();
     let mut step = StepContext::new(state, now, engine);
     step.events.extend(start.frames_before.iter().cloned());
@@ -344,13 +337,13 @@ pub(in crate::engine) fn child_ended(
 pub(in crate::engine) fn resume_review(
     state: RunState,
     review: &PlanReviewCall,
-    outcome: EffectOutcome,
+    outcome: &ModelOutcome,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
     let start = &review.then;
-    let verdict = match &outcome {
-        EffectOutcome::ModelAnswered(answer) => serde_json::from_str::<Value>(&answer.content)
+    let verdict = match outcome {
+        Ok(answer) => serde_json::from_str::<Value>(&answer.content)
             .ok()
             .filter(|verdict| verdict["verdict"].is_string()),
         _ => None,

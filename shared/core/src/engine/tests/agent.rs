@@ -140,10 +140,15 @@ fn model_turn(
         .map(|prefix| super::stored_under(&prefix))
         .unwrap_or_default();
     sent.conversation = call.conversation_with(&stored).unwrap();
-    let outcome = EffectOutcome::ModelConversed(Box::new(answer));
-    let StepAdvance::Decided(decision) =
-        resume_step(state.clone(), command, &effect, outcome, now, context).unwrap()
-    else {
+    let outcome = TestOutcome::Turn(Ok(Box::new(answer)));
+    let StepAdvance::Decided(decision) = resume_step(
+        state.clone(),
+        command,
+        &performed(&effect, outcome),
+        now,
+        context,
+    )
+    .unwrap() else {
         panic!("a model turn is decided");
     };
     assert_frames_match_schemas(&decision.events);
@@ -170,8 +175,7 @@ fn tool_step(
     let StepAdvance::Decided(decision) = resume_step(
         state.clone(),
         command,
-        &effect,
-        EffectOutcome::ToolFinished(outcome),
+        &performed(&effect, TestOutcome::Tool(outcome)),
         now,
         context,
     )

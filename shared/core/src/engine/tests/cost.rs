@@ -122,7 +122,7 @@ fn a_failed_run_ends_with_its_metrics_before_the_error() {
         else {
             panic!("attempt {attempt} calls the model");
         };
-        let outcome = EffectOutcome::ModelAnswered(ModelAnswer {
+        let outcome = TestOutcome::Model(Ok(ModelAnswer {
             content: answer.to_string(),
             usage: TokenUsage {
                 prompt_tokens: 100,
@@ -130,9 +130,9 @@ fn a_failed_run_ends_with_its_metrics_before_the_error() {
                 cached_prompt_tokens: 40,
             },
             model: "scripted".into(),
-        });
+        }));
         let StepAdvance::Decided(decision) =
-            resume_step(state, &command, &effect, outcome, NOW, &context).unwrap()
+            resume_step(state, &command, &performed(&effect, outcome), NOW, &context).unwrap()
         else {
             panic!("decided");
         };

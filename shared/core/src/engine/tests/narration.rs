@@ -40,7 +40,7 @@ pub(super) fn node_step_answered_by(
     };
     let streams = call.stream_deltas;
     let mut frames = effect.take_claim_frames();
-    let outcome = EffectOutcome::ModelAnswered(ModelAnswer {
+    let outcome = TestOutcome::Model(Ok(ModelAnswer {
         content: answer.to_string(),
         usage: TokenUsage {
             prompt_tokens: 10,
@@ -48,11 +48,16 @@ pub(super) fn node_step_answered_by(
             cached_prompt_tokens: 0,
         },
         model: model.into(),
-    });
+    }));
     let later = Instant::from_unix_millis(NOW.unix_millis() + took);
-    let StepAdvance::Decided(decision) =
-        resume_step(state, &command, &effect, outcome, later, context).unwrap()
-    else {
+    let StepAdvance::Decided(decision) = resume_step(
+        state,
+        &command,
+        &performed(&effect, outcome),
+        later,
+        context,
+    )
+    .unwrap() else {
         panic!("decided");
     };
     frames.extend(decision.events);

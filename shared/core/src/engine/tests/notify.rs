@@ -52,23 +52,23 @@ fn notify(notification: &str, attempt: u32) -> StepCommand {
 fn attempt(
     state: RunState,
     command: &StepCommand,
-    outcome: EffectOutcome,
+    outcome: TestOutcome,
     now: Instant,
     context: &EngineContext<'_>,
 ) -> Decision {
     let StepAdvance::Perform(effect) = begin_step(&state, command, now, context).unwrap() else {
         panic!("a due attempt delivers");
     };
-    match resume_step(state, command, &effect, outcome, now, context).unwrap() {
+    match resume_step(state, command, &performed(&effect, outcome), now, context).unwrap() {
         StepAdvance::Decided(decision) => *decision,
         other => panic!("decided, not {other:?}"),
     }
 }
 
-fn failed(message: &str) -> EffectOutcome {
-    EffectOutcome::NotificationFailed {
+fn failed(message: &str) -> TestOutcome {
+    TestOutcome::Delivery(Err(DeliveryFailure {
         message: message.into(),
-    }
+    }))
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn failed_attempts_are_retried_later_with_doubling_delays_and_delivered_once() {
     let third = attempt(
         second.state,
         &notify("completed-1", 3),
-        EffectOutcome::Notified,
+        TestOutcome::Delivery(Ok(())),
         NOW,
         &context,
     );

@@ -132,7 +132,7 @@ fn judge_answers(
     let entry = super::stored_under(&call.round_entry);
     let request = call.request_from(entry.first()).unwrap();
     assert!(request.system_instruction.contains(judge));
-    let outcome = EffectOutcome::ModelAnswered(ModelAnswer {
+    let outcome = TestOutcome::Model(Ok(ModelAnswer {
         content,
         usage: TokenUsage {
             prompt_tokens: 10,
@@ -140,8 +140,16 @@ fn judge_answers(
             cached_prompt_tokens: 0,
         },
         model: "scripted".into(),
-    });
-    match resume_step(state.clone(), &command, &effect, outcome, NOW, context).unwrap() {
+    }));
+    match resume_step(
+        state.clone(),
+        &command,
+        &performed(&effect, outcome),
+        NOW,
+        context,
+    )
+    .unwrap()
+    {
         StepAdvance::Decided(decision) => {
             assert_frames_match_schemas(&decision.events);
             super::keep_entries(&decision);
@@ -386,17 +394,16 @@ fn concurrent_judges_commit_one_after_the_other_without_losing_an_answer() {
         })
         .collect();
     let answered = |score: f64| {
-        EffectOutcome::ModelAnswered(ModelAnswer {
+        TestOutcome::Model(Ok(ModelAnswer {
             content: verdict(score),
             usage: TokenUsage::default(),
             model: "scripted".into(),
-        })
+        }))
     };
     let StepAdvance::Decided(first) = resume_step(
         state.clone(),
         &asks[0].0,
-        &asks[0].1,
-        answered(8.0),
+        &performed(&asks[0].1, answered(8.0)),
         NOW,
         &context,
     )
@@ -407,8 +414,7 @@ fn concurrent_judges_commit_one_after_the_other_without_losing_an_answer() {
     let StepAdvance::Decided(second) = resume_step(
         first.state.clone(),
         &asks[1].0,
-        &asks[1].1,
-        answered(6.0),
+        &performed(&asks[1].1, answered(6.0)),
         NOW,
         &context,
     )

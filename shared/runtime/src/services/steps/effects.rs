@@ -6,27 +6,32 @@
 
 use baton_core::codes::WarningCode;
 use baton_core::context::ModelRequest;
-use baton_core::engine::{Effect, EffectOutcome};
+use baton_core::engine::{
+    DeliveryFailure, Effect, ModelFailure, ModelOutcome, Performed, TurnOutcome,
+};
 use baton_core::frames::{self, FrameStamp};
 use baton_core::run::RunState;
 use tokio::sync::mpsc;
 
 use super::StepService;
-use crate::error::{RuntimeError, StoreError};
+use crate::error::{LlmError, RuntimeError, StoreError};
 use crate::ports::ModelDelta;
 
 impl StepService {
-    /// Performs an effect; provider failures become outcomes, anything else
-    /// (the store failing) is an error of the step.
+    /// Performs an effect and pairs it with what it produced; provider
+    /// failures become outcomes, anything else (the store failing) is an
+    /// error of the step.
     pub(super) async fn perform(
         &self,
         state: &RunState,
-        effect: &Effect,
-    ) -> Result<EffectOutcome, RuntimeError> {
-        let answered = match effect {
+        effect: Effect,
+    ) -> Result<Performed, RuntimeError> {
+        Ok(match effect {
             Effect::CallModel(call) => {
-                self.call_model_streaming(state, &call.node_id, &call.request, call.stream_deltas)
-                    .await
+                let answered = self
+                    .call_model_streaming(state, &call.node_id, &call.request, call.stream_deltas)
+                    .await;
+                Performed::CallModel(call, answered)
             }
             Effect::AskJudge(call) => {
                 // What the round's judges are asked is stored beside the run.
@@ -38,60 +43,52 @@ impl StepService {
                     .request_from(stored.first())
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?;
                 // A judge's text is not streamed: the panel reports `progress`.
-                let (sender, _receiver) = mpsc::unbounded_channel();
-                self.llm
-                    .complete(&request, sender)
-                    .await
-                    .map_err(RuntimeError::Llm)
+                let answered = self.complete_unstreamed(&request).await;
+                Performed::AskJudge(call, answered)
             }
             Effect::Converse(call) => {
-                return self.converse(state, call).await;
+                let outcome = self.converse(state, &call).await?;
+                Performed::Converse(call, outcome)
             }
             Effect::StartChildRun(start) => {
-                return self.start_child_run(start).await;
+                self.start_child_run(&start).await?;
+                Performed::StartChildRun(start)
             }
             Effect::ReviewPlan(review) => {
-                let (sender, _receiver) = mpsc::unbounded_channel();
-                self.llm
-                    .complete(&review.request, sender)
-                    .await
-                    .map_err(RuntimeError::Llm)
+                let answered = self.complete_unstreamed(&review.request).await;
+                Performed::ReviewPlan(review, answered)
             }
             Effect::Notify(delivery) => {
-                return Ok(match self.notifier.deliver(delivery).await {
-                    Ok(()) => EffectOutcome::Notified,
-                    Err(error) => {
-                        tracing::warn!(notification = %delivery.notification_id, attempt = delivery.attempt, %error, "a completion notification was not accepted");
-                        EffectOutcome::NotificationFailed {
-                            message: error.to_string(),
-                        }
+                let outcome = self.notifier.deliver(&delivery).await.map_err(|error| {
+                    tracing::warn!(notification = %delivery.notification_id, attempt = delivery.attempt, %error, "a completion notification was not accepted");
+                    DeliveryFailure {
+                        message: error.to_string(),
                     }
                 });
+                Performed::Notify(delivery, outcome)
             }
             Effect::RunTool(execution) => {
                 let outcome = self
                     .tools
                     .run_tool(&execution.tool, &execution.invocation)
                     .await;
-                return Ok(EffectOutcome::ToolFinished(outcome));
+                Performed::RunTool(execution, outcome)
             }
             Effect::DraftPlan(call) => {
                 // The rejected drafts' frames go with the planning step's commit.
-                let (sender, _receiver) = mpsc::unbounded_channel();
-                self.llm
-                    .complete(&call.request, sender)
-                    .await
-                    .map_err(RuntimeError::Llm)
+                let answered = self.complete_unstreamed(&call.request).await;
+                Performed::DraftPlan(call, answered)
             }
-        };
-        match answered {
-            Ok(answer) => Ok(EffectOutcome::ModelAnswered(answer)),
-            Err(RuntimeError::Llm(error)) => Ok(EffectOutcome::ModelFailed {
-                code: error.code(),
-                message: error.to_string(),
-            }),
-            Err(other) => Err(other),
-        }
+        })
+    }
+
+    /// A model call whose text is not streamed to readers.
+    async fn complete_unstreamed(&self, request: &ModelRequest) -> ModelOutcome {
+        let (sender, _receiver) = mpsc::unbounded_channel();
+        self.llm
+            .complete(request, sender)
+            .await
+            .map_err(|error| model_failure(&error))
     }
 
     /// Calls the model while its deltas are pumped into the event log
@@ -103,7 +100,7 @@ impl StepService {
         node_id: &str,
         request: &ModelRequest,
         stream_deltas: bool,
-    ) -> Result<crate::ports::ModelAnswer, RuntimeError> {
+    ) -> ModelOutcome {
         let (sender, receiver) = mpsc::unbounded_channel::<ModelDelta>();
         let call = self.llm.complete(request, sender);
         let pump = self.pump_deltas(state, node_id, stream_deltas, receiver);
@@ -111,7 +108,7 @@ impl StepService {
         if let Some(error) = pump_error {
             tracing::warn!(%error, "could not append streamed deltas; the answer is still committed");
         }
-        Ok(answer?)
+        answer.map_err(|error| model_failure(&error))
     }
 
     /// The one delta pump, for a node's model call and an agent's turn
@@ -233,7 +230,7 @@ impl StepService {
         &self,
         state: &RunState,
         call: &baton_core::engine::ConverseCall,
-    ) -> Result<EffectOutcome, RuntimeError> {
+    ) -> Result<TurnOutcome, RuntimeError> {
         // The turns stored beside the run, then the call's own.
         let stored = match call.stored_prefix() {
             Some(prefix) => {
@@ -253,13 +250,9 @@ impl StepService {
         if let Some(error) = pump_error {
             tracing::warn!(%error, "could not append a turn's streamed text; the turn is still committed");
         }
-        Ok(match answered {
-            Ok(answer) => EffectOutcome::ModelConversed(Box::new(answer)),
-            Err(error) => EffectOutcome::ModelFailed {
-                code: error.code(),
-                message: error.to_string(),
-            },
-        })
+        Ok(answered
+            .map(Box::new)
+            .map_err(|error| model_failure(&error)))
     }
 
     /// Creates the child run an `agent_create_plan` call starts, at most
@@ -269,7 +262,7 @@ impl StepService {
     async fn start_child_run(
         &self,
         start: &baton_core::engine::ChildRunStart,
-    ) -> Result<EffectOutcome, RuntimeError> {
+    ) -> Result<(), RuntimeError> {
         let child = &start.child;
         let created = self
             .store
@@ -288,7 +281,15 @@ impl StepService {
                     .await?;
             }
         }
-        Ok(EffectOutcome::ChildStarted)
+        Ok(())
+    }
+}
+
+/// A provider's giving up, as the engine judges it.
+fn model_failure(error: &LlmError) -> ModelFailure {
+    ModelFailure {
+        code: error.code(),
+        message: error.to_string(),
     }
 }
 

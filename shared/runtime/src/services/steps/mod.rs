@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use baton_core::claims::ClaimKey;
 use baton_core::engine::{
-    Decision, Effect, EffectOutcome, EngineContext, StepAdvance, begin_step, is_stale, resume_step,
+    Decision, EngineContext, Performed, StepAdvance, begin_step, is_stale, resume_step,
 };
 use baton_core::event::EventDraft;
 use baton_core::instant::Instant;
@@ -72,7 +72,7 @@ enum Effects {
     /// re-apply after a version conflict.
     Decided {
         decision: Box<Decision>,
-        performed: Option<Box<(Effect, EffectOutcome)>>,
+        performed: Option<Box<Performed>>,
     },
 }
 
@@ -256,28 +256,22 @@ impl StepService {
                     let performing = Box::pin(self.holding_lease(
                         message,
                         held_claim.as_ref(),
-                        self.perform(&current, &effect),
+                        self.perform(&current, effect),
                     ));
-                    let outcome = match self.time_left(deadline)? {
+                    let done = match self.time_left(deadline)? {
                         None => performing.await?,
                         Some(budget) => match tokio::time::timeout(budget, performing).await {
-                            Ok(outcome) => outcome?,
+                            Ok(done) => done?,
                             Err(_) => return Err(self.out_of_time(deadline)),
                         },
                     };
                     // These may ask for another effect: the state is needed again.
-                    if matches!(effect, Effect::DraftPlan(_) | Effect::ReviewPlan(_)) {
+                    if done.may_ask_again() {
                         state = Some(current.clone());
                     }
-                    advance = resume_step(
-                        current,
-                        &message.command,
-                        &effect,
-                        outcome.clone(),
-                        self.clock.now(),
-                        engine,
-                    )?;
-                    performed = Some(Box::new((effect, outcome)));
+                    advance =
+                        resume_step(current, &message.command, &done, self.clock.now(), engine)?;
+                    performed = Some(Box::new(done));
                 }
             }
         }
@@ -411,7 +405,7 @@ impl StepService {
         message: &StepMessage,
         read_version: u64,
         first_decision: Decision,
-        performed: Option<Box<(Effect, EffectOutcome)>>,
+        performed: Option<Box<Performed>>,
         engine: &EngineContext<'_>,
     ) -> Result<StepOutcome, RuntimeError> {
         let target = CommitTarget {
@@ -422,14 +416,7 @@ impl StepService {
         let decide_again = |state: RunState| {
             let now = self.clock.now();
             let advance = match performed.as_deref() {
-                Some((effect, outcome)) => resume_step(
-                    state,
-                    &message.command,
-                    effect,
-                    outcome.clone(),
-                    now,
-                    engine,
-                )?,
+                Some(done) => resume_step(state, &message.command, done, now, engine)?,
                 None => begin_step(&state, &message.command, now, engine)?,
             };
             match advance {
