@@ -325,7 +325,8 @@ pub fn authenticator_from(
 ) -> Result<baton_http::TokenAuthenticator, StartupError> {
     use baton_http::TokenAuthenticator;
     match configuration.api_tokens.as_deref() {
-        Some(text) => TokenAuthenticator::from_configuration(text).map_err(StartupError),
+        Some(text) => TokenAuthenticator::from_configuration(text)
+            .map_err(|error| StartupError(error.to_string())),
         None => Ok(match anonymous_tenant {
             Some(tenant) => {
                 TokenAuthenticator::default().allowing_anonymous_when_unconfigured(tenant)

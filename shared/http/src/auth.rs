@@ -41,9 +41,23 @@ fn constant_time_equal(left: &[u8; 32], right: &[u8; 32]) -> bool {
         == 0
 }
 
+/// Why `BATON_API_TOKENS` cannot be read: the entry (by index) and what is
+/// wrong with it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TokenConfigurationError {
+    #[error("BATON_API_TOKENS entry {index} is not `tenant:sha256hex`")]
+    NotAPair { index: usize },
+    #[error(
+        "BATON_API_TOKENS entry {index}: the digest must be 64 hex characters (sha256 of the token)"
+    )]
+    NotADigest { index: usize },
+    #[error("BATON_API_TOKENS entry {index}: empty tenant")]
+    EmptyTenant { index: usize },
+}
+
 impl TokenAuthenticator {
     /// Parses `tenant:hex,tenant:hex`. Errors name the offending entry's index.
-    pub fn from_configuration(text: &str) -> Result<Self, String> {
+    pub fn from_configuration(text: &str) -> Result<Self, TokenConfigurationError> {
         let mut entries = Vec::new();
         for (index, entry) in text
             .split(',')
@@ -51,13 +65,13 @@ impl TokenAuthenticator {
             .filter(|entry| !entry.is_empty())
             .enumerate()
         {
-            let (tenant, digest) = entry.split_once(':').ok_or_else(|| {
-                format!("BATON_API_TOKENS entry {index} is not `tenant:sha256hex`")
-            })?;
+            let (tenant, digest) = entry
+                .split_once(':')
+                .ok_or(TokenConfigurationError::NotAPair { index })?;
             let token_sha256 = decode_hex_digest(digest.trim())
-                .ok_or_else(|| format!("BATON_API_TOKENS entry {index}: the digest must be 64 hex characters (sha256 of the token)"))?;
+                .ok_or(TokenConfigurationError::NotADigest { index })?;
             if tenant.trim().is_empty() {
-                return Err(format!("BATON_API_TOKENS entry {index}: empty tenant"));
+                return Err(TokenConfigurationError::EmptyTenant { index });
             }
             entries.push(TokenEntry {
                 tenant: tenant.trim().to_string(),
@@ -142,6 +156,7 @@ mod tests {
     #[test]
     fn malformed_configuration_names_the_entry() {
         let error = TokenAuthenticator::from_configuration("tenant_a:nothex").unwrap_err();
-        assert!(error.contains("entry 0"), "{error}");
+        assert_eq!(error, TokenConfigurationError::NotADigest { index: 0 });
+        assert!(error.to_string().contains("entry 0"), "{error}");
     }
 }

@@ -54,11 +54,17 @@ pub enum Dialect {
 
 impl Dialect {
     /// `?dialect=`: `frames` (default) or `hooks`.
-    pub fn parse(value: Option<&str>) -> Result<Self, String> {
+    /// An unknown one is a 400 naming the parameter.
+    pub fn parse(value: Option<&str>) -> Result<Self, crate::error::ApiError> {
         match value {
             None | Some("frames") => Ok(Dialect::Frames),
             Some("hooks") => Ok(Dialect::Hooks),
-            Some(other) => Err(format!("dialect `{other}`: `frames` or `hooks`")),
+            Some(other) => Err(crate::error::ApiError::new(
+                axum::http::StatusCode::BAD_REQUEST,
+                "invalid_dialect",
+                format!("dialect `{other}`: `frames` or `hooks`"),
+            )
+            .with_details(serde_json::json!({"parameter": "dialect"}))),
         }
     }
 }

@@ -4,9 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use baton_runtime::services::{CapabilityService, HumanService, RunService};
-use serde_json::json;
 
 use crate::auth::TokenAuthenticator;
 use crate::error::ApiError;
@@ -48,9 +46,6 @@ pub(crate) struct StreamQuery {
 
 impl StreamQuery {
     pub(crate) fn dialect(&self) -> Result<Dialect, ApiError> {
-        Dialect::parse(self.dialect.as_deref()).map_err(|message| {
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_dialect", message)
-                .with_details(json!({"parameter": "dialect"}))
-        })
+        Dialect::parse(self.dialect.as_deref())
     }
 }

@@ -66,6 +66,6 @@ impl CompletionNotifier for WebhookNotifier {
             )
             .await
             .map(|_| ())
-            .map_err(DeliveryError::Webhook)
+            .map_err(|failure| DeliveryError::Webhook(failure.to_string()))
     }
 }

@@ -16,7 +16,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use sha2::Sha256;
 
 use crate::fetch::GuardedClient;
-use crate::guard::{OutboundPolicy, Resolver};
+use crate::guard::{OutboundPolicy, OutboundRefusal, Resolver};
 
 pub const SIGNATURE_HEADER: &str = "x-baton-signature";
 pub const EVENT_HEADER: &str = "x-baton-event";
@@ -31,6 +31,37 @@ fn mac(secret: &[u8]) -> Hmac<Sha256> {
         Ok(mac) => mac,
         Err(_) => unreachable!("HMAC accepts keys of every length"),
     }
+}
+
+/// Why a receiver refuses a delivery's signature.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SignatureRefusal {
+    #[error("`{0}` is not `t=…,v1=…`")]
+    Malformed(String),
+    #[error("timestamp {timestamp} is too far from now ({now})")]
+    TooOld { timestamp: u64, now: u64 },
+    #[error("the signature does not match the body")]
+    Mismatch,
+}
+
+/// Why a webhook was not delivered.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WebhookFailure {
+    /// Nothing is sent unsigned.
+    #[error("no webhook secret is configured (BATON_WEBHOOK_SECRET): nothing is sent unsigned")]
+    NoSecret,
+    /// A header value (event type, delivery id) cannot be sent.
+    #[error("`{value}` cannot be sent as the {header} header")]
+    Header { header: &'static str, value: String },
+    /// The outbound guard refused the URL, or the request did not finish.
+    #[error("{url}: {refusal}")]
+    Refused {
+        url: String,
+        refusal: OutboundRefusal,
+    },
+    /// The receiver answered, but not with a 2xx.
+    #[error("{url} answered HTTP {status}")]
+    Status { url: String, status: u16 },
 }
 
 /// `t={timestamp},v1={hex(hmac_sha256(secret, "{timestamp}.{body}"))}`.
@@ -51,7 +82,7 @@ pub fn verify_signature(
     body: &[u8],
     now: u64,
     tolerance: Duration,
-) -> Result<(), String> {
+) -> Result<(), SignatureRefusal> {
     let mut timestamp = None;
     let mut signature = None;
     for part in header.split(',') {
@@ -62,10 +93,10 @@ pub fn verify_signature(
         }
     }
     let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
-        return Err(format!("`{header}` is not `t=…,v1=…`"));
+        return Err(SignatureRefusal::Malformed(header.to_string()));
     };
     if now.abs_diff(timestamp) > tolerance.as_secs() {
-        return Err(format!("timestamp {timestamp} is too far from now ({now})"));
+        return Err(SignatureRefusal::TooOld { timestamp, now });
     }
     let bytes: Vec<u8> = (0..signature.len())
         .step_by(2)
@@ -77,7 +108,7 @@ pub fn verify_signature(
     checker.update(body);
     checker
         .verify_slice(&bytes)
-        .map_err(|_| "the signature does not match the body".to_string())
+        .map_err(|_| SignatureRefusal::Mismatch)
 }
 
 /// Posts signed JSON bodies.
@@ -117,12 +148,9 @@ impl WebhookSender {
         delivery_id: &str,
         body: &[u8],
         now_unix_seconds: u64,
-    ) -> Result<u16, String> {
+    ) -> Result<u16, WebhookFailure> {
         let Some(secret) = &self.secret else {
-            return Err(
-                "no webhook secret is configured (BATON_WEBHOOK_SECRET): nothing is sent unsigned"
-                    .into(),
-            );
+            return Err(WebhookFailure::NoSecret);
         };
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -132,20 +160,28 @@ impl WebhookSender {
             (EVENT_HEADER, event_type),
             (DELIVERY_HEADER, delivery_id),
         ] {
-            let value = HeaderValue::from_str(value)
-                .map_err(|_| format!("`{value}` cannot be sent as the {name} header"))?;
+            let value = HeaderValue::from_str(value).map_err(|_| WebhookFailure::Header {
+                header: name,
+                value: value.to_string(),
+            })?;
             headers.insert(HeaderName::from_static(name), value);
         }
         let response = self
             .client
             .send(Method::POST, url, headers, Some(body.to_vec()))
             .await
-            .map_err(|refusal| format!("{url}: {refusal}"))?;
+            .map_err(|refusal| WebhookFailure::Refused {
+                url: url.to_string(),
+                refusal,
+            })?;
         let status = response.status.as_u16();
         if response.status.is_success() {
             Ok(status)
         } else {
-            Err(format!("{url} answered HTTP {status}"))
+            Err(WebhookFailure::Status {
+                url: url.to_string(),
+                status,
+            })
         }
     }
 }
@@ -163,15 +199,23 @@ mod tests {
             verify_signature(b"s3cret", &header, b"{\"a\":1}", 1_700_000_010, tolerance),
             Ok(())
         );
-        assert!(
-            verify_signature(b"s3cret", &header, b"{\"a\":2}", 1_700_000_010, tolerance).is_err()
+        assert_eq!(
+            verify_signature(b"s3cret", &header, b"{\"a\":2}", 1_700_000_010, tolerance),
+            Err(SignatureRefusal::Mismatch)
         );
         assert!(
             verify_signature(b"other", &header, b"{\"a\":1}", 1_700_000_010, tolerance).is_err()
         );
-        assert!(
-            verify_signature(b"s3cret", &header, b"{\"a\":1}", 1_700_001_000, tolerance).is_err()
+        assert_eq!(
+            verify_signature(b"s3cret", &header, b"{\"a\":1}", 1_700_001_000, tolerance),
+            Err(SignatureRefusal::TooOld {
+                timestamp: 1_700_000_000,
+                now: 1_700_001_000
+            })
         );
-        assert!(verify_signature(b"s3cret", "v1=00", b"{}", 0, tolerance).is_err());
+        assert_eq!(
+            verify_signature(b"s3cret", "v1=00", b"{}", 0, tolerance),
+            Err(SignatureRefusal::Malformed("v1=00".into()))
+        );
     }
 }

@@ -57,3 +57,29 @@ pub fn with_causes(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+/// Why something asked of the engine is refused, in words its reader acts
+/// on: a model reads it as its tool call's result, a person as a node's or a
+/// message's failure. Not a fault of Baton's: the asker can change what it
+/// asked, so it is never retried as is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+impl From<String> for Refusal {
+    fn from(reason: String) -> Self {
+        Refusal(reason)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(reason: &str) -> Self {
+        Refusal(reason.to_string())
+    }
+}
+
+impl From<Refusal> for String {
+    fn from(refusal: Refusal) -> Self {
+        refusal.0
+    }
+}

@@ -106,7 +106,7 @@ impl PanelExecutor {
         evaluation_id: &str,
         inputs: &Map<String, Value>,
         acceptance_criteria: &[String],
-    ) -> Result<PanelRequest, String> {
+    ) -> Result<PanelRequest, crate::basics::error::Refusal> {
         if let Some(facet) = &self.request_facet {
             let carried = inputs
                 .get(facet)

@@ -67,7 +67,7 @@ pub(super) fn begin_panel(
                 node,
                 attempt,
                 FailureCode::InputContractViolated,
-                reason,
+                reason.into(),
             );
             return Ok(());
         }

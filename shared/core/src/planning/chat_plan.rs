@@ -53,7 +53,10 @@ pub fn check_chat_request(
 
 /// The one-node plan of a chat run: the orchestrator's agent (with the
 /// context type's guidance) or the specialist (its own instructions only).
-pub fn chat_plan(turn: &ChatTurn, registry: &Registry) -> Result<PlanGraph, String> {
+pub fn chat_plan(
+    turn: &ChatTurn,
+    registry: &Registry,
+) -> Result<PlanGraph, crate::basics::error::Refusal> {
     let settings = registry
         .chat_settings()
         .ok_or("this registry has no chat agent (`registry/chat.json`)")?;

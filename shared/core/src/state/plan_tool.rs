@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
+use crate::basics::error::Refusal;
 use crate::catalog::registry::Registry;
 use crate::contracts::envelope::TaskEnvelope;
 use crate::state::run::RunState;
@@ -41,7 +42,7 @@ pub fn parse_plan_call(
     arguments: &Value,
     state: &RunState,
     registry: &Registry,
-) -> Result<PlanToolCall, String> {
+) -> Result<PlanToolCall, Refusal> {
     let objective = arguments["objective"]
         .as_str()
         .map(str::trim)
@@ -90,12 +91,12 @@ fn child_envelope(
     arguments: &Value,
     state: &RunState,
     registry: &Registry,
-) -> Result<Value, String> {
+) -> Result<Value, Refusal> {
     if requested.is_empty() {
         return Err(format!(
             "name the deliverables in `requested_outputs` (facets of the registry; registry_search lists them), e.g. {}",
             output_facet_names(registry)
-        ));
+        ).into());
     }
     let mut properties = Map::new();
     let mut required = Vec::new();
@@ -104,7 +105,7 @@ fn child_envelope(
             return Err(format!(
                 "`{output}` is not a facet of the registry; requested outputs are facets such as {}",
                 output_facet_names(registry)
-            ));
+            ).into());
         };
         if let Some(facet) = registry.facets.get(&facet_name) {
             properties.insert(facet_name.clone(), facet.schema.clone());

@@ -25,22 +25,24 @@ pub(super) fn check_call(
     offered: &[String],
     call: &ToolCallRequest,
     arguments: &Value,
-) -> Result<(), String> {
+) -> Result<(), crate::basics::error::Refusal> {
     if !offered.iter().any(|name| name == &call.name) {
         return Err(format!(
             "there is no tool `{}`; the tools are: {}",
             call.name,
             offered.join(", ")
-        ));
+        )
+        .into());
     }
     if !arguments.is_object() {
         return Err(format!(
             "the arguments must be a JSON object; got `{}`",
             call.arguments
-        ));
+        )
+        .into());
     }
     let Some(tool) = step.engine.registry.tool(&call.name) else {
-        return Err(format!("the tool `{}` is no longer available", call.name));
+        return Err(format!("the tool `{}` is no longer available", call.name).into());
     };
     let violations = tool.argument_violations(arguments, step.engine.validators);
     if violations.is_empty() {
@@ -60,7 +62,8 @@ pub(super) fn check_call(
     Err(format!(
         "the arguments break the tool's schema: {}; call it again with them fixed",
         listed.join("; ")
-    ))
+    )
+    .into())
 }
 
 /// Puts the next calls in the outbox, or, with none left, the next turn.
