@@ -7,17 +7,18 @@
 //! [`ObservedRunStore`] wraps any `RunStore` and observes what it commits
 //! (nothing is counted for a write that failed), so no service or engine
 //! code counts anything. Two outputs: [`RunCounters::prometheus_text`] (the
-//! `/metrics` endpoint of `baton serve`) and, per commit, CloudWatch
+//! `/metrics` endpoint of `baton serve`: the `metrics` crate's counters and
+//! histogram, rendered by `metrics-exporter-prometheus`) and, per commit, CloudWatch
 //! Embedded Metric Format lines ([`emf_lines`]) that a Lambda function
 //! prints to stdout, where CloudWatch turns them into metrics.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use baton_core::event::{EventDraft, EventFrame, EventType};
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use serde_json::{Value, json};
 
 use crate::error::StoreError;
@@ -33,9 +34,6 @@ pub const DURATION_BUCKETS_MS: [u64; 10] = [
 
 /// A counter's label: its name and value.
 pub type Label = (&'static str, String);
-
-/// A counter: its name and label.
-type CounterKey = (&'static str, Option<Label>);
 
 /// One thing a commit showed.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,106 +119,59 @@ pub fn observations(state: Option<&RunState>, events: &[EventDraft]) -> Vec<Obse
     seen
 }
 
-/// One histogram: counts per bucket (cumulative when printed), sum, count.
-#[derive(Debug, Clone, Default)]
-struct Histogram {
-    buckets: [u64; DURATION_BUCKETS_MS.len()],
-    sum: u64,
-    count: u64,
+/// The name of the node-duration histogram.
+const NODE_DURATION_METRIC: &str = "baton_node_duration_ms";
+
+/// The process's counters since it started: a `metrics` recorder of its
+/// own (not the process-global one, so two orchestrators in one process,
+/// as in tests, count apart), rendered by `metrics-exporter-prometheus`.
+pub struct RunCounters {
+    recorder: PrometheusRecorder,
 }
 
-/// The process's counters since it started.
-#[derive(Default)]
-pub struct RunCounters {
-    counters: Mutex<BTreeMap<CounterKey, u64>>,
-    durations: Mutex<BTreeMap<String, Histogram>>,
+impl Default for RunCounters {
+    fn default() -> Self {
+        let bounds: Vec<f64> = DURATION_BUCKETS_MS
+            .iter()
+            .map(|bound| *bound as f64)
+            .collect();
+        // The bounds are constant and not empty, which is all the builder checks.
+        let builder = PrometheusBuilder::new()
+            .set_buckets_for_metric(Matcher::Full(NODE_DURATION_METRIC.into()), &bounds)
+            .unwrap_or_else(|_| PrometheusBuilder::new());
+        RunCounters {
+            recorder: builder.build_recorder(),
+        }
+    }
 }
 
 impl RunCounters {
     pub fn record(&self, observations: &[Observation]) {
-        for observation in observations {
-            match observation {
-                Observation::Count { name, label } => {
-                    if let Ok(mut counters) = self.counters.lock() {
-                        *counters.entry((*name, label.clone())).or_default() += 1;
-                    }
-                }
-                Observation::NodeDuration { capability, millis } => {
-                    if let Ok(mut durations) = self.durations.lock() {
-                        let histogram = durations.entry(capability.clone()).or_default();
-                        if let Some(bucket) =
-                            DURATION_BUCKETS_MS.iter().position(|bound| millis <= bound)
-                        {
-                            histogram.buckets[bucket] += 1;
+        metrics::with_local_recorder(&self.recorder, || {
+            for observation in observations {
+                match observation {
+                    Observation::Count { name, label } => {
+                        let metric = format!("baton_{name}_total");
+                        match label {
+                            Some((key, value)) => {
+                                metrics::counter!(metric, *key => value.clone()).increment(1)
+                            }
+                            None => metrics::counter!(metric).increment(1),
                         }
-                        histogram.sum += millis;
-                        histogram.count += 1;
+                    }
+                    Observation::NodeDuration { capability, millis } => {
+                        metrics::histogram!(NODE_DURATION_METRIC, "capability" => capability.clone())
+                            .record(*millis as f64);
                     }
                 }
             }
-        }
+        });
     }
 
     /// The counters in the Prometheus text exposition format.
     pub fn prometheus_text(&self) -> String {
-        let mut text = String::new();
-        let counters = self
-            .counters
-            .lock()
-            .map(|counters| counters.clone())
-            .unwrap_or_default();
-        let mut named: BTreeMap<&str, Vec<(Option<Label>, u64)>> = BTreeMap::new();
-        for ((name, label), value) in counters {
-            named.entry(name).or_default().push((label, value));
-        }
-        for (name, series) in named {
-            text.push_str(&format!("# TYPE baton_{name}_total counter\n"));
-            for (label, value) in series {
-                let labels = label
-                    .map(|(key, value)| format!("{{{key}=\"{}\"}}", escape(&value)))
-                    .unwrap_or_default();
-                text.push_str(&format!("baton_{name}_total{labels} {value}\n"));
-            }
-        }
-        let durations = self
-            .durations
-            .lock()
-            .map(|durations| durations.clone())
-            .unwrap_or_default();
-        if !durations.is_empty() {
-            text.push_str("# TYPE baton_node_duration_ms histogram\n");
-        }
-        for (capability, histogram) in durations {
-            let capability = escape(&capability);
-            let mut cumulative = 0;
-            for (bound, count) in DURATION_BUCKETS_MS.iter().zip(histogram.buckets) {
-                cumulative += count;
-                text.push_str(&format!(
-                    "baton_node_duration_ms_bucket{{capability=\"{capability}\",le=\"{bound}\"}} {cumulative}\n"
-                ));
-            }
-            text.push_str(&format!(
-                "baton_node_duration_ms_bucket{{capability=\"{capability}\",le=\"+Inf\"}} {}\n",
-                histogram.count
-            ));
-            text.push_str(&format!(
-                "baton_node_duration_ms_sum{{capability=\"{capability}\"}} {}\n",
-                histogram.sum
-            ));
-            text.push_str(&format!(
-                "baton_node_duration_ms_count{{capability=\"{capability}\"}} {}\n",
-                histogram.count
-            ));
-        }
-        text
+        self.recorder.handle().render()
     }
-}
-
-fn escape(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 fn camel(name: &str) -> String {
