@@ -67,6 +67,15 @@ fn shape_errors(directory: &Path) -> (Vec<String>, usize) {
                 continue;
             }
         };
+        // A credential written in the catalog gets the message that says
+        // what to write instead, not the schema's "unexpected property".
+        if schema_name == "models.schema.json"
+            && let Err((path, message)) =
+                baton_core::model_catalog::ModelCatalog::refuse_literal_credentials(&document)
+        {
+            errors.push(format!("{shown}: {path}: {message}"));
+            continue;
+        }
         let validator = match compile_schema(&schemas[schema_name], schema_name) {
             Ok(validator) => validator,
             Err(error) => {
@@ -107,14 +116,33 @@ pub fn check(directory: &Path) -> u8 {
     match baton_runtime::registry_loader::load_registry(directory) {
         Ok(registry) => {
             println!(
-                "ok: {}: {} file(s) follow their schemas; {} capabilities, {} facets, {} tools, prices for {} models",
+                "ok: {}: {} file(s) follow their schemas; {} capabilities, {} facets, {} tools, {} models",
                 directory.display(),
                 checked,
                 registry.capabilities().count(),
                 registry.facets.len(),
                 registry.tools().count(),
-                registry.prices().models.len()
+                registry.models().models.len()
             );
+            for (name, provider) in &registry.models().providers {
+                let models: Vec<&str> = registry
+                    .models()
+                    .models
+                    .iter()
+                    .filter(|(_, model)| &model.provider == name)
+                    .map(|(model, _)| model.as_str())
+                    .collect();
+                println!(
+                    "provider {name} ({}): {}{}",
+                    provider.kind,
+                    provider_reach(provider),
+                    if models.is_empty() {
+                        "; no models".to_string()
+                    } else {
+                        format!("; models: {}", models.join(", "))
+                    }
+                );
+            }
             EXIT_COMPLETED
         }
         Err(RuntimeError::Registry(baton_core::CoreError::InvalidRegistry {
@@ -135,5 +163,20 @@ pub fn check(directory: &Path) -> u8 {
             eprintln!("{}: {other}", directory.display());
             EXIT_INVALID_INPUT
         }
+    }
+}
+
+/// Where a provider is reached and where its key comes from, as
+/// `registry check` lists it (never a key's value).
+fn provider_reach(provider: &baton_core::model_catalog::ProviderSettings) -> String {
+    let endpoint = match (&provider.base_url_variable, &provider.base_url) {
+        (Some(variable), Some(url)) => format!("endpoint ${variable} (else {url})"),
+        (Some(variable), None) => format!("endpoint ${variable}"),
+        (None, Some(url)) => format!("endpoint {url}"),
+        (None, None) => "in process".to_string(),
+    };
+    match &provider.api_key_variable {
+        Some(variable) => format!("{endpoint}, key ${variable}"),
+        None => endpoint,
     }
 }

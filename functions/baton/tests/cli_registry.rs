@@ -64,6 +64,55 @@ fn the_repository_registry_passes() {
         stdout.starts_with("ok: ") && stdout.contains("capabilities"),
         "{stdout}"
     );
+    // The catalog's providers are listed with where they are reached and
+    // the variable their key comes from (never a value).
+    assert!(
+        stdout.contains(
+            "provider openai (openai): endpoint $BATON_LLM_BASE_URL, key $BATON_LLM_API_KEY; models: "
+        ) && stdout.contains("gpt-4o-mini"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("provider local (local): in process"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_key_written_in_the_model_catalog_is_refused_naming_its_path() {
+    let folder = tempfile::tempdir().unwrap();
+    copy_registry(folder.path());
+    let catalog = folder.path().join("models.json");
+    edit(&catalog, |document| {
+        document["providers"]["openai"]["apiKey"] = Value::from("sk-live-123")
+    });
+    let output = check(folder.path());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("models.json: $.providers['openai'].apiKey: a credential is never written in the catalog"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("sk-live-123"),
+        "the key is not echoed: {stderr}"
+    );
+    // A model of a provider the catalog does not have names its path.
+    edit(&catalog, |document| {
+        document["providers"]["openai"]
+            .as_object_mut()
+            .unwrap()
+            .remove("apiKey");
+        document["models"]["gpt-4o"]["provider"] = Value::from("elsewhere");
+    });
+    let output = check(folder.path());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr
+            .contains("$.models['gpt-4o'].provider: `elsewhere` is not a provider of this catalog"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -83,7 +83,7 @@ impl UsageSummary {
             completion_tokens: usage.completion_tokens,
             total_tokens: usage.total(),
             cached_prompt_tokens: usage.cached_prompt_tokens,
-            cost_usd: cost_usd.map(baton_core::pricing::round_cost),
+            cost_usd: cost_usd.map(baton_core::model_catalog::round_cost),
         }
     }
 }

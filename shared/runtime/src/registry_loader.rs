@@ -126,8 +126,8 @@ impl RegistrySource for EmbeddedSource {
 
 /// The orchestrator's chat agent (optional).
 const CHAT_FILE: &str = "chat.json";
-/// The model price table (optional).
-const PRICES_FILE: &str = "models.json";
+/// The model catalog: providers and models (optional).
+const MODEL_CATALOG_FILE: &str = "models.json";
 
 fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
     let facet_documents: Vec<RegistryDocument> = source
@@ -194,11 +194,11 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
             })
             .map_err(RuntimeError::Registry)?;
     }
-    if source.has_file(PRICES_FILE) {
-        let text = source.text(PRICES_FILE)?;
+    if source.has_file(MODEL_CATALOG_FILE) {
+        let text = source.text(MODEL_CATALOG_FILE)?;
         registry
-            .add_price_document(&RegistryDocument {
-                source_name: PRICES_FILE.into(),
+            .add_model_catalog_document(&RegistryDocument {
+                source_name: MODEL_CATALOG_FILE.into(),
                 text,
             })
             .map_err(RuntimeError::Registry)?;
@@ -239,7 +239,7 @@ mod tests {
                 .capabilities()
                 .all(|capability| capability.instructions.is_some())
         );
-        let dated = registry.prices().price_of("gpt-4o-mini-2024-07-18");
+        let dated = registry.models().price_of("gpt-4o-mini-2024-07-18");
         assert_eq!(dated.map(|price| price.input_per_million_usd), Some(0.15));
     }
 

@@ -154,9 +154,9 @@ impl LlmProvider for LookupThenAnswer {
 fn agent_registry(port: u16) -> Arc<Registry> {
     let mut registry = Registry::default();
     registry
-        .add_price_document(&baton_core::registry::RegistryDocument {
+        .add_model_catalog_document(&baton_core::registry::RegistryDocument {
             source_name: "models.json".into(),
-            text: r#"{"models": {"gpt-4o-mini": {"inputPerMillionUsd": 0.15, "outputPerMillionUsd": 0.6}}}"#.into(),
+            text: r#"{"providers": {"openai": {"kind": "openai"}}, "models": {"gpt-4o-mini": {"provider": "openai", "inputPerMillionUsd": 0.15, "outputPerMillionUsd": 0.6}}}"#.into(),
         })
         .unwrap();
     for (name, direction) in [

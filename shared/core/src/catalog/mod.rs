@@ -1,9 +1,9 @@
 //! The registry as data: facets, capabilities, tools, context types, the chat agent and the model
-//! price table, loaded and checked with JSON paths; the JSON Schemas of its files; the read-only
+//! catalog (providers and models), loaded and checked with JSON paths; the JSON Schemas of its files; the read-only
 //! `registry_search` builtin.
 
 pub mod contexts;
-pub mod pricing;
+pub mod model_catalog;
 pub mod registry;
 pub mod registry_schemas;
 pub mod registry_search;

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 
+use crate::catalog::model_catalog::ModelCatalog;
+
 use crate::basics::error::CoreError;
 use crate::basics::schema::compile_schema;
 use crate::contracts::capability::CapabilityRegistration;
@@ -27,7 +29,7 @@ pub struct Registry {
     tools_by_name: BTreeMap<String, crate::catalog::tools::ToolDefinition>,
     contexts: Vec<crate::catalog::contexts::ContextGuidance>,
     chat: Option<crate::records::chat::ChatSettings>,
-    prices: crate::catalog::pricing::PriceTable,
+    models: ModelCatalog,
 }
 
 fn registry_error(
@@ -210,19 +212,27 @@ impl Registry {
         self.set_chat_settings(settings, &document.source_name)
     }
 
-    /// Reads and sets the model price table (`registry/models.json`).
-    pub fn add_price_document(&mut self, document: &RegistryDocument) -> Result<(), CoreError> {
-        let table: crate::catalog::pricing::PriceTable = parse_document(document)?;
-        table
+    /// Reads and sets the model catalog (`registry/models.json`): a literal
+    /// credential is refused before anything else, naming its path.
+    pub fn add_model_catalog_document(
+        &mut self,
+        document: &RegistryDocument,
+    ) -> Result<(), CoreError> {
+        if let Ok(raw) = serde_json::from_str::<serde_json::Value>(&document.text) {
+            ModelCatalog::refuse_literal_credentials(&raw)
+                .map_err(|(path, message)| registry_error(&document.source_name, path, message))?;
+        }
+        let catalog: ModelCatalog = parse_document(document)?;
+        catalog
             .check()
             .map_err(|(path, message)| registry_error(&document.source_name, path, message))?;
-        self.prices = table;
+        self.models = catalog;
         Ok(())
     }
 
-    /// The model price table (empty when the registry has none).
-    pub fn prices(&self) -> &crate::catalog::pricing::PriceTable {
-        &self.prices
+    /// The model catalog (empty when the registry has none).
+    pub fn models(&self) -> &ModelCatalog {
+        &self.models
     }
 
     /// The orchestrator's chat agent, when the registry has one.

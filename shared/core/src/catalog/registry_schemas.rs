@@ -62,9 +62,9 @@ pub fn registry_file_schemas() -> Vec<(&'static str, Value)> {
         ),
         (
             "models.schema.json",
-            schema_of::<crate::catalog::pricing::PriceTable>(
-                "Baton model price table",
-                "Model name → US dollars per million input, output and cached input tokens (registry/models.json).",
+            schema_of::<crate::catalog::model_catalog::ModelCatalog>(
+                "Baton model catalog",
+                "The providers a deployment reaches (credentials named, never written) and the models: provider, model id, prices per million tokens, limits and what each supports (registry/models.json).",
             ),
         ),
     ]

@@ -76,7 +76,9 @@ pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode)
         tokens: frames::TokenTotals::of(&record.usage),
         nodes: 1,
         duration_ms,
-        cost_usd: record.cost_usd.map(crate::catalog::pricing::round_cost),
+        cost_usd: record
+            .cost_usd
+            .map(crate::catalog::model_catalog::round_cost),
         run: Some(frames::RunTotals {
             tokens: frames::TokenTotals::of(&step.state.total_usage()),
             cost_usd: step.state.total_cost_usd(),

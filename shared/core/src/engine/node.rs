@@ -359,7 +359,9 @@ pub(super) fn complete_node(
         record.feedback.clear();
         usage = frames::TokenTotals::of(&record.usage);
         model = record.model.clone();
-        cost_usd = record.cost_usd.map(crate::catalog::pricing::round_cost);
+        cost_usd = record
+            .cost_usd
+            .map(crate::catalog::model_catalog::round_cost);
         duration_ms = record
             .started_at_millis
             .map(|started| step.now.unix_millis().saturating_sub(started));

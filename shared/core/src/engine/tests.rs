@@ -93,9 +93,9 @@ pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
 /// and $2 per million completion tokens.
 pub(super) fn price_the_scripted_model(registry: &mut Registry) {
     registry
-        .add_price_document(&crate::catalog::registry::RegistryDocument {
+        .add_model_catalog_document(&crate::catalog::registry::RegistryDocument {
             source_name: "models.json".into(),
-            text: r#"{"models": {"scripted": {"inputPerMillionUsd": 1.0, "outputPerMillionUsd": 2.0}}}"#.into(),
+            text: r#"{"providers": {"test": {"kind": "openai"}}, "models": {"scripted": {"provider": "test", "inputPerMillionUsd": 1.0, "outputPerMillionUsd": 2.0}}}"#.into(),
         })
         .unwrap();
 }

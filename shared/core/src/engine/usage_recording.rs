@@ -15,7 +15,7 @@ pub(super) fn record_model_usage(
     model: &str,
     usage: &TokenUsage,
 ) {
-    let cost = step.engine.registry.prices().cost_usd(model, usage);
+    let cost = step.engine.registry.models().cost_usd(model, usage);
     let Some(record) = step.state.nodes.get_mut(node_id) else {
         return;
     };

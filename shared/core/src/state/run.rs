@@ -193,7 +193,7 @@ impl RunState {
             .values()
             .filter_map(|record| record.cost_usd)
             .reduce(|total, cost| total + cost)
-            .map(crate::catalog::pricing::round_cost)
+            .map(crate::catalog::model_catalog::round_cost)
     }
 }
 

@@ -1,0 +1,341 @@
+//! The model catalog (`registry/models.json`): the providers a deployment
+//! reaches (each configured once: its kind, its endpoint, and the
+//! environment variable its key comes from, never the key itself), and the models, each with its provider, the
+//! provider's model id, its prices, limits and what it supports.
+//!
+//! Prices make a node's `node_complete` and every `metrics` frame carry
+//! `costUsd`. A model the catalog does not name has no cost (the engine
+//! says so once per run with a `model_price_unknown` warning); it is never
+//! guessed. A provider often answers with a dated name
+//! (`vendor-model-2025-01-01`) for the name it was asked for: a model is
+//! priced by its exact entry, else by the longest entry it starts with
+//! followed by `-`.
+//!
+//! Invariant: no credential is ever a literal in the catalog; a field that
+//! looks like one (`apiKey`, `secretAccessKey`, `token`, `password`) is
+//! refused when the file is read, naming its JSON path.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::basics::usage::TokenUsage;
+
+/// The wire protocol a provider speaks.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema, strum::Display,
+)]
+#[serde(rename_all = "camelCase")]
+#[strum(serialize_all = "camelCase")]
+pub enum ProviderKind {
+    /// Any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama,
+    /// vLLM, Groq, LM Studio), by base URL.
+    Openai,
+    /// The offline model built into the CLI.
+    Local,
+}
+
+/// One provider, configured once. Credentials are named, never written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderSettings {
+    pub kind: ProviderKind,
+    /// The endpoint (OpenAI-compatible); the deployment's
+    /// `BATON_LLM_BASE_URL` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// The environment variable holding the endpoint (read at start-up;
+    /// wins over `baseUrl` when set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url_variable: Option<String>,
+    /// The environment variable holding the API key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_variable: Option<String>,
+}
+
+/// What a model can do.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelSupports {
+    /// It calls tools (an agent node needs this).
+    #[serde(default)]
+    pub tools: bool,
+    /// Strict structured output against a JSON Schema.
+    #[serde(default)]
+    pub json_schema: bool,
+    /// It streams its text.
+    #[serde(default)]
+    pub streaming: bool,
+    /// The provider caches a marked prompt prefix.
+    #[serde(default)]
+    pub prompt_cache: bool,
+}
+
+/// One model of the catalog: its provider, the provider's id for it, its
+/// prices in US dollars per million tokens, its limits and what it supports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CatalogModel {
+    /// A provider of `providers`.
+    pub provider: String,
+    /// The provider's id for the model; the catalog name when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    pub input_per_million_usd: f64,
+    pub output_per_million_usd: f64,
+    /// Prompt tokens the provider served from its cache (defaults to the
+    /// input price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_per_million_usd: Option<f64>,
+    /// Prompt tokens written to the provider's cache (defaults to the input
+    /// price).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_per_million_usd: Option<f64>,
+    /// Tokens the model reads at most (prompt and answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    /// Tokens the model writes at most in one answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
+    #[serde(default)]
+    pub supports: ModelSupports,
+}
+
+impl CatalogModel {
+    /// The provider's id for the model named `name` in the catalog.
+    pub fn model_id_or<'a>(&'a self, name: &'a str) -> &'a str {
+        self.model_id.as_deref().unwrap_or(name)
+    }
+}
+
+/// `registry/models.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelCatalog {
+    /// The JSON Schema this file follows (ignored).
+    #[serde(default, rename = "$schema", skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// Provider name → how to reach it.
+    #[serde(default)]
+    pub providers: BTreeMap<String, ProviderSettings>,
+    /// Model name → the model.
+    pub models: BTreeMap<String, CatalogModel>,
+}
+
+/// Field names a credential would have: refused in a provider's settings.
+const LITERAL_CREDENTIAL_FIELDS: [&str; 7] = [
+    "apiKey",
+    "key",
+    "secret",
+    "secretAccessKey",
+    "accessKeyId",
+    "token",
+    "password",
+];
+
+impl ModelCatalog {
+    /// Refuses a literal credential in the raw document (before it is read
+    /// as a catalog, so the message says what to do instead): `(JSON path,
+    /// message)`.
+    pub fn refuse_literal_credentials(
+        document: &serde_json::Value,
+    ) -> Result<(), (String, String)> {
+        let Some(providers) = document
+            .get("providers")
+            .and_then(serde_json::Value::as_object)
+        else {
+            return Ok(());
+        };
+        for (name, settings) in providers {
+            let Some(fields) = settings.as_object() else {
+                continue;
+            };
+            if let Some(field) = LITERAL_CREDENTIAL_FIELDS
+                .iter()
+                .find(|field| fields.contains_key(**field))
+            {
+                return Err((
+                    format!("$.providers['{name}'].{field}"),
+                    "a credential is never written in the catalog: name the environment variable that holds it (`apiKeyVariable`)".to_string(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Prices are finite numbers ≥ 0 and every model's provider is one of
+    /// `providers`: `(JSON path, message)`.
+    pub fn check(&self) -> Result<(), (String, String)> {
+        for (name, model) in &self.models {
+            let fields = [
+                ("inputPerMillionUsd", Some(model.input_per_million_usd)),
+                ("outputPerMillionUsd", Some(model.output_per_million_usd)),
+                ("cacheReadPerMillionUsd", model.cache_read_per_million_usd),
+                ("cacheWritePerMillionUsd", model.cache_write_per_million_usd),
+            ];
+            for (field, value) in fields {
+                if let Some(value) = value
+                    && !(value.is_finite() && value >= 0.0)
+                {
+                    return Err((
+                        format!("$.models['{name}'].{field}"),
+                        format!("a price must be a number ≥ 0, not {value}"),
+                    ));
+                }
+            }
+            if !self.providers.contains_key(&model.provider) {
+                let known: Vec<&str> = self.providers.keys().map(String::as_str).collect();
+                return Err((
+                    format!("$.models['{name}'].provider"),
+                    format!(
+                        "`{}` is not a provider of this catalog (providers: {})",
+                        model.provider,
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The model named `name`, exactly.
+    pub fn model(&self, name: &str) -> Option<&CatalogModel> {
+        self.models.get(name)
+    }
+
+    /// The provider settings of the model named `name`.
+    pub fn provider_of(&self, name: &str) -> Option<(&str, &ProviderSettings)> {
+        let model = self.models.get(name)?;
+        self.providers
+            .get_key_value(&model.provider)
+            .map(|(provider, settings)| (provider.as_str(), settings))
+    }
+
+    /// The entry that prices `model`: its exact entry, else the longest
+    /// entry it starts with followed by `-`.
+    pub fn price_of(&self, model: &str) -> Option<&CatalogModel> {
+        if let Some(entry) = self.models.get(model) {
+            return Some(entry);
+        }
+        self.models
+            .iter()
+            .filter(|(name, _)| {
+                model.len() > name.len()
+                    && model.starts_with(name.as_str())
+                    && model.as_bytes().get(name.len()) == Some(&b'-')
+            })
+            .max_by_key(|(name, _)| name.len())
+            .map(|(_, entry)| entry)
+    }
+
+    /// What `usage` on `model` cost, when the catalog prices it.
+    pub fn cost_usd(&self, model: &str, usage: &TokenUsage) -> Option<f64> {
+        let price = self.price_of(model)?;
+        let cached = usage.cached_prompt_tokens.min(usage.prompt_tokens);
+        let uncached = usage.prompt_tokens - cached;
+        let cached_price = price
+            .cache_read_per_million_usd
+            .unwrap_or(price.input_per_million_usd);
+        let micro_dollars = uncached as f64 * price.input_per_million_usd
+            + cached as f64 * cached_price
+            + usage.completion_tokens as f64 * price.output_per_million_usd;
+        Some(micro_dollars / 1_000_000.0)
+    }
+}
+
+/// Rounds a cost for display in frames (to a millionth of a cent), so
+/// float noise does not show.
+pub fn round_cost(cost_usd: f64) -> f64 {
+    (cost_usd * 1e8).round() / 1e8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> ModelCatalog {
+        serde_json::from_value(serde_json::json!({
+            "providers": {"p": {"kind": "openai"}},
+            "models": {
+                "m": {"provider": "p", "inputPerMillionUsd": 1.0, "outputPerMillionUsd": 4.0, "cacheReadPerMillionUsd": 0.5},
+                "m-large": {"provider": "p", "inputPerMillionUsd": 10.0, "outputPerMillionUsd": 40.0}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn usage(prompt: u64, completion: u64, cached: u64) -> TokenUsage {
+        TokenUsage {
+            prompt_tokens: prompt,
+            completion_tokens: completion,
+            cached_prompt_tokens: cached,
+        }
+    }
+
+    #[test]
+    fn cost_counts_cached_prompt_tokens_at_their_own_price() {
+        let cost = table().cost_usd("m", &usage(1_000, 500, 400)).unwrap();
+        // 600 × 1 + 400 × 0.5 + 500 × 4 = 2 800 per million.
+        assert_eq!(round_cost(cost), 0.0028);
+    }
+
+    #[test]
+    fn a_dated_name_takes_the_longest_matching_entry() {
+        let table = table();
+        assert_eq!(
+            table
+                .price_of("m-large-2025-01-01")
+                .map(|p| p.input_per_million_usd),
+            Some(10.0)
+        );
+        assert_eq!(
+            table.price_of("m-2025").map(|p| p.input_per_million_usd),
+            Some(1.0)
+        );
+        assert_eq!(table.price_of("mx"), None);
+        assert_eq!(table.cost_usd("unknown", &usage(10, 10, 0)), None);
+    }
+
+    #[test]
+    fn a_negative_price_is_refused_with_its_path() {
+        let mut table = table();
+        let mut bad = table.models["m"].clone();
+        bad.input_per_million_usd = -1.0;
+        table.models.insert("bad".into(), bad);
+        let (path, _) = table.check().unwrap_err();
+        assert_eq!(path, "$.models['bad'].inputPerMillionUsd");
+    }
+
+    #[test]
+    fn a_model_of_an_unknown_provider_is_refused_with_its_path() {
+        let mut table = table();
+        let mut stray = table.models["m"].clone();
+        stray.provider = "nowhere".into();
+        table.models.insert("stray".into(), stray);
+        let (path, message) = table.check().unwrap_err();
+        assert_eq!(path, "$.models['stray'].provider");
+        assert!(message.contains("providers: p"), "{message}");
+    }
+
+    #[test]
+    fn a_literal_key_is_refused_naming_its_path_and_what_to_write_instead() {
+        let document = serde_json::json!({
+            "providers": {"hosted": {"kind": "openai", "apiKey": "sk-123"}},
+            "models": {}
+        });
+        let (path, message) = ModelCatalog::refuse_literal_credentials(&document).unwrap_err();
+        assert_eq!(path, "$.providers['hosted'].apiKey");
+        assert!(message.contains("apiKeyVariable"), "{message}");
+        let named = serde_json::json!({
+            "providers": {"hosted": {"kind": "openai", "apiKeyVariable": "HOSTED_API_KEY"}},
+            "models": {}
+        });
+        assert_eq!(ModelCatalog::refuse_literal_credentials(&named), Ok(()));
+    }
+}
