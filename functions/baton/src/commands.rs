@@ -182,7 +182,8 @@ async fn embedded_services_counted(
     left_over: LeftOverSteps<'_>,
     counters: Option<Arc<baton_runtime::telemetry::RunCounters>>,
 ) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
-    let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
+    let llm = crate::model_choice::routed_model_for_cli(&registry, &process_environment)
+        .map_err(startup)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
     let mut ports = embedded_store_ports(store, queue.clone(), clock.clone(), left_over).await?;
@@ -213,7 +214,8 @@ async fn cloud_services(
     configuration: &Configuration,
     counters: Arc<baton_runtime::telemetry::RunCounters>,
 ) -> Result<(Services, Arc<dyn StepQueue>), u8> {
-    let llm = crate::model_choice::model_for_cli(&process_environment).map_err(startup)?;
+    let llm = crate::model_choice::routed_model_for_cli(&registry, &process_environment)
+        .map_err(startup)?;
     let ports = baton_bootstrap::observe_commits(
         baton_bootstrap::cloud_ports(configuration)
             .await

@@ -155,10 +155,14 @@ impl FramePrinter {
                         .flatten()
                         .map(|node| {
                             format!(
-                                "{} {} → {}",
+                                "{} {} → {}{}",
                                 node["nodeId"].as_str().unwrap_or_default(),
                                 node["capabilityId"].as_str().unwrap_or_default(),
-                                node["provides"]
+                                node["provides"],
+                                node["model"]
+                                    .as_str()
+                                    .map(|model| format!(" (model {model})"))
+                                    .unwrap_or_default()
                             )
                         })
                         .collect::<Vec<_>>()
@@ -190,13 +194,13 @@ impl FramePrinter {
                 .payload
                 .as_ref()
                 .map(|payload| format!("run totals: {}", totals_text(payload))),
-            EventType::NodeStart => frame
-                .payload
-                .as_ref()
-                .and_then(|payload| payload.get("capabilityId"))
-                .map(|capability| {
-                    format!("capability {}", capability.as_str().unwrap_or_default())
-                }),
+            EventType::NodeStart => frame.payload.as_ref().and_then(|payload| {
+                let capability = payload.get("capabilityId")?.as_str().unwrap_or_default();
+                Some(match payload.get("model").and_then(Value::as_str) {
+                    Some(model) => format!("capability {capability}, model {model}"),
+                    None => format!("capability {capability}"),
+                })
+            }),
             _ => None,
         };
         if let Some(detail) = detail {

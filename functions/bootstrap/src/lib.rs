@@ -13,6 +13,8 @@
 
 pub mod config;
 #[cfg(feature = "model")]
+pub mod model_routes;
+#[cfg(feature = "model")]
 pub mod notifier;
 
 use std::path::Path;
@@ -249,7 +251,7 @@ pub fn cloud_services_over(
 ) -> Result<Services, StartupError> {
     let registry = registry_from(configuration.registry_dir.as_deref())?;
     let executors = Executors {
-        llm: model_from_variables(read)?,
+        llm: model_routes::routed_model(model_from_variables(read)?, None, &registry, read),
         tools: tool_runner_from(configuration, registry.clone()),
         notifier: Arc::new(notifier::completion_notifier(
             configuration,

@@ -107,6 +107,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             allows_clarify: false,
             task_surface: None,
             quality_score: None,
+            model: None,
         });
     }
     PlanGraph {

@@ -34,8 +34,8 @@ pub use contracts::{
     capability, compiler, contract, diagnostics, envelope, facet, model_request, panels, policies,
 };
 pub use planning::{
-    chat_plan, llm_planner, normalization, plan, plan_picture, planner, selection, validator,
-    variants,
+    chat_plan, llm_planner, model_choice, normalization, plan, plan_picture, planner, selection,
+    validator, variants,
 };
 pub use records::{agents, chat, conversation, entries, governance, notifications};
 pub use state::{context, listing, plan_tool, run, tasks};

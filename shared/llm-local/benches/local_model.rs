@@ -38,6 +38,7 @@ fn request() -> ModelRequest {
                 "callToAction": {"type": "string", "maxLength": 60}
             }
         })),
+        model: None,
     }
 }
 

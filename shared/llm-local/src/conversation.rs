@@ -167,6 +167,7 @@ mod tests {
             user_message: "What is a baton?".into(),
             schema_name: "chat".into(),
             output_schema: Arc::new(json!({"type": "object"})),
+            model: None,
         }
     }
 

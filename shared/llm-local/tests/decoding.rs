@@ -28,6 +28,7 @@ fn request(schema: Value) -> ModelRequest {
         .to_string(),
         schema_name: "reasons".into(),
         output_schema: Arc::new(schema),
+        model: None,
     }
 }
 

@@ -70,9 +70,20 @@ impl OpenAiCompatibleProvider {
         &self.config
     }
 
+    /// The provider's id of the model `request` goes to: its catalog
+    /// model's, else the configured default (`BATON_LLM_MODEL`).
+    fn model_of<'a>(&'a self, request: &'a ModelRequest) -> &'a str {
+        request
+            .model
+            .as_ref()
+            .map_or(self.config.model.as_str(), |target| {
+                target.model_id.as_str()
+            })
+    }
+
     fn request_body(&self, request: &ModelRequest) -> Value {
         json!({
-            "model": self.config.model,
+            "model": self.model_of(request),
             "messages": [
                 {"role": "system", "content": request.system_instruction},
                 {"role": "user", "content": request.user_message},
@@ -257,14 +268,14 @@ impl OpenAiCompatibleProvider {
                 model: whole
                     .get("model")
                     .and_then(Value::as_str)
-                    .unwrap_or(&self.config.model)
+                    .unwrap_or_else(|| asked_model(body, &self.config.model))
                     .to_string(),
             });
         }
         let mut events = response.bytes_stream().eventsource();
         let mut content = String::new();
         let mut usage = TokenUsage::default();
-        let mut model = self.config.model.clone();
+        let mut model = asked_model(body, &self.config.model).to_string();
         let mut finished = false;
         let mut partial_calls: Vec<PartialToolCall> = Vec::new();
         while let Some(event) = events.next().await {
@@ -384,6 +395,14 @@ fn whole_tool_calls(message: &Value) -> Vec<ToolCallRequest> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The model a request body asked for (when the answer does not name the
+/// one that answered).
+fn asked_model<'a>(body: &'a Value, configured: &'a str) -> &'a str {
+    body.get("model")
+        .and_then(Value::as_str)
+        .unwrap_or(configured)
 }
 
 fn usage_from(body: &Value) -> TokenUsage {

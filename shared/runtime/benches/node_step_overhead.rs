@@ -80,6 +80,7 @@ fn linear_registry() -> Registry {
             input_contract: vec![STAGES[index].to_string()],
             output_contract: vec![STAGES[index + 1].to_string()],
             cost: None,
+            model: None,
             preferred_models: vec![],
             heartbeat: None,
             instructions: Some(format!("Act as the {role}.")),

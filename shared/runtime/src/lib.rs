@@ -31,6 +31,7 @@ pub mod follow;
 pub mod memory;
 mod memory_queue;
 mod memory_threads;
+pub mod model_router;
 pub mod panels;
 pub mod ports;
 pub mod registry_loader;

@@ -34,6 +34,8 @@ async fn ask(
         user_message: call.user_message.clone(),
         schema_name: "judge_answer".to_string(),
         output_schema: schema,
+        // In process (`baton judge`), every judge asks the process's model.
+        model: None,
     };
     // The panel keeps whole answers only; streamed text is dropped.
     let (deltas, _ignored) = tokio::sync::mpsc::unbounded_channel();

@@ -203,6 +203,26 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
             })
             .map_err(RuntimeError::Registry)?;
     }
+    // Capabilities name catalog models: checked once both are read.
+    registry
+        .check_model_references()
+        .map_err(|(capability_id, path, message)| {
+            let source_name = capability_documents
+                .iter()
+                .find(|(document, _)| {
+                    serde_json::from_str::<Value>(&document.text).is_ok_and(|value| {
+                        value.get("capabilityId").and_then(Value::as_str)
+                            == Some(capability_id.as_str())
+                    })
+                })
+                .map(|(document, _)| document.source_name.clone())
+                .unwrap_or(capability_id);
+            RuntimeError::Registry(CoreError::InvalidRegistry {
+                source_name,
+                path,
+                message,
+            })
+        })?;
     Ok(registry)
 }
 

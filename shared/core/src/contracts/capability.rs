@@ -99,6 +99,11 @@ pub struct CapabilityRegistration {
     pub output_contract: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<CapabilityCost>,
+    /// The catalog model this capability is served by (first in the
+    /// documented order of choice, before `preferredModels`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Catalog models that suit this capability, most preferred first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preferred_models: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -268,6 +273,7 @@ mod liveness_tests {
                 input_contract: vec![],
                 output_contract: vec!["copy".into()],
                 cost: None,
+                model: None,
                 preferred_models: vec![],
                 heartbeat,
                 instructions: None,

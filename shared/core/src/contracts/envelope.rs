@@ -23,6 +23,10 @@ pub struct EnvelopeConstraints {
     pub max_turns: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_run_id: Option<String>,
+    /// Catalog models the caller prefers for the run's model nodes, most
+    /// preferred first (after a capability's own choice).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_models: Vec<String>,
     /// Other caller constraints travel to the nodes as context.
     #[serde(flatten)]
     pub other: Map<String, Value>,

@@ -64,6 +64,7 @@ impl JudgeModelCall {
     pub fn request_from(
         &self,
         entry: Option<&crate::records::entries::RunEntry>,
+        catalog: &crate::catalog::model_catalog::ModelCatalog,
     ) -> Result<ModelRequest, crate::basics::error::CoreError> {
         let call = match entry.map(|entry| &entry.body) {
             Some(crate::records::entries::EntryBody::PanelRound(calls)) => {
@@ -88,6 +89,12 @@ impl JudgeModelCall {
             user_message: call.user_message.clone(),
             schema_name: "judge_answer".to_string(),
             output_schema: std::sync::Arc::new(baton_judge::panel::judge_answer_schema()),
+            // The judge's own model, when the catalog names it.
+            model: call
+                .model_name
+                .as_deref()
+                .and_then(|name| crate::planning::model_choice::target_of(catalog, name))
+                .map(Box::new),
         })
     }
 }

@@ -57,6 +57,10 @@ pub(super) fn start_payload(
         instructions: None,
         inputs: None,
         due_at: None,
+        model: node
+            .model
+            .as_ref()
+            .map(|model| Cow::Borrowed(model.name.as_str())),
     }
 }
 

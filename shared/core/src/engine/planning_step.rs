@@ -212,6 +212,7 @@ pub(in crate::engine) fn plan_generated_payload(
             } else {
                 Vec::new()
             },
+            model: node.model.as_ref().map(|model| model.name.clone()),
         })
         .collect();
     frames::PlanGeneratedPayload {

@@ -148,6 +148,12 @@ pub fn chat_plan(
             allows_clarify: false,
             task_surface: None,
             quality_score: None,
+            model: crate::planning::model_choice::model_for_chat(
+                turn.agent
+                    .as_deref()
+                    .and_then(|agent| registry.capability(agent)),
+                registry.models(),
+            ),
         }],
         edges: Vec::new(),
         supplied_facets: Vec::new(),

@@ -106,6 +106,7 @@ pub fn planner_request(
         user_message: user.to_string(),
         schema_name: "plan_draft".to_string(),
         output_schema: Arc::new(plan_draft_schema()),
+        model: None,
     }
 }
 

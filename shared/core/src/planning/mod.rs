@@ -4,6 +4,7 @@
 
 pub mod chat_plan;
 pub mod llm_planner;
+pub mod model_choice;
 pub mod normalization;
 pub mod plan;
 pub mod plan_picture;

@@ -156,6 +156,13 @@ pub fn inject_normalization(
         allows_clarify: false,
         task_surface: None,
         quality_score: None,
+        // A model node of the orchestrator's own: the envelope's preference,
+        // else the default.
+        model: envelope
+            .constraints
+            .preferred_models
+            .first()
+            .and_then(|name| crate::planning::model_choice::target_of(registry.models(), name)),
     });
     plan.edges.extend(edges);
     plan.metadata

@@ -43,6 +43,11 @@ pub struct PlanNode {
     /// Reviewers: where their answer carries a quality score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality_score: Option<crate::contracts::capability::QualityScoreSpec>,
+    /// The catalog model serving the node (`model_choice`); absent: the
+    /// deployment's default model, or no model at all (people, builtins,
+    /// panels, whose judges name their own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::contracts::model_request::ModelTarget>,
 }
 
 /// What runs a planned node: exactly one executor, so a node that is both

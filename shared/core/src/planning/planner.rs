@@ -502,6 +502,11 @@ fn build_plan_with_ids(
                 instruction_templates: capability.instruction_templates.clone(),
                 assignment_defaults: capability.assignment_defaults.clone(),
             }),
+            model: crate::planning::model_choice::model_for(
+                capability,
+                context.envelope,
+                registry.models(),
+            ),
         });
     }
     Ok(PlanGraph {

@@ -187,6 +187,7 @@ pub fn expand_variants(
             allows_clarify: false,
             task_surface: None,
             quality_score: None,
+            model: None,
         });
         plan.nodes.splice(position..=position, replacement);
         plan.metadata.insert("branchCount".into(), json!(count));

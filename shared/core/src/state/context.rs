@@ -222,5 +222,6 @@ pub fn build_model_request(node: &PlanNode, bundle: &ContextBundle) -> ModelRequ
         user_message: serde_json::to_string(&user).unwrap_or_default(),
         schema_name: schema_name_for(&node.capability_id),
         output_schema,
+        model: node.model.clone().map(Box::new),
     }
 }

@@ -12,6 +12,7 @@ fn request() -> ModelRequest {
         output_schema: std::sync::Arc::new(
             json!({"type": "object", "required": ["greeting"], "properties": {"greeting": {"type": "string"}}}),
         ),
+        model: None,
     }
 }
 

@@ -75,6 +75,14 @@ impl RunService {
             }
             other => RuntimeError::Core(other),
         })?;
+        // Preferred models are the catalog's, able to give structured output.
+        baton_core::model_choice::check_envelope_models(&envelope, self.registry.models())
+            .map_err(|error| match error {
+                baton_core::CoreError::InvalidEnvelope { path, message } => {
+                    RuntimeError::InvalidInput { path, message }
+                }
+                other => RuntimeError::Core(other),
+            })?;
         for (key, value) in &envelope.inputs {
             let Some(facet) = self.registry.facets.get(key) else {
                 continue;

@@ -174,6 +174,7 @@ pub(super) fn begin_plan_call(
                 user_message: json!({"objective": call.objective, "plan": draft}).to_string(),
                 schema_name: "plan_review".into(),
                 output_schema: Arc::new(plan_review_schema()),
+                model: None,
             };
             let then = site.child_start(call.envelope);
             Ok(StepAdvance::Perform(Effect::ReviewPlan(Box::new(

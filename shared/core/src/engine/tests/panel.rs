@@ -130,7 +130,9 @@ fn judge_answers(
     };
     assert_eq!(effect.claim(), Some((call.claim_key.clone(), attempt)));
     let entry = super::stored_under(&call.round_entry);
-    let request = call.request_from(entry.first()).unwrap();
+    let request = call
+        .request_from(entry.first(), context.registry.models())
+        .unwrap();
     assert!(request.system_instruction.contains(judge));
     let outcome = TestOutcome::Model(Ok(ModelAnswer {
         content,

@@ -188,6 +188,10 @@ pub struct PlannedNodeSummary {
     pub derived: bool,
     pub provides: Vec<String>,
     pub enforces: Vec<String>,
+    /// The catalog model serving the node (absent: the deployment's
+    /// default, or no model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// `plan_generated`: the validated plan.
@@ -259,6 +263,10 @@ pub struct NodeStartPayload<'a> {
     /// Human nodes: when the task's SLA passes (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due_at: Option<String>,
+    /// The catalog model the node calls; absent: the deployment's default
+    /// model, or none (people, builtins, panels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<Cow<'a, str>>,
 }
 
 pub fn node_start(

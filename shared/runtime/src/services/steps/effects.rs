@@ -40,7 +40,7 @@ impl StepService {
                     .read_entries(&state.tenant_id, &state.run_id, &call.round_entry)
                     .await?;
                 let request = call
-                    .request_from(stored.first())
+                    .request_from(stored.first(), self.registry.models())
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?;
                 // A judge's text is not streamed: the panel reports `progress`.
                 let answered = self.complete_unstreamed(&request).await;

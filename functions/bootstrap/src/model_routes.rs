@@ -1,0 +1,141 @@
+//! The model port of a deployment: the default model (`BATON_LLM_*`, or
+//! the CLI's offline model) behind a `ModelRouter` that sends each request
+//! naming a catalog model to that model's provider, configured from the
+//! registry's `models.json` (the endpoint and key read from the variables
+//! the catalog names).
+
+use std::sync::Arc;
+
+use baton_core::model_catalog::{ProviderKind, ProviderSettings};
+use baton_core::registry::Registry;
+use baton_runtime::model_router::{ModelRouter, ProviderRoute};
+use baton_runtime::ports::LlmProvider;
+
+use crate::config::VariableReader;
+
+/// `default` for requests naming no model; the catalog's providers for the
+/// others. `local` is the offline model when this process runs it.
+pub fn routed_model(
+    default: Arc<dyn LlmProvider>,
+    local: Option<Arc<dyn LlmProvider>>,
+    registry: &Registry,
+    read: VariableReader<'_>,
+) -> Arc<dyn LlmProvider> {
+    let mut router = ModelRouter::new(default);
+    for (name, settings) in &registry.models().providers {
+        let route = match settings.kind {
+            ProviderKind::Openai => openai_route(settings, read),
+            ProviderKind::Local => match &local {
+                Some(offline) => ProviderRoute::Ready(offline.clone()),
+                None => ProviderRoute::Unavailable(
+                    "the offline model runs only in the `baton` CLI with no BATON_LLM_BASE_URL set"
+                        .into(),
+                ),
+            },
+        };
+        router = router.with_provider(name.clone(), route);
+    }
+    Arc::new(router)
+}
+
+fn variable(read: VariableReader<'_>, name: &str) -> Option<String> {
+    read(name)
+        .map(|value| value.trim().to_string())
+        .filter(|value| !value.is_empty())
+}
+
+/// An OpenAI-compatible provider at the catalog's endpoint.
+fn openai_route(settings: &ProviderSettings, read: VariableReader<'_>) -> ProviderRoute {
+    let base_url = settings
+        .base_url_variable
+        .as_deref()
+        .and_then(|name| variable(read, name))
+        .or_else(|| settings.base_url.clone());
+    let Some(base_url) = base_url else {
+        return ProviderRoute::Unavailable(match &settings.base_url_variable {
+            Some(name) => format!("no endpoint: set {name} (or `baseUrl` in models.json)"),
+            None => "no endpoint: give it `baseUrl` or `baseUrlVariable` in models.json".into(),
+        });
+    };
+    let api_key = settings
+        .api_key_variable
+        .as_deref()
+        .and_then(|name| variable(read, name));
+    // Every routed request names its model; this one only fills the
+    // configuration's default.
+    let fallback_model = variable(read, "BATON_LLM_MODEL").unwrap_or_default();
+    let mut config = baton_llm::OpenAiCompatibleConfig::new(base_url, fallback_model, api_key);
+    if let Ok(defaults) = baton_llm::OpenAiCompatibleConfig::from_variables(read) {
+        config.max_attempts = defaults.max_attempts;
+        config.request_timeout = defaults.request_timeout;
+    }
+    match baton_llm::OpenAiCompatibleProvider::new(config) {
+        Ok(provider) => ProviderRoute::Ready(Arc::new(provider)),
+        Err(error) => ProviderRoute::Unavailable(error.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_core::context::ModelRequest;
+    use baton_core::model_request::ModelTarget;
+    use baton_core::registry::RegistryDocument;
+
+    /// Test double for the default model: never asked in these tests.
+    struct Unused;
+
+    #[async_trait::async_trait]
+    impl LlmProvider for Unused {
+        fn model_name(&self) -> String {
+            "unused".into()
+        }
+        async fn complete(
+            &self,
+            _request: &ModelRequest,
+            _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
+        ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
+            panic!("the default model is not asked for a catalog model")
+        }
+    }
+
+    fn request_for(provider: &str) -> ModelRequest {
+        ModelRequest {
+            system_instruction: String::new(),
+            user_message: String::new(),
+            schema_name: "s".into(),
+            output_schema: Arc::new(serde_json::json!({"type": "object"})),
+            model: Some(Box::new(ModelTarget {
+                name: "m".into(),
+                provider: provider.into(),
+                model_id: "m".into(),
+            })),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_provider_without_its_endpoint_or_outside_the_cli_says_what_to_set() {
+        let mut registry = Registry::default();
+        registry
+            .add_model_catalog_document(&RegistryDocument {
+                source_name: "models.json".into(),
+                text: r#"{"providers": {"hosted": {"kind": "openai", "baseUrlVariable": "HOSTED_BASE_URL", "apiKeyVariable": "HOSTED_KEY"}, "local": {"kind": "local"}}, "models": {}}"#.into(),
+            })
+            .unwrap();
+        let nothing_set = |_: &str| None;
+        let router = routed_model(Arc::new(Unused), None, &registry, &nothing_set);
+        for (provider, expected) in [
+            ("hosted", "no endpoint: set HOSTED_BASE_URL"),
+            ("local", "the offline model runs only in the `baton` CLI"),
+            ("elsewhere", "which this process was not given"),
+        ] {
+            let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+            let error = router
+                .complete(&request_for(provider), sender)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{provider}: {error}");
+        }
+    }
+}

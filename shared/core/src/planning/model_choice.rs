@@ -1,0 +1,168 @@
+//! Which catalog model serves a node, in one documented order:
+//!
+//! 1. the capability's `model`;
+//! 2. the capability's `preferredModels`, in order;
+//! 3. the envelope's `constraints.preferredModels`, in order;
+//! 4. none: the deployment's default model (`BATON_LLM_MODEL`, or the
+//!    offline model).
+//!
+//! The first the catalog names that can do what the node needs is chosen:
+//! tools for an agent session or a chat reply, strict structured output for
+//! a model node. A judge's model is its own (`modelName` in the panel
+//! request), resolved the same way. Names are checked where they are
+//! written: a capability's when the registry loads, an envelope's when it is
+//! submitted, so a run never fails later for a name it was given.
+
+use crate::basics::error::CoreError;
+use crate::catalog::model_catalog::{CatalogModel, ModelCatalog};
+use crate::contracts::capability::CapabilityRegistration;
+use crate::contracts::envelope::TaskEnvelope;
+use crate::contracts::model_request::ModelTarget;
+use crate::planning::plan::NodeExecutor;
+
+/// What a node asks of its model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModelNeed {
+    /// Strict structured output (a model node's contract).
+    StructuredOutput,
+    /// Tool calls (an agent session, a chat reply).
+    Tools,
+}
+
+impl ModelNeed {
+    /// What `executor` needs of a model; `None` when no model runs it.
+    pub fn of(executor: &NodeExecutor) -> Option<ModelNeed> {
+        match executor {
+            NodeExecutor::Model => Some(ModelNeed::StructuredOutput),
+            NodeExecutor::AgentSession(_) | NodeExecutor::Chat(_) => Some(ModelNeed::Tools),
+            NodeExecutor::Human | NodeExecutor::Builtin(_) | NodeExecutor::Panel(_) => None,
+        }
+    }
+
+    fn met_by(self, model: &CatalogModel) -> bool {
+        match self {
+            ModelNeed::StructuredOutput => model.supports.json_schema,
+            ModelNeed::Tools => model.supports.tools,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            ModelNeed::StructuredOutput => "strict structured output (`supports.jsonSchema`)",
+            ModelNeed::Tools => "tool calls (`supports.tools`)",
+        }
+    }
+}
+
+/// The catalog model named `name`, as a request names it.
+pub fn target_of(catalog: &ModelCatalog, name: &str) -> Option<ModelTarget> {
+    let model = catalog.model(name)?;
+    Some(ModelTarget {
+        name: name.to_string(),
+        provider: model.provider.clone(),
+        model_id: model.model_id_or(name).to_string(),
+    })
+}
+
+/// The model serving a node of `capability` in `envelope`'s run, in the
+/// documented order; `None` for the deployment's default.
+pub fn model_for(
+    capability: &CapabilityRegistration,
+    envelope: &TaskEnvelope,
+    catalog: &ModelCatalog,
+) -> Option<ModelTarget> {
+    let need = ModelNeed::of(&NodeExecutor::for_capability(capability))?;
+    capability
+        .model
+        .iter()
+        .chain(&capability.preferred_models)
+        .chain(&envelope.constraints.preferred_models)
+        .find(|name| catalog.model(name).is_some_and(|model| need.met_by(model)))
+        .and_then(|name| target_of(catalog, name))
+}
+
+/// The model serving a chat reply (tool calls) by the specialist
+/// `capability`, when it names one; `None` for the deployment's default.
+pub fn model_for_chat(
+    capability: Option<&CapabilityRegistration>,
+    catalog: &ModelCatalog,
+) -> Option<ModelTarget> {
+    let capability = capability?;
+    capability
+        .model
+        .iter()
+        .chain(&capability.preferred_models)
+        .find(|name| {
+            catalog
+                .model(name)
+                .is_some_and(|model| ModelNeed::Tools.met_by(model))
+        })
+        .and_then(|name| target_of(catalog, name))
+}
+
+/// A capability's `model` and `preferredModels` name catalog models that can
+/// do what its nodes need: `(JSON path, message)`.
+pub fn check_capability_models(
+    capability: &CapabilityRegistration,
+    catalog: &ModelCatalog,
+) -> Result<(), (String, String)> {
+    let need = ModelNeed::of(&NodeExecutor::for_capability(capability));
+    let named = capability
+        .model
+        .iter()
+        .map(|name| ("$.model".to_string(), name))
+        .chain(
+            capability
+                .preferred_models
+                .iter()
+                .enumerate()
+                .map(|(index, name)| (format!("$.preferredModels[{index}]"), name)),
+        );
+    for (path, name) in named {
+        check_named_model(catalog, name, need).map_err(|message| (path, message))?;
+    }
+    Ok(())
+}
+
+/// The envelope's `constraints.preferredModels` name catalog models that
+/// give structured output (every model node needs it); an error names the
+/// entry's JSON path.
+pub fn check_envelope_models(
+    envelope: &TaskEnvelope,
+    catalog: &ModelCatalog,
+) -> Result<(), CoreError> {
+    for (index, name) in envelope.constraints.preferred_models.iter().enumerate() {
+        check_named_model(catalog, name, Some(ModelNeed::StructuredOutput)).map_err(|message| {
+            CoreError::InvalidEnvelope {
+                path: format!("$.constraints.preferredModels[{index}]"),
+                message,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+fn check_named_model(
+    catalog: &ModelCatalog,
+    name: &str,
+    need: Option<ModelNeed>,
+) -> Result<(), String> {
+    let Some(model) = catalog.model(name) else {
+        let known: Vec<&str> = catalog.models.keys().map(String::as_str).collect();
+        return Err(format!(
+            "`{name}` is not a model of the registry's catalog (models.json: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+    };
+    match need {
+        Some(need) if !need.met_by(model) => Err(format!(
+            "`{name}` cannot do {}, which this needs",
+            need.describe()
+        )),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,306 @@
+//! Models chosen per node, in the documented order (`baton_core::model_choice`):
+//! a capability pinned to a model, an envelope preferring another, and a
+//! node whose capability names none. Each node's request reaches the model
+//! the order picks, through the `ModelRouter` (one test double per
+//! provider, standing in for the providers' endpoints, records what it was
+//! asked); `plan_generated` and `node_start` name the model. An envelope
+//! naming a model the catalog does not have, or one without structured
+//! output, is refused at submission with its JSON path, and a capability
+//! naming an unknown model fails the registry load.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::run::{RunStatus, TokenUsage};
+use baton_runtime::error::{LlmError, RuntimeError};
+use baton_runtime::memory::InMemoryStepQueue;
+use baton_runtime::model_router::{ModelRouter, ProviderRoute};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
+use baton_runtime::registry_loader::load_registry;
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::{TestServices, example_envelope, repository_path};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+const PINNED_CAPABILITY: &str = "StrategyManager.writerBrief";
+const FREE_CAPABILITY: &str = "ContentGenerator.copyVariants";
+
+/// What a provider double was asked: (schema name, model id).
+type Asked = Arc<Mutex<Vec<(String, Option<String>)>>>;
+
+/// Test double for one provider's endpoint: answers every request with a
+/// schema-shaped instance and records (schema name, model id asked for).
+struct RecordingProvider {
+    name: &'static str,
+    asked: Asked,
+}
+
+#[async_trait]
+impl LlmProvider for RecordingProvider {
+    fn model_name(&self) -> String {
+        self.name.into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        let model_id = request.model.as_ref().map(|target| target.model_id.clone());
+        self.asked
+            .lock()
+            .unwrap()
+            .push((request.schema_name.clone(), model_id.clone()));
+        Ok(ModelAnswer {
+            content: scripted_llm::generate_instance(&request.output_schema, "specialist")
+                .to_string(),
+            usage: TokenUsage::default(),
+            model: model_id.unwrap_or_else(|| self.name.to_string()),
+        })
+    }
+}
+
+fn copy_folder(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_folder(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+fn edit(path: &Path, change: impl FnOnce(&mut Value)) {
+    let mut document: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    change(&mut document);
+    std::fs::write(path, serde_json::to_string_pretty(&document).unwrap()).unwrap();
+}
+
+/// The repository registry with two providers of two models each, and the
+/// writer-brief capability pinned to `alpha-large`.
+fn registry_folder() -> tempfile::TempDir {
+    let folder = tempfile::tempdir().unwrap();
+    copy_folder(&repository_path("registry"), folder.path());
+    edit(&folder.path().join("models.json"), |catalog| {
+        let structured = json!({"tools": true, "jsonSchema": true, "streaming": true});
+        catalog["providers"]["alpha"] =
+            json!({"kind": "openai", "baseUrl": "http://127.0.0.1:9/v1"});
+        catalog["providers"]["beta"] =
+            json!({"kind": "openai", "baseUrl": "http://127.0.0.1:9/v1"});
+        catalog["models"]["alpha-large"] = json!({"provider": "alpha", "modelId": "alpha-large-2026-01", "inputPerMillionUsd": 1.0, "outputPerMillionUsd": 2.0, "supports": structured});
+        catalog["models"]["beta-small"] = json!({"provider": "beta", "inputPerMillionUsd": 0.5, "outputPerMillionUsd": 1.0, "supports": structured});
+        catalog["models"]["beta-text-only"] =
+            json!({"provider": "beta", "inputPerMillionUsd": 0.1, "outputPerMillionUsd": 0.1});
+    });
+    edit(
+        &folder
+            .path()
+            .join(format!("capabilities/{PINNED_CAPABILITY}.json")),
+        |capability| capability["model"] = Value::from("alpha-large"),
+    );
+    folder
+}
+
+fn recording(name: &'static str) -> (Arc<RecordingProvider>, Asked) {
+    let asked: Asked = Arc::default();
+    (
+        Arc::new(RecordingProvider {
+            name,
+            asked: asked.clone(),
+        }),
+        asked,
+    )
+}
+
+/// The (schema name, model id) pairs whose schema belongs to `capability`.
+fn asked_for(asked: &Asked, capability: &str) -> Vec<Option<String>> {
+    let schema_prefix = capability.replace('.', "_");
+    asked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(schema, _)| schema.starts_with(&schema_prefix))
+        .map(|(_, model)| model.clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_node_calls_the_model_the_documented_order_picks() {
+    let folder = registry_folder();
+    let registry = Arc::new(load_registry(folder.path()).unwrap());
+    let (default, asked_default) = recording("default");
+    let (alpha, asked_alpha) = recording("alpha");
+    let (beta, asked_beta) = recording("beta");
+    let router = ModelRouter::new(default)
+        .with_provider("alpha", ProviderRoute::Ready(alpha))
+        .with_provider("beta", ProviderRoute::Ready(beta));
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(router))
+        .registry(registry)
+        .queue(queue.clone())
+        .build()
+        .services;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+
+    // The envelope prefers beta-small; the writer brief is pinned to alpha-large.
+    let mut envelope = example_envelope("seed-10.1-sample-envelope.json");
+    envelope["constraints"]["preferredModels"] = json!(["beta-small"]);
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    // The pinned capability's own model wins over the envelope's.
+    let pinned = asked_for(&asked_alpha, &schema_of(PINNED_CAPABILITY));
+    assert!(
+        !pinned.is_empty()
+            && pinned
+                .iter()
+                .all(|model| model.as_deref() == Some("alpha-large-2026-01")),
+        "alpha saw {:?}",
+        asked_alpha.lock().unwrap()
+    );
+    // A capability naming none takes the envelope's preference.
+    let free = asked_for(&asked_beta, &schema_of(FREE_CAPABILITY));
+    assert!(
+        !free.is_empty()
+            && free
+                .iter()
+                .all(|model| model.as_deref() == Some("beta-small")),
+        "beta saw {:?}",
+        asked_beta.lock().unwrap()
+    );
+    assert!(
+        asked_default.lock().unwrap().is_empty(),
+        "nothing went to the default model: {:?}",
+        asked_default.lock().unwrap()
+    );
+    // The frames name the models: per node in the plan, on each start.
+    let frames = services
+        .runs
+        .read_all_events_after("t", &run.run_id, 0)
+        .await
+        .unwrap();
+    let plan = frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "plan_generated")
+        .unwrap();
+    let planned: Vec<(String, Option<String>)> = plan.payload.as_ref().unwrap()["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| {
+            (
+                node["capabilityId"].as_str().unwrap().to_string(),
+                node["model"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    assert!(
+        planned.contains(&(PINNED_CAPABILITY.to_string(), Some("alpha-large".into())))
+            && planned.contains(&(FREE_CAPABILITY.to_string(), Some("beta-small".into()))),
+        "{planned:?}"
+    );
+    let started: Vec<Option<&str>> = frames
+        .iter()
+        .filter(|frame| frame.event_type.as_str() == "node_start")
+        .map(|frame| frame.payload.as_ref().unwrap()["model"].as_str())
+        .collect();
+    assert!(
+        started.contains(&Some("alpha-large")) && started.contains(&Some("beta-small")),
+        "{started:?}"
+    );
+
+    // Without the envelope's preference, the free node uses the default.
+    let plain = services
+        .runs
+        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .await
+        .unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &plain.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let defaulted = asked_for(&asked_default, &schema_of(FREE_CAPABILITY));
+    assert!(
+        !defaulted.is_empty() && defaulted.iter().all(Option::is_none),
+        "the default model was asked without a model id: {:?}",
+        asked_default.lock().unwrap()
+    );
+
+    // Refused at submission, with the entry's JSON path.
+    for (preferred, expected) in [
+        ("no-such-model", "is not a model of the registry's catalog"),
+        ("beta-text-only", "cannot do strict structured output"),
+    ] {
+        let mut refused = example_envelope("seed-10.1-sample-envelope.json");
+        refused["constraints"]["preferredModels"] = json!(["beta-small", preferred]);
+        match services.runs.submit("t", &refused).await {
+            Err(RuntimeError::InvalidInput { path, message }) => {
+                assert_eq!(path, "$.constraints.preferredModels[1]");
+                assert!(message.contains(expected), "{message}");
+            }
+            other => panic!("`{preferred}` is refused at submission, got {other:?}"),
+        }
+    }
+}
+
+/// The schema name a capability's requests carry.
+fn schema_of(capability: &str) -> String {
+    capability.replace('.', "_")
+}
+
+#[test]
+fn a_capability_naming_a_model_the_catalog_lacks_fails_the_registry_load() {
+    let folder = registry_folder();
+    edit(
+        &folder
+            .path()
+            .join(format!("capabilities/{FREE_CAPABILITY}.json")),
+        |capability| capability["preferredModels"] = json!(["beta-small", "gamma"]),
+    );
+    let error = load_registry(folder.path()).unwrap_err().to_string();
+    assert!(
+        error.contains(&format!("{FREE_CAPABILITY}.json"))
+            && error.contains("$.preferredModels[1]")
+            && error.contains("`gamma` is not a model"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn a_provider_this_process_cannot_reach_says_what_to_set() {
+    let (default, _) = recording("default");
+    let router = ModelRouter::new(default).with_provider(
+        "alpha",
+        ProviderRoute::Unavailable("no endpoint: set ALPHA_BASE_URL".into()),
+    );
+    let request = ModelRequest {
+        system_instruction: String::new(),
+        user_message: String::new(),
+        schema_name: "s".into(),
+        output_schema: Arc::new(json!({"type": "object"})),
+        model: Some(Box::new(baton_core::model_request::ModelTarget {
+            name: "alpha-large".into(),
+            provider: "alpha".into(),
+            model_id: "alpha-large-2026-01".into(),
+        })),
+    };
+    let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+    let error = router.complete(&request, sender).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "provider configuration: model `alpha-large` is served by provider `alpha`, which this process cannot reach: no endpoint: set ALPHA_BASE_URL"
+    );
+}
