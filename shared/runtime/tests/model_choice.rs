@@ -304,3 +304,132 @@ async fn a_provider_this_process_cannot_reach_says_what_to_set() {
         "provider configuration: model `alpha-large` is served by provider `alpha`, which this process cannot reach: no endpoint: set ALPHA_BASE_URL"
     );
 }
+
+/// Test double for a judge model's endpoint: a fixed judgement, 1,000
+/// prompt and 100 completion tokens, answered as the model id it was asked
+/// for; records that id.
+struct JudgeEndpoint {
+    asked: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl LlmProvider for JudgeEndpoint {
+    fn model_name(&self) -> String {
+        "judge-endpoint".into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        let model = request
+            .model
+            .as_ref()
+            .map(|target| target.model_id.clone())
+            .unwrap_or_else(|| "default".into());
+        self.asked.lock().unwrap().push(model.clone());
+        Ok(ModelAnswer {
+            content:
+                json!({"score": 8.0, "feedback": "sound", "strengths": [], "improvements": []})
+                    .to_string(),
+            usage: TokenUsage {
+                prompt_tokens: 1_000,
+                completion_tokens: 100,
+                cached_prompt_tokens: 0,
+            },
+            model,
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model() {
+    let folder = registry_folder();
+    edit(&folder.path().join("models.json"), |catalog| {
+        catalog["models"]["alpha-mini"] =
+            json!({"provider": "alpha", "inputPerMillionUsd": 0.25, "outputPerMillionUsd": 0.5});
+    });
+    let registry = Arc::new(load_registry(folder.path()).unwrap());
+    let asked_alpha = Arc::new(Mutex::new(Vec::new()));
+    let asked_beta = Arc::new(Mutex::new(Vec::new()));
+    let asked_default = Arc::new(Mutex::new(Vec::new()));
+    let endpoint = |asked: &Arc<Mutex<Vec<String>>>| {
+        Arc::new(JudgeEndpoint {
+            asked: asked.clone(),
+        })
+    };
+    let router = ModelRouter::new(endpoint(&asked_default))
+        .with_provider("alpha", ProviderRoute::Ready(endpoint(&asked_alpha)))
+        .with_provider("beta", ProviderRoute::Ready(endpoint(&asked_beta)));
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(router))
+        .registry(registry)
+        .queue(queue.clone())
+        .build()
+        .services;
+    let judge = |id: &str, model: &str| json!({"id": id, "capabilities": {"modelName": model}});
+    let body = json!({
+        "request": {"id": "req-models", "content": "A claim to judge.",
+                    "selectedAgents": [judge("a", "alpha-large"), judge("b", "alpha-mini"), judge("c", "beta-small")]},
+        "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "median",
+                   "enableDiscussion": false, "convergenceThreshold": 1.0, "outlierDetection": false}
+    });
+    let request = baton_judge::request::PanelRequest::parse(&body).unwrap();
+    let entry = services.runs.panel_entry().unwrap();
+    let submitted = services
+        .runs
+        .submit_evaluation("t", &entry, &request, &body)
+        .await
+        .unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    assert_eq!(
+        runner
+            .run_until_settled("t", &submitted.run_id)
+            .await
+            .unwrap(),
+        RunStatus::Completed
+    );
+    let mut alpha = asked_alpha.lock().unwrap().clone();
+    alpha.sort();
+    assert_eq!(alpha, vec!["alpha-large-2026-01", "alpha-mini"]);
+    assert_eq!(*asked_beta.lock().unwrap(), vec!["beta-small"]);
+    assert!(asked_default.lock().unwrap().is_empty());
+    // The panel node's cost is each judge's tokens at its own model's price:
+    // 1,000 × $1 + 100 × $2, 1,000 × $0.25 + 100 × $0.5, 1,000 × $0.5 + 100 × $1 per million.
+    let expected = (1_200.0 + 300.0 + 600.0) / 1_000_000.0;
+    let frames = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    let completed = frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "node_complete")
+        .unwrap();
+    // A judge naming a model the catalog lacks is refused at submission.
+    let mut unknown = body.clone();
+    unknown["request"]["selectedAgents"][1]["capabilities"]["modelName"] = json!("gamma");
+    let refused = baton_judge::request::PanelRequest::parse(&unknown).unwrap();
+    match services
+        .runs
+        .submit_evaluation("t", &entry, &refused, &unknown)
+        .await
+    {
+        Err(RuntimeError::InvalidInput { path, message }) => {
+            assert_eq!(path, "$.request.selectedAgents[1].capabilities.modelName");
+            assert!(message.contains("`gamma` is not a model"), "{message}");
+        }
+        other => panic!("an unknown judge model is refused, got {other:?}"),
+    }
+    let cost = completed.payload.as_ref().unwrap()["costUsd"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        (cost - expected).abs() < 1e-9,
+        "cost {cost}, expected {expected}"
+    );
+}

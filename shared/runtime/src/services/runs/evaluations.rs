@@ -52,6 +52,25 @@ impl RunService {
         request: &PanelRequest,
         body: &Value,
     ) -> Result<SubmittedRun, RuntimeError> {
+        // A judge's model is the catalog's: a name it lacks is refused here,
+        // not left to the default model.
+        let catalog = self.registry.models();
+        for (index, judge) in request.request.selected_agents.iter().enumerate() {
+            let named = judge
+                .capabilities
+                .as_ref()
+                .and_then(|capabilities| capabilities.model_name.as_deref());
+            if let Some(name) = named
+                && catalog.model(name).is_none()
+            {
+                return Err(RuntimeError::InvalidInput {
+                    path: format!("$.request.selectedAgents[{index}].capabilities.modelName"),
+                    message: format!(
+                        "`{name}` is not a model of the registry's catalog (models.json)"
+                    ),
+                });
+            }
+        }
         let verdict = &entry.verdict_facet;
         let envelope = json!({
             "objective": format!(
