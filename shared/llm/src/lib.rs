@@ -10,6 +10,7 @@
 
 pub mod config;
 pub mod openai_compatible;
+mod retries;
 
 pub use config::OpenAiCompatibleConfig;
 pub use openai_compatible::OpenAiCompatibleProvider;

@@ -1,7 +1,5 @@
 //! The OpenAI-compatible chat-completions provider.
 
-use std::time::Duration;
-
 use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
@@ -10,11 +8,11 @@ use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use rand::Rng;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::config::OpenAiCompatibleConfig;
+use crate::retries::{AttemptFailure, RetryPolicy, classify_transport_error, failure_of};
 
 /// Calls `{base_url}/chat/completions` with streaming and a JSON Schema response format.
 pub struct OpenAiCompatibleProvider {
@@ -36,21 +34,6 @@ struct PartialToolCall {
     id: String,
     name: String,
     arguments: String,
-}
-
-/// Why one attempt failed.
-enum AttemptFailure {
-    RateLimited {
-        retry_after: Option<Duration>,
-    },
-    Server {
-        status: u16,
-        body: String,
-        retry_after: Option<Duration>,
-    },
-    Timeout,
-    Transport(String),
-    Fatal(LlmError),
 }
 
 impl OpenAiCompatibleProvider {
@@ -146,18 +129,13 @@ impl OpenAiCompatibleProvider {
         body
     }
 
-    fn backoff_delay(&self, failed_attempt: u32, retry_after: Option<Duration>) -> Duration {
-        if let Some(server_says) = retry_after {
-            return server_says.min(self.config.max_retry_after);
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts: self.config.max_attempts,
+            initial_backoff: self.config.initial_backoff,
+            max_backoff: self.config.max_backoff,
+            max_retry_after: self.config.max_retry_after,
         }
-        let exponent = failed_attempt.saturating_sub(1).min(16);
-        let ceiling = self
-            .config
-            .initial_backoff
-            .saturating_mul(2u32.saturating_pow(exponent))
-            .min(self.config.max_backoff);
-        let jitter: f64 = rand::rng().random_range(0.5..=1.0);
-        ceiling.mul_f64(jitter)
     }
 
     /// Sends `body`, retrying what may succeed later with backoff.
@@ -166,45 +144,13 @@ impl OpenAiCompatibleProvider {
         body: &Value,
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<Streamed, LlmError> {
-        let attempts = self.config.max_attempts.max(1);
-        for attempt in 1..=attempts {
-            let mut streamed_text = false;
-            let failure = match self.attempt_once(body, deltas, &mut streamed_text).await {
-                Ok(answer) => return Ok(answer),
-                Err(AttemptFailure::Fatal(error)) => return Err(error),
-                Err(failure) => failure,
-            };
-            let retry_after = match &failure {
-                AttemptFailure::RateLimited { retry_after }
-                | AttemptFailure::Server { retry_after, .. } => *retry_after,
-                _ => None,
-            };
-            if attempt == attempts {
-                return Err(match failure {
-                    AttemptFailure::RateLimited { .. } => LlmError::RateLimited { attempts },
-                    AttemptFailure::Server { status, body, .. } => LlmError::ServerError {
-                        status,
-                        attempts,
-                        body,
-                    },
-                    AttemptFailure::Timeout => LlmError::Timeout { attempts },
-                    AttemptFailure::Transport(message) => LlmError::Transport { attempts, message },
-                    AttemptFailure::Fatal(error) => error,
-                });
-            }
-            if streamed_text {
-                // The retry answers from the start: what was streamed is void.
-                let _ = deltas.send(ModelDelta::Restarted);
-            }
-            let delay = self.backoff_delay(attempt, retry_after);
-            tracing::warn!(
-                attempt,
-                delay_ms = delay.as_millis() as u64,
-                "model call failed; retrying"
-            );
-            tokio::time::sleep(delay).await;
-        }
-        Err(LlmError::UnexpectedResponse("no attempt was made".into()))
+        self.retry_policy()
+            .run(deltas, || async move {
+                let mut streamed_text = false;
+                let answered = self.attempt_once(body, deltas, &mut streamed_text).await;
+                (answered, streamed_text)
+            })
+            .await
     }
 
     async fn attempt_once(
@@ -219,24 +165,8 @@ impl OpenAiCompatibleProvider {
             builder = builder.bearer_auth(key);
         }
         let response = builder.send().await.map_err(classify_transport_error)?;
-        let status = response.status();
-        if !status.is_success() {
-            let retry_after =
-                parse_retry_after(response.headers().get(reqwest::header::RETRY_AFTER));
-            let text = response.text().await.unwrap_or_default();
-            let text: String = text.chars().take(500).collect();
-            return Err(match status.as_u16() {
-                429 => AttemptFailure::RateLimited { retry_after },
-                code if code >= 500 => AttemptFailure::Server {
-                    status: code,
-                    body: text,
-                    retry_after,
-                },
-                code => AttemptFailure::Fatal(LlmError::RequestRejected {
-                    status: code,
-                    body: text,
-                }),
-            });
+        if !response.status().is_success() {
+            return Err(failure_of(response).await);
         }
         let is_event_stream = response
             .headers()
@@ -420,25 +350,6 @@ fn usage_from(body: &Value) -> TokenUsage {
             .and_then(Value::as_u64)
             .unwrap_or(0),
     }
-}
-
-fn classify_transport_error(error: reqwest::Error) -> AttemptFailure {
-    if error.is_timeout() {
-        AttemptFailure::Timeout
-    } else if error.is_decode() {
-        AttemptFailure::Fatal(LlmError::UnexpectedResponse(error.to_string()))
-    } else {
-        AttemptFailure::Transport(baton_core::error::with_causes(&error))
-    }
-}
-
-/// `Retry-After` as delta-seconds (HTTP dates are rare from model APIs and ignored).
-fn parse_retry_after(value: Option<&reqwest::header::HeaderValue>) -> Option<Duration> {
-    let text = value?.to_str().ok()?.trim();
-    text.parse::<f64>()
-        .ok()
-        .filter(|seconds| seconds.is_finite() && *seconds >= 0.0)
-        .map(Duration::from_secs_f64)
 }
 
 #[async_trait]

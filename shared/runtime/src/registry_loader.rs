@@ -205,7 +205,11 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
     }
     // Capabilities name catalog models: checked once both are read.
     registry
-        .check_model_references()
+        .capabilities()
+        .try_for_each(|capability| {
+            baton_core::model_choice::check_capability_models(capability, registry.models())
+                .map_err(|(path, message)| (capability.capability_id.clone(), path, message))
+        })
         .map_err(|(capability_id, path, message)| {
             let source_name = capability_documents
                 .iter()

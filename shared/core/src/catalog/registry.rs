@@ -230,17 +230,6 @@ impl Registry {
         Ok(())
     }
 
-    /// Every capability's `model` and `preferredModels` name catalog models
-    /// that can do what its nodes need: `(capability id, JSON path,
-    /// message)` of the first that does not.
-    pub fn check_model_references(&self) -> Result<(), (String, String, String)> {
-        for capability in self.capabilities() {
-            crate::planning::model_choice::check_capability_models(capability, &self.models)
-                .map_err(|(path, message)| (capability.capability_id.clone(), path, message))?;
-        }
-        Ok(())
-    }
-
     /// The model catalog (empty when the registry has none).
     pub fn models(&self) -> &ModelCatalog {
         &self.models

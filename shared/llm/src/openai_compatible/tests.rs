@@ -3,6 +3,7 @@
 
 use super::*;
 use scripted_llm::{Behavior, ScriptedLlmServer, gap_between};
+use std::time::Duration;
 
 fn request() -> ModelRequest {
     ModelRequest {
@@ -170,7 +171,7 @@ fn backoff_grows_and_stays_under_the_cap() {
     config.max_backoff = Duration::from_millis(1000);
     let provider = OpenAiCompatibleProvider::new(config).unwrap();
     for attempt in 1..10 {
-        let delay = provider.backoff_delay(attempt, None);
+        let delay = provider.retry_policy().backoff_delay(attempt, None);
         let ceiling = Duration::from_millis((100u64 << (attempt - 1)).min(1000));
         assert!(
             delay <= ceiling && delay >= ceiling / 2,
@@ -178,7 +179,9 @@ fn backoff_grows_and_stays_under_the_cap() {
         );
     }
     assert_eq!(
-        provider.backoff_delay(1, Some(Duration::from_secs(3))),
+        provider
+            .retry_policy()
+            .backoff_delay(1, Some(Duration::from_secs(3))),
         Duration::from_secs(3)
     );
 }
