@@ -25,6 +25,7 @@ pub fn routed_model(
     for (name, settings) in &registry.models().providers {
         let route = match settings.kind {
             ProviderKind::Openai => openai_route(settings, read),
+            ProviderKind::Anthropic => anthropic_route(registry, name, settings, read),
             ProviderKind::Local => match &local {
                 Some(offline) => ProviderRoute::Ready(offline.clone()),
                 None => ProviderRoute::Unavailable(
@@ -75,6 +76,48 @@ fn openai_route(settings: &ProviderSettings, read: VariableReader<'_>) -> Provid
     }
 }
 
+/// Anthropic's Messages API at the catalog's endpoint (its public one by
+/// default), the key from the variable the catalog names.
+fn anthropic_route(
+    registry: &Registry,
+    provider: &str,
+    settings: &ProviderSettings,
+    read: VariableReader<'_>,
+) -> ProviderRoute {
+    let base_url = settings
+        .base_url_variable
+        .as_deref()
+        .and_then(|name| variable(read, name))
+        .or_else(|| settings.base_url.clone())
+        .unwrap_or_else(|| baton_llm::anthropic::ANTHROPIC_BASE_URL.to_string());
+    let Some(key_variable) = settings.api_key_variable.clone() else {
+        return ProviderRoute::Unavailable(
+            "no key: name its variable in `apiKeyVariable` in models.json".into(),
+        );
+    };
+    let Some(api_key) = variable(read, &key_variable) else {
+        return ProviderRoute::Unavailable(format!("no key: set {key_variable}"));
+    };
+    let mut config =
+        baton_llm::anthropic::AnthropicConfig::new(base_url, Some(api_key), key_variable);
+    // The largest answer every one of the provider's models may write
+    // (`max_tokens` above a model's own limit is refused).
+    if let Some(most) = registry
+        .models()
+        .models
+        .values()
+        .filter(|model| model.provider == provider)
+        .filter_map(|model| model.max_output_tokens)
+        .min()
+    {
+        config.max_tokens = u32::try_from(most.min(8_192)).unwrap_or(8_192);
+    }
+    match baton_llm::anthropic::AnthropicProvider::new(config) {
+        Ok(provider) => ProviderRoute::Ready(Arc::new(provider)),
+        Err(error) => ProviderRoute::Unavailable(error.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,13 +162,14 @@ mod tests {
         registry
             .add_model_catalog_document(&RegistryDocument {
                 source_name: "models.json".into(),
-                text: r#"{"providers": {"hosted": {"kind": "openai", "baseUrlVariable": "HOSTED_BASE_URL", "apiKeyVariable": "HOSTED_KEY"}, "local": {"kind": "local"}}, "models": {}}"#.into(),
+                text: r#"{"providers": {"hosted": {"kind": "openai", "baseUrlVariable": "HOSTED_BASE_URL", "apiKeyVariable": "HOSTED_KEY"}, "claude": {"kind": "anthropic", "apiKeyVariable": "ANTHROPIC_API_KEY"}, "local": {"kind": "local"}}, "models": {}}"#.into(),
             })
             .unwrap();
         let nothing_set = |_: &str| None;
         let router = routed_model(Arc::new(Unused), None, &registry, &nothing_set);
         for (provider, expected) in [
             ("hosted", "no endpoint: set HOSTED_BASE_URL"),
+            ("claude", "no key: set ANTHROPIC_API_KEY"),
             ("local", "the offline model runs only in the `baton` CLI"),
             ("elsewhere", "which this process was not given"),
         ] {

@@ -8,6 +8,7 @@
 //! Invariants: configuration problems surface when the provider is built
 //! (start-up), never at the first call; the API key never reaches a log.
 
+pub mod anthropic;
 pub mod config;
 pub mod openai_compatible;
 mod retries;

@@ -31,6 +31,8 @@ pub enum ProviderKind {
     /// Any OpenAI-compatible chat-completions endpoint (OpenAI, Ollama,
     /// vLLM, Groq, LM Studio), by base URL.
     Openai,
+    /// Anthropic's Messages API (its public endpoint unless `baseUrl`).
+    Anthropic,
     /// The offline model built into the CLI.
     Local,
 }
@@ -40,8 +42,8 @@ pub enum ProviderKind {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProviderSettings {
     pub kind: ProviderKind,
-    /// The endpoint (OpenAI-compatible); the deployment's
-    /// `BATON_LLM_BASE_URL` when absent.
+    /// The endpoint: for `openai`, the deployment's `BATON_LLM_BASE_URL`
+    /// when absent; for `anthropic`, `https://api.anthropic.com`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     /// The environment variable holding the endpoint (read at start-up;
