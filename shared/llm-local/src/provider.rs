@@ -494,6 +494,7 @@ fn generate(
             prompt_tokens: timings.prompt_tokens,
             completion_tokens: timings.answer_tokens,
             cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
         },
         model: loaded.name.clone(),
     };

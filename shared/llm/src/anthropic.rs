@@ -289,6 +289,7 @@ impl AnthropicProvider {
                     streamed.usage.prompt_tokens =
                         usage["input_tokens"].as_u64().unwrap_or(0) + read + written;
                     streamed.usage.cached_prompt_tokens = read;
+                    streamed.usage.cache_write_prompt_tokens = written;
                     if let Some(model) = data["message"]["model"].as_str() {
                         streamed.model = model.to_string();
                     }

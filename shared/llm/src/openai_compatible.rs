@@ -349,6 +349,8 @@ fn usage_from(body: &Value) -> TokenUsage {
             .pointer("/usage/prompt_tokens_details/cached_tokens")
             .and_then(Value::as_u64)
             .unwrap_or(0),
+        // OpenAI-compatible APIs cache on their own and bill no writes.
+        cache_write_prompt_tokens: 0,
     }
 }
 

@@ -128,6 +128,7 @@ impl LlmProvider for InstantProvider {
                 prompt_tokens: 10,
                 completion_tokens: 10,
                 cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
             },
             model: "instant".into(),
         })

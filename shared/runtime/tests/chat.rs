@@ -59,6 +59,7 @@ impl LlmProvider for ChatModel {
                 prompt_tokens: 12,
                 completion_tokens: 4,
                 cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
             },
             model: "gpt-4o-mini".into(),
         })

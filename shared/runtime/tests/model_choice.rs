@@ -336,6 +336,7 @@ impl LlmProvider for JudgeEndpoint {
                 prompt_tokens: 1_000,
                 completion_tokens: 100,
                 cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
             },
             model,
         })

@@ -62,6 +62,7 @@ impl LlmProvider for PlanningModel {
                 prompt_tokens: 5,
                 completion_tokens: 5,
                 cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
             },
             model: "planning-double".into(),
         })

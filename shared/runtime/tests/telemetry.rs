@@ -39,6 +39,7 @@ impl LlmProvider for SchemaShapedModel {
                 prompt_tokens: 100,
                 completion_tokens: 20,
                 cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
             },
             model: "schema-shaped".into(),
         })

@@ -113,6 +113,7 @@ impl LlmProvider for LookupThenAnswer {
             prompt_tokens: 7,
             completion_tokens: 3,
             cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
         };
         let last_result = session.turns.iter().rev().find_map(|turn| match turn {
             SessionTurn::Tool { content, .. } => Some(content.clone()),

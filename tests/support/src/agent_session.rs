@@ -64,6 +64,7 @@ impl LlmProvider for OneLookupPerTurn {
             prompt_tokens: 10,
             completion_tokens: 5,
             cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
         };
         if results + 1 < self.turns {
             return Ok(SessionAnswer {

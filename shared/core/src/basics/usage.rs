@@ -12,6 +12,10 @@ pub struct TokenUsage {
     /// (0 when it does not say).
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub cached_prompt_tokens: u64,
+    /// Of `prompt_tokens`, those the provider wrote to its prompt cache
+    /// (priced at the catalog's cache-write rate; 0 when it does not say).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub cache_write_prompt_tokens: u64,
 }
 
 fn is_zero_u64(value: &u64) -> bool {
@@ -24,6 +28,7 @@ impl TokenUsage {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.cached_prompt_tokens += other.cached_prompt_tokens;
+        self.cache_write_prompt_tokens += other.cache_write_prompt_tokens;
     }
 
     pub fn total(&self) -> u64 {

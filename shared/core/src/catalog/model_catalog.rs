@@ -240,12 +240,19 @@ impl ModelCatalog {
     pub fn cost_usd(&self, model: &str, usage: &TokenUsage) -> Option<f64> {
         let price = self.price_of(model)?;
         let cached = usage.cached_prompt_tokens.min(usage.prompt_tokens);
-        let uncached = usage.prompt_tokens - cached;
-        let cached_price = price
+        let written = usage
+            .cache_write_prompt_tokens
+            .min(usage.prompt_tokens - cached);
+        let uncached = usage.prompt_tokens - cached - written;
+        let read_price = price
             .cache_read_per_million_usd
             .unwrap_or(price.input_per_million_usd);
+        let write_price = price
+            .cache_write_per_million_usd
+            .unwrap_or(price.input_per_million_usd);
         let micro_dollars = uncached as f64 * price.input_per_million_usd
-            + cached as f64 * cached_price
+            + cached as f64 * read_price
+            + written as f64 * write_price
             + usage.completion_tokens as f64 * price.output_per_million_usd;
         Some(micro_dollars / 1_000_000.0)
     }
@@ -277,6 +284,7 @@ mod tests {
             prompt_tokens: prompt,
             completion_tokens: completion,
             cached_prompt_tokens: cached,
+            cache_write_prompt_tokens: 0,
         }
     }
 
@@ -285,6 +293,20 @@ mod tests {
         let cost = table().cost_usd("m", &usage(1_000, 500, 400)).unwrap();
         // 600 × 1 + 400 × 0.5 + 500 × 4 = 2 800 per million.
         assert_eq!(round_cost(cost), 0.0028);
+    }
+
+    #[test]
+    fn cache_writes_are_priced_at_the_cache_write_rate() {
+        let mut table = table();
+        table
+            .models
+            .get_mut("m")
+            .unwrap()
+            .cache_write_per_million_usd = Some(1.25);
+        let mut written = usage(1_000, 0, 400);
+        written.cache_write_prompt_tokens = 500;
+        // 100 × 1 + 400 × 0.5 + 500 × 1.25 = 925 per million.
+        assert_eq!(round_cost(table.cost_usd("m", &written).unwrap()), 0.000925);
     }
 
     #[test]

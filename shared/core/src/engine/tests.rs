@@ -227,6 +227,7 @@ pub(super) fn step(state: RunState, observed: Observed, context: &EngineContext<
                     prompt_tokens: tokens,
                     completion_tokens: 0,
                     cached_prompt_tokens: 0,
+                    cache_write_prompt_tokens: 0,
                 },
                 model: "scripted".into(),
             }))),

@@ -88,6 +88,7 @@ fn asks(calls: Vec<ToolCallRequest>) -> SessionAnswer {
             prompt_tokens: 10,
             completion_tokens: 2,
             cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
         },
         model: "scripted".into(),
     }

@@ -128,6 +128,7 @@ fn a_failed_run_ends_with_its_metrics_before_the_error() {
                 prompt_tokens: 100,
                 completion_tokens: 50,
                 cached_prompt_tokens: 40,
+                cache_write_prompt_tokens: 0,
             },
             model: "scripted".into(),
         }));

@@ -46,6 +46,7 @@ pub(super) fn node_step_answered_by(
             prompt_tokens: 10,
             completion_tokens: 4,
             cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
         },
         model: model.into(),
     }));

@@ -140,6 +140,7 @@ fn judge_answers(
             prompt_tokens: 10,
             completion_tokens: 5,
             cached_prompt_tokens: 0,
+            cache_write_prompt_tokens: 0,
         },
         model: "scripted".into(),
     }));
