@@ -166,7 +166,7 @@ async fn a_schema_answer_is_the_forced_tool_input_streamed_in_order_with_cache_u
             prompt_tokens: 1025,
             completion_tokens: 42,
             cached_prompt_tokens: 1000,
-            cache_write_prompt_tokens: 0
+            cache_write_prompt_tokens: 5
         }
     );
     let mut pieces = Vec::new();
