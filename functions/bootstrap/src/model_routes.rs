@@ -152,6 +152,7 @@ mod tests {
                 name: "m".into(),
                 provider: provider.into(),
                 model_id: "m".into(),
+                fallbacks: Vec::new(),
             })),
         }
     }

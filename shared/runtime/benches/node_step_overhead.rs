@@ -82,6 +82,7 @@ fn linear_registry() -> Registry {
             cost: None,
             model: None,
             preferred_models: vec![],
+            fallback_models: vec![],
             heartbeat: None,
             instructions: Some(format!("Act as the {role}.")),
             prompt_template_file: None,

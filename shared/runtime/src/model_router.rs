@@ -5,6 +5,13 @@
 //! endpoint configured, the offline model outside the CLI) answers with a
 //! configuration error that says what to set; it is never silently replaced
 //! by another model.
+//!
+//! Fallback: when the requested model fails after its provider's own
+//! retries with a retryable error (rate limited, server error, timeout,
+//! transport), its fallbacks (`ModelTarget::fallbacks`) are asked in order,
+//! each announced to the stream's reader as `ModelDelta::FellBack` (the step
+//! writes a `model_fallback` warning naming both models and the cause). A
+//! refused request is not a fallback trigger.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +30,12 @@ pub enum ProviderRoute {
     Ready(Arc<dyn LlmProvider>),
     /// Why it cannot be reached, and what to set.
     Unavailable(String),
+}
+
+/// What one call answered.
+enum Answered {
+    Completion(ModelAnswer),
+    Turn(SessionAnswer),
 }
 
 /// Routes each request to its catalog model's provider.
@@ -44,6 +57,53 @@ impl ModelRouter {
     pub fn with_provider(mut self, name: impl Into<String>, route: ProviderRoute) -> Self {
         self.providers.insert(name.into(), route);
         self
+    }
+
+    /// `request` and then, while the answer is a retryable failure, the same
+    /// request to each fallback model in turn.
+    async fn with_fallbacks(
+        &self,
+        request: &ModelRequest,
+        session: Option<&ToolSession>,
+        deltas: &UnboundedSender<ModelDelta>,
+    ) -> Result<Answered, LlmError> {
+        let mut answered = self.ask(request, session, deltas).await;
+        let Some(target) = &request.model else {
+            return answered;
+        };
+        let mut failed = target.name.clone();
+        for fallback in &target.fallbacks {
+            let error = match &answered {
+                Err(error) if error.is_retryable() => error.to_string(),
+                _ => return answered,
+            };
+            let _ = deltas.send(ModelDelta::FellBack {
+                from: failed.clone(),
+                to: fallback.name.clone(),
+                cause: error,
+            });
+            let mut instead = request.clone();
+            instead.model = Some(Box::new(fallback.clone()));
+            answered = self.ask(&instead, session, deltas).await;
+            failed = fallback.name.clone();
+        }
+        answered
+    }
+
+    /// One call of the provider `request` goes to.
+    async fn ask(
+        &self,
+        request: &ModelRequest,
+        session: Option<&ToolSession>,
+        deltas: &UnboundedSender<ModelDelta>,
+    ) -> Result<Answered, LlmError> {
+        let provider = self.provider_for(request)?;
+        Ok(match session {
+            None => Answered::Completion(provider.complete(request, deltas.clone()).await?),
+            Some(session) => {
+                Answered::Turn(provider.converse(request, session, deltas.clone()).await?)
+            }
+        })
     }
 
     /// The provider `request` goes to.
@@ -76,7 +136,12 @@ impl LlmProvider for ModelRouter {
         request: &ModelRequest,
         deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
-        self.provider_for(request)?.complete(request, deltas).await
+        match self.with_fallbacks(request, None, &deltas).await? {
+            Answered::Completion(answer) => Ok(answer),
+            Answered::Turn(_) => Err(LlmError::UnexpectedResponse(
+                "a completion was answered as a conversation turn".into(),
+            )),
+        }
     }
 
     async fn converse(
@@ -85,8 +150,11 @@ impl LlmProvider for ModelRouter {
         session: &ToolSession,
         deltas: UnboundedSender<ModelDelta>,
     ) -> Result<SessionAnswer, LlmError> {
-        self.provider_for(request)?
-            .converse(request, session, deltas)
-            .await
+        match self.with_fallbacks(request, Some(session), &deltas).await? {
+            Answered::Turn(answer) => Ok(answer),
+            Answered::Completion(_) => Err(LlmError::UnexpectedResponse(
+                "a conversation turn was answered as a completion".into(),
+            )),
+        }
     }
 }

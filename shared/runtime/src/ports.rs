@@ -268,6 +268,14 @@ pub enum ModelDelta {
     /// The stream broke and the provider asks again from the start: the
     /// text streamed so far for this answer is void.
     Restarted,
+    /// The requested model failed after its provider's retries (`cause`);
+    /// the fallback model `to` answers instead (text streamed so far is
+    /// void).
+    FellBack {
+        from: String,
+        to: String,
+        cause: String,
+    },
 }
 
 /// A language model that answers one structured request, streaming text deltas.

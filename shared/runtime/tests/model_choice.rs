@@ -295,6 +295,7 @@ async fn a_provider_this_process_cannot_reach_says_what_to_set() {
             name: "alpha-large".into(),
             provider: "alpha".into(),
             model_id: "alpha-large-2026-01".into(),
+            fallbacks: Vec::new(),
         })),
     };
     let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
@@ -432,5 +433,145 @@ async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model
     assert!(
         (cost - expected).abs() < 1e-9,
         "cost {cost}, expected {expected}"
+    );
+}
+
+/// Test double for a provider whose endpoint keeps answering 429: gives up
+/// the way a provider does after its own retries.
+struct RateLimitedEndpoint {
+    calls: Arc<Mutex<usize>>,
+}
+
+#[async_trait]
+impl LlmProvider for RateLimitedEndpoint {
+    fn model_name(&self) -> String {
+        "rate-limited".into()
+    }
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        *self.calls.lock().unwrap() += 1;
+        Err(LlmError::RateLimited { attempts: 5 })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback_the_node_fails() {
+    let folder = registry_folder();
+    edit(
+        &folder
+            .path()
+            .join(format!("capabilities/{PINNED_CAPABILITY}.json")),
+        |capability| capability["fallbackModels"] = json!(["beta-small"]),
+    );
+    let registry = Arc::new(load_registry(folder.path()).unwrap());
+    let limited_calls = Arc::new(Mutex::new(0));
+    let (default, _asked_default) = recording("default");
+    let (beta, asked_beta) = recording("beta");
+    let router = ModelRouter::new(default)
+        .with_provider(
+            "alpha",
+            ProviderRoute::Ready(Arc::new(RateLimitedEndpoint {
+                calls: limited_calls.clone(),
+            })),
+        )
+        .with_provider("beta", ProviderRoute::Ready(beta));
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(router))
+        .registry(registry)
+        .queue(queue.clone())
+        .build()
+        .services;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let run = services
+        .runs
+        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .await
+        .unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    assert_eq!(*limited_calls.lock().unwrap(), 1, "alpha gave up once");
+    assert_eq!(
+        asked_for(&asked_beta, &schema_of(PINNED_CAPABILITY)),
+        vec![Some("beta-small".to_string())],
+        "the fallback answered the pinned node"
+    );
+    let frames = services
+        .runs
+        .read_all_events_after("t", &run.run_id, 0)
+        .await
+        .unwrap();
+    let fallbacks: Vec<&baton_core::event::EventFrame> = frames
+        .iter()
+        .filter(|frame| {
+            frame.event_type.as_str() == "warning"
+                && frame.payload.as_ref().unwrap()["code"] == "model_fallback"
+        })
+        .collect();
+    assert_eq!(fallbacks.len(), 1, "one model_fallback warning");
+    let message = fallbacks[0].message.clone().unwrap_or_default();
+    assert!(
+        message.contains("`alpha-large`")
+            && message.contains("`beta-small`")
+            && message.contains("rate-limited"),
+        "{message}"
+    );
+    assert_eq!(
+        fallbacks[0].payload.as_ref().unwrap()["model"],
+        "beta-small"
+    );
+
+    // With no fallback the node fails, saying why.
+    let plain_folder = registry_folder();
+    let registry = Arc::new(load_registry(plain_folder.path()).unwrap());
+    let (default, _) = recording("default");
+    let router = ModelRouter::new(default).with_provider(
+        "alpha",
+        ProviderRoute::Ready(Arc::new(RateLimitedEndpoint {
+            calls: Arc::new(Mutex::new(0)),
+        })),
+    );
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(router))
+        .registry(registry)
+        .queue(queue.clone())
+        .build()
+        .services;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let run = services
+        .runs
+        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .await
+        .unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Failed
+    );
+    let frames = services
+        .runs
+        .read_all_events_after("t", &run.run_id, 0)
+        .await
+        .unwrap();
+    let error = frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "node_error")
+        .unwrap();
+    assert_eq!(error.payload.as_ref().unwrap()["code"], "llm_rate_limited");
+    let text = error.message.clone().unwrap_or_default();
+    assert!(
+        text.contains("rate-limited the request after 5 attempts"),
+        "{text}"
     );
 }

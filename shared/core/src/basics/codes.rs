@@ -97,6 +97,9 @@ impl std::fmt::Display for FailureCode {
 pub enum WarningCode {
     /// The model's stream broke and restarted: drop the node's deltas since its `node_start`.
     StreamRestarted,
+    /// The node's model failed after its provider's retries (rate limited,
+    /// server error, timeout); its fallback model answered.
+    ModelFallback,
     /// The token budget was passed by the answer that completed the run.
     TokenBudgetExceeded,
     /// The LLM planner produced no valid plan; the deterministic planner planned.

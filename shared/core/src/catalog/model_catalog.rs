@@ -103,6 +103,10 @@ pub struct CatalogModel {
     pub max_output_tokens: Option<u64>,
     #[serde(default)]
     pub supports: ModelSupports,
+    /// Models of the catalog that answer in its place, in order, when its
+    /// provider keeps failing (rate limited, server errors, timeouts).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
 }
 
 impl CatalogModel {
@@ -184,6 +188,14 @@ impl ModelCatalog {
                     return Err((
                         format!("$.models['{name}'].{field}"),
                         format!("a price must be a number ≥ 0, not {value}"),
+                    ));
+                }
+            }
+            for (index, fallback) in model.fallback_models.iter().enumerate() {
+                if !self.models.contains_key(fallback) || fallback == name {
+                    return Err((
+                        format!("$.models['{name}'].fallbackModels[{index}]"),
+                        format!("`{fallback}` is not another model of this catalog"),
                     ));
                 }
             }

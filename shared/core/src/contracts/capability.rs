@@ -106,6 +106,10 @@ pub struct CapabilityRegistration {
     /// Catalog models that suit this capability, most preferred first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub preferred_models: Vec<String>,
+    /// Catalog models that answer in the chosen model's place, in order,
+    /// when its provider keeps failing (else the catalog's own fallbacks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_models: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat: Option<HeartbeatSpec>,
     /// The capability's system instruction. Registry files may give it as a
@@ -275,6 +279,7 @@ mod liveness_tests {
                 cost: None,
                 model: None,
                 preferred_models: vec![],
+                fallback_models: vec![],
                 heartbeat,
                 instructions: None,
                 prompt_template_file: None,

@@ -28,4 +28,8 @@ pub struct ModelTarget {
     pub name: String,
     pub provider: String,
     pub model_id: String,
+    /// The models that answer in this one's place, in order, when its
+    /// provider keeps failing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<ModelTarget>,
 }

@@ -12,6 +12,10 @@
 //! request), resolved the same way. Names are checked where they are
 //! written: a capability's when the registry loads, an envelope's when it is
 //! submitted, so a run never fails later for a name it was given.
+//!
+//! The chosen model carries its fallbacks (the capability's
+//! `fallbackModels`, else the catalog entry's): the models that answer in its
+//! place when its provider keeps failing.
 
 use crate::basics::error::CoreError;
 use crate::catalog::model_catalog::{CatalogModel, ModelCatalog};
@@ -54,14 +58,48 @@ impl ModelNeed {
     }
 }
 
-/// The catalog model named `name`, as a request names it.
+/// The catalog model named `name`, as a request names it, with the
+/// catalog's fallbacks for it.
 pub fn target_of(catalog: &ModelCatalog, name: &str) -> Option<ModelTarget> {
+    let model = catalog.model(name)?;
+    let mut target = bare_target(catalog, name)?;
+    target.fallbacks = model
+        .fallback_models
+        .iter()
+        .filter_map(|fallback| bare_target(catalog, fallback))
+        .collect();
+    Some(target)
+}
+
+/// The model named `name` without fallbacks (a fallback has none of its own).
+fn bare_target(catalog: &ModelCatalog, name: &str) -> Option<ModelTarget> {
     let model = catalog.model(name)?;
     Some(ModelTarget {
         name: name.to_string(),
         provider: model.provider.clone(),
         model_id: model.model_id_or(name).to_string(),
+        fallbacks: Vec::new(),
     })
+}
+
+/// `target` with the capability's fallbacks when it names some (those that
+/// can do what the node needs), else the catalog's.
+fn with_capability_fallbacks(
+    mut target: ModelTarget,
+    capability: &CapabilityRegistration,
+    need: ModelNeed,
+    catalog: &ModelCatalog,
+) -> ModelTarget {
+    if !capability.fallback_models.is_empty() {
+        target.fallbacks = capability
+            .fallback_models
+            .iter()
+            .filter(|name| **name != target.name)
+            .filter(|name| catalog.model(name).is_some_and(|model| need.met_by(model)))
+            .filter_map(|name| bare_target(catalog, name))
+            .collect();
+    }
+    target
 }
 
 /// The model serving a node of `capability` in `envelope`'s run, in the
@@ -79,6 +117,7 @@ pub fn model_for(
         .chain(&envelope.constraints.preferred_models)
         .find(|name| catalog.model(name).is_some_and(|model| need.met_by(model)))
         .and_then(|name| target_of(catalog, name))
+        .map(|target| with_capability_fallbacks(target, capability, need, catalog))
 }
 
 /// The model serving a chat reply (tool calls) by the specialist
@@ -117,6 +156,13 @@ pub fn check_capability_models(
                 .iter()
                 .enumerate()
                 .map(|(index, name)| (format!("$.preferredModels[{index}]"), name)),
+        )
+        .chain(
+            capability
+                .fallback_models
+                .iter()
+                .enumerate()
+                .map(|(index, name)| (format!("$.fallbackModels[{index}]"), name)),
         );
     for (path, name) in named {
         check_named_model(catalog, name, need).map_err(|message| (path, message))?;

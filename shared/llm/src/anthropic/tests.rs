@@ -145,6 +145,7 @@ fn request() -> ModelRequest {
             name: "claude-test".into(),
             provider: "anthropic".into(),
             model_id: "claude-test-20260101".into(),
+            fallbacks: Vec::new(),
         })),
     }
 }

@@ -148,6 +148,19 @@ impl StepService {
             let Some(delta) = delta else {
                 break;
             };
+            // A fallback is told whether or not text streams.
+            if let ModelDelta::FellBack { from, to, cause } = &delta {
+                keep_first(
+                    &mut first_error,
+                    self.flush_delta(state, node_id, &mut buffer).await,
+                );
+                keep_first(
+                    &mut first_error,
+                    self.note_fallback(state, node_id, from, to, cause).await,
+                );
+                flush_due = None;
+                continue;
+            }
             if !stream {
                 continue;
             }
@@ -177,6 +190,7 @@ impl StepService {
                     );
                     flush_due = None;
                 }
+                ModelDelta::FellBack { .. } => {}
             }
         }
         keep_first(
@@ -198,6 +212,33 @@ impl StepService {
             Some(node_id),
             "the model's stream broke and restarted: discard this node's deltas streamed since its node_start",
             &frames::WarningPayload::of(WarningCode::StreamRestarted),
+        );
+        self.store
+            .append_events(&state.tenant_id, &state.run_id, vec![frame])
+            .await?;
+        Ok(())
+    }
+
+    /// A `model_fallback` warning: `from` failed after its provider's
+    /// retries (`cause`) and `to` answers instead; its text streamed so far
+    /// is void.
+    async fn note_fallback(
+        &self,
+        state: &RunState,
+        node_id: &str,
+        from: &str,
+        to: &str,
+        cause: &str,
+    ) -> Result<(), RuntimeError> {
+        let mut payload = frames::WarningPayload::of(WarningCode::ModelFallback);
+        payload.model = Some(to.to_string());
+        let frame = frames::warning(
+            &FrameStamp::for_run(state, self.clock.now()),
+            Some(node_id),
+            format!(
+                "model `{from}` failed ({cause}); its fallback `{to}` answers: discard this node's deltas streamed so far"
+            ),
+            &payload,
         );
         self.store
             .append_events(&state.tenant_id, &state.run_id, vec![frame])
