@@ -35,6 +35,9 @@ pub fn routed_model(
             },
         };
         router = router.with_provider(name.clone(), route);
+        if let Some(calls) = settings.max_concurrent_calls {
+            router = router.with_limit(name.clone(), calls);
+        }
     }
     Arc::new(router)
 }

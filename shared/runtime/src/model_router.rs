@@ -12,6 +12,11 @@
 //! each announced to the stream's reader as `ModelDelta::FellBack` (the step
 //! writes a `model_fallback` warning naming both models and the cause). A
 //! refused request is not a fallback trigger.
+//!
+//! Back-pressure: a provider given a limit (`maxConcurrentCalls` in the
+//! catalog) takes at most that many calls at once from this process; the
+//! others wait for a permit, so a thousand runs do not open a thousand
+//! connections to one provider.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,6 +47,8 @@ enum Answered {
 pub struct ModelRouter {
     default: Arc<dyn LlmProvider>,
     providers: BTreeMap<String, ProviderRoute>,
+    /// Providers with a limit on calls at once: their permits.
+    limits: BTreeMap<String, Arc<tokio::sync::Semaphore>>,
 }
 
 impl ModelRouter {
@@ -50,7 +57,16 @@ impl ModelRouter {
         ModelRouter {
             default,
             providers: BTreeMap::new(),
+            limits: BTreeMap::new(),
         }
+    }
+
+    /// At most `calls` requests to provider `name` at once; the others wait.
+    pub fn with_limit(mut self, name: impl Into<String>, calls: u32) -> Self {
+        let permits = usize::try_from(calls.max(1)).unwrap_or(1);
+        self.limits
+            .insert(name.into(), Arc::new(tokio::sync::Semaphore::new(permits)));
+        self
     }
 
     /// Requests for the models of provider `name` go through `route`.
@@ -98,6 +114,16 @@ impl ModelRouter {
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<Answered, LlmError> {
         let provider = self.provider_for(request)?;
+        let limit = request
+            .model
+            .as_ref()
+            .and_then(|target| self.limits.get(&target.provider));
+        let _permit = match limit {
+            Some(limit) => Some(limit.acquire().await.map_err(|_| {
+                LlmError::Configuration("the provider's call limit was closed".into())
+            })?),
+            None => None,
+        };
         Ok(match session {
             None => Answered::Completion(provider.complete(request, deltas.clone()).await?),
             Some(session) => {

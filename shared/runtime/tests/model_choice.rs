@@ -575,3 +575,77 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
         "{text}"
     );
 }
+
+/// Test double for a slow provider endpoint: counts the calls in flight and
+/// keeps the highest count.
+struct SlowEndpoint {
+    in_flight: Arc<Mutex<(usize, usize)>>,
+}
+
+#[async_trait]
+impl LlmProvider for SlowEndpoint {
+    fn model_name(&self) -> String {
+        "slow".into()
+    }
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        {
+            let mut counts = self.in_flight.lock().unwrap();
+            counts.0 += 1;
+            counts.1 = counts.1.max(counts.0);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        self.in_flight.lock().unwrap().0 -= 1;
+        Ok(ModelAnswer {
+            content: "{}".into(),
+            usage: TokenUsage::default(),
+            model: "slow".into(),
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_provider_with_a_call_limit_takes_that_many_calls_at_once() {
+    let in_flight = Arc::new(Mutex::new((0, 0)));
+    let (default, _) = recording("default");
+    let router = Arc::new(
+        ModelRouter::new(default)
+            .with_provider(
+                "alpha",
+                ProviderRoute::Ready(Arc::new(SlowEndpoint {
+                    in_flight: in_flight.clone(),
+                })),
+            )
+            .with_limit("alpha", 2),
+    );
+    let request = ModelRequest {
+        system_instruction: String::new(),
+        user_message: String::new(),
+        schema_name: "s".into(),
+        output_schema: Arc::new(json!({"type": "object"})),
+        model: Some(Box::new(baton_core::model_request::ModelTarget {
+            name: "alpha-large".into(),
+            provider: "alpha".into(),
+            model_id: "alpha-large".into(),
+            fallbacks: Vec::new(),
+        })),
+    };
+    let calls: Vec<_> = (0..10)
+        .map(|_| {
+            let router = router.clone();
+            let request = request.clone();
+            tokio::spawn(async move {
+                let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+                router.complete(&request, sender).await
+            })
+        })
+        .collect();
+    for call in calls {
+        call.await.unwrap().unwrap();
+    }
+    let (now, most) = *in_flight.lock().unwrap();
+    assert_eq!((now, most), (0, 2), "ten calls, at most two at once");
+}

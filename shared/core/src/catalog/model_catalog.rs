@@ -53,6 +53,10 @@ pub struct ProviderSettings {
     /// The environment variable holding the API key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_variable: Option<String>,
+    /// At most this many calls to the provider at once, per process (the
+    /// others wait their turn); unlimited when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_calls: Option<u32>,
 }
 
 /// What a model can do.
