@@ -203,7 +203,19 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
             })
             .map_err(RuntimeError::Registry)?;
     }
-    // Capabilities name catalog models: checked once both are read.
+    // Capabilities and the chat agent name catalog models: checked once all are read.
+    if let Some(settings) = registry.chat_settings() {
+        baton_core::model_choice::check_chat_model(settings, registry.models()).map_err(
+            |(path, message)| {
+                RuntimeError::Registry(CoreError::InvalidRegistry {
+                    source_name: CHAT_FILE.into(),
+                    path,
+                    message,
+                })
+            },
+        )?;
+    }
+    // Capabilities name catalog models.
     registry
         .capabilities()
         .try_for_each(|capability| {

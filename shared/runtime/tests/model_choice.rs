@@ -61,6 +61,26 @@ impl LlmProvider for RecordingProvider {
             model: model_id.unwrap_or_else(|| self.name.to_string()),
         })
     }
+
+    /// A chat reply: plain text, no tool call.
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        _session: &baton_core::conversation::ToolSession,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<baton_core::conversation::SessionAnswer, LlmError> {
+        let model_id = request.model.as_ref().map(|target| target.model_id.clone());
+        self.asked
+            .lock()
+            .unwrap()
+            .push(("chat".into(), model_id.clone()));
+        Ok(baton_core::conversation::SessionAnswer {
+            content: "Hello.".into(),
+            tool_calls: Vec::new(),
+            usage: TokenUsage::default(),
+            model: model_id.unwrap_or_else(|| self.name.to_string()),
+        })
+    }
 }
 
 fn copy_folder(from: &Path, to: &Path) {
@@ -648,4 +668,57 @@ async fn a_provider_with_a_call_limit_takes_that_many_calls_at_once() {
     }
     let (now, most) = *in_flight.lock().unwrap();
     assert_eq!((now, most), (0, 2), "ten calls, at most two at once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_chat_agent_answers_with_the_model_chat_json_names() {
+    let folder = registry_folder();
+    edit(&folder.path().join("chat.json"), |settings| {
+        settings["model"] = Value::from("beta-small")
+    });
+    let registry = Arc::new(load_registry(folder.path()).unwrap());
+    let (default, asked_default) = recording("default");
+    let (beta, asked_beta) = recording("beta");
+    let router = ModelRouter::new(default).with_provider("beta", ProviderRoute::Ready(beta));
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(router))
+        .registry(registry)
+        .queue(queue.clone())
+        .threads(Arc::new(
+            baton_runtime::memory::InMemoryThreadStore::default(),
+        ))
+        .build()
+        .services;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let request = baton_runtime::services::ChatRequest {
+        message: "What can you do?".into(),
+        ..Default::default()
+    };
+    let submitted = services.runs.submit_chat("t", &request).await.unwrap();
+    assert_eq!(
+        runner
+            .run_until_settled("t", &submitted.run_id)
+            .await
+            .unwrap(),
+        RunStatus::Completed
+    );
+    assert_eq!(
+        *asked_beta.lock().unwrap(),
+        vec![("chat".to_string(), Some("beta-small".to_string()))]
+    );
+    assert!(asked_default.lock().unwrap().is_empty());
+
+    // A chat model that cannot call tools fails the registry load.
+    edit(&folder.path().join("chat.json"), |settings| {
+        settings["model"] = Value::from("beta-text-only")
+    });
+    let error = load_registry(folder.path()).unwrap_err().to_string();
+    assert!(
+        error.contains("chat.json") && error.contains("$.model") && error.contains("tool calls"),
+        "{error}"
+    );
 }

@@ -152,6 +152,7 @@ pub fn chat_plan(
                 turn.agent
                     .as_deref()
                     .and_then(|agent| registry.capability(agent)),
+                settings,
                 registry.models(),
             ),
         }],

@@ -120,13 +120,21 @@ pub fn model_for(
         .map(|target| with_capability_fallbacks(target, capability, need, catalog))
 }
 
-/// The model serving a chat reply (tool calls) by the specialist
-/// `capability`, when it names one; `None` for the deployment's default.
+/// The model serving a chat reply (tool calls): the specialist
+/// `capability`'s when it names one, else chat.json's for the orchestrator
+/// agent; `None` for the deployment's default.
 pub fn model_for_chat(
     capability: Option<&CapabilityRegistration>,
+    settings: &crate::records::chat::ChatSettings,
     catalog: &ModelCatalog,
 ) -> Option<ModelTarget> {
-    let capability = capability?;
+    let Some(capability) = capability else {
+        // The orchestrator agent: chat.json's model.
+        return settings
+            .model
+            .as_deref()
+            .and_then(|name| target_of(catalog, name));
+    };
     capability
         .model
         .iter()
@@ -137,6 +145,19 @@ pub fn model_for_chat(
                 .is_some_and(|model| ModelNeed::Tools.met_by(model))
         })
         .and_then(|name| target_of(catalog, name))
+}
+
+/// The chat agent's `model` (chat.json) is a catalog model that calls tools:
+/// `(JSON path, message)`.
+pub fn check_chat_model(
+    settings: &crate::records::chat::ChatSettings,
+    catalog: &ModelCatalog,
+) -> Result<(), (String, String)> {
+    match &settings.model {
+        Some(name) => check_named_model(catalog, name, Some(ModelNeed::Tools))
+            .map_err(|message| ("$.model".to_string(), message)),
+        None => Ok(()),
+    }
 }
 
 /// A capability's `model` and `preferredModels` name catalog models that can

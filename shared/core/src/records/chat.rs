@@ -25,6 +25,10 @@ pub struct ChatSettings {
     /// The tools it may call (registry names).
     #[serde(default)]
     pub tools: Vec<String>,
+    /// The catalog model the orchestrator agent answers with (it must call
+    /// tools); the deployment's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
