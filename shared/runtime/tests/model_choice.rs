@@ -722,3 +722,32 @@ async fn the_chat_agent_answers_with_the_model_chat_json_names() {
         "{error}"
     );
 }
+
+#[test]
+fn the_llm_planner_drafts_with_the_catalogs_planner_model() {
+    let folder = registry_folder();
+    edit(&folder.path().join("models.json"), |catalog| {
+        catalog["plannerModel"] = Value::from("alpha-large")
+    });
+    let registry = load_registry(folder.path()).unwrap();
+    let envelope = baton_core::envelope::TaskEnvelope::parse_value(&example_envelope(
+        "seed-10.1-sample-envelope.json",
+    ))
+    .unwrap();
+    let request = baton_core::llm_planner::planner_request(&envelope, &registry, &[]);
+    let target = request.model.expect("the planner names its model");
+    assert_eq!(
+        (
+            target.name.as_str(),
+            target.provider.as_str(),
+            target.model_id.as_str()
+        ),
+        ("alpha-large", "alpha", "alpha-large-2026-01")
+    );
+    // A planner model without structured output fails the load.
+    edit(&folder.path().join("models.json"), |catalog| {
+        catalog["plannerModel"] = Value::from("beta-text-only")
+    });
+    let error = load_registry(folder.path()).unwrap_err().to_string();
+    assert!(error.contains("$.plannerModel"), "{error}");
+}

@@ -132,6 +132,10 @@ pub struct ModelCatalog {
     pub providers: BTreeMap<String, ProviderSettings>,
     /// Model name → the model.
     pub models: BTreeMap<String, CatalogModel>,
+    /// The model the LLM planner drafts plans with (`BATON_PLANNER=llm`);
+    /// the deployment's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner_model: Option<String>,
 }
 
 /// Field names a credential would have: refused in a provider's settings.
@@ -175,9 +179,29 @@ impl ModelCatalog {
         Ok(())
     }
 
-    /// Prices are finite numbers ≥ 0 and every model's provider is one of
-    /// `providers`: `(JSON path, message)`.
+    /// Prices are finite numbers ≥ 0, every model's provider is one of
+    /// `providers`, and the planner's model is a catalog model with strict
+    /// structured output: `(JSON path, message)`.
     pub fn check(&self) -> Result<(), (String, String)> {
+        if let Some(planner) = &self.planner_model {
+            match self.models.get(planner) {
+                None => {
+                    return Err((
+                        "$.plannerModel".into(),
+                        format!("`{planner}` is not a model of this catalog"),
+                    ));
+                }
+                Some(model) if !model.supports.json_schema => {
+                    return Err((
+                        "$.plannerModel".into(),
+                        format!(
+                            "`{planner}` cannot do strict structured output (`supports.jsonSchema`), which a plan draft needs"
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
         for (name, model) in &self.models {
             let fields = [
                 ("inputPerMillionUsd", Some(model.input_per_million_usd)),
@@ -350,6 +374,19 @@ mod tests {
         table.models.insert("bad".into(), bad);
         let (path, _) = table.check().unwrap_err();
         assert_eq!(path, "$.models['bad'].inputPerMillionUsd");
+    }
+
+    #[test]
+    fn the_planner_model_must_be_a_catalog_model_with_structured_output() {
+        let mut table = table();
+        table.planner_model = Some("nowhere".into());
+        assert_eq!(table.check().unwrap_err().0, "$.plannerModel");
+        table.planner_model = Some("m".into());
+        let (path, message) = table.check().unwrap_err();
+        assert_eq!(path, "$.plannerModel");
+        assert!(message.contains("jsonSchema"), "{message}");
+        table.models.get_mut("m").unwrap().supports.json_schema = true;
+        assert_eq!(table.check(), Ok(()));
     }
 
     #[test]

@@ -106,7 +106,12 @@ pub fn planner_request(
         user_message: user.to_string(),
         schema_name: "plan_draft".to_string(),
         output_schema: Arc::new(plan_draft_schema()),
-        model: None,
+        model: registry
+            .models()
+            .planner_model
+            .as_deref()
+            .and_then(|name| crate::planning::model_choice::target_of(registry.models(), name))
+            .map(Box::new),
     }
 }
 
