@@ -84,6 +84,13 @@ pub enum LlmError {
     Transport { attempts: u32, message: String },
     #[error("provider answered in an unexpected shape: {0}")]
     UnexpectedResponse(String),
+    /// The error of a catalog model's provider, naming both.
+    #[error("{provider} (model `{model}`): {source}")]
+    Named {
+        provider: String,
+        model: String,
+        source: Box<LlmError>,
+    },
 }
 
 impl LlmError {
@@ -97,19 +104,23 @@ impl LlmError {
             LlmError::Timeout { .. } => FailureCode::LlmTimeout,
             LlmError::Transport { .. } => FailureCode::LlmTransport,
             LlmError::UnexpectedResponse(_) => FailureCode::LlmUnexpectedResponse,
+            LlmError::Named { source, .. } => source.code(),
         }
     }
 
     /// Whether the same request may succeed later (the provider already
     /// retried with backoff before returning it).
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            LlmError::RateLimited { .. }
-                | LlmError::ServerError { .. }
-                | LlmError::Timeout { .. }
-                | LlmError::Transport { .. }
-        )
+        match self {
+            LlmError::Named { source, .. } => source.is_retryable(),
+            other => matches!(
+                other,
+                LlmError::RateLimited { .. }
+                    | LlmError::ServerError { .. }
+                    | LlmError::Timeout { .. }
+                    | LlmError::Transport { .. }
+            ),
+        }
     }
 }
 

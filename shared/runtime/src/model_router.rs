@@ -124,11 +124,24 @@ impl ModelRouter {
             })?),
             None => None,
         };
-        Ok(match session {
-            None => Answered::Completion(provider.complete(request, deltas.clone()).await?),
-            Some(session) => {
-                Answered::Turn(provider.converse(request, session, deltas.clone()).await?)
-            }
+        let answered = match session {
+            None => provider
+                .complete(request, deltas.clone())
+                .await
+                .map(Answered::Completion),
+            Some(session) => provider
+                .converse(request, session, deltas.clone())
+                .await
+                .map(Answered::Turn),
+        };
+        // A catalog model's failure names its provider and model.
+        answered.map_err(|error| match &request.model {
+            Some(target) => LlmError::Named {
+                provider: target.provider.clone(),
+                model: target.name.clone(),
+                source: Box::new(error),
+            },
+            None => error,
         })
     }
 

@@ -591,8 +591,10 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
     assert_eq!(error.payload.as_ref().unwrap()["code"], "llm_rate_limited");
     let text = error.message.clone().unwrap_or_default();
     assert!(
-        text.contains("rate-limited the request after 5 attempts"),
-        "{text}"
+        text.contains(
+            "alpha (model `alpha-large`): provider rate-limited the request after 5 attempts"
+        ),
+        "the error names the provider, the model and the retry count: {text}"
     );
 }
 
