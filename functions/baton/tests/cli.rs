@@ -1754,3 +1754,57 @@ async fn interactive_baton_chat_keeps_one_thread() {
         "system, the first exchange (the blank one is left out), the new message: {last}"
     );
 }
+
+/// An envelope preferring a catalog model of the shipped registry's
+/// `openai` provider (its endpoint `BATON_LLM_BASE_URL`, the double): the
+/// real binary routes each model node's request there with that model's id,
+/// not the default `BATON_LLM_MODEL`, and `node_start` names it. A model the
+/// catalog lacks is refused before any run (exit 2, the JSON path).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preferred_catalog_model_is_the_one_each_node_asks() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let mut envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    envelope["constraints"]["preferredModels"] = json!(["gpt-4.1-nano"]);
+    let folder = tempfile::tempdir().unwrap();
+    let path = folder.path().join("envelope.json");
+    std::fs::write(&path, envelope.to_string()).unwrap();
+    let (code, frames, stderr) = run_ndjson(&server, &path).await;
+    assert_eq!(code, 0, "{stderr}");
+    let asked: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|request| {
+            request.body["model"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        !asked.is_empty() && asked.iter().all(|model| *model == "gpt-4.1-nano"),
+        "every request asked the preferred model: {asked:?}"
+    );
+    let started: Vec<&Value> = frames
+        .iter()
+        .filter(|frame| frame["type"] == "node_start" && frame["payload"]["executorType"] == "ai")
+        .collect();
+    assert!(!started.is_empty());
+    for frame in started {
+        assert_eq!(frame["payload"]["model"], "gpt-4.1-nano", "{frame}");
+    }
+
+    envelope["constraints"]["preferredModels"] = json!(["no-such-model"]);
+    std::fs::write(&path, envelope.to_string()).unwrap();
+    let (code, _, stderr) = run_ndjson(&server, &path).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("$.constraints.preferredModels[0]") && stderr.contains("`no-such-model`"),
+        "{stderr}"
+    );
+}
