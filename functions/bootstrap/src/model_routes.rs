@@ -26,6 +26,7 @@ pub fn routed_model(
         let route = match settings.kind {
             ProviderKind::Openai => openai_route(settings, read),
             ProviderKind::Anthropic => anthropic_route(registry, name, settings, read),
+            ProviderKind::Bedrock => bedrock_route(registry, name),
             ProviderKind::Local => match &local {
                 Some(offline) => ProviderRoute::Ready(offline.clone()),
                 None => ProviderRoute::Unavailable(
@@ -77,6 +78,24 @@ fn openai_route(settings: &ProviderSettings, read: VariableReader<'_>) -> Provid
         Ok(provider) => ProviderRoute::Ready(Arc::new(provider)),
         Err(error) => ProviderRoute::Unavailable(error.to_string()),
     }
+}
+
+/// Bedrock's Converse API with the process's AWS credentials and region.
+fn bedrock_route(registry: &Registry, provider: &str) -> ProviderRoute {
+    let mut settings = baton_aws::bedrock::BedrockSettings::default();
+    if let Some(fewest) = registry
+        .models()
+        .models
+        .values()
+        .filter(|model| model.provider == provider)
+        .filter_map(|model| model.max_output_tokens)
+        .min()
+    {
+        settings.max_tokens = u32::try_from(fewest.min(8_192)).unwrap_or(8_192);
+    }
+    ProviderRoute::Ready(Arc::new(
+        baton_aws::bedrock::BedrockProvider::from_environment(settings),
+    ))
 }
 
 /// Anthropic's Messages API at the catalog's endpoint (its public one by

@@ -47,6 +47,16 @@ impl AwsConnection {
         aws_sdk_sqs::Client::new(&self.configuration)
     }
 
+    /// Bedrock's runtime client, its own retries off (the provider retries
+    /// first responses and broken streams alike).
+    #[cfg(feature = "bedrock")]
+    pub(crate) fn bedrock_client(&self) -> aws_sdk_bedrockruntime::Client {
+        let configuration = aws_sdk_bedrockruntime::config::Builder::from(&self.configuration)
+            .retry_config(aws_sdk_bedrockruntime::config::retry::RetryConfig::disabled())
+            .build();
+        aws_sdk_bedrockruntime::Client::from_conf(configuration)
+    }
+
     #[cfg(feature = "event-bus")]
     pub(crate) fn eventbridge_client(&self) -> aws_sdk_eventbridge::Client {
         aws_sdk_eventbridge::Client::new(&self.configuration)

@@ -40,6 +40,8 @@
 //! projected re-read, never a wrong sequence); SDK types never leave this crate.
 
 mod attributes;
+#[cfg(feature = "bedrock")]
+pub mod bedrock;
 pub mod capability_directory;
 mod connection;
 pub mod dynamodb;

@@ -33,6 +33,9 @@ pub enum ProviderKind {
     Openai,
     /// Anthropic's Messages API (its public endpoint unless `baseUrl`).
     Anthropic,
+    /// Amazon Bedrock's Converse API, signed with the process's AWS
+    /// credentials (the function's IAM role) in its region.
+    Bedrock,
     /// The offline model built into the CLI.
     Local,
 }

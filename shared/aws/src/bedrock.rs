@@ -1,0 +1,583 @@
+//! Amazon Bedrock's Converse API (`ConverseStream`) as a model provider,
+//! signed with the process's AWS credentials (the function's IAM role):
+//! text streamed as deltas, structured output as a forced answer tool (a
+//! schema that is not an object wrapped under `answer`), tool use in agent
+//! sessions, the system prompt followed by a `cachePoint`, and usage with
+//! cache reads and writes.
+//!
+//! The SDK's own retries are off: a failed call (throttled, unavailable,
+//! timed out, a broken stream) is retried here, the same way for the first
+//! response and mid-stream, with `ModelDelta::Restarted` told to readers of
+//! streamed text. SDK types stay in this crate.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_bedrockruntime::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_bedrockruntime::operation::converse_stream::ConverseStreamError;
+use aws_sdk_bedrockruntime::types::{
+    CachePointBlock, CachePointType, ContentBlock, ContentBlockDelta, ContentBlockStart,
+    ConversationRole, ConverseStreamOutput, InferenceConfiguration, Message, SpecificToolChoice,
+    SystemContentBlock, Tool, ToolChoice, ToolConfiguration, ToolInputSchema, ToolResultBlock,
+    ToolResultContentBlock, ToolSpecification, ToolUseBlock,
+};
+use aws_smithy_types::{Document, Number};
+use baton_core::context::ModelRequest;
+use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::run::TokenUsage;
+use baton_runtime::error::LlmError;
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// The answer tool's name when the request names none.
+const ANSWER_TOOL: &str = "answer";
+
+/// How a Bedrock provider calls and retries.
+#[derive(Debug, Clone, Copy)]
+pub struct BedrockSettings {
+    /// `maxTokens` of every request.
+    pub max_tokens: u32,
+    /// Calls per request, the first included.
+    pub max_attempts: u32,
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+}
+
+impl Default for BedrockSettings {
+    fn default() -> Self {
+        BedrockSettings {
+            max_tokens: 4096,
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Converse with the models of Amazon Bedrock.
+pub struct BedrockProvider {
+    /// Made at once from a given connection, or from the environment on
+    /// first use (so a process that never calls Bedrock never loads it).
+    client: tokio::sync::OnceCell<aws_sdk_bedrockruntime::Client>,
+    settings: BedrockSettings,
+}
+
+/// Why one call failed.
+enum CallFailure {
+    Retryable(LlmError),
+    Final(LlmError),
+}
+
+/// What one streamed message held.
+#[derive(Default)]
+struct Streamed {
+    text: String,
+    /// Tool-use blocks: (index, id, name, input JSON text).
+    tool_uses: Vec<(i32, String, String, String)>,
+    usage: TokenUsage,
+}
+
+impl BedrockProvider {
+    /// The provider reached through `connection` (its region and
+    /// credentials).
+    pub fn new(connection: &crate::AwsConnection, settings: BedrockSettings) -> Self {
+        BedrockProvider {
+            client: tokio::sync::OnceCell::new_with(Some(connection.bedrock_client())),
+            settings,
+        }
+    }
+
+    /// The provider reached through the environment's AWS configuration
+    /// (region, the function's role), loaded on first use.
+    pub fn from_environment(settings: BedrockSettings) -> Self {
+        BedrockProvider {
+            client: tokio::sync::OnceCell::new(),
+            settings,
+        }
+    }
+
+    async fn client(&self) -> &aws_sdk_bedrockruntime::Client {
+        self.client
+            .get_or_init(|| async {
+                crate::AwsConnection::from_environment()
+                    .await
+                    .bedrock_client()
+            })
+            .await
+    }
+
+    async fn call_with_retries(
+        &self,
+        request: &ModelRequest,
+        session: Option<&ToolSession>,
+        deltas: &UnboundedSender<ModelDelta>,
+    ) -> Result<(Streamed, bool), LlmError> {
+        let attempts = self.settings.max_attempts.max(1);
+        let mut delay = self.settings.initial_backoff;
+        for attempt in 1..=attempts {
+            let mut streamed_text = false;
+            match self
+                .call_once(request, session, deltas, &mut streamed_text)
+                .await
+            {
+                Ok(answer) => return Ok(answer),
+                Err(CallFailure::Final(error)) => return Err(error),
+                Err(CallFailure::Retryable(error)) if attempt == attempts => {
+                    return Err(with_attempts(error, attempts));
+                }
+                Err(CallFailure::Retryable(error)) => {
+                    tracing::warn!(attempt, %error, "Bedrock call failed; retrying");
+                    if streamed_text {
+                        let _ = deltas.send(ModelDelta::Restarted);
+                    }
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(self.settings.max_backoff);
+                }
+            }
+        }
+        Err(LlmError::UnexpectedResponse("no attempt was made".into()))
+    }
+
+    async fn call_once(
+        &self,
+        request: &ModelRequest,
+        session: Option<&ToolSession>,
+        deltas: &UnboundedSender<ModelDelta>,
+        streamed_text: &mut bool,
+    ) -> Result<(Streamed, bool), CallFailure> {
+        let model_id = request
+            .model
+            .as_ref()
+            .map(|target| target.model_id.clone())
+            .ok_or_else(|| {
+                CallFailure::Final(LlmError::Configuration(
+                    "a Bedrock request names no model (the catalog's modelId)".into(),
+                ))
+            })?;
+        let (answer_tool, wrapped) = answer_tool(request).map_err(CallFailure::Final)?;
+        let answer_name = answer_tool_name(request).to_string();
+        let free_text = session.is_some_and(|session| session.free_text);
+        let mut tools = Vec::new();
+        if let Some(session) = session {
+            for tool in &session.tools {
+                tools.push(
+                    tool_spec(&tool.name, &tool.description, &tool.parameters)
+                        .map_err(CallFailure::Final)?,
+                );
+            }
+        }
+        if !free_text {
+            tools.push(answer_tool);
+        }
+        let choice = match session {
+            None => ToolChoice::Tool(
+                SpecificToolChoice::builder()
+                    .name(answer_name.clone())
+                    .build()
+                    .map_err(build_failure)?,
+            ),
+            Some(_) if free_text => {
+                ToolChoice::Auto(aws_sdk_bedrockruntime::types::AutoToolChoice::builder().build())
+            }
+            Some(_) => {
+                ToolChoice::Any(aws_sdk_bedrockruntime::types::AnyToolChoice::builder().build())
+            }
+        };
+        let mut call = self
+            .client()
+            .await
+            .converse_stream()
+            .model_id(model_id)
+            .system(SystemContentBlock::Text(request.system_instruction.clone()))
+            .system(SystemContentBlock::CachePoint(
+                CachePointBlock::builder()
+                    .r#type(CachePointType::Default)
+                    .build()
+                    .map_err(build_failure)?,
+            ))
+            .set_messages(Some(
+                messages(request, session).map_err(CallFailure::Final)?,
+            ))
+            .inference_config(
+                InferenceConfiguration::builder()
+                    .max_tokens(i32::try_from(self.settings.max_tokens).unwrap_or(i32::MAX))
+                    .build(),
+            );
+        if !tools.is_empty() {
+            call = call.tool_config(
+                ToolConfiguration::builder()
+                    .set_tools(Some(tools))
+                    .tool_choice(choice)
+                    .build()
+                    .map_err(build_failure)?,
+            );
+        }
+        let mut output = call.send().await.map_err(classify_call_error)?;
+        let mut streamed = Streamed::default();
+        let mut finished = false;
+        loop {
+            let event = match output.stream.recv().await {
+                Ok(Some(event)) => event,
+                Ok(None) => break,
+                Err(error) => return Err(classify_stream_error(&error)),
+            };
+            match event {
+                ConverseStreamOutput::ContentBlockStart(start) => {
+                    if let Some(ContentBlockStart::ToolUse(tool_use)) = start.start {
+                        streamed.tool_uses.push((
+                            start.content_block_index,
+                            tool_use.tool_use_id,
+                            tool_use.name,
+                            String::new(),
+                        ));
+                    }
+                }
+                ConverseStreamOutput::ContentBlockDelta(delta) => {
+                    let piece = match delta.delta {
+                        Some(ContentBlockDelta::Text(text)) => {
+                            streamed.text.push_str(&text);
+                            text
+                        }
+                        Some(ContentBlockDelta::ToolUse(tool_use)) => {
+                            if let Some(block) = streamed
+                                .tool_uses
+                                .iter_mut()
+                                .find(|block| block.0 == delta.content_block_index)
+                            {
+                                block.3.push_str(&tool_use.input);
+                            }
+                            tool_use.input
+                        }
+                        _ => String::new(),
+                    };
+                    if !piece.is_empty() {
+                        *streamed_text = true;
+                        let _ = deltas.send(ModelDelta::Text(piece));
+                    }
+                }
+                ConverseStreamOutput::MessageStop(_) => finished = true,
+                ConverseStreamOutput::Metadata(metadata) => {
+                    if let Some(usage) = metadata.usage {
+                        let count = |tokens: i32| u64::try_from(tokens).unwrap_or(0);
+                        let read = usage.cache_read_input_tokens.map_or(0, count);
+                        let written = usage.cache_write_input_tokens.map_or(0, count);
+                        streamed.usage = TokenUsage {
+                            prompt_tokens: count(usage.input_tokens) + read + written,
+                            completion_tokens: count(usage.output_tokens),
+                            cached_prompt_tokens: read,
+                            cache_write_prompt_tokens: written,
+                        };
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !finished {
+            return Err(CallFailure::Retryable(LlmError::Transport {
+                attempts: 1,
+                message: "the stream ended before the message stopped".into(),
+            }));
+        }
+        Ok((streamed, wrapped))
+    }
+}
+
+fn build_failure(error: impl std::fmt::Display) -> CallFailure {
+    CallFailure::Final(LlmError::Configuration(format!(
+        "the Bedrock request cannot be built: {error}"
+    )))
+}
+
+/// `error` as it is reported after `attempts` calls.
+fn with_attempts(error: LlmError, attempts: u32) -> LlmError {
+    match error {
+        LlmError::RateLimited { .. } => LlmError::RateLimited { attempts },
+        LlmError::ServerError { status, body, .. } => LlmError::ServerError {
+            status,
+            attempts,
+            body,
+        },
+        LlmError::Timeout { .. } => LlmError::Timeout { attempts },
+        LlmError::Transport { message, .. } => LlmError::Transport { attempts, message },
+        other => other,
+    }
+}
+
+fn classify_call_error(
+    error: SdkError<ConverseStreamError, aws_smithy_runtime_api::http::Response>,
+) -> CallFailure {
+    match &error {
+        SdkError::ServiceError(service) => {
+            let status = service.raw().status().as_u16();
+            let message = service.err().message().unwrap_or_default().to_string();
+            match service.err() {
+                ConverseStreamError::ThrottlingException(_) => {
+                    CallFailure::Retryable(LlmError::RateLimited { attempts: 1 })
+                }
+                ConverseStreamError::ServiceUnavailableException(_)
+                | ConverseStreamError::InternalServerException(_)
+                | ConverseStreamError::ModelNotReadyException(_)
+                | ConverseStreamError::ModelTimeoutException(_)
+                | ConverseStreamError::ModelStreamErrorException(_) => {
+                    CallFailure::Retryable(LlmError::ServerError {
+                        status,
+                        attempts: 1,
+                        body: message,
+                    })
+                }
+                ConverseStreamError::AccessDeniedException(_) => {
+                    CallFailure::Final(LlmError::Configuration(format!(
+                        "Bedrock refused the call (HTTP {status}): the role needs bedrock:InvokeModelWithResponseStream on this model: {message}"
+                    )))
+                }
+                _ => CallFailure::Final(LlmError::RequestRejected {
+                    status,
+                    body: message,
+                }),
+            }
+        }
+        SdkError::TimeoutError(_) => CallFailure::Retryable(LlmError::Timeout { attempts: 1 }),
+        other => CallFailure::Retryable(LlmError::Transport {
+            attempts: 1,
+            message: baton_core::error::with_causes(other),
+        }),
+    }
+}
+
+fn classify_stream_error(error: &dyn std::error::Error) -> CallFailure {
+    let text = baton_core::error::with_causes(error);
+    if text.contains("hrottl") {
+        CallFailure::Retryable(LlmError::RateLimited { attempts: 1 })
+    } else {
+        CallFailure::Retryable(LlmError::Transport {
+            attempts: 1,
+            message: format!("the stream broke: {text}"),
+        })
+    }
+}
+
+fn answer_tool_name(request: &ModelRequest) -> &str {
+    if request.schema_name.is_empty() {
+        ANSWER_TOOL
+    } else {
+        &request.schema_name
+    }
+}
+
+/// The answer tool, and whether the schema was wrapped under `answer`.
+fn answer_tool(request: &ModelRequest) -> Result<(Tool, bool), LlmError> {
+    let schema = request.output_schema.as_ref();
+    let is_object = schema.get("type").and_then(Value::as_str) == Some("object");
+    let input_schema = if is_object {
+        schema.clone()
+    } else {
+        json!({"type": "object", "required": ["answer"], "properties": {"answer": schema}})
+    };
+    let tool = tool_spec(
+        answer_tool_name(request),
+        "Give your answer: its input is the answer, exactly under this schema.",
+        &input_schema,
+    )?;
+    Ok((tool, !is_object))
+}
+
+fn tool_spec(name: &str, description: &str, schema: &Value) -> Result<Tool, LlmError> {
+    ToolSpecification::builder()
+        .name(name)
+        .description(description)
+        .input_schema(ToolInputSchema::Json(document_of(schema)))
+        .build()
+        .map(Tool::ToolSpec)
+        .map_err(|error| LlmError::Configuration(format!("tool `{name}`: {error}")))
+}
+
+/// The first user message and the session's turns as Converse messages (a
+/// tool's result goes back in a user message; consecutive results share it).
+fn messages(
+    request: &ModelRequest,
+    session: Option<&ToolSession>,
+) -> Result<Vec<Message>, LlmError> {
+    let build = |role: ConversationRole, content: Vec<ContentBlock>| {
+        Message::builder()
+            .role(role)
+            .set_content(Some(content))
+            .build()
+            .map_err(|error| LlmError::Configuration(format!("a message: {error}")))
+    };
+    let mut turns: Vec<(ConversationRole, Vec<ContentBlock>)> = vec![(
+        ConversationRole::User,
+        vec![ContentBlock::Text(request.user_message.clone())],
+    )];
+    for turn in session
+        .map(|session| session.turns.as_slice())
+        .unwrap_or_default()
+    {
+        match turn {
+            SessionTurn::User { content } => {
+                turns.push((
+                    ConversationRole::User,
+                    vec![ContentBlock::Text(content.clone())],
+                ));
+            }
+            SessionTurn::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut blocks = Vec::new();
+                if !content.is_empty() {
+                    blocks.push(ContentBlock::Text(content.clone()));
+                }
+                for call in tool_calls {
+                    let input: Value =
+                        serde_json::from_str(&call.arguments).unwrap_or_else(|_| json!({}));
+                    blocks.push(ContentBlock::ToolUse(
+                        ToolUseBlock::builder()
+                            .tool_use_id(&call.id)
+                            .name(&call.name)
+                            .input(document_of(&input))
+                            .build()
+                            .map_err(|error| {
+                                LlmError::Configuration(format!("a tool call: {error}"))
+                            })?,
+                    ));
+                }
+                turns.push((ConversationRole::Assistant, blocks));
+            }
+            SessionTurn::Tool { call_id, content } => {
+                let result = ContentBlock::ToolResult(
+                    ToolResultBlock::builder()
+                        .tool_use_id(call_id)
+                        .content(ToolResultContentBlock::Text(content.clone()))
+                        .build()
+                        .map_err(|error| {
+                            LlmError::Configuration(format!("a tool result: {error}"))
+                        })?,
+                );
+                match turns.last_mut() {
+                    Some((ConversationRole::User, blocks))
+                        if blocks.last().is_some_and(ContentBlock::is_tool_result) =>
+                    {
+                        blocks.push(result);
+                    }
+                    _ => turns.push((ConversationRole::User, vec![result])),
+                }
+            }
+        }
+    }
+    turns
+        .into_iter()
+        .map(|(role, content)| build(role, content))
+        .collect()
+}
+
+/// JSON as a Smithy document.
+fn document_of(value: &Value) -> Document {
+    match value {
+        Value::Null => Document::Null,
+        Value::Bool(flag) => Document::Bool(*flag),
+        Value::Number(number) => match (number.as_u64(), number.as_i64(), number.as_f64()) {
+            (Some(whole), _, _) => Document::Number(Number::PosInt(whole)),
+            (None, Some(negative), _) => Document::Number(Number::NegInt(negative)),
+            (_, _, Some(float)) => Document::Number(Number::Float(float)),
+            _ => Document::Null,
+        },
+        Value::String(text) => Document::String(text.clone()),
+        Value::Array(items) => Document::Array(items.iter().map(document_of).collect()),
+        Value::Object(fields) => Document::Object(
+            fields
+                .iter()
+                .map(|(key, value)| (key.clone(), document_of(value)))
+                .collect(),
+        ),
+    }
+}
+
+/// The answer tool's input as the answer text (unwrapped when wrapped).
+fn answer_text(input: &str, wrapped: bool) -> Result<String, LlmError> {
+    if !wrapped {
+        return Ok(if input.trim().is_empty() {
+            "{}".to_string()
+        } else {
+            input.to_string()
+        });
+    }
+    let value: Value = serde_json::from_str(input).map_err(|error| {
+        LlmError::UnexpectedResponse(format!("the answer tool's input is not JSON: {error}"))
+    })?;
+    Ok(value
+        .get("answer")
+        .cloned()
+        .unwrap_or(Value::Null)
+        .to_string())
+}
+
+#[async_trait]
+impl LlmProvider for BedrockProvider {
+    fn model_name(&self) -> String {
+        "bedrock".into()
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        let (streamed, wrapped) = self.call_with_retries(request, None, &deltas).await?;
+        let input = streamed
+            .tool_uses
+            .first()
+            .map(|block| block.3.clone())
+            .ok_or_else(|| {
+                LlmError::UnexpectedResponse("the message called no answer tool".into())
+            })?;
+        Ok(ModelAnswer {
+            content: answer_text(&input, wrapped)?,
+            usage: streamed.usage,
+            model: request
+                .model
+                .as_ref()
+                .map(|target| target.model_id.clone())
+                .unwrap_or_default(),
+        })
+    }
+
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        session: &ToolSession,
+        deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<SessionAnswer, LlmError> {
+        let (streamed, wrapped) = self
+            .call_with_retries(request, Some(session), &deltas)
+            .await?;
+        let answer_name = answer_tool_name(request);
+        let mut content = streamed.text.clone();
+        let mut tool_calls = Vec::new();
+        for (_, id, name, input) in &streamed.tool_uses {
+            if !session.free_text && name == answer_name {
+                content = answer_text(input, wrapped)?;
+            } else {
+                tool_calls.push(ToolCallRequest {
+                    id: id.clone(),
+                    name: name.clone(),
+                    arguments: if input.trim().is_empty() {
+                        "{}".into()
+                    } else {
+                        input.clone()
+                    },
+                });
+            }
+        }
+        Ok(SessionAnswer {
+            content,
+            tool_calls,
+            usage: streamed.usage,
+            model: request
+                .model
+                .as_ref()
+                .map(|target| target.model_id.clone())
+                .unwrap_or_default(),
+        })
+    }
+}
