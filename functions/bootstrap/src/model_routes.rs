@@ -80,18 +80,25 @@ fn openai_route(settings: &ProviderSettings, read: VariableReader<'_>) -> Provid
     }
 }
 
-/// Bedrock's Converse API with the process's AWS credentials and region.
-fn bedrock_route(registry: &Registry, provider: &str) -> ProviderRoute {
-    let mut settings = baton_aws::bedrock::BedrockSettings::default();
-    if let Some(fewest) = registry
+/// The largest answer every one of `provider`'s models may write (a
+/// request's `max_tokens` above a model's own limit is refused), at most
+/// 8,192.
+fn max_output_tokens(registry: &Registry, provider: &str) -> Option<u32> {
+    registry
         .models()
         .models
         .values()
         .filter(|model| model.provider == provider)
         .filter_map(|model| model.max_output_tokens)
         .min()
-    {
-        settings.max_tokens = u32::try_from(fewest.min(8_192)).unwrap_or(8_192);
+        .map(|fewest| u32::try_from(fewest.min(8_192)).unwrap_or(8_192))
+}
+
+/// Bedrock's Converse API with the process's AWS credentials and region.
+fn bedrock_route(registry: &Registry, provider: &str) -> ProviderRoute {
+    let mut settings = baton_aws::bedrock::BedrockSettings::default();
+    if let Some(most) = max_output_tokens(registry, provider) {
+        settings.max_tokens = most;
     }
     ProviderRoute::Ready(Arc::new(
         baton_aws::bedrock::BedrockProvider::from_environment(settings),
@@ -122,17 +129,8 @@ fn anthropic_route(
     };
     let mut config =
         baton_llm::anthropic::AnthropicConfig::new(base_url, Some(api_key), key_variable);
-    // The largest answer every one of the provider's models may write
-    // (`max_tokens` above a model's own limit is refused).
-    if let Some(most) = registry
-        .models()
-        .models
-        .values()
-        .filter(|model| model.provider == provider)
-        .filter_map(|model| model.max_output_tokens)
-        .min()
-    {
-        config.max_tokens = u32::try_from(most.min(8_192)).unwrap_or(8_192);
+    if let Some(most) = max_output_tokens(registry, provider) {
+        config.max_tokens = most;
     }
     match baton_llm::anthropic::AnthropicProvider::new(config) {
         Ok(provider) => ProviderRoute::Ready(Arc::new(provider)),

@@ -23,15 +23,15 @@ use aws_sdk_bedrockruntime::types::{
 };
 use aws_smithy_types::{Document, Number};
 use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::conversation::{
+    SessionAnswer, SessionTurn, ToolSession, ToolUse, turn_of_tool_uses,
+};
+use baton_core::model_request::answer_from_tool_input;
 use baton_core::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
-
-/// The answer tool's name when the request names none.
-const ANSWER_TOOL: &str = "answer";
 
 /// How a Bedrock provider calls and retries.
 #[derive(Debug, Clone, Copy)]
@@ -73,8 +73,8 @@ enum CallFailure {
 #[derive(Default)]
 struct Streamed {
     text: String,
-    /// Tool-use blocks: (index, id, name, input JSON text).
-    tool_uses: Vec<(i32, String, String, String)>,
+    /// Tool-use blocks by their content index.
+    tool_uses: Vec<(i32, ToolUse)>,
     usage: TokenUsage,
 }
 
@@ -146,17 +146,13 @@ impl BedrockProvider {
         deltas: &UnboundedSender<ModelDelta>,
         streamed_text: &mut bool,
     ) -> Result<(Streamed, bool), CallFailure> {
-        let model_id = request
-            .model
-            .as_ref()
-            .map(|target| target.model_id.clone())
-            .ok_or_else(|| {
-                CallFailure::Final(LlmError::Configuration(
-                    "a Bedrock request names no model (the catalog's modelId)".into(),
-                ))
-            })?;
+        let model_id = model_id_of(request).ok_or_else(|| {
+            CallFailure::Final(LlmError::Configuration(
+                "a Bedrock request names no model (the catalog's modelId)".into(),
+            ))
+        })?;
         let (answer_tool, wrapped) = answer_tool(request).map_err(CallFailure::Final)?;
-        let answer_name = answer_tool_name(request).to_string();
+        let answer_name = request.answer_tool_name().to_string();
         let free_text = session.is_some_and(|session| session.free_text);
         let mut tools = Vec::new();
         if let Some(session) = session {
@@ -227,9 +223,11 @@ impl BedrockProvider {
                     if let Some(ContentBlockStart::ToolUse(tool_use)) = start.start {
                         streamed.tool_uses.push((
                             start.content_block_index,
-                            tool_use.tool_use_id,
-                            tool_use.name,
-                            String::new(),
+                            ToolUse {
+                                id: tool_use.tool_use_id,
+                                name: tool_use.name,
+                                input: String::new(),
+                            },
                         ));
                     }
                 }
@@ -245,7 +243,7 @@ impl BedrockProvider {
                                 .iter_mut()
                                 .find(|block| block.0 == delta.content_block_index)
                             {
-                                block.3.push_str(&tool_use.input);
+                                block.1.input.push_str(&tool_use.input);
                             }
                             tool_use.input
                         }
@@ -357,29 +355,15 @@ fn classify_stream_error(error: &dyn std::error::Error) -> CallFailure {
     }
 }
 
-fn answer_tool_name(request: &ModelRequest) -> &str {
-    if request.schema_name.is_empty() {
-        ANSWER_TOOL
-    } else {
-        &request.schema_name
-    }
-}
-
 /// The answer tool, and whether the schema was wrapped under `answer`.
 fn answer_tool(request: &ModelRequest) -> Result<(Tool, bool), LlmError> {
-    let schema = request.output_schema.as_ref();
-    let is_object = schema.get("type").and_then(Value::as_str) == Some("object");
-    let input_schema = if is_object {
-        schema.clone()
-    } else {
-        json!({"type": "object", "required": ["answer"], "properties": {"answer": schema}})
-    };
+    let (input_schema, wrapped) = request.answer_tool_schema();
     let tool = tool_spec(
-        answer_tool_name(request),
+        request.answer_tool_name(),
         "Give your answer: its input is the answer, exactly under this schema.",
         &input_schema,
     )?;
-    Ok((tool, !is_object))
+    Ok((tool, wrapped))
 }
 
 fn tool_spec(name: &str, description: &str, schema: &Value) -> Result<Tool, LlmError> {
@@ -493,23 +477,14 @@ fn document_of(value: &Value) -> Document {
     }
 }
 
-/// The answer tool's input as the answer text (unwrapped when wrapped).
-fn answer_text(input: &str, wrapped: bool) -> Result<String, LlmError> {
-    if !wrapped {
-        return Ok(if input.trim().is_empty() {
-            "{}".to_string()
-        } else {
-            input.to_string()
-        });
-    }
-    let value: Value = serde_json::from_str(input).map_err(|error| {
-        LlmError::UnexpectedResponse(format!("the answer tool's input is not JSON: {error}"))
-    })?;
-    Ok(value
-        .get("answer")
-        .cloned()
-        .unwrap_or(Value::Null)
-        .to_string())
+/// An answer tool's input that is not JSON.
+fn unreadable(error: serde_json::Error) -> LlmError {
+    LlmError::UnexpectedResponse(format!("the answer tool's input is not JSON: {error}"))
+}
+
+/// The provider's id of the model `request` goes to.
+fn model_id_of(request: &ModelRequest) -> Option<String> {
+    request.model.as_ref().map(|target| target.model_id.clone())
 }
 
 #[async_trait]
@@ -527,18 +502,14 @@ impl LlmProvider for BedrockProvider {
         let input = streamed
             .tool_uses
             .first()
-            .map(|block| block.3.clone())
+            .map(|block| block.1.input.clone())
             .ok_or_else(|| {
                 LlmError::UnexpectedResponse("the message called no answer tool".into())
             })?;
         Ok(ModelAnswer {
-            content: answer_text(&input, wrapped)?,
+            content: answer_from_tool_input(&input, wrapped).map_err(unreadable)?,
             usage: streamed.usage,
-            model: request
-                .model
-                .as_ref()
-                .map(|target| target.model_id.clone())
-                .unwrap_or_default(),
+            model: model_id_of(request).unwrap_or_default(),
         })
     }
 
@@ -551,33 +522,23 @@ impl LlmProvider for BedrockProvider {
         let (streamed, wrapped) = self
             .call_with_retries(request, Some(session), &deltas)
             .await?;
-        let answer_name = answer_tool_name(request);
-        let mut content = streamed.text.clone();
-        let mut tool_calls = Vec::new();
-        for (_, id, name, input) in &streamed.tool_uses {
-            if !session.free_text && name == answer_name {
-                content = answer_text(input, wrapped)?;
-            } else {
-                tool_calls.push(ToolCallRequest {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: if input.trim().is_empty() {
-                        "{}".into()
-                    } else {
-                        input.clone()
-                    },
-                });
-            }
-        }
+        let (content, tool_calls) = turn_of_tool_uses(
+            streamed.text,
+            streamed
+                .tool_uses
+                .into_iter()
+                .map(|(_, tool_use)| tool_use)
+                .collect(),
+            request.answer_tool_name(),
+            session.free_text,
+            wrapped,
+        )
+        .map_err(unreadable)?;
         Ok(SessionAnswer {
             content,
             tool_calls,
             usage: streamed.usage,
-            model: request
-                .model
-                .as_ref()
-                .map(|target| target.model_id.clone())
-                .unwrap_or_default(),
+            model: model_id_of(request).unwrap_or_default(),
         })
     }
 }

@@ -19,7 +19,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::conversation::{
+    SessionAnswer, SessionTurn, ToolSession, ToolUse, turn_of_tool_uses,
+};
+use baton_core::model_request::answer_from_tool_input;
 use baton_core::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
@@ -35,9 +38,6 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Anthropic's public endpoint.
 pub const ANTHROPIC_BASE_URL: &str = "https://api.anthropic.com";
-
-/// The name of the answer tool when the node's schema names none.
-const ANSWER_TOOL: &str = "answer";
 
 /// Where and how to call Anthropic.
 #[derive(Clone)]
@@ -117,8 +117,8 @@ pub struct AnthropicProvider {
 #[derive(Default)]
 struct Streamed {
     text: String,
-    /// Tool-use blocks by index: (id, name, input JSON text).
-    tool_uses: Vec<(usize, String, String, String)>,
+    /// Tool-use blocks by their content index.
+    tool_uses: Vec<(usize, ToolUse)>,
     usage: TokenUsage,
     model: String,
 }
@@ -151,24 +151,13 @@ impl AnthropicProvider {
             })
     }
 
-    /// The request's schema as a tool input (an object), and whether it was
-    /// wrapped under `answer`.
+    /// The answer tool (its input is the answer), and whether the schema
+    /// was wrapped under `answer`.
     fn answer_tool(request: &ModelRequest) -> (Value, bool) {
-        let schema = request.output_schema.as_ref();
-        let is_object = schema.get("type").and_then(Value::as_str) == Some("object");
-        let name = if request.schema_name.is_empty() {
-            ANSWER_TOOL
-        } else {
-            request.schema_name.as_str()
-        };
-        let input_schema = if is_object {
-            schema.clone()
-        } else {
-            json!({"type": "object", "required": ["answer"], "properties": {"answer": schema}})
-        };
+        let (input_schema, wrapped) = request.answer_tool_schema();
         (
-            json!({"name": name, "description": "Give your answer: its input is the answer, exactly under this schema.", "input_schema": input_schema}),
-            !is_object,
+            json!({"name": request.answer_tool_name(), "description": "Give your answer: its input is the answer, exactly under this schema.", "input_schema": input_schema}),
+            wrapped,
         )
     }
 
@@ -300,9 +289,11 @@ impl AnthropicProvider {
                     if block["type"] == "tool_use" {
                         streamed.tool_uses.push((
                             index,
-                            block["id"].as_str().unwrap_or_default().to_string(),
-                            block["name"].as_str().unwrap_or_default().to_string(),
-                            String::new(),
+                            ToolUse {
+                                id: block["id"].as_str().unwrap_or_default().to_string(),
+                                name: block["name"].as_str().unwrap_or_default().to_string(),
+                                input: String::new(),
+                            },
                         ));
                     } else if let Some(text) = block["text"].as_str() {
                         streamed.text.push_str(text);
@@ -324,7 +315,7 @@ impl AnthropicProvider {
                                 .iter_mut()
                                 .find(|tool_use| tool_use.0 == index)
                             {
-                                tool_use.3.push_str(json);
+                                tool_use.1.input.push_str(json);
                             }
                             json
                         }
@@ -419,24 +410,9 @@ fn conversation_messages(mut messages: Vec<Value>, turns: &[SessionTurn]) -> Vec
     messages
 }
 
-/// The answer tool's input as the answer text (unwrapped when the schema
-/// was wrapped under `answer`).
-fn answer_text(input: &str, wrapped: bool) -> Result<String, LlmError> {
-    if !wrapped {
-        return Ok(if input.trim().is_empty() {
-            "{}".to_string()
-        } else {
-            input.to_string()
-        });
-    }
-    let value: Value = serde_json::from_str(input).map_err(|error| {
-        LlmError::UnexpectedResponse(format!("the answer tool's input is not JSON: {error}"))
-    })?;
-    Ok(value
-        .get("answer")
-        .cloned()
-        .unwrap_or(Value::Null)
-        .to_string())
+/// An answer tool's input that is not JSON.
+fn unreadable(error: serde_json::Error) -> LlmError {
+    LlmError::UnexpectedResponse(format!("the answer tool's input is not JSON: {error}"))
 }
 
 #[async_trait]
@@ -455,12 +431,12 @@ impl LlmProvider for AnthropicProvider {
         let input = streamed
             .tool_uses
             .first()
-            .map(|tool_use| tool_use.3.clone())
+            .map(|tool_use| tool_use.1.input.clone())
             .ok_or_else(|| {
                 LlmError::UnexpectedResponse("the message called no answer tool".into())
             })?;
         Ok(ModelAnswer {
-            content: answer_text(&input, wrapped)?,
+            content: answer_from_tool_input(&input, wrapped).map_err(unreadable)?,
             usage: streamed.usage,
             model: streamed.model,
         })
@@ -473,28 +449,19 @@ impl LlmProvider for AnthropicProvider {
         deltas: UnboundedSender<ModelDelta>,
     ) -> Result<SessionAnswer, LlmError> {
         let (body, wrapped) = self.conversation_body(request, session);
-        let answer_name = Self::answer_tool(request).0["name"]
-            .as_str()
-            .unwrap_or(ANSWER_TOOL)
-            .to_string();
         let streamed = self.call_with_retries(&body, &deltas).await?;
-        let mut content = streamed.text.clone();
-        let mut tool_calls = Vec::new();
-        for (_, id, name, input) in &streamed.tool_uses {
-            if !session.free_text && *name == answer_name {
-                content = answer_text(input, wrapped)?;
-            } else {
-                tool_calls.push(ToolCallRequest {
-                    id: id.clone(),
-                    name: name.clone(),
-                    arguments: if input.trim().is_empty() {
-                        "{}".into()
-                    } else {
-                        input.clone()
-                    },
-                });
-            }
-        }
+        let (content, tool_calls) = turn_of_tool_uses(
+            streamed.text,
+            streamed
+                .tool_uses
+                .into_iter()
+                .map(|(_, tool_use)| tool_use)
+                .collect(),
+            request.answer_tool_name(),
+            session.free_text,
+            wrapped,
+        )
+        .map_err(unreadable)?;
         Ok(SessionAnswer {
             content,
             tool_calls,

@@ -33,3 +33,51 @@ pub struct ModelTarget {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<ModelTarget>,
 }
+
+/// The answer tool's name when the request's schema has none.
+const ANSWER_TOOL: &str = "answer";
+
+impl ModelRequest {
+    /// The tool whose input is the answer, for providers that give
+    /// structured output as a forced tool call (Anthropic, Bedrock).
+    pub fn answer_tool_name(&self) -> &str {
+        if self.schema_name.is_empty() {
+            ANSWER_TOOL
+        } else {
+            &self.schema_name
+        }
+    }
+
+    /// The answer tool's input schema: the request's schema when it is an
+    /// object, else wrapped under `answer` (a tool's input is an object);
+    /// and whether it was wrapped.
+    pub fn answer_tool_schema(&self) -> (Value, bool) {
+        let schema = self.output_schema.as_ref();
+        if schema.get("type").and_then(Value::as_str) == Some("object") {
+            (schema.clone(), false)
+        } else {
+            (
+                serde_json::json!({"type": "object", "required": ["answer"], "properties": {"answer": schema}}),
+                true,
+            )
+        }
+    }
+}
+
+/// The answer text an answer tool's `input` carries (unwrapped when the
+/// schema was wrapped under `answer`; `{}` for an empty input).
+pub fn answer_from_tool_input(input: &str, wrapped: bool) -> Result<String, serde_json::Error> {
+    if !wrapped {
+        return Ok(if input.trim().is_empty() {
+            "{}".to_string()
+        } else {
+            input.to_string()
+        });
+    }
+    let value: Value = serde_json::from_str(input)?;
+    Ok(value
+        .get("answer")
+        .cloned()
+        .unwrap_or(Value::Null)
+        .to_string())
+}

@@ -95,3 +95,43 @@ impl ToolOutcome {
         }
     }
 }
+
+/// One tool-use block of a provider's answer (Anthropic, Bedrock).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolUse {
+    pub id: String,
+    pub name: String,
+    /// The input as JSON text (streamed in pieces, joined).
+    pub input: String,
+}
+
+/// A turn's text and tool calls from a provider that answers through an
+/// answer tool: a call of `answer_tool` is the answer (unless the session
+/// answers in free text), any other call a tool call.
+pub fn turn_of_tool_uses(
+    text: String,
+    tool_uses: Vec<ToolUse>,
+    answer_tool: &str,
+    free_text: bool,
+    wrapped: bool,
+) -> Result<(String, Vec<ToolCallRequest>), serde_json::Error> {
+    let mut content = text;
+    let mut tool_calls = Vec::new();
+    for tool_use in tool_uses {
+        if !free_text && tool_use.name == answer_tool {
+            content =
+                crate::contracts::model_request::answer_from_tool_input(&tool_use.input, wrapped)?;
+        } else {
+            tool_calls.push(ToolCallRequest {
+                id: tool_use.id,
+                name: tool_use.name,
+                arguments: if tool_use.input.trim().is_empty() {
+                    "{}".into()
+                } else {
+                    tool_use.input
+                },
+            });
+        }
+    }
+    Ok((content, tool_calls))
+}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Response, StatusCode};
-use baton_core::conversation::OfferedTool;
+use baton_core::conversation::{OfferedTool, ToolCallRequest};
 use baton_core::model_request::ModelTarget;
 
 use super::*;
