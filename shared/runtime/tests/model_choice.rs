@@ -139,6 +139,26 @@ fn recording(name: &'static str) -> (Arc<RecordingProvider>, Asked) {
     )
 }
 
+/// The real services over the in-memory store and queue, with `router` as
+/// their model port, and a runner that drives runs to the end.
+fn orchestrator(
+    registry: Arc<baton_core::registry::Registry>,
+    router: ModelRouter,
+) -> (baton_runtime::services::Services, LocalRunner) {
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(router))
+        .registry(registry)
+        .queue(queue.clone())
+        .build()
+        .services;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    (services, runner)
+}
+
 /// The (schema name, model id) pairs whose schema belongs to `capability`.
 fn asked_for(asked: &Asked, capability: &str) -> Vec<Option<String>> {
     let schema_prefix = capability.replace('.', "_");
@@ -161,17 +181,7 @@ async fn each_node_calls_the_model_the_documented_order_picks() {
     let router = ModelRouter::new(default)
         .with_provider("alpha", ProviderRoute::Ready(alpha))
         .with_provider("beta", ProviderRoute::Ready(beta));
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(Arc::new(router))
-        .registry(registry)
-        .queue(queue.clone())
-        .build()
-        .services;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
+    let (services, runner) = orchestrator(registry, router);
 
     // The envelope prefers beta-small; the writer brief is pinned to alpha-large.
     let mut envelope = example_envelope("seed-10.1-sample-envelope.json");
@@ -498,17 +508,7 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
             })),
         )
         .with_provider("beta", ProviderRoute::Ready(beta));
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(Arc::new(router))
-        .registry(registry)
-        .queue(queue.clone())
-        .build()
-        .services;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
+    let (services, runner) = orchestrator(registry, router);
     let run = services
         .runs
         .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
@@ -559,17 +559,7 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
             calls: Arc::new(Mutex::new(0)),
         })),
     );
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(Arc::new(router))
-        .registry(registry)
-        .queue(queue.clone())
-        .build()
-        .services;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
+    let (services, runner) = orchestrator(registry, router);
     let run = services
         .runs
         .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
