@@ -11,10 +11,12 @@
 #   step     handles that real planning message (plan_generated is committed)
 #   stream   streams that run's frames as SSE through a streamed response
 #   sweeper  runs once
-# and checks that each stripped binary is at most 18 MiB (15 MiB until the step
+# and checks that each stripped binary is at most 19 MiB (15 MiB until the step
 # function took MCP over streamable HTTP, rmcp's client adding 1.3 MB; 17 MiB
 # until it announced runs on EventBridge and counted its commits, +0.5 MB; the
-# cold-start bench measured the difference, see the README).
+# cold-start bench measured the difference, see the README; 18 MiB until it took
+# Amazon Bedrock's runtime client, which put it at 18,933,936 bytes; the client is
+# made on the first Bedrock call, so a process that never calls one never loads it).
 #
 #   bash infra/check-deploy.sh
 set -euo pipefail
@@ -49,7 +51,7 @@ for function in Api Stream Step Sweeper Ingest; do
   [ -x "$binary" ] || { say "sam build produced no $binary"; exit 1; }
   size="$(stat -c %s "$binary")"
   say "built ${function}Function/bootstrap: $size bytes"
-  [ "$size" -le $((18 * 1024 * 1024)) ] || { say "${function}Function is over 18 MiB"; exit 1; }
+  [ "$size" -le $((19 * 1024 * 1024)) ] || { say "${function}Function is over 19 MiB"; exit 1; }
 done
 
 say "moto on 127.0.0.1:$moto_port"
