@@ -1758,7 +1758,8 @@ async fn interactive_baton_chat_keeps_one_thread() {
 /// An envelope preferring a catalog model of the shipped registry's
 /// `openai` provider (its endpoint `BATON_LLM_BASE_URL`, the double): the
 /// real binary routes each model node's request there with that model's id,
-/// not the default `BATON_LLM_MODEL`, and `node_start` names it. A model the
+/// not the default `BATON_LLM_MODEL`, and `node_start` and `baton plan` name
+/// it. A model the
 /// catalog lacks is refused before any run (exit 2, the JSON path).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_preferred_catalog_model_is_the_one_each_node_asks() {
@@ -1797,6 +1798,24 @@ async fn a_preferred_catalog_model_is_the_one_each_node_asks() {
     assert!(!started.is_empty());
     for frame in started {
         assert_eq!(frame["payload"]["model"], "gpt-4.1-nano", "{frame}");
+    }
+
+    // `baton plan` shows the choice without calling anything.
+    let planned = baton(None, &["plan", path.to_str().unwrap()]).await;
+    assert_eq!(planned.status.code(), Some(0), "{planned:?}");
+    let report: Value = serde_json::from_slice(&planned.stdout).unwrap();
+    let models: Vec<&Value> = report["plan"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| &node["model"])
+        .collect();
+    assert!(!models.is_empty());
+    for model in models {
+        assert_eq!(
+            model,
+            &json!({"name": "gpt-4.1-nano", "provider": "openai", "modelId": "gpt-4.1-nano"})
+        );
     }
 
     envelope["constraints"]["preferredModels"] = json!(["no-such-model"]);

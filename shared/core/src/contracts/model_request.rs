@@ -81,3 +81,45 @@ pub fn answer_from_tool_input(input: &str, wrapped: bool) -> Result<String, serd
         .unwrap_or(Value::Null)
         .to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(schema: Value, schema_name: &str) -> ModelRequest {
+        ModelRequest {
+            system_instruction: String::new(),
+            user_message: String::new(),
+            schema_name: schema_name.into(),
+            output_schema: std::sync::Arc::new(schema),
+            model: None,
+        }
+    }
+
+    #[test]
+    fn an_object_schema_is_the_answer_tool_input_and_any_other_is_wrapped() {
+        let object = serde_json::json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let (schema, wrapped) = request(object.clone(), "brief").answer_tool_schema();
+        assert_eq!((schema, wrapped), (object, false));
+        let list = serde_json::json!({"type": "array"});
+        let asked = request(list.clone(), "");
+        let (schema, wrapped) = asked.answer_tool_schema();
+        assert!(wrapped);
+        assert_eq!(schema["properties"]["answer"], list);
+        assert_eq!(asked.answer_tool_name(), "answer");
+    }
+
+    #[test]
+    fn a_tool_input_reads_back_as_the_answer() {
+        assert_eq!(
+            answer_from_tool_input("{\"a\": 1}", false).unwrap(),
+            "{\"a\": 1}"
+        );
+        assert_eq!(answer_from_tool_input("  ", false).unwrap(), "{}");
+        assert_eq!(
+            answer_from_tool_input("{\"answer\": [1, 2]}", true).unwrap(),
+            "[1,2]"
+        );
+        assert!(answer_from_tool_input("{\"answer\": ", true).is_err());
+    }
+}

@@ -135,3 +135,50 @@ pub fn turn_of_tool_uses(
     }
     Ok((content, tool_calls))
 }
+
+#[cfg(test)]
+mod tool_use_tests {
+    use super::*;
+
+    fn tool_use(name: &str, input: &str) -> ToolUse {
+        ToolUse {
+            id: format!("id-{name}"),
+            name: name.into(),
+            input: input.into(),
+        }
+    }
+
+    #[test]
+    fn the_answer_tool_is_the_answer_and_other_tools_are_calls() {
+        let (content, calls) = turn_of_tool_uses(
+            "thinking".into(),
+            vec![
+                tool_use("search", ""),
+                tool_use("brief", "{\"text\": \"t\"}"),
+            ],
+            "brief",
+            false,
+            false,
+        )
+        .unwrap();
+        assert_eq!(content, "{\"text\": \"t\"}");
+        assert_eq!(
+            calls,
+            vec![ToolCallRequest {
+                id: "id-search".into(),
+                name: "search".into(),
+                arguments: "{}".into()
+            }]
+        );
+        // In free text (chat) a tool named like the answer is still a call.
+        let (content, calls) = turn_of_tool_uses(
+            "Hi.".into(),
+            vec![tool_use("brief", "{}")],
+            "brief",
+            true,
+            false,
+        )
+        .unwrap();
+        assert_eq!((content.as_str(), calls.len()), ("Hi.", 1));
+    }
+}
