@@ -499,6 +499,8 @@ async fn bad_registrations_are_refused_with_the_path_and_nothing_is_stored() {
     prompt_file["promptTemplateFile"] = json!("../../etc/passwd");
     let mut builtin = scoped_messaging_writer();
     builtin["agentType"] = json!("builtin");
+    let mut unknown_model = scoped_messaging_writer();
+    unknown_model["preferredModels"] = json!(["gpt-4o-mini", "no-such-model"]);
     for (body, status, path) in [
         (unknown_facet, 422, "$.outputContract[1]"),
         (wrong_direction, 422, "$.outputContract[0]"),
@@ -506,6 +508,7 @@ async fn bad_registrations_are_refused_with_the_path_and_nothing_is_stored() {
         (missing_field, 422, "$"),
         (prompt_file, 422, "$.promptTemplateFile"),
         (builtin, 422, "$.agentType"),
+        (unknown_model, 422, "$.preferredModels[1]"),
     ] {
         let (got, error) = post_json(&api, "/capabilities/register", ACME_TOKEN, &body).await;
         assert_eq!(got, status, "{error}");

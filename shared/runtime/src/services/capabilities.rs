@@ -79,6 +79,9 @@ impl CapabilityService {
                         .into(),
             });
         }
+        // Its models are the catalog's, able to do what its nodes need.
+        baton_core::model_choice::check_capability_models(&registration, self.registry.models())
+            .map_err(|(path, message)| RuntimeError::InvalidRegistration { path, message })?;
         if self
             .registry
             .capability(&registration.capability_id)
