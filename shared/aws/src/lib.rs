@@ -7,6 +7,8 @@
 //!   (chat threads, one item per exchange; see `threads`).
 //! - [`sqs::SqsStepQueue`] implements `StepQueue` on a standard SQS queue
 //!   (its dead-letter queue is configured on the queue, see `infra/`).
+//! - Feature `bedrock`: `bedrock::BedrockProvider` implements `LlmProvider`
+//!   on Amazon Bedrock's `ConverseStream`.
 //!
 //! Key schema (`pk`, `sk`, both strings; on-demand capacity; TTL on `expiresAt`):
 //!

@@ -53,27 +53,7 @@ pub struct AnthropicConfig {
     pub max_tokens: u32,
     pub request_timeout: Duration,
     pub connect_timeout: Duration,
-    pub retry: RetrySettings,
-}
-
-/// How often and how long to retry (429, 5xx, 529 overloaded, timeouts).
-#[derive(Debug, Clone, Copy)]
-pub struct RetrySettings {
-    pub max_attempts: u32,
-    pub initial_backoff: Duration,
-    pub max_backoff: Duration,
-    pub max_retry_after: Duration,
-}
-
-impl Default for RetrySettings {
-    fn default() -> Self {
-        RetrySettings {
-            max_attempts: 5,
-            initial_backoff: Duration::from_millis(500),
-            max_backoff: Duration::from_secs(20),
-            max_retry_after: Duration::from_secs(60),
-        }
-    }
+    pub retry: RetryPolicy,
 }
 
 impl std::fmt::Debug for AnthropicConfig {
@@ -102,7 +82,7 @@ impl AnthropicConfig {
             max_tokens: 4096,
             request_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
-            retry: RetrySettings::default(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -212,13 +192,8 @@ impl AnthropicProvider {
         body: &Value,
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<Streamed, LlmError> {
-        let policy = RetryPolicy {
-            max_attempts: self.config.retry.max_attempts,
-            initial_backoff: self.config.retry.initial_backoff,
-            max_backoff: self.config.retry.max_backoff,
-            max_retry_after: self.config.retry.max_retry_after,
-        };
-        policy
+        self.config
+            .retry
             .run(deltas, || async move {
                 let mut streamed_text = false;
                 let answered = self.attempt_once(body, deltas, &mut streamed_text).await;

@@ -1,9 +1,12 @@
 //! `baton-llm`: model providers for Baton's `LlmProvider` port.
 //!
-//! It owns the OpenAI-compatible chat-completions client over reqwest:
-//! streaming (`delta`s forwarded as they arrive), `response_format:
-//! {type: "json_schema"}`, token usage, timeouts, and retries with
-//! exponential backoff and jitter on 429/5xx that honour `Retry-After`.
+//! It owns two HTTP clients over reqwest: OpenAI-compatible chat
+//! completions (`openai_compatible`: streaming, `response_format: {type:
+//! "json_schema"}`) and Anthropic's Messages API (`anthropic`: SSE events,
+//! structured output as a forced answer tool). Both share one retry loop
+//! (`retries`: exponential backoff and jitter on 429/5xx/529 that honours
+//! `Retry-After`, a broken stream retried with a restart told to readers).
+//! Amazon Bedrock's provider lives in `baton-aws` (SDK types stay there).
 //!
 //! Invariants: configuration problems surface when the provider is built
 //! (start-up), never at the first call; the API key never reaches a log.
@@ -11,7 +14,7 @@
 pub mod anthropic;
 pub mod config;
 pub mod openai_compatible;
-mod retries;
+pub mod retries;
 
 pub use config::OpenAiCompatibleConfig;
 pub use openai_compatible::OpenAiCompatibleProvider;

@@ -26,13 +26,25 @@ pub(crate) enum AttemptFailure {
     Fatal(LlmError),
 }
 
-/// How often and how long to retry.
+/// How often and how long to retry (429, 5xx, 529 overloaded, timeouts,
+/// broken streams).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RetryPolicy {
+pub struct RetryPolicy {
     pub max_attempts: u32,
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
     pub max_retry_after: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(20),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
 }
 
 impl RetryPolicy {
