@@ -70,6 +70,9 @@ fn openai_route(settings: &ProviderSettings, read: VariableReader<'_>) -> Provid
     // configuration's default.
     let fallback_model = variable(read, "BATON_LLM_MODEL").unwrap_or_default();
     let mut config = baton_llm::OpenAiCompatibleConfig::new(base_url, fallback_model, api_key);
+    if let Some(name) = &settings.api_key_variable {
+        config.api_key_variable = name.clone();
+    }
     if let Ok(defaults) = baton_llm::OpenAiCompatibleConfig::from_variables(read) {
         config.max_attempts = defaults.max_attempts;
         config.request_timeout = defaults.request_timeout;

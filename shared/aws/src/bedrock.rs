@@ -42,6 +42,9 @@ pub struct BedrockSettings {
     pub max_attempts: u32,
     pub initial_backoff: Duration,
     pub max_backoff: Duration,
+    /// The longest one call may take, its stream included; a call that
+    /// takes longer is a timeout, retried.
+    pub request_timeout: Duration,
 }
 
 impl Default for BedrockSettings {
@@ -51,6 +54,7 @@ impl Default for BedrockSettings {
             max_attempts: 5,
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(20),
+            request_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -117,10 +121,12 @@ impl BedrockProvider {
         let mut delay = self.settings.initial_backoff;
         for attempt in 1..=attempts {
             let mut streamed_text = false;
-            match self
-                .call_once(request, session, deltas, &mut streamed_text)
-                .await
-            {
+            let call = self.call_once(request, session, deltas, &mut streamed_text);
+            let outcome = match tokio::time::timeout(self.settings.request_timeout, call).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(CallFailure::Retryable(LlmError::Timeout { attempts: 1 })),
+            };
+            match outcome {
                 Ok(answer) => return Ok(answer),
                 Err(CallFailure::Final(error)) => return Err(error),
                 Err(CallFailure::Retryable(error)) if attempt == attempts => {
@@ -327,6 +333,13 @@ fn classify_call_error(
                 ConverseStreamError::AccessDeniedException(_) => {
                     CallFailure::Final(LlmError::Configuration(format!(
                         "Bedrock refused the call (HTTP {status}): the role needs bedrock:InvokeModelWithResponseStream on this model: {message}"
+                    )))
+                }
+                _ if service.err().meta().code() == Some("UnrecognizedClientException")
+                    || status == 401 =>
+                {
+                    CallFailure::Final(LlmError::Configuration(format!(
+                        "Bedrock refused the credentials (HTTP {status}): give the function a role, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to valid credentials: {message}"
                     )))
                 }
                 _ => CallFailure::Final(LlmError::RequestRejected {

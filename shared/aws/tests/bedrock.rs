@@ -151,6 +151,7 @@ async fn provider(base: &str) -> BedrockProvider {
             max_attempts: 3,
             initial_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(20),
+            request_timeout: Duration::from_secs(10),
         },
     )
 }

@@ -10,6 +10,8 @@ pub struct OpenAiCompatibleConfig {
     /// Base URL ending in `/v1` (no trailing slash needed).
     pub base_url: String,
     pub api_key: Option<String>,
+    /// The variable the key came from, named when the endpoint refuses it.
+    pub api_key_variable: String,
     pub model: String,
     /// Whole-request timeout (streaming included).
     pub request_timeout: Duration,
@@ -50,6 +52,7 @@ impl OpenAiCompatibleConfig {
         OpenAiCompatibleConfig {
             base_url: base_url.into().trim_end_matches('/').to_string(),
             api_key,
+            api_key_variable: "BATON_LLM_API_KEY".to_string(),
             model: model.into(),
             request_timeout: Duration::from_secs(120),
             connect_timeout: Duration::from_secs(10),
@@ -65,6 +68,8 @@ impl OpenAiCompatibleConfig {
     /// and `BATON_LLM_MAX_ATTEMPTS`, `BATON_LLM_TIMEOUT_SECONDS`.
     /// The variables come from `read` (the process environment in production).
     pub fn from_variables(read: &dyn Fn(&str) -> Option<String>) -> Result<Self, LlmError> {
+        let from_openai_variable = non_empty_variable(read, "BATON_LLM_API_KEY").is_none()
+            && non_empty_variable(read, "OPENAI_API_KEY").is_some();
         let api_key = non_empty_variable(read, "BATON_LLM_API_KEY")
             .or_else(|| non_empty_variable(read, "OPENAI_API_KEY"));
         let base_url = non_empty_variable(read, "BATON_LLM_BASE_URL")
@@ -86,6 +91,9 @@ impl OpenAiCompatibleConfig {
                 LlmError::Configuration("BATON_LLM_MODEL is not set: name the model to call".into())
             })?;
         let mut config = OpenAiCompatibleConfig::new(base_url, model, api_key);
+        if from_openai_variable {
+            config.api_key_variable = "OPENAI_API_KEY".to_string();
+        }
         if let Some(text) = non_empty_variable(read, "BATON_LLM_MAX_ATTEMPTS") {
             config.max_attempts = text
                 .parse::<u32>()

@@ -1,13 +1,31 @@
-//! Test double (tests and local demos only): a scripted OpenAI-compatible
-//! chat-completions server. By default it answers every request with JSON
-//! generated from the request's `response_format.json_schema.schema`, so any
-//! node contract gets a valid answer; it can be told to fail (HTTP status with
-//! optional `Retry-After`, malformed JSON, schema-violating JSON) to exercise
-//! retries and re-prompts. It records every request so tests can count calls.
+//! Test double (tests and local demos only): a scripted model endpoint that
+//! speaks three providers' public wire protocols on one port:
+//!
+//! - OpenAI-compatible chat completions (`POST /v1/chat/completions`, SSE
+//!   chunks and `[DONE]`), in `openai_wire`;
+//! - Anthropic's Messages API (`POST /v1/messages`, its SSE events
+//!   `message_start` … `message_stop`), in `anthropic_wire`;
+//! - Amazon Bedrock's ConverseStream (`POST /model/{modelId}/converse-stream`,
+//!   `application/vnd.amazon.eventstream` frames written by the AWS SDK's own
+//!   encoder, `aws-smithy-eventstream`), in `converse_wire`.
+//!
+//! By default it answers every request with JSON generated from the
+//! request's answer schema (`response_format`, or the forced answer tool's
+//! input schema), so any node contract gets a valid answer; it can be told to
+//! fail (HTTP status with optional `Retry-After`, malformed JSON,
+//! schema-violating JSON, a cut stream, a slow answer) to exercise retries
+//! and re-prompts, and it keeps a prompt cache the way the providers
+//! document theirs (`prompt_cache`), so cached tokens in `usage` come from
+//! what the request marked cacheable. It records every request (protocol,
+//! model, body) so tests can count and inspect calls.
 //!
 //! It stands in for an external LLM endpoint, never for Baton's own code.
 
+mod anthropic_wire;
+mod converse_wire;
 pub mod instance;
+mod openai_wire;
+pub mod prompt_cache;
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -15,10 +33,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -62,9 +78,20 @@ pub struct ScriptedToolCall {
     pub arguments: Value,
 }
 
+/// The wire protocol a request came in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireProtocol {
+    OpenAiChat,
+    AnthropicMessages,
+    BedrockConverseStream,
+}
+
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
+    pub protocol: WireProtocol,
+    /// The model id the request named (in the body, or Bedrock's path).
+    pub model: String,
     pub body: Value,
     pub received_at: Instant,
     pub behavior: Behavior,
@@ -76,6 +103,7 @@ struct Shared {
     /// What a request gets once the script is used up (`Valid` unless set).
     default_behavior: Mutex<Option<Behavior>>,
     recorded: Mutex<Vec<RecordedRequest>>,
+    cache: Mutex<prompt_cache::PromptCache>,
 }
 
 /// A running scripted server; stops when dropped.
@@ -117,6 +145,20 @@ impl ScriptedLlmServer {
         format!("http://{}/v1", self.address)
     }
 
+    /// `http://127.0.0.1:PORT`: Anthropic's base URL (it adds `/v1/messages`)
+    /// and Bedrock's endpoint URL.
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// The fewest tokens a cacheable prefix needs before it is cached
+    /// (1,024 unless set, as the providers document for most models).
+    pub fn set_cache_minimum_tokens(&self, tokens: u64) {
+        if let Ok(mut cache) = self.shared.cache.lock() {
+            cache.minimum_tokens = tokens;
+        }
+    }
+
     /// Queues behaviours for the next requests (after which: `Valid`).
     pub fn push_behaviors(&self, behaviors: impl IntoIterator<Item = Behavior>) {
         if let Ok(mut script) = self.shared.script.lock() {
@@ -151,7 +193,12 @@ impl ScriptedLlmServer {
 
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/chat/completions", post(openai_wire::chat_completions))
+        .route("/v1/messages", post(anthropic_wire::messages))
+        .route(
+            "/model/{model_id}/converse-stream",
+            post(converse_wire::converse_stream),
+        )
         .route("/_script", post(push_script))
         .route("/_requests", get(request_summary))
         .with_state(shared)
@@ -176,23 +223,9 @@ async fn request_summary(State(shared): State<Arc<Shared>>) -> axum::Json<Value>
     axum::Json(json!({"count": count}))
 }
 
-fn requested_schema(body: &Value) -> Value {
-    body.pointer("/response_format/json_schema/schema")
-        .cloned()
-        .unwrap_or(json!({"type": "object"}))
-}
-
-async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Response {
-    let body: Value = match serde_json::from_str(&body) {
-        Ok(body) => body,
-        Err(error) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("request is not JSON: {error}"),
-            )
-                .into_response();
-        }
-    };
+/// The next behaviour (the script's, else the default, else `Valid`),
+/// recorded with the request it answers.
+fn take_behavior(shared: &Shared, protocol: WireProtocol, model: &str, body: &Value) -> Behavior {
     let behavior = shared
         .script
         .lock()
@@ -208,141 +241,132 @@ async fn chat_completions(State(shared): State<Arc<Shared>>, body: String) -> Re
         .unwrap_or(Behavior::Valid);
     if let Ok(mut recorded) = shared.recorded.lock() {
         recorded.push(RecordedRequest {
+            protocol,
+            model: model.to_string(),
             body: body.clone(),
             received_at: Instant::now(),
             behavior: behavior.clone(),
         });
     }
-    let content = match &behavior {
-        Behavior::Status {
-            status,
-            retry_after_seconds,
-        } => {
-            let mut response = (
-                StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                axum::Json(json!({"error": {"message": "scripted failure", "type": "scripted"}})),
-            )
-                .into_response();
-            if let Some(seconds) = retry_after_seconds
-                && let Ok(value) = HeaderValue::from_str(&seconds.to_string())
-            {
-                response.headers_mut().insert(header::RETRY_AFTER, value);
-            }
-            return response;
-        }
-        Behavior::Valid | Behavior::BrokenStream { .. } => {
-            generate_instance(&requested_schema(&body), "answer").to_string()
-        }
-        Behavior::SlowValid { delay_ms } => {
-            tokio::time::sleep(Duration::from_millis(*delay_ms)).await;
-            generate_instance(&requested_schema(&body), "answer").to_string()
-        }
-        Behavior::Content { content } => content.clone(),
-        Behavior::MalformedJson => "{\"this is\": not json".to_string(),
-        Behavior::SchemaViolating => json!({"scriptedUnexpectedProperty": true}).to_string(),
-        Behavior::ToolCalls { calls } => {
-            return tool_calls_response(&body, calls);
-        }
-    };
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("scripted")
-        .to_string();
-    let prompt_tokens = body.to_string().len() as u64 / 4;
-    let completion_tokens = content.len() as u64 / 4;
-    let streaming = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    if !streaming {
-        return axum::Json(json!({
-            "id": "chatcmpl-scripted",
-            "object": "chat.completion",
-            "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
-        }))
-        .into_response();
-    }
-    let characters: Vec<char> = content.chars().collect();
-    let cut_after = match behavior {
-        Behavior::BrokenStream { after_chunks } => Some(after_chunks),
-        _ => None,
-    };
-    let mut frames = String::new();
-    for piece in characters.chunks(24).take(cut_after.unwrap_or(usize::MAX)) {
-        let text: String = piece.iter().collect();
-        let chunk = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
-            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
-        frames.push_str(&format!("data: {chunk}\n\n"));
-    }
-    if cut_after.is_none() {
-        let last = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
-            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}});
-        frames.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
-    }
-    let stream = futures_util::stream::iter(
-        frames
-            .into_bytes()
-            .chunks(97)
-            .map(|bytes| Ok::<_, std::io::Error>(bytes.to_vec()))
-            .collect::<Vec<_>>(),
-    );
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    behavior
 }
 
-/// A turn that asks for `calls`, streamed or whole as the request asks.
-fn tool_calls_response(body: &Value, calls: &[ScriptedToolCall]) -> Response {
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("scripted");
-    let usage = json!({"prompt_tokens": body.to_string().len() / 4, "completion_tokens": 8, "total_tokens": body.to_string().len() / 4 + 8});
-    if !body.get("stream").and_then(Value::as_bool).unwrap_or(false) {
-        let whole: Vec<Value> = calls
+/// The answer's text for a behaviour that answers (after a slow model's
+/// wait): JSON generated from `schema` (`None`: free text), or the scripted
+/// content; `None` for a failing status or tool calls.
+async fn answer_text(behavior: &Behavior, schema: Option<&Value>) -> Option<String> {
+    let generated = || match schema {
+        Some(schema) => generate_instance(schema, "answer").to_string(),
+        None => "A scripted reply.".to_string(),
+    };
+    match behavior {
+        Behavior::Valid | Behavior::BrokenStream { .. } => Some(generated()),
+        Behavior::SlowValid { delay_ms } => {
+            tokio::time::sleep(Duration::from_millis(*delay_ms)).await;
+            Some(generated())
+        }
+        Behavior::Content { content } => Some(content.clone()),
+        Behavior::MalformedJson => Some("{\"this is\": not json".to_string()),
+        Behavior::SchemaViolating => Some(json!({"scriptedUnexpectedProperty": true}).to_string()),
+        Behavior::Status { .. } | Behavior::ToolCalls { .. } => None,
+    }
+}
+
+/// One content block of a tool-calling protocol's answer: the tool it
+/// calls (name, id), or text when `None`, and its streamed pieces.
+pub(crate) struct AnswerBlock {
+    pub tool: Option<(String, String)>,
+    pub pieces: Vec<String>,
+}
+
+/// The blocks answering `behavior`: the scripted tool calls (arguments in
+/// two halves, ids `{id_prefix}_0`, …), else the answer, as a call of
+/// `answer_tool` (name, input schema) or as text.
+pub(crate) async fn answer_blocks(
+    behavior: &Behavior,
+    answer_tool: Option<(&str, &Value)>,
+    id_prefix: &str,
+) -> Vec<AnswerBlock> {
+    if let Behavior::ToolCalls { calls } = behavior {
+        return calls
             .iter()
             .enumerate()
-            .map(|(index, call)| json!({"id": format!("call_{index}"), "type": "function",
-                                        "function": {"name": call.name, "arguments": call.arguments.to_string()}}))
+            .map(|(index, call)| {
+                let arguments = call.arguments.to_string();
+                let middle = arguments.len() / 2;
+                let middle = (middle..=arguments.len())
+                    .find(|at| arguments.is_char_boundary(*at))
+                    .unwrap_or(arguments.len());
+                AnswerBlock {
+                    tool: Some((call.name.clone(), format!("{id_prefix}_{index}"))),
+                    pieces: vec![
+                        arguments[..middle].to_string(),
+                        arguments[middle..].to_string(),
+                    ],
+                }
+            })
             .collect();
-        return axum::Json(json!({"id": "chatcmpl-scripted", "object": "chat.completion", "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": whole}, "finish_reason": "tool_calls"}],
-            "usage": usage}))
-        .into_response();
     }
-    let chunk = |delta: Value, finish: Value| {
-        let chunk = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-        format!("data: {chunk}\n\n")
-    };
-    let mut frames = String::new();
-    for (index, call) in calls.iter().enumerate() {
-        frames.push_str(&chunk(
-            json!({"tool_calls": [{"index": index, "id": format!("call_{index}"), "type": "function",
-                                   "function": {"name": call.name, "arguments": ""}}]}),
-            Value::Null,
-        ));
-        let arguments = call.arguments.to_string();
-        let middle = arguments.len() / 2;
-        let middle = (middle..=arguments.len())
-            .find(|at| arguments.is_char_boundary(*at))
-            .unwrap_or(arguments.len());
-        for half in [&arguments[..middle], &arguments[middle..]] {
-            frames.push_str(&chunk(
-                json!({"tool_calls": [{"index": index, "function": {"arguments": half}}]}),
-                Value::Null,
-            ));
+    let text = answer_text(behavior, answer_tool.map(|(_, schema)| schema))
+        .await
+        .unwrap_or_default();
+    vec![AnswerBlock {
+        tool: answer_tool.map(|(name, _)| (name.to_string(), format!("{id_prefix}_answer"))),
+        pieces: pieces_of(&text, 24),
+    }]
+}
+
+/// How many stream pieces a cut stream keeps, `None` for a whole one.
+fn cut_after(behavior: &Behavior) -> Option<usize> {
+    match behavior {
+        Behavior::BrokenStream { after_chunks } => Some(*after_chunks),
+        _ => None,
+    }
+}
+
+/// `text` in pieces of at most `size` characters (the deltas of a stream).
+fn pieces_of(text: &str, size: usize) -> Vec<String> {
+    let characters: Vec<char> = text.chars().collect();
+    characters
+        .chunks(size.max(1))
+        .map(|piece| piece.iter().collect())
+        .collect()
+}
+
+/// `value` as text with every object's keys sorted, so two equal JSON
+/// values read the same whatever order their keys were written in.
+pub(crate) fn canonical_json(value: &Value) -> String {
+    match value {
+        Value::Object(fields) => {
+            let mut keys: Vec<&String> = fields.keys().collect();
+            keys.sort();
+            let inner: Vec<String> = keys
+                .into_iter()
+                .map(|key| {
+                    format!(
+                        "{}:{}",
+                        Value::from(key.as_str()),
+                        canonical_json(&fields[key])
+                    )
+                })
+                .collect();
+            format!("{{{}}}", inner.join(","))
         }
+        Value::Array(items) => format!(
+            "[{}]",
+            items
+                .iter()
+                .map(canonical_json)
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        other => other.to_string(),
     }
-    let last = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": model,
-        "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}], "usage": usage});
-    frames.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
-    Response::builder()
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .body(Body::from(frames))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// A rough token count (four characters a token), as the double bills.
+fn tokens_of(text: &str) -> u64 {
+    (text.chars().count() as u64).div_ceil(4)
 }
 
 /// Convenience for tests: time between two recorded requests.
