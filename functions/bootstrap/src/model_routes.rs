@@ -176,6 +176,7 @@ mod tests {
                 provider: provider.into(),
                 model_id: "m".into(),
                 fallbacks: Vec::new(),
+                ..Default::default()
             })),
         }
     }

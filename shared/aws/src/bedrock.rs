@@ -2,7 +2,8 @@
 //! signed with the process's AWS credentials (the function's IAM role):
 //! text streamed as deltas, structured output as a forced answer tool (a
 //! schema that is not an object wrapped under `answer`), tool use in agent
-//! sessions, the system prompt followed by a `cachePoint`, and usage with
+//! sessions, the system prompt followed by a `cachePoint` (where the catalog
+//! says the model caches prompts), and usage with
 //! cache reads and writes.
 //!
 //! The SDK's own retries are off: a failed call (throttled, unavailable,
@@ -192,12 +193,6 @@ impl BedrockProvider {
             .converse_stream()
             .model_id(model_id)
             .system(SystemContentBlock::Text(request.system_instruction.clone()))
-            .system(SystemContentBlock::CachePoint(
-                CachePointBlock::builder()
-                    .r#type(CachePointType::Default)
-                    .build()
-                    .map_err(build_failure)?,
-            ))
             .set_messages(Some(
                 messages(request, session).map_err(CallFailure::Final)?,
             ))
@@ -206,6 +201,16 @@ impl BedrockProvider {
                     .max_tokens(i32::try_from(self.settings.max_tokens).unwrap_or(i32::MAX))
                     .build(),
             );
+        if request.marks_prompt_cache() {
+            // Bedrock refuses a cache point on a model without caching, so
+            // only where the catalog says the model has it.
+            call = call.system(SystemContentBlock::CachePoint(
+                CachePointBlock::builder()
+                    .r#type(CachePointType::Default)
+                    .build()
+                    .map_err(build_failure)?,
+            ));
+        }
         if !tools.is_empty() {
             call = call.tool_config(
                 ToolConfiguration::builder()

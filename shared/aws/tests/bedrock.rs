@@ -169,6 +169,8 @@ fn request() -> ModelRequest {
             provider: "bedrock".into(),
             model_id: "anthropic.claude-test-v1:0".into(),
             fallbacks: Vec::new(),
+            prompt_cache: true,
+            ..Default::default()
         })),
     }
 }

@@ -9,8 +9,9 @@
 //! its input is the answer. In an agent session the answer tool is offered
 //! beside the session's tools; a call of it is the final answer, any other
 //! call a tool call. The system prompt is marked cacheable
-//! (`cache_control: ephemeral`): Anthropic caches it when it is long enough
-//! and reports cache reads and writes in `usage`.
+//! (`cache_control: ephemeral`) when the catalog says the model caches
+//! prompts: Anthropic caches it, with the tools before it, when it is long
+//! enough and reports cache reads and writes in `usage`.
 //!
 //! Invariant: the key never reaches a log or an error; a refused key (401)
 //! is a configuration error naming the variable it came from.
@@ -142,11 +143,15 @@ impl AnthropicProvider {
     }
 
     fn base_body(&self, request: &ModelRequest) -> Value {
+        let mut system = json!({"type": "text", "text": request.system_instruction});
+        if request.marks_prompt_cache() {
+            system["cache_control"] = json!({"type": "ephemeral"});
+        }
         json!({
             "model": self.model_of(request),
             "max_tokens": self.config.max_tokens,
             "stream": true,
-            "system": [{"type": "text", "text": request.system_instruction, "cache_control": {"type": "ephemeral"}}],
+            "system": [system],
             "messages": [{"role": "user", "content": request.user_message}],
         })
     }

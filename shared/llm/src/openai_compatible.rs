@@ -14,6 +14,71 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::config::OpenAiCompatibleConfig;
 use crate::retries::{AttemptFailure, RetryPolicy, classify_transport_error, failure_of};
 
+/// Whether OpenAI's strict structured output takes `schema` as it is: an
+/// object at the root, every object closed (`additionalProperties: false`)
+/// with every property required, and none of the keywords strict mode
+/// refuses (`allOf`, `oneOf`, `not`, `if`, `patternProperties`, …). A schema
+/// that is not is sent with `strict: false` rather than rewritten, since
+/// making optional properties required changes what the contract allows.
+pub fn strict_mode_accepts(schema: &Value) -> bool {
+    schema.get("type") == Some(&json!("object")) && strict_subschema(schema)
+}
+
+fn strict_subschema(schema: &Value) -> bool {
+    let Some(fields) = schema.as_object() else {
+        return schema.is_boolean();
+    };
+    const REFUSED: [&str; 8] = [
+        "allOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "patternProperties",
+        "dependentSchemas",
+    ];
+    if REFUSED.iter().any(|keyword| fields.contains_key(*keyword)) {
+        return false;
+    }
+    if let Some(properties) = fields.get("properties").and_then(Value::as_object) {
+        let required: Vec<&str> = fields
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|names| names.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let closed = fields.get("additionalProperties") == Some(&json!(false));
+        if !closed
+            || properties
+                .keys()
+                .any(|name| !required.contains(&name.as_str()))
+        {
+            return false;
+        }
+        if !properties.values().all(strict_subschema) {
+            return false;
+        }
+    } else if fields.get("type") == Some(&json!("object"))
+        && fields.get("additionalProperties") != Some(&json!(false))
+    {
+        return false;
+    }
+    let nested_single = ["items", "additionalProperties"]
+        .iter()
+        .filter_map(|keyword| fields.get(*keyword))
+        .filter(|nested| nested.is_object())
+        .all(strict_subschema);
+    let nested_lists = fields
+        .get("anyOf")
+        .and_then(Value::as_array)
+        .is_none_or(|members| members.iter().all(strict_subschema));
+    let definitions = ["$defs", "definitions"]
+        .iter()
+        .filter_map(|keyword| fields.get(*keyword).and_then(Value::as_object))
+        .all(|defined| defined.values().all(strict_subschema));
+    nested_single && nested_lists && definitions
+}
+
 /// Calls `{base_url}/chat/completions` with streaming and a JSON Schema response format.
 pub struct OpenAiCompatibleProvider {
     config: OpenAiCompatibleConfig,
@@ -73,7 +138,8 @@ impl OpenAiCompatibleProvider {
             ],
             "response_format": {
                 "type": "json_schema",
-                "json_schema": {"name": request.schema_name, "schema": request.output_schema, "strict": false},
+                "json_schema": {"name": request.schema_name, "schema": request.output_schema,
+                                "strict": request.model_takes_strict_output() && strict_mode_accepts(&request.output_schema)},
             },
             "stream": true,
             "stream_options": {"include_usage": true},

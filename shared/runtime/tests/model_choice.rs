@@ -326,6 +326,7 @@ async fn a_provider_this_process_cannot_reach_says_what_to_set() {
             provider: "alpha".into(),
             model_id: "alpha-large-2026-01".into(),
             fallbacks: Vec::new(),
+            ..Default::default()
         })),
     };
     let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
@@ -643,6 +644,7 @@ async fn a_provider_with_a_call_limit_takes_that_many_calls_at_once() {
             provider: "alpha".into(),
             model_id: "alpha-large".into(),
             fallbacks: Vec::new(),
+            ..Default::default()
         })),
     };
     let calls: Vec<_> = (0..10)

@@ -126,6 +126,8 @@ impl Harness {
                 provider: format!("{:?}", self.protocol),
                 model_id: self.model_id.into(),
                 fallbacks: Vec::new(),
+                strict_output: true,
+                prompt_cache: true,
             })),
         }
     }

@@ -22,7 +22,7 @@ pub struct ModelRequest {
 
 /// A model of the registry's catalog as a request names it: its catalog
 /// name, its provider and the provider's id for it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelTarget {
     pub name: String,
@@ -32,12 +32,37 @@ pub struct ModelTarget {
     /// provider keeps failing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallbacks: Vec<ModelTarget>,
+    /// The model takes strict structured output (the catalog's
+    /// `supports.jsonSchema`): an OpenAI-compatible request asks for
+    /// `strict: true` when the schema allows it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict_output: bool,
+    /// The model caches marked prompt prefixes (the catalog's
+    /// `supports.promptCache`): Anthropic and Bedrock requests mark their
+    /// stable prefix only then (Bedrock refuses a `cachePoint` a model
+    /// cannot use).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prompt_cache: bool,
 }
 
 /// The answer tool's name when the request's schema has none.
 const ANSWER_TOOL: &str = "answer";
 
 impl ModelRequest {
+    /// Whether the request's stable prefix is marked cacheable: when its
+    /// model caches prompts, or when it names no catalog model (the
+    /// deployment's default).
+    pub fn marks_prompt_cache(&self) -> bool {
+        self.model.as_ref().is_none_or(|target| target.prompt_cache)
+    }
+
+    /// Whether the request's model takes strict structured output.
+    pub fn model_takes_strict_output(&self) -> bool {
+        self.model
+            .as_ref()
+            .is_some_and(|target| target.strict_output)
+    }
+
     /// The tool whose input is the answer, for providers that give
     /// structured output as a forced tool call (Anthropic, Bedrock).
     pub fn answer_tool_name(&self) -> &str {

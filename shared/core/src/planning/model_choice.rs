@@ -79,6 +79,8 @@ fn bare_target(catalog: &ModelCatalog, name: &str) -> Option<ModelTarget> {
         provider: model.provider.clone(),
         model_id: model.model_id_or(name).to_string(),
         fallbacks: Vec::new(),
+        strict_output: model.supports.json_schema,
+        prompt_cache: model.supports.prompt_cache,
     })
 }
 

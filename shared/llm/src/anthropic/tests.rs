@@ -146,6 +146,8 @@ fn request() -> ModelRequest {
             provider: "anthropic".into(),
             model_id: "claude-test-20260101".into(),
             fallbacks: Vec::new(),
+            prompt_cache: true,
+            ..Default::default()
         })),
     }
 }
@@ -193,6 +195,20 @@ async fn a_schema_answer_is_the_forced_tool_input_streamed_in_order_with_cache_u
         json!({"type": "ephemeral"})
     );
     assert_eq!(body["stream"], true);
+}
+
+#[tokio::test]
+async fn a_model_without_prompt_caching_gets_no_cache_mark() {
+    let (base, double) = serve(vec![ok(tool_message("brief", &["{\"text\": \"hi\"}"]))]).await;
+    let mut request = request();
+    if let Some(target) = request.model.as_mut() {
+        target.prompt_cache = false;
+    }
+    let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+    provider(&base).complete(&request, sender).await.unwrap();
+    let seen = double.seen.lock().unwrap();
+    assert_eq!(seen[0].1["system"][0]["text"], "Write a brief.");
+    assert!(seen[0].1["system"][0].get("cache_control").is_none());
 }
 
 #[tokio::test]

@@ -308,3 +308,62 @@ async fn a_provider_without_tools_says_so() {
         ))
     );
 }
+
+#[test]
+fn strict_mode_takes_closed_fully_required_schemas_only() {
+    let closed = json!({"type": "object", "additionalProperties": false, "required": ["a", "b"],
+        "properties": {"a": {"type": "string"},
+                       "b": {"type": "array", "items": {"type": "object", "additionalProperties": false,
+                                                        "required": ["c"], "properties": {"c": {"type": "number"}}}}}});
+    assert!(strict_mode_accepts(&closed));
+    let mut optional = closed.clone();
+    optional["required"] = json!(["a"]);
+    assert!(!strict_mode_accepts(&optional), "b is optional");
+    let mut open_inner = closed.clone();
+    open_inner["properties"]["b"]["items"]
+        .as_object_mut()
+        .unwrap()
+        .remove("additionalProperties");
+    assert!(!strict_mode_accepts(&open_inner), "an inner object is open");
+    let mut refused_keyword = closed.clone();
+    refused_keyword["properties"]["a"] = json!({"allOf": [{"type": "string"}]});
+    assert!(!strict_mode_accepts(&refused_keyword));
+    assert!(
+        !strict_mode_accepts(&json!({"type": "string"})),
+        "the root is not an object"
+    );
+}
+
+#[tokio::test]
+async fn strict_output_is_asked_only_of_a_model_that_has_it_and_a_schema_that_allows_it() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let provider = provider(&server);
+    let closed = json!({"type": "object", "additionalProperties": false, "required": ["text"],
+                        "properties": {"text": {"type": "string"}}});
+    let open =
+        json!({"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}});
+    let cases = [
+        (true, closed.clone(), true),
+        (false, closed, false),
+        (true, open, false),
+    ];
+    for (model_has_it, schema, expected) in cases {
+        let mut request = request();
+        request.output_schema = std::sync::Arc::new(schema);
+        request.model = Some(Box::new(baton_core::model_request::ModelTarget {
+            name: "m".into(),
+            provider: "openai".into(),
+            model_id: "gpt-test".into(),
+            strict_output: model_has_it,
+            ..Default::default()
+        }));
+        let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+        provider.complete(&request, sender).await.unwrap();
+        let sent = server.requests().last().unwrap().body.clone();
+        assert_eq!(
+            sent["response_format"]["json_schema"]["strict"],
+            json!(expected),
+            "model has it: {model_has_it}"
+        );
+    }
+}
