@@ -93,6 +93,18 @@ impl BedrockProvider {
         }
     }
 
+    /// The provider over a client its caller configured (tests).
+    #[cfg(feature = "testing")]
+    pub(crate) fn over_client(
+        client: aws_sdk_bedrockruntime::Client,
+        settings: BedrockSettings,
+    ) -> Self {
+        BedrockProvider {
+            client: tokio::sync::OnceCell::new_with(Some(client)),
+            settings,
+        }
+    }
+
     /// The provider reached through the environment's AWS configuration
     /// (region, the function's role), loaded on first use.
     pub fn from_environment(settings: BedrockSettings) -> Self {

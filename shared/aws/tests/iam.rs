@@ -86,6 +86,22 @@ impl Intercept for ActionRecorder {
         _runtime_components: &RuntimeComponents,
         _cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        if self.service == "bedrock" {
+            // Bedrock's runtime is REST: the operation is in the path.
+            let path = context.request().uri();
+            let action = if path.ends_with("/converse-stream") {
+                "InvokeModelWithResponseStream"
+            } else if path.ends_with("/converse") {
+                "InvokeModel"
+            } else {
+                "unknown"
+            };
+            self.actions
+                .lock()
+                .unwrap()
+                .insert(format!("bedrock:{action}"));
+            return Ok(());
+        }
         let target = operation_of(context);
         if target != "TransactWriteItems" {
             self.actions.lock().unwrap().insert(format!(
@@ -193,13 +209,40 @@ struct Recorded {
     recorded: Arc<Mutex<BTreeSet<String>>>,
 }
 
+/// The models the step calls: the scripted OpenAI-compatible endpoint by
+/// default, and the catalog's `bedrock` provider through a Bedrock client
+/// that records its calls (against the same double's ConverseStream).
+fn recorded_models(
+    fixture: &Fixture,
+    recorded: &Arc<Mutex<BTreeSet<String>>>,
+) -> Arc<dyn baton_runtime::ports::LlmProvider> {
+    let bedrock = aws_sdk_bedrockruntime::config::Builder::from(&fixture.configuration)
+        .endpoint_url(fixture.model.root_url())
+        .retry_config(aws_sdk_bedrockruntime::config::retry::RetryConfig::disabled())
+        .interceptor(ActionRecorder {
+            service: "bedrock",
+            actions: recorded.clone(),
+        })
+        .build();
+    let bedrock = baton_aws::from_clients::bedrock_provider(
+        aws_sdk_bedrockruntime::Client::from_conf(bedrock),
+        baton_aws::bedrock::BedrockSettings::default(),
+    );
+    Arc::new(
+        baton_runtime::model_router::ModelRouter::new(scripted_provider(fixture)).with_provider(
+            "bedrock",
+            baton_runtime::model_router::ProviderRoute::Ready(Arc::new(bedrock)),
+        ),
+    )
+}
+
 fn recorded_services(fixture: &Fixture, settings: OrchestratorSettings) -> Recorded {
     let recorded = Arc::new(Mutex::new(BTreeSet::new()));
     let (store, queue) = adapters_with(fixture, |service| ActionRecorder {
         service,
         actions: recorded.clone(),
     });
-    let services = TestServices::with_model(scripted_provider(fixture))
+    let services = TestServices::with_model(recorded_models(fixture, &recorded))
         .store(store.clone())
         .queue(queue.clone())
         .capability_directory(store.clone())
@@ -271,6 +314,26 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .state
         .status;
     assert_eq!(status, RunStatus::Completed, "the step path ran to the end");
+    // The same path on a catalog Bedrock model: the envelope prefers one, so
+    // its model nodes call Bedrock's ConverseStream.
+    let mut on_bedrock = envelope.clone();
+    on_bedrock["constraints"]["preferredModels"] = serde_json::json!(["bedrock-nova-lite"]);
+    let bedrock_run = parts.services.runs.submit("t", &on_bedrock).await.unwrap();
+    drain(&parts, 1, None).await;
+    let bedrock_state = baton_runtime::ports::RunStore::load_run(stored, "t", &bedrock_run.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(bedrock_state.status, RunStatus::Completed);
+    assert!(
+        fixture
+            .model
+            .requests()
+            .iter()
+            .any(|request| request.model == "amazon.nova-lite-v1:0"),
+        "a node called the Bedrock model"
+    );
     fixture
         .model
         .push_behaviors([Behavior::SlowValid { delay_ms: 5_000 }]);
@@ -548,6 +611,88 @@ async fn every_function_is_granted_exactly_what_its_code_calls() {
     );
     eprintln!("actions each function calls: {called:#?}");
     assert!(problems.is_empty(), "{problems:#?}\ncalled: {called:#?}");
+}
+
+/// The Bedrock resources the step function's policy must name for a
+/// catalog model id: the foundation model in the stack's region, or, for a
+/// cross-region inference profile (`us.…`, `eu.…`, `apac.…`, `global.…`),
+/// the profile and the foundation model in every region it routes to.
+fn bedrock_resources_for(model_id: &str) -> Vec<String> {
+    let profile = ["us.", "eu.", "apac.", "global."]
+        .iter()
+        .find_map(|prefix| model_id.strip_prefix(prefix));
+    match profile {
+        None => vec![format!(
+            "arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}::foundation-model/{model_id}"
+        )],
+        Some(foundation) => vec![
+            format!(
+                "arn:${{AWS::Partition}}:bedrock:${{AWS::Region}}:${{AWS::AccountId}}:inference-profile/{model_id}"
+            ),
+            format!("arn:${{AWS::Partition}}:bedrock:*::foundation-model/{foundation}"),
+        ],
+    }
+}
+
+#[test]
+fn the_bedrock_grant_names_exactly_the_catalogs_bedrock_models() {
+    let catalog: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repository_path("registry/models.json")).unwrap(),
+    )
+    .unwrap();
+    let bedrock_providers: BTreeSet<&str> = catalog["providers"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, provider)| provider["kind"] == "bedrock")
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let expected: BTreeSet<String> = catalog["models"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, model)| bedrock_providers.contains(model["provider"].as_str().unwrap()))
+        .flat_map(|(name, model)| bedrock_resources_for(model["modelId"].as_str().unwrap_or(name)))
+        .collect();
+    assert!(
+        !expected.is_empty(),
+        "the shipped catalog has Bedrock models"
+    );
+
+    let text = std::fs::read_to_string(repository_path("infra/template.yaml")).unwrap();
+    let template: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let mut granted = BTreeSet::new();
+    for policy in template["Resources"]["StepFunction"]["Properties"]["Policies"]
+        .as_sequence()
+        .unwrap()
+    {
+        for statement in policy["Statement"].as_sequence().into_iter().flatten() {
+            let actions = statement["Action"].as_sequence().into_iter().flatten();
+            if !actions
+                .filter_map(|action| action.as_str())
+                .any(|action| action.starts_with("bedrock:"))
+            {
+                continue;
+            }
+            for resource in statement["Resource"].as_sequence().into_iter().flatten() {
+                let text = match resource {
+                    serde_yaml::Value::Tagged(tagged) => tagged.value.as_str().unwrap().to_string(),
+                    other => other.as_str().unwrap().to_string(),
+                };
+                granted.insert(text);
+            }
+        }
+    }
+    let lines: Vec<String> = expected
+        .iter()
+        .map(|arn| format!("                - !Sub {arn}"))
+        .collect();
+    assert_eq!(
+        granted,
+        expected,
+        "the step function's Bedrock grant must be the catalog's Bedrock models; put these under its bedrock statement's Resource:\n{}",
+        lines.join("\n")
+    );
 }
 
 /// Counts AWS calls by operation (the `X-Amz-Target` name).
