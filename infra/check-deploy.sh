@@ -8,7 +8,11 @@
 #   api      answers GET /api/v1/flex/capabilities with the registry's capabilities,
 #            and GET / with the run viewer's page
 #   ingest   accepts an envelope (a run is created, its planning step queued)
-#   step     handles that real planning message (plan_generated is committed)
+#   step     handles that real planning message (plan_generated is committed), then
+#            the run's first node, whose model is the catalog's Bedrock model (the
+#            envelope prefers it): the built function calls Bedrock's ConverseStream,
+#            signed with its credentials, at the scripted double of that API
+#            (tests/scripted-llm; AWS_ENDPOINT_URL_BEDROCK_RUNTIME points the SDK at it)
 #   stream   streams that run's frames as SSE through a streamed response
 #   sweeper  runs once
 # and checks that each stripped binary is at most 19 MiB (15 MiB until the step
@@ -60,6 +64,17 @@ BATON_LOCAL_STATE_DIR="$work/local" BATON_LOCAL_PORT="$moto_port" BATON_TABLE=ba
 # shellcheck disable=SC1090
 source "$work/exports"
 
+say "the scripted model double (OpenAI, Anthropic and Bedrock ConverseStream wire protocols)"
+cargo build --quiet -p scripted-llm --bin scripted-llm
+double_binary="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/scripted-llm"
+double_port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
+"$double_binary" --port "$double_port" >"$work/double.log" 2>&1 &
+for _ in $(seq 1 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$double_port") 2>/dev/null && break
+  sleep 0.1
+done
+double_url="http://127.0.0.1:$double_port"
+
 token="check-deploy-token"
 digest="$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
 values=(RunsTable="$BATON_TABLE" StepQueue="$BATON_QUEUE_URL" LlmBaseUrl=http://127.0.0.1:9/v1
@@ -87,6 +102,7 @@ invoke() {
   (cd "$directory/task" && exec env -i PATH=/usr/bin:/bin HOME="$directory" \
       AWS_ENDPOINT_URL="$AWS_ENDPOINT_URL" AWS_REGION="$AWS_REGION" \
       AWS_ACCESS_KEY_ID="$AWS_ACCESS_KEY_ID" AWS_SECRET_ACCESS_KEY="$AWS_SECRET_ACCESS_KEY" \
+      AWS_ENDPOINT_URL_BEDROCK_RUNTIME="$double_url" \
       "${template_environment[@]}" \
       AWS_LAMBDA_RUNTIME_API="127.0.0.1:$api_port" AWS_LAMBDA_FUNCTION_NAME="$function" \
       AWS_LAMBDA_FUNCTION_VERSION=1 AWS_LAMBDA_FUNCTION_MEMORY_SIZE=512 \
@@ -136,7 +152,16 @@ assert "<title>Baton · run viewer</title>" in body, body[:200]
 print("check-deploy: api served the run viewer at /", file=sys.stderr)
 PY
 
-invoke Ingest events/lambda/ingest-sqs-event.json >"$work/ingest.json"
+# The sample ingest event, its envelope preferring the catalog's Bedrock model.
+python3 - "$work/ingest-event.json" <<'PY'
+import json, sys
+event = json.load(open("events/lambda/ingest-sqs-event.json"))
+body = json.loads(event["Records"][0]["body"])
+body["envelope"].setdefault("constraints", {})["preferredModels"] = ["bedrock-nova-lite"]
+event["Records"][0]["body"] = json.dumps(body)
+json.dump(event, open(sys.argv[1], "w"))
+PY
+invoke Ingest "$work/ingest-event.json" >"$work/ingest.json"
 python3 - "$work/ingest.json" "$work/step-event.json" <<'PY'
 import json, os, sys
 import boto3
@@ -194,6 +219,50 @@ assert prelude["headers"]["content-type"].startswith("text/event-stream"), prelu
 events = [line.split(":", 1)[1].strip() for line in body.splitlines() if line.startswith("event:")]
 assert events[:4] == ["start", "phase", "plan_requested", "plan_generated"], events
 print(f"check-deploy: stream relayed the run's frames as SSE ({', '.join(events)})", file=sys.stderr)
+PY
+
+# The run's first node, on Bedrock: the step message the planning step queued.
+python3 - "$work/step-event.json" "$work/node-event.json" <<'PY'
+import json, os, sys
+import boto3
+run_id = json.loads(json.load(open(sys.argv[1]))["Records"][0]["body"])["runId"]
+sqs = boto3.client("sqs", region_name=os.environ["AWS_REGION"], endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+node = None
+for _ in range(10):
+    for message in sqs.receive_message(QueueUrl=os.environ["BATON_QUEUE_URL"], MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
+        body = json.loads(message["Body"])
+        if body["runId"] == run_id and body["command"]["kind"] != "plan":
+            node = message
+    if node:
+        break
+assert node, "the planning step queued no node step"
+event = {"Records": [{"messageId": node["MessageId"], "receiptHandle": node["ReceiptHandle"],
+                      "body": node["Body"], "attributes": {"ApproximateReceiveCount": "1"},
+                      "messageAttributes": {}, "eventSource": "aws:sqs", "awsRegion": os.environ["AWS_REGION"]}]}
+json.dump(event, open(sys.argv[2], "w"))
+PY
+invoke Step "$work/node-event.json" >"$work/node-step.json"
+python3 - "$work/node-step.json" "$work/node-event.json" "$double_url" <<'PY'
+import json, os, sys, urllib.request
+import boto3
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response" and answer["body"]["batchItemFailures"] == [], answer
+message = json.loads(json.load(open(sys.argv[2]))["Records"][0]["body"])
+dynamodb = boto3.client("dynamodb", region_name=os.environ["AWS_REGION"], endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+items = dynamodb.query(TableName=os.environ["BATON_TABLE"], ConsistentRead=True,
+                       KeyConditionExpression="pk = :pk AND begins_with(sk, :events)",
+                       ExpressionAttributeValues={":pk": {"S": f"T#{message['tenantId']}#R#{message['runId']}"},
+                                                  ":events": {"S": "EV#"}})["Items"]
+frames = [json.loads(item["frame"]["S"]) for item in items]
+starts = [frame for frame in frames if frame["type"] == "node_start"]
+assert starts and starts[0]["payload"].get("model") == "bedrock-nova-lite", starts
+completed = [frame for frame in frames if frame["type"] == "node_complete"]
+assert completed, [frame["type"] for frame in frames]
+seen = json.load(urllib.request.urlopen(sys.argv[3] + "/_requests"))["requests"]
+bedrock = [request for request in seen if request["protocol"] == "BedrockConverseStream"]
+assert bedrock and all(request["model"] == "amazon.nova-lite-v1:0" for request in bedrock), seen
+print(f"check-deploy: step ran {starts[0]['nodeId']} on Bedrock (ConverseStream to {bedrock[0]['model']}, "
+      f"{len(bedrock)} call(s) at the double; node_complete committed)", file=sys.stderr)
 PY
 
 invoke Sweeper events/lambda/sweeper-scheduled-event.json >"$work/sweeper.json"

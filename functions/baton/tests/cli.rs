@@ -1814,7 +1814,8 @@ async fn a_preferred_catalog_model_is_the_one_each_node_asks() {
     for model in models {
         assert_eq!(
             model,
-            &json!({"name": "gpt-4.1-nano", "provider": "openai", "modelId": "gpt-4.1-nano"})
+            &json!({"name": "gpt-4.1-nano", "provider": "openai", "modelId": "gpt-4.1-nano",
+                    "strictOutput": true, "promptCache": true})
         );
     }
 

@@ -214,13 +214,20 @@ async fn push_script(
     StatusCode::NO_CONTENT
 }
 
+/// `GET /_requests`: how many requests came, and each one's protocol and
+/// model (for a test driving the double as a separate process).
 async fn request_summary(State(shared): State<Arc<Shared>>) -> axum::Json<Value> {
-    let count = shared
+    let requests: Vec<Value> = shared
         .recorded
         .lock()
-        .map(|recorded| recorded.len())
-        .unwrap_or(0);
-    axum::Json(json!({"count": count}))
+        .map(|recorded| {
+            recorded
+                .iter()
+                .map(|request| json!({"protocol": format!("{:?}", request.protocol), "model": request.model}))
+                .collect()
+        })
+        .unwrap_or_default();
+    axum::Json(json!({"count": requests.len(), "requests": requests}))
 }
 
 /// The next behaviour (the script's, else the default, else `Valid`),

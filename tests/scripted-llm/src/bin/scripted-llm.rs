@@ -1,11 +1,14 @@
-//! `scripted-llm --port N`: runs the scripted OpenAI-compatible test double
-//! as a process (for local demos and tests that need a separate process).
+//! `scripted-llm --port N`: runs the scripted model test double as a process
+//! (for local demos and tests that need a separate process): OpenAI chat
+//! completions under `/v1`, Anthropic Messages at `/v1/messages`, Bedrock
+//! ConverseStream at `/model/{modelId}/converse-stream`. Prints the `/v1`
+//! base URL.
 
 use clap::Parser;
 
 #[derive(Parser)]
 #[command(
-    about = "Scripted OpenAI-compatible chat-completions server (a test double: answers schema-shaped JSON)"
+    about = "Scripted model endpoint speaking OpenAI, Anthropic and Bedrock ConverseStream (a test double: answers schema-shaped JSON)"
 )]
 struct Arguments {
     /// Port on 127.0.0.1 (0 picks a free one).
