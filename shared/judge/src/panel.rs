@@ -56,6 +56,10 @@ pub struct JudgeCall {
     /// The judge's own model, when its registration names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_name: Option<String>,
+    /// The judge's provider (`modelProvider`): with no model name, the
+    /// provider's first catalog model with structured output answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_provider: Option<String>,
 }
 
 /// What came of one call.
@@ -222,6 +226,7 @@ impl Panel {
                     system_prompt,
                     user_message: message.to_string(),
                     model_name: capabilities.model_name,
+                    model_provider: capabilities.model_provider,
                 }
             })
             .collect()

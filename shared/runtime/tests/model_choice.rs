@@ -403,7 +403,9 @@ async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model
     let judge = |id: &str, model: &str| json!({"id": id, "capabilities": {"modelName": model}});
     let body = json!({
         "request": {"id": "req-models", "content": "A claim to judge.",
-                    "selectedAgents": [judge("a", "alpha-large"), judge("b", "alpha-mini"), judge("c", "beta-small")]},
+                    "selectedAgents": [judge("a", "alpha-large"), judge("b", "alpha-mini"),
+                                       // A provider alone: its first catalog model with structured output.
+                                       json!({"id": "c", "capabilities": {"modelProvider": "Beta"}})]},
         "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "median",
                    "enableDiscussion": false, "convergenceThreshold": 1.0, "outlierDetection": false}
     });
@@ -457,6 +459,37 @@ async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model
             assert!(message.contains("`gamma` is not a model"), "{message}");
         }
         other => panic!("an unknown judge model is refused, got {other:?}"),
+    }
+    // A provider the catalog lacks, or one that does not serve the named
+    // model, is refused naming `modelProvider`.
+    let refusals = [
+        (
+            json!({"modelProvider": "gamma"}),
+            "`gamma` is not a provider",
+        ),
+        (
+            json!({"modelName": "alpha-mini", "modelProvider": "beta"}),
+            "served by the catalog's `alpha` provider",
+        ),
+    ];
+    for (capabilities, expected) in refusals {
+        let mut refused_body = body.clone();
+        refused_body["request"]["selectedAgents"][0]["capabilities"] = capabilities;
+        let refused = baton_judge::request::PanelRequest::parse(&refused_body).unwrap();
+        match services
+            .runs
+            .submit_evaluation("t", &entry, &refused, &refused_body)
+            .await
+        {
+            Err(RuntimeError::InvalidInput { path, message }) => {
+                assert_eq!(
+                    path,
+                    "$.request.selectedAgents[0].capabilities.modelProvider"
+                );
+                assert!(message.contains(expected), "{message}");
+            }
+            other => panic!("{expected}: refused, got {other:?}"),
+        }
     }
     let cost = completed.payload.as_ref().unwrap()["costUsd"]
         .as_f64()

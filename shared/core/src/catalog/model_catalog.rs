@@ -254,6 +254,43 @@ impl ModelCatalog {
         self.models.get(name)
     }
 
+    /// The catalog provider a caller's `text` names: a provider's name, or
+    /// the one provider of that kind (`anthropic`, `bedrock`, …), compared
+    /// without case (callers write `OpenAI`, `Anthropic`).
+    pub fn provider_named(&self, text: &str) -> Option<&str> {
+        let wanted = text.trim().to_ascii_lowercase();
+        if let Some((name, _)) = self
+            .providers
+            .iter()
+            .find(|(name, _)| name.to_ascii_lowercase() == wanted)
+        {
+            return Some(name);
+        }
+        let of_kind: Vec<&String> = self
+            .providers
+            .iter()
+            .filter(|(_, settings)| {
+                serde_json::to_value(settings.kind)
+                    .ok()
+                    .and_then(|kind| kind.as_str().map(str::to_string))
+                    .is_some_and(|kind| kind == wanted)
+            })
+            .map(|(name, _)| name)
+            .collect();
+        match of_kind.as_slice() {
+            [only] => Some(only.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The first model (by name) of `provider` that gives structured output.
+    pub fn first_structured_model_of(&self, provider: &str) -> Option<&str> {
+        self.models
+            .iter()
+            .find(|(_, model)| model.provider == provider && model.supports.json_schema)
+            .map(|(name, _)| name.as_str())
+    }
+
     /// The provider settings of the model named `name`.
     pub fn provider_of(&self, name: &str) -> Option<(&str, &ProviderSettings)> {
         let model = self.models.get(name)?;

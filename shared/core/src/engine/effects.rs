@@ -89,10 +89,17 @@ impl JudgeModelCall {
             user_message: call.user_message.clone(),
             schema_name: "judge_answer".to_string(),
             output_schema: std::sync::Arc::new(baton_judge::panel::judge_answer_schema()),
-            // The judge's own model, when the catalog names it.
+            // The judge's own model, when the catalog names it; else its
+            // provider's first model with structured output.
             model: call
                 .model_name
                 .as_deref()
+                .or_else(|| {
+                    call.model_provider
+                        .as_deref()
+                        .and_then(|text| catalog.provider_named(text))
+                        .and_then(|provider| catalog.first_structured_model_of(provider))
+                })
                 .and_then(|name| crate::planning::model_choice::target_of(catalog, name))
                 .map(Box::new),
         })

@@ -39,6 +39,7 @@ fn round_entry(attempt: u32) -> RunEntry {
                     system_prompt: format!("You are {judge_id}."),
                     user_message: format!("Score attempt {attempt}."),
                     model_name: None,
+                    model_provider: None,
                 })
                 .to_vec(),
         ),
