@@ -18,89 +18,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::capability::{AgentType, CapabilityRegistration, NodeKind};
 use baton_core::context::ModelRequest;
-use baton_core::facet::{Facet, FacetDirection};
-use baton_core::registry::Registry;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, StepQueue};
 use baton_runtime::worker::LocalRunner;
 use baton_test_support::TestServices;
+use baton_test_support::five_stages::{five_stage_envelope, five_stage_registry};
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// The same allocator the shipped binaries use.
 #[global_allocator]
 static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-const STAGES: [&str; 6] = [
-    "objective_notes",
-    "strategy_brief",
-    "draft_one",
-    "review_one",
-    "draft_two",
-    "review_two",
-];
-
-fn linear_registry() -> Registry {
-    let mut registry = Registry::default();
-    for (index, name) in STAGES.iter().enumerate() {
-        let facet = Facet {
-            name: name.to_string(),
-            title: name.to_string(),
-            description: format!("stage {index}"),
-            schema: json!({"type": "object", "required": ["text", "score"], "properties": {
-                "text": {"type": "string", "minLength": 1}, "score": {"type": "number", "minimum": 0, "maximum": 1}}}),
-            semantics: String::new(),
-            direction: FacetDirection::Bidirectional,
-            required_by_default: true,
-            metadata: Map::new(),
-        };
-        registry.add_facet(facet, "bench").unwrap();
-    }
-    let roles = [
-        ("strategist", NodeKind::Structuring),
-        ("writer", NodeKind::Execution),
-        ("qa", NodeKind::Validation),
-        ("writer_revision", NodeKind::Execution),
-        ("qa_final", NodeKind::Validation),
-    ];
-    for (index, (role, kind)) in roles.iter().enumerate() {
-        let capability = CapabilityRegistration {
-            capability_id: format!("bench.{role}"),
-            agent_type: AgentType::Ai,
-            version: "1".into(),
-            display_name: role.to_string(),
-            summary: format!("{role} stage"),
-            kind: *kind,
-            input_traits: None,
-            input_contract: vec![STAGES[index].to_string()],
-            output_contract: vec![STAGES[index + 1].to_string()],
-            cost: None,
-            model: None,
-            preferred_models: vec![],
-            fallback_models: vec![],
-            heartbeat: None,
-            instructions: Some(format!("Act as the {role}.")),
-            prompt_template_file: None,
-            metadata: Map::new(),
-            allows_clarify: false,
-            instruction_templates: None,
-            assignment_defaults: None,
-            quality_score: None,
-            panel: None,
-            tools: Vec::new(),
-            max_iterations: None,
-            max_tool_calls_per_turn: None,
-            parallel_tools: false,
-        };
-        registry.add_capability(capability, "bench").unwrap();
-    }
-    registry
-}
 
 /// Test double for the model endpoint: answers instantly from a table.
 struct InstantProvider {
@@ -136,16 +68,8 @@ impl LlmProvider for InstantProvider {
     }
 }
 
-fn envelope() -> Value {
-    json!({
-        "objective": "bench",
-        "inputs": {"objective_notes": {"text": "notes", "score": 0.5}},
-        "outputContract": {"schema": {"type": "object", "required": ["review_two"], "properties": {"review_two": {"type": "object"}}}}
-    })
-}
-
 fn bench_node_steps(criterion: &mut Criterion) {
-    let registry = Arc::new(linear_registry());
+    let registry = Arc::new(five_stage_registry(&|role| format!("Act as the {role}.")));
     let answers_by_schema_name = registry
         .capabilities()
         .map(|capability| {
@@ -163,7 +87,7 @@ fn bench_node_steps(criterion: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let envelope = envelope();
+    let envelope = five_stage_envelope();
     let state_folder = tempfile::tempdir().unwrap();
     let sqlite = Arc::new(
         baton_sqlite::SqliteStore::open(&state_folder.path().join("bench.sqlite3")).unwrap(),

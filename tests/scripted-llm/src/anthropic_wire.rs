@@ -106,7 +106,7 @@ pub(crate) async fn messages(
         .lock()
         .map(|mut cache| cache.marked(cacheable_prefix(&body).as_deref()))
         .unwrap_or_default();
-    let whole_prompt = tokens_of(&body.to_string());
+    let whole_prompt = crate::prompt_tokens_of(&body);
     let mut stream = event(
         "message_start",
         json!({"type": "message_start", "message": {"id": "msg_scripted", "type": "message",

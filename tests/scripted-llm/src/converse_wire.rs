@@ -173,7 +173,7 @@ pub(crate) async fn converse_stream(
         "end_turn"
     };
     bytes.extend(frame("messageStop", &json!({"stopReason": stop_reason})));
-    let input_tokens = tokens_of(&body.to_string()).saturating_sub(cache.read + cache.written);
+    let input_tokens = crate::prompt_tokens_of(&body).saturating_sub(cache.read + cache.written);
     bytes.extend(frame(
         "metadata",
         &json!({"usage": {"inputTokens": input_tokens, "outputTokens": output_tokens,

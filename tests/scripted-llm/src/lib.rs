@@ -371,6 +371,35 @@ pub(crate) fn canonical_json(value: &Value) -> String {
     }
 }
 
+/// The prompt tokens a request is billed for: its body without the cache
+/// marks (`cache_control`, `cachePoint`), which the providers do not bill.
+pub(crate) fn prompt_tokens_of(body: &Value) -> u64 {
+    fn without_marks(value: &Value) -> Value {
+        match value {
+            Value::Object(fields) => Value::Object(
+                fields
+                    .iter()
+                    .filter(|(key, _)| *key != "cache_control" && *key != "cachePoint")
+                    .map(|(key, value)| (key.clone(), without_marks(value)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .filter(|item| {
+                        !item.as_object().is_some_and(|fields| {
+                            fields.len() == 1 && fields.contains_key("cachePoint")
+                        })
+                    })
+                    .map(without_marks)
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+    tokens_of(&without_marks(body).to_string())
+}
+
 /// A rough token count (four characters a token), as the double bills.
 fn tokens_of(text: &str) -> u64 {
     (text.chars().count() as u64).div_ceil(4)

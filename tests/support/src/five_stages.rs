@@ -1,0 +1,86 @@
+//! A five-node linear pipeline (the benches' workload): five capabilities in
+//! a line over six stage facets, and the envelope that plans all five.
+
+use baton_core::capability::{AgentType, CapabilityRegistration, NodeKind};
+use baton_core::facet::{Facet, FacetDirection};
+use baton_core::registry::Registry;
+use serde_json::{Map, Value, json};
+
+/// The stages' facets, in order.
+pub const STAGES: [&str; 6] = [
+    "objective_notes",
+    "strategy_brief",
+    "draft_one",
+    "review_one",
+    "draft_two",
+    "review_two",
+];
+
+/// Five capabilities in a line (strategist → writer → qa → writer_revision
+/// → qa_final), each turning one stage's facet into the next; each role's
+/// system instructions are `instructions(role)`.
+pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
+    let mut registry = Registry::default();
+    for (index, name) in STAGES.iter().enumerate() {
+        let facet = Facet {
+            name: name.to_string(),
+            title: name.to_string(),
+            description: format!("stage {index}"),
+            schema: json!({"type": "object", "required": ["text", "score"], "properties": {
+                "text": {"type": "string", "minLength": 1}, "score": {"type": "number", "minimum": 0, "maximum": 1}}}),
+            semantics: String::new(),
+            direction: FacetDirection::Bidirectional,
+            required_by_default: true,
+            metadata: Map::new(),
+        };
+        registry.add_facet(facet, "bench").unwrap();
+    }
+    let roles = [
+        ("strategist", NodeKind::Structuring),
+        ("writer", NodeKind::Execution),
+        ("qa", NodeKind::Validation),
+        ("writer_revision", NodeKind::Execution),
+        ("qa_final", NodeKind::Validation),
+    ];
+    for (index, (role, kind)) in roles.iter().enumerate() {
+        let capability = CapabilityRegistration {
+            capability_id: format!("bench.{role}"),
+            agent_type: AgentType::Ai,
+            version: "1".into(),
+            display_name: role.to_string(),
+            summary: format!("{role} stage"),
+            kind: *kind,
+            input_traits: None,
+            input_contract: vec![STAGES[index].to_string()],
+            output_contract: vec![STAGES[index + 1].to_string()],
+            cost: None,
+            model: None,
+            preferred_models: vec![],
+            fallback_models: vec![],
+            heartbeat: None,
+            instructions: Some(instructions(role)),
+            prompt_template_file: None,
+            metadata: Map::new(),
+            allows_clarify: false,
+            instruction_templates: None,
+            assignment_defaults: None,
+            quality_score: None,
+            panel: None,
+            tools: Vec::new(),
+            max_iterations: None,
+            max_tool_calls_per_turn: None,
+            parallel_tools: false,
+        };
+        registry.add_capability(capability, "bench").unwrap();
+    }
+    registry
+}
+
+/// The envelope whose plan is the five nodes in a line.
+pub fn five_stage_envelope() -> Value {
+    json!({
+        "objective": "bench",
+        "inputs": {"objective_notes": {"text": "notes", "score": 0.5}},
+        "outputContract": {"schema": {"type": "object", "required": ["review_two"], "properties": {"review_two": {"type": "object"}}}}
+    })
+}
