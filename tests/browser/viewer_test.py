@@ -46,7 +46,10 @@ def run_badge(page):
 
 
 def watch_a_run_complete_and_open_a_node(page):
-    run_id = start_run(page, envelope("registry/examples/seed-10.1-sample-envelope.json"))
+    document = envelope("registry/examples/seed-10.1-sample-envelope.json")
+    # A catalog model on the double's endpoint: the plan chooses it for every node.
+    document.setdefault("constraints", {})["preferredModels"] = ["gpt-4.1-nano"]
+    run_id = start_run(page, document)
     expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
     nodes = page.locator("svg.plan g.node")
     expect(nodes).to_have_count(2)
@@ -59,7 +62,9 @@ def watch_a_run_complete_and_open_a_node(page):
     expect(details).to_contain_text("ContentGenerator.copyVariants")
     expect(details.locator(".output")).to_contain_text("copyVariants")
     expect(details.locator(".cost")).to_contain_text("$0.0")
-    expect(details.locator(".model")).to_have_text("gpt-4o-mini")
+    expect(details.locator(".catalog-model")).to_have_text("gpt-4.1-nano · openai")
+    expect(details.locator(".model")).to_have_text("gpt-4.1-nano")
+    expect(nodes.nth(1).locator(".node-model")).to_have_text("gpt-4.1-nano")
     expect(details.locator(".input-bundle")).to_contain_text("writerBrief")
     shot(page, "02-node-details")
     # The runs list shows the run, newest first.

@@ -3,7 +3,7 @@
 // columns by longest path from the inputs, each node coloured by status.
 
 const SVG = "http://www.w3.org/2000/svg";
-const BOX_WIDTH = 190, BOX_HEIGHT = 54, COLUMN_GAP = 80, ROW_GAP = 26, MARGIN = 20;
+const BOX_WIDTH = 190, BOX_HEIGHT = 68, COLUMN_GAP = 80, ROW_GAP = 26, MARGIN = 20;
 const STATUS_FILL = {
   pending: "#e2e8f0", scheduled: "#bee3f8", running: "#bee3f8", completed: "#c6f6d5",
   failed: "#fed7d7", awaiting_human: "#fefcbf", deliberating: "#fefcbf", awaiting_hitl: "#fefcbf",
@@ -101,6 +101,10 @@ export function drawPlan(plan, { supplied, goals, statuses, selected, onSelect }
     group.append(element("rect", { width: BOX_WIDTH, height: BOX_HEIGHT, rx: box.node ? 6 : 24, fill }));
     group.append(element("text", { x: 10, y: 21, "font-weight": "600" }, truncate(box.label, 26)));
     group.append(element("text", { x: 10, y: 40, fill: "#5a6475" }, truncate(box.sub, 27)));
+    // The catalog model the plan chose (none: the deployment's default).
+    if (box.node && box.node.model) {
+      group.append(element("text", { class: "node-model", x: 10, y: 58, fill: "#2b6cb0" }, truncate(box.node.model.name, 27)));
+    }
     if (box.node) {
       group.append(element("title", {}, `${box.id}: ${status}`));
       group.addEventListener("click", () => onSelect(box.id));

@@ -188,6 +188,9 @@ function nodeDetails(view, node) {
     make("h3", {}, `${node.label} `, badge(status)),
     make("p", { class: "hint" }, `${node.nodeId} · ${node.capabilityId} · ${node.agentType}${node.kind ? ` · ${node.kind}` : ""}`),
     make("div", { class: "figures" },
+      // The catalog model the plan chose for the node, and the model that answered.
+      figure("Chosen model", make("span", { class: "catalog-model" },
+        node.model ? `${node.model.name} · ${node.model.provider}` : "deployment default")),
       figure("Model", make("span", { class: "model" }, complete.model || ledger.model || "—")),
       figure("Tokens", make("span", { class: "tokens" }, tokens(usage))),
       figure("Cost", make("span", { class: "cost" }, money(cost))),

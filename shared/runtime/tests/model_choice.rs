@@ -622,6 +622,85 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_judge_whose_model_is_rate_limited_answers_on_its_fallback_with_a_warning() {
+    let folder = registry_folder();
+    edit(&folder.path().join("models.json"), |catalog| {
+        catalog["models"]["alpha-large"]["fallbackModels"] = json!(["beta-small"]);
+    });
+    let registry = Arc::new(load_registry(folder.path()).unwrap());
+    let limited_calls = Arc::new(Mutex::new(0));
+    let asked_beta = Arc::new(Mutex::new(Vec::new()));
+    let asked_default = Arc::new(Mutex::new(Vec::new()));
+    let router = ModelRouter::new(Arc::new(JudgeEndpoint {
+        asked: asked_default.clone(),
+    }))
+    .with_provider(
+        "alpha",
+        ProviderRoute::Ready(Arc::new(RateLimitedEndpoint {
+            calls: limited_calls.clone(),
+        })),
+    )
+    .with_provider(
+        "beta",
+        ProviderRoute::Ready(Arc::new(JudgeEndpoint {
+            asked: asked_beta.clone(),
+        })),
+    );
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(router))
+        .registry(registry)
+        .queue(queue.clone())
+        .build()
+        .services;
+    let body = json!({
+        "request": {"id": "req-fallback", "content": "A claim to judge.",
+                    "selectedAgents": [{"id": "a", "capabilities": {"modelName": "alpha-large"}}]},
+        "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "median",
+                   "enableDiscussion": false, "convergenceThreshold": 1.0, "outlierDetection": false}
+    });
+    let request = baton_judge::request::PanelRequest::parse(&body).unwrap();
+    let entry = services.runs.panel_entry().unwrap();
+    let submitted = services
+        .runs
+        .submit_evaluation("t", &entry, &request, &body)
+        .await
+        .unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    assert_eq!(
+        runner
+            .run_until_settled("t", &submitted.run_id)
+            .await
+            .unwrap(),
+        RunStatus::Completed
+    );
+    assert_eq!(*limited_calls.lock().unwrap(), 1);
+    assert_eq!(*asked_beta.lock().unwrap(), vec!["beta-small"]);
+    let frames = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    let fallbacks: Vec<&baton_core::event::EventFrame> = frames
+        .iter()
+        .filter(|frame| {
+            frame.event_type.as_str() == "warning"
+                && frame.payload.as_ref().unwrap()["code"] == "model_fallback"
+        })
+        .collect();
+    assert_eq!(fallbacks.len(), 1, "one model_fallback warning");
+    let message = fallbacks[0].message.clone().unwrap_or_default();
+    assert!(
+        message.contains("`alpha-large`") && message.contains("`beta-small`"),
+        "{message}"
+    );
+    assert!(fallbacks[0].node_id.is_some(), "on the panel node");
+}
+
 /// Test double for a slow provider endpoint: counts the calls in flight and
 /// keeps the highest count.
 struct SlowEndpoint {

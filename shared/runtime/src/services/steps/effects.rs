@@ -42,8 +42,11 @@ impl StepService {
                 let request = call
                     .request_from(stored.first(), self.registry.models())
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                // A judge's text is not streamed: the panel reports `progress`.
-                let answered = self.complete_unstreamed(&request).await;
+                // A judge's text is not streamed (the panel reports
+                // `progress`); a fallback is still told, on the panel node.
+                let answered = self
+                    .complete_noting_fallbacks(state, &call.node_id, &request)
+                    .await?;
                 Performed::AskJudge(call, answered)
             }
             Effect::Converse(call) => {
@@ -89,6 +92,30 @@ impl StepService {
             .complete(request, sender)
             .await
             .map_err(|error| model_failure(&error))
+    }
+
+    /// A model call whose text is not streamed, under a claim on
+    /// `node_id`: a fallback its model took is appended as the node's
+    /// `model_fallback` warning, as a streamed call's is.
+    async fn complete_noting_fallbacks(
+        &self,
+        state: &RunState,
+        node_id: &str,
+        request: &ModelRequest,
+    ) -> Result<ModelOutcome, RuntimeError> {
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        let answered = self
+            .llm
+            .complete(request, sender)
+            .await
+            .map_err(|error| model_failure(&error));
+        while let Ok(delta) = receiver.try_recv() {
+            if let ModelDelta::FellBack { from, to, cause } = delta {
+                self.note_fallback(state, node_id, &from, &to, &cause)
+                    .await?;
+            }
+        }
+        Ok(answered)
     }
 
     /// Calls the model while its deltas are pumped into the event log
