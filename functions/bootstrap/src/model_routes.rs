@@ -40,6 +40,13 @@ pub fn routed_model(
             router = router.with_limit(name.clone(), calls);
         }
     }
+    // A default model the catalog names takes its fallbacks and its
+    // provider's limit (it is still called on the default endpoint).
+    if let Some(target) = variable(read, "BATON_LLM_MODEL")
+        .and_then(|name| baton_core::model_choice::target_of(registry.models(), &name))
+    {
+        router = router.with_default_target(target);
+    }
     Arc::new(router)
 }
 
@@ -179,6 +186,92 @@ mod tests {
                 ..Default::default()
             })),
         }
+    }
+
+    /// Test double for a model endpoint that keeps answering 429 (as a
+    /// provider gives up after its own retries).
+    struct RateLimited;
+
+    #[async_trait::async_trait]
+    impl LlmProvider for RateLimited {
+        fn model_name(&self) -> String {
+            "main".into()
+        }
+        async fn complete(
+            &self,
+            _request: &ModelRequest,
+            _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
+        ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
+            Err(baton_runtime::error::LlmError::RateLimited { attempts: 5 })
+        }
+    }
+
+    /// Test double for a model endpoint that answers.
+    struct Answers;
+
+    #[async_trait::async_trait]
+    impl LlmProvider for Answers {
+        fn model_name(&self) -> String {
+            "spare".into()
+        }
+        async fn complete(
+            &self,
+            request: &ModelRequest,
+            _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
+        ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
+            Ok(baton_runtime::ports::ModelAnswer {
+                content: "{}".into(),
+                usage: Default::default(),
+                model: request
+                    .model
+                    .as_ref()
+                    .map(|target| target.model_id.clone())
+                    .unwrap_or_default(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_default_model_the_catalog_names_falls_back_like_a_chosen_one() {
+        let mut registry = Registry::default();
+        registry
+            .add_model_catalog_document(&RegistryDocument {
+                source_name: "models.json".into(),
+                text: r#"{"providers": {"hosted": {"kind": "openai", "baseUrlVariable": "HOSTED_BASE_URL"}, "local": {"kind": "local"}},
+                          "models": {"main": {"provider": "hosted", "inputPerMillionUsd": 1, "outputPerMillionUsd": 1,
+                                              "supports": {"jsonSchema": true}, "fallbackModels": ["spare"]},
+                                     "spare": {"provider": "local", "inputPerMillionUsd": 0, "outputPerMillionUsd": 0,
+                                               "supports": {"jsonSchema": true}}}}"#.into(),
+            })
+            .unwrap();
+        let default_is_main = |name: &str| (name == "BATON_LLM_MODEL").then(|| "main".to_string());
+        let router = routed_model(
+            Arc::new(RateLimited),
+            Some(Arc::new(Answers)),
+            &registry,
+            &default_is_main,
+        );
+        let mut request = request_for("unused");
+        request.model = None;
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+        let answer = router.complete(&request, sender).await.unwrap();
+        assert_eq!(answer.model, "spare");
+        match receiver.try_recv() {
+            Ok(baton_runtime::ports::ModelDelta::FellBack { from, to, .. }) => {
+                assert_eq!((from.as_str(), to.as_str()), ("main", "spare"));
+            }
+            other => panic!("a fallback is told, got {other:?}"),
+        }
+        // Not a catalog name: the default fails as before, with no fallback.
+        let unnamed = |_: &str| Some("not-in-the-catalog".to_string());
+        let router = routed_model(
+            Arc::new(RateLimited),
+            Some(Arc::new(Answers)),
+            &registry,
+            &unnamed,
+        );
+        let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
+        assert!(router.complete(&request, sender).await.is_err());
     }
 
     #[tokio::test]

@@ -13,6 +13,9 @@
 //! writes a `model_fallback` warning naming both models and the cause). A
 //! refused request is not a fallback trigger.
 //!
+//! The default model, when the catalog names it (`with_default_target`),
+//! takes its catalog entry's fallbacks and its provider's limit too.
+//!
 //! Back-pressure: a provider given a limit (`maxConcurrentCalls` in the
 //! catalog) takes at most that many calls at once from this process; the
 //! others wait for a permit, so a thousand runs do not open a thousand
@@ -24,6 +27,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::conversation::{SessionAnswer, ToolSession};
+use baton_core::model_request::ModelTarget;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::LlmError;
@@ -46,6 +50,10 @@ enum Answered {
 /// Routes each request to its catalog model's provider.
 pub struct ModelRouter {
     default: Arc<dyn LlmProvider>,
+    /// The catalog's entry for the default model, when `BATON_LLM_MODEL`
+    /// names one: its fallbacks and its provider's limit apply to requests
+    /// naming no model (they still go to `default`).
+    default_target: Option<ModelTarget>,
     providers: BTreeMap<String, ProviderRoute>,
     /// Providers with a limit on calls at once: their permits.
     limits: BTreeMap<String, Arc<tokio::sync::Semaphore>>,
@@ -56,6 +64,7 @@ impl ModelRouter {
     pub fn new(default: Arc<dyn LlmProvider>) -> Self {
         ModelRouter {
             default,
+            default_target: None,
             providers: BTreeMap::new(),
             limits: BTreeMap::new(),
         }
@@ -66,6 +75,13 @@ impl ModelRouter {
         let permits = usize::try_from(calls.max(1)).unwrap_or(1);
         self.limits
             .insert(name.into(), Arc::new(tokio::sync::Semaphore::new(permits)));
+        self
+    }
+
+    /// The default model is the catalog's `target`: requests naming no
+    /// model take its fallbacks and its provider's limit.
+    pub fn with_default_target(mut self, target: ModelTarget) -> Self {
+        self.default_target = Some(target);
         self
     }
 
@@ -84,7 +100,7 @@ impl ModelRouter {
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<Answered, LlmError> {
         let mut answered = self.ask(request, session, deltas).await;
-        let Some(target) = &request.model else {
+        let Some(target) = request.model.as_deref().or(self.default_target.as_ref()) else {
             return answered;
         };
         let mut failed = target.name.clone();
@@ -114,10 +130,8 @@ impl ModelRouter {
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<Answered, LlmError> {
         let provider = self.provider_for(request)?;
-        let limit = request
-            .model
-            .as_ref()
-            .and_then(|target| self.limits.get(&target.provider));
+        let target = request.model.as_deref().or(self.default_target.as_ref());
+        let limit = target.and_then(|target| self.limits.get(&target.provider));
         let _permit = match limit {
             Some(limit) => Some(limit.acquire().await.map_err(|_| {
                 LlmError::Configuration("the provider's call limit was closed".into())
@@ -135,7 +149,7 @@ impl ModelRouter {
                 .map(Answered::Turn),
         };
         // A catalog model's failure names its provider and model.
-        answered.map_err(|error| match &request.model {
+        answered.map_err(|error| match target {
             Some(target) => LlmError::Named {
                 provider: target.provider.clone(),
                 model: target.name.clone(),
