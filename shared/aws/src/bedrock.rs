@@ -93,12 +93,10 @@ impl BedrockProvider {
         }
     }
 
-    /// The provider over a client its caller configured (tests).
+    /// The provider over a client a test configured itself (an
+    /// interceptor that records its calls): the `testing` feature only.
     #[cfg(feature = "testing")]
-    pub(crate) fn over_client(
-        client: aws_sdk_bedrockruntime::Client,
-        settings: BedrockSettings,
-    ) -> Self {
+    pub fn over_client(client: aws_sdk_bedrockruntime::Client, settings: BedrockSettings) -> Self {
         BedrockProvider {
             client: tokio::sync::OnceCell::new_with(Some(client)),
             settings,

@@ -79,13 +79,4 @@ pub mod from_clients {
     pub fn sqs_queue(client: aws_sdk_sqs::Client, queue_url: &str) -> SqsStepQueue {
         SqsStepQueue::over_client(client, queue_url)
     }
-
-    /// The Bedrock provider over `client`.
-    #[cfg(feature = "bedrock")]
-    pub fn bedrock_provider(
-        client: aws_sdk_bedrockruntime::Client,
-        settings: crate::bedrock::BedrockSettings,
-    ) -> crate::bedrock::BedrockProvider {
-        crate::bedrock::BedrockProvider::over_client(client, settings)
-    }
 }

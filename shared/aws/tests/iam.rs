@@ -224,7 +224,7 @@ fn recorded_models(
             actions: recorded.clone(),
         })
         .build();
-    let bedrock = baton_aws::from_clients::bedrock_provider(
+    let bedrock = baton_aws::bedrock::BedrockProvider::over_client(
         aws_sdk_bedrockruntime::Client::from_conf(bedrock),
         baton_aws::bedrock::BedrockSettings::default(),
     );
