@@ -1219,6 +1219,7 @@ async fn judge_verify_names_the_first_broken_link() {
                 id: id.into(),
                 role: MessageRole::Agent,
                 agent_id: Some("judge-a".into()),
+                model: None,
                 content: content.into(),
                 timestamp: 1_730_050_000_000,
                 phase: if round == 0 {

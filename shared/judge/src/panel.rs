@@ -28,6 +28,11 @@ pub struct JudgeAnswer {
     pub strengths: Vec<String>,
     #[serde(default)]
     pub improvements: Vec<String>,
+    /// The model that answered, as its provider named it: set by Baton
+    /// from the call, never taken from the judge's text (the answer schema
+    /// has no such property).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// The JSON Schema a judge must answer with.
@@ -96,6 +101,9 @@ pub struct IndividualResult {
     pub strengths: Vec<String>,
     pub improvements: Vec<String>,
     pub completed_at: u64,
+    /// The model that gave this judge's last answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// `OrchestratorOutput`.
@@ -185,11 +193,25 @@ impl Panel {
         phase: MessagePhase,
         now_millis: u64,
     ) {
+        self.record_from_model(role, agent_id, None, content, phase, now_millis);
+    }
+
+    /// Appends a message, naming the model that wrote it when one did.
+    fn record_from_model(
+        &mut self,
+        role: MessageRole,
+        agent_id: Option<&str>,
+        model: Option<String>,
+        content: String,
+        phase: MessagePhase,
+        now_millis: u64,
+    ) {
         self.next_message += 1;
         let message = ConversationMessage {
             id: format!("{}:m{}", self.topic_id, self.next_message),
             role,
             agent_id: agent_id.map(str::to_string),
+            model,
             content,
             timestamp: now_millis,
             phase,
@@ -251,9 +273,10 @@ impl Panel {
                     answer.strengths.join("; "),
                     answer.improvements.join("; ")
                 );
-                self.record(
+                self.record_from_model(
                     MessageRole::Agent,
                     Some(judge_id),
+                    answer.model.clone(),
                     content,
                     phase,
                     now_millis,
@@ -405,6 +428,7 @@ impl Panel {
                     strengths: answer.strengths.clone(),
                     improvements: answer.improvements.clone(),
                     completed_at: *at,
+                    model: answer.model.clone(),
                 })
                 .collect(),
             warnings: self.warnings.clone(),

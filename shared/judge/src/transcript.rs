@@ -36,6 +36,10 @@ pub struct ConversationMessage {
     pub role: MessageRole,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// The model that wrote a judge's message (its provider's name for
+    /// it); hashed with the rest of the message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
     pub content: String,
     /// Unix milliseconds.
     pub timestamp: u64,

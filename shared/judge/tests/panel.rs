@@ -162,6 +162,7 @@ fn message(
         id: id.into(),
         role: MessageRole::Agent,
         agent_id: Some(agent.into()),
+        model: None,
         content: content.into(),
         timestamp: 1_730_050_000_000 + u64::from(round),
         phase,

@@ -25,6 +25,7 @@ fn answered(score: f64) -> JudgeOutcome {
         feedback: format!("scored {score}"),
         strengths: vec!["clear".into()],
         improvements: vec![],
+        model: Some(format!("model-{score}")),
     })
 }
 

@@ -43,7 +43,10 @@ async fn ask(
         Err(_) => JudgeOutcome::TimedOut,
         Ok(Err(error)) => JudgeOutcome::Failed(format!("the model failed: {error}")),
         Ok(Ok(answer)) => match serde_json::from_str::<JudgeAnswer>(&answer.content) {
-            Ok(parsed) => JudgeOutcome::Answered(parsed),
+            Ok(mut parsed) => {
+                parsed.model = Some(answer.model.clone());
+                JudgeOutcome::Answered(parsed)
+            }
             Err(error) => JudgeOutcome::Failed(format!("the answer is not a judgement: {error}")),
         },
     }

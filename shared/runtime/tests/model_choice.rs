@@ -445,6 +445,51 @@ async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model
         .iter()
         .find(|frame| frame.event_type.as_str() == "node_complete")
         .unwrap();
+    // The verdict and the transcript name each judge's model.
+    let verdict = completed.payload.as_ref().unwrap()["output"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    let by_judge: std::collections::BTreeMap<String, String> = verdict["individualResults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|result| {
+            (
+                result["agentId"].as_str().unwrap().to_string(),
+                result["model"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_judge,
+        [
+            ("a", "alpha-large-2026-01"),
+            ("b", "alpha-mini"),
+            ("c", "beta-small")
+        ]
+        .map(|(judge, model)| (judge.to_string(), model.to_string()))
+        .into()
+    );
+    let written: Vec<(&str, &str)> = verdict["transcript"]["rounds"][0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|message| message["role"] == "agent")
+        .map(|message| {
+            (
+                message["agentId"].as_str().unwrap(),
+                message["model"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(written.len(), 3, "{verdict}");
+    for (judge, model) in written {
+        assert_eq!(by_judge[judge], model);
+    }
     // A judge naming a model the catalog lacks is refused at submission.
     let mut unknown = body.clone();
     unknown["request"]["selectedAgents"][1]["capabilities"]["modelName"] = json!("gamma");

@@ -196,7 +196,8 @@ pub(super) fn resume_judge(
                 &answer.usage,
             );
             match serde_json::from_str::<JudgeAnswer>(&answer.content) {
-                Ok(parsed) if (0.0..=10.0).contains(&parsed.score) => {
+                Ok(mut parsed) if (0.0..=10.0).contains(&parsed.score) => {
+                    parsed.model = Some(answer.model.clone());
                     JudgeOutcome::Answered(parsed)
                 }
                 Ok(parsed) => {
