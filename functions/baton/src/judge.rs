@@ -1,5 +1,6 @@
 //! `baton judge REQUEST`: runs a judge panel in process (judges asked
-//! concurrently through the configured model) and prints its evaluation.
+//! concurrently, each through its own catalog model or the configured
+//! default) and prints its evaluation.
 //! `baton judge verify`: recomputes a panel's transcript hash chain from an
 //! evaluation output (or a bare transcript) and names the first broken link.
 
@@ -30,11 +31,30 @@ pub async fn run(path: &Path, format: OutputFormat) -> u8 {
         Ok(request) => request,
         Err(error) => return invalid(format!("{}: {error}", path.display())),
     };
-    let llm = match crate::model_choice::model_for_cli(&baton_bootstrap::process_environment) {
+    let configuration = match crate::commands::configuration_or_exit() {
+        Ok(configuration) => configuration,
+        Err(code) => return code,
+    };
+    let registry = match crate::commands::load_registry_or_exit(None, &configuration) {
+        Ok(registry) => registry,
+        Err(code) => return code,
+    };
+    // Each judge asks its own catalog model: a name the catalog lacks is
+    // refused before any is asked.
+    if let Err((at, message)) =
+        baton_core::model_choice::check_judge_models(registry.models(), &request)
+    {
+        return invalid(format!("{}: {at}: {message}", path.display()));
+    }
+    let llm = match crate::model_choice::routed_model_for_cli(
+        &registry,
+        &baton_bootstrap::process_environment,
+    ) {
         Ok(llm) => llm,
         Err(error) => return invalid(error),
     };
-    let runner = PanelRunner::new(llm, Arc::new(SystemClock));
+    let runner =
+        PanelRunner::new(llm, Arc::new(SystemClock)).with_catalog(registry.models().clone());
     let topic_id = format!("panel_{}", request.request.id);
     let evaluated = runner
         .run(request, &topic_id, |progress| match format {

@@ -1335,7 +1335,7 @@ async fn a_judge_panel_runs_and_its_transcript_verifies() {
                         "selectedAgents": [
                             {"id": "a", "capabilities": {"systemPrompt": "You check facts."}},
                             {"id": "b", "paymentConfig": {"enabled": true}},
-                            {"id": "c"}
+                            {"id": "c", "capabilities": {"modelName": "gpt-4.1-nano"}}
                         ]},
             "config": {"maxDiscussionRounds": 2, "roundTimeout": 30000, "consensusAlgorithm": "simple_average",
                        "enableDiscussion": true, "convergenceThreshold": 0.5, "outlierDetection": true}
@@ -1361,6 +1361,27 @@ async fn a_judge_panel_runs_and_its_transcript_verifies() {
     assert_eq!(consensus["convergenceRounds"], 0);
     assert_eq!(evaluation["individualResults"].as_array().unwrap().len(), 3);
     assert_eq!(server.request_count(), 3, "one call per judge");
+    // Judge c asks its own catalog model; the others the default.
+    let asked: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|request| request.model.clone())
+        .collect();
+    assert_eq!(
+        asked
+            .iter()
+            .filter(|model| *model == "gpt-4.1-nano")
+            .count(),
+        1,
+        "{asked:?}"
+    );
+    let judge_c = evaluation["individualResults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|result| result["agentId"] == "c")
+        .unwrap();
+    assert_eq!(judge_c["model"], "gpt-4.1-nano");
     let saved = folder.path().join("evaluation.json");
     std::fs::write(&saved, evaluation.to_string()).unwrap();
     let verified = baton(None, &["judge", "verify", saved.to_str().unwrap()]).await;
@@ -1370,6 +1391,21 @@ async fn a_judge_panel_runs_and_its_transcript_verifies() {
     let invalid = baton(None, &["judge", refused.to_str().unwrap()]).await;
     assert_eq!(invalid.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&invalid.stderr).contains("$.request.selectedAgents"));
+    // A judge naming a model the catalog lacks: exit 2 before any call.
+    let mut unknown: Value =
+        serde_json::from_str(&std::fs::read_to_string(&request).unwrap()).unwrap();
+    unknown["request"]["selectedAgents"][0]["capabilities"]["modelName"] = "no-such-model".into();
+    std::fs::write(&request, unknown.to_string()).unwrap();
+    let before = server.request_count();
+    let refused_model = baton(Some(&server), &["judge", request.to_str().unwrap()]).await;
+    assert_eq!(refused_model.status.code(), Some(2), "{refused_model:?}");
+    let stderr = String::from_utf8_lossy(&refused_model.stderr);
+    assert!(
+        stderr.contains("$.request.selectedAgents[0].capabilities.modelName")
+            && stderr.contains("`no-such-model`"),
+        "{stderr}"
+    );
+    assert_eq!(server.request_count(), before, "nothing was asked");
 }
 
 /// A reviewer's answer scoring `score` (0–1), valid for the registry's facets.

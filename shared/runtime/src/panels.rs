@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::context::ModelRequest;
+use baton_core::model_catalog::ModelCatalog;
+use baton_core::model_choice::model_for_judge;
 use baton_judge::panel::{
     EvaluationProgress, JudgeAnswer, JudgeCall, JudgeOutcome, Panel, PanelAdvance, PanelOutput,
     judge_answer_schema,
@@ -21,10 +23,14 @@ use crate::ports::{Clock, LlmProvider, TranscriptPublisher};
 pub struct PanelRunner {
     llm: Arc<dyn LlmProvider>,
     clock: Arc<dyn Clock>,
+    /// The catalog that resolves each judge's `modelName`/`modelProvider`;
+    /// without one, every judge asks the port's default model.
+    catalog: Option<ModelCatalog>,
 }
 
 async fn ask(
     llm: &dyn LlmProvider,
+    catalog: Option<&ModelCatalog>,
     call: &JudgeCall,
     schema: Arc<serde_json::Value>,
     timeout: Duration,
@@ -34,8 +40,16 @@ async fn ask(
         user_message: call.user_message.clone(),
         schema_name: "judge_answer".to_string(),
         output_schema: schema,
-        // In process (`baton judge`), every judge asks the process's model.
-        model: None,
+        // The judge's own model, as on the step engine.
+        model: catalog
+            .and_then(|catalog| {
+                model_for_judge(
+                    catalog,
+                    call.model_name.as_deref(),
+                    call.model_provider.as_deref(),
+                )
+            })
+            .map(Box::new),
     };
     // The panel keeps whole answers only; streamed text is dropped.
     let (deltas, _ignored) = tokio::sync::mpsc::unbounded_channel();
@@ -54,7 +68,18 @@ async fn ask(
 
 impl PanelRunner {
     pub fn new(llm: Arc<dyn LlmProvider>, clock: Arc<dyn Clock>) -> Self {
-        PanelRunner { llm, clock }
+        PanelRunner {
+            llm,
+            clock,
+            catalog: None,
+        }
+    }
+
+    /// Each judge asks the catalog model its request names (`llm` must
+    /// route catalog models, as a `ModelRouter` does).
+    pub fn with_catalog(mut self, catalog: ModelCatalog) -> Self {
+        self.catalog = Some(catalog);
+        self
     }
 
     fn now_millis(&self) -> u64 {
@@ -67,7 +92,17 @@ impl PanelRunner {
         let schema = Arc::new(judge_answer_schema());
         let asked = calls.iter().map(|call| {
             let schema = schema.clone();
-            async move { (call, ask(self.llm.as_ref(), call, schema, timeout).await) }
+            async move {
+                let outcome = ask(
+                    self.llm.as_ref(),
+                    self.catalog.as_ref(),
+                    call,
+                    schema,
+                    timeout,
+                )
+                .await;
+                (call, outcome)
+            }
         });
         for (call, outcome) in futures_util::future::join_all(asked).await {
             panel.take(&call.judge_id, call.round, outcome, self.now_millis());

@@ -91,17 +91,12 @@ impl JudgeModelCall {
             output_schema: std::sync::Arc::new(baton_judge::panel::judge_answer_schema()),
             // The judge's own model, when the catalog names it; else its
             // provider's first model with structured output.
-            model: call
-                .model_name
-                .as_deref()
-                .or_else(|| {
-                    call.model_provider
-                        .as_deref()
-                        .and_then(|text| catalog.provider_named(text))
-                        .and_then(|provider| catalog.first_structured_model_of(provider))
-                })
-                .and_then(|name| crate::planning::model_choice::target_of(catalog, name))
-                .map(Box::new),
+            model: crate::planning::model_choice::model_for_judge(
+                catalog,
+                call.model_name.as_deref(),
+                call.model_provider.as_deref(),
+            )
+            .map(Box::new),
         })
     }
 }

@@ -235,3 +235,78 @@ fn check_named_model(
         _ => Ok(()),
     }
 }
+
+/// A judge's model: its `modelName`, else its `modelProvider`'s first
+/// catalog model with structured output; `None`: the deployment's default.
+pub fn model_for_judge(
+    catalog: &ModelCatalog,
+    model_name: Option<&str>,
+    model_provider: Option<&str>,
+) -> Option<ModelTarget> {
+    model_name
+        .or_else(|| {
+            model_provider
+                .and_then(|text| catalog.provider_named(text))
+                .and_then(|provider| catalog.first_structured_model_of(provider))
+        })
+        .and_then(|name| target_of(catalog, name))
+}
+
+/// Checks each judge's `modelName` and `modelProvider` against the
+/// catalog: an unknown model or provider, a provider that does not serve
+/// the named model, or a provider alone with no structured-output model is
+/// refused as (JSON path, why).
+pub fn check_judge_models(
+    catalog: &ModelCatalog,
+    request: &baton_judge::request::PanelRequest,
+) -> Result<(), (String, String)> {
+    for (index, judge) in request.request.selected_agents.iter().enumerate() {
+        let Some(capabilities) = judge.capabilities.as_ref() else {
+            continue;
+        };
+        let at = |field: &str| format!("$.request.selectedAgents[{index}].capabilities.{field}");
+        let provider = match capabilities.model_provider.as_deref() {
+            None => None,
+            Some(text) => Some(catalog.provider_named(text).ok_or_else(|| {
+                let known: Vec<&str> = catalog.providers.keys().map(String::as_str).collect();
+                (
+                    at("modelProvider"),
+                    format!(
+                        "`{text}` is not a provider of the registry's catalog (models.json: {})",
+                        known.join(", ")
+                    ),
+                )
+            })?),
+        };
+        let named = capabilities.model_name.as_deref();
+        if let Some(name) = named {
+            let Some(model) = catalog.model(name) else {
+                return Err((
+                    at("modelName"),
+                    format!("`{name}` is not a model of the registry's catalog (models.json)"),
+                ));
+            };
+            if let Some(provider) = provider
+                && model.provider != provider
+            {
+                return Err((
+                    at("modelProvider"),
+                    format!(
+                        "`{name}` is served by the catalog's `{}` provider, not `{provider}`",
+                        model.provider
+                    ),
+                ));
+            }
+        } else if let Some(provider) = provider
+            && catalog.first_structured_model_of(provider).is_none()
+        {
+            return Err((
+                at("modelProvider"),
+                format!(
+                    "the catalog's `{provider}` provider has no model with structured output (`supports.jsonSchema`)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

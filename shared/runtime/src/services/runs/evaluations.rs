@@ -54,61 +54,8 @@ impl RunService {
     ) -> Result<SubmittedRun, RuntimeError> {
         // A judge's model is the catalog's: a name it lacks is refused here,
         // not left to the default model.
-        let catalog = self.registry.models();
-        for (index, judge) in request.request.selected_agents.iter().enumerate() {
-            let Some(capabilities) = judge.capabilities.as_ref() else {
-                continue;
-            };
-            let at =
-                |field: &str| format!("$.request.selectedAgents[{index}].capabilities.{field}");
-            let provider = match capabilities.model_provider.as_deref() {
-                None => None,
-                Some(text) => Some(catalog.provider_named(text).ok_or_else(|| {
-                    RuntimeError::InvalidInput {
-                        path: at("modelProvider"),
-                        message: format!(
-                            "`{text}` is not a provider of the registry's catalog (models.json: {})",
-                            catalog.providers.keys().cloned().collect::<Vec<_>>().join(", ")
-                        ),
-                    }
-                })?),
-            };
-            match (capabilities.model_name.as_deref(), provider) {
-                (Some(name), _) if catalog.model(name).is_none() => {
-                    return Err(RuntimeError::InvalidInput {
-                        path: at("modelName"),
-                        message: format!(
-                            "`{name}` is not a model of the registry's catalog (models.json)"
-                        ),
-                    });
-                }
-                (Some(name), Some(provider))
-                    if catalog
-                        .model(name)
-                        .is_some_and(|model| model.provider != provider) =>
-                {
-                    return Err(RuntimeError::InvalidInput {
-                        path: at("modelProvider"),
-                        message: format!(
-                            "`{name}` is served by the catalog's `{}` provider, not `{provider}`",
-                            catalog
-                                .model(name)
-                                .map(|model| model.provider.as_str())
-                                .unwrap_or_default()
-                        ),
-                    });
-                }
-                (None, Some(provider)) if catalog.first_structured_model_of(provider).is_none() => {
-                    return Err(RuntimeError::InvalidInput {
-                        path: at("modelProvider"),
-                        message: format!(
-                            "the catalog's `{provider}` provider has no model with structured output (`supports.jsonSchema`)"
-                        ),
-                    });
-                }
-                _ => {}
-            }
-        }
+        baton_core::model_choice::check_judge_models(self.registry.models(), request)
+            .map_err(|(path, message)| RuntimeError::InvalidInput { path, message })?;
         let verdict = &entry.verdict_facet;
         let envelope = json!({
             "objective": format!(
