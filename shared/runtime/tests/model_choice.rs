@@ -375,6 +375,38 @@ impl LlmProvider for JudgeEndpoint {
     }
 }
 
+/// A one-round panel request over `judges`.
+fn panel_body(id: &str, judges: Value) -> Value {
+    json!({
+        "request": {"id": id, "content": "A claim to judge.", "selectedAgents": judges},
+        "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "median",
+                   "enableDiscussion": false, "convergenceThreshold": 1.0, "outlierDetection": false}
+    })
+}
+
+/// Submits `body` as an evaluation and runs it until it settles; its run id.
+async fn evaluate(
+    services: &baton_runtime::services::Services,
+    runner: &LocalRunner,
+    body: &Value,
+) -> String {
+    let request = baton_judge::request::PanelRequest::parse(body).unwrap();
+    let entry = services.runs.panel_entry().unwrap();
+    let submitted = services
+        .runs
+        .submit_evaluation("t", &entry, &request, body)
+        .await
+        .unwrap();
+    assert_eq!(
+        runner
+            .run_until_settled("t", &submitted.run_id)
+            .await
+            .unwrap(),
+        RunStatus::Completed
+    );
+    submitted.run_id
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model() {
     let folder = registry_folder();
@@ -394,40 +426,16 @@ async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model
     let router = ModelRouter::new(endpoint(&asked_default))
         .with_provider("alpha", ProviderRoute::Ready(endpoint(&asked_alpha)))
         .with_provider("beta", ProviderRoute::Ready(endpoint(&asked_beta)));
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(Arc::new(router))
-        .registry(registry)
-        .queue(queue.clone())
-        .build()
-        .services;
+    let (services, runner) = orchestrator(registry, router);
     let judge = |id: &str, model: &str| json!({"id": id, "capabilities": {"modelName": model}});
-    let body = json!({
-        "request": {"id": "req-models", "content": "A claim to judge.",
-                    "selectedAgents": [judge("a", "alpha-large"), judge("b", "alpha-mini"),
-                                       // A provider alone: its first catalog model with structured output.
-                                       json!({"id": "c", "capabilities": {"modelProvider": "Beta"}})]},
-        "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "median",
-                   "enableDiscussion": false, "convergenceThreshold": 1.0, "outlierDetection": false}
-    });
-    let request = baton_judge::request::PanelRequest::parse(&body).unwrap();
-    let entry = services.runs.panel_entry().unwrap();
-    let submitted = services
-        .runs
-        .submit_evaluation("t", &entry, &request, &body)
-        .await
-        .unwrap();
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
-    assert_eq!(
-        runner
-            .run_until_settled("t", &submitted.run_id)
-            .await
-            .unwrap(),
-        RunStatus::Completed
+    let body = panel_body(
+        "req-models",
+        json!([judge("a", "alpha-large"), judge("b", "alpha-mini"),
+               // A provider alone: its first catalog model with structured output.
+               {"id": "c", "capabilities": {"modelProvider": "Beta"}}]),
     );
+    let run_id = evaluate(&services, &runner, &body).await;
+    let entry = services.runs.panel_entry().unwrap();
     let mut alpha = asked_alpha.lock().unwrap().clone();
     alpha.sort();
     assert_eq!(alpha, vec!["alpha-large-2026-01", "alpha-mini"]);
@@ -438,7 +446,7 @@ async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model
     let expected = (1_200.0 + 300.0 + 600.0) / 1_000_000.0;
     let frames = services
         .runs
-        .read_all_events_after("t", &submitted.run_id, 0)
+        .read_all_events_after("t", &run_id, 0)
         .await
         .unwrap();
     let completed = frames
@@ -692,42 +700,17 @@ async fn a_judge_whose_model_is_rate_limited_answers_on_its_fallback_with_a_warn
             asked: asked_beta.clone(),
         })),
     );
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(Arc::new(router))
-        .registry(registry)
-        .queue(queue.clone())
-        .build()
-        .services;
-    let body = json!({
-        "request": {"id": "req-fallback", "content": "A claim to judge.",
-                    "selectedAgents": [{"id": "a", "capabilities": {"modelName": "alpha-large"}}]},
-        "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "median",
-                   "enableDiscussion": false, "convergenceThreshold": 1.0, "outlierDetection": false}
-    });
-    let request = baton_judge::request::PanelRequest::parse(&body).unwrap();
-    let entry = services.runs.panel_entry().unwrap();
-    let submitted = services
-        .runs
-        .submit_evaluation("t", &entry, &request, &body)
-        .await
-        .unwrap();
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
-    assert_eq!(
-        runner
-            .run_until_settled("t", &submitted.run_id)
-            .await
-            .unwrap(),
-        RunStatus::Completed
+    let (services, runner) = orchestrator(registry, router);
+    let body = panel_body(
+        "req-fallback",
+        json!([{"id": "a", "capabilities": {"modelName": "alpha-large"}}]),
     );
+    let run_id = evaluate(&services, &runner, &body).await;
     assert_eq!(*limited_calls.lock().unwrap(), 1);
     assert_eq!(*asked_beta.lock().unwrap(), vec!["beta-small"]);
     let frames = services
         .runs
-        .read_all_events_after("t", &submitted.run_id, 0)
+        .read_all_events_after("t", &run_id, 0)
         .await
         .unwrap();
     let fallbacks: Vec<&baton_core::event::EventFrame> = frames
