@@ -453,6 +453,9 @@ async fn each_judge_of_a_panel_asks_its_own_model_and_the_cost_adds_up_per_model
         .iter()
         .find(|frame| frame.event_type.as_str() == "node_complete")
         .unwrap();
+    // Every frame of a panel run (`progress` included) meets its own schema
+    // and the one every frame shares.
+    baton_test_support::assert_frames_match_schemas(&frames);
     // The verdict and the transcript name each judge's model.
     let verdict = completed.payload.as_ref().unwrap()["output"]
         .as_object()

@@ -232,6 +232,24 @@ impl TestServices {
     }
 }
 
+/// The schema every frame shares (`events/schemas/event-frame.schema.json`).
+fn common_frame_validator() -> SharedValidator {
+    static COMMON: OnceLock<SharedValidator> = OnceLock::new();
+    COMMON
+        .get_or_init(|| {
+            let path = repository_path("events/schemas/event-frame.schema.json");
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            let schema: Value = serde_json::from_str(&text)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            Arc::new(
+                compile_schema(&schema, &path.display().to_string())
+                    .unwrap_or_else(|error| panic!("{}: {error}", path.display())),
+            )
+        })
+        .clone()
+}
+
 fn frame_validator(type_name: &str) -> SharedValidator {
     static CACHE: OnceLock<Mutex<HashMap<String, SharedValidator>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
@@ -256,7 +274,8 @@ fn frame_validator(type_name: &str) -> SharedValidator {
 }
 
 /// Validates frames as JSON (from an SSE `data:` line or an ndjson line)
-/// against their type's published schema; panics naming the first that breaks it.
+/// against their type's published schema and the schema every frame shares;
+/// panics naming the first that breaks either.
 pub fn assert_frame_values_match_schemas<'a>(frames: impl IntoIterator<Item = &'a Value>) {
     let mut checked = 0;
     for frame in frames {
@@ -267,6 +286,11 @@ pub fn assert_frame_values_match_schemas<'a>(frames: impl IntoIterator<Item = &'
         assert!(
             violations.is_empty(),
             "{type_name} frame breaks events/schemas/frames/{type_name}.schema.json: {violations:?}\n{frame:#}"
+        );
+        let common = collect_violations(&common_frame_validator(), frame);
+        assert!(
+            common.is_empty(),
+            "{type_name} frame breaks events/schemas/event-frame.schema.json: {common:?}\n{frame:#}"
         );
         checked += 1;
     }

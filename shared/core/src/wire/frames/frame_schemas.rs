@@ -257,6 +257,25 @@ mod tests {
         }
     }
 
+    /// The schema every frame shares lists every frame type, no more.
+    #[test]
+    fn the_common_frame_schema_names_every_frame_type() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../events/schemas/event-frame.schema.json");
+        let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let listed: std::collections::BTreeSet<&str> = schema["properties"]["type"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let types: std::collections::BTreeSet<&str> = EventType::ALL
+            .iter()
+            .map(|event_type| event_type.as_str())
+            .collect();
+        assert_eq!(listed, types, "{}", path.display());
+    }
+
     /// The checked-in schema files are what the Rust types generate.
     /// `BATON_UPDATE_SCHEMAS=1 cargo test -p baton-core frame_schema_files`
     /// rewrites them.
