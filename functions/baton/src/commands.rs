@@ -359,7 +359,7 @@ pub async fn run(
         };
     let submitted = match services.runs.submit(LOCAL_TENANT, &envelope_json).await {
         Ok(submitted) => submitted,
-        Err(error @ RuntimeError::InvalidInput { .. }) => {
+        Err(error @ (RuntimeError::InvalidInput { .. } | RuntimeError::RunNotFound { .. })) => {
             return report_invalid_envelope(envelope_path, &error);
         }
         Err(error) => return invalid(error),

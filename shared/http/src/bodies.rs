@@ -148,6 +148,9 @@ pub struct RunAccepted {
     pub status: RunStatus,
     /// The idempotency key was used before: this is that run.
     pub deduplicated: bool,
+    /// `constraints.resumeRunId` named this run: it was not created now.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub resumed: bool,
 }
 
 /// `POST /runs/{runId}/cancel`: the run's status after the cancel.

@@ -76,6 +76,12 @@ impl From<RuntimeError> for ApiError {
                 format!("capability `{capability_id}` {message}"),
             )
             .with_details(json!({"path": "$.capabilityId"})),
+            RuntimeError::RunNotFound { path, run_id } => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "run_not_found",
+                format!("{path}: no run `{run_id}`"),
+            )
+            .with_details(json!({"path": path})),
             other if other.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

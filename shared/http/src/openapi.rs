@@ -124,8 +124,13 @@ pub fn operations() -> Vec<Operation> {
                 answer(202, "created", Body::Json("RunAccepted")),
                 answer(
                     200,
-                    "the same idempotency key was submitted before: that run",
+                    "the same idempotency key was submitted before, or constraints.resumeRunId names a run: that run",
                     Body::Json("RunAccepted"),
+                ),
+                answer(
+                    404,
+                    "constraints.resumeRunId names no run of the tenant",
+                    Body::Json("Error"),
                 ),
                 BAD_JSON,
                 INVALID,
@@ -157,7 +162,16 @@ pub fn operations() -> Vec<Operation> {
             Some("TaskEnvelope"),
             &[("dialect", "`hooks`: the hook-event rendering")],
             &[
-                answer(200, "the run's frames", Body::Sse),
+                answer(
+                    200,
+                    "the run's frames (with constraints.resumeRunId: that run's, from its first)",
+                    Body::Sse,
+                ),
+                answer(
+                    404,
+                    "constraints.resumeRunId names no run of the tenant",
+                    Body::Json("Error"),
+                ),
                 BAD_JSON,
                 INVALID,
             ],

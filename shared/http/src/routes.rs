@@ -99,7 +99,7 @@ async fn create_run(
 ) -> Result<Response, ApiError> {
     let envelope = parse_json_body(&body)?;
     let submitted = state.runs.submit(&tenant.0, &envelope).await?;
-    let status = if submitted.deduplicated {
+    let status = if submitted.deduplicated || submitted.resumed {
         StatusCode::OK
     } else {
         StatusCode::ACCEPTED
@@ -111,6 +111,7 @@ async fn create_run(
             thread_id: submitted.thread_id,
             status: submitted.status,
             deduplicated: submitted.deduplicated,
+            resumed: submitted.resumed,
         }),
     )
         .into_response())

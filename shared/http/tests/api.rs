@@ -1198,6 +1198,102 @@ async fn chat_messages_stream_and_a_thread_remembers_its_exchanges() {
     );
 }
 
+/// How many runs the tenant of `token` has.
+async fn run_count(api: &TestApi, token: &str) -> usize {
+    get_json(api, "/runs?limit=100", token).await["runs"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_run_id_follows_the_existing_run_and_never_creates_one() {
+    let api = start_api().await;
+    let parked = park_on_a_person(&api).await;
+    let run_id = parked["runId"].as_str().unwrap();
+    let node_id = parked["nodeId"].as_str().unwrap();
+    assert_eq!(run_count(&api, ACME_TOKEN).await, 1);
+    let mut resending: Value = serde_json::from_str(
+        &std::fs::read_to_string(baton_test_support::repository_path(
+            "functions/baton/tests/fixtures/human-review.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    resending["constraints"]["resumeRunId"] = json!(run_id);
+
+    // A parked run: the same run, its state as it is.
+    let (status, accepted) = post_json(&api, "/runs", ACME_TOKEN, &resending).await;
+    assert_eq!(status, 200, "{accepted}");
+    assert_eq!(accepted["runId"], run_id);
+    assert_eq!(accepted["resumed"], true);
+    assert_eq!(accepted["status"], "awaiting_human");
+    let replayed = read_sse(
+        api.client
+            .post(format!("{}/run.stream", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .json(&resending)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(replayed.first().unwrap().1, "start");
+    assert_eq!(replayed.last().unwrap().2, parked, "up to where it waits");
+
+    // It continues when the person answers, and a resend replays it whole.
+    let output =
+        scripted_llm::generate_instance(&parked["payload"]["contract"]["outputSchema"], "answer");
+    let (status, body) = post_json(
+        &api,
+        "/run.resume",
+        ACME_TOKEN,
+        &json!({"runId": run_id, "nodeId": node_id, "expectedPlanVersion": parked["planVersion"], "output": output}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let mut finished = Vec::new();
+    for _ in 0..200 {
+        finished = read_sse(
+            api.client
+                .post(format!("{}/run.stream", api.base))
+                .bearer_auth(ACME_TOKEN)
+                .json(&resending)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        if finished.last().unwrap().1 == "complete" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(finished.last().unwrap().1, "complete");
+    assert!(
+        finished
+            .iter()
+            .all(|(_, _, frame)| frame["runId"] == run_id)
+    );
+    let ids: Vec<&str> = finished.iter().map(|(id, _, _)| id.as_str()).collect();
+    let expected: Vec<String> = (1..=finished.len()).map(|id| id.to_string()).collect();
+    assert_eq!(
+        ids, expected,
+        "the whole run, in order, from its first frame"
+    );
+    assert_eq!(run_count(&api, ACME_TOKEN).await, 1, "no second run");
+
+    // Another tenant's run, or none: 404 naming the field; nothing created.
+    let (status, body) = post_json(&api, "/runs", GLOBEX_TOKEN, &resending).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "run_not_found");
+    assert_eq!(
+        body["error"]["details"]["path"],
+        "$.constraints.resumeRunId"
+    );
+    assert_eq!(run_count(&api, GLOBEX_TOKEN).await, 0);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_runs_list_pages_newest_first_filters_by_status_and_names_bad_parameters() {
     let api = start_api().await;

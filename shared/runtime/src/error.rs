@@ -167,6 +167,10 @@ pub enum RuntimeError {
     /// A chat message names a thread the tenant does not have. HTTP 404.
     #[error("no thread `{0}`")]
     ThreadNotFound(String),
+    /// A field names a run the tenant does not have (`path` says which).
+    /// HTTP 404.
+    #[error("{path}: no run `{run_id}`")]
+    RunNotFound { path: String, run_id: String },
 }
 
 impl RuntimeError {
@@ -182,7 +186,8 @@ impl RuntimeError {
             | RuntimeError::Registry(_)
             | RuntimeError::Core(_)
             | RuntimeError::Io { .. }
-            | RuntimeError::ThreadNotFound(_) => false,
+            | RuntimeError::ThreadNotFound(_)
+            | RuntimeError::RunNotFound { .. } => false,
         }
     }
 }

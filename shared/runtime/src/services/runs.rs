@@ -32,6 +32,9 @@ pub struct SubmittedRun {
     pub status: RunStatus,
     /// True when an idempotency key matched an earlier submission.
     pub deduplicated: bool,
+    /// True when `constraints.resumeRunId` named this existing run: no run
+    /// was created, the caller follows that one.
+    pub resumed: bool,
 }
 
 pub struct RunService {
@@ -107,6 +110,24 @@ impl RunService {
         envelope_json: &Value,
     ) -> Result<SubmittedRun, RuntimeError> {
         let envelope = self.parse_envelope(envelope_json)?;
+        if let Some(resumed) = &envelope.constraints.resume_run_id {
+            // Rehydrates the tenant's run: its current state, never a new run.
+            let existing = self
+                .store
+                .load_run(tenant_id, resumed)
+                .await?
+                .ok_or_else(|| RuntimeError::RunNotFound {
+                    path: "$.constraints.resumeRunId".into(),
+                    run_id: resumed.clone(),
+                })?;
+            return Ok(SubmittedRun {
+                run_id: resumed.clone(),
+                thread_id: existing.state.thread_id,
+                status: existing.state.status,
+                deduplicated: false,
+                resumed: true,
+            });
+        }
         let run_id = self.ids.new_id("run");
         let identity = NewRunIdentity {
             thread_id: envelope
@@ -148,6 +169,7 @@ impl RunService {
                     thread_id: existing.state.thread_id,
                     status: existing.state.status,
                     deduplicated: true,
+                    resumed: false,
                 })
             }
             CreateOutcome::Created => {
@@ -157,6 +179,7 @@ impl RunService {
                     thread_id: decision.state.thread_id,
                     status: decision.state.status,
                     deduplicated: false,
+                    resumed: false,
                 })
             }
         }

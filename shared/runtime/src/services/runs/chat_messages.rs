@@ -99,6 +99,7 @@ impl RunService {
             thread_id: decision.state.thread_id,
             status: decision.state.status,
             deduplicated: false,
+            resumed: false,
         })
     }
 }
