@@ -31,7 +31,8 @@ pub mod wire;
 pub use basics::{claims, codes, error, instant, logic, redaction, schema, status, usage};
 pub use catalog::{contexts, model_catalog, registry, registry_schemas, registry_search, tools};
 pub use contracts::{
-    capability, compiler, contract, diagnostics, envelope, facet, model_request, panels, policies,
+    capability, compiler, contract, diagnostics, envelope, facet, legacy_policies, model_request,
+    panels, policies,
 };
 pub use planning::{
     chat_plan, llm_planner, model_choice, normalization, plan, plan_picture, planner, selection,

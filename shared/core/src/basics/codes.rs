@@ -123,6 +123,10 @@ pub enum WarningCode {
     /// A model answered that `registry/models.json` does not price: its
     /// calls have no cost (said once per run and model).
     ModelPriceUnknown,
+    /// A legacy policy key (`policies.persona`, `hitlRequiredFor`, …) was
+    /// rewritten into its canonical form; the frame names the key
+    /// (`field`) and says what it became.
+    LegacyPolicyNormalized,
 }
 
 impl WarningCode {

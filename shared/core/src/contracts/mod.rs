@@ -8,6 +8,7 @@ pub mod contract;
 pub mod diagnostics;
 pub mod envelope;
 pub mod facet;
+pub mod legacy_policies;
 pub mod model_request;
 pub mod panels;
 pub mod policies;

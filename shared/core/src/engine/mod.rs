@@ -65,7 +65,11 @@ pub use policy::run_metrics;
 pub(crate) use step_context::StepContext;
 
 use crate::basics::error::CoreError;
-use crate::basics::{codes::FailureCode, instant::Instant, schema::ValidatorCache};
+use crate::basics::{
+    codes::{FailureCode, WarningCode},
+    instant::Instant,
+    schema::ValidatorCache,
+};
 use crate::catalog::registry::Registry;
 use crate::contracts::envelope::TaskEnvelope;
 use crate::state::run::{NodeStatus, RunState, RunStatus, StepCommand, StepMessage};
@@ -213,6 +217,27 @@ pub fn start_run(
         exchanges: Vec::new(),
         entries: Vec::new(),
     }
+}
+
+/// The `warning` frames saying what each legacy policy key of a new run's
+/// envelope became (appended after its `start`).
+pub fn legacy_policy_warnings(
+    rewrites: &[crate::contracts::legacy_policies::LegacyRewrite],
+    now: Instant,
+) -> Vec<EventDraft> {
+    rewrites
+        .iter()
+        .map(|rewrite| {
+            let mut payload = frames::WarningPayload::of(WarningCode::LegacyPolicyNormalized);
+            payload.field = Some(rewrite.field.clone());
+            frames::warning(
+                &FrameStamp::new(now, 0),
+                None,
+                format!("{} became {}", rewrite.field, rewrite.became),
+                &payload,
+            )
+        })
+        .collect()
 }
 
 /// Creates a chat run: `turn`'s message (and its thread's history) answered

@@ -109,7 +109,16 @@ impl RunService {
         tenant_id: &str,
         envelope_json: &Value,
     ) -> Result<SubmittedRun, RuntimeError> {
-        let envelope = self.parse_envelope(envelope_json)?;
+        let mut envelope = self.parse_envelope(envelope_json)?;
+        // Legacy policy keys become canonical policies and constraints,
+        // each said in a warning.
+        let rewrites = baton_core::legacy_policies::normalize_legacy_policies(&mut envelope)
+            .map_err(|error| match error {
+                baton_core::CoreError::InvalidEnvelope { path, message } => {
+                    RuntimeError::InvalidInput { path, message }
+                }
+                other => RuntimeError::Core(other),
+            })?;
         if let Some(resumed) = &envelope.constraints.resume_run_id {
             // Rehydrates the tenant's run: its current state, never a new run.
             let existing = self
@@ -142,12 +151,11 @@ impl RunService {
             run_id: run_id.clone(),
         };
         let idempotency_key = envelope.idempotency_key.clone();
-        let decision = start_run(
-            identity,
-            envelope,
-            self.clock.now(),
-            self.settings.max_node_attempts,
-        );
+        let now = self.clock.now();
+        let mut decision = start_run(identity, envelope, now, self.settings.max_node_attempts);
+        decision
+            .events
+            .extend(baton_core::engine::legacy_policy_warnings(&rewrites, now));
         let outcome = self
             .store
             .create_run(

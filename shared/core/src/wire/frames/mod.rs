@@ -407,6 +407,9 @@ pub struct WarningPayload {
     /// `model_price_unknown`: the model the price table does not name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// `legacy_policy_normalized`: the JSON path of the key it is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
 }
 
 impl WarningPayload {
@@ -416,6 +419,7 @@ impl WarningPayload {
             fallback: None,
             rejected_drafts: None,
             model: None,
+            field: None,
         }
     }
 }

@@ -1,0 +1,204 @@
+//! Envelope fields that act: the specifications' sample envelopes run with
+//! every legacy policy key normalised (a `warning` each) and
+//! `hitlRequiredFor: ["final_publish"]` holding the final output for a
+//! person's approval; `constraints.resumeRunId` rehydrating a run.
+//!
+//! The model is a test double (schema-shaped answers for every request);
+//! everything else is the real engine on the in-memory store and queue.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::engine::ApprovalDecision;
+use baton_core::event::EventFrame;
+use baton_core::run::{RunStatus, TokenUsage};
+use baton_runtime::error::LlmError;
+use baton_runtime::memory::InMemoryStepQueue;
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
+use baton_runtime::services::{HumanInput, HumanInputOutcome, Services};
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::{TestServices, example_envelope};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Test double for the model endpoint: a schema-shaped answer to anything.
+struct SchemaShapedModel;
+
+#[async_trait]
+impl LlmProvider for SchemaShapedModel {
+    fn model_name(&self) -> String {
+        "schema-shaped".into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        Ok(ModelAnswer {
+            content: scripted_llm::generate_instance(&request.output_schema, "answer").to_string(),
+            usage: TokenUsage::default(),
+            model: "schema-shaped".into(),
+        })
+    }
+}
+
+fn orchestrator() -> (Services, LocalRunner) {
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(SchemaShapedModel))
+        .queue(queue.clone())
+        .build()
+        .services;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    (services, runner)
+}
+
+async fn frames_of(services: &Services, run_id: &str) -> Vec<EventFrame> {
+    services
+        .runs
+        .read_all_events_after("t", run_id, 0)
+        .await
+        .unwrap()
+}
+
+fn legacy_warnings(frames: &[EventFrame]) -> Vec<String> {
+    frames
+        .iter()
+        .filter(|frame| {
+            frame.event_type.as_str() == "warning"
+                && frame.payload.as_ref().unwrap()["code"] == "legacy_policy_normalized"
+        })
+        .map(|frame| {
+            frame.payload.as_ref().unwrap()["field"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sample_envelope_says_what_each_legacy_key_became_and_parks_its_final_output_for_approval()
+ {
+    let (services, runner) = orchestrator();
+    let envelope = example_envelope("seed-10.1-sample-envelope.json");
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::AwaitingHitl,
+        "the final output waits for a person (hitlRequiredFor: final_publish)"
+    );
+    let frames = frames_of(&services, &run.run_id).await;
+    assert_eq!(
+        legacy_warnings(&frames),
+        [
+            "$.policies.hitlRequiredFor[0]",
+            "$.policies.persona",
+            "$.policies.variantCount"
+        ]
+    );
+    assert!(
+        !frames
+            .iter()
+            .any(|frame| frame.event_type.as_str() == "complete"),
+        "nothing is delivered before the approval"
+    );
+    let requested = frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "hitl_request")
+        .expect("an approval is asked");
+    let request_id = requested.payload.as_ref().unwrap()["requestId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let state = services
+        .runs
+        .load("t", &run.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert!(
+        state
+            .nodes
+            .values()
+            .all(|record| record.status == baton_core::run::NodeStatus::Completed),
+        "asked once every node is done"
+    );
+    assert_eq!(
+        state.envelope.constraints.other["persona"], "marketer",
+        "the persona travels as a constraint"
+    );
+
+    let outcome = services
+        .humans
+        .apply(
+            "t",
+            &run.run_id,
+            HumanInput::Resolve {
+                request_id,
+                decision: ApprovalDecision::Approve,
+                note: Some("ship it".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, HumanInputOutcome::Applied { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let frames = frames_of(&services, &run.run_id).await;
+    let complete = frames.last().unwrap();
+    assert_eq!(complete.event_type.as_str(), "complete");
+    assert!(complete.payload.as_ref().unwrap()["output"]["copyVariants"].is_array());
+    baton_test_support::assert_frames_match_schemas(&frames);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rejected_final_output_fails_the_run_and_a_bad_legacy_value_is_refused() {
+    let (services, runner) = orchestrator();
+    let run = services
+        .runs
+        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .await
+        .unwrap();
+    runner.run_until_settled("t", &run.run_id).await.unwrap();
+    let pending = services.humans.pending_requests("t").await.unwrap();
+    assert_eq!(pending.len(), 1);
+    services
+        .humans
+        .apply(
+            "t",
+            &run.run_id,
+            HumanInput::Resolve {
+                request_id: pending[0].request.request_id.clone(),
+                decision: ApprovalDecision::Reject,
+                note: Some("off brand".into()),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Failed
+    );
+
+    let mut envelope = example_envelope("seed-10.1-sample-envelope.json");
+    envelope["policies"]["hitlRequiredFor"] = serde_json::json!(["launch_party"]);
+    match services.runs.submit("t", &envelope).await {
+        Err(baton_runtime::error::RuntimeError::InvalidInput { path, message }) => {
+            assert_eq!(path, "$.policies.hitlRequiredFor[0]");
+            assert!(message.contains("final_publish"), "{message}");
+        }
+        other => panic!("refused, got {other:?}"),
+    }
+}
