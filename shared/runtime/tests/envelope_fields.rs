@@ -23,8 +23,12 @@ use baton_runtime::worker::LocalRunner;
 use baton_test_support::{TestServices, example_envelope};
 use tokio::sync::mpsc::UnboundedSender;
 
-/// Test double for the model endpoint: a schema-shaped answer to anything.
-struct SchemaShapedModel;
+/// Test double for the model endpoint: a schema-shaped answer to anything;
+/// records each request's (schema name, user message).
+#[derive(Default)]
+struct SchemaShapedModel {
+    asked: std::sync::Mutex<Vec<(String, serde_json::Value)>>,
+}
 
 #[async_trait]
 impl LlmProvider for SchemaShapedModel {
@@ -36,6 +40,10 @@ impl LlmProvider for SchemaShapedModel {
         request: &ModelRequest,
         _deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
+        self.asked.lock().unwrap().push((
+            request.schema_name.clone(),
+            serde_json::from_str(&request.user_message).unwrap_or_default(),
+        ));
         Ok(ModelAnswer {
             content: scripted_llm::generate_instance(&request.output_schema, "answer").to_string(),
             usage: TokenUsage::default(),
@@ -45,8 +53,12 @@ impl LlmProvider for SchemaShapedModel {
 }
 
 fn orchestrator() -> (Services, LocalRunner) {
+    orchestrator_with(Arc::new(SchemaShapedModel::default()))
+}
+
+fn orchestrator_with(model: Arc<SchemaShapedModel>) -> (Services, LocalRunner) {
     let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(Arc::new(SchemaShapedModel))
+    let services = TestServices::with_model(model)
         .queue(queue.clone())
         .build()
         .services;
@@ -201,4 +213,59 @@ async fn a_rejected_final_output_fails_the_run_and_a_bad_legacy_value_is_refused
         }
         other => panic!("refused, got {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn caller_constraints_directives_and_output_hints_reach_the_nodes_they_concern() {
+    let model = Arc::new(SchemaShapedModel::default());
+    let (services, runner) = orchestrator_with(model.clone());
+    let mut envelope = example_envelope("seed-10.1-sample-envelope.json");
+    envelope["policies"]
+        .as_object_mut()
+        .unwrap()
+        .remove("hitlRequiredFor");
+    envelope["constraints"] = serde_json::json!({
+        "mustInclude": ["audit trail"], "language": "de", "platform": "linkedin", "apiKey": "sk-secret"
+    });
+    envelope["policies"]["planner"] = serde_json::json!({"directives": {"tone": "plain"}});
+    envelope["outputContract"]["hints"] = serde_json::json!({"maxLength": 280});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let asked = model.asked.lock().unwrap().clone();
+    let constraints_of = |schema: &str| {
+        asked
+            .iter()
+            .find(|(name, _)| name == schema)
+            .unwrap_or_else(|| panic!("{schema} was asked: {asked:?}"))
+            .1["callerConstraints"]
+            .clone()
+    };
+    let strategy = constraints_of("StrategyManager_writerBrief");
+    let writer = constraints_of("ContentGenerator_copyVariants");
+    for seen in [&strategy, &writer] {
+        assert_eq!(seen["mustInclude"], serde_json::json!(["audit trail"]));
+        assert_eq!(seen["language"], "de");
+        assert_eq!(seen["platform"], "linkedin");
+        assert_eq!(
+            seen["persona"], "marketer",
+            "the legacy persona, normalised"
+        );
+        assert_eq!(seen["directives"], serde_json::json!({"tone": "plain"}));
+        assert_ne!(
+            seen["apiKey"], "sk-secret",
+            "a secret never reaches a model"
+        );
+    }
+    assert_eq!(
+        writer["outputHints"],
+        serde_json::json!({"maxLength": 280}),
+        "the node producing the contract's facet gets its hints"
+    );
+    assert!(
+        strategy.get("outputHints").is_none(),
+        "a node producing nothing the contract asks for does not"
+    );
 }

@@ -2,7 +2,9 @@
 //! the envelope's non-facet context (`apiKey`, `password`, …) are redacted
 //! before they reach a model.
 //! Prompt hygiene: a node sees its capability's instruction,
-//! its own input facets, the envelope's objective and non-facet context, and
+//! its own input facets, the envelope's objective and non-facet context, the
+//! caller's constraints and directives (and the output hints, if it produces
+//! what the contract asks for), and
 //! the errors of its own previous attempt, and the answers to its own
 //! clarifying questions. Never the orchestrator's prompt, never other
 //! nodes' history.
@@ -41,6 +43,59 @@ pub struct ContextBundle {
     /// A revision: the reviewer's findings on the node's previous draft.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision_notes: Option<std::sync::Arc<Value>>,
+    /// What the caller asked of the work beyond the canonical fields: the
+    /// envelope's other `constraints` (`mustInclude`, `language`,
+    /// `platform`, `persona`, `brandVoice`, …) and the planner's
+    /// `directives`, for every node a model runs; the output contract's
+    /// `hints` (as `outputHints`) only for nodes producing a facet the
+    /// contract asks for. Secrets redacted.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub caller_constraints: Map<String, Value>,
+}
+
+/// The caller's constraints as `node` sees them (see
+/// [`ContextBundle::caller_constraints`]).
+fn caller_constraints_for(state: &RunState, node: &PlanNode) -> Map<String, Value> {
+    let envelope = &state.envelope;
+    let mut constraints: Map<String, Value> = envelope
+        .constraints
+        .other
+        .iter()
+        .map(|(key, value)| {
+            let shown = if is_secret_key(key) {
+                Value::String(REDACTED.into())
+            } else {
+                redact(value)
+            };
+            (key.clone(), shown)
+        })
+        .collect();
+    if let Some(directives) = envelope
+        .policies
+        .planner
+        .as_ref()
+        .and_then(|planner| planner.directives.as_ref())
+        .filter(|directives| !directives.is_empty())
+    {
+        constraints.insert(
+            "directives".into(),
+            redact(&Value::Object(directives.clone())),
+        );
+    }
+    let contract_facets = envelope.output_contract.top_level_properties();
+    let produces_the_output = node
+        .output_facets
+        .iter()
+        .any(|facet| contract_facets.contains(facet));
+    if let Some(hints) = envelope
+        .output_contract
+        .hints
+        .as_ref()
+        .filter(|hints| produces_the_output && !hints.is_empty())
+    {
+        constraints.insert("outputHints".into(), redact(&Value::Object(hints.clone())));
+    }
+    constraints
 }
 
 /// The value of `facet` as `node` should see it: from the producer the plan
@@ -106,6 +161,7 @@ pub fn build_context_bundle(
         })
         .map(|draft| draft.review.clone());
     ContextBundle {
+        caller_constraints: caller_constraints_for(state, node),
         revision_notes,
         hitl_clarifications,
         objective: state.envelope.objective.clone(),
@@ -160,6 +216,8 @@ struct UserMessage<'a> {
     /// The reviewer's findings on the previous draft (a revision).
     #[serde(skip_serializing_if = "Option::is_none")]
     revision_notes: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    caller_constraints: &'a Map<String, Value>,
 }
 
 const CLARIFY_INSTRUCTION: &str = "If a missing or ambiguous input blocks you, you may instead answer {\"clarify\": {\"question\": \"...\"}} with one question for a person; you will run again with the answer in hitlClarifications.";
@@ -209,6 +267,7 @@ pub fn build_model_request(node: &PlanNode, bundle: &ContextBundle) -> ModelRequ
         hitl_clarifications: &bundle.hitl_clarifications,
         clarify: node.allows_clarify.then_some(CLARIFY_INSTRUCTION),
         revision_notes: bundle.revision_notes.as_deref(),
+        caller_constraints: &bundle.caller_constraints,
     };
     let output_schema = if node.allows_clarify {
         std::sync::Arc::new(serde_json::json!({
