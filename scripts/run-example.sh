@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs one envelope from registry/examples/ end to end on the embedded default
-# (in-memory store and queue, one process), printing the event stream and the
-# validated output. Idempotent; does its own set-up.
+# (one process; the run kept in a SQLite file under the data directory),
+# printing the event stream and the validated output. Idempotent; does its own
+# set-up.
 #
 #   bash scripts/run-example.sh [ENVELOPE] [baton run options…]
 #
@@ -46,4 +47,22 @@ if [ "$remote_configured" = "1" ]; then
 else
   echo "run-example: running $envelope on the offline local model (CPU; a few seconds per node)" >&2
 fi
-exec "$target_dir/debug/baton" run "$envelope" "$@"
+# An envelope may ask a person to approve its final output
+# (policies.hitlRequiredFor: ["final_publish"], as the seed sample does): the run
+# then waits (exit 4) and this script approves it as the operator would, so the
+# example ends with its validated output. BATON_EXAMPLE_APPROVE=0 leaves it
+# waiting (`baton resolve RUN --approve|--reject` later).
+messages="$(mktemp)"
+trap 'rm -f "$messages"' EXIT
+status=0
+"$target_dir/debug/baton" run "$envelope" "$@" 2> >(tee "$messages" >&2) || status=$?
+wait
+if [ "$status" = "4" ] && [ "${BATON_EXAMPLE_APPROVE:-1}" = "1" ]; then
+  run_id="$(sed -n 's/^baton: run \([^ ]*\) waits for approval.*/\1/p' "$messages" | tail -n 1)"
+  if [ -n "$run_id" ]; then
+    echo "run-example: $envelope asks a person to approve its final output (policies.hitlRequiredFor); approving it as the operator: baton resolve $run_id --approve" >&2
+    status=0
+    "$target_dir/debug/baton" resolve "$run_id" --approve --note "approved by scripts/run-example.sh" || status=$?
+  fi
+fi
+exit "$status"

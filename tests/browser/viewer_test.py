@@ -50,6 +50,13 @@ def watch_a_run_complete_and_open_a_node(page):
     # A catalog model on the double's endpoint: the plan chooses it for every node.
     document.setdefault("constraints", {})["preferredModels"] = ["gpt-4.1-nano"]
     run_id = start_run(page, document)
+    # The sample asks a person to approve the final output (policies.hitlRequiredFor:
+    # final_publish): the viewer shows the request; approving it completes the run.
+    expect(run_badge(page)).to_have_text("awaiting_hitl", timeout=TIMEOUT_MS)
+    approval = page.locator(".approval")
+    expect(approval.locator(".operator-prompt")).to_contain_text("final_publish")
+    shot(page, "01a-final-output-awaits-approval")
+    approval.locator("button.approve").click()
     expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
     nodes = page.locator("svg.plan g.node")
     expect(nodes).to_have_count(2)
@@ -172,7 +179,10 @@ def show_and_verify_a_judge_transcript(page):
 def use_a_server_without_tokens_without_being_asked_for_one(browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(ANONYMOUS_ROOT + "/")
-    run_id = start_run(page, envelope("registry/examples/seed-10.1-sample-envelope.json"))
+    document = envelope("registry/examples/seed-10.1-sample-envelope.json")
+    # Not about the approval gate: without it the run ends by itself.
+    document["policies"].pop("hitlRequiredFor", None)
+    run_id = start_run(page, document)
     expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
     page.click("#refresh-runs")
     expect(page.locator(f'#runs li[data-run-id="{run_id}"]')).to_be_visible(timeout=TIMEOUT_MS)

@@ -171,7 +171,52 @@ async fn every_example_envelope_completes_with_contract_valid_output() {
     );
     for example in examples {
         let server = ScriptedLlmServer::start().await.unwrap();
-        let (code, frames, stderr) = run_ndjson(&server, &example).await;
+        let (mut code, mut frames, mut stderr) = run_ndjson(&server, &example).await;
+        let envelope: Value =
+            serde_json::from_str(&std::fs::read_to_string(&example).unwrap()).unwrap();
+        let legacy_keys = [
+            "persona",
+            "brandVoice",
+            "variantCount",
+            "hitlRequiredFor",
+            "requiresHitlApproval",
+        ];
+        let sent: Vec<&str> = legacy_keys
+            .into_iter()
+            .filter(|key| envelope["policies"].get(*key).is_some())
+            .collect();
+        let said: Vec<&str> = frames
+            .iter()
+            .filter(|frame| frame["payload"]["code"] == "legacy_policy_normalized")
+            .map(|frame| frame["payload"]["field"].as_str().unwrap())
+            .collect();
+        for key in &sent {
+            assert!(
+                said.iter()
+                    .any(|field| field.starts_with(&format!("$.policies.{key}"))),
+                "{}: the legacy `{key}` is said to be normalised: {said:?}",
+                example.display()
+            );
+        }
+        if envelope["policies"]["hitlRequiredFor"] == json!(["final_publish"]) {
+            // The final output waits for a person: approve it, the run ends.
+            assert_eq!(code, 4, "{}: {stderr}", example.display());
+            assert_eq!(frames.last().unwrap()["type"], "hitl_request");
+            let run_id = frames[0]["runId"].as_str().unwrap().to_string();
+            let resolved = baton(
+                Some(&server),
+                &["resolve", &run_id, "--approve", "--format", "ndjson"],
+            )
+            .await;
+            code = resolved.status.code().unwrap();
+            stderr = String::from_utf8(resolved.stderr).unwrap();
+            frames.extend(
+                String::from_utf8(resolved.stdout)
+                    .unwrap()
+                    .lines()
+                    .map(|line| serde_json::from_str::<Value>(line).unwrap()),
+            );
+        }
         assert_eq!(code, 0, "{}: {stderr}\n{frames:?}", example.display());
         assert_frame_invariants(&frames);
         let last = frames.last().unwrap();
@@ -442,7 +487,7 @@ async fn schema_violating_answers_twice_then_valid_still_complete() {
     server.push_behaviors([Behavior::SchemaViolating, Behavior::SchemaViolating]);
     let (code, frames, stderr) = run_ndjson(
         &server,
-        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 0, "{stderr}");
@@ -510,7 +555,7 @@ async fn three_violating_answers_hand_the_node_to_the_next_ranked_capability() {
     ]);
     let (code, frames, _) = run_ndjson(
         &server,
-        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 0, "{:?}", types(&frames));
@@ -544,7 +589,7 @@ async fn violating_answers_fail_the_run_once_no_capability_is_left() {
     server.push_behaviors((0..30).map(|_| Behavior::SchemaViolating));
     let (code, frames, _) = run_ndjson(
         &server,
-        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 3);
@@ -568,7 +613,7 @@ async fn five_server_errors_in_a_row_fail_the_run_with_an_error_frame() {
     }));
     let (code, frames, _) = run_ndjson(
         &server,
-        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 3);
@@ -605,7 +650,7 @@ async fn a_node_sees_only_its_own_input_facets_and_no_orchestrator_prompt() {
     let server = ScriptedLlmServer::start().await.unwrap();
     let (code, _, _) = run_ndjson(
         &server,
-        &repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
+        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 0);
@@ -795,7 +840,7 @@ fn plan_draft(nodes: Value) -> Behavior {
 }
 
 async fn run_with_llm_planner(server: &ScriptedLlmServer) -> (i32, Vec<Value>) {
-    let envelope = repository_root().join("registry/examples/seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json");
     let (code, frames, _) = run_ndjson_with(server, &envelope, &[("BATON_PLANNER", "llm")]).await;
     (code, frames)
 }
@@ -870,9 +915,9 @@ async fn a_draft_with_a_forbidden_capability_is_rejected_by_policy_then_replanne
         ])),
     ]);
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
-        )
+        &std::fs::read_to_string(baton_test_support::ungated_example_file(
+            "seed-10.1-sample-envelope.json",
+        ))
         .unwrap(),
     )
     .unwrap();
@@ -1131,9 +1176,9 @@ async fn approvals_and_pauses_continue_in_later_processes() {
         folder.path().join("runs.sqlite3").display()
     );
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
-        )
+        &std::fs::read_to_string(baton_test_support::ungated_example_file(
+            "seed-10.1-sample-envelope.json",
+        ))
         .unwrap(),
     )
     .unwrap();
@@ -1266,7 +1311,7 @@ async fn a_clarifying_question_is_answered_from_a_later_process() {
         folder.path().join("runs.sqlite3").display()
     );
     let registry_argument = format!("--registry={}", registry.display());
-    let envelope = repository_root().join("registry/examples/seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json");
     let asked = baton(
         Some(&server),
         &[
@@ -1432,9 +1477,9 @@ async fn run_reviewed(
 ) -> (i32, Vec<Value>, String) {
     let folder = tempfile::tempdir().unwrap();
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
-        )
+        &std::fs::read_to_string(baton_test_support::ungated_example_file(
+            "seed-10.1-sample-envelope.json",
+        ))
         .unwrap(),
     )
     .unwrap();
@@ -1589,7 +1634,7 @@ async fn run_hooks(server: &ScriptedLlmServer, envelope: &Path) -> (i32, Vec<Val
 #[tokio::test(flavor = "multi_thread")]
 async fn hooks_render_the_run_and_orchestrator_complete_comes_last() {
     let server = ScriptedLlmServer::start().await.unwrap();
-    let envelope = repository_root().join("registry/examples/seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json");
     let (code, events) = run_hooks(&server, &envelope).await;
     assert_eq!(code, 0);
     let names: Vec<&str> = events
@@ -1802,9 +1847,9 @@ async fn interactive_baton_chat_keeps_one_thread() {
 async fn a_preferred_catalog_model_is_the_one_each_node_asks() {
     let server = ScriptedLlmServer::start().await.unwrap();
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            repository_root().join("registry/examples/seed-10.1-sample-envelope.json"),
-        )
+        &std::fs::read_to_string(baton_test_support::ungated_example_file(
+            "seed-10.1-sample-envelope.json",
+        ))
         .unwrap(),
     )
     .unwrap();

@@ -13,7 +13,13 @@ use std::process::Output;
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
 
-const EXAMPLE: &str = "registry/examples/seed-10.1-sample-envelope.json";
+/// The sample envelope without its final approval gate (this file is about
+/// the view, not the gate).
+fn example() -> String {
+    baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json")
+        .display()
+        .to_string()
+}
 
 fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -36,7 +42,7 @@ fn command(base_url: &str) -> tokio::process::Command {
 
 async fn run(base_url: &str, extra: &[&str]) -> Output {
     command(base_url)
-        .args(["run", EXAMPLE, "--store", "memory"])
+        .args(["run", &example(), "--store", "memory"])
         .args(extra)
         .output()
         .await
@@ -152,8 +158,9 @@ async fn on_a_terminal_the_view_is_coloured_and_shows_progress_while_the_model_w
     ]);
     let baton = env!("CARGO_BIN_EXE_baton");
     let shell = format!(
-        "BATON_LLM_BASE_URL={} {baton} run {EXAMPLE} --store memory",
-        server.base_url()
+        "BATON_LLM_BASE_URL={} {baton} run {} --store memory",
+        server.base_url(),
+        example()
     );
     // `script` gives the command a pseudo-terminal for stdout and stderr.
     let output = tokio::process::Command::new("script")

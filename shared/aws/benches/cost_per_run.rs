@@ -41,7 +41,7 @@ use baton_core::run::{RunStatus, StepCommand};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::StepQueue;
 use baton_runtime::worker::process_received_step;
-use baton_test_support::{TestServices, example_envelope};
+use baton_test_support::TestServices;
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::ScriptedLlmServer;
 
@@ -382,7 +382,7 @@ async fn main() {
             let started = Instant::now();
             let submitted = services
                 .runs
-                .submit("t", &example_envelope(example))
+                .submit("t", &baton_test_support::ungated_example_envelope(example))
                 .await
                 .unwrap();
             records.push(StepRecord {

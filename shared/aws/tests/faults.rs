@@ -25,9 +25,7 @@ use baton_runtime::ports::{
 };
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
 use baton_runtime::worker::process_received_step;
-use baton_test_support::{
-    BuiltServices, TestServices, assert_frames_match_schemas, example_envelope,
-};
+use baton_test_support::{BuiltServices, TestServices, assert_frames_match_schemas};
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
@@ -243,7 +241,7 @@ fn orchestrator(
 }
 
 fn envelope() -> Value {
-    example_envelope("seed-10.1-sample-envelope.json")
+    baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json")
 }
 
 /// Receives and performs steps (concurrently within a batch) until the run settles.

@@ -38,7 +38,7 @@ use baton_runtime::ports::{ClaimOutcome, Clock, NodeClaim, RunStore, StepQueue};
 use baton_runtime::services::{HumanInput, HumanInputOutcome};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services};
 use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
-use baton_test_support::{TestServices, example_envelope, repository_path};
+use baton_test_support::{TestServices, repository_path};
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};
 
@@ -293,7 +293,7 @@ async fn drain(parts: &Recorded, deliveries: usize, only_run: Option<&str>) {
 async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeSet<String>> {
     let mut by_function = BTreeMap::new();
     let parts = recorded_services(fixture, OrchestratorSettings::default());
-    let envelope = example_envelope("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
 
     // ingest: submissions, a re-sent one deduplicated by its key.
     let mut keyed = envelope.clone();
@@ -745,7 +745,10 @@ async fn calls_for_one_node_step(
         .services;
     services
         .runs
-        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .submit(
+            "t",
+            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+        )
         .await
         .unwrap();
     let plan = queue

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
-use baton_test_support::{TestServices, example_envelope, repository_path};
+use baton_test_support::{TestServices, repository_path};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -80,7 +80,7 @@ async fn a_requested_run_event_reaches_the_ingest_queue_as_an_ingest_message() {
         .send()
         .await
         .unwrap();
-    let envelope = example_envelope("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
     let entry = |source: &str| {
         aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
             .event_bus_name(&bus)

@@ -16,7 +16,7 @@ use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::{Clock, StepQueue};
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
 use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
-use baton_test_support::{TestServices, example_envelope};
+use baton_test_support::TestServices;
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};
 
@@ -60,7 +60,10 @@ async fn a_busy_twin_delivery_is_visible_again_after_its_retry_after() {
     built
         .services
         .runs
-        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .submit(
+            "t",
+            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+        )
         .await
         .unwrap();
     let plan = queue

@@ -12,7 +12,7 @@ use baton_http::{ApiState, HttpSettings, TokenAuthenticator, router};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::services::OrchestratorSettings;
-use baton_test_support::{TestServices, assert_frame_values_match_schemas, example_envelope};
+use baton_test_support::{TestServices, assert_frame_values_match_schemas};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use scripted_llm::ScriptedLlmServer;
@@ -29,8 +29,9 @@ struct TestApi {
     _worker: tokio::task::JoinHandle<()>,
 }
 
+/// An example envelope without its approval gate (the gate has its own tests).
 fn example(name: &str) -> Value {
-    example_envelope(name)
+    baton_test_support::ungated_example_envelope(name)
 }
 
 async fn start_api() -> TestApi {

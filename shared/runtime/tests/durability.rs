@@ -20,7 +20,7 @@ use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, RunStore, StepQueue};
 use baton_runtime::services::{OutboxSweeper, Services, StepOutcome};
 use baton_runtime::worker::LocalRunner;
-use baton_test_support::{TestServices, assert_frames_match_schemas, example_envelope};
+use baton_test_support::{TestServices, assert_frames_match_schemas};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -53,7 +53,7 @@ impl LlmProvider for CountingModel {
 }
 
 fn envelope() -> Value {
-    example_envelope("seed-10.1-sample-envelope.json")
+    baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json")
 }
 
 fn services(

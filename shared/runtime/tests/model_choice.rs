@@ -184,7 +184,8 @@ async fn each_node_calls_the_model_the_documented_order_picks() {
     let (services, runner) = orchestrator(registry, router);
 
     // The envelope prefers beta-small; the writer brief is pinned to alpha-large.
-    let mut envelope = example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope =
+        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"]["preferredModels"] = json!(["beta-small"]);
     let run = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(
@@ -255,7 +256,10 @@ async fn each_node_calls_the_model_the_documented_order_picks() {
     // Without the envelope's preference, the free node uses the default.
     let plain = services
         .runs
-        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .submit(
+            "t",
+            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -274,7 +278,8 @@ async fn each_node_calls_the_model_the_documented_order_picks() {
         ("no-such-model", "is not a model of the registry's catalog"),
         ("beta-text-only", "cannot do strict structured output"),
     ] {
-        let mut refused = example_envelope("seed-10.1-sample-envelope.json");
+        let mut refused =
+            baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
         refused["constraints"]["preferredModels"] = json!(["beta-small", preferred]);
         match services.runs.submit("t", &refused).await {
             Err(RuntimeError::InvalidInput { path, message }) => {
@@ -601,7 +606,10 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
     let (services, runner) = orchestrator(registry, router);
     let run = services
         .runs
-        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .submit(
+            "t",
+            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -652,7 +660,10 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
     let (services, runner) = orchestrator(registry, router);
     let run = services
         .runs
-        .submit("t", &example_envelope("seed-10.1-sample-envelope.json"))
+        .submit(
+            "t",
+            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+        )
         .await
         .unwrap();
     assert_eq!(

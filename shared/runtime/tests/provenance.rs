@@ -17,7 +17,7 @@ use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore};
 use baton_runtime::worker::LocalRunner;
-use baton_test_support::{TestServices, example_envelope};
+use baton_test_support::TestServices;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -120,14 +120,15 @@ async fn every_delivered_artifact_was_produced_by_a_specialist_node() {
         "seed-10.1-sample-envelope.json",
         "social-post-new-case.json",
     ] {
-        let state = run_to_the_end(&example_envelope(name)).await;
+        let state = run_to_the_end(&baton_test_support::ungated_example_envelope(name)).await;
         assert_every_artifact_came_from_a_specialist(name, &state);
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_panel_reviewed_run_delivers_the_specialists_draft_with_the_panels_score() {
-    let mut envelope = example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope =
+        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = json!({"qualityThreshold": 0.8, "executionDepth": 2});
     envelope["policies"]["planner"] = json!({"selection": {"require": ["ReviewPanel.copyReview"]}});
     let state = run_to_the_end(&envelope).await;

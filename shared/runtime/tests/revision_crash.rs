@@ -19,7 +19,7 @@ use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, StepQueue};
 use baton_runtime::worker::LocalRunner;
-use baton_test_support::{TestServices, example_envelope};
+use baton_test_support::TestServices;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -61,7 +61,8 @@ impl LlmProvider for ReviewedModel {
 }
 
 fn reviewed_envelope() -> Value {
-    let mut envelope = example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope =
+        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = json!({"qualityThreshold": 0.8, "executionDepth": 3});
     envelope["policies"]["planner"] =
         json!({"selection": {"require": ["QualityAssurance.contentReview"]}});

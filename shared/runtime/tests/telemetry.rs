@@ -15,7 +15,7 @@ use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::telemetry::{ObservedRunStore, RunCounters, emf_lines};
 use baton_runtime::worker::LocalRunner;
-use baton_test_support::{TestServices, example_envelope};
+use baton_test_support::TestServices;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -72,7 +72,7 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
         runs: services.runs.clone(),
         queue,
     };
-    let envelope = example_envelope("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
     let completed = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(
         runner

@@ -55,6 +55,37 @@ pub fn example_envelope(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
+/// `registry/examples/<name>` without the approval gate its policies ask
+/// for (`hitlRequiredFor`, `requiresHitlApproval`: the final output waits
+/// for a person), for tests about something else that run the example to
+/// its end. The gate itself is tested with the example as it is.
+pub fn ungated_example_envelope(name: &str) -> Value {
+    let mut envelope = example_envelope(name);
+    if let Some(policies) = envelope.get_mut("policies").and_then(Value::as_object_mut) {
+        policies.remove("hitlRequiredFor");
+        policies.remove("requiresHitlApproval");
+    }
+    envelope
+}
+
+/// [`ungated_example_envelope`] written to a file (for tests that hand a
+/// path to the `baton` binary): one per process, under the temporary folder.
+pub fn ungated_example_file(name: &str) -> PathBuf {
+    let directory = std::env::temp_dir().join(format!("baton-ungated-{}", std::process::id()));
+    std::fs::create_dir_all(&directory)
+        .unwrap_or_else(|error| panic!("{}: {error}", directory.display()));
+    let path = directory.join(name);
+    if !path.exists() {
+        // Written aside then renamed, so a concurrent test never reads half.
+        let partial = directory.join(format!("{name}.{:?}.partial", std::thread::current().id()));
+        std::fs::write(&partial, ungated_example_envelope(name).to_string())
+            .unwrap_or_else(|error| panic!("{}: {error}", partial.display()));
+        std::fs::rename(&partial, &path)
+            .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    }
+    path
+}
+
 /// The repository's `registry/`, loaded once per test binary.
 pub fn repository_registry() -> Arc<Registry> {
     static REGISTRY: OnceLock<Arc<Registry>> = OnceLock::new();

@@ -96,11 +96,10 @@ pub async fn read_sse(response: reqwest::Response) -> Vec<Value> {
     frames
 }
 
+/// An example envelope without its approval gate (these tests are about
+/// serving, not about `hitlRequiredFor`).
 pub fn example(name: &str) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(repository().join("registry/examples").join(name)).unwrap(),
-    )
-    .unwrap()
+    baton_test_support::ungated_example_envelope(name)
 }
 
 /// The scripted model server as the serve process's model.

@@ -290,6 +290,7 @@ pub fn plan_deterministically(
         }
     }
     add_required_capabilities(&context, &mut draft, &mut diagnostics);
+    add_capabilities_the_constraints_need(&context, &mut draft);
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
@@ -359,6 +360,89 @@ fn add_required_capabilities(
                     capability.input_contract.join(", ")
                 )),
             );
+        }
+    }
+}
+
+/// What the envelope's constraints need that nothing planned so far gives:
+/// a reviewer (a capability with a `qualityScore`) under
+/// `constraints.qualityThreshold`, and a node of each
+/// `policies.planner.topology.requiredKinds` kind. The first registry
+/// capability that gives it (preferred ones first, then by cost, then by
+/// id; never a forbidden one) whose inputs can be had is planned after
+/// their producers. When none can, the plan goes without it and the
+/// validator says so (an advisory for the reviewer, a hard finding for a
+/// required kind).
+fn add_capabilities_the_constraints_need(context: &PlanningContext<'_>, draft: &mut Draft) {
+    let registry = context.registry;
+    let mut needs = Vec::new();
+    if context.envelope.constraints.quality_threshold.is_some() {
+        needs.push(ConstraintNeed::Reviewer);
+    }
+    if let Some(topology) = context
+        .envelope
+        .policies
+        .planner
+        .as_ref()
+        .and_then(|planner| planner.topology.as_ref())
+    {
+        needs.extend(
+            topology
+                .required_kinds
+                .iter()
+                .cloned()
+                .map(ConstraintNeed::Kind),
+        );
+    }
+    for need in needs {
+        let planned = draft
+            .chosen_capability_ids
+            .iter()
+            .filter_map(|id| registry.capability(id))
+            .any(|capability| need.given_by(capability));
+        if planned {
+            continue;
+        }
+        let mut candidates: Vec<&CapabilityRegistration> = registry
+            .capabilities()
+            .filter(|capability| need.given_by(capability))
+            .filter(|capability| !context.is_listed(|s| &s.forbid, &capability.capability_id))
+            .collect();
+        candidates.sort_by_key(|capability| {
+            (
+                !context.is_listed(|s| &s.prefer, &capability.capability_id),
+                context.cost_order(capability),
+                capability.capability_id.clone(),
+            )
+        });
+        for capability in candidates {
+            let snapshot = draft.clone();
+            let mut stack = Vec::new();
+            let inputs_resolved = context
+                .required_inputs(capability)
+                .all(|input| context.resolve_facet(input, draft, &mut stack));
+            if inputs_resolved {
+                draft.choose(capability);
+                break;
+            }
+            *draft = snapshot;
+        }
+    }
+}
+
+/// Something the envelope's constraints need in a plan.
+enum ConstraintNeed {
+    /// A reviewer: a capability with a `qualityScore`.
+    Reviewer,
+    /// A node of this kind.
+    Kind(String),
+}
+
+impl ConstraintNeed {
+    fn given_by(&self, capability: &CapabilityRegistration) -> bool {
+        match self {
+            ConstraintNeed::Reviewer => capability.quality_score.is_some(),
+            ConstraintNeed::Kind(kind) => capability.kind.as_str() == kind,
         }
     }
 }

@@ -29,8 +29,33 @@ pub fn validate_plan(
     check_structure(plan, registry, validators, &mut diagnostics);
     check_coverage(plan, envelope, registry, &mut diagnostics);
     check_planner_policies(plan, envelope, registry, &mut diagnostics);
+    check_quality_reviewer(plan, envelope, &mut diagnostics);
     let outcomes = check_constraints(plan, envelope, &mut diagnostics);
     merge_diagnostics(diagnostics, &outcomes)
+}
+
+/// A quality threshold with no reviewer in the plan cannot be checked: an
+/// advisory says so (the planner adds one when the registry can).
+fn check_quality_reviewer(
+    plan: &PlanGraph,
+    envelope: &TaskEnvelope,
+    diagnostics: &mut Vec<PlanDiagnostic>,
+) {
+    let Some(threshold) = envelope.constraints.quality_threshold else {
+        return;
+    };
+    if plan.nodes.iter().any(|node| node.quality_score.is_some()) {
+        return;
+    }
+    diagnostics.push(
+        PlanDiagnostic::advisory(
+            "constraints.qualityThreshold",
+            format!("a reviewer checks drafts against qualityThreshold {threshold}"),
+        )
+        .with_suggestion(
+            "No capability with a qualityScore can review this plan's drafts: the threshold is not checked. Register a reviewer whose inputs the plan produces.",
+        ),
+    );
 }
 
 /// Wraps planner failures (no plan at all) into a rejected bundle.
