@@ -24,10 +24,15 @@ use baton_test_support::{TestServices, example_envelope};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Test double for the model endpoint: a schema-shaped answer to anything;
-/// records each request's (schema name, user message).
+/// records each request's (schema name, user message). The reviewer's
+/// scores come from `review_scores` in turn (then 0.9); a writer asked to
+/// revise for unmet requirements writes `revised_with` into its first
+/// variant.
 #[derive(Default)]
 struct SchemaShapedModel {
     asked: std::sync::Mutex<Vec<(String, serde_json::Value)>>,
+    review_scores: std::sync::Mutex<std::collections::VecDeque<f64>>,
+    revised_with: Option<&'static str>,
 }
 
 #[async_trait]
@@ -40,12 +45,33 @@ impl LlmProvider for SchemaShapedModel {
         request: &ModelRequest,
         _deltas: UnboundedSender<ModelDelta>,
     ) -> Result<ModelAnswer, LlmError> {
-        self.asked.lock().unwrap().push((
-            request.schema_name.clone(),
-            serde_json::from_str(&request.user_message).unwrap_or_default(),
-        ));
+        let message: serde_json::Value =
+            serde_json::from_str(&request.user_message).unwrap_or_default();
+        self.asked
+            .lock()
+            .unwrap()
+            .push((request.schema_name.clone(), message.clone()));
+        let mut answer = scripted_llm::generate_instance(&request.output_schema, "answer");
+        if request.schema_name == "QualityAssurance_contentReview" {
+            let score = self
+                .review_scores
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(0.9);
+            answer["qaFindings"]["overallScore"] = serde_json::json!(score);
+        }
+        if let (Some(term), Some(variants)) = (
+            self.revised_with,
+            answer
+                .get_mut("copyVariants")
+                .and_then(serde_json::Value::as_array_mut),
+        ) && message["revisionNotes"]["unmet"].is_array()
+        {
+            variants[0]["body"] = serde_json::json!(format!("Now with the {term}."));
+        }
         Ok(ModelAnswer {
-            content: scripted_llm::generate_instance(&request.output_schema, "answer").to_string(),
+            content: answer.to_string(),
             usage: TokenUsage::default(),
             model: "schema-shaped".into(),
         })
@@ -268,4 +294,123 @@ async fn caller_constraints_directives_and_output_hints_reach_the_nodes_they_con
         strategy.get("outputHints").is_none(),
         "a node producing nothing the contract asks for does not"
     );
+}
+
+fn plan_updates(frames: &[EventFrame]) -> Vec<serde_json::Value> {
+    frames
+        .iter()
+        .filter(|frame| frame.event_type.as_str() == "plan_updated")
+        .map(|frame| frame.payload.clone().unwrap())
+        .collect()
+}
+
+fn warnings_coded(frames: &[EventFrame], code: &str) -> usize {
+    frames
+        .iter()
+        .filter(|frame| {
+            frame.event_type.as_str() == "warning"
+                && frame.payload.as_ref().unwrap()["code"] == code
+        })
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quality_threshold_alone_plans_a_reviewer_and_a_low_score_revises() {
+    let model = Arc::new(SchemaShapedModel::default());
+    model.review_scores.lock().unwrap().extend([0.3, 0.9]);
+    let (services, runner) = orchestrator_with(model.clone());
+    let mut envelope =
+        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.8, "executionDepth": 2});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    let status = runner.run_until_settled("t", &run.run_id).await.unwrap();
+    let frames = frames_of(&services, &run.run_id).await;
+    assert_eq!(
+        status,
+        RunStatus::Completed,
+        "{:#?}",
+        frames
+            .iter()
+            .filter(
+                |f| ["error", "node_error", "validation_error", "plan_rejected"]
+                    .contains(&f.event_type.as_str())
+            )
+            .collect::<Vec<_>>()
+    );
+    let planned = frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "plan_generated")
+        .unwrap();
+    let capabilities: Vec<&str> = planned.payload.as_ref().unwrap()["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|node| node["capabilityId"].as_str().unwrap())
+        .collect();
+    assert!(
+        capabilities.contains(&"QualityAssurance.contentReview"),
+        "a reviewer is planned for the threshold: {capabilities:?}"
+    );
+    let updates = plan_updates(&frames);
+    assert_eq!(updates.len(), 1, "one revision");
+    assert_eq!(updates[0]["trigger"]["kind"], "quality_below_threshold");
+    let complete = frames.last().unwrap().payload.clone().unwrap();
+    assert_eq!(complete["quality"]["passed"], true, "{complete}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_must_include_term_revises_the_draft_and_is_said_when_still_missing() {
+    // Under a quality loop: the draft scores well but lacks the term, so it
+    // is revised with what it failed; the revision has it.
+    let model = Arc::new(SchemaShapedModel {
+        revised_with: Some("audit trail"),
+        ..SchemaShapedModel::default()
+    });
+    let (services, runner) = orchestrator_with(model.clone());
+    let mut envelope =
+        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.5, "executionDepth": 2, "mustInclude": ["Audit Trail"]});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let frames = frames_of(&services, &run.run_id).await;
+    let updates = plan_updates(&frames);
+    assert_eq!(updates.len(), 1, "one revision");
+    let rationale = updates[0]["rationale"].as_str().unwrap_or_default();
+    assert!(
+        rationale.contains("mustInclude `Audit Trail` is missing"),
+        "{rationale}"
+    );
+    let revised = model
+        .asked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(schema, _)| schema == "ContentGenerator_copyVariants")
+        .nth(1)
+        .unwrap()
+        .1
+        .clone();
+    assert_eq!(
+        revised["revisionNotes"]["unmet"],
+        serde_json::json!(["mustInclude `Audit Trail` is missing"])
+    );
+    let output = &frames.last().unwrap().payload.as_ref().unwrap()["output"];
+    assert!(output.to_string().contains("audit trail"), "{output}");
+    assert_eq!(warnings_coded(&frames, "must_include_missing"), 0);
+
+    // With no quality loop nothing can revise: the missing term is said.
+    let (services, runner) = orchestrator();
+    let mut envelope =
+        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    envelope["constraints"] = serde_json::json!({"mustInclude": ["a term nobody writes"]});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let frames = frames_of(&services, &run.run_id).await;
+    assert_eq!(warnings_coded(&frames, "must_include_missing"), 1);
 }

@@ -127,6 +127,9 @@ pub enum WarningCode {
     /// rewritten into its canonical form; the frame names the key
     /// (`field`) and says what it became.
     LegacyPolicyNormalized,
+    /// The delivered output lacks terms of `constraints.mustInclude`
+    /// (after any revision a quality loop could make).
+    MustIncludeMissing,
 }
 
 impl WarningCode {

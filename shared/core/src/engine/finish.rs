@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::basics::codes::FailureCode;
+use crate::basics::codes::{FailureCode, WarningCode};
 use crate::basics::error::CoreError;
 use crate::basics::schema::collect_violations;
 use crate::contracts::contract::ConstraintLevel;
@@ -105,6 +105,27 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
             "hard constraints do not hold on the output",
         );
         return Ok(());
+    }
+    // `constraints.mustInclude` terms the delivered output lacks (a quality
+    // loop revises for them first; whatever is still missing is said).
+    let terms = super::quality::must_include(&step.state);
+    let missing: Vec<String> = super::quality::missing_terms(&terms, [&output])
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if !missing.is_empty() {
+        let mut payload = frames::WarningPayload::of(WarningCode::MustIncludeMissing);
+        payload.field = Some("$.constraints.mustInclude".into());
+        let warning = frames::warning(
+            &step.stamp(),
+            None,
+            format!(
+                "the delivered output lacks constraints.mustInclude: {}",
+                missing.join(", ")
+            ),
+            &payload,
+        );
+        step.emit(warning);
     }
     let (quality, acceptance_report) = super::quality::report(&step.state);
     super::narration::emit_run_metrics(step);

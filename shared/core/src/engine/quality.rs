@@ -9,6 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use crate::basics::codes::WarningCode;
 use crate::basics::error::CoreError;
 use crate::contracts::capability::NodeKind;
@@ -80,6 +82,11 @@ pub(super) fn judge_review(
         .as_deref()
         .and_then(|pointer| review.pointer(pointer))
         .cloned();
+    let unmet = unmet_requirements(
+        acceptance_report.as_ref(),
+        &must_include(&step.state),
+        &outputs,
+    );
     step.state.governance.drafts.push(DraftRecord {
         plan_version: step.state.plan_version(),
         review_node_id: node.node_id.clone(),
@@ -87,8 +94,9 @@ pub(super) fn judge_review(
         review,
         outputs,
         acceptance_report,
+        unmet: unmet.clone(),
     });
-    if score >= threshold {
+    if score >= threshold && unmet.is_empty() {
         return Ok(false);
     }
     let depth = execution_depth(&step.state);
@@ -106,9 +114,14 @@ pub(super) fn judge_review(
                     ..TriggerDetails::default()
                 },
                 policy_id: None,
-                rationale: Some(format!(
-                    "draft {drafts} scored {score:.3}, below {threshold}; revising"
-                )),
+                rationale: Some(if unmet.is_empty() {
+                    format!("draft {drafts} scored {score:.3}, below {threshold}; revising")
+                } else {
+                    format!(
+                        "draft {drafts} scored {score:.3} (threshold {threshold}) and fails: {}; revising",
+                        unmet.join("; ")
+                    )
+                }),
                 invalidate: reviewed,
                 exclude_capabilities: Vec::new(),
                 reject_ends_run: false,
@@ -120,6 +133,66 @@ pub(super) fn judge_review(
     }
     deliver_best_draft(step, threshold, depth);
     Ok(false)
+}
+
+/// `constraints.mustInclude`: terms the delivered output must contain.
+pub(super) fn must_include(state: &RunState) -> Vec<String> {
+    match state.envelope.constraints.other.get("mustInclude") {
+        Some(Value::String(term)) => vec![term.clone()],
+        Some(Value::Array(terms)) => terms
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The `terms` no string of `outputs` contains (case-insensitive).
+pub(super) fn missing_terms<'a>(
+    terms: &'a [String],
+    outputs: impl IntoIterator<Item = &'a Value>,
+) -> Vec<&'a str> {
+    let text: String = outputs
+        .into_iter()
+        .map(|output| output.to_string().to_lowercase())
+        .collect::<Vec<_>>()
+        .join("\n");
+    terms
+        .iter()
+        .filter(|term| !text.contains(&term.to_lowercase()))
+        .map(String::as_str)
+        .collect()
+}
+
+/// Acceptance criteria the reviewer failed (`pass: false`) and
+/// `mustInclude` terms the reviewed outputs lack.
+fn unmet_requirements(
+    acceptance_report: Option<&Value>,
+    must_include: &[String],
+    outputs: &BTreeMap<String, std::sync::Arc<Value>>,
+) -> Vec<String> {
+    let mut unmet: Vec<String> = acceptance_report
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|verdict| verdict.get("pass") == Some(&Value::Bool(false)))
+        .map(|verdict| {
+            format!(
+                "acceptance criterion `{}` failed",
+                verdict
+                    .get("criterion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(unnamed)")
+            )
+        })
+        .collect();
+    unmet.extend(
+        missing_terms(must_include, outputs.values().map(|output| output.as_ref()))
+            .into_iter()
+            .map(|term| format!("mustInclude `{term}` is missing")),
+    );
+    unmet
 }
 
 fn execution_depth(state: &RunState) -> u32 {

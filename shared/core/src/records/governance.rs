@@ -58,6 +58,12 @@ pub struct DraftRecord {
     /// The reviewer's per-criterion verdicts on this draft, when it gives them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance_report: Option<serde_json::Value>,
+    /// What the draft failed besides its score: acceptance criteria the
+    /// reviewer marked `pass: false`, `constraints.mustInclude` terms it
+    /// lacks. A draft with any is below the threshold whatever its score;
+    /// the next draft's revision notes carry them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmet: Vec<String>,
 }
 
 impl Governance {

@@ -159,7 +159,17 @@ pub fn build_context_bundle(
         .filter(|draft| {
             draft.plan_version < state.plan_version() && draft.outputs.contains_key(&node.node_id)
         })
-        .map(|draft| draft.review.clone());
+        .map(|draft| {
+            if draft.unmet.is_empty() {
+                draft.review.clone()
+            } else {
+                // What the draft failed besides its score, beside the review.
+                std::sync::Arc::new(serde_json::json!({
+                    "review": draft.review.as_ref(),
+                    "unmet": draft.unmet,
+                }))
+            }
+        });
     ContextBundle {
         caller_constraints: caller_constraints_for(state, node),
         revision_notes,
