@@ -414,3 +414,52 @@ async fn a_missing_must_include_term_revises_the_draft_and_is_said_when_still_mi
     let frames = frames_of(&services, &run.run_id).await;
     assert_eq!(warnings_coded(&frames, "must_include_missing"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn max_turns_bounds_the_model_turns_of_the_runs_nodes() {
+    // Unbounded, the sample takes `needed` model turns.
+    let unbounded = Arc::new(SchemaShapedModel::default());
+    let (services, runner) = orchestrator_with(unbounded.clone());
+    let mut envelope =
+        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let needed = unbounded.asked.lock().unwrap().len();
+    assert!(needed >= 2, "{needed}");
+
+    // One fewer: the run stops before the turn past the bound.
+    let model = Arc::new(SchemaShapedModel::default());
+    let (services, runner) = orchestrator_with(model.clone());
+    envelope["constraints"] = serde_json::json!({"maxTurns": needed - 1});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Failed
+    );
+    assert_eq!(
+        model.asked.lock().unwrap().len(),
+        needed - 1,
+        "no turn past the bound"
+    );
+    let frames = frames_of(&services, &run.run_id).await;
+    let error = frames.last().unwrap();
+    assert_eq!(error.event_type.as_str(), "error");
+    assert_eq!(error.payload.as_ref().unwrap()["code"], "max_turns_reached");
+    let message = error.message.clone().unwrap_or_default();
+    assert!(
+        message.contains(&format!("took {} model turns", needed - 1))
+            && message.contains(&format!("maxTurns is {}", needed - 1)),
+        "{message}"
+    );
+
+    // Exactly enough: it completes.
+    envelope["constraints"] = serde_json::json!({"maxTurns": needed});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+}

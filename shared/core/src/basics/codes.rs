@@ -64,6 +64,9 @@ pub enum FailureCode {
     /// An agent session was ended by a guardrail (tool calls per turn,
     /// model turns, the session watchdog) before it answered.
     AgentIncomplete,
+    /// The run's nodes used `constraints.maxTurns` model turns and more
+    /// were needed.
+    MaxTurnsReached,
 }
 
 impl FailureCode {

@@ -189,6 +189,7 @@ pub fn start_run(
         parent: None,
         notifications: Default::default(),
         unpriced_models: Default::default(),
+        model_turns: 0,
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),
@@ -253,6 +254,22 @@ pub fn start_chat_run(
     Ok(decision)
 }
 
+/// Whether `command`'s step asks a model for a node: a model or agent
+/// node's attempt, an agent's turn, a judge.
+fn asks_a_model(state: &RunState, command: &StepCommand) -> bool {
+    match command {
+        StepCommand::AskJudge { .. } | StepCommand::AgentTurn { .. } => true,
+        StepCommand::ExecuteNode { node_id, .. } => state
+            .plan
+            .as_ref()
+            .and_then(|plan| plan.node(node_id))
+            .is_some_and(|node| {
+                crate::planning::model_choice::ModelNeed::of(&node.executor).is_some()
+            }),
+        _ => false,
+    }
+}
+
 /// Whether `command` no longer applies to `state` (a duplicate or late
 /// delivery). `begin_step` and `resume_step` check it themselves; the shell
 /// may call it first to skip loading anything for a stale message.
@@ -313,6 +330,22 @@ pub fn begin_step(
 ) -> Result<StepAdvance, CoreError> {
     if is_stale(state, command) {
         return Ok(StepAdvance::Stale);
+    }
+    if let Some(limit) = state.envelope.constraints.max_turns
+        && state.model_turns >= limit
+        && asks_a_model(state, command)
+    {
+        // `constraints.maxTurns` bounds the run's model turns: the next one
+        // would pass it.
+        let mut step = StepContext::new(state.clone(), now, engine);
+        step.fail_run(
+            FailureCode::MaxTurnsReached,
+            &format!(
+                "the run's nodes took {} model turns and need more; constraints.maxTurns is {limit}",
+                state.model_turns
+            ),
+        );
+        return Ok(StepAdvance::Decided(Box::new(step.into_decision())));
     }
     match command {
         StepCommand::Plan => planning_step::begin_planning(state, now, engine),

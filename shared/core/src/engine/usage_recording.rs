@@ -16,6 +16,7 @@ pub(super) fn record_model_usage(
     usage: &TokenUsage,
 ) {
     let cost = step.engine.registry.models().cost_usd(model, usage);
+    step.state.model_turns = step.state.model_turns.saturating_add(1);
     let Some(record) = step.state.nodes.get_mut(node_id) else {
         return;
     };

@@ -138,6 +138,10 @@ pub struct RunState {
     /// Models that answered but have no price (each is warned about once).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub unpriced_models: std::collections::BTreeSet<String>,
+    /// Model answers the run's nodes received (node attempts, judges, agent
+    /// turns): what `constraints.maxTurns` bounds.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub model_turns: u32,
 }
 
 impl RunState {
