@@ -498,10 +498,19 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>, format: PlanFormat)
         Ok(registry) => registry,
         Err(code) => return code,
     };
-    let envelope = match TaskEnvelope::parse_value(&envelope_json) {
+    let mut envelope = match TaskEnvelope::parse_value(&envelope_json) {
         Ok(envelope) => envelope,
         Err(error) => return invalid(format!("{}: {error}", envelope_path.display())),
     };
+    // The plan a run would get: legacy policy keys normalised first.
+    match baton_core::legacy_policies::normalize_legacy_policies(&mut envelope) {
+        Ok(rewrites) => {
+            for rewrite in rewrites {
+                eprintln!("baton: {} became {}", rewrite.field, rewrite.became);
+            }
+        }
+        Err(error) => return invalid(format!("{}: {error}", envelope_path.display())),
+    }
     let (plan, bundle) = match plan_deterministically(&envelope, &registry) {
         Ok(plan) => {
             let bundle = validate_plan(&plan, &envelope, &registry, &ValidatorCache::new());

@@ -487,7 +487,7 @@ async fn schema_violating_answers_twice_then_valid_still_complete() {
     server.push_behaviors([Behavior::SchemaViolating, Behavior::SchemaViolating]);
     let (code, frames, stderr) = run_ndjson(
         &server,
-        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
+        &baton_test_support::plain_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 0, "{stderr}");
@@ -555,7 +555,7 @@ async fn three_violating_answers_hand_the_node_to_the_next_ranked_capability() {
     ]);
     let (code, frames, _) = run_ndjson(
         &server,
-        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
+        &baton_test_support::plain_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 0, "{:?}", types(&frames));
@@ -589,7 +589,7 @@ async fn violating_answers_fail_the_run_once_no_capability_is_left() {
     server.push_behaviors((0..30).map(|_| Behavior::SchemaViolating));
     let (code, frames, _) = run_ndjson(
         &server,
-        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
+        &baton_test_support::plain_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 3);
@@ -613,7 +613,7 @@ async fn five_server_errors_in_a_row_fail_the_run_with_an_error_frame() {
     }));
     let (code, frames, _) = run_ndjson(
         &server,
-        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
+        &baton_test_support::plain_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 3);
@@ -650,7 +650,7 @@ async fn a_node_sees_only_its_own_input_facets_and_no_orchestrator_prompt() {
     let server = ScriptedLlmServer::start().await.unwrap();
     let (code, _, _) = run_ndjson(
         &server,
-        &baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json"),
+        &baton_test_support::plain_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 0);
@@ -840,7 +840,7 @@ fn plan_draft(nodes: Value) -> Behavior {
 }
 
 async fn run_with_llm_planner(server: &ScriptedLlmServer) -> (i32, Vec<Value>) {
-    let envelope = baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::plain_example_file("seed-10.1-sample-envelope.json");
     let (code, frames, _) = run_ndjson_with(server, &envelope, &[("BATON_PLANNER", "llm")]).await;
     (code, frames)
 }
@@ -915,7 +915,7 @@ async fn a_draft_with_a_forbidden_capability_is_rejected_by_policy_then_replanne
         ])),
     ]);
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(baton_test_support::ungated_example_file(
+        &std::fs::read_to_string(baton_test_support::plain_example_file(
             "seed-10.1-sample-envelope.json",
         ))
         .unwrap(),
@@ -1176,7 +1176,7 @@ async fn approvals_and_pauses_continue_in_later_processes() {
         folder.path().join("runs.sqlite3").display()
     );
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(baton_test_support::ungated_example_file(
+        &std::fs::read_to_string(baton_test_support::plain_example_file(
             "seed-10.1-sample-envelope.json",
         ))
         .unwrap(),
@@ -1311,7 +1311,7 @@ async fn a_clarifying_question_is_answered_from_a_later_process() {
         folder.path().join("runs.sqlite3").display()
     );
     let registry_argument = format!("--registry={}", registry.display());
-    let envelope = baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::plain_example_file("seed-10.1-sample-envelope.json");
     let asked = baton(
         Some(&server),
         &[
@@ -1477,7 +1477,7 @@ async fn run_reviewed(
 ) -> (i32, Vec<Value>, String) {
     let folder = tempfile::tempdir().unwrap();
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(baton_test_support::ungated_example_file(
+        &std::fs::read_to_string(baton_test_support::plain_example_file(
             "seed-10.1-sample-envelope.json",
         ))
         .unwrap(),
@@ -1634,7 +1634,7 @@ async fn run_hooks(server: &ScriptedLlmServer, envelope: &Path) -> (i32, Vec<Val
 #[tokio::test(flavor = "multi_thread")]
 async fn hooks_render_the_run_and_orchestrator_complete_comes_last() {
     let server = ScriptedLlmServer::start().await.unwrap();
-    let envelope = baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::plain_example_file("seed-10.1-sample-envelope.json");
     let (code, events) = run_hooks(&server, &envelope).await;
     assert_eq!(code, 0);
     let names: Vec<&str> = events
@@ -1847,7 +1847,7 @@ async fn interactive_baton_chat_keeps_one_thread() {
 async fn a_preferred_catalog_model_is_the_one_each_node_asks() {
     let server = ScriptedLlmServer::start().await.unwrap();
     let mut envelope: Value = serde_json::from_str(
-        &std::fs::read_to_string(baton_test_support::ungated_example_file(
+        &std::fs::read_to_string(baton_test_support::plain_example_file(
             "seed-10.1-sample-envelope.json",
         ))
         .unwrap(),

@@ -13,10 +13,10 @@ use std::process::Output;
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
 
-/// The sample envelope without its final approval gate (this file is about
+/// The sample envelope without its legacy policy keys (this file is about
 /// the view, not the gate).
 fn example() -> String {
-    baton_test_support::ungated_example_file("seed-10.1-sample-envelope.json")
+    baton_test_support::plain_example_file("seed-10.1-sample-envelope.json")
         .display()
         .to_string()
 }

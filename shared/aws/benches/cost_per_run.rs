@@ -382,7 +382,7 @@ async fn main() {
             let started = Instant::now();
             let submitted = services
                 .runs
-                .submit("t", &baton_test_support::ungated_example_envelope(example))
+                .submit("t", &baton_test_support::plain_example_envelope(example))
                 .await
                 .unwrap();
             records.push(StepRecord {

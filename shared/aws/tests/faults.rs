@@ -241,7 +241,7 @@ fn orchestrator(
 }
 
 fn envelope() -> Value {
-    baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json")
+    baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json")
 }
 
 /// Receives and performs steps (concurrently within a batch) until the run settles.

@@ -293,7 +293,7 @@ async fn drain(parts: &Recorded, deliveries: usize, only_run: Option<&str>) {
 async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeSet<String>> {
     let mut by_function = BTreeMap::new();
     let parts = recorded_services(fixture, OrchestratorSettings::default());
-    let envelope = baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
 
     // ingest: submissions, a re-sent one deduplicated by its key.
     let mut keyed = envelope.clone();
@@ -747,7 +747,7 @@ async fn calls_for_one_node_step(
         .runs
         .submit(
             "t",
-            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
         )
         .await
         .unwrap();

@@ -80,7 +80,7 @@ async fn a_requested_run_event_reaches_the_ingest_queue_as_an_ingest_message() {
         .send()
         .await
         .unwrap();
-    let envelope = baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     let entry = |source: &str| {
         aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
             .event_bus_name(&bus)

@@ -62,7 +62,7 @@ async fn a_busy_twin_delivery_is_visible_again_after_its_retry_after() {
         .runs
         .submit(
             "t",
-            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
         )
         .await
         .unwrap();

@@ -29,9 +29,9 @@ struct TestApi {
     _worker: tokio::task::JoinHandle<()>,
 }
 
-/// An example envelope without its approval gate (the gate has its own tests).
+/// An example envelope without its legacy policy keys (they have their own tests).
 fn example(name: &str) -> Value {
-    baton_test_support::ungated_example_envelope(name)
+    baton_test_support::plain_example_envelope(name)
 }
 
 async fn start_api() -> TestApi {

@@ -53,7 +53,7 @@ impl LlmProvider for CountingModel {
 }
 
 fn envelope() -> Value {
-    baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json")
+    baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json")
 }
 
 fn services(

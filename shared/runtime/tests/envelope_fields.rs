@@ -319,8 +319,7 @@ async fn a_quality_threshold_alone_plans_a_reviewer_and_a_low_score_revises() {
     let model = Arc::new(SchemaShapedModel::default());
     model.review_scores.lock().unwrap().extend([0.3, 0.9]);
     let (services, runner) = orchestrator_with(model.clone());
-    let mut envelope =
-        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.8, "executionDepth": 2});
     let run = services.runs.submit("t", &envelope).await.unwrap();
     let status = runner.run_until_settled("t", &run.run_id).await.unwrap();
@@ -367,8 +366,7 @@ async fn a_missing_must_include_term_revises_the_draft_and_is_said_when_still_mi
         ..SchemaShapedModel::default()
     });
     let (services, runner) = orchestrator_with(model.clone());
-    let mut envelope =
-        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.5, "executionDepth": 2, "mustInclude": ["Audit Trail"]});
     let run = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(
@@ -403,8 +401,7 @@ async fn a_missing_must_include_term_revises_the_draft_and_is_said_when_still_mi
 
     // With no quality loop nothing can revise: the missing term is said.
     let (services, runner) = orchestrator();
-    let mut envelope =
-        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = serde_json::json!({"mustInclude": ["a term nobody writes"]});
     let run = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(
@@ -420,8 +417,7 @@ async fn max_turns_bounds_the_model_turns_of_the_runs_nodes() {
     // Unbounded, the sample takes `needed` model turns.
     let unbounded = Arc::new(SchemaShapedModel::default());
     let (services, runner) = orchestrator_with(unbounded.clone());
-    let mut envelope =
-        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     let run = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(
         runner.run_until_settled("t", &run.run_id).await.unwrap(),

@@ -184,8 +184,7 @@ async fn each_node_calls_the_model_the_documented_order_picks() {
     let (services, runner) = orchestrator(registry, router);
 
     // The envelope prefers beta-small; the writer brief is pinned to alpha-large.
-    let mut envelope =
-        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"]["preferredModels"] = json!(["beta-small"]);
     let run = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(
@@ -258,7 +257,7 @@ async fn each_node_calls_the_model_the_documented_order_picks() {
         .runs
         .submit(
             "t",
-            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
         )
         .await
         .unwrap();
@@ -279,7 +278,7 @@ async fn each_node_calls_the_model_the_documented_order_picks() {
         ("beta-text-only", "cannot do strict structured output"),
     ] {
         let mut refused =
-            baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+            baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
         refused["constraints"]["preferredModels"] = json!(["beta-small", preferred]);
         match services.runs.submit("t", &refused).await {
             Err(RuntimeError::InvalidInput { path, message }) => {
@@ -608,7 +607,7 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
         .runs
         .submit(
             "t",
-            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
         )
         .await
         .unwrap();
@@ -662,7 +661,7 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
         .runs
         .submit(
             "t",
-            &baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json"),
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
         )
         .await
         .unwrap();

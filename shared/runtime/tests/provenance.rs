@@ -120,15 +120,14 @@ async fn every_delivered_artifact_was_produced_by_a_specialist_node() {
         "seed-10.1-sample-envelope.json",
         "social-post-new-case.json",
     ] {
-        let state = run_to_the_end(&baton_test_support::ungated_example_envelope(name)).await;
+        let state = run_to_the_end(&baton_test_support::plain_example_envelope(name)).await;
         assert_every_artifact_came_from_a_specialist(name, &state);
     }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_panel_reviewed_run_delivers_the_specialists_draft_with_the_panels_score() {
-    let mut envelope =
-        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = json!({"qualityThreshold": 0.8, "executionDepth": 2});
     envelope["policies"]["planner"] = json!({"selection": {"require": ["ReviewPanel.copyReview"]}});
     let state = run_to_the_end(&envelope).await;

@@ -61,8 +61,7 @@ impl LlmProvider for ReviewedModel {
 }
 
 fn reviewed_envelope() -> Value {
-    let mut envelope =
-        baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = json!({"qualityThreshold": 0.8, "executionDepth": 3});
     envelope["policies"]["planner"] =
         json!({"selection": {"require": ["QualityAssurance.contentReview"]}});

@@ -72,7 +72,7 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
         runs: services.runs.clone(),
         queue,
     };
-    let envelope = baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     let completed = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(
         runner

@@ -276,7 +276,7 @@ async fn a_new_process_picks_up_what_the_last_one_left_in_the_outbox() {
             .build()
             .services
     };
-    let envelope = baton_test_support::ungated_example_envelope("seed-10.1-sample-envelope.json");
+    let envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     let run_id = {
         let first = services_on(
             Arc::new(store_in(&directory)),

@@ -55,30 +55,35 @@ pub fn example_envelope(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
-/// `registry/examples/<name>` without the approval gate its policies ask
-/// for (`hitlRequiredFor`, `requiresHitlApproval`: the final output waits
-/// for a person), for tests about something else that run the example to
-/// its end. The gate itself is tested with the example as it is.
-pub fn ungated_example_envelope(name: &str) -> Value {
+/// `registry/examples/<name>` without the legacy policy keys the
+/// specifications' samples carry (`hitlRequiredFor`, `requiresHitlApproval`,
+/// `persona`, `brandVoice`, `variantCount`: an approval gate on the final
+/// output, variants fanned out over nodes, `legacy_policy_normalized`
+/// warnings), for tests about something else that run the example to its
+/// end. The legacy keys are tested with the examples as they are
+/// (`shared/runtime/tests/envelope_fields.rs`, the CLI's every-example test).
+pub fn plain_example_envelope(name: &str) -> Value {
     let mut envelope = example_envelope(name);
     if let Some(policies) = envelope.get_mut("policies").and_then(Value::as_object_mut) {
-        policies.remove("hitlRequiredFor");
-        policies.remove("requiresHitlApproval");
+        for key in baton_core::legacy_policies::LEGACY_POLICY_KEYS {
+            policies.remove(key);
+        }
     }
     envelope
 }
 
-/// [`ungated_example_envelope`] written to a file (for tests that hand a
+/// [`plain_example_envelope`] written to a file (for tests that hand a
 /// path to the `baton` binary): one per process, under the temporary folder.
-pub fn ungated_example_file(name: &str) -> PathBuf {
-    let directory = std::env::temp_dir().join(format!("baton-ungated-{}", std::process::id()));
+pub fn plain_example_file(name: &str) -> PathBuf {
+    let directory =
+        std::env::temp_dir().join(format!("baton-plain-examples-{}", std::process::id()));
     std::fs::create_dir_all(&directory)
         .unwrap_or_else(|error| panic!("{}: {error}", directory.display()));
     let path = directory.join(name);
     if !path.exists() {
         // Written aside then renamed, so a concurrent test never reads half.
         let partial = directory.join(format!("{name}.{:?}.partial", std::thread::current().id()));
-        std::fs::write(&partial, ungated_example_envelope(name).to_string())
+        std::fs::write(&partial, plain_example_envelope(name).to_string())
             .unwrap_or_else(|error| panic!("{}: {error}", partial.display()));
         std::fs::rename(&partial, &path)
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));

@@ -96,10 +96,10 @@ pub async fn read_sse(response: reqwest::Response) -> Vec<Value> {
     frames
 }
 
-/// An example envelope without its approval gate (these tests are about
+/// An example envelope without its legacy policy keys (these tests are about
 /// serving, not about `hitlRequiredFor`).
 pub fn example(name: &str) -> Value {
-    baton_test_support::ungated_example_envelope(name)
+    baton_test_support::plain_example_envelope(name)
 }
 
 /// The scripted model server as the serve process's model.
