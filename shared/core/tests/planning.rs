@@ -464,10 +464,17 @@ fn each_planner_policy_is_enforced_by_the_validator() {
             PlanStatus::Rejected,
             Some("policy.topology.forbiddenKinds"),
         ),
+        // A required kind the plan lacks is added when the registry has a
+        // capability of it whose inputs can be had; else it is rejected.
         (
             json!({"topology": {"requiredKinds": ["validation"]}}),
+            PlanStatus::Accepted,
+            None,
+        ),
+        (
+            json!({"topology": {"requiredKinds": ["branch"]}}),
             PlanStatus::Rejected,
-            Some("policy.topology.requiredKinds.validation"),
+            Some("policy.topology.requiredKinds.branch"),
         ),
         (
             json!({"topology": {"requiredKinds": ["execution"]}}),
@@ -494,7 +501,16 @@ fn each_planner_policy_is_enforced_by_the_validator() {
     for (planner, status, first_failure) in table {
         let mut envelope = example("positioning-recommendation.json");
         envelope["policies"] = json!({"planner": planner});
-        let (_, bundle) = plan_and_validate(&envelope);
+        let (capabilities, bundle) = plan_and_validate(&envelope);
+        if planner["topology"]["requiredKinds"] == json!(["validation"]) {
+            let capabilities = capabilities.clone().unwrap_or_default();
+            assert!(
+                capabilities
+                    .iter()
+                    .any(|id| id == "director.PositioningReview"),
+                "a validation node was added: {capabilities:?}"
+            );
+        }
         assert_eq!(bundle.status, status, "{planner}: {bundle:?}");
         assert_eq!(
             bundle

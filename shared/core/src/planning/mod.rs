@@ -2,6 +2,7 @@
 //! normalization), the LLM planner's request and answer, the validator, a chat message's plan,
 //! and plans drawn as Mermaid or DOT.
 
+mod capability_needs;
 pub mod chat_plan;
 pub mod llm_planner;
 pub mod model_choice;

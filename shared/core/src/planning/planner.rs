@@ -52,24 +52,24 @@ pub fn selection_matches(entry: &str, capability_id: &str) -> bool {
             .is_some_and(|rest| rest.starts_with('.'))
 }
 
-struct PlanningContext<'a> {
-    envelope: &'a TaskEnvelope,
-    registry: &'a Registry,
+pub(super) struct PlanningContext<'a> {
+    pub(super) envelope: &'a TaskEnvelope,
+    pub(super) registry: &'a Registry,
     supplied: BTreeSet<String>,
     hints: SelectionHints,
 }
 
 #[derive(Clone, Default)]
-struct Draft {
-    chosen_capability_ids: Vec<String>,
-    produced: BTreeSet<String>,
+pub(super) struct Draft {
+    pub(super) chosen_capability_ids: Vec<String>,
+    pub(super) produced: BTreeSet<String>,
     /// Capabilities used as derived (§5.6): the input facets chosen for them.
     derived_inputs: BTreeMap<String, Vec<String>>,
 }
 
 impl Draft {
     /// Adds `capability` to the plan; its outputs become available.
-    fn choose(&mut self, capability: &CapabilityRegistration) {
+    pub(super) fn choose(&mut self, capability: &CapabilityRegistration) {
         self.chosen_capability_ids
             .push(capability.capability_id.clone());
         self.produced
@@ -86,7 +86,7 @@ fn agent_of(capability_id: &str) -> &str {
 }
 
 impl<'a> PlanningContext<'a> {
-    fn is_listed(
+    pub(super) fn is_listed(
         &self,
         list: fn(&crate::contracts::policies::SelectionPolicy) -> &Vec<String>,
         capability_id: &str,
@@ -103,7 +103,7 @@ impl<'a> PlanningContext<'a> {
 
     /// Cheaper first, unless `optimisation.objective` is `quality`, which
     /// prefers the higher tiers; unknown tiers last either way.
-    fn cost_order(&self, capability: &CapabilityRegistration) -> i16 {
+    pub(super) fn cost_order(&self, capability: &CapabilityRegistration) -> i16 {
         let rank = i16::from(capability.cost_rank());
         let prefers_quality = self
             .envelope
@@ -118,7 +118,7 @@ impl<'a> PlanningContext<'a> {
         }
     }
 
-    fn required_inputs<'c>(
+    pub(super) fn required_inputs<'c>(
         &self,
         capability: &'c CapabilityRegistration,
     ) -> impl Iterator<Item = &'c String> + use<'c, '_> {
@@ -160,7 +160,12 @@ impl<'a> PlanningContext<'a> {
 
     /// Makes `facet` available in `draft`, adding producers; restores the
     /// draft on failure.
-    fn resolve_facet(&self, facet: &str, draft: &mut Draft, stack: &mut Vec<String>) -> bool {
+    pub(super) fn resolve_facet(
+        &self,
+        facet: &str,
+        draft: &mut Draft,
+        stack: &mut Vec<String>,
+    ) -> bool {
         if self.supplied.contains(facet) || draft.produced.contains(facet) {
             return true;
         }
@@ -289,8 +294,8 @@ pub fn plan_deterministically(
             );
         }
     }
-    add_required_capabilities(&context, &mut draft, &mut diagnostics);
-    add_capabilities_the_constraints_need(&context, &mut draft);
+    super::capability_needs::add_required_capabilities(&context, &mut draft, &mut diagnostics);
+    super::capability_needs::add_capabilities_the_constraints_need(&context, &mut draft);
     if !diagnostics.is_empty() {
         return Err(diagnostics);
     }
@@ -316,135 +321,6 @@ pub fn plan_deterministically(
             )]
         },
     )
-}
-
-/// Capabilities `selection.require` names by id that nothing the contract
-/// asks for brought in (a reviewer, typically) are planned after what
-/// produces their inputs; when those inputs cannot be had, a diagnostic says so.
-fn add_required_capabilities(
-    context: &PlanningContext<'_>,
-    draft: &mut Draft,
-    diagnostics: &mut Vec<PlanDiagnostic>,
-) {
-    let Some(selection) = context.envelope.policies.planner_selection() else {
-        return;
-    };
-    for required in &selection.require {
-        let Some(capability) = context.registry.capability(required) else {
-            continue;
-        };
-        if draft
-            .chosen_capability_ids
-            .contains(&capability.capability_id)
-            || context.is_listed(|s| &s.forbid, &capability.capability_id)
-        {
-            continue;
-        }
-        let snapshot = draft.clone();
-        let mut stack = Vec::new();
-        let inputs_resolved = context
-            .required_inputs(capability)
-            .all(|input| context.resolve_facet(input, draft, &mut stack));
-        if inputs_resolved {
-            draft.choose(capability);
-        } else {
-            *draft = snapshot;
-            diagnostics.push(
-                PlanDiagnostic::hard(
-                    format!("policy.selection.require.{required}"),
-                    DiagnosticCause::MissingProducer,
-                    format!("the inputs of required `{required}` are produced or supplied"),
-                )
-                .with_suggestion(format!(
-                    "`{required}` needs {}; supply them in `inputs` or register their producers.",
-                    capability.input_contract.join(", ")
-                )),
-            );
-        }
-    }
-}
-
-/// What the envelope's constraints need that nothing planned so far gives:
-/// a reviewer (a capability with a `qualityScore`) under
-/// `constraints.qualityThreshold`, and a node of each
-/// `policies.planner.topology.requiredKinds` kind. The first registry
-/// capability that gives it (preferred ones first, then by cost, then by
-/// id; never a forbidden one) whose inputs can be had is planned after
-/// their producers. When none can, the plan goes without it and the
-/// validator says so (an advisory for the reviewer, a hard finding for a
-/// required kind).
-fn add_capabilities_the_constraints_need(context: &PlanningContext<'_>, draft: &mut Draft) {
-    let registry = context.registry;
-    let mut needs = Vec::new();
-    if context.envelope.constraints.quality_threshold.is_some() {
-        needs.push(ConstraintNeed::Reviewer);
-    }
-    if let Some(topology) = context
-        .envelope
-        .policies
-        .planner
-        .as_ref()
-        .and_then(|planner| planner.topology.as_ref())
-    {
-        needs.extend(
-            topology
-                .required_kinds
-                .iter()
-                .cloned()
-                .map(ConstraintNeed::Kind),
-        );
-    }
-    for need in needs {
-        let planned = draft
-            .chosen_capability_ids
-            .iter()
-            .filter_map(|id| registry.capability(id))
-            .any(|capability| need.given_by(capability));
-        if planned {
-            continue;
-        }
-        let mut candidates: Vec<&CapabilityRegistration> = registry
-            .capabilities()
-            .filter(|capability| need.given_by(capability))
-            .filter(|capability| !context.is_listed(|s| &s.forbid, &capability.capability_id))
-            .collect();
-        candidates.sort_by_key(|capability| {
-            (
-                !context.is_listed(|s| &s.prefer, &capability.capability_id),
-                context.cost_order(capability),
-                capability.capability_id.clone(),
-            )
-        });
-        for capability in candidates {
-            let snapshot = draft.clone();
-            let mut stack = Vec::new();
-            let inputs_resolved = context
-                .required_inputs(capability)
-                .all(|input| context.resolve_facet(input, draft, &mut stack));
-            if inputs_resolved {
-                draft.choose(capability);
-                break;
-            }
-            *draft = snapshot;
-        }
-    }
-}
-
-/// Something the envelope's constraints need in a plan.
-enum ConstraintNeed {
-    /// A reviewer: a capability with a `qualityScore`.
-    Reviewer,
-    /// A node of this kind.
-    Kind(String),
-}
-
-impl ConstraintNeed {
-    fn given_by(&self, capability: &CapabilityRegistration) -> bool {
-        match self {
-            ConstraintNeed::Reviewer => capability.quality_score.is_some(),
-            ConstraintNeed::Kind(kind) => capability.kind.as_str() == kind,
-        }
-    }
 }
 
 /// Turns an ordered list of capability ids into nodes and facet edges.

@@ -150,7 +150,13 @@ fn a_low_score_revises_once_with_the_review_as_notes() {
         panic!("expected a model call")
     };
     let user: Value = serde_json::from_str(&call.request.user_message).unwrap();
-    assert_eq!(user["revisionNotes"]["review"]["score"], 5.0);
+    // The review, and what the draft failed besides its score (the
+    // reviewer marked an acceptance criterion failed).
+    assert_eq!(user["revisionNotes"]["review"]["review"]["score"], 5.0);
+    assert_eq!(
+        user["revisionNotes"]["unmet"],
+        json!(["acceptance criterion `under 100 words` failed"])
+    );
     let redrafted = step(revised.state, answer("node_1", 2, draft("d2")), &context);
     assert_eq!(outbox(&redrafted), ["run:node_2:2"], "and reviewed again");
     let done = step(redrafted.state, answer("node_2", 2, review(9.0)), &context);
