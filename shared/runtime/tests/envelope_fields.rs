@@ -459,3 +459,39 @@ async fn max_turns_bounds_the_model_turns_of_the_runs_nodes() {
         RunStatus::Completed
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refused() {
+    let (services, runner) = orchestrator();
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
+    envelope["policies"]["planner"] =
+        serde_json::json!({"optimisation": {"objective": "diversity"}});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let frames = frames_of(&services, &run.run_id).await;
+    let advisory: Vec<&serde_json::Value> = frames
+        .iter()
+        .filter(|frame| {
+            frame.event_type.as_str() == "warning"
+                && frame.payload.as_ref().unwrap()["code"] == "advisory_field"
+        })
+        .map(|frame| frame.payload.as_ref().unwrap())
+        .collect();
+    assert_eq!(advisory.len(), 1);
+    assert_eq!(
+        advisory[0]["field"],
+        "$.policies.planner.optimisation.objective"
+    );
+
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
+    envelope["outputContract"]["mode"] = serde_json::json!("json_object");
+    match services.runs.submit("t", &envelope).await {
+        Err(baton_runtime::error::RuntimeError::InvalidInput { path, .. }) => {
+            assert_eq!(path, "$.outputContract.mode")
+        }
+        other => panic!("refused, got {other:?}"),
+    }
+}

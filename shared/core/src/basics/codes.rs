@@ -133,6 +133,9 @@ pub enum WarningCode {
     /// The delivered output lacks terms of `constraints.mustInclude`
     /// (after any revision a quality loop could make).
     MustIncludeMissing,
+    /// A field accepted as advisory changes nothing in this run (the
+    /// frame's `field` names it, the message says why).
+    AdvisoryField,
 }
 
 impl WarningCode {

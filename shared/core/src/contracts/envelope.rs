@@ -69,6 +69,30 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> CoreError {
     }
 }
 
+impl TaskEnvelope {
+    /// Fields accepted as advisory that change nothing in this run, each
+    /// as (JSON path, why): said in a `warning` `advisory_field` when the
+    /// run starts, never silently dropped.
+    pub fn advisory_notes(&self) -> Vec<(String, String)> {
+        use crate::contracts::policies::OptimisationObjective;
+        let objective = self
+            .policies
+            .planner_optimisation()
+            .and_then(|optimisation| optimisation.objective);
+        match objective {
+            Some(OptimisationObjective::Diversity) => vec![(
+                "$.policies.planner.optimisation.objective".into(),
+                "`diversity` has no planning effect: the planner ranks capabilities as by default (cheapest first)".into(),
+            )],
+            Some(OptimisationObjective::Speed) => vec![(
+                "$.policies.planner.optimisation.objective".into(),
+                "`speed`: the registry gives no latencies, so the planner ranks capabilities as by default (cheapest first)".into(),
+            )],
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// A serde path as a JSON path (`$`, `$.a.b[0]`).
 pub fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
     let text = path.to_string();
@@ -132,6 +156,19 @@ impl TaskEnvelope {
             return Err(invalid(
                 "$.objective",
                 "the objective must be a non-empty string",
+            ));
+        }
+        if let Some(mode) = self
+            .output_contract
+            .mode
+            .as_deref()
+            .filter(|mode| *mode != "json_schema")
+        {
+            return Err(invalid(
+                "$.outputContract.mode",
+                format!(
+                    "`{mode}` is not a contract mode Baton enforces: use `json_schema` (or leave it out)"
+                ),
             ));
         }
         if !self.output_contract.schema.is_object() && !self.output_contract.schema.is_boolean() {

@@ -241,6 +241,24 @@ pub fn legacy_policy_warnings(
         .collect()
 }
 
+/// The `warning` frames naming the envelope's advisory fields that change
+/// nothing in this run (see `TaskEnvelope::advisory_notes`).
+pub fn advisory_field_warnings(notes: &[(String, String)], now: Instant) -> Vec<EventDraft> {
+    notes
+        .iter()
+        .map(|(field, why)| {
+            let mut payload = frames::WarningPayload::of(WarningCode::AdvisoryField);
+            payload.field = Some(field.clone());
+            frames::warning(
+                &FrameStamp::new(now, 0),
+                None,
+                format!("{field}: {why}"),
+                &payload,
+            )
+        })
+        .collect()
+}
+
 /// Creates a chat run: `turn`'s message (and its thread's history) answered
 /// by one agent node; its envelope asks for `{message, threadId}`.
 pub fn start_chat_run(

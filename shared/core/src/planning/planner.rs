@@ -103,18 +103,24 @@ impl<'a> PlanningContext<'a> {
 
     /// Cheaper first, unless `optimisation.objective` is `quality`, which
     /// prefers the higher tiers; unknown tiers last either way.
-    pub(super) fn cost_order(&self, capability: &CapabilityRegistration) -> i16 {
-        let rank = i16::from(capability.cost_rank());
-        let prefers_quality = self
+    /// `tokenEfficiency` ranks by the declared token estimate, fewest first
+    /// (none declared: last).
+    pub(super) fn cost_order(&self, capability: &CapabilityRegistration) -> i64 {
+        use crate::contracts::policies::OptimisationObjective;
+        let rank = i64::from(capability.cost_rank());
+        let objective = self
             .envelope
             .policies
             .planner_optimisation()
-            .and_then(|optimisation| optimisation.objective)
-            == Some(crate::contracts::policies::OptimisationObjective::Quality);
-        if prefers_quality && rank <= 2 {
-            2 - rank
-        } else {
-            rank
+            .and_then(|optimisation| optimisation.objective);
+        match objective {
+            Some(OptimisationObjective::Quality) if rank <= 2 => 2 - rank,
+            Some(OptimisationObjective::TokenEfficiency) => capability
+                .cost
+                .as_ref()
+                .and_then(|cost| cost.estimated_tokens)
+                .map_or(i64::MAX, |tokens| i64::try_from(tokens).unwrap_or(i64::MAX)),
+            _ => rank,
         }
     }
 

@@ -152,10 +152,14 @@ impl RunService {
         };
         let idempotency_key = envelope.idempotency_key.clone();
         let now = self.clock.now();
+        let advisory = envelope.advisory_notes();
         let mut decision = start_run(identity, envelope, now, self.settings.max_node_attempts);
         decision
             .events
             .extend(baton_core::engine::legacy_policy_warnings(&rewrites, now));
+        decision
+            .events
+            .extend(baton_core::engine::advisory_field_warnings(&advisory, now));
         let outcome = self
             .store
             .create_run(
