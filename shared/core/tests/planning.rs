@@ -168,7 +168,8 @@ fn variant_count_contradicting_max_items_is_schema_incompatible() {
 fn constraints_on_unproduced_facets_score_by_severity() {
     let mut envelope = example("seed-10.1-sample-envelope.json");
     envelope["outputContract"]["constraints"] = json!([
-        {"constraintId": "min_qa", "level": "soft", "expr": {">=": [{"var": "qaFindings.overallScore"}, 0.8]}},
+        {"constraintId": "min_qa", "level": "soft", "expr": {">=": [{"var": "qaFindings.overallScore"}, 0.8]},
+         "rationale": "legal signs off only on reviewed copy"},
         {"constraintId": "has_variants", "level": "hard", "expr": {"!!": [{"var": "copyVariants"}]}},
         {"constraintId": "tone_note", "level": "informational", "expr": {"!!": [{"var": "toneOfVoice"}]}}
     ]);
@@ -176,6 +177,11 @@ fn constraints_on_unproduced_facets_score_by_severity() {
     assert_eq!(bundle.status, PlanStatus::AcceptedWithFindings);
     assert_eq!(bundle.warnings.len(), 1);
     assert_eq!(bundle.warnings[0].cause, DiagnosticCause::UnsatisfiedSoft);
+    assert_eq!(
+        bundle.warnings[0].details.as_ref().unwrap()["rationale"],
+        "legal signs off only on reviewed copy",
+        "the caller's rationale travels with its finding"
+    );
     assert!(
         (bundle.satisfaction_score - 1.0 / 1.5).abs() < 1e-9,
         "{}",

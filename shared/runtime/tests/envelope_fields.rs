@@ -495,3 +495,51 @@ async fn an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refuse
         other => panic!("refused, got {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn identity_instruction_and_caller_fields_act_as_documented() {
+    let model = Arc::new(SchemaShapedModel::default());
+    let (services, runner) = orchestrator_with(model.clone());
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
+    envelope["$schema"] = serde_json::json!("https://baton.dev/schemas/envelope.schema.json");
+    envelope["correlationId"] = serde_json::json!("corr-from-the-caller");
+    envelope["threadId"] = serde_json::json!("thread-from-the-caller");
+    envelope["metadata"] = serde_json::json!({"campaign": "q4", "owner": "ana"});
+    envelope["specialInstructions"] = serde_json::json!(["Name the audit trail."]);
+    envelope["constraints"] = serde_json::json!({"acceptanceCriteria": ["under 100 words"]});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(run.thread_id, "thread-from-the-caller");
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let frames = frames_of(&services, &run.run_id).await;
+    assert!(
+        frames
+            .iter()
+            .all(|frame| frame.correlation_id == "corr-from-the-caller"),
+        "every frame carries the caller's correlation id"
+    );
+    let state = services
+        .runs
+        .load("t", &run.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(
+        serde_json::to_value(&state.envelope.metadata).unwrap(),
+        serde_json::json!({"campaign": "q4", "owner": "ana"}),
+        "metadata is kept as sent (the snapshot returns it)"
+    );
+    for (_, message) in model.asked.lock().unwrap().iter() {
+        assert_eq!(
+            message["specialInstructions"],
+            serde_json::json!(["Name the audit trail."])
+        );
+        assert_eq!(
+            message["acceptanceCriteria"],
+            serde_json::json!(["under 100 words"])
+        );
+    }
+}

@@ -525,7 +525,12 @@ fn check_constraints(
             suggestion: Some(format!(
                 "No node produces {missing_list}; add a producer so the constraint can be checked."
             )),
-            details: None,
+            // The caller's reason for the constraint travels with it.
+            details: constraint.rationale.as_ref().map(|rationale| {
+                let mut details = serde_json::Map::new();
+                details.insert("rationale".into(), Value::String(rationale.clone()));
+                details
+            }),
         });
     }
     outcomes

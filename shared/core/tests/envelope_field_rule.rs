@@ -1,0 +1,515 @@
+//! Architecture rule that runs as a test: nothing an envelope carries is
+//! accepted and ignored. Every property of the envelope's JSON Schema
+//! (`registry/schemas/envelope.schema.json`, generated from the Rust types)
+//! is listed below with the test that shows what it does: a behaviour, a
+//! refusal at submission (422 / exit 2 naming its path), or, for an
+//! advisory field, the `warning` naming it. The walk fails on a property
+//! with no entry (a new field must come with its test), on an entry for a
+//! property the schema no longer has, and on an entry naming a test that
+//! does not exist in its file.
+//!
+//! Keys outside the canonical ones are covered by their parent's entry:
+//! other `constraints` travel to the nodes (`callerConstraints`), other
+//! `policies` are legacy keys (normalised) or selection hints.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+/// How a field shows it acts.
+#[derive(Debug, Clone, Copy)]
+enum Acts {
+    Behaviour,
+    Refusal,
+    Warning,
+}
+
+use Acts::{Behaviour, Refusal, Warning};
+
+const ENVELOPE_FIELDS: &str = "shared/runtime/tests/envelope_fields.rs";
+const GOVERNANCE: &str = "shared/core/src/engine/tests/governance.rs";
+const PLANNING: &str = "shared/core/tests/planning.rs";
+const CLI: &str = "functions/baton/tests/cli.rs";
+
+/// (schema path, how it acts, test file, test function).
+const FIELDS: &[(&str, Acts, &str, &str)] = &[
+    (
+        "$.objective",
+        Refusal,
+        "shared/core/src/contracts/envelope.rs",
+        "missing_objective_names_the_root",
+    ),
+    (
+        "$.inputs",
+        Behaviour,
+        CLI,
+        "a_node_sees_only_its_own_input_facets_and_no_orchestrator_prompt",
+    ),
+    (
+        "$.constraints",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "caller_constraints_directives_and_output_hints_reach_the_nodes_they_concern",
+    ),
+    (
+        "$.constraints.qualityThreshold",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "a_quality_threshold_alone_plans_a_reviewer_and_a_low_score_revises",
+    ),
+    (
+        "$.constraints.executionDepth",
+        Behaviour,
+        CLI,
+        "at_the_depth_limit_the_best_draft_is_delivered_best_effort",
+    ),
+    (
+        "$.constraints.acceptanceCriteria",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "identity_instruction_and_caller_fields_act_as_documented",
+    ),
+    (
+        "$.constraints.maxTurns",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "max_turns_bounds_the_model_turns_of_the_runs_nodes",
+    ),
+    (
+        "$.constraints.resumeRunId",
+        Behaviour,
+        "shared/http/tests/api.rs",
+        "resume_run_id_follows_the_existing_run_and_never_creates_one",
+    ),
+    (
+        "$.constraints.preferredModels",
+        Behaviour,
+        "shared/runtime/tests/model_choice.rs",
+        "each_node_calls_the_model_the_documented_order_picks",
+    ),
+    (
+        "$.outputContract",
+        Behaviour,
+        CLI,
+        "every_example_envelope_completes_with_contract_valid_output",
+    ),
+    (
+        "$.outputContract.mode",
+        Refusal,
+        ENVELOPE_FIELDS,
+        "an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refused",
+    ),
+    (
+        "$.outputContract.schema",
+        Behaviour,
+        CLI,
+        "every_example_envelope_completes_with_contract_valid_output",
+    ),
+    (
+        "$.outputContract.hints",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "caller_constraints_directives_and_output_hints_reach_the_nodes_they_concern",
+    ),
+    (
+        "$.outputContract.constraints",
+        Behaviour,
+        PLANNING,
+        "constraints_on_unproduced_facets_score_by_severity",
+    ),
+    (
+        "$.outputContract.constraints[].constraintId",
+        Behaviour,
+        PLANNING,
+        "constraints_on_unproduced_facets_score_by_severity",
+    ),
+    (
+        "$.outputContract.constraints[].expr",
+        Behaviour,
+        PLANNING,
+        "constraints_on_unproduced_facets_score_by_severity",
+    ),
+    (
+        "$.outputContract.constraints[].level",
+        Behaviour,
+        PLANNING,
+        "constraints_on_unproduced_facets_score_by_severity",
+    ),
+    (
+        "$.outputContract.constraints[].rationale",
+        Behaviour,
+        PLANNING,
+        "constraints_on_unproduced_facets_score_by_severity",
+    ),
+    (
+        "$.policies",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "the_sample_envelope_says_what_each_legacy_key_became_and_parks_its_final_output_for_approval",
+    ),
+    (
+        "$.policies.planner",
+        Behaviour,
+        PLANNING,
+        "each_planner_policy_is_enforced_by_the_validator",
+    ),
+    (
+        "$.policies.planner.topology",
+        Behaviour,
+        PLANNING,
+        "each_planner_policy_is_enforced_by_the_validator",
+    ),
+    (
+        "$.policies.planner.topology.variantCount",
+        Behaviour,
+        PLANNING,
+        "topology_variant_count_expands_an_open_ended_array",
+    ),
+    (
+        "$.policies.planner.topology.maxDepth",
+        Behaviour,
+        PLANNING,
+        "max_depth_is_enforced",
+    ),
+    (
+        "$.policies.planner.topology.requiredKinds",
+        Behaviour,
+        PLANNING,
+        "each_planner_policy_is_enforced_by_the_validator",
+    ),
+    (
+        "$.policies.planner.topology.forbiddenKinds",
+        Behaviour,
+        PLANNING,
+        "each_planner_policy_is_enforced_by_the_validator",
+    ),
+    (
+        "$.policies.planner.selection",
+        Behaviour,
+        PLANNING,
+        "each_planner_policy_is_enforced_by_the_validator",
+    ),
+    (
+        "$.policies.planner.selection.require",
+        Behaviour,
+        PLANNING,
+        "a_required_reviewer_is_added_and_one_that_cannot_run_is_a_hard_failure",
+    ),
+    (
+        "$.policies.planner.selection.forbid",
+        Behaviour,
+        PLANNING,
+        "forbidding_the_only_producer_rejects_with_missing_producer",
+    ),
+    (
+        "$.policies.planner.selection.prefer",
+        Behaviour,
+        PLANNING,
+        "capabilities_are_scored_on_language_and_format_hints",
+    ),
+    (
+        "$.policies.planner.selection.avoid",
+        Behaviour,
+        PLANNING,
+        "capabilities_are_scored_on_language_and_format_hints",
+    ),
+    (
+        "$.policies.planner.optimisation",
+        Behaviour,
+        PLANNING,
+        "each_planner_policy_is_enforced_by_the_validator",
+    ),
+    (
+        "$.policies.planner.optimisation.objective",
+        Warning,
+        ENVELOPE_FIELDS,
+        "an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refused",
+    ),
+    (
+        "$.policies.planner.optimisation.maxTokens",
+        Behaviour,
+        "shared/core/src/engine/tests.rs",
+        "the_token_budget_stops_the_run_before_more_is_spent",
+    ),
+    (
+        "$.policies.planner.directives",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "caller_constraints_directives_and_output_hints_reach_the_nodes_they_concern",
+    ),
+    (
+        "$.policies.runtime",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].id",
+        Behaviour,
+        GOVERNANCE,
+        "manual_policies_fire_on_request_only",
+    ),
+    (
+        "$.policies.runtime[].enabled",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.kind",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.selector",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.selector.nodeId",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.selector.kind",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.selector.capabilityId",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.condition",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.ms",
+        Behaviour,
+        GOVERNANCE,
+        "an_on_timeout_policy_is_a_durable_timer",
+    ),
+    (
+        "$.policies.runtime[].trigger.metric",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.threshold",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].action",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].action.type",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].action.rationale",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].action.approveAction",
+        Behaviour,
+        GOVERNANCE,
+        "approval_chains_table",
+    ),
+    (
+        "$.policies.runtime[].action.rejectAction",
+        Behaviour,
+        GOVERNANCE,
+        "approval_chains_table",
+    ),
+    (
+        "$.policies.runtime[].action.message",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].action.reason",
+        Behaviour,
+        GOVERNANCE,
+        "a_pause_resumes_without_a_new_plan_version",
+    ),
+    (
+        "$.policies.runtime[].action.event",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].action.payload",
+        Behaviour,
+        GOVERNANCE,
+        "policy_trigger_action_table",
+    ),
+    (
+        "$.specialInstructions",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "identity_instruction_and_caller_fields_act_as_documented",
+    ),
+    (
+        "$.threadId",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "identity_instruction_and_caller_fields_act_as_documented",
+    ),
+    (
+        "$.correlationId",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "identity_instruction_and_caller_fields_act_as_documented",
+    ),
+    (
+        "$.idempotencyKey",
+        Behaviour,
+        "shared/runtime/tests/durability.rs",
+        "an_idempotency_key_returns_the_same_run",
+    ),
+    (
+        "$.metadata",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "identity_instruction_and_caller_fields_act_as_documented",
+    ),
+    (
+        "$.callbackUrl",
+        Behaviour,
+        "functions/baton/tests/serve_webhooks.rs",
+        "a_signed_callback_refused_twice_is_accepted_once_and_an_ssrf_target_is_never_dialled",
+    ),
+    (
+        "$.$schema",
+        Behaviour,
+        ENVELOPE_FIELDS,
+        "identity_instruction_and_caller_fields_act_as_documented",
+    ),
+];
+
+fn repository_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every property path of `schema`: `$.a.b`, array items as `[]`, unions
+/// (`anyOf`/`oneOf`/`allOf`) merged, `$ref`s followed once per path.
+fn property_paths(schema: &Value) -> BTreeSet<String> {
+    fn walk(
+        node: &Value,
+        path: &str,
+        definitions: &Value,
+        seen: &[String],
+        out: &mut BTreeSet<String>,
+    ) {
+        let Some(object) = node.as_object() else {
+            return;
+        };
+        if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
+            let name = reference.rsplit('/').next().unwrap_or_default().to_string();
+            if seen.contains(&name) {
+                return;
+            }
+            let mut seen = seen.to_vec();
+            seen.push(name.clone());
+            walk(&definitions[&name], path, definitions, &seen, out);
+            return;
+        }
+        for union in ["anyOf", "oneOf", "allOf"] {
+            for member in object
+                .get(union)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                walk(member, path, definitions, seen, out);
+            }
+        }
+        for (name, property) in object
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let child = format!("{path}.{name}");
+            out.insert(child.clone());
+            walk(property, &child, definitions, seen, out);
+        }
+        if let Some(items) = object.get("items") {
+            walk(items, &format!("{path}[]"), definitions, seen, out);
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(schema, "$", &schema["$defs"], &[], &mut out);
+    out
+}
+
+fn envelope_schema() -> Value {
+    let path = repository_root().join("registry/schemas/envelope.schema.json");
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn every_envelope_field_has_a_test_that_shows_it_acts() {
+    let paths = property_paths(&envelope_schema());
+    assert!(paths.len() > 50, "the walk reads the schema: {paths:?}");
+    let listed: BTreeSet<String> = FIELDS.iter().map(|(path, ..)| path.to_string()).collect();
+    let unlisted: Vec<&String> = paths.difference(&listed).collect();
+    assert!(
+        unlisted.is_empty(),
+        "envelope fields with no test showing a behaviour, a refusal or a warning (add one, then list it here): {unlisted:?}"
+    );
+    let stale: Vec<&String> = listed.difference(&paths).collect();
+    assert!(
+        stale.is_empty(),
+        "listed fields the schema no longer has: {stale:?}"
+    );
+    let mut missing_tests = Vec::new();
+    for (path, acts, file, test) in FIELDS {
+        let text = std::fs::read_to_string(repository_root().join(file))
+            .unwrap_or_else(|error| panic!("{path}: {file}: {error}"));
+        if !text.contains(&format!("fn {test}(")) {
+            missing_tests.push(format!("{path} ({acts:?}): no `fn {test}` in {file}"));
+        }
+    }
+    assert!(missing_tests.is_empty(), "{missing_tests:#?}");
+}
+
+#[test]
+fn the_walk_finds_a_field_added_without_a_test() {
+    let mut schema = envelope_schema();
+    schema["properties"]["newField"] = json!({"type": "string"});
+    schema["$defs"]["EnvelopeConstraints"]["properties"]["newLimit"] = json!({"type": "integer"});
+    let paths = property_paths(&schema);
+    let listed: BTreeSet<String> = FIELDS.iter().map(|(path, ..)| path.to_string()).collect();
+    let unlisted: Vec<&String> = paths.difference(&listed).collect();
+    assert_eq!(unlisted, ["$.constraints.newLimit", "$.newField"]);
+}
