@@ -543,3 +543,31 @@ async fn identity_instruction_and_caller_fields_act_as_documented() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_quality_threshold_no_reviewer_can_check_is_said_at_planning_and_at_the_end() {
+    let (services, runner) = orchestrator();
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
+    envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.8});
+    // Every reviewer of the registry is forbidden.
+    envelope["policies"]["planner"] = serde_json::json!({"selection": {"forbid": [
+        "QualityAssurance.contentReview", "ReviewPanel.copyReview", "JudgePanel.evaluate",
+        "director.PositioningReview", "director.SocialPostingReview"]}});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let frames = frames_of(&services, &run.run_id).await;
+    let planned = frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "plan_generated")
+        .unwrap();
+    let advisories = planned.payload.as_ref().unwrap()["infos"].to_string()
+        + &planned.payload.as_ref().unwrap()["warnings"].to_string();
+    assert!(
+        advisories.contains("constraints.qualityThreshold"),
+        "the plan says the threshold is not checked: {advisories}"
+    );
+    assert_eq!(warnings_coded(&frames, "specialist_skipped"), 1);
+}

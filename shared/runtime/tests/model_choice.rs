@@ -646,25 +646,61 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
         "beta-small"
     );
 
-    // With no fallback the node fails, saying why.
+    // With no fallback model the node escalates to the next-ranked
+    // capability that makes its facets: the run goes on, and says why.
     let plain_folder = registry_folder();
     let registry = Arc::new(load_registry(plain_folder.path()).unwrap());
-    let (default, _) = recording("default");
-    let router = ModelRouter::new(default).with_provider(
-        "alpha",
-        ProviderRoute::Ready(Arc::new(RateLimitedEndpoint {
-            calls: Arc::new(Mutex::new(0)),
-        })),
-    );
-    let (services, runner) = orchestrator(registry, router);
-    let run = services
-        .runs
-        .submit(
-            "t",
-            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+    let rate_limited = || {
+        let (default, _) = recording("default");
+        ModelRouter::new(default).with_provider(
+            "alpha",
+            ProviderRoute::Ready(Arc::new(RateLimitedEndpoint {
+                calls: Arc::new(Mutex::new(0)),
+            })),
         )
+    };
+    let (services, runner) = orchestrator(registry.clone(), rate_limited());
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    let status = runner.run_until_settled("t", &run.run_id).await.unwrap();
+    let frames = services
+        .runs
+        .read_all_events_after("t", &run.run_id, 0)
         .await
         .unwrap();
+    assert_ne!(
+        status,
+        RunStatus::Failed,
+        "an escalation exists, so no failure"
+    );
+    let updated = frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "plan_updated")
+        .expect("a new plan version hands the node on")
+        .payload
+        .clone()
+        .unwrap();
+    assert_eq!(updated["trigger"]["kind"], "model_failed");
+    assert_eq!(updated["trigger"]["capabilityId"], PINNED_CAPABILITY);
+    let escalated = frames
+        .iter()
+        .find(|frame| {
+            frame.event_type.as_str() == "warning"
+                && frame.payload.as_ref().unwrap()["code"] == "capability_fallback"
+        })
+        .expect("the escalation is said");
+    let said = escalated.message.clone().unwrap_or_default();
+    assert!(
+        said.contains(
+            "alpha (model `alpha-large`): provider rate-limited the request after 5 attempts"
+        ),
+        "the warning names the provider, the model and the retry count: {said}"
+    );
+    // When the envelope requires that very capability, no plan without it
+    // will do: nothing is left to escalate to, and the node fails saying why.
+    let (services, runner) = orchestrator(registry, rate_limited());
+    envelope["policies"]["planner"] = json!({"selection": {"require": [PINNED_CAPABILITY]}});
+    let run = services.runs.submit("t", &envelope).await.unwrap();
     assert_eq!(
         runner.run_until_settled("t", &run.run_id).await.unwrap(),
         RunStatus::Failed

@@ -136,6 +136,9 @@ pub enum WarningCode {
     /// A field accepted as advisory changes nothing in this run (the
     /// frame's `field` names it, the message says why).
     AdvisoryField,
+    /// A role the run needed did not run (no reviewer checked a quality
+    /// threshold): the output is delivered without it.
+    SpecialistSkipped,
 }
 
 impl WarningCode {

@@ -127,6 +127,22 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         );
         step.emit(warning);
     }
+    // A quality threshold no reviewer checked: the draft goes out unreviewed.
+    if let Some(threshold) = step.state.envelope.constraints.quality_threshold
+        && step.state.governance.drafts.is_empty()
+    {
+        let mut payload = frames::WarningPayload::of(WarningCode::SpecialistSkipped);
+        payload.field = Some("$.constraints.qualityThreshold".into());
+        let warning = frames::warning(
+            &step.stamp(),
+            None,
+            format!(
+                "no reviewer ran, so qualityThreshold {threshold} was not checked: the output is delivered unreviewed"
+            ),
+            &payload,
+        );
+        step.emit(warning);
+    }
     let (quality, acceptance_report) = super::quality::report(&step.state);
     super::narration::emit_run_metrics(step);
     step.state.status = RunStatus::Completed;

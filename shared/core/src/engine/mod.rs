@@ -30,6 +30,7 @@ mod agent;
 mod budget;
 mod chat_runs;
 mod effects;
+mod escalation;
 mod finish;
 mod hitl;
 mod human;

@@ -229,6 +229,28 @@ pub(super) fn resume_node(
             judge_answer(&mut step, node, call.attempt, parsed)?;
         }
         Err(ModelFailure { code, message }) => {
+            // A provider that kept failing after its retries (and its
+            // fallback models): escalate to the next capability that makes
+            // the node's facets (a person's, when the registry ranks one
+            // next) before failing the run.
+            let escalation = super::escalation::Escalation {
+                trigger: "model_failed",
+                rationale: format!(
+                    "{}'s model kept failing ({message}); trying the next-ranked capability",
+                    node.capability_id
+                ),
+                said: format!(
+                    "{}'s model kept failing ({}: {message})",
+                    node.capability_id,
+                    code.as_str()
+                ),
+            };
+            if super::escalation::provider_kept_failing(*code)
+                && super::escalation::fall_back_to_next_capability(&mut step, node, escalation)?
+            {
+                policy::continue_run(&mut step)?;
+                return Ok(step.into_advance());
+            }
             let run_message = format!("node {} failed: {message}", node.node_id);
             step.fail_node(node, call.attempt, *code, message, &run_message);
         }
@@ -452,7 +474,15 @@ fn reprompt_or_fail(
         });
         return Ok(());
     }
-    if fall_back_to_next_capability(step, node)? {
+    let escalation = super::escalation::Escalation {
+        trigger: "attempts_exhausted",
+        rationale: format!(
+            "{} never produced valid output; trying the next-ranked capability",
+            node.capability_id
+        ),
+        said: format!("{} ran out of attempts", node.capability_id),
+    };
+    if super::escalation::fall_back_to_next_capability(step, node, escalation)? {
         return policy::continue_run(step);
     }
     step.fail_node(
@@ -463,50 +493,6 @@ fn reprompt_or_fail(
         &format!("node {} never produced valid output", node.node_id),
     );
     Ok(())
-}
-
-/// The failure table: a node whose attempts ran out hands its facets to
-/// the next-ranked capability in a new plan version, when one exists.
-fn fall_back_to_next_capability(
-    step: &mut StepContext<'_, '_>,
-    node: &PlanNode,
-) -> Result<bool, CoreError> {
-    if node.builtin().is_some() {
-        return Ok(false);
-    }
-    let replaced = super::replan::replan(
-        step,
-        super::replan::ReplanCause {
-            trigger: frames::TriggerDetails {
-                kind: "attempts_exhausted".into(),
-                node_id: Some(node.node_id.clone()),
-                capability_id: Some(node.capability_id.clone()),
-                ..frames::TriggerDetails::default()
-            },
-            policy_id: None,
-            rationale: Some(format!(
-                "{} never produced valid output; trying the next-ranked capability",
-                node.capability_id
-            )),
-            invalidate: vec![node.node_id.clone()],
-            exclude_capabilities: vec![node.capability_id.clone()],
-            reject_ends_run: false,
-        },
-    )?;
-    if replaced {
-        let warning = frames::warning(
-            &step.stamp(),
-            Some(&node.node_id),
-            format!(
-                "{} ran out of attempts; plan version {} uses another capability",
-                node.capability_id,
-                step.state.plan_version()
-            ),
-            &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityFallback),
-        );
-        step.emit(warning);
-    }
-    Ok(replaced)
 }
 
 /// Marks every pending node whose upstream nodes all completed as scheduled

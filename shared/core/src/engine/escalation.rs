@@ -1,0 +1,77 @@
+//! Escalation instead of death: a node whose attempts ran out, or whose
+//! model kept failing after its provider's retries and fallback models,
+//! hands its facets to the next-ranked capability in a new plan version
+//! (a `capability_fallback` warning says why); only when no capability is
+//! left does the node fail the run.
+
+use crate::basics::codes::FailureCode;
+use crate::basics::error::CoreError;
+use crate::planning::plan::PlanNode;
+use crate::wire::frames;
+
+use super::StepContext;
+
+/// Why a node hands its facets on: the replan's trigger kind, the
+/// planner's rationale, and what the `capability_fallback` warning says.
+pub(super) struct Escalation {
+    pub(super) trigger: &'static str,
+    pub(super) rationale: String,
+    pub(super) said: String,
+}
+
+/// Whether a model failure is one a provider kept returning after its own
+/// retries (not a configuration or a refused request, which another
+/// capability on the same model would meet again).
+pub(super) fn provider_kept_failing(code: FailureCode) -> bool {
+    matches!(
+        code,
+        FailureCode::LlmRateLimited
+            | FailureCode::LlmServerError
+            | FailureCode::LlmTimeout
+            | FailureCode::LlmTransport
+            | FailureCode::LlmUnexpectedResponse
+    )
+}
+
+/// The failure table: a node whose attempts ran out, or whose model kept
+/// failing, hands its facets to the next-ranked capability in a new plan
+/// version, when one exists.
+pub(super) fn fall_back_to_next_capability(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    escalation: Escalation,
+) -> Result<bool, CoreError> {
+    if node.builtin().is_some() {
+        return Ok(false);
+    }
+    let replaced = super::replan::replan(
+        step,
+        super::replan::ReplanCause {
+            trigger: frames::TriggerDetails {
+                kind: escalation.trigger.into(),
+                node_id: Some(node.node_id.clone()),
+                capability_id: Some(node.capability_id.clone()),
+                ..frames::TriggerDetails::default()
+            },
+            policy_id: None,
+            rationale: Some(escalation.rationale),
+            invalidate: vec![node.node_id.clone()],
+            exclude_capabilities: vec![node.capability_id.clone()],
+            reject_ends_run: false,
+        },
+    )?;
+    if replaced {
+        let warning = frames::warning(
+            &step.stamp(),
+            Some(&node.node_id),
+            format!(
+                "{}; plan version {} uses another capability",
+                escalation.said,
+                step.state.plan_version()
+            ),
+            &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityFallback),
+        );
+        step.emit(warning);
+    }
+    Ok(replaced)
+}
