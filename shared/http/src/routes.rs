@@ -203,7 +203,12 @@ async fn run_snapshot(
     let Some(stored) = state.runs.load(&tenant.0, &run_id).await? else {
         return Err(ApiError::run_not_found(&run_id));
     };
-    Ok(Json(RunSnapshotResponse::of(&stored.state, stored.version)))
+    let superseded = state.runs.superseded_plans(&tenant.0, &run_id).await?;
+    Ok(Json(RunSnapshotResponse::of(
+        &stored.state,
+        stored.version,
+        &superseded,
+    )))
 }
 
 /// The registry files' capabilities and the tenant's registrations, with

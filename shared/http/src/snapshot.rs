@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use baton_core::diagnostics::DiagnosticsBundle;
+use baton_core::plan::PlanGraph;
 use baton_core::redaction::redact;
 use baton_core::run::{NodeStatus, RunState, TokenUsage};
 use serde::Serialize;
@@ -94,6 +95,10 @@ pub struct PlanVersionSummary {
     pub version: u32,
     pub planner_runtime: String,
     pub planner_model: Option<String>,
+    /// The version's nodes.
+    pub node_ids: Vec<String>,
+    /// The current version's nodes not yet completed (none for a version a
+    /// newer one replaced).
     pub pending_node_ids: Vec<String>,
 }
 
@@ -121,22 +126,30 @@ pub struct NodeLedgerEntry {
 }
 
 impl RunSnapshotResponse {
-    pub fn of(run: &RunState, version: u64) -> Self {
+    /// The snapshot of `run`, its `superseded` plan versions (oldest
+    /// first) listed before the current one.
+    pub fn of(run: &RunState, version: u64, superseded: &[PlanGraph]) -> Self {
         let envelope = serde_json::to_value(&*run.envelope).unwrap_or(Value::Null);
-        let plan_versions = run
-            .plan
+        let summary = |plan: &PlanGraph, pending_node_ids: Vec<String>| PlanVersionSummary {
+            version: plan.plan_version,
+            planner_runtime: plan.planner_runtime.clone(),
+            planner_model: plan.planner_model.clone(),
+            node_ids: plan.nodes.iter().map(|node| node.node_id.clone()).collect(),
+            pending_node_ids,
+        };
+        let plan_versions = superseded
             .iter()
-            .map(|plan| PlanVersionSummary {
-                version: plan.plan_version,
-                planner_runtime: plan.planner_runtime.clone(),
-                planner_model: plan.planner_model.clone(),
-                pending_node_ids: run
-                    .nodes
-                    .iter()
-                    .filter(|(_, record)| record.status != NodeStatus::Completed)
-                    .map(|(node_id, _)| node_id.clone())
-                    .collect(),
-            })
+            .map(|plan| summary(plan, Vec::new()))
+            .chain(run.plan.iter().map(|plan| {
+                summary(
+                    plan,
+                    run.nodes
+                        .iter()
+                        .filter(|(_, record)| record.status != NodeStatus::Completed)
+                        .map(|(node_id, _)| node_id.clone())
+                        .collect(),
+                )
+            }))
             .collect();
         RunSnapshotResponse {
             ok: true,

@@ -355,6 +355,23 @@ async fn a_quality_threshold_alone_plans_a_reviewer_and_a_low_score_revises() {
     assert_eq!(updates[0]["trigger"]["kind"], "quality_below_threshold");
     let complete = frames.last().unwrap().payload.clone().unwrap();
     assert_eq!(complete["quality"]["passed"], true, "{complete}");
+    // The version the revision replaced is kept beside the run (what
+    // `GET /runs/{id}` lists in `planVersions` before the current one).
+    let superseded = services
+        .runs
+        .superseded_plans("t", &run.run_id)
+        .await
+        .unwrap();
+    let versions: Vec<u32> = superseded.iter().map(|plan| plan.plan_version).collect();
+    assert_eq!(versions, [1]);
+    let state = services
+        .runs
+        .load("t", &run.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(state.plan.unwrap().plan_version, 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]

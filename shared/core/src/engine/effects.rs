@@ -70,7 +70,10 @@ impl JudgeModelCall {
             Some(crate::records::entries::EntryBody::PanelRound(calls)) => {
                 calls.iter().find(|call| call.judge_id == self.judge_id)
             }
-            Some(crate::records::entries::EntryBody::Turn(_)) => {
+            Some(
+                crate::records::entries::EntryBody::Turn(_)
+                | crate::records::entries::EntryBody::PlanVersion(_),
+            ) => {
                 return Err(crate::basics::error::CoreError::StepDoesNotApply(format!(
                     "entry {} is not a panel round",
                     self.round_entry

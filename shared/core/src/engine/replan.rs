@@ -132,6 +132,13 @@ pub(super) fn replan(
     step.state.nodes = nodes;
     step.state.plan_diagnostics = Some(Arc::new(bundle));
     let plan = Arc::new(plan);
+    // The replaced version is kept beside the run (its history).
+    step.put_entry(
+        &crate::records::entries::EntryKey::PlanVersion {
+            version: previous.plan_version,
+        },
+        crate::records::entries::EntryBody::PlanVersion(Box::new(previous.as_ref().clone())),
+    );
     step.state.plan = Some(plan.clone());
     step.state.status = RunStatus::Running;
     let updated = frames::plan_updated(

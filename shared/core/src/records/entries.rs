@@ -42,6 +42,8 @@ pub enum EntryKey {
         attempt: u32,
         round: u32,
     },
+    /// Plan version `version`, kept when a newer version replaced it.
+    PlanVersion { version: u32 },
 }
 
 impl EntryKey {
@@ -58,9 +60,13 @@ impl EntryKey {
                 attempt,
                 round,
             } => format!("panel#{node_id}#{attempt}#{round:04}#"),
+            EntryKey::PlanVersion { version } => format!("{PLAN_VERSION_PREFIX}{version:06}"),
         }
     }
 }
+
+/// The prefix every superseded plan version is stored under.
+pub const PLAN_VERSION_PREFIX: &str = "plan#";
 
 /// The prefix every turn of one session's conversation is stored under.
 pub fn conversation_prefix(node_id: &str, attempt: u32) -> String {
@@ -84,6 +90,8 @@ pub enum EntryBody {
     Turn(SessionTurn),
     /// The judges' calls of a panel round.
     PanelRound(Vec<JudgeCall>),
+    /// A plan version a newer one replaced.
+    PlanVersion(Box<crate::planning::plan::PlanGraph>),
 }
 
 impl RunEntry {

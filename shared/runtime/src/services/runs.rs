@@ -197,6 +197,26 @@ impl RunService {
         }
     }
 
+    /// The plan versions newer ones replaced, oldest first (the current
+    /// one is the run state's).
+    pub async fn superseded_plans(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<baton_core::plan::PlanGraph>, RuntimeError> {
+        let entries = self
+            .store
+            .read_entries(tenant_id, run_id, baton_core::entries::PLAN_VERSION_PREFIX)
+            .await?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|entry| match entry.body {
+                baton_core::entries::EntryBody::PlanVersion(plan) => Some(*plan),
+                _ => None,
+            })
+            .collect())
+    }
+
     /// The stored run of `tenant_id` (None for another tenant's run).
     pub async fn load(
         &self,

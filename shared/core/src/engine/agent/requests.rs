@@ -45,7 +45,7 @@ impl ConverseCall {
         for entry in stored.iter().take(wanted) {
             match &entry.body {
                 EntryBody::Turn(turn) => turns.push(turn.clone()),
-                EntryBody::PanelRound(_) => {
+                EntryBody::PanelRound(_) | EntryBody::PlanVersion(_) => {
                     return Err(CoreError::StepDoesNotApply(format!(
                         "entry {} is not a conversation turn",
                         entry.key
