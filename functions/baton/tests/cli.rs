@@ -605,23 +605,42 @@ async fn violating_answers_fail_the_run_once_no_capability_is_left() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn five_server_errors_in_a_row_fail_the_run_with_an_error_frame() {
+async fn five_server_errors_in_a_row_escalate_to_the_next_capability_instead_of_failing() {
     let server = ScriptedLlmServer::start().await.unwrap();
+    // Test double for the model: the first node's model answers 500 on
+    // every try (five attempts), then the endpoint recovers.
     server.push_behaviors((0..5).map(|_| Behavior::Status {
         status: 500,
         retry_after_seconds: None,
     }));
-    let (code, frames, _) = run_ndjson(
+    let (code, frames, stderr) = run_ndjson(
         &server,
         &baton_test_support::plain_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
-    assert_eq!(code, 3);
+    assert_eq!(
+        code, 0,
+        "an escalation exists, so the run goes on: {stderr}"
+    );
     assert_frame_invariants(&frames);
-    let last = frames.last().unwrap();
-    assert_eq!(last["type"], "error");
-    assert_eq!(last["payload"]["code"], "llm_server_error");
-    assert_eq!(server.request_count(), 5);
+    let updated = frames
+        .iter()
+        .find(|frame| frame["type"] == "plan_updated")
+        .expect("a new plan version hands the failing node on");
+    assert_eq!(updated["payload"]["trigger"]["kind"], "model_failed");
+    let escalated = frames
+        .iter()
+        .find(|frame| frame["payload"]["code"] == "capability_fallback")
+        .expect("the escalation is said");
+    assert!(
+        escalated["message"]
+            .as_str()
+            .unwrap()
+            .contains("llm_server_error"),
+        "{escalated}"
+    );
+    assert_eq!(frames.last().unwrap()["type"], "complete");
+    assert!(server.request_count() > 5, "the next capability was asked");
 }
 
 #[tokio::test(flavor = "multi_thread")]
