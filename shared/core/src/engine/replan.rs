@@ -137,7 +137,9 @@ pub(super) fn replan(
         &crate::records::entries::EntryKey::PlanVersion {
             version: previous.plan_version,
         },
-        crate::records::entries::EntryBody::PlanVersion(Box::new(previous.as_ref().clone())),
+        crate::records::entries::EntryBody::PlanVersion(Box::new(
+            serde_json::to_value(previous.as_ref()).unwrap_or_default(),
+        )),
     );
     step.state.plan = Some(plan.clone());
     step.state.status = RunStatus::Running;

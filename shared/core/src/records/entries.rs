@@ -90,8 +90,9 @@ pub enum EntryBody {
     Turn(SessionTurn),
     /// The judges' calls of a panel round.
     PanelRound(Vec<JudgeCall>),
-    /// A plan version a newer one replaced.
-    PlanVersion(Box<crate::planning::plan::PlanGraph>),
+    /// A plan version a newer one replaced, as the plan's JSON (records
+    /// know no plan type: planning depends on them, not the reverse).
+    PlanVersion(Box<serde_json::Value>),
 }
 
 impl RunEntry {

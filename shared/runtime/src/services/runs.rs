@@ -211,7 +211,9 @@ impl RunService {
         Ok(entries
             .into_iter()
             .filter_map(|entry| match entry.body {
-                baton_core::entries::EntryBody::PlanVersion(plan) => Some(*plan),
+                baton_core::entries::EntryBody::PlanVersion(plan) => {
+                    serde_json::from_value(*plan).ok()
+                }
                 _ => None,
             })
             .collect())
