@@ -58,26 +58,28 @@ def watch_a_run_complete_and_open_a_node(page):
     shot(page, "01a-final-output-awaits-approval")
     approval.locator("button.approve").click()
     expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    # The strategist, the writer fanned out into the sample's two variants
+    # (policies.variantCount), and the join.
     nodes = page.locator("svg.plan g.node")
-    expect(nodes).to_have_count(2)
-    for index in range(2):
+    expect(nodes).to_have_count(4)
+    for index in range(4):
         expect(nodes.nth(index)).to_have_attribute("data-status", "completed")
     expect(page.locator(".run-cost")).to_contain_text("$")
     shot(page, "01-run-completed")
-    page.locator('svg.plan g.node[data-node-id="node_2"]').click()
+    page.locator('svg.plan g.node[data-node-id="node_2_v1"]').click()
     details = page.locator(".node-details")
     expect(details).to_contain_text("ContentGenerator.copyVariants")
     expect(details.locator(".output")).to_contain_text("copyVariants")
     expect(details.locator(".cost")).to_contain_text("$0.0")
     expect(details.locator(".catalog-model")).to_have_text("gpt-4.1-nano · openai")
     expect(details.locator(".model")).to_have_text("gpt-4.1-nano")
-    expect(nodes.nth(1).locator(".node-model")).to_have_text("gpt-4.1-nano")
+    expect(page.locator('svg.plan g.node[data-node-id="node_2_v1"] .node-model')).to_have_text("gpt-4.1-nano")
     expect(details.locator(".input-bundle")).to_contain_text("writerBrief")
     shot(page, "02-node-details")
     # The runs list shows the run, newest first.
     page.click("#refresh-runs")
     expect(page.locator("#runs li").first).to_have_attribute("data-run-id", run_id)
-    print(f"ok: run {run_id} completed in the viewer; node_2 shows its output and cost")
+    print(f"ok: run {run_id} waited for approval of its final output, completed in the viewer; node_2_v1 shows its output and cost")
 
 
 def fill_a_task_form_and_complete_the_run(page):
