@@ -6,7 +6,8 @@
 //! advisory field, the `warning` naming it. The walk fails on a property
 //! with no entry (a new field must come with its test), on an entry for a
 //! property the schema no longer has, and on an entry naming a test that
-//! does not exist in its file.
+//! does not exist in its file or never names the field (as JSON or as
+//! the Rust field).
 //!
 //! Keys outside the canonical ones are covered by their parent's entry:
 //! other `constraints` travel to the nodes (`callerConstraints`), other
@@ -93,8 +94,8 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
     (
         "$.outputContract",
         Behaviour,
-        CLI,
-        "every_example_envelope_completes_with_contract_valid_output",
+        ENVELOPE_FIELDS,
+        "an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refused",
     ),
     (
         "$.outputContract.mode",
@@ -243,8 +244,8 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
     (
         "$.policies.runtime",
         Behaviour,
-        GOVERNANCE,
-        "policy_trigger_action_table",
+        CLI,
+        "approvals_and_pauses_continue_in_later_processes",
     ),
     (
         "$.policies.runtime[].id",
@@ -358,7 +359,7 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "$.policies.runtime[].action.reason",
         Behaviour,
         GOVERNANCE,
-        "a_pause_resumes_without_a_new_plan_version",
+        "policy_trigger_action_table",
     ),
     (
         "$.policies.runtime[].action.event",
@@ -472,6 +473,31 @@ fn property_paths(schema: &Value) -> BTreeSet<String> {
     out
 }
 
+/// The text of `fn name` in `file_text`, up to the next item.
+fn test_body<'a>(file_text: &'a str, name: &str) -> Option<&'a str> {
+    let start = file_text.find(&format!("fn {name}("))?;
+    let rest = &file_text[start..];
+    let end = rest[1..]
+        .find("\n#[")
+        .or_else(|| rest[1..].find("\nfn "))
+        .map_or(rest.len(), |end| end + 1);
+    Some(&rest[..end])
+}
+
+/// `qualityThreshold` → `quality_threshold`.
+fn snake_case(name: &str) -> String {
+    let mut snake = String::new();
+    for character in name.chars() {
+        if character.is_ascii_uppercase() {
+            snake.push('_');
+            snake.push(character.to_ascii_lowercase());
+        } else {
+            snake.push(character);
+        }
+    }
+    snake
+}
+
 fn envelope_schema() -> Value {
     let path = repository_root().join("registry/schemas/envelope.schema.json");
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
@@ -496,8 +522,19 @@ fn every_envelope_field_has_a_test_that_shows_it_acts() {
     for (path, acts, file, test) in FIELDS {
         let text = std::fs::read_to_string(repository_root().join(file))
             .unwrap_or_else(|error| panic!("{path}: {file}: {error}"));
-        if !text.contains(&format!("fn {test}(")) {
+        let Some(body) = test_body(&text, test) else {
             missing_tests.push(format!("{path} ({acts:?}): no `fn {test}` in {file}"));
+            continue;
+        };
+        // The test names the field it stands for (as JSON, or as the Rust
+        // field): an entry cannot point at a test about something else.
+        let field = path.rsplit(['.', ']']).next().unwrap_or_default();
+        let field = field.trim_start_matches('$');
+        let rust_name = snake_case(field);
+        if !field.is_empty() && !body.contains(field) && !body.contains(&rust_name) {
+            missing_tests.push(format!(
+                "{path} ({acts:?}): `fn {test}` in {file} never names `{field}`"
+            ));
         }
     }
     assert!(missing_tests.is_empty(), "{missing_tests:#?}");
