@@ -165,6 +165,38 @@ pub(super) fn replan(
         },
     );
     step.emit(updated);
+    // Capabilities the old version used that the new one goes without
+    // (besides those the cause excluded) are said: the output will be made
+    // without them.
+    let dropped: BTreeSet<&str> = previous
+        .nodes
+        .iter()
+        .map(|node| node.capability_id.as_str())
+        .filter(|capability| {
+            !plan
+                .nodes
+                .iter()
+                .any(|node| node.capability_id == *capability)
+                && !cause
+                    .exclude_capabilities
+                    .iter()
+                    .any(|excluded| excluded == capability)
+        })
+        .collect();
+    if !dropped.is_empty() {
+        let names: Vec<&str> = dropped.into_iter().collect();
+        let warning = frames::warning(
+            &step.stamp(),
+            None,
+            format!(
+                "plan version {} goes without {}: the output is made without them",
+                plan.plan_version,
+                names.join(", ")
+            ),
+            &frames::WarningPayload::of(crate::basics::codes::WarningCode::SpecialistSkipped),
+        );
+        step.emit(warning);
+    }
     Ok(true)
 }
 

@@ -12,6 +12,7 @@ use crate::wire::frames::test_support::assert_frames_match_schemas;
 
 mod agent;
 mod cost;
+mod escalation;
 mod governance;
 mod narration;
 mod notify;
