@@ -689,6 +689,23 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
                 && frame.payload.as_ref().unwrap()["code"] == "capability_fallback"
         })
         .expect("the escalation is said");
+    // The registry has no other maker of the brief: the new version goes
+    // without the strategist, and that is said too.
+    let skipped = frames
+        .iter()
+        .find(|frame| {
+            frame.event_type.as_str() == "warning"
+                && frame.payload.as_ref().unwrap()["code"] == "specialist_skipped"
+        })
+        .expect("the dropped strategist is said");
+    assert!(
+        skipped
+            .message
+            .clone()
+            .unwrap_or_default()
+            .contains(PINNED_CAPABILITY),
+        "{skipped:?}"
+    );
     let said = escalated.message.clone().unwrap_or_default();
     assert!(
         said.contains(

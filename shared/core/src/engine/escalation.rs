@@ -61,17 +61,47 @@ pub(super) fn fall_back_to_next_capability(
         },
     )?;
     if replaced {
+        // Whether another capability makes what the node made, or the new
+        // version simply goes without it (its facets were optional).
+        let replaced_by_another = step.state.plan.as_ref().is_some_and(|plan| {
+            plan.nodes.iter().any(|other| {
+                other
+                    .output_facets
+                    .iter()
+                    .any(|facet| node.output_facets.contains(facet))
+            })
+        });
+        let version = step.state.plan_version();
         let warning = frames::warning(
             &step.stamp(),
             Some(&node.node_id),
-            format!(
-                "{}; plan version {} uses another capability",
-                escalation.said,
-                step.state.plan_version()
-            ),
+            if replaced_by_another {
+                format!(
+                    "{}; plan version {version} uses another capability",
+                    escalation.said
+                )
+            } else {
+                format!(
+                    "{}; plan version {version} goes without it: no other capability makes {}",
+                    escalation.said,
+                    node.output_facets.join(", ")
+                )
+            },
             &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityFallback),
         );
         step.emit(warning);
+        if !replaced_by_another {
+            let skipped = frames::warning(
+                &step.stamp(),
+                Some(&node.node_id),
+                format!(
+                    "plan version {version} goes without {}: the output is made without it",
+                    node.capability_id
+                ),
+                &frames::WarningPayload::of(crate::basics::codes::WarningCode::SpecialistSkipped),
+            );
+            step.emit(skipped);
+        }
     }
     Ok(replaced)
 }
