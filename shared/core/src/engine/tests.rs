@@ -475,6 +475,38 @@ fn frames_carry_the_plan_version_and_node_frames_their_provenance() {
     assert_eq!(provenance.input[0].facet, "notes");
     assert_eq!(provenance.output[0].facet, "brief");
     assert_eq!(started.payload.as_ref().unwrap()["executorType"], "ai");
+    // The `complete` frame says where each delivered property came from.
+    let briefed = step(
+        state,
+        answer("node_1", 1, json!({"brief": {"text": "b"}})),
+        &context,
+    );
+    let done = step(
+        briefed.state,
+        answer("node_2", 1, json!({"draft": {"text": "d"}})),
+        &context,
+    );
+    assert_eq!(done.state.status, RunStatus::Completed);
+    let complete = done
+        .events
+        .iter()
+        .find(|event| event.event_type == crate::wire::event::EventType::Complete)
+        .expect("the run completes");
+    let delivered = complete
+        .facet_provenance
+        .as_ref()
+        .expect("complete carries provenance");
+    assert!(delivered.input.is_empty());
+    let facets: Vec<&str> = delivered
+        .output
+        .iter()
+        .map(|entry| entry.facet.as_str())
+        .collect();
+    assert!(
+        !facets.is_empty() && facets.iter().all(|facet| *facet == "draft"),
+        "{facets:?}"
+    );
+    assert_frames_match_schemas(&done.events);
 }
 
 #[test]
