@@ -228,14 +228,8 @@ impl AnthropicProvider {
             .send()
             .await
             .map_err(classify_transport_error)?;
-        if response.status().as_u16() == 401 {
-            return Err(AttemptFailure::Fatal(LlmError::Configuration(format!(
-                "Anthropic refused the key (HTTP 401): set {} to a valid key",
-                self.config.api_key_variable
-            ))));
-        }
         if !response.status().is_success() {
-            return Err(failure_of(response).await);
+            return Err(failure_of(response, &self.config.api_key_variable).await);
         }
         let mut streamed = Streamed {
             model: body["model"].as_str().unwrap_or_default().to_string(),

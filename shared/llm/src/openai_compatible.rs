@@ -231,14 +231,8 @@ impl OpenAiCompatibleProvider {
             builder = builder.bearer_auth(key);
         }
         let response = builder.send().await.map_err(classify_transport_error)?;
-        if response.status().as_u16() == 401 {
-            return Err(AttemptFailure::Fatal(LlmError::Configuration(format!(
-                "the endpoint refused the key (HTTP 401): set {} to a valid key",
-                self.config.api_key_variable
-            ))));
-        }
         if !response.status().is_success() {
-            return Err(failure_of(response).await);
+            return Err(failure_of(response, &self.config.api_key_variable).await);
         }
         let is_event_stream = response
             .headers()

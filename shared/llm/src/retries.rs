@@ -138,8 +138,15 @@ pub(crate) fn parse_retry_after(value: Option<&reqwest::header::HeaderValue>) ->
 
 /// The failure a non-2xx answer is: 429 and 5xx (and Anthropic's 529
 /// "overloaded") are retried, anything else is the request's fault.
-pub(crate) async fn failure_of(response: reqwest::Response) -> AttemptFailure {
+pub(crate) async fn failure_of(response: reqwest::Response, key_variable: &str) -> AttemptFailure {
     let status = response.status().as_u16();
+    if status == 401 {
+        // A refused key will be refused again: not retried, and the error
+        // says which variable to set (never the key itself).
+        return AttemptFailure::Fatal(LlmError::Configuration(format!(
+            "the provider refused the key (HTTP 401): set {key_variable} to a valid key"
+        )));
+    }
     let retry_after = parse_retry_after(response.headers().get(reqwest::header::RETRY_AFTER));
     let text = response.text().await.unwrap_or_default();
     let text: String = text.chars().take(500).collect();

@@ -256,7 +256,7 @@ async fn rate_limits_and_overloads_are_retried_and_a_refused_key_names_its_varia
         .unwrap_err();
     assert_eq!(
         error.to_string(),
-        "provider configuration: Anthropic refused the key (HTTP 401): set ANTHROPIC_API_KEY to a valid key"
+        "provider configuration: the provider refused the key (HTTP 401): set ANTHROPIC_API_KEY to a valid key"
     );
     assert_eq!(
         double.seen.lock().unwrap().len(),
