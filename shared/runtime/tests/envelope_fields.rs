@@ -96,6 +96,22 @@ fn orchestrator_with(model: Arc<SchemaShapedModel>) -> (Services, LocalRunner) {
     (services, runner)
 }
 
+/// Submits `envelope`, runs it until it settles and checks it ended
+/// `expected`; the submitted run.
+async fn settle(
+    services: &Services,
+    runner: &LocalRunner,
+    envelope: &serde_json::Value,
+    expected: RunStatus,
+) -> baton_runtime::services::SubmittedRun {
+    let run = services.runs.submit("t", envelope).await.unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &run.run_id).await.unwrap(),
+        expected
+    );
+    run
+}
+
 async fn frames_of(services: &Services, run_id: &str) -> Vec<EventFrame> {
     services
         .runs
@@ -255,11 +271,7 @@ async fn caller_constraints_directives_and_output_hints_reach_the_nodes_they_con
     });
     envelope["policies"]["planner"] = serde_json::json!({"directives": {"tone": "plain"}});
     envelope["outputContract"]["hints"] = serde_json::json!({"maxLength": 280});
-    let run = services.runs.submit("t", &envelope).await.unwrap();
-    assert_eq!(
-        runner.run_until_settled("t", &run.run_id).await.unwrap(),
-        RunStatus::Completed
-    );
+    settle(&services, &runner, &envelope, RunStatus::Completed).await;
     let asked = model.asked.lock().unwrap().clone();
     let constraints_of = |schema: &str| {
         asked
@@ -385,11 +397,7 @@ async fn a_missing_must_include_term_revises_the_draft_and_is_said_when_still_mi
     let (services, runner) = orchestrator_with(model.clone());
     let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = serde_json::json!({"qualityThreshold": 0.5, "executionDepth": 2, "mustInclude": ["Audit Trail"]});
-    let run = services.runs.submit("t", &envelope).await.unwrap();
-    assert_eq!(
-        runner.run_until_settled("t", &run.run_id).await.unwrap(),
-        RunStatus::Completed
-    );
+    let run = settle(&services, &runner, &envelope, RunStatus::Completed).await;
     let frames = frames_of(&services, &run.run_id).await;
     let updates = plan_updates(&frames);
     assert_eq!(updates.len(), 1, "one revision");
@@ -420,11 +428,7 @@ async fn a_missing_must_include_term_revises_the_draft_and_is_said_when_still_mi
     let (services, runner) = orchestrator();
     let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["constraints"] = serde_json::json!({"mustInclude": ["a term nobody writes"]});
-    let run = services.runs.submit("t", &envelope).await.unwrap();
-    assert_eq!(
-        runner.run_until_settled("t", &run.run_id).await.unwrap(),
-        RunStatus::Completed
-    );
+    let run = settle(&services, &runner, &envelope, RunStatus::Completed).await;
     let frames = frames_of(&services, &run.run_id).await;
     assert_eq!(warnings_coded(&frames, "must_include_missing"), 1);
 }
@@ -435,11 +439,7 @@ async fn max_turns_bounds_the_model_turns_of_the_runs_nodes() {
     let unbounded = Arc::new(SchemaShapedModel::default());
     let (services, runner) = orchestrator_with(unbounded.clone());
     let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
-    let run = services.runs.submit("t", &envelope).await.unwrap();
-    assert_eq!(
-        runner.run_until_settled("t", &run.run_id).await.unwrap(),
-        RunStatus::Completed
-    );
+    settle(&services, &runner, &envelope, RunStatus::Completed).await;
     let needed = unbounded.asked.lock().unwrap().len();
     assert!(needed >= 2, "{needed}");
 
@@ -447,11 +447,7 @@ async fn max_turns_bounds_the_model_turns_of_the_runs_nodes() {
     let model = Arc::new(SchemaShapedModel::default());
     let (services, runner) = orchestrator_with(model.clone());
     envelope["constraints"] = serde_json::json!({"maxTurns": needed - 1});
-    let run = services.runs.submit("t", &envelope).await.unwrap();
-    assert_eq!(
-        runner.run_until_settled("t", &run.run_id).await.unwrap(),
-        RunStatus::Failed
-    );
+    let run = settle(&services, &runner, &envelope, RunStatus::Failed).await;
     assert_eq!(
         model.asked.lock().unwrap().len(),
         needed - 1,
@@ -470,11 +466,7 @@ async fn max_turns_bounds_the_model_turns_of_the_runs_nodes() {
 
     // Exactly enough: it completes.
     envelope["constraints"] = serde_json::json!({"maxTurns": needed});
-    let run = services.runs.submit("t", &envelope).await.unwrap();
-    assert_eq!(
-        runner.run_until_settled("t", &run.run_id).await.unwrap(),
-        RunStatus::Completed
-    );
+    settle(&services, &runner, &envelope, RunStatus::Completed).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -483,11 +475,7 @@ async fn an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refuse
     let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
     envelope["policies"]["planner"] =
         serde_json::json!({"optimisation": {"objective": "diversity"}});
-    let run = services.runs.submit("t", &envelope).await.unwrap();
-    assert_eq!(
-        runner.run_until_settled("t", &run.run_id).await.unwrap(),
-        RunStatus::Completed
-    );
+    let run = settle(&services, &runner, &envelope, RunStatus::Completed).await;
     let frames = frames_of(&services, &run.run_id).await;
     let advisory: Vec<&serde_json::Value> = frames
         .iter()
@@ -570,11 +558,7 @@ async fn a_quality_threshold_no_reviewer_can_check_is_said_at_planning_and_at_th
     envelope["policies"]["planner"] = serde_json::json!({"selection": {"forbid": [
         "QualityAssurance.contentReview", "ReviewPanel.copyReview", "JudgePanel.evaluate",
         "director.PositioningReview", "director.SocialPostingReview"]}});
-    let run = services.runs.submit("t", &envelope).await.unwrap();
-    assert_eq!(
-        runner.run_until_settled("t", &run.run_id).await.unwrap(),
-        RunStatus::Completed
-    );
+    let run = settle(&services, &runner, &envelope, RunStatus::Completed).await;
     let frames = frames_of(&services, &run.run_id).await;
     let planned = frames
         .iter()
