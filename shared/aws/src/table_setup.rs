@@ -12,6 +12,8 @@ use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX, unavailable};
 
 impl DynamoRunStore {
     /// Creates the table (and its TTL) if it does not exist: for local emulators and tests.
+    /// Two processes starting at once may both find it missing: the one whose create is
+    /// refused with `ResourceInUseException` takes the other's table as its own.
     pub async fn create_table_if_missing(&self) -> Result<(), StoreError> {
         let exists = self
             .client
@@ -23,7 +25,8 @@ impl DynamoRunStore {
         if exists {
             return Ok(());
         }
-        self.client
+        let created = self
+            .client
             .create_table()
             .table_name(&self.table)
             .billing_mode(BillingMode::PayPerRequest)
@@ -95,8 +98,22 @@ impl DynamoRunStore {
                     .map_err(unavailable)?,
             )
             .send()
-            .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .await;
+        match created {
+            Ok(_) => {}
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_resource_in_use_exception()) =>
+            {
+                return Ok(());
+            }
+            Err(error) => {
+                return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                    error,
+                )));
+            }
+        }
         self.client
             .update_time_to_live()
             .table_name(&self.table)

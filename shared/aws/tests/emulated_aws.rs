@@ -31,6 +31,26 @@ async fn dynamodb_store_passes_the_conformance_suite() {
         .unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn two_processes_creating_one_table_at_once_both_succeed() {
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    for _ in 0..4 {
+        let table = unique("baton-create-race");
+        let left = DynamoRunStore::new(&connection, table.clone());
+        let right = DynamoRunStore::new(&connection, table);
+        let (left_created, right_created) = tokio::join!(
+            left.create_table_if_missing(),
+            right.create_table_if_missing()
+        );
+        left_created.unwrap();
+        right_created.unwrap();
+        run_store_conformance(Arc::new(left), &unique("race"))
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn dynamodb_capability_directory_passes_the_conformance_suite() {
     let emulator = moto_server::MotoServer::start().unwrap();

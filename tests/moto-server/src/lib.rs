@@ -157,10 +157,39 @@ pub async fn queue_arn(
 }
 
 /// A name no other test uses (tables and queues are per test: moto slows down as they grow).
+///
+/// The process id, a per-process counter and the clock: two tests of one binary
+/// that ask in the same clock tick still get different names (the clock alone
+/// once gave two concurrent tests one table and one queue on a shared server).
 pub fn unique_name(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let sequence = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|elapsed| elapsed.as_nanos())
         .unwrap_or_default();
-    format!("{prefix}-{}-{nanos}", std::process::id())
+    format!("{prefix}-{}-{sequence}-{nanos}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_asked_for_at_once_on_many_threads_are_all_different() {
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    (0..500)
+                        .map(|_| super::unique_name("t"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut names = std::collections::BTreeSet::new();
+        for thread in threads {
+            for name in thread.join().expect("a naming thread panicked") {
+                assert!(names.insert(name.clone()), "{name} was given twice");
+            }
+        }
+        assert_eq!(names.len(), 4_000);
+    }
 }
