@@ -44,6 +44,7 @@ pub(super) fn fall_back_to_next_capability(
     if node.builtin().is_some() {
         return Ok(false);
     }
+    let failed_in = step.state.plan_version();
     let replaced = super::replan::replan(
         step,
         super::replan::ReplanCause {
@@ -61,6 +62,17 @@ pub(super) fn fall_back_to_next_capability(
         },
     )?;
     if replaced {
+        step.state
+            .governance
+            .escalations
+            .push(crate::records::governance::EscalationRecord {
+                plan_version: failed_in,
+                node_id: node.node_id.clone(),
+                capability_id: node.capability_id.clone(),
+                output_facets: node.output_facets.clone(),
+                trigger: escalation.trigger.to_string(),
+                failure: escalation.said.clone(),
+            });
         // Whether another capability makes what the node made, or the new
         // version simply goes without it (its facets were optional).
         let replaced_by_another = step.state.plan.as_ref().is_some_and(|plan| {

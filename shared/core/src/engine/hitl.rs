@@ -244,8 +244,9 @@ pub fn trigger_manual_policy(
     Ok(Ok(step.into_decision()))
 }
 
-/// A timer came due: a human task past its SLA fails the run (or fires the
-/// first `onTimeout` policy); an `onTimeout` policy's timer fires it.
+/// A timer came due: a human task past its SLA fires the first `onTimeout`
+/// policy, or escalates to the next capability that makes its facets (a
+/// terminal fallback), or fails the run; an `onTimeout` policy's timer fires it.
 pub(super) fn fire_timer(
     state: &RunState,
     timer_id: &str,
@@ -296,6 +297,21 @@ pub(super) fn fire_timer(
                         "no answer to the human task within its SLA (due {})",
                         timer.due_at.rfc3339()
                     );
+                    // A terminal fallback (or another capability) may still
+                    // make the facets: escalate before failing.
+                    let escalation = super::escalation::Escalation {
+                        trigger: "human_task_timed_out",
+                        rationale: format!(
+                            "{}: {reason}; trying the next-ranked capability",
+                            node.capability_id
+                        ),
+                        said: format!("{} had {reason}", node.capability_id),
+                    };
+                    if super::escalation::fall_back_to_next_capability(&mut step, node, escalation)?
+                    {
+                        policy::continue_run(&mut step)?;
+                        return Ok(step.into_advance());
+                    }
                     step.fail_node(
                         node,
                         *attempt,

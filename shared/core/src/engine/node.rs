@@ -57,6 +57,7 @@ pub(super) fn start_payload(
         instructions: None,
         inputs: None,
         due_at: None,
+        escalated_from: None,
         model: node
             .model
             .as_ref()
@@ -153,6 +154,11 @@ fn hand_to_a_person(
     payload.inputs = Some(bundle.inputs);
     let due = now.plus(engine.human_task_timeout);
     payload.due_at = Some(due.rfc3339());
+    payload.escalated_from = step
+        .state
+        .governance
+        .escalation_taken_over_by(&node.output_facets)
+        .cloned();
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
         record.status = NodeStatus::AwaitingHuman;
     }

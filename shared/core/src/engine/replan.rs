@@ -49,7 +49,17 @@ pub(super) fn replan(
         return Ok(false);
     };
     let mut envelope = step.state.envelope.as_ref().clone();
-    if !cause.exclude_capabilities.is_empty() {
+    // Capabilities escalated away before stay excluded: a second escalation
+    // never goes back to the first one that failed.
+    let mut excluded = cause.exclude_capabilities.clone();
+    excluded.extend(
+        step.state
+            .governance
+            .escalations
+            .iter()
+            .map(|record| record.capability_id.clone()),
+    );
+    if !excluded.is_empty() {
         let planner = envelope
             .policies
             .planner
@@ -57,9 +67,7 @@ pub(super) fn replan(
         let selection = planner
             .selection
             .get_or_insert_with(SelectionPolicy::default);
-        selection
-            .forbid
-            .extend(cause.exclude_capabilities.iter().cloned());
+        selection.forbid.extend(excluded);
     }
     let engine = step.engine;
     let drafted = plan_deterministically(&envelope, engine.registry);

@@ -3,7 +3,8 @@
 //! supply facets, and capabilities are chained backward over facet coverage.
 //! Candidates are scored (see [`crate::planning::selection`]): `policies.planner.selection`
 //! first (forbid removes; require, then prefer, rank first; avoid ranks
-//! last), then AI before human, fewer missing inputs (facet alignment), the
+//! last), then AI before human before a terminal fallback (`kind:
+//! "fallback"`, chosen only when nothing else can make a facet), fewer missing inputs (facet alignment), the
 //! fit of declared languages and formats to the envelope's hints (a
 //! language mismatch is a cutoff), cost and id. The plan's
 //! `metadata.selection` records the hints and each chosen capability's fit.
@@ -13,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::catalog::registry::Registry;
-use crate::contracts::capability::{AgentType, CapabilityRegistration};
+use crate::contracts::capability::{AgentType, CapabilityRegistration, NodeKind};
 use crate::contracts::compiler::{ContractDirection, compile_contract};
 use crate::contracts::diagnostics::{DiagnosticCause, PlanDiagnostic};
 use crate::contracts::envelope::TaskEnvelope;
@@ -154,6 +155,7 @@ impl<'a> PlanningContext<'a> {
                 !self.is_listed(|s| &s.require, &capability.capability_id),
                 !self.is_listed(|s| &s.prefer, &capability.capability_id),
                 self.is_listed(|s| &s.avoid, &capability.capability_id),
+                capability.kind == NodeKind::Fallback,
                 capability.agent_type == AgentType::Human,
                 missing_inputs,
                 -trait_fit(capability, &self.hints).score(),

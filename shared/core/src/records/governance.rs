@@ -41,6 +41,39 @@ pub struct Governance {
     /// Drafts a reviewer scored under `constraints.qualityThreshold`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drafts: Vec<DraftRecord>,
+    /// Nodes that handed their facets on (their model kept failing, or
+    /// their attempts ran out), in order: what a person who takes the
+    /// facets over is told.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalations: Vec<EscalationRecord>,
+}
+
+/// A node that handed its facets to the next capability, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EscalationRecord {
+    /// The plan version the node failed in.
+    pub plan_version: u32,
+    pub node_id: String,
+    pub capability_id: String,
+    /// The facets it was to produce.
+    pub output_facets: Vec<String>,
+    /// What went wrong (`model_failed` or `attempts_exhausted`).
+    pub trigger: String,
+    /// The failure in words, with the provider's error or the last violations.
+    pub failure: String,
+}
+
+impl Governance {
+    /// The latest escalation whose facets `output_facets` takes over.
+    pub fn escalation_taken_over_by(&self, output_facets: &[String]) -> Option<&EscalationRecord> {
+        self.escalations.iter().rev().find(|record| {
+            record
+                .output_facets
+                .iter()
+                .any(|facet| output_facets.contains(facet))
+        })
+    }
 }
 
 /// One reviewed draft: its score and what it consisted of.

@@ -35,6 +35,10 @@ pub struct HumanTask {
     /// The capability's `assignmentDefaults` (routing hints), verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignment_defaults: Option<serde_json::Map<String, Value>>,
+    /// When the task takes over the facets of a node that failed (its model
+    /// kept failing, or its attempts ran out): that node and its failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalated_from: Option<crate::records::governance::EscalationRecord>,
 }
 
 /// The approval request or clarifying question a held run waits on.
@@ -110,6 +114,10 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
                 .task_surface
                 .as_ref()
                 .and_then(|surface| surface.assignment_defaults.clone()),
+            escalated_from: state
+                .governance
+                .escalation_taken_over_by(&node.output_facets)
+                .cloned(),
         })
         .collect()
 }

@@ -134,3 +134,140 @@ fn a_failing_writer_escalates_and_the_specialist_the_new_plan_drops_is_said() {
     assert_eq!(replanned, ["write.plain"]);
     assert_frames_match_schemas(&escalated.events);
 }
+
+/// draft made by an AI writer (preferred), a person, or a terminal
+/// fallback (`kind: "fallback"`), in that order of escalation.
+fn registry_with_a_person_and_a_fallback() -> Registry {
+    let mut registry = escalating_registry();
+    for capability in [
+        json!({"capabilityId": "write.person", "agentType": "human", "version": "1", "displayName": "e", "summary": "an editor writes it",
+               "inputContract": ["notes"], "outputContract": ["draft"]}),
+        json!({"capabilityId": "write.template", "agentType": "ai", "version": "1", "displayName": "t", "summary": "a canned draft",
+               "kind": "fallback", "inputContract": ["notes"], "outputContract": ["draft"], "cost": {"tier": "low"}}),
+    ] {
+        registry
+            .add_capability(serde_json::from_value(capability).unwrap(), "test")
+            .unwrap();
+    }
+    registry
+}
+
+fn capabilities_of(state: &RunState) -> Vec<String> {
+    state
+        .plan
+        .as_ref()
+        .unwrap()
+        .nodes
+        .iter()
+        .map(|node| node.capability_id.clone())
+        .collect()
+}
+
+#[test]
+fn a_failing_model_escalates_to_a_person_who_is_told_why_then_to_the_terminal_fallback() {
+    let registry = registry_with_a_person_and_a_fallback();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let envelope = TaskEnvelope::parse_value(&json!({
+        "objective": "o",
+        "inputs": {"notes": {"text": "n"}},
+        "policies": {"planner": {"selection": {"forbid": ["write.cheap", "plan.brief"]}}},
+        "outputContract": {"schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}}}
+    }))
+    .unwrap();
+    let started = start_run(identity(), envelope, NOW, 3).state;
+    let planned = step(started, Observed::Plan, &context);
+    assert_eq!(
+        capabilities_of(&planned.state),
+        ["write.plain"],
+        "AI first; the fallback is never chosen while another capability can make the facet"
+    );
+    // The writer's provider answers 500 after its retries: a person takes over.
+    let to_person = step(
+        planned.state,
+        Observed::ProviderFailed {
+            node: "node_1",
+            attempt: 1,
+        },
+        &context,
+    );
+    assert_eq!(capabilities_of(&to_person.state), ["write.person"]);
+    assert_ne!(to_person.state.status, RunStatus::Failed);
+    let person_node = to_person.state.plan.as_ref().unwrap().nodes[0]
+        .node_id
+        .clone();
+    let person_attempt = to_person.state.nodes[&person_node].current_attempt;
+    let node_id: &'static str = Box::leak(person_node.clone().into_boxed_str());
+    let parked = step(
+        to_person.state,
+        Observed::Begin {
+            node: node_id,
+            attempt: person_attempt,
+        },
+        &context,
+    );
+    assert_eq!(parked.state.status, RunStatus::AwaitingHuman);
+    let tasks = crate::state::tasks::human_tasks(&parked.state);
+    assert_eq!(tasks.len(), 1);
+    let carried = tasks[0]
+        .escalated_from
+        .as_ref()
+        .expect("the task carries the failure");
+    assert_eq!(carried.capability_id, "write.plain");
+    assert_eq!(carried.trigger, "model_failed");
+    assert!(carried.failure.contains("500"), "{carried:?}");
+    let start = parked
+        .events
+        .iter()
+        .find(|event| event.event_type == crate::wire::event::EventType::NodeStart)
+        .unwrap();
+    assert_eq!(
+        start.payload.as_ref().unwrap()["escalatedFrom"]["capabilityId"],
+        "write.plain",
+        "the person's node_start carries the failure too"
+    );
+    // Nobody answers within the SLA: the terminal fallback makes the draft.
+    let timer_id = crate::records::governance::human_sla_timer_id(&person_node, person_attempt);
+    let StepAdvance::Decided(timed_out) = begin_step(
+        &parked.state,
+        &StepCommand::FireTimer { timer_id },
+        NOW,
+        &context,
+    )
+    .unwrap() else {
+        panic!("a timer is decided without an effect")
+    };
+    assert_frames_match_schemas(&timed_out.events);
+    assert_eq!(
+        capabilities_of(&timed_out.state),
+        ["write.template"],
+        "the first failed writer stays excluded; the fallback comes last"
+    );
+    assert_eq!(timed_out.state.status, RunStatus::Running);
+    let fallback_warnings: Vec<String> = timed_out
+        .events
+        .iter()
+        .filter(|event| {
+            event.event_type == crate::wire::event::EventType::Warning
+                && event.payload.as_ref().unwrap()["code"] == "capability_fallback"
+        })
+        .map(|event| event.message.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(fallback_warnings.len(), 1, "{fallback_warnings:?}");
+    assert!(
+        fallback_warnings[0].contains("write.person had no answer to the human task"),
+        "{fallback_warnings:?}"
+    );
+    let fallback_node = timed_out.state.plan.as_ref().unwrap().nodes[0]
+        .node_id
+        .clone();
+    let fallback_attempt = timed_out.state.nodes[&fallback_node].current_attempt;
+    let node_id: &'static str = Box::leak(fallback_node.into_boxed_str());
+    let done = step(
+        timed_out.state,
+        answer(node_id, fallback_attempt, text("draft", "canned")),
+        &context,
+    );
+    assert_eq!(done.state.status, RunStatus::Completed);
+    assert_eq!(done.state.governance.escalations.len(), 2);
+}

@@ -267,6 +267,10 @@ pub struct NodeStartPayload<'a> {
     /// model, or none (people, builtins, panels).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<Cow<'a, str>>,
+    /// Human nodes that take over an escalated node's facets: that node
+    /// and its failure (the task carries it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalated_from: Option<crate::records::governance::EscalationRecord>,
 }
 
 pub fn node_start(
