@@ -76,6 +76,15 @@ def watch_a_run_complete_and_open_a_node(page):
     expect(page.locator('svg.plan g.node[data-node-id="node_2_v1"] .node-model')).to_have_text("gpt-4.1-nano")
     expect(details.locator(".input-bundle")).to_contain_text("writerBrief")
     shot(page, "02-node-details")
+    # A plan drawn from its plan_generated frame (before a snapshot has the
+    # plan: a race the stream can win) names each chosen model by name only.
+    drawn = page.evaluate("""async () => {
+        const { drawPlan } = await import('./viewer/graph.js');
+        const plan = {nodes: [{nodeId: "node_1", capabilityId: "c.x", label: "Writer", model: "gpt-4.1-nano"}], edges: []};
+        const svg = drawPlan(plan, {supplied: [], goals: [], statuses: {}, selected: null, onSelect: () => {}});
+        return svg.querySelector('.node-model').textContent;
+    }""")
+    assert drawn == "gpt-4.1-nano", drawn
     # The runs list shows the run, newest first.
     page.click("#refresh-runs")
     expect(page.locator("#runs li").first).to_have_attribute("data-run-id", run_id)

@@ -397,6 +397,7 @@ async fn main() {
                 };
                 let label = match &received.message.command {
                     StepCommand::Plan => "plan step",
+                    StepCommand::Replan { .. } => "replan step",
                     StepCommand::ExecuteNode { node_id, .. } => {
                         let stored = store.clone();
                         let state = baton_runtime::ports::RunStore::load_run(

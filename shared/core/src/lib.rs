@@ -39,7 +39,7 @@ pub use planning::{
     validator, variants,
 };
 pub use records::{agents, chat, conversation, entries, governance, notifications};
-pub use state::{context, listing, plan_tool, run, tasks};
+pub use state::{context, listing, plan_tool, replan_cause, run, tasks};
 pub use wire::{event, frames, hooks};
 
 pub use error::CoreError;

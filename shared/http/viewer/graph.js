@@ -66,7 +66,7 @@ export function drawPlan(plan, { supplied, goals, statuses, selected, onSelect }
   const links = arrows(plan, supplied, goals);
   const column = columns(plan, links);
   const boxes = [{ id: "inputs", label: "inputs", sub: supplied.join(", ") },
-    ...plan.nodes.map((node) => ({ id: node.nodeId, label: node.label, sub: `${node.capabilityId} · ${node.agentType}`, node })),
+    ...plan.nodes.map((node) => ({ id: node.nodeId, label: node.label || node.nodeId, sub: `${node.capabilityId} · ${node.agentType}`, node })),
     { id: "output", label: "output", sub: goals.join(", ") }];
   const rows = new Map();
   const position = new Map();
@@ -101,9 +101,11 @@ export function drawPlan(plan, { supplied, goals, statuses, selected, onSelect }
     group.append(element("rect", { width: BOX_WIDTH, height: BOX_HEIGHT, rx: box.node ? 6 : 24, fill }));
     group.append(element("text", { x: 10, y: 21, "font-weight": "600" }, truncate(box.label, 26)));
     group.append(element("text", { x: 10, y: 40, fill: "#5a6475" }, truncate(box.sub, 27)));
-    // The catalog model the plan chose (none: the deployment's default).
-    if (box.node && box.node.model) {
-      group.append(element("text", { class: "node-model", x: 10, y: 58, fill: "#2b6cb0" }, truncate(box.node.model.name, 27)));
+    // The catalog model the plan chose (none: the deployment's default). A
+    // snapshot's node names it as {name, provider}; a plan frame by name only.
+    const model = box.node && modelName(box.node.model);
+    if (model) {
+      group.append(element("text", { class: "node-model", x: 10, y: 58, fill: "#2b6cb0" }, truncate(model, 27)));
     }
     if (box.node) {
       group.append(element("title", {}, `${box.id}: ${status}`));
@@ -115,5 +117,12 @@ export function drawPlan(plan, { supplied, goals, statuses, selected, onSelect }
 }
 
 function truncate(text, length) {
-  return text.length > length ? `${text.slice(0, length - 1)}…` : text;
+  const shown = String(text ?? "");
+  return shown.length > length ? `${shown.slice(0, length - 1)}…` : shown;
+}
+
+/** A node's chosen model's name: `{name, provider}` (snapshots) or a name (plan frames). */
+export function modelName(model) {
+  if (!model) return null;
+  return typeof model === "string" ? model : model.name || null;
 }

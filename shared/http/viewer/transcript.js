@@ -51,8 +51,11 @@ export function transcriptIn(output) {
   return null;
 }
 
-/** The transcript view: rounds, then phases within them, then messages. */
-export function transcriptView(transcript) {
+/**
+ * The transcript view: rounds, then phases within them, then messages.
+ * `verdicts` (topic → {className, text}) keeps a verdict across redraws.
+ */
+export function transcriptView(transcript, verdicts = new Map()) {
   const view = make("section", { class: "panel transcript" }, make("h3", {}, "Judge transcript"));
   const messages = (transcript.rounds || []).reduce((count, round) => count + (round.messages || []).length, 0);
   view.append(make("p", { class: "hint" }, `${transcript.rounds.length} round(s), ${messages} message(s), published to ${transcript.topicId || "the run's event log"}`));
@@ -74,14 +77,27 @@ export function transcriptView(transcript) {
     }
     view.append(roundView);
   }
-  const verdict = make("span", { class: "verdict", role: "status" });
+  const key = transcript.topicId || "";
+  const given = verdicts.get(key);
+  const verdict = make("span", { class: given ? given.className : "verdict", role: "status", "data-topic": key });
+  if (given) verdict.textContent = given.text;
   const button = make("button", { type: "button", class: "verify" }, "Verify");
   button.addEventListener("click", async () => {
     verdict.className = "verdict";
     verdict.textContent = "checking…";
     const broken = await verifyTranscript(transcript);
-    verdict.className = `verdict ${broken ? "broken" : "verified"}`;
-    verdict.textContent = broken ? `Broken: ${broken}` : `Verified: ${messages} messages, every hash holds`;
+    const outcome = {
+      className: `verdict ${broken ? "broken" : "verified"}`,
+      text: broken ? `Broken: ${broken}` : `Verified: ${messages} messages, every hash holds`,
+    };
+    verdicts.set(key, outcome);
+    // The page may have been redrawn while the hashes were checked: update
+    // whichever verdict is on it now.
+    const onPage = [...document.querySelectorAll(".transcript .verdict")].filter((shown) => shown.dataset.topic === key);
+    for (const shown of [verdict, ...onPage]) {
+      shown.className = outcome.className;
+      shown.textContent = outcome.text;
+    }
   });
   view.append(make("p", {}, button, " ", verdict));
   return view;

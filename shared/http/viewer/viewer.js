@@ -4,7 +4,7 @@
 // Plain modules over the HTTP API; nothing is fetched from elsewhere.
 
 import { ApiError, flex, followRun, getJson, postJson, setToken, token } from "./api.js";
-import { drawPlan } from "./graph.js";
+import { drawPlan, modelName } from "./graph.js";
 import { schemaForm, showErrors } from "./form.js";
 import { transcriptIn, transcriptView } from "./transcript.js";
 
@@ -102,6 +102,8 @@ function newRunView(runId) {
     runId, frames: [], lastId: 0, plans: new Map(), statuses: {}, nodes: new Map(),
     selectedNode: null, selectedVersion: null, snapshot: null, runMetrics: null,
     abort: new AbortController(), following: false, error: null,
+    // Transcript verdicts by topic: a redraw shows the verdict already given.
+    verdicts: new Map(),
   };
 }
 
@@ -190,7 +192,7 @@ function nodeDetails(view, node) {
     make("div", { class: "figures" },
       // The catalog model the plan chose for the node, and the model that answered.
       figure("Chosen model", make("span", { class: "catalog-model" },
-        node.model ? `${node.model.name} · ${node.model.provider}` : "deployment default")),
+        node.model ? [modelName(node.model), node.model.provider].filter(Boolean).join(" · ") : "deployment default")),
       figure("Model", make("span", { class: "model" }, complete.model || ledger.model || "—")),
       figure("Tokens", make("span", { class: "tokens" }, tokens(usage))),
       figure("Cost", make("span", { class: "cost" }, money(cost))),
@@ -211,7 +213,7 @@ function nodeDetails(view, node) {
   }
   for (const message of info.errors) panel.append(make("p", { class: "error" }, message));
   const transcript = transcriptIn(output);
-  if (transcript) panel.append(transcriptView(transcript));
+  if (transcript) panel.append(transcriptView(transcript, view.verdicts));
   return panel;
 }
 
@@ -321,6 +323,10 @@ async function follow(view) {
   } catch (error) {
     if (error.name !== "AbortError") view.error = errorText(error);
   }
+  // A redraw still due from the last frames would replace what the person
+  // does next on the page (a verdict, a selection): the final one below covers it.
+  if (pending) clearTimeout(pending);
+  pending = null;
   view.following = false;
   await refreshSnapshot(view);
   render(view);

@@ -35,7 +35,8 @@ pub(super) fn provider_kept_failing(code: FailureCode) -> bool {
 
 /// The failure table: a node whose attempts ran out, or whose model kept
 /// failing, hands its facets to the next-ranked capability in a new plan
-/// version, when one exists.
+/// version, when one exists (under the LLM planner, the version is drafted
+/// in a step of its own and the warnings come with it).
 pub(super) fn fall_back_to_next_capability(
     step: &mut StepContext<'_, '_>,
     node: &PlanNode,
@@ -44,7 +45,14 @@ pub(super) fn fall_back_to_next_capability(
     if node.builtin().is_some() {
         return Ok(false);
     }
-    let failed_in = step.state.plan_version();
+    let record = crate::records::governance::EscalationRecord {
+        plan_version: step.state.plan_version(),
+        node_id: node.node_id.clone(),
+        capability_id: node.capability_id.clone(),
+        output_facets: node.output_facets.clone(),
+        trigger: escalation.trigger.to_string(),
+        failure: escalation.said,
+    };
     let replaced = super::replan::replan(
         step,
         super::replan::ReplanCause {
@@ -59,61 +67,57 @@ pub(super) fn fall_back_to_next_capability(
             invalidate: vec![node.node_id.clone()],
             exclude_capabilities: vec![node.capability_id.clone()],
             reject_ends_run: false,
+            escalated: Some(record.clone()),
         },
     )?;
     if replaced {
-        step.state
-            .governance
-            .escalations
-            .push(crate::records::governance::EscalationRecord {
-                plan_version: failed_in,
-                node_id: node.node_id.clone(),
-                capability_id: node.capability_id.clone(),
-                output_facets: node.output_facets.clone(),
-                trigger: escalation.trigger.to_string(),
-                failure: escalation.said.clone(),
-            });
-        // Whether another capability makes what the node made, or the new
-        // version simply goes without it (its facets were optional).
-        let replaced_by_another = step.state.plan.as_ref().is_some_and(|plan| {
-            plan.nodes.iter().any(|other| {
-                other
-                    .output_facets
-                    .iter()
-                    .any(|facet| node.output_facets.contains(facet))
-            })
-        });
-        let version = step.state.plan_version();
-        let warning = frames::warning(
-            &step.stamp(),
-            Some(&node.node_id),
-            if replaced_by_another {
-                format!(
-                    "{}; plan version {version} uses another capability",
-                    escalation.said
-                )
-            } else {
-                format!(
-                    "{}; plan version {version} goes without it: no other capability makes {}",
-                    escalation.said,
-                    node.output_facets.join(", ")
-                )
-            },
-            &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityFallback),
-        );
-        step.emit(warning);
-        if !replaced_by_another {
-            let skipped = frames::warning(
-                &step.stamp(),
-                Some(&node.node_id),
-                format!(
-                    "plan version {version} goes without {}: the output is made without it",
-                    node.capability_id
-                ),
-                &frames::WarningPayload::of(crate::basics::codes::WarningCode::SpecialistSkipped),
-            );
-            step.emit(skipped);
-        }
+        step.state.governance.escalations.push(record);
     }
     Ok(replaced)
+}
+
+/// Once a version replaced the plan an escalated node was in: whether
+/// another capability makes what it made (a `capability_fallback`
+/// warning), or the version goes without it (`specialist_skipped` too).
+pub(super) fn say_what_took_over(
+    step: &mut StepContext<'_, '_>,
+    escalated: &crate::records::governance::EscalationRecord,
+) {
+    let replaced_by_another = step.state.plan.as_ref().is_some_and(|plan| {
+        plan.nodes.iter().any(|other| {
+            other
+                .output_facets
+                .iter()
+                .any(|facet| escalated.output_facets.contains(facet))
+        })
+    });
+    let version = step.state.plan_version();
+    let node_id = escalated.node_id.as_str();
+    let said = &escalated.failure;
+    let warning = frames::warning(
+        &step.stamp(),
+        Some(node_id),
+        if replaced_by_another {
+            format!("{said}; plan version {version} uses another capability")
+        } else {
+            format!(
+                "{said}; plan version {version} goes without it: no other capability makes {}",
+                escalated.output_facets.join(", ")
+            )
+        },
+        &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityFallback),
+    );
+    step.emit(warning);
+    if !replaced_by_another {
+        let skipped = frames::warning(
+            &step.stamp(),
+            Some(node_id),
+            format!(
+                "plan version {version} goes without {}: the output is made without it",
+                escalated.capability_id
+            ),
+            &frames::WarningPayload::of(crate::basics::codes::WarningCode::SpecialistSkipped),
+        );
+        step.emit(skipped);
+    }
 }

@@ -191,6 +191,7 @@ pub fn start_run(
         notifications: Default::default(),
         unpriced_models: Default::default(),
         model_turns: 0,
+        pending_replan: None,
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),
@@ -306,6 +307,10 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
     }
     match command {
         StepCommand::Plan => state.status != RunStatus::Queued,
+        StepCommand::Replan { version } => state
+            .pending_replan
+            .as_ref()
+            .is_none_or(|pending| pending.version != *version),
         StepCommand::ExecuteNode { node_id, attempt } => {
             !state.nodes.get(node_id).is_some_and(|record| {
                 record.status == NodeStatus::Scheduled && record.current_attempt == *attempt
@@ -368,6 +373,7 @@ pub fn begin_step(
     }
     match command {
         StepCommand::Plan => planning_step::begin_planning(state, now, engine),
+        StepCommand::Replan { .. } => replan::begin_replan(state, engine),
         StepCommand::ExecuteNode { node_id, attempt } => {
             node::begin_node(state, node_id, *attempt, now, engine)
         }
@@ -424,9 +430,10 @@ pub fn resume_step(
         return Ok(StepAdvance::Stale);
     }
     match performed {
-        Performed::DraftPlan(call, outcome) => {
-            planning_step::resume_planning(state, call, outcome, now, engine)
-        }
+        Performed::DraftPlan(call, outcome) => match command {
+            StepCommand::Replan { .. } => replan::resume_replan(state, call, outcome, now, engine),
+            _ => planning_step::resume_planning(state, call, outcome, now, engine),
+        },
         Performed::CallModel(call, outcome) => node::resume_node(state, call, outcome, now, engine),
         Performed::AskJudge(call, outcome) => {
             panel::resume_judge(state, call, outcome, now, engine)

@@ -35,7 +35,7 @@ pub(super) fn begin_planning(
         PlannerChoice::Deterministic => {
             let mut step = StepContext::new(state.clone(), now, engine);
             let drafted = plan_deterministically(&step.state.envelope, engine.registry);
-            let judged = judge(drafted, &step.state, engine);
+            let judged = judge(drafted, &step.state.envelope, engine);
             settle_plan(&mut step, judged, 1, PlannerKind::Deterministic)?;
             Ok(step.into_advance())
         }
@@ -75,7 +75,7 @@ pub(super) fn resume_planning(
                 engine.registry,
                 &answer.model,
             );
-            let judged = judge(drafted, &step.state, engine);
+            let judged = judge(drafted, &step.state.envelope, engine);
             if judged.0.is_some() {
                 settle_plan(&mut step, judged, call.attempt, PlannerKind::Llm)?;
                 return Ok(step.into_advance());
@@ -130,7 +130,7 @@ pub(super) fn resume_planning(
     );
     step.emit(warning);
     let drafted = plan_deterministically(&step.state.envelope, engine.registry);
-    let judged = judge(drafted, &step.state, engine);
+    let judged = judge(drafted, &step.state.envelope, engine);
     settle_plan(
         &mut step,
         judged,
@@ -143,15 +143,15 @@ pub(super) fn resume_planning(
 /// A draft and its diagnostics: the plan only when it is not rejected.
 type Judged = (Option<PlanGraph>, DiagnosticsBundle);
 
-/// Validates a draft, once.
-fn judge(
+/// Validates a draft against `envelope`, once.
+pub(super) fn judge(
     drafted: Result<PlanGraph, Vec<PlanDiagnostic>>,
-    state: &RunState,
+    envelope: &crate::contracts::envelope::TaskEnvelope,
     engine: &EngineContext<'_>,
 ) -> Judged {
     match drafted {
         Ok(plan) => {
-            let bundle = validate_plan(&plan, &state.envelope, engine.registry, engine.validators);
+            let bundle = validate_plan(&plan, envelope, engine.registry, engine.validators);
             if bundle.status == PlanStatus::Rejected {
                 (None, bundle)
             } else {

@@ -381,6 +381,7 @@ pub(super) fn apply(
                     invalidate: node.map(|node| node.node_id.clone()).into_iter().collect(),
                     exclude_capabilities: Vec::new(),
                     reject_ends_run: true,
+                    escalated: None,
                 },
             )?;
             Ok(if accepted {
@@ -438,6 +439,11 @@ pub(super) fn hold_on_request(
 /// and settles the status, unless the run ended or is held.
 pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
     if step.state.status.is_terminal() {
+        return Ok(());
+    }
+    if step.state.pending_replan.is_some() {
+        // The planner model is drafting the next version: its step
+        // schedules what that version needs.
         return Ok(());
     }
     match &step.state.governance.hold {

@@ -125,6 +125,7 @@ pub(super) fn judge_review(
                 invalidate: reviewed,
                 exclude_capabilities: Vec::new(),
                 reject_ends_run: false,
+                escalated: None,
             },
         )?;
         if revised {

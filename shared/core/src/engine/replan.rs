@@ -1,46 +1,51 @@
-//! Replanning: a new plan version replaces the current one within the step
-//! that asked for it (a policy's `replan`, or a node whose attempts ran out
-//! and whose facets another capability can produce). The plan topology of
-//! a version never changes; a new version is a new graph.
+//! Replanning: a new plan version replaces the current one (a policy's
+//! `replan`, a revision under the quality loop, or a node whose facets are
+//! escalated to another capability). The plan topology of a version never
+//! changes; a new version is a new graph.
 //!
 //! Completed nodes the new version still uses (same id, capability and
 //! upstream nodes, not invalidated) keep their outputs and are not re-run;
 //! the invalidated nodes and everything downstream of them run again, with
 //! attempt numbers that continue (so no step message id repeats).
 //!
-//! Replans use the deterministic planner (the LLM planner drafts first plans
-//! only): a replan decides within one step, with no effect to perform.
+//! Under the deterministic planner a replan is decided within the step that
+//! asked for it. Under the LLM planner that step records the cause
+//! (`RunState::pending_replan`) and queues `StepCommand::Replan`, which
+//! asks the planner model through the same `DraftPlan` effect as the first
+//! plan (the request says what is replaced and why), validates the draft
+//! like the first, re-prompts a rejected one, and falls back to the
+//! deterministic planner. Nothing new is scheduled while a replan is drafted.
+//! The deterministic planner is asked first in both cases: a replan it
+//! cannot make is refused at once, so the caller's own fallback still runs.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::basics::codes::FailureCode;
+use serde_json::{Value, json};
+
+use crate::basics::codes::{FailureCode, WarningCode};
 use crate::basics::error::CoreError;
-use crate::contracts::diagnostics::PlanStatus;
+use crate::basics::instant::Instant;
+use crate::contracts::diagnostics::{DiagnosticsBundle, PlanStatus};
+use crate::contracts::envelope::TaskEnvelope;
 use crate::contracts::policies::{PlannerPolicy, SelectionPolicy};
+use crate::planning::llm_planner::{plan_from_draft, replan_request};
 use crate::planning::plan::PlanGraph;
 use crate::planning::planner::plan_deterministically;
 use crate::planning::validator::validate_plan;
-use crate::state::run::{NodeRecord, RunStatus};
-use crate::wire::frames::{self, PlannerKind, TriggerDetails};
+use crate::state::replan_cause::PendingReplan;
+pub(super) use crate::state::replan_cause::ReplanCause;
+use crate::state::run::{NodeRecord, NodeStatus, RunState, RunStatus, StepCommand};
+use crate::wire::frames::{self, PlannerKind};
 
-use super::StepContext;
+use super::{
+    EngineContext, ModelFailure, ModelOutcome, PlanDraftCall, PlannerChoice, StepAdvance,
+    StepContext,
+};
 
-/// Why and how to replan.
-pub(super) struct ReplanCause {
-    pub trigger: TriggerDetails,
-    pub policy_id: Option<String>,
-    pub rationale: Option<String>,
-    /// Nodes whose outputs must not be kept (with everything downstream).
-    pub invalidate: Vec<String>,
-    /// Capabilities the new version must not use.
-    pub exclude_capabilities: Vec<String>,
-    /// A rejected draft ends the run (`plan_rejected`); otherwise the step
-    /// goes on as if no replan was tried and nothing is written.
-    pub reject_ends_run: bool,
-}
-
-/// Plans a new version. Returns whether it replaced the plan.
+/// Plans a new version, now (deterministic planner) or in a step of its own
+/// (LLM planner). Returns whether a new version replaces (or will replace)
+/// the plan.
 pub(super) fn replan(
     step: &mut StepContext<'_, '_>,
     cause: ReplanCause,
@@ -48,12 +53,258 @@ pub(super) fn replan(
     let Some(previous) = step.state.plan.clone() else {
         return Ok(false);
     };
-    let mut envelope = step.state.envelope.as_ref().clone();
-    // Capabilities escalated away before stay excluded: a second escalation
-    // never goes back to the first one that failed.
+    if let Some(pending) = step.state.pending_replan.as_mut() {
+        // A version is being drafted already: this cause joins it.
+        join(&mut pending.cause, cause);
+        return Ok(true);
+    }
+    let engine = step.engine;
+    let envelope = planning_envelope(&step.state, &cause);
+    let Some((plan, bundle)) = draft_deterministically(&envelope, engine) else {
+        refuse(step, &previous, &cause);
+        return Ok(false);
+    };
+    if engine.planner == PlannerChoice::Llm && step.state.chat.is_none() {
+        let version = previous.plan_version + 1;
+        step.enter_phase(frames::RunPhase::Planning);
+        step.state.pending_replan = Some(Box::new(PendingReplan { version, cause }));
+        step.enqueue(StepCommand::Replan { version });
+        return Ok(true);
+    }
+    apply(
+        step,
+        &previous,
+        cause,
+        (plan, bundle),
+        1,
+        PlannerKind::Deterministic,
+    );
+    Ok(true)
+}
+
+/// `StepCommand::Replan`: ask the planner model for version `version`.
+pub(super) fn begin_replan(
+    state: &RunState,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let Some(pending) = state.pending_replan.as_deref() else {
+        return Ok(StepAdvance::Stale);
+    };
+    Ok(StepAdvance::Perform(super::Effect::DraftPlan(
+        PlanDraftCall {
+            attempt: 1,
+            request: request_for(state, pending, engine, &[]),
+            rejected: Vec::new(),
+            frames_before: Vec::new(),
+        },
+    )))
+}
+
+/// The planner model answered (or failed) for a pending replan: apply a
+/// valid draft, re-prompt a rejected one while attempts remain, else let
+/// the deterministic planner make the version.
+pub(super) fn resume_replan(
+    state: RunState,
+    call: &PlanDraftCall,
+    outcome: &ModelOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    let (Some(pending), Some(previous)) = (state.pending_replan.clone(), state.plan.clone()) else {
+        return Ok(StepAdvance::Stale);
+    };
+    let mut step = StepContext::new(state, now, engine);
+    step.events.extend(call.frames_before.iter().cloned());
+    let envelope = planning_envelope(&step.state, &pending.cause);
+    let attempts = engine.max_planner_attempts.max(1);
+    let drafts_rejected_before = u32::try_from(call.rejected.len()).unwrap_or(u32::MAX);
+    let (fallback_reason, rejected_drafts) = match outcome {
+        Err(ModelFailure { message, .. }) => (
+            format!("the planner model is unavailable ({message})"),
+            drafts_rejected_before,
+        ),
+        Ok(answer) => {
+            let drafted =
+                plan_from_draft(&answer.content, &envelope, engine.registry, &answer.model);
+            match super::planning_step::judge(drafted, &envelope, engine) {
+                (Some(plan), bundle) => {
+                    step.state.pending_replan = None;
+                    apply(
+                        &mut step,
+                        &previous,
+                        pending.cause,
+                        (plan, bundle),
+                        call.attempt,
+                        PlannerKind::Llm,
+                    );
+                    super::policy::continue_run(&mut step)?;
+                    return Ok(step.into_advance());
+                }
+                (None, bundle) => {
+                    let rejection = [
+                        frames::plan_requested(
+                            &step.stamp(),
+                            &super::planning_step::plan_requested_payload(
+                                &step.state,
+                                engine,
+                                call.attempt,
+                                PlannerKind::Llm,
+                            ),
+                        ),
+                        frames::plan_rejected(
+                            &step.stamp(),
+                            &frames::PlanRejectedPayload {
+                                attempt: call.attempt,
+                                will_retry: true,
+                                diagnostics: bundle.clone(),
+                            },
+                        ),
+                    ];
+                    let mut rejected = call.rejected.clone();
+                    rejected.push(bundle);
+                    if call.attempt < attempts {
+                        let mut frames_before = std::mem::take(&mut step.events);
+                        frames_before.extend(rejection);
+                        return Ok(StepAdvance::Perform(super::Effect::DraftPlan(
+                            PlanDraftCall {
+                                attempt: call.attempt + 1,
+                                request: request_for(&step.state, &pending, engine, &rejected),
+                                rejected,
+                                frames_before,
+                            },
+                        )));
+                    }
+                    step.events.extend(rejection);
+                    (
+                        format!(
+                            "the planner model produced no valid replan in {attempts} attempts"
+                        ),
+                        drafts_rejected_before.saturating_add(1),
+                    )
+                }
+            }
+        }
+    };
+    let warning = frames::warning(
+        &step.stamp(),
+        None,
+        format!("{fallback_reason}; using the deterministic planner"),
+        &frames::WarningPayload {
+            fallback: Some(PlannerKind::Deterministic),
+            rejected_drafts: Some(rejected_drafts),
+            ..frames::WarningPayload::of(WarningCode::PlannerFallback)
+        },
+    );
+    step.emit(warning);
+    step.state.pending_replan = None;
+    match draft_deterministically(&envelope, engine) {
+        Some(judged) => apply(
+            &mut step,
+            &previous,
+            pending.cause,
+            judged,
+            rejected_drafts.saturating_add(1),
+            PlannerKind::Deterministic,
+        ),
+        // The deterministic planner made this version when the replan was
+        // asked for; only a registry changed since can refuse it now.
+        None => refuse(
+            &mut step,
+            &previous,
+            &ReplanCause {
+                reject_ends_run: true,
+                ..pending.cause
+            },
+        ),
+    }
+    super::policy::continue_run(&mut step)?;
+    Ok(step.into_advance())
+}
+
+/// The planner model's request for `pending`: the envelope the replan plans
+/// against, and what it replaces and why.
+fn request_for(
+    state: &RunState,
+    pending: &PendingReplan,
+    engine: &EngineContext<'_>,
+    rejected: &[DiagnosticsBundle],
+) -> crate::contracts::model_request::ModelRequest {
+    let envelope = planning_envelope(state, &pending.cause);
+    replan_request(
+        &envelope,
+        engine.registry,
+        rejected,
+        replan_context(state, pending),
+    )
+}
+
+/// What the planner model is told about the plan it replaces.
+fn replan_context(state: &RunState, pending: &PendingReplan) -> Value {
+    let cause = &pending.cause;
+    let nodes: Vec<Value> = state
+        .plan
+        .as_ref()
+        .map(|plan| {
+            plan.nodes
+                .iter()
+                .map(|node| {
+                    let record = state.nodes.get(&node.node_id);
+                    json!({
+                        "nodeId": node.node_id,
+                        "capabilityId": node.capability_id,
+                        "dependsOn": plan.upstream_of(&node.node_id),
+                        "status": record.map(|record| record.status),
+                        "error": record.and_then(|record| record.error.clone()),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let escalations: Vec<Value> = state
+        .governance
+        .escalations
+        .iter()
+        .chain(cause.escalated.iter())
+        .map(|record| json!({"nodeId": record.node_id, "capabilityId": record.capability_id, "failure": record.failure}))
+        .collect();
+    json!({
+        "replacesVersion": state.plan_version(),
+        "version": pending.version,
+        "trigger": cause.trigger,
+        "policyId": cause.policy_id,
+        "rationale": cause.rationale,
+        "invalidatedNodes": cause.invalidate,
+        "excludedCapabilities": cause.exclude_capabilities,
+        "failedNodes": escalations,
+        "planInForce": nodes,
+    })
+}
+
+/// A second cause while a version is being drafted: its nodes and
+/// exclusions join the first's; its rationale is appended.
+fn join(pending: &mut ReplanCause, cause: ReplanCause) {
+    pending.invalidate.extend(cause.invalidate);
+    pending
+        .exclude_capabilities
+        .extend(cause.exclude_capabilities);
+    pending.rationale = match (pending.rationale.take(), cause.rationale) {
+        (Some(first), Some(second)) => Some(format!("{first}; then {second}")),
+        (first, second) => first.or(second),
+    };
+    pending.reject_ends_run |= cause.reject_ends_run;
+    if pending.escalated.is_none() {
+        pending.escalated = cause.escalated;
+    }
+}
+
+/// The run's envelope with the capabilities the replan may not use (the
+/// cause's, and every capability escalated away before: a second escalation
+/// never goes back to the first one that failed) added to the forbidden list.
+fn planning_envelope(state: &RunState, cause: &ReplanCause) -> TaskEnvelope {
+    let mut envelope = state.envelope.as_ref().clone();
     let mut excluded = cause.exclude_capabilities.clone();
     excluded.extend(
-        step.state
+        state
             .governance
             .escalations
             .iter()
@@ -69,37 +320,55 @@ pub(super) fn replan(
             .get_or_insert_with(SelectionPolicy::default);
         selection.forbid.extend(excluded);
     }
+    envelope
+}
+
+/// A valid deterministic draft for `envelope`, with its diagnostics.
+fn draft_deterministically(
+    envelope: &TaskEnvelope,
+    engine: &EngineContext<'_>,
+) -> Option<(PlanGraph, DiagnosticsBundle)> {
+    let plan = plan_deterministically(envelope, engine.registry).ok()?;
+    let bundle = validate_plan(&plan, envelope, engine.registry, engine.validators);
+    (bundle.status != PlanStatus::Rejected).then_some((plan, bundle))
+}
+
+/// No valid plan can replace `previous`: the run ends when the cause says so.
+fn refuse(step: &mut StepContext<'_, '_>, previous: &PlanGraph, cause: &ReplanCause) {
+    if !cause.reject_ends_run {
+        return;
+    }
+    let message = format!(
+        "no valid plan could replace version {}{}",
+        previous.plan_version,
+        cause
+            .policy_id
+            .as_deref()
+            .map(|policy| format!(" (policy {policy})"))
+            .unwrap_or_default()
+    );
+    step.end_run(
+        RunStatus::PlanRejected,
+        FailureCode::PlanRejected,
+        &message,
+        &format!("plan rejected: {message}"),
+    );
+}
+
+/// Puts the new version in force: node records carried over or reset, the
+/// replaced version kept as a run entry, `plan_requested` and
+/// `plan_updated`, and the warnings about specialists it goes without.
+fn apply(
+    step: &mut StepContext<'_, '_>,
+    previous: &Arc<PlanGraph>,
+    cause: ReplanCause,
+    (mut plan, bundle): (PlanGraph, DiagnosticsBundle),
+    attempt: u32,
+    planner: PlannerKind,
+) {
     let engine = step.engine;
-    let drafted = plan_deterministically(&envelope, engine.registry);
-    let judged = match drafted {
-        Ok(plan) => {
-            let bundle = validate_plan(&plan, &envelope, engine.registry, engine.validators);
-            (bundle.status != PlanStatus::Rejected).then_some((plan, bundle))
-        }
-        Err(_) => None,
-    };
-    let Some((mut plan, bundle)) = judged else {
-        if cause.reject_ends_run {
-            let message = format!(
-                "no valid plan could replace version {}{}",
-                previous.plan_version,
-                cause
-                    .policy_id
-                    .as_deref()
-                    .map(|policy| format!(" (policy {policy})"))
-                    .unwrap_or_default()
-            );
-            step.end_run(
-                RunStatus::PlanRejected,
-                FailureCode::PlanRejected,
-                &message,
-                &format!("plan rejected: {message}"),
-            );
-        }
-        return Ok(false);
-    };
     plan.plan_version = previous.plan_version + 1;
-    let invalidated = downstream_closure(&previous, &cause.invalidate);
+    let invalidated = downstream_closure(previous, &cause.invalidate);
     let mut reused = Vec::new();
     let mut nodes = std::collections::BTreeMap::new();
     for node in &plan.nodes {
@@ -110,7 +379,7 @@ pub(super) fn replan(
         });
         let record = match old_record {
             Some(record) if same_node && !invalidated.contains(node.node_id.as_str()) => {
-                if record.status == crate::state::run::NodeStatus::Completed {
+                if record.status == NodeStatus::Completed {
                     reused.push(node.node_id.clone());
                 }
                 record.clone()
@@ -129,12 +398,7 @@ pub(super) fn replan(
     step.enter_phase(frames::RunPhase::Planning);
     let requested = frames::plan_requested(
         &step.stamp(),
-        &super::planning_step::plan_requested_payload(
-            &step.state,
-            engine,
-            1,
-            PlannerKind::Deterministic,
-        ),
+        &super::planning_step::plan_requested_payload(&step.state, engine, attempt, planner),
     );
     step.emit(requested);
     step.state.nodes = nodes;
@@ -151,15 +415,29 @@ pub(super) fn replan(
     );
     step.state.plan = Some(plan.clone());
     step.state.status = RunStatus::Running;
+    let had = |id: &str| previous.node(id).is_some();
     let updated = frames::plan_updated(
         &step.stamp(),
         &frames::PlanUpdatedPayload {
             previous_version: previous.plan_version,
             version: plan.plan_version,
-            trigger: cause.trigger,
-            policy_id: cause.policy_id,
-            rationale: cause.rationale,
+            trigger: cause.trigger.clone(),
+            policy_id: cause.policy_id.clone(),
+            rationale: cause.rationale.clone(),
             reused_nodes: reused,
+            added_nodes: plan
+                .nodes
+                .iter()
+                .filter(|node| !had(&node.node_id))
+                .map(|node| node.node_id.clone())
+                .collect(),
+            removed_nodes: previous
+                .nodes
+                .iter()
+                .filter(|node| plan.node(&node.node_id).is_none())
+                .map(|node| node.node_id.clone())
+                .collect(),
+            planner: Some(planner),
             nodes: plan
                 .nodes
                 .iter()
@@ -173,9 +451,21 @@ pub(super) fn replan(
         },
     );
     step.emit(updated);
-    // Capabilities the old version used that the new one goes without
-    // (besides those the cause excluded) are said: the output will be made
-    // without them.
+    if let Some(escalated) = &cause.escalated {
+        super::escalation::say_what_took_over(step, escalated);
+    }
+    say_dropped_specialists(step, previous, &plan, &cause);
+}
+
+/// Capabilities the old version used that the new one goes without
+/// (besides those the cause excluded) are said: the output will be made
+/// without them.
+fn say_dropped_specialists(
+    step: &mut StepContext<'_, '_>,
+    previous: &PlanGraph,
+    plan: &PlanGraph,
+    cause: &ReplanCause,
+) {
     let dropped: BTreeSet<&str> = previous
         .nodes
         .iter()
@@ -191,21 +481,21 @@ pub(super) fn replan(
                     .any(|excluded| excluded == capability)
         })
         .collect();
-    if !dropped.is_empty() {
-        let names: Vec<&str> = dropped.into_iter().collect();
-        let warning = frames::warning(
-            &step.stamp(),
-            None,
-            format!(
-                "plan version {} goes without {}: the output is made without them",
-                plan.plan_version,
-                names.join(", ")
-            ),
-            &frames::WarningPayload::of(crate::basics::codes::WarningCode::SpecialistSkipped),
-        );
-        step.emit(warning);
+    if dropped.is_empty() {
+        return;
     }
-    Ok(true)
+    let names: Vec<&str> = dropped.into_iter().collect();
+    let warning = frames::warning(
+        &step.stamp(),
+        None,
+        format!(
+            "plan version {} goes without {}: the output is made without them",
+            plan.plan_version,
+            names.join(", ")
+        ),
+        &frames::WarningPayload::of(WarningCode::SpecialistSkipped),
+    );
+    step.emit(warning);
 }
 
 /// `roots` and every node downstream of them in `plan`.

@@ -14,6 +14,7 @@ mod agent;
 mod cost;
 mod escalation;
 mod governance;
+mod llm_replan;
 mod narration;
 mod notify;
 mod panel;

@@ -23,7 +23,10 @@ const PLANNER_INSTRUCTIONS: &str = "You plan work for an orchestrator. Choose ca
 every top-level property of the output contract is produced, every required input facet of every chosen capability \
 is produced by a node it depends on (or is supplied by the envelope's inputs), and the planner policies hold. \
 Answer with nodes in execution order; `dependsOn` lists the nodes whose outputs a node needs. If previous attempts \
-were rejected, fix every listed failure (by constraintId, cause and suggestion).";
+were rejected, fix every listed failure (by constraintId, cause and suggestion). When `replan` is present, the plan \
+in force is being replaced: read its trigger, rationale and failed nodes, keep the nodes whose outputs still hold \
+(same nodeId, capability and dependencies keep their outputs), replace or correct what failed, and add corrective \
+nodes (a reviewer, a person) where the rationale asks for them.";
 
 /// The JSON Schema the model's answer must satisfy.
 pub fn plan_draft_schema() -> Value {
@@ -58,6 +61,27 @@ pub fn planner_request(
     registry: &Registry,
     rejected_attempts: &[DiagnosticsBundle],
 ) -> ModelRequest {
+    planner_request_with_context(envelope, registry, rejected_attempts, None)
+}
+
+/// The planning request for a replan: the same as the first plan's, with
+/// `replan` saying what is replaced and why (the plan in force with each
+/// node's status and error, the trigger, the rationale, the policy).
+pub fn replan_request(
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+    rejected_attempts: &[DiagnosticsBundle],
+    replan: Value,
+) -> ModelRequest {
+    planner_request_with_context(envelope, registry, rejected_attempts, Some(replan))
+}
+
+fn planner_request_with_context(
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+    rejected_attempts: &[DiagnosticsBundle],
+    replan: Option<Value>,
+) -> ModelRequest {
     let capabilities: Vec<Value> = registry
         .capabilities()
         .map(|capability| {
@@ -91,7 +115,7 @@ pub fn planner_request(
         .iter()
         .map(|bundle| json!({"failures": bundle.failures, "warnings": bundle.warnings}))
         .collect();
-    let user = json!({
+    let mut user = json!({
         "objective": envelope.objective,
         "outputContract": envelope.output_contract,
         "suppliedFacets": supplied_facets(envelope, registry),
@@ -101,6 +125,9 @@ pub fn planner_request(
         "facets": facets,
         "previousAttempts": previous,
     });
+    if let Some(replan) = replan {
+        user["replan"] = replan;
+    }
     ModelRequest {
         system_instruction: PLANNER_INSTRUCTIONS.to_string(),
         user_message: user.to_string(),

@@ -5,5 +5,6 @@
 pub mod context;
 pub mod listing;
 pub mod plan_tool;
+pub mod replan_cause;
 pub mod run;
 pub mod tasks;

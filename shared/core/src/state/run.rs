@@ -142,6 +142,10 @@ pub struct RunState {
     /// turns): what `constraints.maxTurns` bounds.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub model_turns: u32,
+    /// A replan the planner model is drafting (`StepCommand::Replan`):
+    /// nothing new is scheduled until its version replaces the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_replan: Option<Box<crate::state::replan_cause::PendingReplan>>,
 }
 
 impl RunState {
@@ -206,6 +210,11 @@ impl RunState {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum StepCommand {
     Plan,
+    /// The planner model drafts plan `version` to replace the current one
+    /// (`RunState::pending_replan` says why); only under the LLM planner.
+    Replan {
+        version: u32,
+    },
     ExecuteNode {
         #[serde(rename = "nodeId")]
         node_id: String,
@@ -286,6 +295,7 @@ impl StepMessage {
     pub fn new(tenant_id: &str, run_id: &str, command: StepCommand) -> Self {
         let message_id = match &command {
             StepCommand::Plan => format!("{run_id}:plan"),
+            StepCommand::Replan { version } => format!("{run_id}:replan:{version}"),
             StepCommand::ExecuteNode { node_id, attempt } => {
                 format!("{run_id}:{node_id}:{attempt}")
             }
@@ -373,6 +383,7 @@ mod tests {
         let validator = compile_schema(&schema, path).unwrap();
         for command in [
             StepCommand::Plan,
+            StepCommand::Replan { version: 2 },
             StepCommand::ExecuteNode {
                 node_id: "node_1".into(),
                 attempt: 2,

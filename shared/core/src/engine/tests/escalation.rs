@@ -9,7 +9,7 @@ use super::*;
 
 /// notes → brief (strategist); [notes, brief] → draft (the writer the
 /// envelope prefers); [notes] → draft (the other writer).
-fn escalating_registry() -> Registry {
+pub(super) fn escalating_registry() -> Registry {
     let mut registry = Registry::default();
     super::price_the_scripted_model(&mut registry);
     let text =

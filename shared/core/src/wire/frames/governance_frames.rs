@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{FrameStamp, to_payload};
+use super::{FrameStamp, PlannerKind, to_payload};
 use crate::basics::status::NodeStatus;
 use crate::planning::plan::PlanEdge;
 use crate::records::governance::HitlKind;
@@ -81,6 +81,16 @@ pub struct PlanUpdatedPayload {
     pub rationale: Option<String>,
     /// Completed nodes whose outputs the new version keeps (not re-run).
     pub reused_nodes: Vec<String>,
+    /// Nodes the new version has that the previous one did not (by id).
+    #[serde(default)]
+    pub added_nodes: Vec<String>,
+    /// Nodes of the previous version the new one drops (by id).
+    #[serde(default)]
+    pub removed_nodes: Vec<String>,
+    /// Which planner drafted the new version (the LLM planner, when it is
+    /// configured and its draft was valid; else the deterministic one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planner: Option<PlannerKind>,
     pub nodes: Vec<UpdatedNodeSummary>,
     pub edges: Vec<PlanEdge>,
 }

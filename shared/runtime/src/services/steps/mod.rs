@@ -135,7 +135,10 @@ impl StepService {
             | StepCommand::AgentTurn { node_id, .. }
             | StepCommand::RunTool { node_id, .. }
             | StepCommand::ChildRunEnded { node_id, .. } => node_id.as_str(),
-            StepCommand::Plan | StepCommand::FireTimer { .. } | StepCommand::Notify { .. } => "",
+            StepCommand::Plan
+            | StepCommand::Replan { .. }
+            | StepCommand::FireTimer { .. }
+            | StepCommand::Notify { .. } => "",
         };
         let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
         self.handle_inner(message, deadline).instrument(span).await
@@ -163,7 +166,9 @@ impl StepService {
         // A plan is drafted and judged against the tenant's capability
         // snapshot; once planned, nodes carry their own compiled contracts.
         let registry = match message.command {
-            StepCommand::Plan => self.capabilities.snapshot(tenant_id).await?.registry,
+            StepCommand::Plan | StepCommand::Replan { .. } => {
+                self.capabilities.snapshot(tenant_id).await?.registry
+            }
             StepCommand::ExecuteNode { .. }
             | StepCommand::AskJudge { .. }
             | StepCommand::AgentTurn { .. }
