@@ -52,13 +52,14 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
         &frames::FrameStamp::new(step.now, plan.plan_version),
         &super::planning_step::plan_generated_payload(&plan, &bundle),
     );
-    step.emit(generated);
     step.state.nodes = plan
         .nodes
         .iter()
         .map(|node| (node.node_id.clone(), NodeRecord::pending()))
         .collect();
     step.state.plan = Some(Arc::new(plan));
+    let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
+    step.emit(generated);
     step.state.plan_diagnostics = Some(Arc::new(bundle));
     step.state.status = RunStatus::Running;
     super::node::schedule_ready_nodes(step);

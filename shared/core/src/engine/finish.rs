@@ -164,24 +164,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
     );
     // Where each delivered property came from: the output provenance its
     // final producer's compiled contract records for it.
-    let delivered_provenance = step.state.plan.as_ref().map(|plan| {
-        let properties = step.state.envelope.output_contract.top_level_properties();
-        let output: Vec<crate::contracts::compiler::FacetProvenance> = properties
-            .iter()
-            .filter_map(|property| plan.final_producer_of(property))
-            .flat_map(|producer| producer.output_contract.provenance.iter())
-            .filter(|entry| properties.contains(&entry.facet))
-            .cloned()
-            .collect();
-        crate::wire::event::FrameProvenance {
-            input: std::sync::Arc::new(Vec::new()),
-            output: std::sync::Arc::new(output),
-        }
-    });
-    let complete = match delivered_provenance {
-        Some(provenance) => complete.provenance(provenance),
-        None => complete,
-    };
+    let complete = super::frame_provenance::with_provenance(&step.state, complete, None);
     step.emit(complete);
     super::chat_runs::record_exchange(step);
     Ok(())

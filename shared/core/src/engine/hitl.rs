@@ -82,6 +82,13 @@ fn resolved_frame(
             note: note.map(str::to_string),
         },
     );
+    let pending_node = step
+        .state
+        .governance
+        .pending_request()
+        .and_then(|request| request.pending_node_id.clone());
+    let frame =
+        super::frame_provenance::with_provenance(&step.state, frame, pending_node.as_deref());
     step.emit(frame);
 }
 

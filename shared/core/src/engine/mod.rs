@@ -32,6 +32,7 @@ mod chat_runs;
 mod effects;
 mod escalation;
 mod finish;
+mod frame_provenance;
 mod hitl;
 mod human;
 mod narration;

@@ -289,13 +289,14 @@ fn settle_plan(
         &frames::FrameStamp::new(step.now, plan.plan_version),
         &plan_generated_payload(&plan, &bundle),
     );
-    step.emit(generated);
     step.state.nodes = plan
         .nodes
         .iter()
         .map(|node| (node.node_id.clone(), NodeRecord::pending()))
         .collect();
     step.state.plan = Some(Arc::new(plan));
+    let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
+    step.emit(generated);
     step.state.status = RunStatus::Running;
     start_policy_timers(step);
     super::policy::fire(step, &super::policy::Occurrence::Start)?;
@@ -331,5 +332,6 @@ pub(super) fn emit_resumed_plan(step: &mut StepContext<'_, '_>) {
         .metadata
         .insert("resumed".into(), serde_json::Value::Bool(true));
     let frame = frames::plan_generated(&step.stamp(), &payload);
+    let frame = super::frame_provenance::with_provenance(&step.state, frame, None);
     step.emit(frame);
 }

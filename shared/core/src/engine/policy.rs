@@ -297,6 +297,8 @@ pub(super) fn announce(
             action_details: serde_json::to_value(action).unwrap_or(Value::Null),
         },
     );
+    let node_id = frame.node_id.clone();
+    let frame = super::frame_provenance::with_provenance(&step.state, frame, node_id.as_deref());
     step.emit(frame);
 }
 
@@ -429,6 +431,11 @@ pub(super) fn hold_on_request(
             operator_prompt: request.operator_prompt.clone(),
             question_id,
         },
+    );
+    let frame = super::frame_provenance::with_provenance(
+        &step.state,
+        frame,
+        request.pending_node_id.as_deref(),
     );
     step.emit(frame);
     step.state.governance.hold = Some(Hold::Request(Box::new(request)));

@@ -450,6 +450,7 @@ fn apply(
             edges: plan.edges.clone(),
         },
     );
+    let updated = super::frame_provenance::with_provenance(&step.state, updated, None);
     step.emit(updated);
     if let Some(escalated) = &cause.escalated {
         super::escalation::say_what_took_over(step, escalated);

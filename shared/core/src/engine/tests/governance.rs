@@ -761,3 +761,70 @@ fn a_clarifying_question_holds_the_run_and_the_node_reruns_with_the_answer() {
     // The clarified attempt does not count: two more answers may still fail.
     assert_eq!(answered.state.nodes["node_1"].attempt_base, 1);
 }
+
+/// The facets a frame's provenance names, input then output.
+fn provenance_facets(frame: &EventDraft) -> (Vec<String>, Vec<String>) {
+    let provenance = frame
+        .facet_provenance
+        .as_ref()
+        .unwrap_or_else(|| panic!("{} carries no provenance", frame.event_type.as_str()));
+    let facets = |entries: &[crate::contracts::compiler::FacetProvenance]| {
+        entries.iter().map(|entry| entry.facet.clone()).collect()
+    };
+    (facets(&provenance.input), facets(&provenance.output))
+}
+
+fn frame_of<'d>(decision: &'d Decision, kind: &str) -> &'d EventDraft {
+    decision
+        .events
+        .iter()
+        .find(|event| event.event_type.as_str() == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {:?}", event_types(decision)))
+}
+
+#[test]
+fn planner_policy_and_person_frames_carry_facet_provenance() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let planned = planned_with(
+        json!([policy(
+            "check-brief",
+            json!({"kind": "onNodeComplete", "selector": {"nodeId": "node_1"}}),
+            json!({"type": "hitl", "rationale": "look at the brief"})
+        )]),
+        &context,
+    );
+    // The plan: where the delivered property will come from.
+    assert_eq!(
+        provenance_facets(frame_of(&planned, "plan_generated")),
+        (vec![], vec!["draft".to_string()])
+    );
+    // The policy and the person's request are about node_1: its contracts.
+    let held = step(planned.state, answer("node_1", 1, brief("b")), &context);
+    for kind in ["policy_triggered", "hitl_request"] {
+        assert_eq!(
+            provenance_facets(frame_of(&held, kind)),
+            (vec!["notes".to_string()], vec!["brief".to_string()]),
+            "{kind}"
+        );
+    }
+    let resolved = approve(held.state, ApprovalDecision::Approve, &context);
+    assert_eq!(
+        provenance_facets(frame_of(&resolved, "hitl_resolved")),
+        (vec!["notes".to_string()], vec!["brief".to_string()])
+    );
+    // A policy about the run as a whole: the delivered provenance.
+    let on_start = planned_with(
+        json!([policy(
+            "hello",
+            json!({"kind": "onStart"}),
+            json!({"type": "hitl"})
+        )]),
+        &context,
+    );
+    assert_eq!(
+        provenance_facets(frame_of(&on_start, "policy_triggered")),
+        (vec![], vec!["draft".to_string()])
+    );
+}
