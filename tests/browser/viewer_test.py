@@ -49,6 +49,8 @@ def watch_a_run_complete_and_open_a_node(page):
     document = envelope("registry/examples/seed-10.1-sample-envelope.json")
     # A catalog model on the double's endpoint: the plan chooses it for every node.
     document.setdefault("constraints", {})["preferredModels"] = ["gpt-4.1-nano"]
+    # A budget far above what the run needs: the header shows spend against it.
+    document["constraints"]["maxCostUsd"] = 5
     run_id = start_run(page, document)
     # The sample asks a person to approve the final output (policies.hitlRequiredFor:
     # final_publish): the viewer shows the request; approving it completes the run.
@@ -65,6 +67,7 @@ def watch_a_run_complete_and_open_a_node(page):
     for index in range(4):
         expect(nodes.nth(index)).to_have_attribute("data-status", "completed")
     expect(page.locator(".run-cost")).to_contain_text("$")
+    expect(page.locator(".run-budget")).to_contain_text("of $5")
     shot(page, "01-run-completed")
     page.locator('svg.plan g.node[data-node-id="node_2_v1"]').click()
     details = page.locator(".node-details")

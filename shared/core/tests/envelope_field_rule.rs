@@ -74,6 +74,18 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "identity_instruction_and_caller_fields_act_as_documented",
     ),
     (
+        "$.constraints.maxCostUsd",
+        Behaviour,
+        "shared/core/src/engine/tests/cost.rs",
+        "a_cost_budget_warns_at_80_percent_and_stops_the_next_model_call",
+    ),
+    (
+        "$.constraints.maxDurationSeconds",
+        Behaviour,
+        "shared/core/src/engine/tests/cost.rs",
+        "a_duration_budget_is_two_durable_timers_and_a_check_before_each_call",
+    ),
+    (
         "$.constraints.maxTurns",
         Behaviour,
         ENVELOPE_FIELDS,

@@ -245,6 +245,15 @@ function approvalView(view) {
     make("p", {}, note, " ", approve, " ", reject), state);
 }
 
+/** The run's `maxCostUsd` and `maxDurationSeconds`, as spend against budget. */
+function budgetOf(snapshot) {
+  const constraints = (snapshot && snapshot.run.envelope.constraints) || {};
+  const parts = [];
+  if (constraints.maxCostUsd != null) parts.push(`of ${money(constraints.maxCostUsd)} budget`);
+  if (constraints.maxDurationSeconds != null) parts.push(`within ${constraints.maxDurationSeconds} s`);
+  return parts.length ? make("span", { class: "run-budget hint" }, ` ${parts.join(", ")}`) : "";
+}
+
 function render(view) {
   if (current !== view) return;
   const container = $("#view");
@@ -256,7 +265,7 @@ function render(view) {
     snapshot ? make("p", { class: "hint" }, snapshot.run.envelope.objective) : null,
     make("div", { class: "figures run-figures" },
       figure("Tokens", make("span", { class: "run-tokens" }, usage ? tokens(usage) : "—")),
-      figure("Cost", make("span", { class: "run-cost" }, money(usage ? usage.costUsd : null))),
+      figure("Cost", make("span", {}, make("span", { class: "run-cost" }, money(usage ? usage.costUsd : null)), budgetOf(snapshot))),
       figure("Wall time", make("span", {}, millis(view.runMetrics && view.runMetrics.durationMs))),
       figure("Stream", make("span", { class: "stream-state" }, view.following ? "live" : "ended"))));
   if (snapshot && snapshot.run.failure) header.append(make("p", { class: "error run-failure" }, `${snapshot.run.failure.code}: ${snapshot.run.failure.message}`));

@@ -242,17 +242,24 @@ impl LocalRunner {
             if received_any {
                 continue;
             }
-            match in_progress.join_next().await {
-                Some(joined) => {
+            if in_progress.is_empty() {
+                // Only messages released with a delay remain: wait for them.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            }
+            // A step finishing, or a timer coming due meanwhile (a run's
+            // deadline passes while a model call is in flight): poll the
+            // queue again either way.
+            tokio::select! {
+                joined = in_progress.join_next() => {
                     processed += 1;
-                    if let Ok(Err(error)) = joined
+                    if let Some(Ok(Err(error))) = joined
                         && !error.is_retryable()
                     {
                         tracing::error!(%error, "step failed");
                     }
                 }
-                // Only messages released with a delay remain: wait for them.
-                None => tokio::time::sleep(Duration::from_millis(5)).await,
+                () = tokio::time::sleep(Duration::from_millis(5)) => {}
             }
         }
     }

@@ -67,6 +67,10 @@ pub enum FailureCode {
     /// The run's nodes used `constraints.maxTurns` model turns and more
     /// were needed.
     MaxTurnsReached,
+    /// `constraints.maxCostUsd` was spent before a model call, or
+    /// `constraints.maxDurationSeconds` passed (the `error` frame's
+    /// `budget` says which, the limit and the spend).
+    BudgetExceeded,
 }
 
 impl FailureCode {
@@ -139,6 +143,9 @@ pub enum WarningCode {
     /// A role the run needed did not run (no reviewer checked a quality
     /// threshold): the output is delivered without it.
     SpecialistSkipped,
+    /// The run has spent 80% of `constraints.maxCostUsd`, or 80% of
+    /// `constraints.maxDurationSeconds` has passed (`budget` says which).
+    BudgetNearlySpent,
 }
 
 impl WarningCode {

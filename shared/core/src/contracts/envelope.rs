@@ -23,6 +23,16 @@ pub struct EnvelopeConstraints {
     pub max_turns: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_run_id: Option<String>,
+    /// The most the run may spend on model calls, in US dollars, priced by
+    /// the registry's model catalog: checked before every model call (80%:
+    /// a `warning`; all of it: the run ends `budget_exceeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    /// The longest the run may last, from its submission, in seconds: at
+    /// 80% a `warning`, then the run ends `budget_exceeded` on time (a
+    /// durable timer), even while a model call is in flight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_seconds: Option<f64>,
     /// Catalog models the caller prefers for the run's model nodes, most
     /// preferred first (after a capability's own choice).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -198,6 +208,19 @@ impl TaskEnvelope {
                     &path,
                     format!("not a valid JSONLogic expression: {error}"),
                 ));
+            }
+        }
+        for (path, limit) in [
+            ("$.constraints.maxCostUsd", self.constraints.max_cost_usd),
+            (
+                "$.constraints.maxDurationSeconds",
+                self.constraints.max_duration_seconds,
+            ),
+        ] {
+            if let Some(limit) = limit
+                && !(limit.is_finite() && limit > 0.0)
+            {
+                return Err(invalid(path, "must be a number greater than 0"));
             }
         }
         if let Some(threshold) = self.constraints.quality_threshold

@@ -329,6 +329,9 @@ pub(super) fn fire_timer(
                 }
             }
         }
+        TimerPurpose::RunDeadline { nearly_spent } => {
+            super::budget::deadline_reached(&mut step, *nearly_spent);
+        }
         TimerPurpose::PolicyTimeout { policy_id } => {
             let occurrence = Occurrence::Timeout {
                 policy_id: Some(policy_id),

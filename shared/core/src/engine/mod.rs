@@ -277,6 +277,21 @@ pub fn start_chat_run(
 
 /// Whether `command`'s step asks a model for a node: a model or agent
 /// node's attempt, an agent's turn, a judge.
+/// The node a command is about, if any.
+fn command_node(command: &StepCommand) -> Option<&str> {
+    match command {
+        StepCommand::ExecuteNode { node_id, .. }
+        | StepCommand::AskJudge { node_id, .. }
+        | StepCommand::AgentTurn { node_id, .. }
+        | StepCommand::RunTool { node_id, .. }
+        | StepCommand::ChildRunEnded { node_id, .. } => Some(node_id),
+        StepCommand::Plan
+        | StepCommand::Replan { .. }
+        | StepCommand::FireTimer { .. }
+        | StepCommand::Notify { .. } => None,
+    }
+}
+
 fn asks_a_model(state: &RunState, command: &StepCommand) -> bool {
     match command {
         StepCommand::AskJudge { .. } | StepCommand::AgentTurn { .. } => true,
@@ -370,6 +385,15 @@ pub fn begin_step(
                 state.model_turns
             ),
         );
+        return Ok(StepAdvance::Decided(Box::new(step.into_decision())));
+    }
+    if asks_a_model(state, command)
+        && let Some(report) = budget::used_up_before_a_call(state, now, command_node(command))
+    {
+        // `constraints.maxCostUsd` or `maxDurationSeconds` is used up: no
+        // more model calls.
+        let mut step = StepContext::new(state.clone(), now, engine);
+        budget::end_over_budget(&mut step, report);
         return Ok(StepAdvance::Decided(Box::new(step.into_decision())));
     }
     match command {

@@ -303,8 +303,10 @@ fn settle_plan(
     super::policy::continue_run(step)
 }
 
-/// One durable timer per enabled `onTimeout` policy, from the first plan.
+/// One durable timer per enabled `onTimeout` policy, from the first plan,
+/// and the `maxDurationSeconds` deadline's.
 fn start_policy_timers(step: &mut StepContext<'_, '_>) {
+    super::budget::start_deadline_timers(step);
     let envelope = step.state.envelope.clone();
     for policy in envelope.policies.runtime.iter().filter(|p| p.enabled) {
         if let crate::contracts::policies::PolicyTrigger::OnTimeout { ms } = policy.trigger {

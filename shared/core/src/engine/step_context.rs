@@ -157,6 +157,18 @@ impl<'e, 'r> StepContext<'e, 'r> {
         reason: &str,
         message: &str,
     ) {
+        self.end_run_with_budget(status, code, reason, message, None);
+    }
+
+    /// [`Self::end_run`], with the budget that ended it in the `error` frame.
+    pub(crate) fn end_run_with_budget(
+        &mut self,
+        status: RunStatus,
+        code: FailureCode,
+        reason: &str,
+        message: &str,
+        budget: Option<frames::BudgetReport>,
+    ) {
         narration::emit_run_metrics(self);
         self.state.status = status;
         self.state.failure = Some(RunFailure {
@@ -166,7 +178,11 @@ impl<'e, 'r> StepContext<'e, 'r> {
         let frame = frames::error(
             &self.stamp(),
             message,
-            &frames::ErrorPayload { code, status },
+            &frames::ErrorPayload {
+                code,
+                status,
+                budget,
+            },
         );
         self.emit(frame);
     }

@@ -26,6 +26,7 @@ pub(super) fn record_model_usage(
     }
     if let Some(cost) = cost {
         record.cost_usd = Some(record.cost_usd.unwrap_or(0.0) + cost);
+        super::budget::warn_when_nearly_spent(step, node_id);
         return;
     }
     if model.is_empty() || !step.state.unpriced_models.insert(model.to_string()) {

@@ -46,6 +46,10 @@ pub struct Governance {
     /// facets over is told.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub escalations: Vec<EscalationRecord>,
+    /// The budgets (`$.constraints.maxCostUsd`, …) whose 80% warning was
+    /// written: each is said once.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub budgets_warned: BTreeSet<String>,
 }
 
 /// A node that handed its facets to the next capability, and why.
@@ -236,11 +240,27 @@ pub enum TimerPurpose {
         #[serde(rename = "policyId")]
         policy_id: String,
     },
+    /// `constraints.maxDurationSeconds`, measured from the run's
+    /// submission: at 80% a warning, at the end the run stops.
+    RunDeadline {
+        /// The 80% mark (a warning), not the end.
+        #[serde(default, rename = "nearlySpent")]
+        nearly_spent: bool,
+    },
 }
 
 /// The timer id of a human task's SLA.
 pub fn human_sla_timer_id(node_id: &str, attempt: u32) -> String {
     format!("sla:{node_id}:{attempt}")
+}
+
+/// The timer id of the run's `maxDurationSeconds` deadline (or its 80% mark).
+pub fn deadline_timer_id(nearly_spent: bool) -> String {
+    if nearly_spent {
+        "deadline:80".into()
+    } else {
+        "deadline".into()
+    }
 }
 
 /// The timer id of an `onTimeout` policy.

@@ -163,3 +163,182 @@ fn a_failed_run_ends_with_its_metrics_before_the_error() {
     // 180 uncached prompt tokens at $1/M + 120 cached (no cached price: $1/M) + 150 at $2/M.
     assert_eq!(run_metrics["costUsd"], 0.0006);
 }
+
+fn budgeted(constraints: serde_json::Value) -> RunState {
+    let envelope = TaskEnvelope::parse_value(&json!({
+        "objective": "o",
+        "inputs": {"notes": {"text": "n"}},
+        "constraints": constraints,
+        "outputContract": {"schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}}}
+    }))
+    .unwrap();
+    start_run(identity(), envelope, NOW, 3).state
+}
+
+fn frames_coded<'d>(decision: &'d Decision, kind: &str, code: &str) -> Vec<&'d EventDraft> {
+    decision
+        .events
+        .iter()
+        .filter(|frame| {
+            frame.event_type.as_str() == kind
+                && frame
+                    .payload
+                    .as_ref()
+                    .is_some_and(|payload| payload["code"] == code)
+        })
+        .collect()
+}
+
+#[test]
+fn a_cost_budget_warns_at_80_percent_and_stops_the_next_model_call() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    // The scripted model costs $1 per million prompt tokens: node_1's
+    // 1,600 tokens spend $0.0016 of a $0.0015 budget (twice what half
+    // the run's two calls would need).
+    let planned = step(
+        budgeted(json!({"maxCostUsd": 0.0015})),
+        Observed::Plan,
+        &context,
+    );
+    let briefed = step(
+        planned.state,
+        Observed::Answer {
+            node: "node_1",
+            attempt: 1,
+            content: json!({"brief": {"text": "b"}}).to_string(),
+            tokens: 1_600,
+        },
+        &context,
+    );
+    let warned = frames_coded(&briefed, "warning", "budget_nearly_spent");
+    assert_eq!(warned.len(), 1, "{:?}", event_types(&briefed));
+    let budget = &warned[0].payload.as_ref().unwrap()["budget"];
+    assert_eq!(budget["field"], "$.constraints.maxCostUsd");
+    assert_eq!(budget["spent"], 0.0016);
+    assert_eq!(briefed.state.status, RunStatus::Running);
+    // node_2's model call is not made: the run ends, naming the budget.
+    let StepAdvance::Decided(stopped) =
+        begin_step(&briefed.state, &node_command("node_2", 1), NOW, &context).unwrap()
+    else {
+        panic!("no model call once the budget is spent")
+    };
+    assert_frames_match_schemas(&stopped.events);
+    assert_eq!(stopped.state.status, RunStatus::Failed);
+    assert_eq!(
+        stopped.state.failure.as_ref().unwrap().code,
+        FailureCode::BudgetExceeded
+    );
+    let error = frames_coded(&stopped, "error", "budget_exceeded");
+    assert_eq!(error.len(), 1);
+    let payload = error[0].payload.as_ref().unwrap();
+    assert_eq!(payload["budget"]["limit"], 0.0015);
+    assert_eq!(payload["budget"]["spent"], 0.0016);
+    assert_eq!(payload["budget"]["nodeId"], "node_2");
+    assert!(
+        error[0]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("node_2's model call was not made"),
+        "{:?}",
+        error[0].message
+    );
+    // Under the budget, nothing is said.
+    let roomy = step(
+        step(
+            budgeted(json!({"maxCostUsd": 1.0})),
+            Observed::Plan,
+            &context,
+        )
+        .state,
+        Observed::Answer {
+            node: "node_1",
+            attempt: 1,
+            content: json!({"brief": {"text": "b"}}).to_string(),
+            tokens: 1_600,
+        },
+        &context,
+    );
+    assert!(frames_coded(&roomy, "warning", "budget_nearly_spent").is_empty());
+}
+
+#[test]
+fn a_duration_budget_is_two_durable_timers_and_a_check_before_each_call() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let planned = step(
+        budgeted(json!({"maxDurationSeconds": 2})),
+        Observed::Plan,
+        &context,
+    );
+    let due: Vec<(String, Option<String>)> = planned
+        .outbox
+        .iter()
+        .map(|message| {
+            (
+                message.message_id.clone(),
+                message.not_before.map(|at| at.rfc3339()),
+            )
+        })
+        .collect();
+    assert!(
+        due.contains(&(
+            "run:timer:deadline:80".into(),
+            Some(NOW.plus(std::time::Duration::from_millis(1_600)).rfc3339())
+        )),
+        "{due:?}"
+    );
+    assert!(
+        due.contains(&(
+            "run:timer:deadline".into(),
+            Some(NOW.plus(std::time::Duration::from_secs(2)).rfc3339())
+        )),
+        "{due:?}"
+    );
+    let fire = |state: &RunState, timer_id: &str, seconds: f64| {
+        let StepAdvance::Decided(decision) = begin_step(
+            state,
+            &StepCommand::FireTimer {
+                timer_id: timer_id.into(),
+            },
+            NOW.plus(std::time::Duration::from_secs_f64(seconds)),
+            &context,
+        )
+        .unwrap() else {
+            panic!("a timer is decided without an effect")
+        };
+        assert_frames_match_schemas(&decision.events);
+        *decision
+    };
+    let warned = fire(&planned.state, "deadline:80", 1.6);
+    assert_eq!(
+        frames_coded(&warned, "warning", "budget_nearly_spent").len(),
+        1
+    );
+    assert_eq!(warned.state.status, RunStatus::Running);
+    // node_1's model call is in flight when the deadline passes: the run
+    // ends on time, naming the node at work.
+    let ended = fire(&warned.state, "deadline", 2.0);
+    assert_eq!(ended.state.status, RunStatus::Failed);
+    let error = frames_coded(&ended, "error", "budget_exceeded");
+    let budget = &error[0].payload.as_ref().unwrap()["budget"];
+    assert_eq!(budget["field"], "$.constraints.maxDurationSeconds");
+    assert_eq!(budget["spent"], 2.0);
+    assert_eq!(budget["nodeId"], "node_1");
+    // The node's late answer finds the run ended.
+    assert!(is_stale(&ended.state, &node_command("node_1", 1)));
+    // Without the timer (a late one), the next model call is refused too.
+    let StepAdvance::Decided(refused) = begin_step(
+        &planned.state,
+        &node_command("node_1", 1),
+        NOW.plus(std::time::Duration::from_secs(3)),
+        &context,
+    )
+    .unwrap() else {
+        panic!("no model call past the deadline")
+    };
+    assert_eq!(frames_coded(&refused, "error", "budget_exceeded").len(), 1);
+}

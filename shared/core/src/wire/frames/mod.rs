@@ -414,6 +414,9 @@ pub struct WarningPayload {
     /// `legacy_policy_normalized`: the JSON path of the key it is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// `budget_nearly_spent`: the budget, its limit and what is spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReport>,
 }
 
 impl WarningPayload {
@@ -424,8 +427,27 @@ impl WarningPayload {
             rejected_drafts: None,
             model: None,
             field: None,
+            budget: None,
         }
     }
+}
+
+/// A run budget against what the run spent of it (`warning`
+/// `budget_nearly_spent`, `error` `budget_exceeded`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BudgetReport {
+    /// The envelope field that sets it (`$.constraints.maxCostUsd`,
+    /// `$.constraints.maxDurationSeconds`).
+    pub field: String,
+    /// `usd` or `seconds`.
+    pub unit: String,
+    pub limit: f64,
+    pub spent: f64,
+    /// The node whose model call the budget stopped, or the node that ran
+    /// last when a deadline passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
 }
 
 /// A `warning`, about `node_id` when given.
@@ -454,6 +476,9 @@ pub fn delta(stamp: &FrameStamp, node_id: &str, text: String) -> EventDraft {
 pub struct ErrorPayload {
     pub code: FailureCode,
     pub status: RunStatus,
+    /// `budget_exceeded`: the budget, its limit and the spend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetReport>,
 }
 
 pub fn error(stamp: &FrameStamp, message: impl Into<String>, payload: &ErrorPayload) -> EventDraft {
