@@ -294,7 +294,7 @@ pub async fn serve(
         .unwrap_or_else(|_| address.to_string());
     eprintln!("baton serve: listening on http://{bound}/api/v1/flex (store: {store:?})");
     let metrics = counters.clone();
-    let app = baton_bootstrap::api_router(&services, authenticator).route(
+    let app = baton_bootstrap::api_router(&services, authenticator, &configuration).route(
         "/metrics",
         axum::routing::get(move || {
             let text = metrics.prometheus_text();

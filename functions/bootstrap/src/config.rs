@@ -64,6 +64,13 @@ pub struct Configuration {
     pub log_filter: Option<String>,
     /// `AWS_LAMBDA_LOG_STREAM_NAME`: unique per Lambda instance; scopes node claims.
     pub lambda_log_stream: Option<String>,
+    /// `BATON_MAX_BODY_BYTES`: the largest request body the API reads
+    /// (default 1 MiB; larger is a JSON 413 `body_too_large`).
+    pub max_body_bytes: usize,
+    /// `BATON_MAX_ENVELOPE_BYTES`: the largest envelope a run is submitted
+    /// with, on every store (default 256 KiB; larger is a 413
+    /// `envelope_too_large`, exit 2 in the CLI).
+    pub max_envelope_bytes: usize,
 }
 
 /// Whether and how often streamed model text reaches the event log.
@@ -77,6 +84,25 @@ fn non_empty(read: VariableReader<'_>, name: &str) -> Option<String> {
     read(name)
         .map(|value| value.trim().to_string())
         .filter(|value| !value.is_empty())
+}
+
+/// The HTTP layer's default body limit, restated here so the configuration
+/// does not need the HTTP crate (the CLI without `http` reads it too).
+mod baton_http_defaults {
+    pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+}
+
+/// A positive whole number of bytes from `name`, else `default`.
+fn byte_limit(read: VariableReader<'_>, name: &str, default: usize) -> Result<usize, StartupError> {
+    match non_empty(read, name) {
+        None => Ok(default),
+        Some(text) => match text.parse::<usize>() {
+            Ok(bytes) if bytes > 0 => Ok(bytes),
+            _ => Err(StartupError(format!(
+                "{name} must be a positive whole number of bytes (got `{text}`)"
+            ))),
+        },
+    }
 }
 
 impl Configuration {
@@ -132,7 +158,19 @@ impl Configuration {
                 }
             },
         };
+        let max_body_bytes = byte_limit(
+            read,
+            "BATON_MAX_BODY_BYTES",
+            baton_http_defaults::MAX_BODY_BYTES,
+        )?;
+        let max_envelope_bytes = byte_limit(
+            read,
+            "BATON_MAX_ENVELOPE_BYTES",
+            baton_runtime::services::DEFAULT_MAX_ENVELOPE_BYTES,
+        )?;
         Ok(Configuration {
+            max_body_bytes,
+            max_envelope_bytes,
             delta_flush,
             registry_dir: non_empty(read, "BATON_REGISTRY_DIR").map(PathBuf::from),
             planner,

@@ -175,6 +175,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         announce_to_event_bus: configuration.event_bus.is_some(),
         stream_deltas,
         delta_flush_interval,
+        max_envelope_bytes: configuration.max_envelope_bytes,
         ..defaults
     }
 }
@@ -343,12 +344,16 @@ pub fn authenticator_from(
 pub fn api_router(
     services: &Services,
     authenticator: baton_http::TokenAuthenticator,
+    configuration: &Configuration,
 ) -> baton_http::Router {
     baton_http::router(baton_http::ApiState {
         runs: services.runs.clone(),
         capabilities: services.capabilities.clone(),
         humans: services.humans.clone(),
         authenticator: Arc::new(authenticator),
-        settings: baton_http::HttpSettings::default(),
+        settings: baton_http::HttpSettings {
+            max_body_bytes: configuration.max_body_bytes,
+            ..baton_http::HttpSettings::default()
+        },
     })
 }

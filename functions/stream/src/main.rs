@@ -15,6 +15,6 @@ async fn main() -> Result<(), lambda_http::Error> {
     baton_bootstrap::init_json_logging(&configuration, "info");
     let services = baton_bootstrap::cloud_services_without_model(&configuration, "stream").await?;
     let authenticator = baton_bootstrap::authenticator_from(&configuration, None)?;
-    let router = baton_bootstrap::api_router(&services, authenticator);
+    let router = baton_bootstrap::api_router(&services, authenticator, &configuration);
     run_http_function(router, HttpResponses::Streamed).await
 }

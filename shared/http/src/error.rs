@@ -61,6 +61,22 @@ impl From<RuntimeError> for ApiError {
                 format!("{path}: {message}"),
             )
             .with_details(json!({"path": path})),
+            RuntimeError::TooLarge {
+                path, size, limit, ..
+            } => ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "envelope_too_large",
+                error.to_string(),
+            )
+            .with_details(json!({"path": path, "sizeBytes": size, "limitBytes": limit})),
+            RuntimeError::Store(baton_runtime::error::StoreError::TooLarge(reason)) => {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "run_too_large",
+                    format!("the run does not fit the store: {reason}"),
+                )
+                .with_details(json!({"path": "$"}))
+            }
             RuntimeError::InvalidRegistration { path, message } => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "invalid_registration",

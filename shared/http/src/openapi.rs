@@ -88,11 +88,19 @@ const UNAVAILABLE: Answer = answer(
     Body::Json("Error"),
 );
 const INTERNAL: Answer = answer(500, "a fault of the server", Body::Json("Error"));
+const TOO_LARGE: Answer = answer(
+    413,
+    "the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit",
+    Body::Json("Error"),
+);
 
 /// Every operation, in the order the document lists them.
 pub fn operations() -> Vec<Operation> {
     let api = |method, path, summary, request, query, answers: &[Answer]| {
         let mut answers = answers.to_vec();
+        if Option::is_some(&request) {
+            answers.push(TOO_LARGE);
+        }
         answers.extend([UNAUTHORIZED, UNAVAILABLE, INTERNAL]);
         Operation {
             method,

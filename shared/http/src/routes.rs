@@ -22,6 +22,7 @@ pub use crate::state::{ApiState, HttpSettings};
 
 /// The whole API.
 pub fn router(state: ApiState) -> Router {
+    let max_body_bytes = state.settings.max_body_bytes;
     let routes = Router::new()
         .route(
             "/runs",
@@ -75,6 +76,32 @@ pub fn router(state: ApiState) -> Router {
                 "no such route; the API lives under /api/v1/flex, /api/v1/judge and /api/v1/chat",
             )
         })
+        .layer(middleware::map_response(move |response: Response| async move {
+            json_payload_too_large(response, max_body_bytes)
+        }))
+        .layer(axum::extract::DefaultBodyLimit::max(max_body_bytes))
+}
+
+/// A body over the limit is refused by axum's body reader in plain text:
+/// answer it as every other error, in JSON, naming the limit.
+fn json_payload_too_large(response: Response, max_body_bytes: usize) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("application/json"));
+    if response.status() != StatusCode::PAYLOAD_TOO_LARGE || is_json {
+        return response;
+    }
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!(
+            "the request body is over the limit of {max_body_bytes} bytes (BATON_MAX_BODY_BYTES)"
+        ),
+    )
+    .with_details(json!({"path": "$", "limitBytes": max_body_bytes}))
+    .into_response()
 }
 
 /// Authenticates before any handler (and so before any store read).

@@ -17,13 +17,20 @@ pub struct HttpSettings {
     pub heartbeat: Duration,
     /// How often a followed stream polls the store for new frames.
     pub poll_interval: Duration,
+    /// The largest request body read (`BATON_MAX_BODY_BYTES`); a larger one
+    /// is a JSON 413 `body_too_large` naming the limit.
+    pub max_body_bytes: usize,
 }
+
+/// The default request body limit: 1 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
 
 impl Default for HttpSettings {
     fn default() -> Self {
         HttpSettings {
             heartbeat: Duration::from_secs(15),
             poll_interval: Duration::from_millis(100),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
         }
     }
 }

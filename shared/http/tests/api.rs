@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 
 const ACME_TOKEN: &str = "acme-token";
 const GLOBEX_TOKEN: &str = "globex-token";
+/// The test server's limits (the defaults are 1 MiB and 256 KiB).
+const TEST_BODY_LIMIT: usize = 256 * 1024;
+const TEST_ENVELOPE_LIMIT: usize = 64 * 1024;
 
 struct TestApi {
     base: String,
@@ -48,7 +51,10 @@ async fn start_api_with_clock(clock: Arc<dyn baton_runtime::ports::Clock>) -> Te
     .unwrap();
     let built = TestServices::with_model(Arc::new(provider))
         .clock(clock)
-        .settings(OrchestratorSettings::default())
+        .settings(OrchestratorSettings {
+            max_envelope_bytes: TEST_ENVELOPE_LIMIT,
+            ..OrchestratorSettings::default()
+        })
         .worker_id("api-test")
         .build();
     let tokens = format!(
@@ -64,6 +70,7 @@ async fn start_api_with_clock(clock: Arc<dyn baton_runtime::ports::Clock>) -> Te
         settings: HttpSettings {
             heartbeat: Duration::from_secs(15),
             poll_interval: Duration::from_millis(20),
+            max_body_bytes: TEST_BODY_LIMIT,
         },
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1205,6 +1212,70 @@ async fn run_count(api: &TestApi, token: &str) -> usize {
         .as_array()
         .unwrap()
         .len()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bodies_and_envelopes_over_the_limits_are_json_413s_naming_the_limit_and_nothing_runs() {
+    let api = start_api().await;
+    let padded = |bytes: usize| {
+        let mut envelope = example("positioning-recommendation.json");
+        envelope["inputs"]["padding"] = json!("x".repeat(bytes));
+        envelope
+    };
+    // A body over the server's limit, on every POST route.
+    for path in ["/runs", "/run.stream", "/run.resume", "/hitl/resolve"] {
+        let response = api
+            .client
+            .post(format!("{}{path}", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .header("content-type", "application/json")
+            .body(padded(TEST_BODY_LIMIT + 1).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 413, "{path}");
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json"),
+            "{path}"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "body_too_large", "{path}: {body}");
+        assert_eq!(body["error"]["details"]["limitBytes"], TEST_BODY_LIMIT);
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("BATON_MAX_BODY_BYTES"),
+            "{body}"
+        );
+    }
+    // Under the body limit but over the envelope's: refused at submission,
+    // on every store alike.
+    let (status, body) = post_json(&api, "/runs", ACME_TOKEN, &padded(TEST_ENVELOPE_LIMIT)).await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["error"]["code"], "envelope_too_large");
+    assert_eq!(body["error"]["details"]["path"], "$");
+    assert_eq!(body["error"]["details"]["limitBytes"], TEST_ENVELOPE_LIMIT);
+    assert!(body["error"]["details"]["sizeBytes"].as_u64().unwrap() > TEST_ENVELOPE_LIMIT as u64);
+    // JSON nested past serde_json's depth limit (128) is a 400, not a crash.
+    let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+    let response = api
+        .client
+        .post(format!("{}/runs", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .header("content-type", "application/json")
+        .body(deep)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "invalid_json", "{body}");
+    assert_eq!(run_count(&api, ACME_TOKEN).await, 0, "nothing was created");
+    assert_eq!(api.model.request_count(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -129,6 +129,14 @@ pub enum RuntimeError {
     /// The caller's input is wrong; `path` names where. Maps to HTTP 400/422.
     #[error("invalid input at {path}: {message}")]
     InvalidInput { path: String, message: String },
+    /// The caller's input is larger than the deployment takes. HTTP 413.
+    #[error("{path}: the {what} is {size} bytes, over the limit of {limit}")]
+    TooLarge {
+        path: String,
+        size: usize,
+        limit: usize,
+        what: String,
+    },
     /// A capability registration is malformed or does not fit the facet
     /// catalog; `path` names where. Maps to HTTP 400/422.
     #[error("invalid registration at {path}: {message}")]
@@ -181,6 +189,7 @@ impl RuntimeError {
             RuntimeError::Llm(error) => error.is_retryable(),
             RuntimeError::DeadlineExceeded { .. } | RuntimeError::TranscriptPublisher(_) => true,
             RuntimeError::InvalidInput { .. }
+            | RuntimeError::TooLarge { .. }
             | RuntimeError::InvalidRegistration { .. }
             | RuntimeError::RegistrationConflict { .. }
             | RuntimeError::Registry(_)

@@ -74,7 +74,15 @@ pub struct OrchestratorSettings {
     /// Runs that end or park are announced on the event bus
     /// (`BATON_EVENT_BUS` is set).
     pub announce_to_event_bus: bool,
+    /// The largest envelope a run may be submitted with, in bytes of its
+    /// JSON (`BATON_MAX_ENVELOPE_BYTES`): the same on every store, so an
+    /// envelope tried locally fits the cloud's run item too.
+    pub max_envelope_bytes: usize,
 }
+
+/// The default envelope limit: 256 KiB, which leaves room in a 400 KB
+/// DynamoDB item for the run's state around it.
+pub const DEFAULT_MAX_ENVELOPE_BYTES: usize = 256 * 1024;
 
 impl Default for OrchestratorSettings {
     fn default() -> Self {
@@ -92,6 +100,7 @@ impl Default for OrchestratorSettings {
             human_task_timeout: baton_core::engine::DEFAULT_HUMAN_TASK_TIMEOUT,
             agent_session_limit: baton_core::agents::DEFAULT_SESSION_LIMIT,
             announce_to_event_bus: false,
+            max_envelope_bytes: DEFAULT_MAX_ENVELOPE_BYTES,
         }
     }
 }

@@ -72,6 +72,15 @@ impl RunService {
     /// Parses and checks an envelope: JSON paths on every error, supplied
     /// facet inputs checked against their facet schemas.
     pub fn parse_envelope(&self, envelope_json: &Value) -> Result<TaskEnvelope, RuntimeError> {
+        let size = serde_json::to_vec(envelope_json).map_or(0, |bytes| bytes.len());
+        if size > self.settings.max_envelope_bytes {
+            return Err(RuntimeError::TooLarge {
+                path: "$".into(),
+                size,
+                limit: self.settings.max_envelope_bytes,
+                what: "envelope (BATON_MAX_ENVELOPE_BYTES)".into(),
+            });
+        }
         let envelope = TaskEnvelope::parse_value(envelope_json).map_err(|error| match error {
             baton_core::CoreError::InvalidEnvelope { path, message } => {
                 RuntimeError::InvalidInput { path, message }
