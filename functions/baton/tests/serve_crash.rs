@@ -1,10 +1,17 @@
 //! A crash loses no run: `baton serve --store sqlite:FILE` (the real
-//! binary) is SIGKILLed again and again while its runs are mid-node, then
-//! restarted on the same file. Every run completes within 10 s of the last
-//! restart (its nodes' leases are 30 s: only the takeover of a dead
-//! process's lease makes that possible), with a gapless event log and one
+//! binary) with 30 runs is SIGKILLed 5 times, each at a random moment while
+//! its runs are mid-node, then restarted on the same file. Every run
+//! completes within 10 s of the last restart (its nodes' leases are 30 s:
+//! only the takeover of a dead process's lease makes that possible), with a
+//! gapless event log, one `start` and one terminal frame, and one
 //! `node_complete` per node. The scripted OpenAI-compatible server stands in
 //! for the model.
+//!
+//! Mid-node, provably: each kill comes less than 1.5 s after at least 15 new
+//! model calls began, and every call takes 2 s, so at least 15 nodes are
+//! waiting on their model when the process dies (the test asserts the model
+//! saw them begin and that no run had ended). The kill moments come from a
+//! seed printed on stderr (`BATON_KILL_SEED` replays one).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -17,8 +24,36 @@ use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
 use serve_support::{TOKEN, example, model_environment, read_sse, start_serve};
 
-const RUNS: usize = 12;
-const KILLS: usize = 4;
+const RUNS: usize = 30;
+const KILLS: usize = 5;
+
+/// A small deterministic generator (xorshift64*) for the kill moments.
+struct KillMoments(u64);
+
+impl KillMoments {
+    fn from_environment() -> Self {
+        let seed = std::env::var("BATON_KILL_SEED")
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|elapsed| elapsed.as_nanos() as u64)
+                    .unwrap_or(1)
+            })
+            | 1;
+        eprintln!("kill moments from seed {seed} (BATON_KILL_SEED={seed} replays them)");
+        KillMoments(seed)
+    }
+
+    /// A delay in 0..1500 ms.
+    fn next_delay(&mut self) -> Duration {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        Duration::from_millis(self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % 1_500)
+    }
+}
 
 async fn wait_for_model_requests(model: &ScriptedLlmServer, at_least: usize) {
     let started = Instant::now();
@@ -69,14 +104,29 @@ async fn runs_mid_node_survive_repeated_sigkills_of_the_serve_process() {
         run_ids.push(body["runId"].as_str().unwrap().to_string());
     }
 
+    let mut moments = KillMoments::from_environment();
     for kill in 0..KILLS {
         // New model calls have started (each takes 2 s): nodes are mid-call.
         let asked = model.request_count();
         wait_for_model_requests(&model, asked + RUNS / 2).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let delay = moments.next_delay();
+        tokio::time::sleep(delay).await;
+        let mut ended = Vec::new();
+        for run_id in &run_ids {
+            let status = run_status(&client, &serve.base, run_id).await;
+            if status != "running" && status != "queued" {
+                ended.push((run_id.clone(), status));
+            }
+        }
+        assert!(
+            ended.is_empty(),
+            "kill {kill} would find runs already ended, proving nothing: {ended:?}"
+        );
         serve.stop().await; // SIGKILL: no shutdown code runs
         eprintln!(
-            "kill {kill}: after {} model requests",
+            "kill {kill}: {} ms after {} new model calls began (2 s each), {} model requests in all",
+            delay.as_millis(),
+            RUNS / 2,
             model.request_count()
         );
         serve = start_serve(&["--store", &store], &environment).await;
@@ -132,6 +182,13 @@ async fn runs_mid_node_survive_repeated_sigkills_of_the_serve_process() {
             "{run_id}: frames are gapless"
         );
         assert_eq!(frames.last().unwrap()["type"], "complete", "{run_id}");
+        let count = |kind: &str| frames.iter().filter(|frame| frame["type"] == kind).count();
+        assert_eq!(count("start"), 1, "{run_id}: one start");
+        assert_eq!(
+            count("complete") + count("error"),
+            1,
+            "{run_id}: one terminal frame"
+        );
         let plan = frames
             .iter()
             .find(|frame| frame["type"] == "plan_generated")
