@@ -310,12 +310,13 @@ pub async fn serve(
         }),
     );
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
-    let worker = tokio::spawn(baton_runtime::worker::run_worker_until(
+    let worker = tokio::spawn(baton_runtime::worker::run_worker_with_bound(
         services.steps.clone(),
         queue,
         async move {
             let _ = stop_receiver.changed().await;
         },
+        configuration.worker_max_steps_in_flight,
     ));
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async {

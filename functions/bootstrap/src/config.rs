@@ -71,6 +71,10 @@ pub struct Configuration {
     /// with, on every store (default 256 KiB; larger is a 413
     /// `envelope_too_large`, exit 2 in the CLI).
     pub max_envelope_bytes: usize,
+    /// `BATON_WORKER_MAX_STEPS_IN_FLIGHT`: steps one `baton serve` worker
+    /// keeps in flight at most (a memory cap; model calls are bounded by
+    /// their provider's `maxConcurrentCalls`). Default 10,000.
+    pub worker_max_steps_in_flight: usize,
 }
 
 /// Whether and how often streamed model text reaches the event log.
@@ -92,14 +96,14 @@ mod baton_http_defaults {
     pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 }
 
-/// A positive whole number of bytes from `name`, else `default`.
+/// A positive whole number (bytes, steps) from `name`, else `default`.
 fn byte_limit(read: VariableReader<'_>, name: &str, default: usize) -> Result<usize, StartupError> {
     match non_empty(read, name) {
         None => Ok(default),
         Some(text) => match text.parse::<usize>() {
             Ok(bytes) if bytes > 0 => Ok(bytes),
             _ => Err(StartupError(format!(
-                "{name} must be a positive whole number of bytes (got `{text}`)"
+                "{name} must be a positive whole number (got `{text}`)"
             ))),
         },
     }
@@ -168,7 +172,13 @@ impl Configuration {
             "BATON_MAX_ENVELOPE_BYTES",
             baton_runtime::services::DEFAULT_MAX_ENVELOPE_BYTES,
         )?;
+        let worker_max_steps_in_flight = byte_limit(
+            read,
+            "BATON_WORKER_MAX_STEPS_IN_FLIGHT",
+            baton_runtime::worker::DEFAULT_MAX_STEPS_IN_FLIGHT,
+        )?;
         Ok(Configuration {
+            worker_max_steps_in_flight,
             max_body_bytes,
             max_envelope_bytes,
             delta_flush,

@@ -35,7 +35,10 @@ struct Lease {
 struct RunRecord {
     state: RunState,
     version: u64,
-    events: Vec<EventFrame>,
+    /// The event log, each frame kept as its compact JSON: a frame's
+    /// `serde_json::Value` payload takes several times its text in memory,
+    /// and a process holding ten thousand runs keeps every frame.
+    events: Vec<Box<[u8]>>,
     outbox: BTreeMap<String, OutboxEntry>,
     leases: HashMap<(String, u32), Lease>,
     /// Entries beside the run, by key (`baton_core::entries`).
@@ -47,7 +50,9 @@ impl RunRecord {
         for draft in drafts {
             let sequence = self.events.len() as u64 + 1;
             let frame = draft.into_frame(sequence, &self.state.run_id, &self.state.correlation_id);
-            self.events.push(frame);
+            // Serializing a frame built from typed payloads cannot fail.
+            let text = serde_json::to_vec(&frame).unwrap_or_default();
+            self.events.push(text.into_boxed_slice());
         }
         self.events.len() as u64
     }
@@ -322,12 +327,22 @@ impl RunStore for InMemoryRunStore {
         after_sequence: u64,
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
-        let tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run(tenant_id, run_id)?;
-        let start = usize::try_from(after_sequence)
-            .unwrap_or(usize::MAX)
-            .min(record.events.len());
-        Ok(record.events[start..].iter().take(limit).cloned().collect())
+        // Copied under the lock, decoded after it.
+        let texts: Vec<Box<[u8]>> = {
+            let tables = self.tables.lock().map_err(|_| poisoned())?;
+            let record = tables.run(tenant_id, run_id)?;
+            let start = usize::try_from(after_sequence)
+                .unwrap_or(usize::MAX)
+                .min(record.events.len());
+            record.events[start..].iter().take(limit).cloned().collect()
+        };
+        texts
+            .iter()
+            .map(|text| {
+                serde_json::from_slice(text)
+                    .map_err(|error| StoreError::Corrupt(format!("an event frame: {error}")))
+            })
+            .collect()
     }
 
     async fn pending_outbox(

@@ -69,19 +69,36 @@ fn log_disposition(
     }
 }
 
+/// How many steps one worker process keeps in flight by default
+/// (`BATON_WORKER_MAX_STEPS_IN_FLIGHT`). A step waiting on a model holds
+/// no thread, only its task: what bounds the work is what it waits on (a
+/// provider's `maxConcurrentCalls` in the model catalog, the store's
+/// connections), so this is a memory safety cap, not a throughput knob.
+pub const DEFAULT_MAX_STEPS_IN_FLIGHT: usize = 10_000;
+
 /// Receives and performs steps until `shutdown` resolves (`baton serve`,
-/// long-running workers). Messages are processed concurrently.
+/// long-running workers), at most [`DEFAULT_MAX_STEPS_IN_FLIGHT`] at once.
 pub async fn run_worker_until(
     steps: Arc<StepService>,
     queue: Arc<dyn StepQueue>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    const MAX_STEPS_IN_FLIGHT: usize = 32;
+    run_worker_with_bound(steps, queue, shutdown, DEFAULT_MAX_STEPS_IN_FLIGHT).await;
+}
+
+/// [`run_worker_until`] with at most `max_steps_in_flight` steps at once.
+pub async fn run_worker_with_bound(
+    steps: Arc<StepService>,
+    queue: Arc<dyn StepQueue>,
+    shutdown: impl std::future::Future<Output = ()>,
+    max_steps_in_flight: usize,
+) {
+    let max_steps_in_flight = max_steps_in_flight.max(1);
     tokio::pin!(shutdown);
     let mut in_progress = JoinSet::new();
     loop {
         while in_progress.try_join_next().is_some() {}
-        if in_progress.len() >= MAX_STEPS_IN_FLIGHT {
+        if in_progress.len() >= max_steps_in_flight {
             in_progress.join_next().await;
             continue;
         }
@@ -89,7 +106,7 @@ pub async fn run_worker_until(
         // in-flight SQS receive would hide its messages until they time out.
         tokio::select! {
             _ = &mut shutdown => break,
-            received = queue.receive(10, Duration::from_secs(1)) => match received {
+            received = queue.receive(10.min(max_steps_in_flight - in_progress.len()).max(1), Duration::from_secs(1)) => match received {
                 Ok(batch) => {
                     for step in batch {
                         let (steps, queue) = (steps.clone(), queue.clone());

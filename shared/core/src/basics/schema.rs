@@ -73,15 +73,31 @@ pub fn collect_violations(
         .collect()
 }
 
-/// Cache of compiled validators keyed by the schema's serialized form.
+/// Cache of compiled validators keyed by the schema's serialized form,
+/// and of the schemas themselves by their digest: every plan that compiles
+/// the same contract shares one copy (a process holding thousands of runs
+/// holds each distinct schema once).
 #[derive(Default)]
 pub struct ValidatorCache {
     compiled_by_schema_text: Mutex<HashMap<String, SharedValidator>>,
+    schemas_by_key: Mutex<HashMap<String, Arc<Value>>>,
 }
 
 impl ValidatorCache {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The one shared copy of the schema whose digest is `key` (`schema`
+    /// itself the first time).
+    pub fn shared_schema(&self, key: &str, schema: &Arc<Value>) -> Arc<Value> {
+        let Ok(mut schemas) = self.schemas_by_key.lock() else {
+            return schema.clone();
+        };
+        schemas
+            .entry(key.to_string())
+            .or_insert_with(|| schema.clone())
+            .clone()
     }
 
     /// Returns the compiled validator for `schema`, compiling it on first use.

@@ -294,6 +294,8 @@ fn settle_plan(
         .iter()
         .map(|node| (node.node_id.clone(), NodeRecord::pending()))
         .collect();
+    let mut plan = plan;
+    plan.share_contract_schemas(step.engine.validators);
     step.state.plan = Some(Arc::new(plan));
     let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
     step.emit(generated);

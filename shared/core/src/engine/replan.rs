@@ -403,6 +403,7 @@ fn apply(
     step.emit(requested);
     step.state.nodes = nodes;
     step.state.plan_diagnostics = Some(Arc::new(bundle));
+    plan.share_contract_schemas(engine.validators);
     let plan = Arc::new(plan);
     // The replaced version is kept beside the run (its history).
     step.put_entry(

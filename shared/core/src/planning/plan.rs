@@ -284,6 +284,16 @@ pub struct PlanGraph {
 }
 
 impl PlanGraph {
+    /// Replaces each node's contract schemas with the copies `cache` shares
+    /// (by digest): identical contracts across runs take memory once.
+    pub fn share_contract_schemas(&mut self, cache: &crate::basics::schema::ValidatorCache) {
+        for node in &mut self.nodes {
+            for contract in [&mut node.input_contract, &mut node.output_contract] {
+                contract.schema = cache.shared_schema(&contract.schema_key, &contract.schema);
+            }
+        }
+    }
+
     pub fn node(&self, node_id: &str) -> Option<&PlanNode> {
         self.nodes.iter().find(|node| node.node_id == node_id)
     }
