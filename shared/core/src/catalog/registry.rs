@@ -64,6 +64,8 @@ fn parse_document<T: DeserializeOwned>(document: &RegistryDocument) -> Result<T,
         let path = error.path().to_string();
         let path = if path == "." {
             "$".to_string()
+        } else if path.starts_with('[') {
+            format!("${path}")
         } else {
             format!("$.{path}")
         };

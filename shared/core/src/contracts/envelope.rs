@@ -108,6 +108,9 @@ pub fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
     let text = path.to_string();
     if text == "." || text.is_empty() {
         "$".to_string()
+    } else if text.starts_with('[') {
+        // An index at the root (`[0]`): `$[0]`, not `$.[0]`.
+        format!("${text}")
     } else {
         format!("$.{text}")
     }
