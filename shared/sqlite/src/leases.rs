@@ -7,7 +7,7 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, NodeClaim};
 use rusqlite::{OptionalExtension, params};
 
-use crate::rows::{begin, millis};
+use crate::rows::{begin, millis, without_fsync};
 use crate::run_store::append;
 use crate::{SqliteStore, unavailable};
 
@@ -26,7 +26,7 @@ impl SqliteStore {
         let now = millis(claim.now);
         let expires = millis(claim.lease_expires_at);
         let process = self.claimant_process.clone();
-        self.with_connection(move |connection| {
+        self.with_connection(move |connection| without_fsync(connection, |connection| {
             let transaction = begin(connection)?;
             let held: Option<(String, i64, String)> = transaction
                 .query_row(
@@ -58,7 +58,7 @@ impl SqliteStore {
             append(&transaction, &tenant_id, &run_id, events_on_claim)?;
             transaction.commit().map_err(unavailable)?;
             Ok(ClaimOutcome::Claimed)
-        })
+        }))
         .await
     }
 
@@ -77,14 +77,16 @@ impl SqliteStore {
             millis(claim.lease_expires_at),
         );
         self.with_connection(move |connection| {
-            let renewed = connection
+            without_fsync(connection, |connection| {
+                let renewed = connection
                 .execute(
                     "UPDATE leases SET expires_at_millis = ?6 WHERE tenant_id = ?1 AND run_id = ?2
                      AND node_id = ?3 AND attempt = ?4 AND claimant = ?5",
                     params![values.0, values.1, values.2, values.3, values.4, values.5],
                 )
                 .map_err(unavailable)?;
-            Ok(renewed == 1)
+                Ok(renewed == 1)
+            })
         })
         .await
     }
@@ -105,14 +107,16 @@ impl SqliteStore {
             claimant.to_string(),
         );
         self.with_connection(move |connection| {
-            connection
-                .execute(
-                    "DELETE FROM leases WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3
+            without_fsync(connection, |connection| {
+                connection
+                    .execute(
+                        "DELETE FROM leases WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3
                      AND attempt = ?4 AND claimant = ?5",
-                    params![values.0, values.1, values.2, values.3, values.4],
-                )
-                .map_err(unavailable)?;
-            Ok(())
+                        params![values.0, values.1, values.2, values.3, values.4],
+                    )
+                    .map_err(unavailable)?;
+                Ok(())
+            })
         })
         .await
     }

@@ -17,9 +17,13 @@
 //! | `entries` | `tenant_id, run_id, entry_key` | `body` (JSON): what lives beside a run (conversation turns, judge calls), put by the commit that carries it (added without a version change, like `threads`) |
 //! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
 //!
-//! Durability: WAL journal, `synchronous = FULL` (a committed step survives
-//! a power loss, not only a crash of the process), `busy_timeout` 5 s so
-//! processes sharing the file wait for each other's write instead of failing.
+//! Durability: WAL journal, `synchronous = FULL` for commits (a committed
+//! step survives a power loss, not only a crash of the process); claims,
+//! lease renewals and releases and outbox re-sent marks at `NORMAL`
+//! (`rows::without_fsync`: they survive a crash of the process, and a power
+//! loss undoes at most the last of them, which only repeats a claim or a
+//! send); `busy_timeout` 5 s so processes sharing the file wait for each
+//! other's write instead of failing.
 //!
 //! Invariants: every write is one `BEGIN IMMEDIATE` transaction, so a
 //! commit (state, events, outbox, consumed entry, run entries) is all or nothing and a

@@ -43,3 +43,54 @@ pub(crate) fn begin(connection: &mut rusqlite::Connection) -> Result<Transaction
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(unavailable)
 }
+
+/// Runs `write` with `synchronous = NORMAL`, then puts `FULL` back: its
+/// commit is not fsynced. In WAL mode such a commit survives a crash of the
+/// process (the kill test's SIGKILL), not a power loss; and since the WAL is
+/// one ordered file, the next `FULL` commit makes it durable too. Only for
+/// writes whose loss in a power cut is harmless: a lease (the node is
+/// claimed again: at-least-once), a renewal, a release, an outbox entry
+/// marked re-sent (sent again).
+pub(crate) fn without_fsync<T>(
+    connection: &mut rusqlite::Connection,
+    write: impl FnOnce(&mut rusqlite::Connection) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    connection
+        .pragma_update(None, "synchronous", "NORMAL")
+        .map_err(unavailable)?;
+    let written = write(connection);
+    let restored = connection
+        .pragma_update(None, "synchronous", "FULL")
+        .map_err(unavailable);
+    let written = written?;
+    restored?;
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synchronous(connection: &rusqlite::Connection) -> i64 {
+        connection
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_write_without_fsync_runs_at_normal_and_puts_full_back_even_when_it_fails() {
+        let mut connection = rusqlite::Connection::open_in_memory().unwrap();
+        connection
+            .pragma_update(None, "synchronous", "FULL")
+            .unwrap();
+        let seen =
+            without_fsync(&mut connection, |connection| Ok(synchronous(connection))).unwrap();
+        assert_eq!(seen, 1, "NORMAL during the write");
+        assert_eq!(synchronous(&connection), 2, "FULL after it");
+        let failed: Result<(), StoreError> = without_fsync(&mut connection, |_| {
+            Err(StoreError::Unavailable("the write failed".into()))
+        });
+        assert!(failed.is_err());
+        assert_eq!(synchronous(&connection), 2, "FULL after a failed write too");
+    }
+}

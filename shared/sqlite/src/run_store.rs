@@ -11,7 +11,7 @@ use baton_runtime::ports::{
 };
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use crate::rows::{as_i64, begin, from_json, millis, texts, to_json};
+use crate::rows::{as_i64, begin, from_json, millis, texts, to_json, without_fsync};
 use crate::{SqliteStore, unavailable};
 
 /// Appends `drafts` after the run's last sequence; returns the new last one.
@@ -430,7 +430,7 @@ impl RunStore for SqliteStore {
     ) -> Result<(), StoreError> {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let message_ids = message_ids.to_vec();
-        self.with_connection(move |connection| {
+        self.with_connection(move |connection| without_fsync(connection, |connection| {
             let transaction = begin(connection)?;
             for message_id in &message_ids {
                 transaction
@@ -441,7 +441,7 @@ impl RunStore for SqliteStore {
                     .map_err(unavailable)?;
             }
             transaction.commit().map_err(unavailable)
-        })
+        }))
         .await
     }
 
