@@ -10,6 +10,10 @@
 //! folder, WAL, `synchronous = FULL`), so the price of durability on a
 //! laptop is the difference.
 //!
+//! Group `hundred_five_node_runs_at_once` runs a hundred of those runs at
+//! once on one worker (the local runner: concurrent steps), so on SQLite
+//! their commits share transactions (group commit).
+//!
 //! `cargo bench -p baton-runtime --bench node_step_overhead`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
@@ -136,16 +140,48 @@ fn bench_node_steps(criterion: &mut Criterion) {
                 .remove(0);
             services.steps.handle(&plan_message.message).await.unwrap()
         };
+        // A hundred runs at once: their steps interleave (on SQLite, their
+        // commits share transactions and fsyncs: group commit).
+        let hundred_at_once = || async {
+            let queue = Arc::new(InMemoryStepQueue::new());
+            let services = build_services(queue.clone());
+            let mut run_ids = Vec::with_capacity(100);
+            for _ in 0..100 {
+                run_ids.push(
+                    services
+                        .runs
+                        .submit("bench", &envelope)
+                        .await
+                        .unwrap()
+                        .run_id,
+                );
+            }
+            let runner = LocalRunner {
+                steps: services.steps,
+                runs: services.runs,
+                queue,
+            };
+            runner.drain().await.unwrap();
+            run_ids.len()
+        };
         let mut group = criterion.benchmark_group(group_name);
         group.bench_function("five_node_run_submit_to_complete", |bencher| {
             bencher.iter(|| runtime.block_on(run_once()))
         });
+        group.sample_size(10);
+        group.bench_function("hundred_five_node_runs_at_once", |bencher| {
+            bencher.iter(|| runtime.block_on(hundred_at_once()))
+        });
+        group.sample_size(100);
         group.bench_function("submit_and_plan_step_only", |bencher| {
             bencher.iter(|| runtime.block_on(plan_only()))
         });
         group.finish();
     }
     println!("per node step = (five_node_run_submit_to_complete - submit_and_plan_step_only) / 5");
+    println!(
+        "per node step at 100 runs at once = (hundred_five_node_runs_at_once / 100 - submit_and_plan_step_only) / 5"
+    );
 }
 
 criterion_group!(benches, bench_node_steps);

@@ -3,7 +3,7 @@
 
 use baton_core::entries::RunEntry;
 use baton_runtime::error::StoreError;
-use rusqlite::{Transaction, params};
+use rusqlite::params;
 
 use crate::rows::{from_json, texts, to_json};
 use crate::unavailable;
@@ -11,7 +11,7 @@ use crate::unavailable;
 /// Puts `entries` under their keys (a re-applied step writes the same
 /// bodies again).
 pub(crate) fn write_entries(
-    transaction: &Transaction<'_>,
+    transaction: &rusqlite::Connection,
     tenant_id: &str,
     run_id: &str,
     entries: &[RunEntry],

@@ -27,12 +27,15 @@
 //!
 //! Invariants: every write is one `BEGIN IMMEDIATE` transaction, so a
 //! commit (state, events, outbox, consumed entry, run entries) is all or nothing and a
-//! losing writer (stale version) writes nothing; sequence numbers are
+//! losing writer (stale version) writes nothing; step commits that arrive
+//! together share one transaction and one fsync, each in its own savepoint
+//! (`group_commit`), each answered once the group is durable; sequence numbers are
 //! contiguous per run (`last_sequence` moves in the same transaction as the
 //! events); every query is scoped by tenant.
 
 mod claimants;
 mod entries;
+mod group_commit;
 mod leases;
 mod rows;
 mod run_list_query;
@@ -130,6 +133,8 @@ pub struct SqliteStore {
     clock: Arc<dyn Clock>,
     /// This process's registration beside the file: leases carry its token.
     claimant_process: Arc<claimants::ClaimantProcess>,
+    /// Step commits waiting for the next group (`group_commit`).
+    group: Arc<group_commit::GroupCommits>,
 }
 
 pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
@@ -191,6 +196,7 @@ impl SqliteStore {
             connection: Arc::new(Mutex::new(connection)),
             clock: Arc::new(SystemClock),
             claimant_process,
+            group: Arc::default(),
         })
     }
 

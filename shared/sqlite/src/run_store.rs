@@ -9,14 +9,14 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::{
     CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
 };
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{OptionalExtension, params};
 
 use crate::rows::{as_i64, begin, from_json, millis, texts, to_json, without_fsync};
 use crate::{SqliteStore, unavailable};
 
 /// Appends `drafts` after the run's last sequence; returns the new last one.
 pub(crate) fn append(
-    transaction: &Transaction<'_>,
+    transaction: &rusqlite::Connection,
     tenant_id: &str,
     run_id: &str,
     drafts: Vec<EventDraft>,
@@ -58,7 +58,7 @@ pub(crate) fn append(
 }
 
 fn write_outbox(
-    transaction: &Transaction<'_>,
+    transaction: &rusqlite::Connection,
     outbox: &[StepMessage],
     written_at_millis: i64,
 ) -> Result<(), StoreError> {
@@ -83,7 +83,7 @@ fn write_outbox(
 }
 
 fn consume_outbox_entry(
-    transaction: &Transaction<'_>,
+    transaction: &rusqlite::Connection,
     tenant_id: &str,
     run_id: &str,
     message_id: Option<&str>,
@@ -304,8 +304,10 @@ impl RunStore for SqliteStore {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let state_json = to_json(&commit.state)?;
         let now = millis(self.clock.now());
-        self.with_connection(move |connection| {
-            let transaction = begin(connection)?;
+        // Decided concurrently, committed together: the group commit puts
+        // this commit in the next transaction (a savepoint of its own) and
+        // answers once that transaction is durable.
+        self.commit_in_group(Box::new(move |transaction: &rusqlite::Connection| {
             let expected = as_i64(commit.expected_version);
             let changed = transaction
                 .execute(
@@ -336,18 +338,17 @@ impl RunStore for SqliteStore {
                     },
                 });
             }
-            append(&transaction, &tenant_id, &run_id, commit.events)?;
+            append(transaction, &tenant_id, &run_id, commit.events)?;
             consume_outbox_entry(
-                &transaction,
+                transaction,
                 &tenant_id,
                 &run_id,
                 commit.consumed_message_id.as_deref(),
             )?;
-            write_outbox(&transaction, &commit.outbox, now)?;
-            crate::entries::write_entries(&transaction, &tenant_id, &run_id, &commit.entries)?;
-            transaction.commit().map_err(unavailable)?;
+            write_outbox(transaction, &commit.outbox, now)?;
+            crate::entries::write_entries(transaction, &tenant_id, &run_id, &commit.entries)?;
             Ok(commit.expected_version + 1)
-        })
+        }))
         .await
     }
 

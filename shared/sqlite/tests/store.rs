@@ -364,3 +364,117 @@ async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
         1
     );
 }
+
+/// Commits that arrive together share a transaction (group commit), each in
+/// its own savepoint: of 24 concurrent commits at one version of one run,
+/// one wins and the others conflict without writing anything, while 24
+/// commits to other runs at the same moment all land.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = store_in(&directory);
+    run_store_conformance(Arc::new(store.clone()), "group")
+        .await
+        .unwrap();
+    let stored = store
+        .load_run("tenant-group", "run-group")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut others = Vec::new();
+    for index in 0..24 {
+        let mut state = stored.state.clone();
+        state.run_id = format!("run-other-{index}");
+        store
+            .create_run(&state, vec![], vec![], None)
+            .await
+            .unwrap();
+        others.push(state);
+    }
+    let log = |text: String| {
+        vec![baton_core::frames::log(
+            &baton_core::frames::FrameStamp::new(
+                baton_core::instant::Instant::from_unix_millis(1),
+                0,
+            ),
+            text,
+        )]
+    };
+    let events_before = store
+        .read_events("tenant-group", "run-group", 0, 1000)
+        .await
+        .unwrap()
+        .len();
+    let (groups_before, commits_before) = store.group_commit_figures();
+    let mut handles = Vec::new();
+    for index in 0..24 {
+        let contender = store.clone();
+        let commit = StepCommit {
+            expected_version: stored.version,
+            state: stored.state.clone(),
+            events: log(format!("contender {index}")),
+            outbox: vec![],
+            consumed_message_id: None,
+            entries: vec![],
+        };
+        handles.push(tokio::spawn(async move {
+            contender
+                .commit_step("tenant-group", "run-group", commit)
+                .await
+        }));
+        let other = store.clone();
+        let state = others[index].clone();
+        let commit = StepCommit {
+            expected_version: 1,
+            state: state.clone(),
+            events: log(format!("other {index}")),
+            outbox: vec![],
+            consumed_message_id: None,
+            entries: vec![],
+        };
+        handles.push(tokio::spawn(async move {
+            other
+                .commit_step("tenant-group", &state.run_id, commit)
+                .await
+        }));
+    }
+    let results = futures_join(handles.into_iter()).await;
+    let contenders: Vec<&Result<u64, StoreError>> = results.iter().step_by(2).collect();
+    let landed = results
+        .iter()
+        .skip(1)
+        .step_by(2)
+        .filter(|result| result.is_ok())
+        .count();
+    assert_eq!(landed, 24, "every other run's commit landed: {results:?}");
+    assert_eq!(
+        contenders.iter().filter(|result| result.is_ok()).count(),
+        1,
+        "{contenders:?}"
+    );
+    assert!(
+        contenders
+            .iter()
+            .filter(|result| result.is_err())
+            .all(|result| matches!(result, Err(StoreError::VersionConflict { .. }))),
+        "{contenders:?}"
+    );
+    let events_after = store
+        .read_events("tenant-group", "run-group", 0, 1000)
+        .await
+        .unwrap();
+    assert_eq!(
+        events_after.len(),
+        events_before + 1,
+        "the losers appended nothing"
+    );
+    let ids: Vec<u64> = events_after.iter().map(|frame| frame.id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    let (groups, commits) = store.group_commit_figures();
+    assert_eq!(commits - commits_before, 48);
+    assert!(
+        groups - groups_before < 48,
+        "48 concurrent commits took {} transactions: none was shared",
+        groups - groups_before
+    );
+}
