@@ -407,7 +407,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         .len();
     let (groups_before, commits_before) = store.group_commit_figures();
     let mut handles = Vec::new();
-    for index in 0..24 {
+    for (index, state) in others.iter().enumerate() {
         let contender = store.clone();
         let commit = StepCommit {
             expected_version: stored.version,
@@ -423,7 +423,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
                 .await
         }));
         let other = store.clone();
-        let state = others[index].clone();
+        let state = state.clone();
         let commit = StepCommit {
             expected_version: 1,
             state: state.clone(),
