@@ -75,6 +75,10 @@ pub struct Configuration {
     /// keeps in flight at most (a memory cap; model calls are bounded by
     /// their provider's `maxConcurrentCalls`). Default 10,000.
     pub worker_max_steps_in_flight: usize,
+    /// `BATON_TENANT_MAX_LIVE_RUNS`: runs at work (queued or running) a
+    /// tenant may have at once: `20` (every tenant), `acme:100` (one), or
+    /// both comma-separated. Unset: no limit.
+    pub tenant_limits: baton_runtime::services::TenantLimits,
 }
 
 /// Whether and how often streamed model text reaches the event log.
@@ -177,7 +181,16 @@ impl Configuration {
             "BATON_WORKER_MAX_STEPS_IN_FLIGHT",
             baton_runtime::worker::DEFAULT_MAX_STEPS_IN_FLIGHT,
         )?;
+        let tenant_limits = match non_empty(read, "BATON_TENANT_MAX_LIVE_RUNS") {
+            None => baton_runtime::services::TenantLimits::default(),
+            Some(text) => {
+                baton_runtime::services::TenantLimits::parse(&text).map_err(|problem| {
+                    StartupError(format!("BATON_TENANT_MAX_LIVE_RUNS: {problem}"))
+                })?
+            }
+        };
         Ok(Configuration {
+            tenant_limits,
             worker_max_steps_in_flight,
             max_body_bytes,
             max_envelope_bytes,

@@ -176,6 +176,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         stream_deltas,
         delta_flush_interval,
         max_envelope_bytes: configuration.max_envelope_bytes,
+        tenant_limits: configuration.tenant_limits.clone(),
         ..defaults
     }
 }

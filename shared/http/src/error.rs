@@ -6,6 +6,10 @@ use axum::response::{IntoResponse, Response};
 use baton_runtime::RuntimeError;
 use serde_json::{Value, json};
 
+/// How long a tenant over its live-run limit is told to wait
+/// (`Retry-After`): about one model call.
+pub const TENANT_LIMIT_RETRY_AFTER_SECONDS: u16 = 5;
+
 /// An error as the API reports it.
 #[derive(Debug, thiserror::Error)]
 #[error("{code}: {message}")]
@@ -14,6 +18,8 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub details: Option<Value>,
+    /// Seconds for a `Retry-After` header (a 429).
+    pub retry_after_seconds: Option<u16>,
 }
 
 impl ApiError {
@@ -23,6 +29,7 @@ impl ApiError {
             code,
             message: message.into(),
             details: None,
+            retry_after_seconds: None,
         }
     }
 
@@ -61,6 +68,16 @@ impl From<RuntimeError> for ApiError {
                 format!("{path}: {message}"),
             )
             .with_details(json!({"path": path})),
+            RuntimeError::TenantLimit { live, limit, .. } => {
+                let mut refused = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "tenant_limit",
+                    error.to_string(),
+                )
+                .with_details(json!({"liveRuns": live, "limit": limit}));
+                refused.retry_after_seconds = Some(TENANT_LIMIT_RETRY_AFTER_SECONDS);
+                refused
+            }
             RuntimeError::TooLarge {
                 path, size, limit, ..
             } => ApiError::new(
@@ -121,6 +138,13 @@ impl IntoResponse for ApiError {
         if let Some(details) = self.details {
             error["details"] = details;
         }
-        (self.status, Json(json!({ "error": error }))).into_response()
+        let mut response = (self.status, Json(json!({ "error": error }))).into_response();
+        if let Some(seconds) = self.retry_after_seconds {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(seconds),
+            );
+        }
+        response
     }
 }

@@ -88,6 +88,11 @@ const UNAVAILABLE: Answer = answer(
     Body::Json("Error"),
 );
 const INTERNAL: Answer = answer(500, "a fault of the server", Body::Json("Error"));
+const TENANT_LIMIT: Answer = answer(
+    429,
+    "the tenant has as many runs at work as `BATON_TENANT_MAX_LIVE_RUNS` allows (`tenant_limit`, with `Retry-After`)",
+    Body::Json("Error"),
+);
 const TOO_LARGE: Answer = answer(
     413,
     "the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit",
@@ -100,6 +105,18 @@ pub fn operations() -> Vec<Operation> {
         let mut answers = answers.to_vec();
         if Option::is_some(&request) {
             answers.push(TOO_LARGE);
+        }
+        // The routes that start a run answer a tenant over its limit.
+        if method == "post"
+            && [
+                "/api/v1/flex/runs",
+                "/api/v1/flex/run.stream",
+                "/api/v1/judge/evaluations",
+                "/api/v1/chat",
+            ]
+            .contains(&path)
+        {
+            answers.push(TENANT_LIMIT);
         }
         answers.extend([UNAUTHORIZED, UNAVAILABLE, INTERNAL]);
         Operation {

@@ -42,6 +42,20 @@ async fn start_api() -> TestApi {
 }
 
 async fn start_api_with_clock(clock: Arc<dyn baton_runtime::ports::Clock>) -> TestApi {
+    start_api_with(
+        clock,
+        OrchestratorSettings {
+            max_envelope_bytes: TEST_ENVELOPE_LIMIT,
+            ..OrchestratorSettings::default()
+        },
+    )
+    .await
+}
+
+async fn start_api_with(
+    clock: Arc<dyn baton_runtime::ports::Clock>,
+    settings: OrchestratorSettings,
+) -> TestApi {
     let model = ScriptedLlmServer::start().await.unwrap();
     let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
         model.base_url(),
@@ -51,10 +65,7 @@ async fn start_api_with_clock(clock: Arc<dyn baton_runtime::ports::Clock>) -> Te
     .unwrap();
     let built = TestServices::with_model(Arc::new(provider))
         .clock(clock)
-        .settings(OrchestratorSettings {
-            max_envelope_bytes: TEST_ENVELOPE_LIMIT,
-            ..OrchestratorSettings::default()
-        })
+        .settings(settings)
         .worker_id("api-test")
         .build();
     let tokens = format!(
@@ -1276,6 +1287,44 @@ async fn bodies_and_envelopes_over_the_limits_are_json_413s_naming_the_limit_and
     assert_eq!(body["error"]["code"], "invalid_json", "{body}");
     assert_eq!(run_count(&api, ACME_TOKEN).await, 0, "nothing was created");
     assert_eq!(api.model.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_over_its_live_run_limit_gets_429_with_retry_after_and_another_tenant_does_not() {
+    // The model double holds each call 2 s: the runs stay at work meanwhile.
+    let api = start_api_with(
+        Arc::new(SystemClock),
+        OrchestratorSettings {
+            tenant_limits: baton_runtime::services::TenantLimits::parse("2").unwrap(),
+            ..OrchestratorSettings::default()
+        },
+    )
+    .await;
+    api.model
+        .set_default_behavior(scripted_llm::Behavior::SlowValid { delay_ms: 2_000 });
+    let envelope = example("positioning-recommendation.json");
+    for _ in 0..2 {
+        let (status, body) = post_json(&api, "/runs", ACME_TOKEN, &envelope).await;
+        assert_eq!(status, 202, "{body}");
+    }
+    let refused = api
+        .client
+        .post(format!("{}/runs", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "5");
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tenant_limit");
+    assert_eq!(body["error"]["details"]["limit"], 2);
+    assert_eq!(body["error"]["details"]["liveRuns"], 2);
+    assert_eq!(run_count(&api, ACME_TOKEN).await, 2, "nothing was created");
+    // The other tenant is not held back.
+    let (status, body) = post_json(&api, "/runs", GLOBEX_TOKEN, &envelope).await;
+    assert_eq!(status, 202, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

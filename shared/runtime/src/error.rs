@@ -129,6 +129,15 @@ pub enum RuntimeError {
     /// The caller's input is wrong; `path` names where. Maps to HTTP 400/422.
     #[error("invalid input at {path}: {message}")]
     InvalidInput { path: String, message: String },
+    /// The tenant has as many runs at work as its limit allows. HTTP 429.
+    #[error(
+        "tenant `{tenant_id}` has {live} runs at work, its limit (BATON_TENANT_MAX_LIVE_RUNS); retry when one ends"
+    )]
+    TenantLimit {
+        tenant_id: String,
+        live: usize,
+        limit: usize,
+    },
     /// The caller's input is larger than the deployment takes. HTTP 413.
     #[error("{path}: the {what} is {size} bytes, over the limit of {limit}")]
     TooLarge {
@@ -190,6 +199,7 @@ impl RuntimeError {
             RuntimeError::DeadlineExceeded { .. } | RuntimeError::TranscriptPublisher(_) => true,
             RuntimeError::InvalidInput { .. }
             | RuntimeError::TooLarge { .. }
+            | RuntimeError::TenantLimit { .. }
             | RuntimeError::InvalidRegistration { .. }
             | RuntimeError::RegistrationConflict { .. }
             | RuntimeError::Registry(_)

@@ -78,6 +78,58 @@ pub struct OrchestratorSettings {
     /// JSON (`BATON_MAX_ENVELOPE_BYTES`): the same on every store, so an
     /// envelope tried locally fits the cloud's run item too.
     pub max_envelope_bytes: usize,
+    /// Runs at work (queued or running) a tenant may have at once; a
+    /// submission past it is refused (`RuntimeError::TenantLimit`, HTTP 429).
+    pub tenant_limits: TenantLimits,
+}
+
+/// Per-tenant limits (`BATON_TENANT_MAX_LIVE_RUNS`): a default and
+/// overrides by tenant; none set, no limit.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantLimits {
+    pub max_live_runs: Option<usize>,
+    pub max_live_runs_by_tenant: std::collections::BTreeMap<String, usize>,
+}
+
+impl TenantLimits {
+    /// The live-run limit of `tenant_id`, if any.
+    pub fn max_live_runs_of(&self, tenant_id: &str) -> Option<usize> {
+        self.max_live_runs_by_tenant
+            .get(tenant_id)
+            .copied()
+            .or(self.max_live_runs)
+    }
+
+    /// Reads `20` (every tenant), `acme:100` (one tenant) or both,
+    /// comma-separated: `20,acme:100,globex:5`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut limits = TenantLimits::default();
+        for item in text
+            .split(',')
+            .map(str::trim)
+            .filter(|item| !item.is_empty())
+        {
+            let (tenant, number) = match item.rsplit_once(':') {
+                Some((tenant, number)) => (Some(tenant.trim()), number.trim()),
+                None => (None, item),
+            };
+            let limit: usize = number
+                .parse()
+                .ok()
+                .filter(|limit| *limit > 0)
+                .ok_or_else(|| format!("`{item}`: the limit must be a positive whole number"))?;
+            match tenant {
+                Some("") => return Err(format!("`{item}`: the tenant is empty")),
+                Some(tenant) => {
+                    limits
+                        .max_live_runs_by_tenant
+                        .insert(tenant.to_string(), limit);
+                }
+                None => limits.max_live_runs = Some(limit),
+            }
+        }
+        Ok(limits)
+    }
 }
 
 /// The default envelope limit: 256 KiB, which leaves room in a 400 KB
@@ -101,6 +153,7 @@ impl Default for OrchestratorSettings {
             agent_session_limit: baton_core::agents::DEFAULT_SESSION_LIMIT,
             announce_to_event_bus: false,
             max_envelope_bytes: DEFAULT_MAX_ENVELOPE_BYTES,
+            tenant_limits: TenantLimits::default(),
         }
     }
 }

@@ -71,6 +71,50 @@ impl RunService {
 
     /// Parses and checks an envelope: JSON paths on every error, supplied
     /// facet inputs checked against their facet schemas.
+    /// Refuses a new run when the tenant already has its limit of runs at
+    /// work (queued or running; parked and ended runs do not count). The
+    /// count pages through the tenant's runs, newest first.
+    async fn check_tenant_limit(&self, tenant_id: &str) -> Result<(), RuntimeError> {
+        let Some(limit) = self.settings.tenant_limits.max_live_runs_of(tenant_id) else {
+            return Ok(());
+        };
+        let mut live = 0;
+        let mut cursor = None;
+        loop {
+            let page = self
+                .store
+                .list_runs(
+                    tenant_id,
+                    &baton_core::listing::RunListQuery {
+                        status: None,
+                        limit: baton_core::listing::MAX_RUNS_PER_PAGE,
+                        cursor,
+                    },
+                )
+                .await?;
+            live += page
+                .runs
+                .iter()
+                .filter(|run| matches!(run.status, RunStatus::Queued | RunStatus::Running))
+                .count();
+            if live >= limit {
+                return Err(RuntimeError::TenantLimit {
+                    tenant_id: tenant_id.to_string(),
+                    live,
+                    limit,
+                });
+            }
+            match page
+                .next_cursor
+                .as_deref()
+                .and_then(baton_core::listing::ListCursor::parse)
+            {
+                Some(next) => cursor = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+
     pub fn parse_envelope(&self, envelope_json: &Value) -> Result<TaskEnvelope, RuntimeError> {
         let size = serde_json::to_vec(envelope_json).map_or(0, |bytes| bytes.len());
         if size > self.settings.max_envelope_bytes {
@@ -146,6 +190,7 @@ impl RunService {
                 resumed: true,
             });
         }
+        self.check_tenant_limit(tenant_id).await?;
         let run_id = self.ids.new_id("run");
         let identity = NewRunIdentity {
             thread_id: envelope

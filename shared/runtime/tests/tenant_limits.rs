@@ -1,0 +1,131 @@
+//! Per-tenant limits (`BATON_TENANT_MAX_LIVE_RUNS`): a tenant with its
+//! limit of runs at work is refused another (`RuntimeError::TenantLimit`,
+//! nothing created) while another tenant submits freely; once its runs end
+//! it submits again. Parked and ended runs do not count. The model is a
+//! test double answering by the requested schema.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_core::run::{RunStatus, TokenUsage};
+use baton_runtime::RuntimeError;
+use baton_runtime::error::LlmError;
+use baton_runtime::memory::InMemoryStepQueue;
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
+use baton_runtime::services::{OrchestratorSettings, TenantLimits};
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::TestServices;
+use tokio::sync::mpsc::UnboundedSender;
+
+struct SchemaShapedModel;
+
+#[async_trait]
+impl LlmProvider for SchemaShapedModel {
+    fn model_name(&self) -> String {
+        "schema-shaped".into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        Ok(ModelAnswer {
+            content: scripted_llm::generate_instance(&request.output_schema, "limited").to_string(),
+            usage: TokenUsage::default(),
+            model: "schema-shaped".into(),
+        })
+    }
+}
+
+#[test]
+fn limits_read_a_default_and_overrides_and_name_what_is_wrong() {
+    let limits = TenantLimits::parse("2, vip:5").unwrap();
+    assert_eq!(limits.max_live_runs_of("anyone"), Some(2));
+    assert_eq!(limits.max_live_runs_of("vip"), Some(5));
+    assert_eq!(
+        TenantLimits::parse("vip:5")
+            .unwrap()
+            .max_live_runs_of("anyone"),
+        None
+    );
+    for bad in ["0", "vip:0", ":3", "two", "vip:-1"] {
+        let problem = TenantLimits::parse(bad).unwrap_err();
+        assert!(problem.contains(bad.trim()), "{bad}: {problem}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_at_its_limit_is_refused_another_run_and_others_are_not() {
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(SchemaShapedModel))
+        .queue(queue.clone())
+        .settings(OrchestratorSettings {
+            tenant_limits: TenantLimits::parse("2,vip:3").unwrap(),
+            ..OrchestratorSettings::default()
+        })
+        .build()
+        .services;
+    let envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
+    // No worker runs yet: submitted runs stay queued, at work.
+    for _ in 0..2 {
+        services.runs.submit("flooder", &envelope).await.unwrap();
+    }
+    let refused = services
+        .runs
+        .submit("flooder", &envelope)
+        .await
+        .unwrap_err();
+    let RuntimeError::TenantLimit { live, limit, .. } = refused else {
+        panic!("a tenant limit, not {refused}")
+    };
+    assert_eq!((live, limit), (2, 2));
+    let listed = |tenant: &'static str| {
+        let runs = services.runs.clone();
+        async move {
+            runs.list(
+                tenant,
+                &baton_core::listing::RunListQuery {
+                    status: None,
+                    limit: 100,
+                    cursor: None,
+                },
+            )
+            .await
+            .unwrap()
+            .runs
+            .len()
+        }
+    };
+    assert_eq!(
+        listed("flooder").await,
+        2,
+        "the refused run was not created"
+    );
+    // Another tenant is not held back, nor one with a higher limit.
+    services.runs.submit("quiet", &envelope).await.unwrap();
+    for _ in 0..3 {
+        services.runs.submit("vip", &envelope).await.unwrap();
+    }
+    assert!(matches!(
+        services.runs.submit("vip", &envelope).await,
+        Err(RuntimeError::TenantLimit { limit: 3, .. })
+    ));
+    // Once the flooder's runs end, it submits again.
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    runner.drain().await.unwrap();
+    let again = services.runs.submit("flooder", &envelope).await.unwrap();
+    assert_eq!(
+        runner
+            .run_until_settled("flooder", &again.run_id)
+            .await
+            .unwrap(),
+        RunStatus::Completed
+    );
+}
