@@ -76,7 +76,7 @@ pub struct Configuration {
     /// their provider's `maxConcurrentCalls`). Default 10,000.
     pub worker_max_steps_in_flight: usize,
     /// `BATON_TENANT_MAX_LIVE_RUNS`: runs at work (queued or running) a
-    /// tenant may have at once: `20` (every tenant), `acme:100` (one), or
+    /// tenant may have at once: `20` (every tenant), `team-a:100` (one), or
     /// both comma-separated. Unset: no limit.
     pub tenant_limits: baton_runtime::services::TenantLimits,
 }

@@ -100,8 +100,8 @@ impl TenantLimits {
             .or(self.max_live_runs)
     }
 
-    /// Reads `20` (every tenant), `acme:100` (one tenant) or both,
-    /// comma-separated: `20,acme:100,globex:5`.
+    /// Reads `20` (every tenant), `team-a:100` (one tenant) or both,
+    /// comma-separated: `20,team-a:100,team-b:5`.
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut limits = TenantLimits::default();
         for item in text
