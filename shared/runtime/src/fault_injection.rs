@@ -1,7 +1,8 @@
-//! Test support: step-queue decorators that inject the faults a durable
-//! step loop must survive (duplicate delivery, a send lost after a commit).
-//! They wrap any `StepQueue`, so the same fault tests run on the in-memory
-//! queue and on SQS.
+//! Test support: decorators that inject the faults a durable step loop
+//! must survive: step-queue ones (duplicate delivery, a send lost after a
+//! commit), which wrap any `StepQueue` so the same fault tests run on the
+//! in-memory queue and on SQS, and a store that throttles (its next calls
+//! fail retryably), which wraps any `RunStore`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,5 +92,190 @@ impl StepQueue for FailingSendQueue {
     }
     async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
         self.inner.send_delayed(message, delay).await
+    }
+}
+
+/// A store that throttles: once armed, its next `n` calls fail with a
+/// retryable `StoreError::Unavailable` (what DynamoDB's throttling and a
+/// timed-out call become) before reaching the wrapped store; then it passes
+/// everything through. Counts the calls it failed.
+pub struct ThrottlingStore {
+    inner: Arc<dyn crate::ports::RunStore>,
+    failures_left: AtomicUsize,
+    failed: AtomicUsize,
+}
+
+impl ThrottlingStore {
+    pub fn new(inner: Arc<dyn crate::ports::RunStore>) -> Self {
+        ThrottlingStore {
+            inner,
+            failures_left: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
+        }
+    }
+
+    /// The next `calls` calls fail (replacing what was armed before).
+    pub fn throttle_next(&self, calls: usize) {
+        self.failures_left.store(calls, Ordering::SeqCst);
+    }
+
+    /// How many calls it failed so far.
+    pub fn calls_failed(&self) -> usize {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    fn throttled(&self) -> Result<(), crate::error::StoreError> {
+        let fail = self
+            .failures_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(1)
+            })
+            .is_ok();
+        if fail {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            return Err(crate::error::StoreError::Unavailable(
+                "ThrottlingException (injected)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl crate::ports::RunStore for ThrottlingStore {
+    async fn create_run(
+        &self,
+        state: &baton_core::run::RunState,
+        events: Vec<baton_core::event::EventDraft>,
+        outbox: Vec<StepMessage>,
+        idempotency_key: Option<&str>,
+    ) -> Result<crate::ports::CreateOutcome, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .create_run(state, events, outbox, idempotency_key)
+            .await
+    }
+    async fn load_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<crate::ports::StoredRun>, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.load_run(tenant_id, run_id).await
+    }
+    async fn claim_node(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: crate::ports::NodeClaim<'_>,
+        events_on_claim: Vec<baton_core::event::EventDraft>,
+    ) -> Result<crate::ports::ClaimOutcome, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .claim_node(tenant_id, run_id, claim, events_on_claim)
+            .await
+    }
+    async fn release_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), crate::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .release_claim(tenant_id, run_id, node_id, attempt, claimant)
+            .await
+    }
+    async fn renew_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: crate::ports::NodeClaim<'_>,
+    ) -> Result<bool, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.renew_claim(tenant_id, run_id, claim).await
+    }
+    async fn commit_step(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        commit: crate::ports::StepCommit,
+    ) -> Result<u64, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.commit_step(tenant_id, run_id, commit).await
+    }
+    async fn read_entries(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.read_entries(tenant_id, run_id, prefix).await
+    }
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<baton_core::event::EventDraft>,
+    ) -> Result<u64, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.append_events(tenant_id, run_id, events).await
+    }
+    async fn read_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<baton_core::event::EventFrame>, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .read_events(tenant_id, run_id, after_sequence, limit)
+            .await
+    }
+    async fn pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<StepMessage>, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.pending_outbox(tenant_id, run_id).await
+    }
+    async fn mark_outbox_sent(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        message_ids: &[String],
+    ) -> Result<(), crate::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .mark_outbox_sent(tenant_id, run_id, message_ids)
+            .await
+    }
+    async fn list_runs(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.list_runs(tenant_id, query).await
+    }
+    async fn runs_awaiting_human(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<baton_core::run::RunState>, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.runs_awaiting_human(tenant_id).await
+    }
+    async fn stale_outbox(
+        &self,
+        written_before: baton_core::instant::Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, crate::error::StoreError> {
+        self.throttled()?;
+        self.inner.stale_outbox(written_before, limit).await
     }
 }

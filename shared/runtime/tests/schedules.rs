@@ -4,14 +4,16 @@
 //! (at-least-once), held back (delayed), delivered to both workers at once
 //! (a race), lost between commit and send (the sweeper repairs them), and a
 //! worker crashing after its model answered but before it committed (its
-//! lease runs out; another delivery takes the node over). After the
+//! lease runs out; another delivery takes the node over), and the store
+//! throttling (its next calls fail retryably, wherever they fall). After the
 //! schedule, the harness delivers what is left until every run settles.
 //!
 //! Invariants, per run: it completes; its frame ids are 1..n without gaps
 //! or repeats; one `start` and one terminal frame; exactly one
 //! `node_complete` per node of its final plan; every frame matches its
 //! schema. Across runs: the model is never asked twice for one node
-//! attempt, except after a crash lost an answer (at most once per crash).
+//! attempt, except after a crash or a failed store call lost an answer (at
+//! most once each).
 //!
 //! `BATON_PROPTEST_CASES` sets the number of cases (default 1,000; CI runs
 //! the default). A failing case is shrunk and its seed kept in
@@ -34,6 +36,7 @@ use baton_core::run::{RunStatus, StepMessage, TokenUsage};
 use baton_core::schema::ValidatorCache;
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::error::{LlmError, QueueError};
+use baton_runtime::fault_injection::ThrottlingStore;
 use baton_runtime::memory::InMemoryRunStore;
 use baton_runtime::ports::{
     LlmProvider, ModelAnswer, ModelDelta, ReceivedStep, RunStore, StepQueue,
@@ -65,6 +68,9 @@ enum Move {
     LeasesExpire,
     /// The sweeper re-sends outbox entries nobody consumed.
     Sweep,
+    /// The store throttles: its next calls fail retryably (a load, a
+    /// claim, a commit after the model answered, a release…).
+    StoreThrottles(u8),
 }
 
 fn a_move() -> impl Strategy<Value = Move> {
@@ -76,6 +82,7 @@ fn a_move() -> impl Strategy<Value = Move> {
         1 => any::<usize>().prop_map(Move::CrashAfterModel),
         1 => Just(Move::LeasesExpire),
         1 => Just(Move::Sweep),
+        1 => (1u8..4).prop_map(Move::StoreThrottles),
     ]
 }
 
@@ -189,7 +196,10 @@ fn shared_registry() -> (Arc<Registry>, Arc<ValidatorCache>) {
 
 struct World {
     workers: [Services; 2],
+    /// The store as the invariants read it (never throttled).
     store: Arc<InMemoryRunStore>,
+    /// The store as the workers reach it.
+    throttling: Arc<ThrottlingStore>,
     queue: Arc<PoolQueue>,
     clock: Arc<OffsetClock>,
     model: Arc<SchemaShapedModel>,
@@ -201,13 +211,14 @@ fn world() -> World {
     let (registry, validators) = shared_registry();
     let clock = Arc::new(OffsetClock::new());
     let store = Arc::new(InMemoryRunStore::new().with_clock(clock.clone()));
+    let throttling = Arc::new(ThrottlingStore::new(store.clone()));
     let queue = Arc::new(PoolQueue::default());
     let model = Arc::new(SchemaShapedModel::default());
     let worker = |name: &str| {
         TestServices::with_model(model.clone())
             .registry(registry.clone())
             .validators(validators.clone())
-            .store(store.clone())
+            .store(throttling.clone())
             .queue(queue.clone())
             .clock(clock.clone())
             .settings(OrchestratorSettings {
@@ -220,10 +231,11 @@ fn world() -> World {
             .build()
             .services
     };
-    let sweeper = OutboxSweeper::new(store.clone(), queue.clone(), clock.clone());
+    let sweeper = OutboxSweeper::new(throttling.clone(), queue.clone(), clock.clone());
     World {
         workers: [worker("worker-a"), worker("worker-b")],
         store,
+        throttling,
         queue,
         clock,
         model,
@@ -295,6 +307,7 @@ impl World {
             Move::Sweep => {
                 let _ = self.sweeper.sweep(Duration::ZERO, 100).await;
             }
+            Move::StoreThrottles(calls) => self.throttling.throttle_next(usize::from(*calls)),
         }
     }
 
@@ -302,6 +315,7 @@ impl World {
     /// running when nothing else moves) until every run settles.
     async fn settle(&mut self, run_ids: &[String]) {
         self.queue.sends_to_lose.store(0, Ordering::SeqCst);
+        self.throttling.throttle_next(0);
         for _ in 0..2_000 {
             if self.all_settled(run_ids).await {
                 return;
@@ -418,10 +432,14 @@ async fn explore(runs: usize, schedule: Vec<Move>) -> usize {
         attempts_started += check_run(&world, run_id).await;
     }
     let calls = world.model.calls.load(Ordering::SeqCst);
+    // A crash, or a store call that failed after the model answered (its
+    // commit, or the release of its claim), may lose one answer each.
+    let losses = world.crashes + world.throttling.calls_failed();
     assert!(
-        calls <= attempts_started + world.crashes,
-        "{calls} model calls for {attempts_started} node attempts and {} crashes: an attempt asked the model twice",
-        world.crashes
+        calls <= attempts_started + losses,
+        "{calls} model calls for {attempts_started} node attempts, {} crashes and {} failed store calls: an attempt asked the model twice",
+        world.crashes,
+        world.throttling.calls_failed()
     );
     world.crashes
 }
