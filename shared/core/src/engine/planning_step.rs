@@ -81,20 +81,7 @@ pub(super) fn resume_planning(
                 return Ok(step.into_advance());
             }
             let bundle = judged.1;
-            let rejection = [
-                frames::plan_requested(
-                    &step.stamp(),
-                    &plan_requested_payload(&step.state, engine, call.attempt, PlannerKind::Llm),
-                ),
-                frames::plan_rejected(
-                    &step.stamp(),
-                    &frames::PlanRejectedPayload {
-                        attempt: call.attempt,
-                        will_retry: true,
-                        diagnostics: bundle.clone(),
-                    },
-                ),
-            ];
+            let rejection = rejected_draft_frames(&step, call.attempt, &bundle);
             let mut rejected = call.rejected.clone();
             rejected.push(bundle);
             if call.attempt < attempts {
@@ -118,17 +105,7 @@ pub(super) fn resume_planning(
     };
     // The model is unavailable or never drafted a valid plan: say so, and
     // let the deterministic planner plan.
-    let warning = frames::warning(
-        &step.stamp(),
-        None,
-        format!("{fallback_reason}; using the deterministic planner"),
-        &frames::WarningPayload {
-            fallback: Some(PlannerKind::Deterministic),
-            rejected_drafts: Some(rejected_drafts),
-            ..frames::WarningPayload::of(WarningCode::PlannerFallback)
-        },
-    );
-    step.emit(warning);
+    warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
     let drafted = plan_deterministically(&step.state.envelope, engine.registry);
     let judged = judge(drafted, &step.state.envelope, engine);
     settle_plan(
@@ -138,6 +115,49 @@ pub(super) fn resume_planning(
         PlannerKind::Deterministic,
     )?;
     Ok(step.into_advance())
+}
+
+/// A planner-model draft the validator rejected, to be re-prompted: its
+/// `plan_requested` and `plan_rejected` (`willRetry`) frames.
+pub(super) fn rejected_draft_frames(
+    step: &StepContext<'_, '_>,
+    attempt: u32,
+    bundle: &DiagnosticsBundle,
+) -> [crate::wire::event::EventDraft; 2] {
+    [
+        frames::plan_requested(
+            &step.stamp(),
+            &plan_requested_payload(&step.state, step.engine, attempt, PlannerKind::Llm),
+        ),
+        frames::plan_rejected(
+            &step.stamp(),
+            &frames::PlanRejectedPayload {
+                attempt,
+                will_retry: true,
+                diagnostics: bundle.clone(),
+            },
+        ),
+    ]
+}
+
+/// `planner_fallback`: the planner model failed (`reason`); the
+/// deterministic planner plans.
+pub(super) fn warn_planner_fallback(
+    step: &mut StepContext<'_, '_>,
+    reason: &str,
+    rejected_drafts: u32,
+) {
+    let warning = frames::warning(
+        &step.stamp(),
+        None,
+        format!("{reason}; using the deterministic planner"),
+        &frames::WarningPayload {
+            fallback: Some(PlannerKind::Deterministic),
+            rejected_drafts: Some(rejected_drafts),
+            ..frames::WarningPayload::of(WarningCode::PlannerFallback)
+        },
+    );
+    step.emit(warning);
 }
 
 /// A draft and its diagnostics: the plan only when it is not rejected.

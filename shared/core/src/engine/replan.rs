@@ -141,25 +141,8 @@ pub(super) fn resume_replan(
                     return Ok(step.into_advance());
                 }
                 (None, bundle) => {
-                    let rejection = [
-                        frames::plan_requested(
-                            &step.stamp(),
-                            &super::planning_step::plan_requested_payload(
-                                &step.state,
-                                engine,
-                                call.attempt,
-                                PlannerKind::Llm,
-                            ),
-                        ),
-                        frames::plan_rejected(
-                            &step.stamp(),
-                            &frames::PlanRejectedPayload {
-                                attempt: call.attempt,
-                                will_retry: true,
-                                diagnostics: bundle.clone(),
-                            },
-                        ),
-                    ];
+                    let rejection =
+                        super::planning_step::rejected_draft_frames(&step, call.attempt, &bundle);
                     let mut rejected = call.rejected.clone();
                     rejected.push(bundle);
                     if call.attempt < attempts {
@@ -185,17 +168,7 @@ pub(super) fn resume_replan(
             }
         }
     };
-    let warning = frames::warning(
-        &step.stamp(),
-        None,
-        format!("{fallback_reason}; using the deterministic planner"),
-        &frames::WarningPayload {
-            fallback: Some(PlannerKind::Deterministic),
-            rejected_drafts: Some(rejected_drafts),
-            ..frames::WarningPayload::of(WarningCode::PlannerFallback)
-        },
-    );
-    step.emit(warning);
+    super::planning_step::warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
     step.state.pending_replan = None;
     match draft_deterministically(&envelope, engine) {
         Some(judged) => apply(
