@@ -101,7 +101,11 @@ mod baton_http_defaults {
 }
 
 /// A positive whole number (bytes, steps) from `name`, else `default`.
-fn byte_limit(read: VariableReader<'_>, name: &str, default: usize) -> Result<usize, StartupError> {
+fn positive_whole_number(
+    read: VariableReader<'_>,
+    name: &str,
+    default: usize,
+) -> Result<usize, StartupError> {
     match non_empty(read, name) {
         None => Ok(default),
         Some(text) => match text.parse::<usize>() {
@@ -166,17 +170,17 @@ impl Configuration {
                 }
             },
         };
-        let max_body_bytes = byte_limit(
+        let max_body_bytes = positive_whole_number(
             read,
             "BATON_MAX_BODY_BYTES",
             baton_http_defaults::MAX_BODY_BYTES,
         )?;
-        let max_envelope_bytes = byte_limit(
+        let max_envelope_bytes = positive_whole_number(
             read,
             "BATON_MAX_ENVELOPE_BYTES",
             baton_runtime::services::DEFAULT_MAX_ENVELOPE_BYTES,
         )?;
-        let worker_max_steps_in_flight = byte_limit(
+        let worker_max_steps_in_flight = positive_whole_number(
             read,
             "BATON_WORKER_MAX_STEPS_IN_FLIGHT",
             baton_runtime::worker::DEFAULT_MAX_STEPS_IN_FLIGHT,

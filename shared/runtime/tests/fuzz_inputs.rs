@@ -12,19 +12,14 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::TokenUsage;
 use baton_runtime::RuntimeError;
-use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, StepQueue};
+use baton_runtime::ports::StepQueue;
 use baton_runtime::registry_loader::load_registry;
-use baton_test_support::{TestServices, repository_path, repository_registry};
+use baton_test_support::{SchemaShapedModel, TestServices, repository_path, repository_registry};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc::UnboundedSender;
 
 fn cases() -> u32 {
     std::env::var("BATON_FUZZ_CASES")
@@ -215,27 +210,6 @@ fn apply(document: &mut Value, mutation: &Mutation) {
             Value::Array(items) => items.push(value.clone()),
             _ => {}
         },
-    }
-}
-
-/// Test double for the model: a schema-shaped answer.
-struct SchemaShapedModel;
-
-#[async_trait]
-impl LlmProvider for SchemaShapedModel {
-    fn model_name(&self) -> String {
-        "schema-shaped".into()
-    }
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        _deltas: UnboundedSender<ModelDelta>,
-    ) -> Result<ModelAnswer, LlmError> {
-        Ok(ModelAnswer {
-            content: scripted_llm::generate_instance(&request.output_schema, "fuzz").to_string(),
-            usage: TokenUsage::default(),
-            model: "schema-shaped".into(),
-        })
     }
 }
 

@@ -8,37 +8,12 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::run::RunStatus;
 use baton_runtime::RuntimeError;
-use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::{OrchestratorSettings, TenantLimits};
 use baton_runtime::worker::LocalRunner;
-use baton_test_support::TestServices;
-use tokio::sync::mpsc::UnboundedSender;
-
-struct SchemaShapedModel;
-
-#[async_trait]
-impl LlmProvider for SchemaShapedModel {
-    fn model_name(&self) -> String {
-        "schema-shaped".into()
-    }
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        _deltas: UnboundedSender<ModelDelta>,
-    ) -> Result<ModelAnswer, LlmError> {
-        Ok(ModelAnswer {
-            content: scripted_llm::generate_instance(&request.output_schema, "limited").to_string(),
-            usage: TokenUsage::default(),
-            model: "schema-shaped".into(),
-        })
-    }
-}
+use baton_test_support::{SchemaShapedModel, TestServices};
 
 #[test]
 fn limits_read_a_default_and_overrides_and_name_what_is_wrong() {

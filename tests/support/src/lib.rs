@@ -20,6 +20,9 @@
 pub mod agent_session;
 pub mod five_stages;
 pub mod mcp_server;
+pub mod schema_shaped_model;
+
+pub use schema_shaped_model::SchemaShapedModel;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
