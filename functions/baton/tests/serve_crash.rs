@@ -22,7 +22,10 @@ use std::time::{Duration, Instant};
 
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
-use serve_support::{TOKEN, example, model_environment, read_sse, start_serve};
+use serve_support::{
+    TOKEN, assert_completed_exactly_once, example, model_environment, run_frames, run_status,
+    start_serve,
+};
 
 const RUNS: usize = 30;
 const KILLS: usize = 5;
@@ -65,19 +68,6 @@ async fn wait_for_model_requests(model: &ScriptedLlmServer, at_least: usize) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-async fn run_status(client: &reqwest::Client, base: &str, run_id: &str) -> String {
-    let snapshot: Value = client
-        .get(format!("{base}/runs/{run_id}"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    snapshot["run"]["status"].as_str().unwrap_or("").to_string()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -163,51 +153,7 @@ async fn runs_mid_node_survive_repeated_sigkills_of_the_serve_process() {
     );
 
     for run_id in &run_ids {
-        let frames = read_sse(
-            client
-                .get(format!("{}/runs/{run_id}/events", serve.base))
-                .bearer_auth(TOKEN)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        let ids: Vec<u64> = frames
-            .iter()
-            .map(|frame| frame["id"].as_u64().unwrap())
-            .collect();
-        assert_eq!(
-            ids,
-            (1..=ids.len() as u64).collect::<Vec<_>>(),
-            "{run_id}: frames are gapless"
-        );
-        assert_eq!(frames.last().unwrap()["type"], "complete", "{run_id}");
-        let count = |kind: &str| frames.iter().filter(|frame| frame["type"] == kind).count();
-        assert_eq!(count("start"), 1, "{run_id}: one start");
-        assert_eq!(
-            count("complete") + count("error"),
-            1,
-            "{run_id}: one terminal frame"
-        );
-        let plan = frames
-            .iter()
-            .find(|frame| frame["type"] == "plan_generated")
-            .expect("a plan");
-        let planned = plan["payload"]["nodes"].as_array().map_or(0, Vec::len);
-        let mut completions: BTreeMap<String, usize> = BTreeMap::new();
-        for frame in frames
-            .iter()
-            .filter(|frame| frame["type"] == "node_complete")
-        {
-            *completions
-                .entry(frame["nodeId"].as_str().unwrap().to_string())
-                .or_default() += 1;
-        }
-        assert!(planned > 0, "{run_id}: the plan names its nodes: {plan}");
-        assert_eq!(completions.len(), planned, "{run_id}: every node completed");
-        assert!(
-            completions.values().all(|count| *count == 1),
-            "{run_id}: one node_complete per node: {completions:?}"
-        );
+        let frames = run_frames(&client, &serve.base, run_id).await;
+        assert_completed_exactly_once(run_id, &frames);
     }
 }

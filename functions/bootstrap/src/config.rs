@@ -76,9 +76,15 @@ pub struct Configuration {
     /// their provider's `maxConcurrentCalls`). Default 10,000.
     pub worker_max_steps_in_flight: usize,
     /// `BATON_TENANT_MAX_LIVE_RUNS`: runs at work (queued or running) a
-    /// tenant may have at once: `20` (every tenant), `team-a:100` (one), or
-    /// both comma-separated. Unset: no limit.
+    /// tenant may have at once; `BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE`:
+    /// runs a tenant may submit in any 60 s. Each reads `20` (every
+    /// tenant), `team-a:100` (one), or both comma-separated. Unset: no limit.
     pub tenant_limits: baton_runtime::services::TenantLimits,
+    /// `BATON_NODE_LEASE_SECONDS`: how long a claimed node is protected from
+    /// twin deliveries without a heartbeat (renewed every third of it), so
+    /// how long a dead worker's node waits before another takes it over.
+    /// Default 30 s.
+    pub node_lease: Duration,
 }
 
 /// Whether and how often streamed model text reaches the event log.
@@ -185,16 +191,23 @@ impl Configuration {
             "BATON_WORKER_MAX_STEPS_IN_FLIGHT",
             baton_runtime::worker::DEFAULT_MAX_STEPS_IN_FLIGHT,
         )?;
-        let tenant_limits = match non_empty(read, "BATON_TENANT_MAX_LIVE_RUNS") {
-            None => baton_runtime::services::TenantLimits::default(),
-            Some(text) => {
-                baton_runtime::services::TenantLimits::parse(&text).map_err(|problem| {
-                    StartupError(format!("BATON_TENANT_MAX_LIVE_RUNS: {problem}"))
-                })?
-            }
+        let per_tenant = |name: &str| match non_empty(read, name) {
+            None => Ok(baton_runtime::services::PerTenantLimit::default()),
+            Some(text) => baton_runtime::services::PerTenantLimit::parse(&text)
+                .map_err(|problem| StartupError(format!("{name}: {problem}"))),
         };
+        let tenant_limits = baton_runtime::services::TenantLimits {
+            live_runs: per_tenant("BATON_TENANT_MAX_LIVE_RUNS")?,
+            submissions_per_minute: per_tenant("BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE")?,
+        };
+        let node_lease = Duration::from_secs(positive_whole_number(
+            read,
+            "BATON_NODE_LEASE_SECONDS",
+            30,
+        )? as u64);
         Ok(Configuration {
             tenant_limits,
+            node_lease,
             worker_max_steps_in_flight,
             max_body_bytes,
             max_envelope_bytes,

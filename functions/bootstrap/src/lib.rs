@@ -177,6 +177,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         delta_flush_interval,
         max_envelope_bytes: configuration.max_envelope_bytes,
         tenant_limits: configuration.tenant_limits.clone(),
+        node_lease: configuration.node_lease,
         ..defaults
     }
 }

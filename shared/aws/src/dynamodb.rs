@@ -142,7 +142,12 @@ impl RunStore for DynamoRunStore {
         })?;
         let state = decode_state(run_item.get("state"))?;
         let known = sequence_of(sequence_item)?;
-        self.remember_sequence(&pk, known.last_sequence, &known.correlation_id);
+        self.remember_sequence_settled(
+            &pk,
+            known.last_sequence,
+            &known.correlation_id,
+            known.settled,
+        );
         let version = read_number(run_item, "version")?;
         self.remember_open_items(&pk, version, crate::open_items::open_items(&state));
         Ok(Some(StoredRun { state, version }))
@@ -339,7 +344,16 @@ impl RunStore for DynamoRunStore {
                 items.push(self.consume_outbox_entry(&pk, message_id)?);
             }
             items.extend(open_item_writes.iter().cloned());
-            items.push(self.sequence_bump(&pk, seen, count)?);
+            let settles = commit
+                .events
+                .last()
+                .is_some_and(|event| event.event_type.is_terminal());
+            items.push(self.sequence_bump(
+                &pk,
+                seen,
+                count,
+                crate::event_log::SequenceWrite::Commit { settles },
+            )?);
             items.push(run_update);
             within_one_transaction(&items, run_id)?;
             match self
@@ -350,7 +364,12 @@ impl RunStore for DynamoRunStore {
                 .await
             {
                 Ok(_) => {
-                    self.remember_sequence(&pk, seen + count, &commit.state.correlation_id);
+                    self.remember_sequence_settled(
+                        &pk,
+                        seen + count,
+                        &commit.state.correlation_id,
+                        settles,
+                    );
                     self.remember_open_items(&pk, expected_version + 1, next_open_items);
                     return Ok(expected_version + 1);
                 }

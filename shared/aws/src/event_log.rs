@@ -3,6 +3,11 @@
 //! the sequence item's `nextSeq`, and the remembered sequence that spares
 //! the hot path a re-read.
 //!
+//! A commit that writes the run's terminal frame marks the sequence item
+//! `settled` (a later commit clears it); an append outside a commit is
+//! conditional on its absence, so no streamed delta or warning of a twin
+//! attempt still running lands after the run's `complete` or `error`.
+//!
 //! The sequence lives in its own small item (`SEQ`), not in the run item:
 //! DynamoDB charges an update on the whole item, so bumping a counter on
 //! the run item (which holds the state) cost a claim or a delta batch as
@@ -20,11 +25,21 @@ use crate::store::{
 /// The sort key of a run's sequence item.
 pub(crate) const SEQUENCE_SK: &str = "SEQ";
 
+/// How a write moves the sequence item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SequenceWrite {
+    /// A step's commit: `settles` when its frames end the run.
+    Commit { settles: bool },
+    /// Claims, streamed deltas and warnings: refused once the run has settled.
+    OutsideCommit,
+}
+
 /// The sequence an item read from the table says.
 pub(crate) fn sequence_of(item: &Item) -> Result<KnownSequence, StoreError> {
     Ok(KnownSequence {
         last_sequence: read_number(item, "nextSeq")?,
         correlation_id: read_text(item, "correlationId")?.to_string(),
+        settled: item.contains_key("settled"),
     })
 }
 
@@ -34,11 +49,22 @@ impl DynamoRunStore {
     }
 
     pub(crate) fn remember_sequence(&self, pk: &str, last_sequence: u64, correlation_id: &str) {
+        self.remember_sequence_settled(pk, last_sequence, correlation_id, false);
+    }
+
+    pub(crate) fn remember_sequence_settled(
+        &self,
+        pk: &str,
+        last_sequence: u64,
+        correlation_id: &str,
+        settled: bool,
+    ) {
         self.known_sequences.insert(
             pk.to_string(),
             KnownSequence {
                 last_sequence,
                 correlation_id: correlation_id.to_string(),
+                settled,
             },
         );
     }
@@ -58,7 +84,12 @@ impl DynamoRunStore {
             .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
         let item = output.item.ok_or(StoreError::RunNotFound)?;
         let known = sequence_of(&item)?;
-        self.remember_sequence(pk, known.last_sequence, &known.correlation_id);
+        self.remember_sequence_settled(
+            pk,
+            known.last_sequence,
+            &known.correlation_id,
+            known.settled,
+        );
         Ok(known)
     }
 
@@ -90,21 +121,36 @@ impl DynamoRunStore {
         put(&self.table, item, Some("attribute_not_exists(pk)"))
     }
 
-    /// Moves the sequence from `seen` to `seen + count`, on condition it is still `seen`.
+    /// Moves the sequence from `seen` to `seen + count`, on condition it is
+    /// still `seen` and, for `write`s outside a commit, that the run has not
+    /// settled; a commit marks it settled or not by the frames it writes.
     pub(crate) fn sequence_bump(
         &self,
         pk: &str,
         seen: u64,
         count: u64,
+        write: SequenceWrite,
     ) -> Result<TransactWriteItem, StoreError> {
+        let (update, condition) = match write {
+            SequenceWrite::OutsideCommit => (
+                "SET nextSeq = :next",
+                "nextSeq = :seen AND attribute_not_exists(settled)",
+            ),
+            SequenceWrite::Commit { settles: true } => {
+                ("SET nextSeq = :next, settled = :next", "nextSeq = :seen")
+            }
+            SequenceWrite::Commit { settles: false } => {
+                ("SET nextSeq = :next REMOVE settled", "nextSeq = :seen")
+            }
+        };
         Ok(TransactWriteItem::builder()
             .update(
                 Update::builder()
                     .table_name(&self.table)
                     .key("pk", s(pk))
                     .key("sk", s(SEQUENCE_SK))
-                    .update_expression("SET nextSeq = :next")
-                    .condition_expression("nextSeq = :seen")
+                    .update_expression(update)
+                    .condition_expression(condition)
                     .expression_attribute_values(":next", n(seen + count))
                     .expression_attribute_values(":seen", n(seen))
                     .build()
@@ -142,7 +188,9 @@ impl DynamoRunStore {
     }
 
     /// Appends events (and optional leading writes) atomically with a bump
-    /// of `nextSeq`. `None` when a leading write's condition failed.
+    /// of `nextSeq`. `None` when a leading write's condition failed or a
+    /// claim (leading writes) met a settled run; a plain append to a
+    /// settled run appends nothing and answers the last sequence.
     pub(crate) async fn append_with(
         &self,
         tenant_id: &str,
@@ -156,8 +204,14 @@ impl DynamoRunStore {
         for _ in 0..SEQUENCE_RETRY_ROUNDS {
             let known = self.sequence_for_write(&pk, stale).await?;
             let seen = known.last_sequence;
+            if known.settled {
+                // Nothing lands after the terminal frame: a plain append is
+                // dropped, a claim (a node_start) refused.
+                return Ok((leading_count == 0).then_some(seen));
+            }
             let count = events.len() as u64;
-            let sequence_bump = self.sequence_bump(&pk, seen, count)?;
+            let sequence_bump =
+                self.sequence_bump(&pk, seen, count, SequenceWrite::OutsideCommit)?;
             let mut items = leading.clone();
             items.extend(self.event_items(
                 &pk,

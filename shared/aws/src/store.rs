@@ -112,6 +112,9 @@ impl DynamoRunStore {
 pub(crate) struct KnownSequence {
     pub(crate) last_sequence: u64,
     pub(crate) correlation_id: String,
+    /// The last commit wrote the run's terminal frame: appends outside a
+    /// commit (streamed deltas, warnings) are dropped from then on.
+    pub(crate) settled: bool,
 }
 
 /// `(pk, sk)` → the item's JSON body.

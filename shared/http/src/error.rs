@@ -78,6 +78,26 @@ impl From<RuntimeError> for ApiError {
                 refused.retry_after_seconds = Some(TENANT_LIMIT_RETRY_AFTER_SECONDS);
                 refused
             }
+            RuntimeError::TenantRateLimit {
+                submitted,
+                limit,
+                retry_after_seconds,
+                ..
+            } => {
+                let mut refused = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "tenant_rate_limit",
+                    error.to_string(),
+                )
+                .with_details(json!({
+                    "submittedLastMinute": submitted,
+                    "limit": limit,
+                    "retryAfterSeconds": retry_after_seconds,
+                }));
+                refused.retry_after_seconds =
+                    Some(u16::try_from(*retry_after_seconds).unwrap_or(u16::MAX));
+                refused
+            }
             RuntimeError::TooLarge {
                 path, size, limit, ..
             } => ApiError::new(

@@ -90,7 +90,7 @@ const UNAVAILABLE: Answer = answer(
 const INTERNAL: Answer = answer(500, "a fault of the server", Body::Json("Error"));
 const TENANT_LIMIT: Answer = answer(
     429,
-    "the tenant has as many runs at work as `BATON_TENANT_MAX_LIVE_RUNS` allows (`tenant_limit`, with `Retry-After`)",
+    "the tenant has as many runs at work as `BATON_TENANT_MAX_LIVE_RUNS` allows (`tenant_limit`), or submitted as many in the last 60 s as `BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE` allows (`tenant_rate_limit`); `Retry-After` says when to try again",
     Body::Json("Error"),
 );
 const TOO_LARGE: Answer = answer(

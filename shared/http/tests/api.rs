@@ -1295,7 +1295,10 @@ async fn a_tenant_over_its_live_run_limit_gets_429_with_retry_after_and_another_
     let api = start_api_with(
         Arc::new(SystemClock),
         OrchestratorSettings {
-            tenant_limits: baton_runtime::services::TenantLimits::parse("2").unwrap(),
+            tenant_limits: baton_runtime::services::TenantLimits {
+                live_runs: baton_runtime::services::PerTenantLimit::parse("2").unwrap(),
+                ..Default::default()
+            },
             ..OrchestratorSettings::default()
         },
     )
@@ -1325,6 +1328,65 @@ async fn a_tenant_over_its_live_run_limit_gets_429_with_retry_after_and_another_
     // The other tenant is not held back.
     let (status, body) = post_json(&api, "/runs", GLOBEX_TOKEN, &envelope).await;
     assert_eq!(status, 202, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tenant_over_its_submissions_per_minute_gets_429_with_retry_after_and_another_does_not() {
+    let api = start_api_with(
+        Arc::new(SystemClock),
+        OrchestratorSettings {
+            tenant_limits: baton_runtime::services::TenantLimits {
+                submissions_per_minute: baton_runtime::services::PerTenantLimit::parse(
+                    "2,globex:5",
+                )
+                .unwrap(),
+                ..Default::default()
+            },
+            ..OrchestratorSettings::default()
+        },
+    )
+    .await;
+    let envelope = example("positioning-recommendation.json");
+    for _ in 0..2 {
+        let (status, body) = post_json(&api, "/runs", ACME_TOKEN, &envelope).await;
+        assert_eq!(status, 202, "{body}");
+    }
+    let refused = api
+        .client
+        .post(format!("{}/runs", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    let retry_after: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (55..=60).contains(&retry_after),
+        "the first submission leaves the window in about a minute: {retry_after}"
+    );
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tenant_rate_limit", "{body}");
+    assert_eq!(body["error"]["details"]["limit"], 2);
+    assert_eq!(body["error"]["details"]["submittedLastMinute"], 2);
+    assert_eq!(body["error"]["details"]["retryAfterSeconds"], retry_after);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE"),
+        "{body}"
+    );
+    assert_eq!(run_count(&api, ACME_TOKEN).await, 2, "nothing was created");
+    // The other tenant has its own, higher, limit.
+    for _ in 0..3 {
+        let (status, body) = post_json(&api, "/runs", GLOBEX_TOKEN, &envelope).await;
+        assert_eq!(status, 202, "{body}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -5,6 +5,7 @@
 mod entries;
 mod held;
 mod run_list;
+mod settled;
 mod threads;
 
 pub use threads::thread_store_conformance;
@@ -470,6 +471,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
 
     held::held_runs_conformance(store.as_ref(), &tenant, &run_id).await?;
     entries::run_entries_conformance(store.as_ref(), &tenant, &run_id).await?;
+    settled::settled_run_conformance(store.as_ref(), &tenant, unique).await?;
     run_list::run_list_conformance(store.as_ref(), unique).await
 }
 

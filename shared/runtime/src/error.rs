@@ -138,6 +138,17 @@ pub enum RuntimeError {
         live: usize,
         limit: usize,
     },
+    /// The tenant submitted as many runs in the last minute as its limit
+    /// allows. HTTP 429 with `Retry-After`.
+    #[error(
+        "tenant `{tenant_id}` submitted {submitted} runs in the last 60 s, its limit (BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE); retry in {retry_after_seconds} s"
+    )]
+    TenantRateLimit {
+        tenant_id: String,
+        submitted: usize,
+        limit: usize,
+        retry_after_seconds: u64,
+    },
     /// The caller's input is larger than the deployment takes. HTTP 413.
     #[error("{path}: the {what} is {size} bytes, over the limit of {limit}")]
     TooLarge {
@@ -200,6 +211,7 @@ impl RuntimeError {
             RuntimeError::InvalidInput { .. }
             | RuntimeError::TooLarge { .. }
             | RuntimeError::TenantLimit { .. }
+            | RuntimeError::TenantRateLimit { .. }
             | RuntimeError::InvalidRegistration { .. }
             | RuntimeError::RegistrationConflict { .. }
             | RuntimeError::Registry(_)

@@ -8,7 +8,8 @@
 //! CloudWatch EMF), and the in-memory adapters that make up the embedded
 //! default. The store
 //! conformance suite and the fault-injecting decorators are behind the
-//! `testing` feature.
+//! `testing` feature; the named crash points of the kill tests
+//! (`crash_points`) do nothing without the `crash-points` feature.
 //!
 //! Invariants:
 //! - Every step is idempotent: a stale or duplicate step message changes
@@ -23,6 +24,7 @@ pub mod capability_cache;
 pub mod clock;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+pub mod crash_points;
 pub mod disposition;
 pub mod error;
 #[cfg(any(test, feature = "testing"))]

@@ -191,6 +191,13 @@ impl RunStore for InMemoryRunStore {
     ) -> Result<ClaimOutcome, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
+        if record.state.status.is_terminal() {
+            // No node_start after the terminal frame: the step finds the run
+            // settled when it looks again.
+            return Ok(ClaimOutcome::HeldByOther {
+                lease_expires_at: claim.now,
+            });
+        }
         let key = (claim.claim_key.to_string(), claim.attempt);
         if let Some(lease) = record.leases.get(&key)
             && lease.worker_id != claim.worker_id
@@ -314,6 +321,11 @@ impl RunStore for InMemoryRunStore {
     ) -> Result<u64, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
+        if record.state.status.is_terminal() {
+            // Nothing lands after the terminal frame (a twin attempt's
+            // deltas, still streaming when the run ended).
+            return Ok(record.events.len() as u64);
+        }
         let last = record.append(events);
         drop(tables);
         self.event_appended.notify_waiters();

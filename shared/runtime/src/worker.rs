@@ -37,6 +37,9 @@ pub async fn process_received_step(
     );
     match disposition {
         StepDisposition::Acknowledge | StepDisposition::DeadLetter => {
+            crate::crash_points::reached(
+                crate::crash_points::CrashPoint::AfterSendBeforeAcknowledge,
+            );
             queue.acknowledge(&received.receipt).await?;
         }
         StepDisposition::Release { after } => queue.release(&received.receipt, after).await?,
@@ -200,7 +203,12 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
         let disposition = step_disposition(&outcome, receive_count);
         log_disposition(&outcome, disposition, &message_id, receive_count);
         match disposition {
-            StepDisposition::Acknowledge => None,
+            StepDisposition::Acknowledge => {
+                crate::crash_points::reached(
+                    crate::crash_points::CrashPoint::AfterSendBeforeAcknowledge,
+                );
+                None
+            }
             StepDisposition::DeadLetter => Some(message_id),
             StepDisposition::Release { after } => {
                 if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())

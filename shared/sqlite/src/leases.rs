@@ -24,10 +24,16 @@ impl SqliteStore {
         let attempt = i64::from(claim.attempt);
         let claimant = claim.worker_id.to_string();
         let now = millis(claim.now);
+        let claim_now = claim.now;
         let expires = millis(claim.lease_expires_at);
         let process = self.claimant_process.clone();
         self.with_connection(move |connection| without_fsync(connection, |connection| {
             let transaction = begin(connection)?;
+            if crate::run_store::run_has_settled(&transaction, &tenant_id, &run_id)? {
+                // No node_start after the terminal frame: the step finds
+                // the run settled when it looks again.
+                return Ok(ClaimOutcome::HeldByOther { lease_expires_at: claim_now });
+            }
             let held: Option<(String, i64, String)> = transaction
                 .query_row(
                     "SELECT claimant, expires_at_millis, owner FROM leases

@@ -15,6 +15,46 @@ use crate::rows::{as_i64, begin, from_json, millis, texts, to_json, without_fsyn
 use crate::{SqliteStore, unavailable};
 
 /// Appends `drafts` after the run's last sequence; returns the new last one.
+/// Whether the run has settled (its terminal frame written): appends
+/// outside a commit and claims are dropped from then on.
+pub(crate) fn run_has_settled(
+    transaction: &rusqlite::Connection,
+    tenant_id: &str,
+    run_id: &str,
+) -> Result<bool, StoreError> {
+    let status: String = transaction
+        .query_row(
+            "SELECT status FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+            params![tenant_id, run_id],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .ok_or(StoreError::RunNotFound)?;
+    Ok(
+        serde_json::from_value::<baton_core::run::RunStatus>(serde_json::Value::String(status))
+            .is_ok_and(|status| status.is_terminal()),
+    )
+}
+
+/// The run's last sequence number.
+fn last_sequence(
+    transaction: &rusqlite::Connection,
+    tenant_id: &str,
+    run_id: &str,
+) -> Result<u64, StoreError> {
+    let last: i64 = transaction
+        .query_row(
+            "SELECT last_sequence FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+            params![tenant_id, run_id],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .ok_or(StoreError::RunNotFound)?;
+    Ok(u64::try_from(last).unwrap_or(0))
+}
+
 pub(crate) fn append(
     transaction: &rusqlite::Connection,
     tenant_id: &str,
@@ -378,6 +418,10 @@ impl RunStore for SqliteStore {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         self.with_connection(move |connection| {
             let transaction = begin(connection)?;
+            if run_has_settled(&transaction, &tenant_id, &run_id)? {
+                // Nothing lands after the terminal frame.
+                return last_sequence(&transaction, &tenant_id, &run_id);
+            }
             let last = append(&transaction, &tenant_id, &run_id, events)?;
             transaction.commit().map_err(unavailable)?;
             Ok(last)

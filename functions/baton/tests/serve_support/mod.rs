@@ -34,6 +34,14 @@ impl ServeProcess {
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
     }
+
+    /// Waits (at most `limit`) for the process to end on its own.
+    pub async fn wait_for_exit(mut self, limit: Duration) -> std::process::ExitStatus {
+        tokio::time::timeout(limit, self.child.wait())
+            .await
+            .expect("the process did not end in time")
+            .unwrap()
+    }
 }
 
 pub fn repository() -> PathBuf {
@@ -113,6 +121,16 @@ pub fn model_environment(model: &scripted_llm::ScriptedLlmServer) -> Vec<(String
 /// A fresh table and step queue on `moto`, and the environment that points
 /// `baton serve --store dynamodb` at them.
 pub async fn dynamodb_environment(moto: &moto_server::MotoServer) -> Vec<(String, String)> {
+    dynamodb_environment_with_visibility(moto, None).await
+}
+
+/// As [`dynamodb_environment`], the step queue's visibility timeout set
+/// (how long a received, undeleted message stays hidden: the redelivery
+/// delay after a crash).
+pub async fn dynamodb_environment_with_visibility(
+    moto: &moto_server::MotoServer,
+    visibility_timeout_seconds: Option<u32>,
+) -> Vec<(String, String)> {
     let configuration = moto.sdk_configuration().await;
     let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let table = moto_server::unique_name("baton-e2e");
@@ -120,9 +138,13 @@ pub async fn dynamodb_environment(moto: &moto_server::MotoServer) -> Vec<(String
         .create_table_if_missing()
         .await
         .unwrap();
-    let queue_url = moto_server::create_unique_queue(&configuration, "baton-e2e-steps", None)
-        .await
-        .unwrap();
+    let queue_url = moto_server::create_unique_queue(
+        &configuration,
+        "baton-e2e-steps",
+        visibility_timeout_seconds,
+    )
+    .await
+    .unwrap();
     let mut environment = vec![
         ("BATON_TABLE".to_string(), table),
         ("BATON_QUEUE_URL".to_string(), queue_url),
@@ -133,4 +155,74 @@ pub async fn dynamodb_environment(moto: &moto_server::MotoServer) -> Vec<(String
             .map(|(name, value)| (name.to_string(), value)),
     );
     environment
+}
+
+/// Every frame a run has written, from its event stream.
+pub async fn run_frames(client: &reqwest::Client, base: &str, run_id: &str) -> Vec<Value> {
+    read_sse(
+        client
+            .get(format!("{base}/runs/{run_id}/events"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await
+}
+
+/// The run's status as `GET /runs/{id}` says it.
+pub async fn run_status(client: &reqwest::Client, base: &str, run_id: &str) -> String {
+    let snapshot: Value = client
+        .get(format!("{base}/runs/{run_id}"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    snapshot["run"]["status"].as_str().unwrap_or("").to_string()
+}
+
+/// What a crash must never break, for one completed run's frames: ids
+/// 1..n without a gap or repeat, one `start` and one terminal frame (a
+/// `complete`), and exactly one `node_complete` per node of its plan.
+pub fn assert_completed_exactly_once(run_id: &str, frames: &[Value]) {
+    let ids: Vec<u64> = frames
+        .iter()
+        .map(|frame| frame["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        (1..=ids.len() as u64).collect::<Vec<_>>(),
+        "{run_id}: frames are gapless"
+    );
+    assert_eq!(frames.last().unwrap()["type"], "complete", "{run_id}");
+    let count = |kind: &str| frames.iter().filter(|frame| frame["type"] == kind).count();
+    assert_eq!(count("start"), 1, "{run_id}: one start");
+    assert_eq!(
+        count("complete") + count("error"),
+        1,
+        "{run_id}: one terminal frame"
+    );
+    let plan = frames
+        .iter()
+        .find(|frame| frame["type"] == "plan_generated")
+        .expect("a plan");
+    let planned = plan["payload"]["nodes"].as_array().map_or(0, Vec::len);
+    let mut completions: std::collections::BTreeMap<String, usize> = Default::default();
+    for frame in frames
+        .iter()
+        .filter(|frame| frame["type"] == "node_complete")
+    {
+        *completions
+            .entry(frame["nodeId"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    assert!(planned > 0, "{run_id}: the plan names its nodes: {plan}");
+    assert_eq!(completions.len(), planned, "{run_id}: every node completed");
+    assert!(
+        completions.values().all(|count| *count == 1),
+        "{run_id}: one node_complete per node: {completions:?}"
+    );
 }

@@ -178,6 +178,7 @@ impl DecisionCommitter {
                 },
             )
             .await?;
+        crate::crash_points::reached(crate::crash_points::CrashPoint::AfterCommitBeforeSend);
         self.relay.send(&decision.outbox).await?;
         Ok(new_version)
     }

@@ -31,7 +31,8 @@ pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot,
 pub use humans::{HumanInput, HumanInputOutcome, HumanService};
 pub use outbox::{OutboxRelay, OutboxSweeper};
 pub use runs::{
-    ChatRequest, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService, SubmittedRun,
+    ChatRequest, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService, SUBMISSION_WINDOW,
+    SubmittedRun,
 };
 pub use steps::{StepOutcome, StepService};
 
@@ -83,27 +84,52 @@ pub struct OrchestratorSettings {
     pub tenant_limits: TenantLimits,
 }
 
-/// Per-tenant limits (`BATON_TENANT_MAX_LIVE_RUNS`): a default and
-/// overrides by tenant; none set, no limit.
+/// Per-tenant limits: runs at work at once (`BATON_TENANT_MAX_LIVE_RUNS`)
+/// and submissions in any 60 s (`BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE`);
+/// none set, no limit. Both are counted from the store's run listing, so
+/// every process and Lambda instance sharing a store enforces the same
+/// count.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TenantLimits {
-    pub max_live_runs: Option<usize>,
-    pub max_live_runs_by_tenant: std::collections::BTreeMap<String, usize>,
+    pub live_runs: PerTenantLimit,
+    pub submissions_per_minute: PerTenantLimit,
 }
 
 impl TenantLimits {
     /// The live-run limit of `tenant_id`, if any.
     pub fn max_live_runs_of(&self, tenant_id: &str) -> Option<usize> {
-        self.max_live_runs_by_tenant
-            .get(tenant_id)
-            .copied()
-            .or(self.max_live_runs)
+        self.live_runs.of(tenant_id)
+    }
+
+    /// How many runs `tenant_id` may submit in any 60 s, if limited.
+    pub fn max_submissions_per_minute_of(&self, tenant_id: &str) -> Option<usize> {
+        self.submissions_per_minute.of(tenant_id)
+    }
+
+    /// Whether any limit is set for `tenant_id`.
+    pub fn limits(&self, tenant_id: &str) -> bool {
+        self.max_live_runs_of(tenant_id).is_some()
+            || self.max_submissions_per_minute_of(tenant_id).is_some()
+    }
+}
+
+/// One limit: a default for every tenant and overrides by tenant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PerTenantLimit {
+    pub every_tenant: Option<usize>,
+    pub by_tenant: std::collections::BTreeMap<String, usize>,
+}
+
+impl PerTenantLimit {
+    /// The limit of `tenant_id`: its own, else the default, else none.
+    pub fn of(&self, tenant_id: &str) -> Option<usize> {
+        self.by_tenant.get(tenant_id).copied().or(self.every_tenant)
     }
 
     /// Reads `20` (every tenant), `team-a:100` (one tenant) or both,
     /// comma-separated: `20,team-a:100,team-b:5`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let mut limits = TenantLimits::default();
+        let mut limit = PerTenantLimit::default();
         for item in text
             .split(',')
             .map(str::trim)
@@ -113,22 +139,20 @@ impl TenantLimits {
                 Some((tenant, number)) => (Some(tenant.trim()), number.trim()),
                 None => (None, item),
             };
-            let limit: usize = number
+            let value: usize = number
                 .parse()
                 .ok()
-                .filter(|limit| *limit > 0)
+                .filter(|value| *value > 0)
                 .ok_or_else(|| format!("`{item}`: the limit must be a positive whole number"))?;
             match tenant {
                 Some("") => return Err(format!("`{item}`: the tenant is empty")),
                 Some(tenant) => {
-                    limits
-                        .max_live_runs_by_tenant
-                        .insert(tenant.to_string(), limit);
+                    limit.by_tenant.insert(tenant.to_string(), value);
                 }
-                None => limits.max_live_runs = Some(limit),
+                None => limit.every_tenant = Some(value),
             }
         }
-        Ok(limits)
+        Ok(limit)
     }
 }
 

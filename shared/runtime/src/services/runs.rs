@@ -24,6 +24,10 @@ use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StoredRun};
 pub use chat_messages::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
 
+/// The window of the per-tenant submission limit
+/// (`BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE`).
+pub const SUBMISSION_WINDOW: Duration = Duration::from_secs(60);
+
 /// What submitting an envelope produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubmittedRun {
@@ -69,16 +73,28 @@ impl RunService {
             .engine_context(&self.registry, &self.validators)
     }
 
-    /// Parses and checks an envelope: JSON paths on every error, supplied
-    /// facet inputs checked against their facet schemas.
     /// Refuses a new run when the tenant already has its limit of runs at
-    /// work (queued or running; parked and ended runs do not count). The
-    /// count pages through the tenant's runs, newest first.
-    async fn check_tenant_limit(&self, tenant_id: &str) -> Result<(), RuntimeError> {
-        let Some(limit) = self.settings.tenant_limits.max_live_runs_of(tenant_id) else {
+    /// work (queued or running; parked and ended runs do not count), or has
+    /// submitted its limit of runs in the last [`SUBMISSION_WINDOW`] (runs
+    /// an agent started count as their parent's work, not as submissions).
+    /// Both are counted from the tenant's run listing, newest first, so
+    /// every process sharing the store sees the same figures; the pages stop
+    /// as soon as a limit is reached or, with no live-run limit, at the first
+    /// run older than the window.
+    async fn check_tenant_limits(&self, tenant_id: &str) -> Result<(), RuntimeError> {
+        let live_limit = self.settings.tenant_limits.max_live_runs_of(tenant_id);
+        let rate_limit = self
+            .settings
+            .tenant_limits
+            .max_submissions_per_minute_of(tenant_id);
+        if live_limit.is_none() && rate_limit.is_none() {
             return Ok(());
-        };
+        }
+        let now = self.clock.now();
+        let window_start = now.minus(SUBMISSION_WINDOW);
         let mut live = 0;
+        let mut submitted_in_window = 0;
+        let mut window_passed = false;
         let mut cursor = None;
         loop {
             let page = self
@@ -92,17 +108,43 @@ impl RunService {
                     },
                 )
                 .await?;
-            live += page
-                .runs
-                .iter()
-                .filter(|run| matches!(run.status, RunStatus::Queued | RunStatus::Running))
-                .count();
-            if live >= limit {
+            for run in &page.runs {
+                if matches!(run.status, RunStatus::Queued | RunStatus::Running) {
+                    live += 1;
+                }
+                let created = baton_core::instant::Instant::parse_rfc3339(&run.created_at);
+                if created.is_none_or(|created| created < window_start) {
+                    window_passed = true;
+                } else if run.parent_run_id.is_none() && !window_passed {
+                    submitted_in_window += 1;
+                    if let Some(limit) = rate_limit
+                        && submitted_in_window >= limit
+                    {
+                        // The oldest counted submission leaves the window
+                        // first: the caller may retry then.
+                        let leaves = created.map_or(SUBMISSION_WINDOW, |created| {
+                            created.plus(SUBMISSION_WINDOW).since(now)
+                        });
+                        return Err(RuntimeError::TenantRateLimit {
+                            tenant_id: tenant_id.to_string(),
+                            submitted: submitted_in_window,
+                            limit,
+                            retry_after_seconds: leaves.as_secs_f64().ceil().max(1.0) as u64,
+                        });
+                    }
+                }
+            }
+            if let Some(limit) = live_limit
+                && live >= limit
+            {
                 return Err(RuntimeError::TenantLimit {
                     tenant_id: tenant_id.to_string(),
                     live,
                     limit,
                 });
+            }
+            if window_passed && live_limit.is_none() {
+                return Ok(());
             }
             match page
                 .next_cursor
@@ -115,6 +157,8 @@ impl RunService {
         }
     }
 
+    /// Parses and checks an envelope: JSON paths on every error, supplied
+    /// facet inputs checked against their facet schemas.
     pub fn parse_envelope(&self, envelope_json: &Value) -> Result<TaskEnvelope, RuntimeError> {
         let size = serde_json::to_vec(envelope_json).map_or(0, |bytes| bytes.len());
         if size > self.settings.max_envelope_bytes {
@@ -190,7 +234,7 @@ impl RunService {
                 resumed: true,
             });
         }
-        self.check_tenant_limit(tenant_id).await?;
+        self.check_tenant_limits(tenant_id).await?;
         let run_id = self.ids.new_id("run");
         let identity = NewRunIdentity {
             thread_id: envelope
