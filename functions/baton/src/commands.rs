@@ -57,7 +57,12 @@ pub(crate) fn load_registry_or_exit(
 }
 
 pub(crate) fn configuration_or_exit() -> Result<Configuration, u8> {
-    Configuration::from_variables(&process_environment).map_err(invalid)
+    let configuration = Configuration::from_variables(&process_environment).map_err(invalid)?;
+    if let Some(point) = &configuration.crash_at {
+        baton_runtime::crash_points::arm(point)
+            .map_err(|problem| invalid(format!("BATON_CRASH_AT: {problem}")))?;
+    }
+    Ok(configuration)
 }
 
 fn report_invalid_envelope(path: &Path, error: &RuntimeError) -> u8 {

@@ -85,6 +85,9 @@ pub struct Configuration {
     /// how long a dead worker's node waits before another takes it over.
     /// Default 30 s.
     pub node_lease: Duration,
+    /// `BATON_CRASH_AT`: kill tests only (`after_commit[:N]`,
+    /// `before_acknowledge[:N]`), armed by `baton serve`/`baton run`.
+    pub crash_at: Option<String>,
 }
 
 /// Whether and how often streamed model text reaches the event log.
@@ -208,6 +211,7 @@ impl Configuration {
         Ok(Configuration {
             tenant_limits,
             node_lease,
+            crash_at: non_empty(read, "BATON_CRASH_AT"),
             worker_max_steps_in_flight,
             max_body_bytes,
             max_envelope_bytes,

@@ -3,10 +3,12 @@
 //! A crash between a commit and the send of its outbox, or between the send
 //! and the queue's delete, lasts microseconds: a SIGKILL from outside lands
 //! there by luck only. With the `crash-points` feature (a test build, never a
-//! production one) and `BATON_CRASH_AT=<point>[:<n>]`, the process aborts
+//! production one) and `BATON_CRASH_AT=<point>[:<n>]` (read by the
+//! configuration, handed to [`arm`] at start-up), the process aborts
 //! (`std::process::abort`: no destructor, no flush, no graceful shutdown, as
 //! a SIGKILL) the `n`th time (default the first) it reaches `<point>`.
-//! Without the feature [`reached`] is an empty inline function.
+//! Without the feature [`reached`] is an empty inline function and [`arm`]
+//! says it cannot arm.
 
 /// Where a process may be made to die.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,40 +30,100 @@ impl CrashPoint {
     }
 }
 
-/// Aborts the process if `BATON_CRASH_AT` names `point` and this is the
+/// Whether this build can crash on purpose (the `crash-points` feature).
+pub const AVAILABLE: bool = cfg!(feature = "crash-points");
+
+/// Arms the crash point `text` names (`after_commit`, `before_acknowledge`,
+/// optionally `:<n>`). An error names what is wrong, or that this build
+/// has no crash points.
+pub fn arm(text: &str) -> Result<(), String> {
+    let (name, nth) = match text.split_once(':') {
+        Some((name, nth)) => (
+            name.trim(),
+            nth.trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|nth| *nth > 0)
+                .ok_or_else(|| {
+                    format!("`{text}`: the count after `:` must be a positive whole number")
+                })?,
+        ),
+        None => (text.trim(), 1),
+    };
+    let point = [
+        CrashPoint::AfterCommitBeforeSend,
+        CrashPoint::AfterSendBeforeAcknowledge,
+    ]
+    .into_iter()
+    .find(|point| point.name() == name)
+    .ok_or_else(|| {
+        format!("`{name}` is not a crash point: use after_commit or before_acknowledge")
+    })?;
+    if !AVAILABLE {
+        return Err("this build has no crash points (they are in test builds only)".into());
+    }
+    armed::set(point, nth);
+    Ok(())
+}
+
+/// Aborts the process if the armed crash point is `point` and this is the
 /// chosen time it is reached; otherwise does nothing.
 #[cfg(not(feature = "crash-points"))]
 #[inline(always)]
 pub fn reached(_point: CrashPoint) {}
 
-/// Aborts the process if `BATON_CRASH_AT` names `point` and this is the
+#[cfg(not(feature = "crash-points"))]
+mod armed {
+    pub(super) fn set(_point: super::CrashPoint, _nth: u64) {}
+}
+
+/// Aborts the process if the armed crash point is `point` and this is the
 /// chosen time it is reached; otherwise does nothing.
 #[cfg(feature = "crash-points")]
 pub fn reached(point: CrashPoint) {
-    use std::sync::OnceLock;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    static CHOSEN: OnceLock<Option<(String, u64)>> = OnceLock::new();
-    static TIMES_REACHED: AtomicU64 = AtomicU64::new(0);
-    let chosen = CHOSEN.get_or_init(|| {
-        let text = std::env::var("BATON_CRASH_AT").ok()?;
-        let (name, nth) = match text.split_once(':') {
-            Some((name, nth)) => (name.to_string(), nth.trim().parse().ok()?),
-            None => (text.clone(), 1),
-        };
-        Some((name.trim().to_string(), nth))
-    });
-    let Some((name, nth)) = chosen else {
+    use std::sync::atomic::Ordering;
+    let Some((armed, nth)) = armed::ARMED.get() else {
         return;
     };
-    if name != point.name() {
+    if *armed != point {
         return;
     }
-    if TIMES_REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
+    if armed::TIMES_REACHED.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
         eprintln!(
             "baton: BATON_CRASH_AT={}:{nth} reached: aborting the process",
             point.name()
         );
         std::process::abort();
+    }
+}
+
+#[cfg(feature = "crash-points")]
+mod armed {
+    use std::sync::OnceLock;
+    use std::sync::atomic::AtomicU64;
+
+    pub(super) static ARMED: OnceLock<(super::CrashPoint, u64)> = OnceLock::new();
+    pub(super) static TIMES_REACHED: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn set(point: super::CrashPoint, nth: u64) {
+        let _ = ARMED.set((point, nth));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arming_names_what_is_wrong_and_a_build_without_the_feature_refuses() {
+        let unknown = arm("after_lunch").unwrap_err();
+        assert!(unknown.contains("`after_lunch` is not a crash point"), "{unknown}");
+        let count = arm("after_commit:zero").unwrap_err();
+        assert!(count.contains("positive whole number"), "{count}");
+        assert!(arm("before_acknowledge:0").is_err());
+        if !AVAILABLE {
+            let refused = arm("after_commit:2").unwrap_err();
+            assert!(refused.contains("no crash points"), "{refused}");
+        }
     }
 }
