@@ -136,6 +136,70 @@ async fn sqs_queue_sends_receives_releases_and_deletes() {
     );
 }
 
+/// Step messages carry their tenant as `MessageGroupId` (what makes a
+/// standard queue an SQS fair queue across tenants), delayed ones too.
+#[tokio::test]
+async fn step_messages_are_grouped_by_tenant_for_a_fair_queue() {
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let configuration = emulator.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let queue_url = moto_server::create_unique_queue(&configuration, "baton-fair", None)
+        .await
+        .unwrap();
+    let queue = SqsStepQueue::new(&connection, queue_url.clone());
+    queue
+        .send(&[
+            StepMessage::new("tenant-a", "r1", StepCommand::Plan),
+            StepMessage::new("tenant-b", "r2", StepCommand::Plan),
+        ])
+        .await
+        .unwrap();
+    queue
+        .send_delayed(
+            &StepMessage::new("tenant-c", "r3", StepCommand::Plan),
+            Duration::ZERO,
+        )
+        .await
+        .unwrap();
+    let sqs = aws_sdk_sqs::Client::new(&configuration);
+    let mut groups = Vec::new();
+    for _ in 0..10 {
+        let output = sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(
+                aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId,
+            )
+            .send()
+            .await
+            .unwrap();
+        for message in output.messages() {
+            let body: StepMessage = serde_json::from_str(message.body().unwrap()).unwrap();
+            let group = message
+                .attributes()
+                .and_then(|attributes| {
+                    attributes.get(&aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId)
+                })
+                .cloned()
+                .unwrap_or_default();
+            groups.push((body.tenant_id, group));
+        }
+        if groups.len() == 3 {
+            break;
+        }
+    }
+    groups.sort();
+    assert_eq!(
+        groups,
+        [
+            ("tenant-a".to_string(), "tenant-a".to_string()),
+            ("tenant-b".to_string(), "tenant-b".to_string()),
+            ("tenant-c".to_string(), "tenant-c".to_string()),
+        ]
+    );
+}
+
 /// A run whose envelope carries `payload` as an input.
 fn run_carrying(payload: String, run_id: &str) -> baton_core::run::RunState {
     let envelope = baton_core::envelope::TaskEnvelope::parse_value(&serde_json::json!({

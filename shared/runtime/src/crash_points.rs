@@ -117,7 +117,10 @@ mod tests {
     #[test]
     fn arming_names_what_is_wrong_and_a_build_without_the_feature_refuses() {
         let unknown = arm("after_lunch").unwrap_err();
-        assert!(unknown.contains("`after_lunch` is not a crash point"), "{unknown}");
+        assert!(
+            unknown.contains("`after_lunch` is not a crash point"),
+            "{unknown}"
+        );
         let count = arm("after_commit:zero").unwrap_err();
         assert!(count.contains("positive whole number"), "{count}");
         assert!(arm("before_acknowledge:0").is_err());

@@ -1,6 +1,10 @@
 //! The embedded default's step queue: at-least-once delivery in process
 //! memory, with delayed release and delayed sends (timers) that wait in
-//! the queue, never in the caller, as on SQS.
+//! the queue, never in the caller, as on SQS. Visible messages are handed
+//! out fairly across tenants (round robin over each tenant's own FIFO
+//! lane, `FairLanes`): a tenant with a thousand steps waiting delays
+//! another tenant's next step by at most one step of each busy tenant,
+//! not by its whole backlog.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -13,9 +17,58 @@ use tokio::sync::Notify;
 use crate::error::QueueError;
 use crate::ports::{ReceivedStep, StepQueue};
 
+/// Visible messages, one FIFO lane per tenant, handed out round robin.
+#[derive(Default)]
+struct FairLanes {
+    lanes: HashMap<String, VecDeque<(StepMessage, u32)>>,
+    /// Tenants with a visible message, in the order they are served next.
+    turn: VecDeque<String>,
+    len: usize,
+}
+
+impl FairLanes {
+    fn push_back(&mut self, entry: (StepMessage, u32)) {
+        let lane = self.lanes.entry(entry.0.tenant_id.clone()).or_default();
+        if lane.is_empty() {
+            self.turn.push_back(entry.0.tenant_id.clone());
+        }
+        lane.push_back(entry);
+        self.len += 1;
+    }
+
+    /// The next message of the tenant whose turn it is; that tenant goes to
+    /// the back of the turn while it has more.
+    fn pop_front(&mut self) -> Option<(StepMessage, u32)> {
+        let tenant = self.turn.pop_front()?;
+        let lane = self.lanes.get_mut(&tenant)?;
+        let entry = lane.pop_front();
+        if lane.is_empty() {
+            self.lanes.remove(&tenant);
+        } else {
+            self.turn.push_back(tenant);
+        }
+        if entry.is_some() {
+            self.len -= 1;
+        }
+        entry
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl Extend<(StepMessage, u32)> for FairLanes {
+    fn extend<Entries: IntoIterator<Item = (StepMessage, u32)>>(&mut self, entries: Entries) {
+        for entry in entries {
+            self.push_back(entry);
+        }
+    }
+}
+
 #[derive(Default)]
 struct QueueState {
-    visible: VecDeque<(StepMessage, u32)>,
+    visible: FairLanes,
     /// Released with a delay: visible again from their instant on.
     delayed: Vec<(tokio::time::Instant, StepMessage, u32)>,
     /// Timers sent with a delay (`send_delayed`): due at their instant.
@@ -214,6 +267,59 @@ mod tests {
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].message, message);
         assert_eq!(again[0].receive_count, 2);
+    }
+
+    /// A tenant with a backlog does not hold another back: lanes are served
+    /// round robin, each in its own order.
+    #[tokio::test]
+    async fn tenants_are_served_in_turn_each_in_its_own_order() {
+        use std::time::Duration;
+
+        use baton_core::run::{StepCommand, StepMessage};
+
+        use super::InMemoryStepQueue;
+        use crate::ports::StepQueue;
+
+        let queue = InMemoryStepQueue::new();
+        let flood: Vec<StepMessage> = (0..1_000)
+            .map(|index| StepMessage::new("flooder", &format!("run-{index}"), StepCommand::Plan))
+            .collect();
+        queue.send(&flood).await.unwrap();
+        queue
+            .send(&[
+                StepMessage::new("quiet", "q-1", StepCommand::Plan),
+                StepMessage::new("quiet", "q-2", StepCommand::Plan),
+            ])
+            .await
+            .unwrap();
+        let received = queue.receive(4, Duration::ZERO).await.unwrap();
+        let order: Vec<(&str, &str)> = received
+            .iter()
+            .map(|step| {
+                (
+                    step.message.tenant_id.as_str(),
+                    step.message.run_id.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("flooder", "run-0"),
+                ("quiet", "q-1"),
+                ("flooder", "run-1"),
+                ("quiet", "q-2")
+            ]
+        );
+        let rest = queue.receive(2_000, Duration::ZERO).await.unwrap();
+        assert_eq!(rest.len(), 998);
+        assert!(
+            rest.iter()
+                .enumerate()
+                .all(|(index, step)| step.message.run_id == format!("run-{}", index + 2)),
+            "one tenant's messages keep their order"
+        );
+        assert_eq!(queue.outstanding(), 1_000 + 2, "all in flight");
     }
 
     #[tokio::test]
