@@ -323,20 +323,21 @@ pub async fn serve(
         },
         configuration.worker_max_steps_in_flight,
     ));
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async {
+    baton_http::server::serve_with_limits(
+        listener,
+        app,
+        baton_http::server::ConnectionLimits {
+            header_read_timeout: configuration.header_read_timeout,
+            max_header_bytes: configuration.max_header_bytes,
+        },
+        async {
             let _ = tokio::signal::ctrl_c().await;
-        })
-        .await;
+        },
+    )
+    .await;
     let _ = stop_sender.send(true);
     let _ = worker.await;
-    match served {
-        Ok(()) => EXIT_COMPLETED,
-        Err(error) => {
-            eprintln!("baton serve: {error}");
-            EXIT_RUN_FAILED
-        }
-    }
+    EXIT_COMPLETED
 }
 
 /// `baton run`: runs the envelope in-process and prints every frame.

@@ -88,6 +88,16 @@ pub struct Configuration {
     /// `BATON_CRASH_AT`: kill tests only (`after_commit[:N]`,
     /// `before_acknowledge[:N]`), armed by `baton serve`/`baton run`.
     pub crash_at: Option<String>,
+    /// `BATON_MAX_STREAMS_PER_RUN`: event streams one run may have open at
+    /// once in one process (default 64; one more is a 429 `too_many_streams`).
+    pub max_streams_per_run: usize,
+    /// `BATON_HEADER_READ_TIMEOUT_SECONDS`: `baton serve` closes a
+    /// connection whose request headers have not all arrived in this long
+    /// (a silent or trickling client; an idle keep-alive connection). Default 30.
+    pub header_read_timeout: Duration,
+    /// `BATON_MAX_HEADER_BYTES`: the largest request head `baton serve`
+    /// reads (at least 8 KiB); larger is a 431. Default 64 KiB.
+    pub max_header_bytes: usize,
 }
 
 /// Whether and how often streamed model text reaches the event log.
@@ -107,6 +117,7 @@ fn non_empty(read: VariableReader<'_>, name: &str) -> Option<String> {
 /// does not need the HTTP crate (the CLI without `http` reads it too).
 mod baton_http_defaults {
     pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+    pub const MAX_STREAMS_PER_RUN: usize = 64;
 }
 
 /// A positive whole number (bytes, steps) from `name`, else `default`.
@@ -212,6 +223,17 @@ impl Configuration {
             tenant_limits,
             node_lease,
             crash_at: non_empty(read, "BATON_CRASH_AT"),
+            header_read_timeout: Duration::from_secs(positive_whole_number(
+                read,
+                "BATON_HEADER_READ_TIMEOUT_SECONDS",
+                30,
+            )? as u64),
+            max_header_bytes: positive_whole_number(read, "BATON_MAX_HEADER_BYTES", 64 * 1024)?,
+            max_streams_per_run: positive_whole_number(
+                read,
+                "BATON_MAX_STREAMS_PER_RUN",
+                baton_http_defaults::MAX_STREAMS_PER_RUN,
+            )?,
             worker_max_steps_in_flight,
             max_body_bytes,
             max_envelope_bytes,

@@ -355,7 +355,9 @@ pub fn api_router(
         authenticator: Arc::new(authenticator),
         settings: baton_http::HttpSettings {
             max_body_bytes: configuration.max_body_bytes,
+            max_streams_per_run: configuration.max_streams_per_run,
             ..baton_http::HttpSettings::default()
         },
+        streams: baton_http::StreamSlots::default(),
     })
 }

@@ -54,6 +54,20 @@ impl ApiError {
         )
     }
 
+    /// A run already has `limit` event streams open (`open` now).
+    pub fn too_many_streams(run_id: &str, open: usize, limit: usize) -> Self {
+        let mut refused = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_streams",
+            format!(
+                "run `{run_id}` has {open} event streams open, the limit (BATON_MAX_STREAMS_PER_RUN); close one or retry later"
+            ),
+        )
+        .with_details(json!({"openStreams": open, "limit": limit}));
+        refused.retry_after_seconds = Some(TENANT_LIMIT_RETRY_AFTER_SECONDS);
+        refused
+    }
+
     pub fn is_retryable(&self) -> bool {
         self.status == StatusCode::SERVICE_UNAVAILABLE
     }

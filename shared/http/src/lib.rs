@@ -20,6 +20,7 @@ pub mod openapi;
 mod openapi_schemas;
 mod routes;
 pub mod runs_list_route;
+pub mod server;
 pub mod snapshot;
 pub mod sse;
 mod state;
@@ -27,4 +28,4 @@ pub mod viewer;
 
 pub use auth::TokenAuthenticator;
 pub use axum::Router;
-pub use routes::{ApiState, HttpSettings, router};
+pub use routes::{ApiState, HttpSettings, StreamSlots, router};

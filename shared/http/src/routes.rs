@@ -7,6 +7,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
+use futures_util::StreamExt;
 use serde_json::json;
 
 use crate::auth::Tenant;
@@ -18,7 +19,7 @@ use crate::error::ApiError;
 use crate::snapshot::RunSnapshotResponse;
 use crate::sse::sse_response_in;
 use crate::state::StreamQuery;
-pub use crate::state::{ApiState, HttpSettings};
+pub use crate::state::{ApiState, HttpSettings, StreamSlots};
 
 /// The whole API.
 pub fn router(state: ApiState) -> Router {
@@ -197,9 +198,20 @@ async fn run_events(
     if state.runs.load(&tenant.0, &run_id).await?.is_none() {
         return Err(ApiError::run_not_found(&run_id));
     }
+    let limit = state.settings.max_streams_per_run;
+    let slot = state
+        .streams
+        .take(&tenant.0, &run_id, limit)
+        .map_err(|open| ApiError::too_many_streams(&run_id, open, limit))?;
+    // The slot lives as long as the stream: given back when it ends or the
+    // client goes away.
     let frames = state
         .runs
-        .follow(&tenant.0, &run_id, after, state.settings.poll_interval);
+        .follow(&tenant.0, &run_id, after, state.settings.poll_interval)
+        .map(move |frame| {
+            let _held = &slot;
+            frame
+        });
     Ok(sse_response_in(frames, state.settings.heartbeat, dialect))
 }
 

@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 
 const ACME_TOKEN: &str = "acme-token";
 const GLOBEX_TOKEN: &str = "globex-token";
+/// Event streams one run may have open in the tests' server (default 64).
+const TEST_STREAMS_PER_RUN: usize = 3;
 /// The test server's limits (the defaults are 1 MiB and 256 KiB).
 const TEST_BODY_LIMIT: usize = 256 * 1024;
 const TEST_ENVELOPE_LIMIT: usize = 64 * 1024;
@@ -82,7 +84,9 @@ async fn start_api_with(
             heartbeat: Duration::from_secs(15),
             poll_interval: Duration::from_millis(20),
             max_body_bytes: TEST_BODY_LIMIT,
+            max_streams_per_run: TEST_STREAMS_PER_RUN,
         },
+        streams: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());
@@ -1387,6 +1391,100 @@ async fn a_tenant_over_its_submissions_per_minute_gets_429_with_retry_after_and_
         let (status, body) = post_json(&api, "/runs", GLOBEX_TOKEN, &envelope).await;
         assert_eq!(status, 202, "{body}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_body_nested_deeper_than_the_parser_goes_is_a_400_naming_the_depth_and_nothing_is_created()
+ {
+    let api = start_api().await;
+    // 100,000 open arrays: under the body limit, far over the JSON parser's
+    // nesting limit (128). No stack overflow, no 500.
+    let deep = format!(
+        "{{\"objective\": \"deep\", \"inputs\": {{\"x\": {}}}}}",
+        "[".repeat(100_000)
+    );
+    let chat = api.base.replace("/api/v1/flex", "/api/v1/chat");
+    for url in [
+        format!("{}/runs", api.base),
+        format!("{}/run.stream", api.base),
+        chat,
+    ] {
+        let route = url.clone();
+        let response = api
+            .client
+            .post(url)
+            .bearer_auth(ACME_TOKEN)
+            .header("content-type", "application/json")
+            .body(deep.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{route}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_json", "{route}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("recursion limit"),
+            "{route}: {body}"
+        );
+    }
+    assert_eq!(run_count(&api, ACME_TOKEN).await, 0, "nothing was created");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_over_its_open_event_streams_gets_429_and_another_run_does_not() {
+    let api = start_api().await;
+    // The model double holds each call 5 s: the runs stay at work and
+    // their streams open meanwhile.
+    api.model
+        .set_default_behavior(scripted_llm::Behavior::SlowValid { delay_ms: 5_000 });
+    let envelope = example("positioning-recommendation.json");
+    let (status, first) = post_json(&api, "/runs", ACME_TOKEN, &envelope).await;
+    assert_eq!(status, 202, "{first}");
+    let (status, second) = post_json(&api, "/runs", ACME_TOKEN, &envelope).await;
+    assert_eq!(status, 202, "{second}");
+    let open = |run_id: String| {
+        let client = api.client.clone();
+        let base = api.base.clone();
+        async move {
+            client
+                .get(format!("{base}/runs/{run_id}/events"))
+                .bearer_auth(ACME_TOKEN)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let first_id = first["runId"].as_str().unwrap().to_string();
+    let mut streams = Vec::new();
+    for _ in 0..TEST_STREAMS_PER_RUN {
+        let stream = open(first_id.clone()).await;
+        assert_eq!(stream.status(), 200);
+        streams.push(stream);
+    }
+    let refused = open(first_id.clone()).await;
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "too_many_streams", "{body}");
+    assert_eq!(body["error"]["details"]["limit"], TEST_STREAMS_PER_RUN);
+    assert_eq!(
+        body["error"]["details"]["openStreams"],
+        TEST_STREAMS_PER_RUN
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("BATON_MAX_STREAMS_PER_RUN"),
+        "{body}"
+    );
+    // Another run's streams are counted apart.
+    let other = open(second["runId"].as_str().unwrap().to_string()).await;
+    assert_eq!(other.status(), 200);
+    drop(streams);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -98,11 +98,14 @@ impl StepQueue for FailingSendQueue {
 /// A store that throttles: once armed, its next `n` calls fail with a
 /// retryable `StoreError::Unavailable` (what DynamoDB's throttling and a
 /// timed-out call become) before reaching the wrapped store; then it passes
-/// everything through. Counts the calls it failed.
+/// everything through. Counts the calls it failed. Armed with
+/// [`ThrottlingStore::corrupt_next`] instead, the calls fail for good
+/// (`StoreError::Corrupt`, not retryable).
 pub struct ThrottlingStore {
     inner: Arc<dyn crate::ports::RunStore>,
     failures_left: AtomicUsize,
     failed: AtomicUsize,
+    failing_for_good: std::sync::atomic::AtomicBool,
 }
 
 impl ThrottlingStore {
@@ -111,11 +114,19 @@ impl ThrottlingStore {
             inner,
             failures_left: AtomicUsize::new(0),
             failed: AtomicUsize::new(0),
+            failing_for_good: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
-    /// The next `calls` calls fail (replacing what was armed before).
+    /// The next `calls` calls fail retryably (replacing what was armed before).
     pub fn throttle_next(&self, calls: usize) {
+        self.failing_for_good.store(false, Ordering::SeqCst);
+        self.failures_left.store(calls, Ordering::SeqCst);
+    }
+
+    /// The next `calls` calls fail for good (replacing what was armed before).
+    pub fn corrupt_next(&self, calls: usize) {
+        self.failing_for_good.store(true, Ordering::SeqCst);
         self.failures_left.store(calls, Ordering::SeqCst);
     }
 
@@ -133,6 +144,11 @@ impl ThrottlingStore {
             .is_ok();
         if fail {
             self.failed.fetch_add(1, Ordering::SeqCst);
+            if self.failing_for_good.load(Ordering::SeqCst) {
+                return Err(crate::error::StoreError::Corrupt(
+                    "an unreadable item (injected)".into(),
+                ));
+            }
             return Err(crate::error::StoreError::Unavailable(
                 "ThrottlingException (injected)".into(),
             ));

@@ -35,6 +35,9 @@ pub async fn process_received_step(
         &received.message.message_id,
         received.receive_count,
     );
+    if disposition == StepDisposition::DeadLetter {
+        give_up(steps, &received.message, &outcome, received.receive_count).await;
+    }
     match disposition {
         StepDisposition::Acknowledge | StepDisposition::DeadLetter => {
             crate::crash_points::reached(
@@ -49,6 +52,29 @@ pub async fn process_received_step(
         }
     }
     outcome
+}
+
+/// Ends the run of a message failed for good (`StepService::give_up`);
+/// true when the run's end is recorded (or it had ended already).
+async fn give_up(
+    steps: &StepService,
+    message: &baton_core::run::StepMessage,
+    outcome: &Result<StepOutcome, RuntimeError>,
+    receive_count: u32,
+) -> bool {
+    let Err(error) = outcome else {
+        return false;
+    };
+    match steps.give_up(message, error, receive_count).await {
+        Ok(ended) => {
+            tracing::error!(message_id = %message.message_id, run_id = %message.run_id, ended, "a step failed for good: its run ends step_failed");
+            true
+        }
+        Err(give_up_error) => {
+            tracing::error!(message_id = %message.message_id, run_id = %message.run_id, %give_up_error, "a step failed for good and its run could not be ended: the message goes to the dead-letter queue");
+            false
+        }
+    }
 }
 
 /// One log line for a delivery that did not simply succeed.
@@ -203,6 +229,14 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
         let disposition = step_disposition(&outcome, receive_count);
         log_disposition(&outcome, disposition, &message_id, receive_count);
         match disposition {
+            // The run says why and the entry is consumed: nothing is left
+            // for a redelivery to do. A run that cannot even be failed
+            // leaves its message to the dead-letter queue.
+            StepDisposition::DeadLetter
+                if give_up(steps, &message, &outcome, receive_count).await =>
+            {
+                None
+            }
             StepDisposition::Acknowledge => {
                 crate::crash_points::reached(
                     crate::crash_points::CrashPoint::AfterSendBeforeAcknowledge,

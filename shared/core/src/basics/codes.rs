@@ -71,6 +71,9 @@ pub enum FailureCode {
     /// `constraints.maxDurationSeconds` passed (the `error` frame's
     /// `budget` says which, the limit and the spend).
     BudgetExceeded,
+    /// A step of the run failed for good (an error no retry mends, or its
+    /// retries ran out): the `error` frame names the step and the error.
+    StepFailed,
 }
 
 impl FailureCode {

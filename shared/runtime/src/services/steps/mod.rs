@@ -115,6 +115,49 @@ impl StepService {
         self.settings.engine_context(registry, &self.validators)
     }
 
+    /// A step message failed for good (`disposition::StepDisposition::
+    /// DeadLetter`): the run ends `failed` with a `step_failed` error frame
+    /// naming the step, how often it was tried and the error, and the
+    /// message's outbox entry is consumed, so no sweeper sends it again.
+    /// Returns whether the run was ended here (false: it had already ended,
+    /// or is gone). When even that commit fails (a state that no longer
+    /// loads), the error is returned and the message is left to the
+    /// dead-letter queue.
+    pub async fn give_up(
+        &self,
+        message: &StepMessage,
+        error: &RuntimeError,
+        deliveries: u32,
+    ) -> Result<bool, RuntimeError> {
+        let target = CommitTarget {
+            tenant_id: &message.tenant_id,
+            run_id: &message.run_id,
+            consumed_message_id: Some(&message.message_id),
+        };
+        let step = serde_json::to_string(&message.command).unwrap_or_default();
+        let reason = format!("step {step} failed for good after {deliveries} deliveries: {error}");
+        let engine = self.engine(&self.registry);
+        let decide = |state: RunState| {
+            let status = state.status;
+            Ok(
+                match baton_core::engine::fail_run(
+                    state,
+                    baton_core::codes::FailureCode::StepFailed,
+                    &reason,
+                    self.clock.now(),
+                    &engine,
+                ) {
+                    Some(decision) => Decided::Commit(Box::new(decision)),
+                    None => Decided::Nothing(status),
+                },
+            )
+        };
+        Ok(matches!(
+            self.committer.commit(target, &engine, None, decide).await?,
+            CommitResult::Committed { .. } | CommitResult::RunFailedTooLarge { .. }
+        ))
+    }
+
     /// Performs one step message durably, with no deadline.
     pub async fn handle(&self, message: &StepMessage) -> Result<StepOutcome, RuntimeError> {
         self.handle_before(message, None).await

@@ -1,0 +1,295 @@
+//! Poison messages on the queue-triggered path (`process_step_queue_batch`,
+//! as the `step` Lambda runs it) over DynamoDB and SQS from moto, with a
+//! real redrive policy (three receives, then the dead-letter queue), and
+//! Lambda's SQS event source emulated: receive, process, delete what the
+//! batch did not report failed.
+//!
+//! - A step that fails for good in a run that can still be written (a store
+//!   read that fails unretryably once, injected by a fault decorator around
+//!   the DynamoDB store) ends the run `failed` with a `step_failed` error
+//!   frame naming the step and the error; the message is consumed, never
+//!   redelivered, and the DLQ stays empty.
+//! - A step whose run can no longer be read (its stored state corrupted)
+//!   cannot record anything: its message is redelivered up to the redrive
+//!   bound and then reaches the dead-letter queue, exactly once.
+//!
+//! The model is a test double answering by the requested schema.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use baton_aws::{DynamoRunStore, SqsStepQueue};
+use baton_core::event::EventType;
+use baton_core::run::{RunStatus, StepCommand, StepMessage};
+use baton_runtime::fault_injection::ThrottlingStore;
+use baton_runtime::ports::{RunStore, StepQueue};
+use baton_runtime::services::Services;
+use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
+use baton_test_support::{SchemaShapedModel, TestServices};
+use moto_server::{MotoServer, unique_name};
+
+const MAX_RECEIVES: u32 = 3;
+
+struct Fixture {
+    _moto: MotoServer,
+    configuration: aws_config::SdkConfig,
+    table: String,
+    queue_url: String,
+    dead_letter_url: String,
+    queue: Arc<SqsStepQueue>,
+    /// The DynamoDB store behind a fault injector (off until armed).
+    faults: Arc<ThrottlingStore>,
+    /// The same store without the injector: what the test itself reads.
+    store: Arc<DynamoRunStore>,
+    services: Services,
+}
+
+async fn fixture() -> Fixture {
+    let moto = MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let table = unique_name("baton-poison");
+    let store = DynamoRunStore::new(&connection, &table);
+    store.create_table_if_missing().await.unwrap();
+    let dead_letter_url =
+        moto_server::create_unique_queue(&configuration, "baton-poison-dlq", None)
+            .await
+            .unwrap();
+    let dead_letter_arn = moto_server::queue_arn(&configuration, &dead_letter_url)
+        .await
+        .unwrap();
+    let queue_url = aws_sdk_sqs::Client::new(&configuration)
+        .create_queue()
+        .queue_name(unique_name("baton-poison-steps"))
+        .attributes(QueueAttributeName::VisibilityTimeout, "1")
+        .attributes(
+            QueueAttributeName::RedrivePolicy,
+            serde_json::json!({
+                "deadLetterTargetArn": dead_letter_arn,
+                "maxReceiveCount": MAX_RECEIVES.to_string(),
+            })
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    let queue = Arc::new(SqsStepQueue::new(&connection, queue_url.clone()));
+    let store = Arc::new(store);
+    let faults = Arc::new(ThrottlingStore::new(store.clone()));
+    let services = TestServices::with_model(Arc::new(SchemaShapedModel))
+        .store(faults.clone())
+        .queue(queue.clone())
+        .worker_id("poison")
+        .build()
+        .services;
+    Fixture {
+        _moto: moto,
+        configuration,
+        table,
+        queue_url,
+        dead_letter_url,
+        queue,
+        faults,
+        store,
+        services,
+    }
+}
+
+/// One poll of Lambda's SQS event source: receive a batch, hand it to the
+/// step function's batch handler, delete what it did not report failed.
+/// Returns how many records it handled.
+async fn poll_once(fixture: &Fixture) -> usize {
+    let sqs = aws_sdk_sqs::Client::new(&fixture.configuration);
+    let received = sqs
+        .receive_message()
+        .queue_url(&fixture.queue_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+        .send()
+        .await
+        .unwrap();
+    let records: Vec<QueuedRecord> = received
+        .messages()
+        .iter()
+        .map(|message| QueuedRecord {
+            message_id: message.message_id().unwrap().to_string(),
+            body: message.body().unwrap().to_string(),
+            receipt: Some(message.receipt_handle().unwrap().to_string()),
+            receive_count: message
+                .attributes()
+                .and_then(|attributes| {
+                    attributes.get(&MessageSystemAttributeName::ApproximateReceiveCount)
+                })
+                .and_then(|count| count.parse().ok())
+                .unwrap_or(1),
+        })
+        .collect();
+    let handled = records.len();
+    let receipts: Vec<(String, String)> = records
+        .iter()
+        .map(|record| (record.message_id.clone(), record.receipt.clone().unwrap()))
+        .collect();
+    let failed = process_step_queue_batch(
+        &fixture.services.steps,
+        QueueBatch {
+            records,
+            deadline: None,
+            redelivery: Some(fixture.queue.as_ref() as &dyn StepQueue),
+        },
+    )
+    .await;
+    for (message_id, receipt) in receipts {
+        if !failed.contains(&message_id) {
+            sqs.delete_message()
+                .queue_url(&fixture.queue_url)
+                .receipt_handle(receipt)
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    handled
+}
+
+async fn messages_in(fixture: &Fixture, queue_url: &str) -> Vec<String> {
+    let output = aws_sdk_sqs::Client::new(&fixture.configuration)
+        .receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(10)
+        .visibility_timeout(30)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    output
+        .messages()
+        .iter()
+        .map(|message| message.body().unwrap_or_default().to_string())
+        .collect()
+}
+
+async fn status_of(fixture: &Fixture, run_id: &str) -> RunStatus {
+    fixture
+        .store
+        .load_run("t", run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+        .status
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_failed_for_good_ends_its_run_with_the_reason_and_is_consumed() {
+    let fixture = fixture().await;
+    let submitted = fixture
+        .services
+        .runs
+        .submit(
+            "t",
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+        )
+        .await
+        .unwrap();
+    // The plan step; then the next store call fails for good (an item that
+    // cannot be read, once): the node step that meets it cannot be retried.
+    poll_once(&fixture).await;
+    fixture.faults.corrupt_next(1);
+    let started = Instant::now();
+    loop {
+        let status = status_of(&fixture, &submitted.run_id).await;
+        if status == RunStatus::Failed {
+            break;
+        }
+        assert_eq!(status, RunStatus::Running);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the run never said why"
+        );
+        poll_once(&fixture).await;
+    }
+    assert_eq!(fixture.faults.calls_failed(), 1);
+    let frames = fixture
+        .services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    let last = frames.last().unwrap();
+    assert_eq!(last.event_type, EventType::Error);
+    let payload = last.payload.clone().unwrap();
+    assert_eq!(payload["code"], "step_failed", "{payload}");
+    let message = last.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("execute_node")
+            && message.contains("failed for good after 1 deliveries")
+            && message.contains("an unreadable item (injected)"),
+        "the frame names the step and the error: {message}"
+    );
+    // The rest of the run's messages drain as stale; nothing is redelivered
+    // and nothing reaches the dead-letter queue.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    while poll_once(&fixture).await > 0 {}
+    assert!(messages_in(&fixture, &fixture.queue_url).await.is_empty());
+    assert!(
+        messages_in(&fixture, &fixture.dead_letter_url)
+            .await
+            .is_empty(),
+        "a run that said why leaves nothing for the dead-letter queue"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_step_of_an_unreadable_run_reaches_the_dead_letter_queue_once() {
+    let fixture = fixture().await;
+    let submitted = fixture
+        .services
+        .runs
+        .submit(
+            "t",
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+        )
+        .await
+        .unwrap();
+    // The run's stored state is damaged before its plan step runs.
+    aws_sdk_dynamodb::Client::new(&fixture.configuration)
+        .update_item()
+        .table_name(&fixture.table)
+        .key(
+            "pk",
+            AttributeValue::S(format!("T#t#R#{}", submitted.run_id)),
+        )
+        .key("sk", AttributeValue::S("RUN".into()))
+        .update_expression("SET #state = :garbage")
+        .expression_attribute_names("#state", "state")
+        .expression_attribute_values(":garbage", AttributeValue::S("{not json".into()))
+        .send()
+        .await
+        .unwrap();
+    let mut deliveries = 0;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(12) {
+        deliveries += poll_once(&fixture).await;
+    }
+    assert_eq!(
+        deliveries, MAX_RECEIVES as usize,
+        "delivered up to the redrive bound, then no more"
+    );
+    let dead = messages_in(&fixture, &fixture.dead_letter_url).await;
+    assert_eq!(
+        dead.len(),
+        1,
+        "the poison reached the dead-letter queue once"
+    );
+    let message: StepMessage = serde_json::from_str(&dead[0]).unwrap();
+    assert_eq!(message.run_id, submitted.run_id);
+    assert_eq!(message.command, StepCommand::Plan);
+    assert!(messages_in(&fixture, &fixture.queue_url).await.is_empty());
+}
