@@ -382,18 +382,29 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     let mut step_actions = taken(&parts.recorded);
     step_actions.extend(taken(&slow.recorded));
 
+    // A run that parks on a person: its task becomes an item of its own.
+    let human_run = parts
+        .services
+        .runs
+        .submit("t", &human_review_envelope())
+        .await
+        .unwrap();
+    drain(&parts, 1, Some(&human_run.run_id)).await;
     // Contention the step's store meets: another writer moved the event
     // sequence since the load (the store reads it again), and a twin
     // delivery finds the node's lease held (the store reads the lease).
+    // On the parked run (a settled run refuses claims).
     let rival = DynamoRunStore::new(
         &baton_aws::AwsConnection::to_emulator(&fixture._moto.endpoint).await,
         &fixture.table,
     );
     let store = parts.store.as_ref();
-    RunStore::load_run(store, "t", &run.run_id).await.unwrap();
+    RunStore::load_run(store, "t", &human_run.run_id)
+        .await
+        .unwrap();
     let now = SystemClock.now();
     let frame = || baton_core::frames::log(&baton_core::frames::FrameStamp::new(now, 0), "rival");
-    RunStore::append_events(&rival, "t", &run.run_id, vec![frame()])
+    RunStore::append_events(&rival, "t", &human_run.run_id, vec![frame()])
         .await
         .unwrap();
     let claim = |claimant| NodeClaim {
@@ -404,31 +415,23 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         lease_expires_at: now.plus(Duration::from_secs(60)),
     };
     assert_eq!(
-        RunStore::claim_node(store, "t", &run.run_id, claim("first"), vec![frame()])
+        RunStore::claim_node(store, "t", &human_run.run_id, claim("first"), vec![frame()])
             .await
             .unwrap(),
         ClaimOutcome::Claimed
     );
     // The heartbeat of a long capability call.
     assert!(
-        RunStore::renew_claim(store, "t", &run.run_id, claim("first"))
+        RunStore::renew_claim(store, "t", &human_run.run_id, claim("first"))
             .await
             .unwrap()
     );
     assert!(matches!(
-        RunStore::claim_node(store, "t", &run.run_id, claim("twin"), vec![])
+        RunStore::claim_node(store, "t", &human_run.run_id, claim("twin"), vec![])
             .await
             .unwrap(),
         ClaimOutcome::HeldByOther { .. }
     ));
-    // A run that parks on a person: its task becomes an item of its own.
-    let human_run = parts
-        .services
-        .runs
-        .submit("t", &human_review_envelope())
-        .await
-        .unwrap();
-    drain(&parts, 1, Some(&human_run.run_id)).await;
     step_actions.extend(taken(&parts.recorded));
     by_function.insert("StepFunction", step_actions);
 
