@@ -12,7 +12,7 @@
 //! | `tool_call` | `tool:pre` | `tool_name`, `input` |
 //! | `tool_result` | `tool:post` | `tool_name`, `result` |
 //! | `complete` | `prompt:complete`, then `orchestrator:complete` | `response`; `orchestrator`, `turn_count`, `status: success` |
-//! | `error` | `orchestrator:complete` | `orchestrator`, `turn_count`, `status: error` (`incomplete` for `agent_incomplete`: a guardrail ended an agent session), `code` |
+//! | `error` | `orchestrator:complete` | `orchestrator`, `turn_count`, `status: error` (`incomplete` for `agent_incomplete`: a guardrail ended an agent session), `code`, `error` (the error text) |
 //! | (the stream stops on a run waiting for a person) | `orchestrator:complete` | `status: incomplete` |
 //!
 //! Other frames have no hook event. `orchestrator:complete` comes once and
@@ -47,12 +47,12 @@ pub struct HookRenderer {
 }
 
 impl HookRenderer {
-    fn ended(&mut self, status: &str, extra: Option<(&str, Value)>) -> HookEvent {
+    fn ended(&mut self, status: &str, extra: &[(&str, Value)]) -> HookEvent {
         self.ended = true;
         let mut data =
             json!({"orchestrator": ORCHESTRATOR_NAME, "turn_count": self.turns, "status": status});
-        if let Some((key, value)) = extra {
-            data[key] = value;
+        for (key, value) in extra {
+            data[*key] = value.clone();
         }
         HookEvent {
             event: "orchestrator:complete",
@@ -106,7 +106,7 @@ impl HookRenderer {
             )],
             EventType::Complete => vec![
                 event("prompt:complete", json!({"response": payload["output"]})),
-                self.ended("success", None),
+                self.ended("success", &[]),
             ],
             EventType::Error => {
                 let status = if payload["code"] == "agent_incomplete" {
@@ -114,7 +114,11 @@ impl HookRenderer {
                 } else {
                     "error"
                 };
-                vec![self.ended(status, Some(("code", payload["code"].clone())))]
+                let mut extra = vec![("code", payload["code"].clone())];
+                if let Some(message) = &frame.message {
+                    extra.push(("error", Value::String(message.clone())));
+                }
+                vec![self.ended(status, &extra)]
             }
             _ => Vec::new(),
         }
@@ -123,7 +127,7 @@ impl HookRenderer {
     /// The stream stopped without an ending (the run waits for a person):
     /// `orchestrator:complete` with `status: incomplete`, unless one came.
     pub fn finish_unended(&mut self) -> Option<HookEvent> {
-        (!self.ended).then(|| self.ended("incomplete", None))
+        (!self.ended).then(|| self.ended("incomplete", &[]))
     }
 }
 
@@ -212,14 +216,16 @@ mod tests {
     #[test]
     fn a_failed_or_parked_run_ends_with_its_status() {
         let mut failed = HookRenderer::default();
-        let events = failed.render(&frame(
+        let mut rejected = frame(
             EventType::Error,
             None,
             json!({"code": "plan_rejected", "status": "plan_rejected"}),
-        ));
+        );
+        rejected.message = Some("no plan makes `copyVariants`".into());
+        let events = failed.render(&rejected);
         assert_eq!(
             events[0].data,
-            json!({"orchestrator": "baton", "turn_count": 0, "status": "error", "code": "plan_rejected"})
+            json!({"orchestrator": "baton", "turn_count": 0, "status": "error", "code": "plan_rejected", "error": "no plan makes `copyVariants`"})
         );
         let mut stopped = HookRenderer::default();
         stopped.render(&frame(
@@ -234,7 +240,7 @@ mod tests {
         ));
         assert_eq!(
             events[0].data,
-            json!({"orchestrator": "baton", "turn_count": 1, "status": "incomplete", "code": "agent_incomplete"})
+            json!({"orchestrator": "baton", "turn_count": 1, "status": "incomplete", "code": "agent_incomplete", "error": "chunk"})
         );
         let mut parked = HookRenderer::default();
         parked.render(&frame(EventType::Start, None, json!({"objective": "o"})));
