@@ -23,52 +23,12 @@ use std::time::{Duration, Instant};
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
 use serve_support::{
-    TOKEN, assert_completed_exactly_once, example, model_environment, run_frames, run_status,
-    start_serve,
+    KillMoments, TOKEN, assert_completed_exactly_once, example, model_environment, run_frames,
+    run_status, start_serve, wait_for_model_requests,
 };
 
 const RUNS: usize = 30;
 const KILLS: usize = 5;
-
-/// A small deterministic generator (xorshift64*) for the kill moments.
-struct KillMoments(u64);
-
-impl KillMoments {
-    fn from_environment() -> Self {
-        let seed = std::env::var("BATON_KILL_SEED")
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|elapsed| elapsed.as_nanos() as u64)
-                    .unwrap_or(1)
-            })
-            | 1;
-        eprintln!("kill moments from seed {seed} (BATON_KILL_SEED={seed} replays them)");
-        KillMoments(seed)
-    }
-
-    /// A delay in 0..1500 ms.
-    fn next_delay(&mut self) -> Duration {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        Duration::from_millis(self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % 1_500)
-    }
-}
-
-async fn wait_for_model_requests(model: &ScriptedLlmServer, at_least: usize) {
-    let started = Instant::now();
-    while model.request_count() < at_least {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the model was asked {} times, expected {at_least}",
-            model.request_count()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn runs_mid_node_survive_repeated_sigkills_of_the_serve_process() {

@@ -31,8 +31,8 @@ use moto_server::MotoServer;
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
 use serve_support::{
-    TOKEN, assert_completed_exactly_once, dynamodb_environment_with_visibility, example,
-    model_environment, run_frames, run_status, start_serve,
+    KillMoments, TOKEN, assert_completed_exactly_once, dynamodb_environment_with_visibility,
+    example, model_environment, run_frames, run_status, start_serve, wait_for_model_requests,
 };
 
 const RUNS: usize = 30;
@@ -41,46 +41,6 @@ const KILLS: usize = 5;
 const VISIBILITY_SECONDS: u32 = 4;
 const NODE_LEASE_SECONDS: &str = "3";
 const SIGABRT: i32 = 6;
-
-/// A small deterministic generator (xorshift64*) for the kill moments.
-struct KillMoments(u64);
-
-impl KillMoments {
-    fn from_environment() -> Self {
-        let seed = std::env::var("BATON_KILL_SEED")
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|elapsed| elapsed.as_nanos() as u64)
-                    .unwrap_or(1)
-            })
-            | 1;
-        eprintln!("kill moments from seed {seed} (BATON_KILL_SEED={seed} replays them)");
-        KillMoments(seed)
-    }
-
-    /// A delay in 0..1500 ms.
-    fn next_delay(&mut self) -> Duration {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        Duration::from_millis(self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % 1_500)
-    }
-}
-
-async fn wait_for_model_requests(model: &ScriptedLlmServer, at_least: usize) {
-    let started = Instant::now();
-    while model.request_count() < at_least {
-        assert!(
-            started.elapsed() < Duration::from_secs(120),
-            "the model was asked {} times, expected {at_least}",
-            model.request_count()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 async fn submit(client: &reqwest::Client, base: &str) -> String {
     let response = client

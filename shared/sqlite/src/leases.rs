@@ -8,7 +8,7 @@ use baton_runtime::ports::{ClaimOutcome, NodeClaim};
 use rusqlite::{OptionalExtension, params};
 
 use crate::rows::{begin, millis, without_fsync};
-use crate::run_store::append;
+use crate::run_store::{Appended, append_unless_settled};
 use crate::{SqliteStore, unavailable};
 
 impl SqliteStore {
@@ -29,11 +29,6 @@ impl SqliteStore {
         let process = self.claimant_process.clone();
         self.with_connection(move |connection| without_fsync(connection, |connection| {
             let transaction = begin(connection)?;
-            if crate::run_store::run_has_settled(&transaction, &tenant_id, &run_id)? {
-                // No node_start after the terminal frame: the step finds
-                // the run settled when it looks again.
-                return Ok(ClaimOutcome::HeldByOther { lease_expires_at: claim_now });
-            }
             let held: Option<(String, i64, String)> = transaction
                 .query_row(
                     "SELECT claimant, expires_at_millis, owner FROM leases
@@ -61,7 +56,14 @@ impl SqliteStore {
                     params![tenant_id, run_id, node_id, attempt, claimant, expires, process.token()],
                 )
                 .map_err(unavailable)?;
-            append(&transaction, &tenant_id, &run_id, events_on_claim)?;
+            if let Appended::RunSettled(_) =
+                append_unless_settled(&transaction, &tenant_id, &run_id, events_on_claim)?
+            {
+                // No node_start after the terminal frame: the transaction
+                // is dropped (the lease rolled back) and the step finds the
+                // run settled when it looks again.
+                return Ok(ClaimOutcome::HeldByOther { lease_expires_at: claim_now });
+            }
             transaction.commit().map_err(unavailable)?;
             Ok(ClaimOutcome::Claimed)
         }))

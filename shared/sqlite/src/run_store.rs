@@ -14,47 +14,16 @@ use rusqlite::{OptionalExtension, params};
 use crate::rows::{as_i64, begin, from_json, millis, texts, to_json, without_fsync};
 use crate::{SqliteStore, unavailable};
 
+/// What [`append_unless_settled`] did.
+pub(crate) enum Appended {
+    /// The drafts were written; the new last sequence.
+    Written(u64),
+    /// The run has settled (its terminal frame written): nothing was
+    /// written; its last sequence.
+    RunSettled(u64),
+}
+
 /// Appends `drafts` after the run's last sequence; returns the new last one.
-/// Whether the run has settled (its terminal frame written): appends
-/// outside a commit and claims are dropped from then on.
-pub(crate) fn run_has_settled(
-    transaction: &rusqlite::Connection,
-    tenant_id: &str,
-    run_id: &str,
-) -> Result<bool, StoreError> {
-    let status: String = transaction
-        .query_row(
-            "SELECT status FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
-            params![tenant_id, run_id],
-            |row| row.get(0),
-        )
-        .optional()
-        .map_err(unavailable)?
-        .ok_or(StoreError::RunNotFound)?;
-    Ok(
-        serde_json::from_value::<baton_core::run::RunStatus>(serde_json::Value::String(status))
-            .is_ok_and(|status| status.is_terminal()),
-    )
-}
-
-/// The run's last sequence number.
-fn last_sequence(
-    transaction: &rusqlite::Connection,
-    tenant_id: &str,
-    run_id: &str,
-) -> Result<u64, StoreError> {
-    let last: i64 = transaction
-        .query_row(
-            "SELECT last_sequence FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
-            params![tenant_id, run_id],
-            |row| row.get(0),
-        )
-        .optional()
-        .map_err(unavailable)?
-        .ok_or(StoreError::RunNotFound)?;
-    Ok(u64::try_from(last).unwrap_or(0))
-}
-
 pub(crate) fn append(
     transaction: &rusqlite::Connection,
     tenant_id: &str,
@@ -70,6 +39,59 @@ pub(crate) fn append(
         .optional()
         .map_err(unavailable)?
         .ok_or(StoreError::RunNotFound)?;
+    insert_events(
+        transaction,
+        tenant_id,
+        run_id,
+        last,
+        &correlation_id,
+        drafts,
+    )
+}
+
+/// As [`append`] for writes outside a commit (streamed deltas, warnings,
+/// a claim's `node_start`): nothing lands after a settled run's terminal
+/// frame. One read of the run row either way.
+pub(crate) fn append_unless_settled(
+    transaction: &rusqlite::Connection,
+    tenant_id: &str,
+    run_id: &str,
+    drafts: Vec<EventDraft>,
+) -> Result<Appended, StoreError> {
+    let (last, correlation_id, status): (i64, String, String) = transaction
+        .query_row(
+            "SELECT last_sequence, correlation_id, status FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+            params![tenant_id, run_id],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
+        )
+        .optional()
+        .map_err(unavailable)?
+        .ok_or(StoreError::RunNotFound)?;
+    let settled =
+        serde_json::from_value::<baton_core::run::RunStatus>(serde_json::Value::String(status))
+            .is_ok_and(|status| status.is_terminal());
+    if settled {
+        return Ok(Appended::RunSettled(u64::try_from(last).unwrap_or(0)));
+    }
+    insert_events(
+        transaction,
+        tenant_id,
+        run_id,
+        last,
+        &correlation_id,
+        drafts,
+    )
+    .map(Appended::Written)
+}
+
+fn insert_events(
+    transaction: &rusqlite::Connection,
+    tenant_id: &str,
+    run_id: &str,
+    last: i64,
+    correlation_id: &str,
+    drafts: Vec<EventDraft>,
+) -> Result<u64, StoreError> {
     let mut sequence = u64::try_from(last).unwrap_or(0);
     let mut insert = transaction
         .prepare_cached(
@@ -78,7 +100,7 @@ pub(crate) fn append(
         .map_err(unavailable)?;
     for draft in drafts {
         sequence += 1;
-        let frame = draft.into_frame(sequence, run_id, &correlation_id);
+        let frame = draft.into_frame(sequence, run_id, correlation_id);
         insert
             .execute(params![
                 tenant_id,
@@ -418,13 +440,13 @@ impl RunStore for SqliteStore {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         self.with_connection(move |connection| {
             let transaction = begin(connection)?;
-            if run_has_settled(&transaction, &tenant_id, &run_id)? {
-                // Nothing lands after the terminal frame.
-                return last_sequence(&transaction, &tenant_id, &run_id);
+            match append_unless_settled(&transaction, &tenant_id, &run_id, events)? {
+                Appended::RunSettled(last) => Ok(last),
+                Appended::Written(last) => {
+                    transaction.commit().map_err(unavailable)?;
+                    Ok(last)
+                }
             }
-            let last = append(&transaction, &tenant_id, &run_id, events)?;
-            transaction.commit().map_err(unavailable)?;
-            Ok(last)
         })
         .await
     }

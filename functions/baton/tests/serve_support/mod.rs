@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -225,4 +225,45 @@ pub fn assert_completed_exactly_once(run_id: &str, frames: &[Value]) {
         completions.values().all(|count| *count == 1),
         "{run_id}: one node_complete per node: {completions:?}"
     );
+}
+
+/// A small deterministic generator (xorshift64*) for the kill moments.
+pub struct KillMoments(u64);
+
+impl KillMoments {
+    pub fn from_environment() -> Self {
+        let seed = std::env::var("BATON_KILL_SEED")
+            .ok()
+            .and_then(|text| text.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|elapsed| elapsed.as_nanos() as u64)
+                    .unwrap_or(1)
+            })
+            | 1;
+        eprintln!("kill moments from seed {seed} (BATON_KILL_SEED={seed} replays them)");
+        KillMoments(seed)
+    }
+
+    /// A delay in 0..1500 ms.
+    pub fn next_delay(&mut self) -> Duration {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        Duration::from_millis(self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % 1_500)
+    }
+}
+
+/// Waits (at most 120 s) until the model double was asked `at_least` times.
+pub async fn wait_for_model_requests(model: &scripted_llm::ScriptedLlmServer, at_least: usize) {
+    let started = Instant::now();
+    while model.request_count() < at_least {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the model was asked {} times, expected {at_least}",
+            model.request_count()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
