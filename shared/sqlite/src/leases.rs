@@ -7,8 +7,8 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, NodeClaim};
 use rusqlite::{OptionalExtension, params};
 
+use crate::event_log::{Appended, append_unless_settled};
 use crate::rows::{begin, millis, without_fsync};
-use crate::run_store::{Appended, append_unless_settled};
 use crate::{SqliteStore, unavailable};
 
 impl SqliteStore {

@@ -35,6 +35,7 @@
 
 mod claimants;
 mod entries;
+mod event_log;
 mod group_commit;
 mod leases;
 mod rows;
