@@ -6,12 +6,22 @@ their conditions. Real DynamoDB isolates transactions (the loser gets Transactio
 This launcher serializes DynamoDB requests behind one lock, which gives Baton's tests and local
 runs DynamoDB's semantics; SQS requests (long polls included) stay concurrent.
 
+moto also deep-copies every table a transaction names, once per item, to roll back a cancelled
+transaction: each commit then costs in proportion to everything stored, and a thousand runs
+exhaust the machine. Under the lock above nothing else touches the tables during a transaction,
+so this launcher snapshots only the items the transaction names and puts them back if it is
+cancelled, which is the same rollback at the cost of the items written.
+
     python3 infra/moto_isolated.py PORT
 """
 
+import copy
 import sys
 import threading
 
+import moto.dynamodb.models as dynamodb_models
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import run_simple
 
@@ -29,6 +39,69 @@ class SerializeDynamoDB:
         with dynamodb_lock:
             # Materialize the body inside the lock: the request is fully handled here.
             return list(self.application(environ, start_response))
+
+
+class _CopyWithoutTables:
+    """moto's `copy` module as its DynamoDB backend sees it, with tables copied by reference."""
+
+    def __getattr__(self, name):
+        return getattr(copy, name)
+
+    @staticmethod
+    def deepcopy(value, memo=None):
+        if isinstance(value, Table):
+            return value
+        return copy.deepcopy(value, memo)
+
+
+_moto_transact_write_items = DynamoDBBackend.transact_write_items
+
+
+def _item_key(table, operation):
+    attributes = operation.get("Item") if "Item" in operation else operation.get("Key")
+    if not isinstance(attributes, dict):
+        return None
+    try:
+        hash_value, range_value = DynamoDBBackend.get_keys_value(None, table, attributes)
+    except Exception:
+        return None
+    return hash_value, range_value
+
+
+def _restore(table, hash_value, range_value, snapshot):
+    if range_value is not None:
+        if snapshot is None:
+            table.items.get(hash_value, {}).pop(range_value, None)
+        else:
+            table.items[hash_value][range_value] = snapshot
+    elif snapshot is None:
+        table.items.pop(hash_value, None)
+    else:
+        table.items[hash_value] = snapshot
+
+
+def transact_write_items_with_item_snapshots(self, transact_items):
+    snapshots = []
+    for entry in transact_items if isinstance(transact_items, list) else []:
+        if not isinstance(entry, dict) or not entry:
+            continue
+        _, operation = next(iter(entry.items()))
+        table = self.tables.get(operation.get("TableName")) if isinstance(operation, dict) else None
+        key = _item_key(table, operation) if table is not None else None
+        if key is None:
+            continue
+        current = table.get_item(*key)
+        snapshots.append((table, key[0], key[1], copy.deepcopy(current)))
+    try:
+        return _moto_transact_write_items(self, transact_items)
+    except BaseException:
+        for table, hash_value, range_value, snapshot in reversed(snapshots):
+            _restore(table, hash_value, range_value, snapshot)
+        raise
+
+
+dynamodb_models.copy = _CopyWithoutTables()
+DynamoDBBackend.transact_write_items = transact_write_items_with_item_snapshots
 
 
 def main() -> None:
