@@ -257,8 +257,11 @@ mod tests {
         let answer = router.complete(&request, sender).await.unwrap();
         assert_eq!(answer.model, "spare");
         match receiver.try_recv() {
-            Ok(baton_runtime::ports::ModelDelta::FellBack { from, to, .. }) => {
-                assert_eq!((from.as_str(), to.as_str()), ("main", "spare"));
+            Ok(baton_runtime::ports::ModelDelta::FellBack(fallback)) => {
+                assert_eq!(
+                    (fallback.from.as_str(), fallback.to.as_str()),
+                    ("main", "spare")
+                );
             }
             other => panic!("a fallback is told, got {other:?}"),
         }

@@ -31,7 +31,7 @@ use baton_core::model_request::ModelTarget;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::LlmError;
-use crate::ports::{LlmProvider, ModelAnswer, ModelDelta};
+use crate::ports::{LlmProvider, ModelAnswer, ModelDelta, ModelFallback};
 
 /// How this process reaches one provider of the catalog.
 #[derive(Clone)]
@@ -109,11 +109,11 @@ impl ModelRouter {
                 Err(error) if error.is_retryable() => error.to_string(),
                 _ => return answered,
             };
-            let _ = deltas.send(ModelDelta::FellBack {
+            let _ = deltas.send(ModelDelta::FellBack(Box::new(ModelFallback {
                 from: failed.clone(),
                 to: fallback.name.clone(),
                 cause: error,
-            });
+            })));
             let mut instead = request.clone();
             instead.model = Some(Box::new(fallback.clone()));
             answered = self.ask(&instead, session, deltas).await;

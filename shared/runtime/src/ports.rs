@@ -271,11 +271,17 @@ pub enum ModelDelta {
     /// The requested model failed after its provider's retries (`cause`);
     /// the fallback model `to` answers instead (text streamed so far is
     /// void).
-    FellBack {
-        from: String,
-        to: String,
-        cause: String,
-    },
+    /// Boxed: a channel of deltas holds blocks of 32 of them, and every
+    /// model call in flight has a channel.
+    FellBack(Box<ModelFallback>),
+}
+
+/// A fallback taken: the model `from` failed (`cause`) and `to` answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFallback {
+    pub from: String,
+    pub to: String,
+    pub cause: String,
 }
 
 /// A language model that answers one structured request, streaming text deltas.

@@ -36,19 +36,27 @@ pub async fn process_received_step(
         received.receive_count,
     );
     if disposition == StepDisposition::DeadLetter {
-        give_up(steps, &received.message, &outcome, received.receive_count).await;
+        Box::pin(give_up(
+            steps,
+            &received.message,
+            &outcome,
+            received.receive_count,
+        ))
+        .await;
     }
     match disposition {
         StepDisposition::Acknowledge | StepDisposition::DeadLetter => {
             crate::crash_points::reached(
                 crate::crash_points::CrashPoint::AfterSendBeforeAcknowledge,
             );
-            queue.acknowledge(&received.receipt).await?;
+            Box::pin(queue.acknowledge(&received.receipt)).await?;
         }
-        StepDisposition::Release { after } => queue.release(&received.receipt, after).await?,
+        StepDisposition::Release { after } => {
+            Box::pin(queue.release(&received.receipt, after)).await?
+        }
         StepDisposition::Defer { remaining } => {
-            queue.send_delayed(&received.message, remaining).await?;
-            queue.acknowledge(&received.receipt).await?;
+            Box::pin(queue.send_delayed(&received.message, remaining)).await?;
+            Box::pin(queue.acknowledge(&received.receipt)).await?;
         }
     }
     outcome

@@ -80,24 +80,39 @@ pub fn collect_violations(
 #[derive(Default)]
 pub struct ValidatorCache {
     compiled_by_schema_text: Mutex<HashMap<String, SharedValidator>>,
-    schemas_by_key: Mutex<HashMap<String, Arc<Value>>>,
+    schemas_by_key: Mutex<HashMap<Arc<str>, SharedParts>>,
 }
+
+/// One digest's shared copies: the digest, the schema and what the caller
+/// keeps beside it (a compiled contract's facet provenance).
+type SharedParts = (Arc<str>, Arc<Value>, Arc<dyn std::any::Any + Send + Sync>);
 
 impl ValidatorCache {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The one shared copy of the schema whose digest is `key` (`schema`
-    /// itself the first time).
-    pub fn shared_schema(&self, key: &str, schema: &Arc<Value>) -> Arc<Value> {
+    /// The one shared copy of the digest `key`, of its schema and of what
+    /// goes with it (the arguments themselves the first time): identical
+    /// contracts across plans take memory once.
+    pub fn shared_parts<Beside: std::any::Any + Send + Sync>(
+        &self,
+        key: &Arc<str>,
+        schema: &Arc<Value>,
+        beside: &Arc<Beside>,
+    ) -> (Arc<str>, Arc<Value>, Arc<Beside>) {
+        let given = || (key.clone(), schema.clone(), beside.clone());
         let Ok(mut schemas) = self.schemas_by_key.lock() else {
-            return schema.clone();
+            return given();
         };
-        schemas
-            .entry(key.to_string())
-            .or_insert_with(|| schema.clone())
-            .clone()
+        let (shared_key, shared_schema, shared_beside) = schemas
+            .entry(key.clone())
+            .or_insert_with(|| (key.clone(), schema.clone(), beside.clone()))
+            .clone();
+        match shared_beside.downcast::<Beside>() {
+            Ok(shared_beside) => (shared_key, shared_schema, shared_beside),
+            Err(_) => given(),
+        }
     }
 
     /// Returns the compiled validator for `schema`, compiling it on first use.

@@ -31,7 +31,7 @@ pub struct CompiledContract {
     /// Shared: frames and plans hand it around without copying.
     pub provenance: Arc<Vec<FacetProvenance>>,
     /// Digest of the schema text, computed once: the validator cache key.
-    pub schema_key: String,
+    pub schema_key: Arc<str>,
 }
 
 impl CompiledContract {
@@ -114,9 +114,9 @@ pub fn compile_contract(
 }
 
 /// Hex SHA-256 of the schema's JSON text.
-pub fn schema_key_of(schema: &Value) -> String {
+pub fn schema_key_of(schema: &Value) -> Arc<str> {
     use sha2::{Digest, Sha256};
-    format!("{:x}", Sha256::digest(schema.to_string().as_bytes()))
+    format!("{:x}", Sha256::digest(schema.to_string().as_bytes())).into()
 }
 
 #[cfg(test)]

@@ -284,12 +284,17 @@ pub struct PlanGraph {
 }
 
 impl PlanGraph {
-    /// Replaces each node's contract schemas with the copies `cache` shares
-    /// (by digest): identical contracts across runs take memory once.
+    /// Replaces each node's contract schemas, digests and provenance with
+    /// the copies `cache` shares (by digest): identical contracts across
+    /// runs take memory once.
     pub fn share_contract_schemas(&mut self, cache: &crate::basics::schema::ValidatorCache) {
         for node in &mut self.nodes {
             for contract in [&mut node.input_contract, &mut node.output_contract] {
-                contract.schema = cache.shared_schema(&contract.schema_key, &contract.schema);
+                (contract.schema_key, contract.schema, contract.provenance) = cache.shared_parts(
+                    &contract.schema_key,
+                    &contract.schema,
+                    &contract.provenance,
+                );
             }
         }
     }

@@ -74,7 +74,7 @@ async fn a_stream_cut_mid_answer_is_retried_and_voided_with_a_restart() {
         .iter()
         .map(|delta| match delta {
             ModelDelta::Text(text) => text.as_str(),
-            ModelDelta::Restarted | ModelDelta::FellBack { .. } => unreachable!("one restart"),
+            ModelDelta::Restarted | ModelDelta::FellBack(_) => unreachable!("one restart"),
         })
         .collect();
     assert_eq!(after_restart, answer.content);

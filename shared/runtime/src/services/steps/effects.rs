@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::StepService;
 use crate::error::{LlmError, RuntimeError, StoreError};
-use crate::ports::ModelDelta;
+use crate::ports::{ModelDelta, ModelFallback};
 
 impl StepService {
     /// Performs an effect and pairs it with what it produced; provider
@@ -28,9 +28,15 @@ impl StepService {
     ) -> Result<Performed, RuntimeError> {
         Ok(match effect {
             Effect::CallModel(call) => {
-                let answered = self
-                    .call_model_streaming(state, &call.node_id, &call.request, call.stream_deltas)
-                    .await;
+                // Each effect's future boxed: the step holds only the one it
+                // waits on, not room for the largest of them.
+                let answered = Box::pin(self.call_model_streaming(
+                    state,
+                    &call.node_id,
+                    &call.request,
+                    call.stream_deltas,
+                ))
+                .await;
                 Performed::CallModel(call, answered)
             }
             Effect::AskJudge(call) => {
@@ -44,21 +50,21 @@ impl StepService {
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?;
                 // A judge's text is not streamed (the panel reports
                 // `progress`); a fallback is still told, on the panel node.
-                let answered = self
-                    .complete_noting_fallbacks(state, &call.node_id, &request)
-                    .await?;
+                let answered =
+                    Box::pin(self.complete_noting_fallbacks(state, &call.node_id, &request))
+                        .await?;
                 Performed::AskJudge(call, answered)
             }
             Effect::Converse(call) => {
-                let outcome = self.converse(state, &call).await?;
+                let outcome = Box::pin(self.converse(state, &call)).await?;
                 Performed::Converse(call, outcome)
             }
             Effect::StartChildRun(start) => {
-                self.start_child_run(&start).await?;
+                Box::pin(self.start_child_run(&start)).await?;
                 Performed::StartChildRun(start)
             }
             Effect::ReviewPlan(review) => {
-                let answered = self.complete_unstreamed(&review.request).await;
+                let answered = Box::pin(self.complete_unstreamed(&review.request)).await;
                 Performed::ReviewPlan(review, answered)
             }
             Effect::Notify(delivery) => {
@@ -79,7 +85,7 @@ impl StepService {
             }
             Effect::DraftPlan(call) => {
                 // The rejected drafts' frames go with the planning step's commit.
-                let answered = self.complete_unstreamed(&call.request).await;
+                let answered = Box::pin(self.complete_unstreamed(&call.request)).await;
                 Performed::DraftPlan(call, answered)
             }
         })
@@ -110,7 +116,8 @@ impl StepService {
             .await
             .map_err(|error| model_failure(&error));
         while let Ok(delta) = receiver.try_recv() {
-            if let ModelDelta::FellBack { from, to, cause } = delta {
+            if let ModelDelta::FellBack(fallback) = delta {
+                let ModelFallback { from, to, cause } = *fallback;
                 self.note_fallback(state, node_id, &from, &to, &cause)
                     .await?;
             }
@@ -176,7 +183,8 @@ impl StepService {
                 break;
             };
             // A fallback is told whether or not text streams.
-            if let ModelDelta::FellBack { from, to, cause } = &delta {
+            if let ModelDelta::FellBack(fallback) = &delta {
+                let ModelFallback { from, to, cause } = fallback.as_ref();
                 keep_first(
                     &mut first_error,
                     self.flush_delta(state, node_id, &mut buffer).await,
@@ -217,7 +225,7 @@ impl StepService {
                     );
                     flush_due = None;
                 }
-                ModelDelta::FellBack { .. } => {}
+                ModelDelta::FellBack(_) => {}
             }
         }
         keep_first(

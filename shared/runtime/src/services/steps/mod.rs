@@ -199,18 +199,23 @@ impl StepService {
                 return Ok(StepOutcome::NotYetDue { remaining });
             }
         }
-        let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+        // Store calls are boxed (here and below): a step's future is as large
+        // as its largest await, and it stays that large while it waits on a
+        // model; ten thousand runs in flight each hold one.
+        let Some(stored) = Box::pin(self.store.load_run(tenant_id, run_id)).await? else {
             return Ok(StepOutcome::RunNotFound);
         };
         if is_stale(&stored.state, &message.command) {
-            self.relay.resend_pending(tenant_id, run_id).await?;
+            Box::pin(self.relay.resend_pending(tenant_id, run_id)).await?;
             return Ok(StepOutcome::Stale);
         }
         // A plan is drafted and judged against the tenant's capability
         // snapshot; once planned, nodes carry their own compiled contracts.
         let registry = match message.command {
             StepCommand::Plan | StepCommand::Replan { .. } => {
-                self.capabilities.snapshot(tenant_id).await?.registry
+                Box::pin(self.capabilities.snapshot(tenant_id))
+                    .await?
+                    .registry
             }
             StepCommand::ExecuteNode { .. }
             | StepCommand::AskJudge { .. }
@@ -224,32 +229,39 @@ impl StepService {
         let StoredRun { state, version } = stored;
         let advance = begin_step(&state, &message.command, self.clock.now(), &engine)?;
         let mut held_claim: Option<HeldClaim> = None;
-        let performed = self
-            .perform_effects(message, state, advance, &engine, &mut held_claim, deadline)
-            .await;
-        let outcome = match performed {
-            Ok(Effects::Ended(outcome)) => return Ok(outcome),
-            Ok(Effects::Decided {
-                decision,
-                performed,
-            }) => {
-                self.commit_reapplying_on_conflict(message, version, *decision, performed, &engine)
+        let performed = Box::pin(self.perform_effects(
+            message,
+            state,
+            advance,
+            &engine,
+            &mut held_claim,
+            deadline,
+        ))
+        .await;
+        let outcome =
+            match performed {
+                Ok(Effects::Ended(outcome)) => return Ok(outcome),
+                Ok(Effects::Decided {
+                    decision,
+                    performed,
+                }) => {
+                    Box::pin(self.commit_reapplying_on_conflict(
+                        message, version, *decision, performed, &engine,
+                    ))
                     .await
-            }
-            Err(error) => Err(error),
-        };
+                }
+                Err(error) => Err(error),
+            };
         if outcome.is_err()
             && let Some(claim) = &held_claim
-            && let Err(error) = self
-                .store
-                .release_claim(
-                    tenant_id,
-                    run_id,
-                    &claim.stored_key,
-                    claim.attempt,
-                    &claim.claimant,
-                )
-                .await
+            && let Err(error) = Box::pin(self.store.release_claim(
+                tenant_id,
+                run_id,
+                &claim.stored_key,
+                claim.attempt,
+                &claim.claimant,
+            ))
+            .await
         {
             tracing::warn!(%error, "could not release the claim after a lost result; it expires with its lease");
         }
@@ -274,7 +286,7 @@ impl StepService {
         loop {
             match advance {
                 StepAdvance::Stale => {
-                    self.relay.resend_pending(tenant_id, run_id).await?;
+                    Box::pin(self.relay.resend_pending(tenant_id, run_id)).await?;
                     return Ok(Effects::Ended(StepOutcome::Stale));
                 }
                 StepAdvance::Decided(decision) => {
@@ -293,7 +305,7 @@ impl StepService {
                     self.time_left(deadline)?;
                     let claim_frames = effect.take_claim_frames();
                     if let Some((key, attempt)) = effect.claim() {
-                        match self.claim(message, key, attempt, claim_frames).await? {
+                        match Box::pin(self.claim(message, key, attempt, claim_frames)).await? {
                             Ok(claim) => *held_claim = Some(claim),
                             Err(busy) => return Ok(Effects::Ended(busy)),
                         }

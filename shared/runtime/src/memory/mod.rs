@@ -14,6 +14,9 @@ use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use tokio::sync::Notify;
 
+mod event_log;
+
+use self::event_log::{CompactEventLog, decode_frames};
 use crate::clock::SystemClock;
 use crate::error::StoreError;
 use crate::ports::{
@@ -35,11 +38,11 @@ struct Lease {
 struct RunRecord {
     state: RunState,
     version: u64,
-    /// The event log, each frame kept as its compact JSON: a frame's
-    /// `serde_json::Value` payload takes several times its text in memory,
-    /// and a process holding ten thousand runs keeps every frame.
-    events: Vec<Box<[u8]>>,
-    outbox: BTreeMap<String, OutboxEntry>,
+    /// The event log, compact (see [`CompactEventLog`]).
+    events: CompactEventLog,
+    /// Boxed entries: a map's node holds eleven slots, and most runs have
+    /// one message or none pending.
+    outbox: BTreeMap<String, Box<OutboxEntry>>,
     leases: HashMap<(String, u32), Lease>,
     /// Entries beside the run, by key (`baton_core::entries`).
     entries: BTreeMap<String, RunEntry>,
@@ -47,20 +50,23 @@ struct RunRecord {
 
 impl RunRecord {
     fn append(&mut self, drafts: Vec<EventDraft>) -> u64 {
-        for draft in drafts {
-            let sequence = self.events.len() as u64 + 1;
-            let frame = draft.into_frame(sequence, &self.state.run_id, &self.state.correlation_id);
-            // Serializing a frame built from typed payloads cannot fail.
-            let text = serde_json::to_vec(&frame).unwrap_or_default();
-            self.events.push(text.into_boxed_slice());
+        self.events.append(drafts)
+    }
+
+    /// A settled run keeps its log compressed and no leases (it refuses
+    /// claims); a commit that takes it up again starts afresh.
+    fn settle_if_terminal(&mut self) {
+        if self.state.status.is_terminal() {
+            self.events.seal();
+            self.leases = HashMap::new();
         }
-        self.events.len() as u64
     }
 }
 
 #[derive(Default)]
 struct StoreTables {
-    runs: HashMap<(String, String), RunRecord>,
+    /// Boxed records: the table keeps free slots as it grows.
+    runs: HashMap<(String, String), Box<RunRecord>>,
     run_id_by_idempotency_key: HashMap<(String, String), String>,
 }
 
@@ -68,12 +74,14 @@ impl StoreTables {
     fn run(&self, tenant_id: &str, run_id: &str) -> Result<&RunRecord, StoreError> {
         self.runs
             .get(&(tenant_id.to_string(), run_id.to_string()))
+            .map(|record| &**record)
             .ok_or(StoreError::RunNotFound)
     }
 
     fn run_mut(&mut self, tenant_id: &str, run_id: &str) -> Result<&mut RunRecord, StoreError> {
         self.runs
             .get_mut(&(tenant_id.to_string(), run_id.to_string()))
+            .map(|record| &mut **record)
             .ok_or(StoreError::RunNotFound)
     }
 }
@@ -141,17 +149,17 @@ impl RunStore for InMemoryRunStore {
         let mut record = RunRecord {
             state: state.clone(),
             version: 1,
-            events: Vec::new(),
+            events: CompactEventLog::default(),
             outbox: outbox
                 .into_iter()
                 .map(|message| {
                     (
                         message.message_id.clone(),
-                        OutboxEntry {
+                        Box::new(OutboxEntry {
                             message,
                             sent: false,
                             written_at_millis: self.clock.now().unix_millis(),
-                        },
+                        }),
                     )
                 })
                 .collect(),
@@ -159,9 +167,10 @@ impl RunStore for InMemoryRunStore {
             entries: BTreeMap::new(),
         };
         record.append(events);
-        tables
-            .runs
-            .insert((state.tenant_id.clone(), state.run_id.clone()), record);
+        tables.runs.insert(
+            (state.tenant_id.clone(), state.run_id.clone()),
+            Box::new(record),
+        );
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(CreateOutcome::Created)
@@ -275,17 +284,18 @@ impl RunStore for InMemoryRunStore {
         record.state = commit.state;
         record.version += 1;
         record.append(commit.events);
+        record.settle_if_terminal();
         if let Some(message_id) = &commit.consumed_message_id {
             record.outbox.remove(message_id);
         }
         for message in commit.outbox {
             record.outbox.insert(
                 message.message_id.clone(),
-                OutboxEntry {
+                Box::new(OutboxEntry {
                     message,
                     sent: false,
                     written_at_millis: self.clock.now().unix_millis(),
-                },
+                }),
             );
         }
         for entry in commit.entries {
@@ -324,7 +334,7 @@ impl RunStore for InMemoryRunStore {
         if record.state.status.is_terminal() {
             // Nothing lands after the terminal frame (a twin attempt's
             // deltas, still streaming when the run ended).
-            return Ok(record.events.len() as u64);
+            return Ok(record.events.len());
         }
         let last = record.append(events);
         drop(tables);
@@ -340,21 +350,19 @@ impl RunStore for InMemoryRunStore {
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
         // Copied under the lock, decoded after it.
-        let texts: Vec<Box<[u8]>> = {
+        let (text, ends, run_id, correlation_id) = {
             let tables = self.tables.lock().map_err(|_| poisoned())?;
             let record = tables.run(tenant_id, run_id)?;
-            let start = usize::try_from(after_sequence)
-                .unwrap_or(usize::MAX)
-                .min(record.events.len());
-            record.events[start..].iter().take(limit).cloned().collect()
+            let (text, ends) = record.events.copy_after(after_sequence, limit)?;
+            let state = &record.state;
+            (
+                text,
+                ends,
+                state.run_id.clone(),
+                state.correlation_id.clone(),
+            )
         };
-        texts
-            .iter()
-            .map(|text| {
-                serde_json::from_slice(text)
-                    .map_err(|error| StoreError::Corrupt(format!("an event frame: {error}")))
-            })
-            .collect()
+        decode_frames(&text, &ends, &run_id, &correlation_id)
     }
 
     async fn pending_outbox(
