@@ -332,6 +332,12 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "policy_trigger_action_table",
     ),
     (
+        "$.policies.runtime[].trigger.budget",
+        Behaviour,
+        "shared/runtime/tests/budgets.rs",
+        "a_budget_policy_parks_the_run_for_approval_which_allows_another_budget",
+    ),
+    (
         "$.policies.runtime[].action",
         Behaviour,
         GOVERNANCE,

@@ -253,6 +253,25 @@ impl TaskEnvelope {
                     "must be a non-empty string",
                 ));
             }
+            if let crate::contracts::policies::PolicyTrigger::OnBudgetExceeded { budget } =
+                &policy.trigger
+            {
+                if !matches!(
+                    policy.action,
+                    crate::contracts::policies::PolicyAction::Hitl { .. }
+                ) {
+                    return Err(invalid(
+                        format!("$.policies.runtime[{index}].action"),
+                        "an onBudgetExceeded policy parks the run for approval: its action must be `hitl` (without one, the run ends budget_exceeded)",
+                    ));
+                }
+                if self.constraints.max_cost_usd.is_none() {
+                    return Err(invalid(
+                        format!("$.policies.runtime[{index}].trigger.budget"),
+                        format!("the run sets no budget to exceed: set {}", budget.path()),
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -128,7 +128,30 @@ pub enum PolicyTrigger {
         metric: String,
         threshold: f64,
     },
+    /// A budget is used up before a node's model call: with a `hitl`
+    /// action the run parks for approval instead of ending
+    /// `budget_exceeded`; approval allows another budget's worth.
+    OnBudgetExceeded {
+        budget: BudgetField,
+    },
     Manual,
+}
+
+/// A budget a policy may park the run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub enum BudgetField {
+    /// `constraints.maxCostUsd`.
+    #[serde(rename = "maxCostUsd")]
+    MaxCostUsd,
+}
+
+impl BudgetField {
+    /// The envelope field the budget is set in, as frames name it.
+    pub fn path(self) -> &'static str {
+        match self {
+            BudgetField::MaxCostUsd => "$.constraints.maxCostUsd",
+        }
+    }
 }
 
 /// The canonical action union after §5.10 (no `goto`).

@@ -13,14 +13,24 @@
 //!   durable timers, at 80% (the warning) and at the end, which ends the
 //!   run on time even while a model call is in flight (its late answer is
 //!   stale); every model call is checked against it too.
+//! - Parking: a runtime policy `onBudgetExceeded` (`maxCostUsd`) with a
+//!   `hitl` action parks the run instead, before the node's call: the node
+//!   goes back to pending (its attempt unspent) and an approval request
+//!   holds the run. Approval allows another budget's worth (the limit
+//!   becomes the budget times one plus the approvals so far, and the 80%
+//!   warning is said again against it) and the node runs; rejection ends
+//!   the run `budget_exceeded` (or applies the policy's `rejectAction`).
 
 use crate::basics::codes::{FailureCode, WarningCode};
 use crate::basics::instant::Instant;
+use crate::contracts::policies::{BudgetField, PolicyTrigger};
 use crate::records::governance::{TimerPurpose, deadline_timer_id};
+use crate::state::run::StepCommand;
 use crate::state::run::{NodeStatus, RunState, RunStatus};
 use crate::wire::frames::{self, BudgetReport};
 
 use super::StepContext;
+use super::policy::{self, Applied, Occurrence};
 
 const COST_FIELD: &str = "$.constraints.maxCostUsd";
 const DURATION_FIELD: &str = "$.constraints.maxDurationSeconds";
@@ -28,7 +38,14 @@ const DURATION_FIELD: &str = "$.constraints.maxDurationSeconds";
 const NEARLY_SPENT: f64 = 0.8;
 
 fn cost_report(state: &RunState, node_id: Option<&str>) -> Option<BudgetReport> {
-    let limit = state.envelope.constraints.max_cost_usd?;
+    let budget = state.envelope.constraints.max_cost_usd?;
+    let grants = state
+        .governance
+        .budget_grants
+        .get(COST_FIELD)
+        .copied()
+        .unwrap_or(0);
+    let limit = budget * f64::from(1 + grants);
     Some(BudgetReport {
         field: COST_FIELD.into(),
         unit: "usd".into(),
@@ -76,6 +93,102 @@ fn said(report: &BudgetReport) -> String {
             report.spent, report.field, report.limit
         ),
     }
+}
+
+/// Parks the run for approval when an `onBudgetExceeded` policy asks for it
+/// and the budget was used up before a node's model call. False when no
+/// policy parks it (the caller ends the run).
+pub(super) fn park_for_approval(
+    step: &mut StepContext<'_, '_>,
+    command: &StepCommand,
+    report: &BudgetReport,
+) -> Result<bool, crate::CoreError> {
+    let StepCommand::ExecuteNode { node_id, attempt } = command else {
+        return Ok(false);
+    };
+    let Some(plan) = step.state.plan.clone() else {
+        return Ok(false);
+    };
+    let Some(node) = plan.node(node_id) else {
+        return Ok(false);
+    };
+    let occurrence = Occurrence::BudgetExceeded { node, report };
+    if policy::matching(&step.state, &occurrence).is_empty() {
+        return Ok(false);
+    }
+    // The node waits, its attempt unspent: it is scheduled again (with the
+    // same attempt number) once the hold is lifted.
+    if let Some(record) = step.state.nodes.get_mut(node_id)
+        && record.current_attempt == *attempt
+    {
+        record.status = NodeStatus::Pending;
+        record.current_attempt = attempt.saturating_sub(1);
+    }
+    if policy::fire(step, &occurrence)? == Applied::Ended {
+        return Ok(true);
+    }
+    policy::continue_run(step)?;
+    Ok(true)
+}
+
+/// Whether `policy_id` is an `onBudgetExceeded` policy of this run: its
+/// approval allows another budget's worth (and the warning again).
+pub(super) fn grant_another_budget(step: &mut StepContext<'_, '_>, policy_id: &str) -> bool {
+    let budget = step
+        .state
+        .envelope
+        .policies
+        .runtime
+        .iter()
+        .find_map(|policy| match &policy.trigger {
+            PolicyTrigger::OnBudgetExceeded { budget } if policy.id == policy_id => Some(*budget),
+            _ => None,
+        });
+    let Some(BudgetField::MaxCostUsd) = budget else {
+        return false;
+    };
+    let field = BudgetField::MaxCostUsd.path().to_string();
+    *step
+        .state
+        .governance
+        .budget_grants
+        .entry(field.clone())
+        .or_insert(0) += 1;
+    step.state.governance.budgets_warned.remove(&field);
+    true
+}
+
+/// A rejected approval of `policy_id`'s: when it is an `onBudgetExceeded`
+/// policy's, the run ends `budget_exceeded` (true), as it would have with
+/// no policy.
+pub(super) fn end_on_rejection(
+    step: &mut StepContext<'_, '_>,
+    policy_id: &str,
+    node_id: Option<&str>,
+) -> bool {
+    let parks = step.state.envelope.policies.runtime.iter().any(|policy| {
+        policy.id == policy_id && matches!(policy.trigger, PolicyTrigger::OnBudgetExceeded { .. })
+    });
+    match cost_report(&step.state, node_id) {
+        Some(report) if parks => {
+            end_over_budget(step, report);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The operator prompt of a parked run's approval request.
+pub(super) fn approval_prompt(report: &BudgetReport, base_limit: f64) -> String {
+    let node = report
+        .node_id
+        .as_deref()
+        .map(|node_id| format!(" ({node_id}'s model call waits)"))
+        .unwrap_or_default();
+    format!(
+        "{}{node}: approve to allow another ${base_limit}, or reject to end the run.",
+        said(report)
+    )
 }
 
 /// Ends the run `budget_exceeded`, naming the budget, the spend and the node.

@@ -117,11 +117,14 @@ pub fn resolve_approval(
         resolution.note,
     );
     step.state.governance.hold = None;
+    let policy_id = request.policy_id.clone().unwrap_or_default();
+    if resolution.decision == ApprovalDecision::Approve {
+        super::budget::grant_another_budget(&mut step, &policy_id);
+    }
     let chained = match resolution.decision {
         ApprovalDecision::Approve => request.approve_action.clone(),
         ApprovalDecision::Reject => request.reject_action.clone(),
     };
-    let policy_id = request.policy_id.clone().unwrap_or_default();
     let plan = step.state.plan.clone();
     let node = request
         .pending_node_id
@@ -141,6 +144,15 @@ pub fn resolve_approval(
                 Applied::Ended | Applied::Held => return Ok(Ok(step.into_decision())),
                 Applied::Continue | Applied::Replanned => {}
             }
+        }
+        None if resolution.decision == ApprovalDecision::Reject
+            && super::budget::end_on_rejection(
+                &mut step,
+                &policy_id,
+                request.pending_node_id.as_deref(),
+            ) =>
+        {
+            return Ok(Ok(step.into_decision()));
         }
         None if resolution.decision == ApprovalDecision::Reject => {
             let note = resolution

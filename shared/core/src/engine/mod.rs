@@ -391,9 +391,11 @@ pub fn begin_step(
         && let Some(report) = budget::used_up_before_a_call(state, now, command_node(command))
     {
         // `constraints.maxCostUsd` or `maxDurationSeconds` is used up: no
-        // more model calls.
+        // more model calls (unless a policy parks the run for approval).
         let mut step = StepContext::new(state.clone(), now, engine);
-        budget::end_over_budget(&mut step, report);
+        if !budget::park_for_approval(&mut step, command, &report)? {
+            budget::end_over_budget(&mut step, report);
+        }
         return Ok(StepAdvance::Decided(Box::new(step.into_decision())));
     }
     match command {

@@ -41,6 +41,11 @@ pub(super) enum Occurrence<'a> {
     Manual {
         policy_id: &'a str,
     },
+    /// A budget was used up before `node`'s model call.
+    BudgetExceeded {
+        node: &'a PlanNode,
+        report: &'a frames::BudgetReport,
+    },
 }
 
 /// What applying an action did to the run.
@@ -222,6 +227,21 @@ pub(super) fn matching(
                     (details, key)
                 })
             }
+            (
+                PolicyTrigger::OnBudgetExceeded { budget },
+                Occurrence::BudgetExceeded { node, report },
+            ) if budget.path() == report.field => {
+                let mut details = node_details("onBudgetExceeded", node);
+                details.metric = Some(report.field.clone());
+                details.value = Some(report.spent);
+                details.threshold = Some(report.limit);
+                // Once per budget's worth: after an approval it may fire again.
+                let grants = state.governance.budget_grants.get(&report.field).copied();
+                Some((
+                    details,
+                    format!("budget:{}:{}", report.field, grants.unwrap_or(0)),
+                ))
+            }
             (PolicyTrigger::Manual, Occurrence::Manual { policy_id })
                 if *policy_id == policy.id =>
             {
@@ -259,9 +279,9 @@ pub(super) fn fire(
     occurrence: &Occurrence<'_>,
 ) -> Result<Applied, CoreError> {
     let node = match occurrence {
-        Occurrence::NodeComplete { node, .. } | Occurrence::ValidationFail { node, .. } => {
-            Some(*node)
-        }
+        Occurrence::NodeComplete { node, .. }
+        | Occurrence::ValidationFail { node, .. }
+        | Occurrence::BudgetExceeded { node, .. } => Some(*node),
         Occurrence::Timeout { node, .. } => *node,
         Occurrence::Start | Occurrence::Manual { .. } => None,
     };
@@ -353,13 +373,32 @@ pub(super) fn apply(
             approve_action,
             reject_action,
         } => {
-            let prompt = rationale.clone().unwrap_or_else(|| match node {
-                Some(node) => format!(
-                    "Policy {policy_id} asks for approval of node {} ({}).",
-                    node.node_id, node.capability_id
-                ),
-                None => format!("Policy {policy_id} asks for approval to continue."),
+            let budget_prompt = (trigger.kind == "onBudgetExceeded").then(|| {
+                let report = frames::BudgetReport {
+                    field: trigger.metric.clone().unwrap_or_default(),
+                    unit: "usd".into(),
+                    limit: trigger.threshold.unwrap_or_default(),
+                    spent: trigger.value.unwrap_or_default(),
+                    node_id: trigger.node_id.clone(),
+                };
+                let base = step
+                    .state
+                    .envelope
+                    .constraints
+                    .max_cost_usd
+                    .unwrap_or_default();
+                super::budget::approval_prompt(&report, base)
             });
+            let prompt = rationale
+                .clone()
+                .or(budget_prompt)
+                .unwrap_or_else(|| match node {
+                    Some(node) => format!(
+                        "Policy {policy_id} asks for approval of node {} ({}).",
+                        node.node_id, node.capability_id
+                    ),
+                    None => format!("Policy {policy_id} asks for approval to continue."),
+                });
             let request = HitlRequest {
                 request_id: next_request_id(&mut step.state),
                 kind: HitlKind::Approval,

@@ -50,6 +50,10 @@ pub struct Governance {
     /// written: each is said once.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub budgets_warned: BTreeSet<String>,
+    /// Approvals an `onBudgetExceeded` policy obtained, by budget field:
+    /// each allows another budget's worth.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub budget_grants: BTreeMap<String, u32>,
 }
 
 /// A node that handed its facets to the next capability, and why.

@@ -16,14 +16,15 @@ use crate::wire::event::{EventDraft, EventType};
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TriggerDetails {
     /// `onStart`, `onNodeComplete`, `onValidationFail`, `onTimeout`,
-    /// `onMetricBelow`, `manual`; for chained and built-in changes:
-    /// `hitl_resolved`, `attempts_exhausted`.
+    /// `onMetricBelow`, `onBudgetExceeded`, `manual`; for chained and
+    /// built-in changes: `hitl_resolved`, `attempts_exhausted`.
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability_id: Option<String>,
-    /// `onMetricBelow`: the metric, its value and the threshold.
+    /// `onMetricBelow`: the metric, its value and the threshold
+    /// (`onBudgetExceeded`: the budget's field, the spend and the limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
