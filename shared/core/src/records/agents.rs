@@ -72,6 +72,10 @@ pub struct PendingToolCall {
     /// The child run it started, while the session waits for it to end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_run_id: Option<String>,
+    /// When the model asked for it (Unix ms; 0 in a state written before
+    /// it was kept): its `tool_result` says how long it took.
+    #[serde(default)]
+    pub requested_at_millis: u64,
 }
 
 /// One node attempt's session, kept in the run state between its steps.

@@ -228,10 +228,26 @@ pub(super) fn finish_call(
     tool_name: &str,
     outcome: ToolOutcome,
 ) {
+    let mut duration_ms = None;
     if let Some(session) = step.state.sessions.get_mut(&node.node_id) {
+        let requested_at = session
+            .pending
+            .iter()
+            .find(|call| call.call_id == call_id)
+            .map(|call| call.requested_at_millis)
+            .filter(|requested_at| *requested_at > 0);
+        duration_ms = requested_at.map(|at| step.now.unix_millis().saturating_sub(at));
         session.pending.retain(|call| call.call_id != call_id);
     }
-    record_result(step, &node.node_id, turn, call_id, tool_name, outcome);
+    record_result(
+        step,
+        &node.node_id,
+        turn,
+        call_id,
+        tool_name,
+        outcome,
+        duration_ms,
+    );
     let parallel = node
         .agent()
         .as_ref()
@@ -247,6 +263,7 @@ pub(super) fn record_result(
     call_id: &str,
     tool_name: &str,
     outcome: ToolOutcome,
+    duration_ms: Option<u64>,
 ) {
     let (content, payload) = match outcome {
         ToolOutcome::Succeeded(result) => (
@@ -257,6 +274,7 @@ pub(super) fn record_result(
                 turn,
                 result: Some(result),
                 error: None,
+                duration_ms,
             },
         ),
         ToolOutcome::Failed { message, retryable } => (
@@ -267,6 +285,7 @@ pub(super) fn record_result(
                 turn,
                 result: None,
                 error: Some(message),
+                duration_ms,
             },
         ),
     };

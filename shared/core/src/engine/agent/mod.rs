@@ -468,6 +468,7 @@ fn take_tool_calls(
                         arguments,
                         dispatched: false,
                         child_run_id: None,
+                        requested_at_millis: step.now.unix_millis(),
                     });
                 }
             }
@@ -478,6 +479,7 @@ fn take_tool_calls(
                 &call.id,
                 &call.name,
                 ToolOutcome::failed(error),
+                None,
             ),
         }
     }

@@ -251,12 +251,13 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
     assert_eq!(first.state.nodes["node_1"].status, NodeStatus::Deliberating);
     assert!(is_stale(&first.state, &node_command("node_1", 1)));
 
-    // Step 2: the tool, under its own lease and idempotency key.
+    // Step 2: the tool, under its own lease and idempotency key, answering
+    // 1.5 s after the model asked for it.
     let (execution, second) = tool_step(
         &first.state,
         &tool_command(0, "call_1"),
         ToolOutcome::Succeeded(json!({"found": ["a fact"]})),
-        NOW,
+        NOW.plus(std::time::Duration::from_millis(1500)),
         &context,
     );
     assert_eq!(execution.claim_key.storage_key(), "node_1#turn0#call_1");
@@ -265,7 +266,7 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
     assert_eq!(event_types(&second), ["tool_result", "agent_state"]);
     assert_eq!(
         payload_of(&second, EventType::ToolResult),
-        json!({"toolName": "lookup", "callId": "call_1", "turn": 0, "result": {"found": ["a fact"]}})
+        json!({"toolName": "lookup", "callId": "call_1", "turn": 0, "result": {"found": ["a fact"]}, "durationMs": 1500})
     );
     assert_eq!(
         payload_of(&second, EventType::AgentState)["state"],

@@ -38,6 +38,10 @@ pub struct ToolResultPayload {
     pub result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// From the model's request of the call to its result (absent for a
+    /// call refused before it ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
 }
 
 pub fn tool_result(stamp: &FrameStamp, node_id: &str, payload: &ToolResultPayload) -> EventDraft {
