@@ -1,5 +1,6 @@
 //! The orchestrator's counters, read off the frames every commit writes:
-//! planner requests, rejections, generated and updated plans, policy
+//! planner requests, rejections, generated and updated plans, plans an
+//! agent drafted for review and their reviews (by verdict), policy
 //! triggers (by action), approval and question requests (by kind) and their
 //! resolutions (by decision), validation retries, runs ended (by status),
 //! and a histogram of node durations by capability.
@@ -66,6 +67,11 @@ pub fn observations(state: Option<&RunState>, events: &[EventDraft]) -> Vec<Obse
             EventType::PlanRejected => seen.push(count("planner_rejections", None)),
             EventType::PlanGenerated => seen.push(count("plans_generated", None)),
             EventType::PlanUpdated => seen.push(count("plans_updated", None)),
+            EventType::PlanReadyForReview => seen.push(count("plans_ready_for_review", None)),
+            EventType::PlanReview => seen.push(count(
+                "plan_reviews",
+                Some(("verdict", text(&event.payload, "/verdict"))),
+            )),
             EventType::PolicyTriggered => seen.push(count(
                 "policy_triggers",
                 Some(("action", text(&event.payload, "/actionDetails/type"))),

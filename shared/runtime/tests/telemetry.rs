@@ -1,7 +1,8 @@
 //! The counters read off committed frames (`telemetry::ObservedRunStore`
 //! around the in-memory store): a completed run and a run held for an
 //! approval counted in the Prometheus text, node durations by capability,
-//! and the CloudWatch EMF lines each commit hands to the sink.
+//! the CloudWatch EMF lines each commit hands to the sink, and plan reviews
+//! counted by verdict.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -136,4 +137,39 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
         .collect();
     assert_eq!(ended.len(), 1);
     assert_eq!(ended[0]["status"], "completed");
+}
+
+#[test]
+fn plans_drafted_for_review_and_their_reviews_are_counted_by_verdict() {
+    use baton_core::event::{EventDraft, EventType};
+    use baton_runtime::telemetry::{Observation, observations};
+    let at = "2026-11-26T00:00:00.000Z";
+    let review = |verdict: &str| {
+        EventDraft::new(EventType::PlanReview, at, 1)
+            .node("node_1")
+            .payload(json!({"verdict": verdict, "notes": "", "plan": {}}))
+    };
+    let drafted = EventDraft::new(EventType::PlanReadyForReview, at, 1).node("node_1");
+    let seen = observations(
+        None,
+        &[drafted, review("approved"), review("needs_changes")],
+    );
+    let counted: Vec<(&str, Option<(&str, &str)>)> = seen
+        .iter()
+        .map(|observation| match observation {
+            Observation::Count { name, label } => (
+                *name,
+                label.as_ref().map(|(key, value)| (*key, value.as_str())),
+            ),
+            Observation::NodeDuration { .. } => panic!("no node ended: {observation:?}"),
+        })
+        .collect();
+    assert_eq!(
+        counted,
+        [
+            ("plans_ready_for_review", None),
+            ("plan_reviews", Some(("verdict", "approved"))),
+            ("plan_reviews", Some(("verdict", "needs_changes"))),
+        ]
+    );
 }
