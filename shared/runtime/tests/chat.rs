@@ -155,6 +155,7 @@ async fn the_second_message_of_a_thread_sees_the_first_exchange() {
             "agent_state",
             "delta",
             "message",
+            "agent_state",
             "node_complete",
             "metrics",
             "phase",
@@ -240,11 +241,12 @@ async fn a_specialist_gets_its_own_instructions_and_never_the_orchestrators() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_orchestrator_gets_the_context_types_guidance() {
     let chat = chat();
-    chat.say(ChatRequest {
-        context_type: Some("project_audit".into()),
-        ..message("Audit the project.")
-    })
-    .await;
+    let (run_id, _) = chat
+        .say(ChatRequest {
+            context_type: Some("project_audit".into()),
+            ..message("Audit the project.")
+        })
+        .await;
     let registry = repository_registry();
     let section = registry
         .context_guidance("project_audit")
@@ -252,6 +254,35 @@ async fn the_orchestrator_gets_the_context_types_guidance() {
         .prompt_section();
     let requests = chat.model.requests.lock().unwrap().clone();
     assert!(requests[0].0.system_instruction.ends_with(&section));
+    // Every agent_state says the conversation's context type; the last says
+    // the agent waits for the person once it has answered.
+    let frames = chat
+        .services
+        .runs
+        .read_all_events_after("t", &run_id, 0)
+        .await
+        .unwrap();
+    let states: Vec<(String, String)> = frames
+        .iter()
+        .filter(|frame| frame.event_type.as_str() == "agent_state")
+        .map(|frame| {
+            let payload = frame.payload.as_ref().unwrap();
+            (
+                payload["state"].as_str().unwrap().to_string(),
+                payload["contextType"]
+                    .as_str()
+                    .unwrap_or("none")
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("thinking".to_string(), "project_audit".to_string()),
+            ("waiting_on_user".to_string(), "project_audit".to_string())
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

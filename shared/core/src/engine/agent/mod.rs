@@ -90,14 +90,22 @@ fn deliberating(state: &RunState, node_id: &str, attempt: u32) -> bool {
 }
 
 /// The context type a run's conversation is about (`metadata.contextType`).
+/// The conversation's context type: the chat message's, else the
+/// envelope's `metadata.contextType`.
 pub(super) fn context_type(state: &RunState) -> Option<String> {
-    state
-        .envelope
-        .metadata
+    let chat = state
+        .chat
         .as_ref()
-        .and_then(|metadata| metadata.get("contextType"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
+        .and_then(|turn| turn.context_type.clone());
+    chat.or_else(|| {
+        state
+            .envelope
+            .metadata
+            .as_ref()
+            .and_then(|metadata| metadata.get("contextType"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    })
 }
 
 pub(super) fn agent_state_frame(
@@ -373,6 +381,17 @@ fn answered(
         },
     );
     step.emit(said);
+    if node.is_chat() {
+        // The answer is the thread's: the agent now waits for the person.
+        let waiting = agent_state_frame(
+            &step.stamp(),
+            &step.state,
+            &node.node_id,
+            AgentActivity::WaitingOnUser,
+            turns,
+        );
+        step.emit(waiting);
+    }
     if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
         record.status = NodeStatus::Scheduled;
     }
