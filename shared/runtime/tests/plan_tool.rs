@@ -477,6 +477,80 @@ async fn a_call_naming_no_known_output_is_answered_with_the_facets_there_are() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_call_with_only_an_objective_or_free_text_outputs_resolves_them_to_facets() {
+    // `{objective}` alone, as the tool's published schema allows: the output
+    // facet the objective names best is planned, and the result says so.
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(json!({"objective": "Write a summary"})),
+        text("Done."),
+    ]);
+    let session = chat(model);
+    let (run_id, _) = session.say("A summary, please.", None).await;
+    let result = session.plan_result(&run_id).await;
+    assert_eq!(result["status"], "completed", "{result}");
+    assert!(result["outputs"]["summary"]["text"].is_string(), "{result}");
+    assert_eq!(
+        result["resolvedOutputs"],
+        json!([{"requested": "Write a summary", "facet": "summary", "by": "objective"}])
+    );
+
+    // Free text in `requested_outputs`: the facet sharing its words.
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(
+            json!({"objective": "Plan it", "requested_outputs": ["a short summary"],
+                         "execution_mode": "draft_only"}),
+        ),
+        text("Here is the plan."),
+    ]);
+    let session = chat(model);
+    let (run_id, _) = session.say("Plan a short summary.", None).await;
+    let result = session.plan_result(&run_id).await;
+    assert_eq!(result["status"], "pending_review", "{result}");
+    assert_eq!(
+        result["resolvedOutputs"],
+        json!([{"requested": "a short summary", "facet": "summary", "by": "words"}])
+    );
+    assert_eq!(result["plan"]["goalFacets"], json!(["summary"]));
+
+    // Named exactly: nothing to tell.
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(
+            json!({"objective": "Plan it", "requested_outputs": ["summary"],
+                         "execution_mode": "draft_only"}),
+        ),
+        text("Here is the plan."),
+    ]);
+    let session = chat(model);
+    let (run_id, _) = session.say("Plan a summary.", None).await;
+    assert!(
+        session
+            .plan_result(&run_id)
+            .await
+            .get("resolvedOutputs")
+            .is_none()
+    );
+
+    // An objective naming no facet is a tool error the model can fix.
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(json!({"objective": "Compose a sonnet"})),
+        text("I cannot."),
+    ]);
+    let session = chat(model);
+    let (run_id, _) = session.say("A sonnet.", None).await;
+    let frames = session.frames(&run_id).await;
+    let refused = payload(&frames, EventType::ToolResult).unwrap();
+    let error = refused["error"].as_str().unwrap();
+    assert!(
+        error.contains("requested_outputs") && error.contains("`summary`"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn cancelling_a_parent_ends_the_child_run_it_waits_for_at_once() {
     let model = PlanningModel::default();
     model.chat_turns.lock().unwrap().extend([

@@ -1,6 +1,8 @@
 //! The `agent_create_plan` meta-tool: an agent's call becomes a task
 //! envelope (the objective; each requested output a registry facet of the
-//! output contract; the priority entities as a special instruction; the
+//! output contract, named exactly or resolved from free text through the
+//! registry's words, or, when the call names none, the output facet the
+//! objective names best; the priority entities as a special instruction; the
 //! session's inputs and context type), run as a child run of the session
 //! (`auto_execute`), planned and kept for a person's approval
 //! (`draft_only`), or critiqued by a reviewer before it runs
@@ -32,6 +34,31 @@ pub struct PlanToolCall {
     pub objective: String,
     pub mode: ExecutionMode,
     pub envelope: TaskEnvelope,
+    /// How each output became a facet (the tool's result says so when one
+    /// was not named exactly).
+    pub resolved: Vec<ResolvedOutput>,
+}
+
+/// A requested output and the facet it became.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedOutput {
+    /// What the call asked for (the objective, when it named no output).
+    pub requested: String,
+    pub facet: String,
+    /// `name` (the facet's name or title), `words` (the registry's facet
+    /// sharing the most words with it) or `objective`.
+    pub by: &'static str,
+}
+
+impl PlanToolCall {
+    /// The resolutions to tell the model: none when every output was named.
+    pub fn resolutions_to_tell(&self) -> Option<Value> {
+        self.resolved
+            .iter()
+            .any(|resolved| resolved.by != "name")
+            .then(|| serde_json::to_value(&self.resolved).unwrap_or(Value::Null))
+    }
 }
 
 pub use crate::records::chat::PlanDraft;
@@ -66,13 +93,80 @@ pub fn parse_plan_call(
         .filter_map(Value::as_str)
         .map(str::to_string)
         .collect();
-    let envelope = child_envelope(&objective, &requested, arguments, state, registry)?;
+    let resolved = resolve_outputs(&objective, &requested, registry)?;
+    let envelope = child_envelope(&objective, &resolved, arguments, state, registry)?;
     Ok(PlanToolCall {
         objective,
         mode,
         envelope: TaskEnvelope::parse_value(&envelope)
             .map_err(|error| format!("the plan's envelope is invalid: {error}"))?,
+        resolved,
     })
+}
+
+/// Each requested output as a facet: by name or title, else the output
+/// facet sharing the most words with it; with none requested, the output
+/// facet the objective names best. An output that resolves to nothing is
+/// an error the model reads (with the facets there are).
+fn resolve_outputs(
+    objective: &str,
+    requested: &[String],
+    registry: &Registry,
+) -> Result<Vec<ResolvedOutput>, Refusal> {
+    if requested.is_empty() {
+        let Some(facet) = output_facet_by_words(registry, objective) else {
+            return Err(format!(
+                "name the deliverables in `requested_outputs` (facets of the registry; registry_search lists them): the objective names none of them, e.g. {}",
+                output_facet_names(registry)
+            )
+            .into());
+        };
+        return Ok(vec![ResolvedOutput {
+            requested: objective.to_string(),
+            facet,
+            by: "objective",
+        }]);
+    }
+    let mut resolved: Vec<ResolvedOutput> = Vec::new();
+    for output in requested {
+        let (facet, by) = match facet_named(registry, output) {
+            Some(facet) => (facet, "name"),
+            None => match output_facet_by_words(registry, output) {
+                Some(facet) => (facet, "words"),
+                None => {
+                    return Err(format!(
+                        "`{output}` is not a facet of the registry; requested outputs are facets such as {}",
+                        output_facet_names(registry)
+                    )
+                    .into());
+                }
+            },
+        };
+        if resolved.iter().all(|earlier| earlier.facet != facet) {
+            resolved.push(ResolvedOutput {
+                requested: output.clone(),
+                facet,
+                by,
+            });
+        }
+    }
+    Ok(resolved)
+}
+
+/// The output facet (not an input-only one) sharing the most words with
+/// `text`, as `registry_search` ranks them.
+fn output_facet_by_words(registry: &Registry, text: &str) -> Option<String> {
+    let found = crate::catalog::registry_search::search_registry(registry, text, Some("facet"), 25);
+    found["matches"]
+        .as_array()?
+        .iter()
+        .filter_map(|found| found["id"].as_str())
+        .find(|name| {
+            registry.facets.get(name).is_some_and(|facet| {
+                facet.direction != crate::contracts::facet::FacetDirection::Input
+            })
+        })
+        .map(str::to_string)
 }
 
 /// The facet a requested output names: its name, or its title, in any case.
@@ -87,29 +181,17 @@ fn facet_named(registry: &Registry, requested: &str) -> Option<String> {
 
 fn child_envelope(
     objective: &str,
-    requested: &[String],
+    resolved: &[ResolvedOutput],
     arguments: &Value,
     state: &RunState,
     registry: &Registry,
 ) -> Result<Value, Refusal> {
-    if requested.is_empty() {
-        return Err(format!(
-            "name the deliverables in `requested_outputs` (facets of the registry; registry_search lists them), e.g. {}",
-            output_facet_names(registry)
-        ).into());
-    }
     let mut properties = Map::new();
     let mut required = Vec::new();
-    for output in requested {
-        let Some(facet_name) = facet_named(registry, output) else {
-            return Err(format!(
-                "`{output}` is not a facet of the registry; requested outputs are facets such as {}",
-                output_facet_names(registry)
-            ).into());
-        };
-        if let Some(facet) = registry.facets.get(&facet_name) {
-            properties.insert(facet_name.clone(), facet.schema.clone());
-            required.push(Value::String(facet_name));
+    for output in resolved {
+        if let Some(facet) = registry.facets.get(&output.facet) {
+            properties.insert(output.facet.clone(), facet.schema.clone());
+            required.push(Value::String(output.facet.clone()));
         }
     }
     let mut special_instructions: Vec<Value> = state

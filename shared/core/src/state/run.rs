@@ -166,6 +166,16 @@ impl RunState {
             summary["failure"] =
                 serde_json::json!({"code": failure.code, "message": failure.message});
         }
+        // How the parent's free-text outputs became facets
+        // (`agent_create_plan`), when they were not named exactly.
+        if let Some(resolved) = state
+            .envelope
+            .metadata
+            .as_ref()
+            .and_then(|metadata| metadata.get("resolvedOutputs"))
+        {
+            summary["resolvedOutputs"] = resolved.clone();
+        }
         summary
     }
 

@@ -140,6 +140,15 @@ pub(super) fn begin_plan_call(
         Ok(call) => call,
         Err(message) => return Ok(site.answer(engine, ToolOutcome::failed(message))),
     };
+    // Outputs not named exactly: the envelope keeps how they were resolved,
+    // and every result of the call says it (the child run's summary too).
+    let resolutions = call.resolutions_to_tell();
+    if let Some(resolutions) = &resolutions {
+        call.envelope
+            .metadata
+            .get_or_insert_with(Default::default)
+            .insert("resolvedOutputs".into(), resolutions.clone());
+    }
     // An approved draft runs as it was planned.
     let approved = pending_draft(site.state, &call.objective);
     if call.mode == ExecutionMode::AutoExecute
@@ -155,7 +164,12 @@ pub(super) fn begin_plan_call(
         )))),
         ExecutionMode::DraftOnly => {
             let mut step = StepContext::new(site.state.clone(), site.now, engine);
-            let outcome = keep_draft(&mut step, site, &call.objective, &call.envelope);
+            let mut outcome = keep_draft(&mut step, site, &call.objective, &call.envelope);
+            if let (ToolOutcome::Succeeded(result), Some(resolutions)) =
+                (&mut outcome, &resolutions)
+            {
+                result["resolvedOutputs"] = resolutions.clone();
+            }
             site.finish(&mut step, outcome);
             Ok(step.into_advance())
         }
@@ -168,7 +182,10 @@ pub(super) fn begin_plan_call(
                 .chat_settings()
                 .map(|settings| settings.plan_review_instructions.clone())
                 .unwrap_or_default();
-            let draft = plan_summary(&plan);
+            let mut draft = plan_summary(&plan);
+            if let Some(resolutions) = &resolutions {
+                draft["resolvedOutputs"] = resolutions.clone();
+            }
             let request = crate::state::context::ModelRequest {
                 system_instruction: reviewer,
                 user_message: json!({"objective": call.objective, "plan": draft}).to_string(),
