@@ -25,6 +25,9 @@ pub struct ChatOptions {
     pub thread: Option<String>,
     pub agent: Option<String>,
     pub context_type: Option<String>,
+    /// A JSON file of facet values.
+    pub inputs: Option<PathBuf>,
+    pub entity_id: Option<String>,
     pub format: OutputFormat,
     pub store: crate::StoreChoice,
     pub registry: Option<PathBuf>,
@@ -50,11 +53,17 @@ pub async fn chat(options: ChatOptions) -> u8 {
         Ok(parts) => parts,
         Err(code) => return code,
     };
+    let inputs = match options.inputs.as_deref().map(read_inputs).transpose() {
+        Ok(inputs) => inputs.unwrap_or_default(),
+        Err(code) => return code,
+    };
     let mut request = ChatRequest {
         message: String::new(),
         thread_id: options.thread.clone(),
         agent: options.agent.clone(),
         context_type: options.context_type.clone(),
+        inputs,
+        entity_id: options.entity_id.clone(),
     };
     if let Some(message) = options.message {
         request.message = message;
@@ -109,4 +118,21 @@ async fn say(
     let code = drive_and_print(services, queue, &submitted.run_id, 0, format).await;
     eprintln!("baton: thread {}", submitted.thread_id);
     (code, Some(submitted.thread_id))
+}
+
+/// `--inputs FILE`: a JSON object of facet values.
+fn read_inputs(path: &std::path::Path) -> Result<serde_json::Map<String, serde_json::Value>, u8> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| invalid(format!("cannot read {}: {error}", path.display())))?;
+    match serde_json::from_str(&text) {
+        Ok(serde_json::Value::Object(inputs)) => Ok(inputs),
+        Ok(_) => Err(invalid(format!(
+            "{}: the inputs must be a JSON object of facet values",
+            path.display()
+        ))),
+        Err(error) => Err(invalid(format!(
+            "{}: not valid JSON: {error}",
+            path.display()
+        ))),
+    }
 }

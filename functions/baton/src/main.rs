@@ -108,6 +108,13 @@ enum Command {
         /// A context type of the registry (`registry/contexts/`).
         #[arg(long = "context-type")]
         context_type: Option<String>,
+        /// A JSON file of facet values (`{"facet": value}`) for the plans
+        /// the conversation creates.
+        #[arg(long)]
+        inputs: Option<PathBuf>,
+        /// The entity the conversation is about.
+        #[arg(long = "entity")]
+        entity_id: Option<String>,
         #[arg(long)]
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
@@ -297,6 +304,8 @@ fn main() -> ExitCode {
                 thread,
                 agent,
                 context_type,
+                inputs,
+                entity_id,
                 registry,
                 format,
                 store,
@@ -306,6 +315,8 @@ fn main() -> ExitCode {
                     thread,
                     agent,
                     context_type,
+                    inputs,
+                    entity_id,
                     format,
                     store,
                     registry,

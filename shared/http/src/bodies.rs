@@ -135,6 +135,14 @@ pub struct ChatMessageRequest {
     /// A context type of the registry (its guidance joins the prompt).
     #[serde(default)]
     pub context_type: Option<String>,
+    /// Facet values for the plans the conversation creates (checked
+    /// against each facet's schema: 422 naming `$.inputs.<facet>`).
+    #[serde(default)]
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+    /// The entity the conversation is about (the default scope of the
+    /// plans it creates).
+    #[serde(default)]
+    pub entity_id: Option<String>,
 }
 
 // ---- responses ----

@@ -1,6 +1,7 @@
 //! `POST /api/v1/chat`: one chat message in, the chat run's frames out
 //! (SSE, `?dialect=hooks` too). The body is `{message, threadId?, agent?,
-//! contextType?}`; the run's `complete` carries `{message, threadId}`.
+//! contextType?, inputs?, entityId?}`; the run's `complete` carries
+//! `{message, threadId}`.
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -42,6 +43,8 @@ fn chat_request(body: &Bytes) -> Result<ChatRequest, ApiError> {
         thread_id: optional(body.thread_id, "threadId")?,
         agent: optional(body.agent, "agent")?,
         context_type: optional(body.context_type, "contextType")?,
+        inputs: body.inputs,
+        entity_id: optional(body.entity_id, "entityId")?,
     })
 }
 

@@ -200,19 +200,17 @@ fn chat(model: PlanningModel) -> Chat {
 impl Chat {
     /// Sends a message and runs everything to the end: (run id, output).
     async fn say(&self, message: &str, thread: Option<&str>) -> (String, Value) {
-        let submitted = self
-            .services
-            .runs
-            .submit_chat(
-                "t",
-                &ChatRequest {
-                    message: message.into(),
-                    thread_id: thread.map(str::to_string),
-                    ..ChatRequest::default()
-                },
-            )
-            .await
-            .unwrap();
+        self.send(ChatRequest {
+            message: message.into(),
+            thread_id: thread.map(str::to_string),
+            ..ChatRequest::default()
+        })
+        .await
+    }
+
+    /// Sends `request` and runs everything to the end: (run id, output).
+    async fn send(&self, request: ChatRequest) -> (String, Value) {
+        let submitted = self.services.runs.submit_chat("t", &request).await.unwrap();
         let runner = LocalRunner {
             steps: self.services.steps.clone(),
             runs: self.services.runs.clone(),
@@ -548,6 +546,99 @@ async fn a_call_with_only_an_objective_or_free_text_outputs_resolves_them_to_fac
         error.contains("requested_outputs") && error.contains("`summary`"),
         "{error}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_messages_inputs_and_entity_reach_the_plans_its_agent_creates() {
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(json!({"objective": "Summarise the outline", "requested_outputs": ["summary"]})),
+        text("Done."),
+    ]);
+    let session = chat(model);
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("outline".into(), json!({"text": "Chapter one, then two."}));
+    let (run_id, _) = session
+        .send(ChatRequest {
+            message: "Summarise my outline.".into(),
+            inputs,
+            entity_id: Some("project-42".into()),
+            ..ChatRequest::default()
+        })
+        .await;
+    let seen = session.model.seen.lock().unwrap().clone();
+    let system = &seen[0].0.system_instruction;
+    assert!(
+        system.contains("`project-42`") && system.contains("outline"),
+        "the agent is told the entity and the inputs: {system}"
+    );
+    let result = session.plan_result(&run_id).await;
+    assert_eq!(result["status"], "completed", "{result}");
+    let child_run_id = result["runId"].as_str().unwrap();
+    let child = session
+        .store
+        .load_run("t", child_run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(
+        child.envelope.inputs["outline"]["text"], "Chapter one, then two.",
+        "the person's outline is the child's input"
+    );
+    let planned: Vec<&str> = child
+        .plan
+        .as_ref()
+        .unwrap()
+        .nodes
+        .iter()
+        .map(|node| node.capability_id.as_str())
+        .collect();
+    assert_eq!(
+        planned,
+        ["summary.write"],
+        "no outline is written: it was given"
+    );
+    assert_eq!(
+        child.envelope.metadata.as_ref().unwrap()["entityId"],
+        "project-42"
+    );
+    assert_eq!(*session.model.node_calls.lock().unwrap(), 1);
+
+    // An input breaking its facet's schema is refused, naming its path.
+    let mut bad = serde_json::Map::new();
+    bad.insert("outline".into(), json!({"text": 7}));
+    let error = session
+        .services
+        .runs
+        .submit_chat(
+            "t",
+            &ChatRequest {
+                message: "Summarise.".into(),
+                inputs: bad,
+                ..ChatRequest::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("$.inputs.outline.text"),
+        "{error}"
+    );
+    let error = session
+        .services
+        .runs
+        .submit_chat(
+            "t",
+            &ChatRequest {
+                message: "Summarise.".into(),
+                entity_id: Some("  ".into()),
+                ..ChatRequest::default()
+            },
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("$.entityId"), "{error}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -91,6 +91,18 @@ pub fn chat_plan(
                 }
                 instructions.push_str("\nWhen the person approves one, call agent_create_plan with execution_mode auto_execute and exactly that objective: the drafted plan runs.");
             }
+            if let Some(entity_id) = &turn.entity_id {
+                instructions.push_str(&format!(
+                    "\n\nThe conversation is about the entity `{entity_id}`: it is the default scope of the plans you create."
+                ));
+            }
+            if !turn.inputs.is_empty() {
+                let names: Vec<&str> = turn.inputs.keys().map(String::as_str).collect();
+                instructions.push_str(&format!(
+                    "\n\nThe person gave these inputs, which the plans you create receive: {}.",
+                    names.join(", ")
+                ));
+            }
             if let Some(guidance) = turn
                 .context_type
                 .as_deref()

@@ -93,6 +93,14 @@ pub struct ChatTurn {
     /// Plans drafted during this message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub new_drafts: Vec<PlanDraft>,
+    /// Facet values the person gave with the message: the chat run's
+    /// envelope inputs, which the plans its agent creates consume.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub inputs: serde_json::Map<String, Value>,
+    /// The entity the conversation is about (the envelope's
+    /// `metadata.entityId`, passed on to the plans its agent creates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity_id: Option<String>,
 }
 
 impl ChatTurn {
@@ -119,11 +127,16 @@ pub fn chat_envelope(turn: &ChatTurn) -> Result<TaskEnvelope, crate::basics::err
     } else {
         turn.message.clone()
     };
-    TaskEnvelope::parse_value(&json!({
+    let mut envelope = json!({
         "objective": objective,
         "outputContract": {"schema": chat_output_schema()},
         "threadId": turn.thread_id,
-    }))
+        "inputs": turn.inputs,
+    });
+    if let Some(entity_id) = &turn.entity_id {
+        envelope["metadata"] = json!({"entityId": entity_id});
+    }
+    TaskEnvelope::parse_value(&envelope)
 }
 
 /// A plan kept for approval (`draft_only`): what running it needs.

@@ -214,6 +214,14 @@ fn child_envelope(
         )));
     }
     let mut metadata = Map::new();
+    if let Some(entity_id) = state
+        .envelope
+        .metadata
+        .as_ref()
+        .and_then(|parent| parent.get("entityId"))
+    {
+        metadata.insert("entityId".into(), entity_id.clone());
+    }
     if let Some(context_type) = state
         .chat
         .as_ref()

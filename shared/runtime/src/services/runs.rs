@@ -183,7 +183,17 @@ impl RunService {
                 }
                 other => RuntimeError::Core(other),
             })?;
-        for (key, value) in &envelope.inputs {
+        self.check_inputs(&envelope.inputs)?;
+        Ok(envelope)
+    }
+
+    /// Each input that names a registry facet must match its schema (an
+    /// error names the path under `$.inputs`).
+    pub(crate) fn check_inputs(
+        &self,
+        inputs: &serde_json::Map<String, Value>,
+    ) -> Result<(), RuntimeError> {
+        for (key, value) in inputs {
             let Some(facet) = self.registry.facets.get(key) else {
                 continue;
             };
@@ -196,7 +206,7 @@ impl RunService {
                 });
             }
         }
-        Ok(envelope)
+        Ok(())
     }
 
     /// Creates a run for `tenant_id` and queues its planning step. Nothing

@@ -23,7 +23,15 @@ pub struct ChatRequest {
     pub agent: Option<String>,
     /// A context type of the registry (its guidance joins the prompt).
     pub context_type: Option<String>,
+    /// Facet values for the plans the conversation creates (each checked
+    /// against its facet's schema, as an envelope's inputs are).
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+    /// The entity the conversation is about.
+    pub entity_id: Option<String>,
 }
+
+/// The longest `entityId` a chat message takes.
+const MAX_ENTITY_ID_CHARS: usize = 256;
 
 impl RunService {
     /// Starts a chat run for `request`. An unknown thread is an error
@@ -40,6 +48,17 @@ impl RunService {
             request.context_type.as_deref(),
         )
         .map_err(|(path, message)| RuntimeError::InvalidInput { path, message })?;
+        self.check_inputs(&request.inputs)?;
+        if let Some(entity_id) = &request.entity_id
+            && (entity_id.trim().is_empty() || entity_id.chars().count() > MAX_ENTITY_ID_CHARS)
+        {
+            return Err(RuntimeError::InvalidInput {
+                path: "$.entityId".into(),
+                message: format!(
+                    "must be a non-empty string of at most {MAX_ENTITY_ID_CHARS} characters"
+                ),
+            });
+        }
         if request.message.chars().count() > MAX_CHAT_MESSAGE_CHARS {
             return Err(RuntimeError::InvalidInput {
                 path: "$.message".into(),
@@ -83,6 +102,8 @@ impl RunService {
             history,
             pending_drafts,
             new_drafts: Vec::new(),
+            inputs: request.inputs.clone(),
+            entity_id: request.entity_id.clone(),
         };
         let decision = start_chat_run(identity, turn, self.clock.now())?;
         self.store
