@@ -9,6 +9,11 @@
 //! bounds this figure: it says that the path holds at this scale (every run
 //! completes once, over the real adapters), not what AWS would do.
 //!
+//! `BATON_SCALE_RUNS`, `BATON_SCALE_MODEL_DELAY_MS`, and
+//! `BATON_SCALE_MAX_IN_FLIGHT` (the worker's bound on steps in flight; the
+//! default lets every run's step wait at once, which the one-process
+//! emulator answers one request at a time).
+//!
 //!   cargo bench -p baton-aws --bench scale_moto
 //!
 //! `BATON_SCALE_RUNS` (default 1,000) and `BATON_SCALE_MODEL_DELAY_MS`
@@ -45,6 +50,11 @@ fn percentile(sorted: &[u64], share: f64) -> u64 {
 fn main() {
     let runs = usize::try_from(setting("BATON_SCALE_RUNS", 1_000)).unwrap();
     let delay_ms = setting("BATON_SCALE_MODEL_DELAY_MS", 200);
+    let max_in_flight = usize::try_from(setting(
+        "BATON_SCALE_MAX_IN_FLIGHT",
+        baton_runtime::worker::DEFAULT_MAX_STEPS_IN_FLIGHT as u64,
+    ))
+    .unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -89,7 +99,7 @@ fn main() {
             async {
                 let _ = stopped.await;
             },
-            baton_runtime::worker::DEFAULT_MAX_STEPS_IN_FLIGHT,
+            max_in_flight,
         ));
         // Every run's five model calls were made: then look at the runs.
         while model.request_count() < runs * 5 {
@@ -137,7 +147,7 @@ fn main() {
         }
         node_millis.sort_unstable();
         assert_eq!(node_millis.len(), runs * 5, "one node_complete per node");
-        println!("scale over moto: {runs} runs of 5 model nodes, model answering after {delay_ms} ms, one worker");
+        println!("scale over moto: {runs} runs of 5 model nodes, model answering after {delay_ms} ms, one worker, at most {max_in_flight} steps in flight");
         println!("  submitted in           {:>10.2} s", submitted.as_secs_f64());
         println!("  all completed in       {:>10.2} s", wall.as_secs_f64());
         println!("  runs per second        {:>10.1}", runs as f64 / wall.as_secs_f64());
