@@ -159,6 +159,18 @@ fn registry() -> Arc<Registry> {
             .unwrap();
     }
     registry
+        .add_context(
+            baton_core::contexts::ContextGuidance {
+                name: "audit".into(),
+                aliases: Vec::new(),
+                intent: "Check the work".into(),
+                required_behaviors: vec!["Cite the outline".into()],
+                profile: None,
+            },
+            "audit.json",
+        )
+        .unwrap();
+    registry
         .add_chat_document(&RegistryDocument {
             source_name: "chat.json".into(),
             text: json!({
@@ -549,7 +561,7 @@ async fn a_call_with_only_an_objective_or_free_text_outputs_resolves_them_to_fac
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_messages_inputs_and_entity_reach_the_plans_its_agent_creates() {
+async fn a_messages_inputs_entity_and_context_reach_the_plans_its_agent_creates() {
     let model = PlanningModel::default();
     model.chat_turns.lock().unwrap().extend([
         plan_call(json!({"objective": "Summarise the outline", "requested_outputs": ["summary"]})),
@@ -563,6 +575,7 @@ async fn a_messages_inputs_and_entity_reach_the_plans_its_agent_creates() {
             message: "Summarise my outline.".into(),
             inputs,
             entity_id: Some("project-42".into()),
+            context_type: Some("audit".into()),
             ..ChatRequest::default()
         })
         .await;
@@ -602,6 +615,17 @@ async fn a_messages_inputs_and_entity_reach_the_plans_its_agent_creates() {
     assert_eq!(
         child.envelope.metadata.as_ref().unwrap()["entityId"],
         "project-42"
+    );
+    // The context type's guidance reaches the child plan's nodes.
+    assert!(
+        child
+            .envelope
+            .special_instructions
+            .iter()
+            .any(|instruction| instruction.contains("Intent: Check the work")
+                && instruction.contains("Cite the outline")),
+        "{:?}",
+        child.envelope.special_instructions
     );
     assert_eq!(*session.model.node_calls.lock().unwrap(), 1);
 

@@ -227,6 +227,11 @@ fn child_envelope(
         .as_ref()
         .and_then(|chat| chat.context_type.clone())
     {
+        // The context's intent and required behaviours reach every node of
+        // the child plan, as the caller's instructions do.
+        if let Some(guidance) = registry.context_guidance(&context_type) {
+            special_instructions.push(Value::String(guidance.prompt_section()));
+        }
         metadata.insert("contextType".into(), Value::String(context_type));
     }
     Ok(json!({
