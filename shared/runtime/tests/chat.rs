@@ -351,3 +351,53 @@ async fn an_unknown_agent_context_or_thread_is_refused_and_nothing_is_stored() {
     assert_eq!(chat.queue.outstanding(), 0, "nothing was started");
     assert!(chat.model.requests.lock().unwrap().is_empty());
 }
+
+#[test]
+fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
+    let mut registry = (*repository_registry()).clone();
+    let mut settings = registry.chat_settings().unwrap().clone();
+    settings
+        .profile_models
+        .insert("quality".into(), "gpt-4o-mini".into());
+    registry.set_chat_settings(settings, "chat.json").unwrap();
+    let turn = |context_type: &str| baton_core::chat::ChatTurn {
+        thread_id: "thread_1".into(),
+        message: "Audit the project.".into(),
+        agent: None,
+        context_type: Some(context_type.into()),
+        history: Vec::new(),
+        pending_drafts: Vec::new(),
+        new_drafts: Vec::new(),
+        inputs: serde_json::Map::new(),
+        entity_id: None,
+    };
+    let model_of = |context_type: &str| {
+        let plan = baton_core::chat_plan::chat_plan(&turn(context_type), &registry).unwrap();
+        plan.nodes[0]
+            .model
+            .as_ref()
+            .map(|target| target.name.clone())
+    };
+    // `project_audit` wants the `quality` profile: chat.json maps it.
+    assert_eq!(
+        registry
+            .context_guidance("project_audit")
+            .unwrap()
+            .profile
+            .as_deref(),
+        Some("quality")
+    );
+    assert_eq!(model_of("project_audit").as_deref(), Some("gpt-4o-mini"));
+    // `general` wants `balanced`, which chat.json does not map: its model
+    // (none here: the deployment's default).
+    assert_eq!(model_of("general"), None);
+    // A profile naming a model the catalog does not have is refused when
+    // the registry loads.
+    let mut broken = registry.chat_settings().unwrap().clone();
+    broken
+        .profile_models
+        .insert("speed".into(), "no-such-model".into());
+    let (path, message) =
+        baton_core::model_choice::check_chat_model(&broken, registry.models()).unwrap_err();
+    assert_eq!(path, "$.profileModels.speed", "{message}");
+}

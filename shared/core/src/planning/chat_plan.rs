@@ -165,6 +165,10 @@ pub fn chat_plan(
                     .as_deref()
                     .and_then(|agent| registry.capability(agent)),
                 settings,
+                turn.context_type
+                    .as_deref()
+                    .and_then(|context_type| registry.context_guidance(context_type))
+                    .and_then(|guidance| guidance.profile.as_deref()),
                 registry.models(),
             ),
         }],

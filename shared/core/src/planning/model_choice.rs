@@ -123,18 +123,20 @@ pub fn model_for(
 }
 
 /// The model serving a chat reply (tool calls): the specialist
-/// `capability`'s when it names one, else chat.json's for the orchestrator
-/// agent; `None` for the deployment's default.
+/// `capability`'s when it names one, else, for the orchestrator agent,
+/// chat.json's `profileModels` entry for the context type's `profile`,
+/// then chat.json's `model`; `None` for the deployment's default.
 pub fn model_for_chat(
     capability: Option<&CapabilityRegistration>,
     settings: &crate::records::chat::ChatSettings,
+    profile: Option<&str>,
     catalog: &ModelCatalog,
 ) -> Option<ModelTarget> {
     let Some(capability) = capability else {
-        // The orchestrator agent: chat.json's model.
-        return settings
-            .model
-            .as_deref()
+        // The orchestrator agent: its context's profile, then chat.json's model.
+        let by_profile = profile.and_then(|profile| settings.profile_models.get(profile));
+        return by_profile
+            .or(settings.model.as_ref())
             .and_then(|name| target_of(catalog, name));
     };
     capability
@@ -155,6 +157,10 @@ pub fn check_chat_model(
     settings: &crate::records::chat::ChatSettings,
     catalog: &ModelCatalog,
 ) -> Result<(), (String, String)> {
+    for (profile, name) in &settings.profile_models {
+        check_named_model(catalog, name, Some(ModelNeed::Tools))
+            .map_err(|message| (format!("$.profileModels.{profile}"), message))?;
+    }
     match &settings.model {
         Some(name) => check_named_model(catalog, name, Some(ModelNeed::Tools))
             .map_err(|message| ("$.model".to_string(), message)),

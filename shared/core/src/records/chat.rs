@@ -29,6 +29,10 @@ pub struct ChatSettings {
     /// tools); the deployment's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The catalog model a context type's `profile` (`speed`, `balanced`,
+    /// `quality`) picks for the orchestrator agent, before `model`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub profile_models: std::collections::BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
