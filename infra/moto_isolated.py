@@ -24,10 +24,12 @@ match for an index query (a pass over the table, without the sort).
 import copy
 import sys
 import threading
+import time
 
 import moto.dynamodb.models as dynamodb_models
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.table import Table
+import moto.sqs.models as sqs_models
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import run_simple
 
@@ -142,6 +144,14 @@ def query_over_candidates(self, hash_key, *args, **kwargs):
         del self.all_items
 
 
+_moto_unix_time_millis = sqs_models.unix_time_millis
+
+
+def unix_time_millis(dt=None):
+    return time.time() * 1000.0 if dt is None else _moto_unix_time_millis(dt)
+
+
+sqs_models.unix_time_millis = unix_time_millis
 dynamodb_models.copy = _CopyWithoutTables()
 Table.query = query_over_candidates
 DynamoDBBackend.transact_write_items = transact_write_items_with_item_snapshots
