@@ -1743,8 +1743,17 @@ async fn baton_chat_answers_with_a_tool_and_continues_a_thread_across_processes(
             "tool_result",
             "agent_state",
             "message",
+            "agent_state",
             "complete"
         ]
+    );
+    let last_state = frames
+        .iter()
+        .rfind(|frame| frame["type"] == "agent_state")
+        .unwrap();
+    assert_eq!(
+        last_state["payload"]["state"], "waiting_on_user",
+        "once it has answered, the agent waits for the person"
     );
     let result = frames
         .iter()
