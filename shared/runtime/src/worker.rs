@@ -49,14 +49,12 @@ pub async fn process_received_step(
             crate::crash_points::reached(
                 crate::crash_points::CrashPoint::AfterSendBeforeAcknowledge,
             );
-            Box::pin(queue.acknowledge(&received.receipt)).await?;
+            queue.acknowledge(&received.receipt).await?;
         }
-        StepDisposition::Release { after } => {
-            Box::pin(queue.release(&received.receipt, after)).await?
-        }
+        StepDisposition::Release { after } => queue.release(&received.receipt, after).await?,
         StepDisposition::Defer { remaining } => {
-            Box::pin(queue.send_delayed(&received.message, remaining)).await?;
-            Box::pin(queue.acknowledge(&received.receipt)).await?;
+            queue.send_delayed(&received.message, remaining).await?;
+            queue.acknowledge(&received.receipt).await?;
         }
     }
     outcome

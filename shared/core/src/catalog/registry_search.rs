@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::catalog::registry::Registry;
+use crate::contracts::facet::Facet;
 
 /// The `registry_search` tool: capabilities and facets whose names, titles
 /// and descriptions share the most words with `query`, best first (ties by
@@ -44,17 +45,13 @@ pub fn search_registry(
         }
     }
     if kind != Some("capability") {
-        for facet in registry.facets.list() {
-            let text = format!("{} {} {}", facet.name, facet.title, facet.description);
-            let points = score(&text);
-            if points > 0 {
-                matches.push((
-                    points,
-                    facet.name.clone(),
-                    json!({"kind": "facet", "id": facet.name, "title": facet.title,
-                           "summary": facet.description}),
-                ));
-            }
+        for (points, facet) in facets_by_words(registry, query) {
+            matches.push((
+                points,
+                facet.name.clone(),
+                json!({"kind": "facet", "id": facet.name, "title": facet.title,
+                       "summary": facet.description}),
+            ));
         }
     }
     matches.sort_by(|left, right| right.0.cmp(&left.0).then_with(|| left.1.cmp(&right.1)));
@@ -65,6 +62,32 @@ pub fn search_registry(
         .map(|(_, _, found)| found)
         .collect();
     json!({"query": query, "total": total, "matches": shown})
+}
+
+/// The facets whose names, titles and descriptions share words with
+/// `query`, with how many, most first (ties by name).
+pub fn facets_by_words<'r>(registry: &'r Registry, query: &str) -> Vec<(usize, &'r Facet)> {
+    let terms = words(query);
+    let mut found: Vec<(usize, &Facet)> = registry
+        .facets
+        .list()
+        .map(|facet| {
+            let text = words(&format!(
+                "{} {} {}",
+                facet.name, facet.title, facet.description
+            ));
+            let points = terms.iter().filter(|term| text.contains(term)).count();
+            (points, facet)
+        })
+        .filter(|(points, _)| *points > 0)
+        .collect();
+    found.sort_by(|left, right| {
+        right
+            .0
+            .cmp(&left.0)
+            .then_with(|| left.1.name.cmp(&right.1.name))
+    });
+    found
 }
 
 /// Lower-case words of `text`, split on anything but letters and digits

@@ -131,11 +131,10 @@ pub(super) fn park_for_approval(
     Ok(true)
 }
 
-/// Whether `policy_id` is an `onBudgetExceeded` policy of this run: its
-/// approval allows another budget's worth (and the warning again).
-pub(super) fn grant_another_budget(step: &mut StepContext<'_, '_>, policy_id: &str) -> bool {
-    let budget = step
-        .state
+/// The budget `policy_id` parks the run on, when it is one of this run's
+/// `onBudgetExceeded` policies.
+fn parked_budget(state: &RunState, policy_id: &str) -> Option<BudgetField> {
+    state
         .envelope
         .policies
         .runtime
@@ -143,11 +142,16 @@ pub(super) fn grant_another_budget(step: &mut StepContext<'_, '_>, policy_id: &s
         .find_map(|policy| match &policy.trigger {
             PolicyTrigger::OnBudgetExceeded { budget } if policy.id == policy_id => Some(*budget),
             _ => None,
-        });
-    let Some(BudgetField::MaxCostUsd) = budget else {
+        })
+}
+
+/// Whether `policy_id` is an `onBudgetExceeded` policy of this run: its
+/// approval allows another budget's worth (and the warning again).
+pub(super) fn grant_another_budget(step: &mut StepContext<'_, '_>, policy_id: &str) -> bool {
+    let Some(budget) = parked_budget(&step.state, policy_id) else {
         return false;
     };
-    let field = BudgetField::MaxCostUsd.path().to_string();
+    let field = budget.path().to_string();
     *step
         .state
         .governance
@@ -166,9 +170,7 @@ pub(super) fn end_on_rejection(
     policy_id: &str,
     node_id: Option<&str>,
 ) -> bool {
-    let parks = step.state.envelope.policies.runtime.iter().any(|policy| {
-        policy.id == policy_id && matches!(policy.trigger, PolicyTrigger::OnBudgetExceeded { .. })
-    });
+    let parks = parked_budget(&step.state, policy_id).is_some();
     match cost_report(&step.state, node_id) {
         Some(report) if parks => {
             end_over_budget(step, report);
@@ -178,17 +180,33 @@ pub(super) fn end_on_rejection(
     }
 }
 
-/// The operator prompt of a parked run's approval request.
-pub(super) fn approval_prompt(report: &BudgetReport, base_limit: f64) -> String {
+/// The operator prompt of an approval an `onBudgetExceeded` trigger asks
+/// for (its details carry the budget's field, spend and limit); `None` for
+/// any other trigger.
+pub(super) fn approval_prompt(
+    state: &RunState,
+    trigger: &frames::TriggerDetails,
+) -> Option<String> {
+    if trigger.kind != "onBudgetExceeded" {
+        return None;
+    }
+    let report = BudgetReport {
+        field: trigger.metric.clone().unwrap_or_default(),
+        unit: "usd".into(),
+        limit: trigger.threshold.unwrap_or_default(),
+        spent: trigger.value.unwrap_or_default(),
+        node_id: trigger.node_id.clone(),
+    };
+    let another = state.envelope.constraints.max_cost_usd.unwrap_or_default();
     let node = report
         .node_id
         .as_deref()
         .map(|node_id| format!(" ({node_id}'s model call waits)"))
         .unwrap_or_default();
-    format!(
-        "{}{node}: approve to allow another ${base_limit}, or reject to end the run.",
-        said(report)
-    )
+    Some(format!(
+        "{}{node}: approve to allow another ${another}, or reject to end the run.",
+        said(&report)
+    ))
 }
 
 /// Ends the run `budget_exceeded`, naming the budget, the spend and the node.

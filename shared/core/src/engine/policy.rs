@@ -373,22 +373,7 @@ pub(super) fn apply(
             approve_action,
             reject_action,
         } => {
-            let budget_prompt = (trigger.kind == "onBudgetExceeded").then(|| {
-                let report = frames::BudgetReport {
-                    field: trigger.metric.clone().unwrap_or_default(),
-                    unit: "usd".into(),
-                    limit: trigger.threshold.unwrap_or_default(),
-                    spent: trigger.value.unwrap_or_default(),
-                    node_id: trigger.node_id.clone(),
-                };
-                let base = step
-                    .state
-                    .envelope
-                    .constraints
-                    .max_cost_usd
-                    .unwrap_or_default();
-                super::budget::approval_prompt(&report, base)
-            });
+            let budget_prompt = super::budget::approval_prompt(&step.state, trigger);
             let prompt = rationale
                 .clone()
                 .or(budget_prompt)

@@ -156,17 +156,11 @@ fn resolve_outputs(
 /// The output facet (not an input-only one) sharing the most words with
 /// `text`, as `registry_search` ranks them.
 fn output_facet_by_words(registry: &Registry, text: &str) -> Option<String> {
-    let found = crate::catalog::registry_search::search_registry(registry, text, Some("facet"), 25);
-    found["matches"]
-        .as_array()?
-        .iter()
-        .filter_map(|found| found["id"].as_str())
-        .find(|name| {
-            registry.facets.get(name).is_some_and(|facet| {
-                facet.direction != crate::contracts::facet::FacetDirection::Input
-            })
-        })
-        .map(str::to_string)
+    crate::catalog::registry_search::facets_by_words(registry, text)
+        .into_iter()
+        .map(|(_, facet)| facet)
+        .find(|facet| facet.direction != crate::contracts::facet::FacetDirection::Input)
+        .map(|facet| facet.name.clone())
 }
 
 /// The facet a requested output names: its name, or its title, in any case.

@@ -37,11 +37,12 @@ impl CompactEventLog {
     }
 
     /// Appends `drafts` with the next sequence numbers; returns the last.
-    pub(super) fn append(&mut self, drafts: Vec<EventDraft>) -> u64 {
+    /// Fails (changing nothing) only when a sealed log cannot be read back.
+    pub(super) fn append(&mut self, drafts: Vec<EventDraft>) -> Result<u64, StoreError> {
         if drafts.is_empty() {
-            return self.len();
+            return Ok(self.len());
         }
-        self.unseal();
+        self.unseal()?;
         let offset = self.ends.last().copied().unwrap_or(0);
         let mut chunk = Vec::with_capacity(512 * drafts.len());
         for draft in drafts {
@@ -53,7 +54,7 @@ impl CompactEventLog {
             }
         }
         self.chunks.push(chunk.into_boxed_slice());
-        self.len()
+        Ok(self.len())
     }
 
     /// Compresses the log: the run has settled and its log is now read
@@ -66,11 +67,13 @@ impl CompactEventLog {
         }
     }
 
-    fn unseal(&mut self) {
-        if let Some(compressed) = self.sealed.take() {
-            let text = self.plain_text_of(&compressed).unwrap_or_default();
+    fn unseal(&mut self) -> Result<(), StoreError> {
+        if let Some(compressed) = &self.sealed {
+            let text = self.plain_text_of(compressed)?;
             self.chunks = vec![text.into_boxed_slice()];
+            self.sealed = None;
         }
+        Ok(())
     }
 
     fn plain_text_of(&self, compressed: &[u8]) -> Result<Vec<u8>, StoreError> {
@@ -167,9 +170,9 @@ mod tests {
     #[test]
     fn frames_read_back_the_same_plain_and_sealed_and_after_unsealing() {
         let mut log = CompactEventLog::default();
-        assert_eq!(log.append(vec![draft("one"), draft("two")]), 2);
-        assert_eq!(log.append(vec![draft("three")]), 3);
-        assert_eq!(log.append(Vec::new()), 3);
+        assert_eq!(log.append(vec![draft("one"), draft("two")]).unwrap(), 2);
+        assert_eq!(log.append(vec![draft("three")]).unwrap(), 3);
+        assert_eq!(log.append(Vec::new()).unwrap(), 3);
         let read = |log: &CompactEventLog, after: u64, limit: usize| {
             let (text, ends) = log.copy_after(after, limit).unwrap();
             decode_frames(&text, &ends, "run-1", "corr-1").unwrap()
@@ -195,7 +198,7 @@ mod tests {
         assert_eq!(read(&log, 0, 10), plain);
         assert_eq!(read(&log, 1, 1), plain[1..2].to_vec());
         assert!(read(&log, 3, 10).is_empty());
-        assert_eq!(log.append(vec![draft("four")]), 4);
+        assert_eq!(log.append(vec![draft("four")]).unwrap(), 4);
         let after_unsealing = read(&log, 2, 10);
         assert_eq!(after_unsealing[0], plain[2]);
         assert_eq!(after_unsealing[1].message.as_deref(), Some("four"));

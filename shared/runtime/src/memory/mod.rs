@@ -49,7 +49,9 @@ struct RunRecord {
 }
 
 impl RunRecord {
-    fn append(&mut self, drafts: Vec<EventDraft>) -> u64 {
+    /// Appends before anything else of a write changes: it fails (changing
+    /// nothing) only when a settled run's log cannot be read back.
+    fn append(&mut self, drafts: Vec<EventDraft>) -> Result<u64, StoreError> {
         self.events.append(drafts)
     }
 
@@ -166,7 +168,7 @@ impl RunStore for InMemoryRunStore {
             leases: HashMap::new(),
             entries: BTreeMap::new(),
         };
-        record.append(events);
+        record.append(events)?;
         tables.runs.insert(
             (state.tenant_id.clone(), state.run_id.clone()),
             Box::new(record),
@@ -216,6 +218,7 @@ impl RunStore for InMemoryRunStore {
                 lease_expires_at: Instant::from_unix_millis(lease.expires_at_millis),
             });
         }
+        record.append(events_on_claim)?;
         record.leases.insert(
             key,
             Lease {
@@ -223,7 +226,6 @@ impl RunStore for InMemoryRunStore {
                 expires_at_millis: claim.lease_expires_at.unix_millis(),
             },
         );
-        record.append(events_on_claim);
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(ClaimOutcome::Claimed)
@@ -281,9 +283,9 @@ impl RunStore for InMemoryRunStore {
                 expected: commit.expected_version,
             });
         }
+        record.append(commit.events)?;
         record.state = commit.state;
         record.version += 1;
-        record.append(commit.events);
         record.settle_if_terminal();
         if let Some(message_id) = &commit.consumed_message_id {
             record.outbox.remove(message_id);
@@ -336,7 +338,7 @@ impl RunStore for InMemoryRunStore {
             // deltas, still streaming when the run ended).
             return Ok(record.events.len());
         }
-        let last = record.append(events);
+        let last = record.append(events)?;
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(last)

@@ -199,10 +199,11 @@ impl StepService {
                 return Ok(StepOutcome::NotYetDue { remaining });
             }
         }
-        // Store calls are boxed (here and below): a step's future is as large
-        // as its largest await, and it stays that large while it waits on a
-        // model; ten thousand runs in flight each hold one.
-        let Some(stored) = Box::pin(self.store.load_run(tenant_id, run_id)).await? else {
+        // The inner async fns this step awaits are boxed (here and below): a
+        // step's future is as large as its largest await, and it stays that
+        // large while it waits on a model; ten thousand runs in flight each
+        // hold one. Port calls (`async_trait`) come boxed already.
+        let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
             return Ok(StepOutcome::RunNotFound);
         };
         if is_stale(&stored.state, &message.command) {
@@ -254,14 +255,16 @@ impl StepService {
             };
         if outcome.is_err()
             && let Some(claim) = &held_claim
-            && let Err(error) = Box::pin(self.store.release_claim(
-                tenant_id,
-                run_id,
-                &claim.stored_key,
-                claim.attempt,
-                &claim.claimant,
-            ))
-            .await
+            && let Err(error) = self
+                .store
+                .release_claim(
+                    tenant_id,
+                    run_id,
+                    &claim.stored_key,
+                    claim.attempt,
+                    &claim.claimant,
+                )
+                .await
         {
             tracing::warn!(%error, "could not release the claim after a lost result; it expires with its lease");
         }
