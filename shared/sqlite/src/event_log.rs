@@ -26,11 +26,13 @@ pub(crate) fn append(
     drafts: Vec<EventDraft>,
 ) -> Result<u64, StoreError> {
     let (last, correlation_id): (i64, String) = transaction
-        .query_row(
+        .prepare_cached(
             "SELECT last_sequence, correlation_id FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
-            params![tenant_id, run_id],
-            |row| Ok((row.get(0)?, row.get(1)?)),
         )
+        .map_err(unavailable)?
+        .query_row(params![tenant_id, run_id], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
         .optional()
         .map_err(unavailable)?
         .ok_or(StoreError::RunNotFound)?;
@@ -54,9 +56,9 @@ pub(crate) fn append_unless_settled(
     drafts: Vec<EventDraft>,
 ) -> Result<Appended, StoreError> {
     let (last, correlation_id, status): (i64, String, String) = transaction
-        .query_row(
-            "SELECT last_sequence, correlation_id, status FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
-            params![tenant_id, run_id],
+        .prepare_cached("SELECT last_sequence, correlation_id, status FROM runs WHERE tenant_id = ?1 AND run_id = ?2")
+                .map_err(unavailable)?
+                .query_row(params![tenant_id, run_id],
             |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
         )
         .optional()
@@ -106,10 +108,9 @@ fn insert_events(
             .map_err(unavailable)?;
     }
     transaction
-        .execute(
-            "UPDATE runs SET last_sequence = ?3 WHERE tenant_id = ?1 AND run_id = ?2",
-            params![tenant_id, run_id, as_i64(sequence)],
-        )
+        .prepare_cached("UPDATE runs SET last_sequence = ?3 WHERE tenant_id = ?1 AND run_id = ?2")
+        .map_err(unavailable)?
+        .execute(params![tenant_id, run_id, as_i64(sequence)])
         .map_err(unavailable)?;
     Ok(sequence)
 }

@@ -30,10 +30,10 @@ impl SqliteStore {
         self.with_connection(move |connection| without_fsync(connection, |connection| {
             let transaction = begin(connection)?;
             let held: Option<(String, i64, String)> = transaction
-                .query_row(
-                    "SELECT claimant, expires_at_millis, owner FROM leases
-                     WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3 AND attempt = ?4",
-                    params![tenant_id, run_id, node_id, attempt],
+                .prepare_cached("SELECT claimant, expires_at_millis, owner FROM leases
+                     WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3 AND attempt = ?4")
+                .map_err(unavailable)?
+                .query_row(params![tenant_id, run_id, node_id, attempt],
                     |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
                 )
                 .optional()
@@ -50,10 +50,10 @@ impl SqliteStore {
                 });
             }
             transaction
-                .execute(
-                    "INSERT OR REPLACE INTO leases (tenant_id, run_id, node_id, attempt, claimant, expires_at_millis, owner)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![tenant_id, run_id, node_id, attempt, claimant, expires, process.token()],
+                .prepare_cached("INSERT OR REPLACE INTO leases (tenant_id, run_id, node_id, attempt, claimant, expires_at_millis, owner)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+                .map_err(unavailable)?
+                .execute(params![tenant_id, run_id, node_id, attempt, claimant, expires, process.token()],
                 )
                 .map_err(unavailable)?;
             if let Appended::RunSettled(_) =
@@ -87,10 +87,10 @@ impl SqliteStore {
         self.with_connection(move |connection| {
             without_fsync(connection, |connection| {
                 let renewed = connection
-                .execute(
-                    "UPDATE leases SET expires_at_millis = ?6 WHERE tenant_id = ?1 AND run_id = ?2
-                     AND node_id = ?3 AND attempt = ?4 AND claimant = ?5",
-                    params![values.0, values.1, values.2, values.3, values.4, values.5],
+                .prepare_cached("UPDATE leases SET expires_at_millis = ?6 WHERE tenant_id = ?1 AND run_id = ?2
+                     AND node_id = ?3 AND attempt = ?4 AND claimant = ?5")
+                .map_err(unavailable)?
+                .execute(params![values.0, values.1, values.2, values.3, values.4, values.5],
                 )
                 .map_err(unavailable)?;
                 Ok(renewed == 1)
@@ -117,11 +117,12 @@ impl SqliteStore {
         self.with_connection(move |connection| {
             without_fsync(connection, |connection| {
                 connection
-                    .execute(
+                    .prepare_cached(
                         "DELETE FROM leases WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3
                      AND attempt = ?4 AND claimant = ?5",
-                        params![values.0, values.1, values.2, values.3, values.4],
                     )
+                    .map_err(unavailable)?
+                    .execute(params![values.0, values.1, values.2, values.3, values.4])
                     .map_err(unavailable)?;
                 Ok(())
             })

@@ -8,7 +8,7 @@
 //!
 //! | table | key | columns |
 //! | --- | --- | --- |
-//! | `runs` | `tenant_id, run_id` | `state` (JSON), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis` |
+//! | `runs` | `tenant_id, run_id` | `state` (LZ4-compressed JSON, `state_column`; JSON text in files written before), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis` |
 //! | `idempotency` | `tenant_id, idempotency_key` | `run_id` |
 //! | `events` | `tenant_id, run_id, sequence` | `frame` (JSON) |
 //! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis`, `owner` (the claiming process's token: a lease of a dead process is void at once; the column is added on open to files written before it) |
@@ -34,6 +34,7 @@
 //! events); every query is scoped by tenant.
 
 mod claimants;
+mod connection_thread;
 mod entries;
 mod event_log;
 mod group_commit;
@@ -41,12 +42,13 @@ mod leases;
 mod rows;
 mod run_list_query;
 mod run_store;
+mod state_column;
 mod threads;
 
 pub use run_store::RunSummary;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::StoreError;
@@ -129,7 +131,9 @@ CREATE TABLE IF NOT EXISTS threads (
 /// `RunStore` and `CapabilityDirectory` on one SQLite file.
 #[derive(Clone)]
 pub struct SqliteStore {
-    connection: Arc<Mutex<Connection>>,
+    /// The one thread that owns the connection: every call is a job sent to
+    /// it (`connection_thread`).
+    connection: Arc<connection_thread::ConnectionThread>,
     /// Stamps outbox entries and run creation (the orchestrator's clock).
     clock: Arc<dyn Clock>,
     /// This process's registration beside the file: leases carry its token.
@@ -194,7 +198,7 @@ impl SqliteStore {
         setup.commit().map_err(unavailable)?;
         let claimant_process = Arc::new(claimants::ClaimantProcess::register(path)?);
         Ok(SqliteStore {
-            connection: Arc::new(Mutex::new(connection)),
+            connection: Arc::new(connection_thread::ConnectionThread::start(connection)?),
             clock: Arc::new(SystemClock),
             claimant_process,
             group: Arc::default(),
@@ -207,22 +211,14 @@ impl SqliteStore {
         self
     }
 
-    /// Runs `work` on the connection on a blocking thread (SQLite calls
-    /// block; the async executor must not).
+    /// Runs `work` on the connection's own thread (SQLite calls block; the
+    /// async executor must not) and answers with its result.
     pub(crate) async fn with_connection<T, F>(&self, work: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let connection = self.connection.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut connection = connection
-                .lock()
-                .map_err(|_| unavailable("connection lock poisoned"))?;
-            work(&mut connection)
-        })
-        .await
-        .map_err(|error| unavailable(format!("store task failed: {error}")))?
+        self.connection.run(work).await
     }
 }
 

@@ -2,11 +2,9 @@
 //! first by `(created_at_millis, run_id)` (the listing's ordering key).
 
 use baton_core::listing::{RunListPage, RunListQuery, RunListing};
-use baton_core::run::RunState;
 use baton_runtime::error::StoreError;
 use rusqlite::params;
 
-use crate::rows::from_json;
 use crate::{SqliteStore, unavailable};
 
 impl SqliteStore {
@@ -25,7 +23,7 @@ impl SqliteStore {
             None => (None, None),
         };
         let fetch = i64::try_from(query.limit + 1).unwrap_or(i64::MAX);
-        let states: Vec<String> = self
+        let states: Vec<crate::state_column::StoredState> = self
             .with_connection(move |connection| {
                 let mut statement = connection
                     .prepare_cached(
@@ -47,7 +45,7 @@ impl SqliteStore {
             .await?;
         let listed = states
             .iter()
-            .map(|state| from_json::<RunState>(state).map(|state| RunListing::of(&state)))
+            .map(|state| state.parse().map(|state| RunListing::of(&state)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RunListPage::from_newest_first(listed, query.limit))
     }

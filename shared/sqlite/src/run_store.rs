@@ -13,6 +13,7 @@ use rusqlite::{OptionalExtension, params};
 
 use crate::event_log::{Appended, append, append_unless_settled};
 use crate::rows::{as_i64, begin, from_json, millis, texts, to_json, without_fsync};
+use crate::state_column::{StoredState, encode_state};
 use crate::{SqliteStore, unavailable};
 
 fn write_outbox(
@@ -48,10 +49,11 @@ fn consume_outbox_entry(
 ) -> Result<(), StoreError> {
     if let Some(message_id) = message_id {
         transaction
-            .execute(
+            .prepare_cached(
                 "DELETE FROM outbox WHERE tenant_id = ?1 AND run_id = ?2 AND message_id = ?3",
-                params![tenant_id, run_id, message_id],
             )
+            .map_err(unavailable)?
+            .execute(params![tenant_id, run_id, message_id])
             .map_err(unavailable)?;
     }
     Ok(())
@@ -78,7 +80,7 @@ impl SqliteStore {
     ) -> Result<Vec<RunSummary>, StoreError> {
         let tenant_id = tenant_id.to_string();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows: Vec<(String, i64)> = self
+        let rows: Vec<(StoredState, i64)> = self
             .with_connection(move |connection| {
                 let mut statement = connection
                     .prepare_cached(
@@ -96,7 +98,7 @@ impl SqliteStore {
             .await?;
         rows.iter()
             .map(|(state, version)| {
-                let state: RunState = from_json(state)?;
+                let state: RunState = state.parse()?;
                 Ok(RunSummary {
                     status: state.status.as_str().to_string(),
                     objective: state.envelope.objective.clone(),
@@ -145,7 +147,7 @@ impl RunStore for SqliteStore {
         idempotency_key: Option<&str>,
     ) -> Result<CreateOutcome, StoreError> {
         let state = state.clone();
-        let state_json = to_json(&state)?;
+        let state_json = encode_state(&state)?;
         let key = idempotency_key.map(str::to_string);
         let now = millis(self.clock.now());
         // The run's own creation time, so the runs list's order and cursor
@@ -155,9 +157,9 @@ impl RunStore for SqliteStore {
             let transaction = begin(connection)?;
             if let Some(key) = &key {
                 let existing: Option<String> = transaction
-                    .query_row(
-                        "SELECT run_id FROM idempotency WHERE tenant_id = ?1 AND idempotency_key = ?2",
-                        params![state.tenant_id, key],
+                    .prepare_cached("SELECT run_id FROM idempotency WHERE tenant_id = ?1 AND idempotency_key = ?2")
+                .map_err(unavailable)?
+                .query_row(params![state.tenant_id, key],
                         |row| row.get(0),
                     )
                     .optional()
@@ -166,17 +168,17 @@ impl RunStore for SqliteStore {
                     return Ok(CreateOutcome::AlreadyExists { run_id });
                 }
                 transaction
-                    .execute(
-                        "INSERT INTO idempotency (tenant_id, idempotency_key, run_id) VALUES (?1, ?2, ?3)",
-                        params![state.tenant_id, key, state.run_id],
+                    .prepare_cached("INSERT INTO idempotency (tenant_id, idempotency_key, run_id) VALUES (?1, ?2, ?3)")
+                .map_err(unavailable)?
+                .execute(params![state.tenant_id, key, state.run_id],
                     )
                     .map_err(unavailable)?;
             }
             transaction
-                .execute(
-                    "INSERT INTO runs (tenant_id, run_id, state, version, status, correlation_id, last_sequence, created_at_millis)
-                     VALUES (?1, ?2, ?3, 1, ?4, ?5, 0, ?6)",
-                    params![
+                .prepare_cached("INSERT INTO runs (tenant_id, run_id, state, version, status, correlation_id, last_sequence, created_at_millis)
+                     VALUES (?1, ?2, ?3, 1, ?4, ?5, 0, ?6)")
+                .map_err(unavailable)?
+                .execute(params![
                         state.tenant_id,
                         state.run_id,
                         state_json,
@@ -200,21 +202,23 @@ impl RunStore for SqliteStore {
         run_id: &str,
     ) -> Result<Option<StoredRun>, StoreError> {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        let row: Option<(String, i64)> = self
+        let row: Option<(StoredState, i64)> = self
             .with_connection(move |connection| {
                 connection
-                    .query_row(
+                    .prepare_cached(
                         "SELECT state, version FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
-                        params![tenant_id, run_id],
-                        |row| Ok((row.get(0)?, row.get(1)?)),
                     )
+                    .map_err(unavailable)?
+                    .query_row(params![tenant_id, run_id], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
                     .optional()
                     .map_err(unavailable)
             })
             .await?;
         row.map(|(state, version)| {
             Ok(StoredRun {
-                state: from_json(&state)?,
+                state: state.parse()?,
                 version: u64::try_from(version).unwrap_or(0),
             })
         })
@@ -260,7 +264,7 @@ impl RunStore for SqliteStore {
         commit: StepCommit,
     ) -> Result<u64, StoreError> {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        let state_json = to_json(&commit.state)?;
+        let state_json = encode_state(&commit.state)?;
         let now = millis(self.clock.now());
         // Decided concurrently, committed together: the group commit puts
         // this commit in the next transaction (a savepoint of its own) and
@@ -268,25 +272,24 @@ impl RunStore for SqliteStore {
         self.commit_in_group(Box::new(move |transaction: &rusqlite::Connection| {
             let expected = as_i64(commit.expected_version);
             let changed = transaction
-                .execute(
+                .prepare_cached(
                     "UPDATE runs SET state = ?3, status = ?4, version = version + 1
                      WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?5",
-                    params![
-                        tenant_id,
-                        run_id,
-                        state_json,
-                        commit.state.status.as_str(),
-                        expected
-                    ],
                 )
+                .map_err(unavailable)?
+                .execute(params![
+                    tenant_id,
+                    run_id,
+                    state_json,
+                    commit.state.status.as_str(),
+                    expected
+                ])
                 .map_err(unavailable)?;
             if changed == 0 {
                 let exists: Option<i64> = transaction
-                    .query_row(
-                        "SELECT version FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
-                        params![tenant_id, run_id],
-                        |row| row.get(0),
-                    )
+                    .prepare_cached("SELECT version FROM runs WHERE tenant_id = ?1 AND run_id = ?2")
+                    .map_err(unavailable)?
+                    .query_row(params![tenant_id, run_id], |row| row.get(0))
                     .optional()
                     .map_err(unavailable)?;
                 return Err(match exists {
@@ -397,9 +400,9 @@ impl RunStore for SqliteStore {
             let transaction = begin(connection)?;
             for message_id in &message_ids {
                 transaction
-                    .execute(
-                        "UPDATE outbox SET resent = 1 WHERE tenant_id = ?1 AND run_id = ?2 AND message_id = ?3",
-                        params![tenant_id, run_id, message_id],
+                    .prepare_cached("UPDATE outbox SET resent = 1 WHERE tenant_id = ?1 AND run_id = ?2 AND message_id = ?3")
+                .map_err(unavailable)?
+                .execute(params![tenant_id, run_id, message_id],
                     )
                     .map_err(unavailable)?;
             }
@@ -410,17 +413,21 @@ impl RunStore for SqliteStore {
 
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
         let tenant_id = tenant_id.to_string();
-        let states: Vec<String> = self
+        let states: Vec<StoredState> = self
             .with_connection(move |connection| {
-                texts(
-                    connection,
-                    "SELECT state FROM runs WHERE tenant_id = ?1 AND status IN ('awaiting_human', 'awaiting_hitl', 'paused')
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT state FROM runs WHERE tenant_id = ?1 AND status IN ('awaiting_human', 'awaiting_hitl', 'paused')
                          ORDER BY created_at_millis, run_id",
-                    params![tenant_id],
-                )
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![tenant_id], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
             })
             .await?;
-        states.iter().map(|state| from_json(state)).collect()
+        states.iter().map(StoredState::parse).collect()
     }
 
     async fn stale_outbox(
@@ -455,9 +462,9 @@ impl CapabilityDirectory for SqliteStore {
         self.with_connection(move |connection| {
             let transaction = begin(connection)?;
             let existing: Option<String> = transaction
-                .query_row(
-                    "SELECT record FROM capabilities WHERE tenant_id = ?1 AND capability_id = ?2",
-                    params![tenant_id, record.registration.capability_id],
+                .prepare_cached("SELECT record FROM capabilities WHERE tenant_id = ?1 AND capability_id = ?2")
+                .map_err(unavailable)?
+                .query_row(params![tenant_id, record.registration.capability_id],
                     |row| row.get(0),
                 )
                 .optional()
@@ -467,9 +474,9 @@ impl CapabilityDirectory for SqliteStore {
                 record.registered_at_millis = existing.registered_at_millis;
             }
             transaction
-                .execute(
-                    "INSERT OR REPLACE INTO capabilities (tenant_id, capability_id, record) VALUES (?1, ?2, ?3)",
-                    params![tenant_id, record.registration.capability_id, to_json(&record)?],
+                .prepare_cached("INSERT OR REPLACE INTO capabilities (tenant_id, capability_id, record) VALUES (?1, ?2, ?3)")
+                .map_err(unavailable)?
+                .execute(params![tenant_id, record.registration.capability_id, to_json(&record)?],
                 )
                 .map_err(unavailable)?;
             transaction.commit().map_err(unavailable)?;

@@ -127,6 +127,68 @@ async fn a_run_outlives_the_store_that_wrote_it() {
     assert!(!after.is_empty());
 }
 
+/// A file written before states were compressed holds each run's state as
+/// JSON text: it still loads, and the run's next commit writes it compressed.
+#[tokio::test]
+async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = store_in(&directory);
+    run_store_conformance(Arc::new(store.clone()), "text-state")
+        .await
+        .unwrap();
+    let (tenant, run) = ("tenant-text-state", "run-text-state");
+    let written = store.load_run(tenant, run).await.unwrap().unwrap();
+    let path = directory.path().join("state").join("baton.sqlite3");
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    let stored_type = |raw: &rusqlite::Connection| -> String {
+        raw.query_row(
+            "SELECT typeof(state) FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+            [tenant, run],
+            |row| row.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(stored_type(&raw), "blob", "this Baton writes compressed states");
+    raw.execute(
+        "UPDATE runs SET state = ?3 WHERE tenant_id = ?1 AND run_id = ?2",
+        [tenant, run, &serde_json::to_string(&written.state).unwrap()],
+    )
+    .unwrap();
+    assert_eq!(stored_type(&raw), "text");
+
+    let loaded = store.load_run(tenant, run).await.unwrap().unwrap();
+    assert_eq!(
+        serde_json::to_value(&loaded.state).unwrap(),
+        serde_json::to_value(&written.state).unwrap()
+    );
+    store
+        .commit_step(
+            tenant,
+            run,
+            StepCommit {
+                expected_version: loaded.version,
+                state: loaded.state.clone(),
+                events: Vec::new(),
+                outbox: Vec::new(),
+                consumed_message_id: None,
+                entries: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored_type(&raw), "blob", "rewritten compressed at the next commit");
+
+    raw.execute(
+        "UPDATE runs SET state = x'00ff00ff' WHERE tenant_id = ?1 AND run_id = ?2",
+        [tenant, run],
+    )
+    .unwrap();
+    match store.load_run(tenant, run).await {
+        Err(StoreError::Corrupt(message)) => assert!(message.contains("stored state"), "{message}"),
+        other => panic!("a damaged state is Corrupt, not {other:?}"),
+    }
+}
+
 /// Two connections on one file (two processes) commit the same version:
 /// exactly one wins, the other writes nothing.
 #[tokio::test(flavor = "multi_thread")]
