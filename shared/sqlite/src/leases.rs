@@ -8,7 +8,8 @@ use baton_runtime::ports::{ClaimOutcome, NodeClaim};
 use rusqlite::{OptionalExtension, params};
 
 use crate::event_log::{Appended, append_unless_settled};
-use crate::rows::{begin, millis, without_fsync};
+use crate::group_commit::{Durability, Grouped};
+use crate::rows::{millis, without_fsync};
 use crate::{SqliteStore, unavailable};
 
 impl SqliteStore {
@@ -27,8 +28,9 @@ impl SqliteStore {
         let claim_now = claim.now;
         let expires = millis(claim.lease_expires_at);
         let process = self.claimant_process.clone();
-        self.with_connection(move |connection| without_fsync(connection, |connection| {
-            let transaction = begin(connection)?;
+        // Grouped with the claims and commits around it (one transaction);
+        // a group of claims alone is not fsynced (`group_commit`).
+        self.write_in_group(Durability::ProcessCrash, move |transaction| {
             let held: Option<(String, i64, String)> = transaction
                 .prepare_cached("SELECT claimant, expires_at_millis, owner FROM leases
                      WHERE tenant_id = ?1 AND run_id = ?2 AND node_id = ?3 AND attempt = ?4")
@@ -45,9 +47,9 @@ impl SqliteStore {
                 && held_until > now
                 && process.is_alive(&owner)
             {
-                return Ok(ClaimOutcome::HeldByOther {
+                return Ok(Grouped::Keep(ClaimOutcome::HeldByOther {
                     lease_expires_at: Instant::from_unix_millis(u64::try_from(held_until).unwrap_or(0)),
-                });
+                }));
             }
             transaction
                 .prepare_cached("INSERT OR REPLACE INTO leases (tenant_id, run_id, node_id, attempt, claimant, expires_at_millis, owner)
@@ -57,16 +59,15 @@ impl SqliteStore {
                 )
                 .map_err(unavailable)?;
             if let Appended::RunSettled(_) =
-                append_unless_settled(&transaction, &tenant_id, &run_id, events_on_claim)?
+                append_unless_settled(transaction, &tenant_id, &run_id, events_on_claim)?
             {
-                // No node_start after the terminal frame: the transaction
-                // is dropped (the lease rolled back) and the step finds the
+                // No node_start after the terminal frame: the savepoint is
+                // rolled back (the lease with it) and the step finds the
                 // run settled when it looks again.
-                return Ok(ClaimOutcome::HeldByOther { lease_expires_at: claim_now });
+                return Ok(Grouped::RollBack(ClaimOutcome::HeldByOther { lease_expires_at: claim_now }));
             }
-            transaction.commit().map_err(unavailable)?;
-            Ok(ClaimOutcome::Claimed)
-        }))
+            Ok(Grouped::Keep(ClaimOutcome::Claimed))
+        })
         .await
     }
 

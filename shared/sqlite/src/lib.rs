@@ -19,11 +19,20 @@
 //!
 //! Durability: WAL journal, `synchronous = FULL` for commits (a committed
 //! step survives a power loss, not only a crash of the process); claims,
-//! lease renewals and releases and outbox re-sent marks at `NORMAL`
-//! (`rows::without_fsync`: they survive a crash of the process, and a power
-//! loss undoes at most the last of them, which only repeats a claim or a
-//! send); `busy_timeout` 5 s so processes sharing the file wait for each
-//! other's write instead of failing.
+//! streamed frames (deltas, a restarted stream's warning), lease renewals
+//! and releases and outbox re-sent marks at `NORMAL` (`rows::without_fsync`:
+//! they survive a crash of the process, and a power loss undoes at most
+//! those since the last fsynced commit, which only repeats a claim or a
+//! send, or drops streamed text the commit carries anyway); `busy_timeout`
+//! 5 s so processes sharing the file wait for each other's write instead of
+//! failing. `wal_autocheckpoint` is 10,000 pages (SQLite's default is
+//! 1,000): the WAL grows to about 40 MB before it is copied back, and a page
+//! rewritten by many commits in between is copied once (100 concurrent runs:
+//! 181 -> 162 ms in `node_step_overhead`).
+//!
+//! One thread owns the connection (`connection_thread`); every call is a
+//! job on it. Writes that arrive together share one transaction
+//! (`group_commit`).
 //!
 //! Invariants: every write is one `BEGIN IMMEDIATE` transaction, so a
 //! commit (state, events, outbox, consumed entry, run entries) is all or nothing and a
@@ -175,6 +184,9 @@ impl SqliteStore {
         .map_err(unavailable)?;
         connection
             .pragma_update(None, "synchronous", "FULL")
+            .map_err(unavailable)?;
+        connection
+            .pragma_update(None, "wal_autocheckpoint", 10000)
             .map_err(unavailable)?;
         // The schema is set up in one write transaction (it waits for the
         // lock), so concurrent first opens do not race each other.

@@ -12,6 +12,7 @@ use baton_runtime::ports::{
 use rusqlite::{OptionalExtension, params};
 
 use crate::event_log::{Appended, append, append_unless_settled};
+use crate::group_commit::{Durability, Grouped};
 use crate::rows::{as_i64, begin, from_json, millis, texts, to_json, without_fsync};
 use crate::state_column::{StoredState, encode_state};
 use crate::{SqliteStore, unavailable};
@@ -269,47 +270,52 @@ impl RunStore for SqliteStore {
         // Decided concurrently, committed together: the group commit puts
         // this commit in the next transaction (a savepoint of its own) and
         // answers once that transaction is durable.
-        self.commit_in_group(Box::new(move |transaction: &rusqlite::Connection| {
-            let expected = as_i64(commit.expected_version);
-            let changed = transaction
-                .prepare_cached(
-                    "UPDATE runs SET state = ?3, status = ?4, version = version + 1
+        self.write_in_group(
+            Durability::Fsynced,
+            move |transaction: &rusqlite::Connection| {
+                let expected = as_i64(commit.expected_version);
+                let changed = transaction
+                    .prepare_cached(
+                        "UPDATE runs SET state = ?3, status = ?4, version = version + 1
                      WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?5",
-                )
-                .map_err(unavailable)?
-                .execute(params![
-                    tenant_id,
-                    run_id,
-                    state_json,
-                    commit.state.status.as_str(),
-                    expected
-                ])
-                .map_err(unavailable)?;
-            if changed == 0 {
-                let exists: Option<i64> = transaction
-                    .prepare_cached("SELECT version FROM runs WHERE tenant_id = ?1 AND run_id = ?2")
+                    )
                     .map_err(unavailable)?
-                    .query_row(params![tenant_id, run_id], |row| row.get(0))
-                    .optional()
+                    .execute(params![
+                        tenant_id,
+                        run_id,
+                        state_json,
+                        commit.state.status.as_str(),
+                        expected
+                    ])
                     .map_err(unavailable)?;
-                return Err(match exists {
-                    None => StoreError::RunNotFound,
-                    Some(_) => StoreError::VersionConflict {
-                        expected: commit.expected_version,
-                    },
-                });
-            }
-            append(transaction, &tenant_id, &run_id, commit.events)?;
-            consume_outbox_entry(
-                transaction,
-                &tenant_id,
-                &run_id,
-                commit.consumed_message_id.as_deref(),
-            )?;
-            write_outbox(transaction, &commit.outbox, now)?;
-            crate::entries::write_entries(transaction, &tenant_id, &run_id, &commit.entries)?;
-            Ok(commit.expected_version + 1)
-        }))
+                if changed == 0 {
+                    let exists: Option<i64> = transaction
+                        .prepare_cached(
+                            "SELECT version FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+                        )
+                        .map_err(unavailable)?
+                        .query_row(params![tenant_id, run_id], |row| row.get(0))
+                        .optional()
+                        .map_err(unavailable)?;
+                    return Err(match exists {
+                        None => StoreError::RunNotFound,
+                        Some(_) => StoreError::VersionConflict {
+                            expected: commit.expected_version,
+                        },
+                    });
+                }
+                append(transaction, &tenant_id, &run_id, commit.events)?;
+                consume_outbox_entry(
+                    transaction,
+                    &tenant_id,
+                    &run_id,
+                    commit.consumed_message_id.as_deref(),
+                )?;
+                write_outbox(transaction, &commit.outbox, now)?;
+                crate::entries::write_entries(transaction, &tenant_id, &run_id, &commit.entries)?;
+                Ok(Grouped::Keep(commit.expected_version + 1))
+            },
+        )
         .await
     }
 
@@ -337,14 +343,13 @@ impl RunStore for SqliteStore {
         events: Vec<EventDraft>,
     ) -> Result<u64, StoreError> {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        self.with_connection(move |connection| {
-            let transaction = begin(connection)?;
-            match append_unless_settled(&transaction, &tenant_id, &run_id, events)? {
-                Appended::RunSettled(last) => Ok(last),
-                Appended::Written(last) => {
-                    transaction.commit().map_err(unavailable)?;
-                    Ok(last)
-                }
+        // What goes this way is a view the commit does not depend on
+        // (streamed text, a restarted stream's warning): grouped with the
+        // writes around it, and not fsynced for itself (`group_commit`).
+        self.write_in_group(Durability::ProcessCrash, move |transaction| {
+            match append_unless_settled(transaction, &tenant_id, &run_id, events)? {
+                Appended::RunSettled(last) => Ok(Grouped::RollBack(last)),
+                Appended::Written(last) => Ok(Grouped::Keep(last)),
             }
         })
         .await

@@ -148,7 +148,11 @@ async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
         )
         .unwrap()
     };
-    assert_eq!(stored_type(&raw), "blob", "this Baton writes compressed states");
+    assert_eq!(
+        stored_type(&raw),
+        "blob",
+        "this Baton writes compressed states"
+    );
     raw.execute(
         "UPDATE runs SET state = ?3 WHERE tenant_id = ?1 AND run_id = ?2",
         [tenant, run, &serde_json::to_string(&written.state).unwrap()],
@@ -176,7 +180,11 @@ async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
         )
         .await
         .unwrap();
-    assert_eq!(stored_type(&raw), "blob", "rewritten compressed at the next commit");
+    assert_eq!(
+        stored_type(&raw),
+        "blob",
+        "rewritten compressed at the next commit"
+    );
 
     raw.execute(
         "UPDATE runs SET state = x'00ff00ff' WHERE tenant_id = ?1 AND run_id = ?2",
