@@ -2,7 +2,8 @@
 //! a node's selected facets into one object schema, keeping provenance (which
 //! facet each property came from) so validation errors can name the facet.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -55,7 +56,7 @@ impl CompiledContract {
 }
 
 /// Which facets must be present in the merged object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ContractDirection {
     /// Only facets that are `requiredByDefault` are required.
     Input,
@@ -73,19 +74,81 @@ pub fn compile_contract(
     direction: ContractDirection,
     caller_property_schema: &dyn Fn(&str) -> Option<Value>,
 ) -> Result<CompiledContract, CoreError> {
+    let tightenings: Vec<Option<Value>> = facet_names
+        .iter()
+        .map(|facet_name| caller_property_schema(facet_name))
+        .collect();
+    let recipe = ContractRecipe {
+        direction,
+        facets: facet_names
+            .iter()
+            .zip(&tightenings)
+            .map(|(facet, tightening)| (facet.clone(), tightening.as_ref().map(Value::to_string)))
+            .collect(),
+    };
+    if let Some(compiled) = catalog.compiled_contracts.get(&recipe) {
+        return Ok(compiled);
+    }
+    let compiled = merge_facet_schemas(catalog, facet_names, direction, tightenings)?;
+    catalog.compiled_contracts.put(recipe, compiled.clone());
+    Ok(compiled)
+}
+
+/// What a contract is compiled from, besides the catalog: the same recipe
+/// on the same catalog compiles to the same contract.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ContractRecipe {
+    direction: ContractDirection,
+    /// Each facet with the caller's tightening of it (its JSON text).
+    facets: Vec<(String, Option<String>)>,
+}
+
+/// A catalog's compiled contracts by recipe. Planning compiled and
+/// digested every node's contracts anew (a fifth of a five-node run's
+/// time in memory); now a plan reuses what an earlier plan on the same
+/// catalog compiled. Bounded: past `LIMIT` recipes (callers' tightenings
+/// vary per envelope) it starts over.
+#[derive(Debug, Default)]
+pub(crate) struct CompiledContracts {
+    by_recipe: Mutex<HashMap<ContractRecipe, CompiledContract>>,
+}
+
+impl CompiledContracts {
+    const LIMIT: usize = 4096;
+
+    fn get(&self, recipe: &ContractRecipe) -> Option<CompiledContract> {
+        self.by_recipe.lock().ok()?.get(recipe).cloned()
+    }
+
+    fn put(&self, recipe: ContractRecipe, compiled: CompiledContract) {
+        if let Ok(mut by_recipe) = self.by_recipe.lock() {
+            if by_recipe.len() >= Self::LIMIT {
+                by_recipe.clear();
+            }
+            by_recipe.insert(recipe, compiled);
+        }
+    }
+}
+
+fn merge_facet_schemas(
+    catalog: &FacetCatalog,
+    facet_names: &[String],
+    direction: ContractDirection,
+    tightenings: Vec<Option<Value>>,
+) -> Result<CompiledContract, CoreError> {
     let mut properties = Map::new();
     let mut required = Vec::new();
     let mut provenance = Vec::new();
-    for facet_name in facet_names {
+    for (facet_name, tightening) in facet_names.iter().zip(tightenings) {
         let facet = catalog
             .get(facet_name)
             .ok_or_else(|| CoreError::SchemaDoesNotCompile {
                 path: format!("facet `{facet_name}`"),
                 message: "unknown facet".to_string(),
             })?;
-        let tightening = caller_property_schema(facet_name);
-        let property_schema = match &tightening {
-            Some(caller_schema) => json!({"allOf": [facet.schema.clone(), caller_schema.clone()]}),
+        let tightened = tightening.is_some();
+        let property_schema = match tightening {
+            Some(caller_schema) => json!({"allOf": [facet.schema.clone(), caller_schema]}),
             None => facet.schema.clone(),
         };
         properties.insert(facet_name.clone(), property_schema);
@@ -95,7 +158,7 @@ pub fn compile_contract(
         provenance.push(FacetProvenance {
             facet: facet_name.clone(),
             schema_pointer: format!("/properties/{facet_name}"),
-            tightened_by_caller_contract: tightening.is_some(),
+            tightened_by_caller_contract: tightened,
         });
     }
     let schema = json!({
@@ -190,5 +253,47 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn a_recipe_compiles_once_per_catalog_and_a_new_facet_starts_over() {
+        let mut catalog = catalog();
+        let facets = ["items".to_string()];
+        let compile = |catalog: &FacetCatalog, tightening: Option<Value>| {
+            compile_contract(catalog, &facets, ContractDirection::Output, &|_| {
+                tightening.clone()
+            })
+            .unwrap()
+        };
+        let first = compile(&catalog, None);
+        let again = compile(&catalog, None);
+        assert!(
+            Arc::ptr_eq(&first.schema, &again.schema),
+            "the same recipe is reused"
+        );
+        let on_a_clone = compile(&catalog.clone(), None);
+        assert!(
+            Arc::ptr_eq(&first.schema, &on_a_clone.schema),
+            "clones share it"
+        );
+        let tightened = compile(&catalog, Some(json!({"minItems": 2})));
+        assert_ne!(
+            tightened.schema_key, first.schema_key,
+            "a tightening is part of the recipe"
+        );
+        assert!(tightened.provenance[0].tightened_by_caller_contract);
+        let other_direction =
+            compile_contract(&catalog, &facets, ContractDirection::Input, &|_| None).unwrap();
+        assert_eq!(other_direction.schema["required"], json!(["items"]));
+
+        let mut redefined = catalog.get("items").unwrap().clone();
+        redefined.schema = json!({"type": "array", "maxItems": 1});
+        catalog.insert(redefined);
+        let after = compile(&catalog, None);
+        assert_ne!(
+            after.schema_key, first.schema_key,
+            "a changed facet compiles anew"
+        );
+        assert_eq!(after.schema["properties"]["items"]["maxItems"], json!(1));
     }
 }

@@ -51,6 +51,9 @@ fn required_by_default() -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct FacetCatalog {
     facets_by_name: BTreeMap<String, Facet>,
+    /// Contracts compiled from these facets (`compiler::compile_contract`),
+    /// shared by the catalog's clones and replaced when a facet is added.
+    pub(crate) compiled_contracts: std::sync::Arc<crate::contracts::compiler::CompiledContracts>,
 }
 
 impl FacetCatalog {
@@ -60,6 +63,7 @@ impl FacetCatalog {
 
     /// Adds a facet; returns the previous definition of the same name, if any.
     pub fn insert(&mut self, facet: Facet) -> Option<Facet> {
+        self.compiled_contracts = Default::default();
         self.facets_by_name.insert(facet.name.clone(), facet)
     }
 
