@@ -28,6 +28,7 @@ pub struct ChatOptions {
     /// A JSON file of facet values.
     pub inputs: Option<PathBuf>,
     pub entity_id: Option<String>,
+    pub multitask_strategy: baton_core::thread_lane::MultitaskStrategy,
     pub format: OutputFormat,
     pub store: crate::StoreChoice,
     pub registry: Option<PathBuf>,
@@ -64,6 +65,7 @@ pub async fn chat(options: ChatOptions) -> u8 {
         context_type: options.context_type.clone(),
         inputs,
         entity_id: options.entity_id.clone(),
+        multitask_strategy: options.multitask_strategy,
     };
     if let Some(message) = options.message {
         request.message = message;
@@ -110,6 +112,16 @@ async fn say(
         Err(RuntimeError::ThreadNotFound(thread)) => {
             eprintln!(
                 "baton: no thread `{thread}` in this store (threads are kept by --store sqlite; leave --thread out to start one)"
+            );
+            return (EXIT_INVALID_INPUT, None);
+        }
+        Err(RuntimeError::ThreadBusy {
+            thread_id,
+            active_run_id,
+            why,
+        }) => {
+            eprintln!(
+                "baton: thread {thread_id} is still answering in run {active_run_id}: {why} (--multitask-strategy enqueue waits for it)"
             );
             return (EXIT_INVALID_INPUT, None);
         }

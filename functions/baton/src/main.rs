@@ -115,6 +115,10 @@ enum Command {
         /// The entity the conversation is about.
         #[arg(long = "entity")]
         entity_id: Option<String>,
+        /// What the message does if the thread is still answering another:
+        /// reject, enqueue (the default), interrupt or rollback.
+        #[arg(long = "multitask-strategy", default_value = "enqueue", value_parser = parse_multitask_strategy)]
+        multitask_strategy: baton_core::thread_lane::MultitaskStrategy,
         #[arg(long)]
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
@@ -242,6 +246,13 @@ pub enum StoreChoice {
     Dynamodb,
 }
 
+fn parse_multitask_strategy(
+    text: &str,
+) -> Result<baton_core::thread_lane::MultitaskStrategy, String> {
+    text.parse()
+        .map_err(|_| format!("`{text}` is not a strategy: reject, enqueue, interrupt or rollback"))
+}
+
 fn parse_store(text: &str) -> Result<StoreChoice, String> {
     match text {
         "memory" => Ok(StoreChoice::Memory),
@@ -306,6 +317,7 @@ fn main() -> ExitCode {
                 context_type,
                 inputs,
                 entity_id,
+                multitask_strategy,
                 registry,
                 format,
                 store,
@@ -317,6 +329,7 @@ fn main() -> ExitCode {
                     context_type,
                     inputs,
                     entity_id,
+                    multitask_strategy,
                     format,
                     store,
                     registry,

@@ -5,9 +5,11 @@
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |
 //! | exchange | `T#{tenant}#THREAD#{threadId}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` (TTL, like runs) |
+//! | lane | `T#{tenant}#THREAD#{threadId}` | `LANE` | `lane` (JSON), `version` (each put conditional on it), `expiresAt` |
 
 use async_trait::async_trait;
 use baton_core::chat::ChatExchange;
+use baton_core::thread_lane::ThreadLane;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 
@@ -67,5 +69,76 @@ impl ThreadStore for DynamoRunStore {
             .await
             .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
         Ok(())
+    }
+
+    async fn thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<(ThreadLane, u64), StoreError> {
+        let read = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(thread_pk(tenant_id, thread_id)))
+            .key("sk", s("LANE"))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        let Some(item) = read.item else {
+            return Ok((ThreadLane::default(), 0));
+        };
+        let lane = item
+            .get("lane")
+            .and_then(|value| value.as_s().ok())
+            .ok_or_else(|| StoreError::Corrupt("thread lane item without `lane`".into()))?;
+        let version = item
+            .get("version")
+            .and_then(|value| value.as_n().ok())
+            .and_then(|number| number.parse::<u64>().ok())
+            .ok_or_else(|| StoreError::Corrupt("thread lane item without `version`".into()))?;
+        let lane = serde_json::from_str(lane)
+            .map_err(|error| StoreError::Corrupt(format!("thread lane: {error}")))?;
+        Ok((lane, version))
+    }
+
+    async fn put_thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        lane: &ThreadLane,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let payload =
+            serde_json::to_string(lane).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        let put = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("pk", s(thread_pk(tenant_id, thread_id)))
+            .item("sk", s("LANE"))
+            .item("lane", s(payload))
+            .item("version", n(expected_version + 1))
+            .item("expiresAt", self.expires_at());
+        let put = if expected_version == 0 {
+            put.condition_expression("attribute_not_exists(pk)")
+        } else {
+            put.condition_expression("version = :expected")
+                .expression_attribute_values(":expected", n(expected_version))
+        };
+        match put.send().await {
+            Ok(_) => Ok(true),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                error,
+            ))),
+        }
     }
 }

@@ -383,3 +383,23 @@ async fn a_timer_waits_on_sqs_until_it_is_due() {
     assert_eq!(arrived.len(), 1);
     assert_eq!(arrived[0].message, timer);
 }
+
+/// Double texting on DynamoDB: the four strategies, two messages sent
+/// together each time, the runs and the thread's lane on one table
+/// (`baton_test_support::double_texting`; the model is its test double).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_messages_sent_together_obey_each_multitask_strategy_on_dynamodb() {
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let store = Arc::new(DynamoRunStore::new(
+        &connection,
+        unique("baton-double-texting"),
+    ));
+    store.create_table_if_missing().await.unwrap();
+    baton_test_support::double_texting::double_texting_suite(
+        store.clone(),
+        store,
+        &unique("suite"),
+    )
+    .await;
+}

@@ -143,6 +143,13 @@ pub struct ChatMessageRequest {
     /// plans it creates).
     #[serde(default)]
     pub entity_id: Option<String>,
+    /// What the message does if its thread is still answering another:
+    /// `reject` (409 naming the run), `enqueue` (the default: answered
+    /// after it), `interrupt` (the runs in flight are cancelled, what they
+    /// said kept and marked) or `rollback` (cancelled and left out of the
+    /// thread).
+    #[serde(default)]
+    pub multitask_strategy: baton_core::thread_lane::MultitaskStrategy,
 }
 
 // ---- responses ----

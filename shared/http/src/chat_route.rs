@@ -1,7 +1,9 @@
 //! `POST /api/v1/chat`: one chat message in, the chat run's frames out
 //! (SSE, `?dialect=hooks` too). The body is `{message, threadId?, agent?,
-//! contextType?, inputs?, entityId?}`; the run's `complete` carries
-//! `{message, threadId}`.
+//! contextType?, inputs?, entityId?, multitaskStrategy?}`; the run's
+//! `complete` carries `{message, threadId}`. A thread still answering
+//! another message: `multitaskStrategy` decides (`reject` is a 409 naming
+//! the run answering).
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -45,6 +47,7 @@ fn chat_request(body: &Bytes) -> Result<ChatRequest, ApiError> {
         context_type: optional(body.context_type, "contextType")?,
         inputs: body.inputs,
         entity_id: optional(body.entity_id, "entityId")?,
+        multitask_strategy: body.multitask_strategy,
     })
 }
 

@@ -143,6 +143,20 @@ impl From<RuntimeError> for ApiError {
                 format!("capability `{capability_id}` {message}"),
             )
             .with_details(json!({"path": "$.capabilityId"})),
+            RuntimeError::ThreadBusy {
+                thread_id,
+                active_run_id,
+                why,
+            } => ApiError::new(
+                StatusCode::CONFLICT,
+                "thread_busy",
+                format!("thread `{thread_id}` is still answering in run `{active_run_id}`: {why}"),
+            )
+            .with_details(json!({
+                "path": "$.threadId",
+                "threadId": thread_id,
+                "activeRunId": active_run_id,
+            })),
             RuntimeError::RunNotFound { path, run_id } => ApiError::new(
                 StatusCode::NOT_FOUND,
                 "run_not_found",

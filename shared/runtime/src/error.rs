@@ -195,6 +195,15 @@ pub enum RuntimeError {
     /// A chat message names a thread the tenant does not have. HTTP 404.
     #[error("no thread `{0}`")]
     ThreadNotFound(String),
+    /// A chat message on a thread still answering another, refused by its
+    /// `multitaskStrategy` (`reject`), or with the thread's queue full
+    /// (`enqueue`). HTTP 409 naming the run.
+    #[error("thread `{thread_id}` is still answering in run `{active_run_id}`: {why}")]
+    ThreadBusy {
+        thread_id: String,
+        active_run_id: String,
+        why: String,
+    },
     /// A field names a run the tenant does not have (`path` says which).
     /// HTTP 404.
     #[error("{path}: no run `{run_id}`")]
@@ -218,6 +227,7 @@ impl RuntimeError {
             | RuntimeError::Core(_)
             | RuntimeError::Io { .. }
             | RuntimeError::ThreadNotFound(_)
+            | RuntimeError::ThreadBusy { .. }
             | RuntimeError::RunNotFound { .. } => false,
         }
     }

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use baton_core::chat::ChatExchange;
+use baton_core::thread_lane::ThreadLane;
 
 use crate::error::StoreError;
 use crate::ports::ThreadStore;
@@ -17,6 +18,8 @@ type Thread = BTreeMap<(u64, String), ChatExchange>;
 #[derive(Default)]
 pub struct InMemoryThreadStore {
     threads: Mutex<BTreeMap<(String, String), Thread>>,
+    /// Each thread's lane and its version.
+    lanes: Mutex<BTreeMap<(String, String), (ThreadLane, u64)>>,
 }
 
 impl InMemoryThreadStore {
@@ -59,6 +62,36 @@ impl ThreadStore for InMemoryThreadStore {
             exchange.clone(),
         );
         Ok(())
+    }
+
+    async fn thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<(ThreadLane, u64), StoreError> {
+        let lanes = self.lanes.lock().map_err(|_| poisoned())?;
+        Ok(lanes
+            .get(&(tenant_id.to_string(), thread_id.to_string()))
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn put_thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        lane: &ThreadLane,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let mut lanes = self.lanes.lock().map_err(|_| poisoned())?;
+        let stored = lanes
+            .entry((tenant_id.to_string(), thread_id.to_string()))
+            .or_default();
+        if stored.1 != expected_version {
+            return Ok(false);
+        }
+        *stored = (lane.clone(), expected_version + 1);
+        Ok(true)
     }
 }
 

@@ -410,6 +410,25 @@ pub trait ThreadStore: Send + Sync {
         thread_id: &str,
         exchange: &baton_core::chat::ChatExchange,
     ) -> Result<(), StoreError>;
+
+    /// The thread's lane (`baton_core::thread_lane`) and its version; an
+    /// empty lane at version 0 when none is stored.
+    async fn thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<(baton_core::thread_lane::ThreadLane, u64), StoreError>;
+
+    /// Writes `lane` at `expected_version + 1` if the stored lane is still
+    /// at `expected_version` (0: none stored). `false` when another writer
+    /// moved it first: nothing was written.
+    async fn put_thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        lane: &baton_core::thread_lane::ThreadLane,
+        expected_version: u64,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Delivers completion notifications: the envelope's signed webhook and the

@@ -370,6 +370,7 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
         new_drafts: Vec::new(),
         inputs: serde_json::Map::new(),
         entity_id: None,
+        waiting_on_thread: false,
     };
     let model_of = |context_type: &str| {
         let plan = baton_core::chat_plan::chat_plan(&turn(context_type), &registry).unwrap();
@@ -400,4 +401,16 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
     let (path, message) =
         baton_core::model_choice::check_chat_model(&broken, registry.models()).unwrap_err();
     assert_eq!(path, "$.profileModels.speed", "{message}");
+}
+
+/// Double texting on the in-memory stores: the four strategies, two
+/// messages sent together each time (`baton_test_support::double_texting`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_messages_sent_together_obey_each_multitask_strategy_in_memory() {
+    baton_test_support::double_texting::double_texting_suite(
+        Arc::new(baton_runtime::memory::InMemoryRunStore::new()),
+        Arc::new(InMemoryThreadStore::new()),
+        "memory",
+    )
+    .await;
 }

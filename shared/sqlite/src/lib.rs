@@ -16,6 +16,7 @@
 //! | `capabilities` | `tenant_id, capability_id` | `record` (JSON) |
 //! | `entries` | `tenant_id, run_id, entry_key` | `body` (JSON): what lives beside a run (conversation turns, judge calls), put by the commit that carries it (added without a version change, like `threads`) |
 //! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
+//! | `thread_lanes` | `tenant_id, thread_id` | `lane` (JSON: the run answering, those queued, those cut short), `version` (each write conditional on it; added like `threads`) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` for commits (a committed
 //! step survives a power loss, not only a crash of the process); claims,
@@ -134,6 +135,13 @@ CREATE TABLE IF NOT EXISTS threads (
     at_millis INTEGER NOT NULL,
     exchange TEXT NOT NULL,
     PRIMARY KEY (tenant_id, thread_id, run_id)
+);
+CREATE TABLE IF NOT EXISTS thread_lanes (
+    tenant_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    lane TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (tenant_id, thread_id)
 );
 ";
 

@@ -3,9 +3,10 @@
 
 use async_trait::async_trait;
 use baton_core::chat::ChatExchange;
+use baton_core::thread_lane::ThreadLane;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 use crate::SqliteStore;
 use crate::rows::{from_json, texts, to_json};
@@ -58,6 +59,68 @@ impl ThreadStore for SqliteStore {
                 )
                 .map_err(crate::unavailable)?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<(ThreadLane, u64), StoreError> {
+        let (tenant_id, thread_id) = (tenant_id.to_string(), thread_id.to_string());
+        let row: Option<(String, i64)> = self
+            .with_connection(move |connection| {
+                connection
+                    .prepare_cached(
+                        "SELECT lane, version FROM thread_lanes WHERE tenant_id = ?1 AND thread_id = ?2",
+                    )
+                    .map_err(crate::unavailable)?
+                    .query_row(params![tenant_id, thread_id], |row| {
+                        Ok((row.get(0)?, row.get(1)?))
+                    })
+                    .optional()
+                    .map_err(crate::unavailable)
+            })
+            .await?;
+        match row {
+            None => Ok((ThreadLane::default(), 0)),
+            Some((lane, version)) => Ok((from_json(&lane)?, u64::try_from(version).unwrap_or(0))),
+        }
+    }
+
+    async fn put_thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        lane: &ThreadLane,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let (tenant_id, thread_id) = (tenant_id.to_string(), thread_id.to_string());
+        let record = to_json(lane)?;
+        let expected = i64::try_from(expected_version).unwrap_or(i64::MAX);
+        self.with_connection(move |connection| {
+            // One statement either way, so two processes on the file cannot
+            // both find the version they expect.
+            let changed = if expected == 0 {
+                connection
+                    .prepare_cached(
+                        "INSERT OR IGNORE INTO thread_lanes (tenant_id, thread_id, lane, version) \
+                         VALUES (?1, ?2, ?3, 1)",
+                    )
+                    .map_err(crate::unavailable)?
+                    .execute(params![tenant_id, thread_id, record])
+            } else {
+                connection
+                    .prepare_cached(
+                        "UPDATE thread_lanes SET lane = ?3, version = version + 1 \
+                         WHERE tenant_id = ?1 AND thread_id = ?2 AND version = ?4",
+                    )
+                    .map_err(crate::unavailable)?
+                    .execute(params![tenant_id, thread_id, record, expected])
+            }
+            .map_err(crate::unavailable)?;
+            Ok(changed == 1)
         })
         .await
     }

@@ -548,3 +548,13 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         groups - groups_before
     );
 }
+
+/// Double texting on SQLite: the four strategies, two messages sent
+/// together each time (`baton_test_support::double_texting`; the model is
+/// its test double).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_messages_sent_together_obey_each_multitask_strategy_on_sqlite() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = Arc::new(store_in(&directory));
+    baton_test_support::double_texting::double_texting_suite(store.clone(), store, "sqlite").await;
+}

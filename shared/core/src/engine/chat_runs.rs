@@ -20,7 +20,70 @@ use crate::state::context::{build_context_bundle, build_model_request};
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames;
 
-use super::{EngineContext, StepContext, ThreadExchange};
+use super::{Decision, EngineContext, NewRunIdentity, StepContext, ThreadExchange};
+use crate::basics::instant::Instant;
+use crate::records::chat::ChatTurn;
+use crate::state::run::{StepCommand, StepMessage};
+
+/// A chat run admitted behind `ahead` on its thread
+/// (`multitaskStrategy: enqueue`): created `queued` with nothing to do yet
+/// (no planning step in its outbox) and a `log` frame saying what it waits
+/// for. [`start_queued_chat_run`] starts it when the run ahead has ended.
+pub fn queue_chat_run(
+    identity: NewRunIdentity,
+    turn: ChatTurn,
+    now: Instant,
+    ahead: &str,
+) -> Result<Decision, CoreError> {
+    let thread_id = turn.thread_id.clone();
+    let mut decision = super::start_chat_run(
+        identity,
+        ChatTurn {
+            waiting_on_thread: true,
+            ..turn
+        },
+        now,
+    )?;
+    decision.outbox.clear();
+    decision.events.push(frames::log(
+        &frames::FrameStamp::new(now, 0),
+        format!("queued on thread {thread_id} behind run {ahead}: it starts when that run ends"),
+    ));
+    Ok(decision)
+}
+
+/// Starts a chat run that waited on its thread, with the thread's history
+/// as it is now (the runs ahead of it answered meanwhile). `None` when the
+/// run is no longer waiting (started already, or cancelled).
+pub fn start_queued_chat_run(
+    mut state: RunState,
+    history: Vec<ChatExchange>,
+    now: Instant,
+) -> Option<Decision> {
+    if state.status != RunStatus::Queued || state.plan.is_some() {
+        return None;
+    }
+    let chat = state.chat.as_mut().filter(|chat| chat.waiting_on_thread)?;
+    chat.waiting_on_thread = false;
+    chat.pending_drafts = history
+        .last()
+        .map(|exchange| exchange.drafts.clone())
+        .unwrap_or_default();
+    chat.history = history;
+    state.updated_at = now;
+    let plan = StepMessage::new(&state.tenant_id, &state.run_id, StepCommand::Plan);
+    Some(Decision {
+        events: vec![frames::log(
+            &frames::FrameStamp::new(now, 0),
+            "the run ahead of it on the thread has ended: starting",
+        )],
+        outbox: vec![plan],
+        state,
+        transcripts: Vec::new(),
+        exchanges: Vec::new(),
+        entries: Vec::new(),
+    })
+}
 
 /// The planning step of a chat run.
 pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
@@ -105,7 +168,13 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
         thread_id: turn.thread_id.clone(),
         exchange: ChatExchange {
             run_id: step.state.run_id.clone(),
-            at_millis: step.now.unix_millis(),
+            // After every exchange it read, even within the same
+            // millisecond: a thread is ordered by this.
+            at_millis: turn
+                .history
+                .iter()
+                .map(|earlier| earlier.at_millis + 1)
+                .fold(step.now.unix_millis(), u64::max),
             user: turn.message.clone(),
             assistant,
             agent: turn.agent.clone(),
@@ -115,6 +184,7 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
                 .chain(&turn.new_drafts)
                 .cloned()
                 .collect(),
+            interrupted: false,
         },
     };
     step.exchanges.push(exchange);

@@ -275,6 +275,8 @@ pub fn start_chat_run(
     Ok(decision)
 }
 
+pub use chat_runs::{queue_chat_run, start_queued_chat_run};
+
 /// Whether `command`'s step asks a model for a node: a model or agent
 /// node's attempt, an agent's turn, a judge.
 /// The node a command is about, if any.

@@ -74,6 +74,10 @@ pub struct ChatExchange {
     /// Plans drafted for approval and not run yet, after this exchange.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drafts: Vec<PlanDraft>,
+    /// A newer message on the thread cut this answer short
+    /// (`multitaskStrategy: interrupt`): `assistant` is what it had said.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
 }
 
 /// A chat run's message and what it needs of its thread.
@@ -105,6 +109,10 @@ pub struct ChatTurn {
     /// `metadata.entityId`, passed on to the plans its agent creates).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entity_id: Option<String>,
+    /// Queued behind another run on its thread and not started yet
+    /// (`engine::queue_chat_run`); starting it clears this, once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub waiting_on_thread: bool,
 }
 
 impl ChatTurn {

@@ -8,3 +8,4 @@ pub mod conversation;
 pub mod entries;
 pub mod governance;
 pub mod notifications;
+pub mod thread_lane;

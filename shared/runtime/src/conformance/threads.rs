@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use baton_core::chat::ChatExchange;
+use baton_core::thread_lane::ThreadLane;
 
 use super::check;
 use crate::ports::ThreadStore;
@@ -17,6 +18,7 @@ fn exchange(run_id: &str, at_millis: u64, user: &str) -> ChatExchange {
         assistant: format!("answer to {user}"),
         agent: (run_id == "run-2").then(|| "writer.fr".to_string()),
         drafts: Vec::new(),
+        interrupted: false,
     }
 }
 
@@ -84,6 +86,65 @@ pub async fn thread_store_conformance(
     check(
         read.len() == 3 && read[2] == long,
         "a long exchange comes back whole",
+    )?;
+    thread_lane_conformance(store, &tenant, &other, &thread).await
+}
+
+/// A thread's lane: none at version 0, each put conditional on the version
+/// read, of two puts at one version exactly one lands, tenants apart.
+async fn thread_lane_conformance(
+    store: Arc<dyn ThreadStore>,
+    tenant: &str,
+    other: &str,
+    thread: &str,
+) -> Result<(), String> {
+    let failed = |error: crate::error::StoreError| error.to_string();
+    let lane = |active: &str| ThreadLane {
+        active_run: Some(active.into()),
+        queued_runs: vec![format!("{active}-queued")],
+        ..ThreadLane::default()
+    };
+    check(
+        store.thread_lane(tenant, thread).await.map_err(failed)? == (ThreadLane::default(), 0),
+        "no lane: an empty one at version 0",
+    )?;
+    check(
+        store
+            .put_thread_lane(tenant, thread, &lane("run-1"), 0)
+            .await
+            .map_err(failed)?,
+        "the first lane is written at version 0",
+    )?;
+    check(
+        !store
+            .put_thread_lane(tenant, thread, &lane("run-x"), 0)
+            .await
+            .map_err(failed)?,
+        "a second first write finds the lane there and writes nothing",
+    )?;
+    check(
+        store.thread_lane(tenant, thread).await.map_err(failed)? == (lane("run-1"), 1),
+        "the lane reads back at version 1",
+    )?;
+    // Two writers that read version 1 race: one lands.
+    let (second, third) = (lane("run-2"), lane("run-3"));
+    let (left, right) = tokio::join!(
+        store.put_thread_lane(tenant, thread, &second, 1),
+        store.put_thread_lane(tenant, thread, &third, 1),
+    );
+    let (left, right) = (left.map_err(failed)?, right.map_err(failed)?);
+    check(
+        left != right,
+        "of two writes at one version exactly one lands",
+    )?;
+    let winner = if left { "run-2" } else { "run-3" };
+    check(
+        store.thread_lane(tenant, thread).await.map_err(failed)? == (lane(winner), 2),
+        "the winner's lane is stored, at version 2",
+    )?;
+    check(
+        store.thread_lane(other, thread).await.map_err(failed)? == (ThreadLane::default(), 0),
+        "another tenant does not see the lane",
     )?;
     Ok(())
 }

@@ -69,6 +69,10 @@ pub(crate) struct DecisionCommitter {
     pub(crate) threads: Arc<dyn ThreadStore>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) max_commit_rounds: u32,
+    /// How many of a thread's exchanges a chat run reads
+    /// (`chat.json` `historyLimit`): a queued chat run started on release
+    /// reads them (`thread_lanes`).
+    pub(crate) chat_history_limit: usize,
 }
 
 impl DecisionCommitter {
@@ -156,6 +160,14 @@ impl DecisionCommitter {
                 .await
                 .map_err(RuntimeError::TranscriptPublisher)?;
         }
+        // A chat run that ends or parks releases its thread's lane after
+        // the commit (`thread_lanes`).
+        let released_thread = decision
+            .state
+            .chat
+            .as_ref()
+            .filter(|_| decision.state.status.is_settled())
+            .map(|turn| turn.thread_id.clone());
         // Recorded before the commit too: recording an exchange twice
         // changes nothing.
         for appended in &decision.exchanges {
@@ -180,6 +192,15 @@ impl DecisionCommitter {
             .await?;
         crate::crash_points::reached(crate::crash_points::CrashPoint::AfterCommitBeforeSend);
         self.relay.send(&decision.outbox).await?;
+        if let Some(thread_id) = released_thread
+            && let Err(error) = self
+                .release_thread_lane(tenant_id, &thread_id, run_id)
+                .await
+        {
+            // Committed already: the next message on the thread releases
+            // the lane instead.
+            tracing::warn!(%error, %thread_id, %run_id, "could not release the thread's lane");
+        }
         Ok(new_version)
     }
 

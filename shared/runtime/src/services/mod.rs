@@ -19,6 +19,7 @@ mod humans;
 mod outbox;
 mod runs;
 mod steps;
+mod thread_lanes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -286,6 +287,9 @@ impl Services {
             threads: ports.threads.clone(),
             clock: ports.clock.clone(),
             max_commit_rounds: settings.max_commit_rounds,
+            chat_history_limit: registry
+                .chat_settings()
+                .map_or(0, |chat| chat.history_limit),
         };
         let common = CommonParts {
             relay,

@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CommonParts, OrchestratorSettings, OutboxRelay};
 
+mod chat_admission;
 mod chat_messages;
 mod evaluations;
 use crate::error::{RuntimeError, StoreError};

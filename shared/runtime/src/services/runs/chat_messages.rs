@@ -5,7 +5,8 @@
 
 use baton_core::chat::ChatTurn;
 use baton_core::chat_plan::check_chat_request;
-use baton_core::engine::{NewRunIdentity, start_chat_run};
+use baton_core::engine::{NewRunIdentity, queue_chat_run, start_chat_run};
+use baton_core::thread_lane::{Admission, MultitaskStrategy};
 
 use super::{RunService, SubmittedRun};
 use crate::error::RuntimeError;
@@ -28,6 +29,9 @@ pub struct ChatRequest {
     pub inputs: serde_json::Map<String, serde_json::Value>,
     /// The entity the conversation is about.
     pub entity_id: Option<String>,
+    /// What this message does if its thread is still answering another
+    /// (`baton_core::thread_lane::MultitaskStrategy`; `enqueue` when unsaid).
+    pub multitask_strategy: MultitaskStrategy,
 }
 
 /// The longest `entityId` a chat message takes.
@@ -36,7 +40,11 @@ const MAX_ENTITY_ID_CHARS: usize = 256;
 impl RunService {
     /// Starts a chat run for `request`. An unknown thread is an error
     /// (`ThreadNotFound`), as are an unknown agent or context type
-    /// (`InvalidInput` naming `$.agent` / `$.contextType`).
+    /// (`InvalidInput` naming `$.agent` / `$.contextType`). On a thread
+    /// still answering another message, the request's `multitaskStrategy`
+    /// decides (`chat_admission`): refused (`ThreadBusy`), queued (the run
+    /// is created `queued` and starts when the one ahead ends), or the
+    /// runs in flight cut short.
     pub async fn submit_chat(
         &self,
         tenant_id: &str,
@@ -65,24 +73,34 @@ impl RunService {
                 message: format!("longer than {MAX_CHAT_MESSAGE_CHARS} characters"),
             });
         }
-        let history_limit = self
-            .registry
-            .chat_settings()
-            .map_or(0, |settings| settings.history_limit);
-        let (thread_id, history) = match &request.thread_id {
-            None => (self.ids.new_id("thread"), Vec::new()),
+        let run_id = self.ids.new_id("run");
+        let (thread_id, admission, history) = match &request.thread_id {
+            None => {
+                let thread_id = self.ids.new_id("thread");
+                let (admission, _) = self
+                    .admit_on_thread(tenant_id, &thread_id, &run_id, request, true)
+                    .await?;
+                (thread_id, admission, Vec::new())
+            }
             Some(thread_id) => {
-                let Some(mut exchanges) =
-                    self.threads.thread_exchanges(tenant_id, thread_id).await?
-                else {
-                    return Err(RuntimeError::ThreadNotFound(thread_id.clone()));
-                };
-                let skip = exchanges.len().saturating_sub(history_limit);
-                exchanges.drain(..skip);
-                (thread_id.clone(), exchanges)
+                let (admission, lane) = self
+                    .admit_on_thread(tenant_id, thread_id, &run_id, request, false)
+                    .await?;
+                if let Admission::Replace {
+                    cancelled,
+                    rollback,
+                } = &admission
+                {
+                    self.cut_short(tenant_id, thread_id, &run_id, cancelled, *rollback)
+                        .await?;
+                }
+                let history = self
+                    .committer
+                    .thread_history(tenant_id, thread_id, &lane)
+                    .await?;
+                (thread_id.clone(), admission, history)
             }
         };
-        let run_id = self.ids.new_id("run");
         let identity = NewRunIdentity {
             run_id: run_id.clone(),
             tenant_id: tenant_id.to_string(),
@@ -104,8 +122,12 @@ impl RunService {
             new_drafts: Vec::new(),
             inputs: request.inputs.clone(),
             entity_id: request.entity_id.clone(),
+            waiting_on_thread: false,
         };
-        let decision = start_chat_run(identity, turn, self.clock.now())?;
+        let decision = match &admission {
+            Admission::Queue { ahead } => queue_chat_run(identity, turn, self.clock.now(), ahead)?,
+            _ => start_chat_run(identity, turn, self.clock.now())?,
+        };
         self.store
             .create_run(
                 &decision.state,
@@ -114,11 +136,15 @@ impl RunService {
                 None,
             )
             .await?;
+        let status = self
+            .settle_admission(tenant_id, &decision.state.thread_id, &run_id, &admission)
+            .await?
+            .unwrap_or(decision.state.status);
         self.relay.send(&decision.outbox).await?;
         Ok(SubmittedRun {
             run_id,
             thread_id: decision.state.thread_id,
-            status: decision.state.status,
+            status,
             deduplicated: false,
             resumed: false,
         })
