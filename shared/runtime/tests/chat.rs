@@ -414,3 +414,166 @@ async fn two_messages_sent_together_obey_each_multitask_strategy_in_memory() {
     )
     .await;
 }
+
+/// Test double for a model endpoint with a context window: refuses a
+/// request whose text (system instruction, every message) is over
+/// `window_tokens` at four characters a token, as a provider refuses an
+/// oversized prompt; else answers, recording the messages it was sent.
+struct ContextLimitedModel {
+    window_tokens: usize,
+    messages_sent: Mutex<Vec<usize>>,
+}
+
+#[async_trait]
+impl LlmProvider for ContextLimitedModel {
+    fn model_name(&self) -> String {
+        "context-limited-double".into()
+    }
+
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        Err(LlmError::Configuration("a chat node converses".into()))
+    }
+
+    async fn converse(
+        &self,
+        request: &ModelRequest,
+        session: &ToolSession,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<SessionAnswer, LlmError> {
+        let turns: usize = session
+            .turns
+            .iter()
+            .map(|turn| match turn {
+                SessionTurn::User { content } => content.chars().count(),
+                SessionTurn::Assistant { content, .. } => content.chars().count(),
+                other => serde_json::to_string(other).map_or(0, |text| text.len()),
+            })
+            .sum();
+        let characters = request.system_instruction.chars().count()
+            + request.user_message.chars().count()
+            + turns;
+        if characters.div_ceil(4) > self.window_tokens {
+            return Err(LlmError::RequestRejected {
+                status: 400,
+                body: format!(
+                    "prompt is {} tokens, over this model's {}",
+                    characters.div_ceil(4),
+                    self.window_tokens
+                ),
+            });
+        }
+        self.messages_sent
+            .lock()
+            .unwrap()
+            .push(session.turns.len() + 1);
+        Ok(SessionAnswer {
+            content: "Answered within the window.".into(),
+            tool_calls: Vec::new(),
+            usage: TokenUsage {
+                prompt_tokens: characters.div_ceil(4) as u64,
+                completion_tokens: 5,
+                cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
+            },
+            model: "gpt-4o-mini".into(),
+        })
+    }
+}
+
+/// A thread of 500 long exchanges: the request keeps the newest that fit
+/// the model's context (the deployment's default model: the documented
+/// 128,000-token window, a quarter kept for the answer), the model double
+/// answers it, and the run says what was left out.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_500_exchange_thread_is_answered_within_the_context_window_with_a_warning() {
+    let model = Arc::new(ContextLimitedModel {
+        window_tokens: baton_core::state::context_budget::DEFAULT_CONTEXT_WINDOW_TOKENS as usize,
+        messages_sent: Mutex::new(Vec::new()),
+    });
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let threads = Arc::new(InMemoryThreadStore::new());
+    let services = TestServices::with_model(model.clone())
+        .queue(queue.clone())
+        .threads(threads.clone())
+        .build()
+        .services;
+    let thread = "thread_long";
+    // 500 exchanges of 2 × 14,000 characters (7,000 tokens reckoned each):
+    // the chat's newest 20 (chat.json's historyLimit) are 140,000 tokens,
+    // more than the model's whole window: sent whole, the double refuses.
+    for index in 0..500u64 {
+        threads
+            .record_exchange(
+                "t",
+                thread,
+                &baton_core::chat::ChatExchange {
+                    run_id: format!("run_{index:03}"),
+                    at_millis: 1_000 + index,
+                    user: format!("question {index} ").repeat(2_000)[..14_000].to_string(),
+                    assistant: format!("answer {index} ").repeat(2_000)[..14_000].to_string(),
+                    agent: None,
+                    drafts: Vec::new(),
+                    interrupted: false,
+                },
+            )
+            .await
+            .unwrap();
+    }
+    let submitted = services
+        .runs
+        .submit_chat(
+            "t",
+            &ChatRequest {
+                thread_id: Some(thread.into()),
+                ..message("Sum it all up, please.")
+            },
+        )
+        .await
+        .unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed, "answered, not refused");
+    let frames = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    assert_frames_match_schemas(&frames);
+    let warnings: Vec<_> = frames
+        .iter()
+        .filter(|frame| frame.event_type.as_str() == "warning")
+        .filter_map(|frame| frame.payload.clone())
+        .filter(|payload| payload["code"] == "context_trimmed")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{frames:?}");
+    let context = &warnings[0]["context"];
+    let (dropped, kept) = (
+        context["droppedExchanges"].as_u64().unwrap(),
+        context["keptExchanges"].as_u64().unwrap(),
+    );
+    assert_eq!(dropped + kept, 20, "of the 20 the chat reads");
+    assert_eq!(
+        kept, 13,
+        "13 × 7,000 tokens fit in 96,000 beside the prompt, 14 do not"
+    );
+    let estimated = context["estimatedTokens"].as_u64().unwrap();
+    assert!((91_000..=96_000).contains(&estimated), "{estimated}");
+    assert_eq!(context["budgetTokens"], 96_000);
+    let sent = model.messages_sent.lock().unwrap().clone();
+    assert_eq!(
+        sent,
+        [kept as usize * 2 + 1],
+        "the kept exchanges and the new message"
+    );
+}

@@ -149,6 +149,9 @@ pub enum WarningCode {
     /// The run has spent 80% of `constraints.maxCostUsd`, or 80% of
     /// `constraints.maxDurationSeconds` has passed (`budget` says which).
     BudgetNearlySpent,
+    /// A chat node's request would not fit its model's context window: the
+    /// thread's oldest exchanges were left out (`context` gives the counts).
+    ContextTrimmed,
 }
 
 impl WarningCode {

@@ -190,16 +190,40 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
     step.exchanges.push(exchange);
 }
 
-/// A chat node's conversation: the thread's earlier exchanges, then the
-/// new message. Returns the first user message (the rest become turns).
+/// How much of the thread a chat node's request keeps
+/// (`state::context_budget`): the index of the first exchange kept, and the
+/// trim when any was left out. Reckoned from what every turn's request
+/// carries (the system instruction, the answer's schema, the new message),
+/// so every turn of the session keeps the same exchanges.
+pub(super) fn chat_history_fit(
+    turn: &crate::records::chat::ChatTurn,
+    request: &crate::state::context::ModelRequest,
+    engine: &EngineContext<'_>,
+) -> (usize, Option<crate::state::context_budget::ContextTrim>) {
+    use crate::state::context_budget::{estimated_tokens, fit_history, prompt_budget};
+    let fixed = estimated_tokens(&request.system_instruction)
+        + estimated_tokens(&request.output_schema.to_string())
+        + estimated_tokens(&turn.message);
+    let model = request.model.as_ref().map(|target| target.name.as_str());
+    fit_history(
+        &turn.history,
+        fixed,
+        prompt_budget(engine.registry.models(), model),
+    )
+}
+
+/// A chat node's conversation: the thread's exchanges from `first_kept`
+/// on, then the new message. Returns the first user message (the rest
+/// become turns).
 pub(super) fn seed_chat(
     conversation: &mut ToolSession,
     turn: &crate::records::chat::ChatTurn,
+    first_kept: usize,
 ) -> String {
-    let mut messages = Vec::with_capacity(turn.history.len() * 2 + 1);
+    let kept = turn.history.get(first_kept..).unwrap_or_default();
+    let mut messages = Vec::with_capacity(kept.len() * 2 + 1);
     // A blank message and its clarifying question tell the model nothing.
-    for exchange in turn
-        .history
+    for exchange in kept
         .iter()
         .filter(|exchange| !exchange.user.trim().is_empty())
     {
@@ -235,7 +259,8 @@ pub(super) fn session_request(
         && let Some(turn) = &state.chat
     {
         let mut scratch = ToolSession::default();
-        request.user_message = seed_chat(&mut scratch, turn);
+        let (first_kept, _) = chat_history_fit(turn, &request, engine);
+        request.user_message = seed_chat(&mut scratch, turn, first_kept);
     }
     request
 }

@@ -3,6 +3,7 @@
 //! `agent_create_plan` call read into a child envelope.
 
 pub mod context;
+pub mod context_budget;
 pub mod listing;
 pub mod plan_tool;
 pub mod replan_cause;

@@ -5,18 +5,28 @@
 //! | frame | hook event | data |
 //! | --- | --- | --- |
 //! | `start` | `prompt:submit` | `prompt` (the objective), `runId` |
-//! | `node_start` (AI) | `provider:request` | `nodeId`, `capabilityId`, `iteration` (the attempt) |
-//! | `agent_state` `thinking` (an agent's model turn) | `provider:request` | `nodeId`, `iteration` (the turn) |
+//! | `plan_requested` (the LLM planner) | `provider:request` | `planner`, `iteration` (the draft) |
+//! | `plan_generated` / `plan_rejected` after it | `provider:response` | `planner`, `response` (the plan version, or the rejection) |
+//! | `node_start` (AI) | `provider:request` | `nodeId`, `capabilityId`, `iteration` (the attempt), `model`, `messages` |
+//! | `agent_state` `thinking` (an agent's model turn) | `provider:request` | `nodeId`, `iteration` (the turn), `model`, `messages` (the session so far) |
 //! | `delta` | `provider:stream` | `nodeId`, `chunk` |
-//! | `node_complete` | `provider:response` | `nodeId`, `response` (the output) |
-//! | `tool_call` | `tool:pre` | `tool_name`, `input` |
+//! | `tool_call` (the first of a turn) | `provider:response`, then `tool:pre` | `nodeId`, `response` (the calls asked for), `usage`, `model`; `tool_name`, `input` |
+//! | `tool_call` (the others) | `tool:pre` | `tool_name`, `input` |
 //! | `tool_result` | `tool:post` | `tool_name`, `result` |
+//! | `message` (an agent's answer) | `provider:response` | `nodeId`, `response` (the text), `usage`, `model` |
+//! | `node_complete` (an AI node; an agent's came with its `message`) | `provider:response` | `nodeId`, `response` (the output), `usage`, `model` |
 //! | `complete` | `prompt:complete`, then `orchestrator:complete` | `response`; `orchestrator`, `turn_count`, `status: success` |
 //! | `error` | `orchestrator:complete` | `orchestrator`, `turn_count`, `status: error` (`incomplete` for `agent_incomplete`: a guardrail ended an agent session), `code`, `error` (the error text) |
 //! | (the stream stops on a run waiting for a person) | `orchestrator:complete` | `status: incomplete` |
 //!
-//! Other frames have no hook event. `orchestrator:complete` comes once and
-//! last; `turn_count` counts model requests.
+//! `messages` are rebuilt from the frames (`{role, content}`: the node's
+//! system instructions from its `node_start`, then each turn's tool calls
+//! and results), so they carry what the frames carry; a node's inputs are
+//! the outputs of the `node_complete` frames before it, and are not
+//! repeated. Other frames have no hook event. `orchestrator:complete`
+//! comes once and last; `turn_count` counts model requests (the planner's
+//! drafts, AI nodes, agent turns). A judge's call has no frame of its own
+//! and is not counted.
 
 use serde_json::{Value, json};
 
@@ -44,6 +54,10 @@ impl HookEvent {
 pub struct HookRenderer {
     turns: u32,
     ended: bool,
+    /// Each agent node's session so far, as `{role, content}` messages.
+    sessions: std::collections::BTreeMap<String, Vec<Value>>,
+    /// A planner draft was requested and not answered yet.
+    planning: bool,
 }
 
 impl HookRenderer {
@@ -74,36 +88,101 @@ impl HookRenderer {
                 "prompt:submit",
                 json!({"prompt": payload["objective"], "runId": frame.run_id}),
             )],
+            EventType::PlanRequested if payload["planner"] == "llm" => {
+                self.turns += 1;
+                self.planning = true;
+                vec![event(
+                    "provider:request",
+                    json!({"planner": "llm", "iteration": payload["attempt"]}),
+                )]
+            }
+            EventType::PlanGenerated | EventType::PlanRejected if self.planning => {
+                self.planning = false;
+                let response = if frame.event_type == EventType::PlanGenerated {
+                    json!({"planVersion": payload["planVersion"], "nodes": payload["nodes"]})
+                } else {
+                    json!({"rejected": frame.message.clone().unwrap_or_default()})
+                };
+                vec![event(
+                    "provider:response",
+                    json!({"planner": "llm", "response": response}),
+                )]
+            }
             EventType::NodeStart if payload["executorType"] == "ai" => {
                 self.turns += 1;
                 vec![event(
                     "provider:request",
-                    json!({"nodeId": node, "capabilityId": payload["capabilityId"], "iteration": payload["attempt"]}),
+                    json!({
+                        "nodeId": node,
+                        "capabilityId": payload["capabilityId"],
+                        "iteration": payload["attempt"],
+                        "model": payload["model"],
+                        "messages": opening_messages(&payload),
+                    }),
                 )]
+            }
+            EventType::NodeStart if payload["executorType"] == "agent" => {
+                self.sessions.insert(node, opening_messages(&payload));
+                Vec::new()
             }
             EventType::AgentState if payload["state"] == "thinking" => {
                 self.turns += 1;
+                let messages = self.sessions.get(&node).cloned().unwrap_or_default();
                 vec![event(
                     "provider:request",
-                    json!({"nodeId": node, "iteration": payload["turn"]}),
+                    json!({"nodeId": node, "iteration": payload["turn"], "model": payload["model"], "messages": messages}),
                 )]
             }
             EventType::Delta => vec![event(
                 "provider:stream",
                 json!({"nodeId": node, "chunk": frame.message.clone().unwrap_or_default()}),
             )],
-            EventType::NodeComplete => vec![event(
+            EventType::Message => {
+                let text = frame.message.clone().unwrap_or_default();
+                self.remember(&node, json!({"role": "assistant", "content": text}));
+                vec![event(
+                    "provider:response",
+                    json!({"nodeId": node, "response": text, "usage": payload["response"]["usage"], "model": payload["response"]["model"]}),
+                )]
+            }
+            EventType::NodeComplete if !self.sessions.contains_key(&node) => vec![event(
                 "provider:response",
-                json!({"nodeId": node, "response": payload["output"]}),
+                json!({"nodeId": node, "response": payload["output"], "usage": payload["usage"], "model": payload["model"]}),
             )],
-            EventType::ToolCall => vec![event(
-                "tool:pre",
-                json!({"tool_name": payload["toolName"], "input": payload["args"]}),
-            )],
-            EventType::ToolResult => vec![event(
-                "tool:post",
-                json!({"tool_name": payload["toolName"], "result": payload["result"]}),
-            )],
+            EventType::ToolCall => {
+                let call = json!({"name": payload["toolName"], "input": payload["args"]});
+                self.remember(
+                    &node,
+                    json!({"role": "assistant", "content": Value::Null, "toolCall": call}),
+                );
+                let mut events = Vec::new();
+                if !payload["response"].is_null() {
+                    events.push(event(
+                        "provider:response",
+                        json!({"nodeId": node, "response": {"toolCall": call}, "usage": payload["response"]["usage"], "model": payload["response"]["model"]}),
+                    ));
+                }
+                events.push(event(
+                    "tool:pre",
+                    json!({"tool_name": payload["toolName"], "input": payload["args"]}),
+                ));
+                events
+            }
+            EventType::ToolResult => {
+                let result = if payload["error"].is_null() {
+                    payload["result"].clone()
+                } else {
+                    payload["error"].clone()
+                };
+                self.remember(
+                    &node,
+                    json!({"role": "tool", "name": payload["toolName"], "content": result}),
+                );
+                vec![event(
+                    "tool:post",
+                    json!({"tool_name": payload["toolName"], "result": payload["result"]}),
+                )]
+            }
             EventType::Complete => vec![
                 event("prompt:complete", json!({"response": payload["output"]})),
                 self.ended("success", &[]),
@@ -124,11 +203,31 @@ impl HookRenderer {
         }
     }
 
+    /// Adds `message` to an agent node's session.
+    fn remember(&mut self, node: &str, message: Value) {
+        if let Some(session) = self.sessions.get_mut(node) {
+            session.push(message);
+        }
+    }
+
     /// The stream stopped without an ending (the run waits for a person):
     /// `orchestrator:complete` with `status: incomplete`, unless one came.
     pub fn finish_unended(&mut self) -> Option<HookEvent> {
         (!self.ended).then(|| self.ended("incomplete", &[]))
     }
+}
+
+/// A node's first messages, from its `node_start`: its instructions as
+/// the system message, its inputs as the user's.
+fn opening_messages(node_start: &Value) -> Vec<Value> {
+    let mut messages = Vec::new();
+    if let Some(instructions) = node_start["instructions"].as_str() {
+        messages.push(json!({"role": "system", "content": instructions}));
+    }
+    if !node_start["inputs"].is_null() {
+        messages.push(json!({"role": "user", "content": node_start["inputs"].to_string()}));
+    }
+    messages
 }
 
 #[cfg(test)]

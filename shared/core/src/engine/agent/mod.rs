@@ -27,11 +27,14 @@ use crate::records::conversation::{
 use crate::records::governance::TimerPurpose;
 use crate::state::context::{ContextBundle, build_model_request};
 use crate::state::run::{NodeStatus, RunState, StepCommand};
-use crate::wire::event::EventDraft;
+
 use crate::wire::frames::{self, AgentActivity, ExecutorType, FrameStamp, RunPhase};
 
 mod calls;
 mod plan_call;
+mod session_frames;
+pub(super) use session_frames::agent_state_frame;
+use session_frames::{response_summary, thinking_frame};
 mod requests;
 
 pub(super) use calls::{begin_tool, resume_tool};
@@ -108,25 +111,6 @@ pub(super) fn context_type(state: &RunState) -> Option<String> {
     })
 }
 
-pub(super) fn agent_state_frame(
-    stamp: &FrameStamp,
-    state: &RunState,
-    node_id: &str,
-    activity: AgentActivity,
-    turn: u32,
-) -> EventDraft {
-    frames::agent_state(
-        stamp,
-        node_id,
-        &frames::AgentStatePayload {
-            state: activity,
-            turn,
-            context_type: context_type(state),
-            child_run_id: None,
-        },
-    )
-}
-
 /// The node's step: open the session and take its first model turn.
 pub(super) fn begin_session(
     state: &RunState,
@@ -172,10 +156,13 @@ pub(super) fn begin_session(
         turns: Vec::new(),
         free_text: node.is_chat(),
     };
+    let mut context_trim = None;
     if node.is_chat()
         && let Some(turn) = &state.chat
     {
-        request.user_message = super::chat_runs::seed_chat(&mut opening, turn);
+        let (first_kept, trim) = super::chat_runs::chat_history_fit(turn, &request, engine);
+        request.user_message = super::chat_runs::seed_chat(&mut opening, turn, first_kept);
+        context_trim = trim;
     }
     let session = AgentSession {
         attempt,
@@ -193,13 +180,15 @@ pub(super) fn begin_session(
     let phase = RunPhase::of_node(node.kind);
     let mut start_frames =
         super::node::claim_frames(state, node, attempt, ExecutorType::Agent, now);
-    start_frames.push(agent_state_frame(
-        &stamp,
-        state,
-        &node.node_id,
-        AgentActivity::Thinking,
-        first_turn,
-    ));
+    start_frames.push(thinking_frame(&stamp, state, node, first_turn));
+    if let Some(trim) = context_trim {
+        start_frames.push(session_frames::context_trimmed(
+            &stamp,
+            &node.node_id,
+            &request,
+            trim,
+        ));
+    }
     Ok(StepAdvance::Perform(Effect::Converse(Box::new(
         ConverseCall {
             node_id: node.node_id.clone(),
@@ -344,7 +333,8 @@ pub(super) fn resume_turn(
     session.turns_taken += 1;
     let turns = session.turns_taken;
     if answer.tool_calls.is_empty() {
-        return answered(step, node, call.attempt, answer.content, turns);
+        let response = response_summary(&answer);
+        return answered(step, node, call.attempt, answer.content, turns, response);
     }
     if super::budget::stop_when_over_budget(&mut step, &node.node_id, false) {
         close_session(&mut step, &node.node_id, call.attempt);
@@ -369,6 +359,7 @@ fn answered(
     attempt: u32,
     content: String,
     turns: u32,
+    response: frames::ModelResponseSummary,
 ) -> Result<StepAdvance, CoreError> {
     close_session(&mut step, &node.node_id, attempt);
     let said = frames::message(
@@ -378,6 +369,7 @@ fn answered(
         &frames::MessagePayload {
             role: "assistant".into(),
             turns,
+            response: Some(response),
         },
     );
     step.emit(said);
@@ -419,6 +411,7 @@ fn take_tool_calls(
     let settings = node.agent().cloned().ok_or_else(|| {
         CoreError::StepDoesNotApply(format!("node {} is not an agent", node.node_id))
     })?;
+    let mut response = Some(response_summary(&answer));
     let calls = answer.tool_calls;
     for opening in opening_turns {
         step.record_turn(&node.node_id, opening.clone());
@@ -471,6 +464,7 @@ fn take_tool_calls(
             &step.stamp(),
             &node.node_id,
             &frames::ToolCallPayload {
+                response: response.take(),
                 tool_name: call.name.clone(),
                 args: arguments.clone(),
                 call_id: call.id.clone(),
@@ -518,13 +512,7 @@ pub(super) fn next_turn(step: &mut StepContext<'_, '_>, node: &PlanNode, attempt
         return;
     }
     let turn = session.next_turn();
-    let thinking = agent_state_frame(
-        &step.stamp(),
-        &step.state,
-        &node.node_id,
-        AgentActivity::Thinking,
-        turn,
-    );
+    let thinking = thinking_frame(&step.stamp(), &step.state, node, turn);
     step.emit(thinking);
     step.enqueue(StepCommand::AgentTurn {
         node_id: node.node_id.clone(),

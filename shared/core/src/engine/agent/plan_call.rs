@@ -321,6 +321,7 @@ pub(in crate::engine) fn resume_child_started(
             turn: start.turn,
             context_type: super::context_type(&step.state),
             child_run_id: Some(child_run_id),
+            model: None,
         },
     );
     step.emit(executing);

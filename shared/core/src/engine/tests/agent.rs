@@ -238,7 +238,11 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
     assert_eq!(event_types(&first), ["tool_call", "agent_state"]);
     assert_eq!(
         payload_of(&first, EventType::ToolCall),
-        json!({"toolName": "lookup", "args": {"q": "facts"}, "callId": "call_1", "turn": 0})
+        json!({
+            "response": {"model": "scripted", "usage": {"prompt": 10, "completion": 2, "total": 12}},
+            "toolName": "lookup", "args": {"q": "facts"}, "callId": "call_1", "turn": 0
+        }),
+        "the turn's first call carries the answer that asked for it"
     );
     assert_eq!(
         payload_of(&first, EventType::AgentState)["state"],

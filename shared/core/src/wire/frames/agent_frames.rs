@@ -13,6 +13,10 @@ use crate::wire::event::{EventDraft, EventType};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolCallPayload {
+    /// The first call of a turn: the model's answer that asked for the
+    /// turn's calls (its usage and model; `provider:response` in hooks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<ModelResponseSummary>,
     pub tool_name: String,
     /// The arguments as parsed, or the text the model wrote when it is not JSON.
     pub args: Value,
@@ -77,6 +81,10 @@ pub struct AgentStatePayload {
     /// `executing_plan`: the child run at work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child_run_id: Option<String>,
+    /// `thinking`: the catalog model the turn goes to (absent: the
+    /// deployment's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 pub fn agent_state(stamp: &FrameStamp, node_id: &str, payload: &AgentStatePayload) -> EventDraft {
@@ -92,6 +100,18 @@ pub fn agent_state(stamp: &FrameStamp, node_id: &str, payload: &AgentStatePayloa
 pub struct MessagePayload {
     pub role: String,
     pub turns: u32,
+    /// The model's last answer, the one said here (its usage and model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<ModelResponseSummary>,
+}
+
+/// One model answer of an agent's session: what it cost and which model
+/// gave it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ModelResponseSummary {
+    pub model: String,
+    pub usage: super::metrics_frames::TokenTotals,
 }
 
 pub fn message(

@@ -18,9 +18,9 @@ pub use governance_frames::{
 };
 
 pub use agent_frames::{
-    AgentActivity, AgentStatePayload, MessagePayload, PlanReadyForReviewPayload, PlanReviewPayload,
-    ToolCallPayload, ToolResultPayload, agent_state, message, plan_ready_for_review, plan_review,
-    tool_call, tool_result,
+    AgentActivity, AgentStatePayload, MessagePayload, ModelResponseSummary,
+    PlanReadyForReviewPayload, PlanReviewPayload, ToolCallPayload, ToolResultPayload, agent_state,
+    message, plan_ready_for_review, plan_review, tool_call, tool_result,
 };
 #[cfg(test)]
 pub(crate) use frame_schemas::test_support;
@@ -254,7 +254,8 @@ pub struct NodeStartPayload<'a> {
     /// Human nodes: the contract the answer must meet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<NodeContractSummary>,
-    /// Human nodes: the capability's instructions.
+    /// Human nodes: the capability's instructions; AI and agent nodes: the
+    /// model's system instructions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// Human nodes: the node's input facets.
@@ -417,6 +418,10 @@ pub struct WarningPayload {
     /// `budget_nearly_spent`: the budget, its limit and what is spent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetReport>,
+    /// `context_trimmed`: what was left out of the request, and the tokens
+    /// reckoned against the model's budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::state::context_budget::ContextTrim>,
 }
 
 impl WarningPayload {
@@ -428,6 +433,7 @@ impl WarningPayload {
             model: None,
             field: None,
             budget: None,
+            context: None,
         }
     }
 }

@@ -1,0 +1,91 @@
+//! The hooks rendering of a real run: a two-turn agent session (one tool
+//! call, then the answer) on the real engine, step service and in-memory
+//! store, its frames rendered by `HookRenderer`. The model and the tool's
+//! endpoint are the test doubles of `baton_test_support::agent_session`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+
+use baton_core::hooks::HookRenderer;
+use baton_core::run::RunStatus;
+use baton_runtime::memory::InMemoryStepQueue;
+use baton_runtime::worker::LocalRunner;
+use baton_test_support::TestServices;
+use baton_test_support::agent_session::{
+    FixedLookup, OneLookupPerTurn, agent_envelope, agent_registry,
+};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_two_turn_agent_renders_two_requests_and_two_responses_with_usage() {
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(OneLookupPerTurn { turns: 2 }))
+        .registry(agent_registry(2))
+        .queue(queue.clone())
+        .tools(Arc::new(FixedLookup { result_bytes: 40 }))
+        .build()
+        .services;
+    let submitted = services.runs.submit("t", &agent_envelope()).await.unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    let frames = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    baton_test_support::assert_frames_match_schemas(&frames);
+    let mut renderer = HookRenderer::default();
+    let events: Vec<_> = frames
+        .iter()
+        .flat_map(|frame| renderer.render(frame))
+        .collect();
+    let named = |name: &str| -> Vec<&serde_json::Value> {
+        events
+            .iter()
+            .filter(|event| event.event == name)
+            .map(|event| &event.data)
+            .collect()
+    };
+    let requests = named("provider:request");
+    let responses = named("provider:response");
+    assert_eq!(requests.len(), 2, "{events:#?}");
+    assert_eq!(responses.len(), 2, "{events:#?}");
+    for request in &requests {
+        assert!(request.get("model").is_some(), "{request}");
+        let messages = request["messages"].as_array().unwrap();
+        assert_eq!(
+            messages[0]["role"], "system",
+            "the node's instructions first"
+        );
+    }
+    let first = requests[0]["messages"].as_array().unwrap().len();
+    let second = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(
+        second.len(),
+        first + 2,
+        "the second turn also carries the first turn's call and its result"
+    );
+    assert_eq!(second[first]["toolCall"]["name"], "lookup");
+    assert_eq!(second[first + 1]["role"], "tool");
+    for response in &responses {
+        assert!(
+            response["usage"]["total"].as_u64().unwrap() > 0,
+            "each response has its usage: {response}"
+        );
+        assert!(response["model"].is_string(), "{response}");
+    }
+    assert_eq!(responses[0]["response"]["toolCall"]["name"], "lookup");
+    assert!(responses[1]["response"].is_string(), "the answer's text");
+    let ended = named("orchestrator:complete");
+    assert_eq!(ended.len(), 1);
+    assert_eq!(ended[0]["turn_count"], 2);
+    assert_eq!(ended[0]["status"], "success");
+}
