@@ -403,7 +403,12 @@ pub(crate) async fn drive_and_print(
     loop {
         tokio::select! {
             frame = frames.next() => match frame {
-                Some(frame) => printer.print_frames(std::slice::from_ref(&frame)),
+                Some(mut frame) => {
+                    if format == OutputFormat::Hooks {
+                        services.runs.fill_model_instructions(LOCAL_TENANT, &mut frame).await;
+                    }
+                    printer.print_frames(std::slice::from_ref(&frame));
+                }
                 None => break,
             },
             joined = &mut worker, if worker_result.is_none() => {

@@ -80,7 +80,13 @@ pub(crate) async fn chat(
         0,
         state.settings.poll_interval,
     );
-    let mut response = sse_response_in(frames, state.settings.heartbeat, dialect);
+    let mut response = sse_response_in(
+        frames,
+        state.settings.heartbeat,
+        dialect,
+        state.runs.clone(),
+        &tenant.0,
+    );
     for (name, value) in [
         (
             header::LOCATION.as_str(),

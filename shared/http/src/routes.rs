@@ -160,7 +160,13 @@ async fn create_run_and_stream(
         0,
         state.settings.poll_interval,
     );
-    Ok(sse_response_in(frames, state.settings.heartbeat, dialect))
+    Ok(sse_response_in(
+        frames,
+        state.settings.heartbeat,
+        dialect,
+        state.runs.clone(),
+        &tenant.0,
+    ))
 }
 
 fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
@@ -212,7 +218,13 @@ async fn run_events(
             let _held = &slot;
             frame
         });
-    Ok(sse_response_in(frames, state.settings.heartbeat, dialect))
+    Ok(sse_response_in(
+        frames,
+        state.settings.heartbeat,
+        dialect,
+        state.runs.clone(),
+        &tenant.0,
+    ))
 }
 
 async fn cancel_run(

@@ -76,15 +76,26 @@ fn hook_event(frame_id: u64, run_id: &str, event: &baton_core::hooks::HookEvent)
         .data(event.to_line(frame_id, run_id))
 }
 
-/// [`sse_response`] in `dialect`.
+/// [`sse_response`] in `dialect`. In hooks, a model node's `node_start`
+/// gets its instructions from the run's plan (`runs`, for `tenant_id`).
 pub fn sse_response_in(
     frames: impl Stream<Item = EventFrame> + Send + 'static,
     heartbeat: Duration,
     dialect: Dialect,
+    runs: std::sync::Arc<baton_runtime::services::RunService>,
+    tenant_id: &str,
 ) -> Response {
     if dialect == Dialect::Frames {
         return sse_response(frames, heartbeat);
     }
+    let tenant_id = tenant_id.to_string();
+    let frames = frames.then(move |mut frame| {
+        let (runs, tenant_id) = (runs.clone(), tenant_id.clone());
+        async move {
+            runs.fill_model_instructions(&tenant_id, &mut frame).await;
+            frame
+        }
+    });
     let mut renderer = HookRenderer::default();
     let mut last: Option<(u64, String)> = None;
     let events = frames

@@ -42,11 +42,14 @@ async fn a_two_turn_agent_renders_two_requests_and_two_responses_with_usage() {
         .await
         .unwrap();
     baton_test_support::assert_frames_match_schemas(&frames);
+    // As the SSE route and the CLI render hooks: a model node's
+    // instructions filled in from the plan first.
     let mut renderer = HookRenderer::default();
-    let events: Vec<_> = frames
-        .iter()
-        .flat_map(|frame| renderer.render(frame))
-        .collect();
+    let mut events = Vec::new();
+    for mut frame in frames {
+        services.runs.fill_model_instructions("t", &mut frame).await;
+        events.extend(renderer.render(&frame));
+    }
     let named = |name: &str| -> Vec<&serde_json::Value> {
         events
             .iter()

@@ -54,10 +54,10 @@ pub(super) fn start_payload(
         input_facets: Cow::Borrowed(&node.input_facets),
         output_facets: Cow::Borrowed(&node.output_facets),
         contract: None,
-        // A model's system instructions (the hooks' `provider:request`
-        // `messages` start with them); a person's task says its own.
-        instructions: matches!(executor, ExecutorType::Ai | ExecutorType::Agent)
-            .then(|| node.instructions.clone()),
+        // Not a model's instructions: they are in the plan, and a frame
+        // per node would hold them once per run (the hooks rendering reads
+        // them from the plan: `RunService::fill_model_instructions`).
+        instructions: None,
         inputs: None,
         due_at: None,
         escalated_from: None,

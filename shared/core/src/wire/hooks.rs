@@ -20,10 +20,10 @@
 //! | (the stream stops on a run waiting for a person) | `orchestrator:complete` | `status: incomplete` |
 //!
 //! `messages` are rebuilt from the frames (`{role, content}`: the node's
-//! system instructions from its `node_start`, then each turn's tool calls
-//! and results), so they carry what the frames carry; a node's inputs are
-//! the outputs of the `node_complete` frames before it, and are not
-//! repeated. Other frames have no hook event. `orchestrator:complete`
+//! system instructions from its `node_start`, which the renderers fill in
+//! from the run's plan, then each turn's tool calls and results); a node's
+//! inputs are the outputs of the `node_complete` frames before it, and are
+//! not repeated. Other frames have no hook event. `orchestrator:complete`
 //! comes once and last; `turn_count` counts model requests (the planner's
 //! drafts, AI nodes, agent turns). A judge's call has no frame of its own
 //! and is not counted.

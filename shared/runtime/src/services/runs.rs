@@ -19,6 +19,7 @@ use super::{CommonParts, OrchestratorSettings, OutboxRelay};
 mod chat_admission;
 mod chat_messages;
 mod evaluations;
+mod hook_frames;
 use crate::error::{RuntimeError, StoreError};
 use crate::follow::{FollowRequest, follow_run_and_children};
 use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StoredRun};

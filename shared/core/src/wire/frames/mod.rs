@@ -254,8 +254,8 @@ pub struct NodeStartPayload<'a> {
     /// Human nodes: the contract the answer must meet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<NodeContractSummary>,
-    /// Human nodes: the capability's instructions; AI and agent nodes: the
-    /// model's system instructions.
+    /// Human nodes: the capability's instructions. (The hooks rendering
+    /// fills in an AI or agent node's from the plan.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
     /// Human nodes: the node's input facets.
