@@ -102,7 +102,7 @@ fn plan(registry: &Registry) -> PlanGraph {
                 &|_| None,
             )
             .unwrap(),
-            instructions: String::new(),
+            instructions: "".into(),
             variant: None,
             allows_clarify: false,
             task_surface: None,

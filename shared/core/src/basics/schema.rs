@@ -81,6 +81,9 @@ pub fn collect_violations(
 pub struct ValidatorCache {
     compiled_by_schema_text: Mutex<HashMap<String, SharedValidator>>,
     schemas_by_key: Mutex<HashMap<Arc<str>, SharedParts>>,
+    /// Plan texts (a node's composed instructions) by their content: every
+    /// plan holding the same text shares one copy.
+    texts: Mutex<std::collections::HashSet<Arc<str>>>,
 }
 
 /// One digest's shared copies: the digest, the schema and what the caller
@@ -90,6 +93,22 @@ type SharedParts = (Arc<str>, Arc<Value>, Arc<dyn std::any::Any + Send + Sync>);
 impl ValidatorCache {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The one shared copy of `text` (the argument itself the first time).
+    /// Bounded: past 10,000 distinct texts it starts over.
+    pub fn shared_text(&self, text: &Arc<str>) -> Arc<str> {
+        let Ok(mut texts) = self.texts.lock() else {
+            return text.clone();
+        };
+        if let Some(shared) = texts.get(text) {
+            return shared.clone();
+        }
+        if texts.len() >= 10_000 {
+            texts.clear();
+        }
+        texts.insert(text.clone());
+        text.clone()
     }
 
     /// The one shared copy of the digest `key`, of its schema and of what

@@ -153,7 +153,7 @@ fn hand_to_a_person(
         output_schema: node.output_contract.schema.as_ref().clone(),
         provenance: node.output_contract.provenance.as_ref().clone(),
     });
-    payload.instructions = Some(node.instructions.clone());
+    payload.instructions = Some(node.instructions.to_string());
     payload.inputs = Some(bundle.inputs);
     let due = now.plus(engine.human_task_timeout);
     payload.due_at = Some(due.rfc3339());

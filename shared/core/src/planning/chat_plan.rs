@@ -155,7 +155,7 @@ pub fn chat_plan(
                 schema: Arc::new(output),
                 provenance: Default::default(),
             },
-            instructions,
+            instructions: instructions.into(),
             variant: None,
             allows_clarify: false,
             task_surface: None,

@@ -151,7 +151,7 @@ pub fn inject_normalization(
         output_facets: envelope.output_contract.top_level_properties(),
         input_contract,
         output_contract,
-        instructions: normalization_instructions(&reasons),
+        instructions: normalization_instructions(&reasons).into(),
         variant: None,
         allows_clarify: false,
         task_surface: None,

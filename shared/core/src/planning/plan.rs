@@ -28,8 +28,10 @@ pub struct PlanNode {
     pub output_facets: Vec<String>,
     pub input_contract: CompiledContract,
     pub output_contract: CompiledContract,
-    /// The merged system instruction: capability prompt plus facet semantics.
-    pub instructions: String,
+    /// The merged system instruction: capability prompt plus facet
+    /// semantics. Shared: plans of one capability and facets hold one copy
+    /// (`share_contract_schemas`).
+    pub instructions: std::sync::Arc<str>,
     /// Set on variant branches: this is branch `index` of `count`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<VariantSlot>,
@@ -289,6 +291,7 @@ impl PlanGraph {
     /// runs take memory once.
     pub fn share_contract_schemas(&mut self, cache: &crate::basics::schema::ValidatorCache) {
         for node in &mut self.nodes {
+            node.instructions = cache.shared_text(&node.instructions);
             for contract in [&mut node.input_contract, &mut node.output_contract] {
                 (contract.schema_key, contract.schema, contract.provenance) = cache.shared_parts(
                     &contract.schema_key,

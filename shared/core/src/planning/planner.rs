@@ -456,7 +456,8 @@ fn build_plan_with_ids(
             kind: capability.kind,
             executor: crate::planning::plan::NodeExecutor::for_capability(capability),
             derived: derived.is_some(),
-            instructions: compose_instructions(registry, capability, &input_facets, &output_facets),
+            instructions: compose_instructions(registry, capability, &input_facets, &output_facets)
+                .into(),
             input_facets,
             output_facets,
             input_contract,

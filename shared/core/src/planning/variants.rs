@@ -137,9 +137,11 @@ pub fn expand_variants(
                 branch_property.clone(),
                 false,
             );
-            branch.instructions.push_str(&format!(
-                "\n\nYou write variant {index} of {count}: put exactly one item in `{goal}`, and make it differ in angle from the other variants."
-            ));
+            branch.instructions = format!(
+                "{}\n\nYou write variant {index} of {count}: put exactly one item in `{goal}`, and make it differ in angle from the other variants.",
+                branch.instructions
+            )
+            .into();
             for edge in &incoming {
                 plan.edges.push(PlanEdge {
                     from: edge.from.clone(),
@@ -182,7 +184,7 @@ pub fn expand_variants(
                 join_property,
                 true,
             ),
-            instructions: String::new(),
+            instructions: "".into(),
             variant: None,
             allows_clarify: false,
             task_surface: None,

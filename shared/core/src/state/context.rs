@@ -287,7 +287,7 @@ pub fn build_model_request(node: &PlanNode, bundle: &ContextBundle) -> ModelRequ
         node.output_contract.schema.clone()
     };
     ModelRequest {
-        system_instruction: node.instructions.clone(),
+        system_instruction: node.instructions.to_string(),
         user_message: serde_json::to_string(&user).unwrap_or_default(),
         schema_name: schema_name_for(&node.capability_id),
         output_schema,

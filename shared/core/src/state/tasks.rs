@@ -94,7 +94,7 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
             node_id: node.node_id.clone(),
             capability_id: node.capability_id.clone(),
             plan_version: state.plan_version(),
-            instructions: node.instructions.clone(),
+            instructions: node.instructions.to_string(),
             input_facets: node.input_facets.clone(),
             output_facets: node.output_facets.clone(),
             output_schema: node.output_contract.schema.as_ref().clone(),

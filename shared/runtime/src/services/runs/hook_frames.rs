@@ -33,7 +33,7 @@ impl RunService {
             return;
         }
         if let Some(node) = plan.node(node_id) {
-            payload["instructions"] = serde_json::Value::String(node.instructions.clone());
+            payload["instructions"] = serde_json::Value::String(node.instructions.to_string());
         }
     }
 }
