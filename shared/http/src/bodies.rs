@@ -154,6 +154,39 @@ pub struct ChatMessageRequest {
 
 // ---- responses ----
 
+/// `GET /api/v1/threads/{threadId}`: a chat thread as its readers see it.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadView {
+    pub thread_id: String,
+    /// Oldest first; exchanges a `rollback` cut short are left out.
+    pub exchanges: Vec<ThreadExchangeView>,
+    /// The run answering on the thread now, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_run_id: Option<String>,
+    /// Runs waiting behind it (`multitaskStrategy: enqueue`), in order.
+    pub queued_run_ids: Vec<String>,
+}
+
+/// One message of a thread and its answer.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadExchangeView {
+    /// The run that answered.
+    pub run_id: String,
+    /// When it was answered (Unix ms).
+    pub at_millis: u64,
+    pub user: String,
+    pub assistant: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// A newer message cut this answer short (`multitaskStrategy:
+    /// interrupt`): `assistant` is what it had said.
+    pub interrupted: bool,
+    /// Plans drafted for approval and not run yet, after this exchange.
+    pub pending_drafts: usize,
+}
+
 /// `POST /runs` (202 created, 200 the run an idempotency key named before).
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

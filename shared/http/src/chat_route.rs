@@ -103,3 +103,41 @@ pub(crate) async fn chat(
     }
     Ok(response)
 }
+
+/// `GET /api/v1/threads/{threadId}`: the thread's exchanges (rolled-back
+/// ones left out, interrupted ones marked) and who answers on it now.
+pub(crate) async fn thread(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    axum::extract::Path(thread_id): axum::extract::Path<String>,
+) -> Result<axum::Json<crate::bodies::ThreadView>, ApiError> {
+    let (exchanges, lane) = match state.runs.thread(&tenant.0, &thread_id).await {
+        Ok(found) => found,
+        Err(RuntimeError::ThreadNotFound(thread_id)) => {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "thread_not_found",
+                format!("no thread `{thread_id}`"),
+            )
+            .with_details(json!({"path": "threadId"})));
+        }
+        Err(other) => return Err(other.into()),
+    };
+    Ok(axum::Json(crate::bodies::ThreadView {
+        thread_id,
+        exchanges: exchanges
+            .into_iter()
+            .map(|exchange| crate::bodies::ThreadExchangeView {
+                run_id: exchange.run_id,
+                at_millis: exchange.at_millis,
+                user: exchange.user,
+                assistant: exchange.assistant,
+                agent: exchange.agent,
+                interrupted: exchange.interrupted,
+                pending_drafts: exchange.drafts.len(),
+            })
+            .collect(),
+        active_run_id: lane.active_run,
+        queued_run_ids: lane.queued_runs,
+    }))
+}

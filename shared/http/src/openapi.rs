@@ -401,7 +401,27 @@ pub fn operations() -> Vec<Operation> {
                     "no such thread (or another tenant's)",
                     Body::Json("Error"),
                 ),
+                answer(
+                    409,
+                    "the thread is still answering and `multitaskStrategy` is `reject` (or its queue is full): `thread_busy`, `details.activeRunId`",
+                    Body::Json("Error"),
+                ),
                 INVALID,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/threads/{thread_id}",
+            "A chat thread: its exchanges, the run answering and those queued",
+            None,
+            &[],
+            &[
+                answer(200, "the thread", Body::Json("ThreadView")),
+                answer(
+                    404,
+                    "no such thread (or another tenant's)",
+                    Body::Json("Error"),
+                ),
             ],
         ),
         open(

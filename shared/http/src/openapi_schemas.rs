@@ -90,6 +90,10 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
             component::<crate::bodies::ChatMessageRequest>(),
         ),
         (
+            "ThreadView",
+            answer_component::<crate::bodies::ThreadView>(),
+        ),
+        (
             "OpenApiDocument",
             answer_component::<crate::bodies::OpenApiDocument>(),
         ),

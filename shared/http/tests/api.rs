@@ -1219,6 +1219,57 @@ async fn chat_messages_stream_and_a_thread_remembers_its_exchanges() {
         2,
         "no refused message reached the model"
     );
+
+    // The thread as its readers see it; another tenant's is not found.
+    let threads = api.base.replace("/api/v1/flex", "/api/v1/threads");
+    let read = |token: &'static str, thread: String| {
+        let request = api
+            .client
+            .get(format!("{threads}/{thread}"))
+            .bearer_auth(token);
+        async move {
+            let response = request.send().await.unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, view) = read(ACME_TOKEN, thread.clone()).await;
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(view["threadId"], thread);
+    let said: Vec<(&str, &str)> = view["exchanges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|exchange| {
+            (
+                exchange["user"].as_str().unwrap(),
+                exchange["assistant"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("What do you do?", "I plan and run content work."),
+            ("How long does it take?", "Usually a few minutes.")
+        ]
+    );
+    assert!(view.get("activeRunId").is_none(), "nothing answers now");
+    assert_eq!(view["queuedRunIds"], json!([]));
+    let (status, error) = read(GLOBEX_TOKEN, thread.clone()).await;
+    assert_eq!(status, 404, "{error}");
+    assert_eq!(error["error"]["code"], "thread_not_found");
+    // An unknown strategy names its path.
+    let (status, _, error) = chat(
+        &api,
+        ACME_TOKEN,
+        &json!({"message": "hi", "threadId": thread, "multitaskStrategy": "shout"}),
+    )
+    .await;
+    assert_eq!(status, 422);
+    assert_eq!(error[0]["error"]["details"]["path"], "$.multitaskStrategy");
 }
 
 /// How many runs the tenant of `token` has.
