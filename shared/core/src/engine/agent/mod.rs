@@ -156,6 +156,10 @@ pub(super) fn begin_session(
         turns: Vec::new(),
         free_text: node.is_chat(),
     };
+    let prompt_budget_tokens = crate::state::context_budget::prompt_budget(
+        engine.registry.models(),
+        request.model.as_ref().map(|target| target.name.as_str()),
+    );
     let mut context_trim = None;
     if node.is_chat()
         && let Some(turn) = &state.chat
@@ -203,6 +207,7 @@ pub(super) fn begin_session(
             start_frames,
             opens: Some(session),
             stream_deltas: phase.streams_text(),
+            prompt_budget_tokens,
         },
     ))))
 }
@@ -249,6 +254,10 @@ pub(super) fn begin_turn(
             start_frames: Vec::new(),
             opens: None,
             stream_deltas: RunPhase::of_node(node.kind).streams_text(),
+            prompt_budget_tokens: crate::state::context_budget::prompt_budget(
+                engine.registry.models(),
+                node.model.as_ref().map(|target| target.name.as_str()),
+            ),
         },
     ))))
 }

@@ -28,9 +28,36 @@ pub struct ConverseCall {
     /// The first turn: the session it opens (stored when it is committed).
     pub opens: Option<AgentSession>,
     pub stream_deltas: bool,
+    /// The prompt tokens the turn's model takes
+    /// (`state::context_budget::prompt_budget`).
+    pub prompt_budget_tokens: u64,
 }
 
 impl ConverseCall {
+    /// [`ConverseCall::conversation_with`] fitted to the model's context
+    /// (`state::context_budget::fit_session`): the conversation to send,
+    /// and what was left out, if anything.
+    pub fn fitted_conversation(
+        &self,
+        stored: &[RunEntry],
+    ) -> Result<
+        (
+            ToolSession,
+            Option<crate::state::context_budget::ContextTrim>,
+        ),
+        CoreError,
+    > {
+        use crate::state::context_budget::{estimated_tokens, fit_session};
+        let mut conversation = self.conversation_with(stored)?;
+        let tools = serde_json::to_string(&conversation.tools).unwrap_or_default();
+        let fixed = estimated_tokens(&self.request.system_instruction)
+            + estimated_tokens(&self.request.user_message)
+            + estimated_tokens(&self.request.output_schema.to_string())
+            + estimated_tokens(&tools);
+        let trim = fit_session(&mut conversation, fixed, self.prompt_budget_tokens);
+        Ok((conversation, trim))
+    }
+
     /// Where the stored turns are, when there are any to load.
     pub fn stored_prefix(&self) -> Option<String> {
         (self.stored_turns > 0).then(|| conversation_prefix(&self.node_id, self.attempt))

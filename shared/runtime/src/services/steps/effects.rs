@@ -316,9 +316,33 @@ impl StepService {
             }
             None => Vec::new(),
         };
-        let conversation = call
-            .conversation_with(&stored)
+        let (conversation, trimmed) = call
+            .fitted_conversation(&stored)
             .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+        if let Some(trim) = trimmed {
+            // A view of what the request left out, like the streamed text:
+            // appended beside the claim, not part of the commit.
+            let frame = frames::warning(
+                &FrameStamp::for_run(state, self.clock.now()),
+                Some(&call.node_id),
+                format!(
+                    "the session's {} oldest tool rounds were left out of turn {} to fit its model's context ({} of {} prompt tokens reckoned)",
+                    trim.dropped_exchanges, call.turn, trim.estimated_tokens, trim.budget_tokens
+                ),
+                &frames::WarningPayload {
+                    model: call
+                        .request
+                        .model
+                        .as_ref()
+                        .map(|target| target.name.clone()),
+                    context: Some(trim),
+                    ..frames::WarningPayload::of(WarningCode::ContextTrimmed)
+                },
+            );
+            self.store
+                .append_events(&state.tenant_id, &state.run_id, vec![frame])
+                .await?;
+        }
         let (sender, receiver) = mpsc::unbounded_channel::<ModelDelta>();
         let turn = self.llm.converse(&call.request, &conversation, sender);
         let pump = self.pump_deltas(state, &call.node_id, call.stream_deltas, receiver);
