@@ -29,6 +29,8 @@
 mod agent;
 mod budget;
 mod chat_runs;
+mod fork;
+pub use fork::{ForkChanges, ForkPoint, ForkRefused, fork_run};
 mod effects;
 mod escalation;
 mod finish;
@@ -193,6 +195,7 @@ pub fn start_run(
         unpriced_models: Default::default(),
         model_turns: 0,
         pending_replan: None,
+        forked_from: None,
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),

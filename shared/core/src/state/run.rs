@@ -146,6 +146,20 @@ pub struct RunState {
     /// nothing new is scheduled until its version replaces the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_replan: Option<Box<crate::state::replan_cause::PendingReplan>>,
+    /// The run this one was forked from (`engine::fork_run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a forked run came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkOrigin {
+    pub run_id: String,
+    /// The fork point, as said (`planVersion 1`, `eventId 42`).
+    pub at: String,
+    /// The nodes whose outputs were reused (not run again).
+    pub reused_nodes: Vec<String>,
 }
 
 impl RunState {

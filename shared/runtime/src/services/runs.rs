@@ -19,12 +19,14 @@ use super::{CommonParts, OrchestratorSettings, OutboxRelay};
 mod chat_admission;
 mod chat_messages;
 mod evaluations;
+mod forks;
 mod hook_frames;
 use crate::error::{RuntimeError, StoreError};
 use crate::follow::{FollowRequest, follow_run_and_children};
 use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StoredRun};
 pub use chat_messages::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
+pub use forks::Checkpoint;
 
 /// The window of the per-tenant submission limit
 /// (`BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE`).

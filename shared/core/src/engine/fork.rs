@@ -1,0 +1,244 @@
+//! Forks ("time travel"): a new run that starts from a point of an earlier
+//! one, reusing what it had done there, with inputs or node outputs
+//! changed. The source run is not touched.
+//!
+//! What is reused: the source's current plan, and each node that had
+//! completed at the fork point (by plan version: every node completed under
+//! it; by event: each node whose `node_complete` is at or before it). A
+//! corrected output (`nodeOutputs`) replaces a reused node's output, checked
+//! against the node's output contract. What runs again: the nodes
+//! downstream of a corrected node, the nodes reading a changed input facet
+//! and those downstream of them, and every node not completed at the fork
+//! point. No model is called for a reused node.
+//!
+//! Only the current plan version can be forked from: the state keeps one
+//! plan (earlier versions are in the event log as `plan_generated`
+//! summaries, not whole plans).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::{Decision, EngineContext, NewRunIdentity, StepContext, start_run};
+use crate::basics::instant::Instant;
+use crate::basics::schema::collect_violations;
+use crate::state::run::{NodeStatus, RunState, RunStatus};
+use crate::wire::frames;
+
+/// Where a fork starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForkPoint {
+    /// After every node completed under this plan version.
+    PlanVersion(u32),
+    /// After the frame with this id: nodes completed at or before it.
+    EventId(u64),
+}
+
+/// What a fork changes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ForkChanges {
+    /// Input facets set anew (each replaces the source's value).
+    pub inputs: Map<String, Value>,
+    /// Corrected outputs of nodes completed at the fork point.
+    pub node_outputs: BTreeMap<String, Value>,
+}
+
+/// A fork refused, and where (a JSON path of the request).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForkRefused {
+    pub path: String,
+    pub message: String,
+}
+
+fn refused(path: impl Into<String>, message: impl Into<String>) -> ForkRefused {
+    ForkRefused {
+        path: path.into(),
+        message: message.into(),
+    }
+}
+
+/// The new run forked from `source` at `point` with `changes`.
+/// `completed_at` maps each node of the source's plan to the id of its
+/// `node_complete` frame (the shell reads them from the event log).
+pub fn fork_run(
+    source: &RunState,
+    completed_at: &BTreeMap<String, u64>,
+    point: ForkPoint,
+    changes: &ForkChanges,
+    identity: NewRunIdentity,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<Decision, ForkRefused> {
+    let plan = source
+        .plan
+        .clone()
+        .ok_or_else(|| refused("$.at", "the run has no plan yet: nothing to fork from"))?;
+    let completed = |node_id: &str| {
+        source
+            .nodes
+            .get(node_id)
+            .is_some_and(|record| record.status == NodeStatus::Completed && record.output.is_some())
+    };
+    let reusable: BTreeSet<String> = match point {
+        ForkPoint::PlanVersion(version) if version == plan.plan_version => plan
+            .nodes
+            .iter()
+            .map(|node| node.node_id.clone())
+            .filter(|node_id| completed(node_id))
+            .collect(),
+        ForkPoint::PlanVersion(version) => {
+            return Err(refused(
+                "$.at.planVersion",
+                format!(
+                    "only the run's current plan version ({}) can be forked from, not {version}: earlier versions are not kept whole",
+                    plan.plan_version
+                ),
+            ));
+        }
+        ForkPoint::EventId(event_id) => plan
+            .nodes
+            .iter()
+            .map(|node| node.node_id.clone())
+            .filter(|node_id| {
+                completed(node_id) && completed_at.get(node_id).is_some_and(|id| *id <= event_id)
+            })
+            .collect(),
+    };
+    for (node_id, output) in &changes.node_outputs {
+        let path = format!("$.nodeOutputs.{node_id}");
+        let Some(node) = plan.node(node_id) else {
+            return Err(refused(path, "no such node in the run's plan"));
+        };
+        if !reusable.contains(node_id) {
+            return Err(refused(
+                path,
+                "the node had not completed at the fork point: it runs again, there is no output to correct",
+            ));
+        }
+        let contract = &node.output_contract;
+        let validator = engine
+            .validators
+            .validator_for_key(&contract.schema_key, &contract.schema, &path)
+            .map_err(|error| refused(path.clone(), error.to_string()))?;
+        if let Some(violation) = collect_violations(&validator, output).first() {
+            return Err(refused(
+                format!("{path}{}", pointer_as_path(&violation.instance_pointer)),
+                format!("breaks the node's output contract: {}", violation.message),
+            ));
+        }
+    }
+    // What runs again: readers of a changed input, downstream of those and
+    // of every corrected node.
+    let mut changed: BTreeSet<String> = plan
+        .nodes
+        .iter()
+        .filter(|node| {
+            node.input_facets
+                .iter()
+                .any(|facet| changes.inputs.contains_key(facet))
+        })
+        .map(|node| node.node_id.clone())
+        .collect();
+    let mut frontier: Vec<String> = changed
+        .iter()
+        .cloned()
+        .chain(changes.node_outputs.keys().cloned())
+        .collect();
+    while let Some(node_id) = frontier.pop() {
+        for edge in plan.edges.iter().filter(|edge| edge.from == node_id) {
+            if changed.insert(edge.to.clone()) {
+                frontier.push(edge.to.clone());
+            }
+        }
+    }
+    let reused: BTreeSet<String> = reusable.difference(&changed).cloned().collect();
+
+    let mut envelope = (*source.envelope).clone();
+    for (facet, value) in &changes.inputs {
+        envelope.inputs.insert(facet.clone(), value.clone());
+    }
+    let mut decision = start_run(identity, envelope, now, source.max_node_attempts);
+    decision.outbox.clear();
+    let mut state = decision.state;
+    state.nodes = plan
+        .nodes
+        .iter()
+        .map(|node| {
+            let record = match source.nodes.get(&node.node_id) {
+                Some(record) if reused.contains(&node.node_id) => {
+                    let mut record = record.clone();
+                    if let Some(corrected) = changes.node_outputs.get(&node.node_id) {
+                        record.output = Some(Arc::new(corrected.clone()));
+                    }
+                    record
+                }
+                _ => crate::state::run::NodeRecord::pending(),
+            };
+            (node.node_id.clone(), record)
+        })
+        .collect();
+    state.plan = Some(plan.clone());
+    state.plan_diagnostics = source.plan_diagnostics.clone();
+    state.status = RunStatus::Running;
+    state.forked_from = Some(crate::state::run::ForkOrigin {
+        run_id: source.run_id.clone(),
+        at: match point {
+            ForkPoint::PlanVersion(version) => format!("planVersion {version}"),
+            ForkPoint::EventId(event_id) => format!("eventId {event_id}"),
+        },
+        reused_nodes: reused.iter().cloned().collect(),
+    });
+    let mut step = StepContext::new(state, now, engine);
+    for frame in decision.events {
+        step.emit(frame);
+    }
+    let corrected: Vec<&String> = changes.node_outputs.keys().collect();
+    step.emit(frames::log(
+        &step.stamp(),
+        format!(
+            "forked from run {} at {}: {} node(s) reused ({}), corrected: {}, run again: the rest",
+            source.run_id,
+            step.state
+                .forked_from
+                .as_ref()
+                .map_or(String::new(), |origin| origin.at.clone()),
+            reused.len(),
+            reused.iter().cloned().collect::<Vec<_>>().join(", "),
+            if corrected.is_empty() {
+                "none".to_string()
+            } else {
+                corrected
+                    .iter()
+                    .map(|node| node.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+    ));
+    let bundle = source
+        .plan_diagnostics
+        .as_deref()
+        .cloned()
+        .unwrap_or_else(crate::contracts::diagnostics::DiagnosticsBundle::satisfied);
+    let generated = frames::plan_generated(
+        &frames::FrameStamp::new(now, plan.plan_version),
+        &super::planning_step::plan_generated_payload(&plan, &bundle),
+    );
+    let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
+    step.emit(generated);
+    super::policy::continue_run(&mut step).map_err(|error| refused("$", error.to_string()))?;
+    Ok(step.into_decision())
+}
+
+/// `/a/0/b` as `.a[0].b`.
+fn pointer_as_path(pointer: &str) -> String {
+    pointer
+        .split('/')
+        .filter(|segment| !segment.is_empty())
+        .map(|segment| match segment.parse::<usize>() {
+            Ok(index) => format!("[{index}]"),
+            Err(_) => format!(".{}", segment.replace("~1", "/").replace("~0", "~")),
+        })
+        .collect()
+}
