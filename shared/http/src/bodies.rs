@@ -152,7 +152,57 @@ pub struct ChatMessageRequest {
     pub multitask_strategy: baton_core::thread_lane::MultitaskStrategy,
 }
 
+/// `POST /runs/{runId}/fork`: a new run from a point of this one.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkRequest {
+    /// Where the fork starts: `{"planVersion": n}` (the run's current plan
+    /// version: every node completed under it is reused) or `{"eventId": n}`
+    /// (the nodes completed at or before that frame).
+    pub at: ForkAt,
+    /// Input facets set anew (each checked against its facet); the nodes
+    /// reading them run again.
+    #[serde(default)]
+    pub inputs: serde_json::Map<String, serde_json::Value>,
+    /// Corrected outputs of nodes completed at the fork point, checked
+    /// against each node's output contract; the nodes downstream run again.
+    #[serde(default)]
+    pub node_outputs: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+/// A fork point: exactly one of the two.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkAt {
+    #[serde(default)]
+    pub plan_version: Option<u32>,
+    #[serde(default)]
+    pub event_id: Option<u64>,
+}
+
 // ---- responses ----
+
+/// `GET /runs/{runId}/history`: the points a fork can start from.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunHistory {
+    pub run_id: String,
+    /// Oldest first.
+    pub checkpoints: Vec<CheckpointView>,
+}
+
+/// One checkpoint: a plan version generated or updated, or a node completed.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointView {
+    /// The frame that marks it (fork with `{"at": {"eventId": …}}`).
+    pub event_id: u64,
+    /// `plan` or `node`.
+    pub kind: String,
+    pub plan_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_id: Option<String>,
+}
 
 /// `GET /api/v1/threads/{threadId}`: a chat thread as its readers see it.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod bodies;
 mod chat_route;
 pub mod error;
+mod fork_routes;
 mod humans;
 mod judge;
 pub mod openapi;

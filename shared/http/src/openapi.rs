@@ -245,6 +245,30 @@ pub fn operations() -> Vec<Operation> {
         ),
         api(
             "get",
+            "/api/v1/flex/runs/{run_id}/history",
+            "The run's checkpoints (plan versions, node completions) a fork can start from",
+            None,
+            &[],
+            &[
+                answer(200, "the checkpoints", Body::Json("RunHistory")),
+                NOT_FOUND,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/runs/{run_id}/fork",
+            "A new run from a point of this one, reusing what was done there, with inputs or node outputs changed",
+            Some("ForkRequest"),
+            &[],
+            &[
+                answer(202, "the new run", Body::Json("RunAccepted")),
+                BAD_JSON,
+                NOT_FOUND,
+                INVALID,
+            ],
+        ),
+        api(
+            "get",
             "/api/v1/flex/capabilities",
             "The registry's capabilities and the tenant's registrations",
             None,

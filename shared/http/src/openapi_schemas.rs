@@ -89,6 +89,11 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
             "ChatMessageRequest",
             component::<crate::bodies::ChatMessageRequest>(),
         ),
+        ("ForkRequest", component::<crate::bodies::ForkRequest>()),
+        (
+            "RunHistory",
+            answer_component::<crate::bodies::RunHistory>(),
+        ),
         (
             "ThreadView",
             answer_component::<crate::bodies::ThreadView>(),

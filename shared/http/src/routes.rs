@@ -33,6 +33,11 @@ pub fn router(state: ApiState) -> Router {
         .route("/runs/{run_id}", get(run_snapshot))
         .route("/runs/{run_id}/events", get(run_events))
         .route("/runs/{run_id}/cancel", post(cancel_run))
+        .route(
+            "/runs/{run_id}/history",
+            get(crate::fork_routes::run_history),
+        )
+        .route("/runs/{run_id}/fork", post(crate::fork_routes::fork_run))
         .route("/capabilities", get(list_capabilities))
         .route("/run.resume", post(crate::humans::resume_run))
         .route("/hitl/resolve", post(crate::humans::resolve_request))

@@ -46,6 +46,10 @@ pub struct RunSummary {
     pub envelope: Value,
     pub satisfaction_score: Option<f64>,
     pub observed_satisfaction: Option<f64>,
+    /// The run this one was forked from (`POST /runs/{runId}/fork`):
+    /// `{runId, at, reusedNodes}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<Value>,
     pub usage: UsageSummary,
     /// The approval request or clarifying question the run waits on.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -172,6 +176,10 @@ impl RunSnapshotResponse {
                     .as_ref()
                     .map(|bundle| bundle.satisfaction_score),
                 observed_satisfaction: run.observed_satisfaction,
+                forked_from: run
+                    .forked_from
+                    .as_ref()
+                    .and_then(|origin| serde_json::to_value(origin).ok()),
                 usage: UsageSummary::of(run.total_usage(), run.total_cost_usd()),
                 pending_request: run.governance.pending_request().cloned(),
                 hitl_clarifications: run.governance.clarifications.clone(),

@@ -1952,3 +1952,76 @@ async fn every_json_body_is_a_named_schema_and_the_served_bodies_match_theirs() 
     assert!(!violations_of(&document, "RunAccepted", &broken).is_empty());
     assert_eq!(checked.len(), 5);
 }
+
+/// History and forks over HTTP: a finished run's checkpoints, a fork with
+/// nothing changed (every node reused: it completes without a model call),
+/// refusals naming their path, and another tenant's run not found.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finished_run_lists_its_checkpoints_and_forks_without_calling_the_model_again() {
+    let api = start_api().await;
+    let response = api
+        .client
+        .post(format!("{}/run.stream", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&example("seed-10.0.1-stream-contract-variants.json"))
+        .send()
+        .await
+        .unwrap();
+    let frames = read_sse(response).await;
+    assert_eq!(frames.last().unwrap().1, "complete");
+    let run_id = frames[0].2["runId"].as_str().unwrap().to_string();
+    let history = get_json(&api, &format!("/runs/{run_id}/history"), ACME_TOKEN).await;
+    let checkpoints = history["checkpoints"].as_array().unwrap();
+    assert_eq!(checkpoints[0]["kind"], "plan");
+    let nodes = checkpoints
+        .iter()
+        .filter(|point| point["kind"] == "node")
+        .count();
+    assert!(nodes >= 1, "{history}");
+    let plan_version = checkpoints[0]["planVersion"].clone();
+
+    let calls_before = api.model.request_count();
+    let fork_path = format!("/runs/{run_id}/fork");
+    for (body, path) in [
+        (json!({"at": {}}), "$.at"),
+        (json!({"at": {"planVersion": 1, "eventId": 3}}), "$.at"),
+        (json!({"at": {"planVersion": 9}}), "$.at.planVersion"),
+        (json!({"at": {"eventId": 99_999}}), "$.at.eventId"),
+        (
+            json!({"at": {"planVersion": 1}, "nodeOutputs": {"nope": {}}}),
+            "$.nodeOutputs.nope",
+        ),
+        (json!({"at": {"planVersion": 1}, "extra": 1}), "$.extra"),
+    ] {
+        let (status, error) = post_json(&api, &fork_path, ACME_TOKEN, &body).await;
+        assert_eq!(status, 422, "{body}: {error}");
+        assert_eq!(error["error"]["details"]["path"], path, "{body}");
+    }
+    let (status, _) = post_json(
+        &api,
+        &fork_path,
+        GLOBEX_TOKEN,
+        &json!({"at": {"planVersion": 1}}),
+    )
+    .await;
+    assert_eq!(status, 404, "another tenant's run");
+
+    let (status, forked) = post_json(
+        &api,
+        &fork_path,
+        ACME_TOKEN,
+        &json!({"at": {"planVersion": plan_version}}),
+    )
+    .await;
+    assert_eq!(status, 202, "{forked}");
+    let fork_id = forked["runId"].as_str().unwrap();
+    assert_ne!(fork_id, run_id);
+    let snapshot = get_json(&api, &format!("/runs/{fork_id}"), ACME_TOKEN).await;
+    assert_eq!(snapshot["run"]["status"], "completed", "{snapshot}");
+    assert_eq!(snapshot["run"]["forkedFrom"]["runId"], run_id.as_str());
+    assert_eq!(
+        api.model.request_count(),
+        calls_before,
+        "every node was reused: no model call"
+    );
+}

@@ -32,8 +32,8 @@ pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot,
 pub use humans::{HumanInput, HumanInputOutcome, HumanService};
 pub use outbox::{OutboxRelay, OutboxSweeper};
 pub use runs::{
-    ChatRequest, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService, SUBMISSION_WINDOW,
-    SubmittedRun,
+    ChatRequest, Checkpoint, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService,
+    SUBMISSION_WINDOW, SubmittedRun,
 };
 pub use steps::{StepOutcome, StepService};
 

@@ -1,0 +1,91 @@
+//! `GET /runs/{runId}/history` (the checkpoints a fork can start from) and
+//! `POST /runs/{runId}/fork` (a new run from one of them, with inputs or
+//! node outputs changed; 202 with the new run, 422 naming the path of what
+//! is refused, 404 for another tenant's run).
+
+use axum::Extension;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use baton_core::engine::{ForkChanges, ForkPoint};
+use serde_json::json;
+
+use crate::auth::Tenant;
+use crate::bodies::{CheckpointView, ForkRequest, RunAccepted, RunHistory, typed_body};
+use crate::error::ApiError;
+use crate::state::ApiState;
+
+fn invalid(path: &str, message: impl Into<String>) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_fork_request",
+        message,
+    )
+    .with_details(json!({"path": path}))
+}
+
+pub(crate) async fn run_history(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(run_id): Path<String>,
+) -> Result<Json<RunHistory>, ApiError> {
+    let checkpoints = state.runs.history(&tenant.0, &run_id).await?;
+    Ok(Json(RunHistory {
+        run_id,
+        checkpoints: checkpoints
+            .into_iter()
+            .map(|point| CheckpointView {
+                event_id: point.event_id,
+                kind: point.kind.to_string(),
+                plan_version: point.plan_version,
+                node_id: point.node_id,
+            })
+            .collect(),
+    }))
+}
+
+pub(crate) async fn fork_run(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(run_id): Path<String>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let request: ForkRequest = typed_body(&body, invalid)?;
+    let point = match (request.at.plan_version, request.at.event_id) {
+        (Some(version), None) => ForkPoint::PlanVersion(version),
+        (None, Some(event_id)) => ForkPoint::EventId(event_id),
+        _ => {
+            return Err(invalid(
+                "$.at",
+                "$.at: give exactly one of `planVersion` and `eventId`",
+            ));
+        }
+    };
+    let changes = ForkChanges {
+        inputs: request.inputs,
+        node_outputs: request.node_outputs,
+    };
+    let forked = state
+        .runs
+        .fork(&tenant.0, &run_id, point, &changes)
+        .await
+        .map_err(|error| match error {
+            baton_runtime::RuntimeError::InvalidInput { path, message } => {
+                invalid(&path, format!("{path}: {message}"))
+            }
+            other => other.into(),
+        })?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(RunAccepted {
+            run_id: forked.run_id,
+            thread_id: forked.thread_id,
+            status: forked.status,
+            deduplicated: false,
+            resumed: false,
+        }),
+    )
+        .into_response())
+}
