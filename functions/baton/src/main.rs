@@ -7,6 +7,7 @@
 
 mod chat_command;
 mod commands;
+mod fork_command;
 mod judge;
 mod model_choice;
 mod output;
@@ -143,6 +144,40 @@ enum Command {
         store: StoreChoice,
         #[arg(long, value_enum, default_value_t = TaskFormat::Pretty)]
         format: TaskFormat,
+    },
+    /// The checkpoints of a run a fork can start from: each plan version
+    /// and each node's completion, with its event id.
+    History {
+        run_id: String,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
+    },
+    /// A new run from a point of an earlier one (its plan version, or an
+    /// event id), reusing the nodes completed there, with inputs or node
+    /// outputs changed; only what is downstream of a change runs again.
+    Fork {
+        run_id: String,
+        /// Fork at this plan version (the run's current one).
+        #[arg(long = "at", conflicts_with = "at_event")]
+        at: Option<u32>,
+        /// Fork after this event id (`baton history` lists them).
+        #[arg(long = "at-event")]
+        at_event: Option<u64>,
+        /// A JSON file of input facets to set anew.
+        #[arg(long)]
+        inputs: Option<PathBuf>,
+        /// `NODE=FILE`: a node's corrected output (repeatable), checked
+        /// against its output contract.
+        #[arg(long = "node-output")]
+        node_output: Vec<String>,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
+        format: OutputFormat,
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
     },
     /// List the most recent runs kept in the store, newest first (SQLite store).
     Runs {
@@ -342,6 +377,33 @@ fn main() -> ExitCode {
                 format,
                 limit,
             } => people::runs(store, format, limit).await,
+            Command::History {
+                run_id,
+                registry,
+                store,
+            } => fork_command::history(&run_id, &store, registry).await,
+            Command::Fork {
+                run_id,
+                at,
+                at_event,
+                inputs,
+                node_output,
+                registry,
+                format,
+                store,
+            } => {
+                fork_command::fork(fork_command::ForkOptions {
+                    run_id,
+                    plan_version: at,
+                    event_id: at_event,
+                    inputs,
+                    node_outputs: node_output,
+                    format,
+                    store,
+                    registry,
+                })
+                .await
+            }
             Command::Resume {
                 run_id,
                 output,

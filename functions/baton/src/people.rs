@@ -116,7 +116,7 @@ pub async fn tasks(store: StoreChoice, format: TaskFormat) -> u8 {
     EXIT_COMPLETED
 }
 
-fn read_output(path: &Path) -> Result<Value, u8> {
+pub(crate) fn read_output(path: &Path) -> Result<Value, u8> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| invalid(format!("cannot read {}: {error}", path.display())))?;
     serde_json::from_str(&text)
@@ -199,7 +199,7 @@ pub struct ResolveRequest {
 }
 
 /// The services over the durable store, and the run as stored.
-async fn open_run(
+pub(crate) async fn open_run(
     run_id: &str,
     registry: Option<PathBuf>,
     store: &StoreChoice,

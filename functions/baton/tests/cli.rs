@@ -1938,3 +1938,53 @@ async fn a_preferred_catalog_model_is_the_one_each_node_asks() {
         "{stderr}"
     );
 }
+
+/// `baton history` lists a finished run's checkpoints; `baton fork` at its
+/// plan version with nothing changed reuses every node (no model call) and
+/// completes; a plan version the run does not hold exits 2 naming the path.
+/// The model endpoint is the scripted double.
+#[tokio::test(flavor = "multi_thread")]
+async fn history_lists_the_checkpoints_and_a_fork_reuses_every_node() {
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let (code, frames, stderr) = run_ndjson(
+        &server,
+        &repository_root().join("registry/examples/seed-10.0.1-stream-contract-variants.json"),
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let run_id = frames[0]["runId"].as_str().unwrap().to_string();
+    let history = baton(Some(&server), &["history", &run_id]).await;
+    assert_eq!(history.status.code(), Some(0));
+    let listed = String::from_utf8(history.stdout).unwrap();
+    assert!(listed.contains("plan v1  plan generated"), "{listed}");
+    assert!(listed.contains("completed"), "{listed}");
+
+    let calls = server.request_count();
+    let refused = baton(Some(&server), &["fork", &run_id, "--at", "9"]).await;
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8(refused.stderr)
+            .unwrap()
+            .contains("$.at.planVersion"),
+        "the refusal names its path"
+    );
+    let forked = baton(
+        Some(&server),
+        &["fork", &run_id, "--at", "1", "--format", "ndjson"],
+    )
+    .await;
+    let stderr = String::from_utf8(forked.stderr).unwrap();
+    assert_eq!(forked.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("forked from {run_id}")),
+        "{stderr}"
+    );
+    let fork_frames: Vec<Value> = String::from_utf8(forked.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(fork_frames.last().unwrap()["type"], "complete");
+    assert_ne!(fork_frames[0]["runId"], run_id.as_str());
+    assert_eq!(server.request_count(), calls, "every node was reused");
+}
