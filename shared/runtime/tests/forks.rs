@@ -184,6 +184,32 @@ async fn a_fork_with_a_corrected_output_calls_the_model_only_downstream_of_it() 
         .filter_map(|frame| frame.node_id.as_deref())
         .collect();
     assert_eq!(started, [order[3].as_str(), order[4].as_str()]);
+    let completed: Vec<(&str, bool)> = frames
+        .iter()
+        .filter(|frame| frame.event_type.as_str() == "node_complete")
+        .map(|frame| {
+            (
+                frame.node_id.as_deref().unwrap(),
+                frame.payload.as_ref().unwrap()["reused"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        completed,
+        [
+            (order[0].as_str(), true),
+            (order[1].as_str(), true),
+            (order[2].as_str(), true),
+            (order[3].as_str(), false),
+            (order[4].as_str(), false)
+        ],
+        "the reused outputs are in the stream, marked"
+    );
+    let third_frame = frames
+        .iter()
+        .find(|frame| frame.node_id.as_deref() == Some(third.as_str()))
+        .unwrap();
+    assert_eq!(third_frame.payload.as_ref().unwrap()["output"], corrected);
 
     // The original run is as it was.
     let after = services

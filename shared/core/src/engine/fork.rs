@@ -227,6 +227,35 @@ pub fn fork_run(
     );
     let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
     step.emit(generated);
+    // Each reused node's output, as a reader of this run's stream sees
+    // outputs: a `node_complete`, marked reused.
+    for node in plan
+        .nodes
+        .iter()
+        .filter(|node| reused.contains(&node.node_id))
+    {
+        let Some(record) = step.state.nodes.get(&node.node_id) else {
+            continue;
+        };
+        let Some(output) = record.output.clone() else {
+            continue;
+        };
+        let completed = frames::node_complete(
+            &step.stamp(),
+            node,
+            &frames::NodeCompletePayload {
+                attempt: record.current_attempt,
+                output_facets: std::borrow::Cow::Borrowed(&node.output_facets),
+                output,
+                usage: frames::TokenTotals::of(&Default::default()),
+                model: None,
+                duration_ms: None,
+                cost_usd: None,
+                reused: true,
+            },
+        );
+        step.emit(completed);
+    }
     super::policy::continue_run(&mut step).map_err(|error| refused("$", error.to_string()))?;
     Ok(step.into_decision())
 }

@@ -412,6 +412,7 @@ pub(super) fn complete_node(
             model,
             duration_ms,
             cost_usd,
+            reused: false,
         },
     );
     step.emit(completed);

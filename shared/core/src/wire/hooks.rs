@@ -14,7 +14,7 @@
 //! | `tool_call` (the others) | `tool:pre` | `tool_name`, `input` |
 //! | `tool_result` | `tool:post` | `tool_name`, `result` |
 //! | `message` (an agent's answer) | `provider:response` | `nodeId`, `response` (the text), `usage`, `model` |
-//! | `node_complete` (an AI node; an agent's came with its `message`) | `provider:response` | `nodeId`, `response` (the output), `usage`, `model` |
+//! | `node_complete` (an AI node, not `reused`; an agent's came with its `message`) | `provider:response` | `nodeId`, `response` (the output), `usage`, `model` |
 //! | `complete` | `prompt:complete`, then `orchestrator:complete` | `response`; `orchestrator`, `turn_count`, `status: success` |
 //! | `error` | `orchestrator:complete` | `orchestrator`, `turn_count`, `status: error` (`incomplete` for `agent_incomplete`: a guardrail ended an agent session), `code`, `error` (the error text) |
 //! | (the stream stops on a run waiting for a person) | `orchestrator:complete` | `status: incomplete` |
@@ -145,10 +145,14 @@ impl HookRenderer {
                     json!({"nodeId": node, "response": text, "usage": payload["response"]["usage"], "model": payload["response"]["model"]}),
                 )]
             }
-            EventType::NodeComplete if !self.sessions.contains_key(&node) => vec![event(
-                "provider:response",
-                json!({"nodeId": node, "response": payload["output"], "usage": payload["usage"], "model": payload["model"]}),
-            )],
+            EventType::NodeComplete
+                if !self.sessions.contains_key(&node) && payload["reused"] != true =>
+            {
+                vec![event(
+                    "provider:response",
+                    json!({"nodeId": node, "response": payload["output"], "usage": payload["usage"], "model": payload["model"]}),
+                )]
+            }
             EventType::ToolCall => {
                 let call = json!({"name": payload["toolName"], "input": payload["args"]});
                 self.remember(

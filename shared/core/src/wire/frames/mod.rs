@@ -304,6 +304,10 @@ pub struct NodeCompletePayload<'a> {
     /// call was priced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// A forked run's node whose output was reused from the run it was
+    /// forked from (no call made here).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
 }
 
 pub fn node_complete(
