@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 use super::{Decision, EngineContext, NewRunIdentity, StepContext, start_run};
 use crate::basics::instant::Instant;
-use crate::basics::schema::collect_violations;
+use crate::basics::schema::{collect_violations, json_path_for_pointer};
 use crate::state::run::{NodeStatus, RunState, RunStatus};
 use crate::wire::frames;
 
@@ -123,7 +123,7 @@ pub fn fork_run(
             .map_err(|error| refused(path.clone(), error.to_string()))?;
         if let Some(violation) = collect_violations(&validator, output).first() {
             return Err(refused(
-                format!("{path}{}", pointer_as_path(&violation.instance_pointer)),
+                json_path_for_pointer(&path, &violation.instance_pointer),
                 format!("breaks the node's output contract: {}", violation.message),
             ));
         }
@@ -258,16 +258,4 @@ pub fn fork_run(
     }
     super::policy::continue_run(&mut step).map_err(|error| refused("$", error.to_string()))?;
     Ok(step.into_decision())
-}
-
-/// `/a/0/b` as `.a[0].b`.
-fn pointer_as_path(pointer: &str) -> String {
-    pointer
-        .split('/')
-        .filter(|segment| !segment.is_empty())
-        .map(|segment| match segment.parse::<usize>() {
-            Ok(index) => format!("[{index}]"),
-            Err(_) => format!(".{}", segment.replace("~1", "/").replace("~0", "~")),
-        })
-        .collect()
 }

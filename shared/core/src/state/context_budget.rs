@@ -11,8 +11,6 @@
 //! over-counts English prose (about 4.5 with OpenAI's and Anthropic's
 //! tokenizers) and so errs on the side of fitting.
 
-use serde::{Deserialize, Serialize};
-
 use crate::catalog::model_catalog::ModelCatalog;
 use crate::records::chat::ChatExchange;
 use crate::records::conversation::{SessionTurn, ToolSession};
@@ -45,20 +43,7 @@ pub fn prompt_budget(catalog: &ModelCatalog, model: Option<&str>) -> u64 {
     window - answer_room
 }
 
-/// What trimming did, as the `warning` frame says it. The exchanges are a
-/// thread's messages and answers, or an agent session's tool rounds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ContextTrim {
-    /// Earlier exchanges left out (oldest first).
-    pub dropped_exchanges: usize,
-    /// Earlier exchanges kept.
-    pub kept_exchanges: usize,
-    /// Tokens reckoned for the request as sent.
-    pub estimated_tokens: u64,
-    /// The prompt tokens the model takes (`prompt_budget`).
-    pub budget_tokens: u64,
-}
+pub use crate::wire::frames::ContextTrim;
 
 /// Which of `history` a request keeps: the newest exchanges whose tokens
 /// fit beside `fixed_tokens` (what is always sent) within `budget_tokens`.

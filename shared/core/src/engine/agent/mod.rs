@@ -186,11 +186,12 @@ pub(super) fn begin_session(
         super::node::claim_frames(state, node, attempt, ExecutorType::Agent, now);
     start_frames.push(thinking_frame(&stamp, state, node, first_turn));
     if let Some(trim) = context_trim {
-        start_frames.push(session_frames::context_trimmed(
+        start_frames.push(frames::context_trimmed(
             &stamp,
             &node.node_id,
-            &request,
+            request.model.as_ref().map(|target| target.name.clone()),
             trim,
+            "exchanges of the thread",
         ));
     }
     Ok(StepAdvance::Perform(Effect::Converse(Box::new(

@@ -1,5 +1,5 @@
-//! The frames of an agent session: its `agent_state`s, a model answer's
-//! summary (usage and model), and the warning of a trimmed thread.
+//! The frames of an agent session: its `agent_state`s and a model answer's
+//! summary (usage and model).
 
 use crate::engine::agent::context_type;
 use crate::planning::plan::PlanNode;
@@ -54,27 +54,4 @@ pub(super) fn response_summary(answer: &SessionAnswer) -> frames::ModelResponseS
         model: answer.model.clone(),
         usage: frames::TokenTotals::of(&answer.usage),
     }
-}
-
-/// `warning` `context_trimmed`: the thread's oldest exchanges were left out
-/// of the request (`state::context_budget`).
-pub(super) fn context_trimmed(
-    stamp: &FrameStamp,
-    node_id: &str,
-    request: &crate::state::context::ModelRequest,
-    trim: crate::state::context_budget::ContextTrim,
-) -> EventDraft {
-    frames::warning(
-        stamp,
-        Some(node_id),
-        format!(
-            "the thread's {} oldest exchanges were left out of the request to fit its model's context ({} of {} prompt tokens reckoned)",
-            trim.dropped_exchanges, trim.estimated_tokens, trim.budget_tokens
-        ),
-        &frames::WarningPayload {
-            model: request.model.as_ref().map(|target| target.name.clone()),
-            context: Some(trim),
-            ..frames::WarningPayload::of(crate::basics::codes::WarningCode::ContextTrimmed)
-        },
-    )
 }

@@ -166,3 +166,43 @@ pub fn plan_review(stamp: &FrameStamp, node_id: &str, payload: &PlanReviewPayloa
         .node(node_id)
         .payload(to_payload(payload))
 }
+
+/// `warning` `context_trimmed`: the `dropped` oldest `what` (exchanges of a
+/// chat thread, tool rounds of an agent session) were left out of a request
+/// to `model` to fit its context window (`state::context_budget`).
+pub fn context_trimmed(
+    stamp: &FrameStamp,
+    node_id: &str,
+    model: Option<String>,
+    trim: ContextTrim,
+    what: &str,
+) -> EventDraft {
+    super::warning(
+        stamp,
+        Some(node_id),
+        format!(
+            "the {} oldest {what} were left out of the request to fit its model's context ({} of {} prompt tokens reckoned)",
+            trim.dropped_exchanges, trim.estimated_tokens, trim.budget_tokens
+        ),
+        &super::WarningPayload {
+            model,
+            context: Some(trim),
+            ..super::WarningPayload::of(crate::basics::codes::WarningCode::ContextTrimmed)
+        },
+    )
+}
+
+/// What trimming did, as the `warning` frame says it. The exchanges are a
+/// thread's messages and answers, or an agent session's tool rounds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContextTrim {
+    /// Earlier exchanges left out (oldest first).
+    pub dropped_exchanges: usize,
+    /// Earlier exchanges kept.
+    pub kept_exchanges: usize,
+    /// Tokens reckoned for the request as sent.
+    pub estimated_tokens: u64,
+    /// The prompt tokens the model takes (`prompt_budget`).
+    pub budget_tokens: u64,
+}

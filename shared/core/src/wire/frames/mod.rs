@@ -18,9 +18,9 @@ pub use governance_frames::{
 };
 
 pub use agent_frames::{
-    AgentActivity, AgentStatePayload, MessagePayload, ModelResponseSummary,
+    AgentActivity, AgentStatePayload, ContextTrim, MessagePayload, ModelResponseSummary,
     PlanReadyForReviewPayload, PlanReviewPayload, ToolCallPayload, ToolResultPayload, agent_state,
-    message, plan_ready_for_review, plan_review, tool_call, tool_result,
+    context_trimmed, message, plan_ready_for_review, plan_review, tool_call, tool_result,
 };
 #[cfg(test)]
 pub(crate) use frame_schemas::test_support;
@@ -425,7 +425,7 @@ pub struct WarningPayload {
     /// `context_trimmed`: what was left out of the request, and the tokens
     /// reckoned against the model's budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context: Option<crate::state::context_budget::ContextTrim>,
+    pub context: Option<ContextTrim>,
 }
 
 impl WarningPayload {

@@ -166,19 +166,21 @@ impl RunService {
         );
         for run_id in cancelled {
             self.cancel(tenant_id, run_id, &reason).await?;
-            if rollback {
-                continue;
-            }
-            let recorded = self
-                .threads
-                .thread_exchanges(tenant_id, thread_id)
-                .await?
-                .unwrap_or_default()
-                .iter()
-                .any(|exchange| &exchange.run_id == run_id);
-            if recorded {
-                continue;
-            }
+        }
+        if rollback {
+            return Ok(());
+        }
+        // Read once the cancels are committed: an answer recorded by then
+        // is kept as it is.
+        let recorded: Vec<String> = self
+            .threads
+            .thread_exchanges(tenant_id, thread_id)
+            .await?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|exchange| exchange.run_id)
+            .collect();
+        for run_id in cancelled.iter().filter(|run_id| !recorded.contains(run_id)) {
             let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
                 continue;
             };

@@ -322,22 +322,15 @@ impl StepService {
         if let Some(trim) = trimmed {
             // A view of what the request left out, like the streamed text:
             // appended beside the claim, not part of the commit.
-            let frame = frames::warning(
+            let frame = frames::context_trimmed(
                 &FrameStamp::for_run(state, self.clock.now()),
-                Some(&call.node_id),
-                format!(
-                    "the session's {} oldest tool rounds were left out of turn {} to fit its model's context ({} of {} prompt tokens reckoned)",
-                    trim.dropped_exchanges, call.turn, trim.estimated_tokens, trim.budget_tokens
-                ),
-                &frames::WarningPayload {
-                    model: call
-                        .request
-                        .model
-                        .as_ref()
-                        .map(|target| target.name.clone()),
-                    context: Some(trim),
-                    ..frames::WarningPayload::of(WarningCode::ContextTrimmed)
-                },
+                &call.node_id,
+                call.request
+                    .model
+                    .as_ref()
+                    .map(|target| target.name.clone()),
+                trim,
+                &format!("tool rounds of the session (turn {})", call.turn),
             );
             self.store
                 .append_events(&state.tenant_id, &state.run_id, vec![frame])
