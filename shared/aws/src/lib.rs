@@ -23,11 +23,15 @@
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //! | chat exchange | `T#{tenant}#THREAD#{thread}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` |
+//! | thread lane | `T#{tenant}#THREAD#{thread}` | `LANE` | `lane` (JSON), `version`, `expiresAt` |
+//! | thread summary | `T#{tenant}#THREAD#{thread}` | `SUMMARY` | `threadId`, first and last message and time, `gsi1pk`/`gsi1sk`, `expiresAt` |
 //!
 //! Index `gsi1` is sparse and overloaded: outbox entries neither consumed nor re-sent carry
 //! `gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{writtenMillis:020}#{messageId}` (the
 //! sweeper reads exactly those); a run item waiting for a person carries `gsi1pk` =
-//! `T#{tenant}#AWAITING_HUMAN`, `gsi1sk` = `{createdAt}#{runId}` (the tenant's task list).
+//! `T#{tenant}#AWAITING_HUMAN`, `gsi1sk` = `{createdAt}#{runId}` (the tenant's task list); a
+//! thread summary carries `gsi1pk` = `T#{tenant}#THREADS`, `gsi1sk` =
+//! `{lastAtMillis:013}.{threadId}` (the tenant's threads list).
 //!
 //! Every key starts with the tenant, so one tenant can never address another's items.
 //!
@@ -58,6 +62,7 @@ pub mod sqs;
 pub mod state_codec;
 mod store;
 mod table_setup;
+mod thread_summaries;
 mod threads;
 
 #[cfg(feature = "testing")]

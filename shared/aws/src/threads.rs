@@ -6,10 +6,12 @@
 //! | --- | --- | --- | --- |
 //! | exchange | `T#{tenant}#THREAD#{threadId}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` (TTL, like runs) |
 //! | lane | `T#{tenant}#THREAD#{threadId}` | `LANE` | `lane` (JSON), `version` (each put conditional on it), `expiresAt` |
+//! | summary | `T#{tenant}#THREAD#{threadId}` | `SUMMARY` | `threadId`, `startedAtMillis`, `firstMessage`, `lastAtMillis`, `lastMessage`, `gsi1pk` = `T#{tenant}#THREADS`, `gsi1sk` (the threads list, `thread_summaries`), `expiresAt` |
 
 use async_trait::async_trait;
 use baton_core::chat::ChatExchange;
 use baton_core::thread_lane::ThreadLane;
+use baton_core::thread_listing::{ThreadListPage, ThreadListQuery};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 
@@ -68,7 +70,21 @@ impl ThreadStore for DynamoRunStore {
             .send()
             .await
             .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
-        Ok(())
+        self.record_thread_summary(
+            tenant_id,
+            thread_id,
+            &thread_pk(tenant_id, thread_id),
+            exchange,
+        )
+        .await
+    }
+
+    async fn list_threads(
+        &self,
+        tenant_id: &str,
+        query: &ThreadListQuery,
+    ) -> Result<ThreadListPage, StoreError> {
+        self.query_thread_page(tenant_id, query).await
     }
 
     async fn thread_lane(

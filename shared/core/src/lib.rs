@@ -38,7 +38,9 @@ pub use planning::{
     chat_plan, llm_planner, model_choice, normalization, plan, plan_picture, planner, selection,
     validator, variants,
 };
-pub use records::{agents, chat, conversation, entries, governance, notifications, thread_lane};
+pub use records::{
+    agents, chat, conversation, entries, governance, notifications, thread_lane, thread_listing,
+};
 pub use state::{context, listing, plan_tool, replan_cause, run, tasks};
 pub use wire::{event, frames, hooks};
 

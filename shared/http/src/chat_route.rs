@@ -3,7 +3,9 @@
 //! contextType?, inputs?, entityId?, multitaskStrategy?}`; the run's
 //! `complete` carries `{message, threadId}`. A thread still answering
 //! another message: `multitaskStrategy` decides (`reject` is a 409 naming
-//! the run answering).
+//! the run answering). `GET /api/v1/threads` lists the tenant's threads,
+//! the most recently answered first; `GET /api/v1/threads/{threadId}`
+//! shows one.
 
 use axum::Extension;
 use axum::body::Bytes;
@@ -140,4 +142,70 @@ pub(crate) async fn thread(
         active_run_id: lane.active_run,
         queued_run_ids: lane.queued_runs,
     }))
+}
+
+/// Threads per page when `limit` is not given.
+pub const DEFAULT_THREADS_PER_PAGE: usize = 20;
+
+/// `GET /api/v1/threads?limit=&cursor=`: one page of the tenant's threads,
+/// the most recently answered first (`{threads: [{threadId,
+/// startedAtMillis, lastAtMillis, firstMessage, lastMessage}],
+/// nextCursor?}`). A bad parameter is a 400 naming it.
+pub(crate) async fn list_threads(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Query(parameters): Query<std::collections::HashMap<String, String>>,
+) -> Result<axum::Json<baton_core::thread_listing::ThreadListPage>, ApiError> {
+    let query = thread_list_query(&parameters)?;
+    Ok(axum::Json(
+        state.runs.list_threads(&tenant.0, &query).await?,
+    ))
+}
+
+/// The query the parameters ask for, or the 400 naming the first bad one.
+pub fn thread_list_query(
+    parameters: &std::collections::HashMap<String, String>,
+) -> Result<baton_core::thread_listing::ThreadListQuery, ApiError> {
+    use baton_core::thread_listing::{MAX_THREADS_PER_PAGE, ThreadListQuery};
+    let invalid = |parameter: &str, message: String| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", message)
+            .with_details(json!({"parameter": parameter}))
+    };
+    if let Some(unknown) = parameters
+        .keys()
+        .find(|name| !["limit", "cursor"].contains(&name.as_str()))
+    {
+        return Err(invalid(
+            unknown,
+            format!("unknown parameter `{unknown}`; the list takes limit and cursor"),
+        ));
+    }
+    let limit = match parameters.get("limit") {
+        None => DEFAULT_THREADS_PER_PAGE,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|limit| (1..=MAX_THREADS_PER_PAGE).contains(limit))
+            .ok_or_else(|| {
+                invalid(
+                    "limit",
+                    format!(
+                        "limit `{text}` must be a whole number from 1 to {MAX_THREADS_PER_PAGE}"
+                    ),
+                )
+            })?,
+    };
+    let cursor = match parameters.get("cursor") {
+        None => None,
+        Some(text) if ThreadListQuery::is_cursor(text) => Some(text.clone()),
+        Some(text) => {
+            return Err(invalid(
+                "cursor",
+                format!(
+                    "cursor `{text}` is not one this list handed out (pass a page's nextCursor as it is)"
+                ),
+            ));
+        }
+    };
+    Ok(ThreadListQuery { limit, cursor })
 }

@@ -435,6 +435,24 @@ pub fn operations() -> Vec<Operation> {
         ),
         api(
             "get",
+            "/api/v1/threads",
+            "The tenant's chat threads, the most recently answered first",
+            None,
+            &[
+                ("limit", "1 to 100 (default 20)"),
+                ("cursor", "the previous page's nextCursor"),
+            ],
+            &[
+                answer(200, "one page", Body::Json("ThreadListPage")),
+                answer(
+                    400,
+                    "a bad parameter (`details.parameter`)",
+                    Body::Json("Error"),
+                ),
+            ],
+        ),
+        api(
+            "get",
             "/api/v1/threads/{thread_id}",
             "A chat thread: its exchanges, the run answering and those queued",
             None,

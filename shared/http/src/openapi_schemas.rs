@@ -95,6 +95,10 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
             answer_component::<crate::bodies::RunHistory>(),
         ),
         (
+            "ThreadListPage",
+            answer_component::<baton_core::thread_listing::ThreadListPage>(),
+        ),
+        (
             "ThreadView",
             answer_component::<crate::bodies::ThreadView>(),
         ),

@@ -64,6 +64,7 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state.clone());
     let chat_routes = Router::new()
         .route("/chat", post(crate::chat_route::chat))
+        .route("/threads", get(crate::chat_route::list_threads))
         .route("/threads/{thread_id}", get(crate::chat_route::thread))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state);

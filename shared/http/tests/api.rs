@@ -1261,6 +1261,38 @@ async fn chat_messages_stream_and_a_thread_remembers_its_exchanges() {
     let (status, error) = read(GLOBEX_TOKEN, thread.clone()).await;
     assert_eq!(status, 404, "{error}");
     assert_eq!(error["error"]["code"], "thread_not_found");
+    // The threads list: this thread, titled by its first message; nothing
+    // of it for another tenant; a bad parameter is a 400 naming it.
+    let list = |token: &'static str, query: &'static str| {
+        let request = api
+            .client
+            .get(format!("{threads}{query}"))
+            .bearer_auth(token);
+        async move {
+            let response = request.send().await.unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, page) = list(ACME_TOKEN, "?limit=5").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["threads"][0]["threadId"], thread, "{page}");
+    assert_eq!(page["threads"][0]["firstMessage"], "What do you do?");
+    assert_eq!(page["threads"][0]["lastMessage"], "How long does it take?");
+    assert!(page.get("nextCursor").is_none(), "{page}");
+    let (status, page) = list(GLOBEX_TOKEN, "").await;
+    assert_eq!((status, page["threads"].clone()), (200, json!([])));
+    for (query, parameter) in [
+        ("?limit=0", "limit"),
+        ("?cursor=abc", "cursor"),
+        ("?status=x", "status"),
+    ] {
+        let (status, error) = list(ACME_TOKEN, query).await;
+        assert_eq!(status, 400, "{query}: {error}");
+        assert_eq!(error["error"]["details"]["parameter"], parameter, "{query}");
+    }
     // An unknown strategy names its path.
     let (status, _, error) = chat(
         &api,

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use baton_core::chat::ChatExchange;
 use baton_core::thread_lane::ThreadLane;
+use baton_core::thread_listing::{ThreadListPage, ThreadListQuery, ThreadListing};
 
 use crate::error::StoreError;
 use crate::ports::ThreadStore;
@@ -62,6 +63,24 @@ impl ThreadStore for InMemoryThreadStore {
             exchange.clone(),
         );
         Ok(())
+    }
+
+    async fn list_threads(
+        &self,
+        tenant_id: &str,
+        query: &ThreadListQuery,
+    ) -> Result<ThreadListPage, StoreError> {
+        let threads = self.threads.lock().map_err(|_| poisoned())?;
+        let candidates = threads
+            .iter()
+            .filter(|((tenant, _), _)| tenant == tenant_id)
+            .filter_map(|((_, thread_id), exchanges)| {
+                let exchanges: Vec<ChatExchange> = exchanges.values().cloned().collect();
+                ThreadListing::of(thread_id, &exchanges)
+            })
+            .filter(|listing| query.admits(listing))
+            .collect();
+        Ok(ThreadListPage::newest_first(candidates, query.limit))
     }
 
     async fn thread_lane(

@@ -411,6 +411,14 @@ pub trait ThreadStore: Send + Sync {
         exchange: &baton_core::chat::ChatExchange,
     ) -> Result<(), StoreError>;
 
+    /// One page of the tenant's threads, the most recently answered first
+    /// (`baton_core::thread_listing`).
+    async fn list_threads(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::thread_listing::ThreadListQuery,
+    ) -> Result<baton_core::thread_listing::ThreadListPage, StoreError>;
+
     /// The thread's lane (`baton_core::thread_lane`) and its version; an
     /// empty lane at version 0 when none is stored.
     async fn thread_lane(

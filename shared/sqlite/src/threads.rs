@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use baton_core::chat::ChatExchange;
 use baton_core::thread_lane::ThreadLane;
+use baton_core::thread_listing::{ThreadListPage, ThreadListQuery, ThreadListing, listed_message};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 use rusqlite::{OptionalExtension, params};
@@ -61,6 +62,63 @@ impl ThreadStore for SqliteStore {
             Ok(())
         })
         .await
+    }
+
+    async fn list_threads(
+        &self,
+        tenant_id: &str,
+        query: &ThreadListQuery,
+    ) -> Result<ThreadListPage, StoreError> {
+        let tenant_id = tenant_id.to_string();
+        // Past every key: `9` sorts after each digit of a 13-digit time.
+        let before = query.cursor.clone().unwrap_or_else(|| "9".repeat(14));
+        let limit = i64::try_from(query.limit + 1).unwrap_or(i64::MAX);
+        let listings = self
+            .with_connection(move |connection| {
+                let mut threads = connection
+                    .prepare_cached(
+                        "SELECT thread_id, MIN(at_millis), MAX(at_millis) FROM threads \
+                         WHERE tenant_id = ?1 GROUP BY thread_id \
+                         HAVING printf('%013d.%s', MAX(at_millis), thread_id) < ?2 \
+                         ORDER BY MAX(at_millis) DESC, thread_id DESC LIMIT ?3",
+                    )
+                    .map_err(crate::unavailable)?;
+                let found = threads
+                    .query_map(params![tenant_id, before, limit], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, i64>(1)?,
+                            row.get::<_, i64>(2)?,
+                        ))
+                    })
+                    .map_err(crate::unavailable)?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(crate::unavailable)?;
+                let message = |thread_id: &str, order: &str| -> Result<String, StoreError> {
+                    let sql = format!(
+                        "SELECT json_extract(exchange, '$.user') FROM threads \
+                         WHERE tenant_id = ?1 AND thread_id = ?2 \
+                         ORDER BY at_millis {order}, run_id {order} LIMIT 1"
+                    );
+                    Ok(texts(connection, &sql, params![tenant_id, thread_id])?
+                        .pop()
+                        .unwrap_or_default())
+                };
+                found
+                    .into_iter()
+                    .map(|(thread_id, started, last)| {
+                        Ok(ThreadListing {
+                            first_message: listed_message(&message(&thread_id, "ASC")?),
+                            last_message: listed_message(&message(&thread_id, "DESC")?),
+                            started_at_millis: u64::try_from(started).unwrap_or(0),
+                            last_at_millis: u64::try_from(last).unwrap_or(0),
+                            thread_id,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .await?;
+        Ok(ThreadListPage::newest_first(listings, query.limit))
     }
 
     async fn thread_lane(

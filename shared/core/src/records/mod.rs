@@ -1,6 +1,6 @@
 //! What a run keeps between its steps, beside the plan: agent sessions and their conversations,
 //! run entries (what lives beside the run item), the chat turn, governance (fired policies,
-//! holds, timers) and completion notifications.
+//! holds, timers), completion notifications, and chat threads' lanes and listings.
 
 pub mod agents;
 pub mod chat;
@@ -9,3 +9,4 @@ pub mod entries;
 pub mod governance;
 pub mod notifications;
 pub mod thread_lane;
+pub mod thread_listing;

@@ -1,11 +1,12 @@
 //! What every `ThreadStore` adapter must do: no thread before its first
 //! exchange, exchanges oldest first, recording a run's exchange twice keeps
-//! one, tenants apart.
+//! one, threads listed by last activity a page at a time, tenants apart.
 
 use std::sync::Arc;
 
 use baton_core::chat::ChatExchange;
 use baton_core::thread_lane::ThreadLane;
+use baton_core::thread_listing::{ThreadListQuery, ThreadListing};
 
 use super::check;
 use crate::ports::ThreadStore;
@@ -87,7 +88,78 @@ pub async fn thread_store_conformance(
         read.len() == 3 && read[2] == long,
         "a long exchange comes back whole",
     )?;
+    thread_listing_conformance(store.as_ref(), &tenant, &other, &thread).await?;
     thread_lane_conformance(store, &tenant, &other, &thread).await
+}
+
+/// The threads list: the most recently answered first, a page at a time,
+/// each thread titled by its first message; tenants apart.
+async fn thread_listing_conformance(
+    store: &dyn ThreadStore,
+    tenant: &str,
+    other: &str,
+    thread: &str,
+) -> Result<(), String> {
+    let failed = |error: crate::error::StoreError| error.to_string();
+    let (middle, oldest) = (format!("{thread}-middle"), format!("{thread}-oldest"));
+    store
+        .record_exchange(tenant, &middle, &exchange("run-m", 2_500, "middle"))
+        .await
+        .map_err(failed)?;
+    store
+        .record_exchange(tenant, &oldest, &exchange("run-o", 500, "oldest"))
+        .await
+        .map_err(failed)?;
+    let query = |cursor: Option<String>| ThreadListQuery { limit: 2, cursor };
+    let first = store
+        .list_threads(tenant, &query(None))
+        .await
+        .map_err(failed)?;
+    let ids: Vec<&str> = first
+        .threads
+        .iter()
+        .map(|listing| listing.thread_id.as_str())
+        .collect();
+    check(
+        ids == [thread, middle.as_str()],
+        &format!("the most recently answered threads come first, two to a page: {ids:?}"),
+    )?;
+    check(
+        first.threads[0]
+            == ThreadListing {
+                thread_id: thread.to_string(),
+                started_at_millis: 1_000,
+                last_at_millis: 3_000,
+                first_message: "hello".into(),
+                last_message: "a long answer, please".into(),
+            },
+        &format!(
+            "a listing has the first and latest messages and times: {:?}",
+            first.threads[0]
+        ),
+    )?;
+    let second = store
+        .list_threads(tenant, &query(first.next_cursor.clone()))
+        .await
+        .map_err(failed)?;
+    let ids: Vec<&str> = second
+        .threads
+        .iter()
+        .map(|listing| listing.thread_id.as_str())
+        .collect();
+    check(
+        first.next_cursor.is_some() && ids == [oldest.as_str()] && second.next_cursor.is_none(),
+        &format!("the cursor leads to the rest, and the last page has none: {ids:?}"),
+    )?;
+    check(
+        store
+            .list_threads(other, &query(None))
+            .await
+            .map_err(failed)?
+            .threads
+            .is_empty(),
+        "another tenant lists none of them",
+    )
 }
 
 /// A thread's lane: none at version 0, each put conditional on the version

@@ -35,6 +35,15 @@ impl RunService {
         Ok((exchanges, lane))
     }
 
+    /// One page of the tenant's threads, the most recently answered first.
+    pub async fn list_threads(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::thread_listing::ThreadListQuery,
+    ) -> Result<baton_core::thread_listing::ThreadListPage, RuntimeError> {
+        Ok(self.threads.list_threads(tenant_id, query).await?)
+    }
+
     /// Admits `run_id` on the thread; `new_thread`: the thread is being
     /// created by this message. Returns the admission and the lane as
     /// written. A refusal is `ThreadBusy`; a thread that has neither an
