@@ -6,7 +6,8 @@ which runs this file and fails when it fails).
 Environment: BATON_VIEWER_URL (the server's root), BATON_VIEWER_TOKEN,
 BATON_VIEWER_ANONYMOUS_URL (a server started without BATON_API_TOKENS),
 BATON_CHROMIUM (the browser binary), BATON_BROWSER_ARTIFACTS (screenshots go
-there), BATON_REPOSITORY (envelopes are read from it).
+there), BATON_REPOSITORY (envelopes are read from it), BATON_MODEL_URL (the
+model double's root: a scenario scripts its next answers at `/_script`).
 """
 
 import json
@@ -21,6 +22,7 @@ TOKEN = os.environ["BATON_VIEWER_TOKEN"]
 ANONYMOUS_ROOT = os.environ["BATON_VIEWER_ANONYMOUS_URL"].rstrip("/")
 ARTIFACTS = Path(os.environ["BATON_BROWSER_ARTIFACTS"])
 REPOSITORY = Path(os.environ["BATON_REPOSITORY"])
+MODEL = os.environ["BATON_MODEL_URL"].rstrip("/")
 TIMEOUT_MS = 30_000
 
 
@@ -190,6 +192,91 @@ def show_and_verify_a_judge_transcript(page):
     print(f"ok: evaluation {run_id} transcript rendered and verified; a changed message is caught: {broken[:60]}…")
 
 
+def script_model(page, behaviors):
+    """The model double's next answers, in order (then schema-shaped JSON or, for
+    prose, "A scripted reply.")."""
+    response = page.request.post(f"{MODEL}/_script", data=behaviors)
+    assert response.ok, response.text()
+
+
+def plan_call(mode):
+    return {"behavior": "tool_calls", "calls": [{"name": "agent_create_plan", "arguments": {
+        "objective": "Write LinkedIn post variants for the launch",
+        "requested_outputs": ["copyVariants"], "execution_mode": mode}}]}
+
+
+def chat_with_a_tool_call_and_approve_a_drafted_plan(page):
+    page.click("#new-chat")
+    expect(page.locator("#view h2")).to_contain_text("Chat")
+    # The sample's facet values travel with the message: the plan consumes them.
+    sample = envelope("registry/examples/seed-10.1-sample-envelope.json")
+    page.locator(".composer details summary").click()
+    page.fill(".chat-inputs", json.dumps(sample["inputs"]))
+    script_model(page, [
+        {"behavior": "tool_calls", "calls": [{"name": "registry_search", "arguments": {"query": "post variants"}}]},
+        plan_call("draft_only"),
+        {"behavior": "content", "content": "Here is the plan: a brief, then the variants. Shall I run it?"},
+    ])
+    page.fill("#chat-message", "Plan LinkedIn posts for the launch, but show me the plan first.")
+    page.click(".composer button.send")
+    first = page.locator(".exchange").nth(0)
+    expect(first.locator(".answer-text")).to_have_text("Here is the plan: a brief, then the variants. Shall I run it?",
+                                                       timeout=TIMEOUT_MS)
+    # The tool calls, folded: the search's result, the plan call's draft.
+    search = first.locator('details.tool-call[data-tool="registry_search"]')
+    expect(search).to_have_attribute("data-outcome", "ok")
+    search.locator("summary").click()
+    expect(search.locator(".tool-result")).to_contain_text("copyVariants")
+    draft = first.locator(".plan-draft")
+    expect(draft.locator("svg.plan g.node")).not_to_have_count(0)
+    page.wait_for_function("() => location.hash.startsWith('#thread/')", timeout=TIMEOUT_MS)
+    thread_id = page.url.split("#thread/")[1]
+    expect(page.locator(f'#threads li[data-thread-id="{thread_id}"]')).to_contain_text("Plan LinkedIn posts",
+                                                                                      timeout=TIMEOUT_MS)
+    shot(page, "08-chat-plan-drafted")
+    # Approving sends the approval as the next message; the agent runs the
+    # draft (a child run, one click away), then answers.
+    script_model(page, [plan_call("auto_execute")])
+    draft.locator("button.approve-draft").click()
+    second = page.locator(".exchange").nth(1)
+    expect(second.locator(".bubble.user")).to_contain_text("Approved: run the drafted plan")
+    expect(second).to_have_attribute("data-state", "answered", timeout=TIMEOUT_MS)
+    expect(second.locator('details.tool-call[data-tool="agent_create_plan"]')).to_have_attribute("data-outcome", "ok")
+    expect(second.locator(".answer-text")).to_have_text("A scripted reply.")
+    child_link = second.locator("a.child-run-link")
+    expect(child_link).to_be_visible()
+    shot(page, "09-chat-plan-approved-and-run")
+    # The strategy chooser: a message refused while another is answering.
+    script_model(page, [{"behavior": "slow_valid", "delay_ms": 4000}])
+    page.fill("#chat-message", "And a shorter variant?")
+    page.click(".composer button.send")
+    third = page.locator(".exchange").nth(2)
+    expect(third.locator(".agent-state")).to_contain_text("thinking", timeout=TIMEOUT_MS)
+    page.select_option(".composer select.strategy", "reject")
+    page.fill("#chat-message", "Never mind.")
+    page.click(".composer button.send")
+    refused = page.locator(".exchange").nth(3)
+    expect(refused).to_have_attribute("data-state", "refused", timeout=TIMEOUT_MS)
+    expect(refused.locator(".exchange-error")).to_contain_text("409")
+    expect(refused.locator(".exchange-error")).to_contain_text("thread_busy")
+    expect(third).to_have_attribute("data-state", "answered", timeout=TIMEOUT_MS)
+    shot(page, "10-chat-busy-thread-refused")
+    # Opened again, the thread shows what was said, with the tool calls and
+    # the draft replayed from each message's run.
+    page.reload()
+    expect(page.locator(".exchange")).to_have_count(3, timeout=TIMEOUT_MS)
+    expect(page.locator(".exchange").nth(0).locator(".plan-draft svg.plan")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator(".exchange").nth(1).locator(".child-run-link")).to_be_visible(timeout=TIMEOUT_MS)
+    # The child plan's run graph is one click away.
+    page.locator(".exchange").nth(1).locator(".child-run-link").click()
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    expect(page.locator("svg.plan g.node")).not_to_have_count(0)
+    for status in page.locator("svg.plan g.node").evaluate_all("(nodes) => nodes.map((n) => n.dataset.status)"):
+        assert status == "completed", status
+    shot(page, "11-chat-child-run")
+    print(f"ok: thread {thread_id}: a tool call, a drafted plan approved and run as a child run, a busy thread refused")
+
+
 def use_a_server_without_tokens_without_being_asked_for_one(browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(ANONYMOUS_ROOT + "/")
@@ -223,7 +310,8 @@ def main():
         page.click("#token-form button")
         expect(page.locator("#token-state")).to_have_text("token set")
         for scenario in (watch_a_run_complete_and_open_a_node, fill_a_task_form_and_complete_the_run,
-                         reject_an_approval_and_fail_the_run, show_and_verify_a_judge_transcript):
+                         reject_an_approval_and_fail_the_run, show_and_verify_a_judge_transcript,
+                         chat_with_a_tool_call_and_approve_a_drafted_plan):
             try:
                 scenario(page)
             except Exception:

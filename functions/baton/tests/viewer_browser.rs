@@ -6,7 +6,10 @@
 //! its first 401; a run watched to completion and a node
 //! opened (output, cost); a parked run's task form refusing a bad value next
 //! to its field, then completing the run; an approval rejected failing the
-//! run; a judge transcript rendered and verified (and a changed one caught).
+//! run; a judge transcript rendered and verified (and a changed one caught);
+//! a chat: a tool call folded under its answer, a drafted plan approved and
+//! run as a child run (its graph one click away), a message refused by the
+//! `reject` strategy while another answers, the thread read back.
 //! Screenshots go to `target/browser-artifacts/` (or
 //! `BATON_BROWSER_ARTIFACTS`).
 //!
@@ -73,6 +76,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
         .env("BATON_CHROMIUM", &browser)
         .env("BATON_BROWSER_ARTIFACTS", &artifacts)
         .env("BATON_REPOSITORY", repository())
+        .env("BATON_MODEL_URL", model.root_url())
         .output()
         .await
         .expect("python3 runs");
@@ -90,7 +94,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        5,
+        6,
         "every scenario reported: {stdout}"
     );
     for screenshot in [
@@ -102,6 +106,10 @@ async fn the_run_viewer_works_in_headless_chromium() {
         "05-approval-requested",
         "06-approval-rejected-run-failed",
         "07-judge-transcript-verified",
+        "08-chat-plan-drafted",
+        "09-chat-plan-approved-and-run",
+        "10-chat-busy-thread-refused",
+        "11-chat-child-run",
     ] {
         let file = artifacts.join(format!("{screenshot}.png"));
         assert!(

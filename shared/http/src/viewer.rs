@@ -39,6 +39,16 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../viewer/transcript.js"),
     ),
     (
+        "chat.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../viewer/chat.js"),
+    ),
+    (
+        "dom.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../viewer/dom.js"),
+    ),
+    (
         "viewer.css",
         "text/css; charset=utf-8",
         include_str!("../viewer/viewer.css"),

@@ -9,6 +9,7 @@ const origin = new URLSearchParams(location.search).get("api") || location.origi
 
 export const flex = `${origin}/api/v1/flex`;
 export const judge = `${origin}/api/v1/judge`;
+export const v1 = `${origin}/api/v1`;
 
 export function token() { return localStorage.getItem(TOKEN_KEY) || ""; }
 export function setToken(value) { localStorage.setItem(TOKEN_KEY, value.trim()); }
@@ -51,21 +52,8 @@ async function call(method, url, body) {
 export const getJson = (url) => call("GET", url);
 export const postJson = (url, body) => call("POST", url, body);
 
-/**
- * Follows a run's SSE stream (replay, then live) from after `lastId`;
- * `onFrame` gets each frame. Resolves when the stream ends (the run ended
- * or parked); `signal` aborts it. EventSource cannot send a bearer token,
- * so the stream is read with fetch.
- */
-export async function followRun(runId, lastId, onFrame, signal) {
-  const headers = authorization({ accept: "text/event-stream" });
-  if (lastId) headers["last-event-id"] = String(lastId);
-  const response = await fetch(`${flex}/runs/${encodeURIComponent(runId)}/events`, { headers, signal });
-  if (!response.ok) {
-    checkAuthorized(response.status);
-    const body = await response.json().catch(() => null);
-    throw new ApiError(response.status, body && body.error);
-  }
+/** Reads an SSE response to its end, giving `onFrame` each frame's JSON. */
+async function readFrames(response, onFrame) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
@@ -81,4 +69,41 @@ export async function followRun(runId, lastId, onFrame, signal) {
       if (data) onFrame(JSON.parse(data));
     }
   }
+}
+
+async function refused(response) {
+  checkAuthorized(response.status);
+  const body = await response.json().catch(() => null);
+  return new ApiError(response.status, body && body.error);
+}
+
+/**
+ * Follows a run's SSE stream (replay, then live) from after `lastId`;
+ * `onFrame` gets each frame. Resolves when the stream ends (the run ended
+ * or parked); `signal` aborts it. EventSource cannot send a bearer token,
+ * so the stream is read with fetch.
+ */
+export async function followRun(runId, lastId, onFrame, signal) {
+  const headers = authorization({ accept: "text/event-stream" });
+  if (lastId) headers["last-event-id"] = String(lastId);
+  const response = await fetch(`${flex}/runs/${encodeURIComponent(runId)}/events`, { headers, signal });
+  if (!response.ok) throw await refused(response);
+  await readFrames(response, onFrame);
+}
+
+/**
+ * Sends one chat message (`POST /api/v1/chat`). Resolves, once the server
+ * accepted it, to `{threadId, runId, frames(onFrame)}`: `frames` reads the
+ * answer's stream to its end. A refusal (409 `thread_busy`, 422) throws.
+ */
+export async function sendChat(body, signal) {
+  const headers = authorization({ accept: "text/event-stream", "content-type": "application/json" });
+  const response = await fetch(`${v1}/chat`, { method: "POST", headers, body: JSON.stringify(body), signal });
+  if (!response.ok) throw await refused(response);
+  const location = response.headers.get("location") || "";
+  return {
+    threadId: response.headers.get("x-baton-thread-id"),
+    runId: location.split("/").pop() || null,
+    frames: (onFrame) => readFrames(response, onFrame),
+  };
 }

@@ -66,7 +66,7 @@ export function drawPlan(plan, { supplied, goals, statuses, selected, onSelect }
   const links = arrows(plan, supplied, goals);
   const column = columns(plan, links);
   const boxes = [{ id: "inputs", label: "inputs", sub: supplied.join(", ") },
-    ...plan.nodes.map((node) => ({ id: node.nodeId, label: node.label || node.nodeId, sub: `${node.capabilityId} · ${node.agentType}`, node })),
+    ...plan.nodes.map((node) => ({ id: node.nodeId, label: node.label || node.nodeId, sub: [node.capabilityId, node.agentType].filter(Boolean).join(" · "), node })),
     { id: "output", label: "output", sub: goals.join(", ") }];
   const rows = new Map();
   const position = new Map();

@@ -5,12 +5,7 @@
 // (keys sorted, no whitespace, ECMAScript number and string forms), the first
 // message's previousHash the empty string.
 
-function make(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, value);
-  node.append(...children);
-  return node;
-}
+import { make } from "./dom.js";
 
 /** RFC 8785 canonical JSON of `value`. */
 export function canonicalJson(value) {

@@ -1,29 +1,21 @@
 // The run viewer: runs list, a run's plan graph live from its SSE stream,
 // node details (input bundle, output, validation errors, tokens, cost,
-// duration), the approval view, human task forms and judge transcripts.
+// duration), the approval view, human task forms, judge transcripts, and
+// chat threads (`chat.js`).
 // Plain modules over the HTTP API; nothing is fetched from elsewhere.
 
 import { ApiError, flex, followRun, getJson, postJson, setToken, token } from "./api.js";
 import { drawPlan, modelName } from "./graph.js";
 import { schemaForm, showErrors } from "./form.js";
 import { transcriptIn, transcriptView } from "./transcript.js";
+import { loadThreads, openThread } from "./chat.js";
+import { make, millis, pretty } from "./dom.js";
 
 const $ = (selector) => document.querySelector(selector);
 
-function make(tag, attributes = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [key, value] of Object.entries(attributes)) {
-    if (value !== undefined && value !== null) node.setAttribute(key, value);
-  }
-  node.append(...children.filter((child) => child !== null && child !== undefined));
-  return node;
-}
-
 const badge = (status) => make("span", { class: `badge ${status}`, "data-status": status }, status);
-const pretty = (value) => make("pre", {}, JSON.stringify(value, null, 2));
 const money = (cost) => (cost == null ? "—" : `$${cost.toFixed(6)}`);
 const tokens = (usage) => (usage ? `${usage.total ?? usage.totalTokens} (${usage.prompt ?? usage.promptTokens} in, ${usage.completion ?? usage.completionTokens} out)` : "—");
-const millis = (ms) => (ms == null ? "—" : ms >= 1000 ? `${(ms / 1000).toFixed(2)} s` : `${ms} ms`);
 
 function figure(name, value) { return make("div", {}, make("b", {}, name), value); }
 
@@ -114,7 +106,9 @@ function nodeInfo(view, nodeId) {
 
 /** Folds one frame into the view's state. */
 function apply(view, frame) {
-  if (frame.forwarded) return;
+  // A child run's frames relayed in its parent's stream (an agent's plan):
+  // they belong to the child's own view.
+  if (frame.runId && frame.runId !== view.runId) return;
   view.frames.push(frame);
   if (frame.id) view.lastId = frame.id;
   const payload = frame.payload || {};
@@ -342,8 +336,18 @@ async function follow(view) {
   if (current === view) loadRuns();
 }
 
-function openRun(runId) {
+/** Stops whatever the view shows (a run's stream, a thread's streams). */
+function leaveView() {
   if (current && current.abort) current.abort.abort();
+  if (openChat) openChat.close();
+  openChat = null;
+  current = null;
+}
+
+let openChat = null;
+
+function openRun(runId) {
+  leaveView();
   current = newRunView(runId);
   follow(current);
 }
@@ -351,8 +355,7 @@ function openRun(runId) {
 // ---- one human task -------------------------------------------------------
 
 async function openTask(taskId) {
-  if (current && current.abort) current.abort.abort();
-  current = null;
+  leaveView();
   const container = $("#view");
   container.replaceChildren(make("p", { class: "hint" }, "loading the task…"));
   let task;
@@ -397,6 +400,22 @@ function route() {
   const [kind, id] = location.hash.replace(/^#/, "").split("/");
   if (kind === "run" && id) openRun(decodeURIComponent(id));
   else if (kind === "task" && id) openTask(decodeURIComponent(id));
+  else if (kind === "thread" && id && !(openChat && openChat.threadId === decodeURIComponent(id))) showThread(decodeURIComponent(id));
+  else if (kind === "chat") showThread(null);
+}
+
+function showThread(threadId) {
+  leaveView();
+  const chat = { threadId, close: () => {} };
+  openChat = chat;
+  chat.close = openThread($("#view"), threadId, {
+    // The first message made the thread: its address, without reopening it.
+    onCreated: (created) => {
+      chat.threadId = created;
+      history.replaceState(null, "", `#thread/${encodeURIComponent(created)}`);
+      loadThreads();
+    },
+  }).close;
 }
 
 function start() {
@@ -408,12 +427,16 @@ function start() {
     $("#token-state").textContent = "token set";
     loadRuns();
     loadTasks();
+    loadThreads();
     route();
   });
   $("#refresh-runs").addEventListener("click", () => loadRuns());
   $("#status-filter").addEventListener("change", () => loadRuns());
   $("#more-runs").addEventListener("click", () => loadRuns(true));
   $("#refresh-tasks").addEventListener("click", loadTasks);
+  $("#new-chat").addEventListener("click", () => { location.hash = "#chat"; showThread(null); });
+  $("#refresh-threads").addEventListener("click", () => loadThreads());
+  $("#more-threads").addEventListener("click", () => loadThreads(true));
   $("#start-run").addEventListener("click", startRun);
   window.addEventListener("hashchange", route);
   // The token form shows only when the server refuses a request (a server
@@ -429,6 +452,7 @@ function start() {
   });
   loadRuns();
   loadTasks();
+  loadThreads();
   route();
 }
 
