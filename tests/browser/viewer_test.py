@@ -277,6 +277,65 @@ def chat_with_a_tool_call_and_approve_a_drafted_plan(page):
     print(f"ok: thread {thread_id}: a tool call, a drafted plan approved and run as a child run, a busy thread refused")
 
 
+def first_string_changed(value):
+    """`value` with its first string leaf changed (a correction a contract accepts)."""
+    if isinstance(value, str):
+        return value + " (corrected)", True
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            changed, done = first_string_changed(inner)
+            if done:
+                return {**value, key: changed}, True
+    if isinstance(value, list):
+        for index, inner in enumerate(value):
+            changed, done = first_string_changed(inner)
+            if done:
+                return value[:index] + [changed] + value[index + 1:], True
+    return value, False
+
+
+def fork_a_run_from_a_node_with_a_corrected_output(page):
+    document = envelope("registry/examples/seed-10.1-sample-envelope.json")
+    document["policies"].pop("hitlRequiredFor", None)
+    source = start_run(page, document)
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    expect(page.locator(".stream-state")).to_have_text("ended", timeout=TIMEOUT_MS)
+    expect(page.locator(".fork-tree")).to_have_count(0)
+    page.locator('svg.plan g.node[data-node-id="node_1"]').click()
+    page.locator(".node-details button.fork-from-here").click()
+    form = page.locator("form.fork-form")
+    expect(form).to_contain_text("event")
+    # A correction that breaks the node's contract: a 422 naming the path.
+    original = json.loads(form.locator("textarea.fork-output").input_value())
+    form.locator("textarea.fork-output").fill("{}")
+    form.locator("button.fork-submit").click()
+    expect(form.locator(".fork-error")).to_contain_text("422", timeout=TIMEOUT_MS)
+    expect(form.locator(".fork-error")).to_contain_text("$.nodeOutputs.node_1")
+    shot(page, "12-fork-correction-refused")
+    corrected, changed = first_string_changed(original)
+    assert changed, original
+    form.locator("textarea.fork-output").fill(json.dumps(corrected))
+    form.locator("button.fork-submit").click()
+    page.wait_for_function("(source) => location.hash.startsWith('#run/') && !location.hash.endsWith(source)",
+                           arg=source, timeout=TIMEOUT_MS)
+    fork = page.url.split("#run/")[1]
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    expect(page.locator("svg.plan g.node")).not_to_have_count(0)
+    # The tree: the source, and the fork below it, marked as the one shown.
+    tree = page.locator(".fork-tree")
+    expect(tree.locator(f'li[data-run-id="{source}"] > a')).to_be_visible(timeout=TIMEOUT_MS)
+    expect(tree.locator(f'li[data-run-id="{source}"] li[data-run-id="{fork}"]')).to_have_class("current")
+    expect(tree).to_contain_text("eventId")
+    # The corrected output is the reused node's output in the fork.
+    page.locator('svg.plan g.node[data-node-id="node_1"]').click()
+    expect(page.locator(".node-details .output")).to_contain_text("(corrected)")
+    shot(page, "13-fork-tree")
+    # From the source, the tree leads to the fork.
+    tree.locator(f'li[data-run-id="{source}"] > a').click()
+    expect(page.locator(f'.fork-tree li[data-run-id="{fork}"] > a')).to_be_visible(timeout=TIMEOUT_MS)
+    print(f"ok: run {source} forked from node_1 with a corrected output into {fork}; a broken correction got a 422 naming its path")
+
+
 def use_a_server_without_tokens_without_being_asked_for_one(browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(ANONYMOUS_ROOT + "/")
@@ -311,7 +370,8 @@ def main():
         expect(page.locator("#token-state")).to_have_text("token set")
         for scenario in (watch_a_run_complete_and_open_a_node, fill_a_task_form_and_complete_the_run,
                          reject_an_approval_and_fail_the_run, show_and_verify_a_judge_transcript,
-                         chat_with_a_tool_call_and_approve_a_drafted_plan):
+                         chat_with_a_tool_call_and_approve_a_drafted_plan,
+                         fork_a_run_from_a_node_with_a_corrected_output):
             try:
                 scenario(page)
             except Exception:

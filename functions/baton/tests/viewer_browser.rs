@@ -9,7 +9,9 @@
 //! run; a judge transcript rendered and verified (and a changed one caught);
 //! a chat: a tool call folded under its answer, a drafted plan approved and
 //! run as a child run (its graph one click away), a message refused by the
-//! `reject` strategy while another answers, the thread read back.
+//! `reject` strategy while another answers, the thread read back; a run
+//! forked from a node with its output corrected (a broken correction
+//! refused with its path), the fork tree leading both ways.
 //! Screenshots go to `target/browser-artifacts/` (or
 //! `BATON_BROWSER_ARTIFACTS`).
 //!
@@ -94,7 +96,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        6,
+        7,
         "every scenario reported: {stdout}"
     );
     for screenshot in [
@@ -110,6 +112,8 @@ async fn the_run_viewer_works_in_headless_chromium() {
         "09-chat-plan-approved-and-run",
         "10-chat-busy-thread-refused",
         "11-chat-child-run",
+        "12-fork-correction-refused",
+        "13-fork-tree",
     ] {
         let file = artifacts.join(format!("{screenshot}.png"));
         assert!(

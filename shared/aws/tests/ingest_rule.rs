@@ -137,6 +137,7 @@ async fn a_requested_run_event_reaches_the_ingest_queue_as_an_ingest_message() {
                 status: None,
                 limit: 10,
                 cursor: None,
+                forked_from: None,
             },
         )
         .await

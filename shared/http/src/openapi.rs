@@ -170,6 +170,7 @@ pub fn operations() -> Vec<Operation> {
                 ("status", "only runs with this status"),
                 ("limit", "1 to 100 (default 20)"),
                 ("cursor", "the previous page's nextCursor"),
+                ("forkedFrom", "only the forks of this run"),
             ],
             &[
                 answer(200, "one page", Body::Json("RunListPage")),

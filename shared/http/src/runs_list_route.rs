@@ -1,6 +1,7 @@
-//! `GET /api/v1/flex/runs?status=&limit=&cursor=`: one page of the
-//! tenant's runs, newest first (`{runs: [{runId, status, objective,
-//! createdAt, parentRunId?}], nextCursor?}`). A bad parameter is a 400
+//! `GET /api/v1/flex/runs?status=&limit=&cursor=&forkedFrom=`: one page
+//! of the tenant's runs (or of one run's forks), newest first (`{runs:
+//! [{runId, status, objective, createdAt, parentRunId?, forkedFromRunId?}],
+//! nextCursor?}`). A bad parameter is a 400
 //! naming it; nothing is read for it.
 
 use std::collections::HashMap;
@@ -28,11 +29,13 @@ fn invalid(parameter: &str, message: String) -> ApiError {
 pub fn run_list_query(parameters: &HashMap<String, String>) -> Result<RunListQuery, ApiError> {
     if let Some(unknown) = parameters
         .keys()
-        .find(|name| !["status", "limit", "cursor"].contains(&name.as_str()))
+        .find(|name| !["status", "limit", "cursor", "forkedFrom"].contains(&name.as_str()))
     {
         return Err(invalid(
             unknown,
-            format!("unknown parameter `{unknown}`; the list takes status, limit and cursor"),
+            format!(
+                "unknown parameter `{unknown}`; the list takes status, limit, cursor and forkedFrom"
+            ),
         ));
     }
     let status = match parameters.get("status") {
@@ -68,10 +71,20 @@ pub fn run_list_query(parameters: &HashMap<String, String>) -> Result<RunListQue
             )
         })?),
     };
+    let forked_from = match parameters.get("forkedFrom") {
+        Some(run_id) if run_id.trim().is_empty() => {
+            return Err(invalid(
+                "forkedFrom",
+                "forkedFrom must name a run id".to_string(),
+            ));
+        }
+        other => other.cloned(),
+    };
     Ok(RunListQuery {
         status,
         limit,
         cursor,
+        forked_from,
     })
 }
 

@@ -44,6 +44,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../viewer/chat.js"),
     ),
     (
+        "forks.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../viewer/forks.js"),
+    ),
+    (
         "dom.js",
         "text/javascript; charset=utf-8",
         include_str!("../viewer/dom.js"),

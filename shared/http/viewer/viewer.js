@@ -10,6 +10,7 @@ import { schemaForm, showErrors } from "./form.js";
 import { transcriptIn, transcriptView } from "./transcript.js";
 import { loadThreads, openThread } from "./chat.js";
 import { make, millis, pretty } from "./dom.js";
+import { forkForm, forkTree } from "./forks.js";
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -39,6 +40,7 @@ async function loadRuns(more = false) {
     for (const run of page.runs) {
       const item = make("li", { "data-run-id": run.runId },
         badge(run.status), " ", make("code", {}, run.runId),
+        run.forkedFromRunId ? make("span", { class: "hint fork-mark", title: `forked from ${run.forkedFromRunId}` }, " fork") : null,
         make("span", { class: "objective" }, run.objective));
       item.addEventListener("click", () => { location.hash = `#run/${run.runId}`; });
       list.append(item);
@@ -208,6 +210,14 @@ function nodeDetails(view, node) {
   for (const message of info.errors) panel.append(make("p", { class: "error" }, message));
   const transcript = transcriptIn(output);
   if (transcript) panel.append(transcriptView(transcript, view.verdicts));
+  // The form is kept across redraws (what the person typed stays).
+  const fork = make("button", { type: "button", class: "fork-from-here" }, "Fork from here");
+  fork.addEventListener("click", () => {
+    view.forking = { nodeId: node.nodeId, form: forkForm(view, node, output, (runId) => { location.hash = `#run/${runId}`; }) };
+    render(view);
+  });
+  if (view.snapshot) panel.append(make("p", {}, fork));
+  if (view.forking && view.forking.nodeId === node.nodeId) panel.append(view.forking.form);
   return panel;
 }
 
@@ -287,6 +297,7 @@ function render(view) {
     const node = plan.nodes.find((candidate) => candidate.nodeId === view.selectedNode);
     if (node) parts.push(nodeDetails(view, node));
   }
+  if (view.forkTree) parts.push(view.forkTree);
   if (snapshot && snapshot.output) parts.push(make("section", { class: "panel run-output" }, make("h3", {}, "Validated output"), pretty(snapshot.output)));
   if (view.error) parts.push(make("p", { class: "error" }, view.error));
   parts.push(make("details", {}, make("summary", {}, `${view.frames.length} frames`),
@@ -305,10 +316,21 @@ async function refreshSnapshot(view) {
   }
 }
 
+/** Loads the fork tree around the run (null when it has no fork relation). */
+async function showForkTree(view) {
+  if (!view.snapshot) return;
+  try {
+    view.forkTree = await forkTree(view.snapshot);
+  } catch (error) {
+    view.forkTree = make("p", { class: "error" }, `fork tree: ${errorText(error)}`);
+  }
+}
+
 /** Follows the run's stream from the last frame seen, redrawing as frames arrive. */
 async function follow(view) {
   view.following = true;
   await refreshSnapshot(view);
+  await showForkTree(view);
   render(view);
   let pending = null;
   const soon = () => {

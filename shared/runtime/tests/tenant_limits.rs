@@ -68,6 +68,7 @@ async fn a_tenant_at_its_limit_is_refused_another_run_and_others_are_not() {
                     status: None,
                     limit: 100,
                     cursor: None,
+                    forked_from: None,
                 },
             )
             .await

@@ -8,7 +8,7 @@
 //!
 //! | table | key | columns |
 //! | --- | --- | --- |
-//! | `runs` | `tenant_id, run_id` | `state` (LZ4-compressed JSON, `state_column`; JSON text in files written before), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis` |
+//! | `runs` | `tenant_id, run_id` | `state` (LZ4-compressed JSON, `state_column`; JSON text in files written before), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis`, `forked_from` (a fork's source run: the runs list's `forkedFrom`; the column is added on open to files written before it) |
 //! | `idempotency` | `tenant_id, idempotency_key` | `run_id` |
 //! | `events` | `tenant_id, run_id, sequence` | `frame` (JSON) |
 //! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis`, `owner` (the claiming process's token: a lease of a dead process is void at once; the column is added on open to files written before it) |
@@ -212,6 +212,7 @@ impl SqliteStore {
         }
         setup.execute_batch(SCHEMA).map_err(unavailable)?;
         add_lease_owner_column(&setup)?;
+        add_forked_from_column(&setup)?;
         setup
             .pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(unavailable)?;
@@ -255,6 +256,27 @@ fn add_lease_owner_column(setup: &rusqlite::Transaction<'_>) -> Result<(), Store
             .map_err(unavailable)?;
     }
     Ok(())
+}
+
+/// Files written before the runs list could show a run's forks lack the
+/// `forked_from` column: it is added (empty: a fork made before then does
+/// not list under its source) with its index.
+fn add_forked_from_column(setup: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    let has_column = setup
+        .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'forked_from'")
+        .and_then(|mut statement| statement.exists([]))
+        .map_err(unavailable)?;
+    if !has_column {
+        setup
+            .execute_batch("ALTER TABLE runs ADD COLUMN forked_from TEXT")
+            .map_err(unavailable)?;
+    }
+    setup
+        .execute_batch(
+            "CREATE INDEX IF NOT EXISTS runs_by_fork_source ON runs (tenant_id, forked_from) \
+             WHERE forked_from IS NOT NULL",
+        )
+        .map_err(unavailable)
 }
 
 /// Runs `step` again while SQLite answers "busy" (for up to five seconds).

@@ -23,12 +23,14 @@ impl SqliteStore {
             None => (None, None),
         };
         let fetch = i64::try_from(query.limit + 1).unwrap_or(i64::MAX);
+        let forked_from = query.forked_from.clone();
         let states: Vec<crate::state_column::StoredState> = self
             .with_connection(move |connection| {
                 let mut statement = connection
                     .prepare_cached(
                         "SELECT state FROM runs WHERE tenant_id = ?1
                            AND (?2 IS NULL OR status = ?2)
+                           AND (?6 IS NULL OR forked_from = ?6)
                            AND (?3 IS NULL OR created_at_millis < ?3
                                 OR (created_at_millis = ?3 AND run_id < ?4))
                          ORDER BY created_at_millis DESC, run_id DESC LIMIT ?5",
@@ -36,7 +38,14 @@ impl SqliteStore {
                     .map_err(unavailable)?;
                 let rows = statement
                     .query_map(
-                        params![tenant_id, status, before_millis, before_run, fetch],
+                        params![
+                            tenant_id,
+                            status,
+                            before_millis,
+                            before_run,
+                            fetch,
+                            forked_from
+                        ],
                         |row| row.get(0),
                     )
                     .map_err(unavailable)?;

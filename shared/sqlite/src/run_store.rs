@@ -176,8 +176,8 @@ impl RunStore for SqliteStore {
                     .map_err(unavailable)?;
             }
             transaction
-                .prepare_cached("INSERT INTO runs (tenant_id, run_id, state, version, status, correlation_id, last_sequence, created_at_millis)
-                     VALUES (?1, ?2, ?3, 1, ?4, ?5, 0, ?6)")
+                .prepare_cached("INSERT INTO runs (tenant_id, run_id, state, version, status, correlation_id, last_sequence, created_at_millis, forked_from)
+                     VALUES (?1, ?2, ?3, 1, ?4, ?5, 0, ?6, ?7)")
                 .map_err(unavailable)?
                 .execute(params![
                         state.tenant_id,
@@ -185,7 +185,8 @@ impl RunStore for SqliteStore {
                         state_json,
                         state.status.as_str(),
                         state.correlation_id,
-                        created_millis
+                        created_millis,
+                        state.forked_from.as_ref().map(|origin| origin.run_id.as_str())
                     ],
                 )
                 .map_err(unavailable)?;

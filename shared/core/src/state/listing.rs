@@ -27,6 +27,9 @@ pub struct RunListing {
     /// A child run: the run whose agent started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<String>,
+    /// A fork: the run it was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from_run_id: Option<String>,
 }
 
 impl RunListing {
@@ -42,6 +45,10 @@ impl RunListing {
                 .collect(),
             created_at: state.created_at.rfc3339(),
             parent_run_id: state.parent.as_ref().map(|parent| parent.run_id.clone()),
+            forked_from_run_id: state
+                .forked_from
+                .as_ref()
+                .map(|origin| origin.run_id.clone()),
         }
     }
 
@@ -93,12 +100,18 @@ pub struct RunListQuery {
     pub limit: usize,
     /// The previous page's `nextCursor`: runs strictly older than it.
     pub cursor: Option<ListCursor>,
+    /// Only the forks of this run (`POST /runs/{id}/fork`).
+    pub forked_from: Option<String>,
 }
 
 impl RunListQuery {
     /// Whether `listing` belongs in this query's pages (status and cursor).
     pub fn admits(&self, listing: &RunListing) -> bool {
         self.status.is_none_or(|status| listing.status == status)
+            && self
+                .forked_from
+                .as_ref()
+                .is_none_or(|source| listing.forked_from_run_id.as_ref() == Some(source))
             && self
                 .cursor
                 .as_ref()

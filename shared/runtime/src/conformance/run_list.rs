@@ -1,6 +1,7 @@
 //! Conformance of the runs list: newest first by creation time then run
 //! id, pages that follow each other by cursor without gaps or repeats, the
-//! status filter (after a commit changes a status), tenant isolation.
+//! status filter (after a commit changes a status), the forks of a run,
+//! tenant isolation.
 
 use baton_core::instant::Instant;
 use baton_core::listing::{ListCursor, RunListPage, RunListQuery};
@@ -46,6 +47,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
         status: None,
         limit: 2,
         cursor: None,
+        forked_from: None,
     };
     let mut seen = Vec::new();
     let mut pages = 0;
@@ -72,6 +74,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
         status: None,
         limit: 5,
         cursor: None,
+        forked_from: None,
     };
     let whole = store
         .list_runs(&tenant, &everything)
@@ -107,6 +110,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
         status: Some(RunStatus::Completed),
         limit: 1,
         cursor: None,
+        forked_from: None,
     };
     let first = store
         .list_runs(&tenant, &completed_only)
@@ -139,6 +143,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
                 status: Some(RunStatus::Queued),
                 limit: 10,
                 cursor: None,
+                forked_from: None,
             },
         )
         .await
@@ -146,6 +151,41 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
     check(
         ids(&queued) == [run(4), run(2), run(0)],
         &format!("a status's list leaves the others out: {:?}", ids(&queued)),
+    )?;
+
+    // A fork lists under its source; the source's forks are only its own.
+    let (mut fork, events, outbox) = new_run(&tenant, &format!("list-{unique}-fork"));
+    fork.created_at = Instant::from_unix_millis(NOW.unix_millis() + 4_000);
+    fork.forked_from = Some(baton_core::run::ForkOrigin {
+        run_id: run(2),
+        at: "planVersion 1".into(),
+        reused_nodes: Vec::new(),
+    });
+    store
+        .create_run(&fork, events, outbox, None)
+        .await
+        .map_err(failed)?;
+    let forks_of = |source: String| RunListQuery {
+        forked_from: Some(source),
+        ..everything.clone()
+    };
+    let forks = store
+        .list_runs(&tenant, &forks_of(run(2)))
+        .await
+        .map_err(failed)?;
+    check(
+        ids(&forks) == [format!("list-{unique}-fork")]
+            && forks.runs[0].forked_from_run_id.as_deref() == Some(run(2).as_str()),
+        &format!("the forks of a run, naming it: {:?}", ids(&forks)),
+    )?;
+    check(
+        store
+            .list_runs(&tenant, &forks_of(run(1)))
+            .await
+            .map_err(failed)?
+            .runs
+            .is_empty(),
+        "a run without forks lists none",
     )?;
 
     // Tenants do not see each other's runs.

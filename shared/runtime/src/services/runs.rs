@@ -109,6 +109,7 @@ impl RunService {
                         status: None,
                         limit: baton_core::listing::MAX_RUNS_PER_PAGE,
                         cursor,
+                        forked_from: None,
                     },
                 )
                 .await?;
