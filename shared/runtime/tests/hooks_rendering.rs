@@ -1,7 +1,10 @@
 //! The hooks rendering of a real run: a two-turn agent session (one tool
 //! call, then the answer) on the real engine, step service and in-memory
 //! store, its frames rendered by `HookRenderer`. The model and the tool's
-//! endpoint are the test doubles of `baton_test_support::agent_session`.
+//! endpoint are the test doubles of `baton_test_support::agent_session`;
+//! and a two-judge panel, each judge's call rendered as a request (its
+//! messages read from the panel round) and a response with usage, against a
+//! test double scoring every judge.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -91,4 +94,132 @@ async fn a_two_turn_agent_renders_two_requests_and_two_responses_with_usage() {
     assert_eq!(ended.len(), 1);
     assert_eq!(ended[0]["turn_count"], 2);
     assert_eq!(ended[0]["status"], "success");
+}
+
+/// Test double for the judges' model endpoint: every judge scores 7, with
+/// usage.
+struct ScoringJudges;
+
+#[async_trait::async_trait]
+impl baton_runtime::ports::LlmProvider for ScoringJudges {
+    fn model_name(&self) -> String {
+        "judge-model".into()
+    }
+    async fn complete(
+        &self,
+        _request: &baton_core::context::ModelRequest,
+        _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
+    ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
+        Ok(baton_runtime::ports::ModelAnswer {
+            content: serde_json::json!({"score": 7.0, "feedback": "clear", "strengths": [], "improvements": []})
+                .to_string(),
+            usage: baton_core::run::TokenUsage {
+                prompt_tokens: 50,
+                completion_tokens: 10,
+                ..Default::default()
+            },
+            model: "judge-model".into(),
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_judges_call_renders_as_a_request_with_its_messages_and_a_response_with_usage() {
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(Arc::new(ScoringJudges))
+        .queue(queue.clone())
+        .build()
+        .services;
+    let body = serde_json::json!({
+        "request": {"id": "req-hooks", "content": "A claim to judge.",
+                    "selectedAgents": [{"id": "a", "capabilities": {"systemPrompt": "You are judge a."}},
+                                       {"id": "b", "capabilities": {"systemPrompt": "You are judge b."}}]},
+        "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "median",
+                   "enableDiscussion": false, "convergenceThreshold": 1.0, "outlierDetection": false}
+    });
+    let request = baton_judge::request::PanelRequest::parse(&body).unwrap();
+    let entry = services.runs.panel_entry().unwrap();
+    let submitted = services
+        .runs
+        .submit_evaluation("t", &entry, &request, &body)
+        .await
+        .unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    let frames = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    baton_test_support::assert_frames_match_schemas(&frames);
+    let mut renderer = HookRenderer::default();
+    let mut events = Vec::new();
+    for mut frame in frames {
+        services.runs.fill_model_instructions("t", &mut frame).await;
+        events.extend(renderer.render(&frame));
+    }
+    let judged: Vec<(&str, &serde_json::Value)> = events
+        .iter()
+        .filter(|event| event.data.get("judgeId").is_some())
+        .map(|event| (event.event, &event.data))
+        .collect();
+    assert_eq!(
+        judged.len(),
+        4,
+        "a request and a response per judge: {events:#?}"
+    );
+    for judge in ["a", "b"] {
+        let request = judged
+            .iter()
+            .find(|(name, data)| *name == "provider:request" && data["judgeId"] == judge)
+            .unwrap()
+            .1;
+        assert_eq!(request["model"], "judge-model");
+        assert_eq!(request["iteration"], 0);
+        let messages = request["messages"].as_array().unwrap();
+        assert_eq!(messages[0]["role"], "system");
+        assert!(
+            messages[0]["content"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("You are judge {judge}.")),
+            "{request}"
+        );
+        assert!(
+            messages[1]["content"]
+                .as_str()
+                .unwrap()
+                .contains("A claim to judge."),
+            "{request}"
+        );
+        let response = judged
+            .iter()
+            .find(|(name, data)| *name == "provider:response" && data["judgeId"] == judge)
+            .unwrap()
+            .1;
+        assert_eq!(response["response"]["score"], 7.0);
+        assert_eq!(response["usage"]["total"], 60);
+    }
+    let ended = events.last().unwrap();
+    assert_eq!(ended.event, "orchestrator:complete");
+    assert_eq!(
+        ended.data["turn_count"], 2,
+        "both judges' calls are counted"
+    );
+    // The judges' tokens are the run's.
+    let snapshot = services
+        .runs
+        .load("t", &submitted.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(snapshot.state.total_usage().total(), 120);
 }

@@ -228,8 +228,8 @@ pub(super) fn end_over_budget(step: &mut StepContext<'_, '_>, report: BudgetRepo
 }
 
 /// After a model call's cost is recorded: the 80% warning, once per budget.
-pub(super) fn warn_when_nearly_spent(step: &mut StepContext<'_, '_>, node_id: &str) {
-    let Some(report) = cost_report(&step.state, Some(node_id)) else {
+pub(super) fn warn_when_nearly_spent(step: &mut StepContext<'_, '_>, node_id: Option<&str>) {
+    let Some(report) = cost_report(&step.state, node_id) else {
         return;
     };
     if report.spent >= report.limit * NEARLY_SPENT {

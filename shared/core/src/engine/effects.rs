@@ -42,6 +42,16 @@ pub struct PlanDraftCall {
     /// The rejected drafts' frames so far (each one's request and
     /// rejection), carried to the step's decision and committed with it.
     pub frames_before: Vec<EventDraft>,
+    /// What the rejected drafts so far used, recorded with the decision
+    /// (the run's `planner_spend`).
+    pub spent: Vec<DraftSpend>,
+}
+
+/// One planner draft's model and tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DraftSpend {
+    pub model: String,
+    pub usage: crate::state::run::TokenUsage,
 }
 
 /// One judge's model call in one round of a panel node.

@@ -194,6 +194,8 @@ pub fn start_run(
         notifications: Default::default(),
         unpriced_models: Default::default(),
         model_turns: 0,
+        planner_spend: Default::default(),
+        retired_spend: Default::default(),
         pending_replan: None,
         forked_from: None,
     };

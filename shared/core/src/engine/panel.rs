@@ -187,6 +187,20 @@ pub(super) fn resume_judge(
     let plan = plan_of(&state)?;
     let node = plan_node_in(&plan, &state, &call.node_id)?;
     let mut step = StepContext::new(state, now, engine);
+    let mut said = frames::JudgeCallSummary {
+        judge_id: call.judge_id.clone(),
+        round: call.round,
+        attempt: call.attempt,
+        response: outcome
+            .as_ref()
+            .ok()
+            .map(|answer| frames::ModelResponseSummary {
+                model: answer.model.clone(),
+                usage: frames::TokenTotals::of(&answer.usage),
+            }),
+        score: None,
+        error: None,
+    };
     let judged = match outcome {
         Ok(answer) => {
             super::usage_recording::record_model_usage(
@@ -212,6 +226,11 @@ pub(super) fn resume_judge(
             JudgeOutcome::Failed(format!("the model failed: {message}"))
         }
     };
+    match &judged {
+        JudgeOutcome::Answered(answer) => said.score = Some(answer.score),
+        JudgeOutcome::Failed(reason) => said.error = Some(reason.clone()),
+        JudgeOutcome::TimedOut => {}
+    }
     if let JudgeOutcome::Failed(reason) = &judged {
         left_out(
             &mut step,
@@ -238,7 +257,15 @@ pub(super) fn resume_judge(
         "discussing"
     });
     let round_over = progress.pending.is_empty();
-    emit_progress(&mut step, &call.node_id, &report);
+    let frame = frames::progress(
+        &step.stamp(),
+        &call.node_id,
+        &frames::ProgressPayload {
+            judge_call: Some(said),
+            ..frames::ProgressPayload::from(&report)
+        },
+    );
+    step.emit(frame);
     if round_over {
         close_round(&mut step, node, call.attempt)?;
     }

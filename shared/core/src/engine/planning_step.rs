@@ -36,7 +36,7 @@ pub(super) fn begin_planning(
             let mut step = StepContext::new(state.clone(), now, engine);
             let drafted = plan_deterministically(&step.state.envelope, engine.registry);
             let judged = judge(drafted, &step.state.envelope, engine);
-            settle_plan(&mut step, judged, 1, PlannerKind::Deterministic)?;
+            settle_plan(&mut step, judged, 1, PlannerKind::Deterministic, None)?;
             Ok(step.into_advance())
         }
         PlannerChoice::Llm => Ok(StepAdvance::Perform(super::Effect::DraftPlan(
@@ -45,6 +45,7 @@ pub(super) fn begin_planning(
                 request: planner_request(&state.envelope, engine.registry, &[]),
                 rejected: Vec::new(),
                 frames_before: Vec::new(),
+                spent: Vec::new(),
             },
         ))),
     }
@@ -61,6 +62,9 @@ pub(super) fn resume_planning(
     // The frames of the drafts rejected before this one are committed with
     // this step's decision, first (nothing is written outside a commit).
     step.events.extend(call.frames_before.iter().cloned());
+    // Every draft's tokens count, the rejected ones' too: a retry carries
+    // them, and the step that decides records them.
+    let spent = super::usage_recording::drafts_spent(call, outcome);
     let attempts = engine.max_planner_attempts.max(1);
     let drafts_rejected_before = u32::try_from(call.rejected.len()).unwrap_or(u32::MAX);
     let (fallback_reason, rejected_drafts) = match outcome {
@@ -76,12 +80,14 @@ pub(super) fn resume_planning(
                 &answer.model,
             );
             let judged = judge(drafted, &step.state.envelope, engine);
+            let response = Some(draft_response(answer));
             if judged.0.is_some() {
-                settle_plan(&mut step, judged, call.attempt, PlannerKind::Llm)?;
+                super::usage_recording::record_planner_spend(&mut step, &spent);
+                settle_plan(&mut step, judged, call.attempt, PlannerKind::Llm, response)?;
                 return Ok(step.into_advance());
             }
             let bundle = judged.1;
-            let rejection = rejected_draft_frames(&step, call.attempt, &bundle);
+            let rejection = rejected_draft_frames(&step, call.attempt, &bundle, response);
             let mut rejected = call.rejected.clone();
             rejected.push(bundle);
             if call.attempt < attempts {
@@ -93,6 +99,7 @@ pub(super) fn resume_planning(
                         request: planner_request(&step.state.envelope, engine.registry, &rejected),
                         rejected,
                         frames_before,
+                        spent,
                     },
                 )));
             }
@@ -105,6 +112,7 @@ pub(super) fn resume_planning(
     };
     // The model is unavailable or never drafted a valid plan: say so, and
     // let the deterministic planner plan.
+    super::usage_recording::record_planner_spend(&mut step, &spent);
     warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
     let drafted = plan_deterministically(&step.state.envelope, engine.registry);
     let judged = judge(drafted, &step.state.envelope, engine);
@@ -113,8 +121,17 @@ pub(super) fn resume_planning(
         judged,
         rejected_drafts.saturating_add(1),
         PlannerKind::Deterministic,
+        None,
     )?;
     Ok(step.into_advance())
+}
+
+/// A planner draft's model and usage, as its frames say them.
+pub(super) fn draft_response(answer: &super::ModelAnswer) -> frames::ModelResponseSummary {
+    frames::ModelResponseSummary {
+        model: answer.model.clone(),
+        usage: frames::TokenTotals::of(&answer.usage),
+    }
 }
 
 /// A planner-model draft the validator rejected, to be re-prompted: its
@@ -123,6 +140,7 @@ pub(super) fn rejected_draft_frames(
     step: &StepContext<'_, '_>,
     attempt: u32,
     bundle: &DiagnosticsBundle,
+    response: Option<frames::ModelResponseSummary>,
 ) -> [crate::wire::event::EventDraft; 2] {
     [
         frames::plan_requested(
@@ -134,6 +152,7 @@ pub(super) fn rejected_draft_frames(
             &frames::PlanRejectedPayload {
                 attempt,
                 will_retry: true,
+                response,
                 diagnostics: bundle.clone(),
             },
         ),
@@ -258,6 +277,7 @@ pub(in crate::engine) fn plan_generated_payload(
             .and_then(serde_json::Value::as_bool)
             .unwrap_or(false),
         metadata: plan.metadata.clone(),
+        response: None,
         diagnostics: bundle.clone(),
     }
 }
@@ -269,6 +289,7 @@ fn settle_plan(
     (plan, bundle): Judged,
     attempt: u32,
     planner: PlannerKind,
+    response: Option<frames::ModelResponseSummary>,
 ) -> Result<(), CoreError> {
     let requested = frames::plan_requested(
         &step.stamp(),
@@ -293,6 +314,7 @@ fn settle_plan(
             &frames::PlanRejectedPayload {
                 attempt,
                 will_retry: false,
+                response,
                 diagnostics: bundle,
             },
         );
@@ -307,7 +329,10 @@ fn settle_plan(
     };
     let generated = frames::plan_generated(
         &frames::FrameStamp::new(step.now, plan.plan_version),
-        &plan_generated_payload(&plan, &bundle),
+        &frames::PlanGeneratedPayload {
+            response,
+            ..plan_generated_payload(&plan, &bundle)
+        },
     );
     step.state.nodes = plan
         .nodes

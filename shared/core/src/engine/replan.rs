@@ -76,8 +76,7 @@ pub(super) fn replan(
         &previous,
         cause,
         (plan, bundle),
-        1,
-        PlannerKind::Deterministic,
+        (1, PlannerKind::Deterministic, None),
     );
     Ok(true)
 }
@@ -96,6 +95,7 @@ pub(super) fn begin_replan(
             request: request_for(state, pending, engine, &[]),
             rejected: Vec::new(),
             frames_before: Vec::new(),
+            spent: Vec::new(),
         },
     )))
 }
@@ -115,6 +115,9 @@ pub(super) fn resume_replan(
     };
     let mut step = StepContext::new(state, now, engine);
     step.events.extend(call.frames_before.iter().cloned());
+    // Every draft's tokens count, the rejected ones' too: a retry carries
+    // them, and the step that decides records them.
+    let spent = super::usage_recording::drafts_spent(call, outcome);
     let envelope = planning_envelope(&step.state, &pending.cause);
     let attempts = engine.max_planner_attempts.max(1);
     let drafts_rejected_before = u32::try_from(call.rejected.len()).unwrap_or(u32::MAX);
@@ -126,23 +129,28 @@ pub(super) fn resume_replan(
         Ok(answer) => {
             let drafted =
                 plan_from_draft(&answer.content, &envelope, engine.registry, &answer.model);
+            let response = Some(super::planning_step::draft_response(answer));
             match super::planning_step::judge(drafted, &envelope, engine) {
                 (Some(plan), bundle) => {
+                    super::usage_recording::record_planner_spend(&mut step, &spent);
                     step.state.pending_replan = None;
                     apply(
                         &mut step,
                         &previous,
                         pending.cause,
                         (plan, bundle),
-                        call.attempt,
-                        PlannerKind::Llm,
+                        (call.attempt, PlannerKind::Llm, response),
                     );
                     super::policy::continue_run(&mut step)?;
                     return Ok(step.into_advance());
                 }
                 (None, bundle) => {
-                    let rejection =
-                        super::planning_step::rejected_draft_frames(&step, call.attempt, &bundle);
+                    let rejection = super::planning_step::rejected_draft_frames(
+                        &step,
+                        call.attempt,
+                        &bundle,
+                        response,
+                    );
                     let mut rejected = call.rejected.clone();
                     rejected.push(bundle);
                     if call.attempt < attempts {
@@ -154,6 +162,7 @@ pub(super) fn resume_replan(
                                 request: request_for(&step.state, &pending, engine, &rejected),
                                 rejected,
                                 frames_before,
+                                spent,
                             },
                         )));
                     }
@@ -168,6 +177,7 @@ pub(super) fn resume_replan(
             }
         }
     };
+    super::usage_recording::record_planner_spend(&mut step, &spent);
     super::planning_step::warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
     step.state.pending_replan = None;
     match draft_deterministically(&envelope, engine) {
@@ -176,8 +186,11 @@ pub(super) fn resume_replan(
             &previous,
             pending.cause,
             judged,
-            rejected_drafts.saturating_add(1),
-            PlannerKind::Deterministic,
+            (
+                rejected_drafts.saturating_add(1),
+                PlannerKind::Deterministic,
+                None,
+            ),
         ),
         // The deterministic planner made this version when the replan was
         // asked for; only a registry changed since can refuse it now.
@@ -336,8 +349,7 @@ fn apply(
     previous: &Arc<PlanGraph>,
     cause: ReplanCause,
     (mut plan, bundle): (PlanGraph, DiagnosticsBundle),
-    attempt: u32,
-    planner: PlannerKind,
+    (attempt, planner, response): (u32, PlannerKind, Option<frames::ModelResponseSummary>),
 ) {
     let engine = step.engine;
     plan.plan_version = previous.plan_version + 1;
@@ -374,6 +386,12 @@ fn apply(
         &super::planning_step::plan_requested_payload(&step.state, engine, attempt, planner),
     );
     step.emit(requested);
+    // What the nodes this version drops had used stays the run's.
+    for (node_id, record) in &step.state.nodes {
+        if !nodes.contains_key(node_id) {
+            step.state.retired_spend.add(&record.usage, record.cost_usd);
+        }
+    }
     step.state.nodes = nodes;
     step.state.plan_diagnostics = Some(Arc::new(bundle));
     plan.share_contract_schemas(engine.validators);
@@ -412,6 +430,7 @@ fn apply(
                 .map(|node| node.node_id.clone())
                 .collect(),
             planner: Some(planner),
+            response,
             nodes: plan
                 .nodes
                 .iter()

@@ -677,7 +677,11 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     let drafted = |content: Value| {
         TestOutcome::Model(Ok(ModelAnswer {
             content: content.to_string(),
-            usage: TokenUsage::default(),
+            usage: TokenUsage {
+                prompt_tokens: 100,
+                completion_tokens: 20,
+                ..TokenUsage::default()
+            },
             model: "planner".into(),
         }))
     };
@@ -725,20 +729,35 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
             "plan_requested",
             "plan_rejected",
             "warning",
+            "warning",
             "plan_requested",
             "plan_generated"
         ]
     );
     assert_eq!(story(&fallback)[0].payload.as_ref().unwrap()["attempt"], 1);
     assert_eq!(story(&fallback)[2].payload.as_ref().unwrap()["attempt"], 2);
+    // Each rejected draft says what it used; both drafts count in the
+    // run's usage (the unpriced model is warned about once).
+    for rejected in [1, 3] {
+        assert_eq!(
+            story(&fallback)[rejected].payload.as_ref().unwrap()["response"],
+            json!({"model": "planner", "usage": {"prompt": 100, "completion": 20, "total": 120}})
+        );
+    }
     assert_eq!(
         story(&fallback)[4].payload.as_ref().unwrap()["code"],
+        "model_price_unknown"
+    );
+    assert_eq!(
+        story(&fallback)[5].payload.as_ref().unwrap()["code"],
         "planner_fallback"
     );
     assert_eq!(
-        story(&fallback)[4].payload.as_ref().unwrap()["rejectedDrafts"],
+        story(&fallback)[5].payload.as_ref().unwrap()["rejectedDrafts"],
         2
     );
+    assert_eq!(fallback.state.total_usage().prompt_tokens, 200);
+    assert_eq!(fallback.state.total_usage().completion_tokens, 40);
     assert_frames_match_schemas(&fallback.events);
     // A valid first draft is accepted as drafted.
     let valid = json!({"nodes": [
@@ -757,10 +776,15 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
     };
     assert_eq!(
         event_types(&accepted),
-        vec!["plan_requested", "plan_generated"]
+        vec!["warning", "plan_requested", "plan_generated"]
     );
     assert_eq!(
-        story(&accepted)[0].payload.as_ref().unwrap()["planner"],
+        story(&accepted)[2].payload.as_ref().unwrap()["response"]["model"],
+        "planner"
+    );
+    assert_eq!(accepted.state.total_usage().total(), 120);
+    assert_eq!(
+        story(&accepted)[1].payload.as_ref().unwrap()["planner"],
         "llm"
     );
     assert_eq!(outbox(&accepted), vec!["run:brief:1"]);

@@ -1,5 +1,6 @@
-//! A model call's usage, recorded on its node: tokens (cached ones too),
-//! the model that answered and what it cost by the registry's price table.
+//! A model call's usage, recorded on its node (a planner draft's on the
+//! run's `planner_spend`): tokens (cached ones too), the model that
+//! answered and what it cost by the registry's price table.
 //! A model the table does not price is warned about once per run.
 
 use crate::basics::codes::WarningCode;
@@ -7,6 +8,7 @@ use crate::state::run::TokenUsage;
 use crate::wire::frames;
 
 use super::StepContext;
+use super::effects::{DraftSpend, PlanDraftCall};
 
 /// Adds one model call's `usage` on `model` to `node_id`'s record.
 pub(super) fn record_model_usage(
@@ -26,15 +28,50 @@ pub(super) fn record_model_usage(
     }
     if let Some(cost) = cost {
         record.cost_usd = Some(record.cost_usd.unwrap_or(0.0) + cost);
-        super::budget::warn_when_nearly_spent(step, node_id);
+        super::budget::warn_when_nearly_spent(step, Some(node_id));
         return;
     }
+    warn_unpriced(step, Some(node_id), model);
+}
+
+/// The planner model's drafts (`spent`: every draft of this planning step,
+/// rejected ones too) on the run's `planner_spend`.
+pub(super) fn record_planner_spend(step: &mut StepContext<'_, '_>, spent: &[DraftSpend]) {
+    for draft in spent {
+        let cost = step
+            .engine
+            .registry
+            .models()
+            .cost_usd(&draft.model, &draft.usage);
+        step.state.planner_spend.add(&draft.usage, cost);
+        match cost {
+            Some(_) => super::budget::warn_when_nearly_spent(step, None),
+            None => warn_unpriced(step, None, &draft.model),
+        }
+    }
+}
+
+/// The drafts a planning step used: those rejected before, and the one
+/// answered now.
+pub(super) fn drafts_spent(call: &PlanDraftCall, outcome: &super::ModelOutcome) -> Vec<DraftSpend> {
+    let mut spent = call.spent.clone();
+    if let Ok(answer) = outcome {
+        spent.push(DraftSpend {
+            model: answer.model.clone(),
+            usage: answer.usage,
+        });
+    }
+    spent
+}
+
+/// `model_price_unknown`, once per run and model.
+fn warn_unpriced(step: &mut StepContext<'_, '_>, node_id: Option<&str>, model: &str) {
     if model.is_empty() || !step.state.unpriced_models.insert(model.to_string()) {
         return;
     }
     let warning = frames::warning(
         &step.stamp(),
-        Some(node_id),
+        node_id,
         format!(
             "model `{model}` has no price in the registry's models.json: its calls have no cost"
         ),

@@ -142,6 +142,15 @@ pub struct RunState {
     /// turns): what `constraints.maxTurns` bounds.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub model_turns: u32,
+    /// What the planner model's drafts used (every draft of every plan
+    /// version, rejected ones too): no node's, but the run's, so counted in
+    /// its usage, cost and budgets.
+    #[serde(default, skip_serializing_if = "Spend::is_empty")]
+    pub planner_spend: Spend,
+    /// What nodes a newer plan version dropped had used: theirs no more,
+    /// still the run's.
+    #[serde(default, skip_serializing_if = "Spend::is_empty")]
+    pub retired_spend: Spend,
     /// A replan the planner model is drafting (`StepCommand::Replan`):
     /// nothing new is scheduled until its version replaces the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -210,22 +219,51 @@ impl RunState {
 
     /// Token use summed over every node.
     pub fn total_usage(&self) -> TokenUsage {
-        self.nodes
+        let mut usage = self
+            .nodes
             .values()
-            .fold(TokenUsage::default(), |mut total, record| {
+            .fold(self.planner_spend.usage, |mut total, record| {
                 total.add(&record.usage);
                 total
-            })
+            });
+        usage.add(&self.retired_spend.usage);
+        usage
     }
 
-    /// What the priced model calls of every node cost; None when none was
-    /// priced.
+    /// What the priced model calls of every node and of the planner cost;
+    /// None when none was priced.
     pub fn total_cost_usd(&self) -> Option<f64> {
         self.nodes
             .values()
             .filter_map(|record| record.cost_usd)
+            .chain(self.planner_spend.cost_usd)
+            .chain(self.retired_spend.cost_usd)
             .reduce(|total, cost| total + cost)
             .map(crate::catalog::model_catalog::round_cost)
+    }
+}
+
+/// Model tokens and their cost (None: no priced call) outside the plan's
+/// nodes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spend {
+    #[serde(default)]
+    pub usage: TokenUsage,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Spend {
+    pub fn is_empty(&self) -> bool {
+        self.usage == TokenUsage::default() && self.cost_usd.is_none()
+    }
+
+    pub fn add(&mut self, usage: &TokenUsage, cost_usd: Option<f64>) {
+        self.usage.add(usage);
+        if let Some(cost) = cost_usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + cost);
+        }
     }
 }
 

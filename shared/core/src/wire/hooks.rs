@@ -6,9 +6,10 @@
 //! | --- | --- | --- |
 //! | `start` | `prompt:submit` | `prompt` (the objective), `runId` |
 //! | `plan_requested` (the LLM planner) | `provider:request` | `planner`, `iteration` (the draft) |
-//! | `plan_generated` / `plan_rejected` after it | `provider:response` | `planner`, `response` (the plan version, or the rejection) |
+//! | `plan_generated` / `plan_updated` / `plan_rejected` after it | `provider:response` | `planner`, `response` (the plan version, or the rejection), `usage`, `model` (the draft's; absent when the model failed and the deterministic planner planned) |
 //! | `node_start` (AI) | `provider:request` | `nodeId`, `capabilityId`, `iteration` (the attempt), `model`, `messages` |
 //! | `agent_state` `thinking` (an agent's model turn) | `provider:request` | `nodeId`, `iteration` (the turn), `model`, `messages` (the session so far) |
+//! | `progress` after a judge's call (`judgeCall`) | `provider:request`, then `provider:response` (unless the model failed) | `nodeId`, `judgeId`, `iteration` (the round), `model`, `messages` (the judge's system prompt and question, which the renderers fill in from the panel round); `response` (`score`, or `error` when the answer was refused), `usage` |
 //! | `delta` | `provider:stream` | `nodeId`, `chunk` |
 //! | `tool_call` (the first of a turn) | `provider:response`, then `tool:pre` | `nodeId`, `response` (the calls asked for), `usage`, `model`; `tool_name`, `input` |
 //! | `tool_call` (the others) | `tool:pre` | `tool_name`, `input` |
@@ -25,8 +26,8 @@
 //! inputs are the outputs of the `node_complete` frames before it, and are
 //! not repeated. Other frames have no hook event. `orchestrator:complete`
 //! comes once and last; `turn_count` counts model requests (the planner's
-//! drafts, AI nodes, agent turns). A judge's call has no frame of its own
-//! and is not counted.
+//! drafts, AI nodes, agent turns, judges' calls). A judge that timed out has
+//! no frame of its own call and is not counted.
 
 use serde_json::{Value, json};
 
@@ -96,16 +97,22 @@ impl HookRenderer {
                     json!({"planner": "llm", "iteration": payload["attempt"]}),
                 )]
             }
-            EventType::PlanGenerated | EventType::PlanRejected if self.planning => {
+            EventType::PlanGenerated | EventType::PlanUpdated | EventType::PlanRejected
+                if self.planning =>
+            {
                 self.planning = false;
-                let response = if frame.event_type == EventType::PlanGenerated {
-                    json!({"planVersion": payload["planVersion"], "nodes": payload["nodes"]})
-                } else {
-                    json!({"rejected": frame.message.clone().unwrap_or_default()})
+                let response = match frame.event_type {
+                    EventType::PlanGenerated => {
+                        json!({"planVersion": payload["planVersion"], "nodes": payload["nodes"]})
+                    }
+                    EventType::PlanUpdated => {
+                        json!({"planVersion": payload["version"], "nodes": payload["nodes"]})
+                    }
+                    _ => json!({"rejected": frame.message.clone().unwrap_or_default()}),
                 };
                 vec![event(
                     "provider:response",
-                    json!({"planner": "llm", "response": response}),
+                    json!({"planner": "llm", "response": response, "usage": payload["response"]["usage"], "model": payload["response"]["model"]}),
                 )]
             }
             EventType::NodeStart if payload["executorType"] == "ai" => {
@@ -132,6 +139,26 @@ impl HookRenderer {
                     "provider:request",
                     json!({"nodeId": node, "iteration": payload["turn"], "model": payload["model"], "messages": messages}),
                 )]
+            }
+            EventType::Progress if payload["judgeCall"].is_object() => {
+                self.turns += 1;
+                let call = &payload["judgeCall"];
+                let answer = if call["error"].is_null() {
+                    json!({"score": call["score"]})
+                } else {
+                    json!({"error": call["error"]})
+                };
+                let mut events = vec![event(
+                    "provider:request",
+                    json!({"nodeId": node, "judgeId": call["judgeId"], "iteration": call["round"], "model": call["response"]["model"], "messages": call["messages"]}),
+                )];
+                if !call["response"].is_null() {
+                    events.push(event(
+                        "provider:response",
+                        json!({"nodeId": node, "judgeId": call["judgeId"], "response": answer, "usage": call["response"]["usage"], "model": call["response"]["model"]}),
+                    ));
+                }
+                events
             }
             EventType::Delta => vec![event(
                 "provider:stream",

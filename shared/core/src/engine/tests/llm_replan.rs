@@ -141,9 +141,15 @@ fn an_escalation_under_the_llm_planner_is_drafted_by_the_model_which_sees_why() 
         {"nodeId": "brief", "capabilityId": "plan.brief"},
         {"nodeId": "rewrite", "capabilityId": "write.plain"}
     ], "rationale": "write.plain needs only the notes"});
+    // What the dropped node had used stays the run's.
+    let mut spent_state = escalated.state.clone();
+    let dropped = spent_state.nodes.get_mut("write").unwrap();
+    dropped.usage.prompt_tokens += 70;
+    dropped.cost_usd = Some(0.5);
+    let before = spent_state.total_usage().prompt_tokens;
     let applied = decided(
         resume_step(
-            escalated.state.clone(),
+            spent_state,
             &replan,
             &performed(&effect, drafted(second_draft)),
             NOW,
@@ -151,6 +157,10 @@ fn an_escalation_under_the_llm_planner_is_drafted_by_the_model_which_sees_why() 
         )
         .unwrap(),
     );
+    assert!(!applied.state.nodes.contains_key("write"));
+    assert!(applied.state.retired_spend.usage.prompt_tokens >= 70);
+    assert_eq!(applied.state.total_usage().prompt_tokens, before);
+    assert!(applied.state.total_cost_usd().unwrap() >= 0.5);
     assert_eq!(applied.state.plan_version(), 2);
     assert!(applied.state.pending_replan.is_none());
     let updated = applied

@@ -92,6 +92,10 @@ pub struct PlanUpdatedPayload {
     /// configured and its draft was valid; else the deterministic one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planner: Option<PlannerKind>,
+    /// The planner model's answer this version was drafted from (its model
+    /// and usage); absent for a version no model drafted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<super::ModelResponseSummary>,
     pub nodes: Vec<UpdatedNodeSummary>,
     pub edges: Vec<PlanEdge>,
 }

@@ -10,6 +10,7 @@ mod frame_schemas;
 mod governance_frames;
 mod metrics_frames;
 mod narrative_frames;
+mod panel_frames;
 
 pub use governance_frames::{
     ContractSummary, HitlDecision, HitlRequestPayload, HitlResolvedPayload, PlanUpdatedPayload,
@@ -27,6 +28,7 @@ pub(crate) use frame_schemas::test_support;
 pub use frame_schemas::{FRAME_SCHEMA_DIRECTORY, frame_schema};
 pub use metrics_frames::{MetricsPayload, RunTotals, TokenTotals, metrics, node_metrics};
 pub use narrative_frames::{HandoffPayload, HandoffStatus, PhasePayload, RunPhase, handoff, phase};
+pub use panel_frames::{JudgeCallSummary, ProgressPayload, progress};
 
 use std::borrow::Cow;
 
@@ -157,6 +159,9 @@ pub struct PlanRejectedPayload {
     pub attempt: u32,
     /// True when the planner re-plans with these diagnostics.
     pub will_retry: bool,
+    /// The planner model's answer this draft was (its model and usage).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<ModelResponseSummary>,
     #[serde(flatten)]
     pub diagnostics: DiagnosticsBundle,
 }
@@ -207,6 +212,10 @@ pub struct PlanGeneratedPayload {
     pub branch_count: usize,
     pub normalization_injected: bool,
     pub metadata: Map<String, Value>,
+    /// The planner model's answer this plan was drafted from (its model and
+    /// usage); absent for a plan no model drafted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<ModelResponseSummary>,
     #[serde(flatten)]
     pub diagnostics: DiagnosticsBundle,
 }
@@ -541,45 +550,4 @@ pub fn complete(stamp: &FrameStamp, payload: &CompletePayload) -> EventDraft {
 /// `log`: free text for operators (stores' conformance suite writes these).
 pub fn log(stamp: &FrameStamp, message: impl Into<String>) -> EventDraft {
     stamp.draft(EventType::Log).message(message)
-}
-
-/// `progress`: a judge panel's `EvaluationProgress` (status, round, scores
-/// received, variance) on a panel node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProgressPayload {
-    /// `scoring`, `discussing` or `completed`.
-    pub status: String,
-    pub current_round: u32,
-    pub total_rounds: u32,
-    pub scores_received: usize,
-    pub total_agents: usize,
-    pub topic_id: String,
-    /// Each judge's latest score (0–10).
-    pub current_scores: std::collections::BTreeMap<String, f64>,
-    /// Population variance of the latest scores.
-    pub variance: f64,
-}
-
-impl From<&baton_judge::panel::EvaluationProgress> for ProgressPayload {
-    fn from(progress: &baton_judge::panel::EvaluationProgress) -> Self {
-        ProgressPayload {
-            status: progress.status.clone(),
-            current_round: progress.current_round,
-            total_rounds: progress.total_rounds,
-            scores_received: progress.scores_received,
-            total_agents: progress.total_agents,
-            topic_id: progress.topic_id.clone(),
-            current_scores: progress.current_scores.clone(),
-            variance: progress.variance,
-        }
-    }
-}
-
-/// A panel node's `progress`.
-pub fn progress(stamp: &FrameStamp, node_id: &str, payload: &ProgressPayload) -> EventDraft {
-    stamp
-        .draft(EventType::Progress)
-        .node(node_id)
-        .payload(to_payload(payload))
 }
