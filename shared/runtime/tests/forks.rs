@@ -3,7 +3,9 @@
 //! the correction call the model (counted at the model double); the first
 //! three are reused; the original run is unchanged; a correction that breaks
 //! the node's contract, or names a node that had not completed, is refused
-//! with its path and writes nothing. The model is a test double (schema-shaped
+//! with its path and writes nothing; a run replanned to a second version,
+//! forked at its first version and at a frame of it, reusing what held
+//! there (read off the event log). The model is a test double (schema-shaped
 //! answers, each request's schema recorded); everything else is real.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -229,4 +231,149 @@ async fn a_fork_with_a_corrected_output_calls_the_model_only_downstream_of_it() 
         .await
         .unwrap();
     assert_eq!(after_frames.len(), before_frames.len());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_replanned_can_be_forked_at_its_first_plan_version_or_at_a_frame_of_it() {
+    let model = Arc::new(CountingModel::default());
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(model.clone())
+        .registry(Arc::new(five_stage_registry(&|role| {
+            format!("Act as the {role}.")
+        })))
+        .queue(queue.clone())
+        .build()
+        .services;
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    // The third node's completion asks for a second plan version; the
+    // deterministic planner makes it, reusing what was done.
+    let mut envelope = five_stage_envelope();
+    envelope["policies"] = json!({"runtime": [{
+        "id": "second-version",
+        "trigger": {"kind": "onNodeComplete", "selector": {"nodeId": "node_3"}},
+        "action": {"type": "replan", "rationale": "look again"}
+    }]});
+    let source = services.runs.submit("t", &envelope).await.unwrap();
+    let status = runner.run_until_settled("t", &source.run_id).await.unwrap();
+    assert_eq!(status, RunStatus::Completed);
+    let state = services
+        .runs
+        .load("t", &source.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(state.plan.as_ref().unwrap().plan_version, 2);
+    let frames = services
+        .runs
+        .read_all_events_after("t", &source.run_id, 0)
+        .await
+        .unwrap();
+    let completion = |node: &str| {
+        frames
+            .iter()
+            .find(|frame| {
+                frame.event_type.as_str() == "node_complete"
+                    && frame.node_id.as_deref() == Some(node)
+            })
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(completion("node_3").plan_version, 1);
+
+    // At version 1: what it had completed (the first three nodes) is
+    // reused, from the event log; the rest runs again.
+    let asked_before = model.asked.lock().unwrap().len();
+    let fork = services
+        .runs
+        .fork(
+            "t",
+            &source.run_id,
+            ForkPoint::PlanVersion(1),
+            &ForkChanges::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &fork.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let forked = services
+        .runs
+        .load("t", &fork.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(forked.plan.as_ref().unwrap().plan_version, 1);
+    let origin = forked.forked_from.clone().unwrap();
+    assert_eq!(origin.reused_nodes, ["node_1", "node_2", "node_3"]);
+    assert_eq!(
+        forked.nodes["node_2"].output.as_deref(),
+        Some(&completion("node_2").payload.unwrap()["output"]),
+        "a reused output is the one its node_complete carried"
+    );
+    assert_eq!(model.asked.lock().unwrap().len() - asked_before, 2);
+    // What the fork paid is its own: reused nodes cost it nothing.
+    assert_eq!(forked.nodes["node_1"].usage, Default::default());
+
+    // At the frame of node_2's completion: node_1 and node_2 are reused.
+    let asked_before = model.asked.lock().unwrap().len();
+    let at_frame = services
+        .runs
+        .fork(
+            "t",
+            &source.run_id,
+            ForkPoint::EventId(completion("node_2").id),
+            &ForkChanges::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        runner
+            .run_until_settled("t", &at_frame.run_id)
+            .await
+            .unwrap(),
+        RunStatus::Completed
+    );
+    let forked = services
+        .runs
+        .load("t", &at_frame.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(
+        forked.forked_from.unwrap().reused_nodes,
+        ["node_1", "node_2"]
+    );
+    // The rest ran (node_3's completion fires the replan policy again, so
+    // perhaps more), but not the reused two: their schemas were not asked.
+    let asked = model.asked.lock().unwrap().clone();
+    let first_two = &asked[..2];
+    assert!(asked.len() - asked_before >= 3, "{asked:?}");
+    assert!(
+        asked[asked_before..]
+            .iter()
+            .all(|name| !first_two.contains(name)),
+        "{asked:?}"
+    );
+    // A frame from before the first plan has nothing to reuse.
+    match services
+        .runs
+        .fork(
+            "t",
+            &source.run_id,
+            ForkPoint::EventId(1),
+            &ForkChanges::default(),
+        )
+        .await
+    {
+        Err(RuntimeError::InvalidInput { path, .. }) => assert_eq!(path, "$.at.eventId"),
+        other => panic!("a frame before any plan is refused: {other:?}"),
+    }
 }

@@ -2,18 +2,18 @@
 //! one, reusing what it had done there, with inputs or node outputs
 //! changed. The source run is not touched.
 //!
-//! What is reused: the source's current plan, and each node that had
-//! completed at the fork point (by plan version: every node completed under
-//! it; by event: each node whose `node_complete` is at or before it). A
-//! corrected output (`nodeOutputs`) replaces a reused node's output, checked
-//! against the node's output contract. What runs again: the nodes
-//! downstream of a corrected node, the nodes reading a changed input facet
-//! and those downstream of them, and every node not completed at the fork
-//! point. No model is called for a reused node.
-//!
-//! Only the current plan version can be forked from: the state keeps one
-//! plan (earlier versions are in the event log as `plan_generated`
-//! summaries, not whole plans).
+//! The fork point names a plan version (the last moment it was in force)
+//! or a frame (the plan version in force when it was written, up to that
+//! frame). `fork_base` reads what held there off the source's event log:
+//! the plan of that version (the current one from the state, an earlier one
+//! from the versions kept beside the run), and each of its nodes completed
+//! by then, with the output its `node_complete` carried (a node a later
+//! version reused counts under the version that reused it). A corrected
+//! output (`nodeOutputs`) replaces a reused node's output, checked against
+//! the node's output contract. What runs again: the nodes downstream of a
+//! corrected node, the nodes reading a changed input facet and those
+//! downstream of them, and every node not completed at the fork point. No
+//! model is called for a reused node.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,7 +23,9 @@ use serde_json::{Map, Value};
 use super::{Decision, EngineContext, NewRunIdentity, StepContext, start_run};
 use crate::basics::instant::Instant;
 use crate::basics::schema::{collect_violations, json_path_for_pointer};
-use crate::state::run::{NodeStatus, RunState, RunStatus};
+use crate::planning::plan::PlanGraph;
+use crate::state::run::{NodeRecord, NodeStatus, RunState, RunStatus};
+use crate::wire::event::{EventFrame, EventType};
 use crate::wire::frames;
 
 /// Where a fork starts.
@@ -58,53 +60,123 @@ fn refused(path: impl Into<String>, message: impl Into<String>) -> ForkRefused {
     }
 }
 
-/// The new run forked from `source` at `point` with `changes`.
-/// `completed_at` maps each node of the source's plan to the id of its
-/// `node_complete` frame (the shell reads them from the event log).
+/// A node completed at the fork point: what its `node_complete` said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletedNode {
+    pub output: Value,
+    pub attempt: u32,
+}
+
+/// What held at a fork point: the plan in force and its nodes completed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForkBase {
+    pub plan: Arc<PlanGraph>,
+    pub completed: BTreeMap<String, CompletedNode>,
+}
+
+/// What held at `point` of `source`, from its event log (`frames`, in
+/// order) and the plan versions newer ones replaced (`superseded`).
+pub fn fork_base(
+    source: &RunState,
+    frames: &[EventFrame],
+    superseded: &[PlanGraph],
+    point: ForkPoint,
+) -> Result<ForkBase, ForkRefused> {
+    let current = source
+        .plan
+        .clone()
+        .ok_or_else(|| refused("$.at", "the run has no plan yet: nothing to fork from"))?;
+    let (version, until) = match point {
+        ForkPoint::PlanVersion(version) => (version, u64::MAX),
+        ForkPoint::EventId(event_id) => {
+            let frame = frames
+                .iter()
+                .find(|frame| frame.id == event_id)
+                .ok_or_else(|| {
+                    refused("$.at.eventId", format!("the run has no frame {event_id}"))
+                })?;
+            if frame.plan_version == 0 {
+                return Err(refused(
+                    "$.at.eventId",
+                    format!("frame {event_id} is from before the run had a plan: nothing to reuse"),
+                ));
+            }
+            (frame.plan_version, event_id)
+        }
+    };
+    let plan = if version == current.plan_version {
+        current
+    } else {
+        superseded
+            .iter()
+            .find(|plan| plan.plan_version == version)
+            .cloned()
+            .map(Arc::new)
+            .ok_or_else(|| {
+                refused(
+                    "$.at.planVersion",
+                    format!(
+                        "the run has no plan version {version} (its versions are 1 to {})",
+                        current.plan_version
+                    ),
+                )
+            })?
+    };
+    // The nodes `version` took over from the one before it, completed.
+    let carried: BTreeSet<String> = frames
+        .iter()
+        .filter(|frame| frame.event_type == EventType::PlanUpdated)
+        .filter(|frame| frame.plan_version == version)
+        .filter_map(|frame| frame.payload.as_ref())
+        .filter(|payload| payload["version"].as_u64() == Some(u64::from(version)))
+        .flat_map(|payload| {
+            payload["reusedNodes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|node| node.as_str().map(str::to_string))
+        .collect();
+    let mut completed = BTreeMap::new();
+    for frame in frames
+        .iter()
+        .filter(|frame| frame.event_type == EventType::NodeComplete && frame.id <= until)
+    {
+        let (Some(node_id), Some(payload)) = (&frame.node_id, &frame.payload) else {
+            continue;
+        };
+        let holds = frame.plan_version == version
+            || (frame.plan_version < version && carried.contains(node_id));
+        if !holds || plan.node(node_id).is_none() {
+            continue;
+        }
+        completed.insert(
+            node_id.clone(),
+            CompletedNode {
+                output: payload["output"].clone(),
+                attempt: payload["attempt"]
+                    .as_u64()
+                    .and_then(|attempt| u32::try_from(attempt).ok())
+                    .unwrap_or(1),
+            },
+        );
+    }
+    Ok(ForkBase { plan, completed })
+}
+
+/// The new run forked from `source` at `point` (what held there: `base`,
+/// from `fork_base`) with `changes`.
 pub fn fork_run(
     source: &RunState,
-    completed_at: &BTreeMap<String, u64>,
+    base: &ForkBase,
     point: ForkPoint,
     changes: &ForkChanges,
     identity: NewRunIdentity,
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<Decision, ForkRefused> {
-    let plan = source
-        .plan
-        .clone()
-        .ok_or_else(|| refused("$.at", "the run has no plan yet: nothing to fork from"))?;
-    let completed = |node_id: &str| {
-        source
-            .nodes
-            .get(node_id)
-            .is_some_and(|record| record.status == NodeStatus::Completed && record.output.is_some())
-    };
-    let reusable: BTreeSet<String> = match point {
-        ForkPoint::PlanVersion(version) if version == plan.plan_version => plan
-            .nodes
-            .iter()
-            .map(|node| node.node_id.clone())
-            .filter(|node_id| completed(node_id))
-            .collect(),
-        ForkPoint::PlanVersion(version) => {
-            return Err(refused(
-                "$.at.planVersion",
-                format!(
-                    "only the run's current plan version ({}) can be forked from, not {version}: earlier versions are not kept whole",
-                    plan.plan_version
-                ),
-            ));
-        }
-        ForkPoint::EventId(event_id) => plan
-            .nodes
-            .iter()
-            .map(|node| node.node_id.clone())
-            .filter(|node_id| {
-                completed(node_id) && completed_at.get(node_id).is_some_and(|id| *id <= event_id)
-            })
-            .collect(),
-    };
+    let plan = base.plan.clone();
+    let reusable: BTreeSet<String> = base.completed.keys().cloned().collect();
     for (node_id, output) in &changes.node_outputs {
         let path = format!("$.nodeOutputs.{node_id}");
         let Some(node) = plan.node(node_id) else {
@@ -165,15 +237,20 @@ pub fn fork_run(
         .nodes
         .iter()
         .map(|node| {
-            let record = match source.nodes.get(&node.node_id) {
-                Some(record) if reused.contains(&node.node_id) => {
-                    let mut record = record.clone();
-                    if let Some(corrected) = changes.node_outputs.get(&node.node_id) {
-                        record.output = Some(Arc::new(corrected.clone()));
+            let record = match base.completed.get(&node.node_id) {
+                Some(done) if reused.contains(&node.node_id) => {
+                    let output = changes
+                        .node_outputs
+                        .get(&node.node_id)
+                        .unwrap_or(&done.output);
+                    NodeRecord {
+                        status: NodeStatus::Completed,
+                        current_attempt: done.attempt,
+                        output: Some(Arc::new(output.clone())),
+                        ..NodeRecord::pending()
                     }
-                    record
                 }
-                _ => crate::state::run::NodeRecord::pending(),
+                _ => NodeRecord::pending(),
             };
             (node.node_id.clone(), record)
         })

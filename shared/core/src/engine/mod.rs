@@ -30,7 +30,7 @@ mod agent;
 mod budget;
 mod chat_runs;
 mod fork;
-pub use fork::{ForkChanges, ForkPoint, ForkRefused, fork_run};
+pub use fork::{CompletedNode, ForkBase, ForkChanges, ForkPoint, ForkRefused, fork_base, fork_run};
 mod effects;
 mod escalation;
 mod finish;

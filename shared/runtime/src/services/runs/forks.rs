@@ -2,9 +2,7 @@
 //! checkpoints a run can be forked from, read off its event log, and the
 //! new run a fork creates. The source run is only read.
 
-use std::collections::BTreeMap;
-
-use baton_core::engine::{ForkChanges, ForkPoint, NewRunIdentity, fork_run};
+use baton_core::engine::{ForkChanges, ForkPoint, NewRunIdentity, fork_base, fork_run};
 use baton_core::event::EventType;
 
 use super::{RunService, SubmittedRun};
@@ -74,22 +72,13 @@ impl RunService {
             });
         };
         self.check_inputs(&changes.inputs)?;
-        let current_version = source.state.plan.as_ref().map(|plan| plan.plan_version);
         let frames = self.read_all_events_after(tenant_id, run_id, 0).await?;
-        if let ForkPoint::EventId(event_id) = point
-            && !frames.iter().any(|frame| frame.id == event_id)
-        {
-            return Err(RuntimeError::InvalidInput {
-                path: "$.at.eventId".into(),
-                message: format!("the run has no frame {event_id}"),
-            });
-        }
-        let completed_at: BTreeMap<String, u64> = frames
-            .iter()
-            .filter(|frame| frame.event_type == EventType::NodeComplete)
-            .filter(|frame| Some(frame.plan_version) == current_version)
-            .filter_map(|frame| frame.node_id.clone().map(|node_id| (node_id, frame.id)))
-            .collect();
+        let superseded = self.superseded_plans(tenant_id, run_id).await?;
+        let refused = |refused: baton_core::engine::ForkRefused| RuntimeError::InvalidInput {
+            path: refused.path,
+            message: refused.message,
+        };
+        let base = fork_base(&source.state, &frames, &superseded, point).map_err(refused)?;
         let new_run_id = self.ids.new_id("run");
         let identity = NewRunIdentity {
             run_id: new_run_id.clone(),
@@ -100,17 +89,14 @@ impl RunService {
         let engine = self.engine();
         let decision = fork_run(
             &source.state,
-            &completed_at,
+            &base,
             point,
             changes,
             identity,
             self.clock.now(),
             &engine,
         )
-        .map_err(|refused| RuntimeError::InvalidInput {
-            path: refused.path,
-            message: refused.message,
-        })?;
+        .map_err(refused)?;
         self.store
             .create_run(
                 &decision.state,
