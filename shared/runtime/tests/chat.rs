@@ -366,6 +366,7 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
         agent: None,
         context_type: Some(context_type.into()),
         history: Vec::new(),
+        summary: None,
         pending_drafts: Vec::new(),
         new_drafts: Vec::new(),
         inputs: serde_json::Map::new(),
@@ -518,6 +519,7 @@ async fn a_500_exchange_thread_is_answered_within_the_context_window_with_a_warn
                     agent: None,
                     drafts: Vec::new(),
                     interrupted: false,
+                    summary: None,
                 },
             )
             .await

@@ -58,6 +58,7 @@ pub fn queue_chat_run(
 pub fn start_queued_chat_run(
     mut state: RunState,
     history: Vec<ChatExchange>,
+    summary: Option<crate::records::chat::ThreadSummary>,
     now: Instant,
 ) -> Option<Decision> {
     if state.status != RunStatus::Queued || state.plan.is_some() {
@@ -70,6 +71,7 @@ pub fn start_queued_chat_run(
         .map(|exchange| exchange.drafts.clone())
         .unwrap_or_default();
     chat.history = history;
+    chat.summary = summary;
     state.updated_at = now;
     let plan = StepMessage::new(&state.tenant_id, &state.run_id, StepCommand::Plan);
     Some(Decision {
@@ -185,31 +187,51 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
                 .cloned()
                 .collect(),
             interrupted: false,
+            summary: turn.summary.clone(),
         },
     };
     step.exchanges.push(exchange);
 }
 
 /// How much of the thread a chat node's request keeps
-/// (`state::context_budget`): the index of the first exchange kept, and the
-/// trim when any was left out. Reckoned from what every turn's request
-/// carries (the system instruction, the answer's schema, the new message),
-/// so every turn of the session keeps the same exchanges.
+/// (`state::context_budget`; `history_summary` for summarised threads): of
+/// the exchanges no summary covers, the `historyLimit` newest that fit.
+/// Reckoned from what every turn's request carries (the system
+/// instruction, the answer's schema, the new message, the summary's
+/// reservation), so every turn of the session keeps the same exchanges.
 pub(super) fn chat_history_fit(
     turn: &crate::records::chat::ChatTurn,
     request: &crate::state::context::ModelRequest,
     engine: &EngineContext<'_>,
-) -> (usize, Option<crate::state::context_budget::ContextTrim>) {
+) -> super::history_summary::HistoryFit {
     use crate::state::context_budget::{estimated_tokens, fit_history, prompt_budget};
+    let history = &turn.history;
+    let limit = engine
+        .registry
+        .chat_settings()
+        .map_or(history.len(), |settings| settings.history_limit);
+    let first_uncovered = turn.summary.as_ref().map_or(0, |summary| {
+        history
+            .iter()
+            .position(|exchange| !summary.covers(exchange))
+            .unwrap_or(history.len())
+    });
+    let window = first_uncovered.max(history.len().saturating_sub(limit));
     let fixed = estimated_tokens(&request.system_instruction)
         + estimated_tokens(&request.output_schema.to_string())
-        + estimated_tokens(&turn.message);
+        + estimated_tokens(&turn.message)
+        + super::history_summary::summary_reservation(engine);
     let model = request.model.as_ref().map(|target| target.name.as_str());
-    fit_history(
-        &turn.history,
+    let (kept_from, trim) = fit_history(
+        &history[window..],
         fixed,
         prompt_budget(engine.registry.models(), model),
-    )
+    );
+    super::history_summary::HistoryFit {
+        first_kept: window + kept_from,
+        first_uncovered,
+        trim,
+    }
 }
 
 /// A chat node's conversation: the thread's exchanges from `first_kept`
@@ -259,8 +281,9 @@ pub(super) fn session_request(
         && let Some(turn) = &state.chat
     {
         let mut scratch = ToolSession::default();
-        let (first_kept, _) = chat_history_fit(turn, &request, engine);
-        request.user_message = seed_chat(&mut scratch, turn, first_kept);
+        let fit = chat_history_fit(turn, &request, engine);
+        request.user_message = seed_chat(&mut scratch, turn, fit.first_kept);
+        super::history_summary::with_thread_summary(&mut request, turn.summary.as_ref());
     }
     request
 }

@@ -35,6 +35,7 @@ mod effects;
 mod escalation;
 mod finish;
 mod frame_provenance;
+pub mod history_summary;
 mod hitl;
 mod human;
 mod narration;

@@ -48,6 +48,46 @@ pub struct ChatSettings {
     /// `agent_review` mode.
     #[serde(default = "default_plan_review_instructions")]
     pub plan_review_instructions: String,
+    /// Exchanges a turn leaves out (past `historyLimit`, or over the
+    /// model's context window) are summarised by a model call instead of
+    /// dropped; the summary travels with the thread, folded forward.
+    #[serde(default)]
+    pub summarize_dropped_history: bool,
+    /// The summariser's system prompt.
+    #[serde(default = "default_history_summary_instructions")]
+    pub history_summary_instructions: String,
+    /// The longest summary kept (tokens, reckoned as the context budget
+    /// reckons them); reserved in every request of a summarising thread.
+    #[serde(default = "default_history_summary_max_tokens")]
+    pub history_summary_max_tokens: u64,
+}
+
+fn default_history_summary_instructions() -> String {
+    "You summarise the earlier part of a conversation between a person and an assistant, so the assistant can go on without it. Keep what was asked, decided, produced and still open, with names, numbers and identifiers exactly as given; leave out pleasantries. Write plain prose, at most a few short paragraphs.".into()
+}
+
+fn default_history_summary_max_tokens() -> u64 {
+    800
+}
+
+/// What a thread said before the exchanges a request keeps, summarised:
+/// every exchange up to and including `through_run_id` (answered at
+/// `through_at_millis`), `exchanges` of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSummary {
+    pub text: String,
+    pub through_run_id: String,
+    pub through_at_millis: u64,
+    pub exchanges: usize,
+}
+
+impl ThreadSummary {
+    /// Whether `exchange` is one the summary covers.
+    pub fn covers(&self, exchange: &ChatExchange) -> bool {
+        (exchange.at_millis, exchange.run_id.as_str())
+            <= (self.through_at_millis, self.through_run_id.as_str())
+    }
 }
 
 fn default_plan_review_instructions() -> String {
@@ -78,6 +118,10 @@ pub struct ChatExchange {
     /// (`multitaskStrategy: interrupt`): `assistant` is what it had said.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
+    /// The summary of the thread before the exchanges this answer's
+    /// request kept (`summarizeDroppedHistory`), for the next message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ThreadSummary>,
 }
 
 /// A chat run's message and what it needs of its thread.
@@ -91,9 +135,14 @@ pub struct ChatTurn {
     pub agent: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_type: Option<String>,
-    /// The thread's most recent exchanges, oldest first.
+    /// The thread's most recent exchanges, oldest first (when the thread
+    /// is summarised: every exchange its summary does not cover).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<ChatExchange>,
+    /// The thread's summary so far (`summarizeDroppedHistory`): the one
+    /// its latest exchange carried, then the one this run made, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<ThreadSummary>,
     /// Drafted plans awaiting the person's approval (an `auto_execute`
     /// call with the same objective runs one and takes it off the list).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -294,6 +294,7 @@ mod tests {
             agent: None,
             drafts: Vec::new(),
             interrupted: false,
+            summary: None,
         };
         let marked = ThreadLane {
             interrupted_runs: vec!["run-i".into()],

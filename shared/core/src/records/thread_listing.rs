@@ -135,6 +135,7 @@ mod tests {
             agent: None,
             drafts: Vec::new(),
             interrupted: false,
+            summary: None,
         }
     }
 

@@ -164,6 +164,7 @@ mod tests {
             agent: None,
             drafts: Vec::new(),
             interrupted: false,
+            summary: None,
         }
     }
 

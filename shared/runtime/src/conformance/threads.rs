@@ -20,6 +20,7 @@ fn exchange(run_id: &str, at_millis: u64, user: &str) -> ChatExchange {
         agent: (run_id == "run-2").then(|| "writer.fr".to_string()),
         drafts: Vec::new(),
         interrupted: false,
+        summary: None,
     }
 }
 

@@ -73,6 +73,10 @@ pub(crate) struct DecisionCommitter {
     /// (`chat.json` `historyLimit`): a queued chat run started on release
     /// reads them (`thread_lanes`).
     pub(crate) chat_history_limit: usize,
+    /// Whether threads are summarised (`chat.json`
+    /// `summarizeDroppedHistory`): a chat run then reads every exchange its
+    /// thread's summary does not cover.
+    pub(crate) chat_summarizes: bool,
 }
 
 impl DecisionCommitter {

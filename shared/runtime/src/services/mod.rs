@@ -290,6 +290,9 @@ impl Services {
             chat_history_limit: registry
                 .chat_settings()
                 .map_or(0, |chat| chat.history_limit),
+            chat_summarizes: registry
+                .chat_settings()
+                .is_some_and(|chat| chat.summarize_dropped_history),
         };
         let common = CommonParts {
             relay,

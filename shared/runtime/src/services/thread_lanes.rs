@@ -9,7 +9,7 @@
 //! the lane naming an ended run: the next message on the thread finds it
 //! ended and releases it first (`RunService::submit_chat`).
 
-use baton_core::chat::ChatExchange;
+use baton_core::chat::{ChatExchange, ThreadSummary};
 use baton_core::engine::start_queued_chat_run;
 use baton_core::thread_lane::ThreadLane;
 
@@ -26,6 +26,12 @@ pub(crate) fn lane_conflict(thread_id: &str) -> RuntimeError {
         "thread {thread_id}: its lane kept moving under {MAX_LANE_ROUNDS} writes; retry"
     )))
 }
+
+/// How many times `historyLimit` a summarised thread's run reads of the
+/// exchanges its summary does not cover. Each run summarises what it
+/// leaves out, so more than the limit wait only when summaries failed;
+/// past this, the oldest are left out unsummarised.
+pub const MOST_UNSUMMARISED_EXCHANGES_READ: usize = 4;
 
 impl DecisionCommitter {
     /// `ended_run`, a chat run on `thread_id`, ended or parked: the lane's
@@ -83,8 +89,9 @@ impl DecisionCommitter {
             if stored.state.status.is_settled() {
                 return Ok(false);
             }
-            let history = self.thread_history(tenant_id, thread_id, lane).await?;
-            let Some(decision) = start_queued_chat_run(stored.state, history, self.clock.now())
+            let (history, summary) = self.thread_history(tenant_id, thread_id, lane).await?;
+            let Some(decision) =
+                start_queued_chat_run(stored.state, history, summary, self.clock.now())
             else {
                 // Started already (a release repeated after a crash).
                 return Ok(true);
@@ -121,21 +128,39 @@ impl DecisionCommitter {
     }
 
     /// The thread's exchanges as a chat run reads them: rolled-back ones
-    /// left out, interrupted ones marked, the newest `chat_history_limit`.
+    /// left out, interrupted ones marked, the newest `chat_history_limit`;
+    /// when threads are summarised, the thread's summary (its latest
+    /// exchange's) and every exchange it does not cover (at most
+    /// [`MOST_UNSUMMARISED_EXCHANGES_READ`] times the limit, the newest).
     pub(crate) async fn thread_history(
         &self,
         tenant_id: &str,
         thread_id: &str,
         lane: &ThreadLane,
-    ) -> Result<Vec<ChatExchange>, RuntimeError> {
+    ) -> Result<(Vec<ChatExchange>, Option<ThreadSummary>), RuntimeError> {
         let exchanges = self
             .threads
             .thread_exchanges(tenant_id, thread_id)
             .await?
             .unwrap_or_default();
         let mut exchanges = lane.apply_to(exchanges);
-        let skip = exchanges.len().saturating_sub(self.chat_history_limit);
+        let (summary, read) = if self.chat_summarizes {
+            let summary = exchanges
+                .iter()
+                .rev()
+                .find_map(|exchange| exchange.summary.clone());
+            if let Some(summary) = &summary {
+                exchanges.retain(|exchange| !summary.covers(exchange));
+            }
+            (
+                summary,
+                self.chat_history_limit * MOST_UNSUMMARISED_EXCHANGES_READ,
+            )
+        } else {
+            (None, self.chat_history_limit)
+        };
+        let skip = exchanges.len().saturating_sub(read);
         exchanges.drain(..skip);
-        Ok(exchanges)
+        Ok((exchanges, summary))
     }
 }

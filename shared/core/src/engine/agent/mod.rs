@@ -160,13 +160,18 @@ pub(super) fn begin_session(
         engine.registry.models(),
         request.model.as_ref().map(|target| target.name.as_str()),
     );
-    let mut context_trim = None;
+    let (mut context_trim, mut history_summary) = (None, None);
     if node.is_chat()
         && let Some(turn) = &state.chat
     {
-        let (first_kept, trim) = super::chat_runs::chat_history_fit(turn, &request, engine);
-        request.user_message = super::chat_runs::seed_chat(&mut opening, turn, first_kept);
-        context_trim = trim;
+        let fit = super::chat_runs::chat_history_fit(turn, &request, engine);
+        request.user_message = super::chat_runs::seed_chat(&mut opening, turn, fit.first_kept);
+        // What is left out is summarised by the shell first, or trimmed.
+        history_summary = super::history_summary::summary_call(turn, &fit, &request, engine);
+        if history_summary.is_none() {
+            super::history_summary::with_thread_summary(&mut request, turn.summary.as_ref());
+            context_trim = fit.trim;
+        }
     }
     let session = AgentSession {
         attempt,
@@ -209,6 +214,7 @@ pub(super) fn begin_session(
             opens: Some(session),
             stream_deltas: phase.streams_text(),
             prompt_budget_tokens,
+            history_summary: history_summary.map(Box::new),
         },
     ))))
 }
@@ -254,6 +260,7 @@ pub(super) fn begin_turn(
             stored_turns: session.conversation.recorded_turns,
             start_frames: Vec::new(),
             opens: None,
+            history_summary: None,
             stream_deltas: RunPhase::of_node(node.kind).streams_text(),
             prompt_budget_tokens: crate::state::context_budget::prompt_budget(
                 engine.registry.models(),
@@ -315,6 +322,9 @@ pub(super) fn resume_turn(
                 attempt: call.attempt,
             },
         );
+    }
+    if let Some(summary) = &call.history_summary {
+        super::history_summary::record_summary(&mut step, &node.node_id, summary);
     }
     let answer = match outcome {
         Ok(answer) => (**answer).clone(),

@@ -31,9 +31,26 @@ pub struct ConverseCall {
     /// The prompt tokens the turn's model takes
     /// (`state::context_budget::prompt_budget`).
     pub prompt_budget_tokens: u64,
+    /// A chat session's first turn on a summarised thread: the summariser's
+    /// call the shell makes first (`engine::history_summary`), its answer
+    /// put here.
+    pub history_summary: Option<Box<crate::engine::history_summary::HistorySummaryCall>>,
 }
 
 impl ConverseCall {
+    /// The request to send: with the summary the summariser made before
+    /// the turn, else the thread's earlier one (`carried`), when the turn
+    /// had the summariser called; else as the engine built it.
+    pub fn request_to_send(
+        &self,
+        carried: Option<&crate::records::chat::ThreadSummary>,
+    ) -> std::borrow::Cow<'_, crate::state::context::ModelRequest> {
+        match &self.history_summary {
+            Some(summary) => std::borrow::Cow::Owned(summary.turn_request(&self.request, carried)),
+            None => std::borrow::Cow::Borrowed(&self.request),
+        }
+    }
+
     /// [`ConverseCall::conversation_with`] fitted to the model's context
     /// (`state::context_budget::fit_session`): the conversation to send,
     /// and what was left out, if anything.

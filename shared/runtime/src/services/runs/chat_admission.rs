@@ -204,6 +204,7 @@ impl RunService {
                 agent: turn.agent.clone(),
                 drafts: Vec::new(),
                 interrupted: true,
+                summary: None,
             };
             self.threads
                 .record_exchange(tenant_id, thread_id, &exchange)

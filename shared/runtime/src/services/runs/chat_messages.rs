@@ -74,13 +74,13 @@ impl RunService {
             });
         }
         let run_id = self.ids.new_id("run");
-        let (thread_id, admission, history) = match &request.thread_id {
+        let (thread_id, admission, (history, summary)) = match &request.thread_id {
             None => {
                 let thread_id = self.ids.new_id("thread");
                 let (admission, _) = self
                     .admit_on_thread(tenant_id, &thread_id, &run_id, request, true)
                     .await?;
-                (thread_id, admission, Vec::new())
+                (thread_id, admission, (Vec::new(), None))
             }
             Some(thread_id) => {
                 let (admission, lane) = self
@@ -118,6 +118,7 @@ impl RunService {
             agent: request.agent.clone(),
             context_type: request.context_type.clone(),
             history,
+            summary,
             pending_drafts,
             new_drafts: Vec::new(),
             inputs: request.inputs.clone(),

@@ -55,7 +55,12 @@ impl StepService {
                         .await?;
                 Performed::AskJudge(call, answered)
             }
-            Effect::Converse(call) => {
+            Effect::Converse(mut call) => {
+                // A summarised thread's first turn: the summariser first.
+                if let Some(summary) = call.history_summary.as_mut() {
+                    summary.answer =
+                        Some(Box::pin(self.complete_unstreamed(&summary.request)).await);
+                }
                 let outcome = Box::pin(self.converse(state, &call)).await?;
                 Performed::Converse(call, outcome)
             }
@@ -336,8 +341,10 @@ impl StepService {
                 .append_events(&state.tenant_id, &state.run_id, vec![frame])
                 .await?;
         }
+        let request =
+            call.request_to_send(state.chat.as_ref().and_then(|chat| chat.summary.as_ref()));
         let (sender, receiver) = mpsc::unbounded_channel::<ModelDelta>();
-        let turn = self.llm.converse(&call.request, &conversation, sender);
+        let turn = self.llm.converse(&request, &conversation, sender);
         let pump = self.pump_deltas(state, &call.node_id, call.stream_deltas, receiver);
         let (answered, pump_error) = tokio::join!(turn, pump);
         if let Some(error) = pump_error {
