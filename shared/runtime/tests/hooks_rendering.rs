@@ -223,3 +223,84 @@ async fn each_judges_call_renders_as_a_request_with_its_messages_and_a_response_
         .unwrap();
     assert_eq!(snapshot.state.total_usage().total(), 120);
 }
+
+/// Test double for the judges' model endpoint: counts the calls it gets.
+#[derive(Default)]
+struct CountedJudges {
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl baton_runtime::ports::LlmProvider for CountedJudges {
+    fn model_name(&self) -> String {
+        "counted".into()
+    }
+    async fn complete(
+        &self,
+        request: &baton_core::context::ModelRequest,
+        deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
+    ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        ScoringJudges.complete(request, deltas).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn judges_whose_requests_exceed_their_window_are_left_out_without_a_call() {
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(CountedJudges::default());
+    let services = TestServices::with_model(model.clone())
+        .queue(queue.clone())
+        .build()
+        .services;
+    // Judge a answers on the catalog's 8,192-token local model (6,144 left
+    // for a prompt); 40,000 characters are about 10,000 tokens. Judge b
+    // is on the deployment's default (a 128,000-token window).
+    let body = serde_json::json!({
+        "request": {"id": "req-long", "content": "x".repeat(40_000),
+                    "selectedAgents": [{"id": "a", "capabilities": {"modelName": "local:Smollm2 135M 8k Lc100K Mix1 Ep2"}},
+                                       {"id": "b"}]},
+        "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "median",
+                   "enableDiscussion": false, "convergenceThreshold": 1.0, "outlierDetection": false}
+    });
+    let request = baton_judge::request::PanelRequest::parse(&body).unwrap();
+    let entry = services.runs.panel_entry().unwrap();
+    let submitted = services
+        .runs
+        .submit_evaluation("t", &entry, &request, &body)
+        .await
+        .unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed, "judge b's verdict stands");
+    assert_eq!(
+        model.calls.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "only judge b was asked: a's request was over its window"
+    );
+    let frames = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    baton_test_support::assert_frames_match_schemas(&frames);
+    let left_out: Vec<&str> = frames
+        .iter()
+        .filter(|frame| frame.event_type.as_str() == "warning")
+        .filter_map(|frame| frame.message.as_deref())
+        .filter(|message| message.contains("context window"))
+        .collect();
+    assert_eq!(left_out.len(), 1, "{left_out:?}");
+    assert!(
+        left_out[0].contains("judge a left out of round 0"),
+        "{left_out:?}"
+    );
+    assert!(left_out[0].contains("over the 6144"), "{left_out:?}");
+}

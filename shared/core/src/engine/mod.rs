@@ -408,7 +408,7 @@ pub fn begin_step(
     }
     match command {
         StepCommand::Plan => planning_step::begin_planning(state, now, engine),
-        StepCommand::Replan { .. } => replan::begin_replan(state, engine),
+        StepCommand::Replan { .. } => replan::begin_replan(state, now, engine),
         StepCommand::ExecuteNode { node_id, attempt } => {
             node::begin_node(state, node_id, *attempt, now, engine)
         }

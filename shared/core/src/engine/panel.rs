@@ -77,8 +77,8 @@ pub(super) fn begin_panel(
         record.status = NodeStatus::Deliberating;
     }
     let progress = panel.progress("scoring");
-    open_round(step, node, attempt, panel, calls);
     emit_progress(step, &node.node_id, &progress);
+    open_round(step, node, attempt, panel, calls)?;
     Ok(())
 }
 
@@ -88,10 +88,32 @@ fn open_round(
     step: &mut StepContext<'_, '_>,
     node: &PlanNode,
     attempt: u32,
-    panel: Panel,
+    mut panel: Panel,
     calls: Vec<JudgeCall>,
-) {
+) -> Result<(), CoreError> {
     let round = panel.round();
+    // A judge whose request would not fit its model's context window is
+    // left out now, not sent to be refused.
+    let (calls, too_long): (Vec<JudgeCall>, Vec<JudgeCall>) = calls
+        .into_iter()
+        .partition(|call| over_window(call, step).is_none());
+    for call in &too_long {
+        let reason = over_window(call, step).unwrap_or_default();
+        panel.take(
+            &call.judge_id,
+            round,
+            JudgeOutcome::Failed(reason.clone()),
+            step.now.unix_millis(),
+        );
+        left_out(
+            step,
+            &node.node_id,
+            &format!(
+                "judge {} left out of round {round}: {reason}",
+                call.judge_id
+            ),
+        );
+    }
     let timeout = std::time::Duration::from_millis(panel.request().config.round_timeout);
     for call in &calls {
         step.enqueue(StepCommand::AskJudge {
@@ -111,6 +133,7 @@ fn open_round(
         },
     );
     let pending: BTreeSet<String> = calls.iter().map(|call| call.judge_id.clone()).collect();
+    let nobody_asked = pending.is_empty();
     let key = EntryKey::PanelRound {
         node_id: node.node_id.clone(),
         attempt,
@@ -125,6 +148,30 @@ fn open_round(
             pending,
         },
     );
+    // Every judge was left out: the round is over already.
+    if nobody_asked {
+        close_round(step, node, attempt)?;
+    }
+    Ok(())
+}
+
+/// Why `call` would not fit its model's context window, if it would not
+/// (`state::context_budget`: tokens reckoned, the answer's room kept).
+fn over_window(call: &JudgeCall, step: &StepContext<'_, '_>) -> Option<String> {
+    use crate::state::context_budget::{estimated_tokens, prompt_budget};
+    let catalog = step.engine.registry.models();
+    let model = crate::planning::model_choice::model_for_judge(
+        catalog,
+        call.model_name.as_deref(),
+        call.model_provider.as_deref(),
+    );
+    let budget = prompt_budget(catalog, model.as_ref().map(|target| target.name.as_str()));
+    let tokens = estimated_tokens(&call.system_prompt)
+        + estimated_tokens(&call.user_message)
+        + estimated_tokens(&baton_judge::panel::judge_answer_schema().to_string());
+    (tokens > budget).then(|| {
+        format!("its request is about {tokens} tokens, over the {budget} its model's context window leaves for a prompt")
+    })
 }
 
 /// A judge's step: its model call (under its own lease).
@@ -325,9 +372,8 @@ fn close_round(
     match progress.panel.advance(step.now.unix_millis()) {
         PanelAdvance::Ask(calls) => {
             let report = progress.panel.progress("discussing");
-            open_round(step, node, attempt, progress.panel, calls);
             emit_progress(step, &node.node_id, &report);
-            Ok(())
+            open_round(step, node, attempt, progress.panel, calls)
         }
         PanelAdvance::Done(output) => {
             emit_progress(step, &node.node_id, &output.progress);

@@ -13,6 +13,7 @@ use crate::planning::llm_planner::{plan_from_draft, planner_request};
 use crate::planning::plan::PlanGraph;
 use crate::planning::planner::plan_deterministically;
 use crate::planning::validator::{rejected_bundle, validate_plan};
+use crate::state::context::ModelRequest;
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames::{self, PlannerKind};
 
@@ -39,15 +40,21 @@ pub(super) fn begin_planning(
             settle_plan(&mut step, judged, 1, PlannerKind::Deterministic, None)?;
             Ok(step.into_advance())
         }
-        PlannerChoice::Llm => Ok(StepAdvance::Perform(super::Effect::DraftPlan(
-            PlanDraftCall {
+        PlannerChoice::Llm => {
+            let call = PlanDraftCall {
                 attempt: 1,
                 request: planner_request(&state.envelope, engine.registry, &[]),
                 rejected: Vec::new(),
                 frames_before: Vec::new(),
                 spent: Vec::new(),
-            },
-        ))),
+            };
+            // A request its model's window cannot hold is not sent: the
+            // deterministic planner plans, as when the model fails.
+            if let Some(refusal) = over_window(&call.request, engine) {
+                return resume_planning(state.clone(), &call, &Err(refusal), now, engine);
+            }
+            Ok(StepAdvance::Perform(super::Effect::DraftPlan(call)))
+        }
     }
 }
 
@@ -90,13 +97,14 @@ pub(super) fn resume_planning(
             let rejection = rejected_draft_frames(&step, call.attempt, &bundle, response);
             let mut rejected = call.rejected.clone();
             rejected.push(bundle);
-            if call.attempt < attempts {
+            let retry = planner_request(&step.state.envelope, engine.registry, &rejected);
+            if call.attempt < attempts && over_window(&retry, engine).is_none() {
                 let mut frames_before = std::mem::take(&mut step.events);
                 frames_before.extend(rejection);
                 return Ok(StepAdvance::Perform(super::Effect::DraftPlan(
                     PlanDraftCall {
                         attempt: call.attempt + 1,
-                        request: planner_request(&step.state.envelope, engine.registry, &rejected),
+                        request: retry,
                         rejected,
                         frames_before,
                         spent,
@@ -124,6 +132,26 @@ pub(super) fn resume_planning(
         None,
     )?;
     Ok(step.into_advance())
+}
+
+/// The planner's request would not fit its model's context window
+/// (`state::context_budget`): why, as the model's failure would say it.
+pub(super) fn over_window(
+    request: &ModelRequest,
+    engine: &EngineContext<'_>,
+) -> Option<ModelFailure> {
+    use crate::state::context_budget::{estimated_tokens, prompt_budget};
+    let model = request.model.as_ref().map(|target| target.name.as_str());
+    let budget = prompt_budget(engine.registry.models(), model);
+    let tokens = estimated_tokens(&request.system_instruction)
+        + estimated_tokens(&request.user_message)
+        + estimated_tokens(&request.output_schema.to_string());
+    (tokens > budget).then(|| ModelFailure {
+        code: FailureCode::LlmRequestRejected,
+        message: format!(
+            "not sent: the request is about {tokens} tokens, over the {budget} its model's context window leaves for a prompt"
+        ),
+    })
 }
 
 /// A planner draft's model and usage, as its frames say them.

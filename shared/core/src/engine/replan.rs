@@ -84,20 +84,24 @@ pub(super) fn replan(
 /// `StepCommand::Replan`: ask the planner model for version `version`.
 pub(super) fn begin_replan(
     state: &RunState,
+    now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
     let Some(pending) = state.pending_replan.as_deref() else {
         return Ok(StepAdvance::Stale);
     };
-    Ok(StepAdvance::Perform(super::Effect::DraftPlan(
-        PlanDraftCall {
-            attempt: 1,
-            request: request_for(state, pending, engine, &[]),
-            rejected: Vec::new(),
-            frames_before: Vec::new(),
-            spent: Vec::new(),
-        },
-    )))
+    let call = PlanDraftCall {
+        attempt: 1,
+        request: request_for(state, pending, engine, &[]),
+        rejected: Vec::new(),
+        frames_before: Vec::new(),
+        spent: Vec::new(),
+    };
+    // Not sent when its model's window cannot hold it: as a failure.
+    if let Some(refusal) = super::planning_step::over_window(&call.request, engine) {
+        return resume_replan(state.clone(), &call, &Err(refusal), now, engine);
+    }
+    Ok(StepAdvance::Perform(super::Effect::DraftPlan(call)))
 }
 
 /// The planner model answered (or failed) for a pending replan: apply a
@@ -153,13 +157,16 @@ pub(super) fn resume_replan(
                     );
                     let mut rejected = call.rejected.clone();
                     rejected.push(bundle);
-                    if call.attempt < attempts {
+                    let retry = request_for(&step.state, &pending, engine, &rejected);
+                    if call.attempt < attempts
+                        && super::planning_step::over_window(&retry, engine).is_none()
+                    {
                         let mut frames_before = std::mem::take(&mut step.events);
                         frames_before.extend(rejection);
                         return Ok(StepAdvance::Perform(super::Effect::DraftPlan(
                             PlanDraftCall {
                                 attempt: call.attempt + 1,
-                                request: request_for(&step.state, &pending, engine, &rejected),
+                                request: retry,
                                 rejected,
                                 frames_before,
                                 spent,

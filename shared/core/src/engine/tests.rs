@@ -812,6 +812,48 @@ fn the_llm_planner_is_judged_once_per_draft_and_falls_back() {
 }
 
 #[test]
+fn a_planner_request_over_its_models_window_is_not_sent_and_the_deterministic_planner_plans() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = EngineContext {
+        planner: PlannerChoice::Llm,
+        ..engine(&registry, &validators)
+    };
+    // A 500,000-character objective: about 125,000 tokens, over the 96,000
+    // a 128,000-token window leaves for a prompt.
+    let envelope = TaskEnvelope::parse_value(&json!({
+        "objective": "o".repeat(500_000),
+        "inputs": {"notes": {"text": "n"}},
+        "outputContract": {"schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}}}
+    }))
+    .unwrap();
+    let state = start_run(identity(), envelope, NOW, 3).state;
+    let StepAdvance::Decided(planned) =
+        begin_step(&state, &StepCommand::Plan, NOW, &context).unwrap()
+    else {
+        panic!("decided at once: no model call")
+    };
+    assert_eq!(
+        event_types(&planned),
+        vec!["warning", "plan_requested", "plan_generated"]
+    );
+    let warning = &story(&planned)[0];
+    assert_eq!(
+        warning.payload.as_ref().unwrap()["code"],
+        "planner_fallback"
+    );
+    assert!(
+        warning
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("not sent: the request is about"),
+        "{warning:?}"
+    );
+    assert_frames_match_schemas(&planned.events);
+}
+
+#[test]
 fn cancel_and_shell_failures_end_a_live_run_once() {
     let registry = registry();
     let validators = ValidatorCache::new();
