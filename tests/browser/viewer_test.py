@@ -90,6 +90,35 @@ def watch_a_run_complete_and_open_a_node(page):
         return svg.querySelector('.node-model').textContent;
     }""")
     assert drawn == "gpt-4.1-nano", drawn
+    # The timeline: the run, its planning and its four nodes as bars.
+    page.locator(".timeline-details summary").click()
+    timeline = page.locator(".timeline")
+    expect(timeline.locator('li[data-kind="node"]')).to_have_count(4)
+    expect(timeline.locator('li[data-kind="plan"]')).to_have_count(1)
+    expect(timeline.locator('li[data-kind="run"] .bar')).to_be_visible()
+    expect(timeline.locator(".correlation-id")).not_to_be_empty()
+    shot(page, "02b-timeline")
+    # An agent's turns, tool calls and a wait for a person, from frames.
+    spans = page.evaluate("""async () => {
+        const { spansOf } = await import('./viewer/timeline.js');
+        const t = (s) => `2026-01-01T00:00:${String(s).padStart(2, '0')}.000Z`;
+        const frames = [
+          {type: 'start', runId: 'r', timestamp: t(0)},
+          {type: 'node_start', runId: 'r', nodeId: 'n', timestamp: t(1), payload: {executorType: 'agent', attempt: 1}},
+          {type: 'agent_state', runId: 'r', nodeId: 'n', timestamp: t(1), payload: {state: 'thinking', turn: 0}},
+          {type: 'tool_call', runId: 'r', nodeId: 'n', timestamp: t(3), payload: {toolName: 'lookup', callId: 'c1'}},
+          {type: 'tool_result', runId: 'r', nodeId: 'n', timestamp: t(4), payload: {toolName: 'lookup', callId: 'c1', result: {}}},
+          {type: 'agent_state', runId: 'r', nodeId: 'n', timestamp: t(4), payload: {state: 'thinking', turn: 1}},
+          {type: 'message', runId: 'r', nodeId: 'n', timestamp: t(6)},
+          {type: 'other-run-frame', runId: 'child', timestamp: t(7)},
+          {type: 'hitl_request', runId: 'r', timestamp: t(7)},
+          {type: 'hitl_resolved', runId: 'r', timestamp: t(9)},
+          {type: 'complete', runId: 'r', timestamp: t(10)},
+        ];
+        return spansOf(frames, 'r').map((s) => [s.kind, s.label, (s.end - s.start) / 1000]);
+    }""")
+    assert spans == [["run", "run", 10], ["node", "n", 9], ["model", "model turn 0", 2], ["tool", "tool lookup", 1],
+                     ["model", "model turn 1", 2], ["wait", "approval", 2]], spans
     # The runs list shows the run, newest first.
     page.click("#refresh-runs")
     expect(page.locator("#runs li").first).to_have_attribute("data-run-id", run_id)

@@ -4,7 +4,7 @@
 //! Playwright for Python against it: a server without tokens used without
 //! being asked for one (the local default), a tokened one asking only after
 //! its first 401; a run watched to completion and a node
-//! opened (output, cost); a parked run's task form refusing a bad value next
+//! opened (output, cost), its timeline; a parked run's task form refusing a bad value next
 //! to its field, then completing the run; an approval rejected failing the
 //! run; a judge transcript rendered and verified (and a changed one caught);
 //! a chat: a tool call folded under its answer, a drafted plan approved and
@@ -103,6 +103,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
         "00-anonymous-server-no-token-asked",
         "01-run-completed",
         "02-node-details",
+        "02b-timeline",
         "03-task-form-422",
         "04-task-submitted-run-completed",
         "05-approval-requested",

@@ -49,6 +49,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../viewer/forks.js"),
     ),
     (
+        "timeline.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../viewer/timeline.js"),
+    ),
+    (
         "dom.js",
         "text/javascript; charset=utf-8",
         include_str!("../viewer/dom.js"),

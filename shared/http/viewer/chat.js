@@ -204,10 +204,11 @@ function exchangeView(userText, say) {
 
 /**
  * Shows thread `threadId` (null: a new one) in `container`. `onCreated`
- * is told the id of a thread the first message creates. Returns `close()`,
- * which stops every stream it follows.
+ * is told the id of a thread the first message creates, `onAnswered` that a
+ * message was answered (its exchange is recorded). Returns `close()`, which
+ * stops every stream it follows.
  */
-export function openThread(container, threadId, { onCreated }) {
+export function openThread(container, threadId, { onCreated, onAnswered = () => {} }) {
   const abort = new AbortController();
   let thread = threadId;
   const messages = make("ol", { class: "messages" });
@@ -274,7 +275,10 @@ export function openThread(container, threadId, { onCreated }) {
       });
     } catch (error) {
       if (error.name !== "AbortError") exchange.fail(errorText(error));
+      return;
     }
+    // The exchange is recorded with its run's end: the threads list has it now.
+    onAnswered(thread);
   };
 
   composer.addEventListener("submit", (event) => {

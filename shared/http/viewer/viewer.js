@@ -11,6 +11,7 @@ import { transcriptIn, transcriptView } from "./transcript.js";
 import { loadThreads, openThread } from "./chat.js";
 import { make, millis, pretty } from "./dom.js";
 import { forkForm, forkTree } from "./forks.js";
+import { timelineView } from "./timeline.js";
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -300,6 +301,12 @@ function render(view) {
   if (view.forkTree) parts.push(view.forkTree);
   if (snapshot && snapshot.output) parts.push(make("section", { class: "panel run-output" }, make("h3", {}, "Validated output"), pretty(snapshot.output)));
   if (view.error) parts.push(make("p", { class: "error" }, view.error));
+  // The timeline, kept open across redraws once opened.
+  const timeline = make("details", { class: "timeline-details", open: view.timelineOpen ? "" : null },
+    make("summary", {}, "Timeline"),
+    timelineView(view.frames, view.runId, { correlationId: snapshot && snapshot.run.correlationId }));
+  timeline.addEventListener("toggle", () => { view.timelineOpen = timeline.open; });
+  parts.push(timeline);
   parts.push(make("details", {}, make("summary", {}, `${view.frames.length} frames`),
     make("ol", { class: "frames" }, ...view.frames.map((frame) => make("li", { "data-type": frame.type }, `${frame.type}${frame.nodeId ? ` ${frame.nodeId}` : ""}${frame.message ? ` — ${frame.message}` : ""}`)))));
   container.replaceChildren(...parts);
@@ -435,8 +442,8 @@ function showThread(threadId) {
     onCreated: (created) => {
       chat.threadId = created;
       history.replaceState(null, "", `#thread/${encodeURIComponent(created)}`);
-      loadThreads();
     },
+    onAnswered: () => loadThreads(),
   }).close;
 }
 
