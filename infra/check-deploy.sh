@@ -148,7 +148,7 @@ assert answer["kind"] == "response", answer
 response = answer["body"]
 assert response["statusCode"] == 200, response
 body = response["body"]
-assert "<title>Baton · run viewer</title>" in body, body[:200]
+assert "<title>Baton · runs and chats</title>" in body, body[:200]
 print("check-deploy: api served the run viewer at /", file=sys.stderr)
 PY
 

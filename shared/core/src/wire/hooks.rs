@@ -20,6 +20,9 @@
 //! | `error` | `orchestrator:complete` | `orchestrator`, `turn_count`, `status: error` (`incomplete` for `agent_incomplete`: a guardrail ended an agent session), `code`, `error` (the error text) |
 //! | (the stream stops on a run waiting for a person) | `orchestrator:complete` | `status: incomplete` |
 //!
+//! Every event's data is redacted by the rules snapshots follow: a
+//! secret-named key's value (`apiKey`, `accessToken`, …) is replaced.
+//!
 //! `messages` are rebuilt from the frames (`{role, content}`: the node's
 //! system instructions from its `node_start`, which the renderers fill in
 //! from the run's plan, then each turn's tool calls and results); a node's
@@ -31,6 +34,7 @@
 
 use serde_json::{Value, json};
 
+use crate::basics::redaction::redact;
 use crate::wire::event::{EventFrame, EventType};
 
 /// The orchestrator's name in `orchestrator:complete`.
@@ -83,7 +87,12 @@ impl HookRenderer {
         }
         let payload = frame.payload.clone().unwrap_or(Value::Null);
         let node = frame.node_id.clone().unwrap_or_default();
-        let event = |event: &'static str, data: Value| HookEvent { event, data };
+        // Secret-named keys (a tool's `apiKey` argument, a result's token)
+        // are redacted as in snapshots (`basics::redaction`).
+        let event = |event: &'static str, data: Value| HookEvent {
+            event,
+            data: redact(&data),
+        };
         match frame.event_type {
             EventType::Start => vec![event(
                 "prompt:submit",
@@ -381,5 +390,30 @@ mod tests {
             json!({"event": "orchestrator:complete", "data": last.data, "runId": "run_1", "id": 7})
                 .to_string()
         );
+    }
+
+    #[test]
+    fn secret_named_keys_are_redacted_in_every_event() {
+        let mut renderer = HookRenderer::default();
+        renderer.render(&frame(
+            EventType::NodeStart,
+            Some("n"),
+            json!({"executorType": "agent", "instructions": "Look things up."}),
+        ));
+        let events = renderer.render(&frame(
+            EventType::ToolCall,
+            Some("n"),
+            json!({"toolName": "lookup", "args": {"query": "q", "apiKey": "sk-live-1"}, "callId": "c", "turn": 0}),
+        ));
+        assert_eq!(events[0].event, "tool:pre");
+        assert_eq!(events[0].data["input"]["apiKey"], "[redacted]");
+        assert_eq!(events[0].data["input"]["query"], "q");
+        let next = renderer.render(&frame(
+            EventType::AgentState,
+            Some("n"),
+            json!({"state": "thinking", "turn": 1}),
+        ));
+        let said = next[0].data["messages"].to_string();
+        assert!(!said.contains("sk-live-1"), "{said}");
     }
 }
