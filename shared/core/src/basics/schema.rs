@@ -73,6 +73,10 @@ pub fn collect_violations(
         .collect()
 }
 
+/// Most validators a [`ValidatorCache`] keeps; past this it starts over
+/// (they are compiled again on use).
+pub const MOST_COMPILED_SCHEMAS: usize = 4_096;
+
 /// Cache of compiled validators keyed by the schema's serialized form,
 /// and of the schemas themselves by their digest: every plan that compiles
 /// the same contract shares one copy (a process holding thousands of runs
@@ -154,6 +158,11 @@ impl ValidatorCache {
         }
         let compiled = Arc::new(compile_schema(schema, path)?);
         if let Ok(mut cache) = self.compiled_by_schema_text.lock() {
+            // Bounded: callers sending a new schema each time (envelopes'
+            // contracts are checked through here) must not grow it forever.
+            if cache.len() >= MOST_COMPILED_SCHEMAS {
+                cache.clear();
+            }
             cache.insert(key.to_string(), compiled.clone());
         }
         Ok(compiled)

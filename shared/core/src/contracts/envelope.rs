@@ -134,6 +134,13 @@ impl TaskEnvelope {
 
     /// Parses an already-decoded JSON value.
     pub fn parse_value(value: &Value) -> Result<Self, CoreError> {
+        let envelope = Self::parse_fields(value)?;
+        envelope.check_semantics()?;
+        Ok(envelope)
+    }
+
+    /// The envelope's fields, before [`TaskEnvelope::check_semantics`].
+    fn parse_fields(value: &Value) -> Result<Self, CoreError> {
         // A `$schema` (for editors) is not part of the envelope.
         let stripped;
         let value = match value.as_object() {
@@ -149,13 +156,35 @@ impl TaskEnvelope {
             let path = normalise_serde_path(error.path());
             invalid(path, error.inner().to_string())
         })?;
-        envelope.check_semantics()?;
+        Ok(envelope)
+    }
+
+    /// [`TaskEnvelope::parse_value`], its contract schema compiled through
+    /// `validators` (a schema seen before is not compiled again: callers
+    /// submitting the same contract run after run skip the compile).
+    pub fn parse_value_cached(
+        value: &Value,
+        validators: &crate::basics::schema::ValidatorCache,
+    ) -> Result<Self, CoreError> {
+        let envelope = Self::parse_fields(value)?;
+        envelope.check_semantics_with(&|schema, path| {
+            validators.validator_for(schema, path).map(|_| ())
+        })?;
         Ok(envelope)
     }
 
     /// Checks that parsing alone cannot: a non-empty objective, a compiling
     /// contract schema, compiling JSONLogic constraints, sane numbers.
     pub fn check_semantics(&self) -> Result<(), CoreError> {
+        self.check_semantics_with(&|schema, path| compile_schema(schema, path).map(|_| ()))
+    }
+
+    /// [`TaskEnvelope::check_semantics`] with the contract schema checked by
+    /// `compiles`.
+    fn check_semantics_with(
+        &self,
+        compiles: &dyn Fn(&Value, &str) -> Result<(), CoreError>,
+    ) -> Result<(), CoreError> {
         if let Some(url) = &self.callback_url {
             let scheme_ok = url.starts_with("https://") || url.starts_with("http://");
             if !scheme_ok || url.len() > 2048 || url.chars().any(char::is_whitespace) {
@@ -190,7 +219,7 @@ impl TaskEnvelope {
                 "the contract schema must be a JSON Schema object",
             ));
         }
-        compile_schema(&self.output_contract.schema, "$.outputContract.schema")
+        compiles(&self.output_contract.schema, "$.outputContract.schema")
             .map_err(|error| invalid("$.outputContract.schema", error.to_string()))?;
         let logic_engine = datalogic_rs::Engine::new();
         for (index, constraint) in self.output_contract.constraints.iter().enumerate() {

@@ -174,12 +174,15 @@ impl RunService {
                 what: "envelope (BATON_MAX_ENVELOPE_BYTES)".into(),
             });
         }
-        let envelope = TaskEnvelope::parse_value(envelope_json).map_err(|error| match error {
-            baton_core::CoreError::InvalidEnvelope { path, message } => {
-                RuntimeError::InvalidInput { path, message }
-            }
-            other => RuntimeError::Core(other),
-        })?;
+        let envelope =
+            TaskEnvelope::parse_value_cached(envelope_json, &self.validators).map_err(|error| {
+                match error {
+                    baton_core::CoreError::InvalidEnvelope { path, message } => {
+                        RuntimeError::InvalidInput { path, message }
+                    }
+                    other => RuntimeError::Core(other),
+                }
+            })?;
         // Preferred models are the catalog's, able to give structured output.
         baton_core::model_choice::check_envelope_models(&envelope, self.registry.models())
             .map_err(|error| match error {
