@@ -30,6 +30,7 @@ pub mod error;
 #[cfg(any(test, feature = "testing"))]
 pub mod fault_injection;
 pub mod follow;
+pub mod lifecycle_log;
 pub mod memory;
 mod memory_queue;
 mod memory_threads;

@@ -7,7 +7,8 @@
 //!
 //! [`ObservedRunStore`] wraps any `RunStore` and observes what it commits
 //! (nothing is counted for a write that failed), so no service or engine
-//! code counts anything. Two outputs: [`RunCounters::prometheus_text`] (the
+//! code counts anything; it also logs each durable lifecycle event as one
+//! structured line (`lifecycle_log`). Two outputs: [`RunCounters::prometheus_text`] (the
 //! `/metrics` endpoint of `baton serve`: the `metrics` crate's counters and
 //! histogram, rendered by `metrics-exporter-prometheus`) and, per commit, CloudWatch
 //! Embedded Metric Format lines ([`emf_lines`]) that a Lambda function
@@ -23,6 +24,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder
 use serde_json::{Value, json};
 
 use crate::error::StoreError;
+use crate::lifecycle_log::{lines_of, log_lines};
 use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun};
 
 /// The namespace of the EMF metrics.
@@ -286,12 +288,14 @@ impl RunStore for ObservedRunStore {
         idempotency_key: Option<&str>,
     ) -> Result<CreateOutcome, StoreError> {
         let observed = observations(Some(state), &events);
+        let lifecycle = lines_of(&state.tenant_id, &state.run_id, Some(state), &events);
         let outcome = self
             .inner
             .create_run(state, events, outbox, idempotency_key)
             .await?;
         if outcome == CreateOutcome::Created {
             self.record(&observed);
+            log_lines(lifecycle);
         }
         Ok(outcome)
     }
@@ -312,12 +316,14 @@ impl RunStore for ObservedRunStore {
         events: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError> {
         let observed = observations(None, &events);
+        let lifecycle = lines_of(tenant_id, run_id, None, &events);
         let outcome = self
             .inner
             .claim_node(tenant_id, run_id, claim, events)
             .await?;
         if outcome == ClaimOutcome::Claimed {
             self.record(&observed);
+            log_lines(lifecycle);
         }
         Ok(outcome)
     }
@@ -351,8 +357,10 @@ impl RunStore for ObservedRunStore {
         commit: StepCommit,
     ) -> Result<u64, StoreError> {
         let observed = observations(Some(&commit.state), &commit.events);
+        let lifecycle = lines_of(tenant_id, run_id, Some(&commit.state), &commit.events);
         let version = self.inner.commit_step(tenant_id, run_id, commit).await?;
         self.record(&observed);
+        log_lines(lifecycle);
         Ok(version)
     }
 
