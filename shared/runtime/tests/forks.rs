@@ -321,6 +321,36 @@ async fn a_run_replanned_can_be_forked_at_its_first_plan_version_or_at_a_frame_o
     // What the fork paid is its own: reused nodes cost it nothing.
     assert_eq!(forked.nodes["node_1"].usage, Default::default());
 
+    // At version 2 (the current one): the nodes it took over from version 1
+    // and those it completed itself are all reused; nothing runs again.
+    let asked_before = model.asked.lock().unwrap().len();
+    let whole = services
+        .runs
+        .fork(
+            "t",
+            &source.run_id,
+            ForkPoint::PlanVersion(2),
+            &ForkChanges::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        runner.run_until_settled("t", &whole.run_id).await.unwrap(),
+        RunStatus::Completed
+    );
+    let reused = services
+        .runs
+        .load("t", &whole.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+        .forked_from
+        .unwrap()
+        .reused_nodes;
+    assert_eq!(reused.len(), 5, "{reused:?}");
+    assert_eq!(model.asked.lock().unwrap().len(), asked_before);
+
     // At the frame of node_2's completion: node_1 and node_2 are reused.
     let asked_before = model.asked.lock().unwrap().len();
     let at_frame = services

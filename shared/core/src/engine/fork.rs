@@ -126,7 +126,6 @@ pub fn fork_base(
     let carried: BTreeSet<String> = frames
         .iter()
         .filter(|frame| frame.event_type == EventType::PlanUpdated)
-        .filter(|frame| frame.plan_version == version)
         .filter_map(|frame| frame.payload.as_ref())
         .filter(|payload| payload["version"].as_u64() == Some(u64::from(version)))
         .flat_map(|payload| {
