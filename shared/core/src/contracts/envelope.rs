@@ -105,15 +105,32 @@ impl TaskEnvelope {
 
 /// A serde path as a JSON path (`$`, `$.a.b[0]`).
 pub fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
-    let text = path.to_string();
-    if text == "." || text.is_empty() {
-        "$".to_string()
-    } else if text.starts_with('[') {
-        // An index at the root (`[0]`): `$[0]`, not `$.[0]`.
-        format!("${text}")
-    } else {
-        format!("$.{text}")
+    use serde_path_to_error::Segment;
+    let mut rendered = String::from("$");
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => rendered.push_str(&format!("[{index}]")),
+            // A key a dotted path would misread (a dot, a bracket, a quote,
+            // a blank) is quoted: `$["a.b"]`.
+            Segment::Map { key } if needs_quoting(key) => {
+                rendered.push_str(&format!("[{}]", Value::String(key.clone())));
+            }
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                rendered.push('.');
+                rendered.push_str(key);
+            }
+            Segment::Unknown => rendered.push_str(".?"),
+        }
     }
+    rendered
+}
+
+/// Whether `key` cannot stand in a dotted path as it is.
+fn needs_quoting(key: &str) -> bool {
+    key.is_empty()
+        || key.chars().any(|character| {
+            matches!(character, '.' | '[' | ']' | '"') || character.is_whitespace()
+        })
 }
 
 impl TaskEnvelope {
