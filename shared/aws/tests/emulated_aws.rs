@@ -214,6 +214,7 @@ fn run_carrying(payload: String, run_id: &str) -> baton_core::run::RunState {
             tenant_id: "large".into(),
             correlation_id: "corr".into(),
             thread_id: "thread".into(),
+            trace: None,
         },
         envelope,
         baton_core::instant::Instant::from_unix_millis(1_767_225_600_000),

@@ -28,7 +28,9 @@ pub mod state;
 pub mod wire;
 
 // The parts keep their paths (`baton_core::run`, `crate::planner`, …).
-pub use basics::{claims, codes, error, instant, logic, redaction, schema, status, usage};
+pub use basics::{
+    claims, codes, error, instant, logic, redaction, schema, status, trace_context, usage,
+};
 pub use catalog::{contexts, model_catalog, registry, registry_schemas, registry_search, tools};
 pub use contracts::{
     capability, compiler, contract, diagnostics, envelope, facet, legacy_policies, model_request,

@@ -27,6 +27,15 @@ use baton_core::instant::Instant;
 
 const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
 
+/// Every conformance run's trace: kept in state, frames and outbox.
+const CONFORMANCE_TRACE: baton_core::trace_context::RunTrace =
+    baton_core::trace_context::RunTrace {
+        trace_id: baton_core::trace_context::TraceId(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736),
+        root_span_id: baton_core::trace_context::SpanId(0x0102_0304_0506_0708),
+        caller_span_id: None,
+        sampled: true,
+    };
+
 fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<StepMessage>) {
     let envelope = TaskEnvelope::parse_value(
         &json!({"objective": "conformance", "outputContract": {"schema": {"type": "object"}}}),
@@ -34,17 +43,26 @@ fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<Ste
     let Ok(envelope) = envelope else {
         unreachable!("the conformance envelope is valid")
     };
-    let decision = start_run(
+    let mut decision = start_run(
         NewRunIdentity {
             run_id: run_id.into(),
             tenant_id: tenant_id.into(),
             correlation_id: format!("corr-{run_id}"),
             thread_id: format!("thread-{run_id}"),
+            trace: Some(CONFORMANCE_TRACE),
         },
         envelope,
         NOW,
         3,
     );
+    // Stamped as a write stamps them (a span id as if spans were exported).
+    for event in &mut decision.events {
+        event.trace_id = Some(CONFORMANCE_TRACE.trace_id);
+        event.span_id = Some(baton_core::trace_context::SpanId(0x00f0_67aa_0ba9_02b7));
+    }
+    for message in &mut decision.outbox {
+        message.traceparent = Some(CONFORMANCE_TRACE.step_traceparent());
+    }
     // The suite counts sequences from here: the `start` frame alone.
     let start = decision
         .events
@@ -130,6 +148,15 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         first[0].run_id == run_id && first[0].correlation_id == format!("corr-{run_id}"),
         "frames carry run and correlation ids",
     )?;
+    check(
+        first[0].trace_id == Some(CONFORMANCE_TRACE.trace_id)
+            && first[0].span_id == Some(baton_core::trace_context::SpanId(0x00f0_67aa_0ba9_02b7)),
+        "frames keep their trace and span ids",
+    )?;
+    check(
+        loaded.state.trace == Some(CONFORMANCE_TRACE),
+        "the run's trace is kept in its state",
+    )?;
 
     // Idempotency keys.
     let (twin_state, twin_events, twin_outbox) = new_run(&tenant, &format!("{run_id}-twin"));
@@ -166,6 +193,10 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     check(
         pending.len() == 1 && pending[0].command == StepCommand::Plan,
         "the planning step is pending in the outbox",
+    )?;
+    check(
+        pending[0].traceparent.as_deref() == Some(CONFORMANCE_TRACE.step_traceparent().as_str()),
+        "an outbox entry keeps its traceparent",
     )?;
     let plan_message_id = pending[0].message_id.clone();
     store

@@ -38,6 +38,7 @@ pub mod model_router;
 pub mod panels;
 pub mod ports;
 pub mod registry_loader;
+pub mod run_traces;
 pub mod services;
 pub mod telemetry;
 pub mod worker;

@@ -11,8 +11,9 @@
 //! start frames, a step's commit), so every path that writes a run logs, and
 //! a retried or refused write logs nothing. Nothing is built when no
 //! subscriber listens at `INFO` for the target (the benches, a quiet
-//! `BATON_LOG`). Trace and span ids are not in them yet: Baton has no
-//! traces yet (#28 items 1–2); `correlationId` ties a run's lines together.
+//! `BATON_LOG`). Each line carries the run's `traceId` and, when traces are
+//! exported, the `spanId` of the span that wrote the frame (both read off
+//! the stamped frame), so a line links to its span in a trace backend.
 
 use baton_core::event::{EventDraft, EventType};
 use baton_core::instant::Instant;
@@ -61,6 +62,8 @@ pub struct LifecycleLine {
     pub run_id: String,
     pub tenant: String,
     pub correlation_id: String,
+    pub trace_id: String,
+    pub span_id: String,
     pub plan_version: u32,
     pub node_id: String,
     pub attempt: String,
@@ -106,6 +109,8 @@ pub fn lines_of(
                 correlation_id: state
                     .map(|state| state.correlation_id.clone())
                     .unwrap_or_default(),
+                trace_id: frame.trace_id.map(|id| id.to_string()).unwrap_or_default(),
+                span_id: frame.span_id.map(|id| id.to_string()).unwrap_or_default(),
                 plan_version: frame.plan_version,
                 node_id: frame.node_id.clone().unwrap_or_default(),
                 attempt: field("attempt"),
@@ -131,6 +136,8 @@ pub fn log_lines(lines: Vec<LifecycleLine>) {
             runId = %line.run_id,
             tenant = %line.tenant,
             correlationId = %line.correlation_id,
+            traceId = %line.trace_id,
+            spanId = %line.span_id,
             planVersion = line.plan_version,
             nodeId = %line.node_id,
             attempt = %line.attempt,
@@ -161,6 +168,8 @@ mod tests {
             payload: Some(payload),
             facet_provenance: None,
             parent_run_id: None,
+            trace_id: None,
+            span_id: None,
         }
     }
 

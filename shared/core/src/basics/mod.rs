@@ -1,5 +1,5 @@
 //! The leaves every other part reads: time (`instant`), the error enum, failure and warning codes,
-//! claim keys, run and node statuses, token usage, JSON Schema compilation, JSONLogic truth,
+//! claim keys, run and node statuses, W3C trace context, token usage, JSON Schema compilation, JSONLogic truth,
 //! redaction. They import nothing else of the crate.
 
 pub mod claims;
@@ -10,4 +10,5 @@ pub mod logic;
 pub mod redaction;
 pub mod schema;
 pub mod status;
+pub mod trace_context;
 pub mod usage;

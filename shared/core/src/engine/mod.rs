@@ -121,6 +121,8 @@ pub struct NewRunIdentity {
     pub tenant_id: String,
     pub correlation_id: String,
     pub thread_id: String,
+    /// The run's trace (`trace_context::RunTrace`).
+    pub trace: Option<crate::basics::trace_context::RunTrace>,
 }
 
 /// Which planner drafts plans.
@@ -199,6 +201,7 @@ pub fn start_run(
         retired_spend: Default::default(),
         pending_replan: None,
         forked_from: None,
+        trace: identity.trace,
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),

@@ -132,6 +132,7 @@ pub(super) fn identity() -> NewRunIdentity {
         tenant_id: "t".into(),
         correlation_id: "c".into(),
         thread_id: "th".into(),
+        trace: None,
     }
 }
 

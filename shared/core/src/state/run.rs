@@ -158,6 +158,11 @@ pub struct RunState {
     /// The run this one was forked from (`engine::fork_run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkOrigin>,
+    /// The run's trace (`trace_context`): chosen at creation, from the
+    /// caller's `traceparent` when there was one. Runs stored before traces
+    /// existed have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::basics::trace_context::RunTrace>,
 }
 
 /// Where a forked run came from.
@@ -351,6 +356,27 @@ pub struct StepMessage {
         with = "crate::basics::instant::rfc3339_option"
     )]
     pub not_before: Option<crate::basics::instant::Instant>,
+    /// The W3C `traceparent` the step continues (the run's root span as
+    /// its parent), stamped on the message when its write is committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
+impl StepCommand {
+    /// The command's kind as its wire `kind` says it (a step span's name).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            StepCommand::Plan => "plan",
+            StepCommand::Replan { .. } => "replan",
+            StepCommand::ExecuteNode { .. } => "execute_node",
+            StepCommand::AskJudge { .. } => "ask_judge",
+            StepCommand::AgentTurn { .. } => "agent_turn",
+            StepCommand::RunTool { .. } => "run_tool",
+            StepCommand::ChildRunEnded { .. } => "child_run_ended",
+            StepCommand::FireTimer { .. } => "fire_timer",
+            StepCommand::Notify { .. } => "notify",
+        }
+    }
 }
 
 impl StepMessage {
@@ -397,6 +423,7 @@ impl StepMessage {
             run_id: run_id.to_string(),
             command,
             not_before: None,
+            traceparent: None,
         }
     }
 
@@ -482,11 +509,14 @@ mod tests {
                 timer_id: "sla:node_1:1".into(),
             },
         ] {
-            let message = StepMessage::new("tenant", "run_1", command.clone());
+            let mut message = StepMessage::new("tenant", "run_1", command.clone());
             let twin = StepMessage::new("tenant", "run_1", command);
             assert_eq!(message.message_id, twin.message_id);
+            message.traceparent =
+                Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
             let json = serde_json::to_value(&message).unwrap();
             assert!(collect_violations(&validator, &json).is_empty(), "{json}");
+            assert_eq!(json["command"]["kind"], message.command.kind_name());
         }
         let timer = StepMessage::timer(
             "tenant",

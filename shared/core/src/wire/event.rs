@@ -96,6 +96,13 @@ pub struct EventDraft {
     /// A child run's frames: the run (and agent session) that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<String>,
+    /// The run's trace, stamped when the write that makes the frame
+    /// durable is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<crate::basics::trace_context::TraceId>,
+    /// The span that wrote the frame (a step's), when traces are exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<crate::basics::trace_context::SpanId>,
 }
 
 /// The facet provenance of a node's compiled contracts, as frames carry it.
@@ -117,6 +124,8 @@ impl EventDraft {
             payload: None,
             facet_provenance: None,
             parent_run_id: None,
+            trace_id: None,
+            span_id: None,
         }
     }
     pub fn node(mut self, node_id: &str) -> Self {
@@ -150,6 +159,8 @@ impl EventDraft {
             payload: self.payload,
             facet_provenance: self.facet_provenance,
             parent_run_id: self.parent_run_id,
+            trace_id: self.trace_id,
+            span_id: self.span_id,
             forwarded: false,
         }
     }
@@ -177,6 +188,13 @@ pub struct EventFrame {
     pub facet_provenance: Option<FrameProvenance>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run_id: Option<String>,
+    /// The run's W3C trace id (the same for every frame of the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<crate::basics::trace_context::TraceId>,
+    /// The span that wrote the frame (a step's), when traces are exported:
+    /// the frame links to it in a trace backend.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<crate::basics::trace_context::SpanId>,
     /// Set by a follower on a child run's frame it relays inside its
     /// parent's stream (never stored): such a frame keeps its own run's
     /// ids, and is written without an SSE `id:` so that `Last-Event-ID`

@@ -287,6 +287,8 @@ mod tests {
             payload: Some(payload),
             facet_provenance: None,
             parent_run_id: None,
+            trace_id: None,
+            span_id: None,
             forwarded: false,
         }
     }

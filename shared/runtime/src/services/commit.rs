@@ -149,8 +149,13 @@ impl DecisionCommitter {
         &self,
         target: CommitTarget<'_>,
         expected_version: u64,
-        decision: Decision,
+        mut decision: Decision,
     ) -> Result<u64, RuntimeError> {
+        crate::run_traces::stamp_write(
+            decision.state.trace.as_ref(),
+            &mut decision.events,
+            &mut decision.outbox,
+        );
         let CommitTarget {
             tenant_id,
             run_id,

@@ -224,6 +224,17 @@ impl RunService {
         tenant_id: &str,
         envelope_json: &Value,
     ) -> Result<SubmittedRun, RuntimeError> {
+        self.submit_traced(tenant_id, envelope_json, None).await
+    }
+
+    /// [`Self::submit`], the run's trace under `caller` (the W3C
+    /// `traceparent` the request carried) when there is one.
+    pub async fn submit_traced(
+        &self,
+        tenant_id: &str,
+        envelope_json: &Value,
+        caller: Option<baton_core::trace_context::TraceParent>,
+    ) -> Result<SubmittedRun, RuntimeError> {
         let mut envelope = self.parse_envelope(envelope_json)?;
         // Legacy policy keys become canonical policies and constraints,
         // each said in a warning.
@@ -265,6 +276,7 @@ impl RunService {
                 .unwrap_or_else(|| self.ids.new_id("corr")),
             tenant_id: tenant_id.to_string(),
             run_id: run_id.clone(),
+            trace: Some(crate::run_traces::new_run_trace(caller)),
         };
         let idempotency_key = envelope.idempotency_key.clone();
         let now = self.clock.now();
@@ -276,6 +288,11 @@ impl RunService {
         decision
             .events
             .extend(baton_core::engine::advisory_field_warnings(&advisory, now));
+        crate::run_traces::stamp_write(
+            decision.state.trace.as_ref(),
+            &mut decision.events,
+            &mut decision.outbox,
+        );
         let outcome = self
             .store
             .create_run(

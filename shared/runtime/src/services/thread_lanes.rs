@@ -90,12 +90,17 @@ impl DecisionCommitter {
                 return Ok(false);
             }
             let (history, summary) = self.thread_history(tenant_id, thread_id, lane).await?;
-            let Some(decision) =
+            let Some(mut decision) =
                 start_queued_chat_run(stored.state, history, summary, self.clock.now())
             else {
                 // Started already (a release repeated after a crash).
                 return Ok(true);
             };
+            crate::run_traces::stamp_write(
+                decision.state.trace.as_ref(),
+                &mut decision.events,
+                &mut decision.outbox,
+            );
             let outbox = decision.outbox.clone();
             let committed = self
                 .store

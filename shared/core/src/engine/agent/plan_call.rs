@@ -91,14 +91,30 @@ impl CallSite<'_> {
     }
 
     fn child_start(&self, envelope: TaskEnvelope) -> ChildRunStart {
+        // A re-applied step derives the same ids: the child's root span id
+        // comes from its (deterministic) run id.
+        fn derived_span_id(run_id: &str) -> u64 {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(run_id.as_bytes());
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&digest[..8]);
+            u64::from_be_bytes(bytes)
+        }
         let (node_id, call_id) = (&self.node.node_id, &self.pending.call_id);
         let run_id = child_run_id(&self.state.run_id, node_id, self.turn, call_id);
+        let child_root_span_id = derived_span_id(&run_id);
         let mut child = start_run(
             NewRunIdentity {
                 run_id,
                 tenant_id: self.state.tenant_id.clone(),
                 correlation_id: self.state.correlation_id.clone(),
                 thread_id: self.state.thread_id.clone(),
+                // The same trace: its root under this run's (the shell
+                // moves it under the step's span when it exports spans).
+                trace: self
+                    .state
+                    .trace
+                    .map(|trace| trace.child(None, child_root_span_id)),
             },
             envelope,
             self.now,

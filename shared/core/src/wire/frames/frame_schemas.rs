@@ -153,6 +153,14 @@ pub fn frame_schema(event_type: EventType) -> Value {
         "parentRunId".into(),
         json!({"type": "string", "minLength": 1, "description": "a child run's frames: the run whose agent started it"}),
     );
+    properties.insert(
+        "traceId".into(),
+        json!({"type": "string", "pattern": "^[0-9a-f]{32}$", "description": "the run's W3C trace id"}),
+    );
+    properties.insert(
+        "spanId".into(),
+        json!({"type": "string", "pattern": "^[0-9a-f]{16}$", "description": "the span that wrote the frame, when traces are exported"}),
+    );
     if let Some(payload) = shape.payload {
         properties.insert("payload".into(), payload);
     }

@@ -106,6 +106,7 @@ impl RunService {
             tenant_id: tenant_id.to_string(),
             correlation_id: self.ids.new_id("corr"),
             thread_id: thread_id.clone(),
+            trace: Some(crate::run_traces::new_run_trace(None)),
         };
         // Plans drafted earlier and not run yet stay on offer.
         let pending_drafts = history
@@ -125,10 +126,15 @@ impl RunService {
             entity_id: request.entity_id.clone(),
             waiting_on_thread: false,
         };
-        let decision = match &admission {
+        let mut decision = match &admission {
             Admission::Queue { ahead } => queue_chat_run(identity, turn, self.clock.now(), ahead)?,
             _ => start_chat_run(identity, turn, self.clock.now())?,
         };
+        crate::run_traces::stamp_write(
+            decision.state.trace.as_ref(),
+            &mut decision.events,
+            &mut decision.outbox,
+        );
         self.store
             .create_run(
                 &decision.state,

@@ -85,9 +85,10 @@ impl RunService {
             tenant_id: tenant_id.to_string(),
             correlation_id: self.ids.new_id("corr"),
             thread_id: source.state.thread_id.clone(),
+            trace: Some(crate::run_traces::new_run_trace(None)),
         };
         let engine = self.engine();
-        let decision = fork_run(
+        let mut decision = fork_run(
             &source.state,
             &base,
             point,
@@ -97,6 +98,11 @@ impl RunService {
             &engine,
         )
         .map_err(refused)?;
+        crate::run_traces::stamp_write(
+            decision.state.trace.as_ref(),
+            &mut decision.events,
+            &mut decision.outbox,
+        );
         self.store
             .create_run(
                 &decision.state,

@@ -254,7 +254,11 @@ impl StepService {
             &frames::WarningPayload::of(WarningCode::StreamRestarted),
         );
         self.store
-            .append_events(&state.tenant_id, &state.run_id, vec![frame])
+            .append_events(
+                &state.tenant_id,
+                &state.run_id,
+                crate::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
+            )
             .await?;
         Ok(())
     }
@@ -281,7 +285,11 @@ impl StepService {
             &payload,
         );
         self.store
-            .append_events(&state.tenant_id, &state.run_id, vec![frame])
+            .append_events(
+                &state.tenant_id,
+                &state.run_id,
+                crate::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
+            )
             .await?;
         Ok(())
     }
@@ -301,7 +309,11 @@ impl StepService {
             std::mem::take(buffer),
         );
         self.store
-            .append_events(&state.tenant_id, &state.run_id, vec![frame])
+            .append_events(
+                &state.tenant_id,
+                &state.run_id,
+                crate::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
+            )
             .await?;
         Ok(())
     }
@@ -338,7 +350,11 @@ impl StepService {
                 &format!("tool rounds of the session (turn {})", call.turn),
             );
             self.store
-                .append_events(&state.tenant_id, &state.run_id, vec![frame])
+                .append_events(
+                    &state.tenant_id,
+                    &state.run_id,
+                    crate::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
+                )
                 .await?;
         }
         let request =
@@ -363,7 +379,19 @@ impl StepService {
         &self,
         start: &baton_core::engine::ChildRunStart,
     ) -> Result<(), RuntimeError> {
-        let child = &start.child;
+        let mut child = start.child.clone();
+        // The child's root span hangs under this step's span when spans are
+        // exported (under the parent run's root otherwise).
+        if let Some(trace) = child.state.trace.as_mut()
+            && let Some(step_span) = crate::run_traces::current_span_id()
+        {
+            trace.caller_span_id = Some(step_span);
+        }
+        crate::run_traces::stamp_write(
+            child.state.trace.as_ref(),
+            &mut child.events,
+            &mut child.outbox,
+        );
         let created = self
             .store
             .create_run(

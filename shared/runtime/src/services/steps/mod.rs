@@ -183,7 +183,14 @@ impl StepService {
             | StepCommand::FireTimer { .. }
             | StepCommand::Notify { .. } => "",
         };
-        let span = info_span!("step", run_id = %message.run_id, step_id = %message.message_id, node_id = %node_id);
+        let span = info_span!(
+            "step",
+            otel.name = message.command.kind_name(),
+            run_id = %message.run_id,
+            step_id = %message.message_id,
+            node_id = %node_id
+        );
+        crate::run_traces::continue_trace(&span, message.traceparent.as_deref());
         self.handle_inner(message, deadline).instrument(span).await
     }
 
@@ -391,7 +398,12 @@ impl StepService {
         };
         match self
             .store
-            .claim_node(&message.tenant_id, &message.run_id, claim, start_frames)
+            .claim_node(
+                &message.tenant_id,
+                &message.run_id,
+                claim,
+                crate::run_traces::frames_of_step(message, start_frames),
+            )
             .await?
         {
             ClaimOutcome::Claimed => Ok(Ok(HeldClaim {

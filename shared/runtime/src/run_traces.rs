@@ -1,0 +1,170 @@
+//! A run's trace in the shell: choosing a new run's ids, continuing the
+//! run's trace in each step's span, and stamping what a write makes durable
+//! (frames get `traceId` and the writing span's `spanId`, step messages get
+//! `traceparent`).
+//!
+//! Only the OpenTelemetry API is used here: with no OpenTelemetry layer
+//! installed (traces not exported) a step's span has no OpenTelemetry
+//! context, frames carry the run's trace id without a span id, and nothing
+//! here allocates beyond the ids' text.
+//!
+//! Invariants:
+//! - Every frame and step message written for a run that has a trace
+//!   carries it: each write path stamps before it writes (`stamp_write`).
+//! - A step's span is a child of its run's root span, whichever process or
+//!   invocation runs it (the parent comes from the message, never from the
+//!   process).
+
+use baton_core::event::EventDraft;
+use baton_core::run::StepMessage;
+use baton_core::trace_context::{RunTrace, SpanId, TraceId, TraceParent};
+use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceState};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// A new run's trace: under the caller's span when it sent one.
+pub fn new_run_trace(caller: Option<TraceParent>) -> RunTrace {
+    let trace_id = uuid::Uuid::new_v4().as_u128();
+    let root_span_id = uuid::Uuid::new_v4().as_u64_pair().0;
+    RunTrace::new(caller, trace_id, root_span_id)
+}
+
+/// The span of the current `tracing` span, when it is exported as an
+/// OpenTelemetry span.
+pub fn current_span_id() -> Option<SpanId> {
+    let context = tracing::Span::current().context();
+    let span = context.span();
+    let span_context = span.span_context();
+    span_context
+        .is_valid()
+        .then(|| SpanId(u64::from_be_bytes(span_context.span_id().to_bytes())))
+}
+
+/// The trace of the current `tracing` span, when it is exported.
+pub fn current_trace_id() -> Option<TraceId> {
+    let context = tracing::Span::current().context();
+    let span = context.span();
+    let span_context = span.span_context();
+    span_context
+        .is_valid()
+        .then(|| TraceId(u128::from_be_bytes(span_context.trace_id().to_bytes())))
+}
+
+/// The current span as a `traceparent` header value, when it is exported
+/// (what an outgoing HTTP call forwards).
+pub fn current_traceparent() -> Option<String> {
+    let context = tracing::Span::current().context();
+    let span = context.span();
+    let span_context = span.span_context();
+    span_context.is_valid().then(|| {
+        TraceParent {
+            trace_id: TraceId(u128::from_be_bytes(span_context.trace_id().to_bytes())),
+            span_id: SpanId(u64::from_be_bytes(span_context.span_id().to_bytes())),
+            sampled: span_context.is_sampled(),
+        }
+        .header_value()
+    })
+}
+
+/// Makes `span` a child of the remote span `traceparent` names (a step
+/// continuing its run's trace). A malformed value is ignored: a step is
+/// never refused for its trace.
+pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>) {
+    let Some(parent) = traceparent.and_then(|text| TraceParent::parse(text).ok()) else {
+        return;
+    };
+    let remote = SpanContext::new(
+        opentelemetry::trace::TraceId::from_bytes(parent.trace_id.0.to_be_bytes()),
+        opentelemetry::trace::SpanId::from_bytes(parent.span_id.0.to_be_bytes()),
+        if parent.sampled {
+            TraceFlags::SAMPLED
+        } else {
+            TraceFlags::default()
+        },
+        true,
+        TraceState::default(),
+    );
+    let context = opentelemetry::Context::new().with_remote_span_context(remote);
+    // Refused only when the span has no OpenTelemetry data (not exported).
+    let _ = span.set_parent(context);
+}
+
+/// Stamps a write of a run whose trace is `trace`: each frame gets the
+/// trace id and the current span's id, each step message its
+/// `traceparent` (unless it has one).
+pub fn stamp_write(
+    trace: Option<&RunTrace>,
+    frames: &mut [EventDraft],
+    outbox: &mut [StepMessage],
+) {
+    let Some(trace) = trace else {
+        return;
+    };
+    if !frames.is_empty() {
+        let span_id = current_span_id();
+        for frame in frames.iter_mut() {
+            frame.trace_id.get_or_insert(trace.trace_id);
+            if frame.span_id.is_none() {
+                frame.span_id = span_id;
+            }
+        }
+    }
+    if !outbox.is_empty() {
+        let traceparent = trace.step_traceparent();
+        for message in outbox.iter_mut() {
+            if message.traceparent.is_none() {
+                message.traceparent = Some(traceparent.clone());
+            }
+        }
+    }
+}
+
+/// `frames`, stamped for a run whose trace is `trace` (a write of frames
+/// alone: streamed text, a warning beside a claim).
+pub fn traced_frames(trace: Option<&RunTrace>, mut frames: Vec<EventDraft>) -> Vec<EventDraft> {
+    stamp_write(trace, &mut frames, &mut []);
+    frames
+}
+
+/// `frames` a step writes beside its claim, stamped with the trace its
+/// message continues.
+pub fn frames_of_step(message: &StepMessage, mut frames: Vec<EventDraft>) -> Vec<EventDraft> {
+    let Some(parent) = message
+        .traceparent
+        .as_deref()
+        .and_then(|text| TraceParent::parse(text).ok())
+    else {
+        return frames;
+    };
+    let span_id = current_span_id();
+    for frame in &mut frames {
+        frame.trace_id.get_or_insert(parent.trace_id);
+        if frame.span_id.is_none() {
+            frame.span_id = span_id;
+        }
+    }
+    frames
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_core::event::EventType;
+    use baton_core::run::StepCommand;
+
+    #[test]
+    fn without_an_exported_span_frames_get_the_trace_and_messages_the_root() {
+        let trace = new_run_trace(None);
+        let mut frames = vec![EventDraft::new(EventType::Start, "t", 0)];
+        let mut outbox = vec![StepMessage::new("t", "r", StepCommand::Plan)];
+        stamp_write(Some(&trace), &mut frames, &mut outbox);
+        assert_eq!(frames[0].trace_id, Some(trace.trace_id));
+        assert_eq!(frames[0].span_id, None);
+        assert_eq!(
+            outbox[0].traceparent.as_deref(),
+            Some(trace.step_traceparent().as_str())
+        );
+        let mut untraced = vec![EventDraft::new(EventType::Start, "t", 0)];
+        stamp_write(None, &mut untraced, &mut []);
+        assert_eq!(untraced[0].trace_id, None);
+    }
+}
