@@ -330,14 +330,33 @@ pub async fn serve(
             header_read_timeout: configuration.header_read_timeout,
             max_header_bytes: configuration.max_header_bytes,
         },
-        async {
-            let _ = tokio::signal::ctrl_c().await;
+        async move {
+            stop_signal().await;
+            // The worker takes no new step from now on (its steps in
+            // flight finish) while the server closes its connections.
+            let _ = stop_sender.send(true);
         },
     )
     .await;
-    let _ = stop_sender.send(true);
     let _ = worker.await;
     EXIT_COMPLETED
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM (a container's stop): `baton serve` stops
+/// taking requests, finishes its steps and flushes its spans.
+async fn stop_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
 }
 
 /// `baton run`: runs the envelope in-process and prints every frame.

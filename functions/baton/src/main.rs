@@ -302,17 +302,44 @@ fn parse_store(text: &str) -> Result<StoreChoice, String> {
     }
 }
 
-fn main() -> ExitCode {
-    let log_filter = baton_bootstrap::process_environment("BATON_LOG")
-        .filter(|filter| !filter.trim().is_empty())
-        .unwrap_or_else(|| "warn".to_string());
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&log_filter)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+/// Logs on stderr (`BATON_LOG`, default `warn`) and, when the `OTEL_*`
+/// variables ask for it, traces (a configuration the commands refuse
+/// later is left to them to report).
+fn init_logging_and_traces() -> Result<(), String> {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let configuration =
+        baton_bootstrap::Configuration::from_variables(&baton_bootstrap::process_environment).ok();
+    let filter = match &configuration {
+        Some(configuration) => baton_bootstrap::log_filter(configuration, "warn"),
+        None => tracing_subscriber::EnvFilter::new("warn"),
+    };
+    let traces = match &configuration {
+        Some(configuration) => baton_bootstrap::start_trace_export(configuration, "baton")
+            .map_err(|error| error.to_string())?,
+        None => None,
+    };
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(filter),
         )
+        .with(traces.map(|export| {
+            export
+                .layer()
+                .with_filter(baton_bootstrap::exported_spans())
+        }))
         .init();
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    if let Err(error) = init_logging_and_traces() {
+        eprintln!("baton: {error}");
+        return ExitCode::from(commands::EXIT_INVALID_INPUT);
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -471,5 +498,7 @@ fn main() -> ExitCode {
             } => commands::serve(store, addr, registry).await,
         }
     });
+    // Spans still batched are sent before the process ends.
+    baton_bootstrap::shutdown_traces();
     ExitCode::from(code)
 }

@@ -62,6 +62,11 @@ pub struct Configuration {
     pub no_color: bool,
     /// `BATON_LOG`: tracing filter.
     pub log_filter: Option<String>,
+    /// Traces are exported over OTLP (HTTP/protobuf) when
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`
+    /// is set, unless `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`
+    /// (the SDK reads the rest of the `OTEL_*` variables itself).
+    pub traces: Option<TraceExportConfiguration>,
     /// `AWS_LAMBDA_LOG_STREAM_NAME`: unique per Lambda instance; scopes node claims.
     pub lambda_log_stream: Option<String>,
     /// `BATON_MAX_BODY_BYTES`: the largest request body the API reads
@@ -253,6 +258,7 @@ impl Configuration {
                 || non_empty(read, "BATON_EMF").as_deref() == Some("1"),
             no_color: non_empty(read, "NO_COLOR").is_some(),
             log_filter: non_empty(read, "BATON_LOG"),
+            traces: TraceExportConfiguration::from_variables(read)?,
             lambda_log_stream: non_empty(read, "AWS_LAMBDA_LOG_STREAM_NAME"),
         })
     }
@@ -272,6 +278,40 @@ impl Configuration {
         value
             .as_deref()
             .ok_or_else(|| StartupError(format!("{name} is not set: {purpose}")))
+    }
+}
+
+/// Whether and how traces are exported (`OTEL_*`, the standard names).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceExportConfiguration {
+    /// `OTEL_SERVICE_NAME` is set: the SDK names the service; otherwise
+    /// each binary names itself (`baton`, `baton-step`, …).
+    pub service_name_set: bool,
+}
+
+impl TraceExportConfiguration {
+    fn from_variables(read: VariableReader<'_>) -> Result<Option<Self>, StartupError> {
+        let endpoint = non_empty(read, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .or_else(|| non_empty(read, "OTEL_EXPORTER_OTLP_ENDPOINT"));
+        let disabled = non_empty(read, "OTEL_SDK_DISABLED")
+            .is_some_and(|value| value.eq_ignore_ascii_case("true"))
+            || non_empty(read, "OTEL_TRACES_EXPORTER")
+                .is_some_and(|value| value.eq_ignore_ascii_case("none"));
+        if endpoint.is_none() || disabled {
+            return Ok(None);
+        }
+        let protocol = non_empty(read, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            .or_else(|| non_empty(read, "OTEL_EXPORTER_OTLP_PROTOCOL"));
+        if let Some(protocol) = protocol
+            && protocol != "http/protobuf"
+        {
+            return Err(StartupError(format!(
+                "OTEL_EXPORTER_OTLP_PROTOCOL is `{protocol}`: Baton exports traces over `http/protobuf` only (unset it, or point an OpenTelemetry Collector's HTTP receiver at port 4318)"
+            )));
+        }
+        Ok(Some(TraceExportConfiguration {
+            service_name_set: non_empty(read, "OTEL_SERVICE_NAME").is_some(),
+        }))
     }
 }
 

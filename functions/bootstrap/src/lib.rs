@@ -41,19 +41,90 @@ impl std::fmt::Display for StartupError {
 
 impl std::error::Error for StartupError {}
 
-/// JSON logs on stderr, filtered by `BATON_LOG` (else `default_filter`).
-pub fn init_json_logging(configuration: &Configuration, default_filter: &str) {
+/// JSON logs on stderr, filtered by `BATON_LOG` (else `default_filter`),
+/// and, when the `OTEL_*` variables ask for it, traces exported as
+/// `service` (unless `OTEL_SERVICE_NAME` names it).
+pub fn init_json_logging(
+    configuration: &Configuration,
+    default_filter: &str,
+    service: &str,
+) -> Result<(), StartupError> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{Layer, fmt};
+    let logs = fmt::layer()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_filter(log_filter(configuration, default_filter));
+    let traces = start_trace_export(configuration, service)?;
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(traces.map(|export| export.layer().with_filter(exported_spans())))
+        .try_init();
+    Ok(())
+}
+
+/// `BATON_LOG`, else `default_filter`.
+pub fn log_filter(
+    configuration: &Configuration,
+    default_filter: &str,
+) -> tracing_subscriber::EnvFilter {
     let filter = configuration
         .log_filter
         .as_deref()
         .unwrap_or(default_filter);
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter))
+}
+
+/// The spans (and the events in them) exported: Baton's own, at `INFO`
+/// and above, whatever `BATON_LOG` says; none of its dependencies'.
+pub fn exported_spans() -> tracing_subscriber::filter::Targets {
+    tracing_subscriber::filter::Targets::new()
+        .with_target("baton", tracing_subscriber::filter::LevelFilter::INFO)
+}
+
+static TRACE_EXPORT: std::sync::OnceLock<baton_traces::TraceExport> = std::sync::OnceLock::new();
+
+/// Starts the process's trace export when the configuration asks for it
+/// (once; later calls return the same export).
+pub fn start_trace_export(
+    configuration: &Configuration,
+    service: &str,
+) -> Result<Option<&'static baton_traces::TraceExport>, StartupError> {
+    let Some(traces) = &configuration.traces else {
+        return Ok(None);
+    };
+    if let Some(export) = TRACE_EXPORT.get() {
+        return Ok(Some(export));
+    }
+    let settings = baton_traces::TraceExportSettings {
+        default_service_name: (!traces.service_name_set).then(|| service.to_string()),
+        process_id: std::process::id(),
+    };
+    let export = baton_traces::TraceExport::start(&settings)
+        .map_err(|error| StartupError(format!("{error} (see README, Traces)")))?;
+    Ok(Some(TRACE_EXPORT.get_or_init(|| export)))
+}
+
+/// The process's trace export, when traces are exported.
+pub fn trace_export() -> Option<&'static baton_traces::TraceExport> {
+    TRACE_EXPORT.get()
+}
+
+/// Sends every finished span now (before a Lambda invocation returns);
+/// nothing when traces are not exported.
+pub async fn flush_traces() {
+    if let Some(export) = trace_export() {
+        let _ = tokio::task::spawn_blocking(|| export.flush()).await;
+    }
+}
+
+/// Flushes and stops the export (the process is ending).
+pub fn shutdown_traces() {
+    if let Some(export) = trace_export() {
+        export.shutdown();
+    }
 }
 
 /// The registry: from `directory` when given (a flag, or
@@ -147,17 +218,21 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
 }
 
 /// The same ports, their run store counting what it commits into
-/// `counters` (and handing each commit's observations to `sink`).
+/// `counters` (and handing each commit's observations to `sink`, and each
+/// ended run's root span to the trace export when there is one).
 pub fn observe_commits(
     mut ports: StorePorts,
     counters: Arc<baton_runtime::telemetry::RunCounters>,
     sink: Option<baton_runtime::telemetry::ObservationSink>,
 ) -> StorePorts {
-    let observed = baton_runtime::telemetry::ObservedRunStore::new(ports.store, counters);
-    ports.store = Arc::new(match sink {
-        Some(sink) => observed.with_sink(sink),
-        None => observed,
-    });
+    let mut observed = baton_runtime::telemetry::ObservedRunStore::new(ports.store, counters);
+    if let Some(sink) = sink {
+        observed = observed.with_sink(sink);
+    }
+    if let Some(export) = trace_export() {
+        observed = observed.with_run_spans(export.run_spans());
+    }
+    ports.store = Arc::new(observed);
     ports
 }
 

@@ -21,7 +21,11 @@ pub fn routed_model(
     registry: &Registry,
     read: VariableReader<'_>,
 ) -> Arc<dyn LlmProvider> {
-    let mut router = ModelRouter::new(default);
+    // `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: model spans
+    // carry the prompt and completion (redacted like snapshots).
+    let capture = variable(read, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+        .is_some_and(|value| value.eq_ignore_ascii_case("true"));
+    let mut router = ModelRouter::new(default).with_content_capture(capture);
     for (name, settings) in &registry.models().providers {
         let route = match settings.kind {
             ProviderKind::Openai => openai_route(settings, read),

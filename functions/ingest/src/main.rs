@@ -13,7 +13,7 @@ static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
-    baton_bootstrap::init_json_logging(&configuration, "info");
+    baton_bootstrap::init_json_logging(&configuration, "info", "baton-ingest")?;
     let services = baton_bootstrap::cloud_services_without_model(&configuration, "ingest").await?;
     let runs = services.runs;
     run_sqs_batch_function(|batch| {

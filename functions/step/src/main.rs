@@ -13,7 +13,7 @@ static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
-    baton_bootstrap::init_json_logging(&configuration, "info");
+    baton_bootstrap::init_json_logging(&configuration, "info", "baton-step")?;
     let ports = baton_bootstrap::cloud_ports(&configuration).await?;
     let queue = ports.queue.clone();
     let services =
@@ -35,7 +35,13 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             deadline: Some(Instant::from_unix_millis(batch.deadline_unix_millis)),
             redelivery: Some(queue),
         };
-        process_step_queue_batch(&steps, batch)
+        let steps = &steps;
+        async move {
+            let failed = process_step_queue_batch(steps, batch).await;
+            // The execution environment may be frozen once this returns.
+            baton_bootstrap::flush_traces().await;
+            failed
+        }
     })
     .await
 }

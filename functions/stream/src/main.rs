@@ -12,7 +12,7 @@ static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
-    baton_bootstrap::init_json_logging(&configuration, "info");
+    baton_bootstrap::init_json_logging(&configuration, "info", "baton-stream")?;
     let services = baton_bootstrap::cloud_services_without_model(&configuration, "stream").await?;
     let authenticator = baton_bootstrap::authenticator_from(&configuration, None)?;
     let router = baton_bootstrap::api_router(&services, authenticator, &configuration);

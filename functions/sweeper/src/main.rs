@@ -17,7 +17,7 @@ const SWEEP_LIMIT: usize = 1000;
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
-    baton_bootstrap::init_json_logging(&configuration, "info");
+    baton_bootstrap::init_json_logging(&configuration, "info", "baton-sweeper")?;
     let sweeper = baton_bootstrap::cloud_sweeper(&configuration).await?;
     let sweeper = &sweeper;
     let sweep_after = configuration.sweep_after;

@@ -29,6 +29,24 @@ fn unavailable(error: impl std::fmt::Display) -> QueueError {
 /// SQS delays a message by 15 minutes at most.
 const MAX_DELAY_SECONDS: u64 = 900;
 
+/// The message's `traceparent` as a `traceparent` message attribute too,
+/// where tracing tools that read SQS attributes look for it (the body
+/// carries it for the step itself).
+fn trace_attributes(
+    message: &StepMessage,
+) -> Option<std::collections::HashMap<String, aws_sdk_sqs::types::MessageAttributeValue>> {
+    let traceparent = message.traceparent.as_deref()?;
+    let value = aws_sdk_sqs::types::MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(traceparent)
+        .build()
+        .ok()?;
+    Some(std::collections::HashMap::from([(
+        "traceparent".to_string(),
+        value,
+    )]))
+}
+
 fn delay_seconds(delay: Duration) -> i32 {
     i32::try_from(delay.as_secs().min(MAX_DELAY_SECONDS)).unwrap_or(0)
 }
@@ -83,6 +101,7 @@ impl StepQueue for SqsStepQueue {
                         .message_body(body)
                         .message_group_id(&message.tenant_id)
                         .set_delay_seconds(delay_until(message.not_before))
+                        .set_message_attributes(trace_attributes(message))
                         .build()
                         .map_err(unavailable)?,
                 );
@@ -177,6 +196,7 @@ impl StepQueue for SqsStepQueue {
             .message_body(body)
             .message_group_id(&message.tenant_id)
             .delay_seconds(delay_seconds(delay))
+            .set_message_attributes(trace_attributes(message))
             .build()
             .map_err(unavailable)?;
         let output = self

@@ -34,15 +34,14 @@ fn core_has_no_io_crates_in_its_dependency_tree() {
     );
 }
 
-/// The normal dependency tree of `package`: `name vX.Y.Z` per line.
-fn dependency_tree(package: &str) -> String {
+/// `cargo tree --offline -e normal --prefix none --format {p}` with
+/// `arguments`, when it succeeds.
+fn cargo_tree(arguments: &[&str]) -> Option<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let output = Command::new(cargo)
         .args([
             "tree",
             "--offline",
-            "-p",
-            package,
             "-e",
             "normal",
             "--prefix",
@@ -50,15 +49,19 @@ fn dependency_tree(package: &str) -> String {
             "--format",
             "{p}",
         ])
+        .args(arguments)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8(output.stdout).unwrap())
+}
+
+/// The normal dependency tree of `package`: `name vX.Y.Z` per line.
+fn dependency_tree(package: &str) -> String {
+    cargo_tree(&["-p", package]).expect("cargo tree reads the package")
 }
 
 /// The normal dependency tree of `package`, one crate name per line.
@@ -68,6 +71,33 @@ fn normal_dependency_names(package: &str) -> Vec<String> {
         .filter_map(|line| line.split_whitespace().next())
         .map(str::to_string)
         .collect()
+}
+
+/// The crates of `package`'s normal tree that depend on `crate_name`
+/// directly (empty when it is not linked).
+fn direct_dependents(package: &str, crate_name: &str) -> Vec<String> {
+    // `-i` of a crate the tree does not hold fails: nothing depends on it.
+    cargo_tree(&["-p", package, "-i", crate_name, "--depth", "1"])
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != crate_name)
+        .map(str::to_string)
+        .collect()
+}
+
+/// An HTTP client in a function that calls no model or tool is the trace
+/// exporter's alone.
+fn assert_http_client_only_for_traces(function: &str) {
+    let dependents = direct_dependents(function, "reqwest");
+    let others: Vec<&String> = dependents
+        .iter()
+        .filter(|name| !name.starts_with("opentelemetry"))
+        .collect();
+    assert!(
+        others.is_empty(),
+        "{function}: reqwest is linked by {others:?}, not only by the OTLP exporter"
+    );
 }
 
 /// The offline model (llama.cpp) and the MCP stdio transport (it starts
@@ -98,7 +128,7 @@ fn no_lambda_function_links_the_local_model_or_starts_mcp_servers() {
 }
 
 /// The sweeper needs a store, a queue and a clock: no HTTP router, no
-/// model client in its tree.
+/// model client in its tree (an HTTP client only for its traces).
 #[test]
 fn the_sweeper_links_neither_the_router_nor_a_model_client() {
     let names = normal_dependency_names("baton-sweeper-function");
@@ -109,14 +139,23 @@ fn the_sweeper_links_neither_the_router_nor_a_model_client() {
     let linked: Vec<&String> = names
         .iter()
         .filter(|name| {
-            ["axum", "baton-http", "baton-llm", "reqwest", "lambda_http"].contains(&name.as_str())
+            [
+                "axum",
+                "baton-http",
+                "baton-llm",
+                "baton-tools",
+                "lambda_http",
+            ]
+            .contains(&name.as_str())
         })
         .collect();
     assert!(linked.is_empty(), "the sweeper links {linked:?}");
+    assert_http_client_only_for_traces("baton-sweeper-function");
 }
 
 /// Only the step function performs steps: the api, stream and ingest
-/// functions link no model client (nor the tool executors' HTTP client).
+/// functions link no model client (nor the tool executors); their HTTP
+/// client is the trace exporter's alone.
 #[test]
 fn only_the_step_function_links_a_model_client() {
     for function in [
@@ -131,10 +170,26 @@ fn only_the_step_function_links_a_model_client() {
         );
         let linked: Vec<&String> = names
             .iter()
-            .filter(|name| ["baton-llm", "reqwest", "baton-tools"].contains(&name.as_str()))
+            .filter(|name| {
+                [
+                    "baton-llm",
+                    "baton-tools",
+                    "baton-outbound",
+                    "eventsource-stream",
+                ]
+                .contains(&name.as_str())
+            })
             .collect();
         assert!(linked.is_empty(), "{function} links {linked:?}");
+        assert_http_client_only_for_traces(function);
     }
+    // The check can see another dependent: the step function's model client.
+    assert!(
+        direct_dependents("baton-step-function", "reqwest")
+            .iter()
+            .any(|name| name == "baton-llm"),
+        "the dependents check reads the tree"
+    );
     let step = normal_dependency_names("baton-step-function");
     assert!(
         step.iter().any(|name| name == "baton-llm"),

@@ -127,13 +127,35 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
     }
 }
 
+/// The caller's W3C `traceparent` header, when well-formed: the run's root
+/// span hangs under it. A malformed one is ignored, as W3C Trace Context
+/// asks (the run starts a trace of its own), with a warning.
+fn caller_trace(headers: &header::HeaderMap) -> Option<baton_core::trace_context::TraceParent> {
+    let value = headers.get("traceparent")?;
+    let parsed = value
+        .to_str()
+        .map_err(|_| baton_core::trace_context::TraceParentError("not ASCII"))
+        .and_then(baton_core::trace_context::TraceParent::parse);
+    match parsed {
+        Ok(parent) => Some(parent),
+        Err(error) => {
+            tracing::warn!(%error, "the request's traceparent is ignored");
+            None
+        }
+    }
+}
+
 async fn create_run(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    headers: header::HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let envelope = parse_json_body(&body)?;
-    let submitted = state.runs.submit(&tenant.0, &envelope).await?;
+    let submitted = state
+        .runs
+        .submit_traced(&tenant.0, &envelope, caller_trace(&headers))
+        .await?;
     let status = if submitted.deduplicated || submitted.resumed {
         StatusCode::OK
     } else {
@@ -156,11 +178,15 @@ async fn create_run_and_stream(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     Query(query): Query<StreamQuery>,
+    headers: header::HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let dialect = query.dialect()?;
     let envelope = parse_json_body(&body)?;
-    let submitted = state.runs.submit(&tenant.0, &envelope).await?;
+    let submitted = state
+        .runs
+        .submit_traced(&tenant.0, &envelope, caller_trace(&headers))
+        .await?;
     let frames = state.runs.follow(
         &tenant.0,
         &submitted.run_id,

@@ -36,6 +36,10 @@ pub struct RunSummary {
     pub run_id: String,
     pub thread_id: String,
     pub correlation_id: String,
+    /// The run's W3C trace id (its spans, when traces are exported, and
+    /// every frame's `traceId`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     pub status: String,
     pub version: u64,
     pub plan_version: Option<u32>,
@@ -161,6 +165,7 @@ impl RunSnapshotResponse {
                 run_id: run.run_id.clone(),
                 thread_id: run.thread_id.clone(),
                 correlation_id: run.correlation_id.clone(),
+                trace_id: run.trace.map(|trace| trace.trace_id.to_string()),
                 status: run.status.as_str().to_string(),
                 version,
                 plan_version: run.plan.as_ref().map(|plan| plan.plan_version),

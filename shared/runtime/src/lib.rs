@@ -35,6 +35,7 @@ pub mod memory;
 mod memory_queue;
 mod memory_threads;
 pub mod model_router;
+mod model_spans;
 pub mod panels;
 pub mod ports;
 pub mod registry_loader;

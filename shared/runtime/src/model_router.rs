@@ -16,6 +16,9 @@
 //! The default model, when the catalog names it (`with_default_target`),
 //! takes its catalog entry's fallbacks and its provider's limit too.
 //!
+//! Each call runs in a `gen_ai.chat` span (`model_spans`), the
+//! OpenTelemetry GenAI conventions' attributes on it.
+//!
 //! Back-pressure: a provider given a limit (`maxConcurrentCalls` in the
 //! catalog) takes at most that many calls at once from this process; the
 //! others wait for a permit, so a thousand runs do not open a thousand
@@ -57,6 +60,8 @@ pub struct ModelRouter {
     providers: BTreeMap<String, ProviderRoute>,
     /// Providers with a limit on calls at once: their permits.
     limits: BTreeMap<String, Arc<tokio::sync::Semaphore>>,
+    /// Model spans carry the prompt and completion (`model_spans`).
+    capture_message_content: bool,
 }
 
 impl ModelRouter {
@@ -67,6 +72,7 @@ impl ModelRouter {
             default_target: None,
             providers: BTreeMap::new(),
             limits: BTreeMap::new(),
+            capture_message_content: false,
         }
     }
 
@@ -80,6 +86,13 @@ impl ModelRouter {
 
     /// The default model is the catalog's `target`: requests naming no
     /// model take its fallbacks and its provider's limit.
+    /// Model call spans carry the prompt and the completion, redacted
+    /// (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+    pub fn with_content_capture(mut self, capture: bool) -> Self {
+        self.capture_message_content = capture;
+        self
+    }
+
     pub fn with_default_target(mut self, target: ModelTarget) -> Self {
         self.default_target = Some(target);
         self
@@ -138,16 +151,45 @@ impl ModelRouter {
             })?),
             None => None,
         };
-        let answered = match session {
-            None => provider
-                .complete(request, deltas.clone())
-                .await
-                .map(Answered::Completion),
-            Some(session) => provider
-                .converse(request, session, deltas.clone())
-                .await
-                .map(Answered::Turn),
+        let model = target.map_or_else(|| provider.model_name(), |target| target.name.clone());
+        let span = crate::model_spans::model_call_span(
+            target.map(|target| target.provider.as_str()),
+            &model,
+            session.is_some(),
+        );
+        let capture = self.capture_message_content && !span.is_disabled();
+        if capture {
+            crate::model_spans::record_input(&span, request, session);
+        }
+        let call = async {
+            match session {
+                None => provider
+                    .complete(request, deltas.clone())
+                    .await
+                    .map(Answered::Completion),
+                Some(session) => provider
+                    .converse(request, session, deltas.clone())
+                    .await
+                    .map(Answered::Turn),
+            }
         };
+        let answered = tracing::Instrument::instrument(call, span.clone()).await;
+        match &answered {
+            Ok(Answered::Completion(answer)) => {
+                crate::model_spans::record_answer(&span, &answer.model, &answer.usage, false);
+                if capture {
+                    crate::model_spans::record_output(&span, &answer.content, None);
+                }
+            }
+            Ok(Answered::Turn(turn)) => {
+                let asked_for_tools = !turn.tool_calls.is_empty();
+                crate::model_spans::record_answer(&span, &turn.model, &turn.usage, asked_for_tools);
+                if capture {
+                    crate::model_spans::record_output(&span, &turn.content, Some(turn));
+                }
+            }
+            Err(error) => crate::model_spans::record_failure(&span, error),
+        }
         // A catalog model's failure names its provider and model.
         answered.map_err(|error| match target {
             Some(target) => LlmError::Named {

@@ -21,6 +21,66 @@ use baton_core::trace_context::{RunTrace, SpanId, TraceId, TraceParent};
 use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+/// A run that ended, as its root span says it: the root outlives every
+/// process that ran a step of the run, so it is written once, by the
+/// process whose commit ended the run, with the ids its steps hang under.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndedRun {
+    pub trace: RunTrace,
+    pub run_id: String,
+    pub tenant_id: String,
+    pub correlation_id: String,
+    /// `completed`, `failed`, `cancelled`, … (the run's status).
+    pub status: String,
+    /// The failure's code and message, when it failed.
+    pub failure: Option<(String, String)>,
+    pub started_at: baton_core::instant::Instant,
+    pub ended_at: baton_core::instant::Instant,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost_usd: Option<f64>,
+}
+
+impl EndedRun {
+    /// The run `state` ended by a commit whose frames are `frames`, when it
+    /// has a trace and one of the frames ends it (`complete`, `error`: each
+    /// is written once per run).
+    pub fn of_commit(state: &baton_core::run::RunState, frames: &[EventDraft]) -> Option<Self> {
+        use baton_core::event::EventType;
+        let trace = state.trace?;
+        let ending = frames
+            .iter()
+            .find(|frame| matches!(frame.event_type, EventType::Complete | EventType::Error))?;
+        let ended_at = baton_core::instant::Instant::parse_rfc3339(&ending.timestamp)
+            .unwrap_or(state.updated_at);
+        let usage = state.total_usage();
+        Some(EndedRun {
+            trace,
+            run_id: state.run_id.clone(),
+            tenant_id: state.tenant_id.clone(),
+            correlation_id: state.correlation_id.clone(),
+            status: state.status.as_str().to_string(),
+            failure: state
+                .failure
+                .as_ref()
+                .map(|failure| (failure.code.as_str().to_string(), failure.message.clone())),
+            started_at: state.created_at,
+            ended_at,
+            input_tokens: usage.prompt_tokens,
+            output_tokens: usage.completion_tokens,
+            cost_usd: state.total_cost_usd(),
+        })
+    }
+}
+
+/// Where a run's root span goes (an OpenTelemetry exporter; nowhere when
+/// traces are not exported). Called after the commit that ended the run
+/// is durable, at most once per run by that commit (a retried commit that
+/// failed calls nothing).
+pub trait RunSpanExporter: Send + Sync {
+    fn run_ended(&self, run: &EndedRun);
+}
+
 /// A new run's trace: under the caller's span when it sent one.
 pub fn new_run_trace(caller: Option<TraceParent>) -> RunTrace {
     let trace_id = uuid::Uuid::new_v4().as_u128();

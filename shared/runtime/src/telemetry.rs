@@ -8,7 +8,8 @@
 //! [`ObservedRunStore`] wraps any `RunStore` and observes what it commits
 //! (nothing is counted for a write that failed), so no service or engine
 //! code counts anything; it also logs each durable lifecycle event as one
-//! structured line (`lifecycle_log`). Two outputs: [`RunCounters::prometheus_text`] (the
+//! structured line (`lifecycle_log`) and, when a commit ends a run, hands
+//! its root span to the trace exporter (`run_traces`). Two outputs: [`RunCounters::prometheus_text`] (the
 //! `/metrics` endpoint of `baton serve`: the `metrics` crate's counters and
 //! histogram, rendered by `metrics-exporter-prometheus`) and, per commit, CloudWatch
 //! Embedded Metric Format lines ([`emf_lines`]) that a Lambda function
@@ -26,6 +27,7 @@ use serde_json::{Value, json};
 use crate::error::StoreError;
 use crate::lifecycle_log::{lines_of, log_lines};
 use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun};
+use crate::run_traces::{EndedRun, RunSpanExporter};
 
 /// The namespace of the EMF metrics.
 pub const EMF_NAMESPACE: &str = "Baton";
@@ -248,6 +250,7 @@ pub struct ObservedRunStore {
     inner: Arc<dyn RunStore>,
     counters: Arc<RunCounters>,
     sink: Option<ObservationSink>,
+    run_spans: Option<Arc<dyn RunSpanExporter>>,
 }
 
 impl ObservedRunStore {
@@ -256,12 +259,20 @@ impl ObservedRunStore {
             inner,
             counters,
             sink: None,
+            run_spans: None,
         }
     }
 
     /// Also hands every commit's observations to `sink`.
     pub fn with_sink(mut self, sink: ObservationSink) -> Self {
         self.sink = Some(sink);
+        self
+    }
+
+    /// Also hands each run's root span to `exporter` when a commit ends
+    /// the run (`run_traces`).
+    pub fn with_run_spans(mut self, exporter: Arc<dyn RunSpanExporter>) -> Self {
+        self.run_spans = Some(exporter);
         self
     }
 
@@ -358,9 +369,16 @@ impl RunStore for ObservedRunStore {
     ) -> Result<u64, StoreError> {
         let observed = observations(Some(&commit.state), &commit.events);
         let lifecycle = lines_of(tenant_id, run_id, Some(&commit.state), &commit.events);
+        let ended = self
+            .run_spans
+            .as_ref()
+            .and_then(|_| EndedRun::of_commit(&commit.state, &commit.events));
         let version = self.inner.commit_step(tenant_id, run_id, commit).await?;
         self.record(&observed);
         log_lines(lifecycle);
+        if let (Some(spans), Some(ended)) = (&self.run_spans, ended) {
+            spans.run_ended(&ended);
+        }
         Ok(version)
     }
 

@@ -353,9 +353,26 @@ pub struct IngestMessage {
     pub tenant_id: String,
     /// The task envelope; its `idempotencyKey` makes a re-sent submission return the same run.
     pub envelope: serde_json::Value,
+    /// The sender's W3C `traceparent`: the run's root span hangs under it.
+    /// A malformed one is ignored (as W3C asks of a malformed header),
+    /// with a warning.
+    #[serde(default)]
+    pub traceparent: Option<String>,
 }
 
 impl IngestMessage {
+    /// The sender's trace, when it sent a well-formed one.
+    pub fn caller_trace(&self) -> Option<baton_core::trace_context::TraceParent> {
+        let text = self.traceparent.as_deref()?;
+        match baton_core::trace_context::TraceParent::parse(text) {
+            Ok(parent) => Some(parent),
+            Err(error) => {
+                tracing::warn!(%error, "ingest message's traceparent ignored");
+                None
+            }
+        }
+    }
+
     /// The message in a record's body: `{tenantId, envelope}` itself, or an
     /// EventBridge event (`detail-type`, `detail`) whose `detail` is one (a
     /// rule routing events to the queue delivers the whole event).
@@ -388,7 +405,14 @@ pub async fn process_ingest_batch(
     let mut failed = Vec::new();
     for (message_id, body) in records {
         let submitted = match IngestMessage::from_body(&body) {
-            Ok(message) => runs.submit(&message.tenant_id, &message.envelope).await,
+            Ok(message) => {
+                runs.submit_traced(
+                    &message.tenant_id,
+                    &message.envelope,
+                    message.caller_trace(),
+                )
+                .await
+            }
             Err(error) => {
                 tracing::error!(%message_id, %error, "ingest message is not {{tenantId, envelope}}");
                 failed.push(message_id);

@@ -85,6 +85,13 @@ pub(crate) async fn call(
         Ok(headers) => headers,
         Err(message) => return ToolOutcome::failed(message),
     };
+    // The tool's span (the step's `gen_ai.execute_tool`), when exported:
+    // the tool's server continues the run's trace.
+    if let Some(traceparent) = baton_runtime::run_traces::current_traceparent()
+        && let Ok(value) = HeaderValue::from_str(&traceparent)
+    {
+        headers.insert(HeaderName::from_static("traceparent"), value);
+    }
     let method = match Method::from_bytes(executor.method.as_bytes()) {
         Ok(method) => method,
         Err(_) => return ToolOutcome::failed(format!("`{}` is not a method", executor.method)),

@@ -84,3 +84,34 @@ pub fn five_stage_envelope() -> Value {
         "outputContract": {"schema": {"type": "object", "required": ["review_two"], "properties": {"review_two": {"type": "object"}}}}
     })
 }
+
+/// Writes the five-stage registry as a registry directory under `root`
+/// (`facets/`, `capabilities/`, and the repository's model catalog), for
+/// the binaries' `--registry` flag.
+pub fn write_five_stage_registry(root: &std::path::Path) {
+    let registry = five_stage_registry(&|role| format!("You are the {role} stage."));
+    for folder in ["facets", "capabilities"] {
+        std::fs::create_dir_all(root.join(folder)).unwrap();
+    }
+    for name in STAGES {
+        let facet = registry.facets.get(name).unwrap();
+        std::fs::write(
+            root.join("facets").join(format!("{name}.json")),
+            serde_json::to_string_pretty(facet).unwrap(),
+        )
+        .unwrap();
+    }
+    for capability in registry.capabilities() {
+        std::fs::write(
+            root.join("capabilities")
+                .join(format!("{}.json", capability.capability_id)),
+            serde_json::to_string_pretty(capability).unwrap(),
+        )
+        .unwrap();
+    }
+    std::fs::copy(
+        crate::repository_path("registry/models.json"),
+        root.join("models.json"),
+    )
+    .unwrap();
+}

@@ -11,6 +11,8 @@
 //!   agent session, and the registry of one agent capability.
 //! - [`mcp_server::WordCountServer`]: a test double for an MCP tool server
 //!   (the `mcp-test-server` binary serves it over stdio).
+//! - [`otlp_receiver::OtlpReceiver`]: a test double for an OpenTelemetry
+//!   collector (OTLP/HTTP protobuf traces).
 //!
 //! Test doubles for external services (the model endpoint) live in
 //! `scripted-llm`; nothing here stands in for the code under test.
@@ -21,6 +23,7 @@ pub mod agent_session;
 pub mod double_texting;
 pub mod five_stages;
 pub mod mcp_server;
+pub mod otlp_receiver;
 pub mod schema_shaped_model;
 
 pub use schema_shaped_model::SchemaShapedModel;

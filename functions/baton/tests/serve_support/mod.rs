@@ -35,6 +35,21 @@ impl ServeProcess {
         let _ = self.child.kill().await;
     }
 
+    /// Sends SIGTERM (a graceful stop: steps finish, spans are flushed)
+    /// and waits (at most `limit`) until the process is gone.
+    pub async fn terminate(mut self, limit: Duration) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("the process is running");
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -TERM {pid} failed");
+        tokio::time::timeout(limit, self.child.wait())
+            .await
+            .expect("the process did not stop in time")
+            .unwrap()
+    }
+
     /// Waits (at most `limit`) for the process to end on its own.
     pub async fn wait_for_exit(mut self, limit: Duration) -> std::process::ExitStatus {
         tokio::time::timeout(limit, self.child.wait())
@@ -170,9 +185,9 @@ pub async fn run_frames(client: &reqwest::Client, base: &str, run_id: &str) -> V
     .await
 }
 
-/// The run's status as `GET /runs/{id}` says it.
-pub async fn run_status(client: &reqwest::Client, base: &str, run_id: &str) -> String {
-    let snapshot: Value = client
+/// The run's debug snapshot (`GET /runs/{id}`).
+pub async fn run_snapshot(client: &reqwest::Client, base: &str, run_id: &str) -> Value {
+    client
         .get(format!("{base}/runs/{run_id}"))
         .bearer_auth(TOKEN)
         .send()
@@ -180,7 +195,12 @@ pub async fn run_status(client: &reqwest::Client, base: &str, run_id: &str) -> S
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// The run's status as `GET /runs/{id}` says it.
+pub async fn run_status(client: &reqwest::Client, base: &str, run_id: &str) -> String {
+    let snapshot = run_snapshot(client, base, run_id).await;
     snapshot["run"]["status"].as_str().unwrap_or("").to_string()
 }
 

@@ -184,9 +184,15 @@ impl DecisionCommitter {
                 .record_exchange(tenant_id, &appended.thread_id, &appended.exchange)
                 .await?;
         }
-        let new_version = self
-            .store
-            .commit_step(
+        let commit_span = tracing::info_span!(
+            "commit",
+            run_id = %run_id,
+            baton.expected_version = expected_version,
+            baton.frames = decision.events.len(),
+            baton.outbox = decision.outbox.len(),
+        );
+        let new_version = tracing::Instrument::instrument(
+            self.store.commit_step(
                 tenant_id,
                 run_id,
                 StepCommit {
@@ -197,8 +203,10 @@ impl DecisionCommitter {
                     consumed_message_id: consumed_message_id.map(str::to_string),
                     entries: decision.entries,
                 },
-            )
-            .await?;
+            ),
+            commit_span,
+        )
+        .await?;
         crate::crash_points::reached(crate::crash_points::CrashPoint::AfterCommitBeforeSend);
         self.relay.send(&decision.outbox).await?;
         if let Some(thread_id) = released_thread

@@ -28,7 +28,14 @@ impl OutboxRelay {
         if messages.is_empty() {
             return Ok(());
         }
-        self.queue.send(messages).await?;
+        let span = tracing::info_span!(
+            "send",
+            otel.name = "steps send",
+            otel.kind = "producer",
+            messaging.operation.type = "send",
+            messaging.batch.message_count = messages.len(),
+        );
+        tracing::Instrument::instrument(self.queue.send(messages), span).await?;
         Ok(())
     }
 

@@ -50,9 +50,18 @@ impl StepService {
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?;
                 // A judge's text is not streamed (the panel reports
                 // `progress`); a fallback is still told, on the panel node.
-                let answered =
-                    Box::pin(self.complete_noting_fallbacks(state, &call.node_id, &request))
-                        .await?;
+                let span = tracing::info_span!(
+                    "judge",
+                    otel.name = %format!("judge {}", call.judge_id),
+                    baton.judge.id = %call.judge_id,
+                    baton.judge.round = call.round,
+                    baton.node_id = %call.node_id,
+                );
+                let answered = tracing::Instrument::instrument(
+                    Box::pin(self.complete_noting_fallbacks(state, &call.node_id, &request)),
+                    span,
+                )
+                .await?;
                 Performed::AskJudge(call, answered)
             }
             Effect::Converse(mut call) => {
@@ -82,10 +91,26 @@ impl StepService {
                 Performed::Notify(delivery, outcome)
             }
             Effect::RunTool(execution) => {
-                let outcome = self
-                    .tools
-                    .run_tool(&execution.tool, &execution.invocation)
-                    .await;
+                // The GenAI conventions' tool span; an HTTP tool forwards
+                // it as the request's `traceparent`.
+                let span = tracing::info_span!(
+                    "gen_ai.execute_tool",
+                    otel.name = %format!("execute_tool {}", execution.tool.name),
+                    otel.status_code = tracing::field::Empty,
+                    gen_ai.operation.name = "execute_tool",
+                    gen_ai.tool.name = %execution.tool.name,
+                    gen_ai.tool.call.id = %execution.invocation.call_id,
+                    error.type = tracing::field::Empty,
+                );
+                let outcome = tracing::Instrument::instrument(
+                    self.tools.run_tool(&execution.tool, &execution.invocation),
+                    span.clone(),
+                )
+                .await;
+                if let baton_core::conversation::ToolOutcome::Failed { .. } = &outcome {
+                    span.record("otel.status_code", "ERROR");
+                    span.record("error.type", "tool_failed");
+                }
                 Performed::RunTool(execution, outcome)
             }
             Effect::DraftPlan(call) => {
