@@ -147,9 +147,13 @@ async fn step_messages_are_grouped_by_tenant_for_a_fair_queue() {
         .await
         .unwrap();
     let queue = SqsStepQueue::new(&connection, queue_url.clone());
+    // A traced run's message carries its traceparent as an attribute too.
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut traced = StepMessage::new("tenant-a", "r1", StepCommand::Plan);
+    traced.traceparent = Some(traceparent.into());
     queue
         .send(&[
-            StepMessage::new("tenant-a", "r1", StepCommand::Plan),
+            traced,
             StepMessage::new("tenant-b", "r2", StepCommand::Plan),
         ])
         .await
@@ -171,11 +175,19 @@ async fn step_messages_are_grouped_by_tenant_for_a_fair_queue() {
             .message_system_attribute_names(
                 aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId,
             )
+            .message_attribute_names("All")
             .send()
             .await
             .unwrap();
         for message in output.messages() {
             let body: StepMessage = serde_json::from_str(message.body().unwrap()).unwrap();
+            let attribute = message
+                .message_attributes()
+                .and_then(|attributes| attributes.get("traceparent"))
+                .and_then(|value| value.string_value())
+                .map(str::to_string);
+            assert_eq!(attribute, body.traceparent, "{}", body.run_id);
+            assert_eq!(body.traceparent.is_some(), body.run_id == "r1");
             let group = message
                 .attributes()
                 .and_then(|attributes| {

@@ -369,6 +369,49 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         1,
         "the re-sent submission did not start a second run"
     );
+
+    // A sender's traceparent: the run's trace is the sender's, its root
+    // under the sender's span; a malformed one starts a trace of its own.
+    let traced = serde_json::json!({"tenantId": "t", "envelope": envelope(),
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"});
+    let garbled = serde_json::json!({"tenantId": "t", "envelope": envelope(),
+        "traceparent": "00-not-a-trace"});
+    let records = vec![
+        ("traced".to_string(), traced.to_string()),
+        ("garbled".to_string(), garbled.to_string()),
+    ];
+    let failed = baton_runtime::worker::process_ingest_batch(&services.runs, records).await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let mut traces = Vec::new();
+    let query = baton_core::listing::RunListQuery {
+        status: None,
+        limit: 10,
+        cursor: None,
+        forked_from: None,
+    };
+    for listing in services.runs.list("t", &query).await.unwrap().runs {
+        let run = services
+            .runs
+            .load("t", &listing.run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        traces.push(run.state.trace.unwrap());
+    }
+    let callers: Vec<String> = traces
+        .iter()
+        .filter_map(|trace| {
+            trace
+                .caller_span_id
+                .map(|caller| format!("{}-{caller}", trace.trace_id))
+        })
+        .collect();
+    assert_eq!(
+        callers,
+        ["4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"],
+        "only the well-formed traceparent is the run's parent"
+    );
+    assert_eq!(traces.len(), 3, "every ingested run has a trace");
 }
 
 /// Store decorator whose `fail_commits` next node commits fail with `injected`
