@@ -12,6 +12,7 @@ model double's root: a scenario scripts its next answers at `/_script`).
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -97,6 +98,9 @@ def watch_a_run_complete_and_open_a_node(page):
     expect(timeline.locator('li[data-kind="plan"]')).to_have_count(1)
     expect(timeline.locator('li[data-kind="run"] .bar')).to_be_visible()
     expect(timeline.locator(".correlation-id")).not_to_be_empty()
+    # The run's trace id, as its frames carry it, with a copy button.
+    expect(timeline.locator(".trace-id")).to_have_text(re.compile(r"^[0-9a-f]{32}$"))
+    expect(timeline.locator('button[data-copies="trace-id"]')).to_be_visible()
     shot(page, "02b-timeline")
     # An agent's turns, tool calls and a wait for a person, from frames.
     spans = page.evaluate("""async () => {

@@ -120,6 +120,24 @@ pub async fn flush_traces() {
     }
 }
 
+/// `router`, its spans flushed after each response (a Lambda HTTP
+/// function: the execution environment may be frozen once it answers; a
+/// streamed response's later spans go with the next flush). Unchanged when
+/// traces are not exported.
+#[cfg(feature = "http")]
+pub fn flushing_traces_after_each_response(router: baton_http::Router) -> baton_http::Router {
+    if trace_export().is_none() {
+        return router;
+    }
+    router.layer(axum::middleware::from_fn(
+        |request: axum::extract::Request, next: axum::middleware::Next| async move {
+            let response = next.run(request).await;
+            flush_traces().await;
+            response
+        },
+    ))
+}
+
 /// Flushes and stops the export (the process is ending).
 pub fn shutdown_traces() {
     if let Some(export) = trace_export() {

@@ -22,7 +22,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             .into_iter()
             .map(|record| (record.message_id, record.body))
             .collect();
-        process_ingest_batch(&runs, records)
+        let runs = &runs;
+        async move {
+            let failed = process_ingest_batch(runs, records).await;
+            baton_bootstrap::flush_traces().await;
+            failed
+        }
     })
     .await
 }

@@ -16,5 +16,6 @@ async fn main() -> Result<(), lambda_http::Error> {
     let services = baton_bootstrap::cloud_services_without_model(&configuration, "stream").await?;
     let authenticator = baton_bootstrap::authenticator_from(&configuration, None)?;
     let router = baton_bootstrap::api_router(&services, authenticator, &configuration);
+    let router = baton_bootstrap::flushing_traces_after_each_response(router);
     run_http_function(router, HttpResponses::Streamed).await
 }

@@ -23,7 +23,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let sweep_after = configuration.sweep_after;
     lambda_runtime::run(service_fn(
         move |_scheduled: LambdaEvent<serde_json::Value>| async move {
-            let resent = sweeper.sweep(sweep_after, SWEEP_LIMIT).await?;
+            let resent = sweeper.sweep(sweep_after, SWEEP_LIMIT).await;
+            baton_bootstrap::flush_traces().await;
+            let resent = resent?;
             Ok::<_, lambda_runtime::Error>(serde_json::json!({ "resent": resent }))
         },
     ))

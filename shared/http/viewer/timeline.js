@@ -89,13 +89,19 @@ export function spansOf(frames, runId) {
 }
 
 /** The timeline of `frames` as a panel: one row per span, bars on a shared scale. */
-export function timelineView(frames, runId, { correlationId } = {}) {
+export function timelineView(frames, runId, { correlationId, traceId } = {}) {
   const spans = spansOf(frames, runId);
   const panel = make("section", { class: "panel timeline" }, make("h3", {}, "Timeline"));
-  if (correlationId) {
-    const copy = make("button", { type: "button", class: "copy-id" }, "Copy");
-    copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(correlationId));
-    panel.append(make("p", { class: "hint" }, "Correlation id ", make("code", { class: "correlation-id" }, correlationId), " ", copy));
+  // The run's ids, each copyable: the trace id finds the run's spans in a
+  // trace backend (README, "Traces"), the correlation id its log lines.
+  for (const [label, value, className] of [
+    ["Trace id", traceId, "trace-id"],
+    ["Correlation id", correlationId, "correlation-id"],
+  ]) {
+    if (!value) continue;
+    const copy = make("button", { type: "button", class: "copy-id", "data-copies": className }, "Copy");
+    copy.addEventListener("click", () => navigator.clipboard && navigator.clipboard.writeText(value));
+    panel.append(make("p", { class: "hint" }, `${label} `, make("code", { class: className }, value), " ", copy));
   }
   if (!spans.length) {
     panel.append(make("p", { class: "hint" }, "no frames yet"));

@@ -304,7 +304,10 @@ function render(view) {
   // The timeline, kept open across redraws once opened.
   const timeline = make("details", { class: "timeline-details", open: view.timelineOpen ? "" : null },
     make("summary", {}, "Timeline"),
-    timelineView(view.frames, view.runId, { correlationId: snapshot && snapshot.run.correlationId }));
+    timelineView(view.frames, view.runId, {
+      correlationId: snapshot && snapshot.run.correlationId,
+      traceId: snapshot && snapshot.run.traceId,
+    }));
   timeline.addEventListener("toggle", () => { view.timelineOpen = timeline.open; });
   parts.push(timeline);
   parts.push(make("details", {}, make("summary", {}, `${view.frames.length} frames`),

@@ -14,6 +14,9 @@
 //! once on one worker (the local runner: concurrent steps), so on SQLite
 //! their commits share transactions (group commit).
 //!
+//! Group `traces` runs it as deployed (the model behind the router, which
+//! opens each call's span) with traces off and on.
+//!
 //! `cargo bench -p baton-runtime --bench node_step_overhead`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
@@ -178,10 +181,115 @@ fn bench_node_steps(criterion: &mut Criterion) {
         });
         group.finish();
     }
+    bench_traces(
+        criterion,
+        &runtime,
+        provider,
+        &registry,
+        &validators,
+        &envelope,
+    );
     println!("per node step = (five_node_run_submit_to_complete - submit_and_plan_step_only) / 5");
     println!(
         "per node step at 100 runs at once = (hundred_five_node_runs_at_once / 100 - submit_and_plan_step_only) / 5"
     );
+}
+
+/// Test double for a trace collector: takes every batch and drops it (the
+/// cost measured is the process's: spans built, ended and handed to the
+/// batch processor, as with the OTLP exporter, minus its network send on
+/// the processor's own thread).
+#[derive(Debug)]
+struct DiscardingExporter;
+
+impl opentelemetry_sdk::trace::SpanExporter for DiscardingExporter {
+    async fn export(
+        &self,
+        _batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+}
+
+/// Group `traces`: the in-memory run as deployed (its model behind the
+/// `ModelRouter`, which opens each call's `gen_ai.chat` span), traces off
+/// (no layer: the default) and on (the functions' layer and filter over a
+/// batch processor).
+fn bench_traces(
+    criterion: &mut Criterion,
+    runtime: &tokio::runtime::Runtime,
+    provider: Arc<dyn LlmProvider>,
+    registry: &Arc<baton_core::registry::Registry>,
+    validators: &Arc<baton_core::schema::ValidatorCache>,
+    envelope: &serde_json::Value,
+) {
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    let routed: Arc<dyn LlmProvider> =
+        Arc::new(baton_runtime::model_router::ModelRouter::new(provider));
+    let build_services = |queue: Arc<InMemoryStepQueue>| {
+        TestServices::with_model(routed.clone())
+            .registry(registry.clone())
+            .validators(validators.clone())
+            .queue(queue)
+            .worker_id("bench")
+            .build()
+            .services
+    };
+    let run_once = || async {
+        let queue = Arc::new(InMemoryStepQueue::new());
+        let services = build_services(queue.clone());
+        let submitted = services.runs.submit("bench", envelope).await.unwrap();
+        let runner = LocalRunner {
+            steps: services.steps,
+            runs: services.runs,
+            queue,
+        };
+        runner
+            .run_until_settled("bench", &submitted.run_id)
+            .await
+            .unwrap()
+    };
+    let plan_only = || async {
+        let queue = Arc::new(InMemoryStepQueue::new());
+        let services = build_services(queue.clone());
+        services.runs.submit("bench", envelope).await.unwrap();
+        let plan_message = queue
+            .receive(1, std::time::Duration::ZERO)
+            .await
+            .unwrap()
+            .remove(0);
+        services.steps.handle(&plan_message.message).await.unwrap()
+    };
+    let mut group = criterion.benchmark_group("traces");
+    group.bench_function("off_five_node_run", |bencher| {
+        bencher.iter(|| runtime.block_on(run_once()))
+    });
+    group.bench_function("off_submit_and_plan_step_only", |bencher| {
+        bencher.iter(|| runtime.block_on(plan_only()))
+    });
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder()
+        .with_batch_exporter(DiscardingExporter)
+        .with_id_generator(baton_traces::TraceExport::id_generator())
+        .build();
+    let export = baton_traces::TraceExport::with_provider(provider);
+    let exported = tracing_subscriber::filter::Targets::new()
+        .with_target("baton", tracing_subscriber::filter::LevelFilter::INFO);
+    {
+        // This thread (the current-thread runtime's) exports while it lives.
+        let _traced = tracing::subscriber::set_default(
+            tracing_subscriber::registry().with(export.layer().with_filter(exported)),
+        );
+        assert_eq!(runtime.block_on(run_once()), RunStatus::Completed);
+        group.bench_function("on_five_node_run", |bencher| {
+            bencher.iter(|| runtime.block_on(run_once()))
+        });
+        group.bench_function("on_submit_and_plan_step_only", |bencher| {
+            bencher.iter(|| runtime.block_on(plan_only()))
+        });
+    }
+    group.finish();
+    export.shutdown();
 }
 
 criterion_group!(benches, bench_node_steps);

@@ -91,7 +91,11 @@ pub fn new_run_trace(caller: Option<TraceParent>) -> RunTrace {
 /// The span of the current `tracing` span, when it is exported as an
 /// OpenTelemetry span.
 pub fn current_span_id() -> Option<SpanId> {
-    let context = tracing::Span::current().context();
+    let current = tracing::Span::current();
+    if current.is_disabled() {
+        return None;
+    }
+    let context = current.context();
     let span = context.span();
     let span_context = span.span_context();
     span_context
@@ -99,20 +103,14 @@ pub fn current_span_id() -> Option<SpanId> {
         .then(|| SpanId(u64::from_be_bytes(span_context.span_id().to_bytes())))
 }
 
-/// The trace of the current `tracing` span, when it is exported.
-pub fn current_trace_id() -> Option<TraceId> {
-    let context = tracing::Span::current().context();
-    let span = context.span();
-    let span_context = span.span_context();
-    span_context
-        .is_valid()
-        .then(|| TraceId(u128::from_be_bytes(span_context.trace_id().to_bytes())))
-}
-
 /// The current span as a `traceparent` header value, when it is exported
 /// (what an outgoing HTTP call forwards).
 pub fn current_traceparent() -> Option<String> {
-    let context = tracing::Span::current().context();
+    let current = tracing::Span::current();
+    if current.is_disabled() {
+        return None;
+    }
+    let context = current.context();
     let span = context.span();
     let span_context = span.span_context();
     span_context.is_valid().then(|| {
@@ -129,6 +127,10 @@ pub fn current_traceparent() -> Option<String> {
 /// continuing its run's trace). A malformed value is ignored: a step is
 /// never refused for its trace.
 pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>) {
+    if span.is_disabled() {
+        // Nothing listens: no OpenTelemetry span to parent.
+        return;
+    }
     let Some(parent) = traceparent.and_then(|text| TraceParent::parse(text).ok()) else {
         return;
     };
@@ -188,6 +190,9 @@ pub fn traced_frames(trace: Option<&RunTrace>, mut frames: Vec<EventDraft>) -> V
 /// `frames` a step writes beside its claim, stamped with the trace its
 /// message continues.
 pub fn frames_of_step(message: &StepMessage, mut frames: Vec<EventDraft>) -> Vec<EventDraft> {
+    if frames.is_empty() {
+        return frames;
+    }
     let Some(parent) = message
         .traceparent
         .as_deref()

@@ -27,15 +27,34 @@ pub struct TraceId(pub u128);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SpanId(pub u64);
 
+/// `value`'s low `N / 2` bytes as `N` lowercase hex digits (every frame
+/// carries a trace id: `{:032x}` through the formatting machinery costs
+/// several times this).
+fn hex_digits<const N: usize>(value: u128) -> [u8; N] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [b'0'; N];
+    let mut rest = value;
+    for slot in out.iter_mut().rev() {
+        *slot = DIGITS[(rest & 0xf) as usize];
+        rest >>= 4;
+    }
+    out
+}
+
+fn write_ascii(formatter: &mut fmt::Formatter<'_>, digits: &[u8]) -> fmt::Result {
+    // Hex digits are ASCII, so always UTF-8.
+    formatter.write_str(std::str::from_utf8(digits).map_err(|_| fmt::Error)?)
+}
+
 impl fmt::Display for TraceId {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{:032x}", self.0)
+        write_ascii(formatter, &hex_digits::<32>(self.0))
     }
 }
 
 impl fmt::Display for SpanId {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(formatter, "{:016x}", self.0)
+        write_ascii(formatter, &hex_digits::<16>(u128::from(self.0)))
     }
 }
 
@@ -73,10 +92,14 @@ impl SpanId {
 }
 
 macro_rules! hex_serde {
-    ($id:ident, $digits:literal, $pattern:literal, $what:literal) => {
+    ($id:ident, $width:literal, $digits:literal, $pattern:literal, $what:literal) => {
         impl Serialize for $id {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.collect_str(self)
+                let digits = hex_digits::<$width>(u128::from(self.0));
+                match std::str::from_utf8(&digits) {
+                    Ok(text) => serializer.serialize_str(text),
+                    Err(_) => serializer.collect_str(self),
+                }
             }
         }
 
@@ -110,8 +133,8 @@ macro_rules! hex_serde {
     };
 }
 
-hex_serde!(TraceId, "32", "^[0-9a-f]{32}$", "trace id");
-hex_serde!(SpanId, "16", "^[0-9a-f]{16}$", "span id");
+hex_serde!(TraceId, 32, "32", "^[0-9a-f]{32}$", "trace id");
+hex_serde!(SpanId, 16, "16", "^[0-9a-f]{16}$", "span id");
 
 /// A parsed `traceparent` header: the trace, the parent span, sampling.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,18 +160,21 @@ impl TraceParent {
     /// specification asks; version `ff` and malformed fields are refused.
     pub fn parse(header: &str) -> Result<Self, TraceParentError> {
         let header = header.trim();
-        let fields: Vec<&str> = header.splitn(5, '-').collect();
-        let [version, trace_id, span_id, flags, rest @ ..] = fields.as_slice() else {
+        let mut fields = header.splitn(5, '-');
+        let (Some(version), Some(trace_id), Some(span_id), Some(flags)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
             return Err(TraceParentError(
                 "a traceparent is version-traceid-parentid-flags",
             ));
         };
-        if !lowercase_hex(version, 2) || *version == "ff" {
+        let rest = fields.next().unwrap_or_default();
+        if !lowercase_hex(version, 2) || version == "ff" {
             return Err(TraceParentError(
                 "the traceparent version is two lowercase hex digits other than ff",
             ));
         }
-        if *version == "00" && (!rest.is_empty() || header.len() != 55) {
+        if version == "00" && (!rest.is_empty() || header.len() != 55) {
             return Err(TraceParentError(
                 "a version 00 traceparent is exactly 55 characters",
             ));
@@ -176,12 +202,13 @@ impl TraceParent {
 
     /// The header value (version 00).
     pub fn header_value(&self) -> String {
-        format!(
-            "00-{}-{}-{:02x}",
-            self.trace_id,
-            self.span_id,
-            u8::from(self.sampled)
-        )
+        let mut header = String::with_capacity(55);
+        header.push_str("00-");
+        header.extend(hex_digits::<32>(self.trace_id.0).map(char::from));
+        header.push('-');
+        header.extend(hex_digits::<16>(u128::from(self.span_id.0)).map(char::from));
+        header.push_str(if self.sampled { "-01" } else { "-00" });
+        header
     }
 }
 
