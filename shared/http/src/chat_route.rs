@@ -57,11 +57,17 @@ pub(crate) async fn chat(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     Query(query): Query<StreamQuery>,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let dialect = query.dialect()?;
     let request = chat_request(&body)?;
-    let submitted = match state.runs.submit_chat(&tenant.0, &request).await {
+    let caller = crate::routes::caller_trace(&headers);
+    let submitted = match state
+        .runs
+        .submit_chat_traced(&tenant.0, &request, caller)
+        .await
+    {
         Ok(submitted) => submitted,
         Err(RuntimeError::InvalidInput { path, message }) => {
             return Err(invalid(&path, format!("{path}: {message}")));

@@ -130,7 +130,9 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
 /// The caller's W3C `traceparent` header, when well-formed: the run's root
 /// span hangs under it. A malformed one is ignored, as W3C Trace Context
 /// asks (the run starts a trace of its own), with a warning.
-fn caller_trace(headers: &header::HeaderMap) -> Option<baton_core::trace_context::TraceParent> {
+pub(crate) fn caller_trace(
+    headers: &header::HeaderMap,
+) -> Option<baton_core::trace_context::TraceParent> {
     let value = headers.get("traceparent")?;
     let parsed = value
         .to_str()

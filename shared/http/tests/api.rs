@@ -150,6 +150,61 @@ async fn run_stream_relays_every_frame_until_complete() {
     assert_eq!(output["copyVariants"].as_array().unwrap().len(), 2);
 }
 
+/// A caller's W3C `traceparent` on `POST /run.stream` and on a chat
+/// message makes the run's trace the caller's (every frame's `traceId`); a
+/// malformed one is ignored (the run gets a trace of its own), never an
+/// error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_callers_traceparent_is_the_runs_trace_and_a_malformed_one_is_ignored() {
+    const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let traceparent = format!("00-{CALLER_TRACE}-00f067aa0ba902b7-01");
+    let api = start_api().await;
+    let mut trace_ids = Vec::new();
+    for header in [traceparent.as_str(), "00-garbled-01"] {
+        let response = api
+            .client
+            .post(format!("{}/run.stream", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .header("traceparent", header)
+            .json(&example("social-post-new-case.json"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{header}");
+        let frames = read_sse(response).await;
+        let ids: std::collections::BTreeSet<String> = frames
+            .iter()
+            .map(|(_, _, frame)| frame["traceId"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(ids.len(), 1, "one trace per run: {ids:?}");
+        trace_ids.extend(ids);
+    }
+    assert_eq!(trace_ids[0], CALLER_TRACE);
+    assert_ne!(trace_ids[1], CALLER_TRACE);
+    assert_eq!(trace_ids[1].len(), 32);
+
+    api.model.push_behaviors([scripted_llm::Behavior::Content {
+        content: "Traced.".into(),
+    }]);
+    let response = api
+        .client
+        .post(api.base.replace("/api/v1/flex", "/api/v1/chat"))
+        .bearer_auth(ACME_TOKEN)
+        .header("traceparent", &traceparent)
+        .json(&json!({"message": "Are you traced?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let frames = read_sse(response).await;
+    assert!(
+        frames
+            .iter()
+            .all(|(_, _, frame)| frame["traceId"] == CALLER_TRACE),
+        "{frames:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn reconnecting_with_last_event_id_yields_exactly_the_later_frames() {
     let api = start_api().await;

@@ -50,6 +50,17 @@ impl RunService {
         tenant_id: &str,
         request: &ChatRequest,
     ) -> Result<SubmittedRun, RuntimeError> {
+        self.submit_chat_traced(tenant_id, request, None).await
+    }
+
+    /// [`Self::submit_chat`], the chat run's trace under `caller` (the
+    /// request's W3C `traceparent`) when there is one.
+    pub async fn submit_chat_traced(
+        &self,
+        tenant_id: &str,
+        request: &ChatRequest,
+        caller: Option<baton_core::trace_context::TraceParent>,
+    ) -> Result<SubmittedRun, RuntimeError> {
         check_chat_request(
             &self.registry,
             request.agent.as_deref(),
@@ -106,7 +117,7 @@ impl RunService {
             tenant_id: tenant_id.to_string(),
             correlation_id: self.ids.new_id("corr"),
             thread_id: thread_id.clone(),
-            trace: Some(crate::run_traces::new_run_trace(None)),
+            trace: Some(crate::run_traces::new_run_trace(caller)),
         };
         // Plans drafted earlier and not run yet stay on offer.
         let pending_drafts = history
