@@ -5,8 +5,9 @@
 //! of its five nodes, and a second process on the same file finishes it.
 //! The receiver gets one trace: the run's root span under the caller's
 //! span, every step span under the root (from both processes), each model
-//! call a `gen_ai.chat` span under its step with the GenAI attributes, and
-//! every frame's `traceId`/`spanId` naming the trace and an exported span.
+//! call a `gen_ai.chat` span under its step with the GenAI attributes, the
+//! lifecycle lines as span events, and every frame's `traceId`/`spanId`
+//! naming the trace and an exported span.
 //! The scripted OpenAI-compatible server stands in for the model.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -187,6 +188,23 @@ async fn a_run_finished_by_a_second_process_is_one_trace_under_its_callers_span(
             .any(|span| span.name == "commit" && step_ids.contains(span.parent_span_id.as_str()))
     );
     assert!(trace.iter().any(|span| span.name == "steps send"));
+
+    // The lifecycle lines are events of the spans that wrote them.
+    let lifecycle: BTreeSet<&str> = trace
+        .iter()
+        .flat_map(|span| span.events.iter())
+        .filter_map(|(_, attributes)| attributes.get("event").map(String::as_str))
+        .collect();
+    // (`run.started` is logged by the request that submits, which has no
+    // span of its own.)
+    for event in [
+        "plan.generated",
+        "node.started",
+        "node.completed",
+        "run.completed",
+    ] {
+        assert!(lifecycle.contains(event), "{event} in {lifecycle:?}");
+    }
 
     // Every frame names the trace; a step's frames name an exported span.
     let exported: BTreeMap<&str, &str> = trace

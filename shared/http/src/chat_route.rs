@@ -62,7 +62,7 @@ pub(crate) async fn chat(
 ) -> Result<Response, ApiError> {
     let dialect = query.dialect()?;
     let request = chat_request(&body)?;
-    let caller = crate::routes::caller_trace(&headers);
+    let caller = crate::trace_header::caller_trace(&headers);
     let submitted = match state
         .runs
         .submit_chat_traced(&tenant.0, &request, caller)

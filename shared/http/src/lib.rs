@@ -25,6 +25,7 @@ pub mod server;
 pub mod snapshot;
 pub mod sse;
 mod state;
+mod trace_header;
 pub mod viewer;
 
 pub use auth::TokenAuthenticator;

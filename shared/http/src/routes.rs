@@ -127,26 +127,6 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
     }
 }
 
-/// The caller's W3C `traceparent` header, when well-formed: the run's root
-/// span hangs under it. A malformed one is ignored, as W3C Trace Context
-/// asks (the run starts a trace of its own), with a warning.
-pub(crate) fn caller_trace(
-    headers: &header::HeaderMap,
-) -> Option<baton_core::trace_context::TraceParent> {
-    let value = headers.get("traceparent")?;
-    let parsed = value
-        .to_str()
-        .map_err(|_| baton_core::trace_context::TraceParentError("not ASCII"))
-        .and_then(baton_core::trace_context::TraceParent::parse);
-    match parsed {
-        Ok(parent) => Some(parent),
-        Err(error) => {
-            tracing::warn!(%error, "the request's traceparent is ignored");
-            None
-        }
-    }
-}
-
 async fn create_run(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
@@ -156,7 +136,11 @@ async fn create_run(
     let envelope = parse_json_body(&body)?;
     let submitted = state
         .runs
-        .submit_traced(&tenant.0, &envelope, caller_trace(&headers))
+        .submit_traced(
+            &tenant.0,
+            &envelope,
+            crate::trace_header::caller_trace(&headers),
+        )
         .await?;
     let status = if submitted.deduplicated || submitted.resumed {
         StatusCode::OK
@@ -187,7 +171,11 @@ async fn create_run_and_stream(
     let envelope = parse_json_body(&body)?;
     let submitted = state
         .runs
-        .submit_traced(&tenant.0, &envelope, caller_trace(&headers))
+        .submit_traced(
+            &tenant.0,
+            &envelope,
+            crate::trace_header::caller_trace(&headers),
+        )
         .await?;
     let frames = state.runs.follow(
         &tenant.0,

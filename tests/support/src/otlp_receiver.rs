@@ -29,8 +29,8 @@ pub struct ReceivedSpan {
     pub resource: BTreeMap<String, String>,
     pub start_unix_nanos: u64,
     pub end_unix_nanos: u64,
-    /// The names of its events (`tracing` events inside it).
-    pub events: Vec<String>,
+    /// Its events (`tracing` events inside it): name and attributes.
+    pub events: Vec<(String, BTreeMap<String, String>)>,
 }
 
 impl ReceivedSpan {
@@ -93,7 +93,11 @@ async fn export(
                     resource: resource.clone(),
                     start_unix_nanos: span.start_time_unix_nano,
                     end_unix_nanos: span.end_time_unix_nano,
-                    events: span.events.into_iter().map(|event| event.name).collect(),
+                    events: span
+                        .events
+                        .into_iter()
+                        .map(|event| (event.name, attributes(&event.attributes)))
+                        .collect(),
                 });
             }
         }

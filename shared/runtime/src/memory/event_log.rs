@@ -6,8 +6,9 @@
 //!   their text in memory);
 //! - one allocation per append (a step's frames together), exactly sized,
 //!   not one per frame nor a growing buffer copied as it doubles;
-//! - without the run id and correlation id, the same on every frame of a
-//!   run: they are put back when a frame is read;
+//! - without the run id, correlation id and trace id, the same on every
+//!   frame of a run: they are put back when a frame is read (the trace id
+//!   by the store, from the run's state);
 //! - and, once the run has settled, compressed (LZ4): a settled run's log is
 //!   read rarely (a late stream's replay), and its repeated keys and ids
 //!   compress several times.

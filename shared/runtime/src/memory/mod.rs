@@ -51,7 +51,16 @@ struct RunRecord {
 impl RunRecord {
     /// Appends before anything else of a write changes: it fails (changing
     /// nothing) only when a settled run's log cannot be read back.
-    fn append(&mut self, drafts: Vec<EventDraft>) -> Result<u64, StoreError> {
+    fn append(&mut self, mut drafts: Vec<EventDraft>) -> Result<u64, StoreError> {
+        // The run's trace id, the same on each of its frames, is kept once
+        // (in the state) and put back when a frame is read.
+        if let Some(trace) = &self.state.trace {
+            for draft in &mut drafts {
+                if draft.trace_id == Some(trace.trace_id) {
+                    draft.trace_id = None;
+                }
+            }
+        }
         self.events.append(drafts)
     }
 
@@ -352,7 +361,7 @@ impl RunStore for InMemoryRunStore {
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
         // Copied under the lock, decoded after it.
-        let (text, ends, run_id, correlation_id) = {
+        let (text, ends, run_id, correlation_id, trace_id) = {
             let tables = self.tables.lock().map_err(|_| poisoned())?;
             let record = tables.run(tenant_id, run_id)?;
             let (text, ends) = record.events.copy_after(after_sequence, limit)?;
@@ -362,9 +371,16 @@ impl RunStore for InMemoryRunStore {
                 ends,
                 state.run_id.clone(),
                 state.correlation_id.clone(),
+                state.trace.map(|trace| trace.trace_id),
             )
         };
-        decode_frames(&text, &ends, &run_id, &correlation_id)
+        let mut frames = decode_frames(&text, &ends, &run_id, &correlation_id)?;
+        if let Some(trace_id) = trace_id {
+            for frame in &mut frames {
+                frame.trace_id.get_or_insert(trace_id);
+            }
+        }
+        Ok(frames)
     }
 
     async fn pending_outbox(
@@ -501,3 +517,68 @@ impl CapabilityDirectory for InMemoryCapabilityDirectory {
 
 pub use crate::memory_queue::InMemoryStepQueue;
 pub use crate::memory_threads::InMemoryThreadStore;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_core::event::EventType;
+    use baton_core::trace_context::{RunTrace, TraceParent};
+
+    /// The run's trace id is kept once, not in each frame's text, and every
+    /// frame read has it back.
+    #[tokio::test]
+    async fn frames_are_kept_without_the_runs_trace_id_and_read_with_it() {
+        let store = InMemoryRunStore::new();
+        let caller =
+            TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").ok();
+        let trace = RunTrace::new(caller, 0, 7);
+        let envelope = baton_core::envelope::TaskEnvelope::parse_value(
+            &serde_json::json!({"objective": "o", "outputContract": {"schema": {"type": "object"}}}),
+        )
+        .unwrap_or_else(|error| unreachable!("{error:?}"));
+        let identity = baton_core::engine::NewRunIdentity {
+            run_id: "r".into(),
+            tenant_id: "t".into(),
+            correlation_id: "c".into(),
+            thread_id: "th".into(),
+            trace: Some(trace),
+        };
+        let mut decision =
+            baton_core::engine::start_run(identity, envelope, Instant::from_unix_millis(0), 1);
+        for event in &mut decision.events {
+            event.trace_id = Some(trace.trace_id);
+        }
+        decision
+            .events
+            .push(EventDraft::new(EventType::Log, "t", 0));
+        let created = store
+            .create_run(&decision.state, decision.events, Vec::new(), None)
+            .await;
+        assert!(created.is_ok());
+        let text = {
+            let tables = store
+                .tables
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let record = tables
+                .run("t", "r")
+                .unwrap_or_else(|error| unreachable!("{error}"));
+            record
+                .events
+                .copy_after(0, 100)
+                .map(|(text, _)| text)
+                .unwrap_or_default()
+        };
+        assert!(!String::from_utf8_lossy(&text).contains(&trace.trace_id.to_string()));
+        let frames = store
+            .read_events("t", "r", 0, 100)
+            .await
+            .unwrap_or_default();
+        assert!(frames.len() >= 3);
+        assert!(
+            frames
+                .iter()
+                .all(|frame| frame.trace_id == Some(trace.trace_id))
+        );
+    }
+}
