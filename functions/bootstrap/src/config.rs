@@ -407,4 +407,47 @@ mod tests {
             assert!(error.0.contains("BATON_DELTA_FLUSH_MILLIS"), "{error:?}");
         }
     }
+
+    #[test]
+    fn traces_are_exported_when_an_otlp_endpoint_is_set_and_not_disabled() {
+        const ENDPOINT: (&str, &str) = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318");
+        let traces = |pairs: &'static [(&'static str, &'static str)]| {
+            Configuration::from_variables(&reader(pairs)).map(|configuration| configuration.traces)
+        };
+        assert_eq!(traces(&[]).unwrap(), None, "off by default");
+        assert_eq!(
+            traces(&[ENDPOINT]).unwrap(),
+            Some(TraceExportConfiguration {
+                service_name_set: false
+            })
+        );
+        assert_eq!(
+            traces(&[
+                (
+                    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                    "http://collector/v1/traces"
+                ),
+                ("OTEL_SERVICE_NAME", "orchestrator"),
+            ])
+            .unwrap(),
+            Some(TraceExportConfiguration {
+                service_name_set: true
+            })
+        );
+        assert_eq!(
+            traces(&[ENDPOINT, ("OTEL_SDK_DISABLED", "true")]).unwrap(),
+            None
+        );
+        assert_eq!(
+            traces(&[ENDPOINT, ("OTEL_TRACES_EXPORTER", "none")]).unwrap(),
+            None
+        );
+        assert!(traces(&[ENDPOINT, ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]).is_ok());
+        let refused = traces(&[ENDPOINT, ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]).unwrap_err();
+        assert!(
+            refused.0.contains("OTEL_EXPORTER_OTLP_PROTOCOL"),
+            "{refused:?}"
+        );
+        assert!(refused.0.contains("http/protobuf"), "{refused:?}");
+    }
 }
