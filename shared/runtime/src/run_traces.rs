@@ -88,9 +88,9 @@ pub fn new_run_trace(caller: Option<TraceParent>) -> RunTrace {
     RunTrace::new(caller, trace_id, root_span_id)
 }
 
-/// The span of the current `tracing` span, when it is exported as an
-/// OpenTelemetry span.
-pub fn current_span_id() -> Option<SpanId> {
+/// The current `tracing` span as an OpenTelemetry span, when it is
+/// exported (nothing is looked up when nothing listens).
+fn current_span_context() -> Option<TraceParent> {
     let current = tracing::Span::current();
     if current.is_disabled() {
         return None;
@@ -98,29 +98,39 @@ pub fn current_span_id() -> Option<SpanId> {
     let context = current.context();
     let span = context.span();
     let span_context = span.span_context();
-    span_context
-        .is_valid()
-        .then(|| SpanId(u64::from_be_bytes(span_context.span_id().to_bytes())))
+    span_context.is_valid().then(|| TraceParent {
+        trace_id: TraceId(u128::from_be_bytes(span_context.trace_id().to_bytes())),
+        span_id: SpanId(u64::from_be_bytes(span_context.span_id().to_bytes())),
+        sampled: span_context.is_sampled(),
+    })
+}
+
+/// The span of the current `tracing` span, when it is exported.
+pub fn current_span_id() -> Option<SpanId> {
+    current_span_context().map(|span| span.span_id)
 }
 
 /// The current span as a `traceparent` header value, when it is exported
 /// (what an outgoing HTTP call forwards).
 pub fn current_traceparent() -> Option<String> {
-    let current = tracing::Span::current();
-    if current.is_disabled() {
-        return None;
-    }
-    let context = current.context();
-    let span = context.span();
-    let span_context = span.span_context();
-    span_context.is_valid().then(|| {
-        TraceParent {
-            trace_id: TraceId(u128::from_be_bytes(span_context.trace_id().to_bytes())),
-            span_id: SpanId(u64::from_be_bytes(span_context.span_id().to_bytes())),
-            sampled: span_context.is_sampled(),
-        }
-        .header_value()
-    })
+    current_span_context().map(|span| span.header_value())
+}
+
+/// An OpenTelemetry context whose parent is the remote span `parent` (a
+/// step's run root; a run root's caller).
+pub fn remote_parent(parent: TraceParent) -> opentelemetry::Context {
+    let remote = SpanContext::new(
+        opentelemetry::trace::TraceId::from_bytes(parent.trace_id.0.to_be_bytes()),
+        opentelemetry::trace::SpanId::from_bytes(parent.span_id.0.to_be_bytes()),
+        if parent.sampled {
+            TraceFlags::SAMPLED
+        } else {
+            TraceFlags::default()
+        },
+        true,
+        TraceState::default(),
+    );
+    opentelemetry::Context::new().with_remote_span_context(remote)
 }
 
 /// Makes `span` a child of the remote span `traceparent` names (a step
@@ -134,20 +144,22 @@ pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>) {
     let Some(parent) = traceparent.and_then(|text| TraceParent::parse(text).ok()) else {
         return;
     };
-    let remote = SpanContext::new(
-        opentelemetry::trace::TraceId::from_bytes(parent.trace_id.0.to_be_bytes()),
-        opentelemetry::trace::SpanId::from_bytes(parent.span_id.0.to_be_bytes()),
-        if parent.sampled {
-            TraceFlags::SAMPLED
-        } else {
-            TraceFlags::default()
-        },
-        true,
-        TraceState::default(),
-    );
-    let context = opentelemetry::Context::new().with_remote_span_context(remote);
     // Refused only when the span has no OpenTelemetry data (not exported).
-    let _ = span.set_parent(context);
+    let _ = span.set_parent(remote_parent(parent));
+}
+
+/// Gives each of `frames` the run's trace id and the current span's id.
+fn stamp_frames(trace_id: TraceId, frames: &mut [EventDraft]) {
+    if frames.is_empty() {
+        return;
+    }
+    let span_id = current_span_id();
+    for frame in frames {
+        frame.trace_id.get_or_insert(trace_id);
+        if frame.span_id.is_none() {
+            frame.span_id = span_id;
+        }
+    }
 }
 
 /// Stamps a write of a run whose trace is `trace`: each frame gets the
@@ -161,15 +173,7 @@ pub fn stamp_write(
     let Some(trace) = trace else {
         return;
     };
-    if !frames.is_empty() {
-        let span_id = current_span_id();
-        for frame in frames.iter_mut() {
-            frame.trace_id.get_or_insert(trace.trace_id);
-            if frame.span_id.is_none() {
-                frame.span_id = span_id;
-            }
-        }
-    }
+    stamp_frames(trace.trace_id, frames);
     if !outbox.is_empty() {
         let traceparent = trace.step_traceparent();
         for message in outbox.iter_mut() {
@@ -200,13 +204,7 @@ pub fn frames_of_step(message: &StepMessage, mut frames: Vec<EventDraft>) -> Vec
     else {
         return frames;
     };
-    let span_id = current_span_id();
-    for frame in &mut frames {
-        frame.trace_id.get_or_insert(parent.trace_id);
-        if frame.span_id.is_none() {
-            frame.span_id = span_id;
-        }
-    }
+    stamp_frames(parent.trace_id, &mut frames);
     frames
 }
 

@@ -22,11 +22,9 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use baton_core::trace_context::TraceParent;
 use baton_runtime::run_traces::{EndedRun, RunSpanExporter};
-use opentelemetry::trace::{
-    SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceState, Tracer,
-    TracerProvider as _,
-};
+use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer, TracerProvider as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracer, SdkTracerProvider};
@@ -172,19 +170,12 @@ fn system_time(instant: baton_core::instant::Instant) -> SystemTime {
 impl RunSpanExporter for RootSpans {
     fn run_ended(&self, run: &EndedRun) {
         let trace = run.trace;
-        let flags = if trace.sampled {
-            TraceFlags::SAMPLED
-        } else {
-            TraceFlags::default()
-        };
         let parent = match trace.caller_span_id {
-            Some(caller) => Context::new().with_remote_span_context(SpanContext::new(
-                opentelemetry::trace::TraceId::from_bytes(trace.trace_id.0.to_be_bytes()),
-                opentelemetry::trace::SpanId::from_bytes(caller.0.to_be_bytes()),
-                flags,
-                true,
-                TraceState::default(),
-            )),
+            Some(caller) => baton_runtime::run_traces::remote_parent(TraceParent {
+                trace_id: trace.trace_id,
+                span_id: caller,
+                sampled: trace.sampled,
+            }),
             None => Context::new(),
         };
         let mut attributes = vec![

@@ -7,8 +7,7 @@
 //! - one allocation per append (a step's frames together), exactly sized,
 //!   not one per frame nor a growing buffer copied as it doubles;
 //! - without the run id, correlation id and trace id, the same on every
-//!   frame of a run: they are put back when a frame is read (the trace id
-//!   by the store, from the run's state);
+//!   frame of a run: they are put back when a frame is read;
 //! - and, once the run has settled, compressed (LZ4): a settled run's log is
 //!   read rarely (a late stream's replay), and its repeated keys and ids
 //!   compress several times.
@@ -18,6 +17,7 @@
 //! frame `n` (sequence `n + 1`) is `text[ends[n - 1]..ends[n]]`.
 
 use baton_core::event::{EventDraft, EventFrame};
+use baton_core::trace_context::TraceId;
 
 use crate::error::StoreError;
 
@@ -135,13 +135,20 @@ impl CompactEventLog {
     }
 }
 
+/// The ids every frame of a run shares, kept once beside its log.
+pub(super) struct RunIds<'a> {
+    pub run_id: &'a str,
+    pub correlation_id: &'a str,
+    /// The run's trace id (runs stored before traces have none).
+    pub trace_id: Option<TraceId>,
+}
+
 /// Decodes frames copied by [`CompactEventLog::copy_after`], putting back
 /// the run's ids.
 pub(super) fn decode_frames(
     text: &[u8],
     ends: &[usize],
-    run_id: &str,
-    correlation_id: &str,
+    ids: &RunIds<'_>,
 ) -> Result<Vec<EventFrame>, StoreError> {
     let mut start = 0;
     ends.iter()
@@ -149,8 +156,11 @@ pub(super) fn decode_frames(
             let mut frame: EventFrame = serde_json::from_slice(&text[start..end])
                 .map_err(|error| StoreError::Corrupt(format!("an event frame: {error}")))?;
             start = end;
-            frame.run_id = run_id.to_string();
-            frame.correlation_id = correlation_id.to_string();
+            frame.run_id = ids.run_id.to_string();
+            frame.correlation_id = ids.correlation_id.to_string();
+            if let Some(trace_id) = ids.trace_id {
+                frame.trace_id.get_or_insert(trace_id);
+            }
             Ok(frame)
         })
         .collect()
@@ -176,7 +186,12 @@ mod tests {
         assert_eq!(log.append(Vec::new()).unwrap(), 3);
         let read = |log: &CompactEventLog, after: u64, limit: usize| {
             let (text, ends) = log.copy_after(after, limit).unwrap();
-            decode_frames(&text, &ends, "run-1", "corr-1").unwrap()
+            let ids = RunIds {
+                run_id: "run-1",
+                correlation_id: "corr-1",
+                trace_id: None,
+            };
+            decode_frames(&text, &ends, &ids).unwrap()
         };
         let plain = read(&log, 0, 10);
         assert_eq!(

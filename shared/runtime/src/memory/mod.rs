@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 mod event_log;
 
-use self::event_log::{CompactEventLog, decode_frames};
+use self::event_log::{CompactEventLog, RunIds, decode_frames};
 use crate::clock::SystemClock;
 use crate::error::StoreError;
 use crate::ports::{
@@ -374,13 +374,15 @@ impl RunStore for InMemoryRunStore {
                 state.trace.map(|trace| trace.trace_id),
             )
         };
-        let mut frames = decode_frames(&text, &ends, &run_id, &correlation_id)?;
-        if let Some(trace_id) = trace_id {
-            for frame in &mut frames {
-                frame.trace_id.get_or_insert(trace_id);
-            }
-        }
-        Ok(frames)
+        decode_frames(
+            &text,
+            &ends,
+            &RunIds {
+                run_id: &run_id,
+                correlation_id: &correlation_id,
+                trace_id,
+            },
+        )
     }
 
     async fn pending_outbox(
