@@ -44,7 +44,7 @@ impl FramePrinter {
 
     fn follow_progress(&mut self, frame: &EventFrame) {
         if frame.event_type == EventType::Metrics && frame.node_id.is_none() {
-            self.run_totals = frame.payload.clone();
+            self.run_totals = frame.payload_value();
         }
         let Some(spinner) = &self.spinner else {
             return;
@@ -79,7 +79,7 @@ impl FramePrinter {
             let _ = match self.format {
                 OutputFormat::Output => {
                     if frame.event_type == EventType::Metrics && frame.node_id.is_none() {
-                        self.run_totals = frame.payload.clone();
+                        self.run_totals = frame.payload_value();
                     }
                     Ok(())
                 }
@@ -189,7 +189,7 @@ impl FramePrinter {
                     shown
                 })
             }
-            EventType::NodeComplete => frame.payload.as_ref().map(node_figures),
+            EventType::NodeComplete => frame.payload.as_deref().map(node_figures),
             EventType::Metrics if frame.node_id.is_none() => frame
                 .payload
                 .as_ref()

@@ -224,7 +224,7 @@ async fn a_step_failed_for_good_ends_its_run_with_the_reason_and_is_consumed() {
         .unwrap();
     let last = frames.last().unwrap();
     assert_eq!(last.event_type, EventType::Error);
-    let payload = last.payload.clone().unwrap();
+    let payload = last.payload_value().unwrap();
     assert_eq!(payload["code"], "step_failed", "{payload}");
     let message = last.message.clone().unwrap_or_default();
     assert!(

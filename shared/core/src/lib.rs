@@ -44,6 +44,6 @@ pub use records::{
     agents, chat, conversation, entries, governance, notifications, thread_lane, thread_listing,
 };
 pub use state::{context, listing, plan_tool, replan_cause, run, tasks};
-pub use wire::{event, frames, hooks};
+pub use wire::{event, frame_payload, frames, hooks};
 
 pub use error::CoreError;

@@ -165,7 +165,7 @@ mod tests {
             node_id: None,
             plan_version: 1,
             message: None,
-            payload: Some(payload),
+            payload: Some(payload.into()),
             facet_provenance: None,
             parent_run_id: None,
             trace_id: None,

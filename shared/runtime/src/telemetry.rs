@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use baton_core::event::{EventDraft, EventFrame, EventType};
+use baton_core::frame_payload::FramePayload;
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
@@ -56,7 +57,7 @@ pub enum Observation {
 /// commit carries it) count.
 pub fn observations(state: Option<&RunState>, events: &[EventDraft]) -> Vec<Observation> {
     let count = |name, label: Option<Label>| Observation::Count { name, label };
-    let text = |payload: &Option<Value>, pointer: &str| {
+    let text = |payload: &Option<FramePayload>, pointer: &str| {
         payload
             .as_ref()
             .and_then(|payload| payload.pointer(pointer))

@@ -555,7 +555,7 @@ async fn a_500_exchange_thread_is_answered_within_the_context_window_with_a_warn
     let warnings: Vec<_> = frames
         .iter()
         .filter(|frame| frame.event_type.as_str() == "warning")
-        .filter_map(|frame| frame.payload.clone())
+        .filter_map(|frame| frame.payload_value())
         .filter(|payload| payload["code"] == "context_trimmed")
         .collect();
     assert_eq!(warnings.len(), 1, "{frames:?}");

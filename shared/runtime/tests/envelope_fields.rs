@@ -312,7 +312,7 @@ fn plan_updates(frames: &[EventFrame]) -> Vec<serde_json::Value> {
     frames
         .iter()
         .filter(|frame| frame.event_type.as_str() == "plan_updated")
-        .map(|frame| frame.payload.clone().unwrap())
+        .map(|frame| frame.payload_value().unwrap())
         .collect()
 }
 
@@ -365,7 +365,7 @@ async fn a_quality_threshold_alone_plans_a_reviewer_and_a_low_score_revises() {
     let updates = plan_updates(&frames);
     assert_eq!(updates.len(), 1, "one revision");
     assert_eq!(updates[0]["trigger"]["kind"], "quality_below_threshold");
-    let complete = frames.last().unwrap().payload.clone().unwrap();
+    let complete = frames.last().unwrap().payload_value().unwrap();
     assert_eq!(complete["quality"]["passed"], true, "{complete}");
     // The version the revision replaced is kept beside the run (what
     // `GET /runs/{id}` lists in `planVersions` before the current one).
@@ -483,7 +483,7 @@ async fn an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refuse
             frame.event_type.as_str() == "warning"
                 && frame.payload.as_ref().unwrap()["code"] == "advisory_field"
         })
-        .map(|frame| frame.payload.as_ref().unwrap())
+        .map(|frame| frame.payload.as_deref().unwrap())
         .collect();
     assert_eq!(advisory.len(), 1);
     assert_eq!(

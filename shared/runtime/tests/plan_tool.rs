@@ -260,7 +260,7 @@ impl Chat {
             .await
             .iter()
             .find(|frame| frame.event_type == EventType::ToolResult)
-            .and_then(|frame| frame.payload.clone())
+            .and_then(|frame| frame.payload_value())
             .expect("a tool result")["result"]
             .clone()
     }
@@ -270,7 +270,7 @@ fn payload(frames: &[EventFrame], event_type: EventType) -> Option<Value> {
     frames
         .iter()
         .find(|frame| frame.event_type == event_type)
-        .and_then(|frame| frame.payload.clone())
+        .and_then(|frame| frame.payload_value())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -295,7 +295,7 @@ async fn auto_execute_runs_a_child_run_whose_summary_the_agent_reads() {
     let executing = frames
         .iter()
         .filter(|frame| frame.event_type == EventType::AgentState)
-        .filter_map(|frame| frame.payload.clone())
+        .filter_map(|frame| frame.payload_value())
         .find(|payload| payload["state"] == "executing_plan")
         .expect("agent_state executing_plan");
     assert_eq!(executing["childRunId"], child_run_id.as_str());

@@ -171,7 +171,7 @@ async fn trimmed_warnings(services: &Services, run_id: &str) -> Vec<serde_json::
         .filter(|frame| frame.event_type.as_str() == "warning")
         .filter(|frame| frame.payload.as_ref().unwrap()["code"] == "context_trimmed")
         .map(|frame| {
-            let mut payload = frame.payload.clone().unwrap();
+            let mut payload = frame.payload_value().unwrap();
             payload["message"] = frame.message.clone().unwrap_or_default().into();
             payload
         })

@@ -74,7 +74,7 @@ async fn a_two_turn_session_calls_the_tool_over_http_and_answers_with_its_result
     let result = frames
         .iter()
         .find(|frame| frame.event_type == EventType::ToolResult)
-        .and_then(|frame| frame.payload.clone())
+        .and_then(|frame| frame.payload_value())
         .unwrap();
     assert_eq!(result["result"], json!({"fact": "facts are checked"}));
 

@@ -291,7 +291,7 @@ async fn an_agent_calls_a_tool_served_over_mcp() {
     let result = frames
         .iter()
         .find(|frame| frame.event_type == baton_core::event::EventType::ToolResult)
-        .and_then(|frame| frame.payload.clone())
+        .and_then(|frame| frame.payload_value())
         .unwrap();
     assert_eq!(result["result"]["words"], 4);
     assert_eq!(model.sessions.lock().unwrap().len(), 2);

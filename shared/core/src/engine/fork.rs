@@ -257,14 +257,14 @@ pub fn fork_run(
     state.plan = Some(plan.clone());
     state.plan_diagnostics = source.plan_diagnostics.clone();
     state.status = RunStatus::Running;
-    state.forked_from = Some(crate::state::run::ForkOrigin {
+    state.forked_from = Some(Box::new(crate::state::run::ForkOrigin {
         run_id: source.run_id.clone(),
         at: match point {
             ForkPoint::PlanVersion(version) => format!("planVersion {version}"),
             ForkPoint::EventId(event_id) => format!("eventId {event_id}"),
         },
         reused_nodes: reused.iter().cloned().collect(),
-    });
+    }));
     let mut step = StepContext::new(state, now, engine);
     for frame in decision.events {
         step.emit(frame);

@@ -280,7 +280,7 @@ pub fn start_chat_run(
 ) -> Result<Decision, CoreError> {
     let envelope = crate::records::chat::chat_envelope(&turn)?;
     let mut decision = start_run(identity, envelope, now, 1);
-    decision.state.chat = Some(turn);
+    decision.state.chat = Some(Box::new(turn));
     Ok(decision)
 }
 

@@ -128,10 +128,10 @@ pub struct RunState {
     pub sessions: BTreeMap<String, crate::records::agents::AgentSession>,
     /// Chat runs: the message and the thread it continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chat: Option<crate::records::chat::ChatTurn>,
+    pub chat: Option<Box<crate::records::chat::ChatTurn>>,
     /// A child run: the agent session's tool call that started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<crate::records::agents::ParentLink>,
+    pub parent: Option<Box<crate::records::agents::ParentLink>>,
     /// Completion notifications due or delivered, by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notifications: BTreeMap<String, crate::records::notifications::NotificationRecord>,
@@ -157,7 +157,7 @@ pub struct RunState {
     pub pending_replan: Option<Box<crate::state::replan_cause::PendingReplan>>,
     /// The run this one was forked from (`engine::fork_run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forked_from: Option<ForkOrigin>,
+    pub forked_from: Option<Box<ForkOrigin>>,
     /// The run's trace (`trace_context`): chosen at creation, from the
     /// caller's `traceparent` when there was one. Runs stored before traces
     /// existed have none.

@@ -5,9 +5,9 @@
 //! encoder.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::contracts::compiler::FacetProvenance;
+use crate::wire::frame_payload::FramePayload;
 
 /// Every event type a run's stream can carry. Its name (`as_str`, the
 /// SSE `event:` and the JSON `type`) and the list of all (`ALL`, in
@@ -88,7 +88,7 @@ pub struct EventDraft {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<Value>,
+    pub payload: Option<FramePayload>,
     /// Node-scoped frames: where each property of the node's compiled input
     /// and output contracts came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -136,9 +136,13 @@ impl EventDraft {
         self.message = Some(message.into());
         self
     }
-    pub fn payload(mut self, payload: Value) -> Self {
-        self.payload = Some(payload);
+    pub fn payload(mut self, payload: impl Into<FramePayload>) -> Self {
+        self.payload = Some(payload.into());
         self
+    }
+    /// The payload as a JSON value, if the frame has one.
+    pub fn payload_value(&self) -> Option<serde_json::Value> {
+        self.payload.as_ref().map(|payload| payload.value().clone())
     }
     pub fn provenance(mut self, provenance: FrameProvenance) -> Self {
         self.facet_provenance = Some(provenance);
@@ -183,7 +187,7 @@ pub struct EventFrame {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<Value>,
+    pub payload: Option<FramePayload>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facet_provenance: Option<FrameProvenance>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,6 +208,11 @@ pub struct EventFrame {
 }
 
 impl EventFrame {
+    /// The payload as a JSON value, if the frame has one.
+    pub fn payload_value(&self) -> Option<serde_json::Value> {
+        self.payload.as_ref().map(|payload| payload.value().clone())
+    }
+
     /// `id: <seq>\nevent: <type>\ndata: <json>\n\n` (no `id:` line for a
     /// forwarded child frame).
     pub fn to_sse(&self) -> String {
@@ -252,7 +261,7 @@ mod tests {
         let text = frame.to_sse();
         assert!(text.starts_with("id: 7\nevent: node_start\ndata: {"));
         assert!(text.ends_with("\n\n"));
-        let data: Value =
+        let data: serde_json::Value =
             serde_json::from_str(text.lines().nth(2).unwrap().trim_start_matches("data: "))
                 .unwrap();
         assert_eq!(data["runId"], "run-1");

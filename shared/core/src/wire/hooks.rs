@@ -85,7 +85,10 @@ impl HookRenderer {
         if self.ended || frame.forwarded {
             return Vec::new();
         }
-        let payload = frame.payload.clone().unwrap_or(Value::Null);
+        let payload = frame
+            .payload
+            .as_ref()
+            .map_or(Value::Null, |payload| payload.value().clone());
         let node = frame.node_id.clone().unwrap_or_default();
         // Secret-named keys (a tool's `apiKey` argument, a result's token)
         // are redacted as in snapshots (`basics::redaction`).
@@ -284,7 +287,7 @@ mod tests {
             node_id: node.map(str::to_string),
             plan_version: 1,
             message: Some("chunk".into()),
-            payload: Some(payload),
+            payload: Some(payload.into()),
             facet_provenance: None,
             parent_run_id: None,
             trace_id: None,

@@ -2,5 +2,6 @@
 //! schemas generated from the same types) and their hook-event rendering.
 
 pub mod event;
+pub mod frame_payload;
 pub mod frames;
 pub mod hooks;

@@ -156,11 +156,11 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
     // A fork lists under its source; the source's forks are only its own.
     let (mut fork, events, outbox) = new_run(&tenant, &format!("list-{unique}-fork"));
     fork.created_at = Instant::from_unix_millis(NOW.unix_millis() + 4_000);
-    fork.forked_from = Some(baton_core::run::ForkOrigin {
+    fork.forked_from = Some(Box::new(baton_core::run::ForkOrigin {
         run_id: run(2),
         at: "planVersion 1".into(),
         reused_nodes: Vec::new(),
-    });
+    }));
     store
         .create_run(&fork, events, outbox, None)
         .await

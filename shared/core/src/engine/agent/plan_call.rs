@@ -120,13 +120,13 @@ impl CallSite<'_> {
             self.now,
             self.state.max_node_attempts,
         );
-        child.state.parent = Some(ParentLink {
+        child.state.parent = Some(Box::new(ParentLink {
             run_id: self.state.run_id.clone(),
             node_id: node_id.clone(),
             attempt: self.attempt,
             turn: self.turn,
             call_id: call_id.clone(),
-        });
+        }));
         for event in &mut child.events {
             event.parent_run_id = Some(self.state.run_id.clone());
         }

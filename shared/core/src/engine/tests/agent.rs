@@ -193,7 +193,7 @@ fn payload_of(decision: &Decision, event_type: EventType) -> Value {
         .events
         .iter()
         .find(|event| event.event_type == event_type)
-        .and_then(|event| event.payload.clone())
+        .and_then(|event| event.payload_value())
         .unwrap_or_else(|| panic!("no {event_type:?} frame"))
 }
 

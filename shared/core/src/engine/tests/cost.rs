@@ -14,7 +14,7 @@ fn payload_of<'a>(frames: &'a [EventDraft], event_type: &str) -> Vec<&'a serde_j
     frames
         .iter()
         .filter(|frame| frame.event_type.as_str() == event_type)
-        .filter_map(|frame| frame.payload.as_ref())
+        .filter_map(|frame| frame.payload.as_deref())
         .collect()
 }
 

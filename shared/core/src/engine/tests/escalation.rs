@@ -97,7 +97,7 @@ fn a_failing_writer_escalates_and_the_specialist_the_new_plan_drops_is_said() {
         .filter(|event| event.event_type == crate::wire::event::EventType::Warning)
         .map(|event| {
             (
-                event.payload.clone().unwrap()["code"].clone(),
+                event.payload_value().unwrap()["code"].clone(),
                 event.message.clone().unwrap_or_default(),
             )
         })

@@ -36,7 +36,7 @@ fn firings(decision: &Decision) -> Vec<Value> {
         .events
         .iter()
         .filter(|event| event.event_type == crate::wire::event::EventType::PolicyTriggered)
-        .filter_map(|event| event.payload.clone())
+        .filter_map(|event| event.payload_value())
         .collect()
 }
 
@@ -273,7 +273,7 @@ fn a_replan_keeps_what_the_new_version_still_uses_and_fires_once_per_node() {
         .events
         .iter()
         .find(|event| event.event_type == crate::wire::event::EventType::PlanUpdated)
-        .and_then(|event| event.payload.clone())
+        .and_then(|event| event.payload_value())
         .unwrap();
     assert_eq!(updated["previousVersion"], 1);
     assert_eq!(updated["version"], 2);
@@ -703,7 +703,7 @@ fn a_clarifying_question_holds_the_run_and_the_node_reruns_with_the_answer() {
     );
     assert_eq!(asked.state.status, RunStatus::AwaitingHitl);
     assert_eq!(event_types(&asked), ["hitl_request"]);
-    let request = story(&asked)[0].payload.clone().unwrap();
+    let request = story(&asked)[0].payload_value().unwrap();
     assert_eq!(request["kind"], "clarify");
     assert_eq!(request["operatorPrompt"], "Which market?");
     assert_eq!(request["questionId"], "node_1:q1");

@@ -270,7 +270,7 @@ fn a_rejected_replan_draft_is_re_prompted_and_an_unavailable_planner_falls_back(
         "{kinds:?}"
     );
     assert!(kinds.contains(&"plan_updated"), "{kinds:?}");
-    let planner_fallback = story(&fell_back)[2].payload.clone().unwrap();
+    let planner_fallback = story(&fell_back)[2].payload_value().unwrap();
     assert_eq!(planner_fallback["code"], "planner_fallback");
     let capabilities: Vec<&str> = fell_back
         .state

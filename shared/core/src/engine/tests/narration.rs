@@ -69,7 +69,7 @@ fn described(frames: &[EventDraft]) -> Vec<String> {
     frames
         .iter()
         .map(|frame| {
-            let payload = frame.payload.clone().unwrap_or_default();
+            let payload = frame.payload_value().unwrap_or_default();
             match frame.event_type.as_str() {
                 "phase" => format!("phase:{}", payload["phase"].as_str().unwrap()),
                 "handoff" => format!(
@@ -149,7 +149,7 @@ fn narration_follows_the_run() {
             "complete"
         ]
     );
-    let run_metrics = reviewing[reviewing.len() - 2].payload.clone().unwrap();
+    let run_metrics = reviewing[reviewing.len() - 2].payload_value().unwrap();
     assert_eq!(run_metrics["durationMs"], 700);
     assert_eq!(run_metrics["tokens"]["total"], 28);
 }

@@ -199,7 +199,7 @@ fn complete_payload(decision: &Decision) -> Value {
         .events
         .iter()
         .find(|event| event.event_type == crate::wire::event::EventType::Complete)
-        .and_then(|event| event.payload.clone())
+        .and_then(|event| event.payload_value())
         .expect("a complete frame")
 }
 
@@ -212,7 +212,7 @@ fn judges_that_agree_conclude_in_one_round_and_their_consensus_is_the_quality_sc
     let first = judge_answers(&state, 1, 0, "j1", verdict(8.0), &context);
     assert_eq!(event_types(&first), ["progress"]);
     assert!(first.outbox.is_empty());
-    let progress = story(&first)[0].payload.clone().unwrap();
+    let progress = story(&first)[0].payload_value().unwrap();
     assert_eq!(progress["scoresReceived"], 1);
     assert_eq!(progress["status"], "scoring");
     // The same judge's message again is stale: it was heard.
@@ -339,7 +339,7 @@ fn a_silent_judge_is_left_out_when_the_round_times_out() {
             "complete"
         ]
     );
-    let warning = story(&fired)[0].payload.clone().unwrap();
+    let warning = story(&fired)[0].payload_value().unwrap();
     assert_eq!(warning["code"], "judge_left_out");
     assert!(story(&fired)[0].message.as_deref().unwrap().contains("j3"));
     let output = fired.state.nodes["node_2"].output.clone().unwrap();
@@ -424,7 +424,7 @@ fn concurrent_judges_commit_one_after_the_other_without_losing_an_answer() {
     .unwrap() else {
         panic!("decided");
     };
-    let progress = story(&second)[0].payload.clone().unwrap();
+    let progress = story(&second)[0].payload_value().unwrap();
     assert_eq!(progress["scoresReceived"], 2);
     assert_eq!(progress["currentScores"], json!({"j1": 8.0, "j2": 6.0}));
     assert_eq!(
@@ -452,7 +452,7 @@ fn a_low_consensus_revises_the_draft_and_convenes_the_panel_again() {
         .events
         .iter()
         .find(|event| event.event_type == crate::wire::event::EventType::PlanUpdated)
-        .and_then(|event| event.payload.clone())
+        .and_then(|event| event.payload_value())
         .unwrap();
     assert_eq!(updated["trigger"]["kind"], "quality_below_threshold");
     let rewritten = step(

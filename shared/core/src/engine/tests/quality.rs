@@ -98,7 +98,7 @@ fn complete_payload(decision: &Decision) -> Value {
         .events
         .iter()
         .find(|event| event.event_type == crate::wire::event::EventType::Complete)
-        .and_then(|event| event.payload.clone())
+        .and_then(|event| event.payload_value())
         .expect("a complete frame")
 }
 
@@ -130,7 +130,7 @@ fn a_low_score_revises_once_with_the_review_as_notes() {
         event_types(&revised),
         ["node_complete", "plan_requested", "plan_updated"]
     );
-    let updated = story(&revised)[2].payload.clone().unwrap();
+    let updated = story(&revised)[2].payload_value().unwrap();
     assert_eq!(updated["trigger"]["kind"], "quality_below_threshold");
     assert_eq!(
         (
@@ -193,7 +193,7 @@ fn at_the_depth_limit_the_best_draft_is_delivered_with_a_warning() {
         .events
         .iter()
         .find(|event| event.event_type == crate::wire::event::EventType::Warning)
-        .and_then(|event| event.payload.clone())
+        .and_then(|event| event.payload_value())
         .unwrap();
     assert_eq!(warning["code"], "execution_depth_reached");
     assert_eq!(

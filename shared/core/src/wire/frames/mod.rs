@@ -45,6 +45,7 @@ use crate::contracts::compiler::FacetProvenance;
 use crate::contracts::diagnostics::DiagnosticsBundle;
 use crate::planning::plan::{PlanEdge, PlanNode};
 use crate::wire::event::{EventDraft, EventType, FrameProvenance};
+use crate::wire::frame_payload::FramePayload;
 
 /// When a frame is written and under which plan version (0: no plan yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,8 +89,8 @@ impl FrameStamp {
     }
 }
 
-fn to_payload<T: Serialize>(payload: &T) -> Value {
-    serde_json::to_value(payload).unwrap_or(Value::Null)
+fn to_payload<T: Serialize>(payload: &T) -> FramePayload {
+    FramePayload::render(payload)
 }
 
 fn node_scoped(draft: EventDraft, node: &PlanNode) -> EventDraft {

@@ -41,7 +41,9 @@ impl RunService {
             return;
         }
         if let Some(node) = plan.node(node_id) {
-            payload["instructions"] = serde_json::Value::String(node.instructions.to_string());
+            payload.edit(|payload| {
+                payload["instructions"] = serde_json::Value::String(node.instructions.to_string());
+            });
         }
     }
 
@@ -82,10 +84,12 @@ impl RunService {
             _ => None,
         });
         if let Some(asked) = asked {
-            payload["judgeCall"]["messages"] = json!([
-                {"role": "system", "content": asked.system_prompt},
-                {"role": "user", "content": asked.user_message},
-            ]);
+            payload.edit(|payload| {
+                payload["judgeCall"]["messages"] = json!([
+                    {"role": "system", "content": asked.system_prompt},
+                    {"role": "user", "content": asked.user_message},
+                ]);
+            });
         }
     }
 }
