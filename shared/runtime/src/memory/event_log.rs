@@ -16,8 +16,10 @@
 //! text (the chunks one after another, or the sealed text uncompressed), so
 //! frame `n` (sequence `n + 1`) is `text[ends[n - 1]..ends[n]]`.
 
-use baton_core::event::{EventDraft, EventFrame};
-use baton_core::trace_context::TraceId;
+use baton_core::event::{EventDraft, EventFrame, EventType, FrameProvenance};
+use baton_core::frame_payload::FramePayload;
+use baton_core::trace_context::{SpanId, TraceId};
+use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 
@@ -46,8 +48,8 @@ impl CompactEventLog {
         self.unseal()?;
         let offset = self.ends.last().copied().unwrap_or(0);
         let mut chunk = Vec::with_capacity(512 * drafts.len());
-        for draft in drafts {
-            let frame = draft.into_frame(self.len() + 1, "", "");
+        for draft in &drafts {
+            let frame = StoredFrame::of(draft, self.len() + 1);
             // Serializing a frame built from typed payloads cannot fail.
             if serde_json::to_writer(&mut chunk, &frame).is_ok() {
                 let end = offset as usize + chunk.len();
@@ -143,6 +145,90 @@ pub(super) struct RunIds<'a> {
     pub trace_id: Option<TraceId>,
 }
 
+/// A frame as the log keeps it: an [`EventFrame`]'s fields but the run
+/// and correlation ids (the same on every frame of a run), written from the
+/// draft without copying it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredFrame<'a> {
+    #[serde(rename = "type")]
+    event_type: EventType,
+    id: u64,
+    timestamp: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node_id: Option<&'a str>,
+    plan_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<&'a FramePayload>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    facet_provenance: Option<&'a FrameProvenance>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent_run_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<TraceId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    span_id: Option<SpanId>,
+}
+
+impl<'a> StoredFrame<'a> {
+    fn of(draft: &'a EventDraft, sequence: u64) -> Self {
+        // Every field named: a field added to drafts is a compile error here.
+        let EventDraft {
+            event_type,
+            timestamp,
+            node_id,
+            plan_version,
+            message,
+            payload,
+            facet_provenance,
+            parent_run_id,
+            trace_id,
+            span_id,
+        } = draft;
+        StoredFrame {
+            event_type: *event_type,
+            id: sequence,
+            timestamp,
+            node_id: node_id.as_deref(),
+            plan_version: *plan_version,
+            message: message.as_deref(),
+            payload: payload.as_ref(),
+            facet_provenance: facet_provenance.as_ref(),
+            parent_run_id: parent_run_id.as_deref(),
+            trace_id: *trace_id,
+            span_id: *span_id,
+        }
+    }
+}
+
+/// A frame read back from the log, before the run's ids are put back.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadFrame {
+    #[serde(rename = "type")]
+    event_type: EventType,
+    id: u64,
+    timestamp: String,
+    #[serde(default)]
+    node_id: Option<String>,
+    #[serde(default)]
+    plan_version: u32,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    payload: Option<FramePayload>,
+    #[serde(default)]
+    facet_provenance: Option<FrameProvenance>,
+    #[serde(default)]
+    parent_run_id: Option<String>,
+    #[serde(default)]
+    trace_id: Option<TraceId>,
+    #[serde(default)]
+    span_id: Option<SpanId>,
+}
+
 /// Decodes frames copied by [`CompactEventLog::copy_after`], putting back
 /// the run's ids.
 pub(super) fn decode_frames(
@@ -153,15 +239,25 @@ pub(super) fn decode_frames(
     let mut start = 0;
     ends.iter()
         .map(|&end| {
-            let mut frame: EventFrame = serde_json::from_slice(&text[start..end])
+            let read: ReadFrame = serde_json::from_slice(&text[start..end])
                 .map_err(|error| StoreError::Corrupt(format!("an event frame: {error}")))?;
             start = end;
-            frame.run_id = ids.run_id.to_string();
-            frame.correlation_id = ids.correlation_id.to_string();
-            if let Some(trace_id) = ids.trace_id {
-                frame.trace_id.get_or_insert(trace_id);
-            }
-            Ok(frame)
+            Ok(EventFrame {
+                event_type: read.event_type,
+                id: read.id,
+                timestamp: read.timestamp,
+                run_id: ids.run_id.to_string(),
+                correlation_id: ids.correlation_id.to_string(),
+                node_id: read.node_id,
+                plan_version: read.plan_version,
+                message: read.message,
+                payload: read.payload,
+                facet_provenance: read.facet_provenance,
+                parent_run_id: read.parent_run_id,
+                trace_id: read.trace_id.or(ids.trace_id),
+                span_id: read.span_id,
+                forwarded: false,
+            })
         })
         .collect()
 }
@@ -218,5 +314,41 @@ mod tests {
         let after_unsealing = read(&log, 2, 10);
         assert_eq!(after_unsealing[0], plain[2]);
         assert_eq!(after_unsealing[1].message.as_deref(), Some("four"));
+    }
+
+    #[test]
+    fn a_frame_with_every_field_set_reads_back_as_the_frame_its_draft_makes() {
+        use baton_core::compiler::FacetProvenance;
+        use std::sync::Arc;
+        let mut full = EventDraft::new(EventType::NodeComplete, "2026-11-26T00:00:00.000Z", 2)
+            .node("node_1")
+            .message("done")
+            .payload(json!({"output": {"a": "\"quoted\""}}))
+            .provenance(FrameProvenance {
+                input: Arc::new(Vec::new()),
+                output: Arc::new(vec![FacetProvenance {
+                    facet: "a".into(),
+                    schema_pointer: "/properties/a".into(),
+                    tightened_by_caller_contract: true,
+                }]),
+            });
+        full.parent_run_id = Some("run-parent".into());
+        full.trace_id = Some(TraceId(0x0af7_6519_16cd_43dd_8448_eb21_1c80_319c));
+        full.span_id = Some(SpanId(0x00f0_67aa_0ba9_02b7));
+        let expected = full.clone().into_frame(1, "run-1", "corr-1");
+        let mut log = CompactEventLog::default();
+        log.append(vec![full]).unwrap();
+        let (text, ends) = log.copy_after(0, 10).unwrap();
+        let stored = std::str::from_utf8(&text).unwrap();
+        assert!(
+            !stored.contains("run-1") && !stored.contains("corr-1"),
+            "the run's ids are not kept in each frame: {stored}"
+        );
+        let ids = RunIds {
+            run_id: "run-1",
+            correlation_id: "corr-1",
+            trace_id: None,
+        };
+        assert_eq!(decode_frames(&text, &ends, &ids).unwrap(), vec![expected]);
     }
 }

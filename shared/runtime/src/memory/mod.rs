@@ -77,21 +77,24 @@ impl RunRecord {
 #[derive(Default)]
 struct StoreTables {
     /// Boxed records: the table keeps free slots as it grows.
-    runs: HashMap<(String, String), Box<RunRecord>>,
+    /// Runs by tenant, then by run id (looked up by `&str`, no key built).
+    runs: HashMap<String, HashMap<String, Box<RunRecord>>>,
     run_id_by_idempotency_key: HashMap<(String, String), String>,
 }
 
 impl StoreTables {
     fn run(&self, tenant_id: &str, run_id: &str) -> Result<&RunRecord, StoreError> {
         self.runs
-            .get(&(tenant_id.to_string(), run_id.to_string()))
+            .get(tenant_id)
+            .and_then(|runs| runs.get(run_id))
             .map(|record| &**record)
             .ok_or(StoreError::RunNotFound)
     }
 
     fn run_mut(&mut self, tenant_id: &str, run_id: &str) -> Result<&mut RunRecord, StoreError> {
         self.runs
-            .get_mut(&(tenant_id.to_string(), run_id.to_string()))
+            .get_mut(tenant_id)
+            .and_then(|runs| runs.get_mut(run_id))
             .map(|record| &mut **record)
             .ok_or(StoreError::RunNotFound)
     }
@@ -178,10 +181,11 @@ impl RunStore for InMemoryRunStore {
             entries: BTreeMap::new(),
         };
         record.append(events)?;
-        tables.runs.insert(
-            (state.tenant_id.clone(), state.run_id.clone()),
-            Box::new(record),
-        );
+        tables
+            .runs
+            .entry(state.tenant_id.clone())
+            .or_default()
+            .insert(state.run_id.clone(), Box::new(record));
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(CreateOutcome::Created)
@@ -195,7 +199,8 @@ impl RunStore for InMemoryRunStore {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         Ok(tables
             .runs
-            .get(&(tenant_id.to_string(), run_id.to_string()))
+            .get(tenant_id)
+            .and_then(|runs| runs.get(run_id))
             .map(|record| StoredRun {
                 state: record.state.clone(),
                 version: record.version,
@@ -409,9 +414,10 @@ impl RunStore for InMemoryRunStore {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         let mut listed: Vec<RunListing> = tables
             .runs
-            .iter()
-            .filter(|((tenant, _), _)| tenant == tenant_id)
-            .map(|(_, record)| RunListing::of(&record.state))
+            .get(tenant_id)
+            .into_iter()
+            .flat_map(HashMap::values)
+            .map(|record| RunListing::of(&record.state))
             .filter(|listing| query.admits(listing))
             .collect();
         listed.sort_by_key(|listing| std::cmp::Reverse(listing.ordering_key()));
@@ -423,11 +429,11 @@ impl RunStore for InMemoryRunStore {
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         let mut parked: Vec<RunState> = tables
             .runs
-            .iter()
-            .filter(|((tenant, _), record)| {
-                tenant == tenant_id && record.state.status.awaits_people()
-            })
-            .map(|(_, record)| record.state.clone())
+            .get(tenant_id)
+            .into_iter()
+            .flat_map(HashMap::values)
+            .filter(|record| record.state.status.awaits_people())
+            .map(|record| record.state.clone())
             .collect();
         parked.sort_by(|a, b| (&a.created_at, &a.run_id).cmp(&(&b.created_at, &b.run_id)));
         Ok(parked)
@@ -442,6 +448,7 @@ impl RunStore for InMemoryRunStore {
         let mut stale: Vec<(u64, StepMessage)> = tables
             .runs
             .values()
+            .flat_map(HashMap::values)
             .flat_map(|record| record.outbox.values())
             .filter(|entry| !entry.sent && entry.written_at_millis < written_before.unix_millis())
             .map(|entry| (entry.written_at_millis, entry.message.clone()))
