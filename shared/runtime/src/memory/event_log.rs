@@ -8,13 +8,19 @@
 //!   not one per frame nor a growing buffer copied as it doubles;
 //! - without the run id, correlation id and trace id, the same on every
 //!   frame of a run: they are put back when a frame is read;
-//! - and, once the run has settled, compressed (LZ4): a settled run's log is
-//!   read rarely (a late stream's replay), and its repeated keys and ids
-//!   compress several times.
+//! - and compressed (LZ4) in blocks: once the frames written since the last
+//!   block reach [`BLOCK_BYTES`], and when the run settles. A running run's
+//!   older frames are read rarely (a late stream's replay; a live stream
+//!   reads the newest, still plain), and their repeated keys and ids
+//!   compress several times. Each byte is compressed once: a block is never
+//!   reopened, and an append never decompresses anything.
 //!
-//! Invariant: `ends` holds the end offset of each frame in the log's whole
-//! text (the chunks one after another, or the sealed text uncompressed), so
-//! frame `n` (sequence `n + 1`) is `text[ends[n - 1]..ends[n]]`.
+//! Invariants:
+//! - `ends` holds the end offset of each frame in the log's whole text (the
+//!   blocks' texts, then the chunks, one after another), so frame `n`
+//!   (sequence `n + 1`) is `text[ends[n - 1]..ends[n]]`;
+//! - the blocks cover `0..plain_start` of that text, in order, each ending
+//!   at a frame's end; the chunks cover the rest.
 
 use baton_core::event::{EventDraft, EventFrame, EventType, FrameProvenance};
 use baton_core::frame_payload::FramePayload;
@@ -23,14 +29,27 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 
+/// The plain text a running run's log holds before it is compressed as a
+/// block: about two node steps' frames. Smaller blocks compress worse;
+/// larger ones keep more of ten thousand running runs' logs plain.
+pub(super) const BLOCK_BYTES: usize = 4096;
+
 #[derive(Default)]
 pub(super) struct CompactEventLog {
-    /// The frames' JSON, one chunk per append (none while sealed).
+    /// The older frames' text, LZ4-compressed, in blocks, oldest first.
+    blocks: Vec<CompressedBlock>,
+    /// The newer frames' JSON, one chunk per append.
     chunks: Vec<Box<[u8]>>,
     /// The end of each frame in the uncompressed text.
     ends: Vec<u32>,
-    /// The whole text, LZ4-compressed, while the run is settled.
-    sealed: Option<Box<[u8]>>,
+}
+
+/// Frames' text, compressed: it is `start..start + length` of the log's
+/// whole text.
+struct CompressedBlock {
+    start: u32,
+    length: u32,
+    compressed: Box<[u8]>,
 }
 
 impl CompactEventLog {
@@ -39,13 +58,18 @@ impl CompactEventLog {
         self.ends.len() as u64
     }
 
+    /// Where the plain chunks begin in the whole text.
+    fn plain_start(&self) -> usize {
+        self.blocks
+            .last()
+            .map_or(0, |block| (block.start + block.length) as usize)
+    }
+
     /// Appends `drafts` with the next sequence numbers; returns the last.
-    /// Fails (changing nothing) only when a sealed log cannot be read back.
     pub(super) fn append(&mut self, drafts: Vec<EventDraft>) -> Result<u64, StoreError> {
         if drafts.is_empty() {
             return Ok(self.len());
         }
-        self.unseal()?;
         let offset = self.ends.last().copied().unwrap_or(0);
         let mut chunk = Vec::with_capacity(512 * drafts.len());
         for draft in &drafts {
@@ -57,32 +81,37 @@ impl CompactEventLog {
             }
         }
         self.chunks.push(chunk.into_boxed_slice());
+        let whole_length = self.ends.last().copied().unwrap_or(0) as usize;
+        if whole_length - self.plain_start() >= BLOCK_BYTES {
+            self.compress_chunks();
+        }
         Ok(self.len())
     }
 
-    /// Compresses the log: the run has settled and its log is now read
-    /// rarely. An append unseals it.
+    /// Compresses what is still plain: the run has settled and its log is
+    /// now read rarely. A later append starts new plain chunks.
     pub(super) fn seal(&mut self) {
-        if self.sealed.is_none() && !self.chunks.is_empty() {
-            let text = self.chunks.concat();
-            self.sealed = Some(lz4_flex::compress(&text).into_boxed_slice());
-            self.chunks = Vec::new();
-        }
+        self.compress_chunks();
     }
 
-    fn unseal(&mut self) -> Result<(), StoreError> {
-        if let Some(compressed) = &self.sealed {
-            let text = self.plain_text_of(compressed)?;
-            self.chunks = vec![text.into_boxed_slice()];
-            self.sealed = None;
-        }
-        Ok(())
+    /// Whether every frame is compressed.
+    #[cfg(test)]
+    fn is_sealed(&self) -> bool {
+        self.chunks.is_empty()
     }
 
-    fn plain_text_of(&self, compressed: &[u8]) -> Result<Vec<u8>, StoreError> {
-        let length = self.ends.last().copied().unwrap_or(0) as usize;
-        lz4_flex::decompress(compressed, length)
-            .map_err(|error| StoreError::Corrupt(format!("a settled run's event log: {error}")))
+    fn compress_chunks(&mut self) {
+        if self.chunks.is_empty() {
+            return;
+        }
+        let text = self.chunks.concat();
+        let start = self.plain_start();
+        self.blocks.push(CompressedBlock {
+            start: u32::try_from(start).unwrap_or(u32::MAX),
+            length: u32::try_from(text.len()).unwrap_or(u32::MAX),
+            compressed: lz4_flex::compress(&text).into_boxed_slice(),
+        });
+        self.chunks = Vec::new();
     }
 
     /// The text of up to `limit` frames after `after_sequence`, and where
@@ -110,17 +139,21 @@ impl CompactEventLog {
             .iter()
             .map(|frame_end| *frame_end as usize - start)
             .collect();
-        let text = match &self.sealed {
-            Some(compressed) => self.plain_text_of(compressed)?[start..end].to_vec(),
-            None => self.chunks_between(start, end),
-        };
-        Ok((text, ends))
-    }
-
-    /// Bytes `start..end` of the whole text, gathered from the chunks.
-    fn chunks_between(&self, start: usize, end: usize) -> Vec<u8> {
         let mut text = Vec::with_capacity(end - start);
-        let mut chunk_start = 0;
+        for block in &self.blocks {
+            let (block_start, block_end) =
+                (block.start as usize, (block.start + block.length) as usize);
+            if block_end > start && block_start < end {
+                let plain = lz4_flex::decompress(&block.compressed, block.length as usize)
+                    .map_err(|error| {
+                        StoreError::Corrupt(format!("a run's compressed event log: {error}"))
+                    })?;
+                let from = start.max(block_start) - block_start;
+                let to = end.min(block_end) - block_start;
+                text.extend_from_slice(&plain[from..to]);
+            }
+        }
+        let mut chunk_start = self.plain_start();
         for chunk in &self.chunks {
             let chunk_end = chunk_start + chunk.len();
             if chunk_end > start && chunk_start < end {
@@ -133,7 +166,7 @@ impl CompactEventLog {
                 break;
             }
         }
-        text
+        Ok((text, ends))
     }
 }
 
@@ -275,7 +308,7 @@ mod tests {
     }
 
     #[test]
-    fn frames_read_back_the_same_plain_and_sealed_and_after_unsealing() {
+    fn frames_read_back_the_same_plain_and_sealed_and_after_more_appends() {
         let mut log = CompactEventLog::default();
         assert_eq!(log.append(vec![draft("one"), draft("two")]).unwrap(), 2);
         assert_eq!(log.append(vec![draft("three")]).unwrap(), 3);
@@ -303,10 +336,7 @@ mod tests {
             ("run-1", "corr-1")
         );
         log.seal();
-        assert!(
-            log.chunks.is_empty(),
-            "a sealed log holds only its compressed text"
-        );
+        assert!(log.is_sealed(), "a sealed log holds only compressed text");
         assert_eq!(read(&log, 0, 10), plain);
         assert_eq!(read(&log, 1, 1), plain[1..2].to_vec());
         assert!(read(&log, 3, 10).is_empty());
@@ -350,5 +380,62 @@ mod tests {
             trace_id: None,
         };
         assert_eq!(decode_frames(&text, &ends, &ids).unwrap(), vec![expected]);
+    }
+
+    #[test]
+    fn a_running_runs_older_frames_are_compressed_in_blocks_and_read_back_across_them() {
+        let ids = RunIds {
+            run_id: "run-1",
+            correlation_id: "corr-1",
+            trace_id: None,
+        };
+        let mut log = CompactEventLog::default();
+        let mut expected = Vec::new();
+        for append in 0..40 {
+            let drafts: Vec<EventDraft> = (0..3)
+                .map(|index| draft(&format!("frame {append}.{index} {}", "x".repeat(100))))
+                .collect();
+            for draft in &drafts {
+                let sequence = expected.len() as u64 + 1;
+                expected.push(draft.clone().into_frame(sequence, "run-1", "corr-1"));
+            }
+            log.append(drafts).unwrap();
+        }
+        // One more small append: it is the plain tail.
+        let last = draft("the last frame");
+        expected.push(last.clone().into_frame(121, "run-1", "corr-1"));
+        log.append(vec![last]).unwrap();
+        assert!(log.blocks.len() >= 3, "{} blocks", log.blocks.len());
+        assert!(
+            !log.chunks.is_empty(),
+            "the newest frames stay plain until they make a block"
+        );
+        let plain_text: usize = log.chunks.iter().map(|chunk| chunk.len()).sum();
+        assert!(plain_text < BLOCK_BYTES, "{plain_text} bytes plain");
+        let read = |log: &CompactEventLog, after: u64, limit: usize| {
+            let (text, ends) = log.copy_after(after, limit).unwrap();
+            decode_frames(&text, &ends, &ids).unwrap()
+        };
+        assert_eq!(read(&log, 0, 1_000), expected, "every frame, in order");
+        for (after, limit) in [
+            (0, 1),
+            (5, 30),
+            (29, 2),
+            (60, 50),
+            (100, 100),
+            (119, 5),
+            (120, 1),
+        ] {
+            let from = (after as usize).min(expected.len());
+            let to = (from + limit).min(expected.len());
+            assert_eq!(
+                read(&log, after, limit),
+                expected[from..to].to_vec(),
+                "after {after}, {limit}"
+            );
+        }
+        log.seal();
+        assert!(log.is_sealed());
+        assert_eq!(read(&log, 0, 1_000), expected);
     }
 }
