@@ -31,9 +31,14 @@
 //! rewritten by many commits in between is copied once (100 concurrent runs:
 //! 181 -> 162 ms in `node_step_overhead`).
 //!
-//! One thread owns the connection (`connection_thread`); every call is a
-//! job on it. Writes that arrive together share one transaction
-//! (`group_commit`).
+//! One thread owns the writing connection (`connection_thread`); every
+//! write is a job on it. Writes that arrive together share one transaction
+//! (`group_commit`). Reads (a step's load, a stream's frames, listings) are
+//! jobs on a second connection with a thread of its own, opened
+//! `query_only`: under WAL a reader neither waits for nor blocks the writer,
+//! so a stream or a load is not queued behind a group of commits. A read
+//! sees every write answered before it began (each is committed before it
+//! is answered, and each read is a transaction of its own).
 //!
 //! Invariants: every write is one `BEGIN IMMEDIATE` transaction, so a
 //! commit (state, events, outbox, consumed entry, run entries) is all or nothing and a
@@ -49,6 +54,8 @@ mod entries;
 mod event_log;
 mod group_commit;
 mod leases;
+#[cfg(test)]
+mod reads_beside_writes;
 mod rows;
 mod run_list_query;
 mod run_store;
@@ -148,9 +155,12 @@ CREATE TABLE IF NOT EXISTS thread_lanes (
 /// `RunStore` and `CapabilityDirectory` on one SQLite file.
 #[derive(Clone)]
 pub struct SqliteStore {
-    /// The one thread that owns the connection: every call is a job sent to
-    /// it (`connection_thread`).
+    /// The one thread that owns the writing connection: every write is a
+    /// job sent to it (`connection_thread`).
     connection: Arc<connection_thread::ConnectionThread>,
+    /// The reading connection's thread (`query_only`): every read is a job
+    /// sent to it, so reads do not queue behind writes.
+    reader: Arc<connection_thread::ConnectionThread>,
     /// Stamps outbox entries and run creation (the orchestrator's clock).
     clock: Arc<dyn Clock>,
     /// This process's registration beside the file: leases carry its token.
@@ -218,8 +228,10 @@ impl SqliteStore {
             .map_err(unavailable)?;
         setup.commit().map_err(unavailable)?;
         let claimant_process = Arc::new(claimants::ClaimantProcess::register(path)?);
+        let reader = open_reader(path)?;
         Ok(SqliteStore {
             connection: Arc::new(connection_thread::ConnectionThread::start(connection)?),
+            reader: Arc::new(connection_thread::ConnectionThread::start(reader)?),
             clock: Arc::new(SystemClock),
             claimant_process,
             group: Arc::default(),
@@ -241,6 +253,30 @@ impl SqliteStore {
     {
         self.connection.run(work).await
     }
+
+    /// Runs the read `work` on the reading connection's thread (it cannot
+    /// write: the connection is `query_only`).
+    pub(crate) async fn with_reader<T, F>(&self, work: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.reader.run(work).await
+    }
+}
+
+/// The reading connection: the same file, after the writer set it up (WAL,
+/// schema), refusing writes.
+fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let reader = Connection::open(path)
+        .map_err(|error| unavailable(format!("opening {} to read: {error}", path.display())))?;
+    reader
+        .busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(unavailable)?;
+    reader
+        .pragma_update(None, "query_only", true)
+        .map_err(unavailable)?;
+    Ok(reader)
 }
 
 /// Files written before leases carried their process's token lack the

@@ -25,7 +25,7 @@ impl SqliteStore {
         let fetch = i64::try_from(query.limit + 1).unwrap_or(i64::MAX);
         let forked_from = query.forked_from.clone();
         let states: Vec<crate::state_column::StoredState> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 let mut statement = connection
                     .prepare_cached(
                         "SELECT state FROM runs WHERE tenant_id = ?1

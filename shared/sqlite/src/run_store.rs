@@ -82,7 +82,7 @@ impl SqliteStore {
         let tenant_id = tenant_id.to_string();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows: Vec<(StoredState, i64)> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 let mut statement = connection
                     .prepare_cached(
                         "SELECT state, version FROM runs WHERE tenant_id = ?1
@@ -118,7 +118,7 @@ impl SqliteStore {
     /// did not).
     pub async fn unconsumed_outbox(&self) -> Result<Vec<StepMessage>, StoreError> {
         let messages: Vec<String> = self
-            .with_connection(|connection| {
+            .with_reader(|connection| {
                 texts(
                     connection,
                     "SELECT message FROM outbox ORDER BY written_at_millis, message_id",
@@ -205,7 +205,7 @@ impl RunStore for SqliteStore {
     ) -> Result<Option<StoredRun>, StoreError> {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let row: Option<(StoredState, i64)> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 connection
                     .prepare_cached(
                         "SELECT state, version FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
@@ -331,7 +331,7 @@ impl RunStore for SqliteStore {
             run_id.to_string(),
             prefix.to_string(),
         );
-        self.with_connection(move |connection| {
+        self.with_reader(move |connection| {
             crate::entries::read_entries(connection, &tenant_id, &run_id, &prefix)
         })
         .await
@@ -367,7 +367,7 @@ impl RunStore for SqliteStore {
         let after = as_i64(after_sequence);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let frames: Vec<String> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 texts(connection, "SELECT frame FROM events WHERE tenant_id = ?1 AND run_id = ?2 AND sequence > ?3
                          ORDER BY sequence LIMIT ?4", params![tenant_id, run_id, after, limit])
             })
@@ -382,7 +382,7 @@ impl RunStore for SqliteStore {
     ) -> Result<Vec<StepMessage>, StoreError> {
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let messages: Vec<String> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 texts(
                     connection,
                     "SELECT message FROM outbox WHERE tenant_id = ?1 AND run_id = ?2 AND resent = 0
@@ -420,7 +420,7 @@ impl RunStore for SqliteStore {
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
         let tenant_id = tenant_id.to_string();
         let states: Vec<StoredState> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 let mut statement = connection
                     .prepare_cached(
                         "SELECT state FROM runs WHERE tenant_id = ?1 AND status IN ('awaiting_human', 'awaiting_hitl', 'paused')
@@ -444,7 +444,7 @@ impl RunStore for SqliteStore {
         let cutoff = millis(written_before);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let messages: Vec<String> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 texts(
                     connection,
                     "SELECT message FROM outbox WHERE resent = 0 AND written_at_millis < ?1
@@ -497,7 +497,7 @@ impl CapabilityDirectory for SqliteStore {
     ) -> Result<Vec<RegisteredCapability>, StoreError> {
         let tenant_id = tenant_id.to_string();
         let records: Vec<String> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 texts(
                     connection,
                     "SELECT record FROM capabilities WHERE tenant_id = ?1 ORDER BY capability_id",

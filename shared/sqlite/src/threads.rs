@@ -21,7 +21,7 @@ impl ThreadStore for SqliteStore {
     ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
         let (tenant_id, thread_id) = (tenant_id.to_string(), thread_id.to_string());
         let rows: Vec<String> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 texts(
                     connection,
                     "SELECT exchange FROM threads WHERE tenant_id = ?1 AND thread_id = ?2 \
@@ -74,7 +74,7 @@ impl ThreadStore for SqliteStore {
         let before = query.cursor.clone().unwrap_or_else(|| "9".repeat(14));
         let limit = i64::try_from(query.limit + 1).unwrap_or(i64::MAX);
         let listings = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 let mut threads = connection
                     .prepare_cached(
                         "SELECT thread_id, MIN(at_millis), MAX(at_millis) FROM threads \
@@ -128,7 +128,7 @@ impl ThreadStore for SqliteStore {
     ) -> Result<(ThreadLane, u64), StoreError> {
         let (tenant_id, thread_id) = (tenant_id.to_string(), thread_id.to_string());
         let row: Option<(String, i64)> = self
-            .with_connection(move |connection| {
+            .with_reader(move |connection| {
                 connection
                     .prepare_cached(
                         "SELECT lane, version FROM thread_lanes WHERE tenant_id = ?1 AND thread_id = ?2",
