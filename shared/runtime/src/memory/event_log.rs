@@ -66,14 +66,19 @@ impl CompactEventLog {
     }
 
     /// Appends `drafts` with the next sequence numbers; returns the last.
-    pub(super) fn append(&mut self, drafts: Vec<EventDraft>) -> Result<u64, StoreError> {
+    /// A frame's trace id is left out when it is the run's (`run_trace_id`,
+    /// put back when the frame is read).
+    pub(super) fn append(&mut self, drafts: &[EventDraft], run_trace_id: Option<TraceId>) -> u64 {
         if drafts.is_empty() {
-            return Ok(self.len());
+            return self.len();
         }
         let offset = self.ends.last().copied().unwrap_or(0);
         let mut chunk = Vec::with_capacity(512 * drafts.len());
-        for draft in &drafts {
-            let frame = StoredFrame::of(draft, self.len() + 1);
+        for draft in drafts {
+            let mut frame = StoredFrame::of(draft, self.len() + 1);
+            if frame.trace_id.is_some() && frame.trace_id == run_trace_id {
+                frame.trace_id = None;
+            }
             // Serializing a frame built from typed payloads cannot fail.
             if serde_json::to_writer(&mut chunk, &frame).is_ok() {
                 let end = offset as usize + chunk.len();
@@ -85,7 +90,7 @@ impl CompactEventLog {
         if whole_length - self.plain_start() >= BLOCK_BYTES {
             self.compress_chunks();
         }
-        Ok(self.len())
+        self.len()
     }
 
     /// Compresses what is still plain: the run has settled and its log is
@@ -310,9 +315,9 @@ mod tests {
     #[test]
     fn frames_read_back_the_same_plain_and_sealed_and_after_more_appends() {
         let mut log = CompactEventLog::default();
-        assert_eq!(log.append(vec![draft("one"), draft("two")]).unwrap(), 2);
-        assert_eq!(log.append(vec![draft("three")]).unwrap(), 3);
-        assert_eq!(log.append(Vec::new()).unwrap(), 3);
+        assert_eq!(log.append(&[draft("one"), draft("two")], None), 2);
+        assert_eq!(log.append(&[draft("three")], None), 3);
+        assert_eq!(log.append(&[], None), 3);
         let read = |log: &CompactEventLog, after: u64, limit: usize| {
             let (text, ends) = log.copy_after(after, limit).unwrap();
             let ids = RunIds {
@@ -340,7 +345,7 @@ mod tests {
         assert_eq!(read(&log, 0, 10), plain);
         assert_eq!(read(&log, 1, 1), plain[1..2].to_vec());
         assert!(read(&log, 3, 10).is_empty());
-        assert_eq!(log.append(vec![draft("four")]).unwrap(), 4);
+        assert_eq!(log.append(&[draft("four")], None), 4);
         let after_unsealing = read(&log, 2, 10);
         assert_eq!(after_unsealing[0], plain[2]);
         assert_eq!(after_unsealing[1].message.as_deref(), Some("four"));
@@ -367,7 +372,7 @@ mod tests {
         full.span_id = Some(SpanId(0x00f0_67aa_0ba9_02b7));
         let expected = full.clone().into_frame(1, "run-1", "corr-1");
         let mut log = CompactEventLog::default();
-        log.append(vec![full]).unwrap();
+        log.append(&[full], None);
         let (text, ends) = log.copy_after(0, 10).unwrap();
         let stored = std::str::from_utf8(&text).unwrap();
         assert!(
@@ -399,12 +404,12 @@ mod tests {
                 let sequence = expected.len() as u64 + 1;
                 expected.push(draft.clone().into_frame(sequence, "run-1", "corr-1"));
             }
-            log.append(drafts).unwrap();
+            log.append(&drafts, None);
         }
         // One more small append: it is the plain tail.
         let last = draft("the last frame");
         expected.push(last.clone().into_frame(121, "run-1", "corr-1"));
-        log.append(vec![last]).unwrap();
+        log.append(&[last], None);
         assert!(log.blocks.len() >= 3, "{} blocks", log.blocks.len());
         assert!(
             !log.chunks.is_empty(),

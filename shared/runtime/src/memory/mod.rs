@@ -49,19 +49,10 @@ struct RunRecord {
 }
 
 impl RunRecord {
-    /// Appends before anything else of a write changes: it fails (changing
-    /// nothing) only when a settled run's log cannot be read back.
-    fn append(&mut self, mut drafts: Vec<EventDraft>) -> Result<u64, StoreError> {
-        // The run's trace id, the same on each of its frames, is kept once
-        // (in the state) and put back when a frame is read.
-        if let Some(trace) = &self.state.trace {
-            for draft in &mut drafts {
-                if draft.trace_id == Some(trace.trace_id) {
-                    draft.trace_id = None;
-                }
-            }
-        }
-        self.events.append(drafts)
+    /// Appends `drafts` to the run's log; returns the last sequence number.
+    fn append(&mut self, drafts: &[EventDraft]) -> u64 {
+        let run_trace_id = self.state.trace.map(|trace| trace.trace_id);
+        self.events.append(drafts, run_trace_id)
     }
 
     /// A settled run keeps its log compressed and no leases (it refuses
@@ -180,7 +171,7 @@ impl RunStore for InMemoryRunStore {
             leases: HashMap::new(),
             entries: BTreeMap::new(),
         };
-        record.append(events)?;
+        record.append(&events);
         tables
             .runs
             .entry(state.tenant_id.clone())
@@ -232,7 +223,7 @@ impl RunStore for InMemoryRunStore {
                 lease_expires_at: Instant::from_unix_millis(lease.expires_at_millis),
             });
         }
-        record.append(events_on_claim)?;
+        record.append(&events_on_claim);
         record.leases.insert(
             key,
             Lease {
@@ -297,7 +288,7 @@ impl RunStore for InMemoryRunStore {
                 expected: commit.expected_version,
             });
         }
-        record.append(commit.events)?;
+        record.append(&commit.events);
         record.state = commit.state;
         record.version += 1;
         record.settle_if_terminal();
@@ -352,7 +343,7 @@ impl RunStore for InMemoryRunStore {
             // deltas, still streaming when the run ended).
             return Ok(record.events.len());
         }
-        let last = record.append(events)?;
+        let last = record.append(&events);
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(last)
