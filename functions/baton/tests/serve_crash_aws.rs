@@ -141,9 +141,14 @@ async fn runs_mid_node_survive_repeated_sigkills_on_dynamodb_and_sqs() {
             .filter(|(_, status)| status != "running" && status != "queued")
             .collect();
         assert_eq!(listed["runs"].as_array().unwrap().len(), RUNS);
+        // Each kill must find most runs mid-run, or it proves nothing. Not
+        // all: over five rounds a few runs the queue served first can finish
+        // before the last kill (a replayed seed, 1795726671702444269, ends 9
+        // of 30 before kill 4); those are checked exactly once at the end
+        // like the rest.
         assert!(
-            ended.is_empty(),
-            "kill {kill} would find runs already ended, proving nothing: {ended:?}"
+            ended.len() <= RUNS / 2,
+            "kill {kill} would find most runs already ended, proving little: {ended:?}"
         );
         serve.stop().await; // SIGKILL: no shutdown code runs
         eprintln!(
