@@ -51,6 +51,15 @@ impl FramePayload {
         }
     }
 
+    /// A payload from JSON text kept elsewhere (a store's record): checked
+    /// to be JSON, kept as it is.
+    pub fn from_json_text(text: String) -> Result<Self, serde_json::Error> {
+        Ok(FramePayload {
+            rendered: RawValue::from_string(text)?,
+            parsed: OnceLock::new(),
+        })
+    }
+
     /// The payload's compact JSON text.
     pub fn json(&self) -> &str {
         self.rendered.get()

@@ -1,18 +1,20 @@
 //! A run's event log as the in-memory store holds it.
 //!
 //! A process holding ten thousand runs keeps every frame of each, so frames
-//! are kept small:
-//! - as compact JSON, not as `serde_json::Value` payloads (several times
-//!   their text in memory);
+//! are kept small and cheap to write:
+//! - as compact binary records (`postcard`: field values in order, lengths
+//!   as varints), not as JSON objects: no keys, no string escaping, no
+//!   number formatting; a payload is its JSON text, copied as it is;
 //! - one allocation per append (a step's frames together), exactly sized,
 //!   not one per frame nor a growing buffer copied as it doubles;
-//! - without the run id, correlation id and trace id, the same on every
-//!   frame of a run: they are put back when a frame is read;
+//! - without what the log knows already: the sequence number (a frame's
+//!   place in the log), the run id, correlation id and trace id (the same on
+//!   every frame of a run); they are put back when a frame is read;
 //! - and compressed (LZ4) in blocks: once the frames written since the last
 //!   block reach [`BLOCK_BYTES`], and when the run settles. A running run's
 //!   older frames are read rarely (a late stream's replay; a live stream
-//!   reads the newest, still plain), and their repeated keys and ids
-//!   compress several times. Each byte is compressed once: a block is never
+//!   reads the newest, still plain), and their repeated values compress
+//!   several times. Each byte is compressed once: a block is never
 //!   reopened, and an append never decompresses anything.
 //!
 //! Invariants:
@@ -21,6 +23,8 @@
 //!   (sequence `n + 1`) is `text[ends[n - 1]..ends[n]]`;
 //! - the blocks cover `0..plain_start` of that text, in order, each ending
 //!   at a frame's end; the chunks cover the rest.
+//! - The records are this process's own (a log is never written to disk nor
+//!   read by another build), so their layout may change between versions.
 
 use baton_core::event::{EventDraft, EventFrame, EventType, FrameProvenance};
 use baton_core::frame_payload::FramePayload;
@@ -75,15 +79,21 @@ impl CompactEventLog {
         let offset = self.ends.last().copied().unwrap_or(0);
         let mut chunk = Vec::with_capacity(512 * drafts.len());
         for draft in drafts {
-            let mut frame = StoredFrame::of(draft, self.len() + 1);
+            let mut frame = StoredFrame::of(draft);
             if frame.trace_id.is_some() && frame.trace_id == run_trace_id {
                 frame.trace_id = None;
             }
-            // Serializing a frame built from typed payloads cannot fail.
-            if serde_json::to_writer(&mut chunk, &frame).is_ok() {
-                let end = offset as usize + chunk.len();
-                self.ends.push(u32::try_from(end).unwrap_or(u32::MAX));
+            // Encoding into a vector fails only on a value this format
+            // cannot write (a sequence of unknown length, `deserialize_any`
+            // types); a frame is strings, numbers, options and vectors.
+            let before = chunk.len();
+            if let Err(error) = postcard::to_io(&frame, &mut chunk) {
+                chunk.truncate(before);
+                tracing::error!(%error, event_type = %draft.event_type.as_str(), "a frame could not be encoded; the run's log is missing it");
+                continue;
             }
+            let end = offset as usize + chunk.len();
+            self.ends.push(u32::try_from(end).unwrap_or(u32::MAX));
         }
         self.chunks.push(chunk.into_boxed_slice());
         let whole_length = self.ends.last().copied().unwrap_or(0) as usize;
@@ -119,20 +129,24 @@ impl CompactEventLog {
         self.chunks = Vec::new();
     }
 
-    /// The text of up to `limit` frames after `after_sequence`, and where
-    /// each ends in it (copied, so the store's lock can be let go before
-    /// they are decoded).
+    /// The records of up to `limit` frames after `after_sequence` (copied,
+    /// so the store's lock can be let go before they are decoded).
     pub(super) fn copy_after(
         &self,
         after_sequence: u64,
         limit: usize,
-    ) -> Result<(Vec<u8>, Vec<usize>), StoreError> {
+    ) -> Result<CopiedFrames, StoreError> {
         let first = usize::try_from(after_sequence)
             .unwrap_or(usize::MAX)
             .min(self.ends.len());
         let last = first.saturating_add(limit).min(self.ends.len());
+        let first_sequence = first as u64 + 1;
         if first == last {
-            return Ok((Vec::new(), Vec::new()));
+            return Ok(CopiedFrames {
+                records: Vec::new(),
+                ends: Vec::new(),
+                first_sequence,
+            });
         }
         let start = if first == 0 {
             0
@@ -171,7 +185,11 @@ impl CompactEventLog {
                 break;
             }
         }
-        Ok((text, ends))
+        Ok(CopiedFrames {
+            records: text,
+            ends,
+            first_sequence,
+        })
     }
 }
 
@@ -183,35 +201,27 @@ pub(super) struct RunIds<'a> {
     pub trace_id: Option<TraceId>,
 }
 
-/// A frame as the log keeps it: an [`EventFrame`]'s fields but the run
-/// and correlation ids (the same on every frame of a run), written from the
-/// draft without copying it.
+/// A frame as the log keeps it: an [`EventFrame`]'s fields but its
+/// sequence number and the run's ids, written from the draft without
+/// copying it. Fields are encoded in this order, each present (`postcard`
+/// has no keys): no `skip_serializing_if` here.
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct StoredFrame<'a> {
-    #[serde(rename = "type")]
     event_type: EventType,
-    id: u64,
     timestamp: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     node_id: Option<&'a str>,
     plan_version: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload: Option<&'a FramePayload>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The payload's JSON text.
+    payload: Option<&'a str>,
     facet_provenance: Option<&'a FrameProvenance>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     parent_run_id: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     trace_id: Option<TraceId>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     span_id: Option<SpanId>,
 }
 
 impl<'a> StoredFrame<'a> {
-    fn of(draft: &'a EventDraft, sequence: u64) -> Self {
+    fn of(draft: &'a EventDraft) -> Self {
         // Every field named: a field added to drafts is a compile error here.
         let EventDraft {
             event_type,
@@ -227,12 +237,11 @@ impl<'a> StoredFrame<'a> {
         } = draft;
         StoredFrame {
             event_type: *event_type,
-            id: sequence,
             timestamp,
             node_id: node_id.as_deref(),
             plan_version: *plan_version,
             message: message.as_deref(),
-            payload: payload.as_ref(),
+            payload: payload.as_ref().map(FramePayload::json),
             facet_provenance: facet_provenance.as_ref(),
             parent_run_id: parent_run_id.as_deref(),
             trace_id: *trace_id,
@@ -241,63 +250,79 @@ impl<'a> StoredFrame<'a> {
     }
 }
 
-/// A frame read back from the log, before the run's ids are put back.
+/// A frame read back from the log (the same fields, in the same order as
+/// [`StoredFrame`]), before its sequence number and the run's ids are put
+/// back.
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct ReadFrame {
-    #[serde(rename = "type")]
     event_type: EventType,
-    id: u64,
     timestamp: String,
-    #[serde(default)]
     node_id: Option<String>,
-    #[serde(default)]
     plan_version: u32,
-    #[serde(default)]
     message: Option<String>,
-    #[serde(default)]
-    payload: Option<FramePayload>,
-    #[serde(default)]
+    payload: Option<String>,
     facet_provenance: Option<FrameProvenance>,
-    #[serde(default)]
     parent_run_id: Option<String>,
-    #[serde(default)]
     trace_id: Option<TraceId>,
-    #[serde(default)]
     span_id: Option<SpanId>,
 }
 
-/// Decodes frames copied by [`CompactEventLog::copy_after`], putting back
-/// the run's ids.
-pub(super) fn decode_frames(
-    text: &[u8],
-    ends: &[usize],
-    ids: &RunIds<'_>,
-) -> Result<Vec<EventFrame>, StoreError> {
-    let mut start = 0;
-    ends.iter()
-        .map(|&end| {
-            let read: ReadFrame = serde_json::from_slice(&text[start..end])
-                .map_err(|error| StoreError::Corrupt(format!("an event frame: {error}")))?;
-            start = end;
-            Ok(EventFrame {
-                event_type: read.event_type,
-                id: read.id,
-                timestamp: read.timestamp,
-                run_id: ids.run_id.to_string(),
-                correlation_id: ids.correlation_id.to_string(),
-                node_id: read.node_id,
-                plan_version: read.plan_version,
-                message: read.message,
-                payload: read.payload,
-                facet_provenance: read.facet_provenance,
-                parent_run_id: read.parent_run_id,
-                trace_id: read.trace_id.or(ids.trace_id),
-                span_id: read.span_id,
-                forwarded: false,
+/// Frames copied out of a log by [`CompactEventLog::copy_after`], to be
+/// decoded once the store's lock is let go.
+pub(super) struct CopiedFrames {
+    /// The frames' records, one after another.
+    records: Vec<u8>,
+    /// Where each record ends in `records`.
+    ends: Vec<usize>,
+    /// The first frame's sequence number.
+    first_sequence: u64,
+}
+
+impl CopiedFrames {
+    /// The records' bytes (tests look inside them).
+    #[cfg(test)]
+    pub(super) fn records(&self) -> &[u8] {
+        &self.records
+    }
+
+    /// Decodes the frames, putting back their sequence numbers and the
+    /// run's ids.
+    pub(super) fn decode(&self, ids: &RunIds<'_>) -> Result<Vec<EventFrame>, StoreError> {
+        let corrupt = |what: String| StoreError::Corrupt(format!("an event frame: {what}"));
+        let mut start = 0;
+        let mut sequence = self.first_sequence;
+        self.ends
+            .iter()
+            .map(|&end| {
+                let read: ReadFrame = postcard::from_bytes(&self.records[start..end])
+                    .map_err(|error| corrupt(error.to_string()))?;
+                let payload = read
+                    .payload
+                    .map(FramePayload::from_json_text)
+                    .transpose()
+                    .map_err(|error| corrupt(format!("its payload: {error}")))?;
+                let frame = EventFrame {
+                    event_type: read.event_type,
+                    id: sequence,
+                    timestamp: read.timestamp,
+                    run_id: ids.run_id.to_string(),
+                    correlation_id: ids.correlation_id.to_string(),
+                    node_id: read.node_id,
+                    plan_version: read.plan_version,
+                    message: read.message,
+                    payload,
+                    facet_provenance: read.facet_provenance,
+                    parent_run_id: read.parent_run_id,
+                    trace_id: read.trace_id.or(ids.trace_id),
+                    span_id: read.span_id,
+                    forwarded: false,
+                };
+                start = end;
+                sequence += 1;
+                Ok(frame)
             })
-        })
-        .collect()
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -319,13 +344,12 @@ mod tests {
         assert_eq!(log.append(&[draft("three")], None), 3);
         assert_eq!(log.append(&[], None), 3);
         let read = |log: &CompactEventLog, after: u64, limit: usize| {
-            let (text, ends) = log.copy_after(after, limit).unwrap();
             let ids = RunIds {
                 run_id: "run-1",
                 correlation_id: "corr-1",
                 trace_id: None,
             };
-            decode_frames(&text, &ends, &ids).unwrap()
+            log.copy_after(after, limit).unwrap().decode(&ids).unwrap()
         };
         let plain = read(&log, 0, 10);
         assert_eq!(
@@ -373,8 +397,8 @@ mod tests {
         let expected = full.clone().into_frame(1, "run-1", "corr-1");
         let mut log = CompactEventLog::default();
         log.append(&[full], None);
-        let (text, ends) = log.copy_after(0, 10).unwrap();
-        let stored = std::str::from_utf8(&text).unwrap();
+        let copied = log.copy_after(0, 10).unwrap();
+        let stored = String::from_utf8_lossy(copied.records());
         assert!(
             !stored.contains("run-1") && !stored.contains("corr-1"),
             "the run's ids are not kept in each frame: {stored}"
@@ -384,7 +408,7 @@ mod tests {
             correlation_id: "corr-1",
             trace_id: None,
         };
-        assert_eq!(decode_frames(&text, &ends, &ids).unwrap(), vec![expected]);
+        assert_eq!(copied.decode(&ids).unwrap(), vec![expected]);
     }
 
     #[test]
@@ -418,8 +442,7 @@ mod tests {
         let plain_text: usize = log.chunks.iter().map(|chunk| chunk.len()).sum();
         assert!(plain_text < BLOCK_BYTES, "{plain_text} bytes plain");
         let read = |log: &CompactEventLog, after: u64, limit: usize| {
-            let (text, ends) = log.copy_after(after, limit).unwrap();
-            decode_frames(&text, &ends, &ids).unwrap()
+            log.copy_after(after, limit).unwrap().decode(&ids).unwrap()
         };
         assert_eq!(read(&log, 0, 1_000), expected, "every frame, in order");
         for (after, limit) in [

@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 mod event_log;
 
-use self::event_log::{CompactEventLog, RunIds, decode_frames};
+use self::event_log::{CompactEventLog, RunIds};
 use crate::clock::SystemClock;
 use crate::error::StoreError;
 use crate::ports::{
@@ -357,28 +357,23 @@ impl RunStore for InMemoryRunStore {
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
         // Copied under the lock, decoded after it.
-        let (text, ends, run_id, correlation_id, trace_id) = {
+        let (copied, run_id, correlation_id, trace_id) = {
             let tables = self.tables.lock().map_err(|_| poisoned())?;
             let record = tables.run(tenant_id, run_id)?;
-            let (text, ends) = record.events.copy_after(after_sequence, limit)?;
+            let copied = record.events.copy_after(after_sequence, limit)?;
             let state = &record.state;
             (
-                text,
-                ends,
+                copied,
                 state.run_id.clone(),
                 state.correlation_id.clone(),
                 state.trace.map(|trace| trace.trace_id),
             )
         };
-        decode_frames(
-            &text,
-            &ends,
-            &RunIds {
-                run_id: &run_id,
-                correlation_id: &correlation_id,
-                trace_id,
-            },
-        )
+        copied.decode(&RunIds {
+            run_id: &run_id,
+            correlation_id: &correlation_id,
+            trace_id,
+        })
     }
 
     async fn pending_outbox(
@@ -555,7 +550,7 @@ mod tests {
             .create_run(&decision.state, decision.events, Vec::new(), None)
             .await;
         assert!(created.is_ok());
-        let text = {
+        let records = {
             let tables = store
                 .tables
                 .lock()
@@ -566,10 +561,10 @@ mod tests {
             record
                 .events
                 .copy_after(0, 100)
-                .map(|(text, _)| text)
+                .map(|copied| copied.records().to_vec())
                 .unwrap_or_default()
         };
-        assert!(!String::from_utf8_lossy(&text).contains(&trace.trace_id.to_string()));
+        assert!(!String::from_utf8_lossy(&records).contains(&trace.trace_id.to_string()));
         let frames = store
             .read_events("t", "r", 0, 100)
             .await
