@@ -20,7 +20,7 @@ use crate::ports::{ReceivedStep, StepQueue};
 /// Visible messages, one FIFO lane per tenant, handed out round robin.
 #[derive(Default)]
 struct FairLanes {
-    lanes: HashMap<String, VecDeque<(StepMessage, u32)>>,
+    lanes: HashMap<String, VecDeque<(StepMessage, u32)>, foldhash::fast::RandomState>,
     /// Tenants with a visible message, in the order they are served next.
     turn: VecDeque<String>,
     len: usize,
@@ -73,13 +73,16 @@ struct QueueState {
     delayed: Vec<(tokio::time::Instant, StepMessage, u32)>,
     /// Timers sent with a delay (`send_delayed`): due at their instant.
     timers: Vec<(tokio::time::Instant, StepMessage)>,
-    in_flight: HashMap<String, (StepMessage, u32)>,
+    in_flight: HashMap<String, (StepMessage, u32), foldhash::fast::RandomState>,
     next_receipt: u64,
 }
 
 impl QueueState {
     /// Makes the delayed messages whose time has come visible, in order.
     fn promote_due(&mut self) {
+        if self.delayed.is_empty() && self.timers.is_empty() {
+            return;
+        }
         let now = tokio::time::Instant::now();
         self.delayed.sort_by_key(|(visible_at, _, _)| *visible_at);
         let due = self

@@ -83,11 +83,11 @@ pub const MOST_COMPILED_SCHEMAS: usize = 4_096;
 /// holds each distinct schema once).
 #[derive(Default)]
 pub struct ValidatorCache {
-    compiled_by_schema_text: Mutex<HashMap<String, SharedValidator>>,
-    schemas_by_key: Mutex<HashMap<Arc<str>, SharedParts>>,
+    compiled_by_schema_text: Mutex<HashMap<String, SharedValidator, foldhash::fast::RandomState>>,
+    schemas_by_key: Mutex<HashMap<Arc<str>, SharedParts, foldhash::fast::RandomState>>,
     /// Plan texts (a node's composed instructions) by their content: every
     /// plan holding the same text shares one copy.
-    texts: Mutex<std::collections::HashSet<Arc<str>>>,
+    texts: Mutex<std::collections::HashSet<Arc<str>, foldhash::fast::RandomState>>,
 }
 
 /// One digest's shared copies: the digest, the schema and what the caller

@@ -70,14 +70,15 @@ impl<'e, 'r> StepContext<'e, 'r> {
         self.put_entry(&key, crate::records::entries::EntryBody::Turn(turn));
     }
 
-    pub fn stamp(&self) -> FrameStamp {
+    /// The stamp of this step's frames (borrowing its timestamp).
+    pub fn stamp(&self) -> FrameStamp<'_> {
         FrameStamp::from_parts(
-            self.timestamp.clone(),
+            std::borrow::Cow::Borrowed(&self.timestamp),
             self.state.plan_version(),
             self.state
                 .parent
                 .as_ref()
-                .map(|parent| parent.run_id.clone()),
+                .map(|parent| parent.run_id.as_str()),
         )
     }
 

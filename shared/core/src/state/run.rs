@@ -446,13 +446,13 @@ impl StepMessage {
     }
 }
 
-impl crate::wire::frames::FrameStamp {
+impl<'a> crate::wire::frames::FrameStamp<'a> {
     /// Stamp for `state` at `now`: its current plan version (and parent).
-    pub fn for_run(state: &RunState, now: crate::basics::instant::Instant) -> Self {
+    pub fn for_run(state: &'a RunState, now: crate::basics::instant::Instant) -> Self {
         Self::from_parts(
-            now.rfc3339(),
+            std::borrow::Cow::Owned(now.rfc3339()),
             state.plan_version(),
-            state.parent.as_ref().map(|parent| parent.run_id.clone()),
+            state.parent.as_ref().map(|parent| parent.run_id.as_str()),
         )
     }
 }

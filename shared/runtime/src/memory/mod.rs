@@ -43,7 +43,7 @@ struct RunRecord {
     /// Boxed entries: a map's node holds eleven slots, and most runs have
     /// one message or none pending.
     outbox: BTreeMap<String, Box<OutboxEntry>>,
-    leases: HashMap<(String, u32), Lease>,
+    leases: HashMap<(String, u32), Lease, foldhash::fast::RandomState>,
     /// Entries beside the run, by key (`baton_core::entries`).
     entries: BTreeMap<String, RunEntry>,
 }
@@ -60,17 +60,20 @@ impl RunRecord {
     fn settle_if_terminal(&mut self) {
         if self.state.status.is_terminal() {
             self.events.seal();
-            self.leases = HashMap::new();
+            self.leases = HashMap::default();
         }
     }
 }
+
+/// One tenant's runs by run id.
+type RunsOfTenant = HashMap<String, Box<RunRecord>, foldhash::fast::RandomState>;
 
 #[derive(Default)]
 struct StoreTables {
     /// Boxed records: the table keeps free slots as it grows.
     /// Runs by tenant, then by run id (looked up by `&str`, no key built).
-    runs: HashMap<String, HashMap<String, Box<RunRecord>>>,
-    run_id_by_idempotency_key: HashMap<(String, String), String>,
+    runs: HashMap<String, RunsOfTenant, foldhash::fast::RandomState>,
+    run_id_by_idempotency_key: HashMap<(String, String), String, foldhash::fast::RandomState>,
 }
 
 impl StoreTables {
@@ -168,7 +171,7 @@ impl RunStore for InMemoryRunStore {
                     )
                 })
                 .collect(),
-            leases: HashMap::new(),
+            leases: HashMap::default(),
             entries: BTreeMap::new(),
         };
         record.append(&events);

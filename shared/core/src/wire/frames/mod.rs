@@ -49,17 +49,19 @@ use crate::wire::frame_payload::FramePayload;
 
 /// When a frame is written and under which plan version (0: no plan yet).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FrameStamp {
-    timestamp: String,
+pub struct FrameStamp<'a> {
+    /// Borrowed from the step that writes the frames (formatted once per
+    /// step), or formatted for this stamp alone.
+    timestamp: Cow<'a, str>,
     plan_version: u32,
     /// A child run's frames name their parent run.
-    parent_run_id: Option<String>,
+    parent_run_id: Option<&'a str>,
 }
 
-impl FrameStamp {
+impl<'a> FrameStamp<'a> {
     pub fn new(now: Instant, plan_version: u32) -> Self {
         FrameStamp {
-            timestamp: now.rfc3339(),
+            timestamp: Cow::Owned(now.rfc3339()),
             plan_version,
             parent_run_id: None,
         }
@@ -67,9 +69,9 @@ impl FrameStamp {
 
     /// A stamp from an already formatted timestamp.
     pub(crate) fn from_parts(
-        timestamp: String,
+        timestamp: Cow<'a, str>,
         plan_version: u32,
-        parent_run_id: Option<String>,
+        parent_run_id: Option<&'a str>,
     ) -> Self {
         FrameStamp {
             timestamp,
@@ -84,7 +86,7 @@ impl FrameStamp {
 
     fn draft(&self, event_type: EventType) -> EventDraft {
         let mut draft = EventDraft::new(event_type, &self.timestamp, self.plan_version);
-        draft.parent_run_id = self.parent_run_id.clone();
+        draft.parent_run_id = self.parent_run_id.map(str::to_string);
         draft
     }
 }

@@ -191,7 +191,11 @@ impl StepService {
             node_id = %node_id
         );
         crate::run_traces::continue_trace(&span, message.traceparent.as_deref());
-        self.handle_inner(message, deadline).instrument(span).await
+        // Boxed: the task a worker spawns for a step holds this future,
+        // and spawning moves it; a box is one pointer to move.
+        Box::pin(self.handle_inner(message, deadline))
+            .instrument(span)
+            .await
     }
 
     async fn handle_inner(
