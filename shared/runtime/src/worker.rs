@@ -289,9 +289,21 @@ pub struct LocalRunner {
 impl LocalRunner {
     /// Processes messages (parallel ones concurrently) until the queue is
     /// empty. Returns how many steps ran.
+    ///
+    /// The steps in flight are polled by this future itself (one task, as
+    /// the embedded default runs one process's runs), not spawned: a step
+    /// that finishes without waiting costs no task, no wake-up through the
+    /// scheduler and no timer. A step that panics is logged and its message
+    /// removed; the others go on.
     pub async fn drain(&self) -> Result<usize, RuntimeError> {
+        use futures_util::{FutureExt, StreamExt};
         let mut processed = 0;
-        let mut in_progress = JoinSet::new();
+        let mut in_progress = futures_util::stream::FuturesUnordered::new();
+        // While steps are in flight, the queue is looked at again at least
+        // this often: a timer may come due meanwhile (a run's deadline
+        // passing while a model call is in flight).
+        let mut look_again = tokio::time::interval(Duration::from_millis(5));
+        look_again.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if in_progress.is_empty() && self.queue.outstanding() == 0 {
                 return Ok(processed);
@@ -299,10 +311,13 @@ impl LocalRunner {
             let batch = self.queue.receive(10, Duration::ZERO).await?;
             let received_any = !batch.is_empty();
             for received in batch {
-                let (steps, queue) = (self.steps.clone(), self.queue.clone());
-                in_progress.spawn(async move {
-                    process_received_step(&steps, queue.as_ref(), received).await
-                });
+                let receipt = received.receipt.clone();
+                let step = process_received_step(&self.steps, self.queue.as_ref(), received);
+                in_progress.push(
+                    std::panic::AssertUnwindSafe(step)
+                        .catch_unwind()
+                        .map(move |finished| (receipt, finished)),
+                );
             }
             if received_any {
                 continue;
@@ -312,19 +327,25 @@ impl LocalRunner {
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 continue;
             }
-            // A step finishing, or a timer coming due meanwhile (a run's
-            // deadline passes while a model call is in flight): poll the
-            // queue again either way.
+            // A step finishing, or the time to look at the queue again.
             tokio::select! {
-                joined = in_progress.join_next() => {
+                biased;
+                Some((receipt, finished)) = in_progress.next() => {
                     processed += 1;
-                    if let Some(Ok(Err(error))) = joined
-                        && !error.is_retryable()
-                    {
-                        tracing::error!(%error, "step failed");
+                    match finished {
+                        Ok(Err(error)) if !error.is_retryable() => {
+                            tracing::error!(%error, "step failed");
+                        }
+                        Err(_) => {
+                            // A bug, which a redelivery would meet again: the
+                            // message goes (its run stays where it was).
+                            tracing::error!(%receipt, "a step panicked; its message is removed");
+                            self.queue.acknowledge(&receipt).await?;
+                        }
+                        Ok(_) => {}
                     }
                 }
-                () = tokio::time::sleep(Duration::from_millis(5)) => {}
+                _ = look_again.tick() => {}
             }
         }
     }
