@@ -174,7 +174,8 @@ impl StepQueue for InMemoryStepQueue {
                         break;
                     };
                     state.next_receipt += 1;
-                    let receipt = format!("receipt-{}", state.next_receipt);
+                    let receipt =
+                        ["receipt-", itoa::Buffer::new().format(state.next_receipt)].concat();
                     state
                         .in_flight
                         .insert(receipt.clone(), (message.clone(), count + 1));

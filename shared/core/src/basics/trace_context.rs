@@ -58,21 +58,30 @@ impl fmt::Display for SpanId {
     }
 }
 
+/// The value of exactly `digits` lowercase hex digits (`digits` ≤ 32), in
+/// one pass over the text.
+fn lowercase_hex_value(text: &str, digits: usize) -> Option<u128> {
+    if text.len() != digits {
+        return None;
+    }
+    text.bytes().try_fold(0u128, |value, byte| {
+        let digit = match byte {
+            b'0'..=b'9' => byte - b'0',
+            b'a'..=b'f' => byte - b'a' + 10,
+            _ => return None,
+        };
+        Some(value << 4 | u128::from(digit))
+    })
+}
+
 fn lowercase_hex(text: &str, digits: usize) -> bool {
-    text.len() == digits
-        && text
-            .bytes()
-            .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+    lowercase_hex_value(text, digits).is_some()
 }
 
 impl TraceId {
     /// Parses 32 lowercase hex digits, not all zero.
     pub fn parse(text: &str) -> Option<Self> {
-        if !lowercase_hex(text, 32) {
-            return None;
-        }
-        u128::from_str_radix(text, 16)
-            .ok()
+        lowercase_hex_value(text, 32)
             .filter(|id| *id != 0)
             .map(TraceId)
     }
@@ -81,11 +90,8 @@ impl TraceId {
 impl SpanId {
     /// Parses 16 lowercase hex digits, not all zero.
     pub fn parse(text: &str) -> Option<Self> {
-        if !lowercase_hex(text, 16) {
-            return None;
-        }
-        u64::from_str_radix(text, 16)
-            .ok()
+        lowercase_hex_value(text, 16)
+            .and_then(|id| u64::try_from(id).ok())
             .filter(|id| *id != 0)
             .map(SpanId)
     }
@@ -185,14 +191,9 @@ impl TraceParent {
         let span_id = SpanId::parse(span_id).ok_or(TraceParentError(
             "the traceparent's parent id is 16 lowercase hex digits, not all zero",
         ))?;
-        if !lowercase_hex(flags, 2) {
-            return Err(TraceParentError(
-                "the traceparent's flags are two lowercase hex digits",
-            ));
-        }
-        let flags = u8::from_str_radix(flags, 16).map_err(|_| {
-            TraceParentError("the traceparent's flags are two lowercase hex digits")
-        })?;
+        let flags = lowercase_hex_value(flags, 2).ok_or(TraceParentError(
+            "the traceparent's flags are two lowercase hex digits",
+        ))?;
         Ok(TraceParent {
             trace_id,
             span_id,

@@ -15,16 +15,25 @@ fn handed_from(state: &RunState, node: &PlanNode) -> String {
     let Some(plan) = state.plan.as_deref() else {
         return "orchestrator".into();
     };
-    let upstream: Vec<&str> = plan
-        .upstream_of(&node.node_id)
+    // The upstream nodes in node id order, each once (as `upstream_of`
+    // gives them), without building its set.
+    let mut upstream: Vec<&str> = plan
+        .edges
+        .iter()
+        .filter(|edge| edge.to == node.node_id)
+        .map(|edge| edge.from.as_str())
+        .collect();
+    upstream.sort_unstable();
+    upstream.dedup();
+    let capabilities: Vec<&str> = upstream
         .iter()
         .filter_map(|upstream| plan.node(upstream))
         .map(|upstream| upstream.capability_id.as_str())
         .collect();
-    if upstream.is_empty() {
+    if capabilities.is_empty() {
         "orchestrator".into()
     } else {
-        upstream.join(",")
+        capabilities.join(",")
     }
 }
 

@@ -4,7 +4,6 @@
 //! and schedule what became ready.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -511,37 +510,30 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
     let Some(plan) = step.state.plan.clone() else {
         return;
     };
-    let completed: BTreeSet<&str> = step
-        .state
+    let has_status = |node_id: &str, status: NodeStatus| {
+        step.state
+            .nodes
+            .get(node_id)
+            .is_some_and(|record| record.status == status)
+    };
+    // Pending nodes whose every upstream node has completed.
+    let ready: Vec<&PlanNode> = plan
         .nodes
         .iter()
-        .filter(|(_, record)| record.status == NodeStatus::Completed)
-        .map(|(node_id, _)| node_id.as_str())
-        .collect();
-    let ready: Vec<String> = plan
-        .nodes
-        .iter()
+        .filter(|node| has_status(&node.node_id, NodeStatus::Pending))
         .filter(|node| {
-            step.state
-                .nodes
-                .get(&node.node_id)
-                .is_some_and(|record| record.status == NodeStatus::Pending)
-        })
-        .filter(|node| {
-            plan.upstream_of(&node.node_id)
+            plan.edges
                 .iter()
-                .all(|upstream| completed.contains(upstream))
+                .filter(|edge| edge.to == node.node_id)
+                .all(|edge| has_status(&edge.from, NodeStatus::Completed))
         })
-        .map(|node| node.node_id.clone())
         .collect();
-    for node_id in ready {
-        if let Some(record) = step.state.nodes.get_mut(&node_id) {
+    for node in ready {
+        if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
             record.status = NodeStatus::Scheduled;
             record.current_attempt += 1;
             let attempt = record.current_attempt;
-            if let Some(node) = plan.node(&node_id)
-                && node.builtin().is_none()
-            {
+            if node.builtin().is_none() {
                 let requested = handoff(
                     &step.stamp(),
                     &step.state,
@@ -551,7 +543,10 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
                 );
                 step.emit(requested);
             }
-            step.enqueue(StepCommand::ExecuteNode { node_id, attempt });
+            step.enqueue(StepCommand::ExecuteNode {
+                node_id: node.node_id.clone(),
+                attempt,
+            });
         }
     }
 }

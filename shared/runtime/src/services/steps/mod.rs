@@ -388,11 +388,12 @@ impl StepService {
         let stored_key = key.storage_key();
         let now = self.clock.now();
         // One claimant per handling, so two deliveries in the same process are rivals too.
-        let claimant = format!(
-            "{}/{}",
-            self.worker_id,
-            self.claim_counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let claimant = [
+            self.worker_id.as_str(),
+            "/",
+            itoa::Buffer::new().format(self.claim_counter.fetch_add(1, Ordering::Relaxed)),
+        ]
+        .concat();
         let claim = NodeClaim {
             claim_key: &stored_key,
             attempt,
