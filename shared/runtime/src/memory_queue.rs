@@ -168,7 +168,7 @@ impl StepQueue for InMemoryStepQueue {
             let next_visible_at = {
                 let mut state = self.state.lock().map_err(|_| queue_poisoned())?;
                 state.promote_due();
-                let mut received = Vec::new();
+                let mut received = Vec::with_capacity(max_messages.min(state.visible.len()));
                 while received.len() < max_messages {
                     let Some((message, count)) = state.visible.pop_front() else {
                         break;

@@ -191,23 +191,6 @@ pub fn traced_frames(trace: Option<&RunTrace>, mut frames: Vec<EventDraft>) -> V
     frames
 }
 
-/// `frames` a step writes beside its claim, stamped with the trace its
-/// message continues.
-pub fn frames_of_step(message: &StepMessage, mut frames: Vec<EventDraft>) -> Vec<EventDraft> {
-    if frames.is_empty() {
-        return frames;
-    }
-    let Some(parent) = message
-        .traceparent
-        .as_deref()
-        .and_then(|text| TraceParent::parse(text).ok())
-    else {
-        return frames;
-    };
-    stamp_frames(parent.trace_id, &mut frames);
-    frames
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -203,13 +203,14 @@ impl TraceParent {
 
     /// The header value (version 00).
     pub fn header_value(&self) -> String {
-        let mut header = String::with_capacity(55);
-        header.push_str("00-");
-        header.extend(hex_digits::<32>(self.trace_id.0).map(char::from));
-        header.push('-');
-        header.extend(hex_digits::<16>(u128::from(self.span_id.0)).map(char::from));
-        header.push_str(if self.sampled { "-01" } else { "-00" });
-        header
+        let mut header = Vec::with_capacity(55);
+        header.extend_from_slice(b"00-");
+        header.extend_from_slice(&hex_digits::<32>(self.trace_id.0));
+        header.push(b'-');
+        header.extend_from_slice(&hex_digits::<16>(u128::from(self.span_id.0)));
+        header.extend_from_slice(if self.sampled { b"-01" } else { b"-00" });
+        // Hex digits and dashes: ASCII, so always UTF-8.
+        String::from_utf8(header).unwrap_or_default()
     }
 }
 

@@ -16,8 +16,12 @@ use crate::wire::frames::{self, BrokenConstraint, ValidationErrors, ValidationSc
 
 use super::StepContext;
 
-/// The caller's output, and every facet value the constraints may read.
-fn assemble_output(state: &RunState) -> (Map<String, Value>, Map<String, Value>) {
+/// The caller's output, and (`with_facet_values`: when there are
+/// constraints to evaluate) every facet value the constraints may read.
+fn assemble_output(
+    state: &RunState,
+    with_facet_values: bool,
+) -> (Map<String, Value>, Map<String, Value>) {
     let mut output = Map::new();
     let mut facet_values = Map::new();
     let Some(plan) = state.plan.as_ref() else {
@@ -40,6 +44,9 @@ fn assemble_output(state: &RunState) -> (Map<String, Value>, Map<String, Value>)
             output.insert(property, value);
         }
     }
+    if !with_facet_values {
+        return (output, facet_values);
+    }
     for node in &plan.nodes {
         for facet in &node.output_facets {
             if let Some(value) = node_output(&node.node_id, facet) {
@@ -59,7 +66,8 @@ fn assemble_output(state: &RunState) -> (Map<String, Value>, Map<String, Value>)
 
 pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
     step.enter_phase(frames::RunPhase::Finalization);
-    let (output, mut evaluation_scope) = assemble_output(&step.state);
+    let has_constraints = !step.state.envelope.output_contract.constraints.is_empty();
+    let (output, mut evaluation_scope) = assemble_output(&step.state, has_constraints);
     let output = Value::Object(output);
     let validator = step.engine.validators.validator_for(
         &step.state.envelope.output_contract.schema,
@@ -83,11 +91,14 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         );
         return Ok(());
     }
-    for (key, value) in output.as_object().into_iter().flatten() {
-        evaluation_scope.insert(key.clone(), value.clone());
-    }
-    let (observed, broken_hard) =
-        evaluate_constraints(&step.state.envelope, &Value::Object(evaluation_scope));
+    let (observed, broken_hard) = if has_constraints {
+        for (key, value) in output.as_object().into_iter().flatten() {
+            evaluation_scope.insert(key.clone(), value.clone());
+        }
+        evaluate_constraints(&step.state.envelope, &Value::Object(evaluation_scope))
+    } else {
+        (satisfaction_score(&[]), Vec::new())
+    };
     step.state.observed_satisfaction = Some(observed);
     if !broken_hard.is_empty() {
         let invalid = frames::run_validation_error(
@@ -146,22 +157,21 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
     let (quality, acceptance_report) = super::quality::report(&step.state);
     super::narration::emit_run_metrics(step);
     step.state.status = RunStatus::Completed;
-    step.state.output = Some(output.clone());
-    let complete = frames::complete(
-        &step.stamp(),
-        &frames::CompletePayload {
-            output,
-            status: RunStatus::Completed,
-            satisfaction_score: step
-                .state
-                .plan_diagnostics
-                .as_ref()
-                .map(|bundle| bundle.satisfaction_score),
-            observed_satisfaction: observed,
-            quality,
-            acceptance_report,
-        },
-    );
+    let payload = frames::CompletePayload {
+        output,
+        status: RunStatus::Completed,
+        satisfaction_score: step
+            .state
+            .plan_diagnostics
+            .as_ref()
+            .map(|bundle| bundle.satisfaction_score),
+        observed_satisfaction: observed,
+        quality,
+        acceptance_report,
+    };
+    let complete = frames::complete(&step.stamp(), &payload);
+    // Rendered: the output moves into the state, not copied.
+    step.state.output = Some(payload.output);
     // Where each delivered property came from: the output provenance its
     // final producer's compiled contract records for it.
     let complete = super::frame_provenance::with_provenance(&step.state, complete, None);

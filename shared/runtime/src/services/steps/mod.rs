@@ -319,7 +319,9 @@ impl StepService {
                     self.time_left(deadline)?;
                     let claim_frames = effect.take_claim_frames();
                     if let Some((key, attempt)) = effect.claim() {
-                        match Box::pin(self.claim(message, key, attempt, claim_frames)).await? {
+                        let claiming =
+                            self.claim(message, key, attempt, claim_frames, current.trace);
+                        match Box::pin(claiming).await? {
                             Ok(claim) => *held_claim = Some(claim),
                             Err(busy) => return Ok(Effects::Ended(busy)),
                         }
@@ -377,13 +379,15 @@ impl StepService {
     }
 
     /// Claims the node attempt with a lease, appending the effect's start
-    /// frames. `Err(Busy)` when another worker holds it.
+    /// frames (stamped with the run's `trace`). `Err(Busy)` when another
+    /// worker holds it.
     async fn claim(
         &self,
         message: &StepMessage,
         key: ClaimKey,
         attempt: u32,
         start_frames: Vec<EventDraft>,
+        trace: Option<baton_core::trace_context::RunTrace>,
     ) -> Result<Result<HeldClaim, StepOutcome>, RuntimeError> {
         let stored_key = key.storage_key();
         let now = self.clock.now();
@@ -407,7 +411,7 @@ impl StepService {
                 &message.tenant_id,
                 &message.run_id,
                 claim,
-                crate::run_traces::frames_of_step(message, start_frames),
+                crate::run_traces::traced_frames(trace.as_ref(), start_frames),
             )
             .await?
         {
