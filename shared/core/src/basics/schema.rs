@@ -1,9 +1,10 @@
 //! JSON Schema compilation and validation through the `jsonschema` crate, with
 //! remote and file `$ref` retrieval turned off, plus a cache of compiled
-//! validators keyed by the schema's canonical text so the hot path compiles a
-//! schema once per process.
+//! validators (found by a compiled contract's digest, or by the schema's
+//! structure) so the hot path compiles a schema once per process.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -73,17 +74,83 @@ pub fn collect_violations(
         .collect()
 }
 
+/// Feeds `value`'s structure to `hasher`: each node's kind, then its
+/// contents, lengths first (so no two different trees feed the same
+/// sequence).
+fn hash_structure(value: &Value, hasher: &mut impl Hasher) {
+    match value {
+        Value::Null => hasher.write_u8(0),
+        Value::Bool(flag) => {
+            hasher.write_u8(1);
+            flag.hash(hasher);
+        }
+        Value::Number(number) => {
+            hasher.write_u8(2);
+            number.hash(hasher);
+        }
+        Value::String(text) => {
+            hasher.write_u8(3);
+            text.hash(hasher);
+        }
+        Value::Array(items) => {
+            hasher.write_u8(4);
+            hasher.write_usize(items.len());
+            for item in items {
+                hash_structure(item, hasher);
+            }
+        }
+        Value::Object(entries) => {
+            hasher.write_u8(5);
+            hasher.write_usize(entries.len());
+            for (key, item) in entries {
+                key.hash(hasher);
+                hash_structure(item, hasher);
+            }
+        }
+    }
+}
+
+/// Whether two values are the same tree, objects' keys in the same order
+/// (the order `hash_structure` feeds them in; the same schema written in
+/// another key order is only compiled once more).
+fn same_tree(left: &Value, right: &Value) -> bool {
+    match (left, right) {
+        (Value::Array(left), Value::Array(right)) => {
+            left.len() == right.len()
+                && left
+                    .iter()
+                    .zip(right)
+                    .all(|(left, right)| same_tree(left, right))
+        }
+        (Value::Object(left), Value::Object(right)) => {
+            left.len() == right.len()
+                && left
+                    .iter()
+                    .zip(right)
+                    .all(|((left_key, left), (right_key, right))| {
+                        left_key == right_key && same_tree(left, right)
+                    })
+        }
+        (left, right) => left == right,
+    }
+}
+
 /// Most validators a [`ValidatorCache`] keeps; past this it starts over
 /// (they are compiled again on use).
 pub const MOST_COMPILED_SCHEMAS: usize = 4_096;
 
-/// Cache of compiled validators keyed by the schema's serialized form,
+/// Cache of compiled validators keyed by a digest or the schema's structure,
 /// and of the schemas themselves by their digest: every plan that compiles
 /// the same contract shares one copy (a process holding thousands of runs
 /// holds each distinct schema once).
 #[derive(Default)]
 pub struct ValidatorCache {
     compiled_by_schema_text: Mutex<HashMap<String, SharedValidator, foldhash::fast::RandomState>>,
+    /// Validators by their schema's structural hash, with the schema each
+    /// was compiled from (`validator_for`).
+    compiled_by_structure:
+        Mutex<HashMap<u64, (Value, SharedValidator), foldhash::fast::RandomState>>,
+    structure_hasher: foldhash::fast::RandomState,
     schemas_by_key: Mutex<HashMap<Arc<str>, SharedParts, foldhash::fast::RandomState>>,
     /// Plan texts (a node's composed instructions) by their content: every
     /// plan holding the same text shares one copy.
@@ -139,8 +206,31 @@ impl ValidatorCache {
     }
 
     /// Returns the compiled validator for `schema`, compiling it on first use.
+    /// Found by the schema's structure (hashed as a tree, then compared to
+    /// the schema it was compiled from: a hash collision compiles again, it
+    /// never validates against another schema), so a lookup neither writes
+    /// the schema out as text nor allocates.
     pub fn validator_for(&self, schema: &Value, path: &str) -> Result<SharedValidator, CoreError> {
-        self.validator_for_key(&schema.to_string(), schema, path)
+        let fingerprint = {
+            let mut hasher = self.structure_hasher.build_hasher();
+            hash_structure(schema, &mut hasher);
+            hasher.finish()
+        };
+        if let Ok(cache) = self.compiled_by_structure.lock()
+            && let Some((compiled_from, found)) = cache.get(&fingerprint)
+            && same_tree(compiled_from, schema)
+        {
+            return Ok(found.clone());
+        }
+        let compiled = Arc::new(compile_schema(schema, path)?);
+        if let Ok(mut cache) = self.compiled_by_structure.lock() {
+            // Bounded, as the cache by key is.
+            if cache.len() >= MOST_COMPILED_SCHEMAS {
+                cache.clear();
+            }
+            cache.insert(fingerprint, (schema.clone(), compiled.clone()));
+        }
+        Ok(compiled)
     }
 
     /// Same, with a precomputed key (e.g. a compiled contract's digest) so
@@ -212,5 +302,48 @@ mod tests {
         let first = cache.validator_for(&schema, "a").unwrap();
         let second = cache.validator_for(&schema, "b").unwrap();
         assert!(Arc::ptr_eq(&first, &second));
+    }
+
+    #[test]
+    fn different_schemas_get_their_own_validators_even_under_one_hash() {
+        let cache = ValidatorCache::new();
+        let strings = json!({"type": "string"});
+        let numbers = json!({"type": "number"});
+        // Nested the other way round: the same strings, a different tree.
+        let nested = json!({"type": {"string": "number"}});
+        let nested_other = json!({"type": {"number": "string"}});
+        for schema in [&strings, &numbers] {
+            let validator = cache.validator_for(schema, "s").unwrap();
+            let instance = if schema == &strings {
+                json!("x")
+            } else {
+                json!(1)
+            };
+            assert!(validator.is_valid(&instance), "{schema}");
+        }
+        assert!(
+            !cache
+                .validator_for(&numbers, "s")
+                .unwrap()
+                .is_valid(&json!("x"))
+        );
+        let fingerprint = |schema: &Value| {
+            let mut hasher = cache.structure_hasher.build_hasher();
+            hash_structure(schema, &mut hasher);
+            hasher.finish()
+        };
+        assert_ne!(fingerprint(&nested), fingerprint(&nested_other));
+        // A collision, forced: the entry for `strings` is stored under the
+        // hash of `numbers`. Asking for `numbers` compiles it, it does not
+        // take the string validator.
+        let string_validator = cache.validator_for(&strings, "s").unwrap();
+        cache
+            .compiled_by_structure
+            .lock()
+            .unwrap()
+            .insert(fingerprint(&numbers), (strings.clone(), string_validator));
+        let for_numbers = cache.validator_for(&numbers, "s").unwrap();
+        assert!(for_numbers.is_valid(&json!(1)));
+        assert!(!for_numbers.is_valid(&json!("x")));
     }
 }
