@@ -118,7 +118,7 @@ pub(super) fn park_for_approval(
     }
     // The node waits, its attempt unspent: it is scheduled again (with the
     // same attempt number) once the hold is lifted.
-    if let Some(record) = step.state.nodes.get_mut(node_id)
+    if let Some(record) = step.state.node_mut(node_id)
         && record.current_attempt == *attempt
     {
         record.status = NodeStatus::Pending;
@@ -338,7 +338,7 @@ pub(super) fn stop_when_over_budget(
         return false;
     }
     // Spend no more: nothing else is scheduled or retried.
-    if let Some(record) = step.state.nodes.get_mut(node_id) {
+    if let Some(record) = step.state.node_mut(node_id) {
         record.status = NodeStatus::Failed;
         record.error = Some(exceeded.clone());
     }

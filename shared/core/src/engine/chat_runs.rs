@@ -120,7 +120,7 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
     step.state.nodes = plan
         .nodes
         .iter()
-        .map(|node| (node.node_id.clone(), NodeRecord::pending()))
+        .map(|node| (node.node_id.clone(), Arc::new(NodeRecord::pending())))
         .collect();
     step.state.plan = Some(Arc::new(plan));
     let generated = super::frame_provenance::with_provenance(&step.state, generated, None);

@@ -251,7 +251,7 @@ pub fn fork_run(
                 }
                 _ => NodeRecord::pending(),
             };
-            (node.node_id.clone(), record)
+            (node.node_id.clone(), Arc::new(record))
         })
         .collect();
     state.plan = Some(plan.clone());

@@ -392,7 +392,7 @@ pub(super) fn ask_clarification(
             created_at: step.now,
             answered_at: None,
         });
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.status = NodeStatus::Pending;
         record.attempt_base += 1;
         record.feedback.clear();

@@ -68,7 +68,7 @@ pub(super) fn hand_over(step: &mut StepContext<'_, '_>, node: &PlanNode, attempt
     );
     step.emit(occurred);
     let started = step.now.unix_millis();
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.started_at_millis = Some(started);
     }
 }

@@ -161,7 +161,7 @@ fn hand_to_a_person(
         .governance
         .escalation_taken_over_by(&node.output_facets)
         .cloned();
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.status = NodeStatus::AwaitingHuman;
     }
     if step.state.governance.hold.is_none() {
@@ -221,7 +221,7 @@ pub(super) fn resume_node(
     let node = plan_node_in(&plan, &state, &call.node_id)?;
     let mut step = StepContext::new(state, now, engine);
     step.state.phase = Some(RunPhase::of_node(node.kind));
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.started_at_millis = Some(call.started_at_millis);
     }
     match outcome {
@@ -302,7 +302,7 @@ fn reject_input(
         },
     );
     step.emit(invalid);
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.status = NodeStatus::Failed;
         record.error = Some("input contract violated".into());
     }
@@ -387,7 +387,7 @@ pub(super) fn complete_node(
     let output = Arc::new(answer);
     let mut usage = frames::TokenTotals::of(&Default::default());
     let (mut model, mut duration_ms, mut cost_usd) = (None, None, None);
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.status = NodeStatus::Completed;
         record.output = Some(output.clone());
         record.feedback.clear();
@@ -457,7 +457,7 @@ fn reprompt_or_fail(
         Applied::Replanned => return policy::continue_run(step),
         Applied::Held => {
             // The node runs again (with the feedback) once the hold is released.
-            if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+            if let Some(record) = step.state.node_mut(&node.node_id) {
                 record.feedback = violations;
                 record.status = NodeStatus::Pending;
             }
@@ -472,7 +472,7 @@ fn reprompt_or_fail(
         .get(&node.node_id)
         .map_or(0, |record| record.attempt_base);
     if attempt.saturating_sub(attempt_base) < max_attempts {
-        if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        if let Some(record) = step.state.node_mut(&node.node_id) {
             record.feedback = violations;
             record.current_attempt = attempt + 1;
             record.status = NodeStatus::Scheduled;
@@ -529,7 +529,7 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
         })
         .collect();
     for node in ready {
-        if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        if let Some(record) = step.state.node_mut(&node.node_id) {
             record.status = NodeStatus::Scheduled;
             record.current_attempt += 1;
             let attempt = record.current_attempt;

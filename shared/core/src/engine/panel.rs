@@ -73,7 +73,7 @@ pub(super) fn begin_panel(
         }
     };
     let (panel, calls) = Panel::start(request, &evaluation_id, step.now.unix_millis());
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.status = NodeStatus::Deliberating;
     }
     let progress = panel.progress("scoring");
@@ -391,7 +391,7 @@ fn close_round(
             })?;
             let mut answer = Map::new();
             answer.insert(facet, evaluation);
-            if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+            if let Some(record) = step.state.node_mut(&node.node_id) {
                 record.status = NodeStatus::Scheduled;
             }
             super::node::judge_answer(step, node, attempt, Ok(Value::Object(answer)))

@@ -365,7 +365,7 @@ fn settle_plan(
     step.state.nodes = plan
         .nodes
         .iter()
-        .map(|node| (node.node_id.clone(), NodeRecord::pending()))
+        .map(|node| (node.node_id.clone(), Arc::new(NodeRecord::pending())))
         .collect();
     let mut plan = plan;
     plan.share_contract_schemas(step.engine.validators);

@@ -214,7 +214,7 @@ fn deliver_best_draft(step: &mut StepContext<'_, '_>, threshold: f64, depth: u32
     let best = drafts[best_index].clone();
     let count = drafts.len();
     for (node_id, output) in &best.outputs {
-        if let Some(record) = step.state.nodes.get_mut(node_id) {
+        if let Some(record) = step.state.node_mut(node_id) {
             record.output = Some(output.clone());
         }
     }

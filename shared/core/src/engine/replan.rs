@@ -376,14 +376,14 @@ fn apply(
                 }
                 record.clone()
             }
-            Some(record) => NodeRecord {
+            Some(record) => Arc::new(NodeRecord {
                 current_attempt: record.current_attempt,
                 attempt_base: record.current_attempt,
                 usage: record.usage,
                 cost_usd: record.cost_usd,
                 ..NodeRecord::pending()
-            },
-            None => NodeRecord::pending(),
+            }),
+            None => Arc::new(NodeRecord::pending()),
         };
         nodes.insert(node.node_id.clone(), record);
     }

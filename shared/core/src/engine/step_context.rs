@@ -130,7 +130,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
         reason: &str,
         run_message: &str,
     ) {
-        if let Some(record) = self.state.nodes.get_mut(&node.node_id) {
+        if let Some(record) = self.state.node_mut(&node.node_id) {
             record.status = NodeStatus::Failed;
             record.error = Some(reason.to_string());
         }

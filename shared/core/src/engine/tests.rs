@@ -330,7 +330,7 @@ fn step_table() {
     )
     .state;
     let mut on_last_attempt = planned(&context);
-    if let Some(record) = on_last_attempt.nodes.get_mut("node_1") {
+    if let Some(record) = on_last_attempt.node_mut("node_1") {
         record.current_attempt = 3;
     }
     let mut with_human_writer = after_first_node.clone();

@@ -19,7 +19,7 @@ pub(super) fn record_model_usage(
 ) {
     let cost = step.engine.registry.models().cost_usd(model, usage);
     step.state.model_turns = step.state.model_turns.saturating_add(1);
-    let Some(record) = step.state.nodes.get_mut(node_id) else {
+    let Some(record) = step.state.node_mut(node_id) else {
         return;
     };
     record.usage.add(usage);

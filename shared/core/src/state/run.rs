@@ -100,8 +100,10 @@ pub struct RunState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Shared: loading or stepping a run does not copy the diagnostics.
     pub plan_diagnostics: Option<Arc<DiagnosticsBundle>>,
+    /// Each record shared until a step changes it (`Arc::make_mut`):
+    /// loading a run for a step copies pointers, not every node's record.
     #[serde(default)]
-    pub nodes: BTreeMap<String, NodeRecord>,
+    pub nodes: BTreeMap<String, Arc<NodeRecord>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,6 +179,12 @@ pub struct ForkOrigin {
 }
 
 impl RunState {
+    /// The node's record, to change: copied first if a loaded copy of the
+    /// run still shares it.
+    pub fn node_mut(&mut self, node_id: &str) -> Option<&mut NodeRecord> {
+        self.nodes.get_mut(node_id).map(Arc::make_mut)
+    }
+
     /// How a child run ended, as its parent's tool call result: status, output
     /// (when it completed), the failure (when not), tokens.
     pub fn child_summary(&self) -> Value {

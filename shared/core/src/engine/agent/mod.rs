@@ -305,7 +305,7 @@ pub(super) fn resume_turn(
     let mut step = StepContext::new(state, now, engine);
     if let Some(opened) = &call.opens {
         step.state.phase = Some(RunPhase::of_node(node.kind));
-        if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+        if let Some(record) = step.state.node_mut(&node.node_id) {
             record.started_at_millis = Some(opened.started_at_millis);
             record.status = NodeStatus::Deliberating;
         }
@@ -341,7 +341,7 @@ pub(super) fn resume_turn(
         &answer.model,
         &answer.usage,
     );
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.agent_turns += 1;
     }
     let Some(session) = step.state.sessions.get_mut(&node.node_id) else {
@@ -404,7 +404,7 @@ fn answered(
         );
         step.emit(waiting);
     }
-    if let Some(record) = step.state.nodes.get_mut(&node.node_id) {
+    if let Some(record) = step.state.node_mut(&node.node_id) {
         record.status = NodeStatus::Scheduled;
     }
     let parsed = if node.is_chat() {

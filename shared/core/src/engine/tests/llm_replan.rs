@@ -143,7 +143,7 @@ fn an_escalation_under_the_llm_planner_is_drafted_by_the_model_which_sees_why() 
     ], "rationale": "write.plain needs only the notes"});
     // What the dropped node had used stays the run's.
     let mut spent_state = escalated.state.clone();
-    let dropped = spent_state.nodes.get_mut("write").unwrap();
+    let dropped = spent_state.node_mut("write").unwrap();
     dropped.usage.prompt_tokens += 70;
     dropped.cost_usd = Some(0.5);
     let before = spent_state.total_usage().prompt_tokens;
