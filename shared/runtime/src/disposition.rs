@@ -84,6 +84,14 @@ mod tests {
                 StepDisposition::Acknowledge,
             ),
             (Ok(StepOutcome::Stale), 1, StepDisposition::Acknowledge),
+            // A panic is a bug a redelivery meets again: failed for good at once.
+            (
+                Err(RuntimeError::StepPanicked {
+                    message: "index out of bounds".into(),
+                }),
+                1,
+                StepDisposition::DeadLetter,
+            ),
             (
                 Ok(StepOutcome::RunNotFound),
                 1,

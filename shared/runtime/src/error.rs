@@ -188,6 +188,11 @@ pub enum RuntimeError {
         remaining_millis: u64,
         needed_millis: u64,
     },
+    /// The step panicked (a bug): not retried, its run ends `step_failed`
+    /// naming the panic, rather than waiting on a message no worker can
+    /// finish.
+    #[error("the step panicked: {message}")]
+    StepPanicked { message: String },
     /// The transcript publisher failed; the step is retried (nothing was
     /// committed).
     #[error("transcript publisher: {0}")]
@@ -226,6 +231,7 @@ impl RuntimeError {
             | RuntimeError::Registry(_)
             | RuntimeError::Core(_)
             | RuntimeError::Io { .. }
+            | RuntimeError::StepPanicked { .. }
             | RuntimeError::ThreadNotFound(_)
             | RuntimeError::ThreadBusy { .. }
             | RuntimeError::RunNotFound { .. } => false,

@@ -27,7 +27,7 @@ pub async fn process_received_step(
     queue: &dyn StepQueue,
     received: ReceivedStep,
 ) -> Result<StepOutcome, RuntimeError> {
-    let outcome = steps.handle(&received.message).await;
+    let outcome = caught(steps.handle(&received.message)).await;
     let disposition = step_disposition(&outcome, received.receive_count);
     log_disposition(
         &outcome,
@@ -58,6 +58,27 @@ pub async fn process_received_step(
         }
     }
     outcome
+}
+
+/// A step's outcome, its panic (a bug) turned into a step failed for good
+/// (`RuntimeError::StepPanicked`): the disposition table ends its run
+/// `step_failed` naming the panic, where the message would otherwise wait
+/// in flight for a worker that can never finish it.
+async fn caught(
+    step: impl std::future::Future<Output = Result<StepOutcome, RuntimeError>>,
+) -> Result<StepOutcome, RuntimeError> {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(step).catch_unwind().await {
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|text| (*text).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            Err(RuntimeError::StepPanicked { message })
+        }
+    }
 }
 
 /// Ends the run of a message failed for good (`StepService::give_up`);
@@ -231,7 +252,7 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
                 return Some(message_id);
             }
         };
-        let outcome = steps.handle_before(&message, deadline).await;
+        let outcome = caught(steps.handle_before(&message, deadline)).await;
         let disposition = step_disposition(&outcome, receive_count);
         log_disposition(&outcome, disposition, &message_id, receive_count);
         match disposition {
@@ -293,8 +314,10 @@ impl LocalRunner {
     /// The steps in flight are polled by this future itself (one task, as
     /// the embedded default runs one process's runs), not spawned: a step
     /// that finishes without waiting costs no task, no wake-up through the
-    /// scheduler and no timer. A step that panics is logged and its message
-    /// removed; the others go on.
+    /// scheduler and no timer. A step that panics ends its run
+    /// `step_failed` (`caught`); should the panic come from past the step
+    /// (its disposition), it is logged and the message removed. The others
+    /// go on.
     pub async fn drain(&self) -> Result<usize, RuntimeError> {
         use futures_util::{FutureExt, StreamExt};
         let mut processed = 0;

@@ -2,7 +2,8 @@
 //! its steps are polled by one future, not spawned, so these check what
 //! spawning gave for free. Steps of different runs still wait on their
 //! models at the same time, and a step that panics neither hangs the
-//! runner nor stops the others. The model is a test double standing in for
+//! runner nor stops the others: its run ends `step_failed` naming the
+//! panic. The model is a test double standing in for
 //! an LLM endpoint: schema-shaped answers after a delay, counting the calls
 //! in flight; one variant panics on a chosen run's calls.
 
@@ -134,7 +135,7 @@ async fn steps_of_different_runs_wait_on_their_models_at_the_same_time() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_step_that_panics_is_removed_and_the_other_runs_complete() {
+async fn a_step_that_panics_ends_its_run_step_failed_and_the_other_runs_complete() {
     let marker = "This run meets a bug.";
     let model = Arc::new(CountingModel::new(Duration::from_millis(20), Some(marker)));
     let (services, runner) = orchestrator(model.clone());
@@ -155,10 +156,22 @@ async fn a_step_that_panics_is_removed_and_the_other_runs_complete() {
         .expect("a panicking step does not hang the runner")
         .unwrap();
     assert_eq!(status_of(&services, &healthy).await, RunStatus::Completed);
-    assert_eq!(
-        status_of(&services, &doomed).await,
-        RunStatus::Running,
-        "the panicking run stays where it was"
+    assert_eq!(status_of(&services, &doomed).await, RunStatus::Failed);
+    let frames = services
+        .runs
+        .read_all_events_after("t", &doomed, 0)
+        .await
+        .unwrap();
+    let error = frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "error")
+        .expect("the run says why it ended");
+    let payload = error.payload.as_ref().unwrap();
+    assert_eq!(payload["code"], "step_failed", "{}", payload.json());
+    let said = serde_json::to_string(&error).unwrap();
+    assert!(
+        said.contains("the step panicked: test double: a bug in a step"),
+        "{said}"
     );
-    assert_eq!(runner.queue.outstanding(), 0, "its message was removed");
+    assert_eq!(runner.queue.outstanding(), 0, "its message was consumed");
 }
