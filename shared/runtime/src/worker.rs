@@ -315,11 +315,9 @@ impl LocalRunner {
     /// the embedded default runs one process's runs), not spawned: a step
     /// that finishes without waiting costs no task, no wake-up through the
     /// scheduler and no timer. A step that panics ends its run
-    /// `step_failed` (`caught`); should the panic come from past the step
-    /// (its disposition), it is logged and the message removed. The others
-    /// go on.
+    /// `step_failed` (`caught`, as on every worker); the others go on.
     pub async fn drain(&self) -> Result<usize, RuntimeError> {
-        use futures_util::{FutureExt, StreamExt};
+        use futures_util::StreamExt;
         let mut processed = 0;
         let mut in_progress = futures_util::stream::FuturesUnordered::new();
         // While steps are in flight, the queue is looked at again at least
@@ -334,13 +332,11 @@ impl LocalRunner {
             let batch = self.queue.receive(10, Duration::ZERO).await?;
             let received_any = !batch.is_empty();
             for received in batch {
-                let receipt = received.receipt.clone();
-                let step = process_received_step(&self.steps, self.queue.as_ref(), received);
-                in_progress.push(
-                    std::panic::AssertUnwindSafe(step)
-                        .catch_unwind()
-                        .map(move |finished| (receipt, finished)),
-                );
+                in_progress.push(process_received_step(
+                    &self.steps,
+                    self.queue.as_ref(),
+                    received,
+                ));
             }
             if received_any {
                 continue;
@@ -353,19 +349,12 @@ impl LocalRunner {
             // A step finishing, or the time to look at the queue again.
             tokio::select! {
                 biased;
-                Some((receipt, finished)) = in_progress.next() => {
+                Some(finished) = in_progress.next() => {
                     processed += 1;
-                    match finished {
-                        Ok(Err(error)) if !error.is_retryable() => {
-                            tracing::error!(%error, "step failed");
-                        }
-                        Err(_) => {
-                            // A bug, which a redelivery would meet again: the
-                            // message goes (its run stays where it was).
-                            tracing::error!(%receipt, "a step panicked; its message is removed");
-                            self.queue.acknowledge(&receipt).await?;
-                        }
-                        Ok(_) => {}
+                    if let Err(error) = finished
+                        && !error.is_retryable()
+                    {
+                        tracing::error!(%error, "step failed");
                     }
                 }
                 _ = look_again.tick() => {}

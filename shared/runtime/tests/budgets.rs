@@ -19,7 +19,6 @@ use baton_core::engine::ApprovalDecision;
 use baton_core::event::EventFrame;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
-use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::{HumanInput, HumanInputOutcome, Services};
 use baton_runtime::worker::LocalRunner;
@@ -58,17 +57,7 @@ impl LlmProvider for PricedModel {
 }
 
 fn orchestrator(delay: Duration) -> (Services, LocalRunner) {
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(Arc::new(PricedModel { delay }))
-        .queue(queue.clone())
-        .build()
-        .services;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
-    (services, runner)
+    TestServices::with_model(Arc::new(PricedModel { delay })).build_with_local_runner()
 }
 
 async fn run(envelope: &Value, delay: Duration) -> (RunStatus, Vec<EventFrame>) {

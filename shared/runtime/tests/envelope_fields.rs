@@ -16,7 +16,6 @@ use baton_core::engine::ApprovalDecision;
 use baton_core::event::EventFrame;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
-use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::{HumanInput, HumanInputOutcome, Services};
 use baton_runtime::worker::LocalRunner;
@@ -83,17 +82,7 @@ fn orchestrator() -> (Services, LocalRunner) {
 }
 
 fn orchestrator_with(model: Arc<SchemaShapedModel>) -> (Services, LocalRunner) {
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(model)
-        .queue(queue.clone())
-        .build()
-        .services;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
-    (services, runner)
+    TestServices::with_model(model).build_with_local_runner()
 }
 
 /// Submits `envelope`, runs it until it settles and checks it ended

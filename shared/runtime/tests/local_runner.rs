@@ -17,7 +17,6 @@ use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
-use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::Services;
 use baton_runtime::worker::LocalRunner;
@@ -80,17 +79,7 @@ impl LlmProvider for CountingModel {
 }
 
 fn orchestrator(model: Arc<CountingModel>) -> (Services, LocalRunner) {
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(model)
-        .queue(queue.clone())
-        .build()
-        .services;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
-    (services, runner)
+    TestServices::with_model(model).build_with_local_runner()
 }
 
 fn envelope_with_objective(objective: &str) -> Value {

@@ -230,6 +230,20 @@ impl TestServices {
         self
     }
 
+    /// The services on a fresh in-memory queue, with the embedded default's
+    /// worker (`LocalRunner`, what `baton run` drives) over them.
+    pub fn build_with_local_runner(mut self) -> (Services, baton_runtime::worker::LocalRunner) {
+        let queue = Arc::new(InMemoryStepQueue::new());
+        self.queue = Some(queue.clone());
+        let services = self.build().services;
+        let runner = baton_runtime::worker::LocalRunner {
+            steps: services.steps.clone(),
+            runs: services.runs.clone(),
+            queue,
+        };
+        (services, runner)
+    }
+
     pub fn build(self) -> BuiltServices {
         let clock = self.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let store = self
