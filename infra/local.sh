@@ -26,7 +26,7 @@ up() {
     [ -n "${2:-}" ] || { echo "usage: infra/local.sh up --endpoint URL" >&2; exit 2; }
     endpoint="$2"
     say "using the emulator at $endpoint (nothing started)"
-    python3 -c "import boto3" 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check boto3 >&2
+    python3 -c "import boto3, yaml" 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check boto3 pyyaml >&2
   elif ! command -v moto_server >/dev/null 2>&1; then
     say "installing the moto server (pip install \"moto[server]\")"
     python3 -m pip install --quiet --disable-pip-version-check "moto[server]" >&2
@@ -48,11 +48,22 @@ PY
       sleep 0.1
     done
   fi
-  say "creating table $table and queue $queue (idempotent)"
-  queue_url="$(AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test python3 - "$endpoint" "$table" "$queue" <<'PY'
+  python3 -c "import boto3, yaml" 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check boto3 pyyaml >&2
+  say "creating table $table and queue $queue (idempotent; timings from infra/template.yaml)"
+  queue_url="$(AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test python3 - "$endpoint" "$table" "$queue" "$(dirname "$0")/template.yaml" <<'PY'
 import json, sys
 import boto3
-endpoint, table, queue = sys.argv[1:4]
+import yaml
+endpoint, table, queue, template_path = sys.argv[1:5]
+
+# The step queue's timings as the template ships them (Mappings.Timeouts.Step):
+# one set for the cloud, this stack and the tests. CloudFormation's tags (!Ref,
+# !FindInMap, ...) are read as plain values; only the mapping is used.
+class TemplateLoader(yaml.SafeLoader):
+    pass
+TemplateLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
+with open(template_path) as template_file:
+    timings = yaml.load(template_file, Loader=TemplateLoader)["Mappings"]["Timeouts"]["Step"]
 session = boto3.session.Session(region_name="us-east-1")
 dynamodb = session.client("dynamodb", endpoint_url=endpoint)
 if table not in dynamodb.list_tables()["TableNames"]:
@@ -67,11 +78,12 @@ sqs = session.client("sqs", endpoint_url=endpoint)
 dead_letter_url = sqs.create_queue(QueueName=queue + "-dlq")["QueueUrl"]
 dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 url = sqs.create_queue(QueueName=queue, Attributes={
-    "VisibilityTimeout": "1800",
-    "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": "5"})})["QueueUrl"]
-print(url)
+    "VisibilityTimeout": str(timings["QueueVisibilitySeconds"]),
+    "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": str(timings["MaxReceiveCount"])})})["QueueUrl"]
+print(url, dead_letter_url, timings["NodeLeaseSeconds"])
 PY
 )"
+  read -r queue_url dead_letter_url node_lease_seconds <<<"$queue_url"
   cat <<EXPORTS
 export AWS_ENDPOINT_URL=$endpoint
 export AWS_REGION=us-east-1
@@ -79,6 +91,8 @@ export AWS_ACCESS_KEY_ID=test
 export AWS_SECRET_ACCESS_KEY=test
 export BATON_TABLE=$table
 export BATON_QUEUE_URL=$queue_url
+export BATON_DEAD_LETTER_QUEUE_URL=$dead_letter_url
+export BATON_NODE_LEASE_SECONDS=$node_lease_seconds
 EXPORTS
 }
 

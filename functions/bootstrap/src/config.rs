@@ -33,6 +33,9 @@ pub struct Configuration {
     pub table: Option<String>,
     /// `BATON_QUEUE_URL`: the SQS step queue.
     pub queue_url: Option<String>,
+    /// `BATON_DEAD_LETTER_QUEUE_URL`: the step queue's dead-letter queue,
+    /// read by the sweeper to end the runs of dead-lettered steps.
+    pub dead_letter_queue_url: Option<String>,
     /// `BATON_SWEEP_AFTER_SECONDS`: age of an unconsumed outbox entry the sweeper
     /// re-sends (default 300).
     pub sweep_after: Duration,
@@ -248,6 +251,7 @@ impl Configuration {
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
             table: non_empty(read, "BATON_TABLE"),
             queue_url: non_empty(read, "BATON_QUEUE_URL"),
+            dead_letter_queue_url: non_empty(read, "BATON_DEAD_LETTER_QUEUE_URL"),
             sweep_after,
             human_task_timeout,
             agent_session_limit,

@@ -197,7 +197,11 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let aws = baton_aws::AwsConnection::from_environment().await;
     let store = Arc::new(baton_aws::DynamoRunStore::new(&aws, table).with_clock(clock.clone()));
-    let queue = Arc::new(baton_aws::SqsStepQueue::new(&aws, queue_url));
+    // A received message starts hidden for one node lease, renewed while
+    // its step runs: a dead holder's message is back within one lease.
+    let queue = Arc::new(
+        baton_aws::SqsStepQueue::new(&aws, queue_url).with_receive_hold(configuration.node_lease),
+    );
     // Registrations are read at each planning step; a warm instance lists a
     // tenant's from DynamoDB at most every 10 s.
     let capability_directory = Arc::new(CachingCapabilityDirectory::new(
@@ -412,6 +416,21 @@ impl LlmProvider for NoModelHere {
 pub async fn cloud_sweeper(configuration: &Configuration) -> Result<OutboxSweeper, StartupError> {
     let ports = cloud_ports(configuration).await?;
     Ok(OutboxSweeper::new(ports.store, ports.queue, ports.clock))
+}
+
+/// The reader of the step queue's dead-letter queue
+/// (`BATON_DEAD_LETTER_QUEUE_URL`; `None` when unset) over `steps`.
+pub async fn dead_letter_reader(
+    configuration: &Configuration,
+    steps: Arc<baton_runtime::services::StepService>,
+) -> Option<baton_runtime::dead_letters::DeadLetterReader> {
+    let url = configuration.dead_letter_queue_url.as_deref()?;
+    let aws = baton_aws::AwsConnection::from_environment().await;
+    let queue = baton_aws::SqsStepQueue::new(&aws, url).with_receive_hold(configuration.node_lease);
+    Some(baton_runtime::dead_letters::DeadLetterReader::new(
+        steps,
+        Arc::new(queue),
+    ))
 }
 
 /// Tokens from `BATON_API_TOKENS`; with none configured, `anonymous_tenant`

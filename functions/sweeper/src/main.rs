@@ -1,9 +1,11 @@
 //! Lambda function `sweeper`: runs on a schedule. Re-sends, once, step
 //! messages no step has consumed from the outbox (older than
 //! `BATON_SWEEP_AFTER_SECONDS`, default 300): a crash between commit and
-//! send, or a message waiting in a backlog (a duplicate is harmless). Node leases need no sweeping:
-//! a claim past its expiry is simply taken over. Links neither a model
-//! client nor the HTTP router.
+//! send, or a message waiting in a backlog (a duplicate is harmless). Then
+//! reads the step queue's dead-letter queue (`BATON_DEAD_LETTER_QUEUE_URL`)
+//! and ends the run of each step message found there, `step_failed`. Node
+//! leases need no sweeping: a claim past its expiry is simply taken over.
+//! Links neither a model client nor the HTTP router.
 
 use baton_bootstrap::{Configuration, process_environment};
 use lambda_runtime::{LambdaEvent, service_fn};
@@ -14,19 +16,35 @@ static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// Outbox entries re-sent per invocation at most.
 const SWEEP_LIMIT: usize = 1000;
 
+/// Dead-lettered messages read per invocation at most.
+const DEAD_LETTER_LIMIT: usize = 100;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
     baton_bootstrap::init_json_logging(&configuration, "info", "baton-sweeper")?;
     let sweeper = baton_bootstrap::cloud_sweeper(&configuration).await?;
     let sweeper = &sweeper;
+    let services = baton_bootstrap::cloud_services_without_model(&configuration, "sweeper").await?;
+    let dead_letters =
+        baton_bootstrap::dead_letter_reader(&configuration, services.steps.clone()).await;
+    let dead_letters = &dead_letters;
     let sweep_after = configuration.sweep_after;
     lambda_runtime::run(service_fn(
         move |_scheduled: LambdaEvent<serde_json::Value>| async move {
             let resent = sweeper.sweep(sweep_after, SWEEP_LIMIT).await;
+            let read = match dead_letters {
+                Some(reader) => Some(reader.read(DEAD_LETTER_LIMIT).await),
+                None => None,
+            };
             baton_bootstrap::flush_traces().await;
             let resent = resent?;
-            Ok::<_, lambda_runtime::Error>(serde_json::json!({ "resent": resent }))
+            let read = read.transpose()?.unwrap_or_default();
+            Ok::<_, lambda_runtime::Error>(serde_json::json!({
+                "resent": resent,
+                "deadLetteredRunsEnded": read.runs_ended,
+                "deadLettersLeft": read.left,
+            }))
         },
     ))
     .await

@@ -57,7 +57,7 @@ impl RunStore for DynamoRunStore {
         let open_items = crate::open_items::open_items(state);
         items.extend(self.open_item_writes(&pk, 0, &open_items, state)?);
         items.extend(self.event_items(&pk, 1, &state.run_id, &state.correlation_id, events)?);
-        items.extend(self.outbox_items(&pk, &outbox)?);
+        items.extend(self.outbox_items(&outbox)?);
         within_one_transaction(&items, &state.run_id)?;
         match self
             .client
@@ -338,16 +338,16 @@ impl RunStore for DynamoRunStore {
                 &commit.state.correlation_id,
                 commit.events.clone(),
             )?;
-            items.extend(self.outbox_items(&pk, &commit.outbox)?);
+            items.extend(self.outbox_items(&commit.outbox)?);
             items.extend(entry_items.iter().cloned());
             if let Some(message_id) = &commit.consumed_message_id {
                 items.push(self.consume_outbox_entry(&pk, message_id)?);
             }
             items.extend(open_item_writes.iter().cloned());
-            let settles = commit
-                .events
-                .last()
-                .is_some_and(|event| event.event_type.is_terminal());
+            // Settled by the run's status, as SQLite and memory judge it:
+            // a commit after the terminal frame (a notification's delivery,
+            // with no frame of its own) keeps the run settled.
+            let settles = commit.state.status.is_terminal();
             items.push(self.sequence_bump(
                 &pk,
                 seen,

@@ -19,9 +19,12 @@ fn pending_outbox_shard(run_id: &str) -> String {
 }
 
 impl DynamoRunStore {
+    /// The items of a commit's (or a new run's) outbox, each under the run
+    /// that consumes it (its message's run: a child's end is addressed to
+    /// its parent), so that run's commit removes it, its pending outbox
+    /// lists it, and marking it sent finds it.
     pub(crate) fn outbox_items(
         &self,
-        pk: &str,
         outbox: &[StepMessage],
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         outbox
@@ -30,7 +33,10 @@ impl DynamoRunStore {
                 let text = serde_json::to_string(message)
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?;
                 let item = Item::from([
-                    ("pk".to_string(), s(pk)),
+                    (
+                        "pk".to_string(),
+                        s(run_pk(&message.tenant_id, &message.run_id)),
+                    ),
                     ("sk".to_string(), s(format!("OUT#{}", message.message_id))),
                     ("message".to_string(), s(text)),
                     ("sent".to_string(), AttributeValue::Bool(false)),
@@ -177,19 +183,32 @@ impl DynamoRunStore {
     ) -> Result<(), StoreError> {
         let pk = run_pk(tenant_id, run_id);
         for message_id in message_ids {
-            self.client
+            let marked = self
+                .client
                 .update_item()
                 .table_name(&self.table)
                 .key("pk", s(&pk))
                 .key("sk", s(format!("OUT#{message_id}")))
                 .update_expression("SET sent = :true REMOVE gsi1pk, gsi1sk")
+                // Never creates an item: an entry already consumed (its
+                // step committed meanwhile) is gone, which is success.
                 .condition_expression("attribute_exists(pk)")
                 .expression_attribute_values(":true", AttributeValue::Bool(true))
                 .send()
-                .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
+                .await;
+            match marked {
+                Ok(_) => {}
+                Err(error)
+                    if error
+                        .as_service_error()
+                        .is_some_and(|service| service.is_conditional_check_failed_exception()) => {
+                }
+                Err(error) => {
+                    return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
+                        error,
+                    )));
+                }
+            }
         }
         Ok(())
     }

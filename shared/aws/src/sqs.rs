@@ -20,6 +20,29 @@ use baton_runtime::ports::{ReceivedStep, StepQueue};
 pub struct SqsStepQueue {
     client: Client,
     queue_url: String,
+    /// How long a message this queue receives stays hidden before its
+    /// holder's first heartbeat (`StepQueue::hold`): short, so a holder
+    /// that dies gives it back within about one node lease, whatever the
+    /// queue's own visibility timeout.
+    receive_hold: Duration,
+}
+
+/// The visibility a received message starts with unless set otherwise
+/// ([`SqsStepQueue::with_receive_hold`]): the default node lease.
+pub const DEFAULT_RECEIVE_HOLD: Duration = Duration::from_secs(30);
+
+/// SQS's visibility timeout is at most 12 hours.
+const MAX_VISIBILITY_SECONDS: u128 = 43_200;
+
+/// `duration` as SQS's whole seconds, rounded up (never shorter than asked).
+fn visibility_seconds(duration: Duration) -> i32 {
+    i32::try_from(
+        duration
+            .as_millis()
+            .div_ceil(1_000)
+            .min(MAX_VISIBILITY_SECONDS),
+    )
+    .unwrap_or(0)
 }
 
 fn unavailable(error: impl std::fmt::Display) -> QueueError {
@@ -73,7 +96,16 @@ impl SqsStepQueue {
         SqsStepQueue {
             client,
             queue_url: queue_url.into(),
+            receive_hold: DEFAULT_RECEIVE_HOLD,
         }
+    }
+
+    /// Received messages start hidden for `hold` (at least a second), to
+    /// be extended by their holder's heartbeat: the worker's node lease.
+    #[must_use]
+    pub fn with_receive_hold(mut self, hold: Duration) -> Self {
+        self.receive_hold = hold.max(Duration::from_secs(1));
+        self
     }
 
     pub fn queue_url(&self) -> &str {
@@ -132,6 +164,7 @@ impl StepQueue for SqsStepQueue {
             .queue_url(&self.queue_url)
             .max_number_of_messages(i32::try_from(max_messages.clamp(1, 10)).unwrap_or(10))
             .wait_time_seconds(i32::try_from(wait.as_secs().min(20)).unwrap_or(20))
+            .visibility_timeout(visibility_seconds(self.receive_hold))
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
@@ -180,9 +213,19 @@ impl StepQueue for SqsStepQueue {
             .receipt_handle(receipt)
             // SQS counts whole seconds: rounded up, so a release is never
             // visible before its delay.
-            .visibility_timeout(
-                i32::try_from(delay.as_millis().div_ceil(1_000).min(43_200)).unwrap_or(0),
-            )
+            .visibility_timeout(visibility_seconds(delay))
+            .send()
+            .await
+            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+        Ok(())
+    }
+
+    async fn hold(&self, receipt: &str, hold: Duration) -> Result<(), QueueError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(visibility_seconds(hold).max(1))
             .send()
             .await
             .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;

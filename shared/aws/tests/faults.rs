@@ -190,6 +190,10 @@ impl StepQueue for CountingQueue {
         self.1.add("queue.send_delayed");
         self.0.send_delayed(message, delay).await
     }
+    async fn hold(&self, receipt: &str, hold: Duration) -> Result<(), QueueError> {
+        self.1.add("queue.hold");
+        self.0.hold(receipt, hold).await
+    }
 }
 
 struct Fixture {
@@ -205,9 +209,10 @@ async fn fixture() -> Fixture {
     let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let store = DynamoRunStore::new(&connection, unique_name("baton-faults"));
     store.create_table_if_missing().await.unwrap();
-    let queue_url = moto_server::create_unique_queue(&configuration, "baton-faults-steps", Some(5))
+    let queue_url = moto_server::create_shipped_step_queue(&configuration, "baton-faults-steps")
         .await
-        .unwrap();
+        .unwrap()
+        .queue_url;
     Fixture {
         _moto: moto,
         model: ScriptedLlmServer::start().await.unwrap(),

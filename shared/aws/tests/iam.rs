@@ -142,6 +142,7 @@ struct Fixture {
     configuration: aws_config::SdkConfig,
     table: String,
     queue_url: String,
+    dead_letter_url: String,
     model: ScriptedLlmServer,
 }
 
@@ -154,14 +155,15 @@ async fn fixture() -> Fixture {
         .create_table_if_missing()
         .await
         .unwrap();
-    let queue_url = moto_server::create_unique_queue(&configuration, "baton-iam-steps", None)
+    let shipped = moto_server::create_shipped_step_queue(&configuration, "baton-iam-steps")
         .await
         .unwrap();
     Fixture {
         _moto: moto,
         configuration,
         table,
-        queue_url,
+        queue_url: shipped.queue_url,
+        dead_letter_url: shipped.dead_letter_queue_url,
         model: ScriptedLlmServer::start().await.unwrap(),
     }
 }
@@ -539,12 +541,41 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         parts.queue.clone(),
         Arc::new(SystemClock),
     );
-    // Four entries no step consumed: this run's lost node step, the
-    // cancelled run's planning step (taken off the queue above unhandled),
-    // the parked run's SLA timer (consumed only when it fires; a re-sent
-    // timer is deferred again until it is due), and the node step that ran
-    // out of time (its claim did not consume it: only a commit does).
-    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 4);
+    // Three entries no step consumed: this run's lost node step, the
+    // parked run's SLA timer (consumed only when it fires; a re-sent timer
+    // is deferred again until it is due), and the node step that ran out of
+    // time (its claim did not consume it: only a commit does). The
+    // cancelled run's planning step was re-sent and marked by its
+    // deduplicated submission.
+    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 3);
+    // ...and its read of the dead-letter queue: a step message of a
+    // running run found there ends that run.
+    let dead_letters = Arc::new(baton_aws::from_clients::sqs_queue(
+        aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(&fixture.configuration)
+                .interceptor(ActionRecorder {
+                    service: "sqs",
+                    actions: parts.recorded.clone(),
+                })
+                .build(),
+        ),
+        &fixture.dead_letter_url,
+    ));
+    aws_sdk_sqs::Client::new(&fixture.configuration)
+        .send_message()
+        .queue_url(&fixture.dead_letter_url)
+        .message_body(serde_json::to_string(&plan.message).unwrap())
+        .send()
+        .await
+        .unwrap();
+    let read = baton_runtime::dead_letters::DeadLetterReader::new(
+        parts.services.steps.clone(),
+        dead_letters,
+    )
+    .read(10)
+    .await
+    .unwrap();
+    assert_eq!(read.runs_ended, 1, "{read:?}");
     by_function.insert("SweeperFunction", taken(&parts.recorded));
     by_function
 }
@@ -583,6 +614,13 @@ const EVENT_SOURCE_ACTIONS: [&str; 4] = [
     "sqs:ChangeMessageVisibility",
 ];
 
+/// Actions a function's code calls only in a race this test cannot stage
+/// deterministically, with the race. The sweeper ends a dead-lettered
+/// step's run with one commit; a rival append between its load and its
+/// commit makes the store re-read the run's event sequence (`GetItem`),
+/// which the step function's claims exercise here.
+const RACE_ONLY_ACTIONS: [(&str, &str); 1] = [("SweeperFunction", "dynamodb:GetItem")];
+
 #[tokio::test(flavor = "multi_thread")]
 async fn every_function_is_granted_exactly_what_its_code_calls() {
     let fixture = fixture().await;
@@ -601,7 +639,9 @@ async fn every_function_is_granted_exactly_what_its_code_calls() {
         }
         let polled = ["StepFunction", "IngestFunction"].contains(function);
         for action in policy.difference(calls) {
-            if !(polled && EVENT_SOURCE_ACTIONS.contains(&action.as_str())) {
+            let polled_for = polled && EVENT_SOURCE_ACTIONS.contains(&action.as_str());
+            let race_only = RACE_ONLY_ACTIONS.contains(&(*function, action.as_str()));
+            if !polled_for && !race_only {
                 problems.push(format!(
                     "{function}: granted {action}, which its code never calls"
                 ));

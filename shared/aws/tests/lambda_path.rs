@@ -1,10 +1,18 @@
 //! The queue-triggered step function's path (`process_step_queue_batch`)
-//! on DynamoDB and SQS (moto): a twin delivery that finds its node claimed
-//! by a living worker is made visible again after its `retry_after`
-//! (`ChangeMessageVisibility`), not after the queue's visibility timeout
-//! (two minutes here, 30 in the template). The scripted OpenAI-compatible
-//! server stands in for the model; the engine, the store and the queue are
-//! the real ones.
+//! on DynamoDB and SQS (moto), on the step queue as the template ships it
+//! (`infra/template.yaml`'s `Timeouts`: a 1,800 s visibility timeout, a
+//! redrive policy, a 30 s node lease):
+//!
+//! - a twin delivery that finds its node claimed by a living worker is
+//!   replaced by a fresh copy visible after its `retry_after`, not after
+//!   the queue's visibility timeout, and without using up its receives;
+//! - an invocation that dies mid-node (its future dropped while the model
+//!   answers, as a killed Lambda leaves its records) gives its record back
+//!   within one node lease: the handler holds each record one lease at a
+//!   time (`ChangeMessageVisibility`), not for the queue's 30 minutes.
+//!
+//! The scripted OpenAI-compatible server stands in for the model; the
+//! engine, the store and the queue are the real ones.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -20,8 +28,6 @@ use baton_test_support::TestServices;
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};
 
-const QUEUE_VISIBILITY_SECONDS: u32 = 120;
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_busy_twin_delivery_is_visible_again_after_its_retry_after() {
     let moto = MotoServer::start().unwrap();
@@ -29,14 +35,11 @@ async fn a_busy_twin_delivery_is_visible_again_after_its_retry_after() {
     let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let store = DynamoRunStore::new(&connection, unique_name("baton-lambda-path"));
     store.create_table_if_missing().await.unwrap();
-    let queue_url = moto_server::create_unique_queue(
-        &configuration,
-        "baton-lambda-path",
-        Some(QUEUE_VISIBILITY_SECONDS),
-    )
-    .await
-    .unwrap();
-    let queue: Arc<dyn StepQueue> = Arc::new(SqsStepQueue::new(&connection, queue_url));
+    let shipped = moto_server::create_shipped_step_queue(&configuration, "baton-lambda-path")
+        .await
+        .unwrap();
+    let queue_visibility_seconds = shipped.timings.queue_visibility_seconds;
+    let queue: Arc<dyn StepQueue> = Arc::new(SqsStepQueue::new(&connection, shipped.queue_url));
     let model = ScriptedLlmServer::start().await.unwrap();
     let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
         model.base_url(),
@@ -126,22 +129,25 @@ async fn a_busy_twin_delivery_is_visible_again_after_its_retry_after() {
         },
     )
     .await;
-    assert_eq!(
-        failed,
-        vec!["twin".to_string()],
-        "the busy twin is reported for redelivery"
+    assert!(
+        failed.is_empty(),
+        "the busy twin is replaced by a fresh copy, not reported failed: {failed:?}"
     );
 
     // Visible again after its retry_after (1 s), long before the queue's
-    // two-minute visibility timeout.
+    // visibility timeout, as a fresh message: its receive count starts again.
     let released = Instant::now();
     let again = queue.receive(1, Duration::from_secs(10)).await.unwrap();
     assert_eq!(
         again.len(),
         1,
-        "the twin was not visible again within 10 s of its release (the queue's timeout is {QUEUE_VISIBILITY_SECONDS} s)"
+        "the twin was not visible again within 10 s of its release (the queue's timeout is {queue_visibility_seconds} s)"
     );
     assert_eq!(again[0].message.message_id, node.message.message_id);
+    assert_eq!(
+        again[0].receive_count, 1,
+        "a busy node does not use up the delivery's receives"
+    );
     eprintln!(
         "the busy twin was visible again {} ms after its release",
         released.elapsed().as_millis()
@@ -158,4 +164,197 @@ async fn a_busy_twin_delivery_is_visible_again_after_its_retry_after() {
         1,
         "the model was asked once for the node"
     );
+}
+
+/// Receives from `queue_url` as the Lambda service's poller does: no
+/// visibility of its own, so a record starts hidden for the queue's whole
+/// visibility timeout.
+async fn receive_as_the_event_source_mapping(
+    client: &aws_sdk_sqs::Client,
+    queue_url: &str,
+) -> Vec<QueuedRecord> {
+    let output = client
+        .receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(5)
+        .message_system_attribute_names(
+            aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
+        )
+        .send()
+        .await
+        .unwrap();
+    output
+        .messages()
+        .iter()
+        .map(|message| QueuedRecord {
+            message_id: message.message_id().unwrap().to_string(),
+            body: message.body().unwrap().to_string(),
+            receipt: message.receipt_handle().map(str::to_string),
+            receive_count: message
+                .attributes()
+                .and_then(|attributes| {
+                    attributes.get(
+                        &aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount,
+                    )
+                })
+                .and_then(|count| count.parse().ok())
+                .unwrap_or(1),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_invocation_that_dies_mid_node_gives_its_record_back_within_one_lease() {
+    let moto = MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique_name("baton-lambda-death"));
+    store.create_table_if_missing().await.unwrap();
+    let shipped = moto_server::create_shipped_step_queue(&configuration, "baton-lambda-death")
+        .await
+        .unwrap();
+    let lease = Duration::from_secs(u64::from(shipped.timings.node_lease_seconds));
+    let sqs = aws_sdk_sqs::Client::new(&configuration);
+    let queue: Arc<dyn StepQueue> =
+        Arc::new(SqsStepQueue::new(&connection, shipped.queue_url.clone()));
+    let model = ScriptedLlmServer::start().await.unwrap();
+    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
+        model.base_url(),
+        "scripted",
+        None,
+    ))
+    .unwrap();
+    let built = Arc::new(
+        TestServices::with_model(Arc::new(provider))
+            .store(Arc::new(store))
+            .queue(queue.clone())
+            .settings(OrchestratorSettings {
+                node_lease: lease,
+                ..OrchestratorSettings::default()
+            })
+            .worker_id("lambda-death")
+            .build(),
+    );
+    let steps = built.services.steps.clone();
+    let submitted = built
+        .services
+        .runs
+        .submit(
+            "t",
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+        )
+        .await
+        .unwrap();
+    let invocation = |records: Vec<QueuedRecord>| {
+        let (steps, queue) = (steps.clone(), queue.clone());
+        async move {
+            process_step_queue_batch(
+                &steps,
+                QueueBatch {
+                    records,
+                    deadline: Some(baton_runtime::clock::SystemClock.now().plus(
+                        Duration::from_secs(u64::from(shipped.timings.function_seconds)),
+                    )),
+                    redelivery: Some(queue.as_ref()),
+                },
+            )
+            .await
+        }
+    };
+    // The plan step, one invocation.
+    let plan = receive_as_the_event_source_mapping(&sqs, &shipped.queue_url).await;
+    assert_eq!(plan.len(), 1);
+    assert!(invocation(plan).await.is_empty());
+
+    // The nodes the plan scheduled, in an invocation killed while the
+    // model answers (the model takes 20 s; the invocation dies at once).
+    model.set_default_behavior(Behavior::SlowValid { delay_ms: 20_000 });
+    let mut held = Vec::new();
+    let waited = Instant::now();
+    while held.is_empty() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(20),
+            "no node was scheduled"
+        );
+        held = receive_as_the_event_source_mapping(&sqs, &shipped.queue_url).await;
+    }
+    let held_ids: Vec<String> = held
+        .iter()
+        .map(|record| record.message_id.clone())
+        .collect();
+    let dying = tokio::spawn(invocation(held));
+    let asked = Instant::now();
+    while model.request_count() < held_ids.len() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "the model was not asked for every node"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    dying.abort();
+    let died = Instant::now();
+    eprintln!(
+        "an invocation holding {} records died mid-node",
+        held_ids.len()
+    );
+
+    // Its records come back within one lease (plus the emulator's slack),
+    // not after the queue's 30 minutes; the model now answers at once.
+    model.set_default_behavior(Behavior::SlowValid { delay_ms: 50 });
+    let mut returned = std::collections::BTreeSet::new();
+    while returned.len() < held_ids.len() {
+        assert!(
+            died.elapsed() < lease + Duration::from_secs(15),
+            "{} of {} records came back within {} s of the death (lease {} s, queue visibility {} s)",
+            returned.len(),
+            held_ids.len(),
+            died.elapsed().as_secs(),
+            lease.as_secs(),
+            shipped.timings.queue_visibility_seconds
+        );
+        let records = receive_as_the_event_source_mapping(&sqs, &shipped.queue_url).await;
+        for record in &records {
+            if held_ids.contains(&record.message_id) {
+                returned.insert(record.message_id.clone());
+            }
+        }
+        if !records.is_empty() {
+            invocation(records).await;
+        }
+    }
+    eprintln!(
+        "every record of the dead invocation was back {} ms after its death",
+        died.elapsed().as_millis()
+    );
+    // The nodes it held run again and complete (a node busy under the dead
+    // claim's lease is deferred until the lease runs out).
+    let finishing = Instant::now();
+    loop {
+        let stored = built
+            .services
+            .runs
+            .load("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        let completed = stored
+            .state
+            .nodes
+            .values()
+            .filter(|node| node.status == baton_core::run::NodeStatus::Completed)
+            .count();
+        if completed >= held_ids.len() {
+            break;
+        }
+        assert!(
+            finishing.elapsed() < lease + Duration::from_secs(30),
+            "the nodes of the dead invocation did not complete: {completed} of {}",
+            held_ids.len()
+        );
+        let records = receive_as_the_event_source_mapping(&sqs, &shipped.queue_url).await;
+        if !records.is_empty() {
+            invocation(records).await;
+        }
+    }
 }

@@ -1,8 +1,9 @@
 //! Poison messages on the queue-triggered path (`process_step_queue_batch`,
-//! as the `step` Lambda runs it) over DynamoDB and SQS from moto, with a
-//! real redrive policy (three receives, then the dead-letter queue), and
-//! Lambda's SQS event source emulated: receive, process, delete what the
-//! batch did not report failed.
+//! as the `step` Lambda runs it) over DynamoDB and SQS from moto, on the
+//! step queue as the template ships it (its visibility timeout, its redrive
+//! policy: five receives, then the dead-letter queue), and Lambda's SQS
+//! event source emulated: receive, process, delete what the batch did not
+//! report failed.
 //!
 //! - A step that fails for good in a run that can still be written (a store
 //!   read that fails unretryably once, injected by a fault decorator around
@@ -11,7 +12,11 @@
 //!   redelivered, and the DLQ stays empty.
 //! - A step whose run can no longer be read (its stored state corrupted)
 //!   cannot record anything: its message is redelivered up to the redrive
-//!   bound and then reaches the dead-letter queue, exactly once.
+//!   bound (soon each time, not after its hold) and then reaches the
+//!   dead-letter queue, exactly once; the dead-letter reader leaves it there.
+//! - A dead-lettered step of a readable run (its holders all died) ends the
+//!   run `step_failed` naming the step, read by the sweeper's dead-letter
+//!   reader, which then removes it.
 //!
 //! The model is a test double answering by the requested schema.
 
@@ -21,10 +26,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::MessageSystemAttributeName;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::event::EventType;
 use baton_core::run::{RunStatus, StepCommand, StepMessage};
+use baton_runtime::dead_letters::{DeadLetterReader, DeadLetterReport};
 use baton_runtime::fault_injection::ThrottlingStore;
 use baton_runtime::ports::{RunStore, StepQueue};
 use baton_runtime::services::Services;
@@ -32,7 +38,12 @@ use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
 use baton_test_support::{SchemaShapedModel, TestServices};
 use moto_server::{MotoServer, unique_name};
 
-const MAX_RECEIVES: u32 = 3;
+/// The redrive policy's bound, as the template ships it.
+fn max_receives() -> u32 {
+    moto_server::shipped_step_timings()
+        .unwrap()
+        .max_receive_count
+}
 
 struct Fixture {
     _moto: MotoServer,
@@ -41,6 +52,8 @@ struct Fixture {
     queue_url: String,
     dead_letter_url: String,
     queue: Arc<SqsStepQueue>,
+    /// The dead-letter queue, as the sweeper reads it.
+    dead_letter_queue: Arc<SqsStepQueue>,
     /// The DynamoDB store behind a fault injector (off until armed).
     faults: Arc<ThrottlingStore>,
     /// The same store without the injector: what the test itself reads.
@@ -55,31 +68,12 @@ async fn fixture() -> Fixture {
     let table = unique_name("baton-poison");
     let store = DynamoRunStore::new(&connection, &table);
     store.create_table_if_missing().await.unwrap();
-    let dead_letter_url =
-        moto_server::create_unique_queue(&configuration, "baton-poison-dlq", None)
-            .await
-            .unwrap();
-    let dead_letter_arn = moto_server::queue_arn(&configuration, &dead_letter_url)
+    let shipped = moto_server::create_shipped_step_queue(&configuration, "baton-poison-steps")
         .await
         .unwrap();
-    let queue_url = aws_sdk_sqs::Client::new(&configuration)
-        .create_queue()
-        .queue_name(unique_name("baton-poison-steps"))
-        .attributes(QueueAttributeName::VisibilityTimeout, "1")
-        .attributes(
-            QueueAttributeName::RedrivePolicy,
-            serde_json::json!({
-                "deadLetterTargetArn": dead_letter_arn,
-                "maxReceiveCount": MAX_RECEIVES.to_string(),
-            })
-            .to_string(),
-        )
-        .send()
-        .await
-        .unwrap()
-        .queue_url
-        .unwrap();
+    let (queue_url, dead_letter_url) = (shipped.queue_url, shipped.dead_letter_queue_url);
     let queue = Arc::new(SqsStepQueue::new(&connection, queue_url.clone()));
+    let dead_letter_queue = Arc::new(SqsStepQueue::new(&connection, dead_letter_url.clone()));
     let store = Arc::new(store);
     let faults = Arc::new(ThrottlingStore::new(store.clone()));
     let services = TestServices::with_model(Arc::new(SchemaShapedModel))
@@ -95,6 +89,7 @@ async fn fixture() -> Fixture {
         queue_url,
         dead_letter_url,
         queue,
+        dead_letter_queue,
         faults,
         store,
         services,
@@ -163,7 +158,8 @@ async fn messages_in(fixture: &Fixture, queue_url: &str) -> Vec<String> {
         .receive_message()
         .queue_url(queue_url)
         .max_number_of_messages(10)
-        .visibility_timeout(30)
+        // Looked at, not taken: visible again at once.
+        .visibility_timeout(0)
         .wait_time_seconds(1)
         .send()
         .await
@@ -173,6 +169,14 @@ async fn messages_in(fixture: &Fixture, queue_url: &str) -> Vec<String> {
         .iter()
         .map(|message| message.body().unwrap_or_default().to_string())
         .collect()
+}
+
+/// The sweeper's reader of this fixture's dead-letter queue.
+fn dead_letter_reader(fixture: &Fixture) -> DeadLetterReader {
+    DeadLetterReader::new(
+        fixture.services.steps.clone(),
+        fixture.dead_letter_queue.clone(),
+    )
 }
 
 async fn status_of(fixture: &Fixture, run_id: &str) -> RunStatus {
@@ -279,7 +283,8 @@ async fn a_step_of_an_unreadable_run_reaches_the_dead_letter_queue_once() {
         deliveries += poll_once(&fixture).await;
     }
     assert_eq!(
-        deliveries, MAX_RECEIVES as usize,
+        deliveries,
+        max_receives() as usize,
         "delivered up to the redrive bound, then no more"
     );
     let dead = messages_in(&fixture, &fixture.dead_letter_url).await;
@@ -291,5 +296,93 @@ async fn a_step_of_an_unreadable_run_reaches_the_dead_letter_queue_once() {
     let message: StepMessage = serde_json::from_str(&dead[0]).unwrap();
     assert_eq!(message.run_id, submitted.run_id);
     assert_eq!(message.command, StepCommand::Plan);
+    // The dead-letter reader cannot end a run it cannot read: it leaves
+    // the message for a person.
+    let read = dead_letter_reader(&fixture).read(10).await.unwrap();
+    assert_eq!(
+        read,
+        DeadLetterReport {
+            runs_ended: 0,
+            left: 1
+        }
+    );
     assert!(messages_in(&fixture, &fixture.queue_url).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_lettered_step_of_a_readable_run_ends_it_naming_the_step() {
+    let fixture = fixture().await;
+    let submitted = fixture
+        .services
+        .runs
+        .submit(
+            "t",
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+        )
+        .await
+        .unwrap();
+    poll_once(&fixture).await; // the plan
+    // A node's message is moved to the dead-letter queue as the redrive
+    // policy moves it after every holder died (the deaths themselves are
+    // lambda_path.rs's): the run is still running.
+    let sqs = aws_sdk_sqs::Client::new(&fixture.configuration);
+    let node = sqs
+        .receive_message()
+        .queue_url(&fixture.queue_url)
+        .max_number_of_messages(1)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap()
+        .messages()[0]
+        .clone();
+    sqs.send_message()
+        .queue_url(&fixture.dead_letter_url)
+        .message_body(node.body().unwrap())
+        .send()
+        .await
+        .unwrap();
+    sqs.delete_message()
+        .queue_url(&fixture.queue_url)
+        .receipt_handle(node.receipt_handle().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        status_of(&fixture, &submitted.run_id).await,
+        RunStatus::Running
+    );
+
+    let read = dead_letter_reader(&fixture).read(10).await.unwrap();
+    assert_eq!(
+        read,
+        DeadLetterReport {
+            runs_ended: 1,
+            left: 0
+        }
+    );
+    assert_eq!(
+        status_of(&fixture, &submitted.run_id).await,
+        RunStatus::Failed
+    );
+    let frames = fixture
+        .services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap();
+    let last = frames.last().unwrap();
+    assert_eq!(last.event_type, EventType::Error);
+    assert_eq!(last.payload_value().unwrap()["code"], "step_failed");
+    let message = last.message.clone().unwrap_or_default();
+    assert!(
+        message.contains("execute_node") && message.contains("dead-lettered"),
+        "the frame names the step and the cause: {message}"
+    );
+    assert!(
+        messages_in(&fixture, &fixture.dead_letter_url)
+            .await
+            .is_empty(),
+        "the reader removes what it ended"
+    );
 }

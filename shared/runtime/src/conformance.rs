@@ -2,6 +2,7 @@
 //! every `CapabilityDirectory` adapter and one every `ThreadStore` adapter
 //! must pass (in-memory, SQLite and DynamoDB alike). Called from each adapter's tests with a fresh store.
 
+mod addressed;
 mod entries;
 mod held;
 mod run_list;
@@ -503,6 +504,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     held::held_runs_conformance(store.as_ref(), &tenant, &run_id).await?;
     entries::run_entries_conformance(store.as_ref(), &tenant, &run_id).await?;
     settled::settled_run_conformance(store.as_ref(), &tenant, unique).await?;
+    addressed::addressed_entries_conformance(store.as_ref(), &tenant, unique).await?;
     run_list::run_list_conformance(store.as_ref(), unique).await
 }
 

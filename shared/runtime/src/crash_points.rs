@@ -18,6 +18,9 @@ pub enum CrashPoint {
     /// A step is committed and its outbox sent; the delivered message is
     /// not acknowledged (deleted) yet.
     AfterSendBeforeAcknowledge,
+    /// A submitted run is stored; its first step is not sent yet (the
+    /// sweeper's to recover).
+    AfterAdmitBeforeSend,
 }
 
 impl CrashPoint {
@@ -26,6 +29,7 @@ impl CrashPoint {
         match self {
             CrashPoint::AfterCommitBeforeSend => "after_commit",
             CrashPoint::AfterSendBeforeAcknowledge => "before_acknowledge",
+            CrashPoint::AfterAdmitBeforeSend => "after_admit",
         }
     }
 }
@@ -53,11 +57,14 @@ pub fn arm(text: &str) -> Result<(), String> {
     let point = [
         CrashPoint::AfterCommitBeforeSend,
         CrashPoint::AfterSendBeforeAcknowledge,
+        CrashPoint::AfterAdmitBeforeSend,
     ]
     .into_iter()
     .find(|point| point.name() == name)
     .ok_or_else(|| {
-        format!("`{name}` is not a crash point: use after_commit or before_acknowledge")
+        format!(
+            "`{name}` is not a crash point: use after_commit, before_acknowledge or after_admit"
+        )
     })?;
     if !AVAILABLE {
         return Err("this build has no crash points (they are in test builds only)".into());

@@ -24,14 +24,17 @@ pub const FIRST_RETRY_BACKOFF: Duration = Duration::from_millis(200);
 pub enum StepDisposition {
     /// The step is done with (committed, stale, its run gone): remove it.
     Acknowledge,
-    /// Make the same delivery visible again after `after`: its node is busy
-    /// elsewhere, it failed in a way worth retrying, or it ran out of time.
+    /// Make the same delivery visible again after `after`: it failed in a
+    /// way worth retrying, or it ran out of time, with receives left.
     Release { after: Duration },
-    /// A timer that came before it is due: send it again with `remaining`
-    /// of delay and remove this delivery.
+    /// Send a fresh copy visible after `remaining` and remove this
+    /// delivery: a timer that came before it is due, or a node busy in
+    /// another worker's hands. The copy's receive count starts again, so
+    /// waiting never uses up the receives the queue's redrive policy counts.
     Defer { remaining: Duration },
-    /// Failed for good (or malformed, or out of retries): it goes to the
-    /// dead-letter queue where there is one, logged as an error everywhere.
+    /// Failed for good, or at its last receive (the redrive policy would
+    /// take the next one to the dead-letter queue): its run is ended
+    /// (`StepService::give_up`) before the message is let go.
     DeadLetter,
 }
 
@@ -45,15 +48,19 @@ pub fn step_disposition(
         Ok(StepOutcome::Committed { .. } | StepOutcome::Stale | StepOutcome::RunNotFound) => {
             StepDisposition::Acknowledge
         }
-        Ok(StepOutcome::Busy { retry_after }) => StepDisposition::Release {
-            after: *retry_after,
+        Ok(StepOutcome::Busy { retry_after }) => StepDisposition::Defer {
+            remaining: *retry_after,
         },
         Ok(StepOutcome::NotYetDue { remaining }) => StepDisposition::Defer {
             remaining: *remaining,
         },
-        Err(RuntimeError::DeadlineExceeded { .. }) => StepDisposition::Release {
-            after: REDELIVER_AFTER_DEADLINE,
-        },
+        Err(RuntimeError::DeadlineExceeded { .. })
+            if receive_count < MAX_RECEIVES_BEFORE_DEAD_LETTER =>
+        {
+            StepDisposition::Release {
+                after: REDELIVER_AFTER_DEADLINE,
+            }
+        }
         Err(error) if error.is_retryable() && receive_count < MAX_RECEIVES_BEFORE_DEAD_LETTER => {
             StepDisposition::Release {
                 after: retry_backoff(receive_count),
@@ -101,8 +108,8 @@ mod tests {
                 Ok(StepOutcome::Busy {
                     retry_after: second,
                 }),
-                9,
-                StepDisposition::Release { after: second },
+                MAX_RECEIVES_BEFORE_DEAD_LETTER,
+                StepDisposition::Defer { remaining: second },
             ),
             (
                 Ok(StepOutcome::NotYetDue { remaining: second }),
@@ -118,6 +125,16 @@ mod tests {
                 StepDisposition::Release {
                     after: REDELIVER_AFTER_DEADLINE,
                 },
+            ),
+            // At its last receive a step out of time ends its run: the
+            // redrive policy would take the next delivery away unseen.
+            (
+                Err(RuntimeError::DeadlineExceeded {
+                    remaining_millis: 10,
+                    needed_millis: 5_000,
+                }),
+                MAX_RECEIVES_BEFORE_DEAD_LETTER,
+                StepDisposition::DeadLetter,
             ),
             (
                 Err(RuntimeError::Store(StoreError::Unavailable("down".into()))),

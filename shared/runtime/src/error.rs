@@ -193,6 +193,14 @@ pub enum RuntimeError {
     /// finish.
     #[error("the step panicked: {message}")]
     StepPanicked { message: String },
+    /// The queue's redrive policy moved the step's message to the
+    /// dead-letter queue: each of its deliveries ended without an outcome
+    /// (the worker holding it stopped: out of memory, killed, timed out).
+    /// Read from the dead-letter queue, its run ends `step_failed`.
+    #[error(
+        "its message was dead-lettered after {receives} deliveries, each of which stopped before the step finished"
+    )]
+    DeadLettered { receives: u32 },
     /// The transcript publisher failed; the step is retried (nothing was
     /// committed).
     #[error("transcript publisher: {0}")]
@@ -232,6 +240,7 @@ impl RuntimeError {
             | RuntimeError::Core(_)
             | RuntimeError::Io { .. }
             | RuntimeError::StepPanicked { .. }
+            | RuntimeError::DeadLettered { .. }
             | RuntimeError::ThreadNotFound(_)
             | RuntimeError::ThreadBusy { .. }
             | RuntimeError::RunNotFound { .. } => false,

@@ -39,6 +39,9 @@ impl StepQueue for DuplicatingQueue {
     async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
         self.0.send_delayed(message, delay).await
     }
+    async fn hold(&self, receipt: &str, hold: Duration) -> Result<(), QueueError> {
+        self.0.hold(receipt, hold).await
+    }
 }
 
 /// Fails the first `failures` sends of node steps: the process "died"
@@ -92,6 +95,9 @@ impl StepQueue for FailingSendQueue {
     }
     async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
         self.inner.send_delayed(message, delay).await
+    }
+    async fn hold(&self, receipt: &str, hold: Duration) -> Result<(), QueueError> {
+        self.inner.hold(receipt, hold).await
     }
 }
 

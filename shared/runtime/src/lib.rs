@@ -16,6 +16,15 @@
 //!   nothing but re-sending the run's pending outbox.
 //! - A node's model is called at most once per claimed attempt; a version
 //!   conflict re-applies the same result instead of calling again.
+//! - A step message leaves its queue (acknowledged, or dead-lettered by the
+//!   redrive policy) only when its step has an outcome or its run's end is
+//!   recorded: at its last receive a failing step ends its run
+//!   (`disposition`), a busy node's message is replaced by a fresh copy,
+//!   and the dead-letter queue's reader ends the run of whatever got there
+//!   (`dead_letters`).
+//! - A worker holds a received message hidden one node lease at a time
+//!   (`worker::holding_message`): a dead holder's message is back within a
+//!   lease, whatever the queue's visibility timeout.
 //! - No wire or database types here: adapters live in their own crates.
 //! - The shell performs the engine's effects and commits its decisions; it
 //!   never decides what a node means.
@@ -25,6 +34,7 @@ pub mod clock;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod crash_points;
+pub mod dead_letters;
 pub mod disposition;
 pub mod error;
 #[cfg(any(test, feature = "testing"))]

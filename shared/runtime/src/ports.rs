@@ -255,6 +255,15 @@ pub trait StepQueue: Send + Sync {
     /// a longer wait is several hops, each a new message (its receive count
     /// starts again, so a long timer never reaches the dead-letter queue).
     async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError>;
+    /// Keeps a received message hidden for `hold` from now: the holder's
+    /// heartbeat while its step runs, so that a holder that dies gives its
+    /// message back within one `hold`, not after the queue's visibility
+    /// timeout. A queue without visibility timeouts (the in-memory one: its
+    /// messages die with the process that holds them) has nothing to do.
+    async fn hold(&self, receipt: &str, hold: Duration) -> Result<(), QueueError> {
+        let _ = (receipt, hold);
+        Ok(())
+    }
 }
 
 /// A model's structured answer (defined by the engine, which judges it).

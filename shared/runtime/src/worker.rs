@@ -9,6 +9,7 @@ use baton_core::instant::Instant;
 use baton_core::run::RunStatus;
 use tokio::task::JoinSet;
 
+use crate::disposition;
 use crate::error::RuntimeError;
 use crate::memory::InMemoryStepQueue;
 use crate::ports::{ReceivedStep, StepQueue};
@@ -19,15 +20,35 @@ pub use crate::disposition::{
 };
 
 /// Performs one received message and does with it what
-/// [`step_disposition`] says. There is no dead-letter queue behind a
-/// long-running worker's queue: a message failed for good is logged as an
-/// error and removed.
+/// [`step_disposition`] says, holding the message hidden while the step
+/// runs ([`holding_message`], one node lease at a time). There is no
+/// dead-letter queue behind a long-running worker's in-memory queue: a
+/// message failed for good ends its run (`give_up`) and is removed; a
+/// message whose run could not even be ended is released again, never
+/// acknowledged (on SQS its redrive policy then moves it to the
+/// dead-letter queue, which the sweeper reads).
 pub async fn process_received_step(
     steps: &StepService,
     queue: &dyn StepQueue,
     received: ReceivedStep,
 ) -> Result<StepOutcome, RuntimeError> {
-    let outcome = caught(steps.handle(&received.message)).await;
+    process_received_step_holding(steps, queue, received, Some(steps.message_hold())).await
+}
+
+/// [`process_received_step`], the message held for `hold` at a time
+/// while its step runs, or not at all (`None`: the embedded runner's
+/// in-memory queue, whose messages die with the process that holds them).
+async fn process_received_step_holding(
+    steps: &StepService,
+    queue: &dyn StepQueue,
+    received: ReceivedStep,
+    hold: Option<Duration>,
+) -> Result<StepOutcome, RuntimeError> {
+    let step = caught(steps.handle(&received.message));
+    let outcome = match hold {
+        Some(hold) => holding_message(queue, &received.receipt, hold, false, step).await,
+        None => step.await,
+    };
     let disposition = step_disposition(&outcome, received.receive_count);
     log_disposition(
         &outcome,
@@ -35,15 +56,22 @@ pub async fn process_received_step(
         &received.message.message_id,
         received.receive_count,
     );
-    if disposition == StepDisposition::DeadLetter {
-        Box::pin(give_up(
+    let disposition = if disposition == StepDisposition::DeadLetter
+        && !Box::pin(give_up(
             steps,
             &received.message,
             &outcome,
             received.receive_count,
         ))
-        .await;
-    }
+        .await
+    {
+        // The run could not be ended: the message stays, to try again.
+        StepDisposition::Release {
+            after: disposition::retry_backoff(received.receive_count),
+        }
+    } else {
+        disposition
+    };
     match disposition {
         StepDisposition::Acknowledge | StepDisposition::DeadLetter => {
             crate::crash_points::reached(
@@ -58,6 +86,49 @@ pub async fn process_received_step(
         }
     }
     outcome
+}
+
+/// Runs `work` while keeping the received message `receipt` hidden, `hold`
+/// at a time, renewed every third of it (the node lease's heartbeat
+/// period): a holder that dies gives its message back within one `hold`,
+/// whatever the queue's own visibility timeout. `at_once`: the first hold
+/// is asked for right away (a Lambda's records arrive hidden for the
+/// queue's whole visibility timeout); otherwise the receive itself set it.
+/// A failed renewal is logged and tried again at the next beat.
+pub async fn holding_message<T>(
+    queue: &dyn StepQueue,
+    receipt: &str,
+    hold: Duration,
+    at_once: bool,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let heartbeat = renew_hold_forever(queue, receipt, hold, at_once);
+    tokio::pin!(work);
+    tokio::select! {
+        biased;
+        output = &mut work => output,
+        never = heartbeat => match never {},
+    }
+}
+
+/// The heartbeat of [`holding_message`]: never ends on its own.
+async fn renew_hold_forever(
+    queue: &dyn StepQueue,
+    receipt: &str,
+    hold: Duration,
+    at_once: bool,
+) -> std::convert::Infallible {
+    let beat = (hold / 3).max(Duration::from_millis(10));
+    let mut wait_first = !at_once;
+    loop {
+        if wait_first {
+            tokio::time::sleep(beat).await;
+        }
+        wait_first = true;
+        if let Err(error) = queue.hold(receipt, hold).await {
+            tracing::warn!(%error, "could not keep a step message hidden; trying again at the next beat");
+        }
+    }
 }
 
 /// A step's outcome, its panic (a bug) turned into a step failed for good
@@ -252,7 +323,13 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
                 return Some(message_id);
             }
         };
-        let outcome = caught(steps.handle_before(&message, deadline)).await;
+        let step = caught(steps.handle_before(&message, deadline));
+        let outcome = match (redelivery, receipt.as_deref()) {
+            (Some(queue), Some(receipt)) => {
+                holding_message(queue, receipt, steps.message_hold(), true, step).await
+            }
+            _ => step.await,
+        };
         let disposition = step_disposition(&outcome, receive_count);
         log_disposition(&outcome, disposition, &message_id, receive_count);
         match disposition {
@@ -270,7 +347,19 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
                 );
                 None
             }
-            StepDisposition::DeadLetter => Some(message_id),
+            // Its run could not be ended: redelivered soon (not after the
+            // hold), to try again; the last receive's failure leaves it to
+            // the dead-letter queue, whose reader tries once more.
+            StepDisposition::DeadLetter => {
+                if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
+                    && let Err(release_error) = queue
+                        .release(receipt, disposition::retry_backoff(receive_count))
+                        .await
+                {
+                    tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after its hold");
+                }
+                Some(message_id)
+            }
             StepDisposition::Release { after } => {
                 if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
                     && let Err(release_error) = queue.release(receipt, after).await
@@ -332,10 +421,11 @@ impl LocalRunner {
             let batch = self.queue.receive(10, Duration::ZERO).await?;
             let received_any = !batch.is_empty();
             for received in batch {
-                in_progress.push(process_received_step(
+                in_progress.push(process_received_step_holding(
                     &self.steps,
                     self.queue.as_ref(),
                     received,
+                    None,
                 ));
             }
             if received_any {

@@ -364,11 +364,21 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         failed,
         vec!["not-json".to_string(), "bad-envelope".to_string()]
     );
+    // The re-sent submission started no second run: it re-sent the first
+    // run's pending step (in case the first send was lost), nothing else.
+    let queued = queue.receive(10, Duration::ZERO).await.unwrap();
+    let steps: std::collections::BTreeSet<_> = queued
+        .iter()
+        .map(|received| received.message.message_id.clone())
+        .collect();
     assert_eq!(
-        queue.outstanding(),
-        1,
-        "the re-sent submission did not start a second run"
+        (queued.len(), steps.len()),
+        (2, 1),
+        "the re-sent submission did not start a second run: {steps:?}"
     );
+    for received in queued {
+        queue.acknowledge(&received.receipt).await.unwrap();
+    }
 
     // A sender's traceparent: the run's trace is the sender's, its root
     // under the sender's span; a malformed one starts a trace of its own.

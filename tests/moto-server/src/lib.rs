@@ -24,6 +24,116 @@ fn moto_launcher() -> Result<std::path::PathBuf, String> {
         .ok_or_else(|| format!("infra/moto_isolated.py not found above {}", start.display()))
 }
 
+/// A file of the repository (`infra/template.yaml`, …), found from the
+/// running test's package upwards, as [`moto_launcher`] finds its script.
+fn repository_file(relative: &str) -> Result<std::path::PathBuf, String> {
+    let launcher = moto_launcher()?;
+    let root = launcher
+        .parent()
+        .and_then(std::path::Path::parent)
+        .ok_or("infra/moto_isolated.py has no repository above it")?;
+    let path = root.join(relative);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("{} not found", path.display()))
+    }
+}
+
+/// The step queue's timings as the deployment ships them: the `Timeouts`
+/// mapping of `infra/template.yaml`, which `infra/local.sh` reads too. One
+/// set for the cloud, the local stack and every AWS-path test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShippedStepTimings {
+    /// The step queue's own visibility timeout (what a Lambda's records
+    /// start hidden for, before the handler holds them for one lease).
+    pub queue_visibility_seconds: u32,
+    /// The redrive policy's `maxReceiveCount`.
+    pub max_receive_count: u32,
+    /// `BATON_NODE_LEASE_SECONDS`: a node's lease, and how long a worker
+    /// holds a step's message hidden at a time.
+    pub node_lease_seconds: u32,
+    /// The step function's timeout.
+    pub function_seconds: u32,
+    /// `BATON_LLM_TIMEOUT_SECONDS`: one model request's limit.
+    pub model_request_seconds: u32,
+}
+
+/// Reads [`ShippedStepTimings`] from `infra/template.yaml`.
+pub fn shipped_step_timings() -> Result<ShippedStepTimings, String> {
+    let path = repository_file("infra/template.yaml")?;
+    let text =
+        std::fs::read_to_string(&path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let template: serde_yaml::Value =
+        serde_yaml::from_str(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+    let step = &template["Mappings"]["Timeouts"]["Step"];
+    let seconds = |name: &str| -> Result<u32, String> {
+        step[name]
+            .as_u64()
+            .and_then(|value| u32::try_from(value).ok())
+            .ok_or_else(|| {
+                format!("infra/template.yaml: Mappings.Timeouts.Step.{name} is not a whole number")
+            })
+    };
+    Ok(ShippedStepTimings {
+        queue_visibility_seconds: seconds("QueueVisibilitySeconds")?,
+        max_receive_count: seconds("MaxReceiveCount")?,
+        node_lease_seconds: seconds("NodeLeaseSeconds")?,
+        function_seconds: seconds("FunctionSeconds")?,
+        model_request_seconds: seconds("ModelRequestSeconds")?,
+    })
+}
+
+/// A step queue and its dead-letter queue as the template ships them.
+#[derive(Debug, Clone)]
+pub struct ShippedStepQueue {
+    pub queue_url: String,
+    pub dead_letter_queue_url: String,
+    pub timings: ShippedStepTimings,
+}
+
+/// Creates a step queue named after `prefix` (made unique) with the
+/// shipped visibility timeout and redrive policy (to a dead-letter queue
+/// of its own), as `infra/template.yaml` and `infra/local.sh` create it.
+pub async fn create_shipped_step_queue(
+    configuration: &aws_config::SdkConfig,
+    prefix: &str,
+) -> Result<ShippedStepQueue, String> {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let timings = shipped_step_timings()?;
+    let client = aws_sdk_sqs::Client::new(configuration);
+    let dead_letter_queue_url =
+        create_unique_queue(configuration, &format!("{prefix}-dlq"), None).await?;
+    let dead_letter_arn = queue_arn(configuration, &dead_letter_queue_url).await?;
+    let redrive = format!(
+        r#"{{"deadLetterTargetArn":"{dead_letter_arn}","maxReceiveCount":"{}"}}"#,
+        timings.max_receive_count
+    );
+    let queue_url = client
+        .create_queue()
+        .queue_name(unique_name(prefix))
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            timings.queue_visibility_seconds.to_string(),
+        )
+        .attributes(QueueAttributeName::RedrivePolicy, redrive)
+        .send()
+        .await
+        .map_err(|error| {
+            format!(
+                "creating queue {prefix}: {}",
+                aws_sdk_sqs::error::DisplayErrorContext(error)
+            )
+        })?
+        .queue_url
+        .ok_or_else(|| format!("moto returned no URL for queue {prefix}"))?;
+    Ok(ShippedStepQueue {
+        queue_url,
+        dead_letter_queue_url,
+        timings,
+    })
+}
+
 /// A running emulator.
 pub struct MotoServer {
     pub endpoint: String,

@@ -134,18 +134,11 @@ pub fn model_environment(model: &scripted_llm::ScriptedLlmServer) -> Vec<(String
 }
 
 /// A fresh table and step queue on `moto`, and the environment that points
-/// `baton serve --store dynamodb` at them.
+/// `baton serve --store dynamodb` at them. The queue is made as the
+/// deployment ships it (`infra/template.yaml`'s `Timeouts` mapping: its
+/// visibility timeout, its redrive policy to a dead-letter queue of its
+/// own) and the node lease is the shipped one: no test-only timings.
 pub async fn dynamodb_environment(moto: &moto_server::MotoServer) -> Vec<(String, String)> {
-    dynamodb_environment_with_visibility(moto, None).await
-}
-
-/// As [`dynamodb_environment`], the step queue's visibility timeout set
-/// (how long a received, undeleted message stays hidden: the redelivery
-/// delay after a crash).
-pub async fn dynamodb_environment_with_visibility(
-    moto: &moto_server::MotoServer,
-    visibility_timeout_seconds: Option<u32>,
-) -> Vec<(String, String)> {
     let configuration = moto.sdk_configuration().await;
     let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let table = moto_server::unique_name("baton-e2e");
@@ -153,16 +146,20 @@ pub async fn dynamodb_environment_with_visibility(
         .create_table_if_missing()
         .await
         .unwrap();
-    let queue_url = moto_server::create_unique_queue(
-        &configuration,
-        "baton-e2e-steps",
-        visibility_timeout_seconds,
-    )
-    .await
-    .unwrap();
+    let queue = moto_server::create_shipped_step_queue(&configuration, "baton-e2e-steps")
+        .await
+        .unwrap();
     let mut environment = vec![
         ("BATON_TABLE".to_string(), table),
-        ("BATON_QUEUE_URL".to_string(), queue_url),
+        ("BATON_QUEUE_URL".to_string(), queue.queue_url),
+        (
+            "BATON_DEAD_LETTER_QUEUE_URL".to_string(),
+            queue.dead_letter_queue_url,
+        ),
+        (
+            "BATON_NODE_LEASE_SECONDS".to_string(),
+            queue.timings.node_lease_seconds.to_string(),
+        ),
     ];
     environment.extend(
         moto.sdk_environment()

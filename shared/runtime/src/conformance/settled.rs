@@ -2,7 +2,8 @@
 //! frame, nothing lands after it. An append outside a commit (a twin
 //! attempt's deltas still streaming, a late warning) appends nothing and
 //! answers the last sequence; a claim (its `node_start`) is refused. A
-//! later commit that takes the run up again lifts both.
+//! commit without frames on the ended run (a notification's delivery)
+//! keeps it so. A later commit that takes the run up again lifts both.
 
 use baton_core::event::{EventDraft, EventType};
 use baton_core::run::RunStatus;
@@ -51,13 +52,26 @@ pub(super) async fn settled_run_conformance(
         )
         .await
         .map_err(failed)?;
+    // A commit with no frame on the ended run (a completion notification's
+    // delivery recorded) leaves it settled: the guard follows the run's
+    // status, not the last commit's frames.
+    let mut notified = state.clone();
+    notified.status = RunStatus::Completed;
+    let version = store
+        .commit_step(
+            tenant,
+            &run_id,
+            commit(version, notified, vec![], vec![], None),
+        )
+        .await
+        .map_err(failed)?;
     let late = store
         .append_events(tenant, &run_id, vec![log("a twin's late delta")])
         .await
         .map_err(failed)?;
     check(
         late == 3,
-        "an append after the terminal frame answers the last sequence",
+        "an append after the terminal frame (and a commit without frames) answers the last sequence",
     )?;
     let claim = NodeClaim {
         claim_key: "node_late",

@@ -79,23 +79,44 @@ impl OutboxSweeper {
     }
 
     /// Re-sends outbox entries older than `older_than` that no step has
-    /// consumed yet, then marks them re-sent. Returns how many.
+    /// consumed yet, then marks them re-sent. Returns how many were sent.
+    /// One entry that cannot be sent or marked is logged and skipped (it
+    /// stays pending, for the next sweep): it never holds back the others.
     pub async fn sweep(&self, older_than: Duration, limit: usize) -> Result<usize, RuntimeError> {
         let cutoff = self.clock.now().minus(older_than);
         let stale = self.store.stale_outbox(cutoff, limit).await?;
+        let mut resent = 0;
         for message in &stale {
-            self.queue.send(std::slice::from_ref(message)).await?;
-            self.store
-                .mark_outbox_sent(
-                    &message.tenant_id,
-                    &message.run_id,
-                    std::slice::from_ref(&message.message_id),
-                )
-                .await?;
+            if let Err(error) = self.resend(message).await {
+                tracing::warn!(
+                    %error,
+                    run_id = %message.run_id,
+                    step_id = %message.message_id,
+                    "sweeper could not re-send a stale outbox entry; skipping it until the next sweep"
+                );
+                continue;
+            }
+            resent += 1;
         }
         if !stale.is_empty() {
-            tracing::info!(resent = stale.len(), "sweeper re-sent stale outbox entries");
+            tracing::info!(
+                resent,
+                skipped = stale.len() - resent,
+                "sweeper re-sent stale outbox entries"
+            );
         }
-        Ok(stale.len())
+        Ok(resent)
+    }
+
+    async fn resend(&self, message: &StepMessage) -> Result<(), RuntimeError> {
+        self.queue.send(std::slice::from_ref(message)).await?;
+        self.store
+            .mark_outbox_sent(
+                &message.tenant_id,
+                &message.run_id,
+                std::slice::from_ref(&message.message_id),
+            )
+            .await?;
+        Ok(())
     }
 }

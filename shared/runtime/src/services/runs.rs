@@ -309,6 +309,12 @@ impl RunService {
                     .load_run(tenant_id, &run_id)
                     .await?
                     .ok_or(StoreError::RunNotFound)?;
+                // The first submission's send may have been lost (the
+                // caller retried because it failed): its pending steps go
+                // out again (a duplicate of a step that ran is stale).
+                if let Err(error) = self.relay.resend_pending(tenant_id, &run_id).await {
+                    tracing::warn!(%error, %run_id, "a deduplicated submission could not re-send its run's pending steps; the sweeper will");
+                }
                 Ok(SubmittedRun {
                     run_id,
                     thread_id: existing.state.thread_id,
@@ -318,7 +324,13 @@ impl RunService {
                 })
             }
             CreateOutcome::Created => {
-                self.relay.send(&decision.outbox).await?;
+                crate::crash_points::reached(crate::crash_points::CrashPoint::AfterAdmitBeforeSend);
+                // The run is stored: a send that fails now is the sweeper's
+                // to repeat (its entry stays pending), and the caller is
+                // told the run was accepted, so it does not submit again.
+                if let Err(error) = self.relay.send(&decision.outbox).await {
+                    tracing::warn!(%error, %run_id, "a new run's first step was not sent; the sweeper re-sends it");
+                }
                 Ok(SubmittedRun {
                     run_id,
                     thread_id: decision.state.thread_id,

@@ -111,6 +111,13 @@ impl StepService {
         }
     }
 
+    /// How long a worker keeps a step's message hidden at a time while the
+    /// step runs (`worker::holding_message`): one node lease, so a dead
+    /// holder's message and its node come back together.
+    pub fn message_hold(&self) -> Duration {
+        self.settings.node_lease
+    }
+
     fn engine<'a>(&'a self, registry: &'a Registry) -> EngineContext<'a> {
         self.settings.engine_context(registry, &self.validators)
     }

@@ -1,0 +1,105 @@
+//! One set of timings: the deployment's (`infra/template.yaml`'s `Timeouts`
+//! mapping), the local stack's (`infra/local.sh`, run against moto here)
+//! and the code's defaults agree, so what the tests prove on the local
+//! stack holds for what is deployed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::time::Duration;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use baton_runtime::disposition::MAX_RECEIVES_BEFORE_DEAD_LETTER;
+use baton_runtime::services::OrchestratorSettings;
+use baton_test_support::repository_path;
+use moto_server::{MotoServer, shipped_step_timings, unique_name};
+
+#[test]
+fn the_code_s_defaults_are_the_template_s_timings() {
+    let shipped = shipped_step_timings().unwrap();
+    let node_lease = Duration::from_secs(u64::from(shipped.node_lease_seconds));
+    assert_eq!(
+        OrchestratorSettings::default().node_lease,
+        node_lease,
+        "the default node lease (BATON_NODE_LEASE_SECONDS unset) is the template's NodeLeaseSeconds"
+    );
+    assert_eq!(
+        baton_aws::sqs::DEFAULT_RECEIVE_HOLD,
+        node_lease,
+        "a received message starts hidden for one node lease"
+    );
+    assert_eq!(
+        MAX_RECEIVES_BEFORE_DEAD_LETTER, shipped.max_receive_count,
+        "the worker gives a step up at the redrive policy's last receive"
+    );
+    assert!(
+        shipped.queue_visibility_seconds >= shipped.function_seconds,
+        "Lambda refuses an event source whose queue hides a message for less than the function's timeout"
+    );
+    assert!(
+        shipped.model_request_seconds < shipped.function_seconds,
+        "one model request fits in a step's invocation"
+    );
+    assert!(
+        shipped.node_lease_seconds <= 60,
+        "a dead holder's message and node come back within a minute"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_local_stack_creates_the_step_queue_as_the_template_ships_it() {
+    let moto = MotoServer::start().unwrap();
+    let shipped = shipped_step_timings().unwrap();
+    let queue_name = unique_name("baton-local-sh");
+    let output = std::process::Command::new("bash")
+        .arg(repository_path("infra/local.sh"))
+        .args(["up", "--endpoint", &moto.endpoint])
+        .env("BATON_TABLE", unique_name("baton-local-sh"))
+        .env("BATON_QUEUE_NAME", &queue_name)
+        .env(
+            "BATON_LOCAL_STATE_DIR",
+            std::env::temp_dir().join(unique_name("baton-local-sh-state")),
+        )
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "infra/local.sh up failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let exports = String::from_utf8(output.stdout).unwrap();
+    let exported = |name: &str| -> String {
+        exports
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("export {name}=")))
+            .unwrap_or_else(|| panic!("infra/local.sh printed no {name}: {exports}"))
+            .to_string()
+    };
+    assert_eq!(
+        exported("BATON_NODE_LEASE_SECONDS"),
+        shipped.node_lease_seconds.to_string()
+    );
+    let sqs = aws_sdk_sqs::Client::new(&moto.sdk_configuration().await);
+    let attributes = sqs
+        .get_queue_attributes()
+        .queue_url(exported("BATON_QUEUE_URL"))
+        .attribute_names(QueueAttributeName::All)
+        .send()
+        .await
+        .unwrap();
+    let attributes = attributes.attributes().unwrap();
+    assert_eq!(
+        attributes[&QueueAttributeName::VisibilityTimeout],
+        shipped.queue_visibility_seconds.to_string()
+    );
+    let redrive: serde_json::Value =
+        serde_json::from_str(&attributes[&QueueAttributeName::RedrivePolicy]).unwrap();
+    assert_eq!(
+        redrive["maxReceiveCount"].to_string().trim_matches('"'),
+        shipped.max_receive_count.to_string()
+    );
+    let dead_letter_url = exported("BATON_DEAD_LETTER_QUEUE_URL");
+    let dead_letter_arn = moto_server::queue_arn(&moto.sdk_configuration().await, &dead_letter_url)
+        .await
+        .unwrap();
+    assert_eq!(redrive["deadLetterTargetArn"], dead_letter_arn.as_str());
+}
