@@ -13,7 +13,7 @@ use baton_core::capability::RegisteredCapability;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::CapabilityDirectory;
 
-use crate::store::{DynamoRunStore, Item, n, read_number, read_text, s, unavailable};
+use crate::store::{DynamoRunStore, Item, n, read_number, read_text, s, sdk_failure};
 
 fn registrations_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#CAPS")
@@ -60,7 +60,7 @@ impl CapabilityDirectory for DynamoRunStore {
             .return_values(ReturnValue::AllNew)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .map_err(sdk_failure)?;
         let item = output
             .attributes
             .ok_or_else(|| StoreError::Corrupt("UpdateItem returned no attributes".into()))?;
@@ -85,9 +85,7 @@ impl CapabilityDirectory for DynamoRunStore {
                 .set_exclusive_start_key(start_key.take())
                 .send()
                 .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
+                .map_err(sdk_failure)?;
             for item in output.items() {
                 records.push(record_from(item)?);
             }

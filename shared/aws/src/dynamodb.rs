@@ -12,7 +12,7 @@ use crate::state_codec::{decode_state, encode_state};
 pub use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX};
 pub(crate) use crate::store::{
     Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, awaiting_human_key, cancellation_codes, event_sk, n, put,
-    read_number, read_text, run_pk, s, unavailable, within_one_transaction,
+    read_number, read_text, run_pk, s, sdk_failure, unavailable, within_one_transaction,
 };
 use baton_runtime::ports::{
     ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
@@ -78,9 +78,7 @@ impl RunStore for DynamoRunStore {
                             .is_some_and(|code| code == "ConditionalCheckFailed")
                     });
                 if !idempotency_clash {
-                    return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                        error,
-                    )));
+                    return Err(sdk_failure(error));
                 }
                 let key = idempotency_key.unwrap_or_default();
                 let existing = self
@@ -92,9 +90,7 @@ impl RunStore for DynamoRunStore {
                     .consistent_read(true)
                     .send()
                     .await
-                    .map_err(|error| {
-                        unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                    })?;
+                    .map_err(sdk_failure)?;
                 let item = existing
                     .item
                     .ok_or_else(|| StoreError::Corrupt("idempotency item vanished".into()))?;
@@ -123,7 +119,7 @@ impl RunStore for DynamoRunStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .map_err(sdk_failure)?;
         let item_with = |sort_key: &str| {
             output.items().iter().find(|item| {
                 item.get("sk")
@@ -197,9 +193,7 @@ impl RunStore for DynamoRunStore {
                     .consistent_read(true)
                     .send()
                     .await
-                    .map_err(|error| {
-                        unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                    })?;
+                    .map_err(sdk_failure)?;
                 let expires = held
                     .item
                     .as_ref()
@@ -243,9 +237,7 @@ impl RunStore for DynamoRunStore {
             {
                 Ok(false)
             }
-            Err(error) => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                error,
-            ))),
+            Err(error) => Err(sdk_failure(error)),
         }
     }
 
@@ -276,9 +268,7 @@ impl RunStore for DynamoRunStore {
             {
                 Ok(())
             }
-            Err(error) => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                error,
-            ))),
+            Err(error) => Err(sdk_failure(error)),
         }
     }
 
@@ -393,9 +383,7 @@ impl RunStore for DynamoRunStore {
                         stale = true;
                     }
                     _ => {
-                        return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                            error,
-                        )));
+                        return Err(sdk_failure(error));
                     }
                 },
             }
@@ -436,7 +424,7 @@ impl RunStore for DynamoRunStore {
             .limit(limit)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .map_err(sdk_failure)?;
         output
             .items()
             .iter()

@@ -19,7 +19,7 @@ use baton_runtime::error::StoreError;
 
 use crate::store::{
     DynamoRunStore, Item, KnownSequence, SEQUENCE_RETRY_ROUNDS, cancellation_codes, event_sk, n,
-    put, read_number, read_text, run_pk, s, unavailable,
+    put, read_number, read_text, run_pk, s, sdk_failure, unavailable,
 };
 
 /// The sort key of a run's sequence item.
@@ -81,7 +81,7 @@ impl DynamoRunStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .map_err(sdk_failure)?;
         let item = output.item.ok_or(StoreError::RunNotFound)?;
         let known = sequence_of(&item)?;
         self.remember_sequence_settled(
@@ -250,9 +250,7 @@ impl DynamoRunStore {
                         stale = true;
                     }
                     _ => {
-                        return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                            error,
-                        )));
+                        return Err(sdk_failure(error));
                     }
                 },
             }

@@ -25,7 +25,7 @@ use baton_core::run::RunState;
 use baton_core::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
 use baton_runtime::error::StoreError;
 
-use crate::store::{DynamoRunStore, OpenItems, s, unavailable};
+use crate::store::{DynamoRunStore, OpenItems, s, sdk_failure, unavailable};
 
 /// The attribute holding an open item's JSON, by its partition.
 fn body_attribute(pk: &str) -> &'static str {
@@ -219,9 +219,7 @@ impl DynamoRunStore {
                     .expression_attribute_values(":prefix", s(prefix)),
                 None => query.key_condition_expression("pk = :pk"),
             };
-            let output = query.send().await.map_err(|error| {
-                unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-            })?;
+            let output = query.send().await.map_err(sdk_failure)?;
             for item in output.items() {
                 bodies.push((
                     crate::attributes::read_text(item, "sk")?.to_string(),

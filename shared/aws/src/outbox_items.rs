@@ -8,7 +8,7 @@ use baton_runtime::error::StoreError;
 
 use crate::store::{
     DynamoRunStore, Item, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, awaiting_human_key, put,
-    read_text, run_pk, s, unavailable,
+    read_text, run_pk, s, sdk_failure, unavailable,
 };
 
 fn pending_outbox_shard(run_id: &str) -> String {
@@ -93,7 +93,7 @@ impl DynamoRunStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .map_err(sdk_failure)?;
         output
             .items()
             .iter()
@@ -123,9 +123,7 @@ impl DynamoRunStore {
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
+                .map_err(sdk_failure)?;
             for item in output.items() {
                 states.push(crate::state_codec::decode_state(item.get("state"))?);
             }
@@ -157,9 +155,7 @@ impl DynamoRunStore {
                 .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
                 .send()
                 .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
+                .map_err(sdk_failure)?;
             for item in output.items() {
                 let order = read_text(item, "gsi1sk")?.to_string();
                 let message = serde_json::from_str(read_text(item, "message")?)
@@ -204,9 +200,7 @@ impl DynamoRunStore {
                         .is_some_and(|service| service.is_conditional_check_failed_exception()) => {
                 }
                 Err(error) => {
-                    return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                        error,
-                    )));
+                    return Err(sdk_failure(error));
                 }
             }
         }

@@ -8,7 +8,7 @@ use baton_core::entries::RunEntry;
 use baton_runtime::error::StoreError;
 
 use crate::state_codec::{decode_compressed, encode_compressed};
-use crate::store::{DynamoRunStore, Item, put, run_pk, s, unavailable};
+use crate::store::{DynamoRunStore, Item, put, run_pk, s, sdk_failure};
 
 const ENTRY_SK_PREFIX: &str = "ENTRY#";
 
@@ -60,9 +60,7 @@ impl DynamoRunStore {
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
+                .map_err(sdk_failure)?;
             for item in output.items() {
                 entries.push(decode_compressed(item.get("body"), "run entry")?);
             }

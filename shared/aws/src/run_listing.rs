@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use baton_core::listing::{RunListPage, RunListQuery, RunListing};
 use baton_runtime::error::StoreError;
 
-use crate::store::{DynamoRunStore, s, unavailable};
+use crate::store::{DynamoRunStore, s, sdk_failure};
 
 impl DynamoRunStore {
     pub(crate) async fn query_run_page(
@@ -41,9 +41,7 @@ impl DynamoRunStore {
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|error| {
-                    unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error))
-                })?;
+                .map_err(sdk_failure)?;
             for item in output.items() {
                 let body = crate::attributes::read_text(item, "listing")?;
                 let listing: RunListing = serde_json::from_str(body)

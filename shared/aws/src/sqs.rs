@@ -49,6 +49,30 @@ fn unavailable(error: impl std::fmt::Display) -> QueueError {
     QueueError::Unavailable(error.to_string())
 }
 
+/// A failed SQS call in the words a tenant may read: the operation and the
+/// service's error code; the SDK's report (request ids, queue URLs) goes
+/// to the log instead.
+fn sqs_failure<E, R>(error: aws_sdk_sqs::error::SdkError<E, R>) -> QueueError
+where
+    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let name = std::any::type_name::<E>();
+    let last = name.rsplit("::").next().unwrap_or(name);
+    let operation = last.strip_suffix("Error").unwrap_or(last);
+    tracing::warn!(operation, error = %aws_sdk_sqs::error::DisplayErrorContext(&error), "an SQS call failed");
+    let code = match &error {
+        aws_sdk_sqs::error::SdkError::ServiceError(service) => {
+            service.err().code().unwrap_or("an unnamed service error")
+        }
+        aws_sdk_sqs::error::SdkError::TimeoutError(_) => "timed out",
+        aws_sdk_sqs::error::SdkError::DispatchFailure(_) => "not reached",
+        aws_sdk_sqs::error::SdkError::ResponseError(_) => "an unreadable response",
+        _ => "an unknown failure",
+    };
+    QueueError::Unavailable(format!("SQS {operation} failed ({code})"))
+}
+
 /// SQS delays a message by 15 minutes at most.
 const MAX_DELAY_SECONDS: u64 = 900;
 
@@ -138,10 +162,7 @@ impl StepQueue for SqsStepQueue {
                         .map_err(unavailable)?,
                 );
             }
-            let output = request
-                .send()
-                .await
-                .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+            let output = request.send().await.map_err(sqs_failure)?;
             if let Some(failed) = output.failed().first() {
                 return Err(QueueError::Unavailable(format!(
                     "SQS refused a step message: {} {}",
@@ -168,7 +189,7 @@ impl StepQueue for SqsStepQueue {
             .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+            .map_err(sqs_failure)?;
         let mut received = Vec::new();
         for message in output.messages() {
             let (Some(body), Some(receipt)) = (message.body(), message.receipt_handle()) else {
@@ -202,7 +223,7 @@ impl StepQueue for SqsStepQueue {
             .receipt_handle(receipt)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+            .map_err(sqs_failure)?;
         Ok(())
     }
 
@@ -216,7 +237,7 @@ impl StepQueue for SqsStepQueue {
             .visibility_timeout(visibility_seconds(delay))
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+            .map_err(sqs_failure)?;
         Ok(())
     }
 
@@ -228,7 +249,7 @@ impl StepQueue for SqsStepQueue {
             .visibility_timeout(visibility_seconds(hold).max(1))
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+            .map_err(sqs_failure)?;
         Ok(())
     }
 
@@ -249,7 +270,7 @@ impl StepQueue for SqsStepQueue {
             .entries(entry)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_sqs::error::DisplayErrorContext(error)))?;
+            .map_err(sqs_failure)?;
         if let Some(failed) = output.failed().first() {
             return Err(QueueError::Unavailable(format!(
                 "SQS refused a delayed step message: {} {}",

@@ -12,8 +12,12 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::Clock;
 
 pub(crate) use crate::attributes::{
-    Item, cancellation_codes, event_sk, n, put, read_number, read_text, run_pk, s, unavailable,
+    Item, cancellation_codes, event_sk, n, put, read_number, read_text, run_pk, s, sdk_failure,
+    unavailable,
 };
+
+/// DynamoDB's limit on one item.
+pub(crate) const DYNAMODB_ITEM_LIMIT_BYTES: usize = 400 * 1024;
 
 /// The sort key of a run's item (state, version, status).
 pub(crate) const RUN_SK: &str = "RUN";

@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::{
 };
 use baton_runtime::error::StoreError;
 
-use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX, unavailable};
+use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX, sdk_failure, unavailable};
 
 impl DynamoRunStore {
     /// Creates the table (and its TTL) if it does not exist: for local emulators and tests.
@@ -109,9 +109,7 @@ impl DynamoRunStore {
                 return Ok(());
             }
             Err(error) => {
-                return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                    error,
-                )));
+                return Err(sdk_failure(error));
             }
         }
         self.client
@@ -126,7 +124,7 @@ impl DynamoRunStore {
             )
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .map_err(sdk_failure)?;
         Ok(())
     }
 }

@@ -21,7 +21,7 @@ use baton_core::thread_listing::{
 use baton_runtime::error::StoreError;
 
 use crate::attributes::{read_number, read_text};
-use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX, n, s, unavailable};
+use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX, n, s, sdk_failure};
 
 /// The summary item's sort key, beside the thread's exchanges and lane.
 pub(crate) const SUMMARY_SK: &str = "SUMMARY";
@@ -67,9 +67,7 @@ impl DynamoRunStore {
             .await;
         match earliest {
             Err(error) if !condition_failed(&error) => {
-                return Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                    error,
-                )));
+                return Err(sdk_failure(error));
             }
             _ => {}
         }
@@ -96,9 +94,7 @@ impl DynamoRunStore {
             .send()
             .await;
         match latest {
-            Err(error) if !condition_failed(&error) => Err(unavailable(
-                aws_sdk_dynamodb::error::DisplayErrorContext(error),
-            )),
+            Err(error) if !condition_failed(&error) => Err(sdk_failure(error)),
             _ => Ok(()),
         }
     }
@@ -123,10 +119,7 @@ impl DynamoRunStore {
                 .expression_attribute_values(":cursor", s(cursor)),
             None => request.key_condition_expression("gsi1pk = :index"),
         };
-        let output = request
-            .send()
-            .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+        let output = request.send().await.map_err(sdk_failure)?;
         let listings = output
             .items()
             .iter()

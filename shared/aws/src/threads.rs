@@ -15,7 +15,7 @@ use baton_core::thread_listing::{ThreadListPage, ThreadListQuery};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 
-use crate::store::{DynamoRunStore, n, s, unavailable};
+use crate::store::{DynamoRunStore, n, s, sdk_failure};
 
 fn thread_pk(tenant_id: &str, thread_id: &str) -> String {
     format!("T#{tenant_id}#THREAD#{thread_id}")
@@ -69,7 +69,7 @@ impl ThreadStore for DynamoRunStore {
             .item("expiresAt", self.expires_at())
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .map_err(sdk_failure)?;
         self.record_thread_summary(
             tenant_id,
             thread_id,
@@ -101,7 +101,7 @@ impl ThreadStore for DynamoRunStore {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|error| unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(error)))?;
+            .map_err(sdk_failure)?;
         let Some(item) = read.item else {
             return Ok((ThreadLane::default(), 0));
         };
@@ -152,9 +152,7 @@ impl ThreadStore for DynamoRunStore {
             {
                 Ok(false)
             }
-            Err(error) => Err(unavailable(aws_sdk_dynamodb::error::DisplayErrorContext(
-                error,
-            ))),
+            Err(error) => Err(sdk_failure(error)),
         }
     }
 }

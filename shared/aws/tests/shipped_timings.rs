@@ -103,3 +103,38 @@ async fn the_local_stack_creates_the_step_queue_as_the_template_ships_it() {
         .unwrap();
     assert_eq!(redrive["deadLetterTargetArn"], dead_letter_arn.as_str());
 }
+
+/// What a tenant reads of a failed AWS call (a run's `failure.message`, a
+/// 503 body, an `error` frame) is a short cause and the service's code:
+/// never the SDK's report with its request id or a resource's ARN.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_aws_call_reads_as_a_cause_and_a_code() {
+    use baton_runtime::ports::{RunStore, StepQueue};
+    let moto = MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let missing_table = baton_aws::DynamoRunStore::new(&connection, unique_name("no-such-table"));
+    let error = missing_table.load_run("t", "run_1").await.unwrap_err();
+    let text = error.to_string();
+    assert!(error.is_retryable(), "{text}");
+    assert!(
+        text.starts_with("store unavailable: DynamoDB ")
+            && text.contains("(ResourceNotFoundException)"),
+        "{text}"
+    );
+    let missing_queue = baton_aws::SqsStepQueue::new(
+        &connection,
+        format!("{}/123456789012/{}", moto.endpoint, unique_name("no-such-queue")),
+    );
+    let text = missing_queue
+        .receive(1, Duration::ZERO)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(text.starts_with("queue unavailable: SQS ReceiveMessage failed ("), "{text}");
+    for leaked in ["arn:", "request id", "RequestId", "123456789012", "http"] {
+        assert!(
+            !text.contains(leaked) && !error.to_string().contains(leaked),
+            "`{leaked}` leaked into what a tenant reads"
+        );
+    }
+}
