@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
-use baton_runtime::ports::{Clock, StepQueue};
+use baton_runtime::ports::{Clock, RunStore, StepQueue};
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
 use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
 use baton_test_support::TestServices;
@@ -357,4 +357,171 @@ async fn an_invocation_that_dies_mid_node_gives_its_record_back_within_one_lease
             invocation(records).await;
         }
     }
+}
+
+/// A provider brown-out: the model hangs past every invocation's time on
+/// every call. Each run ends `failed` with an `error` frame naming the
+/// step and that it ran out of time, at its last receive (the redrive
+/// policy's, as shipped); nothing reaches the dead-letter queue while its
+/// run is running, and the model is asked once per delivery at most.
+///
+/// The one shortened timing: each emulated invocation's deadline is 8 s
+/// from its start (the deployed function has 300 s; 5 s of it are kept
+/// for the commit, so the model has 3 s), so five deliveries take a
+/// minute, not 25. The queue, its visibility timeout and its redrive
+/// policy are the shipped ones.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
+    const RUNS: usize = 3;
+    const INVOCATION_TIME: Duration = Duration::from_secs(8);
+    let moto = MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = Arc::new(DynamoRunStore::new(&connection, unique_name("baton-brown-out")));
+    store.create_table_if_missing().await.unwrap();
+    let shipped = moto_server::create_shipped_step_queue(&configuration, "baton-brown-out")
+        .await
+        .unwrap();
+    let sqs = aws_sdk_sqs::Client::new(&configuration);
+    let queue: Arc<dyn StepQueue> =
+        Arc::new(SqsStepQueue::new(&connection, shipped.queue_url.clone()));
+    let model = ScriptedLlmServer::start().await.unwrap();
+    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
+        model.base_url(),
+        "scripted",
+        None,
+    ))
+    .unwrap();
+    let built = Arc::new(
+        TestServices::with_model(Arc::new(provider))
+            .store(store.clone())
+            .queue(queue.clone())
+            .worker_id("brown-out")
+            .build(),
+    );
+    let steps = built.services.steps.clone();
+    let mut run_ids = Vec::new();
+    for _ in 0..RUNS {
+        let submitted = built
+            .services
+            .runs
+            .submit(
+                "t",
+                &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+            )
+            .await
+            .unwrap();
+        run_ids.push(submitted.run_id);
+    }
+    // Plans are made at once; every model call then hangs for ten minutes.
+    model.set_default_behavior(Behavior::SlowValid { delay_ms: 600_000 });
+    let started = Instant::now();
+    let mut deliveries = 0;
+    loop {
+        let mut running = 0;
+        for run_id in &run_ids {
+            let stored = store.load_run("t", run_id).await.unwrap().unwrap();
+            if !stored.state.status.is_terminal() {
+                running += 1;
+            }
+        }
+        if running == 0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "{running} of {RUNS} runs still running after {} s of brown-out",
+            started.elapsed().as_secs()
+        );
+        // Lambda's event source: receive, invoke, delete what the batch
+        // did not report failed.
+        let records = receive_as_the_event_source_mapping(&sqs, &shipped.queue_url).await;
+        if records.is_empty() {
+            continue;
+        }
+        deliveries += records.len();
+        let receipts: Vec<(String, String)> = records
+            .iter()
+            .map(|record| (record.message_id.clone(), record.receipt.clone().unwrap()))
+            .collect();
+        let failed = process_step_queue_batch(
+            &steps,
+            QueueBatch {
+                records,
+                deadline: Some(
+                    baton_runtime::clock::SystemClock
+                        .now()
+                        .plus(INVOCATION_TIME),
+                ),
+                redelivery: Some(queue.as_ref()),
+            },
+        )
+        .await;
+        for (message_id, receipt) in receipts {
+            if !failed.contains(&message_id) {
+                sqs.delete_message()
+                    .queue_url(&shipped.queue_url)
+                    .receipt_handle(receipt)
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+    }
+    eprintln!(
+        "every run ended {} s into the brown-out, after {deliveries} deliveries and {} model requests",
+        started.elapsed().as_secs(),
+        model.request_count()
+    );
+    let asked = model.request_count();
+    assert!(
+        asked >= RUNS && asked <= deliveries,
+        "the model was asked for every run, once per delivery at most: {asked} requests, {deliveries} deliveries"
+    );
+    for run_id in &run_ids {
+        let frames = built
+            .services
+            .runs
+            .read_all_events_after("t", run_id, 0)
+            .await
+            .unwrap();
+        let last = frames.last().unwrap();
+        assert_eq!(last.event_type, baton_core::event::EventType::Error, "{run_id}");
+        let payload = last.payload_value().unwrap();
+        assert_eq!(payload["code"], "step_failed", "{payload}");
+        let message = last.message.clone().unwrap_or_default();
+        assert!(
+            message.contains("execute_node")
+                && message.contains(&format!(
+                    "after {} deliveries",
+                    shipped.timings.max_receive_count
+                ))
+                && message.contains("ran out of invocation time"),
+            "the frame names the step, its deliveries and the timeout: {message}"
+        );
+        assert_eq!(
+            built
+                .services
+                .runs
+                .load("t", run_id)
+                .await
+                .unwrap()
+                .unwrap()
+                .state
+                .status,
+            baton_core::run::RunStatus::Failed
+        );
+    }
+    let dead = sqs
+        .receive_message()
+        .queue_url(&shipped.dead_letter_queue_url)
+        .max_number_of_messages(10)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        dead.messages().is_empty(),
+        "no step reached the dead-letter queue: every run ended at its last receive"
+    );
 }
