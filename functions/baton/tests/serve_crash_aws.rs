@@ -231,3 +231,67 @@ async fn a_death_between_commit_and_send_or_send_and_delete_loses_no_step_on_sql
         a_death_at(point, nth, &["--store", &store], &model_environment(&model)).await;
     }
 }
+
+/// A submission whose first step was never sent (the process died between
+/// storing the run and sending its step: `BATON_CRASH_AT=after_admit`) is
+/// recovered by `baton serve --store dynamodb` on its own: its sweeper
+/// re-sends the entry once it is older than `BATON_SWEEP_AFTER_SECONDS`
+/// (5 s here; the deployed sweeper waits 300 s, a knob of the sweep, not
+/// of the queue), and the run completes exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_submission_whose_send_was_lost_is_recovered_by_serve_s_own_sweeper() {
+    let moto = MotoServer::start().unwrap();
+    let model = ScriptedLlmServer::start().await.unwrap();
+    model.set_default_behavior(Behavior::SlowValid { delay_ms: 50 });
+    let mut environment = dynamodb_environment(&moto).await;
+    environment.extend(model_environment(&model));
+    let environment = with(&environment, "BATON_SWEEP_AFTER_SECONDS", "5");
+    let arguments = ["--store", "dynamodb"];
+    let client = reqwest::Client::new();
+
+    let crashing = with(&environment, "BATON_CRASH_AT", "after_admit:1");
+    let serve = start_serve(&arguments, &crashing).await;
+    let answered = client
+        .post(format!("{}/runs", serve.base))
+        .bearer_auth(TOKEN)
+        .json(&example("seed-10.1-sample-envelope.json"))
+        .send()
+        .await;
+    assert!(
+        answered.is_err(),
+        "the process died before answering: {answered:?}"
+    );
+    let status = serve.wait_for_exit(Duration::from_secs(30)).await;
+    assert_eq!(status.signal(), Some(SIGABRT), "{status}");
+
+    let serve = start_serve(&arguments, &environment).await;
+    let listed: Value = client
+        .get(format!("{}/runs?limit=10", serve.base))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let runs = listed["runs"].as_array().unwrap();
+    assert_eq!(
+        runs.len(),
+        1,
+        "the run was stored before the death: {listed}"
+    );
+    let run_id = runs[0]["runId"].as_str().unwrap().to_string();
+    assert_eq!(model.request_count(), 0, "its first step was never sent");
+    let took = assert_all_complete_exactly_once(
+        &client,
+        &serve.base,
+        std::slice::from_ref(&run_id),
+        Duration::from_secs(60),
+    )
+    .await;
+    eprintln!(
+        "the run whose first send was lost completed {} ms after the restart",
+        took.as_millis()
+    );
+    serve.stop().await;
+}

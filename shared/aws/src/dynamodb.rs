@@ -1,14 +1,15 @@
 //! The DynamoDB run store.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use baton_runtime::error::StoreError;
 
 use crate::event_log::{SEQUENCE_SK, sequence_of};
-use crate::state_codec::{decode_state, encode_state};
+use crate::large_items;
+use crate::state_codec::{decode_state, encode_state_parts};
 pub use crate::store::{DynamoRunStore, PENDING_OUTBOX_INDEX};
 pub(crate) use crate::store::{
     Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, awaiting_human_key, cancellation_codes, event_sk, n, put,
@@ -40,10 +41,15 @@ impl RunStore for DynamoRunStore {
             ]);
             items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
         }
+        let state_parts = encode_state_parts(state)?;
         let run_item = Item::from([
             ("pk".to_string(), s(&pk)),
             ("sk".to_string(), s(RUN_SK)),
-            ("state".to_string(), encode_state(state)?),
+            (
+                "state".to_string(),
+                AttributeValue::B(state_parts[0].clone()),
+            ),
+            ("stateParts".to_string(), n(state_parts.len() as u64)),
             ("version".to_string(), n(1)),
             ("status".to_string(), s(state.status.as_str())),
             ("correlationId".to_string(), s(&state.correlation_id)),
@@ -53,12 +59,21 @@ impl RunStore for DynamoRunStore {
             run_item,
             Some("attribute_not_exists(pk)"),
         )?);
+        items.extend(large_items::part_items(
+            &self.table,
+            &pk,
+            &state_parts,
+            large_items::state_part_sk,
+            Some(1),
+            &self.expires_at(),
+        )?);
         items.push(self.new_sequence_item(&pk, events.len() as u64, &state.correlation_id)?);
         let open_items = crate::open_items::open_items(state);
         items.extend(self.open_item_writes(&pk, 0, &open_items, state)?);
         items.extend(self.event_items(&pk, 1, &state.run_id, &state.correlation_id, events)?);
         items.extend(self.outbox_items(&outbox)?);
         within_one_transaction(&items, &state.run_id)?;
+        large_items::within_transaction_bytes(&items, &state.run_id)?;
         match self
             .client
             .transact_write_items()
@@ -106,47 +121,68 @@ impl RunStore for DynamoRunStore {
         tenant_id: &str,
         run_id: &str,
     ) -> Result<Option<StoredRun>, StoreError> {
-        // The run item and its sequence item: the only keys between `RUN` and `SEQ`.
         let pk = run_pk(tenant_id, run_id);
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :run AND :sequence")
-            .expression_attribute_values(":pk", s(&pk))
-            .expression_attribute_values(":run", s(RUN_SK))
-            .expression_attribute_values(":sequence", s(SEQUENCE_SK))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_failure)?;
-        let item_with = |sort_key: &str| {
-            output.items().iter().find(|item| {
-                item.get("sk")
-                    .and_then(|value| value.as_s().ok())
-                    .map(String::as_str)
-                    == Some(sort_key)
-            })
-        };
-        let Some(run_item) = item_with(RUN_SK) else {
-            return Ok(None);
-        };
-        let sequence_item = item_with(SEQUENCE_SK).ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "run {run_id} has no sequence item (`{SEQUENCE_SK}`)"
-            ))
-        })?;
-        let state = decode_state(run_item.get("state"))?;
-        let known = sequence_of(sequence_item)?;
-        self.remember_sequence_settled(
-            &pk,
-            known.last_sequence,
-            &known.correlation_id,
-            known.settled,
-        );
-        let version = read_number(run_item, "version")?;
-        self.remember_open_items(&pk, version, crate::open_items::open_items(&state));
-        Ok(Some(StoredRun { state, version }))
+        // A `Query` is not isolated from a transaction: a load that meets
+        // state parts of another version than the run item's (a commit
+        // landing meanwhile) reads again.
+        for _ in 0..LOAD_ROUNDS {
+            let items = self.run_and_sequence_items(&pk).await?;
+            let item_with = |sort_key: &str| {
+                items.iter().find(|item| {
+                    item.get("sk")
+                        .and_then(|value| value.as_s().ok())
+                        .map(String::as_str)
+                        == Some(sort_key)
+                })
+            };
+            let Some(run_item) = item_with(RUN_SK) else {
+                return Ok(None);
+            };
+            let sequence_item = item_with(SEQUENCE_SK).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "run {run_id} has no sequence item (`{SEQUENCE_SK}`)"
+                ))
+            })?;
+            let version = read_number(run_item, "version")?;
+            let parts = large_items::parts_of(run_item, "stateParts")?;
+            let state = if parts <= 1 {
+                decode_state(run_item.get("state"))?
+            } else {
+                let Some(AttributeValue::B(first)) = run_item.get("state") else {
+                    return Err(StoreError::Corrupt(format!(
+                        "run {run_id}: its state's first part is missing"
+                    )));
+                };
+                let mut deflated = first.as_ref().to_vec();
+                let mut torn = false;
+                for index in 1..parts {
+                    match item_with(&large_items::state_part_sk(index)) {
+                        Some(part) if read_number(part, "version").ok() == Some(version) => {
+                            deflated.extend_from_slice(large_items::part_bytes(part, "run state")?);
+                        }
+                        _ => torn = true,
+                    }
+                }
+                if torn {
+                    continue;
+                }
+                decode_state(Some(&AttributeValue::B(
+                    aws_sdk_dynamodb::primitives::Blob::new(deflated),
+                )))?
+            };
+            let known = sequence_of(sequence_item)?;
+            self.remember_sequence_settled(
+                &pk,
+                known.last_sequence,
+                &known.correlation_id,
+                known.settled,
+            );
+            self.remember_open_items(&pk, version, crate::open_items::open_items(&state));
+            return Ok(Some(StoredRun { state, version }));
+        }
+        Err(StoreError::Unavailable(format!(
+            "run {run_id}: its state's parts kept changing while it was read"
+        )))
     }
 
     async fn claim_node(
@@ -280,7 +316,16 @@ impl RunStore for DynamoRunStore {
     ) -> Result<u64, StoreError> {
         let pk = run_pk(tenant_id, run_id);
         let expected_version = commit.expected_version;
-        let encoded_state = encode_state(&commit.state)?;
+        let state_parts = encode_state_parts(&commit.state)?;
+        let encoded_state = AttributeValue::B(state_parts[0].clone());
+        let part_writes = large_items::part_items(
+            &self.table,
+            &pk,
+            &state_parts,
+            large_items::state_part_sk,
+            Some(expected_version + 1),
+            &self.expires_at(),
+        )?;
         let count = commit.events.len() as u64;
         let entry_items = self.entry_items(&pk, &commit.entries)?;
         let next_open_items = crate::open_items::open_items(&commit.state);
@@ -291,35 +336,37 @@ impl RunStore for DynamoRunStore {
             let seen = self.sequence_for_write(&pk, stale).await?.last_sequence;
             // Events, outbox and sequence first, the run item last: a reader that sees the
             // new status (on emulators that apply transactions item by item) sees its frames.
-            let mut run_update = Update::builder()
-                .table_name(&self.table)
-                .key("pk", s(&pk))
-                .key("sk", s(RUN_SK))
-                .condition_expression("version = :version")
-                .expression_attribute_names("#state", "state")
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":state", encoded_state.clone())
-                .expression_attribute_values(":next_version", n(expected_version + 1))
-                .expression_attribute_values(":status", s(commit.state.status.as_str()))
-                .expression_attribute_values(":version", n(expected_version));
+            // The run item is written whole (a conditional put, not an
+            // update): DynamoDB bills either as the whole item, and an
+            // update of a large `state` is judged (by moto) on the old and
+            // the new value together.
+            let mut run_item = Item::from([
+                ("pk".to_string(), s(&pk)),
+                ("sk".to_string(), s(RUN_SK)),
+                ("state".to_string(), encoded_state.clone()),
+                ("stateParts".to_string(), n(state_parts.len() as u64)),
+                ("version".to_string(), n(expected_version + 1)),
+                ("status".to_string(), s(commit.state.status.as_str())),
+                ("correlationId".to_string(), s(&commit.state.correlation_id)),
+            ]);
             // A run waiting for a person is listed in the sparse index under its tenant.
-            run_update = if commit.state.status.awaits_people() {
-                run_update
-                    .update_expression(
-                        "SET #state = :state, version = :next_version, #status = :status, gsi1pk = :awaiting, gsi1sk = :order",
-                    )
-                    .expression_attribute_values(":awaiting", s(awaiting_human_key(tenant_id)))
-                    .expression_attribute_values(
-                        ":order",
-                        s(format!("{}#{run_id}", commit.state.created_at.rfc3339())),
-                    )
-            } else {
-                run_update.update_expression(
-                    "SET #state = :state, version = :next_version, #status = :status REMOVE gsi1pk, gsi1sk",
-                )
-            };
+            if commit.state.status.awaits_people() {
+                run_item.insert("gsi1pk".to_string(), s(awaiting_human_key(tenant_id)));
+                run_item.insert(
+                    "gsi1sk".to_string(),
+                    s(format!("{}#{run_id}", commit.state.created_at.rfc3339())),
+                );
+            }
             let run_update = TransactWriteItem::builder()
-                .update(run_update.build().map_err(unavailable)?)
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(run_item))
+                        .condition_expression("version = :version")
+                        .expression_attribute_values(":version", n(expected_version))
+                        .build()
+                        .map_err(unavailable)?,
+                )
                 .build();
             let mut items = self.event_items(
                 &pk,
@@ -334,6 +381,7 @@ impl RunStore for DynamoRunStore {
                 items.push(self.consume_outbox_entry(&pk, message_id)?);
             }
             items.extend(open_item_writes.iter().cloned());
+            items.extend(part_writes.iter().cloned());
             // Settled by the run's status, as SQLite and memory judge it:
             // a commit after the terminal frame (a notification's delivery,
             // with no frame of its own) keeps the run settled.
@@ -346,6 +394,7 @@ impl RunStore for DynamoRunStore {
             )?);
             items.push(run_update);
             within_one_transaction(&items, run_id)?;
+            large_items::within_transaction_bytes(&items, run_id)?;
             match self
                 .client
                 .transact_write_items()
@@ -411,28 +460,35 @@ impl RunStore for DynamoRunStore {
         after_sequence: u64,
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
-        let limit = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
-        let output = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
-            .expression_attribute_values(":pk", s(run_pk(tenant_id, run_id)))
-            .expression_attribute_values(":from", s(event_sk(after_sequence + 1)))
-            .expression_attribute_values(":to", s(event_sk(u64::MAX / 2)))
-            .consistent_read(true)
-            .limit(limit)
-            .send()
-            .await
-            .map_err(sdk_failure)?;
-        output
-            .items()
-            .iter()
-            .map(|item| {
-                serde_json::from_str(read_text(item, "frame")?)
-                    .map_err(|error| StoreError::Corrupt(error.to_string()))
-            })
-            .collect()
+        let limit = limit.clamp(1, 1000);
+        let mut items: Vec<Item> = Vec::new();
+        let mut start = None;
+        // Pages until `limit` frames are whole (a large frame's parts are
+        // items of their own, and a page holds 1 MB at most).
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+                .expression_attribute_values(":pk", s(run_pk(tenant_id, run_id)))
+                .expression_attribute_values(":from", s(event_sk(after_sequence + 1)))
+                .expression_attribute_values(":to", s(event_sk(u64::MAX / 2)))
+                .consistent_read(true)
+                .limit(i32::try_from(limit).unwrap_or(1000))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+            items.extend(output.items.unwrap_or_default());
+            let (frames, whole) = Self::frames_of_items(&items)?;
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() && (frames.len() < limit || !whole) => {
+                    start = Some(key);
+                }
+                _ => return Ok(frames.into_iter().take(limit).collect()),
+            }
+        }
     }
 
     async fn pending_outbox(
@@ -495,5 +551,37 @@ impl RunStore for DynamoRunStore {
     ) -> Result<(), StoreError> {
         self.update_outbox_sent(tenant_id, run_id, message_ids)
             .await
+    }
+}
+
+/// Reads of a run whose state parts keep changing before the load gives up.
+const LOAD_ROUNDS: usize = 5;
+
+impl DynamoRunStore {
+    /// The run item, its state's part items and its sequence item: the only
+    /// keys between `RUN` and `SEQ` (every page: parts can pass a page's 1 MB).
+    async fn run_and_sequence_items(&self, pk: &str) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk BETWEEN :run AND :sequence")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":run", s(RUN_SK))
+                .expression_attribute_values(":sequence", s(SEQUENCE_SK))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+            items.extend(output.items.unwrap_or_default());
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(items),
+            }
+        }
     }
 }

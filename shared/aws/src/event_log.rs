@@ -3,8 +3,9 @@
 //! the sequence item's `nextSeq`, and the remembered sequence that spares
 //! the hot path a re-read.
 //!
-//! A commit that writes the run's terminal frame marks the sequence item
-//! `settled` (a later commit clears it); an append outside a commit is
+//! A commit that leaves the run terminal (its status, as SQLite and memory
+//! judge it) marks the sequence item `settled`, and a commit that takes it
+//! up again clears it; an append outside a commit is
 //! conditional on its absence, so no streamed delta or warning of a twin
 //! attempt still running lands after the run's `complete` or `error`.
 //!
@@ -13,10 +14,11 @@
 //! the run item (which holds the state) cost a claim or a delta batch as
 //! much as a commit (`cargo bench -p baton-aws --bench cost_per_run`).
 
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
-use baton_core::event::EventDraft;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
+use baton_core::event::{EventDraft, EventFrame};
 use baton_runtime::error::StoreError;
 
+use crate::large_items;
 use crate::store::{
     DynamoRunStore, Item, KnownSequence, SEQUENCE_RETRY_ROUNDS, cancellation_codes, event_sk, n,
     put, read_number, read_text, run_pk, s, sdk_failure, unavailable,
@@ -168,23 +170,85 @@ impl DynamoRunStore {
         drafts: Vec<EventDraft>,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let expires = self.expires_at();
-        drafts
-            .into_iter()
-            .enumerate()
-            .map(|(offset, draft)| {
-                let sequence = first_sequence + offset as u64;
-                let frame = draft.into_frame(sequence, run_id, correlation_id);
-                let text = serde_json::to_string(&frame)
-                    .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                let item = Item::from([
-                    ("pk".to_string(), s(pk)),
-                    ("sk".to_string(), s(event_sk(sequence))),
-                    ("frame".to_string(), s(text)),
-                    ("expiresAt".to_string(), expires.clone()),
-                ]);
-                put(&self.table, item, Some("attribute_not_exists(pk)"))
-            })
-            .collect()
+        let mut items = Vec::with_capacity(drafts.len());
+        for (offset, draft) in drafts.into_iter().enumerate() {
+            let sequence = first_sequence + offset as u64;
+            let frame = draft.into_frame(sequence, run_id, correlation_id);
+            let text = serde_json::to_string(&frame)
+                .map_err(|error| StoreError::Corrupt(error.to_string()))?;
+            let mut item = Item::from([
+                ("pk".to_string(), s(pk)),
+                ("sk".to_string(), s(event_sk(sequence))),
+                ("expiresAt".to_string(), expires.clone()),
+            ]);
+            if text.len() <= large_items::PART_BYTES {
+                item.insert("frame".to_string(), s(text));
+                items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
+                continue;
+            }
+            // A frame carrying a large output: deflated, in parts.
+            let what = format!("run {run_id} frame {sequence}");
+            let deflated = large_items::deflate(text.as_bytes(), &what)?;
+            let parts = large_items::into_parts(deflated, &what, text.len())?;
+            item.insert(
+                "frameDeflated".to_string(),
+                AttributeValue::B(parts[0].clone()),
+            );
+            item.insert("frameParts".to_string(), n(parts.len() as u64));
+            items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
+            items.extend(large_items::part_items(
+                &self.table,
+                pk,
+                &parts,
+                |index| large_items::frame_part_sk(sequence, index),
+                None,
+                &expires,
+            )?);
+        }
+        Ok(items)
+    }
+
+    /// The frames of `items` (event items and their parts, in sort-key
+    /// order), and whether the last frame's parts were all there: a read
+    /// that ends mid-frame pages on.
+    pub(crate) fn frames_of_items(items: &[Item]) -> Result<(Vec<EventFrame>, bool), StoreError> {
+        let mut frames = Vec::new();
+        let mut index = 0;
+        while index < items.len() {
+            let item = &items[index];
+            index += 1;
+            let sort_key = read_text(item, "sk")?;
+            if large_items::is_part_sk(sort_key) {
+                continue; // a part whose main item an earlier page held
+            }
+            if let Ok(text) = read_text(item, "frame") {
+                frames.push(
+                    serde_json::from_str(text)
+                        .map_err(|error| StoreError::Corrupt(error.to_string()))?,
+                );
+                continue;
+            }
+            let parts = large_items::parts_of(item, "frameParts")?;
+            let Some(AttributeValue::B(first)) = item.get("frameDeflated") else {
+                return Err(StoreError::Corrupt(format!(
+                    "event item {sort_key} has no frame"
+                )));
+            };
+            let mut deflated = first.as_ref().to_vec();
+            for _ in 1..parts {
+                let Some(part) = items.get(index) else {
+                    return Ok((frames, false));
+                };
+                index += 1;
+                deflated.extend_from_slice(large_items::part_bytes(part, sort_key)?);
+            }
+            let text = large_items::inflate(&deflated, sort_key)?;
+            frames.push(
+                serde_json::from_slice(&text)
+                    .map_err(|error| StoreError::Corrupt(error.to_string()))?,
+            );
+        }
+        Ok((frames, true))
     }
 
     /// Appends events (and optional leading writes) atomically with a bump

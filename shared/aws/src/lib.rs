@@ -54,6 +54,7 @@ pub mod dynamodb;
 #[cfg(feature = "event-bus")]
 pub mod event_bus;
 mod event_log;
+pub mod large_items;
 mod open_items;
 mod outbox_items;
 mod run_entries;

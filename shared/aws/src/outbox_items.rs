@@ -125,6 +125,20 @@ impl DynamoRunStore {
                 .await
                 .map_err(sdk_failure)?;
             for item in output.items() {
+                // A state in parts is read whole through the run's load.
+                if crate::large_items::parts_of(item, "stateParts")? > 1 {
+                    let run_id = read_text(item, "pk")?
+                        .rsplit("#R#")
+                        .next()
+                        .unwrap_or_default()
+                        .to_string();
+                    if let Some(stored) =
+                        baton_runtime::ports::RunStore::load_run(self, tenant_id, &run_id).await?
+                    {
+                        states.push(stored.state);
+                    }
+                    continue;
+                }
                 states.push(crate::state_codec::decode_state(item.get("state"))?);
             }
             match output.last_evaluated_key {

@@ -21,9 +21,20 @@ use flate2::write::DeflateEncoder;
 /// key fit in what is left of DynamoDB's 400 KB.
 pub const MAX_STORED_STATE_BYTES: usize = 380 * 1024;
 
-/// `state` as the run item stores it.
+/// `state` as the run item stores it (a state that fits one item).
 pub fn encode_state(state: &RunState) -> Result<AttributeValue, StoreError> {
     encode_compressed(state, &format!("run {} state", state.run_id))
+}
+
+/// `state` as JSON, deflated, in parts (`large_items`): the first for the
+/// run item, the others for part items of their own.
+pub(crate) fn encode_state_parts(
+    state: &RunState,
+) -> Result<Vec<aws_sdk_dynamodb::primitives::Blob>, StoreError> {
+    let what = format!("run {} state", state.run_id);
+    let json = serde_json::to_vec(state).map_err(|error| StoreError::Corrupt(error.to_string()))?;
+    let deflated = crate::large_items::deflate(&json, &what)?;
+    crate::large_items::into_parts(deflated, &what, json.len())
 }
 
 /// `value` as JSON, deflated, refused when it would not fit in an item

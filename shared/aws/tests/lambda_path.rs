@@ -367,8 +367,8 @@ async fn an_invocation_that_dies_mid_node_gives_its_record_back_within_one_lease
 ///
 /// The one shortened timing: each emulated invocation's deadline is 8 s
 /// from its start (the deployed function has 300 s; 5 s of it are kept
-/// for the commit, so the model has 3 s), so five deliveries take a
-/// minute, not 25. The queue, its visibility timeout and its redrive
+/// for the commit, so the model has 3 s), so ten deliveries take a
+/// minute, not 50. The queue, its visibility timeout and its redrive
 /// policy are the shipped ones.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
@@ -377,7 +377,10 @@ async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
     let moto = MotoServer::start().unwrap();
     let configuration = moto.sdk_configuration().await;
     let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
-    let store = Arc::new(DynamoRunStore::new(&connection, unique_name("baton-brown-out")));
+    let store = Arc::new(DynamoRunStore::new(
+        &connection,
+        unique_name("baton-brown-out"),
+    ));
     store.create_table_if_missing().await.unwrap();
     let shipped = moto_server::create_shipped_step_queue(&configuration, "baton-brown-out")
         .await
@@ -486,7 +489,11 @@ async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
             .await
             .unwrap();
         let last = frames.last().unwrap();
-        assert_eq!(last.event_type, baton_core::event::EventType::Error, "{run_id}");
+        assert_eq!(
+            last.event_type,
+            baton_core::event::EventType::Error,
+            "{run_id}"
+        );
         let payload = last.payload_value().unwrap();
         assert_eq!(payload["code"], "step_failed", "{payload}");
         let message = last.message.clone().unwrap_or_default();

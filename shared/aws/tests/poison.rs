@@ -1,7 +1,7 @@
 //! Poison messages on the queue-triggered path (`process_step_queue_batch`,
 //! as the `step` Lambda runs it) over DynamoDB and SQS from moto, on the
 //! step queue as the template ships it (its visibility timeout, its redrive
-//! policy: five receives, then the dead-letter queue), and Lambda's SQS
+//! policy: ten receives, then the dead-letter queue), and Lambda's SQS
 //! event source emulated: receive, process, delete what the batch did not
 //! report failed.
 //!
@@ -279,7 +279,8 @@ async fn a_step_of_an_unreadable_run_reaches_the_dead_letter_queue_once() {
         .unwrap();
     let mut deliveries = 0;
     let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(12) {
+    // Each failed give-up is released for 2 s: ten deliveries take ~30 s.
+    while started.elapsed() < Duration::from_secs(45) {
         deliveries += poll_once(&fixture).await;
     }
     assert_eq!(

@@ -123,14 +123,21 @@ async fn a_failed_aws_call_reads_as_a_cause_and_a_code() {
     );
     let missing_queue = baton_aws::SqsStepQueue::new(
         &connection,
-        format!("{}/123456789012/{}", moto.endpoint, unique_name("no-such-queue")),
+        format!(
+            "{}/123456789012/{}",
+            moto.endpoint,
+            unique_name("no-such-queue")
+        ),
     );
     let text = missing_queue
         .receive(1, Duration::ZERO)
         .await
         .unwrap_err()
         .to_string();
-    assert!(text.starts_with("queue unavailable: SQS ReceiveMessage failed ("), "{text}");
+    assert!(
+        text.starts_with("queue unavailable: SQS ReceiveMessage failed ("),
+        "{text}"
+    );
     for leaked in ["arn:", "request id", "RequestId", "123456789012", "http"] {
         assert!(
             !text.contains(leaked) && !error.to_string().contains(leaked),

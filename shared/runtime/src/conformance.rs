@@ -5,6 +5,7 @@
 mod addressed;
 mod entries;
 mod held;
+mod large;
 mod run_list;
 mod settled;
 mod threads;
@@ -505,6 +506,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     entries::run_entries_conformance(store.as_ref(), &tenant, &run_id).await?;
     settled::settled_run_conformance(store.as_ref(), &tenant, unique).await?;
     addressed::addressed_entries_conformance(store.as_ref(), &tenant, unique).await?;
+    large::large_payload_conformance(store.as_ref(), &tenant, unique).await?;
     run_list::run_list_conformance(store.as_ref(), unique).await
 }
 

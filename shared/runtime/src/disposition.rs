@@ -8,8 +8,10 @@ use std::time::Duration;
 use crate::error::RuntimeError;
 use crate::services::StepOutcome;
 
-/// Deliveries after which a failing message is given up (the SQS DLQ bound).
-pub const MAX_RECEIVES_BEFORE_DEAD_LETTER: u32 = 5;
+/// Deliveries after which a failing message is given up (the SQS redrive
+/// policy's `maxReceiveCount`, as `infra/template.yaml` ships it: each
+/// death of a holder counts one, so a step survives nine deaths).
+pub const MAX_RECEIVES_BEFORE_DEAD_LETTER: u32 = 10;
 
 /// A record that ran out of invocation time is visible again this soon
 /// (its claim was released, so the next delivery can take the node at once).

@@ -9,7 +9,6 @@ use baton_core::instant::Instant;
 use baton_core::run::RunStatus;
 use tokio::task::JoinSet;
 
-use crate::disposition;
 use crate::error::RuntimeError;
 use crate::memory::InMemoryStepQueue;
 use crate::ports::{ReceivedStep, StepQueue};
@@ -67,7 +66,7 @@ async fn process_received_step_holding(
     {
         // The run could not be ended: the message stays, to try again.
         StepDisposition::Release {
-            after: disposition::retry_backoff(received.receive_count),
+            after: REDELIVER_AFTER_DEADLINE,
         }
     } else {
         disposition
@@ -352,9 +351,7 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
             // the dead-letter queue, whose reader tries once more.
             StepDisposition::DeadLetter => {
                 if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
-                    && let Err(release_error) = queue
-                        .release(receipt, disposition::retry_backoff(receive_count))
-                        .await
+                    && let Err(release_error) = queue.release(receipt, REDELIVER_AFTER_DEADLINE).await
                 {
                     tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after its hold");
                 }
