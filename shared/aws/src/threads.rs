@@ -4,18 +4,20 @@
 //!
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |
-//! | exchange | `T#{tenant}#THREAD#{threadId}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` (TTL, like runs) |
+//! | exchange | `T#{tenant}#THREAD#{threadId}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` (TTL, like runs); an exchange over one item: `exchangeDeflated` (its first part), `exchangeParts`, and `X#{runId}#P{k}` items (`part`), see `large_items` |
 //! | lane | `T#{tenant}#THREAD#{threadId}` | `LANE` | `lane` (JSON), `version` (each put conditional on it), `expiresAt` |
 //! | summary | `T#{tenant}#THREAD#{threadId}` | `SUMMARY` | `threadId`, `startedAtMillis`, `firstMessage`, `lastAtMillis`, `lastMessage`, `gsi1pk` = `T#{tenant}#THREADS`, `gsi1sk` (the threads list, `thread_summaries`), `expiresAt` |
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
 use baton_core::chat::ChatExchange;
 use baton_core::thread_lane::ThreadLane;
 use baton_core::thread_listing::{ThreadListPage, ThreadListQuery};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 
-use crate::store::{DynamoRunStore, n, s, sdk_failure};
+use crate::large_items;
+use crate::store::{DynamoRunStore, n, read_text, s, sdk_failure};
 
 fn thread_pk(tenant_id: &str, thread_id: &str) -> String {
     format!("T#{tenant_id}#THREAD#{thread_id}")
@@ -29,19 +31,45 @@ impl ThreadStore for DynamoRunStore {
         thread_id: &str,
     ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
         let items = self
-            .query_open_item_pages(
-                thread_pk(tenant_id, thread_id),
-                Some("X#".into()),
-                "exchange",
-            )
+            .query_items_with_prefix(&thread_pk(tenant_id, thread_id), "X#")
             .await?;
-        let mut exchanges = items
-            .iter()
-            .map(|(_, exchange)| {
-                serde_json::from_str::<ChatExchange>(exchange)
-                    .map_err(|error| StoreError::Corrupt(format!("thread exchange: {error}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut exchanges = Vec::new();
+        let mut index = 0;
+        while index < items.len() {
+            let item = &items[index];
+            index += 1;
+            let sort_key = read_text(item, "sk")?;
+            if sort_key["X#".len()..].contains("#P") {
+                continue; // a part of a large exchange, read with its main item
+            }
+            let text = match read_text(item, "exchange") {
+                Ok(text) => text.as_bytes().to_vec(),
+                Err(_) => {
+                    // A large exchange: deflated, in parts after its item.
+                    let parts = large_items::parts_of(item, "exchangeParts")?;
+                    let Some(AttributeValue::B(first)) = item.get("exchangeDeflated") else {
+                        return Err(StoreError::Corrupt(format!(
+                            "thread exchange {sort_key} has no body"
+                        )));
+                    };
+                    let mut deflated = first.as_ref().to_vec();
+                    for _ in 1..parts {
+                        let part = items.get(index).ok_or_else(|| {
+                            StoreError::Corrupt(format!(
+                                "thread exchange {sort_key}: a part is missing"
+                            ))
+                        })?;
+                        index += 1;
+                        deflated.extend_from_slice(large_items::part_bytes(part, sort_key)?);
+                    }
+                    large_items::inflate(&deflated, sort_key)?
+                }
+            };
+            exchanges.push(
+                serde_json::from_slice::<ChatExchange>(&text)
+                    .map_err(|error| StoreError::Corrupt(format!("thread exchange: {error}")))?,
+            );
+        }
         if exchanges.is_empty() {
             return Ok(None);
         }
@@ -59,17 +87,53 @@ impl ThreadStore for DynamoRunStore {
     ) -> Result<(), StoreError> {
         let payload = serde_json::to_string(exchange)
             .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(thread_pk(tenant_id, thread_id)))
-            .item("sk", s(format!("X#{}", exchange.run_id)))
-            .item("exchange", s(payload))
-            .item("atMillis", n(exchange.at_millis))
-            .item("expiresAt", self.expires_at())
-            .send()
-            .await
-            .map_err(sdk_failure)?;
+        let pk = thread_pk(tenant_id, thread_id);
+        let sort_key = format!("X#{}", exchange.run_id);
+        if payload.len() <= large_items::PART_BYTES {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .item("pk", s(&pk))
+                .item("sk", s(&sort_key))
+                .item("exchange", s(payload))
+                .item("atMillis", n(exchange.at_millis))
+                .item("expiresAt", self.expires_at())
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+        } else {
+            // A long answer: deflated, in parts, written together.
+            let what = format!("thread {thread_id} exchange of run {}", exchange.run_id);
+            let deflated = large_items::deflate(payload.as_bytes(), &what)?;
+            let parts = large_items::into_parts(deflated, &what, payload.len())?;
+            let main = crate::store::Item::from([
+                ("pk".to_string(), s(&pk)),
+                ("sk".to_string(), s(&sort_key)),
+                (
+                    "exchangeDeflated".to_string(),
+                    AttributeValue::B(parts[0].clone()),
+                ),
+                ("exchangeParts".to_string(), n(parts.len() as u64)),
+                ("atMillis".to_string(), n(exchange.at_millis)),
+                ("expiresAt".to_string(), self.expires_at()),
+            ]);
+            let mut items = vec![crate::store::put(&self.table, main, None)?];
+            items.extend(large_items::part_items(
+                &self.table,
+                &pk,
+                &parts,
+                |index| format!("{sort_key}#P{index:03}"),
+                None,
+                &self.expires_at(),
+            )?);
+            large_items::within_transaction_bytes(&items, &exchange.run_id)?;
+            self.client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+        }
         self.record_thread_summary(
             tenant_id,
             thread_id,
@@ -153,6 +217,38 @@ impl ThreadStore for DynamoRunStore {
                 Ok(false)
             }
             Err(error) => Err(sdk_failure(error)),
+        }
+    }
+}
+
+impl DynamoRunStore {
+    /// Every item of `pk` whose sort key starts with `prefix`, in order
+    /// (every page).
+    async fn query_items_with_prefix(
+        &self,
+        pk: &str,
+        prefix: &str,
+    ) -> Result<Vec<crate::store::Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":prefix", s(prefix))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+            items.extend(output.items.unwrap_or_default());
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(items),
+            }
         }
     }
 }

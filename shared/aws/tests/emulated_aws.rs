@@ -290,14 +290,15 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
     };
     let large = incompressible(700_000);
     store
-        .create_run(&run_carrying(large.clone(), "run-large"), vec![], vec![], None)
+        .create_run(
+            &run_carrying(large.clone(), "run-large"),
+            vec![],
+            vec![],
+            None,
+        )
         .await
         .unwrap();
-    let loaded = store
-        .load_run("large", "run-large")
-        .await
-        .unwrap()
-        .unwrap();
+    let loaded = store.load_run("large", "run-large").await.unwrap().unwrap();
     assert_eq!(loaded.state.envelope.inputs["notes"], large.as_str());
 
     // 6 MB that does not compress: over what one run's state may take
