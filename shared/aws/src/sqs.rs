@@ -73,6 +73,12 @@ where
     QueueError::Unavailable(format!("SQS {operation} failed ({code})"))
 }
 
+/// SQS's limit on one message, and on one batch's messages together.
+pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// What a message's `traceparent` attribute adds to its size, at most.
+const TRACE_ATTRIBUTE_BYTES: usize = 128;
+
 /// SQS delays a message by 15 minutes at most.
 const MAX_DELAY_SECONDS: u64 = 900;
 
@@ -147,14 +153,37 @@ impl SqsStepQueue {
 #[async_trait]
 impl StepQueue for SqsStepQueue {
     async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
-        for chunk in messages.chunks(10) {
+        // Batches of at most ten messages and 1 MiB together, as SQS takes
+        // them; a message over 1 MiB alone is refused before it is sent.
+        let mut bodies = Vec::with_capacity(messages.len());
+        for message in messages {
+            let body = serde_json::to_string(message).map_err(unavailable)?;
+            let bytes = body.len() + message.tenant_id.len() + TRACE_ATTRIBUTE_BYTES;
+            if bytes > MAX_MESSAGE_BYTES {
+                return Err(QueueError::TooLarge(format!(
+                    "step {} is {bytes} bytes, over SQS's {MAX_MESSAGE_BYTES}",
+                    message.message_id
+                )));
+            }
+            bodies.push((message, body, bytes));
+        }
+        let mut start = 0;
+        while start < bodies.len() {
+            let mut end = start;
+            let mut batch_bytes = 0;
+            while end < bodies.len()
+                && end - start < 10
+                && batch_bytes + bodies[end].2 <= MAX_MESSAGE_BYTES
+            {
+                batch_bytes += bodies[end].2;
+                end += 1;
+            }
             let mut request = self.client.send_message_batch().queue_url(&self.queue_url);
-            for (index, message) in chunk.iter().enumerate() {
-                let body = serde_json::to_string(message).map_err(unavailable)?;
+            for (index, (message, body, _)) in bodies[start..end].iter().enumerate() {
                 request = request.entries(
                     SendMessageBatchRequestEntry::builder()
                         .id(format!("m{index}"))
-                        .message_body(body)
+                        .message_body(body.clone())
                         .message_group_id(&message.tenant_id)
                         .set_delay_seconds(delay_until(message.not_before))
                         .set_message_attributes(trace_attributes(message))
@@ -170,6 +199,7 @@ impl StepQueue for SqsStepQueue {
                     failed.message().unwrap_or_default()
                 )));
             }
+            start = end;
         }
         Ok(())
     }

@@ -145,3 +145,53 @@ async fn a_failed_aws_call_reads_as_a_cause_and_a_code() {
         );
     }
 }
+
+/// SQS takes 1 MiB per message and per batch: a step message over it is
+/// refused before it is sent (not retryable: sending it again cannot help),
+/// and messages that fit are sent in batches that fit.
+#[tokio::test(flavor = "multi_thread")]
+async fn step_messages_are_held_to_sqs_s_size_limit() {
+    use baton_core::run::{StepCommand, StepMessage};
+    use baton_runtime::ports::StepQueue;
+    let moto = MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let shipped = moto_server::create_shipped_step_queue(&configuration, "baton-sizes")
+        .await
+        .unwrap();
+    let queue = baton_aws::SqsStepQueue::new(&connection, shipped.queue_url);
+    let message = |index: usize, bytes: usize| StepMessage {
+        message_id: format!("run_1:child-ended:{index}"),
+        tenant_id: "t".into(),
+        run_id: "run_1".into(),
+        command: StepCommand::ChildRunEnded {
+            node_id: "node_agent".into(),
+            attempt: 1,
+            turn: 1,
+            call_id: format!("call_{index}"),
+            summary: serde_json::json!({"note": "x".repeat(bytes)}),
+        },
+        not_before: None,
+        traceparent: None,
+    };
+    let refused = queue.send(&[message(0, 1_100_000)]).await.unwrap_err();
+    assert!(
+        matches!(refused, baton_runtime::error::QueueError::TooLarge(_)) && !refused.is_retryable(),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("1048576"), "{refused}");
+    // Twelve of 200 KB: more than one batch's 1 MiB, all sent.
+    let many: Vec<StepMessage> = (1..=12).map(|index| message(index, 200_000)).collect();
+    queue.send(&many).await.unwrap();
+    let mut received = std::collections::BTreeSet::new();
+    for _ in 0..10 {
+        for step in queue.receive(10, Duration::from_secs(1)).await.unwrap() {
+            received.insert(step.message.message_id.clone());
+            queue.acknowledge(&step.receipt).await.unwrap();
+        }
+        if received.len() == 12 {
+            break;
+        }
+    }
+    assert_eq!(received.len(), 12);
+}

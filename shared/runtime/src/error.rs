@@ -34,6 +34,16 @@ impl StoreError {
 pub enum QueueError {
     #[error("queue unavailable: {0}")]
     Unavailable(String),
+    /// A message over the queue's size limit (SQS: 1 MiB): sending it
+    /// again cannot help.
+    #[error("step message too large for the queue: {0}")]
+    TooLarge(String),
+}
+
+impl QueueError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, QueueError::Unavailable(_))
+    }
 }
 
 /// Why a transcript publisher did not take a publication. Retryable: the
@@ -227,7 +237,7 @@ impl RuntimeError {
     pub fn is_retryable(&self) -> bool {
         match self {
             RuntimeError::Store(error) => error.is_retryable(),
-            RuntimeError::Queue(_) => true,
+            RuntimeError::Queue(error) => error.is_retryable(),
             RuntimeError::Llm(error) => error.is_retryable(),
             RuntimeError::DeadlineExceeded { .. } | RuntimeError::TranscriptPublisher(_) => true,
             RuntimeError::InvalidInput { .. }

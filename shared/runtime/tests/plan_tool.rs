@@ -37,6 +37,8 @@ struct PlanningModel {
     /// Each chat turn's request and session.
     seen: Mutex<Vec<(ModelRequest, ToolSession)>>,
     node_calls: Mutex<usize>,
+    /// When set, every node's facets carry this `text`.
+    node_text: Mutex<Option<String>>,
 }
 
 #[async_trait]
@@ -54,7 +56,18 @@ impl LlmProvider for PlanningModel {
             self.verdicts.lock().unwrap().pop_front().unwrap()
         } else {
             *self.node_calls.lock().unwrap() += 1;
-            scripted_llm::generate_instance(&request.output_schema, "answer")
+            let mut answer = scripted_llm::generate_instance(&request.output_schema, "answer");
+            // Each facet's `text`, when a length is asked for.
+            if let Some(text) = self.node_text.lock().unwrap().clone()
+                && let Some(facets) = answer.as_object_mut()
+            {
+                for facet in facets.values_mut() {
+                    if let Some(field) = facet.get_mut("text") {
+                        *field = json!(text);
+                    }
+                }
+            }
+            answer
         };
         Ok(ModelAnswer {
             content: content.to_string(),
@@ -372,6 +385,45 @@ async fn auto_execute_runs_a_child_run_whose_summary_the_agent_reads() {
         panic!("the call's result follows the call");
     };
     assert!(content.contains(&child_run_id));
+}
+
+/// A child's outputs too large for a step message (over 64 KiB as JSON)
+/// travel by reference: the `ChildRunEnded` message names the child run,
+/// and the worker reads the outputs from it, so the agent reads them whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_s_large_outputs_reach_the_agent_by_reference() {
+    let model = PlanningModel::default();
+    let long_text = "a line of the summary\n".repeat(5_000);
+    *model.node_text.lock().unwrap() = Some(long_text.clone());
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(json!({"objective": "Summarise the outline", "requested_outputs": ["summary"]})),
+        text("Done."),
+    ]);
+    let chat = chat(model);
+    let (run_id, _) = chat.say("Please summarise at length.", None).await;
+    let result = chat.plan_result(&run_id).await;
+    assert_eq!(result["status"], "completed", "{result}");
+    assert_eq!(
+        result["outputs"]["summary"]["text"].as_str().map(str::len),
+        Some(long_text.len()),
+        "the agent reads the child's whole output"
+    );
+    assert!(
+        result.get("outputsByReference").is_none(),
+        "{}",
+        result["status"]
+    );
+    // The message itself carried no outputs: the core leaves them out.
+    let summary = baton_core::run::summary_for_message(json!({
+        "runId": "run_child", "status": "completed",
+        "outputs": {"summary": {"text": long_text}}
+    }));
+    assert_eq!(summary["outputsByReference"], true);
+    assert!(summary.get("outputs").is_none());
+    assert_eq!(
+        baton_core::run::summary_outputs_by_reference(&summary),
+        Some("run_child")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

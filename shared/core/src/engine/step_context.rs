@@ -197,8 +197,10 @@ impl<'e, 'r> StepContext<'e, 'r> {
                     .get_or_insert_with(|| parent.run_id.clone());
             }
             if self.state.status.is_terminal() {
-                // The parent's session waits for this run: tell it how it ended.
-                let summary = self.state.child_summary();
+                // The parent's session waits for this run: tell it how it
+                // ended (its outputs by reference when large, so the step
+                // message stays within a queue's message limit).
+                let summary = crate::state::run::summary_for_message(self.state.child_summary());
                 self.outbox.push(StepMessage::new(
                     &self.state.tenant_id,
                     &parent.run_id,

@@ -75,6 +75,32 @@ impl NodeRecord {
     }
 }
 
+/// The largest child outputs (as JSON) a `ChildRunEnded` message carries
+/// itself; larger ones go by reference to the child run.
+pub const CHILD_OUTPUTS_INLINE_BYTES: usize = 64 * 1024;
+
+/// `summary` with its `outputs` left out (and `outputsByReference: true`)
+/// when they are over [`CHILD_OUTPUTS_INLINE_BYTES`] as JSON.
+pub fn summary_for_message(mut summary: Value) -> Value {
+    let large = summary
+        .get("outputs")
+        .and_then(|outputs| serde_json::to_vec(outputs).ok())
+        .is_some_and(|json| json.len() > CHILD_OUTPUTS_INLINE_BYTES);
+    if large && let Some(fields) = summary.as_object_mut() {
+        fields.remove("outputs");
+        fields.insert("outputsByReference".into(), Value::Bool(true));
+    }
+    summary
+}
+
+/// The child run whose outputs `summary` names by reference, if it does.
+pub fn summary_outputs_by_reference(summary: &Value) -> Option<&str> {
+    if summary.get("outputsByReference") != Some(&Value::Bool(true)) {
+        return None;
+    }
+    summary.get("runId").and_then(Value::as_str)
+}
+
 /// Why a run ended without output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -224,6 +224,16 @@ impl StepService {
         let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
             return Ok(StepOutcome::RunNotFound);
         };
+        // A child's end whose outputs came by reference (too large for a
+        // message): read from the child run before the engine sees them.
+        let resolved;
+        let message = match Box::pin(self.with_child_outputs(message)).await? {
+            Some(with_outputs) => {
+                resolved = with_outputs;
+                &resolved
+            }
+            None => message,
+        };
         if is_stale(&stored.state, &message.command) {
             Box::pin(self.relay.resend_pending(tenant_id, run_id)).await?;
             return Ok(StepOutcome::Stale);
@@ -287,6 +297,41 @@ impl StepService {
             tracing::warn!(%error, "could not release the claim after a lost result; it expires with its lease");
         }
         outcome
+    }
+
+    /// `message` with its child's outputs read from the child run, when it
+    /// is a `ChildRunEnded` whose summary names them by reference; `None`
+    /// when there is nothing to read. A child run that is gone is a step
+    /// that cannot apply (failed for good).
+    async fn with_child_outputs(
+        &self,
+        message: &StepMessage,
+    ) -> Result<Option<StepMessage>, RuntimeError> {
+        let StepCommand::ChildRunEnded { summary, .. } = &message.command else {
+            return Ok(None);
+        };
+        let Some(child_run_id) = baton_core::run::summary_outputs_by_reference(summary) else {
+            return Ok(None);
+        };
+        let child = self
+            .store
+            .load_run(&message.tenant_id, child_run_id)
+            .await?
+            .ok_or_else(|| {
+                RuntimeError::Core(baton_core::CoreError::StepDoesNotApply(format!(
+                    "child run {child_run_id}, whose outputs its end names, is gone"
+                )))
+            })?;
+        let mut resolved = message.clone();
+        if let StepCommand::ChildRunEnded { summary, .. } = &mut resolved.command
+            && let Some(fields) = summary.as_object_mut()
+        {
+            fields.remove("outputsByReference");
+            if let Some(output) = child.state.output {
+                fields.insert("outputs".into(), output);
+            }
+        }
+        Ok(Some(resolved))
     }
 
     /// Performs what the engine asks until it decides. The state is handed
