@@ -426,6 +426,7 @@ async fn main() {
                     StepCommand::ChildRunEnded { .. } => "child run ended step",
                     StepCommand::FireTimer { .. } => "timer step",
                     StepCommand::Notify { .. } => "notification step",
+                    StepCommand::CancelRun { .. } => "cancel step",
                 };
                 take_usage();
                 let started = Instant::now();

@@ -817,3 +817,121 @@ async fn cancelling_a_parent_ends_the_child_run_it_waits_for_at_once() {
         "the parent's agent was not asked again"
     );
 }
+
+/// A parent that ends any other way than a cancel (here its step fails
+/// for good: `give_up`, as at a message's last receive) cancels the child
+/// runs it waits for through its ending commit's outbox (a `cancel_run`
+/// step per child), so no child goes on spending; and a cancel retried on
+/// the ended parent still reaches its children.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_parent_that_fails_cancels_its_children_through_its_outbox() {
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(json!({"objective": "Summarise the outline", "requested_outputs": ["summary"]})),
+        text("never reached"),
+    ]);
+    let chat = chat(model);
+    let submitted = chat
+        .services
+        .runs
+        .submit_chat(
+            "t",
+            &ChatRequest {
+                message: "Please summarise.".into(),
+                ..ChatRequest::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut last_parent_step = None;
+    let child_run_id = loop {
+        let parent = chat
+            .store
+            .load_run("t", &submitted.run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state;
+        if let Some(child) = parent.awaited_child_runs().into_iter().next() {
+            break child;
+        }
+        let received = chat
+            .queue
+            .receive(1, std::time::Duration::from_secs(1))
+            .await
+            .unwrap()
+            .pop()
+            .expect("a step until the child starts");
+        if received.message.run_id == submitted.run_id {
+            last_parent_step = Some(received.message.clone());
+        }
+        baton_runtime::worker::process_received_step(
+            &chat.services.steps,
+            chat.queue.as_ref(),
+            received,
+        )
+        .await
+        .unwrap();
+    };
+    let status_of = |run_id: String| {
+        let store = chat.store.clone();
+        async move {
+            store
+                .load_run("t", &run_id)
+                .await
+                .unwrap()
+                .unwrap()
+                .state
+                .status
+        }
+    };
+    // The parent's step fails for good (its last receive): the run ends.
+    let ended = chat
+        .services
+        .steps
+        .give_up(
+            &last_parent_step.unwrap(),
+            &baton_runtime::RuntimeError::DeadLettered { receives: 10 },
+            10,
+        )
+        .await
+        .unwrap();
+    assert!(ended);
+    assert_eq!(status_of(submitted.run_id.clone()).await, RunStatus::Failed);
+    // Its ending commit put the child's cancel in the outbox: one more step.
+    let pending = chat.store.pending_outbox("t", &child_run_id).await.unwrap();
+    assert!(
+        pending
+            .iter()
+            .any(|message| message.command.kind_name() == "cancel_run"),
+        "the child's cancel is in the parent's commit: {pending:?}"
+    );
+    let runner = LocalRunner {
+        steps: chat.services.steps.clone(),
+        runs: chat.services.runs.clone(),
+        queue: chat.queue.clone(),
+    };
+    runner.drain().await.unwrap();
+    assert_eq!(
+        status_of(child_run_id.clone()).await,
+        RunStatus::Cancelled,
+        "the child ended with its parent"
+    );
+    let child_frames = chat.frames(&child_run_id).await;
+    let last = child_frames.last().unwrap();
+    assert!(
+        last.message.as_deref().is_some_and(
+            |message| message.contains(&submitted.run_id) && message.contains("failed")
+        ),
+        "the child's end names its parent and how it ended: {last:?}"
+    );
+    // A cancel of the ended parent answers its status and changes nothing.
+    assert_eq!(
+        chat.services
+            .runs
+            .cancel("t", &submitted.run_id, "again")
+            .await
+            .unwrap(),
+        Some(RunStatus::Failed)
+    );
+}

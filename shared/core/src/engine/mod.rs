@@ -299,6 +299,7 @@ fn command_node(command: &StepCommand) -> Option<&str> {
         StepCommand::Plan
         | StepCommand::Replan { .. }
         | StepCommand::FireTimer { .. }
+        | StepCommand::CancelRun { .. }
         | StepCommand::Notify { .. } => None,
     }
 }
@@ -368,7 +369,7 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
             ..
         } => agent::child_is_stale(state, node_id, *attempt, *turn, call_id),
         StepCommand::FireTimer { timer_id } => !state.governance.timers.contains_key(timer_id),
-        StepCommand::Notify { .. } => false,
+        StepCommand::Notify { .. } | StepCommand::CancelRun { .. } => false,
     }
 }
 
@@ -453,6 +454,12 @@ pub fn begin_step(
             notification_id,
             attempt,
         } => notify::begin_notify(state, notification_id, *attempt, engine),
+        StepCommand::CancelRun { reason } => {
+            Ok(match cancel_run(state.clone(), reason, now, engine) {
+                Some(decision) => StepAdvance::Decided(Box::new(decision)),
+                None => StepAdvance::Stale,
+            })
+        }
     }
 }
 

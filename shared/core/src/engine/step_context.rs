@@ -214,6 +214,24 @@ impl<'e, 'r> StepContext<'e, 'r> {
                 ));
             }
         }
+        if self.state.status.is_terminal() {
+            // The child runs its sessions wait for end with it: their
+            // cancel is in this commit's outbox, as durable as this end.
+            let reason = format!(
+                "its parent run {} ended {}",
+                self.state.run_id,
+                self.state.status.as_str()
+            );
+            for child_run_id in self.state.awaited_child_runs() {
+                self.outbox.push(StepMessage::new(
+                    &self.state.tenant_id,
+                    &child_run_id,
+                    StepCommand::CancelRun {
+                        reason: reason.clone(),
+                    },
+                ));
+            }
+        }
         Decision {
             state: self.state,
             events: self.events,

@@ -363,6 +363,13 @@ pub enum StepCommand {
         #[serde(rename = "timerId")]
         timer_id: String,
     },
+    /// The run's parent ended (any way: completed, failed, cancelled, over
+    /// budget): this run, which the parent's agent session was waiting
+    /// for, is cancelled too. Written in the parent's ending commit, so
+    /// the cascade is as durable as the parent's end.
+    CancelRun {
+        reason: String,
+    },
     /// One delivery attempt of a completion notification (`notifications`).
     Notify {
         #[serde(rename = "notificationId")]
@@ -409,6 +416,7 @@ impl StepCommand {
             StepCommand::ChildRunEnded { .. } => "child_run_ended",
             StepCommand::FireTimer { .. } => "fire_timer",
             StepCommand::Notify { .. } => "notify",
+            StepCommand::CancelRun { .. } => "cancel_run",
         }
     }
 }
@@ -457,6 +465,7 @@ impl StepMessage {
                 notification_id,
                 attempt,
             } => format!("{run_id}:notify:{notification_id}:{attempt}"),
+            StepCommand::CancelRun { .. } => [run_id, ":cancel"].concat(),
         };
         StepMessage {
             message_id,
@@ -548,6 +557,9 @@ mod tests {
             },
             StepCommand::FireTimer {
                 timer_id: "sla:node_1:1".into(),
+            },
+            StepCommand::CancelRun {
+                reason: "its parent run run_0 ended failed".into(),
             },
         ] {
             let mut message = StepMessage::new("tenant", "run_1", command.clone());

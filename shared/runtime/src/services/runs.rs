@@ -449,7 +449,9 @@ impl RunService {
         Ok(match result {
             CommitResult::Committed { status, .. } => (Some(status), children),
             CommitResult::RunFailedTooLarge { status, .. } => (Some(status), children),
-            CommitResult::Nothing(status) => (Some(status), Vec::new()),
+            // Ended already: its children are cancelled again (a retried
+            // cancel still cascades; each child's cancel is idempotent).
+            CommitResult::Nothing(status) => (Some(status), children),
             CommitResult::RunNotFound => (None, Vec::new()),
         })
     }

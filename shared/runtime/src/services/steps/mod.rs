@@ -188,6 +188,7 @@ impl StepService {
             StepCommand::Plan
             | StepCommand::Replan { .. }
             | StepCommand::FireTimer { .. }
+            | StepCommand::CancelRun { .. }
             | StepCommand::Notify { .. } => "",
         };
         let span = info_span!(
@@ -252,6 +253,7 @@ impl StepService {
             | StepCommand::RunTool { .. }
             | StepCommand::ChildRunEnded { .. }
             | StepCommand::FireTimer { .. }
+            | StepCommand::CancelRun { .. }
             | StepCommand::Notify { .. } => self.registry.clone(),
         };
         let engine = self.engine(&registry);
