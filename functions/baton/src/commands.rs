@@ -218,7 +218,7 @@ async fn cloud_services(
     registry: Arc<Registry>,
     configuration: &Configuration,
     counters: Arc<baton_runtime::telemetry::RunCounters>,
-) -> Result<(Services, Arc<dyn StepQueue>, Sweepers), u8> {
+) -> Result<(Services, Arc<dyn StepQueue>, crate::sweeping::Sweepers), u8> {
     let llm = crate::model_choice::routed_model_for_cli(&registry, &process_environment)
         .map_err(startup)?;
     let ports = baton_bootstrap::observe_commits(
@@ -245,12 +245,7 @@ async fn cloud_services(
         baton_bootstrap::settings_from(configuration),
         format!("serve-{}", std::process::id()),
     );
-    let dead_letters =
-        baton_bootstrap::dead_letter_reader(configuration, services.steps.clone()).await;
-    let sweeper = Sweepers {
-        outbox,
-        dead_letters,
-    };
+    let sweeper = crate::sweeping::Sweepers::new(outbox, configuration, &services).await;
     Ok((services, queue, sweeper))
 }
 
@@ -325,13 +320,7 @@ pub async fn serve(
         }),
     );
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
-    let sweeping = sweeper.map(|sweeper| {
-        tokio::spawn(sweep_every(
-            sweeper,
-            configuration.sweep_after,
-            stop_receiver.clone(),
-        ))
-    });
+    let sweeping = sweeper.map(|sweeper| sweeper.spawn(&configuration, stop_receiver.clone()));
     let worker = tokio::spawn(baton_runtime::worker::run_worker_with_bound(
         services.steps.clone(),
         queue,
@@ -360,46 +349,6 @@ pub async fn serve(
         sweeping.abort();
     }
     EXIT_COMPLETED
-}
-
-/// How often `baton serve --store dynamodb` sweeps (the deployment's
-/// scheduled sweeper runs once a minute too).
-const SWEEP_EVERY: Duration = Duration::from_secs(60);
-
-/// Outbox entries re-sent per sweep at most (as the sweeper function).
-const SWEEP_LIMIT: usize = 1000;
-
-/// What `baton serve --store dynamodb` sweeps, as the deployment's
-/// scheduled sweeper does: the outbox, and the dead-letter queue when
-/// `BATON_DEAD_LETTER_QUEUE_URL` names one.
-struct Sweepers {
-    outbox: OutboxSweeper,
-    dead_letters: Option<baton_runtime::dead_letters::DeadLetterReader>,
-}
-
-/// Sweeps every [`SWEEP_EVERY`] (outbox entries older than `sweep_after`,
-/// `BATON_SWEEP_AFTER_SECONDS`; the dead-letter queue) until `stop` changes.
-async fn sweep_every(
-    sweeper: Sweepers,
-    sweep_after: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let mut every = tokio::time::interval(SWEEP_EVERY.min(sweep_after).max(Duration::from_secs(1)));
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.changed() => return,
-            _ = every.tick() => {}
-        }
-        if let Some(reader) = &sweeper.dead_letters
-            && let Err(error) = reader.read(SWEEP_LIMIT).await
-        {
-            tracing::warn!(%error, "reading the dead-letter queue failed; trying again at the next sweep");
-        }
-        if let Err(error) = sweeper.outbox.sweep(sweep_after, SWEEP_LIMIT).await {
-            tracing::warn!(%error, "the outbox sweep failed; trying again at the next one");
-        }
-    }
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM (a container's stop): `baton serve` stops

@@ -14,6 +14,7 @@ mod output;
 mod people;
 mod progress;
 mod registry_check;
+mod sweeping;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

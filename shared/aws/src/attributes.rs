@@ -5,6 +5,9 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use baton_runtime::error::StoreError;
 
+/// DynamoDB's limit on one item.
+pub(crate) const DYNAMODB_ITEM_LIMIT_BYTES: usize = 400 * 1024;
+
 /// A DynamoDB item: attribute name → value.
 pub(crate) type Item = std::collections::HashMap<String, AttributeValue>;
 
@@ -38,7 +41,7 @@ where
     {
         return StoreError::TooLarge(format!(
             "DynamoDB {operation} refused an item over its {} KB limit",
-            crate::store::DYNAMODB_ITEM_LIMIT_BYTES / 1024
+            DYNAMODB_ITEM_LIMIT_BYTES / 1024
         ));
     }
     StoreError::Unavailable(format!("DynamoDB {operation} failed ({code})"))

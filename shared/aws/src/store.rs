@@ -16,9 +16,6 @@ pub(crate) use crate::attributes::{
     unavailable,
 };
 
-/// DynamoDB's limit on one item.
-pub(crate) const DYNAMODB_ITEM_LIMIT_BYTES: usize = 400 * 1024;
-
 /// The sort key of a run's item (state, version, status).
 pub(crate) const RUN_SK: &str = "RUN";
 

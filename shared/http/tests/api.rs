@@ -1524,6 +1524,56 @@ async fn a_tenant_over_its_submissions_per_minute_gets_429_with_retry_after_and_
         "{body}"
     );
     assert_eq!(run_count(&api, ACME_TOKEN).await, 2, "nothing was created");
+    // A chat message and a fork start runs too: the same limit holds.
+    let chat = api
+        .client
+        .post(api.base.replace("/api/v1/flex", "/api/v1/chat"))
+        .bearer_auth(ACME_TOKEN)
+        .json(&json!({"message": "One more, please."}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(chat.status(), 429);
+    assert!(chat.headers().contains_key("retry-after"));
+    let body: Value = chat.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tenant_rate_limit", "{body}");
+    let listed = get_json(&api, "/runs?limit=10", ACME_TOKEN).await;
+    let source = listed["runs"][0]["runId"].as_str().unwrap().to_string();
+    let mut planned = false;
+    for _ in 0..100 {
+        let history = api
+            .client
+            .get(format!("{}/runs/{source}/history", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        if history.status() == 200 {
+            let history: Value = history.json().await.unwrap();
+            if history["checkpoints"]
+                .as_array()
+                .is_some_and(|points| points.iter().any(|point| point["kind"] == "plan"))
+            {
+                planned = true;
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(planned, "the source run was planned");
+    let fork = api
+        .client
+        .post(format!("{}/runs/{source}/fork", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(&json!({"at": {"planVersion": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fork.status(), 429);
+    assert!(fork.headers().contains_key("retry-after"));
+    let body: Value = fork.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "tenant_rate_limit", "{body}");
+    assert_eq!(run_count(&api, ACME_TOKEN).await, 2, "nothing was created");
     // The other tenant has its own, higher, limit.
     for _ in 0..3 {
         let (status, body) = post_json(&api, "/runs", GLOBEX_TOKEN, &envelope).await;

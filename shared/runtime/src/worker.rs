@@ -525,7 +525,18 @@ pub async fn process_ingest_batch(
     let mut failed = Vec::new();
     for (message_id, body) in records {
         let submitted = match IngestMessage::from_body(&body) {
-            Ok(message) => {
+            Ok(mut message) => {
+                // The queue redelivers a record under its own id: with no
+                // key of the sender's, that id is the submission's key, so
+                // a redelivered batch makes no second run.
+                if let Some(envelope) = message.envelope.as_object_mut()
+                    && !envelope.contains_key("idempotencyKey")
+                {
+                    envelope.insert(
+                        "idempotencyKey".into(),
+                        serde_json::Value::String(format!("ingest:{message_id}")),
+                    );
+                }
                 runs.submit_traced(
                     &message.tenant_id,
                     &message.envelope,

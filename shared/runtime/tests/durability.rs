@@ -380,6 +380,57 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         queue.acknowledge(&received.receipt).await.unwrap();
     }
 
+    // A record redelivered (the same message id) whose envelope has no key
+    // of its own makes no second run: its id is the key.
+    let unkeyed = serde_json::json!({"tenantId": "t", "envelope": envelope()}).to_string();
+    let before = services
+        .runs
+        .list(
+            "t",
+            &baton_core::listing::RunListQuery {
+                status: None,
+                limit: 100,
+                cursor: None,
+                forked_from: None,
+            },
+        )
+        .await
+        .unwrap()
+        .runs
+        .len();
+    for _ in 0..2 {
+        let failed = baton_runtime::worker::process_ingest_batch(
+            &services.runs,
+            vec![("sqs-message-9".to_string(), unkeyed.clone())],
+        )
+        .await;
+        assert!(failed.is_empty(), "{failed:?}");
+    }
+    let after = services
+        .runs
+        .list(
+            "t",
+            &baton_core::listing::RunListQuery {
+                status: None,
+                limit: 100,
+                cursor: None,
+                forked_from: None,
+            },
+        )
+        .await
+        .unwrap()
+        .runs
+        .len();
+    assert_eq!(after, before + 1, "a redelivered record made one run");
+    while let Ok(batch) = queue.receive(10, Duration::ZERO).await {
+        if batch.is_empty() {
+            break;
+        }
+        for received in batch {
+            queue.acknowledge(&received.receipt).await.unwrap();
+        }
+    }
+
     // A sender's traceparent: the run's trace is the sender's, its root
     // under the sender's span; a malformed one starts a trace of its own.
     let traced = serde_json::json!({"tenantId": "t", "envelope": envelope(),
@@ -421,7 +472,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         ["4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"],
         "only the well-formed traceparent is the run's parent"
     );
-    assert_eq!(traces.len(), 3, "every ingested run has a trace");
+    assert_eq!(traces.len(), 4, "every ingested run has a trace");
 }
 
 /// Store decorator whose `fail_commits` next node commits fail with `injected`

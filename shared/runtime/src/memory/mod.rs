@@ -298,40 +298,26 @@ impl RunStore for InMemoryRunStore {
         if let Some(message_id) = &commit.consumed_message_id {
             record.outbox.remove(message_id);
         }
-        // Each entry is kept under the run that consumes it (a child's end
-        // is addressed to its parent), so the consuming commit removes it.
-        let written_at_millis = self.clock.now().unix_millis();
-        let (own, addressed_elsewhere): (Vec<_>, Vec<_>) = commit
-            .outbox
-            .into_iter()
-            .partition(|message| message.run_id == run_id && message.tenant_id == tenant_id);
-        for message in own {
-            record.outbox.insert(
-                message.message_id.clone(),
-                Box::new(OutboxEntry {
-                    message,
-                    sent: false,
-                    written_at_millis,
-                }),
-            );
-        }
         for entry in commit.entries {
             record.entries.insert(entry.key.clone(), entry);
         }
         let version = record.version;
-        for message in addressed_elsewhere {
-            let (tenant, run) = (message.tenant_id.clone(), message.run_id.clone());
-            let entry = Box::new(OutboxEntry {
-                message,
-                sent: false,
-                written_at_millis,
-            });
-            let owner = match tables.run_mut(&tenant, &run) {
+        // Each entry is kept under the run that consumes it (a child's end
+        // is addressed to its parent), so the consuming commit removes it.
+        let written_at_millis = self.clock.now().unix_millis();
+        for message in commit.outbox {
+            let owner = match tables.run_mut(&message.tenant_id, &message.run_id) {
                 Ok(owner) => owner,
                 // Addressed to no run this store holds: kept with its writer.
                 Err(_) => tables.run_mut(tenant_id, run_id)?,
             };
-            owner.outbox.insert(entry.message.message_id.clone(), entry);
+            let message_id = message.message_id.clone();
+            let entry = OutboxEntry {
+                message,
+                sent: false,
+                written_at_millis,
+            };
+            owner.outbox.insert(message_id, Box::new(entry));
         }
         drop(tables);
         self.event_appended.notify_waiters();

@@ -84,6 +84,9 @@ impl RunService {
                 message: format!("longer than {MAX_CHAT_MESSAGE_CHARS} characters"),
             });
         }
+        // A chat message starts a run: the tenant's limits hold for it as
+        // for a submission.
+        self.check_tenant_limits(tenant_id).await?;
         let run_id = self.ids.new_id("run");
         let (thread_id, admission, (history, summary)) = match &request.thread_id {
             None => {

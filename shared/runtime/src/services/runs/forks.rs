@@ -72,6 +72,8 @@ impl RunService {
             });
         };
         self.check_inputs(&changes.inputs)?;
+        // A fork is a new run: the tenant's limits hold for it too.
+        self.check_tenant_limits(tenant_id).await?;
         let frames = self.read_all_events_after(tenant_id, run_id, 0).await?;
         let superseded = self.superseded_plans(tenant_id, run_id).await?;
         let refused = |refused: baton_core::engine::ForkRefused| RuntimeError::InvalidInput {
