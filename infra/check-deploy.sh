@@ -77,7 +77,8 @@ double_url="http://127.0.0.1:$double_port"
 
 token="check-deploy-token"
 digest="$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
-values=(RunsTable="$BATON_TABLE" StepQueue="$BATON_QUEUE_URL" LlmBaseUrl=http://127.0.0.1:9/v1
+values=(RunsTable="$BATON_TABLE" StepQueue="$BATON_QUEUE_URL" StepDeadLetterQueue="$BATON_DEAD_LETTER_QUEUE_URL"
+        LlmBaseUrl=http://127.0.0.1:9/v1
         LlmModel=unused-by-deterministic-planning LlmApiKey= ApiTokens="local:$digest")
 
 # invoke FUNCTION EVENT_FILE [STREAMED_TEXT]: runs the function once, prints
@@ -273,7 +274,9 @@ python3 - "$work/sweeper.json" <<'PY'
 import json, sys
 answer = json.load(open(sys.argv[1]))
 assert answer["kind"] == "response" and isinstance(answer["body"]["resent"], int), answer
-print(f"check-deploy: sweeper ran once (re-sent {answer['body']['resent']})", file=sys.stderr)
+assert isinstance(answer["body"]["deadLetteredRunsEnded"], int), answer
+print(f"check-deploy: sweeper ran once (re-sent {answer['body']['resent']}, "
+      f"read the dead-letter queue: {answer['body']['deadLetteredRunsEnded']} run(s) ended)", file=sys.stderr)
 PY
 
 say "ok in $(( $(date +%s) - started_at )) s"
