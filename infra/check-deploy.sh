@@ -18,7 +18,7 @@
 # and checks that each stripped binary is at most 19 MiB (15 MiB until the step
 # function took MCP over streamable HTTP, rmcp's client adding 1.3 MB; 17 MiB
 # until it announced runs on EventBridge and counted its commits, +0.5 MB; the
-# cold-start bench measured the difference, see the README; 18 MiB until it took
+# cold-start bench measured the difference, see docs/benchmarks.md; 18 MiB until it took
 # Amazon Bedrock's runtime client, which put it at 18,933,936 bytes; the client is
 # made on the first Bedrock call, so a process that never calls one never loads it).
 #

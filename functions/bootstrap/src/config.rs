@@ -1,7 +1,7 @@
 //! The one typed configuration. Every environment variable Baton reads is
 //! read through a [`VariableReader`]: in production [`process_environment`]
 //! (the only place that touches the process environment), in tests any
-//! closure. The README's configuration table lists each variable; a test
+//! closure. `docs/configuration.md`'s table lists each variable; a test
 //! keeps the two in step.
 
 use std::path::PathBuf;

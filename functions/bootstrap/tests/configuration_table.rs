@@ -1,4 +1,4 @@
-//! Every variable the code reads is in the README's configuration table,
+//! Every variable the code reads is in the configuration table (`docs/configuration.md`),
 //! and only the one reader touches the process environment.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -59,13 +59,13 @@ fn variable_names_in(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The README's `## Configuration` table: every backticked name in its rows.
+/// The `## Configuration` table of `docs/configuration.md`: every backticked name in its rows.
 fn documented_variables() -> Vec<String> {
-    let readme = std::fs::read_to_string(repository_root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repository_root().join("docs/configuration.md")).unwrap();
     let section = readme
         .split("\n## Configuration")
         .nth(1)
-        .expect("README has a Configuration section");
+        .expect("docs/configuration.md has a Configuration section");
     let section = section.split("\n## ").next().unwrap();
     let table: Vec<&str> = section
         .lines()
@@ -107,7 +107,7 @@ fn every_variable_the_code_reads_is_in_the_readme_table() {
     missing.dedup();
     assert!(
         missing.is_empty(),
-        "read by the code, missing from the README table: {missing:#?}"
+        "read by the code, missing from the table in docs/configuration.md: {missing:#?}"
     );
 }
 

@@ -1,6 +1,6 @@
 //! The stream rendered as an agent orchestrator's hook events (`--format
 //! hooks`): the same frames, named the way hook-based orchestrators name
-//! them. One table, kept in the README:
+//! them. One table, kept here and in `events/README.md`:
 //!
 //! | frame | hook event | data |
 //! | --- | --- | --- |
