@@ -561,27 +561,16 @@ impl DynamoRunStore {
     /// The run item, its state's part items and its sequence item: the only
     /// keys between `RUN` and `SEQ` (every page: parts can pass a page's 1 MB).
     async fn run_and_sequence_items(&self, pk: &str) -> Result<Vec<Item>, StoreError> {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
+        self.all_pages(
+            self.client
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("pk = :pk AND sk BETWEEN :run AND :sequence")
                 .expression_attribute_values(":pk", s(pk))
                 .expression_attribute_values(":run", s(RUN_SK))
                 .expression_attribute_values(":sequence", s(SEQUENCE_SK))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(sdk_failure)?;
-            items.extend(output.items.unwrap_or_default());
-            match output.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(items),
-            }
-        }
+                .consistent_read(true),
+        )
+        .await
     }
 }

@@ -228,21 +228,17 @@ impl DynamoRunStore {
                 );
                 continue;
             }
-            let parts = large_items::parts_of(item, "frameParts")?;
-            let Some(AttributeValue::B(first)) = item.get("frameDeflated") else {
-                return Err(StoreError::Corrupt(format!(
-                    "event item {sort_key} has no frame"
-                )));
+            let Some((text, used)) = large_items::joined_payload(
+                item,
+                items,
+                index,
+                ("frameDeflated", "frameParts"),
+                sort_key,
+            )?
+            else {
+                return Ok((frames, false));
             };
-            let mut deflated = first.as_ref().to_vec();
-            for _ in 1..parts {
-                let Some(part) = items.get(index) else {
-                    return Ok((frames, false));
-                };
-                index += 1;
-                deflated.extend_from_slice(large_items::part_bytes(part, sort_key)?);
-            }
-            let text = large_items::inflate(&deflated, sort_key)?;
+            index += used;
             frames.push(
                 serde_json::from_slice(&text)
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?,

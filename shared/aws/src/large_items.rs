@@ -141,6 +141,32 @@ pub(crate) fn part_bytes<'a>(item: &'a Item, what: &str) -> Result<&'a [u8], Sto
     }
 }
 
+/// The payload a main item holds in parts, inflated: its first part
+/// (`first_attribute`) and the part items that follow it in `items` from
+/// `next` (`count_attribute` says how many parts in all). `None` when they
+/// are not all there (a read that ended mid-payload); with the payload, how
+/// many part items it took.
+pub(crate) fn joined_payload(
+    item: &Item,
+    items: &[Item],
+    next: usize,
+    (first_attribute, count_attribute): (&str, &str),
+    what: &str,
+) -> Result<Option<(Vec<u8>, usize)>, StoreError> {
+    let parts = parts_of(item, count_attribute)?;
+    let Some(AttributeValue::B(first)) = item.get(first_attribute) else {
+        return Err(StoreError::Corrupt(format!("{what} has no payload")));
+    };
+    let Some(rest) = items.get(next..next + parts - 1) else {
+        return Ok(None);
+    };
+    let mut deflated = first.as_ref().to_vec();
+    for part in rest {
+        deflated.extend_from_slice(part_bytes(part, what)?);
+    }
+    Ok(Some((inflate(&deflated, what)?, parts - 1)))
+}
+
 /// About how many bytes DynamoDB counts for `items` (attribute names and
 /// values of puts, keys and values of updates and deletes).
 pub(crate) fn approximate_bytes(items: &[TransactWriteItem]) -> usize {

@@ -99,6 +99,29 @@ impl DynamoRunStore {
         n(self.clock.now().unix_millis() / 1000 + RETENTION_SECONDS)
     }
 
+    /// Every item `query` finds, page after page (a page holds 1 MB at
+    /// most, and a payload in parts can pass it).
+    pub(crate) async fn all_pages(
+        &self,
+        query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let output = query
+                .clone()
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+            items.extend(output.items.unwrap_or_default());
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(items),
+            }
+        }
+    }
+
     /// The same store reading `clock` instead of the wall clock.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;

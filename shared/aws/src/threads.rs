@@ -46,23 +46,20 @@ impl ThreadStore for DynamoRunStore {
                 Ok(text) => text.as_bytes().to_vec(),
                 Err(_) => {
                     // A large exchange: deflated, in parts after its item.
-                    let parts = large_items::parts_of(item, "exchangeParts")?;
-                    let Some(AttributeValue::B(first)) = item.get("exchangeDeflated") else {
-                        return Err(StoreError::Corrupt(format!(
-                            "thread exchange {sort_key} has no body"
-                        )));
-                    };
-                    let mut deflated = first.as_ref().to_vec();
-                    for _ in 1..parts {
-                        let part = items.get(index).ok_or_else(|| {
-                            StoreError::Corrupt(format!(
-                                "thread exchange {sort_key}: a part is missing"
-                            ))
-                        })?;
-                        index += 1;
-                        deflated.extend_from_slice(large_items::part_bytes(part, sort_key)?);
-                    }
-                    large_items::inflate(&deflated, sort_key)?
+                    let (text, used) = large_items::joined_payload(
+                        item,
+                        &items,
+                        index,
+                        ("exchangeDeflated", "exchangeParts"),
+                        sort_key,
+                    )?
+                    .ok_or_else(|| {
+                        StoreError::Corrupt(format!(
+                            "thread exchange {sort_key}: a part is missing"
+                        ))
+                    })?;
+                    index += used;
+                    text
                 }
             };
             exchanges.push(
@@ -229,26 +226,15 @@ impl DynamoRunStore {
         pk: &str,
         prefix: &str,
     ) -> Result<Vec<crate::store::Item>, StoreError> {
-        let mut items = Vec::new();
-        let mut start = None;
-        loop {
-            let output = self
-                .client
+        self.all_pages(
+            self.client
                 .query()
                 .table_name(&self.table)
                 .consistent_read(true)
                 .key_condition_expression("pk = :pk AND begins_with(sk, :prefix)")
                 .expression_attribute_values(":pk", s(pk))
-                .expression_attribute_values(":prefix", s(prefix))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(sdk_failure)?;
-            items.extend(output.items.unwrap_or_default());
-            match output.last_evaluated_key {
-                Some(key) if !key.is_empty() => start = Some(key),
-                _ => return Ok(items),
-            }
-        }
+                .expression_attribute_values(":prefix", s(prefix)),
+        )
+        .await
     }
 }

@@ -35,18 +35,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 const ANSWER_BYTES: usize = 1024 * 1024;
 
-/// Text that does not compress much (an xorshift as letters and digits).
+/// Text that does not compress much (the conformance suite's).
 fn incompressible_text(bytes: usize) -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ";
-    let mut state: u64 = 0x2545_F491_4F6C_DD1D;
-    (0..bytes)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            char::from(ALPHABET[(state % ALPHABET.len() as u64) as usize])
-        })
-        .collect()
+    baton_runtime::conformance::incompressible_text(bytes, 0x2545_F491_4F6C_DD1D)
 }
 
 /// Test double for the model endpoint: answers of the given lengths, one

@@ -12,6 +12,7 @@ mod settled;
 mod threads;
 
 pub use directory::capability_directory_conformance;
+pub use large::incompressible_text;
 pub use threads::thread_store_conformance;
 
 use std::sync::Arc;

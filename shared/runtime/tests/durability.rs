@@ -383,21 +383,16 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
     // A record redelivered (the same message id) whose envelope has no key
     // of its own makes no second run: its id is the key.
     let unkeyed = serde_json::json!({"tenantId": "t", "envelope": envelope()}).to_string();
-    let before = services
-        .runs
-        .list(
-            "t",
-            &baton_core::listing::RunListQuery {
-                status: None,
-                limit: 100,
-                cursor: None,
-                forked_from: None,
-            },
-        )
-        .await
-        .unwrap()
-        .runs
-        .len();
+    let count_runs = || async {
+        let query = baton_core::listing::RunListQuery {
+            status: None,
+            limit: 100,
+            cursor: None,
+            forked_from: None,
+        };
+        services.runs.list("t", &query).await.unwrap().runs.len()
+    };
+    let before = count_runs().await;
     for _ in 0..2 {
         let failed = baton_runtime::worker::process_ingest_batch(
             &services.runs,
@@ -406,21 +401,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         .await;
         assert!(failed.is_empty(), "{failed:?}");
     }
-    let after = services
-        .runs
-        .list(
-            "t",
-            &baton_core::listing::RunListQuery {
-                status: None,
-                limit: 100,
-                cursor: None,
-                forked_from: None,
-            },
-        )
-        .await
-        .unwrap()
-        .runs
-        .len();
+    let after = count_runs().await;
     assert_eq!(after, before + 1, "a redelivered record made one run");
     while let Ok(batch) = queue.receive(10, Duration::ZERO).await {
         if batch.is_empty() {

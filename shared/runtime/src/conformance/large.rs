@@ -20,8 +20,8 @@ use crate::ports::{CreateOutcome, RunStore};
 const MIB: usize = 1024 * 1024;
 
 /// `bytes` of text that do not compress much (an xorshift over a seed,
-/// as letters and digits).
-fn incompressible_text(bytes: usize, seed: u64) -> String {
+/// as letters and digits): what a store must hold without deflating it away.
+pub fn incompressible_text(bytes: usize, seed: u64) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ";
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..bytes)
