@@ -228,12 +228,14 @@ impl StepService {
         // A child's end whose outputs came by reference (too large for a
         // message): read from the child run before the engine sees them.
         let resolved;
-        let message = match Box::pin(self.with_child_outputs(message)).await? {
-            Some(with_outputs) => {
-                resolved = with_outputs;
-                &resolved
+        let message = match &message.command {
+            StepCommand::ChildRunEnded { summary, .. }
+                if baton_core::run::summary_outputs_by_reference(summary).is_some() =>
+            {
+                resolved = Box::pin(self.with_child_outputs(message)).await?;
+                resolved.as_ref().unwrap_or(message)
             }
-            None => message,
+            _ => message,
         };
         if is_stale(&stored.state, &message.command) {
             Box::pin(self.relay.resend_pending(tenant_id, run_id)).await?;
