@@ -427,6 +427,7 @@ async fn main() {
                     StepCommand::FireTimer { .. } => "timer step",
                     StepCommand::Notify { .. } => "notification step",
                     StepCommand::CancelRun { .. } => "cancel step",
+                    StepCommand::ReleaseThreadLane { .. } => "thread lane release step",
                 };
                 take_usage();
                 let started = Instant::now();

@@ -2,7 +2,8 @@
 //! runtime, AWS SDK, HTTP client/server or Lambda crate in its tree); no
 //! Lambda function links the offline model; the sweeper links neither the
 //! router nor a model client; only the step function links a model client;
-//! production files stay under 600 lines;
+//! production files stay under 600 lines; a run is created by one
+//! admission and written by one commit protocol;
 //! domain words stay in `registry/`; the repository cites only itself.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
@@ -272,6 +273,48 @@ fn production_files_stay_under_600_lines_and_nothing_silences_too_many_arguments
             offenders.push(format!("{}: {lines} lines", path.display()));
         }
     }
+    assert!(offenders.is_empty(), "{offenders:#?}");
+}
+
+/// A run comes to exist only through the one admission
+/// (`services/admission.rs`) and is written afterwards only through the one
+/// commit protocol (`services/commit.rs`). The port's decorators (fault
+/// injection, telemetry) pass calls on, and the store conformance suite
+/// drives the port itself: they are its callers by design.
+#[test]
+fn a_run_is_created_only_by_admission_and_written_only_by_the_commit_protocol() {
+    let decorators_and_suite = ["fault_injection.rs", "telemetry.rs"];
+    let mut seen = [0usize; 2];
+    let mut offenders = Vec::new();
+    for (path, text) in production_sources() {
+        let shown = path.display().to_string();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if decorators_and_suite.contains(&name.as_str()) || shown.contains("/conformance") {
+            continue;
+        }
+        for (index, (call, home)) in [
+            (".create_run(", "services/admission.rs"),
+            (".commit_step(", "services/commit.rs"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let calls = text.matches(call).count();
+            if calls == 0 {
+                continue;
+            }
+            if shown.ends_with(home) {
+                seen[index] += calls;
+            } else {
+                offenders.push(format!("{shown}: calls {call} ({calls}x); only {home} may"));
+            }
+        }
+    }
+    assert_eq!(
+        seen,
+        [1, 1],
+        "the one admission and the one commit were found"
+    );
     assert!(offenders.is_empty(), "{offenders:#?}");
 }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::run::{StepCommand, StepMessage};
+use baton_core::run::StepMessage;
 
 use crate::error::QueueError;
 use crate::ports::{ReceivedStep, StepQueue};
@@ -44,29 +44,43 @@ impl StepQueue for DuplicatingQueue {
     }
 }
 
-/// Fails the first `failures` sends of node steps: the process "died"
-/// after committing and before sending its outbox.
+/// Fails the first `failures` sends that carry a step of one kind (node
+/// steps unless told otherwise): the process "died" after committing and
+/// before sending its outbox.
 pub struct FailingSendQueue {
     inner: Arc<dyn StepQueue>,
     failures_left: AtomicUsize,
+    /// The `StepCommand::kind_name` whose sends fail.
+    kind: &'static str,
 }
 
 impl FailingSendQueue {
     pub fn new(inner: Arc<dyn StepQueue>, failures: usize) -> Self {
+        Self::of_kind(inner, "execute_node", failures)
+    }
+
+    /// Fails the first `failures` sends carrying a step of `kind`.
+    pub fn of_kind(inner: Arc<dyn StepQueue>, kind: &'static str, failures: usize) -> Self {
         FailingSendQueue {
             inner,
             failures_left: AtomicUsize::new(failures),
+            kind,
         }
+    }
+
+    /// How many of the injected failures have not happened yet.
+    pub fn failures_left(&self) -> usize {
+        self.failures_left.load(Ordering::SeqCst)
     }
 }
 
 #[async_trait]
 impl StepQueue for FailingSendQueue {
     async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
-        let carries_node_step = messages
+        let carries_the_kind = messages
             .iter()
-            .any(|message| matches!(message.command, StepCommand::ExecuteNode { .. }));
-        if carries_node_step
+            .any(|message| message.command.kind_name() == self.kind);
+        if carries_the_kind
             && self
                 .failures_left
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {

@@ -372,6 +372,7 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
         inputs: serde_json::Map::new(),
         entity_id: None,
         waiting_on_thread: false,
+        lane_releases: Default::default(),
     };
     let model_of = |context_type: &str| {
         let plan = baton_core::chat_plan::chat_plan(&turn(context_type), &registry).unwrap();

@@ -20,7 +20,9 @@ use baton_core::run::{RunStatus, TokenUsage};
 use baton_core::thread_lane::MultitaskStrategy;
 use baton_runtime::error::{LlmError, RuntimeError};
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, ThreadStore};
+use baton_runtime::ports::{
+    LlmProvider, ModelAnswer, ModelDelta, RunStore, StepQueue, ThreadStore,
+};
 use baton_runtime::services::{ChatRequest, Services, SubmittedRun};
 use tokio::sync::Semaphore;
 use tokio::sync::mpsc::UnboundedSender;
@@ -96,8 +98,17 @@ struct Harness {
 
 impl Harness {
     fn start(store: Arc<dyn RunStore>, threads: Arc<dyn ThreadStore>, tenant: String) -> Self {
+        Self::start_on(store, threads, tenant, Arc::new(InMemoryStepQueue::new()))
+    }
+
+    /// The harness with its steps on `queue`.
+    fn start_on(
+        store: Arc<dyn RunStore>,
+        threads: Arc<dyn ThreadStore>,
+        tenant: String,
+        queue: Arc<dyn StepQueue>,
+    ) -> Self {
         let model = Arc::new(GatedChatModel::closed());
-        let queue = Arc::new(InMemoryStepQueue::new());
         // Streamed words reach the log at once (an interrupted run keeps them).
         let settings = baton_runtime::services::OrchestratorSettings {
             delta_flush_interval: Duration::from_millis(1),
@@ -241,7 +252,48 @@ pub async fn double_texting_suite(
         false,
     )
     .await;
-    replace(store, threads, format!("rollback-{unique}"), true).await;
+    replace(
+        store.clone(),
+        threads.clone(),
+        format!("rollback-{unique}"),
+        true,
+    )
+    .await;
+    lost_release(store, threads, format!("lost-release-{unique}")).await;
+}
+
+/// The answering run's lane release is lost on its way to the queue (the
+/// send after the commit that ended the run fails): the message queued
+/// behind it still starts and is answered, with no later message on the
+/// thread to notice. The release is a step in the ending commit's outbox,
+/// so the ending step's redelivery sends it again.
+async fn lost_release(store: Arc<dyn RunStore>, threads: Arc<dyn ThreadStore>, tenant: String) {
+    let losing = Arc::new(baton_runtime::fault_injection::FailingSendQueue::of_kind(
+        Arc::new(InMemoryStepQueue::new()),
+        "release_thread_lane",
+        1,
+    ));
+    let harness = Harness::start_on(store, threads, tenant, losing.clone());
+    let (first, thread) = busy_thread(&harness).await;
+    let queued = harness
+        .say("second", Some(&thread), MultitaskStrategy::Enqueue)
+        .await
+        .unwrap();
+    assert_eq!(queued.status, RunStatus::Queued);
+    harness.model.gate.add_permits(2);
+    assert_eq!(
+        harness.wait_until_settled(&[&first, &queued.run_id]).await,
+        [RunStatus::Completed, RunStatus::Completed]
+    );
+    assert_eq!(
+        losing.failures_left(),
+        0,
+        "the release's send was lost once"
+    );
+    let exchanges = harness.thread(&thread).await;
+    assert_eq!(run_ids(&exchanges), [first, queued.run_id]);
+    assert_eq!(harness.model.calls.load(Ordering::SeqCst), 2);
+    harness.finish().await;
 }
 
 /// While a run answers, a `reject` message is refused naming it; on the

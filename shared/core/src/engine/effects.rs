@@ -139,6 +139,9 @@ pub enum Effect {
     /// Deliver a completion notification (no claim: the run's version
     /// guards the record of the attempt).
     Notify(Box<super::notify::NotificationDelivery>),
+    /// Release the thread's lane a settled chat run held (no claim: the
+    /// release is conditional on the lane's version, and idempotent).
+    ReleaseThreadLane(super::lane_release::LaneRelease),
 }
 
 impl Effect {
@@ -158,7 +161,7 @@ impl Effect {
             Effect::RunTool(call) => Some((call.claim_key.clone(), call.attempt)),
             Effect::StartChildRun(start) => Some((start.claim_key.clone(), start.attempt)),
             Effect::ReviewPlan(review) => Some((review.claim_key.clone(), review.then.attempt)),
-            Effect::DraftPlan(_) | Effect::Notify(_) => None,
+            Effect::DraftPlan(_) | Effect::Notify(_) | Effect::ReleaseThreadLane(_) => None,
         }
     }
 
@@ -173,7 +176,8 @@ impl Effect {
             | Effect::RunTool(_)
             | Effect::StartChildRun(_)
             | Effect::ReviewPlan(_)
-            | Effect::Notify(_) => Vec::new(),
+            | Effect::Notify(_)
+            | Effect::ReleaseThreadLane(_) => Vec::new(),
         }
     }
 }
@@ -220,6 +224,8 @@ pub enum Performed {
     StartChildRun(Box<ChildRunStart>),
     ReviewPlan(Box<PlanReviewCall>, ModelOutcome),
     Notify(Box<super::notify::NotificationDelivery>, DeliveryOutcome),
+    /// The lane was released (or had been already).
+    ReleaseThreadLane(super::lane_release::LaneRelease),
 }
 
 impl Performed {

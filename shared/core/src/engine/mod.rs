@@ -38,6 +38,7 @@ mod frame_provenance;
 pub mod history_summary;
 mod hitl;
 mod human;
+mod lane_release;
 mod narration;
 mod node;
 mod notify;
@@ -65,6 +66,7 @@ pub use hitl::{
 pub use human::{
     HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node, decline_human_node,
 };
+pub use lane_release::LaneRelease;
 pub use notify::NotificationDelivery;
 pub use policy::run_metrics;
 pub(crate) use step_context::StepContext;
@@ -300,6 +302,7 @@ fn command_node(command: &StepCommand) -> Option<&str> {
         | StepCommand::Replan { .. }
         | StepCommand::FireTimer { .. }
         | StepCommand::CancelRun { .. }
+        | StepCommand::ReleaseThreadLane { .. }
         | StepCommand::Notify { .. } => None,
     }
 }
@@ -329,6 +332,10 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
     {
         // Notifications outlive the run's ending.
         return notify::notify_is_stale(state, notification_id, *attempt);
+    }
+    if let StepCommand::ReleaseThreadLane { release, .. } = command {
+        // A settled run's lane is released after its end.
+        return lane_release::release_is_stale(state, *release);
     }
     if state.status.is_terminal() {
         return true;
@@ -369,7 +376,9 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
             ..
         } => agent::child_is_stale(state, node_id, *attempt, *turn, call_id),
         StepCommand::FireTimer { timer_id } => !state.governance.timers.contains_key(timer_id),
-        StepCommand::Notify { .. } | StepCommand::CancelRun { .. } => false,
+        StepCommand::Notify { .. }
+        | StepCommand::CancelRun { .. }
+        | StepCommand::ReleaseThreadLane { .. } => false,
     }
 }
 
@@ -460,6 +469,9 @@ pub fn begin_step(
                 None => StepAdvance::Stale,
             })
         }
+        StepCommand::ReleaseThreadLane { thread_id, release } => {
+            Ok(lane_release::begin_release(state, thread_id, *release))
+        }
     }
 }
 
@@ -492,6 +504,7 @@ pub fn resume_step(
         Performed::Notify(delivery, outcome) => {
             notify::resume_notify(state, delivery, outcome, now)
         }
+        Performed::ReleaseThreadLane(release) => lane_release::resume_release(state, release, now),
     }
 }
 

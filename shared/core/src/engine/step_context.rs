@@ -8,7 +8,9 @@ use crate::records::governance::{Timer, TimerPurpose};
 use crate::state::run::{NodeStatus, RunFailure, RunState, RunStatus, StepCommand, StepMessage};
 use crate::wire::{event::EventDraft, frames, frames::FrameStamp};
 
-use super::{Decision, EngineContext, StepAdvance, ThreadExchange, narration, notify};
+use super::{
+    Decision, EngineContext, StepAdvance, ThreadExchange, lane_release, narration, notify,
+};
 
 /// One step's working set: the state being changed, its frames and outbox.
 pub(crate) struct StepContext<'e, 'r> {
@@ -190,6 +192,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
 
     pub(crate) fn into_decision(mut self) -> Decision {
         notify::announce(&mut self);
+        lane_release::ask_for_release(&mut self);
         if let Some(parent) = self.state.parent.clone() {
             for event in &mut self.events {
                 event

@@ -162,6 +162,26 @@ pub struct ChatTurn {
     /// (`engine::queue_chat_run`); starting it clears this, once.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub waiting_on_thread: bool,
+    /// How many times the run settled and asked for its thread's lane to
+    /// be released (`StepCommand::ReleaseThreadLane`), and how many of
+    /// those releases were performed.
+    #[serde(default, skip_serializing_if = "LaneReleases::is_none")]
+    pub lane_releases: LaneReleases,
+}
+
+/// A chat run's releases of its thread's lane: asked for (in the settling
+/// commit's outbox) and performed (the release step's commit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneReleases {
+    pub asked: u32,
+    pub performed: u32,
+}
+
+impl LaneReleases {
+    pub fn is_none(&self) -> bool {
+        self.asked == 0 && self.performed == 0
+    }
 }
 
 impl ChatTurn {

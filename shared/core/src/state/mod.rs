@@ -8,4 +8,5 @@ pub mod listing;
 pub mod plan_tool;
 pub mod replan_cause;
 pub mod run;
+pub mod step_message;
 pub mod tasks;

@@ -169,14 +169,6 @@ impl DecisionCommitter {
                 .await
                 .map_err(RuntimeError::TranscriptPublisher)?;
         }
-        // A chat run that ends or parks releases its thread's lane after
-        // the commit (`thread_lanes`).
-        let released_thread = decision
-            .state
-            .chat
-            .as_ref()
-            .filter(|_| decision.state.status.is_settled())
-            .map(|turn| turn.thread_id.clone());
         // Recorded before the commit too: recording an exchange twice
         // changes nothing.
         for appended in &decision.exchanges {
@@ -208,16 +200,10 @@ impl DecisionCommitter {
         )
         .await?;
         crate::crash_points::reached(crate::crash_points::CrashPoint::AfterCommitBeforeSend);
+        // A chat run that settled releases its thread's lane by a step in
+        // this outbox (`StepCommand::ReleaseThreadLane`): a send lost here
+        // is the sweeper's to repeat, like any other.
         self.relay.send(&decision.outbox).await?;
-        if let Some(thread_id) = released_thread
-            && let Err(error) = self
-                .release_thread_lane(tenant_id, &thread_id, run_id)
-                .await
-        {
-            // Committed already: the next message on the thread releases
-            // the lane instead.
-            tracing::warn!(%error, %thread_id, %run_id, "could not release the thread's lane");
-        }
         Ok(new_version)
     }
 

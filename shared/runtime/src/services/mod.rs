@@ -13,6 +13,7 @@
 //! [`Services::new`] wires the first three over one set of ports; the
 //! sweeper needs only a store, a queue and a clock.
 
+mod admission;
 mod capabilities;
 mod commit;
 mod humans;
@@ -235,6 +236,8 @@ pub(crate) struct CommonParts {
     threads: Arc<dyn ThreadStore>,
     /// The one commit protocol every writer of a run goes through.
     committer: commit::DecisionCommitter,
+    /// The one way a run comes to exist.
+    admission: admission::RunAdmission,
 }
 
 /// The services of one process, wired over one set of ports.
@@ -294,7 +297,14 @@ impl Services {
                 .chat_settings()
                 .is_some_and(|chat| chat.summarize_dropped_history),
         };
+        let admission = admission::RunAdmission {
+            store: ports.store.clone(),
+            relay: relay.clone(),
+            clock: ports.clock.clone(),
+            tenant_limits: settings.tenant_limits.clone(),
+        };
         let common = CommonParts {
+            admission,
             relay,
             registry,
             store: ports.store,

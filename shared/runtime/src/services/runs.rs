@@ -13,17 +13,18 @@ use baton_core::schema::{ValidatorCache, collect_violations, json_path_for_point
 use futures_util::Stream;
 use serde_json::Value;
 
+use super::admission::{Admitted, NewRun, RunAdmission, TenantLimitCheck};
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
-use super::{CommonParts, OrchestratorSettings, OutboxRelay};
+use super::{CommonParts, OrchestratorSettings};
 
 mod chat_admission;
 mod chat_messages;
 mod evaluations;
 mod forks;
 mod hook_frames;
-use crate::error::{RuntimeError, StoreError};
+use crate::error::RuntimeError;
 use crate::follow::{FollowRequest, follow_run_and_children};
-use crate::ports::{Clock, CreateOutcome, IdGenerator, RunStore, StoredRun};
+use crate::ports::{Clock, IdGenerator, RunStore, StoredRun};
 pub use chat_messages::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
 pub use forks::Checkpoint;
@@ -45,16 +46,41 @@ pub struct SubmittedRun {
     pub resumed: bool,
 }
 
+impl From<Admitted> for SubmittedRun {
+    fn from(admitted: Admitted) -> Self {
+        match admitted {
+            Admitted::Created {
+                run_id,
+                thread_id,
+                status,
+            } => SubmittedRun {
+                run_id,
+                thread_id,
+                status,
+                deduplicated: false,
+                resumed: false,
+            },
+            Admitted::Deduplicated(existing) => SubmittedRun {
+                run_id: existing.state.run_id,
+                thread_id: existing.state.thread_id,
+                status: existing.state.status,
+                deduplicated: true,
+                resumed: false,
+            },
+        }
+    }
+}
+
 pub struct RunService {
     registry: Arc<Registry>,
     store: Arc<dyn RunStore>,
-    relay: OutboxRelay,
     validators: Arc<ValidatorCache>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     settings: OrchestratorSettings,
     threads: Arc<dyn crate::ports::ThreadStore>,
     committer: DecisionCommitter,
+    admission: RunAdmission,
 }
 
 impl RunService {
@@ -62,104 +88,19 @@ impl RunService {
         RunService {
             registry: common.registry,
             store: common.store,
-            relay: common.relay,
             validators: common.validators,
             clock: common.clock,
             ids,
             settings: common.settings,
             threads: common.threads,
             committer: common.committer,
+            admission: common.admission,
         }
     }
 
     fn engine(&self) -> EngineContext<'_> {
         self.settings
             .engine_context(&self.registry, &self.validators)
-    }
-
-    /// Refuses a new run when the tenant already has its limit of runs at
-    /// work (queued or running; parked and ended runs do not count), or has
-    /// submitted its limit of runs in the last [`SUBMISSION_WINDOW`] (runs
-    /// an agent started count as their parent's work, not as submissions).
-    /// Both are counted from the tenant's run listing, newest first, so
-    /// every process sharing the store sees the same figures; the pages stop
-    /// as soon as a limit is reached or, with no live-run limit, at the first
-    /// run older than the window.
-    async fn check_tenant_limits(&self, tenant_id: &str) -> Result<(), RuntimeError> {
-        let live_limit = self.settings.tenant_limits.max_live_runs_of(tenant_id);
-        let rate_limit = self
-            .settings
-            .tenant_limits
-            .max_submissions_per_minute_of(tenant_id);
-        if live_limit.is_none() && rate_limit.is_none() {
-            return Ok(());
-        }
-        let now = self.clock.now();
-        let window_start = now.minus(SUBMISSION_WINDOW);
-        let mut live = 0;
-        let mut submitted_in_window = 0;
-        let mut window_passed = false;
-        let mut cursor = None;
-        loop {
-            let page = self
-                .store
-                .list_runs(
-                    tenant_id,
-                    &baton_core::listing::RunListQuery {
-                        status: None,
-                        limit: baton_core::listing::MAX_RUNS_PER_PAGE,
-                        cursor,
-                        forked_from: None,
-                    },
-                )
-                .await?;
-            for run in &page.runs {
-                if matches!(run.status, RunStatus::Queued | RunStatus::Running) {
-                    live += 1;
-                }
-                let created = baton_core::instant::Instant::parse_rfc3339(&run.created_at);
-                if created.is_none_or(|created| created < window_start) {
-                    window_passed = true;
-                } else if run.parent_run_id.is_none() && !window_passed {
-                    submitted_in_window += 1;
-                    if let Some(limit) = rate_limit
-                        && submitted_in_window >= limit
-                    {
-                        // The oldest counted submission leaves the window
-                        // first: the caller may retry then.
-                        let leaves = created.map_or(SUBMISSION_WINDOW, |created| {
-                            created.plus(SUBMISSION_WINDOW).since(now)
-                        });
-                        return Err(RuntimeError::TenantRateLimit {
-                            tenant_id: tenant_id.to_string(),
-                            submitted: submitted_in_window,
-                            limit,
-                            retry_after_seconds: leaves.as_secs_f64().ceil().max(1.0) as u64,
-                        });
-                    }
-                }
-            }
-            if let Some(limit) = live_limit
-                && live >= limit
-            {
-                return Err(RuntimeError::TenantLimit {
-                    tenant_id: tenant_id.to_string(),
-                    live,
-                    limit,
-                });
-            }
-            if window_passed && live_limit.is_none() {
-                return Ok(());
-            }
-            match page
-                .next_cursor
-                .as_deref()
-                .and_then(baton_core::listing::ListCursor::parse)
-            {
-                Some(next) => cursor = Some(next),
-                None => return Ok(()),
-            }
-        }
     }
 
     /// Parses and checks an envelope: JSON paths on every error, supplied
@@ -263,7 +204,6 @@ impl RunService {
                 resumed: true,
             });
         }
-        self.check_tenant_limits(tenant_id).await?;
         let run_id = self.ids.new_id("run");
         let identity = NewRunIdentity {
             thread_id: envelope
@@ -275,7 +215,7 @@ impl RunService {
                 .clone()
                 .unwrap_or_else(|| self.ids.new_id("corr")),
             tenant_id: tenant_id.to_string(),
-            run_id: run_id.clone(),
+            run_id,
             trace: Some(crate::run_traces::new_run_trace(caller)),
         };
         let idempotency_key = envelope.idempotency_key.clone();
@@ -288,58 +228,15 @@ impl RunService {
         decision
             .events
             .extend(baton_core::engine::advisory_field_warnings(&advisory, now));
-        crate::run_traces::stamp_write(
-            decision.state.trace.as_ref(),
-            &mut decision.events,
-            &mut decision.outbox,
-        );
-        let outcome = self
-            .store
-            .create_run(
-                &decision.state,
-                decision.events,
-                decision.outbox.clone(),
-                idempotency_key.as_deref(),
-            )
+        let admitted = self
+            .admission
+            .admit(NewRun {
+                decision,
+                idempotency_key: idempotency_key.as_deref(),
+                limits: TenantLimitCheck::CheckNow,
+            })
             .await?;
-        match outcome {
-            CreateOutcome::AlreadyExists { run_id } => {
-                let existing = self
-                    .store
-                    .load_run(tenant_id, &run_id)
-                    .await?
-                    .ok_or(StoreError::RunNotFound)?;
-                // The first submission's send may have been lost (the
-                // caller retried because it failed): its pending steps go
-                // out again (a duplicate of a step that ran is stale).
-                if let Err(error) = self.relay.resend_pending(tenant_id, &run_id).await {
-                    tracing::warn!(%error, %run_id, "a deduplicated submission could not re-send its run's pending steps; the sweeper will");
-                }
-                Ok(SubmittedRun {
-                    run_id,
-                    thread_id: existing.state.thread_id,
-                    status: existing.state.status,
-                    deduplicated: true,
-                    resumed: false,
-                })
-            }
-            CreateOutcome::Created => {
-                crate::crash_points::reached(crate::crash_points::CrashPoint::AfterAdmitBeforeSend);
-                // The run is stored: a send that fails now is the sweeper's
-                // to repeat (its entry stays pending), and the caller is
-                // told the run was accepted, so it does not submit again.
-                if let Err(error) = self.relay.send(&decision.outbox).await {
-                    tracing::warn!(%error, %run_id, "a new run's first step was not sent; the sweeper re-sends it");
-                }
-                Ok(SubmittedRun {
-                    run_id,
-                    thread_id: decision.state.thread_id,
-                    status: decision.state.status,
-                    deduplicated: false,
-                    resumed: false,
-                })
-            }
-        }
+        Ok(SubmittedRun::from(admitted))
     }
 
     /// The plan versions newer ones replaced, oldest first (the current

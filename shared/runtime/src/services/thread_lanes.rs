@@ -5,17 +5,22 @@
 //! person), which starts the run queued next with the thread's history as it
 //! is by then.
 //!
-//! A process that dies between a run's last commit and the release leaves
-//! the lane naming an ended run: the next message on the thread finds it
-//! ended and releases it first (`RunService::submit_chat`).
+//! The release is a step of the settled run (`StepCommand::ReleaseThreadLane`,
+//! in the outbox of the commit that settled it), so a process that dies
+//! before it leaves it to redelivery or the sweeper; the next message on
+//! the thread also releases a lane whose active run has ended
+//! (`RunService::submit_chat`). Starting the queued run is a write through
+//! the one commit protocol (`DecisionCommitter::commit`).
 
 use baton_core::chat::{ChatExchange, ThreadSummary};
 use baton_core::engine::start_queued_chat_run;
 use baton_core::thread_lane::ThreadLane;
 
-use super::commit::DecisionCommitter;
+use baton_core::engine::EngineContext;
+use baton_core::run::RunState;
+
+use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use crate::error::{RuntimeError, StoreError};
-use crate::ports::StepCommit;
 
 /// Bound on read-decide-write rounds on one lane (each lost round means
 /// another writer moved it: the thread is busy, not broken).
@@ -42,6 +47,7 @@ impl DecisionCommitter {
         tenant_id: &str,
         thread_id: &str,
         ended_run: &str,
+        engine: &EngineContext<'_>,
     ) -> Result<(), RuntimeError> {
         let mut ended = ended_run.to_string();
         for _ in 0..MAX_LANE_ROUNDS {
@@ -61,7 +67,7 @@ impl DecisionCommitter {
                 return Ok(());
             };
             if self
-                .start_queued_run(tenant_id, thread_id, &next, &written)
+                .start_queued_run(tenant_id, thread_id, &next, &written, engine)
                 .await?
             {
                 return Ok(());
@@ -71,65 +77,44 @@ impl DecisionCommitter {
         Err(lane_conflict(thread_id))
     }
 
-    /// Starts `run_id`, queued on the thread. `false` when it had ended
-    /// while it waited (its place is released in turn). A run not created
-    /// yet (its admission wrote the lane first) counts as started: its
-    /// submitter finds it the active run and starts it itself.
+    /// Starts `run_id`, queued on the thread, through the one commit
+    /// protocol. `false` when it had ended while it waited (its place is
+    /// released in turn). A run not created yet (its admission wrote the
+    /// lane first) counts as started: its submitter finds it the active
+    /// run and starts it itself.
     pub(crate) async fn start_queued_run(
         &self,
         tenant_id: &str,
         thread_id: &str,
         run_id: &str,
         lane: &ThreadLane,
+        engine: &EngineContext<'_>,
     ) -> Result<bool, RuntimeError> {
-        for _ in 0..self.max_commit_rounds.max(1) {
-            let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
-                return Ok(true);
-            };
-            if stored.state.status.is_settled() {
-                return Ok(false);
-            }
-            let (history, summary) = self.thread_history(tenant_id, thread_id, lane).await?;
-            let Some(mut decision) =
-                start_queued_chat_run(stored.state, history, summary, self.clock.now())
-            else {
-                // Started already (a release repeated after a crash).
-                return Ok(true);
-            };
-            crate::run_traces::stamp_write(
-                decision.state.trace.as_ref(),
-                &mut decision.events,
-                &mut decision.outbox,
-            );
-            let outbox = decision.outbox.clone();
-            let committed = self
-                .store
-                .commit_step(
-                    tenant_id,
-                    run_id,
-                    StepCommit {
-                        expected_version: stored.version,
-                        state: decision.state,
-                        events: decision.events,
-                        outbox: outbox.clone(),
-                        consumed_message_id: None,
-                        entries: Vec::new(),
-                    },
-                )
-                .await;
-            match committed {
-                Ok(_) => {
-                    self.relay.send(&outbox).await?;
-                    return Ok(true);
-                }
-                Err(StoreError::VersionConflict { .. }) => continue,
-                Err(StoreError::RunNotFound) => return Ok(true),
-                Err(other) => return Err(other.into()),
-            }
-        }
-        Err(RuntimeError::Store(StoreError::VersionConflict {
-            expected: 0,
-        }))
+        // Read once: a conflict's next round starts the run with the same
+        // history (the thread does not move while its lane waits on it).
+        let (history, summary) = self.thread_history(tenant_id, thread_id, lane).await?;
+        let target = CommitTarget {
+            tenant_id,
+            run_id,
+            consumed_message_id: None,
+        };
+        let now = self.clock.now();
+        let decide = |state: RunState| {
+            let settled = state.status.is_settled();
+            Ok(
+                match start_queued_chat_run(state, history.clone(), summary.clone(), now) {
+                    Some(decision) => Decided::Commit(Box::new(decision)),
+                    // Ended while it waited, or started already (a release
+                    // repeated after a crash).
+                    None => Decided::Nothing(!settled),
+                },
+            )
+        };
+        Ok(match self.commit(target, engine, None, decide).await? {
+            CommitResult::Committed { .. } | CommitResult::RunNotFound => true,
+            CommitResult::Nothing(started) => started,
+            CommitResult::RunFailedTooLarge { .. } => false,
+        })
     }
 
     /// The thread's exchanges as a chat run reads them: rolled-back ones

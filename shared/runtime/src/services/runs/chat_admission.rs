@@ -75,7 +75,7 @@ impl RunService {
                 // Its end was not released (a process died in between):
                 // release it now, which starts the next queued run.
                 self.committer
-                    .release_thread_lane(tenant_id, thread_id, active)
+                    .release_thread_lane(tenant_id, thread_id, active, &self.engine())
                     .await?;
                 continue;
             }
@@ -132,7 +132,7 @@ impl RunService {
             && lane.active_run.as_deref() == Some(run_id)
         {
             self.committer
-                .start_queued_run(tenant_id, thread_id, run_id, &lane)
+                .start_queued_run(tenant_id, thread_id, run_id, &lane, &self.engine())
                 .await?;
         }
         Ok(None)

@@ -10,6 +10,7 @@ use baton_core::thread_lane::{Admission, MultitaskStrategy};
 
 use super::{RunService, SubmittedRun};
 use crate::error::RuntimeError;
+use crate::services::admission::{NewRun, TenantLimitCheck};
 
 /// The longest message a chat run takes, in characters.
 pub const MAX_CHAT_MESSAGE_CHARS: usize = 32_000;
@@ -86,7 +87,7 @@ impl RunService {
         }
         // A chat message starts a run: the tenant's limits hold for it as
         // for a submission.
-        self.check_tenant_limits(tenant_id).await?;
+        let limits = self.admission.check_tenant_limits(tenant_id).await?;
         let run_id = self.ids.new_id("run");
         let (thread_id, admission, (history, summary)) = match &request.thread_id {
             None => {
@@ -139,35 +140,29 @@ impl RunService {
             inputs: request.inputs.clone(),
             entity_id: request.entity_id.clone(),
             waiting_on_thread: false,
+            lane_releases: Default::default(),
         };
-        let mut decision = match &admission {
+        let decision = match &admission {
             Admission::Queue { ahead } => queue_chat_run(identity, turn, self.clock.now(), ahead)?,
             _ => start_chat_run(identity, turn, self.clock.now())?,
         };
-        crate::run_traces::stamp_write(
-            decision.state.trace.as_ref(),
-            &mut decision.events,
-            &mut decision.outbox,
-        );
-        self.store
-            .create_run(
-                &decision.state,
-                decision.events,
-                decision.outbox.clone(),
-                None,
-            )
+        let thread_id = decision.state.thread_id.clone();
+        let admitted = self
+            .admission
+            .admit(NewRun {
+                decision,
+                idempotency_key: None,
+                limits: TenantLimitCheck::Passed(limits),
+            })
             .await?;
-        let status = self
-            .settle_admission(tenant_id, &decision.state.thread_id, &run_id, &admission)
+        let mut submitted = SubmittedRun::from(admitted);
+        // Settled after the run exists: the lane may have moved meanwhile.
+        if let Some(status) = self
+            .settle_admission(tenant_id, &thread_id, &run_id, &admission)
             .await?
-            .unwrap_or(decision.state.status);
-        self.relay.send(&decision.outbox).await?;
-        Ok(SubmittedRun {
-            run_id,
-            thread_id: decision.state.thread_id,
-            status,
-            deduplicated: false,
-            resumed: false,
-        })
+        {
+            submitted.status = status;
+        }
+        Ok(submitted)
     }
 }

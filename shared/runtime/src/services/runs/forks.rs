@@ -7,6 +7,7 @@ use baton_core::event::EventType;
 
 use super::{RunService, SubmittedRun};
 use crate::error::RuntimeError;
+use crate::services::admission::{NewRun, TenantLimitCheck};
 
 /// One point of a run's history a fork can start from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -72,8 +73,9 @@ impl RunService {
             });
         };
         self.check_inputs(&changes.inputs)?;
-        // A fork is a new run: the tenant's limits hold for it too.
-        self.check_tenant_limits(tenant_id).await?;
+        // A fork is a new run: the tenant's limits hold for it too, checked
+        // before the source's history is read.
+        let limits = self.admission.check_tenant_limits(tenant_id).await?;
         let frames = self.read_all_events_after(tenant_id, run_id, 0).await?;
         let superseded = self.superseded_plans(tenant_id, run_id).await?;
         let refused = |refused: baton_core::engine::ForkRefused| RuntimeError::InvalidInput {
@@ -90,7 +92,7 @@ impl RunService {
             trace: Some(crate::run_traces::new_run_trace(None)),
         };
         let engine = self.engine();
-        let mut decision = fork_run(
+        let decision = fork_run(
             &source.state,
             &base,
             point,
@@ -100,26 +102,14 @@ impl RunService {
             &engine,
         )
         .map_err(refused)?;
-        crate::run_traces::stamp_write(
-            decision.state.trace.as_ref(),
-            &mut decision.events,
-            &mut decision.outbox,
-        );
-        self.store
-            .create_run(
-                &decision.state,
-                decision.events,
-                decision.outbox.clone(),
-                None,
-            )
+        let admitted = self
+            .admission
+            .admit(NewRun {
+                decision,
+                idempotency_key: None,
+                limits: TenantLimitCheck::Passed(limits),
+            })
             .await?;
-        self.relay.send(&decision.outbox).await?;
-        Ok(SubmittedRun {
-            run_id: new_run_id,
-            thread_id: decision.state.thread_id,
-            status: decision.state.status,
-            deduplicated: false,
-            resumed: false,
-        })
+        Ok(SubmittedRun::from(admitted))
     }
 }

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::StepService;
 use crate::error::{LlmError, RuntimeError, StoreError};
 use crate::ports::{ModelDelta, ModelFallback};
+use crate::services::admission::{NewRun, TenantLimitCheck};
 
 impl StepService {
     /// Performs an effect and pairs it with what it produced; provider
@@ -25,6 +26,7 @@ impl StepService {
         &self,
         state: &RunState,
         effect: Effect,
+        engine: &baton_core::engine::EngineContext<'_>,
     ) -> Result<Performed, RuntimeError> {
         Ok(match effect {
             Effect::CallModel(call) => {
@@ -89,6 +91,16 @@ impl StepService {
                     }
                 });
                 Performed::Notify(delivery, outcome)
+            }
+            Effect::ReleaseThreadLane(release) => {
+                Box::pin(self.committer.release_thread_lane(
+                    &state.tenant_id,
+                    &release.thread_id,
+                    &release.ended_run,
+                    engine,
+                ))
+                .await?;
+                Performed::ReleaseThreadLane(release)
             }
             Effect::RunTool(execution) => {
                 // The GenAI conventions' tool span; an HTTP tool forwards
@@ -397,9 +409,9 @@ impl StepService {
     }
 
     /// Creates the child run an `agent_create_plan` call starts, at most
-    /// once (its id and idempotency key are the call's), and sends its
-    /// first step; on a retry it exists already and its pending steps are
-    /// sent again.
+    /// once (its id and idempotency key are the call's), through the one
+    /// admission (`services::admission`); on a retry it exists already and
+    /// its pending steps are sent again.
     async fn start_child_run(
         &self,
         start: &baton_core::engine::ChildRunStart,
@@ -412,28 +424,13 @@ impl StepService {
         {
             trace.caller_span_id = Some(step_span);
         }
-        crate::run_traces::stamp_write(
-            child.state.trace.as_ref(),
-            &mut child.events,
-            &mut child.outbox,
-        );
-        let created = self
-            .store
-            .create_run(
-                &child.state,
-                child.events.clone(),
-                child.outbox.clone(),
-                Some(&start.idempotency_key),
-            )
+        self.admission
+            .admit(NewRun {
+                decision: *child,
+                idempotency_key: Some(&start.idempotency_key),
+                limits: TenantLimitCheck::ChildOfAdmittedParent,
+            })
             .await?;
-        match created {
-            crate::ports::CreateOutcome::Created => self.relay.send(&child.outbox).await?,
-            crate::ports::CreateOutcome::AlreadyExists { run_id } => {
-                self.relay
-                    .resend_pending(&child.state.tenant_id, &run_id)
-                    .await?;
-            }
-        }
         Ok(())
     }
 }

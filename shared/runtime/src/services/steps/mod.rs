@@ -19,6 +19,7 @@ use baton_core::run::{RunState, StepCommand, StepMessage};
 use baton_core::schema::ValidatorCache;
 use tracing::{Instrument, info_span};
 
+use super::admission::RunAdmission;
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CapabilityService, CommonParts, OrchestratorSettings, OutboxRelay};
 use crate::error::RuntimeError;
@@ -60,6 +61,7 @@ pub struct StepService {
     /// Numbers this process's claims.
     claim_counter: AtomicU64,
     committer: DecisionCommitter,
+    admission: RunAdmission,
     tools: Arc<dyn ToolRunner>,
     notifier: Arc<dyn crate::ports::CompletionNotifier>,
 }
@@ -106,6 +108,7 @@ impl StepService {
             worker_id,
             claim_counter: AtomicU64::new(0),
             committer: common.committer,
+            admission: common.admission,
             tools,
             notifier,
         }
@@ -189,6 +192,7 @@ impl StepService {
             | StepCommand::Replan { .. }
             | StepCommand::FireTimer { .. }
             | StepCommand::CancelRun { .. }
+            | StepCommand::ReleaseThreadLane { .. }
             | StepCommand::Notify { .. } => "",
         };
         let span = info_span!(
@@ -256,6 +260,7 @@ impl StepService {
             | StepCommand::ChildRunEnded { .. }
             | StepCommand::FireTimer { .. }
             | StepCommand::CancelRun { .. }
+            | StepCommand::ReleaseThreadLane { .. }
             | StepCommand::Notify { .. } => self.registry.clone(),
         };
         let engine = self.engine(&registry);
@@ -388,7 +393,7 @@ impl StepService {
                     let performing = Box::pin(self.holding_lease(
                         message,
                         held_claim.as_ref(),
-                        self.perform(&current, effect),
+                        self.perform(&current, effect, engine),
                     ));
                     let done = match self.time_left(deadline)? {
                         None => performing.await?,

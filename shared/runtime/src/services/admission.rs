@@ -1,0 +1,221 @@
+//! Run admission: the one way a run comes to exist. Submit, fork, chat
+//! (a queued chat message included: it is created `queued` and started by
+//! its thread's lane release) and a child run an agent session starts all
+//! call [`RunAdmission::admit`], which
+//!
+//! 1. checks the tenant's limits (or takes the proof that they were
+//!    checked, or that the run is its admitted parent's work),
+//! 2. stamps the new run's frames and outbox with its trace,
+//! 3. creates it in one write with its first frames and outbox, deduped
+//!    by idempotency key,
+//! 4. sends its outbox; for a deduplicated run, re-sends its pending
+//!    steps (the first admission's send may be the one that was lost).
+//!
+//! Invariants:
+//! - A run exists with its whole first outbox or not at all; a send that
+//!   fails after the write is the sweeper's to repeat (the entry stays
+//!   pending), so the caller is told the run was accepted.
+//! - An idempotency key names one run: admitting it again returns that run
+//!   and re-drives it, never a second run.
+//! - Every run a tenant starts on its own counts against its limits; a
+//!   child run is its parent's work (the parent was admitted).
+
+use std::sync::Arc;
+
+use baton_core::engine::Decision;
+use baton_core::run::RunStatus;
+
+use super::{OutboxRelay, SUBMISSION_WINDOW, TenantLimits};
+use crate::error::{RuntimeError, StoreError};
+use crate::ports::{Clock, CreateOutcome, RunStore, StoredRun};
+
+/// Proof that a tenant's limits let a new run in, made only by
+/// [`RunAdmission::check_tenant_limits`] (a chat message checks them before
+/// it takes its place on the thread's lane).
+#[derive(Debug)]
+pub(crate) struct TenantLimitsPassed(());
+
+/// How the tenant's limits hold for a new run.
+#[derive(Debug)]
+pub(crate) enum TenantLimitCheck {
+    /// Check them now.
+    CheckNow,
+    /// Checked already, before anything else was written for the run.
+    Passed(TenantLimitsPassed),
+    /// A child run an admitted parent's session starts: the parent's work.
+    ChildOfAdmittedParent,
+}
+
+/// A run to admit: its first decision (state, frames, outbox).
+pub(crate) struct NewRun<'a> {
+    pub decision: Decision,
+    pub idempotency_key: Option<&'a str>,
+    pub limits: TenantLimitCheck,
+}
+
+/// What admitting a run produced.
+#[derive(Debug)]
+pub(crate) enum Admitted {
+    /// Created now: its id, thread and status.
+    Created {
+        run_id: String,
+        thread_id: String,
+        status: RunStatus,
+    },
+    /// The idempotency key named an earlier run: that run, as stored.
+    Deduplicated(Box<StoredRun>),
+}
+
+/// The ports admission writes through.
+#[derive(Clone)]
+pub(crate) struct RunAdmission {
+    pub(crate) store: Arc<dyn RunStore>,
+    pub(crate) relay: OutboxRelay,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) tenant_limits: TenantLimits,
+}
+
+impl RunAdmission {
+    /// Admits `new_run` (see the module's steps).
+    pub(crate) async fn admit(&self, new_run: NewRun<'_>) -> Result<Admitted, RuntimeError> {
+        let NewRun {
+            mut decision,
+            idempotency_key,
+            limits,
+        } = new_run;
+        let tenant_id = decision.state.tenant_id.clone();
+        match limits {
+            TenantLimitCheck::CheckNow => {
+                self.check_tenant_limits(&tenant_id).await?;
+            }
+            TenantLimitCheck::Passed(_) | TenantLimitCheck::ChildOfAdmittedParent => {}
+        }
+        crate::run_traces::stamp_write(
+            decision.state.trace.as_ref(),
+            &mut decision.events,
+            &mut decision.outbox,
+        );
+        let outcome = self
+            .store
+            .create_run(
+                &decision.state,
+                decision.events,
+                decision.outbox.clone(),
+                idempotency_key,
+            )
+            .await?;
+        match outcome {
+            CreateOutcome::AlreadyExists { run_id } => {
+                let existing = self
+                    .store
+                    .load_run(&tenant_id, &run_id)
+                    .await?
+                    .ok_or(StoreError::RunNotFound)?;
+                // The first admission's send may have been lost (the caller
+                // retried because it failed): its pending steps go out
+                // again (a duplicate of a step that ran is stale).
+                if let Err(error) = self.relay.resend_pending(&tenant_id, &run_id).await {
+                    tracing::warn!(%error, %run_id, "a deduplicated run could not re-send its pending steps; the sweeper will");
+                }
+                Ok(Admitted::Deduplicated(Box::new(existing)))
+            }
+            CreateOutcome::Created => {
+                crate::crash_points::reached(crate::crash_points::CrashPoint::AfterAdmitBeforeSend);
+                let run_id = decision.state.run_id;
+                if let Err(error) = self.relay.send(&decision.outbox).await {
+                    tracing::warn!(%error, %run_id, "a new run's first steps were not sent; the sweeper re-sends them");
+                }
+                Ok(Admitted::Created {
+                    run_id,
+                    thread_id: decision.state.thread_id,
+                    status: decision.state.status,
+                })
+            }
+        }
+    }
+
+    /// Refuses a new run when the tenant already has its limit of runs at
+    /// work (queued or running; parked and ended runs do not count), or has
+    /// submitted its limit of runs in the last [`SUBMISSION_WINDOW`] (runs
+    /// an agent started count as their parent's work, not as submissions).
+    /// Both are counted from the tenant's run listing, newest first, so
+    /// every process sharing the store sees the same figures; the pages stop
+    /// as soon as a limit is reached or, with no live-run limit, at the first
+    /// run older than the window.
+    pub(crate) async fn check_tenant_limits(
+        &self,
+        tenant_id: &str,
+    ) -> Result<TenantLimitsPassed, RuntimeError> {
+        let live_limit = self.tenant_limits.max_live_runs_of(tenant_id);
+        let rate_limit = self.tenant_limits.max_submissions_per_minute_of(tenant_id);
+        if live_limit.is_none() && rate_limit.is_none() {
+            return Ok(TenantLimitsPassed(()));
+        }
+        let now = self.clock.now();
+        let window_start = now.minus(SUBMISSION_WINDOW);
+        let mut live = 0;
+        let mut submitted_in_window = 0;
+        let mut window_passed = false;
+        let mut cursor = None;
+        loop {
+            let page = self
+                .store
+                .list_runs(
+                    tenant_id,
+                    &baton_core::listing::RunListQuery {
+                        status: None,
+                        limit: baton_core::listing::MAX_RUNS_PER_PAGE,
+                        cursor,
+                        forked_from: None,
+                    },
+                )
+                .await?;
+            for run in &page.runs {
+                if matches!(run.status, RunStatus::Queued | RunStatus::Running) {
+                    live += 1;
+                }
+                let created = baton_core::instant::Instant::parse_rfc3339(&run.created_at);
+                if created.is_none_or(|created| created < window_start) {
+                    window_passed = true;
+                } else if run.parent_run_id.is_none() && !window_passed {
+                    submitted_in_window += 1;
+                    if let Some(limit) = rate_limit
+                        && submitted_in_window >= limit
+                    {
+                        // The oldest counted submission leaves the window
+                        // first: the caller may retry then.
+                        let leaves = created.map_or(SUBMISSION_WINDOW, |created| {
+                            created.plus(SUBMISSION_WINDOW).since(now)
+                        });
+                        return Err(RuntimeError::TenantRateLimit {
+                            tenant_id: tenant_id.to_string(),
+                            submitted: submitted_in_window,
+                            limit,
+                            retry_after_seconds: leaves.as_secs_f64().ceil().max(1.0) as u64,
+                        });
+                    }
+                }
+            }
+            if let Some(limit) = live_limit
+                && live >= limit
+            {
+                return Err(RuntimeError::TenantLimit {
+                    tenant_id: tenant_id.to_string(),
+                    live,
+                    limit,
+                });
+            }
+            if window_passed && live_limit.is_none() {
+                return Ok(TenantLimitsPassed(()));
+            }
+            match page
+                .next_cursor
+                .as_deref()
+                .and_then(baton_core::listing::ListCursor::parse)
+            {
+                Some(next) => cursor = Some(next),
+                None => return Ok(TenantLimitsPassed(())),
+            }
+        }
+    }
+}
