@@ -20,6 +20,7 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture ends the test
 
 pub mod agent_session;
+pub mod crash_checks;
 pub mod double_texting;
 pub mod five_stages;
 pub mod mcp_server;
