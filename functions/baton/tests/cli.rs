@@ -781,10 +781,12 @@ async fn plan_prints_the_validated_plan_without_calling_a_model() {
     assert_eq!(rejected.status.code(), Some(3));
 }
 
-/// The fenced block of `language` after `marker` in `docs/cli.md`.
+/// The fenced block of `language` after `marker` in `docs/concepts.md`.
 fn readme_block(marker: &str, language: &str) -> String {
-    let readme = std::fs::read_to_string(repository_root().join("docs/cli.md")).unwrap();
-    let after = &readme[readme.find(marker).expect("docs/cli.md has the marker")..];
+    let readme = std::fs::read_to_string(repository_root().join("docs/concepts.md")).unwrap();
+    let after = &readme[readme
+        .find(marker)
+        .expect("docs/concepts.md has the marker")..];
     let fence = format!("```{language}\n");
     let start = after.find(&fence).unwrap() + fence.len();
     let end = start + after[start..].find("```").unwrap();
@@ -800,7 +802,7 @@ async fn plan_pictures_match_the_readme_and_name_every_node_and_facet() {
     assert_eq!(
         mermaid,
         readme_block("<!-- baton plan seed-10.1 --format mermaid -->", "mermaid"),
-        "docs/cli.md's rendered plan is what `baton plan --format mermaid` prints today"
+        "docs/concepts.md's rendered plan is what `baton plan --format mermaid` prints today"
     );
     let json = baton(None, &["plan", envelope]).await;
     let report: Value = serde_json::from_slice(&json.stdout).unwrap();

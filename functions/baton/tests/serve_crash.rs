@@ -20,11 +20,12 @@ mod serve_support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use baton_test_support::crash_checks::assert_completed_exactly_once;
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
 use serve_support::{
-    KillMoments, TOKEN, assert_completed_exactly_once, example, model_environment, run_frames,
-    run_status, start_serve, wait_for_model_requests,
+    KillMoments, TOKEN, example, model_environment, run_frames, run_status, start_serve,
+    wait_for_model_requests,
 };
 
 const RUNS: usize = 30;

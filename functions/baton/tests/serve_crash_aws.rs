@@ -31,12 +31,13 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
+use baton_test_support::crash_checks::assert_completed_exactly_once;
 use moto_server::MotoServer;
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
 use serve_support::{
-    KillMoments, TOKEN, assert_completed_exactly_once, dynamodb_environment, example,
-    model_environment, run_frames, run_status, start_serve, wait_for_model_requests,
+    KillMoments, TOKEN, dynamodb_environment, example, model_environment, run_frames, run_status,
+    start_serve, wait_for_model_requests,
 };
 
 const RUNS: usize = 30;

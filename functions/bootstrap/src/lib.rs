@@ -103,7 +103,7 @@ pub fn start_trace_export(
         process_id: std::process::id(),
     };
     let export = baton_traces::TraceExport::start(&settings)
-        .map_err(|error| StartupError(format!("{error} (see docs/configuration.md, Traces)")))?;
+        .map_err(|error| StartupError(format!("{error} (see docs/operate.md, Traces)")))?;
     Ok(Some(TRACE_EXPORT.get_or_init(|| export)))
 }
 
@@ -165,11 +165,7 @@ pub fn model_from_variables(
 ) -> Result<Arc<dyn LlmProvider>, StartupError> {
     let provider = baton_llm::OpenAiCompatibleConfig::from_variables(read)
         .and_then(baton_llm::OpenAiCompatibleProvider::new)
-        .map_err(|error| {
-            StartupError(format!(
-                "{error} (see docs/configuration.md, Configuration)"
-            ))
-        })?;
+        .map_err(|error| StartupError(format!("{error} (see docs/configuration.md, Variables)")))?;
     Ok(Arc::new(provider))
 }
 

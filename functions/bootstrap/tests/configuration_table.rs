@@ -59,13 +59,13 @@ fn variable_names_in(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The `## Configuration` table of `docs/configuration.md`: every backticked name in its rows.
+/// The `## Variables` table of `docs/configuration.md`: every backticked name in its rows.
 fn documented_variables() -> Vec<String> {
     let readme = std::fs::read_to_string(repository_root().join("docs/configuration.md")).unwrap();
     let section = readme
-        .split("\n## Configuration")
+        .split("\n## Variables")
         .nth(1)
-        .expect("docs/configuration.md has a Configuration section");
+        .expect("docs/configuration.md has a Variables section");
     let section = section.split("\n## ").next().unwrap();
     let table: Vec<&str> = section
         .lines()

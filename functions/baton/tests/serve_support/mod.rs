@@ -201,8 +201,6 @@ pub async fn run_status(client: &reqwest::Client, base: &str, run_id: &str) -> S
     snapshot["run"]["status"].as_str().unwrap_or("").to_string()
 }
 
-pub use baton_test_support::crash_checks::assert_completed_exactly_once;
-
 /// A small deterministic generator (xorshift64*) for the kill moments.
 pub struct KillMoments(u64);
 

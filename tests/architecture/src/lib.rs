@@ -1,0 +1,5 @@
+//! Architecture and documentation rules that span the workspace, run as
+//! tests (`tests/`): the documentation book's links and JSON examples
+//! (`book.rs`), and the code map in `docs/architecture.md` against the code
+//! (`code_map.rs`). This crate has no code of its own: it only reads the
+//! repository. It must never be a dependency of anything.
