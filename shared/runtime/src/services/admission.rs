@@ -46,11 +46,24 @@ pub(crate) enum TenantLimitCheck {
     ChildOfAdmittedParent,
 }
 
+/// What a send that fails after the run was created becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnsentFirstSteps {
+    /// Logged: the entries stay pending and the sweeper re-sends them (a
+    /// caller told the run was accepted does not submit it again).
+    LeftToTheSweeper,
+    /// The caller's error (retryable): a step that starts a child run
+    /// fails, and its redelivery finds the child created and re-sends its
+    /// pending steps at once, sooner than a sweep.
+    FailTheCaller,
+}
+
 /// A run to admit: its first decision (state, frames, outbox).
 pub(crate) struct NewRun<'a> {
     pub decision: Decision,
     pub idempotency_key: Option<&'a str>,
     pub limits: TenantLimitCheck,
+    pub unsent: UnsentFirstSteps,
 }
 
 /// What admitting a run produced.
@@ -82,6 +95,7 @@ impl RunAdmission {
             mut decision,
             idempotency_key,
             limits,
+            unsent,
         } = new_run;
         let tenant_id = decision.state.tenant_id.clone();
         match limits {
@@ -123,6 +137,9 @@ impl RunAdmission {
                 crate::crash_points::reached(crate::crash_points::CrashPoint::AfterAdmitBeforeSend);
                 let run_id = decision.state.run_id;
                 if let Err(error) = self.relay.send(&decision.outbox).await {
+                    if unsent == UnsentFirstSteps::FailTheCaller {
+                        return Err(error);
+                    }
                     tracing::warn!(%error, %run_id, "a new run's first steps were not sent; the sweeper re-sends them");
                 }
                 Ok(Admitted::Created {

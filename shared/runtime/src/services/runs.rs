@@ -13,7 +13,7 @@ use baton_core::schema::{ValidatorCache, collect_violations, json_path_for_point
 use futures_util::Stream;
 use serde_json::Value;
 
-use super::admission::{Admitted, NewRun, RunAdmission, TenantLimitCheck};
+use super::admission::{Admitted, NewRun, RunAdmission, TenantLimitCheck, UnsentFirstSteps};
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CommonParts, OrchestratorSettings};
 
@@ -234,6 +234,7 @@ impl RunService {
                 decision,
                 idempotency_key: idempotency_key.as_deref(),
                 limits: TenantLimitCheck::CheckNow,
+                unsent: UnsentFirstSteps::LeftToTheSweeper,
             })
             .await?;
         Ok(SubmittedRun::from(admitted))

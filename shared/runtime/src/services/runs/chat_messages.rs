@@ -10,7 +10,7 @@ use baton_core::thread_lane::{Admission, MultitaskStrategy};
 
 use super::{RunService, SubmittedRun};
 use crate::error::RuntimeError;
-use crate::services::admission::{NewRun, TenantLimitCheck};
+use crate::services::admission::{NewRun, TenantLimitCheck, UnsentFirstSteps};
 
 /// The longest message a chat run takes, in characters.
 pub const MAX_CHAT_MESSAGE_CHARS: usize = 32_000;
@@ -153,6 +153,7 @@ impl RunService {
                 decision,
                 idempotency_key: None,
                 limits: TenantLimitCheck::Passed(limits),
+                unsent: UnsentFirstSteps::LeftToTheSweeper,
             })
             .await?;
         let mut submitted = SubmittedRun::from(admitted);

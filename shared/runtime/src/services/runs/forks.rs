@@ -7,7 +7,7 @@ use baton_core::event::EventType;
 
 use super::{RunService, SubmittedRun};
 use crate::error::RuntimeError;
-use crate::services::admission::{NewRun, TenantLimitCheck};
+use crate::services::admission::{NewRun, TenantLimitCheck, UnsentFirstSteps};
 
 /// One point of a run's history a fork can start from.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -108,6 +108,7 @@ impl RunService {
                 decision,
                 idempotency_key: None,
                 limits: TenantLimitCheck::Passed(limits),
+                unsent: UnsentFirstSteps::LeftToTheSweeper,
             })
             .await?;
         Ok(SubmittedRun::from(admitted))

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::StepService;
 use crate::error::{LlmError, RuntimeError, StoreError};
 use crate::ports::{ModelDelta, ModelFallback};
-use crate::services::admission::{NewRun, TenantLimitCheck};
+use crate::services::admission::{NewRun, TenantLimitCheck, UnsentFirstSteps};
 
 impl StepService {
     /// Performs an effect and pairs it with what it produced; provider
@@ -429,6 +429,7 @@ impl StepService {
                 decision: *child,
                 idempotency_key: Some(&start.idempotency_key),
                 limits: TenantLimitCheck::ChildOfAdmittedParent,
+                unsent: UnsentFirstSteps::FailTheCaller,
             })
             .await?;
         Ok(())
