@@ -2,67 +2,15 @@
 //! a node's selected facets into one object schema, keeping provenance (which
 //! facet each property came from) so validation errors can name the facet.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::basics::error::CoreError;
-use crate::basics::schema::SchemaViolation;
 use crate::contracts::facet::FacetCatalog;
 
-/// Where one property of a compiled schema came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FacetProvenance {
-    pub facet: String,
-    /// JSON pointer of the property inside the compiled schema.
-    pub schema_pointer: String,
-    /// Whether the caller's contract tightened the facet's own schema here.
-    pub tightened_by_caller_contract: bool,
-}
-
-/// A merged facet contract.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CompiledContract {
-    /// Shared: plans, requests and validators hand it around without copying.
-    pub schema: Arc<Value>,
-    /// Shared: frames and plans hand it around without copying.
-    pub provenance: Arc<Vec<FacetProvenance>>,
-    /// Digest of the schema text, computed once: the validator cache key.
-    pub schema_key: Arc<str>,
-}
-
-impl CompiledContract {
-    /// Attributes each violation to the facet owning the first segment of its
-    /// instance pointer.
-    pub fn attribute_violations(&self, violations: &mut [SchemaViolation]) {
-        for violation in violations.iter_mut() {
-            let first_segment = violation
-                .instance_pointer
-                .trim_start_matches('/')
-                .split('/')
-                .next()
-                .unwrap_or_default();
-            violation.facet = self
-                .provenance
-                .iter()
-                .find(|provenance| provenance.facet == first_segment)
-                .map(|provenance| provenance.facet.clone());
-        }
-    }
-}
-
-/// Which facets must be present in the merged object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ContractDirection {
-    /// Only facets that are `requiredByDefault` are required.
-    Input,
-    /// A producer must produce every selected facet.
-    Output,
-}
+use super::compiled::ContractRecipe;
+pub use super::compiled::{CompiledContract, ContractDirection, FacetProvenance};
 
 /// Merges `facet_names` into one object schema. `caller_property_schema`
 /// returns the caller contract's schema for a facet that is also a top-level
@@ -92,42 +40,6 @@ pub fn compile_contract(
     let compiled = merge_facet_schemas(catalog, facet_names, direction, tightenings)?;
     catalog.compiled_contracts.put(recipe, compiled.clone());
     Ok(compiled)
-}
-
-/// What a contract is compiled from, besides the catalog: the same recipe
-/// on the same catalog compiles to the same contract.
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct ContractRecipe {
-    direction: ContractDirection,
-    /// Each facet with the caller's tightening of it (its JSON text).
-    facets: Vec<(String, Option<String>)>,
-}
-
-/// A catalog's compiled contracts by recipe. Planning compiled and
-/// digested every node's contracts anew (a fifth of a five-node run's
-/// time in memory); now a plan reuses what an earlier plan on the same
-/// catalog compiled. Bounded: past `LIMIT` recipes (callers' tightenings
-/// vary per envelope) it starts over.
-#[derive(Debug, Default)]
-pub(crate) struct CompiledContracts {
-    by_recipe: Mutex<HashMap<ContractRecipe, CompiledContract>>,
-}
-
-impl CompiledContracts {
-    const LIMIT: usize = 4096;
-
-    fn get(&self, recipe: &ContractRecipe) -> Option<CompiledContract> {
-        self.by_recipe.lock().ok()?.get(recipe).cloned()
-    }
-
-    fn put(&self, recipe: ContractRecipe, compiled: CompiledContract) {
-        if let Ok(mut by_recipe) = self.by_recipe.lock() {
-            if by_recipe.len() >= Self::LIMIT {
-                by_recipe.clear();
-            }
-            by_recipe.insert(recipe, compiled);
-        }
-    }
 }
 
 fn merge_facet_schemas(

@@ -53,7 +53,7 @@ pub struct FacetCatalog {
     facets_by_name: BTreeMap<String, Facet>,
     /// Contracts compiled from these facets (`compiler::compile_contract`),
     /// shared by the catalog's clones and replaced when a facet is added.
-    pub(crate) compiled_contracts: std::sync::Arc<crate::contracts::compiler::CompiledContracts>,
+    pub(crate) compiled_contracts: std::sync::Arc<crate::contracts::compiled::CompiledContracts>,
 }
 
 impl FacetCatalog {

@@ -3,6 +3,7 @@
 //! plan diagnostics, and the provider-neutral model request.
 
 pub mod capability;
+mod compiled;
 pub mod compiler;
 pub mod contract;
 pub mod diagnostics;

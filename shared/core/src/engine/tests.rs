@@ -5,10 +5,18 @@
 use serde_json::{Map, Value, json};
 
 use super::*;
+// What the engine's face imported before its items moved into files of
+// their own (`decision`, `starts`, `steps`); the tables still use them.
+pub(super) use crate::basics::{codes::FailureCode, instant::Instant, schema::ValidatorCache};
+pub(super) use crate::catalog::registry::Registry;
 use crate::contracts::capability::CapabilityRegistration;
+pub(super) use crate::contracts::envelope::TaskEnvelope;
 use crate::contracts::facet::{Facet, FacetDirection};
 use crate::state::run::TokenUsage;
+pub(super) use crate::state::run::{NodeStatus, RunState, RunStatus, StepCommand};
+pub(super) use crate::wire::event::EventDraft;
 use crate::wire::frames::test_support::assert_frames_match_schemas;
+pub(super) use std::sync::Arc;
 
 mod agent;
 mod cost;

@@ -7,7 +7,7 @@
 use crate::contracts::capability::CapabilityRegistration;
 use crate::contracts::diagnostics::{DiagnosticCause, PlanDiagnostic};
 
-use super::planner::{Draft, PlanningContext};
+use super::planning_context::{Draft, PlanningContext};
 
 /// Capabilities `selection.require` names by id that nothing the contract
 /// asks for brought in (a reviewer, typically) are planned after what

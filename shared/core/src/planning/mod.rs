@@ -10,6 +10,7 @@ pub mod normalization;
 pub mod plan;
 pub mod plan_picture;
 pub mod planner;
+mod planning_context;
 pub mod selection;
 pub mod validator;
 pub mod variants;

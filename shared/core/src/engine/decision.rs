@@ -1,0 +1,97 @@
+//! What the engine's transitions produce and read: a step's [`Decision`]
+//! (new state, frames, outbox, transcripts, exchanges, entries), what a
+//! step advanced to ([`StepAdvance`]), the identity of a new run, the
+//! planner chosen, and the read-only [`EngineContext`]. Types only: every
+//! transition stands on them.
+
+use crate::basics::schema::ValidatorCache;
+use crate::catalog::registry::Registry;
+use crate::state::run::{RunState, StepMessage};
+use crate::wire::event::EventDraft;
+
+use super::effects::Effect;
+
+/// Default bound on attempts per node: the first try plus two re-prompts.
+pub const DEFAULT_MAX_NODE_ATTEMPTS: u32 = 3;
+
+/// Default bound on LLM planner drafts before the deterministic planner takes over.
+pub const DEFAULT_MAX_PLANNER_ATTEMPTS: u32 = 3;
+
+/// Default SLA of a human task: unanswered after this, the run fails.
+pub const DEFAULT_HUMAN_TASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(900);
+
+/// What one step decided: committed in one transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub state: RunState,
+    pub events: Vec<EventDraft>,
+    pub outbox: Vec<StepMessage>,
+    /// Judge panel transcripts concluded in this step: the shell hands each
+    /// to its transcript publisher before it commits (at least once; a
+    /// re-applied step publishes again under the same idempotency key).
+    pub transcripts: Vec<crate::contracts::panels::TranscriptPublication>,
+    /// Chat exchanges answered in this step: the shell records each in its
+    /// thread before it commits (recording one twice changes nothing).
+    pub exchanges: Vec<ThreadExchange>,
+    /// Entries written beside the run in the same commit (conversation
+    /// turns, judge calls: `crate::records::entries`).
+    pub entries: Vec<crate::records::entries::RunEntry>,
+}
+
+/// A chat exchange for the thread it belongs to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadExchange {
+    pub thread_id: String,
+    pub exchange: crate::records::chat::ChatExchange,
+}
+
+/// Identity of a new run, chosen by the shell.
+#[derive(Debug, Clone)]
+pub struct NewRunIdentity {
+    pub run_id: String,
+    pub tenant_id: String,
+    pub correlation_id: String,
+    pub thread_id: String,
+    /// The run's trace (`trace_context::RunTrace`).
+    pub trace: Option<crate::basics::trace_context::RunTrace>,
+}
+
+/// Which planner drafts plans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlannerChoice {
+    /// Backward chaining over facet coverage; no model call.
+    #[default]
+    Deterministic,
+    /// A model drafts, the validator proves, rejected drafts are re-prompted
+    /// with their diagnostics; the deterministic planner is the fallback.
+    Llm,
+}
+
+/// Read-only collaborators of the engine.
+pub struct EngineContext<'a> {
+    /// For planning: the registry files plus the tenant's active
+    /// registrations. Planned nodes carry their own compiled contracts.
+    pub registry: &'a Registry,
+    pub validators: &'a ValidatorCache,
+    pub planner: PlannerChoice,
+    pub max_planner_attempts: u32,
+    /// A human task's SLA (`BATON_HUMAN_TASK_TIMEOUT_SECONDS`).
+    pub human_task_timeout: std::time::Duration,
+    /// How long an agent session may last across its steps
+    /// (`BATON_SESSION_MAX_SECONDS`).
+    pub agent_session_limit: std::time::Duration,
+    /// Runs that end or park are announced on the event bus
+    /// (`BATON_EVENT_BUS` is set).
+    pub announce_to_event_bus: bool,
+}
+
+/// Where a step stands.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepAdvance {
+    /// The command no longer applies (a duplicate or late delivery).
+    Stale,
+    /// Perform this, then call `resume_step` with its outcome.
+    Perform(Effect),
+    /// Commit this (boxed: a decision carries the whole run state).
+    Decided(Box<Decision>),
+}
