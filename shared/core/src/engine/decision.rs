@@ -9,8 +9,6 @@ use crate::catalog::registry::Registry;
 use crate::state::run::{RunState, StepMessage};
 use crate::wire::event::EventDraft;
 
-use super::effects::Effect;
-
 /// Default bound on attempts per node: the first try plus two re-prompts.
 pub const DEFAULT_MAX_NODE_ATTEMPTS: u32 = 3;
 
@@ -83,15 +81,4 @@ pub struct EngineContext<'a> {
     /// Runs that end or park are announced on the event bus
     /// (`BATON_EVENT_BUS` is set).
     pub announce_to_event_bus: bool,
-}
-
-/// Where a step stands.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StepAdvance {
-    /// The command no longer applies (a duplicate or late delivery).
-    Stale,
-    /// Perform this, then call `resume_step` with its outcome.
-    Perform(Effect),
-    /// Commit this (boxed: a decision carries the whole run state).
-    Decided(Box<Decision>),
 }

@@ -19,10 +19,10 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
-
-use super::{EngineContext, ModelOutcome, StepContext};
-use crate::records::chat::{ChatTurn, ThreadSummary};
+use super::effects::summary_schema;
+pub use super::effects::{HistorySummaryCall, with_thread_summary};
+use super::{EngineContext, StepContext};
+use crate::records::chat::ChatTurn;
 use crate::state::context::ModelRequest;
 use crate::state::context_budget::{
     CHARS_PER_TOKEN, ContextTrim, estimated_tokens, fit_history, prompt_budget,
@@ -48,67 +48,6 @@ impl HistoryFit {
     }
 }
 
-/// The summariser's call the shell makes before a chat session's first
-/// turn, and (filled in by the shell) its answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HistorySummaryCall {
-    pub request: ModelRequest,
-    /// The last exchange the new summary covers, and how many it covers in
-    /// all (the earlier summary's and those it adds).
-    pub through_run_id: String,
-    pub through_at_millis: u64,
-    pub exchanges: usize,
-    /// How many exchanges it adds to the earlier summary, and how many the
-    /// request keeps.
-    pub adds: usize,
-    pub kept: usize,
-    /// The longest summary kept, in characters.
-    pub max_chars: usize,
-    /// The summariser's answer, put here by the shell that called it.
-    pub answer: Option<ModelOutcome>,
-}
-
-/// The summariser's answer schema.
-fn summary_schema() -> Value {
-    json!({
-        "type": "object",
-        "required": ["summary"],
-        "properties": {"summary": {"type": "string"}},
-        "additionalProperties": false
-    })
-}
-
-impl HistorySummaryCall {
-    /// The summary the answer makes, when the summariser answered.
-    pub fn summary(&self) -> Option<ThreadSummary> {
-        let answer = self.answer.as_ref()?.as_ref().ok()?;
-        let text = serde_json::from_str::<Value>(&answer.content)
-            .ok()
-            .and_then(|parsed| parsed["summary"].as_str().map(str::to_string))
-            .unwrap_or_else(|| answer.content.clone());
-        let text: String = text.trim().chars().take(self.max_chars).collect();
-        (!text.is_empty()).then(|| ThreadSummary {
-            text,
-            through_run_id: self.through_run_id.clone(),
-            through_at_millis: self.through_at_millis,
-            exchanges: self.exchanges,
-        })
-    }
-
-    /// The first turn's request: `base` with the new summary when the
-    /// summariser answered, else with the thread's earlier one.
-    pub fn turn_request(
-        &self,
-        base: &ModelRequest,
-        carried: Option<&ThreadSummary>,
-    ) -> ModelRequest {
-        let mut request = base.clone();
-        let made = self.summary();
-        with_thread_summary(&mut request, made.as_ref().or(carried));
-        request
-    }
-}
-
 /// Whether the registry's chat settings summarise threads, and the
 /// summary's reservation in tokens (0 when they do not).
 pub(super) fn summary_reservation(engine: &EngineContext<'_>) -> u64 {
@@ -117,17 +56,6 @@ pub(super) fn summary_reservation(engine: &EngineContext<'_>) -> u64 {
         .chat_settings()
         .filter(|settings| settings.summarize_dropped_history)
         .map_or(0, |settings| settings.history_summary_max_tokens)
-}
-
-/// `request` with the thread's summary at the end of its system
-/// instruction (nothing for none).
-pub fn with_thread_summary(request: &mut ModelRequest, summary: Option<&ThreadSummary>) {
-    if let Some(summary) = summary {
-        request.system_instruction.push_str(&format!(
-            "\n\nThe conversation before the messages below, summarised ({} earlier exchanges):\n{}",
-            summary.exchanges, summary.text
-        ));
-    }
 }
 
 /// The summariser's call for what `fit` leaves out uncovered, when the

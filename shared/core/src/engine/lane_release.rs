@@ -11,16 +11,8 @@ use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::state::run::{RunState, StepCommand, StepMessage};
 
+pub use super::effects::LaneRelease;
 use super::{Decision, Effect, StepAdvance, StepContext};
-
-/// The release the shell performs: `ended_run` no longer answers on
-/// `thread_id`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LaneRelease {
-    pub thread_id: String,
-    pub ended_run: String,
-    pub release: u32,
-}
 
 /// Puts a release in the outbox when this step settled a chat run.
 pub(super) fn ask_for_release(step: &mut StepContext<'_, '_>) {

@@ -50,20 +50,21 @@ mod quality;
 mod replan;
 mod starts;
 mod step_context;
+mod step_endings;
 mod steps;
 #[cfg(test)]
 mod tests;
 mod usage_recording;
 
-pub use agent::{ChildRunStart, ConverseCall, PlanReviewCall, ToolExecution};
 pub use chat_runs::{queue_chat_run, start_queued_chat_run};
 pub use decision::{
     DEFAULT_HUMAN_TASK_TIMEOUT, DEFAULT_MAX_NODE_ATTEMPTS, DEFAULT_MAX_PLANNER_ATTEMPTS, Decision,
-    EngineContext, NewRunIdentity, PlannerChoice, StepAdvance, ThreadExchange,
+    EngineContext, NewRunIdentity, PlannerChoice, ThreadExchange,
 };
 pub use effects::{
-    DeliveryFailure, DeliveryOutcome, Effect, JudgeModelCall, ModelAnswer, ModelCall, ModelFailure,
-    ModelOutcome, Performed, PlanDraftCall, TurnOutcome,
+    ChildRunStart, ConverseCall, DeliveryFailure, DeliveryOutcome, Effect, JudgeModelCall,
+    LaneRelease, ModelAnswer, ModelCall, ModelFailure, ModelOutcome, NotificationDelivery,
+    Performed, PlanDraftCall, PlanReviewCall, StepAdvance, ToolExecution, TurnOutcome,
 };
 pub use hitl::{
     ApprovalDecision, ApprovalResolution, ClarificationAnswer, answer_clarification,
@@ -72,8 +73,6 @@ pub use hitl::{
 pub use human::{
     HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node, decline_human_node,
 };
-pub use lane_release::LaneRelease;
-pub use notify::NotificationDelivery;
 pub use policy::run_metrics;
 pub use starts::{advisory_field_warnings, legacy_policy_warnings, start_chat_run, start_run};
 pub(crate) use step_context::StepContext;

@@ -10,19 +10,8 @@ use crate::records::notifications::{
 };
 use crate::state::run::{RunState, StepCommand, StepMessage};
 
+pub use super::effects::NotificationDelivery;
 use super::{Decision, DeliveryOutcome, StepAdvance, StepContext};
-
-/// A delivery attempt the shell performs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NotificationDelivery {
-    pub notification_id: String,
-    pub attempt: u32,
-    pub notification: RunNotification,
-    /// POST it here (signed), when the envelope named a `callbackUrl`.
-    pub callback_url: Option<String>,
-    /// Put it on the event bus too.
-    pub to_event_bus: bool,
-}
 
 /// Records a notification and sends its first attempt when this step moved
 /// the run into an ending or a wait for people and someone listens.

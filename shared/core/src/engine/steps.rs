@@ -8,8 +8,8 @@ use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::state::run::{NodeStatus, RunState, RunStatus, StepCommand};
 
-use super::decision::{Decision, EngineContext, StepAdvance};
-use super::effects::Performed;
+use super::decision::{Decision, EngineContext};
+use super::effects::{Performed, StepAdvance};
 use super::step_context::StepContext;
 use super::{agent, budget, hitl, lane_release, node, notify, panel, planning_step, replan};
 

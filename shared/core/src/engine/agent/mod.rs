@@ -35,13 +35,11 @@ mod plan_call;
 mod session_frames;
 pub(super) use session_frames::agent_state_frame;
 use session_frames::{response_summary, thinking_frame};
-mod requests;
 
+pub use super::effects::{ConverseCall, ToolExecution};
 pub(super) use calls::{begin_tool, resume_tool};
 use calls::{check_call, dispatch_or_continue, record_result};
-pub use plan_call::{ChildRunStart, PlanReviewCall};
 pub(super) use plan_call::{child_ended, resume_child_started, resume_review};
-pub use requests::{ConverseCall, ToolExecution};
 
 use super::node::{plan_node_in, plan_of};
 use super::{Effect, EngineContext, ModelFailure, StepAdvance, StepContext, TurnOutcome};

@@ -16,7 +16,7 @@ use crate::basics::claims::ClaimKey;
 use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::contracts::envelope::TaskEnvelope;
-use crate::engine::{Decision, NewRunIdentity, start_run};
+use crate::engine::{NewRunIdentity, start_run};
 use crate::planning::plan::{PlanGraph, PlanNode};
 use crate::planning::planner::plan_deterministically;
 use crate::records::agents::{ParentLink, PendingToolCall, child_run_id, tool_idempotency_key};
@@ -28,36 +28,10 @@ use crate::wire::frames::{self, AgentActivity};
 use super::super::node::{plan_node_in, plan_of};
 use super::super::{Effect, EngineContext, ModelOutcome, StepAdvance, StepContext};
 use super::calls::finish_call;
+use crate::engine::effects::{ChildRunStart, PlanReviewCall};
 
 /// The tool's registry name (its executor is the builtin operation).
 const TOOL_NAME: &str = "agent_create_plan";
-
-/// Start a child run (its id and first decision are chosen by the engine).
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChildRunStart {
-    pub node_id: String,
-    pub attempt: u32,
-    pub turn: u32,
-    pub call_id: String,
-    pub claim_key: ClaimKey,
-    /// The child's creation (state, `start`, its planning step); its run
-    /// id is the same for every retry of the call.
-    pub child: Box<Decision>,
-    /// Creates the child at most once (the call's idempotency key).
-    pub idempotency_key: String,
-    /// The parent's frames decided before the start (a review's verdict),
-    /// committed with the wait.
-    pub frames_before: Vec<crate::wire::event::EventDraft>,
-}
-
-/// A reviewer's model call on a drafted plan, before running it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PlanReviewCall {
-    pub claim_key: ClaimKey,
-    pub request: crate::state::context::ModelRequest,
-    pub draft: Value,
-    pub then: ChildRunStart,
-}
 
 /// Where a call is: its session's node, turn and pending entry.
 pub(super) struct CallSite<'s> {
