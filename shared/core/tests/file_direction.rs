@@ -28,20 +28,10 @@ const ENGINE_KNOT_BEING_UNTANGLED: &[&str] = &[
     "engine/agent/mod.rs",
     "engine/agent/plan_call.rs",
     "engine/agent/session_frames.rs",
-    "engine/budget.rs",
-    "engine/chat_runs.rs",
-    "engine/escalation.rs",
-    "engine/finish.rs",
-    "engine/history_summary.rs",
     "engine/hitl.rs",
     "engine/human.rs",
     "engine/node.rs",
     "engine/panel.rs",
-    "engine/planning_step.rs",
-    "engine/policy.rs",
-    "engine/quality.rs",
-    "engine/replan.rs",
-    "engine/usage_recording.rs",
 ];
 
 fn core_src() -> PathBuf {

@@ -25,12 +25,10 @@ use crate::basics::codes::{FailureCode, WarningCode};
 use crate::basics::instant::Instant;
 use crate::contracts::policies::{BudgetField, PolicyTrigger};
 use crate::records::governance::{TimerPurpose, deadline_timer_id};
-use crate::state::run::StepCommand;
 use crate::state::run::{NodeStatus, RunState, RunStatus};
 use crate::wire::frames::{self, BudgetReport};
 
 use super::StepContext;
-use super::policy::{self, Applied, Occurrence};
 
 const COST_FIELD: &str = "$.constraints.maxCostUsd";
 const DURATION_FIELD: &str = "$.constraints.maxDurationSeconds";
@@ -93,42 +91,6 @@ fn said(report: &BudgetReport) -> String {
             report.spent, report.field, report.limit
         ),
     }
-}
-
-/// Parks the run for approval when an `onBudgetExceeded` policy asks for it
-/// and the budget was used up before a node's model call. False when no
-/// policy parks it (the caller ends the run).
-pub(super) fn park_for_approval(
-    step: &mut StepContext<'_, '_>,
-    command: &StepCommand,
-    report: &BudgetReport,
-) -> Result<bool, crate::CoreError> {
-    let StepCommand::ExecuteNode { node_id, attempt } = command else {
-        return Ok(false);
-    };
-    let Some(plan) = step.state.plan.clone() else {
-        return Ok(false);
-    };
-    let Some(node) = plan.node(node_id) else {
-        return Ok(false);
-    };
-    let occurrence = Occurrence::BudgetExceeded { node, report };
-    if policy::matching(&step.state, &occurrence).is_empty() {
-        return Ok(false);
-    }
-    // The node waits, its attempt unspent: it is scheduled again (with the
-    // same attempt number) once the hold is lifted.
-    if let Some(record) = step.state.node_mut(node_id)
-        && record.current_attempt == *attempt
-    {
-        record.status = NodeStatus::Pending;
-        record.current_attempt = attempt.saturating_sub(1);
-    }
-    if policy::fire(step, &occurrence)? == Applied::Ended {
-        return Ok(true);
-    }
-    policy::continue_run(step)?;
-    Ok(true)
 }
 
 /// The budget `policy_id` parks the run on, when it is one of this run's

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
@@ -20,7 +20,7 @@ use crate::state::context::{build_context_bundle, build_model_request};
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames;
 
-use super::{Decision, EngineContext, NewRunIdentity, StepContext, ThreadExchange};
+use super::{Decision, EngineContext, NewRunIdentity, StepContext};
 use crate::basics::instant::Instant;
 use crate::records::chat::ChatTurn;
 use crate::state::run::{StepCommand, StepMessage};
@@ -115,7 +115,7 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
     let bundle = DiagnosticsBundle::satisfied();
     let generated = frames::plan_generated(
         &frames::FrameStamp::new(step.now, plan.plan_version),
-        &super::planning_step::plan_generated_payload(&plan, &bundle),
+        &super::plan_drafts::plan_generated_payload(&plan, &bundle),
     );
     step.state.nodes = plan
         .nodes
@@ -127,7 +127,7 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
     step.emit(generated);
     step.state.plan_diagnostics = Some(Arc::new(bundle));
     step.state.status = RunStatus::Running;
-    super::node::schedule_ready_nodes(step);
+    super::progress::schedule_ready_nodes(step);
     Ok(())
 }
 
@@ -150,47 +150,7 @@ fn deliver_without_a_model(step: &mut StepContext<'_, '_>, message: String) {
         },
     );
     step.emit(complete);
-    record_exchange(step);
-}
-
-/// A completed chat run's exchange, for its thread.
-pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
-    let (Some(turn), Some(output)) = (&step.state.chat, &step.state.output) else {
-        return;
-    };
-    if step.state.status != RunStatus::Completed {
-        return;
-    }
-    let assistant = output
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let exchange = ThreadExchange {
-        thread_id: turn.thread_id.clone(),
-        exchange: ChatExchange {
-            run_id: step.state.run_id.clone(),
-            // After every exchange it read, even within the same
-            // millisecond: a thread is ordered by this.
-            at_millis: turn
-                .history
-                .iter()
-                .map(|earlier| earlier.at_millis + 1)
-                .fold(step.now.unix_millis(), u64::max),
-            user: turn.message.clone(),
-            assistant,
-            agent: turn.agent.clone(),
-            drafts: turn
-                .pending_drafts
-                .iter()
-                .chain(&turn.new_drafts)
-                .cloned()
-                .collect(),
-            interrupted: false,
-            summary: turn.summary.clone(),
-        },
-    };
-    step.exchanges.push(exchange);
+    super::finish::record_exchange(step);
 }
 
 /// How much of the thread a chat node's request keeps

@@ -2,6 +2,8 @@
 //! validate it against the caller's schema and hard constraints, then
 //! `metrics` and `complete`, or a failure.
 
+use super::decision::ThreadExchange;
+use crate::records::chat::ChatExchange;
 use serde_json::{Map, Value};
 
 use crate::basics::codes::{FailureCode, WarningCode};
@@ -119,8 +121,8 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
     }
     // `constraints.mustInclude` terms the delivered output lacks (a quality
     // loop revises for them first; whatever is still missing is said).
-    let terms = super::quality::must_include(&step.state);
-    let missing: Vec<String> = super::quality::missing_terms(&terms, [&output])
+    let terms = super::quality_report::must_include(&step.state);
+    let missing: Vec<String> = super::quality_report::missing_terms(&terms, [&output])
         .into_iter()
         .map(str::to_string)
         .collect();
@@ -154,7 +156,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         );
         step.emit(warning);
     }
-    let (quality, acceptance_report) = super::quality::report(&step.state);
+    let (quality, acceptance_report) = super::quality_report::report(&step.state);
     super::narration::emit_run_metrics(step);
     step.state.status = RunStatus::Completed;
     let payload = frames::CompletePayload {
@@ -176,7 +178,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
     // final producer's compiled contract records for it.
     let complete = super::frame_provenance::with_provenance(&step.state, complete, None);
     step.emit(complete);
-    super::chat_runs::record_exchange(step);
+    record_exchange(step);
     Ok(())
 }
 
@@ -202,4 +204,44 @@ fn evaluate_constraints(envelope: &TaskEnvelope, scope: &Value) -> (f64, Vec<Bro
         }
     }
     (satisfaction_score(&outcomes), broken_hard)
+}
+
+/// A completed chat run's exchange, for its thread.
+pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
+    let (Some(turn), Some(output)) = (&step.state.chat, &step.state.output) else {
+        return;
+    };
+    if step.state.status != RunStatus::Completed {
+        return;
+    }
+    let assistant = output
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let exchange = ThreadExchange {
+        thread_id: turn.thread_id.clone(),
+        exchange: ChatExchange {
+            run_id: step.state.run_id.clone(),
+            // After every exchange it read, even within the same
+            // millisecond: a thread is ordered by this.
+            at_millis: turn
+                .history
+                .iter()
+                .map(|earlier| earlier.at_millis + 1)
+                .fold(step.now.unix_millis(), u64::max),
+            user: turn.message.clone(),
+            assistant,
+            agent: turn.agent.clone(),
+            drafts: turn
+                .pending_drafts
+                .iter()
+                .chain(&turn.new_drafts)
+                .cloned()
+                .collect(),
+            interrupted: false,
+            summary: turn.summary.clone(),
+        },
+    };
+    step.exchanges.push(exchange);
 }

@@ -299,7 +299,7 @@ pub fn fork_run(
         .unwrap_or_else(crate::contracts::diagnostics::DiagnosticsBundle::satisfied);
     let generated = frames::plan_generated(
         &frames::FrameStamp::new(now, plan.plan_version),
-        &super::planning_step::plan_generated_payload(&plan, &bundle),
+        &super::plan_drafts::plan_generated_payload(&plan, &bundle),
     );
     let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
     step.emit(generated);
@@ -332,6 +332,6 @@ pub fn fork_run(
         );
         step.emit(completed);
     }
-    super::policy::continue_run(&mut step).map_err(|error| refused("$", error.to_string()))?;
+    super::progress::continue_run(&mut step).map_err(|error| refused("$", error.to_string()))?;
     Ok(step.into_decision())
 }

@@ -167,7 +167,7 @@ pub fn resolve_approval(
         }
         None => {}
     }
-    super::planning_step::emit_resumed_plan(&mut step);
+    super::plan_drafts::emit_resumed_plan(&mut step);
     policy::release_hold(&mut step)?;
     Ok(Ok(step.into_decision()))
 }
@@ -212,7 +212,7 @@ pub fn answer_clarification(
         HitlDecision::Answered,
         None,
     );
-    super::planning_step::emit_resumed_plan(&mut step);
+    super::plan_drafts::emit_resumed_plan(&mut step);
     policy::release_hold(&mut step)?;
     Ok(Ok(step.into_decision()))
 }
@@ -235,7 +235,7 @@ pub fn resume_paused_run(
         return Ok(Err(HumanInputRefused::StalePlanVersion { current }));
     }
     let mut step = StepContext::new(state, now, engine);
-    super::planning_step::emit_resumed_plan(&mut step);
+    super::plan_drafts::emit_resumed_plan(&mut step);
     policy::release_hold(&mut step)?;
     Ok(Ok(step.into_decision()))
 }
@@ -258,7 +258,7 @@ pub fn trigger_manual_policy(
     }
     let mut step = StepContext::new(state, now, engine);
     if policy::fire(&mut step, &Occurrence::Manual { policy_id })? != Applied::Held {
-        policy::continue_run(&mut step)?;
+        super::progress::continue_run(&mut step)?;
     }
     Ok(Ok(step.into_decision()))
 }
@@ -309,7 +309,7 @@ pub(super) fn fire_timer(
                     if policy::apply(&mut step, &policy.id, &policy.action, Some(node), &details)?
                         != Applied::Held
                     {
-                        policy::continue_run(&mut step)?;
+                        super::progress::continue_run(&mut step)?;
                     }
                 } else {
                     let reason = format!(
@@ -328,7 +328,7 @@ pub(super) fn fire_timer(
                     };
                     if super::escalation::fall_back_to_next_capability(&mut step, node, escalation)?
                     {
-                        policy::continue_run(&mut step)?;
+                        super::progress::continue_run(&mut step)?;
                         return Ok(step.into_advance());
                     }
                     step.fail_node(
@@ -350,7 +350,7 @@ pub(super) fn fire_timer(
                 node: None,
             };
             if policy::fire(&mut step, &occurrence)? != Applied::Held {
-                policy::continue_run(&mut step)?;
+                super::progress::continue_run(&mut step)?;
             }
         }
     }

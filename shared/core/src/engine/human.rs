@@ -110,7 +110,7 @@ pub fn answer_human_node(
         .map_or(1, |record| record.current_attempt);
     let mut step = StepContext::new(state, now, engine);
     drop_task_timer(&mut step, answer.node_id, attempt);
-    super::planning_step::emit_resumed_plan(&mut step);
+    super::plan_drafts::emit_resumed_plan(&mut step);
     complete_node(&mut step, node, attempt, answer.output)?;
     Ok(Ok(step.into_decision()))
 }

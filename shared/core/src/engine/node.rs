@@ -256,7 +256,7 @@ pub(super) fn resume_node(
             if super::escalation::provider_kept_failing(*code)
                 && super::escalation::fall_back_to_next_capability(&mut step, node, escalation)?
             {
-                policy::continue_run(&mut step)?;
+                super::progress::continue_run(&mut step)?;
                 return Ok(step.into_advance());
             }
             let run_message = format!("node {} failed: {message}", node.node_id);
@@ -423,11 +423,11 @@ pub(super) fn complete_node(
         output: &output,
     };
     match policy::fire(step, &occurrence)? {
-        Applied::Ended | Applied::Replanned => return policy::continue_run(step),
+        Applied::Ended | Applied::Replanned => return super::progress::continue_run(step),
         Applied::Continue | Applied::Held => {}
     }
     super::quality::judge_review(step, node)?;
-    policy::continue_run(step)
+    super::progress::continue_run(step)
 }
 
 fn reprompt_or_fail(
@@ -454,7 +454,7 @@ fn reprompt_or_fail(
     };
     match policy::fire(step, &occurrence)? {
         Applied::Ended => return Ok(()),
-        Applied::Replanned => return policy::continue_run(step),
+        Applied::Replanned => return super::progress::continue_run(step),
         Applied::Held => {
             // The node runs again (with the feedback) once the hold is released.
             if let Some(record) = step.state.node_mut(&node.node_id) {
@@ -492,7 +492,7 @@ fn reprompt_or_fail(
         said: format!("{} ran out of attempts", node.capability_id),
     };
     if super::escalation::fall_back_to_next_capability(step, node, escalation)? {
-        return policy::continue_run(step);
+        return super::progress::continue_run(step);
     }
     step.fail_node(
         node,
@@ -502,51 +502,4 @@ fn reprompt_or_fail(
         &format!("node {} never produced valid output", node.node_id),
     );
     Ok(())
-}
-
-/// Marks every pending node whose upstream nodes all completed as scheduled
-/// and puts its next attempt's step in the outbox.
-pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
-    let Some(plan) = step.state.plan.clone() else {
-        return;
-    };
-    let has_status = |node_id: &str, status: NodeStatus| {
-        step.state
-            .nodes
-            .get(node_id)
-            .is_some_and(|record| record.status == status)
-    };
-    // Pending nodes whose every upstream node has completed.
-    let ready: Vec<&PlanNode> = plan
-        .nodes
-        .iter()
-        .filter(|node| has_status(&node.node_id, NodeStatus::Pending))
-        .filter(|node| {
-            plan.edges
-                .iter()
-                .filter(|edge| edge.to == node.node_id)
-                .all(|edge| has_status(&edge.from, NodeStatus::Completed))
-        })
-        .collect();
-    for node in ready {
-        if let Some(record) = step.state.node_mut(&node.node_id) {
-            record.status = NodeStatus::Scheduled;
-            record.current_attempt += 1;
-            let attempt = record.current_attempt;
-            if node.builtin().is_none() {
-                let requested = handoff(
-                    &step.stamp(),
-                    &step.state,
-                    node,
-                    attempt,
-                    HandoffStatus::Requested,
-                );
-                step.emit(requested);
-            }
-            step.enqueue(StepCommand::ExecuteNode {
-                node_id: node.node_id.clone(),
-                attempt,
-            });
-        }
-    }
 }

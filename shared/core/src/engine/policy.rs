@@ -466,51 +466,6 @@ pub(super) fn hold_on_request(
     step.state.status = RunStatus::AwaitingHitl;
 }
 
-/// Dispatches what is ready, finishes the run when every node completed,
-/// and settles the status, unless the run ended or is held.
-pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
-    if step.state.status.is_terminal() {
-        return Ok(());
-    }
-    if step.state.pending_replan.is_some() {
-        // The planner model is drafting the next version: its step
-        // schedules what that version needs.
-        return Ok(());
-    }
-    match &step.state.governance.hold {
-        Some(Hold::Request(_)) => {
-            step.state.status = RunStatus::AwaitingHitl;
-            return Ok(());
-        }
-        Some(Hold::Paused { .. }) => {
-            step.state.status = RunStatus::Paused;
-            return Ok(());
-        }
-        None => {}
-    }
-    super::node::schedule_ready_nodes(step);
-    let all_completed = step
-        .state
-        .nodes
-        .values()
-        .all(|record| record.status == NodeStatus::Completed);
-    if all_completed {
-        step.state.status = RunStatus::Running;
-        return super::finish::finish_run(step);
-    }
-    let someone_awaited = step
-        .state
-        .nodes
-        .values()
-        .any(|record| record.status == NodeStatus::AwaitingHuman);
-    step.state.status = if someone_awaited {
-        RunStatus::AwaitingHuman
-    } else {
-        RunStatus::Running
-    };
-    Ok(())
-}
-
 /// Lifts the hold, applies the hold actions that waited behind it (one may
 /// hold the run again), then continues.
 pub(super) fn release_hold(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
@@ -531,5 +486,41 @@ pub(super) fn release_hold(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
             return Ok(());
         }
     }
-    continue_run(step)
+    super::progress::continue_run(step)
+}
+
+/// Parks the run for approval when an `onBudgetExceeded` policy asks for it
+/// and the budget was used up before a node's model call. False when no
+/// policy parks it (the caller ends the run).
+pub(super) fn park_for_approval(
+    step: &mut StepContext<'_, '_>,
+    command: &crate::state::run::StepCommand,
+    report: &crate::wire::frames::BudgetReport,
+) -> Result<bool, crate::CoreError> {
+    let crate::state::run::StepCommand::ExecuteNode { node_id, attempt } = command else {
+        return Ok(false);
+    };
+    let Some(plan) = step.state.plan.clone() else {
+        return Ok(false);
+    };
+    let Some(node) = plan.node(node_id) else {
+        return Ok(false);
+    };
+    let occurrence = Occurrence::BudgetExceeded { node, report };
+    if matching(&step.state, &occurrence).is_empty() {
+        return Ok(false);
+    }
+    // The node waits, its attempt unspent: it is scheduled again (with the
+    // same attempt number) once the hold is lifted.
+    if let Some(record) = step.state.node_mut(node_id)
+        && record.current_attempt == *attempt
+    {
+        record.status = NodeStatus::Pending;
+        record.current_attempt = attempt.saturating_sub(1);
+    }
+    if fire(step, &occurrence)? == Applied::Ended {
+        return Ok(true);
+    }
+    super::progress::continue_run(step)?;
+    Ok(true)
 }

@@ -17,9 +17,10 @@ use crate::contracts::capability::NodeKind;
 use crate::planning::plan::PlanNode;
 use crate::records::governance::DraftRecord;
 use crate::state::run::RunState;
-use crate::wire::frames::{self, QualityReport, TriggerDetails};
+use crate::wire::frames::{self, TriggerDetails};
 
 use super::StepContext;
+use super::quality_report::{best_draft_index, execution_depth, missing_terms, must_include};
 use super::replan::{ReplanCause, replan};
 
 /// The nodes a review judged: its upstream producers, through
@@ -136,36 +137,6 @@ pub(super) fn judge_review(
     Ok(false)
 }
 
-/// `constraints.mustInclude`: terms the delivered output must contain.
-pub(super) fn must_include(state: &RunState) -> Vec<String> {
-    match state.envelope.constraints.other.get("mustInclude") {
-        Some(Value::String(term)) => vec![term.clone()],
-        Some(Value::Array(terms)) => terms
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// The `terms` no string of `outputs` contains (case-insensitive).
-pub(super) fn missing_terms<'a>(
-    terms: &'a [String],
-    outputs: impl IntoIterator<Item = &'a Value>,
-) -> Vec<&'a str> {
-    let text: String = outputs
-        .into_iter()
-        .map(|output| output.to_string().to_lowercase())
-        .collect::<Vec<_>>()
-        .join("\n");
-    terms
-        .iter()
-        .filter(|term| !text.contains(&term.to_lowercase()))
-        .map(String::as_str)
-        .collect()
-}
-
 /// Acceptance criteria the reviewer failed (`pass: false`) and
 /// `mustInclude` terms the reviewed outputs lack.
 fn unmet_requirements(
@@ -196,15 +167,6 @@ fn unmet_requirements(
     unmet
 }
 
-fn execution_depth(state: &RunState) -> u32 {
-    state
-        .envelope
-        .constraints
-        .execution_depth
-        .unwrap_or(1)
-        .max(1)
-}
-
 /// At the depth limit: the best-scoring draft's outputs stand, with a warning.
 fn deliver_best_draft(step: &mut StepContext<'_, '_>, threshold: f64, depth: u32) {
     let drafts = &step.state.governance.drafts;
@@ -229,45 +191,4 @@ fn deliver_best_draft(step: &mut StepContext<'_, '_>, threshold: f64, depth: u32
         &frames::WarningPayload::of(WarningCode::ExecutionDepthReached),
     );
     step.emit(warning);
-}
-
-/// The draft delivered: the last when it passed, else the best-scoring
-/// (the first of equals), as `deliver_best_draft` chose.
-fn delivered_draft(state: &RunState, threshold: f64) -> Option<&DraftRecord> {
-    let drafts = &state.governance.drafts;
-    let last = drafts.last()?;
-    if last.score >= threshold {
-        return Some(last);
-    }
-    best_draft_index(drafts).map(|index| &drafts[index])
-}
-
-/// The best-scoring draft (the first of equals).
-fn best_draft_index(drafts: &[DraftRecord]) -> Option<usize> {
-    drafts
-        .iter()
-        .enumerate()
-        .max_by(|(a_index, a), (b_index, b)| a.score.total_cmp(&b.score).then(b_index.cmp(a_index)))
-        .map(|(index, _)| index)
-}
-
-/// The `complete` payload's quality and acceptance report, when a reviewer
-/// scored any draft.
-pub(super) fn report(state: &RunState) -> (Option<QualityReport>, Option<serde_json::Value>) {
-    let Some(threshold) = state.envelope.constraints.quality_threshold else {
-        return (None, None);
-    };
-    let Some(delivered) = delivered_draft(state, threshold) else {
-        return (None, None);
-    };
-    let drafts = &state.governance.drafts;
-    let quality = QualityReport {
-        score: delivered.score,
-        threshold,
-        passed: delivered.score >= threshold,
-        drafts: drafts.len(),
-        execution_depth: execution_depth(state),
-        draft_scores: drafts.iter().map(|draft| draft.score).collect(),
-    };
-    (Some(quality), delivered.acceptance_report.clone())
 }

@@ -98,7 +98,7 @@ pub(super) fn begin_replan(
         spent: Vec::new(),
     };
     // Not sent when its model's window cannot hold it: as a failure.
-    if let Some(refusal) = super::planning_step::over_window(&call.request, engine) {
+    if let Some(refusal) = super::plan_drafts::over_window(&call.request, engine) {
         return resume_replan(state.clone(), &call, &Err(refusal), now, engine);
     }
     Ok(StepAdvance::Perform(super::Effect::DraftPlan(call)))
@@ -133,8 +133,8 @@ pub(super) fn resume_replan(
         Ok(answer) => {
             let drafted =
                 plan_from_draft(&answer.content, &envelope, engine.registry, &answer.model);
-            let response = Some(super::planning_step::draft_response(answer));
-            match super::planning_step::judge(drafted, &envelope, engine) {
+            let response = Some(super::plan_drafts::draft_response(answer));
+            match super::plan_drafts::judge(drafted, &envelope, engine) {
                 (Some(plan), bundle) => {
                     super::usage_recording::record_planner_spend(&mut step, &spent);
                     step.state.pending_replan = None;
@@ -145,11 +145,11 @@ pub(super) fn resume_replan(
                         (plan, bundle),
                         (call.attempt, PlannerKind::Llm, response),
                     );
-                    super::policy::continue_run(&mut step)?;
+                    super::progress::continue_run(&mut step)?;
                     return Ok(step.into_advance());
                 }
                 (None, bundle) => {
-                    let rejection = super::planning_step::rejected_draft_frames(
+                    let rejection = super::plan_drafts::rejected_draft_frames(
                         &step,
                         call.attempt,
                         &bundle,
@@ -159,7 +159,7 @@ pub(super) fn resume_replan(
                     rejected.push(bundle);
                     let retry = request_for(&step.state, &pending, engine, &rejected);
                     if call.attempt < attempts
-                        && super::planning_step::over_window(&retry, engine).is_none()
+                        && super::plan_drafts::over_window(&retry, engine).is_none()
                     {
                         let mut frames_before = std::mem::take(&mut step.events);
                         frames_before.extend(rejection);
@@ -185,7 +185,7 @@ pub(super) fn resume_replan(
         }
     };
     super::usage_recording::record_planner_spend(&mut step, &spent);
-    super::planning_step::warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
+    super::plan_drafts::warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
     step.state.pending_replan = None;
     match draft_deterministically(&envelope, engine) {
         Some(judged) => apply(
@@ -210,7 +210,7 @@ pub(super) fn resume_replan(
             },
         ),
     }
-    super::policy::continue_run(&mut step)?;
+    super::progress::continue_run(&mut step)?;
     Ok(step.into_advance())
 }
 
@@ -390,7 +390,7 @@ fn apply(
     step.enter_phase(frames::RunPhase::Planning);
     let requested = frames::plan_requested(
         &step.stamp(),
-        &super::planning_step::plan_requested_payload(&step.state, engine, attempt, planner),
+        &super::plan_drafts::plan_requested_payload(&step.state, engine, attempt, planner),
     );
     step.emit(requested);
     // What the nodes this version drops had used stays the run's.
@@ -453,7 +453,7 @@ fn apply(
     let updated = super::frame_provenance::with_provenance(&step.state, updated, None);
     step.emit(updated);
     if let Some(escalated) = &cause.escalated {
-        super::escalation::say_what_took_over(step, escalated);
+        say_what_took_over(step, escalated);
     }
     say_dropped_specialists(step, previous, &plan, &cause);
 }
@@ -521,5 +521,51 @@ fn downstream_closure<'p>(plan: &'p PlanGraph, roots: &[String]) -> BTreeSet<&'p
         if closed.len() == before {
             return closed;
         }
+    }
+}
+
+/// Once a version replaced the plan an escalated node was in: whether
+/// another capability makes what it made (a `capability_fallback`
+/// warning), or the version goes without it (`specialist_skipped` too).
+pub(super) fn say_what_took_over(
+    step: &mut StepContext<'_, '_>,
+    escalated: &crate::records::governance::EscalationRecord,
+) {
+    let replaced_by_another = step.state.plan.as_ref().is_some_and(|plan| {
+        plan.nodes.iter().any(|other| {
+            other
+                .output_facets
+                .iter()
+                .any(|facet| escalated.output_facets.contains(facet))
+        })
+    });
+    let version = step.state.plan_version();
+    let node_id = escalated.node_id.as_str();
+    let said = &escalated.failure;
+    let warning = frames::warning(
+        &step.stamp(),
+        Some(node_id),
+        if replaced_by_another {
+            format!("{said}; plan version {version} uses another capability")
+        } else {
+            format!(
+                "{said}; plan version {version} goes without it: no other capability makes {}",
+                escalated.output_facets.join(", ")
+            )
+        },
+        &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityFallback),
+    );
+    step.emit(warning);
+    if !replaced_by_another {
+        let skipped = frames::warning(
+            &step.stamp(),
+            Some(node_id),
+            format!(
+                "plan version {version} goes without {}: the output is made without it",
+                escalated.capability_id
+            ),
+            &frames::WarningPayload::of(crate::basics::codes::WarningCode::SpecialistSkipped),
+        );
+        step.emit(skipped);
     }
 }

@@ -11,7 +11,9 @@ use crate::state::run::{NodeStatus, RunState, RunStatus, StepCommand};
 use super::decision::{Decision, EngineContext};
 use super::effects::{Performed, StepAdvance};
 use super::step_context::StepContext;
-use super::{agent, budget, hitl, lane_release, node, notify, panel, planning_step, replan};
+use super::{
+    agent, budget, hitl, lane_release, node, notify, panel, planning_step, policy, replan,
+};
 
 /// Whether `command`'s step asks a model for a node: a model or agent
 /// node's attempt, an agent's turn, a judge.
@@ -139,7 +141,7 @@ pub fn begin_step(
         // `constraints.maxCostUsd` or `maxDurationSeconds` is used up: no
         // more model calls (unless a policy parks the run for approval).
         let mut step = StepContext::new(state.clone(), now, engine);
-        if !budget::park_for_approval(&mut step, command, &report)? {
+        if !policy::park_for_approval(&mut step, command, &report)? {
             budget::end_over_budget(&mut step, report);
         }
         return Ok(StepAdvance::Decided(Box::new(step.into_decision())));

@@ -1,0 +1,106 @@
+//! Progress: what runs next. Scheduling the nodes whose inputs are all
+//! complete, and continuing a run after a step (dispatch what is ready,
+//! finish it when every node completed, settle its status), unless it ended
+//! or is held. Governance and the executors call down into this; it calls
+//! only the run's finishing (`finish`) and the step context.
+
+use crate::basics::error::CoreError;
+use crate::planning::plan::PlanNode;
+use crate::records::governance::Hold;
+use crate::state::run::{NodeStatus, RunStatus, StepCommand};
+use crate::wire::frames::HandoffStatus;
+
+use super::StepContext;
+use super::narration::handoff;
+
+/// Marks every pending node whose upstream nodes all completed as scheduled
+/// and puts its next attempt's step in the outbox.
+pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
+    let Some(plan) = step.state.plan.clone() else {
+        return;
+    };
+    let has_status = |node_id: &str, status: NodeStatus| {
+        step.state
+            .nodes
+            .get(node_id)
+            .is_some_and(|record| record.status == status)
+    };
+    // Pending nodes whose every upstream node has completed.
+    let ready: Vec<&PlanNode> = plan
+        .nodes
+        .iter()
+        .filter(|node| has_status(&node.node_id, NodeStatus::Pending))
+        .filter(|node| {
+            plan.edges
+                .iter()
+                .filter(|edge| edge.to == node.node_id)
+                .all(|edge| has_status(&edge.from, NodeStatus::Completed))
+        })
+        .collect();
+    for node in ready {
+        if let Some(record) = step.state.node_mut(&node.node_id) {
+            record.status = NodeStatus::Scheduled;
+            record.current_attempt += 1;
+            let attempt = record.current_attempt;
+            if node.builtin().is_none() {
+                let requested = handoff(
+                    &step.stamp(),
+                    &step.state,
+                    node,
+                    attempt,
+                    HandoffStatus::Requested,
+                );
+                step.emit(requested);
+            }
+            step.enqueue(StepCommand::ExecuteNode {
+                node_id: node.node_id.clone(),
+                attempt,
+            });
+        }
+    }
+}
+
+/// Dispatches what is ready, finishes the run when every node completed,
+/// and settles the status, unless the run ended or is held.
+pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
+    if step.state.status.is_terminal() {
+        return Ok(());
+    }
+    if step.state.pending_replan.is_some() {
+        // The planner model is drafting the next version: its step
+        // schedules what that version needs.
+        return Ok(());
+    }
+    match &step.state.governance.hold {
+        Some(Hold::Request(_)) => {
+            step.state.status = RunStatus::AwaitingHitl;
+            return Ok(());
+        }
+        Some(Hold::Paused { .. }) => {
+            step.state.status = RunStatus::Paused;
+            return Ok(());
+        }
+        None => {}
+    }
+    schedule_ready_nodes(step);
+    let all_completed = step
+        .state
+        .nodes
+        .values()
+        .all(|record| record.status == NodeStatus::Completed);
+    if all_completed {
+        step.state.status = RunStatus::Running;
+        return super::finish::finish_run(step);
+    }
+    let someone_awaited = step
+        .state
+        .nodes
+        .values()
+        .any(|record| record.status == NodeStatus::AwaitingHuman);
+    step.state.status = if someone_awaited {
+        RunStatus::AwaitingHuman
+    } else {
+        RunStatus::Running
+    };
+    Ok(())
+}

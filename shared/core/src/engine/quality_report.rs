@@ -1,0 +1,90 @@
+//! What the run's output is measured against, read off its state: the
+//! terms it must include, the terms an output misses, how deep the revision
+//! went, the draft delivered, and the quality report with its acceptance
+//! report. Readers only: finishing a run and the quality gate both use them.
+
+use serde_json::Value;
+
+use crate::records::governance::DraftRecord;
+use crate::state::run::RunState;
+use crate::wire::frames::QualityReport;
+
+/// `constraints.mustInclude`: terms the delivered output must contain.
+pub(super) fn must_include(state: &RunState) -> Vec<String> {
+    match state.envelope.constraints.other.get("mustInclude") {
+        Some(Value::String(term)) => vec![term.clone()],
+        Some(Value::Array(terms)) => terms
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The `terms` no string of `outputs` contains (case-insensitive).
+pub(super) fn missing_terms<'a>(
+    terms: &'a [String],
+    outputs: impl IntoIterator<Item = &'a Value>,
+) -> Vec<&'a str> {
+    let text: String = outputs
+        .into_iter()
+        .map(|output| output.to_string().to_lowercase())
+        .collect::<Vec<_>>()
+        .join("\n");
+    terms
+        .iter()
+        .filter(|term| !text.contains(&term.to_lowercase()))
+        .map(String::as_str)
+        .collect()
+}
+
+pub(super) fn execution_depth(state: &RunState) -> u32 {
+    state
+        .envelope
+        .constraints
+        .execution_depth
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// The draft delivered: the last when it passed, else the best-scoring
+/// (the first of equals), as `deliver_best_draft` chose.
+pub(super) fn delivered_draft(state: &RunState, threshold: f64) -> Option<&DraftRecord> {
+    let drafts = &state.governance.drafts;
+    let last = drafts.last()?;
+    if last.score >= threshold {
+        return Some(last);
+    }
+    best_draft_index(drafts).map(|index| &drafts[index])
+}
+
+/// The best-scoring draft (the first of equals).
+pub(super) fn best_draft_index(drafts: &[DraftRecord]) -> Option<usize> {
+    drafts
+        .iter()
+        .enumerate()
+        .max_by(|(a_index, a), (b_index, b)| a.score.total_cmp(&b.score).then(b_index.cmp(a_index)))
+        .map(|(index, _)| index)
+}
+
+/// The `complete` payload's quality and acceptance report, when a reviewer
+/// scored any draft.
+pub(super) fn report(state: &RunState) -> (Option<QualityReport>, Option<serde_json::Value>) {
+    let Some(threshold) = state.envelope.constraints.quality_threshold else {
+        return (None, None);
+    };
+    let Some(delivered) = delivered_draft(state, threshold) else {
+        return (None, None);
+    };
+    let drafts = &state.governance.drafts;
+    let quality = QualityReport {
+        score: delivered.score,
+        threshold,
+        passed: delivered.score >= threshold,
+        drafts: drafts.len(),
+        execution_depth: execution_depth(state),
+        draft_scores: drafts.iter().map(|draft| draft.score).collect(),
+    };
+    (Some(quality), delivered.acceptance_report.clone())
+}
