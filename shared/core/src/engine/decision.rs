@@ -4,9 +4,10 @@
 //! planner chosen, and the read-only [`EngineContext`]. Types only: every
 //! transition stands on them.
 
+use crate::basics::schema::SchemaViolation;
 use crate::basics::schema::ValidatorCache;
 use crate::catalog::registry::Registry;
-use crate::state::run::{RunState, StepMessage};
+use crate::state::run::{NodeStatus, RunState, RunStatus, StepMessage};
 use crate::wire::event::EventDraft;
 
 /// Default bound on attempts per node: the first try plus two re-prompts.
@@ -81,4 +82,32 @@ pub struct EngineContext<'a> {
     /// Runs that end or park are announced on the event bus
     /// (`BATON_EVENT_BUS` is set).
     pub announce_to_event_bus: bool,
+}
+
+/// Why a human's answer or decline changes nothing.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HumanInputRefused {
+    /// The node is not waiting for a person (no such node, answered
+    /// already, or the run ended).
+    NotAwaiting {
+        run_status: RunStatus,
+        node_status: Option<NodeStatus>,
+    },
+    /// The plan changed since the task was handed out.
+    StalePlanVersion { current: u32 },
+    /// The answer breaks the node's output contract (paths into the answer).
+    OutputContractViolated(Vec<SchemaViolation>),
+    /// No approval request or question of that kind is pending.
+    NoPendingRequest { run_status: RunStatus },
+    /// Another request is pending than the one named.
+    UnknownRequest { pending: String },
+    /// The run is not paused.
+    NotPaused { run_status: RunStatus },
+    /// A clarifying question needs a non-empty textual answer.
+    AnswerRequired,
+    /// The envelope has no enabled `manual` policy of that id (or the run ended).
+    NoManualPolicy {
+        policy_id: String,
+        run_status: RunStatus,
+    },
 }

@@ -8,10 +8,12 @@ use serde_json::Value;
 use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
-use crate::basics::schema::{SchemaViolation, collect_violations};
-use crate::state::run::{NodeStatus, RunState, RunStatus};
+use crate::basics::schema::collect_violations;
+use crate::state::run::{NodeStatus, RunState};
 
-use super::node::{complete_node, plan_node_in, plan_of};
+pub use super::decision::HumanInputRefused;
+use super::node_answers::complete_node;
+use super::plan_lookup::{plan_node_in, plan_of};
 use super::{Decision, EngineContext, StepContext};
 
 /// A person's answer to a parked node.
@@ -30,34 +32,6 @@ pub struct HumanDecline<'a> {
     pub node_id: &'a str,
     pub reason_code: &'a str,
     pub note: Option<&'a str>,
-}
-
-/// Why a human's answer or decline changes nothing.
-#[derive(Debug, Clone, PartialEq)]
-pub enum HumanInputRefused {
-    /// The node is not waiting for a person (no such node, answered
-    /// already, or the run ended).
-    NotAwaiting {
-        run_status: RunStatus,
-        node_status: Option<NodeStatus>,
-    },
-    /// The plan changed since the task was handed out.
-    StalePlanVersion { current: u32 },
-    /// The answer breaks the node's output contract (paths into the answer).
-    OutputContractViolated(Vec<SchemaViolation>),
-    /// No approval request or question of that kind is pending.
-    NoPendingRequest { run_status: RunStatus },
-    /// Another request is pending than the one named.
-    UnknownRequest { pending: String },
-    /// The run is not paused.
-    NotPaused { run_status: RunStatus },
-    /// A clarifying question needs a non-empty textual answer.
-    AnswerRequired,
-    /// The envelope has no enabled `manual` policy of that id (or the run ended).
-    NoManualPolicy {
-        policy_id: String,
-        run_status: RunStatus,
-    },
 }
 
 fn awaiting(state: &RunState, node_id: &str) -> Result<(), HumanInputRefused> {

@@ -42,9 +42,11 @@ mod human;
 mod lane_release;
 mod narration;
 mod node;
+mod node_answers;
 mod notify;
 mod panel;
 mod plan_drafts;
+mod plan_lookup;
 mod planning_step;
 mod policy;
 mod progress;
@@ -57,6 +59,7 @@ mod step_endings;
 mod steps;
 #[cfg(test)]
 mod tests;
+mod timers;
 mod usage_recording;
 
 pub use chat_runs::{queue_chat_run, start_queued_chat_run};

@@ -24,7 +24,7 @@ use crate::records::governance::TimerPurpose;
 use crate::state::run::{NodeStatus, RunState, StepCommand};
 use crate::wire::frames::{self, ExecutorType};
 
-use super::node::{plan_node_in, plan_of};
+use super::plan_lookup::{plan_node_in, plan_of};
 use super::{
     Effect, EngineContext, JudgeModelCall, ModelFailure, ModelOutcome, StepAdvance, StepContext,
 };
@@ -54,7 +54,7 @@ pub(super) fn begin_panel(
     let started = frames::node_start(
         &step.stamp(),
         node,
-        &super::node::start_payload(node, attempt, ExecutorType::Panel),
+        &super::plan_lookup::start_payload(node, attempt, ExecutorType::Panel),
     );
     step.emit(started);
     let evaluation_id = format!("{}:{}:{attempt}", step.state.run_id, node.node_id);
@@ -394,7 +394,7 @@ fn close_round(
             if let Some(record) = step.state.node_mut(&node.node_id) {
                 record.status = NodeStatus::Scheduled;
             }
-            super::node::judge_answer(step, node, attempt, Ok(Value::Object(answer)))
+            super::node_answers::judge_answer(step, node, attempt, Ok(Value::Object(answer)))
         }
         PanelAdvance::Failed(reason) => {
             fail_panel(

@@ -12,7 +12,7 @@ use super::decision::{Decision, EngineContext};
 use super::effects::{Performed, StepAdvance};
 use super::step_context::StepContext;
 use super::{
-    agent, budget, hitl, lane_release, node, notify, panel, planning_step, policy, replan,
+    agent, budget, lane_release, node, notify, panel, planning_step, policy, replan, timers,
 };
 
 /// Whether `command`'s step asks a model for a node: a model or agent
@@ -185,7 +185,7 @@ pub fn begin_step(
             };
             agent::child_ended(state, &link, summary, now, engine)
         }
-        StepCommand::FireTimer { timer_id } => hitl::fire_timer(state, timer_id, now, engine),
+        StepCommand::FireTimer { timer_id } => timers::fire_timer(state, timer_id, now, engine),
         StepCommand::Notify {
             notification_id,
             attempt,

@@ -15,7 +15,7 @@ use crate::records::conversation::{SessionTurn, ToolCallRequest, ToolInvocation,
 use crate::state::run::{RunState, StepCommand};
 use crate::wire::frames::{self, AgentActivity};
 
-use super::super::node::{plan_node_in, plan_of};
+use super::super::plan_lookup::{plan_node_in, plan_of};
 use super::super::{Effect, EngineContext, StepAdvance, StepContext};
 use super::{ToolExecution, agent_state_frame, next_turn, session_of};
 

@@ -41,7 +41,7 @@ pub(super) use calls::{begin_tool, resume_tool};
 use calls::{check_call, dispatch_or_continue, record_result};
 pub(super) use plan_call::{child_ended, resume_child_started, resume_review};
 
-use super::node::{plan_node_in, plan_of};
+use super::plan_lookup::{plan_node_in, plan_of};
 use super::{Effect, EngineContext, ModelFailure, StepAdvance, StepContext, TurnOutcome};
 
 /// Whether an `AgentTurn` command no longer applies.
@@ -87,25 +87,6 @@ pub(super) fn tool_is_stale(
 fn deliberating(state: &RunState, node_id: &str, attempt: u32) -> bool {
     state.nodes.get(node_id).is_some_and(|record| {
         record.status == NodeStatus::Deliberating && record.current_attempt == attempt
-    })
-}
-
-/// The context type a run's conversation is about (`metadata.contextType`).
-/// The conversation's context type: the chat message's, else the
-/// envelope's `metadata.contextType`.
-pub(super) fn context_type(state: &RunState) -> Option<String> {
-    let chat = state
-        .chat
-        .as_ref()
-        .and_then(|turn| turn.context_type.clone());
-    chat.or_else(|| {
-        state
-            .envelope
-            .metadata
-            .as_ref()
-            .and_then(|metadata| metadata.get("contextType"))
-            .and_then(Value::as_str)
-            .map(str::to_string)
     })
 }
 
@@ -186,7 +167,7 @@ pub(super) fn begin_session(
     let stamp = FrameStamp::for_run(state, now);
     let phase = RunPhase::of_node(node.kind);
     let mut start_frames =
-        super::node::claim_frames(state, node, attempt, ExecutorType::Agent, now);
+        super::plan_lookup::claim_frames(state, node, attempt, ExecutorType::Agent, now);
     start_frames.push(thinking_frame(&stamp, state, node, first_turn));
     if let Some(trim) = context_trim {
         start_frames.push(frames::context_trimmed(
@@ -412,7 +393,7 @@ fn answered(
         serde_json::from_str::<Value>(&content)
             .map_err(|error| format!("the answer is not valid JSON: {error}"))
     };
-    super::node::judge_answer(&mut step, node, attempt, parsed)?;
+    super::node_answers::judge_answer(&mut step, node, attempt, parsed)?;
     Ok(step.into_advance())
 }
 

@@ -25,7 +25,7 @@ use crate::state::plan_tool::{ExecutionMode, PlanDraft, parse_plan_call, plan_re
 use crate::state::run::RunState;
 use crate::wire::frames::{self, AgentActivity};
 
-use super::super::node::{plan_node_in, plan_of};
+use super::super::plan_lookup::{plan_node_in, plan_of};
 use super::super::{Effect, EngineContext, ModelOutcome, StepAdvance, StepContext};
 use super::calls::finish_call;
 use crate::engine::effects::{ChildRunStart, PlanReviewCall};
@@ -309,7 +309,7 @@ pub(in crate::engine) fn resume_child_started(
         &frames::AgentStatePayload {
             state: AgentActivity::ExecutingPlan,
             turn: start.turn,
-            context_type: super::context_type(&step.state),
+            context_type: super::session_frames::context_type(&step.state),
             child_run_id: Some(child_run_id),
             model: None,
         },

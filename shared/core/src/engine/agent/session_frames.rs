@@ -1,7 +1,8 @@
 //! The frames of an agent session: its `agent_state`s and a model answer's
 //! summary (usage and model).
 
-use crate::engine::agent::context_type;
+use serde_json::Value;
+
 use crate::planning::plan::PlanNode;
 use crate::records::conversation::SessionAnswer;
 use crate::state::run::RunState;
@@ -54,4 +55,23 @@ pub(super) fn response_summary(answer: &SessionAnswer) -> frames::ModelResponseS
         model: answer.model.clone(),
         usage: frames::TokenTotals::of(&answer.usage),
     }
+}
+
+/// The context type a run's conversation is about (`metadata.contextType`).
+/// The conversation's context type: the chat message's, else the
+/// envelope's `metadata.contextType`.
+pub(super) fn context_type(state: &RunState) -> Option<String> {
+    let chat = state
+        .chat
+        .as_ref()
+        .and_then(|turn| turn.context_type.clone());
+    chat.or_else(|| {
+        state
+            .envelope
+            .metadata
+            .as_ref()
+            .and_then(|metadata| metadata.get("contextType"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    })
 }
