@@ -29,7 +29,7 @@ const ALLOWED_LOOPS: &[(&[&str], &str)] = &[(
 )];
 
 fn core_src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/core/src")
 }
 
 /// Every `.rs` file under `src`, as a path from it (`engine/node.rs`).
@@ -41,7 +41,14 @@ fn rust_files(src: &Path) -> Vec<String> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
-            } else if path.extension().is_some_and(|extension| extension == "rs") {
+            } else if path.extension().is_some_and(|extension| extension == "rs")
+                && path.file_name().is_some_and(|name| name != "tests.rs")
+                && !path
+                    .strip_prefix(src)
+                    .unwrap_or(&path)
+                    .components()
+                    .any(|part| part.as_os_str() == "tests")
+            {
                 files.push(
                     path.strip_prefix(src)
                         .unwrap()
@@ -199,51 +206,17 @@ fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     let resolve = |base: &[String], segments: &[String]| -> Option<String> {
-        let mut current = base.to_vec();
-        let mut rest = segments;
-        // The path's start: `crate`, `super`s, `self`, or a child by name.
-        match rest.first().map(String::as_str) {
-            Some("crate") => {
-                current.clear();
-                rest = &rest[1..];
-            }
-            Some("self") => rest = &rest[1..],
-            Some("super") => {
-                while rest.first().is_some_and(|segment| segment == "super") {
-                    current.pop();
-                    rest = &rest[1..];
-                }
-            }
-            Some(first) => {
-                let mut child = current.clone();
-                child.push(first.to_string());
-                if !by_module.contains_key(&child) {
-                    return None;
-                }
-            }
-            None => return None,
-        }
-        let mut hops = 0;
-        while let Some(segment) = rest.first() {
-            let segment = segment.split(" as ").next().unwrap().to_string();
-            let mut child = current.clone();
-            child.push(segment.clone());
-            if by_module.contains_key(&child) {
-                current = child;
-                rest = &rest[1..];
-            } else if let Some(target) = reexports.get(&(current.clone(), segment)) {
-                hops += 1;
-                if hops > 8 {
-                    break;
-                }
-                // Follow the re-export from the module that made it.
-                let (module, path) = (current.clone(), target.clone());
-                return resolve_from(&by_module, &reexports, &module, &path, hops);
-            } else {
-                break;
+        // A path that starts with neither `crate`, `self` nor `super` names
+        // a child module of this one, or something outside the crate.
+        let first = segments.first()?;
+        if !["crate", "self", "super"].contains(&first.as_str()) {
+            let mut child = base.to_vec();
+            child.push(first.clone());
+            if !by_module.contains_key(&child) {
+                return None;
             }
         }
-        by_module.get(&current).cloned()
+        resolve_from(&by_module, &reexports, base, segments, 0)
     };
     let mut graph = BTreeMap::new();
     for (file, code) in &texts {
@@ -333,8 +306,8 @@ fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     graph
 }
 
-/// [`file_graph`]'s resolution of a re-exported path, from the module that
-/// re-exports it.
+/// Where a path written in `module` leads: the file of the deepest module
+/// it names, a re-exported name followed to the file that defines it.
 fn resolve_from(
     by_module: &BTreeMap<Vec<String>, String>,
     reexports: &BTreeMap<(Vec<String>, String), Vec<String>>,

@@ -99,7 +99,13 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     }
     for file in &files {
         let module = module_of(src, file);
-        if module == "lib" || file.components().any(|part| part.as_os_str() == "tests") {
+        if module == "lib"
+            || file
+                .strip_prefix(src)
+                .unwrap_or(file)
+                .components()
+                .any(|part| part.as_os_str() == "tests")
+        {
             continue;
         }
         let text = std::fs::read_to_string(file).unwrap();
