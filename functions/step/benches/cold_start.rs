@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Path as UrlPath, State};
-use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use baton_runtime::ports::StepQueue;
@@ -61,24 +60,10 @@ async fn next_invocation(State(api): State<RuntimeApi>) -> impl IntoResponse {
             Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
         }
     };
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        "lambda-runtime-aws-request-id",
-        "bench-request".parse().unwrap(),
-    );
-    headers.insert(
-        "lambda-runtime-deadline-ms",
-        "4102444800000".parse().unwrap(),
-    );
-    headers.insert(
-        "lambda-runtime-invoked-function-arn",
-        "arn:aws:lambda:us-east-1:123456789012:function:step"
-            .parse()
-            .unwrap(),
-    );
-    headers.insert(
-        "lambda-runtime-trace-id",
-        "Root=1-00000000-000000000000000000000000".parse().unwrap(),
+    // Far in the future: the bench measures start-up, not deadlines.
+    let headers = baton_test_support::lambda_runtime::next_invocation_headers(
+        "bench-request",
+        4_102_444_800_000,
     );
     (headers, axum::Json(event))
 }

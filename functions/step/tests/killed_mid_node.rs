@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::{Path as UrlPath, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use baton_runtime::ports::{LlmProvider, RunStore, StepQueue};
@@ -108,21 +108,9 @@ async fn next_invocation(State(api): State<RuntimeApi>) -> impl IntoResponse {
         .lock()
         .unwrap()
         .insert(request_id.clone(), (Instant::now(), invocation.answer));
-    let mut headers = HeaderMap::new();
-    headers.insert("lambda-runtime-aws-request-id", request_id.parse().unwrap());
-    headers.insert(
-        "lambda-runtime-deadline-ms",
-        deadline.as_millis().to_string().parse().unwrap(),
-    );
-    headers.insert(
-        "lambda-runtime-invoked-function-arn",
-        "arn:aws:lambda:us-east-1:123456789012:function:step"
-            .parse()
-            .unwrap(),
-    );
-    headers.insert(
-        "lambda-runtime-trace-id",
-        "Root=1-00000000-000000000000000000000000".parse().unwrap(),
+    let headers = baton_test_support::lambda_runtime::next_invocation_headers(
+        &request_id,
+        deadline.as_millis(),
     );
     (headers, axum::Json(invocation.event))
 }

@@ -23,6 +23,7 @@ pub mod agent_session;
 pub mod crash_checks;
 pub mod double_texting;
 pub mod five_stages;
+pub mod lambda_runtime;
 pub mod mcp_server;
 pub mod otlp_receiver;
 pub mod schema_shaped_model;
