@@ -16,7 +16,7 @@ use baton_runtime::clock::SystemClock;
 use baton_runtime::memory::{InMemoryCapabilityDirectory, InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{Clock, StepQueue};
 use baton_runtime::services::{OutboxSweeper, Services};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
@@ -185,7 +185,7 @@ async fn embedded_services_counted(
     configuration: &Configuration,
     store: &crate::StoreChoice,
     left_over: LeftOverSteps<'_>,
-    counters: Option<Arc<baton_runtime::telemetry::RunCounters>>,
+    counters: Option<Arc<baton_runtime::observe::telemetry::RunCounters>>,
 ) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
     let llm = crate::model_choice::routed_model_for_cli(&registry, &process_environment)
         .map_err(startup)?;
@@ -217,7 +217,7 @@ async fn embedded_services_counted(
 async fn cloud_services(
     registry: Arc<Registry>,
     configuration: &Configuration,
-    counters: Arc<baton_runtime::telemetry::RunCounters>,
+    counters: Arc<baton_runtime::observe::telemetry::RunCounters>,
 ) -> Result<(Services, Arc<dyn StepQueue>, crate::sweeping::Sweepers), u8> {
     let llm = crate::model_choice::routed_model_for_cli(&registry, &process_environment)
         .map_err(startup)?;
@@ -263,7 +263,7 @@ pub async fn serve(
         Ok(registry) => registry,
         Err(code) => return code,
     };
-    let counters = Arc::new(baton_runtime::telemetry::RunCounters::default());
+    let counters = Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
     // On DynamoDB + SQS a send lost after its commit (or an API-side send
     // that failed) is recovered by the sweeper, as the deployment's
     // scheduled function does; the embedded stores re-drive at start.
@@ -321,7 +321,7 @@ pub async fn serve(
     );
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
     let sweeping = sweeper.map(|sweeper| sweeper.spawn(&configuration, stop_receiver.clone()));
-    let worker = tokio::spawn(baton_runtime::worker::run_worker_with_bound(
+    let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
         services.steps.clone(),
         queue,
         async move {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use baton_judge::request::PanelRequest;
 use baton_judge::transcript::EvaluationTranscript;
 use baton_runtime::clock::SystemClock;
-use baton_runtime::panels::PanelRunner;
+use baton_runtime::models::panels::PanelRunner;
 use serde_json::{Value, json};
 
 use crate::OutputFormat;

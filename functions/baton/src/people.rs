@@ -216,7 +216,7 @@ pub(crate) async fn open_run(
     .await?;
     // What an earlier process left of this run runs first: a timer that came
     // due meanwhile (a task's SLA) fires before anyone's late answer applies.
-    let runner = baton_runtime::worker::LocalRunner {
+    let runner = baton_runtime::workers::LocalRunner {
         steps: services.steps.clone(),
         runs: services.runs.clone(),
         queue: queue.clone(),

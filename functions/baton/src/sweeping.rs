@@ -18,7 +18,7 @@ const SWEEP_LIMIT: usize = 1000;
 /// `BATON_DEAD_LETTER_QUEUE_URL` names one.
 pub(crate) struct Sweepers {
     pub(crate) outbox: OutboxSweeper,
-    pub(crate) dead_letters: Option<baton_runtime::dead_letters::DeadLetterReader>,
+    pub(crate) dead_letters: Option<baton_runtime::queue::dead_letters::DeadLetterReader>,
 }
 
 /// Sweeps every [`SWEEP_EVERY`] (outbox entries older than `sweep_after`,

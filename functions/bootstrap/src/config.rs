@@ -211,7 +211,7 @@ impl Configuration {
         let worker_max_steps_in_flight = positive_whole_number(
             read,
             "BATON_WORKER_MAX_STEPS_IN_FLIGHT",
-            baton_runtime::worker::DEFAULT_MAX_STEPS_IN_FLIGHT,
+            baton_runtime::workers::DEFAULT_MAX_STEPS_IN_FLIGHT,
         )?;
         let per_tenant = |name: &str| match non_empty(read, name) {
             None => Ok(baton_runtime::services::PerTenantLimit::default()),

@@ -21,10 +21,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use baton_core::registry::Registry;
-use baton_runtime::capability_cache::CachingCapabilityDirectory;
 use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::ports::{CapabilityDirectory, Clock, LlmProvider, RunStore, StepQueue};
 use baton_runtime::registry_loader::{load_embedded_registry, load_registry};
+use baton_runtime::services::capability_cache::CachingCapabilityDirectory;
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, ServicePorts, Services};
 
 pub use config::{Configuration, VariableReader, process_environment};
@@ -215,16 +215,17 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         capability_directory,
         clock,
     };
-    let sink: Option<baton_runtime::telemetry::ObservationSink> = if configuration.emit_emf {
+    let sink: Option<baton_runtime::observe::telemetry::ObservationSink> = if configuration.emit_emf
+    {
         Some(Arc::new(
-            |seen: &[baton_runtime::telemetry::Observation]| {
+            |seen: &[baton_runtime::observe::telemetry::Observation]| {
                 let now = baton_core::instant::Instant::from_unix_millis(
                     std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map(|elapsed| elapsed.as_millis() as u64)
                         .unwrap_or(0),
                 );
-                for line in baton_runtime::telemetry::emf_lines(seen, now) {
+                for line in baton_runtime::observe::telemetry::emf_lines(seen, now) {
                     println!("{line}");
                 }
             },
@@ -234,7 +235,7 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
     };
     Ok(observe_commits(
         ports,
-        Arc::new(baton_runtime::telemetry::RunCounters::default()),
+        Arc::new(baton_runtime::observe::telemetry::RunCounters::default()),
         sink,
     ))
 }
@@ -244,10 +245,11 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
 /// ended run's root span to the trace export when there is one).
 pub fn observe_commits(
     mut ports: StorePorts,
-    counters: Arc<baton_runtime::telemetry::RunCounters>,
-    sink: Option<baton_runtime::telemetry::ObservationSink>,
+    counters: Arc<baton_runtime::observe::telemetry::RunCounters>,
+    sink: Option<baton_runtime::observe::telemetry::ObservationSink>,
 ) -> StorePorts {
-    let mut observed = baton_runtime::telemetry::ObservedRunStore::new(ports.store, counters);
+    let mut observed =
+        baton_runtime::observe::telemetry::ObservedRunStore::new(ports.store, counters);
     if let Some(sink) = sink {
         observed = observed.with_sink(sink);
     }
@@ -311,7 +313,7 @@ pub fn services_over(
             clock: ports.clock,
             ids: Arc::new(RandomIds),
             // The run's event log holds every transcript; no ledger is configured.
-            transcripts: Arc::new(baton_runtime::panels::EventLogTranscripts),
+            transcripts: Arc::new(baton_runtime::models::panels::EventLogTranscripts),
             tools: executors.tools,
             threads: ports.threads,
             notifier: executors.notifier,
@@ -423,11 +425,11 @@ pub async fn cloud_sweeper(configuration: &Configuration) -> Result<OutboxSweepe
 pub async fn dead_letter_reader(
     configuration: &Configuration,
     steps: Arc<baton_runtime::services::StepService>,
-) -> Option<baton_runtime::dead_letters::DeadLetterReader> {
+) -> Option<baton_runtime::queue::dead_letters::DeadLetterReader> {
     let url = configuration.dead_letter_queue_url.as_deref()?;
     let aws = baton_aws::AwsConnection::from_environment().await;
     let queue = baton_aws::SqsStepQueue::new(&aws, url).with_receive_hold(configuration.node_lease);
-    Some(baton_runtime::dead_letters::DeadLetterReader::new(
+    Some(baton_runtime::queue::dead_letters::DeadLetterReader::new(
         steps,
         Arc::new(queue),
     ))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use baton_core::model_catalog::{ProviderKind, ProviderSettings};
 use baton_core::registry::Registry;
-use baton_runtime::model_router::{ModelRouter, ProviderRoute};
+use baton_runtime::models::router::{ModelRouter, ProviderRoute};
 use baton_runtime::ports::LlmProvider;
 
 use crate::config::VariableReader;

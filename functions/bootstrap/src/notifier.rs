@@ -26,7 +26,7 @@ pub fn completion_notifier(
         clock,
     );
     match &configuration.event_bus {
-        Some(bus) => notifier.with_event_bus(baton_aws::event_bus::EventBridgeBus::new(bus)),
+        Some(bus) => notifier.with_event_bus(baton_aws::events::EventBridgeBus::new(bus)),
         None => notifier,
     }
 }

@@ -5,7 +5,7 @@
 
 use baton_bootstrap::{Configuration, process_environment};
 use baton_lambda_glue::run_sqs_batch_function;
-use baton_runtime::worker::process_ingest_batch;
+use baton_runtime::workers::process_ingest_batch;
 
 #[global_allocator]
 static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use aws_lambda_events::event::sqs::SqsEvent;
 use baton_core::envelope::TaskEnvelope;
-use baton_runtime::worker::IngestMessage;
+use baton_runtime::workers::IngestMessage;
 
 #[test]
 fn the_sample_sqs_event_carries_a_valid_submission() {

@@ -5,7 +5,7 @@
 use baton_bootstrap::{Configuration, process_environment};
 use baton_core::instant::Instant;
 use baton_lambda_glue::run_sqs_batch_function;
-use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
+use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
 
 #[global_allocator]
 static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -40,7 +40,7 @@ use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::{RunStatus, StepCommand};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::StepQueue;
-use baton_runtime::worker::process_received_step;
+use baton_runtime::workers::process_received_step;
 use baton_test_support::TestServices;
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::ScriptedLlmServer;

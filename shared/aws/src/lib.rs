@@ -3,10 +3,12 @@
 //! - [`dynamodb::DynamoRunStore`] implements `RunStore` on one DynamoDB table
 //!   (single-table design, key schema below).
 //! - The same store implements `CapabilityDirectory` (registrations agents
-//!   post, per tenant; see [`capability_directory`]) and `ThreadStore`
+//!   post, per tenant; see [`dynamodb::capability_directory`]) and `ThreadStore`
 //!   (chat threads, one item per exchange; see `threads`).
 //! - [`sqs::SqsStepQueue`] implements `StepQueue` on a standard SQS queue
 //!   (its dead-letter queue is configured on the queue, see `infra/`).
+//! - Feature `event-bus`: `events::EventBridgeBus` announces runs on an
+//!   EventBridge bus.
 //! - Feature `bedrock`: `bedrock::BedrockProvider` implements `LlmProvider`
 //!   on Amazon Bedrock's `ConverseStream`.
 //!
@@ -14,7 +16,7 @@
 //!
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |
-//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON, deflated, binary; see [`state_codec`]), `version`, `status`, `correlationId` |
+//! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON, deflated, binary; see [`dynamodb::state_codec`]), `version`, `status`, `correlationId` |
 //! | event sequence | `T#{tenant}#R#{run}` | `SEQ` | `nextSeq` (the last sequence number used), `correlationId` |
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt`, `expiresAt` |
@@ -45,26 +47,13 @@
 //! used as the condition of the next write (a hint: a stale one costs one
 //! projected re-read, never a wrong sequence); SDK types never leave this crate.
 
-mod attributes;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
-pub mod capability_directory;
 mod connection;
 pub mod dynamodb;
 #[cfg(feature = "event-bus")]
-pub mod event_bus;
-mod event_log;
-pub mod large_items;
-mod open_items;
-mod outbox_items;
-mod run_entries;
-mod run_listing;
+pub mod events;
 pub mod sqs;
-pub mod state_codec;
-mod store;
-mod table_setup;
-mod thread_summaries;
-mod threads;
 
 #[cfg(feature = "testing")]
 pub use connection::from_clients;

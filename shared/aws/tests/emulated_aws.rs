@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::{StepCommand, StepMessage};
-use baton_runtime::conformance::{
+use baton_runtime::ports::{StepCommit, StepQueue};
+use baton_test_support::conformance::{
     capability_directory_conformance, run_store_conformance, thread_store_conformance,
 };
-use baton_runtime::ports::{StepCommit, StepQueue};
 
 fn unique(prefix: &str) -> String {
     moto_server::unique_name(prefix)

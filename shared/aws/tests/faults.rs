@@ -18,13 +18,13 @@ use baton_core::instant::Instant;
 use baton_core::run::{RunState, RunStatus, StepMessage};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::error::{QueueError, StoreError};
-use baton_runtime::fault_injection::{DuplicatingQueue, FailingSendQueue};
 use baton_runtime::ports::{
     ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepCommit, StepQueue,
     StoredRun,
 };
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
-use baton_runtime::worker::process_received_step;
+use baton_runtime::workers::process_received_step;
+use baton_test_support::fault_injection::{DuplicatingQueue, FailingSendQueue};
 use baton_test_support::{BuiltServices, TestServices, assert_frames_match_schemas};
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};

@@ -33,11 +33,11 @@ use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::SystemClock;
-use baton_runtime::fault_injection::FailingSendQueue;
 use baton_runtime::ports::{ClaimOutcome, Clock, NodeClaim, RunStore, StepQueue};
 use baton_runtime::services::{HumanInput, HumanInputOutcome};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services};
-use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
+use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
+use baton_test_support::fault_injection::FailingSendQueue;
 use baton_test_support::{TestServices, repository_path};
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};
@@ -231,9 +231,9 @@ fn recorded_models(
         baton_aws::bedrock::BedrockSettings::default(),
     );
     Arc::new(
-        baton_runtime::model_router::ModelRouter::new(scripted_provider(fixture)).with_provider(
+        baton_runtime::models::router::ModelRouter::new(scripted_provider(fixture)).with_provider(
             "bedrock",
-            baton_runtime::model_router::ProviderRoute::Ready(Arc::new(bedrock)),
+            baton_runtime::models::router::ProviderRoute::Ready(Arc::new(bedrock)),
         ),
     )
 }
@@ -568,7 +568,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .send()
         .await
         .unwrap();
-    let read = baton_runtime::dead_letters::DeadLetterReader::new(
+    let read = baton_runtime::queue::dead_letters::DeadLetterReader::new(
         parts.services.steps.clone(),
         dead_letters,
     )
@@ -799,7 +799,7 @@ async fn calls_for_one_node_step(
         .await
         .unwrap()
         .remove(0);
-    baton_runtime::worker::process_received_step(&services.steps, queue.as_ref(), plan)
+    baton_runtime::workers::process_received_step(&services.steps, queue.as_ref(), plan)
         .await
         .unwrap();
     for _ in 1..nth {
@@ -808,7 +808,7 @@ async fn calls_for_one_node_step(
             .await
             .unwrap()
             .remove(0);
-        baton_runtime::worker::process_received_step(&services.steps, queue.as_ref(), earlier)
+        baton_runtime::workers::process_received_step(&services.steps, queue.as_ref(), earlier)
             .await
             .unwrap();
     }
@@ -818,7 +818,7 @@ async fn calls_for_one_node_step(
         .unwrap()
         .remove(0);
     calls.lock().unwrap().clear();
-    baton_runtime::worker::process_received_step(&services.steps, queue.as_ref(), node)
+    baton_runtime::workers::process_received_step(&services.steps, queue.as_ref(), node)
         .await
         .unwrap();
     let per_step = calls.lock().unwrap().clone();

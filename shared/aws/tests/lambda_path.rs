@@ -23,7 +23,7 @@ use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::{Clock, RunStore, StepQueue};
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
-use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
+use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
 use baton_test_support::TestServices;
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};

@@ -28,7 +28,7 @@ use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::ChatRequest;
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use moto_server::{MotoServer, unique_name};
 use tokio::sync::mpsc::UnboundedSender;
@@ -37,7 +37,7 @@ const ANSWER_BYTES: usize = 1024 * 1024;
 
 /// Text that does not compress much (the conformance suite's).
 fn incompressible_text(bytes: usize) -> String {
-    baton_runtime::conformance::incompressible_text(bytes, 0x2545_F491_4F6C_DD1D)
+    baton_test_support::conformance::incompressible_text(bytes, 0x2545_F491_4F6C_DD1D)
 }
 
 /// Test double for the model endpoint: answers of the given lengths, one

@@ -25,7 +25,7 @@ use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore};
 use baton_runtime::services::OrchestratorSettings;
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use baton_test_support::agent_session::{
     FixedLookup, OneLookupPerTurn, agent_envelope, agent_registry,
@@ -41,7 +41,8 @@ const JUDGES: usize = 50;
 async fn stored_state_size(store: &DynamoRunStore, run_id: &str) -> (usize, usize) {
     let state = store.load_run("t", run_id).await.unwrap().unwrap().state;
     let json = serde_json::to_vec(&state).unwrap().len();
-    let AttributeValue::B(blob) = baton_aws::state_codec::encode_state(&state).unwrap() else {
+    let AttributeValue::B(blob) = baton_aws::dynamodb::state_codec::encode_state(&state).unwrap()
+    else {
         panic!("the state is stored as binary");
     };
     (blob.as_ref().len(), json)
@@ -140,9 +141,9 @@ async fn a_200_turn_agent_session_completes_on_dynamodb() {
     let (final_compressed, final_json) = stored_state_size(&store, &submitted.run_id).await;
     eprintln!(
         "{AGENT_TURNS}-turn agent session on DynamoDB: the stored state before the last turn was {largest_compressed} bytes compressed ({largest_json} JSON), {final_compressed} ({final_json}) once completed; the cap is {} bytes",
-        baton_aws::state_codec::MAX_STORED_STATE_BYTES
+        baton_aws::dynamodb::state_codec::MAX_STORED_STATE_BYTES
     );
-    assert!(largest_compressed < baton_aws::state_codec::MAX_STORED_STATE_BYTES);
+    assert!(largest_compressed < baton_aws::dynamodb::state_codec::MAX_STORED_STATE_BYTES);
     // The conversation lives beside the run: its state does not grow with
     // the turns (it was 51 kB of JSON at turn 200 when the state held them).
     assert!(
@@ -211,7 +212,7 @@ async fn a_50_judge_panel_allowed_three_rounds_completes_on_dynamodb() {
     eprintln!(
         "{JUDGES}-judge panel on DynamoDB: {} model calls; the completed run's stored state is {compressed} bytes compressed ({json} JSON); the cap is {} bytes",
         model.request_count(),
-        baton_aws::state_codec::MAX_STORED_STATE_BYTES
+        baton_aws::dynamodb::state_codec::MAX_STORED_STATE_BYTES
     );
     assert!(model.request_count() >= JUDGES, "every judge was asked");
 }

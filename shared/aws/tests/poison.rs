@@ -30,11 +30,11 @@ use aws_sdk_sqs::types::MessageSystemAttributeName;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::event::EventType;
 use baton_core::run::{RunStatus, StepCommand, StepMessage};
-use baton_runtime::dead_letters::{DeadLetterReader, DeadLetterReport};
-use baton_runtime::fault_injection::ThrottlingStore;
 use baton_runtime::ports::{RunStore, StepQueue};
+use baton_runtime::queue::dead_letters::{DeadLetterReader, DeadLetterReport};
 use baton_runtime::services::Services;
-use baton_runtime::worker::{QueueBatch, QueuedRecord, process_step_queue_batch};
+use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
+use baton_test_support::fault_injection::ThrottlingStore;
 use baton_test_support::{SchemaShapedModel, TestServices};
 use moto_server::{MotoServer, unique_name};
 

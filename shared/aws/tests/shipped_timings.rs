@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
-use baton_runtime::disposition::MAX_RECEIVES_BEFORE_DEAD_LETTER;
+use baton_runtime::queue::disposition::MAX_RECEIVES_BEFORE_DEAD_LETTER;
 use baton_runtime::services::OrchestratorSettings;
 use baton_test_support::repository_path;
 use moto_server::{MotoServer, shipped_step_timings, unique_name};

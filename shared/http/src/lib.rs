@@ -12,15 +12,9 @@
 
 pub mod auth;
 pub mod bodies;
-mod chat_route;
 pub mod error;
-mod fork_routes;
-mod humans;
-mod judge;
 pub mod openapi;
-mod openapi_schemas;
 mod routes;
-pub mod runs_list_route;
 pub mod server;
 pub mod snapshot;
 pub mod sse;

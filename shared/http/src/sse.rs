@@ -1,5 +1,5 @@
 //! SSE over HTTP: the run's frames from the one follower
-//! (`baton_runtime::follow`), framed by axum's `Sse` with its `KeepAlive`
+//! (`baton_runtime::services::follow`), framed by axum's `Sse` with its `KeepAlive`
 //! comment heartbeats while the run is quiet. Each frame's event carries
 //! the same lines as `EventFrame::to_sse` (the CLI's `--format sse`; a test
 //! keeps the two equal). Dropping the response body (the client went away)

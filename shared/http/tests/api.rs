@@ -93,7 +93,7 @@ async fn start_api_with(
     let server = tokio::spawn(async move {
         axum::serve(listener, router(state)).await.unwrap();
     });
-    let worker = tokio::spawn(baton_runtime::worker::run_worker_until(
+    let worker = tokio::spawn(baton_runtime::workers::run_worker_until(
         built.services.steps.clone(),
         built.queue.clone(),
         std::future::pending(),
@@ -1857,8 +1857,20 @@ async fn the_runs_list_pages_newest_first_filters_by_status_and_names_bad_parame
 fn declared_routes() -> Vec<(String, String)> {
     let source_directory = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut routes = Vec::new();
-    for entry in std::fs::read_dir(source_directory).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    let mut files = Vec::new();
+    let mut folders = vec![source_directory];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|extension| extension == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap();
         for piece in text.split(".route(").skip(1) {
             let Some(path) = piece
                 .trim_start()

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use baton_aws::event_bus::EventBridgeBus;
+use baton_aws::events::EventBridgeBus;
 use baton_core::engine::NotificationDelivery;
 use baton_outbound::webhook::WebhookSender;
 use baton_runtime::error::DeliveryError;

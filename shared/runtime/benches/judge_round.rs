@@ -19,7 +19,7 @@ use baton_core::run::TokenUsage;
 use baton_judge::request::PanelRequest;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::LlmError;
-use baton_runtime::panels::PanelRunner;
+use baton_runtime::models::panels::PanelRunner;
 use baton_runtime::ports::{LlmProvider, ModelAnswer};
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
@@ -76,7 +76,7 @@ fn judge_round(criterion: &mut Criterion) {
     let services = baton_test_support::TestServices::with_model(Arc::new(SlowJudgeModel))
         .queue(queue.clone())
         .build();
-    let runner = baton_runtime::worker::LocalRunner {
+    let runner = baton_runtime::workers::LocalRunner {
         steps: services.services.steps.clone(),
         runs: services.services.runs.clone(),
         queue,

@@ -30,7 +30,7 @@ use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, StepQueue};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use baton_test_support::five_stages::{five_stage_envelope, five_stage_registry};
 use criterion::{Criterion, criterion_group, criterion_main};
@@ -226,7 +226,7 @@ fn bench_traces(
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     let routed: Arc<dyn LlmProvider> =
-        Arc::new(baton_runtime::model_router::ModelRouter::new(provider));
+        Arc::new(baton_runtime::models::router::ModelRouter::new(provider));
     let build_services = |queue: Arc<InMemoryStepQueue>| {
         TestServices::with_model(routed.clone())
             .registry(registry.clone())

@@ -157,7 +157,7 @@ async fn run_many(
     let submit = started.elapsed();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker_queue: Arc<dyn StepQueue> = queue.clone();
-    let worker = tokio::spawn(baton_runtime::worker::run_worker_with_bound(
+    let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
         services.steps.clone(),
         worker_queue,
         async {
@@ -226,7 +226,7 @@ fn main() {
     let delay = Duration::from_millis(setting("BATON_SCALE_MODEL_DELAY_MS", 200));
     let max_in_flight = usize::try_from(setting(
         "BATON_SCALE_MAX_IN_FLIGHT",
-        baton_runtime::worker::DEFAULT_MAX_STEPS_IN_FLIGHT as u64,
+        baton_runtime::workers::DEFAULT_MAX_STEPS_IN_FLIGHT as u64,
     ))
     .unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread()

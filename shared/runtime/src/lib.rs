@@ -1,15 +1,23 @@
 //! `baton-runtime`: the imperative shell around `baton-core`.
 //!
-//! It owns the narrow ports (run store, step queue, LLM provider, clock, ids),
-//! the services that drive them (`services`: runs, steps, capabilities, the
-//! outbox relay and sweeper), the one event follower (`follow`), the workers,
-//! the registry loader (a folder, or the registry built into the binary),
-//! the counters read off committed frames (`telemetry`: Prometheus text and
-//! CloudWatch EMF), and the in-memory adapters that make up the embedded
-//! default. The store
-//! conformance suite and the fault-injecting decorators are behind the
-//! `testing` feature; the named crash points of the kill tests
-//! (`crash_points`) do nothing without the `crash-points` feature.
+//! It owns the narrow ports (`ports`: run store, step queue, model,
+//! clock, ids) and, grouped by concept:
+//! - `services`: what drives the ports (runs, steps, capabilities, people,
+//!   the outbox relay and sweeper, the one event follower, the capability
+//!   cache);
+//! - `workers`: the long-running worker pool and the queue-triggered batch;
+//! - `queue`: what happens to a step message (its disposition after a step,
+//!   the dead-letter queue's reader);
+//! - `models`: the model router over providers, its spans, judge panels;
+//! - `observe`: counters read off committed frames (Prometheus text and
+//!   CloudWatch EMF), lifecycle logs, run traces;
+//! - `memory`: the in-memory adapters that make up the embedded default;
+//! - `registry_loader`: a registry folder, or the one built into the binary.
+//!
+//! The store conformance suites and the fault-injecting decorators live in
+//! the test-support crate (`tests/support`); the named crash points of the
+//! kill tests (`crash_points`) do nothing without the `crash-points`
+//! feature.
 //!
 //! Invariants:
 //! - Every step is idempotent: a stale or duplicate step message changes
@@ -19,39 +27,26 @@
 //! - A step message leaves its queue (acknowledged, or dead-lettered by the
 //!   redrive policy) only when its step has an outcome or its run's end is
 //!   recorded: at its last receive a failing step ends its run
-//!   (`disposition`), a busy node's message is replaced by a fresh copy,
+//!   (`queue::disposition`), a busy node's message is replaced by a fresh copy,
 //!   and the dead-letter queue's reader ends the run of whatever got there
-//!   (`dead_letters`).
+//!   (`queue::dead_letters`).
 //! - A worker holds a received message hidden one node lease at a time
-//!   (`worker::holding_message`): a dead holder's message is back within a
+//!   (`workers::holding_message`): a dead holder's message is back within a
 //!   lease, whatever the queue's visibility timeout.
 //! - No wire or database types here: adapters live in their own crates.
 //! - The shell performs the engine's effects and commits its decisions; it
 //!   never decides what a node means.
 
-pub mod capability_cache;
 pub mod clock;
-#[cfg(any(test, feature = "testing"))]
-pub mod conformance;
 pub mod crash_points;
-pub mod dead_letters;
-pub mod disposition;
 pub mod error;
-#[cfg(any(test, feature = "testing"))]
-pub mod fault_injection;
-pub mod follow;
-pub mod lifecycle_log;
 pub mod memory;
-mod memory_queue;
-mod memory_threads;
-pub mod model_router;
-mod model_spans;
-pub mod panels;
+pub mod models;
+pub mod observe;
 pub mod ports;
+pub mod queue;
 pub mod registry_loader;
-pub mod run_traces;
 pub mod services;
-pub mod telemetry;
-pub mod worker;
+pub mod workers;
 
 pub use error::RuntimeError;

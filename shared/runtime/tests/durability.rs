@@ -15,11 +15,11 @@ use baton_core::event::EventType;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::LlmError;
-use baton_runtime::fault_injection::{DuplicatingQueue, FailingSendQueue};
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, RunStore, StepQueue};
 use baton_runtime::services::{OutboxSweeper, Services, StepOutcome};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
+use baton_test_support::fault_injection::{DuplicatingQueue, FailingSendQueue};
 use baton_test_support::{TestServices, assert_frames_match_schemas};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
@@ -280,13 +280,13 @@ async fn a_queue_batch_reports_only_the_messages_to_redeliver() {
             plan_body.replace(&submitted.run_id, "run_missing"),
         ),
     ];
-    let failed = baton_runtime::worker::process_step_batch(&services.steps, records).await;
+    let failed = baton_runtime::workers::process_step_batch(&services.steps, records).await;
     assert_eq!(
         failed,
         vec!["garbage".to_string()],
         "only the malformed body is redelivered"
     );
-    let duplicate = baton_runtime::worker::process_step_batch(
+    let duplicate = baton_runtime::workers::process_step_batch(
         &services.steps,
         vec![("again".into(), plan_body)],
     )
@@ -359,7 +359,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
             serde_json::json!({"tenantId": "t", "envelope": {"objective": ""}}).to_string(),
         ),
     ];
-    let failed = baton_runtime::worker::process_ingest_batch(&services.runs, records).await;
+    let failed = baton_runtime::workers::process_ingest_batch(&services.runs, records).await;
     assert_eq!(
         failed,
         vec!["not-json".to_string(), "bad-envelope".to_string()]
@@ -394,7 +394,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
     };
     let before = count_runs().await;
     for _ in 0..2 {
-        let failed = baton_runtime::worker::process_ingest_batch(
+        let failed = baton_runtime::workers::process_ingest_batch(
             &services.runs,
             vec![("sqs-message-9".to_string(), unkeyed.clone())],
         )
@@ -422,7 +422,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         ("traced".to_string(), traced.to_string()),
         ("garbled".to_string(), garbled.to_string()),
     ];
-    let failed = baton_runtime::worker::process_ingest_batch(&services.runs, records).await;
+    let failed = baton_runtime::workers::process_ingest_batch(&services.runs, records).await;
     assert!(failed.is_empty(), "{failed:?}");
     let mut traces = Vec::new();
     let query = baton_core::listing::RunListQuery {
@@ -722,7 +722,7 @@ impl LlmProvider for SlowFirstCallModel {
 async fn a_step_out_of_invocation_time_releases_its_claim_and_is_redelivered_within_seconds() {
     use baton_runtime::ports::Clock;
     use baton_runtime::services::OrchestratorSettings;
-    use baton_runtime::worker::{
+    use baton_runtime::workers::{
         QueueBatch, QueuedRecord, REDELIVER_AFTER_DEADLINE, process_step_queue_batch,
     };
     let queue = Arc::new(InMemoryStepQueue::new());

@@ -20,7 +20,7 @@ use baton_core::run::RunStatus;
 use baton_runtime::error::{LlmError, RuntimeError};
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::five_stages::{five_stage_envelope, five_stage_registry};
 use baton_test_support::{SchemaShapedModel, TestServices};
 use serde_json::json;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use baton_core::hooks::HookRenderer;
 use baton_core::run::RunStatus;
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use baton_test_support::agent_session::{
     FixedLookup, OneLookupPerTurn, agent_envelope, agent_registry,

@@ -17,7 +17,7 @@ use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{Clock, LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;

@@ -22,7 +22,7 @@ use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, StepQueue};
 use baton_runtime::services::{ChatRequest, Services};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::{TestServices, assert_frames_match_schemas, repository_path};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
@@ -756,7 +756,7 @@ async fn cancelling_a_parent_ends_the_child_run_it_waits_for_at_once() {
             .unwrap()
             .pop()
             .expect("a step until the child starts");
-        baton_runtime::worker::process_received_step(
+        baton_runtime::workers::process_received_step(
             &chat.services.steps,
             chat.queue.as_ref(),
             received,
@@ -865,7 +865,7 @@ async fn a_parent_that_fails_cancels_its_children_through_its_outbox() {
         if received.message.run_id == submitted.run_id {
             last_parent_step = Some(received.message.clone());
         }
-        baton_runtime::worker::process_received_step(
+        baton_runtime::workers::process_received_step(
             &chat.services.steps,
             chat.queue.as_ref(),
             received,

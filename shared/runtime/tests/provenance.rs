@@ -16,7 +16,7 @@ use baton_core::run::{NodeStatus, RunState, RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;

@@ -36,13 +36,13 @@ use baton_core::run::{RunStatus, StepMessage, TokenUsage};
 use baton_core::schema::ValidatorCache;
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::error::{LlmError, QueueError};
-use baton_runtime::fault_injection::ThrottlingStore;
 use baton_runtime::memory::InMemoryRunStore;
 use baton_runtime::ports::{
     LlmProvider, ModelAnswer, ModelDelta, ReceivedStep, RunStore, StepQueue,
 };
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services, StepOutcome};
 use baton_test_support::TestServices;
+use baton_test_support::fault_injection::ThrottlingStore;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 use serde_json::Value;

@@ -20,7 +20,7 @@ use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::OrchestratorSettings;
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use baton_test_support::agent_session::{FixedLookup, agent_envelope, agent_registry};
 use serde_json::json;

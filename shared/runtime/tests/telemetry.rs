@@ -13,9 +13,9 @@ use baton_core::context::ModelRequest;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::observe::telemetry::{ObservedRunStore, RunCounters, emf_lines};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
-use baton_runtime::telemetry::{ObservedRunStore, RunCounters, emf_lines};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
@@ -142,7 +142,7 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
 #[test]
 fn plans_drafted_for_review_and_their_reviews_are_counted_by_verdict() {
     use baton_core::event::{EventDraft, EventType};
-    use baton_runtime::telemetry::{Observation, observations};
+    use baton_runtime::observe::telemetry::{Observation, observations};
     let at = "2026-11-26T00:00:00.000Z";
     let review = |verdict: &str| {
         EventDraft::new(EventType::PlanReview, at, 1)

@@ -83,7 +83,7 @@ async fn a_flooding_tenant_does_not_slow_another_tenants_run() {
         .build()
         .services;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::spawn(baton_runtime::worker::run_worker_with_bound(
+    let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
         services.steps.clone(),
         queue.clone() as Arc<dyn StepQueue>,
         async {

@@ -16,7 +16,7 @@ use baton_runtime::RuntimeError;
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::services::{OrchestratorSettings, PerTenantLimit, TenantLimits};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::{SchemaShapedModel, TestServices};
 
 #[test]

@@ -18,7 +18,7 @@ use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryStepQueue, InMemoryThreadStore};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::{ChatRequest, Services};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::{TestServices, assert_frames_match_schemas, repository_registry};
 use tokio::sync::mpsc::UnboundedSender;
 

@@ -18,7 +18,7 @@ use baton_judge::request::PanelRequest;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, TranscriptPublisher};
-use baton_runtime::worker::LocalRunner;
+use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 
 use baton_core::run::RunStatus;
-use baton_runtime::conformance::{
-    capability_directory_conformance, run_store_conformance, thread_store_conformance,
-};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{RunStore, StepCommit};
 use baton_sqlite::SqliteStore;
+use baton_test_support::conformance::{
+    capability_directory_conformance, run_store_conformance, thread_store_conformance,
+};
 
 fn store_in(directory: &tempfile::TempDir) -> SqliteStore {
     SqliteStore::open(&directory.path().join("state").join("baton.sqlite3")).unwrap()
@@ -25,7 +25,7 @@ async fn scripted_services(
     store: Arc<SqliteStore>,
 ) -> (
     baton_runtime::services::Services,
-    baton_runtime::worker::LocalRunner,
+    baton_runtime::workers::LocalRunner,
     scripted_llm::ScriptedLlmServer,
 ) {
     let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
@@ -44,7 +44,7 @@ async fn scripted_services(
         .capability_directory(store)
         .build()
         .services;
-    let runner = baton_runtime::worker::LocalRunner {
+    let runner = baton_runtime::workers::LocalRunner {
         steps: services.steps.clone(),
         runs: services.runs.clone(),
         queue,
@@ -326,7 +326,7 @@ async fn an_example_runs_to_completion_on_sqlite() {
 async fn a_new_process_picks_up_what_the_last_one_left_in_the_outbox() {
     use baton_runtime::memory::InMemoryStepQueue;
     use baton_runtime::ports::StepQueue;
-    use baton_runtime::worker::LocalRunner;
+    use baton_runtime::workers::LocalRunner;
 
     let directory = tempfile::tempdir().unwrap();
     let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();

@@ -87,7 +87,7 @@ pub(crate) async fn call(
     };
     // The tool's span (the step's `gen_ai.execute_tool`), when exported:
     // the tool's server continues the run's trace.
-    if let Some(traceparent) = baton_runtime::run_traces::current_traceparent()
+    if let Some(traceparent) = baton_runtime::observe::run_traces::current_traceparent()
         && let Ok(value) = HeaderValue::from_str(&traceparent)
     {
         headers.insert(HeaderName::from_static("traceparent"), value);

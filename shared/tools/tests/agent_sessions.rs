@@ -177,7 +177,7 @@ async fn next_step(fixture: &Fixture) -> baton_runtime::ports::ReceivedStep {
         if !matches!(received.message.command, StepCommand::FireTimer { .. }) {
             return received;
         }
-        let deferred = baton_runtime::worker::process_received_step(
+        let deferred = baton_runtime::workers::process_received_step(
             &fixture.services.steps,
             fixture.queue.as_ref(),
             received,

@@ -6,7 +6,7 @@
 //! `OTEL_BSP_*`); the `tracing` layer that turns Baton's existing `tracing`
 //! spans into OpenTelemetry spans (no second instrumentation); and each
 //! run's root span, written when the run ends with the ids its steps were
-//! parented to ([`baton_runtime::run_traces`]).
+//! parented to ([`baton_runtime::observe::run_traces`]).
 //!
 //! It never decides whether traces are exported (the functions' config
 //! does, from the same variables) and never reads the environment itself.
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use baton_core::trace_context::TraceParent;
-use baton_runtime::run_traces::{EndedRun, RunSpanExporter};
+use baton_runtime::observe::run_traces::{EndedRun, RunSpanExporter};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer, TracerProvider as _};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::Resource;
@@ -171,7 +171,7 @@ impl RunSpanExporter for RootSpans {
     fn run_ended(&self, run: &EndedRun) {
         let trace = run.trace;
         let parent = match trace.caller_span_id {
-            Some(caller) => baton_runtime::run_traces::remote_parent(TraceParent {
+            Some(caller) => baton_runtime::observe::run_traces::remote_parent(TraceParent {
                 trace_id: trace.trace_id,
                 span_id: caller,
                 sampled: trace.sampled,

@@ -1,11 +1,14 @@
 //! Architecture rule that runs as a test: inside a crate, modules depend on
 //! each other in one direction. A module is a top-level file or folder of
-//! `src/` (`engine/` is one module: its files may call each other, the
-//! state machine's transitions do); module A depends on B when A's code (its
+//! `src/` (`engine/` is one module here; `file_direction.rs` checks its
+//! files); module A depends on B when A's code (its
 //! tests left out) names `crate::B`. The graph of every crate checked must
 //! have no circle: a circle means two modules can only be understood, and
-//! changed, together. The core also names each file once (module roots and
-//! the engine's test files, named after the file they test, aside).
+//! changed, together. A crate grouped by concept is checked one level down
+//! too: the files of `shared/aws`'s `dynamodb/` (each names the others as
+//! `crate::dynamodb::name`) depend in one direction. Every crate under
+//! `shared/` names each production file once and has at most twelve
+//! top-level modules.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
@@ -25,6 +28,11 @@ const CHECKED_CRATES: [&str; 5] = [
 fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// The folders whose files must depend in one direction too, as (crate,
+/// folder of its `src`): the module path of a file there is
+/// `crate::folder::file`.
+const CHECKED_FOLDERS: [(&str, &str); 1] = [("shared/aws", "dynamodb")];
 
 /// Every `.rs` file under `directory`.
 fn rust_files(directory: &Path) -> Vec<PathBuf> {
@@ -84,12 +92,22 @@ fn reexported_names(src: &Path) -> BTreeMap<String, String> {
 
 /// Module → the modules it names (`crate::name`), tests left out.
 fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    module_graph_named_by(src, src, "crate::")
+}
+
+/// Module → the modules it names, for the modules of `folder` (a crate's
+/// `src`, or a folder in it) named as `prefix` + name, tests left out.
+fn module_graph_named_by(
+    src: &Path,
+    folder: &Path,
+    prefix: &str,
+) -> BTreeMap<String, BTreeSet<String>> {
     let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let files = rust_files(src);
+    let files = rust_files(folder);
     let mut modules: BTreeMap<String, String> = files
         .iter()
-        .map(|file| module_of(src, file))
-        .filter(|module| module != "lib")
+        .map(|file| module_of(folder, file))
+        .filter(|module| module != "lib" && module != "mod")
         .map(|module| (module.clone(), module))
         .collect();
     for (name, module) in reexported_names(src) {
@@ -98,8 +116,9 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         }
     }
     for file in &files {
-        let module = module_of(src, file);
+        let module = module_of(folder, file);
         if module == "lib"
+            || module == "mod"
             || file
                 .strip_prefix(src)
                 .unwrap_or(file)
@@ -119,8 +138,8 @@ fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             .collect::<Vec<_>>()
             .join("\n");
         let named = graph.entry(module.clone()).or_default();
-        for (index, _) in code.match_indices("crate::") {
-            let rest = &code[index + "crate::".len()..];
+        for (index, _) in code.match_indices(prefix) {
+            let rest = &code[index + prefix.len()..];
             let name: String = rest
                 .chars()
                 .take_while(|character| character.is_alphanumeric() || *character == '_')
@@ -176,10 +195,29 @@ fn modules_of_each_crate_depend_in_one_direction() {
         let src = repository_root().join(krate).join("src");
         let graph = module_graph(&src);
         let edges: usize = graph.values().map(BTreeSet::len).sum();
-        assert!(edges >= 5, "{krate}: the imports were read ({edges} edges)");
+        assert!(edges >= 3, "{krate}: the imports were read ({edges} edges)");
         if let Some(circle) = find_circle(&graph) {
             panic!(
                 "{krate}: these modules import each other in a circle: {}",
+                circle.join(" -> ")
+            );
+        }
+    }
+}
+
+#[test]
+fn files_of_each_grouped_folder_depend_in_one_direction() {
+    for (krate, folder) in CHECKED_FOLDERS {
+        let src = repository_root().join(krate).join("src");
+        let graph = module_graph_named_by(&src, &src.join(folder), &format!("crate::{folder}::"));
+        let edges: usize = graph.values().map(BTreeSet::len).sum();
+        assert!(
+            edges >= 5,
+            "{krate}/{folder}: the imports were read ({edges} edges)"
+        );
+        if let Some(circle) = find_circle(&graph) {
+            panic!(
+                "{krate}/{folder}: these files import each other in a circle: {}",
                 circle.join(" -> ")
             );
         }
@@ -211,12 +249,76 @@ fn a_circle_is_found_when_there_is_one() {
     assert_eq!(find_circle(&acyclic), None);
 }
 
-/// File names a crate may repeat: module roots, and the engine's test files,
-/// each named after the engine file it tests.
+/// File names a crate may repeat: module roots and test code (a `tests.rs`,
+/// or a file under a `tests/` folder, such as the engine's test tables, each
+/// named after the engine file it tests).
 fn may_repeat(src: &Path, file: &Path) -> bool {
     let relative = file.strip_prefix(src).unwrap();
     let name = relative.file_name().unwrap().to_string_lossy();
-    name == "mod.rs" || relative.starts_with("engine/tests")
+    name == "mod.rs"
+        || name == "tests.rs"
+        || relative
+            .components()
+            .any(|part| part.as_os_str() == "tests")
+}
+
+/// The library crates under `shared/`, from the repository root.
+fn shared_crates() -> Vec<PathBuf> {
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(repository_root().join("shared"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("src/lib.rs").is_file())
+        .collect();
+    crates.sort();
+    crates
+}
+
+/// The top-level modules of a crate's `src`: its files and folders, `lib.rs`
+/// aside, a `name.rs` beside a `name/` counted once.
+fn top_level_modules(src: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(src)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|name| name != "lib.rs" && name != "main.rs")
+        .map(|name| name.trim_end_matches(".rs").to_string())
+        .collect()
+}
+
+/// At most this many top-level modules in a shared crate: more, and the
+/// crate wants grouping by concept (folders), or splitting.
+const MAX_TOP_LEVEL_MODULES: usize = 12;
+
+#[test]
+fn every_shared_crate_has_at_most_twelve_top_level_modules() {
+    let crates = shared_crates();
+    assert!(
+        crates.len() >= 10,
+        "the shared crates were found: {crates:?}"
+    );
+    let crowded: Vec<(String, usize)> = crates
+        .iter()
+        .map(|krate| {
+            let modules = top_level_modules(&krate.join("src"));
+            (krate.display().to_string(), modules.len())
+        })
+        .filter(|(_, count)| *count > MAX_TOP_LEVEL_MODULES)
+        .collect();
+    assert!(
+        crowded.is_empty(),
+        "these crates have more than {MAX_TOP_LEVEL_MODULES} top-level modules: {crowded:?}"
+    );
+}
+
+#[test]
+fn every_shared_crate_names_each_production_file_once() {
+    for krate in shared_crates() {
+        let repeated = repeated_file_names(&krate.join("src"));
+        assert!(
+            repeated.is_empty(),
+            "{} repeats these file names: {repeated:?}",
+            krate.display()
+        );
+    }
 }
 
 /// The file names under `src` that name more than one file, with the files.
@@ -235,17 +337,6 @@ fn repeated_file_names(src: &Path) -> BTreeMap<String, Vec<PathBuf>> {
     by_name.retain(|_, files| files.len() > 1);
     by_name.values_mut().for_each(|files| files.sort());
     by_name
-}
-
-#[test]
-fn every_file_of_the_core_has_a_name_of_its_own() {
-    let src = repository_root().join("shared/core/src");
-    assert!(rust_files(&src).len() > 40, "the core's files were read");
-    let repeated = repeated_file_names(&src);
-    assert!(
-        repeated.is_empty(),
-        "baton-core repeats these file names: {repeated:?}"
-    );
 }
 
 #[test]

@@ -122,7 +122,7 @@ impl Harness {
             .build()
             .services;
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
-        let worker = tokio::spawn(baton_runtime::worker::run_worker_until(
+        let worker = tokio::spawn(baton_runtime::workers::run_worker_until(
             services.steps.clone(),
             queue,
             async move {
@@ -268,7 +268,7 @@ pub async fn double_texting_suite(
 /// thread to notice. The release is a step in the ending commit's outbox,
 /// so the ending step's redelivery sends it again.
 async fn lost_release(store: Arc<dyn RunStore>, threads: Arc<dyn ThreadStore>, tenant: String) {
-    let losing = Arc::new(baton_runtime::fault_injection::FailingSendQueue::of_kind(
+    let losing = Arc::new(crate::fault_injection::FailingSendQueue::of_kind(
         Arc::new(InMemoryStepQueue::new()),
         "release_thread_lane",
         1,

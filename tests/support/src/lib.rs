@@ -7,6 +7,10 @@
 //! - [`assert_frames_match_schemas`]: every frame a test sees validates
 //!   against `events/schemas/frames/<type>.schema.json`.
 //!
+//! - [`conformance`]: one conformance suite per store port (run store,
+//!   capability directory, thread store), run against every adapter;
+//!   [`fault_injection`]: decorators that throttle a store or drop, delay
+//!   and duplicate a queue's messages.
 //! - [`agent_session`]: doubles of a model and a tool endpoint for a long
 //!   agent session, and the registry of one agent capability.
 //! - [`mcp_server::WordCountServer`]: a test double for an MCP tool server
@@ -20,8 +24,10 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)] // test support: a broken fixture ends the test
 
 pub mod agent_session;
+pub mod conformance;
 pub mod crash_checks;
 pub mod double_texting;
+pub mod fault_injection;
 pub mod five_stages;
 pub mod lambda_runtime;
 pub mod mcp_server;
@@ -234,11 +240,11 @@ impl TestServices {
 
     /// The services on a fresh in-memory queue, with the embedded default's
     /// worker (`LocalRunner`, what `baton run` drives) over them.
-    pub fn build_with_local_runner(mut self) -> (Services, baton_runtime::worker::LocalRunner) {
+    pub fn build_with_local_runner(mut self) -> (Services, baton_runtime::workers::LocalRunner) {
         let queue = Arc::new(InMemoryStepQueue::new());
         self.queue = Some(queue.clone());
         let services = self.build().services;
-        let runner = baton_runtime::worker::LocalRunner {
+        let runner = baton_runtime::workers::LocalRunner {
             steps: services.steps.clone(),
             runs: services.runs.clone(),
             queue,
@@ -265,9 +271,9 @@ impl TestServices {
                 llm: self.llm,
                 clock,
                 ids: Arc::new(RandomIds),
-                transcripts: self
-                    .transcripts
-                    .unwrap_or_else(|| Arc::new(baton_runtime::panels::EventLogTranscripts)),
+                transcripts: self.transcripts.unwrap_or_else(|| {
+                    Arc::new(baton_runtime::models::panels::EventLogTranscripts)
+                }),
                 tools: self
                     .tools
                     .unwrap_or_else(|| Arc::new(baton_runtime::ports::NoToolRunner)),

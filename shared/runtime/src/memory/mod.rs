@@ -15,6 +15,8 @@ use baton_core::run::{RunState, StepMessage};
 use tokio::sync::Notify;
 
 mod event_log;
+mod queue;
+mod threads;
 
 use self::event_log::{CompactEventLog, RunIds};
 use crate::clock::SystemClock;
@@ -520,8 +522,8 @@ impl CapabilityDirectory for InMemoryCapabilityDirectory {
     }
 }
 
-pub use crate::memory_queue::InMemoryStepQueue;
-pub use crate::memory_threads::InMemoryThreadStore;
+pub use self::queue::InMemoryStepQueue;
+pub use self::threads::InMemoryThreadStore;
 
 #[cfg(test)]
 mod tests {

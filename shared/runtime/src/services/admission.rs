@@ -104,7 +104,7 @@ impl RunAdmission {
             }
             TenantLimitCheck::Passed(_) | TenantLimitCheck::ChildOfAdmittedParent => {}
         }
-        crate::run_traces::stamp_write(
+        crate::observe::run_traces::stamp_write(
             decision.state.trace.as_ref(),
             &mut decision.events,
             &mut decision.outbox,

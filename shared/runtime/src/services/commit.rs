@@ -151,7 +151,7 @@ impl DecisionCommitter {
         expected_version: u64,
         mut decision: Decision,
     ) -> Result<u64, RuntimeError> {
-        crate::run_traces::stamp_write(
+        crate::observe::run_traces::stamp_write(
             decision.state.trace.as_ref(),
             &mut decision.events,
             &mut decision.outbox,

@@ -10,12 +10,18 @@
 //! - [`OutboxRelay`] / [`OutboxSweeper`]: send committed step messages, and
 //!   re-send what a crash left unsent.
 //!
+//! Also the one event follower (`follow`: a run's frames, replayed then
+//! followed) and a read-through cache of a tenant's registrations
+//! (`capability_cache`).
+//!
 //! [`Services::new`] wires the first three over one set of ports; the
 //! sweeper needs only a store, a queue and a clock.
 
 mod admission;
 mod capabilities;
+pub mod capability_cache;
 mod commit;
+pub mod follow;
 mod humans;
 mod outbox;
 mod runs;

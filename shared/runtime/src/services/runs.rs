@@ -23,8 +23,8 @@ mod evaluations;
 mod forks;
 mod hook_frames;
 use crate::error::RuntimeError;
-use crate::follow::{FollowRequest, follow_run_and_children};
 use crate::ports::{Clock, IdGenerator, RunStore, StoredRun};
+use crate::services::follow::{FollowRequest, follow_run_and_children};
 pub use chat_messages::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
 pub use forks::Checkpoint;
@@ -216,7 +216,7 @@ impl RunService {
                 .unwrap_or_else(|| self.ids.new_id("corr")),
             tenant_id: tenant_id.to_string(),
             run_id,
-            trace: Some(crate::run_traces::new_run_trace(caller)),
+            trace: Some(crate::observe::run_traces::new_run_trace(caller)),
         };
         let idempotency_key = envelope.idempotency_key.clone();
         let now = self.clock.now();
@@ -377,7 +377,7 @@ impl RunService {
     }
 
     /// The run's frames after `after_sequence`, followed until its stream
-    /// ends or it parks (see [`crate::follow`]).
+    /// ends or it parks (see [`crate::services::follow`]).
     pub fn follow(
         &self,
         tenant_id: &str,

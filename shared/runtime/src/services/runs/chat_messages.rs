@@ -121,7 +121,7 @@ impl RunService {
             tenant_id: tenant_id.to_string(),
             correlation_id: self.ids.new_id("corr"),
             thread_id: thread_id.clone(),
-            trace: Some(crate::run_traces::new_run_trace(caller)),
+            trace: Some(crate::observe::run_traces::new_run_trace(caller)),
         };
         // Plans drafted earlier and not run yet stay on offer.
         let pending_drafts = history

@@ -89,7 +89,7 @@ impl RunService {
             tenant_id: tenant_id.to_string(),
             correlation_id: self.ids.new_id("corr"),
             thread_id: source.state.thread_id.clone(),
-            trace: Some(crate::run_traces::new_run_trace(None)),
+            trace: Some(crate::observe::run_traces::new_run_trace(None)),
         };
         let engine = self.engine();
         let decision = fork_run(

@@ -294,7 +294,7 @@ impl StepService {
             .append_events(
                 &state.tenant_id,
                 &state.run_id,
-                crate::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
+                crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
             )
             .await?;
         Ok(())
@@ -325,7 +325,7 @@ impl StepService {
             .append_events(
                 &state.tenant_id,
                 &state.run_id,
-                crate::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
+                crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
             )
             .await?;
         Ok(())
@@ -349,7 +349,7 @@ impl StepService {
             .append_events(
                 &state.tenant_id,
                 &state.run_id,
-                crate::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
+                crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
             )
             .await?;
         Ok(())
@@ -390,7 +390,7 @@ impl StepService {
                 .append_events(
                     &state.tenant_id,
                     &state.run_id,
-                    crate::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
+                    crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
                 )
                 .await?;
         }
@@ -420,7 +420,7 @@ impl StepService {
         // The child's root span hangs under this step's span when spans are
         // exported (under the parent run's root otherwise).
         if let Some(trace) = child.state.trace.as_mut()
-            && let Some(step_span) = crate::run_traces::current_span_id()
+            && let Some(step_span) = crate::observe::run_traces::current_span_id()
         {
             trace.caller_span_id = Some(step_span);
         }

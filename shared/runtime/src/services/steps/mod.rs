@@ -202,7 +202,7 @@ impl StepService {
             step_id = %message.message_id,
             node_id = %node_id
         );
-        crate::run_traces::continue_trace(&span, message.traceparent.as_deref());
+        crate::observe::run_traces::continue_trace(&span, message.traceparent.as_deref());
         // Boxed: the task a worker spawns for a step holds this future,
         // and spawning moves it; a box is one pointer to move.
         Box::pin(self.handle_inner(message, deadline))
@@ -472,7 +472,7 @@ impl StepService {
                 &message.tenant_id,
                 &message.run_id,
                 claim,
-                crate::run_traces::traced_frames(trace.as_ref(), start_frames),
+                crate::observe::run_traces::traced_frames(trace.as_ref(), start_frames),
             )
             .await?
         {

@@ -1,0 +1,24 @@
+//! The DynamoDB adapters, on one table (the key schema is in the crate's
+//! docs): the run store's struct and layout (`store`), the `RunStore`
+//! (`run_store`) built from its parts (the event log, leases and open items,
+//! the outbox, run entries, the runs list, large items split into parts,
+//! the state codec), the capability directory and the thread store (chat
+//! exchanges, lanes and summaries), and the table's creation for local
+//! stacks and tests (`table_setup`).
+
+mod attributes;
+pub mod capability_directory;
+mod event_log;
+pub mod large_items;
+mod open_items;
+mod outbox_items;
+mod run_entries;
+mod run_listing;
+mod run_store;
+pub mod state_codec;
+mod store;
+mod table_setup;
+mod thread_summaries;
+mod threads;
+
+pub use self::store::{DynamoRunStore, PENDING_OUTBOX_INDEX};

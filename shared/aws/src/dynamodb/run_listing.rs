@@ -1,0 +1,60 @@
+//! The runs list on DynamoDB: one `Query` of the tenant's listing items
+//! (`T#{tenant}#RUNS`, see `open_items`), newest first, starting after the
+//! cursor's key. A status filter is applied to what the pages return, so
+//! a page may take more than one `Query` when few runs match.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use baton_core::listing::{RunListPage, RunListQuery, RunListing};
+use baton_runtime::error::StoreError;
+
+use crate::dynamodb::store::{DynamoRunStore, s, sdk_failure};
+
+impl DynamoRunStore {
+    pub(crate) async fn query_run_page(
+        &self,
+        tenant_id: &str,
+        query: &RunListQuery,
+    ) -> Result<RunListPage, StoreError> {
+        let pk = crate::dynamodb::open_items::runs_pk(tenant_id);
+        let wanted = query.limit + 1;
+        let mut listed = Vec::new();
+        let mut start: Option<HashMap<String, AttributeValue>> =
+            query.cursor.as_ref().map(|cursor| {
+                HashMap::from([
+                    ("pk".to_string(), s(&pk)),
+                    ("sk".to_string(), s(cursor.key())),
+                ])
+            });
+        loop {
+            let page_size = i32::try_from(wanted - listed.len()).unwrap_or(i32::MAX);
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .consistent_read(true)
+                .key_condition_expression("pk = :pk")
+                .expression_attribute_values(":pk", s(&pk))
+                .scan_index_forward(false)
+                .limit(page_size)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+            for item in output.items() {
+                let body = crate::dynamodb::attributes::read_text(item, "listing")?;
+                let listing: RunListing = serde_json::from_str(body)
+                    .map_err(|error| StoreError::Corrupt(format!("listing item: {error}")))?;
+                if query.admits(&listing) {
+                    listed.push(listing);
+                }
+            }
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() && listed.len() < wanted => start = Some(key),
+                _ => break,
+            }
+        }
+        Ok(RunListPage::from_newest_first(listed, query.limit))
+    }
+}

@@ -1,0 +1,580 @@
+//! The DynamoDB run store: its parts put together as the `RunStore`.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use baton_core::event::{EventDraft, EventFrame};
+use baton_core::instant::Instant;
+use baton_core::run::{RunState, StepMessage};
+use baton_runtime::error::StoreError;
+
+use crate::dynamodb::event_log::{SEQUENCE_SK, sequence_of};
+use crate::dynamodb::large_items;
+use crate::dynamodb::state_codec::{decode_state, encode_state_parts};
+use crate::dynamodb::store::DynamoRunStore;
+pub(crate) use crate::dynamodb::store::{
+    Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, awaiting_human_key, cancellation_codes, event_sk, n, put,
+    read_number, read_text, run_pk, s, sdk_failure, unavailable, within_one_transaction,
+};
+use baton_runtime::ports::{
+    ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
+};
+
+#[async_trait]
+impl RunStore for DynamoRunStore {
+    async fn create_run(
+        &self,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+        idempotency_key: Option<&str>,
+    ) -> Result<CreateOutcome, StoreError> {
+        let pk = run_pk(&state.tenant_id, &state.run_id);
+        let mut items = Vec::new();
+        if let Some(key) = idempotency_key {
+            let item = Item::from([
+                (
+                    "pk".to_string(),
+                    s(format!("T#{}#IDEM#{key}", state.tenant_id)),
+                ),
+                ("sk".to_string(), s("IDEM")),
+                ("runId".to_string(), s(&state.run_id)),
+            ]);
+            items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
+        }
+        let state_parts = encode_state_parts(state)?;
+        let run_item = Item::from([
+            ("pk".to_string(), s(&pk)),
+            ("sk".to_string(), s(RUN_SK)),
+            (
+                "state".to_string(),
+                AttributeValue::B(state_parts[0].clone()),
+            ),
+            ("stateParts".to_string(), n(state_parts.len() as u64)),
+            ("version".to_string(), n(1)),
+            ("status".to_string(), s(state.status.as_str())),
+            ("correlationId".to_string(), s(&state.correlation_id)),
+        ]);
+        items.push(put(
+            &self.table,
+            run_item,
+            Some("attribute_not_exists(pk)"),
+        )?);
+        items.extend(large_items::part_items(
+            &self.table,
+            &pk,
+            &state_parts,
+            large_items::state_part_sk,
+            Some(1),
+            &self.expires_at(),
+        )?);
+        items.push(self.new_sequence_item(&pk, events.len() as u64, &state.correlation_id)?);
+        let open_items = crate::dynamodb::open_items::open_items(state);
+        items.extend(self.open_item_writes(&pk, 0, &open_items, state)?);
+        items.extend(self.event_items(&pk, 1, &state.run_id, &state.correlation_id, events)?);
+        items.extend(self.outbox_items(&outbox)?);
+        within_one_transaction(&items, &state.run_id)?;
+        large_items::within_transaction_bytes(&items, &state.run_id)?;
+        match self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+        {
+            Ok(_) => {
+                self.remember_open_items(&pk, 1, open_items);
+                Ok(CreateOutcome::Created)
+            }
+            Err(error) => {
+                let idempotency_clash = idempotency_key.is_some()
+                    && cancellation_codes(&error).is_some_and(|codes| {
+                        codes
+                            .first()
+                            .is_some_and(|code| code == "ConditionalCheckFailed")
+                    });
+                if !idempotency_clash {
+                    return Err(sdk_failure(error));
+                }
+                let key = idempotency_key.unwrap_or_default();
+                let existing = self
+                    .client
+                    .get_item()
+                    .table_name(&self.table)
+                    .key("pk", s(format!("T#{}#IDEM#{key}", state.tenant_id)))
+                    .key("sk", s("IDEM"))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .map_err(sdk_failure)?;
+                let item = existing
+                    .item
+                    .ok_or_else(|| StoreError::Corrupt("idempotency item vanished".into()))?;
+                Ok(CreateOutcome::AlreadyExists {
+                    run_id: read_text(&item, "runId")?.to_string(),
+                })
+            }
+        }
+    }
+
+    async fn load_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<StoredRun>, StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        // A `Query` is not isolated from a transaction: a load that meets
+        // state parts of another version than the run item's (a commit
+        // landing meanwhile) reads again.
+        for _ in 0..LOAD_ROUNDS {
+            let items = self.run_and_sequence_items(&pk).await?;
+            let item_with = |sort_key: &str| {
+                items.iter().find(|item| {
+                    item.get("sk")
+                        .and_then(|value| value.as_s().ok())
+                        .map(String::as_str)
+                        == Some(sort_key)
+                })
+            };
+            let Some(run_item) = item_with(RUN_SK) else {
+                return Ok(None);
+            };
+            let sequence_item = item_with(SEQUENCE_SK).ok_or_else(|| {
+                StoreError::Corrupt(format!(
+                    "run {run_id} has no sequence item (`{SEQUENCE_SK}`)"
+                ))
+            })?;
+            let version = read_number(run_item, "version")?;
+            let parts = large_items::parts_of(run_item, "stateParts")?;
+            let state = if parts <= 1 {
+                decode_state(run_item.get("state"))?
+            } else {
+                let Some(AttributeValue::B(first)) = run_item.get("state") else {
+                    return Err(StoreError::Corrupt(format!(
+                        "run {run_id}: its state's first part is missing"
+                    )));
+                };
+                let mut deflated = first.as_ref().to_vec();
+                let mut torn = false;
+                for index in 1..parts {
+                    match item_with(&large_items::state_part_sk(index)) {
+                        Some(part) if read_number(part, "version").ok() == Some(version) => {
+                            deflated.extend_from_slice(large_items::part_bytes(part, "run state")?);
+                        }
+                        _ => torn = true,
+                    }
+                }
+                if torn {
+                    continue;
+                }
+                decode_state(Some(&AttributeValue::B(
+                    aws_sdk_dynamodb::primitives::Blob::new(deflated),
+                )))?
+            };
+            let known = sequence_of(sequence_item)?;
+            self.remember_sequence_settled(
+                &pk,
+                known.last_sequence,
+                &known.correlation_id,
+                known.settled,
+            );
+            self.remember_open_items(
+                &pk,
+                version,
+                crate::dynamodb::open_items::open_items(&state),
+            );
+            return Ok(Some(StoredRun { state, version }));
+        }
+        Err(StoreError::Unavailable(format!(
+            "run {run_id}: its state's parts kept changing while it was read"
+        )))
+    }
+
+    async fn claim_node(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        let lease_sk = format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt);
+        let lease = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(Item::from([
+                ("pk".to_string(), s(&pk)),
+                ("sk".to_string(), s(&lease_sk)),
+                ("claimant".to_string(), s(claim.worker_id)),
+                (
+                    "leaseExpiresAt".to_string(),
+                    n(claim.lease_expires_at.unix_millis()),
+                ),
+                ("expiresAt".to_string(), self.expires_at()),
+            ])))
+            .condition_expression(
+                "attribute_not_exists(pk) OR leaseExpiresAt < :now OR claimant = :me",
+            )
+            .expression_attribute_values(":now", n(claim.now.unix_millis()))
+            .expression_attribute_values(":me", s(claim.worker_id))
+            .build()
+            .map_err(unavailable)?;
+        let leading = vec![TransactWriteItem::builder().put(lease).build()];
+        match self
+            .append_with(tenant_id, run_id, events_on_claim, leading)
+            .await?
+        {
+            Some(_) => Ok(ClaimOutcome::Claimed),
+            None => {
+                let held = self
+                    .client
+                    .get_item()
+                    .table_name(&self.table)
+                    .key("pk", s(&pk))
+                    .key("sk", s(&lease_sk))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .map_err(sdk_failure)?;
+                let expires = held
+                    .item
+                    .as_ref()
+                    .map(|item| read_number(item, "leaseExpiresAt"))
+                    .transpose()?
+                    .unwrap_or(claim.now.unix_millis());
+                Ok(ClaimOutcome::HeldByOther {
+                    lease_expires_at: Instant::from_unix_millis(expires),
+                })
+            }
+        }
+    }
+
+    async fn renew_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: NodeClaim<'_>,
+    ) -> Result<bool, StoreError> {
+        let renewed = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(run_pk(tenant_id, run_id)))
+            .key(
+                "sk",
+                s(format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt)),
+            )
+            .update_expression("SET leaseExpiresAt = :until")
+            .condition_expression("claimant = :me")
+            .expression_attribute_values(":until", n(claim.lease_expires_at.unix_millis()))
+            .expression_attribute_values(":me", s(claim.worker_id))
+            .send()
+            .await;
+        match renewed {
+            Ok(_) => Ok(true),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+
+    async fn release_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        let released = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(run_pk(tenant_id, run_id)))
+            .key("sk", s(format!("LEASE#{node_id}#{attempt:06}")))
+            .condition_expression("claimant = :me")
+            .expression_attribute_values(":me", s(claimant))
+            .send()
+            .await;
+        match released {
+            Ok(_) => Ok(()),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+
+    async fn commit_step(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        commit: StepCommit,
+    ) -> Result<u64, StoreError> {
+        let pk = run_pk(tenant_id, run_id);
+        let expected_version = commit.expected_version;
+        let state_parts = encode_state_parts(&commit.state)?;
+        let encoded_state = AttributeValue::B(state_parts[0].clone());
+        let part_writes = large_items::part_items(
+            &self.table,
+            &pk,
+            &state_parts,
+            large_items::state_part_sk,
+            Some(expected_version + 1),
+            &self.expires_at(),
+        )?;
+        let count = commit.events.len() as u64;
+        let entry_items = self.entry_items(&pk, &commit.entries)?;
+        let next_open_items = crate::dynamodb::open_items::open_items(&commit.state);
+        let open_item_writes =
+            self.open_item_writes(&pk, expected_version, &next_open_items, &commit.state)?;
+        let mut stale = false;
+        for _ in 0..SEQUENCE_RETRY_ROUNDS {
+            let seen = self.sequence_for_write(&pk, stale).await?.last_sequence;
+            // Events, outbox and sequence first, the run item last: a reader that sees the
+            // new status (on emulators that apply transactions item by item) sees its frames.
+            // The run item is written whole (a conditional put, not an
+            // update): DynamoDB bills either as the whole item, and an
+            // update of a large `state` is judged (by moto) on the old and
+            // the new value together.
+            let mut run_item = Item::from([
+                ("pk".to_string(), s(&pk)),
+                ("sk".to_string(), s(RUN_SK)),
+                ("state".to_string(), encoded_state.clone()),
+                ("stateParts".to_string(), n(state_parts.len() as u64)),
+                ("version".to_string(), n(expected_version + 1)),
+                ("status".to_string(), s(commit.state.status.as_str())),
+                ("correlationId".to_string(), s(&commit.state.correlation_id)),
+            ]);
+            // A run waiting for a person is listed in the sparse index under its tenant.
+            if commit.state.status.awaits_people() {
+                run_item.insert("gsi1pk".to_string(), s(awaiting_human_key(tenant_id)));
+                run_item.insert(
+                    "gsi1sk".to_string(),
+                    s(format!("{}#{run_id}", commit.state.created_at.rfc3339())),
+                );
+            }
+            let run_update = TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .set_item(Some(run_item))
+                        .condition_expression("version = :version")
+                        .expression_attribute_values(":version", n(expected_version))
+                        .build()
+                        .map_err(unavailable)?,
+                )
+                .build();
+            let mut items = self.event_items(
+                &pk,
+                seen + 1,
+                run_id,
+                &commit.state.correlation_id,
+                commit.events.clone(),
+            )?;
+            items.extend(self.outbox_items(&commit.outbox)?);
+            items.extend(entry_items.iter().cloned());
+            if let Some(message_id) = &commit.consumed_message_id {
+                items.push(self.consume_outbox_entry(&pk, message_id)?);
+            }
+            items.extend(open_item_writes.iter().cloned());
+            items.extend(part_writes.iter().cloned());
+            // Settled by the run's status, as SQLite and memory judge it:
+            // a commit after the terminal frame (a notification's delivery,
+            // with no frame of its own) keeps the run settled.
+            let settles = commit.state.status.is_terminal();
+            items.push(self.sequence_bump(
+                &pk,
+                seen,
+                count,
+                crate::dynamodb::event_log::SequenceWrite::Commit { settles },
+            )?);
+            items.push(run_update);
+            within_one_transaction(&items, run_id)?;
+            large_items::within_transaction_bytes(&items, run_id)?;
+            match self
+                .client
+                .transact_write_items()
+                .set_transact_items(Some(items))
+                .send()
+                .await
+            {
+                Ok(_) => {
+                    self.remember_sequence_settled(
+                        &pk,
+                        seen + count,
+                        &commit.state.correlation_id,
+                        settles,
+                    );
+                    self.remember_open_items(&pk, expected_version + 1, next_open_items);
+                    return Ok(expected_version + 1);
+                }
+                Err(error) => match cancellation_codes(&error) {
+                    // The run item (last) moved: another step committed first.
+                    Some(codes)
+                        if codes
+                            .last()
+                            .is_some_and(|code| code == "ConditionalCheckFailed") =>
+                    {
+                        return Err(StoreError::VersionConflict {
+                            expected: expected_version,
+                        });
+                    }
+                    // Only the sequence moved (an append), or a concurrent transaction.
+                    Some(codes)
+                        if codes.iter().any(|code| {
+                            code == "ConditionalCheckFailed" || code == "TransactionConflict"
+                        }) =>
+                    {
+                        stale = true;
+                    }
+                    _ => {
+                        return Err(sdk_failure(error));
+                    }
+                },
+            }
+        }
+        Err(StoreError::VersionConflict {
+            expected: expected_version,
+        })
+    }
+
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<EventDraft>,
+    ) -> Result<u64, StoreError> {
+        self.append_with(tenant_id, run_id, events, Vec::new())
+            .await?
+            .ok_or_else(|| StoreError::Unavailable("append refused".into()))
+    }
+
+    async fn read_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<EventFrame>, StoreError> {
+        let limit = limit.clamp(1, 1000);
+        let mut items: Vec<Item> = Vec::new();
+        let mut start = None;
+        // Pages until `limit` frames are whole (a large frame's parts are
+        // items of their own, and a page holds 1 MB at most).
+        loop {
+            let output = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk BETWEEN :from AND :to")
+                .expression_attribute_values(":pk", s(run_pk(tenant_id, run_id)))
+                .expression_attribute_values(":from", s(event_sk(after_sequence + 1)))
+                .expression_attribute_values(":to", s(event_sk(u64::MAX / 2)))
+                .consistent_read(true)
+                .limit(i32::try_from(limit).unwrap_or(1000))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+            items.extend(output.items.unwrap_or_default());
+            let (frames, whole) = Self::frames_of_items(&items)?;
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() && (frames.len() < limit || !whole) => {
+                    start = Some(key);
+                }
+                _ => return Ok(frames.into_iter().take(limit).collect()),
+            }
+        }
+    }
+
+    async fn pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        self.query_pending_outbox(tenant_id, run_id).await
+    }
+
+    async fn read_entries(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+        self.query_entries(tenant_id, run_id, prefix).await
+    }
+
+    async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
+        self.query_runs_awaiting_human(tenant_id).await
+    }
+
+    async fn list_runs(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        self.query_run_page(tenant_id, query).await
+    }
+
+    async fn pending_tasks(
+        &self,
+        tenant_id: &str,
+        capability_id: Option<&str>,
+    ) -> Result<Vec<baton_core::tasks::HumanTask>, StoreError> {
+        self.query_pending_tasks(tenant_id, capability_id).await
+    }
+
+    async fn pending_requests(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<baton_core::tasks::PendingRequest>, StoreError> {
+        self.query_pending_requests(tenant_id).await
+    }
+
+    async fn stale_outbox(
+        &self,
+        written_before: Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        self.query_stale_outbox(written_before, limit).await
+    }
+
+    async fn mark_outbox_sent(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        message_ids: &[String],
+    ) -> Result<(), StoreError> {
+        self.update_outbox_sent(tenant_id, run_id, message_ids)
+            .await
+    }
+}
+
+/// Reads of a run whose state parts keep changing before the load gives up.
+const LOAD_ROUNDS: usize = 5;
+
+impl DynamoRunStore {
+    /// The run item, its state's part items and its sequence item: the only
+    /// keys between `RUN` and `SEQ` (every page: parts can pass a page's 1 MB).
+    async fn run_and_sequence_items(&self, pk: &str) -> Result<Vec<Item>, StoreError> {
+        self.all_pages(
+            self.client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("pk = :pk AND sk BETWEEN :run AND :sequence")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":run", s(RUN_SK))
+                .expression_attribute_values(":sequence", s(SEQUENCE_SK))
+                .consistent_read(true),
+        )
+        .await
+    }
+}

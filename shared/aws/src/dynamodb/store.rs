@@ -1,0 +1,148 @@
+//! The DynamoDB run store's struct, its table layout constants and what it
+//! remembers between calls (the modules that implement its parts build on
+//! this one; `run_store.rs` puts them together as the `RunStore`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use baton_runtime::clock::SystemClock;
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::Clock;
+
+pub(crate) use crate::dynamodb::attributes::{
+    Item, cancellation_codes, event_sk, n, put, read_number, read_text, run_pk, s, sdk_failure,
+    unavailable,
+};
+
+/// The sort key of a run's item (state, version, status).
+pub(crate) const RUN_SK: &str = "RUN";
+
+/// The sparse index, overloaded: unsent outbox entries (the sweeper's view,
+/// sharded by run) and runs waiting for a person (under their tenant).
+pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
+pub(crate) const PENDING_OUTBOX_SHARDS: u32 = 8;
+
+/// The index key under which a tenant's runs waiting for a person are listed.
+pub(crate) fn awaiting_human_key(tenant_id: &str) -> String {
+    format!("T#{tenant_id}#AWAITING_HUMAN")
+}
+
+/// Events, leases and leftover outbox entries live this long after they
+/// are written (DynamoDB TTL).
+const RETENTION_SECONDS: u64 = 30 * 24 * 3600;
+/// The most actions DynamoDB takes in one `TransactWriteItems`.
+pub(crate) const MAX_TRANSACTION_ACTIONS: usize = 100;
+
+/// Refuses, before anything is sent, a write that would need more actions
+/// than one transaction takes: split over several transactions it would no
+/// longer be all or nothing, and sent as it is DynamoDB refuses it with an
+/// error that retrying cannot cure. Not retryable: the commit protocol
+/// fails the run (`state_too_large`) instead of retrying for ever.
+pub(crate) fn within_one_transaction(
+    items: &[TransactWriteItem],
+    run_id: &str,
+) -> Result<(), StoreError> {
+    if items.len() > MAX_TRANSACTION_ACTIONS {
+        return Err(StoreError::TooLarge(format!(
+            "run {run_id}: one write would take {} items (frames, outbox entries, run entries and the run), more than the {MAX_TRANSACTION_ACTIONS} one DynamoDB transaction takes",
+            items.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Rounds of re-reading `nextSeq` when a concurrent append moved it.
+pub(crate) const SEQUENCE_RETRY_ROUNDS: usize = 20;
+/// Runs whose last event sequence this process remembers, at most.
+pub(crate) const REMEMBERED_RUNS: usize = 4096;
+
+/// `RunStore` on one DynamoDB table.
+///
+/// The hot path of a node step is one consistent read of the run
+/// (`load_run`: one `Query` for the run item and its sequence item) and one
+/// `TransactWriteItems` each for the claim (lease, `node_start`, the handled
+/// outbox entry consumed), every streamed delta batch, and the commit
+/// (state, events, outbox): the `nextSeq` seen by the load is remembered
+/// and each write is conditional on it, so nothing is re-read unless
+/// another writer moved it. Only the commit writes the (large) run item.
+#[derive(Clone)]
+pub struct DynamoRunStore {
+    pub(crate) client: Client,
+    pub(crate) table: String,
+    /// Stamps outbox entries and event expiry (the orchestrator's clock).
+    pub(crate) clock: Arc<dyn Clock>,
+    /// Bounded (S3-FIFO eviction, `quick_cache`): a forgotten run costs one re-read.
+    pub(crate) known_sequences: Arc<quick_cache::sync::Cache<String, KnownSequence>>,
+    /// The task and request items each run's remembered version implies.
+    pub(crate) known_open_items: Arc<KnownOpenItems>,
+}
+
+impl DynamoRunStore {
+    /// The store on `table`, reached through `connection`.
+    pub fn new(connection: &crate::AwsConnection, table: impl Into<String>) -> Self {
+        Self::over_client(connection.dynamodb_client(), table)
+    }
+
+    pub(crate) fn over_client(client: Client, table: impl Into<String>) -> Self {
+        DynamoRunStore {
+            client,
+            table: table.into(),
+            clock: Arc::new(SystemClock),
+            known_sequences: Arc::new(quick_cache::sync::Cache::new(REMEMBERED_RUNS)),
+            known_open_items: Arc::new(quick_cache::sync::Cache::new(REMEMBERED_RUNS)),
+        }
+    }
+
+    pub(crate) fn expires_at(&self) -> AttributeValue {
+        n(self.clock.now().unix_millis() / 1000 + RETENTION_SECONDS)
+    }
+
+    /// Every item `query` finds, page after page (a page holds 1 MB at
+    /// most, and a payload in parts can pass it).
+    pub(crate) async fn all_pages(
+        &self,
+        query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+    ) -> Result<Vec<Item>, StoreError> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let output = query
+                .clone()
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk_failure)?;
+            items.extend(output.items.unwrap_or_default());
+            match output.last_evaluated_key {
+                Some(key) if !key.is_empty() => start = Some(key),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    /// The same store reading `clock` instead of the wall clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+}
+
+/// What the store last saw of a run's event log: the last sequence number
+/// used and the correlation id frames carry. A hint only: every append and
+/// commit is conditional on `nextSeq`, and a wrong hint costs one re-read.
+#[derive(Debug, Clone)]
+pub(crate) struct KnownSequence {
+    pub(crate) last_sequence: u64,
+    pub(crate) correlation_id: String,
+    /// The last commit wrote the run's terminal frame: appends outside a
+    /// commit (streamed deltas, warnings) are dropped from then on.
+    pub(crate) settled: bool,
+}
+
+/// `(pk, sk)` → the item's JSON body.
+pub(crate) type OpenItems = BTreeMap<(String, String), String>;
+
+/// What the store remembers of a run's items: at which version.
+pub(crate) type KnownOpenItems = quick_cache::sync::Cache<String, (u64, OpenItems)>;

@@ -1,0 +1,583 @@
+//! The OpenAPI 3.1 document of every route the router serves, built here
+//! from one table of operations (method, path, what it answers with which
+//! status) and the JSON Schemas the Rust types generate (`schemars`: the
+//! envelope, the runs list, the error body). Served at
+//! `GET /api/v1/flex/openapi.json` and checked into `docs/openapi.json`;
+//! tests keep the three equal, keep every route of the router in the table
+//! and every table entry served, and keep every status a route answers
+//! with in its entry.
+//!
+//! Written by hand rather than with `utoipa`: the handlers take raw bodies
+//! (so a bad body is a 400/422 naming its JSON path, never an extractor's
+//! plain-text rejection) and most answers are built from types that
+//! already generate their JSON Schemas with `schemars`.
+
+use axum::Json;
+use axum::response::IntoResponse;
+use serde_json::{Map, Value, json};
+
+mod schemas;
+
+/// What a response carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// `application/json` of a named component schema.
+    Json(&'static str),
+    /// `text/event-stream` of event frames.
+    Sse,
+    /// A static file of the run viewer.
+    File,
+    /// No body.
+    Empty,
+}
+
+/// One response of an operation.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    pub status: u16,
+    pub description: &'static str,
+    pub body: Body,
+}
+
+/// One operation of the API.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub method: &'static str,
+    /// OpenAPI path (`{name}` parameters).
+    pub path: &'static str,
+    pub summary: &'static str,
+    /// Needs `Authorization: Bearer <token>`.
+    pub authenticated: bool,
+    /// The request body's component schema, if any.
+    pub request: Option<&'static str>,
+    /// Query parameters: (name, description).
+    pub query: &'static [(&'static str, &'static str)],
+    pub answers: Vec<Answer>,
+}
+
+const fn answer(status: u16, description: &'static str, body: Body) -> Answer {
+    Answer {
+        status,
+        description,
+        body,
+    }
+}
+
+const BAD_JSON: Answer = answer(
+    400,
+    "the body is not JSON (`invalid_json`)",
+    Body::Json("Error"),
+);
+const UNAUTHORIZED: Answer = answer(401, "no or an unknown bearer token", Body::Json("Error"));
+const NOT_FOUND: Answer = answer(
+    404,
+    "no such run (or another tenant's)",
+    Body::Json("Error"),
+);
+const CONFLICT: Answer = answer(
+    409,
+    "the run is not in a state that takes this (answered already, moved on, stale plan version)",
+    Body::Json("Error"),
+);
+const INVALID: Answer = answer(
+    422,
+    "the body breaks its contract; `details.path` (or `details.errors[].path`) names the JSON path",
+    Body::Json("Error"),
+);
+const UNAVAILABLE: Answer = answer(
+    503,
+    "the store or queue is unavailable; retry",
+    Body::Json("Error"),
+);
+const INTERNAL: Answer = answer(500, "a fault of the server", Body::Json("Error"));
+const TENANT_LIMIT: Answer = answer(
+    429,
+    "the tenant has as many runs at work as `BATON_TENANT_MAX_LIVE_RUNS` allows (`tenant_limit`), or submitted as many in the last 60 s as `BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE` allows (`tenant_rate_limit`); `Retry-After` says when to try again",
+    Body::Json("Error"),
+);
+const TOO_LARGE: Answer = answer(
+    413,
+    "the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit",
+    Body::Json("Error"),
+);
+
+/// Every operation, in the order the document lists them.
+pub fn operations() -> Vec<Operation> {
+    let api = |method, path, summary, request, query, answers: &[Answer]| {
+        let mut answers = answers.to_vec();
+        if Option::is_some(&request) {
+            answers.push(TOO_LARGE);
+        }
+        // The routes that start a run answer a tenant over its limit.
+        if method == "post"
+            && [
+                "/api/v1/flex/runs",
+                "/api/v1/flex/run.stream",
+                "/api/v1/judge/evaluations",
+                "/api/v1/chat",
+            ]
+            .contains(&path)
+        {
+            answers.push(TENANT_LIMIT);
+        }
+        answers.extend([UNAUTHORIZED, UNAVAILABLE, INTERNAL]);
+        Operation {
+            method,
+            path,
+            summary,
+            authenticated: true,
+            request,
+            query,
+            answers,
+        }
+    };
+    let open = |method, path, summary, answers: &[Answer]| Operation {
+        method,
+        path,
+        summary,
+        authenticated: false,
+        request: None,
+        query: &[],
+        answers: answers.to_vec(),
+    };
+    vec![
+        api(
+            "post",
+            "/api/v1/flex/runs",
+            "Submit a task envelope; the run starts on the step queue",
+            Some("TaskEnvelope"),
+            &[],
+            &[
+                answer(202, "created", Body::Json("RunAccepted")),
+                answer(
+                    200,
+                    "the same idempotency key was submitted before, or constraints.resumeRunId names a run: that run",
+                    Body::Json("RunAccepted"),
+                ),
+                answer(
+                    404,
+                    "constraints.resumeRunId names no run of the tenant",
+                    Body::Json("Error"),
+                ),
+                BAD_JSON,
+                INVALID,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/runs",
+            "The tenant's runs, newest first",
+            None,
+            &[
+                ("status", "only runs with this status"),
+                ("limit", "1 to 100 (default 20)"),
+                ("cursor", "the previous page's nextCursor"),
+                ("forkedFrom", "only the forks of this run"),
+            ],
+            &[
+                answer(200, "one page", Body::Json("RunListPage")),
+                answer(
+                    400,
+                    "a bad parameter (`details.parameter`)",
+                    Body::Json("Error"),
+                ),
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/run.stream",
+            "Submit an envelope and stream the run's frames until it ends or parks",
+            Some("TaskEnvelope"),
+            &[("dialect", "`hooks`: the hook-event rendering")],
+            &[
+                answer(
+                    200,
+                    "the run's frames (with constraints.resumeRunId: that run's, from its first)",
+                    Body::Sse,
+                ),
+                answer(
+                    404,
+                    "constraints.resumeRunId names no run of the tenant",
+                    Body::Json("Error"),
+                ),
+                BAD_JSON,
+                INVALID,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/runs/{run_id}",
+            "A redacted snapshot of a run: status, plan, nodes, usage and cost, notifications",
+            None,
+            &[],
+            &[
+                answer(200, "the snapshot", Body::Json("RunSnapshotResponse")),
+                NOT_FOUND,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/runs/{run_id}/events",
+            "The run's frames: replay, then follow (`Last-Event-ID` resumes)",
+            None,
+            &[("dialect", "`hooks`: the hook-event rendering")],
+            &[
+                answer(200, "the run's frames", Body::Sse),
+                answer(
+                    400,
+                    "a `Last-Event-ID` that is not a frame id",
+                    Body::Json("Error"),
+                ),
+                NOT_FOUND,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/runs/{run_id}/cancel",
+            "Cancel a run that has not ended",
+            None,
+            &[],
+            &[
+                answer(
+                    202,
+                    "the run's status after the cancel",
+                    Body::Json("RunStatusAnswer"),
+                ),
+                NOT_FOUND,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/runs/{run_id}/history",
+            "The run's checkpoints (plan versions, node completions) a fork can start from",
+            None,
+            &[],
+            &[
+                answer(200, "the checkpoints", Body::Json("RunHistory")),
+                NOT_FOUND,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/runs/{run_id}/fork",
+            "A new run from a point of this one, reusing what was done there, with inputs or node outputs changed",
+            Some("ForkRequest"),
+            &[],
+            &[
+                answer(202, "the new run", Body::Json("RunAccepted")),
+                BAD_JSON,
+                NOT_FOUND,
+                INVALID,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/capabilities",
+            "The registry's capabilities and the tenant's registrations",
+            None,
+            &[],
+            &[answer(
+                200,
+                "the capabilities",
+                Body::Json("CapabilityList"),
+            )],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/capabilities/register",
+            "Register (or heartbeat) a capability",
+            Some("CapabilityRegistration"),
+            &[],
+            &[
+                answer(
+                    200,
+                    "the registration with its compiled schemas",
+                    Body::Json("CapabilityRegistered"),
+                ),
+                BAD_JSON,
+                answer(
+                    409,
+                    "the capability id belongs to the registry files or conflicts",
+                    Body::Json("Error"),
+                ),
+                INVALID,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/run.resume",
+            "A person's answer to a parked node, a clarifying answer, or a pause resumed",
+            Some("ResumeRequest"),
+            &[],
+            &[
+                answer(
+                    200,
+                    "the run goes on (`Accept: text/event-stream`: its frames)",
+                    Body::Json("HumanActionApplied"),
+                ),
+                BAD_JSON,
+                NOT_FOUND,
+                CONFLICT,
+                INVALID,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/hitl/resolve",
+            "Approve or reject a pending approval request",
+            Some("ResolveRequest"),
+            &[],
+            &[
+                answer(200, "resolved", Body::Json("HumanActionApplied")),
+                BAD_JSON,
+                NOT_FOUND,
+                CONFLICT,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/runs/{run_id}/policies/{policy_id}/trigger",
+            "Fire a manual runtime policy",
+            None,
+            &[],
+            &[
+                answer(200, "fired", Body::Json("HumanActionApplied")),
+                NOT_FOUND,
+                CONFLICT,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/tasks",
+            "The tasks parked runs wait on a person for",
+            None,
+            &[
+                ("status", "only `pending` (the default)"),
+                ("capabilityId", "only this capability's tasks"),
+            ],
+            &[
+                answer(200, "the pending tasks", Body::Json("TaskList")),
+                answer(400, "a status other than `pending`", Body::Json("Error")),
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/hitl/requests",
+            "The pending approval requests and clarifying questions",
+            None,
+            &[],
+            &[answer(
+                200,
+                "the pending requests",
+                Body::Json("RequestList"),
+            )],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/tasks/{task_id}/decline",
+            "A person declines a task (the run fails or fires onTimeout)",
+            Some("DeclineRequest"),
+            &[],
+            &[
+                answer(200, "declined", Body::Json("HumanActionApplied")),
+                BAD_JSON,
+                NOT_FOUND,
+                CONFLICT,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/judge/evaluations",
+            "Convene a judge panel on content; streams progress, then the evaluation",
+            Some("PanelRequest"),
+            &[],
+            &[
+                answer(200, "progress frames and the evaluation", Body::Sse),
+                BAD_JSON,
+                INVALID,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/judge/evaluations/{evaluation_id}",
+            "An evaluation's verdict and transcript",
+            None,
+            &[],
+            &[
+                answer(200, "the evaluation", Body::Json("PanelOutput")),
+                answer(
+                    202,
+                    "still deliberating: `{evaluationId, status}`",
+                    Body::Json("EvaluationPending"),
+                ),
+                answer(404, "no such evaluation", Body::Json("Error")),
+                answer(409, "it ended without a verdict", Body::Json("Error")),
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/chat",
+            "One chat message (a run of one agent node); streams its frames",
+            Some("ChatMessageRequest"),
+            &[("dialect", "`hooks`: the hook-event rendering")],
+            &[
+                answer(200, "the message's frames", Body::Sse),
+                BAD_JSON,
+                answer(
+                    404,
+                    "no such thread (or another tenant's)",
+                    Body::Json("Error"),
+                ),
+                answer(
+                    409,
+                    "the thread is still answering and `multitaskStrategy` is `reject` (or its queue is full): `thread_busy`, `details.activeRunId`",
+                    Body::Json("Error"),
+                ),
+                INVALID,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/threads",
+            "The tenant's chat threads, the most recently answered first",
+            None,
+            &[
+                ("limit", "1 to 100 (default 20)"),
+                ("cursor", "the previous page's nextCursor"),
+            ],
+            &[
+                answer(200, "one page", Body::Json("ThreadListPage")),
+                answer(
+                    400,
+                    "a bad parameter (`details.parameter`)",
+                    Body::Json("Error"),
+                ),
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/threads/{thread_id}",
+            "A chat thread: its exchanges, the run answering and those queued",
+            None,
+            &[],
+            &[
+                answer(200, "the thread", Body::Json("ThreadView")),
+                answer(
+                    404,
+                    "no such thread (or another tenant's)",
+                    Body::Json("Error"),
+                ),
+            ],
+        ),
+        open(
+            "get",
+            "/api/v1/flex/openapi.json",
+            "This document",
+            &[answer(
+                200,
+                "the OpenAPI document",
+                Body::Json("OpenApiDocument"),
+            )],
+        ),
+        open(
+            "get",
+            "/",
+            "The run viewer (asks for a token once, then uses this API)",
+            &[answer(200, "the page", Body::File)],
+        ),
+        open(
+            "get",
+            "/index.html",
+            "The run viewer",
+            &[answer(200, "the page", Body::File)],
+        ),
+        open(
+            "get",
+            "/viewer/{name}",
+            "A run viewer file (modules, styles)",
+            &[
+                answer(200, "the file", Body::File),
+                answer(404, "no such viewer file", Body::Json("Error")),
+            ],
+        ),
+    ]
+}
+
+fn content(body: Body) -> Option<Value> {
+    match body {
+        Body::Json(schema) => Some(json!({
+            "application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}
+        })),
+        Body::Sse => Some(json!({
+            "text/event-stream": {"schema": {
+                "type": "string",
+                "description": "`id: <sequence>`, `event: <frame type>`, `data: <frame JSON>` per frame (see the event frame schemas in events/schemas/)"
+            }}
+        })),
+        Body::File => Some(json!({"text/html": {}, "text/javascript": {}, "text/css": {}})),
+        Body::Empty => None,
+    }
+}
+/// The whole OpenAPI 3.1 document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for operation in operations() {
+        let mut responses = Map::new();
+        for answer in &operation.answers {
+            let mut response = json!({"description": answer.description});
+            if let Some(content) = content(answer.body) {
+                response["content"] = content;
+            }
+            responses.insert(answer.status.to_string(), response);
+        }
+        let mut parameters: Vec<Value> = operation
+            .path
+            .split('/')
+            .filter_map(|segment| segment.strip_prefix('{')?.strip_suffix('}'))
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        parameters.extend(operation.query.iter().map(|(name, description)| {
+            json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": "string"}})
+        }));
+        let mut entry = json!({
+            "summary": operation.summary,
+            "operationId": format!("{}{}", operation.method, operation.path.replace(['/', '.', '{', '}'], "_")),
+            "responses": responses,
+        });
+        if !parameters.is_empty() {
+            entry["parameters"] = Value::Array(parameters);
+        }
+        if let Some(schema) = operation.request {
+            entry["requestBody"] = json!({"required": true, "content": {
+                "application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}
+            }});
+        }
+        if !operation.authenticated {
+            entry["security"] = json!([]);
+        }
+        let path = paths
+            .entry(operation.path.to_string())
+            .or_insert_with(|| json!({}));
+        path[operation.method] = entry;
+    }
+    let schemas = schemas::component_schemas();
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Baton",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "A plan-driven multi-agent orchestrator: submit a task envelope, follow its frames, answer what it asks people, get output that meets its contract."
+        },
+        "security": [{"bearer": []}],
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a token mapped to a tenant (BATON_API_TOKENS)"}},
+            "schemas": schemas
+        },
+        "paths": paths
+    })
+}
+
+/// `GET /api/v1/flex/openapi.json`.
+pub(crate) async fn serve_document() -> impl IntoResponse {
+    Json(document())
+}

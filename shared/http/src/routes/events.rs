@@ -1,0 +1,73 @@
+//! `GET /runs/{runId}/events`: a run's frames as SSE, replayed after
+//! `Last-Event-ID`, then followed (`?dialect=hooks` for hook events).
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use futures_util::StreamExt;
+use serde_json::json;
+
+use crate::auth::Tenant;
+use crate::error::ApiError;
+use crate::sse::sse_response_in;
+use crate::state::ApiState;
+use crate::state::StreamQuery;
+
+fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
+    match headers
+        .get("last-event-id")
+        .map(|value| value.to_str().map(str::trim))
+    {
+        None => Ok(0),
+        Some(Ok("")) => Ok(0),
+        Some(Ok(text)) => text.parse().map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_last_event_id",
+                "Last-Event-ID must be a non-negative integer",
+            )
+            .with_details(json!({"header": "Last-Event-ID"}))
+        }),
+        Some(Err(_)) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_last_event_id",
+            "Last-Event-ID is not ASCII",
+        )),
+    }
+}
+
+pub(super) async fn run_events(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    Path(run_id): Path<String>,
+    Query(query): Query<StreamQuery>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let dialect = query.dialect()?;
+    let after = last_event_id(&headers)?;
+    if state.runs.load(&tenant.0, &run_id).await?.is_none() {
+        return Err(ApiError::run_not_found(&run_id));
+    }
+    let limit = state.settings.max_streams_per_run;
+    let slot = state
+        .streams
+        .take(&tenant.0, &run_id, limit)
+        .map_err(|open| ApiError::too_many_streams(&run_id, open, limit))?;
+    // The slot lives as long as the stream: given back when it ends or the
+    // client goes away.
+    let frames = state
+        .runs
+        .follow(&tenant.0, &run_id, after, state.settings.poll_interval)
+        .map(move |frame| {
+            let _held = &slot;
+            frame
+        });
+    Ok(sse_response_in(
+        frames,
+        state.settings.heartbeat,
+        dialect,
+        state.runs.clone(),
+        &tenant.0,
+    ))
+}

@@ -1,0 +1,115 @@
+//! The in-memory thread store (the embedded default): threads live as long
+//! as the process.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use baton_core::chat::ChatExchange;
+use baton_core::thread_lane::ThreadLane;
+use baton_core::thread_listing::{ThreadListPage, ThreadListQuery, ThreadListing};
+
+use crate::error::StoreError;
+use crate::ports::ThreadStore;
+
+/// One thread's exchanges by (time, run).
+type Thread = BTreeMap<(u64, String), ChatExchange>;
+
+/// Threads by (tenant, thread id).
+#[derive(Default)]
+pub struct InMemoryThreadStore {
+    threads: Mutex<BTreeMap<(String, String), Thread>>,
+    /// Each thread's lane and its version.
+    lanes: Mutex<BTreeMap<(String, String), (ThreadLane, u64)>>,
+}
+
+impl InMemoryThreadStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn poisoned() -> StoreError {
+    StoreError::Unavailable("the in-memory thread store is poisoned".into())
+}
+
+#[async_trait]
+impl ThreadStore for InMemoryThreadStore {
+    async fn thread_exchanges(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
+        let threads = self.threads.lock().map_err(|_| poisoned())?;
+        Ok(threads
+            .get(&(tenant_id.to_string(), thread_id.to_string()))
+            .map(|exchanges| exchanges.values().cloned().collect()))
+    }
+
+    async fn record_exchange(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        exchange: &ChatExchange,
+    ) -> Result<(), StoreError> {
+        let mut threads = self.threads.lock().map_err(|_| poisoned())?;
+        let thread = threads
+            .entry((tenant_id.to_string(), thread_id.to_string()))
+            .or_default();
+        // Keyed by run: a second recording of the same run replaces itself.
+        thread.retain(|(_, run_id), _| run_id != &exchange.run_id);
+        thread.insert(
+            (exchange.at_millis, exchange.run_id.clone()),
+            exchange.clone(),
+        );
+        Ok(())
+    }
+
+    async fn list_threads(
+        &self,
+        tenant_id: &str,
+        query: &ThreadListQuery,
+    ) -> Result<ThreadListPage, StoreError> {
+        let threads = self.threads.lock().map_err(|_| poisoned())?;
+        let candidates = threads
+            .iter()
+            .filter(|((tenant, _), _)| tenant == tenant_id)
+            .filter_map(|((_, thread_id), exchanges)| {
+                let exchanges: Vec<ChatExchange> = exchanges.values().cloned().collect();
+                ThreadListing::of(thread_id, &exchanges)
+            })
+            .filter(|listing| query.admits(listing))
+            .collect();
+        Ok(ThreadListPage::newest_first(candidates, query.limit))
+    }
+
+    async fn thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+    ) -> Result<(ThreadLane, u64), StoreError> {
+        let lanes = self.lanes.lock().map_err(|_| poisoned())?;
+        Ok(lanes
+            .get(&(tenant_id.to_string(), thread_id.to_string()))
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    async fn put_thread_lane(
+        &self,
+        tenant_id: &str,
+        thread_id: &str,
+        lane: &ThreadLane,
+        expected_version: u64,
+    ) -> Result<bool, StoreError> {
+        let mut lanes = self.lanes.lock().map_err(|_| poisoned())?;
+        let stored = lanes
+            .entry((tenant_id.to_string(), thread_id.to_string()))
+            .or_default();
+        if stored.1 != expected_version {
+            return Ok(false);
+        }
+        *stored = (lane.clone(), expected_version + 1);
+        Ok(true)
+    }
+}

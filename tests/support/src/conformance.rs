@@ -1,0 +1,511 @@
+//! The conformance suites: one set of checks every `RunStore`,
+//! `CapabilityDirectory` and `ThreadStore` adapter must pass (in-memory,
+//! SQLite and DynamoDB alike), called from each adapter's tests.
+
+mod addressed;
+mod directory;
+mod entries;
+mod held;
+mod large;
+mod run_list;
+mod settled;
+mod threads;
+
+pub use directory::capability_directory_conformance;
+pub use large::incompressible_text;
+pub use threads::thread_store_conformance;
+
+use std::sync::Arc;
+
+use baton_core::engine::{NewRunIdentity, start_run};
+use baton_core::envelope::TaskEnvelope;
+use baton_core::event::{EventDraft, EventType};
+use baton_core::run::{RunState, RunStatus, StepCommand, StepMessage};
+use serde_json::json;
+
+use baton_core::instant::Instant;
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit};
+
+const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
+
+/// Every conformance run's trace: kept in state, frames and outbox.
+const CONFORMANCE_TRACE: baton_core::trace_context::RunTrace =
+    baton_core::trace_context::RunTrace {
+        trace_id: baton_core::trace_context::TraceId(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736),
+        root_span_id: baton_core::trace_context::SpanId(0x0102_0304_0506_0708),
+        caller_span_id: None,
+        sampled: true,
+    };
+
+fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<StepMessage>) {
+    let envelope = TaskEnvelope::parse_value(
+        &json!({"objective": "conformance", "outputContract": {"schema": {"type": "object"}}}),
+    );
+    let Ok(envelope) = envelope else {
+        unreachable!("the conformance envelope is valid")
+    };
+    let mut decision = start_run(
+        NewRunIdentity {
+            run_id: run_id.into(),
+            tenant_id: tenant_id.into(),
+            correlation_id: format!("corr-{run_id}"),
+            thread_id: format!("thread-{run_id}"),
+            trace: Some(CONFORMANCE_TRACE),
+        },
+        envelope,
+        NOW,
+        3,
+    );
+    // Stamped as a write stamps them (a span id as if spans were exported).
+    for event in &mut decision.events {
+        event.trace_id = Some(CONFORMANCE_TRACE.trace_id);
+        event.span_id = Some(baton_core::trace_context::SpanId(0x00f0_67aa_0ba9_02b7));
+    }
+    for message in &mut decision.outbox {
+        message.traceparent = Some(CONFORMANCE_TRACE.step_traceparent());
+    }
+    // The suite counts sequences from here: the `start` frame alone.
+    let start = decision
+        .events
+        .into_iter()
+        .filter(|event| event.event_type == EventType::Start)
+        .collect();
+    (decision.state, start, decision.outbox)
+}
+
+fn log(message: &str) -> EventDraft {
+    baton_core::frames::log(&baton_core::frames::FrameStamp::new(NOW, 0), message)
+}
+
+fn commit(
+    expected_version: u64,
+    state: RunState,
+    events: Vec<EventDraft>,
+    outbox: Vec<StepMessage>,
+    consumed_message_id: Option<String>,
+) -> StepCommit {
+    StepCommit {
+        expected_version,
+        state,
+        events,
+        outbox,
+        consumed_message_id,
+        entries: Vec::new(),
+    }
+}
+
+fn check(condition: bool, what: &str) -> Result<(), String> {
+    if condition {
+        Ok(())
+    } else {
+        Err(what.to_string())
+    }
+}
+
+/// Runs every check; returns the first failure as text. `unique` keeps ids
+/// apart when several suites share one table.
+pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Result<(), String> {
+    let tenant = format!("tenant-{unique}");
+    let run_id = format!("run-{unique}");
+    let failed = |error: StoreError| format!("store error: {error}");
+
+    // Create and load.
+    let (state, events, outbox) = new_run(&tenant, &run_id);
+    let created = store
+        .create_run(&state, events, outbox, Some(&format!("key-{unique}")))
+        .await
+        .map_err(failed)?;
+    check(
+        created == CreateOutcome::Created,
+        "create_run reports Created",
+    )?;
+    let loaded = store
+        .load_run(&tenant, &run_id)
+        .await
+        .map_err(failed)?
+        .ok_or("created run loads")?;
+    check(loaded.version == 1, "a new run has version 1")?;
+    check(
+        loaded.state.run_id == run_id,
+        "the loaded state is the stored one",
+    )?;
+    check(
+        store
+            .load_run("another-tenant", &run_id)
+            .await
+            .map_err(failed)?
+            .is_none(),
+        "another tenant cannot load the run",
+    )?;
+    let first = store
+        .read_events(&tenant, &run_id, 0, 100)
+        .await
+        .map_err(failed)?;
+    check(
+        first.len() == 1 && first[0].id == 1 && first[0].event_type == EventType::Start,
+        "the start frame is sequence 1",
+    )?;
+    check(
+        first[0].run_id == run_id && first[0].correlation_id == format!("corr-{run_id}"),
+        "frames carry run and correlation ids",
+    )?;
+    check(
+        first[0].trace_id == Some(CONFORMANCE_TRACE.trace_id)
+            && first[0].span_id == Some(baton_core::trace_context::SpanId(0x00f0_67aa_0ba9_02b7)),
+        "frames keep their trace and span ids",
+    )?;
+    check(
+        loaded.state.trace == Some(CONFORMANCE_TRACE),
+        "the run's trace is kept in its state",
+    )?;
+
+    // Idempotency keys.
+    let (twin_state, twin_events, twin_outbox) = new_run(&tenant, &format!("{run_id}-twin"));
+    let again = store
+        .create_run(
+            &twin_state,
+            twin_events,
+            twin_outbox,
+            Some(&format!("key-{unique}")),
+        )
+        .await
+        .map_err(failed)?;
+    check(
+        again
+            == CreateOutcome::AlreadyExists {
+                run_id: run_id.clone(),
+            },
+        "a reused idempotency key returns the first run",
+    )?;
+    check(
+        store
+            .load_run(&tenant, &format!("{run_id}-twin"))
+            .await
+            .map_err(failed)?
+            .is_none(),
+        "the refused twin wrote nothing",
+    )?;
+
+    // Outbox.
+    let pending = store
+        .pending_outbox(&tenant, &run_id)
+        .await
+        .map_err(failed)?;
+    check(
+        pending.len() == 1 && pending[0].command == StepCommand::Plan,
+        "the planning step is pending in the outbox",
+    )?;
+    check(
+        pending[0].traceparent.as_deref() == Some(CONFORMANCE_TRACE.step_traceparent().as_str()),
+        "an outbox entry keeps its traceparent",
+    )?;
+    let plan_message_id = pending[0].message_id.clone();
+    store
+        .mark_outbox_sent(&tenant, &run_id, std::slice::from_ref(&plan_message_id))
+        .await
+        .map_err(failed)?;
+    check(
+        store
+            .pending_outbox(&tenant, &run_id)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "a re-sent entry is no longer pending",
+    )?;
+
+    // Conditional commit: the loser appends nothing.
+    let mut next = loaded.state.clone();
+    next.status = RunStatus::Running;
+    let stale = store
+        .commit_step(
+            &tenant,
+            &run_id,
+            commit(
+                7,
+                next.clone(),
+                vec![log("loser")],
+                vec![],
+                Some(plan_message_id.clone()),
+            ),
+        )
+        .await;
+    check(
+        matches!(stale, Err(StoreError::VersionConflict { .. })),
+        "a commit on a stale version conflicts",
+    )?;
+    check(
+        store
+            .read_events(&tenant, &run_id, 0, 100)
+            .await
+            .map_err(failed)?
+            .len()
+            == 1,
+        "a conflicting commit appends no event",
+    )?;
+    let message = StepMessage::new(
+        &tenant,
+        &run_id,
+        StepCommand::ExecuteNode {
+            node_id: "node_1".into(),
+            attempt: 1,
+        },
+    );
+    let version = store
+        .commit_step(
+            &tenant,
+            &run_id,
+            commit(
+                1,
+                next,
+                vec![log("a"), log("b")],
+                vec![message.clone()],
+                Some(plan_message_id.clone()),
+            ),
+        )
+        .await
+        .map_err(failed)?;
+    check(version == 2, "a commit bumps the version")?;
+    let reloaded = store
+        .load_run(&tenant, &run_id)
+        .await
+        .map_err(failed)?
+        .ok_or("run still loads")?;
+    check(
+        reloaded.version == 2 && reloaded.state.status == RunStatus::Running,
+        "the committed state is stored",
+    )?;
+    check(
+        store
+            .pending_outbox(&tenant, &run_id)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == message.message_id),
+        "commit writes its outbox",
+    )?;
+    let far_future = Instant::from_unix_millis(u64::MAX / 2);
+    check(
+        !store
+            .stale_outbox(far_future, 1000)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == plan_message_id),
+        "the commit consumed the handled message's entry",
+    )?;
+
+    // The sweeper's view: unconsumed entries written before a cutoff, across runs.
+    let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
+    check(
+        stale.iter().any(|m| m.message_id == message.message_id),
+        "an unsent entry is stale once the cutoff passes it",
+    )?;
+    check(
+        store
+            .stale_outbox(Instant::from_unix_millis(0), 1000)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "nothing is older than the epoch",
+    )?;
+    store
+        .mark_outbox_sent(&tenant, &run_id, std::slice::from_ref(&message.message_id))
+        .await
+        .map_err(failed)?;
+    let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
+    check(
+        !stale.iter().any(|m| m.message_id == message.message_id),
+        "a re-sent entry is no longer stale",
+    )?;
+    let follow_up = StepMessage::new(
+        &tenant,
+        &run_id,
+        StepCommand::ExecuteNode {
+            node_id: "node_1".into(),
+            attempt: 2,
+        },
+    );
+
+    // Appends between commits keep sequences contiguous.
+    let last = store
+        .append_events(&tenant, &run_id, vec![log("delta-1"), log("delta-2")])
+        .await
+        .map_err(failed)?;
+    check(last == 5, "appended events continue the sequence")?;
+    store
+        .commit_step(
+            &tenant,
+            &run_id,
+            commit(
+                2,
+                reloaded.state.clone(),
+                vec![log("c")],
+                vec![follow_up.clone()],
+                None,
+            ),
+        )
+        .await
+        .map_err(failed)?;
+    check(
+        store
+            .pending_outbox(&tenant, &run_id)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == follow_up.message_id),
+        "a committed entry waits for its step",
+    )?;
+    let all = store
+        .read_events(&tenant, &run_id, 0, 100)
+        .await
+        .map_err(failed)?;
+    let ids: Vec<u64> = all.iter().map(|frame| frame.id).collect();
+    check(
+        ids == vec![1, 2, 3, 4, 5, 6],
+        "sequence numbers are contiguous across commits and appends",
+    )?;
+
+    // Paging.
+    let page = store
+        .read_events(&tenant, &run_id, 2, 2)
+        .await
+        .map_err(failed)?;
+    check(
+        page.iter().map(|frame| frame.id).collect::<Vec<_>>() == vec![3, 4],
+        "paging returns the frames after the cursor",
+    )?;
+    check(
+        store
+            .read_events(&tenant, &run_id, 6, 10)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "nothing after the last frame",
+    )?;
+
+    // Leases.
+    let claim = |claimant: &'static str, now: u64| NodeClaim {
+        claim_key: "node_1",
+        attempt: 1,
+        worker_id: claimant,
+        now: Instant::from_unix_millis(now),
+        lease_expires_at: Instant::from_unix_millis(now + 1_000),
+    };
+    let won = store
+        .claim_node(
+            &tenant,
+            &run_id,
+            claim("worker-a", 10_000),
+            vec![log("node_start")],
+        )
+        .await
+        .map_err(failed)?;
+    check(won == ClaimOutcome::Claimed, "the first claim wins")?;
+    check(
+        store
+            .pending_outbox(&tenant, &run_id)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == follow_up.message_id),
+        "the claim leaves the handled message's entry (only the commit consumes it)",
+    )?;
+    let lost = store
+        .claim_node(
+            &tenant,
+            &run_id,
+            claim("worker-b", 10_500),
+            vec![log("twin node_start")],
+        )
+        .await
+        .map_err(failed)?;
+    check(
+        matches!(
+            lost,
+            ClaimOutcome::HeldByOther { lease_expires_at }
+                if lease_expires_at == Instant::from_unix_millis(11_000)
+        ),
+        "a twin claim within the lease loses",
+    )?;
+    check(
+        store
+            .renew_claim(&tenant, &run_id, claim("worker-a", 10_800))
+            .await
+            .map_err(failed)?,
+        "the holder renews its lease",
+    )?;
+    check(
+        !store
+            .renew_claim(&tenant, &run_id, claim("worker-b", 10_800))
+            .await
+            .map_err(failed)?,
+        "a rival cannot renew a lease it does not hold",
+    )?;
+    let renewed = store
+        .claim_node(&tenant, &run_id, claim("worker-b", 11_500), vec![])
+        .await
+        .map_err(failed)?;
+    check(
+        matches!(
+            renewed,
+            ClaimOutcome::HeldByOther { lease_expires_at }
+                if lease_expires_at == Instant::from_unix_millis(11_800)
+        ),
+        "a renewed lease holds past its first expiry",
+    )?;
+    let after_claims = store
+        .read_events(&tenant, &run_id, 6, 10)
+        .await
+        .map_err(failed)?;
+    check(
+        after_claims.len() == 1 && after_claims[0].message.as_deref() == Some("node_start"),
+        "only the winning claim appended",
+    )?;
+    let expired = store
+        .claim_node(&tenant, &run_id, claim("worker-b", 20_000), vec![])
+        .await
+        .map_err(failed)?;
+    check(
+        expired == ClaimOutcome::Claimed,
+        "an expired lease can be claimed again",
+    )?;
+    check(
+        !store
+            .renew_claim(&tenant, &run_id, claim("worker-a", 20_100))
+            .await
+            .map_err(failed)?,
+        "a lease taken over cannot be renewed by its former holder",
+    )?;
+    store
+        .release_claim(&tenant, &run_id, "node_1", 1, "worker-a")
+        .await
+        .map_err(failed)?;
+    let still_held = store
+        .claim_node(&tenant, &run_id, claim("worker-c", 20_500), vec![])
+        .await
+        .map_err(failed)?;
+    check(
+        matches!(still_held, ClaimOutcome::HeldByOther { .. }),
+        "releasing someone else's claim does nothing",
+    )?;
+    store
+        .release_claim(&tenant, &run_id, "node_1", 1, "worker-b")
+        .await
+        .map_err(failed)?;
+    let after_release = store
+        .claim_node(&tenant, &run_id, claim("worker-c", 20_600), vec![])
+        .await
+        .map_err(failed)?;
+    check(
+        after_release == ClaimOutcome::Claimed,
+        "a released claim can be taken at once",
+    )?;
+
+    held::held_runs_conformance(store.as_ref(), &tenant, &run_id).await?;
+    entries::run_entries_conformance(store.as_ref(), &tenant, &run_id).await?;
+    settled::settled_run_conformance(store.as_ref(), &tenant, unique).await?;
+    addressed::addressed_entries_conformance(store.as_ref(), &tenant, unique).await?;
+    large::large_payload_conformance(store.as_ref(), &tenant, unique).await?;
+    run_list::run_list_conformance(store.as_ref(), unique).await
+}

@@ -1,0 +1,317 @@
+//! Test support: decorators that inject the faults a durable step loop
+//! must survive: step-queue ones (duplicate delivery, a send lost after a
+//! commit), which wrap any `StepQueue` so the same fault tests run on the
+//! in-memory queue and on SQS, and a store that throttles (its next calls
+//! fail retryably), which wraps any `RunStore`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_core::run::StepMessage;
+
+use baton_runtime::error::QueueError;
+use baton_runtime::ports::{ReceivedStep, StepQueue};
+
+/// Sends every message twice (at-least-once delivery, worst case).
+pub struct DuplicatingQueue(pub Arc<dyn StepQueue>);
+
+#[async_trait]
+impl StepQueue for DuplicatingQueue {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
+        self.0.send(messages).await?;
+        self.0.send(messages).await
+    }
+    async fn receive(
+        &self,
+        max_messages: usize,
+        wait: Duration,
+    ) -> Result<Vec<ReceivedStep>, QueueError> {
+        self.0.receive(max_messages, wait).await
+    }
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
+        self.0.acknowledge(receipt).await
+    }
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.0.release(receipt, delay).await
+    }
+    async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
+        self.0.send_delayed(message, delay).await
+    }
+    async fn hold(&self, receipt: &str, hold: Duration) -> Result<(), QueueError> {
+        self.0.hold(receipt, hold).await
+    }
+}
+
+/// Fails the first `failures` sends that carry a step of one kind (node
+/// steps unless told otherwise): the process "died" after committing and
+/// before sending its outbox.
+pub struct FailingSendQueue {
+    inner: Arc<dyn StepQueue>,
+    failures_left: AtomicUsize,
+    /// The `StepCommand::kind_name` whose sends fail.
+    kind: &'static str,
+}
+
+impl FailingSendQueue {
+    pub fn new(inner: Arc<dyn StepQueue>, failures: usize) -> Self {
+        Self::of_kind(inner, "execute_node", failures)
+    }
+
+    /// Fails the first `failures` sends carrying a step of `kind`.
+    pub fn of_kind(inner: Arc<dyn StepQueue>, kind: &'static str, failures: usize) -> Self {
+        FailingSendQueue {
+            inner,
+            failures_left: AtomicUsize::new(failures),
+            kind,
+        }
+    }
+
+    /// How many of the injected failures have not happened yet.
+    pub fn failures_left(&self) -> usize {
+        self.failures_left.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl StepQueue for FailingSendQueue {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
+        let carries_the_kind = messages
+            .iter()
+            .any(|message| message.command.kind_name() == self.kind);
+        if carries_the_kind
+            && self
+                .failures_left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                    left.checked_sub(1)
+                })
+                .is_ok()
+        {
+            return Err(QueueError::Unavailable(
+                "injected: lost between commit and send".into(),
+            ));
+        }
+        self.inner.send(messages).await
+    }
+    async fn receive(
+        &self,
+        max_messages: usize,
+        wait: Duration,
+    ) -> Result<Vec<ReceivedStep>, QueueError> {
+        self.inner.receive(max_messages, wait).await
+    }
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
+        self.inner.acknowledge(receipt).await
+    }
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.inner.release(receipt, delay).await
+    }
+    async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
+        self.inner.send_delayed(message, delay).await
+    }
+    async fn hold(&self, receipt: &str, hold: Duration) -> Result<(), QueueError> {
+        self.inner.hold(receipt, hold).await
+    }
+}
+
+/// A store that throttles: once armed, its next `n` calls fail with a
+/// retryable `StoreError::Unavailable` (what DynamoDB's throttling and a
+/// timed-out call become) before reaching the wrapped store; then it passes
+/// everything through. Counts the calls it failed. Armed with
+/// [`ThrottlingStore::corrupt_next`] instead, the calls fail for good
+/// (`StoreError::Corrupt`, not retryable).
+pub struct ThrottlingStore {
+    inner: Arc<dyn baton_runtime::ports::RunStore>,
+    failures_left: AtomicUsize,
+    failed: AtomicUsize,
+    failing_for_good: std::sync::atomic::AtomicBool,
+}
+
+impl ThrottlingStore {
+    pub fn new(inner: Arc<dyn baton_runtime::ports::RunStore>) -> Self {
+        ThrottlingStore {
+            inner,
+            failures_left: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
+            failing_for_good: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The next `calls` calls fail retryably (replacing what was armed before).
+    pub fn throttle_next(&self, calls: usize) {
+        self.failing_for_good.store(false, Ordering::SeqCst);
+        self.failures_left.store(calls, Ordering::SeqCst);
+    }
+
+    /// The next `calls` calls fail for good (replacing what was armed before).
+    pub fn corrupt_next(&self, calls: usize) {
+        self.failing_for_good.store(true, Ordering::SeqCst);
+        self.failures_left.store(calls, Ordering::SeqCst);
+    }
+
+    /// How many calls it failed so far.
+    pub fn calls_failed(&self) -> usize {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    fn throttled(&self) -> Result<(), baton_runtime::error::StoreError> {
+        let fail = self
+            .failures_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
+                left.checked_sub(1)
+            })
+            .is_ok();
+        if fail {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            if self.failing_for_good.load(Ordering::SeqCst) {
+                return Err(baton_runtime::error::StoreError::Corrupt(
+                    "an unreadable item (injected)".into(),
+                ));
+            }
+            return Err(baton_runtime::error::StoreError::Unavailable(
+                "ThrottlingException (injected)".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl baton_runtime::ports::RunStore for ThrottlingStore {
+    async fn create_run(
+        &self,
+        state: &baton_core::run::RunState,
+        events: Vec<baton_core::event::EventDraft>,
+        outbox: Vec<StepMessage>,
+        idempotency_key: Option<&str>,
+    ) -> Result<baton_runtime::ports::CreateOutcome, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .create_run(state, events, outbox, idempotency_key)
+            .await
+    }
+    async fn load_run(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<baton_runtime::ports::StoredRun>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.load_run(tenant_id, run_id).await
+    }
+    async fn claim_node(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: baton_runtime::ports::NodeClaim<'_>,
+        events_on_claim: Vec<baton_core::event::EventDraft>,
+    ) -> Result<baton_runtime::ports::ClaimOutcome, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .claim_node(tenant_id, run_id, claim, events_on_claim)
+            .await
+    }
+    async fn release_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .release_claim(tenant_id, run_id, node_id, attempt, claimant)
+            .await
+    }
+    async fn renew_claim(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        claim: baton_runtime::ports::NodeClaim<'_>,
+    ) -> Result<bool, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.renew_claim(tenant_id, run_id, claim).await
+    }
+    async fn commit_step(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        commit: baton_runtime::ports::StepCommit,
+    ) -> Result<u64, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.commit_step(tenant_id, run_id, commit).await
+    }
+    async fn read_entries(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.read_entries(tenant_id, run_id, prefix).await
+    }
+    async fn append_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        events: Vec<baton_core::event::EventDraft>,
+    ) -> Result<u64, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.append_events(tenant_id, run_id, events).await
+    }
+    async fn read_events(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .read_events(tenant_id, run_id, after_sequence, limit)
+            .await
+    }
+    async fn pending_outbox(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Vec<StepMessage>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.pending_outbox(tenant_id, run_id).await
+    }
+    async fn mark_outbox_sent(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        message_ids: &[String],
+    ) -> Result<(), baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner
+            .mark_outbox_sent(tenant_id, run_id, message_ids)
+            .await
+    }
+    async fn list_runs(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.list_runs(tenant_id, query).await
+    }
+    async fn runs_awaiting_human(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<baton_core::run::RunState>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.runs_awaiting_human(tenant_id).await
+    }
+    async fn stale_outbox(
+        &self,
+        written_before: baton_core::instant::Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.stale_outbox(written_before, limit).await
+    }
+}
