@@ -14,9 +14,11 @@ use baton_runtime::services::{ChatRequest, Services};
 use tokio::io::AsyncBufReadExt;
 
 use crate::OutputFormat;
+use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
+
 use crate::commands::{
-    EXIT_COMPLETED, EXIT_INVALID_INPUT, LOCAL_TENANT, LeftOverSteps, configuration_or_exit,
-    drive_and_print, embedded_services, invalid, load_registry_or_exit,
+    EXIT_COMPLETED, EXIT_INVALID_INPUT, LOCAL_TENANT, configuration_or_exit, drive_and_print,
+    embedded_services, invalid, load_registry_or_exit,
 };
 
 /// What `baton chat` was asked.
@@ -30,7 +32,7 @@ pub struct ChatOptions {
     pub entity_id: Option<String>,
     pub multitask_strategy: baton_core::thread_lane::MultitaskStrategy,
     pub format: OutputFormat,
-    pub store: crate::StoreChoice,
+    pub store: StoreChoice,
     pub registry: Option<PathBuf>,
 }
 

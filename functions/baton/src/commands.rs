@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
 use baton_bootstrap::{Configuration, process_environment};
 use baton_core::envelope::TaskEnvelope;
 use baton_core::planner::plan_deterministically;
@@ -13,7 +14,7 @@ use baton_core::schema::ValidatorCache;
 use baton_core::validator::{rejected_bundle, validate_plan};
 use baton_runtime::RuntimeError;
 use baton_runtime::clock::SystemClock;
-use baton_runtime::memory::{InMemoryCapabilityDirectory, InMemoryRunStore, InMemoryStepQueue};
+use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{Clock, StepQueue};
 use baton_runtime::services::{OutboxSweeper, Services};
 use baton_runtime::workers::LocalRunner;
@@ -82,98 +83,11 @@ fn startup(error: baton_bootstrap::StartupError) -> u8 {
     invalid(error)
 }
 
-/// The SQLite file `sqlite` without a path means: under the user's data directory.
-pub(crate) fn default_state_file() -> Result<PathBuf, u8> {
-    let data_directory = process_environment("XDG_DATA_HOME")
-        .filter(|directory| !directory.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            process_environment("HOME")
-                .filter(|home| !home.is_empty())
-                .map(|home| PathBuf::from(home).join(".local").join("share"))
-        })
-        .ok_or_else(|| {
-            invalid("--store sqlite needs XDG_DATA_HOME or HOME to find its file; give one with --store sqlite:PATH")
-        })?;
-    Ok(data_directory.join("baton").join("runs.sqlite3"))
-}
-
-/// Which unconsumed steps a process takes over from a SQLite store.
-#[derive(Clone, Copy)]
-pub(crate) enum LeftOverSteps<'a> {
-    /// Every run's (`baton serve`: the store's one long-running worker).
-    AllRuns,
-    /// One run's (`baton resume`/`resolve`: its due timers, its lost steps).
-    OfRun(&'a str),
-    /// None (`baton run`: a new run; other processes may be working on the rest).
-    None,
-}
-
-/// The embedded stores: in memory, or a SQLite file whose unconsumed outbox
-/// (what a previous process left) goes back on the in-memory queue, as far
-/// as `left_over` says.
-async fn embedded_store_ports(
-    store: &crate::StoreChoice,
-    queue: Arc<InMemoryStepQueue>,
-    clock: Arc<dyn Clock>,
-    left_over: LeftOverSteps<'_>,
-) -> Result<baton_bootstrap::StorePorts, u8> {
-    let path = match store {
-        crate::StoreChoice::Memory => {
-            return Ok(baton_bootstrap::StorePorts {
-                store: Arc::new(InMemoryRunStore::new().with_clock(clock.clone())),
-                queue,
-                capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
-                clock,
-                threads: Arc::new(baton_runtime::memory::InMemoryThreadStore::new()),
-            });
-        }
-        crate::StoreChoice::Sqlite(Some(path)) => path.clone(),
-        crate::StoreChoice::Sqlite(None) => default_state_file()?,
-        crate::StoreChoice::Dynamodb => {
-            return Err(invalid(
-                "--store dynamodb is for `baton serve`; `baton run` keeps runs in memory or sqlite",
-            ));
-        }
-    };
-    let sqlite = Arc::new(
-        baton_sqlite::SqliteStore::open(&path)
-            .map_err(|error| invalid(format!("store {}: {error}", path.display())))?
-            .with_clock(clock.clone()),
-    );
-    let mut taken_over = match left_over {
-        LeftOverSteps::None => Vec::new(),
-        LeftOverSteps::AllRuns | LeftOverSteps::OfRun(_) => sqlite
-            .unconsumed_outbox()
-            .await
-            .map_err(|error| invalid(format!("store {}: {error}", path.display())))?,
-    };
-    if let LeftOverSteps::OfRun(run_id) = left_over {
-        taken_over.retain(|message| message.run_id == run_id);
-    }
-    let left_over = taken_over;
-    if !left_over.is_empty() {
-        eprintln!(
-            "baton: {} step(s) left by an earlier process in {} are queued again",
-            left_over.len(),
-            path.display()
-        );
-        queue.send(&left_over).await.map_err(invalid)?;
-    }
-    Ok(baton_bootstrap::StorePorts {
-        store: sqlite.clone(),
-        queue,
-        capability_directory: sqlite.clone(),
-        clock,
-        threads: sqlite,
-    })
-}
-
 /// The embedded default: in-memory queue, the chosen embedded store, the configured model.
 pub(crate) async fn embedded_services(
     registry: Arc<Registry>,
     configuration: &Configuration,
-    store: &crate::StoreChoice,
+    store: &StoreChoice,
     left_over: LeftOverSteps<'_>,
 ) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
     embedded_services_counted(registry, configuration, store, left_over, None).await
@@ -183,7 +97,7 @@ pub(crate) async fn embedded_services(
 async fn embedded_services_counted(
     registry: Arc<Registry>,
     configuration: &Configuration,
-    store: &crate::StoreChoice,
+    store: &StoreChoice,
     left_over: LeftOverSteps<'_>,
     counters: Option<Arc<baton_runtime::observe::telemetry::RunCounters>>,
 ) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
@@ -191,7 +105,18 @@ async fn embedded_services_counted(
         .map_err(startup)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
-    let mut ports = embedded_store_ports(store, queue.clone(), clock.clone(), left_over).await?;
+    let (mut ports, queued_again) = baton_bootstrap::stores::embedded_store_ports(
+        store,
+        configuration,
+        queue.clone(),
+        clock.clone(),
+        left_over,
+    )
+    .await
+    .map_err(startup)?;
+    if queued_again > 0 {
+        eprintln!("baton: {queued_again} step(s) left by an earlier process are queued again");
+    }
     if let Some(counters) = counters {
         ports = baton_bootstrap::observe_commits(ports, counters, None);
     }
@@ -251,7 +176,7 @@ async fn cloud_services(
 
 /// `baton serve`: the HTTP API and the step worker in one local process.
 pub async fn serve(
-    store: crate::StoreChoice,
+    store: StoreChoice,
     address: std::net::SocketAddr,
     registry: Option<PathBuf>,
 ) -> u8 {
@@ -268,7 +193,7 @@ pub async fn serve(
     // that failed) is recovered by the sweeper, as the deployment's
     // scheduled function does; the embedded stores re-drive at start.
     let built = match &store {
-        crate::StoreChoice::Dynamodb => cloud_services(registry, &configuration, counters.clone())
+        StoreChoice::Dynamodb => cloud_services(registry, &configuration, counters.clone())
             .await
             .map(|(services, queue, sweeper)| (services, queue, Some(sweeper))),
         embedded => embedded_services_counted(
@@ -373,7 +298,7 @@ pub async fn run(
     envelope_path: &Path,
     registry: Option<PathBuf>,
     format: OutputFormat,
-    store: crate::StoreChoice,
+    store: StoreChoice,
 ) -> u8 {
     let envelope_json = match read_envelope_json(envelope_path) {
         Ok(value) => value,

@@ -12,7 +12,9 @@ use baton_runtime::RuntimeError;
 
 use crate::commands::{EXIT_COMPLETED, EXIT_INVALID_INPUT, LOCAL_TENANT, drive_and_print, invalid};
 use crate::people::{open_run, read_output};
-use crate::{OutputFormat, StoreChoice};
+use baton_bootstrap::stores::StoreChoice;
+
+use crate::OutputFormat;
 
 /// `baton history RUN`: one line per checkpoint.
 pub async fn history(run_id: &str, store: &StoreChoice, registry: Option<PathBuf>) -> u8 {

@@ -16,6 +16,7 @@ mod progress;
 mod registry_check;
 mod sweeping;
 
+use baton_bootstrap::stores::StoreChoice;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -269,19 +270,6 @@ pub enum TaskFormat {
     Json,
 }
 
-/// Where runs are kept.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StoreChoice {
-    /// In-memory store and queue (the embedded default): gone with the process.
-    Memory,
-    /// One SQLite file (`None`: `$XDG_DATA_HOME/baton/runs.sqlite3`, else
-    /// `$HOME/.local/share/baton/runs.sqlite3`) and an in-memory queue
-    /// refilled from the file's outbox at start: runs survive the process.
-    Sqlite(Option<PathBuf>),
-    /// DynamoDB and SQS (AWS_ENDPOINT_URL, BATON_TABLE, BATON_QUEUE_URL).
-    Dynamodb,
-}
-
 fn parse_multitask_strategy(
     text: &str,
 ) -> Result<baton_core::thread_lane::MultitaskStrategy, String> {
@@ -289,18 +277,9 @@ fn parse_multitask_strategy(
         .map_err(|_| format!("`{text}` is not a strategy: reject, enqueue, interrupt or rollback"))
 }
 
+/// `--store`: memory, sqlite, sqlite:PATH or dynamodb.
 fn parse_store(text: &str) -> Result<StoreChoice, String> {
-    match text {
-        "memory" => Ok(StoreChoice::Memory),
-        "sqlite" => Ok(StoreChoice::Sqlite(None)),
-        "dynamodb" => Ok(StoreChoice::Dynamodb),
-        other => match other.strip_prefix("sqlite:") {
-            Some(path) if !path.is_empty() => Ok(StoreChoice::Sqlite(Some(PathBuf::from(path)))),
-            _ => Err(format!(
-                "`{other}` is not a store: use memory, sqlite, sqlite:PATH or dynamodb"
-            )),
-        },
-    }
+    text.parse()
 }
 
 /// Logs on stderr (`BATON_LOG`, default `warn`) and, when the `OTEL_*`

@@ -13,20 +13,25 @@ use baton_core::schema::json_path_for_pointer;
 use baton_core::tasks::{HumanTask, human_tasks};
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::RunStore;
-use baton_runtime::services::{HumanInput, HumanInputOutcome, Services};
+use baton_runtime::services::{PersonInput, PersonInputOutcome, Services};
 use serde_json::Value;
 
+use baton_bootstrap::stores::{LeftOverSteps, StoreChoice, default_state_file};
+
 use crate::commands::{
-    EXIT_COMPLETED, EXIT_RUN_FAILED, LOCAL_TENANT, LeftOverSteps, configuration_or_exit,
-    default_state_file, drive_and_print, embedded_services, invalid, load_registry_or_exit,
+    EXIT_COMPLETED, EXIT_RUN_FAILED, LOCAL_TENANT, configuration_or_exit, drive_and_print,
+    embedded_services, invalid, load_registry_or_exit,
 };
-use crate::{OutputFormat, StoreChoice, TaskFormat};
+use crate::{OutputFormat, TaskFormat};
 
 /// The SQLite file a command that reads parked runs works on.
 fn durable_file(store: &StoreChoice) -> Result<PathBuf, u8> {
     match store {
         StoreChoice::Sqlite(Some(path)) => Ok(path.clone()),
-        StoreChoice::Sqlite(None) => default_state_file(),
+        StoreChoice::Sqlite(None) => {
+            let configuration = configuration_or_exit()?;
+            default_state_file(&configuration).map_err(invalid)
+        }
         StoreChoice::Memory => Err(invalid(
             "--store memory keeps nothing between processes: parked runs live in sqlite (run with --store sqlite)",
         )),
@@ -234,7 +239,7 @@ pub(crate) async fn open_run(
 async fn apply_and_drive(
     (services, queue): (Services, Arc<InMemoryStepQueue>),
     run_id: &str,
-    input: HumanInput,
+    input: PersonInput,
     format: OutputFormat,
     output_path: Option<&Path>,
 ) -> u8 {
@@ -246,10 +251,10 @@ async fn apply_and_drive(
         Ok(frames) => frames.last().map_or(0, |frame| frame.id),
         Err(error) => return invalid(error),
     };
-    match services.humans.apply(LOCAL_TENANT, run_id, input).await {
-        Ok(HumanInputOutcome::Applied { .. }) => {}
-        Ok(HumanInputOutcome::Refused(refusal)) => return report_refusal(refusal, output_path),
-        Ok(HumanInputOutcome::RunNotFound) => {
+    match services.people.apply(LOCAL_TENANT, run_id, input).await {
+        Ok(PersonInputOutcome::Applied { .. }) => {}
+        Ok(PersonInputOutcome::Refused(refusal)) => return report_refusal(refusal, output_path),
+        Ok(PersonInputOutcome::RunNotFound) => {
             return invalid(format!("no run `{run_id}` in this store"));
         }
         Err(error) => return invalid(error),
@@ -273,20 +278,20 @@ pub async fn resume(request: ResumeRequest) -> u8 {
         };
     let input = match (output, request.answer) {
         (Some(output), _) => match waiting_task(&state, request.node_id.as_deref()) {
-            Ok(task) => HumanInput::Answer {
+            Ok(task) => PersonInput::Answer {
                 node_id: task.node_id,
                 expected_plan_version: task.plan_version,
                 output,
             },
             Err(code) => return code,
         },
-        (None, Some(answer)) => HumanInput::Clarify {
+        (None, Some(answer)) => PersonInput::Clarify {
             request_id: None,
             expected_plan_version: state.plan_version(),
             answer,
         },
         (None, None) => match &state.governance.hold {
-            Some(Hold::Paused { .. }) => HumanInput::ResumePaused {
+            Some(Hold::Paused { .. }) => PersonInput::ResumePaused {
                 expected_plan_version: state.plan_version(),
             },
             Some(Hold::Request(request)) if request.kind == HitlKind::Clarify => {
@@ -376,7 +381,7 @@ pub async fn resolve(request: ResolveRequest) -> u8 {
             return EXIT_RUN_FAILED;
         }
     };
-    let input = HumanInput::Resolve {
+    let input = PersonInput::Resolve {
         request_id,
         decision: request.decision,
         note: request.note,

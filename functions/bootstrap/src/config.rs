@@ -25,6 +25,9 @@ pub fn process_environment(name: &str) -> Option<String> {
 pub struct Configuration {
     /// `BATON_REGISTRY_DIR`: overrides the registry built into the binary.
     pub registry_dir: Option<PathBuf>,
+    /// The user's data directory: `XDG_DATA_HOME`, else `HOME/.local/share`
+    /// (where `--store sqlite` without a path keeps its file).
+    pub data_home: Option<PathBuf>,
     /// `BATON_PLANNER`: `deterministic` (default) or `llm`.
     pub planner: PlannerChoice,
     /// `BATON_API_TOKENS`: `tenant:sha256-hex,…`.
@@ -247,6 +250,11 @@ impl Configuration {
             max_envelope_bytes,
             delta_flush,
             registry_dir: non_empty(read, "BATON_REGISTRY_DIR").map(PathBuf::from),
+            data_home: non_empty(read, "XDG_DATA_HOME")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    non_empty(read, "HOME").map(|home| PathBuf::from(home).join(".local/share"))
+                }),
             planner,
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
             table: non_empty(read, "BATON_TABLE"),

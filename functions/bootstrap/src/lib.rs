@@ -16,18 +16,19 @@ pub mod config;
 pub mod model_routes;
 #[cfg(feature = "model")]
 pub mod notifier;
+pub mod stores;
 
 use std::path::Path;
 use std::sync::Arc;
 
 use baton_core::registry::Registry;
-use baton_runtime::clock::{RandomIds, SystemClock};
-use baton_runtime::ports::{CapabilityDirectory, Clock, LlmProvider, RunStore, StepQueue};
+use baton_runtime::clock::RandomIds;
+use baton_runtime::ports::LlmProvider;
 use baton_runtime::registry_loader::{load_embedded_registry, load_registry};
-use baton_runtime::services::capability_cache::CachingCapabilityDirectory;
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, ServicePorts, Services};
 
 pub use config::{Configuration, VariableReader, process_environment};
+pub use stores::{StoreChoice, StorePorts, cloud_ports, observe_commits};
 
 /// A start-up failure, already phrased for the operator.
 #[derive(Debug)]
@@ -167,97 +168,6 @@ pub fn model_from_variables(
         .and_then(baton_llm::OpenAiCompatibleProvider::new)
         .map_err(|error| StartupError(format!("{error} (see docs/configuration.md, Variables)")))?;
     Ok(Arc::new(provider))
-}
-
-/// The adapters of a deployment (in memory, or DynamoDB and SQS).
-#[derive(Clone)]
-pub struct StorePorts {
-    pub store: Arc<dyn RunStore>,
-    pub queue: Arc<dyn StepQueue>,
-    pub capability_directory: Arc<dyn CapabilityDirectory>,
-    pub clock: Arc<dyn Clock>,
-    /// Chat threads (the same store as the runs).
-    pub threads: Arc<dyn baton_runtime::ports::ThreadStore>,
-}
-
-/// The DynamoDB store (runs and capability registrations) and the SQS queue
-/// from `BATON_TABLE`, `BATON_QUEUE_URL` and the SDK's own variables
-/// (`AWS_ENDPOINT_URL` for emulators).
-pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, StartupError> {
-    let table = Configuration::required(
-        &configuration.table,
-        "BATON_TABLE",
-        "name the DynamoDB table (infra/local.sh up prints it)",
-    )?;
-    let queue_url = Configuration::required(
-        &configuration.queue_url,
-        "BATON_QUEUE_URL",
-        "give the SQS step queue URL (infra/local.sh up prints it)",
-    )?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let aws = baton_aws::AwsConnection::from_environment().await;
-    let store = Arc::new(baton_aws::DynamoRunStore::new(&aws, table).with_clock(clock.clone()));
-    // A received message starts hidden for one node lease, renewed while
-    // its step runs: a dead holder's message is back within one lease.
-    let queue = Arc::new(
-        baton_aws::SqsStepQueue::new(&aws, queue_url).with_receive_hold(configuration.node_lease),
-    );
-    // Registrations are read at each planning step; a warm instance lists a
-    // tenant's from DynamoDB at most every 10 s.
-    let capability_directory = Arc::new(CachingCapabilityDirectory::new(
-        store.clone(),
-        std::time::Duration::from_secs(10),
-    ));
-    let ports = StorePorts {
-        threads: store.clone(),
-        store,
-        queue,
-        capability_directory,
-        clock,
-    };
-    let sink: Option<baton_runtime::observe::telemetry::ObservationSink> = if configuration.emit_emf
-    {
-        Some(Arc::new(
-            |seen: &[baton_runtime::observe::telemetry::Observation]| {
-                let now = baton_core::instant::Instant::from_unix_millis(
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|elapsed| elapsed.as_millis() as u64)
-                        .unwrap_or(0),
-                );
-                for line in baton_runtime::observe::telemetry::emf_lines(seen, now) {
-                    println!("{line}");
-                }
-            },
-        ))
-    } else {
-        None
-    };
-    Ok(observe_commits(
-        ports,
-        Arc::new(baton_runtime::observe::telemetry::RunCounters::default()),
-        sink,
-    ))
-}
-
-/// The same ports, their run store counting what it commits into
-/// `counters` (and handing each commit's observations to `sink`, and each
-/// ended run's root span to the trace export when there is one).
-pub fn observe_commits(
-    mut ports: StorePorts,
-    counters: Arc<baton_runtime::observe::telemetry::RunCounters>,
-    sink: Option<baton_runtime::observe::telemetry::ObservationSink>,
-) -> StorePorts {
-    let mut observed =
-        baton_runtime::observe::telemetry::ObservedRunStore::new(ports.store, counters);
-    if let Some(sink) = sink {
-        observed = observed.with_sink(sink);
-    }
-    if let Some(export) = trace_export() {
-        observed = observed.with_run_spans(export.run_spans());
-    }
-    ports.store = Arc::new(observed);
-    ports
 }
 
 /// Step-loop settings from the configuration.
@@ -465,7 +375,7 @@ pub fn api_router(
     baton_http::router(baton_http::ApiState {
         runs: services.runs.clone(),
         capabilities: services.capabilities.clone(),
-        humans: services.humans.clone(),
+        people: services.people.clone(),
         authenticator: Arc::new(authenticator),
         settings: baton_http::HttpSettings {
             max_body_bytes: configuration.max_body_bytes,

@@ -521,7 +521,7 @@ async fn store_and_queue_calls_per_node_step() {
 /// node completes once.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_concurrent_answers_to_one_task_make_one_transition() {
-    use baton_runtime::services::{HumanInput, HumanInputOutcome};
+    use baton_runtime::services::{PersonInput, PersonInputOutcome};
 
     let fixture = fixture().await;
     let orchestrator = orchestrator(&fixture, fixture.store.clone(), fixture.sqs.clone());
@@ -551,24 +551,24 @@ async fn two_concurrent_answers_to_one_task_make_one_transition() {
     let tasks = baton_core::tasks::human_tasks(&parked.state);
     assert_eq!(tasks.len(), 1);
     let task = &tasks[0];
-    let answer = || HumanInput::Answer {
+    let answer = || PersonInput::Answer {
         node_id: task.node_id.clone(),
         expected_plan_version: task.plan_version,
         output: scripted_llm::generate_instance(&task.output_schema, "answer"),
     };
-    let humans = orchestrator.services.humans.clone();
+    let people = orchestrator.services.people.clone();
     let (first, second) = tokio::join!(
-        humans.apply("t", &submitted.run_id, answer()),
-        humans.apply("t", &submitted.run_id, answer())
+        people.apply("t", &submitted.run_id, answer()),
+        people.apply("t", &submitted.run_id, answer())
     );
     let outcomes = [first.unwrap(), second.unwrap()];
     let applied = outcomes
         .iter()
-        .filter(|outcome| matches!(outcome, HumanInputOutcome::Applied { .. }))
+        .filter(|outcome| matches!(outcome, PersonInputOutcome::Applied { .. }))
         .count();
     let refused = outcomes
         .iter()
-        .filter(|outcome| matches!(outcome, HumanInputOutcome::Refused(_)))
+        .filter(|outcome| matches!(outcome, PersonInputOutcome::Refused(_)))
         .count();
     assert_eq!((applied, refused), (1, 1), "{outcomes:?}");
     assert_eq!(

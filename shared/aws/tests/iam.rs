@@ -34,8 +34,8 @@ use baton_core::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::ports::{ClaimOutcome, Clock, NodeClaim, RunStore, StepQueue};
-use baton_runtime::services::{HumanInput, HumanInputOutcome};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services};
+use baton_runtime::services::{PersonInput, PersonInputOutcome};
 use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
 use baton_test_support::fault_injection::FailingSendQueue;
 use baton_test_support::{TestServices, repository_path};
@@ -463,7 +463,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     parts.services.capabilities.list("t").await.unwrap();
     let tasks = parts
         .services
-        .humans
+        .people
         .pending_tasks("t", None)
         .await
         .unwrap();
@@ -471,14 +471,14 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .iter()
         .find(|task| task.run_id == human_run.run_id)
         .expect("the parked run's task is listed");
-    parts.services.humans.pending_requests("t").await.unwrap();
+    parts.services.people.pending_requests("t").await.unwrap();
     let answered = parts
         .services
-        .humans
+        .people
         .apply(
             "t",
             &human_run.run_id,
-            HumanInput::Answer {
+            PersonInput::Answer {
                 node_id: task.node_id.clone(),
                 expected_plan_version: task.plan_version,
                 output: scripted_llm::generate_instance(&task.output_schema, "answer"),
@@ -487,7 +487,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .await
         .unwrap();
     assert!(
-        matches!(answered, HumanInputOutcome::Applied { .. }),
+        matches!(answered, PersonInputOutcome::Applied { .. }),
         "{answered:?}"
     );
     let registration = serde_json::json!({

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_runtime::services::{CapabilityService, HumanService, RunService};
+use baton_runtime::services::{CapabilityService, PeopleService, RunService};
 
 use crate::auth::TokenAuthenticator;
 use crate::error::ApiError;
@@ -109,7 +109,7 @@ impl Default for HttpSettings {
 pub struct ApiState {
     pub runs: Arc<RunService>,
     pub capabilities: Arc<CapabilityService>,
-    pub humans: Arc<HumanService>,
+    pub people: Arc<PeopleService>,
     pub authenticator: Arc<TokenAuthenticator>,
     pub settings: HttpSettings,
     /// The event streams open per run (`HttpSettings::max_streams_per_run`).

@@ -78,7 +78,7 @@ async fn start_api_with(
     let state = ApiState {
         runs: built.services.runs.clone(),
         capabilities: built.services.capabilities.clone(),
-        humans: built.services.humans.clone(),
+        people: built.services.people.clone(),
         authenticator: Arc::new(TokenAuthenticator::from_configuration(&tokens).unwrap()),
         settings: HttpSettings {
             heartbeat: Duration::from_secs(15),

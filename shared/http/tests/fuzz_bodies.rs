@@ -123,7 +123,7 @@ fn api() -> axum::Router {
     router(ApiState {
         runs: built.services.runs.clone(),
         capabilities: built.services.capabilities.clone(),
-        humans: built.services.humans.clone(),
+        people: built.services.people.clone(),
         authenticator: Arc::new(
             TokenAuthenticator::from_configuration("")
                 .unwrap()

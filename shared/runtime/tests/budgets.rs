@@ -20,7 +20,7 @@ use baton_core::event::EventFrame;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
-use baton_runtime::services::{HumanInput, HumanInputOutcome, Services};
+use baton_runtime::services::{PersonInput, PersonInputOutcome, Services};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use serde_json::{Value, json};
@@ -174,17 +174,17 @@ async fn frames_of(services: &Services, run_id: &str) -> Vec<EventFrame> {
 }
 
 async fn decide(services: &Services, run_id: &str, decision: ApprovalDecision) {
-    let pending = services.humans.pending_requests("t").await.unwrap();
+    let pending = services.people.pending_requests("t").await.unwrap();
     let request = pending
         .iter()
         .find(|pending| pending.run_id == run_id)
         .expect("the parked run has an approval request");
     let outcome = services
-        .humans
+        .people
         .apply(
             "t",
             run_id,
-            HumanInput::Resolve {
+            PersonInput::Resolve {
                 request_id: request.request.request_id.clone(),
                 decision,
                 note: None,
@@ -193,7 +193,7 @@ async fn decide(services: &Services, run_id: &str, decision: ApprovalDecision) {
         .await
         .unwrap();
     assert!(
-        matches!(outcome, HumanInputOutcome::Applied { .. }),
+        matches!(outcome, PersonInputOutcome::Applied { .. }),
         "{outcome:?}"
     );
 }

@@ -17,7 +17,7 @@ use baton_core::event::EventFrame;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
-use baton_runtime::services::{HumanInput, HumanInputOutcome, Services};
+use baton_runtime::services::{PersonInput, PersonInputOutcome, Services};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::{TestServices, example_envelope};
 use tokio::sync::mpsc::UnboundedSender;
@@ -179,11 +179,11 @@ async fn the_sample_envelope_says_what_each_legacy_key_became_and_parks_its_fina
     );
 
     let outcome = services
-        .humans
+        .people
         .apply(
             "t",
             &run.run_id,
-            HumanInput::Resolve {
+            PersonInput::Resolve {
                 request_id,
                 decision: ApprovalDecision::Approve,
                 note: Some("ship it".into()),
@@ -192,7 +192,7 @@ async fn the_sample_envelope_says_what_each_legacy_key_became_and_parks_its_fina
         .await
         .unwrap();
     assert!(
-        matches!(outcome, HumanInputOutcome::Applied { .. }),
+        matches!(outcome, PersonInputOutcome::Applied { .. }),
         "{outcome:?}"
     );
     assert_eq!(
@@ -215,14 +215,14 @@ async fn a_rejected_final_output_fails_the_run_and_a_bad_legacy_value_is_refused
         .await
         .unwrap();
     runner.run_until_settled("t", &run.run_id).await.unwrap();
-    let pending = services.humans.pending_requests("t").await.unwrap();
+    let pending = services.people.pending_requests("t").await.unwrap();
     assert_eq!(pending.len(), 1);
     services
-        .humans
+        .people
         .apply(
             "t",
             &run.run_id,
-            HumanInput::Resolve {
+            PersonInput::Resolve {
                 request_id: pending[0].request.request_id.clone(),
                 decision: ApprovalDecision::Reject,
                 note: Some("off brand".into()),

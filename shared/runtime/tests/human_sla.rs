@@ -86,7 +86,7 @@ async fn a_human_task_past_its_sla_fails_the_run_without_anyone_waiting() {
         1,
         "the SLA waits in the queue; the drain returned without waiting for it"
     );
-    let task = services.humans.pending_tasks("t", None).await.unwrap()[0].clone();
+    let task = services.people.pending_tasks("t", None).await.unwrap()[0].clone();
     let due = task.due_at.clone().expect("the task carries its SLA");
 
     // The timer's message, as the outbox holds it until its step consumes it.
@@ -149,7 +149,7 @@ async fn a_human_task_past_its_sla_fails_the_run_without_anyone_waiting() {
     );
     assert!(
         services
-            .humans
+            .people
             .pending_tasks("t", None)
             .await
             .unwrap()

@@ -378,7 +378,7 @@ async fn a_new_process_picks_up_what_the_last_one_left_in_the_outbox() {
 /// `node_complete` for the node.
 #[tokio::test(flavor = "multi_thread")]
 async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
-    use baton_runtime::services::{HumanInput, HumanInputOutcome};
+    use baton_runtime::services::{PersonInput, PersonInputOutcome};
 
     let directory = tempfile::tempdir().unwrap();
     let store = Arc::new(store_in(&directory));
@@ -402,20 +402,20 @@ async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
     );
     let parked = store.load_run("t", &run_id).await.unwrap().unwrap();
     let task = baton_core::tasks::human_tasks(&parked.state).remove(0);
-    let answer = || HumanInput::Answer {
+    let answer = || PersonInput::Answer {
         node_id: task.node_id.clone(),
         expected_plan_version: task.plan_version,
         output: scripted_llm::generate_instance(&task.output_schema, "answer"),
     };
     let (first, second) = tokio::join!(
-        services.humans.apply("t", &run_id, answer()),
-        services.humans.apply("t", &run_id, answer())
+        services.people.apply("t", &run_id, answer()),
+        services.people.apply("t", &run_id, answer())
     );
     let outcomes = [first.unwrap(), second.unwrap()];
     assert_eq!(
         outcomes
             .iter()
-            .filter(|outcome| matches!(outcome, HumanInputOutcome::Applied { .. }))
+            .filter(|outcome| matches!(outcome, PersonInputOutcome::Applied { .. }))
             .count(),
         1,
         "{outcomes:?}"

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use baton_core::engine::{ApprovalDecision, HumanInputRefused};
 use baton_core::schema::json_path_for_pointer;
-use baton_runtime::services::{HumanInput, HumanInputOutcome};
+use baton_runtime::services::{PersonInput, PersonInputOutcome};
 use serde_json::{Value, json};
 
 use crate::auth::Tenant;
@@ -126,7 +126,7 @@ fn refused(refusal: HumanInputRefused) -> ApiError {
 }
 
 /// What a `run.resume` body asks: `(runId, input)`.
-fn resume_input(body: ResumeRequest) -> Result<(String, HumanInput), ApiError> {
+fn resume_input(body: ResumeRequest) -> Result<(String, PersonInput), ApiError> {
     let expected_plan_version = body.expected_plan_version;
     let task_id = non_empty(&body.task_id, "taskId")?;
     let given_run_id = non_empty(&body.run_id, "runId")?;
@@ -136,7 +136,7 @@ fn resume_input(body: ResumeRequest) -> Result<(String, HumanInput), ApiError> {
             .ok_or_else(|| bad_request("$.runId", "`runId` (or `taskId`) is required"))?
             .to_string();
         let input = match body.answer {
-            Some(answer) => HumanInput::Clarify {
+            Some(answer) => PersonInput::Clarify {
                 request_id: non_empty(&body.request_id, "requestId")?.map(str::to_string),
                 expected_plan_version,
                 answer,
@@ -144,7 +144,7 @@ fn resume_input(body: ResumeRequest) -> Result<(String, HumanInput), ApiError> {
             None if given_node_id.is_some() => {
                 return Err(bad_request("$.output", "`output` is required"));
             }
-            None => HumanInput::ResumePaused {
+            None => PersonInput::ResumePaused {
                 expected_plan_version,
             },
         };
@@ -176,7 +176,7 @@ fn resume_input(body: ResumeRequest) -> Result<(String, HumanInput), ApiError> {
         .ok_or_else(|| bad_request("$.output", "`output` is required"))?;
     Ok((
         run_id,
-        HumanInput::Answer {
+        PersonInput::Answer {
             node_id,
             expected_plan_version,
             output,
@@ -188,16 +188,16 @@ async fn apply(
     state: &ApiState,
     tenant: &Tenant,
     run_id: &str,
-    input: HumanInput,
+    input: PersonInput,
 ) -> Result<Json<HumanActionApplied>, ApiError> {
-    match state.humans.apply(&tenant.0, run_id, input).await? {
-        HumanInputOutcome::Applied { status, version } => Ok(Json(HumanActionApplied {
+    match state.people.apply(&tenant.0, run_id, input).await? {
+        PersonInputOutcome::Applied { status, version } => Ok(Json(HumanActionApplied {
             run_id: run_id.to_string(),
             status,
             version,
         })),
-        HumanInputOutcome::Refused(refusal) => Err(refused(refusal)),
-        HumanInputOutcome::RunNotFound => Err(ApiError::run_not_found(run_id)),
+        PersonInputOutcome::Refused(refusal) => Err(refused(refusal)),
+        PersonInputOutcome::RunNotFound => Err(ApiError::run_not_found(run_id)),
     }
 }
 
@@ -218,7 +218,7 @@ pub(crate) async fn list_tasks(
         .with_details(json!({"parameter": "status"})));
     }
     let tasks = state
-        .humans
+        .people
         .pending_tasks(&tenant.0, query.get("capabilityId").map(String::as_str))
         .await?;
     Ok(Json(TaskList { tasks }))
@@ -278,7 +278,7 @@ pub(crate) async fn decline_task(
         .unwrap_or_default()
         .to_string();
     let note = non_empty(&body.note, "note")?.map(str::to_string);
-    let input = HumanInput::Decline {
+    let input = PersonInput::Decline {
         node_id: node_id.to_string(),
         reason_code,
         note,
@@ -304,7 +304,7 @@ pub(crate) async fn resolve_request(
         ResolveDecision::Reject => ApprovalDecision::Reject,
     };
     let note = non_empty(&body.note, "note")?.map(str::to_string);
-    let input = HumanInput::Resolve {
+    let input = PersonInput::Resolve {
         request_id,
         decision,
         note,
@@ -322,7 +322,7 @@ pub(crate) async fn trigger_policy(
         &state,
         &tenant,
         &run_id,
-        HumanInput::TriggerPolicy { policy_id },
+        PersonInput::TriggerPolicy { policy_id },
     )
     .await
 }
@@ -333,6 +333,6 @@ pub(crate) async fn list_requests(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
 ) -> Result<Json<RequestList>, ApiError> {
-    let requests = state.humans.pending_requests(&tenant.0).await?;
+    let requests = state.people.pending_requests(&tenant.0).await?;
     Ok(Json(RequestList { requests }))
 }

@@ -6,7 +6,7 @@
 //!   engine's effect, resume, commit, send the outbox).
 //! - [`CapabilityService`]: registrations and the capability snapshot a
 //!   tenant's planner sees.
-//! - [`HumanService`]: a person's answer to a parked node, or their decline.
+//! - [`PeopleService`]: a person's answer to a parked node, or their decline.
 //! - [`OutboxRelay`] / [`OutboxSweeper`]: send committed step messages, and
 //!   re-send what a crash left unsent.
 //!
@@ -22,8 +22,8 @@ mod capabilities;
 pub mod capability_cache;
 mod commit;
 pub mod follow;
-mod humans;
 mod outbox;
+mod people;
 mod runs;
 mod steps;
 mod thread_lanes;
@@ -36,8 +36,8 @@ use baton_core::registry::Registry;
 use baton_core::schema::ValidatorCache;
 
 pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot, Registered};
-pub use humans::{HumanInput, HumanInputOutcome, HumanService};
 pub use outbox::{OutboxRelay, OutboxSweeper};
+pub use people::{PeopleService, PersonInput, PersonInputOutcome};
 pub use runs::{
     ChatRequest, Checkpoint, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService,
     SUBMISSION_WINDOW, SubmittedRun,
@@ -252,7 +252,7 @@ pub struct Services {
     pub runs: Arc<RunService>,
     pub steps: Arc<StepService>,
     pub capabilities: Arc<CapabilityService>,
-    pub humans: Arc<HumanService>,
+    pub people: Arc<PeopleService>,
 }
 
 impl Services {
@@ -321,7 +321,7 @@ impl Services {
             committer,
         };
         let runs = Arc::new(RunService::new(common.clone(), ports.ids));
-        let humans = Arc::new(HumanService::new(common.clone()));
+        let people = Arc::new(PeopleService::new(common.clone()));
         let steps = Arc::new(StepService::new(
             common,
             ports.llm,
@@ -334,7 +334,7 @@ impl Services {
             runs,
             steps,
             capabilities,
-            humans,
+            people,
         }
     }
 }

@@ -25,7 +25,7 @@ use crate::ports::{Clock, RunStore};
 
 /// What answering or declining came to.
 #[derive(Debug, Clone, PartialEq)]
-pub enum HumanInputOutcome {
+pub enum PersonInputOutcome {
     /// Committed: the run's status and version afterwards.
     Applied {
         status: RunStatus,
@@ -38,7 +38,7 @@ pub enum HumanInputOutcome {
 
 /// A person's input for one parked node.
 #[derive(Debug, Clone, PartialEq)]
-pub enum HumanInput {
+pub enum PersonInput {
     Answer {
         node_id: String,
         expected_plan_version: u32,
@@ -67,7 +67,7 @@ pub enum HumanInput {
     TriggerPolicy { policy_id: String },
 }
 
-pub struct HumanService {
+pub struct PeopleService {
     registry: Arc<Registry>,
     store: Arc<dyn RunStore>,
     committer: DecisionCommitter,
@@ -76,9 +76,9 @@ pub struct HumanService {
     settings: OrchestratorSettings,
 }
 
-impl HumanService {
+impl PeopleService {
     pub(super) fn new(common: CommonParts) -> Self {
-        HumanService {
+        PeopleService {
             registry: common.registry,
             store: common.store,
             committer: common.committer,
@@ -96,12 +96,12 @@ impl HumanService {
     fn decide(
         &self,
         state: RunState,
-        input: &HumanInput,
+        input: &PersonInput,
     ) -> Result<Result<Decision, HumanInputRefused>, RuntimeError> {
         let now = self.clock.now();
         let engine = self.engine();
         Ok(match input {
-            HumanInput::Answer {
+            PersonInput::Answer {
                 node_id,
                 expected_plan_version,
                 output,
@@ -115,7 +115,7 @@ impl HumanService {
                 now,
                 &engine,
             )?,
-            HumanInput::Decline {
+            PersonInput::Decline {
                 node_id,
                 reason_code,
                 note,
@@ -129,7 +129,7 @@ impl HumanService {
                 now,
                 &engine,
             )?,
-            HumanInput::Resolve {
+            PersonInput::Resolve {
                 request_id,
                 decision,
                 note,
@@ -143,7 +143,7 @@ impl HumanService {
                 now,
                 &engine,
             )?,
-            HumanInput::Clarify {
+            PersonInput::Clarify {
                 request_id,
                 expected_plan_version,
                 answer,
@@ -157,10 +157,10 @@ impl HumanService {
                 now,
                 &engine,
             )?,
-            HumanInput::ResumePaused {
+            PersonInput::ResumePaused {
                 expected_plan_version,
             } => resume_paused_run(state, *expected_plan_version, now, &engine)?,
-            HumanInput::TriggerPolicy { policy_id } => {
+            PersonInput::TriggerPolicy { policy_id } => {
                 trigger_manual_policy(state, policy_id, now, &engine)?
             }
         })
@@ -191,8 +191,8 @@ impl HumanService {
         &self,
         tenant_id: &str,
         run_id: &str,
-        input: HumanInput,
-    ) -> Result<HumanInputOutcome, RuntimeError> {
+        input: PersonInput,
+    ) -> Result<PersonInputOutcome, RuntimeError> {
         let target = CommitTarget {
             tenant_id,
             run_id,
@@ -216,19 +216,19 @@ impl HumanService {
             | CommitResult::RunFailedTooLarge {
                 new_version: Some(new_version),
                 status,
-            } => HumanInputOutcome::Applied {
+            } => PersonInputOutcome::Applied {
                 status,
                 version: new_version,
             },
             CommitResult::RunFailedTooLarge {
                 new_version: None,
                 status,
-            } => HumanInputOutcome::Refused(HumanInputRefused::NotAwaiting {
+            } => PersonInputOutcome::Refused(HumanInputRefused::NotAwaiting {
                 run_status: status,
                 node_status: None,
             }),
-            CommitResult::Nothing(refused) => HumanInputOutcome::Refused(refused),
-            CommitResult::RunNotFound => HumanInputOutcome::RunNotFound,
+            CommitResult::Nothing(refused) => PersonInputOutcome::Refused(refused),
+            CommitResult::RunNotFound => PersonInputOutcome::RunNotFound,
         })
     }
 }
