@@ -2,6 +2,7 @@
 //! person's side of a parked run, on a store that outlives the process
 //! (SQLite).
 
+use baton_runtime::ports::RunQueries;
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
@@ -12,7 +13,6 @@ use baton_core::run::RunState;
 use baton_core::schema::json_path_for_pointer;
 use baton_core::tasks::{HumanTask, human_tasks};
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::RunStore;
 use baton_runtime::services::{PersonInput, PersonInputOutcome, Services};
 use serde_json::Value;
 

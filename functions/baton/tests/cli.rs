@@ -6,6 +6,8 @@
 
 mod serve_support;
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -1065,10 +1067,17 @@ async fn a_run_parked_on_sqlite_stays_in_the_file_after_the_process_ends() {
     let run_id = printed[0]["runId"].as_str().unwrap();
     let file = data.path().join("baton/runs.sqlite3");
     let store = baton_sqlite::SqliteStore::open(&file).unwrap();
-    use baton_runtime::ports::RunStore;
-    let stored = store.load_run("local", run_id).await.unwrap().unwrap();
+
+    let stored = store
+        .load_run(RunKey::new("local", run_id))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.state.status.as_str(), "awaiting_human");
-    let kept = store.read_events("local", run_id, 0, 10_000).await.unwrap();
+    let kept = store
+        .read_events(RunKey::new("local", run_id), 0, 10_000)
+        .await
+        .unwrap();
     assert_eq!(
         serde_json::to_value(&kept).unwrap(),
         Value::Array(printed),

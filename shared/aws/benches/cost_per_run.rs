@@ -37,6 +37,7 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
+use baton_core::ids::RunKey;
 use baton_core::run::{RunStatus, StepCommand};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::StepQueue;
@@ -400,10 +401,9 @@ async fn main() {
                     StepCommand::Replan { .. } => "replan step",
                     StepCommand::ExecuteNode { node_id, .. } => {
                         let stored = store.clone();
-                        let state = baton_runtime::ports::RunStore::load_run(
+                        let state = baton_runtime::ports::RunLog::load_run(
                             stored.as_ref(),
-                            "t",
-                            &received.message.run_id,
+                            RunKey::new("t", &received.message.run_id),
                         )
                         .await
                         .unwrap()

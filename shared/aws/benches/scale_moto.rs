@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_aws::{DynamoRunStore, SqsStepQueue};
+use baton_core::ids::RunKey;
 use baton_core::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::{RunStore, StepQueue};
@@ -115,7 +116,7 @@ fn main() {
         while !pending.is_empty() {
             let mut still = Vec::new();
             for run_id in pending {
-                let stored = store.load_run("scale", &run_id).await.unwrap().unwrap();
+                let stored = store.load_run(RunKey::new("scale", &run_id)).await.unwrap().unwrap();
                 if !stored.state.status.is_settled() {
                     still.push(run_id);
                 }
@@ -130,7 +131,7 @@ fn main() {
         worker.await.unwrap();
         let mut node_millis = Vec::new();
         for run_id in &run_ids {
-            let stored = store.load_run("scale", run_id).await.unwrap().unwrap();
+            let stored = store.load_run(RunKey::new("scale", run_id)).await.unwrap().unwrap();
             assert_eq!(stored.state.status, RunStatus::Completed, "{run_id}");
             for frame in services
                 .runs

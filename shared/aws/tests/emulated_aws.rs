@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -238,7 +240,7 @@ fn run_carrying(payload: String, run_id: &str) -> baton_core::run::RunState {
 #[tokio::test]
 async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearly() {
     use baton_runtime::error::StoreError;
-    use baton_runtime::ports::RunStore;
+
     let emulator = moto_server::MotoServer::start().unwrap();
     let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
     let store = DynamoRunStore::new(&connection, unique("baton-large-state"));
@@ -252,7 +254,7 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
         .await
         .unwrap();
     let loaded = store
-        .load_run("large", "run-compressible")
+        .load_run(RunKey::new("large", "run-compressible"))
         .await
         .unwrap()
         .unwrap();
@@ -260,8 +262,7 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
     // Commits write it compressed too.
     store
         .commit_step(
-            "large",
-            "run-compressible",
+            RunKey::new("large", "run-compressible"),
             StepCommit {
                 expected_version: loaded.version,
                 state: loaded.state,
@@ -298,7 +299,11 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
         )
         .await
         .unwrap();
-    let loaded = store.load_run("large", "run-large").await.unwrap().unwrap();
+    let loaded = store
+        .load_run(RunKey::new("large", "run-large"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(loaded.state.envelope.inputs["notes"], large.as_str());
 
     // 6 MB that does not compress: over what one run's state may take
@@ -314,14 +319,20 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
         .unwrap_err();
     assert!(matches!(error, StoreError::TooLarge(_)), "{error}");
     assert!(error.to_string().contains("run-huge"), "{error}");
-    assert!(store.load_run("large", "run-huge").await.unwrap().is_none());
+    assert!(
+        store
+            .load_run(RunKey::new("large", "run-huge"))
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 #[tokio::test]
 async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_and_writes_nothing()
 {
     use baton_runtime::error::StoreError;
-    use baton_runtime::ports::RunStore;
+
     let emulator = moto_server::MotoServer::start().unwrap();
     let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
     let store = DynamoRunStore::new(&connection, unique("baton-wide-commit"));
@@ -340,8 +351,7 @@ async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_a
         .collect();
     let error = store
         .commit_step(
-            "large",
-            "run-wide",
+            RunKey::new("large", "run-wide"),
             StepCommit {
                 expected_version: 1,
                 state: state.clone(),
@@ -356,11 +366,15 @@ async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_a
     assert!(matches!(error, StoreError::TooLarge(_)), "{error}");
     assert!(!error.is_retryable());
     assert!(error.to_string().contains("100"), "{error}");
-    let stored = store.load_run("large", "run-wide").await.unwrap().unwrap();
+    let stored = store
+        .load_run(RunKey::new("large", "run-wide"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.version, 1, "nothing was written");
     assert!(
         store
-            .read_events("large", "run-wide", 0, 10)
+            .read_events(RunKey::new("large", "run-wide"), 0, 10)
             .await
             .unwrap()
             .is_empty()

@@ -14,13 +14,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::event::{EventDraft, EventFrame, EventType};
+use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, RunStatus, StepMessage};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::error::{QueueError, StoreError};
 use baton_runtime::ports::{
-    ClaimOutcome, CreateOutcome, NodeClaim, ReceivedStep, RunStore, StepCommit, StepQueue,
-    StoredRun,
+    ClaimOutcome, CreateOutcome, NodeClaim, NodeLeases, OutboxStore, ReceivedStep, RunLog,
+    RunQueries, RunStore, StepCommit, StepQueue, StoredRun,
 };
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
 use baton_runtime::workers::process_received_step;
@@ -46,7 +47,7 @@ impl CallCounter {
 struct CountingStore(Arc<dyn RunStore>, Arc<CallCounter>);
 
 #[async_trait]
-impl RunStore for CountingStore {
+impl RunLog for CountingStore {
     async fn create_run(
         &self,
         state: &RunState,
@@ -57,29 +58,97 @@ impl RunStore for CountingStore {
         self.1.add("store.create_run");
         self.0.create_run(state, events, outbox, key).await
     }
-    async fn load_run(&self, tenant: &str, run: &str) -> Result<Option<StoredRun>, StoreError> {
+
+    async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
         self.1.add("store.load_run");
-        self.0.load_run(tenant, run).await
+        self.0.load_run(key).await
     }
+
+    async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError> {
+        self.1.add("store.commit_step");
+        self.0.commit_step(key, commit).await
+    }
+
+    async fn append_events(
+        &self,
+        key: RunKey<'_>,
+        events: Vec<EventDraft>,
+    ) -> Result<u64, StoreError> {
+        self.1.add("store.append_events");
+        self.0.append_events(key, events).await
+    }
+
+    async fn read_events(
+        &self,
+        key: RunKey<'_>,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<EventFrame>, StoreError> {
+        self.0.read_events(key, after, limit).await
+    }
+
+    async fn read_entries(
+        &self,
+        key: RunKey<'_>,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+        self.1.add("store.read_entries");
+        self.0.read_entries(key, prefix).await
+    }
+}
+
+#[async_trait]
+impl NodeLeases for CountingStore {
     async fn claim_node(
         &self,
-        tenant: &str,
-        run: &str,
+        key: RunKey<'_>,
         claim: NodeClaim<'_>,
         events: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError> {
         self.1.add("store.claim_node");
-        self.0.claim_node(tenant, run, claim, events).await
+        self.0.claim_node(key, claim, events).await
     }
-    async fn commit_step(
+
+    async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError> {
+        self.1.add("store.renew_claim");
+        self.0.renew_claim(key, claim).await
+    }
+
+    async fn release_claim(
         &self,
-        tenant: &str,
-        run: &str,
-        commit: StepCommit,
-    ) -> Result<u64, StoreError> {
-        self.1.add("store.commit_step");
-        self.0.commit_step(tenant, run, commit).await
+        key: RunKey<'_>,
+        node: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        self.1.add("store.release_claim");
+        self.0.release_claim(key, node, attempt, claimant).await
     }
+}
+
+#[async_trait]
+impl OutboxStore for CountingStore {
+    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
+        self.1.add("store.pending_outbox");
+        self.0.pending_outbox(key).await
+    }
+
+    async fn stale_outbox(
+        &self,
+        before: Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        self.0.stale_outbox(before, limit).await
+    }
+
+    async fn mark_outbox_sent(&self, key: RunKey<'_>, ids: &[String]) -> Result<(), StoreError> {
+        self.1.add("store.mark_outbox_sent");
+        self.0.mark_outbox_sent(key, ids).await
+    }
+}
+
+#[async_trait]
+impl RunQueries for CountingStore {
     async fn list_runs(
         &self,
         tenant: &str,
@@ -88,82 +157,10 @@ impl RunStore for CountingStore {
         self.1.add("store.list_runs");
         self.0.list_runs(tenant, query).await
     }
+
     async fn runs_awaiting_human(&self, tenant: &str) -> Result<Vec<RunState>, StoreError> {
         self.1.add("store.runs_awaiting_human");
         self.0.runs_awaiting_human(tenant).await
-    }
-    async fn append_events(
-        &self,
-        tenant: &str,
-        run: &str,
-        events: Vec<EventDraft>,
-    ) -> Result<u64, StoreError> {
-        self.1.add("store.append_events");
-        self.0.append_events(tenant, run, events).await
-    }
-    async fn read_events(
-        &self,
-        tenant: &str,
-        run: &str,
-        after: u64,
-        limit: usize,
-    ) -> Result<Vec<EventFrame>, StoreError> {
-        self.0.read_events(tenant, run, after, limit).await
-    }
-    async fn pending_outbox(
-        &self,
-        tenant: &str,
-        run: &str,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        self.1.add("store.pending_outbox");
-        self.0.pending_outbox(tenant, run).await
-    }
-    async fn read_entries(
-        &self,
-        tenant: &str,
-        run: &str,
-        prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
-        self.1.add("store.read_entries");
-        self.0.read_entries(tenant, run, prefix).await
-    }
-    async fn renew_claim(
-        &self,
-        tenant: &str,
-        run: &str,
-        claim: NodeClaim<'_>,
-    ) -> Result<bool, StoreError> {
-        self.1.add("store.renew_claim");
-        self.0.renew_claim(tenant, run, claim).await
-    }
-    async fn release_claim(
-        &self,
-        tenant: &str,
-        run: &str,
-        node: &str,
-        attempt: u32,
-        claimant: &str,
-    ) -> Result<(), StoreError> {
-        self.1.add("store.release_claim");
-        self.0
-            .release_claim(tenant, run, node, attempt, claimant)
-            .await
-    }
-    async fn stale_outbox(
-        &self,
-        before: Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        self.0.stale_outbox(before, limit).await
-    }
-    async fn mark_outbox_sent(
-        &self,
-        tenant: &str,
-        run: &str,
-        ids: &[String],
-    ) -> Result<(), StoreError> {
-        self.1.add("store.mark_outbox_sent");
-        self.0.mark_outbox_sent(tenant, run, ids).await
     }
 }
 
@@ -255,7 +252,7 @@ async fn drive_until_settled(orchestrator: &Arc<BuiltServices>, run_id: &str) ->
     loop {
         let stored = orchestrator
             .store
-            .load_run("t", run_id)
+            .load_run(RunKey::new("t", run_id))
             .await
             .unwrap()
             .unwrap();
@@ -358,7 +355,7 @@ async fn sends_lost_between_commit_and_send_are_repaired() {
     assert!(
         fixture
             .store
-            .pending_outbox("t", &submitted.run_id)
+            .pending_outbox(RunKey::new("t", &submitted.run_id))
             .await
             .unwrap()
             .is_empty()
@@ -544,7 +541,7 @@ async fn two_concurrent_answers_to_one_task_make_one_transition() {
     );
     let parked = fixture
         .store
-        .load_run("t", &submitted.run_id)
+        .load_run(RunKey::new("t", &submitted.run_id))
         .await
         .unwrap()
         .unwrap();

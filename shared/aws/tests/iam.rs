@@ -30,10 +30,11 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
+use baton_core::ids::RunKey;
 use baton_core::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::SystemClock;
-use baton_runtime::ports::{ClaimOutcome, Clock, NodeClaim, RunStore, StepQueue};
+use baton_runtime::ports::{ClaimOutcome, Clock, NodeClaim, NodeLeases, RunLog, StepQueue};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services};
 use baton_runtime::services::{PersonInput, PersonInputOutcome};
 use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
@@ -309,7 +310,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     // visible again soon).
     drain(&parts, 2, None).await;
     let stored = parts.store.as_ref();
-    let status = baton_runtime::ports::RunStore::load_run(stored, "t", &run.run_id)
+    let status = baton_runtime::ports::RunLog::load_run(stored, RunKey::new("t", &run.run_id))
         .await
         .unwrap()
         .unwrap()
@@ -322,11 +323,12 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     on_bedrock["constraints"]["preferredModels"] = serde_json::json!(["bedrock-nova-lite"]);
     let bedrock_run = parts.services.runs.submit("t", &on_bedrock).await.unwrap();
     drain(&parts, 1, None).await;
-    let bedrock_state = baton_runtime::ports::RunStore::load_run(stored, "t", &bedrock_run.run_id)
-        .await
-        .unwrap()
-        .unwrap()
-        .state;
+    let bedrock_state =
+        baton_runtime::ports::RunLog::load_run(stored, RunKey::new("t", &bedrock_run.run_id))
+            .await
+            .unwrap()
+            .unwrap()
+            .state;
     assert_eq!(bedrock_state.status, RunStatus::Completed);
     assert!(
         fixture
@@ -401,12 +403,12 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         &fixture.table,
     );
     let store = parts.store.as_ref();
-    RunStore::load_run(store, "t", &human_run.run_id)
+    RunLog::load_run(store, RunKey::new("t", &human_run.run_id))
         .await
         .unwrap();
     let now = SystemClock.now();
     let frame = || baton_core::frames::log(&baton_core::frames::FrameStamp::new(now, 0), "rival");
-    RunStore::append_events(&rival, "t", &human_run.run_id, vec![frame()])
+    RunLog::append_events(&rival, RunKey::new("t", &human_run.run_id), vec![frame()])
         .await
         .unwrap();
     let claim = |claimant| NodeClaim {
@@ -417,21 +419,31 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         lease_expires_at: now.plus(Duration::from_secs(60)),
     };
     assert_eq!(
-        RunStore::claim_node(store, "t", &human_run.run_id, claim("first"), vec![frame()])
-            .await
-            .unwrap(),
+        NodeLeases::claim_node(
+            store,
+            RunKey::new("t", &human_run.run_id),
+            claim("first"),
+            vec![frame()]
+        )
+        .await
+        .unwrap(),
         ClaimOutcome::Claimed
     );
     // The heartbeat of a long capability call.
     assert!(
-        RunStore::renew_claim(store, "t", &human_run.run_id, claim("first"))
+        NodeLeases::renew_claim(store, RunKey::new("t", &human_run.run_id), claim("first"))
             .await
             .unwrap()
     );
     assert!(matches!(
-        RunStore::claim_node(store, "t", &human_run.run_id, claim("twin"), vec![])
-            .await
-            .unwrap(),
+        NodeLeases::claim_node(
+            store,
+            RunKey::new("t", &human_run.run_id),
+            claim("twin"),
+            vec![]
+        )
+        .await
+        .unwrap(),
         ClaimOutcome::HeldByOther { .. }
     ));
     step_actions.extend(taken(&parts.recorded));

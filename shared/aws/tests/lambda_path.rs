@@ -16,12 +16,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
-use baton_runtime::ports::{Clock, RunStore, StepQueue};
+use baton_runtime::ports::{Clock, StepQueue};
 use baton_runtime::services::{OrchestratorSettings, StepOutcome};
 use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
 use baton_test_support::TestServices;
@@ -423,7 +425,11 @@ async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
     loop {
         let mut running = 0;
         for run_id in &run_ids {
-            let stored = store.load_run("t", run_id).await.unwrap().unwrap();
+            let stored = store
+                .load_run(RunKey::new("t", run_id))
+                .await
+                .unwrap()
+                .unwrap();
             if !stored.state.status.is_terminal() {
                 running += 1;
             }

@@ -12,6 +12,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -23,7 +25,7 @@ use baton_core::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::OrchestratorSettings;
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
@@ -39,7 +41,12 @@ const JUDGES: usize = 50;
 
 /// The stored size of a run's state: compressed bytes, JSON bytes.
 async fn stored_state_size(store: &DynamoRunStore, run_id: &str) -> (usize, usize) {
-    let state = store.load_run("t", run_id).await.unwrap().unwrap().state;
+    let state = store
+        .load_run(RunKey::new("t", run_id))
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
     let json = serde_json::to_vec(&state).unwrap().len();
     let AttributeValue::B(blob) = baton_aws::dynamodb::state_codec::encode_state(&state).unwrap()
     else {
@@ -127,7 +134,7 @@ async fn a_200_turn_agent_session_completes_on_dynamodb() {
         .await
         .unwrap();
     let state = store
-        .load_run("t", &submitted.run_id)
+        .load_run(RunKey::new("t", &submitted.run_id))
         .await
         .unwrap()
         .unwrap()
@@ -202,7 +209,7 @@ async fn a_50_judge_panel_allowed_three_rounds_completes_on_dynamodb() {
         .await
         .unwrap();
     let state = store
-        .load_run("t", &submitted.run_id)
+        .load_run(RunKey::new("t", &submitted.run_id))
         .await
         .unwrap()
         .unwrap()

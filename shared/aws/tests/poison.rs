@@ -22,6 +22,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,7 +32,7 @@ use aws_sdk_sqs::types::MessageSystemAttributeName;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::event::EventType;
 use baton_core::run::{RunStatus, StepCommand, StepMessage};
-use baton_runtime::ports::{RunStore, StepQueue};
+use baton_runtime::ports::StepQueue;
 use baton_runtime::queue::dead_letters::{DeadLetterReader, DeadLetterReport};
 use baton_runtime::services::Services;
 use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
@@ -182,7 +184,7 @@ fn dead_letter_reader(fixture: &Fixture) -> DeadLetterReader {
 async fn status_of(fixture: &Fixture, run_id: &str) -> RunStatus {
     fixture
         .store
-        .load_run("t", run_id)
+        .load_run(RunKey::new("t", run_id))
         .await
         .unwrap()
         .unwrap()

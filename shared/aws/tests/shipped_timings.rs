@@ -5,6 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::time::Duration;
 
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -109,11 +111,14 @@ async fn the_local_stack_creates_the_step_queue_as_the_template_ships_it() {
 /// never the SDK's report with its request id or a resource's ARN.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_aws_call_reads_as_a_cause_and_a_code() {
-    use baton_runtime::ports::{RunStore, StepQueue};
+    use baton_runtime::ports::StepQueue;
     let moto = MotoServer::start().unwrap();
     let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
     let missing_table = baton_aws::DynamoRunStore::new(&connection, unique_name("no-such-table"));
-    let error = missing_table.load_run("t", "run_1").await.unwrap_err();
+    let error = missing_table
+        .load_run(RunKey::new("t", "run_1"))
+        .await
+        .unwrap_err();
     let text = error.to_string();
     assert!(error.is_retryable(), "{text}");
     assert!(

@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -18,7 +20,7 @@ use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::run::{StepCommand, StepMessage};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::QueueError;
-use baton_runtime::ports::{ReceivedStep, RunStore, StepCommit, StepQueue};
+use baton_runtime::ports::{ReceivedStep, StepCommit, StepQueue};
 use baton_runtime::services::OutboxSweeper;
 use baton_test_support::{SchemaShapedModel, TestServices};
 use moto_server::{MotoServer, unique_name};
@@ -101,11 +103,14 @@ async fn one_sweep_recovers_a_child_run_s_end_and_lost_api_side_sends() {
         not_before: None,
         traceparent: None,
     };
-    let loaded = store.load_run("t", &child.run_id).await.unwrap().unwrap();
+    let loaded = store
+        .load_run(RunKey::new("t", &child.run_id))
+        .await
+        .unwrap()
+        .unwrap();
     store
         .commit_step(
-            "t",
-            &child.run_id,
+            RunKey::new("t", &child.run_id),
             StepCommit {
                 expected_version: loaded.version,
                 state: loaded.state,

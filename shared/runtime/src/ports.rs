@@ -8,6 +8,8 @@ use baton_core::capability::RegisteredCapability;
 use baton_core::context::ModelRequest;
 use baton_core::entries::RunEntry;
 use baton_core::event::{EventDraft, EventFrame};
+use baton_core::ids::RunKey;
+use baton_core::ids::ThreadKey;
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use baton_core::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
@@ -71,17 +73,12 @@ pub struct StepCommit {
     pub entries: Vec<RunEntry>,
 }
 
-/// Durable run state, event log, node leases and outbox.
-///
-/// Outbox lifecycle: an entry is written by the commit that decides the
-/// step, sent by the relay (no store write), and consumed (removed) by the
-/// commit of the step that handles it, never earlier: a worker that dies
-/// after claiming a node leaves the entry, so the step is driven again. An entry still there after
-/// a while was lost between commit and send, or is waiting in a backlog: the
-/// sweeper (and a stale delivery of the same run) re-sends it once and marks
-/// it with `mark_outbox_sent` so it is not re-sent again.
+/// A run's log and its commits: the run created, loaded, committed step by
+/// step (state, frames, outbox, entries in one conditional write), its
+/// entries and frames read, frames streamed outside a commit. What a step,
+/// a person's input, a follower of a stream and an admission use.
 #[async_trait]
-pub trait RunStore: Send + Sync {
+pub trait RunLog: Send + Sync {
     /// Persists a new run with its first events and outbox, atomically.
     async fn create_run(
         &self,
@@ -92,20 +89,50 @@ pub trait RunStore: Send + Sync {
     ) -> Result<CreateOutcome, StoreError>;
 
     /// Strongly consistent read.
-    async fn load_run(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Option<StoredRun>, StoreError>;
+    async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError>;
 
+    /// One transaction: new state, events (contiguous sequence numbers),
+    /// version + 1 (conditional on `commit.expected_version`), outbox
+    /// entries, the consumed entry removed, and the run entries put.
+    /// Returns the new version.
+    async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError>;
+
+    /// The run entries whose keys start with `prefix`, in key order
+    /// (strongly consistent: a step reads what the commit before it wrote).
+    async fn read_entries(
+        &self,
+        key: RunKey<'_>,
+        prefix: &str,
+    ) -> Result<Vec<RunEntry>, StoreError>;
+
+    /// Appends events outside a commit (streamed deltas); returns the last sequence.
+    async fn append_events(
+        &self,
+        key: RunKey<'_>,
+        events: Vec<EventDraft>,
+    ) -> Result<u64, StoreError>;
+
+    /// Frames with `id > after_sequence`, oldest first, at most `limit`.
+    async fn read_events(
+        &self,
+        key: RunKey<'_>,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<EventFrame>, StoreError>;
+}
+
+/// Leases on node attempts: claimed before a capability runs (so a twin
+/// delivery does not call the model again), renewed while it runs, released
+/// after a failure that loses the attempt's result. The step's only.
+#[async_trait]
+pub trait NodeLeases: Send + Sync {
     /// Claims an attempt with a lease; on success appends `events_on_claim`.
     /// A lease held by another claimant is taken over once it has expired,
     /// or at once when the store can prove its claimant is gone (SQLite: the
     /// claimant's process no longer holds its lock file).
     async fn claim_node(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         claim: NodeClaim<'_>,
         events_on_claim: Vec<EventDraft>,
     ) -> Result<ClaimOutcome, StoreError>;
@@ -115,8 +142,7 @@ pub trait RunStore: Send + Sync {
     /// A claim held by anyone else is left alone.
     async fn release_claim(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         node_id: &str,
         attempt: u32,
         claimant: &str,
@@ -125,65 +151,38 @@ pub trait RunStore: Send + Sync {
     /// Extends a claim this claimant holds to `lease_expires_at` (the
     /// heartbeat while its capability runs). `false` when the claimant no
     /// longer holds it (released, or taken over after it expired).
-    async fn renew_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-    ) -> Result<bool, StoreError>;
+    async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError>;
+}
 
-    /// One transaction: new state, events (contiguous sequence numbers),
-    /// version + 1 (conditional on `commit.expected_version`), outbox
-    /// entries, the consumed entry removed, and the run entries put.
-    /// Returns the new version.
-    async fn commit_step(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        commit: StepCommit,
-    ) -> Result<u64, StoreError>;
-
-    /// The run entries whose keys start with `prefix`, in key order
-    /// (strongly consistent: a step reads what the commit before it wrote).
-    async fn read_entries(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        prefix: &str,
-    ) -> Result<Vec<RunEntry>, StoreError>;
-
-    /// Appends events outside a commit (streamed deltas); returns the last sequence.
-    async fn append_events(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        events: Vec<EventDraft>,
-    ) -> Result<u64, StoreError>;
-
-    /// Frames with `id > after_sequence`, oldest first, at most `limit`.
-    async fn read_events(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        after_sequence: u64,
-        limit: usize,
-    ) -> Result<Vec<EventFrame>, StoreError>;
-
+/// The outbox of committed step messages as the relay and the sweeper see
+/// it: a run's pending entries, entries marked re-sent, and every run's
+/// entries older than a time.
+#[async_trait]
+pub trait OutboxStore: Send + Sync {
     /// Outbox entries neither consumed nor already re-sent.
-    async fn pending_outbox(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Vec<StepMessage>, StoreError>;
+    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError>;
 
     /// Records that entries were re-sent (off the sweeper's list).
     async fn mark_outbox_sent(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         message_ids: &[String],
     ) -> Result<(), StoreError>;
 
+    /// Unconsumed, not yet re-sent outbox entries of any run written before
+    /// `written_before` (a crash between commit and send, or a backlog),
+    /// oldest first.
+    async fn stale_outbox(
+        &self,
+        written_before: Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError>;
+}
+
+/// Reads across a tenant's runs: the runs list and what waits for people
+/// (runs awaiting a person, their tasks and pending requests).
+#[async_trait]
+pub trait RunQueries: Send + Sync {
     /// One page of the tenant's runs, newest first (`query.limit` at most,
     /// of `query.status` when given, older than `query.cursor` when given).
     async fn list_runs(
@@ -219,16 +218,25 @@ pub trait RunStore: Send + Sync {
         let runs = self.runs_awaiting_human(tenant_id).await?;
         Ok(runs.iter().filter_map(pending_request).collect())
     }
-
-    /// Unconsumed, not yet re-sent outbox entries of any run written before
-    /// `written_before` (a crash between commit and send, or a backlog),
-    /// oldest first.
-    async fn stale_outbox(
-        &self,
-        written_before: Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError>;
 }
+
+/// Durable run state, event log, node leases and outbox.
+///
+/// Outbox lifecycle: an entry is written by the commit that decides the
+/// step, sent by the relay (no store write), and consumed (removed) by the
+/// commit of the step that handles it, never earlier: a worker that dies
+/// after claiming a node leaves the entry, so the step is driven again. An entry still there after
+/// a while was lost between commit and send, or is waiting in a backlog: the
+/// sweeper (and a stale delivery of the same run) re-sends it once and marks
+/// it with `mark_outbox_sent` so it is not re-sent again.
+///
+/// Split into the roles its callers use ([`RunLog`], [`NodeLeases`],
+/// [`OutboxStore`], [`RunQueries`]): a caller holds only the role it needs
+/// (an `Arc<dyn RunStore>` becomes an `Arc<dyn RunLog>` by upcasting). An
+/// adapter implements the four; it is then a `RunStore`.
+pub trait RunStore: RunLog + NodeLeases + OutboxStore + RunQueries {}
+
+impl<Store: RunLog + NodeLeases + OutboxStore + RunQueries + ?Sized> RunStore for Store {}
 
 /// A message received from the step queue, with what acknowledges it.
 #[derive(Debug, Clone)]
@@ -407,16 +415,14 @@ pub trait ThreadStore: Send + Sync {
     /// such thread (a thread exists once it has an exchange).
     async fn thread_exchanges(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
     ) -> Result<Option<Vec<baton_core::chat::ChatExchange>>, StoreError>;
 
     /// Records `exchange` in the thread. Recording the same run's exchange
     /// again changes nothing (a retried step records it again).
     async fn record_exchange(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
         exchange: &baton_core::chat::ChatExchange,
     ) -> Result<(), StoreError>;
 
@@ -432,8 +438,7 @@ pub trait ThreadStore: Send + Sync {
     /// empty lane at version 0 when none is stored.
     async fn thread_lane(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
     ) -> Result<(baton_core::thread_lane::ThreadLane, u64), StoreError>;
 
     /// Writes `lane` at `expected_version + 1` if the stored lane is still
@@ -441,8 +446,7 @@ pub trait ThreadStore: Send + Sync {
     /// moved it first: nothing was written.
     async fn put_thread_lane(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
         lane: &baton_core::thread_lane::ThreadLane,
         expected_version: u64,
     ) -> Result<bool, StoreError>;

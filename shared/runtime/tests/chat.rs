@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::conversation::{SessionAnswer, SessionTurn, ToolSession};
+use baton_core::ids::ThreadKey;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::{LlmError, RuntimeError};
 use baton_runtime::memory::{InMemoryStepQueue, InMemoryThreadStore};
@@ -199,7 +200,7 @@ async fn the_second_message_of_a_thread_sees_the_first_exchange() {
     );
     let recorded = chat
         .threads
-        .thread_exchanges("t", &thread_id)
+        .thread_exchanges(ThreadKey::new("t", &thread_id))
         .await
         .unwrap()
         .unwrap();
@@ -301,7 +302,11 @@ async fn a_blank_message_gets_a_clarifying_question_without_a_model_call() {
         ["start", "phase", "metrics", "complete"]
     );
     let thread = answered["threadId"].as_str().unwrap();
-    let recorded = chat.threads.thread_exchanges("t", thread).await.unwrap();
+    let recorded = chat
+        .threads
+        .thread_exchanges(ThreadKey::new("t", thread))
+        .await
+        .unwrap();
     assert_eq!(recorded.unwrap()[0].assistant, question);
 }
 
@@ -510,8 +515,7 @@ async fn a_500_exchange_thread_is_answered_within_the_context_window_with_a_warn
     for index in 0..500u64 {
         threads
             .record_exchange(
-                "t",
-                thread,
+                ThreadKey::new("t", thread),
                 &baton_core::chat::ChatExchange {
                     run_id: format!("run_{index:03}"),
                     at_millis: 1_000 + index,

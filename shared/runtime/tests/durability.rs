@@ -12,11 +12,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_core::context::ModelRequest;
 use baton_core::event::EventType;
+use baton_core::ids::RunKey;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::ports::{LlmProvider, ModelAnswer, RunStore, StepQueue};
+use baton_runtime::ports::{
+    LlmProvider, ModelAnswer, NodeLeases, OutboxStore, RunLog, RunQueries, RunStore, StepQueue,
+};
 use baton_runtime::services::{OutboxSweeper, Services, StepOutcome};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::fault_injection::{DuplicatingQueue, FailingSendQueue};
@@ -84,7 +87,12 @@ async fn assert_completed_once_per_node(
     run_id: &str,
     model: &CountingModel,
 ) {
-    let state = store.load_run("t", run_id).await.unwrap().unwrap().state;
+    let state = store
+        .load_run(RunKey::new("t", run_id))
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
     assert_eq!(state.status, RunStatus::Completed);
     let frames = services
         .runs
@@ -171,7 +179,7 @@ async fn a_send_lost_after_commit_is_repaired_by_redelivery() {
     assert_eq!(status, RunStatus::Completed);
     assert!(
         store
-            .pending_outbox("t", &submitted.run_id)
+            .pending_outbox(RunKey::new("t", &submitted.run_id))
             .await
             .unwrap()
             .is_empty(),
@@ -465,7 +473,7 @@ struct FlakyCommitStore {
 }
 
 #[async_trait]
-impl RunStore for FlakyCommitStore {
+impl RunLog for FlakyCommitStore {
     async fn create_run(
         &self,
         state: &baton_core::run::RunState,
@@ -475,46 +483,17 @@ impl RunStore for FlakyCommitStore {
     ) -> Result<baton_runtime::ports::CreateOutcome, baton_runtime::error::StoreError> {
         self.inner.create_run(state, events, outbox, key).await
     }
+
     async fn load_run(
         &self,
-        tenant: &str,
-        run: &str,
+        key: RunKey<'_>,
     ) -> Result<Option<baton_runtime::ports::StoredRun>, baton_runtime::error::StoreError> {
-        self.inner.load_run(tenant, run).await
+        self.inner.load_run(key).await
     }
-    async fn claim_node(
-        &self,
-        tenant: &str,
-        run: &str,
-        claim: baton_runtime::ports::NodeClaim<'_>,
-        events: Vec<baton_core::event::EventDraft>,
-    ) -> Result<baton_runtime::ports::ClaimOutcome, baton_runtime::error::StoreError> {
-        self.inner.claim_node(tenant, run, claim, events).await
-    }
-    async fn renew_claim(
-        &self,
-        tenant: &str,
-        run: &str,
-        claim: baton_runtime::ports::NodeClaim<'_>,
-    ) -> Result<bool, baton_runtime::error::StoreError> {
-        self.inner.renew_claim(tenant, run, claim).await
-    }
-    async fn release_claim(
-        &self,
-        tenant: &str,
-        run: &str,
-        node: &str,
-        attempt: u32,
-        claimant: &str,
-    ) -> Result<(), baton_runtime::error::StoreError> {
-        self.inner
-            .release_claim(tenant, run, node, attempt, claimant)
-            .await
-    }
+
     async fn commit_step(
         &self,
-        tenant: &str,
-        run: &str,
+        key: RunKey<'_>,
         commit: baton_runtime::ports::StepCommit,
     ) -> Result<u64, baton_runtime::error::StoreError> {
         let node_commit = commit
@@ -531,25 +510,93 @@ impl RunStore for FlakyCommitStore {
         {
             return Err(self.injected.clone());
         }
-        self.inner.commit_step(tenant, run, commit).await
+        self.inner.commit_step(key, commit).await
     }
+
     async fn append_events(
         &self,
-        tenant: &str,
-        run: &str,
+        key: RunKey<'_>,
         events: Vec<baton_core::event::EventDraft>,
     ) -> Result<u64, baton_runtime::error::StoreError> {
-        self.inner.append_events(tenant, run, events).await
+        self.inner.append_events(key, events).await
     }
+
     async fn read_events(
         &self,
-        tenant: &str,
-        run: &str,
+        key: RunKey<'_>,
         after: u64,
         limit: usize,
     ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
-        self.inner.read_events(tenant, run, after, limit).await
+        self.inner.read_events(key, after, limit).await
     }
+
+    async fn read_entries(
+        &self,
+        key: RunKey<'_>,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, baton_runtime::error::StoreError> {
+        self.inner.read_entries(key, prefix).await
+    }
+}
+
+#[async_trait]
+impl NodeLeases for FlakyCommitStore {
+    async fn claim_node(
+        &self,
+        key: RunKey<'_>,
+        claim: baton_runtime::ports::NodeClaim<'_>,
+        events: Vec<baton_core::event::EventDraft>,
+    ) -> Result<baton_runtime::ports::ClaimOutcome, baton_runtime::error::StoreError> {
+        self.inner.claim_node(key, claim, events).await
+    }
+
+    async fn renew_claim(
+        &self,
+        key: RunKey<'_>,
+        claim: baton_runtime::ports::NodeClaim<'_>,
+    ) -> Result<bool, baton_runtime::error::StoreError> {
+        self.inner.renew_claim(key, claim).await
+    }
+
+    async fn release_claim(
+        &self,
+        key: RunKey<'_>,
+        node: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), baton_runtime::error::StoreError> {
+        self.inner.release_claim(key, node, attempt, claimant).await
+    }
+}
+
+#[async_trait]
+impl OutboxStore for FlakyCommitStore {
+    async fn pending_outbox(
+        &self,
+        key: RunKey<'_>,
+    ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
+        self.inner.pending_outbox(key).await
+    }
+
+    async fn mark_outbox_sent(
+        &self,
+        key: RunKey<'_>,
+        ids: &[String],
+    ) -> Result<(), baton_runtime::error::StoreError> {
+        self.inner.mark_outbox_sent(key, ids).await
+    }
+
+    async fn stale_outbox(
+        &self,
+        before: baton_core::instant::Instant,
+        limit: usize,
+    ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
+        self.inner.stale_outbox(before, limit).await
+    }
+}
+
+#[async_trait]
+impl RunQueries for FlakyCommitStore {
     async fn list_runs(
         &self,
         tenant: &str,
@@ -557,41 +604,12 @@ impl RunStore for FlakyCommitStore {
     ) -> Result<baton_core::listing::RunListPage, baton_runtime::error::StoreError> {
         self.inner.list_runs(tenant, query).await
     }
+
     async fn runs_awaiting_human(
         &self,
         tenant: &str,
     ) -> Result<Vec<baton_core::run::RunState>, baton_runtime::error::StoreError> {
         self.inner.runs_awaiting_human(tenant).await
-    }
-    async fn pending_outbox(
-        &self,
-        tenant: &str,
-        run: &str,
-    ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
-        self.inner.pending_outbox(tenant, run).await
-    }
-    async fn read_entries(
-        &self,
-        tenant: &str,
-        run: &str,
-        prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, baton_runtime::error::StoreError> {
-        self.inner.read_entries(tenant, run, prefix).await
-    }
-    async fn mark_outbox_sent(
-        &self,
-        tenant: &str,
-        run: &str,
-        ids: &[String],
-    ) -> Result<(), baton_runtime::error::StoreError> {
-        self.inner.mark_outbox_sent(tenant, run, ids).await
-    }
-    async fn stale_outbox(
-        &self,
-        before: baton_core::instant::Instant,
-        limit: usize,
-    ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
-        self.inner.stale_outbox(before, limit).await
     }
 }
 
@@ -659,7 +677,7 @@ async fn a_result_too_large_to_store_fails_the_run_clearly_instead_of_retrying_f
         "{outcome:?}"
     );
     let stored = inner
-        .load_run("t", &submitted.run_id)
+        .load_run(RunKey::new("t", &submitted.run_id))
         .await
         .unwrap()
         .unwrap();

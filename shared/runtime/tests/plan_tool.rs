@@ -8,6 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::OutboxStore;
+use baton_runtime::ports::RunLog;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -20,7 +23,7 @@ use baton_core::registry::{Registry, RegistryDocument};
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, StepQueue};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, StepQueue};
 use baton_runtime::services::{ChatRequest, Services};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::{TestServices, assert_frames_match_schemas, repository_path};
@@ -248,7 +251,7 @@ impl Chat {
         assert_eq!(status, RunStatus::Completed);
         let state = self
             .store
-            .load_run("t", &submitted.run_id)
+            .load_run(RunKey::new("t", &submitted.run_id))
             .await
             .unwrap()
             .unwrap()
@@ -324,7 +327,7 @@ async fn auto_execute_runs_a_child_run_whose_summary_the_agent_reads() {
     assert_eq!(child.last().unwrap().event_type, EventType::Complete);
     let child_state = chat
         .store
-        .load_run("t", &child_run_id)
+        .load_run(RunKey::new("t", &child_run_id))
         .await
         .unwrap()
         .unwrap()
@@ -471,7 +474,7 @@ async fn a_draft_waits_for_the_persons_approval_in_the_next_message() {
     // Run, the draft is no longer on offer.
     let state = chat
         .store
-        .load_run("t", &second_run)
+        .load_run(RunKey::new("t", &second_run))
         .await
         .unwrap()
         .unwrap()
@@ -642,7 +645,7 @@ async fn a_messages_inputs_entity_and_context_reach_the_plans_its_agent_creates(
     let child_run_id = result["runId"].as_str().unwrap();
     let child = session
         .store
-        .load_run("t", child_run_id)
+        .load_run(RunKey::new("t", child_run_id))
         .await
         .unwrap()
         .unwrap()
@@ -741,7 +744,7 @@ async fn cancelling_a_parent_ends_the_child_run_it_waits_for_at_once() {
     let child_run_id = loop {
         let parent = chat
             .store
-            .load_run("t", &submitted.run_id)
+            .load_run(RunKey::new("t", &submitted.run_id))
             .await
             .unwrap()
             .unwrap()
@@ -768,7 +771,7 @@ async fn cancelling_a_parent_ends_the_child_run_it_waits_for_at_once() {
         let store = chat.store.clone();
         async move {
             store
-                .load_run("t", &run_id)
+                .load_run(RunKey::new("t", &run_id))
                 .await
                 .unwrap()
                 .unwrap()
@@ -847,7 +850,7 @@ async fn a_parent_that_fails_cancels_its_children_through_its_outbox() {
     let child_run_id = loop {
         let parent = chat
             .store
-            .load_run("t", &submitted.run_id)
+            .load_run(RunKey::new("t", &submitted.run_id))
             .await
             .unwrap()
             .unwrap()
@@ -877,7 +880,7 @@ async fn a_parent_that_fails_cancels_its_children_through_its_outbox() {
         let store = chat.store.clone();
         async move {
             store
-                .load_run("t", &run_id)
+                .load_run(RunKey::new("t", &run_id))
                 .await
                 .unwrap()
                 .unwrap()
@@ -899,7 +902,11 @@ async fn a_parent_that_fails_cancels_its_children_through_its_outbox() {
     assert!(ended);
     assert_eq!(status_of(submitted.run_id.clone()).await, RunStatus::Failed);
     // Its ending commit put the child's cancel in the outbox: one more step.
-    let pending = chat.store.pending_outbox("t", &child_run_id).await.unwrap();
+    let pending = chat
+        .store
+        .pending_outbox(RunKey::new("t", &child_run_id))
+        .await
+        .unwrap();
     assert!(
         pending
             .iter()

@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -15,7 +17,7 @@ use baton_core::context::ModelRequest;
 use baton_core::run::{NodeStatus, RunState, RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use serde_json::{Value, json};
@@ -62,7 +64,7 @@ async fn run_to_the_end(envelope: &Value) -> RunState {
     };
     let status = runner.run_until_settled("t", &run.run_id).await.unwrap();
     let state = store
-        .load_run("t", &run.run_id)
+        .load_run(RunKey::new("t", &run.run_id))
         .await
         .unwrap()
         .unwrap()

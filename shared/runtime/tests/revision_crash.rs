@@ -7,6 +7,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::OutboxStore;
+use baton_runtime::ports::RunLog;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,7 +20,7 @@ use baton_core::instant::Instant;
 use baton_core::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, StepQueue};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, StepQueue};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use serde_json::{Value, json};
@@ -92,7 +95,7 @@ async fn a_crash_after_the_first_review_does_not_rewrite_the_first_draft() {
         first.steps.handle(&received.message).await.unwrap();
         first_queue.acknowledge(&received.receipt).await.unwrap();
         let state = store
-            .load_run("t", &run.run_id)
+            .load_run(RunKey::new("t", &run.run_id))
             .await
             .unwrap()
             .unwrap()
@@ -127,7 +130,7 @@ async fn a_crash_after_the_first_review_does_not_rewrite_the_first_draft() {
     assert_eq!(status, RunStatus::Completed);
 
     let state = store
-        .load_run("t", &run.run_id)
+        .load_run(RunKey::new("t", &run.run_id))
         .await
         .unwrap()
         .unwrap()

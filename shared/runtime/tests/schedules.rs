@@ -23,6 +23,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -37,9 +39,7 @@ use baton_core::schema::ValidatorCache;
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::error::{LlmError, QueueError};
 use baton_runtime::memory::InMemoryRunStore;
-use baton_runtime::ports::{
-    LlmProvider, ModelAnswer, ModelDelta, ReceivedStep, RunStore, StepQueue,
-};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, ReceivedStep, StepQueue};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services, StepOutcome};
 use baton_test_support::TestServices;
 use baton_test_support::fault_injection::ThrottlingStore;
@@ -338,7 +338,12 @@ impl World {
 
     async fn all_settled(&self, run_ids: &[String]) -> bool {
         for run_id in run_ids {
-            let stored = self.store.load_run("t", run_id).await.unwrap().unwrap();
+            let stored = self
+                .store
+                .load_run(RunKey::new("t", run_id))
+                .await
+                .unwrap()
+                .unwrap();
             if !stored.state.status.is_settled() {
                 return false;
             }
@@ -350,7 +355,12 @@ impl World {
 /// Checks every invariant of the module doc; returns the number of model
 /// node attempts started (distinct attempts among `node_start` frames).
 async fn check_run(world: &World, run_id: &str) -> usize {
-    let stored = world.store.load_run("t", run_id).await.unwrap().unwrap();
+    let stored = world
+        .store
+        .load_run(RunKey::new("t", run_id))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         stored.state.status,
         RunStatus::Completed,

@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -17,7 +19,7 @@ use baton_core::run::{RunStatus, TokenUsage};
 use baton_judge::request::PanelRequest;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunStore, TranscriptPublisher};
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, TranscriptPublisher};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use serde_json::json;
@@ -131,7 +133,7 @@ async fn a_concluded_transcript_is_published_before_the_verdict_is_committed() {
     );
     assert!(publication.transcript.verify().is_ok());
     let state = store
-        .load_run("t", &submitted.run_id)
+        .load_run(RunKey::new("t", &submitted.run_id))
         .await
         .unwrap()
         .unwrap()

@@ -1,9 +1,9 @@
 //! Reads go to their own connection: they are answered while the writer is
 //! busy, and that connection cannot write.
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::RunLog;
 use std::time::Duration;
-
-use baton_runtime::ports::RunStore;
 
 use crate::SqliteStore;
 
@@ -31,7 +31,7 @@ async fn a_read_is_answered_while_the_writing_connection_is_busy() {
     // Were reads queued on the writer's thread, this would wait forever.
     let read = tokio::time::timeout(
         Duration::from_secs(30),
-        store.load_run("tenant", "run-missing"),
+        store.load_run(RunKey::new("tenant", "run-missing")),
     )
     .await;
     release.send(()).unwrap();

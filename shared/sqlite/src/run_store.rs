@@ -3,11 +3,13 @@
 use async_trait::async_trait;
 use baton_core::capability::RegisteredCapability;
 use baton_core::event::{EventDraft, EventFrame};
+use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{
-    CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
+    CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, NodeLeases, OutboxStore, RunLog,
+    RunQueries, StepCommit, StoredRun,
 };
 use rusqlite::{OptionalExtension, params};
 
@@ -131,15 +133,7 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl RunStore for SqliteStore {
-    async fn list_runs(
-        &self,
-        tenant_id: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, StoreError> {
-        self.query_run_page(tenant_id, query).await
-    }
-
+impl RunLog for SqliteStore {
     async fn create_run(
         &self,
         state: &RunState,
@@ -198,11 +192,8 @@ impl RunStore for SqliteStore {
         .await
     }
 
-    async fn load_run(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Option<StoredRun>, StoreError> {
+    async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let row: Option<(StoredState, i64)> = self
             .with_reader(move |connection| {
@@ -227,44 +218,8 @@ impl RunStore for SqliteStore {
         .transpose()
     }
 
-    async fn claim_node(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-        events_on_claim: Vec<EventDraft>,
-    ) -> Result<ClaimOutcome, StoreError> {
-        self.claim_lease(tenant_id, run_id, claim, events_on_claim)
-            .await
-    }
-
-    async fn renew_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-    ) -> Result<bool, StoreError> {
-        self.renew_lease(tenant_id, run_id, claim).await
-    }
-
-    async fn release_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        node_id: &str,
-        attempt: u32,
-        claimant: &str,
-    ) -> Result<(), StoreError> {
-        self.release_lease(tenant_id, run_id, node_id, attempt, claimant)
-            .await
-    }
-
-    async fn commit_step(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        commit: StepCommit,
-    ) -> Result<u64, StoreError> {
+    async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let state_json = encode_state(&commit.state)?;
         let now = millis(self.clock.now());
@@ -322,10 +277,10 @@ impl RunStore for SqliteStore {
 
     async fn read_entries(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         prefix: &str,
     ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id, prefix) = (
             tenant_id.to_string(),
             run_id.to_string(),
@@ -339,10 +294,10 @@ impl RunStore for SqliteStore {
 
     async fn append_events(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         events: Vec<EventDraft>,
     ) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         // What goes this way is a view the commit does not depend on
         // (streamed text, a restarted stream's warning): grouped with the
@@ -358,11 +313,11 @@ impl RunStore for SqliteStore {
 
     async fn read_events(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         after_sequence: u64,
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let after = as_i64(after_sequence);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -374,12 +329,43 @@ impl RunStore for SqliteStore {
             .await?;
         frames.iter().map(|frame| from_json(frame)).collect()
     }
+}
 
-    async fn pending_outbox(
+#[async_trait]
+impl NodeLeases for SqliteStore {
+    async fn claim_node(
         &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Vec<StepMessage>, StoreError> {
+        key: RunKey<'_>,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        self.claim_lease(tenant_id, run_id, claim, events_on_claim)
+            .await
+    }
+
+    async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        self.renew_lease(tenant_id, run_id, claim).await
+    }
+
+    async fn release_claim(
+        &self,
+        key: RunKey<'_>,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        self.release_lease(tenant_id, run_id, node_id, attempt, claimant)
+            .await
+    }
+}
+
+#[async_trait]
+impl OutboxStore for SqliteStore {
+    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let messages: Vec<String> = self
             .with_reader(move |connection| {
@@ -396,10 +382,10 @@ impl RunStore for SqliteStore {
 
     async fn mark_outbox_sent(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         message_ids: &[String],
     ) -> Result<(), StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
         let message_ids = message_ids.to_vec();
         self.with_connection(move |connection| without_fsync(connection, |connection| {
@@ -415,25 +401,6 @@ impl RunStore for SqliteStore {
             transaction.commit().map_err(unavailable)
         }))
         .await
-    }
-
-    async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
-        let tenant_id = tenant_id.to_string();
-        let states: Vec<StoredState> = self
-            .with_reader(move |connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT state FROM runs WHERE tenant_id = ?1 AND status IN ('awaiting_human', 'awaiting_hitl', 'paused')
-                         ORDER BY created_at_millis, run_id",
-                    )
-                    .map_err(unavailable)?;
-                let rows = statement
-                    .query_map(params![tenant_id], |row| row.get(0))
-                    .map_err(unavailable)?;
-                rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
-            })
-            .await?;
-        states.iter().map(StoredState::parse).collect()
     }
 
     async fn stale_outbox(
@@ -454,6 +421,36 @@ impl RunStore for SqliteStore {
             })
             .await?;
         messages.iter().map(|message| from_json(message)).collect()
+    }
+}
+
+#[async_trait]
+impl RunQueries for SqliteStore {
+    async fn list_runs(
+        &self,
+        tenant_id: &str,
+        query: &baton_core::listing::RunListQuery,
+    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        self.query_run_page(tenant_id, query).await
+    }
+
+    async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
+        let tenant_id = tenant_id.to_string();
+        let states: Vec<StoredState> = self
+            .with_reader(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT state FROM runs WHERE tenant_id = ?1 AND status IN ('awaiting_human', 'awaiting_hitl', 'paused')
+                         ORDER BY created_at_millis, run_id",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![tenant_id], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
+            })
+            .await?;
+        states.iter().map(StoredState::parse).collect()
     }
 }
 

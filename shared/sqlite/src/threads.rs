@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use baton_core::chat::ChatExchange;
+use baton_core::ids::ThreadKey;
 use baton_core::thread_lane::ThreadLane;
 use baton_core::thread_listing::{ThreadListPage, ThreadListQuery, ThreadListing, listed_message};
 use baton_runtime::error::StoreError;
@@ -16,9 +17,9 @@ use crate::rows::{from_json, texts, to_json};
 impl ThreadStore for SqliteStore {
     async fn thread_exchanges(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
     ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let (tenant_id, thread_id) = (tenant_id.to_string(), thread_id.to_string());
         let rows: Vec<String> = self
             .with_reader(move |connection| {
@@ -41,10 +42,10 @@ impl ThreadStore for SqliteStore {
 
     async fn record_exchange(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
         exchange: &ChatExchange,
     ) -> Result<(), StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let (tenant_id, thread_id) = (tenant_id.to_string(), thread_id.to_string());
         let record = to_json(exchange)?;
         let (run_id, at_millis) = (
@@ -121,11 +122,8 @@ impl ThreadStore for SqliteStore {
         Ok(ThreadListPage::newest_first(listings, query.limit))
     }
 
-    async fn thread_lane(
-        &self,
-        tenant_id: &str,
-        thread_id: &str,
-    ) -> Result<(ThreadLane, u64), StoreError> {
+    async fn thread_lane(&self, key: ThreadKey<'_>) -> Result<(ThreadLane, u64), StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let (tenant_id, thread_id) = (tenant_id.to_string(), thread_id.to_string());
         let row: Option<(String, i64)> = self
             .with_reader(move |connection| {
@@ -149,11 +147,11 @@ impl ThreadStore for SqliteStore {
 
     async fn put_thread_lane(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
         lane: &ThreadLane,
         expected_version: u64,
     ) -> Result<bool, StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let (tenant_id, thread_id) = (tenant_id.to_string(), thread_id.to_string());
         let record = to_json(lane)?;
         let expected = i64::try_from(expected_version).unwrap_or(i64::MAX);

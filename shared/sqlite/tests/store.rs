@@ -4,11 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
+use baton_core::ids::RunKey;
+use baton_runtime::ports::OutboxStore;
+use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 
 use baton_core::run::RunStatus;
 use baton_runtime::error::StoreError;
-use baton_runtime::ports::{RunStore, StepCommit};
+use baton_runtime::ports::StepCommit;
 use baton_sqlite::SqliteStore;
 use baton_test_support::conformance::{
     capability_directory_conformance, run_store_conformance, thread_store_conformance,
@@ -78,8 +81,7 @@ async fn the_sqlite_store_passes_the_thread_store_conformance_suite() {
     let reopened = store_in(&directory);
     let exchanges = baton_runtime::ports::ThreadStore::thread_exchanges(
         &reopened,
-        "tenant-a-sqlite",
-        "thread-sqlite",
+        baton_core::ids::ThreadKey::new("tenant-a-sqlite", "thread-sqlite"),
     )
     .await
     .unwrap()
@@ -96,18 +98,22 @@ async fn a_run_outlives_the_store_that_wrote_it() {
         .await
         .unwrap();
     let before = first
-        .read_events("tenant-before-reopen", "run-before-reopen", 0, 100)
+        .read_events(
+            RunKey::new("tenant-before-reopen", "run-before-reopen"),
+            0,
+            100,
+        )
         .await
         .unwrap();
     let written = first
-        .load_run("tenant-before-reopen", "run-before-reopen")
+        .load_run(RunKey::new("tenant-before-reopen", "run-before-reopen"))
         .await
         .unwrap()
         .unwrap();
     drop(first);
     let reopened = store_in(&directory);
     let loaded = reopened
-        .load_run("tenant-before-reopen", "run-before-reopen")
+        .load_run(RunKey::new("tenant-before-reopen", "run-before-reopen"))
         .await
         .unwrap()
         .expect("the run is still there");
@@ -117,7 +123,11 @@ async fn a_run_outlives_the_store_that_wrote_it() {
         serde_json::to_value(&written.state).unwrap()
     );
     let after = reopened
-        .read_events("tenant-before-reopen", "run-before-reopen", 0, 100)
+        .read_events(
+            RunKey::new("tenant-before-reopen", "run-before-reopen"),
+            0,
+            100,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -137,7 +147,11 @@ async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
         .await
         .unwrap();
     let (tenant, run) = ("tenant-text-state", "run-text-state");
-    let written = store.load_run(tenant, run).await.unwrap().unwrap();
+    let written = store
+        .load_run(RunKey::new(tenant, run))
+        .await
+        .unwrap()
+        .unwrap();
     let path = directory.path().join("state").join("baton.sqlite3");
     let raw = rusqlite::Connection::open(&path).unwrap();
     let stored_type = |raw: &rusqlite::Connection| -> String {
@@ -160,15 +174,18 @@ async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
     .unwrap();
     assert_eq!(stored_type(&raw), "text");
 
-    let loaded = store.load_run(tenant, run).await.unwrap().unwrap();
+    let loaded = store
+        .load_run(RunKey::new(tenant, run))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         serde_json::to_value(&loaded.state).unwrap(),
         serde_json::to_value(&written.state).unwrap()
     );
     store
         .commit_step(
-            tenant,
-            run,
+            RunKey::new(tenant, run),
             StepCommit {
                 expected_version: loaded.version,
                 state: loaded.state.clone(),
@@ -191,7 +208,7 @@ async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
         [tenant, run],
     )
     .unwrap();
-    match store.load_run(tenant, run).await {
+    match store.load_run(RunKey::new(tenant, run)).await {
         Err(StoreError::Corrupt(message)) => assert!(message.contains("stored state"), "{message}"),
         other => panic!("a damaged state is Corrupt, not {other:?}"),
     }
@@ -207,12 +224,12 @@ async fn two_processes_racing_for_one_commit_make_one_transition() {
         .await
         .unwrap();
     let stored = setup
-        .load_run("tenant-race", "run-race")
+        .load_run(RunKey::new("tenant-race", "run-race"))
         .await
         .unwrap()
         .unwrap();
     let events_before = setup
-        .read_events("tenant-race", "run-race", 0, 1000)
+        .read_events(RunKey::new("tenant-race", "run-race"), 0, 1000)
         .await
         .unwrap()
         .len();
@@ -233,7 +250,11 @@ async fn two_processes_racing_for_one_commit_make_one_transition() {
             entries: vec![],
         };
         let store = store.clone();
-        tokio::spawn(async move { store.commit_step("tenant-race", "run-race", commit).await })
+        tokio::spawn(async move {
+            store
+                .commit_step(RunKey::new("tenant-race", "run-race"), commit)
+                .await
+        })
     });
     let results: Vec<Result<u64, StoreError>> = futures_join(attempts).await;
     let won = results.iter().filter(|result| result.is_ok()).count();
@@ -243,7 +264,7 @@ async fn two_processes_racing_for_one_commit_make_one_transition() {
         .count();
     assert_eq!((won, conflicted), (1, 1), "{results:?}");
     let events_after = setup
-        .read_events("tenant-race", "run-race", 0, 1000)
+        .read_events(RunKey::new("tenant-race", "run-race"), 0, 1000)
         .await
         .unwrap()
         .len();
@@ -288,7 +309,7 @@ async fn an_example_runs_to_completion_on_sqlite() {
 
     let reopened = store_in(&directory);
     let frames = reopened
-        .read_events("t", &submitted.run_id, 0, 10_000)
+        .read_events(RunKey::new("t", &submitted.run_id), 0, 10_000)
         .await
         .unwrap();
     baton_test_support::assert_frames_match_schemas(&frames);
@@ -301,7 +322,7 @@ async fn an_example_runs_to_completion_on_sqlite() {
     );
     assert_eq!(
         reopened
-            .load_run("t", &submitted.run_id)
+            .load_run(RunKey::new("t", &submitted.run_id))
             .await
             .unwrap()
             .unwrap()
@@ -311,7 +332,7 @@ async fn an_example_runs_to_completion_on_sqlite() {
     );
     assert!(
         reopened
-            .pending_outbox("t", &submitted.run_id)
+            .pending_outbox(RunKey::new("t", &submitted.run_id))
             .await
             .unwrap()
             .is_empty(),
@@ -400,7 +421,11 @@ async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
         runner.run_until_settled("t", &run_id).await.unwrap(),
         RunStatus::AwaitingHuman
     );
-    let parked = store.load_run("t", &run_id).await.unwrap().unwrap();
+    let parked = store
+        .load_run(RunKey::new("t", &run_id))
+        .await
+        .unwrap()
+        .unwrap();
     let task = baton_core::tasks::human_tasks(&parked.state).remove(0);
     let answer = || PersonInput::Answer {
         node_id: task.node_id.clone(),
@@ -424,7 +449,10 @@ async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
         runner.run_until_settled("t", &run_id).await.unwrap(),
         RunStatus::Completed
     );
-    let frames = store.read_events("t", &run_id, 0, 10_000).await.unwrap();
+    let frames = store
+        .read_events(RunKey::new("t", &run_id), 0, 10_000)
+        .await
+        .unwrap();
     assert_eq!(
         frames
             .iter()
@@ -447,7 +475,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         .await
         .unwrap();
     let stored = store
-        .load_run("tenant-group", "run-group")
+        .load_run(RunKey::new("tenant-group", "run-group"))
         .await
         .unwrap()
         .unwrap();
@@ -471,7 +499,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         )]
     };
     let events_before = store
-        .read_events("tenant-group", "run-group", 0, 1000)
+        .read_events(RunKey::new("tenant-group", "run-group"), 0, 1000)
         .await
         .unwrap()
         .len();
@@ -489,7 +517,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         };
         handles.push(tokio::spawn(async move {
             contender
-                .commit_step("tenant-group", "run-group", commit)
+                .commit_step(RunKey::new("tenant-group", "run-group"), commit)
                 .await
         }));
         let other = store.clone();
@@ -504,7 +532,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         };
         handles.push(tokio::spawn(async move {
             other
-                .commit_step("tenant-group", &state.run_id, commit)
+                .commit_step(RunKey::new("tenant-group", &state.run_id), commit)
                 .await
         }));
     }
@@ -530,7 +558,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         "{contenders:?}"
     );
     let events_after = store
-        .read_events("tenant-group", "run-group", 0, 1000)
+        .read_events(RunKey::new("tenant-group", "run-group"), 0, 1000)
         .await
         .unwrap();
     assert_eq!(

@@ -20,6 +20,7 @@ use std::sync::Arc;
 use baton_core::engine::{NewRunIdentity, start_run};
 use baton_core::envelope::TaskEnvelope;
 use baton_core::event::{EventDraft, EventType};
+use baton_core::ids::RunKey;
 use baton_core::run::{RunState, RunStatus, StepCommand, StepMessage};
 use serde_json::json;
 
@@ -121,7 +122,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "create_run reports Created",
     )?;
     let loaded = store
-        .load_run(&tenant, &run_id)
+        .load_run(RunKey::new(&tenant, &run_id))
         .await
         .map_err(failed)?
         .ok_or("created run loads")?;
@@ -132,14 +133,14 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         store
-            .load_run("another-tenant", &run_id)
+            .load_run(RunKey::new("another-tenant", &run_id))
             .await
             .map_err(failed)?
             .is_none(),
         "another tenant cannot load the run",
     )?;
     let first = store
-        .read_events(&tenant, &run_id, 0, 100)
+        .read_events(RunKey::new(&tenant, &run_id), 0, 100)
         .await
         .map_err(failed)?;
     check(
@@ -180,7 +181,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         store
-            .load_run(&tenant, &format!("{run_id}-twin"))
+            .load_run(RunKey::new(&tenant, &format!("{run_id}-twin")))
             .await
             .map_err(failed)?
             .is_none(),
@@ -189,7 +190,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
 
     // Outbox.
     let pending = store
-        .pending_outbox(&tenant, &run_id)
+        .pending_outbox(RunKey::new(&tenant, &run_id))
         .await
         .map_err(failed)?;
     check(
@@ -202,12 +203,15 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     let plan_message_id = pending[0].message_id.clone();
     store
-        .mark_outbox_sent(&tenant, &run_id, std::slice::from_ref(&plan_message_id))
+        .mark_outbox_sent(
+            RunKey::new(&tenant, &run_id),
+            std::slice::from_ref(&plan_message_id),
+        )
         .await
         .map_err(failed)?;
     check(
         store
-            .pending_outbox(&tenant, &run_id)
+            .pending_outbox(RunKey::new(&tenant, &run_id))
             .await
             .map_err(failed)?
             .is_empty(),
@@ -219,8 +223,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     next.status = RunStatus::Running;
     let stale = store
         .commit_step(
-            &tenant,
-            &run_id,
+            RunKey::new(&tenant, &run_id),
             commit(
                 7,
                 next.clone(),
@@ -236,7 +239,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         store
-            .read_events(&tenant, &run_id, 0, 100)
+            .read_events(RunKey::new(&tenant, &run_id), 0, 100)
             .await
             .map_err(failed)?
             .len()
@@ -253,8 +256,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     );
     let version = store
         .commit_step(
-            &tenant,
-            &run_id,
+            RunKey::new(&tenant, &run_id),
             commit(
                 1,
                 next,
@@ -267,7 +269,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .map_err(failed)?;
     check(version == 2, "a commit bumps the version")?;
     let reloaded = store
-        .load_run(&tenant, &run_id)
+        .load_run(RunKey::new(&tenant, &run_id))
         .await
         .map_err(failed)?
         .ok_or("run still loads")?;
@@ -277,7 +279,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         store
-            .pending_outbox(&tenant, &run_id)
+            .pending_outbox(RunKey::new(&tenant, &run_id))
             .await
             .map_err(failed)?
             .iter()
@@ -310,7 +312,10 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "nothing is older than the epoch",
     )?;
     store
-        .mark_outbox_sent(&tenant, &run_id, std::slice::from_ref(&message.message_id))
+        .mark_outbox_sent(
+            RunKey::new(&tenant, &run_id),
+            std::slice::from_ref(&message.message_id),
+        )
         .await
         .map_err(failed)?;
     let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
@@ -329,14 +334,16 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
 
     // Appends between commits keep sequences contiguous.
     let last = store
-        .append_events(&tenant, &run_id, vec![log("delta-1"), log("delta-2")])
+        .append_events(
+            RunKey::new(&tenant, &run_id),
+            vec![log("delta-1"), log("delta-2")],
+        )
         .await
         .map_err(failed)?;
     check(last == 5, "appended events continue the sequence")?;
     store
         .commit_step(
-            &tenant,
-            &run_id,
+            RunKey::new(&tenant, &run_id),
             commit(
                 2,
                 reloaded.state.clone(),
@@ -349,7 +356,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .map_err(failed)?;
     check(
         store
-            .pending_outbox(&tenant, &run_id)
+            .pending_outbox(RunKey::new(&tenant, &run_id))
             .await
             .map_err(failed)?
             .iter()
@@ -357,7 +364,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "a committed entry waits for its step",
     )?;
     let all = store
-        .read_events(&tenant, &run_id, 0, 100)
+        .read_events(RunKey::new(&tenant, &run_id), 0, 100)
         .await
         .map_err(failed)?;
     let ids: Vec<u64> = all.iter().map(|frame| frame.id).collect();
@@ -368,7 +375,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
 
     // Paging.
     let page = store
-        .read_events(&tenant, &run_id, 2, 2)
+        .read_events(RunKey::new(&tenant, &run_id), 2, 2)
         .await
         .map_err(failed)?;
     check(
@@ -377,7 +384,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         store
-            .read_events(&tenant, &run_id, 6, 10)
+            .read_events(RunKey::new(&tenant, &run_id), 6, 10)
             .await
             .map_err(failed)?
             .is_empty(),
@@ -394,8 +401,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     };
     let won = store
         .claim_node(
-            &tenant,
-            &run_id,
+            RunKey::new(&tenant, &run_id),
             claim("worker-a", 10_000),
             vec![log("node_start")],
         )
@@ -404,7 +410,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     check(won == ClaimOutcome::Claimed, "the first claim wins")?;
     check(
         store
-            .pending_outbox(&tenant, &run_id)
+            .pending_outbox(RunKey::new(&tenant, &run_id))
             .await
             .map_err(failed)?
             .iter()
@@ -413,8 +419,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     let lost = store
         .claim_node(
-            &tenant,
-            &run_id,
+            RunKey::new(&tenant, &run_id),
             claim("worker-b", 10_500),
             vec![log("twin node_start")],
         )
@@ -430,20 +435,24 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         store
-            .renew_claim(&tenant, &run_id, claim("worker-a", 10_800))
+            .renew_claim(RunKey::new(&tenant, &run_id), claim("worker-a", 10_800))
             .await
             .map_err(failed)?,
         "the holder renews its lease",
     )?;
     check(
         !store
-            .renew_claim(&tenant, &run_id, claim("worker-b", 10_800))
+            .renew_claim(RunKey::new(&tenant, &run_id), claim("worker-b", 10_800))
             .await
             .map_err(failed)?,
         "a rival cannot renew a lease it does not hold",
     )?;
     let renewed = store
-        .claim_node(&tenant, &run_id, claim("worker-b", 11_500), vec![])
+        .claim_node(
+            RunKey::new(&tenant, &run_id),
+            claim("worker-b", 11_500),
+            vec![],
+        )
         .await
         .map_err(failed)?;
     check(
@@ -455,7 +464,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "a renewed lease holds past its first expiry",
     )?;
     let after_claims = store
-        .read_events(&tenant, &run_id, 6, 10)
+        .read_events(RunKey::new(&tenant, &run_id), 6, 10)
         .await
         .map_err(failed)?;
     check(
@@ -463,7 +472,11 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "only the winning claim appended",
     )?;
     let expired = store
-        .claim_node(&tenant, &run_id, claim("worker-b", 20_000), vec![])
+        .claim_node(
+            RunKey::new(&tenant, &run_id),
+            claim("worker-b", 20_000),
+            vec![],
+        )
         .await
         .map_err(failed)?;
     check(
@@ -472,17 +485,21 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         !store
-            .renew_claim(&tenant, &run_id, claim("worker-a", 20_100))
+            .renew_claim(RunKey::new(&tenant, &run_id), claim("worker-a", 20_100))
             .await
             .map_err(failed)?,
         "a lease taken over cannot be renewed by its former holder",
     )?;
     store
-        .release_claim(&tenant, &run_id, "node_1", 1, "worker-a")
+        .release_claim(RunKey::new(&tenant, &run_id), "node_1", 1, "worker-a")
         .await
         .map_err(failed)?;
     let still_held = store
-        .claim_node(&tenant, &run_id, claim("worker-c", 20_500), vec![])
+        .claim_node(
+            RunKey::new(&tenant, &run_id),
+            claim("worker-c", 20_500),
+            vec![],
+        )
         .await
         .map_err(failed)?;
     check(
@@ -490,11 +507,15 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         "releasing someone else's claim does nothing",
     )?;
     store
-        .release_claim(&tenant, &run_id, "node_1", 1, "worker-b")
+        .release_claim(RunKey::new(&tenant, &run_id), "node_1", 1, "worker-b")
         .await
         .map_err(failed)?;
     let after_release = store
-        .claim_node(&tenant, &run_id, claim("worker-c", 20_600), vec![])
+        .claim_node(
+            RunKey::new(&tenant, &run_id),
+            claim("worker-c", 20_600),
+            vec![],
+        )
         .await
         .map_err(failed)?;
     check(

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use baton_core::ids::RunKey;
 use baton_core::run::StepMessage;
 
 use baton_runtime::error::QueueError;
@@ -178,7 +179,7 @@ impl ThrottlingStore {
 }
 
 #[async_trait]
-impl baton_runtime::ports::RunStore for ThrottlingStore {
+impl baton_runtime::ports::RunLog for ThrottlingStore {
     async fn create_run(
         &self,
         state: &baton_core::run::RunState,
@@ -191,106 +192,119 @@ impl baton_runtime::ports::RunStore for ThrottlingStore {
             .create_run(state, events, outbox, idempotency_key)
             .await
     }
+
     async fn load_run(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
     ) -> Result<Option<baton_runtime::ports::StoredRun>, baton_runtime::error::StoreError> {
         self.throttled()?;
-        self.inner.load_run(tenant_id, run_id).await
+        self.inner.load_run(key).await
     }
+
+    async fn commit_step(
+        &self,
+        key: RunKey<'_>,
+        commit: baton_runtime::ports::StepCommit,
+    ) -> Result<u64, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.commit_step(key, commit).await
+    }
+
+    async fn read_entries(
+        &self,
+        key: RunKey<'_>,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.read_entries(key, prefix).await
+    }
+
+    async fn append_events(
+        &self,
+        key: RunKey<'_>,
+        events: Vec<baton_core::event::EventDraft>,
+    ) -> Result<u64, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.append_events(key, events).await
+    }
+
+    async fn read_events(
+        &self,
+        key: RunKey<'_>,
+        after_sequence: u64,
+        limit: usize,
+    ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.read_events(key, after_sequence, limit).await
+    }
+}
+
+#[async_trait]
+impl baton_runtime::ports::NodeLeases for ThrottlingStore {
     async fn claim_node(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         claim: baton_runtime::ports::NodeClaim<'_>,
         events_on_claim: Vec<baton_core::event::EventDraft>,
     ) -> Result<baton_runtime::ports::ClaimOutcome, baton_runtime::error::StoreError> {
         self.throttled()?;
-        self.inner
-            .claim_node(tenant_id, run_id, claim, events_on_claim)
-            .await
+        self.inner.claim_node(key, claim, events_on_claim).await
     }
+
     async fn release_claim(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         node_id: &str,
         attempt: u32,
         claimant: &str,
     ) -> Result<(), baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner
-            .release_claim(tenant_id, run_id, node_id, attempt, claimant)
+            .release_claim(key, node_id, attempt, claimant)
             .await
     }
+
     async fn renew_claim(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         claim: baton_runtime::ports::NodeClaim<'_>,
     ) -> Result<bool, baton_runtime::error::StoreError> {
         self.throttled()?;
-        self.inner.renew_claim(tenant_id, run_id, claim).await
+        self.inner.renew_claim(key, claim).await
     }
-    async fn commit_step(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        commit: baton_runtime::ports::StepCommit,
-    ) -> Result<u64, baton_runtime::error::StoreError> {
-        self.throttled()?;
-        self.inner.commit_step(tenant_id, run_id, commit).await
-    }
-    async fn read_entries(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, baton_runtime::error::StoreError> {
-        self.throttled()?;
-        self.inner.read_entries(tenant_id, run_id, prefix).await
-    }
-    async fn append_events(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        events: Vec<baton_core::event::EventDraft>,
-    ) -> Result<u64, baton_runtime::error::StoreError> {
-        self.throttled()?;
-        self.inner.append_events(tenant_id, run_id, events).await
-    }
-    async fn read_events(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        after_sequence: u64,
-        limit: usize,
-    ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
-        self.throttled()?;
-        self.inner
-            .read_events(tenant_id, run_id, after_sequence, limit)
-            .await
-    }
+}
+
+#[async_trait]
+impl baton_runtime::ports::OutboxStore for ThrottlingStore {
     async fn pending_outbox(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
     ) -> Result<Vec<StepMessage>, baton_runtime::error::StoreError> {
         self.throttled()?;
-        self.inner.pending_outbox(tenant_id, run_id).await
+        self.inner.pending_outbox(key).await
     }
+
     async fn mark_outbox_sent(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         message_ids: &[String],
     ) -> Result<(), baton_runtime::error::StoreError> {
         self.throttled()?;
-        self.inner
-            .mark_outbox_sent(tenant_id, run_id, message_ids)
-            .await
+        self.inner.mark_outbox_sent(key, message_ids).await
     }
+
+    async fn stale_outbox(
+        &self,
+        written_before: baton_core::instant::Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.stale_outbox(written_before, limit).await
+    }
+}
+
+#[async_trait]
+impl baton_runtime::ports::RunQueries for ThrottlingStore {
     async fn list_runs(
         &self,
         tenant_id: &str,
@@ -299,19 +313,12 @@ impl baton_runtime::ports::RunStore for ThrottlingStore {
         self.throttled()?;
         self.inner.list_runs(tenant_id, query).await
     }
+
     async fn runs_awaiting_human(
         &self,
         tenant_id: &str,
     ) -> Result<Vec<baton_core::run::RunState>, baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner.runs_awaiting_human(tenant_id).await
-    }
-    async fn stale_outbox(
-        &self,
-        written_before: baton_core::instant::Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, baton_runtime::error::StoreError> {
-        self.throttled()?;
-        self.inner.stale_outbox(written_before, limit).await
     }
 }

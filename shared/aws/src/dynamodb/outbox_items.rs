@@ -2,6 +2,7 @@
 //! sweeper's sparse-index view across runs, and marking entries sent.
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
+use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_core::run::StepMessage;
 use baton_runtime::error::StoreError;
@@ -132,8 +133,11 @@ impl DynamoRunStore {
                         .next()
                         .unwrap_or_default()
                         .to_string();
-                    if let Some(stored) =
-                        baton_runtime::ports::RunStore::load_run(self, tenant_id, &run_id).await?
+                    if let Some(stored) = baton_runtime::ports::RunLog::load_run(
+                        self,
+                        RunKey::new(tenant_id, &run_id),
+                    )
+                    .await?
                     {
                         states.push(stored.state);
                     }

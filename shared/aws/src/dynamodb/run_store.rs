@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use baton_core::event::{EventDraft, EventFrame};
+use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use baton_runtime::error::StoreError;
@@ -16,11 +17,12 @@ pub(crate) use crate::dynamodb::store::{
     read_number, read_text, run_pk, s, sdk_failure, unavailable, within_one_transaction,
 };
 use baton_runtime::ports::{
-    ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun,
+    ClaimOutcome, CreateOutcome, NodeClaim, NodeLeases, OutboxStore, RunLog, RunQueries,
+    StepCommit, StoredRun,
 };
 
 #[async_trait]
-impl RunStore for DynamoRunStore {
+impl RunLog for DynamoRunStore {
     async fn create_run(
         &self,
         state: &RunState,
@@ -116,11 +118,8 @@ impl RunStore for DynamoRunStore {
         }
     }
 
-    async fn load_run(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Option<StoredRun>, StoreError> {
+    async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let pk = run_pk(tenant_id, run_id);
         // A `Query` is not isolated from a transaction: a load that meets
         // state parts of another version than the run item's (a commit
@@ -189,135 +188,8 @@ impl RunStore for DynamoRunStore {
         )))
     }
 
-    async fn claim_node(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-        events_on_claim: Vec<EventDraft>,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let pk = run_pk(tenant_id, run_id);
-        let lease_sk = format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt);
-        let lease = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(Item::from([
-                ("pk".to_string(), s(&pk)),
-                ("sk".to_string(), s(&lease_sk)),
-                ("claimant".to_string(), s(claim.worker_id)),
-                (
-                    "leaseExpiresAt".to_string(),
-                    n(claim.lease_expires_at.unix_millis()),
-                ),
-                ("expiresAt".to_string(), self.expires_at()),
-            ])))
-            .condition_expression(
-                "attribute_not_exists(pk) OR leaseExpiresAt < :now OR claimant = :me",
-            )
-            .expression_attribute_values(":now", n(claim.now.unix_millis()))
-            .expression_attribute_values(":me", s(claim.worker_id))
-            .build()
-            .map_err(unavailable)?;
-        let leading = vec![TransactWriteItem::builder().put(lease).build()];
-        match self
-            .append_with(tenant_id, run_id, events_on_claim, leading)
-            .await?
-        {
-            Some(_) => Ok(ClaimOutcome::Claimed),
-            None => {
-                let held = self
-                    .client
-                    .get_item()
-                    .table_name(&self.table)
-                    .key("pk", s(&pk))
-                    .key("sk", s(&lease_sk))
-                    .consistent_read(true)
-                    .send()
-                    .await
-                    .map_err(sdk_failure)?;
-                let expires = held
-                    .item
-                    .as_ref()
-                    .map(|item| read_number(item, "leaseExpiresAt"))
-                    .transpose()?
-                    .unwrap_or(claim.now.unix_millis());
-                Ok(ClaimOutcome::HeldByOther {
-                    lease_expires_at: Instant::from_unix_millis(expires),
-                })
-            }
-        }
-    }
-
-    async fn renew_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-    ) -> Result<bool, StoreError> {
-        let renewed = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(run_pk(tenant_id, run_id)))
-            .key(
-                "sk",
-                s(format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt)),
-            )
-            .update_expression("SET leaseExpiresAt = :until")
-            .condition_expression("claimant = :me")
-            .expression_attribute_values(":until", n(claim.lease_expires_at.unix_millis()))
-            .expression_attribute_values(":me", s(claim.worker_id))
-            .send()
-            .await;
-        match renewed {
-            Ok(_) => Ok(true),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(error) => Err(sdk_failure(error)),
-        }
-    }
-
-    async fn release_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        node_id: &str,
-        attempt: u32,
-        claimant: &str,
-    ) -> Result<(), StoreError> {
-        let released = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .key("pk", s(run_pk(tenant_id, run_id)))
-            .key("sk", s(format!("LEASE#{node_id}#{attempt:06}")))
-            .condition_expression("claimant = :me")
-            .expression_attribute_values(":me", s(claimant))
-            .send()
-            .await;
-        match released {
-            Ok(_) => Ok(()),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(error) => Err(sdk_failure(error)),
-        }
-    }
-
-    async fn commit_step(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        commit: StepCommit,
-    ) -> Result<u64, StoreError> {
+    async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let pk = run_pk(tenant_id, run_id);
         let expected_version = commit.expected_version;
         let state_parts = encode_state_parts(&commit.state)?;
@@ -448,10 +320,10 @@ impl RunStore for DynamoRunStore {
 
     async fn append_events(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         events: Vec<EventDraft>,
     ) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         self.append_with(tenant_id, run_id, events, Vec::new())
             .await?
             .ok_or_else(|| StoreError::Unavailable("append refused".into()))
@@ -459,11 +331,11 @@ impl RunStore for DynamoRunStore {
 
     async fn read_events(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         after_sequence: u64,
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let limit = limit.clamp(1, 1000);
         let mut items: Vec<Item> = Vec::new();
         let mut start = None;
@@ -495,23 +367,166 @@ impl RunStore for DynamoRunStore {
         }
     }
 
-    async fn pending_outbox(
+    async fn read_entries(
         &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Vec<StepMessage>, StoreError> {
+        key: RunKey<'_>,
+        prefix: &str,
+    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        self.query_entries(tenant_id, run_id, prefix).await
+    }
+}
+
+#[async_trait]
+impl NodeLeases for DynamoRunStore {
+    async fn claim_node(
+        &self,
+        key: RunKey<'_>,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        let pk = run_pk(tenant_id, run_id);
+        let lease_sk = format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt);
+        let lease = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(Item::from([
+                ("pk".to_string(), s(&pk)),
+                ("sk".to_string(), s(&lease_sk)),
+                ("claimant".to_string(), s(claim.worker_id)),
+                (
+                    "leaseExpiresAt".to_string(),
+                    n(claim.lease_expires_at.unix_millis()),
+                ),
+                ("expiresAt".to_string(), self.expires_at()),
+            ])))
+            .condition_expression(
+                "attribute_not_exists(pk) OR leaseExpiresAt < :now OR claimant = :me",
+            )
+            .expression_attribute_values(":now", n(claim.now.unix_millis()))
+            .expression_attribute_values(":me", s(claim.worker_id))
+            .build()
+            .map_err(unavailable)?;
+        let leading = vec![TransactWriteItem::builder().put(lease).build()];
+        match self
+            .append_with(tenant_id, run_id, events_on_claim, leading)
+            .await?
+        {
+            Some(_) => Ok(ClaimOutcome::Claimed),
+            None => {
+                let held = self
+                    .client
+                    .get_item()
+                    .table_name(&self.table)
+                    .key("pk", s(&pk))
+                    .key("sk", s(&lease_sk))
+                    .consistent_read(true)
+                    .send()
+                    .await
+                    .map_err(sdk_failure)?;
+                let expires = held
+                    .item
+                    .as_ref()
+                    .map(|item| read_number(item, "leaseExpiresAt"))
+                    .transpose()?
+                    .unwrap_or(claim.now.unix_millis());
+                Ok(ClaimOutcome::HeldByOther {
+                    lease_expires_at: Instant::from_unix_millis(expires),
+                })
+            }
+        }
+    }
+
+    async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        let renewed = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(run_pk(tenant_id, run_id)))
+            .key(
+                "sk",
+                s(format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt)),
+            )
+            .update_expression("SET leaseExpiresAt = :until")
+            .condition_expression("claimant = :me")
+            .expression_attribute_values(":until", n(claim.lease_expires_at.unix_millis()))
+            .expression_attribute_values(":me", s(claim.worker_id))
+            .send()
+            .await;
+        match renewed {
+            Ok(_) => Ok(true),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+
+    async fn release_claim(
+        &self,
+        key: RunKey<'_>,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        let released = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(run_pk(tenant_id, run_id)))
+            .key("sk", s(format!("LEASE#{node_id}#{attempt:06}")))
+            .condition_expression("claimant = :me")
+            .expression_attribute_values(":me", s(claimant))
+            .send()
+            .await;
+        match released {
+            Ok(_) => Ok(()),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+}
+
+#[async_trait]
+impl OutboxStore for DynamoRunStore {
+    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         self.query_pending_outbox(tenant_id, run_id).await
     }
 
-    async fn read_entries(
+    async fn stale_outbox(
         &self,
-        tenant_id: &str,
-        run_id: &str,
-        prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
-        self.query_entries(tenant_id, run_id, prefix).await
+        written_before: Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        self.query_stale_outbox(written_before, limit).await
     }
 
+    async fn mark_outbox_sent(
+        &self,
+        key: RunKey<'_>,
+        message_ids: &[String],
+    ) -> Result<(), StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        self.update_outbox_sent(tenant_id, run_id, message_ids)
+            .await
+    }
+}
+
+#[async_trait]
+impl RunQueries for DynamoRunStore {
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
         self.query_runs_awaiting_human(tenant_id).await
     }
@@ -537,24 +552,6 @@ impl RunStore for DynamoRunStore {
         tenant_id: &str,
     ) -> Result<Vec<baton_core::tasks::PendingRequest>, StoreError> {
         self.query_pending_requests(tenant_id).await
-    }
-
-    async fn stale_outbox(
-        &self,
-        written_before: Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        self.query_stale_outbox(written_before, limit).await
-    }
-
-    async fn mark_outbox_sent(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        message_ids: &[String],
-    ) -> Result<(), StoreError> {
-        self.update_outbox_sent(tenant_id, run_id, message_ids)
-            .await
     }
 }
 

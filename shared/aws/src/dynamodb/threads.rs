@@ -11,6 +11,7 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use baton_core::chat::ChatExchange;
+use baton_core::ids::ThreadKey;
 use baton_core::thread_lane::ThreadLane;
 use baton_core::thread_listing::{ThreadListPage, ThreadListQuery};
 use baton_runtime::error::StoreError;
@@ -27,9 +28,9 @@ fn thread_pk(tenant_id: &str, thread_id: &str) -> String {
 impl ThreadStore for DynamoRunStore {
     async fn thread_exchanges(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
     ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let items = self
             .query_items_with_prefix(&thread_pk(tenant_id, thread_id), "X#")
             .await?;
@@ -78,10 +79,10 @@ impl ThreadStore for DynamoRunStore {
 
     async fn record_exchange(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
         exchange: &ChatExchange,
     ) -> Result<(), StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let payload = serde_json::to_string(exchange)
             .map_err(|error| StoreError::Corrupt(error.to_string()))?;
         let pk = thread_pk(tenant_id, thread_id);
@@ -148,11 +149,8 @@ impl ThreadStore for DynamoRunStore {
         self.query_thread_page(tenant_id, query).await
     }
 
-    async fn thread_lane(
-        &self,
-        tenant_id: &str,
-        thread_id: &str,
-    ) -> Result<(ThreadLane, u64), StoreError> {
+    async fn thread_lane(&self, key: ThreadKey<'_>) -> Result<(ThreadLane, u64), StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let read = self
             .client
             .get_item()
@@ -182,11 +180,11 @@ impl ThreadStore for DynamoRunStore {
 
     async fn put_thread_lane(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
         lane: &ThreadLane,
         expected_version: u64,
     ) -> Result<bool, StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let payload =
             serde_json::to_string(lane).map_err(|error| StoreError::Corrupt(error.to_string()))?;
         let put = self

@@ -206,6 +206,11 @@ pub struct ForkOrigin {
 }
 
 impl RunState {
+    /// Where this run lives (its tenant and id), as the stores address it.
+    pub fn key(&self) -> crate::basics::ids::RunKey<'_> {
+        crate::basics::ids::RunKey::new(&self.tenant_id, &self.run_id)
+    }
+
     /// The node's record, to change: copied first if a loaded copy of the
     /// run still shares it.
     pub fn node_mut(&mut self, node_id: &str) -> Option<&mut NodeRecord> {

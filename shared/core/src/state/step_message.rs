@@ -133,6 +133,11 @@ impl StepCommand {
 }
 
 impl StepMessage {
+    /// The run this step is of, as the stores address it.
+    pub fn run_key(&self) -> crate::basics::ids::RunKey<'_> {
+        crate::basics::ids::RunKey::new(&self.tenant_id, &self.run_id)
+    }
+
     pub fn new(tenant_id: &str, run_id: &str, command: StepCommand) -> Self {
         let message_id = match &command {
             // The ids every run's steps take are joined by hand: `format!`

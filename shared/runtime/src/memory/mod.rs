@@ -2,6 +2,10 @@
 //! Same semantics as the cloud adapters (conditional commits, contiguous
 //! sequence numbers, leases, outbox, at-least-once redelivery), one process.
 
+use crate::ports::NodeLeases;
+use crate::ports::OutboxStore;
+use crate::ports::RunLog;
+use crate::ports::RunQueries;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,6 +14,7 @@ use async_trait::async_trait;
 use baton_core::capability::RegisteredCapability;
 use baton_core::entries::RunEntry;
 use baton_core::event::{EventDraft, EventFrame};
+use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use tokio::sync::Notify;
@@ -22,8 +27,7 @@ use self::event_log::{CompactEventLog, RunIds};
 use crate::clock::SystemClock;
 use crate::error::StoreError;
 use crate::ports::{
-    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, NodeClaim, RunStore, StepCommit,
-    StoredRun,
+    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, NodeClaim, StepCommit, StoredRun,
 };
 
 struct OutboxEntry {
@@ -136,7 +140,7 @@ impl InMemoryRunStore {
 }
 
 #[async_trait]
-impl RunStore for InMemoryRunStore {
+impl RunLog for InMemoryRunStore {
     async fn create_run(
         &self,
         state: &RunState,
@@ -187,11 +191,8 @@ impl RunStore for InMemoryRunStore {
         Ok(CreateOutcome::Created)
     }
 
-    async fn load_run(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Option<StoredRun>, StoreError> {
+    async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         Ok(tables
             .runs
@@ -203,89 +204,8 @@ impl RunStore for InMemoryRunStore {
             }))
     }
 
-    async fn claim_node(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-        events_on_claim: Vec<EventDraft>,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run_mut(tenant_id, run_id)?;
-        if record.state.status.is_terminal() {
-            // No node_start after the terminal frame: the step finds the run
-            // settled when it looks again.
-            return Ok(ClaimOutcome::HeldByOther {
-                lease_expires_at: claim.now,
-            });
-        }
-        let key = (claim.claim_key.to_string(), claim.attempt);
-        if let Some(lease) = record.leases.get(&key)
-            && lease.worker_id != claim.worker_id
-            && lease.expires_at_millis > claim.now.unix_millis()
-        {
-            return Ok(ClaimOutcome::HeldByOther {
-                lease_expires_at: Instant::from_unix_millis(lease.expires_at_millis),
-            });
-        }
-        record.append(&events_on_claim);
-        record.leases.insert(
-            key,
-            Lease {
-                worker_id: claim.worker_id.to_string(),
-                expires_at_millis: claim.lease_expires_at.unix_millis(),
-            },
-        );
-        drop(tables);
-        self.event_appended.notify_waiters();
-        Ok(ClaimOutcome::Claimed)
-    }
-
-    async fn renew_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-    ) -> Result<bool, StoreError> {
-        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run_mut(tenant_id, run_id)?;
-        let key = (claim.claim_key.to_string(), claim.attempt);
-        match record.leases.get_mut(&key) {
-            Some(lease) if lease.worker_id == claim.worker_id => {
-                lease.expires_at_millis = claim.lease_expires_at.unix_millis();
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    async fn release_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        node_id: &str,
-        attempt: u32,
-        claimant: &str,
-    ) -> Result<(), StoreError> {
-        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run_mut(tenant_id, run_id)?;
-        let key = (node_id.to_string(), attempt);
-        if record
-            .leases
-            .get(&key)
-            .is_some_and(|lease| lease.worker_id == claimant)
-        {
-            record.leases.remove(&key);
-        }
-        Ok(())
-    }
-
-    async fn commit_step(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        commit: StepCommit,
-    ) -> Result<u64, StoreError> {
+    async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
         if record.version != commit.expected_version {
@@ -328,10 +248,10 @@ impl RunStore for InMemoryRunStore {
 
     async fn read_entries(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         prefix: &str,
     ) -> Result<Vec<RunEntry>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run(tenant_id, run_id)?;
         Ok(record
@@ -344,10 +264,10 @@ impl RunStore for InMemoryRunStore {
 
     async fn append_events(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         events: Vec<EventDraft>,
     ) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
         if record.state.status.is_terminal() {
@@ -363,11 +283,11 @@ impl RunStore for InMemoryRunStore {
 
     async fn read_events(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         after_sequence: u64,
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         // Copied under the lock, decoded after it.
         let (copied, run_id, correlation_id, trace_id) = {
             let tables = self.tables.lock().map_err(|_| poisoned())?;
@@ -387,12 +307,88 @@ impl RunStore for InMemoryRunStore {
             trace_id,
         })
     }
+}
 
-    async fn pending_outbox(
+#[async_trait]
+impl NodeLeases for InMemoryRunStore {
+    async fn claim_node(
         &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Vec<StepMessage>, StoreError> {
+        key: RunKey<'_>,
+        claim: NodeClaim<'_>,
+        events_on_claim: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables.run_mut(tenant_id, run_id)?;
+        if record.state.status.is_terminal() {
+            // No node_start after the terminal frame: the step finds the run
+            // settled when it looks again.
+            return Ok(ClaimOutcome::HeldByOther {
+                lease_expires_at: claim.now,
+            });
+        }
+        let key = (claim.claim_key.to_string(), claim.attempt);
+        if let Some(lease) = record.leases.get(&key)
+            && lease.worker_id != claim.worker_id
+            && lease.expires_at_millis > claim.now.unix_millis()
+        {
+            return Ok(ClaimOutcome::HeldByOther {
+                lease_expires_at: Instant::from_unix_millis(lease.expires_at_millis),
+            });
+        }
+        record.append(&events_on_claim);
+        record.leases.insert(
+            key,
+            Lease {
+                worker_id: claim.worker_id.to_string(),
+                expires_at_millis: claim.lease_expires_at.unix_millis(),
+            },
+        );
+        drop(tables);
+        self.event_appended.notify_waiters();
+        Ok(ClaimOutcome::Claimed)
+    }
+
+    async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables.run_mut(tenant_id, run_id)?;
+        let key = (claim.claim_key.to_string(), claim.attempt);
+        match record.leases.get_mut(&key) {
+            Some(lease) if lease.worker_id == claim.worker_id => {
+                lease.expires_at_millis = claim.lease_expires_at.unix_millis();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn release_claim(
+        &self,
+        key: RunKey<'_>,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables.run_mut(tenant_id, run_id)?;
+        let key = (node_id.to_string(), attempt);
+        if record
+            .leases
+            .get(&key)
+            .is_some_and(|lease| lease.worker_id == claimant)
+        {
+            record.leases.remove(&key);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl OutboxStore for InMemoryRunStore {
+    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run(tenant_id, run_id)?;
         Ok(record
@@ -403,6 +399,47 @@ impl RunStore for InMemoryRunStore {
             .collect())
     }
 
+    async fn stale_outbox(
+        &self,
+        written_before: Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let mut stale: Vec<(u64, StepMessage)> = tables
+            .runs
+            .values()
+            .flat_map(HashMap::values)
+            .flat_map(|record| record.outbox.values())
+            .filter(|entry| !entry.sent && entry.written_at_millis < written_before.unix_millis())
+            .map(|entry| (entry.written_at_millis, entry.message.clone()))
+            .collect();
+        stale.sort_by_key(|(written, _)| *written);
+        Ok(stale
+            .into_iter()
+            .take(limit)
+            .map(|(_, message)| message)
+            .collect())
+    }
+
+    async fn mark_outbox_sent(
+        &self,
+        key: RunKey<'_>,
+        message_ids: &[String],
+    ) -> Result<(), StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let record = tables.run_mut(tenant_id, run_id)?;
+        for message_id in message_ids {
+            if let Some(entry) = record.outbox.get_mut(message_id) {
+                entry.sent = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl RunQueries for InMemoryRunStore {
     async fn list_runs(
         &self,
         tenant_id: &str,
@@ -435,44 +472,6 @@ impl RunStore for InMemoryRunStore {
             .collect();
         parked.sort_by(|a, b| (&a.created_at, &a.run_id).cmp(&(&b.created_at, &b.run_id)));
         Ok(parked)
-    }
-
-    async fn stale_outbox(
-        &self,
-        written_before: Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        let tables = self.tables.lock().map_err(|_| poisoned())?;
-        let mut stale: Vec<(u64, StepMessage)> = tables
-            .runs
-            .values()
-            .flat_map(HashMap::values)
-            .flat_map(|record| record.outbox.values())
-            .filter(|entry| !entry.sent && entry.written_at_millis < written_before.unix_millis())
-            .map(|entry| (entry.written_at_millis, entry.message.clone()))
-            .collect();
-        stale.sort_by_key(|(written, _)| *written);
-        Ok(stale
-            .into_iter()
-            .take(limit)
-            .map(|(_, message)| message)
-            .collect())
-    }
-
-    async fn mark_outbox_sent(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        message_ids: &[String],
-    ) -> Result<(), StoreError> {
-        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run_mut(tenant_id, run_id)?;
-        for message_id in message_ids {
-            if let Some(entry) = record.outbox.get_mut(message_id) {
-                entry.sent = true;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -578,7 +577,7 @@ mod tests {
         };
         assert!(!String::from_utf8_lossy(&records).contains(&trace.trace_id.to_string()));
         let frames = store
-            .read_events("t", "r", 0, 100)
+            .read_events(RunKey::new("t", "r"), 0, 100)
             .await
             .unwrap_or_default();
         assert!(frames.len() >= 3);

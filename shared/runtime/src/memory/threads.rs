@@ -6,6 +6,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use baton_core::chat::ChatExchange;
+use baton_core::ids::ThreadKey;
 use baton_core::thread_lane::ThreadLane;
 use baton_core::thread_listing::{ThreadListPage, ThreadListQuery, ThreadListing};
 
@@ -37,9 +38,9 @@ fn poisoned() -> StoreError {
 impl ThreadStore for InMemoryThreadStore {
     async fn thread_exchanges(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
     ) -> Result<Option<Vec<ChatExchange>>, StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let threads = self.threads.lock().map_err(|_| poisoned())?;
         Ok(threads
             .get(&(tenant_id.to_string(), thread_id.to_string()))
@@ -48,10 +49,10 @@ impl ThreadStore for InMemoryThreadStore {
 
     async fn record_exchange(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
         exchange: &ChatExchange,
     ) -> Result<(), StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let mut threads = self.threads.lock().map_err(|_| poisoned())?;
         let thread = threads
             .entry((tenant_id.to_string(), thread_id.to_string()))
@@ -83,11 +84,8 @@ impl ThreadStore for InMemoryThreadStore {
         Ok(ThreadListPage::newest_first(candidates, query.limit))
     }
 
-    async fn thread_lane(
-        &self,
-        tenant_id: &str,
-        thread_id: &str,
-    ) -> Result<(ThreadLane, u64), StoreError> {
+    async fn thread_lane(&self, key: ThreadKey<'_>) -> Result<(ThreadLane, u64), StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let lanes = self.lanes.lock().map_err(|_| poisoned())?;
         Ok(lanes
             .get(&(tenant_id.to_string(), thread_id.to_string()))
@@ -97,11 +95,11 @@ impl ThreadStore for InMemoryThreadStore {
 
     async fn put_thread_lane(
         &self,
-        tenant_id: &str,
-        thread_id: &str,
+        key: ThreadKey<'_>,
         lane: &ThreadLane,
         expected_version: u64,
     ) -> Result<bool, StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
         let mut lanes = self.lanes.lock().map_err(|_| poisoned())?;
         let stored = lanes
             .entry((tenant_id.to_string(), thread_id.to_string()))

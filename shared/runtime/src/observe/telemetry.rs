@@ -15,11 +15,17 @@
 //! Embedded Metric Format lines ([`emf_lines`]) that a Lambda function
 //! prints to stdout, where CloudWatch turns them into metrics.
 
+use crate::ports::NodeLeases;
+use crate::ports::OutboxStore;
+use crate::ports::RunLog;
+use crate::ports::RunQueries;
+use crate::ports::RunStore;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use baton_core::event::{EventDraft, EventFrame, EventType};
 use baton_core::frame_payload::FramePayload;
+use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
@@ -28,7 +34,7 @@ use serde_json::{Value, json};
 use crate::error::StoreError;
 use crate::observe::lifecycle_log::{lines_of, log_lines};
 use crate::observe::run_traces::{EndedRun, RunSpanExporter};
-use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit, StoredRun};
+use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, StepCommit, StoredRun};
 
 /// The namespace of the EMF metrics.
 pub const EMF_NAMESPACE: &str = "Baton";
@@ -291,7 +297,7 @@ impl ObservedRunStore {
 }
 
 #[async_trait]
-impl RunStore for ObservedRunStore {
+impl RunLog for ObservedRunStore {
     async fn create_run(
         &self,
         state: &RunState,
@@ -312,69 +318,19 @@ impl RunStore for ObservedRunStore {
         Ok(outcome)
     }
 
-    async fn load_run(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Option<StoredRun>, StoreError> {
-        self.inner.load_run(tenant_id, run_id).await
+    async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
+        self.inner.load_run(key).await
     }
 
-    async fn claim_node(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-        events: Vec<EventDraft>,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let observed = observations(None, &events);
-        let lifecycle = lines_of(tenant_id, run_id, None, &events);
-        let outcome = self
-            .inner
-            .claim_node(tenant_id, run_id, claim, events)
-            .await?;
-        if outcome == ClaimOutcome::Claimed {
-            self.record(&observed);
-            log_lines(lifecycle);
-        }
-        Ok(outcome)
-    }
-
-    async fn renew_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        claim: NodeClaim<'_>,
-    ) -> Result<bool, StoreError> {
-        self.inner.renew_claim(tenant_id, run_id, claim).await
-    }
-
-    async fn release_claim(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        node_id: &str,
-        attempt: u32,
-        claimant: &str,
-    ) -> Result<(), StoreError> {
-        self.inner
-            .release_claim(tenant_id, run_id, node_id, attempt, claimant)
-            .await
-    }
-
-    async fn commit_step(
-        &self,
-        tenant_id: &str,
-        run_id: &str,
-        commit: StepCommit,
-    ) -> Result<u64, StoreError> {
+    async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let observed = observations(Some(&commit.state), &commit.events);
         let lifecycle = lines_of(tenant_id, run_id, Some(&commit.state), &commit.events);
         let ended = self
             .run_spans
             .as_ref()
             .and_then(|_| EndedRun::of_commit(&commit.state, &commit.events));
-        let version = self.inner.commit_step(tenant_id, run_id, commit).await?;
+        let version = self.inner.commit_step(key, commit).await?;
         self.record(&observed);
         log_lines(lifecycle);
         if let (Some(spans), Some(ended)) = (&self.run_spans, ended) {
@@ -385,57 +341,95 @@ impl RunStore for ObservedRunStore {
 
     async fn read_entries(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         prefix: &str,
     ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
-        self.inner.read_entries(tenant_id, run_id, prefix).await
+        self.inner.read_entries(key, prefix).await
     }
 
     async fn append_events(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         events: Vec<EventDraft>,
     ) -> Result<u64, StoreError> {
         // Deltas count nothing (`observations` skips them).
         let observed = observations(None, &events);
-        let sequence = self.inner.append_events(tenant_id, run_id, events).await?;
+        let sequence = self.inner.append_events(key, events).await?;
         self.record(&observed);
         Ok(sequence)
     }
 
     async fn read_events(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         after_sequence: u64,
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError> {
-        self.inner
-            .read_events(tenant_id, run_id, after_sequence, limit)
-            .await
+        self.inner.read_events(key, after_sequence, limit).await
+    }
+}
+
+#[async_trait]
+impl NodeLeases for ObservedRunStore {
+    async fn claim_node(
+        &self,
+        key: RunKey<'_>,
+        claim: NodeClaim<'_>,
+        events: Vec<EventDraft>,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
+        let observed = observations(None, &events);
+        let lifecycle = lines_of(tenant_id, run_id, None, &events);
+        let outcome = self.inner.claim_node(key, claim, events).await?;
+        if outcome == ClaimOutcome::Claimed {
+            self.record(&observed);
+            log_lines(lifecycle);
+        }
+        Ok(outcome)
     }
 
-    async fn pending_outbox(
+    async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError> {
+        self.inner.renew_claim(key, claim).await
+    }
+
+    async fn release_claim(
         &self,
-        tenant_id: &str,
-        run_id: &str,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        self.inner.pending_outbox(tenant_id, run_id).await
+        key: RunKey<'_>,
+        node_id: &str,
+        attempt: u32,
+        claimant: &str,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .release_claim(key, node_id, attempt, claimant)
+            .await
+    }
+}
+
+#[async_trait]
+impl OutboxStore for ObservedRunStore {
+    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
+        self.inner.pending_outbox(key).await
     }
 
     async fn mark_outbox_sent(
         &self,
-        tenant_id: &str,
-        run_id: &str,
+        key: RunKey<'_>,
         message_ids: &[String],
     ) -> Result<(), StoreError> {
-        self.inner
-            .mark_outbox_sent(tenant_id, run_id, message_ids)
-            .await
+        self.inner.mark_outbox_sent(key, message_ids).await
     }
 
+    async fn stale_outbox(
+        &self,
+        written_before: Instant,
+        limit: usize,
+    ) -> Result<Vec<StepMessage>, StoreError> {
+        self.inner.stale_outbox(written_before, limit).await
+    }
+}
+
+#[async_trait]
+impl RunQueries for ObservedRunStore {
     async fn list_runs(
         &self,
         tenant_id: &str,
@@ -461,13 +455,5 @@ impl RunStore for ObservedRunStore {
         tenant_id: &str,
     ) -> Result<Vec<baton_core::tasks::PendingRequest>, StoreError> {
         self.inner.pending_requests(tenant_id).await
-    }
-
-    async fn stale_outbox(
-        &self,
-        written_before: Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        self.inner.stale_outbox(written_before, limit).await
     }
 }

@@ -23,11 +23,12 @@
 use std::sync::Arc;
 
 use baton_core::engine::Decision;
+use baton_core::ids::RunKey;
 use baton_core::run::RunStatus;
 
 use super::{OutboxRelay, SUBMISSION_WINDOW, TenantLimits};
 use crate::error::{RuntimeError, StoreError};
-use crate::ports::{Clock, CreateOutcome, RunStore, StoredRun};
+use crate::ports::{Clock, CreateOutcome, RunLog, RunQueries, StoredRun};
 
 /// Proof that a tenant's limits let a new run in, made only by
 /// [`RunAdmission::check_tenant_limits`] (a chat message checks them before
@@ -82,7 +83,10 @@ pub(crate) enum Admitted {
 /// The ports admission writes through.
 #[derive(Clone)]
 pub(crate) struct RunAdmission {
-    pub(crate) store: Arc<dyn RunStore>,
+    /// Runs created (deduplicated by idempotency key) and loaded.
+    pub(crate) run_log: Arc<dyn RunLog>,
+    /// The tenant's live runs counted against its limit.
+    pub(crate) queries: Arc<dyn RunQueries>,
     pub(crate) relay: OutboxRelay,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) tenant_limits: TenantLimits,
@@ -110,7 +114,7 @@ impl RunAdmission {
             &mut decision.outbox,
         );
         let outcome = self
-            .store
+            .run_log
             .create_run(
                 &decision.state,
                 decision.events,
@@ -121,8 +125,8 @@ impl RunAdmission {
         match outcome {
             CreateOutcome::AlreadyExists { run_id } => {
                 let existing = self
-                    .store
-                    .load_run(&tenant_id, &run_id)
+                    .run_log
+                    .load_run(RunKey::new(&tenant_id, &run_id))
                     .await?
                     .ok_or(StoreError::RunNotFound)?;
                 // The first admission's send may have been lost (the caller
@@ -176,7 +180,7 @@ impl RunAdmission {
         let mut cursor = None;
         loop {
             let page = self
-                .store
+                .queries
                 .list_runs(
                     tenant_id,
                     &baton_core::listing::RunListQuery {

@@ -17,11 +17,13 @@ use std::sync::Arc;
 
 use baton_core::codes::FailureCode;
 use baton_core::engine::{Decision, EngineContext, fail_run};
+use baton_core::ids::RunKey;
+use baton_core::ids::ThreadKey;
 use baton_core::run::{RunState, RunStatus};
 
 use super::OutboxRelay;
 use crate::error::{RuntimeError, StoreError};
-use crate::ports::{Clock, RunStore, StepCommit, ThreadStore, TranscriptPublisher};
+use crate::ports::{Clock, RunLog, StepCommit, ThreadStore, TranscriptPublisher};
 
 /// What a writer made of the state it was handed.
 pub(crate) enum Decided<Nothing> {
@@ -63,7 +65,7 @@ pub(crate) struct CommitTarget<'a> {
 /// The ports the protocol writes through.
 #[derive(Clone)]
 pub(crate) struct DecisionCommitter {
-    pub(crate) store: Arc<dyn RunStore>,
+    pub(crate) store: Arc<dyn RunLog>,
     pub(crate) relay: OutboxRelay,
     pub(crate) transcripts: Arc<dyn TranscriptPublisher>,
     pub(crate) threads: Arc<dyn ThreadStore>,
@@ -115,7 +117,10 @@ impl DecisionCommitter {
                     decided
                 }
                 None => {
-                    let Some(stored) = self.store.load_run(target.tenant_id, target.run_id).await?
+                    let Some(stored) = self
+                        .store
+                        .load_run(RunKey::new(target.tenant_id, target.run_id))
+                        .await?
                     else {
                         return Ok(CommitResult::RunNotFound);
                     };
@@ -173,7 +178,10 @@ impl DecisionCommitter {
         // changes nothing.
         for appended in &decision.exchanges {
             self.threads
-                .record_exchange(tenant_id, &appended.thread_id, &appended.exchange)
+                .record_exchange(
+                    ThreadKey::new(tenant_id, &appended.thread_id),
+                    &appended.exchange,
+                )
                 .await?;
         }
         let commit_span = tracing::info_span!(
@@ -185,8 +193,7 @@ impl DecisionCommitter {
         );
         let new_version = tracing::Instrument::instrument(
             self.store.commit_step(
-                tenant_id,
-                run_id,
+                RunKey::new(tenant_id, run_id),
                 StepCommit {
                     expected_version,
                     state: decision.state,

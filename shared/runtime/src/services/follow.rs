@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::event::EventFrame;
+use baton_core::ids::RunKey;
 use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
 
-use crate::ports::RunStore;
+use crate::ports::RunLog;
 
 /// Polls to wait for an ended run's terminal frame before giving up.
 const MAX_GRACE_POLLS: u32 = 50;
@@ -33,7 +34,7 @@ pub struct FollowRequest {
 }
 
 struct Cursor {
-    store: Arc<dyn RunStore>,
+    store: Arc<dyn RunLog>,
     request: FollowRequest,
     finished: bool,
     consecutive_errors: u32,
@@ -45,8 +46,7 @@ impl Cursor {
         let request = &self.request;
         self.store
             .read_events(
-                &request.tenant_id,
-                &request.run_id,
+                RunKey::new(&request.tenant_id, &request.run_id),
                 request.after_sequence,
                 PAGE_SIZE,
             )
@@ -86,7 +86,7 @@ impl Cursor {
             }
             let status = match self
                 .store
-                .load_run(&request.tenant_id, &request.run_id)
+                .load_run(RunKey::new(&request.tenant_id, &request.run_id))
                 .await
             {
                 Ok(Some(stored)) => Some(stored.state.status),
@@ -128,7 +128,7 @@ impl Cursor {
 /// run id and sequence) until the child's stream ends, then the parent's
 /// again. Children of children are relayed the same way.
 pub fn follow_run_and_children(
-    store: Arc<dyn RunStore>,
+    store: Arc<dyn RunLog>,
     request: FollowRequest,
 ) -> futures_util::stream::BoxStream<'static, EventFrame> {
     let poll_interval = request.poll_interval;
@@ -169,7 +169,7 @@ pub fn follow_run_and_children(
 /// until the run's stream ends or the run parks. Dropping the stream stops
 /// the reads.
 pub fn follow_run(
-    store: Arc<dyn RunStore>,
+    store: Arc<dyn RunLog>,
     request: FollowRequest,
 ) -> impl Stream<Item = EventFrame> + Send + 'static {
     let cursor = Cursor {

@@ -304,7 +304,8 @@ impl Services {
                 .is_some_and(|chat| chat.summarize_dropped_history),
         };
         let admission = admission::RunAdmission {
-            store: ports.store.clone(),
+            run_log: ports.store.clone(),
+            queries: ports.store.clone(),
             relay: relay.clone(),
             clock: ports.clock.clone(),
             tenant_limits: settings.tenant_limits.clone(),

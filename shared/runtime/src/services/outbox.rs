@@ -4,10 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_core::ids::RunKey;
 use baton_core::run::StepMessage;
 
 use crate::error::RuntimeError;
-use crate::ports::{Clock, RunStore, StepQueue};
+use crate::ports::{Clock, OutboxStore, StepQueue};
 
 /// Sends committed outbox entries to the queue. On the hot path nothing is
 /// written back: the step that handles a message consumes its entry in its
@@ -15,12 +16,12 @@ use crate::ports::{Clock, RunStore, StepQueue};
 /// a restart or the sweeper to drive again).
 #[derive(Clone)]
 pub struct OutboxRelay {
-    store: Arc<dyn RunStore>,
+    store: Arc<dyn OutboxStore>,
     queue: Arc<dyn StepQueue>,
 }
 
 impl OutboxRelay {
-    pub fn new(store: Arc<dyn RunStore>, queue: Arc<dyn StepQueue>) -> Self {
+    pub fn new(store: Arc<dyn OutboxStore>, queue: Arc<dyn StepQueue>) -> Self {
         OutboxRelay { store, queue }
     }
 
@@ -48,7 +49,10 @@ impl OutboxRelay {
         tenant_id: &str,
         run_id: &str,
     ) -> Result<usize, RuntimeError> {
-        let pending = self.store.pending_outbox(tenant_id, run_id).await?;
+        let pending = self
+            .store
+            .pending_outbox(RunKey::new(tenant_id, run_id))
+            .await?;
         if pending.is_empty() {
             return Ok(0);
         }
@@ -57,20 +61,26 @@ impl OutboxRelay {
             .iter()
             .map(|message| message.message_id.clone())
             .collect();
-        self.store.mark_outbox_sent(tenant_id, run_id, &ids).await?;
+        self.store
+            .mark_outbox_sent(RunKey::new(tenant_id, run_id), &ids)
+            .await?;
         Ok(pending.len())
     }
 }
 
 /// The sweeper's use case: needs a store, a queue and a clock, nothing else.
 pub struct OutboxSweeper {
-    store: Arc<dyn RunStore>,
+    store: Arc<dyn OutboxStore>,
     queue: Arc<dyn StepQueue>,
     clock: Arc<dyn Clock>,
 }
 
 impl OutboxSweeper {
-    pub fn new(store: Arc<dyn RunStore>, queue: Arc<dyn StepQueue>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        store: Arc<dyn OutboxStore>,
+        queue: Arc<dyn StepQueue>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         OutboxSweeper {
             store,
             queue,
@@ -111,11 +121,7 @@ impl OutboxSweeper {
     async fn resend(&self, message: &StepMessage) -> Result<(), RuntimeError> {
         self.queue.send(std::slice::from_ref(message)).await?;
         self.store
-            .mark_outbox_sent(
-                &message.tenant_id,
-                &message.run_id,
-                std::slice::from_ref(&message.message_id),
-            )
+            .mark_outbox_sent(message.run_key(), std::slice::from_ref(&message.message_id))
             .await?;
         Ok(())
     }

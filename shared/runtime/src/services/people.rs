@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CommonParts, OrchestratorSettings};
 use crate::error::RuntimeError;
-use crate::ports::{Clock, RunStore};
+use crate::ports::{Clock, RunQueries};
 
 /// What answering or declining came to.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +69,8 @@ pub enum PersonInput {
 
 pub struct PeopleService {
     registry: Arc<Registry>,
-    store: Arc<dyn RunStore>,
+    /// What waits for people.
+    queries: Arc<dyn RunQueries>,
     committer: DecisionCommitter,
     validators: Arc<ValidatorCache>,
     clock: Arc<dyn Clock>,
@@ -80,7 +81,7 @@ impl PeopleService {
     pub(super) fn new(common: CommonParts) -> Self {
         PeopleService {
             registry: common.registry,
-            store: common.store,
+            queries: common.store,
             committer: common.committer,
             validators: common.validators,
             clock: common.clock,
@@ -173,7 +174,7 @@ impl PeopleService {
         tenant_id: &str,
         capability_id: Option<&str>,
     ) -> Result<Vec<HumanTask>, RuntimeError> {
-        Ok(self.store.pending_tasks(tenant_id, capability_id).await?)
+        Ok(self.queries.pending_tasks(tenant_id, capability_id).await?)
     }
 
     /// The tenant's pending approval requests and clarifying questions.
@@ -181,7 +182,7 @@ impl PeopleService {
         &self,
         tenant_id: &str,
     ) -> Result<Vec<PendingRequest>, RuntimeError> {
-        Ok(self.store.pending_requests(tenant_id).await?)
+        Ok(self.queries.pending_requests(tenant_id).await?)
     }
 
     /// Applies a person's input to the run through the one commit

@@ -1,12 +1,15 @@
 //! Runs as a caller sees them: submit an envelope, cancel, read the stored
 //! run, read or follow its frames.
 
+use crate::ports::RunLog;
+use crate::ports::RunQueries;
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::engine::{EngineContext, NewRunIdentity, cancel_run, start_run};
 use baton_core::envelope::TaskEnvelope;
 use baton_core::event::EventFrame;
+use baton_core::ids::RunKey;
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, RunStatus};
 use baton_core::schema::{ValidatorCache, collect_violations, json_path_for_pointer};
@@ -23,7 +26,7 @@ mod evaluations;
 mod forks;
 mod hook_frames;
 use crate::error::RuntimeError;
-use crate::ports::{Clock, IdGenerator, RunStore, StoredRun};
+use crate::ports::{Clock, IdGenerator, StoredRun};
 use crate::services::follow::{FollowRequest, follow_run_and_children};
 pub use chat_messages::{ChatRequest, MAX_CHAT_MESSAGE_CHARS};
 pub use evaluations::{EvaluationView, PanelEntry};
@@ -73,7 +76,10 @@ impl From<Admitted> for SubmittedRun {
 
 pub struct RunService {
     registry: Arc<Registry>,
-    store: Arc<dyn RunStore>,
+    /// Runs loaded, their frames and entries read and followed.
+    run_log: Arc<dyn RunLog>,
+    /// The runs list.
+    queries: Arc<dyn RunQueries>,
     validators: Arc<ValidatorCache>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
@@ -87,7 +93,8 @@ impl RunService {
     pub(super) fn new(common: CommonParts, ids: Arc<dyn IdGenerator>) -> Self {
         RunService {
             registry: common.registry,
-            store: common.store,
+            run_log: common.store.clone(),
+            queries: common.store,
             validators: common.validators,
             clock: common.clock,
             ids,
@@ -189,8 +196,8 @@ impl RunService {
         if let Some(resumed) = &envelope.constraints.resume_run_id {
             // Rehydrates the tenant's run: its current state, never a new run.
             let existing = self
-                .store
-                .load_run(tenant_id, resumed)
+                .run_log
+                .load_run(RunKey::new(tenant_id, resumed))
                 .await?
                 .ok_or_else(|| RuntimeError::RunNotFound {
                     path: "$.constraints.resumeRunId".into(),
@@ -248,8 +255,11 @@ impl RunService {
         run_id: &str,
     ) -> Result<Vec<baton_core::plan::PlanGraph>, RuntimeError> {
         let entries = self
-            .store
-            .read_entries(tenant_id, run_id, baton_core::entries::PLAN_VERSION_PREFIX)
+            .run_log
+            .read_entries(
+                RunKey::new(tenant_id, run_id),
+                baton_core::entries::PLAN_VERSION_PREFIX,
+            )
             .await?;
         Ok(entries
             .into_iter()
@@ -268,7 +278,10 @@ impl RunService {
         tenant_id: &str,
         run_id: &str,
     ) -> Result<Option<StoredRun>, RuntimeError> {
-        Ok(self.store.load_run(tenant_id, run_id).await?)
+        Ok(self
+            .run_log
+            .load_run(RunKey::new(tenant_id, run_id))
+            .await?)
     }
 
     /// One page of the tenant's runs, newest first.
@@ -277,7 +290,7 @@ impl RunService {
         tenant_id: &str,
         query: &baton_core::listing::RunListQuery,
     ) -> Result<baton_core::listing::RunListPage, RuntimeError> {
-        Ok(self.store.list_runs(tenant_id, query).await?)
+        Ok(self.queries.list_runs(tenant_id, query).await?)
     }
 
     /// Cancels a run that has not ended; pending steps become stale, its
@@ -365,8 +378,8 @@ impl RunService {
         let mut cursor = after_sequence;
         loop {
             let page = self
-                .store
-                .read_events(tenant_id, run_id, cursor, 500)
+                .run_log
+                .read_events(RunKey::new(tenant_id, run_id), cursor, 500)
                 .await?;
             let Some(last) = page.last() else {
                 return Ok(frames);
@@ -386,7 +399,7 @@ impl RunService {
         poll_interval: Duration,
     ) -> impl Stream<Item = EventFrame> + Send + 'static {
         follow_run_and_children(
-            self.store.clone(),
+            self.run_log.clone(),
             FollowRequest {
                 tenant_id: tenant_id.to_string(),
                 run_id: run_id.to_string(),

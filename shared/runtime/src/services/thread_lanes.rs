@@ -14,6 +14,7 @@
 
 use baton_core::chat::{ChatExchange, ThreadSummary};
 use baton_core::engine::start_queued_chat_run;
+use baton_core::ids::ThreadKey;
 use baton_core::thread_lane::ThreadLane;
 
 use baton_core::engine::EngineContext;
@@ -51,14 +52,17 @@ impl DecisionCommitter {
     ) -> Result<(), RuntimeError> {
         let mut ended = ended_run.to_string();
         for _ in 0..MAX_LANE_ROUNDS {
-            let (lane, version) = self.threads.thread_lane(tenant_id, thread_id).await?;
+            let (lane, version) = self
+                .threads
+                .thread_lane(ThreadKey::new(tenant_id, thread_id))
+                .await?;
             let now_millis = self.clock.now().unix_millis();
             let Some((next, written)) = lane.release(&ended, now_millis) else {
                 return Ok(());
             };
             if !self
                 .threads
-                .put_thread_lane(tenant_id, thread_id, &written, version)
+                .put_thread_lane(ThreadKey::new(tenant_id, thread_id), &written, version)
                 .await?
             {
                 continue;
@@ -130,7 +134,7 @@ impl DecisionCommitter {
     ) -> Result<(Vec<ChatExchange>, Option<ThreadSummary>), RuntimeError> {
         let exchanges = self
             .threads
-            .thread_exchanges(tenant_id, thread_id)
+            .thread_exchanges(ThreadKey::new(tenant_id, thread_id))
             .await?
             .unwrap_or_default();
         let mut exchanges = lane.apply_to(exchanges);

@@ -4,6 +4,7 @@
 //! it, and marking it sent finds it. Marking an entry that is already gone
 //! (consumed meanwhile) is success, never an error that could stop a sweep.
 
+use baton_core::ids::RunKey;
 use baton_core::run::{StepCommand, StepMessage};
 use serde_json::json;
 
@@ -50,14 +51,13 @@ pub(super) async fn addressed_entries_conformance(
     };
     // The child's last commit writes its parent's step.
     let child = store
-        .load_run(tenant, &child_id)
+        .load_run(RunKey::new(tenant, &child_id))
         .await
         .map_err(failed)?
         .ok_or("the child loads")?;
     store
         .commit_step(
-            tenant,
-            &child_id,
+            RunKey::new(tenant, &child_id),
             commit(
                 child.version,
                 child.state,
@@ -69,7 +69,7 @@ pub(super) async fn addressed_entries_conformance(
         .await
         .map_err(failed)?;
     let parent_pending = store
-        .pending_outbox(tenant, &parent_id)
+        .pending_outbox(RunKey::new(tenant, &parent_id))
         .await
         .map_err(failed)?;
     check(
@@ -88,22 +88,20 @@ pub(super) async fn addressed_entries_conformance(
     // Marking it sent finds it; marking an entry that is gone succeeds.
     store
         .mark_outbox_sent(
-            tenant,
-            &parent_id,
+            RunKey::new(tenant, &parent_id),
             &[child_ended.message_id.clone(), format!("{parent_id}:gone")],
         )
         .await
         .map_err(|error| format!("marking a present and a gone entry: {error}"))?;
     // The parent's commit that handles the message consumes its entry.
     let parent = store
-        .load_run(tenant, &parent_id)
+        .load_run(RunKey::new(tenant, &parent_id))
         .await
         .map_err(failed)?
         .ok_or("the parent loads")?;
     store
         .commit_step(
-            tenant,
-            &parent_id,
+            RunKey::new(tenant, &parent_id),
             commit(
                 parent.version,
                 parent.state,
@@ -123,8 +121,7 @@ pub(super) async fn addressed_entries_conformance(
     )?;
     store
         .mark_outbox_sent(
-            tenant,
-            &parent_id,
+            RunKey::new(tenant, &parent_id),
             std::slice::from_ref(&child_ended.message_id),
         )
         .await

@@ -4,6 +4,7 @@
 
 use baton_core::conversation::SessionTurn;
 use baton_core::entries::{EntryBody, EntryKey, RunEntry, conversation_prefix};
+use baton_core::ids::RunKey;
 use baton_judge::panel::JudgeCall;
 
 use super::{check, commit, log};
@@ -53,13 +54,13 @@ pub(super) async fn run_entries_conformance(
 ) -> Result<(), String> {
     let failed = |error: StoreError| format!("store error: {error}");
     let current = store
-        .load_run(tenant, run_id)
+        .load_run(RunKey::new(tenant, run_id))
         .await
         .map_err(failed)?
         .ok_or("run still loads")?;
     check(
         store
-            .read_entries(tenant, run_id, "turn#")
+            .read_entries(RunKey::new(tenant, run_id), "turn#")
             .await
             .map_err(failed)?
             .is_empty(),
@@ -77,14 +78,17 @@ pub(super) async fn run_entries_conformance(
     losing.entries = vec![turn_entry("node_1", 1, 0, "lost".into())];
     check(
         matches!(
-            store.commit_step(tenant, run_id, losing).await,
+            store.commit_step(RunKey::new(tenant, run_id), losing).await,
             Err(StoreError::VersionConflict { .. })
         ),
         "a stale commit with entries conflicts",
     )?;
     check(
         store
-            .read_entries(tenant, run_id, &conversation_prefix("node_1", 1))
+            .read_entries(
+                RunKey::new(tenant, run_id),
+                &conversation_prefix("node_1", 1),
+            )
             .await
             .map_err(failed)?
             .is_empty(),
@@ -102,7 +106,7 @@ pub(super) async fn run_entries_conformance(
         .chain([1, 10].map(round_entry))
         .collect();
     let version = store
-        .commit_step(tenant, run_id, first)
+        .commit_step(RunKey::new(tenant, run_id), first)
         .await
         .map_err(failed)?;
     let mut second = commit(version, current.state.clone(), vec![], vec![], None);
@@ -117,12 +121,15 @@ pub(super) async fn run_entries_conformance(
         })
         .collect();
     store
-        .commit_step(tenant, run_id, second)
+        .commit_step(RunKey::new(tenant, run_id), second)
         .await
         .map_err(failed)?;
 
     let turns = store
-        .read_entries(tenant, run_id, &conversation_prefix("node_1", 1))
+        .read_entries(
+            RunKey::new(tenant, run_id),
+            &conversation_prefix("node_1", 1),
+        )
         .await
         .map_err(failed)?;
     let expected: Vec<RunEntry> = (0..12)
@@ -144,7 +151,7 @@ pub(super) async fn run_entries_conformance(
         "turns come back in sequence order, bodies intact (a 120 kB one too)",
     )?;
     let round = store
-        .read_entries(tenant, run_id, &round_entry(1).key)
+        .read_entries(RunKey::new(tenant, run_id), &round_entry(1).key)
         .await
         .map_err(failed)?;
     check(
@@ -153,7 +160,7 @@ pub(super) async fn run_entries_conformance(
     )?;
     check(
         store
-            .read_entries("another-tenant", run_id, "turn#")
+            .read_entries(RunKey::new("another-tenant", run_id), "turn#")
             .await
             .map(|entries| entries.is_empty())
             .unwrap_or(true),

@@ -2,6 +2,7 @@
 //! their request, timers and clarifications, their request pending until
 //! it is resolved.
 
+use baton_core::ids::RunKey;
 use baton_core::run::RunStatus;
 use serde_json::json;
 
@@ -20,7 +21,7 @@ pub(super) async fn held_runs_conformance(
     // Runs waiting for a person are listed under their tenant only, and a
     // held run (its request, timers and clarifications) loads as committed.
     let current = store
-        .load_run(&tenant, &run_id)
+        .load_run(RunKey::new(&tenant, &run_id))
         .await
         .map_err(failed)?
         .ok_or("run still loads")?;
@@ -29,14 +30,13 @@ pub(super) async fn held_runs_conformance(
     parked.governance = held_governance()?;
     let parked_version = store
         .commit_step(
-            &tenant,
-            &run_id,
+            RunKey::new(&tenant, &run_id),
             commit(current.version, parked.clone(), vec![], vec![], None),
         )
         .await
         .map_err(failed)?;
     let reloaded = store
-        .load_run(&tenant, &run_id)
+        .load_run(RunKey::new(&tenant, &run_id))
         .await
         .map_err(failed)?
         .ok_or("run still loads")?;
@@ -77,8 +77,7 @@ pub(super) async fn held_runs_conformance(
     resumed.status = RunStatus::Running;
     store
         .commit_step(
-            &tenant,
-            &run_id,
+            RunKey::new(&tenant, &run_id),
             commit(parked_version, resumed, vec![], vec![], None),
         )
         .await

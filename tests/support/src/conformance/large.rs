@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use baton_core::event::{EventDraft, EventType};
+use baton_core::ids::RunKey;
 use baton_core::run::{NodeRecord, NodeStatus, RunState, RunStatus};
 use serde_json::{Value, json};
 
@@ -91,15 +92,14 @@ async fn round_trip(
         );
         version = store
             .commit_step(
-                tenant,
-                run_id,
+                RunKey::new(tenant, run_id),
                 commit(version, next.clone(), frames, vec![], None),
             )
             .await
             .map_err(failed)?;
     }
     let loaded = store
-        .load_run(tenant, run_id)
+        .load_run(RunKey::new(tenant, run_id))
         .await
         .map_err(failed)?
         .ok_or(format!("{case}: the run loads"))?;
@@ -108,7 +108,7 @@ async fn round_trip(
         &format!("{case}: the state reads back whole"),
     )?;
     let read = store
-        .read_events(tenant, run_id, 1, 1_000)
+        .read_events(RunKey::new(tenant, run_id), 1, 1_000)
         .await
         .map_err(failed)?;
     let read: Vec<(EventType, Option<String>)> = read
@@ -126,7 +126,7 @@ async fn round_trip(
     // A later read from the middle returns the frames after it, whole.
     if expected_frames.len() > 1 {
         let tail = store
-            .read_events(tenant, run_id, 2, 1_000)
+            .read_events(RunKey::new(tenant, run_id), 2, 1_000)
             .await
             .map_err(failed)?;
         check(

@@ -3,6 +3,7 @@
 //! status filter (after a commit changes a status), the forks of a run,
 //! tenant isolation.
 
+use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_core::listing::{ListCursor, RunListPage, RunListQuery};
 use baton_core::run::RunStatus;
@@ -93,15 +94,17 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
     let mut completed = versions[1].clone();
     completed.status = RunStatus::Completed;
     store
-        .commit_step(&tenant, &run(1), commit(1, completed, vec![], vec![], None))
+        .commit_step(
+            RunKey::new(&tenant, &run(1)),
+            commit(1, completed, vec![], vec![], None),
+        )
         .await
         .map_err(failed)?;
     let mut also_completed = versions[3].clone();
     also_completed.status = RunStatus::Completed;
     store
         .commit_step(
-            &tenant,
-            &run(3),
+            RunKey::new(&tenant, &run(3)),
             commit(1, also_completed, vec![], vec![], None),
         )
         .await

@@ -6,6 +6,7 @@
 //! keeps it so. A later commit that takes the run up again lifts both.
 
 use baton_core::event::{EventDraft, EventType};
+use baton_core::ids::RunKey;
 use baton_core::run::RunStatus;
 
 use super::{NOW, check, commit, log, new_run};
@@ -36,7 +37,7 @@ pub(super) async fn settled_run_conformance(
     )?;
     check(
         store
-            .append_events(tenant, &run_id, vec![log("a delta")])
+            .append_events(RunKey::new(tenant, &run_id), vec![log("a delta")])
             .await
             .map_err(failed)?
             == 2,
@@ -46,8 +47,7 @@ pub(super) async fn settled_run_conformance(
     ended.status = RunStatus::Completed;
     let version = store
         .commit_step(
-            tenant,
-            &run_id,
+            RunKey::new(tenant, &run_id),
             commit(1, ended, vec![terminal()], vec![], None),
         )
         .await
@@ -59,14 +59,16 @@ pub(super) async fn settled_run_conformance(
     notified.status = RunStatus::Completed;
     let version = store
         .commit_step(
-            tenant,
-            &run_id,
+            RunKey::new(tenant, &run_id),
             commit(version, notified, vec![], vec![], None),
         )
         .await
         .map_err(failed)?;
     let late = store
-        .append_events(tenant, &run_id, vec![log("a twin's late delta")])
+        .append_events(
+            RunKey::new(tenant, &run_id),
+            vec![log("a twin's late delta")],
+        )
         .await
         .map_err(failed)?;
     check(
@@ -81,7 +83,11 @@ pub(super) async fn settled_run_conformance(
         lease_expires_at: NOW.plus(std::time::Duration::from_secs(30)),
     };
     let claimed = store
-        .claim_node(tenant, &run_id, claim.clone(), vec![log("node_start")])
+        .claim_node(
+            RunKey::new(tenant, &run_id),
+            claim.clone(),
+            vec![log("node_start")],
+        )
         .await
         .map_err(failed)?;
     check(
@@ -89,7 +95,7 @@ pub(super) async fn settled_run_conformance(
         "a claim on a settled run is refused",
     )?;
     let frames = store
-        .read_events(tenant, &run_id, 0, 100)
+        .read_events(RunKey::new(tenant, &run_id), 0, 100)
         .await
         .map_err(failed)?;
     check(
@@ -102,15 +108,14 @@ pub(super) async fn settled_run_conformance(
     revived.status = RunStatus::Running;
     store
         .commit_step(
-            tenant,
-            &run_id,
+            RunKey::new(tenant, &run_id),
             commit(version, revived, vec![log("taken up again")], vec![], None),
         )
         .await
         .map_err(failed)?;
     check(
         store
-            .append_events(tenant, &run_id, vec![log("a delta again")])
+            .append_events(RunKey::new(tenant, &run_id), vec![log("a delta again")])
             .await
             .map_err(failed)?
             == 5,
@@ -118,7 +123,7 @@ pub(super) async fn settled_run_conformance(
     )?;
     check(
         store
-            .claim_node(tenant, &run_id, claim, vec![log("node_start")])
+            .claim_node(RunKey::new(tenant, &run_id), claim, vec![log("node_start")])
             .await
             .map_err(failed)?
             == ClaimOutcome::Claimed,

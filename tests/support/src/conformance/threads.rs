@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use baton_core::chat::ChatExchange;
+use baton_core::ids::ThreadKey;
 use baton_core::thread_lane::ThreadLane;
 use baton_core::thread_listing::{ThreadListQuery, ThreadListing};
 
@@ -34,7 +35,7 @@ pub async fn thread_store_conformance(
     let failed = |error: baton_runtime::error::StoreError| error.to_string();
     check(
         store
-            .thread_exchanges(&tenant, &thread)
+            .thread_exchanges(ThreadKey::new(&tenant, &thread))
             .await
             .map_err(failed)?
             .is_none(),
@@ -44,19 +45,19 @@ pub async fn thread_store_conformance(
     let second = exchange("run-2", 2_000, "and then?");
     let first = exchange("run-1", 1_000, "hello");
     store
-        .record_exchange(&tenant, &thread, &second)
+        .record_exchange(ThreadKey::new(&tenant, &thread), &second)
         .await
         .map_err(failed)?;
     store
-        .record_exchange(&tenant, &thread, &first)
+        .record_exchange(ThreadKey::new(&tenant, &thread), &first)
         .await
         .map_err(failed)?;
     store
-        .record_exchange(&tenant, &thread, &second)
+        .record_exchange(ThreadKey::new(&tenant, &thread), &second)
         .await
         .map_err(failed)?;
     let read = store
-        .thread_exchanges(&tenant, &thread)
+        .thread_exchanges(ThreadKey::new(&tenant, &thread))
         .await
         .map_err(failed)?
         .unwrap_or_default();
@@ -66,7 +67,7 @@ pub async fn thread_store_conformance(
     )?;
     check(
         store
-            .thread_exchanges(&other, &thread)
+            .thread_exchanges(ThreadKey::new(&other, &thread))
             .await
             .map_err(failed)?
             .is_none(),
@@ -77,11 +78,11 @@ pub async fn thread_store_conformance(
         ..exchange("run-3", 3_000, "a long answer, please")
     };
     store
-        .record_exchange(&tenant, &thread, &long)
+        .record_exchange(ThreadKey::new(&tenant, &thread), &long)
         .await
         .map_err(failed)?;
     let read = store
-        .thread_exchanges(&tenant, &thread)
+        .thread_exchanges(ThreadKey::new(&tenant, &thread))
         .await
         .map_err(failed)?
         .unwrap_or_default();
@@ -104,11 +105,17 @@ async fn thread_listing_conformance(
     let failed = |error: baton_runtime::error::StoreError| error.to_string();
     let (middle, oldest) = (format!("{thread}-middle"), format!("{thread}-oldest"));
     store
-        .record_exchange(tenant, &middle, &exchange("run-m", 2_500, "middle"))
+        .record_exchange(
+            ThreadKey::new(tenant, &middle),
+            &exchange("run-m", 2_500, "middle"),
+        )
         .await
         .map_err(failed)?;
     store
-        .record_exchange(tenant, &oldest, &exchange("run-o", 500, "oldest"))
+        .record_exchange(
+            ThreadKey::new(tenant, &oldest),
+            &exchange("run-o", 500, "oldest"),
+        )
         .await
         .map_err(failed)?;
     let query = |cursor: Option<String>| ThreadListQuery { limit: 2, cursor };
@@ -178,32 +185,40 @@ async fn thread_lane_conformance(
         ..ThreadLane::default()
     };
     check(
-        store.thread_lane(tenant, thread).await.map_err(failed)? == (ThreadLane::default(), 0),
+        store
+            .thread_lane(ThreadKey::new(tenant, thread))
+            .await
+            .map_err(failed)?
+            == (ThreadLane::default(), 0),
         "no lane: an empty one at version 0",
     )?;
     check(
         store
-            .put_thread_lane(tenant, thread, &lane("run-1"), 0)
+            .put_thread_lane(ThreadKey::new(tenant, thread), &lane("run-1"), 0)
             .await
             .map_err(failed)?,
         "the first lane is written at version 0",
     )?;
     check(
         !store
-            .put_thread_lane(tenant, thread, &lane("run-x"), 0)
+            .put_thread_lane(ThreadKey::new(tenant, thread), &lane("run-x"), 0)
             .await
             .map_err(failed)?,
         "a second first write finds the lane there and writes nothing",
     )?;
     check(
-        store.thread_lane(tenant, thread).await.map_err(failed)? == (lane("run-1"), 1),
+        store
+            .thread_lane(ThreadKey::new(tenant, thread))
+            .await
+            .map_err(failed)?
+            == (lane("run-1"), 1),
         "the lane reads back at version 1",
     )?;
     // Two writers that read version 1 race: one lands.
     let (second, third) = (lane("run-2"), lane("run-3"));
     let (left, right) = tokio::join!(
-        store.put_thread_lane(tenant, thread, &second, 1),
-        store.put_thread_lane(tenant, thread, &third, 1),
+        store.put_thread_lane(ThreadKey::new(tenant, thread), &second, 1),
+        store.put_thread_lane(ThreadKey::new(tenant, thread), &third, 1),
     );
     let (left, right) = (left.map_err(failed)?, right.map_err(failed)?);
     check(
@@ -212,11 +227,19 @@ async fn thread_lane_conformance(
     )?;
     let winner = if left { "run-2" } else { "run-3" };
     check(
-        store.thread_lane(tenant, thread).await.map_err(failed)? == (lane(winner), 2),
+        store
+            .thread_lane(ThreadKey::new(tenant, thread))
+            .await
+            .map_err(failed)?
+            == (lane(winner), 2),
         "the winner's lane is stored, at version 2",
     )?;
     check(
-        store.thread_lane(other, thread).await.map_err(failed)? == (ThreadLane::default(), 0),
+        store
+            .thread_lane(ThreadKey::new(other, thread))
+            .await
+            .map_err(failed)?
+            == (ThreadLane::default(), 0),
         "another tenant does not see the lane",
     )?;
     Ok(())

@@ -10,6 +10,8 @@
 
 use baton_core::chat::ChatExchange;
 use baton_core::event::EventType;
+use baton_core::ids::RunKey;
+use baton_core::ids::ThreadKey;
 use baton_core::thread_lane::{Admission, MultitaskStrategy, ThreadLane};
 
 use super::{ChatRequest, RunService};
@@ -26,8 +28,14 @@ impl RunService {
         tenant_id: &str,
         thread_id: &str,
     ) -> Result<(Vec<ChatExchange>, ThreadLane), RuntimeError> {
-        let (lane, version) = self.threads.thread_lane(tenant_id, thread_id).await?;
-        let exchanges = self.threads.thread_exchanges(tenant_id, thread_id).await?;
+        let (lane, version) = self
+            .threads
+            .thread_lane(ThreadKey::new(tenant_id, thread_id))
+            .await?;
+        let exchanges = self
+            .threads
+            .thread_exchanges(ThreadKey::new(tenant_id, thread_id))
+            .await?;
         if version == 0 && exchanges.is_none() {
             return Err(RuntimeError::ThreadNotFound(thread_id.to_string()));
         }
@@ -57,12 +65,15 @@ impl RunService {
         new_thread: bool,
     ) -> Result<(Admission, ThreadLane), RuntimeError> {
         for _ in 0..MAX_LANE_ROUNDS {
-            let (lane, version) = self.threads.thread_lane(tenant_id, thread_id).await?;
+            let (lane, version) = self
+                .threads
+                .thread_lane(ThreadKey::new(tenant_id, thread_id))
+                .await?;
             if !new_thread
                 && version == 0
                 && self
                     .threads
-                    .thread_exchanges(tenant_id, thread_id)
+                    .thread_exchanges(ThreadKey::new(tenant_id, thread_id))
                     .await?
                     .is_none()
             {
@@ -98,7 +109,7 @@ impl RunService {
             }
             if self
                 .threads
-                .put_thread_lane(tenant_id, thread_id, &written, version)
+                .put_thread_lane(ThreadKey::new(tenant_id, thread_id), &written, version)
                 .await?
             {
                 return Ok((admission, written));
@@ -119,7 +130,10 @@ impl RunService {
         run_id: &str,
         admission: &Admission,
     ) -> Result<Option<baton_core::run::RunStatus>, RuntimeError> {
-        let (lane, _) = self.threads.thread_lane(tenant_id, thread_id).await?;
+        let (lane, _) = self
+            .threads
+            .thread_lane(ThreadKey::new(tenant_id, thread_id))
+            .await?;
         let owned = run_id.to_string();
         let rolled_back = lane.rolled_back_runs.contains(&owned);
         if rolled_back || lane.interrupted_runs.contains(&owned) {
@@ -147,10 +161,16 @@ impl RunService {
         lane: &ThreadLane,
         now_millis: u64,
     ) -> Result<bool, RuntimeError> {
-        Ok(match self.store.load_run(tenant_id, run_id).await? {
-            Some(stored) => stored.state.status.is_settled(),
-            None => lane.missing_active_run_is_lost(now_millis),
-        })
+        Ok(
+            match self
+                .run_log
+                .load_run(RunKey::new(tenant_id, run_id))
+                .await?
+            {
+                Some(stored) => stored.state.status.is_settled(),
+                None => lane.missing_active_run_is_lost(now_millis),
+            },
+        )
     }
 
     /// Cancels the runs a newer message replaced; for an interrupt, what
@@ -183,14 +203,18 @@ impl RunService {
         // is kept as it is.
         let recorded: Vec<String> = self
             .threads
-            .thread_exchanges(tenant_id, thread_id)
+            .thread_exchanges(ThreadKey::new(tenant_id, thread_id))
             .await?
             .unwrap_or_default()
             .into_iter()
             .map(|exchange| exchange.run_id)
             .collect();
         for run_id in cancelled.iter().filter(|run_id| !recorded.contains(run_id)) {
-            let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+            let Some(stored) = self
+                .run_log
+                .load_run(RunKey::new(tenant_id, run_id))
+                .await?
+            else {
                 continue;
             };
             let Some(turn) = &stored.state.chat else {
@@ -207,7 +231,7 @@ impl RunService {
                 summary: None,
             };
             self.threads
-                .record_exchange(tenant_id, thread_id, &exchange)
+                .record_exchange(ThreadKey::new(tenant_id, thread_id), &exchange)
                 .await?;
         }
         Ok(())

@@ -4,6 +4,7 @@
 
 use baton_core::engine::{ForkChanges, ForkPoint, NewRunIdentity, fork_base, fork_run};
 use baton_core::event::EventType;
+use baton_core::ids::RunKey;
 
 use super::{RunService, SubmittedRun};
 use crate::error::RuntimeError;
@@ -31,7 +32,12 @@ impl RunService {
         tenant_id: &str,
         run_id: &str,
     ) -> Result<Vec<Checkpoint>, RuntimeError> {
-        if self.store.load_run(tenant_id, run_id).await?.is_none() {
+        if self
+            .run_log
+            .load_run(RunKey::new(tenant_id, run_id))
+            .await?
+            .is_none()
+        {
             return Err(RuntimeError::RunNotFound {
                 path: "runId".into(),
                 run_id: run_id.into(),
@@ -66,7 +72,11 @@ impl RunService {
         point: ForkPoint,
         changes: &ForkChanges,
     ) -> Result<SubmittedRun, RuntimeError> {
-        let Some(source) = self.store.load_run(tenant_id, run_id).await? else {
+        let Some(source) = self
+            .run_log
+            .load_run(RunKey::new(tenant_id, run_id))
+            .await?
+        else {
             return Err(RuntimeError::RunNotFound {
                 path: "runId".into(),
                 run_id: run_id.into(),

@@ -7,6 +7,7 @@
 
 use baton_core::entries::{EntryBody, EntryKey};
 use baton_core::event::{EventFrame, EventType};
+use baton_core::ids::RunKey;
 use serde_json::json;
 
 use super::RunService;
@@ -31,7 +32,11 @@ impl RunService {
         if !is_model || !payload["instructions"].is_null() {
             return;
         }
-        let Ok(Some(stored)) = self.store.load_run(tenant_id, &frame.run_id).await else {
+        let Ok(Some(stored)) = self
+            .run_log
+            .load_run(RunKey::new(tenant_id, &frame.run_id))
+            .await
+        else {
             return;
         };
         let Some(plan) = stored.state.plan.as_ref() else {
@@ -73,8 +78,8 @@ impl RunService {
         }
         .storage_key();
         let Ok(entries) = self
-            .store
-            .read_entries(tenant_id, &frame.run_id, &prefix)
+            .run_log
+            .read_entries(RunKey::new(tenant_id, &frame.run_id), &prefix)
             .await
         else {
             return;

@@ -44,8 +44,8 @@ impl StepService {
             Effect::AskJudge(call) => {
                 // What the round's judges are asked is stored beside the run.
                 let stored = self
-                    .store
-                    .read_entries(&state.tenant_id, &state.run_id, &call.round_entry)
+                    .run_log
+                    .read_entries(state.key(), &call.round_entry)
                     .await?;
                 let request = call
                     .request_from(stored.first(), self.registry.models())
@@ -290,10 +290,9 @@ impl StepService {
             "the model's stream broke and restarted: discard this node's deltas streamed since its node_start",
             &frames::WarningPayload::of(WarningCode::StreamRestarted),
         );
-        self.store
+        self.run_log
             .append_events(
-                &state.tenant_id,
-                &state.run_id,
+                state.key(),
                 crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
             )
             .await?;
@@ -321,10 +320,9 @@ impl StepService {
             ),
             &payload,
         );
-        self.store
+        self.run_log
             .append_events(
-                &state.tenant_id,
-                &state.run_id,
+                state.key(),
                 crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
             )
             .await?;
@@ -345,10 +343,9 @@ impl StepService {
             node_id,
             std::mem::take(buffer),
         );
-        self.store
+        self.run_log
             .append_events(
-                &state.tenant_id,
-                &state.run_id,
+                state.key(),
                 crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
             )
             .await?;
@@ -363,11 +360,7 @@ impl StepService {
     ) -> Result<TurnOutcome, RuntimeError> {
         // The turns stored beside the run, then the call's own.
         let stored = match call.stored_prefix() {
-            Some(prefix) => {
-                self.store
-                    .read_entries(&state.tenant_id, &state.run_id, &prefix)
-                    .await?
-            }
+            Some(prefix) => self.run_log.read_entries(state.key(), &prefix).await?,
             None => Vec::new(),
         };
         let (conversation, trimmed) = call
@@ -386,10 +379,9 @@ impl StepService {
                 trim,
                 &format!("tool rounds of the session (turn {})", call.turn),
             );
-            self.store
+            self.run_log
                 .append_events(
-                    &state.tenant_id,
-                    &state.run_id,
+                    state.key(),
                     crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
                 )
                 .await?;

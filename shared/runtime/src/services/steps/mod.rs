@@ -4,6 +4,8 @@
 //! send the outbox. A version conflict reloads and re-applies the same
 //! outcome; the capability is never called again for it.
 
+use crate::ports::NodeLeases;
+use crate::ports::RunLog;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,6 +15,7 @@ use baton_core::engine::{
     Decision, EngineContext, Performed, StepAdvance, begin_step, is_stale, resume_step,
 };
 use baton_core::event::EventDraft;
+use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, StepCommand, StepMessage};
@@ -23,7 +26,7 @@ use super::admission::RunAdmission;
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CapabilityService, CommonParts, OrchestratorSettings, OutboxRelay};
 use crate::error::RuntimeError;
-use crate::ports::{ClaimOutcome, Clock, LlmProvider, NodeClaim, RunStore, StoredRun, ToolRunner};
+use crate::ports::{ClaimOutcome, Clock, LlmProvider, NodeClaim, StoredRun, ToolRunner};
 
 mod effects;
 
@@ -49,7 +52,10 @@ pub enum StepOutcome {
 
 pub struct StepService {
     registry: Arc<Registry>,
-    store: Arc<dyn RunStore>,
+    /// The run loaded, committed, its frames streamed and entries read.
+    run_log: Arc<dyn RunLog>,
+    /// Claims on node attempts.
+    leases: Arc<dyn NodeLeases>,
     relay: OutboxRelay,
     llm: Arc<dyn LlmProvider>,
     clock: Arc<dyn Clock>,
@@ -98,7 +104,8 @@ impl StepService {
     ) -> Self {
         StepService {
             registry: common.registry,
-            store: common.store,
+            run_log: common.store.clone(),
+            leases: common.store,
             relay: common.relay,
             llm,
             clock: common.clock,
@@ -226,7 +233,11 @@ impl StepService {
         // step's future is as large as its largest await, and it stays that
         // large while it waits on a model; ten thousand runs in flight each
         // hold one. Port calls (`async_trait`) come boxed already.
-        let Some(stored) = self.store.load_run(tenant_id, run_id).await? else {
+        let Some(stored) = self
+            .run_log
+            .load_run(RunKey::new(tenant_id, run_id))
+            .await?
+        else {
             return Ok(StepOutcome::RunNotFound);
         };
         // A child's end whose outputs came by reference (too large for a
@@ -293,10 +304,9 @@ impl StepService {
         if outcome.is_err()
             && let Some(claim) = &held_claim
             && let Err(error) = self
-                .store
+                .leases
                 .release_claim(
-                    tenant_id,
-                    run_id,
+                    RunKey::new(tenant_id, run_id),
                     &claim.stored_key,
                     claim.attempt,
                     &claim.claimant,
@@ -323,8 +333,8 @@ impl StepService {
             return Ok(None);
         };
         let child = self
-            .store
-            .load_run(&message.tenant_id, child_run_id)
+            .run_log
+            .load_run(RunKey::new(&message.tenant_id, child_run_id))
             .await?
             .ok_or_else(|| {
                 RuntimeError::Core(baton_core::CoreError::StepDoesNotApply(format!(
@@ -467,10 +477,9 @@ impl StepService {
             lease_expires_at: now.plus(self.settings.node_lease),
         };
         match self
-            .store
+            .leases
             .claim_node(
-                &message.tenant_id,
-                &message.run_id,
+                message.run_key(),
                 claim,
                 crate::observe::run_traces::traced_frames(trace.as_ref(), start_frames),
             )
@@ -516,11 +525,7 @@ impl StepService {
                     now,
                     lease_expires_at: now.plus(self.settings.node_lease),
                 };
-                match self
-                    .store
-                    .renew_claim(&message.tenant_id, &message.run_id, renewal)
-                    .await
-                {
+                match self.leases.renew_claim(message.run_key(), renewal).await {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::warn!(node_id = %claim.key.node_id(), claim = %claim.key, "the node's lease was taken over: another worker may be running it too");
