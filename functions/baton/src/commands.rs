@@ -467,6 +467,14 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>, format: PlanFormat)
         Ok(envelope) => envelope,
         Err(error) => return invalid(format!("{}: {error}", envelope_path.display())),
     };
+    // Refused as a submission would be: catalog models, policy conditions.
+    if let Err(error) =
+        baton_core::model_choice::check_envelope_models(&envelope, registry.models()).and_then(
+            |()| baton_core::policy_conditions::check_policy_conditions(&envelope, &registry),
+        )
+    {
+        return invalid(format!("{}: {error}", envelope_path.display()));
+    }
     // The plan a run would get: legacy policy keys normalised first.
     match baton_core::legacy_policies::normalize_legacy_policies(&mut envelope) {
         Ok(rewrites) => {

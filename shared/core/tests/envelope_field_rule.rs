@@ -9,6 +9,11 @@
 //! does not exist in its file or never names the field (as JSON or as
 //! the Rust field).
 //!
+//! A field that takes any JSON (its schema is `true`) is listed once more,
+//! as a JSONLogic expression (compiled at submission, with the test that
+//! shows an unknown operator refused at its path) or as data: a new
+//! JSONLogic-bearing field cannot arrive without its compilation.
+//!
 //! Keys outside the canonical ones are covered by their parent's entry:
 //! other `constraints` travel to the nodes (`callerConstraints`), other
 //! `policies` are legacy keys (normalised) or selection hints.
@@ -439,6 +444,135 @@ fn repository_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// What a field that takes any JSON holds.
+#[derive(Debug, Clone, Copy)]
+enum FreeJson {
+    /// A JSONLogic expression, compiled at submission: the test (file,
+    /// function) refuses an unknown operator at the field's path.
+    Logic(&'static str, &'static str),
+    /// Data, never evaluated as logic (why).
+    Data(&'static str),
+}
+
+const FREE_JSON_FIELDS: &[(&str, FreeJson)] = &[
+    (
+        "$.constraints.*",
+        FreeJson::Data("caller constraints, travel to the nodes"),
+    ),
+    (
+        "$.inputs.*",
+        FreeJson::Data("input facets, checked against their schemas"),
+    ),
+    (
+        "$.metadata.*",
+        FreeJson::Data("the caller's metadata, kept on the run"),
+    ),
+    (
+        "$.outputContract.constraints[].expr",
+        FreeJson::Logic(
+            "shared/core/src/contracts/envelope.rs",
+            "invalid_jsonlogic_constraint_names_its_index",
+        ),
+    ),
+    (
+        "$.outputContract.hints.*",
+        FreeJson::Data("output hints, shown to the nodes"),
+    ),
+    (
+        "$.outputContract.schema",
+        FreeJson::Data("a JSON Schema, compiled as one"),
+    ),
+    (
+        "$.policies.*",
+        FreeJson::Data("legacy keys (normalised) and selection hints"),
+    ),
+    (
+        "$.policies.planner.directives.*",
+        FreeJson::Data("planner directives"),
+    ),
+    (
+        "$.policies.runtime[].action.payload.*",
+        FreeJson::Data("an emitted event's payload"),
+    ),
+    (
+        "$.policies.runtime[].trigger.condition",
+        FreeJson::Logic(
+            "shared/core/src/contracts/envelope.rs",
+            "a_policy_condition_with_an_unknown_operator_is_refused_naming_its_path",
+        ),
+    ),
+];
+
+/// The paths of `schema` whose value may be any JSON (a schema of `true` or
+/// without constraints), for properties, array items and open maps (`.*`).
+fn free_json_paths(schema: &Value) -> BTreeSet<String> {
+    fn free(node: &Value) -> bool {
+        match node {
+            Value::Bool(true) => true,
+            Value::Object(object) => object
+                .keys()
+                .all(|key| ["description", "title", "default", "examples"].contains(&key.as_str())),
+            _ => false,
+        }
+    }
+    fn walk(
+        node: &Value,
+        path: &str,
+        definitions: &Value,
+        seen: &[String],
+        out: &mut BTreeSet<String>,
+    ) {
+        let Some(object) = node.as_object() else {
+            return;
+        };
+        if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
+            let name = reference.rsplit('/').next().unwrap_or_default().to_string();
+            if seen.contains(&name) {
+                return;
+            }
+            let mut seen = seen.to_vec();
+            seen.push(name.clone());
+            walk(&definitions[&name], path, definitions, &seen, out);
+            return;
+        }
+        for union in ["anyOf", "oneOf", "allOf"] {
+            for member in object
+                .get(union)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                walk(member, path, definitions, seen, out);
+            }
+        }
+        for (name, property) in object
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let child = format!("{path}.{name}");
+            if free(property) {
+                out.insert(child.clone());
+            }
+            walk(property, &child, definitions, seen, out);
+        }
+        if let Some(items) = object.get("items") {
+            if free(items) {
+                out.insert(format!("{path}[]"));
+            }
+            walk(items, &format!("{path}[]"), definitions, seen, out);
+        }
+        if let Some(open) = object.get("additionalProperties").filter(|open| free(open)) {
+            let _ = open;
+            out.insert(format!("{path}.*"));
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(schema, "$", &schema["$defs"], &[], &mut out);
+    out
+}
+
 /// Every property path of `schema`: `$.a.b`, array items as `[]`, unions
 /// (`anyOf`/`oneOf`/`allOf`) merged, `$ref`s followed once per path.
 fn property_paths(schema: &Value) -> BTreeSet<String> {
@@ -567,4 +701,47 @@ fn the_walk_finds_a_field_added_without_a_test() {
     let listed: BTreeSet<String> = FIELDS.iter().map(|(path, ..)| path.to_string()).collect();
     let unlisted: Vec<&String> = paths.difference(&listed).collect();
     assert_eq!(unlisted, ["$.constraints.newLimit", "$.newField"]);
+}
+
+#[test]
+fn every_field_that_takes_any_json_is_compiled_logic_or_named_data() {
+    let free = free_json_paths(&envelope_schema());
+    let listed: BTreeSet<String> = FREE_JSON_FIELDS
+        .iter()
+        .map(|(path, _)| path.to_string())
+        .collect();
+    assert_eq!(
+        free, listed,
+        "a field that takes any JSON must be listed as JSONLogic (with the test refusing an unknown operator) or as data"
+    );
+    for (path, kind) in FREE_JSON_FIELDS {
+        let (file, test) = match kind {
+            FreeJson::Logic(file, test) => (file, test),
+            FreeJson::Data(why) => {
+                assert!(!why.trim().is_empty(), "{path}: say why it is data");
+                continue;
+            }
+        };
+        let text = std::fs::read_to_string(repository_root().join(file)).unwrap();
+        let body =
+            test_body(&text, test).unwrap_or_else(|| panic!("{path}: no `fn {test}` in {file}"));
+        let field = path.rsplit(['.', ']']).next().unwrap_or_default();
+        assert!(
+            body.contains("operator") && body.contains(field),
+            "{path}: `fn {test}` must refuse an unknown operator in `{field}`"
+        );
+    }
+}
+
+#[test]
+fn the_walk_finds_a_new_field_that_takes_any_json() {
+    let mut schema = envelope_schema();
+    schema["$defs"]["EnvelopeConstraints"]["properties"]["newRule"] = json!(true);
+    let listed: BTreeSet<String> = FREE_JSON_FIELDS
+        .iter()
+        .map(|(path, _)| path.to_string())
+        .collect();
+    let free = free_json_paths(&schema);
+    let unlisted: Vec<&String> = free.difference(&listed).collect();
+    assert_eq!(unlisted, ["$.constraints.newRule"]);
 }

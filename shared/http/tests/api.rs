@@ -349,6 +349,48 @@ async fn bad_envelopes_are_400_or_422_with_the_path_and_nothing_runs() {
     assert_eq!(api.model.request_count(), 0);
 }
 
+/// A guard that could never fire is refused at submission: an operator
+/// JSONLogic does not have (`between`), a variable no node provides.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_condition_that_could_never_fire_is_a_422_naming_the_condition() {
+    let api = start_api().await;
+    let guarded = |condition: Value| {
+        json!({"objective": "x", "outputContract": {"schema": {"type": "object"}},
+               "policies": {"runtime": [{"id": "guard",
+                   "trigger": {"kind": "onNodeComplete", "condition": condition},
+                   "action": {"type": "fail"}}]}})
+    };
+    for (condition, path, named) in [
+        (
+            json!({"between": [{"var": "qualityScore"}, 0, 0.5]}),
+            "$.policies.runtime[0].trigger.condition",
+            "`between`",
+        ),
+        (
+            json!({"<": [{"var": "qualtyScroe"}, 0.5]}),
+            "$.policies.runtime[0].trigger.condition.<[0].var",
+            "`qualtyScroe`",
+        ),
+    ] {
+        let response = api
+            .client
+            .post(format!("{}/runs", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .json(&guarded(condition))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 422, "{named}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["details"]["path"], path, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{message}");
+    }
+    let listed = get_json(&api, "/runs", ACME_TOKEN).await;
+    assert_eq!(listed["runs"], json!([]), "nothing was created");
+    assert_eq!(api.model.request_count(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_snapshot_redacts_secrets_and_a_parked_run_can_be_cancelled() {
     let api = start_api().await;

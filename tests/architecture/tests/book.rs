@@ -16,12 +16,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
 
 fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    baton_architecture_tests::manifest_dir().join("../..")
 }
 
 /// The book's pages: file name → text.

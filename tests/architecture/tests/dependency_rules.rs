@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 const FORBIDDEN_PREFIXES: [&str; 7] =
@@ -51,7 +51,7 @@ fn cargo_tree(arguments: &[&str]) -> Option<String> {
             "{p}",
         ])
         .args(arguments)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(baton_architecture_tests::manifest_dir())
         .output()
         .unwrap();
     output
@@ -208,7 +208,7 @@ const LAMBDA_FUNCTIONS: [&str; 5] = [
 ];
 
 fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    baton_architecture_tests::manifest_dir().join("../..")
 }
 
 /// Production Rust sources: `src/` of every shared crate and function

@@ -29,7 +29,7 @@ const ALLOWED_LOOPS: &[(&[&str], &str)] = &[(
 )];
 
 fn core_src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/core/src")
+    baton_architecture_tests::manifest_dir().join("../../shared/core/src")
 }
 
 /// Every `.rs` file under `src`, as a path from it (`engine/node.rs`).

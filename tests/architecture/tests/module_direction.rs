@@ -26,7 +26,7 @@ const CHECKED_CRATES: [&str; 5] = [
 ];
 
 fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    baton_architecture_tests::manifest_dir().join("../..")
 }
 
 /// The folders whose files must depend in one direction too, as (crate,

@@ -37,7 +37,7 @@ pub mod schema_shaped_model;
 pub use schema_shaped_model::SchemaShapedModel;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -54,7 +54,14 @@ use serde_json::Value;
 
 /// The repository root (this crate lives in `tests/support`).
 pub fn repository_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    // Read when the test runs (cargo sets it to the running test's package,
+    // and every package of the workspace sits two folders down), so a
+    // binary built in another clone sharing the target directory reads the
+    // clone it runs for.
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .join("../..")
 }
 
 /// A file or folder of the repository.

@@ -152,6 +152,12 @@ pub enum WarningCode {
     /// A chat node's request would not fit its model's context window: the
     /// thread's oldest exchanges were left out (`context` gives the counts).
     ContextTrimmed,
+    /// A runtime policy's condition could not be read when a node's event
+    /// was checked against it (it reads a name the node's data does not
+    /// have, or it failed to evaluate): the policy did not fire. The
+    /// frame's `field` is the condition's JSON path; the message names the
+    /// policy and what was missing.
+    PolicyConditionUnreadable,
 }
 
 impl WarningCode {

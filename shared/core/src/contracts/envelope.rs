@@ -238,25 +238,20 @@ impl TaskEnvelope {
         }
         compiles(&self.output_contract.schema, "$.outputContract.schema")
             .map_err(|error| invalid("$.outputContract.schema", error.to_string()))?;
-        let logic_engine = datalogic_rs::Engine::new();
+        // Every JSONLogic expression compiles once here: an unknown
+        // operator would make it silently false at run time.
         for (index, constraint) in self.output_contract.constraints.iter().enumerate() {
             let path = format!("$.outputContract.constraints[{index}].expr");
-            let expression_text = constraint.expr.to_string();
-            logic_engine
-                .compile(expression_text.as_str())
-                .map_err(|error| {
-                    invalid(&path, format!("not a valid JSONLogic expression: {error}"))
+            crate::basics::logic::check_expression(&constraint.expr).map_err(|problem| {
+                invalid(format!("{path}{}", problem.inner_path), problem.message)
+            })?;
+        }
+        for (index, policy) in self.policies.runtime.iter().enumerate() {
+            if let Some(condition) = policy.trigger.condition() {
+                let path = format!("$.policies.runtime[{index}].trigger.condition");
+                crate::basics::logic::check_expression(condition).map_err(|problem| {
+                    invalid(format!("{path}{}", problem.inner_path), problem.message)
                 })?;
-            // datalogic-rs compiles unknown single-key operators as custom
-            // operators and only fails when evaluating them: evaluate once on
-            // empty data so an unknown operator is caught before the run.
-            if let Err(error) = logic_engine.eval_str(&expression_text, "{}")
-                && error.to_string().to_lowercase().contains("operator")
-            {
-                return Err(invalid(
-                    &path,
-                    format!("not a valid JSONLogic expression: {error}"),
-                ));
             }
         }
         for (path, limit) in [
@@ -396,6 +391,42 @@ mod tests {
             error.path(),
             Some("$.outputContract.constraints[0].expr"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_policy_condition_with_an_unknown_operator_is_refused_naming_its_path() {
+        let error = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "outputContract": {"schema": {}},
+                "policies": {"runtime": [{"id": "guard",
+                  "trigger": {"kind": "onNodeComplete",
+                              "condition": {"between": [{"var": "qualityScore"}, 0, 0.5]}},
+                  "action": {"type": "fail"}}]}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.path(),
+            Some("$.policies.runtime[0].trigger.condition"),
+            "{error}"
+        );
+        let message = error.to_string();
+        assert!(message.contains("`between`"), "{message}");
+        assert!(
+            message.contains("<="),
+            "the three-argument form is named: {message}"
+        );
+        let nested = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "outputContract": {"schema": {}},
+                "policies": {"runtime": [{"id": "guard",
+                  "trigger": {"kind": "onValidationFail",
+                              "condition": {"and": [true, {"frobnicate": [1]}]}},
+                  "action": {"type": "fail"}}]}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            nested.path(),
+            Some("$.policies.runtime[0].trigger.condition.and[1]"),
+            "{nested}"
         );
     }
 }

@@ -137,6 +137,33 @@ pub enum PolicyTrigger {
     Manual,
 }
 
+impl PolicyTrigger {
+    /// The JSONLogic condition the trigger carries, if any.
+    pub fn condition(&self) -> Option<&Value> {
+        match self {
+            PolicyTrigger::OnNodeComplete { condition, .. }
+            | PolicyTrigger::OnValidationFail { condition, .. } => condition.as_ref(),
+            PolicyTrigger::OnStart
+            | PolicyTrigger::OnTimeout { .. }
+            | PolicyTrigger::OnMetricBelow { .. }
+            | PolicyTrigger::OnBudgetExceeded { .. }
+            | PolicyTrigger::Manual => None,
+        }
+    }
+
+    /// The names a node trigger's condition may read besides the node's
+    /// own output fields (`$node`, `$metrics`; and for `onValidationFail`,
+    /// `attempt` and `violations` instead of the output).
+    pub fn provided_variables(&self) -> &'static [&'static str] {
+        match self {
+            PolicyTrigger::OnValidationFail { .. } => {
+                &["$node", "$metrics", "attempt", "violations"]
+            }
+            _ => &["$node", "$metrics"],
+        }
+    }
+}
+
 /// A budget a policy may park the run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum BudgetField {

@@ -15,7 +15,8 @@ use crate::state::run::{NodeStatus, RunState};
 use crate::wire::frames::{self, HitlDecision, TriggerDetails};
 
 use super::decision::HumanInputRefused;
-use super::policy::{self, Applied, Occurrence};
+use super::policy::{self, Applied};
+use super::policy_matching::Occurrence;
 use super::{Decision, EngineContext, StepContext};
 
 /// A person's decision on an approval request.

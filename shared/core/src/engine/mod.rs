@@ -49,6 +49,7 @@ mod plan_drafts;
 mod plan_lookup;
 mod planning_step;
 mod policy;
+mod policy_matching;
 mod progress;
 mod quality;
 mod quality_report;
@@ -79,7 +80,7 @@ pub use hitl::{
 pub use human::{
     HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node, decline_human_node,
 };
-pub use policy::run_metrics;
+pub use policy_matching::run_metrics;
 pub use starts::{advisory_field_warnings, legacy_policy_warnings, start_chat_run, start_run};
 pub(crate) use step_context::StepContext;
 pub use steps::{begin_step, cancel_run, fail_run, is_stale, resume_step};

@@ -21,7 +21,8 @@ use crate::wire::frames;
 
 use super::StepContext;
 use super::narration::emit_node_metrics;
-use super::policy::{self, Applied, Occurrence};
+use super::policy::{self, Applied};
+use super::policy_matching::Occurrence;
 
 pub(super) fn reject_input(
     step: &mut StepContext<'_, '_>,

@@ -197,7 +197,7 @@ fn settle_plan(
     step.emit(generated);
     step.state.status = RunStatus::Running;
     start_policy_timers(step);
-    super::policy::fire(step, &super::policy::Occurrence::Start)?;
+    super::policy::fire(step, &super::policy_matching::Occurrence::Start)?;
     super::progress::continue_run(step)
 }
 

@@ -21,6 +21,7 @@ pub(super) use std::sync::Arc;
 mod agent;
 mod cost;
 mod escalation;
+mod finish;
 mod governance;
 mod llm_replan;
 mod narration;

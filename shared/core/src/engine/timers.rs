@@ -11,7 +11,8 @@ use crate::basics::instant::Instant;
 use crate::records::governance::TimerPurpose;
 use crate::state::run::{NodeStatus, RunState};
 
-use super::policy::{self, Applied, Occurrence};
+use super::policy::{self, Applied};
+use super::policy_matching::Occurrence;
 use super::{EngineContext, StepAdvance, StepContext};
 
 /// A timer came due: a human task past its SLA fires the first `onTimeout`
@@ -48,9 +49,10 @@ pub(super) fn fire_timer(
                     policy_id: None,
                     node: Some(node),
                 };
-                if let Some((policy, details, key)) = policy::matching(&step.state, &occurrence)
-                    .into_iter()
-                    .next()
+                if let Some((policy, details, key)) =
+                    super::policy_matching::matching(&step.state, &occurrence)
+                        .into_iter()
+                        .next()
                 {
                     step.state
                         .governance

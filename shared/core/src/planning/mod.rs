@@ -11,6 +11,7 @@ pub mod plan;
 pub mod plan_picture;
 pub mod planner;
 mod planning_context;
+pub mod policy_conditions;
 pub mod selection;
 pub mod validator;
 pub mod variants;

@@ -139,6 +139,15 @@ impl RunService {
                 }
                 other => RuntimeError::Core(other),
             })?;
+        // A policy condition reads only what its trigger provides.
+        baton_core::policy_conditions::check_policy_conditions(&envelope, &self.registry).map_err(
+            |error| match error {
+                baton_core::CoreError::InvalidEnvelope { path, message } => {
+                    RuntimeError::InvalidInput { path, message }
+                }
+                other => RuntimeError::Core(other),
+            },
+        )?;
         self.check_inputs(&envelope.inputs)?;
         Ok(envelope)
     }

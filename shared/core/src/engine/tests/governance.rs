@@ -153,6 +153,19 @@ fn policy_trigger_action_table() {
             outbox: vec!["run:node_2:1"],
         },
         Row {
+            name: "onNodeComplete whose condition reads a name the output lacks: a warning, nothing fires",
+            policies: json!([policy(
+                "p",
+                json!({"kind": "onNodeComplete", "selector": {"nodeId": "node_1"},
+                       "condition": {"==": [{"var": "headline.text"}, "weak"]}}),
+                json!({"type": "hitl"})
+            )]),
+            node_1_answers: Some(brief("weak")),
+            status: RunStatus::Running,
+            events: vec!["node_complete", "warning"],
+            outbox: vec!["run:node_2:1"],
+        },
+        Row {
             name: "onNodeComplete replan: a new version re-runs the node (next attempt number)",
             policies: json!([policy(
                 "p",
@@ -251,6 +264,57 @@ fn policy_trigger_action_table() {
             assert!(firing["actionDetails"]["type"].is_string(), "{}", row.name);
         }
     }
+}
+
+#[test]
+fn a_condition_that_cannot_be_read_is_a_warning_naming_the_policy_never_a_silent_false() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let reads_a_missing_name = json!({"kind": "onNodeComplete", "selector": {"nodeId": "node_1"},
+                                      "condition": {"==": [{"var": "headline.text"}, "weak"]}});
+    let with_a_default = json!({"kind": "onNodeComplete", "selector": {"nodeId": "node_1"},
+                                "condition": {"==": [{"var": ["headline.text", "none"]}, "weak"]}});
+    let planned = planned_with(
+        json!([
+            policy("guard", reads_a_missing_name, json!({"type": "fail"})),
+            policy("lenient", with_a_default, json!({"type": "fail"}))
+        ]),
+        &context,
+    );
+    let decision = step(planned.state, answer("node_1", 1, brief("weak")), &context);
+    assert_eq!(
+        decision.state.status,
+        RunStatus::Running,
+        "neither policy fired"
+    );
+    let warnings: Vec<Value> = decision
+        .events
+        .iter()
+        .filter(|event| event.event_type == crate::wire::event::EventType::Warning)
+        .map(|event| {
+            let mut payload = event.payload_value().unwrap();
+            payload["message"] = json!(event.message.clone());
+            payload
+        })
+        .collect();
+    assert_eq!(
+        warnings.len(),
+        1,
+        "only the policy without a default: {warnings:?}"
+    );
+    assert_eq!(warnings[0]["code"], "policy_condition_unreadable");
+    assert_eq!(
+        warnings[0]["field"],
+        "$.policies.runtime[0].trigger.condition"
+    );
+    let message = warnings[0]["message"].as_str().unwrap();
+    assert!(message.contains("`guard`"), "{message}");
+    assert!(message.contains("`headline.text`"), "{message}");
+    assert!(
+        message.contains("`brief`"),
+        "it says what the node has: {message}"
+    );
 }
 
 #[test]
