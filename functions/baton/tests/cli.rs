@@ -369,6 +369,38 @@ async fn a_contract_asking_for_more_than_the_facets_gets_a_normalization_node() 
     assert!(collect_violations(&validator, output).is_empty());
 }
 
+/// `BATON_DELTA_FLUSH_MILLIS=off` keeps no streamed text: the same run
+/// writes no `delta` frame, and its output is the same as when it streams.
+#[tokio::test(flavor = "multi_thread")]
+async fn delta_flush_off_writes_no_delta_frames_and_the_same_output() {
+    let envelope = repository_root().join("registry/examples/positioning-recommendation.json");
+    let streamed_server = ScriptedLlmServer::start().await.unwrap();
+    let (code, streamed, stderr) = run_ndjson(&streamed_server, &envelope).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        streamed.iter().any(|frame| frame["type"] == "delta"),
+        "by default a writing node streams its text"
+    );
+    let quiet_server = ScriptedLlmServer::start().await.unwrap();
+    let (code, quiet, stderr) = run_ndjson_with(
+        &quiet_server,
+        &envelope,
+        &[("BATON_DELTA_FLUSH_MILLIS", "off")],
+    )
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_frame_invariants(&quiet);
+    assert!(
+        !quiet.iter().any(|frame| frame["type"] == "delta"),
+        "off: no delta frame"
+    );
+    assert_eq!(types(&quiet).last(), Some(&"complete"));
+    assert_eq!(
+        quiet.last().unwrap()["payload"]["output"],
+        streamed.last().unwrap()["payload"]["output"]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_model_stream_cut_mid_answer_is_retried_and_readers_are_told_to_drop_its_deltas() {
     let server = ScriptedLlmServer::start().await.unwrap();

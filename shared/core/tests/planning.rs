@@ -670,3 +670,51 @@ fn a_capability_is_derived_when_no_declared_one_has_its_inputs() {
     let plan = plan_deterministically(&parsed, &registry).unwrap();
     assert!(plan.nodes.iter().all(|node| !node.derived));
 }
+
+/// A model node's instructions (`compose_instructions`) are its
+/// capability's prompt plus the meaning of every facet it reads and writes:
+/// each facet's name, title, description and semantics from the registry.
+#[test]
+fn a_node_s_instructions_carry_the_semantics_of_its_facets() {
+    let registry = registry();
+    let envelope = TaskEnvelope::parse_value(&example("positioning-recommendation.json")).unwrap();
+    let plan = plan_deterministically(&envelope, &registry).unwrap();
+    let mut checked = 0;
+    for node in plan
+        .nodes
+        .iter()
+        .filter(|node| node.kind.as_str() != "builtin")
+    {
+        let Some(capability) = registry.capability(&node.capability_id) else {
+            continue;
+        };
+        if capability.instructions.is_none() && capability.summary.is_empty() {
+            continue;
+        }
+        let instructions = node.instructions.as_ref();
+        for facet_name in node.input_facets.iter().chain(&node.output_facets) {
+            let facet = registry.facets.get(facet_name).unwrap();
+            assert!(
+                instructions.contains(&format!(
+                    "- `{}` ({}): {}",
+                    facet.name, facet.title, facet.description
+                )),
+                "{}: `{facet_name}` is described: {instructions}",
+                node.node_id
+            );
+            if !facet.semantics.is_empty() {
+                assert!(
+                    instructions.contains(&facet.semantics),
+                    "{}: `{facet_name}`'s semantics: {instructions}",
+                    node.node_id
+                );
+                checked += 1;
+            }
+        }
+        assert!(
+            instructions.contains("Answer with one JSON object holding exactly these facets"),
+            "{instructions}"
+        );
+    }
+    assert!(checked > 0, "at least one facet with semantics was checked");
+}
