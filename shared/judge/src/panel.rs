@@ -164,11 +164,7 @@ impl Panel {
             warnings: Vec::new(),
             next_message: 0,
         };
-        let criteria = if panel.request.request.criteria.is_empty() {
-            "overall quality".to_string()
-        } else {
-            panel.request.request.criteria.join(", ")
-        };
+        let criteria = criteria_or_default(&panel.request.request.criteria).join(", ");
         let opening = format!(
             "Evaluation {} opened: {} judges score against {criteria}.",
             panel.request.request.id,
@@ -236,7 +232,7 @@ impl Panel {
                 let mut message = json!({
                     "task": "Score the content from 0 (worst) to 10 (best) against the criteria; give feedback, strengths and improvements.",
                     "content": request.content,
-                    "criteria": request.criteria,
+                    "criteria": criteria_or_default(&request.criteria),
                     "round": self.round,
                 });
                 if let Some(others) = discussion(&judge.id) {
@@ -455,3 +451,17 @@ impl Panel {
         &self.transcript
     }
 }
+
+/// The criteria the judges score against: the request's, or, when it names
+/// none, `overall quality` (said in the transcript's opening and in every
+/// judge's request alike).
+fn criteria_or_default(criteria: &[String]) -> Vec<String> {
+    if criteria.is_empty() {
+        vec![DEFAULT_CRITERION.to_string()]
+    } else {
+        criteria.to_vec()
+    }
+}
+
+/// What judges score against when a request names no criteria.
+pub const DEFAULT_CRITERION: &str = "overall quality";

@@ -153,3 +153,37 @@ fn a_judge_that_times_out_is_left_out_of_that_round() {
         "no judge answered round 0"
     );
 }
+
+/// A request that names no criteria is judged on `overall quality`: the
+/// transcript's opening says so, and so does every judge's request.
+#[test]
+fn a_request_without_criteria_is_judged_on_overall_quality() {
+    let request = PanelRequest::parse(&json!({
+        "request": {"id": "req-2", "content": "A document.",
+                    "selectedAgents": [{"id": "a"}, {"id": "b"}]},
+        "config": {"maxDiscussionRounds": 1, "roundTimeout": 1000,
+                   "consensusAlgorithm": "simple_average", "enableDiscussion": false,
+                   "convergenceThreshold": 1.0, "outlierDetection": false}
+    }))
+    .unwrap();
+    assert!(request.request.criteria.is_empty());
+    let (panel, calls) = Panel::start(request, "topic", 0);
+    let (_, _, opening) = panel.transcript().messages().next().unwrap();
+    assert!(
+        opening
+            .content
+            .contains(baton_judge::panel::DEFAULT_CRITERION),
+        "{}",
+        opening.content
+    );
+    assert_eq!(calls.len(), 2);
+    for call in calls {
+        let message: serde_json::Value = serde_json::from_str(&call.user_message).unwrap();
+        assert_eq!(
+            message["criteria"],
+            json!(["overall quality"]),
+            "{}",
+            call.judge_id
+        );
+    }
+}
