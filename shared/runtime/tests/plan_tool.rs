@@ -482,6 +482,30 @@ async fn a_draft_waits_for_the_persons_approval_in_the_next_message() {
     assert!(state.chat.unwrap().pending_drafts.is_empty());
 }
 
+/// The legacy flag of the tool's schema: `auto_execute: false` without an
+/// `execution_mode` asks for a draft, as `draft_only` does.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_legacy_auto_execute_false_flag_asks_for_a_draft() {
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(
+            json!({"objective": "Summarise the outline", "requested_outputs": ["summary"],
+                   "auto_execute": false}),
+        ),
+        text("Here is the plan. Shall I run it?"),
+    ]);
+    let chat = chat(model);
+    let (run_id, _) = chat.say("Plan a summary.", None).await;
+    let frames = chat.frames(&run_id).await;
+    assert!(
+        payload(&frames, EventType::PlanReadyForReview).is_some(),
+        "the plan is shown for review"
+    );
+    let result = chat.plan_result(&run_id).await;
+    assert_eq!(result["status"], "pending_review", "{result}");
+    assert_eq!(*chat.model.node_calls.lock().unwrap(), 0, "nothing ran");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn agent_review_runs_only_what_the_reviewer_approves() {
     let model = PlanningModel::default();
@@ -670,6 +694,11 @@ async fn a_messages_inputs_entity_and_context_reach_the_plans_its_agent_creates(
     assert_eq!(
         child.envelope.metadata.as_ref().unwrap()["entityId"],
         "project-42"
+    );
+    assert_eq!(
+        child.envelope.metadata.as_ref().unwrap()["contextType"],
+        "audit",
+        "the child plan's metadata names the conversation's context type"
     );
     // The context type's guidance reaches the child plan's nodes.
     assert!(
