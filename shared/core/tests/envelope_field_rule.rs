@@ -503,9 +503,20 @@ const FREE_JSON_FIELDS: &[(&str, FreeJson)] = &[
     ),
 ];
 
+/// Every property path of `schema`: `$.a.b`, array items as `[]`, unions
+/// (`anyOf`/`oneOf`/`allOf`) merged, `$ref`s followed once per path.
+fn property_paths(schema: &Value) -> BTreeSet<String> {
+    walk_schema(schema).0
+}
+
 /// The paths of `schema` whose value may be any JSON (a schema of `true` or
-/// without constraints), for properties, array items and open maps (`.*`).
+/// without constraints): properties, array items and open maps (`.*`).
 fn free_json_paths(schema: &Value) -> BTreeSet<String> {
+    walk_schema(schema).1
+}
+
+/// One walk of the schema: (every property path, the free-JSON paths).
+fn walk_schema(schema: &Value) -> (BTreeSet<String>, BTreeSet<String>) {
     fn free(node: &Value) -> bool {
         match node {
             Value::Bool(true) => true,
@@ -520,7 +531,7 @@ fn free_json_paths(schema: &Value) -> BTreeSet<String> {
         path: &str,
         definitions: &Value,
         seen: &[String],
-        out: &mut BTreeSet<String>,
+        out: &mut (BTreeSet<String>, BTreeSet<String>),
     ) {
         let Some(object) = node.as_object() else {
             return;
@@ -552,75 +563,23 @@ fn free_json_paths(schema: &Value) -> BTreeSet<String> {
             .flatten()
         {
             let child = format!("{path}.{name}");
+            out.0.insert(child.clone());
             if free(property) {
-                out.insert(child.clone());
+                out.1.insert(child.clone());
             }
             walk(property, &child, definitions, seen, out);
         }
         if let Some(items) = object.get("items") {
             if free(items) {
-                out.insert(format!("{path}[]"));
+                out.1.insert(format!("{path}[]"));
             }
             walk(items, &format!("{path}[]"), definitions, seen, out);
         }
-        if let Some(open) = object.get("additionalProperties").filter(|open| free(open)) {
-            let _ = open;
-            out.insert(format!("{path}.*"));
+        if object.get("additionalProperties").is_some_and(free) {
+            out.1.insert(format!("{path}.*"));
         }
     }
-    let mut out = BTreeSet::new();
-    walk(schema, "$", &schema["$defs"], &[], &mut out);
-    out
-}
-
-/// Every property path of `schema`: `$.a.b`, array items as `[]`, unions
-/// (`anyOf`/`oneOf`/`allOf`) merged, `$ref`s followed once per path.
-fn property_paths(schema: &Value) -> BTreeSet<String> {
-    fn walk(
-        node: &Value,
-        path: &str,
-        definitions: &Value,
-        seen: &[String],
-        out: &mut BTreeSet<String>,
-    ) {
-        let Some(object) = node.as_object() else {
-            return;
-        };
-        if let Some(reference) = object.get("$ref").and_then(Value::as_str) {
-            let name = reference.rsplit('/').next().unwrap_or_default().to_string();
-            if seen.contains(&name) {
-                return;
-            }
-            let mut seen = seen.to_vec();
-            seen.push(name.clone());
-            walk(&definitions[&name], path, definitions, &seen, out);
-            return;
-        }
-        for union in ["anyOf", "oneOf", "allOf"] {
-            for member in object
-                .get(union)
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                walk(member, path, definitions, seen, out);
-            }
-        }
-        for (name, property) in object
-            .get("properties")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flatten()
-        {
-            let child = format!("{path}.{name}");
-            out.insert(child.clone());
-            walk(property, &child, definitions, seen, out);
-        }
-        if let Some(items) = object.get("items") {
-            walk(items, &format!("{path}[]"), definitions, seen, out);
-        }
-    }
-    let mut out = BTreeSet::new();
+    let mut out = (BTreeSet::new(), BTreeSet::new());
     walk(schema, "$", &schema["$defs"], &[], &mut out);
     out
 }

@@ -108,17 +108,17 @@ mod tests {
 
     #[test]
     fn a_key_reads_back_the_text_it_was_made_of() {
-        let tenant = String::from("acme");
+        let tenant = String::from("tenant-a");
         let run = String::from("run-1");
         let key = RunKey::new(&tenant, &run);
-        assert_eq!((key.tenant_id(), key.run_id()), ("acme", "run-1"));
+        assert_eq!((key.tenant_id(), key.run_id()), ("tenant-a", "run-1"));
         assert_eq!(key.run.to_string(), "run-1");
-        assert_eq!(key, RunKey::new("acme", "run-1"));
-        assert_ne!(key, RunKey::new("acme", "run-2"));
-        let thread = ThreadKey::new("acme", "thread-1");
+        assert_eq!(key, RunKey::new("tenant-a", "run-1"));
+        assert_ne!(key, RunKey::new("tenant-a", "run-2"));
+        let thread = ThreadKey::new("tenant-a", "thread-1");
         assert_eq!(
             (thread.tenant_id(), thread.thread_id()),
-            ("acme", "thread-1")
+            ("tenant-a", "thread-1")
         );
     }
 }
