@@ -53,8 +53,15 @@ pub(crate) fn load_registry_or_exit(
     registry: Option<PathBuf>,
     configuration: &Configuration,
 ) -> Result<Arc<Registry>, u8> {
-    let directory = registry.or_else(|| configuration.registry_dir.clone());
-    baton_bootstrap::registry_from(directory.as_deref()).map_err(invalid)
+    let mut configuration = configuration.clone();
+    if let Some(directory) = registry {
+        configuration.registry_dir = Some(directory);
+    }
+    let home = match crate::model_choice::model_choice_from(&process_environment) {
+        Ok(crate::model_choice::ModelChoice::Local) => baton_bootstrap::DefaultModelHome::Offline,
+        _ => baton_bootstrap::DefaultModelHome::Endpoint,
+    };
+    baton_bootstrap::registry_for(&configuration, home).map_err(invalid)
 }
 
 pub(crate) fn configuration_or_exit() -> Result<Configuration, u8> {

@@ -143,6 +143,7 @@ pub fn check(directory: &Path) -> u8 {
                     }
                 );
             }
+            print_default_model(directory);
             EXIT_COMPLETED
         }
         Err(RuntimeError::Registry(baton_core::CoreError::InvalidRegistry {
@@ -178,5 +179,38 @@ fn provider_reach(provider: &baton_core::model_catalog::ProviderSettings) -> Str
     match &provider.api_key_variable {
         Some(variable) => format!("{endpoint}, key ${variable}"),
         None => endpoint,
+    }
+}
+
+/// The deployment's default model as the catalog lists it once the
+/// deployment starts (`BATON_LLM_MODEL`, or the offline model), with its
+/// provider and whether the file prices it.
+fn print_default_model(directory: &Path) {
+    let Ok(configuration) = crate::commands::configuration_or_exit() else {
+        return;
+    };
+    let Ok(registry) =
+        crate::commands::load_registry_or_exit(Some(directory.to_path_buf()), &configuration)
+    else {
+        return;
+    };
+    let catalog = registry.models();
+    match catalog
+        .deployment_default
+        .as_deref()
+        .and_then(|name| catalog.model(name).map(|model| (name, model)))
+    {
+        Some((name, model)) => println!(
+            "default model {name}: provider {}; {}",
+            model.provider,
+            if catalog.is_priced(name) {
+                "priced by models.json"
+            } else {
+                "prices unknown (not in models.json): its cost is not counted"
+            }
+        ),
+        None => println!(
+            "default model: none named (set BATON_LLM_MODEL, or give the catalog a `local` model)"
+        ),
     }
 }

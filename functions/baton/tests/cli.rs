@@ -40,8 +40,7 @@ async fn baton_with(
     command
         .env("XDG_DATA_HOME", data_home)
         .env_remove("BATON_LLM")
-        .env_remove("BATON_LOCAL_MODEL_PATH")
-        .envs(extra_environment.iter().copied());
+        .env_remove("BATON_LOCAL_MODEL_PATH");
     command
         .args(arguments)
         .current_dir(repository_root())
@@ -59,6 +58,8 @@ async fn baton_with(
             .env_remove("BATON_LLM_BASE_URL")
             .env_remove("BATON_LLM_MODEL"),
     };
+    // The test's own variables come last: they win.
+    command.envs(extra_environment.iter().copied());
     command.output().await.unwrap()
 }
 
@@ -813,6 +814,102 @@ async fn plan_prints_the_validated_plan_without_calling_a_model() {
     )
     .await;
     assert_eq!(rejected.status.code(), Some(3));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_default_model_is_a_catalog_model_named_on_every_ai_node_and_by_a_judge() {
+    // Test double for the deployment's endpoint: it serves `stand-in`, a
+    // model the shipped catalog does not list.
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let stand_in = [
+        ("BATON_LLM_BASE_URL", server.base_url()),
+        ("BATON_LLM_MODEL", "stand-in".to_string()),
+    ];
+    let stand_in: Vec<(&str, &str)> = stand_in
+        .iter()
+        .map(|(name, value)| (*name, value.as_str()))
+        .collect();
+    // No capability or envelope preference: every AI node names the default.
+    let planned = baton_with(
+        None,
+        &["plan", "registry/examples/seed-10.1-sample-envelope.json"],
+        &stand_in,
+    )
+    .await;
+    assert_eq!(planned.status.code(), Some(0), "{planned:?}");
+    let report: Value = serde_json::from_slice(&planned.stdout).unwrap();
+    let nodes = report["plan"]["nodes"].as_array().unwrap();
+    let ai_nodes: Vec<&Value> = nodes
+        .iter()
+        .filter(|node| matches!(node["agentType"].as_str(), Some("ai") | Some("agent")))
+        .collect();
+    assert!(!ai_nodes.is_empty(), "{nodes:?}");
+    for node in &ai_nodes {
+        assert_eq!(node["model"]["name"], "stand-in", "{node}");
+        assert_eq!(node["model"]["provider"], "openai", "{node}");
+    }
+    // Without an endpoint the CLI's offline model is the default, named as
+    // the catalog lists it.
+    let offline = baton(
+        None,
+        &["plan", "registry/examples/seed-10.1-sample-envelope.json"],
+    )
+    .await;
+    let report: Value = serde_json::from_slice(&offline.stdout).unwrap();
+    for node in report["plan"]["nodes"].as_array().unwrap() {
+        if matches!(node["agentType"].as_str(), Some("ai") | Some("agent")) {
+            assert_eq!(node["model"]["provider"], "local", "{node}");
+        }
+    }
+    // `registry check` says the default's prices are unknown, not zero.
+    let checked = baton_with(None, &["registry", "check", "registry"], &stand_in).await;
+    assert_eq!(checked.status.code(), Some(0), "{checked:?}");
+    let said = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        said.contains("default model stand-in: provider openai; prices unknown"),
+        "{said}"
+    );
+    // A judge naming the default model reaches it (before: exit 2, "not a
+    // model of the registry's catalog").
+    server.push_behaviors([Behavior::Content {
+        content: json!({"score": 7.0, "feedback": "fine", "strengths": [], "improvements": []})
+            .to_string(),
+    }]);
+    let folder = tempfile::tempdir().unwrap();
+    let request = folder.path().join("panel.json");
+    std::fs::write(
+        &request,
+        json!({
+            "request": {"id": "req-default", "content": "Baton names its default model.",
+                        "selectedAgents": [{"id": "a", "capabilities": {"modelName": "stand-in"}}]},
+            "config": {"maxDiscussionRounds": 1, "roundTimeout": 30000, "consensusAlgorithm": "simple_average",
+                       "enableDiscussion": false, "convergenceThreshold": 0.5, "outlierDetection": false}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let judged = baton_with(
+        None,
+        &["judge", request.to_str().unwrap(), "--format", "ndjson"],
+        &stand_in,
+    )
+    .await;
+    assert_eq!(judged.status.code(), Some(0), "{judged:?}");
+    let asked: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|request| request.model.clone())
+        .collect();
+    assert_eq!(asked, ["stand-in"]);
+    let last: Value = serde_json::from_str(
+        String::from_utf8(judged.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["payload"]["individualResults"][0]["model"], "stand-in");
 }
 
 /// The fenced block of `language` after `marker` in `docs/concepts.md`.

@@ -30,6 +30,10 @@ pub struct Configuration {
     pub data_home: Option<PathBuf>,
     /// `BATON_PLANNER`: `deterministic` (default) or `llm`.
     pub planner: PlannerChoice,
+    /// `BATON_LLM_MODEL` (else `OPENAI_MODEL`): the default model on the
+    /// deployment's endpoint, which joins the catalog when the deployment
+    /// starts so every AI node names it (`crate::registry_for`).
+    pub default_model: Option<String>,
     /// `BATON_API_TOKENS`: `tenant:sha256-hex,…`.
     pub api_tokens: Option<String>,
     /// `BATON_TABLE`: the DynamoDB table.
@@ -256,6 +260,8 @@ impl Configuration {
                     non_empty(read, "HOME").map(|home| PathBuf::from(home).join(".local/share"))
                 }),
             planner,
+            default_model: non_empty(read, "BATON_LLM_MODEL")
+                .or_else(|| non_empty(read, "OPENAI_MODEL")),
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
             table: non_empty(read, "BATON_TABLE"),
             queue_url: non_empty(read, "BATON_QUEUE_URL"),

@@ -159,6 +159,49 @@ pub fn registry_from(directory: Option<&Path>) -> Result<Arc<Registry>, StartupE
     }
 }
 
+/// Where the deployment's default model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultModelHome {
+    /// The OpenAI-compatible endpoint (`BATON_LLM_BASE_URL`), the model
+    /// `BATON_LLM_MODEL` names.
+    Endpoint,
+    /// The CLI's offline model: the catalog's first model of a `local`
+    /// provider names it.
+    Offline,
+}
+
+/// The registry of `configuration` with the deployment's default model in
+/// its catalog: every AI node without a preference names it in its plan,
+/// `node_start` and usage, and a judge may name it. A name the catalog
+/// lists keeps its prices; another is added with its prices unknown.
+pub fn registry_for(
+    configuration: &Configuration,
+    home: DefaultModelHome,
+) -> Result<Arc<Registry>, StartupError> {
+    let registry = registry_from(configuration.registry_dir.as_deref())?;
+    let named = match home {
+        DefaultModelHome::Endpoint => configuration
+            .default_model
+            .clone()
+            .map(|name| (name, baton_core::model_catalog::ProviderKind::Openai)),
+        DefaultModelHome::Offline => registry
+            .models()
+            .first_model_of_kind(baton_core::model_catalog::ProviderKind::Local)
+            .map(|name| {
+                (
+                    name.to_string(),
+                    baton_core::model_catalog::ProviderKind::Local,
+                )
+            }),
+    };
+    Ok(match named {
+        Some((name, kind)) => {
+            Arc::new(Registry::clone(&registry).with_deployment_default_model(&name, kind))
+        }
+        None => registry,
+    })
+}
+
 /// The OpenAI-compatible provider from `BATON_LLM_*` / `OPENAI_*`.
 #[cfg(feature = "model")]
 pub fn model_from_variables(
@@ -261,7 +304,7 @@ pub fn cloud_services_over(
     ports: StorePorts,
     worker_role: &str,
 ) -> Result<Services, StartupError> {
-    let registry = registry_from(configuration.registry_dir.as_deref())?;
+    let registry = registry_for(configuration, DefaultModelHome::Endpoint)?;
     let executors = Executors {
         llm: model_routes::routed_model(model_from_variables(read)?, None, &registry, read),
         tools: tool_runner_from(configuration, registry.clone()),
@@ -288,7 +331,7 @@ pub async fn cloud_services_without_model(
     worker_role: &str,
 ) -> Result<Services, StartupError> {
     let ports = cloud_ports(configuration).await?;
-    let registry = registry_from(configuration.registry_dir.as_deref())?;
+    let registry = registry_for(configuration, DefaultModelHome::Endpoint)?;
     Ok(services_over(
         registry,
         ports,

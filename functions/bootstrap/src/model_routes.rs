@@ -44,10 +44,14 @@ pub fn routed_model(
             router = router.with_limit(name.clone(), calls);
         }
     }
-    // A default model the catalog names takes its fallbacks and its
-    // provider's limit (it is still called on the default endpoint).
-    if let Some(target) = variable(read, "BATON_LLM_MODEL")
-        .and_then(|name| baton_core::model_choice::target_of(registry.models(), &name))
+    // The default model (added to the catalog when the deployment started,
+    // `crate::default_model`) takes its fallbacks and its provider's limit;
+    // it is still called on the default endpoint.
+    if let Some(target) =
+        baton_core::model_choice::default_target(registry.models()).or_else(|| {
+            variable(read, "BATON_LLM_MODEL")
+                .and_then(|name| baton_core::model_choice::target_of(registry.models(), &name))
+        })
     {
         router = router.with_default_target(target);
     }

@@ -139,7 +139,22 @@ pub struct ModelCatalog {
     /// the deployment's default when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planner_model: Option<String>,
+    /// The deployment's default model (`BATON_LLM_MODEL`, or the offline
+    /// model), set when the deployment starts, never read from the file:
+    /// every AI node with no preference names it.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub deployment_default: Option<String>,
+    /// Models the deployment added that the file does not price: their cost
+    /// is unknown (`model_price_unknown`), never zero.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub unpriced: std::collections::BTreeSet<String>,
 }
+
+/// The provider name given to a default model's endpoint when the catalog
+/// has no provider of its kind.
+pub const DEPLOYMENT_DEFAULT_PROVIDER: &str = "deployment-default";
 
 /// Field names a credential would have: refused in a provider's settings.
 const LITERAL_CREDENTIAL_FIELDS: [&str; 7] = [
@@ -249,6 +264,106 @@ impl ModelCatalog {
         Ok(())
     }
 
+    /// The catalog with the deployment's default model `name` in it, served
+    /// by a provider of `kind`. A name the file lists keeps its entry (its
+    /// prices, limits and fallbacks). Any other becomes an entry whose
+    /// prices are unknown and which is assumed to do everything a node asks
+    /// (it is the model that serves every node without a preference), on
+    /// the file's provider of that kind (for `openai`, the one reading
+    /// `BATON_LLM_BASE_URL` first), else on a provider
+    /// [`DEPLOYMENT_DEFAULT_PROVIDER`] added for it.
+    pub fn with_deployment_default(mut self, name: &str, kind: ProviderKind) -> Self {
+        let name = name.trim();
+        if name.is_empty() {
+            return self;
+        }
+        if !self.models.contains_key(name) {
+            let provider = self.provider_for_default(kind);
+            self.models.insert(
+                name.to_string(),
+                CatalogModel {
+                    provider,
+                    model_id: None,
+                    input_per_million_usd: 0.0,
+                    output_per_million_usd: 0.0,
+                    cache_read_per_million_usd: None,
+                    cache_write_per_million_usd: None,
+                    context_window: None,
+                    max_output_tokens: None,
+                    supports: ModelSupports {
+                        tools: true,
+                        json_schema: true,
+                        streaming: true,
+                        prompt_cache: false,
+                    },
+                    fallback_models: Vec::new(),
+                },
+            );
+            self.unpriced.insert(name.to_string());
+        }
+        self.deployment_default = Some(name.to_string());
+        self
+    }
+
+    /// The provider a default model of `kind` is served by, added when the
+    /// file has none of that kind.
+    fn provider_for_default(&mut self, kind: ProviderKind) -> String {
+        let of_kind = |settings: &ProviderSettings| settings.kind == kind;
+        let reads_default_endpoint = |settings: &ProviderSettings| {
+            settings.base_url_variable.as_deref() == Some("BATON_LLM_BASE_URL")
+        };
+        let found = self
+            .providers
+            .iter()
+            .find(|(_, settings)| of_kind(settings) && reads_default_endpoint(settings))
+            .or_else(|| {
+                self.providers
+                    .iter()
+                    .find(|(_, settings)| of_kind(settings))
+            })
+            .map(|(name, _)| name.clone());
+        if let Some(name) = found {
+            return name;
+        }
+        let settings = match kind {
+            ProviderKind::Openai => ProviderSettings {
+                kind,
+                base_url: None,
+                base_url_variable: Some("BATON_LLM_BASE_URL".into()),
+                api_key_variable: Some("BATON_LLM_API_KEY".into()),
+                max_concurrent_calls: None,
+            },
+            _ => ProviderSettings {
+                kind,
+                base_url: None,
+                base_url_variable: None,
+                api_key_variable: None,
+                max_concurrent_calls: None,
+            },
+        };
+        self.providers
+            .insert(DEPLOYMENT_DEFAULT_PROVIDER.to_string(), settings);
+        DEPLOYMENT_DEFAULT_PROVIDER.to_string()
+    }
+
+    /// Whether the file prices `name` (a default model it does not list has
+    /// unknown prices).
+    pub fn is_priced(&self, name: &str) -> bool {
+        !self.unpriced.contains(name)
+    }
+
+    /// The first model of a provider of `kind`, by name.
+    pub fn first_model_of_kind(&self, kind: ProviderKind) -> Option<&str> {
+        self.models
+            .iter()
+            .find(|(_, model)| {
+                self.providers
+                    .get(&model.provider)
+                    .is_some_and(|settings| settings.kind == kind)
+            })
+            .map(|(name, _)| name.as_str())
+    }
+
     /// The model named `name`, exactly.
     pub fn model(&self, name: &str) -> Option<&CatalogModel> {
         self.models.get(name)
@@ -301,12 +416,14 @@ impl ModelCatalog {
 
     /// The entry that prices `model`: its exact entry, else the longest
     /// entry it starts with followed by `-`.
+    /// A model the deployment added without prices has none.
     pub fn price_of(&self, model: &str) -> Option<&CatalogModel> {
         if let Some(entry) = self.models.get(model) {
-            return Some(entry);
+            return self.is_priced(model).then_some(entry);
         }
         self.models
             .iter()
+            .filter(|(name, _)| self.is_priced(name))
             .filter(|(name, _)| {
                 model.len() > name.len()
                     && model.starts_with(name.as_str())
@@ -387,6 +504,52 @@ mod tests {
         written.cache_write_prompt_tokens = 500;
         // 100 × 1 + 400 × 0.5 + 500 × 1.25 = 925 per million.
         assert_eq!(round_cost(table.cost_usd("m", &written).unwrap()), 0.000925);
+    }
+
+    #[test]
+    fn a_default_model_the_file_lacks_joins_the_catalog_with_unknown_prices() {
+        let table = table().with_deployment_default("stand-in", ProviderKind::Openai);
+        assert_eq!(table.deployment_default.as_deref(), Some("stand-in"));
+        let entry = table.model("stand-in").unwrap();
+        assert_eq!(entry.provider, "p", "the file's openai provider serves it");
+        assert!(entry.supports.tools && entry.supports.json_schema);
+        // Unknown, never zero: no price, no cost, dated names included.
+        assert!(!table.is_priced("stand-in"));
+        assert!(table.price_of("stand-in").is_none());
+        assert!(table.price_of("stand-in-2025-01-01").is_none());
+        assert_eq!(table.cost_usd("stand-in", &usage(10, 10, 0)), None);
+        assert!(table.check().is_ok());
+    }
+
+    #[test]
+    fn a_default_model_the_file_prices_keeps_its_entry() {
+        let table = table().with_deployment_default("m", ProviderKind::Openai);
+        assert_eq!(table.deployment_default.as_deref(), Some("m"));
+        assert!(table.is_priced("m"));
+        assert_eq!(
+            table.price_of("m").map(|p| p.input_per_million_usd),
+            Some(1.0)
+        );
+        assert_eq!(table.providers.len(), 1, "no provider added");
+    }
+
+    #[test]
+    fn a_default_model_of_a_kind_the_file_lacks_gets_its_own_provider() {
+        let table = table().with_deployment_default("offline", ProviderKind::Local);
+        assert_eq!(
+            table.model("offline").map(|model| model.provider.as_str()),
+            Some(DEPLOYMENT_DEFAULT_PROVIDER)
+        );
+        assert_eq!(
+            table.providers[DEPLOYMENT_DEFAULT_PROVIDER].kind,
+            ProviderKind::Local
+        );
+        assert!(table.check().is_ok());
+        // A blank name adds nothing.
+        let unchanged = table
+            .clone()
+            .with_deployment_default("  ", ProviderKind::Openai);
+        assert_eq!(unchanged, table);
     }
 
     #[test]

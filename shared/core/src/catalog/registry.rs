@@ -237,6 +237,18 @@ impl Registry {
         &self.models
     }
 
+    /// The registry with the deployment's default model in its catalog
+    /// (`ModelCatalog::with_deployment_default`): every AI node without a
+    /// preference, and a judge naming no model, then names it.
+    pub fn with_deployment_default_model(
+        mut self,
+        name: &str,
+        kind: crate::catalog::model_catalog::ProviderKind,
+    ) -> Registry {
+        self.models = std::mem::take(&mut self.models).with_deployment_default(name, kind);
+        self
+    }
+
     /// The orchestrator's chat agent, when the registry has one.
     pub fn chat_settings(&self) -> Option<&crate::records::chat::ChatSettings> {
         self.chat.as_ref()

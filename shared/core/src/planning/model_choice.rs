@@ -3,8 +3,11 @@
 //! 1. the capability's `model`;
 //! 2. the capability's `preferredModels`, in order;
 //! 3. the envelope's `constraints.preferredModels`, in order;
-//! 4. none: the deployment's default model (`BATON_LLM_MODEL`, or the
-//!    offline model).
+//! 4. the deployment's default model (`BATON_LLM_MODEL`, or the offline
+//!    model), which the deployment adds to the catalog when it starts
+//!    (`ModelCatalog::with_deployment_default`), so every AI node names
+//!    its model. Only a catalog without a default (a bare library use)
+//!    leaves a node's model unnamed.
 //!
 //! The first the catalog names that can do what the node needs is chosen:
 //! tools for an agent session or a chat reply, strict structured output for
@@ -105,7 +108,8 @@ fn with_capability_fallbacks(
 }
 
 /// The model serving a node of `capability` in `envelope`'s run, in the
-/// documented order; `None` for the deployment's default.
+/// documented order; `None` only when no model runs the node, or no
+/// default is known.
 pub fn model_for(
     capability: &CapabilityRegistration,
     envelope: &TaskEnvelope,
@@ -120,6 +124,15 @@ pub fn model_for(
         .find(|name| catalog.model(name).is_some_and(|model| need.met_by(model)))
         .and_then(|name| target_of(catalog, name))
         .map(|target| with_capability_fallbacks(target, capability, need, catalog))
+        .or_else(|| default_target(catalog))
+}
+
+/// The deployment's default model, when the catalog has one.
+pub fn default_target(catalog: &ModelCatalog) -> Option<ModelTarget> {
+    catalog
+        .deployment_default
+        .as_deref()
+        .and_then(|name| target_of(catalog, name))
 }
 
 /// The model serving a chat reply (tool calls): the specialist
@@ -137,7 +150,8 @@ pub fn model_for_chat(
         let by_profile = profile.and_then(|profile| settings.profile_models.get(profile));
         return by_profile
             .or(settings.model.as_ref())
-            .and_then(|name| target_of(catalog, name));
+            .and_then(|name| target_of(catalog, name))
+            .or_else(|| default_target(catalog));
     };
     capability
         .model
@@ -149,6 +163,7 @@ pub fn model_for_chat(
                 .is_some_and(|model| ModelNeed::Tools.met_by(model))
         })
         .and_then(|name| target_of(catalog, name))
+        .or_else(|| default_target(catalog))
 }
 
 /// The chat agent's `model` (chat.json) is a catalog model that calls tools:
@@ -243,7 +258,7 @@ fn check_named_model(
 }
 
 /// A judge's model: its `modelName`, else its `modelProvider`'s first
-/// catalog model with structured output; `None`: the deployment's default.
+/// catalog model with structured output, else the deployment's default.
 pub fn model_for_judge(
     catalog: &ModelCatalog,
     model_name: Option<&str>,
@@ -256,6 +271,7 @@ pub fn model_for_judge(
                 .and_then(|provider| catalog.first_structured_model_of(provider))
         })
         .and_then(|name| target_of(catalog, name))
+        .or_else(|| default_target(catalog))
 }
 
 /// Checks each judge's `modelName` and `modelProvider` against the

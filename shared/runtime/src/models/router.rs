@@ -14,7 +14,8 @@
 //! refused request is not a fallback trigger.
 //!
 //! The default model, when the catalog names it (`with_default_target`),
-//! takes its catalog entry's fallbacks and its provider's limit too.
+//! takes its catalog entry's fallbacks and its provider's limit too, and a
+//! request naming it goes to the default provider.
 //!
 //! Each call runs in a `gen_ai.chat` span (`model_spans`), the
 //! OpenTelemetry GenAI conventions' attributes on it.
@@ -211,6 +212,15 @@ impl ModelRouter {
         let Some(target) = &request.model else {
             return Ok(self.default.as_ref());
         };
+        // The default model, named as every node without a preference names
+        // it, is called on the default endpoint as before.
+        if self
+            .default_target
+            .as_ref()
+            .is_some_and(|default| default.name == target.name)
+        {
+            return Ok(self.default.as_ref());
+        }
         match self.providers.get(&target.provider) {
             Some(ProviderRoute::Ready(provider)) => Ok(provider.as_ref()),
             Some(ProviderRoute::Unavailable(why)) => Err(LlmError::Configuration(format!(

@@ -276,8 +276,9 @@ pub struct NodeStartPayload<'a> {
     /// Human nodes: when the task's SLA passes (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due_at: Option<String>,
-    /// The catalog model the node calls; absent: the deployment's default
-    /// model, or none (people, builtins, panels).
+    /// The catalog model the node calls (the deployment's default model
+    /// when nothing else is preferred); absent when no model runs the node
+    /// (people, builtins, panels) or the deployment names no default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<Cow<'a, str>>,
     /// Human nodes that take over an escalated node's facets: that node
