@@ -474,11 +474,16 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>, format: PlanFormat)
         Ok(envelope) => envelope,
         Err(error) => return invalid(format!("{}: {error}", envelope_path.display())),
     };
-    // Refused as a submission would be: catalog models, policy conditions.
+    // Refused as a submission would be: catalog models, policy conditions,
+    // the fallback capability.
     if let Err(error) =
-        baton_core::model_choice::check_envelope_models(&envelope, registry.models()).and_then(
-            |()| baton_core::policy_conditions::check_policy_conditions(&envelope, &registry),
-        )
+        baton_core::model_choice::check_envelope_models(&envelope, registry.models())
+            .and_then(|()| {
+                baton_core::policy_conditions::check_policy_conditions(&envelope, &registry)
+            })
+            .and_then(|()| {
+                baton_core::escalation_targets::check_fallback_capability(&envelope, &registry)
+            })
     {
         return invalid(format!("{}: {error}", envelope_path.display()));
     }
@@ -499,7 +504,17 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>, format: PlanFormat)
         Err(diagnostics) => (None, rejected_bundle(diagnostics)),
     };
     let rejected = plan.is_none() || bundle.status == baton_core::diagnostics::PlanStatus::Rejected;
-    let report = json!({"diagnostics": bundle, "plan": plan});
+    // Where each node's facets go if it fails: the next capability, the
+    // catch-all fallback, or nowhere (the run fails with it).
+    let escalation = plan.as_ref().map(|plan| {
+        baton_core::escalation_targets::escalation_targets(
+            plan,
+            &envelope,
+            &registry,
+            &ValidatorCache::new(),
+        )
+    });
+    let report = json!({"diagnostics": bundle, "plan": plan, "escalation": escalation});
     let picture = match (&plan, format) {
         (_, PlanFormat::Json) => None,
         (Some(plan), PlanFormat::Mermaid) => Some(baton_core::plan_picture::to_mermaid(plan)),

@@ -805,6 +805,15 @@ async fn plan_prints_the_validated_plan_without_calling_a_model() {
         .map(|node| node["capabilityId"].as_str().unwrap())
         .collect();
     assert_eq!(capabilities.len(), 2);
+    // Where each node would escalate: no other capability makes their
+    // facets, so the shipped catch-all, a person's task.
+    let escalation = report["escalation"].as_array().unwrap();
+    assert_eq!(escalation.len(), 2, "{escalation:?}");
+    for target in escalation {
+        assert_eq!(target["via"], "fallback", "{target}");
+        assert_eq!(target["capabilityId"], "HumanAgent.takeOver", "{target}");
+        assert_eq!(target["person"], true, "{target}");
+    }
     let rejected = baton(
         None,
         &[

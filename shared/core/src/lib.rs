@@ -37,8 +37,8 @@ pub use contracts::{
     panels, policies,
 };
 pub use planning::{
-    chat_plan, llm_planner, model_choice, normalization, plan, plan_picture, planner,
-    policy_conditions, selection, validator, variants,
+    chat_plan, escalation_targets, llm_planner, model_choice, normalization, plan, plan_picture,
+    planner, policy_conditions, selection, validator, variants,
 };
 pub use records::{
     agents, chat, conversation, entries, governance, notifications, thread_lane, thread_listing,

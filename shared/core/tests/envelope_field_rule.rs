@@ -259,6 +259,12 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "caller_constraints_directives_and_output_hints_reach_the_nodes_they_concern",
     ),
     (
+        "$.policies.fallbackCapability",
+        Behaviour,
+        "shared/runtime/tests/fallback.rs",
+        "an_envelope_names_its_fallback_and_a_capability_that_is_not_a_catch_all_is_refused",
+    ),
+    (
         "$.policies.runtime",
         Behaviour,
         CLI,

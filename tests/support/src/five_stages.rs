@@ -70,6 +70,7 @@ pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
             max_iterations: None,
             max_tool_calls_per_turn: None,
             parallel_tools: false,
+            catch_all: false,
         };
         registry.add_capability(capability, "bench").unwrap();
     }

@@ -44,6 +44,40 @@ fn registry_error(
     }
 }
 
+/// A catch-all fallback takes the contracts of the node it takes over: it
+/// declares none of its own, is of kind `fallback`, and is a person or a
+/// model (not a panel, an agent with tools, or a builtin).
+fn check_catch_all(
+    capability: &CapabilityRegistration,
+    source_name: &str,
+) -> Result<(), CoreError> {
+    let refuse = |path: &str, message: &str| Err(registry_error(source_name, path, message));
+    if capability.kind != crate::contracts::capability::NodeKind::Fallback {
+        return refuse(
+            "$.kind",
+            "a catch-all capability is of kind `fallback` (it runs only when a node fails)",
+        );
+    }
+    if !capability.input_contract.is_empty() || !capability.output_contract.is_empty() {
+        let path = if capability.input_contract.is_empty() {
+            "$.outputContract"
+        } else {
+            "$.inputContract"
+        };
+        return refuse(
+            path,
+            "a catch-all capability declares no facets: it takes the contracts of the node it takes over ([])",
+        );
+    }
+    if capability.panel.is_some() || !capability.tools.is_empty() {
+        return refuse(
+            "$.catchAll",
+            "a catch-all capability is a person or a model: no panel, no tools",
+        );
+    }
+    Ok(())
+}
+
 fn parse_document<T: DeserializeOwned>(document: &RegistryDocument) -> Result<T, CoreError> {
     let mut value: serde_json::Value = serde_json::from_str(&document.text).map_err(|error| {
         registry_error(
@@ -291,6 +325,9 @@ impl Registry {
                 "$.agentType",
                 "`builtin` is reserved for orchestrator-managed nodes; register `ai` or `human`",
             ));
+        }
+        if capability.catch_all {
+            return check_catch_all(capability, source_name);
         }
         if capability.output_contract.is_empty() {
             return Err(registry_error(

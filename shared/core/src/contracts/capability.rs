@@ -152,6 +152,13 @@ pub struct CapabilityRegistration {
     /// One turn's tool calls may run concurrently.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub parallel_tools: bool,
+    /// A catch-all fallback (`kind: fallback`, empty contracts): the planner
+    /// never places it; a node whose facets no other capability can make
+    /// after it failed is handed to it, and that node's contracts become
+    /// its contracts (for a person: the node's output contract is the task's
+    /// form, and the task carries the failure).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub catch_all: bool,
 }
 
 /// Where a reviewer's answer holds its score: a JSON pointer into the
@@ -293,6 +300,7 @@ mod liveness_tests {
                 max_iterations: None,
                 max_tool_calls_per_turn: None,
                 parallel_tools: false,
+                catch_all: false,
             },
             registered_at_millis: 1_000,
             last_seen_at_millis: 10_000,

@@ -14,6 +14,11 @@ pub struct TaskPolicies {
     pub planner: Option<PlannerPolicy>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runtime: Vec<RuntimePolicy>,
+    /// The catch-all capability (`catchAll: true`) a failed node's facets
+    /// go to when no other capability can make them; the registry's first
+    /// catch-all when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_capability: Option<String>,
     /// Caller hints outside the canonical shape (the seed's sample envelopes
     /// send e.g. a persona or a voice here). Kept verbatim and handed to the
     /// planner as context; never interpreted by code.

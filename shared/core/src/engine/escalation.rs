@@ -1,8 +1,14 @@
 //! Escalation instead of death: a node whose attempts ran out, or whose
 //! model kept failing after its provider's retries and fallback models,
 //! hands its facets to the next-ranked capability in a new plan version
-//! (a `capability_fallback` warning says why); only when no capability is
-//! left does the node fail the run.
+//! (a `capability_fallback` warning says why). When no capability makes
+//! them, the catch-all fallback takes them (`catchAll: true`: the
+//! envelope's `policies.fallbackCapability`, else the registry's first; the
+//! shipped one is a person's review task with the failure on it and the
+//! node's output contract as the form), in a version that swaps that one
+//! node. Only when that is gone too (or was the node that failed) does the
+//! node fail the run. `planning::escalation_targets` tells the same answer
+//! before the run starts.
 
 use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
@@ -51,7 +57,7 @@ pub(super) fn fall_back_to_next_capability(
         capability_id: node.capability_id.clone(),
         output_facets: node.output_facets.clone(),
         trigger: escalation.trigger.to_string(),
-        failure: escalation.said,
+        failure: escalation.said.clone(),
     };
     let replaced = super::replan::replan(
         step,
@@ -63,15 +69,124 @@ pub(super) fn fall_back_to_next_capability(
                 ..frames::TriggerDetails::default()
             },
             policy_id: None,
-            rationale: Some(escalation.rationale),
+            rationale: Some(escalation.rationale.clone()),
             invalidate: vec![node.node_id.clone()],
             exclude_capabilities: vec![node.capability_id.clone()],
             reject_ends_run: false,
             escalated: Some(record.clone()),
         },
     )?;
+    let replaced = replaced || hand_to_catch_all(step, node, &escalation, &record);
     if replaced {
         step.state.governance.escalations.push(record);
     }
     Ok(replaced)
+}
+
+/// No capability makes `node`'s facets: a new version swaps it for the
+/// catch-all fallback, with `node`'s facets and contracts, and its failure
+/// in the instructions (and on a person's task, through the escalation
+/// record). Whether a version replaced the plan.
+fn hand_to_catch_all(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    escalation: &Escalation,
+    record: &crate::records::governance::EscalationRecord,
+) -> bool {
+    let engine = step.engine;
+    let Some(fallback) =
+        crate::planning::escalation_targets::catch_all_for(&step.state.envelope, engine.registry)
+    else {
+        return false;
+    };
+    // A catch-all that failed, or one a failure already escalated away from,
+    // is not asked again: the run fails with the node.
+    let escalated_away = step
+        .state
+        .governance
+        .escalations
+        .iter()
+        .any(|earlier| earlier.capability_id == fallback.capability_id);
+    if node.capability_id == fallback.capability_id || escalated_away {
+        return false;
+    }
+    let Some(previous) = step.state.plan.clone() else {
+        return false;
+    };
+    let mut plan = previous.as_ref().clone();
+    let Some(slot) = plan
+        .nodes
+        .iter_mut()
+        .find(|candidate| candidate.node_id == node.node_id)
+    else {
+        return false;
+    };
+    let instructions = format!(
+        "{}\n\nYou take over node {} ({}), which failed: {}. Produce {} as its contract asks.",
+        fallback
+            .instructions
+            .clone()
+            .unwrap_or_else(|| fallback.summary.clone()),
+        node.node_id,
+        node.capability_id,
+        escalation.said,
+        node.output_facets.join(", ")
+    );
+    *slot = PlanNode {
+        capability_id: fallback.capability_id.clone(),
+        label: fallback.display_name.clone(),
+        kind: fallback.kind,
+        executor: crate::planning::plan::NodeExecutor::for_capability(fallback),
+        derived: false,
+        instructions: instructions.into(),
+        variant: node.variant,
+        allows_clarify: false,
+        task_surface: (fallback.instruction_templates.is_some()
+            || fallback.assignment_defaults.is_some())
+        .then(|| crate::planning::plan::TaskSurface {
+            instruction_templates: fallback.instruction_templates.clone(),
+            assignment_defaults: fallback.assignment_defaults.clone(),
+        }),
+        quality_score: None,
+        model: crate::planning::model_choice::model_for(
+            fallback,
+            &step.state.envelope,
+            engine.registry.models(),
+        ),
+        ..node.clone()
+    };
+    let bundle = crate::planning::validator::validate_plan(
+        &plan,
+        &step.state.envelope,
+        engine.registry,
+        engine.validators,
+    );
+    if bundle.status == crate::contracts::diagnostics::PlanStatus::Rejected {
+        return false;
+    }
+    super::replan::apply(
+        step,
+        &previous,
+        super::replan::ReplanCause {
+            trigger: frames::TriggerDetails {
+                kind: escalation.trigger.into(),
+                node_id: Some(node.node_id.clone()),
+                capability_id: Some(node.capability_id.clone()),
+                ..frames::TriggerDetails::default()
+            },
+            policy_id: None,
+            rationale: Some(format!(
+                "no other capability makes {}: the catch-all fallback {} takes over",
+                node.output_facets.join(", "),
+                fallback.capability_id
+            )),
+            invalidate: vec![node.node_id.clone()],
+            exclude_capabilities: Vec::new(),
+            reject_ends_run: false,
+            escalated: Some(record.clone()),
+        },
+        (plan, bundle),
+        (1, frames::PlannerKind::Deterministic, None),
+    );
+    true
 }

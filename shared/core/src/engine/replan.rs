@@ -351,7 +351,7 @@ fn refuse(step: &mut StepContext<'_, '_>, previous: &PlanGraph, cause: &ReplanCa
 /// Puts the new version in force: node records carried over or reset, the
 /// replaced version kept as a run entry, `plan_requested` and
 /// `plan_updated`, and the warnings about specialists it goes without.
-fn apply(
+pub(super) fn apply(
     step: &mut StepContext<'_, '_>,
     previous: &Arc<PlanGraph>,
     cause: ReplanCause,
@@ -531,22 +531,35 @@ pub(super) fn say_what_took_over(
     step: &mut StepContext<'_, '_>,
     escalated: &crate::records::governance::EscalationRecord,
 ) {
-    let replaced_by_another = step.state.plan.as_ref().is_some_and(|plan| {
-        plan.nodes.iter().any(|other| {
+    // The node making all of the escalated facets, else one making some.
+    let taken_over_by = step.state.plan.as_ref().and_then(|plan| {
+        let makes_all = |other: &&crate::planning::plan::PlanNode| {
+            escalated
+                .output_facets
+                .iter()
+                .all(|facet| other.output_facets.contains(facet))
+        };
+        let makes_some = |other: &&crate::planning::plan::PlanNode| {
             other
                 .output_facets
                 .iter()
                 .any(|facet| escalated.output_facets.contains(facet))
-        })
+        };
+        plan.nodes
+            .iter()
+            .find(makes_all)
+            .or_else(|| plan.nodes.iter().find(makes_some))
+            .map(|other| other.capability_id.clone())
     });
+    let replaced_by_another = taken_over_by.is_some();
     let version = step.state.plan_version();
     let node_id = escalated.node_id.as_str();
     let said = &escalated.failure;
     let warning = frames::warning(
         &step.stamp(),
         Some(node_id),
-        if replaced_by_another {
-            format!("{said}; plan version {version} uses another capability")
+        if let Some(capability_id) = &taken_over_by {
+            format!("{said}; plan version {version} uses another capability: {capability_id}")
         } else {
             format!(
                 "{said}; plan version {version} goes without it: no other capability makes {}",

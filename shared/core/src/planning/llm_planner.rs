@@ -82,8 +82,10 @@ fn planner_request_with_context(
     rejected_attempts: &[DiagnosticsBundle],
     replan: Option<Value>,
 ) -> ModelRequest {
+    // A catch-all fallback is never planned: only a failed node reaches it.
     let capabilities: Vec<Value> = registry
         .capabilities()
+        .filter(|capability| !capability.catch_all)
         .map(|capability| {
             json!({
                 "capabilityId": capability.capability_id,

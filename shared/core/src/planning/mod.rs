@@ -4,6 +4,7 @@
 
 mod capability_needs;
 pub mod chat_plan;
+pub mod escalation_targets;
 pub mod llm_planner;
 pub mod model_choice;
 pub mod normalization;

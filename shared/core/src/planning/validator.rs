@@ -137,7 +137,7 @@ fn check_structure(
                     PlanDiagnostic::structural("structure.facet_direction", "input facets allow input", format!("`{facet_name}` is output-only."))
                         .with_node(&node.node_id),
                 ),
-                Some(_) if !node.derived && !capability.input_contract.contains(facet_name) => diagnostics.push(
+                Some(_) if !node.derived && !capability.catch_all && !capability.input_contract.contains(facet_name) => diagnostics.push(
                     PlanDiagnostic::structural(
                         "structure.declared_facets",
                         "a declared capability only consumes facets it declares",
@@ -166,7 +166,11 @@ fn check_structure(
                     )
                     .with_node(&node.node_id),
                 ),
-                Some(_) if !node.derived && !capability.output_contract.contains(facet_name) => {
+                Some(_)
+                    if !node.derived
+                        && !capability.catch_all
+                        && !capability.output_contract.contains(facet_name) =>
+                {
                     diagnostics.push(
                         PlanDiagnostic::structural(
                             "structure.declared_facets",

@@ -139,15 +139,18 @@ impl RunService {
                 }
                 other => RuntimeError::Core(other),
             })?;
-        // A policy condition reads only what its trigger provides.
-        baton_core::policy_conditions::check_policy_conditions(&envelope, &self.registry).map_err(
-            |error| match error {
+        // A policy condition reads only what its trigger provides; a named
+        // fallback is a catch-all of the registry.
+        baton_core::policy_conditions::check_policy_conditions(&envelope, &self.registry)
+            .and_then(|()| {
+                baton_core::escalation_targets::check_fallback_capability(&envelope, &self.registry)
+            })
+            .map_err(|error| match error {
                 baton_core::CoreError::InvalidEnvelope { path, message } => {
                     RuntimeError::InvalidInput { path, message }
                 }
                 other => RuntimeError::Core(other),
-            },
-        )?;
+            })?;
         self.check_inputs(&envelope.inputs)?;
         Ok(envelope)
     }
