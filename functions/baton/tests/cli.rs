@@ -622,9 +622,33 @@ async fn three_violating_answers_hand_the_node_to_the_next_ranked_capability() {
 async fn violating_answers_fail_the_run_once_no_capability_is_left() {
     let server = ScriptedLlmServer::start().await.unwrap();
     server.push_behaviors((0..30).map(|_| Behavior::SchemaViolating));
+    // By default the shipped catch-all takes the facets: a person's task
+    // carrying the failure, the run waiting for it (exit 4).
     let (code, frames, _) = run_ndjson(
         &server,
         &baton_test_support::plain_example_file("seed-10.1-sample-envelope.json"),
+    )
+    .await;
+    assert_eq!(code, 4, "{:?}", types(&frames));
+    let taken_over = frames
+        .iter()
+        .rev()
+        .find(|frame| frame["type"] == "node_start")
+        .unwrap();
+    assert_eq!(taken_over["payload"]["capabilityId"], "HumanAgent.takeOver");
+    assert_eq!(taken_over["payload"]["executorType"], "human");
+    assert!(
+        taken_over["payload"]["escalatedFrom"]["failure"]
+            .as_str()
+            .is_some_and(|failure| !failure.is_empty()),
+        "{taken_over}"
+    );
+    // With no catch-all (`policies.fallbackCapability: "none"`) the run fails.
+    let server = ScriptedLlmServer::start().await.unwrap();
+    server.push_behaviors((0..30).map(|_| Behavior::SchemaViolating));
+    let (code, frames, _) = run_ndjson(
+        &server,
+        &baton_test_support::fail_fast_example_file("seed-10.1-sample-envelope.json"),
     )
     .await;
     assert_eq!(code, 3);

@@ -126,11 +126,15 @@ async fn an_unreachable_model_is_reported_with_its_cause() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port()
     };
-    let output = run(
-        &format!("http://127.0.0.1:{port}/v1"),
-        &["--format", "ndjson"],
-    )
-    .await;
+    // No catch-all: the run fails with the node rather than waiting for a
+    // person (the shipped catch-all is tested in shared/runtime/tests/fallback.rs).
+    let fail_fast = baton_test_support::fail_fast_example_file("seed-10.1-sample-envelope.json");
+    let output = command(&format!("http://127.0.0.1:{port}/v1"))
+        .args(["run", fail_fast.to_str().unwrap(), "--store", "memory"])
+        .args(["--format", "ndjson"])
+        .output()
+        .await
+        .unwrap();
     assert_eq!(output.status.code(), Some(3));
     let frames: Vec<Value> = String::from_utf8(output.stdout)
         .unwrap()

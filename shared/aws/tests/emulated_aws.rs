@@ -229,6 +229,7 @@ fn run_carrying(payload: String, run_id: &str) -> baton_core::run::RunState {
             correlation_id: "corr".into(),
             thread_id: "thread".into(),
             trace: None,
+            submitted_by: None,
         },
         envelope,
         baton_core::instant::Instant::from_unix_millis(1_767_225_600_000),

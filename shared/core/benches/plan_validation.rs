@@ -39,6 +39,7 @@ fn registry() -> Registry {
                     semantics: String::new(),
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: Map::new(),
                 },
                 "bench",

@@ -41,7 +41,8 @@ pub use planning::{
     planner, policy_conditions, selection, validator, variants,
 };
 pub use records::{
-    agents, chat, conversation, entries, governance, notifications, thread_lane, thread_listing,
+    agents, audit, chat, conversation, entries, governance, notifications, thread_lane,
+    thread_listing,
 };
 pub use state::{context, listing, plan_tool, replan_cause, run, tasks};
 pub use wire::{event, frame_payload, frames, hooks};

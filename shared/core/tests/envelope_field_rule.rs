@@ -67,6 +67,12 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "a_quality_threshold_alone_plans_a_reviewer_and_a_low_score_revises",
     ),
     (
+        "$.constraints.maxRevisions",
+        Behaviour,
+        "shared/runtime/tests/feedback.rs",
+        "feedback_on_the_copy_re_runs_the_writer_with_it_and_stops_at_max_revisions",
+    ),
+    (
         "$.constraints.executionDepth",
         Behaviour,
         CLI,
@@ -265,6 +271,12 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "an_envelope_names_its_fallback_and_a_capability_that_is_not_a_catch_all_is_refused",
     ),
     (
+        "$.policies.reviewDerived",
+        Behaviour,
+        "shared/runtime/tests/derived.rs",
+        "review_derived_holds_a_derived_output_for_a_person",
+    ),
+    (
         "$.policies.runtime",
         Behaviour,
         CLI,
@@ -317,6 +329,12 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         Behaviour,
         GOVERNANCE,
         "policy_trigger_action_table",
+    ),
+    (
+        "$.policies.runtime[].trigger.selector.derived",
+        Behaviour,
+        "shared/runtime/tests/derived.rs",
+        "review_derived_holds_a_derived_output_for_a_person",
     ),
     (
         "$.policies.runtime[].trigger.condition",

@@ -17,6 +17,9 @@ pub struct RunSnapshotResponse {
     pub ok: bool,
     pub run: RunSummary,
     pub output: Option<Value>,
+    /// Which node (and attempt, in which plan version) made each top-level
+    /// property of the output.
+    pub output_provenance: BTreeMap<String, OutputProvenance>,
     pub plan_versions: Vec<PlanVersionSummary>,
     pub latest_snapshot: Option<PlanSnapshot>,
     pub diagnostics: Option<DiagnosticsBundle>,
@@ -48,6 +51,15 @@ pub struct RunSummary {
     pub failure: Option<FailureSummary>,
     /// The envelope with secret values redacted.
     pub envelope: Value,
+    /// `sha256:` and the hex SHA-256 of the output contract's JSON Schema
+    /// text, as submitted: the exact contract the run was held to.
+    pub schema_hash: String,
+    /// The user the submitting request named (`X-Baton-User`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submitted_by: Option<String>,
+    /// The registry facets the run's plans used, as they were when planned:
+    /// each one's `metadata.version` and schema hash.
+    pub facet_snapshot: BTreeMap<String, baton_core::audit::FacetStamp>,
     pub satisfaction_score: Option<f64>,
     pub observed_satisfaction: Option<f64>,
     /// The run this one was forked from (`POST /runs/{runId}/fork`):
@@ -83,6 +95,21 @@ pub struct UsageSummary {
     /// absent when none was priced.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// The run's totals split by what the calls were for: `planning`,
+    /// `execution`, `review`, `judge`, `summary` (absent on a node's).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_operation: BTreeMap<String, OperationUsage>,
+}
+
+/// One operation's share of a run's usage.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 impl UsageSummary {
@@ -93,8 +120,42 @@ impl UsageSummary {
             total_tokens: usage.total(),
             cached_prompt_tokens: usage.cached_prompt_tokens,
             cost_usd: cost_usd.map(baton_core::model_catalog::round_cost),
+            by_operation: BTreeMap::new(),
         }
     }
+
+    /// A run's totals with their split by operation.
+    fn of_run(run: &RunState) -> Self {
+        UsageSummary {
+            by_operation: run
+                .usage_by_operation
+                .iter()
+                .map(|(operation, spend)| {
+                    (
+                        operation.as_str().to_string(),
+                        OperationUsage {
+                            prompt_tokens: spend.usage.prompt_tokens,
+                            completion_tokens: spend.usage.completion_tokens,
+                            total_tokens: spend.usage.total(),
+                            cost_usd: spend.cost_usd.map(baton_core::model_catalog::round_cost),
+                        },
+                    )
+                })
+                .collect(),
+            ..UsageSummary::of(run.total_usage(), run.total_cost_usd())
+        }
+    }
+}
+
+/// The node that made one property of a run's output.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutputProvenance {
+    pub node_id: String,
+    pub capability_id: String,
+    /// The node's attempt whose answer stands.
+    pub attempt: u32,
+    pub plan_version: u32,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -108,6 +169,11 @@ pub struct PlanVersionSummary {
     /// The current version's nodes not yet completed (none for a version a
     /// newer one replaced).
     pub pending_node_ids: Vec<String>,
+    /// When the version was put in force, and why (`initial`, or the
+    /// replan's trigger kind with its node, policy and rationale); absent
+    /// for runs stored before versions were recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history: Option<baton_core::audit::PlanVersionRecord>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -144,6 +210,12 @@ impl RunSnapshotResponse {
             planner_model: plan.planner_model.clone(),
             node_ids: plan.nodes.iter().map(|node| node.node_id.clone()).collect(),
             pending_node_ids,
+            history: run
+                .plan_history
+                .iter()
+                .rev()
+                .find(|record| record.version == plan.plan_version)
+                .cloned(),
         };
         let plan_versions = superseded
             .iter()
@@ -176,6 +248,12 @@ impl RunSnapshotResponse {
                     message: failure.message.clone(),
                 }),
                 envelope: redact(&envelope),
+                schema_hash: format!(
+                    "sha256:{}",
+                    baton_core::compiler::schema_key_of(&run.envelope.output_contract.schema)
+                ),
+                facet_snapshot: run.facet_snapshot.clone(),
+                submitted_by: run.submitted_by.clone(),
                 satisfaction_score: run
                     .plan_diagnostics
                     .as_ref()
@@ -185,13 +263,14 @@ impl RunSnapshotResponse {
                     .forked_from
                     .as_ref()
                     .and_then(|origin| serde_json::to_value(origin).ok()),
-                usage: UsageSummary::of(run.total_usage(), run.total_cost_usd()),
+                usage: UsageSummary::of_run(run),
                 pending_request: run.governance.pending_request().cloned(),
                 hitl_clarifications: run.governance.clarifications.clone(),
                 timers: run.governance.timers.clone(),
                 notifications: run.notifications.clone(),
             },
             output: run.output.as_ref().map(redact),
+            output_provenance: output_provenance(run),
             plan_versions,
             latest_snapshot: run.plan.as_ref().map(|plan| PlanSnapshot {
                 version: plan.plan_version,
@@ -219,4 +298,31 @@ impl RunSnapshotResponse {
                 .collect(),
         }
     }
+}
+
+/// For each top-level property of the run's output, the node of the plan
+/// in force that made it last, with the attempt whose answer stands.
+fn output_provenance(run: &RunState) -> BTreeMap<String, OutputProvenance> {
+    let (Some(output), Some(plan)) = (
+        run.output.as_ref().and_then(Value::as_object),
+        run.plan.as_ref(),
+    ) else {
+        return BTreeMap::new();
+    };
+    output
+        .keys()
+        .filter_map(|property| {
+            let node = plan.final_producer_of(property)?;
+            let record = run.nodes.get(&node.node_id)?;
+            Some((
+                property.clone(),
+                OutputProvenance {
+                    node_id: node.node_id.clone(),
+                    capability_id: node.capability_id.clone(),
+                    attempt: record.current_attempt,
+                    plan_version: plan.plan_version,
+                },
+            ))
+        })
+        .collect()
 }

@@ -1,6 +1,7 @@
 //! The caller's W3C `traceparent` request header (`POST /runs`,
 //! `POST /run.stream`, `POST /api/v1/chat`): the run's root span hangs
-//! under it.
+//! under it. And the user a submission names (`X-Baton-User`), to whom
+//! the run's usage is attributed.
 
 use axum::http::HeaderMap;
 
@@ -20,4 +21,42 @@ pub(crate) fn caller_trace(headers: &HeaderMap) -> Option<baton_core::trace_cont
             None
         }
     }
+}
+
+/// The header naming the user a submission is made for.
+pub(crate) const USER_HEADER: &str = "x-baton-user";
+
+/// Longest user name `X-Baton-User` may carry (characters).
+const MAX_USER_CHARS: usize = 128;
+
+/// Who submits: the `traceparent` (ignored when malformed) and the user
+/// `X-Baton-User` names. A user header that is not 1–128 printable
+/// characters is a 400 naming the header.
+pub(crate) fn submitter_of(
+    headers: &HeaderMap,
+) -> Result<baton_runtime::services::Submitter, crate::error::ApiError> {
+    let user = match headers.get(USER_HEADER) {
+        None => None,
+        Some(value) => {
+            let text = value.to_str().ok().map(str::trim).unwrap_or_default();
+            let printable = !text.is_empty()
+                && text.chars().count() <= MAX_USER_CHARS
+                && text.chars().all(|character| !character.is_control());
+            if !printable {
+                return Err(crate::error::ApiError::new(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "invalid_header",
+                    format!(
+                        "X-Baton-User names a user in 1 to {MAX_USER_CHARS} printable characters"
+                    ),
+                )
+                .with_details(serde_json::json!({"header": "X-Baton-User"})));
+            }
+            Some(text.to_string())
+        }
+    };
+    Ok(baton_runtime::services::Submitter {
+        traceparent: caller_trace(headers),
+        user,
+    })
 }

@@ -2216,3 +2216,102 @@ async fn a_finished_run_lists_its_checkpoints_and_forks_without_calling_the_mode
         "every node was reused: no model call"
     );
 }
+
+/// An ended run is auditable from `GET /runs/{id}`: the contract's schema
+/// hash, the registry facets its plan used (version and schema hash), each
+/// plan version's time and cause, which node and attempt made each output
+/// property, the user the submission named and the usage split by what it
+/// was for; `GET /runs` carries the thread, the user and the split too. A
+/// malformed user header is a 400 and starts nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ended_run_is_auditable_from_its_snapshot_and_the_runs_list() {
+    let api = start_api().await;
+    let envelope = example("seed-10.0.1-stream-contract-variants.json");
+    let frames = read_sse(
+        api.client
+            .post(format!("{}/run.stream", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .header("X-Baton-User", "ana@acme.example")
+            .json(&envelope)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(frames.last().unwrap().1, "complete");
+    let run_id = frames.last().unwrap().2["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let snapshot = get_json(&api, &format!("/runs/{run_id}"), ACME_TOKEN).await;
+    let run = &snapshot["run"];
+    assert_eq!(run["submittedBy"], "ana@acme.example");
+    let hash = run["schemaHash"].as_str().unwrap();
+    assert!(
+        hash.starts_with("sha256:") && hash.len() == "sha256:".len() + 64,
+        "{hash}"
+    );
+    let facets = run["facetSnapshot"].as_object().unwrap();
+    assert!(facets.contains_key("copyVariants"), "{facets:?}");
+    for (facet, stamp) in facets {
+        assert_eq!(
+            stamp["schemaHash"].as_str().map(str::len),
+            Some(64),
+            "{facet}: {stamp}"
+        );
+    }
+    let history = &snapshot["planVersions"][0]["history"];
+    assert_eq!(history["version"], 1);
+    assert_eq!(history["trigger"], "initial");
+    assert!(history["plannedAt"].as_str().unwrap().ends_with('Z'));
+    let provenance = snapshot["outputProvenance"].as_object().unwrap();
+    let output = snapshot["output"].as_object().unwrap();
+    assert_eq!(
+        provenance.keys().collect::<Vec<_>>(),
+        output.keys().collect::<Vec<_>>(),
+        "every output property has its maker"
+    );
+    for made in provenance.values() {
+        let node_id = made["nodeId"].as_str().unwrap();
+        assert_eq!(snapshot["nodes"][node_id]["status"], "completed");
+        assert_eq!(made["attempt"], 1);
+        assert_eq!(made["planVersion"], 1);
+    }
+    let by_operation = &run["usage"]["byOperation"];
+    assert!(
+        by_operation["execution"]["totalTokens"].as_u64().unwrap() > 0,
+        "{by_operation}"
+    );
+    assert_eq!(
+        by_operation["execution"]["totalTokens"], run["usage"]["totalTokens"],
+        "only the work used tokens in this run"
+    );
+    let listed = get_json(&api, "/runs", ACME_TOKEN).await;
+    let item = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|item| item["runId"] == run_id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(item["submittedBy"], "ana@acme.example");
+    assert_eq!(item["threadId"], run["threadId"]);
+    assert_eq!(
+        item["usage"]["tokensByOperation"]["execution"],
+        run["usage"]["totalTokens"]
+    );
+    let before = run_count(&api, ACME_TOKEN).await;
+    let refused = api
+        .client
+        .post(format!("{}/runs", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .header("X-Baton-User", "")
+        .json(&envelope)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["details"]["header"], "X-Baton-User", "{body}");
+    assert_eq!(run_count(&api, ACME_TOKEN).await, before, "nothing started");
+}

@@ -210,6 +210,25 @@ async fn a_declined_fallback_fails_the_run_with_the_node() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn with_fallback_capability_none_the_failing_node_fails_the_run() {
+    let (services, runner) = TestServices::with_model(Arc::new(FailsFor {
+        failing: "copywriter_Messaging",
+        asked: std::sync::Mutex::default(),
+    }))
+    .build_with_local_runner();
+    let mut envelope = positioning_envelope();
+    envelope["policies"]["fallbackCapability"] = json!("none");
+    let run = services.runs.submit("t", &envelope).await.unwrap();
+    let status = runner.run_until_settled("t", &run.run_id).await.unwrap();
+    assert_eq!(status, RunStatus::Failed);
+    let settled = services.runs.load("t", &run.run_id).await.unwrap().unwrap();
+    assert!(
+        settled.state.failure.unwrap().message.contains("503"),
+        "the node's failure is the run's"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_envelope_names_its_fallback_and_a_capability_that_is_not_a_catch_all_is_refused() {
     let (services, _runner) = TestServices::with_model(Arc::new(FailsFor {
         failing: "nothing",
@@ -218,6 +237,9 @@ async fn an_envelope_names_its_fallback_and_a_capability_that_is_not_a_catch_all
     .build_with_local_runner();
     let mut envelope = positioning_envelope();
     envelope["policies"]["fallbackCapability"] = json!("HumanAgent.takeOver");
+    services.runs.submit("t", &envelope).await.unwrap();
+    // "none" is accepted: no catch-all (the test above runs it).
+    envelope["policies"]["fallbackCapability"] = json!("none");
     services.runs.submit("t", &envelope).await.unwrap();
     for (named, said) in [
         ("HumanAgent.clarifyBrief", "is not a catch-all fallback"),

@@ -66,7 +66,10 @@ async fn a_human_task_past_its_sla_fails_the_run_without_anyone_waiting() {
                 "inputs": {"positioning_context": {"company_name": "Acme", "company_url": "https://acme.example",
                                                     "competing_factors": ["reliability"]}},
                 "outputContract": {"schema": {"type": "object", "required": ["positioning"],
-                                              "properties": {"positioning": {"type": "object"}}}}
+                                              "properties": {"positioning": {"type": "object"}}}},
+                // No catch-all: past its SLA the task fails the run instead
+                // of going to the shipped one (shared/runtime/tests/fallback.rs).
+                "policies": {"fallbackCapability": "none"}
             }),
         )
         .await

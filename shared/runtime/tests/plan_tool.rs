@@ -142,6 +142,7 @@ fn registry() -> Arc<Registry> {
                     semantics: String::new(),
                     direction,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -100,6 +100,8 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
         "baton_node_duration_ms_count{capability=\"StrategyManager.writerBrief\"} 1",
         "baton_node_duration_ms_count{capability=\"ContentGenerator.copyVariants\"} 1",
         "baton_node_duration_ms_bucket{capability=\"ContentGenerator.copyVariants\",le=\"+Inf\"} 1",
+        // The ended run's two model nodes, 120 tokens each, both the work.
+        "baton_model_tokens_total{operation=\"execution\"} 240",
     ] {
         assert!(
             text.contains(expected),
@@ -137,6 +139,13 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
         .collect();
     assert_eq!(ended.len(), 1);
     assert_eq!(ended[0]["status"], "completed");
+    let tokens: Vec<&Value> = parsed
+        .iter()
+        .filter(|line| line.get("ModelTokens").is_some())
+        .collect();
+    assert_eq!(tokens.len(), 1, "{lines:?}");
+    assert_eq!(tokens[0]["operation"], "execution");
+    assert_eq!(tokens[0]["ModelTokens"], 240);
 }
 
 #[test]
@@ -161,7 +170,9 @@ fn plans_drafted_for_review_and_their_reviews_are_counted_by_verdict() {
                 *name,
                 label.as_ref().map(|(key, value)| (*key, value.as_str())),
             ),
-            Observation::NodeDuration { .. } => panic!("no node ended: {observation:?}"),
+            Observation::NodeDuration { .. } | Observation::ModelTokens { .. } => {
+                panic!("no node or run ended: {observation:?}")
+            }
         })
         .collect();
     assert_eq!(

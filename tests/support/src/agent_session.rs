@@ -127,6 +127,7 @@ pub fn agent_registry(max_turns: usize) -> Arc<Registry> {
                     semantics: String::new(),
                     direction,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -53,6 +53,7 @@ fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<Ste
             correlation_id: format!("corr-{run_id}"),
             thread_id: format!("thread-{run_id}"),
             trace: Some(CONFORMANCE_TRACE),
+            submitted_by: None,
         },
         envelope,
         NOW,

@@ -31,6 +31,7 @@ pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
             semantics: String::new(),
             direction: FacetDirection::Bidirectional,
             required_by_default: true,
+            drives_revisions: false,
             metadata: Map::new(),
         };
         registry.add_facet(facet, "bench").unwrap();

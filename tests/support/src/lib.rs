@@ -97,15 +97,36 @@ pub fn plain_example_envelope(name: &str) -> Value {
 /// [`plain_example_envelope`] written to a file (for tests that hand a
 /// path to the `baton` binary): one per process, under the temporary folder.
 pub fn plain_example_file(name: &str) -> PathBuf {
+    envelope_file(name, || plain_example_envelope(name))
+}
+
+/// [`plain_example_envelope`] with `policies.fallbackCapability: "none"`,
+/// written to a file: a node no capability can take over fails the run
+/// instead of going to the shipped catch-all (a person's task), for tests
+/// of how a run fails.
+pub fn fail_fast_example_file(name: &str) -> PathBuf {
+    envelope_file(&format!("fail-fast-{name}"), || {
+        let mut envelope = plain_example_envelope(name);
+        envelope["policies"]["fallbackCapability"] = Value::String("none".into());
+        envelope
+    })
+}
+
+/// `envelope()` written as `file_name` in this process's folder under the
+/// temporary folder, once.
+fn envelope_file(file_name: &str, envelope: impl FnOnce() -> Value) -> PathBuf {
     let directory =
         std::env::temp_dir().join(format!("baton-plain-examples-{}", std::process::id()));
     std::fs::create_dir_all(&directory)
         .unwrap_or_else(|error| panic!("{}: {error}", directory.display()));
-    let path = directory.join(name);
+    let path = directory.join(file_name);
     if !path.exists() {
         // Written aside then renamed, so a concurrent test never reads half.
-        let partial = directory.join(format!("{name}.{:?}.partial", std::thread::current().id()));
-        std::fs::write(&partial, plain_example_envelope(name).to_string())
+        let partial = directory.join(format!(
+            "{file_name}.{:?}.partial",
+            std::thread::current().id()
+        ));
+        std::fs::write(&partial, envelope().to_string())
             .unwrap_or_else(|error| panic!("{}: {error}", partial.display()));
         std::fs::rename(&partial, &path)
             .unwrap_or_else(|error| panic!("{}: {error}", path.display()));

@@ -222,6 +222,7 @@ async fn an_agent_calls_a_tool_served_over_mcp() {
                     semantics: String::new(),
                     direction,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -158,6 +158,17 @@ pub enum WarningCode {
     /// frame's `field` is the condition's JSON path; the message names the
     /// policy and what was missing.
     PolicyConditionUnreadable,
+    /// A node gave feedback with open items after `constraints.maxRevisions`
+    /// revisions: nothing more is revised, the items stay open.
+    FeedbackRevisionsExhausted,
+    /// A feedback item names a facet no node of the plan makes, or a node
+    /// the plan does not have: it revises nothing.
+    FeedbackUnmatched,
+    /// A derived capability (run outside its declared inputs) answered: its
+    /// output was checked once more, each facet against the caller's schema
+    /// for it, and the node ran on probation (`policies.reviewDerived`
+    /// holds it for a person too).
+    DerivedOutputChecked,
 }
 
 impl WarningCode {

@@ -162,6 +162,15 @@ impl Registry {
         }
         compile_schema(&facet.schema, "$.schema")
             .map_err(|error| registry_error(source_name, "$.schema", error.to_string()))?;
+        if facet.drives_revisions
+            && facet.schema.get("type").and_then(serde_json::Value::as_str) != Some("array")
+        {
+            return Err(registry_error(
+                source_name,
+                "$.schema.type",
+                "a facet that drives revisions holds a list of feedback items (`\"type\": \"array\"`, items naming `facet` or `nodeId`)",
+            ));
+        }
         if self.facets.contains(&facet.name) {
             return Err(registry_error(
                 source_name,

@@ -118,6 +118,7 @@ mod tests {
                 semantics: String::new(),
                 direction: FacetDirection::Bidirectional,
                 required_by_default: required,
+                drives_revisions: false,
                 metadata: Map::new(),
             });
         }

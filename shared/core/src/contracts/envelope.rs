@@ -21,6 +21,11 @@ pub struct EnvelopeConstraints {
     pub acceptance_criteria: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// Revisions feedback may ask for in the run (each a new plan version
+    /// re-running what the feedback names); past it, open feedback stays
+    /// open with a `feedback_revisions_exhausted` warning. Default 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_revisions: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume_run_id: Option<String>,
     /// The most the run may spend on model calls, in US dollars, priced by

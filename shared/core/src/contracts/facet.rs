@@ -39,6 +39,15 @@ pub struct Facet {
     /// handed over when available and never forces a producer into the plan.
     #[serde(default = "required_by_default")]
     pub required_by_default: bool,
+    /// Its value is a list of feedback items, each naming what to revise
+    /// (`facet`: a facet name, or `*` for the whole output; or `nodeId`),
+    /// with its `message` and an optional `resolution` (`open` when
+    /// absent; `addressed` and `dismissed` items are not acted on). When a
+    /// node produces it with open items, the engine re-runs the producers of
+    /// what they name, and everything downstream, in a new plan version
+    /// (`engine/feedback.rs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub drives_revisions: bool,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
 }

@@ -179,6 +179,7 @@ pub fn normalize_legacy_policies(
         rewrites.push(LegacyRewrite { field, became });
     }
     rewrites.sort_by(|first, second| first.field.cmp(&second.field));
+    expand_review_derived(envelope)?;
     Ok(rewrites)
 }
 
@@ -194,6 +195,30 @@ const NODE_KINDS: [NodeKind; 6] = [
 fn policy(definition: Value) -> Result<RuntimePolicy, CoreError> {
     serde_json::from_value(definition)
         .map_err(|error| invalid("$.policies.runtime", error.to_string()))
+}
+
+/// The id of the runtime policy `policies.reviewDerived` becomes.
+pub const REVIEW_DERIVED_POLICY_ID: &str = "review-derived";
+
+/// `policies.reviewDerived: true` as the runtime policy it stands for (a
+/// canonical shorthand, not a legacy key: no rewrite is said). Called with
+/// the legacy normalisation, wherever an envelope is submitted or planned.
+pub fn expand_review_derived(envelope: &mut TaskEnvelope) -> Result<(), CoreError> {
+    if !envelope.policies.review_derived
+        || envelope
+            .policies
+            .runtime
+            .iter()
+            .any(|policy| policy.id == REVIEW_DERIVED_POLICY_ID)
+    {
+        return Ok(());
+    }
+    envelope.policies.runtime.push(policy(json!({
+        "id": REVIEW_DERIVED_POLICY_ID,
+        "trigger": {"kind": "onNodeComplete", "selector": {"derived": true}},
+        "action": {"type": "hitl", "rationale": "policies.reviewDerived: a person approves a derived capability's output"}
+    }))?);
+    Ok(())
 }
 
 /// Approval when the last node of the plan completes: every node done.

@@ -16,9 +16,16 @@ pub struct TaskPolicies {
     pub runtime: Vec<RuntimePolicy>,
     /// The catch-all capability (`catchAll: true`) a failed node's facets
     /// go to when no other capability can make them; the registry's first
-    /// catch-all when absent.
+    /// catch-all when absent; `"none"`: no catch-all, the run fails with
+    /// the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_capability: Option<String>,
+    /// A person approves each derived capability's output (a capability
+    /// the planner runs outside its declared inputs) before the run goes
+    /// on: it becomes the runtime policy `review-derived` (a `hitl` action
+    /// on `onNodeComplete` with the selector `{"derived": true}`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub review_derived: bool,
     /// Caller hints outside the canonical shape (the seed's sample envelopes
     /// send e.g. a persona or a voice here). Kept verbatim and handed to the
     /// planner as context; never interpreted by code.
@@ -108,6 +115,9 @@ pub struct NodeSelector {
     pub kind: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capability_id: Option<String>,
+    /// Only derived nodes (`true`) or only declared ones (`false`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -126,6 +126,7 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
     let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
     step.emit(generated);
     step.state.plan_diagnostics = Some(Arc::new(bundle));
+    step.record_plan_version("initial", None, None, None);
     step.state.status = RunStatus::Running;
     super::progress::schedule_ready_nodes(step);
     Ok(())

@@ -53,6 +53,8 @@ pub struct NewRunIdentity {
     pub thread_id: String,
     /// The run's trace (`trace_context::RunTrace`).
     pub trace: Option<crate::basics::trace_context::RunTrace>,
+    /// The user the submitting request named, when it named one.
+    pub submitted_by: Option<String>,
 }
 
 /// Which planner drafts plans.

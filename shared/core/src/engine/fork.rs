@@ -256,6 +256,8 @@ pub fn fork_run(
         .collect();
     state.plan = Some(plan.clone());
     state.plan_diagnostics = source.plan_diagnostics.clone();
+    state.plan_history = source.plan_history.clone();
+    state.facet_snapshot = source.facet_snapshot.clone();
     state.status = RunStatus::Running;
     state.forked_from = Some(Box::new(crate::state::run::ForkOrigin {
         run_id: source.run_id.clone(),

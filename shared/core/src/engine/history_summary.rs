@@ -130,7 +130,13 @@ pub(super) fn record_summary(
     call: &HistorySummaryCall,
 ) {
     if let Some(Ok(answer)) = &call.answer {
-        super::usage_recording::record_model_usage(step, node_id, &answer.model, &answer.usage);
+        super::usage_recording::record_model_usage(
+            step,
+            node_id,
+            &answer.model,
+            &answer.usage,
+            crate::state::run::UsageOperation::Summary,
+        );
     }
     let made = call.summary();
     let trim = ContextTrim {

@@ -34,6 +34,7 @@ pub use fork::{CompletedNode, ForkBase, ForkChanges, ForkPoint, ForkRefused, for
 mod decision;
 mod effects;
 mod escalation;
+mod feedback;
 mod finish;
 mod frame_provenance;
 pub mod history_summary;

@@ -155,6 +155,7 @@ pub(super) fn resume_node(
                 &node.node_id,
                 &answer.model,
                 &answer.usage,
+                super::usage_recording::operation_of(node),
             );
             judge_answer(&mut step, node, call.attempt, parsed)?;
         }

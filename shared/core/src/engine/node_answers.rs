@@ -107,6 +107,13 @@ pub(super) fn judge_answer(
             return Ok(());
         }
     }
+    // Probation: a derived node's valid answer is checked once more.
+    let violations = match &answer {
+        Some(answer) if node.derived && violations.is_empty() => {
+            probation_violations(step, node, answer)?
+        }
+        _ => violations,
+    };
     let answer_is_valid = answer.is_some() && violations.is_empty();
     if super::budget::stop_when_over_budget(step, &node.node_id, answer_is_valid) {
         return Ok(());
@@ -115,6 +122,58 @@ pub(super) fn judge_answer(
         Some(answer) if violations.is_empty() => complete_node(step, node, attempt, answer),
         _ => reprompt_or_fail(step, node, attempt, violations),
     }
+}
+
+/// A derived capability runs outside its declared inputs: its answer is
+/// held, facet by facet, to the caller's schema for that property (even
+/// when a later node delivers it), and a `derived_output_checked` warning
+/// says the node ran on probation and what the check found.
+fn probation_violations(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    answer: &Value,
+) -> Result<Vec<SchemaViolation>, CoreError> {
+    let contract = &step.state.envelope.output_contract;
+    let mut violations = Vec::new();
+    let mut checked = Vec::new();
+    for facet in &node.output_facets {
+        let (Some(schema), Some(value)) = (contract.property_schema(facet), answer.get(facet))
+        else {
+            continue;
+        };
+        let path = format!("$.outputContract.schema.properties.{facet}");
+        let validator = crate::basics::schema::compile_schema(schema, &path)?;
+        checked.push(facet.as_str());
+        violations.extend(collect_violations(&validator, value).into_iter().map(
+            |mut violation| {
+                violation.instance_pointer = format!("/{facet}{}", violation.instance_pointer);
+                violation.facet = Some(facet.clone());
+                violation
+            },
+        ));
+    }
+    let found = if checked.is_empty() {
+        "the caller's contract names none of its facets".to_string()
+    } else if violations.is_empty() {
+        format!("{} meet the caller's contract", checked.join(", "))
+    } else {
+        format!(
+            "{} break the caller's contract ({} violations): it is asked again",
+            checked.join(", "),
+            violations.len()
+        )
+    };
+    let warning = frames::warning(
+        &step.stamp(),
+        Some(&node.node_id),
+        format!(
+            "node {} runs derived capability {} outside its declared inputs: its output was checked once more; {found}",
+            node.node_id, node.capability_id
+        ),
+        &frames::WarningPayload::of(crate::basics::codes::WarningCode::DerivedOutputChecked),
+    );
+    step.emit(warning);
+    Ok(violations)
 }
 
 pub(super) fn complete_node(
@@ -165,7 +224,9 @@ pub(super) fn complete_node(
         Applied::Ended | Applied::Replanned => return super::progress::continue_run(step),
         Applied::Continue | Applied::Held => {}
     }
-    super::quality::judge_review(step, node)?;
+    if !super::quality::judge_review(step, node)? {
+        super::feedback::revise_on_feedback(step, node)?;
+    }
     super::progress::continue_run(step)
 }
 

@@ -255,6 +255,7 @@ pub(super) fn resume_judge(
                 &call.node_id,
                 &answer.model,
                 &answer.usage,
+                crate::state::run::UsageOperation::Judge,
             );
             match serde_json::from_str::<JudgeAnswer>(&answer.content) {
                 Ok(mut parsed) if (0.0..=10.0).contains(&parsed.score) => {

@@ -193,6 +193,7 @@ fn settle_plan(
     let mut plan = plan;
     plan.share_contract_schemas(step.engine.validators);
     step.state.plan = Some(Arc::new(plan));
+    step.record_plan_version("initial", None, None, None);
     let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
     step.emit(generated);
     step.state.status = RunStatus::Running;

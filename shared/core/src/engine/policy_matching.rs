@@ -82,6 +82,9 @@ fn selector_matches(selector: Option<&NodeSelector>, node: &PlanNode) -> bool {
             .capability_id
             .as_deref()
             .is_none_or(|id| id == node.capability_id)
+        && selector
+            .derived
+            .is_none_or(|derived| derived == node.derived)
 }
 
 fn node_view(node: &PlanNode) -> Value {

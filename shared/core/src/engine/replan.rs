@@ -400,6 +400,7 @@ pub(super) fn apply(
         }
     }
     step.state.nodes = nodes;
+    let diagnostics = bundle.clone();
     step.state.plan_diagnostics = Some(Arc::new(bundle));
     plan.share_contract_schemas(engine.validators);
     let plan = Arc::new(plan);
@@ -414,6 +415,12 @@ pub(super) fn apply(
     );
     step.state.plan = Some(plan.clone());
     step.state.status = RunStatus::Running;
+    step.record_plan_version(
+        &cause.trigger.kind,
+        cause.trigger.node_id.as_deref(),
+        cause.policy_id.as_deref(),
+        cause.rationale.as_deref(),
+    );
     let had = |id: &str| previous.node(id).is_some();
     let updated = frames::plan_updated(
         &step.stamp(),
@@ -448,6 +455,7 @@ pub(super) fn apply(
                 })
                 .collect(),
             edges: plan.edges.clone(),
+            diagnostics: Some(diagnostics),
         },
     );
     let updated = super::frame_provenance::with_provenance(&step.state, updated, None);

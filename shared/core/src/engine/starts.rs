@@ -51,6 +51,10 @@ pub fn start_run(
         pending_replan: None,
         forked_from: None,
         trace: identity.trace,
+        plan_history: Vec::new(),
+        usage_by_operation: Default::default(),
+        facet_snapshot: Default::default(),
+        submitted_by: identity.submitted_by,
     };
     let start = frames::start(
         &FrameStamp::new(now, 0),

@@ -69,6 +69,40 @@ impl<'e, 'r> StepContext<'e, 'r> {
         self.put_entry(&key, crate::records::entries::EntryBody::Turn(turn));
     }
 
+    /// The plan now in force is recorded for the audit: its time and cause
+    /// (`trigger`: `initial`, or the replan's trigger kind), its
+    /// satisfaction score, and the registry facets it uses (each facet's
+    /// first stamp in the run is kept).
+    pub fn record_plan_version(
+        &mut self,
+        trigger: &str,
+        trigger_node_id: Option<&str>,
+        policy_id: Option<&str>,
+        rationale: Option<&str>,
+    ) {
+        let Some(plan) = self.state.plan.clone() else {
+            return;
+        };
+        self.state
+            .plan_history
+            .push(crate::records::audit::PlanVersionRecord {
+                version: plan.plan_version,
+                planned_at: self.now.rfc3339(),
+                trigger: trigger.to_string(),
+                trigger_node_id: trigger_node_id.map(str::to_string),
+                policy_id: policy_id.map(str::to_string),
+                rationale: rationale.map(str::to_string),
+                satisfaction_score: self
+                    .state
+                    .plan_diagnostics
+                    .as_ref()
+                    .map(|bundle| bundle.satisfaction_score),
+            });
+        for (facet, stamp) in facet_stamps(&plan, self.engine.registry) {
+            self.state.facet_snapshot.entry(facet).or_insert(stamp);
+        }
+    }
+
     /// The stamp of this step's frames (borrowing its timestamp).
     pub fn stamp(&self) -> FrameStamp<'_> {
         FrameStamp::from_parts(
@@ -118,4 +152,31 @@ impl<'e, 'r> StepContext<'e, 'r> {
             },
         );
     }
+}
+
+/// The stamps of every registry facet `plan` reads or writes (facets a
+/// builtin node invents are not the registry's and are left out).
+fn facet_stamps(
+    plan: &crate::planning::plan::PlanGraph,
+    registry: &crate::catalog::registry::Registry,
+) -> std::collections::BTreeMap<String, crate::records::audit::FacetStamp> {
+    plan.nodes
+        .iter()
+        .flat_map(|node| node.input_facets.iter().chain(&node.output_facets))
+        .filter_map(|name| {
+            let facet = registry.facets.get(name)?;
+            Some((
+                name.clone(),
+                crate::records::audit::FacetStamp {
+                    version: facet
+                        .metadata
+                        .get("version")
+                        .and_then(serde_json::Value::as_str)
+                        .map(str::to_string),
+                    schema_hash: crate::contracts::compiler::schema_key_of(&facet.schema)
+                        .to_string(),
+                },
+            ))
+        })
+        .collect()
 }

@@ -78,6 +78,7 @@ pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
                     semantics: String::new(),
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: Map::new(),
                 },
                 "test",
@@ -142,6 +143,7 @@ pub(super) fn identity() -> NewRunIdentity {
         correlation_id: "c".into(),
         thread_id: "th".into(),
         trace: None,
+        submitted_by: None,
     }
 }
 

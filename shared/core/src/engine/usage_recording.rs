@@ -1,24 +1,45 @@
 //! A model call's usage, recorded on its node (a planner draft's on the
 //! run's `planner_spend`): tokens (cached ones too), the model that
 //! answered and what it cost by the registry's price table.
-//! A model the table does not price is warned about once per run.
+//! A model the table does not price is warned about once per run. Each
+//! call also counts toward the run's split by what it was for
+//! (`UsageOperation`: planning, execution, review, judge, summary).
 
 use crate::basics::codes::WarningCode;
-use crate::state::run::TokenUsage;
+use crate::state::run::{TokenUsage, UsageOperation};
 use crate::wire::frames;
 
 use super::StepContext;
 use super::effects::{DraftSpend, PlanDraftCall};
 
-/// Adds one model call's `usage` on `model` to `node_id`'s record.
+/// What a node's own model calls are for: a reviewer's are a review, the
+/// others' the work.
+pub(super) fn operation_of(node: &crate::planning::plan::PlanNode) -> UsageOperation {
+    if node.kind == crate::contracts::capability::NodeKind::Validation
+        || node.quality_score.is_some()
+    {
+        UsageOperation::Review
+    } else {
+        UsageOperation::Execution
+    }
+}
+
+/// Adds one model call's `usage` on `model`, made for `operation`, to
+/// `node_id`'s record and to the run's split by operation.
 pub(super) fn record_model_usage(
     step: &mut StepContext<'_, '_>,
     node_id: &str,
     model: &str,
     usage: &TokenUsage,
+    operation: UsageOperation,
 ) {
     let cost = step.engine.registry.models().cost_usd(model, usage);
     step.state.model_turns = step.state.model_turns.saturating_add(1);
+    step.state
+        .usage_by_operation
+        .entry(operation)
+        .or_default()
+        .add(usage, cost);
     let Some(record) = step.state.node_mut(node_id) else {
         return;
     };
@@ -44,6 +65,11 @@ pub(super) fn record_planner_spend(step: &mut StepContext<'_, '_>, spent: &[Draf
             .models()
             .cost_usd(&draft.model, &draft.usage);
         step.state.planner_spend.add(&draft.usage, cost);
+        step.state
+            .usage_by_operation
+            .entry(UsageOperation::Planning)
+            .or_default()
+            .add(&draft.usage, cost);
         match cost {
             Some(_) => super::budget::warn_when_nearly_spent(step, None),
             None => warn_unpriced(step, None, &draft.model),

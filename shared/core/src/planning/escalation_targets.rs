@@ -22,13 +22,19 @@ use crate::contracts::policies::{PlannerPolicy, SelectionPolicy};
 use crate::planning::plan::PlanGraph;
 use crate::planning::planner::plan_deterministically;
 
-/// The catch-all fallback of a run of `envelope`: the one it names, else
-/// the registry's first (by id).
+/// `policies.fallbackCapability: "none"`: no catch-all; a node no
+/// capability can take over fails the run (an unattended batch that would
+/// rather fail fast than wait for a person).
+pub const NO_FALLBACK: &str = "none";
+
+/// The catch-all fallback of a run of `envelope`: the one it names (none
+/// for `"none"`), else the registry's first (by id).
 pub fn catch_all_for<'a>(
     envelope: &TaskEnvelope,
     registry: &'a Registry,
 ) -> Option<&'a CapabilityRegistration> {
     match &envelope.policies.fallback_capability {
+        Some(named) if named == NO_FALLBACK => None,
         Some(named) => registry
             .capability(named)
             .filter(|capability| capability.catch_all),
@@ -47,6 +53,9 @@ pub fn check_fallback_capability(
     let Some(named) = &envelope.policies.fallback_capability else {
         return Ok(());
     };
+    if named == NO_FALLBACK {
+        return Ok(());
+    }
     let refuse = |message: String| {
         Err(CoreError::InvalidEnvelope {
             path: "$.policies.fallbackCapability".into(),
@@ -187,6 +196,7 @@ mod tests {
                     semantics: String::new(),
                     direction: crate::contracts::facet::FacetDirection::Bidirectional,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

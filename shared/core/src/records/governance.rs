@@ -46,6 +46,10 @@ pub struct Governance {
     /// facets over is told.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub escalations: Vec<EscalationRecord>,
+    /// Revisions that feedback asked for, in order (at most
+    /// `constraints.maxRevisions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback_rounds: Vec<FeedbackRound>,
     /// The budgets (`$.constraints.maxCostUsd`, …) whose 80% warning was
     /// written: each is said once.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
@@ -54,6 +58,21 @@ pub struct Governance {
     /// each allows another budget's worth.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub budget_grants: BTreeMap<String, u32>,
+}
+
+/// A feedback item's `facet` naming the whole output.
+pub const FEEDBACK_WHOLE_OUTPUT: &str = "*";
+
+/// One revision feedback asked for: who gave it in which version, its open
+/// items, and the nodes it re-runs (the next version's requests and tasks
+/// for them carry the items that concern them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FeedbackRound {
+    pub plan_version: u32,
+    pub from_node_id: String,
+    pub items: Vec<serde_json::Value>,
+    pub revised_nodes: Vec<String>,
 }
 
 /// A node that handed its facets to the next capability, and why.

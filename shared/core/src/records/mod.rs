@@ -3,6 +3,7 @@
 //! holds, timers), completion notifications, and chat threads' lanes and listings.
 
 pub mod agents;
+pub mod audit;
 pub mod chat;
 pub mod conversation;
 pub mod entries;

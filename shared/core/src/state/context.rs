@@ -170,6 +170,14 @@ pub fn build_context_bundle(
                 }))
             }
         });
+    // A node feedback named, running again: the items that concern it.
+    let revision_notes = match (revision_notes, feedback_for(state, node)) {
+        (notes, None) => notes,
+        (None, Some(items)) => Some(std::sync::Arc::new(serde_json::json!({"feedback": items}))),
+        (Some(review), Some(items)) => Some(std::sync::Arc::new(
+            serde_json::json!({"review": review.as_ref(), "feedback": items}),
+        )),
+    };
     ContextBundle {
         caller_constraints: caller_constraints_for(state, node),
         revision_notes,
@@ -181,6 +189,28 @@ pub fn build_context_bundle(
         acceptance_criteria: state.envelope.constraints.acceptance_criteria.clone(),
         previous_attempt_errors,
     }
+}
+
+/// The items of the run's latest feedback round that concern `node`, when
+/// it runs again in a later version because of them (`engine/feedback.rs`).
+pub fn feedback_for(state: &RunState, node: &PlanNode) -> Option<Vec<Value>> {
+    use crate::records::governance::FEEDBACK_WHOLE_OUTPUT;
+    let round = state.governance.feedback_rounds.last()?;
+    if round.plan_version >= state.plan_version() || !round.revised_nodes.contains(&node.node_id) {
+        return None;
+    }
+    let concerns = |item: &&Value| match item.get("nodeId").and_then(Value::as_str) {
+        Some(node_id) => node_id == node.node_id,
+        None => item
+            .get("facet")
+            .and_then(Value::as_str)
+            .is_some_and(|facet| {
+                facet == FEEDBACK_WHOLE_OUTPUT
+                    || node.output_facets.iter().any(|made| made == facet)
+            }),
+    };
+    let items: Vec<Value> = round.items.iter().filter(concerns).cloned().collect();
+    (!items.is_empty()).then_some(items)
 }
 
 /// `[a-zA-Z0-9_-]{1,64}` form of a capability id for the schema name.

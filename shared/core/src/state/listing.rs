@@ -16,7 +16,7 @@ pub const LISTED_OBJECTIVE_CHARS: usize = 200;
 pub const MAX_RUNS_PER_PAGE: usize = 100;
 
 /// One run in the list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunListing {
     pub run_id: String,
@@ -30,6 +30,49 @@ pub struct RunListing {
     /// A fork: the run it was forked from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from_run_id: Option<String>,
+    /// The run's thread (usage by thread sums over it; empty for runs
+    /// listed before listings carried it).
+    #[serde(default)]
+    pub thread_id: String,
+    /// The user the submitting request named (`X-Baton-User`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_by: Option<String>,
+    /// What the run's model calls used, once it is settled (ended, or
+    /// waiting for a person): the listing is not rewritten at every step,
+    /// so a run at work shows none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ListedUsage>,
+}
+
+/// A settled run's model usage in the list: its totals and their split by
+/// what the calls were for (`planning`, `execution`, `review`, `judge`,
+/// `summary`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedUsage {
+    pub total_tokens: u64,
+    /// Absent when no call was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Total tokens by operation.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tokens_by_operation: std::collections::BTreeMap<String, u64>,
+}
+
+impl ListedUsage {
+    fn of(state: &RunState) -> Self {
+        ListedUsage {
+            total_tokens: state.total_usage().total(),
+            cost_usd: state
+                .total_cost_usd()
+                .map(crate::catalog::model_catalog::round_cost),
+            tokens_by_operation: state
+                .usage_by_operation
+                .iter()
+                .map(|(operation, spend)| (operation.as_str().to_string(), spend.usage.total()))
+                .collect(),
+        }
+    }
 }
 
 impl RunListing {
@@ -49,6 +92,9 @@ impl RunListing {
                 .forked_from
                 .as_ref()
                 .map(|origin| origin.run_id.clone()),
+            thread_id: state.thread_id.clone(),
+            submitted_by: state.submitted_by.clone(),
+            usage: state.status.is_settled().then(|| ListedUsage::of(state)),
         }
     }
 
@@ -120,7 +166,7 @@ impl RunListQuery {
 }
 
 /// One page of the list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunListPage {
     pub runs: Vec<RunListing>,

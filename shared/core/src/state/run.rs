@@ -192,6 +192,21 @@ pub struct RunState {
     /// existed have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::basics::trace_context::RunTrace>,
+    /// The user the submitting request named (`X-Baton-User`), for usage
+    /// attribution; absent when it named none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_by: Option<String>,
+    /// Each plan version: when it was put in force and why (runs stored
+    /// before this was kept have none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan_history: Vec<crate::records::audit::PlanVersionRecord>,
+    /// What the run's model calls used, by what they were for (planning,
+    /// execution, review, judge, summary): the audit's split of the totals.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage_by_operation: BTreeMap<UsageOperation, Spend>,
+    /// The registry facets the run's plans used, as they were when planned.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub facet_snapshot: BTreeMap<String, crate::records::audit::FacetStamp>,
 }
 
 /// Where a forked run came from.
@@ -285,6 +300,42 @@ impl RunState {
             .chain(self.retired_spend.cost_usd)
             .reduce(|total, cost| total + cost)
             .map(crate::catalog::model_catalog::round_cost)
+    }
+}
+
+/// What a model call was for.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+    strum::IntoStaticStr,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum UsageOperation {
+    /// The planner model drafting a plan version.
+    Planning,
+    /// A node doing the work: a model node, an agent's turns.
+    Execution,
+    /// A reviewer node (kind `validation`, or a capability with a
+    /// `qualityScore`).
+    Review,
+    /// A judge of a panel.
+    Judge,
+    /// A chat thread's history summarised.
+    Summary,
+}
+
+impl UsageOperation {
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 

@@ -39,6 +39,10 @@ pub struct HumanTask {
     /// kept failing, or its attempts ran out): that node and its failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalated_from: Option<crate::records::governance::EscalationRecord>,
+    /// When the task runs again because feedback asked for it: the
+    /// feedback items that concern it (what to revise, and why).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feedback: Vec<Value>,
 }
 
 /// The approval request or clarifying question a held run waits on.
@@ -118,6 +122,7 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
                 .governance
                 .escalation_taken_over_by(&node.output_facets)
                 .cloned(),
+            feedback: crate::state::context::feedback_for(state, node).unwrap_or_default(),
         })
         .collect()
 }

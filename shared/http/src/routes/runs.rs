@@ -117,7 +117,7 @@ pub(super) async fn create_run(
         .submit_traced(
             &tenant.0,
             &envelope,
-            crate::trace_header::caller_trace(&headers),
+            crate::trace_header::submitter_of(&headers)?,
         )
         .await?;
     let status = if submitted.deduplicated || submitted.resumed {
@@ -152,7 +152,7 @@ pub(super) async fn create_run_and_stream(
         .submit_traced(
             &tenant.0,
             &envelope,
-            crate::trace_header::caller_trace(&headers),
+            crate::trace_header::submitter_of(&headers)?,
         )
         .await?;
     let frames = state.runs.follow(

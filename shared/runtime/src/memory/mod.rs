@@ -548,6 +548,7 @@ mod tests {
             correlation_id: "c".into(),
             thread_id: "th".into(),
             trace: Some(trace),
+            submitted_by: None,
         };
         let mut decision =
             baton_core::engine::start_run(identity, envelope, Instant::from_unix_millis(0), 1);

@@ -3,7 +3,8 @@
 //! agent drafted for review and their reviews (by verdict), policy
 //! triggers (by action), approval and question requests (by kind) and their
 //! resolutions (by decision), validation retries, runs ended (by status),
-//! and a histogram of node durations by capability.
+//! ended runs' model tokens (by operation: planning, execution, review,
+//! judge, summary), and a histogram of node durations by capability.
 //!
 //! [`ObservedRunStore`] wraps any `RunStore` and observes what it commits
 //! (nothing is counted for a write that failed), so no service or engine
@@ -57,6 +58,12 @@ pub enum Observation {
     },
     /// A node took `millis` (from its start to its completion or failure).
     NodeDuration { capability: String, millis: u64 },
+    /// A run ended having used `tokens` model tokens for `operation`
+    /// (`planning`, `execution`, `review`, `judge`, `summary`).
+    ModelTokens {
+        operation: &'static str,
+        tokens: u64,
+    },
 }
 
 /// What `events` (committed for a run whose state is `state`, when the
@@ -108,11 +115,15 @@ pub fn observations(state: Option<&RunState>, events: &[EventDraft]) -> Vec<Obse
             }
             EventType::Complete => {
                 seen.push(count("runs_ended", Some(("status", "completed".into()))));
+                seen.extend(tokens_by_operation(state));
             }
-            EventType::Error => seen.push(count(
-                "runs_ended",
-                Some(("status", text(&event.payload, "/status"))),
-            )),
+            EventType::Error => {
+                seen.push(count(
+                    "runs_ended",
+                    Some(("status", text(&event.payload, "/status"))),
+                ));
+                seen.extend(tokens_by_operation(state));
+            }
             EventType::Metrics => {
                 let (Some(node_id), Some(millis)) = (
                     event.node_id.as_deref(),
@@ -135,6 +146,25 @@ pub fn observations(state: Option<&RunState>, events: &[EventDraft]) -> Vec<Obse
     }
     seen
 }
+
+/// An ended run's tokens by operation, counted once, when it ends.
+fn tokens_by_operation(state: Option<&RunState>) -> Vec<Observation> {
+    state
+        .map(|state| {
+            state
+                .usage_by_operation
+                .iter()
+                .map(|(operation, spend)| Observation::ModelTokens {
+                    operation: operation.as_str(),
+                    tokens: spend.usage.total(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The counter of ended runs' model tokens, by operation.
+const MODEL_TOKENS_METRIC: &str = "baton_model_tokens_total";
 
 /// The name of the node-duration histogram.
 const NODE_DURATION_METRIC: &str = "baton_node_duration_ms";
@@ -180,6 +210,10 @@ impl RunCounters {
                         metrics::histogram!(NODE_DURATION_METRIC, "capability" => capability.clone())
                             .record(*millis as f64);
                     }
+                    Observation::ModelTokens { operation, tokens } => {
+                        metrics::counter!(MODEL_TOKENS_METRIC, "operation" => *operation)
+                            .increment(*tokens);
+                    }
                 }
             }
         });
@@ -223,6 +257,12 @@ pub fn emf_lines(observations: &[Observation], now: Instant) -> Vec<String> {
                     "Milliseconds",
                     json!(millis),
                     Some(("capability".to_string(), capability.clone())),
+                ),
+                Observation::ModelTokens { operation, tokens } => (
+                    "ModelTokens".to_string(),
+                    "Count",
+                    json!(tokens),
+                    Some(("operation".to_string(), operation.to_string())),
                 ),
             };
             let dimensions: Vec<Vec<String>> = match &dimension {

@@ -40,7 +40,7 @@ pub use outbox::{OutboxRelay, OutboxSweeper};
 pub use people::{PeopleService, PersonInput, PersonInputOutcome};
 pub use runs::{
     ChatRequest, Checkpoint, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService,
-    SUBMISSION_WINDOW, SubmittedRun,
+    SUBMISSION_WINDOW, SubmittedRun, Submitter,
 };
 pub use steps::{StepOutcome, StepService};
 

@@ -36,6 +36,15 @@ pub use forks::Checkpoint;
 /// (`BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE`).
 pub const SUBMISSION_WINDOW: Duration = Duration::from_secs(60);
 
+/// Who submits a run, beyond its tenant: the W3C `traceparent` the request
+/// carried, and the user it named (`X-Baton-User`), to whom the run's
+/// usage is attributed.
+#[derive(Debug, Clone, Default)]
+pub struct Submitter {
+    pub traceparent: Option<baton_core::trace_context::TraceParent>,
+    pub user: Option<String>,
+}
+
 /// What submitting an envelope produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SubmittedRun {
@@ -184,17 +193,23 @@ impl RunService {
         tenant_id: &str,
         envelope_json: &Value,
     ) -> Result<SubmittedRun, RuntimeError> {
-        self.submit_traced(tenant_id, envelope_json, None).await
+        self.submit_traced(tenant_id, envelope_json, Submitter::default())
+            .await
     }
 
-    /// [`Self::submit`], the run's trace under `caller` (the W3C
-    /// `traceparent` the request carried) when there is one.
+    /// [`Self::submit`], the run's trace under the `submitter`'s
+    /// `traceparent` when there is one, its usage attributed to the user it
+    /// names.
     pub async fn submit_traced(
         &self,
         tenant_id: &str,
         envelope_json: &Value,
-        caller: Option<baton_core::trace_context::TraceParent>,
+        submitter: Submitter,
     ) -> Result<SubmittedRun, RuntimeError> {
+        let Submitter {
+            traceparent: caller,
+            user,
+        } = submitter;
         let mut envelope = self.parse_envelope(envelope_json)?;
         // Legacy policy keys become canonical policies and constraints,
         // each said in a warning.
@@ -236,6 +251,7 @@ impl RunService {
             tenant_id: tenant_id.to_string(),
             run_id,
             trace: Some(crate::observe::run_traces::new_run_trace(caller)),
+            submitted_by: user,
         };
         let idempotency_key = envelope.idempotency_key.clone();
         let now = self.clock.now();

@@ -540,7 +540,10 @@ pub async fn process_ingest_batch(
                 runs.submit_traced(
                     &message.tenant_id,
                     &message.envelope,
-                    message.caller_trace(),
+                    crate::services::Submitter {
+                        traceparent: message.caller_trace(),
+                        user: None,
+                    },
                 )
                 .await
             }

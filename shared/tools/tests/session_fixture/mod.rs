@@ -178,6 +178,7 @@ pub fn agent_registry(port: u16) -> Arc<Registry> {
                     semantics: String::new(),
                     direction,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

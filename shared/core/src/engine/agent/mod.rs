@@ -319,6 +319,7 @@ pub(super) fn resume_turn(
         &node.node_id,
         &answer.model,
         &answer.usage,
+        super::usage_recording::operation_of(node),
     );
     if let Some(record) = step.state.node_mut(&node.node_id) {
         record.agent_turns += 1;

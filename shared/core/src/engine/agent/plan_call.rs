@@ -89,6 +89,8 @@ impl CallSite<'_> {
                     .state
                     .trace
                     .map(|trace| trace.child(None, child_root_span_id)),
+                // The same user as the run whose agent starts it.
+                submitted_by: self.state.submitted_by.clone(),
             },
             envelope,
             self.now,

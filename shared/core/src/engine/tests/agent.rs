@@ -24,6 +24,7 @@ fn agent_registry(parallel: bool) -> Registry {
                     semantics: String::new(),
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: Map::new(),
                 },
                 "test",

@@ -25,6 +25,7 @@ pub(super) fn escalating_registry() -> Registry {
                     semantics: String::new(),
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: Map::new(),
                 },
                 "test",

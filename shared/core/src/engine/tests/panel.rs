@@ -31,6 +31,7 @@ fn panel_registry() -> Registry {
                     semantics: String::new(),
                     direction,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: Map::new(),
                 },
                 "test",

@@ -26,6 +26,7 @@ pub(super) fn reviewing_registry() -> Registry {
                     semantics: String::new(),
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
+                    drives_revisions: false,
                     metadata: Map::new(),
                 },
                 "test",

@@ -17,7 +17,8 @@ use crate::wire::event::{EventDraft, EventType};
 pub struct TriggerDetails {
     /// `onStart`, `onNodeComplete`, `onValidationFail`, `onTimeout`,
     /// `onMetricBelow`, `onBudgetExceeded`, `manual`; for chained and
-    /// built-in changes: `hitl_resolved`, `attempts_exhausted`.
+    /// built-in changes: `hitl_resolved`, `attempts_exhausted`,
+    /// `model_failed`, `quality_below_threshold`, `feedback`.
     pub kind: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_id: Option<String>,
@@ -98,6 +99,11 @@ pub struct PlanUpdatedPayload {
     pub response: Option<super::ModelResponseSummary>,
     pub nodes: Vec<UpdatedNodeSummary>,
     pub edges: Vec<PlanEdge>,
+    /// The new version's validation: its findings and satisfaction score,
+    /// as `plan_generated` carries them for the first (absent in frames
+    /// written before versions carried them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostics: Option<crate::contracts::diagnostics::DiagnosticsBundle>,
 }
 
 pub fn plan_updated(stamp: &FrameStamp, payload: &PlanUpdatedPayload) -> EventDraft {

@@ -122,6 +122,7 @@ impl RunService {
             correlation_id: self.ids.new_id("corr"),
             thread_id: thread_id.clone(),
             trace: Some(crate::observe::run_traces::new_run_trace(caller)),
+            submitted_by: None,
         };
         // Plans drafted earlier and not run yet stay on offer.
         let pending_drafts = history

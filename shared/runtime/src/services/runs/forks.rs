@@ -100,6 +100,7 @@ impl RunService {
             correlation_id: self.ids.new_id("corr"),
             thread_id: source.state.thread_id.clone(),
             trace: Some(crate::observe::run_traces::new_run_trace(None)),
+            submitted_by: None,
         };
         let engine = self.engine();
         let decision = fork_run(
