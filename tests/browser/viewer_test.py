@@ -165,6 +165,64 @@ def fill_a_task_form_and_complete_the_run(page):
     print(f"ok: run {run_id} parked, its task form refused 42 next to the field, then completed")
 
 
+def ask_for_a_new_visual_in_the_directors_form(page):
+    """The reference workflow: a designer and a director (people) after a
+    strategist and a copywriter (the model double). The director's form
+    carries feedback asking for a new visual: only the designer is asked
+    again, the feedback on the task; the director then approves."""
+    run_id = start_run(page, envelope("functions/baton/tests/fixtures/reviewed-post.json"))
+    expect(run_badge(page)).to_have_text("awaiting_human", timeout=TIMEOUT_MS)
+
+    def open_task(node_id):
+        page.click("#refresh-tasks")
+        page.locator(f'#tasks li[data-task-id="{run_id}:{node_id}"]').click()
+        expect(page.locator("form.task-form")).to_be_visible(timeout=TIMEOUT_MS)
+
+    def submit_and_wait(status):
+        page.click("button.submit-task")
+        page.wait_for_url(f"**/#run/{run_id}", timeout=TIMEOUT_MS)
+        expect(run_badge(page)).to_have_text(status, timeout=TIMEOUT_MS)
+
+    def design(visual):
+        open_task("node_3")
+        page.click('button[data-path="$.output.post_visual[+]"]')
+        page.fill('[data-path="$.output.post_visual[0]"]', visual)
+        page.click('button[data-path="$.output.handoff_summary[+]"]')
+        page.fill('[data-path="$.output.handoff_summary[0]"]', "Designer: a banner.")
+        submit_and_wait("awaiting_human")
+
+    def review(visual, feedback):
+        open_task("node_4")
+        page.fill('[data-path="$.output.post.copy"]', "Thank you, Acme Corp: 32% more efficient with us.")
+        page.click('button[data-path="$.output.post.visuals[+]"]')
+        page.fill('[data-path="$.output.post.visuals[0]"]', visual)
+        if feedback:
+            page.click('button[data-path="$.output.feedback[+]"]')
+            page.fill('[data-path="$.output.feedback[0].author"]', "Director")
+            page.fill('[data-path="$.output.feedback[0].facet"]', "post_visual")
+            page.fill('[data-path="$.output.feedback[0].message"]', feedback)
+            page.select_option('select[data-path="$.output.feedback[0].severity"]', label="major")
+            shot(page, "04b-director-feedback-form")
+
+    design("https://assets.example/banner.png")
+    review("https://assets.example/banner.png", "Copy approved; the visual needs the customer's logo.")
+    submit_and_wait("awaiting_human")
+    # Only the designer is asked again, with the director's feedback on the task.
+    open_task("node_3")
+    expect(page.locator(".task-feedback")).to_contain_text("the visual needs the customer's logo")
+    expect(page.locator(".task-feedback")).to_contain_text("Director")
+    shot(page, "04c-designer-sees-feedback")
+    page.click('button[data-path="$.output.post_visual[+]"]')
+    page.fill('[data-path="$.output.post_visual[0]"]', "https://assets.example/banner-with-logo.png")
+    page.click('button[data-path="$.output.handoff_summary[+]"]')
+    page.fill('[data-path="$.output.handoff_summary[0]"]', "Designer: the logo is on the banner.")
+    submit_and_wait("awaiting_human")
+    review("https://assets.example/banner-with-logo.png", None)
+    submit_and_wait("completed")
+    expect(page.locator(".run-output")).to_contain_text("banner-with-logo.png")
+    print(f"ok: run {run_id}: the director's feedback in the form re-ran only the designer, who saw it")
+
+
 def reject_an_approval_and_fail_the_run(page):
     document = envelope("registry/examples/seed-10.1-sample-envelope.json")
     document.setdefault("policies", {})["runtime"] = [{
@@ -402,6 +460,7 @@ def main():
         page.click("#token-form button")
         expect(page.locator("#token-state")).to_have_text("token set")
         for scenario in (watch_a_run_complete_and_open_a_node, fill_a_task_form_and_complete_the_run,
+                         ask_for_a_new_visual_in_the_directors_form,
                          reject_an_approval_and_fail_the_run, show_and_verify_a_judge_transcript,
                          chat_with_a_tool_call_and_approve_a_drafted_plan,
                          fork_a_run_from_a_node_with_a_corrected_output):

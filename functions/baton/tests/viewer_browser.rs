@@ -5,7 +5,9 @@
 //! being asked for one (the local default), a tokened one asking only after
 //! its first 401; a run watched to completion and a node
 //! opened (output, cost), its timeline; a parked run's task form refusing a bad value next
-//! to its field, then completing the run; an approval rejected failing the
+//! to its field, then completing the run; a director's form giving feedback
+//! on the visual, so only the designer is asked again and sees it; an
+//! approval rejected failing the
 //! run; a judge transcript rendered and verified (and a changed one caught);
 //! a chat: a tool call folded under its answer, a drafted plan approved and
 //! run as a child run (its graph one click away), a message refused by the
@@ -96,7 +98,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        7,
+        8,
         "every scenario reported: {stdout}"
     );
     for screenshot in [

@@ -422,6 +422,13 @@ async function openTask(taskId) {
     make("h2", {}, "Task ", make("code", {}, task.taskId)),
     make("p", {}, make("a", { href: `#run/${task.runId}` }, "its run"), ` · ${task.capabilityId} · plan v${task.planVersion}${task.dueAt ? ` · due ${task.dueAt}` : ""}`),
     make("p", { class: "instructions" }, task.instructions || ""),
+    task.escalatedFrom ? make("div", { class: "task-escalation" },
+      make("h3", {}, "You take over a step that failed"),
+      make("p", {}, `${task.escalatedFrom.capabilityId} (node ${task.escalatedFrom.nodeId}): ${task.escalatedFrom.failure}`)) : "",
+    task.feedback && task.feedback.length ? make("div", { class: "task-feedback" },
+      make("h3", {}, "Revise: feedback on your last answer"),
+      make("ul", {}, ...task.feedback.map((item) => make("li", {},
+        make("strong", {}, item.author || "reviewer"), ` on ${item.facet || item.nodeId || "the output"}: ${item.message || ""}`)))) : "",
     task.inputs ? make("details", { open: "" }, make("summary", {}, "Inputs"), pretty(task.inputs)) : "",
     element);
 }
