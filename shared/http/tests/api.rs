@@ -386,6 +386,29 @@ async fn a_policy_condition_that_could_never_fire_is_a_422_naming_the_condition(
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.contains(named), "{message}");
     }
+    // A metric no run or node could ever have.
+    let (status, body) = post_json(
+        &api,
+        "/runs",
+        ACME_TOKEN,
+        &json!({"objective": "x", "outputContract": {"schema": {"type": "object"}},
+                "policies": {"runtime": [{"id": "floor",
+                    "trigger": {"kind": "onMetricBelow", "metric": "qaScroe", "threshold": 0.5},
+                    "action": {"type": "fail"}}]}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["error"]["details"]["path"],
+        "$.policies.runtime[0].trigger.metric"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`qaScroe` is neither a run metric"),
+        "{body}"
+    );
     let listed = get_json(&api, "/runs", ACME_TOKEN).await;
     assert_eq!(listed["runs"], json!([]), "nothing was created");
     assert_eq!(api.model.request_count(), 0);

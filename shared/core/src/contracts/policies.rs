@@ -90,6 +90,18 @@ pub struct OptimisationPolicy {
     pub max_tokens: Option<u64>,
 }
 
+/// The run metrics an `onMetricBelow` trigger and a condition's `$metrics`
+/// read (`engine::run_metrics` writes them).
+pub const RUN_METRIC_NAMES: [&str; 7] = [
+    "nodesCompleted",
+    "nodesTotal",
+    "promptTokens",
+    "completionTokens",
+    "totalTokens",
+    "satisfactionScore",
+    "observedSatisfaction",
+];
+
 /// A runtime guardrail: when `trigger` matches, request `action`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -139,6 +151,8 @@ pub enum PolicyTrigger {
     OnTimeout {
         ms: u64,
     },
+    /// `metric`: a run metric ([`RUN_METRIC_NAMES`]), else a dotted path
+    /// into a completed node's output whose first segment is a facet.
     OnMetricBelow {
         metric: String,
         threshold: f64,

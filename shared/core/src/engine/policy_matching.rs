@@ -329,3 +329,26 @@ pub(super) fn matching(
 pub(super) fn firing_key(policy_id: &str, trigger_key: &str) -> String {
     format!("{policy_id}@{trigger_key}")
 }
+
+#[cfg(test)]
+mod metric_name_tests {
+    #[test]
+    fn every_run_metric_is_a_name_submission_accepts() {
+        let mut state = super::super::tests::started_run();
+        state.observed_satisfaction = Some(0.5);
+        state.plan_diagnostics = Some(std::sync::Arc::new(
+            crate::contracts::diagnostics::DiagnosticsBundle::satisfied(),
+        ));
+        let metrics = super::run_metrics(&state);
+        for name in metrics.keys() {
+            assert!(
+                crate::contracts::policies::RUN_METRIC_NAMES.contains(&name.as_str()),
+                "`{name}` is written but refused at submission"
+            );
+        }
+        assert_eq!(
+            metrics.len(),
+            crate::contracts::policies::RUN_METRIC_NAMES.len()
+        );
+    }
+}

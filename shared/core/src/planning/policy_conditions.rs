@@ -15,6 +15,10 @@
 //!   turns out not to produce) is a `policy_condition_unreadable` warning
 //!   when the condition is evaluated (`engine/policy.rs`).
 //!
+//! - `onMetricBelow` reads its `metric`: a run metric, or a dotted path
+//!   into a node's output whose first segment is a registry facet; any
+//!   other is refused at `$.policies.runtime[i].trigger.metric`.
+//!
 //! A refusal names the JSON path of the `var` and the name.
 
 use crate::CoreError;
@@ -30,6 +34,10 @@ pub fn check_policy_conditions(
     registry: &Registry,
 ) -> Result<(), CoreError> {
     for (index, policy) in envelope.policies.runtime.iter().enumerate() {
+        if let PolicyTrigger::OnMetricBelow { metric, .. } = &policy.trigger {
+            check_metric(index, metric, registry)?;
+            continue;
+        }
         let Some(condition) = policy.trigger.condition() else {
             continue;
         };
@@ -85,4 +93,22 @@ pub fn check_policy_conditions(
         }
     }
     Ok(())
+}
+
+/// An `onMetricBelow` metric is a run metric, or a dotted path whose first
+/// segment is a facet of the registry (a node's output field); anything
+/// else could never be read, so the guard would never fire.
+fn check_metric(index: usize, metric: &str, registry: &Registry) -> Result<(), CoreError> {
+    use crate::contracts::policies::RUN_METRIC_NAMES;
+    let root = metric.split('.').next().unwrap_or_default();
+    if RUN_METRIC_NAMES.contains(&metric) || registry.facets.contains(root) {
+        return Ok(());
+    }
+    Err(CoreError::InvalidEnvelope {
+        path: format!("$.policies.runtime[{index}].trigger.metric"),
+        message: format!(
+            "`{metric}` is neither a run metric ({}) nor a path into a node's output starting with a facet of the registry",
+            RUN_METRIC_NAMES.join(", ")
+        ),
+    })
 }
