@@ -196,8 +196,9 @@ pub struct PlannedNodeSummary {
     pub derived: bool,
     pub provides: Vec<String>,
     pub enforces: Vec<String>,
-    /// The catalog model serving the node (absent: the deployment's
-    /// default, or no model).
+    /// The catalog model serving the node, the deployment's default
+    /// included (absent: no model runs the node, or the deployment names
+    /// no default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
 }
