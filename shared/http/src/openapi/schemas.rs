@@ -110,7 +110,145 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
         schemas.insert(name.into(), schema);
     }
     hoist_definitions(&mut schemas);
+    for schema in schemas.values_mut() {
+        spell_boolean_schemas(schema);
+    }
+    unroll_self_references(&mut schemas);
+    for schema in schemas.values_mut() {
+        refer_to_free_objects(schema);
+    }
+    schemas.insert(
+        FREE_OBJECT.into(),
+        json!({"type": "object", "additionalProperties": true, "description": "any JSON object"}),
+    );
     schemas
+}
+
+/// The component a free-form object (any JSON object) refers to.
+const FREE_OBJECT: &str = "JsonObject";
+
+/// A free-form object that may be null (`"type": ["object", "null"]`
+/// without properties, an optional map) becomes `anyOf` a reference to
+/// [`FREE_OBJECT`] and null: generators refuse an inline object inside a
+/// union.
+fn refer_to_free_objects(schema: &mut Value) {
+    match schema {
+        Value::Object(fields) => {
+            let nullable_free_object =
+                fields
+                    .get("type")
+                    .and_then(Value::as_array)
+                    .is_some_and(|types| {
+                        types.len() == 2
+                            && types.contains(&json!("object"))
+                            && types.contains(&json!("null"))
+                    })
+                    && !fields.contains_key("properties");
+            if nullable_free_object {
+                fields.remove("type");
+                fields.remove("additionalProperties");
+                fields.insert(
+                    "anyOf".into(),
+                    json!([{"$ref": format!("#/components/schemas/{FREE_OBJECT}")}, {"type": "null"}]),
+                );
+            }
+            fields.values_mut().for_each(refer_to_free_objects);
+        }
+        Value::Array(items) => items.iter_mut().for_each(refer_to_free_objects),
+        _ => {}
+    }
+}
+
+/// A schema that refers to itself (a `hitl` policy action's `approveAction`
+/// is a policy action) is a recursive union generators refuse. The document
+/// describes one level: the inner references point at `Nested{Name}`, the
+/// same schema whose own inner references are any object. The server reads
+/// deeper nesting all the same; only the document stops describing it.
+fn unroll_self_references(schemas: &mut Map<String, Value>) {
+    let recursive: Vec<String> = schemas
+        .iter()
+        .filter(|(name, schema)| {
+            schema
+                .to_string()
+                .contains(&format!("\"#/components/schemas/{name}\""))
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in recursive {
+        let reference = format!("\"#/components/schemas/{name}\"");
+        let Some(schema) = schemas.get(&name) else {
+            continue;
+        };
+        let text = schema.to_string();
+        let nested_name = format!("Nested{name}");
+        let outer = text.replace(
+            &format!("{{\"$ref\":{reference}}}"),
+            &format!("{{\"$ref\":\"#/components/schemas/{nested_name}\"}}"),
+        );
+        // Deeper than one level: any object.
+        let inner = text.replace(
+            &format!("{{\"$ref\":{reference}}}"),
+            &format!("{{\"$ref\":\"#/components/schemas/{FREE_OBJECT}\"}}"),
+        );
+        if let (Ok(outer), Ok(inner)) = (serde_json::from_str(&outer), serde_json::from_str(&inner))
+        {
+            schemas.insert(name.clone(), outer);
+            schemas.insert(nested_name, inner);
+        }
+    }
+}
+
+/// Keywords whose value is one schema.
+const SCHEMA_KEYWORDS: [&str; 9] = [
+    "items",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+];
+/// Keywords whose value maps names to schemas.
+const SCHEMA_MAP_KEYWORDS: [&str; 4] = [
+    "properties",
+    "patternProperties",
+    "$defs",
+    "dependentSchemas",
+];
+/// Keywords whose value is a list of schemas.
+const SCHEMA_LIST_KEYWORDS: [&str; 4] = ["allOf", "anyOf", "oneOf", "prefixItems"];
+
+/// Writes the boolean schemas `schemars` makes for "any JSON" (`true`) and
+/// "nothing" (`false`) as `{}` and `{"not": {}}`: the same meaning in
+/// JSON Schema 2020-12, and the form mainstream generators
+/// (`openapi-python-client`) accept. `additionalProperties: false` is left
+/// as it is: generators read that boolean.
+fn spell_boolean_schemas(schema: &mut Value) {
+    let spelled = |value: &mut Value| match value {
+        Value::Bool(true) => *value = json!({}),
+        Value::Bool(false) => *value = json!({"not": {}}),
+        other => spell_boolean_schemas(other),
+    };
+    let Some(fields) = schema.as_object_mut() else {
+        return;
+    };
+    for (keyword, value) in fields.iter_mut() {
+        if SCHEMA_KEYWORDS.contains(&keyword.as_str()) {
+            spelled(value);
+        } else if SCHEMA_MAP_KEYWORDS.contains(&keyword.as_str()) {
+            if let Some(map) = value.as_object_mut() {
+                map.values_mut().for_each(spelled);
+            }
+        } else if SCHEMA_LIST_KEYWORDS.contains(&keyword.as_str()) {
+            if let Some(list) = value.as_array_mut() {
+                list.iter_mut().for_each(spelled);
+            }
+        } else if keyword == "additionalProperties" && value.is_object() {
+            spell_boolean_schemas(value);
+        }
+    }
 }
 
 /// The JSON Schema of what a route reads (`T` as serde deserializes it).
