@@ -7,11 +7,9 @@ use std::time::Duration;
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
 use baton_bootstrap::{Configuration, process_environment};
 use baton_core::envelope::TaskEnvelope;
-use baton_core::planner::plan_deterministically;
 use baton_core::registry::Registry;
 use baton_core::run::RunStatus;
 use baton_core::schema::ValidatorCache;
-use baton_core::validator::{rejected_bundle, validate_plan};
 use baton_runtime::RuntimeError;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::memory::InMemoryStepQueue;
@@ -19,7 +17,7 @@ use baton_runtime::ports::{Clock, StepQueue};
 use baton_runtime::services::{OutboxSweeper, Services};
 use baton_runtime::workers::LocalRunner;
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::OutputFormat;
 use crate::output::FramePrinter;
@@ -283,6 +281,69 @@ pub async fn serve(
     EXIT_COMPLETED
 }
 
+/// `baton mcp`: Baton's MCP tools on stdio (JSON-RPC on stdin and stdout;
+/// nothing else is written to stdout), the step worker in-process, every
+/// call tenant `local`'s. Ends when the client closes stdin.
+pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
+    use rmcp::ServiceExt;
+    let configuration = match configuration_or_exit() {
+        Ok(configuration) => configuration,
+        Err(code) => return code,
+    };
+    let registry = match load_registry_or_exit(registry, &configuration) {
+        Ok(registry) => registry,
+        Err(code) => return code,
+    };
+    let counters = Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
+    let built = match &store {
+        StoreChoice::Dynamodb => cloud_services(registry, &configuration, counters)
+            .await
+            .map(|(services, queue, _sweeper)| (services, queue)),
+        embedded => embedded_services_counted(
+            registry,
+            &configuration,
+            embedded,
+            LeftOverSteps::AllRuns,
+            None,
+        )
+        .await
+        .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>)),
+    };
+    let (services, queue) = match built {
+        Ok(parts) => parts,
+        Err(code) => return code,
+    };
+    // The stdio transport has no tokens: the server serves tenant `local`.
+    let authenticator = match baton_http::TokenAuthenticator::from_configuration("") {
+        Ok(authenticator) => authenticator.allowing_anonymous_when_unconfigured(LOCAL_TENANT),
+        Err(error) => return invalid(error),
+    };
+    let state = baton_bootstrap::api_state(&services, authenticator, &configuration);
+    let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
+    let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
+        services.steps.clone(),
+        queue,
+        async move {
+            let _ = stop_receiver.changed().await;
+        },
+        configuration.worker_max_steps_in_flight,
+    ));
+    eprintln!("baton mcp: serving Baton's tools on stdio (store: {store:?})");
+    let server = baton_http::mcp::BatonMcpServer::for_tenant(state, LOCAL_TENANT);
+    let code = match server.serve(rmcp::transport::stdio()).await {
+        Ok(running) => match running.waiting().await {
+            Ok(_) => EXIT_COMPLETED,
+            Err(error) => invalid(format!("baton mcp: {error}")),
+        },
+        Err(error) => invalid(format!(
+            "baton mcp: the client did not start a session: {error}"
+        )),
+    };
+    let _ = stop_sender.send(true);
+    let _ = worker.await;
+    code
+}
+
 /// Ctrl-C (SIGINT) or SIGTERM (a container's stop): `baton serve` stops
 /// taking requests, finishes its steps and flushes its spans.
 async fn stop_signal() {
@@ -496,25 +557,11 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>, format: PlanFormat)
         }
         Err(error) => return invalid(format!("{}: {error}", envelope_path.display())),
     }
-    let (plan, bundle) = match plan_deterministically(&envelope, &registry) {
-        Ok(plan) => {
-            let bundle = validate_plan(&plan, &envelope, &registry, &ValidatorCache::new());
-            (Some(plan), bundle)
-        }
-        Err(diagnostics) => (None, rejected_bundle(diagnostics)),
-    };
-    let rejected = plan.is_none() || bundle.status == baton_core::diagnostics::PlanStatus::Rejected;
-    // Where each node's facets go if it fails: the next capability, the
-    // catch-all fallback, or nowhere (the run fails with it).
-    let escalation = plan.as_ref().map(|plan| {
-        baton_core::escalation_targets::escalation_targets(
-            plan,
-            &envelope,
-            &registry,
-            &ValidatorCache::new(),
-        )
-    });
-    let report = json!({"diagnostics": bundle, "plan": plan, "escalation": escalation});
+    // The plan, its judgement and where each node would escalate.
+    let preview = baton_core::preview::preview_plan(&envelope, &registry, &ValidatorCache::new());
+    let rejected = preview.is_rejected();
+    let report = serde_json::to_value(&preview).unwrap_or_default();
+    let plan = preview.plan;
     let picture = match (&plan, format) {
         (_, PlanFormat::Json) => None,
         (Some(plan), PlanFormat::Mermaid) => Some(baton_core::plan_picture::to_mermaid(plan)),

@@ -247,6 +247,17 @@ enum Command {
         #[command(subcommand)]
         command: RegistryCommand,
     },
+    /// Serve Baton's MCP tools on stdio (start_run, plan, list_capabilities,
+    /// get_run, list_tasks, answer_task, send_chat_message), with the step
+    /// worker in-process; everything is tenant `local`'s.
+    Mcp {
+        /// Where runs are kept: `memory`, `sqlite` (a file under the data
+        /// directory), `sqlite:PATH`, or `dynamodb` (with SQS).
+        #[arg(long, default_value = "memory", value_parser = parse_store)]
+        store: StoreChoice,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+    },
     /// Serve the HTTP API and SSE streams on localhost, with the step worker in-process.
     Serve {
         /// Where runs are kept: `memory`, `sqlite` (a file under the data
@@ -476,6 +487,7 @@ fn main() -> ExitCode {
                 addr,
                 registry,
             } => commands::serve(store, addr, registry).await,
+            Command::Mcp { store, registry } => commands::mcp(store, registry).await,
         }
     });
     // Spans still batched are sent before the process ends.

@@ -415,7 +415,17 @@ pub fn api_router(
     authenticator: baton_http::TokenAuthenticator,
     configuration: &Configuration,
 ) -> baton_http::Router {
-    baton_http::router(baton_http::ApiState {
+    baton_http::router(api_state(services, authenticator, configuration))
+}
+
+/// What the API's routes and its MCP server share: the services and the
+/// HTTP layer's tunables.
+pub fn api_state(
+    services: &Services,
+    authenticator: baton_http::TokenAuthenticator,
+    configuration: &Configuration,
+) -> baton_http::ApiState {
+    baton_http::ApiState {
         runs: services.runs.clone(),
         capabilities: services.capabilities.clone(),
         people: services.people.clone(),
@@ -426,5 +436,5 @@ pub fn api_router(
             ..baton_http::HttpSettings::default()
         },
         streams: baton_http::StreamSlots::default(),
-    })
+    }
 }

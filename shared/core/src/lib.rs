@@ -38,7 +38,7 @@ pub use contracts::{
 };
 pub use planning::{
     chat_plan, escalation_targets, llm_planner, model_choice, normalization, plan, plan_picture,
-    planner, policy_conditions, selection, validator, variants,
+    planner, policy_conditions, preview, selection, validator, variants,
 };
 pub use records::{
     agents, audit, chat, conversation, entries, governance, notifications, thread_lane,

@@ -390,6 +390,27 @@ pub struct CapabilityList {
     pub facet_count: usize,
 }
 
+impl CapabilityList {
+    /// The registry's capabilities, then the tenant's registrations.
+    pub fn of(listing: &baton_runtime::services::CapabilityListing) -> Self {
+        let registry = &listing.registry;
+        let mut capabilities: Vec<CapabilitySummary> = registry
+            .capabilities()
+            .map(CapabilitySummary::of_registry)
+            .collect();
+        capabilities.extend(
+            listing
+                .registrations
+                .iter()
+                .map(|(record, status)| CapabilitySummary::of_registration(record, *status)),
+        );
+        CapabilityList {
+            capabilities,
+            facet_count: registry.facets.len(),
+        }
+    }
+}
+
 /// `POST /capabilities/register`: the registration, with the JSON Schemas
 /// its contracts compiled to.
 #[derive(Debug, Serialize, JsonSchema)]

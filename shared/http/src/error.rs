@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use baton_core::engine::HumanInputRefused;
 use baton_runtime::RuntimeError;
 use serde_json::{Value, json};
 
@@ -194,5 +195,80 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+impl From<HumanInputRefused> for ApiError {
+    /// A person's input the run refused: a 409 for what no longer waits, a
+    /// 422 naming each path of an answer that breaks the contract.
+    fn from(refusal: HumanInputRefused) -> Self {
+        match refusal {
+        HumanInputRefused::NotAwaiting {
+            run_status,
+            node_status,
+        } => ApiError::new(
+            StatusCode::CONFLICT,
+            "not_awaiting_a_person",
+            "the node is not waiting for a person (answered already, or the run moved on)",
+        )
+        .with_details(json!({"runStatus": run_status.as_str(), "nodeStatus": node_status})),
+        HumanInputRefused::StalePlanVersion { current } => ApiError::new(
+            StatusCode::CONFLICT,
+            "stale_plan_version",
+            format!("the run's plan is at version {current} now"),
+        )
+        .with_details(json!({"currentPlanVersion": current})),
+        HumanInputRefused::OutputContractViolated(violations) => {
+            let errors: Vec<Value> = violations
+                .iter()
+                .map(|violation| {
+                    json!({
+                        "path": baton_core::schema::json_path_for_pointer("$.output", &violation.instance_pointer),
+                        "message": violation.message,
+                        "facet": violation.facet,
+                    })
+                })
+                .collect();
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "output_contract_violated",
+                "the output breaks the node's output contract; nothing changed",
+            )
+            .with_details(json!({"errors": errors}))
+        }
+        HumanInputRefused::NoPendingRequest { run_status } => ApiError::new(
+            StatusCode::CONFLICT,
+            "no_pending_request",
+            "no request of that kind waits for a person (resolved already, or the run moved on)",
+        )
+        .with_details(json!({"runStatus": run_status.as_str()})),
+        HumanInputRefused::UnknownRequest { pending } => ApiError::new(
+            StatusCode::CONFLICT,
+            "unknown_request",
+            format!("that request does not wait; {pending} does"),
+        )
+        .with_details(json!({"pendingRequestId": pending})),
+        HumanInputRefused::NotPaused { run_status } => {
+            ApiError::new(StatusCode::CONFLICT, "not_paused", "the run is not paused")
+                .with_details(json!({"runStatus": run_status.as_str()}))
+        }
+        HumanInputRefused::AnswerRequired => {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "`answer` must be a non-empty text",
+            )
+            .with_details(json!({"path": "$.answer"}))
+        }
+        HumanInputRefused::NoManualPolicy {
+            policy_id,
+            run_status,
+        } => ApiError::new(
+            StatusCode::NOT_FOUND,
+            "policy_not_found",
+            format!("the run has no enabled `manual` policy `{policy_id}` (or it ended)"),
+        )
+        .with_details(json!({"policyId": policy_id, "runStatus": run_status.as_str()})),
+    }
     }
 }

@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod bodies;
 pub mod error;
+pub mod mcp;
 pub mod openapi;
 mod routes;
 pub mod server;

@@ -13,6 +13,7 @@ pub mod plan_picture;
 pub mod planner;
 mod planning_context;
 pub mod policy_conditions;
+pub mod preview;
 pub mod selection;
 pub mod validator;
 pub mod variants;

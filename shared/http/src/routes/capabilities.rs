@@ -18,21 +18,7 @@ pub(super) async fn list_capabilities(
     Extension(tenant): Extension<Tenant>,
 ) -> Result<Json<CapabilityList>, ApiError> {
     let listing = state.capabilities.list(&tenant.0).await?;
-    let registry = &listing.registry;
-    let mut capabilities: Vec<CapabilitySummary> = registry
-        .capabilities()
-        .map(CapabilitySummary::of_registry)
-        .collect();
-    capabilities.extend(
-        listing
-            .registrations
-            .iter()
-            .map(|(record, status)| CapabilitySummary::of_registration(record, *status)),
-    );
-    Ok(Json(CapabilityList {
-        capabilities,
-        facet_count: registry.facets.len(),
-    }))
+    Ok(Json(CapabilityList::of(&listing)))
 }
 
 /// `POST /capabilities/register`: an agent advertises (or refreshes, as a

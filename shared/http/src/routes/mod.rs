@@ -1,7 +1,8 @@
 //! The API's router: one file per resource (`runs`, `events`,
 //! `capabilities`, `people`, `forks`, `evaluations`, `chat`), each route
-//! behind the bearer-token middleware (`authenticate`), the OpenAPI
-//! document, the viewer, and a JSON 404 and 413 for everything else.
+//! behind the bearer-token middleware (`authenticate`), the MCP server at
+//! `/mcp` behind the same, the OpenAPI document, the viewer, and a JSON 404
+//! and 413 for everything else.
 
 mod capabilities;
 mod chat;
@@ -62,8 +63,13 @@ pub fn router(state: ApiState) -> Router {
         .route("/threads", get(chat::list_threads))
         .route("/threads/{thread_id}", get(chat::thread))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
-        .with_state(state);
+        .with_state(state.clone());
+    // The MCP server (Streamable HTTP), behind the same tokens.
+    let mcp = Router::new()
+        .route_service("/mcp", crate::mcp::mcp_service(state.clone()))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
+        .merge(mcp)
         .nest("/api/v1/flex", routes)
         .nest("/api/v1/judge", judge_routes)
         .merge(Router::new().nest("/api/v1", chat_routes))

@@ -17,10 +17,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use baton_core::engine::{ApprovalDecision, HumanInputRefused};
-use baton_core::schema::json_path_for_pointer;
+use baton_core::engine::ApprovalDecision;
 use baton_runtime::services::{PersonInput, PersonInputOutcome};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::auth::Tenant;
 use crate::bodies::{
@@ -57,72 +56,6 @@ fn split_task_id(task_id: &str) -> Option<(&str, &str)> {
     task_id
         .split_once(':')
         .filter(|(run_id, node_id)| !run_id.is_empty() && !node_id.is_empty())
-}
-
-fn refused(refusal: HumanInputRefused) -> ApiError {
-    match refusal {
-        HumanInputRefused::NotAwaiting {
-            run_status,
-            node_status,
-        } => ApiError::new(
-            StatusCode::CONFLICT,
-            "not_awaiting_a_person",
-            "the node is not waiting for a person (answered already, or the run moved on)",
-        )
-        .with_details(json!({"runStatus": run_status.as_str(), "nodeStatus": node_status})),
-        HumanInputRefused::StalePlanVersion { current } => ApiError::new(
-            StatusCode::CONFLICT,
-            "stale_plan_version",
-            format!("the run's plan is at version {current} now"),
-        )
-        .with_details(json!({"currentPlanVersion": current})),
-        HumanInputRefused::OutputContractViolated(violations) => {
-            let errors: Vec<Value> = violations
-                .iter()
-                .map(|violation| {
-                    json!({
-                        "path": json_path_for_pointer("$.output", &violation.instance_pointer),
-                        "message": violation.message,
-                        "facet": violation.facet,
-                    })
-                })
-                .collect();
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "output_contract_violated",
-                "the output breaks the node's output contract; nothing changed",
-            )
-            .with_details(json!({"errors": errors}))
-        }
-        HumanInputRefused::NoPendingRequest { run_status } => ApiError::new(
-            StatusCode::CONFLICT,
-            "no_pending_request",
-            "no request of that kind waits for a person (resolved already, or the run moved on)",
-        )
-        .with_details(json!({"runStatus": run_status.as_str()})),
-        HumanInputRefused::UnknownRequest { pending } => ApiError::new(
-            StatusCode::CONFLICT,
-            "unknown_request",
-            format!("that request does not wait; {pending} does"),
-        )
-        .with_details(json!({"pendingRequestId": pending})),
-        HumanInputRefused::NotPaused { run_status } => {
-            ApiError::new(StatusCode::CONFLICT, "not_paused", "the run is not paused")
-                .with_details(json!({"runStatus": run_status.as_str()}))
-        }
-        HumanInputRefused::AnswerRequired => {
-            bad_request("$.answer", "`answer` must be a non-empty text")
-        }
-        HumanInputRefused::NoManualPolicy {
-            policy_id,
-            run_status,
-        } => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "policy_not_found",
-            format!("the run has no enabled `manual` policy `{policy_id}` (or it ended)"),
-        )
-        .with_details(json!({"policyId": policy_id, "runStatus": run_status.as_str()})),
-    }
 }
 
 /// What a `run.resume` body asks: `(runId, input)`.
@@ -196,7 +129,7 @@ async fn apply(
             status,
             version,
         })),
-        PersonInputOutcome::Refused(refusal) => Err(refused(refusal)),
+        PersonInputOutcome::Refused(refusal) => Err(ApiError::from(refusal)),
         PersonInputOutcome::RunNotFound => Err(ApiError::run_not_found(run_id)),
     }
 }

@@ -275,6 +275,30 @@ impl RunService {
         Ok(SubmittedRun::from(admitted))
     }
 
+    /// The plan a run of `envelope_json` would start with, judged, and
+    /// where each node would escalate, without a run: refused as a
+    /// submission would be (an invalid envelope, an unknown model, an
+    /// unreadable policy); nothing is stored and no model is called.
+    pub fn preview(
+        &self,
+        envelope_json: &Value,
+    ) -> Result<baton_core::preview::PlanPreview, RuntimeError> {
+        let mut envelope = self.parse_envelope(envelope_json)?;
+        baton_core::legacy_policies::normalize_legacy_policies(&mut envelope).map_err(|error| {
+            match error {
+                baton_core::CoreError::InvalidEnvelope { path, message } => {
+                    RuntimeError::InvalidInput { path, message }
+                }
+                other => RuntimeError::Core(other),
+            }
+        })?;
+        Ok(baton_core::preview::preview_plan(
+            &envelope,
+            &self.registry,
+            &self.validators,
+        ))
+    }
+
     /// The plan versions newer ones replaced, oldest first (the current
     /// one is the run state's).
     pub async fn superseded_plans(
