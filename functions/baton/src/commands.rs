@@ -194,27 +194,11 @@ pub async fn serve(
         Err(code) => return code,
     };
     let counters = Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
-    // On DynamoDB + SQS a send lost after its commit (or an API-side send
-    // that failed) is recovered by the sweeper, as the deployment's
-    // scheduled function does; the embedded stores re-drive at start.
-    let built = match &store {
-        StoreChoice::Dynamodb => cloud_services(registry, &configuration, counters.clone())
-            .await
-            .map(|(services, queue, sweeper)| (services, queue, Some(sweeper))),
-        embedded => embedded_services_counted(
-            registry,
-            &configuration,
-            embedded,
-            LeftOverSteps::AllRuns,
-            Some(counters.clone()),
-        )
-        .await
-        .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>, None)),
-    };
-    let (services, queue, sweeper) = match built {
-        Ok(parts) => parts,
-        Err(code) => return code,
-    };
+    let (services, queue, sweeper) =
+        match services_on(&store, registry, &configuration, counters.clone()).await {
+            Ok(parts) => parts,
+            Err(code) => return code,
+        };
     let authenticator = match baton_bootstrap::authenticator_from(&configuration, Some("local")) {
         Ok(authenticator) => authenticator,
         Err(error) => return startup(error),
@@ -295,24 +279,11 @@ pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
         Err(code) => return code,
     };
     let counters = Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
-    let built = match &store {
-        StoreChoice::Dynamodb => cloud_services(registry, &configuration, counters)
-            .await
-            .map(|(services, queue, _sweeper)| (services, queue)),
-        embedded => embedded_services_counted(
-            registry,
-            &configuration,
-            embedded,
-            LeftOverSteps::AllRuns,
-            None,
-        )
-        .await
-        .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>)),
-    };
-    let (services, queue) = match built {
-        Ok(parts) => parts,
-        Err(code) => return code,
-    };
+    let (services, queue, sweeper) =
+        match services_on(&store, registry, &configuration, counters).await {
+            Ok(parts) => parts,
+            Err(code) => return code,
+        };
     // The stdio transport has no tokens: the server serves tenant `local`.
     let authenticator = match baton_http::TokenAuthenticator::from_configuration("") {
         Ok(authenticator) => authenticator.allowing_anonymous_when_unconfigured(LOCAL_TENANT),
@@ -320,6 +291,7 @@ pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
     };
     let state = baton_bootstrap::api_state(&services, authenticator, &configuration);
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
+    let stop_receiver_for_sweeper = stop_receiver.clone();
     let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
         services.steps.clone(),
         queue,
@@ -330,6 +302,7 @@ pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
     ));
     eprintln!("baton mcp: serving Baton's tools on stdio (store: {store:?})");
     let server = baton_http::mcp::BatonMcpServer::for_tenant(state, LOCAL_TENANT);
+    let sweeping = sweeper.map(|sweeper| sweeper.spawn(&configuration, stop_receiver_for_sweeper));
     let code = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => match running.waiting().await {
             Ok(_) => EXIT_COMPLETED,
@@ -341,7 +314,44 @@ pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
     };
     let _ = stop_sender.send(true);
     let _ = worker.await;
+    if let Some(sweeping) = sweeping {
+        sweeping.abort();
+    }
     code
+}
+
+/// The services, step queue and (on DynamoDB + SQS) sweepers of a
+/// long-running process (`baton serve`, `baton mcp`) on `store`: a send
+/// lost after its commit on the cloud stores is recovered by the sweeper,
+/// as the deployment's scheduled function does; the embedded stores
+/// re-drive every run's left-over steps at start.
+async fn services_on(
+    store: &StoreChoice,
+    registry: Arc<Registry>,
+    configuration: &Configuration,
+    counters: Arc<baton_runtime::observe::telemetry::RunCounters>,
+) -> Result<
+    (
+        Services,
+        Arc<dyn StepQueue>,
+        Option<crate::sweeping::Sweepers>,
+    ),
+    u8,
+> {
+    match store {
+        StoreChoice::Dynamodb => cloud_services(registry, configuration, counters)
+            .await
+            .map(|(services, queue, sweeper)| (services, queue, Some(sweeper))),
+        embedded => embedded_services_counted(
+            registry,
+            configuration,
+            embedded,
+            LeftOverSteps::AllRuns,
+            Some(counters),
+        )
+        .await
+        .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>, None)),
+    }
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM (a container's stop): `baton serve` stops

@@ -6,44 +6,19 @@
 //! with `policies.reviewDerived: true` a person approves it before the run
 //! goes on.
 //!
-//! The model is a test double (schema-shaped answers); everything else is
+//! The model is a test double (`SchemaShapedModel`: schema-shaped answers); everything else is
 //! the real engine on the in-memory store and queue.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use baton_core::context::ModelRequest;
 use baton_core::engine::ApprovalDecision;
-use baton_core::run::{RunStatus, TokenUsage};
-use baton_runtime::error::LlmError;
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
+use baton_core::run::RunStatus;
 use baton_runtime::services::PersonInput;
+use baton_test_support::schema_shaped_model::SchemaShapedModel as SchemaShaped;
 use baton_test_support::{TestServices, example_envelope};
 use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedSender;
-
-/// Test double for the model endpoint: a schema-shaped answer to anything.
-struct SchemaShaped;
-
-#[async_trait]
-impl LlmProvider for SchemaShaped {
-    fn model_name(&self) -> String {
-        "schema-shaped".into()
-    }
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        _deltas: UnboundedSender<ModelDelta>,
-    ) -> Result<ModelAnswer, LlmError> {
-        Ok(ModelAnswer {
-            content: scripted_llm::generate_instance(&request.output_schema, "answer").to_string(),
-            usage: TokenUsage::default(),
-            model: "schema-shaped".into(),
-        })
-    }
-}
 
 /// The positioning example asking only for the messaging stack, with the
 /// strategist forbidden: the copywriter runs derived.
