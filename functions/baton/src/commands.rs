@@ -265,67 +265,12 @@ pub async fn serve(
     EXIT_COMPLETED
 }
 
-/// `baton mcp`: Baton's MCP tools on stdio (JSON-RPC on stdin and stdout;
-/// nothing else is written to stdout), the step worker in-process, every
-/// call tenant `local`'s. Ends when the client closes stdin.
-pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
-    use rmcp::ServiceExt;
-    let configuration = match configuration_or_exit() {
-        Ok(configuration) => configuration,
-        Err(code) => return code,
-    };
-    let registry = match load_registry_or_exit(registry, &configuration) {
-        Ok(registry) => registry,
-        Err(code) => return code,
-    };
-    let counters = Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
-    let (services, queue, sweeper) =
-        match services_on(&store, registry, &configuration, counters).await {
-            Ok(parts) => parts,
-            Err(code) => return code,
-        };
-    // The stdio transport has no tokens: the server serves tenant `local`.
-    let authenticator = match baton_http::TokenAuthenticator::from_configuration("") {
-        Ok(authenticator) => authenticator.allowing_anonymous_when_unconfigured(LOCAL_TENANT),
-        Err(error) => return invalid(error),
-    };
-    let state = baton_bootstrap::api_state(&services, authenticator, &configuration);
-    let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
-    let stop_receiver_for_sweeper = stop_receiver.clone();
-    let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
-        services.steps.clone(),
-        queue,
-        async move {
-            let _ = stop_receiver.changed().await;
-        },
-        configuration.worker_max_steps_in_flight,
-    ));
-    eprintln!("baton mcp: serving Baton's tools on stdio (store: {store:?})");
-    let server = baton_http::mcp::BatonMcpServer::for_tenant(state, LOCAL_TENANT);
-    let sweeping = sweeper.map(|sweeper| sweeper.spawn(&configuration, stop_receiver_for_sweeper));
-    let code = match server.serve(rmcp::transport::stdio()).await {
-        Ok(running) => match running.waiting().await {
-            Ok(_) => EXIT_COMPLETED,
-            Err(error) => invalid(format!("baton mcp: {error}")),
-        },
-        Err(error) => invalid(format!(
-            "baton mcp: the client did not start a session: {error}"
-        )),
-    };
-    let _ = stop_sender.send(true);
-    let _ = worker.await;
-    if let Some(sweeping) = sweeping {
-        sweeping.abort();
-    }
-    code
-}
-
 /// The services, step queue and (on DynamoDB + SQS) sweepers of a
 /// long-running process (`baton serve`, `baton mcp`) on `store`: a send
 /// lost after its commit on the cloud stores is recovered by the sweeper,
 /// as the deployment's scheduled function does; the embedded stores
 /// re-drive every run's left-over steps at start.
-async fn services_on(
+pub(crate) async fn services_on(
     store: &StoreChoice,
     registry: Arc<Registry>,
     configuration: &Configuration,

@@ -9,6 +9,7 @@ mod chat_command;
 mod commands;
 mod fork_command;
 mod judge;
+mod mcp_command;
 mod model_choice;
 mod output;
 mod people;
@@ -487,7 +488,7 @@ fn main() -> ExitCode {
                 addr,
                 registry,
             } => commands::serve(store, addr, registry).await,
-            Command::Mcp { store, registry } => commands::mcp(store, registry).await,
+            Command::Mcp { store, registry } => mcp_command::mcp(store, registry).await,
         }
     });
     // Spans still batched are sent before the process ends.
