@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod bodies;
 pub mod error;
+#[cfg(feature = "mcp-server")]
 pub mod mcp;
 pub mod openapi;
 mod routes;

@@ -2,7 +2,8 @@
 //! the tools an IDE or a desktop assistant calls to run work on Baton.
 //! Served over Streamable HTTP at `/mcp` (behind the bearer tokens, the
 //! tenant of the token) by [`mcp_service`], and over stdio by `baton mcp`
-//! (one tenant, the process's).
+//! (one tenant, the process's). Behind the crate's `mcp-server` feature,
+//! which the CLI enables and the Lambda functions leave out (binary size).
 //!
 //! The tools, each with an input schema generated from the same Rust types
 //! as the OpenAPI document (the envelope is `TaskEnvelope`'s):

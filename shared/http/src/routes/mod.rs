@@ -64,13 +64,15 @@ pub fn router(state: ApiState) -> Router {
         .route("/threads/{thread_id}", get(chat::thread))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state.clone());
-    // The MCP server (Streamable HTTP), behind the same tokens.
-    let mcp = Router::new()
-        .route_service("/mcp", crate::mcp::mcp_service(state.clone()))
-        .layer(middleware::from_fn_with_state(state.clone(), authenticate));
-    Router::new()
-        .merge(mcp)
-        .nest("/api/v1/flex", routes)
+    let app = Router::new();
+    // The MCP server (Streamable HTTP) at /mcp, behind the same tokens.
+    #[cfg(feature = "mcp-server")]
+    let app = app.merge(
+        Router::new()
+            .route_service("/mcp", crate::mcp::mcp_service(state.clone()))
+            .layer(middleware::from_fn_with_state(state.clone(), authenticate)),
+    );
+    app.nest("/api/v1/flex", routes)
         .nest("/api/v1/judge", judge_routes)
         .merge(Router::new().nest("/api/v1", chat_routes))
         .merge(crate::viewer::viewer_routes())
