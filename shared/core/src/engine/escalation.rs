@@ -25,6 +25,18 @@ pub(super) struct Escalation {
     pub(super) said: String,
 }
 
+impl Escalation {
+    /// The replan's trigger: this escalation's kind, on `node`.
+    fn trigger_on(&self, node: &PlanNode) -> frames::TriggerDetails {
+        frames::TriggerDetails {
+            kind: self.trigger.into(),
+            node_id: Some(node.node_id.clone()),
+            capability_id: Some(node.capability_id.clone()),
+            ..frames::TriggerDetails::default()
+        }
+    }
+}
+
 /// Whether a model failure is one a provider kept returning after its own
 /// retries (not a configuration or a refused request, which another
 /// capability on the same model would meet again).
@@ -62,12 +74,7 @@ pub(super) fn fall_back_to_next_capability(
     let replaced = super::replan::replan(
         step,
         super::replan::ReplanCause {
-            trigger: frames::TriggerDetails {
-                kind: escalation.trigger.into(),
-                node_id: Some(node.node_id.clone()),
-                capability_id: Some(node.capability_id.clone()),
-                ..frames::TriggerDetails::default()
-            },
+            trigger: escalation.trigger_on(node),
             policy_id: None,
             rationale: Some(escalation.rationale.clone()),
             invalidate: vec![node.node_id.clone()],
@@ -141,12 +148,7 @@ fn hand_to_catch_all(
         instructions: instructions.into(),
         variant: node.variant,
         allows_clarify: false,
-        task_surface: (fallback.instruction_templates.is_some()
-            || fallback.assignment_defaults.is_some())
-        .then(|| crate::planning::plan::TaskSurface {
-            instruction_templates: fallback.instruction_templates.clone(),
-            assignment_defaults: fallback.assignment_defaults.clone(),
-        }),
+        task_surface: crate::planning::plan::TaskSurface::of(fallback),
         quality_score: None,
         model: crate::planning::model_choice::model_for(
             fallback,
@@ -168,12 +170,7 @@ fn hand_to_catch_all(
         step,
         &previous,
         super::replan::ReplanCause {
-            trigger: frames::TriggerDetails {
-                kind: escalation.trigger.into(),
-                node_id: Some(node.node_id.clone()),
-                capability_id: Some(node.capability_id.clone()),
-                ..frames::TriggerDetails::default()
-            },
+            trigger: escalation.trigger_on(node),
             policy_id: None,
             rationale: Some(format!(
                 "no other capability makes {}: the catch-all fallback {} takes over",

@@ -237,6 +237,17 @@ pub struct TaskSurface {
     pub assignment_defaults: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+impl TaskSurface {
+    /// What `capability` shows a person beside the task, when it has any.
+    pub fn of(capability: &crate::contracts::capability::CapabilityRegistration) -> Option<Self> {
+        (capability.instruction_templates.is_some() || capability.assignment_defaults.is_some())
+            .then(|| TaskSurface {
+                instruction_templates: capability.instruction_templates.clone(),
+                assignment_defaults: capability.assignment_defaults.clone(),
+            })
+    }
+}
+
 /// What an orchestrator-managed node computes from its upstream outputs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "operation", rename_all = "snake_case")]

@@ -261,12 +261,7 @@ fn build_plan_with_ids(
             variant: None,
             allows_clarify: capability.allows_clarify,
             quality_score: capability.quality_score.clone(),
-            task_surface: (capability.instruction_templates.is_some()
-                || capability.assignment_defaults.is_some())
-            .then(|| crate::planning::plan::TaskSurface {
-                instruction_templates: capability.instruction_templates.clone(),
-                assignment_defaults: capability.assignment_defaults.clone(),
-            }),
+            task_surface: crate::planning::plan::TaskSurface::of(capability),
             model: crate::planning::model_choice::model_for(
                 capability,
                 context.envelope,
