@@ -106,6 +106,9 @@ pub struct Configuration {
     /// `BATON_MAX_STREAMS_PER_RUN`: event streams one run may have open at
     /// once in one process (default 64; one more is a 429 `too_many_streams`).
     pub max_streams_per_run: usize,
+    /// `BATON_PUBLIC_URL`: the URL clients reach the API at, for the A2A
+    /// agent card (unset: the request's forwarded or direct host).
+    pub public_url: Option<String>,
     /// `BATON_HEADER_READ_TIMEOUT_SECONDS`: `baton serve` closes a
     /// connection whose request headers have not all arrived in this long
     /// (a silent or trickling client; an idle keep-alive connection). Default 30.
@@ -249,6 +252,8 @@ impl Configuration {
                 "BATON_MAX_STREAMS_PER_RUN",
                 baton_http_defaults::MAX_STREAMS_PER_RUN,
             )?,
+            public_url: non_empty(read, "BATON_PUBLIC_URL")
+                .map(|url| url.trim_end_matches('/').to_string()),
             worker_max_steps_in_flight,
             max_body_bytes,
             max_envelope_bytes,

@@ -433,6 +433,7 @@ pub fn api_state(
         settings: baton_http::HttpSettings {
             max_body_bytes: configuration.max_body_bytes,
             max_streams_per_run: configuration.max_streams_per_run,
+            public_url: configuration.public_url.clone(),
             ..baton_http::HttpSettings::default()
         },
         streams: baton_http::StreamSlots::default(),

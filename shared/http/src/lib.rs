@@ -10,6 +10,7 @@
 //! another tenant is a 404 on every route; a bad envelope is a 400/422 naming
 //! the JSON path and nothing is persisted for it; no route panics.
 
+pub mod a2a;
 pub mod auth;
 pub mod bodies;
 pub mod error;

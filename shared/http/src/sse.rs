@@ -124,7 +124,7 @@ pub fn sse_response_in(
 }
 
 /// A `text/event-stream` response of events, with keep-alive comments.
-fn sse_events_response(
+pub(crate) fn sse_events_response(
     events: impl Stream<Item = Event> + Send + 'static,
     heartbeat: Duration,
 ) -> Response {

@@ -23,6 +23,9 @@ pub struct HttpSettings {
     /// Event streams one run may have open at once in this process
     /// (`BATON_MAX_STREAMS_PER_RUN`); one more is a 429 `too_many_streams`.
     pub max_streams_per_run: usize,
+    /// The URL clients reach the API at (`BATON_PUBLIC_URL`), for the A2A
+    /// agent card; None: the request's forwarded or direct host.
+    pub public_url: Option<String>,
 }
 
 /// The default cap on one run's open event streams.
@@ -100,6 +103,7 @@ impl Default for HttpSettings {
             poll_interval: Duration::from_millis(100),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_streams_per_run: DEFAULT_MAX_STREAMS_PER_RUN,
+            public_url: None,
         }
     }
 }

@@ -85,6 +85,7 @@ async fn start_api_with(
             poll_interval: Duration::from_millis(20),
             max_body_bytes: TEST_BODY_LIMIT,
             max_streams_per_run: TEST_STREAMS_PER_RUN,
+            public_url: None,
         },
         streams: Default::default(),
     };
@@ -2337,4 +2338,139 @@ async fn an_ended_run_is_auditable_from_its_snapshot_and_the_runs_list() {
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["error"]["details"]["header"], "X-Baton-User", "{body}");
     assert_eq!(run_count(&api, ACME_TOKEN).await, before, "nothing started");
+}
+
+/// One JSON-RPC call to the A2A endpoint with `token`.
+async fn a2a_call(api: &TestApi, token: &str, body: Value) -> Value {
+    let root = api.base.trim_end_matches("/api/v1/flex");
+    let response = api
+        .client
+        .post(format!("{root}/a2a"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "JSON-RPC answers errors with 200");
+    response.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_a2a_endpoint_keeps_tenants_apart_and_names_what_is_wrong() {
+    let api = start_api().await;
+    let root = api.base.trim_end_matches("/api/v1/flex").to_string();
+    // The card is public, names the forwarded host, and lists no tenant's registration.
+    let card: Value = api
+        .client
+        .get(format!("{root}/.well-known/agent-card.json"))
+        .header("x-forwarded-proto", "https")
+        .header("x-forwarded-host", "baton.example.com")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        "https://baton.example.com/a2a"
+    );
+    assert_eq!(
+        card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
+        "Bearer"
+    );
+
+    // An envelope sent without waiting: a task of acme's, unknown to globex.
+    let envelope = example("seed-10.0.1-stream-contract-variants.json");
+    let sent = a2a_call(
+        &api,
+        ACME_TOKEN,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": envelope}]},
+            "configuration": {"returnImmediately": true}}}),
+    )
+    .await;
+    let task_id = sent["result"]["task"]["id"].as_str().unwrap().to_string();
+    assert!(task_id.starts_with("run"), "{sent}");
+    let theirs = a2a_call(
+        &api,
+        GLOBEX_TOKEN,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}),
+    )
+    .await;
+    assert_eq!(theirs["error"]["code"], -32001, "{theirs}");
+    let ours = a2a_call(
+        &api,
+        ACME_TOKEN,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": task_id}}),
+    )
+    .await;
+    assert_eq!(ours["result"]["id"], task_id.as_str(), "{ours}");
+    assert_eq!(ours["id"], 3);
+
+    // What is wrong, by JSON path and A2A code.
+    let no_message = a2a_call(
+        &api,
+        ACME_TOKEN,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": {}}),
+    )
+    .await;
+    assert_eq!(no_message["error"]["code"], -32602, "{no_message}");
+    assert_eq!(
+        no_message["error"]["data"][0]["metadata"]["path"], "$.params",
+        "{no_message}"
+    );
+    let nothing_to_run = a2a_call(
+        &api,
+        ACME_TOKEN,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "SendMessage", "params": {
+            "message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"url": "https://example.com/x"}]}}}),
+    )
+    .await;
+    assert_eq!(
+        nothing_to_run["error"]["data"][0]["metadata"]["path"], "$.params.message.parts",
+        "{nothing_to_run}"
+    );
+    let mut broken = envelope.clone();
+    broken["objective"] = json!(42);
+    let bad_envelope = a2a_call(
+        &api,
+        ACME_TOKEN,
+        json!({"jsonrpc": "2.0", "id": 6, "method": "SendMessage", "params": {
+            "message": {"messageId": "m3", "role": "ROLE_USER", "parts": [{"data": broken}]}}}),
+    )
+    .await;
+    assert_eq!(
+        bad_envelope["error"]["data"][0]["metadata"]["path"],
+        "$.params.message.parts[data].objective",
+        "{bad_envelope}"
+    );
+    let unknown = a2a_call(
+        &api,
+        ACME_TOKEN,
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {}}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+    let root_url = format!("{root}/a2a");
+    let not_json: Value = api
+        .client
+        .post(&root_url)
+        .bearer_auth(ACME_TOKEN)
+        .body("{not json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(not_json["error"]["code"], -32700, "{not_json}");
+    let anonymous = api
+        .client
+        .post(&root_url)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
 }

@@ -1,7 +1,8 @@
 //! The API's router: one file per resource (`runs`, `events`,
 //! `capabilities`, `people`, `forks`, `evaluations`, `chat`), each route
 //! behind the bearer-token middleware (`authenticate`), the MCP server at
-//! `/mcp` behind the same, the OpenAPI document, the viewer, and a JSON 404
+//! `/mcp` behind the same, the A2A agent (`/a2a` behind the same, its card
+//! public at `/.well-known/agent-card.json`), the OpenAPI document, the viewer, and a JSON 404
 //! and 413 for everything else.
 
 mod capabilities;
@@ -64,7 +65,18 @@ pub fn router(state: ApiState) -> Router {
         .route("/threads/{thread_id}", get(chat::thread))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state.clone());
-    let app = Router::new();
+    // The A2A agent: its card (public) and its JSON-RPC endpoint (tokens).
+    let app = Router::new()
+        .route(
+            "/.well-known/agent-card.json",
+            get(crate::a2a::agent_card).with_state(state.clone()),
+        )
+        .merge(
+            Router::new()
+                .route("/a2a", post(crate::a2a::json_rpc))
+                .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+                .with_state(state.clone()),
+        );
     // The MCP server (Streamable HTTP) at /mcp, behind the same tokens.
     #[cfg(feature = "mcp-server")]
     let app = app.merge(

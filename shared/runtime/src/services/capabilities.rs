@@ -166,6 +166,11 @@ impl CapabilityService {
             .collect())
     }
 
+    /// The registry files (every tenant's, no tenant's registrations).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// The registry files' capabilities and `tenant_id`'s registrations.
     pub async fn list(&self, tenant_id: &str) -> Result<CapabilityListing, RuntimeError> {
         Ok(CapabilityListing {
