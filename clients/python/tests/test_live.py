@@ -1,0 +1,163 @@
+"""The client against a live `baton serve` (started by
+`functions/baton/tests/typed_clients.rs`, with the LLM endpoint's test
+double): runs streamed to their end, typed errors with the JSON path, a
+parked run answered, and event streams resumed with `Last-Event-ID` after a
+proxy cuts the connection mid-run.
+
+Environment: BATON_URL (the server's root), BATON_TOKEN, BATON_ENVELOPE,
+BATON_PARKED_ENVELOPE (envelope files)."""
+
+import asyncio
+import json
+import os
+import socket
+import threading
+
+import pytest
+
+from baton_client import AsyncBatonClient, BatonApiError, BatonClient, status_text
+
+URL = os.environ.get("BATON_URL")
+pytestmark = pytest.mark.skipif(not URL, reason="BATON_URL names no live server")
+
+
+def envelope(variable="BATON_ENVELOPE"):
+    return json.loads(open(os.environ[variable]).read())
+
+
+class CuttingProxy:
+    """A TCP proxy in front of the server (a stand-in for a network that
+    drops): the first connection, when it is an event stream, is cut after `cut_after`
+    bytes of its answer; it records every request's head."""
+
+    def __init__(self, upstream: str, cut_after: int):
+        host, port = upstream.split("//")[1].split(":")
+        self.upstream = (host, int(port))
+        self.cut_after = cut_after
+        self.heads: list[str] = []
+        self.cuts = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            client, _ = self.listener.accept()
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        server = socket.create_connection(self.upstream)
+        head = client.recv(65536)
+        self.heads.append(head.decode(errors="replace"))
+        cut = b"/events" in head.split(b"\r\n")[0] and self.cuts == 0
+        if cut:
+            self.cuts += 1
+        server.sendall(head)
+        threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
+        self._pipe(server, client, self.cut_after if cut else None)
+
+    @staticmethod
+    def _pipe(source, target, limit):
+        sent = 0
+        try:
+            while True:
+                data = source.recv(4096)
+                if not data:
+                    break
+                if limit is not None and sent + len(data) >= limit:
+                    target.sendall(data[: limit - sent])
+                    break
+                target.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        for end in (source, target):
+            try:
+                end.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            end.close()
+
+
+def assert_whole_stream(frames):
+    ids = [frame.id for frame in frames if frame.id is not None]
+    assert ids == list(range(ids[0], ids[0] + len(ids))), f"no frame twice, none lost: {ids}"
+    assert frames[-1].event == "complete", [frame.event for frame in frames]
+
+
+def test_a_run_streams_to_its_validated_output():
+    with BatonClient(URL, os.environ["BATON_TOKEN"], user="ada") as client:
+        accepted = client.submit_run(envelope())
+        frames = list(client.stream_run_events(accepted.run_id))
+        assert_whole_stream(frames)
+        snapshot = client.get_run(accepted.run_id)
+        assert status_text(snapshot.run.status) == "completed"
+        assert snapshot.output["copyVariants"], snapshot.output
+        listed = client.list_runs(status="completed")
+        assert any(run.run_id == accepted.run_id for run in listed.runs)
+        assert client.list_capabilities().capabilities
+
+
+def test_a_refusal_is_a_typed_error_naming_the_json_path():
+    broken = envelope()
+    broken["objective"] = 42
+    with BatonClient(URL, os.environ["BATON_TOKEN"]) as client:
+        with pytest.raises(BatonApiError) as refused:
+            client.submit_run(broken)
+        assert refused.value.status in (400, 422)
+        assert refused.value.path == "$.objective", refused.value.details
+        assert not refused.value.retryable
+        with pytest.raises(BatonApiError) as missing:
+            client.get_run("run-of-nobody")
+        assert missing.value.status == 404 and missing.value.code == "run_not_found"
+    with BatonClient(URL, "not-a-token") as client:
+        with pytest.raises(BatonApiError) as unauthorized:
+            client.list_runs()
+        assert unauthorized.value.status == 401
+
+
+def test_a_parked_run_is_answered_through_the_typed_models():
+    with BatonClient(URL, os.environ["BATON_TOKEN"]) as client:
+        accepted = client.submit_run(envelope("BATON_PARKED_ENVELOPE"))
+        frames = list(client.stream_run_events(accepted.run_id))
+        assert status_text(client.get_run(accepted.run_id).run.status) == "awaiting_human", \
+            [frame.event for frame in frames]
+        task = next(task for task in client.list_tasks().tasks if task.run_id == accepted.run_id)
+        with pytest.raises(BatonApiError) as refused:
+            client.resume_run({"taskId": task.task_id, "expectedPlanVersion": task.plan_version,
+                               "output": {"positioning": 7}})
+        assert refused.value.status == 422
+        assert any(error["path"] == "$.output.positioning"
+                   for error in refused.value.details["errors"]), refused.value.details
+        cancelled = client.cancel_run(accepted.run_id)
+        assert status_text(cancelled.status) == "cancelled"
+
+
+def test_a_stream_cut_mid_run_resumes_with_last_event_id():
+    proxy = CuttingProxy(URL, cut_after=2500)
+    with BatonClient(URL, os.environ["BATON_TOKEN"]) as direct:
+        accepted = direct.submit_run(envelope())
+    # Through the proxy: the event stream is its first request.
+    with BatonClient(proxy.url, os.environ["BATON_TOKEN"], reconnect_delay=0.1) as client:
+        frames = list(client.stream_run_events(accepted.run_id))
+    assert proxy.cuts == 1
+    streams = [head for head in proxy.heads if "/events" in head.split("\r\n")[0]]
+    assert len(streams) >= 2, proxy.heads
+    assert "last-event-id:" in streams[1].lower(), streams[1]
+    assert_whole_stream(frames)
+
+
+def test_the_async_client_streams_and_resumes_too():
+    async def scenario():
+        proxy = CuttingProxy(URL, cut_after=2500)
+        async with AsyncBatonClient(URL, os.environ["BATON_TOKEN"]) as direct:
+            accepted = await direct.submit_run(envelope())
+        async with AsyncBatonClient(proxy.url, os.environ["BATON_TOKEN"],
+                                    reconnect_delay=0.1) as client:
+            frames = [frame async for frame in client.stream_run_events(accepted.run_id)]
+            snapshot = await client.get_run(accepted.run_id)
+        assert proxy.cuts == 1
+        assert_whole_stream(frames)
+        assert status_text(snapshot.run.status) == "completed"
+
+    asyncio.run(scenario())
