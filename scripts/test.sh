@@ -5,7 +5,9 @@
 #
 # Set-up (idempotent, each step says what it does): cmake and libclang for
 # llama.cpp (scripts/install-build-deps.sh), the moto server, the offline
-# model file (scripts/fetch-local-model.sh).
+# model file (scripts/fetch-local-model.sh), the SDKs and packages the
+# protocol and client suites use (scripts/install-client-test-deps.sh: PyPI,
+# Debian's nodejs and npm).
 #
 # Then the workspace suite, then the slow suite: the CLI running an example
 # envelope end to end on the offline model, and the run viewer in headless
@@ -25,6 +27,8 @@ if ! python3 -c "import moto.moto_server.werkzeug_app, werkzeug" >/dev/null 2>&1
   echo "test: installing the moto server (pip install \"moto[server]\")" >&2
   python3 -m pip install --quiet --disable-pip-version-check "moto[server]"
 fi
+
+bash scripts/install-client-test-deps.sh
 
 echo "test: the workspace suite" >&2
 cargo test --workspace "$@"

@@ -98,3 +98,51 @@ async fn the_python_client_passes_its_tests_against_a_live_server() {
     );
     println!("{stdout}");
 }
+
+/// `npm ci` (the lock file's versions, from the npm registry) when the
+/// client's dependencies are missing, then `npm run build`.
+fn build_typescript_client(directory: &std::path::Path) {
+    if !directory.join("node_modules/.bin/tsc").exists() {
+        let installed = std::process::Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--silent"])
+            .current_dir(directory)
+            .status()
+            .expect("npm is installed (Debian's nodejs and npm)");
+        assert!(installed.success(), "npm ci failed");
+    }
+    let built = std::process::Command::new("npm")
+        .args(["run", "--silent", "build"])
+        .current_dir(directory)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "the client does not type-check against src/openapi.ts: {}{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_typescript_client_passes_its_tests_against_a_live_server() {
+    let directory = repository().join("clients/typescript");
+    build_typescript_client(&directory);
+    let (_model, _serve, root) = serve_with_model().await;
+    let mut node = tokio::process::Command::new("node");
+    node.args(["--test", "test/"])
+        .current_dir(&directory)
+        .env("BATON_URL", &root)
+        .env("BATON_TOKEN", TOKEN);
+    for (name, file) in envelopes() {
+        node.env(name, file);
+    }
+    let output = node.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("# pass 6") && stdout.contains("# skipped 0"),
+        "every test ran: {stdout}"
+    );
+    println!("{stdout}");
+}
