@@ -334,6 +334,28 @@ class ConsensusAlgorithm(StrEnum):
     median = 'median'
 
 
+class RemoteAgent(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    card_url: Annotated[
+        str,
+        Field(
+            alias='cardUrl',
+            description='Where its agent card is (`https://…/.well-known/agent-card.json`);\nchecked when the capability is registered, read again by the steps.',
+        ),
+    ]
+    timeout_seconds: Annotated[
+        int | None,
+        Field(
+            alias='timeoutSeconds',
+            description='How long one call may take, in seconds (default 120).',
+            ge=0,
+        ),
+    ] = None
+
+
 class RunStatus1(StrEnum):
     queued = 'queued'
     running = 'running'
@@ -1822,6 +1844,13 @@ class CapabilityRegistration(BaseModel):
         Field(
             alias='catchAll',
             description="A catch-all fallback (`kind: fallback`, empty contracts): the planner\nnever places it; a node whose facets no other capability can make\nafter it failed is handed to it, and that node's contracts become\nits contracts (for a person: the node's output contract is the task's\nform, and the task carries the failure).",
+        ),
+    ] = None
+    remote_agent: Annotated[
+        RemoteAgent | None,
+        Field(
+            alias='remoteAgent',
+            description="The capability is a remote A2A agent invoked as itself: its node's\nrequest (the context bundle, the output contract as the expected\ndata part) is sent to the agent, and its answer is validated and\nre-prompted like a model's. No model of the catalog serves it.",
         ),
     ] = None
 

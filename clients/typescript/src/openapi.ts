@@ -530,6 +530,13 @@ export interface components {
              *     form, and the task carries the failure).
              */
             catchAll?: boolean;
+            /**
+             * @description The capability is a remote A2A agent invoked as itself: its node's
+             *     request (the context bundle, the output contract as the expected
+             *     data part) is sent to the agent, and its answer is validated and
+             *     re-prompted like a model's. No model of the catalog serves it.
+             */
+            remoteAgent?: components["schemas"]["RemoteAgent"] | null;
         };
         /**
          * RunListPage
@@ -1180,6 +1187,19 @@ export interface components {
          * @enum {string}
          */
         ConsensusAlgorithm: "simple_average" | "weighted_average" | "median";
+        /** @description A remote agent speaking A2A (1.0, JSON-RPC binding). */
+        RemoteAgent: {
+            /**
+             * @description Where its agent card is (`https://…/.well-known/agent-card.json`);
+             *     checked when the capability is registered, read again by the steps.
+             */
+            cardUrl: string;
+            /**
+             * Format: uint64
+             * @description How long one call may take, in seconds (default 120).
+             */
+            timeoutSeconds?: number | null;
+        };
         /** @description One run in the list. */
         RunListing: {
             runId: string;

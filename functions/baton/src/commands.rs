@@ -132,6 +132,7 @@ async fn embedded_services_counted(
             configuration,
             clock,
         )),
+        remote_agents: baton_bootstrap::remote_agent_cards(configuration),
     };
     let services = baton_bootstrap::services_over(
         registry,
@@ -167,6 +168,7 @@ async fn cloud_services(
             configuration,
             ports.clock.clone(),
         )),
+        remote_agents: baton_bootstrap::remote_agent_cards(configuration),
     };
     let services = baton_bootstrap::services_over(
         registry,

@@ -64,8 +64,7 @@ fn envelopes() -> [(&'static str, std::path::PathBuf); 2] {
     [
         (
             "BATON_ENVELOPE",
-            baton_test_support::plain_example_file("seed-10.0.1-stream-contract-variants.json")
-                .into(),
+            baton_test_support::plain_example_file("seed-10.0.1-stream-contract-variants.json"),
         ),
         (
             "BATON_PARKED_ENVELOPE",

@@ -270,6 +270,7 @@ pub fn services_over(
             tools: executors.tools,
             threads: ports.threads,
             notifier: executors.notifier,
+            remote_agents: executors.remote_agents,
         },
         settings,
         worker_id,
@@ -282,6 +283,27 @@ pub struct Executors {
     pub llm: Arc<dyn LlmProvider>,
     pub tools: Arc<dyn baton_runtime::ports::ToolRunner>,
     pub notifier: Arc<dyn baton_runtime::ports::CompletionNotifier>,
+    /// Checks remote agents' cards at registration ([`remote_agent_cards`]).
+    pub remote_agents: Arc<dyn baton_runtime::ports::RemoteAgentCards>,
+}
+
+/// Remote agents' cards, read through the outbound guard
+/// (`BATON_OUTBOUND_HTTP_HOSTS` allows plain http to local hosts); without
+/// the `remote-agents` feature, a registration naming one is refused.
+pub fn remote_agent_cards(
+    configuration: &Configuration,
+) -> Arc<dyn baton_runtime::ports::RemoteAgentCards> {
+    #[cfg(feature = "remote-agents")]
+    {
+        Arc::new(baton_a2a_client::RemoteAgents::new(
+            &configuration.outbound_http_hosts,
+        ))
+    }
+    #[cfg(not(feature = "remote-agents"))]
+    {
+        let _ = configuration;
+        Arc::new(baton_runtime::ports::NoRemoteAgents)
+    }
 }
 
 /// The cloud services, as the api, stream and ingest functions build them.
@@ -312,6 +334,7 @@ pub fn cloud_services_over(
             configuration,
             ports.clock.clone(),
         )),
+        remote_agents: remote_agent_cards(configuration),
     };
     Ok(services_over(
         registry,
@@ -339,6 +362,7 @@ pub async fn cloud_services_without_model(
             llm: Arc::new(NoModelHere(worker_role.to_string())),
             tools: Arc::new(baton_runtime::ports::NoToolRunner),
             notifier: Arc::new(baton_runtime::ports::NoCompletionNotifier),
+            remote_agents: remote_agent_cards(configuration),
         },
         settings_from(configuration),
         configuration.worker_id(worker_role),

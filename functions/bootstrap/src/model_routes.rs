@@ -44,6 +44,13 @@ pub fn routed_model(
             router = router.with_limit(name.clone(), calls);
         }
     }
+    // Remote agents (a capability's `remoteAgent`) through the outbound guard.
+    router = router.with_provider(
+        baton_core::capability::REMOTE_AGENT_PROVIDER.to_string(),
+        ProviderRoute::Ready(Arc::new(baton_a2a_client::RemoteAgents::new(
+            &variable(read, "BATON_OUTBOUND_HTTP_HOSTS").unwrap_or_default(),
+        ))),
+    );
     // The default model (added to the catalog when the deployment started,
     // `crate::default_model`) takes its fallbacks and its provider's limit;
     // it is still called on the default endpoint.

@@ -134,6 +134,7 @@ async fn measure(binary: PathBuf) {
             llm: Arc::new(NoModel),
             tools: Arc::new(baton_runtime::ports::NoToolRunner),
             notifier: Arc::new(baton_runtime::ports::NoCompletionNotifier),
+            remote_agents: Arc::new(baton_runtime::ports::NoRemoteAgents),
         },
         baton_runtime::services::OrchestratorSettings::default(),
         "bench".into(),

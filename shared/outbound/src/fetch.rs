@@ -21,6 +21,16 @@ pub struct GuardedResponse {
     pub final_url: Url,
 }
 
+/// A response whose body is read as it arrives ([`GuardedClient::open`]).
+pub struct GuardedStream {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub final_url: Url,
+    pub body: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = Result<bytes::Bytes, OutboundRefusal>> + Send>,
+    >,
+}
+
 /// Sends requests under an [`OutboundPolicy`].
 pub struct GuardedClient {
     policy: OutboundPolicy,
@@ -50,11 +60,85 @@ impl GuardedClient {
 
     async fn follow(
         &self,
+        method: Method,
+        url: &str,
+        headers: HeaderMap,
+        body: Option<Vec<u8>>,
+    ) -> Result<GuardedResponse, OutboundRefusal> {
+        let (response, final_url) = self.connect(method, url, headers, body).await?;
+        let status = response.status();
+        let response_headers = response.headers().clone();
+        let mut collected = Vec::new();
+        let mut stream = Box::pin(self.capped_body(response)?);
+        while let Some(chunk) = stream.next().await {
+            collected.extend_from_slice(&chunk?);
+        }
+        Ok(GuardedResponse {
+            status,
+            headers: response_headers,
+            body: collected,
+            final_url,
+        })
+    }
+
+    /// Sends like [`Self::send`] but answers as soon as the head arrives,
+    /// with the body as a stream (for server-sent events): the size cap
+    /// holds over the whole body, and the caller bounds the time.
+    pub async fn open(
+        &self,
+        method: Method,
+        url: &str,
+        headers: HeaderMap,
+        body: Option<Vec<u8>>,
+    ) -> Result<GuardedStream, OutboundRefusal> {
+        let timeout = self.policy.timeout;
+        let (response, final_url) =
+            tokio::time::timeout(timeout, self.connect(method, url, headers, body))
+                .await
+                .map_err(|_| OutboundRefusal::Timeout(timeout))??;
+        Ok(GuardedStream {
+            status: response.status(),
+            headers: response.headers().clone(),
+            final_url,
+            body: Box::pin(self.capped_body(response)?),
+        })
+    }
+
+    /// The body's chunks, refused once they pass the size cap.
+    fn capped_body(
+        &self,
+        response: reqwest::Response,
+    ) -> Result<
+        impl futures_util::Stream<Item = Result<bytes::Bytes, OutboundRefusal>> + Send + use<>,
+        OutboundRefusal,
+    > {
+        let limit = self.policy.max_response_bytes;
+        if response
+            .content_length()
+            .is_some_and(|length| length > limit as u64)
+        {
+            return Err(OutboundRefusal::ResponseTooLarge(limit));
+        }
+        let mut read = 0_usize;
+        Ok(response.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(|error| OutboundRefusal::Transport(with_causes(&error)))?;
+            read += chunk.len();
+            if read > limit {
+                return Err(OutboundRefusal::ResponseTooLarge(limit));
+            }
+            Ok(chunk)
+        }))
+    }
+
+    /// Follows redirects (each hop checked and pinned) to the response
+    /// that is not one; its head read, its body not yet.
+    async fn connect(
+        &self,
         mut method: Method,
         url: &str,
         headers: HeaderMap,
         mut body: Option<Vec<u8>>,
-    ) -> Result<GuardedResponse, OutboundRefusal> {
+    ) -> Result<(reqwest::Response, Url), OutboundRefusal> {
         let mut next = url.to_string();
         for _ in 0..=self.policy.max_redirects {
             let target = check(&next, &self.policy, self.resolver.as_ref()).await?;
@@ -96,30 +180,7 @@ impl GuardedClient {
                 next = resolved.to_string();
                 continue;
             }
-            let response_headers = response.headers().clone();
-            let limit = self.policy.max_response_bytes;
-            if response
-                .content_length()
-                .is_some_and(|length| length > limit as u64)
-            {
-                return Err(OutboundRefusal::ResponseTooLarge(limit));
-            }
-            let mut collected = Vec::new();
-            let mut stream = response.bytes_stream();
-            while let Some(chunk) = stream.next().await {
-                let chunk =
-                    chunk.map_err(|error| OutboundRefusal::Transport(with_causes(&error)))?;
-                if collected.len() + chunk.len() > limit {
-                    return Err(OutboundRefusal::ResponseTooLarge(limit));
-                }
-                collected.extend_from_slice(&chunk);
-            }
-            return Ok(GuardedResponse {
-                status,
-                headers: response_headers,
-                body: collected,
-                final_url: target.url,
-            });
+            return Ok((response, target.url));
         }
         Err(OutboundRefusal::TooManyRedirects(self.policy.max_redirects))
     }

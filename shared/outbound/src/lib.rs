@@ -9,7 +9,8 @@
 //!   local development; no credentials in the URL), resolves its host and
 //!   checks every address, and returns the address to pin the connection to.
 //! - `fetch`: the guarded client: each hop checked and pinned, redirects
-//!   followed by hand and re-checked, the response's size and time capped.
+//!   followed by hand and re-checked, the response's size and time capped
+//!   (read whole, or streamed with the size cap over the stream).
 //! - `webhook`: signed JSON POSTs (HMAC-SHA256 over `{timestamp}.{body}`),
 //!   no redirect followed; the check a receiver makes.
 //!
@@ -24,5 +25,5 @@ pub mod fetch;
 pub mod guard;
 pub mod webhook;
 
-pub use fetch::{GuardedClient, GuardedResponse};
+pub use fetch::{GuardedClient, GuardedResponse, GuardedStream};
 pub use guard::{CheckedTarget, OutboundPolicy, OutboundRefusal, Resolver, SystemResolver, check};

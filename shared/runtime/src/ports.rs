@@ -389,6 +389,28 @@ pub trait ToolRunner: Send + Sync {
     ) -> baton_core::conversation::ToolOutcome;
 }
 
+/// Reads remote agents' cards (A2A): a capability naming a `remoteAgent`
+/// is registered only when its card is reachable through the outbound
+/// guard and names a JSON-RPC interface of A2A 1.0.
+#[async_trait]
+pub trait RemoteAgentCards: Send + Sync {
+    /// The agent's JSON-RPC interface URL, or why the card is refused.
+    async fn check_card(&self, card_url: &str) -> Result<String, String>;
+}
+
+/// No remote agents reachable from this process: a registration naming
+/// one is refused, saying so.
+pub struct NoRemoteAgents;
+
+#[async_trait]
+impl RemoteAgentCards for NoRemoteAgents {
+    async fn check_card(&self, card_url: &str) -> Result<String, String> {
+        Err(format!(
+            "this process cannot reach remote agents, so the card at {card_url} was not checked"
+        ))
+    }
+}
+
 /// No tool executors in this process: every call fails, saying so (the
 /// API, stream and ingest functions never run steps).
 pub struct NoToolRunner;

@@ -72,6 +72,7 @@ pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
             max_tool_calls_per_turn: None,
             parallel_tools: false,
             catch_all: false,
+            remote_agent: None,
         };
         registry.add_capability(capability, "bench").unwrap();
     }

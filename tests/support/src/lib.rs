@@ -311,6 +311,7 @@ impl TestServices {
                 notifier: self
                     .notifier
                     .unwrap_or_else(|| Arc::new(baton_runtime::ports::NoCompletionNotifier)),
+                remote_agents: Arc::new(baton_runtime::ports::NoRemoteAgents),
             },
             self.settings,
             self.worker_id,

@@ -30,6 +30,30 @@ pub struct SchemaViolation {
     pub facet: Option<String>,
 }
 
+/// `value` with every whole `f64` as an integer: ProtoJSON's `Struct`
+/// (A2A's data parts) has only doubles, so a protobuf peer sends `2` as
+/// `2.0`, which a schema's `minItems` or an integer facet would refuse.
+pub fn whole_numbers_as_integers(value: Value) -> Value {
+    match value {
+        Value::Number(number) if !number.is_i64() && !number.is_u64() => match number.as_f64() {
+            Some(float) if float.fract() == 0.0 && float.abs() < 9_007_199_254_740_992.0 => {
+                Value::from(float as i64)
+            }
+            _ => Value::Number(number),
+        },
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(whole_numbers_as_integers).collect())
+        }
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(key, value)| (key, whole_numbers_as_integers(value)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// Compiles `schema` with no remote or file retrieval and format checks on.
 /// `path` names where the schema came from, for the error.
 /// A JSON path (`$.inputs.key`) continued by a JSON pointer into the value
@@ -345,5 +369,23 @@ mod tests {
         let for_numbers = cache.validator_for(&numbers, "s").unwrap();
         assert!(for_numbers.is_valid(&json!(1)));
         assert!(!for_numbers.is_valid(&json!("x")));
+    }
+}
+
+#[cfg(test)]
+mod whole_number_tests {
+    use super::whole_numbers_as_integers;
+    use serde_json::json;
+
+    #[test]
+    fn whole_doubles_become_integers_and_fractions_stay() {
+        let sent =
+            json!({"count": 2.0, "items": [1.0, 2.5], "nested": {"minItems": 3.0}, "big": 1e300});
+        let read = whole_numbers_as_integers(sent);
+        assert_eq!(read["count"], json!(2));
+        assert!(read["count"].is_i64());
+        assert_eq!(read["items"], json!([1, 2.5]));
+        assert!(read["nested"]["minItems"].is_i64());
+        assert!(read["big"].is_f64(), "beyond exact integers: kept");
     }
 }

@@ -201,6 +201,15 @@ impl ModelCatalog {
     /// `providers`, and the planner's model is a catalog model with strict
     /// structured output: `(JSON path, message)`.
     pub fn check(&self) -> Result<(), (String, String)> {
+        let reserved = crate::contracts::capability::REMOTE_AGENT_PROVIDER;
+        if self.providers.contains_key(reserved) {
+            return Err((
+                format!("$.providers['{reserved}']"),
+                format!(
+                    "`{reserved}` is reserved for remote agents (a capability's `remoteAgent`)"
+                ),
+            ));
+        }
         if let Some(planner) = &self.planner_model {
             match self.models.get(planner) {
                 None => {

@@ -159,7 +159,29 @@ pub struct CapabilityRegistration {
     /// form, and the task carries the failure).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub catch_all: bool,
+    /// The capability is a remote A2A agent invoked as itself: its node's
+    /// request (the context bundle, the output contract as the expected
+    /// data part) is sent to the agent, and its answer is validated and
+    /// re-prompted like a model's. No model of the catalog serves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_agent: Option<RemoteAgent>,
 }
+
+/// A remote agent speaking A2A (1.0, JSON-RPC binding).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RemoteAgent {
+    /// Where its agent card is (`https://…/.well-known/agent-card.json`);
+    /// checked when the capability is registered, read again by the steps.
+    pub card_url: String,
+    /// How long one call may take, in seconds (default 120).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// The provider name a remote agent's requests carry
+/// (`ModelTarget::provider`): no catalog provider may take it.
+pub const REMOTE_AGENT_PROVIDER: &str = "a2a";
 
 /// Where a reviewer's answer holds its score: a JSON pointer into the
 /// answer and the top of its scale (`1` for 0–1, `10` for 0–10). Scores are
@@ -301,6 +323,7 @@ mod liveness_tests {
                 max_tool_calls_per_turn: None,
                 parallel_tools: false,
                 catch_all: false,
+                remote_agent: None,
             },
             registered_at_millis: 1_000,
             last_seen_at_millis: 10_000,

@@ -116,6 +116,9 @@ pub fn model_for(
     catalog: &ModelCatalog,
 ) -> Option<ModelTarget> {
     let need = ModelNeed::of(&NodeExecutor::for_capability(capability))?;
+    if let Some(agent) = &capability.remote_agent {
+        return Some(remote_agent_target(capability, agent));
+    }
     capability
         .model
         .iter()
@@ -125,6 +128,22 @@ pub fn model_for(
         .and_then(|name| target_of(catalog, name))
         .map(|target| with_capability_fallbacks(target, capability, need, catalog))
         .or_else(|| default_target(catalog))
+}
+
+/// The request target of a remote agent: the A2A provider, the card URL as
+/// the model id, no fallback (another model would not be the agent).
+pub fn remote_agent_target(
+    capability: &CapabilityRegistration,
+    agent: &crate::contracts::capability::RemoteAgent,
+) -> ModelTarget {
+    ModelTarget {
+        name: format!("agent:{}", capability.capability_id),
+        provider: crate::contracts::capability::REMOTE_AGENT_PROVIDER.to_string(),
+        model_id: agent.card_url.clone(),
+        fallbacks: Vec::new(),
+        strict_output: false,
+        prompt_cache: false,
+    }
 }
 
 /// The deployment's default model, when the catalog has one.
@@ -190,6 +209,9 @@ pub fn check_capability_models(
     catalog: &ModelCatalog,
 ) -> Result<(), (String, String)> {
     let need = ModelNeed::of(&NodeExecutor::for_capability(capability));
+    if let Some(agent) = &capability.remote_agent {
+        return check_remote_agent(capability, agent);
+    }
     let named = capability
         .model
         .iter()
@@ -210,6 +232,47 @@ pub fn check_capability_models(
         );
     for (path, name) in named {
         check_named_model(catalog, name, need).map_err(|message| (path, message))?;
+    }
+    Ok(())
+}
+
+/// A remote agent runs itself: it names no model and no tools, is an `ai`
+/// capability, and its card URL is an http(s) URL.
+fn check_remote_agent(
+    capability: &CapabilityRegistration,
+    agent: &crate::contracts::capability::RemoteAgent,
+) -> Result<(), (String, String)> {
+    let runs_itself = "a remote agent runs itself: it takes no";
+    if capability.agent_type != crate::contracts::capability::AgentType::Ai {
+        return Err((
+            "$.agentType".into(),
+            "a remote agent is an `ai` capability".into(),
+        ));
+    }
+    if capability.model.is_some() {
+        return Err(("$.model".into(), format!("{runs_itself} model")));
+    }
+    if !capability.preferred_models.is_empty() || !capability.fallback_models.is_empty() {
+        return Err(("$.preferredModels".into(), format!("{runs_itself} models")));
+    }
+    if !capability.tools.is_empty() {
+        return Err(("$.tools".into(), format!("{runs_itself} tools")));
+    }
+    if capability.panel.is_some() {
+        return Err(("$.panel".into(), format!("{runs_itself} panel")));
+    }
+    let url = agent.card_url.trim();
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err((
+            "$.remoteAgent.cardUrl".into(),
+            "must be an http(s) URL of the agent card".into(),
+        ));
+    }
+    if agent.timeout_seconds == Some(0) {
+        return Err((
+            "$.remoteAgent.timeoutSeconds".into(),
+            "must be at least 1".into(),
+        ));
     }
     Ok(())
 }

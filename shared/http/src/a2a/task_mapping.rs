@@ -160,30 +160,6 @@ pub fn frame_message(run_id: &str, thread_id: &str, frame: &EventFrame) -> Messa
     }
 }
 
-/// A data part's value with every whole `f64` as an integer: ProtoJSON's
-/// `Struct` has only doubles, so a protobuf client sends `2` as `2.0`,
-/// which a schema's `minItems` or an integer facet would refuse.
-pub fn whole_numbers_as_integers(value: Value) -> Value {
-    match value {
-        Value::Number(number) if !number.is_i64() && !number.is_u64() => match number.as_f64() {
-            Some(float) if float.fract() == 0.0 && float.abs() < 9_007_199_254_740_992.0 => {
-                Value::from(float as i64)
-            }
-            _ => Value::Number(number),
-        },
-        Value::Array(items) => {
-            Value::Array(items.into_iter().map(whole_numbers_as_integers).collect())
-        }
-        Value::Object(fields) => Value::Object(
-            fields
-                .into_iter()
-                .map(|(key, value)| (key, whole_numbers_as_integers(value)))
-                .collect(),
-        ),
-        other => other,
-    }
-}
-
 /// The message's first data part, its whole numbers integers.
 fn first_data(message: &Message, only_objects: bool) -> Option<Value> {
     message
@@ -191,7 +167,7 @@ fn first_data(message: &Message, only_objects: bool) -> Option<Value> {
         .iter()
         .filter_map(|part| part.data.as_ref())
         .find(|data| !only_objects || data.is_object())
-        .map(|data| whole_numbers_as_integers(data.clone()))
+        .map(|data| baton_core::schema::whole_numbers_as_integers(data.clone()))
 }
 
 /// What a message that starts work asks for.
@@ -352,22 +328,4 @@ fn node_list(waiting: &[HumanTask]) -> String {
         .map(|task| task.node_id.as_str())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::whole_numbers_as_integers;
-    use serde_json::json;
-
-    #[test]
-    fn whole_doubles_become_integers_and_fractions_stay() {
-        let sent =
-            json!({"count": 2.0, "items": [1.0, 2.5], "nested": {"minItems": 3.0}, "big": 1e300});
-        let read = whole_numbers_as_integers(sent);
-        assert_eq!(read["count"], json!(2));
-        assert!(read["count"].is_i64());
-        assert_eq!(read["items"], json!([1, 2.5]));
-        assert!(read["nested"]["minItems"].is_i64());
-        assert!(read["big"].is_f64(), "beyond exact integers: kept");
-    }
 }

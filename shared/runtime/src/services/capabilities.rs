@@ -41,6 +41,7 @@ pub struct CapabilityService {
     directory: Arc<dyn CapabilityDirectory>,
     validators: Arc<ValidatorCache>,
     clock: Arc<dyn Clock>,
+    remote_agents: Arc<dyn crate::ports::RemoteAgentCards>,
 }
 
 impl CapabilityService {
@@ -55,7 +56,14 @@ impl CapabilityService {
             directory,
             validators,
             clock,
+            remote_agents: Arc::new(crate::ports::NoRemoteAgents),
         }
+    }
+
+    /// Remote agents' cards are checked with `cards` when registered.
+    pub fn with_remote_agents(mut self, cards: Arc<dyn crate::ports::RemoteAgentCards>) -> Self {
+        self.remote_agents = cards;
+        self
     }
 
     /// Validates and stores a capability registration (or heartbeat) for
@@ -110,6 +118,17 @@ impl CapabilityService {
             ContractDirection::Output,
             "$.outputContract",
         )?;
+        // A remote agent's card is read now: a registration never names an
+        // agent that cannot be reached or does not speak A2A.
+        if let Some(agent) = &registration.remote_agent {
+            self.remote_agents
+                .check_card(&agent.card_url)
+                .await
+                .map_err(|why| RuntimeError::InvalidRegistration {
+                    path: "$.remoteAgent.cardUrl".into(),
+                    message: format!("the agent card was refused: {why}"),
+                })?;
+        }
         let now = self.clock.now().unix_millis();
         let record = RegisteredCapability {
             registration,

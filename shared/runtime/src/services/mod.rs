@@ -228,6 +228,9 @@ pub struct ServicePorts {
     /// Delivers completion notifications (`NoCompletionNotifier` where
     /// nobody is told).
     pub notifier: Arc<dyn crate::ports::CompletionNotifier>,
+    /// Checks remote agents' cards when they are registered
+    /// (`NoRemoteAgents` where none can be reached).
+    pub remote_agents: Arc<dyn crate::ports::RemoteAgentCards>,
 }
 
 /// What the run and step services share.
@@ -282,12 +285,15 @@ impl Services {
         worker_id: impl Into<String>,
         validators: Arc<ValidatorCache>,
     ) -> Self {
-        let capabilities = Arc::new(CapabilityService::new(
-            registry.clone(),
-            ports.capability_directory.clone(),
-            validators.clone(),
-            ports.clock.clone(),
-        ));
+        let capabilities = Arc::new(
+            CapabilityService::new(
+                registry.clone(),
+                ports.capability_directory.clone(),
+                validators.clone(),
+                ports.clock.clone(),
+            )
+            .with_remote_agents(ports.remote_agents.clone()),
+        );
         let relay = OutboxRelay::new(ports.store.clone(), ports.queue.clone());
         let committer = commit::DecisionCommitter {
             store: ports.store.clone(),
