@@ -195,7 +195,13 @@ pub async fn serve(
         Ok(registry) => registry,
         Err(code) => return code,
     };
-    let counters = Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
+    // `/metrics` names the registry files' capabilities, never a tenant's
+    // registration.
+    let counters = Arc::new(baton_runtime::observe::telemetry::RunCounters::naming_only(
+        registry
+            .capabilities()
+            .map(|capability| capability.capability_id.clone()),
+    ));
     let (services, queue, sweeper) =
         match services_on(&store, registry, &configuration, counters.clone()).await {
             Ok(parts) => parts,
@@ -219,21 +225,17 @@ pub async fn serve(
         .map(|bound| bound.to_string())
         .unwrap_or_else(|_| address.to_string());
     eprintln!("baton serve: listening on http://{bound}/api/v1/flex (store: {store:?})");
-    let metrics = counters.clone();
-    let app = baton_bootstrap::api_router(&services, authenticator, &configuration).route(
-        "/metrics",
-        axum::routing::get(move || {
-            let text = metrics.prometheus_text();
-            async move {
-                (
-                    [(
-                        axum::http::header::CONTENT_TYPE,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                    )],
-                    text,
-                )
-            }
-        }),
+    let metrics_access = crate::metrics_route::MetricsAccess::of(
+        configuration.metrics_token.as_deref(),
+        authenticator.is_anonymous(),
+    );
+    if metrics_access == crate::metrics_route::MetricsAccess::Refused {
+        eprintln!(
+            "baton serve: /metrics is refused until BATON_METRICS_TOKEN is set (its own token; the API's tokens do not read it)"
+        );
+    }
+    let app = baton_bootstrap::api_router(&services, authenticator, &configuration).merge(
+        crate::metrics_route::metrics_router(counters.clone(), metrics_access),
     );
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
     let sweeping = sweeper.map(|sweeper| sweeper.spawn(&configuration, stop_receiver.clone()));

@@ -10,6 +10,7 @@ mod commands;
 mod fork_command;
 mod judge;
 mod mcp_command;
+mod metrics_route;
 mod model_choice;
 mod output;
 mod people;

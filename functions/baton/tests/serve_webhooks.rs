@@ -117,6 +117,9 @@ async fn notifications(client: &reqwest::Client, base: &str, run_id: &str) -> Va
     snapshot["run"]["notifications"].clone()
 }
 
+/// `/metrics`'s own token (`BATON_METRICS_TOKEN` holds its digest).
+const METRICS_TOKEN: &str = "metrics-token";
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_signed_callback_refused_twice_is_accepted_once_and_an_ssrf_target_is_never_dialled() {
     let model = ScriptedLlmServer::start().await.unwrap();
@@ -130,6 +133,10 @@ async fn a_signed_callback_refused_twice_is_accepted_once_and_an_ssrf_target_is_
             (
                 "BATON_OUTBOUND_HTTP_HOSTS".to_string(),
                 "127.0.0.1".to_string(),
+            ),
+            (
+                "BATON_METRICS_TOKEN".to_string(),
+                baton_http::auth::token_digest_hex(METRICS_TOKEN),
             ),
         ],
     )
@@ -203,8 +210,27 @@ async fn a_signed_callback_refused_twice_is_accepted_once_and_an_ssrf_target_is_
     );
 
     // `baton serve` counts what it committed: both runs ended completed.
+    // `/metrics` takes its own token: not none, not a tenant's.
     let root = serve.base.trim_end_matches("/api/v1/flex");
-    let metrics = client.get(format!("{root}/metrics")).send().await.unwrap();
+    let anonymous = client.get(format!("{root}/metrics")).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let tenant = client
+        .get(format!("{root}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        tenant.status(),
+        401,
+        "a tenant's token does not read the counters"
+    );
+    let metrics = client
+        .get(format!("{root}/metrics"))
+        .bearer_auth(METRICS_TOKEN)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(metrics.status(), 200);
     let text = metrics.text().await.unwrap();
     assert!(

@@ -36,6 +36,9 @@ pub struct Configuration {
     pub default_model: Option<String>,
     /// `BATON_API_TOKENS`: `tenant:sha256-hex,…`.
     pub api_tokens: Option<String>,
+    /// `BATON_METRICS_TOKEN`: the SHA-256 hex digest of the token `baton
+    /// serve`'s `/metrics` takes (its own, no tenant's).
+    pub metrics_token: Option<String>,
     /// `BATON_TABLE`: the DynamoDB table.
     pub table: Option<String>,
     /// `BATON_QUEUE_URL`: the SQS step queue.
@@ -268,6 +271,8 @@ impl Configuration {
             default_model: non_empty(read, "BATON_LLM_MODEL")
                 .or_else(|| non_empty(read, "OPENAI_MODEL")),
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
+            metrics_token: non_empty(read, "BATON_METRICS_TOKEN")
+                .map(|digest| digest.trim().to_ascii_lowercase()),
             table: non_empty(read, "BATON_TABLE"),
             queue_url: non_empty(read, "BATON_QUEUE_URL"),
             dead_letter_queue_url: non_empty(read, "BATON_DEAD_LETTER_QUEUE_URL"),

@@ -184,3 +184,25 @@ fn plans_drafted_for_review_and_their_reviews_are_counted_by_verdict() {
         ]
     );
 }
+
+#[test]
+fn counters_naming_only_the_registry_never_name_a_tenants_registration() {
+    let counters = RunCounters::naming_only(["ContentGenerator.copyVariants".to_string()]);
+    counters.record(&[
+        baton_runtime::observe::telemetry::Observation::NodeDuration {
+            capability: "ContentGenerator.copyVariants".into(),
+            millis: 12,
+        },
+        baton_runtime::observe::telemetry::Observation::NodeDuration {
+            capability: "acme.secretWriter".into(),
+            millis: 30,
+        },
+    ]);
+    let text = counters.prometheus_text();
+    assert!(
+        text.contains("capability=\"ContentGenerator.copyVariants\""),
+        "{text}"
+    );
+    assert!(text.contains("capability=\"registered\""), "{text}");
+    assert!(!text.contains("acme.secretWriter"), "{text}");
+}

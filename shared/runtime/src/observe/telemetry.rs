@@ -174,7 +174,14 @@ const NODE_DURATION_METRIC: &str = "baton_node_duration_ms";
 /// as in tests, count apart), rendered by `metrics-exporter-prometheus`.
 pub struct RunCounters {
     recorder: PrometheusRecorder,
+    /// When set, the only capability ids a label may carry: any other (a
+    /// tenant's registration) is counted as `registered`, so the
+    /// exposition never names one tenant's capabilities to another reader.
+    named_capabilities: Option<std::collections::BTreeSet<String>>,
 }
+
+/// The label of a capability the counters do not name.
+pub const UNNAMED_CAPABILITY_LABEL: &str = "registered";
 
 impl Default for RunCounters {
     fn default() -> Self {
@@ -188,11 +195,28 @@ impl Default for RunCounters {
             .unwrap_or_else(|_| PrometheusBuilder::new());
         RunCounters {
             recorder: builder.build_recorder(),
+            named_capabilities: None,
         }
     }
 }
 
 impl RunCounters {
+    /// Counters whose labels name only `capabilities` (the registry
+    /// files'); every other capability is `registered`.
+    pub fn naming_only(capabilities: impl IntoIterator<Item = String>) -> Self {
+        RunCounters {
+            named_capabilities: Some(capabilities.into_iter().collect()),
+            ..RunCounters::default()
+        }
+    }
+
+    fn capability_label(&self, capability: &str) -> String {
+        match &self.named_capabilities {
+            Some(named) if !named.contains(capability) => UNNAMED_CAPABILITY_LABEL.to_string(),
+            _ => capability.to_string(),
+        }
+    }
+
     pub fn record(&self, observations: &[Observation]) {
         metrics::with_local_recorder(&self.recorder, || {
             for observation in observations {
@@ -207,7 +231,8 @@ impl RunCounters {
                         }
                     }
                     Observation::NodeDuration { capability, millis } => {
-                        metrics::histogram!(NODE_DURATION_METRIC, "capability" => capability.clone())
+                        let label = self.capability_label(capability);
+                        metrics::histogram!(NODE_DURATION_METRIC, "capability" => label)
                             .record(*millis as f64);
                     }
                     Observation::ModelTokens { operation, tokens } => {
