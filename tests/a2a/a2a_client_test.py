@@ -26,6 +26,8 @@ from a2a.client.errors import A2AClientError
 from a2a.types import a2a_pb2
 from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
 
+from schema_instances import instance_of
+
 ROOT = os.environ["BATON_ROOT"]
 ENVELOPE = json.loads(open(os.environ["BATON_ENVELOPE"]).read())
 PARKED = json.loads(open(os.environ["BATON_PARKED_ENVELOPE"]).read())
@@ -46,43 +48,6 @@ def message(parts, task_id=None, metadata=None):
 
 def as_json(proto_value):
     return json_format.MessageToDict(proto_value)
-
-
-def instance_of(schema):
-    """A small JSON instance of `schema` (objects, arrays, strings, numbers,
-    enums, a schema's own example): the answer a person would type into a
-    form."""
-    if "allOf" in schema:
-        merged = {key: value for key, value in schema.items() if key != "allOf"}
-        for part in schema["allOf"]:
-            merged.update(part)
-        return instance_of(merged)
-    if "anyOf" in schema or "oneOf" in schema:
-        return instance_of((schema.get("anyOf") or schema.get("oneOf"))[0])
-    if schema.get("examples"):
-        return schema["examples"][0]
-    if "enum" in schema:
-        return schema["enum"][0]
-    if "const" in schema:
-        return schema["const"]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next(k for k in kind if k != "null")
-    if kind == "object" or "properties" in schema:
-        properties = schema.get("properties", {})
-        return {name: instance_of(properties.get(name, {"type": "string"}))
-                for name in schema.get("required", list(properties))}
-    if kind == "array":
-        return [instance_of(schema.get("items", {"type": "string"}))
-                for _ in range(max(1, schema.get("minItems", 1)))]
-    if kind == "integer":
-        return max(1, schema.get("minimum", 1))
-    if kind == "number":
-        return max(1.0, schema.get("minimum", 1.0))
-    if kind == "boolean":
-        return True
-    text = "an answer from the person on the task"
-    return text[: schema["maxLength"]] if "maxLength" in schema else text
 
 
 async def stream(client, request):

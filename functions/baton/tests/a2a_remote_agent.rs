@@ -75,6 +75,7 @@ fn remote_writer(card_url: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_remote_a2a_agent_serves_a_node_and_is_re_prompted_on_a_broken_contract() {
+    serve_support::ensure_python_packages("a2a.server", &["a2a-sdk[http-server]==1.3.0"]);
     let directory = tempfile::tempdir().unwrap();
     let agent = start_remote_agent(directory.path()).await;
     let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();

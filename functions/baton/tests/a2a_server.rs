@@ -11,33 +11,11 @@
 
 mod serve_support;
 
-use serve_support::{TOKEN, repository, start_serve};
-
-/// Installs the official A2A SDK when it is missing (CI installs it).
-fn ensure_a2a_sdk() {
-    let installed = std::process::Command::new("python3")
-        .args(["-c", "import a2a.client"])
-        .status()
-        .unwrap();
-    if !installed.success() {
-        let pip = std::process::Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "a2a-sdk[http-server]==1.3.0",
-            ])
-            .status()
-            .unwrap();
-        assert!(pip.success(), "pip install a2a-sdk failed");
-    }
-}
+use serve_support::{TOKEN, ensure_python_packages, repository, start_serve};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_a2a_client_runs_envelopes_and_answers_parked_tasks() {
-    ensure_a2a_sdk();
+    ensure_python_packages("a2a.client", &["a2a-sdk[http-server]==1.3.0"]);
     // Test double for the model endpoint: schema-valid answers.
     let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
     let serve = start_serve(

@@ -12,28 +12,11 @@
 
 mod serve_support;
 
-use serve_support::{TOKEN, repository, start_serve};
+use serve_support::{TOKEN, ensure_python_packages, repository, start_serve};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_mcp_client_runs_work_over_stdio_and_streamable_http() {
-    let installed = std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.streamable_http"])
-        .status()
-        .unwrap();
-    if !installed.success() {
-        let pip = std::process::Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "mcp",
-            ])
-            .status()
-            .unwrap();
-        assert!(pip.success(), "pip install mcp failed");
-    }
+    ensure_python_packages("mcp.client.streamable_http", &["mcp"]);
     // Test double for the model endpoint: schema-valid answers.
     let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
     let serve = start_serve(

@@ -11,39 +11,7 @@
 
 mod serve_support;
 
-use serve_support::{ServeProcess, TOKEN, repository, start_serve};
-
-/// Installs what the Python client and its tests need when missing (CI
-/// installs them).
-fn ensure_python_packages() {
-    let installed = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import httpx, httpx_sse, pydantic, pytest, datamodel_code_generator",
-        ])
-        .status()
-        .unwrap();
-    if !installed.success() {
-        let pip = std::process::Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-            ])
-            .args([
-                "httpx",
-                "httpx-sse==0.4.3",
-                "pydantic>=2.7",
-                "pytest",
-                "datamodel-code-generator==0.89.0",
-            ])
-            .status()
-            .unwrap();
-        assert!(pip.success(), "pip install failed");
-    }
-}
+use serve_support::{ServeProcess, TOKEN, ensure_python_packages, repository, start_serve};
 
 async fn serve_with_model() -> (scripted_llm::ScriptedLlmServer, ServeProcess, String) {
     // Test double for the model endpoint: schema-valid answers.
@@ -75,7 +43,16 @@ fn envelopes() -> [(&'static str, std::path::PathBuf); 2] {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_client_passes_its_tests_against_a_live_server() {
-    ensure_python_packages();
+    ensure_python_packages(
+        "httpx, httpx_sse, pydantic, pytest, datamodel_code_generator",
+        &[
+            "httpx",
+            "httpx-sse==0.4.3",
+            "pydantic>=2.7",
+            "pytest",
+            "datamodel-code-generator==0.89.0",
+        ],
+    );
     let (_model, _serve, root) = serve_with_model().await;
     let mut pytest = tokio::process::Command::new("python3");
     pytest

@@ -59,6 +59,29 @@ impl ServeProcess {
     }
 }
 
+/// Installs `packages` with pip when `python3 -c "import {modules}"`
+/// fails (the README's test command and CI install them beforehand).
+pub fn ensure_python_packages(modules: &str, packages: &[&str]) {
+    let installed = std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .status()
+        .unwrap();
+    if !installed.success() {
+        let pip = std::process::Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .args(packages)
+            .status()
+            .unwrap();
+        assert!(pip.success(), "pip install {packages:?} failed");
+    }
+}
+
 pub fn repository() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
