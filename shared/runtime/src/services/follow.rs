@@ -3,6 +3,11 @@
 //! frames until the run's stream ends (`complete` or `error`) or the run
 //! parks. Used by the SSE routes, the CLI and the tests; a reconnecting
 //! client passes its `Last-Event-ID` as `after_sequence`.
+//!
+//! An idle stream backs off: each empty poll doubles the wait, from the
+//! poll interval (100 ms) to [`MAX_IDLE_POLL_INTERVAL`] (1 s), and a frame
+//! resets it; an ended run's last frame is awaited at the poll interval.
+//! An idle stream-minute costs about 60 reads of each kind, not 600.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +28,17 @@ const MAX_CONSECUTIVE_READ_ERRORS: u32 = 20;
 /// Frames per store read.
 const PAGE_SIZE: usize = 200;
 
+/// The longest an idle stream waits between polls.
+pub const MAX_IDLE_POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The wait after `idle_polls` empty polls in a row: the poll interval
+/// doubled each time, at most [`MAX_IDLE_POLL_INTERVAL`] (never less than
+/// the interval itself).
+pub fn idle_wait(poll_interval: Duration, idle_polls: u32) -> Duration {
+    let grown = poll_interval.saturating_mul(1_u32 << idle_polls.min(16));
+    grown.min(MAX_IDLE_POLL_INTERVAL.max(poll_interval))
+}
+
 /// Which run to follow, from where, how often to look.
 #[derive(Debug, Clone)]
 pub struct FollowRequest {
@@ -39,6 +55,8 @@ struct Cursor {
     finished: bool,
     consecutive_errors: u32,
     grace_polls: u32,
+    /// Empty polls in a row (the back-off's exponent).
+    idle_polls: u32,
 }
 
 impl Cursor {
@@ -78,6 +96,7 @@ impl Cursor {
                 }
             };
             if let Some(last) = frames.last() {
+                self.idle_polls = 0;
                 self.request.after_sequence = last.id;
                 if frames.iter().any(|frame| frame.event_type.is_terminal()) {
                     self.finished = true;
@@ -96,11 +115,13 @@ impl Cursor {
                     None
                 }
             };
+            let mut wait = idle_wait(request.poll_interval, self.idle_polls);
             match status {
                 // An ended run's stream ends on its `complete`/`error` frame;
                 // wait (bounded) for it in case it is not readable yet.
                 Some(status) if status.is_terminal() => {
                     self.grace_polls += 1;
+                    wait = request.poll_interval;
                     if self.grace_polls > MAX_GRACE_POLLS {
                         tracing::warn!(run_id = %request.run_id, "the run ended but its last frame never became readable");
                         return None;
@@ -117,7 +138,8 @@ impl Cursor {
                 }
                 _ => {}
             }
-            tokio::time::sleep(request.poll_interval).await;
+            self.idle_polls = self.idle_polls.saturating_add(1);
+            tokio::time::sleep(wait).await;
         }
     }
 }
@@ -178,10 +200,143 @@ pub fn follow_run(
         finished: false,
         consecutive_errors: 0,
         grace_polls: 0,
+        idle_polls: 0,
     };
     stream::unfold(cursor, |mut cursor| async move {
         let page = cursor.next_page().await?;
         Some((stream::iter(page), cursor))
     })
     .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use baton_core::event::{EventDraft, EventType};
+    use baton_core::run::RunState;
+
+    use super::*;
+    use crate::error::StoreError;
+    use crate::ports::{CreateOutcome, StepCommit, StoredRun};
+    use baton_core::entries::RunEntry;
+
+    /// A run log whose run is never readable (so the follower keeps
+    /// following) and whose frames the test appends: it counts reads.
+    #[derive(Default)]
+    struct QuietLog {
+        frames: Mutex<Vec<EventFrame>>,
+        reads: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl RunLog for QuietLog {
+        async fn create_run(
+            &self,
+            _state: &RunState,
+            _events: Vec<EventDraft>,
+            _outbox: Vec<baton_core::run::StepMessage>,
+            _idempotency_key: Option<&str>,
+        ) -> Result<CreateOutcome, StoreError> {
+            Err(StoreError::Unavailable("not in this test".into()))
+        }
+        async fn load_run(&self, _key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
+            Err(StoreError::Unavailable(
+                "the run is not read in this test".into(),
+            ))
+        }
+        async fn commit_step(
+            &self,
+            _key: RunKey<'_>,
+            _commit: StepCommit,
+        ) -> Result<u64, StoreError> {
+            Err(StoreError::Unavailable("not in this test".into()))
+        }
+        async fn read_entries(
+            &self,
+            _key: RunKey<'_>,
+            _prefix: &str,
+        ) -> Result<Vec<RunEntry>, StoreError> {
+            Ok(Vec::new())
+        }
+        async fn append_events(
+            &self,
+            _key: RunKey<'_>,
+            _events: Vec<EventDraft>,
+        ) -> Result<u64, StoreError> {
+            Err(StoreError::Unavailable("not in this test".into()))
+        }
+        async fn read_events(
+            &self,
+            _key: RunKey<'_>,
+            after_sequence: u64,
+            _limit: usize,
+        ) -> Result<Vec<EventFrame>, StoreError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            let frames = self
+                .frames
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            Ok(frames
+                .iter()
+                .filter(|frame| frame.id > after_sequence)
+                .cloned()
+                .collect())
+        }
+    }
+
+    #[test]
+    fn the_idle_wait_doubles_to_a_second_and_never_drops_below_the_interval() {
+        let interval = Duration::from_millis(100);
+        let waits: Vec<u128> = (0..6)
+            .map(|idle| idle_wait(interval, idle).as_millis())
+            .collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(idle_wait(Duration::from_secs(3), 4), Duration::from_secs(3));
+        assert_eq!(idle_wait(interval, u32::MAX), MAX_IDLE_POLL_INTERVAL);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_stream_backs_off_and_a_frame_resets_it() {
+        let log = Arc::new(QuietLog::default());
+        let stream = follow_run(
+            log.clone(),
+            FollowRequest {
+                tenant_id: "t".into(),
+                run_id: "run".into(),
+                after_sequence: 0,
+                poll_interval: Duration::from_millis(100),
+            },
+        );
+        let mut stream = Box::pin(stream);
+        let reader = tokio::spawn(async move {
+            let frame = stream.next().await;
+            (frame, stream)
+        });
+        // Ten idle seconds: about 14 reads (100 ms growing to 1 s), not 100.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let idle_reads = log.reads.load(Ordering::SeqCst);
+        assert!(
+            (10..=16).contains(&idle_reads),
+            "{idle_reads} reads in 10 idle seconds"
+        );
+        // A frame arrives: read within the current (longest) wait.
+        log.frames.lock().unwrap().push(
+            EventDraft::new(EventType::Log, "2026-11-28T00:00:00Z", 1).into_frame(1, "run", "corr"),
+        );
+        tokio::time::sleep(MAX_IDLE_POLL_INTERVAL).await;
+        let (frame, mut stream) = reader.await.unwrap();
+        assert_eq!(frame.expect("the frame is streamed").id, 1);
+        // The frame reset the back-off: polls at 100 ms and 300 ms again.
+        let before = log.reads.load(Ordering::SeqCst);
+        let _reader = tokio::spawn(async move { stream.next().await });
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        let after_reset = log.reads.load(Ordering::SeqCst) - before;
+        assert!(
+            after_reset >= 2,
+            "{after_reset} reads in 350 ms after a frame"
+        );
+    }
 }
