@@ -1,6 +1,6 @@
 //! The sample events in `events/lambda/` (for `cargo lambda invoke
 //! --data-file`) are real Lambda HTTP events that reach the router's routes
-//! (the API's, and the run viewer's page at `/`).
+//! (the API's, the run viewer's page at `/`, the A2A agent card).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -19,6 +19,17 @@ fn sample_http_events_parse_as_lambda_requests_for_api_routes() {
         let text = std::fs::read_to_string(&path).unwrap();
         let request =
             lambda_http::request::from_str(&text).unwrap_or_else(|error| panic!("{name}: {error}"));
+        if name == "api-agent-card.json" {
+            // The A2A agent card: public, at the well-known path.
+            assert_eq!(
+                request.uri().path(),
+                "/.well-known/agent-card.json",
+                "{name}"
+            );
+            assert!(!request.headers().contains_key("authorization"), "{name}");
+            checked += 1;
+            continue;
+        }
         if name == "api-viewer-page.json" {
             // The run viewer's page: served beside the API, without a token.
             assert_eq!(request.uri().path(), "/", "{name}");

@@ -14,6 +14,8 @@
 //! - A task that ends failed, rejected or cancelled is a provider error; one
 //!   that asks for input or authentication is one too (Baton does not relay
 //!   a remote agent's questions).
+//! - A call abandoned before its stream ended (the step's deadline, a
+//!   dropped step, the time cap) sends `CancelTask` for the remote task.
 //! - The card is read through the outbound guard when a capability naming
 //!   it is registered ([`RemoteAgentCards`]), and again (then kept) by the
 //!   first call of a process.
@@ -152,7 +154,12 @@ impl LlmProvider for RemoteAgents {
                     message: format!("the agent card at {}: {why}", target.model_id),
                 })?;
         let client = self.client(MAX_ANSWER_BYTES, self.call_timeout);
-        let call = remote_call::send_streaming_message(&client, &interface, request, &deltas);
+        let canceller = remote_call::AbandonedTaskCanceller::new(
+            self.client(64 * 1024, Duration::from_secs(10)),
+            &interface,
+        );
+        let call =
+            remote_call::send_streaming_message(&client, &interface, request, &deltas, canceller);
         match tokio::time::timeout(self.call_timeout, call).await {
             Ok(answered) => answered.map(|content| ModelAnswer {
                 content,

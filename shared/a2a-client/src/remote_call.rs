@@ -136,6 +136,16 @@ impl Reading {
     }
 }
 
+/// The remote task's id, from any event that names it.
+fn task_id_of(result: &Value) -> Option<String> {
+    result
+        .pointer("/task/id")
+        .or_else(|| result.pointer("/statusUpdate/taskId"))
+        .or_else(|| result.pointer("/artifactUpdate/taskId"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
 fn state_of(status: Option<&Value>) -> Option<String> {
     status
         .and_then(|status| status.get("state"))
@@ -174,13 +184,62 @@ fn rpc_error(error: &Value) -> LlmError {
     }
 }
 
+/// Cancels the remote task when the call is abandoned before its stream
+/// ended (the step gave up at its deadline, or was dropped): a
+/// `CancelTask` is sent in the background, once.
+pub(crate) struct AbandonedTaskCanceller {
+    /// The client to cancel with and the agent's interface.
+    cancel_with: Option<(GuardedClient, String)>,
+    task_id: Option<String>,
+}
+
+impl AbandonedTaskCanceller {
+    pub(crate) fn new(client: GuardedClient, interface: &str) -> Self {
+        AbandonedTaskCanceller {
+            cancel_with: Some((client, interface.to_string())),
+            task_id: None,
+        }
+    }
+
+    /// The stream ended: nothing to cancel.
+    fn disarm(&mut self) {
+        self.cancel_with = None;
+    }
+}
+
+impl Drop for AbandonedTaskCanceller {
+    fn drop(&mut self) {
+        let (Some((client, interface)), Some(task_id)) =
+            (self.cancel_with.take(), self.task_id.take())
+        else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let body = json!({"jsonrpc": "2.0", "id": format!("cancel-{task_id}"), "method": "CancelTask", "params": {"id": task_id}});
+            let mut headers = HeaderMap::new();
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            if let Err(refusal) = client
+                .send(Method::POST, &interface, headers, Some(body.to_string().into_bytes()))
+                .await
+            {
+                tracing::warn!(%refusal, task_id, "could not cancel an abandoned remote task");
+            }
+        });
+    }
+}
+
 /// Sends `request` to the agent at `interface` and reads the stream to its
-/// end: the answer text.
+/// end: the answer text. Abandoned before the end, the remote task is
+/// cancelled (`canceller`).
 pub(crate) async fn send_streaming_message(
     client: &GuardedClient,
     interface: &str,
     request: &ModelRequest,
     deltas: &UnboundedSender<ModelDelta>,
+    mut canceller: AbandonedTaskCanceller,
 ) -> Result<String, LlmError> {
     let id = uuid::Uuid::new_v4().to_string();
     let body = json!({
@@ -266,9 +325,13 @@ pub(crate) async fn send_streaming_message(
             return Err(rpc_error(error));
         }
         if let Some(result) = answer.get("result") {
+            if canceller.task_id.is_none() {
+                canceller.task_id = task_id_of(result);
+            }
             reading.take(result, deltas);
         }
     }
+    canceller.disarm();
     reading.answer()
 }
 
