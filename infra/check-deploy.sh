@@ -6,7 +6,8 @@
 # with the environment infra/template.yaml gives it, against DynamoDB and SQS
 # from moto:
 #   api      answers GET /api/v1/flex/capabilities with the registry's capabilities,
-#            and GET / with the run viewer's page
+#            GET / with the run viewer's page and GET /.well-known/agent-card.json
+#            with the A2A agent card (its interface on the function URL's host)
 #   ingest   accepts an envelope (a run is created, its planning step queued)
 #   step     handles that real planning message (plan_generated is committed), then
 #            the run's first node, whose model is the catalog's Bedrock model (the
@@ -155,6 +156,21 @@ assert response["statusCode"] == 200, response
 body = response["body"]
 assert "<title>Baton · runs and chats</title>" in body, body[:200]
 print("check-deploy: api served the run viewer at /", file=sys.stderr)
+PY
+
+# The A2A agent card, public, its interface on the function URL's host.
+invoke Api events/lambda/api-agent-card.json >"$work/agent-card.json"
+python3 - "$work/agent-card.json" <<'PY'
+import json, sys
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response", answer
+response = answer["body"]
+assert response["statusCode"] == 200, response
+card = json.loads(response["body"])
+interface = card["supportedInterfaces"][0]
+assert interface["url"] == "https://abcdefg.lambda-url.us-east-1.on.aws/a2a", interface
+assert interface["protocolBinding"] == "JSONRPC", interface
+print(f"check-deploy: api served the A2A agent card ({len(card['skills'])} skills, JSON-RPC at {interface['url']})", file=sys.stderr)
 PY
 
 # The sample ingest event, its envelope preferring the catalog's Bedrock model.
