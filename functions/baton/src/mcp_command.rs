@@ -1,4 +1,4 @@
-//! `baton mcp`: Baton's MCP server (`baton_http::mcp`) on stdio, with the
+//! `baton mcp`: Baton's MCP server (`baton_http::protocols::mcp`) on stdio, with the
 //! step worker (and, on DynamoDB + SQS, the sweepers) in-process.
 
 use std::path::PathBuf;
@@ -44,7 +44,10 @@ pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
         configuration.worker_max_steps_in_flight,
     ));
     eprintln!("baton mcp: serving Baton's tools on stdio (store: {store:?})");
-    let server = baton_http::mcp::BatonMcpServer::for_tenant(state, crate::commands::LOCAL_TENANT);
+    let server = baton_http::protocols::mcp::BatonMcpServer::for_tenant(
+        state,
+        crate::commands::LOCAL_TENANT,
+    );
     let sweeping = sweeper.map(|sweeper| sweeper.spawn(&configuration, stop_receiver_for_sweeper));
     let code = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => match running.waiting().await {

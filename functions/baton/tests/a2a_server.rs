@@ -1,4 +1,4 @@
-//! Baton's A2A server (`baton_http::a2a`) through the official `a2a-sdk`
+//! Baton's A2A server (`baton_http::protocols::a2a`) through the official `a2a-sdk`
 //! Python client, used unchanged (a client no one here wrote), against a
 //! real `baton serve` with a bearer token. `tests/a2a/a2a_client_test.py`
 //! fetches the agent card, streams an envelope to a completed task whose

@@ -1,4 +1,4 @@
-//! Baton's MCP server (`baton_http::mcp`) through the official `mcp` Python
+//! Baton's MCP server (`baton_http::protocols::mcp`) through the official `mcp` Python
 //! SDK, a client no one here wrote: over stdio (`baton mcp`, the real
 //! binary, spawned by the SDK) and over Streamable HTTP (`/mcp` of a real
 //! `baton serve`, with its bearer token). `tests/mcp/mcp_client_test.py`

@@ -20,11 +20,15 @@
 //!   it is registered ([`RemoteAgentCards`]), and again (then kept) by the
 //!   first call of a process.
 //!
+//! Feature `agent-calls` (the step function, the CLI) makes the calls;
+//! without it the crate only checks cards (the api function).
+//!
 //! Invariants: every connection goes through `baton-outbound` (allow-list,
 //! SSRF checks, pinned address, size cap); a call never outlasts its time
 //! cap; no answer is invented: no artifact and no reply is an error.
 
 pub mod card;
+#[cfg(feature = "agent-calls")]
 mod remote_call;
 
 use std::collections::HashMap;
@@ -32,13 +36,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
 use baton_outbound::{GuardedClient, OutboundPolicy, Resolver, SystemResolver};
-use baton_runtime::error::LlmError;
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RemoteAgentCards};
+use baton_runtime::ports::RemoteAgentCards;
 use reqwest::Method;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
-use tokio::sync::mpsc::UnboundedSender;
 
 /// The largest agent card read.
 pub const MAX_CARD_BYTES: usize = 256 * 1024;
@@ -55,6 +56,7 @@ pub struct RemoteAgents {
     http_allowed_hosts: String,
     /// Card URL → its JSON-RPC interface, once read.
     interfaces: Mutex<HashMap<String, String>>,
+    #[cfg_attr(not(feature = "agent-calls"), allow(dead_code))]
     call_timeout: Duration,
 }
 
@@ -100,6 +102,7 @@ impl RemoteAgents {
     }
 
     /// The interface of `card_url`, read once per process.
+    #[cfg(feature = "agent-calls")]
     async fn interface_of(&self, card_url: &str) -> Result<String, String> {
         if let Some(known) = self
             .interfaces
@@ -130,17 +133,20 @@ impl RemoteAgentCards for RemoteAgents {
     }
 }
 
+#[cfg(feature = "agent-calls")]
 #[async_trait]
-impl LlmProvider for RemoteAgents {
+impl baton_runtime::ports::LlmProvider for RemoteAgents {
     fn model_name(&self) -> String {
         "a2a".into()
     }
 
     async fn complete(
         &self,
-        request: &ModelRequest,
-        deltas: UnboundedSender<ModelDelta>,
-    ) -> Result<ModelAnswer, LlmError> {
+        request: &baton_core::context::ModelRequest,
+        deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
+    ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
+        use baton_runtime::error::LlmError;
+        use baton_runtime::ports::ModelAnswer;
         let Some(target) = request.model.as_deref() else {
             return Err(LlmError::Configuration(
                 "a remote agent's request names no agent card".into(),

@@ -10,13 +10,11 @@
 //! another tenant is a 404 on every route; a bad envelope is a 400/422 naming
 //! the JSON path and nothing is persisted for it; no route panics.
 
-pub mod a2a;
 pub mod auth;
 pub mod bodies;
 pub mod error;
-#[cfg(feature = "mcp-server")]
-pub mod mcp;
 pub mod openapi;
+pub mod protocols;
 mod routes;
 pub mod server;
 pub mod snapshot;

@@ -90,14 +90,19 @@ fn direct_dependents(package: &str, crate_name: &str) -> Vec<String> {
 /// An HTTP client in a function that calls no model or tool is the trace
 /// exporter's alone.
 fn assert_http_client_only_for_traces(function: &str) {
+    assert_http_client_only_for(function, &[]);
+}
+
+/// [`assert_http_client_only_for_traces`], `also` linking it too.
+fn assert_http_client_only_for(function: &str, also: &[&str]) {
     let dependents = direct_dependents(function, "reqwest");
     let others: Vec<&String> = dependents
         .iter()
-        .filter(|name| !name.starts_with("opentelemetry"))
+        .filter(|name| !name.starts_with("opentelemetry") && !also.contains(&name.as_str()))
         .collect();
     assert!(
         others.is_empty(),
-        "{function}: reqwest is linked by {others:?}, not only by the OTLP exporter"
+        "{function}: reqwest is linked by {others:?}, not only by the OTLP exporter (and {also:?})"
     );
 }
 
@@ -155,8 +160,10 @@ fn the_sweeper_links_neither_the_router_nor_a_model_client() {
 }
 
 /// Only the step function performs steps: the api, stream and ingest
-/// functions link no model client (nor the tool executors); their HTTP
-/// client is the trace exporter's alone.
+/// functions link no model client (nor the tool executors, nor a stream
+/// decoder); their HTTP client is the trace exporter's alone, but for the
+/// api function's checks of remote agents' cards at registration, which go
+/// through the outbound guard (`baton-a2a-client` without `agent-calls`).
 #[test]
 fn only_the_step_function_links_a_model_client() {
     for function in [
@@ -169,20 +176,25 @@ fn only_the_step_function_links_a_model_client() {
             names.iter().any(|name| name == "baton-runtime"),
             "tree read: {names:?}"
         );
+        let card_checks = function == "baton-api-function";
         let linked: Vec<&String> = names
             .iter()
             .filter(|name| {
-                [
-                    "baton-llm",
-                    "baton-tools",
-                    "baton-outbound",
-                    "eventsource-stream",
-                ]
-                .contains(&name.as_str())
+                ["baton-llm", "baton-tools", "eventsource-stream"].contains(&name.as_str())
+                    || (!card_checks
+                        && ["baton-outbound", "baton-a2a-client"].contains(&name.as_str()))
             })
             .collect();
         assert!(linked.is_empty(), "{function} links {linked:?}");
-        assert_http_client_only_for_traces(function);
+        if card_checks {
+            assert!(
+                names.iter().any(|name| name == "baton-a2a-client"),
+                "the api function checks remote agents' cards"
+            );
+            assert_http_client_only_for(function, &["baton-outbound", "baton-a2a-client"]);
+        } else {
+            assert_http_client_only_for_traces(function);
+        }
     }
     // The check can see another dependent: the step function's model client.
     assert!(

@@ -69,11 +69,11 @@ pub fn router(state: ApiState) -> Router {
     let app = Router::new()
         .route(
             "/.well-known/agent-card.json",
-            get(crate::a2a::agent_card).with_state(state.clone()),
+            get(crate::protocols::a2a::agent_card).with_state(state.clone()),
         )
         .merge(
             Router::new()
-                .route("/a2a", post(crate::a2a::json_rpc))
+                .route("/a2a", post(crate::protocols::a2a::json_rpc))
                 .layer(middleware::from_fn_with_state(state.clone(), authenticate))
                 .with_state(state.clone()),
         );
@@ -81,7 +81,7 @@ pub fn router(state: ApiState) -> Router {
     #[cfg(feature = "mcp-server")]
     let app = app.merge(
         Router::new()
-            .route_service("/mcp", crate::mcp::mcp_service(state.clone()))
+            .route_service("/mcp", crate::protocols::mcp::mcp_service(state.clone()))
             .layer(middleware::from_fn_with_state(state.clone(), authenticate)),
     );
     app.nest("/api/v1/flex", routes)
