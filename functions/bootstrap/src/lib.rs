@@ -444,6 +444,7 @@ pub fn api_router(
 
 /// What the API's routes and its MCP server share: the services and the
 /// HTTP layer's tunables.
+#[cfg(feature = "http")]
 pub fn api_state(
     services: &Services,
     authenticator: baton_http::TokenAuthenticator,
