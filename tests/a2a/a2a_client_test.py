@@ -132,6 +132,16 @@ async def main():
         except TaskNotFoundError:
             pass
 
+        # ListTasks: the tenant's runs as tasks, filtered by state.
+        listed = await client.list_tasks(a2a_pb2.ListTasksRequest(page_size=20))
+        listed_ids = [task.id for task in listed.tasks]
+        assert task_id in listed_ids and parked_id in listed_ids, listed_ids
+        completed = await client.list_tasks(a2a_pb2.ListTasksRequest(
+            page_size=20, status=a2a_pb2.TASK_STATE_COMPLETED))
+        assert all(task.status.state == a2a_pb2.TASK_STATE_COMPLETED for task in completed.tasks)
+        assert task_id in [task.id for task in completed.tasks], completed
+        assert cancelled.id not in [task.id for task in completed.tasks]
+
         # A bad envelope is refused with the JSON path at fault.
         broken = dict(ENVELOPE)
         broken["objective"] = 42
@@ -141,7 +151,8 @@ async def main():
         except InvalidParamsError as refused:
             assert "objective" in str(refused), refused
         print("ok: CancelTask cancels a parked task and refuses an ended one; an unknown task "
-              "is TaskNotFound; a bad envelope is InvalidParams naming $.objective")
+              f"is TaskNotFound; ListTasks lists {len(listed_ids)} tasks and filters by state; "
+              "a bad envelope is InvalidParams naming $.objective")
 
     # Without the token: refused.
     async with httpx.AsyncClient(timeout=30) as anonymous:

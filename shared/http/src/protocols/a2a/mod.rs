@@ -8,7 +8,7 @@
 //!   scheme is the bearer token when the API has tokens.
 //! - `POST /a2a`, behind the bearer tokens (the tenant of the token), the
 //!   JSON-RPC methods `SendMessage`, `SendStreamingMessage`, `GetTask`,
-//!   `CancelTask` and `SubscribeToTask` (see [`task_mapping`] for how runs
+//!   `ListTasks`, `CancelTask` and `SubscribeToTask` (see [`task_mapping`] for how runs
 //!   are tasks). A streamed run sends the task, one `working` status update
 //!   per frame, the validated output as the `output` artifact, and the
 //!   final status; a run parked for a person ends its stream
@@ -218,15 +218,12 @@ pub(crate) async fn json_rpc(
             codes::PUSH_NOTIFICATION_NOT_SUPPORTED,
             "a task's push notification is set when it starts: configuration.taskPushNotificationConfig.url of the SendMessage that starts the run becomes its signed completion webhook (callbackUrl)",
         )),
-        "ListTasks" => Err(RpcFailure::new(
-            codes::UNSUPPORTED_OPERATION,
-            "ListTasks is not served; list runs with GET /api/v1/flex/runs",
-        )),
+        "ListTasks" => server.list(request.params).await,
         other => Err(RpcFailure::at(
             codes::METHOD_NOT_FOUND,
             "$.method",
             format!(
-                "no method `{other}`; served: SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask"
+                "no method `{other}`; served: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask"
             ),
         )),
     };
@@ -508,6 +505,52 @@ impl A2aServer {
                 .chain(ending)
                 .boxed(),
         )
+    }
+
+    /// `ListTasks`: the tenant's runs, newest first, as tasks without
+    /// artifacts (`GetTask` reads one whole); `pageSize` (1–100, default
+    /// 50) and `pageToken` page as `GET /runs` does. A `status` of one run
+    /// status filters in the store; `input-required` and `contextId`
+    /// filter within the page.
+    async fn list(&self, raw: Value) -> Result<Value, RpcFailure> {
+        let request: protocol::ListTasksRequest = params(raw)?;
+        let mut parameters = std::collections::HashMap::new();
+        parameters.insert(
+            "limit".to_string(),
+            request.page_size.unwrap_or(50).clamp(1, 100).to_string(),
+        );
+        if let Some(token) = request.page_token.filter(|token| !token.is_empty()) {
+            parameters.insert("cursor".to_string(), token);
+        }
+        let run_status = request.status.and_then(task_mapping::run_status_of);
+        if let Some(status) = run_status {
+            parameters.insert("status".to_string(), status.as_str().to_string());
+        }
+        let query = crate::routes::runs::run_list_query(&parameters).map_err(|error| {
+            RpcFailure::at(codes::INVALID_PARAMS, "$.params.pageToken", error.message)
+        })?;
+        let page = self.state.runs.list(&self.tenant, &query).await?;
+        let tasks: Vec<Task> = page
+            .runs
+            .iter()
+            .map(task_mapping::listed_task)
+            .filter(|task| {
+                request
+                    .status
+                    .is_none_or(|state| task.status.state == state)
+            })
+            .filter(|task| {
+                request
+                    .context_id
+                    .as_ref()
+                    .is_none_or(|context| &task.context_id == context)
+            })
+            .collect();
+        Ok(json!({
+            "tasks": tasks,
+            "nextPageToken": page.next_cursor.unwrap_or_default(),
+            "pageSize": tasks.len(),
+        }))
     }
 
     /// `GetTask`.

@@ -242,6 +242,8 @@ pub struct ListTasksRequest {
     #[serde(default)]
     pub context_id: Option<String>,
     #[serde(default)]
+    pub status: Option<TaskState>,
+    #[serde(default)]
     pub page_size: Option<u32>,
     #[serde(default)]
     pub page_token: Option<String>,

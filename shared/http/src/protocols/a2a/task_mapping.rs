@@ -38,6 +38,40 @@ pub fn task_state(status: RunStatus) -> TaskState {
     }
 }
 
+/// The one run status an A2A state stands for (`input-required` stands
+/// for three, so it filters nothing in the store).
+pub fn run_status_of(state: TaskState) -> Option<RunStatus> {
+    match state {
+        TaskState::TaskStateSubmitted => Some(RunStatus::Queued),
+        TaskState::TaskStateWorking => Some(RunStatus::Running),
+        TaskState::TaskStateCompleted => Some(RunStatus::Completed),
+        TaskState::TaskStateFailed => Some(RunStatus::Failed),
+        TaskState::TaskStateCanceled => Some(RunStatus::Cancelled),
+        TaskState::TaskStateRejected => Some(RunStatus::PlanRejected),
+        _ => None,
+    }
+}
+
+/// A listed run as a task: its state, its thread, when it was created;
+/// no artifact or status message (`GetTask` reads them).
+pub fn listed_task(listing: &baton_core::listing::RunListing) -> Task {
+    Task {
+        id: listing.run_id.clone(),
+        context_id: listing.thread_id.clone(),
+        status: TaskStatus {
+            state: task_state(listing.status),
+            message: None,
+            timestamp: Some(listing.created_at.clone()),
+        },
+        artifacts: Vec::new(),
+        history: Vec::new(),
+        metadata: Some(serde_json::Map::from_iter([
+            ("batonStatus".to_string(), json!(listing.status.as_str())),
+            ("objective".to_string(), json!(listing.objective)),
+        ])),
+    }
+}
+
 /// An agent message of `parts` on the run's task.
 pub fn agent_message(run: &RunState, parts: Vec<Part>) -> Message {
     Message {
