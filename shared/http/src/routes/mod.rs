@@ -11,7 +11,7 @@ mod evaluations;
 mod events;
 mod forks;
 mod people;
-pub(crate) mod runs;
+mod runs;
 
 use axum::Router;
 use axum::extract::{Request, State};

@@ -514,21 +514,29 @@ impl A2aServer {
     /// filter within the page.
     async fn list(&self, raw: Value) -> Result<Value, RpcFailure> {
         let request: protocol::ListTasksRequest = params(raw)?;
-        let mut parameters = std::collections::HashMap::new();
-        parameters.insert(
-            "limit".to_string(),
-            request.page_size.unwrap_or(50).clamp(1, 100).to_string(),
-        );
-        if let Some(token) = request.page_token.filter(|token| !token.is_empty()) {
-            parameters.insert("cursor".to_string(), token);
-        }
-        let run_status = request.status.and_then(task_mapping::run_status_of);
-        if let Some(status) = run_status {
-            parameters.insert("status".to_string(), status.as_str().to_string());
-        }
-        let query = crate::routes::runs::run_list_query(&parameters).map_err(|error| {
-            RpcFailure::at(codes::INVALID_PARAMS, "$.params.pageToken", error.message)
-        })?;
+        let cursor = match request
+            .page_token
+            .as_deref()
+            .filter(|token| !token.is_empty())
+        {
+            None => None,
+            Some(token) => Some(baton_core::listing::ListCursor::parse(token).ok_or_else(
+                || {
+                    RpcFailure::at(
+                        codes::INVALID_PARAMS,
+                        "$.params.pageToken",
+                        "not a token this list handed out (pass nextPageToken as it is)",
+                    )
+                },
+            )?),
+        };
+        let query = baton_core::listing::RunListQuery {
+            status: request.status.and_then(task_mapping::run_status_of),
+            limit: (request.page_size.unwrap_or(50) as usize)
+                .clamp(1, baton_core::listing::MAX_RUNS_PER_PAGE),
+            cursor,
+            forked_from: None,
+        };
         let page = self.state.runs.list(&self.tenant, &query).await?;
         let tasks: Vec<Task> = page
             .runs
