@@ -101,6 +101,16 @@ impl RemoteAgents {
         card::json_rpc_interface(&card, response.final_url.as_str())
     }
 
+    /// Reads the card at `card_url` and keeps its interface.
+    async fn read_and_remember(&self, card_url: &str) -> Result<String, String> {
+        let interface = self.read_card(card_url).await?;
+        self.interfaces
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(card_url.to_string(), interface.clone());
+        Ok(interface)
+    }
+
     /// The interface of `card_url`, read once per process.
     #[cfg(feature = "agent-calls")]
     async fn interface_of(&self, card_url: &str) -> Result<String, String> {
@@ -112,24 +122,14 @@ impl RemoteAgents {
         {
             return Ok(known.clone());
         }
-        let interface = self.read_card(card_url).await?;
-        self.interfaces
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(card_url.to_string(), interface.clone());
-        Ok(interface)
+        self.read_and_remember(card_url).await
     }
 }
 
 #[async_trait]
 impl RemoteAgentCards for RemoteAgents {
     async fn check_card(&self, card_url: &str) -> Result<String, String> {
-        let interface = self.read_card(card_url).await?;
-        self.interfaces
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(card_url.to_string(), interface.clone());
-        Ok(interface)
+        self.read_and_remember(card_url).await
     }
 }
 

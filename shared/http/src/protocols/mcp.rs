@@ -339,17 +339,9 @@ impl BatonMcpServer {
                 answer["output"] = run.output.clone().unwrap_or(Value::Null);
             }
             status if status.awaits_people() => {
-                let tasks = self
-                    .state
-                    .people
-                    .pending_tasks(tenant, None)
-                    .await
-                    .map_err(runtime_refusal)?;
-                let waiting: Vec<&baton_core::tasks::HumanTask> = tasks
-                    .iter()
-                    .filter(|task| task.run_id == run.run_id)
-                    .collect();
-                answer["tasks"] = serde_json::to_value(waiting).unwrap_or_default();
+                // Read off the run: no query of the tenant's tasks.
+                answer["tasks"] =
+                    serde_json::to_value(baton_core::tasks::human_tasks(run)).unwrap_or_default();
                 answer["pendingRequest"] =
                     serde_json::to_value(run.governance.pending_request()).unwrap_or_default();
             }

@@ -38,7 +38,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Json, Response};
 use baton_core::run::RunStatus;
-use baton_core::tasks::HumanTask;
+use baton_core::tasks::human_tasks;
 use baton_runtime::RuntimeError;
 use baton_runtime::services::{ChatRequest, PersonInputOutcome, Submitter};
 use futures_util::StreamExt;
@@ -252,20 +252,10 @@ impl A2aServer {
             .load(&self.tenant, run_id)
             .await?
             .ok_or_else(|| RpcFailure::task_not_found(run_id))?;
-        let waiting = self.waiting(run_id, stored.state.status).await?;
+        // What it waits for is read off the run (no query of the tenant's tasks).
+        let waiting = human_tasks(&stored.state);
         let updated = stored.state.updated_at.rfc3339();
         Ok(task_of(&stored.state, &waiting, Some(updated)))
-    }
-
-    async fn waiting(&self, run_id: &str, status: RunStatus) -> Result<Vec<HumanTask>, RpcFailure> {
-        if status != RunStatus::AwaitingHuman {
-            return Ok(Vec::new());
-        }
-        let tasks = self.state.people.pending_tasks(&self.tenant, None).await?;
-        Ok(tasks
-            .into_iter()
-            .filter(|task| task.run_id == run_id)
-            .collect())
     }
 
     /// Starts the work a message asks for, or answers the task it names;
@@ -363,8 +353,7 @@ impl A2aServer {
                 why,
             ));
         }
-        let waiting = self.waiting(run_id, run.status).await?;
-        let input = answer_of(run, &waiting, message)
+        let input = answer_of(run, &human_tasks(run), message)
             .map_err(|(path, why)| RpcFailure::at(codes::INVALID_PARAMS, path, why))?;
         let last_frame = self
             .state
