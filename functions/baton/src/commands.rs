@@ -95,7 +95,9 @@ pub(crate) async fn embedded_services(
     store: &StoreChoice,
     left_over: LeftOverSteps<'_>,
 ) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
-    embedded_services_counted(registry, configuration, store, left_over, None).await
+    embedded_services_counted(registry, configuration, store, left_over, None)
+        .await
+        .map(|(services, queue, _)| (services, queue))
 }
 
 /// The same, its commits counted into `counters` when given (`baton serve`'s `/metrics`).
@@ -105,7 +107,7 @@ async fn embedded_services_counted(
     store: &StoreChoice,
     left_over: LeftOverSteps<'_>,
     counters: Option<Arc<baton_runtime::observe::telemetry::RunCounters>>,
-) -> Result<(Services, Arc<InMemoryStepQueue>), u8> {
+) -> Result<(Services, Arc<InMemoryStepQueue>, crate::sweeping::Sweepers), u8> {
     let llm = crate::model_choice::routed_model_for_cli(&registry, &process_environment)
         .map_err(startup)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -125,6 +127,8 @@ async fn embedded_services_counted(
     if let Some(counters) = counters {
         ports = baton_bootstrap::observe_commits(ports, counters, None);
     }
+    let sweepers =
+        crate::sweeping::Sweepers::retention_only(ports.retention.clone(), clock.clone());
     let executors = baton_bootstrap::Executors {
         llm,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
@@ -141,7 +145,7 @@ async fn embedded_services_counted(
         baton_bootstrap::settings_from(configuration),
         format!("local-{}", std::process::id()),
     );
-    Ok((services, queue))
+    Ok((services, queue, sweepers))
 }
 
 /// DynamoDB and SQS from the configuration (`BATON_TABLE`, `BATON_QUEUE_URL`, `AWS_*`).
@@ -161,6 +165,7 @@ async fn cloud_services(
     );
     let queue = ports.queue.clone();
     let outbox = OutboxSweeper::new(ports.store.clone(), queue.clone(), ports.clock.clone());
+    let (retention, clock) = (ports.retention.clone(), ports.clock.clone());
     let executors = baton_bootstrap::Executors {
         llm,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
@@ -177,7 +182,8 @@ async fn cloud_services(
         baton_bootstrap::settings_from(configuration),
         format!("serve-{}", std::process::id()),
     );
-    let sweeper = crate::sweeping::Sweepers::new(outbox, configuration, &services).await;
+    let sweeper =
+        crate::sweeping::Sweepers::cloud(outbox, retention, clock, configuration, &services).await;
     Ok((services, queue, sweeper))
 }
 
@@ -238,7 +244,7 @@ pub async fn serve(
         crate::metrics_route::metrics_router(counters.clone(), metrics_access),
     );
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
-    let sweeping = sweeper.map(|sweeper| sweeper.spawn(&configuration, stop_receiver.clone()));
+    let sweeping = sweeper.spawn(&configuration, stop_receiver.clone());
     let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
         services.steps.clone(),
         queue,
@@ -263,34 +269,23 @@ pub async fn serve(
     )
     .await;
     let _ = worker.await;
-    if let Some(sweeping) = sweeping {
-        sweeping.abort();
-    }
+    sweeping.abort();
     EXIT_COMPLETED
 }
 
-/// The services, step queue and (on DynamoDB + SQS) sweepers of a
-/// long-running process (`baton serve`, `baton mcp`) on `store`: a send
-/// lost after its commit on the cloud stores is recovered by the sweeper,
-/// as the deployment's scheduled function does; the embedded stores
-/// re-drive every run's left-over steps at start.
+/// The services, step queue and upkeep of a long-running process (`baton
+/// serve`, `baton mcp`) on `store`: retention's batches on every store; on
+/// the cloud stores a send lost after its commit is recovered by the
+/// sweeper, as the deployment's scheduled function does, while the embedded
+/// stores re-drive every run's left-over steps at start.
 pub(crate) async fn services_on(
     store: &StoreChoice,
     registry: Arc<Registry>,
     configuration: &Configuration,
     counters: Arc<baton_runtime::observe::telemetry::RunCounters>,
-) -> Result<
-    (
-        Services,
-        Arc<dyn StepQueue>,
-        Option<crate::sweeping::Sweepers>,
-    ),
-    u8,
-> {
+) -> Result<(Services, Arc<dyn StepQueue>, crate::sweeping::Sweepers), u8> {
     match store {
-        StoreChoice::Dynamodb => cloud_services(registry, configuration, counters)
-            .await
-            .map(|(services, queue, sweeper)| (services, queue, Some(sweeper))),
+        StoreChoice::Dynamodb => cloud_services(registry, configuration, counters).await,
         embedded => embedded_services_counted(
             registry,
             configuration,
@@ -299,7 +294,7 @@ pub(crate) async fn services_on(
             Some(counters),
         )
         .await
-        .map(|(services, queue)| (services, queue as Arc<dyn StepQueue>, None)),
+        .map(|(services, queue, sweepers)| (services, queue as Arc<dyn StepQueue>, sweepers)),
     }
 }
 

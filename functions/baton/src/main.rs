@@ -8,6 +8,7 @@
 mod chat_command;
 mod commands;
 mod fork_command;
+mod gc_command;
 mod judge;
 mod mcp_command;
 mod metrics_route;
@@ -180,6 +181,15 @@ enum Command {
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
         format: OutputFormat,
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
+    },
+    /// Remove ended runs past their retention (`BATON_RETENTION_DAYS`,
+    /// default 30; a tenant's own in `registry/tenants.json`) from the
+    /// store, in batches: SQLite deletes them with everything of them;
+    /// DynamoDB's items are stamped for its TTL. A run that works or waits
+    /// is never touched. Prints `{"runs": N, "items": M}`.
+    Gc {
         #[arg(long, default_value = "sqlite", value_parser = parse_store)]
         store: StoreChoice,
     },
@@ -392,6 +402,7 @@ fn main() -> ExitCode {
                 .await
             }
             Command::Tasks { store, format } => people::tasks(store, format).await,
+            Command::Gc { store } => gc_command::gc(store).await,
             Command::Runs {
                 store,
                 format,

@@ -48,7 +48,7 @@ pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
         state,
         crate::commands::LOCAL_TENANT,
     );
-    let sweeping = sweeper.map(|sweeper| sweeper.spawn(&configuration, stop_receiver_for_sweeper));
+    let sweeping = sweeper.spawn(&configuration, stop_receiver_for_sweeper);
     let code = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => match running.waiting().await {
             Ok(_) => crate::commands::EXIT_COMPLETED,
@@ -60,8 +60,6 @@ pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
     };
     let _ = stop_sender.send(true);
     let _ = worker.await;
-    if let Some(sweeping) = sweeping {
-        sweeping.abort();
-    }
+    sweeping.abort();
     code
 }

@@ -46,6 +46,10 @@ fn shape_errors(directory: &Path) -> (Vec<String>, usize) {
     if prices.exists() {
         targets.push((prices, "models.schema.json"));
     }
+    let tenants = directory.join("tenants.json");
+    if tenants.exists() {
+        targets.push((tenants, "tenants.schema.json"));
+    }
     for (file, schema_name) in targets {
         checked += 1;
         let shown = file.display();

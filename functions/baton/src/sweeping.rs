@@ -1,41 +1,71 @@
-//! `baton serve --store dynamodb`'s sweeps, as the deployment's scheduled
-//! sweeper function does them: stale outbox entries re-sent, and the runs of
-//! dead-lettered steps ended.
+//! `baton serve`'s and `baton mcp`'s upkeep, as the deployment's scheduled
+//! sweeper function does it: ended runs past their retention removed (every
+//! store), and on DynamoDB + SQS stale outbox entries re-sent and the runs
+//! of dead-lettered steps ended.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use baton_runtime::ports::{Clock, RetentionUpkeep};
 use baton_runtime::services::OutboxSweeper;
 
-/// How often `baton serve --store dynamodb` sweeps (the deployment's
-/// scheduled sweeper runs once a minute too).
+/// How often the upkeep runs (the deployment's scheduled sweeper runs once
+/// a minute too).
 const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// Outbox entries re-sent per sweep at most (as the sweeper function).
 const SWEEP_LIMIT: usize = 1000;
 
-/// What `baton serve --store dynamodb` sweeps, as the deployment's
-/// scheduled sweeper does: the outbox, and the dead-letter queue when
-/// `BATON_DEAD_LETTER_QUEUE_URL` names one.
+/// Ended runs removed per batch: one write transaction on SQLite, so a
+/// batch is short and steps' commits take the connection between batches.
+pub(crate) const RETENTION_BATCH: usize = 100;
+
+/// Batches per upkeep at most: a large backlog is worked off over several
+/// minutes rather than at once.
+const RETENTION_BATCHES_PER_SWEEP: usize = 50;
+
+/// What the upkeep works on.
 pub(crate) struct Sweepers {
-    pub(crate) outbox: OutboxSweeper,
+    /// On DynamoDB + SQS: stale outbox entries (the embedded stores re-drive
+    /// left-over steps at start instead).
+    pub(crate) outbox: Option<OutboxSweeper>,
     pub(crate) dead_letters: Option<baton_runtime::queue::dead_letters::DeadLetterReader>,
+    /// Retention's batches on the process's store.
+    pub(crate) retention: Arc<dyn RetentionUpkeep>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
-/// Sweeps every [`SWEEP_EVERY`] (outbox entries older than `sweep_after`,
-/// `BATON_SWEEP_AFTER_SECONDS`; the dead-letter queue) until `stop` changes.
 impl Sweepers {
-    /// The outbox sweeper, and the dead-letter reader over `services`' step
-    /// service when `BATON_DEAD_LETTER_QUEUE_URL` names a queue.
-    pub(crate) async fn new(
+    /// The upkeep of an embedded store: retention only.
+    pub(crate) fn retention_only(
+        retention: Arc<dyn RetentionUpkeep>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Sweepers {
+            outbox: None,
+            dead_letters: None,
+            retention,
+            clock,
+        }
+    }
+
+    /// The cloud's: the outbox sweeper, retention, and the dead-letter
+    /// reader over `services`' step service when
+    /// `BATON_DEAD_LETTER_QUEUE_URL` names a queue.
+    pub(crate) async fn cloud(
         outbox: OutboxSweeper,
+        retention: Arc<dyn RetentionUpkeep>,
+        clock: Arc<dyn Clock>,
         configuration: &baton_bootstrap::Configuration,
         services: &baton_runtime::services::Services,
     ) -> Self {
         let dead_letters =
             baton_bootstrap::dead_letter_reader(configuration, services.steps.clone()).await;
         Sweepers {
-            outbox,
+            outbox: Some(outbox),
             dead_letters,
+            retention,
+            clock,
         }
     }
 
@@ -47,6 +77,27 @@ impl Sweepers {
     ) -> tokio::task::JoinHandle<()> {
         tokio::spawn(sweep_every(self, configuration.sweep_after, stop))
     }
+}
+
+/// Retention's batches until none is left or the per-sweep bound is
+/// reached: how many runs went.
+pub(crate) async fn expire_ended_runs(
+    retention: &dyn RetentionUpkeep,
+    clock: &dyn Clock,
+    batches: usize,
+) -> Result<u64, baton_runtime::error::StoreError> {
+    let mut runs = 0;
+    for _ in 0..batches {
+        let batch = retention
+            .expire_ended_runs(clock.now(), RETENTION_BATCH)
+            .await?;
+        runs += batch.runs;
+        if !batch.more {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    Ok(runs)
 }
 
 async fn sweep_every(
@@ -66,8 +117,23 @@ async fn sweep_every(
         {
             tracing::warn!(%error, "reading the dead-letter queue failed; trying again at the next sweep");
         }
-        if let Err(error) = sweeper.outbox.sweep(sweep_after, SWEEP_LIMIT).await {
+        if let Some(outbox) = &sweeper.outbox
+            && let Err(error) = outbox.sweep(sweep_after, SWEEP_LIMIT).await
+        {
             tracing::warn!(%error, "the outbox sweep failed; trying again at the next one");
+        }
+        match expire_ended_runs(
+            sweeper.retention.as_ref(),
+            sweeper.clock.as_ref(),
+            RETENTION_BATCHES_PER_SWEEP,
+        )
+        .await
+        {
+            Ok(0) => {}
+            Ok(runs) => tracing::info!(runs, "ended runs past their retention removed"),
+            Err(error) => {
+                tracing::warn!(%error, "retention's batch failed; trying again at the next sweep");
+            }
         }
     }
 }

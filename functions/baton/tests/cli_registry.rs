@@ -183,3 +183,36 @@ fn a_meaning_error_names_its_file_and_json_path() {
     );
     assert!(stderr.contains("no_such_facet"), "{stderr}");
 }
+
+#[test]
+fn a_tenants_file_is_checked_against_its_schema_and_then_as_loaded() {
+    let folder = tempfile::tempdir().unwrap();
+    copy_registry(folder.path());
+    let tenants = folder.path().join("tenants.json");
+    std::fs::write(
+        &tenants,
+        r#"{"tenants": {"team-a": {"retentionDays": 365}}}"#,
+    )
+    .unwrap();
+    let output = check(folder.path());
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    // A retention under a day names its path.
+    std::fs::write(&tenants, r#"{"tenants": {"team-a": {"retentionDays": 0}}}"#).unwrap();
+    let output = check(folder.path());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(
+        stderr.contains("tenants.json") && stderr.contains("retentionDays"),
+        "{stderr}"
+    );
+    // An unknown setting is refused, not ignored.
+    std::fs::write(&tenants, r#"{"tenants": {"team-a": {"retentionDay": 3}}}"#).unwrap();
+    let output = check(folder.path());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        String::from_utf8(output.stderr)
+            .unwrap()
+            .contains("retentionDay"),
+        "the unknown key is named"
+    );
+}

@@ -98,6 +98,13 @@ pub struct Configuration {
     /// runs a tenant may submit in any 60 s. Each reads `20` (every
     /// tenant), `team-a:100` (one), or both comma-separated. Unset: no limit.
     pub tenant_limits: baton_runtime::services::TenantLimits,
+    /// `BATON_RETENTION_DAYS`: days an ended run and everything of it is
+    /// kept after it ends (default 30); a tenant's own in
+    /// `registry/tenants.json`. A run that works or waits never expires.
+    pub retention_days: u32,
+    /// `BATON_MEMORY_MAX_ENDED_RUNS`: ended runs the in-memory store keeps
+    /// at most (default 10,000), the earliest to expire dropped first.
+    pub memory_max_ended_runs: usize,
     /// `BATON_NODE_LEASE_SECONDS`: how long a claimed node is protected from
     /// twin deliveries without a heartbeat (renewed every third of it), so
     /// how long a dead worker's node waits before another takes it over.
@@ -240,8 +247,21 @@ impl Configuration {
             "BATON_NODE_LEASE_SECONDS",
             30,
         )? as u64);
+        let retention_days = u32::try_from(positive_whole_number(
+            read,
+            "BATON_RETENTION_DAYS",
+            baton_runtime::services::DEFAULT_RETENTION_DAYS as usize,
+        )?)
+        .map_err(|_| StartupError("BATON_RETENTION_DAYS is too large".into()))?;
+        let memory_max_ended_runs = positive_whole_number(
+            read,
+            "BATON_MEMORY_MAX_ENDED_RUNS",
+            baton_runtime::memory::DEFAULT_ENDED_RUN_CAP,
+        )?;
         Ok(Configuration {
             tenant_limits,
+            retention_days,
+            memory_max_ended_runs,
             node_lease,
             crash_at: non_empty(read, "BATON_CRASH_AT"),
             header_read_timeout: Duration::from_secs(positive_whole_number(
@@ -289,6 +309,15 @@ impl Configuration {
             traces: TraceExportConfiguration::from_variables(read)?,
             lambda_log_stream: non_empty(read, "AWS_LAMBDA_LOG_STREAM_NAME"),
         })
+    }
+
+    /// Every tenant's retention (`BATON_RETENTION_DAYS`); the registry's
+    /// per-tenant days are laid over it where the registry is read.
+    pub fn retention(&self) -> baton_runtime::services::RunRetention {
+        baton_runtime::services::RunRetention {
+            every_tenant_days: self.retention_days,
+            by_tenant_days: std::collections::BTreeMap::new(),
+        }
     }
 
     /// The process's worker id: the Lambda instance's log stream, else `fallback`.

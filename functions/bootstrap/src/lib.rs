@@ -229,6 +229,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         delta_flush_interval,
         max_envelope_bytes: configuration.max_envelope_bytes,
         tenant_limits: configuration.tenant_limits.clone(),
+        retention: configuration.retention(),
         node_lease: configuration.node_lease,
         ..defaults
     }
@@ -392,9 +393,21 @@ impl LlmProvider for NoModelHere {
 }
 
 /// The sweeper: a store, a queue and a clock.
-pub async fn cloud_sweeper(configuration: &Configuration) -> Result<OutboxSweeper, StartupError> {
+pub async fn cloud_sweeper(
+    configuration: &Configuration,
+) -> Result<
+    (
+        OutboxSweeper,
+        Arc<dyn baton_runtime::ports::RetentionUpkeep>,
+    ),
+    StartupError,
+> {
     let ports = cloud_ports(configuration).await?;
-    Ok(OutboxSweeper::new(ports.store, ports.queue, ports.clock))
+    let retention = ports.retention.clone();
+    Ok((
+        OutboxSweeper::new(ports.store, ports.queue, ports.clock),
+        retention,
+    ))
 }
 
 /// The reader of the step queue's dead-letter queue

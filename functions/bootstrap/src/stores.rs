@@ -59,6 +59,9 @@ pub struct StorePorts {
     pub clock: Arc<dyn Clock>,
     /// Chat threads (the same store as the runs).
     pub threads: Arc<dyn baton_runtime::ports::ThreadStore>,
+    /// Retention's batches on the same store (`baton gc`, `serve`'s
+    /// interval, the `sweeper` function).
+    pub retention: Arc<dyn baton_runtime::ports::RetentionUpkeep>,
 }
 
 /// The DynamoDB store (runs and capability registrations) and the SQS queue
@@ -77,7 +80,11 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
     )?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let aws = baton_aws::AwsConnection::from_environment().await;
-    let store = Arc::new(baton_aws::DynamoRunStore::new(&aws, table).with_clock(clock.clone()));
+    let store = Arc::new(
+        baton_aws::DynamoRunStore::new(&aws, table)
+            .with_clock(clock.clone())
+            .with_retention(configuration.retention()),
+    );
     // A received message starts hidden for one node lease, renewed while
     // its step runs: a dead holder's message is back within one lease.
     let queue = Arc::new(
@@ -91,6 +98,7 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
     ));
     let ports = StorePorts {
         threads: store.clone(),
+        retention: store.clone(),
         store,
         queue,
         capability_directory,
@@ -182,8 +190,14 @@ pub async fn embedded_store_ports(
 
     let path = match choice {
         StoreChoice::Memory => {
+            let memory = Arc::new(
+                InMemoryRunStore::new()
+                    .with_clock(clock.clone())
+                    .with_ended_run_cap(configuration.memory_max_ended_runs),
+            );
             let ports = StorePorts {
-                store: Arc::new(InMemoryRunStore::new().with_clock(clock.clone())),
+                store: memory.clone(),
+                retention: memory,
                 queue,
                 capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
                 clock,
@@ -228,6 +242,7 @@ pub async fn embedded_store_ports(
         queue,
         capability_directory: sqlite.clone(),
         clock,
+        retention: sqlite.clone(),
         threads: sqlite,
     };
     Ok((ports, taken_over.len()))

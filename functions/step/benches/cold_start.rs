@@ -129,6 +129,7 @@ async fn measure(binary: PathBuf) {
             capability_directory: store.clone(),
             clock: Arc::new(baton_runtime::clock::SystemClock),
             threads: store.clone(),
+            retention: store.clone(),
         },
         baton_bootstrap::Executors {
             llm: Arc::new(NoModel),

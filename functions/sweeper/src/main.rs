@@ -3,8 +3,11 @@
 //! `BATON_SWEEP_AFTER_SECONDS`, default 300): a crash between commit and
 //! send, or a message waiting in a backlog (a duplicate is harmless). Then
 //! reads the step queue's dead-letter queue (`BATON_DEAD_LETTER_QUEUE_URL`)
-//! and ends the run of each step message found there, `step_failed`. Node
-//! leases need no sweeping: a claim past its expiry is simply taken over.
+//! and ends the run of each step message found there, `step_failed`. Then
+//! retention's pass: the items of ended runs that their ending commit could
+//! not reach are stamped with the run's expiry, so DynamoDB's TTL deletes
+//! the run whole. Node leases need no sweeping: a claim past its expiry is
+//! simply taken over.
 //! Links neither a model client nor the HTTP router.
 
 use baton_bootstrap::{Configuration, process_environment};
@@ -19,12 +22,16 @@ const SWEEP_LIMIT: usize = 1000;
 /// Dead-lettered messages read per invocation at most.
 const DEAD_LETTER_LIMIT: usize = 100;
 
+/// Ended runs stamped per invocation at most (each costs a query and one
+/// update per item its ending commit could not reach).
+const RETENTION_LIMIT: usize = 200;
+
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
     baton_bootstrap::init_json_logging(&configuration, "info", "baton-sweeper")?;
-    let sweeper = baton_bootstrap::cloud_sweeper(&configuration).await?;
-    let sweeper = &sweeper;
+    let (sweeper, retention) = baton_bootstrap::cloud_sweeper(&configuration).await?;
+    let (sweeper, retention) = (&sweeper, &retention);
     let services = baton_bootstrap::cloud_services_without_model(&configuration, "sweeper").await?;
     let dead_letters =
         baton_bootstrap::dead_letter_reader(&configuration, services.steps.clone()).await;
@@ -37,13 +44,23 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 Some(reader) => Some(reader.read(DEAD_LETTER_LIMIT).await),
                 None => None,
             };
+            let stamped = retention
+                .expire_ended_runs(
+                    baton_runtime::ports::Clock::now(&baton_runtime::clock::SystemClock),
+                    RETENTION_LIMIT,
+                )
+                .await;
             baton_bootstrap::flush_traces().await;
             let resent = resent?;
             let read = read.transpose()?.unwrap_or_default();
+            let stamped = stamped?;
             Ok::<_, lambda_runtime::Error>(serde_json::json!({
                 "resent": resent,
                 "deadLetteredRunsEnded": read.runs_ended,
                 "deadLettersLeft": read.left,
+                "endedRunsStamped": stamped.runs,
+                "itemsStamped": stamped.items,
+                "endedRunsLeft": stamped.more,
             }))
         },
     ))

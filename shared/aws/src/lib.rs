@@ -17,12 +17,15 @@
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |
 //! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON, deflated, binary; see [`dynamodb::state_codec`]), `version`, `status`, `correlationId` |
-//! | event sequence | `T#{tenant}#R#{run}` | `SEQ` | `nextSeq` (the last sequence number used), `correlationId` |
-//! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON), `expiresAt` |
-//! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt`, `expiresAt` |
-//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent once), `expiresAt`, until re-sent `gsi1pk`/`gsi1sk`; deleted by the claim or commit of the step that handles it |
-//! | run entry | `T#{tenant}#R#{run}` | `ENTRY#{key}` | `body` (the entry as JSON, deflated, binary), `expiresAt`: a conversation turn or a judge's call (`baton_core::entries`), put by the commit that carries it |
+//! | event sequence | `T#{tenant}#R#{run}` | `SEQ` | `nextSeq` (the last sequence number used), `correlationId`, `idempotencyKey` (the run's, for retention) |
+//! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON) |
+//! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
+//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent once), until re-sent `gsi1pk`/`gsi1sk`; deleted by the claim or commit of the step that handles it |
+//! | run entry | `T#{tenant}#R#{run}` | `ENTRY#{key}` | `body` (the entry as JSON, deflated, binary): a conversation turn or a judge's call (`baton_core::entries`), put by the commit that carries it |
+//! | listing | `T#{tenant}#RUNS` and `T#{tenant}#RUNS#{status}` | `{createdAt ms:013}.{runId}` | `listing` (JSON): the runs list, and the list of one status (moved by the commit that changes the status) |
+//! | live-run counter | `T#{tenant}#COUNTERS` | `LIVE_RUNS` | `liveRuns`: runs at work, moved by `ADD` in the commits that start and stop work |
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
+//! | retention mark | `RETAIN#{shard}` | `T#{tenant}#R#{run}` | `tenantId`, `retainUntil`: put by the commit that ends (or takes up again) a run, for the sweeper's pass (`dynamodb::retention_stamps`) |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //! | chat exchange | `T#{tenant}#THREAD#{thread}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` |
 //! | thread lane | `T#{tenant}#THREAD#{thread}` | `LANE` | `lane` (JSON), `version`, `expiresAt` |
@@ -35,7 +38,13 @@
 //! thread summary carries `gsi1pk` = `T#{tenant}#THREADS`, `gsi1sk` =
 //! `{lastAtMillis:013}.{threadId}` (the tenant's threads list).
 //!
-//! Every key starts with the tenant, so one tenant can never address another's items.
+//! Every key a request names starts with the tenant, so one tenant can never address another's
+//! items (the retention marks and the sparse index's outbox shards are the sweeper's alone).
+//!
+//! Retention: every item of an ended run carries `expiresAt` (Unix seconds, the table's TTL):
+//! the commit that ends it stamps what it writes and marks the run, the sweeper's pass stamps
+//! the rest. Items of a run that works or waits carry none (a parked run never expires); thread
+//! items expire the deployment's retention after they are written.
 //!
 //! Every adapter is made from an [`AwsConnection`] (the environment's, or an
 //! emulator's); SDK clients are built inside this crate.

@@ -48,15 +48,18 @@ struct CountingStore(Arc<dyn RunStore>, Arc<CallCounter>);
 
 #[async_trait]
 impl RunLog for CountingStore {
-    async fn create_run(
+    async fn create_run_within(
         &self,
         state: &RunState,
         events: Vec<EventDraft>,
         outbox: Vec<StepMessage>,
         key: Option<&str>,
+        live_run_limit: Option<u64>,
     ) -> Result<CreateOutcome, StoreError> {
         self.1.add("store.create_run");
-        self.0.create_run(state, events, outbox, key).await
+        self.0
+            .create_run_within(state, events, outbox, key, live_run_limit)
+            .await
     }
 
     async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
@@ -149,6 +152,11 @@ impl OutboxStore for CountingStore {
 
 #[async_trait]
 impl RunQueries for CountingStore {
+    async fn live_runs(&self, tenant: &str) -> Result<u64, StoreError> {
+        self.1.add("store.live_runs");
+        self.0.live_runs(tenant).await
+    }
+
     async fn list_runs(
         &self,
         tenant: &str,

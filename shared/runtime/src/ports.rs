@@ -32,6 +32,11 @@ pub enum CreateOutcome {
     AlreadyExists {
         run_id: String,
     },
+    /// The tenant already has `live_runs` runs at work, its limit: nothing
+    /// was written (see [`RunLog::create_run_within`]).
+    LiveRunLimitReached {
+        live_runs: u64,
+    },
 }
 
 /// Result of claiming a node attempt.
@@ -61,6 +66,15 @@ pub struct NodeClaim<'a> {
 pub struct StepCommit {
     /// The commit applies only if the run is still at this version.
     pub expected_version: u64,
+    /// The run's status at `expected_version` (what the caller loaded):
+    /// a commit that moves the run into or out of work (queued, running)
+    /// moves the tenant's live-run counter in the same write. A store may
+    /// make the write conditional on it too.
+    pub previous_status: baton_core::run::RunStatus,
+    /// When the run's records may be deleted: set by the commit that ends
+    /// the run (now + the tenant's retention), `None` while it is at work
+    /// or parked (a run that waits never expires).
+    pub retain_until: Option<Instant>,
     pub state: RunState,
     /// Appended with contiguous sequence numbers.
     pub events: Vec<EventDraft>,
@@ -79,13 +93,31 @@ pub struct StepCommit {
 /// a person's input, a follower of a stream and an admission use.
 #[async_trait]
 pub trait RunLog: Send + Sync {
-    /// Persists a new run with its first events and outbox, atomically.
+    /// Persists a new run with its first events and outbox, atomically, with
+    /// no live-run limit (see [`RunLog::create_run_within`]).
     async fn create_run(
         &self,
         state: &RunState,
         events: Vec<EventDraft>,
         outbox: Vec<StepMessage>,
         idempotency_key: Option<&str>,
+    ) -> Result<CreateOutcome, StoreError> {
+        self.create_run_within(state, events, outbox, idempotency_key, None)
+            .await
+    }
+
+    /// Persists a new run with its first events and outbox, atomically. A
+    /// run created at work (queued, running) counts in its tenant's
+    /// live-run counter in the same write; with `live_run_limit`, the write
+    /// is conditional on the counter being below it
+    /// ([`CreateOutcome::LiveRunLimitReached`] otherwise, nothing written).
+    async fn create_run_within(
+        &self,
+        state: &RunState,
+        events: Vec<EventDraft>,
+        outbox: Vec<StepMessage>,
+        idempotency_key: Option<&str>,
+        live_run_limit: Option<u64>,
     ) -> Result<CreateOutcome, StoreError>;
 
     /// Strongly consistent read.
@@ -183,6 +215,10 @@ pub trait OutboxStore: Send + Sync {
 /// (runs awaiting a person, their tasks and pending requests).
 #[async_trait]
 pub trait RunQueries: Send + Sync {
+    /// The tenant's runs at work (queued or running), read from the counter
+    /// the commits keep: one read, whatever the tenant's history.
+    async fn live_runs(&self, tenant_id: &str) -> Result<u64, StoreError>;
+
     /// One page of the tenant's runs, newest first (`query.limit` at most,
     /// of `query.status` when given, older than `query.cursor` when given).
     async fn list_runs(
@@ -218,6 +254,34 @@ pub trait RunQueries: Send + Sync {
         let runs = self.runs_awaiting_human(tenant_id).await?;
         Ok(runs.iter().filter_map(pending_request).collect())
     }
+}
+
+/// What one batch of retention's work did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpiredRunsBatch {
+    /// Ended runs handled: deleted (SQLite, memory) or whose every item
+    /// now carries its expiry (DynamoDB, whose TTL deletes them).
+    pub runs: u64,
+    /// Rows or items deleted or stamped with them, the runs' own aside.
+    pub items: u64,
+    /// More wait for the next batch.
+    pub more: bool,
+}
+
+/// Retention's work a store does besides its commits, one bounded batch at
+/// a time (`baton gc`, `serve`'s interval, the `sweeper` function): the
+/// commit that ends a run stamps when it may go (`StepCommit::retain_until`),
+/// and this removes ended runs past it with everything of them. Never
+/// touches a run that works or waits.
+#[async_trait]
+pub trait RetentionUpkeep: Send + Sync {
+    /// At most `batch` ended runs whose retention passed before `now`.
+    async fn expire_ended_runs(
+        &self,
+        now: Instant,
+        batch: usize,
+    ) -> Result<ExpiredRunsBatch, StoreError>;
 }
 
 /// Durable run state, event log, node leases and outbox.

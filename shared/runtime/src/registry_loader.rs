@@ -128,6 +128,8 @@ impl RegistrySource for EmbeddedSource {
 const CHAT_FILE: &str = "chat.json";
 /// The model catalog: providers and models (optional).
 const MODEL_CATALOG_FILE: &str = "models.json";
+/// Per-tenant settings (optional).
+const TENANT_SETTINGS_FILE: &str = "tenants.json";
 
 fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
     let facet_documents: Vec<RegistryDocument> = source
@@ -199,6 +201,15 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
         registry
             .add_model_catalog_document(&RegistryDocument {
                 source_name: MODEL_CATALOG_FILE.into(),
+                text,
+            })
+            .map_err(RuntimeError::Registry)?;
+    }
+    if source.has_file(TENANT_SETTINGS_FILE) {
+        let text = source.text(TENANT_SETTINGS_FILE)?;
+        registry
+            .add_tenant_settings_document(&RegistryDocument {
+                source_name: TENANT_SETTINGS_FILE.into(),
                 text,
             })
             .map_err(RuntimeError::Registry)?;

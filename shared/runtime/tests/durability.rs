@@ -474,14 +474,17 @@ struct FlakyCommitStore {
 
 #[async_trait]
 impl RunLog for FlakyCommitStore {
-    async fn create_run(
+    async fn create_run_within(
         &self,
         state: &baton_core::run::RunState,
         events: Vec<baton_core::event::EventDraft>,
         outbox: Vec<baton_core::run::StepMessage>,
         key: Option<&str>,
+        live_run_limit: Option<u64>,
     ) -> Result<baton_runtime::ports::CreateOutcome, baton_runtime::error::StoreError> {
-        self.inner.create_run(state, events, outbox, key).await
+        self.inner
+            .create_run_within(state, events, outbox, key, live_run_limit)
+            .await
     }
 
     async fn load_run(
@@ -597,6 +600,10 @@ impl OutboxStore for FlakyCommitStore {
 
 #[async_trait]
 impl RunQueries for FlakyCommitStore {
+    async fn live_runs(&self, tenant: &str) -> Result<u64, baton_runtime::error::StoreError> {
+        self.inner.live_runs(tenant).await
+    }
+
     async fn list_runs(
         &self,
         tenant: &str,

@@ -171,3 +171,38 @@ async fn a_tenant_over_its_submissions_per_minute_waits_for_the_oldest_to_leave_
         Err(RuntimeError::TenantRateLimit { .. })
     ));
 }
+
+/// A tenant's retention in `registry/tenants.json` is laid over the
+/// deployment's; the commit that ends a run stamps it, a run that waits
+/// gets none.
+#[test]
+fn a_tenants_own_retention_wins_and_only_an_ended_run_expires() {
+    use baton_core::run::RunStatus;
+    let settings: baton_core::catalog::tenant_settings::TenantSettings =
+        serde_json::from_value(serde_json::json!({"tenants": {"team-a": {"retentionDays": 365}}}))
+            .unwrap();
+    let retention = baton_runtime::services::RunRetention {
+        every_tenant_days: 7,
+        ..Default::default()
+    }
+    .with_tenant_settings(&settings);
+    let now = baton_core::instant::Instant::from_unix_millis(1_767_225_600_000);
+    let day = std::time::Duration::from_secs(24 * 3600);
+    assert_eq!(
+        retention.retain_until("team-a", RunStatus::Completed, now),
+        Some(now.plus(day * 365))
+    );
+    assert_eq!(
+        retention.retain_until("team-b", RunStatus::Failed, now),
+        Some(now.plus(day * 7))
+    );
+    for waiting in [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::AwaitingHuman,
+        RunStatus::AwaitingHitl,
+        RunStatus::Paused,
+    ] {
+        assert_eq!(retention.retain_until("team-a", waiting, now), None);
+    }
+}

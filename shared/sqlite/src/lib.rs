@@ -8,7 +8,7 @@
 //!
 //! | table | key | columns |
 //! | --- | --- | --- |
-//! | `runs` | `tenant_id, run_id` | `state` (LZ4-compressed JSON, `state_column`; JSON text in files written before), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis`, `forked_from` (a fork's source run: the runs list's `forkedFrom`; the column is added on open to files written before it) |
+//! | `runs` | `tenant_id, run_id` | `state` (LZ4-compressed JSON, `state_column`; JSON text in files written before), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis`, `retain_until_millis` (set by the commit that ends the run: past it, `baton gc` and `serve` delete the run and everything of it), `forked_from` (a fork's source run: the runs list's `forkedFrom`; the column is added on open to files written before it) |
 //! | `idempotency` | `tenant_id, idempotency_key` | `run_id` |
 //! | `events` | `tenant_id, run_id, sequence` | `frame` (JSON) |
 //! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis`, `owner` (the claiming process's token: a lease of a dead process is void at once; the column is added on open to files written before it) |
@@ -16,6 +16,7 @@
 //! | `capabilities` | `tenant_id, capability_id` | `record` (JSON) |
 //! | `entries` | `tenant_id, run_id, entry_key` | `body` (JSON): what lives beside a run (conversation turns, judge calls), put by the commit that carries it (added without a version change, like `threads`) |
 //! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
+//! | `live_run_counters` | `tenant_id` | `live_runs`: the tenant's runs at work (queued, running), moved by the create and the commits that start and stop work, so the live-run limit is one read (set from `runs` on the first open that has the table) |
 //! | `thread_lanes` | `tenant_id, thread_id` | `lane` (JSON: the run answering, those queued, those cut short), `version` (each write conditional on it; added like `threads`) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` for commits (a committed
@@ -57,9 +58,9 @@ mod leases;
 #[cfg(test)]
 mod reads_beside_writes;
 mod rows;
-mod run_list_query;
 mod run_store;
 mod state_column;
+mod tenant_runs;
 mod threads;
 
 pub use run_store::RunSummary;
@@ -87,7 +88,7 @@ CREATE TABLE IF NOT EXISTS runs (
     created_at_millis INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, run_id)
 );
-CREATE INDEX IF NOT EXISTS runs_by_status ON runs (tenant_id, status);
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (tenant_id, status, created_at_millis, run_id);
 CREATE INDEX IF NOT EXISTS runs_by_creation ON runs (tenant_id, created_at_millis, run_id);
 CREATE TABLE IF NOT EXISTS idempotency (
     tenant_id TEXT NOT NULL,
@@ -143,6 +144,12 @@ CREATE TABLE IF NOT EXISTS threads (
     exchange TEXT NOT NULL,
     PRIMARY KEY (tenant_id, thread_id, run_id)
 );
+CREATE TABLE IF NOT EXISTS live_run_counters (
+    tenant_id TEXT NOT NULL PRIMARY KEY,
+    live_runs INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idempotency_by_run ON idempotency (tenant_id, run_id);
+CREATE INDEX IF NOT EXISTS threads_by_run ON threads (tenant_id, run_id);
 CREATE TABLE IF NOT EXISTS thread_lanes (
     tenant_id TEXT NOT NULL,
     thread_id TEXT NOT NULL,
@@ -223,6 +230,9 @@ impl SqliteStore {
         setup.execute_batch(SCHEMA).map_err(unavailable)?;
         add_lease_owner_column(&setup)?;
         add_forked_from_column(&setup)?;
+        add_retention_column(&setup)?;
+        index_runs_by_status_and_creation(&setup)?;
+        count_live_runs_once(&setup)?;
         setup
             .pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(unavailable)?;
@@ -313,6 +323,68 @@ fn add_forked_from_column(setup: &rusqlite::Transaction<'_>) -> Result<(), Store
              WHERE forked_from IS NOT NULL",
         )
         .map_err(unavailable)
+}
+
+/// Files written before retention lack `retain_until_millis` (when an
+/// ended run may be deleted): it is added (empty: runs ended before then
+/// are kept until a commit stamps them) with its partial index.
+fn add_retention_column(setup: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    let has_column = setup
+        .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'retain_until_millis'")
+        .and_then(|mut statement| statement.exists([]))
+        .map_err(unavailable)?;
+    if !has_column {
+        setup
+            .execute_batch("ALTER TABLE runs ADD COLUMN retain_until_millis INTEGER")
+            .map_err(unavailable)?;
+    }
+    setup
+        .execute_batch(
+            "CREATE INDEX IF NOT EXISTS runs_by_expiry ON runs (retain_until_millis) \
+             WHERE retain_until_millis IS NOT NULL",
+        )
+        .map_err(unavailable)
+}
+
+/// Files written before the status listing had its own index kept
+/// `runs_by_status` on `(tenant_id, status)` alone: it is rebuilt with the
+/// creation order, so a page of one status is read in order from the index.
+fn index_runs_by_status_and_creation(setup: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    let columns: i64 = setup
+        .query_row(
+            "SELECT COUNT(*) FROM pragma_index_info('runs_by_status')",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(unavailable)?;
+    if columns < 4 {
+        setup
+            .execute_batch(
+                "DROP INDEX IF EXISTS runs_by_status;
+                 CREATE INDEX runs_by_status ON runs (tenant_id, status, created_at_millis, run_id);",
+            )
+            .map_err(unavailable)?;
+    }
+    Ok(())
+}
+
+/// A file opened for the first time since the counters exist (the table is
+/// empty while runs are at work): the counters are set from the runs, once.
+fn count_live_runs_once(setup: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    let counted: bool = setup
+        .prepare("SELECT 1 FROM live_run_counters LIMIT 1")
+        .and_then(|mut statement| statement.exists([]))
+        .map_err(unavailable)?;
+    if !counted {
+        setup
+            .execute_batch(
+                "INSERT INTO live_run_counters (tenant_id, live_runs)
+                 SELECT tenant_id, COUNT(*) FROM runs WHERE status IN ('queued', 'running')
+                 GROUP BY tenant_id",
+            )
+            .map_err(unavailable)?;
+    }
+    Ok(())
 }
 
 /// Runs `step` again while SQLite answers "busy" (for up to five seconds).

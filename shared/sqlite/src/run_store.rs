@@ -134,12 +134,13 @@ impl SqliteStore {
 
 #[async_trait]
 impl RunLog for SqliteStore {
-    async fn create_run(
+    async fn create_run_within(
         &self,
         state: &RunState,
         events: Vec<EventDraft>,
         outbox: Vec<StepMessage>,
         idempotency_key: Option<&str>,
+        live_run_limit: Option<u64>,
     ) -> Result<CreateOutcome, StoreError> {
         let state = state.clone();
         let state_json = encode_state(&state)?;
@@ -162,6 +163,16 @@ impl RunLog for SqliteStore {
                 if let Some(run_id) = existing {
                     return Ok(CreateOutcome::AlreadyExists { run_id });
                 }
+            }
+            if state.status.is_at_work()
+                && let Some(limit) = live_run_limit
+            {
+                let live_runs = crate::tenant_runs::live_runs_of(&transaction, &state.tenant_id)?;
+                if live_runs >= limit {
+                    return Ok(CreateOutcome::LiveRunLimitReached { live_runs });
+                }
+            }
+            if let Some(key) = &key {
                 transaction
                     .prepare_cached("INSERT INTO idempotency (tenant_id, idempotency_key, run_id) VALUES (?1, ?2, ?3)")
                 .map_err(unavailable)?
@@ -186,6 +197,12 @@ impl RunLog for SqliteStore {
                 .map_err(unavailable)?;
             append(&transaction, &state.tenant_id, &state.run_id, events)?;
             write_outbox(&transaction, &outbox, now)?;
+            crate::tenant_runs::count_live_run_change(
+                &transaction,
+                &state.tenant_id,
+                None,
+                state.status,
+            )?;
             transaction.commit().map_err(unavailable)?;
             Ok(CreateOutcome::Created)
         })
@@ -230,20 +247,36 @@ impl RunLog for SqliteStore {
             Durability::Fsynced,
             move |transaction: &rusqlite::Connection| {
                 let expected = as_i64(commit.expected_version);
-                let changed = transaction
+                // The status the commit leaves, read in its transaction:
+                // the live-run counter moves by what it was, not by what
+                // the caller believed.
+                let status_before: Option<String> = transaction
                     .prepare_cached(
-                        "UPDATE runs SET state = ?3, status = ?4, version = version + 1
-                     WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?5",
+                        "SELECT status FROM runs WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?3",
                     )
                     .map_err(unavailable)?
-                    .execute(params![
-                        tenant_id,
-                        run_id,
-                        state_json,
-                        commit.state.status.as_str(),
-                        expected
-                    ])
+                    .query_row(params![tenant_id, run_id, expected], |row| row.get(0))
+                    .optional()
                     .map_err(unavailable)?;
+                let changed = match &status_before {
+                    None => 0,
+                    Some(_) => transaction
+                        .prepare_cached(
+                            "UPDATE runs SET state = ?3, status = ?4, version = version + 1,
+                                retain_until_millis = ?6
+                             WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?5",
+                        )
+                        .map_err(unavailable)?
+                        .execute(params![
+                            tenant_id,
+                            run_id,
+                            state_json,
+                            commit.state.status.as_str(),
+                            expected,
+                            commit.retain_until.map(millis)
+                        ])
+                        .map_err(unavailable)?,
+                };
                 if changed == 0 {
                     let exists: Option<i64> = transaction
                         .prepare_cached(
@@ -269,6 +302,14 @@ impl RunLog for SqliteStore {
                 )?;
                 write_outbox(transaction, &commit.outbox, now)?;
                 crate::entries::write_entries(transaction, &tenant_id, &run_id, &commit.entries)?;
+                crate::tenant_runs::count_live_run_change(
+                    transaction,
+                    &tenant_id,
+                    status_before
+                        .as_deref()
+                        .and_then(baton_core::run::RunStatus::parse),
+                    commit.state.status,
+                )?;
                 Ok(Grouped::Keep(commit.expected_version + 1))
             },
         )
@@ -426,6 +467,10 @@ impl OutboxStore for SqliteStore {
 
 #[async_trait]
 impl RunQueries for SqliteStore {
+    async fn live_runs(&self, tenant_id: &str) -> Result<u64, StoreError> {
+        self.read_live_runs(tenant_id).await
+    }
+
     async fn list_runs(
         &self,
         tenant_id: &str,

@@ -7,12 +7,14 @@ mod directory;
 mod entries;
 mod held;
 mod large;
+mod retention;
 mod run_list;
 mod settled;
 mod threads;
 
 pub use directory::capability_directory_conformance;
 pub use large::incompressible_text;
+pub use retention::{RetentionCase, retention_conformance};
 pub use threads::thread_store_conformance;
 
 use std::sync::Arc;
@@ -80,8 +82,10 @@ fn log(message: &str) -> EventDraft {
     baton_core::frames::log(&baton_core::frames::FrameStamp::new(NOW, 0), message)
 }
 
+/// A commit on `expected_version`, where the run was `previous_status`.
 fn commit(
     expected_version: u64,
+    previous_status: RunStatus,
     state: RunState,
     events: Vec<EventDraft>,
     outbox: Vec<StepMessage>,
@@ -89,6 +93,9 @@ fn commit(
 ) -> StepCommit {
     StepCommit {
         expected_version,
+        previous_status,
+        // Kept for ever: the retention case sets its own.
+        retain_until: None,
         state,
         events,
         outbox,
@@ -227,6 +234,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
             RunKey::new(&tenant, &run_id),
             commit(
                 7,
+                RunStatus::Queued,
                 next.clone(),
                 vec![log("loser")],
                 vec![],
@@ -260,6 +268,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
             RunKey::new(&tenant, &run_id),
             commit(
                 1,
+                RunStatus::Queued,
                 next,
                 vec![log("a"), log("b")],
                 vec![message.clone()],
@@ -347,6 +356,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
             RunKey::new(&tenant, &run_id),
             commit(
                 2,
+                reloaded.state.status,
                 reloaded.state.clone(),
                 vec![log("c")],
                 vec![follow_up.clone()],

@@ -119,13 +119,15 @@ impl StepQueue for FailingSendQueue {
 /// A store that throttles: once armed, its next `n` calls fail with a
 /// retryable `StoreError::Unavailable` (what DynamoDB's throttling and a
 /// timed-out call become) before reaching the wrapped store; then it passes
-/// everything through. Counts the calls it failed. Armed with
+/// everything through. Counts the calls it failed, and every call it saw
+/// (the store calls a use case makes: the tenant history bench). Armed with
 /// [`ThrottlingStore::corrupt_next`] instead, the calls fail for good
 /// (`StoreError::Corrupt`, not retryable).
 pub struct ThrottlingStore {
     inner: Arc<dyn baton_runtime::ports::RunStore>,
     failures_left: AtomicUsize,
     failed: AtomicUsize,
+    seen: AtomicUsize,
     failing_for_good: std::sync::atomic::AtomicBool,
 }
 
@@ -135,6 +137,7 @@ impl ThrottlingStore {
             inner,
             failures_left: AtomicUsize::new(0),
             failed: AtomicUsize::new(0),
+            seen: AtomicUsize::new(0),
             failing_for_good: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -156,7 +159,13 @@ impl ThrottlingStore {
         self.failed.load(Ordering::SeqCst)
     }
 
+    /// How many calls reached it so far (failed or passed on).
+    pub fn calls_seen(&self) -> usize {
+        self.seen.load(Ordering::SeqCst)
+    }
+
     fn throttled(&self) -> Result<(), baton_runtime::error::StoreError> {
+        self.seen.fetch_add(1, Ordering::SeqCst);
         let fail = self
             .failures_left
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |left| {
@@ -180,16 +189,17 @@ impl ThrottlingStore {
 
 #[async_trait]
 impl baton_runtime::ports::RunLog for ThrottlingStore {
-    async fn create_run(
+    async fn create_run_within(
         &self,
         state: &baton_core::run::RunState,
         events: Vec<baton_core::event::EventDraft>,
         outbox: Vec<StepMessage>,
         idempotency_key: Option<&str>,
+        live_run_limit: Option<u64>,
     ) -> Result<baton_runtime::ports::CreateOutcome, baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner
-            .create_run(state, events, outbox, idempotency_key)
+            .create_run_within(state, events, outbox, idempotency_key, live_run_limit)
             .await
     }
 
@@ -305,6 +315,11 @@ impl baton_runtime::ports::OutboxStore for ThrottlingStore {
 
 #[async_trait]
 impl baton_runtime::ports::RunQueries for ThrottlingStore {
+    async fn live_runs(&self, tenant_id: &str) -> Result<u64, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.live_runs(tenant_id).await
+    }
+
     async fn list_runs(
         &self,
         tenant_id: &str,

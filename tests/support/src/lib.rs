@@ -33,6 +33,7 @@ pub mod lambda_runtime;
 pub mod mcp_server;
 pub mod otlp_receiver;
 pub mod schema_shaped_model;
+pub mod tenant_history;
 
 pub use schema_shaped_model::SchemaShapedModel;
 

@@ -113,13 +113,19 @@ impl DynamoRunStore {
         pk: &str,
         last_sequence: u64,
         correlation_id: &str,
+        idempotency_key: Option<&str>,
     ) -> Result<TransactWriteItem, StoreError> {
-        let item = Item::from([
+        let mut item = Item::from([
             ("pk".to_string(), s(pk)),
             ("sk".to_string(), s(SEQUENCE_SK)),
             ("nextSeq".to_string(), n(last_sequence)),
             ("correlationId".to_string(), s(correlation_id)),
         ]);
+        // Kept for retention's pass, which stamps the key's item with the
+        // run's expiry (`retention_stamps`).
+        if let Some(key) = idempotency_key {
+            item.insert("idempotencyKey".to_string(), s(key));
+        }
         put(&self.table, item, Some("attribute_not_exists(pk)"))
     }
 
@@ -168,8 +174,8 @@ impl DynamoRunStore {
         run_id: &str,
         correlation_id: &str,
         drafts: Vec<EventDraft>,
+        expires: Option<&AttributeValue>,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
-        let expires = self.expires_at();
         let mut items = Vec::with_capacity(drafts.len());
         for (offset, draft) in drafts.into_iter().enumerate() {
             let sequence = first_sequence + offset as u64;
@@ -179,8 +185,10 @@ impl DynamoRunStore {
             let mut item = Item::from([
                 ("pk".to_string(), s(pk)),
                 ("sk".to_string(), s(event_sk(sequence))),
-                ("expiresAt".to_string(), expires.clone()),
             ]);
+            if let Some(expires) = expires {
+                item.insert("expiresAt".to_string(), expires.clone());
+            }
             if text.len() <= large_items::PART_BYTES {
                 item.insert("frame".to_string(), s(text));
                 items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
@@ -202,7 +210,7 @@ impl DynamoRunStore {
                 &parts,
                 |index| large_items::frame_part_sk(sequence, index),
                 None,
-                &expires,
+                expires,
             )?);
         }
         Ok(items)
@@ -279,6 +287,7 @@ impl DynamoRunStore {
                 run_id,
                 &known.correlation_id,
                 events.clone(),
+                None,
             )?);
             items.push(sequence_bump);
             crate::dynamodb::store::within_one_transaction(&items, run_id)?;

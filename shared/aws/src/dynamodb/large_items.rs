@@ -101,7 +101,7 @@ pub(crate) fn part_items(
     parts: &[Blob],
     sort_key_of: impl Fn(usize) -> String,
     version: Option<u64>,
-    expires_at: &AttributeValue,
+    expires_at: Option<&AttributeValue>,
 ) -> Result<Vec<TransactWriteItem>, StoreError> {
     parts
         .iter()
@@ -112,8 +112,10 @@ pub(crate) fn part_items(
                 ("pk".to_string(), s(pk)),
                 ("sk".to_string(), s(sort_key_of(index))),
                 ("part".to_string(), AttributeValue::B(part.clone())),
-                ("expiresAt".to_string(), expires_at.clone()),
             ]);
+            if let Some(expires_at) = expires_at {
+                item.insert("expiresAt".to_string(), expires_at.clone());
+            }
             if let Some(version) = version {
                 item.insert("version".to_string(), n(version));
             }

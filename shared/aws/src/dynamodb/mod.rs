@@ -1,7 +1,8 @@
 //! The DynamoDB adapters, on one table (the key schema is in the crate's
 //! docs): the run store's struct and layout (`store`), the `RunStore`
 //! (`run_store`) built from its parts (the event log, leases and open items,
-//! the outbox, run entries, the runs list, large items split into parts,
+//! the outbox, run entries, the runs list (by status too), the
+//! live-run counter, retention's expiry stamps, large items split into parts,
 //! the state codec), the capability directory and the thread store (chat
 //! exchanges, lanes and summaries), and the table's creation for local
 //! stacks and tests (`table_setup`).
@@ -10,8 +11,11 @@ mod attributes;
 pub mod capability_directory;
 mod event_log;
 pub mod large_items;
+mod lease_items;
+mod live_counter_items;
 mod open_items;
 mod outbox_items;
+mod retention_stamps;
 mod run_entries;
 mod run_listing;
 mod run_store;

@@ -6,11 +6,15 @@
 //! pk = T#{tenant}#TASKS   sk = {capabilityId}#{runCreatedAt}#{taskId}   task    = HumanTask JSON
 //! pk = T#{tenant}#HITL    sk = {runCreatedAt}#{requestId}               request = PendingRequest JSON
 //! pk = T#{tenant}#RUNS    sk = {runCreatedAt ms, 13 digits}.{runId}     listing = RunListing JSON
+//! pk = T#{tenant}#RUNS#{status}   sk = (the same)                       listing = RunListing JSON
 //! ```
 //!
-//! Every run implies its listing (the runs list, newest first); the
-//! listing changes only with the run's status, so most commits rewrite
-//! nothing of it.
+//! Every run implies its listing twice: in the runs list (newest first)
+//! and in the list of its status, so `GET /runs?status=` is one `Query` of
+//! that status's partition, whatever else the tenant has. The listing
+//! changes only with the run's status, so most commits rewrite nothing of
+//! it; a status change moves the second item. The commit that ends a run
+//! stamps every item it puts with the run's expiry (`expiresAt`).
 //!
 //! They are written in the commit's transaction, from the committed state,
 //! so they never disagree with the run item: the items the state implies
@@ -21,7 +25,7 @@
 //! still implied.
 
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use baton_core::run::RunState;
+use baton_core::run::{RunState, RunStatus};
 use baton_core::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
 use baton_runtime::error::StoreError;
 
@@ -31,7 +35,7 @@ use crate::dynamodb::store::{DynamoRunStore, OpenItems, s, sdk_failure, unavaila
 fn body_attribute(pk: &str) -> &'static str {
     if pk.ends_with("#TASKS") {
         "task"
-    } else if pk.ends_with("#RUNS") {
+    } else if pk.contains("#RUNS") {
         "listing"
     } else {
         "request"
@@ -50,6 +54,11 @@ pub(crate) fn runs_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#RUNS")
 }
 
+/// The partition of the tenant's runs of one status.
+pub(crate) fn runs_by_status_pk(tenant_id: &str, status: RunStatus) -> String {
+    format!("T#{tenant_id}#RUNS#{}", status.as_str())
+}
+
 fn task_sk(state: &RunState, capability_id: &str, task_id: &str) -> String {
     format!("{capability_id}#{}#{task_id}", state.created_at.rfc3339())
 }
@@ -63,6 +72,13 @@ pub(crate) fn open_items(state: &RunState) -> OpenItems {
     let mut items = OpenItems::new();
     let listing = baton_core::listing::RunListing::of(state);
     if let Ok(body) = serde_json::to_string(&listing) {
+        items.insert(
+            (
+                runs_by_status_pk(&state.tenant_id, state.status),
+                listing.ordering_key(),
+            ),
+            body.clone(),
+        );
         items.insert((runs_pk(&state.tenant_id), listing.ordering_key()), body);
     }
     for task in human_tasks(state) {
@@ -90,11 +106,14 @@ pub(crate) fn open_items(state: &RunState) -> OpenItems {
     items
 }
 
-/// Every key `state`'s run could have had: its plan's human nodes and the
-/// requests issued so far (the fallback when the previous items are not
-/// remembered).
-fn every_possible_key(state: &RunState) -> Vec<(String, String)> {
-    let mut keys = Vec::new();
+/// Every key `state`'s run could have had: its plan's human nodes, the
+/// requests issued so far and its listing under `previous_status` (the
+/// fallback when the previous items are not remembered).
+fn every_possible_key(state: &RunState, previous_status: RunStatus) -> Vec<(String, String)> {
+    let mut keys = vec![(
+        runs_by_status_pk(&state.tenant_id, previous_status),
+        baton_core::listing::ordering_key(&state.created_at.rfc3339(), &state.run_id),
+    )];
     if let Some(plan) = &state.plan {
         for node in &plan.nodes {
             if node.agent_type() == baton_core::capability::AgentType::Human {
@@ -122,13 +141,17 @@ impl DynamoRunStore {
             .insert(run_pk.to_string(), (version, items));
     }
 
-    /// The writes that bring the items from `expected_version`'s to `next`'s.
+    /// The writes that bring the items from `expected_version`'s (the run
+    /// then `previous_status`) to `next`'s; with `expires`, every item is
+    /// put again carrying it (the commit that ends the run).
     pub(crate) fn open_item_writes(
         &self,
         run_pk: &str,
         expected_version: u64,
         next: &OpenItems,
         state: &RunState,
+        previous_status: RunStatus,
+        expires: Option<&aws_sdk_dynamodb::types::AttributeValue>,
     ) -> Result<Vec<TransactWriteItem>, StoreError> {
         let previous = self
             .known_open_items
@@ -140,22 +163,24 @@ impl DynamoRunStore {
             let unchanged = previous
                 .as_ref()
                 .is_some_and(|items| items.get(&(pk.clone(), sk.clone())) == Some(body));
-            if unchanged {
+            if unchanged && expires.is_none() {
                 continue;
             }
             let attribute = body_attribute(pk);
-            let put = Put::builder()
+            let mut put = Put::builder()
                 .table_name(&self.table)
                 .item("pk", s(pk))
                 .item("sk", s(sk))
-                .item(attribute, s(body))
-                .build()
-                .map_err(unavailable)?;
+                .item(attribute, s(body));
+            if let Some(expires) = expires {
+                put = put.item("expiresAt", expires.clone());
+            }
+            let put = put.build().map_err(unavailable)?;
             writes.push(TransactWriteItem::builder().put(put).build());
         }
         let stale_keys: Vec<(String, String)> = match previous {
             Some(items) => items.into_keys().collect(),
-            None => every_possible_key(state),
+            None => every_possible_key(state, previous_status),
         };
         for (pk, sk) in stale_keys {
             if next.contains_key(&(pk.clone(), sk.clone())) {

@@ -41,7 +41,6 @@ impl DynamoRunStore {
                     ("sk".to_string(), s(format!("OUT#{}", message.message_id))),
                     ("message".to_string(), s(text)),
                     ("sent".to_string(), AttributeValue::Bool(false)),
-                    ("expiresAt".to_string(), self.expires_at()),
                     (
                         "gsi1pk".to_string(),
                         s(pending_outbox_shard(&message.run_id)),

@@ -32,7 +32,6 @@ impl DynamoRunStore {
                         "body".to_string(),
                         encode_compressed(entry, &format!("entry {}", entry.key))?,
                     ),
-                    ("expiresAt".to_string(), self.expires_at()),
                 ]);
                 put(&self.table, item, None)
             })

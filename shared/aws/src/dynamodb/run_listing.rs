@@ -1,7 +1,9 @@
 //! The runs list on DynamoDB: one `Query` of the tenant's listing items
-//! (`T#{tenant}#RUNS`, see `open_items`), newest first, starting after the
-//! cursor's key. A status filter is applied to what the pages return, so
-//! a page may take more than one `Query` when few runs match.
+//! (`T#{tenant}#RUNS`, see `open_items`), or of one status's
+//! (`T#{tenant}#RUNS#{status}`) when the query names a status, newest
+//! first, starting after the cursor's key: a page costs the same whatever
+//! the tenant's history. Listings past their retention are left out. Only
+//! the forks filter is applied to what the pages return.
 
 use std::collections::HashMap;
 
@@ -17,7 +19,10 @@ impl DynamoRunStore {
         tenant_id: &str,
         query: &RunListQuery,
     ) -> Result<RunListPage, StoreError> {
-        let pk = crate::dynamodb::open_items::runs_pk(tenant_id);
+        let pk = match query.status {
+            Some(status) => crate::dynamodb::open_items::runs_by_status_pk(tenant_id, status),
+            None => crate::dynamodb::open_items::runs_pk(tenant_id),
+        };
         let wanted = query.limit + 1;
         let mut listed = Vec::new();
         let mut start: Option<HashMap<String, AttributeValue>> =
@@ -43,6 +48,9 @@ impl DynamoRunStore {
                 .await
                 .map_err(sdk_failure)?;
             for item in output.items() {
+                if self.has_expired(item) {
+                    continue;
+                }
                 let body = crate::dynamodb::attributes::read_text(item, "listing")?;
                 let listing: RunListing = serde_json::from_str(body)
                     .map_err(|error| StoreError::Corrupt(format!("listing item: {error}")))?;

@@ -1,4 +1,5 @@
-//! The DynamoDB run store: its parts put together as the `RunStore`.
+//! The DynamoDB run store: its parts put together as the `RunStore` (the
+//! node leases are `lease_items`).
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
@@ -16,19 +17,17 @@ pub(crate) use crate::dynamodb::store::{
     Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, awaiting_human_key, cancellation_codes, event_sk, n, put,
     read_number, read_text, run_pk, s, sdk_failure, unavailable, within_one_transaction,
 };
-use baton_runtime::ports::{
-    ClaimOutcome, CreateOutcome, NodeClaim, NodeLeases, OutboxStore, RunLog, RunQueries,
-    StepCommit, StoredRun,
-};
+use baton_runtime::ports::{CreateOutcome, OutboxStore, RunLog, RunQueries, StepCommit, StoredRun};
 
 #[async_trait]
 impl RunLog for DynamoRunStore {
-    async fn create_run(
+    async fn create_run_within(
         &self,
         state: &RunState,
         events: Vec<EventDraft>,
         outbox: Vec<StepMessage>,
         idempotency_key: Option<&str>,
+        live_run_limit: Option<u64>,
     ) -> Result<CreateOutcome, StoreError> {
         let pk = run_pk(&state.tenant_id, &state.run_id);
         let mut items = Vec::new();
@@ -43,6 +42,11 @@ impl RunLog for DynamoRunStore {
             ]);
             items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
         }
+        // Second: its failed condition is the live-run limit.
+        let counter_index = items.len();
+        let counted = self.live_run_change(&state.tenant_id, None, state.status, live_run_limit)?;
+        let counts = counted.is_some();
+        items.extend(counted);
         let state_parts = encode_state_parts(state)?;
         let run_item = Item::from([
             ("pk".to_string(), s(&pk)),
@@ -67,12 +71,24 @@ impl RunLog for DynamoRunStore {
             &state_parts,
             large_items::state_part_sk,
             Some(1),
-            &self.expires_at(),
+            None,
         )?);
-        items.push(self.new_sequence_item(&pk, events.len() as u64, &state.correlation_id)?);
+        items.push(self.new_sequence_item(
+            &pk,
+            events.len() as u64,
+            &state.correlation_id,
+            idempotency_key,
+        )?);
         let open_items = crate::dynamodb::open_items::open_items(state);
-        items.extend(self.open_item_writes(&pk, 0, &open_items, state)?);
-        items.extend(self.event_items(&pk, 1, &state.run_id, &state.correlation_id, events)?);
+        items.extend(self.open_item_writes(&pk, 0, &open_items, state, state.status, None)?);
+        items.extend(self.event_items(
+            &pk,
+            1,
+            &state.run_id,
+            &state.correlation_id,
+            events,
+            None,
+        )?);
         items.extend(self.outbox_items(&outbox)?);
         within_one_transaction(&items, &state.run_id)?;
         large_items::within_transaction_bytes(&items, &state.run_id)?;
@@ -88,13 +104,20 @@ impl RunLog for DynamoRunStore {
                 Ok(CreateOutcome::Created)
             }
             Err(error) => {
-                let idempotency_clash = idempotency_key.is_some()
-                    && cancellation_codes(&error).is_some_and(|codes| {
+                let failed_at = |index: usize| {
+                    cancellation_codes(&error).is_some_and(|codes| {
                         codes
-                            .first()
+                            .get(index)
                             .is_some_and(|code| code == "ConditionalCheckFailed")
-                    });
+                    })
+                };
+                let idempotency_clash = idempotency_key.is_some() && failed_at(0);
                 if !idempotency_clash {
+                    if counts && failed_at(counter_index) {
+                        return Ok(CreateOutcome::LiveRunLimitReached {
+                            live_runs: self.read_live_runs(&state.tenant_id).await?,
+                        });
+                    }
                     return Err(sdk_failure(error));
                 }
                 let key = idempotency_key.unwrap_or_default();
@@ -137,6 +160,10 @@ impl RunLog for DynamoRunStore {
             let Some(run_item) = item_with(RUN_SK) else {
                 return Ok(None);
             };
+            // Past its retention, the run is gone (DynamoDB deletes it soon).
+            if self.has_expired(run_item) {
+                return Ok(None);
+            }
             let sequence_item = item_with(SEQUENCE_SK).ok_or_else(|| {
                 StoreError::Corrupt(format!(
                     "run {run_id} has no sequence item (`{SEQUENCE_SK}`)"
@@ -192,6 +219,10 @@ impl RunLog for DynamoRunStore {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let pk = run_pk(tenant_id, run_id);
         let expected_version = commit.expected_version;
+        // The commit that ends the run stamps what it writes with the
+        // run's expiry, and marks the run for the pass that stamps the rest
+        // (`retention_stamps`).
+        let expires = commit.retain_until.map(crate::dynamodb::store::ttl_seconds);
         let state_parts = encode_state_parts(&commit.state)?;
         let encoded_state = AttributeValue::B(state_parts[0].clone());
         let part_writes = large_items::part_items(
@@ -200,13 +231,33 @@ impl RunLog for DynamoRunStore {
             &state_parts,
             large_items::state_part_sk,
             Some(expected_version + 1),
-            &self.expires_at(),
+            expires.as_ref(),
         )?;
         let count = commit.events.len() as u64;
         let entry_items = self.entry_items(&pk, &commit.entries)?;
         let next_open_items = crate::dynamodb::open_items::open_items(&commit.state);
-        let open_item_writes =
-            self.open_item_writes(&pk, expected_version, &next_open_items, &commit.state)?;
+        let open_item_writes = self.open_item_writes(
+            &pk,
+            expected_version,
+            &next_open_items,
+            &commit.state,
+            commit.previous_status,
+            expires.as_ref(),
+        )?;
+        let counter_move = self.live_run_change(
+            tenant_id,
+            Some(commit.previous_status),
+            commit.state.status,
+            None,
+        )?;
+        // Ended: the pass stamps the rest. Taken up again after it ended (a
+        // revision): the pass lifts what it stamped.
+        let retention_mark =
+            if commit.retain_until.is_some() || commit.previous_status.is_terminal() {
+                Some(self.retention_mark(tenant_id, &pk, commit.retain_until)?)
+            } else {
+                None
+            };
         let mut stale = false;
         for _ in 0..SEQUENCE_RETRY_ROUNDS {
             let seen = self.sequence_for_write(&pk, stale).await?.last_sequence;
@@ -225,6 +276,9 @@ impl RunLog for DynamoRunStore {
                 ("status".to_string(), s(commit.state.status.as_str())),
                 ("correlationId".to_string(), s(&commit.state.correlation_id)),
             ]);
+            if let Some(expires) = &expires {
+                run_item.insert("expiresAt".to_string(), expires.clone());
+            }
             // A run waiting for a person is listed in the sparse index under its tenant.
             if commit.state.status.awaits_people() {
                 run_item.insert("gsi1pk".to_string(), s(awaiting_human_key(tenant_id)));
@@ -238,8 +292,15 @@ impl RunLog for DynamoRunStore {
                     Put::builder()
                         .table_name(&self.table)
                         .set_item(Some(run_item))
-                        .condition_expression("version = :version")
+                        // On the status read too: the live-run counter
+                        // moves by it.
+                        .condition_expression("version = :version AND #status = :previous")
+                        .expression_attribute_names("#status", "status")
                         .expression_attribute_values(":version", n(expected_version))
+                        .expression_attribute_values(
+                            ":previous",
+                            s(commit.previous_status.as_str()),
+                        )
                         .build()
                         .map_err(unavailable)?,
                 )
@@ -250,8 +311,11 @@ impl RunLog for DynamoRunStore {
                 run_id,
                 &commit.state.correlation_id,
                 commit.events.clone(),
+                expires.as_ref(),
             )?;
             items.extend(self.outbox_items(&commit.outbox)?);
+            items.extend(counter_move.iter().cloned());
+            items.extend(retention_mark.iter().cloned());
             items.extend(entry_items.iter().cloned());
             if let Some(message_id) = &commit.consumed_message_id {
                 items.push(self.consume_outbox_entry(&pk, message_id)?);
@@ -378,128 +442,6 @@ impl RunLog for DynamoRunStore {
 }
 
 #[async_trait]
-impl NodeLeases for DynamoRunStore {
-    async fn claim_node(
-        &self,
-        key: RunKey<'_>,
-        claim: NodeClaim<'_>,
-        events_on_claim: Vec<EventDraft>,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let pk = run_pk(tenant_id, run_id);
-        let lease_sk = format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt);
-        let lease = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(Item::from([
-                ("pk".to_string(), s(&pk)),
-                ("sk".to_string(), s(&lease_sk)),
-                ("claimant".to_string(), s(claim.worker_id)),
-                (
-                    "leaseExpiresAt".to_string(),
-                    n(claim.lease_expires_at.unix_millis()),
-                ),
-                ("expiresAt".to_string(), self.expires_at()),
-            ])))
-            .condition_expression(
-                "attribute_not_exists(pk) OR leaseExpiresAt < :now OR claimant = :me",
-            )
-            .expression_attribute_values(":now", n(claim.now.unix_millis()))
-            .expression_attribute_values(":me", s(claim.worker_id))
-            .build()
-            .map_err(unavailable)?;
-        let leading = vec![TransactWriteItem::builder().put(lease).build()];
-        match self
-            .append_with(tenant_id, run_id, events_on_claim, leading)
-            .await?
-        {
-            Some(_) => Ok(ClaimOutcome::Claimed),
-            None => {
-                let held = self
-                    .client
-                    .get_item()
-                    .table_name(&self.table)
-                    .key("pk", s(&pk))
-                    .key("sk", s(&lease_sk))
-                    .consistent_read(true)
-                    .send()
-                    .await
-                    .map_err(sdk_failure)?;
-                let expires = held
-                    .item
-                    .as_ref()
-                    .map(|item| read_number(item, "leaseExpiresAt"))
-                    .transpose()?
-                    .unwrap_or(claim.now.unix_millis());
-                Ok(ClaimOutcome::HeldByOther {
-                    lease_expires_at: Instant::from_unix_millis(expires),
-                })
-            }
-        }
-    }
-
-    async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let renewed = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key("pk", s(run_pk(tenant_id, run_id)))
-            .key(
-                "sk",
-                s(format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt)),
-            )
-            .update_expression("SET leaseExpiresAt = :until")
-            .condition_expression("claimant = :me")
-            .expression_attribute_values(":until", n(claim.lease_expires_at.unix_millis()))
-            .expression_attribute_values(":me", s(claim.worker_id))
-            .send()
-            .await;
-        match renewed {
-            Ok(_) => Ok(true),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
-            {
-                Ok(false)
-            }
-            Err(error) => Err(sdk_failure(error)),
-        }
-    }
-
-    async fn release_claim(
-        &self,
-        key: RunKey<'_>,
-        node_id: &str,
-        attempt: u32,
-        claimant: &str,
-    ) -> Result<(), StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let released = self
-            .client
-            .delete_item()
-            .table_name(&self.table)
-            .key("pk", s(run_pk(tenant_id, run_id)))
-            .key("sk", s(format!("LEASE#{node_id}#{attempt:06}")))
-            .condition_expression("claimant = :me")
-            .expression_attribute_values(":me", s(claimant))
-            .send()
-            .await;
-        match released {
-            Ok(_) => Ok(()),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
-            {
-                Ok(())
-            }
-            Err(error) => Err(sdk_failure(error)),
-        }
-    }
-}
-
-#[async_trait]
 impl OutboxStore for DynamoRunStore {
     async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
@@ -527,6 +469,10 @@ impl OutboxStore for DynamoRunStore {
 
 #[async_trait]
 impl RunQueries for DynamoRunStore {
+    async fn live_runs(&self, tenant_id: &str) -> Result<u64, StoreError> {
+        self.read_live_runs(tenant_id).await
+    }
+
     async fn runs_awaiting_human(&self, tenant_id: &str) -> Result<Vec<RunState>, StoreError> {
         self.query_runs_awaiting_human(tenant_id).await
     }

@@ -29,9 +29,6 @@ pub(crate) fn awaiting_human_key(tenant_id: &str) -> String {
     format!("T#{tenant_id}#AWAITING_HUMAN")
 }
 
-/// Events, leases and leftover outbox entries live this long after they
-/// are written (DynamoDB TTL).
-const RETENTION_SECONDS: u64 = 30 * 24 * 3600;
 /// The most actions DynamoDB takes in one `TransactWriteItems`.
 pub(crate) const MAX_TRANSACTION_ACTIONS: usize = 100;
 
@@ -77,6 +74,9 @@ pub struct DynamoRunStore {
     pub(crate) known_sequences: Arc<quick_cache::sync::Cache<String, KnownSequence>>,
     /// The task and request items each run's remembered version implies.
     pub(crate) known_open_items: Arc<KnownOpenItems>,
+    /// How long thread items live after they are written, by tenant (a
+    /// run's own items carry the `retain_until` of the commit that ends it).
+    pub(crate) retention: baton_runtime::services::RunRetention,
 }
 
 impl DynamoRunStore {
@@ -92,11 +92,30 @@ impl DynamoRunStore {
             clock: Arc::new(SystemClock),
             known_sequences: Arc::new(quick_cache::sync::Cache::new(REMEMBERED_RUNS)),
             known_open_items: Arc::new(quick_cache::sync::Cache::new(REMEMBERED_RUNS)),
+            retention: baton_runtime::services::RunRetention::default(),
         }
     }
 
-    pub(crate) fn expires_at(&self) -> AttributeValue {
-        n(self.clock.now().unix_millis() / 1000 + RETENTION_SECONDS)
+    /// The same store keeping thread items as long as `retention` says.
+    pub fn with_retention(mut self, retention: baton_runtime::services::RunRetention) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// A thread item's expiry (DynamoDB TTL, Unix seconds): the tenant's
+    /// retention from now (an exchange is written when its run answers).
+    pub(crate) fn thread_expires_at(&self, tenant_id: &str) -> AttributeValue {
+        n(self.clock.now().unix_millis() / 1000 + self.retention.of(tenant_id).as_secs())
+    }
+
+    /// Whether an item whose `expiresAt` is `item`'s has expired by now:
+    /// DynamoDB deletes expired items within days, and reads must not see
+    /// them meanwhile.
+    pub(crate) fn has_expired(&self, item: &Item) -> bool {
+        item.get("expiresAt")
+            .and_then(|value| value.as_n().ok())
+            .and_then(|text| text.parse::<u64>().ok())
+            .is_some_and(|seconds| seconds <= self.clock.now().unix_millis() / 1000)
     }
 
     /// Every item `query` finds, page after page (a page holds 1 MB at
@@ -139,6 +158,11 @@ pub(crate) struct KnownSequence {
     /// The last commit wrote the run's terminal frame: appends outside a
     /// commit (streamed deltas, warnings) are dropped from then on.
     pub(crate) settled: bool,
+}
+
+/// An expiry as DynamoDB's TTL reads it (Unix seconds).
+pub(crate) fn ttl_seconds(instant: baton_core::instant::Instant) -> AttributeValue {
+    n(instant.unix_millis() / 1000)
 }
 
 /// `(pk, sk)` → the item's JSON body.

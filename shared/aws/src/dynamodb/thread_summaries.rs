@@ -62,7 +62,7 @@ impl DynamoRunStore {
             .expression_attribute_values(":at", n(exchange.at_millis))
             .expression_attribute_values(":message", s(message.clone()))
             .expression_attribute_values(":thread", s(thread_id))
-            .expression_attribute_values(":expires", self.expires_at())
+            .expression_attribute_values(":expires", self.thread_expires_at(tenant_id))
             .send()
             .await;
         match earliest {
@@ -90,7 +90,7 @@ impl DynamoRunStore {
                 ":order",
                 s(thread_ordering_key(exchange.at_millis, thread_id)),
             )
-            .expression_attribute_values(":expires", self.expires_at())
+            .expression_attribute_values(":expires", self.thread_expires_at(tenant_id))
             .send()
             .await;
         match latest {

@@ -95,7 +95,7 @@ impl ThreadStore for DynamoRunStore {
                 .item("sk", s(&sort_key))
                 .item("exchange", s(payload))
                 .item("atMillis", n(exchange.at_millis))
-                .item("expiresAt", self.expires_at())
+                .item("expiresAt", self.thread_expires_at(tenant_id))
                 .send()
                 .await
                 .map_err(sdk_failure)?;
@@ -113,7 +113,7 @@ impl ThreadStore for DynamoRunStore {
                 ),
                 ("exchangeParts".to_string(), n(parts.len() as u64)),
                 ("atMillis".to_string(), n(exchange.at_millis)),
-                ("expiresAt".to_string(), self.expires_at()),
+                ("expiresAt".to_string(), self.thread_expires_at(tenant_id)),
             ]);
             let mut items = vec![crate::dynamodb::store::put(&self.table, main, None)?];
             items.extend(large_items::part_items(
@@ -122,7 +122,7 @@ impl ThreadStore for DynamoRunStore {
                 &parts,
                 |index| format!("{sort_key}#P{index:03}"),
                 None,
-                &self.expires_at(),
+                Some(&self.thread_expires_at(tenant_id)),
             )?);
             large_items::within_transaction_bytes(&items, &exchange.run_id)?;
             self.client
@@ -195,7 +195,7 @@ impl ThreadStore for DynamoRunStore {
             .item("sk", s("LANE"))
             .item("lane", s(payload))
             .item("version", n(expected_version + 1))
-            .item("expiresAt", self.expires_at());
+            .item("expiresAt", self.thread_expires_at(tenant_id));
         let put = if expected_version == 0 {
             put.condition_expression("attribute_not_exists(pk)")
         } else {

@@ -31,6 +31,11 @@ impl RunStatus {
                 | RunStatus::Cancelled
         )
     }
+    /// At work: queued or running (what a tenant's live-run limit counts;
+    /// parked and ended runs are not at work).
+    pub fn is_at_work(self) -> bool {
+        matches!(self, RunStatus::Queued | RunStatus::Running)
+    }
     /// Terminal, or parked until something outside the engine acts.
     pub fn is_settled(self) -> bool {
         self.is_terminal() || self.awaits_people()
@@ -55,6 +60,24 @@ impl RunStatus {
             RunStatus::PlanRejected => "plan_rejected",
             RunStatus::Cancelled => "cancelled",
         }
+    }
+    /// Every status, in the order a run may pass through them.
+    pub const ALL: [RunStatus; 9] = [
+        RunStatus::Queued,
+        RunStatus::Running,
+        RunStatus::AwaitingHuman,
+        RunStatus::AwaitingHitl,
+        RunStatus::Paused,
+        RunStatus::Completed,
+        RunStatus::Failed,
+        RunStatus::PlanRejected,
+        RunStatus::Cancelled,
+    ];
+    /// The status `text` names ([`RunStatus::as_str`]'s inverse).
+    pub fn parse(text: &str) -> Option<RunStatus> {
+        RunStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == text)
     }
 }
 

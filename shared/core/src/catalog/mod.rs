@@ -1,5 +1,5 @@
-//! The registry as data: facets, capabilities, tools, context types, the chat agent and the model
-//! catalog (providers and models), loaded and checked with JSON paths; the JSON Schemas of its files; the read-only
+//! The registry as data: facets, capabilities, tools, context types, the chat agent, the model
+//! catalog (providers and models) and per-tenant settings, loaded and checked with JSON paths; the JSON Schemas of its files; the read-only
 //! `registry_search` builtin.
 
 pub mod contexts;
@@ -7,4 +7,5 @@ pub mod model_catalog;
 pub mod registry;
 pub mod registry_schemas;
 pub mod registry_search;
+pub mod tenant_settings;
 pub mod tools;

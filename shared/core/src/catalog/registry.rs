@@ -30,6 +30,7 @@ pub struct Registry {
     contexts: Vec<crate::catalog::contexts::ContextGuidance>,
     chat: Option<crate::records::chat::ChatSettings>,
     models: ModelCatalog,
+    tenants: crate::catalog::tenant_settings::TenantSettings,
 }
 
 fn registry_error(
@@ -273,6 +274,24 @@ impl Registry {
             .map_err(|(path, message)| registry_error(&document.source_name, path, message))?;
         self.models = catalog;
         Ok(())
+    }
+
+    /// Reads and sets the per-tenant settings (`registry/tenants.json`).
+    pub fn add_tenant_settings_document(
+        &mut self,
+        document: &RegistryDocument,
+    ) -> Result<(), CoreError> {
+        let settings: crate::catalog::tenant_settings::TenantSettings = parse_document(document)?;
+        settings
+            .check()
+            .map_err(|(path, message)| registry_error(&document.source_name, path, message))?;
+        self.tenants = settings;
+        Ok(())
+    }
+
+    /// The per-tenant settings (none when the registry has no `tenants.json`).
+    pub fn tenant_settings(&self) -> &crate::catalog::tenant_settings::TenantSettings {
+        &self.tenants
     }
 
     /// The model catalog (empty when the registry has none).

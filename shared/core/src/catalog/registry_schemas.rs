@@ -67,6 +67,13 @@ pub fn registry_file_schemas() -> Vec<(&'static str, Value)> {
                 "The providers a deployment reaches (credentials named, never written) and the models: provider, model id, prices per million tokens, limits and what each supports (registry/models.json).",
             ),
         ),
+        (
+            "tenants.schema.json",
+            schema_of::<crate::catalog::tenant_settings::TenantSettings>(
+                "Baton tenant settings",
+                "Per-tenant settings over the deployment's defaults: how long a tenant's ended runs are kept (registry/tenants.json).",
+            ),
+        ),
     ]
 }
 

@@ -2,7 +2,6 @@
 //! Same semantics as the cloud adapters (conditional commits, contiguous
 //! sequence numbers, leases, outbox, at-least-once redelivery), one process.
 
-use crate::ports::NodeLeases;
 use crate::ports::OutboxStore;
 use crate::ports::RunLog;
 use crate::ports::RunQueries;
@@ -11,24 +10,23 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::capability::RegisteredCapability;
 use baton_core::entries::RunEntry;
 use baton_core::event::{EventDraft, EventFrame};
 use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
-use baton_core::run::{RunState, StepMessage};
+use baton_core::run::{RunState, RunStatus, StepMessage};
 use tokio::sync::Notify;
 
 mod event_log;
+mod node_leases;
 mod queue;
+mod registrations;
 mod threads;
 
 use self::event_log::{CompactEventLog, RunIds};
 use crate::clock::SystemClock;
 use crate::error::StoreError;
-use crate::ports::{
-    CapabilityDirectory, ClaimOutcome, Clock, CreateOutcome, NodeClaim, StepCommit, StoredRun,
-};
+use crate::ports::{Clock, CreateOutcome, StepCommit, StoredRun};
 
 struct OutboxEntry {
     message: StepMessage,
@@ -52,6 +50,11 @@ struct RunRecord {
     leases: HashMap<(String, u32), Lease, foldhash::fast::RandomState>,
     /// Entries beside the run, by key (`baton_core::entries`).
     entries: BTreeMap<String, RunEntry>,
+    /// When the ended run may be dropped (Unix ms); `None` while it works
+    /// or waits.
+    retain_until_millis: Option<u64>,
+    /// The idempotency key it was created with (dropped with it).
+    idempotency_key: Option<String>,
 }
 
 impl RunRecord {
@@ -80,9 +83,46 @@ struct StoreTables {
     /// Runs by tenant, then by run id (looked up by `&str`, no key built).
     runs: HashMap<String, RunsOfTenant, foldhash::fast::RandomState>,
     run_id_by_idempotency_key: HashMap<(String, String), String, foldhash::fast::RandomState>,
+    /// Runs at work (queued, running) by tenant: kept by create and commit.
+    live_runs: HashMap<String, u64, foldhash::fast::RandomState>,
+    /// Ended runs by when they may be dropped: `(retain_until ms, tenant, run)`.
+    ended: std::collections::BTreeSet<(u64, String, String)>,
 }
 
 impl StoreTables {
+    /// Moves the tenant's live-run counter by what a status change means.
+    fn count_live(&mut self, tenant_id: &str, before: Option<RunStatus>, after: RunStatus) {
+        let was = before.is_some_and(RunStatus::is_at_work);
+        match (was, after.is_at_work()) {
+            (false, true) => *self.live_runs.entry(tenant_id.to_string()).or_default() += 1,
+            (true, false) => {
+                if let Some(live) = self.live_runs.get_mut(tenant_id) {
+                    *live = live.saturating_sub(1);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops ended runs past their retention, then the earliest to expire
+    /// while more than `cap` ended runs are kept.
+    fn drop_expired(&mut self, now_millis: u64, cap: usize) {
+        while let Some(first) = self.ended.first().cloned() {
+            if first.0 > now_millis && self.ended.len() <= cap {
+                break;
+            }
+            self.ended.pop_first();
+            let (_, tenant_id, run_id) = first;
+            let removed = self
+                .runs
+                .get_mut(&tenant_id)
+                .and_then(|runs| runs.remove(&run_id));
+            if let Some(key) = removed.and_then(|record| record.idempotency_key) {
+                self.run_id_by_idempotency_key.remove(&(tenant_id, key));
+            }
+        }
+    }
+
     fn run(&self, tenant_id: &str, run_id: &str) -> Result<&RunRecord, StoreError> {
         self.runs
             .get(tenant_id)
@@ -106,7 +146,13 @@ pub struct InMemoryRunStore {
     event_appended: Notify,
     /// Stamps outbox entries (what the sweeper's age cutoff compares with).
     clock: Arc<dyn Clock>,
+    /// Ended runs kept at most: past it, the earliest to expire is dropped
+    /// (a process's memory does not grow with its history).
+    ended_run_cap: usize,
 }
+
+/// Ended runs the in-memory store keeps by default.
+pub const DEFAULT_ENDED_RUN_CAP: usize = 10_000;
 
 impl Default for InMemoryRunStore {
     fn default() -> Self {
@@ -114,6 +160,7 @@ impl Default for InMemoryRunStore {
             tables: Mutex::default(),
             event_appended: Notify::new(),
             clock: Arc::new(SystemClock),
+            ended_run_cap: DEFAULT_ENDED_RUN_CAP,
         }
     }
 }
@@ -133,6 +180,12 @@ impl InMemoryRunStore {
         self
     }
 
+    /// The same store keeping at most `cap` ended runs.
+    pub fn with_ended_run_cap(mut self, cap: usize) -> Self {
+        self.ended_run_cap = cap;
+        self
+    }
+
     /// Resolves when any run appends an event (for local followers).
     pub async fn wait_for_events(&self, timeout: Duration) {
         let _ = tokio::time::timeout(timeout, self.event_appended.notified()).await;
@@ -141,12 +194,13 @@ impl InMemoryRunStore {
 
 #[async_trait]
 impl RunLog for InMemoryRunStore {
-    async fn create_run(
+    async fn create_run_within(
         &self,
         state: &RunState,
         events: Vec<EventDraft>,
         outbox: Vec<StepMessage>,
         idempotency_key: Option<&str>,
+        live_run_limit: Option<u64>,
     ) -> Result<CreateOutcome, StoreError> {
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         if let Some(key) = idempotency_key {
@@ -156,6 +210,13 @@ impl RunLog for InMemoryRunStore {
                     run_id: existing.clone(),
                 });
             }
+        }
+        let live_runs = tables.live_runs.get(&state.tenant_id).copied().unwrap_or(0);
+        if state.status.is_at_work() && live_run_limit.is_some_and(|limit| live_runs >= limit) {
+            return Ok(CreateOutcome::LiveRunLimitReached { live_runs });
+        }
+        if let Some(key) = idempotency_key {
+            let scoped_key = (state.tenant_id.clone(), key.to_string());
             tables
                 .run_id_by_idempotency_key
                 .insert(scoped_key, state.run_id.clone());
@@ -179,8 +240,11 @@ impl RunLog for InMemoryRunStore {
                 .collect(),
             leases: HashMap::default(),
             entries: BTreeMap::new(),
+            retain_until_millis: None,
+            idempotency_key: idempotency_key.map(str::to_string),
         };
         record.append(&events);
+        tables.count_live(&state.tenant_id, None, state.status);
         tables
             .runs
             .entry(state.tenant_id.clone())
@@ -193,7 +257,8 @@ impl RunLog for InMemoryRunStore {
 
     async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        tables.drop_expired(self.clock.now().unix_millis(), self.ended_run_cap);
         Ok(tables
             .runs
             .get(tenant_id)
@@ -213,10 +278,14 @@ impl RunLog for InMemoryRunStore {
                 expected: commit.expected_version,
             });
         }
+        let status_before = record.state.status;
+        let retained_before = record.retain_until_millis;
         record.append(&commit.events);
         record.state = commit.state;
         record.version += 1;
         record.settle_if_terminal();
+        record.retain_until_millis = commit.retain_until.map(Instant::unix_millis);
+        let (status_after, retained_after) = (record.state.status, record.retain_until_millis);
         if let Some(message_id) = &commit.consumed_message_id {
             record.outbox.remove(message_id);
         }
@@ -224,6 +293,17 @@ impl RunLog for InMemoryRunStore {
             record.entries.insert(entry.key.clone(), entry);
         }
         let version = record.version;
+        tables.count_live(tenant_id, Some(status_before), status_after);
+        if let Some(until) = retained_before {
+            tables
+                .ended
+                .remove(&(until, tenant_id.to_string(), run_id.to_string()));
+        }
+        if let Some(until) = retained_after {
+            tables
+                .ended
+                .insert((until, tenant_id.to_string(), run_id.to_string()));
+        }
         // Each entry is kept under the run that consumes it (a child's end
         // is addressed to its parent), so the consuming commit removes it.
         let written_at_millis = self.clock.now().unix_millis();
@@ -241,6 +321,7 @@ impl RunLog for InMemoryRunStore {
             };
             owner.outbox.insert(message_id, Box::new(entry));
         }
+        tables.drop_expired(self.clock.now().unix_millis(), self.ended_run_cap);
         drop(tables);
         self.event_appended.notify_waiters();
         Ok(version)
@@ -310,82 +391,6 @@ impl RunLog for InMemoryRunStore {
 }
 
 #[async_trait]
-impl NodeLeases for InMemoryRunStore {
-    async fn claim_node(
-        &self,
-        key: RunKey<'_>,
-        claim: NodeClaim<'_>,
-        events_on_claim: Vec<EventDraft>,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run_mut(tenant_id, run_id)?;
-        if record.state.status.is_terminal() {
-            // No node_start after the terminal frame: the step finds the run
-            // settled when it looks again.
-            return Ok(ClaimOutcome::HeldByOther {
-                lease_expires_at: claim.now,
-            });
-        }
-        let key = (claim.claim_key.to_string(), claim.attempt);
-        if let Some(lease) = record.leases.get(&key)
-            && lease.worker_id != claim.worker_id
-            && lease.expires_at_millis > claim.now.unix_millis()
-        {
-            return Ok(ClaimOutcome::HeldByOther {
-                lease_expires_at: Instant::from_unix_millis(lease.expires_at_millis),
-            });
-        }
-        record.append(&events_on_claim);
-        record.leases.insert(
-            key,
-            Lease {
-                worker_id: claim.worker_id.to_string(),
-                expires_at_millis: claim.lease_expires_at.unix_millis(),
-            },
-        );
-        drop(tables);
-        self.event_appended.notify_waiters();
-        Ok(ClaimOutcome::Claimed)
-    }
-
-    async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run_mut(tenant_id, run_id)?;
-        let key = (claim.claim_key.to_string(), claim.attempt);
-        match record.leases.get_mut(&key) {
-            Some(lease) if lease.worker_id == claim.worker_id => {
-                lease.expires_at_millis = claim.lease_expires_at.unix_millis();
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
-    }
-
-    async fn release_claim(
-        &self,
-        key: RunKey<'_>,
-        node_id: &str,
-        attempt: u32,
-        claimant: &str,
-    ) -> Result<(), StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run_mut(tenant_id, run_id)?;
-        let key = (node_id.to_string(), attempt);
-        if record
-            .leases
-            .get(&key)
-            .is_some_and(|lease| lease.worker_id == claimant)
-        {
-            record.leases.remove(&key);
-        }
-        Ok(())
-    }
-}
-
-#[async_trait]
 impl OutboxStore for InMemoryRunStore {
     async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
@@ -440,13 +445,19 @@ impl OutboxStore for InMemoryRunStore {
 
 #[async_trait]
 impl RunQueries for InMemoryRunStore {
+    async fn live_runs(&self, tenant_id: &str) -> Result<u64, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        Ok(tables.live_runs.get(tenant_id).copied().unwrap_or(0))
+    }
+
     async fn list_runs(
         &self,
         tenant_id: &str,
         query: &baton_core::listing::RunListQuery,
     ) -> Result<baton_core::listing::RunListPage, StoreError> {
         use baton_core::listing::{RunListPage, RunListing};
-        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        tables.drop_expired(self.clock.now().unix_millis(), self.ended_run_cap);
         let mut listed: Vec<RunListing> = tables
             .runs
             .get(tenant_id)
@@ -475,53 +486,29 @@ impl RunQueries for InMemoryRunStore {
     }
 }
 
-/// In-memory [`CapabilityDirectory`]: the embedded default's registrations.
-#[derive(Default)]
-pub struct InMemoryCapabilityDirectory {
-    by_tenant: Mutex<BTreeMap<String, BTreeMap<String, RegisteredCapability>>>,
-}
-
-impl InMemoryCapabilityDirectory {
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
-
+/// The memory store drops ended runs as it goes (at every commit and
+/// read); a batch drops those past `now` at once.
 #[async_trait]
-impl CapabilityDirectory for InMemoryCapabilityDirectory {
-    async fn upsert_registration(
+impl crate::ports::RetentionUpkeep for InMemoryRunStore {
+    async fn expire_ended_runs(
         &self,
-        tenant_id: &str,
-        mut record: RegisteredCapability,
-    ) -> Result<RegisteredCapability, StoreError> {
-        let mut by_tenant = self
-            .by_tenant
-            .lock()
-            .map_err(|_| StoreError::Unavailable("capability directory lock poisoned".into()))?;
-        let registrations = by_tenant.entry(tenant_id.to_string()).or_default();
-        if let Some(existing) = registrations.get(&record.registration.capability_id) {
-            record.registered_at_millis = existing.registered_at_millis;
-        }
-        registrations.insert(record.registration.capability_id.clone(), record.clone());
-        Ok(record)
-    }
-
-    async fn list_registrations(
-        &self,
-        tenant_id: &str,
-    ) -> Result<Vec<RegisteredCapability>, StoreError> {
-        let by_tenant = self
-            .by_tenant
-            .lock()
-            .map_err(|_| StoreError::Unavailable("capability directory lock poisoned".into()))?;
-        Ok(by_tenant
-            .get(tenant_id)
-            .map(|registrations| registrations.values().cloned().collect())
-            .unwrap_or_default())
+        now: Instant,
+        _batch: usize,
+    ) -> Result<crate::ports::ExpiredRunsBatch, StoreError> {
+        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
+        let before: usize = tables.runs.values().map(HashMap::len).sum();
+        tables.drop_expired(now.unix_millis(), self.ended_run_cap);
+        let after: usize = tables.runs.values().map(HashMap::len).sum();
+        Ok(crate::ports::ExpiredRunsBatch {
+            runs: (before - after) as u64,
+            items: 0,
+            more: false,
+        })
     }
 }
 
 pub use self::queue::InMemoryStepQueue;
+pub use self::registrations::InMemoryCapabilityDirectory;
 pub use self::threads::InMemoryThreadStore;
 
 #[cfg(test)]

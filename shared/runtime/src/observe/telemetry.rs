@@ -363,18 +363,19 @@ impl ObservedRunStore {
 
 #[async_trait]
 impl RunLog for ObservedRunStore {
-    async fn create_run(
+    async fn create_run_within(
         &self,
         state: &RunState,
         events: Vec<EventDraft>,
         outbox: Vec<StepMessage>,
         idempotency_key: Option<&str>,
+        live_run_limit: Option<u64>,
     ) -> Result<CreateOutcome, StoreError> {
         let observed = observations(Some(state), &events);
         let lifecycle = lines_of(&state.tenant_id, &state.run_id, Some(state), &events);
         let outcome = self
             .inner
-            .create_run(state, events, outbox, idempotency_key)
+            .create_run_within(state, events, outbox, idempotency_key, live_run_limit)
             .await?;
         if outcome == CreateOutcome::Created {
             self.record(&observed);
@@ -495,6 +496,10 @@ impl OutboxStore for ObservedRunStore {
 
 #[async_trait]
 impl RunQueries for ObservedRunStore {
+    async fn live_runs(&self, tenant_id: &str) -> Result<u64, StoreError> {
+        self.inner.live_runs(tenant_id).await
+    }
+
     async fn list_runs(
         &self,
         tenant_id: &str,

@@ -102,12 +102,18 @@ impl RunAdmission {
             unsent,
         } = new_run;
         let tenant_id = decision.state.tenant_id.clone();
-        match limits {
+        // Checked now, the create is conditional on the live-run limit too;
+        // a run checked before (a chat message) or a child run counts in the
+        // counter without being refused by it.
+        let live_run_limit = match limits {
             TenantLimitCheck::CheckNow => {
                 self.check_tenant_limits(&tenant_id).await?;
+                self.tenant_limits
+                    .max_live_runs_of(&tenant_id)
+                    .map(|limit| limit as u64)
             }
-            TenantLimitCheck::Passed(_) | TenantLimitCheck::ChildOfAdmittedParent => {}
-        }
+            TenantLimitCheck::Passed(_) | TenantLimitCheck::ChildOfAdmittedParent => None,
+        };
         crate::observe::run_traces::stamp_write(
             decision.state.trace.as_ref(),
             &mut decision.events,
@@ -115,14 +121,23 @@ impl RunAdmission {
         );
         let outcome = self
             .run_log
-            .create_run(
+            .create_run_within(
                 &decision.state,
                 decision.events,
                 decision.outbox.clone(),
                 idempotency_key,
+                live_run_limit,
             )
             .await?;
         match outcome {
+            CreateOutcome::LiveRunLimitReached { live_runs } => Err(RuntimeError::TenantLimit {
+                tenant_id: tenant_id.clone(),
+                live: usize::try_from(live_runs).unwrap_or(usize::MAX),
+                limit: self
+                    .tenant_limits
+                    .max_live_runs_of(&tenant_id)
+                    .unwrap_or_default(),
+            }),
             CreateOutcome::AlreadyExists { run_id } => {
                 let existing = self
                     .run_log
@@ -159,24 +174,36 @@ impl RunAdmission {
     /// work (queued or running; parked and ended runs do not count), or has
     /// submitted its limit of runs in the last [`SUBMISSION_WINDOW`] (runs
     /// an agent started count as their parent's work, not as submissions).
-    /// Both are counted from the tenant's run listing, newest first, so
-    /// every process sharing the store sees the same figures; the pages stop
-    /// as soon as a limit is reached or, with no live-run limit, at the first
-    /// run older than the window.
+    ///
+    /// Live runs are one read of the counter the commits keep
+    /// (`RunQueries::live_runs`); submissions are counted from the tenant's
+    /// run listing, newest first, and the pages stop at the first run older
+    /// than the window. Neither grows with the tenant's history: every
+    /// process sharing the store sees the same figures, and the write that
+    /// creates the run is conditional on the live-run limit again
+    /// ([`RunAdmission::admit`]), so two racing submissions cannot both pass it.
     pub(crate) async fn check_tenant_limits(
         &self,
         tenant_id: &str,
     ) -> Result<TenantLimitsPassed, RuntimeError> {
         let live_limit = self.tenant_limits.max_live_runs_of(tenant_id);
         let rate_limit = self.tenant_limits.max_submissions_per_minute_of(tenant_id);
-        if live_limit.is_none() && rate_limit.is_none() {
-            return Ok(TenantLimitsPassed(()));
+        if let Some(limit) = live_limit {
+            let live = self.queries.live_runs(tenant_id).await?;
+            if live >= limit as u64 {
+                return Err(RuntimeError::TenantLimit {
+                    tenant_id: tenant_id.to_string(),
+                    live: usize::try_from(live).unwrap_or(usize::MAX),
+                    limit,
+                });
+            }
         }
+        let Some(rate_limit) = rate_limit else {
+            return Ok(TenantLimitsPassed(()));
+        };
         let now = self.clock.now();
         let window_start = now.minus(SUBMISSION_WINDOW);
-        let mut live = 0;
         let mut submitted_in_window = 0;
-        let mut window_passed = false;
         let mut cursor = None;
         loop {
             let page = self
@@ -192,42 +219,27 @@ impl RunAdmission {
                 )
                 .await?;
             for run in &page.runs {
-                if matches!(run.status, RunStatus::Queued | RunStatus::Running) {
-                    live += 1;
-                }
                 let created = baton_core::instant::Instant::parse_rfc3339(&run.created_at);
                 if created.is_none_or(|created| created < window_start) {
-                    window_passed = true;
-                } else if run.parent_run_id.is_none() && !window_passed {
-                    submitted_in_window += 1;
-                    if let Some(limit) = rate_limit
-                        && submitted_in_window >= limit
-                    {
-                        // The oldest counted submission leaves the window
-                        // first: the caller may retry then.
-                        let leaves = created.map_or(SUBMISSION_WINDOW, |created| {
-                            created.plus(SUBMISSION_WINDOW).since(now)
-                        });
-                        return Err(RuntimeError::TenantRateLimit {
-                            tenant_id: tenant_id.to_string(),
-                            submitted: submitted_in_window,
-                            limit,
-                            retry_after_seconds: leaves.as_secs_f64().ceil().max(1.0) as u64,
-                        });
-                    }
+                    return Ok(TenantLimitsPassed(()));
                 }
-            }
-            if let Some(limit) = live_limit
-                && live >= limit
-            {
-                return Err(RuntimeError::TenantLimit {
-                    tenant_id: tenant_id.to_string(),
-                    live,
-                    limit,
-                });
-            }
-            if window_passed && live_limit.is_none() {
-                return Ok(TenantLimitsPassed(()));
+                if run.parent_run_id.is_some() {
+                    continue;
+                }
+                submitted_in_window += 1;
+                if submitted_in_window >= rate_limit {
+                    // The oldest counted submission leaves the window
+                    // first: the caller may retry then.
+                    let leaves = created.map_or(SUBMISSION_WINDOW, |created| {
+                        created.plus(SUBMISSION_WINDOW).since(now)
+                    });
+                    return Err(RuntimeError::TenantRateLimit {
+                        tenant_id: tenant_id.to_string(),
+                        submitted: submitted_in_window,
+                        limit: rate_limit,
+                        retry_after_seconds: leaves.as_secs_f64().ceil().max(1.0) as u64,
+                    });
+                }
             }
             match page
                 .next_cursor

@@ -79,6 +79,25 @@ pub(crate) struct DecisionCommitter {
     /// `summarizeDroppedHistory`): a chat run then reads every exchange its
     /// thread's summary does not cover.
     pub(crate) chat_summarizes: bool,
+    /// How long an ended run's records are kept, by tenant: the commit
+    /// that ends a run stamps its `retain_until`.
+    pub(crate) retention: super::RunRetention,
+}
+
+/// The version a first decision was made on, and the run's status then.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadAt {
+    pub(crate) version: u64,
+    pub(crate) status: RunStatus,
+}
+
+impl ReadAt {
+    pub(crate) fn of(stored: &crate::ports::StoredRun) -> Self {
+        ReadAt {
+            version: stored.version,
+            status: stored.state.status,
+        }
+    }
 }
 
 impl DecisionCommitter {
@@ -90,7 +109,7 @@ impl DecisionCommitter {
         &self,
         target: CommitTarget<'_>,
         engine: &EngineContext<'_>,
-        first: Option<(u64, Decided<Nothing>)>,
+        first: Option<(ReadAt, Decided<Nothing>)>,
         decide: impl FnMut(RunState) -> Result<Decided<Nothing>, RuntimeError>,
     ) -> Result<CommitResult<Nothing>, RuntimeError> {
         match self.commit_rounds(target, first, decide).await {
@@ -106,16 +125,13 @@ impl DecisionCommitter {
     async fn commit_rounds<Nothing>(
         &self,
         target: CommitTarget<'_>,
-        mut first: Option<(u64, Decided<Nothing>)>,
+        mut first: Option<(ReadAt, Decided<Nothing>)>,
         mut decide: impl FnMut(RunState) -> Result<Decided<Nothing>, RuntimeError>,
     ) -> Result<CommitResult<Nothing>, RuntimeError> {
         let mut version = 0;
         for _ in 0..self.max_commit_rounds.max(1) {
-            let decided = match first.take() {
-                Some((read_version, decided)) => {
-                    version = read_version;
-                    decided
-                }
+            let (read_at, decided) = match first.take() {
+                Some((read_at, decided)) => (read_at, decided),
                 None => {
                     let Some(stored) = self
                         .store
@@ -124,16 +140,17 @@ impl DecisionCommitter {
                     else {
                         return Ok(CommitResult::RunNotFound);
                     };
-                    version = stored.version;
-                    decide(stored.state)?
+                    let read_at = ReadAt::of(&stored);
+                    (read_at, decide(stored.state)?)
                 }
             };
+            version = read_at.version;
             let decision = match decided {
                 Decided::Commit(decision) => *decision,
                 Decided::Nothing(nothing) => return Ok(CommitResult::Nothing(nothing)),
             };
             let status = decision.state.status;
-            match self.write(target, version, decision).await {
+            match self.write(target, read_at, decision).await {
                 Ok(new_version) => {
                     return Ok(CommitResult::Committed {
                         new_version,
@@ -153,9 +170,10 @@ impl DecisionCommitter {
     async fn write(
         &self,
         target: CommitTarget<'_>,
-        expected_version: u64,
+        read_at: ReadAt,
         mut decision: Decision,
     ) -> Result<u64, RuntimeError> {
+        let expected_version = read_at.version;
         crate::observe::run_traces::stamp_write(
             decision.state.trace.as_ref(),
             &mut decision.events,
@@ -196,6 +214,12 @@ impl DecisionCommitter {
                 RunKey::new(tenant_id, run_id),
                 StepCommit {
                     expected_version,
+                    previous_status: read_at.status,
+                    retain_until: self.retention.retain_until(
+                        tenant_id,
+                        decision.state.status,
+                        self.clock.now(),
+                    ),
                     state: decision.state,
                     events: decision.events,
                     outbox: decision.outbox.clone(),

@@ -233,12 +233,13 @@ mod tests {
 
     #[async_trait]
     impl RunLog for QuietLog {
-        async fn create_run(
+        async fn create_run_within(
             &self,
             _state: &RunState,
             _events: Vec<EventDraft>,
             _outbox: Vec<baton_core::run::StepMessage>,
             _idempotency_key: Option<&str>,
+            _live_run_limit: Option<u64>,
         ) -> Result<CreateOutcome, StoreError> {
             Err(StoreError::Unavailable("not in this test".into()))
         }

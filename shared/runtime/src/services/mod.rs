@@ -90,6 +90,65 @@ pub struct OrchestratorSettings {
     /// Runs at work (queued or running) a tenant may have at once; a
     /// submission past it is refused (`RuntimeError::TenantLimit`, HTTP 429).
     pub tenant_limits: TenantLimits,
+    /// How long an ended run's records are kept, by tenant.
+    pub retention: RunRetention,
+}
+
+/// The default retention of an ended run's records: 30 days.
+pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+
+/// How long an ended run and everything of it (state, frames, entries,
+/// listings, outbox, thread items) is kept after it ends
+/// (`BATON_RETENTION_DAYS`, default [`DEFAULT_RETENTION_DAYS`]; a tenant's
+/// own in `registry/tenants.json`). A run that waits (queued, running,
+/// parked for a person) never expires: its clock starts when it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRetention {
+    pub every_tenant_days: u32,
+    pub by_tenant_days: std::collections::BTreeMap<String, u32>,
+}
+
+impl Default for RunRetention {
+    fn default() -> Self {
+        RunRetention {
+            every_tenant_days: DEFAULT_RETENTION_DAYS,
+            by_tenant_days: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
+impl RunRetention {
+    /// The same retention with the registry's per-tenant days over this
+    /// one's (`registry/tenants.json`).
+    pub fn with_tenant_settings(
+        mut self,
+        settings: &baton_core::catalog::tenant_settings::TenantSettings,
+    ) -> Self {
+        self.by_tenant_days
+            .extend(settings.retention_days_by_tenant());
+        self
+    }
+
+    /// The retention of `tenant_id`: its own, else every tenant's.
+    pub fn of(&self, tenant_id: &str) -> Duration {
+        let days = self
+            .by_tenant_days
+            .get(tenant_id)
+            .copied()
+            .unwrap_or(self.every_tenant_days);
+        Duration::from_secs(u64::from(days) * 24 * 3600)
+    }
+
+    /// What a commit moving a run to `status` stamps: now plus the tenant's
+    /// retention once the run has ended, nothing while it works or waits.
+    pub fn retain_until(
+        &self,
+        tenant_id: &str,
+        status: baton_core::run::RunStatus,
+        now: baton_core::instant::Instant,
+    ) -> Option<baton_core::instant::Instant> {
+        status.is_terminal().then(|| now.plus(self.of(tenant_id)))
+    }
 }
 
 /// Per-tenant limits: runs at work at once (`BATON_TENANT_MAX_LIVE_RUNS`)
@@ -186,6 +245,7 @@ impl Default for OrchestratorSettings {
             announce_to_event_bus: false,
             max_envelope_bytes: DEFAULT_MAX_ENVELOPE_BYTES,
             tenant_limits: TenantLimits::default(),
+            retention: RunRetention::default(),
         }
     }
 }
@@ -308,6 +368,10 @@ impl Services {
             chat_summarizes: registry
                 .chat_settings()
                 .is_some_and(|chat| chat.summarize_dropped_history),
+            retention: settings
+                .retention
+                .clone()
+                .with_tenant_settings(registry.tenant_settings()),
         };
         let admission = admission::RunAdmission {
             run_log: ports.store.clone(),

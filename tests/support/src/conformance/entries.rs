@@ -70,6 +70,7 @@ pub(super) async fn run_entries_conformance(
     // A commit that loses the version race writes no entry.
     let mut losing = commit(
         current.version + 5,
+        current.state.status,
         current.state.clone(),
         vec![log("loser")],
         vec![],
@@ -98,7 +99,14 @@ pub(super) async fn run_entries_conformance(
     // Twelve turns over two commits (out of order within one), one of them
     // large, plus another attempt's turn and three judges' calls.
     let large = "x".repeat(120_000);
-    let mut first = commit(current.version, current.state.clone(), vec![], vec![], None);
+    let mut first = commit(
+        current.version,
+        current.state.status,
+        current.state.clone(),
+        vec![],
+        vec![],
+        None,
+    );
     first.entries = (0..6)
         .rev()
         .map(|seq| turn_entry("node_1", 1, seq, format!("result {seq}")))
@@ -109,7 +117,14 @@ pub(super) async fn run_entries_conformance(
         .commit_step(RunKey::new(tenant, run_id), first)
         .await
         .map_err(failed)?;
-    let mut second = commit(version, current.state.clone(), vec![], vec![], None);
+    let mut second = commit(
+        version,
+        current.state.status,
+        current.state.clone(),
+        vec![],
+        vec![],
+        None,
+    );
     second.entries = (6..12)
         .map(|seq| {
             let content = if seq == 7 {

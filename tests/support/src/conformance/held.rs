@@ -31,7 +31,14 @@ pub(super) async fn held_runs_conformance(
     let parked_version = store
         .commit_step(
             RunKey::new(&tenant, &run_id),
-            commit(current.version, parked.clone(), vec![], vec![], None),
+            commit(
+                current.version,
+                current.state.status,
+                parked.clone(),
+                vec![],
+                vec![],
+                None,
+            ),
         )
         .await
         .map_err(failed)?;
@@ -78,7 +85,14 @@ pub(super) async fn held_runs_conformance(
     store
         .commit_step(
             RunKey::new(&tenant, &run_id),
-            commit(parked_version, resumed, vec![], vec![], None),
+            commit(
+                parked_version,
+                RunStatus::AwaitingHitl,
+                resumed,
+                vec![],
+                vec![],
+                None,
+            ),
         )
         .await
         .map_err(failed)?;

@@ -79,6 +79,7 @@ async fn round_trip(
     let mut expected_frames: Vec<(EventType, Option<String>)> = Vec::new();
     let last = steps.len().saturating_sub(1);
     for (index, (nodes, frames)) in steps.into_iter().enumerate() {
+        let previous_status = next.status;
         for (node_id, output) in nodes {
             next.nodes.insert(node_id, completed(output));
         }
@@ -93,7 +94,7 @@ async fn round_trip(
         version = store
             .commit_step(
                 RunKey::new(tenant, run_id),
-                commit(version, next.clone(), frames, vec![], None),
+                commit(version, previous_status, next.clone(), frames, vec![], None),
             )
             .await
             .map_err(failed)?;

@@ -96,7 +96,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
     store
         .commit_step(
             RunKey::new(&tenant, &run(1)),
-            commit(1, completed, vec![], vec![], None),
+            commit(1, RunStatus::Queued, completed, vec![], vec![], None),
         )
         .await
         .map_err(failed)?;
@@ -105,7 +105,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
     store
         .commit_step(
             RunKey::new(&tenant, &run(3)),
-            commit(1, also_completed, vec![], vec![], None),
+            commit(1, RunStatus::Queued, also_completed, vec![], vec![], None),
         )
         .await
         .map_err(failed)?;

@@ -48,7 +48,7 @@ pub(super) async fn settled_run_conformance(
     let version = store
         .commit_step(
             RunKey::new(tenant, &run_id),
-            commit(1, ended, vec![terminal()], vec![], None),
+            commit(1, state.status, ended, vec![terminal()], vec![], None),
         )
         .await
         .map_err(failed)?;
@@ -60,7 +60,14 @@ pub(super) async fn settled_run_conformance(
     let version = store
         .commit_step(
             RunKey::new(tenant, &run_id),
-            commit(version, notified, vec![], vec![], None),
+            commit(
+                version,
+                RunStatus::Completed,
+                notified,
+                vec![],
+                vec![],
+                None,
+            ),
         )
         .await
         .map_err(failed)?;
@@ -109,7 +116,14 @@ pub(super) async fn settled_run_conformance(
     store
         .commit_step(
             RunKey::new(tenant, &run_id),
-            commit(version, revived, vec![log("taken up again")], vec![], None),
+            commit(
+                version,
+                RunStatus::Completed,
+                revived,
+                vec![log("taken up again")],
+                vec![],
+                None,
+            ),
         )
         .await
         .map_err(failed)?;

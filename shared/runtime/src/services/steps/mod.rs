@@ -275,7 +275,8 @@ impl StepService {
             | StepCommand::Notify { .. } => self.registry.clone(),
         };
         let engine = self.engine(&registry);
-        let StoredRun { state, version } = stored;
+        let read_at = super::commit::ReadAt::of(&stored);
+        let StoredRun { state, .. } = stored;
         let advance = begin_step(&state, &message.command, self.clock.now(), &engine)?;
         let mut held_claim: Option<HeldClaim> = None;
         let performed = Box::pin(self.perform_effects(
@@ -295,7 +296,7 @@ impl StepService {
                     performed,
                 }) => {
                     Box::pin(self.commit_reapplying_on_conflict(
-                        message, version, *decision, performed, &engine,
+                        message, read_at, *decision, performed, &engine,
                     ))
                     .await
                 }
@@ -553,7 +554,7 @@ impl StepService {
     async fn commit_reapplying_on_conflict(
         &self,
         message: &StepMessage,
-        read_version: u64,
+        read_at: super::commit::ReadAt,
         first_decision: Decision,
         performed: Option<Box<Performed>>,
         engine: &EngineContext<'_>,
@@ -579,7 +580,7 @@ impl StepService {
                 }
             }
         };
-        let first = Some((read_version, Decided::Commit(Box::new(first_decision))));
+        let first = Some((read_at, Decided::Commit(Box::new(first_decision))));
         let result = Box::pin(self.committer.commit(target, engine, first, decide_again)).await?;
         Ok(match result {
             CommitResult::Committed { new_version, .. }

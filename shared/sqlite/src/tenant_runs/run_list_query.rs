@@ -1,11 +1,30 @@
 //! The runs list on the SQLite file: one indexed query per page, newest
-//! first by `(created_at_millis, run_id)` (the listing's ordering key).
+//! first by `(created_at_millis, run_id)` (the listing's ordering key). A
+//! page of one status reads `runs_by_status` (`tenant_id, status,
+//! created_at_millis, run_id`) in order, so it costs the same at ten runs
+//! and at a hundred thousand; a page of every status reads
+//! `runs_by_creation`.
 
 use baton_core::listing::{RunListPage, RunListQuery, RunListing};
 use baton_runtime::error::StoreError;
 use rusqlite::params;
 
 use crate::{SqliteStore, unavailable};
+
+/// A page of one status (or of a fork source's forks): each filter is a
+/// separate statement, so the planner picks the index that matches it (an
+/// `?2 IS NULL OR status = ?2` filter would read every run of the tenant).
+const BY_STATUS: &str = "SELECT state FROM runs WHERE tenant_id = ?1 AND status = ?2
+       AND (?6 IS NULL OR forked_from = ?6)
+       AND (?3 IS NULL OR created_at_millis < ?3
+            OR (created_at_millis = ?3 AND run_id < ?4))
+     ORDER BY created_at_millis DESC, run_id DESC LIMIT ?5";
+
+const EVERY_STATUS: &str = "SELECT state FROM runs WHERE tenant_id = ?1 AND ?2 IS NULL
+       AND (?6 IS NULL OR forked_from = ?6)
+       AND (?3 IS NULL OR created_at_millis < ?3
+            OR (created_at_millis = ?3 AND run_id < ?4))
+     ORDER BY created_at_millis DESC, run_id DESC LIMIT ?5";
 
 impl SqliteStore {
     pub(crate) async fn query_run_page(
@@ -26,16 +45,12 @@ impl SqliteStore {
         let forked_from = query.forked_from.clone();
         let states: Vec<crate::state_column::StoredState> = self
             .with_reader(move |connection| {
-                let mut statement = connection
-                    .prepare_cached(
-                        "SELECT state FROM runs WHERE tenant_id = ?1
-                           AND (?2 IS NULL OR status = ?2)
-                           AND (?6 IS NULL OR forked_from = ?6)
-                           AND (?3 IS NULL OR created_at_millis < ?3
-                                OR (created_at_millis = ?3 AND run_id < ?4))
-                         ORDER BY created_at_millis DESC, run_id DESC LIMIT ?5",
-                    )
-                    .map_err(unavailable)?;
+                let sql = if status.is_some() {
+                    BY_STATUS
+                } else {
+                    EVERY_STATUS
+                };
+                let mut statement = connection.prepare_cached(sql).map_err(unavailable)?;
                 let rows = statement
                     .query_map(
                         params![

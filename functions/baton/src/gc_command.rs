@@ -1,0 +1,77 @@
+//! `baton gc`: removes ended runs past their retention from a store, in
+//! bounded batches, and says how many went. On SQLite the runs are deleted
+//! with everything of them; on DynamoDB (`--store dynamodb`, the table of
+//! `BATON_TABLE`) the items the ending commits could not reach are stamped
+//! with their expiry, and DynamoDB's TTL deletes them. `baton serve` does
+//! the same every minute; this is for a file no server keeps, or a cron.
+
+use std::sync::Arc;
+
+use baton_bootstrap::StoreChoice;
+use baton_runtime::clock::SystemClock;
+use baton_runtime::ports::{Clock, RetentionUpkeep};
+
+use crate::commands::{configuration_or_exit, invalid};
+
+/// Runs `baton gc`: every batch until none is left; prints the totals
+/// (JSON) and exits 0, or 2 naming what failed.
+pub async fn gc(store: StoreChoice) -> u8 {
+    let configuration = match configuration_or_exit() {
+        Ok(configuration) => configuration,
+        Err(code) => return code,
+    };
+    let retention: Arc<dyn RetentionUpkeep> = match &store {
+        StoreChoice::Memory => {
+            return invalid(
+                "--store memory keeps nothing between processes: there is nothing to collect (give --store sqlite or dynamodb)",
+            );
+        }
+        StoreChoice::Sqlite(path) => {
+            let path = match path {
+                Some(path) => path.clone(),
+                None => match baton_bootstrap::stores::default_state_file(&configuration) {
+                    Ok(path) => path,
+                    Err(error) => return invalid(error),
+                },
+            };
+            match baton_sqlite::SqliteStore::open(&path) {
+                Ok(sqlite) => Arc::new(sqlite),
+                Err(error) => return invalid(format!("store {}: {error}", path.display())),
+            }
+        }
+        StoreChoice::Dynamodb => match baton_bootstrap::cloud_ports(&configuration).await {
+            Ok(ports) => ports.retention,
+            Err(error) => return invalid(error),
+        },
+    };
+    let clock = SystemClock;
+    let (mut runs, mut items) = (0, 0);
+    loop {
+        match retention
+            .expire_ended_runs(clock.now(), crate::sweeping::RETENTION_BATCH)
+            .await
+        {
+            Ok(batch) => {
+                runs += batch.runs;
+                items += batch.items;
+                if !batch.more {
+                    break;
+                }
+            }
+            Err(error) => {
+                return invalid(format!(
+                    "baton gc: a batch failed after {runs} run(s): {error}"
+                ));
+            }
+        }
+    }
+    println!(
+        "{}",
+        serde_json::json!({
+            "runs": runs,
+            "items": items,
+            "retentionDays": configuration.retention_days,
+        })
+    );
+    crate::commands::EXIT_COMPLETED
+}

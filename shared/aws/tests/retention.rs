@@ -1,0 +1,122 @@
+//! Retention and the live-run counter on DynamoDB (moto): the shared
+//! retention case, then the table itself. After the sweeper's pass every
+//! item of the ended run (run, sequence, parts, frames, listings, the
+//! idempotency key) carries its expiry, so DynamoDB's TTL deletes it all;
+//! the parked run of the same age carries none. moto does not delete
+//! expired items itself, so the test reads the stamps (reads already treat
+//! an expired item as gone).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use baton_aws::DynamoRunStore;
+use baton_runtime::clock::OffsetClock;
+use baton_test_support::conformance::retention_conformance;
+use moto_server::{MotoServer, unique_name};
+
+/// Every item whose partition key starts with `prefix`: `(pk, sk, expiresAt)`.
+async fn items_under(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    prefix: &str,
+) -> Vec<(String, String, Option<u64>)> {
+    let mut found = Vec::new();
+    let mut start = None;
+    loop {
+        let page = client
+            .scan()
+            .table_name(table)
+            .filter_expression("begins_with(pk, :prefix)")
+            .expression_attribute_values(":prefix", AttributeValue::S(prefix.into()))
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .unwrap();
+        for item in page.items() {
+            let text = |name: &str| item.get(name).unwrap().as_s().unwrap().clone();
+            let expires = item
+                .get("expiresAt")
+                .map(|value| value.as_n().unwrap().parse().unwrap());
+            found.push((text("pk"), text("sk"), expires));
+        }
+        match page.last_evaluated_key {
+            Some(key) if !key.is_empty() => start = Some(key),
+            _ => return found,
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_ended_run_past_retention_is_stamped_whole_and_a_parked_run_is_kept() {
+    let moto = MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let table = unique_name("baton-retention");
+    let clock = Arc::new(OffsetClock::new());
+    let store = Arc::new(DynamoRunStore::new(&connection, &table).with_clock(clock.clone()));
+    store.create_table_if_missing().await.unwrap();
+    let case = retention_conformance(
+        store.as_ref(),
+        &clock,
+        store.as_ref(),
+        &unique_name("dynamo"),
+    )
+    .await
+    .unwrap();
+
+    let client = aws_sdk_dynamodb::Client::new(&moto.sdk_configuration().await);
+    let now_seconds = baton_runtime::ports::Clock::now(clock.as_ref()).unix_millis() / 1000;
+    let run_items = items_under(
+        &client,
+        &table,
+        &format!("T#{}#R#{}", case.tenant_id, case.ended_run_id),
+    )
+    .await;
+    assert!(
+        run_items.len() >= 4,
+        "the ended run's items are found: {run_items:?}"
+    );
+    let tenant_items = items_under(&client, &table, &format!("T#{}#", case.tenant_id)).await;
+    let of_the_ended_run: Vec<_> = tenant_items
+        .iter()
+        .filter(|(pk, sk, _)| pk.contains(&case.ended_run_id) || sk.contains(&case.ended_run_id))
+        .collect();
+    assert!(
+        of_the_ended_run
+            .iter()
+            .any(|(pk, _, _)| pk.contains("#IDEM#")),
+        "its idempotency key's item is among them: {of_the_ended_run:?}"
+    );
+    assert!(
+        of_the_ended_run
+            .iter()
+            .any(|(pk, _, _)| pk.ends_with("#RUNS")),
+        "its listing is among them: {of_the_ended_run:?}"
+    );
+    for (pk, sk, expires) in &of_the_ended_run {
+        let expires = expires.unwrap_or_else(|| panic!("{pk} {sk} carries no expiry"));
+        assert!(
+            expires <= now_seconds,
+            "{pk} {sk} expires by now ({expires} > {now_seconds})"
+        );
+    }
+    let parked = items_under(
+        &client,
+        &table,
+        &format!("T#{}#R#{}", case.tenant_id, case.parked_run_id),
+    )
+    .await;
+    assert!(parked.len() >= 3, "the parked run's items: {parked:?}");
+    assert!(
+        parked.iter().all(|(_, _, expires)| expires.is_none()),
+        "nothing of the parked run expires: {parked:?}"
+    );
+    let marks = items_under(&client, &table, "RETAIN#").await;
+    assert!(
+        marks
+            .iter()
+            .all(|(_, sk, _)| !sk.contains(&case.ended_run_id)),
+        "the pass deleted the run's mark: {marks:?}"
+    );
+}

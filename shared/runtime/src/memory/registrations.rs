@@ -1,0 +1,56 @@
+//! Registrations in memory: the embedded default's capability directory.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use baton_core::capability::RegisteredCapability;
+
+use crate::error::StoreError;
+use crate::ports::CapabilityDirectory;
+
+/// In-memory [`CapabilityDirectory`]: the embedded default's registrations.
+#[derive(Default)]
+pub struct InMemoryCapabilityDirectory {
+    by_tenant: Mutex<BTreeMap<String, BTreeMap<String, RegisteredCapability>>>,
+}
+
+impl InMemoryCapabilityDirectory {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl CapabilityDirectory for InMemoryCapabilityDirectory {
+    async fn upsert_registration(
+        &self,
+        tenant_id: &str,
+        mut record: RegisteredCapability,
+    ) -> Result<RegisteredCapability, StoreError> {
+        let mut by_tenant = self
+            .by_tenant
+            .lock()
+            .map_err(|_| StoreError::Unavailable("capability directory lock poisoned".into()))?;
+        let registrations = by_tenant.entry(tenant_id.to_string()).or_default();
+        if let Some(existing) = registrations.get(&record.registration.capability_id) {
+            record.registered_at_millis = existing.registered_at_millis;
+        }
+        registrations.insert(record.registration.capability_id.clone(), record.clone());
+        Ok(record)
+    }
+
+    async fn list_registrations(
+        &self,
+        tenant_id: &str,
+    ) -> Result<Vec<RegisteredCapability>, StoreError> {
+        let by_tenant = self
+            .by_tenant
+            .lock()
+            .map_err(|_| StoreError::Unavailable("capability directory lock poisoned".into()))?;
+        Ok(by_tenant
+            .get(tenant_id)
+            .map(|registrations| registrations.values().cloned().collect())
+            .unwrap_or_default())
+    }
+}
