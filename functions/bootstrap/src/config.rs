@@ -116,6 +116,10 @@ pub struct Configuration {
     /// `BATON_MAX_STREAMS_PER_RUN`: event streams one run may have open at
     /// once in one process (default 64; one more is a 429 `too_many_streams`).
     pub max_streams_per_run: usize,
+    /// `BATON_MAX_STREAMS_PER_TENANT`: event streams one tenant may have
+    /// open at once, counted in the store across processes and Lambda
+    /// instances (default 200; one more is a 429 `too_many_streams`).
+    pub max_streams_per_tenant: usize,
     /// `BATON_PUBLIC_URL`: the URL clients reach the API at, for the A2A
     /// agent card (unset: the request's forwarded or direct host).
     pub public_url: Option<String>,
@@ -146,6 +150,7 @@ fn non_empty(read: VariableReader<'_>, name: &str) -> Option<String> {
 mod baton_http_defaults {
     pub const MAX_BODY_BYTES: usize = 1024 * 1024;
     pub const MAX_STREAMS_PER_RUN: usize = 64;
+    pub const MAX_STREAMS_PER_TENANT: usize = 200;
 }
 
 /// A positive whole number (bytes, steps) from `name`, else `default`.
@@ -274,6 +279,11 @@ impl Configuration {
                 read,
                 "BATON_MAX_STREAMS_PER_RUN",
                 baton_http_defaults::MAX_STREAMS_PER_RUN,
+            )?,
+            max_streams_per_tenant: positive_whole_number(
+                read,
+                "BATON_MAX_STREAMS_PER_TENANT",
+                baton_http_defaults::MAX_STREAMS_PER_TENANT,
             )?,
             public_url: non_empty(read, "BATON_PUBLIC_URL")
                 .map(|url| url.trim_end_matches('/').to_string()),

@@ -272,6 +272,7 @@ pub fn services_over(
             threads: ports.threads,
             notifier: executors.notifier,
             remote_agents: executors.remote_agents,
+            stream_leases: ports.stream_leases,
         },
         settings,
         worker_id,
@@ -471,9 +472,10 @@ pub fn api_state(
         settings: baton_http::HttpSettings {
             max_body_bytes: configuration.max_body_bytes,
             max_streams_per_run: configuration.max_streams_per_run,
+            max_streams_per_tenant: configuration.max_streams_per_tenant,
             public_url: configuration.public_url.clone(),
             ..baton_http::HttpSettings::default()
         },
-        streams: baton_http::StreamSlots::default(),
+        streams: services.streams.clone(),
     }
 }

@@ -62,6 +62,9 @@ pub struct StorePorts {
     /// Retention's batches on the same store (`baton gc`, `serve`'s
     /// interval, the `sweeper` function).
     pub retention: Arc<dyn baton_runtime::ports::RetentionUpkeep>,
+    /// Open event streams' leases (the store's, so every process and
+    /// Lambda instance counts the same streams).
+    pub stream_leases: Arc<dyn baton_runtime::ports::StreamLeases>,
 }
 
 /// The DynamoDB store (runs and capability registrations) and the SQS queue
@@ -99,6 +102,7 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
     let ports = StorePorts {
         threads: store.clone(),
         retention: store.clone(),
+        stream_leases: store.clone(),
         store,
         queue,
         capability_directory,
@@ -198,6 +202,7 @@ pub async fn embedded_store_ports(
             let ports = StorePorts {
                 store: memory.clone(),
                 retention: memory,
+                stream_leases: Arc::new(baton_runtime::memory::InMemoryStreamLeases::new()),
                 queue,
                 capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
                 clock,
@@ -243,6 +248,7 @@ pub async fn embedded_store_ports(
         capability_directory: sqlite.clone(),
         clock,
         retention: sqlite.clone(),
+        stream_leases: sqlite.clone(),
         threads: sqlite,
     };
     Ok((ports, taken_over.len()))

@@ -130,6 +130,7 @@ async fn measure(binary: PathBuf) {
             clock: Arc::new(baton_runtime::clock::SystemClock),
             threads: store.clone(),
             retention: store.clone(),
+            stream_leases: store.clone(),
         },
         baton_bootstrap::Executors {
             llm: Arc::new(NoModel),

@@ -120,3 +120,14 @@ async fn an_ended_run_past_retention_is_stamped_whole_and_a_parked_run_is_kept()
         "the pass deleted the run's mark: {marks:?}"
     );
 }
+
+#[tokio::test]
+async fn the_dynamodb_stream_leases_pass_the_conformance_case() {
+    let moto = MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique_name("baton-streams"));
+    store.create_table_if_missing().await.unwrap();
+    baton_test_support::conformance::stream_lease_conformance(&store, &unique_name("dynamo"))
+        .await
+        .unwrap();
+}

@@ -56,15 +56,21 @@ impl ApiError {
     }
 
     /// A run already has `limit` event streams open (`open` now).
-    pub fn too_many_streams(run_id: &str, open: usize, limit: usize) -> Self {
+    /// `scope` is `run` or `tenant`: whose cap is full.
+    pub fn too_many_streams(run_id: &str, scope: &str, open: usize, limit: usize) -> Self {
+        let (whose, variable) = if scope == "tenant" {
+            ("the tenant".to_string(), "BATON_MAX_STREAMS_PER_TENANT")
+        } else {
+            (format!("run `{run_id}`"), "BATON_MAX_STREAMS_PER_RUN")
+        };
         let mut refused = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "too_many_streams",
             format!(
-                "run `{run_id}` has {open} event streams open, the limit (BATON_MAX_STREAMS_PER_RUN); close one or retry later"
+                "{whose} has {open} event streams open, the limit ({variable}); close one or retry later"
             ),
         )
-        .with_details(json!({"openStreams": open, "limit": limit}));
+        .with_details(json!({"openStreams": open, "limit": limit, "scope": scope}));
         refused.retry_after_seconds = Some(TENANT_LIMIT_RETRY_AFTER_SECONDS);
         refused
     }
@@ -83,6 +89,12 @@ impl From<RuntimeError> for ApiError {
                 format!("{path}: {message}"),
             )
             .with_details(json!({"path": path})),
+            RuntimeError::TooManyStreams {
+                run_id,
+                scope,
+                open,
+                limit,
+            } => ApiError::too_many_streams(run_id, scope, *open, *limit),
             RuntimeError::TenantLimit { live, limit, .. } => {
                 let mut refused = ApiError::new(
                     StatusCode::TOO_MANY_REQUESTS,

@@ -25,4 +25,4 @@ pub mod viewer;
 
 pub use auth::TokenAuthenticator;
 pub use axum::Router;
-pub use routes::{ApiState, HttpSettings, StreamSlots, router};
+pub use routes::{ApiState, HttpSettings, router};

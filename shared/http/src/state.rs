@@ -20,9 +20,13 @@ pub struct HttpSettings {
     /// The largest request body read (`BATON_MAX_BODY_BYTES`); a larger one
     /// is a JSON 413 `body_too_large` naming the limit.
     pub max_body_bytes: usize,
-    /// Event streams one run may have open at once in this process
-    /// (`BATON_MAX_STREAMS_PER_RUN`); one more is a 429 `too_many_streams`.
+    /// Event streams one run may have open at once, counted in the store
+    /// across every process (`BATON_MAX_STREAMS_PER_RUN`); one more is a 429
+    /// `too_many_streams`.
     pub max_streams_per_run: usize,
+    /// Event streams one tenant may have open at once, counted likewise
+    /// (`BATON_MAX_STREAMS_PER_TENANT`).
+    pub max_streams_per_tenant: usize,
     /// The URL clients reach the API at (`BATON_PUBLIC_URL`), for the A2A
     /// agent card; None: the request's forwarded or direct host.
     pub public_url: Option<String>,
@@ -31,67 +35,8 @@ pub struct HttpSettings {
 /// The default cap on one run's open event streams.
 pub const DEFAULT_MAX_STREAMS_PER_RUN: usize = 64;
 
-/// The event streams open per run in this process: a slot is taken when a
-/// stream opens and given back when it ends (its [`StreamSlot`] dropped).
-#[derive(Debug, Clone, Default)]
-pub struct StreamSlots {
-    open: Arc<std::sync::Mutex<std::collections::HashMap<(String, String), usize>>>,
-}
-
-/// One open event stream's slot; given back when dropped.
-#[derive(Debug)]
-pub struct StreamSlot {
-    slots: StreamSlots,
-    key: (String, String),
-}
-
-impl StreamSlots {
-    /// Takes a slot for a stream of `run_id`, or says how many are open
-    /// when `limit` are.
-    pub fn take(&self, tenant_id: &str, run_id: &str, limit: usize) -> Result<StreamSlot, usize> {
-        let key = (tenant_id.to_string(), run_id.to_string());
-        let mut open = self
-            .open
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = open.entry(key.clone()).or_default();
-        if *count >= limit {
-            return Err(*count);
-        }
-        *count += 1;
-        Ok(StreamSlot {
-            slots: self.clone(),
-            key,
-        })
-    }
-
-    /// Streams of `run_id` open now.
-    pub fn open_for(&self, tenant_id: &str, run_id: &str) -> usize {
-        let open = self
-            .open
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        open.get(&(tenant_id.to_string(), run_id.to_string()))
-            .copied()
-            .unwrap_or(0)
-    }
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut open = self
-            .slots
-            .open
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = open.get_mut(&self.key) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                open.remove(&self.key);
-            }
-        }
-    }
-}
+/// The default cap on one tenant's open event streams.
+pub const DEFAULT_MAX_STREAMS_PER_TENANT: usize = 200;
 
 /// The default request body limit: 1 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -103,6 +48,7 @@ impl Default for HttpSettings {
             poll_interval: Duration::from_millis(100),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             max_streams_per_run: DEFAULT_MAX_STREAMS_PER_RUN,
+            max_streams_per_tenant: DEFAULT_MAX_STREAMS_PER_TENANT,
             public_url: None,
         }
     }
@@ -116,8 +62,9 @@ pub struct ApiState {
     pub people: Arc<PeopleService>,
     pub authenticator: Arc<TokenAuthenticator>,
     pub settings: HttpSettings,
-    /// The event streams open per run (`HttpSettings::max_streams_per_run`).
-    pub streams: StreamSlots,
+    /// Open event streams, budgeted in the store
+    /// (`HttpSettings::max_streams_per_run`, `max_streams_per_tenant`).
+    pub streams: Arc<baton_runtime::services::StreamBudget>,
 }
 
 /// `?dialect=frames|hooks` of the SSE routes.
@@ -129,31 +76,5 @@ pub(crate) struct StreamQuery {
 impl StreamQuery {
     pub(crate) fn dialect(&self) -> Result<Dialect, ApiError> {
         Dialect::parse(self.dialect.as_deref())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::StreamSlots;
-
-    #[test]
-    fn a_slot_is_given_back_when_its_stream_ends() {
-        let slots = StreamSlots::default();
-        let first = slots.take("t", "run", 2).unwrap();
-        let second = slots.take("t", "run", 2).unwrap();
-        assert_eq!(slots.take("t", "run", 2).unwrap_err(), 2);
-        assert!(
-            slots.take("t", "other-run", 2).is_ok(),
-            "runs are counted apart"
-        );
-        assert!(
-            slots.take("other-tenant", "run", 2).is_ok(),
-            "tenants are counted apart"
-        );
-        drop(first);
-        assert_eq!(slots.open_for("t", "run"), 1);
-        let third = slots.take("t", "run", 2).unwrap();
-        drop((second, third));
-        assert_eq!(slots.open_for("t", "run"), 0);
     }
 }

@@ -22,6 +22,7 @@ const ACME_TOKEN: &str = "acme-token";
 const GLOBEX_TOKEN: &str = "globex-token";
 /// Event streams one run may have open in the tests' server (default 64).
 const TEST_STREAMS_PER_RUN: usize = 3;
+const TEST_STREAMS_PER_TENANT: usize = 5;
 /// The test server's limits (the defaults are 1 MiB and 256 KiB).
 const TEST_BODY_LIMIT: usize = 256 * 1024;
 const TEST_ENVELOPE_LIMIT: usize = 64 * 1024;
@@ -85,9 +86,10 @@ async fn start_api_with(
             poll_interval: Duration::from_millis(20),
             max_body_bytes: TEST_BODY_LIMIT,
             max_streams_per_run: TEST_STREAMS_PER_RUN,
+            max_streams_per_tenant: TEST_STREAMS_PER_TENANT,
             public_url: None,
         },
-        streams: Default::default(),
+        streams: built.services.streams.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());
@@ -1735,10 +1737,37 @@ async fn a_run_over_its_open_event_streams_gets_429_and_another_run_does_not() {
             .contains("BATON_MAX_STREAMS_PER_RUN"),
         "{body}"
     );
-    // Another run's streams are counted apart.
-    let other = open(second["runId"].as_str().unwrap().to_string()).await;
+    // Another run's streams are counted apart, up to the tenant's cap.
+    let second_id = second["runId"].as_str().unwrap().to_string();
+    let other = open(second_id.clone()).await;
     assert_eq!(other.status(), 200);
+    let fifth = open(second_id.clone()).await;
+    assert_eq!(fifth.status(), 200, "five of the tenant's streams are open");
+    let refused = open(second_id.clone()).await;
+    assert_eq!(refused.status(), 429);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["details"]["scope"], "tenant", "{body}");
+    assert_eq!(body["error"]["details"]["limit"], TEST_STREAMS_PER_TENANT);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("BATON_MAX_STREAMS_PER_TENANT"),
+        "{body}"
+    );
+    // A closed stream gives its lease back (off the closing request).
     drop(streams);
+    let mut reopened = None;
+    for _ in 0..100 {
+        let stream = open(first_id.clone()).await;
+        if stream.status() == 200 {
+            reopened = Some(stream);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reopened.is_some(), "the closed streams' leases came back");
+    drop((other, fifth, reopened));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -130,7 +130,7 @@ fn api() -> axum::Router {
                 .allowing_anonymous_when_unconfigured("fuzz"),
         ),
         settings: HttpSettings::default(),
-        streams: Default::default(),
+        streams: built.services.streams.clone(),
     })
 }
 

@@ -140,6 +140,17 @@ pub enum RuntimeError {
     #[error("invalid input at {path}: {message}")]
     InvalidInput { path: String, message: String },
     /// The tenant has as many runs at work as its limit allows. HTTP 429.
+    /// The run (`scope` "run") or the tenant ("tenant") has its cap of
+    /// open event streams. HTTP 429 `too_many_streams`.
+    #[error(
+        "{open} event streams are open for this {scope}, its limit ({limit}); close one or retry later"
+    )]
+    TooManyStreams {
+        run_id: String,
+        scope: &'static str,
+        open: usize,
+        limit: usize,
+    },
     #[error(
         "tenant `{tenant_id}` has {live} runs at work, its limit (BATON_TENANT_MAX_LIVE_RUNS); retry when one ends"
     )]
@@ -243,6 +254,7 @@ impl RuntimeError {
             RuntimeError::InvalidInput { .. }
             | RuntimeError::TooLarge { .. }
             | RuntimeError::TenantLimit { .. }
+            | RuntimeError::TooManyStreams { .. }
             | RuntimeError::TenantRateLimit { .. }
             | RuntimeError::InvalidRegistration { .. }
             | RuntimeError::RegistrationConflict { .. }

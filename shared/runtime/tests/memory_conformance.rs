@@ -132,3 +132,11 @@ async fn the_in_memory_store_keeps_at_most_its_cap_of_ended_runs() {
         "the two latest to expire are kept"
     );
 }
+
+#[tokio::test]
+async fn the_in_memory_stream_leases_pass_the_conformance_case() {
+    let leases = baton_runtime::memory::InMemoryStreamLeases::new();
+    baton_test_support::conformance::stream_lease_conformance(&leases, "memory")
+        .await
+        .unwrap();
+}

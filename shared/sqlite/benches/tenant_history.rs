@@ -82,7 +82,8 @@ fn main() {
         drop(SqliteStore::open(&path).unwrap());
         seed_past_runs(&path, past_runs);
         let store = Arc::new(SqliteStore::open(&path).unwrap());
-        let figures = runtime.block_on(measure_tenant_operations(store, TENANT, ROUNDS, None));
+        let figures =
+            runtime.block_on(measure_tenant_operations(store, TENANT, ROUNDS, None, true));
         print_figures("sqlite", past_runs, &figures);
     }
 }

@@ -102,3 +102,12 @@ async fn the_counter_is_set_from_the_runs_of_a_file_written_before_it() {
         3
     );
 }
+
+#[tokio::test]
+async fn the_sqlite_stream_leases_pass_the_conformance_case() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&directory.path().join("streams.sqlite3")).unwrap();
+    baton_test_support::conformance::stream_lease_conformance(&store, "sqlite")
+        .await
+        .unwrap();
+}

@@ -10,11 +10,13 @@ mod large;
 mod retention;
 mod run_list;
 mod settled;
+mod streams;
 mod threads;
 
 pub use directory::capability_directory_conformance;
 pub use large::incompressible_text;
 pub use retention::{RetentionCase, retention_conformance};
+pub use streams::stream_lease_conformance;
 pub use threads::thread_store_conformance;
 
 use std::sync::Arc;

@@ -313,6 +313,7 @@ impl TestServices {
                     .notifier
                     .unwrap_or_else(|| Arc::new(baton_runtime::ports::NoCompletionNotifier)),
                 remote_agents: Arc::new(baton_runtime::ports::NoRemoteAgents),
+                stream_leases: Arc::new(baton_runtime::memory::InMemoryStreamLeases::new()),
             },
             self.settings,
             self.worker_id,

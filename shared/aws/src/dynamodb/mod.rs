@@ -21,6 +21,7 @@ mod run_listing;
 mod run_store;
 pub mod state_codec;
 mod store;
+mod stream_lease_items;
 mod table_setup;
 mod thread_summaries;
 mod threads;

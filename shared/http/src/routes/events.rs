@@ -49,12 +49,18 @@ pub(super) async fn run_events(
     if state.runs.load(&tenant.0, &run_id).await?.is_none() {
         return Err(ApiError::run_not_found(&run_id));
     }
-    let limit = state.settings.max_streams_per_run;
     let slot = state
         .streams
-        .take(&tenant.0, &run_id, limit)
-        .map_err(|open| ApiError::too_many_streams(&run_id, open, limit))?;
-    // The slot lives as long as the stream: given back when it ends or the
+        .open(
+            &tenant.0,
+            &run_id,
+            baton_runtime::ports::StreamCaps {
+                per_run: state.settings.max_streams_per_run,
+                per_tenant: state.settings.max_streams_per_tenant,
+            },
+        )
+        .await?;
+    // The lease lives as long as the stream: given back when it ends or the
     // client goes away.
     let frames = state
         .runs

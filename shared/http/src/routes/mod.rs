@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use serde_json::json;
 
 use crate::error::ApiError;
-pub use crate::state::{ApiState, HttpSettings, StreamSlots};
+pub use crate::state::{ApiState, HttpSettings};
 
 /// The whole API.
 pub fn router(state: ApiState) -> Router {

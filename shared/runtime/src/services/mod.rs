@@ -26,6 +26,7 @@ mod outbox;
 mod people;
 mod runs;
 mod steps;
+mod stream_budget;
 mod thread_lanes;
 
 use std::sync::Arc;
@@ -43,6 +44,7 @@ pub use runs::{
     SUBMISSION_WINDOW, SubmittedRun, Submitter,
 };
 pub use steps::{StepOutcome, StepService};
+pub use stream_budget::{STREAM_LEASE, StreamBudget, StreamTicket};
 
 use crate::ports::{
     CapabilityDirectory, Clock, IdGenerator, LlmProvider, RunStore, StepQueue, ThreadStore,
@@ -291,6 +293,9 @@ pub struct ServicePorts {
     /// Checks remote agents' cards when they are registered
     /// (`NoRemoteAgents` where none can be reached).
     pub remote_agents: Arc<dyn crate::ports::RemoteAgentCards>,
+    /// Open event streams' leases (`memory::InMemoryStreamLeases` in one
+    /// process; the store's, where several share it).
+    pub stream_leases: Arc<dyn crate::ports::StreamLeases>,
 }
 
 /// What the run and step services share.
@@ -316,6 +321,8 @@ pub struct Services {
     pub steps: Arc<StepService>,
     pub capabilities: Arc<CapabilityService>,
     pub people: Arc<PeopleService>,
+    /// Open event streams, budgeted in the store.
+    pub streams: Arc<StreamBudget>,
 }
 
 impl Services {
@@ -355,6 +362,11 @@ impl Services {
             .with_remote_agents(ports.remote_agents.clone()),
         );
         let relay = OutboxRelay::new(ports.store.clone(), ports.queue.clone());
+        let streams = Arc::new(StreamBudget::new(
+            ports.stream_leases.clone(),
+            ports.clock.clone(),
+            ports.ids.clone(),
+        ));
         let committer = commit::DecisionCommitter {
             store: ports.store.clone(),
             relay: relay.clone(),
@@ -406,6 +418,7 @@ impl Services {
             steps,
             capabilities,
             people,
+            streams,
         }
     }
 }

@@ -1,10 +1,12 @@
 //! What spans a tenant's runs, kept so that its cost does not grow with
 //! the tenant's history: the runs list (by creation, or by status through
-//! its index), the live-run counter the commits keep, and the deletion of
-//! ended runs past their retention, in bounded batches.
+//! its index), the live-run counter the commits keep, the deletion of
+//! ended runs past their retention, in bounded batches, and the leases of
+//! open event streams (the per-run and per-tenant stream caps).
 
 mod expired_runs;
 mod live_run_counter;
 mod run_list_query;
+mod stream_lease_rows;
 
 pub(crate) use live_run_counter::{count_live_run_change, live_runs_of};
