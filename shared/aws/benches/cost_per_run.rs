@@ -546,6 +546,71 @@ async fn main() {
     );
 
     agent_session_costs(&store, &queue, &meter).await;
+    idle_stream_costs(&services, &meter).await;
+}
+
+/// How long the idle stream is measured (then scaled to a minute): past
+/// the follower's back-off to its 1 s idle poll and one lease renewal.
+const IDLE_STREAM_SECONDS: u64 = 30;
+
+/// One event stream on a run that stays queued (nothing drives it), as the
+/// stream function follows it: its lease taken, then the follower's polls
+/// and the lease's renewals, metered, per minute.
+async fn idle_stream_costs(
+    services: &baton_runtime::services::Services,
+    meter: &Arc<Mutex<Meter>>,
+) {
+    use futures_util::StreamExt;
+    let submitted = services
+        .runs
+        .submit(
+            "idle",
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+        )
+        .await
+        .unwrap();
+    let take_usage = || std::mem::take(&mut meter.lock().unwrap().usage);
+    take_usage();
+    let ticket = services
+        .streams
+        .open(
+            "idle",
+            &submitted.run_id,
+            baton_runtime::ports::StreamCaps {
+                per_run: 64,
+                per_tenant: 200,
+            },
+        )
+        .await
+        .unwrap();
+    let frames = services
+        .runs
+        .follow("idle", &submitted.run_id, 0, Duration::from_millis(100));
+    let window = Duration::from_secs(IDLE_STREAM_SECONDS);
+    let seen = tokio::time::timeout(window, frames.count()).await;
+    assert!(seen.is_err(), "the queued run's stream stays open");
+    drop(ticket);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let usage = take_usage().scaled(60.0 / IDLE_STREAM_SECONDS as f64);
+    let lambda = 60.0 * LAMBDA_MEMORY_GB * LAMBDA_ARM64_PER_GB_SECOND;
+    println!(
+        "\nOne idle event stream, per minute (follower back-off 100 ms -> 1 s, a 60 s lease renewed every 20 s; measured over {IDLE_STREAM_SECONDS} s):"
+    );
+    println!(
+        "  DynamoDB {:.0} RRU + {:.1} WRU = ${:.7}; calls in the window {:?}",
+        usage.read_units,
+        usage.write_units,
+        usage.dollars(),
+        usage.calls
+    );
+    println!(
+        "  Lambda 60 s at {LAMBDA_MEMORY_GB} GB arm64 (a streaming function bills while it streams) = ${lambda:.7}"
+    );
+    println!(
+        "  total ${:.7} per idle stream-minute (${:.2} per 1,000 stream-hours)",
+        usage.dollars() + lambda,
+        (usage.dollars() + lambda) * 60.0 * 1000.0
+    );
 }
 
 /// Turns of the measured agent session, and the size of each tool result.
