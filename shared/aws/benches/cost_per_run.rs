@@ -80,7 +80,12 @@ struct Usage {
 
 impl Usage {
     fn write(&mut self, sort_key: &str, write_units: f64) {
-        let kind = sort_key.split('#').next().unwrap_or("?").to_string();
+        // A listing's key is its ordering key (`{created ms}.{run id}`).
+        let kind = if sort_key.starts_with(|first: char| first.is_ascii_digit()) {
+            "LISTING".to_string()
+        } else {
+            sort_key.split('#').next().unwrap_or("?").to_string()
+        };
         *self.write_units_by_item.entry(kind).or_default() += write_units;
         self.write_units += write_units;
     }
@@ -372,6 +377,7 @@ async fn main() {
         .store(store.clone())
         .queue(queue.clone())
         .capability_directory(store.clone())
+        .stream_leases(store.clone())
         .build()
         .services;
     let take_usage = || std::mem::take(&mut meter.lock().unwrap().usage);

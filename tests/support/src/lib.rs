@@ -164,6 +164,7 @@ pub struct TestServices {
     tools: Option<Arc<dyn baton_runtime::ports::ToolRunner>>,
     threads: Option<Arc<dyn baton_runtime::ports::ThreadStore>>,
     notifier: Option<Arc<dyn baton_runtime::ports::CompletionNotifier>>,
+    stream_leases: Option<Arc<dyn baton_runtime::ports::StreamLeases>>,
 }
 
 /// What [`TestServices::build`] wired, with the in-memory parts kept typed.
@@ -193,7 +194,14 @@ impl TestServices {
             tools: None,
             threads: None,
             notifier: None,
+            stream_leases: None,
         }
+    }
+
+    /// Keeps open event streams' leases in `leases` (default: in memory).
+    pub fn stream_leases(mut self, leases: Arc<dyn baton_runtime::ports::StreamLeases>) -> Self {
+        self.stream_leases = Some(leases);
+        self
     }
 
     /// Keeps chat threads in `store`.
@@ -313,7 +321,9 @@ impl TestServices {
                     .notifier
                     .unwrap_or_else(|| Arc::new(baton_runtime::ports::NoCompletionNotifier)),
                 remote_agents: Arc::new(baton_runtime::ports::NoRemoteAgents),
-                stream_leases: Arc::new(baton_runtime::memory::InMemoryStreamLeases::new()),
+                stream_leases: self.stream_leases.unwrap_or_else(|| {
+                    Arc::new(baton_runtime::memory::InMemoryStreamLeases::new())
+                }),
             },
             self.settings,
             self.worker_id,
