@@ -235,12 +235,20 @@ impl SqliteStore {
                 path.display()
             )));
         }
+        let counters_are_new = !setup
+            .prepare(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'live_run_counters'",
+            )
+            .and_then(|mut statement| statement.exists([]))
+            .map_err(unavailable)?;
         setup.execute_batch(SCHEMA).map_err(unavailable)?;
         add_lease_owner_column(&setup)?;
         add_forked_from_column(&setup)?;
         add_retention_column(&setup)?;
         index_runs_by_status_and_creation(&setup)?;
-        count_live_runs_once(&setup)?;
+        if counters_are_new {
+            count_live_runs_once(&setup)?;
+        }
         setup
             .pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(unavailable)?;
@@ -376,23 +384,16 @@ fn index_runs_by_status_and_creation(setup: &rusqlite::Transaction<'_>) -> Resul
     Ok(())
 }
 
-/// A file opened for the first time since the counters exist (the table is
-/// empty while runs are at work): the counters are set from the runs, once.
+/// A file opened for the first time since the counters exist (the table
+/// was just created): the counters are set from the runs, once.
 fn count_live_runs_once(setup: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
-    let counted: bool = setup
-        .prepare("SELECT 1 FROM live_run_counters LIMIT 1")
-        .and_then(|mut statement| statement.exists([]))
-        .map_err(unavailable)?;
-    if !counted {
-        setup
-            .execute_batch(
-                "INSERT INTO live_run_counters (tenant_id, live_runs)
-                 SELECT tenant_id, COUNT(*) FROM runs WHERE status IN ('queued', 'running')
-                 GROUP BY tenant_id",
-            )
-            .map_err(unavailable)?;
-    }
-    Ok(())
+    setup
+        .execute_batch(
+            "INSERT INTO live_run_counters (tenant_id, live_runs)
+             SELECT tenant_id, COUNT(*) FROM runs WHERE status IN ('queued', 'running')
+             GROUP BY tenant_id",
+        )
+        .map_err(unavailable)
 }
 
 /// Runs `step` again while SQLite answers "busy" (for up to five seconds).

@@ -247,36 +247,26 @@ impl RunLog for SqliteStore {
             Durability::Fsynced,
             move |transaction: &rusqlite::Connection| {
                 let expected = as_i64(commit.expected_version);
-                // The status the commit leaves, read in its transaction:
-                // the live-run counter moves by what it was, not by what
-                // the caller believed.
-                let status_before: Option<String> = transaction
+                // Conditional on the status the caller read too (as on
+                // DynamoDB): the live-run counter moves by it, and a wrong
+                // one is a conflict the caller reloads after.
+                let changed = transaction
                     .prepare_cached(
-                        "SELECT status FROM runs WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?3",
+                        "UPDATE runs SET state = ?3, status = ?4, version = version + 1,
+                            retain_until_millis = ?6
+                         WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?5 AND status = ?7",
                     )
                     .map_err(unavailable)?
-                    .query_row(params![tenant_id, run_id, expected], |row| row.get(0))
-                    .optional()
+                    .execute(params![
+                        tenant_id,
+                        run_id,
+                        state_json,
+                        commit.state.status.as_str(),
+                        expected,
+                        commit.retain_until.map(millis),
+                        commit.previous_status.as_str()
+                    ])
                     .map_err(unavailable)?;
-                let changed = match &status_before {
-                    None => 0,
-                    Some(_) => transaction
-                        .prepare_cached(
-                            "UPDATE runs SET state = ?3, status = ?4, version = version + 1,
-                                retain_until_millis = ?6
-                             WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?5",
-                        )
-                        .map_err(unavailable)?
-                        .execute(params![
-                            tenant_id,
-                            run_id,
-                            state_json,
-                            commit.state.status.as_str(),
-                            expected,
-                            commit.retain_until.map(millis)
-                        ])
-                        .map_err(unavailable)?,
-                };
                 if changed == 0 {
                     let exists: Option<i64> = transaction
                         .prepare_cached(
@@ -305,9 +295,7 @@ impl RunLog for SqliteStore {
                 crate::tenant_runs::count_live_run_change(
                     transaction,
                     &tenant_id,
-                    status_before
-                        .as_deref()
-                        .and_then(baton_core::run::RunStatus::parse),
+                    Some(commit.previous_status),
                     commit.state.status,
                 )?;
                 Ok(Grouped::Keep(commit.expected_version + 1))

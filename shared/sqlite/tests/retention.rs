@@ -89,10 +89,10 @@ async fn the_counter_is_set_from_the_runs_of_a_file_written_before_it() {
                 .unwrap();
         }
     }
-    // As a file from before the counters: the table is emptied.
+    // As a file from before the counters: the table is not there.
     rusqlite::Connection::open(&path)
         .unwrap()
-        .execute("DELETE FROM live_run_counters", [])
+        .execute("DROP TABLE live_run_counters", [])
         .unwrap();
     let reopened = SqliteStore::open(&path).unwrap();
     assert_eq!(

@@ -107,7 +107,9 @@ impl RunAdmission {
         // counter without being refused by it.
         let live_run_limit = match limits {
             TenantLimitCheck::CheckNow => {
-                self.check_tenant_limits(&tenant_id).await?;
+                // The live-run limit is the create's own condition: no read
+                // of the counter before it.
+                self.check_submission_rate(&tenant_id).await?;
                 self.tenant_limits
                     .max_live_runs_of(&tenant_id)
                     .map(|limit| limit as u64)
@@ -186,9 +188,7 @@ impl RunAdmission {
         &self,
         tenant_id: &str,
     ) -> Result<TenantLimitsPassed, RuntimeError> {
-        let live_limit = self.tenant_limits.max_live_runs_of(tenant_id);
-        let rate_limit = self.tenant_limits.max_submissions_per_minute_of(tenant_id);
-        if let Some(limit) = live_limit {
+        if let Some(limit) = self.tenant_limits.max_live_runs_of(tenant_id) {
             let live = self.queries.live_runs(tenant_id).await?;
             if live >= limit as u64 {
                 return Err(RuntimeError::TenantLimit {
@@ -198,6 +198,16 @@ impl RunAdmission {
                 });
             }
         }
+        self.check_submission_rate(tenant_id).await
+    }
+
+    /// Refuses a new run when the tenant submitted its limit of runs in
+    /// the last [`SUBMISSION_WINDOW`] (see `check_tenant_limits`).
+    async fn check_submission_rate(
+        &self,
+        tenant_id: &str,
+    ) -> Result<TenantLimitsPassed, RuntimeError> {
+        let rate_limit = self.tenant_limits.max_submissions_per_minute_of(tenant_id);
         let Some(rate_limit) = rate_limit else {
             return Ok(TenantLimitsPassed(()));
         };
