@@ -41,7 +41,7 @@ pub use planning::{
     planner, policy_conditions, preview, selection, validator, variants,
 };
 pub use records::{
-    agents, audit, chat, conversation, entries, governance, notifications, thread_lane,
+    agents, audit, chat, conversation, entries, governance, notifications, schedules, thread_lane,
     thread_listing,
 };
 pub use state::{context, listing, plan_tool, replan_cause, run, tasks};

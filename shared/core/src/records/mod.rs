@@ -9,5 +9,6 @@ pub mod conversation;
 pub mod entries;
 pub mod governance;
 pub mod notifications;
+pub mod schedules;
 pub mod thread_lane;
 pub mod thread_listing;
