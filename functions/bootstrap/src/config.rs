@@ -120,6 +120,14 @@ pub struct Configuration {
     /// open at once, counted in the store across processes and Lambda
     /// instances (default 200; one more is a 429 `too_many_streams`).
     pub max_streams_per_tenant: usize,
+    /// `BATON_MAX_SCHEDULES_PER_TENANT`: schedules one tenant may keep
+    /// (default 100; one more is a 409 `schedule_limit`).
+    pub max_schedules_per_tenant: usize,
+    /// `BATON_SCHEDULER_TARGET_ARN`, `BATON_SCHEDULER_ROLE_ARN` and
+    /// `BATON_SCHEDULE_GROUP` (default `default`): schedules are fired by
+    /// EventBridge Scheduler into that target (the ingest queue), as that
+    /// role. Both ARNs or neither.
+    pub scheduler: Option<SchedulerConfiguration>,
     /// `BATON_PUBLIC_URL`: the URL clients reach the API at, for the A2A
     /// agent card (unset: the request's forwarded or direct host).
     pub public_url: Option<String>,
@@ -130,6 +138,33 @@ pub struct Configuration {
     /// `BATON_MAX_HEADER_BYTES`: the largest request head `baton serve`
     /// reads (at least 8 KiB); larger is a 431. Default 64 KiB.
     pub max_header_bytes: usize,
+}
+
+/// Where EventBridge Scheduler sends schedules' fires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulerConfiguration {
+    pub group: String,
+    pub target_arn: String,
+    pub role_arn: String,
+}
+
+impl SchedulerConfiguration {
+    fn from_variables(read: VariableReader<'_>) -> Result<Option<Self>, StartupError> {
+        match (
+            non_empty(read, "BATON_SCHEDULER_TARGET_ARN"),
+            non_empty(read, "BATON_SCHEDULER_ROLE_ARN"),
+        ) {
+            (None, None) => Ok(None),
+            (Some(target_arn), Some(role_arn)) => Ok(Some(SchedulerConfiguration {
+                group: non_empty(read, "BATON_SCHEDULE_GROUP").unwrap_or_else(|| "default".into()),
+                target_arn,
+                role_arn,
+            })),
+            _ => Err(StartupError(
+                "BATON_SCHEDULER_TARGET_ARN and BATON_SCHEDULER_ROLE_ARN go together: set both (EventBridge Scheduler fires schedules) or neither (`baton serve` does)".into(),
+            )),
+        }
+    }
 }
 
 /// Whether and how often streamed model text reaches the event log.
@@ -285,6 +320,12 @@ impl Configuration {
                 "BATON_MAX_STREAMS_PER_TENANT",
                 baton_http_defaults::MAX_STREAMS_PER_TENANT,
             )?,
+            max_schedules_per_tenant: positive_whole_number(
+                read,
+                "BATON_MAX_SCHEDULES_PER_TENANT",
+                baton_runtime::services::DEFAULT_MAX_SCHEDULES_PER_TENANT,
+            )?,
+            scheduler: SchedulerConfiguration::from_variables(read)?,
             public_url: non_empty(read, "BATON_PUBLIC_URL")
                 .map(|url| url.trim_end_matches('/').to_string()),
             worker_max_steps_in_flight,

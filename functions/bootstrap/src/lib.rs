@@ -230,6 +230,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         max_envelope_bytes: configuration.max_envelope_bytes,
         tenant_limits: configuration.tenant_limits.clone(),
         retention: configuration.retention(),
+        max_schedules_per_tenant: configuration.max_schedules_per_tenant,
         node_lease: configuration.node_lease,
         ..defaults
     }
@@ -273,6 +274,8 @@ pub fn services_over(
             notifier: executors.notifier,
             remote_agents: executors.remote_agents,
             stream_leases: ports.stream_leases,
+            schedules: ports.schedules,
+            schedule_triggers: ports.schedule_triggers,
         },
         settings,
         worker_id,

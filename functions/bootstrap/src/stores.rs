@@ -65,6 +65,12 @@ pub struct StorePorts {
     /// Open event streams' leases (the store's, so every process and
     /// Lambda instance counts the same streams).
     pub stream_leases: Arc<dyn baton_runtime::ports::StreamLeases>,
+    /// Schedules (the store's, so `baton serve` and the API read the same).
+    pub schedules: Arc<dyn baton_runtime::ports::ScheduleBook>,
+    /// What fires them: EventBridge Scheduler where the api function is
+    /// configured for it (`BATON_SCHEDULER_TARGET_ARN`, …), else the process
+    /// keeping the store (`baton serve`).
+    pub schedule_triggers: Arc<dyn baton_runtime::ports::ScheduleTriggers>,
 }
 
 /// The DynamoDB store (runs and capability registrations) and the SQS queue
@@ -103,6 +109,8 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         threads: store.clone(),
         retention: store.clone(),
         stream_leases: store.clone(),
+        schedules: store.clone(),
+        schedule_triggers: schedule_triggers(configuration, &aws),
         store,
         queue,
         capability_directory,
@@ -131,6 +139,29 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         Arc::new(baton_runtime::observe::telemetry::RunCounters::default()),
         sink,
     ))
+}
+
+/// EventBridge Scheduler fires the schedules where this process is built
+/// for it (feature `scheduler`: the api function) and configured for it
+/// (`BATON_SCHEDULER_TARGET_ARN`, `BATON_SCHEDULER_ROLE_ARN`); otherwise the
+/// process keeping the store does (`baton serve`).
+#[allow(unused_variables)]
+fn schedule_triggers(
+    configuration: &Configuration,
+    aws: &baton_aws::AwsConnection,
+) -> Arc<dyn baton_runtime::ports::ScheduleTriggers> {
+    #[cfg(feature = "scheduler")]
+    if let Some(target) = &configuration.scheduler {
+        return Arc::new(baton_aws::scheduler::EventBridgeScheduleTriggers::new(
+            aws,
+            baton_aws::scheduler::SchedulerTarget {
+                group: target.group.clone(),
+                target_arn: target.target_arn.clone(),
+                role_arn: target.role_arn.clone(),
+            },
+        ));
+    }
+    Arc::new(baton_runtime::ports::StoreKeepsSchedules)
 }
 
 /// The same ports, their run store counting what it commits into
@@ -203,6 +234,8 @@ pub async fn embedded_store_ports(
                 store: memory.clone(),
                 retention: memory,
                 stream_leases: Arc::new(baton_runtime::memory::InMemoryStreamLeases::new()),
+                schedules: Arc::new(baton_runtime::memory::InMemoryScheduleBook::new()),
+                schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
                 queue,
                 capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
                 clock,
@@ -249,6 +282,8 @@ pub async fn embedded_store_ports(
         clock,
         retention: sqlite.clone(),
         stream_leases: sqlite.clone(),
+        schedules: sqlite.clone(),
+        schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         threads: sqlite,
     };
     Ok((ports, taken_over.len()))

@@ -131,6 +131,8 @@ async fn measure(binary: PathBuf) {
             threads: store.clone(),
             retention: store.clone(),
             stream_leases: store.clone(),
+            schedules: store.clone(),
+            schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         },
         baton_bootstrap::Executors {
             llm: Arc::new(NoModel),

@@ -57,6 +57,11 @@ impl AwsConnection {
         aws_sdk_bedrockruntime::Client::from_conf(configuration)
     }
 
+    #[cfg(feature = "scheduler")]
+    pub(crate) fn scheduler_client(&self) -> aws_sdk_scheduler::Client {
+        aws_sdk_scheduler::Client::new(&self.configuration)
+    }
+
     #[cfg(feature = "event-bus")]
     pub(crate) fn eventbridge_client(&self) -> aws_sdk_eventbridge::Client {
         aws_sdk_eventbridge::Client::new(&self.configuration)

@@ -9,6 +9,10 @@
 //!   (its dead-letter queue is configured on the queue, see `infra/`).
 //! - Feature `event-bus`: `events::EventBridgeBus` announces runs on an
 //!   EventBridge bus.
+//! - The same store implements `ScheduleBook` (schedules by tenant, and the
+//!   due marks `baton serve` ticks through; see `dynamodb::schedule_items`).
+//! - Feature `scheduler`: `scheduler::EventBridgeScheduleTriggers` fires
+//!   schedules from EventBridge Scheduler into the ingest queue.
 //! - Feature `bedrock`: `bedrock::BedrockProvider` implements `LlmProvider`
 //!   on Amazon Bedrock's `ConverseStream`.
 //!
@@ -27,6 +31,8 @@
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
 //! | stream lease | `T#{tenant}#STREAMS` | `{runId}#{streamId}` | `leaseUntil` (ms), `expiresAt`: an open event stream, counted against the per-run and per-tenant caps by every Lambda instance |
 //! | retention mark | `RETAIN#{shard}` | `T#{tenant}#R#{run}` | `tenantId`, `retainUntil`: put by the commit that ends (or takes up again) a run, for the sweeper's pass (`dynamodb::retention_stamps`) |
+//! | schedule | `T#{tenant}#SCHEDULES` | `{scheduleId}` | `schedule` (JSON), `revision` (changes are conditional on it), `createdAt` |
+//! | schedule due mark | `SCHEDULES#DUE` | `{tenant}#{scheduleId}` | `dueAt` (ms): the next fire of an active schedule `baton serve` keeps, written with the schedule |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //! | chat exchange | `T#{tenant}#THREAD#{thread}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` |
 //! | thread lane | `T#{tenant}#THREAD#{thread}` | `LANE` | `lane` (JSON), `version`, `expiresAt` |
@@ -40,7 +46,8 @@
 //! `{lastAtMillis:013}.{threadId}` (the tenant's threads list).
 //!
 //! Every key a request names starts with the tenant, so one tenant can never address another's
-//! items (the retention marks and the sparse index's outbox shards are the sweeper's alone).
+//! items (the retention marks and the sparse index's outbox shards are the sweeper's alone, the
+//! schedules' due marks the schedule keeper's).
 //!
 //! Retention: every item of an ended run carries `expiresAt` (Unix seconds, the table's TTL):
 //! the commit that ends it stamps what it writes and marks the run, the sweeper's pass stamps
@@ -63,6 +70,8 @@ mod connection;
 pub mod dynamodb;
 #[cfg(feature = "event-bus")]
 pub mod events;
+#[cfg(feature = "scheduler")]
+pub mod scheduler;
 pub mod sqs;
 
 #[cfg(feature = "testing")]

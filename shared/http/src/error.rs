@@ -176,6 +176,22 @@ impl From<RuntimeError> for ApiError {
                 format!("{path}: no run `{run_id}`"),
             )
             .with_details(json!({"path": path})),
+            RuntimeError::InvalidSchedule { path, message } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_schedule",
+                format!("{path}: {message}"),
+            )
+            .with_details(json!({"path": path})),
+            RuntimeError::ScheduleNotFound(schedule_id) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "schedule_not_found",
+                format!("no schedule `{schedule_id}`"),
+            )
+            .with_details(json!({"scheduleId": schedule_id})),
+            RuntimeError::ScheduleLimit { count, limit, .. } => {
+                ApiError::new(StatusCode::CONFLICT, "schedule_limit", error.to_string())
+                    .with_details(json!({"schedules": count, "limit": limit}))
+            }
             other if other.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

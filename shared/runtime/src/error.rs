@@ -242,6 +242,21 @@ pub enum RuntimeError {
     /// HTTP 404.
     #[error("{path}: no run `{run_id}`")]
     RunNotFound { path: String, run_id: String },
+    /// A schedule request is wrong; `path` names where. HTTP 422.
+    #[error("invalid schedule at {path}: {message}")]
+    InvalidSchedule { path: String, message: String },
+    /// The tenant has no schedule of that id. HTTP 404.
+    #[error("no schedule `{0}`")]
+    ScheduleNotFound(String),
+    /// The tenant keeps as many schedules as its limit allows. HTTP 409.
+    #[error(
+        "tenant `{tenant_id}` keeps {count} schedules, its limit (BATON_MAX_SCHEDULES_PER_TENANT); delete one first"
+    )]
+    ScheduleLimit {
+        tenant_id: String,
+        count: usize,
+        limit: usize,
+    },
 }
 
 impl RuntimeError {
@@ -265,7 +280,10 @@ impl RuntimeError {
             | RuntimeError::DeadLettered { .. }
             | RuntimeError::ThreadNotFound(_)
             | RuntimeError::ThreadBusy { .. }
-            | RuntimeError::RunNotFound { .. } => false,
+            | RuntimeError::RunNotFound { .. }
+            | RuntimeError::InvalidSchedule { .. }
+            | RuntimeError::ScheduleNotFound(_)
+            | RuntimeError::ScheduleLimit { .. } => false,
         }
     }
 }

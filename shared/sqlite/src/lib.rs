@@ -17,6 +17,7 @@
 //! | `entries` | `tenant_id, run_id, entry_key` | `body` (JSON): what lives beside a run (conversation turns, judge calls), put by the commit that carries it (added without a version change, like `threads`) |
 //! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
 //! | `live_run_counters` | `tenant_id` | `live_runs`: the tenant's runs at work (queued, running), moved by the create and the commits that start and stop work, so the live-run limit is one read (set from `runs` on the first open that has the table) |
+//! | `schedules` | `tenant_id, schedule_id` | the schedule as JSON, its `revision` (changes are conditional on it) and `due_millis` (indexed: what `serve` fires next) |
 //! | `stream_leases` | `tenant_id, run_id, stream_id` | `expires_at_millis`: open event streams, counted against the per-run and per-tenant caps by every process sharing the file |
 //! | `thread_lanes` | `tenant_id, thread_id` | `lane` (JSON: the run answering, those queued, those cut short), `version` (each write conditional on it; added like `threads`) |
 //!
@@ -158,6 +159,16 @@ CREATE TABLE IF NOT EXISTS stream_leases (
     expires_at_millis INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, run_id, stream_id)
 );
+CREATE TABLE IF NOT EXISTS schedules (
+    tenant_id TEXT NOT NULL,
+    schedule_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    due_millis INTEGER,
+    created_at_millis INTEGER NOT NULL,
+    schedule TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, schedule_id)
+);
+CREATE INDEX IF NOT EXISTS schedules_due ON schedules (due_millis) WHERE due_millis IS NOT NULL;
 CREATE TABLE IF NOT EXISTS thread_lanes (
     tenant_id TEXT NOT NULL,
     thread_id TEXT NOT NULL,

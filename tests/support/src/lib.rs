@@ -165,6 +165,8 @@ pub struct TestServices {
     threads: Option<Arc<dyn baton_runtime::ports::ThreadStore>>,
     notifier: Option<Arc<dyn baton_runtime::ports::CompletionNotifier>>,
     stream_leases: Option<Arc<dyn baton_runtime::ports::StreamLeases>>,
+    schedules: Option<Arc<dyn baton_runtime::ports::ScheduleBook>>,
+    schedule_triggers: Option<Arc<dyn baton_runtime::ports::ScheduleTriggers>>,
 }
 
 /// What [`TestServices::build`] wired, with the in-memory parts kept typed.
@@ -195,10 +197,24 @@ impl TestServices {
             threads: None,
             notifier: None,
             stream_leases: None,
+            schedules: None,
+            schedule_triggers: None,
         }
     }
 
     /// Keeps open event streams' leases in `leases` (default: in memory).
+    /// Schedules kept in `book` and fired by `triggers` (default: in
+    /// memory, fired by whoever ticks `ScheduleService::fire_due`).
+    pub fn schedules(
+        mut self,
+        book: Arc<dyn baton_runtime::ports::ScheduleBook>,
+        triggers: Arc<dyn baton_runtime::ports::ScheduleTriggers>,
+    ) -> Self {
+        self.schedules = Some(book);
+        self.schedule_triggers = Some(triggers);
+        self
+    }
+
     pub fn stream_leases(mut self, leases: Arc<dyn baton_runtime::ports::StreamLeases>) -> Self {
         self.stream_leases = Some(leases);
         self
@@ -324,6 +340,12 @@ impl TestServices {
                 stream_leases: self.stream_leases.unwrap_or_else(|| {
                     Arc::new(baton_runtime::memory::InMemoryStreamLeases::new())
                 }),
+                schedules: self.schedules.unwrap_or_else(|| {
+                    Arc::new(baton_runtime::memory::InMemoryScheduleBook::new())
+                }),
+                schedule_triggers: self
+                    .schedule_triggers
+                    .unwrap_or_else(|| Arc::new(baton_runtime::ports::StoreKeepsSchedules)),
             },
             self.settings,
             self.worker_id,

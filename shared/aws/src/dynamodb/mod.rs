@@ -19,6 +19,7 @@ mod retention_stamps;
 mod run_entries;
 mod run_listing;
 mod run_store;
+mod schedule_items;
 pub mod state_codec;
 mod store;
 mod stream_lease_items;

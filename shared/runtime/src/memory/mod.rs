@@ -21,6 +21,7 @@ mod event_log;
 mod node_leases;
 mod queue;
 mod registrations;
+mod schedules;
 mod stream_leases;
 mod threads;
 
@@ -510,6 +511,7 @@ impl crate::ports::RetentionUpkeep for InMemoryRunStore {
 
 pub use self::queue::InMemoryStepQueue;
 pub use self::registrations::InMemoryCapabilityDirectory;
+pub use self::schedules::InMemoryScheduleBook;
 pub use self::stream_leases::InMemoryStreamLeases;
 pub use self::threads::InMemoryThreadStore;
 

@@ -17,7 +17,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::{LlmError, QueueError, StoreError};
 
+mod schedules;
 mod store_upkeep;
+pub use schedules::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};
 pub use store_upkeep::{
     ExpiredRunsBatch, RetentionUpkeep, StreamCaps, StreamLeases, StreamOpening,
 };

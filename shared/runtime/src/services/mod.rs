@@ -7,6 +7,8 @@
 //! - [`CapabilityService`]: registrations and the capability snapshot a
 //!   tenant's planner sees.
 //! - [`PeopleService`]: a person's answer to a parked node, or their decline.
+//! - [`ScheduleService`]: schedules kept, fired (one run per fire time),
+//!   paused and resumed.
 //! - [`OutboxRelay`] / [`OutboxSweeper`]: send committed step messages, and
 //!   re-send what a crash left unsent.
 //!
@@ -25,6 +27,7 @@ pub mod follow;
 mod outbox;
 mod people;
 mod runs;
+mod schedules;
 mod steps;
 mod stream_budget;
 mod thread_lanes;
@@ -43,6 +46,7 @@ pub use runs::{
     ChatRequest, Checkpoint, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService,
     SUBMISSION_WINDOW, SubmittedRun, Submitter,
 };
+pub use schedules::{DEFAULT_MAX_SCHEDULES_PER_TENANT, FiredRun, ScheduleService, ScheduleTick};
 pub use steps::{StepOutcome, StepService};
 pub use stream_budget::{STREAM_LEASE, StreamBudget, StreamTicket};
 
@@ -94,6 +98,8 @@ pub struct OrchestratorSettings {
     pub tenant_limits: TenantLimits,
     /// How long an ended run's records are kept, by tenant.
     pub retention: RunRetention,
+    /// Schedules a tenant may keep (`BATON_MAX_SCHEDULES_PER_TENANT`).
+    pub max_schedules_per_tenant: usize,
 }
 
 /// The default retention of an ended run's records: 30 days.
@@ -248,6 +254,7 @@ impl Default for OrchestratorSettings {
             max_envelope_bytes: DEFAULT_MAX_ENVELOPE_BYTES,
             tenant_limits: TenantLimits::default(),
             retention: RunRetention::default(),
+            max_schedules_per_tenant: schedules::DEFAULT_MAX_SCHEDULES_PER_TENANT,
         }
     }
 }
@@ -296,6 +303,12 @@ pub struct ServicePorts {
     /// Open event streams' leases (`memory::InMemoryStreamLeases` in one
     /// process; the store's, where several share it).
     pub stream_leases: Arc<dyn crate::ports::StreamLeases>,
+    /// Schedules (`memory::InMemoryScheduleBook` in one process; the
+    /// store's, where several share it).
+    pub schedules: Arc<dyn crate::ports::ScheduleBook>,
+    /// What fires them (`ports::StoreKeepsSchedules`: the process keeping
+    /// the store, `baton serve`; EventBridge Scheduler in the cloud).
+    pub schedule_triggers: Arc<dyn crate::ports::ScheduleTriggers>,
 }
 
 /// What the run and step services share.
@@ -323,6 +336,8 @@ pub struct Services {
     pub people: Arc<PeopleService>,
     /// Open event streams, budgeted in the store.
     pub streams: Arc<StreamBudget>,
+    /// Schedules: kept, fired, paused.
+    pub schedules: Arc<ScheduleService>,
 }
 
 impl Services {
@@ -385,6 +400,7 @@ impl Services {
                 .clone()
                 .with_tenant_settings(registry.tenant_settings()),
         };
+        let max_schedules_per_tenant = settings.max_schedules_per_tenant;
         let admission = admission::RunAdmission {
             run_log: ports.store.clone(),
             queries: ports.store.clone(),
@@ -403,7 +419,15 @@ impl Services {
             threads: ports.threads,
             committer,
         };
-        let runs = Arc::new(RunService::new(common.clone(), ports.ids));
+        let runs = Arc::new(RunService::new(common.clone(), ports.ids.clone()));
+        let schedules = Arc::new(ScheduleService::new(
+            ports.schedules,
+            ports.schedule_triggers,
+            runs.clone(),
+            common.clock.clone(),
+            ports.ids,
+            max_schedules_per_tenant,
+        ));
         let people = Arc::new(PeopleService::new(common.clone()));
         let steps = Arc::new(StepService::new(
             common,
@@ -419,6 +443,7 @@ impl Services {
             capabilities,
             people,
             streams,
+            schedules,
         }
     }
 }

@@ -2,11 +2,13 @@
 //! the tenant's history: the runs list (by creation, or by status through
 //! its index), the live-run counter the commits keep, the deletion of
 //! ended runs past their retention, in bounded batches, and the leases of
-//! open event streams (the per-run and per-tenant stream caps).
+//! open event streams (the per-run and per-tenant stream caps), and the
+//! tenant's schedules.
 
 mod expired_runs;
 mod live_run_counter;
 mod run_list_query;
+mod schedule_rows;
 mod stream_lease_rows;
 
 pub(crate) use live_run_counter::{count_live_run_change, live_runs_of};

@@ -1,0 +1,273 @@
+//! Schedules on DynamoDB: one item per schedule under its tenant, and a
+//! small due mark for each schedule `baton serve` keeps, in one partition,
+//! so a tick reads the marks (not the schedules with their envelopes):
+//!
+//! ```text
+//! pk = T#{tenant}#SCHEDULES   sk = {scheduleId}           schedule (JSON), revision, createdAt
+//! pk = SCHEDULES#DUE          sk = {tenant}#{scheduleId}  dueAt (Unix ms)
+//! ```
+//!
+//! A change writes both in one `TransactWriteItems`, the schedule's put
+//! conditional on the revision it was made from. The tenant's limit is
+//! counted with one `Query` (`Select COUNT`) before the create: two creates
+//! at the same moment may pass it by one.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{Delete, Put, Select, TransactWriteItem};
+use baton_core::instant::Instant;
+use baton_core::schedules::{Schedule, ScheduleState, ScheduleTrigger};
+use baton_runtime::error::StoreError;
+use baton_runtime::ports::{ScheduleBook, ScheduleWrite};
+
+use crate::dynamodb::store::{
+    DynamoRunStore, Item, cancellation_codes, n, read_number, read_text, s, sdk_failure,
+    unavailable,
+};
+
+const DUE_PK: &str = "SCHEDULES#DUE";
+
+fn schedules_pk(tenant_id: &str) -> String {
+    format!("T#{tenant_id}#SCHEDULES")
+}
+
+fn due_sk(tenant_id: &str, schedule_id: &str) -> String {
+    format!("{tenant_id}#{schedule_id}")
+}
+
+fn due_at(schedule: &Schedule) -> Option<Instant> {
+    (schedule.state == ScheduleState::Active && schedule.trigger == ScheduleTrigger::Store)
+        .then_some(schedule.next_fire_at)
+        .flatten()
+}
+
+fn decode(item: &Item) -> Result<Schedule, StoreError> {
+    serde_json::from_str(read_text(item, "schedule")?)
+        .map_err(|error| StoreError::Corrupt(format!("a kept schedule does not parse: {error}")))
+}
+
+impl DynamoRunStore {
+    /// The schedule's put (conditional on `condition`) and its due mark's
+    /// put or delete, as one transaction.
+    async fn write_schedule(
+        &self,
+        schedule: &Schedule,
+        condition: &str,
+        previous_revision: Option<u64>,
+    ) -> Result<ScheduleWrite, StoreError> {
+        let body = serde_json::to_string(schedule).map_err(unavailable)?;
+        let mut put = Put::builder()
+            .table_name(&self.table)
+            .item("pk", s(schedules_pk(&schedule.tenant_id)))
+            .item("sk", s(&schedule.schedule_id))
+            .item("schedule", s(body))
+            .item("revision", n(schedule.revision))
+            .item("createdAt", n(schedule.created_at.unix_millis()))
+            .condition_expression(condition);
+        if let Some(previous) = previous_revision {
+            put = put.expression_attribute_values(":previous", n(previous));
+        }
+        let due_key = due_sk(&schedule.tenant_id, &schedule.schedule_id);
+        let mark = match due_at(schedule) {
+            Some(due) => TransactWriteItem::builder()
+                .put(
+                    Put::builder()
+                        .table_name(&self.table)
+                        .item("pk", s(DUE_PK))
+                        .item("sk", s(due_key))
+                        .item("dueAt", n(due.unix_millis()))
+                        .build()
+                        .map_err(unavailable)?,
+                )
+                .build(),
+            None => TransactWriteItem::builder()
+                .delete(
+                    Delete::builder()
+                        .table_name(&self.table)
+                        .key("pk", s(DUE_PK))
+                        .key("sk", s(due_key))
+                        .build()
+                        .map_err(unavailable)?,
+                )
+                .build(),
+        };
+        let written = self
+            .client
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .put(put.build().map_err(unavailable)?)
+                    .build(),
+            )
+            .transact_items(mark)
+            .send()
+            .await;
+        match written {
+            Ok(_) => Ok(ScheduleWrite::Written),
+            Err(error)
+                if cancellation_codes(&error).is_some_and(|codes| {
+                    codes.first().map(String::as_str) == Some("ConditionalCheckFailed")
+                }) =>
+            {
+                Ok(ScheduleWrite::Conflict)
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+}
+
+#[async_trait]
+impl ScheduleBook for DynamoRunStore {
+    async fn create_schedule(
+        &self,
+        schedule: &Schedule,
+        limit: usize,
+    ) -> Result<ScheduleWrite, StoreError> {
+        let counted = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", s(schedules_pk(&schedule.tenant_id)))
+            .select(Select::Count)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_failure)?;
+        let count = usize::try_from(counted.count).unwrap_or(0);
+        if count >= limit {
+            return Ok(ScheduleWrite::LimitReached { count });
+        }
+        self.write_schedule(schedule, "attribute_not_exists(pk)", None)
+            .await
+    }
+
+    async fn load_schedule(
+        &self,
+        tenant_id: &str,
+        schedule_id: &str,
+    ) -> Result<Option<Schedule>, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(schedules_pk(tenant_id)))
+            .key("sk", s(schedule_id))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_failure)?;
+        output.item.as_ref().map(decode).transpose()
+    }
+
+    async fn list_schedules(&self, tenant_id: &str) -> Result<Vec<Schedule>, StoreError> {
+        let items = self
+            .all_pages(
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("pk = :pk")
+                    .expression_attribute_values(":pk", s(schedules_pk(tenant_id)))
+                    .consistent_read(true),
+            )
+            .await?;
+        let mut schedules = items.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        schedules
+            .sort_by(|a, b| (a.created_at, &a.schedule_id).cmp(&(b.created_at, &b.schedule_id)));
+        Ok(schedules)
+    }
+
+    async fn update_schedule(&self, schedule: &Schedule) -> Result<ScheduleWrite, StoreError> {
+        let Some(previous) = schedule.revision.checked_sub(1) else {
+            return Ok(ScheduleWrite::Conflict);
+        };
+        self.write_schedule(schedule, "revision = :previous", Some(previous))
+            .await
+    }
+
+    async fn delete_schedule(
+        &self,
+        tenant_id: &str,
+        schedule_id: &str,
+    ) -> Result<bool, StoreError> {
+        let output = self
+            .client
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .key("pk", s(schedules_pk(tenant_id)))
+                            .key("sk", s(schedule_id))
+                            .condition_expression("attribute_exists(pk)")
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            )
+            .transact_items(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .key("pk", s(DUE_PK))
+                            .key("sk", s(due_sk(tenant_id, schedule_id)))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            )
+            .send()
+            .await;
+        match output {
+            Ok(_) => Ok(true),
+            Err(error)
+                if cancellation_codes(&error).is_some_and(|codes| {
+                    codes.first().map(String::as_str) == Some("ConditionalCheckFailed")
+                }) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+
+    async fn due_schedules(&self, now: Instant, limit: usize) -> Result<Vec<Schedule>, StoreError> {
+        let marks = self
+            .all_pages(
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("pk = :pk")
+                    .filter_expression("dueAt <= :now")
+                    .expression_attribute_values(":pk", s(DUE_PK))
+                    .expression_attribute_values(":now", n(now.unix_millis()))
+                    .consistent_read(true),
+            )
+            .await?;
+        let mut due: Vec<(u64, String)> = marks
+            .iter()
+            .map(|mark| {
+                Ok((
+                    read_number(mark, "dueAt")?,
+                    read_text(mark, "sk")?.to_string(),
+                ))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        due.sort();
+        let mut schedules = Vec::new();
+        for (_, key) in due.into_iter().take(limit) {
+            let Some((tenant_id, schedule_id)) = key.rsplit_once('#') else {
+                continue;
+            };
+            // A mark whose schedule moved on since is skipped: the tick
+            // plans from the schedule itself.
+            if let Some(schedule) = self.load_schedule(tenant_id, schedule_id).await?
+                && due_at(&schedule).is_some_and(|next| next <= now)
+            {
+                schedules.push(schedule);
+            }
+        }
+        Ok(schedules)
+    }
+}
