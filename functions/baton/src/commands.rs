@@ -245,6 +245,19 @@ pub async fn serve(
     );
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
     let sweeping = sweeper.spawn(&configuration, stop_receiver.clone());
+    // `serve` keeps the store's schedules: it fires each one when it is due.
+    let mut stop_for_schedules = stop_receiver.clone();
+    let schedules = services.schedules.clone();
+    let keeping_schedules = tokio::spawn(async move {
+        baton_runtime::workers::keep_schedules_until(
+            &schedules,
+            baton_runtime::workers::SCHEDULE_TICK,
+            async move {
+                let _ = stop_for_schedules.changed().await;
+            },
+        )
+        .await;
+    });
     let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
         services.steps.clone(),
         queue,
@@ -269,6 +282,7 @@ pub async fn serve(
     )
     .await;
     let _ = worker.await;
+    let _ = keeping_schedules.await;
     sweeping.abort();
     EXIT_COMPLETED
 }

@@ -480,5 +480,6 @@ pub fn api_state(
             ..baton_http::HttpSettings::default()
         },
         streams: services.streams.clone(),
+        schedules: services.schedules.clone(),
     }
 }

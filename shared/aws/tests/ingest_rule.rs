@@ -127,7 +127,12 @@ async fn a_requested_run_event_reaches_the_ingest_queue_as_an_ingest_message() {
     );
 
     let built = TestServices::with_model(Arc::new(NeverCalled)).build();
-    let failed = baton_runtime::workers::process_ingest_batch(&built.services.runs, bodies).await;
+    let failed = baton_runtime::workers::process_ingest_batch(
+        &built.services.runs,
+        &built.services.schedules,
+        bodies,
+    )
+    .await;
     assert!(failed.is_empty(), "{failed:?}");
     let page = built
         .store

@@ -48,18 +48,7 @@ pub(crate) fn typed_body<T: DeserializeOwned>(
         return Err(refuse("$", "the body must be a JSON object".into()));
     }
     serde_path_to_error::deserialize(value).map_err(|error| {
-        let mut path = baton_core::envelope::normalise_serde_path(error.path());
-        let message = error.into_inner().to_string();
-        // A missing (or unknown) field is named in serde's text, not in
-        // the path: the path points at it.
-        if let Some(name) = ["missing field `", "unknown field `"]
-            .iter()
-            .find_map(|prefix| message.strip_prefix(prefix))
-            .and_then(|rest| rest.split('`').next())
-            && !path.ends_with(&format!(".{name}"))
-        {
-            path = format!("{path}.{name}");
-        }
+        let (path, message) = baton_core::envelope::located_serde_error(error);
         refuse(&path, message)
     })
 }

@@ -65,6 +65,8 @@ pub struct ApiState {
     /// Open event streams, budgeted in the store
     /// (`HttpSettings::max_streams_per_run`, `max_streams_per_tenant`).
     pub streams: Arc<baton_runtime::services::StreamBudget>,
+    /// Schedules: kept, fired, paused.
+    pub schedules: Arc<baton_runtime::services::ScheduleService>,
 }
 
 /// `?dialect=frames|hooks` of the SSE routes.

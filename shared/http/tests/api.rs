@@ -90,6 +90,7 @@ async fn start_api_with(
             public_url: None,
         },
         streams: built.services.streams.clone(),
+        schedules: built.services.schedules.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());

@@ -131,6 +131,7 @@ fn api() -> axum::Router {
         ),
         settings: HttpSettings::default(),
         streams: built.services.streams.clone(),
+        schedules: built.services.schedules.clone(),
     })
 }
 

@@ -367,7 +367,9 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
             serde_json::json!({"tenantId": "t", "envelope": {"objective": ""}}).to_string(),
         ),
     ];
-    let failed = baton_runtime::workers::process_ingest_batch(&services.runs, records).await;
+    let failed =
+        baton_runtime::workers::process_ingest_batch(&services.runs, &services.schedules, records)
+            .await;
     assert_eq!(
         failed,
         vec!["not-json".to_string(), "bad-envelope".to_string()]
@@ -404,6 +406,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
     for _ in 0..2 {
         let failed = baton_runtime::workers::process_ingest_batch(
             &services.runs,
+            &services.schedules,
             vec![("sqs-message-9".to_string(), unkeyed.clone())],
         )
         .await;
@@ -430,7 +433,9 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
         ("traced".to_string(), traced.to_string()),
         ("garbled".to_string(), garbled.to_string()),
     ];
-    let failed = baton_runtime::workers::process_ingest_batch(&services.runs, records).await;
+    let failed =
+        baton_runtime::workers::process_ingest_batch(&services.runs, &services.schedules, records)
+            .await;
     assert!(failed.is_empty(), "{failed:?}");
     let mut traces = Vec::new();
     let query = baton_core::listing::RunListQuery {

@@ -130,6 +130,25 @@ pub fn normalise_serde_path(path: &serde_path_to_error::Path) -> String {
     rendered
 }
 
+/// A deserialisation error as the JSON path of what is wrong and serde's
+/// message; a missing or unknown field, which serde names only in its text,
+/// is added to the path (`$.envelope`, not `$`).
+pub fn located_serde_error<E: std::fmt::Display>(
+    error: serde_path_to_error::Error<E>,
+) -> (String, String) {
+    let mut path = normalise_serde_path(error.path());
+    let message = error.into_inner().to_string();
+    if let Some(name) = ["missing field `", "unknown field `"]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
+        .and_then(|rest| rest.split('`').next())
+        && !path.ends_with(&format!(".{name}"))
+    {
+        path = format!("{path}.{name}");
+    }
+    (path, message)
+}
+
 /// Whether `key` cannot stand in a dotted path as it is.
 fn needs_quoting(key: &str) -> bool {
     key.is_empty()

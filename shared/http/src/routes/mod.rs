@@ -1,5 +1,5 @@
 //! The API's router: one file per resource (`runs`, `events`,
-//! `capabilities`, `people`, `forks`, `evaluations`, `chat`), each route
+//! `capabilities`, `people`, `forks`, `evaluations`, `chat`, `schedules`), each route
 //! behind the bearer-token middleware (`authenticate`), the MCP server at
 //! `/mcp` behind the same, the A2A agent (`/a2a` behind the same, its card
 //! public at `/.well-known/agent-card.json`), the OpenAPI document, the viewer, and a JSON 404
@@ -12,6 +12,7 @@ mod events;
 mod forks;
 mod people;
 mod runs;
+mod schedules;
 
 use axum::Router;
 use axum::extract::{Request, State};
@@ -48,6 +49,22 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/capabilities/register",
             post(capabilities::register_capability),
+        )
+        .route(
+            "/schedules",
+            post(schedules::create_schedule).get(schedules::list_schedules),
+        )
+        .route(
+            "/schedules/{schedule_id}",
+            get(schedules::get_schedule).delete(schedules::delete_schedule),
+        )
+        .route(
+            "/schedules/{schedule_id}/pause",
+            post(schedules::pause_schedule),
+        )
+        .route(
+            "/schedules/{schedule_id}/resume",
+            post(schedules::resume_schedule),
         )
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state.clone());

@@ -87,11 +87,15 @@ impl ScheduleService {
     /// JSON path), then it is kept and its trigger installed; a trigger that
     /// cannot be installed leaves nothing kept.
     pub async fn create(&self, tenant_id: &str, body: &Value) -> Result<Schedule, RuntimeError> {
+        if !body.is_object() {
+            return Err(RuntimeError::InvalidSchedule {
+                path: "$".into(),
+                message: "the body must be a JSON object".into(),
+            });
+        }
         let request: ScheduleRequest = serde_path_to_error::deserialize(body).map_err(|error| {
-            RuntimeError::InvalidSchedule {
-                path: json_path(&error.path().to_string()),
-                message: error.inner().to_string(),
-            }
+            let (path, message) = baton_core::envelope::located_serde_error(error);
+            RuntimeError::InvalidSchedule { path, message }
         })?;
         let times =
             ScheduleTimes::parse(&request.expression, &request.timezone).map_err(|error| {
@@ -385,14 +389,4 @@ fn kept_times(schedule: &Schedule) -> Result<ScheduleTimes, RuntimeError> {
             message: error.message,
         }
     })
-}
-
-/// `serde_path_to_error`'s path (`envelope.objective`, `.` at the root) as
-/// a JSON path (`$.envelope.objective`, `$`).
-fn json_path(path: &str) -> String {
-    if path == "." || path.is_empty() {
-        "$".to_string()
-    } else {
-        format!("$.{path}")
-    }
 }

@@ -14,6 +14,12 @@ use crate::memory::InMemoryStepQueue;
 use crate::ports::{ReceivedStep, StepQueue};
 use crate::services::{RunService, StepOutcome, StepService};
 
+mod ingest;
+mod schedule_keeper;
+
+pub use ingest::{IngestMessage, ScheduleFireMessage, process_ingest_batch};
+pub use schedule_keeper::{SCHEDULE_TICK, keep_schedules_until};
+
 pub use crate::queue::disposition::{
     MAX_RECEIVES_BEFORE_DEAD_LETTER, REDELIVER_AFTER_DEADLINE, StepDisposition, step_disposition,
 };
@@ -463,105 +469,4 @@ impl LocalRunner {
             .ok_or(RuntimeError::Store(crate::error::StoreError::RunNotFound))?;
         Ok(stored.state.status)
     }
-}
-
-/// A run submitted by another service through the ingest queue.
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct IngestMessage {
-    /// The tenant the run belongs to (the queue's IAM policy decides who may send).
-    pub tenant_id: String,
-    /// The task envelope; its `idempotencyKey` makes a re-sent submission return the same run.
-    pub envelope: serde_json::Value,
-    /// The sender's W3C `traceparent`: the run's root span hangs under it.
-    /// A malformed one is ignored (as W3C asks of a malformed header),
-    /// with a warning.
-    #[serde(default)]
-    pub traceparent: Option<String>,
-}
-
-impl IngestMessage {
-    /// The sender's trace, when it sent a well-formed one.
-    pub fn caller_trace(&self) -> Option<baton_core::trace_context::TraceParent> {
-        let text = self.traceparent.as_deref()?;
-        match baton_core::trace_context::TraceParent::parse(text) {
-            Ok(parent) => Some(parent),
-            Err(error) => {
-                tracing::warn!(%error, "ingest message's traceparent ignored");
-                None
-            }
-        }
-    }
-
-    /// The message in a record's body: `{tenantId, envelope}` itself, or an
-    /// EventBridge event (`detail-type`, `detail`) whose `detail` is one (a
-    /// rule routing events to the queue delivers the whole event).
-    pub fn from_body(body: &str) -> Result<Self, serde_json::Error> {
-        let value: serde_json::Value = serde_json::from_str(body)?;
-        let is_event = value
-            .get("detail-type")
-            .is_some_and(serde_json::Value::is_string)
-            && value
-                .get("detail")
-                .is_some_and(serde_json::Value::is_object);
-        match value {
-            serde_json::Value::Object(mut event) if is_event => {
-                serde_json::from_value(event.remove("detail").unwrap_or_default())
-            }
-            other => serde_json::from_value(other),
-        }
-    }
-}
-
-/// The ingest function's use case: submits each record's envelope (a
-/// message, or an EventBridge event carrying one as its `detail`). Returns
-/// the ids to report as failed: after the queue's bound they reach its
-/// dead-letter queue, so an invalid submission is kept for inspection,
-/// never silently dropped.
-pub async fn process_ingest_batch(
-    runs: &RunService,
-    records: Vec<(String, String)>,
-) -> Vec<String> {
-    let mut failed = Vec::new();
-    for (message_id, body) in records {
-        let submitted = match IngestMessage::from_body(&body) {
-            Ok(mut message) => {
-                // The queue redelivers a record under its own id: with no
-                // key of the sender's, that id is the submission's key, so
-                // a redelivered batch makes no second run.
-                if let Some(envelope) = message.envelope.as_object_mut()
-                    && !envelope.contains_key("idempotencyKey")
-                {
-                    envelope.insert(
-                        "idempotencyKey".into(),
-                        serde_json::Value::String(format!("ingest:{message_id}")),
-                    );
-                }
-                runs.submit_traced(
-                    &message.tenant_id,
-                    &message.envelope,
-                    crate::services::Submitter {
-                        traceparent: message.caller_trace(),
-                        user: None,
-                    },
-                )
-                .await
-            }
-            Err(error) => {
-                tracing::error!(%message_id, %error, "ingest message is not {{tenantId, envelope}}");
-                failed.push(message_id);
-                continue;
-            }
-        };
-        match submitted {
-            Ok(run) => {
-                tracing::info!(%message_id, run_id = %run.run_id, deduplicated = run.deduplicated, "ingested a run")
-            }
-            Err(error) => {
-                tracing::error!(%message_id, %error, "ingest submission failed");
-                failed.push(message_id);
-            }
-        }
-    }
-    failed
 }
