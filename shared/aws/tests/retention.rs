@@ -131,3 +131,14 @@ async fn the_dynamodb_stream_leases_pass_the_conformance_case() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn the_dynamodb_schedule_book_passes_the_conformance_case() {
+    let moto = MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique_name("baton-schedules"));
+    store.create_table_if_missing().await.unwrap();
+    baton_test_support::conformance::schedule_book_conformance(&store, &unique_name("dynamo"))
+        .await
+        .unwrap();
+}

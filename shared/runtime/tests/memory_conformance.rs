@@ -140,3 +140,11 @@ async fn the_in_memory_stream_leases_pass_the_conformance_case() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn the_in_memory_schedule_book_passes_the_conformance_case() {
+    let book = baton_runtime::memory::InMemoryScheduleBook::new();
+    baton_test_support::conformance::schedule_book_conformance(&book, "memory")
+        .await
+        .unwrap();
+}

@@ -111,3 +111,12 @@ async fn the_sqlite_stream_leases_pass_the_conformance_case() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn the_sqlite_schedule_book_passes_the_conformance_case() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&directory.path().join("schedules.sqlite3")).unwrap();
+    baton_test_support::conformance::schedule_book_conformance(&store, "sqlite")
+        .await
+        .unwrap();
+}

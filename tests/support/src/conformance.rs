@@ -1,5 +1,6 @@
 //! The conformance suites: one set of checks every `RunStore`,
-//! `CapabilityDirectory` and `ThreadStore` adapter must pass (in-memory,
+//! `CapabilityDirectory`, `ThreadStore`, `StreamLeases` and `ScheduleBook`
+//! adapter must pass (in-memory,
 //! SQLite and DynamoDB alike), called from each adapter's tests.
 
 mod addressed;
@@ -9,6 +10,7 @@ mod held;
 mod large;
 mod retention;
 mod run_list;
+mod schedules;
 mod settled;
 mod streams;
 mod threads;
@@ -16,6 +18,7 @@ mod threads;
 pub use directory::capability_directory_conformance;
 pub use large::incompressible_text;
 pub use retention::{RetentionCase, retention_conformance};
+pub use schedules::schedule_book_conformance;
 pub use streams::stream_lease_conformance;
 pub use threads::thread_store_conformance;
 
