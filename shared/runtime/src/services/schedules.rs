@@ -117,10 +117,18 @@ impl ScheduleService {
         self.runs
             .parse_envelope(&request.envelope)
             .map_err(|error| match error {
-                RuntimeError::InvalidInput { path, message } => RuntimeError::InvalidSchedule {
-                    path: path.replacen('$', "$.envelope", 1),
-                    message,
-                },
+                RuntimeError::InvalidInput { path, message } => {
+                    let mut path = path.replacen('$', "$.envelope", 1);
+                    // A missing field is named in the message only.
+                    if let Some(name) = message
+                        .strip_prefix("missing field `")
+                        .and_then(|rest| rest.split('`').next())
+                        && !path.ends_with(&format!(".{name}"))
+                    {
+                        path = format!("{path}.{name}");
+                    }
+                    RuntimeError::InvalidSchedule { path, message }
+                }
                 RuntimeError::TooLarge {
                     path,
                     size,

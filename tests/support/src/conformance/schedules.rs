@@ -6,9 +6,7 @@
 use std::time::Duration;
 
 use baton_core::instant::Instant;
-use baton_core::schedules::{
-    MissedFirePolicy, Schedule, ScheduleState, ScheduleTrigger,
-};
+use baton_core::schedules::{MissedFirePolicy, Schedule, ScheduleState, ScheduleTrigger};
 use baton_runtime::ports::{ScheduleBook, ScheduleWrite};
 use serde_json::json;
 
@@ -39,7 +37,10 @@ fn schedule(tenant_id: &str, schedule_id: &str, created: Instant, next: Instant)
 /// Runs the case on `book`; `unique` keeps tenants apart from other runs of
 /// the case on a shared store. The book must hold no other tenant's due
 /// schedules at `NOW` (a fresh table or file).
-pub async fn schedule_book_conformance(book: &dyn ScheduleBook, unique: &str) -> Result<(), String> {
+pub async fn schedule_book_conformance(
+    book: &dyn ScheduleBook,
+    unique: &str,
+) -> Result<(), String> {
     let failed = |error: baton_runtime::error::StoreError| format!("store error: {error}");
     let (tenant, other) = (format!("tenant-{unique}-a"), format!("tenant-{unique}-b"));
     let minute = |n: u64| NOW.plus(Duration::from_secs(60 * n));
@@ -60,15 +61,24 @@ pub async fn schedule_book_conformance(book: &dyn ScheduleBook, unique: &str) ->
         "a third schedule past a limit of two is refused",
     )?;
     check(
-        book.load_schedule(&tenant, "sch_third").await.map_err(failed)?.is_none(),
+        book.load_schedule(&tenant, "sch_third")
+            .await
+            .map_err(failed)?
+            .is_none(),
         "the refused schedule was not kept",
     )?;
     check(
-        book.load_schedule(&tenant, "sch_first").await.map_err(failed)? == Some(first.clone()),
+        book.load_schedule(&tenant, "sch_first")
+            .await
+            .map_err(failed)?
+            == Some(first.clone()),
         "a schedule reads back whole",
     )?;
     check(
-        book.load_schedule(&other, "sch_first").await.map_err(failed)?.is_none(),
+        book.load_schedule(&other, "sch_first")
+            .await
+            .map_err(failed)?
+            .is_none(),
         "another tenant does not read it",
     )?;
     let listed: Vec<String> = book
@@ -88,7 +98,10 @@ pub async fn schedule_book_conformance(book: &dyn ScheduleBook, unique: &str) ->
         due.into_iter().map(|kept| kept.schedule_id).collect()
     };
     check(
-        book.due_schedules(NOW, 10).await.map_err(failed)?.is_empty(),
+        book.due_schedules(NOW, 10)
+            .await
+            .map_err(failed)?
+            .is_empty(),
         "nothing is due before its time",
     )?;
     let due = due_ids(book.due_schedules(minute(3), 10).await.map_err(failed)?);
@@ -115,7 +128,10 @@ pub async fn schedule_book_conformance(book: &dyn ScheduleBook, unique: &str) ->
         "the same change again (from a revision no longer kept) is refused",
     )?;
     check(
-        book.load_schedule(&tenant, "sch_first").await.map_err(failed)? == Some(moved.clone()),
+        book.load_schedule(&tenant, "sch_first")
+            .await
+            .map_err(failed)?
+            == Some(moved.clone()),
         "the change reads back",
     )?;
     let due = due_ids(book.due_schedules(minute(3), 10).await.map_err(failed)?);
@@ -133,7 +149,11 @@ pub async fn schedule_book_conformance(book: &dyn ScheduleBook, unique: &str) ->
     elsewhere.trigger = ScheduleTrigger::EventBridge;
     book.update_schedule(&elsewhere).await.map_err(failed)?;
     check(
-        book.due_schedules(minute(30), 10).await.map_err(failed)?.len() == 1,
+        book.due_schedules(minute(30), 10)
+            .await
+            .map_err(failed)?
+            .len()
+            == 1,
         "paused schedules and those EventBridge fires are never due here",
     )?;
     let mut gone = first.clone();
@@ -145,16 +165,28 @@ pub async fn schedule_book_conformance(book: &dyn ScheduleBook, unique: &str) ->
     )?;
 
     check(
-        book.delete_schedule(&tenant, "sch_first").await.map_err(failed)?,
+        book.delete_schedule(&tenant, "sch_first")
+            .await
+            .map_err(failed)?,
         "a schedule is deleted",
     )?;
     check(
-        !book.delete_schedule(&tenant, "sch_first").await.map_err(failed)?,
+        !book
+            .delete_schedule(&tenant, "sch_first")
+            .await
+            .map_err(failed)?,
         "deleting it again finds none",
     )?;
     check(
-        book.load_schedule(&tenant, "sch_first").await.map_err(failed)?.is_none()
-            && book.due_schedules(minute(30), 10).await.map_err(failed)?.is_empty(),
+        book.load_schedule(&tenant, "sch_first")
+            .await
+            .map_err(failed)?
+            .is_none()
+            && book
+                .due_schedules(minute(30), 10)
+                .await
+                .map_err(failed)?
+                .is_empty(),
         "a deleted schedule neither reads nor is due",
     )?;
     check(
