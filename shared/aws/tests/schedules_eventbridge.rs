@@ -1,0 +1,319 @@
+//! Schedules fired by EventBridge Scheduler, over moto (its Scheduler,
+//! DynamoDB and SQS): the API's `ScheduleService` creates the EventBridge
+//! schedule in the deployment's group, targeting the ingest queue with the
+//! template's role; pause and resume move its state; delete removes it. moto
+//! keeps schedules but never fires them, so the test plays EventBridge's
+//! part: it puts the fire time into the target's input as EventBridge does
+//! and sends that message to the queue twice (a redelivery); the ingest
+//! worker takes both and starts one run. The model is a double that must
+//! never be called (submitting calls no model).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use baton_core::context::ModelRequest;
+use baton_runtime::error::LlmError;
+use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, ScheduleBook};
+use baton_test_support::TestServices;
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedSender;
+
+struct NeverCalled;
+
+#[async_trait]
+impl LlmProvider for NeverCalled {
+    fn model_name(&self) -> String {
+        "never-called".into()
+    }
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        panic!("submitting a run calls no model")
+    }
+}
+
+const ROLE_ARN: &str = "arn:aws:iam::123456789012:role/baton-scheduler";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schedule_lives_in_eventbridge_scheduler_and_its_fire_starts_one_run() {
+    let moto = moto_server::MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let scheduler = aws_sdk_scheduler::Client::new(&configuration);
+    let sqs = aws_sdk_sqs::Client::new(&configuration);
+    let group = moto_server::unique_name("baton-schedules");
+    scheduler
+        .create_schedule_group()
+        .name(&group)
+        .send()
+        .await
+        .unwrap();
+    let queue_url = moto_server::create_unique_queue(&configuration, "ingest", None)
+        .await
+        .unwrap();
+    let queue_arn = moto_server::queue_arn(&configuration, &queue_url)
+        .await
+        .unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = Arc::new(baton_aws::DynamoRunStore::new(
+        &connection,
+        moto_server::unique_name("baton-scheduled"),
+    ));
+    store.create_table_if_missing().await.unwrap();
+    let triggers = Arc::new(baton_aws::scheduler::EventBridgeScheduleTriggers::new(
+        &connection,
+        baton_aws::scheduler::SchedulerTarget {
+            group: group.clone(),
+            target_arn: queue_arn.clone(),
+            role_arn: ROLE_ARN.into(),
+        },
+    ));
+    let built = TestServices::with_model(Arc::new(NeverCalled))
+        .store(store.clone())
+        .schedules(store.clone(), triggers)
+        .build();
+    let services = &built.services;
+
+    let schedule = services
+        .schedules
+        .create(
+            "acme",
+            &json!({
+                "expression": "cron(30 7 ? * MON-FRI *)",
+                "timezone": "Europe/Paris",
+                "missedFires": "catch_up_once",
+                "envelope": {
+                    "objective": "Morning digest",
+                    "outputContract": {"schema": {"type": "object"}}
+                }
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(schedule.trigger.as_ref(), "event_bridge");
+
+    // The EventBridge schedule, as EventBridge Scheduler keeps it.
+    let kept = scheduler
+        .get_schedule()
+        .name(&schedule.schedule_id)
+        .group_name(&group)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kept.schedule_expression(), Some("cron(30 7 ? * MON-FRI *)"));
+    assert_eq!(kept.schedule_expression_timezone(), Some("Europe/Paris"));
+    assert_eq!(kept.state().map(|state| state.as_str()), Some("ENABLED"));
+    let target = kept.target().unwrap();
+    assert_eq!(target.arn(), queue_arn);
+    assert_eq!(target.role_arn(), ROLE_ARN);
+    let retry = target.retry_policy().unwrap();
+    assert_eq!(
+        (
+            retry.maximum_event_age_in_seconds(),
+            retry.maximum_retry_attempts()
+        ),
+        (Some(86_400), Some(185)),
+        "catch_up_once keeps a fire a day"
+    );
+    let input: Value = serde_json::from_str(target.input().unwrap()).unwrap();
+    assert_eq!(
+        input,
+        json!({"tenantId": "acme", "scheduleFire": {"scheduleId": schedule.schedule_id, "fireTime": "<aws.scheduler.scheduled-time>"}})
+    );
+    // The store keeps it too, for the API's reads; `serve` never fires it.
+    assert!(
+        store
+            .due_schedules(
+                baton_core::instant::Instant::from_unix_millis(u64::MAX / 2),
+                10
+            )
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Paused and resumed: the EventBridge schedule's state follows.
+    services
+        .schedules
+        .pause("acme", &schedule.schedule_id)
+        .await
+        .unwrap();
+    let state = |name: String| {
+        let scheduler = scheduler.clone();
+        let group = group.clone();
+        async move {
+            scheduler
+                .get_schedule()
+                .name(name)
+                .group_name(group)
+                .send()
+                .await
+                .unwrap()
+                .state()
+                .map(|state| state.as_str().to_string())
+        }
+    };
+    assert_eq!(
+        state(schedule.schedule_id.clone()).await.as_deref(),
+        Some("DISABLED")
+    );
+    services
+        .schedules
+        .resume("acme", &schedule.schedule_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        state(schedule.schedule_id.clone()).await.as_deref(),
+        Some("ENABLED")
+    );
+
+    // EventBridge's part: the fire time put in, the message sent, twice.
+    let fire_time = baton_core::instant::Instant::from_unix_millis(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            * 1000,
+    )
+    .rfc3339();
+    let fire = target
+        .input()
+        .unwrap()
+        .replace("<aws.scheduler.scheduled-time>", &fire_time);
+    for _ in 0..2 {
+        sqs.send_message()
+            .queue_url(&queue_url)
+            .message_body(&fire)
+            .send()
+            .await
+            .unwrap();
+    }
+    let mut records = Vec::new();
+    while records.len() < 2 {
+        let received = sqs
+            .receive_message()
+            .queue_url(&queue_url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(1)
+            .send()
+            .await
+            .unwrap();
+        for message in received.messages() {
+            records.push((
+                message.message_id().unwrap().to_string(),
+                message.body().unwrap().to_string(),
+            ));
+        }
+    }
+    let failed =
+        baton_runtime::workers::process_ingest_batch(&services.runs, &services.schedules, records)
+            .await;
+    assert!(failed.is_empty(), "{failed:?}");
+    let runs = services
+        .runs
+        .list(
+            "acme",
+            &baton_core::listing::RunListQuery {
+                limit: 10,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+        .runs;
+    assert_eq!(runs.len(), 1, "one fire, delivered twice, starts one run");
+    let run = services
+        .runs
+        .load("acme", &runs[0].run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        run.state.envelope.idempotency_key.as_deref(),
+        Some(format!("schedule:{}:{fire_time}", schedule.schedule_id).as_str())
+    );
+    let recorded = services
+        .schedules
+        .get("acme", &schedule.schedule_id)
+        .await
+        .unwrap();
+    assert_eq!(recorded.fires, 1);
+    assert_eq!(
+        recorded.last_run_id.as_deref(),
+        Some(runs[0].run_id.as_str())
+    );
+
+    // Deleted: gone from EventBridge Scheduler and from the store.
+    services
+        .schedules
+        .delete("acme", &schedule.schedule_id)
+        .await
+        .unwrap();
+    let gone = scheduler
+        .get_schedule()
+        .name(&schedule.schedule_id)
+        .group_name(&group)
+        .send()
+        .await
+        .unwrap_err();
+    assert!(
+        gone.as_service_error()
+            .is_some_and(|error| error.is_resource_not_found_exception()),
+        "{gone:?}"
+    );
+    assert!(services.schedules.list("acme").await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_schedule_eventbridge_refuses_is_not_kept() {
+    let moto = moto_server::MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = Arc::new(baton_aws::DynamoRunStore::new(
+        &connection,
+        moto_server::unique_name("baton-scheduled"),
+    ));
+    store.create_table_if_missing().await.unwrap();
+    // A group that does not exist: EventBridge Scheduler refuses the schedule.
+    let triggers = Arc::new(baton_aws::scheduler::EventBridgeScheduleTriggers::new(
+        &connection,
+        baton_aws::scheduler::SchedulerTarget {
+            group: moto_server::unique_name("no-such-group"),
+            target_arn: "arn:aws:sqs:us-east-1:123456789012:ingest".into(),
+            role_arn: ROLE_ARN.into(),
+        },
+    ));
+    let built = TestServices::with_model(Arc::new(NeverCalled))
+        .store(store.clone())
+        .schedules(store.clone(), triggers)
+        .build();
+    let refused = built
+        .services
+        .schedules
+        .create(
+            "acme",
+            &json!({
+                "expression": "rate(1 hour)",
+                "envelope": {"objective": "x", "outputContract": {"schema": {"type": "object"}}}
+            }),
+        )
+        .await
+        .unwrap_err();
+    assert!(refused.is_retryable(), "{refused}");
+    assert!(
+        refused.to_string().contains("EventBridge Scheduler"),
+        "{refused}"
+    );
+    assert!(
+        built
+            .services
+            .schedules
+            .list("acme")
+            .await
+            .unwrap()
+            .is_empty(),
+        "a schedule EventBridge refused is not kept"
+    );
+}
