@@ -84,4 +84,13 @@ pub mod from_clients {
     pub fn sqs_queue(client: aws_sdk_sqs::Client, queue_url: &str) -> SqsStepQueue {
         SqsStepQueue::over_client(client, queue_url)
     }
+
+    /// EventBridge Scheduler's triggers over `client`.
+    #[cfg(feature = "scheduler")]
+    pub fn scheduler_triggers(
+        client: aws_sdk_scheduler::Client,
+        target: crate::scheduler::SchedulerTarget,
+    ) -> crate::scheduler::EventBridgeScheduleTriggers {
+        crate::scheduler::EventBridgeScheduleTriggers::over_client(client, target)
+    }
 }

@@ -317,3 +317,55 @@ async fn a_schedule_eventbridge_refuses_is_not_kept() {
         "a schedule EventBridge refused is not kept"
     );
 }
+
+/// The template wires what the test above stands in for: the api and
+/// stream functions name the ingest queue, the role and the group; the role
+/// is EventBridge Scheduler's and may send only to the ingest queue.
+#[test]
+fn the_template_gives_the_api_the_scheduler_target_role_and_group() {
+    let text = std::fs::read_to_string(baton_test_support::repository_path("infra/template.yaml"))
+        .unwrap();
+    let template: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let resources = &template["Resources"];
+    let tagged = |value: &serde_yaml::Value| match value {
+        serde_yaml::Value::Tagged(tagged) => format!(
+            "{} {}",
+            tagged.tag,
+            serde_yaml::to_string(&tagged.value).unwrap().trim()
+        ),
+        other => serde_yaml::to_string(other).unwrap().trim().to_string(),
+    };
+    for function in ["ApiFunction", "StreamFunction"] {
+        let variables = &resources[function]["Properties"]["Environment"]["Variables"];
+        assert_eq!(
+            tagged(&variables["BATON_SCHEDULER_TARGET_ARN"]),
+            "!GetAtt IngestQueue.Arn",
+            "{function}"
+        );
+        assert_eq!(
+            tagged(&variables["BATON_SCHEDULER_ROLE_ARN"]),
+            "!GetAtt SchedulerRole.Arn",
+            "{function}"
+        );
+        assert_eq!(
+            tagged(&variables["BATON_SCHEDULE_GROUP"]),
+            "!Ref ScheduleGroup",
+            "{function}"
+        );
+    }
+    assert_eq!(
+        resources["ScheduleGroup"]["Type"],
+        "AWS::Scheduler::ScheduleGroup"
+    );
+    let role = &resources["SchedulerRole"]["Properties"];
+    let trust = &role["AssumeRolePolicyDocument"]["Statement"][0];
+    assert_eq!(trust["Principal"]["Service"], "scheduler.amazonaws.com");
+    let grant = &role["Policies"][0]["PolicyDocument"]["Statement"];
+    assert_eq!(
+        grant.as_sequence().unwrap().len(),
+        1,
+        "one grant: {grant:?}"
+    );
+    assert_eq!(grant[0]["Action"], "sqs:SendMessage");
+    assert_eq!(tagged(&grant[0]["Resource"]), "!GetAtt IngestQueue.Arn");
+}

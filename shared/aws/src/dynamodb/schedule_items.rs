@@ -67,38 +67,46 @@ impl DynamoRunStore {
             put = put.expression_attribute_values(":previous", n(previous));
         }
         let due_key = due_sk(&schedule.tenant_id, &schedule.schedule_id);
-        let mark = match due_at(schedule) {
-            Some(due) => TransactWriteItem::builder()
-                .put(
-                    Put::builder()
-                        .table_name(&self.table)
-                        .item("pk", s(DUE_PK))
-                        .item("sk", s(due_key))
-                        .item("dueAt", n(due.unix_millis()))
-                        .build()
-                        .map_err(unavailable)?,
-                )
-                .build(),
-            None => TransactWriteItem::builder()
-                .delete(
-                    Delete::builder()
-                        .table_name(&self.table)
-                        .key("pk", s(DUE_PK))
-                        .key("sk", s(due_key))
-                        .build()
-                        .map_err(unavailable)?,
-                )
-                .build(),
+        // Only schedules `serve` keeps have a due mark: one EventBridge
+        // Scheduler fires is written alone.
+        let mark = match (schedule.trigger, due_at(schedule)) {
+            (ScheduleTrigger::Store, Some(due)) => Some(
+                TransactWriteItem::builder()
+                    .put(
+                        Put::builder()
+                            .table_name(&self.table)
+                            .item("pk", s(DUE_PK))
+                            .item("sk", s(due_key))
+                            .item("dueAt", n(due.unix_millis()))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            ),
+            (ScheduleTrigger::Store, None) => Some(
+                TransactWriteItem::builder()
+                    .delete(
+                        Delete::builder()
+                            .table_name(&self.table)
+                            .key("pk", s(DUE_PK))
+                            .key("sk", s(due_key))
+                            .build()
+                            .map_err(unavailable)?,
+                    )
+                    .build(),
+            ),
+            (ScheduleTrigger::EventBridge, _) => None,
         };
+        let mut items = vec![
+            TransactWriteItem::builder()
+                .put(put.build().map_err(unavailable)?)
+                .build(),
+        ];
+        items.extend(mark);
         let written = self
             .client
             .transact_write_items()
-            .transact_items(
-                TransactWriteItem::builder()
-                    .put(put.build().map_err(unavailable)?)
-                    .build(),
-            )
-            .transact_items(mark)
+            .set_transact_items(Some(items))
             .send()
             .await;
         match written {

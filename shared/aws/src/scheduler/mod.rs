@@ -44,10 +44,11 @@ pub struct EventBridgeScheduleTriggers {
 
 impl EventBridgeScheduleTriggers {
     pub fn new(connection: &crate::AwsConnection, target: SchedulerTarget) -> Self {
-        EventBridgeScheduleTriggers {
-            client: connection.scheduler_client(),
-            target,
-        }
+        Self::over_client(connection.scheduler_client(), target)
+    }
+
+    pub(crate) fn over_client(client: aws_sdk_scheduler::Client, target: SchedulerTarget) -> Self {
+        EventBridgeScheduleTriggers { client, target }
     }
 
     /// The message a fire of `schedule` sends to the ingest queue, with
