@@ -1,0 +1,181 @@
+//! `baton schedule …`: schedules kept in a store (`--store sqlite`, the
+//! default file, or `dynamodb`, the table of `BATON_TABLE`) for the tenant
+//! `--tenant` (default `local`, the tenant `baton serve` gives requests
+//! when it has no tokens). `baton serve` on the same store fires them.
+//! `create` takes the expression, the time zone and an envelope file and
+//! prints the schedule (JSON); `list`, `show`, `pause`, `resume`, `delete`
+//! do what they say. A wrong expression, time zone or envelope exits 2
+//! naming its field.
+
+use std::path::PathBuf;
+
+use baton_bootstrap::StoreChoice;
+use baton_core::schedules::{MissedFirePolicy, Schedule};
+use baton_runtime::error::RuntimeError;
+use baton_runtime::services::Services;
+
+use crate::TaskFormat;
+use baton_bootstrap::stores::LeftOverSteps;
+
+use crate::commands::{
+    EXIT_COMPLETED, configuration_or_exit, embedded_services, invalid, load_registry_or_exit,
+    services_on,
+};
+
+/// What `baton schedule` was asked to do.
+pub enum ScheduleAction {
+    Create {
+        envelope: PathBuf,
+        expression: String,
+        timezone: String,
+        missed_fires: MissedFirePolicy,
+        description: Option<String>,
+    },
+    List {
+        format: TaskFormat,
+    },
+    Show {
+        schedule_id: String,
+    },
+    Pause {
+        schedule_id: String,
+    },
+    Resume {
+        schedule_id: String,
+    },
+    Delete {
+        schedule_id: String,
+    },
+}
+
+/// Runs `baton schedule ACTION` on `store` for `tenant`.
+pub async fn schedule(
+    action: ScheduleAction,
+    store: StoreChoice,
+    tenant: String,
+    registry: Option<PathBuf>,
+) -> u8 {
+    let configuration = match configuration_or_exit() {
+        Ok(configuration) => configuration,
+        Err(code) => return code,
+    };
+    let registry = match load_registry_or_exit(registry, &configuration) {
+        Ok(registry) => registry,
+        Err(code) => return code,
+    };
+    let services: Services = match &store {
+        StoreChoice::Memory => {
+            return invalid(
+                "--store memory keeps nothing after this command: schedules need --store sqlite or dynamodb (and `baton serve` on it to fire them)",
+            );
+        }
+        StoreChoice::Dynamodb => {
+            let counters =
+                std::sync::Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
+            match services_on(&store, registry, &configuration, counters).await {
+                Ok((services, _, _)) => services,
+                Err(code) => return code,
+            }
+        }
+        StoreChoice::Sqlite(_) => {
+            match embedded_services(registry, &configuration, &store, LeftOverSteps::None).await {
+                Ok((services, _)) => services,
+                Err(code) => return code,
+            }
+        }
+    };
+    let schedules = &services.schedules;
+    let done = match action {
+        ScheduleAction::Create {
+            envelope,
+            expression,
+            timezone,
+            missed_fires,
+            description,
+        } => {
+            let text = match std::fs::read_to_string(&envelope) {
+                Ok(text) => text,
+                Err(error) => return invalid(format!("{}: {error}", envelope.display())),
+            };
+            let envelope_json: serde_json::Value = match serde_json::from_str(&text) {
+                Ok(value) => value,
+                Err(error) => {
+                    return invalid(format!("{}: not JSON: {error}", envelope.display()));
+                }
+            };
+            let mut request = serde_json::json!({
+                "expression": expression,
+                "timezone": timezone,
+                "missedFires": missed_fires,
+                "envelope": envelope_json,
+            });
+            if let Some(description) = description {
+                request["description"] = description.into();
+            }
+            schedules.create(&tenant, &request).await.map(Some)
+        }
+        ScheduleAction::List { format } => match schedules.list(&tenant).await {
+            Ok(listed) => {
+                print_list(&listed, format);
+                Ok(None)
+            }
+            Err(error) => Err(error),
+        },
+        ScheduleAction::Show { schedule_id } => {
+            schedules.get(&tenant, &schedule_id).await.map(Some)
+        }
+        ScheduleAction::Pause { schedule_id } => {
+            schedules.pause(&tenant, &schedule_id).await.map(Some)
+        }
+        ScheduleAction::Resume { schedule_id } => {
+            schedules.resume(&tenant, &schedule_id).await.map(Some)
+        }
+        ScheduleAction::Delete { schedule_id } => {
+            schedules.delete(&tenant, &schedule_id).await.map(|()| {
+                println!("{}", serde_json::json!({"deleted": schedule_id}));
+                None
+            })
+        }
+    };
+    match done {
+        Ok(Some(schedule)) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schedule).unwrap_or_default()
+            );
+            EXIT_COMPLETED
+        }
+        Ok(None) => EXIT_COMPLETED,
+        Err(RuntimeError::InvalidSchedule { path, message }) => {
+            invalid(format!("schedule: {path}: {message}"))
+        }
+        Err(error) => invalid(format!("schedule: {error}")),
+    }
+}
+
+fn print_list(schedules: &[Schedule], format: TaskFormat) {
+    match format {
+        TaskFormat::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(schedules).unwrap_or_else(|_| "[]".into())
+        ),
+        TaskFormat::Pretty => {
+            if schedules.is_empty() {
+                println!("no schedules");
+            }
+            for schedule in schedules {
+                println!(
+                    "{}  {:<7} {:<28} {:<16} next {}  fires {}",
+                    schedule.schedule_id,
+                    schedule.state.as_ref(),
+                    schedule.expression,
+                    schedule.timezone,
+                    schedule
+                        .next_fire_at
+                        .map_or_else(|| "-".to_string(), |next| next.rfc3339()),
+                    schedule.fires,
+                );
+            }
+        }
+    }
+}
