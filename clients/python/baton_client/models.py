@@ -390,6 +390,21 @@ class ListedUsage(BaseModel):
     ] = None
 
 
+class MissedFirePolicy(StrEnum):
+    skip = 'skip'
+    catch_up_once = 'catch_up_once'
+
+
+class ScheduleState(StrEnum):
+    active = 'active'
+    paused = 'paused'
+
+
+class ScheduleTrigger(StrEnum):
+    store = 'store'
+    event_bridge = 'event_bridge'
+
+
 class FailureSummary(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -812,6 +827,98 @@ class JsonObject(BaseModel):
         extra='allow',
         populate_by_name=True,
     )
+
+
+class ScheduleRequest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    expression: Annotated[
+        str,
+        Field(
+            description="`rate(N minute[s]|hour[s]|day[s])` or `cron(minutes hours\nday-of-month month day-of-week year)`, EventBridge Scheduler's syntax\n(day-of-week 1-7 is SUN-SAT; one of the two day fields is `?`)."
+        ),
+    ]
+    timezone: Annotated[
+        str | None,
+        Field(
+            description='An IANA time zone name the cron fields are read in (default `UTC`).'
+        ),
+    ] = 'UTC'
+    envelope: Annotated[
+        Any,
+        Field(
+            description='The task envelope each fire submits (without an `idempotencyKey`:\neach fire gets its own).'
+        ),
+    ]
+    missed_fires: Annotated[
+        MissedFirePolicy | None,
+        Field(
+            alias='missedFires',
+            description='What a fire missed while nothing could run it becomes.',
+        ),
+    ] = 'skip'
+    description: Annotated[str | None, Field(description='A line for people.')] = None
+
+
+class Schedule(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    schedule_id: Annotated[str, Field(alias='scheduleId')]
+    tenant_id: Annotated[str, Field(alias='tenantId')]
+    expression: str
+    timezone: str
+    envelope: Any
+    missed_fires: Annotated[MissedFirePolicy, Field(alias='missedFires')]
+    description: str | None = None
+    state: ScheduleState
+    trigger: ScheduleTrigger
+    created_at: Annotated[str, Field(alias='createdAt')]
+    anchor_at: Annotated[
+        str,
+        Field(
+            alias='anchorAt',
+            description='Where a rate counts from: creation, or the last resume.',
+        ),
+    ]
+    next_fire_at: Annotated[
+        str | None,
+        Field(
+            alias='nextFireAt',
+            description='The next time it fires (none while paused, or when the expression\nhas no later time).',
+        ),
+    ] = None
+    last_fire_at: Annotated[
+        str | None,
+        Field(
+            alias='lastFireAt', description='The fire time of the last run it started.'
+        ),
+    ] = None
+    last_run_id: Annotated[str | None, Field(alias='lastRunId')] = None
+    fires: Annotated[int, Field(description='Runs it started.', ge=0)]
+    missed: Annotated[
+        int,
+        Field(
+            description='Fires missed and dropped (or folded into one catch-up run).',
+            ge=0,
+        ),
+    ]
+    revision: Annotated[
+        int,
+        Field(
+            description='Moves by one with every change; a change is conditional on it.',
+            ge=0,
+        ),
+    ]
+
+
+class ScheduleList(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    schedules: list[Schedule]
 
 
 class RunAccepted(BaseModel):

@@ -260,6 +260,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/flex/schedules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's schedules, oldest first */
+        get: operations["listSchedules"];
+        put?: never;
+        /** Keep a schedule: the envelope submitted at every fire time of a rate or cron expression in a time zone */
+        post: operations["createSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/flex/schedules/{schedule_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A schedule: its next fire, its last run, its counts */
+        get: operations["getSchedule"];
+        put?: never;
+        post?: never;
+        /** Remove a schedule (the runs it started stay) */
+        delete: operations["deleteSchedule"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/flex/schedules/{schedule_id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stop a schedule firing until it is resumed */
+        post: operations["pauseSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/flex/schedules/{schedule_id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Fire a paused schedule again, from now on */
+        post: operations["resumeSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/judge/evaluations": {
         parameters: {
             query?: never;
@@ -555,6 +625,83 @@ export interface components {
                 /** @description `path` (a JSON path), `errors[]`, `parameter`, … */
                 details?: Record<string, never>;
             };
+        };
+        /**
+         * ScheduleRequest
+         * @description What the caller sends to create a schedule (`POST /schedules`).
+         */
+        ScheduleRequest: {
+            /**
+             * @description `rate(N minute[s]|hour[s]|day[s])` or `cron(minutes hours
+             *     day-of-month month day-of-week year)`, EventBridge Scheduler's syntax
+             *     (day-of-week 1-7 is SUN-SAT; one of the two day fields is `?`).
+             */
+            expression: string;
+            /**
+             * @description An IANA time zone name the cron fields are read in (default `UTC`).
+             * @default UTC
+             */
+            timezone: string;
+            /**
+             * @description The task envelope each fire submits (without an `idempotencyKey`:
+             *     each fire gets its own).
+             */
+            envelope: unknown;
+            /**
+             * @description What a fire missed while nothing could run it becomes.
+             * @default skip
+             */
+            missedFires: components["schemas"]["MissedFirePolicy"];
+            /** @description A line for people. */
+            description?: string | null;
+        };
+        /** @description A schedule as kept in the store and shown to its tenant. */
+        Schedule: {
+            scheduleId: string;
+            tenantId: string;
+            expression: string;
+            timezone: string;
+            envelope: unknown;
+            missedFires: components["schemas"]["MissedFirePolicy"];
+            description?: string | null;
+            state: components["schemas"]["ScheduleState"];
+            trigger: components["schemas"]["ScheduleTrigger"];
+            createdAt: string;
+            /** @description Where a rate counts from: creation, or the last resume. */
+            anchorAt: string;
+            /**
+             * @description The next time it fires (none while paused, or when the expression
+             *     has no later time).
+             */
+            nextFireAt?: string | null;
+            /** @description The fire time of the last run it started. */
+            lastFireAt?: string | null;
+            lastRunId?: string | null;
+            /**
+             * Format: uint64
+             * @description Runs it started.
+             * @default 0
+             */
+            fires: number;
+            /**
+             * Format: uint64
+             * @description Fires missed and dropped (or folded into one catch-up run).
+             * @default 0
+             */
+            missed: number;
+            /**
+             * Format: uint64
+             * @description Moves by one with every change; a change is conditional on it.
+             * @default 0
+             */
+            revision: number;
+        };
+        /**
+         * ScheduleList
+         * @description `GET /schedules`: the tenant's schedules, oldest first.
+         */
+        ScheduleList: {
+            schedules: components["schemas"]["Schedule"][];
         };
         /**
          * RunAccepted
@@ -1245,6 +1392,18 @@ export interface components {
                 [key: string]: number;
             };
         };
+        /**
+         * @description What fires missed (more than [`ON_TIME_WINDOW`] late: nothing ran the
+         *     schedule then) become.
+         */
+        MissedFirePolicy: "skip" | "catch_up_once";
+        /**
+         * @description Whether a schedule fires.
+         * @enum {string}
+         */
+        ScheduleState: "active" | "paused";
+        /** @description Who fires a schedule. */
+        ScheduleTrigger: "store" | "event_bridge";
         RunSummary: {
             runId: string;
             threadId: string;
@@ -3034,6 +3193,370 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listSchedules: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the schedules */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleList"];
+                };
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScheduleRequest"];
+            };
+        };
+        responses: {
+            /** @description the schedule */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            /** @description the body is not JSON (`invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the tenant keeps `BATON_MAX_SCHEDULES_PER_TENANT` schedules already (`schedule_limit`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a wrong expression, time zone, policy or envelope (`invalid_schedule`); `details.path` names it (`$.expression`, `$.envelope.objective`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                schedule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the schedule */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such schedule (or another tenant's): `schedule_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                schedule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such schedule (or another tenant's): `schedule_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pauseSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                schedule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the paused schedule */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such schedule (or another tenant's): `schedule_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    resumeSchedule: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                schedule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the active schedule */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such schedule (or another tenant's): `schedule_not_found` */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -370,6 +370,12 @@ impl CapabilitySummary {
     }
 }
 
+/// `GET /schedules`: the tenant's schedules, oldest first.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ScheduleList {
+    pub schedules: Vec<baton_core::schedules::Schedule>,
+}
+
 /// `GET /capabilities`.
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

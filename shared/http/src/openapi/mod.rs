@@ -93,6 +93,11 @@ const UNAVAILABLE: Answer = answer(
     "the store or queue is unavailable; retry",
     Body::Json("Error"),
 );
+const SCHEDULE_NOT_FOUND: Answer = answer(
+    404,
+    "no such schedule (or another tenant's): `schedule_not_found`",
+    Body::Json("Error"),
+);
 const INTERNAL: Answer = answer(500, "a fault of the server", Body::Json("Error"));
 const TENANT_LIMIT: Answer = answer(
     429,
@@ -387,6 +392,76 @@ pub fn operations() -> Vec<Operation> {
                 BAD_JSON,
                 NOT_FOUND,
                 CONFLICT,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/schedules",
+            "Keep a schedule: the envelope submitted at every fire time of a rate or cron expression in a time zone",
+            Some("ScheduleRequest"),
+            &[],
+            &[
+                answer(201, "the schedule", Body::Json("Schedule")),
+                BAD_JSON,
+                answer(
+                    409,
+                    "the tenant keeps `BATON_MAX_SCHEDULES_PER_TENANT` schedules already (`schedule_limit`)",
+                    Body::Json("Error"),
+                ),
+                answer(
+                    422,
+                    "a wrong expression, time zone, policy or envelope (`invalid_schedule`); `details.path` names it (`$.expression`, `$.envelope.objective`)",
+                    Body::Json("Error"),
+                ),
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/schedules",
+            "The tenant's schedules, oldest first",
+            None,
+            &[],
+            &[answer(200, "the schedules", Body::Json("ScheduleList"))],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/schedules/{schedule_id}",
+            "A schedule: its next fire, its last run, its counts",
+            None,
+            &[],
+            &[
+                answer(200, "the schedule", Body::Json("Schedule")),
+                SCHEDULE_NOT_FOUND,
+            ],
+        ),
+        api(
+            "delete",
+            "/api/v1/flex/schedules/{schedule_id}",
+            "Remove a schedule (the runs it started stay)",
+            None,
+            &[],
+            &[answer(204, "removed", Body::Empty), SCHEDULE_NOT_FOUND],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/schedules/{schedule_id}/pause",
+            "Stop a schedule firing until it is resumed",
+            None,
+            &[],
+            &[
+                answer(200, "the paused schedule", Body::Json("Schedule")),
+                SCHEDULE_NOT_FOUND,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/schedules/{schedule_id}/resume",
+            "Fire a paused schedule again, from now on",
+            None,
+            &[],
+            &[
+                answer(200, "the active schedule", Body::Json("Schedule")),
+                SCHEDULE_NOT_FOUND,
             ],
         ),
         api(

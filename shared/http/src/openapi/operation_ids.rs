@@ -38,6 +38,24 @@ pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
         "/api/v1/flex/tasks/{task_id}/decline",
         "declineTask",
     ),
+    ("post", "/api/v1/flex/schedules", "createSchedule"),
+    ("get", "/api/v1/flex/schedules", "listSchedules"),
+    ("get", "/api/v1/flex/schedules/{schedule_id}", "getSchedule"),
+    (
+        "delete",
+        "/api/v1/flex/schedules/{schedule_id}",
+        "deleteSchedule",
+    ),
+    (
+        "post",
+        "/api/v1/flex/schedules/{schedule_id}/pause",
+        "pauseSchedule",
+    ),
+    (
+        "post",
+        "/api/v1/flex/schedules/{schedule_id}/resume",
+        "resumeSchedule",
+    ),
     ("post", "/api/v1/judge/evaluations", "createEvaluation"),
     (
         "get",

@@ -36,6 +36,18 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
     );
     for (name, schema) in [
         (
+            "ScheduleRequest",
+            component::<baton_core::schedules::ScheduleRequest>(),
+        ),
+        (
+            "Schedule",
+            answer_component::<baton_core::schedules::Schedule>(),
+        ),
+        (
+            "ScheduleList",
+            answer_component::<crate::bodies::ScheduleList>(),
+        ),
+        (
             "RunAccepted",
             answer_component::<crate::bodies::RunAccepted>(),
         ),

@@ -11,10 +11,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use baton_core::schedules::Schedule;
-use serde_json::json;
 
 use crate::auth::Tenant;
-use crate::bodies::parse_json_body;
+use crate::bodies::{ScheduleList, parse_json_body};
 use crate::error::ApiError;
 use crate::state::ApiState;
 
@@ -31,9 +30,9 @@ pub(super) async fn create_schedule(
 pub(super) async fn list_schedules(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<ScheduleList>, ApiError> {
     let schedules = state.schedules.list(&tenant.0).await?;
-    Ok(Json(json!({ "schedules": schedules })))
+    Ok(Json(ScheduleList { schedules }))
 }
 
 pub(super) async fn get_schedule(
