@@ -427,6 +427,35 @@ def fork_a_run_from_a_node_with_a_corrected_output(page):
     print(f"ok: run {source} forked from node_1 with a corrected output into {fork}; a broken correction got a 422 naming its path")
 
 
+def keep_pause_resume_and_delete_a_schedule(page):
+    page.goto(ROOT + "/")
+    page.fill("#envelope", json.dumps(envelope("registry/examples/social-post-new-case.json")))
+    # A wrong expression is refused, naming the field.
+    page.fill("#schedule-expression", "every morning")
+    page.click("#create-schedule")
+    expect(page.locator("#schedule-error")).to_contain_text("$.expression", timeout=TIMEOUT_MS)
+    page.fill("#schedule-expression", "cron(0 8 ? * MON-FRI *)")
+    page.fill("#schedule-timezone", "Europe/Paris")
+    page.select_option("#schedule-missed", "catch_up_once")
+    page.click("#create-schedule")
+    item = page.locator('#schedules li[data-state]').filter(has_text="cron(0 8 ? * MON-FRI *)")
+    expect(item).to_have_count(1, timeout=TIMEOUT_MS)
+    expect(page.locator("#schedule-error")).to_have_text("")
+    expect(item).to_have_attribute("data-state", "active")
+    expect(item.locator(".next-fire")).to_contain_text("next 20")
+    expect(item).to_contain_text("Europe/Paris")
+    shot(page, "14-schedule-kept")
+    item.locator('button[data-action="pause"]').click()
+    expect(item).to_have_attribute("data-state", "paused", timeout=TIMEOUT_MS)
+    expect(item.locator(".next-fire")).to_have_text("no next fire")
+    shot(page, "15-schedule-paused")
+    item.locator('button[data-action="resume"]').click()
+    expect(item).to_have_attribute("data-state", "active", timeout=TIMEOUT_MS)
+    item.locator('button[data-action="delete"]').click()
+    expect(item).to_have_count(0, timeout=TIMEOUT_MS)
+    print("ok: a schedule kept, refused with its path, paused, resumed and deleted")
+
+
 def use_a_server_without_tokens_without_being_asked_for_one(browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(ANONYMOUS_ROOT + "/")
@@ -463,7 +492,8 @@ def main():
                          ask_for_a_new_visual_in_the_directors_form,
                          reject_an_approval_and_fail_the_run, show_and_verify_a_judge_transcript,
                          chat_with_a_tool_call_and_approve_a_drafted_plan,
-                         fork_a_run_from_a_node_with_a_corrected_output):
+                         fork_a_run_from_a_node_with_a_corrected_output,
+                         keep_pause_resume_and_delete_a_schedule):
             try:
                 scenario(page)
             except Exception:

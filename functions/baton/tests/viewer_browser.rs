@@ -13,7 +13,8 @@
 //! run as a child run (its graph one click away), a message refused by the
 //! `reject` strategy while another answers, the thread read back; a run
 //! forked from a node with its output corrected (a broken correction
-//! refused with its path), the fork tree leading both ways.
+//! refused with its path), the fork tree leading both ways; a schedule kept
+//! (a wrong expression refused with its path), paused, resumed and deleted.
 //! Screenshots go to `target/browser-artifacts/` (or
 //! `BATON_BROWSER_ARTIFACTS`).
 //!
@@ -98,7 +99,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        8,
+        9,
         "every scenario reported: {stdout}"
     );
     for screenshot in [
@@ -117,6 +118,8 @@ async fn the_run_viewer_works_in_headless_chromium() {
         "11-chat-child-run",
         "12-fork-correction-refused",
         "13-fork-tree",
+        "14-schedule-kept",
+        "15-schedule-paused",
     ] {
         let file = artifacts.join(format!("{screenshot}.png"));
         assert!(

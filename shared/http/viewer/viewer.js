@@ -12,6 +12,7 @@ import { loadThreads, openThread } from "./chat.js";
 import { make, millis, pretty } from "./dom.js";
 import { forkForm, forkTree } from "./forks.js";
 import { timelineView } from "./timeline.js";
+import { createSchedule, loadSchedules } from "./schedules.js";
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -467,6 +468,7 @@ function start() {
     loadRuns();
     loadTasks();
     loadThreads();
+    loadSchedules();
     route();
   });
   $("#refresh-runs").addEventListener("click", () => loadRuns());
@@ -477,6 +479,8 @@ function start() {
   $("#refresh-threads").addEventListener("click", () => loadThreads());
   $("#more-threads").addEventListener("click", () => loadThreads(true));
   $("#start-run").addEventListener("click", startRun);
+  $("#refresh-schedules").addEventListener("click", loadSchedules);
+  $("#create-schedule").addEventListener("click", createSchedule);
   window.addEventListener("hashchange", route);
   // The token form shows only when the server refuses a request (a server
   // started without BATON_API_TOKENS asks for none), or a token is kept.
@@ -492,6 +496,7 @@ function start() {
   loadRuns();
   loadTasks();
   loadThreads();
+  loadSchedules();
   route();
 }
 

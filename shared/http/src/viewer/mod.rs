@@ -54,6 +54,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../viewer/timeline.js"),
     ),
     (
+        "schedules.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../viewer/schedules.js"),
+    ),
+    (
         "dom.js",
         "text/javascript; charset=utf-8",
         include_str!("../../viewer/dom.js"),
