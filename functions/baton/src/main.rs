@@ -79,48 +79,6 @@ enum JudgeCommand {
 }
 
 #[derive(Subcommand)]
-enum ScheduleCommand {
-    /// Keep a new schedule: ENVELOPE submitted at every fire time of
-    /// EXPRESSION (`rate(1 hour)`, `cron(0 8 ? * MON-FRI *)`, EventBridge
-    /// Scheduler's syntax) read in TIMEZONE. Prints the schedule.
-    Create {
-        envelope: PathBuf,
-        #[arg(long)]
-        expression: String,
-        /// An IANA time zone (default UTC).
-        #[arg(long, default_value = "UTC")]
-        timezone: String,
-        /// What fires missed while nothing kept the schedule become.
-        #[arg(long, value_enum, default_value_t = MissedFires::Skip)]
-        missed_fires: MissedFires,
-        #[arg(long)]
-        description: Option<String>,
-    },
-    /// The tenant's schedules, oldest first.
-    List {
-        #[arg(long, value_enum, default_value_t = TaskFormat::Pretty)]
-        format: TaskFormat,
-    },
-    /// One schedule (JSON).
-    Show { schedule_id: String },
-    /// Stop it firing until it is resumed.
-    Pause { schedule_id: String },
-    /// Fire again from now on.
-    Resume { schedule_id: String },
-    /// Remove it (the runs it started stay).
-    Delete { schedule_id: String },
-}
-
-/// `--missed-fires`.
-#[derive(Clone, Copy, ValueEnum)]
-enum MissedFires {
-    /// Dropped; the schedule goes on from its next time.
-    Skip,
-    /// One run for the latest of them.
-    CatchUpOnce,
-}
-
-#[derive(Subcommand)]
 enum Command {
     /// Run an envelope end to end and print every event frame.
     Run {
@@ -240,7 +198,7 @@ enum Command {
     /// same store fires them.
     Schedule {
         #[command(subcommand)]
-        action: ScheduleCommand,
+        action: schedule_command::ScheduleCommand,
         /// `sqlite` (default file), `sqlite:PATH` or `dynamodb`.
         #[arg(long, default_value = "sqlite", value_parser = parse_store, global = true)]
         store: StoreChoice,
@@ -569,35 +527,4 @@ fn main() -> ExitCode {
     // Spans still batched are sent before the process ends.
     baton_bootstrap::shutdown_traces();
     ExitCode::from(code)
-}
-
-impl From<ScheduleCommand> for schedule_command::ScheduleAction {
-    fn from(command: ScheduleCommand) -> Self {
-        use schedule_command::ScheduleAction;
-        match command {
-            ScheduleCommand::Create {
-                envelope,
-                expression,
-                timezone,
-                missed_fires,
-                description,
-            } => ScheduleAction::Create {
-                envelope,
-                expression,
-                timezone,
-                missed_fires: match missed_fires {
-                    MissedFires::Skip => baton_core::schedules::MissedFirePolicy::Skip,
-                    MissedFires::CatchUpOnce => {
-                        baton_core::schedules::MissedFirePolicy::CatchUpOnce
-                    }
-                },
-                description,
-            },
-            ScheduleCommand::List { format } => ScheduleAction::List { format },
-            ScheduleCommand::Show { schedule_id } => ScheduleAction::Show { schedule_id },
-            ScheduleCommand::Pause { schedule_id } => ScheduleAction::Pause { schedule_id },
-            ScheduleCommand::Resume { schedule_id } => ScheduleAction::Resume { schedule_id },
-            ScheduleCommand::Delete { schedule_id } => ScheduleAction::Delete { schedule_id },
-        }
-    }
 }

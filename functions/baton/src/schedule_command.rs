@@ -14,6 +14,8 @@ use baton_core::schedules::{MissedFirePolicy, Schedule};
 use baton_runtime::error::RuntimeError;
 use baton_runtime::services::Services;
 
+use clap::{Subcommand, ValueEnum};
+
 use crate::TaskFormat;
 use baton_bootstrap::stores::LeftOverSteps;
 
@@ -21,6 +23,48 @@ use crate::commands::{
     EXIT_COMPLETED, configuration_or_exit, embedded_services, invalid, load_registry_or_exit,
     services_on,
 };
+
+#[derive(Subcommand)]
+pub enum ScheduleCommand {
+    /// Keep a new schedule: ENVELOPE submitted at every fire time of
+    /// EXPRESSION (`rate(1 hour)`, `cron(0 8 ? * MON-FRI *)`, EventBridge
+    /// Scheduler's syntax) read in TIMEZONE. Prints the schedule.
+    Create {
+        envelope: PathBuf,
+        #[arg(long)]
+        expression: String,
+        /// An IANA time zone (default UTC).
+        #[arg(long, default_value = "UTC")]
+        timezone: String,
+        /// What fires missed while nothing kept the schedule become.
+        #[arg(long, value_enum, default_value_t = MissedFires::Skip)]
+        missed_fires: MissedFires,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// The tenant's schedules, oldest first.
+    List {
+        #[arg(long, value_enum, default_value_t = TaskFormat::Pretty)]
+        format: TaskFormat,
+    },
+    /// One schedule (JSON).
+    Show { schedule_id: String },
+    /// Stop it firing until it is resumed.
+    Pause { schedule_id: String },
+    /// Fire again from now on.
+    Resume { schedule_id: String },
+    /// Remove it (the runs it started stay).
+    Delete { schedule_id: String },
+}
+
+/// `--missed-fires`.
+#[derive(Clone, Copy, ValueEnum)]
+pub enum MissedFires {
+    /// Dropped; the schedule goes on from its next time.
+    Skip,
+    /// One run for the latest of them.
+    CatchUpOnce,
+}
 
 /// What `baton schedule` was asked to do.
 pub enum ScheduleAction {
@@ -176,6 +220,36 @@ fn print_list(schedules: &[Schedule], format: TaskFormat) {
                     schedule.fires,
                 );
             }
+        }
+    }
+}
+
+impl From<ScheduleCommand> for ScheduleAction {
+    fn from(command: ScheduleCommand) -> Self {
+        match command {
+            ScheduleCommand::Create {
+                envelope,
+                expression,
+                timezone,
+                missed_fires,
+                description,
+            } => ScheduleAction::Create {
+                envelope,
+                expression,
+                timezone,
+                missed_fires: match missed_fires {
+                    MissedFires::Skip => baton_core::schedules::MissedFirePolicy::Skip,
+                    MissedFires::CatchUpOnce => {
+                        baton_core::schedules::MissedFirePolicy::CatchUpOnce
+                    }
+                },
+                description,
+            },
+            ScheduleCommand::List { format } => ScheduleAction::List { format },
+            ScheduleCommand::Show { schedule_id } => ScheduleAction::Show { schedule_id },
+            ScheduleCommand::Pause { schedule_id } => ScheduleAction::Pause { schedule_id },
+            ScheduleCommand::Resume { schedule_id } => ScheduleAction::Resume { schedule_id },
+            ScheduleCommand::Delete { schedule_id } => ScheduleAction::Delete { schedule_id },
         }
     }
 }

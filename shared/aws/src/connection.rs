@@ -89,8 +89,8 @@ pub mod from_clients {
     #[cfg(feature = "scheduler")]
     pub fn scheduler_triggers(
         client: aws_sdk_scheduler::Client,
-        target: crate::scheduler::SchedulerTarget,
-    ) -> crate::scheduler::EventBridgeScheduleTriggers {
-        crate::scheduler::EventBridgeScheduleTriggers::over_client(client, target)
+        target: crate::SchedulerTarget,
+    ) -> crate::EventBridgeScheduleTriggers {
+        crate::EventBridgeScheduleTriggers::over_client(client, target)
     }
 }

@@ -78,4 +78,6 @@ pub mod sqs;
 pub use connection::from_clients;
 pub use connection::{AwsConnection, EMULATOR_REGION};
 pub use dynamodb::DynamoRunStore;
+#[cfg(feature = "scheduler")]
+pub use scheduler::{EventBridgeScheduleTriggers, SchedulerTarget};
 pub use sqs::SqsStepQueue;

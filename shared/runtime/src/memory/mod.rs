@@ -21,7 +21,7 @@ mod event_log;
 mod node_leases;
 mod queue;
 mod registrations;
-mod schedules;
+mod schedule_book;
 mod stream_leases;
 mod threads;
 
@@ -511,7 +511,7 @@ impl crate::ports::RetentionUpkeep for InMemoryRunStore {
 
 pub use self::queue::InMemoryStepQueue;
 pub use self::registrations::InMemoryCapabilityDirectory;
-pub use self::schedules::InMemoryScheduleBook;
+pub use self::schedule_book::InMemoryScheduleBook;
 pub use self::stream_leases::InMemoryStreamLeases;
 pub use self::threads::InMemoryThreadStore;
 

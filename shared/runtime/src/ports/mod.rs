@@ -17,9 +17,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::{LlmError, QueueError, StoreError};
 
-mod schedules;
+mod schedule_ports;
 mod store_upkeep;
-pub use schedules::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};
+pub use schedule_ports::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};
 pub use store_upkeep::{
     ExpiredRunsBatch, RetentionUpkeep, StreamCaps, StreamLeases, StreamOpening,
 };
