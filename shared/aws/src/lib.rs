@@ -29,7 +29,8 @@
 //! | listing | `T#{tenant}#RUNS` and `T#{tenant}#RUNS#{status}` | `{createdAt ms:013}.{runId}` | `listing` (JSON): the runs list, and the list of one status (moved by the commit that changes the status) |
 //! | live-run counter | `T#{tenant}#COUNTERS` | `LIVE_RUNS` | `liveRuns`: runs at work, moved by `ADD` in the commits that start and stop work |
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |
-//! | stream lease | `T#{tenant}#STREAMS` | `{runId}#{streamId}` | `leaseUntil` (ms), `expiresAt`: an open event stream, counted against the per-run and per-tenant caps by every Lambda instance |
+//! | stream lease | `T#{tenant}#STREAMS` | `{runId}#{streamId}` | `leaseUntil` (ms): an open event stream |
+//! | stream counters | `T#{tenant}#STREAMS` | `#OPEN` and `#OPEN#{runId}` | `open`: the tenant's and the run's leases, moved with them in one transaction, each increment conditional on its cap (so the caps hold exactly across every Lambda instance) |
 //! | retention mark | `RETAIN#{shard}` | `T#{tenant}#R#{run}` | `tenantId`, `retainUntil`: put by the commit that ends (or takes up again) a run, for the sweeper's pass (`dynamodb::retention_stamps`) |
 //! | schedule | `T#{tenant}#SCHEDULES` | `{scheduleId}` | `schedule` (JSON), `revision` (changes are conditional on it), `createdAt` |
 //! | schedule due mark | `SCHEDULES#DUE` | `{tenant}#{scheduleId}` | `dueAt` (ms): the next fire of an active schedule `baton serve` keeps, written with the schedule |

@@ -1,24 +1,31 @@
-//! Open event streams' leases on DynamoDB, one item per stream:
+//! Open event streams' leases on DynamoDB: one item per stream and two
+//! counters, in the tenant's streams partition:
 //!
 //! ```text
-//! pk = T#{tenant}#STREAMS   sk = {runId}#{streamId}   leaseUntil (Unix ms), expiresAt (TTL)
+//! pk = T#{tenant}#STREAMS   sk = {runId}#{streamId}   leaseUntil (Unix ms)
+//! pk = T#{tenant}#STREAMS   sk = #OPEN                open: the tenant's leases
+//! pk = T#{tenant}#STREAMS   sk = #OPEN#{runId}        open: the run's leases
 //! ```
 //!
-//! An opening reads the tenant's lease items (one consistent `Query`: its
-//! open streams and those whose process died and whose lease ran out,
-//! which it deletes), counts the run's and the tenant's live leases, and
-//! puts its own when both are under their caps. So the caps hold across
-//! every Lambda instance; two streams opening at the same moment may both
-//! pass a cap by one (the count and the put are two requests).
+//! An opening is one `TransactWriteItems`: the lease's put and both
+//! counters' increments, each conditional on its counter being under its
+//! cap. So the caps hold exactly across every Lambda instance, however many
+//! streams open at the same moment. A close deletes the lease and moves
+//! both counters down in one transaction (conditional on the lease, so a
+//! second close moves nothing). A process that dies leaves its lease and
+//! its counts: an opening refused at a cap first deletes the tenant's
+//! leases that ran out (each with its counts, in one transaction,
+//! conditional on it having run out) and tries once more.
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
 use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{StreamCaps, StreamLeases, StreamOpening};
 
 use crate::dynamodb::attributes::{read_number, read_text};
-use crate::dynamodb::store::{DynamoRunStore, n, s, sdk_failure};
+use crate::dynamodb::store::{DynamoRunStore, cancellation_codes, n, s, sdk_failure, unavailable};
 
 fn streams_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#STREAMS")
@@ -28,9 +35,210 @@ fn lease_sk(run_id: &str, stream_id: &str) -> String {
     format!("{run_id}#{stream_id}")
 }
 
-/// How long after its lease ran out DynamoDB's TTL deletes a lease item a
-/// dead process left (an opening deletes it sooner when it sees it).
-const LEFT_LEASE_SECONDS: u64 = 3600;
+const TENANT_COUNTER_SK: &str = "#OPEN";
+
+fn run_counter_sk(run_id: &str) -> String {
+    format!("#OPEN#{run_id}")
+}
+
+/// Which part of an opening's transaction refused it.
+enum Refusal {
+    Run,
+    Tenant,
+}
+
+impl DynamoRunStore {
+    /// A counter's move by `by`; with a cap, conditional on staying under it.
+    fn counter_move(
+        &self,
+        pk: &str,
+        sk: String,
+        by: i64,
+        cap: Option<usize>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression("ADD #open :by")
+            .expression_attribute_names("#open", "open")
+            .expression_attribute_values(
+                ":by",
+                aws_sdk_dynamodb::types::AttributeValue::N(by.to_string()),
+            );
+        if let Some(cap) = cap {
+            update = update
+                .condition_expression("attribute_not_exists(#open) OR #open < :cap")
+                .expression_attribute_values(":cap", n(cap as u64));
+        }
+        Ok(TransactWriteItem::builder()
+            .update(update.build().map_err(unavailable)?)
+            .build())
+    }
+
+    /// The lease's delete (conditional on `condition`) and both counters
+    /// moved down, as one transaction; false when the condition failed.
+    async fn delete_lease(
+        &self,
+        key: RunKey<'_>,
+        sort_key: &str,
+        condition: &str,
+        now: Option<Instant>,
+    ) -> Result<bool, StoreError> {
+        let pk = streams_pk(key.tenant_id());
+        let mut delete = Delete::builder()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(sort_key))
+            .condition_expression(condition);
+        if let Some(now) = now {
+            delete = delete.expression_attribute_values(":now", n(now.unix_millis()));
+        }
+        let written = self
+            .client
+            .transact_write_items()
+            .transact_items(
+                TransactWriteItem::builder()
+                    .delete(delete.build().map_err(unavailable)?)
+                    .build(),
+            )
+            .transact_items(self.counter_move(&pk, TENANT_COUNTER_SK.into(), -1, None)?)
+            .transact_items(self.counter_move(&pk, run_counter_sk(key.run_id()), -1, None)?)
+            .send()
+            .await;
+        match written {
+            Ok(_) => Ok(true),
+            Err(error)
+                if cancellation_codes(&error).is_some_and(|codes| {
+                    codes.first().map(String::as_str) == Some("ConditionalCheckFailed")
+                }) =>
+            {
+                Ok(false)
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+
+    /// Deletes the tenant's leases that ran out by `now`, with their
+    /// counts: how many went.
+    async fn delete_leases_run_out(
+        &self,
+        tenant_id: &str,
+        now: Instant,
+    ) -> Result<usize, StoreError> {
+        let items = self
+            .all_pages(
+                self.client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("pk = :pk")
+                    .expression_attribute_values(":pk", s(streams_pk(tenant_id)))
+                    .projection_expression("sk, leaseUntil")
+                    .consistent_read(true),
+            )
+            .await?;
+        let mut deleted = 0;
+        for item in &items {
+            let sort_key = read_text(item, "sk")?;
+            if sort_key.starts_with('#') || read_number(item, "leaseUntil")? > now.unix_millis() {
+                continue;
+            }
+            let Some((run_id, _)) = sort_key.split_once('#') else {
+                continue;
+            };
+            if self
+                .delete_lease(
+                    RunKey::new(tenant_id, run_id),
+                    sort_key,
+                    "leaseUntil <= :now",
+                    Some(now),
+                )
+                .await?
+            {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
+    async fn counter_value(&self, tenant_id: &str, sort_key: String) -> Result<usize, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(streams_pk(tenant_id)))
+            .key("sk", s(sort_key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_failure)?;
+        Ok(output
+            .item
+            .as_ref()
+            .and_then(|item| read_number(item, "open").ok())
+            .map_or(0, |open| usize::try_from(open).unwrap_or(usize::MAX)))
+    }
+
+    /// One opening's transaction: opened, or which cap refused it.
+    async fn try_open(
+        &self,
+        key: RunKey<'_>,
+        stream_id: &str,
+        caps: StreamCaps,
+        until: Instant,
+    ) -> Result<Option<Refusal>, StoreError> {
+        let pk = streams_pk(key.tenant_id());
+        let lease = Put::builder()
+            .table_name(&self.table)
+            .item("pk", s(&pk))
+            .item("sk", s(lease_sk(key.run_id(), stream_id)))
+            .item("leaseUntil", n(until.unix_millis()))
+            .condition_expression("attribute_not_exists(sk)")
+            .build()
+            .map_err(unavailable)?;
+        let written = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(lease).build())
+            .transact_items(self.counter_move(
+                &pk,
+                run_counter_sk(key.run_id()),
+                1,
+                Some(caps.per_run),
+            )?)
+            .transact_items(self.counter_move(
+                &pk,
+                TENANT_COUNTER_SK.into(),
+                1,
+                Some(caps.per_tenant),
+            )?)
+            .send()
+            .await;
+        match written {
+            Ok(_) => Ok(None),
+            Err(error) => match cancellation_codes(&error) {
+                Some(codes)
+                    if codes.get(1).map(String::as_str) == Some("ConditionalCheckFailed") =>
+                {
+                    Ok(Some(Refusal::Run))
+                }
+                Some(codes)
+                    if codes.get(2).map(String::as_str) == Some("ConditionalCheckFailed") =>
+                {
+                    Ok(Some(Refusal::Tenant))
+                }
+                Some(codes)
+                    if codes.first().map(String::as_str) == Some("ConditionalCheckFailed") =>
+                {
+                    Err(StoreError::Unavailable(format!(
+                        "stream `{stream_id}` already holds a lease"
+                    )))
+                }
+                _ => Err(sdk_failure(error)),
+            },
+        }
+    }
+}
 
 #[async_trait]
 impl StreamLeases for DynamoRunStore {
@@ -42,60 +250,23 @@ impl StreamLeases for DynamoRunStore {
         now: Instant,
         until: Instant,
     ) -> Result<StreamOpening, StoreError> {
-        let pk = streams_pk(key.tenant_id());
-        let items = self
-            .all_pages(
-                self.client
-                    .query()
-                    .table_name(&self.table)
-                    .key_condition_expression("pk = :pk")
-                    .expression_attribute_values(":pk", s(&pk))
-                    .projection_expression("sk, leaseUntil")
-                    .consistent_read(true),
-            )
-            .await?;
-        let run_prefix = format!("{}#", key.run_id());
-        let (mut of_run, mut of_tenant) = (0, 0);
-        for item in &items {
-            let sort_key = read_text(item, "sk")?;
-            if read_number(item, "leaseUntil")? <= now.unix_millis() {
-                self.client
-                    .delete_item()
-                    .table_name(&self.table)
-                    .key("pk", s(&pk))
-                    .key("sk", s(sort_key))
-                    .condition_expression("leaseUntil <= :now")
-                    .expression_attribute_values(":now", n(now.unix_millis()))
-                    .send()
-                    .await
-                    .ok();
-                continue;
-            }
-            of_tenant += 1;
-            if sort_key.starts_with(&run_prefix) {
-                of_run += 1;
-            }
+        let mut refusal = self.try_open(key, stream_id, caps, until).await?;
+        if refusal.is_some() && self.delete_leases_run_out(key.tenant_id(), now).await? > 0 {
+            refusal = self.try_open(key, stream_id, caps, until).await?;
         }
-        if of_run >= caps.per_run {
-            return Ok(StreamOpening::RunAtCap { open: of_run });
-        }
-        if of_tenant >= caps.per_tenant {
-            return Ok(StreamOpening::TenantAtCap { open: of_tenant });
-        }
-        self.client
-            .put_item()
-            .table_name(&self.table)
-            .item("pk", s(&pk))
-            .item("sk", s(lease_sk(key.run_id(), stream_id)))
-            .item("leaseUntil", n(until.unix_millis()))
-            .item(
-                "expiresAt",
-                n(until.unix_millis() / 1000 + LEFT_LEASE_SECONDS),
-            )
-            .send()
-            .await
-            .map_err(sdk_failure)?;
-        Ok(StreamOpening::Opened)
+        Ok(match refusal {
+            None => StreamOpening::Opened,
+            Some(Refusal::Run) => StreamOpening::RunAtCap {
+                open: self
+                    .counter_value(key.tenant_id(), run_counter_sk(key.run_id()))
+                    .await?,
+            },
+            Some(Refusal::Tenant) => StreamOpening::TenantAtCap {
+                open: self
+                    .counter_value(key.tenant_id(), TENANT_COUNTER_SK.into())
+                    .await?,
+            },
+        })
     }
 
     async fn renew_stream(
@@ -109,13 +280,9 @@ impl StreamLeases for DynamoRunStore {
             .table_name(&self.table)
             .key("pk", s(streams_pk(key.tenant_id())))
             .key("sk", s(lease_sk(key.run_id(), stream_id)))
-            .update_expression("SET leaseUntil = :until, expiresAt = :expires")
+            .update_expression("SET leaseUntil = :until")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":until", n(until.unix_millis()))
-            .expression_attribute_values(
-                ":expires",
-                n(until.unix_millis() / 1000 + LEFT_LEASE_SECONDS),
-            )
             .send()
             .await
             .map(|_| ())
@@ -132,14 +299,13 @@ impl StreamLeases for DynamoRunStore {
     }
 
     async fn close_stream(&self, key: RunKey<'_>, stream_id: &str) -> Result<(), StoreError> {
-        self.client
-            .delete_item()
-            .table_name(&self.table)
-            .key("pk", s(streams_pk(key.tenant_id())))
-            .key("sk", s(lease_sk(key.run_id(), stream_id)))
-            .send()
-            .await
-            .map_err(sdk_failure)?;
-        Ok(())
+        self.delete_lease(
+            key,
+            &lease_sk(key.run_id(), stream_id),
+            "attribute_exists(sk)",
+            None,
+        )
+        .await
+        .map(|_| ())
     }
 }

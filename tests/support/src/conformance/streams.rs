@@ -1,6 +1,6 @@
 //! Conformance of the stream leases: the per-run and per-tenant caps, a
 //! lease given back, a lease that ran out (its process died) no longer
-//! counted, tenants apart.
+//! counted, tenants apart, and a crowd opening at once held to the cap.
 
 use std::time::Duration;
 
@@ -90,6 +90,39 @@ pub async fn stream_lease_conformance(
         open("run-c", "c1", later, until).await.map_err(failed)?
             == StreamOpening::TenantAtCap { open: 3 },
         "the renewed lease still counts",
+    )?;
+    // Many streams of one tenant opening at the same moment: exactly the
+    // cap opens (on every store: the count and the lease are one write).
+    let crowd = format!("{tenant}-crowd");
+    let crowd_caps = StreamCaps {
+        per_run: 64,
+        per_tenant: 4,
+    };
+    let openings = (0..12).map(|index| {
+        let crowd = crowd.clone();
+        async move {
+            leases
+                .open_stream(
+                    RunKey::new(&crowd, &format!("run-{}", index % 3)),
+                    &format!("crowd-{index}"),
+                    crowd_caps,
+                    NOW,
+                    minute,
+                )
+                .await
+        }
+    });
+    let opened = futures_util::future::join_all(openings)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?
+        .into_iter()
+        .filter(|opening| *opening == StreamOpening::Opened)
+        .count();
+    check(
+        opened == 4,
+        &format!("twelve streams opening at once: exactly the cap of 4 open ({opened} did)"),
     )?;
     Ok(())
 }
