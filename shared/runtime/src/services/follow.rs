@@ -117,7 +117,7 @@ impl Cursor {
             // frames (parking, ending, cancelling): the status is read on
             // the first empty poll after frames, and on every tenth while
             // idle (a run deleted by retention), not on every poll.
-            let status = if self.idle_polls % STATUS_EVERY_IDLE_POLLS == 0 {
+            let status = if self.idle_polls.is_multiple_of(STATUS_EVERY_IDLE_POLLS) {
                 match self
                     .store
                     .load_run(RunKey::new(&request.tenant_id, &request.run_id))
