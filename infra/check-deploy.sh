@@ -7,7 +7,8 @@
 # from moto:
 #   api      answers GET /api/v1/flex/capabilities with the registry's capabilities,
 #            GET / with the run viewer's page and GET /.well-known/agent-card.json
-#            with the A2A agent card (its interface on the function URL's host)
+#            with the A2A agent card (its interface on the function URL's host), and
+#            creates a schedule in EventBridge Scheduler (POST /api/v1/flex/schedules)
 #   ingest   accepts an envelope (a run is created, its planning step queued)
 #   step     handles that real planning message (plan_generated is committed), then
 #            the run's first node, whose model is the catalog's Bedrock model (the
@@ -25,7 +26,10 @@
 # 19 MiB until 2026-11-28, when the step function measured 20,070,960 bytes at
 # 5debc5f: about 1.1 MB of engine and runtime growth since 18,933,936, not yet
 # attributed to a change nor measured by the cold-start bench; the api function
-# measured 18,700,208 bytes once the MCP server was left out of it).
+# measured 18,700,208 bytes once the MCP server was left out of it). With schedules
+# (2026-11-28: croner and jiff with its bundled tz database in the engine, EventBridge
+# Scheduler's client in the api and stream functions) the step function measured
+# 20,649,648 bytes and the api 20,123,888: about 320 KB and 850 KB of headroom.
 #
 #   bash infra/check-deploy.sh
 set -euo pipefail
@@ -84,7 +88,18 @@ token="check-deploy-token"
 digest="$(printf %s "$token" | sha256sum | cut -d' ' -f1)"
 values=(RunsTable="$BATON_TABLE" StepQueue="$BATON_QUEUE_URL" StepDeadLetterQueue="$BATON_DEAD_LETTER_QUEUE_URL"
         LlmBaseUrl=http://127.0.0.1:9/v1
-        LlmModel=unused-by-deterministic-planning LlmApiKey= ApiTokens="local:$digest")
+        LlmModel=unused-by-deterministic-planning LlmApiKey= ApiTokens="local:$digest"
+        IngestQueue.Arn=arn:aws:sqs:us-east-1:123456789012:baton-check-ingest
+        SchedulerRole.Arn=arn:aws:iam::123456789012:role/baton-check-scheduler
+        ScheduleGroup=baton-check-schedules)
+# The stack's schedule group, as the template creates it.
+python3 - <<'PY'
+import os
+import boto3
+scheduler = boto3.client("scheduler", region_name=os.environ["AWS_REGION"], endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+if "baton-check-schedules" not in [group["Name"] for group in scheduler.list_schedule_groups()["ScheduleGroups"]]:
+    scheduler.create_schedule_group(Name="baton-check-schedules")
+PY
 
 # invoke FUNCTION EVENT_FILE [STREAMED_TEXT]: runs the function once, prints
 # its answer JSON; with STREAMED_TEXT, stops it once its streamed response
@@ -171,6 +186,40 @@ interface = card["supportedInterfaces"][0]
 assert interface["url"] == "https://abcdefg.lambda-url.us-east-1.on.aws/a2a", interface
 assert interface["protocolBinding"] == "JSONRPC", interface
 print(f"check-deploy: api served the A2A agent card ({len(card['skills'])} skills, JSON-RPC at {interface['url']})", file=sys.stderr)
+PY
+
+# A schedule: the built api creates it in EventBridge Scheduler (moto's), in
+# the stack's group, targeting the ingest queue as the template's role.
+python3 - "$work/schedule-event.json" <<'PY'
+import json, sys
+event = json.load(open("events/lambda/api-list-capabilities.json"))
+event["rawPath"] = event["requestContext"]["http"]["path"] = "/api/v1/flex/schedules"
+event["requestContext"]["http"]["method"] = "POST"
+event["body"] = json.dumps({
+    "expression": "cron(0 8 ? * MON-FRI *)", "timezone": "Europe/Paris",
+    "envelope": json.load(open("registry/examples/social-post-new-case.json")),
+})
+json.dump(event, open(sys.argv[1], "w"))
+PY
+sed -i "s/local-dev-token/$token/" "$work/schedule-event.json"
+invoke Api "$work/schedule-event.json" >"$work/schedule.json"
+python3 - "$work/schedule.json" <<'PY'
+import json, os, sys
+import boto3
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response", answer
+response = answer["body"]
+assert response["statusCode"] == 201, response
+schedule = json.loads(response["body"])
+assert schedule["trigger"] == "event_bridge", schedule
+scheduler = boto3.client("scheduler", region_name=os.environ["AWS_REGION"], endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+kept = scheduler.get_schedule(Name=schedule["scheduleId"], GroupName="baton-check-schedules")
+assert kept["ScheduleExpression"] == "cron(0 8 ? * MON-FRI *)", kept
+assert kept["ScheduleExpressionTimezone"] == "Europe/Paris", kept
+assert kept["Target"]["Arn"] == "arn:aws:sqs:us-east-1:123456789012:baton-check-ingest", kept["Target"]
+assert kept["Target"]["RoleArn"] == "arn:aws:iam::123456789012:role/baton-check-scheduler", kept["Target"]
+assert json.loads(kept["Target"]["Input"])["scheduleFire"]["scheduleId"] == schedule["scheduleId"], kept["Target"]
+print(f"check-deploy: api created schedule {schedule['scheduleId']} in EventBridge Scheduler (group baton-check-schedules, target the ingest queue)", file=sys.stderr)
 PY
 
 # The sample ingest event, its envelope preferring the catalog's Bedrock model.

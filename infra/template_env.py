@@ -2,7 +2,8 @@
 """Prints, as KEY=VALUE lines, the environment infra/template.yaml gives one
 function (Globals merged with the function's own), with `!Ref` and
 `!FindInMap` resolved from VALUES (parameters and resources given on the
-command line, e.g. RunsTable=baton-check) and the template's Mappings.
+command line, e.g. RunsTable=baton-check) and the template's Mappings, and
+`!GetAtt Resource.Attribute` from VALUES too (IngestQueue.Arn=arn:...).
 
     python3 infra/template_env.py FUNCTION_LOGICAL_ID NAME=VALUE...
 """
@@ -41,6 +42,8 @@ def resolve(value):
             if default is None:
                 sys.exit(f"template_env: give a value for {value.value}")
             return str(default)
+        if value.tag == "GetAtt" and value.value in pairs:
+            return pairs[value.value]
         if value.tag == "FindInMap":
             name, key, field = value.value
             return str(template["Mappings"][name][key][field])
