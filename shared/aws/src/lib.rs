@@ -33,6 +33,7 @@
 //! | stream counters | `T#{tenant}#STREAMS` | `#OPEN` and `#OPEN#{runId}` | `open`: the tenant's and the run's leases, moved with them in one transaction, each increment conditional on its cap (so the caps hold exactly across every Lambda instance) |
 //! | retention mark | `RETAIN#{shard}` | `T#{tenant}#R#{run}` | `tenantId`, `retainUntil`: put by the commit that ends (or takes up again) a run, for the sweeper's pass (`dynamodb::retention_stamps`) |
 //! | schedule | `T#{tenant}#SCHEDULES` | `{scheduleId}` | `schedule` (JSON), `revision` (changes are conditional on it), `createdAt` |
+//! | schedule counter | `T#{tenant}#SCHEDULES` | `#COUNT` | `count`: the tenant's schedules, moved by the create (conditional on the limit) and the delete |
 //! | schedule due mark | `SCHEDULES#DUE` | `{tenant}#{scheduleId}` | `dueAt` (ms): the next fire of an active schedule `baton serve` keeps, written with the schedule |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //! | chat exchange | `T#{tenant}#THREAD#{thread}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` |

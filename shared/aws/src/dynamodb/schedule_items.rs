@@ -5,15 +5,17 @@
 //! ```text
 //! pk = T#{tenant}#SCHEDULES   sk = {scheduleId}           schedule (JSON), revision, createdAt
 //! pk = SCHEDULES#DUE          sk = {tenant}#{scheduleId}  dueAt (Unix ms)
+//! pk = T#{tenant}#SCHEDULES   sk = #COUNT                count: the tenant's schedules
 //! ```
 //!
-//! A change writes both in one `TransactWriteItems`, the schedule's put
-//! conditional on the revision it was made from. The tenant's limit is
-//! counted with one `Query` (`Select COUNT`) before the create: two creates
-//! at the same moment may pass it by one.
+//! A change writes the schedule and its mark in one `TransactWriteItems`,
+//! the schedule's put conditional on the revision it was made from. A
+//! create also moves the tenant's counter, conditional on its limit, and a
+//! delete moves it back, in the same transaction: the limit holds however
+//! many creates arrive at once.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{Delete, Put, Select, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use baton_core::instant::Instant;
 use baton_core::schedules::{Schedule, ScheduleState, ScheduleTrigger};
 use baton_runtime::error::StoreError;
@@ -25,6 +27,9 @@ use crate::dynamodb::store::{
 };
 
 const DUE_PK: &str = "SCHEDULES#DUE";
+
+/// The tenant's schedule counter, beside its schedules.
+const COUNTER_SK: &str = "#COUNT";
 
 fn schedules_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#SCHEDULES")
@@ -53,6 +58,7 @@ impl DynamoRunStore {
         schedule: &Schedule,
         condition: &str,
         previous_revision: Option<u64>,
+        count_limit: Option<usize>,
     ) -> Result<ScheduleWrite, StoreError> {
         let body = serde_json::to_string(schedule).map_err(unavailable)?;
         let mut put = Put::builder()
@@ -102,6 +108,9 @@ impl DynamoRunStore {
                 .put(put.build().map_err(unavailable)?)
                 .build(),
         ];
+        if let Some(limit) = count_limit {
+            items.push(self.schedule_count_move(&schedule.tenant_id, 1, Some(limit))?);
+        }
         items.extend(mark);
         let written = self
             .client
@@ -109,17 +118,64 @@ impl DynamoRunStore {
             .set_transact_items(Some(items))
             .send()
             .await;
+        let refused = |codes: &[String], index: usize| {
+            codes.get(index).map(String::as_str) == Some("ConditionalCheckFailed")
+        };
         match written {
             Ok(_) => Ok(ScheduleWrite::Written),
-            Err(error)
-                if cancellation_codes(&error).is_some_and(|codes| {
-                    codes.first().map(String::as_str) == Some("ConditionalCheckFailed")
-                }) =>
-            {
-                Ok(ScheduleWrite::Conflict)
-            }
-            Err(error) => Err(sdk_failure(error)),
+            Err(error) => match cancellation_codes(&error) {
+                Some(codes) if refused(&codes, 0) => Ok(ScheduleWrite::Conflict),
+                Some(codes) if count_limit.is_some() && refused(&codes, 1) => {
+                    Ok(ScheduleWrite::LimitReached {
+                        count: self.schedule_count(&schedule.tenant_id).await?,
+                    })
+                }
+                _ => Err(sdk_failure(error)),
+            },
         }
+    }
+
+    /// The tenant's schedule counter moved by `by`; with a limit,
+    /// conditional on staying under it.
+    fn schedule_count_move(
+        &self,
+        tenant_id: &str,
+        by: i64,
+        limit: Option<usize>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(schedules_pk(tenant_id)))
+            .key("sk", s(COUNTER_SK))
+            .update_expression("ADD #count :by")
+            .expression_attribute_names("#count", "count")
+            .expression_attribute_values(":by", AttributeValue::N(by.to_string()));
+        if let Some(limit) = limit {
+            update = update
+                .condition_expression("attribute_not_exists(#count) OR #count < :limit")
+                .expression_attribute_values(":limit", n(limit as u64));
+        }
+        Ok(TransactWriteItem::builder()
+            .update(update.build().map_err(unavailable)?)
+            .build())
+    }
+
+    async fn schedule_count(&self, tenant_id: &str) -> Result<usize, StoreError> {
+        let output = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(schedules_pk(tenant_id)))
+            .key("sk", s(COUNTER_SK))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_failure)?;
+        Ok(output
+            .item
+            .as_ref()
+            .and_then(|item| read_number(item, "count").ok())
+            .map_or(0, |count| usize::try_from(count).unwrap_or(usize::MAX)))
     }
 }
 
@@ -130,22 +186,7 @@ impl ScheduleBook for DynamoRunStore {
         schedule: &Schedule,
         limit: usize,
     ) -> Result<ScheduleWrite, StoreError> {
-        let counted = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("pk = :pk")
-            .expression_attribute_values(":pk", s(schedules_pk(&schedule.tenant_id)))
-            .select(Select::Count)
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_failure)?;
-        let count = usize::try_from(counted.count).unwrap_or(0);
-        if count >= limit {
-            return Ok(ScheduleWrite::LimitReached { count });
-        }
-        self.write_schedule(schedule, "attribute_not_exists(pk)", None)
+        self.write_schedule(schedule, "attribute_not_exists(pk)", None, Some(limit))
             .await
     }
 
@@ -178,7 +219,11 @@ impl ScheduleBook for DynamoRunStore {
                     .consistent_read(true),
             )
             .await?;
-        let mut schedules = items.iter().map(decode).collect::<Result<Vec<_>, _>>()?;
+        let mut schedules = items
+            .iter()
+            .filter(|item| read_text(item, "sk").is_ok_and(|sort_key| sort_key != COUNTER_SK))
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()?;
         schedules
             .sort_by(|a, b| (a.created_at, &a.schedule_id).cmp(&(b.created_at, &b.schedule_id)));
         Ok(schedules)
@@ -188,7 +233,7 @@ impl ScheduleBook for DynamoRunStore {
         let Some(previous) = schedule.revision.checked_sub(1) else {
             return Ok(ScheduleWrite::Conflict);
         };
-        self.write_schedule(schedule, "revision = :previous", Some(previous))
+        self.write_schedule(schedule, "revision = :previous", Some(previous), None)
             .await
     }
 
@@ -225,6 +270,7 @@ impl ScheduleBook for DynamoRunStore {
                     )
                     .build(),
             )
+            .transact_items(self.schedule_count_move(tenant_id, -1, None)?)
             .send()
             .await;
         match output {

@@ -26,7 +26,7 @@ pub enum ScheduleWrite {
 #[async_trait]
 pub trait ScheduleBook: Send + Sync {
     /// Keeps a new schedule (revision 0) unless its tenant keeps `limit`
-    /// already (on DynamoDB, two creates at once may pass the limit by one).
+    /// already (the count and the write are one step on every store).
     async fn create_schedule(
         &self,
         schedule: &Schedule,

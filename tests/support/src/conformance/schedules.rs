@@ -196,5 +196,25 @@ pub async fn schedule_book_conformance(
             == ScheduleWrite::Written,
         "with one deleted, the tenant is under its limit again",
     )?;
+
+    // Creates arriving at once: exactly the limit is kept.
+    let crowd = format!("tenant-{unique}-crowd");
+    let creates = (0..8).map(|index| {
+        let kept = schedule(&crowd, &format!("sch_crowd_{index}"), NOW, minute(1));
+        async move { book.create_schedule(&kept, 3).await }
+    });
+    let written = futures_util::future::join_all(creates)
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?
+        .into_iter()
+        .filter(|write| *write == ScheduleWrite::Written)
+        .count();
+    let listed = book.list_schedules(&crowd).await.map_err(failed)?.len();
+    check(
+        written == 3 && listed == 3,
+        &format!("eight creates at once under a limit of 3: {written} written, {listed} listed"),
+    )?;
     Ok(())
 }
