@@ -60,6 +60,8 @@ def _parse(operation_id: str, response: httpx.Response) -> Any:
     if response.status_code >= 400:
         raise _refusal(response, response.content)
     answer = OPERATIONS[operation_id].answer
+    if response.status_code == 204:
+        return None
     payload = response.json()
     return answer.model_validate(payload) if answer is not None else payload
 
@@ -214,6 +216,25 @@ class BatonClient:
 
     def get_thread(self, thread_id: str) -> models.ThreadView:
         return self._call("getThread", path={"thread_id": thread_id})
+
+    # Schedules
+    def create_schedule(self, request: models.ScheduleRequest | dict) -> models.Schedule:
+        return self._call("createSchedule", body=request)
+
+    def list_schedules(self) -> models.ScheduleList:
+        return self._call("listSchedules")
+
+    def get_schedule(self, schedule_id: str) -> models.Schedule:
+        return self._call("getSchedule", path={"schedule_id": schedule_id})
+
+    def delete_schedule(self, schedule_id: str) -> None:
+        self._call("deleteSchedule", path={"schedule_id": schedule_id})
+
+    def pause_schedule(self, schedule_id: str) -> models.Schedule:
+        return self._call("pauseSchedule", path={"schedule_id": schedule_id})
+
+    def resume_schedule(self, schedule_id: str) -> models.Schedule:
+        return self._call("resumeSchedule", path={"schedule_id": schedule_id})
 
     def get_evaluation(self, evaluation_id: str) -> dict:
         """The panel's output (`PanelOutput`), or `{"status": "pending"}`."""
@@ -370,6 +391,25 @@ class AsyncBatonClient:
     async def list_threads(self, *, limit: int | None = None,
                            cursor: str | None = None) -> models.ThreadListPage:
         return await self._call("listThreads", params=_query(limit=limit, cursor=cursor))
+
+    # Schedules
+    async def create_schedule(self, request: models.ScheduleRequest | dict) -> models.Schedule:
+        return await self._call("createSchedule", body=request)
+
+    async def list_schedules(self) -> models.ScheduleList:
+        return await self._call("listSchedules")
+
+    async def get_schedule(self, schedule_id: str) -> models.Schedule:
+        return await self._call("getSchedule", path={"schedule_id": schedule_id})
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        await self._call("deleteSchedule", path={"schedule_id": schedule_id})
+
+    async def pause_schedule(self, schedule_id: str) -> models.Schedule:
+        return await self._call("pauseSchedule", path={"schedule_id": schedule_id})
+
+    async def resume_schedule(self, schedule_id: str) -> models.Schedule:
+        return await self._call("resumeSchedule", path={"schedule_id": schedule_id})
 
     async def get_thread(self, thread_id: str) -> models.ThreadView:
         return await self._call("getThread", path={"thread_id": thread_id})

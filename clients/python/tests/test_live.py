@@ -161,3 +161,24 @@ def test_the_async_client_streams_and_resumes_too():
         assert status_text(snapshot.run.status) == "completed"
 
     asyncio.run(scenario())
+
+
+def test_a_schedule_is_kept_paused_resumed_and_deleted():
+    request = {"expression": "cron(0 8 ? * MON-FRI *)", "timezone": "Europe/Paris",
+               "envelope": envelope(), "missedFires": "catch_up_once"}
+    with BatonClient(URL, os.environ["BATON_TOKEN"]) as client:
+        schedule = client.create_schedule(request)
+        assert schedule.expression == "cron(0 8 ? * MON-FRI *)"
+        assert schedule.next_fire_at, schedule
+        listed = client.list_schedules()
+        assert any(kept.schedule_id == schedule.schedule_id for kept in listed.schedules)
+        assert status_text(client.pause_schedule(schedule.schedule_id).state) == "paused"
+        assert client.get_schedule(schedule.schedule_id).next_fire_at is None
+        assert client.resume_schedule(schedule.schedule_id).next_fire_at
+        assert client.delete_schedule(schedule.schedule_id) is None
+        with pytest.raises(BatonApiError) as gone:
+            client.get_schedule(schedule.schedule_id)
+        assert gone.value.status == 404 and gone.value.code == "schedule_not_found"
+        with pytest.raises(BatonApiError) as refused:
+            client.create_schedule(dict(request, expression="every morning"))
+        assert refused.value.status == 422 and refused.value.path == "$.expression"

@@ -38,6 +38,12 @@ export const OPERATIONS = {
   listTasks: ["get", "/api/v1/flex/tasks"],
   listRequests: ["get", "/api/v1/flex/hitl/requests"],
   declineTask: ["post", "/api/v1/flex/tasks/{task_id}/decline"],
+  createSchedule: ["post", "/api/v1/flex/schedules"],
+  listSchedules: ["get", "/api/v1/flex/schedules"],
+  getSchedule: ["get", "/api/v1/flex/schedules/{schedule_id}"],
+  deleteSchedule: ["delete", "/api/v1/flex/schedules/{schedule_id}"],
+  pauseSchedule: ["post", "/api/v1/flex/schedules/{schedule_id}/pause"],
+  resumeSchedule: ["post", "/api/v1/flex/schedules/{schedule_id}/resume"],
   createEvaluation: ["post", "/api/v1/judge/evaluations"],
   getEvaluation: ["get", "/api/v1/judge/evaluations/{evaluation_id}"],
   sendChatMessage: ["post", "/api/v1/chat"],
@@ -169,6 +175,7 @@ export class BatonClient {
       body: options.body === undefined ? undefined : JSON.stringify(options.body),
     });
     if (!response.ok) throw await refusal(response);
+    if (response.status === 204) return undefined as T;
     return (await response.json()) as T;
   }
 
@@ -289,6 +296,31 @@ export class BatonClient {
 
   getThread(threadId: string): Promise<Schemas["ThreadView"]> {
     return this.call("getThread", { path: { thread_id: threadId } });
+  }
+
+  // Schedules
+  createSchedule(request: Schemas["ScheduleRequest"]): Promise<Schemas["Schedule"]> {
+    return this.call("createSchedule", { body: request });
+  }
+
+  listSchedules(): Promise<Schemas["ScheduleList"]> {
+    return this.call("listSchedules");
+  }
+
+  getSchedule(scheduleId: string): Promise<Schemas["Schedule"]> {
+    return this.call("getSchedule", { path: { schedule_id: scheduleId } });
+  }
+
+  deleteSchedule(scheduleId: string): Promise<void> {
+    return this.call("deleteSchedule", { path: { schedule_id: scheduleId } });
+  }
+
+  pauseSchedule(scheduleId: string): Promise<Schemas["Schedule"]> {
+    return this.call("pauseSchedule", { path: { schedule_id: scheduleId } });
+  }
+
+  resumeSchedule(scheduleId: string): Promise<Schemas["Schedule"]> {
+    return this.call("resumeSchedule", { path: { schedule_id: scheduleId } });
   }
 
   /** The panel's output, or `{status: "pending"}` while it runs. */

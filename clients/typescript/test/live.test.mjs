@@ -110,3 +110,20 @@ test("a stream cut mid-run resumes with Last-Event-ID", { skip }, async () => {
     proxy.close();
   }
 });
+
+test("a schedule is kept, paused, resumed and deleted", { skip }, async () => {
+  const baton = client();
+  const request = { expression: "rate(1 hour)", timezone: "UTC", envelope: envelope() };
+  const schedule = await baton.createSchedule(request);
+  assert.equal(schedule.state, "active");
+  assert.ok(schedule.nextFireAt);
+  const listed = await baton.listSchedules();
+  assert.ok(listed.schedules.some((kept) => kept.scheduleId === schedule.scheduleId));
+  assert.equal((await baton.pauseSchedule(schedule.scheduleId)).state, "paused");
+  assert.equal((await baton.resumeSchedule(schedule.scheduleId)).state, "active");
+  assert.equal(await baton.deleteSchedule(schedule.scheduleId), undefined);
+  await assert.rejects(baton.getSchedule(schedule.scheduleId), (error) =>
+    error instanceof BatonApiError && error.status === 404 && error.code === "schedule_not_found");
+  await assert.rejects(baton.createSchedule({ ...request, expression: "every morning" }), (error) =>
+    error instanceof BatonApiError && error.status === 422 && error.path === "$.expression");
+});

@@ -69,7 +69,7 @@ async fn the_python_client_passes_its_tests_against_a_live_server() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("8 passed") && !stdout.contains("skipped"),
+        stdout.contains("9 passed") && !stdout.contains("skipped"),
         "every test ran: {stdout}"
     );
     println!("{stdout}");
@@ -117,7 +117,7 @@ async fn the_typescript_client_passes_its_tests_against_a_live_server() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("# pass 6") && stdout.contains("# skipped 0"),
+        stdout.contains("# pass 7") && stdout.contains("# skipped 0"),
         "every test ran: {stdout}"
     );
     println!("{stdout}");
