@@ -33,8 +33,8 @@ pub use basics::{
 };
 pub use catalog::{contexts, model_catalog, registry, registry_schemas, registry_search, tools};
 pub use contracts::{
-    capability, compiler, contract, diagnostics, envelope, facet, legacy_policies, model_request,
-    panels, policies,
+    capability, compiler, contract, dataset, diagnostics, envelope, facet, legacy_policies,
+    model_request, panels, policies,
 };
 pub use planning::{
     chat_plan, escalation_targets, llm_planner, model_choice, normalization, plan, plan_picture,

@@ -372,7 +372,12 @@ fn domain_words() -> Vec<String> {
         }
     }
     for entry in std::fs::read_dir(repository_root().join("registry/examples")).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let path = entry.unwrap().path();
+        // The envelopes; evaluation datasets live in a folder beside them.
+        if path.extension().and_then(|extension| extension.to_str()) != Some("json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(path).unwrap();
         collect(&serde_json::from_str(&text).unwrap(), &mut words);
     }
     words.into_iter().collect()

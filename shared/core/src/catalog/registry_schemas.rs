@@ -68,6 +68,13 @@ pub fn registry_file_schemas() -> Vec<(&'static str, Value)> {
             ),
         ),
         (
+            "dataset.schema.json",
+            schema_of::<crate::contracts::dataset::DatasetLine>(
+                "Baton evaluation dataset line",
+                "One line of an evaluation dataset (JSONL, registry/examples/datasets/): the optional header `{\"dataset\": {name, template?, judges?}}`, then one example per line: `{id, envelope | inputs, expect?}`.",
+            ),
+        ),
+        (
             "tenants.schema.json",
             schema_of::<crate::catalog::tenant_settings::TenantSettings>(
                 "Baton tenant settings",

@@ -6,6 +6,7 @@ pub mod capability;
 mod compiled;
 pub mod compiler;
 pub mod contract;
+pub mod dataset;
 pub mod diagnostics;
 pub mod envelope;
 pub mod facet;
