@@ -7,6 +7,7 @@
 
 mod chat_command;
 mod commands;
+mod eval_command;
 mod fork_command;
 mod gc_command;
 mod judge;
@@ -193,6 +194,25 @@ enum Command {
     Gc {
         #[arg(long, default_value = "sqlite", value_parser = parse_store)]
         store: StoreChoice,
+    },
+    /// Run every example of an evaluation dataset (JSONL; its schema in
+    /// registry/schemas/dataset.schema.json) on the embedded default and
+    /// score each by the deterministic checks (status, contract,
+    /// assertions, mentions, cost and duration). Writes a results line per
+    /// example; exits 0 when the pass rate meets the threshold, 1 when not.
+    Eval {
+        dataset: PathBuf,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+        /// Examples running at once.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Where the results go (one JSON line per example).
+        #[arg(long, default_value = "eval-results.jsonl")]
+        results: PathBuf,
+        /// The least share of examples that must pass (0 to 1).
+        #[arg(long, default_value_t = 1.0)]
+        min_pass_rate: f64,
     },
     /// Schedules: an envelope started by the clock. `baton serve` on the
     /// same store fires them.
@@ -418,6 +438,22 @@ fn main() -> ExitCode {
             }
             Command::Tasks { store, format } => people::tasks(store, format).await,
             Command::Gc { store } => gc_command::gc(store).await,
+            Command::Eval {
+                dataset,
+                registry,
+                concurrency,
+                results,
+                min_pass_rate,
+            } => {
+                eval_command::eval(eval_command::EvalOptions {
+                    dataset,
+                    registry,
+                    concurrency,
+                    results,
+                    min_pass_rate,
+                })
+                .await
+            }
             Command::Schedule {
                 action,
                 store,
