@@ -2,6 +2,7 @@
 //! example envelope with no LLM variables set, real decoding by SmolLM2 in
 //! llama.cpp, no test double anywhere.
 //!
+//! Also `baton eval` on the shipped dataset with the offline model.
 //! Slow (CPU decoding), so `#[ignore]`d in the fast suite; `scripts/test.sh`
 //! (and so `.ci/run`) runs it with `--ignored` after fetching the model file.
 
@@ -187,5 +188,55 @@ fn copy_folder(from: &Path, to: &Path) {
         } else {
             std::fs::copy(entry.path(), &target).unwrap();
         }
+    }
+}
+
+/// `baton eval` on the shipped dataset with the offline model: every
+/// example runs, every deterministic check passes, the results file and the
+/// summary are written, the exit code is 0.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "slow: decodes with the offline model on the CPU; scripts/test.sh runs it"]
+async fn the_shipped_dataset_passes_its_deterministic_checks_on_the_offline_model() {
+    let folder = tempfile::tempdir().unwrap();
+    let results = folder.path().join("results.jsonl");
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args([
+            "eval",
+            "registry/examples/datasets/stream-contract-variants.jsonl",
+            "--concurrency",
+            "1",
+            "--results",
+            results.to_str().unwrap(),
+        ])
+        .current_dir(repository_root())
+        .env_remove("BATON_LLM")
+        .env_remove("BATON_LLM_BASE_URL")
+        .env_remove("BATON_LLM_API_KEY")
+        .env_remove("BATON_LLM_MODEL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_MODEL")
+        .env_remove("BATON_REGISTRY_DIR")
+        .env_remove("BATON_PLANNER")
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stderr.contains("offline local model"), "{stderr}");
+    assert!(stdout.contains("passed       3/3"), "{stdout}");
+    let lines: Vec<Value> = std::fs::read_to_string(&results)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for line in &lines {
+        assert_eq!(line["passed"], true, "{line}");
+        assert!(
+            line["checks"].as_array().unwrap().len() >= 3,
+            "status, contract and assertions were checked: {line}"
+        );
     }
 }
