@@ -12,7 +12,7 @@
 //! A table written before the counter existed starts it at 0, so runs at
 //! work then are not counted until they end (a moment's leeway, once).
 
-use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use baton_core::run::RunStatus;
 use baton_runtime::error::StoreError;
 
@@ -41,47 +41,76 @@ impl DynamoRunStore {
             (true, false) => -1,
             _ => return Ok(None),
         };
-        let mut update = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(counter_pk(tenant_id)))
-            .key("sk", s(LIVE_RUNS_SK))
-            .update_expression("ADD liveRuns :delta")
-            .expression_attribute_values(":delta", n_signed(delta));
-        if let Some(limit) = limit.filter(|_| delta > 0) {
-            update = update
-                .condition_expression("attribute_not_exists(liveRuns) OR liveRuns < :limit")
-                .expression_attribute_values(":limit", n(limit));
-        }
-        Ok(Some(
-            TransactWriteItem::builder()
-                .update(update.build().map_err(unavailable)?)
-                .build(),
-        ))
+        self.counter_move(
+            &counter_pk(tenant_id),
+            LIVE_RUNS_SK,
+            "liveRuns",
+            delta,
+            limit.filter(|_| delta > 0),
+        )
+        .map(Some)
     }
 
-    /// The tenant's runs at work (a consistent read of its counter).
-    pub(crate) async fn read_live_runs(&self, tenant_id: &str) -> Result<u64, StoreError> {
+    /// `attribute` of item (`pk`, `sk`) moved by `by` with `ADD`; with a
+    /// cap, conditional on it being under the cap (an item not written yet
+    /// counts as 0). The one counter move of the store: the live runs, the
+    /// open streams, a tenant's schedules.
+    pub(crate) fn counter_move(
+        &self,
+        pk: &str,
+        sk: &str,
+        attribute: &str,
+        by: i64,
+        cap: Option<u64>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut update = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(sk))
+            .update_expression("ADD #counter :by")
+            .expression_attribute_names("#counter", attribute)
+            .expression_attribute_values(":by", AttributeValue::N(by.to_string()));
+        if let Some(cap) = cap {
+            update = update
+                .condition_expression("attribute_not_exists(#counter) OR #counter < :cap")
+                .expression_attribute_values(":cap", n(cap));
+        }
+        Ok(TransactWriteItem::builder()
+            .update(update.build().map_err(unavailable)?)
+            .build())
+    }
+
+    /// `attribute` of item (`pk`, `sk`), read consistently (0 when the item
+    /// or the attribute is not there, or below 0).
+    pub(crate) async fn counter_value(
+        &self,
+        pk: &str,
+        sk: &str,
+        attribute: &str,
+    ) -> Result<u64, StoreError> {
         let output = self
             .client
             .get_item()
             .table_name(&self.table)
-            .key("pk", s(counter_pk(tenant_id)))
-            .key("sk", s(LIVE_RUNS_SK))
+            .key("pk", s(pk))
+            .key("sk", s(sk))
             .consistent_read(true)
             .send()
             .await
             .map_err(sdk_failure)?;
-        let live = output
+        let value = output
             .item
             .as_ref()
-            .and_then(|item| item.get("liveRuns"))
+            .and_then(|item| item.get(attribute))
             .and_then(|value| value.as_n().ok())
             .and_then(|text| text.parse::<i64>().ok())
             .unwrap_or(0);
-        Ok(u64::try_from(live).unwrap_or(0))
+        Ok(u64::try_from(value).unwrap_or(0))
     }
-}
 
-fn n_signed(number: i64) -> aws_sdk_dynamodb::types::AttributeValue {
-    aws_sdk_dynamodb::types::AttributeValue::N(number.to_string())
+    /// The tenant's runs at work (a consistent read of its counter).
+    pub(crate) async fn read_live_runs(&self, tenant_id: &str) -> Result<u64, StoreError> {
+        self.counter_value(&counter_pk(tenant_id), LIVE_RUNS_SK, "liveRuns")
+            .await
+    }
 }

@@ -15,7 +15,7 @@
 //! many creates arrive at once.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use baton_core::instant::Instant;
 use baton_core::schedules::{Schedule, ScheduleState, ScheduleTrigger};
 use baton_runtime::error::StoreError;
@@ -109,7 +109,13 @@ impl DynamoRunStore {
                 .build(),
         ];
         if let Some(limit) = count_limit {
-            items.push(self.schedule_count_move(&schedule.tenant_id, 1, Some(limit))?);
+            items.push(self.counter_move(
+                &schedules_pk(&schedule.tenant_id),
+                COUNTER_SK,
+                "count",
+                1,
+                Some(limit as u64),
+            )?);
         }
         items.extend(mark);
         let written = self
@@ -135,47 +141,12 @@ impl DynamoRunStore {
         }
     }
 
-    /// The tenant's schedule counter moved by `by`; with a limit,
-    /// conditional on staying under it.
-    fn schedule_count_move(
-        &self,
-        tenant_id: &str,
-        by: i64,
-        limit: Option<usize>,
-    ) -> Result<TransactWriteItem, StoreError> {
-        let mut update = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(schedules_pk(tenant_id)))
-            .key("sk", s(COUNTER_SK))
-            .update_expression("ADD #count :by")
-            .expression_attribute_names("#count", "count")
-            .expression_attribute_values(":by", AttributeValue::N(by.to_string()));
-        if let Some(limit) = limit {
-            update = update
-                .condition_expression("attribute_not_exists(#count) OR #count < :limit")
-                .expression_attribute_values(":limit", n(limit as u64));
-        }
-        Ok(TransactWriteItem::builder()
-            .update(update.build().map_err(unavailable)?)
-            .build())
-    }
-
+    /// The tenant's schedules, as its counter holds them.
     async fn schedule_count(&self, tenant_id: &str) -> Result<usize, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(schedules_pk(tenant_id)))
-            .key("sk", s(COUNTER_SK))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_failure)?;
-        Ok(output
-            .item
-            .as_ref()
-            .and_then(|item| read_number(item, "count").ok())
-            .map_or(0, |count| usize::try_from(count).unwrap_or(usize::MAX)))
+        let count = self
+            .counter_value(&schedules_pk(tenant_id), COUNTER_SK, "count")
+            .await?;
+        Ok(usize::try_from(count).unwrap_or(usize::MAX))
     }
 }
 
@@ -270,7 +241,13 @@ impl ScheduleBook for DynamoRunStore {
                     )
                     .build(),
             )
-            .transact_items(self.schedule_count_move(tenant_id, -1, None)?)
+            .transact_items(self.counter_move(
+                &schedules_pk(tenant_id),
+                COUNTER_SK,
+                "count",
+                -1,
+                None,
+            )?)
             .send()
             .await;
         match output {

@@ -18,7 +18,7 @@
 //! conditional on it having run out) and tries once more.
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use baton_core::ids::RunKey;
 use baton_core::instant::Instant;
 use baton_runtime::error::StoreError;
@@ -48,34 +48,6 @@ enum Refusal {
 }
 
 impl DynamoRunStore {
-    /// A counter's move by `by`; with a cap, conditional on staying under it.
-    fn counter_move(
-        &self,
-        pk: &str,
-        sk: String,
-        by: i64,
-        cap: Option<usize>,
-    ) -> Result<TransactWriteItem, StoreError> {
-        let mut update = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .key("sk", s(sk))
-            .update_expression("ADD #open :by")
-            .expression_attribute_names("#open", "open")
-            .expression_attribute_values(
-                ":by",
-                aws_sdk_dynamodb::types::AttributeValue::N(by.to_string()),
-            );
-        if let Some(cap) = cap {
-            update = update
-                .condition_expression("attribute_not_exists(#open) OR #open < :cap")
-                .expression_attribute_values(":cap", n(cap as u64));
-        }
-        Ok(TransactWriteItem::builder()
-            .update(update.build().map_err(unavailable)?)
-            .build())
-    }
-
     /// The lease's delete (conditional on `condition`) and both counters
     /// moved down, as one transaction; false when the condition failed.
     async fn delete_lease(
@@ -102,8 +74,14 @@ impl DynamoRunStore {
                     .delete(delete.build().map_err(unavailable)?)
                     .build(),
             )
-            .transact_items(self.counter_move(&pk, TENANT_COUNTER_SK.into(), -1, None)?)
-            .transact_items(self.counter_move(&pk, run_counter_sk(key.run_id()), -1, None)?)
+            .transact_items(self.counter_move(&pk, TENANT_COUNTER_SK, "open", -1, None)?)
+            .transact_items(self.counter_move(
+                &pk,
+                &run_counter_sk(key.run_id()),
+                "open",
+                -1,
+                None,
+            )?)
             .send()
             .await;
         match written {
@@ -161,22 +139,12 @@ impl DynamoRunStore {
         Ok(deleted)
     }
 
-    async fn counter_value(&self, tenant_id: &str, sort_key: String) -> Result<usize, StoreError> {
-        let output = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(streams_pk(tenant_id)))
-            .key("sk", s(sort_key))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(sdk_failure)?;
-        Ok(output
-            .item
-            .as_ref()
-            .and_then(|item| read_number(item, "open").ok())
-            .map_or(0, |open| usize::try_from(open).unwrap_or(usize::MAX)))
+    /// The open streams a counter of the tenant's holds.
+    async fn open_streams(&self, tenant_id: &str, counter_sk: &str) -> Result<usize, StoreError> {
+        let open = self
+            .counter_value(&streams_pk(tenant_id), counter_sk, "open")
+            .await?;
+        Ok(usize::try_from(open).unwrap_or(usize::MAX))
     }
 
     /// One opening's transaction: opened, or which cap refused it.
@@ -202,15 +170,17 @@ impl DynamoRunStore {
             .transact_items(TransactWriteItem::builder().put(lease).build())
             .transact_items(self.counter_move(
                 &pk,
-                run_counter_sk(key.run_id()),
+                &run_counter_sk(key.run_id()),
+                "open",
                 1,
-                Some(caps.per_run),
+                Some(caps.per_run as u64),
             )?)
             .transact_items(self.counter_move(
                 &pk,
-                TENANT_COUNTER_SK.into(),
+                TENANT_COUNTER_SK,
+                "open",
                 1,
-                Some(caps.per_tenant),
+                Some(caps.per_tenant as u64),
             )?)
             .send()
             .await;
@@ -258,12 +228,12 @@ impl StreamLeases for DynamoRunStore {
             None => StreamOpening::Opened,
             Some(Refusal::Run) => StreamOpening::RunAtCap {
                 open: self
-                    .counter_value(key.tenant_id(), run_counter_sk(key.run_id()))
+                    .open_streams(key.tenant_id(), &run_counter_sk(key.run_id()))
                     .await?,
             },
             Some(Refusal::Tenant) => StreamOpening::TenantAtCap {
                 open: self
-                    .counter_value(key.tenant_id(), TENANT_COUNTER_SK.into())
+                    .open_streams(key.tenant_id(), TENANT_COUNTER_SK)
                     .await?,
             },
         })
