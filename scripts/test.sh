@@ -40,4 +40,6 @@ fi
 bash scripts/fetch-local-model.sh
 bash scripts/install-browser-deps.sh
 echo "test: the slow suite (the offline model: real decoding on the CPU; the run viewer in headless Chromium)" >&2
-cargo test -p baton -p baton-llm-local "$@" -- --ignored
+# One test at a time: each offline-model test decodes on every core, and
+# three at once on a 2-core machine made one example take 700 s in CI.
+cargo test -p baton -p baton-llm-local "$@" -- --ignored --test-threads 1
