@@ -1,324 +1,337 @@
 //! `baton eval DATASET`: every example of an evaluation dataset
-//! (`baton_core::dataset`) run on the embedded default, at most
-//! `--concurrency` at once, each scored by the deterministic checks: the
-//! run's status, the output contract (a completed run's output met it),
-//! the example's JSONLogic assertions over the output, the facts it must
-//! mention, and its cost and duration bounds. Writes one JSON line per
-//! example to `--results` (checks, status, cost, tokens, duration, run id),
-//! prints a line per example as it ends and a summary (pass rate, cost and
-//! duration percentiles). Exits 0 when the pass rate is at least
-//! `--min-pass-rate` (default 1), 1 when it is not, 2 on a bad dataset.
-//!
-//! Judge scores (`expect.minJudgeScore`, `dataset.judges`), `--api` and
-//! `baton eval compare` are not built yet: an example asking for a judge
-//! score says so in its results line, as a check not run.
+//! (`baton_core::dataset`) run on the embedded default (`--store`, the
+//! default SQLite file, so `baton serve` shows the runs) or against a
+//! deployed API (`--api URL`), at most `--concurrency` at once. Each is
+//! scored by its deterministic checks and, when the dataset or `--judges`
+//! names a judge panel, by the panel (`baton-evaluation` decides; this
+//! shell runs). Writes one JSON line per example to `--results` and each
+//! panel's transcript beside it, shows a progress bar on a terminal (a
+//! line per example otherwise), prints the summary: pass rate, mean judge
+//! score with its 95 % interval, cost and duration percentiles. Exits 0
+//! when the pass rate reaches `--min-pass-rate` (default 1), 1 when it
+//! does not, 2 on a bad dataset or panel. `baton eval compare` is in
+//! `eval_compare`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
-use baton_core::dataset::{ResolvedExample, parse_dataset};
-use serde_json::{Value, json};
+use baton_core::dataset::{Dataset, ResolvedExample, parse_dataset};
+use baton_evaluation::checks::{SettledRun, deterministic_checks, judge_check};
+use baton_evaluation::results::{Check, ExampleResult, results_text};
+use baton_evaluation::summary::Summary;
 
-use crate::commands::{
-    EXIT_COMPLETED, LOCAL_TENANT, configuration_or_exit, embedded_services, invalid,
-    load_registry_or_exit,
-};
+use crate::commands::{EXIT_COMPLETED, configuration_or_exit, embedded_services, invalid};
+use crate::eval_judges::EvalJudges;
+use crate::eval_runs::{ExampleRunner, NotFinished};
 
-/// Exit code of an evaluation whose pass rate is under its threshold.
-const EXIT_REGRESSION: u8 = 1;
+/// Exit code of an evaluation under its threshold, or a comparison with a regression.
+pub const EXIT_REGRESSION: u8 = 1;
 
 /// How long one example's run may take when the example sets no bound.
 const DEFAULT_EXAMPLE_LIMIT: Duration = Duration::from_secs(1800);
 
-/// What `baton eval` was asked.
-pub struct EvalOptions {
-    pub dataset: PathBuf,
+/// `baton eval`'s arguments (`baton eval compare` is a subcommand).
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct EvalArguments {
+    #[command(subcommand)]
+    pub command: Option<EvalSubcommand>,
+    /// The dataset (JSONL: a header line, then one example a line).
+    pub dataset: Option<PathBuf>,
+    #[arg(long)]
     pub registry: Option<PathBuf>,
+    /// Examples running at once.
+    #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
+    /// Where the results go (one JSON line per example); judge transcripts
+    /// go to the folder beside it (`eval-results.transcripts/`).
+    #[arg(long, default_value = "eval-results.jsonl")]
     pub results: PathBuf,
+    /// The least share of examples that must pass (0 to 1).
+    #[arg(long, default_value_t = 1.0)]
     pub min_pass_rate: f64,
+    /// A judge panel request file (JSON: `request` with criteria and judges,
+    /// `config`) scoring every example; overrides the dataset's `judges`.
+    #[arg(long)]
+    pub judges: Option<PathBuf>,
+    /// Run the examples on a deployed Baton API (its base URL) instead of
+    /// the embedded default.
+    #[arg(long)]
+    pub api: Option<String>,
+    /// The API's bearer token (default: `$BATON_API_TOKEN`).
+    #[arg(long)]
+    pub token: Option<String>,
+    /// Where the embedded default keeps the runs: `sqlite` (the default
+    /// file `baton serve --store sqlite` shows), `sqlite:PATH` or `memory`.
+    #[arg(long, default_value = "sqlite", value_parser = crate::parse_store)]
+    pub store: StoreChoice,
 }
 
-/// One check of one example.
-fn check(name: &str, passed: bool, detail: impl Into<String>) -> Value {
-    json!({"check": name, "passed": passed, "detail": detail.into()})
+#[derive(clap::Subcommand)]
+pub enum EvalSubcommand {
+    /// Compare a candidate's results with a baseline's: per-example changes,
+    /// aggregate differences, regressions (exit 1), an HTML report.
+    Compare(crate::eval_compare::CompareArguments),
 }
 
-/// Runs `baton eval`.
-pub async fn eval(options: EvalOptions) -> u8 {
+/// Runs `baton eval` or `baton eval compare`.
+pub async fn eval(arguments: EvalArguments) -> u8 {
+    if let Some(EvalSubcommand::Compare(compare)) = arguments.command {
+        return crate::eval_compare::compare(compare);
+    }
+    let Some(dataset_path) = arguments.dataset.clone() else {
+        return invalid("baton eval: give a dataset (JSONL), or `compare BASELINE CANDIDATE`");
+    };
+    if !(0.0..=1.0).contains(&arguments.min_pass_rate) {
+        return invalid("--min-pass-rate: a share is 0 to 1");
+    }
+    let dataset = match read_dataset(&dataset_path) {
+        Ok(dataset) => dataset,
+        Err(error) => return invalid(error),
+    };
     let configuration = match configuration_or_exit() {
         Ok(configuration) => configuration,
         Err(code) => return code,
     };
-    let text = match std::fs::read_to_string(&options.dataset) {
-        Ok(text) => text,
-        Err(error) => return invalid(format!("{}: {error}", options.dataset.display())),
-    };
-    let folder = options
-        .dataset
-        .parent()
-        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let dataset = match parse_dataset(&text, |file| {
-        let read = std::fs::read_to_string(folder.join(file))
-            .map_err(|error| format!("`{file}`: {error}"))?;
-        serde_json::from_str(&read).map_err(|error| format!("`{file}`: not JSON: {error}"))
-    }) {
-        Ok(dataset) => dataset,
-        Err(error) => return invalid(format!("{}: {error}", options.dataset.display())),
-    };
-    let registry = match load_registry_or_exit(options.registry.clone(), &configuration) {
-        Ok(registry) => registry,
-        Err(code) => return code,
-    };
-    let (services, queue) = match embedded_services(
-        registry,
-        &configuration,
-        &StoreChoice::Memory,
-        LeftOverSteps::None,
-    )
-    .await
-    {
-        Ok(parts) => parts,
-        Err(code) => return code,
-    };
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::spawn(baton_runtime::workers::run_worker_with_bound(
-        services.steps.clone(),
-        queue,
-        async move {
-            let _ = stopped.await;
+    let registry =
+        match crate::commands::load_registry_or_exit(arguments.registry.clone(), &configuration) {
+            Ok(registry) => registry,
+            Err(code) => return code,
+        };
+    let panel_file = arguments.judges.clone().or_else(|| {
+        dataset
+            .header
+            .judges
+            .as_ref()
+            .map(|file| folder_of(&dataset_path).join(file))
+    });
+    let judges = match &panel_file {
+        Some(file) => match EvalJudges::load(file, &registry, &arguments.results) {
+            Ok(judges) => Some(Arc::new(judges)),
+            Err(error) => return invalid(error),
         },
-        configuration.worker_max_steps_in_flight,
-    ));
-    let total = dataset.examples.len();
-    eprintln!(
-        "baton eval: {} ({total} examples, {} at once)",
-        options.dataset.display(),
-        options.concurrency
-    );
-    let slots = Arc::new(tokio::sync::Semaphore::new(options.concurrency.max(1)));
-    let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for example in dataset.examples {
-        let (services, slots, finished) = (services.clone(), slots.clone(), finished.clone());
-        tasks.push(tokio::spawn(async move {
-            let _slot = slots.acquire_owned().await;
-            let line = run_example(&services, &example).await;
-            let done = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-            eprintln!(
-                "[{done}/{total}] {}: {} ({}, {} ms)",
-                example.id,
-                if line["passed"] == true {
-                    "pass"
-                } else {
-                    "FAIL"
-                },
-                line["status"].as_str().unwrap_or("not run"),
-                line["durationMs"]
-            );
-            line
-        }));
-    }
-    let mut lines = Vec::new();
-    for task in tasks {
-        match task.await {
-            Ok(line) => lines.push(line),
-            Err(error) => return invalid(format!("an example's task failed: {error}")),
+        None => None,
+    };
+    let mut worker = None;
+    let runner = match &arguments.api {
+        Some(api) => ExampleRunner::Api {
+            client: reqwest::Client::new(),
+            // The root URL, or the API's own (`…/api/v1/flex`) as `serve` prints it.
+            base: api
+                .trim_end_matches('/')
+                .trim_end_matches("/api/v1/flex")
+                .to_string(),
+            token: arguments
+                .token
+                .clone()
+                .or_else(|| std::env::var("BATON_API_TOKEN").ok()),
+        },
+        None => {
+            let (services, queue) = match embedded_services(
+                registry.clone(),
+                &configuration,
+                &arguments.store,
+                LeftOverSteps::None,
+            )
+            .await
+            {
+                Ok(parts) => parts,
+                Err(code) => return code,
+            };
+            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+            worker = Some((
+                stop,
+                tokio::spawn(baton_runtime::workers::run_worker_with_bound(
+                    services.steps.clone(),
+                    queue,
+                    async move {
+                        let _ = stopped.await;
+                    },
+                    configuration.worker_max_steps_in_flight,
+                )),
+            ));
+            ExampleRunner::Embedded(services)
         }
+    };
+    let results = run_examples(
+        &dataset,
+        &dataset_path,
+        Arc::new(runner),
+        judges,
+        &arguments,
+    )
+    .await;
+    if let Some((stop, task)) = worker {
+        let _ = stop.send(());
+        let _ = task.await;
     }
-    let _ = stop.send(());
-    let _ = worker.await;
-    let written = lines
-        .iter()
-        .map(Value::to_string)
-        .collect::<Vec<_>>()
-        .join("\n");
-    if let Err(error) = std::fs::write(&options.results, format!("{written}\n")) {
-        return invalid(format!("{}: {error}", options.results.display()));
+    if let Err(error) = std::fs::write(&arguments.results, results_text(&results)) {
+        return invalid(format!("{}: {error}", arguments.results.display()));
     }
-    let passed = lines.iter().filter(|line| line["passed"] == true).count();
-    let pass_rate = passed as f64 / total as f64;
-    let durations: Vec<f64> = lines
-        .iter()
-        .filter_map(|line| line["durationMs"].as_f64())
-        .collect();
-    let costs: Vec<f64> = lines
-        .iter()
-        .filter_map(|line| line["costUsd"].as_f64())
-        .collect();
+    let summary = Summary::of(&results);
     println!("dataset      {}", dataset.header.name);
-    println!(
-        "passed       {passed}/{total} ({:.0}%, threshold {:.0}%)",
-        pass_rate * 100.0,
-        options.min_pass_rate * 100.0
-    );
-    println!(
-        "duration     p50 {:.0} ms, p95 {:.0} ms",
-        percentile(&durations, 0.5),
-        percentile(&durations, 0.95)
-    );
-    println!(
-        "cost         total ${:.6}, p50 ${:.6} ({} priced)",
-        costs.iter().sum::<f64>(),
-        percentile(&costs, 0.5),
-        costs.len()
-    );
-    for line in lines.iter().filter(|line| line["passed"] != true) {
-        let failed: Vec<String> = line["checks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|check| check["passed"] == false)
-            .map(|check| format!("{}: {}", check["check"], check["detail"]))
-            .collect();
-        println!("failed       {}: {}", line["id"], failed.join("; "));
+    for line in summary.lines(arguments.min_pass_rate) {
+        println!("{line}");
     }
-    println!("results      {}", options.results.display());
-    if pass_rate + f64::EPSILON >= options.min_pass_rate {
+    for result in results.iter().filter(|result| !result.passed) {
+        println!(
+            "failed       {}: {}",
+            result.id,
+            result.failures().join("; ")
+        );
+    }
+    println!("results      {}", arguments.results.display());
+    if summary.meets(arguments.min_pass_rate) {
         EXIT_COMPLETED
     } else {
         EXIT_REGRESSION
     }
 }
 
-/// The nearest-rank percentile of `values` (0 when there are none).
-fn percentile(values: &[f64], quantile: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = ((quantile * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+fn folder_of(path: &Path) -> PathBuf {
+    path.parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
-/// Runs one example to where it settles and scores it.
+/// Reads a dataset and the template envelope it names (beside it).
+pub fn read_dataset(path: &Path) -> Result<Dataset, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    let folder = folder_of(path);
+    parse_dataset(&text, |file| {
+        let read = std::fs::read_to_string(folder.join(file))
+            .map_err(|error| format!("`{file}`: {error}"))?;
+        serde_json::from_str(&read).map_err(|error| format!("`{file}`: not JSON: {error}"))
+    })
+    .map_err(|error| format!("{}: {error}", path.display()))
+}
+
+/// Every example, at most `--concurrency` at once, in the dataset's order.
+async fn run_examples(
+    dataset: &Dataset,
+    dataset_path: &Path,
+    runner: Arc<ExampleRunner>,
+    judges: Option<Arc<EvalJudges>>,
+    arguments: &EvalArguments,
+) -> Vec<ExampleResult> {
+    let total = dataset.examples.len();
+    eprintln!(
+        "baton eval: {} ({total} examples, {} at once{}{})",
+        dataset_path.display(),
+        arguments.concurrency.max(1),
+        if judges.is_some() { ", judged" } else { "" },
+        runner
+            .api()
+            .map(|api| format!(", on {api}"))
+            .unwrap_or_default()
+    );
+    let progress = crate::eval_progress::EvalProgress::new(total);
+    let slots = Arc::new(tokio::sync::Semaphore::new(arguments.concurrency.max(1)));
+    let mut tasks = Vec::new();
+    for example in dataset.examples.iter().cloned() {
+        let (runner, judges, slots, progress) = (
+            runner.clone(),
+            judges.clone(),
+            slots.clone(),
+            progress.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let _slot = slots.acquire_owned().await;
+            progress.started(&example.id);
+            let result = run_example(&runner, judges.as_deref(), &example).await;
+            progress.finished(&result);
+            result
+        }));
+    }
+    let mut results = Vec::new();
+    for (task, example) in tasks.into_iter().zip(&dataset.examples) {
+        results.push(task.await.unwrap_or_else(|error| {
+            ExampleResult::not_run(
+                &example.id,
+                example.line,
+                None,
+                Check::new("ran", false, error.to_string()),
+            )
+        }));
+    }
+    progress.done();
+    results
+}
+
+/// Runs one example to where it settles, then scores it.
 async fn run_example(
-    services: &baton_runtime::services::Services,
+    runner: &ExampleRunner,
+    judges: Option<&EvalJudges>,
     example: &ResolvedExample,
-) -> Value {
-    let started = Instant::now();
-    let submitted = match services.runs.submit(LOCAL_TENANT, &example.envelope).await {
-        Ok(submitted) => submitted,
-        Err(error) => {
-            return json!({
-                "id": example.id, "line": example.line, "passed": false, "status": null,
-                "durationMs": 0, "checks": [check("submitted", false, error.to_string())],
-            });
-        }
-    };
+) -> ExampleResult {
     let limit = example
         .expect
         .max_duration_ms
         .map_or(DEFAULT_EXAMPLE_LIMIT, |bound| {
             Duration::from_millis(bound).max(Duration::from_secs(1)) * 2
         });
-    let state = loop {
-        match services.runs.load(LOCAL_TENANT, &submitted.run_id).await {
-            Ok(Some(stored)) if stored.state.status.is_settled() => break Some(stored.state),
-            Ok(_) if started.elapsed() > limit => break None,
-            Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            Err(error) => {
-                return json!({
-                    "id": example.id, "line": example.line, "runId": submitted.run_id,
-                    "passed": false, "status": null, "durationMs": started.elapsed().as_millis() as u64,
-                    "checks": [check("loaded", false, error.to_string())],
-                });
-            }
+    let finished = match runner.run(&example.envelope, limit).await {
+        Ok(finished) => finished,
+        Err(NotFinished { run_id, failed }) => {
+            let mut result = ExampleResult::not_run(&example.id, example.line, run_id, failed);
+            result.api = runner.api();
+            return result;
         }
     };
-    let duration_ms = started.elapsed().as_millis() as u64;
-    let Some(state) = state else {
-        return json!({
-            "id": example.id, "line": example.line, "runId": submitted.run_id, "passed": false,
-            "status": null, "durationMs": duration_ms,
-            "checks": [check("settled", false, format!("the run had not settled after {} s", limit.as_secs()))],
-        });
+    let settled = SettledRun {
+        status: finished.status.clone(),
+        output: finished.output.clone(),
+        cost_usd: finished.cost_usd,
+        duration_ms: finished.duration_ms,
     };
-    let status = state.status.as_str().to_string();
-    let output = state.output.clone().unwrap_or(Value::Null);
-    let cost = state.total_cost_usd();
-    let usage = state.total_usage();
+    let mut checks = deterministic_checks(&example.expect, &settled);
+    let mut judge = None;
     let expect = &example.expect;
-    let mut checks = Vec::new();
-    let wanted = expect.status.clone().unwrap_or_else(|| "completed".into());
-    checks.push(check(
-        "status",
-        status == wanted,
-        format!("{status}, expected {wanted}"),
-    ));
-    if status == "completed" {
-        checks.push(check(
-            "contract",
-            true,
-            "the output met the envelope's output contract",
-        ));
+    match judges {
+        Some(judges) if finished.status == "completed" => {
+            let objective = example.envelope["objective"].as_str().unwrap_or_default();
+            let reference = expect.reference.as_ref();
+            match judges
+                .judge(&example.id, objective, &finished.output, reference)
+                .await
+            {
+                Ok(outcome) => {
+                    checks.extend(judge_check(expect, Ok(outcome.score)));
+                    judge = Some(outcome);
+                }
+                Err(reason) => {
+                    // A panel that was asked and failed fails the example,
+                    // whether or not it sets a minimum score.
+                    checks.extend(judge_check(expect, Err(reason.clone())));
+                    if expect.min_judge_score.is_none() {
+                        checks.push(Check::new("judged", false, reason));
+                    }
+                }
+            }
+        }
+        Some(_) => checks.extend(judge_check(
+            expect,
+            Err(format!("not judged: the run ended {}", finished.status)),
+        )),
+        None => checks.extend(judge_check(
+            expect,
+            Err("no judge panel: name one in the dataset's `judges` or with --judges".into()),
+        )),
     }
-    for (index, assertion) in expect.assertions.iter().enumerate() {
-        let held = baton_core::logic::evaluate(assertion, &output);
-        checks.push(check(
-            &format!("assertions[{index}]"),
-            held == Ok(true),
-            match held {
-                Ok(true) => "holds".to_string(),
-                Ok(false) => format!("does not hold: {assertion}"),
-                Err(error) => format!("cannot be evaluated: {error}"),
-            },
-        ));
+    ExampleResult {
+        id: example.id.clone(),
+        line: example.line,
+        run_id: Some(finished.run_id),
+        api: runner.api(),
+        passed: checks.iter().all(|check| check.passed),
+        status: Some(finished.status),
+        checks,
+        cost_usd: finished.cost_usd,
+        tokens: finished.tokens,
+        duration_ms: finished.duration_ms,
+        model_by_node: finished.model_by_node,
+        judge,
     }
-    let text = output.to_string().to_lowercase();
-    for fact in &expect.mentions {
-        checks.push(check(
-            "mentions",
-            text.contains(&fact.to_lowercase()),
-            format!("`{fact}`"),
-        ));
-    }
-    if let Some(bound) = expect.max_cost_usd {
-        checks.push(match cost {
-            Some(spent) => check(
-                "maxCostUsd",
-                spent <= bound,
-                format!("${spent:.6} of ${bound}"),
-            ),
-            None => check("maxCostUsd", true, "no priced model call"),
-        });
-    }
-    if let Some(bound) = expect.max_duration_ms {
-        checks.push(check(
-            "maxDurationMs",
-            duration_ms <= bound,
-            format!("{duration_ms} ms of {bound} ms"),
-        ));
-    }
-    let mut not_run = Vec::new();
-    if expect.min_judge_score.is_some() {
-        not_run.push("minJudgeScore: judge panels are not run by `baton eval` yet");
-    }
-    let passed = checks.iter().all(|check| check["passed"] == true);
-    let models: serde_json::Map<String, Value> = state
-        .nodes
-        .iter()
-        .filter_map(|(node, record)| {
-            record
-                .model
-                .as_ref()
-                .map(|model| (node.clone(), Value::String(model.to_string())))
-        })
-        .collect();
-    json!({
-        "id": example.id,
-        "line": example.line,
-        "runId": submitted.run_id,
-        "passed": passed,
-        "status": status,
-        "checks": checks,
-        "notRun": not_run,
-        "costUsd": cost,
-        "tokens": {"prompt": usage.prompt_tokens, "completion": usage.completion_tokens},
-        "durationMs": duration_ms,
-        "modelByNode": models,
-    })
 }

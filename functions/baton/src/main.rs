@@ -8,6 +8,10 @@
 mod chat_command;
 mod commands;
 mod eval_command;
+mod eval_compare;
+mod eval_judges;
+mod eval_progress;
+mod eval_runs;
 mod fork_command;
 mod gc_command;
 mod judge;
@@ -196,24 +200,13 @@ enum Command {
         store: StoreChoice,
     },
     /// Run every example of an evaluation dataset (JSONL; its schema in
-    /// registry/schemas/dataset.schema.json) on the embedded default and
-    /// score each by the deterministic checks (status, contract,
-    /// assertions, mentions, cost and duration). Writes a results line per
-    /// example; exits 0 when the pass rate meets the threshold, 1 when not.
-    Eval {
-        dataset: PathBuf,
-        #[arg(long)]
-        registry: Option<PathBuf>,
-        /// Examples running at once.
-        #[arg(long, default_value_t = 4)]
-        concurrency: usize,
-        /// Where the results go (one JSON line per example).
-        #[arg(long, default_value = "eval-results.jsonl")]
-        results: PathBuf,
-        /// The least share of examples that must pass (0 to 1).
-        #[arg(long, default_value_t = 1.0)]
-        min_pass_rate: f64,
-    },
+    /// registry/schemas/dataset.schema.json) on the embedded default or a
+    /// deployed API; score each by its deterministic checks (status,
+    /// contract, assertions, mentions, cost, duration) and a judge panel
+    /// when one is named. Writes a results line per example; exits 0 when
+    /// the pass rate meets the threshold, 1 when not. `compare` compares
+    /// two results files.
+    Eval(eval_command::EvalArguments),
     /// Schedules: an envelope started by the clock. `baton serve` on the
     /// same store fires them.
     Schedule {
@@ -336,7 +329,7 @@ fn parse_multitask_strategy(
 }
 
 /// `--store`: memory, sqlite, sqlite:PATH or dynamodb.
-fn parse_store(text: &str) -> Result<StoreChoice, String> {
+pub(crate) fn parse_store(text: &str) -> Result<StoreChoice, String> {
     text.parse()
 }
 
@@ -438,22 +431,7 @@ fn main() -> ExitCode {
             }
             Command::Tasks { store, format } => people::tasks(store, format).await,
             Command::Gc { store } => gc_command::gc(store).await,
-            Command::Eval {
-                dataset,
-                registry,
-                concurrency,
-                results,
-                min_pass_rate,
-            } => {
-                eval_command::eval(eval_command::EvalOptions {
-                    dataset,
-                    registry,
-                    concurrency,
-                    results,
-                    min_pass_rate,
-                })
-                .await
-            }
+            Command::Eval(arguments) => eval_command::eval(arguments).await,
             Command::Schedule {
                 action,
                 store,

@@ -113,10 +113,24 @@ pub const MAX_DISCUSSION_ROUNDS: u32 = 10;
 impl PanelRequest {
     /// Parses and checks a request.
     pub fn parse(value: &Value) -> Result<Self, InvalidPanelRequest> {
-        let parsed: PanelRequest = serde_json::from_value(value.clone()).map_err(|error| {
-            // serde_json names the field in its message; the path is the body's.
-            invalid("$", error.to_string())
-        })?;
+        let parsed: PanelRequest =
+            serde_path_to_error::deserialize(value.clone()).map_err(|error| {
+                let inner = error.path().to_string();
+                let message = error.into_inner().to_string();
+                let mut path = if inner.is_empty() || inner == "." {
+                    "$".to_string()
+                } else {
+                    format!("$.{inner}")
+                };
+                // A missing field is named by the message, not the path.
+                if let Some(name) = message
+                    .strip_prefix("missing field `")
+                    .and_then(|rest| rest.split('`').next())
+                {
+                    path = format!("{path}.{name}");
+                }
+                invalid(path, message)
+            })?;
         let judges = &parsed.request.selected_agents;
         if judges.is_empty() {
             return Err(invalid(

@@ -69,6 +69,22 @@ pub enum Behavior {
     /// OpenAI does: the id and name first, the arguments in two halves;
     /// `finish_reason: "tool_calls"`). Ids are `call_0`, `call_1`, ….
     ToolCalls { calls: Vec<ScriptedToolCall> },
+    /// Answer with JSON generated from the requested schema, with the value
+    /// at `pointer` (a JSON Pointer) replaced by `value`: what a
+    /// [`PromptRule`] turns `Valid` into for a request it matches.
+    ValidPatched { pointer: String, value: Value },
+}
+
+/// A model that reacts to its prompt: a request whose body contains
+/// `contains` (anywhere: system prompt, user message) and would get a
+/// `Valid` answer gets the schema-shaped answer with `pointer` set to the
+/// next of `values` (taken in turn, cycling). Lets a test change a prompt
+/// and see the answers change, or give a judge scores that vary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PromptRule {
+    pub contains: String,
+    pub pointer: String,
+    pub values: Vec<Value>,
 }
 
 /// One tool call a [`Behavior::ToolCalls`] asks for.
@@ -104,6 +120,8 @@ struct Shared {
     default_behavior: Mutex<Option<Behavior>>,
     recorded: Mutex<Vec<RecordedRequest>>,
     cache: Mutex<prompt_cache::PromptCache>,
+    /// Prompt rules, each with how many answers it has given.
+    rules: Mutex<Vec<(PromptRule, usize)>>,
 }
 
 /// A running scripted server; stops when dropped.
@@ -163,6 +181,13 @@ impl ScriptedLlmServer {
     pub fn push_behaviors(&self, behaviors: impl IntoIterator<Item = Behavior>) {
         if let Ok(mut script) = self.shared.script.lock() {
             script.extend(behaviors);
+        }
+    }
+
+    /// Adds a [`PromptRule`] (rules are tried in the order added).
+    pub fn add_prompt_rule(&self, rule: PromptRule) {
+        if let Ok(mut rules) = self.shared.rules.lock() {
+            rules.push((rule, 0));
         }
     }
 
@@ -246,6 +271,10 @@ fn take_behavior(shared: &Shared, protocol: WireProtocol, model: &str, body: &Va
                 .and_then(|default| default.clone())
         })
         .unwrap_or(Behavior::Valid);
+    let behavior = match behavior {
+        Behavior::Valid => by_prompt_rule(shared, body).unwrap_or(Behavior::Valid),
+        other => other,
+    };
     if let Ok(mut recorded) = shared.recorded.lock() {
         recorded.push(RecordedRequest {
             protocol,
@@ -256,6 +285,21 @@ fn take_behavior(shared: &Shared, protocol: WireProtocol, model: &str, body: &Va
         });
     }
     behavior
+}
+
+/// The first prompt rule matching `body`, as the answer it gives next.
+fn by_prompt_rule(shared: &Shared, body: &Value) -> Option<Behavior> {
+    let text = body.to_string();
+    let mut rules = shared.rules.lock().ok()?;
+    let (rule, answered) = rules
+        .iter_mut()
+        .find(|(rule, _)| !rule.values.is_empty() && text.contains(&rule.contains))?;
+    let value = rule.values[*answered % rule.values.len()].clone();
+    *answered += 1;
+    Some(Behavior::ValidPatched {
+        pointer: rule.pointer.clone(),
+        value,
+    })
 }
 
 /// The answer's text for a behaviour that answers (after a slow model's
@@ -271,6 +315,16 @@ async fn answer_text(behavior: &Behavior, schema: Option<&Value>) -> Option<Stri
         Behavior::SlowValid { delay_ms } => {
             tokio::time::sleep(Duration::from_millis(*delay_ms)).await;
             Some(generated())
+        }
+        Behavior::ValidPatched { pointer, value } => {
+            let mut answer = match schema {
+                Some(schema) => generate_instance(schema, "answer"),
+                None => Value::String("A scripted reply.".to_string()),
+            };
+            if let Some(slot) = answer.pointer_mut(pointer) {
+                *slot = value.clone();
+            }
+            Some(answer.to_string())
         }
         Behavior::Content { content } => Some(content.clone()),
         Behavior::MalformedJson => Some("{\"this is\": not json".to_string()),
