@@ -224,6 +224,16 @@ class BatonClient:
     def list_schedules(self) -> models.ScheduleList:
         return self._call("listSchedules")
 
+    def create_dataset_evaluation(self, request: models.EvaluationRequest | dict) -> models.EvaluationRecord:
+        """Run a dataset on the server (`baton serve`); answers at once, running."""
+        return self._call("createDatasetEvaluation", body=request)
+
+    def list_dataset_evaluations(self) -> models.EvaluationList:
+        return self._call("listDatasetEvaluations")
+
+    def get_dataset_evaluation(self, evaluation_id: str) -> models.EvaluationRecord:
+        return self._call("getDatasetEvaluation", path={"evaluation_id": evaluation_id})
+
     def get_schedule(self, schedule_id: str) -> models.Schedule:
         return self._call("getSchedule", path={"schedule_id": schedule_id})
 
@@ -398,6 +408,17 @@ class AsyncBatonClient:
 
     async def list_schedules(self) -> models.ScheduleList:
         return await self._call("listSchedules")
+
+    async def create_dataset_evaluation(
+        self, request: models.EvaluationRequest | dict
+    ) -> models.EvaluationRecord:
+        return await self._call("createDatasetEvaluation", body=request)
+
+    async def list_dataset_evaluations(self) -> models.EvaluationList:
+        return await self._call("listDatasetEvaluations")
+
+    async def get_dataset_evaluation(self, evaluation_id: str) -> models.EvaluationRecord:
+        return await self._call("getDatasetEvaluation", path={"evaluation_id": evaluation_id})
 
     async def get_schedule(self, schedule_id: str) -> models.Schedule:
         return await self._call("getSchedule", path={"schedule_id": schedule_id})

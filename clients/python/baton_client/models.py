@@ -29,6 +29,39 @@ class Error(BaseModel):
     error: Error1
 
 
+class EvaluationRequest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    name: Annotated[
+        str | None,
+        Field(description="A name for the list (default: the dataset header's name)."),
+    ] = None
+    dataset: Annotated[
+        Any,
+        Field(
+            description='The dataset\'s lines as JSON objects (an optional header\n`{"dataset": {…}}`, then one example each), or its JSONL text.'
+        ),
+    ]
+    template: Annotated[
+        Any | None,
+        Field(
+            description="The template envelope examples given by `inputs` are laid over (a\nheader's `template` file name is not read: a server reads no files)."
+        ),
+    ] = None
+    judges: Annotated[
+        Any | None,
+        Field(
+            description='A judge panel request (`request` with criteria and judges, `config`)\nscoring every example.'
+        ),
+    ] = None
+    concurrency: Annotated[
+        int | None,
+        Field(description='Examples running at once (1 to 8, default 2).', ge=0),
+    ] = None
+
+
 class ResumeRequest(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -403,6 +436,73 @@ class ScheduleState(StrEnum):
 class ScheduleTrigger(StrEnum):
     store = 'store'
     event_bridge = 'event_bridge'
+
+
+class EvaluationStatus1(StrEnum):
+    running = 'running'
+    completed = 'completed'
+
+
+class EvaluationStatus(RootModel[EvaluationStatus1 | Literal['interrupted']]):
+    root: Annotated[
+        EvaluationStatus1 | Literal['interrupted'],
+        Field(description='Where a served evaluation stands.'),
+    ]
+
+
+class MeanInterval(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    mean: float
+    low: float
+    high: float
+    count: Annotated[int, Field(description='How many values it rests on.', ge=0)]
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    check: Annotated[
+        str,
+        Field(
+            description='`status`, `contract`, `assertions[0]`, `mentions`, `maxCostUsd`,\n`maxDurationMs`, `minJudgeScore`, or a step that failed (`submitted`,\n`settled`, `judged`).'
+        ),
+    ]
+    passed: bool
+    detail: str
+
+
+class Tokens(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    prompt: Annotated[int, Field(ge=0)]
+    completion: Annotated[int, Field(ge=0)]
+
+
+class JudgeOutcome(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    score: Annotated[float, Field(description="The panel's consensus score, 0 to 10.")]
+    confidence: float
+    variance: float
+    transcript_file: Annotated[
+        str | None,
+        Field(
+            alias='transcriptFile',
+            description="The file holding the panel's whole output (with its hash-chained\ntranscript), as `baton judge verify` reads it.",
+        ),
+    ] = None
+    transcript_head: Annotated[
+        str | None,
+        Field(
+            alias='transcriptHead',
+            description='The last message hash of the transcript (what verification ends on).',
+        ),
+    ] = None
 
 
 class FailureSummary(BaseModel):
@@ -1291,6 +1391,73 @@ class RunListing(BaseModel):
     ] = None
 
 
+class Summary(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    total: Annotated[int, Field(ge=0)]
+    passed: Annotated[int, Field(ge=0)]
+    pass_rate: Annotated[
+        float,
+        Field(alias='passRate', description='`passed / total` (0 for an empty file).'),
+    ]
+    judge_score: Annotated[
+        MeanInterval | None,
+        Field(
+            alias='judgeScore',
+            description='The mean judge score with its 95 % bootstrap interval, over the\nexamples a panel scored.',
+        ),
+    ]
+    duration_ms_p50: Annotated[float | None, Field(alias='durationMsP50')]
+    duration_ms_p95: Annotated[float | None, Field(alias='durationMsP95')]
+    cost_usd_total: Annotated[
+        float,
+        Field(
+            alias='costUsdTotal',
+            description='Over the examples with a priced model call.',
+        ),
+    ]
+    cost_usd_p50: Annotated[float | None, Field(alias='costUsdP50')]
+    cost_usd_p95: Annotated[float | None, Field(alias='costUsdP95')]
+    priced: Annotated[int, Field(ge=0)]
+    tokens_total: Annotated[
+        int,
+        Field(
+            alias='tokensTotal',
+            description='Prompt plus completion tokens over every example.',
+            ge=0,
+        ),
+    ]
+
+
+class ExampleResult(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: str
+    line: Annotated[
+        int, Field(description='The dataset line it came from (1-based).', ge=0)
+    ]
+    run_id: Annotated[str | None, Field(alias='runId')] = None
+    api: Annotated[
+        str | None,
+        Field(
+            description='Where the run can be seen (the API that ran it), when not the local store.'
+        ),
+    ] = None
+    passed: bool
+    status: Annotated[
+        str | None,
+        Field(description="The run's final status, `None` when it never settled."),
+    ]
+    checks: list[Check]
+    cost_usd: Annotated[float | None, Field(alias='costUsd')]
+    tokens: Tokens
+    duration_ms: Annotated[int, Field(alias='durationMs', ge=0)]
+    model_by_node: Annotated[dict[str, str], Field(alias='modelByNode')]
+    judge: JudgeOutcome | None = None
+
+
 class UsageSummary(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -1620,6 +1787,38 @@ class RunListPage(BaseModel):
         str | None,
         Field(alias='nextCursor', description='Present when older runs remain.'),
     ] = None
+
+
+class EvaluationRecord(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    evaluation_id: Annotated[str, Field(alias='evaluationId')]
+    name: str
+    status: EvaluationStatus
+    created_at: Annotated[str, Field(alias='createdAt', description='RFC 3339.')]
+    total: Annotated[int, Field(ge=0)]
+    finished: Annotated[int, Field(ge=0)]
+    passed: Annotated[int, Field(ge=0)]
+    judged: Annotated[
+        bool, Field(description='Whether a judge panel scores the examples.')
+    ]
+    summary: Annotated[
+        Summary | None, Field(description='Once every example finished.')
+    ] = None
+    results: Annotated[
+        list[ExampleResult],
+        Field(
+            description="The finished examples' results lines, in the dataset's order (left\nout of the list)."
+        ),
+    ]
+
+
+class EvaluationList(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    evaluations: list[EvaluationRecord]
 
 
 class CapabilityList(BaseModel):

@@ -182,3 +182,27 @@ def test_a_schedule_is_kept_paused_resumed_and_deleted():
         with pytest.raises(BatonApiError) as refused:
             client.create_schedule(dict(request, expression="every morning"))
         assert refused.value.status == 422 and refused.value.path == "$.expression"
+
+
+def test_a_dataset_evaluation_runs_on_the_server():
+    import time
+
+    dataset = [{"id": "as-is", "inputs": {}},
+               {"id": "needs-three", "inputs": {},
+                "expect": {"assertions": [{"!!": [{"var": "copyVariants.2"}]}]}}]
+    with BatonClient(URL, os.environ["BATON_TOKEN"]) as client:
+        started = client.create_dataset_evaluation(
+            {"name": "live", "template": envelope(), "dataset": dataset})
+        assert status_text(started.status) == "running"
+        for _ in range(600):
+            record = client.get_dataset_evaluation(started.evaluation_id)
+            if status_text(record.status) == "completed":
+                break
+            time.sleep(0.1)
+        assert (record.passed, record.total) == (1, 2), record
+        assert [result.id for result in record.results] == ["as-is", "needs-three"]
+        listed = client.list_dataset_evaluations()
+        assert any(kept.evaluation_id == started.evaluation_id for kept in listed.evaluations)
+        with pytest.raises(BatonApiError) as refused:
+            client.create_dataset_evaluation({"dataset": [{"id": "x", "envelope": {"objective": 3}}]})
+        assert refused.value.status == 422 and refused.value.path == "$.dataset[0].envelope.objective"

@@ -38,6 +38,9 @@ export const OPERATIONS = {
   listTasks: ["get", "/api/v1/flex/tasks"],
   listRequests: ["get", "/api/v1/flex/hitl/requests"],
   declineTask: ["post", "/api/v1/flex/tasks/{task_id}/decline"],
+  createDatasetEvaluation: ["post", "/api/v1/flex/evaluations"],
+  listDatasetEvaluations: ["get", "/api/v1/flex/evaluations"],
+  getDatasetEvaluation: ["get", "/api/v1/flex/evaluations/{evaluation_id}"],
   createSchedule: ["post", "/api/v1/flex/schedules"],
   listSchedules: ["get", "/api/v1/flex/schedules"],
   getSchedule: ["get", "/api/v1/flex/schedules/{schedule_id}"],
@@ -321,6 +324,19 @@ export class BatonClient {
 
   resumeSchedule(scheduleId: string): Promise<Schemas["Schedule"]> {
     return this.call("resumeSchedule", { path: { schedule_id: scheduleId } });
+  }
+
+  // Dataset evaluations (run by `baton serve`)
+  createDatasetEvaluation(request: Schemas["EvaluationRequest"]): Promise<Schemas["EvaluationRecord"]> {
+    return this.call("createDatasetEvaluation", { body: request });
+  }
+
+  listDatasetEvaluations(): Promise<Schemas["EvaluationList"]> {
+    return this.call("listDatasetEvaluations");
+  }
+
+  getDatasetEvaluation(evaluationId: string): Promise<Schemas["EvaluationRecord"]> {
+    return this.call("getDatasetEvaluation", { path: { evaluation_id: evaluationId } });
   }
 
   /** The panel's output, or `{status: "pending"}` while it runs. */

@@ -330,6 +330,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/flex/evaluations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's evaluations, newest first, without their results */
+        get: operations["listDatasetEvaluations"];
+        put?: never;
+        /** Run a dataset's examples (inline: lines, template, optional judge panel) under this tenant and keep the results; answers at once, the examples running */
+        post: operations["createDatasetEvaluation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/flex/evaluations/{evaluation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An evaluation: its status, counts, summary once done, and the results of the examples finished so far */
+        get: operations["getDatasetEvaluation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/judge/evaluations": {
         parameters: {
             query?: never;
@@ -702,6 +737,65 @@ export interface components {
          */
         ScheduleList: {
             schedules: components["schemas"]["Schedule"][];
+        };
+        /**
+         * EvaluationRequest
+         * @description `POST /evaluations`'s body.
+         */
+        EvaluationRequest: {
+            /** @description A name for the list (default: the dataset header's name). */
+            name?: string | null;
+            /**
+             * @description The dataset's lines as JSON objects (an optional header
+             *     `{"dataset": {…}}`, then one example each), or its JSONL text.
+             */
+            dataset: unknown;
+            /**
+             * @description The template envelope examples given by `inputs` are laid over (a
+             *     header's `template` file name is not read: a server reads no files).
+             */
+            template?: unknown;
+            /**
+             * @description A judge panel request (`request` with criteria and judges, `config`)
+             *     scoring every example.
+             */
+            judges?: unknown;
+            /**
+             * Format: uint
+             * @description Examples running at once (1 to 8, default 2).
+             */
+            concurrency?: number | null;
+        };
+        /** @description A served evaluation as it is kept and answered. */
+        EvaluationRecord: {
+            evaluationId: string;
+            name: string;
+            status: components["schemas"]["EvaluationStatus"];
+            /** @description RFC 3339. */
+            createdAt: string;
+            /** Format: uint */
+            total: number;
+            /** Format: uint */
+            finished: number;
+            /** Format: uint */
+            passed: number;
+            /** @description Whether a judge panel scores the examples. */
+            judged: boolean;
+            /** @description Once every example finished. */
+            summary?: components["schemas"]["Summary"] | null;
+            /**
+             * @description The finished examples' results lines, in the dataset's order (left
+             *     out of the list).
+             * @default []
+             */
+            results: components["schemas"]["ExampleResult"][];
+        };
+        /**
+         * EvaluationList
+         * @description `GET /evaluations`: the tenant's evaluations, newest first, without their results.
+         */
+        EvaluationList: {
+            evaluations: components["schemas"]["EvaluationRecord"][];
         };
         /**
          * RunAccepted
@@ -1404,6 +1498,139 @@ export interface components {
         ScheduleState: "active" | "paused";
         /** @description Who fires a schedule. */
         ScheduleTrigger: "store" | "event_bridge";
+        /** @description Where a served evaluation stands. */
+        EvaluationStatus: ("running" | "completed") | "interrupted";
+        /** @description Pass rate, judge score, cost and duration of one evaluation. */
+        Summary: {
+            /** Format: uint */
+            total: number;
+            /** Format: uint */
+            passed: number;
+            /**
+             * Format: double
+             * @description `passed / total` (0 for an empty file).
+             */
+            passRate: number;
+            /**
+             * @description The mean judge score with its 95 % bootstrap interval, over the
+             *     examples a panel scored.
+             */
+            judgeScore: components["schemas"]["MeanInterval"] | null;
+            /** Format: double */
+            durationMsP50: number | null;
+            /** Format: double */
+            durationMsP95: number | null;
+            /**
+             * Format: double
+             * @description Over the examples with a priced model call.
+             */
+            costUsdTotal: number;
+            /** Format: double */
+            costUsdP50: number | null;
+            /** Format: double */
+            costUsdP95: number | null;
+            /** Format: uint */
+            priced: number;
+            /**
+             * Format: uint64
+             * @description Prompt plus completion tokens over every example.
+             */
+            tokensTotal: number;
+        };
+        /** @description A mean with its 95 % percentile-bootstrap interval. */
+        MeanInterval: {
+            /** Format: double */
+            mean: number;
+            /** Format: double */
+            low: number;
+            /** Format: double */
+            high: number;
+            /**
+             * Format: uint
+             * @description How many values it rests on.
+             */
+            count: number;
+        };
+        /** @description One example's results line. */
+        ExampleResult: {
+            id: string;
+            /**
+             * Format: uint
+             * @description The dataset line it came from (1-based).
+             * @default 0
+             */
+            line: number;
+            runId?: string | null;
+            /** @description Where the run can be seen (the API that ran it), when not the local store. */
+            api?: string | null;
+            passed: boolean;
+            /**
+             * @description The run's final status, `None` when it never settled.
+             * @default null
+             */
+            status: string | null;
+            /** @default [] */
+            checks: components["schemas"]["Check"][];
+            /**
+             * Format: double
+             * @default null
+             */
+            costUsd: number | null;
+            /**
+             * @default {
+             *       "prompt": 0,
+             *       "completion": 0
+             *     }
+             */
+            tokens: components["schemas"]["Tokens"];
+            /**
+             * Format: uint64
+             * @default 0
+             */
+            durationMs: number;
+            /** @default {} */
+            modelByNode: {
+                [key: string]: string;
+            };
+            judge?: components["schemas"]["JudgeOutcome"] | null;
+        };
+        /** @description One check of one example. */
+        Check: {
+            /**
+             * @description `status`, `contract`, `assertions[0]`, `mentions`, `maxCostUsd`,
+             *     `maxDurationMs`, `minJudgeScore`, or a step that failed (`submitted`,
+             *     `settled`, `judged`).
+             */
+            check: string;
+            passed: boolean;
+            detail: string;
+        };
+        /** @description Prompt and completion tokens of the run. */
+        Tokens: {
+            /** Format: uint64 */
+            prompt: number;
+            /** Format: uint64 */
+            completion: number;
+        };
+        /** @description What the judge panel made of the example's output. */
+        JudgeOutcome: {
+            /**
+             * Format: double
+             * @description The panel's consensus score, 0 to 10.
+             */
+            score: number;
+            /** Format: double */
+            confidence: number;
+            /** Format: double */
+            variance: number;
+            /**
+             * @description The file holding the panel's whole output (with its hash-chained
+             *     transcript), as `baton judge verify` reads it.
+             */
+            transcriptFile?: string | null;
+            /** @description The last message hash of the transcript (what verification ends on). */
+            transcriptHead?: string | null;
+        };
         RunSummary: {
             runId: string;
             threadId: string;
@@ -3566,6 +3793,234 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listDatasetEvaluations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the evaluations */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationList"];
+                };
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api` */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createDatasetEvaluation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvaluationRequest"];
+            };
+        };
+        responses: {
+            /** @description the evaluation, running */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationRecord"];
+                };
+            };
+            /** @description the body is not JSON (`invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the tenant has as many evaluations running as allowed (`evaluation_limit`, `details.limit`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a wrong dataset line, template or judge panel (`invalid_evaluation`); `details.path` names it (`$.dataset[1].envelope.objective`, `$.judges.request.selectedAgents`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the tenant has as many runs at work as `BATON_TENANT_MAX_LIVE_RUNS` allows (`tenant_limit`), or submitted as many in the last 60 s as `BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE` allows (`tenant_rate_limit`); `Retry-After` says when to try again */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api` */
+            501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getDatasetEvaluation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                evaluation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the evaluation */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationRecord"];
+                };
+            };
+            /** @description no or an unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such evaluation (or another tenant's): `evaluation_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api` */
+            501: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -127,3 +127,24 @@ test("a schedule is kept, paused, resumed and deleted", { skip }, async () => {
   await assert.rejects(baton.createSchedule({ ...request, expression: "every morning" }), (error) =>
     error instanceof BatonApiError && error.status === 422 && error.path === "$.expression");
 });
+
+test("a dataset evaluation runs on the server", { skip }, async () => {
+  const baton = client();
+  const dataset = [
+    { id: "as-is", inputs: {} },
+    { id: "needs-three", inputs: {}, expect: { assertions: [{ "!!": [{ var: "copyVariants.2" }] }] } },
+  ];
+  const started = await baton.createDatasetEvaluation({ name: "live", template: envelope(), dataset });
+  assert.equal(started.status, "running");
+  let record = started;
+  for (let attempt = 0; attempt < 600 && record.status !== "completed"; attempt += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    record = await baton.getDatasetEvaluation(started.evaluationId);
+  }
+  assert.deepEqual([record.passed, record.total], [1, 2]);
+  assert.deepEqual(record.results.map((result) => result.id), ["as-is", "needs-three"]);
+  const listed = await baton.listDatasetEvaluations();
+  assert.ok(listed.evaluations.some((kept) => kept.evaluationId === started.evaluationId));
+  await assert.rejects(baton.createDatasetEvaluation({ dataset: [{ id: "x", envelope: { objective: 3 } }] }), (error) =>
+    error instanceof BatonApiError && error.status === 422 && error.path === "$.dataset[0].envelope.objective");
+});

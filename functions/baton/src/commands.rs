@@ -209,7 +209,7 @@ pub async fn serve(
             .map(|capability| capability.capability_id.clone()),
     ));
     let (services, queue, sweeper) =
-        match services_on(&store, registry, &configuration, counters.clone()).await {
+        match services_on(&store, registry.clone(), &configuration, counters.clone()).await {
             Ok(parts) => parts,
             Err(code) => return code,
         };
@@ -243,6 +243,19 @@ pub async fn serve(
     let app = baton_bootstrap::api_router(&services, authenticator, &configuration).merge(
         crate::metrics_route::metrics_router(counters.clone(), metrics_access),
     );
+    // `/api/v1/flex/evaluations`: datasets run here, kept in the data directory.
+    let app = match &configuration.data_home {
+        Some(data_home) => {
+            let evaluations: baton_http::evaluation_port::EvaluationsExtension =
+                Arc::new(crate::serve_evaluations::ServeEvaluations::new(
+                    services.clone(),
+                    registry.clone(),
+                    data_home,
+                ));
+            app.layer(axum::Extension(evaluations))
+        }
+        None => app,
+    };
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
     let sweeping = sweeper.spawn(&configuration, stop_receiver.clone());
     // `serve` keeps the store's schedules: it fires each one when it is due.

@@ -152,7 +152,10 @@ pub async fn eval(arguments: EvalArguments) -> u8 {
                     configuration.worker_max_steps_in_flight,
                 )),
             ));
-            ExampleRunner::Embedded(services)
+            ExampleRunner::Embedded {
+                services,
+                tenant: crate::commands::LOCAL_TENANT.to_string(),
+            }
         }
     };
     let results = run_examples(
@@ -260,8 +263,9 @@ async fn run_examples(
     results
 }
 
-/// Runs one example to where it settles, then scores it.
-async fn run_example(
+/// Runs one example to where it settles, then scores it (also for
+/// `baton serve`'s evaluations).
+pub(crate) async fn run_example(
     runner: &ExampleRunner,
     judges: Option<&EvalJudges>,
     example: &ResolvedExample,

@@ -57,22 +57,34 @@ impl EvalJudges {
             .map_err(|error| format!("{}: {error}", path.display()))?;
         let template: Value = serde_json::from_str(&text)
             .map_err(|error| format!("{}: not valid JSON: {error}", path.display()))?;
+        Self::from_template(template, registry, transcripts_folder(results))
+            .map_err(|(at, message)| format!("{}: {at}: {message}", path.display()))
+    }
+
+    /// The same from the panel request itself; a refusal names its JSON
+    /// path. Transcripts go to `transcripts`.
+    pub fn from_template(
+        template: Value,
+        registry: &Registry,
+        transcripts: PathBuf,
+    ) -> Result<Self, (String, String)> {
         let probe = judge_request_for(&template, "probe", "", &Value::Null, None)
-            .map_err(|error| format!("{}: {error}", path.display()))?;
-        let request =
-            PanelRequest::parse(&probe).map_err(|error| format!("{}: {error}", path.display()))?;
-        baton_core::model_choice::check_judge_models(registry.models(), &request)
-            .map_err(|(at, message)| format!("{}: {at}: {message}", path.display()))?;
+            .map_err(|error| ("$.request".to_string(), error))?;
+        let request = PanelRequest::parse(&probe).map_err(|error| (error.path, error.message))?;
+        baton_core::model_choice::check_judge_models(registry.models(), &request)?;
         let llm = crate::model_choice::routed_model_for_cli(
             registry,
             &baton_bootstrap::process_environment,
         )
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| ("$".to_string(), error.to_string()))?;
         let runner =
             PanelRunner::new(llm, Arc::new(SystemClock)).with_catalog(registry.models().clone());
-        let transcripts = transcripts_folder(results);
-        std::fs::create_dir_all(&transcripts)
-            .map_err(|error| format!("{}: {error}", transcripts.display()))?;
+        std::fs::create_dir_all(&transcripts).map_err(|error| {
+            (
+                "$".to_string(),
+                format!("{}: {error}", transcripts.display()),
+            )
+        })?;
         Ok(Self {
             template,
             runner,

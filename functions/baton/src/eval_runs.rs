@@ -11,8 +11,6 @@ use baton_evaluation::results::{Check, Tokens};
 use baton_runtime::services::Services;
 use serde_json::Value;
 
-use crate::commands::LOCAL_TENANT;
-
 /// How often a run not yet settled is looked at again.
 const POLL_EVERY: Duration = Duration::from_millis(50);
 
@@ -35,7 +33,8 @@ pub struct NotFinished {
 
 /// Where examples run.
 pub enum ExampleRunner {
-    Embedded(Services),
+    /// This process's services, the runs submitted as `tenant`'s.
+    Embedded { services: Services, tenant: String },
     Api {
         client: reqwest::Client,
         /// The API's base URL, without the trailing slash.
@@ -48,7 +47,7 @@ impl ExampleRunner {
     /// The API's base URL when the runs are remote (results lines name it).
     pub fn api(&self) -> Option<String> {
         match self {
-            Self::Embedded(_) => None,
+            Self::Embedded { .. } => None,
             Self::Api { base, .. } => Some(base.clone()),
         }
     }
@@ -56,7 +55,9 @@ impl ExampleRunner {
     /// Runs one envelope to where it settles, waiting at most `limit`.
     pub async fn run(&self, envelope: &Value, limit: Duration) -> Result<FinishedRun, NotFinished> {
         match self {
-            Self::Embedded(services) => run_embedded(services, envelope, limit).await,
+            Self::Embedded { services, tenant } => {
+                run_embedded(services, tenant, envelope, limit).await
+            }
             Self::Api {
                 client,
                 base,
@@ -75,20 +76,21 @@ fn not_finished(run_id: Option<String>, check: &str, detail: impl Into<String>) 
 
 async fn run_embedded(
     services: &Services,
+    tenant: &str,
     envelope: &Value,
     limit: Duration,
 ) -> Result<FinishedRun, NotFinished> {
     let started = Instant::now();
     let submitted = services
         .runs
-        .submit(LOCAL_TENANT, envelope)
+        .submit(tenant, envelope)
         .await
         .map_err(|error| not_finished(None, "submitted", error.to_string()))?;
     let run_id = submitted.run_id;
     loop {
         let stored = services
             .runs
-            .load(LOCAL_TENANT, &run_id)
+            .load(tenant, &run_id)
             .await
             .map_err(|error| not_finished(Some(run_id.clone()), "loaded", error.to_string()))?;
         match stored {

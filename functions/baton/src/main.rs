@@ -23,6 +23,7 @@ mod people;
 mod progress;
 mod registry_check;
 mod schedule_command;
+mod serve_evaluations;
 mod sweeping;
 
 use baton_bootstrap::stores::StoreChoice;

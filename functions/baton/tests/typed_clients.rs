@@ -16,11 +16,14 @@ use serve_support::{ServeProcess, TOKEN, ensure_python_packages, repository, sta
 async fn serve_with_model() -> (scripted_llm::ScriptedLlmServer, ServeProcess, String) {
     // Test double for the model endpoint: schema-valid answers.
     let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
+    // The served evaluations are kept in a data directory of the test's own.
+    let data_home = tempfile::tempdir().unwrap().keep();
     let serve = start_serve(
         &["--store", "memory"],
         &[
             ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
             ("BATON_LLM_MODEL".to_string(), "gpt-4o-mini".to_string()),
+            ("XDG_DATA_HOME".to_string(), data_home.display().to_string()),
         ],
     )
     .await;
@@ -69,7 +72,7 @@ async fn the_python_client_passes_its_tests_against_a_live_server() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("9 passed") && !stdout.contains("skipped"),
+        stdout.contains("10 passed") && !stdout.contains("skipped"),
         "every test ran: {stdout}"
     );
     println!("{stdout}");
@@ -117,7 +120,7 @@ async fn the_typescript_client_passes_its_tests_against_a_live_server() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("# pass 7") && stdout.contains("# skipped 0"),
+        stdout.contains("# pass 8") && stdout.contains("# skipped 0"),
         "every test ran: {stdout}"
     );
     println!("{stdout}");

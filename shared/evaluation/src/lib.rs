@@ -16,6 +16,8 @@
 //!   cost changes, and which differences are regressions under `FailOn`.
 //! - `report`: the comparison as one self-contained HTML page (table and a
 //!   score histogram per side as inline SVG, links to each run's viewer).
+//! - `served`: an evaluation a server runs: its request (the dataset inline)
+//!   and the record it keeps.
 //!
 //! Invariants:
 //! - No I/O and no clock: durations, costs and scores come in with the run.
@@ -29,5 +31,6 @@ pub mod checks;
 pub mod compare;
 pub mod report;
 pub mod results;
+pub mod served;
 pub mod statistics;
 pub mod summary;

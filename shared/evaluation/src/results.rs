@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// One check of one example.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Check {
     /// `status`, `contract`, `assertions[0]`, `mentions`, `maxCostUsd`,
@@ -29,7 +29,9 @@ impl Check {
 }
 
 /// Prompt and completion tokens of the run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Tokens {
     pub prompt: u64,
@@ -37,7 +39,7 @@ pub struct Tokens {
 }
 
 /// What the judge panel made of the example's output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JudgeOutcome {
     /// The panel's consensus score, 0 to 10.
@@ -54,7 +56,7 @@ pub struct JudgeOutcome {
 }
 
 /// One example's results line.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExampleResult {
     pub id: String,

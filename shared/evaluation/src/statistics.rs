@@ -31,7 +31,9 @@ pub fn mean(values: &[f64]) -> Option<f64> {
 }
 
 /// A mean with its 95 % percentile-bootstrap interval.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct MeanInterval {
     pub mean: f64,
@@ -105,7 +107,9 @@ pub fn sign_test(pairs: &[(f64, f64)]) -> Option<SignTest> {
 }
 
 /// The sign test's counts and two-sided p-value.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct SignTest {
     pub better: usize,

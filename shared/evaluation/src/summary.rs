@@ -7,7 +7,7 @@ use crate::results::ExampleResult;
 use crate::statistics::{MeanInterval, bootstrap_mean, percentile};
 
 /// Pass rate, judge score, cost and duration of one evaluation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub total: usize,

@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod bodies;
 pub mod error;
+pub mod evaluation_port;
 pub mod openapi;
 pub mod protocols;
 mod routes;

@@ -2510,3 +2510,23 @@ async fn the_a2a_endpoint_keeps_tenants_apart_and_names_what_is_wrong() {
         .unwrap();
     assert_eq!(anonymous.status(), 401);
 }
+
+/// The router alone (as the Lambda API serves it) runs no evaluations: a
+/// 501 naming `baton eval --api`, after the token is checked.
+#[tokio::test]
+async fn a_server_without_evaluations_answers_501_naming_the_way_to_evaluate() {
+    let api = start_api().await;
+    let (status, body) = post_json(&api, "/evaluations", ACME_TOKEN, &json!({"dataset": []})).await;
+    assert_eq!(status, 501, "{body}");
+    assert_eq!(body["error"]["code"], "evaluations_not_served");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("baton eval DATASET --api URL")
+    );
+    let listed = get_json(&api, "/evaluations", ACME_TOKEN).await;
+    assert_eq!(listed["error"]["code"], "evaluations_not_served");
+    let (status, _) = post_json(&api, "/evaluations", "wrong-token", &json!({"dataset": []})).await;
+    assert_eq!(status, 401);
+}

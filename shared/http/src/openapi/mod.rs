@@ -17,6 +17,7 @@ use axum::response::IntoResponse;
 
 mod document;
 mod operation_ids;
+mod resource_operations;
 mod schemas;
 
 pub use document::document;
@@ -94,11 +95,6 @@ const UNAVAILABLE: Answer = answer(
     "the store or queue is unavailable; retry",
     Body::Json("Error"),
 );
-const SCHEDULE_NOT_FOUND: Answer = answer(
-    404,
-    "no such schedule (or another tenant's): `schedule_not_found`",
-    Body::Json("Error"),
-);
 const INTERNAL: Answer = answer(500, "a fault of the server", Body::Json("Error"));
 const TENANT_LIMIT: Answer = answer(
     429,
@@ -111,36 +107,47 @@ const TOO_LARGE: Answer = answer(
     Body::Json("Error"),
 );
 
+/// An operation behind the bearer token (with the answers every such
+/// route can give: too large, over the tenant's limit, 401, 503, 500).
+fn api(
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    request: Option<&'static str>,
+    query: &'static [(&'static str, &'static str)],
+    answers: &[Answer],
+) -> Operation {
+    let mut answers = answers.to_vec();
+    if Option::is_some(&request) {
+        answers.push(TOO_LARGE);
+    }
+    // The routes that start a run answer a tenant over its limit.
+    if method == "post"
+        && [
+            "/api/v1/flex/runs",
+            "/api/v1/flex/run.stream",
+            "/api/v1/judge/evaluations",
+            "/api/v1/flex/evaluations",
+            "/api/v1/chat",
+        ]
+        .contains(&path)
+    {
+        answers.push(TENANT_LIMIT);
+    }
+    answers.extend([UNAUTHORIZED, UNAVAILABLE, INTERNAL]);
+    Operation {
+        method,
+        path,
+        summary,
+        authenticated: true,
+        request,
+        query,
+        answers,
+    }
+}
+
 /// Every operation, in the order the document lists them.
 pub fn operations() -> Vec<Operation> {
-    let api = |method, path, summary, request, query, answers: &[Answer]| {
-        let mut answers = answers.to_vec();
-        if Option::is_some(&request) {
-            answers.push(TOO_LARGE);
-        }
-        // The routes that start a run answer a tenant over its limit.
-        if method == "post"
-            && [
-                "/api/v1/flex/runs",
-                "/api/v1/flex/run.stream",
-                "/api/v1/judge/evaluations",
-                "/api/v1/chat",
-            ]
-            .contains(&path)
-        {
-            answers.push(TENANT_LIMIT);
-        }
-        answers.extend([UNAUTHORIZED, UNAVAILABLE, INTERNAL]);
-        Operation {
-            method,
-            path,
-            summary,
-            authenticated: true,
-            request,
-            query,
-            answers,
-        }
-    };
     let open = |method, path, summary, answers: &[Answer]| Operation {
         method,
         path,
@@ -150,7 +157,7 @@ pub fn operations() -> Vec<Operation> {
         query: &[],
         answers: answers.to_vec(),
     };
-    vec![
+    let mut operations = vec![
         api(
             "post",
             "/api/v1/flex/runs",
@@ -395,76 +402,9 @@ pub fn operations() -> Vec<Operation> {
                 CONFLICT,
             ],
         ),
-        api(
-            "post",
-            "/api/v1/flex/schedules",
-            "Keep a schedule: the envelope submitted at every fire time of a rate or cron expression in a time zone",
-            Some("ScheduleRequest"),
-            &[],
-            &[
-                answer(201, "the schedule", Body::Json("Schedule")),
-                BAD_JSON,
-                answer(
-                    409,
-                    "the tenant keeps `BATON_MAX_SCHEDULES_PER_TENANT` schedules already (`schedule_limit`)",
-                    Body::Json("Error"),
-                ),
-                answer(
-                    422,
-                    "a wrong expression, time zone, policy or envelope (`invalid_schedule`); `details.path` names it (`$.expression`, `$.envelope.objective`)",
-                    Body::Json("Error"),
-                ),
-            ],
-        ),
-        api(
-            "get",
-            "/api/v1/flex/schedules",
-            "The tenant's schedules, oldest first",
-            None,
-            &[],
-            &[answer(200, "the schedules", Body::Json("ScheduleList"))],
-        ),
-        api(
-            "get",
-            "/api/v1/flex/schedules/{schedule_id}",
-            "A schedule: its next fire, its last run, its counts",
-            None,
-            &[],
-            &[
-                answer(200, "the schedule", Body::Json("Schedule")),
-                SCHEDULE_NOT_FOUND,
-            ],
-        ),
-        api(
-            "delete",
-            "/api/v1/flex/schedules/{schedule_id}",
-            "Remove a schedule (the runs it started stay)",
-            None,
-            &[],
-            &[answer(204, "removed", Body::Empty), SCHEDULE_NOT_FOUND],
-        ),
-        api(
-            "post",
-            "/api/v1/flex/schedules/{schedule_id}/pause",
-            "Stop a schedule firing until it is resumed",
-            None,
-            &[],
-            &[
-                answer(200, "the paused schedule", Body::Json("Schedule")),
-                SCHEDULE_NOT_FOUND,
-            ],
-        ),
-        api(
-            "post",
-            "/api/v1/flex/schedules/{schedule_id}/resume",
-            "Fire a paused schedule again, from now on",
-            None,
-            &[],
-            &[
-                answer(200, "the active schedule", Body::Json("Schedule")),
-                SCHEDULE_NOT_FOUND,
-            ],
-        ),
+    ];
+    operations.extend(resource_operations::schedules_and_evaluations());
+    operations.extend([
         api(
             "post",
             "/api/v1/judge/evaluations",
@@ -580,7 +520,8 @@ pub fn operations() -> Vec<Operation> {
                 answer(404, "no such viewer file", Body::Json("Error")),
             ],
         ),
-    ]
+    ]);
+    operations
 }
 
 /// `GET /api/v1/flex/openapi.json`.

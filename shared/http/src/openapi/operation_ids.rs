@@ -56,6 +56,17 @@ pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
         "/api/v1/flex/schedules/{schedule_id}/resume",
         "resumeSchedule",
     ),
+    (
+        "post",
+        "/api/v1/flex/evaluations",
+        "createDatasetEvaluation",
+    ),
+    ("get", "/api/v1/flex/evaluations", "listDatasetEvaluations"),
+    (
+        "get",
+        "/api/v1/flex/evaluations/{evaluation_id}",
+        "getDatasetEvaluation",
+    ),
     ("post", "/api/v1/judge/evaluations", "createEvaluation"),
     (
         "get",

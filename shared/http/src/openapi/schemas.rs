@@ -48,6 +48,18 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
             answer_component::<crate::bodies::ScheduleList>(),
         ),
         (
+            "EvaluationRequest",
+            component::<baton_evaluation::served::EvaluationRequest>(),
+        ),
+        (
+            "EvaluationRecord",
+            answer_component::<baton_evaluation::served::EvaluationRecord>(),
+        ),
+        (
+            "EvaluationList",
+            answer_component::<baton_evaluation::served::EvaluationList>(),
+        ),
+        (
             "RunAccepted",
             answer_component::<crate::bodies::RunAccepted>(),
         ),

@@ -1,5 +1,6 @@
 //! The API's router: one file per resource (`runs`, `events`,
-//! `capabilities`, `people`, `forks`, `evaluations`, `chat`, `schedules`), each route
+//! `capabilities`, `people`, `forks`, `evaluations` (judge panels), `dataset_evaluations`
+//! (datasets run by `baton serve`), `chat`, `schedules`), each route
 //! behind the bearer-token middleware (`authenticate`), the MCP server at
 //! `/mcp` behind the same, the A2A agent (`/a2a` behind the same, its card
 //! public at `/.well-known/agent-card.json`), the OpenAPI document, the viewer, and a JSON 404
@@ -7,6 +8,7 @@
 
 mod capabilities;
 mod chat;
+mod dataset_evaluations;
 mod evaluations;
 mod events;
 mod forks;
@@ -65,6 +67,14 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/schedules/{schedule_id}/resume",
             post(schedules::resume_schedule),
+        )
+        .route(
+            "/evaluations",
+            post(dataset_evaluations::create_evaluation).get(dataset_evaluations::list_evaluations),
+        )
+        .route(
+            "/evaluations/{evaluation_id}",
+            get(dataset_evaluations::get_evaluation),
         )
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state.clone());

@@ -1,0 +1,277 @@
+//! `baton serve`'s evaluations over a real socket (`/api/v1/flex/evaluations`),
+//! with the scripted model double standing in for the LLM endpoint (judge
+//! scores by a prompt rule): a dataset given inline runs under the caller's
+//! tenant (its runs are that tenant's), judged by the panel given, and is
+//! kept in the data directory; the list and the record answer only their
+//! tenant; wrong requests are 422 naming their JSON path; a tenant's third
+//! running evaluation is a 409; one left running by a stopped server is
+//! `interrupted` after a restart.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod serve_support;
+
+use std::time::Duration;
+
+use scripted_llm::{Behavior, PromptRule, ScriptedLlmServer};
+use serde_json::{Value, json};
+use serve_support::{TOKEN, model_environment, repository, start_serve, token_digest};
+
+const OTHER_TOKEN: &str = "other-tenant-token";
+
+fn environment(model: &ScriptedLlmServer, data_home: &std::path::Path) -> Vec<(String, String)> {
+    let mut environment = model_environment(model);
+    environment.push(("XDG_DATA_HOME".into(), data_home.display().to_string()));
+    environment.push((
+        "BATON_API_TOKENS".into(),
+        format!(
+            "acme:{},other:{}",
+            token_digest(),
+            baton_http::auth::token_digest_hex(OTHER_TOKEN)
+        ),
+    ));
+    environment
+}
+
+fn request_body() -> Value {
+    let template: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repository().join("registry/examples/seed-10.0.1-stream-contract-variants.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let judges: Value = serde_json::from_str(
+        &std::fs::read_to_string(repository().join("registry/examples/datasets/copy-judges.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    json!({
+        "name": "variants",
+        "template": template,
+        "judges": judges,
+        "concurrency": 2,
+        "dataset": [
+            {"id": "as-shipped", "inputs": {}, "expect": {"assertions": [{"!!": [{"var": "copyVariants.1.callToAction"}]}], "minJudgeScore": 7}},
+            {"id": "hiring", "inputs": {"goal": "attract_new_employees"}},
+            {"id": "three", "inputs": {}, "expect": {"assertions": [{"!!": [{"var": "copyVariants.2"}]}]}}
+        ]
+    })
+}
+
+async fn call(request: reqwest::RequestBuilder, token: &str) -> (u16, Value) {
+    let response = request.bearer_auth(token).send().await.unwrap();
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dataset_runs_on_the_server_for_its_tenant_and_is_kept() {
+    let model = ScriptedLlmServer::start().await.unwrap();
+    model.add_prompt_rule(PromptRule {
+        contains: "Score the content from 0 (worst) to 10 (best)".into(),
+        pointer: "/score".into(),
+        values: vec![json!(8.0)],
+    });
+    let data_home = tempfile::tempdir().unwrap();
+    let serve = start_serve(
+        &["--store", "memory"],
+        &environment(&model, data_home.path()),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let base = &serve.base;
+    let (status, started) = call(
+        client
+            .post(format!("{base}/evaluations"))
+            .json(&request_body()),
+        TOKEN,
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    assert_eq!(started["status"], "running");
+    assert_eq!(
+        (started["total"].as_u64(), started["judged"].as_bool()),
+        (Some(3), Some(true))
+    );
+    let id = started["evaluationId"].as_str().unwrap().to_string();
+    let record = loop {
+        let (status, record) = call(client.get(format!("{base}/evaluations/{id}")), TOKEN).await;
+        assert_eq!(status, 200, "{record}");
+        if record["status"] == "completed" {
+            break record;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        (record["finished"].as_u64(), record["passed"].as_u64()),
+        (Some(3), Some(2)),
+        "{record}"
+    );
+    let results = record["results"].as_array().unwrap();
+    let ids: Vec<&str> = results
+        .iter()
+        .map(|result| result["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["as-shipped", "hiring", "three"],
+        "in the dataset's order"
+    );
+    assert_eq!(results[0]["judge"]["score"], 8.0);
+    assert!(
+        results[0]["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|check| check["check"] == "minJudgeScore" && check["passed"] == true)
+    );
+    assert_eq!(results[2]["passed"], false);
+    assert_eq!(record["summary"]["judgeScore"]["mean"], 8.0);
+    // The runs are the tenant's: acme reads them, another tenant does not.
+    for result in results {
+        let run_id = result["runId"].as_str().unwrap();
+        let (status, _) = call(client.get(format!("{base}/runs/{run_id}")), TOKEN).await;
+        assert_eq!(status, 200);
+        let (status, _) = call(client.get(format!("{base}/runs/{run_id}")), OTHER_TOKEN).await;
+        assert_eq!(status, 404);
+    }
+    let (_, listed) = call(client.get(format!("{base}/evaluations")), TOKEN).await;
+    assert_eq!(listed["evaluations"][0]["evaluationId"], json!(id));
+    assert_eq!(
+        listed["evaluations"][0]["results"],
+        json!([]),
+        "the list leaves results out"
+    );
+    let (_, other) = call(client.get(format!("{base}/evaluations")), OTHER_TOKEN).await;
+    assert_eq!(other["evaluations"], json!([]));
+    let (status, body) = call(client.get(format!("{base}/evaluations/{id}")), OTHER_TOKEN).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("evaluation_not_found"))
+    );
+    let (status, _) = call(
+        client.get(format!("{base}/evaluations/eval_..%2F..")),
+        TOKEN,
+    )
+    .await;
+    assert_eq!(status, 404);
+    // Kept in the data directory: the record, its results file, its transcripts.
+    let kept = std::fs::read_dir(data_home.path().join("baton/evaluations"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(kept.join(format!("{id}.jsonl")).exists());
+    let transcript = kept.join(format!("{id}.transcripts/as-shipped.json"));
+    let verified = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["judge", "verify", transcript.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(verified.status.code(), Some(0), "{verified:?}");
+    serve.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn wrong_requests_are_named_limits_hold_and_a_restart_marks_the_unfinished() {
+    let model = ScriptedLlmServer::start().await.unwrap();
+    let data_home = tempfile::tempdir().unwrap();
+    let serve = start_serve(
+        &["--store", "memory"],
+        &environment(&model, data_home.path()),
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let base = serve.base.clone();
+    let refused = |body: Value| {
+        let (client, base) = (client.clone(), base.clone());
+        async move {
+            let (status, answer) = call(
+                client.post(format!("{base}/evaluations")).json(&body),
+                TOKEN,
+            )
+            .await;
+            assert_eq!(status, 422, "{answer}");
+            assert_eq!(answer["error"]["code"], "invalid_evaluation");
+            answer["error"]["details"]["path"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let mut body = request_body();
+    body["dataset"][1] = json!({"id": "x", "envelope": {"objective": 3}});
+    assert_eq!(refused(body).await, "$.dataset[1].envelope.objective");
+    let mut body = request_body();
+    body["judges"]["request"]["selectedAgents"] = json!("everyone");
+    assert_eq!(refused(body).await, "$.judges.request.selectedAgents");
+    let mut body = request_body();
+    body["extra"] = json!(true);
+    assert_eq!(refused(body).await, "$.extra");
+    let mut body = request_body();
+    body.as_object_mut().unwrap().remove("template");
+    assert_eq!(refused(body).await, "$.dataset[0].inputs");
+    let response = client
+        .post(format!("{base}/evaluations"))
+        .bearer_auth(TOKEN)
+        .body("{")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    assert_eq!(
+        client
+            .get(format!("{base}/evaluations"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    // A slow model: two evaluations run, a third is refused; another tenant still may.
+    model.set_default_behavior(Behavior::SlowValid { delay_ms: 60_000 });
+    let mut body = request_body();
+    body.as_object_mut().unwrap().remove("judges");
+    for _ in 0..2 {
+        let (status, answer) = call(
+            client.post(format!("{base}/evaluations")).json(&body),
+            TOKEN,
+        )
+        .await;
+        assert_eq!(status, 202, "{answer}");
+    }
+    let (status, answer) = call(
+        client.post(format!("{base}/evaluations")).json(&body),
+        TOKEN,
+    )
+    .await;
+    assert_eq!(
+        (status, answer["error"]["code"].as_str()),
+        (409, Some("evaluation_limit")),
+        "{answer}"
+    );
+    let (status, _) = call(
+        client.post(format!("{base}/evaluations")).json(&body),
+        OTHER_TOKEN,
+    )
+    .await;
+    assert_eq!(status, 202);
+    serve.stop().await;
+    // Restarted on the same data directory: the unfinished are `interrupted`.
+    let serve = start_serve(
+        &["--store", "memory"],
+        &environment(&model, data_home.path()),
+    )
+    .await;
+    let (_, listed) = call(client.get(format!("{}/evaluations", serve.base)), TOKEN).await;
+    let statuses: Vec<&str> = listed["evaluations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|record| record["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["interrupted", "interrupted"], "{listed}");
+    serve.stop().await;
+}

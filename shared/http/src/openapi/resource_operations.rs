@@ -1,0 +1,145 @@
+//! The schedules' and the served evaluations' operations (split from
+//! `mod.rs` to keep each file short).
+
+use super::{Answer, BAD_JSON, Body, Operation, answer, api};
+
+const SCHEDULE_NOT_FOUND: Answer = answer(
+    404,
+    "no such schedule (or another tenant's): `schedule_not_found`",
+    Body::Json("Error"),
+);
+const EVALUATION_NOT_FOUND: Answer = answer(
+    404,
+    "no such evaluation (or another tenant's): `evaluation_not_found`",
+    Body::Json("Error"),
+);
+const NOT_SERVED: Answer = answer(
+    501,
+    "this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api`",
+    Body::Json("Error"),
+);
+
+/// In the order the document lists them.
+pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
+    vec![
+        api(
+            "post",
+            "/api/v1/flex/schedules",
+            "Keep a schedule: the envelope submitted at every fire time of a rate or cron expression in a time zone",
+            Some("ScheduleRequest"),
+            &[],
+            &[
+                answer(201, "the schedule", Body::Json("Schedule")),
+                BAD_JSON,
+                answer(
+                    409,
+                    "the tenant keeps `BATON_MAX_SCHEDULES_PER_TENANT` schedules already (`schedule_limit`)",
+                    Body::Json("Error"),
+                ),
+                answer(
+                    422,
+                    "a wrong expression, time zone, policy or envelope (`invalid_schedule`); `details.path` names it (`$.expression`, `$.envelope.objective`)",
+                    Body::Json("Error"),
+                ),
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/schedules",
+            "The tenant's schedules, oldest first",
+            None,
+            &[],
+            &[answer(200, "the schedules", Body::Json("ScheduleList"))],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/schedules/{schedule_id}",
+            "A schedule: its next fire, its last run, its counts",
+            None,
+            &[],
+            &[
+                answer(200, "the schedule", Body::Json("Schedule")),
+                SCHEDULE_NOT_FOUND,
+            ],
+        ),
+        api(
+            "delete",
+            "/api/v1/flex/schedules/{schedule_id}",
+            "Remove a schedule (the runs it started stay)",
+            None,
+            &[],
+            &[answer(204, "removed", Body::Empty), SCHEDULE_NOT_FOUND],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/schedules/{schedule_id}/pause",
+            "Stop a schedule firing until it is resumed",
+            None,
+            &[],
+            &[
+                answer(200, "the paused schedule", Body::Json("Schedule")),
+                SCHEDULE_NOT_FOUND,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/schedules/{schedule_id}/resume",
+            "Fire a paused schedule again, from now on",
+            None,
+            &[],
+            &[
+                answer(200, "the active schedule", Body::Json("Schedule")),
+                SCHEDULE_NOT_FOUND,
+            ],
+        ),
+        api(
+            "post",
+            "/api/v1/flex/evaluations",
+            "Run a dataset's examples (inline: lines, template, optional judge panel) under this tenant and keep the results; answers at once, the examples running",
+            Some("EvaluationRequest"),
+            &[],
+            &[
+                answer(
+                    202,
+                    "the evaluation, running",
+                    Body::Json("EvaluationRecord"),
+                ),
+                BAD_JSON,
+                answer(
+                    409,
+                    "the tenant has as many evaluations running as allowed (`evaluation_limit`, `details.limit`)",
+                    Body::Json("Error"),
+                ),
+                answer(
+                    422,
+                    "a wrong dataset line, template or judge panel (`invalid_evaluation`); `details.path` names it (`$.dataset[1].envelope.objective`, `$.judges.request.selectedAgents`)",
+                    Body::Json("Error"),
+                ),
+                NOT_SERVED,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/evaluations",
+            "The tenant's evaluations, newest first, without their results",
+            None,
+            &[],
+            &[
+                answer(200, "the evaluations", Body::Json("EvaluationList")),
+                NOT_SERVED,
+            ],
+        ),
+        api(
+            "get",
+            "/api/v1/flex/evaluations/{evaluation_id}",
+            "An evaluation: its status, counts, summary once done, and the results of the examples finished so far",
+            None,
+            &[],
+            &[
+                answer(200, "the evaluation", Body::Json("EvaluationRecord")),
+                EVALUATION_NOT_FOUND,
+                NOT_SERVED,
+            ],
+        ),
+    ]
+}
