@@ -13,7 +13,6 @@
 pub mod auth;
 pub mod bodies;
 pub mod error;
-pub mod evaluation_port;
 pub mod openapi;
 pub mod protocols;
 mod routes;
@@ -26,4 +25,4 @@ pub mod viewer;
 
 pub use auth::TokenAuthenticator;
 pub use axum::Router;
-pub use routes::{ApiState, HttpSettings, router};
+pub use routes::{ApiState, HttpSettings, evaluation_port, router};

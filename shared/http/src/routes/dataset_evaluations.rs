@@ -16,7 +16,7 @@ use baton_evaluation::served::{EvaluationList, EvaluationRecord};
 use crate::auth::Tenant;
 use crate::bodies::parse_json_body;
 use crate::error::ApiError;
-use crate::evaluation_port::{EvaluationsExtension, not_served};
+use super::evaluation_port::{EvaluationsExtension, not_served};
 
 fn served(
     evaluations: Option<Extension<EvaluationsExtension>>,

@@ -9,6 +9,7 @@
 mod capabilities;
 mod chat;
 mod dataset_evaluations;
+pub mod evaluation_port;
 mod evaluations;
 mod events;
 mod forks;
