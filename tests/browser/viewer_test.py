@@ -456,6 +456,41 @@ def keep_pause_resume_and_delete_a_schedule(page):
     print("ok: a schedule kept, refused with its path, paused, resumed and deleted")
 
 
+def run_an_evaluation_and_open_an_example_run(page):
+    page.goto(ROOT + "/")
+    page.fill("#envelope", json.dumps(envelope("registry/examples/seed-10.0.1-stream-contract-variants.json")))
+    # A wrong line is refused, naming its line and path.
+    page.fill("#evaluation-dataset", '{"id": "x", "envelope": {"objective": 3}}')
+    page.click("#start-evaluation")
+    expect(page.locator("#evaluation-error")).to_contain_text("line 1: $.envelope.objective", timeout=TIMEOUT_MS)
+    page.fill("#evaluation-name", "two variants or three")
+    page.fill("#evaluation-dataset", "\n".join([
+        json.dumps({"id": "as-is", "inputs": {},
+                    "expect": {"assertions": [{"!!": [{"var": "copyVariants.1.callToAction"}]}]}}),
+        json.dumps({"id": "needs-three", "inputs": {},
+                    "expect": {"assertions": [{"!!": [{"var": "copyVariants.2"}]}]}}),
+    ]))
+    page.click("#start-evaluation")
+    page.wait_for_function("() => location.hash.startsWith('#evaluation/')", timeout=TIMEOUT_MS)
+    evaluation_id = page.url.split("#evaluation/")[1]
+    expect(page.locator("#view h2 .badge")).to_have_text("completed", timeout=TIMEOUT_MS)
+    expect(page.locator("#evaluation-summary")).to_contain_text("1/2 passed")
+    expect(page.locator('#evaluation-examples tr[data-example="as-is"]')).to_contain_text("pass")
+    failed = page.locator('#evaluation-examples tr[data-example="needs-three"]')
+    expect(failed).to_contain_text("FAIL")
+    expect(failed).to_contain_text("assertions[0]: does not hold")
+    listed = page.locator(f'#evaluations li[data-evaluation-id="{evaluation_id}"]')
+    expect(listed).to_have_attribute("data-status", "completed", timeout=TIMEOUT_MS)
+    expect(listed).to_contain_text("1/2 passed")
+    shot(page, "16-evaluation")
+    page.locator('#evaluation-examples tr[data-example="as-is"] a').click()
+    page.wait_for_function("() => location.hash.startsWith('#run/')", timeout=TIMEOUT_MS)
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    shot(page, "17-evaluation-example-run")
+    print(f"ok: evaluation {evaluation_id} ran in the viewer (a wrong line refused with its path): 1/2 passed, "
+          "its example opened as a run")
+
+
 def use_a_server_without_tokens_without_being_asked_for_one(browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(ANONYMOUS_ROOT + "/")
@@ -493,7 +528,8 @@ def main():
                          reject_an_approval_and_fail_the_run, show_and_verify_a_judge_transcript,
                          chat_with_a_tool_call_and_approve_a_drafted_plan,
                          fork_a_run_from_a_node_with_a_corrected_output,
-                         keep_pause_resume_and_delete_a_schedule):
+                         keep_pause_resume_and_delete_a_schedule,
+                         run_an_evaluation_and_open_an_example_run):
             try:
                 scenario(page)
             except Exception:

@@ -14,7 +14,9 @@
 //! `reject` strategy while another answers, the thread read back; a run
 //! forked from a node with its output corrected (a broken correction
 //! refused with its path), the fork tree leading both ways; a schedule kept
-//! (a wrong expression refused with its path), paused, resumed and deleted.
+//! (a wrong expression refused with its path), paused, resumed and deleted;
+//! an evaluation run from the viewer (a wrong line refused with its path),
+//! its examples shown, one opened as its run.
 //! Screenshots go to `target/browser-artifacts/` (or
 //! `BATON_BROWSER_ARTIFACTS`).
 //!
@@ -48,6 +50,8 @@ async fn the_run_viewer_works_in_headless_chromium() {
     // Test double for the model endpoint: schema-valid answers for every node
     // and judge.
     let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
+    // Where the served evaluations are kept.
+    let data_home = tempfile::tempdir().unwrap();
     let serve = start_serve(
         &["--store", "memory"],
         &[
@@ -55,6 +59,10 @@ async fn the_run_viewer_works_in_headless_chromium() {
             // The double answers as the model it is asked for; a name the
             // registry prices, so costs show.
             ("BATON_LLM_MODEL".to_string(), "gpt-4o-mini".to_string()),
+            (
+                "XDG_DATA_HOME".to_string(),
+                data_home.path().display().to_string(),
+            ),
         ],
     )
     .await;
@@ -99,7 +107,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        9,
+        10,
         "every scenario reported: {stdout}"
     );
     for screenshot in [
@@ -120,6 +128,8 @@ async fn the_run_viewer_works_in_headless_chromium() {
         "13-fork-tree",
         "14-schedule-kept",
         "15-schedule-paused",
+        "16-evaluation",
+        "17-evaluation-example-run",
     ] {
         let file = artifacts.join(format!("{screenshot}.png"));
         assert!(

@@ -13,6 +13,7 @@ import { make, millis, pretty } from "./dom.js";
 import { forkForm, forkTree } from "./forks.js";
 import { timelineView } from "./timeline.js";
 import { createSchedule, loadSchedules } from "./schedules.js";
+import { loadEvaluations, showEvaluation, startEvaluation } from "./evaluations.js";
 
 const $ = (selector) => document.querySelector(selector);
 
@@ -373,9 +374,13 @@ async function follow(view) {
 function leaveView() {
   if (current && current.abort) current.abort.abort();
   if (openChat) openChat.close();
+  if (openEvaluation) openEvaluation.close();
   openChat = null;
+  openEvaluation = null;
   current = null;
 }
+
+let openEvaluation = null;
 
 let openChat = null;
 
@@ -442,6 +447,10 @@ function route() {
   else if (kind === "task" && id) openTask(decodeURIComponent(id));
   else if (kind === "thread" && id && !(openChat && openChat.threadId === decodeURIComponent(id))) showThread(decodeURIComponent(id));
   else if (kind === "chat") showThread(null);
+  else if (kind === "evaluation" && id) {
+    leaveView();
+    openEvaluation = showEvaluation($("#view"), decodeURIComponent(id));
+  }
 }
 
 function showThread(threadId) {
@@ -469,6 +478,7 @@ function start() {
     loadTasks();
     loadThreads();
     loadSchedules();
+    loadEvaluations();
     route();
   });
   $("#refresh-runs").addEventListener("click", () => loadRuns());
@@ -481,6 +491,8 @@ function start() {
   $("#start-run").addEventListener("click", startRun);
   $("#refresh-schedules").addEventListener("click", loadSchedules);
   $("#create-schedule").addEventListener("click", createSchedule);
+  $("#refresh-evaluations").addEventListener("click", loadEvaluations);
+  $("#start-evaluation").addEventListener("click", startEvaluation);
   window.addEventListener("hashchange", route);
   // The token form shows only when the server refuses a request (a server
   // started without BATON_API_TOKENS asks for none), or a token is kept.
@@ -497,6 +509,7 @@ function start() {
   loadTasks();
   loadThreads();
   loadSchedules();
+  loadEvaluations();
   route();
 }
 

@@ -13,10 +13,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use baton_evaluation::served::{EvaluationList, EvaluationRecord};
 
+use super::evaluation_port::{EvaluationsExtension, not_served};
 use crate::auth::Tenant;
 use crate::bodies::parse_json_body;
 use crate::error::ApiError;
-use super::evaluation_port::{EvaluationsExtension, not_served};
 
 fn served(
     evaluations: Option<Extension<EvaluationsExtension>>,

@@ -59,6 +59,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../viewer/schedules.js"),
     ),
     (
+        "evaluations.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../viewer/evaluations.js"),
+    ),
+    (
         "dom.js",
         "text/javascript; charset=utf-8",
         include_str!("../../viewer/dom.js"),
