@@ -349,6 +349,16 @@ async fn bad_envelopes_are_400_or_422_with_the_path_and_nothing_runs() {
     assert_eq!(bad_schema.status(), 422);
     let body: Value = bad_schema.json().await.unwrap();
     assert_eq!(body["error"]["details"]["path"], "$.outputContract.schema");
+    // A missing field is named in the path, not left at `$`.
+    let (status, body) = post_json(
+        &api,
+        "/runs",
+        ACME_TOKEN,
+        &json!({"outputContract": {"schema": {"type": "object"}}}),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["details"]["path"], "$.objective", "{body}");
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(api.model.request_count(), 0);
 }

@@ -193,9 +193,10 @@ impl TaskEnvelope {
             }
             _ => value,
         };
+        // A missing or unknown field is named in the path (`$.objective`).
         let envelope: TaskEnvelope = serde_path_to_error::deserialize(value).map_err(|error| {
-            let path = normalise_serde_path(error.path());
-            invalid(path, error.inner().to_string())
+            let (path, message) = located_serde_error(error);
+            invalid(path, message)
         })?;
         Ok(envelope)
     }
