@@ -126,7 +126,7 @@ pub async fn eval(arguments: EvalArguments) -> u8 {
             token: arguments
                 .token
                 .clone()
-                .or_else(|| std::env::var("BATON_API_TOKEN").ok()),
+                .or_else(|| configuration.api_token.clone()),
         },
         None => {
             let (services, queue) = match embedded_services(

@@ -32,7 +32,7 @@ async fn start_remote_agent(directory: &std::path::Path) -> RemoteAgent {
         .unwrap()
         .port();
     let log = directory.join("remote-agent.jsonl");
-    let child = tokio::process::Command::new("python3")
+    let mut child = tokio::process::Command::new("python3")
         .arg(repository().join("tests/a2a/remote_agent.py"))
         .arg(port.to_string())
         .env("REMOTE_AGENT_LOG", &log)
@@ -41,7 +41,12 @@ async fn start_remote_agent(directory: &std::path::Path) -> RemoteAgent {
         .unwrap();
     let card_url = format!("http://127.0.0.1:{port}/.well-known/agent-card.json");
     let client = reqwest::Client::new();
-    for _ in 0..100 {
+    // Importing the SDK takes seconds, more on a loaded 2-core machine: up
+    // to 60 s (it failed at 10 s beside the rest of the suite).
+    for _ in 0..600 {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the remote agent exited before serving its card: {status}");
+        }
         if client
             .get(&card_url)
             .send()

@@ -39,6 +39,9 @@ pub struct Configuration {
     /// `BATON_METRICS_TOKEN`: the SHA-256 hex digest of the token `baton
     /// serve`'s `/metrics` takes (its own, no tenant's).
     pub metrics_token: Option<String>,
+    /// `BATON_API_TOKEN`: the bearer token `baton eval --api` sends (a
+    /// client's token, not a digest).
+    pub api_token: Option<String>,
     /// `BATON_TABLE`: the DynamoDB table.
     pub table: Option<String>,
     /// `BATON_QUEUE_URL`: the SQS step queue.
@@ -344,6 +347,7 @@ impl Configuration {
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
             metrics_token: non_empty(read, "BATON_METRICS_TOKEN")
                 .map(|digest| digest.trim().to_ascii_lowercase()),
+            api_token: non_empty(read, "BATON_API_TOKEN"),
             table: non_empty(read, "BATON_TABLE"),
             queue_url: non_empty(read, "BATON_QUEUE_URL"),
             dead_letter_queue_url: non_empty(read, "BATON_DEAD_LETTER_QUEUE_URL"),

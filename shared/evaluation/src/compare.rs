@@ -201,8 +201,12 @@ pub fn compare(
             ))
         })
         .collect();
-    let cost_before: f64 = cost_pairs.iter().map(|(before, _)| before).sum();
-    let cost_after: f64 = cost_pairs.iter().map(|(_, after)| after).sum();
+    let cost_before = cost_pairs
+        .iter()
+        .fold(0.0, |total, (before, _)| total + before);
+    let cost_after = cost_pairs
+        .iter()
+        .fold(0.0, |total, (_, after)| total + after);
     let cost_rise = (cost_before > 0.0).then(|| cost_after / cost_before - 1.0);
     // The candidate's pass rate over the baseline's examples: a missing one fails.
     let paired_passed = examples

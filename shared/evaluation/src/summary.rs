@@ -56,7 +56,8 @@ impl Summary {
             judge_score: bootstrap_mean(&scores),
             duration_ms_p50: percentile(&durations, 0.5),
             duration_ms_p95: percentile(&durations, 0.95),
-            cost_usd_total: costs.iter().sum(),
+            // A fold from +0.0: an empty float sum is -0.0 ("$-0.000000").
+            cost_usd_total: costs.iter().fold(0.0, |total, cost| total + cost),
             cost_usd_p50: percentile(&costs, 0.5),
             cost_usd_p95: percentile(&costs, 0.95),
             priced: costs.len(),
@@ -138,6 +139,13 @@ mod tests {
         assert_eq!((score.mean, score.count), (7.0, 2));
         assert!((summary.cost_usd_total - 0.04).abs() < 1e-12);
         assert_eq!(summary.priced, 2);
+        let unpriced = Summary::of(&[result("d", true, None, None)]);
+        assert!(
+            unpriced
+                .lines(1.0)
+                .join("\n")
+                .contains("cost         total $0.000000")
+        );
         let printed = summary.lines(1.0).join("\n");
         assert!(
             printed.contains("passed       2/3 (67%, threshold 100%)"),
