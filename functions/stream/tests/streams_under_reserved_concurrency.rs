@@ -14,8 +14,9 @@
 //! Tenant `a` asks for 200 event streams at once on its runs, which wait in
 //! a backlog no worker reaches during the test, so every stream that opens
 //! stays open and idle. Tenant `b`'s run, followed by its own stream, is
-//! timed alone and then beside `a`'s open streams; it must complete within
-//! twice its idle time, and `a` must hold no more streams than its cap.
+//! timed alone and then beside `a`'s open streams (five runs each, after an
+//! untimed one; medians compared); it must complete within twice its idle
+//! time, and `a` must hold no more streams than its cap.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -230,9 +231,17 @@ async fn time_tenant_b_run(router: &Router, streams: &EmulatedFunction) -> Durat
     started.elapsed()
 }
 
-fn mean(durations: &[Duration]) -> Duration {
-    durations.iter().sum::<Duration>() / durations.len() as u32
+/// The median: a run's time on this shared machine has outliers (moto is
+/// one Python process; other tests run beside this one), and the median of
+/// several is what the 2x bound is about, not one slow sample.
+fn median(durations: &[Duration]) -> Duration {
+    let mut sorted = durations.to_vec();
+    sorted.sort();
+    sorted[sorted.len() / 2]
 }
+
+/// Runs timed on each side (their median is compared).
+const TIMED_RUNS: usize = 5;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_streams_of_one_tenant_leave_another_tenants_run_within_twice_its_idle_time() {
@@ -302,8 +311,10 @@ async fn two_hundred_streams_of_one_tenant_leave_another_tenants_run_within_twic
     );
 
     // Tenant b's run, alone.
+    // One run first, untimed: the first pays for cold caches.
+    time_tenant_b_run(&router, &stream_function).await;
     let mut idle = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..TIMED_RUNS {
         idle.push(time_tenant_b_run(&router, &stream_function).await);
     }
 
@@ -357,10 +368,11 @@ async fn two_hundred_streams_of_one_tenant_leave_another_tenants_run_within_twic
 
     // Tenant b's run beside them.
     let mut loaded = Vec::new();
-    for _ in 0..2 {
+    for _ in 0..TIMED_RUNS {
         loaded.push(time_tenant_b_run(&router, &stream_function).await);
     }
-    let (idle, loaded) = (mean(&idle), mean(&loaded));
+    eprintln!("tenant b's runs alone: {idle:?}; beside tenant a's streams: {loaded:?}");
+    let (idle, loaded) = (median(&idle), median(&loaded));
     eprintln!(
         "tenant b's run: {idle:?} alone, {loaded:?} beside tenant a's {} open streams ({refused} refused by Baton, {throttled} throttled); stream sandboxes {stream_reserved}, step sandboxes {step_reserved}",
         open.len()
