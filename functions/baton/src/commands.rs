@@ -250,6 +250,9 @@ pub async fn serve(
                 Arc::new(crate::serve_evaluations::ServeEvaluations::new(
                     services.clone(),
                     registry.clone(),
+                    configuration
+                        .retention()
+                        .with_tenant_settings(registry.tenant_settings()),
                     data_home,
                 ));
             app.layer(axum::Extension(evaluations))

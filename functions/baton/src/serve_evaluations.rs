@@ -8,7 +8,10 @@
 //! rewritten (to a temporary file, then renamed) as each example finishes,
 //! with its results file (`.jsonl`) and transcripts beside it once done. A
 //! tenant runs at most `MAX_RUNNING_PER_TENANT` at once; an evaluation left
-//! `running` by a server that stopped is marked `interrupted` at start.
+//! `running` by a server that stopped is marked `interrupted` at start. An
+//! ended evaluation older than its tenant's retention (`BATON_RETENTION_DAYS`,
+//! the registry's per-tenant days) is deleted with its files, at start and
+//! whenever the tenant starts or lists evaluations.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +25,7 @@ use baton_evaluation::served::{
 };
 use baton_evaluation::summary::Summary;
 use baton_http::evaluation_port::{EvaluationRefusal, ServedEvaluations};
-use baton_runtime::services::Services;
+use baton_runtime::services::{RunRetention, Services};
 use serde_json::Value;
 
 use crate::eval_judges::EvalJudges;
@@ -38,6 +41,7 @@ const DEFAULT_CONCURRENCY: usize = 2;
 pub struct ServeEvaluations {
     services: Services,
     registry: Arc<Registry>,
+    retention: RunRetention,
     folder: PathBuf,
     running: Arc<Mutex<HashMap<String, usize>>>,
 }
@@ -61,6 +65,28 @@ fn tenant_folder(tenant_id: &str) -> String {
         .collect()
 }
 
+/// The tenant id a folder name encodes ([`tenant_folder`] reversed).
+fn tenant_of_folder(name: &str) -> String {
+    let bytes: Vec<u8> = (0..name.len() / 2)
+        .filter_map(|at| u8::from_str_radix(name.get(at * 2..at * 2 + 2)?, 16).ok())
+        .collect();
+    String::from_utf8_lossy(&bytes).to_string()
+}
+
+/// The evaluation records (`*.json`) in a tenant's folder.
+fn record_files(tenant_folder: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(tenant_folder)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|file| file.path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "json")
+        })
+        .collect()
+}
+
 /// Writes `record` as `path`, whole or not at all.
 fn keep(path: &Path, record: &EvaluationRecord) -> Result<(), EvaluationRefusal> {
     let text = serde_json::to_string(record).map_err(unavailable)?;
@@ -75,16 +101,28 @@ fn read(path: &Path) -> Option<EvaluationRecord> {
 
 impl ServeEvaluations {
     /// Evaluations kept under `data_home/baton/evaluations`; any left
-    /// `running` by an earlier process is marked `interrupted`.
-    pub fn new(services: Services, registry: Arc<Registry>, data_home: &Path) -> Self {
+    /// `running` by an earlier process is marked `interrupted`, and the
+    /// ended ones past their tenant's retention are deleted.
+    pub fn new(
+        services: Services,
+        registry: Arc<Registry>,
+        retention: RunRetention,
+        data_home: &Path,
+    ) -> Self {
         let folder = data_home.join("baton").join("evaluations");
-        for tenant in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
-            for file in std::fs::read_dir(tenant.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let path = file.path();
+        let evaluations = Self {
+            services,
+            registry,
+            retention,
+            folder,
+            running: Arc::default(),
+        };
+        for tenant in std::fs::read_dir(&evaluations.folder)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for path in record_files(&tenant.path()) {
                 if let Some(mut record) = read(&path)
                     && record.status == EvaluationStatus::Running
                 {
@@ -92,12 +130,29 @@ impl ServeEvaluations {
                     let _ = keep(&path, &record);
                 }
             }
+            let tenant_id = tenant_of_folder(&tenant.file_name().to_string_lossy());
+            evaluations.prune(&tenant.path(), &tenant_id);
         }
-        Self {
-            services,
-            registry,
-            folder,
-            running: Arc::default(),
+        evaluations
+    }
+
+    /// Deletes the tenant's ended evaluations older than its retention,
+    /// each with its results file and transcripts.
+    fn prune(&self, tenant_folder: &Path, tenant_id: &str) {
+        let keep_for = self.retention.of(tenant_id);
+        let now = Instant::from_unix_millis(now_millis());
+        for path in record_files(tenant_folder) {
+            let Some(record) = read(&path) else { continue };
+            let ended = record.status != EvaluationStatus::Running;
+            let expired = Instant::parse_rfc3339(&record.created_at)
+                .is_some_and(|created| now.since(created) > keep_for);
+            if ended && expired {
+                let _ = std::fs::remove_file(path.with_extension("jsonl"));
+                let _ = std::fs::remove_dir_all(
+                    tenant_folder.join(format!("{}.transcripts", record.evaluation_id)),
+                );
+                let _ = std::fs::remove_file(&path);
+            }
         }
     }
 
@@ -125,6 +180,7 @@ impl ServedEvaluations for ServeEvaluations {
         let evaluation_id = format!("eval_{}", uuid::Uuid::new_v4().simple());
         let tenant_folder = self.folder.join(tenant_folder(tenant_id));
         std::fs::create_dir_all(&tenant_folder).map_err(unavailable)?;
+        self.prune(&tenant_folder, tenant_id);
         let path = tenant_folder.join(format!("{evaluation_id}.json"));
         let judges = match &request.judges {
             Some(template) => Some(Arc::new(

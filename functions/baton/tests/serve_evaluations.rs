@@ -5,7 +5,8 @@
 //! kept in the data directory; the list and the record answer only their
 //! tenant; wrong requests are 422 naming their JSON path; a tenant's third
 //! running evaluation is a 409; one left running by a stopped server is
-//! `interrupted` after a restart.
+//! `interrupted` after a restart, and an ended one past the retention is
+//! deleted with its files.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -259,6 +260,15 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_marks_the_unfinished
     .await;
     assert_eq!(status, 202);
     serve.stop().await;
+    // An ended evaluation past the retention (30 days by default), kept by
+    // an earlier server: the restart deletes it with its files.
+    let acme_folder = data_home.path().join("baton/evaluations/61636d65");
+    let old = json!({"evaluationId": "eval_0123abcd", "name": "old", "status": "completed",
+        "createdAt": "2020-01-01T00:00:00Z", "total": 0, "finished": 0, "passed": 0,
+        "judged": false, "results": []});
+    std::fs::write(acme_folder.join("eval_0123abcd.json"), old.to_string()).unwrap();
+    std::fs::write(acme_folder.join("eval_0123abcd.jsonl"), "").unwrap();
+    std::fs::create_dir_all(acme_folder.join("eval_0123abcd.transcripts")).unwrap();
     // Restarted on the same data directory: the unfinished are `interrupted`.
     let serve = start_serve(
         &["--store", "memory"],
@@ -273,5 +283,12 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_marks_the_unfinished
         .map(|record| record["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["interrupted", "interrupted"], "{listed}");
+    for gone in [
+        "eval_0123abcd.json",
+        "eval_0123abcd.jsonl",
+        "eval_0123abcd.transcripts",
+    ] {
+        assert!(!acme_folder.join(gone).exists(), "{gone} was deleted");
+    }
     serve.stop().await;
 }
