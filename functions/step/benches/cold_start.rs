@@ -26,25 +26,6 @@ use tokio::sync::{Notify, mpsc};
 
 const ROUNDS: usize = 15;
 
-/// Planning calls no model; a node step here would be a bench bug.
-struct NoModel;
-
-#[async_trait::async_trait]
-impl baton_runtime::ports::LlmProvider for NoModel {
-    fn model_name(&self) -> String {
-        "none".into()
-    }
-    async fn complete(
-        &self,
-        _request: &baton_core::context::ModelRequest,
-        _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
-    ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
-        Err(baton_runtime::error::LlmError::Configuration(
-            "the cold-start bench calls no model".into(),
-        ))
-    }
-}
-
 #[derive(Clone)]
 struct RuntimeApi {
     pending_events: Arc<Mutex<mpsc::UnboundedReceiver<Value>>>,
@@ -135,7 +116,9 @@ async fn measure(binary: PathBuf) {
             schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         },
         baton_bootstrap::Executors {
-            llm: Arc::new(NoModel),
+            llm: Arc::new(baton_test_support::schema_shaped_model::NoModel(
+                "the cold-start bench",
+            )),
             tools: Arc::new(baton_runtime::ports::NoToolRunner),
             notifier: Arc::new(baton_runtime::ports::NoCompletionNotifier),
             remote_agents: Arc::new(baton_runtime::ports::NoRemoteAgents),

@@ -1,6 +1,7 @@
 //! The plainest test double for the model endpoint: every request answered
 //! at once with an instance of its own output schema (`scripted_llm`'s
-//! generator), no usage, as model `schema-shaped`.
+//! generator), no usage, as model `schema-shaped`; and `NoModel`, a model
+//! port that must never be called.
 
 use async_trait::async_trait;
 use baton_core::context::ModelRequest;
@@ -28,5 +29,26 @@ impl LlmProvider for SchemaShapedModel {
             usage: TokenUsage::default(),
             model: "schema-shaped".into(),
         })
+    }
+}
+
+/// A model port that must never be called (benches whose steps only plan or
+/// submit): every call fails, naming who said so.
+pub struct NoModel(pub &'static str);
+
+#[async_trait]
+impl LlmProvider for NoModel {
+    fn model_name(&self) -> String {
+        "none".into()
+    }
+    async fn complete(
+        &self,
+        _request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        Err(LlmError::Configuration(format!(
+            "{} calls no model",
+            self.0
+        )))
     }
 }

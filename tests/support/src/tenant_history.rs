@@ -34,25 +34,6 @@ pub struct OperationFigures {
 /// limit refuses, and both are checked.
 const GENEROUS_LIMIT: usize = 1_000_000;
 
-/// The model is never called: submitting plans nothing yet.
-struct NoModel;
-
-#[async_trait::async_trait]
-impl baton_runtime::ports::LlmProvider for NoModel {
-    fn model_name(&self) -> String {
-        "none".into()
-    }
-    async fn complete(
-        &self,
-        _request: &baton_core::context::ModelRequest,
-        _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
-    ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
-        Err(baton_runtime::error::LlmError::Configuration(
-            "the tenant history bench calls no model".into(),
-        ))
-    }
-}
-
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -70,23 +51,25 @@ pub async fn measure_tenant_operations(
 ) -> Vec<OperationFigures> {
     let sent = || requests_sent.map(|read| read());
     let counted = Arc::new(ThrottlingStore::new(store));
-    let services = crate::TestServices::with_model(Arc::new(NoModel))
-        .store(counted.clone())
-        .settings(OrchestratorSettings {
-            tenant_limits: TenantLimits {
-                live_runs: PerTenantLimit {
-                    every_tenant: Some(GENEROUS_LIMIT),
-                    ..PerTenantLimit::default()
-                },
-                submissions_per_minute: PerTenantLimit {
-                    every_tenant: Some(GENEROUS_LIMIT),
-                    ..PerTenantLimit::default()
-                },
+    let services = crate::TestServices::with_model(Arc::new(crate::schema_shaped_model::NoModel(
+        "the tenant history bench",
+    )))
+    .store(counted.clone())
+    .settings(OrchestratorSettings {
+        tenant_limits: TenantLimits {
+            live_runs: PerTenantLimit {
+                every_tenant: Some(GENEROUS_LIMIT),
+                ..PerTenantLimit::default()
             },
-            ..OrchestratorSettings::default()
-        })
-        .build()
-        .services;
+            submissions_per_minute: PerTenantLimit {
+                every_tenant: Some(GENEROUS_LIMIT),
+                ..PerTenantLimit::default()
+            },
+        },
+        ..OrchestratorSettings::default()
+    })
+    .build()
+    .services;
     let envelope = crate::plain_example_envelope("seed-10.1-sample-envelope.json");
     let mut figures = Vec::new();
     let mut timed = |operation: &'static str,

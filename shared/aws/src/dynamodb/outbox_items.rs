@@ -9,14 +9,11 @@ use baton_runtime::error::StoreError;
 
 use crate::dynamodb::store::{
     DynamoRunStore, Item, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, awaiting_human_key, put,
-    read_text, run_pk, s, sdk_failure, unavailable,
+    read_text, run_pk, s, sdk_failure, shard_of, unavailable,
 };
 
 fn pending_outbox_shard(run_id: &str) -> String {
-    let hash = run_id.bytes().fold(0u32, |hash, byte| {
-        hash.wrapping_mul(31).wrapping_add(u32::from(byte))
-    });
-    format!("OUTBOX#PENDING#{}", hash % PENDING_OUTBOX_SHARDS)
+    format!("OUTBOX#PENDING#{}", shard_of(run_id, PENDING_OUTBOX_SHARDS))
 }
 
 impl DynamoRunStore {

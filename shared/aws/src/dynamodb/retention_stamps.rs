@@ -33,10 +33,10 @@ use crate::dynamodb::store::{
 const RETENTION_SHARDS: u32 = 8;
 
 fn retention_pk(run_pk: &str) -> String {
-    let hash = run_pk.bytes().fold(0u32, |hash, byte| {
-        hash.wrapping_mul(31).wrapping_add(u32::from(byte))
-    });
-    format!("RETAIN#{}", hash % RETENTION_SHARDS)
+    format!(
+        "RETAIN#{}",
+        crate::dynamodb::store::shard_of(run_pk, RETENTION_SHARDS)
+    )
 }
 
 impl DynamoRunStore {

@@ -160,6 +160,16 @@ pub(crate) struct KnownSequence {
     pub(crate) settled: bool,
 }
 
+/// Which of `shards` partitions `key` falls in: a small multiplicative
+/// hash of its bytes, the same in every process (the pending outbox and the
+/// retention marks spread their items with it).
+pub(crate) fn shard_of(key: &str, shards: u32) -> u32 {
+    let hash = key.bytes().fold(0u32, |hash, byte| {
+        hash.wrapping_mul(31).wrapping_add(u32::from(byte))
+    });
+    hash % shards
+}
+
 /// An expiry as DynamoDB's TTL reads it (Unix seconds).
 pub(crate) fn ttl_seconds(instant: baton_core::instant::Instant) -> AttributeValue {
     n(instant.unix_millis() / 1000)
