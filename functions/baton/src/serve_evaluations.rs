@@ -322,3 +322,22 @@ fn now_millis() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_millis() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tenant_folder_is_hex_and_reads_back() {
+        for tenant in ["acme", "../other", "ténant/1", ""] {
+            let folder = tenant_folder(tenant);
+            assert!(
+                folder
+                    .chars()
+                    .all(|character| character.is_ascii_hexdigit()),
+                "{folder}"
+            );
+            assert_eq!(tenant_of_folder(&folder), tenant);
+        }
+    }
+}
