@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use baton_evaluation::compare::{Change, FailOn, compare as compare_results};
-use baton_evaluation::report::{ReportLinks, render};
+use baton_evaluation::report::render;
 use baton_evaluation::results::{ExampleResult, parse_results};
 
 use crate::commands::{EXIT_COMPLETED, invalid};
@@ -112,9 +112,7 @@ pub fn compare(arguments: CompareArguments) -> u8 {
         &comparison,
         &arguments.baseline.display().to_string(),
         &arguments.candidate.display().to_string(),
-        &ReportLinks {
-            viewer: &arguments.viewer,
-        },
+        &arguments.viewer,
     );
     if let Err(error) = std::fs::write(&arguments.report, page) {
         return invalid(format!("{}: {error}", arguments.report.display()));

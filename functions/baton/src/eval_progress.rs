@@ -43,10 +43,11 @@ impl EvalProgress {
     /// Counts the example and prints its line.
     pub fn finished(&self, result: &ExampleResult) {
         let done = self.finished.fetch_add(1, Ordering::SeqCst) + 1;
-        let failed = self.failed.load(Ordering::SeqCst) + usize::from(!result.passed);
-        if !result.passed {
-            self.failed.fetch_add(1, Ordering::SeqCst);
-        }
+        let failed = if result.passed {
+            self.failed.load(Ordering::SeqCst)
+        } else {
+            self.failed.fetch_add(1, Ordering::SeqCst) + 1
+        };
         let score = result
             .judge
             .as_ref()

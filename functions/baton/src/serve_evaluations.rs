@@ -131,16 +131,17 @@ impl ServeEvaluations {
                 }
             }
             let tenant_id = tenant_of_folder(&tenant.file_name().to_string_lossy());
-            evaluations.prune(&tenant.path(), &tenant_id);
+            let _ = evaluations.prune(&tenant.path(), &tenant_id);
         }
         evaluations
     }
 
     /// Deletes the tenant's ended evaluations older than its retention,
-    /// each with its results file and transcripts.
-    fn prune(&self, tenant_folder: &Path, tenant_id: &str) {
+    /// each with its results file and transcripts; returns the others.
+    fn prune(&self, tenant_folder: &Path, tenant_id: &str) -> Vec<EvaluationRecord> {
         let keep_for = self.retention.of(tenant_id);
         let now = Instant::from_unix_millis(now_millis());
+        let mut kept = Vec::new();
         for path in record_files(tenant_folder) {
             let Some(record) = read(&path) else { continue };
             let ended = record.status != EvaluationStatus::Running;
@@ -152,8 +153,11 @@ impl ServeEvaluations {
                     tenant_folder.join(format!("{}.transcripts", record.evaluation_id)),
                 );
                 let _ = std::fs::remove_file(&path);
+            } else {
+                kept.push(record);
             }
         }
+        kept
     }
 
     fn record_path(&self, tenant_id: &str, evaluation_id: &str) -> Option<PathBuf> {
@@ -180,7 +184,7 @@ impl ServedEvaluations for ServeEvaluations {
         let evaluation_id = format!("eval_{}", uuid::Uuid::new_v4().simple());
         let tenant_folder = self.folder.join(tenant_folder(tenant_id));
         std::fs::create_dir_all(&tenant_folder).map_err(unavailable)?;
-        self.prune(&tenant_folder, tenant_id);
+        let _ = self.prune(&tenant_folder, tenant_id);
         let path = tenant_folder.join(format!("{evaluation_id}.json"));
         let judges = match &request.judges {
             Some(template) => Some(Arc::new(
@@ -262,10 +266,7 @@ impl ServedEvaluations for ServeEvaluations {
             }
             let mut record = kept.lock().await;
             // The dataset's order, whatever order they finished in.
-            let order: Vec<usize> = record.results.iter().map(|result| result.line).collect();
-            let mut ordered: Vec<_> = record.results.drain(..).zip(order).collect();
-            ordered.sort_by_key(|(_, line)| *line);
-            record.results = ordered.into_iter().map(|(result, _)| result).collect();
+            record.results.sort_by_key(|result| result.line);
             record.summary = Some(Summary::of(&record.results));
             record.status = EvaluationStatus::Completed;
             let _ = std::fs::write(path.with_extension("jsonl"), results_text(&record.results));
@@ -278,22 +279,11 @@ impl ServedEvaluations for ServeEvaluations {
     }
 
     async fn list(&self, tenant_id: &str) -> Result<Vec<EvaluationRecord>, EvaluationRefusal> {
-        let mut records: Vec<EvaluationRecord> =
-            std::fs::read_dir(self.folder.join(tenant_folder(tenant_id)))
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|file| file.path())
-                .filter(|path| {
-                    path.extension()
-                        .is_some_and(|extension| extension == "json")
-                })
-                .filter_map(|path| read(&path))
-                .map(|mut record| {
-                    record.results.clear();
-                    record
-                })
-                .collect();
+        // One read of each record: the expired are deleted, the rest listed.
+        let mut records = self.prune(&self.folder.join(tenant_folder(tenant_id)), tenant_id);
+        for record in &mut records {
+            record.results.clear();
+        }
         records.sort_by(|first, second| second.created_at.cmp(&first.created_at));
         Ok(records)
     }
@@ -329,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_tenant_folder_is_hex_and_reads_back() {
-        for tenant in ["acme", "../other", "ténant/1", ""] {
+        for tenant in ["tenant-a", "../other", "ténant/1", ""] {
             let folder = tenant_folder(tenant);
             assert!(
                 folder

@@ -42,6 +42,25 @@ async fn baton(server: &ScriptedLlmServer, data_home: &Path, arguments: &[&str])
         .unwrap()
 }
 
+/// `baton eval compare BASELINE CANDIDATE --report REPORT`.
+async fn compare(
+    server: &ScriptedLlmServer,
+    data_home: &Path,
+    baseline: &Path,
+    candidate: &Path,
+    report: &Path,
+) -> Output {
+    let arguments = [
+        "eval",
+        "compare",
+        baseline.to_str().unwrap(),
+        candidate.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ];
+    baton(server, data_home, &arguments).await
+}
+
 fn results(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -145,19 +164,7 @@ async fn a_prompt_change_that_breaks_a_constraint_is_a_regression_and_judge_nois
         "the judges' scores varied between the two evaluations"
     );
     let report = folder.path().join("same.html");
-    let compared = baton(
-        &server,
-        folder.path(),
-        &[
-            "eval",
-            "compare",
-            baseline.to_str().unwrap(),
-            same.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let compared = compare(&server, folder.path(), &baseline, &same, &report).await;
     let said = String::from_utf8_lossy(&compared.stdout);
     assert_eq!(compared.status.code(), Some(0), "{compared:?}");
     assert!(said.contains("verdict      no regression"), "{said}");
@@ -178,19 +185,7 @@ async fn a_prompt_change_that_breaks_a_constraint_is_a_regression_and_judge_nois
         "the changed prompt reached the model"
     );
     let report = folder.path().join("changed.html");
-    let compared = baton(
-        &server,
-        folder.path(),
-        &[
-            "eval",
-            "compare",
-            baseline.to_str().unwrap(),
-            changed.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let compared = compare(&server, folder.path(), &baseline, &changed, &report).await;
     let said = String::from_utf8_lossy(&compared.stdout);
     assert_eq!(compared.status.code(), Some(1), "{compared:?}");
     // An empty call to action breaks the writer's output constraint, so

@@ -18,9 +18,11 @@ fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-async fn run_on_the_offline_model(envelope: &str) -> (Option<i32>, Vec<Value>, String) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["run", envelope, "--format", "ndjson"])
+/// `baton ARGUMENTS` from the repository with no model configured: the
+/// CLI picks the offline model.
+async fn offline_baton(arguments: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(arguments)
         .current_dir(repository_root())
         .env_remove("BATON_LLM")
         .env_remove("BATON_LLM_BASE_URL")
@@ -33,7 +35,11 @@ async fn run_on_the_offline_model(envelope: &str) -> (Option<i32>, Vec<Value>, S
         .env_remove("BATON_PLANNER")
         .output()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+async fn run_on_the_offline_model(envelope: &str) -> (Option<i32>, Vec<Value>, String) {
+    let output = offline_baton(&["run", envelope, "--format", "ndjson"]).await;
     let frames = String::from_utf8(output.stdout)
         .unwrap()
         .lines()
@@ -199,28 +205,15 @@ fn copy_folder(from: &Path, to: &Path) {
 async fn the_shipped_dataset_passes_its_deterministic_checks_on_the_offline_model() {
     let folder = tempfile::tempdir().unwrap();
     let results = folder.path().join("results.jsonl");
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args([
-            "eval",
-            "registry/examples/datasets/stream-contract-variants.jsonl",
-            "--concurrency",
-            "1",
-            "--results",
-            results.to_str().unwrap(),
-        ])
-        .current_dir(repository_root())
-        .env_remove("BATON_LLM")
-        .env_remove("BATON_LLM_BASE_URL")
-        .env_remove("BATON_LLM_API_KEY")
-        .env_remove("BATON_LLM_MODEL")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("OPENAI_MODEL")
-        .env_remove("BATON_REGISTRY_DIR")
-        .env_remove("BATON_PLANNER")
-        .output()
-        .await
-        .unwrap();
+    let output = offline_baton(&[
+        "eval",
+        "registry/examples/datasets/stream-contract-variants.jsonl",
+        "--concurrency",
+        "1",
+        "--results",
+        results.to_str().unwrap(),
+    ])
+    .await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");

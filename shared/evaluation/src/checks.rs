@@ -135,13 +135,13 @@ mod tests {
     fn every_deterministic_check_runs_in_order_and_can_fail() {
         let expect = expectations(json!({
             "assertions": [{"==": [{"var": "n"}, 2]}, {"==": [{"var": "n"}, 3]}],
-            "mentions": ["Tahoe", "Paris"],
+            "mentions": ["Harbour", "Paris"],
             "maxCostUsd": 0.01,
             "maxDurationMs": 1000
         }));
         let run = SettledRun {
             status: "completed".into(),
-            output: json!({"n": 2, "text": "a retreat in tahoe"}),
+            output: json!({"n": 2, "text": "a walk by the harbour"}),
             cost_usd: Some(0.02),
             duration_ms: 900,
         };
@@ -189,16 +189,16 @@ mod tests {
         let template = json!({"request": {"id": "x", "content": "", "criteria": ["clarity"], "selectedAgents": []}, "config": {}});
         let request = judge_request_for(
             &template,
-            "hiring",
-            "Post about jobs",
-            &json!({"headline": "Join us"}),
-            Some(&json!({"headline": "We are hiring"})),
+            "example-1",
+            "Summarise the note",
+            &json!({"title": "Short"}),
+            Some(&json!({"title": "Shorter still"})),
         )
         .unwrap();
-        assert_eq!(request["request"]["id"], "hiring");
+        assert_eq!(request["request"]["id"], "example-1");
         let content = request["request"]["content"].as_str().unwrap();
-        assert!(content.starts_with("Objective: Post about jobs"));
-        assert!(content.contains("Join us") && content.contains("We are hiring"));
+        assert!(content.starts_with("Objective: Summarise the note"));
+        assert!(content.contains("Short") && content.contains("Shorter still"));
         assert_eq!(request["request"]["criteria"], json!(["clarity"]));
         let refused = judge_request_for(&json!({}), "a", "o", &json!(null), None).unwrap_err();
         assert!(refused.starts_with("$.request"), "{refused}");

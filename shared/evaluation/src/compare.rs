@@ -279,26 +279,10 @@ pub fn compare(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{Check, JudgeOutcome};
+    use crate::results::completed_example;
 
     fn result(id: &str, passed: bool, score: Option<f64>, cost: f64) -> ExampleResult {
-        let mut result = ExampleResult::not_run(
-            id,
-            1,
-            Some(format!("run_{id}")),
-            Check::new("assertions[0]", passed, "does not hold"),
-        );
-        result.passed = passed;
-        result.status = Some("completed".into());
-        result.cost_usd = Some(cost);
-        result.judge = score.map(|score| JudgeOutcome {
-            score,
-            confidence: 1.0,
-            variance: 0.0,
-            transcript_file: None,
-            transcript_head: None,
-        });
-        result
+        completed_example(id, passed, score, Some(cost), "does not hold")
     }
 
     #[test]

@@ -6,12 +6,6 @@ use crate::compare::{Change, Comparison, ExampleChange};
 use crate::results::ExampleResult;
 use crate::summary::Summary;
 
-/// Where the links to runs point: `{viewer}/#run/{runId}`, unless the
-/// results line names the API that ran it.
-pub struct ReportLinks<'a> {
-    pub viewer: &'a str,
-}
-
 /// Escapes text for HTML content and attribute values.
 pub fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
@@ -28,12 +22,13 @@ pub fn escape(text: &str) -> String {
     escaped
 }
 
-/// The page.
+/// The page. Runs link to `{viewer}/#run/{runId}`, unless the results
+/// line names the API that ran it.
 pub fn render(
     comparison: &Comparison,
     baseline_name: &str,
     candidate_name: &str,
-    links: &ReportLinks<'_>,
+    viewer: &str,
 ) -> String {
     let verdict = if comparison.regressions.is_empty() {
         "<p class=\"verdict ok\" id=\"verdict\">No regression.</p>".to_string()
@@ -62,7 +57,7 @@ pub fn render(
         aggregates = aggregates(comparison),
         before_histogram = histogram("baseline", baseline_name, &side_scores(comparison, true)),
         after_histogram = histogram("candidate", candidate_name, &side_scores(comparison, false)),
-        table = examples_table(comparison, links),
+        table = examples_table(comparison, viewer),
     )
 }
 
@@ -201,14 +196,14 @@ fn histogram(side: &str, name: &str, scores: &[f64]) -> String {
     )
 }
 
-fn run_link(side: &Option<ExampleResult>, links: &ReportLinks<'_>) -> String {
+fn run_link(side: &Option<ExampleResult>, viewer: &str) -> String {
     let Some(result) = side else {
         return "–".to_string();
     };
     let Some(run_id) = &result.run_id else {
         return "not run".to_string();
     };
-    let base = result.api.as_deref().unwrap_or(links.viewer);
+    let base = result.api.as_deref().unwrap_or(viewer);
     format!(
         "<a href=\"{}/#run/{}\">{}</a>",
         escape(base.trim_end_matches('/')),
@@ -225,7 +220,7 @@ fn passed_cell(side: &Option<ExampleResult>) -> &'static str {
     }
 }
 
-fn example_row(example: &ExampleChange, links: &ReportLinks<'_>) -> String {
+fn example_row(example: &ExampleChange, viewer: &str) -> String {
     let (class, change) = match example.change {
         Change::Broke => ("broke", "broke"),
         Change::Fixed => ("fixed", "fixed"),
@@ -250,17 +245,17 @@ fn example_row(example: &ExampleChange, links: &ReportLinks<'_>) -> String {
         cost(&example.baseline),
         cost(&example.candidate),
         escape(&failures),
-        run_link(&example.baseline, links),
-        run_link(&example.candidate, links),
+        run_link(&example.baseline, viewer),
+        run_link(&example.candidate, viewer),
         id = escape(&example.id),
     )
 }
 
-fn examples_table(comparison: &Comparison, links: &ReportLinks<'_>) -> String {
+fn examples_table(comparison: &Comparison, viewer: &str) -> String {
     let rows: String = comparison
         .examples
         .iter()
-        .map(|example| example_row(example, links))
+        .map(|example| example_row(example, viewer))
         .collect();
     format!(
         "<table id=\"examples\"><tr><th>example</th><th>baseline</th><th>candidate</th><th>change</th>\
@@ -273,25 +268,10 @@ fn examples_table(comparison: &Comparison, links: &ReportLinks<'_>) -> String {
 mod tests {
     use super::*;
     use crate::compare::{FailOn, compare};
-    use crate::results::{Check, JudgeOutcome};
+    use crate::results::completed_example;
 
     fn result(id: &str, passed: bool, score: f64) -> ExampleResult {
-        let mut result = ExampleResult::not_run(
-            id,
-            1,
-            Some(format!("run_{id}")),
-            Check::new("assertions[0]", passed, "<b>x</b>"),
-        );
-        result.passed = passed;
-        result.status = Some("completed".into());
-        result.judge = Some(JudgeOutcome {
-            score,
-            confidence: 1.0,
-            variance: 0.0,
-            transcript_file: None,
-            transcript_head: None,
-        });
-        result
+        completed_example(id, passed, Some(score), None, "<b>x</b>")
     }
 
     #[test]
@@ -304,9 +284,7 @@ mod tests {
             &comparison,
             "base.jsonl",
             "cand.jsonl",
-            &ReportLinks {
-                viewer: "http://127.0.0.1:8080",
-            },
+            "http://127.0.0.1:8080",
         );
         assert!(page.starts_with("<!doctype html>"));
         assert!(page.contains("id=\"verdict\"><p>Regressions:"));

@@ -160,6 +160,36 @@ pub fn results_text(results: &[ExampleResult]) -> String {
         .collect()
 }
 
+/// A completed example for the crate's tests: one `assertions[0]` check
+/// (passed or failing with `detail`), run `run_{id}`, 100 ms.
+#[cfg(test)]
+pub(crate) fn completed_example(
+    id: &str,
+    passed: bool,
+    score: Option<f64>,
+    cost: Option<f64>,
+    detail: &str,
+) -> ExampleResult {
+    let mut result = ExampleResult::not_run(
+        id,
+        1,
+        Some(format!("run_{id}")),
+        Check::new("assertions[0]", passed, detail),
+    );
+    result.passed = passed;
+    result.status = Some("completed".into());
+    result.duration_ms = 100;
+    result.cost_usd = cost;
+    result.judge = score.map(|score| JudgeOutcome {
+        score,
+        confidence: 1.0,
+        variance: 0.0,
+        transcript_file: None,
+        transcript_head: None,
+    });
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

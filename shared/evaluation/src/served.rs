@@ -59,13 +59,9 @@ const INLINE_TEMPLATE: &str = "(the request's template)";
 impl EvaluationRequest {
     /// Reads a body, naming the JSON path of what is wrong.
     pub fn parse(body: &Value) -> Result<Self, InvalidEvaluation> {
-        let request: Self = serde_json::from_value(body.clone()).map_err(|error| {
-            let message = error.to_string();
-            let path = ["unknown field `", "missing field `"]
-                .iter()
-                .find_map(|prefix| message.strip_prefix(prefix))
-                .and_then(|rest| rest.split('`').next())
-                .map_or_else(|| "$".to_string(), |field| format!("$.{field}"));
+        // The same path rules as an envelope's (a missing or unknown field named).
+        let request: Self = serde_path_to_error::deserialize(body).map_err(|error| {
+            let (path, message) = baton_core::envelope::located_serde_error(error);
             invalid(path, message)
         })?;
         if let Some(concurrency) = request.concurrency
@@ -215,23 +211,23 @@ mod tests {
     use serde_json::json;
 
     fn template() -> Value {
-        json!({"objective": "Write a post", "inputs": {"channel": "linkedin"},
+        json!({"objective": "Summarise a note", "inputs": {"kept": "from the template"},
                "outputContract": {"mode": "json_schema", "schema": {"type": "object"}}})
     }
 
     #[test]
     fn lines_as_objects_or_text_with_an_inline_template() {
         let request = EvaluationRequest::parse(&json!({
-            "dataset": [{"id": "a", "inputs": {"goal": "x"}}, {"id": "b", "inputs": {}}],
+            "dataset": [{"id": "a", "inputs": {"given": "x"}}, {"id": "b", "inputs": {}}],
             "template": template(),
         }))
         .unwrap();
         let dataset = request.dataset().unwrap();
         assert_eq!(dataset.examples.len(), 2);
-        assert_eq!(dataset.examples[0].envelope["inputs"]["goal"], "x");
+        assert_eq!(dataset.examples[0].envelope["inputs"]["given"], "x");
         assert_eq!(
-            dataset.examples[0].envelope["inputs"]["channel"],
-            "linkedin"
+            dataset.examples[0].envelope["inputs"]["kept"],
+            "from the template"
         );
         let text = EvaluationRequest::parse(&json!({
             "dataset": "{\"dataset\": {\"name\": \"n\", \"template\": \"t.json\"}}\n{\"id\": \"a\", \"inputs\": {}}\n",

@@ -108,22 +108,10 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{Check, JudgeOutcome};
+    use crate::results::completed_example;
 
     fn result(id: &str, passed: bool, score: Option<f64>, cost: Option<f64>) -> ExampleResult {
-        let mut result = ExampleResult::not_run(id, 1, None, Check::new("status", passed, ""));
-        result.passed = passed;
-        result.status = Some("completed".into());
-        result.duration_ms = 100;
-        result.cost_usd = cost;
-        result.judge = score.map(|score| JudgeOutcome {
-            score,
-            confidence: 1.0,
-            variance: 0.0,
-            transcript_file: None,
-            transcript_head: None,
-        });
-        result
+        completed_example(id, passed, score, cost, "")
     }
 
     #[test]
