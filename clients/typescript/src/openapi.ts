@@ -2299,8 +2299,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2368,8 +2377,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2388,6 +2406,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2467,8 +2494,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2487,6 +2523,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2552,8 +2597,17 @@ export interface operations {
                     "application/json": components["schemas"]["RunSnapshotResponse"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2622,8 +2676,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2680,8 +2743,17 @@ export interface operations {
                     "application/json": components["schemas"]["RunStatusAnswer"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2691,6 +2763,15 @@ export interface operations {
             };
             /** @description no such run (or another tenant's) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2738,8 +2819,17 @@ export interface operations {
                     "application/json": components["schemas"]["RunHistory"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2809,8 +2899,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2829,6 +2928,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2883,8 +2991,17 @@ export interface operations {
                     "application/json": components["schemas"]["CapabilityList"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2943,8 +3060,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2963,6 +3089,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3030,8 +3165,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3059,6 +3203,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3126,8 +3279,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3155,6 +3317,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3203,8 +3374,17 @@ export interface operations {
                     "application/json": components["schemas"]["HumanActionApplied"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3223,6 +3403,15 @@ export interface operations {
             };
             /** @description the run is not in a state that takes this (answered already, moved on, stale plan version) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3282,8 +3471,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3329,8 +3527,17 @@ export interface operations {
                     "application/json": components["schemas"]["RequestList"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3391,8 +3598,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3420,6 +3636,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3465,8 +3690,17 @@ export interface operations {
                     "application/json": components["schemas"]["ScheduleList"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3525,8 +3759,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3545,6 +3788,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3601,8 +3853,17 @@ export interface operations {
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3657,8 +3918,17 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3668,6 +3938,15 @@ export interface operations {
             };
             /** @description no such schedule (or another tenant's): `schedule_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3715,8 +3994,17 @@ export interface operations {
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3726,6 +4014,15 @@ export interface operations {
             };
             /** @description no such schedule (or another tenant's): `schedule_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3773,8 +4070,17 @@ export interface operations {
                     "application/json": components["schemas"]["Schedule"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3784,6 +4090,15 @@ export interface operations {
             };
             /** @description no such schedule (or another tenant's): `schedule_not_found` */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3829,8 +4144,17 @@ export interface operations {
                     "application/json": components["schemas"]["EvaluationList"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3898,8 +4222,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3918,6 +4251,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3992,8 +4334,17 @@ export interface operations {
                     "application/json": components["schemas"]["EvaluationRecord"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4070,8 +4421,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4081,6 +4441,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4155,8 +4524,17 @@ export interface operations {
                     "application/json": components["schemas"]["EvaluationPending"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4236,8 +4614,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4265,6 +4652,15 @@ export interface operations {
             };
             /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4342,8 +4738,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4391,8 +4796,17 @@ export interface operations {
                     "application/json": components["schemas"]["ThreadView"];
                 };
             };
-            /** @description no or an unknown bearer token */
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -217,6 +217,7 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_marks_the_unfinished
     let response = client
         .post(format!("{base}/evaluations"))
         .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
         .body("{")
         .send()
         .await

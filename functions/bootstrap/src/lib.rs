@@ -429,7 +429,8 @@ pub async fn dead_letter_reader(
     ))
 }
 
-/// Tokens from `BATON_API_TOKENS`; with none configured, `anonymous_tenant`
+/// Tokens from `BATON_API_TOKENS` and, with `BATON_OIDC_ISSUER`, the
+/// identity provider's JWTs; with neither configured, `anonymous_tenant`
 /// (if given) is allowed, else every request is refused.
 #[cfg(feature = "http")]
 pub fn authenticator_from(
@@ -437,16 +438,29 @@ pub fn authenticator_from(
     anonymous_tenant: Option<&str>,
 ) -> Result<baton_http::TokenAuthenticator, StartupError> {
     use baton_http::TokenAuthenticator;
-    match configuration.api_tokens.as_deref() {
+    let mut authenticator = match configuration.api_tokens.as_deref() {
         Some(text) => TokenAuthenticator::from_configuration(text)
-            .map_err(|error| StartupError(error.to_string())),
-        None => Ok(match anonymous_tenant {
-            Some(tenant) => {
-                TokenAuthenticator::default().allowing_anonymous_when_unconfigured(tenant)
-            }
-            None => TokenAuthenticator::default(),
-        }),
+            .map_err(|error| StartupError(error.to_string()))?,
+        None => TokenAuthenticator::default(),
+    };
+    if let Some(oidc) = &configuration.oidc {
+        use baton_http::auth::oidc::{OidcSettings, OidcVerifier};
+        let settings = OidcSettings {
+            jwks_url: oidc.jwks_url.clone(),
+            tenant_claim: oidc.tenant_claim.clone(),
+            fixed_tenant: oidc.fixed_tenant.clone(),
+            user_claim: oidc.user_claim.clone(),
+            groups_claim: oidc.groups_claim.clone(),
+            scopes_claim: oidc.scopes_claim.clone(),
+            http_allowed_hosts: configuration.outbound_http_hosts.clone(),
+            ..OidcSettings::new(&oidc.issuer, &oidc.audience)
+        };
+        authenticator = authenticator.with_oidc(OidcVerifier::new(settings));
     }
+    Ok(match anonymous_tenant {
+        Some(tenant) => authenticator.allowing_anonymous_when_unconfigured(tenant),
+        None => authenticator,
+    })
 }
 
 /// The HTTP router over `services` (the api and stream functions, `baton serve`).
@@ -477,6 +491,11 @@ pub fn api_state(
             max_streams_per_run: configuration.max_streams_per_run,
             max_streams_per_tenant: configuration.max_streams_per_tenant,
             public_url: configuration.public_url.clone(),
+            trusted_origins: baton_http::auth::cross_site::TrustedOrigins::new(
+                &configuration.allowed_origins,
+                configuration.public_url.as_deref(),
+            ),
+            viewer_api_origins: configuration.viewer_api_origins.clone(),
             ..baton_http::HttpSettings::default()
         },
         streams: services.streams.clone(),

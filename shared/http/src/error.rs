@@ -39,6 +39,12 @@ impl ApiError {
         self
     }
 
+    /// The same error with another message.
+    pub fn with_message(mut self, message: impl Into<String>) -> Self {
+        self.message = message.into();
+        self
+    }
+
     pub fn unauthorized() -> Self {
         ApiError::new(
             StatusCode::UNAUTHORIZED,

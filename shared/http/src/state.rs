@@ -7,6 +7,7 @@ use std::time::Duration;
 use baton_runtime::services::{CapabilityService, PeopleService, RunService};
 
 use crate::auth::TokenAuthenticator;
+use crate::auth::cross_site::TrustedOrigins;
 use crate::error::ApiError;
 use crate::sse::Dialect;
 
@@ -28,8 +29,16 @@ pub struct HttpSettings {
     /// (`BATON_MAX_STREAMS_PER_TENANT`).
     pub max_streams_per_tenant: usize,
     /// The URL clients reach the API at (`BATON_PUBLIC_URL`), for the A2A
-    /// agent card; None: the request's forwarded or direct host.
+    /// agent card; None: the request's own URL or Host (never a forwarded one).
     pub public_url: Option<String>,
+    /// The page origins (besides this server's own) allowed to send
+    /// state-changing requests (`BATON_ALLOWED_ORIGINS`), and the hosts an
+    /// anonymous server answers to (`crate::auth::cross_site`).
+    pub trusted_origins: TrustedOrigins,
+    /// The API origins the served viewer may talk to besides its own page's
+    /// (`BATON_VIEWER_API_ORIGINS`): its `?api=` is honoured only for them,
+    /// and its `connect-src` names only them.
+    pub viewer_api_origins: Vec<String>,
 }
 
 /// The default cap on one run's open event streams.
@@ -50,6 +59,8 @@ impl Default for HttpSettings {
             max_streams_per_run: DEFAULT_MAX_STREAMS_PER_RUN,
             max_streams_per_tenant: DEFAULT_MAX_STREAMS_PER_TENANT,
             public_url: None,
+            trusted_origins: TrustedOrigins::default(),
+            viewer_api_origins: Vec::new(),
         }
     }
 }

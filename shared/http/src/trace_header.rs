@@ -29,12 +29,23 @@ pub(crate) const USER_HEADER: &str = "x-baton-user";
 /// Longest user name `X-Baton-User` may carry (characters).
 const MAX_USER_CHARS: usize = 128;
 
-/// Who submits: the `traceparent` (ignored when malformed) and the user
-/// `X-Baton-User` names. A user header that is not 1–128 printable
-/// characters is a 400 naming the header.
+/// Who submits: the `traceparent` (ignored when malformed) and the user.
+/// The user is the principal's when its credential names one (a JWT, a
+/// token configured with `user=`): `X-Baton-User` is then ignored, so no
+/// caller can claim another's name. A credential that names no user (a
+/// service token, an anonymous server) may name the end user it acts for
+/// in `X-Baton-User`; one that is not 1–128 printable characters is a 400
+/// naming the header.
 pub(crate) fn submitter_of(
     headers: &HeaderMap,
+    principal: &crate::auth::Principal,
 ) -> Result<baton_runtime::services::Submitter, crate::error::ApiError> {
+    if let Some(user) = &principal.user {
+        return Ok(baton_runtime::services::Submitter {
+            traceparent: caller_trace(headers),
+            user: Some(user.clone()),
+        });
+    }
     let user = match headers.get(USER_HEADER) {
         None => None,
         Some(value) => {

@@ -88,6 +88,7 @@ async fn start_api_with(
             max_streams_per_run: TEST_STREAMS_PER_RUN,
             max_streams_per_tenant: TEST_STREAMS_PER_TENANT,
             public_url: None,
+            ..HttpSettings::default()
         },
         streams: built.services.streams.clone(),
         schedules: built.services.schedules.clone(),
@@ -329,6 +330,7 @@ async fn bad_envelopes_are_400_or_422_with_the_path_and_nothing_runs() {
         .client
         .post(format!("{}/runs", api.base))
         .bearer_auth(ACME_TOKEN)
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
@@ -700,6 +702,7 @@ async fn bad_registrations_are_refused_with_the_path_and_nothing_is_stored() {
         .client
         .post(format!("{}/capabilities/register", api.base))
         .bearer_auth(ACME_TOKEN)
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
@@ -2405,22 +2408,25 @@ async fn a2a_call(api: &TestApi, token: &str, body: Value) -> Value {
 async fn the_a2a_endpoint_keeps_tenants_apart_and_names_what_is_wrong() {
     let api = start_api().await;
     let root = api.base.trim_end_matches("/api/v1/flex").to_string();
-    // The card is public, names the forwarded host, and lists no tenant's registration.
-    let card: Value = api
+    // The card is public, names the host the request reached (never a
+    // forwarded one: whoever sets that header would choose where clients
+    // send their tokens), is kept by no shared cache, and lists no tenant's
+    // registration.
+    let response = api
         .client
         .get(format!("{root}/.well-known/agent-card.json"))
         .header("x-forwarded-proto", "https")
-        .header("x-forwarded-host", "baton.example.com")
+        .header("x-forwarded-host", "elsewhere.example")
         .send()
-        .await
-        .unwrap()
-        .json()
         .await
         .unwrap();
     assert_eq!(
-        card["supportedInterfaces"][0]["url"],
-        "https://baton.example.com/a2a"
+        response.headers()["cache-control"],
+        "private, no-cache",
+        "a card built from the Host is not for shared caches"
     );
+    let card: Value = response.json().await.unwrap();
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{root}/a2a"));
     assert_eq!(
         card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
         "Bearer"
@@ -2503,6 +2509,7 @@ async fn the_a2a_endpoint_keeps_tenants_apart_and_names_what_is_wrong() {
         .client
         .post(&root_url)
         .bearer_auth(ACME_TOKEN)
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await

@@ -9,12 +9,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::sync::Arc;
+mod support;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use baton_http::{ApiState, HttpSettings, TokenAuthenticator, router};
-use baton_test_support::TestServices;
+use baton_http::{HttpSettings, TokenAuthenticator};
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Map, Value, json};
@@ -112,27 +111,12 @@ fn a_body() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn api() -> axum::Router {
-    // The model endpoint is never reached (no worker runs): a closed port.
-    let model = baton_llm::OpenAiCompatibleProvider::new(baton_llm::OpenAiCompatibleConfig::new(
-        "http://127.0.0.1:9/v1".to_string(),
-        "unreached",
-        None,
-    ))
-    .unwrap();
-    let built = TestServices::with_model(Arc::new(model)).build();
-    router(ApiState {
-        runs: built.services.runs.clone(),
-        capabilities: built.services.capabilities.clone(),
-        people: built.services.people.clone(),
-        authenticator: Arc::new(
-            TokenAuthenticator::from_configuration("")
-                .unwrap()
-                .allowing_anonymous_when_unconfigured("fuzz"),
-        ),
-        settings: HttpSettings::default(),
-        streams: built.services.streams.clone(),
-        schedules: built.services.schedules.clone(),
-    })
+    support::api_without_a_model(
+        TokenAuthenticator::from_configuration("")
+            .unwrap()
+            .allowing_anonymous_when_unconfigured("fuzz"),
+        HttpSettings::default(),
+    )
 }
 
 fn cases() -> u32 {

@@ -415,6 +415,7 @@ async fn a_wrong_schedule_is_refused_naming_its_json_path() {
         .client
         .post(format!("{}/schedules", api.base))
         .bearer_auth(ACME_TOKEN)
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await

@@ -1,11 +1,37 @@
 // The HTTP API, and only it: every call carries the bearer token entered once
 // (none until one is entered: a server without tokens asks for none). A 401
 // announces `baton:unauthorized` so the page can ask for a token then.
-// The API's origin is this page's, or `?api=https://…` when the page is hosted
-// elsewhere (e.g. an S3 bucket beside the function URL).
+//
+// The API's origin is this page's own. `?api=https://…` (the page hosted
+// elsewhere, e.g. an S3 bucket beside the function URL) is honoured only for
+// an origin the operator listed in the page's `baton-api-origins` meta tag
+// (BATON_VIEWER_API_ORIGINS on the server): a link naming any other origin
+// gets the page's own API, and the token goes nowhere else. A token is kept
+// per API origin, so one entered for one API is never sent to another.
 
-const TOKEN_KEY = "baton.viewer.token";
-const origin = new URLSearchParams(location.search).get("api") || location.origin;
+/** `scheme://host[:port]` of a URL, or null. */
+function originOf(text) {
+  try {
+    const url = new URL(text);
+    return url.protocol === "http:" || url.protocol === "https:" ? url.origin : null;
+  } catch {
+    return null;
+  }
+}
+
+const allowedApiOrigins = new Set(
+  (document.querySelector('meta[name="baton-api-origins"]')?.content || "")
+    .split(/\s+/).map(originOf).filter(Boolean));
+allowedApiOrigins.add(location.origin);
+
+const requestedApi = new URLSearchParams(location.search).get("api");
+const requestedOrigin = requestedApi ? originOf(requestedApi) : null;
+const origin = requestedOrigin && allowedApiOrigins.has(requestedOrigin) ? requestedOrigin : location.origin;
+
+/** The `?api=` this page refused (not an allowed origin), or null. */
+export const refusedApi = requestedApi && origin !== requestedOrigin ? requestedApi : null;
+
+const TOKEN_KEY = `baton.viewer.token ${origin}`;
 
 export const flex = `${origin}/api/v1/flex`;
 export const judge = `${origin}/api/v1/judge`;

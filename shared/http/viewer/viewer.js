@@ -4,7 +4,7 @@
 // chat threads (`chat.js`).
 // Plain modules over the HTTP API; nothing is fetched from elsewhere.
 
-import { ApiError, flex, followRun, getJson, postJson, setToken, token } from "./api.js";
+import { ApiError, flex, followRun, getJson, postJson, refusedApi, setToken, token } from "./api.js";
 import { drawPlan, modelName } from "./graph.js";
 import { schemaForm, showErrors } from "./form.js";
 import { transcriptIn, transcriptView } from "./transcript.js";
@@ -468,6 +468,11 @@ function showThread(threadId) {
 }
 
 function start() {
+  if (refusedApi) {
+    const notice = $("#api-refused");
+    notice.textContent = `This page ignored ?api=${refusedApi}: it is not an API origin the operator allows here (BATON_VIEWER_API_ORIGINS), so it talks to its own server, and no token goes there.`;
+    notice.hidden = false;
+  }
   $("#token").value = token();
   $("#token-state").textContent = token() ? "token set" : "";
   $("#token-form").addEventListener("submit", (event) => {

@@ -42,6 +42,17 @@ impl GuardedClient {
         GuardedClient { policy, resolver }
     }
 
+    /// `GET url` asking for `accept` (a JSON document, a key set): for
+    /// callers that need no other verb or header (and so no HTTP client
+    /// types of their own).
+    pub async fn get(&self, url: &str, accept: &str) -> Result<GuardedResponse, OutboundRefusal> {
+        let mut headers = HeaderMap::new();
+        if let Ok(value) = reqwest::header::HeaderValue::from_str(accept) {
+            headers.insert(reqwest::header::ACCEPT, value);
+        }
+        self.send(Method::GET, url, headers, None).await
+    }
+
     /// Sends `method url` with `headers` and `body`. A redirect is followed
     /// as a GET without the body (303, and 301/302 after a non-GET) or as
     /// the same request (307/308), each hop checked like the first.

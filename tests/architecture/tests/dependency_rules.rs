@@ -162,6 +162,8 @@ fn the_sweeper_links_neither_the_router_nor_a_model_client() {
 /// Only the step function performs steps: the api, stream and ingest
 /// functions link no model client (nor the tool executors, nor a stream
 /// decoder); their HTTP client is the trace exporter's alone, but for the
+/// identity provider's keys the api and stream functions read (through the
+/// outbound guard) and the
 /// api function's checks of remote agents' cards at registration, which go
 /// through the outbound guard (`baton-a2a-client` without `agent-calls`).
 #[test]
@@ -177,12 +179,15 @@ fn only_the_step_function_links_a_model_client() {
             "tree read: {names:?}"
         );
         let card_checks = function == "baton-api-function";
+        // The api and stream functions verify sign-in JWTs: the issuer's
+        // JWKS is read through the outbound guard.
+        let reads_keys = function != "baton-ingest-function";
         let linked: Vec<&String> = names
             .iter()
             .filter(|name| {
                 ["baton-llm", "baton-tools", "eventsource-stream"].contains(&name.as_str())
-                    || (!card_checks
-                        && ["baton-outbound", "baton-a2a-client"].contains(&name.as_str()))
+                    || (!card_checks && name.as_str() == "baton-a2a-client")
+                    || (!reads_keys && name.as_str() == "baton-outbound")
             })
             .collect();
         assert!(linked.is_empty(), "{function} links {linked:?}");
@@ -192,6 +197,8 @@ fn only_the_step_function_links_a_model_client() {
                 "the api function checks remote agents' cards"
             );
             assert_http_client_only_for(function, &["baton-outbound", "baton-a2a-client"]);
+        } else if reads_keys {
+            assert_http_client_only_for(function, &["baton-outbound"]);
         } else {
             assert_http_client_only_for_traces(function);
         }

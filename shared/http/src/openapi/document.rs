@@ -58,6 +58,10 @@ pub fn document() -> Value {
         if !operation.authenticated {
             entry["security"] = json!([]);
         }
+        if let Some(scope) = operation.scope {
+            entry["security"] = json!([{"bearer": [scope.as_str()]}]);
+            entry["x-baton-scope"] = json!(scope.as_str());
+        }
         let path = paths
             .entry(operation.path.to_string())
             .or_insert_with(|| json!({}));
@@ -73,7 +77,7 @@ pub fn document() -> Value {
         },
         "security": [{"bearer": []}],
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a token mapped to a tenant (BATON_API_TOKENS)"}},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "a static token mapped to a tenant and its scopes (BATON_API_TOKENS), or an OIDC JWT of the configured issuer (BATON_OIDC_ISSUER); each operation names the scope it needs"}},
             "schemas": schemas
         },
         "paths": paths

@@ -19,6 +19,9 @@ mod document;
 mod operation_ids;
 mod resource_operations;
 mod schemas;
+mod scopes;
+
+pub use scopes::declared_scope;
 
 pub use document::document;
 
@@ -54,6 +57,9 @@ pub struct Operation {
     pub summary: &'static str,
     /// Needs `Authorization: Bearer <token>`.
     pub authenticated: bool,
+    /// The scope the caller must hold (`scopes::declared_scope`); `None` on
+    /// an open operation.
+    pub scope: Option<crate::auth::Scope>,
     /// The request body's component schema, if any.
     pub request: Option<&'static str>,
     /// Query parameters: (name, description).
@@ -74,7 +80,21 @@ const BAD_JSON: Answer = answer(
     "the body is not JSON (`invalid_json`)",
     Body::Json("Error"),
 );
-const UNAUTHORIZED: Answer = answer(401, "no or an unknown bearer token", Body::Json("Error"));
+const UNAUTHORIZED: Answer = answer(
+    401,
+    "no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …)",
+    Body::Json("Error"),
+);
+const FORBIDDEN: Answer = answer(
+    403,
+    "the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`)",
+    Body::Json("Error"),
+);
+const UNSUPPORTED_MEDIA_TYPE: Answer = answer(
+    415,
+    "a body that is not `application/json` (`unsupported_media_type`)",
+    Body::Json("Error"),
+);
 const NOT_FOUND: Answer = answer(
     404,
     "no such run (or another tenant's)",
@@ -134,12 +154,16 @@ fn api(
     {
         answers.push(TENANT_LIMIT);
     }
-    answers.extend([UNAUTHORIZED, UNAVAILABLE, INTERNAL]);
+    if method != "get" {
+        answers.push(UNSUPPORTED_MEDIA_TYPE);
+    }
+    answers.extend([UNAUTHORIZED, FORBIDDEN, UNAVAILABLE, INTERNAL]);
     Operation {
         method,
         path,
         summary,
         authenticated: true,
+        scope: declared_scope(method, path),
         request,
         query,
         answers,
@@ -153,6 +177,7 @@ pub fn operations() -> Vec<Operation> {
         path,
         summary,
         authenticated: false,
+        scope: None,
         request: None,
         query: &[],
         answers: answers.to_vec(),

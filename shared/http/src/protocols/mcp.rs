@@ -41,7 +41,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use crate::auth::Tenant;
+use crate::auth::{Principal, Scope, Tenant};
 use crate::state::ApiState;
 
 /// `start_run` and `plan`: an envelope.
@@ -119,6 +119,25 @@ impl BatonMcpServer {
         }
     }
 
+    /// The caller's principal: the one the HTTP middleware authenticated;
+    /// on stdio (one local user, no credential) every scope.
+    fn principal_of(&self, context: &RequestContext<RoleServer>) -> Option<Principal> {
+        if let Some(tenant) = &self.fixed_tenant {
+            return Some(Principal {
+                tenant: tenant.clone(),
+                user: None,
+                groups: Vec::new(),
+                scopes: vec![Scope::Admin],
+                credential: crate::auth::Credential::Anonymous,
+            });
+        }
+        context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Principal>())
+            .cloned()
+    }
+
     fn tenant_of(&self, context: &RequestContext<RoleServer>) -> Option<String> {
         self.fixed_tenant.clone().or_else(|| {
             context
@@ -127,6 +146,16 @@ impl BatonMcpServer {
                 .and_then(|parts| parts.extensions.get::<Tenant>())
                 .map(|tenant| tenant.0.clone())
         })
+    }
+}
+
+/// The scope each tool needs (the same as its HTTP route's).
+fn tool_scope(tool: &str) -> Option<Scope> {
+    match tool {
+        "start_run" | "send_chat_message" => Some(Scope::RunsWrite),
+        "plan" | "list_capabilities" | "get_run" | "list_tasks" => Some(Scope::RunsRead),
+        "answer_task" => Some(Scope::TasksAnswer),
+        _ => None,
     }
 }
 
@@ -262,6 +291,19 @@ impl ServerHandler for BatonMcpServer {
                 .into_result()
                 .into());
         };
+        if let Some(scope) = tool_scope(request.name.as_ref()) {
+            let holds = self
+                .principal_of(&context)
+                .is_some_and(|principal| principal.holds(scope));
+            if !holds {
+                return Ok(refused(
+                    format!("the tool `{}` needs the `{scope}` scope, which the caller's credential does not hold", request.name),
+                    json!({"code": "missing_scope", "scope": scope.as_str()}),
+                )
+                .into_result()
+                .into());
+            }
+        }
         let outcome = match request.name.as_ref() {
             "start_run" => self.start_run(&tenant, request.arguments, &context).await,
             "plan" => self.plan(request.arguments),

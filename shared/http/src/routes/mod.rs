@@ -18,13 +18,14 @@ mod runs;
 mod schedules;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 
+use crate::auth::{Scope, Tenant};
 use crate::error::ApiError;
 pub use crate::state::{ApiState, HttpSettings};
 
@@ -115,7 +116,7 @@ pub fn router(state: ApiState) -> Router {
     app.nest("/api/v1/flex", routes)
         .nest("/api/v1/judge", judge_routes)
         .merge(Router::new().nest("/api/v1", chat_routes))
-        .merge(crate::viewer::viewer_routes())
+        .merge(crate::viewer::viewer_routes(&state.settings.viewer_api_origins))
         .route(
             "/api/v1/flex/openapi.json",
             get(crate::openapi::serve_document),
@@ -127,6 +128,10 @@ pub fn router(state: ApiState) -> Router {
                 "no such route; the API lives under /api/v1/flex, /api/v1/judge and /api/v1/chat",
             )
         })
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            refuse_cross_site,
+        ))
         .layer(middleware::map_response(move |response: Response| async move {
             json_payload_too_large(response, max_body_bytes)
         }))
@@ -155,17 +160,89 @@ fn json_payload_too_large(response: Response, max_body_bytes: usize) -> Response
     .into_response()
 }
 
-/// Authenticates before any handler (and so before any store read).
+/// Refuses what a page on another site may not do (`auth::cross_site`),
+/// before any credential is read.
+async fn refuse_cross_site(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let body_follows = !axum::body::HttpBody::is_end_stream(request.body());
+    match crate::auth::cross_site::refusal(
+        request.headers(),
+        request.method(),
+        body_follows,
+        state.authenticator.is_anonymous(),
+        &state.settings.trusted_origins,
+    ) {
+        Some(error) => error.into_response(),
+        None => next.run(request).await,
+    }
+}
+
+/// Routes whose scope depends on the method inside the body (A2A's and
+/// MCP's JSON-RPC): they check each method's scope themselves, with the
+/// principal this middleware puts in the request.
+const PER_METHOD_ROUTES: &[&str] = &["/a2a", "/mcp"];
+
+/// The scope of every operation by (method, OpenAPI path), built once from
+/// the operations table.
+fn scope_table() -> &'static std::collections::HashMap<(String, String), Scope> {
+    static TABLE: std::sync::OnceLock<std::collections::HashMap<(String, String), Scope>> =
+        std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        crate::openapi::operations()
+            .into_iter()
+            .filter_map(|operation| {
+                Some((
+                    (operation.method.to_string(), operation.path.to_string()),
+                    operation.scope?,
+                ))
+            })
+            .collect()
+    })
+}
+
+/// The scope a request to `matched_path` needs: the table's, nothing extra
+/// on the per-method routes, else `admin` (deny by default).
+fn required_scope(method: &axum::http::Method, matched_path: Option<&str>) -> Option<Scope> {
+    let path = matched_path.unwrap_or_default();
+    if PER_METHOD_ROUTES.contains(&path) {
+        return None;
+    }
+    let key = (method.as_str().to_ascii_lowercase(), path.to_string());
+    Some(scope_table().get(&key).copied().unwrap_or(Scope::Admin))
+}
+
+/// Authenticates before any handler (and so before any store read), then
+/// checks the route's scope: a 401 naming why the credential was refused,
+/// a 403 naming the missing scope.
 async fn authenticate(State(state): State<ApiState>, mut request: Request, next: Next) -> Response {
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok());
-    match state.authenticator.authenticate(authorization) {
-        Some(tenant) => {
-            request.extensions_mut().insert(tenant);
-            next.run(request).await
+    let principal = match state.authenticator.authenticate(authorization).await {
+        Ok(principal) => principal,
+        Err(refusal) => {
+            return ApiError::unauthorized()
+                .with_message(refusal.to_string())
+                .with_details(json!({"reason": refusal.reason()}))
+                .into_response();
         }
-        None => ApiError::unauthorized().into_response(),
+    };
+    let matched_path = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|matched| matched.as_str().to_string());
+    if let Some(scope) = required_scope(request.method(), matched_path.as_deref())
+        && let Err(refused) = principal.require(scope)
+    {
+        return refused.into_response();
     }
+    request
+        .extensions_mut()
+        .insert(Tenant(principal.tenant.clone()));
+    request.extensions_mut().insert(principal);
+    next.run(request).await
 }

@@ -18,7 +18,7 @@ use baton_core::listing::{ListCursor, MAX_RUNS_PER_PAGE, RunListPage, RunListQue
 use baton_core::run::RunStatus;
 use serde_json::{Value, json};
 
-use crate::auth::Tenant;
+use crate::auth::{Principal, Tenant};
 use crate::bodies::{RunAccepted, RunStatusAnswer, parse_json_body};
 use crate::error::ApiError;
 use crate::snapshot::RunSnapshotResponse;
@@ -108,6 +108,7 @@ pub(crate) async fn list_runs(
 pub(super) async fn create_run(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
     headers: header::HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -117,7 +118,7 @@ pub(super) async fn create_run(
         .submit_traced(
             &tenant.0,
             &envelope,
-            crate::trace_header::submitter_of(&headers)?,
+            crate::trace_header::submitter_of(&headers, &principal)?,
         )
         .await?;
     let status = if submitted.deduplicated || submitted.resumed {
@@ -141,6 +142,7 @@ pub(super) async fn create_run(
 pub(super) async fn create_run_and_stream(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
     Query(query): Query<StreamQuery>,
     headers: header::HeaderMap,
     body: Bytes,
@@ -152,7 +154,7 @@ pub(super) async fn create_run_and_stream(
         .submit_traced(
             &tenant.0,
             &envelope,
-            crate::trace_header::submitter_of(&headers)?,
+            crate::trace_header::submitter_of(&headers, &principal)?,
         )
         .await?;
     let frames = state.runs.follow(

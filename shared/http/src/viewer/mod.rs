@@ -82,41 +82,101 @@ pub fn viewer_file_names() -> impl Iterator<Item = &'static str> {
     std::iter::once("index.html").chain(FILES.iter().map(|(name, _, _)| *name))
 }
 
-fn file(content_type: &'static str, contents: &'static str) -> Response {
+/// The Content-Security-Policy of every viewer file: scripts, styles and
+/// images from this server only, and API calls to this server and the
+/// operator's `api_origins` only (so even a changed page cannot send the
+/// token elsewhere).
+fn content_security_policy(api_origins: &[String]) -> String {
+    let mut connect = String::from("'self'");
+    for origin in api_origins {
+        connect.push(' ');
+        connect.push_str(origin);
+    }
+    format!(
+        "default-src 'self'; connect-src {connect}; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+}
+
+/// The page with the API origins it may use written into its
+/// `baton-api-origins` meta tag (`api.js` reads it).
+fn page_with_api_origins(api_origins: &[String]) -> String {
+    let listed = api_origins
+        .iter()
+        .map(|origin| {
+            origin
+                .replace('&', "&amp;")
+                .replace('"', "&quot;")
+                .replace('<', "&lt;")
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    PAGE.replace(
+        "<meta name=\"baton-api-origins\" content=\"\">",
+        &format!("<meta name=\"baton-api-origins\" content=\"{listed}\">"),
+    )
+}
+
+/// An API origin as the browser writes it (`scheme://host[:port]`, no path,
+/// no trailing slash), or `None` for anything else.
+pub fn normalised_api_origin(text: &str) -> Option<String> {
+    let text = text.trim().trim_end_matches('/');
+    let (scheme, authority) = text.split_once("://")?;
+    let well_formed = matches!(scheme, "http" | "https")
+        && !authority.is_empty()
+        && !authority.contains(['/', '?', '#', '@', ' ', '"', '\'', '<', '>']);
+    well_formed.then(|| format!("{scheme}://{}", authority.to_ascii_lowercase()))
+}
+
+fn file(content_type: &'static str, contents: String, policy: &str) -> Response {
     (
         [
-            (header::CONTENT_TYPE, content_type),
-            (header::CACHE_CONTROL, "no-cache"),
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'self'; connect-src *; img-src 'self' data:",
-            ),
+            (header::CONTENT_TYPE, content_type.to_string()),
+            (header::CACHE_CONTROL, "no-cache".to_string()),
+            (header::CONTENT_SECURITY_POLICY, policy.to_string()),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_string()),
+            (header::REFERRER_POLICY, "no-referrer".to_string()),
         ],
         contents,
     )
         .into_response()
 }
 
-async fn page() -> Response {
-    file("text/html; charset=utf-8", PAGE)
-}
-
-async fn asset(Path(name): Path<String>) -> Response {
-    match FILES.iter().find(|(file_name, _, _)| *file_name == name) {
-        Some((_, content_type, contents)) => file(content_type, contents),
-        None => ApiError::new(
-            StatusCode::NOT_FOUND,
-            "route_not_found",
-            format!("the viewer has no file `{name}`"),
-        )
-        .into_response(),
-    }
-}
-
-/// `/` and `/viewer/{file}`.
-pub fn viewer_routes() -> Router {
+/// `/` and `/viewer/{file}`; `api_origins`: the API origins besides the
+/// page's own the viewer may call (`BATON_VIEWER_API_ORIGINS`, each
+/// `scheme://host[:port]`).
+pub fn viewer_routes(api_origins: &[String]) -> Router {
+    let api_origins: Vec<String> = api_origins
+        .iter()
+        .filter_map(|origin| normalised_api_origin(origin))
+        .collect();
+    let policy: std::sync::Arc<str> = content_security_policy(&api_origins).into();
+    let page_text: std::sync::Arc<str> = page_with_api_origins(&api_origins).into();
+    let page = {
+        let policy = policy.clone();
+        move || {
+            let policy = policy.clone();
+            let page_text = page_text.clone();
+            async move { file("text/html; charset=utf-8", page_text.to_string(), &policy) }
+        }
+    };
+    let asset = move |Path(name): Path<String>| {
+        let policy = policy.clone();
+        async move {
+            match FILES.iter().find(|(file_name, _, _)| *file_name == name) {
+                Some((_, content_type, contents)) => {
+                    file(content_type, (*contents).to_string(), &policy)
+                }
+                None => ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "route_not_found",
+                    format!("the viewer has no file `{name}`"),
+                )
+                .into_response(),
+            }
+        }
+    };
     Router::new()
-        .route("/", get(page))
+        .route("/", get(page.clone()))
         .route("/index.html", get(page))
         .route("/viewer/{name}", get(asset))
 }
@@ -124,6 +184,35 @@ pub fn viewer_routes() -> Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_page_names_only_the_configured_api_origins() {
+        let origins = vec!["https://api.example".to_string()];
+        let page = page_with_api_origins(&origins);
+        assert!(
+            page.contains("<meta name=\"baton-api-origins\" content=\"https://api.example\">"),
+            "the page carries the configured origin"
+        );
+        let policy = content_security_policy(&origins);
+        assert!(
+            policy.contains("connect-src 'self' https://api.example;"),
+            "{policy}"
+        );
+        assert!(!content_security_policy(&[]).contains('*'));
+        assert!(PAGE.contains("<meta name=\"baton-api-origins\" content=\"\">"));
+    }
+
+    #[test]
+    fn api_origins_are_normalised_or_refused() {
+        assert_eq!(
+            normalised_api_origin("https://API.example:8443/").as_deref(),
+            Some("https://api.example:8443")
+        );
+        assert_eq!(normalised_api_origin("https://a.example/path"), None);
+        assert_eq!(normalised_api_origin("javascript:alert(1)"), None);
+        assert_eq!(normalised_api_origin("https://user@a.example"), None);
+        assert_eq!(normalised_api_origin("*"), None);
+    }
 
     /// Every file the page or a module names (`href`, `src`, `import … from
     /// "./x.js"`, `import('./x.js')`) is one the server serves, and nothing

@@ -11,8 +11,12 @@ use super::protocol;
 use crate::state::ApiState;
 
 /// `GET /.well-known/agent-card.json`.
-pub(crate) async fn agent_card(State(state): State<ApiState>, headers: HeaderMap) -> Response {
-    let base = public_base_url(state.settings.public_url.as_deref(), &headers);
+pub(crate) async fn agent_card(
+    State(state): State<ApiState>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    let base = public_base_url(state.settings.public_url.as_deref(), &uri, &headers);
     let registry = state.capabilities.registry();
     let mut skills = vec![
         json!({
@@ -63,24 +67,77 @@ pub(crate) async fn agent_card(State(state): State<ApiState>, headers: HeaderMap
         }}});
         card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
     }
-    ([(header::CACHE_CONTROL, "public, max-age=300")], Json(card)).into_response()
+    // Built from the request's own Host when no public URL is configured,
+    // the card differs per Host: no shared cache may keep it.
+    let cache_control = if state.settings.public_url.is_some() {
+        "public, max-age=300"
+    } else {
+        "private, no-cache"
+    };
+    (
+        [
+            (header::CACHE_CONTROL, cache_control),
+            (header::VARY, "Host"),
+        ],
+        Json(card),
+    )
+        .into_response()
 }
 
 /// The URL clients reached this server at: `BATON_PUBLIC_URL` when set,
-/// else the forwarded or direct host and scheme of the request.
-fn public_base_url(configured: Option<&str>, headers: &HeaderMap) -> String {
+/// else the request's own absolute URI (the Lambda runtime builds it from
+/// the function URL's domain, over https), else its `Host` over http.
+/// Forwarded headers
+/// (`X-Forwarded-Host`, `X-Forwarded-Proto`) are never read: whoever can
+/// set them would choose where clients send their tokens. A server behind a
+/// proxy sets `BATON_PUBLIC_URL`.
+fn public_base_url(configured: Option<&str>, uri: &axum::http::Uri, headers: &HeaderMap) -> String {
     if let Some(url) = configured {
         return url.to_string();
     }
-    let value = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|value| value.to_str().ok())
-            .map(|value| value.split(',').next().unwrap_or(value).trim().to_string())
-    };
-    let host = value("x-forwarded-host")
-        .or_else(|| value("host"))
-        .unwrap_or_else(|| "localhost".into());
-    let scheme = value("x-forwarded-proto").unwrap_or_else(|| "http".into());
-    format!("{scheme}://{host}")
+    if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
+        return format!("{scheme}://{authority}");
+    }
+    let host = headers
+        .get(header::HOST)
+        .and_then(|value| value.to_str().ok())
+        .map(str::trim)
+        .filter(|host| {
+            !host.is_empty() && !host.contains(['/', '?', '#', '@', ' ', '"', '\\', '<', '>'])
+        })
+        .unwrap_or("localhost");
+    format!("http://{host}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwarded_headers_do_not_choose_the_endpoint() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, "127.0.0.1:8080".parse().unwrap());
+        headers.insert("x-forwarded-host", "elsewhere.example".parse().unwrap());
+        headers.insert("x-forwarded-proto", "https".parse().unwrap());
+        let path_only: axum::http::Uri = "/.well-known/agent-card.json".parse().unwrap();
+        assert_eq!(
+            public_base_url(None, &path_only, &headers),
+            "http://127.0.0.1:8080"
+        );
+        assert_eq!(
+            public_base_url(Some("https://baton.example"), &path_only, &headers),
+            "https://baton.example"
+        );
+        let absolute: axum::http::Uri =
+            "https://abc.lambda-url.us-east-1.on.aws/.well-known/agent-card.json"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            public_base_url(None, &absolute, &headers),
+            "https://abc.lambda-url.us-east-1.on.aws"
+        );
+        let mut odd = HeaderMap::new();
+        odd.insert(header::HOST, "a.example/evil".parse().unwrap());
+        assert_eq!(public_base_url(None, &path_only, &odd), "http://localhost");
+    }
 }

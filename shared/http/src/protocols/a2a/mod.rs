@@ -24,6 +24,7 @@
 //! `ErrorInfo` metadata; another tenant's run is `TaskNotFoundError`.
 
 mod agent_card;
+mod authorization;
 pub mod protocol;
 pub mod task_mapping;
 
@@ -44,8 +45,9 @@ use baton_runtime::services::{ChatRequest, PersonInputOutcome, Submitter};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use crate::auth::Tenant;
+use crate::auth::{Principal, Tenant};
 use crate::state::ApiState;
+use authorization::{method_scope, missing_scope_answer};
 use protocol::{
     JsonRpcError, JsonRpcRequest, SendMessageRequest, StreamResponse, Task,
     TaskArtifactUpdateEvent, TaskIdRequest, TaskState, TaskStatus, TaskStatusUpdateEvent, codes,
@@ -160,6 +162,7 @@ fn params<T: serde::de::DeserializeOwned>(params: Value) -> Result<T, RpcFailure
 pub(crate) async fn json_rpc(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -178,10 +181,15 @@ pub(crate) async fn json_rpc(
         let failure = RpcFailure::at(codes::INVALID_REQUEST, "$.jsonrpc", "must be \"2.0\"");
         return Json(rpc_error(&request.id, &failure)).into_response();
     }
+    if let Some(scope) = method_scope(&request.method, &request.params)
+        && !principal.holds(scope)
+    {
+        return missing_scope_answer(&request.id, scope, &principal);
+    }
     let server = A2aServer {
         state,
         tenant: tenant.0,
-        submitter: crate::trace_header::submitter_of(&headers).unwrap_or_default(),
+        submitter: crate::trace_header::submitter_of(&headers, &principal).unwrap_or_default(),
     };
     let id = request.id.clone();
     let answer = match request.method.as_str() {

@@ -47,6 +47,9 @@ pub mod codes {
     pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
     pub const UNSUPPORTED_OPERATION: i64 = -32004;
     pub const CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
+    /// Baton's own (the server-error range): the caller lacks the method's
+    /// scope; `data.scope` names it (answered with HTTP 403).
+    pub const FORBIDDEN: i64 = -32050;
 }
 
 /// `TaskState`.

@@ -11,6 +11,11 @@ use baton_core::engine::PlannerChoice;
 
 use crate::StartupError;
 
+mod identity;
+
+pub use identity::OidcConfiguration;
+use identity::origin_list;
+
 /// Reads one variable by name.
 pub type VariableReader<'a> = &'a dyn Fn(&str) -> Option<String>;
 
@@ -34,8 +39,10 @@ pub struct Configuration {
     /// deployment's endpoint, which joins the catalog when the deployment
     /// starts so every AI node names it (`crate::registry_for`).
     pub default_model: Option<String>,
-    /// `BATON_API_TOKENS`: `tenant:sha256-hex,…`.
+    /// `BATON_API_TOKENS`: `tenant:sha256-hex[;user=…][;scopes=…][;groups=…],…`.
     pub api_tokens: Option<String>,
+    /// `BATON_OIDC_*`: the identity provider whose JWTs the API accepts.
+    pub oidc: Option<OidcConfiguration>,
     /// `BATON_METRICS_TOKEN`: the SHA-256 hex digest of the token `baton
     /// serve`'s `/metrics` takes (its own, no tenant's).
     pub metrics_token: Option<String>,
@@ -132,8 +139,15 @@ pub struct Configuration {
     /// role. Both ARNs or neither.
     pub scheduler: Option<SchedulerConfiguration>,
     /// `BATON_PUBLIC_URL`: the URL clients reach the API at, for the A2A
-    /// agent card (unset: the request's forwarded or direct host).
+    /// agent card (unset: the request's own host; never a forwarded one).
     pub public_url: Option<String>,
+    /// `BATON_ALLOWED_ORIGINS`: page origins (`https://host[:port]`, comma
+    /// or space separated) besides the server's own that may send
+    /// state-changing requests (a viewer hosted elsewhere).
+    pub allowed_origins: Vec<String>,
+    /// `BATON_VIEWER_API_ORIGINS`: API origins the served viewer may call
+    /// (and send its token to) besides its own, through `?api=`.
+    pub viewer_api_origins: Vec<String>,
     /// `BATON_HEADER_READ_TIMEOUT_SECONDS`: `baton serve` closes a
     /// connection whose request headers have not all arrived in this long
     /// (a silent or trickling client; an idle keep-alive connection). Default 30.
@@ -331,6 +345,8 @@ impl Configuration {
             scheduler: SchedulerConfiguration::from_variables(read)?,
             public_url: non_empty(read, "BATON_PUBLIC_URL")
                 .map(|url| url.trim_end_matches('/').to_string()),
+            allowed_origins: origin_list(read, "BATON_ALLOWED_ORIGINS")?,
+            viewer_api_origins: origin_list(read, "BATON_VIEWER_API_ORIGINS")?,
             worker_max_steps_in_flight,
             max_body_bytes,
             max_envelope_bytes,
@@ -345,6 +361,7 @@ impl Configuration {
             default_model: non_empty(read, "BATON_LLM_MODEL")
                 .or_else(|| non_empty(read, "OPENAI_MODEL")),
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
+            oidc: OidcConfiguration::from_variables(read)?,
             metrics_token: non_empty(read, "BATON_METRICS_TOKEN")
                 .map(|digest| digest.trim().to_ascii_lowercase()),
             api_token: non_empty(read, "BATON_API_TOKEN"),
