@@ -728,6 +728,14 @@ class ResolveDecision(StrEnum):
     reject = 'reject'
 
 
+class Assignment(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    users: list[str] | None = None
+    groups: list[str] | None = None
+
+
 class EscalationRecord(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -1569,6 +1577,13 @@ class NodeLedgerEntry(BaseModel):
     model: Annotated[str | None, Field(description='The model that answered last.')] = (
         None
     )
+    answered_by: Annotated[
+        str | None,
+        Field(
+            alias='answeredBy',
+            description='Human nodes: the signed-in user who answered.',
+        ),
+    ] = None
 
 
 class CapabilitySummary(BaseModel):
@@ -1668,6 +1683,13 @@ class HumanTask(BaseModel):
         Field(
             alias='assignmentDefaults',
             description="The capability's `assignmentDefaults` (routing hints), verbatim.",
+        ),
+    ] = None
+    assigned_to: Annotated[
+        Assignment | None,
+        Field(
+            alias='assignedTo',
+            description="Who may answer it (from `assignmentDefaults`' `users`, `groups` and\n`role`); absent: anyone who may answer tasks.",
         ),
     ] = None
     escalated_from: Annotated[

@@ -1928,6 +1928,8 @@ export interface components {
             usage: components["schemas"]["UsageSummary"];
             /** @description The model that answered last. */
             model?: string | null;
+            /** @description Human nodes: the signed-in user who answered. */
+            answeredBy?: string | null;
         };
         NodeStatus: ("awaiting_human" | "completed" | "failed") | "pending" | "scheduled" | "deliberating";
         /** @description One capability as `GET /capabilities` lists it. */
@@ -1990,6 +1992,11 @@ export interface components {
             /** @description The capability's `assignmentDefaults` (routing hints), verbatim. */
             assignmentDefaults?: components["schemas"]["JsonObject"] | null;
             /**
+             * @description Who may answer it (from `assignmentDefaults`' `users`, `groups` and
+             *     `role`); absent: anyone who may answer tasks.
+             */
+            assignedTo?: components["schemas"]["Assignment"] | null;
+            /**
              * @description When the task takes over the facets of a node that failed (its model
              *     kept failing, or its attempts ran out): that node and its failure.
              */
@@ -1999,6 +2006,15 @@ export interface components {
              *     feedback items that concern it (what to revise, and why).
              */
             feedback?: unknown[];
+        };
+        /**
+         * @description Who may answer a task: named users, and members of named groups (a
+         *     capability's `role` is a group). The core says who a task is for; the
+         *     edge says who the caller is (an [`Answerer`]).
+         */
+        Assignment: {
+            users?: string[];
+            groups?: string[];
         };
         /** @description A node that handed its facets to the next capability, and why. */
         EscalationRecord: {

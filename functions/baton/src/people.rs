@@ -173,6 +173,11 @@ fn report_refusal(refusal: HumanInputRefused, output_path: Option<&Path>) -> u8 
             EXIT_RUN_FAILED
         }
         HumanInputRefused::AnswerRequired => invalid("--answer must not be empty"),
+        // The CLI answers as the local operator, who may answer any task.
+        HumanInputRefused::NotAssignee { assigned_to } => invalid(format!(
+            "the task is assigned to users {:?} and groups {:?}",
+            assigned_to.users, assigned_to.groups
+        )),
         HumanInputRefused::NoManualPolicy { policy_id, .. } => invalid(format!(
             "the run has no enabled manual policy `{policy_id}`"
         )),

@@ -246,6 +246,12 @@ impl From<HumanInputRefused> for ApiError {
             "the node is not waiting for a person (answered already, or the run moved on)",
         )
         .with_details(json!({"runStatus": run_status.as_str(), "nodeStatus": node_status})),
+        HumanInputRefused::NotAssignee { assigned_to } => ApiError::new(
+            StatusCode::FORBIDDEN,
+            "not_assignee",
+            "the task is assigned to other people; the caller is neither one of its users nor in one of its groups",
+        )
+        .with_details(json!({"assignedTo": assigned_to})),
         HumanInputRefused::StalePlanVersion { current } => ApiError::new(
             StatusCode::CONFLICT,
             "stale_plan_version",

@@ -197,6 +197,9 @@ pub struct NodeLedgerEntry {
     /// The model that answered last.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// Human nodes: the signed-in user who answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
 impl RunSnapshotResponse {
@@ -292,6 +295,7 @@ impl RunSnapshotResponse {
                             error: record.error.clone(),
                             usage: UsageSummary::of(record.usage, record.cost_usd),
                             model: record.model.clone(),
+                            answered_by: record.answered_by.clone(),
                         },
                     )
                 })

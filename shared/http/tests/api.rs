@@ -20,6 +20,10 @@ use serde_json::{Value, json};
 
 const ACME_TOKEN: &str = "acme-token";
 const GLOBEX_TOKEN: &str = "globex-token";
+/// acme's director (user and group claim), who may answer tasks.
+const DIRECTOR_TOKEN: &str = "acme-director-token";
+/// acme's writer: may answer tasks, but is in no director group.
+const WRITER_TOKEN: &str = "acme-writer-token";
 /// Event streams one run may have open in the tests' server (default 64).
 const TEST_STREAMS_PER_RUN: usize = 3;
 const TEST_STREAMS_PER_TENANT: usize = 5;
@@ -72,9 +76,11 @@ async fn start_api_with(
         .worker_id("api-test")
         .build();
     let tokens = format!(
-        "acme:{},globex:{}",
+        "acme:{},globex:{},acme:{};user=dana@acme.example;scopes=runs:read tasks:answer;groups=director,acme:{};user=will@acme.example;scopes=runs:read tasks:answer;groups=writers",
         token_digest_hex(ACME_TOKEN),
-        token_digest_hex(GLOBEX_TOKEN)
+        token_digest_hex(GLOBEX_TOKEN),
+        token_digest_hex(DIRECTOR_TOKEN),
+        token_digest_hex(WRITER_TOKEN)
     );
     let state = ApiState {
         runs: built.services.runs.clone(),
@@ -782,6 +788,67 @@ async fn frames_after(api: &TestApi, run_id: &str, after: &Value) -> Vec<Value> 
     .into_iter()
     .map(|(_, _, frame)| frame)
     .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_for_a_group_is_listed_and_answered_by_its_members_only() {
+    let api = start_api().await;
+    // The director's review capability names `assignmentDefaults.role:
+    // director` in the registry: a group claim.
+    let parked = park_on_a_person(&api).await;
+    let run_id = parked["runId"].as_str().unwrap();
+    let node_id = parked["nodeId"].as_str().unwrap();
+    let version = parked["planVersion"].clone();
+    let output_schema = parked["payload"]["contract"]["outputSchema"].clone();
+
+    let listed = get_json(&api, "/tasks", DIRECTOR_TOKEN).await;
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(
+        listed["tasks"][0]["assignedTo"],
+        json!({"groups": ["director"]})
+    );
+    assert_eq!(
+        get_json(&api, "/tasks", WRITER_TOKEN).await["tasks"],
+        json!([]),
+        "a task shows only to those who may answer it"
+    );
+
+    let output = scripted_llm::generate_instance(&output_schema, "answer");
+    let answer = json!({"runId": run_id, "nodeId": node_id, "expectedPlanVersion": version, "output": output});
+    let (status, body) = post_json(&api, "/run.resume", WRITER_TOKEN, &answer).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "not_assignee");
+    assert_eq!(
+        body["error"]["details"]["assignedTo"]["groups"],
+        json!(["director"])
+    );
+    let (status, body) = post_json(
+        &api,
+        &format!("/tasks/{run_id}:{node_id}/decline"),
+        WRITER_TOKEN,
+        &json!({"reasonCode": "not_mine"}),
+    )
+    .await;
+    assert_eq!(status, 403, "declining is answering too: {body}");
+    assert_eq!(body["error"]["code"], "not_assignee");
+    assert!(
+        frames_after(&api, run_id, &parked["id"]).await.is_empty(),
+        "a refused answer appends nothing"
+    );
+
+    let (status, body) = post_json(&api, "/run.resume", DIRECTOR_TOKEN, &answer).await;
+    assert_eq!(status, 200, "{body}");
+    let snapshot = get_json(&api, &format!("/runs/{run_id}"), DIRECTOR_TOKEN).await;
+    assert_eq!(
+        snapshot["nodes"][node_id]["answeredBy"], "dana@acme.example",
+        "{snapshot}"
+    );
+    let after = frames_after(&api, run_id, &parked["id"]).await;
+    let completed = after
+        .iter()
+        .find(|frame| frame["type"] == "node_complete" && frame["nodeId"] == node_id)
+        .expect("the answered node completes");
+    assert_eq!(completed["payload"]["answeredBy"], "dana@acme.example");
 }
 
 #[tokio::test(flavor = "multi_thread")]

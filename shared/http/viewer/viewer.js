@@ -197,6 +197,11 @@ function nodeDetails(view, node) {
       figure("Cost", make("span", { class: "cost" }, money(cost))),
       figure("Duration", make("span", { class: "duration" }, millis(complete.durationMs ?? (info.metrics && info.metrics.durationMs)))),
       figure("Attempt", String(complete.attempt ?? ledger.currentAttempt ?? "—"))));
+  // A person's answer names who gave it (the signed-in user).
+  const answeredBy = complete.answeredBy || ledger.answeredBy;
+  if (answeredBy) {
+    panel.querySelector(".figures").append(figure("Answered by", make("span", { class: "answered-by" }, answeredBy)));
+  }
   if (node.inputFacets) panel.append(make("h4", {}, "Input bundle"), make("div", { class: "input-bundle" }, pretty(inputBundle(view, node))));
   const output = complete.output || ledger.output;
   if (output) panel.append(make("h4", {}, "Output"), make("div", { class: "output" }, pretty(output)));

@@ -112,4 +112,8 @@ pub enum HumanInputRefused {
         policy_id: String,
         run_status: RunStatus,
     },
+    /// The task is assigned to others than the one answering.
+    NotAssignee {
+        assigned_to: crate::state::tasks::Assignment,
+    },
 }

@@ -330,6 +330,7 @@ pub fn fork_run(
                 duration_ms: None,
                 cost_usd: None,
                 reused: true,
+                answered_by: None,
             },
         );
         step.emit(completed);

@@ -32,6 +32,8 @@ pub struct ApprovalResolution<'a> {
     pub request_id: &'a str,
     pub decision: ApprovalDecision,
     pub note: Option<&'a str>,
+    /// The signed-in user who decides, recorded in `hitl_resolved`.
+    pub decided_by: Option<&'a str>,
 }
 
 /// A person's answer to a node's clarifying question.
@@ -41,6 +43,8 @@ pub struct ClarificationAnswer<'a> {
     pub request_id: Option<&'a str>,
     pub expected_plan_version: u32,
     pub answer: &'a str,
+    /// The signed-in user who answers, recorded in `hitl_resolved`.
+    pub answered_by: Option<&'a str>,
 }
 
 type Resolved = Result<Result<Decision, HumanInputRefused>, CoreError>;
@@ -73,6 +77,7 @@ fn resolved_frame(
     kind: HitlKind,
     decision: HitlDecision,
     note: Option<&str>,
+    decided_by: Option<&str>,
 ) {
     let frame = frames::hitl_resolved(
         &step.stamp(),
@@ -81,6 +86,7 @@ fn resolved_frame(
             kind,
             decision,
             note: note.map(str::to_string),
+            decided_by: decided_by.map(str::to_string),
         },
     );
     let pending_node = step
@@ -116,6 +122,7 @@ pub fn resolve_approval(
         HitlKind::Approval,
         decision,
         resolution.note,
+        resolution.decided_by,
     );
     step.state.governance.hold = None;
     let policy_id = request.policy_id.clone().unwrap_or_default();
@@ -212,6 +219,7 @@ pub fn answer_clarification(
         HitlKind::Clarify,
         HitlDecision::Answered,
         None,
+        answer.answered_by,
     );
     super::plan_drafts::emit_resumed_plan(&mut step);
     policy::release_hold(&mut step)?;

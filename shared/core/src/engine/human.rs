@@ -10,6 +10,7 @@ use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::basics::schema::collect_violations;
 use crate::state::run::{NodeStatus, RunState};
+use crate::state::tasks::{Answerer, check_assignee};
 
 pub use super::decision::HumanInputRefused;
 use super::node_answers::complete_node;
@@ -24,6 +25,9 @@ pub struct HumanAnswer<'a> {
     pub expected_plan_version: u32,
     /// The node's output, judged against its output contract.
     pub output: Value,
+    /// Who answers: checked against the task's assignment, recorded on the
+    /// node and in its `node_complete` frame.
+    pub by: &'a Answerer,
 }
 
 /// A person declining a parked node's task.
@@ -32,9 +36,13 @@ pub struct HumanDecline<'a> {
     pub node_id: &'a str,
     pub reason_code: &'a str,
     pub note: Option<&'a str>,
+    /// Who declines: checked against the task's assignment, named in the
+    /// failure.
+    pub by: &'a Answerer,
 }
 
-fn awaiting(state: &RunState, node_id: &str) -> Result<(), HumanInputRefused> {
+/// The node waits for a person, and `answerer` is one it is assigned to.
+fn awaiting(state: &RunState, node_id: &str, answerer: &Answerer) -> Result<(), HumanInputRefused> {
     let node_status = state.nodes.get(node_id).map(|record| record.status);
     if state.status.is_terminal() || node_status != Some(NodeStatus::AwaitingHuman) {
         return Err(HumanInputRefused::NotAwaiting {
@@ -42,7 +50,8 @@ fn awaiting(state: &RunState, node_id: &str) -> Result<(), HumanInputRefused> {
             node_status,
         });
     }
-    Ok(())
+    check_assignee(state, node_id, answerer)
+        .map_err(|assigned_to| HumanInputRefused::NotAssignee { assigned_to })
 }
 
 /// The node's SLA timer no longer applies once a person acted.
@@ -59,7 +68,7 @@ pub fn answer_human_node(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<Result<Decision, HumanInputRefused>, CoreError> {
-    if let Err(refused) = awaiting(&state, answer.node_id) {
+    if let Err(refused) = awaiting(&state, answer.node_id, answer.by) {
         return Ok(Err(refused));
     }
     let current = state.plan_version();
@@ -83,6 +92,9 @@ pub fn answer_human_node(
         .get(answer.node_id)
         .map_or(1, |record| record.current_attempt);
     let mut step = StepContext::new(state, now, engine);
+    if let Some(record) = step.state.node_mut(answer.node_id) {
+        record.answered_by = answer.by.user.clone();
+    }
     drop_task_timer(&mut step, answer.node_id, attempt);
     super::plan_drafts::emit_resumed_plan(&mut step);
     complete_node(&mut step, node, attempt, answer.output)?;
@@ -97,7 +109,7 @@ pub fn decline_human_node(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<Result<Decision, HumanInputRefused>, CoreError> {
-    if let Err(refused) = awaiting(&state, decline.node_id) {
+    if let Err(refused) = awaiting(&state, decline.node_id, decline.by) {
         return Ok(Err(refused));
     }
     let plan = plan_of(&state)?;
@@ -106,9 +118,10 @@ pub fn decline_human_node(
         .nodes
         .get(decline.node_id)
         .map_or(1, |record| record.current_attempt);
+    let who = decline.by.user.as_deref().unwrap_or("a person");
     let reason = match decline.note {
-        Some(note) => format!("declined by a person ({}): {note}", decline.reason_code),
-        None => format!("declined by a person ({})", decline.reason_code),
+        Some(note) => format!("declined by {who} ({}): {note}", decline.reason_code),
+        None => format!("declined by {who} ({})", decline.reason_code),
     };
     let mut step = StepContext::new(state, now, engine);
     drop_task_timer(&mut step, decline.node_id, attempt);

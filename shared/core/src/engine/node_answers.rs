@@ -184,7 +184,7 @@ pub(super) fn complete_node(
 ) -> Result<(), CoreError> {
     let output = Arc::new(answer);
     let mut usage = frames::TokenTotals::of(&Default::default());
-    let (mut model, mut duration_ms, mut cost_usd) = (None, None, None);
+    let (mut model, mut duration_ms, mut cost_usd, mut answered_by) = (None, None, None, None);
     if let Some(record) = step.state.node_mut(&node.node_id) {
         record.status = NodeStatus::Completed;
         record.output = Some(output.clone());
@@ -197,6 +197,7 @@ pub(super) fn complete_node(
         duration_ms = record
             .started_at_millis
             .map(|started| step.now.unix_millis().saturating_sub(started));
+        answered_by = record.answered_by.clone();
     }
     let completed = frames::node_complete(
         &step.stamp(),
@@ -210,6 +211,7 @@ pub(super) fn complete_node(
             duration_ms,
             cost_usd,
             reused: false,
+            answered_by,
         },
     );
     step.emit(completed);

@@ -1014,6 +1014,7 @@ fn a_persons_valid_answer_completes_the_node_and_the_run() {
             node_id: "node_2",
             expected_plan_version: version,
             output: json!({"draft": {"text": "written by a person"}}),
+            by: &crate::tasks::Answerer::operator(None),
         },
         NOW,
         &context,
@@ -1047,6 +1048,7 @@ fn a_persons_valid_answer_completes_the_node_and_the_run() {
             node_id: "node_2",
             expected_plan_version: version,
             output: json!({"draft": {"text": "twice"}}),
+            by: &crate::tasks::Answerer::operator(None),
         },
         NOW,
         &context,
@@ -1059,6 +1061,88 @@ fn a_persons_valid_answer_completes_the_node_and_the_run() {
             node_status: Some(NodeStatus::Completed)
         })
     ));
+}
+
+#[test]
+fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let mut parked = parked_on_a_person(&context);
+    // The capability's assignmentDefaults name a role: a group of people.
+    if let Some(plan) = parked.plan.as_mut() {
+        let plan = Arc::make_mut(plan);
+        if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
+            node.task_surface = Some(crate::planning::plan::TaskSurface {
+                instruction_templates: None,
+                assignment_defaults: json!({"role": "reviewers", "users": ["ops@acme.example"]})
+                    .as_object()
+                    .cloned(),
+            });
+        }
+    }
+    let tasks = crate::tasks::human_tasks(&parked);
+    assert_eq!(
+        tasks[0].assigned_to,
+        Some(crate::tasks::Assignment {
+            users: vec!["ops@acme.example".into()],
+            groups: vec!["reviewers".into()],
+        })
+    );
+    let version = parked.plan_version();
+    let answer_by = |answerer: &crate::tasks::Answerer| {
+        answer_human_node(
+            parked.clone(),
+            HumanAnswer {
+                node_id: "node_2",
+                expected_plan_version: version,
+                output: json!({"draft": {"text": "reviewed"}}),
+                by: answerer,
+            },
+            NOW,
+            &context,
+        )
+        .unwrap()
+    };
+    let outsider = crate::tasks::Answerer {
+        user: Some("eve@acme.example".into()),
+        groups: vec!["writers".into()],
+        may_answer_any_task: false,
+    };
+    assert_eq!(
+        answer_by(&outsider).unwrap_err(),
+        HumanInputRefused::NotAssignee {
+            assigned_to: tasks[0].assigned_to.clone().unwrap()
+        }
+    );
+    let member = crate::tasks::Answerer {
+        user: Some("ana@acme.example".into()),
+        groups: vec!["reviewers".into()],
+        may_answer_any_task: false,
+    };
+    let decision = answer_by(&member).unwrap();
+    assert_frames_match_schemas(&decision.events);
+    assert_eq!(
+        decision.state.nodes["node_2"].answered_by.as_deref(),
+        Some("ana@acme.example")
+    );
+    let completed = decision
+        .events
+        .iter()
+        .find(|event| event.event_type == crate::event::EventType::NodeComplete)
+        .unwrap();
+    assert_eq!(
+        completed.payload.as_ref().unwrap()["answeredBy"],
+        "ana@acme.example"
+    );
+    // A user named in the assignment needs no group; an operator needs neither.
+    let named = crate::tasks::Answerer {
+        user: Some("ops@acme.example".into()),
+        groups: Vec::new(),
+        may_answer_any_task: false,
+    };
+    assert!(answer_by(&named).is_ok());
+    assert!(answer_by(&crate::tasks::Answerer::operator(None)).is_ok());
 }
 
 #[test]
@@ -1075,6 +1159,7 @@ fn answers_that_cannot_apply_change_nothing_and_say_why() {
                 node_id,
                 expected_plan_version,
                 output,
+                by: &crate::tasks::Answerer::operator(None),
             },
             NOW,
             &context,
@@ -1121,6 +1206,7 @@ fn a_person_declining_fails_the_run_with_the_reason() {
             node_id: "node_2",
             reason_code: "out_of_scope",
             note: Some("not our brand"),
+            by: &crate::tasks::Answerer::operator(None),
         },
         NOW,
         &context,

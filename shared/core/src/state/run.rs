@@ -52,6 +52,9 @@ pub struct NodeRecord {
     /// continue across attempts, so tool calls' keys never repeat).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub agent_turns: u32,
+    /// Human nodes: who answered (the signed-in user), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
 fn is_zero(value: &u32) -> bool {
@@ -72,6 +75,7 @@ impl NodeRecord {
             attempt_base: 0,
             started_at_millis: None,
             agent_turns: 0,
+            answered_by: None,
         }
     }
 }

@@ -35,6 +35,10 @@ pub struct HumanTask {
     /// The capability's `assignmentDefaults` (routing hints), verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignment_defaults: Option<serde_json::Map<String, Value>>,
+    /// Who may answer it (from `assignmentDefaults`' `users`, `groups` and
+    /// `role`); absent: anyone who may answer tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assigned_to: Option<Assignment>,
     /// When the task takes over the facets of a node that failed (its model
     /// kept failing, or its attempts ran out): that node and its failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -43,6 +47,85 @@ pub struct HumanTask {
     /// feedback items that concern it (what to revise, and why).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feedback: Vec<Value>,
+}
+
+/// Who may answer a task: named users, and members of named groups (a
+/// capability's `role` is a group). The core says who a task is for; the
+/// edge says who the caller is (an [`Answerer`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Assignment {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+}
+
+/// Who answers: the signed-in user and their groups, or an operator who may
+/// answer any task (an `admin`, the local CLI).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Answerer {
+    pub user: Option<String>,
+    pub groups: Vec<String>,
+    pub may_answer_any_task: bool,
+}
+
+impl Answerer {
+    /// An operator who may answer any task, named `user` when known.
+    pub fn operator(user: Option<String>) -> Self {
+        Answerer {
+            user,
+            groups: Vec::new(),
+            may_answer_any_task: true,
+        }
+    }
+}
+
+fn strings_at(defaults: &serde_json::Map<String, Value>, keys: &[&str]) -> Vec<String> {
+    let mut found = Vec::new();
+    for key in keys {
+        match defaults.get(*key) {
+            Some(Value::String(text)) if !text.trim().is_empty() => {
+                found.push(text.trim().to_string());
+            }
+            Some(Value::Array(items)) => found.extend(
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::trim)
+                    .filter(|text| !text.is_empty())
+                    .map(str::to_string),
+            ),
+            _ => {}
+        }
+    }
+    found
+}
+
+impl Assignment {
+    /// The assignment a capability's `assignmentDefaults` names (`users` or
+    /// `user`; `groups`, `group`, `role` or `roles`), if any.
+    pub fn of_task_surface(surface: Option<&crate::planning::plan::TaskSurface>) -> Option<Self> {
+        let defaults = surface?.assignment_defaults.as_ref()?;
+        let assignment = Assignment {
+            users: strings_at(defaults, &["users", "user"]),
+            groups: strings_at(defaults, &["groups", "group", "role", "roles"]),
+        };
+        (!assignment.users.is_empty() || !assignment.groups.is_empty()).then_some(assignment)
+    }
+
+    /// Whether `answerer` may answer a task so assigned.
+    pub fn admits(&self, answerer: &Answerer) -> bool {
+        answerer.may_answer_any_task
+            || answerer
+                .user
+                .as_ref()
+                .is_some_and(|user| self.users.contains(user))
+            || answerer
+                .groups
+                .iter()
+                .any(|group| self.groups.contains(group))
+    }
 }
 
 /// The approval request or clarifying question a held run waits on.
@@ -69,6 +152,24 @@ pub fn pending_request(state: &RunState) -> Option<PendingRequest> {
             plan_version: state.plan_version(),
             request: request.clone(),
         })
+}
+
+/// Whether `answerer` may answer the task of `node_id` (a node without an
+/// assignment: anyone may); `Err` with the assignment when not.
+pub fn check_assignee(
+    state: &RunState,
+    node_id: &str,
+    answerer: &Answerer,
+) -> Result<(), Assignment> {
+    let surface = state
+        .plan
+        .as_deref()
+        .and_then(|plan| plan.node(node_id))
+        .and_then(|node| node.task_surface.as_ref());
+    match Assignment::of_task_surface(surface) {
+        Some(assignment) if !assignment.admits(answerer) => Err(assignment),
+        _ => Ok(()),
+    }
 }
 
 /// The task id of `node_id` in `run_id`.
@@ -118,6 +219,7 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
                 .task_surface
                 .as_ref()
                 .and_then(|surface| surface.assignment_defaults.clone()),
+            assigned_to: Assignment::of_task_surface(node.task_surface.as_ref()),
             escalated_from: state
                 .governance
                 .escalation_taken_over_by(&node.output_facets)

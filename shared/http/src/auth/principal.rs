@@ -116,6 +116,16 @@ impl Principal {
         Err(missing_scope(scope, &self.scopes))
     }
 
+    /// The caller as one who answers tasks: their user and groups; an
+    /// `admin` may answer any task.
+    pub fn answerer(&self) -> baton_core::tasks::Answerer {
+        baton_core::tasks::Answerer {
+            user: self.user.clone(),
+            groups: self.groups.clone(),
+            may_answer_any_task: self.scopes.contains(&Scope::Admin),
+        }
+    }
+
     /// Who this caller is in a record: the user, else the credential kind.
     pub fn actor(&self) -> String {
         match (&self.user, self.credential) {

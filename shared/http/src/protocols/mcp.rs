@@ -310,7 +310,14 @@ impl ServerHandler for BatonMcpServer {
             "list_capabilities" => self.list_capabilities(&tenant).await,
             "get_run" => self.get_run(&tenant, request.arguments).await,
             "list_tasks" => self.list_tasks(&tenant, request.arguments).await,
-            "answer_task" => self.answer_task(&tenant, request.arguments).await,
+            "answer_task" => {
+                let answerer = self
+                    .principal_of(&context)
+                    .map(|principal| principal.answerer())
+                    .unwrap_or_default();
+                self.answer_task(&tenant, request.arguments, &answerer)
+                    .await
+            }
             "send_chat_message" => self.send_chat_message(&tenant, request.arguments).await,
             other => Err(refused(
                 format!("no tool `{other}`"),
@@ -455,7 +462,12 @@ impl BatonMcpServer {
         Ok(json!({"tasks": tasks}))
     }
 
-    async fn answer_task(&self, tenant: &str, raw: Option<Map<String, Value>>) -> ToolOutcome {
+    async fn answer_task(
+        &self,
+        tenant: &str,
+        raw: Option<Map<String, Value>>,
+        answerer: &baton_core::tasks::Answerer,
+    ) -> ToolOutcome {
         let AnswerArguments {
             run_id,
             node_id,
@@ -465,7 +477,7 @@ impl BatonMcpServer {
         let outcome = self
             .state
             .people
-            .apply(
+            .apply_as(
                 tenant,
                 &run_id,
                 PersonInput::Answer {
@@ -473,6 +485,7 @@ impl BatonMcpServer {
                     expected_plan_version,
                     output,
                 },
+                answerer,
             )
             .await
             .map_err(runtime_refusal)?;

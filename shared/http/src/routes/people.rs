@@ -21,7 +21,7 @@ use baton_core::engine::ApprovalDecision;
 use baton_runtime::services::{PersonInput, PersonInputOutcome};
 use serde_json::json;
 
-use crate::auth::Tenant;
+use crate::auth::{Principal, Tenant};
 use crate::bodies::{
     DeclineRequest, HumanActionApplied, RequestList, ResolveDecision, ResolveRequest,
     ResumeRequest, TaskList, typed_body,
@@ -119,11 +119,16 @@ fn resume_input(body: ResumeRequest) -> Result<(String, PersonInput), ApiError> 
 
 async fn apply(
     state: &ApiState,
-    tenant: &Tenant,
+    principal: &Principal,
     run_id: &str,
     input: PersonInput,
 ) -> Result<Json<HumanActionApplied>, ApiError> {
-    match state.people.apply(&tenant.0, run_id, input).await? {
+    let answerer = principal.answerer();
+    match state
+        .people
+        .apply_as(&principal.tenant, run_id, input, &answerer)
+        .await?
+    {
         PersonInputOutcome::Applied { status, version } => Ok(Json(HumanActionApplied {
             run_id: run_id.to_string(),
             status,
@@ -134,10 +139,13 @@ async fn apply(
     }
 }
 
-/// `GET /tasks?status=pending&capabilityId=`: the tenant's pending tasks.
+/// `GET /tasks?status=pending&capabilityId=`: the tenant's pending tasks
+/// the caller may answer (those assigned to them, to one of their groups,
+/// or to no one; an `admin` sees all).
 pub(crate) async fn list_tasks(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
     Query(query): Query<std::collections::HashMap<String, String>>,
 ) -> Result<Json<TaskList>, ApiError> {
     if let Some(status) = query.get("status")
@@ -150,10 +158,18 @@ pub(crate) async fn list_tasks(
         )
         .with_details(json!({"parameter": "status"})));
     }
+    let answerer = principal.answerer();
     let tasks = state
         .people
         .pending_tasks(&tenant.0, query.get("capabilityId").map(String::as_str))
-        .await?;
+        .await?
+        .into_iter()
+        .filter(|task| {
+            task.assigned_to
+                .as_ref()
+                .is_none_or(|assignment| assignment.admits(&answerer))
+        })
+        .collect();
     Ok(Json(TaskList { tasks }))
 }
 
@@ -164,7 +180,7 @@ pub(crate) async fn list_tasks(
 /// resumption on (SSE, as `run.stream`), until the run ends or parks again.
 pub(crate) async fn resume_run(
     State(state): State<ApiState>,
-    Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -174,28 +190,31 @@ pub(crate) async fn resume_run(
         .is_some_and(|accept| accept.contains("text/event-stream"));
     let (run_id, input) = resume_input(typed_body(&body, refuse)?)?;
     if !wants_stream {
-        return Ok(apply(&state, &tenant, &run_id, input)
+        return Ok(apply(&state, &principal, &run_id, input)
             .await?
             .into_response());
     }
     // The frames before the answer are the caller's already.
     let seen = state
         .runs
-        .read_all_events_after(&tenant.0, &run_id, 0)
+        .read_all_events_after(&principal.tenant, &run_id, 0)
         .await?
         .last()
         .map_or(0, |frame| frame.id);
-    let _applied = apply(&state, &tenant, &run_id, input).await?;
-    let frames = state
-        .runs
-        .follow(&tenant.0, &run_id, seen, state.settings.poll_interval);
+    let _applied = apply(&state, &principal, &run_id, input).await?;
+    let frames = state.runs.follow(
+        &principal.tenant,
+        &run_id,
+        seen,
+        state.settings.poll_interval,
+    );
     Ok(sse_response(frames, state.settings.heartbeat))
 }
 
 /// `POST /tasks/{taskId}/decline`: `{reasonCode, note?}`; the run fails with the reason.
 pub(crate) async fn decline_task(
     State(state): State<ApiState>,
-    Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
     Path(task_id): Path<String>,
     body: Bytes,
 ) -> Result<Json<HumanActionApplied>, ApiError> {
@@ -216,13 +235,13 @@ pub(crate) async fn decline_task(
         reason_code,
         note,
     };
-    apply(&state, &tenant, run_id, input).await
+    apply(&state, &principal, run_id, input).await
 }
 
 /// `POST /hitl/resolve`: `{runId, requestId, decision: approve|reject, note?}`.
 pub(crate) async fn resolve_request(
     State(state): State<ApiState>,
-    Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
     body: Bytes,
 ) -> Result<Json<HumanActionApplied>, ApiError> {
     let body: ResolveRequest = typed_body(&body, refuse)?;
@@ -242,18 +261,18 @@ pub(crate) async fn resolve_request(
         decision,
         note,
     };
-    apply(&state, &tenant, &run_id, input).await
+    apply(&state, &principal, &run_id, input).await
 }
 
 /// `POST /runs/{runId}/policies/{policyId}/trigger`: fires a `manual` policy.
 pub(crate) async fn trigger_policy(
     State(state): State<ApiState>,
-    Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
     Path((run_id, policy_id)): Path<(String, String)>,
 ) -> Result<Json<HumanActionApplied>, ApiError> {
     apply(
         &state,
-        &tenant,
+        &principal,
         &run_id,
         PersonInput::TriggerPolicy { policy_id },
     )

@@ -15,7 +15,7 @@ use baton_core::engine::{
 use baton_core::registry::Registry;
 use baton_core::run::{RunState, RunStatus};
 use baton_core::schema::ValidatorCache;
-use baton_core::tasks::{HumanTask, PendingRequest};
+use baton_core::tasks::{Answerer, HumanTask, PendingRequest};
 use serde_json::Value;
 
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
@@ -98,6 +98,7 @@ impl PeopleService {
         &self,
         state: RunState,
         input: &PersonInput,
+        by: &Answerer,
     ) -> Result<Result<Decision, HumanInputRefused>, RuntimeError> {
         let now = self.clock.now();
         let engine = self.engine();
@@ -112,6 +113,7 @@ impl PeopleService {
                     node_id,
                     expected_plan_version: *expected_plan_version,
                     output: output.clone(),
+                    by,
                 },
                 now,
                 &engine,
@@ -126,6 +128,7 @@ impl PeopleService {
                     node_id,
                     reason_code,
                     note: note.as_deref(),
+                    by,
                 },
                 now,
                 &engine,
@@ -140,6 +143,7 @@ impl PeopleService {
                     request_id,
                     decision: *decision,
                     note: note.as_deref(),
+                    decided_by: by.user.as_deref(),
                 },
                 now,
                 &engine,
@@ -154,6 +158,7 @@ impl PeopleService {
                     request_id: request_id.as_deref(),
                     expected_plan_version: *expected_plan_version,
                     answer,
+                    answered_by: by.user.as_deref(),
                 },
                 now,
                 &engine,
@@ -185,14 +190,29 @@ impl PeopleService {
         Ok(self.queries.pending_requests(tenant_id).await?)
     }
 
-    /// Applies a person's input to the run through the one commit
-    /// protocol: after a conflict the input is judged again on the new state
-    /// (where the node may no longer wait).
+    /// [`PeopleService::apply_as`] by an operator who may answer any task
+    /// and is not named (the local CLI, tests).
     pub async fn apply(
         &self,
         tenant_id: &str,
         run_id: &str,
         input: PersonInput,
+    ) -> Result<PersonInputOutcome, RuntimeError> {
+        self.apply_as(tenant_id, run_id, input, &Answerer::operator(None))
+            .await
+    }
+
+    /// Applies a person's input to the run through the one commit
+    /// protocol: after a conflict the input is judged again on the new state
+    /// (where the node may no longer wait). `by` is who gives it: a task
+    /// assigned to others refuses them (`NotAssignee`), and the user is
+    /// recorded on the node and in the frames.
+    pub async fn apply_as(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        input: PersonInput,
+        by: &Answerer,
     ) -> Result<PersonInputOutcome, RuntimeError> {
         let target = CommitTarget {
             tenant_id,
@@ -200,7 +220,7 @@ impl PeopleService {
             consumed_message_id: None,
         };
         let decide = |state: RunState| {
-            Ok(match self.decide(state, &input)? {
+            Ok(match self.decide(state, &input, by)? {
                 Ok(decision) => Decided::Commit(Box::new(decision)),
                 Err(refused) => Decided::Nothing(refused),
             })

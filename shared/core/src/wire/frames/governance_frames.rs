@@ -178,6 +178,9 @@ pub struct HitlResolvedPayload {
     pub decision: HitlDecision,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The signed-in user who decided or answered, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
 }
 
 pub fn hitl_resolved(stamp: &FrameStamp, payload: &HitlResolvedPayload) -> EventDraft {

@@ -322,6 +322,9 @@ pub struct NodeCompletePayload<'a> {
     /// forked from (no call made here).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reused: bool,
+    /// Human nodes: the signed-in user who answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
 }
 
 pub fn node_complete(

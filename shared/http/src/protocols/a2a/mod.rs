@@ -190,6 +190,7 @@ pub(crate) async fn json_rpc(
         state,
         tenant: tenant.0,
         submitter: crate::trace_header::submitter_of(&headers, &principal).unwrap_or_default(),
+        answerer: principal.answerer(),
     };
     let id = request.id.clone();
     let answer = match request.method.as_str() {
@@ -249,6 +250,8 @@ struct A2aServer {
     state: ApiState,
     tenant: String,
     submitter: Submitter,
+    /// The caller as one who answers tasks (a message on a task).
+    answerer: baton_core::tasks::Answerer,
 }
 
 impl A2aServer {
@@ -371,7 +374,12 @@ impl A2aServer {
             .last()
             .map(|frame| frame.id)
             .unwrap_or(0);
-        match self.state.people.apply(&self.tenant, run_id, input).await? {
+        match self
+            .state
+            .people
+            .apply_as(&self.tenant, run_id, input, &self.answerer)
+            .await?
+        {
             PersonInputOutcome::Applied { .. } => Ok(last_frame),
             PersonInputOutcome::Refused(why) => {
                 let api = crate::error::ApiError::from(why);
@@ -468,6 +476,7 @@ impl A2aServer {
             state: self.state.clone(),
             tenant: self.tenant.clone(),
             submitter: Submitter::default(),
+            answerer: self.answerer.clone(),
         };
         let ending = futures_util::stream::once(async move {
             let task = match server.task(&run_id).await {
