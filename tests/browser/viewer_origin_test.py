@@ -19,6 +19,9 @@ import json
 import os
 import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -26,6 +29,8 @@ from playwright.sync_api import expect, sync_playwright
 
 ROOT = os.environ["BATON_VIEWER_URL"].rstrip("/")
 TOKEN = os.environ["BATON_VIEWER_TOKEN"]
+DIRECTOR_TOKEN = os.environ["BATON_DIRECTOR_TOKEN"]
+REPOSITORY = Path(os.environ["BATON_REPOSITORY"])
 ARTIFACTS = Path(os.environ["BATON_BROWSER_ARTIFACTS"])
 TIMEOUT_MS = 30_000
 
@@ -64,6 +69,77 @@ class Recorder:
 
     def with_token(self):
         return [request for request in self.requests if request["authorization"]]
+
+
+def api(method, path, token, body=None):
+    request = urllib.request.Request(
+        f"{ROOT}/api/v1/flex{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"authorization": f"Bearer {token}", "content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as error:
+        raise AssertionError(f"{method} {path}: {error.code} {error.read().decode()}") from error
+
+
+def instance_of(schema, root=None):
+    """A value meeting a plain JSON Schema: local `$ref`s, `allOf`, objects,
+    arrays, strings, numbers, booleans and enums."""
+    root = root if root is not None else schema
+    if "$ref" in schema:
+        target = root
+        for part in schema["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        return instance_of(target, root)
+    if "allOf" in schema:
+        merged = {}
+        for part in schema["allOf"]:
+            value = instance_of(part, root)
+            if isinstance(value, dict):
+                merged.update(value)
+        return merged
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    kind = schema.get("type", "object" if "properties" in schema else "string")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return {name: instance_of(properties.get(name, {"type": "string"}), root)
+                for name in schema.get("required", list(properties))}
+    if kind == "array":
+        return [instance_of(schema.get("items", {"type": "string"}), root)] * max(1, schema.get("minItems", 1))
+    if kind in ("number", "integer"):
+        return schema.get("minimum", 1)
+    if kind == "boolean":
+        return True
+    return "written by the director" + "." * max(0, schema.get("minLength", 0) - 23)
+
+
+def answered_by_shows_in_the_viewer(page):
+    """A task answered by a signed-in user names them in the node's details."""
+    envelope = json.loads((REPOSITORY / "functions/baton/tests/fixtures/human-review.json").read_text())
+    run_id = api("POST", "/runs", TOKEN, envelope)["runId"]
+    task = None
+    for _ in range(300):
+        tasks = api("GET", "/tasks", DIRECTOR_TOKEN)["tasks"]
+        task = next((item for item in tasks if item["runId"] == run_id), None)
+        if task:
+            break
+        time.sleep(0.1)
+    assert task, "the director sees the run's task"
+    api("POST", "/run.resume", DIRECTOR_TOKEN, {
+        "taskId": task["taskId"], "expectedPlanVersion": task["planVersion"],
+        "output": instance_of(task["outputSchema"])})
+    page.goto(f"{ROOT}/#run/{run_id}")
+    node = page.locator(f'svg.plan g.node[data-node-id="{task["nodeId"]}"]')
+    expect(node).to_have_attribute("data-status", "completed", timeout=TIMEOUT_MS)
+    node.click()
+    expect(page.locator(".node-details .answered-by")).to_have_text("dana@acme.example")
+    shot(page, "31-node-answered-by")
+    print("ok: the node a signed-in user answered names them")
 
 
 def shot(page, name):
@@ -130,6 +206,8 @@ def main():
         assert not [url for url, _ in sent if url.startswith(ROOT + "/api/")], \
             f"the page used the configured origin only: {sent}"
         print("ok: a configured API origin is used, with its own token only")
+        page.goto(ROOT + "/")
+        answered_by_shows_in_the_viewer(page)
         browser.close()
     return 0
 

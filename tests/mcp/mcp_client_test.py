@@ -5,6 +5,7 @@ Run by `functions/baton/tests/mcp_server.rs`, which starts the model double
 and the server and fails when this fails.
 
 Environment: BATON_BINARY, BATON_REPOSITORY, BATON_MCP_URL, BATON_MCP_TOKEN,
+BATON_MCP_READER_TOKEN (a token holding `runs:read` only),
 BATON_ENVELOPE (an envelope file), BATON_MODEL_BASE_URL (the model double's
 OpenAI-compatible base URL, for the stdio server).
 """
@@ -104,6 +105,21 @@ async def over_http():
             async with ClientSession(read, write) as session:
                 await exercise(session, "streamable HTTP")
                 await a_parked_run(session)
+    # A token holding `runs:read` only: it reads, and starting a run is
+    # refused naming the scope it needs.
+    reader = {"Authorization": f"Bearer {os.environ['BATON_MCP_READER_TOKEN']}"}
+    async with create_mcp_http_client(headers=reader) as http:
+        async with streamable_http_client(os.environ["BATON_MCP_URL"], http_client=http) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                capabilities = await session.call_tool("list_capabilities", {})
+                assert not capabilities.is_error, capabilities
+                refused = await session.call_tool("start_run", {"envelope": ENVELOPE})
+                assert refused.is_error, refused
+                details = refused.structured_content["details"]
+                assert details == {"code": "missing_scope", "scope": "runs:write"}, details
+                assert "runs:write" in refused.content[0].text, refused.content
+    print("ok: a tool needing a scope the token lacks is refused, naming the scope")
     # Without the token: refused before any tool runs.
     async with create_mcp_http_client() as http:
         try:

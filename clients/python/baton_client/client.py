@@ -224,6 +224,11 @@ class BatonClient:
     def list_schedules(self) -> models.ScheduleList:
         return self._call("listSchedules")
 
+    # The audit trail (admin)
+    def list_audit_records(self, *, limit: int | None = None,
+                           cursor: str | None = None) -> models.AuditPage:
+        return self._call("listAuditRecords", params=_query(limit=limit, cursor=cursor))
+
     def create_dataset_evaluation(self, request: models.EvaluationRequest | dict) -> models.EvaluationRecord:
         """Run a dataset on the server (`baton serve`); answers at once, running."""
         return self._call("createDatasetEvaluation", body=request)
@@ -408,6 +413,11 @@ class AsyncBatonClient:
 
     async def list_schedules(self) -> models.ScheduleList:
         return await self._call("listSchedules")
+
+    # The audit trail (admin)
+    async def list_audit_records(self, *, limit: int | None = None,
+                                 cursor: str | None = None) -> models.AuditPage:
+        return await self._call("listAuditRecords", params=_query(limit=limit, cursor=cursor))
 
     async def create_dataset_evaluation(
         self, request: models.EvaluationRequest | dict

@@ -423,6 +423,18 @@ class ListedUsage(BaseModel):
     ] = None
 
 
+class AuditOutcome(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    status: Annotated[
+        int, Field(description='The HTTP status answered.', ge=0, le=65535)
+    ]
+    code: Annotated[
+        str | None, Field(description="The error's code, when it failed.")
+    ] = None
+
+
 class MissedFirePolicy(StrEnum):
     skip = 'skip'
     catch_up_once = 'catch_up_once'
@@ -1399,6 +1411,56 @@ class RunListing(BaseModel):
     ] = None
 
 
+class AuditRecord(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    audit_id: Annotated[
+        str,
+        Field(
+            alias='auditId',
+            description='Time-ordered: the records of a tenant sort by it.',
+        ),
+    ]
+    tenant_id: Annotated[str, Field(alias='tenantId')]
+    at: Annotated[str, Field(description='RFC 3339.')]
+    at_millis: Annotated[int, Field(alias='atMillis', ge=0)]
+    actor: Annotated[
+        str,
+        Field(
+            description='The signed-in user, else the kind of credential (`token`,\n`anonymous`).'
+        ),
+    ]
+    action: Annotated[
+        str,
+        Field(
+            description='The operation (`createRun`, `cancelRun`, `resolveRequest`, …).'
+        ),
+    ]
+    resource: Annotated[
+        str | None,
+        Field(
+            description='What it acted on (`run/…`, `schedule/…`, `task/…`), when known.'
+        ),
+    ] = None
+    request_id: Annotated[
+        str,
+        Field(
+            alias='requestId',
+            description="The request's id (`X-Request-Id`, given or made).",
+        ),
+    ]
+    outcome: AuditOutcome
+    expires_at_millis: Annotated[
+        int,
+        Field(
+            alias='expiresAtMillis',
+            description='When the store may drop it (its retention).',
+            ge=0,
+        ),
+    ]
+
+
 class Summary(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -1808,6 +1870,20 @@ class RunListPage(BaseModel):
     next_cursor: Annotated[
         str | None,
         Field(alias='nextCursor', description='Present when older runs remain.'),
+    ] = None
+
+
+class AuditPage(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    records: list[AuditRecord]
+    next_cursor: Annotated[
+        str | None,
+        Field(
+            alias='nextCursor',
+            description="Present when older records remain: the next page's `cursor`.",
+        ),
     ] = None
 
 

@@ -42,6 +42,7 @@ OPERATIONS: dict[str, Operation] = {
                   models.HumanActionApplied),
         Operation("createSchedule", "post", "/api/v1/flex/schedules", models.Schedule),
         Operation("listSchedules", "get", "/api/v1/flex/schedules", models.ScheduleList),
+        Operation("listAuditRecords", "get", "/api/v1/flex/audit", models.AuditPage),
         Operation("getSchedule", "get", "/api/v1/flex/schedules/{schedule_id}", models.Schedule),
         Operation("deleteSchedule", "delete", "/api/v1/flex/schedules/{schedule_id}", None),
         Operation("pauseSchedule", "post", "/api/v1/flex/schedules/{schedule_id}/pause",

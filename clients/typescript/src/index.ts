@@ -43,6 +43,7 @@ export const OPERATIONS = {
   getDatasetEvaluation: ["get", "/api/v1/flex/evaluations/{evaluation_id}"],
   createSchedule: ["post", "/api/v1/flex/schedules"],
   listSchedules: ["get", "/api/v1/flex/schedules"],
+  listAuditRecords: ["get", "/api/v1/flex/audit"],
   getSchedule: ["get", "/api/v1/flex/schedules/{schedule_id}"],
   deleteSchedule: ["delete", "/api/v1/flex/schedules/{schedule_id}"],
   pauseSchedule: ["post", "/api/v1/flex/schedules/{schedule_id}/pause"],
@@ -308,6 +309,11 @@ export class BatonClient {
 
   listSchedules(): Promise<Schemas["ScheduleList"]> {
     return this.call("listSchedules");
+  }
+
+  // The audit trail (admin)
+  listAuditRecords(parameters: { limit?: number; cursor?: string } = {}): Promise<Schemas["AuditPage"]> {
+    return this.call("listAuditRecords", { search: query(parameters) });
   }
 
   getSchedule(scheduleId: string): Promise<Schemas["Schedule"]> {

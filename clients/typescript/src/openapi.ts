@@ -365,6 +365,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/flex/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's audit trail, newest first: who changed what, when, and how it went (admin) */
+        get: operations["listAuditRecords"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/judge/evaluations": {
         parameters: {
             query?: never;
@@ -650,6 +667,15 @@ export interface components {
         RunListPage: {
             runs: components["schemas"]["RunListing"][];
             /** @description Present when older runs remain. */
+            nextCursor?: string | null;
+        };
+        /**
+         * AuditPage
+         * @description A page of a tenant's audit trail, newest first.
+         */
+        AuditPage: {
+            records: components["schemas"]["AuditRecord"][];
+            /** @description Present when older records remain: the next page's `cursor`. */
             nextCursor?: string | null;
         };
         Error: {
@@ -1485,6 +1511,43 @@ export interface components {
             tokensByOperation?: {
                 [key: string]: number;
             };
+        };
+        /** @description One state-changing request: who, what, when, on what, and the outcome. */
+        AuditRecord: {
+            /** @description Time-ordered: the records of a tenant sort by it. */
+            auditId: string;
+            tenantId: string;
+            /** @description RFC 3339. */
+            at: string;
+            /** Format: uint64 */
+            atMillis: number;
+            /**
+             * @description The signed-in user, else the kind of credential (`token`,
+             *     `anonymous`).
+             */
+            actor: string;
+            /** @description The operation (`createRun`, `cancelRun`, `resolveRequest`, …). */
+            action: string;
+            /** @description What it acted on (`run/…`, `schedule/…`, `task/…`), when known. */
+            resource?: string | null;
+            /** @description The request's id (`X-Request-Id`, given or made). */
+            requestId: string;
+            outcome: components["schemas"]["AuditOutcome"];
+            /**
+             * Format: uint64
+             * @description When the store may drop it (its retention).
+             */
+            expiresAtMillis: number;
+        };
+        /** @description How a recorded request ended. */
+        AuditOutcome: {
+            /**
+             * Format: uint16
+             * @description The HTTP status answered.
+             */
+            status: number;
+            /** @description The error's code, when it failed. */
+            code?: string | null;
         };
         /**
          * @description What fires missed (more than [`ON_TIME_WINDOW`] late: nothing ran the
@@ -4388,6 +4451,78 @@ export interface operations {
             };
             /** @description this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api` */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listAuditRecords: {
+        parameters: {
+            query?: {
+                /** @description 1 to 1000 (default 100) */
+                limit?: string;
+                /** @description the previous page's nextCursor */
+                cursor?: string;
+                /** @description `json` (default) or `jsonl`: one record per line (application/x-ndjson), the next cursor in `X-Next-Cursor` */
+                format?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description one page */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            /** @description a bad parameter (`details.parameter`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -5,6 +5,7 @@
 //! input or configuration (the message names the JSON path or variable);
 //! 3 the run failed or its plan was rejected; 4 the run is parked for a human.
 
+mod audit_command;
 mod chat_command;
 mod commands;
 mod eval_command;
@@ -221,6 +222,23 @@ enum Command {
         tenant: String,
         #[arg(long, global = true)]
         registry: Option<PathBuf>,
+    },
+    /// A tenant's audit trail, newest first: who submitted, cancelled,
+    /// answered, approved, registered or scheduled what, and how it went.
+    Audit {
+        /// `sqlite` (default file), `sqlite:PATH` or `dynamodb`.
+        #[arg(long, default_value = "sqlite", value_parser = parse_store)]
+        store: StoreChoice,
+        /// Whose trail (default `local`, `baton serve`'s tenant without tokens).
+        #[arg(long, default_value = "local")]
+        tenant: String,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// Every record kept, not only the newest `--limit`.
+        #[arg(long)]
+        all: bool,
+        #[arg(long, value_enum, default_value_t = audit_command::AuditFormat::Pretty)]
+        format: audit_command::AuditFormat,
     },
     /// List the most recent runs kept in the store, newest first (SQLite store).
     Runs {
@@ -444,6 +462,13 @@ fn main() -> ExitCode {
                 format,
                 limit,
             } => people::runs(store, format, limit).await,
+            Command::Audit {
+                store,
+                tenant,
+                limit,
+                all,
+                format,
+            } => audit_command::audit(store, tenant, limit, all, format).await,
             Command::History {
                 run_id,
                 registry,

@@ -25,7 +25,7 @@ use crate::commands::{
 use crate::{OutputFormat, TaskFormat};
 
 /// The SQLite file a command that reads parked runs works on.
-fn durable_file(store: &StoreChoice) -> Result<PathBuf, u8> {
+pub(crate) fn durable_file(store: &StoreChoice) -> Result<PathBuf, u8> {
     match store {
         StoreChoice::Sqlite(Some(path)) => Ok(path.clone()),
         StoreChoice::Sqlite(None) => {

@@ -6,13 +6,17 @@
 //! and its validated output, plans, reads the run, lists capabilities, and
 //! sees a bad envelope refused at its JSON path; a parked run answers with
 //! its task, listed by `list_tasks`, and an answer breaking the node's
-//! contract is refused; a session without a token is refused. The model is the scripted test double.
+//! contract is refused; a token holding `runs:read` only reads but is
+//! refused `start_run`, naming `runs:write`; a session without a token is refused. The model is the scripted test double.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod serve_support;
 
 use serve_support::{TOKEN, ensure_python_packages, repository, start_serve};
+
+/// A token holding `runs:read` only.
+const READER_TOKEN: &str = "mcp-reader-token";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_official_mcp_client_runs_work_over_stdio_and_streamable_http() {
@@ -24,6 +28,15 @@ async fn the_official_mcp_client_runs_work_over_stdio_and_streamable_http() {
         &[
             ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
             ("BATON_LLM_MODEL".to_string(), "gpt-4o-mini".to_string()),
+            // The usual token, and one that may only read.
+            (
+                "BATON_API_TOKENS".to_string(),
+                format!(
+                    "acme:{},acme:{};user=rita@acme.example;scopes=runs:read",
+                    serve_support::token_digest(),
+                    baton_http::auth::token_digest_hex(READER_TOKEN)
+                ),
+            ),
         ],
     )
     .await;
@@ -36,6 +49,7 @@ async fn the_official_mcp_client_runs_work_over_stdio_and_streamable_http() {
         .env("BATON_REPOSITORY", repository())
         .env("BATON_MCP_URL", format!("{root}/mcp"))
         .env("BATON_MCP_TOKEN", TOKEN)
+        .env("BATON_MCP_READER_TOKEN", READER_TOKEN)
         .env("BATON_ENVELOPE", &envelope)
         .env("BATON_MODEL_BASE_URL", model.base_url())
         .env_remove("BATON_API_TOKENS")
@@ -51,7 +65,7 @@ async fn the_official_mcp_client_runs_work_over_stdio_and_streamable_http() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        4,
+        5,
         "every part reported: {stdout}\n{stderr}"
     );
     println!("{stdout}");

@@ -6,6 +6,8 @@
 //! receives nothing (not even from a script on the page: the CSP blocks
 //! it), the page says it ignored the parameter and keeps to its own
 //! server; the configured origin is used, without the other API's token.
+//! And a task answered by a signed-in director shows "Answered by" with
+//! their name in the node's details.
 //! Screenshots go to `target/browser-artifacts/` (or
 //! `BATON_BROWSER_ARTIFACTS`).
 //!
@@ -19,6 +21,9 @@ mod serve_support;
 use std::path::PathBuf;
 
 use serve_support::{TOKEN, repository, start_serve};
+
+/// A director's token: their group answers the review task.
+const DIRECTOR_TOKEN: &str = "viewer-director-token";
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -45,6 +50,15 @@ async fn the_viewer_sends_its_token_to_no_other_origin() {
         "BATON_VIEWER_API_ORIGINS".to_string(),
         format!("http://127.0.0.1:{allowed_port}"),
     ));
+    // The usual token, and a director's (its group answers the review task).
+    environment.push((
+        "BATON_API_TOKENS".to_string(),
+        format!(
+            "acme:{},acme:{};user=dana@acme.example;scopes=runs:read tasks:answer;groups=director",
+            serve_support::token_digest(),
+            baton_http::auth::token_digest_hex(DIRECTOR_TOKEN)
+        ),
+    ));
     let serve = start_serve(&["--store", "memory"], &environment).await;
     let root = serve.base.trim_end_matches("/api/v1/flex").to_string();
     let artifacts = std::env::var_os("BATON_BROWSER_ARTIFACTS")
@@ -54,6 +68,8 @@ async fn the_viewer_sends_its_token_to_no_other_origin() {
         .arg(repository().join("tests/browser/viewer_origin_test.py"))
         .env("BATON_VIEWER_URL", &root)
         .env("BATON_VIEWER_TOKEN", TOKEN)
+        .env("BATON_DIRECTOR_TOKEN", DIRECTOR_TOKEN)
+        .env("BATON_REPOSITORY", repository())
         .env("BATON_ELSEWHERE_PORT", elsewhere_port.to_string())
         .env("BATON_ALLOWED_PORT", allowed_port.to_string())
         .env("BATON_CHROMIUM", &browser)
@@ -74,7 +90,7 @@ async fn the_viewer_sends_its_token_to_no_other_origin() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        2,
+        3,
         "every scenario reported: {stdout}"
     );
     let screenshot = artifacts.join("30-viewer-api-origin-refused.png");

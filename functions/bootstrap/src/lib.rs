@@ -231,6 +231,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         tenant_limits: configuration.tenant_limits.clone(),
         retention: configuration.retention(),
         max_schedules_per_tenant: configuration.max_schedules_per_tenant,
+        audit_retention_days: configuration.audit_retention_days,
         node_lease: configuration.node_lease,
         ..defaults
     }
@@ -276,6 +277,7 @@ pub fn services_over(
             stream_leases: ports.stream_leases,
             schedules: ports.schedules,
             schedule_triggers: ports.schedule_triggers,
+            audit: ports.audit,
         },
         settings,
         worker_id,
@@ -500,5 +502,6 @@ pub fn api_state(
         },
         streams: services.streams.clone(),
         schedules: services.schedules.clone(),
+        audit: services.audit.clone(),
     }
 }

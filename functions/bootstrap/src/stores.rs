@@ -71,6 +71,8 @@ pub struct StorePorts {
     /// configured for it (`BATON_SCHEDULER_TARGET_ARN`, …), else the process
     /// keeping the store (`baton serve`).
     pub schedule_triggers: Arc<dyn baton_runtime::ports::ScheduleTriggers>,
+    /// The audit trail (the store's: append-only).
+    pub audit: Arc<dyn baton_runtime::ports::AuditLog>,
 }
 
 /// The DynamoDB store (runs and capability registrations) and the SQS queue
@@ -110,6 +112,7 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         retention: store.clone(),
         stream_leases: store.clone(),
         schedules: store.clone(),
+        audit: store.clone(),
         schedule_triggers: schedule_triggers(configuration, &aws),
         store,
         queue,
@@ -235,6 +238,7 @@ pub async fn embedded_store_ports(
                 retention: memory,
                 stream_leases: Arc::new(baton_runtime::memory::InMemoryStreamLeases::new()),
                 schedules: Arc::new(baton_runtime::memory::InMemoryScheduleBook::new()),
+                audit: Arc::new(baton_runtime::memory::InMemoryAuditLog::new()),
                 schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
                 queue,
                 capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
@@ -283,6 +287,7 @@ pub async fn embedded_store_ports(
         retention: sqlite.clone(),
         stream_leases: sqlite.clone(),
         schedules: sqlite.clone(),
+        audit: sqlite.clone(),
         schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         threads: sqlite,
     };

@@ -113,6 +113,7 @@ async fn measure(binary: PathBuf) {
             retention: store.clone(),
             stream_leases: store.clone(),
             schedules: store.clone(),
+            audit: store.clone(),
             schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         },
         baton_bootstrap::Executors {

@@ -78,6 +78,8 @@ pub struct ApiState {
     pub streams: Arc<baton_runtime::services::StreamBudget>,
     /// Schedules: kept, fired, paused.
     pub schedules: Arc<baton_runtime::services::ScheduleService>,
+    /// The audit trail: every state-changing request, append-only.
+    pub audit: Arc<baton_runtime::services::AuditTrail>,
 }
 
 /// `?dialect=frames|hooks` of the SSE routes.

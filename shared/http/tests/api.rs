@@ -24,6 +24,11 @@ const GLOBEX_TOKEN: &str = "globex-token";
 const DIRECTOR_TOKEN: &str = "acme-director-token";
 /// acme's writer: may answer tasks, but is in no director group.
 const WRITER_TOKEN: &str = "acme-writer-token";
+/// acme's submitter and its operator (run scopes only).
+const SUBMITTER_TOKEN: &str = "acme-submitter-token";
+const OPERATOR_TOKEN: &str = "acme-operator-token";
+/// acme's approver.
+const APPROVER_TOKEN: &str = "acme-approver-token";
 /// Event streams one run may have open in the tests' server (default 64).
 const TEST_STREAMS_PER_RUN: usize = 3;
 const TEST_STREAMS_PER_TENANT: usize = 5;
@@ -75,13 +80,31 @@ async fn start_api_with(
         .settings(settings)
         .worker_id("api-test")
         .build();
-    let tokens = format!(
-        "acme:{},globex:{},acme:{};user=dana@acme.example;scopes=runs:read tasks:answer;groups=director,acme:{};user=will@acme.example;scopes=runs:read tasks:answer;groups=writers",
-        token_digest_hex(ACME_TOKEN),
-        token_digest_hex(GLOBEX_TOKEN),
-        token_digest_hex(DIRECTOR_TOKEN),
-        token_digest_hex(WRITER_TOKEN)
-    );
+    let tokens = [
+        format!("acme:{}", token_digest_hex(ACME_TOKEN)),
+        format!("globex:{}", token_digest_hex(GLOBEX_TOKEN)),
+        format!(
+            "acme:{};user=dana@acme.example;scopes=runs:read tasks:answer;groups=director",
+            token_digest_hex(DIRECTOR_TOKEN)
+        ),
+        format!(
+            "acme:{};user=will@acme.example;scopes=runs:read tasks:answer;groups=writers",
+            token_digest_hex(WRITER_TOKEN)
+        ),
+        format!(
+            "acme:{};user=sam@acme.example;scopes=runs:read runs:write",
+            token_digest_hex(SUBMITTER_TOKEN)
+        ),
+        format!(
+            "acme:{};user=olga@acme.example;scopes=runs:read runs:write",
+            token_digest_hex(OPERATOR_TOKEN)
+        ),
+        format!(
+            "acme:{};user=abe@acme.example;scopes=runs:read approvals:decide",
+            token_digest_hex(APPROVER_TOKEN)
+        ),
+    ]
+    .join(",");
     let state = ApiState {
         runs: built.services.runs.clone(),
         capabilities: built.services.capabilities.clone(),
@@ -98,6 +121,7 @@ async fn start_api_with(
         },
         streams: built.services.streams.clone(),
         schedules: built.services.schedules.clone(),
+        audit: built.services.audit.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());
@@ -849,6 +873,168 @@ async fn a_task_for_a_group_is_listed_and_answered_by_its_members_only() {
         .find(|frame| frame["type"] == "node_complete" && frame["nodeId"] == node_id)
         .expect("the answered node completes");
     assert_eq!(completed["payload"]["answeredBy"], "dana@acme.example");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_audit_trail_names_who_submitted_approved_and_cancelled_and_cannot_be_changed() {
+    let api = start_api().await;
+    // Submitted by sam: the seed sample waits for approval of its final output.
+    let envelope: Value = serde_json::from_str(
+        &std::fs::read_to_string(baton_test_support::repository_path(
+            "registry/examples/seed-10.1-sample-envelope.json",
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let frames = read_sse(
+        api.client
+            .post(format!("{}/run.stream", api.base))
+            .bearer_auth(SUBMITTER_TOKEN)
+            .header("x-request-id", "req-submit-1")
+            .json(&envelope)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let approved_run = frames.last().unwrap().2["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let requests = get_json(&api, "/hitl/requests", APPROVER_TOKEN).await;
+    let request_id = requests["requests"][0]["requestId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // sam may not approve; abe may.
+    let decision = json!({"runId": approved_run, "requestId": request_id, "decision": "approve"});
+    let (status, body) = post_json(&api, "/hitl/resolve", SUBMITTER_TOKEN, &decision).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = post_json(&api, "/hitl/resolve", APPROVER_TOKEN, &decision).await;
+    assert_eq!(status, 200, "{body}");
+    // A second run, submitted by sam and cancelled by olga.
+    let (status, accepted) = post_json(
+        &api,
+        "/runs",
+        SUBMITTER_TOKEN,
+        &example("positioning-recommendation.json"),
+    )
+    .await;
+    assert_eq!(status, 202, "{accepted}");
+    let cancelled_run = accepted["runId"].as_str().unwrap().to_string();
+    let (status, body) = post_json(
+        &api,
+        &format!("/runs/{cancelled_run}/cancel"),
+        OPERATOR_TOKEN,
+        &json!({}),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let cancel_status = status;
+
+    // Only an admin reads the trail.
+    let refused = api
+        .client
+        .get(format!("{}/audit", api.base))
+        .bearer_auth(OPERATOR_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let page = get_json(&api, "/audit", ACME_TOKEN).await;
+    let records = page["records"].as_array().unwrap();
+    let line = |record: &Value| {
+        format!(
+            "{} {} {} {}",
+            record["actor"].as_str().unwrap(),
+            record["action"].as_str().unwrap(),
+            record["resource"].as_str().unwrap_or("-"),
+            record["outcome"]["status"]
+        )
+    };
+    let lines: Vec<String> = records.iter().rev().map(line).collect();
+    assert_eq!(
+        lines,
+        [
+            "sam@acme.example submitRunAndStream - 200".to_string(),
+            format!("abe@acme.example resolveRequest run/{approved_run} 200"),
+            format!("sam@acme.example submitRun run/{cancelled_run} 202"),
+            format!("olga@acme.example cancelRun run/{cancelled_run} {cancel_status}"),
+        ],
+        "{page}"
+    );
+    assert_eq!(records.last().unwrap()["requestId"], "req-submit-1");
+    // The refused approval is not a change: a 403 before the handler is
+    // the scope check's, and no record is written for it.
+    assert!(
+        records
+            .iter()
+            .all(|record| record["outcome"]["status"] != 403)
+    );
+    // globex sees none of acme's trail.
+    assert_eq!(
+        get_json(&api, "/audit", GLOBEX_TOKEN).await["records"],
+        json!([])
+    );
+    // JSON lines, one record a line.
+    let exported = api
+        .client
+        .get(format!("{}/audit?format=jsonl&limit=2", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(exported.headers()["content-type"], "application/x-ndjson");
+    let cursor = exported.headers()["x-next-cursor"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let text = exported.text().await.unwrap();
+    assert_eq!(text.lines().count(), 2);
+    for exported_line in text.lines() {
+        let record: Value = serde_json::from_str(exported_line).unwrap();
+        assert!(record["auditId"].is_string());
+    }
+    let rest = get_json(&api, &format!("/audit?cursor={cursor}"), ACME_TOKEN).await;
+    assert_eq!(rest["records"].as_array().unwrap().len(), 2);
+    // No route changes the trail: the document has one operation on it, a read.
+    let document = baton_http::openapi::document();
+    let audit_paths: Vec<(&String, Vec<&String>)> = document["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(path, _)| path.contains("audit"))
+        .map(|(path, methods)| (path, methods.as_object().unwrap().keys().collect()))
+        .collect();
+    assert_eq!(audit_paths.len(), 1, "{audit_paths:?}");
+    assert_eq!(audit_paths[0].1, vec!["get"]);
+    for method in ["PUT", "PATCH", "DELETE", "POST"] {
+        let response = api
+            .client
+            .request(method.parse().unwrap(), format!("{}/audit", api.base))
+            .bearer_auth(ACME_TOKEN)
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 405, "{method} /audit");
+    }
+    // The attempts are themselves on the trail (405, nothing changed), and
+    // the four records before them are as they were.
+    let after = get_json(&api, "/audit", ACME_TOKEN).await;
+    let after = after["records"].as_array().unwrap();
+    assert_eq!(after.len(), 8, "{after:?}");
+    assert!(
+        after[..4]
+            .iter()
+            .all(|record| record["outcome"]["status"] == 405 && record["actor"] == "token")
+    );
+    assert_eq!(
+        &after[4..],
+        &records[..],
+        "the earlier records are unchanged"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -54,6 +54,7 @@ async fn start(settings: OrchestratorSettings) -> ScheduleApi {
         settings: HttpSettings::default(),
         streams: built.services.streams.clone(),
         schedules: built.services.schedules.clone(),
+        audit: built.services.audit.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());

@@ -20,6 +20,7 @@
 //! | `schedules` | `tenant_id, schedule_id` | the schedule as JSON, its `revision` (changes are conditional on it) and `due_millis` (indexed: what `serve` fires next) |
 //! | `stream_leases` | `tenant_id, run_id, stream_id` | `expires_at_millis`: open event streams, counted against the per-run and per-tenant caps by every process sharing the file |
 //! | `thread_lanes` | `tenant_id, thread_id` | `lane` (JSON: the run answering, those queued, those cut short), `version` (each write conditional on it; added like `threads`) |
+//! | `audit_records` | `tenant_id, audit_id` | `expires_at_millis`, `record` (JSON): the audit trail, inserted only (a trigger refuses any `UPDATE`; rows go only when their retention passes, dropped by the next append; added like `threads`) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` for commits (a committed
 //! step survives a power loss, not only a crash of the process); claims,
@@ -176,6 +177,19 @@ CREATE TABLE IF NOT EXISTS thread_lanes (
     version INTEGER NOT NULL,
     PRIMARY KEY (tenant_id, thread_id)
 );
+CREATE TABLE IF NOT EXISTS audit_records (
+    tenant_id TEXT NOT NULL,
+    audit_id TEXT NOT NULL,
+    expires_at_millis INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, audit_id)
+);
+CREATE INDEX IF NOT EXISTS audit_records_expiry ON audit_records (expires_at_millis);
+CREATE TRIGGER IF NOT EXISTS audit_records_are_append_only
+BEFORE UPDATE ON audit_records
+BEGIN
+    SELECT RAISE(ABORT, 'audit records are append-only');
+END;
 ";
 
 /// `RunStore` and `CapabilityDirectory` on one SQLite file.

@@ -72,6 +72,22 @@ async fn the_sqlite_store_passes_the_capability_directory_conformance_suite() {
 }
 
 #[tokio::test]
+async fn the_sqlite_store_passes_the_audit_log_conformance_suite() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = store_in(&directory);
+    baton_test_support::conformance::audit_log_conformance(Arc::new(store.clone()), "sqlite")
+        .await
+        .unwrap();
+    // No update path, even in SQL: the table refuses any UPDATE.
+    let connection =
+        rusqlite::Connection::open(directory.path().join("state").join("baton.sqlite3")).unwrap();
+    let refused = connection
+        .execute("UPDATE audit_records SET record = '{}'", [])
+        .unwrap_err();
+    assert!(refused.to_string().contains("append-only"), "{refused}");
+}
+
+#[tokio::test]
 async fn the_sqlite_store_passes_the_thread_store_conformance_suite() {
     let directory = tempfile::tempdir().unwrap();
     thread_store_conformance(Arc::new(store_in(&directory)), "sqlite")

@@ -1,9 +1,10 @@
 //! The conformance suites: one set of checks every `RunStore`,
-//! `CapabilityDirectory`, `ThreadStore`, `StreamLeases` and `ScheduleBook`
-//! adapter must pass (in-memory,
+//! `CapabilityDirectory`, `ThreadStore`, `StreamLeases`, `ScheduleBook` and
+//! `AuditLog` adapter must pass (in-memory,
 //! SQLite and DynamoDB alike), called from each adapter's tests.
 
 mod addressed;
+mod audit;
 mod directory;
 mod entries;
 mod held;
@@ -15,6 +16,7 @@ mod settled;
 mod streams;
 mod threads;
 
+pub use audit::audit_log_conformance;
 pub use directory::capability_directory_conformance;
 pub use large::incompressible_text;
 pub use retention::{RetentionCase, retention_conformance};

@@ -346,6 +346,7 @@ impl TestServices {
                 schedule_triggers: self
                     .schedule_triggers
                     .unwrap_or_else(|| Arc::new(baton_runtime::ports::StoreKeepsSchedules)),
+                audit: Arc::new(baton_runtime::memory::InMemoryAuditLog::new()),
             },
             self.settings,
             self.worker_id,

@@ -41,6 +41,9 @@ pub struct Configuration {
     pub default_model: Option<String>,
     /// `BATON_API_TOKENS`: `tenant:sha256-hex[;user=…][;scopes=…][;groups=…],…`.
     pub api_tokens: Option<String>,
+    /// `BATON_AUDIT_RETENTION_DAYS` (default 400): how long an audit record
+    /// is kept.
+    pub audit_retention_days: u32,
     /// `BATON_OIDC_*`: the identity provider whose JWTs the API accepts.
     pub oidc: Option<OidcConfiguration>,
     /// `BATON_METRICS_TOKEN`: the SHA-256 hex digest of the token `baton
@@ -362,6 +365,12 @@ impl Configuration {
                 .or_else(|| non_empty(read, "OPENAI_MODEL")),
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
             oidc: OidcConfiguration::from_variables(read)?,
+            audit_retention_days: u32::try_from(positive_whole_number(
+                read,
+                "BATON_AUDIT_RETENTION_DAYS",
+                400,
+            )?)
+            .unwrap_or(u32::MAX),
             metrics_token: non_empty(read, "BATON_METRICS_TOKEN")
                 .map(|digest| digest.trim().to_ascii_lowercase()),
             api_token: non_empty(read, "BATON_API_TOKEN"),

@@ -8,6 +8,7 @@
 //! stacks and tests (`table_setup`).
 
 mod attributes;
+mod audit_items;
 pub mod capability_directory;
 mod event_log;
 pub mod large_items;

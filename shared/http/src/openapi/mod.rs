@@ -23,6 +23,17 @@ mod scopes;
 
 pub use scopes::declared_scope;
 
+/// The audit trail's name for an operation: its `operationId`, else
+/// `method path` (a route outside the document, `/a2a`, `/mcp`).
+pub fn action_name(method: &str, path: &str) -> String {
+    let method = method.to_ascii_lowercase();
+    OPERATION_IDS
+        .iter()
+        .find(|(known_method, known_path, _)| *known_method == method && *known_path == path)
+        .map(|(_, _, id)| (*id).to_string())
+        .unwrap_or_else(|| format!("{method} {path}"))
+}
+
 pub use document::document;
 
 pub use operation_ids::OPERATION_IDS;

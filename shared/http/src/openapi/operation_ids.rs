@@ -7,6 +7,7 @@
 /// operation with unique ids.
 pub const OPERATION_IDS: &[(&str, &str, &str)] = &[
     ("post", "/api/v1/flex/runs", "submitRun"),
+    ("get", "/api/v1/flex/audit", "listAuditRecords"),
     ("get", "/api/v1/flex/runs", "listRuns"),
     ("post", "/api/v1/flex/run.stream", "submitRunAndStream"),
     ("get", "/api/v1/flex/runs/{run_id}", "getRun"),

@@ -141,5 +141,27 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
                 NOT_SERVED,
             ],
         ),
+        api(
+            "get",
+            "/api/v1/flex/audit",
+            "The tenant's audit trail, newest first: who changed what, when, and how it went (admin)",
+            None,
+            &[
+                ("limit", "1 to 1000 (default 100)"),
+                ("cursor", "the previous page's nextCursor"),
+                (
+                    "format",
+                    "`json` (default) or `jsonl`: one record per line (application/x-ndjson), the next cursor in `X-Next-Cursor`",
+                ),
+            ],
+            &[
+                answer(200, "one page", Body::Json("AuditPage")),
+                answer(
+                    400,
+                    "a bad parameter (`details.parameter`)",
+                    Body::Json("Error"),
+                ),
+            ],
+        ),
     ]
 }

@@ -21,6 +21,10 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
         answer_component::<baton_core::listing::RunListPage>(),
     );
     schemas.insert(
+        "AuditPage".into(),
+        answer_component::<baton_runtime::ports::AuditPage>(),
+    );
+    schemas.insert(
         "Error".into(),
         json!({
             "type": "object", "required": ["error"],

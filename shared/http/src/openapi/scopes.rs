@@ -40,6 +40,7 @@ pub fn declared_scope(method: &str, path: &str) -> Option<Scope> {
         ("post", "/evaluations") if flex.is_some() => Scope::EvaluationsRun,
         ("post", "/api/v1/judge/evaluations") => Scope::EvaluationsRun,
         ("get", "/api/v1/judge/evaluations/{evaluation_id}") => Scope::RunsRead,
+        ("get", "/audit") if flex.is_some() => Scope::Admin,
         ("post", "/api/v1/chat") => Scope::RunsWrite,
         ("get", "/api/v1/threads" | "/api/v1/threads/{thread_id}") => Scope::RunsRead,
         _ => return None,

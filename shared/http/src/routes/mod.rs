@@ -6,6 +6,7 @@
 //! public at `/.well-known/agent-card.json`), the OpenAPI document, the viewer, and a JSON 404
 //! and 413 for everything else.
 
+mod audit;
 mod capabilities;
 mod chat;
 mod dataset_evaluations;
@@ -78,6 +79,11 @@ pub fn router(state: ApiState) -> Router {
             "/evaluations/{evaluation_id}",
             get(dataset_evaluations::get_evaluation),
         )
+        .route("/audit", get(audit::list_audit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            audit::record_changes,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state.clone());
     let judge_routes = Router::new()
@@ -86,12 +92,20 @@ pub fn router(state: ApiState) -> Router {
             "/evaluations/{evaluation_id}",
             get(evaluations::get_evaluation),
         )
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            audit::record_changes,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state.clone());
     let chat_routes = Router::new()
         .route("/chat", post(chat::chat))
         .route("/threads", get(chat::list_threads))
         .route("/threads/{thread_id}", get(chat::thread))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            audit::record_changes,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .with_state(state.clone());
     // The A2A agent: its card (public) and its JSON-RPC endpoint (tokens).
@@ -103,6 +117,10 @@ pub fn router(state: ApiState) -> Router {
         .merge(
             Router::new()
                 .route("/a2a", post(crate::protocols::a2a::json_rpc))
+                .layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    audit::record_changes,
+                ))
                 .layer(middleware::from_fn_with_state(state.clone(), authenticate))
                 .with_state(state.clone()),
         );

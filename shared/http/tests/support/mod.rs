@@ -28,5 +28,6 @@ pub fn api_without_a_model(
         settings,
         streams: built.services.streams.clone(),
         schedules: built.services.schedules.clone(),
+        audit: built.services.audit.clone(),
     })
 }

@@ -17,6 +17,7 @@ use baton_core::instant::Instant;
 use baton_core::run::{RunState, RunStatus, StepMessage};
 use tokio::sync::Notify;
 
+mod audit_log;
 mod event_log;
 mod node_leases;
 mod queue;
@@ -509,6 +510,7 @@ impl crate::ports::RetentionUpkeep for InMemoryRunStore {
     }
 }
 
+pub use self::audit_log::InMemoryAuditLog;
 pub use self::queue::InMemoryStepQueue;
 pub use self::registrations::InMemoryCapabilityDirectory;
 pub use self::schedule_book::InMemoryScheduleBook;

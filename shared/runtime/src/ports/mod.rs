@@ -17,8 +17,10 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::{LlmError, QueueError, StoreError};
 
+mod audit_ports;
 mod schedule_ports;
 mod store_upkeep;
+pub use audit_ports::{AuditAppend, AuditLog, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
 pub use schedule_ports::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};
 pub use store_upkeep::{
     ExpiredRunsBatch, RetentionUpkeep, StreamCaps, StreamLeases, StreamOpening,

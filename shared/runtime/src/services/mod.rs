@@ -20,6 +20,7 @@
 //! sweeper needs only a store, a queue and a clock.
 
 mod admission;
+mod audit;
 mod capabilities;
 pub mod capability_cache;
 mod commit;
@@ -39,6 +40,7 @@ use baton_core::engine::{DEFAULT_MAX_NODE_ATTEMPTS, DEFAULT_MAX_PLANNER_ATTEMPTS
 use baton_core::registry::Registry;
 use baton_core::schema::ValidatorCache;
 
+pub use audit::{AuditEntry, AuditTrail, DEFAULT_AUDIT_RETENTION_DAYS, MAX_AUDIT_PAGE};
 pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot, Registered};
 pub use outbox::{OutboxRelay, OutboxSweeper};
 pub use people::{PeopleService, PersonInput, PersonInputOutcome};
@@ -100,6 +102,8 @@ pub struct OrchestratorSettings {
     pub retention: RunRetention,
     /// Schedules a tenant may keep (`BATON_MAX_SCHEDULES_PER_TENANT`).
     pub max_schedules_per_tenant: usize,
+    /// How long an audit record is kept (`BATON_AUDIT_RETENTION_DAYS`).
+    pub audit_retention_days: u32,
 }
 
 /// The default retention of an ended run's records: 30 days.
@@ -254,6 +258,7 @@ impl Default for OrchestratorSettings {
             max_envelope_bytes: DEFAULT_MAX_ENVELOPE_BYTES,
             tenant_limits: TenantLimits::default(),
             retention: RunRetention::default(),
+            audit_retention_days: audit::DEFAULT_AUDIT_RETENTION_DAYS,
             max_schedules_per_tenant: schedules::DEFAULT_MAX_SCHEDULES_PER_TENANT,
         }
     }
@@ -306,6 +311,9 @@ pub struct ServicePorts {
     /// Schedules (`memory::InMemoryScheduleBook` in one process; the
     /// store's, where several share it).
     pub schedules: Arc<dyn crate::ports::ScheduleBook>,
+    /// The audit trail (`memory::InMemoryAuditLog` in one process; the
+    /// store's, where several share it).
+    pub audit: Arc<dyn crate::ports::AuditLog>,
     /// What fires them (`ports::StoreKeepsSchedules`: the process keeping
     /// the store, `baton serve`; EventBridge Scheduler in the cloud).
     pub schedule_triggers: Arc<dyn crate::ports::ScheduleTriggers>,
@@ -338,6 +346,8 @@ pub struct Services {
     pub streams: Arc<StreamBudget>,
     /// Schedules: kept, fired, paused.
     pub schedules: Arc<ScheduleService>,
+    /// The audit trail of state-changing requests.
+    pub audit: Arc<AuditTrail>,
 }
 
 impl Services {
@@ -401,6 +411,12 @@ impl Services {
                 .with_tenant_settings(registry.tenant_settings()),
         };
         let max_schedules_per_tenant = settings.max_schedules_per_tenant;
+        let audit = Arc::new(AuditTrail::new(
+            ports.audit,
+            ports.clock.clone(),
+            ports.ids.clone(),
+            settings.audit_retention_days,
+        ));
         let admission = admission::RunAdmission {
             run_log: ports.store.clone(),
             queries: ports.store.clone(),
@@ -444,6 +460,7 @@ impl Services {
             people,
             streams,
             schedules,
+            audit,
         }
     }
 }

@@ -2,9 +2,10 @@
 //! the tenant's history: the runs list (by creation, or by status through
 //! its index), the live-run counter the commits keep, the deletion of
 //! ended runs past their retention, in bounded batches, and the leases of
-//! open event streams (the per-run and per-tenant stream caps), and the
-//! tenant's schedules.
+//! open event streams (the per-run and per-tenant stream caps), the
+//! tenant's schedules, and its audit trail (append-only).
 
+mod audit_rows;
 mod expired_runs;
 mod live_run_counter;
 mod run_list_query;
