@@ -87,18 +87,25 @@ async fn runs_stored(app: &axum::Router) -> usize {
 async fn a_page_on_another_site_changes_nothing_on_any_route() {
     let app = anonymous_api(HttpSettings::default());
     for (method, path) in state_changing_routes() {
+        // The request a page (or a rebound name) makes: `headers` and, when
+        // given, a body.
+        let attempt = |headers: &[(&str, &str)], body: Option<String>| {
+            let mut request = Request::builder().method(method.as_str()).uri(&path);
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            let body = body.map_or_else(Body::empty, Body::from);
+            send(&app, request.body(body).unwrap())
+        };
         // A page's `fetch(url, {method: "POST", body, mode: "no-cors"})`:
         // text/plain, its own Origin.
-        let (status, body) = send(
-            &app,
-            Request::builder()
-                .method(method.as_str())
-                .uri(&path)
-                .header("host", HOST)
-                .header("origin", "https://evil.example")
-                .header("content-type", "text/plain;charset=UTF-8")
-                .body(Body::from(envelope_text()))
-                .unwrap(),
+        let (status, body) = attempt(
+            &[
+                ("host", HOST),
+                ("origin", "https://evil.example"),
+                ("content-type", "text/plain;charset=UTF-8"),
+            ],
+            Some(envelope_text()),
         )
         .await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
@@ -109,44 +116,23 @@ async fn a_page_on_another_site_changes_nothing_on_any_route() {
         assert_eq!(body["error"]["details"]["origin"], "https://evil.example");
 
         // The same with no body at all (a cancel, a pause): the Origin decides.
-        let (status, body) = send(
-            &app,
-            Request::builder()
-                .method(method.as_str())
-                .uri(&path)
-                .header("host", HOST)
-                .header("origin", "https://evil.example")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
+        let (status, body) =
+            attempt(&[("host", HOST), ("origin", "https://evil.example")], None).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
 
         // A browser that hides the Origin still says the request is cross-site.
-        let (status, body) = send(
-            &app,
-            Request::builder()
-                .method(method.as_str())
-                .uri(&path)
-                .header("host", HOST)
-                .header("sec-fetch-site", "cross-site")
-                .body(Body::empty())
-                .unwrap(),
-        )
-        .await;
+        let (status, body) =
+            attempt(&[("host", HOST), ("sec-fetch-site", "cross-site")], None).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");
 
         // A form or text post with no Origin (an old browser, a proxy that
         // strips it) is refused by its content type.
-        let (status, body) = send(
-            &app,
-            Request::builder()
-                .method(method.as_str())
-                .uri(&path)
-                .header("host", HOST)
-                .header("content-type", "application/x-www-form-urlencoded")
-                .body(Body::from(envelope_text()))
-                .unwrap(),
+        let (status, body) = attempt(
+            &[
+                ("host", HOST),
+                ("content-type", "application/x-www-form-urlencoded"),
+            ],
+            Some(envelope_text()),
         )
         .await;
         assert_eq!(
@@ -159,16 +145,13 @@ async fn a_page_on_another_site_changes_nothing_on_any_route() {
 
         // DNS rebinding: the page's own name now points at 127.0.0.1, so its
         // requests are same-origin; the Host gives it away.
-        let (status, body) = send(
-            &app,
-            Request::builder()
-                .method(method.as_str())
-                .uri(&path)
-                .header("host", "rebound.example")
-                .header("origin", "http://rebound.example")
-                .header("content-type", "application/json")
-                .body(Body::from(envelope_text()))
-                .unwrap(),
+        let (status, body) = attempt(
+            &[
+                ("host", "rebound.example"),
+                ("origin", "http://rebound.example"),
+                ("content-type", "application/json"),
+            ],
+            Some(envelope_text()),
         )
         .await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {body}");

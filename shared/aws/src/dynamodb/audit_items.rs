@@ -95,15 +95,6 @@ impl AuditLog for DynamoRunStore {
                 break;
             }
         }
-        let next_cursor = if records.len() > query.limit {
-            records.truncate(query.limit);
-            records.last().map(|record| record.audit_id.clone())
-        } else {
-            None
-        };
-        Ok(AuditPage {
-            records,
-            next_cursor,
-        })
+        Ok(AuditPage::of_over_fetched(records, query.limit))
     }
 }

@@ -44,7 +44,7 @@ impl AuditLog for InMemoryAuditLog {
         query: &AuditQuery,
     ) -> Result<AuditPage, StoreError> {
         let records = self.records.lock().map_err(|_| poisoned())?;
-        let mut page: Vec<AuditRecord> = records
+        let page: Vec<AuditRecord> = records
             .iter()
             .filter(|((tenant, _), _)| tenant == tenant_id)
             .map(|(_, record)| record)
@@ -59,15 +59,6 @@ impl AuditLog for InMemoryAuditLog {
             .take(query.limit + 1)
             .cloned()
             .collect();
-        let next_cursor = if page.len() > query.limit {
-            page.truncate(query.limit);
-            page.last().map(|record| record.audit_id.clone())
-        } else {
-            None
-        };
-        Ok(AuditPage {
-            records: page,
-            next_cursor,
-        })
+        Ok(AuditPage::of_over_fetched(page, query.limit))
     }
 }

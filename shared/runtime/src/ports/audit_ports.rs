@@ -53,6 +53,23 @@ pub struct AuditPage {
     pub next_cursor: Option<String>,
 }
 
+impl AuditPage {
+    /// The page of `records` read with one record past `limit` (newest
+    /// first): that extra record only says whether older ones remain.
+    pub fn of_over_fetched(mut records: Vec<AuditRecord>, limit: usize) -> Self {
+        let next_cursor = if records.len() > limit {
+            records.truncate(limit);
+            records.last().map(|record| record.audit_id.clone())
+        } else {
+            None
+        };
+        AuditPage {
+            records,
+            next_cursor,
+        }
+    }
+}
+
 /// Which records to read: newest first, `limit` of them, older than the
 /// `cursor` (an `audit_id`) when given.
 #[derive(Debug, Clone, PartialEq, Eq)]

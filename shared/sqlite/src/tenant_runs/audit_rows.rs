@@ -63,19 +63,10 @@ impl AuditLog for SqliteStore {
                 )
             })
             .await?;
-        let mut records = rows
+        let records = rows
             .iter()
             .map(|row| from_json::<AuditRecord>(row))
             .collect::<Result<Vec<_>, _>>()?;
-        let next_cursor = if records.len() > query.limit {
-            records.truncate(query.limit);
-            records.last().map(|record| record.audit_id.clone())
-        } else {
-            None
-        };
-        Ok(AuditPage {
-            records,
-            next_cursor,
-        })
+        Ok(AuditPage::of_over_fetched(records, query.limit))
     }
 }
