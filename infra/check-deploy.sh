@@ -67,11 +67,27 @@ for function in Api Stream Step Sweeper Ingest; do
   [ "$size" -le $((20 * 1024 * 1024)) ] || { say "${function}Function is over 20 MiB"; exit 1; }
 done
 
-say "moto on 127.0.0.1:$moto_port"
+say "moto on 127.0.0.1:$moto_port (the table and queues encrypted with a customer KMS key, as CustomerKmsKey=create deploys them)"
 BATON_LOCAL_STATE_DIR="$work/local" BATON_LOCAL_PORT="$moto_port" BATON_TABLE=baton-check \
-  BATON_QUEUE_NAME=baton-check-steps bash infra/local.sh up >"$work/exports"
+  BATON_QUEUE_NAME=baton-check-steps BATON_LOCAL_KMS_KEY=create bash infra/local.sh up >"$work/exports"
 # shellcheck disable=SC1090
 source "$work/exports"
+python3 - <<'PY'
+import os
+import sys
+import boto3
+key = os.environ["BATON_LOCAL_KMS_KEY_ARN"]
+region, endpoint = os.environ["AWS_REGION"], os.environ["AWS_ENDPOINT_URL"]
+table = boto3.client("dynamodb", region_name=region, endpoint_url=endpoint).describe_table(
+    TableName=os.environ["BATON_TABLE"])["Table"]
+assert table["SSEDescription"]["SSEType"] == "KMS", table.get("SSEDescription")
+assert table["SSEDescription"]["KMSMasterKeyArn"] == key, table["SSEDescription"]
+sqs = boto3.client("sqs", region_name=region, endpoint_url=endpoint)
+for url in (os.environ["BATON_QUEUE_URL"], os.environ["BATON_DEAD_LETTER_QUEUE_URL"]):
+    attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["KmsMasterKeyId"])["Attributes"]
+    assert attributes.get("KmsMasterKeyId") == key, (url, attributes)
+print(f"check-deploy: the table and the step queues are encrypted with the customer key {key}", file=sys.stderr)
+PY
 
 say "the scripted model double (OpenAI, Anthropic and Bedrock ConverseStream wire protocols)"
 cargo build --quiet -p scripted-llm --bin scripted-llm

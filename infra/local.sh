@@ -8,6 +8,9 @@
 #                         at URL: create the table and queues there, start nothing
 #   infra/local.sh down   stop the moto server this script started (and nothing else)
 #
+# BATON_LOCAL_KMS_KEY=create (a key made in the emulator) or a key ARN encrypts
+# the table and the queues with that key, as the template's CustomerKmsKey does.
+#
 # Then:  eval "$(infra/local.sh up)"; baton serve --store dynamodb
 set -euo pipefail
 
@@ -50,11 +53,11 @@ PY
   fi
   python3 -c "import boto3, yaml" 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check boto3 pyyaml >&2
   say "creating table $table and queue $queue (idempotent; timings from infra/template.yaml)"
-  queue_url="$(AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test python3 - "$endpoint" "$table" "$queue" "$(dirname "$0")/template.yaml" <<'PY'
+  queue_url="$(AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test python3 - "$endpoint" "$table" "$queue" "$(dirname "$0")/template.yaml" "${BATON_LOCAL_KMS_KEY:-}" <<'PY'
 import json, sys
 import boto3
 import yaml
-endpoint, table, queue, template_path = sys.argv[1:5]
+endpoint, table, queue, template_path, kms_key = sys.argv[1:6]
 
 # The step queue's timings as the template ships them (Mappings.Timeouts.Step):
 # one set for the cloud, this stack and the tests. CloudFormation's tags (!Ref,
@@ -65,9 +68,16 @@ TemplateLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 with open(template_path) as template_file:
     timings = yaml.load(template_file, Loader=TemplateLoader)["Mappings"]["Timeouts"]["Step"]
 session = boto3.session.Session(region_name="us-east-1")
+# The customer's key, as the template's CustomerKmsKey: made here, or given.
+if kms_key == "create":
+    kms_key = session.client("kms", endpoint_url=endpoint).create_key(
+        Description=f"{table}: the runs table and the queues")["KeyMetadata"]["Arn"]
+table_encryption = {"SSESpecification": {"Enabled": True, "SSEType": "KMS", "KMSMasterKeyId": kms_key}} if kms_key else {}
+queue_encryption = {"KmsMasterKeyId": kms_key} if kms_key else {}
 dynamodb = session.client("dynamodb", endpoint_url=endpoint)
 if table not in dynamodb.list_tables()["TableNames"]:
     dynamodb.create_table(
+        **table_encryption,
         TableName=table, BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "gsi1pk", "gsi1sk")],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -75,15 +85,16 @@ if table not in dynamodb.list_tables()["TableNames"]:
                                  "KeySchema": [{"AttributeName": "gsi1pk", "KeyType": "HASH"}, {"AttributeName": "gsi1sk", "KeyType": "RANGE"}]}])
     dynamodb.update_time_to_live(TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"})
 sqs = session.client("sqs", endpoint_url=endpoint)
-dead_letter_url = sqs.create_queue(QueueName=queue + "-dlq")["QueueUrl"]
+dead_letter_url = sqs.create_queue(QueueName=queue + "-dlq", Attributes=queue_encryption)["QueueUrl"]
 dead_letter_arn = sqs.get_queue_attributes(QueueUrl=dead_letter_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
 url = sqs.create_queue(QueueName=queue, Attributes={
+    **queue_encryption,
     "VisibilityTimeout": str(timings["QueueVisibilitySeconds"]),
     "RedrivePolicy": json.dumps({"deadLetterTargetArn": dead_letter_arn, "maxReceiveCount": str(timings["MaxReceiveCount"])})})["QueueUrl"]
-print(url, dead_letter_url, timings["NodeLeaseSeconds"])
+print(url, dead_letter_url, timings["NodeLeaseSeconds"], kms_key or "-")
 PY
 )"
-  read -r queue_url dead_letter_url node_lease_seconds <<<"$queue_url"
+  read -r queue_url dead_letter_url node_lease_seconds kms_key_arn <<<"$queue_url"
   cat <<EXPORTS
 export AWS_ENDPOINT_URL=$endpoint
 export AWS_REGION=us-east-1
@@ -94,6 +105,9 @@ export BATON_QUEUE_URL=$queue_url
 export BATON_DEAD_LETTER_QUEUE_URL=$dead_letter_url
 export BATON_NODE_LEASE_SECONDS=$node_lease_seconds
 EXPORTS
+  if [ "$kms_key_arn" != "-" ]; then
+    echo "export BATON_LOCAL_KMS_KEY_ARN=$kms_key_arn"
+  fi
 }
 
 down() {
