@@ -126,6 +126,11 @@ async fn baton_audit_reads_back_who_submitted_approved_and_cancelled() {
     assert!(lines[2].contains("abe@acme.example") && lines[2].contains("resolveRequest"));
     assert!(lines[2].contains(&format!("run/{approved}")));
     assert!(lines[3].contains("sam@acme.example") && lines[3].contains("submitRunAndStream"));
+    assert!(
+        lines[3].contains(&format!("run/{approved}")),
+        "{}",
+        lines[3]
+    );
 
     let exported = audit("jsonl");
     assert!(exported.status.success());

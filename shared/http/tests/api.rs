@@ -956,7 +956,9 @@ async fn the_audit_trail_names_who_submitted_approved_and_cancelled_and_cannot_b
     assert_eq!(
         lines,
         [
-            "sam@acme.example submitRunAndStream - 200".to_string(),
+            format!("sam@acme.example submitRunAndStream run/{approved_run} 200"),
+            // Refused by the scope check: on the trail, nothing changed.
+            "sam@acme.example resolveRequest - 403".to_string(),
             format!("abe@acme.example resolveRequest run/{approved_run} 200"),
             format!("sam@acme.example submitRun run/{cancelled_run} 202"),
             format!("olga@acme.example cancelRun run/{cancelled_run} {cancel_status}"),
@@ -964,13 +966,8 @@ async fn the_audit_trail_names_who_submitted_approved_and_cancelled_and_cannot_b
         "{page}"
     );
     assert_eq!(records.last().unwrap()["requestId"], "req-submit-1");
-    // The refused approval is not a change: a 403 before the handler is
-    // the scope check's, and no record is written for it.
-    assert!(
-        records
-            .iter()
-            .all(|record| record["outcome"]["status"] != 403)
-    );
+    let refused = &records[records.len() - 2];
+    assert_eq!(refused["outcome"]["code"], "missing_scope", "{refused}");
     // globex sees none of acme's trail.
     assert_eq!(
         get_json(&api, "/audit", GLOBEX_TOKEN).await["records"],
@@ -996,7 +993,7 @@ async fn the_audit_trail_names_who_submitted_approved_and_cancelled_and_cannot_b
         assert!(record["auditId"].is_string());
     }
     let rest = get_json(&api, &format!("/audit?cursor={cursor}"), ACME_TOKEN).await;
-    assert_eq!(rest["records"].as_array().unwrap().len(), 2);
+    assert_eq!(rest["records"].as_array().unwrap().len(), 3);
     // No route changes the trail: the document has one operation on it, a read.
     let document = baton_http::openapi::document();
     let audit_paths: Vec<(&String, Vec<&String>)> = document["paths"]
@@ -1021,10 +1018,10 @@ async fn the_audit_trail_names_who_submitted_approved_and_cancelled_and_cannot_b
         assert_eq!(response.status(), 405, "{method} /audit");
     }
     // The attempts are themselves on the trail (405, nothing changed), and
-    // the four records before them are as they were.
+    // the five records before them are as they were.
     let after = get_json(&api, "/audit", ACME_TOKEN).await;
     let after = after["records"].as_array().unwrap();
-    assert_eq!(after.len(), 8, "{after:?}");
+    assert_eq!(after.len(), 9, "{after:?}");
     assert!(
         after[..4]
             .iter()

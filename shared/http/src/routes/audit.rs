@@ -127,6 +127,15 @@ pub(crate) async fn record_changes(
     };
     let response = next.run(request).await;
     let status = response.status();
+    // A streamed answer (run.stream, chat) names its run in `Location`.
+    if resource.is_none() {
+        resource = response
+            .headers()
+            .get(header::LOCATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|location| location.strip_prefix("/api/v1/flex/runs/"))
+            .map(|run_id| format!("run/{run_id}"));
+    }
     let is_json = response
         .headers()
         .get(header::CONTENT_TYPE)
@@ -158,13 +167,45 @@ pub(crate) async fn record_changes(
             code,
         },
     };
-    if let Err(error) = state.audit.record(entry).await {
-        tracing::error!(%error, request_id, "the audit record could not be written");
-    }
+    keep(&state, entry).await;
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert(REQUEST_ID, value);
     }
     response
+}
+
+/// The record of a state-changing request the scope check refused (no
+/// handler ran, so the resource is only what the path names); `None` for a
+/// read.
+pub(crate) fn refused_change(
+    state: &ApiState,
+    principal: &Principal,
+    request: &Request,
+    matched: Option<&str>,
+    refusal: &ApiError,
+) -> Option<AuditEntry> {
+    if !changes_state(request.method()) {
+        return None;
+    }
+    let matched = matched.unwrap_or_default();
+    Some(AuditEntry {
+        tenant_id: principal.tenant.clone(),
+        actor: principal.actor(),
+        action: crate::openapi::action_name(request.method().as_str(), matched),
+        resource: resource_in_path(matched, request.uri().path()),
+        request_id: request_id_of(request, state),
+        outcome: AuditOutcome {
+            status: refusal.status.as_u16(),
+            code: Some(refusal.code.to_string()),
+        },
+    })
+}
+
+/// Keeps `entry`; a store failure is logged (the request is answered).
+pub(crate) async fn keep(state: &ApiState, entry: AuditEntry) {
+    if let Err(error) = state.audit.record(entry).await {
+        tracing::error!(%error, "an audit record could not be written");
+    }
 }
 
 /// `GET /audit?limit=&cursor=&format=json|jsonl`.

@@ -256,6 +256,18 @@ async fn authenticate(State(state): State<ApiState>, mut request: Request, next:
     if let Some(scope) = required_scope(request.method(), matched_path.as_deref())
         && let Err(refused) = principal.require(scope)
     {
+        // A change the caller may not make is on the trail too.
+        let entry = audit::refused_change(
+            &state,
+            &principal,
+            &request,
+            matched_path.as_deref(),
+            &refused,
+        );
+        drop(request);
+        if let Some(entry) = entry {
+            audit::keep(&state, entry).await;
+        }
         return refused.into_response();
     }
     request

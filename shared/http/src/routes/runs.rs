@@ -163,13 +163,20 @@ pub(super) async fn create_run_and_stream(
         0,
         state.settings.poll_interval,
     );
-    Ok(sse_response_in(
+    let mut response = sse_response_in(
         frames,
         state.settings.heartbeat,
         dialect,
         state.runs.clone(),
         &tenant.0,
-    ))
+    );
+    // Where the run is, before its first frame is read (as chat answers).
+    if let Ok(location) =
+        header::HeaderValue::from_str(&format!("/api/v1/flex/runs/{}", submitted.run_id))
+    {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
 }
 
 pub(super) async fn cancel_run(
