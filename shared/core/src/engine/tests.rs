@@ -1075,7 +1075,7 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
             node.task_surface = Some(crate::planning::plan::TaskSurface {
                 instruction_templates: None,
-                assignment_defaults: json!({"role": "reviewers", "users": ["ops@acme.example"]})
+                assignment_defaults: json!({"role": "group_a", "users": ["ops@example.org"]})
                     .as_object()
                     .cloned(),
             });
@@ -1085,8 +1085,8 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
     assert_eq!(
         tasks[0].assigned_to,
         Some(crate::tasks::Assignment {
-            users: vec!["ops@acme.example".into()],
-            groups: vec!["reviewers".into()],
+            users: vec!["ops@example.org".into()],
+            groups: vec!["group_a".into()],
         })
     );
     let version = parked.plan_version();
@@ -1105,8 +1105,8 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
         .unwrap()
     };
     let outsider = crate::tasks::Answerer {
-        user: Some("eve@acme.example".into()),
-        groups: vec!["writers".into()],
+        user: Some("eve@example.org".into()),
+        groups: vec!["group_b".into()],
         may_answer_any_task: false,
     };
     assert_eq!(
@@ -1116,15 +1116,15 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
         }
     );
     let member = crate::tasks::Answerer {
-        user: Some("ana@acme.example".into()),
-        groups: vec!["reviewers".into()],
+        user: Some("ana@example.org".into()),
+        groups: vec!["group_a".into()],
         may_answer_any_task: false,
     };
     let decision = answer_by(&member).unwrap();
     assert_frames_match_schemas(&decision.events);
     assert_eq!(
         decision.state.nodes["node_2"].answered_by.as_deref(),
-        Some("ana@acme.example")
+        Some("ana@example.org")
     );
     let completed = decision
         .events
@@ -1133,11 +1133,11 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
         .unwrap();
     assert_eq!(
         completed.payload.as_ref().unwrap()["answeredBy"],
-        "ana@acme.example"
+        "ana@example.org"
     );
     // A user named in the assignment needs no group; an operator needs neither.
     let named = crate::tasks::Answerer {
-        user: Some("ops@acme.example".into()),
+        user: Some("ops@example.org".into()),
         groups: Vec::new(),
         may_answer_any_task: false,
     };

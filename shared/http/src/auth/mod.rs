@@ -299,7 +299,7 @@ mod tests {
     #[tokio::test]
     async fn a_token_names_its_user_groups_and_scopes() {
         let configuration = format!(
-            "acme:{};user=ana@acme.example;scopes=runs:read runs:write;groups=directors+writers",
+            "tenant_a:{};user=ana@example.org;scopes=runs:read runs:write;groups=group_a+group_b",
             token_digest_hex("ana-secret")
         );
         let authenticator = TokenAuthenticator::from_configuration(&configuration).unwrap();
@@ -307,9 +307,9 @@ mod tests {
             .authenticate(Some("Bearer ana-secret"))
             .await
             .unwrap();
-        assert_eq!(principal.user.as_deref(), Some("ana@acme.example"));
+        assert_eq!(principal.user.as_deref(), Some("ana@example.org"));
         assert_eq!(principal.scopes, vec![Scope::RunsRead, Scope::RunsWrite]);
-        assert_eq!(principal.groups, vec!["directors", "writers"]);
+        assert_eq!(principal.groups, vec!["group_a", "group_b"]);
         assert!(!principal.holds(Scope::ApprovalsDecide));
     }
 

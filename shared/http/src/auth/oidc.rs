@@ -410,7 +410,7 @@ mod tests {
     #[test]
     fn claims_are_read_as_lists_and_map_to_scopes() {
         let verifier = OidcVerifier::new(OidcSettings {
-            fixed_tenant: Some("acme".into()),
+            fixed_tenant: Some("tenant_a".into()),
             groups_claim: "cognito:groups".into(),
             ..OidcSettings::new("https://id.example", "baton")
         });
@@ -418,13 +418,13 @@ mod tests {
             .principal_of(&serde_json::json!({
                 "sub": "ana",
                 "scope": "openid runs:read runs:write email",
-                "cognito:groups": ["directors", "writers"],
+                "cognito:groups": ["group_a", "group_b"],
             }))
             .unwrap();
-        assert_eq!(principal.tenant, "acme");
+        assert_eq!(principal.tenant, "tenant_a");
         assert_eq!(principal.user.as_deref(), Some("ana"));
         assert_eq!(principal.scopes, vec![Scope::RunsRead, Scope::RunsWrite]);
-        assert_eq!(principal.groups, vec!["directors", "writers"]);
+        assert_eq!(principal.groups, vec!["group_a", "group_b"]);
         let without_user = verifier.principal_of(&serde_json::json!({"scope": "admin"}));
         assert_eq!(without_user, Err(OidcRefusal::MissingClaim("sub".into())));
         let strict = OidcVerifier::new(OidcSettings::new("https://id.example", "baton"));
