@@ -26,8 +26,8 @@ use crate::state::ApiState;
 /// made otherwise, and answered back.
 const REQUEST_ID: &str = "x-request-id";
 
-/// Largest request or response body read for a resource id (a resume names
-/// its run in the body, a submission's answer names the new run).
+/// Largest JSON answer read for a resource id (a submission's answer names
+/// the new run).
 const MAX_PEEK_BYTES: usize = 1024 * 1024;
 
 /// The path parameters that name a resource, and the resource's kind.
@@ -38,6 +38,9 @@ const RESOURCE_PARAMETERS: &[(&str, &str)] = &[
     ("task_id", "task"),
     ("thread_id", "thread"),
 ];
+
+/// The operations whose request body, not their path, names the run.
+const NAMES_ITS_RUN_IN_THE_BODY: &[&str] = &["resumeRun", "resolveRequest"];
 
 /// Body fields that name a resource, and the resource's kind.
 const RESOURCE_FIELDS: &[(&str, &str)] = &[
@@ -113,13 +116,22 @@ pub(crate) async fn record_changes(
         .unwrap_or_default();
     let action = crate::openapi::action_name(request.method().as_str(), &matched);
     let mut resource = resource_in_path(&matched, request.uri().path());
-    // A resume or an approval names its run in the body: read it (the body
-    // is handed on unchanged).
-    let request = if resource.is_none() {
+    // A resume or an approval names its run in the body only: read it for
+    // those (handed on unchanged), never a submission's envelope.
+    let request = if resource.is_none() && NAMES_ITS_RUN_IN_THE_BODY.contains(&action.as_str()) {
         let (parts, body) = request.into_parts();
-        let bytes = axum::body::to_bytes(body, MAX_PEEK_BYTES)
-            .await
-            .unwrap_or_default();
+        let limit = state.settings.max_body_bytes;
+        let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!(
+                    "the request body is over the limit of {limit} bytes (BATON_MAX_BODY_BYTES)"
+                ),
+            )
+            .with_details(json!({"path": "$", "limitBytes": limit}))
+            .into_response();
+        };
         resource = resource_in_body(&bytes);
         Request::from_parts(parts, Body::from(bytes))
     } else {

@@ -35,6 +35,9 @@ pub struct AuditTrail {
     clock: Arc<dyn Clock>,
     ids: Arc<dyn IdGenerator>,
     retention_days: u32,
+    /// Orders this process's records within one millisecond (ids sort by
+    /// time, then by this, then by the random part).
+    sequence: std::sync::atomic::AtomicU64,
 }
 
 impl AuditTrail {
@@ -49,6 +52,7 @@ impl AuditTrail {
             clock,
             ids,
             retention_days,
+            sequence: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -57,12 +61,18 @@ impl AuditTrail {
         self.ids.new_id("req")
     }
 
-    /// Keeps `entry`, stamped now; its id sorts by time.
+    /// Keeps `entry`, stamped now; its id sorts by time, and within one
+    /// millisecond by the order this process kept them.
     pub async fn record(&self, entry: AuditEntry) -> Result<AuditRecord, RuntimeError> {
         let now = self.clock.now();
         let at_millis = now.unix_millis();
         let record = AuditRecord {
-            audit_id: format!("{at_millis:013}-{}", self.ids.new_id("a")),
+            audit_id: format!(
+                "{at_millis:013}-{:012}-{}",
+                self.sequence
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                self.ids.new_id("a")
+            ),
             tenant_id: entry.tenant_id,
             at: now.rfc3339(),
             at_millis,
