@@ -367,26 +367,30 @@ class ConsensusAlgorithm(StrEnum):
     median = 'median'
 
 
-class RemoteAgent(BaseModel):
+class HeaderValueSource1(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
         populate_by_name=True,
     )
-    card_url: Annotated[
-        str,
-        Field(
-            alias='cardUrl',
-            description='Where its agent card is (`https://…/.well-known/agent-card.json`);\nchecked when the capability is registered, read again by the steps.',
-        ),
-    ]
-    timeout_seconds: Annotated[
-        int | None,
-        Field(
-            alias='timeoutSeconds',
-            description='How long one call may take, in seconds (default 120).',
-            ge=0,
-        ),
-    ] = None
+    env: str
+    prefix: str | None = None
+
+
+class SsmParameter(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    ssm: str
+
+
+class SecretsManagerSecret(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    secrets_manager: Annotated[str, Field(alias='secretsManager')]
+    key: str | None = None
 
 
 class RunStatus1(StrEnum):
@@ -1366,6 +1370,13 @@ class PanelConfig(BaseModel):
     outlier_detection: Annotated[bool, Field(alias='outlierDetection')]
 
 
+class SecretReference(RootModel[str | SsmParameter | SecretsManagerSecret]):
+    root: Annotated[
+        str | SsmParameter | SecretsManagerSecret,
+        Field(description='A secret the deployment keeps, named, never quoted.'),
+    ]
+
+
 class RunListing(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2037,6 +2048,24 @@ class PanelExecutor(BaseModel):
     ] = None
 
 
+class HeaderValueSource2(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    secret: SecretReference
+    prefix: str | None = None
+
+
+class HeaderValueSource(RootModel[str | HeaderValueSource1 | HeaderValueSource2]):
+    root: Annotated[
+        str | HeaderValueSource1 | HeaderValueSource2,
+        Field(
+            description="Where a header's value comes from. Secret values never appear in the\nregistry: they are read from the environment or the secret store when\nthe call is made, and never written to frames or logs."
+        ),
+    ]
+
+
 class HitlRequest(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2132,6 +2161,148 @@ class TranscriptRound(BaseModel):
     round: Annotated[int, Field(ge=0)]
     variance: float | None = None
     messages: list[ConversationMessage]
+
+
+class RequestList(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    requests: list[PendingRequest]
+
+
+class RuntimePolicy(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    id: str
+    enabled: bool | None = True
+    trigger: PolicyTrigger
+    action: PolicyAction
+
+
+class RemoteAgent(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    card_url: Annotated[
+        str,
+        Field(
+            alias='cardUrl',
+            description='Where its agent card is (`https://…/.well-known/agent-card.json`);\nchecked when the capability is registered, read again by the steps.',
+        ),
+    ]
+    timeout_seconds: Annotated[
+        int | None,
+        Field(
+            alias='timeoutSeconds',
+            description='How long one call may take, in seconds (default 120).',
+            ge=0,
+        ),
+    ] = None
+    headers: Annotated[
+        dict[str, HeaderValueSource] | None,
+        Field(
+            description='Headers sent on every request to the agent (its card and its\ncalls): credentials by reference (`{"secret": {"ssm": …}}`,\n`{"secret": {"secretsManager": …, "key": …}}`, `{"env": …}`), never\na literal credential.'
+        ),
+    ] = None
+
+
+class RunSummary(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    run_id: Annotated[str, Field(alias='runId')]
+    thread_id: Annotated[str, Field(alias='threadId')]
+    correlation_id: Annotated[str, Field(alias='correlationId')]
+    trace_id: Annotated[
+        str | None,
+        Field(
+            alias='traceId',
+            description="The run's W3C trace id (its spans, when traces are exported, and\nevery frame's `traceId`).",
+        ),
+    ] = None
+    status: str
+    version: Annotated[int, Field(ge=0)]
+    plan_version: Annotated[int | None, Field(alias='planVersion', ge=0)]
+    created_at: Annotated[str, Field(alias='createdAt')]
+    updated_at: Annotated[str, Field(alias='updatedAt')]
+    failure: FailureSummary | None
+    envelope: Annotated[
+        Any, Field(description='The envelope with secret values redacted.')
+    ]
+    schema_hash: Annotated[
+        str,
+        Field(
+            alias='schemaHash',
+            description="`sha256:` and the hex SHA-256 of the output contract's JSON Schema\ntext, as submitted: the exact contract the run was held to.",
+        ),
+    ]
+    submitted_by: Annotated[
+        str | None,
+        Field(
+            alias='submittedBy',
+            description='The user the submitting request named (`X-Baton-User`).',
+        ),
+    ] = None
+    facet_snapshot: Annotated[
+        dict[str, FacetStamp],
+        Field(
+            alias='facetSnapshot',
+            description="The registry facets the run's plans used, as they were when planned:\neach one's `metadata.version` and schema hash.",
+        ),
+    ]
+    satisfaction_score: Annotated[float | None, Field(alias='satisfactionScore')]
+    observed_satisfaction: Annotated[float | None, Field(alias='observedSatisfaction')]
+    forked_from: Annotated[
+        Any | None,
+        Field(
+            alias='forkedFrom',
+            description='The run this one was forked from (`POST /runs/{runId}/fork`):\n`{runId, at, reusedNodes}`.',
+        ),
+    ] = None
+    usage: UsageSummary
+    pending_request: Annotated[
+        HitlRequest | None,
+        Field(
+            alias='pendingRequest',
+            description='The approval request or clarifying question the run waits on.',
+        ),
+    ] = None
+    hitl_clarifications: Annotated[
+        list[ClarificationEntry] | None,
+        Field(
+            alias='hitlClarifications',
+            description='`runContext.hitlClarifications`: questions asked and their answers.',
+        ),
+    ] = None
+    timers: Annotated[
+        dict[str, Timer] | None,
+        Field(
+            description='Durable timers the run waits for (task SLAs, `onTimeout` policies), by id.'
+        ),
+    ] = None
+    notifications: Annotated[
+        dict[str, NotificationRecord] | None,
+        Field(
+            description='Completion notifications (the `callbackUrl` webhook, the event bus),\nby id: attempts, delivered or given up, the last error.'
+        ),
+    ] = None
+
+
+class EvaluationTranscript(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    topic_id: Annotated[
+        str,
+        Field(
+            alias='topicId',
+            description="Where the transcript is published (the run's event log by default;\nan external ledger's topic when one is plugged in).",
+        ),
+    ]
+    rounds: list[TranscriptRound]
 
 
 class CapabilityRegistration(BaseModel):
@@ -2257,120 +2428,6 @@ class CapabilityRegistration(BaseModel):
             description="The capability is a remote A2A agent invoked as itself: its node's\nrequest (the context bundle, the output contract as the expected\ndata part) is sent to the agent, and its answer is validated and\nre-prompted like a model's. No model of the catalog serves it.",
         ),
     ] = None
-
-
-class RequestList(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    requests: list[PendingRequest]
-
-
-class RuntimePolicy(BaseModel):
-    model_config = ConfigDict(
-        extra='forbid',
-        populate_by_name=True,
-    )
-    id: str
-    enabled: bool | None = True
-    trigger: PolicyTrigger
-    action: PolicyAction
-
-
-class RunSummary(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    run_id: Annotated[str, Field(alias='runId')]
-    thread_id: Annotated[str, Field(alias='threadId')]
-    correlation_id: Annotated[str, Field(alias='correlationId')]
-    trace_id: Annotated[
-        str | None,
-        Field(
-            alias='traceId',
-            description="The run's W3C trace id (its spans, when traces are exported, and\nevery frame's `traceId`).",
-        ),
-    ] = None
-    status: str
-    version: Annotated[int, Field(ge=0)]
-    plan_version: Annotated[int | None, Field(alias='planVersion', ge=0)]
-    created_at: Annotated[str, Field(alias='createdAt')]
-    updated_at: Annotated[str, Field(alias='updatedAt')]
-    failure: FailureSummary | None
-    envelope: Annotated[
-        Any, Field(description='The envelope with secret values redacted.')
-    ]
-    schema_hash: Annotated[
-        str,
-        Field(
-            alias='schemaHash',
-            description="`sha256:` and the hex SHA-256 of the output contract's JSON Schema\ntext, as submitted: the exact contract the run was held to.",
-        ),
-    ]
-    submitted_by: Annotated[
-        str | None,
-        Field(
-            alias='submittedBy',
-            description='The user the submitting request named (`X-Baton-User`).',
-        ),
-    ] = None
-    facet_snapshot: Annotated[
-        dict[str, FacetStamp],
-        Field(
-            alias='facetSnapshot',
-            description="The registry facets the run's plans used, as they were when planned:\neach one's `metadata.version` and schema hash.",
-        ),
-    ]
-    satisfaction_score: Annotated[float | None, Field(alias='satisfactionScore')]
-    observed_satisfaction: Annotated[float | None, Field(alias='observedSatisfaction')]
-    forked_from: Annotated[
-        Any | None,
-        Field(
-            alias='forkedFrom',
-            description='The run this one was forked from (`POST /runs/{runId}/fork`):\n`{runId, at, reusedNodes}`.',
-        ),
-    ] = None
-    usage: UsageSummary
-    pending_request: Annotated[
-        HitlRequest | None,
-        Field(
-            alias='pendingRequest',
-            description='The approval request or clarifying question the run waits on.',
-        ),
-    ] = None
-    hitl_clarifications: Annotated[
-        list[ClarificationEntry] | None,
-        Field(
-            alias='hitlClarifications',
-            description='`runContext.hitlClarifications`: questions asked and their answers.',
-        ),
-    ] = None
-    timers: Annotated[
-        dict[str, Timer] | None,
-        Field(
-            description='Durable timers the run waits for (task SLAs, `onTimeout` policies), by id.'
-        ),
-    ] = None
-    notifications: Annotated[
-        dict[str, NotificationRecord] | None,
-        Field(
-            description='Completion notifications (the `callbackUrl` webhook, the event bus),\nby id: attempts, delivered or given up, the last error.'
-        ),
-    ] = None
-
-
-class EvaluationTranscript(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    topic_id: Annotated[
-        str,
-        Field(
-            alias='topicId',
-            description="Where the transcript is published (the run's event log by default;\nan external ledger's topic when one is plugged in).",
-        ),
-    ]
-    rounds: list[TranscriptRound]
 
 
 class RunSnapshotResponse(BaseModel):

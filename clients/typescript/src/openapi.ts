@@ -1466,6 +1466,44 @@ export interface components {
              * @description How long one call may take, in seconds (default 120).
              */
             timeoutSeconds?: number | null;
+            /**
+             * @description Headers sent on every request to the agent (its card and its
+             *     calls): credentials by reference (`{"secret": {"ssm": …}}`,
+             *     `{"secret": {"secretsManager": …, "key": …}}`, `{"env": …}`), never
+             *     a literal credential.
+             */
+            headers?: {
+                [key: string]: components["schemas"]["HeaderValueSource"];
+            };
+        };
+        /**
+         * @description Where a header's value comes from. Secret values never appear in the
+         *     registry: they are read from the environment or the secret store when
+         *     the call is made, and never written to frames or logs.
+         */
+        HeaderValueSource: string | {
+            env: string;
+            prefix?: string | null;
+        } | {
+            secret: components["schemas"]["SecretReference"];
+            prefix?: string | null;
+        };
+        /** @description A secret the deployment keeps, named, never quoted. */
+        SecretReference: string | components["schemas"]["SsmParameter"] | components["schemas"]["SecretsManagerSecret"];
+        /**
+         * @description `{"ssm": "/path/name"}`: an SSM Parameter Store parameter, read with
+         *     decryption (a `SecureString` is decrypted by the function's role).
+         */
+        SsmParameter: {
+            ssm: string;
+        };
+        /**
+         * @description `{"secretsManager": "arn or name", "key": "field"}`: a Secrets Manager
+         *     secret's string, or with `key` one field of the JSON object it holds.
+         */
+        SecretsManagerSecret: {
+            secretsManager: string;
+            key?: string | null;
         };
         /** @description One run in the list. */
         RunListing: {

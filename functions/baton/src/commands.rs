@@ -108,8 +108,14 @@ async fn embedded_services_counted(
     left_over: LeftOverSteps<'_>,
     counters: Option<Arc<baton_runtime::observe::telemetry::RunCounters>>,
 ) -> Result<(Services, Arc<InMemoryStepQueue>, crate::sweeping::Sweepers), u8> {
-    let llm = crate::model_choice::routed_model_for_cli(&registry, &process_environment)
-        .map_err(startup)?;
+    let secrets = baton_bootstrap::secret_store::secret_store(
+        configuration,
+        baton_bootstrap::config::SecretSourceChoice::Local,
+    )
+    .await;
+    let llm =
+        crate::model_choice::routed_model_for_cli(&registry, &process_environment, secrets.clone())
+            .map_err(startup)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let queue = Arc::new(InMemoryStepQueue::new());
     let (mut ports, queued_again) = baton_bootstrap::stores::embedded_store_ports(
@@ -131,7 +137,7 @@ async fn embedded_services_counted(
         crate::sweeping::Sweepers::retention_only(ports.retention.clone(), clock.clone());
     let executors = baton_bootstrap::Executors {
         llm,
-        tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
+        tools: baton_bootstrap::tool_runner_from(configuration, registry.clone(), secrets),
         notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
             configuration,
             clock,
@@ -154,8 +160,14 @@ async fn cloud_services(
     configuration: &Configuration,
     counters: Arc<baton_runtime::observe::telemetry::RunCounters>,
 ) -> Result<(Services, Arc<dyn StepQueue>, crate::sweeping::Sweepers), u8> {
-    let llm = crate::model_choice::routed_model_for_cli(&registry, &process_environment)
-        .map_err(startup)?;
+    let secrets = baton_bootstrap::secret_store::secret_store(
+        configuration,
+        baton_bootstrap::config::SecretSourceChoice::Aws,
+    )
+    .await;
+    let llm =
+        crate::model_choice::routed_model_for_cli(&registry, &process_environment, secrets.clone())
+            .map_err(startup)?;
     let ports = baton_bootstrap::observe_commits(
         baton_bootstrap::cloud_ports(configuration)
             .await
@@ -168,7 +180,7 @@ async fn cloud_services(
     let (retention, clock) = (ports.retention.clone(), ports.clock.clone());
     let executors = baton_bootstrap::Executors {
         llm,
-        tools: baton_bootstrap::tool_runner_from(configuration, registry.clone()),
+        tools: baton_bootstrap::tool_runner_from(configuration, registry.clone(), secrets),
         notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
             configuration,
             ports.clock.clone(),

@@ -75,6 +75,8 @@ impl EvalJudges {
         let llm = crate::model_choice::routed_model_for_cli(
             registry,
             &baton_bootstrap::process_environment,
+            // A judge panel is models only: no remote agent, no secret.
+            Arc::new(baton_runtime::ports::NoSecrets),
         )
         .map_err(|error| ("$".to_string(), error.to_string()))?;
         let runner =

@@ -49,6 +49,8 @@ pub async fn run(path: &Path, format: OutputFormat) -> u8 {
     let llm = match crate::model_choice::routed_model_for_cli(
         &registry,
         &baton_bootstrap::process_environment,
+        // A judge panel is models only: no remote agent, no secret.
+        Arc::new(baton_runtime::ports::NoSecrets),
     ) {
         Ok(llm) => llm,
         Err(error) => return invalid(error),

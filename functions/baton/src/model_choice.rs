@@ -55,15 +55,17 @@ pub fn model_for_cli(read: VariableReader<'_>) -> Result<Arc<dyn LlmProvider>, S
 
 /// [`model_for_cli`] as the default, behind the router that sends a request
 /// naming a catalog model to its provider (the offline model serves the
-/// catalog's `local` provider when it is the default).
+/// catalog's `local` provider when it is the default). Remote agents'
+/// `{"secret": …}` headers are read from `secrets`.
 pub fn routed_model_for_cli(
     registry: &baton_core::registry::Registry,
     read: VariableReader<'_>,
+    secrets: Arc<dyn baton_runtime::ports::SecretStore>,
 ) -> Result<Arc<dyn LlmProvider>, StartupError> {
     let default = model_for_cli(read)?;
     let local = (model_choice_from(read) == Ok(ModelChoice::Local)).then(|| default.clone());
     Ok(baton_bootstrap::model_routes::routed_model(
-        default, local, registry, read,
+        default, local, registry, read, secrets,
     ))
 }
 

@@ -16,6 +16,8 @@ pub mod config;
 pub mod model_routes;
 #[cfg(feature = "model")]
 pub mod notifier;
+#[cfg(feature = "model")]
+pub mod secret_store;
 pub mod stores;
 
 use std::path::Path;
@@ -238,17 +240,22 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
 }
 
 /// The executors of agents' tool calls (HTTP through the outbound guard,
-/// `{"env": …}` headers read from the process environment, the builtins).
+/// `{"env": …}` headers read from the process environment, `{"secret": …}`
+/// headers from `secrets`, the builtins).
 #[cfg(feature = "model")]
 pub fn tool_runner_from(
     configuration: &Configuration,
     registry: Arc<Registry>,
+    secrets: Arc<dyn baton_runtime::ports::SecretStore>,
 ) -> Arc<dyn baton_runtime::ports::ToolRunner> {
-    Arc::new(baton_tools::ToolRunner::new(
-        registry,
-        &configuration.outbound_http_hosts,
-        Arc::new(crate::config::process_environment),
-    ))
+    Arc::new(
+        baton_tools::ToolRunner::new(
+            registry,
+            &configuration.outbound_http_hosts,
+            Arc::new(crate::config::process_environment),
+        )
+        .with_secrets(secrets),
+    )
 }
 
 /// The services over `ports` with `llm` and `tools`.
@@ -321,7 +328,8 @@ pub async fn cloud_services(
     worker_role: &str,
 ) -> Result<Services, StartupError> {
     let ports = cloud_ports(configuration).await?;
-    cloud_services_over(configuration, read, ports, worker_role)
+    let secrets = secret_store::secret_store(configuration, config::SecretSourceChoice::Aws).await;
+    cloud_services_over(configuration, read, ports, secrets, worker_role)
 }
 
 /// The cloud services over ports already built (the step function keeps
@@ -331,12 +339,19 @@ pub fn cloud_services_over(
     configuration: &Configuration,
     read: VariableReader<'_>,
     ports: StorePorts,
+    secrets: Arc<dyn baton_runtime::ports::SecretStore>,
     worker_role: &str,
 ) -> Result<Services, StartupError> {
     let registry = registry_for(configuration, DefaultModelHome::Endpoint)?;
     let executors = Executors {
-        llm: model_routes::routed_model(model_from_variables(read)?, None, &registry, read),
-        tools: tool_runner_from(configuration, registry.clone()),
+        llm: model_routes::routed_model(
+            model_from_variables(read)?,
+            None,
+            &registry,
+            read,
+            secrets.clone(),
+        ),
+        tools: tool_runner_from(configuration, registry.clone(), secrets),
         notifier: Arc::new(notifier::completion_notifier(
             configuration,
             ports.clock.clone(),

@@ -20,6 +20,7 @@ pub fn routed_model(
     local: Option<Arc<dyn LlmProvider>>,
     registry: &Registry,
     read: VariableReader<'_>,
+    secrets: Arc<dyn baton_runtime::ports::SecretStore>,
 ) -> Arc<dyn LlmProvider> {
     // `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`: model spans
     // carry the prompt and completion (redacted like snapshots).
@@ -47,9 +48,12 @@ pub fn routed_model(
     // Remote agents (a capability's `remoteAgent`) through the outbound guard.
     router = router.with_provider(
         baton_core::capability::REMOTE_AGENT_PROVIDER.to_string(),
-        ProviderRoute::Ready(Arc::new(baton_a2a_client::RemoteAgents::new(
-            &variable(read, "BATON_OUTBOUND_HTTP_HOSTS").unwrap_or_default(),
-        ))),
+        ProviderRoute::Ready(Arc::new(
+            baton_a2a_client::RemoteAgents::new(
+                &variable(read, "BATON_OUTBOUND_HTTP_HOSTS").unwrap_or_default(),
+            )
+            .with_secrets(secrets, Arc::new(crate::config::process_environment)),
+        )),
     );
     // The default model (added to the catalog when the deployment started,
     // `crate::default_model`) takes its fallbacks and its provider's limit;
@@ -265,6 +269,7 @@ mod tests {
             Some(Arc::new(Answers)),
             &registry,
             &default_is_main,
+            Arc::new(baton_runtime::ports::NoSecrets),
         );
         let mut request = request_for("unused");
         request.model = None;
@@ -287,6 +292,7 @@ mod tests {
             Some(Arc::new(Answers)),
             &registry,
             &unnamed,
+            Arc::new(baton_runtime::ports::NoSecrets),
         );
         let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
         assert!(router.complete(&request, sender).await.is_err());
@@ -302,7 +308,13 @@ mod tests {
             })
             .unwrap();
         let nothing_set = |_: &str| None;
-        let router = routed_model(Arc::new(Unused), None, &registry, &nothing_set);
+        let router = routed_model(
+            Arc::new(Unused),
+            None,
+            &registry,
+            &nothing_set,
+            Arc::new(baton_runtime::ports::NoSecrets),
+        );
         for (provider, expected) in [
             ("hosted", "no endpoint: set HOSTED_BASE_URL"),
             ("claude", "no key: set ANTHROPIC_API_KEY"),

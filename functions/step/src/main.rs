@@ -16,8 +16,18 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     baton_bootstrap::init_json_logging(&configuration, "info", "baton-step")?;
     let ports = baton_bootstrap::cloud_ports(&configuration).await?;
     let queue = ports.queue.clone();
-    let services =
-        baton_bootstrap::cloud_services_over(&configuration, &process_environment, ports, "step")?;
+    let secrets = baton_bootstrap::secret_store::secret_store(
+        &configuration,
+        baton_bootstrap::config::SecretSourceChoice::Aws,
+    )
+    .await;
+    let services = baton_bootstrap::cloud_services_over(
+        &configuration,
+        &process_environment,
+        ports,
+        secrets,
+        "step",
+    )?;
     let (steps, queue) = (services.steps, queue.as_ref());
     run_sqs_batch_function(|batch| {
         let records = batch

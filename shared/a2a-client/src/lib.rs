@@ -23,6 +23,11 @@
 //! Feature `agent-calls` (the step function, the CLI) makes the calls;
 //! without it the crate only checks cards (the api function).
 //!
+//! A capability's `remoteAgent.headers` (credentials by reference: an SSM
+//! parameter, a Secrets Manager secret, a variable) are read when a call
+//! starts and sent with it and its `CancelTask`; whatever the agent answers
+//! is scrubbed of their values before the engine sees it.
+//!
 //! Invariants: every connection goes through `baton-outbound` (allow-list,
 //! SSRF checks, pinned address, size cap); a call never outlasts its time
 //! cap; no answer is invented: no artifact and no reply is an error.
@@ -58,6 +63,12 @@ pub struct RemoteAgents {
     interfaces: Mutex<HashMap<String, String>>,
     #[cfg_attr(not(feature = "agent-calls"), allow(dead_code))]
     call_timeout: Duration,
+    /// Where the agents' `{"secret": …}` headers are read.
+    #[cfg_attr(not(feature = "agent-calls"), allow(dead_code))]
+    secrets: Arc<dyn baton_runtime::ports::SecretStore>,
+    /// Reads the variables `{"env": …}` headers name.
+    #[cfg_attr(not(feature = "agent-calls"), allow(dead_code))]
+    environment: baton_runtime::ports::EnvironmentLookup,
 }
 
 impl RemoteAgents {
@@ -68,7 +79,69 @@ impl RemoteAgents {
             http_allowed_hosts: http_allowed_hosts.to_string(),
             interfaces: Mutex::new(HashMap::new()),
             call_timeout: CALL_TIMEOUT,
+            secrets: Arc::new(baton_runtime::ports::NoSecrets),
+            environment: Arc::new(|_| None),
         }
+    }
+
+    /// Reads the agents' `{"secret": …}` headers from `secrets` and their
+    /// `{"env": …}` headers with `environment`.
+    pub fn with_secrets(
+        mut self,
+        secrets: Arc<dyn baton_runtime::ports::SecretStore>,
+        environment: baton_runtime::ports::EnvironmentLookup,
+    ) -> Self {
+        self.secrets = secrets;
+        self.environment = environment;
+        self
+    }
+
+    /// The headers of `target` with their values read now.
+    #[cfg(feature = "agent-calls")]
+    async fn credentials_of(
+        &self,
+        target: &baton_core::model_request::ModelTarget,
+    ) -> Result<remote_call::AgentCredentials, baton_runtime::error::LlmError> {
+        use baton_runtime::error::LlmError;
+        let resolved = baton_runtime::ports::resolve_headers(
+            &target.remote_headers,
+            self.secrets.as_ref(),
+            self.environment.as_ref(),
+        )
+        .await
+        .map_err(|error| {
+            let message = format!("the remote agent {}: {}", target.name, error.message);
+            if error.retryable {
+                LlmError::Transport {
+                    attempts: 1,
+                    message,
+                }
+            } else {
+                LlmError::Configuration(message)
+            }
+        })?;
+        let mut headers = HeaderMap::new();
+        for (name, value) in &resolved.headers {
+            let (Ok(name), Ok(mut value)) = (
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) else {
+                return Err(LlmError::Configuration(format!(
+                    "the remote agent {}: header `{name}` is not a valid header",
+                    target.name
+                )));
+            };
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        Ok(remote_call::AgentCredentials {
+            headers,
+            secret_values: resolved
+                .secret_values()
+                .into_iter()
+                .map(String::from)
+                .collect(),
+        })
     }
 
     fn client(&self, max_bytes: usize, timeout: Duration) -> GuardedClient {
@@ -159,13 +232,21 @@ impl baton_runtime::ports::LlmProvider for RemoteAgents {
                     attempts: 1,
                     message: format!("the agent card at {}: {why}", target.model_id),
                 })?;
+        let credentials = self.credentials_of(target).await?;
         let client = self.client(MAX_ANSWER_BYTES, self.call_timeout);
         let canceller = remote_call::AbandonedTaskCanceller::new(
             self.client(64 * 1024, Duration::from_secs(10)),
             &interface,
+            credentials.headers.clone(),
         );
-        let call =
-            remote_call::send_streaming_message(&client, &interface, request, &deltas, canceller);
+        let call = remote_call::send_streaming_message(
+            &client,
+            &interface,
+            request,
+            &deltas,
+            canceller,
+            &credentials,
+        );
         match tokio::time::timeout(self.call_timeout, call).await {
             Ok(answered) => answered.map(|content| ModelAnswer {
                 content,

@@ -11,6 +11,28 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
+/// The agent's headers with their values read (credentials by reference),
+/// and those values, which everything the agent answers is scrubbed of.
+#[derive(Clone, Default)]
+pub(crate) struct AgentCredentials {
+    pub(crate) headers: HeaderMap,
+    pub(crate) secret_values: Vec<String>,
+}
+
+impl AgentCredentials {
+    fn values(&self) -> Vec<&str> {
+        self.secret_values.iter().map(String::as_str).collect()
+    }
+
+    /// `headers` with the agent's headers added.
+    fn added_to(&self, mut headers: HeaderMap) -> HeaderMap {
+        for (name, value) in &self.headers {
+            headers.insert(name.clone(), value.clone());
+        }
+        headers
+    }
+}
+
 /// The message a node's request becomes: the instructions and the context
 /// bundle as text, the output contract as the expected data part.
 pub(crate) fn message_of(request: &ModelRequest, message_id: &str) -> Value {
@@ -188,15 +210,15 @@ fn rpc_error(error: &Value) -> LlmError {
 /// ended (the step gave up at its deadline, or was dropped): a
 /// `CancelTask` is sent in the background, once.
 pub(crate) struct AbandonedTaskCanceller {
-    /// The client to cancel with and the agent's interface.
-    cancel_with: Option<(GuardedClient, String)>,
+    /// The client to cancel with, the agent's interface and its headers.
+    cancel_with: Option<(GuardedClient, String, HeaderMap)>,
     task_id: Option<String>,
 }
 
 impl AbandonedTaskCanceller {
-    pub(crate) fn new(client: GuardedClient, interface: &str) -> Self {
+    pub(crate) fn new(client: GuardedClient, interface: &str, headers: HeaderMap) -> Self {
         AbandonedTaskCanceller {
-            cancel_with: Some((client, interface.to_string())),
+            cancel_with: Some((client, interface.to_string(), headers)),
             task_id: None,
         }
     }
@@ -209,7 +231,7 @@ impl AbandonedTaskCanceller {
 
 impl Drop for AbandonedTaskCanceller {
     fn drop(&mut self) {
-        let (Some((client, interface)), Some(task_id)) =
+        let (Some((client, interface, mut headers)), Some(task_id)) =
             (self.cancel_with.take(), self.task_id.take())
         else {
             return;
@@ -219,7 +241,6 @@ impl Drop for AbandonedTaskCanceller {
         };
         runtime.spawn(async move {
             let body = json!({"jsonrpc": "2.0", "id": format!("cancel-{task_id}"), "method": "CancelTask", "params": {"id": task_id}});
-            let mut headers = HeaderMap::new();
             headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             if let Err(refusal) = client
                 .send(Method::POST, &interface, headers, Some(body.to_string().into_bytes()))
@@ -240,6 +261,7 @@ pub(crate) async fn send_streaming_message(
     request: &ModelRequest,
     deltas: &UnboundedSender<ModelDelta>,
     mut canceller: AbandonedTaskCanceller,
+    credentials: &AgentCredentials,
 ) -> Result<String, LlmError> {
     let id = uuid::Uuid::new_v4().to_string();
     let body = json!({
@@ -251,7 +273,7 @@ pub(crate) async fn send_streaming_message(
             "configuration": {"acceptedOutputModes": ["application/json", "text/plain"]},
         },
     });
-    let mut headers = HeaderMap::new();
+    let mut headers = credentials.added_to(HeaderMap::new());
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
     headers.insert(
@@ -287,7 +309,10 @@ pub(crate) async fn send_streaming_message(
         while let Some(chunk) = body.next().await {
             text.extend_from_slice(&chunk.map_err(refusal_error)?);
         }
-        let text = String::from_utf8_lossy(&text).to_string();
+        let text = baton_core::redaction::scrub_text(
+            &String::from_utf8_lossy(&text),
+            &credentials.values(),
+        );
         if let Ok(answer) = serde_json::from_str::<Value>(&text)
             && let Some(error) = answer.get("error")
         {
@@ -316,11 +341,12 @@ pub(crate) async fn send_streaming_message(
         if event.data.trim().is_empty() {
             continue;
         }
-        let answer: Value = serde_json::from_str(&event.data).map_err(|error| {
+        let mut answer: Value = serde_json::from_str(&event.data).map_err(|error| {
             LlmError::UnexpectedResponse(format!(
                 "an event of the remote agent is not JSON: {error}"
             ))
         })?;
+        baton_core::redaction::scrub_values(&mut answer, &credentials.values());
         if let Some(error) = answer.get("error") {
             return Err(rpc_error(error));
         }

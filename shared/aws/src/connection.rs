@@ -39,6 +39,12 @@ impl AwsConnection {
         }
     }
 
+    /// The SDK configuration (the secret store signs its own requests).
+    #[cfg(feature = "secrets")]
+    pub(crate) fn configuration(&self) -> &aws_config::SdkConfig {
+        &self.configuration
+    }
+
     pub(crate) fn dynamodb_client(&self) -> aws_sdk_dynamodb::Client {
         aws_sdk_dynamodb::Client::new(&self.configuration)
     }

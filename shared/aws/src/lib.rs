@@ -15,6 +15,8 @@
 //!   schedules from EventBridge Scheduler into the ingest queue.
 //! - Feature `bedrock`: `bedrock::BedrockProvider` implements `LlmProvider`
 //!   on Amazon Bedrock's `ConverseStream`.
+//! - Feature `secrets`: `secrets::AwsSecrets` implements `SecretStore` on
+//!   SSM Parameter Store and Secrets Manager (credentials by reference).
 //!
 //! Key schema (`pk`, `sk`, both strings; on-demand capacity; TTL on `expiresAt`):
 //!
@@ -74,6 +76,8 @@ pub mod dynamodb;
 pub mod events;
 #[cfg(feature = "scheduler")]
 pub mod scheduler;
+#[cfg(feature = "secrets")]
+pub mod secrets;
 pub mod sqs;
 
 #[cfg(feature = "testing")]
@@ -82,4 +86,6 @@ pub use connection::{AwsConnection, EMULATOR_REGION};
 pub use dynamodb::DynamoRunStore;
 #[cfg(feature = "scheduler")]
 pub use scheduler::{EventBridgeScheduleTriggers, SchedulerTarget};
+#[cfg(feature = "secrets")]
+pub use secrets::AwsSecrets;
 pub use sqs::SqsStepQueue;

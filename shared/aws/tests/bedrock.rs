@@ -170,6 +170,7 @@ fn request() -> ModelRequest {
             model_id: "anthropic.claude-test-v1:0".into(),
             fallbacks: Vec::new(),
             prompt_cache: true,
+            remote_headers: Default::default(),
             ..Default::default()
         })),
     }

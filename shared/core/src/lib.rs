@@ -29,7 +29,8 @@ pub mod wire;
 
 // The parts keep their paths (`baton_core::run`, `crate::planner`, …).
 pub use basics::{
-    claims, codes, error, ids, instant, logic, redaction, schema, status, trace_context, usage,
+    claims, codes, credentials, error, ids, instant, logic, redaction, schema, status,
+    trace_context, usage,
 };
 pub use catalog::{contexts, model_catalog, registry, registry_schemas, registry_search, tools};
 pub use contracts::{

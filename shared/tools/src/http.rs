@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use baton_core::tools::{HeaderValueSource, HttpToolExecutor, url_placeholders};
+use baton_core::tools::{HttpToolExecutor, url_placeholders};
 use baton_outbound::{GuardedClient, OutboundPolicy, OutboundRefusal};
+use baton_runtime::ports::{ResolvedHeaders, resolve_headers};
 use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
@@ -35,39 +36,44 @@ fn fill_url(template: &str, arguments: &Value) -> Result<(String, Map<String, Va
     Ok((url, rest))
 }
 
-fn headers(
+/// The tool's headers (their values read now), `Accept` and the call's
+/// `Idempotency-Key`, and the secret values read (what the answer is
+/// scrubbed of).
+async fn headers(
     runner: &ToolRunner,
     executor: &HttpToolExecutor,
     call: &ToolCall,
-) -> Result<HeaderMap, String> {
-    let mut map = HeaderMap::new();
-    for (name, source) in &executor.headers {
-        let value = match source {
-            HeaderValueSource::Literal(text) => text.clone(),
-            HeaderValueSource::Environment { env, prefix } => {
-                let found = (runner.environment)(env).ok_or_else(|| {
-                    format!("header `{name}`: environment variable `{env}` is not set")
-                })?;
-                format!("{}{found}", prefix.as_deref().unwrap_or_default())
-            }
-            HeaderValueSource::Secret { secret, prefix } => {
-                let found = runner.secrets.secret(secret).ok_or_else(|| {
-                    format!("header `{name}`: secret `{secret}` is not in the secret store")
-                })?;
-                format!("{}{found}", prefix.as_deref().unwrap_or_default())
-            }
-        };
-        let header = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("`{name}` is not a header name"))?;
-        // The value is never quoted in an error: it may be a secret.
-        let mut value = HeaderValue::from_str(&value)
-            .map_err(|_| format!("header `{name}`: the value is not a valid header value"))?;
-        value.set_sensitive(true);
-        map.insert(header, value);
-    }
+) -> Result<(HeaderMap, ResolvedHeaders), ToolOutcome> {
+    let resolved = resolve_headers(
+        &executor.headers,
+        runner.secrets.as_ref(),
+        runner.environment.as_ref(),
+    )
+    .await
+    .map_err(|error| ToolOutcome::Failed {
+        message: error.message,
+        retryable: error.retryable,
+    })?;
+    let mut map = header_map(&resolved).map_err(ToolOutcome::failed)?;
     map.insert(ACCEPT, HeaderValue::from_static("application/json"));
     if let Ok(key) = HeaderValue::from_str(&call.idempotency_key) {
         map.insert(HeaderName::from_static("idempotency-key"), key);
+    }
+    Ok((map, resolved))
+}
+
+/// Resolved headers as a header map, every value marked sensitive (kept
+/// out of reqwest's and hyper's debug output).
+pub(crate) fn header_map(resolved: &ResolvedHeaders) -> Result<HeaderMap, String> {
+    let mut map = HeaderMap::new();
+    for (name, value) in &resolved.headers {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("`{name}` is not a header name"))?;
+        // The value is never quoted in an error: it may be a secret.
+        let mut value = HeaderValue::from_str(value)
+            .map_err(|_| format!("header `{name}`: the value is not a valid header value"))?;
+        value.set_sensitive(true);
+        map.insert(header, value);
     }
     Ok(map)
 }
@@ -81,9 +87,9 @@ pub(crate) async fn call(
         Ok(filled) => filled,
         Err(message) => return ToolOutcome::failed(message),
     };
-    let mut headers = match headers(runner, executor, call) {
+    let (mut headers, resolved) = match headers(runner, executor, call).await {
         Ok(headers) => headers,
-        Err(message) => return ToolOutcome::failed(message),
+        Err(outcome) => return outcome,
     };
     // The tool's span (the step's `gen_ai.execute_tool`), when exported:
     // the tool's server continues the run's trace.
@@ -122,7 +128,18 @@ pub(crate) async fn call(
     }
     .with_http_allowed_hosts(&runner.http_allowed_hosts);
     let client = GuardedClient::new(policy, runner.resolver.clone());
-    match client.send(method, &url, headers, body).await {
+    let outcome = send(&client, method, &url, headers, body).await;
+    crate::scrubbed(outcome, &resolved.secret_values())
+}
+
+async fn send(
+    client: &GuardedClient,
+    method: Method,
+    url: &str,
+    headers: HeaderMap,
+    body: Option<Vec<u8>>,
+) -> ToolOutcome {
+    match client.send(method, url, headers, body).await {
         Err(refusal) => {
             let retryable = matches!(
                 refusal,

@@ -2,13 +2,17 @@
 //!
 //! - `http`: fills the URL template (percent-encoded), sends the remaining
 //!   arguments as the query (`GET`, `DELETE`) or a JSON body, adds headers
-//!   (literal, from a named environment variable, or from the deployment's
-//!   secret store) and `Idempotency-Key`, through the outbound guard
-//!   (`baton-outbound`) with the tool's timeout and size cap.
+//!   (literal, from a named environment variable, or a secret by reference
+//!   read from the deployment's `SecretStore` at call time) and
+//!   `Idempotency-Key`, through the outbound guard (`baton-outbound`) with
+//!   the tool's timeout and size cap.
+//! - `mcp` over streamable HTTP: the server's headers are resolved the same
+//!   way and sent on every request of the session.
 //! - builtin `registry_search`: the read-only search of `baton_core::tools`.
 //!
 //! Invariants: a secret's value is never part of an outcome, an error or a
-//! log line (only its variable's or secret's name is); every outcome is
+//! log line (only its variable's or secret's name is; an answer that echoes
+//! a credential it was sent is scrubbed of it); every outcome is
 //! something the model can read (`ToolOutcome`), never a panic; whether a
 //! failure may succeed when retried is said.
 
@@ -25,36 +29,21 @@ use baton_outbound::Resolver;
 
 pub use baton_core::conversation::{ToolInvocation as ToolCall, ToolOutcome};
 
-/// Where `{"secret": name}` header values come from (the deployment's
-/// secret store).
-pub trait SecretSource: Send + Sync {
-    fn secret(&self, name: &str) -> Option<String>;
-}
-
-/// No secret store: every `{"secret": …}` header fails, naming the secret.
-pub struct NoSecretStore;
-
-impl SecretSource for NoSecretStore {
-    fn secret(&self, _name: &str) -> Option<String> {
-        None
-    }
-}
-
-/// Reads a named environment variable.
-pub type EnvironmentLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub use baton_runtime::ports::EnvironmentLookup;
+use baton_runtime::ports::{NoSecrets, SecretStore};
 
 /// Performs tool calls.
 pub struct ToolRunner {
     registry: Arc<Registry>,
     resolver: Arc<dyn Resolver>,
     http_allowed_hosts: String,
-    secrets: Arc<dyn SecretSource>,
+    secrets: Arc<dyn SecretStore>,
     environment: EnvironmentLookup,
 }
 
 impl ToolRunner {
     /// A runner over `registry` with the system resolver and no secret
-    /// store; `http_allowed_hosts` is the outbound allow-list setting
+    /// store ([`ToolRunner::with_secrets`] gives one); `http_allowed_hosts` is the outbound allow-list setting
     /// (`host,host`, local development only); `environment` reads the
     /// variables `{"env": …}` headers name (the start-up wiring passes the
     /// process environment; only it reads the environment).
@@ -67,12 +56,14 @@ impl ToolRunner {
             registry,
             resolver: Arc::new(baton_outbound::SystemResolver),
             http_allowed_hosts: http_allowed_hosts.to_string(),
-            secrets: Arc::new(NoSecretStore),
+            secrets: Arc::new(NoSecrets),
             environment,
         }
     }
 
-    pub fn with_secrets(mut self, secrets: Arc<dyn SecretSource>) -> Self {
+    /// Where `{"secret": …}` headers are read (SSM and Secrets Manager on
+    /// AWS, the environment or `secrets.json` locally).
+    pub fn with_secrets(mut self, secrets: Arc<dyn SecretStore>) -> Self {
         self.secrets = secrets;
         self
     }
@@ -111,6 +102,21 @@ impl ToolRunner {
                 tool.name
             )),
         }
+    }
+}
+
+/// `outcome` with every value in `secret_values` replaced by `[redacted]`.
+fn scrubbed(outcome: ToolOutcome, secret_values: &[&str]) -> ToolOutcome {
+    use baton_core::redaction::{scrub_text, scrub_values};
+    match outcome {
+        ToolOutcome::Succeeded(mut value) => {
+            scrub_values(&mut value, secret_values);
+            ToolOutcome::Succeeded(value)
+        }
+        ToolOutcome::Failed { message, retryable } => ToolOutcome::Failed {
+            message: scrub_text(&message, secret_values),
+            retryable,
+        },
     }
 }
 

@@ -29,12 +29,13 @@ pub(crate) async fn call(
     let name = executor.tool.clone().unwrap_or_else(|| tool.name.clone());
     let server = match &executor.server {
         McpServer::Stdio { command, .. } => format!("`{command}`"),
-        McpServer::Http { url } => format!("at {url}"),
+        McpServer::Http { url, .. } => format!("at {url}"),
     };
+    let mut secret_values: Vec<String> = Vec::new();
     let answered = tokio::time::timeout(CALL_TIMEOUT, async {
-        let client = match connect(runner, &executor.server).await {
+        let client = match connect(runner, &executor.server, &mut secret_values).await {
             Ok(client) => client,
-            Err(message) => return ToolOutcome::failed(message),
+            Err(outcome) => return outcome,
         };
         let arguments = call.arguments.as_object().cloned().unwrap_or_default();
         let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
@@ -46,62 +47,93 @@ pub(crate) async fn call(
         }
     })
     .await;
-    answered.unwrap_or_else(|_| ToolOutcome::Failed {
+    let outcome = answered.unwrap_or_else(|_| ToolOutcome::Failed {
         message: format!(
             "the MCP server {server} did not answer `{name}` within {} s",
             CALL_TIMEOUT.as_secs()
         ),
         retryable: true,
-    })
+    });
+    let secret_values: Vec<&str> = secret_values.iter().map(String::as_str).collect();
+    crate::scrubbed(outcome, &secret_values)
 }
 
 type Client = RunningService<RoleClient, ()>;
 
-async fn connect(runner: &ToolRunner, server: &McpServer) -> Result<Client, String> {
+/// A session with `server`; the secret values its headers were given are
+/// added to `secret_values` (what its answers are scrubbed of).
+async fn connect(
+    runner: &ToolRunner,
+    server: &McpServer,
+    secret_values: &mut Vec<String>,
+) -> Result<Client, ToolOutcome> {
     use rmcp::ServiceExt;
-    // Only the HTTP transport reads the runner's outbound settings.
-    let _ = runner;
+    // Only the HTTP transport reads the runner's outbound settings and secrets.
+    let _ = (runner, &secret_values);
     match server {
         #[cfg(feature = "mcp-stdio")]
         McpServer::Stdio { command, args } => {
             let mut process = tokio::process::Command::new(command);
             process.args(args).kill_on_drop(true);
-            let transport = rmcp::transport::TokioChildProcess::new(process)
-                .map_err(|error| format!("the MCP server `{command}` could not start: {error}"))?;
+            let transport = rmcp::transport::TokioChildProcess::new(process).map_err(|error| {
+                ToolOutcome::failed(format!(
+                    "the MCP server `{command}` could not start: {error}"
+                ))
+            })?;
             ().serve(transport).await.map_err(|error| {
-                format!("the MCP server `{command}` did not complete the handshake: {error}")
+                ToolOutcome::failed(format!(
+                    "the MCP server `{command}` did not complete the handshake: {error}"
+                ))
             })
         }
         #[cfg(not(feature = "mcp-stdio"))]
-        McpServer::Stdio { command, .. } => Err(format!(
+        McpServer::Stdio { command, .. } => Err(ToolOutcome::failed(format!(
             "the MCP server `{command}` runs over stdio, which this process cannot start (the CLI and `baton serve` can)"
-        )),
+        ))),
         #[cfg(feature = "mcp-http")]
-        McpServer::Http { url } => {
+        McpServer::Http { url, headers } => {
             use rmcp::transport::StreamableHttpClientTransport;
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
             let policy = baton_outbound::OutboundPolicy::default()
                 .with_http_allowed_hosts(&runner.http_allowed_hosts);
             let target = baton_outbound::check(url, &policy, runner.resolver.as_ref())
                 .await
-                .map_err(|refusal| format!("the MCP server URL is refused: {refusal}"))?;
+                .map_err(|refusal| {
+                    ToolOutcome::failed(format!("the MCP server URL is refused: {refusal}"))
+                })?;
+            let resolved = baton_runtime::ports::resolve_headers(
+                headers,
+                runner.secrets.as_ref(),
+                runner.environment.as_ref(),
+            )
+            .await
+            .map_err(|error| ToolOutcome::Failed {
+                message: error.message,
+                retryable: error.retryable,
+            })?;
+            secret_values.extend(resolved.secret_values().into_iter().map(String::from));
             let client = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .resolve(&target.host, target.address)
+                .default_headers(crate::http::header_map(&resolved).map_err(ToolOutcome::failed)?)
                 .build()
-                .map_err(|error| format!("the HTTP client cannot be built: {error}"))?;
+                .map_err(|error| {
+                    ToolOutcome::failed(format!("the HTTP client cannot be built: {error}"))
+                })?;
             let transport = StreamableHttpClientTransport::with_client(
                 client,
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()),
             );
             ().serve(transport).await.map_err(|error| {
-                format!("the MCP server at {url} did not complete the handshake: {error}")
+                ToolOutcome::failed(format!(
+                    "the MCP server at {url} did not complete the handshake: {error}"
+                ))
             })
         }
         #[cfg(not(feature = "mcp-http"))]
-        McpServer::Http { url } => Err(format!(
+        McpServer::Http { url, .. } => Err(ToolOutcome::failed(format!(
             "the MCP server at {url} speaks streamable HTTP, which this build cannot reach"
-        )),
+        ))),
     }
 }
 

@@ -281,6 +281,65 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{}-{sequence}-{nanos}", std::process::id())
 }
 
+/// One JSON 1.1 call to the emulator, as the AWS CLI of an operator would
+/// send it (moto routes by the credential scope and does not check the
+/// signature): the set-up of secrets a test reads through Baton's own
+/// signed client.
+async fn operator_call(
+    endpoint: &str,
+    service: &str,
+    target: &str,
+    body: serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    let response = reqwest::Client::new()
+        .post(format!("{endpoint}/"))
+        .header("content-type", "application/x-amz-json-1.1")
+        .header("x-amz-target", target)
+        .header(
+            "authorization",
+            format!(
+                "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/{service}/aws4_request, SignedHeaders=host, Signature=0"
+            ),
+        )
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|error| format!("{target}: {error}"))?;
+    let status = response.status();
+    let text = response.text().await.unwrap_or_default();
+    if !status.is_success() {
+        return Err(format!("{target}: HTTP {status}: {text}"));
+    }
+    serde_json::from_str(&text).map_err(|error| format!("{target}: {error}"))
+}
+
+/// Creates a Secrets Manager secret holding `secret_string`; answers its ARN.
+pub async fn put_secret(endpoint: &str, name: &str, secret_string: &str) -> Result<String, String> {
+    let answer = operator_call(
+        endpoint,
+        "secretsmanager",
+        "secretsmanager.CreateSecret",
+        serde_json::json!({"Name": name, "SecretString": secret_string}),
+    )
+    .await?;
+    answer["ARN"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("CreateSecret answered no ARN: {answer}"))
+}
+
+/// Puts an SSM `SecureString` parameter.
+pub async fn put_secure_parameter(endpoint: &str, name: &str, value: &str) -> Result<(), String> {
+    operator_call(
+        endpoint,
+        "ssm",
+        "AmazonSSM.PutParameter",
+        serde_json::json!({"Name": name, "Value": value, "Type": "SecureString", "Overwrite": true}),
+    )
+    .await
+    .map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -128,6 +128,7 @@ impl Harness {
                 fallbacks: Vec::new(),
                 strict_output: true,
                 prompt_cache: true,
+                remote_headers: Default::default(),
             })),
         }
     }

@@ -12,9 +12,11 @@ use baton_core::engine::PlannerChoice;
 use crate::StartupError;
 
 mod identity;
+mod secrets;
 
 pub use identity::OidcConfiguration;
 use identity::origin_list;
+pub use secrets::{SecretSourceChoice, SecretsConfiguration};
 
 /// Reads one variable by name.
 pub type VariableReader<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -46,6 +48,8 @@ pub struct Configuration {
     pub audit_retention_days: u32,
     /// `BATON_OIDC_*`: the identity provider whose JWTs the API accepts.
     pub oidc: Option<OidcConfiguration>,
+    /// `BATON_SECRETS`, `BATON_SECRET_CACHE_SECONDS`: secrets by reference.
+    pub secrets: SecretsConfiguration,
     /// `BATON_METRICS_TOKEN`: the SHA-256 hex digest of the token `baton
     /// serve`'s `/metrics` takes (its own, no tenant's).
     pub metrics_token: Option<String>,
@@ -365,6 +369,7 @@ impl Configuration {
                 .or_else(|| non_empty(read, "OPENAI_MODEL")),
             api_tokens: non_empty(read, "BATON_API_TOKENS"),
             oidc: OidcConfiguration::from_variables(read)?,
+            secrets: SecretsConfiguration::from_variables(read)?,
             audit_retention_days: u32::try_from(positive_whole_number(
                 read,
                 "BATON_AUDIT_RETENTION_DAYS",

@@ -58,9 +58,61 @@ pub fn redact(value: &Value) -> Value {
     }
 }
 
+/// `text` with every occurrence of a known secret value replaced by
+/// [`REDACTED`] (values shorter than 4 characters are left: they would
+/// match ordinary text).
+pub fn scrub_text(text: &str, secret_values: &[&str]) -> String {
+    let mut scrubbed = text.to_string();
+    for value in secret_values.iter().filter(|value| value.len() >= 4) {
+        if scrubbed.contains(*value) {
+            scrubbed = scrubbed.replace(*value, REDACTED);
+        }
+    }
+    scrubbed
+}
+
+/// Replaces every occurrence of a known secret value in `value`'s strings
+/// and keys (a tool that echoes the credential it was sent gives back
+/// `[redacted]`, never the credential).
+pub fn scrub_values(value: &mut Value, secret_values: &[&str]) {
+    if secret_values.is_empty() {
+        return;
+    }
+    match value {
+        Value::String(text) => *text = scrub_text(text, secret_values),
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| scrub_values(item, secret_values)),
+        Value::Object(fields) => {
+            let taken = std::mem::take(fields);
+            for (key, mut field) in taken {
+                scrub_values(&mut field, secret_values);
+                fields.insert(scrub_text(&key, secret_values), field);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn known_secret_values_are_scrubbed_from_strings_and_keys() {
+        let mut echoed = serde_json::json!({
+            "headers": {"authorization": "Bearer s3cr3t-value"},
+            "s3cr3t-value": ["x s3cr3t-value y", 7],
+        });
+        scrub_values(&mut echoed, &["s3cr3t-value"]);
+        assert_eq!(
+            echoed,
+            serde_json::json!({
+                "headers": {"authorization": "Bearer [redacted]"},
+                "[redacted]": ["x [redacted] y", 7],
+            })
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -1,7 +1,7 @@
 //! Tools as registry data (`registry/tools/*.json`): a name, a description,
 //! the JSON Schema of its arguments and an executor: `http` (a URL template,
-//! headers whose secret values come from named environment variables or the
-//! deployment's secret store, a timeout and a response size cap), `mcp` (a
+//! headers whose secret values come from named environment variables or
+//! secrets by reference (`basics::credentials`), a timeout and a response size cap), `mcp` (a
 //! Model Context Protocol server's tool, over stdio or streamable HTTP) or
 //! `builtin` (an operation of the orchestrator). Capabilities name the tools
 //! they may call. This module checks definitions and a call's arguments; the
@@ -43,7 +43,7 @@ pub struct HttpToolExecutor {
     pub method: String,
     pub url: String,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, HeaderValueSource>,
+    pub headers: HeaderSources,
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     #[serde(default = "default_max_response_bytes")]
@@ -58,26 +58,9 @@ fn default_max_response_bytes() -> usize {
     256 * 1024
 }
 
-/// Where a header's value comes from. Secret values never appear in the
-/// registry: they are read from the environment or the secret store when
-/// the call is made, and never written to frames or logs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(untagged, deny_unknown_fields)]
-pub enum HeaderValueSource {
-    Literal(String),
-    /// `{"env": "VARIABLE"}`, optionally with a `prefix` (e.g. `Bearer `).
-    Environment {
-        env: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        prefix: Option<String>,
-    },
-    /// `{"secret": "name"}` in the deployment's secret store.
-    Secret {
-        secret: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        prefix: Option<String>,
-    },
-}
+pub use crate::basics::credentials::{
+    HeaderSources, HeaderValueSource, SecretReference, check_header_sources,
+};
 
 /// A Model Context Protocol server's tool.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -99,8 +82,13 @@ pub enum McpServer {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         args: Vec<String>,
     },
-    /// Streamable HTTP (anywhere; the URL goes through the outbound guard).
-    Http { url: String },
+    /// Streamable HTTP (anywhere; the URL goes through the outbound guard),
+    /// with headers (credentials by reference) sent on every request.
+    Http {
+        url: String,
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        headers: HeaderSources,
+    },
 }
 
 /// Operations of the orchestrator offered as tools.
@@ -114,15 +102,6 @@ pub enum BuiltinTool {
 }
 
 const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
-
-/// Header names whose values are credentials: never literal in the registry.
-const SECRET_HEADERS: [&str; 5] = [
-    "authorization",
-    "proxy-authorization",
-    "x-api-key",
-    "api-key",
-    "cookie",
-];
 
 impl ToolDefinition {
     /// Checks a definition; an error is `(JSON path, message)`.
@@ -161,12 +140,16 @@ impl ToolDefinition {
                 fail("$.executor.server.command", "a command is needed".into())
             }
             ToolExecutor::Mcp(McpToolExecutor {
-                server: McpServer::Http { url },
+                server: McpServer::Http { url, .. },
                 ..
             }) if !url.starts_with("https://") && !url.starts_with("http://") => fail(
                 "$.executor.server.url",
                 format!("`{url}` is not an http(s) URL"),
             ),
+            ToolExecutor::Mcp(McpToolExecutor {
+                server: McpServer::Http { headers, .. },
+                ..
+            }) => check_header_sources(headers, "$.executor.server.headers"),
             ToolExecutor::Mcp(_) | ToolExecutor::Builtin { .. } => Ok(()),
         }
     }
@@ -193,17 +176,7 @@ impl ToolDefinition {
                 ));
             }
         }
-        for (name, source) in &http.headers {
-            if SECRET_HEADERS.contains(&name.to_ascii_lowercase().as_str())
-                && matches!(source, HeaderValueSource::Literal(_))
-            {
-                return Err((
-                    format!("$.executor.headers.{name}"),
-                    "a credential is never written in the registry: use {\"env\": …} or {\"secret\": …}"
-                        .into(),
-                ));
-            }
-        }
+        check_header_sources(&http.headers, "$.executor.headers")?;
         if http.timeout_ms == 0 || http.max_response_bytes == 0 {
             return Err((
                 "$.executor".into(),

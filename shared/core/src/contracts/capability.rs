@@ -177,6 +177,12 @@ pub struct RemoteAgent {
     /// How long one call may take, in seconds (default 120).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
+    /// Headers sent on every request to the agent (its card and its
+    /// calls): credentials by reference (`{"secret": {"ssm": …}}`,
+    /// `{"secret": {"secretsManager": …, "key": …}}`, `{"env": …}`), never
+    /// a literal credential.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: crate::basics::credentials::HeaderSources,
 }
 
 /// The provider name a remote agent's requests carry

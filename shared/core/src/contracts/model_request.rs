@@ -43,6 +43,11 @@ pub struct ModelTarget {
     /// cannot use).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub prompt_cache: bool,
+    /// A remote agent's request headers, by reference (its capability's
+    /// `remoteAgent.headers`): the provider reads their values when it
+    /// calls, so a request never holds one.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub remote_headers: crate::basics::credentials::HeaderSources,
 }
 
 /// The answer tool's name when the request's schema has none.

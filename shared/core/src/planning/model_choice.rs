@@ -84,6 +84,7 @@ fn bare_target(catalog: &ModelCatalog, name: &str) -> Option<ModelTarget> {
         fallbacks: Vec::new(),
         strict_output: model.supports.json_schema,
         prompt_cache: model.supports.prompt_cache,
+        remote_headers: Default::default(),
     })
 }
 
@@ -143,6 +144,7 @@ pub fn remote_agent_target(
         fallbacks: Vec::new(),
         strict_output: false,
         prompt_cache: false,
+        remote_headers: agent.headers.clone(),
     }
 }
 
@@ -274,7 +276,7 @@ fn check_remote_agent(
             "must be at least 1".into(),
         ));
     }
-    Ok(())
+    crate::basics::credentials::check_header_sources(&agent.headers, "$.remoteAgent.headers")
 }
 
 /// The envelope's `constraints.preferredModels` name catalog models that

@@ -147,6 +147,7 @@ fn request() -> ModelRequest {
             model_id: "claude-test-20260101".into(),
             fallbacks: Vec::new(),
             prompt_cache: true,
+            remote_headers: Default::default(),
             ..Default::default()
         })),
     }

@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 mod audit_log;
 mod event_log;
+mod local_secrets;
 mod node_leases;
 mod queue;
 mod registrations;
@@ -511,6 +512,7 @@ impl crate::ports::RetentionUpkeep for InMemoryRunStore {
 }
 
 pub use self::audit_log::InMemoryAuditLog;
+pub use self::local_secrets::{LOCAL_SECRETS_FILE, LocalSecrets, reference_name};
 pub use self::queue::InMemoryStepQueue;
 pub use self::registrations::InMemoryCapabilityDirectory;
 pub use self::schedule_book::InMemoryScheduleBook;

@@ -19,9 +19,14 @@ use crate::error::{LlmError, QueueError, StoreError};
 
 mod audit_ports;
 mod schedule_ports;
+mod secret_ports;
 mod store_upkeep;
 pub use audit_ports::{AuditAppend, AuditLog, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
 pub use schedule_ports::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};
+pub use secret_ports::{
+    CachedSecrets, EnvironmentLookup, HeaderResolutionError, NoSecrets, ResolvedHeaders,
+    SECRET_CACHE_TIME, SecretError, SecretStore, SecretValue, resolve_headers,
+};
 pub use store_upkeep::{
     ExpiredRunsBatch, RetentionUpkeep, StreamCaps, StreamLeases, StreamOpening,
 };
