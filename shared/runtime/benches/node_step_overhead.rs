@@ -21,73 +21,25 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::{RunStatus, TokenUsage};
-use baton_runtime::error::LlmError;
+use baton_core::run::RunStatus;
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::{LlmProvider, ModelAnswer, StepQueue};
+use baton_runtime::ports::{LlmProvider, StepQueue};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
-use baton_test_support::five_stages::{five_stage_envelope, five_stage_registry};
+use baton_test_support::five_stages::{
+    InstantFiveStageModel, five_stage_envelope, five_stage_registry,
+};
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::json;
-use tokio::sync::mpsc::UnboundedSender;
 
 /// The same allocator the shipped binaries use.
 #[global_allocator]
 static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Test double for the model endpoint: answers instantly from a table.
-struct InstantProvider {
-    answers_by_schema_name: HashMap<String, String>,
-}
-
-#[async_trait]
-impl LlmProvider for InstantProvider {
-    fn model_name(&self) -> String {
-        "instant".into()
-    }
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        deltas: UnboundedSender<baton_runtime::ports::ModelDelta>,
-    ) -> Result<ModelAnswer, LlmError> {
-        let content = self
-            .answers_by_schema_name
-            .get(&request.schema_name)
-            .cloned()
-            .unwrap_or_default();
-        let _ = deltas.send(baton_runtime::ports::ModelDelta::Text(content.clone()));
-        Ok(ModelAnswer {
-            content,
-            usage: TokenUsage {
-                prompt_tokens: 10,
-                completion_tokens: 10,
-                cached_prompt_tokens: 0,
-                cache_write_prompt_tokens: 0,
-            },
-            model: "instant".into(),
-        })
-    }
-}
-
 fn bench_node_steps(criterion: &mut Criterion) {
     let registry = Arc::new(five_stage_registry(&|role| format!("Act as the {role}.")));
-    let answers_by_schema_name = registry
-        .capabilities()
-        .map(|capability| {
-            let facet = &capability.output_contract[0];
-            let schema = json!({"type": "object", "properties": {facet.clone(): registry.facets.get(facet).unwrap().schema.clone()}});
-            (capability.capability_id.replace('.', "_"), scripted_llm::generate_instance(&schema, facet).to_string())
-        })
-        .collect();
-    let provider: Arc<dyn LlmProvider> = Arc::new(InstantProvider {
-        answers_by_schema_name,
-    });
+    let provider: Arc<dyn LlmProvider> = Arc::new(InstantFiveStageModel::new(&registry, 0));
     // One compiled-schema cache for the process, as a deployed worker has.
     let validators = Arc::new(baton_core::schema::ValidatorCache::new());
     let runtime = tokio::runtime::Builder::new_current_thread()

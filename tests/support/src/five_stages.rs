@@ -118,3 +118,71 @@ pub fn write_five_stage_registry(root: &std::path::Path) {
     )
     .unwrap();
 }
+
+/// Test double for the model endpoint of the five-stage workload: answers
+/// each stage instantly with a schema-valid instance, after `extra_work`
+/// rounds of hashing per call (0 but in the instruction gate's own test,
+/// which slows the step on purpose).
+pub struct InstantFiveStageModel {
+    answers_by_schema_name: std::collections::HashMap<String, String>,
+    extra_work: u64,
+}
+
+impl InstantFiveStageModel {
+    pub fn new(registry: &Registry, extra_work: u64) -> Self {
+        let answers_by_schema_name = registry
+            .capabilities()
+            .map(|capability| {
+                let facet = &capability.output_contract[0];
+                let schema = json!({"type": "object", "properties": {facet.clone(): registry.facets.get(facet).unwrap().schema.clone()}});
+                (
+                    capability.capability_id.replace('.', "_"),
+                    scripted_llm::generate_instance(&schema, facet).to_string(),
+                )
+            })
+            .collect();
+        InstantFiveStageModel {
+            answers_by_schema_name,
+            extra_work,
+        }
+    }
+}
+
+/// `rounds` of work the optimiser cannot remove.
+pub fn spend_work(rounds: u64) {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    for round in 0..rounds {
+        state = std::hint::black_box(state.rotate_left(5) ^ round).wrapping_mul(0x0100_0000_01b3);
+    }
+    std::hint::black_box(state);
+}
+
+#[async_trait::async_trait]
+impl baton_runtime::ports::LlmProvider for InstantFiveStageModel {
+    fn model_name(&self) -> String {
+        "instant".into()
+    }
+    async fn complete(
+        &self,
+        request: &baton_core::context::ModelRequest,
+        deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
+    ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
+        spend_work(self.extra_work);
+        let content = self
+            .answers_by_schema_name
+            .get(&request.schema_name)
+            .cloned()
+            .unwrap_or_default();
+        let _ = deltas.send(baton_runtime::ports::ModelDelta::Text(content.clone()));
+        Ok(baton_runtime::ports::ModelAnswer {
+            content,
+            usage: baton_core::run::TokenUsage {
+                prompt_tokens: 10,
+                completion_tokens: 10,
+                cached_prompt_tokens: 0,
+                cache_write_prompt_tokens: 0,
+            },
+            model: "instant".into(),
+        })
+    }
+}
