@@ -301,6 +301,39 @@ fn production_files_stay_under_600_lines_and_nothing_silences_too_many_arguments
 /// injection, telemetry) pass calls on, the port's own `create_run` is
 /// `create_run_within` without a limit, and the store conformance suite
 /// drives the port itself: they are its callers by design.
+/// A run's status is written only by the engine's life cycle
+/// (`shared/core/src/engine/lifecycle.rs`: named transitions, each checked
+/// against the status the run is in). Admission sets the first status in a
+/// struct literal (`status: RunStatus::Queued`), which this does not count.
+#[test]
+fn a_runs_status_is_written_only_by_the_life_cycle() {
+    let home = "shared/core/src/engine/lifecycle.rs";
+    let mut seen = 0;
+    let mut offenders = Vec::new();
+    for (path, text) in production_sources() {
+        let shown = path.display().to_string();
+        let writes = text
+            .match_indices("state.status")
+            .filter(|(at, found)| {
+                let after = text[at + found.len()..].trim_start();
+                after.starts_with('=') && !after.starts_with("==")
+            })
+            .count();
+        if writes == 0 {
+            continue;
+        }
+        if shown.ends_with(home) {
+            seen += writes;
+        } else {
+            offenders.push(format!(
+                "{shown}: writes a run's status ({writes}x); only {home} may"
+            ));
+        }
+    }
+    assert!(seen >= 1, "the life cycle's own write was found");
+    assert!(offenders.is_empty(), "{offenders:#?}");
+}
+
 #[test]
 fn a_run_is_created_only_by_admission_and_written_only_by_the_commit_protocol() {
     let decorators_and_suite = ["fault_injection.rs", "telemetry.rs"];

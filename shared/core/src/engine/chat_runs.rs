@@ -20,6 +20,7 @@ use crate::state::context::{build_context_bundle, build_model_request};
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames;
 
+use super::lifecycle::RunTransition;
 use super::{Decision, EngineContext, NewRunIdentity, StepContext};
 use crate::basics::instant::Instant;
 use crate::records::chat::ChatTurn;
@@ -99,8 +100,7 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
             .chat_settings()
             .map(|settings| settings.clarifying_question.clone())
             .unwrap_or_default();
-        deliver_without_a_model(step, question);
-        return Ok(());
+        return deliver_without_a_model(step, question);
     }
     let plan = match chat_plan(&turn, step.engine.registry) {
         Ok(plan) => plan,
@@ -127,17 +127,22 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
     step.emit(generated);
     step.state.plan_diagnostics = Some(Arc::new(bundle));
     step.record_plan_version("initial", None, None, None);
-    step.state.status = RunStatus::Running;
+    step.move_run(RunTransition::Work)?;
     super::progress::schedule_ready_nodes(step);
     Ok(())
 }
 
 /// Answers the run with `message` itself (a blank message's question).
-fn deliver_without_a_model(step: &mut StepContext<'_, '_>, message: String) {
+fn deliver_without_a_model(
+    step: &mut StepContext<'_, '_>,
+    message: String,
+) -> Result<(), CoreError> {
     let thread_id = step.state.thread_id.clone();
     let output = json!({"message": message, "threadId": thread_id});
     super::narration::emit_run_metrics(step);
-    step.state.status = RunStatus::Completed;
+    // Queued: it goes to work and completes in the one step.
+    step.move_run(RunTransition::Work)?;
+    step.move_run(RunTransition::Complete)?;
     step.state.output = Some(output.clone());
     let complete = frames::complete(
         &step.stamp(),
@@ -152,6 +157,7 @@ fn deliver_without_a_model(step: &mut StepContext<'_, '_>, message: String) {
     );
     step.emit(complete);
     super::finish::record_exchange(step);
+    Ok(())
 }
 
 /// How much of the thread a chat node's request keeps

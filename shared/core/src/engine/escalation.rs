@@ -83,7 +83,7 @@ pub(super) fn fall_back_to_next_capability(
             escalated: Some(record.clone()),
         },
     )?;
-    let replaced = replaced || hand_to_catch_all(step, node, &escalation, &record);
+    let replaced = replaced || hand_to_catch_all(step, node, &escalation, &record)?;
     if replaced {
         step.state.governance.escalations.push(record);
     }
@@ -99,12 +99,12 @@ fn hand_to_catch_all(
     node: &PlanNode,
     escalation: &Escalation,
     record: &crate::records::governance::EscalationRecord,
-) -> bool {
+) -> Result<bool, CoreError> {
     let engine = step.engine;
     let Some(fallback) =
         crate::planning::escalation_targets::catch_all_for(&step.state.envelope, engine.registry)
     else {
-        return false;
+        return Ok(false);
     };
     // A catch-all that failed, or one a failure already escalated away from,
     // is not asked again: the run fails with the node.
@@ -115,10 +115,10 @@ fn hand_to_catch_all(
         .iter()
         .any(|earlier| earlier.capability_id == fallback.capability_id);
     if node.capability_id == fallback.capability_id || escalated_away {
-        return false;
+        return Ok(false);
     }
     let Some(previous) = step.state.plan.clone() else {
-        return false;
+        return Ok(false);
     };
     let mut plan = previous.as_ref().clone();
     let Some(slot) = plan
@@ -126,7 +126,7 @@ fn hand_to_catch_all(
         .iter_mut()
         .find(|candidate| candidate.node_id == node.node_id)
     else {
-        return false;
+        return Ok(false);
     };
     let instructions = format!(
         "{}\n\nYou take over node {} ({}), which failed: {}. Produce {} as its contract asks.",
@@ -164,7 +164,7 @@ fn hand_to_catch_all(
         engine.validators,
     );
     if bundle.status == crate::contracts::diagnostics::PlanStatus::Rejected {
-        return false;
+        return Ok(false);
     }
     super::replan::apply(
         step,
@@ -184,6 +184,6 @@ fn hand_to_catch_all(
         },
         (plan, bundle),
         (1, frames::PlannerKind::Deterministic, None),
-    );
-    true
+    )?;
+    Ok(true)
 }

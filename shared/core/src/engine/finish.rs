@@ -3,6 +3,7 @@
 //! `metrics` and `complete`, or a failure.
 
 use super::decision::ThreadExchange;
+use super::lifecycle::RunTransition;
 use crate::records::chat::ChatExchange;
 use serde_json::{Map, Value};
 
@@ -158,7 +159,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
     }
     let (quality, acceptance_report) = super::quality_report::report(&step.state);
     super::narration::emit_run_metrics(step);
-    step.state.status = RunStatus::Completed;
+    step.move_run(RunTransition::Complete)?;
     let payload = frames::CompletePayload {
         output,
         status: RunStatus::Completed,

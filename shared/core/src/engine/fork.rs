@@ -24,7 +24,7 @@ use super::{Decision, EngineContext, NewRunIdentity, StepContext, start_run};
 use crate::basics::instant::Instant;
 use crate::basics::schema::{collect_violations, json_path_for_pointer};
 use crate::planning::plan::PlanGraph;
-use crate::state::run::{NodeRecord, NodeStatus, RunState, RunStatus};
+use crate::state::run::{NodeRecord, NodeStatus, RunState};
 use crate::wire::event::{EventFrame, EventType};
 use crate::wire::frames;
 
@@ -258,7 +258,7 @@ pub fn fork_run(
     state.plan_diagnostics = source.plan_diagnostics.clone();
     state.plan_history = source.plan_history.clone();
     state.facet_snapshot = source.facet_snapshot.clone();
-    state.status = RunStatus::Running;
+    super::lifecycle::reopen_as_fork(&mut state);
     state.forked_from = Some(Box::new(crate::state::run::ForkOrigin {
         run_id: source.run_id.clone(),
         at: match point {

@@ -283,7 +283,7 @@ pub(super) fn ask_clarification(
     step: &mut StepContext<'_, '_>,
     node: &crate::planning::plan::PlanNode,
     question: &str,
-) -> bool {
+) -> Result<bool, CoreError> {
     let asked = step
         .state
         .governance
@@ -292,7 +292,7 @@ pub(super) fn ask_clarification(
         .filter(|entry| entry.node_id == node.node_id)
         .count();
     if asked >= MAX_CLARIFICATIONS_PER_NODE || step.state.governance.hold.is_some() {
-        return false;
+        return Ok(false);
     }
     let question_id = format!("{}:q{}", node.node_id, asked + 1);
     step.state
@@ -322,6 +322,6 @@ pub(super) fn ask_clarification(
         reject_action: None,
         created_at: step.now,
     };
-    policy::hold_on_request(step, request, Some(node), Some(question_id));
-    true
+    policy::hold_on_request(step, request, Some(node), Some(question_id))?;
+    Ok(true)
 }

@@ -41,6 +41,7 @@ pub mod history_summary;
 mod hitl;
 mod human;
 mod lane_release;
+mod lifecycle;
 mod narration;
 mod node;
 mod node_answers;

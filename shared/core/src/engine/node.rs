@@ -10,9 +10,10 @@ use crate::basics::instant::Instant;
 use crate::basics::schema::collect_violations;
 use crate::planning::plan::{BuiltinOperation, NodeExecutor, PlanNode};
 use crate::state::context::{build_context_bundle, build_model_request};
-use crate::state::run::{NodeStatus, RunState, RunStatus};
+use crate::state::run::{NodeStatus, RunState};
 use crate::wire::frames::{self, ExecutorType, RunPhase};
 
+use super::lifecycle::RunTransition;
 use super::narration::hand_over;
 use super::node_answers::judge_answer;
 use super::node_answers::reject_input;
@@ -68,7 +69,7 @@ pub(super) fn begin_node(
         NodeExecutor::AgentSession(_) | NodeExecutor::Chat(_) => {
             super::agent::begin_session(state, node, attempt, &bundle, now, engine)
         }
-        NodeExecutor::Human => Ok(hand_to_a_person(state, node, attempt, bundle, now, engine)),
+        NodeExecutor::Human => hand_to_a_person(state, node, attempt, bundle, now, engine),
         NodeExecutor::Model => {
             // Claimed, not committed: the frames go with the claim; the state
             // learns the phase and the start time when the answer is committed.
@@ -95,7 +96,7 @@ fn hand_to_a_person(
     bundle: crate::state::context::ContextBundle,
     now: Instant,
     engine: &EngineContext<'_>,
-) -> StepAdvance {
+) -> Result<StepAdvance, CoreError> {
     let mut step = StepContext::new(state.clone(), now, engine);
     hand_over(&mut step, node, attempt);
     let mut payload = start_payload(node, attempt, ExecutorType::Human);
@@ -117,7 +118,7 @@ fn hand_to_a_person(
         record.status = NodeStatus::AwaitingHuman;
     }
     if step.state.governance.hold.is_none() {
-        step.state.status = RunStatus::AwaitingHuman;
+        step.move_run(RunTransition::ParkForPerson)?;
     }
     let parked = frames::node_start(&step.stamp(), node, &payload);
     step.emit(parked);
@@ -129,7 +130,7 @@ fn hand_to_a_person(
             attempt,
         },
     );
-    step.into_advance()
+    Ok(step.into_advance())
 }
 
 pub(super) fn resume_node(

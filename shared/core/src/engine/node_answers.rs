@@ -103,7 +103,7 @@ pub(super) fn judge_answer(
         && let Some(question) = answer.as_ref().and_then(clarifying_question)
     {
         let question = question.to_string();
-        if super::hitl::ask_clarification(step, node, &question) {
+        if super::hitl::ask_clarification(step, node, &question)? {
             return Ok(());
         }
     }

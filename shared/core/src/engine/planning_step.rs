@@ -12,6 +12,7 @@ use crate::planning::planner::plan_deterministically;
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames::{self, PlannerKind};
 
+use super::lifecycle::RunTransition;
 use super::plan_drafts::{
     Judged, draft_response, judge, over_window, plan_generated_payload, plan_requested_payload,
     rejected_draft_frames, warn_planner_fallback,
@@ -196,7 +197,7 @@ fn settle_plan(
     step.record_plan_version("initial", None, None, None);
     let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
     step.emit(generated);
-    step.state.status = RunStatus::Running;
+    step.move_run(RunTransition::Work)?;
     start_policy_timers(step);
     super::policy::fire(step, &super::policy_matching::Occurrence::Start)?;
     super::progress::continue_run(step)

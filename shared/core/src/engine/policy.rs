@@ -14,10 +14,11 @@ use crate::basics::error::CoreError;
 use crate::contracts::policies::PolicyAction;
 use crate::planning::plan::PlanNode;
 use crate::records::governance::{DeferredAction, HitlKind, HitlRequest, Hold};
-use crate::state::run::{NodeStatus, RunState, RunStatus};
+use crate::state::run::{NodeStatus, RunState};
 use crate::wire::frames::{self, TriggerDetails};
 
 use super::StepContext;
+use super::lifecycle::RunTransition;
 use super::policy_matching::{Occurrence, firing_key, matching, unreadable_conditions};
 use super::replan::{ReplanCause, replan};
 
@@ -139,7 +140,7 @@ pub(super) fn apply(
                 policy_id: policy_id.to_string(),
                 reason: reason.clone(),
             });
-            step.state.status = RunStatus::Paused;
+            step.move_run(RunTransition::Pause)?;
             Ok(Applied::Held)
         }
         PolicyAction::Hitl {
@@ -168,7 +169,7 @@ pub(super) fn apply(
                 reject_action: reject_action.as_deref().cloned(),
                 created_at: step.now,
             };
-            hold_on_request(step, request, node, None);
+            hold_on_request(step, request, node, None)?;
             Ok(Applied::Held)
         }
         PolicyAction::Replan { rationale } => {
@@ -205,7 +206,7 @@ pub(super) fn hold_on_request(
     request: HitlRequest,
     node: Option<&PlanNode>,
     question_id: Option<String>,
-) {
+) -> Result<(), CoreError> {
     let contract_summary = node.map(|node| frames::ContractSummary {
         capability_id: node.capability_id.clone(),
         input_facets: node.input_facets.clone(),
@@ -237,7 +238,8 @@ pub(super) fn hold_on_request(
     );
     step.emit(frame);
     step.state.governance.hold = Some(Hold::Request(Box::new(request)));
-    step.state.status = RunStatus::AwaitingHitl;
+    step.move_run(RunTransition::HoldForDecision)?;
+    Ok(())
 }
 
 /// Lifts the hold, applies the hold actions that waited behind it (one may

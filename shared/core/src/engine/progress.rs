@@ -7,10 +7,11 @@
 use crate::basics::error::CoreError;
 use crate::planning::plan::PlanNode;
 use crate::records::governance::Hold;
-use crate::state::run::{NodeStatus, RunStatus, StepCommand};
+use crate::state::run::{NodeStatus, StepCommand};
 use crate::wire::frames::HandoffStatus;
 
 use super::StepContext;
+use super::lifecycle::RunTransition;
 use super::narration::handoff;
 
 /// Marks every pending node whose upstream nodes all completed as scheduled
@@ -73,11 +74,11 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
     }
     match &step.state.governance.hold {
         Some(Hold::Request(_)) => {
-            step.state.status = RunStatus::AwaitingHitl;
+            step.move_run(RunTransition::HoldForDecision)?;
             return Ok(());
         }
         Some(Hold::Paused { .. }) => {
-            step.state.status = RunStatus::Paused;
+            step.move_run(RunTransition::Pause)?;
             return Ok(());
         }
         None => {}
@@ -89,7 +90,7 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
         .values()
         .all(|record| record.status == NodeStatus::Completed);
     if all_completed {
-        step.state.status = RunStatus::Running;
+        step.move_run(RunTransition::Work)?;
         return super::finish::finish_run(step);
     }
     let someone_awaited = step
@@ -97,10 +98,10 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
         .nodes
         .values()
         .any(|record| record.status == NodeStatus::AwaitingHuman);
-    step.state.status = if someone_awaited {
-        RunStatus::AwaitingHuman
+    step.move_run(if someone_awaited {
+        RunTransition::ParkForPerson
     } else {
-        RunStatus::Running
-    };
+        RunTransition::Work
+    })?;
     Ok(())
 }

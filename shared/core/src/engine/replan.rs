@@ -38,6 +38,7 @@ pub(super) use crate::state::replan_cause::ReplanCause;
 use crate::state::run::{NodeRecord, NodeStatus, RunState, RunStatus, StepCommand};
 use crate::wire::frames::{self, PlannerKind};
 
+use super::lifecycle::RunTransition;
 use super::{
     EngineContext, ModelFailure, ModelOutcome, PlanDraftCall, PlannerChoice, StepAdvance,
     StepContext,
@@ -77,7 +78,7 @@ pub(super) fn replan(
         cause,
         (plan, bundle),
         (1, PlannerKind::Deterministic, None),
-    );
+    )?;
     Ok(true)
 }
 
@@ -144,7 +145,7 @@ pub(super) fn resume_replan(
                         pending.cause,
                         (plan, bundle),
                         (call.attempt, PlannerKind::Llm, response),
-                    );
+                    )?;
                     super::progress::continue_run(&mut step)?;
                     return Ok(step.into_advance());
                 }
@@ -198,7 +199,7 @@ pub(super) fn resume_replan(
                 PlannerKind::Deterministic,
                 None,
             ),
-        ),
+        )?,
         // The deterministic planner made this version when the replan was
         // asked for; only a registry changed since can refuse it now.
         None => refuse(
@@ -357,7 +358,7 @@ pub(super) fn apply(
     cause: ReplanCause,
     (mut plan, bundle): (PlanGraph, DiagnosticsBundle),
     (attempt, planner, response): (u32, PlannerKind, Option<frames::ModelResponseSummary>),
-) {
+) -> Result<(), CoreError> {
     let engine = step.engine;
     plan.plan_version = previous.plan_version + 1;
     let invalidated = downstream_closure(previous, &cause.invalidate);
@@ -414,7 +415,7 @@ pub(super) fn apply(
         )),
     );
     step.state.plan = Some(plan.clone());
-    step.state.status = RunStatus::Running;
+    step.move_run(RunTransition::Work)?;
     step.record_plan_version(
         &cause.trigger.kind,
         cause.trigger.node_id.as_deref(),
@@ -464,6 +465,7 @@ pub(super) fn apply(
         say_what_took_over(step, escalated);
     }
     say_dropped_specialists(step, previous, &plan, &cause);
+    Ok(())
 }
 
 /// Capabilities the old version used that the new one goes without

@@ -66,8 +66,19 @@ impl StepContext<'_, '_> {
         message: &str,
         budget: Option<frames::BudgetReport>,
     ) {
+        // An ended run keeps its first ending: a second changes nothing.
+        let Some(transition) = super::lifecycle::RunTransition::ending_with(status) else {
+            debug_assert!(
+                false,
+                "end_run with {status:?}, which is no ending without output"
+            );
+            return;
+        };
+        if let Err(refused) = self.move_run(transition) {
+            debug_assert!(false, "{}", crate::basics::error::CoreError::from(refused));
+            return;
+        }
         narration::emit_run_metrics(self);
-        self.state.status = status;
         self.state.failure = Some(RunFailure {
             code,
             message: reason.to_string(),
