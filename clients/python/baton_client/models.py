@@ -276,6 +276,18 @@ class PolicyAction4(BaseModel):
     reason: str | None = None
 
 
+class Assignment(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    users: list[str] | None = None
+    groups: Annotated[
+        list[str] | None,
+        Field(description='Group claims (`roles` is read as the same).'),
+    ] = None
+
+
 class AgentType1(StrEnum):
     ai = 'ai'
     human = 'human'
@@ -742,14 +754,6 @@ class CapabilityStatus(RootModel[CapabilityStatus1 | Literal['inactive']]):
 class ResolveDecision(StrEnum):
     approve = 'approve'
     reject = 'reject'
-
-
-class Assignment(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    users: list[str] | None = None
-    groups: list[str] | None = None
 
 
 class EscalationRecord(BaseModel):
@@ -1847,6 +1851,12 @@ class NestedPolicyAction2(BaseModel):
     rationale: str | None = None
     approve_action: Annotated[JsonObject | None, Field(alias='approveAction')] = None
     reject_action: Annotated[JsonObject | None, Field(alias='rejectAction')] = None
+    approvers: Annotated[
+        Assignment | None,
+        Field(
+            description='Who may decide (users, group claims); none: anyone holding\n`approvals:decide`.'
+        ),
+    ] = None
 
 
 class NestedPolicyAction5(BaseModel):
@@ -2005,6 +2015,12 @@ class PolicyAction2(BaseModel):
     reject_action: Annotated[NestedPolicyAction | None, Field(alias='rejectAction')] = (
         None
     )
+    approvers: Annotated[
+        Assignment | None,
+        Field(
+            description='Who may decide (users, group claims); none: anyone holding\n`approvals:decide`.'
+        ),
+    ] = None
 
 
 class PolicyAction(
@@ -2097,6 +2113,12 @@ class HitlRequest(BaseModel):
             description='What rejection does (none: fail the run).',
         ),
     ] = None
+    approvers: Annotated[
+        Assignment | None,
+        Field(
+            description="Who may decide an approval (its policy's `approvers`); none: anyone\nwho may decide approvals."
+        ),
+    ] = None
     created_at: Annotated[str, Field(alias='createdAt')]
 
 
@@ -2149,6 +2171,12 @@ class PendingRequest(BaseModel):
         Field(
             alias='rejectAction',
             description='What rejection does (none: fail the run).',
+        ),
+    ] = None
+    approvers: Annotated[
+        Assignment | None,
+        Field(
+            description="Who may decide an approval (its policy's `approvers`); none: anyone\nwho may decide approvals."
         ),
     ] = None
     created_at: Annotated[str, Field(alias='createdAt')]

@@ -1318,6 +1318,11 @@ export interface components {
             rationale?: string | null;
             approveAction?: components["schemas"]["NestedPolicyAction"] | null;
             rejectAction?: components["schemas"]["NestedPolicyAction"] | null;
+            /**
+             * @description Who may decide (users, group claims); none: anyone holding
+             *     `approvals:decide`.
+             */
+            approvers?: components["schemas"]["Assignment"] | null;
         } | {
             /** @constant */
             type: "fail";
@@ -1331,6 +1336,16 @@ export interface components {
             type: "emit";
             event: string;
             payload?: components["schemas"]["JsonObject"] | null;
+        };
+        /**
+         * @description Who may answer a task: named users, and members of named groups (a
+         *     capability's `role` is a group). The core says who a task is for; the
+         *     edge says who the caller is (an [`Answerer`]).
+         */
+        Assignment: {
+            users?: string[];
+            /** @description Group claims (`roles` is read as the same). */
+            groups?: string[];
         };
         /** @description Who performs the capability. */
         AgentType: ("ai" | "human") | "builtin";
@@ -1853,6 +1868,11 @@ export interface components {
             approveAction?: components["schemas"]["PolicyAction"] | null;
             /** @description What rejection does (none: fail the run). */
             rejectAction?: components["schemas"]["PolicyAction"] | null;
+            /**
+             * @description Who may decide an approval (its policy's `approvers`); none: anyone
+             *     who may decide approvals.
+             */
+            approvers?: components["schemas"]["Assignment"] | null;
             createdAt: string;
         };
         /**
@@ -2108,15 +2128,6 @@ export interface components {
              */
             feedback?: unknown[];
         };
-        /**
-         * @description Who may answer a task: named users, and members of named groups (a
-         *     capability's `role` is a group). The core says who a task is for; the
-         *     edge says who the caller is (an [`Answerer`]).
-         */
-        Assignment: {
-            users?: string[];
-            groups?: string[];
-        };
         /** @description A node that handed its facets to the next capability, and why. */
         EscalationRecord: {
             /**
@@ -2153,6 +2164,11 @@ export interface components {
             approveAction?: components["schemas"]["PolicyAction"] | null;
             /** @description What rejection does (none: fail the run). */
             rejectAction?: components["schemas"]["PolicyAction"] | null;
+            /**
+             * @description Who may decide an approval (its policy's `approvers`); none: anyone
+             *     who may decide approvals.
+             */
+            approvers?: components["schemas"]["Assignment"] | null;
             createdAt: string;
         };
         /** @description `JudgmentRequest`. */
@@ -2353,6 +2369,11 @@ export interface components {
             rationale?: string | null;
             approveAction?: components["schemas"]["JsonObject"] | null;
             rejectAction?: components["schemas"]["JsonObject"] | null;
+            /**
+             * @description Who may decide (users, group claims); none: anyone holding
+             *     `approvals:decide`.
+             */
+            approvers?: components["schemas"]["Assignment"] | null;
         } | {
             /** @constant */
             type: "fail";

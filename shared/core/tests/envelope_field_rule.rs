@@ -391,6 +391,24 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "approval_chains_table",
     ),
     (
+        "$.policies.runtime[].action.approvers",
+        Behaviour,
+        GOVERNANCE,
+        "an_approval_with_approvers_is_decided_by_a_member_only_and_names_who_decided",
+    ),
+    (
+        "$.policies.runtime[].action.approvers.users",
+        Behaviour,
+        GOVERNANCE,
+        "an_approval_with_approvers_is_decided_by_a_member_only_and_names_who_decided",
+    ),
+    (
+        "$.policies.runtime[].action.approvers.groups",
+        Behaviour,
+        GOVERNANCE,
+        "an_approval_with_approvers_is_decided_by_a_member_only_and_names_who_decided",
+    ),
+    (
         "$.policies.runtime[].action.rejectAction",
         Behaviour,
         GOVERNANCE,

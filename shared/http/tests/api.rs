@@ -29,6 +29,8 @@ const SUBMITTER_TOKEN: &str = "acme-submitter-token";
 const OPERATOR_TOKEN: &str = "acme-operator-token";
 /// acme's approver.
 const APPROVER_TOKEN: &str = "acme-approver-token";
+/// acme's director, as an approver.
+const DANA_APPROVER_TOKEN: &str = "acme-dana-approver-token";
 /// Event streams one run may have open in the tests' server (default 64).
 const TEST_STREAMS_PER_RUN: usize = 3;
 const TEST_STREAMS_PER_TENANT: usize = 5;
@@ -102,6 +104,10 @@ async fn start_api_with(
         format!(
             "acme:{};user=abe@acme.example;scopes=runs:read approvals:decide",
             token_digest_hex(APPROVER_TOKEN)
+        ),
+        format!(
+            "acme:{};user=dana@acme.example;scopes=runs:read approvals:decide",
+            token_digest_hex(DANA_APPROVER_TOKEN)
         ),
     ]
     .join(",");
@@ -873,6 +879,60 @@ async fn a_task_for_a_group_is_listed_and_answered_by_its_members_only() {
         .find(|frame| frame["type"] == "node_complete" && frame["nodeId"] == node_id)
         .expect("the answered node completes");
     assert_eq!(completed["payload"]["answeredBy"], "dana@acme.example");
+}
+
+/// An approval whose policy names its `approvers`: listed to them alone,
+/// refused (403 `not_assignee`) to anyone else who may decide approvals,
+/// and decided by one of them, who is named in `hitl_resolved`.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_for_named_approvers_is_listed_and_decided_by_them_only() {
+    let api = start_api().await;
+    let mut envelope = example("positioning-recommendation.json");
+    envelope["policies"] = json!({"runtime": [{
+        "id": "gate", "trigger": {"kind": "onStart"},
+        "action": {"type": "hitl", "approvers": {"users": ["dana@acme.example"]}}
+    }]});
+    let (status, accepted) = post_json(&api, "/runs", SUBMITTER_TOKEN, &envelope).await;
+    assert_eq!(status, 202, "{accepted}");
+    let run_id = accepted["runId"].as_str().unwrap().to_string();
+    let mut listed = json!([]);
+    for _ in 0..200 {
+        listed = get_json(&api, "/hitl/requests", ACME_TOKEN).await["requests"].clone();
+        if listed
+            .as_array()
+            .is_some_and(|requests| !requests.is_empty())
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        listed[0]["approvers"],
+        json!({"users": ["dana@acme.example"]}),
+        "{listed}"
+    );
+    assert_eq!(
+        get_json(&api, "/hitl/requests", APPROVER_TOKEN).await["requests"],
+        json!([]),
+        "an approval shows only to its approvers"
+    );
+    let decision =
+        json!({"runId": run_id, "requestId": listed[0]["requestId"], "decision": "approve"});
+    let (status, body) = post_json(&api, "/hitl/resolve", APPROVER_TOKEN, &decision).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"]["code"], "not_assignee");
+    assert_eq!(
+        body["error"]["details"]["assignedTo"]["users"],
+        json!(["dana@acme.example"])
+    );
+    let (status, body) = post_json(&api, "/hitl/resolve", DANA_APPROVER_TOKEN, &decision).await;
+    assert_eq!(status, 200, "{body}");
+    let frames = frames_after(&api, &run_id, &json!(0)).await;
+    let resolved = frames
+        .iter()
+        .find(|frame| frame["type"] == "hitl_resolved")
+        .expect("the approval is resolved");
+    assert_eq!(resolved["payload"]["decidedBy"], "dana@acme.example");
 }
 
 #[tokio::test(flavor = "multi_thread")]

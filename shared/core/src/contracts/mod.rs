@@ -2,6 +2,7 @@
 //! the facet contract compiler, capability registrations (with their panel executors), policies,
 //! plan diagnostics, and the provider-neutral model request.
 
+pub mod assignment;
 pub mod capability;
 mod compiled;
 pub mod compiler;

@@ -225,6 +225,10 @@ pub enum PolicyAction {
         approve_action: Option<Box<PolicyAction>>,
         #[serde(rename = "rejectAction", skip_serializing_if = "Option::is_none")]
         reject_action: Option<Box<PolicyAction>>,
+        /// Who may decide (users, group claims); none: anyone holding
+        /// `approvals:decide`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        approvers: Option<crate::contracts::assignment::Assignment>,
     },
     Fail {
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -257,6 +261,8 @@ enum CanonicalActionWire {
         approve_action: Option<Box<PolicyAction>>,
         #[serde(default, rename = "rejectAction")]
         reject_action: Option<Box<PolicyAction>>,
+        #[serde(default)]
+        approvers: Option<crate::contracts::assignment::Assignment>,
     },
     Fail {
         #[serde(default)]
@@ -303,10 +309,12 @@ impl<'de> Deserialize<'de> for PolicyAction {
                 rationale,
                 approve_action,
                 reject_action,
+                approvers,
             } => PolicyAction::Hitl {
                 rationale,
                 approve_action,
                 reject_action,
+                approvers,
             },
             CanonicalActionWire::Fail { message } => PolicyAction::Fail { message },
             CanonicalActionWire::Pause { reason } => PolicyAction::Pause { reason },

@@ -32,8 +32,9 @@ pub struct ApprovalResolution<'a> {
     pub request_id: &'a str,
     pub decision: ApprovalDecision,
     pub note: Option<&'a str>,
-    /// The signed-in user who decides, recorded in `hitl_resolved`.
-    pub decided_by: Option<&'a str>,
+    /// Who decides: their user is recorded in `hitl_resolved`, and an
+    /// approval with `approvers` admits only them.
+    pub by: &'a crate::contracts::assignment::Answerer,
 }
 
 /// A person's answer to a node's clarifying question.
@@ -111,6 +112,13 @@ pub fn resolve_approval(
         Ok(request) => request.clone(),
         Err(refused) => return Ok(Err(refused)),
     };
+    if let Some(approvers) = &request.approvers
+        && !approvers.admits(resolution.by)
+    {
+        return Ok(Err(HumanInputRefused::NotAssignee {
+            assigned_to: approvers.clone(),
+        }));
+    }
     let mut step = StepContext::new(state, now, engine);
     let decision = match resolution.decision {
         ApprovalDecision::Approve => HitlDecision::Approve,
@@ -122,7 +130,7 @@ pub fn resolve_approval(
         HitlKind::Approval,
         decision,
         resolution.note,
-        resolution.decided_by,
+        resolution.by.user.as_deref(),
     );
     step.state.governance.hold = None;
     let policy_id = request.policy_id.clone().unwrap_or_default();
@@ -320,6 +328,7 @@ pub(super) fn ask_clarification(
         operator_prompt: question.to_string(),
         approve_action: None,
         reject_action: None,
+        approvers: None,
         created_at: step.now,
     };
     policy::hold_on_request(step, request, Some(node), Some(question_id))?;

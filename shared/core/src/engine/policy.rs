@@ -147,6 +147,7 @@ pub(super) fn apply(
             rationale,
             approve_action,
             reject_action,
+            approvers,
         } => {
             let budget_prompt = super::budget::approval_prompt(&step.state, trigger);
             let prompt = rationale
@@ -167,6 +168,7 @@ pub(super) fn apply(
                 operator_prompt: prompt,
                 approve_action: approve_action.as_deref().cloned(),
                 reject_action: reject_action.as_deref().cloned(),
+                approvers: approvers.clone(),
                 created_at: step.now,
             };
             hold_on_request(step, request, node, None)?;

@@ -184,6 +184,10 @@ pub struct HitlRequest {
     /// What rejection does (none: fail the run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reject_action: Option<PolicyAction>,
+    /// Who may decide an approval (its policy's `approvers`); none: anyone
+    /// who may decide approvals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<crate::contracts::assignment::Assignment>,
     #[serde(with = "crate::basics::instant::rfc3339")]
     #[schemars(with = "String")]
     pub created_at: Instant,
@@ -306,6 +310,7 @@ mod tests {
                 operator_prompt: "Which market?".into(),
                 approve_action: Some(PolicyAction::Pause { reason: None }),
                 reject_action: None,
+                approvers: None,
                 created_at: Instant::parse_rfc3339("2026-01-01T00:00:00.000Z").unwrap(),
             }))),
             ..Governance::default()

@@ -49,37 +49,7 @@ pub struct HumanTask {
     pub feedback: Vec<Value>,
 }
 
-/// Who may answer a task: named users, and members of named groups (a
-/// capability's `role` is a group). The core says who a task is for; the
-/// edge says who the caller is (an [`Answerer`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Assignment {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub users: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<String>,
-}
-
-/// Who answers: the signed-in user and their groups, or an operator who may
-/// answer any task (an `admin`, the local CLI).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Answerer {
-    pub user: Option<String>,
-    pub groups: Vec<String>,
-    pub may_answer_any_task: bool,
-}
-
-impl Answerer {
-    /// An operator who may answer any task, named `user` when known.
-    pub fn operator(user: Option<String>) -> Self {
-        Answerer {
-            user,
-            groups: Vec::new(),
-            may_answer_any_task: true,
-        }
-    }
-}
+pub use crate::contracts::assignment::{Answerer, Assignment};
 
 fn strings_at(defaults: &serde_json::Map<String, Value>, keys: &[&str]) -> Vec<String> {
     let mut found = Vec::new();

@@ -280,11 +280,26 @@ pub(crate) async fn trigger_policy(
 }
 
 /// `GET /hitl/requests`: the tenant's pending approval requests and
-/// clarifying questions (each with `runId` and `planVersion`).
+/// clarifying questions (each with `runId` and `planVersion`) the caller may
+/// decide: an approval with `approvers` is listed only to them.
 pub(crate) async fn list_requests(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    Extension(principal): Extension<Principal>,
 ) -> Result<Json<RequestList>, ApiError> {
-    let requests = state.people.pending_requests(&tenant.0).await?;
+    let answerer = principal.answerer();
+    let requests = state
+        .people
+        .pending_requests(&tenant.0)
+        .await?
+        .into_iter()
+        .filter(|pending| {
+            pending
+                .request
+                .approvers
+                .as_ref()
+                .is_none_or(|approvers| approvers.admits(&answerer))
+        })
+        .collect();
     Ok(Json(RequestList { requests }))
 }

@@ -143,7 +143,7 @@ impl PeopleService {
                     request_id,
                     decision: *decision,
                     note: note.as_deref(),
-                    decided_by: by.user.as_deref(),
+                    by,
                 },
                 now,
                 &engine,

@@ -7,6 +7,7 @@
 use serde_json::{Value, json};
 
 use super::*;
+use crate::contracts::assignment::{Answerer, Assignment};
 use crate::records::governance::{Hold, human_sla_timer_id, policy_timer_id};
 use crate::wire::frames::test_support::assert_frames_match_schemas;
 
@@ -371,7 +372,7 @@ fn approve(state: RunState, decision: ApprovalDecision, context: &EngineContext<
             request_id: &request_id,
             decision,
             note: Some("checked"),
-            decided_by: None,
+            by: &Answerer::default(),
         },
         NOW,
         context,
@@ -487,6 +488,66 @@ fn approval_chains_table() {
 }
 
 #[test]
+fn an_approval_with_approvers_is_decided_by_a_member_only_and_names_who_decided() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let held = planned_with(
+        json!([policy(
+            "gate",
+            json!({"kind": "onStart"}),
+            json!({"type": "hitl", "approvers": {"users": ["user_a"], "roles": ["group_b"]}})
+        )]),
+        &context,
+    )
+    .state;
+    let decide = |by: &Answerer| {
+        resolve_approval(
+            held.clone(),
+            ApprovalResolution {
+                request_id: "run:hitl:1",
+                decision: ApprovalDecision::Approve,
+                note: None,
+                by,
+            },
+            NOW,
+            &context,
+        )
+        .unwrap()
+    };
+    let outsider = Answerer {
+        user: Some("user_c".into()),
+        groups: vec!["group_c".into()],
+        may_answer_any_task: false,
+    };
+    assert_eq!(
+        decide(&outsider),
+        Err(HumanInputRefused::NotAssignee {
+            assigned_to: Assignment {
+                users: vec!["user_a".into()],
+                groups: vec!["group_b".into()],
+            }
+        })
+    );
+    let member = Answerer {
+        user: Some("user_d".into()),
+        groups: vec!["group_b".into()],
+        may_answer_any_task: false,
+    };
+    let decided = decide(&member).unwrap();
+    assert_eq!(decided.state.status, RunStatus::Running);
+    let resolved = decided
+        .events
+        .iter()
+        .find(|event| event.event_type == crate::wire::event::EventType::HitlResolved)
+        .and_then(|event| event.payload_value())
+        .unwrap();
+    assert_eq!(resolved["decidedBy"], "user_d");
+    // An operator (an admin, the local CLI) may decide any approval.
+    assert!(decide(&Answerer::operator(None)).is_ok());
+}
+
+#[test]
 fn resolutions_that_cannot_apply_change_nothing_and_say_why() {
     let registry = registry();
     let validators = ValidatorCache::new();
@@ -506,7 +567,7 @@ fn resolutions_that_cannot_apply_change_nothing_and_say_why() {
             request_id: "run:hitl:9",
             decision: ApprovalDecision::Approve,
             note: None,
-            decided_by: None,
+            by: &Answerer::default(),
         },
         NOW,
         &context,
@@ -525,7 +586,7 @@ fn resolutions_that_cannot_apply_change_nothing_and_say_why() {
             request_id: "run:hitl:1",
             decision: ApprovalDecision::Approve,
             note: None,
-            decided_by: None,
+            by: &Answerer::default(),
         },
         NOW,
         &context,
