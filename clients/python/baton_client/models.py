@@ -2519,6 +2519,13 @@ class TaskPolicies(BaseModel):
             description='A person approves each derived capability\'s output (a capability\nthe planner runs outside its declared inputs) before the run goes\non: it becomes the runtime policy `review-derived` (a `hitl` action\non `onNodeComplete` with the selector `{"derived": true}`).',
         ),
     ] = None
+    task_assignments: Annotated[
+        dict[str, Assignment] | None,
+        Field(
+            alias='taskAssignments',
+            description="Who answers the tasks of a person's capability in this run, by\ncapability id (`{users, groups}`): it takes the place of the\ncapability's `assignmentDefaults`.",
+        ),
+    ] = None
 
 
 class TaskEnvelope(BaseModel):

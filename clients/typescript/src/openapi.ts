@@ -1227,6 +1227,14 @@ export interface components {
              *     on `onNodeComplete` with the selector `{"derived": true}`).
              */
             reviewDerived?: boolean;
+            /**
+             * @description Who answers the tasks of a person's capability in this run, by
+             *     capability id (`{users, groups}`): it takes the place of the
+             *     capability's `assignmentDefaults`.
+             */
+            taskAssignments?: {
+                [key: string]: components["schemas"]["Assignment"];
+            };
         } & {
             [key: string]: unknown;
         };

@@ -39,6 +39,7 @@ const ENVELOPE_FIELDS: &str = "shared/runtime/tests/envelope_fields.rs";
 const GOVERNANCE: &str = "shared/core/src/engine/tests/governance.rs";
 const PLANNING: &str = "shared/core/tests/planning.rs";
 const CLI: &str = "functions/baton/tests/cli.rs";
+const ENGINE: &str = "shared/core/src/engine/tests.rs";
 
 /// (schema path, how it acts, test file, test function).
 const FIELDS: &[(&str, Acts, &str, &str)] = &[
@@ -389,6 +390,12 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         Behaviour,
         GOVERNANCE,
         "approval_chains_table",
+    ),
+    (
+        "$.policies.taskAssignments",
+        Behaviour,
+        ENGINE,
+        "the_envelopes_task_assignment_takes_the_place_of_the_capabilitys",
     ),
     (
         "$.policies.runtime[].action.approvers",

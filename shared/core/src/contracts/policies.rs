@@ -26,6 +26,12 @@ pub struct TaskPolicies {
     /// on `onNodeComplete` with the selector `{"derived": true}`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub review_derived: bool,
+    /// Who answers the tasks of a person's capability in this run, by
+    /// capability id (`{users, groups}`): it takes the place of the
+    /// capability's `assignmentDefaults`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub task_assignments:
+        std::collections::BTreeMap<String, crate::contracts::assignment::Assignment>,
     /// Caller hints outside the canonical shape (the seed's sample envelopes
     /// send e.g. a persona or a voice here). Kept verbatim and handed to the
     /// planner as context; never interpreted by code.

@@ -1146,6 +1146,78 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
 }
 
 #[test]
+fn the_envelopes_task_assignment_takes_the_place_of_the_capabilitys() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let mut parked = parked_on_a_person(&context);
+    let capability_id = parked
+        .plan
+        .as_ref()
+        .unwrap()
+        .node("node_2")
+        .unwrap()
+        .capability_id
+        .clone();
+    if let Some(plan) = parked.plan.as_mut() {
+        let plan = Arc::make_mut(plan);
+        if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
+            node.task_surface = Some(crate::planning::plan::TaskSurface {
+                instruction_templates: None,
+                assignment_defaults: json!({"role": "group_a"}).as_object().cloned(),
+            });
+        }
+    }
+    let mut envelope = parked.envelope.as_ref().clone();
+    envelope.policies.task_assignments = serde_json::from_value(
+        json!({capability_id: {"users": ["lee@example.org"], "roles": ["group_c"]}}),
+    )
+    .unwrap();
+    parked.envelope = Arc::new(envelope);
+    let assigned = crate::tasks::Assignment {
+        users: vec!["lee@example.org".into()],
+        groups: vec!["group_c".into()],
+    };
+    assert_eq!(
+        crate::tasks::human_tasks(&parked)[0].assigned_to,
+        Some(assigned.clone())
+    );
+    let version = parked.plan_version();
+    let answer_by = |answerer: &crate::tasks::Answerer| {
+        answer_human_node(
+            parked.clone(),
+            HumanAnswer {
+                node_id: "node_2",
+                expected_plan_version: version,
+                output: json!({"draft": {"text": "reviewed"}}),
+                by: answerer,
+            },
+            NOW,
+            &context,
+        )
+        .unwrap()
+    };
+    // The capability's group no longer answers; the envelope's does.
+    let capabilitys_group = crate::tasks::Answerer {
+        user: Some("ana@example.org".into()),
+        groups: vec!["group_a".into()],
+        may_answer_any_task: false,
+    };
+    assert_eq!(
+        answer_by(&capabilitys_group).unwrap_err(),
+        HumanInputRefused::NotAssignee {
+            assigned_to: assigned
+        }
+    );
+    let envelopes_group = crate::tasks::Answerer {
+        user: Some("kim@example.org".into()),
+        groups: vec!["group_c".into()],
+        may_answer_any_task: false,
+    };
+    assert!(answer_by(&envelopes_group).is_ok());
+}
+
+#[test]
 fn answers_that_cannot_apply_change_nothing_and_say_why() {
     let registry = registry();
     let validators = ValidatorCache::new();

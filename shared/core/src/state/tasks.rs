@@ -124,6 +124,23 @@ pub fn pending_request(state: &RunState) -> Option<PendingRequest> {
         })
 }
 
+/// Who the task of `node` is for: the envelope's
+/// `policies.taskAssignments` for its capability, else the capability's
+/// `assignmentDefaults`; none: anyone may answer.
+pub fn assignment_of(
+    state: &RunState,
+    node: &crate::planning::plan::PlanNode,
+) -> Option<Assignment> {
+    state
+        .envelope
+        .policies
+        .task_assignments
+        .get(&node.capability_id)
+        .filter(|assignment| !assignment.users.is_empty() || !assignment.groups.is_empty())
+        .cloned()
+        .or_else(|| Assignment::of_task_surface(node.task_surface.as_ref()))
+}
+
 /// Whether `answerer` may answer the task of `node_id` (a node without an
 /// assignment: anyone may); `Err` with the assignment when not.
 pub fn check_assignee(
@@ -131,12 +148,12 @@ pub fn check_assignee(
     node_id: &str,
     answerer: &Answerer,
 ) -> Result<(), Assignment> {
-    let surface = state
+    let assignment = state
         .plan
         .as_deref()
         .and_then(|plan| plan.node(node_id))
-        .and_then(|node| node.task_surface.as_ref());
-    match Assignment::of_task_surface(surface) {
+        .and_then(|node| assignment_of(state, node));
+    match assignment {
         Some(assignment) if !assignment.admits(answerer) => Err(assignment),
         _ => Ok(()),
     }
@@ -189,7 +206,7 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
                 .task_surface
                 .as_ref()
                 .and_then(|surface| surface.assignment_defaults.clone()),
-            assigned_to: Assignment::of_task_surface(node.task_surface.as_ref()),
+            assigned_to: assignment_of(state, node),
             escalated_from: state
                 .governance
                 .escalation_taken_over_by(&node.output_facets)
