@@ -301,7 +301,7 @@ pub(super) fn stop_when_over_budget(
     }
     // Spend no more: nothing else is scheduled or retried.
     if let Some(record) = step.state.node_mut(node_id) {
-        record.status = NodeStatus::Failed;
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Fail);
         record.error = Some(exceeded.clone());
     }
     step.fail_run(FailureCode::TokenBudgetExceeded, &exceeded);

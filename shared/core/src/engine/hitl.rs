@@ -11,7 +11,7 @@ use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::contracts::policies::PolicyTrigger;
 use crate::records::governance::{HitlKind, Hold};
-use crate::state::run::{NodeStatus, RunState};
+use crate::state::run::RunState;
 use crate::wire::frames::{self, HitlDecision, TriggerDetails};
 
 use super::decision::HumanInputRefused;
@@ -316,7 +316,7 @@ pub(super) fn ask_clarification(
             answered_at: None,
         });
     if let Some(record) = step.state.node_mut(&node.node_id) {
-        record.status = NodeStatus::Pending;
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Reset);
         record.attempt_base += 1;
         record.feedback.clear();
     }

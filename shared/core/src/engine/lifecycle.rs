@@ -19,7 +19,7 @@
 //! source ([`reopen_as_fork`]).
 
 use crate::basics::error::CoreError;
-use crate::state::run::{RunState, RunStatus};
+use crate::state::run::{NodeRecord, NodeStatus, RunState, RunStatus};
 
 use super::step_context::StepContext;
 
@@ -122,6 +122,56 @@ pub(crate) fn apply(
     Ok(())
 }
 
+/// A change of a node's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeTransition {
+    /// Back to waiting for its inputs (a re-run).
+    Reset,
+    /// A step message for its next attempt is on its way.
+    Schedule,
+    /// Its own steps are at work (a panel's judges, an agent's session).
+    Deliberate,
+    /// It waits for a person's answer.
+    ParkForPerson,
+    Complete,
+    Fail,
+}
+
+impl NodeTransition {
+    pub(crate) fn target(self) -> NodeStatus {
+        match self {
+            NodeTransition::Reset => NodeStatus::Pending,
+            NodeTransition::Schedule => NodeStatus::Scheduled,
+            NodeTransition::Deliberate => NodeStatus::Deliberating,
+            NodeTransition::ParkForPerson => NodeStatus::AwaitingHuman,
+            NodeTransition::Complete => NodeStatus::Completed,
+            NodeTransition::Fail => NodeStatus::Failed,
+        }
+    }
+
+    /// Whether a node in `from` may take this transition.
+    pub(crate) fn allowed_from(self, from: NodeStatus) -> bool {
+        match from {
+            NodeStatus::Completed | NodeStatus::Failed => self == NodeTransition::Reset,
+            _ => true,
+        }
+    }
+}
+
+/// Moves `record` by `transition`; a move the table refuses changes
+/// nothing (and fails a debug build's tests, naming it).
+pub(crate) fn move_node(record: &mut NodeRecord, transition: NodeTransition) {
+    if transition.allowed_from(record.status) {
+        record.status = transition.target();
+    } else {
+        debug_assert!(
+            false,
+            "a {:?} node cannot take {transition:?}: not a transition of its life cycle",
+            record.status
+        );
+    }
+}
+
 /// A fork of a run starts at work, whatever its source's status: it is a
 /// new run (its own id, its own log), not a transition of the source.
 pub(crate) fn reopen_as_fork(state: &mut RunState) {
@@ -205,6 +255,35 @@ mod tests {
         // Five open statuses: 5 × 8 transitions, less queued → complete,
         // parked → complete (3) and queued → park.
         assert_eq!(allowed.len(), 5 * 8 - 5);
+    }
+
+    #[test]
+    fn a_completed_or_failed_node_only_goes_back_to_pending() {
+        let every = [
+            NodeTransition::Reset,
+            NodeTransition::Schedule,
+            NodeTransition::Deliberate,
+            NodeTransition::ParkForPerson,
+            NodeTransition::Complete,
+            NodeTransition::Fail,
+        ];
+        for ended in [NodeStatus::Completed, NodeStatus::Failed] {
+            let allowed: Vec<NodeTransition> = every
+                .into_iter()
+                .filter(|transition| transition.allowed_from(ended))
+                .collect();
+            assert_eq!(allowed, [NodeTransition::Reset], "{ended:?}");
+        }
+        let mut record = NodeRecord::pending();
+        for transition in [
+            NodeTransition::Schedule,
+            NodeTransition::Deliberate,
+            NodeTransition::Complete,
+            NodeTransition::Reset,
+        ] {
+            move_node(&mut record, transition);
+            assert_eq!(record.status, transition.target());
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::basics::instant::Instant;
 use crate::basics::schema::collect_violations;
 use crate::planning::plan::{BuiltinOperation, NodeExecutor, PlanNode};
 use crate::state::context::{build_context_bundle, build_model_request};
-use crate::state::run::{NodeStatus, RunState};
+use crate::state::run::RunState;
 use crate::wire::frames::{self, ExecutorType, RunPhase};
 
 use super::lifecycle::RunTransition;
@@ -115,7 +115,7 @@ fn hand_to_a_person(
         .escalation_taken_over_by(&node.output_facets)
         .cloned();
     if let Some(record) = step.state.node_mut(&node.node_id) {
-        record.status = NodeStatus::AwaitingHuman;
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::ParkForPerson);
     }
     if step.state.governance.hold.is_none() {
         step.move_run(RunTransition::ParkForPerson)?;

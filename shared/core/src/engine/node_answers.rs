@@ -16,7 +16,7 @@ use crate::basics::error::CoreError;
 use crate::basics::schema::{SchemaViolation, collect_violations};
 use crate::planning::plan::PlanNode;
 use crate::state::context::clarifying_question;
-use crate::state::run::{NodeStatus, StepCommand};
+use crate::state::run::StepCommand;
 use crate::wire::frames;
 
 use super::StepContext;
@@ -42,7 +42,7 @@ pub(super) fn reject_input(
     );
     step.emit(invalid);
     if let Some(record) = step.state.node_mut(&node.node_id) {
-        record.status = NodeStatus::Failed;
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Fail);
         record.error = Some("input contract violated".into());
     }
     let failed = frames::node_error(
@@ -186,7 +186,7 @@ pub(super) fn complete_node(
     let mut usage = frames::TokenTotals::of(&Default::default());
     let (mut model, mut duration_ms, mut cost_usd, mut answered_by) = (None, None, None, None);
     if let Some(record) = step.state.node_mut(&node.node_id) {
-        record.status = NodeStatus::Completed;
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Complete);
         record.output = Some(output.clone());
         record.feedback.clear();
         usage = frames::TokenTotals::of(&record.usage);
@@ -261,7 +261,7 @@ pub(super) fn reprompt_or_fail(
             // The node runs again (with the feedback) once the hold is released.
             if let Some(record) = step.state.node_mut(&node.node_id) {
                 record.feedback = violations;
-                record.status = NodeStatus::Pending;
+                super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Reset);
             }
             return Ok(());
         }
@@ -277,7 +277,7 @@ pub(super) fn reprompt_or_fail(
         if let Some(record) = step.state.node_mut(&node.node_id) {
             record.feedback = violations;
             record.current_attempt = attempt + 1;
-            record.status = NodeStatus::Scheduled;
+            super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
         }
         step.enqueue(StepCommand::ExecuteNode {
             node_id: node.node_id.clone(),

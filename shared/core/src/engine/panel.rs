@@ -74,7 +74,7 @@ pub(super) fn begin_panel(
     };
     let (panel, calls) = Panel::start(request, &evaluation_id, step.now.unix_millis());
     if let Some(record) = step.state.node_mut(&node.node_id) {
-        record.status = NodeStatus::Deliberating;
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Deliberate);
     }
     let progress = panel.progress("scoring");
     emit_progress(step, &node.node_id, &progress);
@@ -393,7 +393,7 @@ fn close_round(
             let mut answer = Map::new();
             answer.insert(facet, evaluation);
             if let Some(record) = step.state.node_mut(&node.node_id) {
-                record.status = NodeStatus::Scheduled;
+                super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
             }
             super::node_answers::judge_answer(step, node, attempt, Ok(Value::Object(answer)))
         }

@@ -14,7 +14,7 @@ use crate::basics::error::CoreError;
 use crate::contracts::policies::PolicyAction;
 use crate::planning::plan::PlanNode;
 use crate::records::governance::{DeferredAction, HitlKind, HitlRequest, Hold};
-use crate::state::run::{NodeStatus, RunState};
+use crate::state::run::RunState;
 use crate::wire::frames::{self, TriggerDetails};
 
 use super::StepContext;
@@ -293,7 +293,7 @@ pub(super) fn park_for_approval(
     if let Some(record) = step.state.node_mut(node_id)
         && record.current_attempt == *attempt
     {
-        record.status = NodeStatus::Pending;
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Reset);
         record.current_attempt = attempt.saturating_sub(1);
     }
     if fire(step, &occurrence)? == Applied::Ended {

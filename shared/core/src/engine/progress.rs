@@ -40,7 +40,7 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
         .collect();
     for node in ready {
         if let Some(record) = step.state.node_mut(&node.node_id) {
-            record.status = NodeStatus::Scheduled;
+            super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
             record.current_attempt += 1;
             let attempt = record.current_attempt;
             if node.builtin().is_none() {

@@ -7,7 +7,7 @@
 //! its types.
 
 use crate::basics::codes::FailureCode;
-use crate::state::run::{NodeStatus, RunFailure, RunStatus, StepCommand, StepMessage};
+use crate::state::run::{RunFailure, RunStatus, StepCommand, StepMessage};
 use crate::wire::frames;
 
 use super::decision::Decision;
@@ -27,7 +27,7 @@ impl StepContext<'_, '_> {
         run_message: &str,
     ) {
         if let Some(record) = self.state.node_mut(&node.node_id) {
-            record.status = NodeStatus::Failed;
+            super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Fail);
             record.error = Some(reason.to_string());
         }
         let failed = frames::node_error(

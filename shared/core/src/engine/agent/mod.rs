@@ -286,7 +286,7 @@ pub(super) fn resume_turn(
         step.state.phase = Some(RunPhase::of_node(node.kind));
         if let Some(record) = step.state.node_mut(&node.node_id) {
             record.started_at_millis = Some(opened.started_at_millis);
-            record.status = NodeStatus::Deliberating;
+            super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Deliberate);
         }
         step.state
             .sessions
@@ -385,7 +385,7 @@ fn answered(
         step.emit(waiting);
     }
     if let Some(record) = step.state.node_mut(&node.node_id) {
-        record.status = NodeStatus::Scheduled;
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
     }
     let parsed = if node.is_chat() {
         // Free text: delivered as the thread's answer.
