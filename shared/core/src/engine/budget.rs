@@ -28,7 +28,7 @@ use crate::records::governance::{TimerPurpose, deadline_timer_id};
 use crate::state::run::{NodeStatus, RunState, RunStatus};
 use crate::wire::frames::{self, BudgetReport};
 
-use super::StepContext;
+use super::step_context::StepContext;
 
 const COST_FIELD: &str = "$.constraints.maxCostUsd";
 const DURATION_FIELD: &str = "$.constraints.maxDurationSeconds";

@@ -20,8 +20,9 @@ use crate::state::context::{build_context_bundle, build_model_request};
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames;
 
+use super::decision::{Decision, EngineContext, NewRunIdentity};
 use super::lifecycle::RunTransition;
-use super::{Decision, EngineContext, NewRunIdentity, StepContext};
+use super::step_context::StepContext;
 use crate::basics::instant::Instant;
 use crate::records::chat::ChatTurn;
 use crate::state::run::{StepCommand, StepMessage};

@@ -15,7 +15,7 @@ use crate::basics::error::CoreError;
 use crate::planning::plan::PlanNode;
 use crate::wire::frames;
 
-use super::StepContext;
+use super::step_context::StepContext;
 
 /// Why a node hands its facets on: the replan's trigger kind, the
 /// planner's rationale, and what the `capability_fallback` warning says.

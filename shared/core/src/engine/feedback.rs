@@ -25,8 +25,8 @@ use crate::planning::plan::{PlanGraph, PlanNode};
 use crate::records::governance::FeedbackRound;
 use crate::wire::frames::{self, TriggerDetails};
 
-use super::StepContext;
 use super::replan::{ReplanCause, replan};
+use super::step_context::StepContext;
 
 /// Revisions a run makes on feedback when the envelope does not say.
 pub const DEFAULT_MAX_REVISIONS: u32 = 2;

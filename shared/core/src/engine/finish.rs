@@ -17,7 +17,7 @@ use crate::state::context::facet_value_for_node;
 use crate::state::run::{RunState, RunStatus};
 use crate::wire::frames::{self, BrokenConstraint, ValidationErrors, ValidationScope};
 
-use super::StepContext;
+use super::step_context::StepContext;
 
 /// The caller's output, and (`with_facet_values`: when there are
 /// constraints to evaluate) every facet value the constraints may read.

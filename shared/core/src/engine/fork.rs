@@ -20,7 +20,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{Decision, EngineContext, NewRunIdentity, StepContext, start_run};
+use super::decision::{Decision, EngineContext, NewRunIdentity};
+use super::starts::start_run;
+use super::step_context::StepContext;
 use crate::basics::instant::Instant;
 use crate::basics::schema::{collect_violations, json_path_for_pointer};
 use crate::planning::plan::PlanGraph;

@@ -19,9 +19,10 @@
 
 use std::sync::Arc;
 
+use super::decision::EngineContext;
 use super::effects::summary_schema;
 pub use super::effects::{HistorySummaryCall, with_thread_summary};
-use super::{EngineContext, StepContext};
+use super::step_context::StepContext;
 use crate::records::chat::ChatTurn;
 use crate::state::context::ModelRequest;
 use crate::state::context_budget::{

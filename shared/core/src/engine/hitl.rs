@@ -15,9 +15,10 @@ use crate::state::run::RunState;
 use crate::wire::frames::{self, HitlDecision, TriggerDetails};
 
 use super::decision::HumanInputRefused;
+use super::decision::{Decision, EngineContext};
 use super::policy::{self, Applied};
 use super::policy_matching::Occurrence;
-use super::{Decision, EngineContext, StepContext};
+use super::step_context::StepContext;
 
 /// A person's decision on an approval request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

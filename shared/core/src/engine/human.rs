@@ -13,9 +13,10 @@ use crate::state::run::{NodeStatus, RunState};
 use crate::state::tasks::{Answerer, check_assignee};
 
 pub use super::decision::HumanInputRefused;
+use super::decision::{Decision, EngineContext};
 use super::node_answers::complete_node;
 use super::plan_lookup::{plan_node_in, plan_of};
-use super::{Decision, EngineContext, StepContext};
+use super::step_context::StepContext;
 
 /// A person's answer to a parked node.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,8 +11,10 @@ use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::state::run::{RunState, StepCommand, StepMessage};
 
+use super::decision::Decision;
 pub use super::effects::LaneRelease;
-use super::{Decision, Effect, StepAdvance, StepContext};
+use super::effects::{Effect, StepAdvance};
+use super::step_context::StepContext;
 
 /// Puts a release in the outbox when this step settled a chat run.
 pub(super) fn ask_for_release(step: &mut StepContext<'_, '_>) {

@@ -7,7 +7,7 @@ use crate::state::run::RunState;
 use crate::wire::event::EventDraft;
 use crate::wire::frames::{self, HandoffStatus, RunPhase};
 
-use super::StepContext;
+use super::step_context::StepContext;
 
 /// Who hands work to `node`: the capabilities of its upstream nodes, or
 /// the orchestrator.

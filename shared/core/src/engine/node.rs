@@ -13,12 +13,14 @@ use crate::state::context::{build_context_bundle, build_model_request};
 use crate::state::run::RunState;
 use crate::wire::frames::{self, ExecutorType, RunPhase};
 
+use super::decision::EngineContext;
+use super::effects::{ModelCall, ModelFailure, ModelOutcome, StepAdvance};
 use super::lifecycle::RunTransition;
 use super::narration::hand_over;
 use super::node_answers::judge_answer;
 use super::node_answers::reject_input;
 use super::plan_lookup::{claim_frames, plan_node_in, plan_of, start_payload};
-use super::{EngineContext, ModelCall, ModelFailure, ModelOutcome, StepAdvance, StepContext};
+use super::step_context::StepContext;
 
 pub(super) fn begin_node(
     state: &RunState,
@@ -75,14 +77,16 @@ pub(super) fn begin_node(
             // learns the phase and the start time when the answer is committed.
             let phase = RunPhase::of_node(node.kind);
             let start_frames = claim_frames(state, node, attempt, ExecutorType::Ai, now);
-            Ok(StepAdvance::Perform(super::Effect::CallModel(ModelCall {
-                node_id: node.node_id.clone(),
-                attempt,
-                request: build_model_request(node, &bundle),
-                start_frames,
-                started_at_millis: now.unix_millis(),
-                stream_deltas: phase.streams_text(),
-            })))
+            Ok(StepAdvance::Perform(super::effects::Effect::CallModel(
+                ModelCall {
+                    node_id: node.node_id.clone(),
+                    attempt,
+                    request: build_model_request(node, &bundle),
+                    start_frames,
+                    started_at_millis: now.unix_millis(),
+                    stream_deltas: phase.streams_text(),
+                },
+            )))
         }
     }
 }

@@ -19,10 +19,10 @@ use crate::state::context::clarifying_question;
 use crate::state::run::StepCommand;
 use crate::wire::frames;
 
-use super::StepContext;
 use super::narration::emit_node_metrics;
 use super::policy::{self, Applied};
 use super::policy_matching::Occurrence;
+use super::step_context::StepContext;
 
 pub(super) fn reject_input(
     step: &mut StepContext<'_, '_>,

@@ -10,8 +10,10 @@ use crate::records::notifications::{
 };
 use crate::state::run::{RunState, StepCommand, StepMessage};
 
+use super::decision::Decision;
 pub use super::effects::NotificationDelivery;
-use super::{Decision, DeliveryOutcome, StepAdvance, StepContext};
+use super::effects::{DeliveryOutcome, StepAdvance};
+use super::step_context::StepContext;
 
 /// Records a notification and sends its first attempt when this step moved
 /// the run into an ending or a wait for people and someone listens.
@@ -67,21 +69,21 @@ pub(super) fn begin_notify(
     state: &RunState,
     notification_id: &str,
     attempt: u32,
-    engine: &super::EngineContext<'_>,
+    engine: &super::decision::EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
     let record = state
         .notifications
         .get(notification_id)
         .ok_or_else(|| CoreError::StepDoesNotApply(format!("no notification {notification_id}")))?;
-    Ok(StepAdvance::Perform(super::Effect::Notify(Box::new(
-        NotificationDelivery {
+    Ok(StepAdvance::Perform(super::effects::Effect::Notify(
+        Box::new(NotificationDelivery {
             notification_id: notification_id.to_string(),
             attempt,
             notification: notification_of(state, notification_id, record),
             callback_url: state.envelope.callback_url.clone(),
             to_event_bus: engine.announce_to_event_bus,
-        },
-    ))))
+        }),
+    )))
 }
 
 /// Records the attempt: delivered, retried later, or given up.

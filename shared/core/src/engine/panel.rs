@@ -24,10 +24,10 @@ use crate::records::governance::TimerPurpose;
 use crate::state::run::{NodeStatus, RunState, StepCommand};
 use crate::wire::frames::{self, ExecutorType};
 
+use super::decision::EngineContext;
+use super::effects::{Effect, JudgeModelCall, ModelFailure, ModelOutcome, StepAdvance};
 use super::plan_lookup::{plan_node_in, plan_of};
-use super::{
-    Effect, EngineContext, JudgeModelCall, ModelFailure, ModelOutcome, StepAdvance, StepContext,
-};
+use super::step_context::StepContext;
 
 /// Whether an `AskJudge` command no longer applies.
 pub(super) fn judge_is_stale(

@@ -13,7 +13,9 @@ use crate::state::context::ModelRequest;
 use crate::state::run::RunState;
 use crate::wire::frames::{self, PlannerKind};
 
-use super::{EngineContext, ModelFailure, StepContext};
+use super::decision::EngineContext;
+use super::effects::ModelFailure;
+use super::step_context::StepContext;
 
 /// The planner's request would not fit its model's context window
 /// (`state::context_budget`): why, as the model's failure would say it.
@@ -36,7 +38,7 @@ pub(super) fn over_window(
 }
 
 /// A planner draft's model and usage, as its frames say them.
-pub(super) fn draft_response(answer: &super::ModelAnswer) -> frames::ModelResponseSummary {
+pub(super) fn draft_response(answer: &super::effects::ModelAnswer) -> frames::ModelResponseSummary {
     frames::ModelResponseSummary {
         model: answer.model.clone(),
         usage: frames::TokenTotals::of(&answer.usage),

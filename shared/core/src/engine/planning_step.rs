@@ -12,15 +12,14 @@ use crate::planning::planner::plan_deterministically;
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames::{self, PlannerKind};
 
+use super::decision::{EngineContext, PlannerChoice};
+use super::effects::{ModelFailure, ModelOutcome, PlanDraftCall, StepAdvance};
 use super::lifecycle::RunTransition;
 use super::plan_drafts::{
     Judged, draft_response, judge, over_window, plan_generated_payload, plan_requested_payload,
     rejected_draft_frames, warn_planner_fallback,
 };
-use super::{
-    EngineContext, ModelFailure, ModelOutcome, PlanDraftCall, PlannerChoice, StepAdvance,
-    StepContext,
-};
+use super::step_context::StepContext;
 
 pub(super) fn begin_planning(
     state: &RunState,
@@ -53,7 +52,9 @@ pub(super) fn begin_planning(
             if let Some(refusal) = over_window(&call.request, engine) {
                 return resume_planning(state.clone(), &call, &Err(refusal), now, engine);
             }
-            Ok(StepAdvance::Perform(super::Effect::DraftPlan(call)))
+            Ok(StepAdvance::Perform(super::effects::Effect::DraftPlan(
+                call,
+            )))
         }
     }
 }
@@ -101,7 +102,7 @@ pub(super) fn resume_planning(
             if call.attempt < attempts && over_window(&retry, engine).is_none() {
                 let mut frames_before = std::mem::take(&mut step.events);
                 frames_before.extend(rejection);
-                return Ok(StepAdvance::Perform(super::Effect::DraftPlan(
+                return Ok(StepAdvance::Perform(super::effects::Effect::DraftPlan(
                     PlanDraftCall {
                         attempt: call.attempt + 1,
                         request: retry,

@@ -17,10 +17,10 @@ use crate::records::governance::{DeferredAction, HitlKind, HitlRequest, Hold};
 use crate::state::run::RunState;
 use crate::wire::frames::{self, TriggerDetails};
 
-use super::StepContext;
 use super::lifecycle::RunTransition;
 use super::policy_matching::{Occurrence, firing_key, matching, unreadable_conditions};
 use super::replan::{ReplanCause, replan};
+use super::step_context::StepContext;
 
 /// What applying an action did to the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

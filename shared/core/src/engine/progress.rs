@@ -10,9 +10,9 @@ use crate::records::governance::Hold;
 use crate::state::run::{NodeStatus, StepCommand};
 use crate::wire::frames::HandoffStatus;
 
-use super::StepContext;
 use super::lifecycle::RunTransition;
 use super::narration::handoff;
+use super::step_context::StepContext;
 
 /// Marks every pending node whose upstream nodes all completed as scheduled
 /// and puts its next attempt's step in the outbox.

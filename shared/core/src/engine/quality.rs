@@ -19,9 +19,9 @@ use crate::records::governance::DraftRecord;
 use crate::state::run::RunState;
 use crate::wire::frames::{self, TriggerDetails};
 
-use super::StepContext;
 use super::quality_report::{best_draft_index, execution_depth, missing_terms, must_include};
 use super::replan::{ReplanCause, replan};
+use super::step_context::StepContext;
 
 /// The nodes a review judged: its upstream producers, through
 /// orchestrator-managed joins, leaving out structuring (briefs, plans).

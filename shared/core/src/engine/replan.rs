@@ -38,11 +38,10 @@ pub(super) use crate::state::replan_cause::ReplanCause;
 use crate::state::run::{NodeRecord, NodeStatus, RunState, RunStatus, StepCommand};
 use crate::wire::frames::{self, PlannerKind};
 
+use super::decision::{EngineContext, PlannerChoice};
+use super::effects::{ModelFailure, ModelOutcome, PlanDraftCall, StepAdvance};
 use super::lifecycle::RunTransition;
-use super::{
-    EngineContext, ModelFailure, ModelOutcome, PlanDraftCall, PlannerChoice, StepAdvance,
-    StepContext,
-};
+use super::step_context::StepContext;
 
 /// Plans a new version, now (deterministic planner) or in a step of its own
 /// (LLM planner). Returns whether a new version replaces (or will replace)
@@ -102,7 +101,9 @@ pub(super) fn begin_replan(
     if let Some(refusal) = super::plan_drafts::over_window(&call.request, engine) {
         return resume_replan(state.clone(), &call, &Err(refusal), now, engine);
     }
-    Ok(StepAdvance::Perform(super::Effect::DraftPlan(call)))
+    Ok(StepAdvance::Perform(super::effects::Effect::DraftPlan(
+        call,
+    )))
 }
 
 /// The planner model answered (or failed) for a pending replan: apply a
@@ -164,7 +165,7 @@ pub(super) fn resume_replan(
                     {
                         let mut frames_before = std::mem::take(&mut step.events);
                         frames_before.extend(rejection);
-                        return Ok(StepAdvance::Perform(super::Effect::DraftPlan(
+                        return Ok(StepAdvance::Perform(super::effects::Effect::DraftPlan(
                             PlanDraftCall {
                                 attempt: call.attempt + 1,
                                 request: retry,

@@ -11,9 +11,11 @@ use crate::basics::instant::Instant;
 use crate::records::governance::TimerPurpose;
 use crate::state::run::{NodeStatus, RunState};
 
+use super::decision::EngineContext;
+use super::effects::StepAdvance;
 use super::policy::{self, Applied};
 use super::policy_matching::Occurrence;
-use super::{EngineContext, StepAdvance, StepContext};
+use super::step_context::StepContext;
 
 /// A timer came due: a human task past its SLA fires the first `onTimeout`
 /// policy, or escalates to the next capability that makes its facets (a

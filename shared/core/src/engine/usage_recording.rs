@@ -9,8 +9,8 @@ use crate::basics::codes::WarningCode;
 use crate::state::run::{TokenUsage, UsageOperation};
 use crate::wire::frames;
 
-use super::StepContext;
 use super::effects::{DraftSpend, PlanDraftCall};
+use super::step_context::StepContext;
 
 /// What a node's own model calls are for: a reviewer's are a review, the
 /// others' the work.
@@ -79,7 +79,10 @@ pub(super) fn record_planner_spend(step: &mut StepContext<'_, '_>, spent: &[Draf
 
 /// The drafts a planning step used: those rejected before, and the one
 /// answered now.
-pub(super) fn drafts_spent(call: &PlanDraftCall, outcome: &super::ModelOutcome) -> Vec<DraftSpend> {
+pub(super) fn drafts_spent(
+    call: &PlanDraftCall,
+    outcome: &super::effects::ModelOutcome,
+) -> Vec<DraftSpend> {
     let mut spent = call.spent.clone();
     if let Ok(answer) = outcome {
         spent.push(DraftSpend {

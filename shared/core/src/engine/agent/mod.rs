@@ -41,8 +41,10 @@ pub(super) use calls::{begin_tool, resume_tool};
 use calls::{check_call, dispatch_or_continue, record_result};
 pub(super) use plan_call::{child_ended, resume_child_started, resume_review};
 
+use super::decision::EngineContext;
+use super::effects::{Effect, ModelFailure, StepAdvance, TurnOutcome};
 use super::plan_lookup::{plan_node_in, plan_of};
-use super::{Effect, EngineContext, ModelFailure, StepAdvance, StepContext, TurnOutcome};
+use super::step_context::StepContext;
 
 /// Whether an `AgentTurn` command no longer applies.
 pub(super) fn turn_is_stale(state: &RunState, node_id: &str, attempt: u32, turn: u32) -> bool {
