@@ -18,7 +18,8 @@
 //! - Feature `secrets`: `secrets::AwsSecrets` implements `SecretStore` on
 //!   SSM Parameter Store and Secrets Manager (credentials by reference).
 //!
-//! Key schema (`pk`, `sk`, both strings; on-demand capacity; TTL on `expiresAt`):
+//! Key schema (`pk`, `sk`, both strings; on-demand capacity; TTL on `expiresAt`), every shape
+//! built by one function of `dynamodb/keys.rs` and nowhere else:
 //!
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |

@@ -66,14 +66,6 @@ where
     }
 }
 
-pub(crate) fn run_pk(tenant_id: &str, run_id: &str) -> String {
-    format!("T#{tenant_id}#R#{run_id}")
-}
-
-pub(crate) fn event_sk(sequence: u64) -> String {
-    format!("EV#{sequence:020}")
-}
-
 pub(crate) fn s(text: impl Into<String>) -> AttributeValue {
     AttributeValue::S(text.into())
 }

@@ -11,16 +11,9 @@ use async_trait::async_trait;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{AuditAppend, AuditLog, AuditPage, AuditQuery, AuditRecord};
 
+use super::keys::{audit_pk, audit_sk};
 use crate::dynamodb::attributes::{Item, n, read_text, s, sdk_failure};
 use crate::dynamodb::store::DynamoRunStore;
-
-fn audit_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#AUDIT")
-}
-
-fn audit_sk(audit_id: &str) -> String {
-    format!("A#{audit_id}")
-}
 
 #[async_trait]
 impl AuditLog for DynamoRunStore {

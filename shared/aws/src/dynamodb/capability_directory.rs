@@ -13,15 +13,8 @@ use baton_core::capability::RegisteredCapability;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::CapabilityDirectory;
 
+use super::keys::{registration_sk, registrations_pk};
 use crate::dynamodb::store::{DynamoRunStore, Item, n, read_number, read_text, s, sdk_failure};
-
-fn registrations_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#CAPS")
-}
-
-fn registration_sk(capability_id: &str) -> String {
-    format!("CAP#{capability_id}")
-}
 
 fn record_from(item: &Item) -> Result<RegisteredCapability, StoreError> {
     let registration = serde_json::from_str(read_text(item, "registration")?)

@@ -18,10 +18,11 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use baton_core::event::{EventDraft, EventFrame};
 use baton_runtime::error::StoreError;
 
+use super::keys::{event_sk, frame_part_sk, run_pk};
 use crate::dynamodb::large_items;
 use crate::dynamodb::store::{
-    DynamoRunStore, Item, KnownSequence, SEQUENCE_RETRY_ROUNDS, cancellation_codes, event_sk, n,
-    put, read_number, read_text, run_pk, s, sdk_failure, unavailable,
+    DynamoRunStore, Item, KnownSequence, SEQUENCE_RETRY_ROUNDS, cancellation_codes, n, put,
+    read_number, read_text, s, sdk_failure, unavailable,
 };
 
 /// The sort key of a run's sequence item.
@@ -208,7 +209,7 @@ impl DynamoRunStore {
                 &self.table,
                 pk,
                 &parts,
-                |index| large_items::frame_part_sk(sequence, index),
+                |index| frame_part_sk(sequence, index),
                 None,
                 expires,
             )?);

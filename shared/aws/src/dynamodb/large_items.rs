@@ -23,7 +23,7 @@ use flate2::Compression;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 
-use crate::dynamodb::attributes::{Item, event_sk, n, put, read_number, s};
+use crate::dynamodb::attributes::{Item, n, put, read_number, s};
 
 /// Payload bytes one part holds: the item's keys and other attributes fit
 /// in what is left of DynamoDB's 400 KB.
@@ -36,17 +36,6 @@ pub const MAX_PARTS: usize = 10;
 
 /// DynamoDB's limit on one transaction's items, together.
 pub const MAX_TRANSACTION_BYTES: usize = 4 * 1024 * 1024;
-
-/// The sort key of a run state's part `index` (1 and up; part 0 is in the
-/// run item).
-pub(crate) fn state_part_sk(index: usize) -> String {
-    format!("RUN#PART#{index:03}")
-}
-
-/// The sort key of frame `sequence`'s part `index` (1 and up).
-pub(crate) fn frame_part_sk(sequence: u64, index: usize) -> String {
-    format!("{}#P{index:03}", event_sk(sequence))
-}
 
 /// Whether `sort_key` names a part item rather than a main item.
 pub(crate) fn is_part_sk(sort_key: &str) -> bool {
@@ -234,6 +223,7 @@ pub(crate) fn within_transaction_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dynamodb::keys::{event_sk, frame_part_sk, state_part_sk};
 
     #[test]
     fn parts_split_at_the_part_size_and_refuse_past_the_bound() {

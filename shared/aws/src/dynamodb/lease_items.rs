@@ -11,9 +11,8 @@ use baton_core::instant::Instant;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, NodeClaim, NodeLeases};
 
-use crate::dynamodb::store::{
-    DynamoRunStore, Item, n, read_number, run_pk, s, sdk_failure, unavailable,
-};
+use super::keys::{node_lease_sk, run_pk};
+use crate::dynamodb::store::{DynamoRunStore, Item, n, read_number, s, sdk_failure, unavailable};
 
 #[async_trait]
 impl NodeLeases for DynamoRunStore {
@@ -25,7 +24,7 @@ impl NodeLeases for DynamoRunStore {
     ) -> Result<ClaimOutcome, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let pk = run_pk(tenant_id, run_id);
-        let lease_sk = format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt);
+        let lease_sk = node_lease_sk(claim.claim_key, claim.attempt);
         let lease = Put::builder()
             .table_name(&self.table)
             .set_item(Some(Item::from([
@@ -81,10 +80,7 @@ impl NodeLeases for DynamoRunStore {
             .update_item()
             .table_name(&self.table)
             .key("pk", s(run_pk(tenant_id, run_id)))
-            .key(
-                "sk",
-                s(format!("LEASE#{}#{:06}", claim.claim_key, claim.attempt)),
-            )
+            .key("sk", s(node_lease_sk(claim.claim_key, claim.attempt)))
             .update_expression("SET leaseExpiresAt = :until")
             .condition_expression("claimant = :me")
             .expression_attribute_values(":until", n(claim.lease_expires_at.unix_millis()))
@@ -117,7 +113,7 @@ impl NodeLeases for DynamoRunStore {
             .delete_item()
             .table_name(&self.table)
             .key("pk", s(run_pk(tenant_id, run_id)))
-            .key("sk", s(format!("LEASE#{node_id}#{attempt:06}")))
+            .key("sk", s(node_lease_sk(node_id, attempt)))
             .condition_expression("claimant = :me")
             .expression_attribute_values(":me", s(claimant))
             .send()

@@ -16,13 +16,10 @@ use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
 use baton_core::run::RunStatus;
 use baton_runtime::error::StoreError;
 
+use super::keys::counter_pk;
 use crate::dynamodb::store::{DynamoRunStore, n, s, sdk_failure, unavailable};
 
 const LIVE_RUNS_SK: &str = "LIVE_RUNS";
-
-fn counter_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#COUNTERS")
-}
 
 impl DynamoRunStore {
     /// The counter's move for a run going from `before` (None: a new run)

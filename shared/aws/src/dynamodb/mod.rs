@@ -11,6 +11,7 @@ mod attributes;
 mod audit_items;
 pub mod capability_directory;
 mod event_log;
+mod keys;
 pub mod large_items;
 mod lease_items;
 mod live_counter_items;

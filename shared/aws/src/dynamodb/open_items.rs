@@ -29,6 +29,9 @@ use baton_core::run::{RunState, RunStatus};
 use baton_core::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
 use baton_runtime::error::StoreError;
 
+use super::keys::{
+    created_sk, requests_pk, runs_by_status_pk, runs_pk, task_prefix, task_sk, tasks_pk,
+};
 use crate::dynamodb::store::{DynamoRunStore, OpenItems, s, sdk_failure, unavailable};
 
 /// The attribute holding an open item's JSON, by its partition.
@@ -40,31 +43,6 @@ fn body_attribute(pk: &str) -> &'static str {
     } else {
         "request"
     }
-}
-
-fn tasks_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#TASKS")
-}
-
-fn requests_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#HITL")
-}
-
-pub(crate) fn runs_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#RUNS")
-}
-
-/// The partition of the tenant's runs of one status.
-pub(crate) fn runs_by_status_pk(tenant_id: &str, status: RunStatus) -> String {
-    format!("T#{tenant_id}#RUNS#{}", status.as_str())
-}
-
-fn task_sk(state: &RunState, capability_id: &str, task_id: &str) -> String {
-    format!("{capability_id}#{}#{task_id}", state.created_at.rfc3339())
-}
-
-fn request_sk(state: &RunState, request_id: &str) -> String {
-    format!("{}#{request_id}", state.created_at.rfc3339())
 }
 
 /// The items `state` implies.
@@ -86,7 +64,11 @@ pub(crate) fn open_items(state: &RunState) -> OpenItems {
             items.insert(
                 (
                     tasks_pk(&state.tenant_id),
-                    task_sk(state, &task.capability_id, &task.task_id),
+                    task_sk(
+                        &task.capability_id,
+                        &state.created_at.rfc3339(),
+                        &task.task_id,
+                    ),
                 ),
                 body,
             );
@@ -98,7 +80,7 @@ pub(crate) fn open_items(state: &RunState) -> OpenItems {
         items.insert(
             (
                 requests_pk(&state.tenant_id),
-                request_sk(state, &request.request.request_id),
+                created_sk(&state.created_at.rfc3339(), &request.request.request_id),
             ),
             body,
         );
@@ -120,7 +102,7 @@ fn every_possible_key(state: &RunState, previous_status: RunStatus) -> Vec<(Stri
                 let task_id = baton_core::tasks::task_id(&state.run_id, &node.node_id);
                 keys.push((
                     tasks_pk(&state.tenant_id),
-                    task_sk(state, &node.capability_id, &task_id),
+                    task_sk(&node.capability_id, &state.created_at.rfc3339(), &task_id),
                 ));
             }
         }
@@ -129,7 +111,7 @@ fn every_possible_key(state: &RunState, previous_status: RunStatus) -> Vec<(Stri
         let request_id = format!("{}:hitl:{number}", state.run_id);
         keys.push((
             requests_pk(&state.tenant_id),
-            request_sk(state, &request_id),
+            created_sk(&state.created_at.rfc3339(), &request_id),
         ));
     }
     keys
@@ -264,7 +246,7 @@ impl DynamoRunStore {
         tenant_id: &str,
         capability_id: Option<&str>,
     ) -> Result<Vec<HumanTask>, StoreError> {
-        let prefix = capability_id.map(|capability| format!("{capability}#"));
+        let prefix = capability_id.map(task_prefix);
         let bodies = self
             .query_open_items(tasks_pk(tenant_id), prefix, "task")
             .await?;

@@ -7,13 +7,14 @@ use baton_core::instant::Instant;
 use baton_core::run::StepMessage;
 use baton_runtime::error::StoreError;
 
+use super::keys::{awaiting_human_pk, outbox_sk, pending_outbox_pk, run_pk};
 use crate::dynamodb::store::{
-    DynamoRunStore, Item, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, awaiting_human_key, put,
-    read_text, run_pk, s, sdk_failure, shard_of, unavailable,
+    DynamoRunStore, Item, PENDING_OUTBOX_INDEX, PENDING_OUTBOX_SHARDS, put, read_text, s,
+    sdk_failure, shard_of, unavailable,
 };
 
 fn pending_outbox_shard(run_id: &str) -> String {
-    format!("OUTBOX#PENDING#{}", shard_of(run_id, PENDING_OUTBOX_SHARDS))
+    pending_outbox_pk(shard_of(run_id, PENDING_OUTBOX_SHARDS))
 }
 
 impl DynamoRunStore {
@@ -35,7 +36,7 @@ impl DynamoRunStore {
                         "pk".to_string(),
                         s(run_pk(&message.tenant_id, &message.run_id)),
                     ),
-                    ("sk".to_string(), s(format!("OUT#{}", message.message_id))),
+                    ("sk".to_string(), s(outbox_sk(&message.message_id))),
                     ("message".to_string(), s(text)),
                     ("sent".to_string(), AttributeValue::Bool(false)),
                     (
@@ -67,7 +68,7 @@ impl DynamoRunStore {
                 Delete::builder()
                     .table_name(&self.table)
                     .key("pk", s(pk))
-                    .key("sk", s(format!("OUT#{message_id}")))
+                    .key("sk", s(outbox_sk(message_id)))
                     .build()
                     .map_err(unavailable)?,
             )
@@ -116,7 +117,7 @@ impl DynamoRunStore {
                 .table_name(&self.table)
                 .index_name(PENDING_OUTBOX_INDEX)
                 .key_condition_expression("gsi1pk = :awaiting")
-                .expression_attribute_values(":awaiting", s(awaiting_human_key(tenant_id)))
+                .expression_attribute_values(":awaiting", s(awaiting_human_pk(tenant_id)))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
@@ -163,7 +164,7 @@ impl DynamoRunStore {
                 .table_name(&self.table)
                 .index_name(PENDING_OUTBOX_INDEX)
                 .key_condition_expression("gsi1pk = :shard AND gsi1sk < :cutoff")
-                .expression_attribute_values(":shard", s(format!("OUTBOX#PENDING#{shard}")))
+                .expression_attribute_values(":shard", s(pending_outbox_pk(shard)))
                 .expression_attribute_values(
                     ":cutoff",
                     s(format!("{:020}", written_before.unix_millis())),
@@ -200,7 +201,7 @@ impl DynamoRunStore {
                 .update_item()
                 .table_name(&self.table)
                 .key("pk", s(&pk))
-                .key("sk", s(format!("OUT#{message_id}")))
+                .key("sk", s(outbox_sk(message_id)))
                 .update_expression("SET sent = :true REMOVE gsi1pk, gsi1sk")
                 // Never creates an item: an entry already consumed (its
                 // step committed meanwhile) is gone, which is success.

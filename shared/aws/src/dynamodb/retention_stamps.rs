@@ -25,6 +25,7 @@ use baton_core::instant::Instant;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ExpiredRunsBatch, RetentionUpkeep};
 
+use super::keys::{idempotency_pk, retention_pk};
 use crate::dynamodb::store::{
     DynamoRunStore, Item, n, read_number, read_text, s, sdk_failure, ttl_seconds, unavailable,
 };
@@ -32,11 +33,9 @@ use crate::dynamodb::store::{
 /// Partitions the marks are spread over (as the pending outbox is).
 const RETENTION_SHARDS: u32 = 8;
 
-fn retention_pk(run_pk: &str) -> String {
-    format!(
-        "RETAIN#{}",
-        crate::dynamodb::store::shard_of(run_pk, RETENTION_SHARDS)
-    )
+/// The retention shard a run's mark goes to.
+fn retention_mark_pk(run_pk: &str) -> String {
+    retention_pk(crate::dynamodb::store::shard_of(run_pk, RETENTION_SHARDS))
 }
 
 impl DynamoRunStore {
@@ -50,7 +49,7 @@ impl DynamoRunStore {
     ) -> Result<TransactWriteItem, StoreError> {
         let put = Put::builder()
             .table_name(&self.table)
-            .item("pk", s(retention_pk(run_pk)))
+            .item("pk", s(retention_mark_pk(run_pk)))
             .item("sk", s(run_pk))
             .item("tenantId", s(tenant_id))
             .item(
@@ -78,7 +77,7 @@ impl DynamoRunStore {
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("pk = :pk")
-                .expression_attribute_values(":pk", s(format!("RETAIN#{shard}")))
+                .expression_attribute_values(":pk", s(retention_pk(shard)))
                 .limit(i32::try_from(left).unwrap_or(i32::MAX))
                 .send()
                 .await
@@ -132,7 +131,7 @@ impl DynamoRunStore {
                 .get("idempotencyKey")
                 .and_then(|value| value.as_s().ok())
             {
-                keys.push((format!("T#{tenant_id}#IDEM#{key}"), "IDEM".to_string()));
+                keys.push((idempotency_pk(&tenant_id, key), "IDEM".to_string()));
             }
         }
         let mut count = 0;
@@ -167,7 +166,7 @@ impl DynamoRunStore {
             .client
             .delete_item()
             .table_name(&self.table)
-            .key("pk", s(retention_pk(&run_pk)))
+            .key("pk", s(retention_mark_pk(&run_pk)))
             .key("sk", s(&run_pk))
             .condition_expression("retainUntil = :until")
             .expression_attribute_values(":until", n(retain_until))

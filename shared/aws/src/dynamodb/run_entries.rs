@@ -7,8 +7,9 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 use baton_core::entries::RunEntry;
 use baton_runtime::error::StoreError;
 
+use super::keys::run_pk;
 use crate::dynamodb::state_codec::{decode_compressed, encode_compressed};
-use crate::dynamodb::store::{DynamoRunStore, Item, put, run_pk, s, sdk_failure};
+use crate::dynamodb::store::{DynamoRunStore, Item, put, s, sdk_failure};
 
 const ENTRY_SK_PREFIX: &str = "ENTRY#";
 

@@ -11,6 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use baton_core::listing::{RunListPage, RunListQuery, RunListing};
 use baton_runtime::error::StoreError;
 
+use super::keys::{runs_by_status_pk, runs_pk};
 use crate::dynamodb::store::{DynamoRunStore, s, sdk_failure};
 
 impl DynamoRunStore {
@@ -20,8 +21,8 @@ impl DynamoRunStore {
         query: &RunListQuery,
     ) -> Result<RunListPage, StoreError> {
         let pk = match query.status {
-            Some(status) => crate::dynamodb::open_items::runs_by_status_pk(tenant_id, status),
-            None => crate::dynamodb::open_items::runs_pk(tenant_id),
+            Some(status) => runs_by_status_pk(tenant_id, status),
+            None => runs_pk(tenant_id),
         };
         let wanted = query.limit + 1;
         let mut listed = Vec::new();

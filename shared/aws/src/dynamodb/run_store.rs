@@ -9,13 +9,14 @@ use baton_core::instant::Instant;
 use baton_core::run::{RunState, StepMessage};
 use baton_runtime::error::StoreError;
 
+use super::keys::{awaiting_human_pk, created_sk, event_sk, idempotency_pk, run_pk, state_part_sk};
 use crate::dynamodb::event_log::{SEQUENCE_SK, sequence_of};
 use crate::dynamodb::large_items;
 use crate::dynamodb::state_codec::{decode_state, encode_state_parts};
 use crate::dynamodb::store::DynamoRunStore;
 pub(crate) use crate::dynamodb::store::{
-    Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, awaiting_human_key, cancellation_codes, event_sk, n, put,
-    read_number, read_text, run_pk, s, sdk_failure, unavailable, within_one_transaction,
+    Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, cancellation_codes, n, put, read_number, read_text, s,
+    sdk_failure, unavailable, within_one_transaction,
 };
 use baton_runtime::ports::{CreateOutcome, OutboxStore, RunLog, RunQueries, StepCommit, StoredRun};
 
@@ -33,10 +34,7 @@ impl RunLog for DynamoRunStore {
         let mut items = Vec::new();
         if let Some(key) = idempotency_key {
             let item = Item::from([
-                (
-                    "pk".to_string(),
-                    s(format!("T#{}#IDEM#{key}", state.tenant_id)),
-                ),
+                ("pk".to_string(), s(idempotency_pk(&state.tenant_id, key))),
                 ("sk".to_string(), s("IDEM")),
                 ("runId".to_string(), s(&state.run_id)),
             ]);
@@ -69,7 +67,7 @@ impl RunLog for DynamoRunStore {
             &self.table,
             &pk,
             &state_parts,
-            large_items::state_part_sk,
+            state_part_sk,
             Some(1),
             None,
         )?);
@@ -125,7 +123,7 @@ impl RunLog for DynamoRunStore {
                     .client
                     .get_item()
                     .table_name(&self.table)
-                    .key("pk", s(format!("T#{}#IDEM#{key}", state.tenant_id)))
+                    .key("pk", s(idempotency_pk(&state.tenant_id, key)))
                     .key("sk", s("IDEM"))
                     .consistent_read(true)
                     .send()
@@ -182,7 +180,7 @@ impl RunLog for DynamoRunStore {
                 let mut deflated = first.as_ref().to_vec();
                 let mut torn = false;
                 for index in 1..parts {
-                    match item_with(&large_items::state_part_sk(index)) {
+                    match item_with(&state_part_sk(index)) {
                         Some(part) if read_number(part, "version").ok() == Some(version) => {
                             deflated.extend_from_slice(large_items::part_bytes(part, "run state")?);
                         }
@@ -229,7 +227,7 @@ impl RunLog for DynamoRunStore {
             &self.table,
             &pk,
             &state_parts,
-            large_items::state_part_sk,
+            state_part_sk,
             Some(expected_version + 1),
             expires.as_ref(),
         )?;
@@ -281,10 +279,10 @@ impl RunLog for DynamoRunStore {
             }
             // A run waiting for a person is listed in the sparse index under its tenant.
             if commit.state.status.awaits_people() {
-                run_item.insert("gsi1pk".to_string(), s(awaiting_human_key(tenant_id)));
+                run_item.insert("gsi1pk".to_string(), s(awaiting_human_pk(tenant_id)));
                 run_item.insert(
                     "gsi1sk".to_string(),
-                    s(format!("{}#{run_id}", commit.state.created_at.rfc3339())),
+                    s(created_sk(&commit.state.created_at.rfc3339(), run_id)),
                 );
             }
             let run_update = TransactWriteItem::builder()

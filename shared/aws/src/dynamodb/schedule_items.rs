@@ -21,6 +21,7 @@ use baton_core::schedules::{Schedule, ScheduleState, ScheduleTrigger};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ScheduleBook, ScheduleWrite};
 
+use super::keys::{schedule_due_sk, schedules_pk};
 use crate::dynamodb::store::{
     DynamoRunStore, Item, cancellation_codes, n, read_number, read_text, s, sdk_failure,
     unavailable,
@@ -30,14 +31,6 @@ const DUE_PK: &str = "SCHEDULES#DUE";
 
 /// The tenant's schedule counter, beside its schedules.
 const COUNTER_SK: &str = "#COUNT";
-
-fn schedules_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#SCHEDULES")
-}
-
-fn due_sk(tenant_id: &str, schedule_id: &str) -> String {
-    format!("{tenant_id}#{schedule_id}")
-}
 
 fn due_at(schedule: &Schedule) -> Option<Instant> {
     (schedule.state == ScheduleState::Active && schedule.trigger == ScheduleTrigger::Store)
@@ -72,7 +65,7 @@ impl DynamoRunStore {
         if let Some(previous) = previous_revision {
             put = put.expression_attribute_values(":previous", n(previous));
         }
-        let due_key = due_sk(&schedule.tenant_id, &schedule.schedule_id);
+        let due_key = schedule_due_sk(&schedule.tenant_id, &schedule.schedule_id);
         // Only schedules `serve` keeps have a due mark: one EventBridge
         // Scheduler fires is written alone.
         let mark = match (schedule.trigger, due_at(schedule)) {
@@ -235,7 +228,7 @@ impl ScheduleBook for DynamoRunStore {
                         Delete::builder()
                             .table_name(&self.table)
                             .key("pk", s(DUE_PK))
-                            .key("sk", s(due_sk(tenant_id, schedule_id)))
+                            .key("sk", s(schedule_due_sk(tenant_id, schedule_id)))
                             .build()
                             .map_err(unavailable)?,
                     )

@@ -12,8 +12,7 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::Clock;
 
 pub(crate) use crate::dynamodb::attributes::{
-    Item, cancellation_codes, event_sk, n, put, read_number, read_text, run_pk, s, sdk_failure,
-    unavailable,
+    Item, cancellation_codes, n, put, read_number, read_text, s, sdk_failure, unavailable,
 };
 
 /// The sort key of a run's item (state, version, status).
@@ -23,11 +22,6 @@ pub(crate) const RUN_SK: &str = "RUN";
 /// sharded by run) and runs waiting for a person (under their tenant).
 pub const PENDING_OUTBOX_INDEX: &str = "gsi1";
 pub(crate) const PENDING_OUTBOX_SHARDS: u32 = 8;
-
-/// The index key under which a tenant's runs waiting for a person are listed.
-pub(crate) fn awaiting_human_key(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#AWAITING_HUMAN")
-}
 
 /// The most actions DynamoDB takes in one `TransactWriteItems`.
 pub(crate) const MAX_TRANSACTION_ACTIONS: usize = 100;

@@ -24,22 +24,11 @@ use baton_core::instant::Instant;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{StreamCaps, StreamLeases, StreamOpening};
 
+use super::keys::{run_stream_counter_sk, stream_lease_sk, streams_pk};
 use crate::dynamodb::attributes::{read_number, read_text};
 use crate::dynamodb::store::{DynamoRunStore, cancellation_codes, n, s, sdk_failure, unavailable};
 
-fn streams_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#STREAMS")
-}
-
-fn lease_sk(run_id: &str, stream_id: &str) -> String {
-    format!("{run_id}#{stream_id}")
-}
-
 const TENANT_COUNTER_SK: &str = "#OPEN";
-
-fn run_counter_sk(run_id: &str) -> String {
-    format!("#OPEN#{run_id}")
-}
 
 /// Which part of an opening's transaction refused it.
 enum Refusal {
@@ -77,7 +66,7 @@ impl DynamoRunStore {
             .transact_items(self.counter_move(&pk, TENANT_COUNTER_SK, "open", -1, None)?)
             .transact_items(self.counter_move(
                 &pk,
-                &run_counter_sk(key.run_id()),
+                &run_stream_counter_sk(key.run_id()),
                 "open",
                 -1,
                 None,
@@ -159,7 +148,7 @@ impl DynamoRunStore {
         let lease = Put::builder()
             .table_name(&self.table)
             .item("pk", s(&pk))
-            .item("sk", s(lease_sk(key.run_id(), stream_id)))
+            .item("sk", s(stream_lease_sk(key.run_id(), stream_id)))
             .item("leaseUntil", n(until.unix_millis()))
             .condition_expression("attribute_not_exists(sk)")
             .build()
@@ -170,7 +159,7 @@ impl DynamoRunStore {
             .transact_items(TransactWriteItem::builder().put(lease).build())
             .transact_items(self.counter_move(
                 &pk,
-                &run_counter_sk(key.run_id()),
+                &run_stream_counter_sk(key.run_id()),
                 "open",
                 1,
                 Some(caps.per_run as u64),
@@ -228,7 +217,7 @@ impl StreamLeases for DynamoRunStore {
             None => StreamOpening::Opened,
             Some(Refusal::Run) => StreamOpening::RunAtCap {
                 open: self
-                    .open_streams(key.tenant_id(), &run_counter_sk(key.run_id()))
+                    .open_streams(key.tenant_id(), &run_stream_counter_sk(key.run_id()))
                     .await?,
             },
             Some(Refusal::Tenant) => StreamOpening::TenantAtCap {
@@ -249,7 +238,7 @@ impl StreamLeases for DynamoRunStore {
             .update_item()
             .table_name(&self.table)
             .key("pk", s(streams_pk(key.tenant_id())))
-            .key("sk", s(lease_sk(key.run_id(), stream_id)))
+            .key("sk", s(stream_lease_sk(key.run_id(), stream_id)))
             .update_expression("SET leaseUntil = :until")
             .condition_expression("attribute_exists(pk)")
             .expression_attribute_values(":until", n(until.unix_millis()))
@@ -271,7 +260,7 @@ impl StreamLeases for DynamoRunStore {
     async fn close_stream(&self, key: RunKey<'_>, stream_id: &str) -> Result<(), StoreError> {
         self.delete_lease(
             key,
-            &lease_sk(key.run_id(), stream_id),
+            &stream_lease_sk(key.run_id(), stream_id),
             "attribute_exists(sk)",
             None,
         )

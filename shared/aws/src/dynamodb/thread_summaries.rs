@@ -20,15 +20,12 @@ use baton_core::thread_listing::{
 };
 use baton_runtime::error::StoreError;
 
+use super::keys::threads_index_pk;
 use crate::dynamodb::attributes::{read_number, read_text};
 use crate::dynamodb::store::{DynamoRunStore, PENDING_OUTBOX_INDEX, n, s, sdk_failure};
 
 /// The summary item's sort key, beside the thread's exchanges and lane.
 pub(crate) const SUMMARY_SK: &str = "SUMMARY";
-
-fn threads_index_key(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#THREADS")
-}
 
 fn condition_failed<E: aws_sdk_dynamodb::error::ProvideErrorMetadata>(
     error: &aws_sdk_dynamodb::error::SdkError<E>,
@@ -85,7 +82,7 @@ impl DynamoRunStore {
             .expression_attribute_values(":at", n(exchange.at_millis))
             .expression_attribute_values(":message", s(message))
             .expression_attribute_values(":thread", s(thread_id))
-            .expression_attribute_values(":index", s(threads_index_key(tenant_id)))
+            .expression_attribute_values(":index", s(threads_index_pk(tenant_id)))
             .expression_attribute_values(
                 ":order",
                 s(thread_ordering_key(exchange.at_millis, thread_id)),
@@ -110,7 +107,7 @@ impl DynamoRunStore {
             .query()
             .table_name(&self.table)
             .index_name(PENDING_OUTBOX_INDEX)
-            .expression_attribute_values(":index", s(threads_index_key(tenant_id)))
+            .expression_attribute_values(":index", s(threads_index_pk(tenant_id)))
             .scan_index_forward(false)
             .limit(i32::try_from(query.limit + 1).unwrap_or(i32::MAX));
         let request = match &query.cursor {

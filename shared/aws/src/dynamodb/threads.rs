@@ -17,12 +17,9 @@ use baton_core::thread_listing::{ThreadListPage, ThreadListQuery};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 
+use super::keys::{exchange_sk, part_sk, thread_pk};
 use crate::dynamodb::large_items;
 use crate::dynamodb::store::{DynamoRunStore, n, read_text, s, sdk_failure};
-
-fn thread_pk(tenant_id: &str, thread_id: &str) -> String {
-    format!("T#{tenant_id}#THREAD#{thread_id}")
-}
 
 #[async_trait]
 impl ThreadStore for DynamoRunStore {
@@ -86,7 +83,7 @@ impl ThreadStore for DynamoRunStore {
         let payload = serde_json::to_string(exchange)
             .map_err(|error| StoreError::Corrupt(error.to_string()))?;
         let pk = thread_pk(tenant_id, thread_id);
-        let sort_key = format!("X#{}", exchange.run_id);
+        let sort_key = exchange_sk(&exchange.run_id);
         if payload.len() <= large_items::PART_BYTES {
             self.client
                 .put_item()
@@ -120,7 +117,7 @@ impl ThreadStore for DynamoRunStore {
                 &self.table,
                 &pk,
                 &parts,
-                |index| format!("{sort_key}#P{index:03}"),
+                |index| part_sk(&sort_key, index),
                 None,
                 Some(&self.thread_expires_at(tenant_id)),
             )?);
