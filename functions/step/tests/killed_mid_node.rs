@@ -251,21 +251,30 @@ async fn poll_for(slot: Slot, sqs: aws_sdk_sqs::Client, queue_url: String, stop:
             })
             .collect();
         let (answer, answered) = oneshot::channel();
-        let timeout = {
-            let environment = slot.lock().unwrap();
-            let Some(environment) = environment.as_ref() else {
-                continue;
-            };
-            environment
-                .api
-                .waiting
-                .lock()
-                .unwrap()
-                .push_back(Invocation {
-                    event: json!({ "Records": records }),
-                    answer,
-                });
-            environment.api.function_timeout
+        // Between a kill and its replacement the slot is empty: the batch
+        // received meanwhile waits for the fresh environment (as Lambda
+        // hands it to another one), never dropped, which would hide its
+        // records for the queue's whole visibility timeout.
+        let mut invocation = Some(Invocation {
+            event: json!({ "Records": records }),
+            answer,
+        });
+        let timeout = loop {
+            {
+                let environment = slot.lock().unwrap();
+                if let Some(environment) = environment.as_ref() {
+                    if let Some(invocation) = invocation.take() {
+                        environment
+                            .api
+                            .waiting
+                            .lock()
+                            .unwrap()
+                            .push_back(invocation);
+                    }
+                    break environment.api.function_timeout;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         };
         let Ok(Ok(answer)) = tokio::time::timeout(timeout, answered).await else {
             continue;
