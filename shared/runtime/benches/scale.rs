@@ -31,7 +31,6 @@ use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, StepQueue};
 use baton_runtime::services::{OrchestratorSettings, Services};
 use baton_test_support::TestServices;
 use baton_test_support::five_stages::{five_stage_envelope, five_stage_registry};
-use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// The same allocator the shipped binaries use.
@@ -115,19 +114,8 @@ async fn run_many(
     baseline_kib: u64,
 ) -> Measured {
     let registry = Arc::new(five_stage_registry(&|role| format!("Act as the {role}.")));
-    let answers_by_schema_name = registry
-        .capabilities()
-        .map(|capability| {
-            let facet = &capability.output_contract[0];
-            let schema = json!({"type": "object", "properties": {facet.clone(): registry.facets.get(facet).unwrap().schema.clone()}});
-            (
-                capability.capability_id.replace('.', "_"),
-                scripted_llm::generate_instance(&schema, facet).to_string(),
-            )
-        })
-        .collect();
     let provider: Arc<dyn LlmProvider> = Arc::new(DelayedProvider {
-        answers_by_schema_name,
+        answers_by_schema_name: baton_test_support::five_stages::five_stage_answers(&registry),
         delay,
     });
     let queue = Arc::new(InMemoryStepQueue::new());

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use baton_core::tools::{HttpToolExecutor, url_placeholders};
 use baton_outbound::{GuardedClient, OutboundPolicy, OutboundRefusal};
-use baton_runtime::ports::{ResolvedHeaders, resolve_headers};
+use baton_runtime::ports::ResolvedHeaders;
 use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
@@ -44,16 +44,7 @@ async fn headers(
     executor: &HttpToolExecutor,
     call: &ToolCall,
 ) -> Result<(HeaderMap, ResolvedHeaders), ToolOutcome> {
-    let resolved = resolve_headers(
-        &executor.headers,
-        runner.secrets.as_ref(),
-        runner.environment.as_ref(),
-    )
-    .await
-    .map_err(|error| ToolOutcome::Failed {
-        message: error.message,
-        retryable: error.retryable,
-    })?;
+    let resolved = runner.resolve(&executor.headers).await?;
     let mut map = header_map(&resolved).map_err(ToolOutcome::failed)?;
     map.insert(ACCEPT, HeaderValue::from_static("application/json"));
     if let Ok(key) = HeaderValue::from_str(&call.idempotency_key) {

@@ -68,6 +68,24 @@ impl ToolRunner {
         self
     }
 
+    /// `headers` with their values read now (variables, secrets); a value
+    /// that cannot be read is the call's outcome, naming the header.
+    pub(crate) async fn resolve(
+        &self,
+        headers: &baton_core::tools::HeaderSources,
+    ) -> Result<baton_runtime::ports::ResolvedHeaders, ToolOutcome> {
+        baton_runtime::ports::resolve_headers(
+            headers,
+            self.secrets.as_ref(),
+            self.environment.as_ref(),
+        )
+        .await
+        .map_err(|error| ToolOutcome::Failed {
+            message: error.message,
+            retryable: error.retryable,
+        })
+    }
+
     pub fn with_resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
         self.resolver = resolver;
         self

@@ -101,16 +101,7 @@ async fn connect(
                 .map_err(|refusal| {
                     ToolOutcome::failed(format!("the MCP server URL is refused: {refusal}"))
                 })?;
-            let resolved = baton_runtime::ports::resolve_headers(
-                headers,
-                runner.secrets.as_ref(),
-                runner.environment.as_ref(),
-            )
-            .await
-            .map_err(|error| ToolOutcome::Failed {
-                message: error.message,
-                retryable: error.retryable,
-            })?;
+            let resolved = runner.resolve(headers).await?;
             secret_values.extend(resolved.secret_values().into_iter().map(String::from));
             let client = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())

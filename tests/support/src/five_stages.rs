@@ -128,21 +128,25 @@ pub struct InstantFiveStageModel {
     extra_work: u64,
 }
 
+/// A schema-valid answer for each stage, by the request's schema name.
+pub fn five_stage_answers(registry: &Registry) -> std::collections::HashMap<String, String> {
+    registry
+        .capabilities()
+        .map(|capability| {
+            let facet = &capability.output_contract[0];
+            let schema = json!({"type": "object", "properties": {facet.clone(): registry.facets.get(facet).unwrap().schema.clone()}});
+            (
+                capability.capability_id.replace('.', "_"),
+                scripted_llm::generate_instance(&schema, facet).to_string(),
+            )
+        })
+        .collect()
+}
+
 impl InstantFiveStageModel {
     pub fn new(registry: &Registry, extra_work: u64) -> Self {
-        let answers_by_schema_name = registry
-            .capabilities()
-            .map(|capability| {
-                let facet = &capability.output_contract[0];
-                let schema = json!({"type": "object", "properties": {facet.clone(): registry.facets.get(facet).unwrap().schema.clone()}});
-                (
-                    capability.capability_id.replace('.', "_"),
-                    scripted_llm::generate_instance(&schema, facet).to_string(),
-                )
-            })
-            .collect();
         InstantFiveStageModel {
-            answers_by_schema_name,
+            answers_by_schema_name: five_stage_answers(registry),
             extra_work,
         }
     }
