@@ -196,17 +196,7 @@ mod tests {
         state
     }
 
-    const EVERY_STATUS: [RunStatus; 9] = [
-        RunStatus::Queued,
-        RunStatus::Running,
-        RunStatus::AwaitingHuman,
-        RunStatus::AwaitingHitl,
-        RunStatus::Paused,
-        RunStatus::Completed,
-        RunStatus::Failed,
-        RunStatus::PlanRejected,
-        RunStatus::Cancelled,
-    ];
+    const EVERY_STATUS: [RunStatus; 9] = RunStatus::ALL;
     const EVERY_TRANSITION: [RunTransition; 8] = [
         RunTransition::Work,
         RunTransition::ParkForPerson,
