@@ -11,44 +11,42 @@ use baton_bootstrap::StoreChoice;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::ports::{Clock, RetentionUpkeep};
 
-use crate::commands::{configuration_or_exit, invalid};
+use crate::failure::{Ended, Outcome, invalid};
+use crate::setup::configuration;
 
 /// Runs `baton gc`: every batch until none is left; prints the totals
 /// (JSON) and exits 0, or 2 naming what failed.
-pub async fn gc(store: StoreChoice) -> u8 {
-    let configuration = match configuration_or_exit() {
-        Ok(configuration) => configuration,
-        Err(code) => return code,
-    };
+pub async fn gc(store: StoreChoice) -> Outcome {
+    let configuration = configuration()?;
     let retention: Arc<dyn RetentionUpkeep> = match &store {
         StoreChoice::Memory => {
-            return invalid(
+            return Err(invalid(
                 "--store memory keeps nothing between processes: there is nothing to collect (give --store sqlite or dynamodb)",
-            );
+            ));
         }
         StoreChoice::Sqlite(path) => {
             let path = match path {
                 Some(path) => path.clone(),
                 None => match baton_bootstrap::stores::default_state_file(&configuration) {
                     Ok(path) => path,
-                    Err(error) => return invalid(error),
+                    Err(error) => return Err(invalid(error)),
                 },
             };
             match baton_sqlite::SqliteStore::open(&path) {
                 Ok(sqlite) => Arc::new(sqlite),
-                Err(error) => return invalid(format!("store {}: {error}", path.display())),
+                Err(error) => return Err(invalid(format!("store {}: {error}", path.display()))),
             }
         }
         StoreChoice::Dynamodb => match baton_bootstrap::cloud_ports(&configuration).await {
             Ok(ports) => ports.retention,
-            Err(error) => return invalid(error),
+            Err(error) => return Err(invalid(error)),
         },
     };
     let clock = SystemClock;
     let (mut runs, mut items) = (0, 0);
     loop {
         match retention
-            .expire_ended_runs(clock.now(), crate::sweeping::RETENTION_BATCH)
+            .expire_ended_runs(clock.now(), crate::setup::sweeping::RETENTION_BATCH)
             .await
         {
             Ok(batch) => {
@@ -59,9 +57,9 @@ pub async fn gc(store: StoreChoice) -> u8 {
                 }
             }
             Err(error) => {
-                return invalid(format!(
+                return Err(invalid(format!(
                     "baton gc: a batch failed after {runs} run(s): {error}"
-                ));
+                )));
             }
         }
     }
@@ -73,5 +71,5 @@ pub async fn gc(store: StoreChoice) -> u8 {
             "retentionDays": configuration.retention_days,
         })
     );
-    crate::commands::EXIT_COMPLETED
+    Ok(Ended::Completed)
 }

@@ -5,33 +5,28 @@
 //! input or configuration (the message names the JSON path or variable);
 //! 3 the run failed or its plan was rejected; 4 the run is parked for a human.
 
-mod audit_command;
-mod chat_command;
-mod commands;
-mod eval_command;
-mod eval_compare;
-mod eval_judges;
-mod eval_progress;
-mod eval_runs;
-mod fork_command;
+mod chat_and_fork;
+mod eval;
+mod failure;
 mod gc_command;
-mod judge;
 mod mcp_command;
-mod metrics_route;
-mod model_choice;
-mod output;
 mod people;
-mod progress;
 mod registry_check;
+mod run_and_plan;
 mod schedule_command;
-mod serve_evaluations;
-mod sweeping;
+mod serve;
+mod setup;
+mod terminal;
 
 use baton_bootstrap::stores::StoreChoice;
 use std::path::PathBuf;
+
+use crate::failure::{exit_code, failed, invalid};
+use crate::setup::parse_store;
+use crate::terminal::{OutputFormat, TaskFormat};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 /// mimalloc: the engine allocates many small JSON values per step; it cuts
 /// the per-step overhead by about a third against glibc malloc (see the bench).
@@ -47,23 +42,6 @@ static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-/// How `baton run` prints event frames.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum OutputFormat {
-    /// Human-readable lines, deltas inline, the validated output at the end.
-    Pretty,
-    /// One JSON frame per line.
-    Ndjson,
-    /// Server-Sent Events, exactly as the HTTP stream sends them.
-    Sse,
-    /// One hook event per line (`{event, data, runId, id}`): the frames as an
-    /// agent orchestrator's hook events (`prompt:submit` … `orchestrator:complete`).
-    Hooks,
-    /// `--output-only`: nothing but the validated output (a JSON document).
-    #[value(skip)]
-    Output,
 }
 
 #[derive(Subcommand)]
@@ -148,8 +126,8 @@ enum Command {
         registry: Option<PathBuf>,
         /// `json`: the plan and its diagnostics; `mermaid` or `dot`: the
         /// plan as a picture (diagnostics on stderr when it is rejected).
-        #[arg(long, value_enum, default_value_t = commands::PlanFormat::Json)]
-        format: commands::PlanFormat,
+        #[arg(long, value_enum, default_value_t = run_and_plan::PlanFormat::Json)]
+        format: run_and_plan::PlanFormat,
     },
     /// List the tasks parked runs wait on a person for (SQLite store).
     Tasks {
@@ -208,7 +186,7 @@ enum Command {
     /// when one is named. Writes a results line per example; exits 0 when
     /// the pass rate meets the threshold, 1 when not. `compare` compares
     /// two results files.
-    Eval(eval_command::EvalArguments),
+    Eval(eval::EvalArguments),
     /// Schedules: an envelope started by the clock. `baton serve` on the
     /// same store fires them.
     Schedule {
@@ -237,8 +215,8 @@ enum Command {
         /// Every record kept, not only the newest `--limit`.
         #[arg(long)]
         all: bool,
-        #[arg(long, value_enum, default_value_t = audit_command::AuditFormat::Pretty)]
-        format: audit_command::AuditFormat,
+        #[arg(long, value_enum, default_value_t = people::audit_command::AuditFormat::Pretty)]
+        format: people::audit_command::AuditFormat,
     },
     /// List the most recent runs kept in the store, newest first (SQLite store).
     Runs {
@@ -330,26 +308,11 @@ enum Command {
     },
 }
 
-/// How `baton tasks` and `baton runs` print.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum TaskFormat {
-    /// One block per task, with the command that answers it.
-    Pretty,
-    /// A JSON array of tasks (`taskId`, `runId`, `nodeId`, `capabilityId`,
-    /// `planVersion`, `outputSchema`, ...).
-    Json,
-}
-
 fn parse_multitask_strategy(
     text: &str,
 ) -> Result<baton_core::thread_lane::MultitaskStrategy, String> {
     text.parse()
         .map_err(|_| format!("`{text}` is not a strategy: reject, enqueue, interrupt or rollback"))
-}
-
-/// `--store`: memory, sqlite, sqlite:PATH or dynamodb.
-pub(crate) fn parse_store(text: &str) -> Result<StoreChoice, String> {
-    text.parse()
 }
 
 /// Logs on stderr (`BATON_LOG`, default `warn`) and, when the `OTEL_*`
@@ -387,8 +350,7 @@ fn init_logging_and_traces() -> Result<(), String> {
 
 fn main() -> ExitCode {
     if let Err(error) = init_logging_and_traces() {
-        eprintln!("baton: {error}");
-        return ExitCode::from(commands::EXIT_INVALID_INPUT);
+        return ExitCode::from(exit_code(Err(invalid(error))));
     }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -397,11 +359,12 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("baton: cannot start the async runtime: {error}");
-            return ExitCode::from(commands::EXIT_RUN_FAILED);
+            return ExitCode::from(exit_code(Err(failed(format!(
+                "cannot start the async runtime: {error}"
+            )))));
         }
     };
-    let code = runtime.block_on(async {
+    let outcome = runtime.block_on(async {
         match cli.command {
             Command::Run {
                 envelope,
@@ -415,13 +378,13 @@ fn main() -> ExitCode {
                 } else {
                     format
                 };
-                commands::run(&envelope, registry, format, store).await
+                run_and_plan::run(&envelope, registry, format, store).await
             }
             Command::Plan {
                 envelope,
                 registry,
                 format,
-            } => commands::plan(&envelope, registry, format),
+            } => run_and_plan::plan(&envelope, registry, format),
             Command::Chat {
                 message,
                 thread,
@@ -434,7 +397,7 @@ fn main() -> ExitCode {
                 format,
                 store,
             } => {
-                chat_command::chat(chat_command::ChatOptions {
+                chat_and_fork::chat_command::chat(chat_and_fork::chat_command::ChatOptions {
                     message,
                     thread,
                     agent,
@@ -450,7 +413,7 @@ fn main() -> ExitCode {
             }
             Command::Tasks { store, format } => people::tasks(store, format).await,
             Command::Gc { store } => gc_command::gc(store).await,
-            Command::Eval(arguments) => eval_command::eval(arguments).await,
+            Command::Eval(arguments) => eval::eval(arguments).await,
             Command::Schedule {
                 action,
                 store,
@@ -468,12 +431,12 @@ fn main() -> ExitCode {
                 limit,
                 all,
                 format,
-            } => audit_command::audit(store, tenant, limit, all, format).await,
+            } => people::audit_command::audit(store, tenant, limit, all, format).await,
             Command::History {
                 run_id,
                 registry,
                 store,
-            } => fork_command::history(&run_id, &store, registry).await,
+            } => chat_and_fork::fork_command::history(&run_id, &store, registry).await,
             Command::Fork {
                 run_id,
                 at,
@@ -484,7 +447,7 @@ fn main() -> ExitCode {
                 format,
                 store,
             } => {
-                fork_command::fork(fork_command::ForkOptions {
+                chat_and_fork::fork_command::fork(chat_and_fork::fork_command::ForkOptions {
                     run_id,
                     plan_version: at,
                     event_id: at_event,
@@ -544,15 +507,15 @@ fn main() -> ExitCode {
             Command::Judge {
                 command: Some(JudgeCommand::Verify { output }),
                 ..
-            } => judge::verify(&output),
+            } => eval::judge::verify(&output),
             Command::Judge {
                 request: Some(request),
                 format,
                 command: None,
-            } => judge::run(&request, format).await,
-            Command::Judge { .. } => commands::invalid(
+            } => eval::judge::run(&request, format).await,
+            Command::Judge { .. } => Err(invalid(
                 "baton judge: give a panel request (JSON), or `verify EVALUATION.json`",
-            ),
+            )),
             Command::Registry {
                 command: RegistryCommand::Check { directory },
             } => registry_check::check(&directory),
@@ -560,11 +523,11 @@ fn main() -> ExitCode {
                 store,
                 addr,
                 registry,
-            } => commands::serve(store, addr, registry).await,
+            } => serve::serve(store, addr, registry).await,
             Command::Mcp { store, registry } => mcp_command::mcp(store, registry).await,
         }
     });
     // Spans still batched are sent before the process ends.
     baton_bootstrap::shutdown_traces();
-    ExitCode::from(code)
+    ExitCode::from(exit_code(outcome))
 }

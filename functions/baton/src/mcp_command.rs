@@ -1,6 +1,7 @@
 //! `baton mcp`: Baton's MCP server (`baton_http::protocols::mcp`) on stdio, with the
 //! step worker (and, on DynamoDB + SQS, the sweepers) in-process.
 
+use crate::failure::{Ended, Outcome};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -9,28 +10,19 @@ use baton_bootstrap::stores::StoreChoice;
 /// `baton mcp`: Baton's MCP tools on stdio (JSON-RPC on stdin and stdout;
 /// nothing else is written to stdout), the step worker in-process, every
 /// call tenant `local`'s. Ends when the client closes stdin.
-pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
+pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> Outcome {
     use rmcp::ServiceExt;
-    let configuration = match crate::commands::configuration_or_exit() {
-        Ok(configuration) => configuration,
-        Err(code) => return code,
-    };
-    let registry = match crate::commands::load_registry_or_exit(registry, &configuration) {
-        Ok(registry) => registry,
-        Err(code) => return code,
-    };
+    let configuration = crate::setup::configuration()?;
+    let registry = crate::setup::load_registry(registry, &configuration)?;
     let counters = Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
     let (services, queue, sweeper) =
-        match crate::commands::services_on(&store, registry, &configuration, counters).await {
-            Ok(parts) => parts,
-            Err(code) => return code,
-        };
+        crate::setup::services_on(&store, registry, &configuration, counters).await?;
     // The stdio transport has no tokens: the server serves tenant `local`.
     let authenticator = match baton_http::TokenAuthenticator::from_configuration("") {
         Ok(authenticator) => {
-            authenticator.allowing_anonymous_when_unconfigured(crate::commands::LOCAL_TENANT)
+            authenticator.allowing_anonymous_when_unconfigured(crate::setup::LOCAL_TENANT)
         }
-        Err(error) => return crate::commands::invalid(error),
+        Err(error) => return Err(crate::failure::invalid(error)),
     };
     let state = baton_bootstrap::api_state(&services, authenticator, &configuration);
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
@@ -44,19 +36,17 @@ pub async fn mcp(store: StoreChoice, registry: Option<PathBuf>) -> u8 {
         configuration.worker_max_steps_in_flight,
     ));
     eprintln!("baton mcp: serving Baton's tools on stdio (store: {store:?})");
-    let server = baton_http::protocols::mcp::BatonMcpServer::for_tenant(
-        state,
-        crate::commands::LOCAL_TENANT,
-    );
+    let server =
+        baton_http::protocols::mcp::BatonMcpServer::for_tenant(state, crate::setup::LOCAL_TENANT);
     let sweeping = sweeper.spawn(&configuration, stop_receiver_for_sweeper);
     let code = match server.serve(rmcp::transport::stdio()).await {
         Ok(running) => match running.waiting().await {
-            Ok(_) => crate::commands::EXIT_COMPLETED,
-            Err(error) => crate::commands::invalid(format!("baton mcp: {error}")),
+            Ok(_) => Ok(Ended::Completed),
+            Err(error) => Err(crate::failure::failed(format!("mcp: {error}"))),
         },
-        Err(error) => crate::commands::invalid(format!(
-            "baton mcp: the client did not start a session: {error}"
-        )),
+        Err(error) => Err(crate::failure::invalid(format!(
+            "mcp: the client did not start a session: {error}"
+        ))),
     };
     let _ = stop_sender.send(true);
     let _ = worker.await;

@@ -12,7 +12,7 @@ use baton_core::schema::{compile_schema, json_path_for_pointer};
 use baton_runtime::RuntimeError;
 use serde_json::Value;
 
-use crate::commands::{EXIT_COMPLETED, EXIT_INVALID_INPUT};
+use crate::failure::{Ended, Outcome, invalid};
 
 fn json_files(folder: &Path) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
@@ -97,25 +97,23 @@ fn shape_errors(directory: &Path) -> (Vec<String>, usize) {
 
 /// `baton registry check [DIR]`: exit 0 when the folder is a registry
 /// Baton loads, 2 with every error on stderr.
-pub fn check(directory: &Path) -> u8 {
+pub fn check(directory: &Path) -> Outcome {
     if !directory.is_dir() {
-        eprintln!(
-            "baton registry check: {} is not a folder",
+        return Err(invalid(format!(
+            "registry check: {} is not a folder",
             directory.display()
-        );
-        return EXIT_INVALID_INPUT;
+        )));
     }
     let (errors, checked) = shape_errors(directory);
     if !errors.is_empty() {
         for error in &errors {
             eprintln!("{error}");
         }
-        eprintln!(
-            "baton registry check: {} error(s) in {} file(s) checked",
+        return Err(invalid(format!(
+            "registry check: {} error(s) in {} file(s) checked",
             errors.len(),
             checked
-        );
-        return EXIT_INVALID_INPUT;
+        )));
     }
     match baton_runtime::registry_loader::load_registry(directory) {
         Ok(registry) => {
@@ -148,7 +146,7 @@ pub fn check(directory: &Path) -> u8 {
                 );
             }
             print_default_model(directory);
-            EXIT_COMPLETED
+            Ok(Ended::Completed)
         }
         Err(RuntimeError::Registry(baton_core::CoreError::InvalidRegistry {
             source_name,
@@ -161,13 +159,9 @@ pub fn check(directory: &Path) -> u8 {
             } else {
                 directory.join(&source_name)
             };
-            eprintln!("{}: {path}: {message}", file.display());
-            EXIT_INVALID_INPUT
+            Err(invalid(format!("{}: {path}: {message}", file.display())))
         }
-        Err(other) => {
-            eprintln!("{}: {other}", directory.display());
-            EXIT_INVALID_INPUT
-        }
+        Err(other) => Err(invalid(format!("{}: {other}", directory.display()))),
     }
 }
 
@@ -190,11 +184,10 @@ fn provider_reach(provider: &baton_core::model_catalog::ProviderSettings) -> Str
 /// deployment starts (`BATON_LLM_MODEL`, or the offline model), with its
 /// provider and whether the file prices it.
 fn print_default_model(directory: &Path) {
-    let Ok(configuration) = crate::commands::configuration_or_exit() else {
+    let Ok(configuration) = crate::setup::configuration() else {
         return;
     };
-    let Ok(registry) =
-        crate::commands::load_registry_or_exit(Some(directory.to_path_buf()), &configuration)
+    let Ok(registry) = crate::setup::load_registry(Some(directory.to_path_buf()), &configuration)
     else {
         return;
     };

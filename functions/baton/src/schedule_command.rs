@@ -16,13 +16,11 @@ use baton_runtime::services::Services;
 
 use clap::{Subcommand, ValueEnum};
 
-use crate::TaskFormat;
+use crate::terminal::TaskFormat;
 use baton_bootstrap::stores::LeftOverSteps;
 
-use crate::commands::{
-    EXIT_COMPLETED, configuration_or_exit, embedded_services, invalid, load_registry_or_exit,
-    services_on,
-};
+use crate::failure::{Ended, Outcome, invalid};
+use crate::setup::{configuration, embedded_services, load_registry, services_on};
 
 #[derive(Subcommand)]
 pub enum ScheduleCommand {
@@ -98,33 +96,27 @@ pub async fn schedule(
     store: StoreChoice,
     tenant: String,
     registry: Option<PathBuf>,
-) -> u8 {
-    let configuration = match configuration_or_exit() {
-        Ok(configuration) => configuration,
-        Err(code) => return code,
-    };
-    let registry = match load_registry_or_exit(registry, &configuration) {
-        Ok(registry) => registry,
-        Err(code) => return code,
-    };
+) -> Outcome {
+    let configuration = configuration()?;
+    let registry = load_registry(registry, &configuration)?;
     let services: Services = match &store {
         StoreChoice::Memory => {
-            return invalid(
+            return Err(invalid(
                 "--store memory keeps nothing after this command: schedules need --store sqlite or dynamodb (and `baton serve` on it to fire them)",
-            );
+            ));
         }
         StoreChoice::Dynamodb => {
             let counters =
                 std::sync::Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
             match services_on(&store, registry, &configuration, counters).await {
                 Ok((services, _, _)) => services,
-                Err(code) => return code,
+                Err(error) => return Err(error),
             }
         }
         StoreChoice::Sqlite(_) => {
             match embedded_services(registry, &configuration, &store, LeftOverSteps::None).await {
                 Ok((services, _)) => services,
-                Err(code) => return code,
+                Err(error) => return Err(error),
             }
         }
     };
@@ -139,12 +131,15 @@ pub async fn schedule(
         } => {
             let text = match std::fs::read_to_string(&envelope) {
                 Ok(text) => text,
-                Err(error) => return invalid(format!("{}: {error}", envelope.display())),
+                Err(error) => return Err(invalid(format!("{}: {error}", envelope.display()))),
             };
             let envelope_json: serde_json::Value = match serde_json::from_str(&text) {
                 Ok(value) => value,
                 Err(error) => {
-                    return invalid(format!("{}: not JSON: {error}", envelope.display()));
+                    return Err(invalid(format!(
+                        "{}: not JSON: {error}",
+                        envelope.display()
+                    )));
                 }
             };
             let mut request = serde_json::json!({
@@ -187,13 +182,13 @@ pub async fn schedule(
                 "{}",
                 serde_json::to_string_pretty(&schedule).unwrap_or_default()
             );
-            EXIT_COMPLETED
+            Ok(Ended::Completed)
         }
-        Ok(None) => EXIT_COMPLETED,
+        Ok(None) => Ok(Ended::Completed),
         Err(RuntimeError::InvalidSchedule { path, message }) => {
-            invalid(format!("schedule: {path}: {message}"))
+            Err(invalid(format!("schedule: {path}: {message}")))
         }
-        Err(error) => invalid(format!("schedule: {error}")),
+        Err(error) => Err(invalid(format!("schedule: {error}"))),
     }
 }
 

@@ -6,24 +6,15 @@
 //! have no circle: a circle means two modules can only be understood, and
 //! changed, together. A crate grouped by concept is checked one level down
 //! too: the files of `shared/aws`'s `dynamodb/` (each names the others as
-//! `crate::dynamodb::name`) depend in one direction. Every crate under
-//! `shared/` names each production file once and has at most twelve
-//! top-level modules.
+//! `crate::dynamodb::name`) depend in one direction. Every crate of the
+//! workspace (`shared/`, `functions/` and `tests/`, binaries included)
+//! has modules in one direction, names each production file once and has
+//! at most twelve top-level modules.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-/// The crates whose modules must depend in one direction, from the
-/// repository root.
-const CHECKED_CRATES: [&str; 5] = [
-    "shared/core",
-    "shared/http",
-    "shared/sqlite",
-    "shared/runtime",
-    "shared/aws",
-];
 
 fn repository_root() -> PathBuf {
     baton_architecture_tests::manifest_dir().join("../..")
@@ -61,7 +52,13 @@ fn module_of(src: &Path, file: &Path) -> String {
 /// The names `lib.rs` re-exports from a module (`pub use group::{a, b};`,
 /// `pub use group::a;`), each to that module.
 fn reexported_names(src: &Path) -> BTreeMap<String, String> {
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    // A binary's root is `main.rs`; a crate with both re-exports from `lib.rs`.
+    let root = if src.join("lib.rs").is_file() {
+        src.join("lib.rs")
+    } else {
+        src.join("main.rs")
+    };
+    let lib = std::fs::read_to_string(root).unwrap();
     let code: Vec<&str> = lib
         .lines()
         .filter(|line| !line.trim_start().starts_with("//"))
@@ -107,7 +104,7 @@ fn module_graph_named_by(
     let mut modules: BTreeMap<String, String> = files
         .iter()
         .map(|file| module_of(folder, file))
-        .filter(|module| module != "lib" && module != "mod")
+        .filter(|module| module != "lib" && module != "main" && module != "mod")
         .map(|module| (module.clone(), module))
         .collect();
     for (name, module) in reexported_names(src) {
@@ -118,6 +115,7 @@ fn module_graph_named_by(
     for file in &files {
         let module = module_of(folder, file);
         if module == "lib"
+            || module == "main"
             || module == "mod"
             || file
                 .strip_prefix(src)
@@ -191,18 +189,25 @@ fn find_circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>
 
 #[test]
 fn modules_of_each_crate_depend_in_one_direction() {
-    for krate in CHECKED_CRATES {
-        let src = repository_root().join(krate).join("src");
+    let crates = workspace_crates();
+    let mut edges_read = 0;
+    for krate in &crates {
+        let src = krate.join("src");
         let graph = module_graph(&src);
-        let edges: usize = graph.values().map(BTreeSet::len).sum();
-        assert!(edges >= 3, "{krate}: the imports were read ({edges} edges)");
+        edges_read += graph.values().map(BTreeSet::len).sum::<usize>();
         if let Some(circle) = find_circle(&graph) {
             panic!(
-                "{krate}: these modules import each other in a circle: {}",
+                "{}: these modules import each other in a circle: {}",
+                krate.display(),
                 circle.join(" -> ")
             );
         }
     }
+    assert!(
+        edges_read >= 100,
+        "the imports of {} crates were read ({edges_read} edges)",
+        crates.len()
+    );
 }
 
 #[test]
@@ -262,12 +267,14 @@ fn may_repeat(src: &Path, file: &Path) -> bool {
             .any(|part| part.as_os_str() == "tests")
 }
 
-/// The library crates under `shared/`, from the repository root.
-fn shared_crates() -> Vec<PathBuf> {
-    let mut crates: Vec<PathBuf> = std::fs::read_dir(repository_root().join("shared"))
-        .unwrap()
+/// Every crate of the workspace: the folders of `shared/`, `functions/`
+/// and `tests/` with a `src/lib.rs` or a `src/main.rs`.
+fn workspace_crates() -> Vec<PathBuf> {
+    let mut crates: Vec<PathBuf> = ["shared", "functions", "tests"]
+        .into_iter()
+        .flat_map(|group| std::fs::read_dir(repository_root().join(group)).unwrap())
         .map(|entry| entry.unwrap().path())
-        .filter(|path| path.join("src/lib.rs").is_file())
+        .filter(|path| path.join("src/lib.rs").is_file() || path.join("src/main.rs").is_file())
         .collect();
     crates.sort();
     crates
@@ -284,15 +291,15 @@ fn top_level_modules(src: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// At most this many top-level modules in a shared crate: more, and the
-/// crate wants grouping by concept (folders), or splitting.
+/// At most this many top-level modules in a crate: more, and the crate
+/// wants grouping by concept (folders), or splitting.
 const MAX_TOP_LEVEL_MODULES: usize = 12;
 
 #[test]
-fn every_shared_crate_has_at_most_twelve_top_level_modules() {
-    let crates = shared_crates();
+fn every_crate_has_at_most_twelve_top_level_modules() {
+    let crates = workspace_crates();
     assert!(
-        crates.len() >= 10,
+        crates.len() >= 25,
         "the shared crates were found: {crates:?}"
     );
     let crowded: Vec<(String, usize)> = crates
@@ -310,8 +317,8 @@ fn every_shared_crate_has_at_most_twelve_top_level_modules() {
 }
 
 #[test]
-fn every_shared_crate_names_each_production_file_once() {
-    for krate in shared_crates() {
+fn every_crate_names_each_production_file_once() {
+    for krate in workspace_crates() {
         let repeated = repeated_file_names(&krate.join("src"));
         assert!(
             repeated.is_empty(),

@@ -72,7 +72,7 @@ impl EvalJudges {
             .map_err(|error| ("$.request".to_string(), error))?;
         let request = PanelRequest::parse(&probe).map_err(|error| (error.path, error.message))?;
         baton_core::model_choice::check_judge_models(registry.models(), &request)?;
-        let llm = crate::model_choice::routed_model_for_cli(
+        let llm = crate::setup::model_choice::routed_model_for_cli(
             registry,
             &baton_bootstrap::process_environment,
             // A judge panel is models only: no remote agent, no secret.

@@ -11,8 +11,7 @@ use baton_evaluation::compare::{Change, FailOn, compare as compare_results};
 use baton_evaluation::report::render;
 use baton_evaluation::results::{ExampleResult, parse_results};
 
-use crate::commands::{EXIT_COMPLETED, invalid};
-use crate::eval_command::EXIT_REGRESSION;
+use crate::failure::{Ended, Outcome, invalid};
 
 #[derive(clap::Args)]
 pub struct CompareArguments {
@@ -44,14 +43,14 @@ fn score(value: Option<f64>) -> String {
 }
 
 /// Runs `baton eval compare`.
-pub fn compare(arguments: CompareArguments) -> u8 {
+pub fn compare(arguments: CompareArguments) -> Outcome {
     let fail_on = match FailOn::parse(&arguments.fail_on) {
         Ok(fail_on) => fail_on,
-        Err(error) => return invalid(format!("--fail-on: {error}")),
+        Err(error) => return Err(invalid(format!("--fail-on: {error}"))),
     };
     let (baseline, candidate) = match (read(&arguments.baseline), read(&arguments.candidate)) {
         (Ok(baseline), Ok(candidate)) => (baseline, candidate),
-        (Err(error), _) | (_, Err(error)) => return invalid(error),
+        (Err(error), _) | (_, Err(error)) => return Err(invalid(error)),
     };
     let comparison = compare_results(&baseline, &candidate, fail_on);
     for example in &comparison.examples {
@@ -115,16 +114,16 @@ pub fn compare(arguments: CompareArguments) -> u8 {
         &arguments.viewer,
     );
     if let Err(error) = std::fs::write(&arguments.report, page) {
-        return invalid(format!("{}: {error}", arguments.report.display()));
+        return Err(invalid(format!("{}: {error}", arguments.report.display())));
     }
     println!("report       {}", arguments.report.display());
     if comparison.regressions.is_empty() {
         println!("verdict      no regression");
-        EXIT_COMPLETED
+        Ok(Ended::Completed)
     } else {
         for regression in &comparison.regressions {
             println!("REGRESSION   {regression}");
         }
-        EXIT_REGRESSION
+        Ok(Ended::Regression)
     }
 }

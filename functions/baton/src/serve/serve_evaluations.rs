@@ -28,8 +28,8 @@ use baton_http::evaluation_port::{EvaluationRefusal, ServedEvaluations};
 use baton_runtime::services::{RunRetention, Services};
 use serde_json::Value;
 
-use crate::eval_judges::EvalJudges;
-use crate::eval_runs::ExampleRunner;
+use crate::eval::eval_judges::EvalJudges;
+use crate::eval::eval_runs::ExampleRunner;
 
 /// Evaluations one tenant may have running at once.
 pub const MAX_RUNNING_PER_TENANT: usize = 2;
@@ -252,8 +252,7 @@ impl ServedEvaluations for ServeEvaluations {
                 tasks.push(tokio::spawn(async move {
                     let _slot = slots.acquire_owned().await;
                     let result =
-                        crate::eval_command::run_example(&runner, judges.as_deref(), &example)
-                            .await;
+                        crate::eval::run_example(&runner, judges.as_deref(), &example).await;
                     let mut record = kept.lock().await;
                     record.finished += 1;
                     record.passed += usize::from(result.passed);

@@ -11,7 +11,8 @@ use baton_runtime::ports::AuditLog;
 use baton_runtime::services::{AuditTrail, DEFAULT_AUDIT_RETENTION_DAYS};
 use clap::ValueEnum;
 
-use crate::commands::{configuration_or_exit, invalid};
+use crate::failure::{Ended, Outcome, invalid};
+use crate::setup::configuration;
 
 /// How `baton audit` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -29,32 +30,26 @@ pub async fn audit(
     limit: usize,
     all: bool,
     format: AuditFormat,
-) -> u8 {
+) -> Outcome {
     // Reading the trail needs the store only (no model, no registry).
     let log: Arc<dyn AuditLog> = match &store {
         StoreChoice::Memory => {
-            return invalid(
+            return Err(invalid(
                 "--store memory keeps nothing after this command: read the trail with --store sqlite or dynamodb",
-            );
+            ));
         }
         StoreChoice::Dynamodb => {
-            let configuration = match configuration_or_exit() {
-                Ok(configuration) => configuration,
-                Err(code) => return code,
-            };
+            let configuration = configuration()?;
             match baton_bootstrap::cloud_ports(&configuration).await {
                 Ok(ports) => ports.audit,
-                Err(error) => return invalid(error.to_string()),
+                Err(error) => return Err(invalid(error.to_string())),
             }
         }
         StoreChoice::Sqlite(_) => {
-            let path = match crate::people::durable_file(&store) {
-                Ok(path) => path,
-                Err(code) => return code,
-            };
+            let path = crate::people::durable_file(&store)?;
             match baton_sqlite::SqliteStore::open(&path) {
                 Ok(sqlite) => Arc::new(sqlite),
-                Err(error) => return invalid(format!("store {}: {error}", path.display())),
+                Err(error) => return Err(invalid(format!("store {}: {error}", path.display()))),
             }
         }
     };
@@ -75,7 +70,11 @@ pub async fn audit(
         };
         let page = match trail.list(&tenant, page_size, cursor.take()).await {
             Ok(page) => page,
-            Err(error) => return invalid(format!("the audit trail could not be read: {error}")),
+            Err(error) => {
+                return Err(invalid(format!(
+                    "the audit trail could not be read: {error}"
+                )));
+            }
         };
         for record in &page.records {
             match format {
@@ -107,5 +106,5 @@ pub async fn audit(
     if printed == 0 && format == AuditFormat::Pretty {
         println!("no audit records for tenant `{tenant}`");
     }
-    0
+    Ok(Ended::Completed)
 }

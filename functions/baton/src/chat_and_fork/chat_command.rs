@@ -13,13 +13,12 @@ use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::services::{ChatRequest, Services};
 use tokio::io::AsyncBufReadExt;
 
-use crate::OutputFormat;
+use crate::terminal::OutputFormat;
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
 
-use crate::commands::{
-    EXIT_COMPLETED, EXIT_INVALID_INPUT, LOCAL_TENANT, configuration_or_exit, drive_and_print,
-    embedded_services, invalid, load_registry_or_exit,
-};
+use crate::failure::{CommandError, Ended, Outcome, invalid};
+use crate::run_and_plan::drive_and_print;
+use crate::setup::{LOCAL_TENANT, configuration, embedded_services, load_registry};
 
 /// What `baton chat` was asked.
 pub struct ChatOptions {
@@ -36,30 +35,22 @@ pub struct ChatOptions {
     pub registry: Option<PathBuf>,
 }
 
-pub async fn chat(options: ChatOptions) -> u8 {
-    let configuration = match configuration_or_exit() {
-        Ok(configuration) => configuration,
-        Err(code) => return code,
-    };
-    let registry = match load_registry_or_exit(options.registry.clone(), &configuration) {
-        Ok(registry) => registry,
-        Err(code) => return code,
-    };
-    let (services, queue) = match embedded_services(
+pub async fn chat(options: ChatOptions) -> Outcome {
+    let configuration = configuration()?;
+    let registry = load_registry(options.registry.clone(), &configuration)?;
+    let (services, queue) = embedded_services(
         registry,
         &configuration,
         &options.store,
         LeftOverSteps::None,
     )
-    .await
-    {
-        Ok(parts) => parts,
-        Err(code) => return code,
-    };
-    let inputs = match options.inputs.as_deref().map(read_inputs).transpose() {
-        Ok(inputs) => inputs.unwrap_or_default(),
-        Err(code) => return code,
-    };
+    .await?;
+    let inputs = options
+        .inputs
+        .as_deref()
+        .map(read_inputs)
+        .transpose()?
+        .unwrap_or_default();
     let mut request = ChatRequest {
         message: String::new(),
         thread_id: options.thread.clone(),
@@ -73,8 +64,10 @@ pub async fn chat(options: ChatOptions) -> u8 {
         request.message = message;
         return say(&services, queue, &request, options.format).await.0;
     }
+    // An interactive session goes on after a refused message (shown at
+    // once); its exit code is the last run's.
     let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    let mut code = EXIT_COMPLETED;
+    let mut code = Ok(Ended::Completed);
     let prompt = std::io::IsTerminal::is_terminal(&std::io::stdin());
     loop {
         if prompt {
@@ -91,7 +84,10 @@ pub async fn chat(options: ChatOptions) -> u8 {
         }
         request.message = line;
         let (said, thread) = say(&services, queue.clone(), &request, options.format).await;
-        code = said;
+        match said {
+            Ok(ended) => code = Ok(ended),
+            Err(error) => eprintln!("baton: {error}"),
+        }
         if thread.is_some() {
             request.thread_id = thread;
         }
@@ -104,30 +100,33 @@ async fn say(
     queue: Arc<InMemoryStepQueue>,
     request: &ChatRequest,
     format: OutputFormat,
-) -> (u8, Option<String>) {
+) -> (Outcome, Option<String>) {
     let submitted = match services.runs.submit_chat(LOCAL_TENANT, request).await {
         Ok(submitted) => submitted,
         Err(RuntimeError::InvalidInput { path, message }) => {
-            eprintln!("baton: {path}: {message}");
-            return (EXIT_INVALID_INPUT, None);
+            return (Err(invalid(format!("{path}: {message}"))), None);
         }
         Err(RuntimeError::ThreadNotFound(thread)) => {
-            eprintln!(
-                "baton: no thread `{thread}` in this store (threads are kept by --store sqlite; leave --thread out to start one)"
+            return (
+                Err(invalid(format!(
+                    "no thread `{thread}` in this store (threads are kept by --store sqlite; leave --thread out to start one)"
+                ))),
+                None,
             );
-            return (EXIT_INVALID_INPUT, None);
         }
         Err(RuntimeError::ThreadBusy {
             thread_id,
             active_run_id,
             why,
         }) => {
-            eprintln!(
-                "baton: thread {thread_id} is still answering in run {active_run_id}: {why} (--multitask-strategy enqueue waits for it)"
+            return (
+                Err(invalid(format!(
+                    "thread {thread_id} is still answering in run {active_run_id}: {why} (--multitask-strategy enqueue waits for it)"
+                ))),
+                None,
             );
-            return (EXIT_INVALID_INPUT, None);
         }
-        Err(error) => return (invalid(error), None),
+        Err(error) => return (Err(invalid(error)), None),
     };
     let code = drive_and_print(services, queue, &submitted.run_id, 0, format).await;
     eprintln!("baton: thread {}", submitted.thread_id);
@@ -135,7 +134,9 @@ async fn say(
 }
 
 /// `--inputs FILE`: a JSON object of facet values.
-fn read_inputs(path: &std::path::Path) -> Result<serde_json::Map<String, serde_json::Value>, u8> {
+fn read_inputs(
+    path: &std::path::Path,
+) -> Result<serde_json::Map<String, serde_json::Value>, CommandError> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| invalid(format!("cannot read {}: {error}", path.display())))?;
     match serde_json::from_str(&text) {

@@ -13,47 +13,46 @@ use baton_runtime::clock::SystemClock;
 use baton_runtime::models::panels::PanelRunner;
 use serde_json::{Value, json};
 
-use crate::OutputFormat;
-use crate::commands::{EXIT_COMPLETED, EXIT_RUN_FAILED, invalid};
+use crate::failure::{Ended, Outcome, failed, invalid};
+use crate::terminal::OutputFormat;
 
 /// Exit 0 with the evaluation, 3 when no consensus could be formed, 2 for
 /// a request that is not one (naming the JSON path).
-pub async fn run(path: &Path, format: OutputFormat) -> u8 {
+pub async fn run(path: &Path, format: OutputFormat) -> Outcome {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(error) => return invalid(format!("cannot read {}: {error}", path.display())),
+        Err(error) => return Err(invalid(format!("cannot read {}: {error}", path.display()))),
     };
     let value: Value = match serde_json::from_str(&text) {
         Ok(value) => value,
-        Err(error) => return invalid(format!("{}: not valid JSON: {error}", path.display())),
+        Err(error) => {
+            return Err(invalid(format!(
+                "{}: not valid JSON: {error}",
+                path.display()
+            )));
+        }
     };
     let request = match PanelRequest::parse(&value) {
         Ok(request) => request,
-        Err(error) => return invalid(format!("{}: {error}", path.display())),
+        Err(error) => return Err(invalid(format!("{}: {error}", path.display()))),
     };
-    let configuration = match crate::commands::configuration_or_exit() {
-        Ok(configuration) => configuration,
-        Err(code) => return code,
-    };
-    let registry = match crate::commands::load_registry_or_exit(None, &configuration) {
-        Ok(registry) => registry,
-        Err(code) => return code,
-    };
+    let configuration = crate::setup::configuration()?;
+    let registry = crate::setup::load_registry(None, &configuration)?;
     // Each judge asks its own catalog model: a name the catalog lacks is
     // refused before any is asked.
     if let Err((at, message)) =
         baton_core::model_choice::check_judge_models(registry.models(), &request)
     {
-        return invalid(format!("{}: {at}: {message}", path.display()));
+        return Err(invalid(format!("{}: {at}: {message}", path.display())));
     }
-    let llm = match crate::model_choice::routed_model_for_cli(
+    let llm = match crate::setup::model_choice::routed_model_for_cli(
         &registry,
         &baton_bootstrap::process_environment,
         // A judge panel is models only: no remote agent, no secret.
         Arc::new(baton_runtime::ports::NoSecrets),
     ) {
         Ok(llm) => llm,
-        Err(error) => return invalid(error),
+        Err(error) => return Err(invalid(error)),
     };
     let runner =
         PanelRunner::new(llm, Arc::new(SystemClock)).with_catalog(registry.models().clone());
@@ -94,35 +93,37 @@ pub async fn run(path: &Path, format: OutputFormat) -> u8 {
                 }
                 OutputFormat::Sse => println!("event: evaluation\ndata: {document}\n"),
             }
-            EXIT_COMPLETED
+            Ok(Ended::Completed)
         }
-        Err(reason) => {
-            eprintln!("baton: the panel reached no consensus: {reason}");
-            EXIT_RUN_FAILED
-        }
+        Err(reason) => Err(failed(format!("the panel reached no consensus: {reason}"))),
     }
 }
 
 /// Exit 0 when the chain holds, 3 naming the first broken link, 2 when the
 /// file is not a transcript.
-pub fn verify(path: &Path) -> u8 {
+pub fn verify(path: &Path) -> Outcome {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
-        Err(error) => return invalid(format!("cannot read {}: {error}", path.display())),
+        Err(error) => return Err(invalid(format!("cannot read {}: {error}", path.display()))),
     };
     let value: Value = match serde_json::from_str(&text) {
         Ok(value) => value,
-        Err(error) => return invalid(format!("{}: not valid JSON: {error}", path.display())),
+        Err(error) => {
+            return Err(invalid(format!(
+                "{}: not valid JSON: {error}",
+                path.display()
+            )));
+        }
     };
     // An evaluation output carries it under `transcript`; a file may be the transcript itself.
     let transcript_value = value.get("transcript").cloned().unwrap_or(value);
     let transcript: EvaluationTranscript = match serde_json::from_value(transcript_value) {
         Ok(transcript) => transcript,
         Err(error) => {
-            return invalid(format!(
+            return Err(invalid(format!(
                 "{}: not an evaluation transcript ($.transcript): {error}",
                 path.display()
-            ));
+            )));
         }
     };
     match transcript.verify() {
@@ -131,11 +132,8 @@ pub fn verify(path: &Path) -> u8 {
                 "transcript {} verified: {count} messages, every hash link holds",
                 transcript.topic_id
             );
-            EXIT_COMPLETED
+            Ok(Ended::Completed)
         }
-        Err(broken) => {
-            eprintln!("baton: the transcript is broken at {broken}");
-            EXIT_RUN_FAILED
-        }
+        Err(broken) => Err(failed(format!("the transcript is broken at {broken}"))),
     }
 }

@@ -10,21 +10,20 @@ use std::path::PathBuf;
 use baton_core::engine::{ForkChanges, ForkPoint};
 use baton_runtime::RuntimeError;
 
-use crate::commands::{EXIT_COMPLETED, EXIT_INVALID_INPUT, LOCAL_TENANT, drive_and_print, invalid};
+use crate::failure::{Ended, Outcome, invalid};
 use crate::people::{open_run, read_output};
+use crate::run_and_plan::drive_and_print;
+use crate::setup::LOCAL_TENANT;
 use baton_bootstrap::stores::StoreChoice;
 
-use crate::OutputFormat;
+use crate::terminal::OutputFormat;
 
 /// `baton history RUN`: one line per checkpoint.
-pub async fn history(run_id: &str, store: &StoreChoice, registry: Option<PathBuf>) -> u8 {
-    let (services, _, _) = match open_run(run_id, registry, store).await {
-        Ok(opened) => opened,
-        Err(code) => return code,
-    };
+pub async fn history(run_id: &str, store: &StoreChoice, registry: Option<PathBuf>) -> Outcome {
+    let (services, _, _) = open_run(run_id, registry, store).await?;
     let checkpoints = match services.runs.history(LOCAL_TENANT, run_id).await {
         Ok(checkpoints) => checkpoints,
-        Err(error) => return invalid(error),
+        Err(error) => return Err(invalid(error)),
     };
     for point in checkpoints {
         match &point.node_id {
@@ -38,7 +37,7 @@ pub async fn history(run_id: &str, store: &StoreChoice, registry: Option<PathBuf
             ),
         }
     }
-    EXIT_COMPLETED
+    Ok(Ended::Completed)
 }
 
 /// What `baton fork` was asked.
@@ -55,43 +54,46 @@ pub struct ForkOptions {
     pub registry: Option<PathBuf>,
 }
 
-pub async fn fork(options: ForkOptions) -> u8 {
+pub async fn fork(options: ForkOptions) -> Outcome {
     let point = match (options.plan_version, options.event_id) {
         (Some(version), None) => ForkPoint::PlanVersion(version),
         (None, Some(event_id)) => ForkPoint::EventId(event_id),
-        _ => return invalid("give exactly one of --at PLAN_VERSION and --at-event EVENT_ID"),
+        _ => {
+            return Err(invalid(
+                "give exactly one of --at PLAN_VERSION and --at-event EVENT_ID",
+            ));
+        }
     };
     let mut changes = ForkChanges::default();
     if let Some(path) = &options.inputs {
         match read_output(path) {
             Ok(serde_json::Value::Object(inputs)) => changes.inputs = inputs,
             Ok(_) => {
-                return invalid(format!(
+                return Err(invalid(format!(
                     "{}: the inputs must be a JSON object",
                     path.display()
-                ));
+                )));
             }
-            Err(code) => return code,
+            Err(error) => return Err(error),
         }
     }
     let mut node_outputs = BTreeMap::new();
     for given in &options.node_outputs {
         let Some((node_id, path)) = given.split_once('=') else {
-            return invalid(format!("--node-output {given}: write it NODE=FILE"));
+            return Err(invalid(format!(
+                "--node-output {given}: write it NODE=FILE"
+            )));
         };
         match read_output(std::path::Path::new(path)) {
             Ok(output) => {
                 node_outputs.insert(node_id.to_string(), output);
             }
-            Err(code) => return code,
+            Err(error) => return Err(error),
         }
     }
     changes.node_outputs = node_outputs;
     let (services, queue, _) =
-        match open_run(&options.run_id, options.registry.clone(), &options.store).await {
-            Ok(opened) => opened,
-            Err(code) => return code,
-        };
+        open_run(&options.run_id, options.registry.clone(), &options.store).await?;
     let forked = match services
         .runs
         .fork(LOCAL_TENANT, &options.run_id, point, &changes)
@@ -99,10 +101,9 @@ pub async fn fork(options: ForkOptions) -> u8 {
     {
         Ok(forked) => forked,
         Err(RuntimeError::InvalidInput { path, message }) => {
-            eprintln!("baton: {path}: {message}");
-            return EXIT_INVALID_INPUT;
+            return Err(invalid(format!("{path}: {message}")));
         }
-        Err(error) => return invalid(error),
+        Err(error) => return Err(invalid(error)),
     };
     eprintln!(
         "baton: run {} forked from {}",

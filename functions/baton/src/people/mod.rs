@@ -1,6 +1,8 @@
 //! `baton tasks`, `baton runs`, `baton resume` and `baton resolve`: the
 //! person's side of a parked run, on a store that outlives the process
-//! (SQLite).
+//! (SQLite); `baton audit` (`audit_command`), who did what.
+
+pub mod audit_command;
 
 use baton_runtime::ports::RunQueries;
 use std::path::{Path, PathBuf};
@@ -18,18 +20,17 @@ use serde_json::Value;
 
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice, default_state_file};
 
-use crate::commands::{
-    EXIT_COMPLETED, EXIT_RUN_FAILED, LOCAL_TENANT, configuration_or_exit, drive_and_print,
-    embedded_services, invalid, load_registry_or_exit,
-};
-use crate::{OutputFormat, TaskFormat};
+use crate::failure::{CommandError, Ended, Outcome, failed, invalid};
+use crate::run_and_plan::drive_and_print;
+use crate::setup::{LOCAL_TENANT, configuration, embedded_services, load_registry};
+use crate::terminal::{OutputFormat, TaskFormat};
 
 /// The SQLite file a command that reads parked runs works on.
-pub(crate) fn durable_file(store: &StoreChoice) -> Result<PathBuf, u8> {
+pub(crate) fn durable_file(store: &StoreChoice) -> Result<PathBuf, CommandError> {
     match store {
         StoreChoice::Sqlite(Some(path)) => Ok(path.clone()),
         StoreChoice::Sqlite(None) => {
-            let configuration = configuration_or_exit()?;
+            let configuration = configuration()?;
             default_state_file(&configuration).map_err(invalid)
         }
         StoreChoice::Memory => Err(invalid(
@@ -42,18 +43,15 @@ pub(crate) fn durable_file(store: &StoreChoice) -> Result<PathBuf, u8> {
 }
 
 /// `baton runs`: the local tenant's most recent runs, newest first.
-pub async fn runs(store: StoreChoice, format: TaskFormat, limit: usize) -> u8 {
-    let path = match durable_file(&store) {
-        Ok(path) => path,
-        Err(code) => return code,
-    };
+pub async fn runs(store: StoreChoice, format: TaskFormat, limit: usize) -> Outcome {
+    let path = durable_file(&store)?;
     let sqlite = match baton_sqlite::SqliteStore::open(&path) {
         Ok(sqlite) => sqlite,
-        Err(error) => return invalid(format!("store {}: {error}", path.display())),
+        Err(error) => return Err(invalid(format!("store {}: {error}", path.display()))),
     };
     let runs = match sqlite.recent_runs(LOCAL_TENANT, limit).await {
         Ok(runs) => runs,
-        Err(error) => return invalid(format!("store {}: {error}", path.display())),
+        Err(error) => return Err(invalid(format!("store {}: {error}", path.display()))),
     };
     match format {
         TaskFormat::Json => println!(
@@ -75,22 +73,19 @@ pub async fn runs(store: StoreChoice, format: TaskFormat, limit: usize) -> u8 {
             }
         }
     }
-    EXIT_COMPLETED
+    Ok(Ended::Completed)
 }
 
 /// `baton tasks`: the pending human tasks of the local tenant.
-pub async fn tasks(store: StoreChoice, format: TaskFormat) -> u8 {
-    let path = match durable_file(&store) {
-        Ok(path) => path,
-        Err(code) => return code,
-    };
+pub async fn tasks(store: StoreChoice, format: TaskFormat) -> Outcome {
+    let path = durable_file(&store)?;
     let sqlite = match baton_sqlite::SqliteStore::open(&path) {
         Ok(sqlite) => sqlite,
-        Err(error) => return invalid(format!("store {}: {error}", path.display())),
+        Err(error) => return Err(invalid(format!("store {}: {error}", path.display()))),
     };
     let runs = match sqlite.runs_awaiting_human(LOCAL_TENANT).await {
         Ok(runs) => runs,
-        Err(error) => return invalid(format!("store {}: {error}", path.display())),
+        Err(error) => return Err(invalid(format!("store {}: {error}", path.display()))),
     };
     let tasks: Vec<HumanTask> = runs.iter().flat_map(human_tasks).collect();
     match format {
@@ -118,34 +113,31 @@ pub async fn tasks(store: StoreChoice, format: TaskFormat) -> u8 {
             }
         }
     }
-    EXIT_COMPLETED
+    Ok(Ended::Completed)
 }
 
-pub(crate) fn read_output(path: &Path) -> Result<Value, u8> {
+pub(crate) fn read_output(path: &Path) -> Result<Value, CommandError> {
     let text = std::fs::read_to_string(path)
         .map_err(|error| invalid(format!("cannot read {}: {error}", path.display())))?;
     serde_json::from_str(&text)
         .map_err(|error| invalid(format!("{}: not valid JSON: {error}", path.display())))
 }
 
-fn report_refusal(refusal: HumanInputRefused, output_path: Option<&Path>) -> u8 {
+fn report_refusal(refusal: HumanInputRefused, output_path: Option<&Path>) -> Outcome {
     match refusal {
         HumanInputRefused::NotAwaiting {
             run_status,
             node_status,
-        } => {
-            eprintln!(
-                "baton: nothing to resume: the node is {} and the run {}",
-                node_status.map_or("not in the plan".to_string(), |status| format!(
-                    "{status:?}"
-                )),
-                run_status.as_str()
-            );
-            EXIT_RUN_FAILED
-        }
-        HumanInputRefused::StalePlanVersion { current } => invalid(format!(
+        } => Err(failed(format!(
+            "nothing to resume: the node is {} and the run {}",
+            node_status.map_or("not in the plan".to_string(), |status| format!(
+                "{status:?}"
+            )),
+            run_status.as_str()
+        ))),
+        HumanInputRefused::StalePlanVersion { current } => Err(invalid(format!(
             "the run's plan moved to version {current}; read the task again"
-        )),
+        ))),
         HumanInputRefused::OutputContractViolated(violations) => {
             let source =
                 output_path.map_or("the answer".to_string(), |path| path.display().to_string());
@@ -156,31 +148,28 @@ fn report_refusal(refusal: HumanInputRefused, output_path: Option<&Path>) -> u8 
                     violation.message
                 );
             }
-            invalid("nothing changed; fix the answer and resume again")
+            Err(invalid("nothing changed; fix the answer and resume again"))
         }
-        HumanInputRefused::NoPendingRequest { run_status } => {
-            eprintln!(
-                "baton: no request of that kind waits (the run is {})",
-                run_status.as_str()
-            );
-            EXIT_RUN_FAILED
-        }
-        HumanInputRefused::UnknownRequest { pending } => {
-            invalid(format!("that request does not wait; {pending} does"))
-        }
-        HumanInputRefused::NotPaused { run_status } => {
-            eprintln!("baton: the run is {}, not paused", run_status.as_str());
-            EXIT_RUN_FAILED
-        }
-        HumanInputRefused::AnswerRequired => invalid("--answer must not be empty"),
+        HumanInputRefused::NoPendingRequest { run_status } => Err(failed(format!(
+            "no request of that kind waits (the run is {})",
+            run_status.as_str()
+        ))),
+        HumanInputRefused::UnknownRequest { pending } => Err(invalid(format!(
+            "that request does not wait; {pending} does"
+        ))),
+        HumanInputRefused::NotPaused { run_status } => Err(failed(format!(
+            "the run is {}, not paused",
+            run_status.as_str()
+        ))),
+        HumanInputRefused::AnswerRequired => Err(invalid("--answer must not be empty")),
         // The CLI answers as the local operator, who may answer any task.
-        HumanInputRefused::NotAssignee { assigned_to } => invalid(format!(
+        HumanInputRefused::NotAssignee { assigned_to } => Err(invalid(format!(
             "the task is assigned to users {:?} and groups {:?}",
             assigned_to.users, assigned_to.groups
-        )),
-        HumanInputRefused::NoManualPolicy { policy_id, .. } => invalid(format!(
+        ))),
+        HumanInputRefused::NoManualPolicy { policy_id, .. } => Err(invalid(format!(
             "the run has no enabled manual policy `{policy_id}`"
-        )),
+        ))),
     }
 }
 
@@ -213,10 +202,10 @@ pub(crate) async fn open_run(
     run_id: &str,
     registry: Option<PathBuf>,
     store: &StoreChoice,
-) -> Result<(Services, Arc<InMemoryStepQueue>, RunState), u8> {
+) -> Result<(Services, Arc<InMemoryStepQueue>, RunState), CommandError> {
     durable_file(store)?;
-    let configuration = configuration_or_exit()?;
-    let registry = load_registry_or_exit(registry, &configuration)?;
+    let configuration = configuration()?;
+    let registry = load_registry(registry, &configuration)?;
     let (services, queue) = embedded_services(
         registry,
         &configuration,
@@ -247,22 +236,22 @@ async fn apply_and_drive(
     input: PersonInput,
     format: OutputFormat,
     output_path: Option<&Path>,
-) -> u8 {
+) -> Outcome {
     let last_frame = match services
         .runs
         .read_all_events_after(LOCAL_TENANT, run_id, 0)
         .await
     {
         Ok(frames) => frames.last().map_or(0, |frame| frame.id),
-        Err(error) => return invalid(error),
+        Err(error) => return Err(invalid(error)),
     };
     match services.people.apply(LOCAL_TENANT, run_id, input).await {
         Ok(PersonInputOutcome::Applied { .. }) => {}
         Ok(PersonInputOutcome::Refused(refusal)) => return report_refusal(refusal, output_path),
         Ok(PersonInputOutcome::RunNotFound) => {
-            return invalid(format!("no run `{run_id}` in this store"));
+            return Err(invalid(format!("no run `{run_id}` in this store")));
         }
-        Err(error) => return invalid(error),
+        Err(error) => return Err(invalid(error)),
     }
     drive_and_print(&services, queue, run_id, last_frame, format).await
 }
@@ -271,16 +260,10 @@ async fn apply_and_drive(
 /// (`--output`), answers its clarifying question (`--answer`), or resumes
 /// it from a pause (neither); then runs on, printing frames like `baton run`
 /// (same exit codes).
-pub async fn resume(request: ResumeRequest) -> u8 {
-    let output = match request.output.as_deref().map(read_output).transpose() {
-        Ok(output) => output,
-        Err(code) => return code,
-    };
+pub async fn resume(request: ResumeRequest) -> Outcome {
+    let output = request.output.as_deref().map(read_output).transpose()?;
     let (services, queue, state) =
-        match open_run(&request.run_id, request.registry.clone(), &request.store).await {
-            Ok(opened) => opened,
-            Err(code) => return code,
-        };
+        open_run(&request.run_id, request.registry.clone(), &request.store).await?;
     let input = match (output, request.answer) {
         (Some(output), _) => match waiting_task(&state, request.node_id.as_deref()) {
             Ok(task) => PersonInput::Answer {
@@ -288,7 +271,7 @@ pub async fn resume(request: ResumeRequest) -> u8 {
                 expected_plan_version: task.plan_version,
                 output,
             },
-            Err(code) => return code,
+            Err(error) => return Err(error),
         },
         (None, Some(answer)) => PersonInput::Clarify {
             request_id: None,
@@ -300,19 +283,21 @@ pub async fn resume(request: ResumeRequest) -> u8 {
                 expected_plan_version: state.plan_version(),
             },
             Some(Hold::Request(request)) if request.kind == HitlKind::Clarify => {
-                return invalid(format!(
+                return Err(invalid(format!(
                     "the run asks: {} (answer with --answer TEXT)",
                     request.operator_prompt
-                ));
+                )));
             }
             Some(Hold::Request(request)) => {
-                return invalid(format!(
+                return Err(invalid(format!(
                     "the run waits for approval of {} (use `baton resolve {} --approve|--reject`)",
                     request.request_id, state.run_id
-                ));
+                )));
             }
             None if !human_tasks(&state).is_empty() => {
-                return invalid("the run waits for a person's output: pass --output ANSWER.json");
+                return Err(invalid(
+                    "the run waits for a person's output: pass --output ANSWER.json",
+                ));
             }
             None => {
                 eprintln!(
@@ -320,7 +305,7 @@ pub async fn resume(request: ResumeRequest) -> u8 {
                     state.run_id,
                     state.status.as_str()
                 );
-                return EXIT_RUN_FAILED;
+                return Ok(Ended::RunFailed);
             }
         },
     };
@@ -335,7 +320,7 @@ pub async fn resume(request: ResumeRequest) -> u8 {
 }
 
 /// The task `--output` answers: the named node's, or the only one.
-fn waiting_task(state: &RunState, node_id: Option<&str>) -> Result<HumanTask, u8> {
+fn waiting_task(state: &RunState, node_id: Option<&str>) -> Result<HumanTask, CommandError> {
     let tasks = human_tasks(state);
     let task = match (node_id, tasks.as_slice()) {
         (Some(node_id), _) => tasks.iter().find(|task| task.node_id == node_id),
@@ -354,26 +339,22 @@ fn waiting_task(state: &RunState, node_id: Option<&str>) -> Result<HumanTask, u8
         }
     };
     task.cloned().ok_or_else(|| {
-        eprintln!(
-            "baton: run `{}` is {} and waits for no person's output{}",
+        failed(format!(
+            "run `{}` is {} and waits for no person's output{}",
             state.run_id,
             state.status.as_str(),
             node_id
                 .map(|node| format!(" on `{node}`"))
                 .unwrap_or_default()
-        );
-        EXIT_RUN_FAILED
+        ))
     })
 }
 
 /// `baton resolve`: approves or rejects the run's pending approval request,
 /// then runs on, printing frames like `baton run`.
-pub async fn resolve(request: ResolveRequest) -> u8 {
+pub async fn resolve(request: ResolveRequest) -> Outcome {
     let (services, queue, state) =
-        match open_run(&request.run_id, request.registry.clone(), &request.store).await {
-            Ok(opened) => opened,
-            Err(code) => return code,
-        };
+        open_run(&request.run_id, request.registry.clone(), &request.store).await?;
     let request_id = match (request.request_id, state.governance.pending_request()) {
         (Some(request_id), _) => request_id,
         (None, Some(pending)) => pending.request_id.clone(),
@@ -383,7 +364,7 @@ pub async fn resolve(request: ResolveRequest) -> u8 {
                 state.run_id,
                 state.status.as_str()
             );
-            return EXIT_RUN_FAILED;
+            return Ok(Ended::RunFailed);
         }
     };
     let input = PersonInput::Resolve {

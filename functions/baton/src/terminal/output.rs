@@ -10,8 +10,8 @@ use baton_core::hooks::HookRenderer;
 use baton_core::run::RunStatus;
 use serde_json::Value;
 
-use crate::OutputFormat;
-use crate::progress::{Palette, Spinner, Style, duration_text, style_of};
+use crate::terminal::OutputFormat;
+use crate::terminal::progress::{Palette, Spinner, Style, duration_text, style_of};
 
 pub struct FramePrinter {
     format: OutputFormat,

@@ -10,7 +10,13 @@
 //! score with its 95 % interval, cost and duration percentiles. Exits 0
 //! when the pass rate reaches `--min-pass-rate` (default 1), 1 when it
 //! does not, 2 on a bad dataset or panel. `baton eval compare` is in
-//! `eval_compare`.
+//! `eval_compare`; `baton judge` in `judge`.
+
+pub mod eval_compare;
+pub mod eval_judges;
+pub mod eval_progress;
+pub mod eval_runs;
+pub mod judge;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,12 +28,10 @@ use baton_evaluation::checks::{SettledRun, deterministic_checks, judge_check};
 use baton_evaluation::results::{Check, ExampleResult, results_text};
 use baton_evaluation::summary::Summary;
 
-use crate::commands::{EXIT_COMPLETED, configuration_or_exit, embedded_services, invalid};
-use crate::eval_judges::EvalJudges;
-use crate::eval_runs::{ExampleRunner, NotFinished};
-
-/// Exit code of an evaluation under its threshold, or a comparison with a regression.
-pub const EXIT_REGRESSION: u8 = 1;
+use crate::eval::eval_judges::EvalJudges;
+use crate::eval::eval_runs::{ExampleRunner, NotFinished};
+use crate::failure::{Ended, Outcome, invalid};
+use crate::setup::{configuration, embedded_services};
 
 /// How long one example's run may take when the example sets no bound.
 const DEFAULT_EXAMPLE_LIMIT: Duration = Duration::from_secs(1800);
@@ -65,7 +69,7 @@ pub struct EvalArguments {
     pub token: Option<String>,
     /// Where the embedded default keeps the runs: `sqlite` (the default
     /// file `baton serve --store sqlite` shows), `sqlite:PATH` or `memory`.
-    #[arg(long, default_value = "sqlite", value_parser = crate::parse_store)]
+    #[arg(long, default_value = "sqlite", value_parser = crate::setup::parse_store)]
     pub store: StoreChoice,
 }
 
@@ -73,33 +77,28 @@ pub struct EvalArguments {
 pub enum EvalSubcommand {
     /// Compare a candidate's results with a baseline's: per-example changes,
     /// aggregate differences, regressions (exit 1), an HTML report.
-    Compare(crate::eval_compare::CompareArguments),
+    Compare(crate::eval::eval_compare::CompareArguments),
 }
 
 /// Runs `baton eval` or `baton eval compare`.
-pub async fn eval(arguments: EvalArguments) -> u8 {
+pub async fn eval(arguments: EvalArguments) -> Outcome {
     if let Some(EvalSubcommand::Compare(compare)) = arguments.command {
-        return crate::eval_compare::compare(compare);
+        return crate::eval::eval_compare::compare(compare);
     }
     let Some(dataset_path) = arguments.dataset.clone() else {
-        return invalid("baton eval: give a dataset (JSONL), or `compare BASELINE CANDIDATE`");
+        return Err(invalid(
+            "baton eval: give a dataset (JSONL), or `compare BASELINE CANDIDATE`",
+        ));
     };
     if !(0.0..=1.0).contains(&arguments.min_pass_rate) {
-        return invalid("--min-pass-rate: a share is 0 to 1");
+        return Err(invalid("--min-pass-rate: a share is 0 to 1"));
     }
     let dataset = match read_dataset(&dataset_path) {
         Ok(dataset) => dataset,
-        Err(error) => return invalid(error),
+        Err(error) => return Err(invalid(error)),
     };
-    let configuration = match configuration_or_exit() {
-        Ok(configuration) => configuration,
-        Err(code) => return code,
-    };
-    let registry =
-        match crate::commands::load_registry_or_exit(arguments.registry.clone(), &configuration) {
-            Ok(registry) => registry,
-            Err(code) => return code,
-        };
+    let configuration = configuration()?;
+    let registry = crate::setup::load_registry(arguments.registry.clone(), &configuration)?;
     let panel_file = arguments.judges.clone().or_else(|| {
         dataset
             .header
@@ -110,7 +109,7 @@ pub async fn eval(arguments: EvalArguments) -> u8 {
     let judges = match &panel_file {
         Some(file) => match EvalJudges::load(file, &registry, &arguments.results) {
             Ok(judges) => Some(Arc::new(judges)),
-            Err(error) => return invalid(error),
+            Err(error) => return Err(invalid(error)),
         },
         None => None,
     };
@@ -129,17 +128,13 @@ pub async fn eval(arguments: EvalArguments) -> u8 {
                 .or_else(|| configuration.api_token.clone()),
         },
         None => {
-            let (services, queue) = match embedded_services(
+            let (services, queue) = embedded_services(
                 registry.clone(),
                 &configuration,
                 &arguments.store,
                 LeftOverSteps::None,
             )
-            .await
-            {
-                Ok(parts) => parts,
-                Err(code) => return code,
-            };
+            .await?;
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             worker = Some((
                 stop,
@@ -154,7 +149,7 @@ pub async fn eval(arguments: EvalArguments) -> u8 {
             ));
             ExampleRunner::Embedded {
                 services,
-                tenant: crate::commands::LOCAL_TENANT.to_string(),
+                tenant: crate::setup::LOCAL_TENANT.to_string(),
             }
         }
     };
@@ -171,7 +166,7 @@ pub async fn eval(arguments: EvalArguments) -> u8 {
         let _ = task.await;
     }
     if let Err(error) = std::fs::write(&arguments.results, results_text(&results)) {
-        return invalid(format!("{}: {error}", arguments.results.display()));
+        return Err(invalid(format!("{}: {error}", arguments.results.display())));
     }
     let summary = Summary::of(&results);
     println!("dataset      {}", dataset.header.name);
@@ -187,9 +182,9 @@ pub async fn eval(arguments: EvalArguments) -> u8 {
     }
     println!("results      {}", arguments.results.display());
     if summary.meets(arguments.min_pass_rate) {
-        EXIT_COMPLETED
+        Ok(Ended::Completed)
     } else {
-        EXIT_REGRESSION
+        Ok(Ended::Regression)
     }
 }
 
@@ -230,7 +225,7 @@ async fn run_examples(
             .map(|api| format!(", on {api}"))
             .unwrap_or_default()
     );
-    let progress = crate::eval_progress::EvalProgress::new(total);
+    let progress = crate::eval::eval_progress::EvalProgress::new(total);
     let slots = Arc::new(tokio::sync::Semaphore::new(arguments.concurrency.max(1)));
     let mut tasks = Vec::new();
     for example in dataset.examples.iter().cloned() {
