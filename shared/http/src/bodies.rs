@@ -1,6 +1,7 @@
 //! The request and response bodies of the routes, as types: handlers read
-//! requests into them (a field of the wrong type is an error naming its
-//! JSON path, through `serde_path_to_error`) and answer with them, and the
+//! requests into them with the [`ValidatedJson`] extractor (a field of the
+//! wrong type is an error naming its JSON path, through
+//! `serde_path_to_error`) and answer with them, and the
 //! OpenAPI document takes their JSON Schemas (`schemars`), so what the
 //! document says is what the code reads and writes.
 
@@ -23,9 +24,66 @@ use crate::error::ApiError;
 use axum::http::StatusCode;
 use serde_json::json;
 
+/// A request body read as `T`: the one way a handler reads a JSON body.
+/// Not JSON: 400 `invalid_json` naming the line and column. JSON that does
+/// not fit `T`: `T::refuse` with the JSON path of the first field that does
+/// not (`$.answer`, `$` for the body itself). A body over the limit is
+/// axum's 413, which the router answers in JSON (`routes::json_payload_too_large`).
+#[derive(Debug)]
+pub struct ValidatedJson<T>(pub T);
+
+/// A type a request body is read into, and how a body that does not fit it
+/// is refused.
+pub trait RequestBody: DeserializeOwned {
+    /// The error for a body that is JSON but does not fit, at `path`.
+    fn refuse(path: &str, message: String) -> ApiError;
+    /// Whether the body must be a JSON object (every typed request is; a
+    /// raw [`Value`] is checked by the service it goes to, naming its paths).
+    const MUST_BE_OBJECT: bool = true;
+}
+
+/// A raw JSON body (an envelope, a registration, a schedule, a dataset):
+/// the service that takes it checks it and names the JSON path of a fault.
+impl RequestBody for Value {
+    fn refuse(path: &str, message: String) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", message)
+            .with_details(json!({"path": path}))
+    }
+    const MUST_BE_OBJECT: bool = false;
+}
+
+impl<S: Send + Sync, T: RequestBody> axum::extract::FromRequest<S> for ValidatedJson<T> {
+    type Rejection = axum::response::Response;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        use axum::response::IntoResponse;
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        read_body::<T>(&bytes)
+            .map(ValidatedJson)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
+/// Reads `body` as `T` (the extractor's work, for a body already in hand).
+pub(crate) fn read_body<T: RequestBody>(body: &Bytes) -> Result<T, ApiError> {
+    let value = parse_json_body(body)?;
+    if T::MUST_BE_OBJECT && !value.is_object() {
+        return Err(T::refuse("$", "the body must be a JSON object".into()));
+    }
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let (path, message) = baton_core::envelope::located_serde_error(error);
+        T::refuse(&path, message)
+    })
+}
+
 /// Reads `body` as JSON: not JSON is a 400 `invalid_json` naming the line
 /// and column.
-pub(crate) fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
+fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
     serde_json::from_slice(body).map_err(|error| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -33,23 +91,6 @@ pub(crate) fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
             format!("the body is not valid JSON: {error}"),
         )
         .with_details(json!({"line": error.line(), "column": error.column()}))
-    })
-}
-
-/// Reads `body` as `T`. Not JSON: 400 `invalid_json`. JSON that does not
-/// fit `T`: `refuse(path, message)` with the JSON path of the first field
-/// that does not (`$.answer`, `$` for the body itself).
-pub(crate) fn typed_body<T: DeserializeOwned>(
-    body: &Bytes,
-    refuse: impl Fn(&str, String) -> ApiError,
-) -> Result<T, ApiError> {
-    let value = parse_json_body(body)?;
-    if !value.is_object() {
-        return Err(refuse("$", "the body must be a JSON object".into()));
-    }
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let (path, message) = baton_core::envelope::located_serde_error(error);
-        refuse(&path, message)
     })
 }
 

@@ -2,12 +2,11 @@
 //! /capabilities/register` (a registration, validated, stored for the
 //! tenant).
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::{Extension, Json};
 
 use crate::auth::Tenant;
-use crate::bodies::{CapabilityList, CapabilityRegistered, CapabilitySummary, parse_json_body};
+use crate::bodies::{CapabilityList, CapabilityRegistered, CapabilitySummary, ValidatedJson};
 use crate::error::ApiError;
 use crate::state::ApiState;
 
@@ -26,9 +25,8 @@ pub(super) async fn list_capabilities(
 pub(super) async fn register_capability(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
-    body: Bytes,
+    ValidatedJson(payload): ValidatedJson<serde_json::Value>,
 ) -> Result<Json<CapabilityRegistered>, ApiError> {
-    let payload = parse_json_body(&body)?;
     let registered = state.capabilities.register(&tenant.0, &payload).await?;
     Ok(Json(CapabilityRegistered {
         summary: CapabilitySummary::of_registration(&registered.record, registered.status),

@@ -8,7 +8,6 @@
 //! shows one.
 
 use axum::Extension;
-use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -17,7 +16,7 @@ use baton_runtime::services::ChatRequest;
 use serde_json::json;
 
 use crate::auth::Tenant;
-use crate::bodies::{ChatMessageRequest, typed_body};
+use crate::bodies::{ChatMessageRequest, ValidatedJson};
 use crate::error::ApiError;
 use crate::sse::sse_response_in;
 use crate::state::{ApiState, StreamQuery};
@@ -31,11 +30,16 @@ fn invalid(path: &str, message: impl Into<String>) -> ApiError {
     .with_details(json!({"path": path}))
 }
 
+impl crate::bodies::RequestBody for ChatMessageRequest {
+    fn refuse(path: &str, message: String) -> ApiError {
+        invalid(path, message)
+    }
+}
+
 /// Reads the body (`bodies::ChatMessageRequest`): `message` (a string, may
 /// be blank), and the optional non-blank strings `threadId`, `agent`,
 /// `contextType`; nothing else.
-fn chat_request(body: &Bytes) -> Result<ChatRequest, ApiError> {
-    let body: ChatMessageRequest = typed_body(body, invalid)?;
+fn chat_request(body: ChatMessageRequest) -> Result<ChatRequest, ApiError> {
     let optional = |text: Option<String>, name: &str| match text {
         Some(text) if text.trim().is_empty() => {
             Err(invalid(&format!("$.{name}"), "must be a non-empty string"))
@@ -58,10 +62,10 @@ pub(crate) async fn chat(
     Extension(tenant): Extension<Tenant>,
     Query(query): Query<StreamQuery>,
     headers: axum::http::HeaderMap,
-    body: Bytes,
+    ValidatedJson(body): ValidatedJson<ChatMessageRequest>,
 ) -> Result<Response, ApiError> {
     let dialect = query.dialect()?;
-    let request = chat_request(&body)?;
+    let request = chat_request(body)?;
     let caller = crate::trace_header::caller_trace(&headers);
     let submitted = match state
         .runs

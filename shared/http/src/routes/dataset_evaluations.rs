@@ -7,7 +7,6 @@
 
 use axum::Extension;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -15,7 +14,7 @@ use baton_evaluation::served::{EvaluationList, EvaluationRecord};
 
 use super::evaluation_port::{EvaluationsExtension, not_served};
 use crate::auth::Tenant;
-use crate::bodies::parse_json_body;
+use crate::bodies::ValidatedJson;
 use crate::error::ApiError;
 
 fn served(
@@ -29,10 +28,9 @@ fn served(
 pub(super) async fn create_evaluation(
     Extension(tenant): Extension<Tenant>,
     evaluations: Option<Extension<EvaluationsExtension>>,
-    body: Bytes,
+    ValidatedJson(request): ValidatedJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let evaluations = served(evaluations)?;
-    let request = parse_json_body(&body)?;
     let record = evaluations.start(&tenant.0, &request).await?;
     Ok((StatusCode::ACCEPTED, Json(record)).into_response())
 }

@@ -2,7 +2,6 @@
 //! run (`RunService::submit_evaluation`), so it streams and is stored like
 //! one; these routes speak the panel's own shapes.
 
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -11,7 +10,7 @@ use baton_judge::request::PanelRequest;
 use serde_json::json;
 
 use crate::auth::Tenant;
-use crate::bodies::parse_json_body;
+use crate::bodies::ValidatedJson;
 use crate::error::ApiError;
 use crate::sse::sse_response;
 use crate::state::ApiState;
@@ -28,9 +27,8 @@ fn panels_not_configured() -> ApiError {
 pub(crate) async fn create_evaluation(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
-    body: Bytes,
+    ValidatedJson(body): ValidatedJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
-    let body = parse_json_body(&body)?;
     let request = PanelRequest::parse(&body).map_err(|error| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -5,7 +5,6 @@
 
 use axum::Extension;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -13,7 +12,7 @@ use baton_core::engine::{ForkChanges, ForkPoint};
 use serde_json::json;
 
 use crate::auth::Tenant;
-use crate::bodies::{CheckpointView, ForkRequest, RunAccepted, RunHistory, typed_body};
+use crate::bodies::{CheckpointView, ForkRequest, RunAccepted, RunHistory, ValidatedJson};
 use crate::error::ApiError;
 use crate::state::ApiState;
 
@@ -24,6 +23,12 @@ fn invalid(path: &str, message: impl Into<String>) -> ApiError {
         message,
     )
     .with_details(json!({"path": path}))
+}
+
+impl crate::bodies::RequestBody for ForkRequest {
+    fn refuse(path: &str, message: String) -> ApiError {
+        invalid(path, message)
+    }
 }
 
 pub(crate) async fn run_history(
@@ -50,9 +55,8 @@ pub(crate) async fn fork_run(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     Path(run_id): Path<String>,
-    body: Bytes,
+    ValidatedJson(request): ValidatedJson<ForkRequest>,
 ) -> Result<Response, ApiError> {
-    let request: ForkRequest = typed_body(&body, invalid)?;
     let point = match (request.at.plan_version, request.at.event_id) {
         (Some(version), None) => ForkPoint::PlanVersion(version),
         (None, Some(event_id)) => ForkPoint::EventId(event_id),

@@ -12,7 +12,6 @@
 //! (`details.currentPlanVersion`); 422 the output breaks the node's
 //! contract (`details.errors[].path` from `$.output`); 400 a malformed body.
 
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +23,7 @@ use serde_json::json;
 use crate::auth::{Principal, Tenant};
 use crate::bodies::{
     DeclineRequest, HumanActionApplied, RequestList, ResolveDecision, ResolveRequest,
-    ResumeRequest, TaskList, typed_body,
+    ResumeRequest, TaskList, ValidatedJson,
 };
 use crate::error::ApiError;
 use crate::sse::sse_response;
@@ -38,6 +37,24 @@ fn bad_request(path: &str, message: impl Into<String>) -> ApiError {
 /// A body that does not fit its type: 400 naming the path.
 fn refuse(path: &str, message: String) -> ApiError {
     bad_request(path, format!("{path}: {message}"))
+}
+
+impl crate::bodies::RequestBody for ResumeRequest {
+    fn refuse(path: &str, message: String) -> ApiError {
+        refuse(path, message)
+    }
+}
+
+impl crate::bodies::RequestBody for DeclineRequest {
+    fn refuse(path: &str, message: String) -> ApiError {
+        refuse(path, message)
+    }
+}
+
+impl crate::bodies::RequestBody for ResolveRequest {
+    fn refuse(path: &str, message: String) -> ApiError {
+        refuse(path, message)
+    }
 }
 
 /// `text` unless it is empty (a blank id names nothing).
@@ -182,13 +199,13 @@ pub(crate) async fn resume_run(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     headers: HeaderMap,
-    body: Bytes,
+    ValidatedJson(body): ValidatedJson<ResumeRequest>,
 ) -> Result<Response, ApiError> {
     let wants_stream = headers
         .get(header::ACCEPT)
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains("text/event-stream"));
-    let (run_id, input) = resume_input(typed_body(&body, refuse)?)?;
+    let (run_id, input) = resume_input(body)?;
     if !wants_stream {
         return Ok(apply(&state, &principal, &run_id, input)
             .await?
@@ -216,9 +233,8 @@ pub(crate) async fn decline_task(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
     Path(task_id): Path<String>,
-    body: Bytes,
+    ValidatedJson(body): ValidatedJson<DeclineRequest>,
 ) -> Result<Json<HumanActionApplied>, ApiError> {
-    let body: DeclineRequest = typed_body(&body, refuse)?;
     let (run_id, node_id) = split_task_id(&task_id).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -242,9 +258,8 @@ pub(crate) async fn decline_task(
 pub(crate) async fn resolve_request(
     State(state): State<ApiState>,
     Extension(principal): Extension<Principal>,
-    body: Bytes,
+    ValidatedJson(body): ValidatedJson<ResolveRequest>,
 ) -> Result<Json<HumanActionApplied>, ApiError> {
-    let body: ResolveRequest = typed_body(&body, refuse)?;
     let run_id = non_empty(&Some(body.run_id.clone()), "runId")?
         .unwrap_or_default()
         .to_string();

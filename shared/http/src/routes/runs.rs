@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 
-use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -19,7 +18,7 @@ use baton_core::run::RunStatus;
 use serde_json::{Value, json};
 
 use crate::auth::{Principal, Tenant};
-use crate::bodies::{RunAccepted, RunStatusAnswer, parse_json_body};
+use crate::bodies::{RunAccepted, RunStatusAnswer, ValidatedJson};
 use crate::error::ApiError;
 use crate::snapshot::RunSnapshotResponse;
 use crate::sse::sse_response_in;
@@ -110,9 +109,8 @@ pub(super) async fn create_run(
     Extension(tenant): Extension<Tenant>,
     Extension(principal): Extension<Principal>,
     headers: header::HeaderMap,
-    body: Bytes,
+    ValidatedJson(envelope): ValidatedJson<Value>,
 ) -> Result<Response, ApiError> {
-    let envelope = parse_json_body(&body)?;
     let submitted = state
         .runs
         .submit_traced(
@@ -145,10 +143,9 @@ pub(super) async fn create_run_and_stream(
     Extension(principal): Extension<Principal>,
     Query(query): Query<StreamQuery>,
     headers: header::HeaderMap,
-    body: Bytes,
+    ValidatedJson(envelope): ValidatedJson<Value>,
 ) -> Result<Response, ApiError> {
     let dialect = query.dialect()?;
-    let envelope = parse_json_body(&body)?;
     let submitted = state
         .runs
         .submit_traced(

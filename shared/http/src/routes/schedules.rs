@@ -6,23 +6,21 @@
 
 use axum::Extension;
 use axum::Json;
-use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use baton_core::schedules::Schedule;
 
 use crate::auth::Tenant;
-use crate::bodies::{ScheduleList, parse_json_body};
+use crate::bodies::{ScheduleList, ValidatedJson};
 use crate::error::ApiError;
 use crate::state::ApiState;
 
 pub(super) async fn create_schedule(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
-    body: Bytes,
+    ValidatedJson(request): ValidatedJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
-    let request = parse_json_body(&body)?;
     let schedule = state.schedules.create(&tenant.0, &request).await?;
     Ok((StatusCode::CREATED, Json(schedule)).into_response())
 }
