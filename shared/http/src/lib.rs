@@ -20,7 +20,6 @@
 pub mod auth;
 pub mod bodies;
 pub mod error;
-pub mod openapi;
 pub mod protocols;
 mod routes;
 pub mod server;
@@ -32,4 +31,4 @@ pub mod viewer;
 
 pub use auth::TokenAuthenticator;
 pub use axum::Router;
-pub use routes::{ApiState, HttpSettings, evaluation_port, router};
+pub use routes::{ApiState, HttpSettings, evaluation_port, openapi, router};

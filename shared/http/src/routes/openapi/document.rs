@@ -3,7 +3,6 @@
 
 use serde_json::{Map, Value, json};
 
-use super::operation_ids::operation_id;
 use super::{Body, operations, schemas};
 
 fn content(body: Body) -> Option<Value> {
@@ -44,7 +43,7 @@ pub fn document() -> Value {
         }));
         let mut entry = json!({
             "summary": operation.summary,
-            "operationId": operation_id(operation.method, operation.path),
+            "operationId": operation.id,
             "responses": responses,
         });
         if !parameters.is_empty() {

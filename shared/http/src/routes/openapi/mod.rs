@@ -1,42 +1,76 @@
-//! The OpenAPI 3.1 document of every route the router serves, built here
-//! from one table of operations (method, path, what it answers with which
-//! status) and the JSON Schemas the Rust types generate (`schemars`: the
-//! envelope, the runs list, the error body). Served at
-//! `GET /api/v1/flex/openapi.json` and checked into `docs/openapi.json`;
-//! tests keep the three equal, keep every route of the router in the table
-//! and every table entry served, and keep every status a route answers
-//! with in its entry.
+//! The one table of the API's operations, and the OpenAPI 3.1 document
+//! built from it. Each entry is an operation: its `operationId`, the scope
+//! the caller must hold, the handler that serves it, its method and path,
+//! what it reads and what it answers with which status. The router
+//! (`routes::router`) routes every entry's handler from this table, the
+//! authorization middleware checks each entry's scope, the audit trail
+//! names each request by the entry's id, and the document takes all of it
+//! with the JSON Schemas the Rust types generate (`schemars`: the envelope,
+//! the runs list, the error body). Served at `GET /api/v1/flex/openapi.json`
+//! and checked into `docs/openapi.json`; tests keep the two equal, refuse a
+//! route added anywhere but here (the agent protocols' endpoints aside), and
+//! keep every status a route answers with in its entry.
 //!
-//! Written by hand rather than with `utoipa`: the handlers take raw bodies
-//! (so a bad body is a 400/422 naming its JSON path, never an extractor's
-//! plain-text rejection) and most answers are built from types that
-//! already generate their JSON Schemas with `schemars`.
+//! Written by hand rather than with `utoipa`: the bodies are read by
+//! `bodies::ValidatedJson` (a bad body is a 400/422 naming its JSON path,
+//! never an extractor's plain-text rejection) and most answers are built
+//! from types that already generate their JSON Schemas with `schemars`.
+
+use std::sync::LazyLock;
 
 use axum::Json;
 use axum::response::IntoResponse;
+use axum::routing::{MethodRouter, get, post};
+
+use super::{ApiState, capabilities, chat, evaluations, events, forks, people, runs};
+use crate::auth::Scope;
 
 mod document;
-mod operation_ids;
+#[cfg(test)]
+mod generator_checks;
 mod resource_operations;
 mod schemas;
-mod scopes;
 
-pub use scopes::declared_scope;
+pub use document::document;
+
+/// The table, built once: what the middleware reads on every request.
+static OPERATIONS: LazyLock<Vec<Operation>> = LazyLock::new(operations);
+
+/// The operation `method path` (an OpenAPI path, `{name}` parameters), if
+/// the table has it.
+pub fn operation(method: &str, path: &str) -> Option<&'static Operation> {
+    let method = method.to_ascii_lowercase();
+    OPERATIONS
+        .iter()
+        .find(|operation| operation.method == method && operation.path == path)
+}
+
+/// The scope `method path` needs; `None` for a path the table does not
+/// know or an open operation.
+pub fn declared_scope(method: &str, path: &str) -> Option<Scope> {
+    operation(method, path).and_then(|operation| operation.scope)
+}
 
 /// The audit trail's name for an operation: its `operationId`, else
 /// `method path` (a route outside the document, `/a2a`, `/mcp`).
 pub fn action_name(method: &str, path: &str) -> String {
-    let method = method.to_ascii_lowercase();
-    OPERATION_IDS
-        .iter()
-        .find(|(known_method, known_path, _)| *known_method == method && *known_path == path)
-        .map(|(_, _, id)| (*id).to_string())
-        .unwrap_or_else(|| format!("{method} {path}"))
+    operation(method, path).map_or_else(
+        || format!("{} {path}", method.to_ascii_lowercase()),
+        |operation| operation.id.to_string(),
+    )
 }
 
-pub use document::document;
-
-pub use operation_ids::OPERATION_IDS;
+/// Who serves an operation.
+#[derive(Debug, Clone, Copy)]
+pub enum Served {
+    /// Its handler, behind the bearer token, its scope and the audit trail.
+    Authenticated(fn() -> MethodRouter<ApiState>),
+    /// Its handler, open to anyone (the document itself).
+    Open(fn() -> MethodRouter<ApiState>),
+    /// The run viewer's routes (`viewer::viewer_routes`, built with the
+    /// viewer's configured API origins), open.
+    ByViewer,
+}
 
 /// What a response carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,15 +96,19 @@ pub struct Answer {
 /// One operation of the API.
 #[derive(Debug, Clone)]
 pub struct Operation {
+    /// The hand-chosen `operationId` (what generated clients name their
+    /// methods, and the audit trail its records' action).
+    pub id: &'static str,
     pub method: &'static str,
     /// OpenAPI path (`{name}` parameters).
     pub path: &'static str,
     pub summary: &'static str,
     /// Needs `Authorization: Bearer <token>`.
     pub authenticated: bool,
-    /// The scope the caller must hold (`scopes::declared_scope`); `None` on
-    /// an open operation.
-    pub scope: Option<crate::auth::Scope>,
+    /// The scope the caller must hold; `None` on an open operation.
+    pub scope: Option<Scope>,
+    /// The handler that serves it.
+    pub served: Served,
     /// The request body's component schema, if any.
     pub request: Option<&'static str>,
     /// Query parameters: (name, description).
@@ -140,7 +178,11 @@ const TOO_LARGE: Answer = answer(
 
 /// An operation behind the bearer token (with the answers every such
 /// route can give: too large, over the tenant's limit, 401, 503, 500).
+#[allow(clippy::too_many_arguments)] // one table row: every column named at its call
 fn api(
+    id: &'static str,
+    scope: Scope,
+    handler: fn() -> MethodRouter<ApiState>,
     method: &'static str,
     path: &'static str,
     summary: &'static str,
@@ -170,11 +212,13 @@ fn api(
     }
     answers.extend([UNAUTHORIZED, FORBIDDEN, UNAVAILABLE, INTERNAL]);
     Operation {
+        id,
         method,
         path,
         summary,
         authenticated: true,
-        scope: declared_scope(method, path),
+        scope: Some(scope),
+        served: Served::Authenticated(handler),
         request,
         query,
         answers,
@@ -183,18 +227,23 @@ fn api(
 
 /// Every operation, in the order the document lists them.
 pub fn operations() -> Vec<Operation> {
-    let open = |method, path, summary, answers: &[Answer]| Operation {
+    let open = |id, served, method, path, summary, answers: &[Answer]| Operation {
+        id,
         method,
         path,
         summary,
         authenticated: false,
         scope: None,
+        served,
         request: None,
         query: &[],
         answers: answers.to_vec(),
     };
     let mut operations = vec![
         api(
+            "submitRun",
+            Scope::RunsWrite,
+            || post(runs::create_run),
             "post",
             "/api/v1/flex/runs",
             "Submit a task envelope; the run starts on the step queue",
@@ -217,6 +266,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "listRuns",
+            Scope::RunsRead,
+            || get(runs::list_runs),
             "get",
             "/api/v1/flex/runs",
             "The tenant's runs, newest first",
@@ -237,6 +289,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "submitRunAndStream",
+            Scope::RunsWrite,
+            || post(runs::create_run_and_stream),
             "post",
             "/api/v1/flex/run.stream",
             "Submit an envelope and stream the run's frames until it ends or parks",
@@ -258,6 +313,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "getRun",
+            Scope::RunsRead,
+            || get(runs::run_snapshot),
             "get",
             "/api/v1/flex/runs/{run_id}",
             "A redacted snapshot of a run: status, plan, nodes, usage and cost, notifications",
@@ -269,6 +327,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "streamRunEvents",
+            Scope::RunsRead,
+            || get(events::run_events),
             "get",
             "/api/v1/flex/runs/{run_id}/events",
             "The run's frames: replay, then follow (`Last-Event-ID` resumes)",
@@ -285,6 +346,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "cancelRun",
+            Scope::RunsWrite,
+            || post(runs::cancel_run),
             "post",
             "/api/v1/flex/runs/{run_id}/cancel",
             "Cancel a run that has not ended",
@@ -300,6 +364,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "getRunHistory",
+            Scope::RunsRead,
+            || get(forks::run_history),
             "get",
             "/api/v1/flex/runs/{run_id}/history",
             "The run's checkpoints (plan versions, node completions) a fork can start from",
@@ -311,6 +378,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "forkRun",
+            Scope::RunsWrite,
+            || post(forks::fork_run),
             "post",
             "/api/v1/flex/runs/{run_id}/fork",
             "A new run from a point of this one, reusing what was done there, with inputs or node outputs changed",
@@ -324,6 +394,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "listCapabilities",
+            Scope::RunsRead,
+            || get(capabilities::list_capabilities),
             "get",
             "/api/v1/flex/capabilities",
             "The registry's capabilities and the tenant's registrations",
@@ -336,6 +409,9 @@ pub fn operations() -> Vec<Operation> {
             )],
         ),
         api(
+            "registerCapability",
+            Scope::RegistryWrite,
+            || post(capabilities::register_capability),
             "post",
             "/api/v1/flex/capabilities/register",
             "Register (or heartbeat) a capability",
@@ -357,6 +433,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "resumeRun",
+            Scope::TasksAnswer,
+            || post(people::resume_run),
             "post",
             "/api/v1/flex/run.resume",
             "A person's answer to a parked node, a clarifying answer, or a pause resumed",
@@ -375,6 +454,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "resolveRequest",
+            Scope::ApprovalsDecide,
+            || post(people::resolve_request),
             "post",
             "/api/v1/flex/hitl/resolve",
             "Approve or reject a pending approval request",
@@ -388,6 +470,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "triggerPolicy",
+            Scope::ApprovalsDecide,
+            || post(people::trigger_policy),
             "post",
             "/api/v1/flex/runs/{run_id}/policies/{policy_id}/trigger",
             "Fire a manual runtime policy",
@@ -400,6 +485,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "listTasks",
+            Scope::RunsRead,
+            || get(people::list_tasks),
             "get",
             "/api/v1/flex/tasks",
             "The tasks parked runs wait on a person for",
@@ -414,6 +502,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "listRequests",
+            Scope::RunsRead,
+            || get(people::list_requests),
             "get",
             "/api/v1/flex/hitl/requests",
             "The pending approval requests and clarifying questions",
@@ -426,6 +517,9 @@ pub fn operations() -> Vec<Operation> {
             )],
         ),
         api(
+            "declineTask",
+            Scope::TasksAnswer,
+            || post(people::decline_task),
             "post",
             "/api/v1/flex/tasks/{task_id}/decline",
             "A person declines a task (the run fails or fires onTimeout)",
@@ -442,6 +536,9 @@ pub fn operations() -> Vec<Operation> {
     operations.extend(resource_operations::schedules_and_evaluations());
     operations.extend([
         api(
+            "createEvaluation",
+            Scope::EvaluationsRun,
+            || post(evaluations::create_evaluation),
             "post",
             "/api/v1/judge/evaluations",
             "Convene a judge panel on content; streams progress, then the evaluation",
@@ -454,6 +551,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "getEvaluation",
+            Scope::RunsRead,
+            || get(evaluations::get_evaluation),
             "get",
             "/api/v1/judge/evaluations/{evaluation_id}",
             "An evaluation's verdict and transcript",
@@ -471,6 +571,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "sendChatMessage",
+            Scope::RunsWrite,
+            || post(chat::chat),
             "post",
             "/api/v1/chat",
             "One chat message (a run of one agent node); streams its frames",
@@ -493,6 +596,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "listThreads",
+            Scope::RunsRead,
+            || get(chat::list_threads),
             "get",
             "/api/v1/threads",
             "The tenant's chat threads, the most recently answered first",
@@ -511,6 +617,9 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
+            "getThread",
+            Scope::RunsRead,
+            || get(chat::thread),
             "get",
             "/api/v1/threads/{thread_id}",
             "A chat thread: its exchanges, the run answering and those queued",
@@ -526,6 +635,8 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         open(
+            "getOpenApiDocument",
+            Served::Open(|| get(serve_document)),
             "get",
             "/api/v1/flex/openapi.json",
             "This document",
@@ -536,18 +647,24 @@ pub fn operations() -> Vec<Operation> {
             )],
         ),
         open(
+            "getViewer",
+            Served::ByViewer,
             "get",
             "/",
             "The run viewer (asks for a token once, then uses this API)",
             &[answer(200, "the page", Body::File)],
         ),
         open(
+            "getViewerPage",
+            Served::ByViewer,
             "get",
             "/index.html",
             "The run viewer",
             &[answer(200, "the page", Body::File)],
         ),
         open(
+            "getViewerFile",
+            Served::ByViewer,
             "get",
             "/viewer/{name}",
             "A run viewer file (modules, styles)",

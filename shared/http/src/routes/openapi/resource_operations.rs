@@ -1,7 +1,11 @@
 //! The schedules' and the served evaluations' operations (split from
 //! `mod.rs` to keep each file short).
 
+use axum::routing::{delete, get, post};
+
+use super::super::{audit, dataset_evaluations, schedules};
 use super::{Answer, BAD_JSON, Body, Operation, answer, api};
+use crate::auth::Scope;
 
 const SCHEDULE_NOT_FOUND: Answer = answer(
     404,
@@ -23,6 +27,9 @@ const NOT_SERVED: Answer = answer(
 pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
     vec![
         api(
+            "createSchedule",
+            Scope::SchedulesWrite,
+            || post(schedules::create_schedule),
             "post",
             "/api/v1/flex/schedules",
             "Keep a schedule: the envelope submitted at every fire time of a rate or cron expression in a time zone",
@@ -44,6 +51,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
+            "listSchedules",
+            Scope::RunsRead,
+            || get(schedules::list_schedules),
             "get",
             "/api/v1/flex/schedules",
             "The tenant's schedules, oldest first",
@@ -52,6 +62,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             &[answer(200, "the schedules", Body::Json("ScheduleList"))],
         ),
         api(
+            "getSchedule",
+            Scope::RunsRead,
+            || get(schedules::get_schedule),
             "get",
             "/api/v1/flex/schedules/{schedule_id}",
             "A schedule: its next fire, its last run, its counts",
@@ -63,6 +76,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
+            "deleteSchedule",
+            Scope::SchedulesWrite,
+            || delete(schedules::delete_schedule),
             "delete",
             "/api/v1/flex/schedules/{schedule_id}",
             "Remove a schedule (the runs it started stay)",
@@ -71,6 +87,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             &[answer(204, "removed", Body::Empty), SCHEDULE_NOT_FOUND],
         ),
         api(
+            "pauseSchedule",
+            Scope::SchedulesWrite,
+            || post(schedules::pause_schedule),
             "post",
             "/api/v1/flex/schedules/{schedule_id}/pause",
             "Stop a schedule firing until it is resumed",
@@ -82,6 +101,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
+            "resumeSchedule",
+            Scope::SchedulesWrite,
+            || post(schedules::resume_schedule),
             "post",
             "/api/v1/flex/schedules/{schedule_id}/resume",
             "Fire a paused schedule again, from now on",
@@ -93,6 +115,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
+            "createDatasetEvaluation",
+            Scope::EvaluationsRun,
+            || post(dataset_evaluations::create_evaluation),
             "post",
             "/api/v1/flex/evaluations",
             "Run a dataset's examples (inline: lines, template, optional judge panel) under this tenant and keep the results; answers at once, the examples running",
@@ -119,6 +144,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
+            "listDatasetEvaluations",
+            Scope::RunsRead,
+            || get(dataset_evaluations::list_evaluations),
             "get",
             "/api/v1/flex/evaluations",
             "The tenant's evaluations, newest first, without their results",
@@ -130,6 +158,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
+            "getDatasetEvaluation",
+            Scope::RunsRead,
+            || get(dataset_evaluations::get_evaluation),
             "get",
             "/api/v1/flex/evaluations/{evaluation_id}",
             "An evaluation: its status, counts, summary once done, and the results of the examples finished so far",
@@ -142,6 +173,9 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
+            "listAuditRecords",
+            Scope::Admin,
+            || get(audit::list_audit),
             "get",
             "/api/v1/flex/audit",
             "The tenant's audit trail, newest first: who changed what, when, and how it went (admin)",
