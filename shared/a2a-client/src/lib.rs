@@ -42,6 +42,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_outbound::{GuardedClient, OutboundPolicy, Resolver, SystemResolver};
+use baton_runtime::error::CardRefused;
 use baton_runtime::ports::RemoteAgentCards;
 use reqwest::Method;
 use reqwest::header::{ACCEPT, HeaderMap, HeaderValue};
@@ -155,27 +156,24 @@ impl RemoteAgents {
     }
 
     /// Reads the card at `card_url` (no cache): its JSON-RPC interface.
-    async fn read_card(&self, card_url: &str) -> Result<String, String> {
+    async fn read_card(&self, card_url: &str) -> Result<String, CardRefused> {
         let mut headers = HeaderMap::new();
         headers.insert(ACCEPT, HeaderValue::from_static("application/json"));
         let response = self
             .client(MAX_CARD_BYTES, Duration::from_secs(10))
             .send(Method::GET, card_url, headers, None)
             .await
-            .map_err(|refusal| refusal.to_string())?;
+            .map_err(|refusal| CardRefused::Unreachable(refusal.to_string()))?;
         if !response.status.is_success() {
-            return Err(format!(
-                "the card answered HTTP {}",
-                response.status.as_u16()
-            ));
+            return Err(CardRefused::Status(response.status.as_u16()));
         }
         let card: serde_json::Value = serde_json::from_slice(&response.body)
-            .map_err(|error| format!("the card is not JSON: {error}"))?;
-        card::json_rpc_interface(&card, response.final_url.as_str())
+            .map_err(|error| CardRefused::NotA2a(format!("the card is not JSON: {error}")))?;
+        card::json_rpc_interface(&card, response.final_url.as_str()).map_err(CardRefused::NotA2a)
     }
 
     /// Reads the card at `card_url` and keeps its interface.
-    async fn read_and_remember(&self, card_url: &str) -> Result<String, String> {
+    async fn read_and_remember(&self, card_url: &str) -> Result<String, CardRefused> {
         let interface = self.read_card(card_url).await?;
         self.interfaces
             .lock()
@@ -186,7 +184,7 @@ impl RemoteAgents {
 
     /// The interface of `card_url`, read once per process.
     #[cfg(feature = "agent-calls")]
-    async fn interface_of(&self, card_url: &str) -> Result<String, String> {
+    async fn interface_of(&self, card_url: &str) -> Result<String, CardRefused> {
         if let Some(known) = self
             .interfaces
             .lock()
@@ -201,7 +199,7 @@ impl RemoteAgents {
 
 #[async_trait]
 impl RemoteAgentCards for RemoteAgents {
-    async fn check_card(&self, card_url: &str) -> Result<String, String> {
+    async fn check_card(&self, card_url: &str) -> Result<String, CardRefused> {
         self.read_and_remember(card_url).await
     }
 }

@@ -30,6 +30,7 @@ use baton_core::conversation::{
 use baton_core::model_request::answer_from_tool_input;
 use baton_core::run::TokenUsage;
 use baton_runtime::error::LlmError;
+use baton_runtime::models::retries::{AttemptFailure, RetryPolicy};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
@@ -69,11 +70,6 @@ pub struct BedrockProvider {
 }
 
 /// Why one call failed.
-enum CallFailure {
-    Retryable(LlmError),
-    Final(LlmError),
-}
-
 /// What one streamed message held.
 #[derive(Default)]
 struct Streamed {
@@ -122,38 +118,31 @@ impl BedrockProvider {
             .await
     }
 
+    /// Calls through the one retry skeleton every provider shares
+    /// (`baton_runtime::models::retries`), each call bounded by the
+    /// request timeout.
     async fn call_with_retries(
         &self,
         request: &ModelRequest,
         session: Option<&ToolSession>,
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<(Streamed, bool), LlmError> {
-        let attempts = self.settings.max_attempts.max(1);
-        let mut delay = self.settings.initial_backoff;
-        for attempt in 1..=attempts {
-            let mut streamed_text = false;
-            let call = self.call_once(request, session, deltas, &mut streamed_text);
-            let outcome = match tokio::time::timeout(self.settings.request_timeout, call).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(CallFailure::Retryable(LlmError::Timeout { attempts: 1 })),
-            };
-            match outcome {
-                Ok(answer) => return Ok(answer),
-                Err(CallFailure::Final(error)) => return Err(error),
-                Err(CallFailure::Retryable(error)) if attempt == attempts => {
-                    return Err(with_attempts(error, attempts));
-                }
-                Err(CallFailure::Retryable(error)) => {
-                    tracing::warn!(attempt, %error, "Bedrock call failed; retrying");
-                    if streamed_text {
-                        let _ = deltas.send(ModelDelta::Restarted);
-                    }
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(self.settings.max_backoff);
-                }
-            }
-        }
-        Err(LlmError::UnexpectedResponse("no attempt was made".into()))
+        let policy = RetryPolicy {
+            max_attempts: self.settings.max_attempts,
+            initial_backoff: self.settings.initial_backoff,
+            max_backoff: self.settings.max_backoff,
+            ..RetryPolicy::default()
+        };
+        policy
+            .run(deltas, || async move {
+                let mut streamed_text = false;
+                let call = self.call_once(request, session, deltas, &mut streamed_text);
+                let answered = tokio::time::timeout(self.settings.request_timeout, call)
+                    .await
+                    .unwrap_or(Err(AttemptFailure::Timeout));
+                (answered, streamed_text)
+            })
+            .await
     }
 
     async fn call_once(
@@ -162,13 +151,13 @@ impl BedrockProvider {
         session: Option<&ToolSession>,
         deltas: &UnboundedSender<ModelDelta>,
         streamed_text: &mut bool,
-    ) -> Result<(Streamed, bool), CallFailure> {
+    ) -> Result<(Streamed, bool), AttemptFailure> {
         let model_id = model_id_of(request).ok_or_else(|| {
-            CallFailure::Final(LlmError::Configuration(
+            AttemptFailure::Fatal(LlmError::Configuration(
                 "a Bedrock request names no model (the catalog's modelId)".into(),
             ))
         })?;
-        let (answer_tool, wrapped) = answer_tool(request).map_err(CallFailure::Final)?;
+        let (answer_tool, wrapped) = answer_tool(request).map_err(AttemptFailure::Fatal)?;
         let answer_name = request.answer_tool_name().to_string();
         let free_text = session.is_some_and(|session| session.free_text);
         let mut tools = Vec::new();
@@ -176,7 +165,7 @@ impl BedrockProvider {
             for tool in &session.tools {
                 tools.push(
                     tool_spec(&tool.name, &tool.description, &tool.parameters)
-                        .map_err(CallFailure::Final)?,
+                        .map_err(AttemptFailure::Fatal)?,
                 );
             }
         }
@@ -204,7 +193,7 @@ impl BedrockProvider {
             .model_id(model_id)
             .system(SystemContentBlock::Text(request.system_instruction.clone()))
             .set_messages(Some(
-                messages(request, session).map_err(CallFailure::Final)?,
+                messages(request, session).map_err(AttemptFailure::Fatal)?,
             ))
             .inference_config(
                 InferenceConfiguration::builder()
@@ -293,93 +282,69 @@ impl BedrockProvider {
             }
         }
         if !finished {
-            return Err(CallFailure::Retryable(LlmError::Transport {
-                attempts: 1,
-                message: "the stream ended before the message stopped".into(),
-            }));
+            return Err(AttemptFailure::Transport(
+                "the stream ended before the message stopped".into(),
+            ));
         }
         Ok((streamed, wrapped))
     }
 }
 
-fn build_failure(error: impl std::fmt::Display) -> CallFailure {
-    CallFailure::Final(LlmError::Configuration(format!(
+fn build_failure(error: impl std::fmt::Display) -> AttemptFailure {
+    AttemptFailure::Fatal(LlmError::Configuration(format!(
         "the Bedrock request cannot be built: {error}"
     )))
 }
 
-/// `error` as it is reported after `attempts` calls.
-fn with_attempts(error: LlmError, attempts: u32) -> LlmError {
-    match error {
-        LlmError::RateLimited { .. } => LlmError::RateLimited { attempts },
-        LlmError::ServerError { status, body, .. } => LlmError::ServerError {
-            status,
-            attempts,
-            body,
-        },
-        LlmError::Timeout { .. } => LlmError::Timeout { attempts },
-        LlmError::Transport { message, .. } => LlmError::Transport { attempts, message },
-        other => other,
-    }
-}
-
 fn classify_call_error(
     error: SdkError<ConverseStreamError, aws_smithy_runtime_api::http::Response>,
-) -> CallFailure {
+) -> AttemptFailure {
     match &error {
         SdkError::ServiceError(service) => {
             let status = service.raw().status().as_u16();
             let message = service.err().message().unwrap_or_default().to_string();
             match service.err() {
                 ConverseStreamError::ThrottlingException(_) => {
-                    CallFailure::Retryable(LlmError::RateLimited { attempts: 1 })
+                    AttemptFailure::RateLimited { retry_after: None }
                 }
                 ConverseStreamError::ServiceUnavailableException(_)
                 | ConverseStreamError::InternalServerException(_)
                 | ConverseStreamError::ModelNotReadyException(_)
                 | ConverseStreamError::ModelTimeoutException(_)
-                | ConverseStreamError::ModelStreamErrorException(_) => {
-                    CallFailure::Retryable(LlmError::ServerError {
-                        status,
-                        attempts: 1,
-                        body: message,
-                    })
-                }
+                | ConverseStreamError::ModelStreamErrorException(_) => AttemptFailure::Server {
+                    status,
+                    body: message,
+                    retry_after: None,
+                },
                 ConverseStreamError::AccessDeniedException(_) => {
-                    CallFailure::Final(LlmError::Configuration(format!(
+                    AttemptFailure::Fatal(LlmError::Configuration(format!(
                         "Bedrock refused the call (HTTP {status}): the role needs bedrock:InvokeModelWithResponseStream on this model: {message}"
                     )))
                 }
                 _ if service.err().meta().code() == Some("UnrecognizedClientException")
                     || status == 401 =>
                 {
-                    CallFailure::Final(LlmError::Configuration(format!(
+                    AttemptFailure::Fatal(LlmError::Configuration(format!(
                         "Bedrock refused the credentials (HTTP {status}): give the function a role, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) to valid credentials: {message}"
                     )))
                 }
-                _ => CallFailure::Final(LlmError::RequestRejected {
+                _ => AttemptFailure::Fatal(LlmError::RequestRejected {
                     status,
                     body: message,
                 }),
             }
         }
-        SdkError::TimeoutError(_) => CallFailure::Retryable(LlmError::Timeout { attempts: 1 }),
-        other => CallFailure::Retryable(LlmError::Transport {
-            attempts: 1,
-            message: baton_core::error::with_causes(other),
-        }),
+        SdkError::TimeoutError(_) => AttemptFailure::Timeout,
+        other => AttemptFailure::Transport(baton_core::error::with_causes(other)),
     }
 }
 
-fn classify_stream_error(error: &dyn std::error::Error) -> CallFailure {
+fn classify_stream_error(error: &dyn std::error::Error) -> AttemptFailure {
     let text = baton_core::error::with_causes(error);
     if text.contains("hrottl") {
-        CallFailure::Retryable(LlmError::RateLimited { attempts: 1 })
+        AttemptFailure::RateLimited { retry_after: None }
     } else {
-        CallFailure::Retryable(LlmError::Transport {
-            attempts: 1,
-            message: format!("the stream broke: {text}"),
-        })
+        AttemptFailure::Transport(format!("the stream broke: {text}"))
     }
 }
 

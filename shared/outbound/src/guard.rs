@@ -88,19 +88,24 @@ pub enum OutboundRefusal {
 /// Name resolution (the system's, or a test double).
 #[async_trait]
 pub trait Resolver: Send + Sync {
-    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, String>;
+    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, ResolveError>;
 }
+
+/// Why a name did not resolve (the resolver's own words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ResolveError(pub String);
 
 /// The operating system's resolver.
 pub struct SystemResolver;
 
 #[async_trait]
 impl Resolver for SystemResolver {
-    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, String> {
+    async fn resolve(&self, host: &str, port: u16) -> Result<Vec<IpAddr>, ResolveError> {
         tokio::net::lookup_host((host, port))
             .await
             .map(|addresses| addresses.map(|address| address.ip()).collect())
-            .map_err(|error| error.to_string())
+            .map_err(|error| ResolveError(error.to_string()))
     }
 }
 
@@ -150,7 +155,7 @@ pub async fn check(
             Host::Domain(domain) => resolver.resolve(domain, port).await.map_err(|reason| {
                 OutboundRefusal::NoAddress {
                     host: host_text.clone(),
-                    reason,
+                    reason: reason.to_string(),
                 }
             })?,
         };

@@ -26,4 +26,6 @@ pub mod guard;
 pub mod webhook;
 
 pub use fetch::{GuardedClient, GuardedResponse, GuardedStream};
-pub use guard::{CheckedTarget, OutboundPolicy, OutboundRefusal, Resolver, SystemResolver, check};
+pub use guard::{
+    CheckedTarget, OutboundPolicy, OutboundRefusal, ResolveError, Resolver, SystemResolver, check,
+};

@@ -16,7 +16,9 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use baton_outbound::address::AddressClass;
-use baton_outbound::{GuardedClient, OutboundPolicy, OutboundRefusal, Resolver, check};
+use baton_outbound::{
+    GuardedClient, OutboundPolicy, OutboundRefusal, ResolveError, Resolver, check,
+};
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 
@@ -25,11 +27,11 @@ struct FixedResolver(BTreeMap<&'static str, Vec<IpAddr>>);
 
 #[async_trait]
 impl Resolver for FixedResolver {
-    async fn resolve(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, String> {
+    async fn resolve(&self, host: &str, _port: u16) -> Result<Vec<IpAddr>, ResolveError> {
         self.0
             .get(host)
             .cloned()
-            .ok_or_else(|| format!("no test record for {host}"))
+            .ok_or_else(|| ResolveError(format!("no test record for {host}")))
     }
 }
 

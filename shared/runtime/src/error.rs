@@ -73,6 +73,37 @@ pub enum DeliveryError {
     Webhook(String),
 }
 
+/// Why a remote agent's card (A2A) was refused: the registration naming it
+/// is refused with this, at `$.remoteAgent.cardUrl`.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CardRefused {
+    /// This process reaches no remote agents.
+    #[error("this process cannot reach remote agents, so the card at {0} was not checked")]
+    NotReachableFromHere(String),
+    /// The outbound guard refused the URL, or the card could not be fetched.
+    #[error("{0}")]
+    Unreachable(String),
+    /// The card's server answered with this HTTP status.
+    #[error("the card answered HTTP {0}")]
+    Status(u16),
+    /// The card was fetched but is not an A2A 1.0 card with a JSON-RPC
+    /// interface (the reason names what is missing).
+    #[error("{0}")]
+    NotA2a(String),
+}
+
+impl CardRefused {
+    /// Whether reading the card again may succeed (the agent was down, or
+    /// its server failed), as opposed to a card that is wrong.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            CardRefused::Unreachable(_) => true,
+            CardRefused::Status(status) => *status == 429 || *status >= 500,
+            CardRefused::NotReachableFromHere(_) | CardRefused::NotA2a(_) => false,
+        }
+    }
+}
+
 /// What a model provider reports when it gives up.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum LlmError {

@@ -445,7 +445,7 @@ pub trait ToolRunner: Send + Sync {
 #[async_trait]
 pub trait RemoteAgentCards: Send + Sync {
     /// The agent's JSON-RPC interface URL, or why the card is refused.
-    async fn check_card(&self, card_url: &str) -> Result<String, String>;
+    async fn check_card(&self, card_url: &str) -> Result<String, crate::error::CardRefused>;
 }
 
 /// No remote agents reachable from this process: a registration naming
@@ -454,9 +454,9 @@ pub struct NoRemoteAgents;
 
 #[async_trait]
 impl RemoteAgentCards for NoRemoteAgents {
-    async fn check_card(&self, card_url: &str) -> Result<String, String> {
-        Err(format!(
-            "this process cannot reach remote agents, so the card at {card_url} was not checked"
+    async fn check_card(&self, card_url: &str) -> Result<String, crate::error::CardRefused> {
+        Err(crate::error::CardRefused::NotReachableFromHere(
+            card_url.to_string(),
         ))
     }
 }
