@@ -19,10 +19,13 @@ cd "$(dirname "$0")/.."
 target="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 home="$target/gungraun"
 say() { printf 'check-instruction-budgets: %s\n' "$*"; }
+# This checkout's budgets, named explicitly: the gate's binary may have been
+# built from another checkout sharing the target directory.
+budgets="$PWD/shared/runtime/benches/instruction_budgets.json"
 
 GUNGRAUN_HOME="$home" cargo bench -q -p baton-runtime --bench instructions -- --save-summary=json
 cargo bench -q -p baton-runtime --bench sqlite_step_syscalls
-cargo run -q -p baton-instruction-gate -- --home "$home" ${1:+"$1"}
+cargo run -q -p baton-instruction-gate -- --budgets "$budgets" --home "$home" ${1:+"$1"}
 
 slowed="$target/gungraun-slowed-step"
 rm -rf "$slowed"
@@ -31,7 +34,7 @@ GUNGRAUN_HOME="$slowed" BATON_BENCH_EXTRA_WORK=400 \
   cargo bench -q -p baton-runtime --bench instructions -- --save-summary=json
 cp "$home/sqlite_step_syscalls.json" "$slowed/"
 set +e
-verdict="$(cargo run -q -p baton-instruction-gate -- --home "$slowed")"
+verdict="$(cargo run -q -p baton-instruction-gate -- --budgets "$budgets" --home "$slowed")"
 status=$?
 set -e
 printf '%s\n' "$verdict"

@@ -314,7 +314,7 @@ async fn a_run_replanned_can_be_forked_at_its_first_plan_version_or_at_a_frame_o
     assert_eq!(origin.reused_nodes, ["node_1", "node_2", "node_3"]);
     assert_eq!(
         forked.nodes["node_2"].output.as_deref(),
-        Some(&completion("node_2").payload.unwrap()["output"]),
+        Some(&completion("node_2").draft.payload.unwrap()["output"]),
         "a reused output is the one its node_complete carried"
     );
     assert_eq!(model.asked.lock().unwrap().len() - asked_before, 2);

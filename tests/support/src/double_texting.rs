@@ -208,7 +208,7 @@ impl Harness {
             .unwrap()
             .into_iter()
             .filter(|frame| frame.event_type.as_str() == "log")
-            .filter_map(|frame| frame.message)
+            .filter_map(|frame| frame.draft.message)
             .collect()
     }
 

@@ -72,8 +72,11 @@ impl EventType {
     }
 }
 
-/// An event before it has a sequence number. Built by the constructors in
-/// `crate::wire::frames`, one per frame type.
+/// An event before it has a sequence number: every field of a frame but
+/// its place in the run's log. Built by the constructors in
+/// `crate::wire::frames`, one per frame type; an [`EventFrame`] is a draft
+/// with that place (its fields flattened into the frame's JSON), so the
+/// two cannot drift apart.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventDraft {
@@ -152,53 +155,26 @@ impl EventDraft {
     /// Stamps the draft with its sequence number and run identity.
     pub fn into_frame(self, sequence: u64, run_id: &str, correlation_id: &str) -> EventFrame {
         EventFrame {
-            event_type: self.event_type,
+            draft: self,
             id: sequence,
-            timestamp: self.timestamp,
             run_id: run_id.to_string(),
             correlation_id: correlation_id.to_string(),
-            node_id: self.node_id,
-            plan_version: self.plan_version,
-            message: self.message,
-            payload: self.payload,
-            facet_provenance: self.facet_provenance,
-            parent_run_id: self.parent_run_id,
-            trace_id: self.trace_id,
-            span_id: self.span_id,
             forwarded: false,
         }
     }
 }
 
-/// One frame of a run's event log, as streamed.
+/// One frame of a run's event log, as streamed: a draft ([`EventDraft`],
+/// read through `Deref`) with its sequence number and run identity.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EventFrame {
-    #[serde(rename = "type")]
-    pub event_type: EventType,
+    /// Everything but the frame's place in the log, flattened into its JSON.
+    #[serde(flatten)]
+    pub draft: EventDraft,
     pub id: u64,
-    pub timestamp: String,
     pub run_id: String,
     pub correlation_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_id: Option<String>,
-    #[serde(default)]
-    pub plan_version: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub payload: Option<FramePayload>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub facet_provenance: Option<FrameProvenance>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_run_id: Option<String>,
-    /// The run's W3C trace id (the same for every frame of the run).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trace_id: Option<crate::basics::trace_context::TraceId>,
-    /// The span that wrote the frame (a step's), when traces are exported:
-    /// the frame links to it in a trace backend.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub span_id: Option<crate::basics::trace_context::SpanId>,
     /// Set by a follower on a child run's frame it relays inside its
     /// parent's stream (never stored): such a frame keeps its own run's
     /// ids, and is written without an SSE `id:` so that `Last-Event-ID`
@@ -207,12 +183,20 @@ pub struct EventFrame {
     pub forwarded: bool,
 }
 
-impl EventFrame {
-    /// The payload as a JSON value, if the frame has one.
-    pub fn payload_value(&self) -> Option<serde_json::Value> {
-        self.payload.as_ref().map(|payload| payload.value().clone())
+impl std::ops::Deref for EventFrame {
+    type Target = EventDraft;
+    fn deref(&self) -> &EventDraft {
+        &self.draft
     }
+}
 
+impl std::ops::DerefMut for EventFrame {
+    fn deref_mut(&mut self) -> &mut EventDraft {
+        &mut self.draft
+    }
+}
+
+impl EventFrame {
     /// `id: <seq>\nevent: <type>\ndata: <json>\n\n` (no `id:` line for a
     /// forwarded child frame).
     pub fn to_sse(&self) -> String {

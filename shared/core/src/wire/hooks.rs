@@ -278,22 +278,13 @@ mod tests {
     use super::*;
 
     fn frame(event_type: EventType, node: Option<&str>, payload: Value) -> EventFrame {
-        EventFrame {
-            event_type,
-            id: 1,
-            timestamp: "2026-01-01T00:00:00Z".into(),
-            run_id: "run_1".into(),
-            correlation_id: "c".into(),
-            node_id: node.map(str::to_string),
-            plan_version: 1,
-            message: Some("chunk".into()),
-            payload: Some(payload.into()),
-            facet_provenance: None,
-            parent_run_id: None,
-            trace_id: None,
-            span_id: None,
-            forwarded: false,
+        let mut draft = crate::wire::event::EventDraft::new(event_type, "2026-01-01T00:00:00Z", 1)
+            .message("chunk")
+            .payload(payload);
+        if let Some(node) = node {
+            draft = draft.node(node);
         }
+        draft.into_frame(1, "run_1", "c")
     }
 
     #[test]

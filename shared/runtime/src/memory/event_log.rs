@@ -301,12 +301,9 @@ impl CopiedFrames {
                     .map(FramePayload::from_json_text)
                     .transpose()
                     .map_err(|error| corrupt(format!("its payload: {error}")))?;
-                let frame = EventFrame {
+                let frame = EventDraft {
                     event_type: read.event_type,
-                    id: sequence,
                     timestamp: read.timestamp,
-                    run_id: ids.run_id.to_string(),
-                    correlation_id: ids.correlation_id.to_string(),
                     node_id: read.node_id,
                     plan_version: read.plan_version,
                     message: read.message,
@@ -315,8 +312,8 @@ impl CopiedFrames {
                     parent_run_id: read.parent_run_id,
                     trace_id: read.trace_id.or(ids.trace_id),
                     span_id: read.span_id,
-                    forwarded: false,
-                };
+                }
+                .into_frame(sequence, ids.run_id, ids.correlation_id);
                 start = end;
                 sequence += 1;
                 Ok(frame)

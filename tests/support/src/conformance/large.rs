@@ -114,7 +114,7 @@ async fn round_trip(
         .map_err(failed)?;
     let read: Vec<(EventType, Option<String>)> = read
         .into_iter()
-        .map(|frame| (frame.event_type, frame.message))
+        .map(|frame| (frame.event_type, frame.draft.message))
         .collect();
     check(
         read == expected_frames,

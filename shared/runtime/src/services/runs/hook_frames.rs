@@ -25,7 +25,8 @@ impl RunService {
         if frame.event_type != EventType::NodeStart {
             return;
         }
-        let (Some(node_id), Some(payload)) = (&frame.node_id, frame.payload.as_mut()) else {
+        let (Some(node_id), Some(payload)) = (&frame.draft.node_id, frame.draft.payload.as_mut())
+        else {
             return;
         };
         let is_model = matches!(payload["executorType"].as_str(), Some("ai" | "agent"));
@@ -42,7 +43,7 @@ impl RunService {
         let Some(plan) = stored.state.plan.as_ref() else {
             return;
         };
-        if plan.plan_version != frame.plan_version {
+        if plan.plan_version != frame.draft.plan_version {
             return;
         }
         if let Some(node) = plan.node(node_id) {
@@ -56,7 +57,8 @@ impl RunService {
     /// judge's system prompt and question) from its panel round, kept
     /// beside the run.
     async fn fill_judge_messages(&self, tenant_id: &str, frame: &mut EventFrame) {
-        let (Some(node_id), Some(payload)) = (&frame.node_id, frame.payload.as_mut()) else {
+        let (Some(node_id), Some(payload)) = (&frame.draft.node_id, frame.draft.payload.as_mut())
+        else {
             return;
         };
         let call = &payload["judgeCall"];
