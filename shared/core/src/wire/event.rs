@@ -166,8 +166,13 @@ impl EventDraft {
 
 /// One frame of a run's event log, as streamed: a draft ([`EventDraft`],
 /// read through `Deref`) with its sequence number and run identity.
+///
+/// Written with the draft flattened into it; read through
+/// [`FrameOnTheWire`] rather than `#[serde(flatten)]`, which buffers the
+/// fields and so cannot read the payload's raw JSON (`RawValue`), and would
+/// cost every store read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "FrameOnTheWire")]
 pub struct EventFrame {
     /// Everything but the frame's place in the log, flattened into its JSON.
     #[serde(flatten)]
@@ -181,6 +186,59 @@ pub struct EventFrame {
     /// stays the followed run's sequence.
     #[serde(skip)]
     pub forwarded: bool,
+}
+
+/// A frame as its JSON spells it, field by field: only for reading one.
+/// `From` builds the draft with every field named, so a field added to
+/// [`EventDraft`] does not compile until it is read here too.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FrameOnTheWire {
+    #[serde(rename = "type")]
+    event_type: EventType,
+    id: u64,
+    timestamp: String,
+    run_id: String,
+    correlation_id: String,
+    #[serde(default)]
+    node_id: Option<String>,
+    #[serde(default)]
+    plan_version: u32,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    payload: Option<FramePayload>,
+    #[serde(default)]
+    facet_provenance: Option<FrameProvenance>,
+    #[serde(default)]
+    parent_run_id: Option<String>,
+    #[serde(default)]
+    trace_id: Option<crate::basics::trace_context::TraceId>,
+    #[serde(default)]
+    span_id: Option<crate::basics::trace_context::SpanId>,
+}
+
+impl From<FrameOnTheWire> for EventFrame {
+    fn from(wire: FrameOnTheWire) -> Self {
+        EventFrame {
+            draft: EventDraft {
+                event_type: wire.event_type,
+                timestamp: wire.timestamp,
+                node_id: wire.node_id,
+                plan_version: wire.plan_version,
+                message: wire.message,
+                payload: wire.payload,
+                facet_provenance: wire.facet_provenance,
+                parent_run_id: wire.parent_run_id,
+                trace_id: wire.trace_id,
+                span_id: wire.span_id,
+            },
+            id: wire.id,
+            run_id: wire.run_id,
+            correlation_id: wire.correlation_id,
+            forwarded: false,
+        }
+    }
 }
 
 impl std::ops::Deref for EventFrame {
@@ -234,6 +292,24 @@ mod tests {
             EventType::PlanReadyForReview.as_str(),
             "plan_ready_for_review"
         );
+    }
+
+    #[test]
+    fn a_frame_reads_back_as_it_was_written_its_payload_raw() {
+        let mut draft = EventDraft::new(EventType::NodeComplete, "2026-01-01T00:00:00Z", 3)
+            .node("node_1")
+            .message("done")
+            .payload(json!({"output": {"a": [1, 2]}}));
+        draft.parent_run_id = Some("run-0".into());
+        let frame = draft.into_frame(7, "run-1", "corr-1");
+        let text = serde_json::to_string(&frame).unwrap();
+        let back: EventFrame = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, frame);
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["type"], "node_complete");
+        assert_eq!(value["id"], 7);
+        assert_eq!(value["payload"]["output"]["a"][1], 2);
     }
 
     #[test]
