@@ -4,14 +4,15 @@
 //! clock, ids) and, grouped by concept:
 //! - `services`: what drives the ports (runs, steps, capabilities, people,
 //!   the outbox relay and sweeper, the one event follower, the capability
-//!   cache);
+//!   cache; with the `evaluations` feature, the evaluations a server runs);
 //! - `workers`: the long-running worker pool and the queue-triggered batch;
 //! - `queue`: what happens to a step message (its disposition after a step,
 //!   the dead-letter queue's reader);
 //! - `models`: the model router over providers, its spans, judge panels;
 //! - `observe`: counters read off committed frames (Prometheus text and
 //!   CloudWatch EMF), lifecycle logs, run traces;
-//! - `memory`: the in-memory adapters that make up the embedded default;
+//! - `memory`: the in-memory adapters that make up the embedded default
+//!   (and the evaluations' file store);
 //! - `registry_loader`: a registry folder, or the one built into the binary.
 //!
 //! The store conformance suites and the fault-injecting decorators live in

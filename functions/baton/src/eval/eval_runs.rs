@@ -1,134 +1,47 @@
-//! Where `baton eval` runs an example: on the embedded default (the
-//! process's own services and step worker) or against a deployed API
-//! (`--api URL`: `POST /api/v1/flex/runs`, then its snapshot polled until
-//! the run settles). Either way the example ends as a [`FinishedRun`] or a
-//! failed check naming the step that failed.
+//! Where `baton eval --api URL` runs an example: against a deployed API
+//! (`POST /api/v1/flex/runs`, then its snapshot polled until the run
+//! settles). The embedded default is the runtime's `EmbeddedExampleRuns`.
+//! Either way the example ends as a `FinishedRun` or a failed check naming
+//! the step that failed.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use baton_evaluation::results::{Check, Tokens};
-use baton_runtime::services::Services;
+use async_trait::async_trait;
+use baton_evaluation::results::Tokens;
+use baton_runtime::ports::evaluation_ports::{ExampleRuns, FinishedRun, NotFinished};
 use serde_json::Value;
 
 /// How often a run not yet settled is looked at again.
-const POLL_EVERY: Duration = Duration::from_millis(50);
+const POLL_EVERY: Duration = Duration::from_millis(200);
 
-/// A settled run, as the checks need it.
-pub struct FinishedRun {
-    pub run_id: String,
-    pub status: String,
-    pub output: Value,
-    pub cost_usd: Option<f64>,
-    pub tokens: Tokens,
-    pub duration_ms: u64,
-    pub model_by_node: BTreeMap<String, String>,
+/// Examples run on a deployed API.
+pub struct ApiExampleRuns {
+    pub client: reqwest::Client,
+    /// The API's base URL, without the trailing slash.
+    pub base: String,
+    pub token: Option<String>,
 }
 
-/// An example that never settled: its run id when it had one, and why.
-pub struct NotFinished {
-    pub run_id: Option<String>,
-    pub failed: Check,
-}
-
-/// Where examples run.
-pub enum ExampleRunner {
-    /// This process's services, the runs submitted as `tenant`'s.
-    Embedded { services: Services, tenant: String },
-    Api {
-        client: reqwest::Client,
-        /// The API's base URL, without the trailing slash.
-        base: String,
-        token: Option<String>,
-    },
-}
-
-impl ExampleRunner {
-    /// The API's base URL when the runs are remote (results lines name it).
-    pub fn api(&self) -> Option<String> {
-        match self {
-            Self::Embedded { .. } => None,
-            Self::Api { base, .. } => Some(base.clone()),
-        }
+#[async_trait]
+impl ExampleRuns for ApiExampleRuns {
+    fn api(&self) -> Option<String> {
+        Some(self.base.clone())
     }
 
-    /// Runs one envelope to where it settles, waiting at most `limit`.
-    pub async fn run(&self, envelope: &Value, limit: Duration) -> Result<FinishedRun, NotFinished> {
-        match self {
-            Self::Embedded { services, tenant } => {
-                run_embedded(services, tenant, envelope, limit).await
-            }
-            Self::Api {
-                client,
-                base,
-                token,
-            } => run_remote(client, base, token.as_deref(), envelope, limit).await,
-        }
+    async fn run(&self, envelope: &Value, limit: Duration) -> Result<FinishedRun, NotFinished> {
+        run_remote(
+            &self.client,
+            &self.base,
+            self.token.as_deref(),
+            envelope,
+            limit,
+        )
+        .await
     }
 }
 
 fn not_finished(run_id: Option<String>, check: &str, detail: impl Into<String>) -> NotFinished {
-    NotFinished {
-        run_id,
-        failed: Check::new(check, false, detail),
-    }
-}
-
-async fn run_embedded(
-    services: &Services,
-    tenant: &str,
-    envelope: &Value,
-    limit: Duration,
-) -> Result<FinishedRun, NotFinished> {
-    let started = Instant::now();
-    let submitted = services
-        .runs
-        .submit(tenant, envelope)
-        .await
-        .map_err(|error| not_finished(None, "submitted", error.to_string()))?;
-    let run_id = submitted.run_id;
-    loop {
-        let stored = services
-            .runs
-            .load(tenant, &run_id)
-            .await
-            .map_err(|error| not_finished(Some(run_id.clone()), "loaded", error.to_string()))?;
-        match stored {
-            Some(stored) if stored.state.status.is_settled() => {
-                let state = stored.state;
-                let usage = state.total_usage();
-                return Ok(FinishedRun {
-                    status: state.status.as_str().to_string(),
-                    output: state.output.clone().unwrap_or(Value::Null),
-                    cost_usd: state.total_cost_usd(),
-                    tokens: Tokens {
-                        prompt: usage.prompt_tokens,
-                        completion: usage.completion_tokens,
-                    },
-                    duration_ms: started.elapsed().as_millis() as u64,
-                    model_by_node: state
-                        .nodes
-                        .iter()
-                        .filter_map(|(node, record)| {
-                            record
-                                .model
-                                .as_ref()
-                                .map(|model| (node.clone(), model.to_string()))
-                        })
-                        .collect(),
-                    run_id,
-                });
-            }
-            _ if started.elapsed() > limit => {
-                return Err(not_finished(
-                    Some(run_id),
-                    "settled",
-                    format!("the run had not settled after {} s", limit.as_secs()),
-                ));
-            }
-            _ => tokio::time::sleep(POLL_EVERY).await,
-        }
-    }
+    NotFinished::new(run_id, check, detail)
 }
 
 fn authorized(request: reqwest::RequestBuilder, token: Option<&str>) -> reqwest::RequestBuilder {
@@ -223,6 +136,6 @@ async fn run_remote(
                 format!("the run had not settled after {} s", limit.as_secs()),
             ));
         }
-        tokio::time::sleep(POLL_EVERY * 4).await;
+        tokio::time::sleep(POLL_EVERY).await;
     }
 }

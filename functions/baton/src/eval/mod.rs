@@ -20,21 +20,19 @@ pub mod judge;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
-use baton_core::dataset::{Dataset, ResolvedExample, parse_dataset};
-use baton_evaluation::checks::{SettledRun, deterministic_checks, judge_check};
+use baton_core::dataset::{Dataset, parse_dataset};
 use baton_evaluation::results::{Check, ExampleResult, results_text};
 use baton_evaluation::summary::Summary;
 
-use crate::eval::eval_judges::EvalJudges;
-use crate::eval::eval_runs::{ExampleRunner, NotFinished};
+use baton_runtime::ports::evaluation_ports::{ExampleJudge, ExampleRuns};
+use baton_runtime::services::dataset_evaluations::{EmbeddedExampleRuns, run_example};
+
+use crate::eval::eval_judges::load_judge;
+use crate::eval::eval_runs::ApiExampleRuns;
 use crate::failure::{Ended, Outcome, invalid};
 use crate::setup::{configuration, embedded_services};
-
-/// How long one example's run may take when the example sets no bound.
-const DEFAULT_EXAMPLE_LIMIT: Duration = Duration::from_secs(1800);
 
 /// `baton eval`'s arguments (`baton eval compare` is a subcommand).
 #[derive(clap::Args)]
@@ -107,15 +105,15 @@ pub async fn eval(arguments: EvalArguments) -> Outcome {
             .map(|file| folder_of(&dataset_path).join(file))
     });
     let judges = match &panel_file {
-        Some(file) => match EvalJudges::load(file, &registry, &arguments.results) {
-            Ok(judges) => Some(Arc::new(judges)),
+        Some(file) => match load_judge(file, &registry, &arguments.results) {
+            Ok(judge) => Some(Arc::new(judge) as Arc<dyn ExampleJudge>),
             Err(error) => return Err(invalid(error)),
         },
         None => None,
     };
     let mut worker = None;
-    let runner = match &arguments.api {
-        Some(api) => ExampleRunner::Api {
+    let runner: Arc<dyn ExampleRuns> = match &arguments.api {
+        Some(api) => Arc::new(ApiExampleRuns {
             client: reqwest::Client::new(),
             // The root URL, or the API's own (`…/api/v1/flex`) as `serve` prints it.
             base: api
@@ -126,7 +124,7 @@ pub async fn eval(arguments: EvalArguments) -> Outcome {
                 .token
                 .clone()
                 .or_else(|| configuration.api_token.clone()),
-        },
+        }),
         None => {
             let (services, queue) = embedded_services(
                 registry.clone(),
@@ -147,20 +145,13 @@ pub async fn eval(arguments: EvalArguments) -> Outcome {
                     configuration.worker_max_steps_in_flight,
                 )),
             ));
-            ExampleRunner::Embedded {
-                services,
+            Arc::new(EmbeddedExampleRuns {
+                runs: services.runs.clone(),
                 tenant: crate::setup::LOCAL_TENANT.to_string(),
-            }
+            })
         }
     };
-    let results = run_examples(
-        &dataset,
-        &dataset_path,
-        Arc::new(runner),
-        judges,
-        &arguments,
-    )
-    .await;
+    let results = run_examples(&dataset, &dataset_path, runner, judges, &arguments).await;
     if let Some((stop, task)) = worker {
         let _ = stop.send(());
         let _ = task.await;
@@ -210,8 +201,8 @@ pub fn read_dataset(path: &Path) -> Result<Dataset, String> {
 async fn run_examples(
     dataset: &Dataset,
     dataset_path: &Path,
-    runner: Arc<ExampleRunner>,
-    judges: Option<Arc<EvalJudges>>,
+    runner: Arc<dyn ExampleRuns>,
+    judges: Option<Arc<dyn ExampleJudge>>,
     arguments: &EvalArguments,
 ) -> Vec<ExampleResult> {
     let total = dataset.examples.len();
@@ -238,7 +229,7 @@ async fn run_examples(
         tasks.push(tokio::spawn(async move {
             let _slot = slots.acquire_owned().await;
             progress.started(&example.id);
-            let result = run_example(&runner, judges.as_deref(), &example).await;
+            let result = run_example(runner.as_ref(), judges.as_deref(), &example).await;
             progress.finished(&result);
             result
         }));
@@ -256,81 +247,4 @@ async fn run_examples(
     }
     progress.done();
     results
-}
-
-/// Runs one example to where it settles, then scores it (also for
-/// `baton serve`'s evaluations).
-pub(crate) async fn run_example(
-    runner: &ExampleRunner,
-    judges: Option<&EvalJudges>,
-    example: &ResolvedExample,
-) -> ExampleResult {
-    let limit = example
-        .expect
-        .max_duration_ms
-        .map_or(DEFAULT_EXAMPLE_LIMIT, |bound| {
-            Duration::from_millis(bound).max(Duration::from_secs(1)) * 2
-        });
-    let finished = match runner.run(&example.envelope, limit).await {
-        Ok(finished) => finished,
-        Err(NotFinished { run_id, failed }) => {
-            let mut result = ExampleResult::not_run(&example.id, example.line, run_id, failed);
-            result.api = runner.api();
-            return result;
-        }
-    };
-    let settled = SettledRun {
-        status: finished.status.clone(),
-        output: finished.output.clone(),
-        cost_usd: finished.cost_usd,
-        duration_ms: finished.duration_ms,
-    };
-    let mut checks = deterministic_checks(&example.expect, &settled);
-    let mut judge = None;
-    let expect = &example.expect;
-    match judges {
-        Some(judges) if finished.status == "completed" => {
-            let objective = example.envelope["objective"].as_str().unwrap_or_default();
-            let reference = expect.reference.as_ref();
-            match judges
-                .judge(&example.id, objective, &finished.output, reference)
-                .await
-            {
-                Ok(outcome) => {
-                    checks.extend(judge_check(expect, Ok(outcome.score)));
-                    judge = Some(outcome);
-                }
-                Err(reason) => {
-                    // A panel that was asked and failed fails the example,
-                    // whether or not it sets a minimum score.
-                    checks.extend(judge_check(expect, Err(reason.clone())));
-                    if expect.min_judge_score.is_none() {
-                        checks.push(Check::new("judged", false, reason));
-                    }
-                }
-            }
-        }
-        Some(_) => checks.extend(judge_check(
-            expect,
-            Err(format!("not judged: the run ended {}", finished.status)),
-        )),
-        None => checks.extend(judge_check(
-            expect,
-            Err("no judge panel: name one in the dataset's `judges` or with --judges".into()),
-        )),
-    }
-    ExampleResult {
-        id: example.id.clone(),
-        line: example.line,
-        run_id: Some(finished.run_id),
-        api: runner.api(),
-        passed: checks.iter().all(|check| check.passed),
-        status: Some(finished.status),
-        checks,
-        cost_usd: finished.cost_usd,
-        tokens: finished.tokens,
-        duration_ms: finished.duration_ms,
-        model_by_node: finished.model_by_node,
-        judge,
-    }
 }

@@ -63,15 +63,16 @@ pub async fn serve(
     // `/api/v1/flex/evaluations`: datasets run here, kept in the data directory.
     let app = match &configuration.data_home {
         Some(data_home) => {
-            let evaluations: baton_http::evaluation_port::EvaluationsExtension =
-                Arc::new(serve_evaluations::ServeEvaluations::new(
-                    services.clone(),
-                    registry.clone(),
-                    configuration
-                        .retention()
-                        .with_tenant_settings(registry.tenant_settings()),
-                    data_home,
-                ));
+            let evaluations = serve_evaluations::served_evaluations(
+                &services,
+                registry.clone(),
+                configuration
+                    .retention()
+                    .with_tenant_settings(registry.tenant_settings()),
+                data_home,
+            )
+            .await
+            .map_err(|error| invalid(format!("the evaluations' store: {error}")))?;
             app.layer(axum::Extension(evaluations))
         }
         None => app,

@@ -18,6 +18,8 @@ use baton_core::run::{RunState, RunStatus, StepMessage};
 use tokio::sync::Notify;
 
 mod audit_log;
+#[cfg(feature = "evaluations")]
+mod evaluation_files;
 mod event_log;
 mod local_secrets;
 mod node_leases;
@@ -512,6 +514,8 @@ impl crate::ports::RetentionUpkeep for InMemoryRunStore {
 }
 
 pub use self::audit_log::InMemoryAuditLog;
+#[cfg(feature = "evaluations")]
+pub use self::evaluation_files::{EvaluationFiles, InMemoryEvaluations, TranscriptFolder};
 pub use self::local_secrets::{LOCAL_SECRETS_FILE, LocalSecrets, reference_name};
 pub use self::queue::InMemoryStepQueue;
 pub use self::registrations::InMemoryCapabilityDirectory;

@@ -18,6 +18,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::error::{LlmError, QueueError, StoreError};
 
 mod audit_ports;
+#[cfg(feature = "evaluations")]
+pub mod evaluation_ports;
 mod schedule_ports;
 mod secret_ports;
 mod store_upkeep;

@@ -24,6 +24,8 @@ mod audit;
 mod capabilities;
 pub mod capability_cache;
 mod commit;
+#[cfg(feature = "evaluations")]
+pub mod dataset_evaluations;
 pub mod follow;
 mod outbox;
 mod people;

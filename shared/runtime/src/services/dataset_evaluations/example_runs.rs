@@ -1,0 +1,172 @@
+//! One example of a dataset, run and scored: [`run_example`] runs its
+//! envelope where [`ExampleRuns`] says, waits for it to settle, and scores
+//! it by its deterministic checks and, when a judge is given, by the judge
+//! (`baton-evaluation` decides; this runs). [`EmbeddedExampleRuns`] runs
+//! envelopes on this process's services, under one tenant.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use baton_core::dataset::ResolvedExample;
+use baton_evaluation::checks::{SettledRun, deterministic_checks, judge_check};
+use baton_evaluation::results::{Check, ExampleResult, Tokens};
+use serde_json::Value;
+
+use crate::ports::evaluation_ports::{ExampleJudge, ExampleRuns, FinishedRun, NotFinished};
+use crate::services::RunService;
+
+/// How long one example's run may take when the example sets no bound.
+pub const DEFAULT_EXAMPLE_LIMIT: Duration = Duration::from_secs(1800);
+
+/// How often a run not yet settled is looked at again.
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
+/// Envelopes run on this process's services, submitted as `tenant`'s (so
+/// the runs are the tenant's: listed, shown in the viewer, counted by its
+/// limits). A step worker must be draining the services' queue.
+pub struct EmbeddedExampleRuns {
+    pub runs: std::sync::Arc<RunService>,
+    pub tenant: String,
+}
+
+#[async_trait]
+impl ExampleRuns for EmbeddedExampleRuns {
+    fn api(&self) -> Option<String> {
+        None
+    }
+
+    async fn run(&self, envelope: &Value, limit: Duration) -> Result<FinishedRun, NotFinished> {
+        let started = Instant::now();
+        let submitted = self
+            .runs
+            .submit(&self.tenant, envelope)
+            .await
+            .map_err(|error| NotFinished::new(None, "submitted", error.to_string()))?;
+        let run_id = submitted.run_id;
+        loop {
+            let stored = self
+                .runs
+                .load(&self.tenant, &run_id)
+                .await
+                .map_err(|error| {
+                    NotFinished::new(Some(run_id.clone()), "loaded", error.to_string())
+                })?;
+            match stored {
+                Some(stored) if stored.state.status.is_settled() => {
+                    let state = stored.state;
+                    let usage = state.total_usage();
+                    return Ok(FinishedRun {
+                        status: state.status.as_str().to_string(),
+                        output: state.output.clone().unwrap_or(Value::Null),
+                        cost_usd: state.total_cost_usd(),
+                        tokens: Tokens {
+                            prompt: usage.prompt_tokens,
+                            completion: usage.completion_tokens,
+                        },
+                        duration_ms: u64::try_from(started.elapsed().as_millis())
+                            .unwrap_or(u64::MAX),
+                        model_by_node: state
+                            .nodes
+                            .iter()
+                            .filter_map(|(node, record)| {
+                                record
+                                    .model
+                                    .as_ref()
+                                    .map(|model| (node.clone(), model.to_string()))
+                            })
+                            .collect(),
+                        run_id,
+                    });
+                }
+                _ if started.elapsed() > limit => {
+                    return Err(NotFinished::new(
+                        Some(run_id),
+                        "settled",
+                        format!("the run had not settled after {} s", limit.as_secs()),
+                    ));
+                }
+                _ => tokio::time::sleep(POLL_EVERY).await,
+            }
+        }
+    }
+}
+
+/// Runs one example to where it settles, then scores it: its results line.
+pub async fn run_example(
+    runs: &dyn ExampleRuns,
+    judge: Option<&dyn ExampleJudge>,
+    example: &ResolvedExample,
+) -> ExampleResult {
+    let limit = example
+        .expect
+        .max_duration_ms
+        .map_or(DEFAULT_EXAMPLE_LIMIT, |bound| {
+            Duration::from_millis(bound).max(Duration::from_secs(1)) * 2
+        });
+    let finished = match runs.run(&example.envelope, limit).await {
+        Ok(finished) => finished,
+        Err(NotFinished { run_id, failed }) => {
+            let mut result = ExampleResult::not_run(&example.id, example.line, run_id, failed);
+            result.api = runs.api();
+            return result;
+        }
+    };
+    let settled = SettledRun {
+        status: finished.status.clone(),
+        output: finished.output.clone(),
+        cost_usd: finished.cost_usd,
+        duration_ms: finished.duration_ms,
+    };
+    let expect = &example.expect;
+    let mut checks = deterministic_checks(expect, &settled);
+    let mut judged = None;
+    match judge {
+        Some(judge) if finished.status == "completed" => {
+            let objective = example.envelope["objective"].as_str().unwrap_or_default();
+            match judge
+                .judge(
+                    &example.id,
+                    objective,
+                    &finished.output,
+                    expect.reference.as_ref(),
+                )
+                .await
+            {
+                Ok(outcome) => {
+                    checks.extend(judge_check(expect, Ok(outcome.score)));
+                    judged = Some(outcome);
+                }
+                Err(reason) => {
+                    // A panel that was asked and failed fails the example,
+                    // whether or not it sets a minimum score.
+                    checks.extend(judge_check(expect, Err(reason.clone())));
+                    if expect.min_judge_score.is_none() {
+                        checks.push(Check::new("judged", false, reason));
+                    }
+                }
+            }
+        }
+        Some(_) => checks.extend(judge_check(
+            expect,
+            Err(format!("not judged: the run ended {}", finished.status)),
+        )),
+        None => checks.extend(judge_check(
+            expect,
+            Err("no judge panel: name one in the dataset's `judges` or with --judges".into()),
+        )),
+    }
+    ExampleResult {
+        id: example.id.clone(),
+        line: example.line,
+        run_id: Some(finished.run_id),
+        api: runs.api(),
+        passed: checks.iter().all(|check| check.passed),
+        status: Some(finished.status),
+        checks,
+        cost_usd: finished.cost_usd,
+        tokens: finished.tokens,
+        duration_ms: finished.duration_ms,
+        model_by_node: finished.model_by_node,
+        judge: judged,
+    }
+}

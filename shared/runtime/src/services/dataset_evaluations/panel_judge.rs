@@ -1,0 +1,86 @@
+//! The judge of a dataset's examples: a panel request (its judges,
+//! criteria and configuration; its `content` replaced per example) run in
+//! process by [`PanelRunner`], each judge through its catalog model or the
+//! default model given. Each panel's whole output, with its hash-chained
+//! transcript, goes to a [`TranscriptShelf`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use baton_core::registry::Registry;
+use baton_evaluation::checks::judge_request_for;
+use baton_evaluation::results::JudgeOutcome;
+use baton_judge::request::PanelRequest;
+use serde_json::Value;
+
+use crate::models::panels::PanelRunner;
+use crate::ports::evaluation_ports::{ExampleJudge, TranscriptShelf};
+use crate::ports::{Clock, LlmProvider};
+
+/// A panel ready to judge examples.
+pub struct PanelJudge {
+    template: Value,
+    runner: PanelRunner,
+    shelf: Arc<dyn TranscriptShelf>,
+}
+
+impl PanelJudge {
+    /// Checks the panel request `template` against the registry's model
+    /// catalog; a refusal names its JSON path. `llm` answers every judge
+    /// (routing by the catalog); transcripts go to `shelf`.
+    pub fn from_template(
+        template: Value,
+        registry: &Registry,
+        llm: Arc<dyn LlmProvider>,
+        clock: Arc<dyn Clock>,
+        shelf: Arc<dyn TranscriptShelf>,
+    ) -> Result<Self, (String, String)> {
+        let probe = judge_request_for(&template, "probe", "", &Value::Null, None)
+            .map_err(|error| ("$.request".to_string(), error))?;
+        let request = PanelRequest::parse(&probe).map_err(|error| (error.path, error.message))?;
+        baton_core::model_choice::check_judge_models(registry.models(), &request)?;
+        let runner = PanelRunner::new(llm, clock).with_catalog(registry.models().clone());
+        Ok(Self {
+            template,
+            runner,
+            shelf,
+        })
+    }
+}
+
+#[async_trait]
+impl ExampleJudge for PanelJudge {
+    async fn judge(
+        &self,
+        example_id: &str,
+        objective: &str,
+        output: &Value,
+        reference: Option<&Value>,
+    ) -> Result<JudgeOutcome, String> {
+        let request_value =
+            judge_request_for(&self.template, example_id, objective, output, reference)?;
+        let request = PanelRequest::parse(&request_value).map_err(|error| error.to_string())?;
+        let panel = self
+            .runner
+            .run(request, &format!("eval_{example_id}"), |_| {})
+            .await
+            .map_err(|reason| format!("the judge panel reached no consensus: {reason}"))?;
+        let text = serde_json::to_string_pretty(&panel).map_err(|error| error.to_string())?;
+        let kept = self
+            .shelf
+            .keep(example_id, &text)
+            .await
+            .map_err(|error| format!("the panel's transcript was not kept: {error}"))?;
+        Ok(JudgeOutcome {
+            score: panel.consensus.final_score,
+            confidence: panel.consensus.confidence,
+            variance: panel.consensus.variance,
+            transcript_file: Some(kept),
+            transcript_head: panel
+                .transcript
+                .messages()
+                .last()
+                .map(|(_, _, message)| message.hash.clone()),
+        })
+    }
+}

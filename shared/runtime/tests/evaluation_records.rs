@@ -1,0 +1,141 @@
+//! The one conformance suite of `EvaluationRecords`, run on both stores:
+//! in memory (`InMemoryEvaluations`) and as files (`EvaluationFiles`, in a
+//! temporary folder). A record reads back as written, each tenant sees
+//! only its own, a deletion takes the results and transcripts with it, and
+//! an id that is not an evaluation id names no file.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code: a failed unwrap is a failed test
+
+use std::sync::Arc;
+
+use baton_evaluation::served::{EvaluationRecord, EvaluationStatus};
+use baton_runtime::memory::{EvaluationFiles, InMemoryEvaluations, TranscriptFolder};
+use baton_runtime::ports::evaluation_ports::{EvaluationRecords, TranscriptShelf};
+
+fn record(evaluation_id: &str, finished: usize) -> EvaluationRecord {
+    EvaluationRecord {
+        evaluation_id: evaluation_id.to_string(),
+        name: "a dataset".into(),
+        status: EvaluationStatus::Running,
+        created_at: "2026-11-29T09:00:00Z".into(),
+        total: 3,
+        finished,
+        passed: finished,
+        judged: false,
+        summary: None,
+        results: Vec::new(),
+    }
+}
+
+async fn conformance(store: Arc<dyn EvaluationRecords>, name: &str) {
+    let (tenant_a, tenant_b) = ("tenant-a", "../tenant b");
+    assert!(store.tenants().await.unwrap().is_empty(), "{name}: empty");
+    assert!(store.list_records(tenant_a).await.unwrap().is_empty());
+    assert_eq!(store.get_record(tenant_a, "eval_0a").await.unwrap(), None);
+
+    // Written, read back; the next version replaces it.
+    store
+        .put_record(tenant_a, &record("eval_0a", 0))
+        .await
+        .unwrap();
+    store
+        .put_record(tenant_a, &record("eval_0a", 1))
+        .await
+        .unwrap();
+    store
+        .put_record(tenant_b, &record("eval_0b", 2))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_record(tenant_a, "eval_0a").await.unwrap(),
+        Some(record("eval_0a", 1)),
+        "{name}: the newest version"
+    );
+
+    // Each tenant sees its own.
+    let listed = store.list_records(tenant_a).await.unwrap();
+    assert_eq!(listed, vec![record("eval_0a", 1)], "{name}");
+    assert_eq!(store.get_record(tenant_b, "eval_0a").await.unwrap(), None);
+    let mut tenants = store.tenants().await.unwrap();
+    tenants.sort();
+    assert_eq!(tenants, vec![tenant_b.to_string(), tenant_a.to_string()]);
+
+    // Results and transcripts are kept beside it, and go with it.
+    store
+        .put_results(tenant_a, "eval_0a", "{\"id\":\"one\"}\n")
+        .await
+        .unwrap();
+    let shelf = store.transcript_shelf(tenant_a, "eval_0a");
+    let kept = shelf
+        .keep("example/1", "{\"transcript\":[]}")
+        .await
+        .unwrap();
+    assert!(kept.contains("example"), "{name}: {kept}");
+    store.delete_evaluation(tenant_a, "eval_0a").await.unwrap();
+    assert_eq!(store.get_record(tenant_a, "eval_0a").await.unwrap(), None);
+    assert!(store.list_records(tenant_a).await.unwrap().is_empty());
+    store.delete_evaluation(tenant_a, "eval_0a").await.unwrap();
+    assert_eq!(
+        store.get_record(tenant_b, "eval_0b").await.unwrap(),
+        Some(record("eval_0b", 2)),
+        "{name}: another tenant's is untouched"
+    );
+}
+
+#[tokio::test]
+async fn the_in_memory_store_passes_the_conformance_suite() {
+    let store = InMemoryEvaluations::default();
+    conformance(Arc::new(store.clone()), "memory").await;
+}
+
+#[tokio::test]
+async fn the_file_store_passes_the_conformance_suite_and_leaves_no_file_behind() {
+    let folder = tempfile::tempdir().unwrap();
+    let root = folder.path().join("evaluations");
+    conformance(Arc::new(EvaluationFiles::new(&root)), "files").await;
+    // Tenant a's folder holds nothing after its deletion: no results, no
+    // transcripts, no half-written file.
+    let tenant_a: String = "tenant-a"
+        .bytes()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let left: Vec<_> = std::fs::read_dir(root.join(tenant_a))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn an_id_that_is_not_an_evaluation_id_names_no_file() {
+    let folder = tempfile::tempdir().unwrap();
+    let store = EvaluationFiles::new(folder.path());
+    for id in ["../../escape", "eval_", "eval_xyz", "eval_0a/../0b"] {
+        assert!(
+            store.put_record("tenant", &record(id, 0)).await.is_err(),
+            "{id}"
+        );
+        assert_eq!(store.get_record("tenant", id).await.unwrap(), None, "{id}");
+        store.delete_evaluation("tenant", id).await.unwrap();
+    }
+    assert!(store.tenants().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn transcripts_sit_beside_the_results_under_safe_names() {
+    let folder = tempfile::tempdir().unwrap();
+    let results = folder.path().join("out").join("eval-results.jsonl");
+    let kept = TranscriptFolder::beside(&results)
+        .keep("as-shipped/2 ü", "{}")
+        .await
+        .unwrap();
+    assert_eq!(
+        kept,
+        folder
+            .path()
+            .join("out/eval-results.transcripts/as-shipped_2__.json")
+            .display()
+            .to_string()
+    );
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "{}");
+}
