@@ -22,13 +22,14 @@ use axum::Json;
 use axum::response::IntoResponse;
 use axum::routing::{MethodRouter, get, post};
 
-use super::{ApiState, capabilities, chat, evaluations, events, forks, people, runs};
+use super::{ApiState, chat, evaluations};
 use crate::auth::Scope;
 
 mod document;
 #[cfg(test)]
 mod generator_checks;
 mod resource_operations;
+mod run_operations;
 mod schemas;
 
 pub use document::document;
@@ -176,20 +177,48 @@ const TOO_LARGE: Answer = answer(
     Body::Json("Error"),
 );
 
-/// An operation behind the bearer token (with the answers every such
-/// route can give: too large, over the tenant's limit, 401, 503, 500).
-#[allow(clippy::too_many_arguments)] // one table row: every column named at its call
-fn api(
+/// Who an operation is: its id, scope, handler, method and path.
+#[derive(Clone, Copy)]
+struct Route {
     id: &'static str,
     scope: Scope,
     handler: fn() -> MethodRouter<ApiState>,
     method: &'static str,
     path: &'static str,
+}
+
+const fn route(
+    id: &'static str,
+    scope: Scope,
+    handler: fn() -> MethodRouter<ApiState>,
+    method: &'static str,
+    path: &'static str,
+) -> Route {
+    Route {
+        id,
+        scope,
+        handler,
+        method,
+        path,
+    }
+}
+
+/// An operation behind the bearer token (with the answers every such
+/// route can give: too large, over the tenant's limit, 401, 503, 500).
+fn api(
+    route: Route,
     summary: &'static str,
     request: Option<&'static str>,
     query: &'static [(&'static str, &'static str)],
     answers: &[Answer],
 ) -> Operation {
+    let Route {
+        id,
+        scope,
+        handler,
+        method,
+        path,
+    } = route;
     let mut answers = answers.to_vec();
     if Option::is_some(&request) {
         answers.push(TOO_LARGE);
@@ -239,308 +268,11 @@ pub fn operations() -> Vec<Operation> {
         query: &[],
         answers: answers.to_vec(),
     };
-    let mut operations = vec![
-        api(
-            "submitRun",
-            Scope::RunsWrite,
-            || post(runs::create_run),
-            "post",
-            "/api/v1/flex/runs",
-            "Submit a task envelope; the run starts on the step queue",
-            Some("TaskEnvelope"),
-            &[],
-            &[
-                answer(202, "created", Body::Json("RunAccepted")),
-                answer(
-                    200,
-                    "the same idempotency key was submitted before, or constraints.resumeRunId names a run: that run",
-                    Body::Json("RunAccepted"),
-                ),
-                answer(
-                    404,
-                    "constraints.resumeRunId names no run of the tenant",
-                    Body::Json("Error"),
-                ),
-                BAD_JSON,
-                INVALID,
-            ],
-        ),
-        api(
-            "listRuns",
-            Scope::RunsRead,
-            || get(runs::list_runs),
-            "get",
-            "/api/v1/flex/runs",
-            "The tenant's runs, newest first",
-            None,
-            &[
-                ("status", "only runs with this status"),
-                ("limit", "1 to 100 (default 20)"),
-                ("cursor", "the previous page's nextCursor"),
-                ("forkedFrom", "only the forks of this run"),
-            ],
-            &[
-                answer(200, "one page", Body::Json("RunListPage")),
-                answer(
-                    400,
-                    "a bad parameter (`details.parameter`)",
-                    Body::Json("Error"),
-                ),
-            ],
-        ),
-        api(
-            "submitRunAndStream",
-            Scope::RunsWrite,
-            || post(runs::create_run_and_stream),
-            "post",
-            "/api/v1/flex/run.stream",
-            "Submit an envelope and stream the run's frames until it ends or parks",
-            Some("TaskEnvelope"),
-            &[("dialect", "`hooks`: the hook-event rendering")],
-            &[
-                answer(
-                    200,
-                    "the run's frames (with constraints.resumeRunId: that run's, from its first)",
-                    Body::Sse,
-                ),
-                answer(
-                    404,
-                    "constraints.resumeRunId names no run of the tenant",
-                    Body::Json("Error"),
-                ),
-                BAD_JSON,
-                INVALID,
-            ],
-        ),
-        api(
-            "getRun",
-            Scope::RunsRead,
-            || get(runs::run_snapshot),
-            "get",
-            "/api/v1/flex/runs/{run_id}",
-            "A redacted snapshot of a run: status, plan, nodes, usage and cost, notifications",
-            None,
-            &[],
-            &[
-                answer(200, "the snapshot", Body::Json("RunSnapshotResponse")),
-                NOT_FOUND,
-            ],
-        ),
-        api(
-            "streamRunEvents",
-            Scope::RunsRead,
-            || get(events::run_events),
-            "get",
-            "/api/v1/flex/runs/{run_id}/events",
-            "The run's frames: replay, then follow (`Last-Event-ID` resumes)",
-            None,
-            &[("dialect", "`hooks`: the hook-event rendering")],
-            &[
-                answer(200, "the run's frames", Body::Sse),
-                answer(
-                    400,
-                    "a `Last-Event-ID` that is not a frame id",
-                    Body::Json("Error"),
-                ),
-                NOT_FOUND,
-            ],
-        ),
-        api(
-            "cancelRun",
-            Scope::RunsWrite,
-            || post(runs::cancel_run),
-            "post",
-            "/api/v1/flex/runs/{run_id}/cancel",
-            "Cancel a run that has not ended",
-            None,
-            &[],
-            &[
-                answer(
-                    202,
-                    "the run's status after the cancel",
-                    Body::Json("RunStatusAnswer"),
-                ),
-                NOT_FOUND,
-            ],
-        ),
-        api(
-            "getRunHistory",
-            Scope::RunsRead,
-            || get(forks::run_history),
-            "get",
-            "/api/v1/flex/runs/{run_id}/history",
-            "The run's checkpoints (plan versions, node completions) a fork can start from",
-            None,
-            &[],
-            &[
-                answer(200, "the checkpoints", Body::Json("RunHistory")),
-                NOT_FOUND,
-            ],
-        ),
-        api(
-            "forkRun",
-            Scope::RunsWrite,
-            || post(forks::fork_run),
-            "post",
-            "/api/v1/flex/runs/{run_id}/fork",
-            "A new run from a point of this one, reusing what was done there, with inputs or node outputs changed",
-            Some("ForkRequest"),
-            &[],
-            &[
-                answer(202, "the new run", Body::Json("RunAccepted")),
-                BAD_JSON,
-                NOT_FOUND,
-                INVALID,
-            ],
-        ),
-        api(
-            "listCapabilities",
-            Scope::RunsRead,
-            || get(capabilities::list_capabilities),
-            "get",
-            "/api/v1/flex/capabilities",
-            "The registry's capabilities and the tenant's registrations",
-            None,
-            &[],
-            &[answer(
-                200,
-                "the capabilities",
-                Body::Json("CapabilityList"),
-            )],
-        ),
-        api(
-            "registerCapability",
-            Scope::RegistryWrite,
-            || post(capabilities::register_capability),
-            "post",
-            "/api/v1/flex/capabilities/register",
-            "Register (or heartbeat) a capability",
-            Some("CapabilityRegistration"),
-            &[],
-            &[
-                answer(
-                    200,
-                    "the registration with its compiled schemas",
-                    Body::Json("CapabilityRegistered"),
-                ),
-                BAD_JSON,
-                answer(
-                    409,
-                    "the capability id belongs to the registry files or conflicts",
-                    Body::Json("Error"),
-                ),
-                INVALID,
-            ],
-        ),
-        api(
-            "resumeRun",
-            Scope::TasksAnswer,
-            || post(people::resume_run),
-            "post",
-            "/api/v1/flex/run.resume",
-            "A person's answer to a parked node, a clarifying answer, or a pause resumed",
-            Some("ResumeRequest"),
-            &[],
-            &[
-                answer(
-                    200,
-                    "the run goes on (`Accept: text/event-stream`: its frames)",
-                    Body::Json("HumanActionApplied"),
-                ),
-                BAD_JSON,
-                NOT_FOUND,
-                CONFLICT,
-                INVALID,
-            ],
-        ),
-        api(
-            "resolveRequest",
-            Scope::ApprovalsDecide,
-            || post(people::resolve_request),
-            "post",
-            "/api/v1/flex/hitl/resolve",
-            "Approve or reject a pending approval request",
-            Some("ResolveRequest"),
-            &[],
-            &[
-                answer(200, "resolved", Body::Json("HumanActionApplied")),
-                BAD_JSON,
-                NOT_FOUND,
-                CONFLICT,
-            ],
-        ),
-        api(
-            "triggerPolicy",
-            Scope::ApprovalsDecide,
-            || post(people::trigger_policy),
-            "post",
-            "/api/v1/flex/runs/{run_id}/policies/{policy_id}/trigger",
-            "Fire a manual runtime policy",
-            None,
-            &[],
-            &[
-                answer(200, "fired", Body::Json("HumanActionApplied")),
-                NOT_FOUND,
-                CONFLICT,
-            ],
-        ),
-        api(
-            "listTasks",
-            Scope::RunsRead,
-            || get(people::list_tasks),
-            "get",
-            "/api/v1/flex/tasks",
-            "The tasks parked runs wait on a person for",
-            None,
-            &[
-                ("status", "only `pending` (the default)"),
-                ("capabilityId", "only this capability's tasks"),
-            ],
-            &[
-                answer(200, "the pending tasks", Body::Json("TaskList")),
-                answer(400, "a status other than `pending`", Body::Json("Error")),
-            ],
-        ),
-        api(
-            "listRequests",
-            Scope::RunsRead,
-            || get(people::list_requests),
-            "get",
-            "/api/v1/flex/hitl/requests",
-            "The pending approval requests and clarifying questions",
-            None,
-            &[],
-            &[answer(
-                200,
-                "the pending requests",
-                Body::Json("RequestList"),
-            )],
-        ),
-        api(
-            "declineTask",
-            Scope::TasksAnswer,
-            || post(people::decline_task),
-            "post",
-            "/api/v1/flex/tasks/{task_id}/decline",
-            "A person declines a task (the run fails or fires onTimeout)",
-            Some("DeclineRequest"),
-            &[],
-            &[
-                answer(200, "declined", Body::Json("HumanActionApplied")),
-                BAD_JSON,
-                NOT_FOUND,
-                CONFLICT,
-            ],
-        ),
-    ];
+    let mut operations = run_operations::runs_and_people();
     operations.extend(resource_operations::schedules_and_evaluations());
     operations.extend([
         api(
-            "createEvaluation",
-            Scope::EvaluationsRun,
-            || post(evaluations::create_evaluation),
-            "post",
-            "/api/v1/judge/evaluations",
+            route("createEvaluation", Scope::EvaluationsRun, || post(evaluations::create_evaluation), "post", "/api/v1/judge/evaluations"),
             "Convene a judge panel on content; streams progress, then the evaluation",
             Some("PanelRequest"),
             &[],
@@ -551,11 +283,7 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
-            "getEvaluation",
-            Scope::RunsRead,
-            || get(evaluations::get_evaluation),
-            "get",
-            "/api/v1/judge/evaluations/{evaluation_id}",
+            route("getEvaluation", Scope::RunsRead, || get(evaluations::get_evaluation), "get", "/api/v1/judge/evaluations/{evaluation_id}"),
             "An evaluation's verdict and transcript",
             None,
             &[],
@@ -571,11 +299,7 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
-            "sendChatMessage",
-            Scope::RunsWrite,
-            || post(chat::chat),
-            "post",
-            "/api/v1/chat",
+            route("sendChatMessage", Scope::RunsWrite, || post(chat::chat), "post", "/api/v1/chat"),
             "One chat message (a run of one agent node); streams its frames",
             Some("ChatMessageRequest"),
             &[("dialect", "`hooks`: the hook-event rendering")],
@@ -596,11 +320,7 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
-            "listThreads",
-            Scope::RunsRead,
-            || get(chat::list_threads),
-            "get",
-            "/api/v1/threads",
+            route("listThreads", Scope::RunsRead, || get(chat::list_threads), "get", "/api/v1/threads"),
             "The tenant's chat threads, the most recently answered first",
             None,
             &[
@@ -617,11 +337,7 @@ pub fn operations() -> Vec<Operation> {
             ],
         ),
         api(
-            "getThread",
-            Scope::RunsRead,
-            || get(chat::thread),
-            "get",
-            "/api/v1/threads/{thread_id}",
+            route("getThread", Scope::RunsRead, || get(chat::thread), "get", "/api/v1/threads/{thread_id}"),
             "A chat thread: its exchanges, the run answering and those queued",
             None,
             &[],

@@ -4,7 +4,7 @@
 use axum::routing::{delete, get, post};
 
 use super::super::{audit, dataset_evaluations, schedules};
-use super::{Answer, BAD_JSON, Body, Operation, answer, api};
+use super::{Answer, BAD_JSON, Body, Operation, answer, api, route};
 use crate::auth::Scope;
 
 const SCHEDULE_NOT_FOUND: Answer = answer(
@@ -27,11 +27,13 @@ const NOT_SERVED: Answer = answer(
 pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
     vec![
         api(
-            "createSchedule",
-            Scope::SchedulesWrite,
-            || post(schedules::create_schedule),
-            "post",
-            "/api/v1/flex/schedules",
+            route(
+                "createSchedule",
+                Scope::SchedulesWrite,
+                || post(schedules::create_schedule),
+                "post",
+                "/api/v1/flex/schedules",
+            ),
             "Keep a schedule: the envelope submitted at every fire time of a rate or cron expression in a time zone",
             Some("ScheduleRequest"),
             &[],
@@ -51,22 +53,26 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
-            "listSchedules",
-            Scope::RunsRead,
-            || get(schedules::list_schedules),
-            "get",
-            "/api/v1/flex/schedules",
+            route(
+                "listSchedules",
+                Scope::RunsRead,
+                || get(schedules::list_schedules),
+                "get",
+                "/api/v1/flex/schedules",
+            ),
             "The tenant's schedules, oldest first",
             None,
             &[],
             &[answer(200, "the schedules", Body::Json("ScheduleList"))],
         ),
         api(
-            "getSchedule",
-            Scope::RunsRead,
-            || get(schedules::get_schedule),
-            "get",
-            "/api/v1/flex/schedules/{schedule_id}",
+            route(
+                "getSchedule",
+                Scope::RunsRead,
+                || get(schedules::get_schedule),
+                "get",
+                "/api/v1/flex/schedules/{schedule_id}",
+            ),
             "A schedule: its next fire, its last run, its counts",
             None,
             &[],
@@ -76,22 +82,26 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
-            "deleteSchedule",
-            Scope::SchedulesWrite,
-            || delete(schedules::delete_schedule),
-            "delete",
-            "/api/v1/flex/schedules/{schedule_id}",
+            route(
+                "deleteSchedule",
+                Scope::SchedulesWrite,
+                || delete(schedules::delete_schedule),
+                "delete",
+                "/api/v1/flex/schedules/{schedule_id}",
+            ),
             "Remove a schedule (the runs it started stay)",
             None,
             &[],
             &[answer(204, "removed", Body::Empty), SCHEDULE_NOT_FOUND],
         ),
         api(
-            "pauseSchedule",
-            Scope::SchedulesWrite,
-            || post(schedules::pause_schedule),
-            "post",
-            "/api/v1/flex/schedules/{schedule_id}/pause",
+            route(
+                "pauseSchedule",
+                Scope::SchedulesWrite,
+                || post(schedules::pause_schedule),
+                "post",
+                "/api/v1/flex/schedules/{schedule_id}/pause",
+            ),
             "Stop a schedule firing until it is resumed",
             None,
             &[],
@@ -101,11 +111,13 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
-            "resumeSchedule",
-            Scope::SchedulesWrite,
-            || post(schedules::resume_schedule),
-            "post",
-            "/api/v1/flex/schedules/{schedule_id}/resume",
+            route(
+                "resumeSchedule",
+                Scope::SchedulesWrite,
+                || post(schedules::resume_schedule),
+                "post",
+                "/api/v1/flex/schedules/{schedule_id}/resume",
+            ),
             "Fire a paused schedule again, from now on",
             None,
             &[],
@@ -115,11 +127,13 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
-            "createDatasetEvaluation",
-            Scope::EvaluationsRun,
-            || post(dataset_evaluations::create_evaluation),
-            "post",
-            "/api/v1/flex/evaluations",
+            route(
+                "createDatasetEvaluation",
+                Scope::EvaluationsRun,
+                || post(dataset_evaluations::create_evaluation),
+                "post",
+                "/api/v1/flex/evaluations",
+            ),
             "Run a dataset's examples (inline: lines, template, optional judge panel) under this tenant and keep the results; answers at once, the examples running",
             Some("EvaluationRequest"),
             &[],
@@ -144,11 +158,13 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
-            "listDatasetEvaluations",
-            Scope::RunsRead,
-            || get(dataset_evaluations::list_evaluations),
-            "get",
-            "/api/v1/flex/evaluations",
+            route(
+                "listDatasetEvaluations",
+                Scope::RunsRead,
+                || get(dataset_evaluations::list_evaluations),
+                "get",
+                "/api/v1/flex/evaluations",
+            ),
             "The tenant's evaluations, newest first, without their results",
             None,
             &[],
@@ -158,11 +174,13 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
-            "getDatasetEvaluation",
-            Scope::RunsRead,
-            || get(dataset_evaluations::get_evaluation),
-            "get",
-            "/api/v1/flex/evaluations/{evaluation_id}",
+            route(
+                "getDatasetEvaluation",
+                Scope::RunsRead,
+                || get(dataset_evaluations::get_evaluation),
+                "get",
+                "/api/v1/flex/evaluations/{evaluation_id}",
+            ),
             "An evaluation: its status, counts, summary once done, and the results of the examples finished so far",
             None,
             &[],
@@ -173,11 +191,13 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
             ],
         ),
         api(
-            "listAuditRecords",
-            Scope::Admin,
-            || get(audit::list_audit),
-            "get",
-            "/api/v1/flex/audit",
+            route(
+                "listAuditRecords",
+                Scope::Admin,
+                || get(audit::list_audit),
+                "get",
+                "/api/v1/flex/audit",
+            ),
             "The tenant's audit trail, newest first: who changed what, when, and how it went (admin)",
             None,
             &[
