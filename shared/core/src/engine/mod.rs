@@ -2,15 +2,22 @@
 //! and performs what they ask, nothing else:
 //!
 //! ```text
-//! begin_step(state, command, now)            -> Stale | Perform(effect) | Decided(decision)
-//! resume_step(state, command, effect, outcome, now) -> Stale | Perform(effect) | Decided(decision)
+//! begin_step(&state, command, now, engine)             -> Stale | Perform(effect) | Decided(decision)
+//! resume_step(state, command, performed, now, engine)  -> Stale | Perform(effect) | Decided(decision)
 //! ```
 //!
 //! `begin_step` borrows the state (the shell keeps it while it performs the
 //! effect); `resume_step` takes it (the decision is built from it, no copy).
+//! `engine` ([`EngineContext`]) is what a step reads besides the run: the
+//! registry, the settings, the validator cache. `resume_step` may ask for
+//! another effect (an agent's next turn, a tool, a judge), so a step is a
+//! loop until it is decided.
 //!
-//! ```text
-//! ```
+//! A run's and a node's status change only through the named transitions
+//! of `lifecycle` (a run: work, park for a person, hold for a decision,
+//! pause, complete, fail, reject its plan, cancel; a node: reset, schedule,
+//! deliberate, park for a person, complete, fail), each checked against the
+//! status it leaves.
 //!
 //! An [`Effect`] is data: call this model with this request (after claiming
 //! the node and appending these frames), or ask the planner model for a

@@ -15,8 +15,6 @@ use super::{
     agent, budget, lane_release, node, notify, panel, planning_step, policy, replan, timers,
 };
 
-/// Whether `command`'s step asks a model for a node: a model or agent
-/// node's attempt, an agent's turn, a judge.
 /// The node a command is about, if any.
 fn command_node(command: &StepCommand) -> Option<&str> {
     match command {
@@ -34,6 +32,8 @@ fn command_node(command: &StepCommand) -> Option<&str> {
     }
 }
 
+/// Whether `command`'s step asks a model for a node: a model or agent
+/// node's attempt, an agent's turn, a judge.
 fn asks_a_model(state: &RunState, command: &StepCommand) -> bool {
     match command {
         StepCommand::AskJudge { .. } | StepCommand::AgentTurn { .. } => true,
