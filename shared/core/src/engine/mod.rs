@@ -31,7 +31,7 @@
 //! outcome: the capability is never called twice for one attempt.
 //!
 //! Nothing in here performs I/O, reads a clock or draws randomness: time
-//! comes in as an [`Instant`], so every step replays in a test.
+//! comes in as an [`Instant`](crate::basics::instant::Instant), so every step replays in a test.
 
 mod agent;
 mod budget;

@@ -168,7 +168,7 @@ impl EventDraft {
 /// read through `Deref`) with its sequence number and run identity.
 ///
 /// Written with the draft flattened into it; read through
-/// [`FrameOnTheWire`] rather than `#[serde(flatten)]`, which buffers the
+/// `FrameOnTheWire` rather than `#[serde(flatten)]`, which buffers the
 /// fields and so cannot read the payload's raw JSON (`RawValue`), and would
 /// cost every store read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
