@@ -40,6 +40,7 @@ fn registry() -> Registry {
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: Map::new(),
                 },
                 "bench",

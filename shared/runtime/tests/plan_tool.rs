@@ -143,6 +143,7 @@ fn registry() -> Arc<Registry> {
                     direction,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -128,6 +128,7 @@ pub fn agent_registry(max_turns: usize) -> Arc<Registry> {
                     direction,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -32,6 +32,7 @@ pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
             direction: FacetDirection::Bidirectional,
             required_by_default: true,
             drives_revisions: false,
+            merge: Default::default(),
             metadata: Map::new(),
         };
         registry.add_facet(facet, "bench").unwrap();

@@ -223,6 +223,7 @@ async fn an_agent_calls_a_tool_served_over_mcp() {
                     direction,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -119,6 +119,7 @@ mod tests {
                 direction: FacetDirection::Bidirectional,
                 required_by_default: required,
                 drives_revisions: false,
+                merge: Default::default(),
                 metadata: Map::new(),
             });
         }

@@ -23,6 +23,27 @@ impl FacetDirection {
     }
 }
 
+/// How a node sees a facet that several nodes upstream of it produce.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum FacetMerge {
+    /// The value of the one producer the plan wires to the node.
+    #[default]
+    Replace,
+    /// The facet is a list every producer adds to: a node sees the items of
+    /// every producer upstream of it (and the envelope's input), in plan
+    /// order, each item once, so parallel branches that join lose nothing.
+    Append,
+}
+
+impl FacetMerge {
+    pub fn is_replace(&self) -> bool {
+        *self == FacetMerge::Replace
+    }
+}
+
 /// One facet definition, as stored in `registry/facets/<name>.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -48,6 +69,10 @@ pub struct Facet {
     /// (`engine/feedback.rs`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub drives_revisions: bool,
+    /// How a node sees the facet when several nodes upstream produce it
+    /// (`replace`, the default, or `append` for a list they all add to).
+    #[serde(default, skip_serializing_if = "FacetMerge::is_replace")]
+    pub merge: FacetMerge,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
 }

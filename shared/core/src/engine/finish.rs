@@ -13,7 +13,8 @@ use crate::basics::schema::collect_violations;
 use crate::contracts::contract::ConstraintLevel;
 use crate::contracts::diagnostics::{ConstraintOutcome, satisfaction_score};
 use crate::contracts::envelope::TaskEnvelope;
-use crate::state::context::facet_value_for_node;
+use crate::contracts::facet::{FacetCatalog, FacetMerge};
+use crate::state::context::{appended_value, facet_value_for_node};
 use crate::state::run::{RunState, RunStatus};
 use crate::wire::frames::{self, BrokenConstraint, ValidationErrors, ValidationScope};
 
@@ -23,6 +24,7 @@ use super::step_context::StepContext;
 /// constraints to evaluate) every facet value the constraints may read.
 fn assemble_output(
     state: &RunState,
+    facets: &FacetCatalog,
     with_facet_values: bool,
 ) -> (Map<String, Value>, Map<String, Value>) {
     let mut output = Map::new();
@@ -38,8 +40,19 @@ fn assemble_output(
             .and_then(|answer| answer.get(facet))
             .cloned()
     };
+    let every_node = || {
+        plan.nodes
+            .iter()
+            .map(|node| node.node_id.as_str())
+            .collect()
+    };
     for property in state.envelope.output_contract.top_level_properties() {
+        let appends = facets
+            .get(&property)
+            .is_some_and(|facet| facet.merge == FacetMerge::Append);
         let value = match plan.final_producer_of(&property) {
+            // A list every producer adds to: all of their items.
+            Some(_) if appends => appended_value(state, every_node(), &property),
             Some(producer) => node_output(&producer.node_id, &property),
             None => state.envelope.inputs.get(&property).cloned(),
         };
@@ -58,7 +71,7 @@ fn assemble_output(
         }
         for facet in &node.input_facets {
             if !facet_values.contains_key(facet)
-                && let Some(value) = facet_value_for_node(state, node, facet)
+                && let Some(value) = facet_value_for_node(state, node, facet, facets)
             {
                 facet_values.insert(facet.clone(), value);
             }
@@ -70,7 +83,8 @@ fn assemble_output(
 pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
     step.enter_phase(frames::RunPhase::Finalization);
     let has_constraints = !step.state.envelope.output_contract.constraints.is_empty();
-    let (output, mut evaluation_scope) = assemble_output(&step.state, has_constraints);
+    let (output, mut evaluation_scope) =
+        assemble_output(&step.state, &step.engine.registry.facets, has_constraints);
     let output = Value::Object(output);
     let validator = step.engine.validators.validator_for(
         &step.state.envelope.output_contract.schema,

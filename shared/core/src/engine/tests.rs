@@ -24,6 +24,7 @@ mod escalation;
 mod finish;
 mod governance;
 mod llm_replan;
+mod merged_facets;
 mod narration;
 mod notify;
 mod panel;
@@ -79,6 +80,7 @@ pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: Map::new(),
                 },
                 "test",

@@ -197,6 +197,7 @@ mod tests {
                     direction: crate::contracts::facet::FacetDirection::Bidirectional,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -326,6 +326,18 @@ impl PlanGraph {
             .collect()
     }
 
+    /// Every node `node_id` depends on, directly or through others.
+    pub fn upstream_closure(&self, node_id: &str) -> BTreeSet<&str> {
+        let mut closure = BTreeSet::new();
+        let mut pending: Vec<&str> = self.upstream_of(node_id).into_iter().collect();
+        while let Some(next) = pending.pop() {
+            if closure.insert(next) {
+                pending.extend(self.upstream_of(next));
+            }
+        }
+        closure
+    }
+
     /// Kahn's algorithm; `None` when the edges form a cycle or name unknown nodes.
     pub fn topological_order(&self) -> Option<Vec<String>> {
         let mut incoming: BTreeMap<&str, usize> = self

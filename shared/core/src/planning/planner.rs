@@ -9,7 +9,7 @@
 //! language mismatch is a cutoff), cost and id. The plan's
 //! `metadata.selection` records the hints and each chosen capability's fit.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
@@ -18,6 +18,7 @@ use crate::contracts::capability::CapabilityRegistration;
 use crate::contracts::compiler::{ContractDirection, compile_contract};
 use crate::contracts::diagnostics::{DiagnosticCause, PlanDiagnostic};
 use crate::contracts::envelope::TaskEnvelope;
+use crate::contracts::facet::FacetMerge;
 use crate::planning::plan::{PlanEdge, PlanGraph, PlanNode};
 use crate::planning::selection::{SelectionHints, trait_fit};
 
@@ -191,6 +192,23 @@ fn record_selection(plan: &mut PlanGraph, context: &PlanningContext<'_>) {
     );
 }
 
+/// `nodes` and every node they depend on through `edges`.
+fn upstream_closure_of(edges: &[PlanEdge], nodes: BTreeSet<String>) -> BTreeSet<String> {
+    let mut closure = BTreeSet::new();
+    let mut pending: Vec<String> = nodes.into_iter().collect();
+    while let Some(next) = pending.pop() {
+        if closure.insert(next.clone()) {
+            pending.extend(
+                edges
+                    .iter()
+                    .filter(|edge| edge.to == next)
+                    .map(|edge| edge.from.clone()),
+            );
+        }
+    }
+    closure
+}
+
 fn build_plan_with_ids(
     context: &PlanningContext<'_>,
     ordered_nodes: &[(String, String)],
@@ -209,11 +227,34 @@ fn build_plan_with_ids(
         let derived = derived_inputs.get(capability_id);
         let considered_inputs = derived.unwrap_or(&capability.input_contract);
         let mut input_facets = Vec::new();
+        let appends = |facet: &str| {
+            registry
+                .facets
+                .get(facet)
+                .is_some_and(|definition| definition.merge == FacetMerge::Append)
+        };
+        let latest_producer = |facet: &str, among: Option<&BTreeSet<String>>| {
+            nodes.iter().rev().find(|node| {
+                node.output_facets.iter().any(|name| name == facet)
+                    && among.is_none_or(|among| among.contains(&node.node_id))
+            })
+        };
+        // A list every producer adds to does not order its producers: it
+        // comes from the latest producer the node already depends on for
+        // its other inputs, so two branches adding to it stay parallel.
+        let mut depends_on = BTreeSet::new();
+        for facet in considered_inputs.iter().filter(|facet| !appends(facet)) {
+            if let Some(producer) = latest_producer(facet, None) {
+                depends_on.insert(producer.node_id.clone());
+            }
+        }
+        let depends_on = upstream_closure_of(&edges, depends_on);
         for facet in considered_inputs {
-            let upstream_producer = nodes
-                .iter()
-                .rev()
-                .find(|node| node.output_facets.iter().any(|name| name == facet));
+            let upstream_producer = if appends(facet) {
+                latest_producer(facet, Some(&depends_on)).or_else(|| latest_producer(facet, None))
+            } else {
+                latest_producer(facet, None)
+            };
             if let Some(producer) = upstream_producer {
                 edges.push(PlanEdge {
                     from: producer.node_id.clone(),

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use crate::basics::redaction::{REDACTED, is_secret_key, redact};
 use crate::basics::schema::SchemaViolation;
 use crate::catalog::registry::Registry;
+use crate::contracts::facet::{FacetCatalog, FacetMerge};
 use crate::planning::plan::PlanNode;
 use crate::records::governance::ClarificationEntry;
 use crate::state::run::RunState;
@@ -99,9 +100,23 @@ fn caller_constraints_for(state: &RunState, node: &PlanNode) -> Map<String, Valu
 }
 
 /// The value of `facet` as `node` should see it: from the producer the plan
-/// wires to it, else from the envelope's inputs.
-pub fn facet_value_for_node(state: &RunState, node: &PlanNode, facet: &str) -> Option<Value> {
+/// wires to it, else from the envelope's inputs; for a facet whose items
+/// every producer adds to (`FacetMerge::Append`), the items of every
+/// producer upstream of the node ([`appended_value`]).
+pub fn facet_value_for_node(
+    state: &RunState,
+    node: &PlanNode,
+    facet: &str,
+    facets: &FacetCatalog,
+) -> Option<Value> {
     let plan = state.plan.as_ref()?;
+    if facets
+        .get(facet)
+        .is_some_and(|definition| definition.merge == FacetMerge::Append)
+        && let Some(merged) = appended_value(state, plan.upstream_closure(&node.node_id), facet)
+    {
+        return Some(merged);
+    }
     if let Some(producer) = plan.producer_for(&node.node_id, facet) {
         return state
             .nodes
@@ -113,6 +128,44 @@ pub fn facet_value_for_node(state: &RunState, node: &PlanNode, facet: &str) -> O
     state.envelope.inputs.get(facet).cloned()
 }
 
+/// The items of an `append` facet that `producers` (node ids) and the
+/// envelope's input hold: the input's first, then each producer's in plan
+/// order, each item once (a producer that got the list adds to it, so two
+/// branches that join repeat what came before them). `None` when no
+/// producer has written a list yet and the input has none.
+pub fn appended_value(
+    state: &RunState,
+    producers: std::collections::BTreeSet<&str>,
+    facet: &str,
+) -> Option<Value> {
+    let plan = state.plan.as_ref()?;
+    let mut items: Vec<Value> = Vec::new();
+    let mut found = false;
+    let mut add = |list: &Vec<Value>| {
+        found = true;
+        for item in list {
+            if !items.contains(item) {
+                items.push(item.clone());
+            }
+        }
+    };
+    if let Some(Value::Array(given)) = state.envelope.inputs.get(facet) {
+        add(given);
+    }
+    for node_id in plan.topological_order().unwrap_or_default() {
+        if producers.contains(node_id.as_str())
+            && let Some(Value::Array(list)) = state
+                .nodes
+                .get(&node_id)
+                .and_then(|record| record.output.as_ref())
+                .and_then(|output| output.get(facet))
+        {
+            add(list);
+        }
+    }
+    found.then_some(Value::Array(items))
+}
+
 /// Builds the bundle for `node` from the run state.
 pub fn build_context_bundle(
     state: &RunState,
@@ -121,7 +174,7 @@ pub fn build_context_bundle(
 ) -> ContextBundle {
     let mut inputs = Map::new();
     for facet in &node.input_facets {
-        if let Some(value) = facet_value_for_node(state, node, facet) {
+        if let Some(value) = facet_value_for_node(state, node, facet, &registry.facets) {
             inputs.insert(facet.clone(), value);
         }
     }

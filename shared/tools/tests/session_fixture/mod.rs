@@ -179,6 +179,7 @@ pub fn agent_registry(port: u16) -> Arc<Registry> {
                     direction,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -25,6 +25,7 @@ fn agent_registry(parallel: bool) -> Registry {
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: Map::new(),
                 },
                 "test",

@@ -26,6 +26,7 @@ pub(super) fn escalating_registry() -> Registry {
                     direction: FacetDirection::Bidirectional,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: Map::new(),
                 },
                 "test",

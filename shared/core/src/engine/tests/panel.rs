@@ -32,6 +32,7 @@ fn panel_registry() -> Registry {
                     direction,
                     required_by_default: true,
                     drives_revisions: false,
+                    merge: Default::default(),
                     metadata: Map::new(),
                 },
                 "test",
