@@ -97,11 +97,11 @@ impl TaskEnvelope {
         match objective {
             Some(OptimisationObjective::Diversity) => vec![(
                 "$.policies.planner.optimisation.objective".into(),
-                "`diversity` has no planning effect: the planner ranks capabilities as by default (cheapest first)".into(),
+                "`diversity`: a model planner is asked for variants; the deterministic planner ranks capabilities as by default (cheapest first)".into(),
             )],
             Some(OptimisationObjective::Speed) => vec![(
                 "$.policies.planner.optimisation.objective".into(),
-                "`speed`: the registry gives no latencies, so the planner ranks capabilities as by default (cheapest first)".into(),
+                "`speed`: a model planner is asked for the fewest nodes; the registry gives no latencies, so the deterministic planner ranks capabilities as by default (cheapest first)".into(),
             )],
             _ => Vec::new(),
         }

@@ -123,6 +123,14 @@ fn planner_request_with_context(
         "suppliedFacets": supplied_facets(envelope, registry),
         "otherInputs": envelope.inputs.keys().filter(|key| !registry.facets.contains(key)).collect::<Vec<_>>(),
         "policies": envelope.policies,
+        // The whole envelope is the planner's to read: the caller's
+        // constraints (secret-looking keys redacted, as the nodes get them),
+        // its special instructions, and how a plan is scored.
+        "constraints": crate::basics::redaction::redact(
+            &serde_json::to_value(&envelope.constraints).unwrap_or_default()
+        ),
+        "specialInstructions": envelope.special_instructions,
+        "scoring": planner_scoring(envelope),
         "capabilities": capabilities,
         "facets": facets,
         "previousAttempts": previous,
@@ -142,6 +150,38 @@ fn planner_request_with_context(
             .and_then(|name| crate::planning::model_choice::target_of(registry.models(), name))
             .map(Box::new),
     }
+}
+
+/// How the planner's plan is judged: the optimisation objective (what it
+/// asks of the plan, in words) and the weights of the satisfaction score
+/// (`diagnostics::satisfaction_score`).
+fn planner_scoring(envelope: &TaskEnvelope) -> Value {
+    use crate::contracts::policies::OptimisationObjective;
+    let objective = envelope
+        .policies
+        .planner_optimisation()
+        .and_then(|optimisation| optimisation.objective);
+    let asks = match objective {
+        Some(OptimisationObjective::Speed) => {
+            "the fewest nodes and the shortest chain of dependencies"
+        }
+        Some(OptimisationObjective::Quality) => {
+            "the most capable (higher cost tier) capabilities, and a reviewer where one fits"
+        }
+        Some(OptimisationObjective::Diversity) => {
+            "several variants of each goal facet that is a list, from different capabilities where the catalogue has them"
+        }
+        Some(OptimisationObjective::TokenEfficiency) => {
+            "the capabilities with the lowest declared token estimates"
+        }
+        None => "the cheapest plan that covers the contract",
+    };
+    json!({
+        "objective": objective,
+        "objectiveAsks": asks,
+        "hardConstraintWeight": crate::contracts::diagnostics::HARD_WEIGHT,
+        "softConstraintWeight": crate::contracts::diagnostics::SOFT_WEIGHT,
+    })
 }
 
 #[derive(Deserialize)]
@@ -273,6 +313,40 @@ pub fn plan_from_draft(
 mod tests {
     use super::*;
     use crate::basics::schema::compile_schema;
+
+    #[test]
+    fn the_request_carries_the_constraints_special_instructions_and_scoring() {
+        let envelope = TaskEnvelope::parse_value(&json!({
+            "objective": "o",
+            "inputs": {},
+            "constraints": {"qualityThreshold": 0.8, "maxTurns": 4, "apiKey": "hidden-value"},
+            "specialInstructions": ["Keep it short."],
+            "policies": {"planner": {"optimisation": {"objective": "token_efficiency"}}},
+            "outputContract": {"schema": {"type": "object"}}
+        }))
+        .unwrap();
+        let request = planner_request(&envelope, &Registry::default(), &[]);
+        let user: Value = serde_json::from_str(&request.user_message).unwrap();
+        assert_eq!(user["constraints"]["qualityThreshold"], 0.8);
+        assert_eq!(user["constraints"]["maxTurns"], 4);
+        assert!(
+            !request.user_message.contains("hidden-value"),
+            "a secret-looking constraint is redacted: {}",
+            user["constraints"]
+        );
+        assert_eq!(user["specialInstructions"], json!(["Keep it short."]));
+        assert_eq!(user["scoring"]["objective"], "token_efficiency");
+        assert_eq!(user["scoring"]["hardConstraintWeight"], 1.0);
+        assert_eq!(user["scoring"]["softConstraintWeight"], 0.5);
+        assert!(
+            user["scoring"]["objectiveAsks"]
+                .as_str()
+                .unwrap()
+                .contains("token"),
+            "{}",
+            user["scoring"]
+        );
+    }
 
     #[test]
     fn the_draft_schema_compiles() {
