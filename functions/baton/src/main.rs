@@ -1,9 +1,12 @@
 //! `baton`: the command-line entry point. Runs and plans task envelopes in
 //! one local process on the embedded default (in-memory store and queue).
 //!
-//! Exit codes: 0 the run completed with contract-valid output; 2 invalid
-//! input or configuration (the message names the JSON path or variable);
-//! 3 the run failed or its plan was rejected; 4 the run is parked for a human.
+//! Each subcommand lives in its module (a folder for a group); each returns
+//! an `Outcome`, which `failure` alone turns into the exit code: 0 the run
+//! completed with contract-valid output; 1 an evaluation regressed; 2
+//! invalid input or configuration (the message names the JSON path or
+//! variable); 3 the run failed or its plan was rejected; 4 the run is
+//! parked for a person.
 
 mod chat_and_fork;
 mod eval;
