@@ -57,6 +57,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             Ok::<_, lambda_runtime::Error>(serde_json::json!({
                 "resent": resent,
                 "deadLetteredRunsEnded": read.runs_ended,
+                "deadLettersStale": read.stale_dropped,
                 "deadLettersLeft": read.left,
                 "endedRunsStamped": stamped.runs,
                 "itemsStamped": stamped.items,

@@ -101,6 +101,36 @@ async fn fixture() -> Fixture {
 /// One poll of Lambda's SQS event source: receive a batch, hand it to the
 /// step function's batch handler, delete what it did not report failed.
 /// Returns how many records it handled.
+/// Moves the next step message of the queue to the dead-letter queue, as
+/// the redrive policy does after every holder died; returns its body.
+async fn dead_letter_the_next_step(fixture: &Fixture) -> String {
+    let sqs = aws_sdk_sqs::Client::new(&fixture.configuration);
+    let step = sqs
+        .receive_message()
+        .queue_url(&fixture.queue_url)
+        .max_number_of_messages(1)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap()
+        .messages()[0]
+        .clone();
+    let body = step.body().unwrap().to_string();
+    sqs.send_message()
+        .queue_url(&fixture.dead_letter_url)
+        .message_body(&body)
+        .send()
+        .await
+        .unwrap();
+    sqs.delete_message()
+        .queue_url(&fixture.queue_url)
+        .receipt_handle(step.receipt_handle().unwrap())
+        .send()
+        .await
+        .unwrap();
+    body
+}
+
 async fn poll_once(fixture: &Fixture) -> usize {
     let sqs = aws_sdk_sqs::Client::new(&fixture.configuration);
     let received = sqs
@@ -306,6 +336,7 @@ async fn a_step_of_an_unreadable_run_reaches_the_dead_letter_queue_once() {
         read,
         DeadLetterReport {
             runs_ended: 0,
+            stale_dropped: 0,
             left: 1
         }
     );
@@ -328,29 +359,7 @@ async fn a_dead_lettered_step_of_a_readable_run_ends_it_naming_the_step() {
     // A node's message is moved to the dead-letter queue as the redrive
     // policy moves it after every holder died (the deaths themselves are
     // lambda_path.rs's): the run is still running.
-    let sqs = aws_sdk_sqs::Client::new(&fixture.configuration);
-    let node = sqs
-        .receive_message()
-        .queue_url(&fixture.queue_url)
-        .max_number_of_messages(1)
-        .wait_time_seconds(1)
-        .send()
-        .await
-        .unwrap()
-        .messages()[0]
-        .clone();
-    sqs.send_message()
-        .queue_url(&fixture.dead_letter_url)
-        .message_body(node.body().unwrap())
-        .send()
-        .await
-        .unwrap();
-    sqs.delete_message()
-        .queue_url(&fixture.queue_url)
-        .receipt_handle(node.receipt_handle().unwrap())
-        .send()
-        .await
-        .unwrap();
+    dead_letter_the_next_step(&fixture).await;
     assert_eq!(
         status_of(&fixture, &submitted.run_id).await,
         RunStatus::Running
@@ -361,6 +370,7 @@ async fn a_dead_lettered_step_of_a_readable_run_ends_it_naming_the_step() {
         read,
         DeadLetterReport {
             runs_ended: 1,
+            stale_dropped: 0,
             left: 0
         }
     );
@@ -387,5 +397,72 @@ async fn a_dead_lettered_step_of_a_readable_run_ends_it_naming_the_step() {
             .await
             .is_empty(),
         "the reader removes what it ended"
+    );
+}
+
+/// An outage, a recovery, then the dead letter read: the node's message
+/// reached the dead-letter queue, the sweeper's re-send did the step, and
+/// the run moved on. The old message is dropped, and the live run goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_lettered_step_the_run_has_moved_past_is_dropped_not_used_to_fail_it() {
+    let fixture = fixture().await;
+    let submitted = fixture
+        .services
+        .runs
+        .submit(
+            "t",
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+        )
+        .await
+        .unwrap();
+    poll_once(&fixture).await; // the plan
+    let body = dead_letter_the_next_step(&fixture).await;
+    let node: StepMessage = serde_json::from_str(&body).unwrap();
+    let StepCommand::ExecuteNode { node_id, .. } = &node.command else {
+        panic!("a node's step: {:?}", node.command);
+    };
+    // The recovery: the same step sent again (as the sweeper re-sends a
+    // run's pending outbox entry), and done.
+    aws_sdk_sqs::Client::new(&fixture.configuration)
+        .send_message()
+        .queue_url(&fixture.queue_url)
+        .message_body(&body)
+        .send()
+        .await
+        .unwrap();
+    poll_once(&fixture).await;
+    let moved_on = fixture
+        .services
+        .runs
+        .load("t", &submitted.run_id)
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    assert_eq!(
+        moved_on.nodes[node_id].status,
+        baton_core::run::NodeStatus::Completed,
+        "the re-sent step did the node"
+    );
+
+    let read = dead_letter_reader(&fixture).read(10).await.unwrap();
+    assert_eq!(
+        read,
+        DeadLetterReport {
+            runs_ended: 0,
+            stale_dropped: 1,
+            left: 0
+        }
+    );
+    assert_ne!(
+        status_of(&fixture, &submitted.run_id).await,
+        RunStatus::Failed,
+        "the live run is not failed by its old step"
+    );
+    assert!(
+        messages_in(&fixture, &fixture.dead_letter_url)
+            .await
+            .is_empty(),
+        "the stale message is removed"
     );
 }

@@ -30,7 +30,7 @@
 //!   recorded: at its last receive a failing step ends its run
 //!   (`queue::disposition`), a busy node's message is replaced by a fresh copy,
 //!   and the dead-letter queue's reader ends the run of whatever got there
-//!   (`queue::dead_letters`).
+//!   unless the run has moved past that step (`queue::dead_letters`).
 //! - A worker holds a received message hidden one node lease at a time
 //!   (`workers::holding_message`): a dead holder's message is back within a
 //!   lease, whatever the queue's visibility timeout.

@@ -2,25 +2,38 @@
 //! policy moved there (every delivery's holder stopped before it finished:
 //! out of memory, killed, out of time at its last receive) ends its run
 //! `step_failed`, naming the step and why, so no run stays `running` with
-//! its message gone. Run by the sweeper (the scheduled function, and
-//! `baton serve --store dynamodb`).
+//! its message gone. A dead-lettered step that no longer applies (the run
+//! moved on: a re-sent copy did the step, or the sweeper re-drove the run
+//! after an outage) is dropped and logged, never used to fail a live run.
+//! Run by the sweeper (the scheduled function, and `baton serve --store
+//! dynamodb`).
 
 use std::time::Duration;
 
 use crate::error::{QueueError, RuntimeError};
 use crate::ports::StepQueue;
 use crate::queue::disposition::MAX_RECEIVES_BEFORE_DEAD_LETTER;
-use crate::services::StepService;
+use crate::services::{GaveUp, StepService};
 
 /// What one read of the dead-letter queue did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeadLetterReport {
     /// Messages whose run was ended here (or had ended already): removed.
     pub runs_ended: usize,
+    /// Messages whose step no longer applied (their run had moved on):
+    /// removed, the run left as it was.
+    pub stale_dropped: usize,
     /// Messages whose run could not be ended (unreadable, or the store
     /// failing): left in the dead-letter queue for a person, and for the
     /// next read.
     pub left: usize,
+}
+
+impl DeadLetterReport {
+    /// Messages this read took from the queue, whatever became of them.
+    pub fn read(&self) -> usize {
+        self.runs_ended + self.stale_dropped + self.left
+    }
 }
 
 /// Reads up to `limit` messages of the dead-letter queue `dead_letters`,
@@ -35,12 +48,9 @@ pub async fn end_runs_of_dead_letters(
     hold: Duration,
 ) -> Result<DeadLetterReport, QueueError> {
     let mut report = DeadLetterReport::default();
-    while report.runs_ended + report.left < limit {
+    while report.read() < limit {
         let batch = dead_letters
-            .receive(
-                10.min(limit - report.runs_ended - report.left),
-                Duration::ZERO,
-            )
+            .receive(10.min(limit - report.read()), Duration::ZERO)
             .await?;
         if batch.is_empty() {
             break;
@@ -56,10 +66,16 @@ pub async fn end_runs_of_dead_letters(
             };
             let message = &received.message;
             match steps
-                .give_up(message, &cause, MAX_RECEIVES_BEFORE_DEAD_LETTER)
+                .give_up_dead_letter(message, &cause, MAX_RECEIVES_BEFORE_DEAD_LETTER)
                 .await
             {
-                Ok(ended) => {
+                Ok(GaveUp::Stale) => {
+                    tracing::warn!(run_id = %message.run_id, step_id = %message.message_id, step = message.command.kind_name(), "a dead-lettered step no longer applies (its run moved on): dropped, the run left as it is");
+                    dead_letters.acknowledge(&received.receipt).await?;
+                    report.stale_dropped += 1;
+                }
+                Ok(gave_up) => {
+                    let ended = gave_up == GaveUp::RunEnded;
                     tracing::error!(run_id = %message.run_id, step_id = %message.message_id, step = message.command.kind_name(), ended, "a dead-lettered step: its run ends step_failed");
                     dead_letters.acknowledge(&received.receipt).await?;
                     report.runs_ended += 1;

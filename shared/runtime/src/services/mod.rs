@@ -51,7 +51,7 @@ pub use runs::{
     SUBMISSION_WINDOW, SubmittedRun, Submitter,
 };
 pub use schedules::{DEFAULT_MAX_SCHEDULES_PER_TENANT, FiredRun, ScheduleService, ScheduleTick};
-pub use steps::{StepOutcome, StepService};
+pub use steps::{GaveUp, StepOutcome, StepService};
 pub use stream_budget::{STREAM_LEASE, StreamBudget, StreamTicket};
 
 use crate::ports::{
