@@ -37,9 +37,15 @@ pub struct ValidatedJson<T>(pub T);
 pub trait RequestBody: DeserializeOwned {
     /// The error for a body that is JSON but does not fit, at `path`.
     fn refuse(path: &str, message: String) -> ApiError;
-    /// Whether the body must be a JSON object (every typed request is; a
-    /// raw [`Value`] is checked by the service it goes to, naming its paths).
-    const MUST_BE_OBJECT: bool = true;
+
+    /// The body's JSON as this type, or the JSON path of what does not fit
+    /// and why. A typed request must be a JSON object.
+    fn from_json(value: Value) -> Result<Self, (String, String)> {
+        if !value.is_object() {
+            return Err(("$".into(), "the body must be a JSON object".into()));
+        }
+        serde_path_to_error::deserialize(value).map_err(baton_core::envelope::located_serde_error)
+    }
 }
 
 /// A raw JSON body (an envelope, a registration, a schedule, a dataset):
@@ -49,7 +55,11 @@ impl RequestBody for Value {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", message)
             .with_details(json!({"path": path}))
     }
-    const MUST_BE_OBJECT: bool = false;
+
+    /// Any JSON, as parsed: not walked again.
+    fn from_json(value: Value) -> Result<Self, (String, String)> {
+        Ok(value)
+    }
 }
 
 impl<S: Send + Sync, T: RequestBody> axum::extract::FromRequest<S> for ValidatedJson<T> {
@@ -71,14 +81,7 @@ impl<S: Send + Sync, T: RequestBody> axum::extract::FromRequest<S> for Validated
 
 /// Reads `body` as `T` (the extractor's work, for a body already in hand).
 pub(crate) fn read_body<T: RequestBody>(body: &Bytes) -> Result<T, ApiError> {
-    let value = parse_json_body(body)?;
-    if T::MUST_BE_OBJECT && !value.is_object() {
-        return Err(T::refuse("$", "the body must be a JSON object".into()));
-    }
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let (path, message) = baton_core::envelope::located_serde_error(error);
-        T::refuse(&path, message)
-    })
+    T::from_json(parse_json_body(body)?).map_err(|(path, message)| T::refuse(&path, message))
 }
 
 /// Reads `body` as JSON: not JSON is a 400 `invalid_json` naming the line
