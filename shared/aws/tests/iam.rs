@@ -34,7 +34,9 @@ use baton_core::ids::RunKey;
 use baton_core::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::SystemClock;
-use baton_runtime::ports::{ClaimOutcome, Clock, NodeClaim, NodeLeases, RunLog, StepQueue};
+use baton_runtime::ports::{
+    ClaimOutcome, Clock, NodeClaim, NodeLeases, OutboxStore, RunLog, StepQueue,
+};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, Services};
 use baton_runtime::services::{PersonInput, PersonInputOutcome};
 use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
@@ -656,6 +658,16 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         lossy.steps.handle(&plan.message).await.is_err(),
         "the node step's send was lost after its commit"
     );
+    // The node step the lost send carried: still pending, so a copy of it
+    // in the dead-letter queue is a step the run still waits on.
+    let lost_node_step = parts
+        .store
+        .pending_outbox(RunKey::new("t", &lossy_run.run_id))
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|message| message.command.kind_name() == "execute_node")
+        .expect("the lost node step is pending");
     taken(&parts.recorded);
     tokio::time::sleep(Duration::from_millis(5)).await;
     let sweeper = OutboxSweeper::new(
@@ -686,7 +698,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     aws_sdk_sqs::Client::new(&fixture.configuration)
         .send_message()
         .queue_url(&fixture.dead_letter_url)
-        .message_body(serde_json::to_string(&plan.message).unwrap())
+        .message_body(serde_json::to_string(&lost_node_step).unwrap())
         .send()
         .await
         .unwrap();
