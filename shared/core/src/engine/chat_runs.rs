@@ -38,7 +38,7 @@ pub fn queue_chat_run(
     ahead: &str,
 ) -> Result<Decision, CoreError> {
     let thread_id = turn.thread_id.clone();
-    let mut decision = super::start_chat_run(
+    let mut decision = super::starts::start_chat_run(
         identity,
         ChatTurn {
             waiting_on_thread: true,

@@ -38,6 +38,7 @@ mod budget;
 mod chat_runs;
 mod fork;
 pub use fork::{CompletedNode, ForkBase, ForkChanges, ForkPoint, ForkRefused, fork_base, fork_run};
+mod answer_verdict;
 mod decision;
 mod effects;
 mod escalation;
@@ -91,5 +92,4 @@ pub use human::{
 };
 pub use policy_matching::run_metrics;
 pub use starts::{advisory_field_warnings, legacy_policy_warnings, start_chat_run, start_run};
-pub(crate) use step_context::StepContext;
 pub use steps::{begin_step, cancel_run, fail_run, is_stale, resume_step};

@@ -17,8 +17,8 @@ use super::decision::EngineContext;
 use super::effects::{ModelCall, ModelFailure, ModelOutcome, StepAdvance};
 use super::lifecycle::RunTransition;
 use super::narration::hand_over;
-use super::node_answers::judge_answer;
 use super::node_answers::reject_input;
+use super::node_answers::take_answer;
 use super::plan_lookup::{claim_frames, plan_node_in, plan_of, start_payload};
 use super::step_context::StepContext;
 
@@ -59,7 +59,7 @@ pub(super) fn begin_node(
             );
             step.emit(started);
             let answer = perform_builtin(&step.state, operation);
-            judge_answer(&mut step, node, attempt, Ok(answer))?;
+            take_answer(&mut step, node, attempt, Ok(answer))?;
             Ok(step.into_advance())
         }
         NodeExecutor::Panel(executor) => {
@@ -162,7 +162,7 @@ pub(super) fn resume_node(
                 &answer.usage,
                 super::usage_recording::operation_of(node),
             );
-            judge_answer(&mut step, node, call.attempt, parsed)?;
+            take_answer(&mut step, node, call.attempt, parsed)?;
         }
         Err(ModelFailure { code, message }) => {
             // A provider that kept failing after its retries (and its

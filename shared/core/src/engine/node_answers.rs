@@ -1,10 +1,10 @@
-//! Answer handling for a node: an input that breaks its contract rejected,
-//! an answer judged against the output contract (a clarifying question
-//! asked, the budget checked), a valid one completing the node (its
-//! `node_complete`, the policies it fires, the quality gate, then progress),
-//! an invalid one re-prompted or, out of attempts, escalated or failed.
-//! Above governance (it fires policies), below the executors that call it
-//! (node, agent, panel, human).
+//! Govern and apply: what follows from a node's answer once it is judged
+//! (`answer_verdict` decides; [`after_answer`] documents the one order).
+//! An input that breaks its contract is rejected; a valid answer completes
+//! the node (its `node_complete`, the policies it fires, the quality gate,
+//! then progress); a broken one is asked again or, out of attempts,
+//! escalated or failed. Above governance (it fires policies), below the
+//! executors that call it (node, agent, panel, human).
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,12 +13,12 @@ use serde_json::Value;
 
 use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
-use crate::basics::schema::{SchemaViolation, collect_violations};
+use crate::basics::schema::SchemaViolation;
 use crate::planning::plan::PlanNode;
-use crate::state::context::clarifying_question;
 use crate::state::run::StepCommand;
 use crate::wire::frames;
 
+use super::answer_verdict::{Judgement, Probation, Verdict, judge_answer};
 use super::narration::emit_node_metrics;
 use super::policy::{self, Applied};
 use super::policy_matching::Occurrence;
@@ -64,116 +64,80 @@ pub(super) fn reject_input(
     );
 }
 
-/// Judges an answer (parsed, or why it could not be) against the node's
-/// output contract: complete the node, re-prompt, or fail.
-pub(super) fn judge_answer(
+/// Decide, then govern: the one path of every node's answer (a model's,
+/// an agent's, a panel's verdict, a built-in's).
+pub(super) fn take_answer(
     step: &mut StepContext<'_, '_>,
     node: &PlanNode,
     attempt: u32,
     parsed: Result<Value, String>,
 ) -> Result<(), CoreError> {
-    let (answer, violations) = match parsed {
-        Err(reason) => (
-            None,
-            vec![SchemaViolation {
-                instance_pointer: String::new(),
-                schema_pointer: String::new(),
-                message: reason,
-                facet: None,
-            }],
-        ),
-        Ok(answer) => {
-            let validator = step.engine.validators.validator_for_key(
-                &node.output_contract.schema_key,
-                &node.output_contract.schema,
-                "output contract",
-            )?;
-            let mut violations = collect_violations(&validator, &answer);
-            node.output_contract.attribute_violations(&mut violations);
-            (Some(answer), violations)
-        }
-    };
+    let judgement = judge_answer(
+        step.engine.validators,
+        &step.state.envelope.output_contract,
+        node,
+        parsed,
+    )?;
+    after_answer(step, node, attempt, judgement)
+}
+
+/// Governs a judged answer, in this order, each stage ending the step when
+/// it decides:
+///
+/// 1. a clarifying question the model asked is put to a person (unless
+///    the node has asked its share, or a hold is in force);
+/// 2. a derived node's probation check is announced (a warning);
+/// 3. the token budget: over it, the run stops (a last valid answer is
+///    still delivered);
+/// 4. a valid answer completes the node ([`complete_node`]: its frame,
+///    then the policies it fires, the quality gate and feedback), a broken
+///    one is asked again, escalated or fails the node
+///    ([`reprompt_or_fail`]: policies first);
+/// 5. progress: what became ready is scheduled, or the run finishes.
+fn after_answer(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    judgement: Judgement,
+) -> Result<(), CoreError> {
     if !step.state.nodes.contains_key(&node.node_id) {
         return Err(CoreError::StepDoesNotApply(format!(
             "no ledger entry for {}",
             node.node_id
         )));
     }
-    if node.allows_clarify
-        && let Some(question) = answer.as_ref().and_then(clarifying_question)
+    if let Some(question) = &judgement.clarification
+        && super::hitl::ask_clarification(step, node, question)?
     {
-        let question = question.to_string();
-        if super::hitl::ask_clarification(step, node, &question)? {
-            return Ok(());
-        }
-    }
-    // Probation: a derived node's valid answer is checked once more.
-    let violations = match &answer {
-        Some(answer) if node.derived && violations.is_empty() => {
-            probation_violations(step, node, answer)?
-        }
-        _ => violations,
-    };
-    let answer_is_valid = answer.is_some() && violations.is_empty();
-    if super::budget::stop_when_over_budget(step, &node.node_id, answer_is_valid) {
         return Ok(());
     }
-    match answer {
-        Some(answer) if violations.is_empty() => complete_node(step, node, attempt, answer),
-        _ => reprompt_or_fail(step, node, attempt, violations),
+    if let Some(probation) = &judgement.probation {
+        announce_probation(step, node, probation);
+    }
+    if super::budget::stop_when_over_budget(step, &node.node_id, judgement.verdict.is_valid()) {
+        return Ok(());
+    }
+    match judgement.verdict {
+        Verdict::Valid(answer) => complete_node(step, node, attempt, answer),
+        Verdict::Broken(violations) => reprompt_or_fail(step, node, attempt, violations),
     }
 }
 
-/// A derived capability runs outside its declared inputs: its answer is
-/// held, facet by facet, to the caller's schema for that property (even
-/// when a later node delivers it), and a `derived_output_checked` warning
-/// says the node ran on probation and what the check found.
-fn probation_violations(
-    step: &mut StepContext<'_, '_>,
-    node: &PlanNode,
-    answer: &Value,
-) -> Result<Vec<SchemaViolation>, CoreError> {
-    let contract = &step.state.envelope.output_contract;
-    let mut violations = Vec::new();
-    let mut checked = Vec::new();
-    for facet in &node.output_facets {
-        let (Some(schema), Some(value)) = (contract.property_schema(facet), answer.get(facet))
-        else {
-            continue;
-        };
-        let path = format!("$.outputContract.schema.properties.{facet}");
-        let validator = crate::basics::schema::compile_schema(schema, &path)?;
-        checked.push(facet.as_str());
-        violations.extend(collect_violations(&validator, value).into_iter().map(
-            |mut violation| {
-                violation.instance_pointer = format!("/{facet}{}", violation.instance_pointer);
-                violation.facet = Some(facet.clone());
-                violation
-            },
-        ));
-    }
-    let found = if checked.is_empty() {
-        "the caller's contract names none of its facets".to_string()
-    } else if violations.is_empty() {
-        format!("{} meet the caller's contract", checked.join(", "))
-    } else {
-        format!(
-            "{} break the caller's contract ({} violations): it is asked again",
-            checked.join(", "),
-            violations.len()
-        )
-    };
+/// A `derived_output_checked` warning: the node ran on probation, and what
+/// the check found.
+fn announce_probation(step: &mut StepContext<'_, '_>, node: &PlanNode, probation: &Probation) {
     let warning = frames::warning(
         &step.stamp(),
         Some(&node.node_id),
         format!(
-            "node {} runs derived capability {} outside its declared inputs: its output was checked once more; {found}",
-            node.node_id, node.capability_id
+            "node {} runs derived capability {} outside its declared inputs: its output was checked once more; {}",
+            node.node_id,
+            node.capability_id,
+            probation.found()
         ),
         &frames::WarningPayload::of(crate::basics::codes::WarningCode::DerivedOutputChecked),
     );
     step.emit(warning);
-    Ok(violations)
 }
 
 pub(super) fn complete_node(

@@ -395,7 +395,7 @@ fn close_round(
             if let Some(record) = step.state.node_mut(&node.node_id) {
                 super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
             }
-            super::node_answers::judge_answer(step, node, attempt, Ok(Value::Object(answer)))
+            super::node_answers::take_answer(step, node, attempt, Ok(Value::Object(answer)))
         }
         PanelAdvance::Failed(reason) => {
             fail_panel(

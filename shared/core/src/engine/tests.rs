@@ -287,6 +287,11 @@ fn planned(context: &EngineContext<'_>) -> RunState {
     step(started(), Observed::Plan, context).state
 }
 
+/// A run the deterministic planner has planned.
+pub(super) fn planned_run(context: &EngineContext<'_>) -> RunState {
+    planned(context)
+}
+
 /// The frame types of a decision, without the narration (`phase`,
 /// `handoff`, a node's `metrics`), which `narration_follows_the_run` checks.
 pub(super) fn event_types(decision: &Decision) -> Vec<&'static str> {

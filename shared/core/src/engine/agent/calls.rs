@@ -15,8 +15,10 @@ use crate::records::conversation::{SessionTurn, ToolCallRequest, ToolInvocation,
 use crate::state::run::{RunState, StepCommand};
 use crate::wire::frames::{self, AgentActivity};
 
+use super::super::decision::EngineContext;
+use super::super::effects::{Effect, StepAdvance};
 use super::super::plan_lookup::{plan_node_in, plan_of};
-use super::super::{Effect, EngineContext, StepAdvance, StepContext};
+use super::super::step_context::StepContext;
 use super::{ToolExecution, agent_state_frame, next_turn, session_of};
 
 /// Why a call cannot run (the model reads it as the call's result).

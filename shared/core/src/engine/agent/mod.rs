@@ -396,7 +396,7 @@ fn answered(
         serde_json::from_str::<Value>(&content)
             .map_err(|error| format!("the answer is not valid JSON: {error}"))
     };
-    super::node_answers::judge_answer(&mut step, node, attempt, parsed)?;
+    super::node_answers::take_answer(&mut step, node, attempt, parsed)?;
     Ok(step.into_advance())
 }
 

@@ -16,7 +16,8 @@ use crate::basics::claims::ClaimKey;
 use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::contracts::envelope::TaskEnvelope;
-use crate::engine::{NewRunIdentity, start_run};
+use crate::engine::decision::NewRunIdentity;
+use crate::engine::starts::start_run;
 use crate::planning::plan::{PlanGraph, PlanNode};
 use crate::planning::planner::plan_deterministically;
 use crate::records::agents::{ParentLink, PendingToolCall, child_run_id, tool_idempotency_key};
@@ -25,8 +26,10 @@ use crate::state::plan_tool::{ExecutionMode, PlanDraft, parse_plan_call, plan_re
 use crate::state::run::RunState;
 use crate::wire::frames::{self, AgentActivity};
 
+use super::super::decision::EngineContext;
+use super::super::effects::{Effect, ModelOutcome, StepAdvance};
 use super::super::plan_lookup::{plan_node_in, plan_of};
-use super::super::{Effect, EngineContext, ModelOutcome, StepAdvance, StepContext};
+use super::super::step_context::StepContext;
 use super::calls::finish_call;
 use crate::engine::effects::{ChildRunStart, PlanReviewCall};
 
