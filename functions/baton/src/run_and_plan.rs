@@ -129,7 +129,7 @@ pub(crate) async fn drive_and_print(
         .flatten();
     let status = final_state
         .as_ref()
-        .map_or(RunStatus::Failed, |stored| stored.state.status);
+        .map_or(RunStatus::Failed, |stored| stored.state.status());
     printer.finish(
         status,
         final_state

@@ -1235,7 +1235,7 @@ async fn a_run_parked_on_sqlite_stays_in_the_file_after_the_process_ends() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.state.status.as_str(), "awaiting_human");
+    assert_eq!(stored.state.status().as_str(), "awaiting_human");
     let kept = store
         .read_events(RunKey::new("local", run_id), 0, 10_000)
         .await

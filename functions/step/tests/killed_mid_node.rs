@@ -341,7 +341,7 @@ async fn wait_until_all_complete(
         let mut statuses = BTreeMap::new();
         for run_id in run_ids {
             let stored = services.runs.load("t", run_id).await.unwrap().unwrap();
-            statuses.insert(run_id.clone(), stored.state.status.as_str());
+            statuses.insert(run_id.clone(), stored.state.status().as_str());
         }
         if statuses.values().all(|status| *status == "completed") {
             return started.elapsed();
@@ -442,7 +442,7 @@ async fn runs_survive_step_lambdas_sigkilled_mid_node() {
                 .unwrap()
                 .unwrap()
                 .state
-                .status;
+                .status();
             if status.is_terminal() {
                 ended += 1;
             }

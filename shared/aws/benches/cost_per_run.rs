@@ -458,7 +458,7 @@ async fn main() {
                 .unwrap()
                 .unwrap()
                 .state
-                .status;
+                .status();
             assert_eq!(status, RunStatus::Completed, "{example} completes");
         }
     }
@@ -675,7 +675,7 @@ async fn agent_session_costs(
         .unwrap()
         .unwrap()
         .state
-        .status;
+        .status();
     assert_eq!(status, RunStatus::Completed, "the agent session completes");
     let (first_turn, last_turn) = (turns[0], turns[turns.len() - 1]);
     println!(

@@ -117,7 +117,7 @@ fn main() {
             let mut still = Vec::new();
             for run_id in pending {
                 let stored = store.load_run(RunKey::new("scale", &run_id)).await.unwrap().unwrap();
-                if !stored.state.status.is_settled() {
+                if !stored.state.status().is_settled() {
                     still.push(run_id);
                 }
             }
@@ -132,7 +132,7 @@ fn main() {
         let mut node_millis = Vec::new();
         for run_id in &run_ids {
             let stored = store.load_run(RunKey::new("scale", run_id)).await.unwrap().unwrap();
-            assert_eq!(stored.state.status, RunStatus::Completed, "{run_id}");
+            assert_eq!(stored.state.status(), RunStatus::Completed, "{run_id}");
             for frame in services
                 .runs
                 .read_all_events_after("scale", run_id, 0)

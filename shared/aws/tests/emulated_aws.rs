@@ -277,7 +277,7 @@ async fn run_state_is_stored_compressed_and_an_oversized_state_is_refused_clearl
             RunKey::new("large", "run-compressible"),
             StepCommit {
                 expected_version: loaded.version,
-                previous_status: loaded.state.status,
+                previous_status: loaded.state.status(),
                 retain_until: None,
                 state: loaded.state,
                 events: vec![],
@@ -368,7 +368,7 @@ async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_a
             RunKey::new("large", "run-wide"),
             StepCommit {
                 expected_version: 1,
-                previous_status: state.status,
+                previous_status: state.status(),
                 retain_until: None,
                 state: state.clone(),
                 events: frames,

@@ -264,8 +264,8 @@ async fn drive_until_settled(orchestrator: &Arc<BuiltServices>, run_id: &str) ->
             .await
             .unwrap()
             .unwrap();
-        if stored.state.status.is_settled() {
-            return stored.state.status;
+        if stored.state.status().is_settled() {
+            return stored.state.status();
         }
         assert!(tokio::time::Instant::now() < deadline, "run did not settle");
         let batch = orchestrator

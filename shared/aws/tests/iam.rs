@@ -397,7 +397,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .unwrap()
         .unwrap()
         .state
-        .status;
+        .status();
     assert_eq!(status, RunStatus::Completed, "the step path ran to the end");
     // The same path on a catalog Bedrock model: the envelope prefers one, so
     // its model nodes call Bedrock's ConverseStream.
@@ -411,7 +411,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
             .unwrap()
             .unwrap()
             .state;
-    assert_eq!(bedrock_state.status, RunStatus::Completed);
+    assert_eq!(bedrock_state.status(), RunStatus::Completed);
     assert!(
         fixture
             .model

@@ -344,7 +344,7 @@ async fn an_invocation_that_dies_mid_node_gives_its_record_back_within_one_lease
             .state
             .nodes
             .values()
-            .filter(|node| node.status == baton_core::run::NodeStatus::Completed)
+            .filter(|node| node.status() == baton_core::run::NodeStatus::Completed)
             .count();
         if completed >= held_ids.len() {
             break;
@@ -430,7 +430,7 @@ async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
                 .await
                 .unwrap()
                 .unwrap();
-            if !stored.state.status.is_terminal() {
+            if !stored.state.status().is_terminal() {
                 running += 1;
             }
         }
@@ -521,7 +521,7 @@ async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
                 .unwrap()
                 .unwrap()
                 .state
-                .status,
+                .status(),
             baton_core::run::RunStatus::Failed
         );
     }

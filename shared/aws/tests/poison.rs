@@ -219,7 +219,7 @@ async fn status_of(fixture: &Fixture, run_id: &str) -> RunStatus {
         .unwrap()
         .unwrap()
         .state
-        .status
+        .status()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -440,7 +440,7 @@ async fn a_dead_lettered_step_the_run_has_moved_past_is_dropped_not_used_to_fail
         .unwrap()
         .state;
     assert_eq!(
-        moved_on.nodes[node_id].status,
+        moved_on.nodes[node_id].status(),
         baton_core::run::NodeStatus::Completed,
         "the re-sent step did the node"
     );

@@ -113,7 +113,7 @@ async fn one_sweep_recovers_a_child_run_s_end_and_lost_api_side_sends() {
             RunKey::new("t", &child.run_id),
             StepCommit {
                 expected_version: loaded.version,
-                previous_status: loaded.state.status,
+                previous_status: loaded.state.status(),
                 retain_until: None,
                 state: loaded.state,
                 events: vec![],

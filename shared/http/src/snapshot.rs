@@ -228,7 +228,7 @@ impl RunSnapshotResponse {
                     plan,
                     run.nodes
                         .iter()
-                        .filter(|(_, record)| record.status != NodeStatus::Completed)
+                        .filter(|(_, record)| record.status() != NodeStatus::Completed)
                         .map(|(node_id, _)| node_id.clone())
                         .collect(),
                 )
@@ -241,7 +241,7 @@ impl RunSnapshotResponse {
                 thread_id: run.thread_id.clone(),
                 correlation_id: run.correlation_id.clone(),
                 trace_id: run.trace.map(|trace| trace.trace_id.to_string()),
-                status: run.status.as_str().to_string(),
+                status: run.status().as_str().to_string(),
                 version,
                 plan_version: run.plan.as_ref().map(|plan| plan.plan_version),
                 created_at: run.created_at.rfc3339(),
@@ -288,7 +288,7 @@ impl RunSnapshotResponse {
                     (
                         node_id.clone(),
                         NodeLedgerEntry {
-                            status: record.status,
+                            status: record.status(),
                             current_attempt: record.current_attempt,
                             output: record.output.as_deref().map(redact),
                             feedback: serde_json::to_value(&record.feedback).unwrap_or(Value::Null),

@@ -162,7 +162,7 @@ async fn run_many(
         let mut still = Vec::with_capacity(pending.len());
         for run_id in pending {
             let stored = services.runs.load("scale", &run_id).await.unwrap().unwrap();
-            if !stored.state.status.is_settled() {
+            if !stored.state.status().is_settled() {
                 still.push(run_id);
             }
         }
@@ -180,7 +180,7 @@ async fn run_many(
     for run_id in &run_ids {
         let stored = services.runs.load("scale", run_id).await.unwrap().unwrap();
         assert_eq!(
-            stored.state.status,
+            stored.state.status(),
             baton_core::run::RunStatus::Completed,
             "{run_id}"
         );

@@ -93,7 +93,7 @@ async fn assert_completed_once_per_node(
         .unwrap()
         .unwrap()
         .state;
-    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(state.status(), RunStatus::Completed);
     let frames = services
         .runs
         .read_all_events_after("t", run_id, 0)
@@ -693,7 +693,7 @@ async fn a_result_too_large_to_store_fails_the_run_clearly_instead_of_retrying_f
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.state.status, baton_core::run::RunStatus::Failed);
+    assert_eq!(stored.state.status(), baton_core::run::RunStatus::Failed);
     assert_eq!(
         stored
             .state

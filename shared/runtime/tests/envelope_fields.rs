@@ -170,7 +170,7 @@ async fn the_sample_envelope_says_what_each_legacy_key_became_and_parks_its_fina
         state
             .nodes
             .values()
-            .all(|record| record.status == baton_core::run::NodeStatus::Completed),
+            .all(|record| record.status() == baton_core::run::NodeStatus::Completed),
         "asked once every node is done"
     );
     assert_eq!(

@@ -116,7 +116,7 @@ async fn a_human_task_past_its_sla_fails_the_run_without_anyone_waiting() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(still.state.status, RunStatus::AwaitingHuman);
+    assert_eq!(still.state.status(), RunStatus::AwaitingHuman);
 
     // Past the SLA (the clock moves; nobody sleeps): the run fails, saying why.
     clock.advance(Duration::from_secs(601));
@@ -128,7 +128,7 @@ async fn a_human_task_past_its_sla_fails_the_run_without_anyone_waiting() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(failed.state.status, RunStatus::Failed);
+    assert_eq!(failed.state.status(), RunStatus::Failed);
     let failure = failed.state.failure.unwrap();
     assert_eq!(failure.code.as_str(), "human_task_timed_out");
     assert!(failure.message.contains(&due), "{}", failure.message);

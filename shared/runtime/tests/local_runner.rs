@@ -96,7 +96,7 @@ async fn status_of(services: &Services, run_id: &str) -> RunStatus {
         .unwrap()
         .unwrap()
         .state
-        .status
+        .status()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -103,8 +103,8 @@ async fn the_in_memory_store_keeps_at_most_its_cap_of_ended_runs() {
             .create_run(&decision.state, vec![], vec![], None)
             .await
             .unwrap();
-        let previous_status = state.status;
-        state.status = RunStatus::Completed;
+        let previous_status = state.status();
+        state.set_status_for_fixtures(RunStatus::Completed);
         store
             .commit_step(
                 baton_core::ids::RunKey::new("t", &format!("run-{index}")),

@@ -807,7 +807,7 @@ async fn cancelling_a_parent_ends_the_child_run_it_waits_for_at_once() {
                 .unwrap()
                 .unwrap()
                 .state
-                .status
+                .status()
         }
     };
     assert!(!status_of(child_run_id.clone()).await.is_terminal());
@@ -916,7 +916,7 @@ async fn a_parent_that_fails_cancels_its_children_through_its_outbox() {
                 .unwrap()
                 .unwrap()
                 .state
-                .status
+                .status()
         }
     };
     // The parent's step fails for good (its last receive): the run ends.

@@ -81,7 +81,7 @@ fn specialist_values<'s>(state: &'s RunState, facet: &str) -> Vec<&'s Value> {
         .filter(|node| node.agent_type() != AgentType::Builtin && node.panel().is_none())
         .filter_map(|node| {
             let record = state.nodes.get(&node.node_id)?;
-            (record.status == NodeStatus::Completed).then_some(())?;
+            (record.status() == NodeStatus::Completed).then_some(())?;
             record.output.as_ref()?.get(facet)
         })
         .collect()

@@ -344,7 +344,7 @@ impl World {
                 .await
                 .unwrap()
                 .unwrap();
-            if !stored.state.status.is_settled() {
+            if !stored.state.status().is_settled() {
                 return false;
             }
         }
@@ -362,7 +362,7 @@ async fn check_run(world: &World, run_id: &str) -> usize {
         .unwrap()
         .unwrap();
     assert_eq!(
-        stored.state.status,
+        stored.state.status(),
         RunStatus::Completed,
         "{run_id}: {:?}",
         stored.state.failure

@@ -57,8 +57,8 @@ async fn settle(services: &Services, tenant: &str, run_id: &str) -> Duration {
     let started = Instant::now();
     loop {
         let stored = services.runs.load(tenant, run_id).await.unwrap().unwrap();
-        if stored.state.status.is_settled() {
-            assert_eq!(stored.state.status, RunStatus::Completed, "{run_id}");
+        if stored.state.status().is_settled() {
+            assert_eq!(stored.state.status(), RunStatus::Completed, "{run_id}");
             return started.elapsed();
         }
         assert!(

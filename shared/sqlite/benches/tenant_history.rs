@@ -57,7 +57,7 @@ fn seed_past_runs(path: &std::path::Path, count: usize) {
                 3,
             )
             .state;
-            state.status = RunStatus::Completed;
+            state.set_status_for_fixtures(RunStatus::Completed);
             insert
                 .execute(rusqlite::params![
                     TENANT,

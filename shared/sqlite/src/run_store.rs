@@ -103,7 +103,7 @@ impl SqliteStore {
             .map(|(state, version)| {
                 let state: RunState = state.parse()?;
                 Ok(RunSummary {
-                    status: state.status.as_str().to_string(),
+                    status: state.status().as_str().to_string(),
                     objective: state.envelope.objective.clone(),
                     created_at: state.created_at.rfc3339(),
                     updated_at: state.updated_at.rfc3339(),
@@ -164,7 +164,7 @@ impl RunLog for SqliteStore {
                     return Ok(CreateOutcome::AlreadyExists { run_id });
                 }
             }
-            if state.status.is_at_work()
+            if state.status().is_at_work()
                 && let Some(limit) = live_run_limit
             {
                 let live_runs = crate::tenant_runs::live_runs_of(&transaction, &state.tenant_id)?;
@@ -188,7 +188,7 @@ impl RunLog for SqliteStore {
                         state.tenant_id,
                         state.run_id,
                         state_json,
-                        state.status.as_str(),
+                        state.status().as_str(),
                         state.correlation_id,
                         created_millis,
                         state.forked_from.as_ref().map(|origin| origin.run_id.as_str())
@@ -201,7 +201,7 @@ impl RunLog for SqliteStore {
                 &transaction,
                 &state.tenant_id,
                 None,
-                state.status,
+                state.status(),
             )?;
             transaction.commit().map_err(unavailable)?;
             Ok(CreateOutcome::Created)
@@ -261,7 +261,7 @@ impl RunLog for SqliteStore {
                         tenant_id,
                         run_id,
                         state_json,
-                        commit.state.status.as_str(),
+                        commit.state.status().as_str(),
                         expected,
                         commit.retain_until.map(millis),
                         commit.previous_status.as_str()
@@ -296,7 +296,7 @@ impl RunLog for SqliteStore {
                     transaction,
                     &tenant_id,
                     Some(commit.previous_status),
-                    commit.state.status,
+                    commit.state.status(),
                 )?;
                 Ok(Grouped::Keep(commit.expected_version + 1))
             },

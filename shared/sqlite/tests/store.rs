@@ -204,7 +204,7 @@ async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
             RunKey::new(tenant, run),
             StepCommit {
                 expected_version: loaded.version,
-                previous_status: loaded.state.status,
+                previous_status: loaded.state.status(),
                 retain_until: None,
                 state: loaded.state.clone(),
                 events: Vec::new(),
@@ -255,7 +255,7 @@ async fn two_processes_racing_for_one_commit_make_one_transition() {
     let attempts = contenders.iter().enumerate().map(|(index, store)| {
         let commit = StepCommit {
             expected_version: stored.version,
-            previous_status: stored.state.status,
+            previous_status: stored.state.status(),
             retain_until: None,
             state: stored.state.clone(),
             events: vec![baton_core::frames::log(
@@ -347,7 +347,7 @@ async fn an_example_runs_to_completion_on_sqlite() {
             .unwrap()
             .unwrap()
             .state
-            .status,
+            .status(),
         RunStatus::Completed
     );
     assert!(
@@ -529,7 +529,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         let contender = store.clone();
         let commit = StepCommit {
             expected_version: stored.version,
-            previous_status: stored.state.status,
+            previous_status: stored.state.status(),
             retain_until: None,
             state: stored.state.clone(),
             events: log(format!("contender {index}")),
@@ -546,7 +546,7 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         let state = state.clone();
         let commit = StepCommit {
             expected_version: 1,
-            previous_status: state.status,
+            previous_status: state.status(),
             retain_until: None,
             state: state.clone(),
             events: log(format!("other {index}")),

@@ -235,7 +235,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
 
     // Conditional commit: the loser appends nothing.
     let mut next = loaded.state.clone();
-    next.status = RunStatus::Running;
+    next.set_status_for_fixtures(RunStatus::Running);
     let stale = store
         .commit_step(
             RunKey::new(&tenant, &run_id),
@@ -291,7 +291,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .map_err(failed)?
         .ok_or("run still loads")?;
     check(
-        reloaded.version == 2 && reloaded.state.status == RunStatus::Running,
+        reloaded.version == 2 && reloaded.state.status() == RunStatus::Running,
         "the committed state is stored",
     )?;
     check(
@@ -363,7 +363,7 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
             RunKey::new(&tenant, &run_id),
             commit(
                 2,
-                reloaded.state.status,
+                reloaded.state.status(),
                 reloaded.state.clone(),
                 vec![log("c")],
                 vec![follow_up.clone()],

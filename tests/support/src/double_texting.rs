@@ -174,7 +174,7 @@ impl Harness {
             .unwrap()
             .unwrap()
             .state
-            .status
+            .status()
     }
 
     async fn wait_until_settled(&self, run_ids: &[&str]) -> Vec<RunStatus> {

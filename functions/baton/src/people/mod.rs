@@ -303,7 +303,7 @@ pub async fn resume(request: ResumeRequest) -> Outcome {
                 eprintln!(
                     "baton: run `{}` is {} and waits for no person",
                     state.run_id,
-                    state.status.as_str()
+                    state.status().as_str()
                 );
                 return Ok(Ended::RunFailed);
             }
@@ -342,7 +342,7 @@ fn waiting_task(state: &RunState, node_id: Option<&str>) -> Result<HumanTask, Co
         failed(format!(
             "run `{}` is {} and waits for no person's output{}",
             state.run_id,
-            state.status.as_str(),
+            state.status().as_str(),
             node_id
                 .map(|node| format!(" on `{node}`"))
                 .unwrap_or_default()
@@ -362,7 +362,7 @@ pub async fn resolve(request: ResolveRequest) -> Outcome {
             eprintln!(
                 "baton: run `{}` is {} and has no pending approval request",
                 state.run_id,
-                state.status.as_str()
+                state.status().as_str()
             );
             return Ok(Ended::RunFailed);
         }

@@ -52,7 +52,7 @@ pub(crate) fn open_items(state: &RunState) -> OpenItems {
     if let Ok(body) = serde_json::to_string(&listing) {
         items.insert(
             (
-                runs_by_status_pk(&state.tenant_id, state.status),
+                runs_by_status_pk(&state.tenant_id, state.status()),
                 listing.ordering_key(),
             ),
             body.clone(),

@@ -42,7 +42,8 @@ impl RunLog for DynamoRunStore {
         }
         // Second: its failed condition is the live-run limit.
         let counter_index = items.len();
-        let counted = self.live_run_change(&state.tenant_id, None, state.status, live_run_limit)?;
+        let counted =
+            self.live_run_change(&state.tenant_id, None, state.status(), live_run_limit)?;
         let counts = counted.is_some();
         items.extend(counted);
         let state_parts = encode_state_parts(state)?;
@@ -55,7 +56,7 @@ impl RunLog for DynamoRunStore {
             ),
             ("stateParts".to_string(), n(state_parts.len() as u64)),
             ("version".to_string(), n(1)),
-            ("status".to_string(), s(state.status.as_str())),
+            ("status".to_string(), s(state.status().as_str())),
             ("correlationId".to_string(), s(&state.correlation_id)),
         ]);
         items.push(put(
@@ -78,7 +79,7 @@ impl RunLog for DynamoRunStore {
             idempotency_key,
         )?);
         let open_items = crate::dynamodb::open_items::open_items(state);
-        items.extend(self.open_item_writes(&pk, 0, &open_items, state, state.status, None)?);
+        items.extend(self.open_item_writes(&pk, 0, &open_items, state, state.status(), None)?);
         items.extend(self.event_items(
             &pk,
             1,
@@ -245,7 +246,7 @@ impl RunLog for DynamoRunStore {
         let counter_move = self.live_run_change(
             tenant_id,
             Some(commit.previous_status),
-            commit.state.status,
+            commit.state.status(),
             None,
         )?;
         // Ended: the pass stamps the rest. Taken up again after it ended (a
@@ -271,14 +272,14 @@ impl RunLog for DynamoRunStore {
                 ("state".to_string(), encoded_state.clone()),
                 ("stateParts".to_string(), n(state_parts.len() as u64)),
                 ("version".to_string(), n(expected_version + 1)),
-                ("status".to_string(), s(commit.state.status.as_str())),
+                ("status".to_string(), s(commit.state.status().as_str())),
                 ("correlationId".to_string(), s(&commit.state.correlation_id)),
             ]);
             if let Some(expires) = &expires {
                 run_item.insert("expiresAt".to_string(), expires.clone());
             }
             // A run waiting for a person is listed in the sparse index under its tenant.
-            if commit.state.status.awaits_people() {
+            if commit.state.status().awaits_people() {
                 run_item.insert("gsi1pk".to_string(), s(awaiting_human_pk(tenant_id)));
                 run_item.insert(
                     "gsi1sk".to_string(),
@@ -323,7 +324,7 @@ impl RunLog for DynamoRunStore {
             // Settled by the run's status, as SQLite and memory judge it:
             // a commit after the terminal frame (a notification's delivery,
             // with no frame of its own) keeps the run settled.
-            let settles = commit.state.status.is_terminal();
+            let settles = commit.state.status().is_terminal();
             items.push(self.sequence_bump(
                 &pk,
                 seen,

@@ -63,7 +63,7 @@ pub fn start_queued_chat_run(
     summary: Option<crate::records::chat::ThreadSummary>,
     now: Instant,
 ) -> Option<Decision> {
-    if state.status != RunStatus::Queued || state.plan.is_some() {
+    if state.status() != RunStatus::Queued || state.plan.is_some() {
         return None;
     }
     let chat = state.chat.as_mut().filter(|chat| chat.waiting_on_thread)?;

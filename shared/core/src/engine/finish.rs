@@ -226,7 +226,7 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
     let (Some(turn), Some(output)) = (&step.state.chat, &step.state.output) else {
         return;
     };
-    if step.state.status != RunStatus::Completed {
+    if step.state.status() != RunStatus::Completed {
         return;
     }
     let assistant = output

@@ -26,7 +26,7 @@ use super::step_context::StepContext;
 use crate::basics::instant::Instant;
 use crate::basics::schema::{collect_violations, json_path_for_pointer};
 use crate::planning::plan::PlanGraph;
-use crate::state::run::{NodeRecord, NodeStatus, RunState};
+use crate::state::run::{NodeRecord, RunState};
 use crate::wire::event::{EventFrame, EventType};
 use crate::wire::frames;
 
@@ -244,12 +244,15 @@ pub fn fork_run(
                         .node_outputs
                         .get(&node.node_id)
                         .unwrap_or(&done.output);
-                    NodeRecord {
-                        status: NodeStatus::Completed,
-                        current_attempt: done.attempt,
-                        output: Some(Arc::new(output.clone())),
-                        ..NodeRecord::pending()
-                    }
+                    // Reused: completed in the fork from its first step.
+                    let mut record = NodeRecord::pending();
+                    record.current_attempt = done.attempt;
+                    record.output = Some(Arc::new(output.clone()));
+                    super::lifecycle::move_node(
+                        &mut record,
+                        super::lifecycle::NodeTransition::Complete,
+                    );
+                    record
                 }
                 _ => NodeRecord::pending(),
             };

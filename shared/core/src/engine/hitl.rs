@@ -59,10 +59,10 @@ fn pending_request<'s>(
     let pending = state
         .governance
         .pending_request()
-        .filter(|request| request.kind == kind && !state.status.is_terminal());
+        .filter(|request| request.kind == kind && !state.status().is_terminal());
     match pending {
         None => Err(HumanInputRefused::NoPendingRequest {
-            run_status: state.status,
+            run_status: state.status(),
         }),
         Some(request) if request_id.is_some_and(|id| id != request.request_id) => {
             Err(HumanInputRefused::UnknownRequest {
@@ -243,9 +243,9 @@ pub fn resume_paused_run(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Resolved {
-    if !matches!(state.governance.hold, Some(Hold::Paused { .. })) || state.status.is_terminal() {
+    if !matches!(state.governance.hold, Some(Hold::Paused { .. })) || state.status().is_terminal() {
         return Ok(Err(HumanInputRefused::NotPaused {
-            run_status: state.status,
+            run_status: state.status(),
         }));
     }
     let current = state.plan_version();
@@ -268,10 +268,10 @@ pub fn trigger_manual_policy(
     let known = state.envelope.policies.runtime.iter().any(|policy| {
         policy.id == policy_id && policy.enabled && policy.trigger == PolicyTrigger::Manual
     });
-    if !known || state.status.is_terminal() {
+    if !known || state.status().is_terminal() {
         return Ok(Err(HumanInputRefused::NoManualPolicy {
             policy_id: policy_id.to_string(),
-            run_status: state.status,
+            run_status: state.status(),
         }));
     }
     let mut step = StepContext::new(state, now, engine);

@@ -44,10 +44,10 @@ pub struct HumanDecline<'a> {
 
 /// The node waits for a person, and `answerer` is one it is assigned to.
 fn awaiting(state: &RunState, node_id: &str, answerer: &Answerer) -> Result<(), HumanInputRefused> {
-    let node_status = state.nodes.get(node_id).map(|record| record.status);
-    if state.status.is_terminal() || node_status != Some(NodeStatus::AwaitingHuman) {
+    let node_status = state.nodes.get(node_id).map(|record| record.status());
+    if state.status().is_terminal() || node_status != Some(NodeStatus::AwaitingHuman) {
         return Err(HumanInputRefused::NotAwaiting {
-            run_status: state.status,
+            run_status: state.status(),
             node_status,
         });
     }

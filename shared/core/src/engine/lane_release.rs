@@ -18,7 +18,7 @@ use super::step_context::StepContext;
 
 /// Puts a release in the outbox when this step settled a chat run.
 pub(super) fn ask_for_release(step: &mut StepContext<'_, '_>) {
-    if step.initial_status.is_settled() || !step.state.status.is_settled() {
+    if step.initial_status.is_settled() || !step.state.status().is_settled() {
         return;
     }
     let Some(chat) = step.state.chat.as_mut() else {

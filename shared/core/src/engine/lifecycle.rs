@@ -1,5 +1,6 @@
-//! The run's life cycle: the one writer of `RunState.status` in the engine
-//! (an architecture test refuses a write anywhere else). Each change is a
+//! The run's life cycle: the one writer of a run's and a node's status
+//! (both fields are private to `state/run.rs`; its crate-wide setters are
+//! called only here, which an architecture test holds). Each change is a
 //! named [`RunTransition`], checked against the status the run is in:
 //!
 //! | transition | to | from |
@@ -111,14 +112,14 @@ pub(crate) fn apply(
     state: &mut RunState,
     transition: RunTransition,
 ) -> Result<(), IllegalTransition> {
-    if !transition.allowed_from(state.status) {
+    if !transition.allowed_from(state.status()) {
         return Err(IllegalTransition {
             run_id: state.run_id.clone(),
-            from: state.status,
+            from: state.status(),
             transition,
         });
     }
-    state.status = transition.target();
+    state.set_status_by_life_cycle(transition.target());
     Ok(())
 }
 
@@ -161,13 +162,13 @@ impl NodeTransition {
 /// Moves `record` by `transition`; a move the table refuses changes
 /// nothing (and fails a debug build's tests, naming it).
 pub(crate) fn move_node(record: &mut NodeRecord, transition: NodeTransition) {
-    if transition.allowed_from(record.status) {
-        record.status = transition.target();
+    if transition.allowed_from(record.status()) {
+        record.set_status_by_life_cycle(transition.target());
     } else {
         debug_assert!(
             false,
             "a {:?} node cannot take {transition:?}: not a transition of its life cycle",
-            record.status
+            record.status()
         );
     }
 }
@@ -175,7 +176,7 @@ pub(crate) fn move_node(record: &mut NodeRecord, transition: NodeTransition) {
 /// A fork of a run starts at work, whatever its source's status: it is a
 /// new run (its own id, its own log), not a transition of the source.
 pub(crate) fn reopen_as_fork(state: &mut RunState) {
-    state.status = RunStatus::Running;
+    state.set_status_by_life_cycle(RunStatus::Running);
 }
 
 impl StepContext<'_, '_> {
@@ -192,7 +193,7 @@ mod tests {
     /// A run started by admission (queued), moved to `status` for the test.
     fn run_in(status: RunStatus) -> RunState {
         let mut state = super::super::tests::started_run();
-        state.status = status;
+        state.set_status_by_life_cycle(status);
         state
     }
 
@@ -218,7 +219,7 @@ mod tests {
                 let mut state = run_in(ended);
                 let refused = apply(&mut state, transition).unwrap_err();
                 assert_eq!(refused.from, ended);
-                assert_eq!(state.status, ended, "{transition:?} changed an ended run");
+                assert_eq!(state.status(), ended, "{transition:?} changed an ended run");
                 let error = CoreError::from(refused).to_string();
                 assert!(
                     error.contains("is not a transition of its life cycle"),
@@ -272,7 +273,7 @@ mod tests {
             NodeTransition::Reset,
         ] {
             move_node(&mut record, transition);
-            assert_eq!(record.status, transition.target());
+            assert_eq!(record.status(), transition.target());
         }
     }
 
@@ -283,6 +284,6 @@ mod tests {
         apply(&mut state, RunTransition::ParkForPerson).unwrap();
         apply(&mut state, RunTransition::Work).unwrap();
         apply(&mut state, RunTransition::Complete).unwrap();
-        assert_eq!(state.status, RunStatus::Completed);
+        assert_eq!(state.status(), RunStatus::Completed);
     }
 }

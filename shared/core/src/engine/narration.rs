@@ -95,7 +95,7 @@ pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode)
                 .state
                 .nodes
                 .values()
-                .filter(|record| record.status == crate::state::run::NodeStatus::Completed)
+                .filter(|record| record.status() == crate::state::run::NodeStatus::Completed)
                 .count(),
         }),
     };

@@ -18,10 +18,10 @@ use super::step_context::StepContext;
 /// Records a notification and sends its first attempt when this step moved
 /// the run into an ending or a wait for people and someone listens.
 pub(super) fn announce(step: &mut StepContext<'_, '_>) {
-    if step.state.status == step.initial_status {
+    if step.state.status() == step.initial_status {
         return;
     }
-    let Some(event) = RunEvent::of(step.state.status) else {
+    let Some(event) = RunEvent::of(step.state.status()) else {
         return;
     };
     if step.state.envelope.callback_url.is_none() && !step.engine.announce_to_event_bus {
@@ -36,7 +36,7 @@ pub(super) fn announce(step: &mut StepContext<'_, '_>) {
         notification_id.clone(),
         NotificationRecord {
             event,
-            status: step.state.status,
+            status: step.state.status(),
             occurred_at: step.now.rfc3339(),
             attempts: 0,
             delivered: false,

@@ -38,7 +38,7 @@ pub(super) fn judge_is_stale(
     judge_id: &str,
 ) -> bool {
     let deliberating = state.nodes.get(node_id).is_some_and(|record| {
-        record.status == NodeStatus::Deliberating && record.current_attempt == attempt
+        record.status() == NodeStatus::Deliberating && record.current_attempt == attempt
     });
     !deliberating || !judge_is_awaited(state, node_id, attempt, round, judge_id)
 }

@@ -46,7 +46,7 @@ pub fn run_metrics(state: &RunState) -> Map<String, Value> {
     let completed = state
         .nodes
         .values()
-        .filter(|record| record.status == NodeStatus::Completed)
+        .filter(|record| record.status() == NodeStatus::Completed)
         .count();
     let mut metrics = Map::new();
     metrics.insert("nodesCompleted".into(), json!(completed));

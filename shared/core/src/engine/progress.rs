@@ -24,7 +24,7 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
         step.state
             .nodes
             .get(node_id)
-            .is_some_and(|record| record.status == status)
+            .is_some_and(|record| record.status() == status)
     };
     // Pending nodes whose every upstream node has completed.
     let ready: Vec<&PlanNode> = plan
@@ -64,7 +64,7 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
 /// Dispatches what is ready, finishes the run when every node completed,
 /// and settles the status, unless the run ended or is held.
 pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
-    if step.state.status.is_terminal() {
+    if step.state.status().is_terminal() {
         return Ok(());
     }
     if step.state.pending_replan.is_some() {
@@ -88,7 +88,7 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
         .state
         .nodes
         .values()
-        .all(|record| record.status == NodeStatus::Completed);
+        .all(|record| record.status() == NodeStatus::Completed);
     if all_completed {
         step.move_run(RunTransition::Work)?;
         return super::finish::finish_run(step);
@@ -97,7 +97,7 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
         .state
         .nodes
         .values()
-        .any(|record| record.status == NodeStatus::AwaitingHuman);
+        .any(|record| record.status() == NodeStatus::AwaitingHuman);
     step.move_run(if someone_awaited {
         RunTransition::ParkForPerson
     } else {

@@ -248,7 +248,7 @@ fn replan_context(state: &RunState, pending: &PendingReplan) -> Value {
                         "nodeId": node.node_id,
                         "capabilityId": node.capability_id,
                         "dependsOn": plan.upstream_of(&node.node_id),
-                        "status": record.map(|record| record.status),
+                        "status": record.map(|record| record.status()),
                         "error": record.and_then(|record| record.error.clone()),
                     })
                 })
@@ -373,18 +373,19 @@ pub(super) fn apply(
         });
         let record = match old_record {
             Some(record) if same_node && !invalidated.contains(node.node_id.as_str()) => {
-                if record.status == NodeStatus::Completed {
+                if record.status() == NodeStatus::Completed {
                     reused.push(node.node_id.clone());
                 }
                 record.clone()
             }
-            Some(record) => Arc::new(NodeRecord {
-                current_attempt: record.current_attempt,
-                attempt_base: record.current_attempt,
-                usage: record.usage,
-                cost_usd: record.cost_usd,
-                ..NodeRecord::pending()
-            }),
+            Some(record) => {
+                let mut fresh = NodeRecord::pending();
+                fresh.current_attempt = record.current_attempt;
+                fresh.attempt_base = record.current_attempt;
+                fresh.usage = record.usage;
+                fresh.cost_usd = record.cost_usd;
+                Arc::new(fresh)
+            }
             None => Arc::new(NodeRecord::pending()),
         };
         nodes.insert(node.node_id.clone(), record);
@@ -453,7 +454,7 @@ pub(super) fn apply(
                 .map(|node| frames::UpdatedNodeSummary {
                     node_id: node.node_id.clone(),
                     capability_id: node.capability_id.clone(),
-                    status: step.state.nodes[&node.node_id].status,
+                    status: step.state.nodes[&node.node_id].status(),
                 })
                 .collect(),
             edges: plan.edges.clone(),

@@ -9,7 +9,7 @@ use crate::basics::codes::WarningCode;
 use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::contracts::envelope::TaskEnvelope;
-use crate::state::run::{RunState, RunStatus, StepCommand, StepMessage};
+use crate::state::run::{RunIds, RunState, StepCommand, StepMessage};
 use crate::wire::{event::EventDraft, frames, frames::FrameStamp};
 
 use super::decision::{Decision, NewRunIdentity};
@@ -21,41 +21,20 @@ pub fn start_run(
     now: Instant,
     max_node_attempts: u32,
 ) -> Decision {
-    let state = RunState {
-        run_id: identity.run_id.clone(),
-        tenant_id: identity.tenant_id.clone(),
-        correlation_id: identity.correlation_id.clone(),
-        thread_id: identity.thread_id.clone(),
-        envelope: Arc::new(envelope),
-        status: RunStatus::Queued,
-        plan: None,
-        plan_diagnostics: None,
-        nodes: Default::default(),
-        output: None,
-        observed_satisfaction: None,
-        failure: None,
-        created_at: now,
-        updated_at: now,
-        max_node_attempts: max_node_attempts.max(1),
-        governance: Default::default(),
-        phase: Some(frames::RunPhase::Planning),
-        panels: Default::default(),
-        sessions: Default::default(),
-        chat: None,
-        parent: None,
-        notifications: Default::default(),
-        unpriced_models: Default::default(),
-        model_turns: 0,
-        planner_spend: Default::default(),
-        retired_spend: Default::default(),
-        pending_replan: None,
-        forked_from: None,
-        trace: identity.trace,
-        plan_history: Vec::new(),
-        usage_by_operation: Default::default(),
-        facet_snapshot: Default::default(),
-        submitted_by: identity.submitted_by,
-    };
+    let mut state = RunState::queued(
+        RunIds {
+            run_id: identity.run_id.clone(),
+            tenant_id: identity.tenant_id.clone(),
+            correlation_id: identity.correlation_id.clone(),
+            thread_id: identity.thread_id.clone(),
+        },
+        Arc::new(envelope),
+        now,
+        max_node_attempts,
+    );
+    state.phase = Some(frames::RunPhase::Planning);
+    state.trace = identity.trace;
+    state.submitted_by = identity.submitted_by;
     let start = frames::start(
         &FrameStamp::new(now, 0),
         &frames::StartPayload {

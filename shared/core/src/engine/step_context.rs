@@ -30,7 +30,7 @@ impl<'e, 'r> StepContext<'e, 'r> {
         let timestamp = now.rfc3339();
         state.updated_at = now;
         StepContext {
-            initial_status: state.status,
+            initial_status: state.status(),
             state,
             now,
             timestamp,

@@ -104,7 +104,7 @@ impl StepContext<'_, '_> {
                     .parent_run_id
                     .get_or_insert_with(|| parent.run_id.clone());
             }
-            if self.state.status.is_terminal() {
+            if self.state.status().is_terminal() {
                 // The parent's session waits for this run: tell it how it
                 // ended (its outputs by reference when large, so the step
                 // message stays within a queue's message limit).
@@ -122,13 +122,13 @@ impl StepContext<'_, '_> {
                 ));
             }
         }
-        if self.state.status.is_terminal() {
+        if self.state.status().is_terminal() {
             // The child runs its sessions wait for end with it: their
             // cancel is in this commit's outbox, as durable as this end.
             let reason = format!(
                 "its parent run {} ended {}",
                 self.state.run_id,
-                self.state.status.as_str()
+                self.state.status().as_str()
             );
             for child_run_id in self.state.awaited_child_runs() {
                 self.outbox.push(StepMessage::new(

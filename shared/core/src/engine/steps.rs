@@ -64,18 +64,18 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
         // A settled run's lane is released after its end.
         return lane_release::release_is_stale(state, *release);
     }
-    if state.status.is_terminal() {
+    if state.status().is_terminal() {
         return true;
     }
     match command {
-        StepCommand::Plan => state.status != RunStatus::Queued,
+        StepCommand::Plan => state.status() != RunStatus::Queued,
         StepCommand::Replan { version } => state
             .pending_replan
             .as_ref()
             .is_none_or(|pending| pending.version != *version),
         StepCommand::ExecuteNode { node_id, attempt } => {
             !state.nodes.get(node_id).is_some_and(|record| {
-                record.status == NodeStatus::Scheduled && record.current_attempt == *attempt
+                record.status() == NodeStatus::Scheduled && record.current_attempt == *attempt
             })
         }
         StepCommand::AskJudge {
@@ -270,7 +270,7 @@ fn end_live_run(
     engine: &EngineContext<'_>,
     end: impl FnOnce(&mut StepContext<'_, '_>),
 ) -> Option<Decision> {
-    if state.status.is_terminal() {
+    if state.status().is_terminal() {
         return None;
     }
     let mut step = StepContext::new(state, now, engine);

@@ -329,7 +329,7 @@ fn start_run_emits_start_and_queues_planning() {
     let decision = start_run(identity(), envelope(), NOW, 3);
     assert_eq!(event_types(&decision), vec!["start"]);
     assert_eq!(outbox(&decision), vec!["run:plan"]);
-    assert_eq!(decision.state.status, RunStatus::Queued);
+    assert_eq!(decision.state.status(), RunStatus::Queued);
     assert_eq!(decision.state.created_at.rfc3339(), "2026-01-01T00:00:00Z");
     assert_frames_match_schemas(&decision.events);
 }
@@ -446,7 +446,7 @@ fn step_table() {
     ];
     for row in rows {
         let decision = step(row.state, row.observed, &context);
-        assert_eq!(decision.state.status, row.status, "{}", row.name);
+        assert_eq!(decision.state.status(), row.status, "{}", row.name);
         assert_eq!(event_types(&decision), row.events, "{}", row.name);
         assert_eq!(outbox(&decision), row.outbox, "{}", row.name);
     }
@@ -461,7 +461,7 @@ fn no_plan_rejects_the_run() {
     let validators = ValidatorCache::new();
     let context = engine(&empty, &validators);
     let decision = step(started(), Observed::Plan, &context);
-    assert_eq!(decision.state.status, RunStatus::PlanRejected);
+    assert_eq!(decision.state.status(), RunStatus::PlanRejected);
     assert_eq!(
         event_types(&decision),
         vec!["plan_requested", "plan_rejected", "metrics", "error"]
@@ -506,7 +506,7 @@ fn frames_carry_the_plan_version_and_node_frames_their_provenance() {
         answer("node_2", 1, json!({"draft": {"text": "d"}})),
         &context,
     );
-    assert_eq!(done.state.status, RunStatus::Completed);
+    assert_eq!(done.state.status(), RunStatus::Completed);
     let complete = done
         .events
         .iter()
@@ -878,7 +878,7 @@ fn cancel_and_shell_failures_end_a_live_run_once() {
     let validators = ValidatorCache::new();
     let context = engine(&registry, &validators);
     let cancelled = cancel_run(planned(&context), "enough", NOW, &context).unwrap();
-    assert_eq!(cancelled.state.status, RunStatus::Cancelled);
+    assert_eq!(cancelled.state.status(), RunStatus::Cancelled);
     assert_eq!(event_types(&cancelled), vec!["metrics", "error"]);
     assert_frames_match_schemas(&cancelled.events);
     assert!(cancel_run(cancelled.state, "again", NOW, &context).is_none());
@@ -926,7 +926,7 @@ fn the_token_budget_stops_the_run_before_more_is_spent() {
             costly("node_1", json!({"brief": {"text": "b"}}), tokens),
             &context,
         );
-        assert_eq!(decision.state.status, status, "{budget}/{tokens}");
+        assert_eq!(decision.state.status(), status, "{budget}/{tokens}");
         assert_eq!(event_types(&decision).last().copied(), Some(last_event));
         assert_eq!(decision.outbox.len(), queued, "{budget}/{tokens}");
         if status == RunStatus::Failed {
@@ -949,7 +949,7 @@ fn the_token_budget_stops_the_run_before_more_is_spent() {
         costly("node_2", json!({"draft": {"text": "d"}}), 700),
         &context,
     );
-    assert_eq!(last.state.status, RunStatus::Completed);
+    assert_eq!(last.state.status(), RunStatus::Completed);
     assert!(event_types(&last).contains(&"warning"));
     assert_eq!(event_types(&last).last().copied(), Some("complete"));
 }
@@ -1004,7 +1004,7 @@ pub(super) fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
         context,
     )
     .state;
-    assert_eq!(parked.status, RunStatus::AwaitingHuman);
+    assert_eq!(parked.status(), RunStatus::AwaitingHuman);
     parked
 }
 
@@ -1029,7 +1029,7 @@ fn a_persons_valid_answer_completes_the_node_and_the_run() {
     .unwrap()
     .unwrap();
     assert_frames_match_schemas(&decision.events);
-    assert_eq!(decision.state.status, RunStatus::Completed);
+    assert_eq!(decision.state.status(), RunStatus::Completed);
     assert_eq!(
         event_types(&decision)[..2],
         ["plan_generated", "node_complete"],
@@ -1297,7 +1297,7 @@ fn a_person_declining_fails_the_run_with_the_reason() {
         event_types(&decision),
         vec!["node_error", "metrics", "error"]
     );
-    assert_eq!(decision.state.status, RunStatus::Failed);
+    assert_eq!(decision.state.status(), RunStatus::Failed);
     let failure = decision.state.failure.unwrap();
     assert_eq!(failure.code, FailureCode::HumanDeclined);
     assert!(failure.message.contains("out_of_scope") && failure.message.contains("not our brand"));

@@ -43,7 +43,7 @@ pub(super) fn fire_timer(
         }
         TimerPurpose::HumanTaskSla { node_id, attempt } => {
             let still_waiting = step.state.nodes.get(node_id).is_some_and(|record| {
-                record.status == NodeStatus::AwaitingHuman && record.current_attempt == *attempt
+                record.status() == NodeStatus::AwaitingHuman && record.current_attempt == *attempt
             });
             let node = plan.as_deref().and_then(|plan| plan.node(node_id));
             if let (true, Some(node)) = (still_waiting, node) {

@@ -79,7 +79,7 @@ impl RunListing {
     pub fn of(state: &RunState) -> Self {
         RunListing {
             run_id: state.run_id.clone(),
-            status: state.status,
+            status: state.status(),
             objective: state
                 .envelope
                 .objective
@@ -94,7 +94,7 @@ impl RunListing {
                 .map(|origin| origin.run_id.clone()),
             thread_id: state.thread_id.clone(),
             submitted_by: state.submitted_by.clone(),
-            usage: state.status.is_settled().then(|| ListedUsage::of(state)),
+            usage: state.status().is_settled().then(|| ListedUsage::of(state)),
         }
     }
 

@@ -21,7 +21,9 @@ pub use crate::state::step_message::{StepCommand, StepMessage};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRecord {
-    pub status: NodeStatus,
+    /// Private: read with [`NodeRecord::status`]; only the engine's life
+    /// cycle changes it, through named transitions.
+    status: NodeStatus,
     /// The attempt the current step message is for (0 before scheduling).
     pub current_attempt: u32,
     /// Shared, so loading a run does not copy every node's answer.
@@ -62,6 +64,25 @@ fn is_zero(value: &u32) -> bool {
 }
 
 impl NodeRecord {
+    /// Where the node is in its life cycle.
+    pub fn status(&self) -> NodeStatus {
+        self.status
+    }
+
+    /// The one write of a node's status: the engine's life cycle calls it
+    /// for a transition it has checked (an architecture test refuses a
+    /// call anywhere else).
+    pub(crate) fn set_status_by_life_cycle(&mut self, status: NodeStatus) {
+        self.status = status;
+    }
+
+    /// Test fixtures only (feature `test-fixtures`): the record as a step
+    /// would have left it in `status`.
+    #[cfg(feature = "test-fixtures")]
+    pub fn set_status_for_fixtures(&mut self, status: NodeStatus) {
+        self.status = status;
+    }
+
     pub fn pending() -> Self {
         NodeRecord {
             status: NodeStatus::Pending,
@@ -114,6 +135,15 @@ pub struct RunFailure {
     pub message: String,
 }
 
+/// The four ids a run is known by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunIds {
+    pub run_id: String,
+    pub tenant_id: String,
+    pub correlation_id: String,
+    pub thread_id: String,
+}
+
 /// Everything the engine knows about a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -124,7 +154,9 @@ pub struct RunState {
     pub thread_id: String,
     /// Immutable for the run's life; shared so loading a run is cheap.
     pub envelope: Arc<TaskEnvelope>,
-    pub status: RunStatus,
+    /// Private: read with [`RunState::status`]; only the engine's life
+    /// cycle changes it, through named transitions.
+    status: RunStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     /// Immutable once generated (a replan stores a new version).
     pub plan: Option<Arc<PlanGraph>>,
@@ -225,6 +257,70 @@ pub struct ForkOrigin {
 }
 
 impl RunState {
+    /// A run as admission creates it: queued, nothing planned, nothing
+    /// spent. The only place a run's first status is set.
+    pub(crate) fn queued(
+        ids: RunIds,
+        envelope: Arc<TaskEnvelope>,
+        now: crate::basics::instant::Instant,
+        max_node_attempts: u32,
+    ) -> Self {
+        RunState {
+            run_id: ids.run_id,
+            tenant_id: ids.tenant_id,
+            correlation_id: ids.correlation_id,
+            thread_id: ids.thread_id,
+            envelope,
+            status: RunStatus::Queued,
+            plan: None,
+            plan_diagnostics: None,
+            nodes: Default::default(),
+            output: None,
+            observed_satisfaction: None,
+            failure: None,
+            created_at: now,
+            updated_at: now,
+            max_node_attempts: max_node_attempts.max(1),
+            governance: Default::default(),
+            phase: None,
+            panels: Default::default(),
+            sessions: Default::default(),
+            chat: None,
+            parent: None,
+            notifications: Default::default(),
+            unpriced_models: Default::default(),
+            model_turns: 0,
+            planner_spend: Default::default(),
+            retired_spend: Default::default(),
+            pending_replan: None,
+            forked_from: None,
+            trace: None,
+            plan_history: Vec::new(),
+            usage_by_operation: Default::default(),
+            facet_snapshot: Default::default(),
+            submitted_by: None,
+        }
+    }
+
+    /// Where the run is in its life cycle.
+    pub fn status(&self) -> RunStatus {
+        self.status
+    }
+
+    /// The one write of the status after admission: the engine's life
+    /// cycle calls it for a transition it has checked (an architecture
+    /// test refuses a call anywhere else).
+    pub(crate) fn set_status_by_life_cycle(&mut self, status: RunStatus) {
+        self.status = status;
+    }
+
+    /// Test fixtures only (feature `test-fixtures`): the state as a step
+    /// would have left it in `status`, for a store's conformance suite.
+    #[cfg(feature = "test-fixtures")]
+    pub fn set_status_for_fixtures(&mut self, status: RunStatus) {
+        self.status = status;
+    }
+
     /// Where this run lives (its tenant and id), as the stores address it.
     pub fn key(&self) -> crate::basics::ids::RunKey<'_> {
         crate::basics::ids::RunKey::new(&self.tenant_id, &self.run_id)

@@ -111,7 +111,7 @@ pub struct PendingRequest {
 
 /// The run's pending request, if it is held on one.
 pub fn pending_request(state: &RunState) -> Option<PendingRequest> {
-    if state.status.is_terminal() {
+    if state.status().is_terminal() {
         return None;
     }
     state
@@ -169,7 +169,7 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
     let Some(plan) = &state.plan else {
         return Vec::new();
     };
-    if state.status.is_terminal() {
+    if state.status().is_terminal() {
         return Vec::new();
     }
     plan.nodes
@@ -178,7 +178,7 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
             state
                 .nodes
                 .get(&node.node_id)
-                .is_some_and(|record| record.status == NodeStatus::AwaitingHuman)
+                .is_some_and(|record| record.status() == NodeStatus::AwaitingHuman)
         })
         .map(|node| HumanTask {
             task_id: task_id(&state.run_id, &node.node_id),

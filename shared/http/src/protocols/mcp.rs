@@ -381,9 +381,8 @@ impl BatonMcpServer {
             .map_err(runtime_refusal)?
             .ok_or_else(|| refused(format!("no run `{run_id}`"), json!({"runId": run_id})))?;
         let run = &stored.state;
-        let mut answer =
-            json!({"runId": run.run_id, "threadId": run.thread_id, "status": run.status.as_str()});
-        match run.status {
+        let mut answer = json!({"runId": run.run_id, "threadId": run.thread_id, "status": run.status().as_str()});
+        match run.status() {
             RunStatus::Completed => {
                 answer["output"] = run.output.clone().unwrap_or(Value::Null);
             }

@@ -73,7 +73,7 @@ impl RunRecord {
     /// A settled run keeps its log compressed and no leases (it refuses
     /// claims); a commit that takes it up again starts afresh.
     fn settle_if_terminal(&mut self) {
-        if self.state.status.is_terminal() {
+        if self.state.status().is_terminal() {
             self.events.seal();
             self.leases = HashMap::default();
         }
@@ -218,7 +218,7 @@ impl RunLog for InMemoryRunStore {
             }
         }
         let live_runs = tables.live_runs.get(&state.tenant_id).copied().unwrap_or(0);
-        if state.status.is_at_work() && live_run_limit.is_some_and(|limit| live_runs >= limit) {
+        if state.status().is_at_work() && live_run_limit.is_some_and(|limit| live_runs >= limit) {
             return Ok(CreateOutcome::LiveRunLimitReached { live_runs });
         }
         if let Some(key) = idempotency_key {
@@ -250,7 +250,7 @@ impl RunLog for InMemoryRunStore {
             idempotency_key: idempotency_key.map(str::to_string),
         };
         record.append(&events);
-        tables.count_live(&state.tenant_id, None, state.status);
+        tables.count_live(&state.tenant_id, None, state.status());
         tables
             .runs
             .entry(state.tenant_id.clone())
@@ -284,14 +284,14 @@ impl RunLog for InMemoryRunStore {
                 expected: commit.expected_version,
             });
         }
-        let status_before = record.state.status;
+        let status_before = record.state.status();
         let retained_before = record.retain_until_millis;
         record.append(&commit.events);
         record.state = commit.state;
         record.version += 1;
         record.settle_if_terminal();
         record.retain_until_millis = commit.retain_until.map(Instant::unix_millis);
-        let (status_after, retained_after) = (record.state.status, record.retain_until_millis);
+        let (status_after, retained_after) = (record.state.status(), record.retain_until_millis);
         if let Some(message_id) = &commit.consumed_message_id {
             record.outbox.remove(message_id);
         }
@@ -357,7 +357,7 @@ impl RunLog for InMemoryRunStore {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
-        if record.state.status.is_terminal() {
+        if record.state.status().is_terminal() {
             // Nothing lands after the terminal frame (a twin attempt's
             // deltas, still streaming when the run ended).
             return Ok(record.events.len());
@@ -484,7 +484,7 @@ impl RunQueries for InMemoryRunStore {
             .get(tenant_id)
             .into_iter()
             .flat_map(HashMap::values)
-            .filter(|record| record.state.status.awaits_people())
+            .filter(|record| record.state.status().awaits_people())
             .map(|record| record.state.clone())
             .collect();
         parked.sort_by(|a, b| (&a.created_at, &a.run_id).cmp(&(&b.created_at, &b.run_id)));

@@ -21,7 +21,7 @@ impl NodeLeases for InMemoryRunStore {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         let record = tables.run_mut(tenant_id, run_id)?;
-        if record.state.status.is_terminal() {
+        if record.state.status().is_terminal() {
             // No node_start after the terminal frame: the step finds the run
             // settled when it looks again.
             return Ok(ClaimOutcome::HeldByOther {

@@ -59,7 +59,7 @@ impl EndedRun {
             run_id: state.run_id.clone(),
             tenant_id: state.tenant_id.clone(),
             correlation_id: state.correlation_id.clone(),
-            status: state.status.as_str().to_string(),
+            status: state.status().as_str().to_string(),
             failure: state
                 .failure
                 .as_ref()

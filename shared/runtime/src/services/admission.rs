@@ -156,6 +156,7 @@ impl RunAdmission {
             }
             CreateOutcome::Created => {
                 crate::crash_points::reached(crate::crash_points::CrashPoint::AfterAdmitBeforeSend);
+                let status = decision.state.status();
                 let run_id = decision.state.run_id;
                 if let Err(error) = self.relay.send(&decision.outbox).await {
                     if unsent == UnsentFirstSteps::FailTheCaller {
@@ -165,8 +166,8 @@ impl RunAdmission {
                 }
                 Ok(Admitted::Created {
                     run_id,
+                    status,
                     thread_id: decision.state.thread_id,
-                    status: decision.state.status,
                 })
             }
         }

@@ -95,7 +95,7 @@ impl ReadAt {
     pub(crate) fn of(stored: &crate::ports::StoredRun) -> Self {
         ReadAt {
             version: stored.version,
-            status: stored.state.status,
+            status: stored.state.status(),
         }
     }
 }
@@ -149,7 +149,7 @@ impl DecisionCommitter {
                 Decided::Commit(decision) => *decision,
                 Decided::Nothing(nothing) => return Ok(CommitResult::Nothing(nothing)),
             };
-            let status = decision.state.status;
+            let status = decision.state.status();
             match self.write(target, read_at, decision).await {
                 Ok(new_version) => {
                     return Ok(CommitResult::Committed {
@@ -217,7 +217,7 @@ impl DecisionCommitter {
                     previous_status: read_at.status,
                     retain_until: self.retention.retain_until(
                         tenant_id,
-                        decision.state.status,
+                        decision.state.status(),
                         self.clock.now(),
                     ),
                     state: decision.state,
@@ -250,7 +250,7 @@ impl DecisionCommitter {
     ) -> Result<CommitResult<Nothing>, RuntimeError> {
         let message = format!("the run can no longer be stored: {reason}");
         let fail = |state: RunState| {
-            let status_before = state.status;
+            let status_before = state.status();
             Ok(
                 match fail_run(
                     state,

@@ -123,7 +123,7 @@ impl Cursor {
                     .load_run(RunKey::new(&request.tenant_id, &request.run_id))
                     .await
                 {
-                    Ok(Some(stored)) => Some(stored.state.status),
+                    Ok(Some(stored)) => Some(stored.state.status()),
                     Ok(None) => return None,
                     Err(error) => {
                         tracing::debug!(%error, run_id = %request.run_id, "loading the run failed; following on");

@@ -73,9 +73,9 @@ impl From<Admitted> for SubmittedRun {
                 resumed: false,
             },
             Admitted::Deduplicated(existing) => SubmittedRun {
+                status: existing.state.status(),
                 run_id: existing.state.run_id,
                 thread_id: existing.state.thread_id,
-                status: existing.state.status,
                 deduplicated: true,
                 resumed: false,
             },
@@ -232,8 +232,8 @@ impl RunService {
                 })?;
             return Ok(SubmittedRun {
                 run_id: resumed.clone(),
+                status: existing.state.status(),
                 thread_id: existing.state.thread_id,
-                status: existing.state.status,
                 deduplicated: false,
                 resumed: true,
             });
@@ -402,7 +402,7 @@ impl RunService {
         let engine = self.engine();
         let decide = |state: RunState| {
             children = state.awaited_child_runs();
-            let current = state.status;
+            let current = state.status();
             Ok(match cancel_run(state, reason, self.clock.now(), &engine) {
                 Some(decision) => Decided::Commit(Box::new(decision)),
                 None => Decided::Nothing(current),

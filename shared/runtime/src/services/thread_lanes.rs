@@ -104,7 +104,7 @@ impl DecisionCommitter {
         };
         let now = self.clock.now();
         let decide = |state: RunState| {
-            let settled = state.status.is_settled();
+            let settled = state.status().is_settled();
             Ok(
                 match start_queued_chat_run(state, history.clone(), summary.clone(), now) {
                     Some(decision) => Decided::Commit(Box::new(decision)),

@@ -467,6 +467,6 @@ impl LocalRunner {
             .load(tenant_id, run_id)
             .await?
             .ok_or(RuntimeError::Store(crate::error::StoreError::RunNotFound))?;
-        Ok(stored.state.status)
+        Ok(stored.state.status())
     }
 }

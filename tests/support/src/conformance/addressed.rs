@@ -60,7 +60,7 @@ pub(super) async fn addressed_entries_conformance(
             RunKey::new(tenant, &child_id),
             commit(
                 child.version,
-                child.state.status,
+                child.state.status(),
                 child.state,
                 vec![],
                 vec![child_ended.clone()],
@@ -105,7 +105,7 @@ pub(super) async fn addressed_entries_conformance(
             RunKey::new(tenant, &parent_id),
             commit(
                 parent.version,
-                parent.state.status,
+                parent.state.status(),
                 parent.state,
                 vec![],
                 vec![],

@@ -70,7 +70,7 @@ pub(super) async fn run_entries_conformance(
     // A commit that loses the version race writes no entry.
     let mut losing = commit(
         current.version + 5,
-        current.state.status,
+        current.state.status(),
         current.state.clone(),
         vec![log("loser")],
         vec![],
@@ -101,7 +101,7 @@ pub(super) async fn run_entries_conformance(
     let large = "x".repeat(120_000);
     let mut first = commit(
         current.version,
-        current.state.status,
+        current.state.status(),
         current.state.clone(),
         vec![],
         vec![],
@@ -119,7 +119,7 @@ pub(super) async fn run_entries_conformance(
         .map_err(failed)?;
     let mut second = commit(
         version,
-        current.state.status,
+        current.state.status(),
         current.state.clone(),
         vec![],
         vec![],

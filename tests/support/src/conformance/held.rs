@@ -26,14 +26,14 @@ pub(super) async fn held_runs_conformance(
         .map_err(failed)?
         .ok_or("run still loads")?;
     let mut parked = current.state.clone();
-    parked.status = RunStatus::AwaitingHitl;
+    parked.set_status_for_fixtures(RunStatus::AwaitingHitl);
     parked.governance = held_governance()?;
     let parked_version = store
         .commit_step(
             RunKey::new(&tenant, &run_id),
             commit(
                 current.version,
-                current.state.status,
+                current.state.status(),
                 parked.clone(),
                 vec![],
                 vec![],
@@ -49,7 +49,7 @@ pub(super) async fn held_runs_conformance(
         .ok_or("run still loads")?;
     check(
         reloaded.state.governance == parked.governance
-            && reloaded.state.status == RunStatus::AwaitingHitl,
+            && reloaded.state.status() == RunStatus::AwaitingHitl,
         "a held run loads with its request, timers and clarifications",
     )?;
     let requests = store.pending_requests(&tenant).await.map_err(failed)?;
@@ -81,7 +81,7 @@ pub(super) async fn held_runs_conformance(
         "another tenant lists none of it",
     )?;
     let mut resumed = current.state;
-    resumed.status = RunStatus::Running;
+    resumed.set_status_for_fixtures(RunStatus::Running);
     store
         .commit_step(
             RunKey::new(&tenant, &run_id),

@@ -44,7 +44,7 @@ fn frame(event_type: EventType, node_id: &str, message: String) -> EventDraft {
 
 fn completed(output: Value) -> Arc<NodeRecord> {
     let mut record = NodeRecord::pending();
-    record.status = NodeStatus::Completed;
+    record.set_status_for_fixtures(NodeStatus::Completed);
     record.current_attempt = 1;
     record.output = Some(Arc::new(output));
     Arc::new(record)
@@ -79,12 +79,12 @@ async fn round_trip(
     let mut expected_frames: Vec<(EventType, Option<String>)> = Vec::new();
     let last = steps.len().saturating_sub(1);
     for (index, (nodes, frames)) in steps.into_iter().enumerate() {
-        let previous_status = next.status;
+        let previous_status = next.status();
         for (node_id, output) in nodes {
             next.nodes.insert(node_id, completed(output));
         }
         if ends && index == last {
-            next.status = RunStatus::Completed;
+            next.set_status_for_fixtures(RunStatus::Completed);
         }
         expected_frames.extend(
             frames

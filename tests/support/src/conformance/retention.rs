@@ -103,7 +103,7 @@ pub async fn retention_conformance(
 
     // Running still counts; parked and ended do not.
     let mut running = ended.clone();
-    running.status = RunStatus::Running;
+    running.set_status_for_fixtures(RunStatus::Running);
     let version = store
         .commit_step(
             RunKey::new(&tenant, &ended_id),
@@ -112,7 +112,7 @@ pub async fn retention_conformance(
         .await
         .map_err(failed)?;
     let mut waiting = parked.clone();
-    waiting.status = RunStatus::AwaitingHuman;
+    waiting.set_status_for_fixtures(RunStatus::AwaitingHuman);
     let parked_version = store
         .commit_step(
             RunKey::new(&tenant, &parked_id),
@@ -132,7 +132,7 @@ pub async fn retention_conformance(
         "a parked run is not at work",
     )?;
     let mut completed = running;
-    completed.status = RunStatus::Completed;
+    completed.set_status_for_fixtures(RunStatus::Completed);
     let mut ending = commit(
         version,
         RunStatus::Running,
@@ -222,7 +222,8 @@ pub async fn retention_conformance(
         .map_err(failed)?
         .ok_or("a parked run as old as the expired one still loads")?;
     check(
-        parked_now.version == parked_version && parked_now.state.status == RunStatus::AwaitingHuman,
+        parked_now.version == parked_version
+            && parked_now.state.status() == RunStatus::AwaitingHuman,
         "the parked run is whole",
     )?;
     let frames = store
@@ -234,7 +235,7 @@ pub async fn retention_conformance(
         "the parked run keeps its frames past the ended run's retention",
     )?;
     let mut resumed = parked_now.state;
-    resumed.status = RunStatus::Running;
+    resumed.set_status_for_fixtures(RunStatus::Running);
     store
         .commit_step(
             RunKey::new(&tenant, &parked_id),

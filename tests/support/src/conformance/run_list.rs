@@ -92,7 +92,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
 
     // A commit that changes a status moves the run into that status's list.
     let mut completed = versions[1].clone();
-    completed.status = RunStatus::Completed;
+    completed.set_status_for_fixtures(RunStatus::Completed);
     store
         .commit_step(
             RunKey::new(&tenant, &run(1)),
@@ -101,7 +101,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
         .await
         .map_err(failed)?;
     let mut also_completed = versions[3].clone();
-    also_completed.status = RunStatus::Completed;
+    also_completed.set_status_for_fixtures(RunStatus::Completed);
     store
         .commit_step(
             RunKey::new(&tenant, &run(3)),

@@ -44,11 +44,11 @@ pub(super) async fn settled_run_conformance(
         "an append before the end lands",
     )?;
     let mut ended = state.clone();
-    ended.status = RunStatus::Completed;
+    ended.set_status_for_fixtures(RunStatus::Completed);
     let version = store
         .commit_step(
             RunKey::new(tenant, &run_id),
-            commit(1, state.status, ended, vec![terminal()], vec![], None),
+            commit(1, state.status(), ended, vec![terminal()], vec![], None),
         )
         .await
         .map_err(failed)?;
@@ -56,7 +56,7 @@ pub(super) async fn settled_run_conformance(
     // delivery recorded) leaves it settled: the guard follows the run's
     // status, not the last commit's frames.
     let mut notified = state.clone();
-    notified.status = RunStatus::Completed;
+    notified.set_status_for_fixtures(RunStatus::Completed);
     let version = store
         .commit_step(
             RunKey::new(tenant, &run_id),
@@ -112,7 +112,7 @@ pub(super) async fn settled_run_conformance(
     )?;
     // A commit that takes the run up again (a revision) lifts the guard.
     let mut revived = state;
-    revived.status = RunStatus::Running;
+    revived.set_status_for_fixtures(RunStatus::Running);
     store
         .commit_step(
             RunKey::new(tenant, &run_id),

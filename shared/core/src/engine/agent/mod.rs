@@ -88,7 +88,7 @@ pub(super) fn tool_is_stale(
 
 fn deliberating(state: &RunState, node_id: &str, attempt: u32) -> bool {
     state.nodes.get(node_id).is_some_and(|record| {
-        record.status == NodeStatus::Deliberating && record.current_attempt == attempt
+        record.status() == NodeStatus::Deliberating && record.current_attempt == attempt
     })
 }
 

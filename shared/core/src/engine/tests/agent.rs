@@ -254,7 +254,10 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
         outbox(&first),
         ["run:timer:agent:node_1:1", "run:node_1:1:tool:0:call_1"]
     );
-    assert_eq!(first.state.nodes["node_1"].status, NodeStatus::Deliberating);
+    assert_eq!(
+        first.state.nodes["node_1"].status(),
+        NodeStatus::Deliberating
+    );
     assert!(is_stale(&first.state, &node_command("node_1", 1)));
 
     // Step 2: the tool, under its own lease and idempotency key, answering
@@ -310,7 +313,7 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
         ["message", "node_complete", "metrics", "complete"]
     );
     assert_eq!(payload_of(&third, EventType::Message)["turns"], 2);
-    assert_eq!(third.state.status, RunStatus::Completed);
+    assert_eq!(third.state.status(), RunStatus::Completed);
     assert_eq!(
         third.state.output,
         Some(json!({"answer": {"text": "a fact"}}))
@@ -439,7 +442,7 @@ fn ended_incomplete(decision: &Decision, warning: &str) {
         payload_of(decision, EventType::Error)["code"],
         "agent_incomplete"
     );
-    assert_eq!(decision.state.status, RunStatus::Failed);
+    assert_eq!(decision.state.status(), RunStatus::Failed);
     assert!(decision.state.sessions.is_empty());
     assert!(decision.state.governance.timers.is_empty());
     assert!(

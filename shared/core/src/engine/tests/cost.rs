@@ -140,7 +140,7 @@ fn a_failed_run_ends_with_its_metrics_before_the_error() {
         state = decision.state;
         last = decision.events;
     }
-    assert_eq!(state.status, RunStatus::Failed);
+    assert_eq!(state.status(), RunStatus::Failed);
     assert_frames_match_schemas(&last);
     let types: Vec<&str> = last.iter().map(|frame| frame.event_type.as_str()).collect();
     assert_eq!(
@@ -217,7 +217,7 @@ fn a_cost_budget_warns_at_80_percent_and_stops_the_next_model_call() {
     let budget = &warned[0].payload.as_ref().unwrap()["budget"];
     assert_eq!(budget["field"], "$.constraints.maxCostUsd");
     assert_eq!(budget["spent"], 0.0016);
-    assert_eq!(briefed.state.status, RunStatus::Running);
+    assert_eq!(briefed.state.status(), RunStatus::Running);
     // node_2's model call is not made: the run ends, naming the budget.
     let StepAdvance::Decided(stopped) =
         begin_step(&briefed.state, &node_command("node_2", 1), NOW, &context).unwrap()
@@ -225,7 +225,7 @@ fn a_cost_budget_warns_at_80_percent_and_stops_the_next_model_call() {
         panic!("no model call once the budget is spent")
     };
     assert_frames_match_schemas(&stopped.events);
-    assert_eq!(stopped.state.status, RunStatus::Failed);
+    assert_eq!(stopped.state.status(), RunStatus::Failed);
     assert_eq!(
         stopped.state.failure.as_ref().unwrap().code,
         FailureCode::BudgetExceeded
@@ -318,11 +318,11 @@ fn a_duration_budget_is_two_durable_timers_and_a_check_before_each_call() {
         frames_coded(&warned, "warning", "budget_nearly_spent").len(),
         1
     );
-    assert_eq!(warned.state.status, RunStatus::Running);
+    assert_eq!(warned.state.status(), RunStatus::Running);
     // node_1's model call is in flight when the deadline passes: the run
     // ends on time, naming the node at work.
     let ended = fire(&warned.state, "deadline", 2.0);
-    assert_eq!(ended.state.status, RunStatus::Failed);
+    assert_eq!(ended.state.status(), RunStatus::Failed);
     let error = frames_coded(&ended, "error", "budget_exceeded");
     let budget = &error[0].payload.as_ref().unwrap()["budget"];
     assert_eq!(budget["field"], "$.constraints.maxDurationSeconds");

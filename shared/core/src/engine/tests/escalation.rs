@@ -87,7 +87,7 @@ fn a_failing_writer_escalates_and_the_specialist_the_new_plan_drops_is_said() {
         &context,
     );
     assert_ne!(
-        escalated.state.status,
+        escalated.state.status(),
         RunStatus::Failed,
         "an escalation exists"
     );
@@ -194,7 +194,7 @@ fn a_failing_model_escalates_to_a_person_who_is_told_why_then_to_the_terminal_fa
         &context,
     );
     assert_eq!(capabilities_of(&to_person.state), ["write.person"]);
-    assert_ne!(to_person.state.status, RunStatus::Failed);
+    assert_ne!(to_person.state.status(), RunStatus::Failed);
     let person_node = to_person.state.plan.as_ref().unwrap().nodes[0]
         .node_id
         .clone();
@@ -208,7 +208,7 @@ fn a_failing_model_escalates_to_a_person_who_is_told_why_then_to_the_terminal_fa
         },
         &context,
     );
-    assert_eq!(parked.state.status, RunStatus::AwaitingHuman);
+    assert_eq!(parked.state.status(), RunStatus::AwaitingHuman);
     let tasks = crate::state::tasks::human_tasks(&parked.state);
     assert_eq!(tasks.len(), 1);
     let carried = tasks[0]
@@ -245,7 +245,7 @@ fn a_failing_model_escalates_to_a_person_who_is_told_why_then_to_the_terminal_fa
         ["write.template"],
         "the first failed writer stays excluded; the fallback comes last"
     );
-    assert_eq!(timed_out.state.status, RunStatus::Running);
+    assert_eq!(timed_out.state.status(), RunStatus::Running);
     let fallback_warnings: Vec<String> = timed_out
         .events
         .iter()
@@ -270,6 +270,6 @@ fn a_failing_model_escalates_to_a_person_who_is_told_why_then_to_the_terminal_fa
         answer(node_id, fallback_attempt, text("draft", "canned")),
         &context,
     );
-    assert_eq!(done.state.status, RunStatus::Completed);
+    assert_eq!(done.state.status(), RunStatus::Completed);
     assert_eq!(done.state.governance.escalations.len(), 2);
 }

@@ -54,7 +54,7 @@ fn a_hard_constraint_broken_by_the_output_fails_the_run_naming_it() {
         ]
     });
     let decision = finished(contract.clone(), json!({"draft": {"text": "d"}}), &context);
-    assert_eq!(decision.state.status, RunStatus::Failed);
+    assert_eq!(decision.state.status(), RunStatus::Failed);
     assert_eq!(
         event_types(&decision),
         ["node_complete", "validation_error", "metrics", "error"]
@@ -70,7 +70,7 @@ fn a_hard_constraint_broken_by_the_output_fails_the_run_naming_it() {
     assert!(decision.outbox.is_empty(), "nothing runs after the gate");
     // The same output meeting the hard constraint completes.
     let kept = finished(contract, json!({"draft": {"text": "approved"}}), &context);
-    assert_eq!(kept.state.status, RunStatus::Completed);
+    assert_eq!(kept.state.status(), RunStatus::Completed);
     assert_eq!(event_types(&kept).last(), Some(&"complete"));
 }
 
@@ -100,7 +100,7 @@ fn an_output_breaking_the_contract_as_a_whole_fails_the_run_with_the_violations(
         ),
         &context,
     );
-    assert_eq!(decision.state.status, RunStatus::Failed);
+    assert_eq!(decision.state.status(), RunStatus::Failed);
     assert_eq!(
         event_types(&decision),
         ["node_complete", "validation_error", "metrics", "error"]

@@ -257,7 +257,7 @@ fn policy_trigger_action_table() {
                 )
             }
         };
-        assert_eq!(decision.state.status, row.status, "{}", row.name);
+        assert_eq!(decision.state.status(), row.status, "{}", row.name);
         assert_eq!(event_types(&decision), row.events, "{}", row.name);
         assert_eq!(outbox(&decision), row.outbox, "{}", row.name);
         for firing in firings(&decision) {
@@ -285,7 +285,7 @@ fn a_condition_that_cannot_be_read_is_a_warning_naming_the_policy_never_a_silent
     );
     let decision = step(planned.state, answer("node_1", 1, brief("weak")), &context);
     assert_eq!(
-        decision.state.status,
+        decision.state.status(),
         RunStatus::Running,
         "neither policy fired"
     );
@@ -356,7 +356,7 @@ fn a_replan_keeps_what_the_new_version_still_uses_and_fires_once_per_node() {
         answer("node_2", 2, json!({"draft": {"text": "d2"}})),
         &context,
     );
-    assert_eq!(done.state.status, RunStatus::Completed);
+    assert_eq!(done.state.status(), RunStatus::Completed);
     assert_eq!(done.state.output, Some(json!({"draft": {"text": "d2"}})));
 }
 
@@ -453,9 +453,9 @@ fn approval_chains_table() {
             json!([policy("gate", on_start.clone(), row.action.clone())]),
             &context,
         );
-        assert_eq!(held.state.status, RunStatus::AwaitingHitl, "{}", row.name);
+        assert_eq!(held.state.status(), RunStatus::AwaitingHitl, "{}", row.name);
         let decided = approve(held.state, row.decision, &context);
-        assert_eq!(decided.state.status, row.status, "{}", row.name);
+        assert_eq!(decided.state.status(), row.status, "{}", row.name);
         assert_eq!(event_types(&decided), row.events, "{}", row.name);
         assert_eq!(outbox(&decided), row.outbox, "{}", row.name);
     }
@@ -480,7 +480,7 @@ fn approval_chains_table() {
         "run:hitl:2"
     );
     let failed = approve(escalated.state, ApprovalDecision::Reject, &context);
-    assert_eq!(failed.state.status, RunStatus::Failed);
+    assert_eq!(failed.state.status(), RunStatus::Failed);
     assert_eq!(
         failed.state.failure.as_ref().unwrap().code,
         FailureCode::PolicyFailed
@@ -535,7 +535,7 @@ fn an_approval_with_approvers_is_decided_by_a_member_only_and_names_who_decided(
         may_answer_any_task: false,
     };
     let decided = decide(&member).unwrap();
-    assert_eq!(decided.state.status, RunStatus::Running);
+    assert_eq!(decided.state.status(), RunStatus::Running);
     let resolved = decided
         .events
         .iter()
@@ -635,7 +635,7 @@ fn a_pause_resumes_without_a_new_plan_version() {
         true
     );
     assert_eq!(resumed.state.plan_version(), 1);
-    assert_eq!(resumed.state.status, RunStatus::Running);
+    assert_eq!(resumed.state.status(), RunStatus::Running);
     assert_eq!(outbox(&resumed), ["run:node_1:1"]);
 }
 
@@ -656,7 +656,7 @@ fn hold_actions_behind_a_pending_request_wait_for_it() {
     assert_eq!(held.state.governance.deferred.len(), 1);
     let approved = approve(held.state, ApprovalDecision::Approve, &context);
     assert_eq!(
-        approved.state.status,
+        approved.state.status(),
         RunStatus::Paused,
         "the pause applies next"
     );
@@ -682,7 +682,7 @@ fn manual_policies_fire_on_request_only() {
     )
     .state;
     assert_eq!(
-        running.status,
+        running.status(),
         RunStatus::Running,
         "manual never fires by itself"
     );
@@ -698,7 +698,7 @@ fn manual_policies_fire_on_request_only() {
         event_types(&stopped),
         ["policy_triggered", "metrics", "error"]
     );
-    assert_eq!(stopped.state.status, RunStatus::Failed);
+    assert_eq!(stopped.state.status(), RunStatus::Failed);
 }
 
 fn fire(state: &RunState, timer_id: &str, context: &EngineContext<'_>) -> StepAdvance {
@@ -746,7 +746,7 @@ fn an_on_timeout_policy_is_a_durable_timer() {
         event_types(&fired),
         ["policy_triggered", "metrics", "error"]
     );
-    assert_eq!(fired.state.status, RunStatus::Failed);
+    assert_eq!(fired.state.status(), RunStatus::Failed);
     // A duplicate delivery of the timer finds nothing to do.
     assert_eq!(
         fire(&fired.state, &policy_timer_id("slow"), &context),
@@ -788,7 +788,7 @@ fn a_human_task_past_its_sla_fails_the_run_or_fires_on_timeout() {
     );
     let timed_out = decided(fire(&parked, &sla, &context));
     assert_eq!(event_types(&timed_out), ["node_error", "metrics", "error"]);
-    assert_eq!(timed_out.state.status, RunStatus::Failed);
+    assert_eq!(timed_out.state.status(), RunStatus::Failed);
     let failure = timed_out.state.failure.unwrap();
     assert_eq!(failure.code, FailureCode::HumanTaskTimedOut);
     assert!(failure.message.contains("SLA"), "{}", failure.message);
@@ -806,9 +806,9 @@ fn a_human_task_past_its_sla_fails_the_run_or_fires_on_timeout() {
         event_types(&escalated),
         ["policy_triggered", "hitl_request"]
     );
-    assert_eq!(escalated.state.status, RunStatus::AwaitingHitl);
+    assert_eq!(escalated.state.status(), RunStatus::AwaitingHitl);
     assert_eq!(
-        escalated.state.nodes["node_2"].status,
+        escalated.state.nodes["node_2"].status(),
         NodeStatus::AwaitingHuman,
         "the task still waits for its person"
     );
@@ -829,7 +829,7 @@ fn a_clarifying_question_holds_the_run_and_the_node_reruns_with_the_answer() {
         ),
         &context,
     );
-    assert_eq!(asked.state.status, RunStatus::AwaitingHitl);
+    assert_eq!(asked.state.status(), RunStatus::AwaitingHitl);
     assert_eq!(event_types(&asked), ["hitl_request"]);
     let request = story(&asked)[0].payload_value().unwrap();
     assert_eq!(request["kind"], "clarify");

@@ -97,7 +97,7 @@ fn an_escalation_under_the_llm_planner_is_drafted_by_the_model_which_sees_why() 
     // The failing step only records the replan and queues its step.
     assert_eq!(outbox(&escalated), vec!["run:replan:2"]);
     assert_eq!(escalated.state.plan_version(), 1);
-    assert_ne!(escalated.state.status, RunStatus::Failed);
+    assert_ne!(escalated.state.status(), RunStatus::Failed);
     assert!(
         !event_types(&escalated).contains(&"plan_updated"),
         "{:?}",
@@ -207,7 +207,7 @@ fn an_escalation_under_the_llm_planner_is_drafted_by_the_model_which_sees_why() 
         answer("rewrite", 1, json!({"draft": {"text": "d"}})),
         &context,
     );
-    assert_eq!(done.state.status, RunStatus::Completed);
+    assert_eq!(done.state.status(), RunStatus::Completed);
 }
 
 #[test]
@@ -282,6 +282,6 @@ fn a_rejected_replan_draft_is_re_prompted_and_an_unavailable_planner_falls_back(
         .map(|node| node.capability_id.as_str())
         .collect();
     assert_eq!(capabilities, ["write.plain"]);
-    assert_eq!(fell_back.state.status, RunStatus::Running);
+    assert_eq!(fell_back.state.status(), RunStatus::Running);
     assert_eq!(fell_back.outbox.len(), 1, "the new version's first node");
 }

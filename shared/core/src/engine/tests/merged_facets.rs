@@ -110,7 +110,7 @@ fn before_the_join(context: &EngineContext<'_>, parallel: bool) -> RunState {
         ),
     ] {
         state = step(state, answer(node, 1, content), context).state;
-        assert_eq!(state.nodes[node].status, NodeStatus::Completed, "{node}");
+        assert_eq!(state.nodes[node].status(), NodeStatus::Completed, "{node}");
     }
     state
 }
@@ -139,7 +139,7 @@ fn a_join_sees_every_branchs_notes_once_and_the_output_keeps_them() {
         ),
         &context,
     );
-    assert_eq!(decision.state.status, RunStatus::Completed);
+    assert_eq!(decision.state.status(), RunStatus::Completed);
     assert_eq!(
         decision.state.output.as_ref().unwrap()["log"],
         json!([

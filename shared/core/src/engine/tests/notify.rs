@@ -77,7 +77,7 @@ fn a_completed_run_with_a_callback_is_announced_once_after_its_last_frame() {
     let validators = ValidatorCache::new();
     let context = engine(&registry, &validators);
     let completed = completed_run(Some("https://hooks.example.com/baton"), &context);
-    assert_eq!(completed.state.status, RunStatus::Completed);
+    assert_eq!(completed.state.status(), RunStatus::Completed);
     assert_eq!(
         completed.events.last().unwrap().event_type.as_str(),
         "complete"

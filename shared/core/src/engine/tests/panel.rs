@@ -186,7 +186,7 @@ fn opened(context: &EngineContext<'_>, depth: u32) -> RunState {
         ]
     );
     assert_eq!(
-        opened.state.nodes["node_2"].status,
+        opened.state.nodes["node_2"].status(),
         NodeStatus::Deliberating
     );
     assert_eq!(

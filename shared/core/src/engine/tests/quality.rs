@@ -112,7 +112,7 @@ fn a_first_draft_that_passes_is_not_revised() {
     let state = reviewed_run(3, &context);
     let drafted = step(state, answer("node_1", 1, draft("d1")), &context);
     let reviewed = step(drafted.state, answer("node_2", 1, review(9.0)), &context);
-    assert_eq!(reviewed.state.status, RunStatus::Completed);
+    assert_eq!(reviewed.state.status(), RunStatus::Completed);
     assert!(!event_types(&reviewed).contains(&"plan_updated"));
     let quality = &complete_payload(&reviewed)["quality"];
     assert_eq!(quality["drafts"], 1);
@@ -162,7 +162,7 @@ fn a_low_score_revises_once_with_the_review_as_notes() {
     let redrafted = step(revised.state, answer("node_1", 2, draft("d2")), &context);
     assert_eq!(outbox(&redrafted), ["run:node_2:2"], "and reviewed again");
     let done = step(redrafted.state, answer("node_2", 2, review(9.0)), &context);
-    assert_eq!(done.state.status, RunStatus::Completed);
+    assert_eq!(done.state.status(), RunStatus::Completed);
     assert_eq!(done.state.output, Some(json!({"draft": {"text": "d2"}})));
     let quality = &complete_payload(&done)["quality"];
     assert_eq!(quality["drafts"], 2);
@@ -186,7 +186,7 @@ fn at_the_depth_limit_the_best_draft_is_delivered_with_a_warning() {
     let redrafted = step(revised.state, answer("node_1", 2, draft("d2")), &context);
     let done = step(redrafted.state, answer("node_2", 2, review(4.0)), &context);
     assert_eq!(
-        done.state.status,
+        done.state.status(),
         RunStatus::Completed,
         "delivered best effort"
     );

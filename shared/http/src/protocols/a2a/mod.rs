@@ -349,11 +349,11 @@ impl A2aServer {
                 )
             })?;
         let run = &stored.state;
-        if !run.status.awaits_people() {
-            let why = if run.status.is_terminal() {
+        if !run.status().awaits_people() {
+            let why = if run.status().is_terminal() {
                 format!(
                     "task `{run_id}` has ended ({}); send a message without taskId to start new work",
-                    run.status.as_str()
+                    run.status().as_str()
                 )
             } else {
                 format!("task `{run_id}` is working and waits for no input")

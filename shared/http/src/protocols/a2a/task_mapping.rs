@@ -75,7 +75,7 @@ pub fn listed_task(listing: &baton_core::listing::RunListing) -> Task {
 /// An agent message of `parts` on the run's task.
 pub fn agent_message(run: &RunState, parts: Vec<Part>) -> Message {
     Message {
-        message_id: format!("{}:status:{}", run.run_id, run.status.as_str()),
+        message_id: format!("{}:status:{}", run.run_id, run.status().as_str()),
         context_id: Some(run.thread_id.clone()),
         task_id: Some(run.run_id.clone()),
         role: Role::RoleAgent,
@@ -97,11 +97,11 @@ pub fn output_artifact(run_id: &str, output: &Value) -> Artifact {
 /// What the status message of a run says: the failure, or what a parked
 /// run waits for (`waiting`: its tasks).
 pub fn status_message(run: &RunState, waiting: &[HumanTask]) -> Option<Message> {
-    match run.status {
+    match run.status() {
         RunStatus::AwaitingHuman | RunStatus::AwaitingHitl | RunStatus::Paused => {
             let mut parts = Vec::new();
             let request = run.governance.pending_request();
-            let text = match (run.status, request) {
+            let text = match (run.status(), request) {
                 (RunStatus::Paused, _) => {
                     "The run is paused; answer `resume` (text) to resume it.".to_string()
                 }
@@ -120,7 +120,7 @@ pub fn status_message(run: &RunState, waiting: &[HumanTask]) -> Option<Message> 
             };
             parts.push(Part::text(text));
             parts.push(Part::data(json!({
-                "status": run.status.as_str(),
+                "status": run.status().as_str(),
                 "tasks": waiting,
                 "pendingRequest": request,
             })));
@@ -135,12 +135,12 @@ pub fn status_message(run: &RunState, waiting: &[HumanTask]) -> Option<Message> 
                 .failure
                 .as_ref()
                 .map(|failure| format!("{}: {}", failure.code.as_str(), failure.message))
-                .unwrap_or_else(|| run.status.as_str().to_string());
+                .unwrap_or_else(|| run.status().as_str().to_string());
             Some(agent_message(
                 run,
                 vec![
                     Part::text(text),
-                    Part::data(json!({"status": run.status.as_str(), "failure": failure})),
+                    Part::data(json!({"status": run.status().as_str(), "failure": failure})),
                 ],
             ))
         }
@@ -150,7 +150,7 @@ pub fn status_message(run: &RunState, waiting: &[HumanTask]) -> Option<Message> 
 
 /// The task of a run.
 pub fn task_of(run: &RunState, waiting: &[HumanTask], timestamp: Option<String>) -> Task {
-    let artifacts = match (&run.status, &run.output) {
+    let artifacts = match (&run.status(), &run.output) {
         (RunStatus::Completed, Some(output)) => vec![output_artifact(&run.run_id, output)],
         _ => Vec::new(),
     };
@@ -158,7 +158,7 @@ pub fn task_of(run: &RunState, waiting: &[HumanTask], timestamp: Option<String>)
         id: run.run_id.clone(),
         context_id: run.thread_id.clone(),
         status: TaskStatus {
-            state: task_state(run.status),
+            state: task_state(run.status()),
             message: status_message(run, waiting),
             timestamp,
         },
@@ -166,7 +166,7 @@ pub fn task_of(run: &RunState, waiting: &[HumanTask], timestamp: Option<String>)
         history: Vec::new(),
         metadata: Some(serde_json::Map::from_iter([(
             "batonStatus".to_string(),
-            json!(run.status.as_str()),
+            json!(run.status().as_str()),
         )])),
     }
 }
@@ -255,7 +255,7 @@ pub fn answer_of(
     let parts_path = "$.params.message.parts".to_string();
     let data = first_data(message, false);
     let text = message_text(message);
-    if run.status == RunStatus::Paused {
+    if run.status() == RunStatus::Paused {
         return if text.trim().eq_ignore_ascii_case("resume") {
             Ok(PersonInput::ResumePaused {
                 expected_plan_version: run.plan_version(),

@@ -52,11 +52,11 @@ impl ExampleRuns for EmbeddedExampleRuns {
                     NotFinished::new(Some(run_id.clone()), "loaded", error.to_string())
                 })?;
             match stored {
-                Some(stored) if stored.state.status.is_settled() => {
+                Some(stored) if stored.state.status().is_settled() => {
                     let state = stored.state;
                     let usage = state.total_usage();
                     return Ok(FinishedRun {
-                        status: state.status.as_str().to_string(),
+                        status: state.status().as_str().to_string(),
                         output: state.output.clone().unwrap_or(Value::Null),
                         cost_usd: state.total_cost_usd(),
                         tokens: Tokens {

@@ -167,7 +167,7 @@ impl RunService {
                 .load_run(RunKey::new(tenant_id, run_id))
                 .await?
             {
-                Some(stored) => stored.state.status.is_settled(),
+                Some(stored) => stored.state.status().is_settled(),
                 None => lane.missing_active_run_is_lost(now_millis),
             },
         )

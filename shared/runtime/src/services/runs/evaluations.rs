@@ -98,7 +98,7 @@ impl RunService {
             .and_then(|output| output.get(&entry.verdict_facet))
             .cloned();
         Ok(Some(EvaluationView {
-            status: state.status,
+            status: state.status(),
             verdict,
             failure: state.failure,
         }))

@@ -81,7 +81,7 @@ impl StepService {
         let reason = format!("step {step} failed for good after {deliveries} deliveries: {error}");
         let engine = self.engine(&self.registry);
         let decide = |state: RunState| {
-            if state.status.is_terminal() {
+            if state.status().is_terminal() {
                 return Ok(Decided::Nothing(GaveUp::AlreadyEnded));
             }
             if stale == StaleSteps::Leave && is_stale(&state, &message.command) {
