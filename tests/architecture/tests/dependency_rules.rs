@@ -527,3 +527,25 @@ fn every_function_links_one_http_and_tls_stack() {
         );
     }
 }
+
+/// A step's working set (`engine/step_context.rs`) shows no field: the
+/// engine's files go through its methods (`state`, `state_mut`, `emit`,
+/// `enqueue`, `send`, `put_entry`, the life-cycle calls), so what a step
+/// produces is added in one way.
+#[test]
+fn a_steps_working_set_has_no_public_field() {
+    let path = repository_root().join("shared/core/src/engine/step_context.rs");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text
+        .find("pub(crate) struct StepContext")
+        .expect("StepContext is defined in step_context.rs");
+    let body = &text[start..start + text[start..].find("\n}").unwrap()];
+    let public: Vec<&str> = body
+        .lines()
+        .skip(1)
+        .map(str::trim)
+        .filter(|line| line.starts_with("pub"))
+        .collect();
+    assert!(body.lines().count() > 5, "the struct's fields were read");
+    assert!(public.is_empty(), "public fields of StepContext: {public:?}");
+}

@@ -110,17 +110,17 @@ fn parked_budget(state: &RunState, policy_id: &str) -> Option<BudgetField> {
 /// Whether `policy_id` is an `onBudgetExceeded` policy of this run: its
 /// approval allows another budget's worth (and the warning again).
 pub(super) fn grant_another_budget(step: &mut StepContext<'_, '_>, policy_id: &str) -> bool {
-    let Some(budget) = parked_budget(&step.state, policy_id) else {
+    let Some(budget) = parked_budget(step.state(), policy_id) else {
         return false;
     };
     let field = budget.path().to_string();
     *step
-        .state
+        .state_mut()
         .governance
         .budget_grants
         .entry(field.clone())
         .or_insert(0) += 1;
-    step.state.governance.budgets_warned.remove(&field);
+    step.state_mut().governance.budgets_warned.remove(&field);
     true
 }
 
@@ -132,8 +132,8 @@ pub(super) fn end_on_rejection(
     policy_id: &str,
     node_id: Option<&str>,
 ) -> bool {
-    let parks = parked_budget(&step.state, policy_id).is_some();
-    match cost_report(&step.state, node_id) {
+    let parks = parked_budget(step.state(), policy_id).is_some();
+    match cost_report(step.state(), node_id) {
         Some(report) if parks => {
             end_over_budget(step, report);
             true
@@ -191,7 +191,7 @@ pub(super) fn end_over_budget(step: &mut StepContext<'_, '_>, report: BudgetRepo
 
 /// After a model call's cost is recorded: the 80% warning, once per budget.
 pub(super) fn warn_when_nearly_spent(step: &mut StepContext<'_, '_>, node_id: Option<&str>) {
-    let Some(report) = cost_report(&step.state, node_id) else {
+    let Some(report) = cost_report(step.state(), node_id) else {
         return;
     };
     if report.spent >= report.limit * NEARLY_SPENT {
@@ -201,7 +201,7 @@ pub(super) fn warn_when_nearly_spent(step: &mut StepContext<'_, '_>, node_id: Op
 
 fn warn_once(step: &mut StepContext<'_, '_>, report: BudgetReport) {
     if !step
-        .state
+        .state_mut()
         .governance
         .budgets_warned
         .insert(report.field.clone())
@@ -223,10 +223,10 @@ fn warn_once(step: &mut StepContext<'_, '_>, report: BudgetReport) {
 
 /// At the first plan: the `maxDurationSeconds` timers, from the submission.
 pub(super) fn start_deadline_timers(step: &mut StepContext<'_, '_>) {
-    let Some(limit) = step.state.envelope.constraints.max_duration_seconds else {
+    let Some(limit) = step.state().envelope.constraints.max_duration_seconds else {
         return;
     };
-    let created = step.state.created_at;
+    let created = step.state().created_at;
     for nearly_spent in [true, false] {
         let share = if nearly_spent { NEARLY_SPENT } else { 1.0 };
         let due = created.plus(std::time::Duration::from_secs_f64(limit * share));
@@ -243,7 +243,7 @@ pub(super) fn deadline_reached(step: &mut StepContext<'_, '_>, nearly_spent: boo
     // The node at work when the deadline passed (scheduled, deliberating
     // or with a person), if any.
     let running = step
-        .state
+        .state()
         .nodes
         .iter()
         .find(|(_, record)| {
@@ -253,7 +253,7 @@ pub(super) fn deadline_reached(step: &mut StepContext<'_, '_>, nearly_spent: boo
             )
         })
         .map(|(node_id, _)| node_id.clone());
-    let Some(report) = duration_report(&step.state, step.now, running.as_deref()) else {
+    let Some(report) = duration_report(step.state(), step.now(), running.as_deref()) else {
         return;
     };
     if nearly_spent {
@@ -280,11 +280,11 @@ pub(super) fn stop_when_over_budget(
     node_id: &str,
     answer_is_valid: bool,
 ) -> bool {
-    let Some(exceeded) = token_budget_exceeded(&step.state) else {
+    let Some(exceeded) = token_budget_exceeded(step.state()) else {
         return false;
     };
     let all_others_completed = step
-        .state
+        .state()
         .nodes
         .iter()
         .all(|(id, record)| id == node_id || record.status() == NodeStatus::Completed);
@@ -300,7 +300,7 @@ pub(super) fn stop_when_over_budget(
         return false;
     }
     // Spend no more: nothing else is scheduled or retried.
-    if let Some(record) = step.state.node_mut(node_id) {
+    if let Some(record) = step.state_mut().node_mut(node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Fail);
         record.error = Some(exceeded.clone());
     }

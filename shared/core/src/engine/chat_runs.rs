@@ -91,19 +91,19 @@ pub fn start_queued_chat_run(
 
 /// The planning step of a chat run.
 pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
-    let Some(turn) = step.state.chat.clone() else {
+    let Some(turn) = step.state().chat.clone() else {
         return Ok(());
     };
     if turn.is_blank() {
         let question = step
-            .engine
+            .engine()
             .registry
             .chat_settings()
             .map(|settings| settings.clarifying_question.clone())
             .unwrap_or_default();
         return deliver_without_a_model(step, question);
     }
-    let plan = match chat_plan(&turn, step.engine.registry) {
+    let plan = match chat_plan(&turn, step.engine().registry) {
         Ok(plan) => plan,
         Err(reason) => {
             step.fail_run(
@@ -115,18 +115,18 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
     };
     let bundle = DiagnosticsBundle::satisfied();
     let generated = frames::plan_generated(
-        &frames::FrameStamp::new(step.now, plan.plan_version),
+        &frames::FrameStamp::new(step.now(), plan.plan_version),
         &super::plan_drafts::plan_generated_payload(&plan, &bundle),
     );
-    step.state.nodes = plan
+    step.state_mut().nodes = plan
         .nodes
         .iter()
         .map(|node| (node.node_id.clone(), Arc::new(NodeRecord::pending())))
         .collect();
-    step.state.plan = Some(Arc::new(plan));
-    let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
+    step.state_mut().plan = Some(Arc::new(plan));
+    let generated = super::frame_provenance::with_provenance(step.state(), generated, None);
     step.emit(generated);
-    step.state.plan_diagnostics = Some(Arc::new(bundle));
+    step.state_mut().plan_diagnostics = Some(Arc::new(bundle));
     step.record_plan_version("initial", None, None, None);
     step.move_run(RunTransition::Work)?;
     super::progress::schedule_ready_nodes(step);
@@ -138,13 +138,13 @@ fn deliver_without_a_model(
     step: &mut StepContext<'_, '_>,
     message: String,
 ) -> Result<(), CoreError> {
-    let thread_id = step.state.thread_id.clone();
+    let thread_id = step.state().thread_id.clone();
     let output = json!({"message": message, "threadId": thread_id});
     super::narration::emit_run_metrics(step);
     // Queued: it goes to work and completes in the one step.
     step.move_run(RunTransition::Work)?;
     step.move_run(RunTransition::Complete)?;
-    step.state.output = Some(output.clone());
+    step.state_mut().output = Some(output.clone());
     let complete = frames::complete(
         &step.stamp(),
         &frames::CompletePayload {

@@ -64,7 +64,7 @@ pub(super) fn fall_back_to_next_capability(
         return Ok(false);
     }
     let record = crate::records::governance::EscalationRecord {
-        plan_version: step.state.plan_version(),
+        plan_version: step.state().plan_version(),
         node_id: node.node_id.clone(),
         capability_id: node.capability_id.clone(),
         output_facets: node.output_facets.clone(),
@@ -85,7 +85,7 @@ pub(super) fn fall_back_to_next_capability(
     )?;
     let replaced = replaced || hand_to_catch_all(step, node, &escalation, &record)?;
     if replaced {
-        step.state.governance.escalations.push(record);
+        step.state_mut().governance.escalations.push(record);
     }
     Ok(replaced)
 }
@@ -100,16 +100,16 @@ fn hand_to_catch_all(
     escalation: &Escalation,
     record: &crate::records::governance::EscalationRecord,
 ) -> Result<bool, CoreError> {
-    let engine = step.engine;
+    let engine = step.engine();
     let Some(fallback) =
-        crate::planning::escalation_targets::catch_all_for(&step.state.envelope, engine.registry)
+        crate::planning::escalation_targets::catch_all_for(&step.state().envelope, engine.registry)
     else {
         return Ok(false);
     };
     // A catch-all that failed, or one a failure already escalated away from,
     // is not asked again: the run fails with the node.
     let escalated_away = step
-        .state
+        .state()
         .governance
         .escalations
         .iter()
@@ -117,7 +117,7 @@ fn hand_to_catch_all(
     if node.capability_id == fallback.capability_id || escalated_away {
         return Ok(false);
     }
-    let Some(previous) = step.state.plan.clone() else {
+    let Some(previous) = step.state().plan.clone() else {
         return Ok(false);
     };
     let mut plan = previous.as_ref().clone();
@@ -152,14 +152,14 @@ fn hand_to_catch_all(
         quality_score: None,
         model: crate::planning::model_choice::model_for(
             fallback,
-            &step.state.envelope,
+            &step.state().envelope,
             engine.registry.models(),
         ),
         ..node.clone()
     };
     let bundle = crate::planning::validator::validate_plan(
         &plan,
-        &step.state.envelope,
+        &step.state().envelope,
         engine.registry,
         engine.validators,
     );

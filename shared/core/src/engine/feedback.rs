@@ -43,7 +43,7 @@ pub(super) fn revise_on_feedback(
     if items.is_empty() {
         return Ok(false);
     }
-    let Some(plan) = step.state.plan.clone() else {
+    let Some(plan) = step.state().plan.clone() else {
         return Ok(false);
     };
     let mut revised: BTreeSet<String> = BTreeSet::new();
@@ -71,9 +71,9 @@ pub(super) fn revise_on_feedback(
     if revised.is_empty() {
         return Ok(false);
     }
-    let done = step.state.governance.feedback_rounds.len();
+    let done = step.state().governance.feedback_rounds.len();
     let most = step
-        .state
+        .state()
         .envelope
         .constraints
         .max_revisions
@@ -122,7 +122,7 @@ pub(super) fn revise_on_feedback(
         },
     )?;
     if replanned {
-        step.state.governance.feedback_rounds.push(round);
+        step.state_mut().governance.feedback_rounds.push(round);
     }
     Ok(replanned)
 }
@@ -130,14 +130,14 @@ pub(super) fn revise_on_feedback(
 /// The open items of the feedback facets `node` produced.
 fn open_items(step: &StepContext<'_, '_>, node: &PlanNode) -> Vec<Value> {
     let Some(output) = step
-        .state
+        .state()
         .nodes
         .get(&node.node_id)
         .and_then(|record| record.output.clone())
     else {
         return Vec::new();
     };
-    let facets = &step.engine.registry.facets;
+    let facets = &step.engine().registry.facets;
     node.output_facets
         .iter()
         .filter(|facet| {

@@ -82,12 +82,15 @@ fn assemble_output(
 
 pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
     step.enter_phase(frames::RunPhase::Finalization);
-    let has_constraints = !step.state.envelope.output_contract.constraints.is_empty();
-    let (output, mut evaluation_scope) =
-        assemble_output(&step.state, &step.engine.registry.facets, has_constraints);
+    let has_constraints = !step.state().envelope.output_contract.constraints.is_empty();
+    let (output, mut evaluation_scope) = assemble_output(
+        step.state(),
+        &step.engine().registry.facets,
+        has_constraints,
+    );
     let output = Value::Object(output);
-    let validator = step.engine.validators.validator_for(
-        &step.state.envelope.output_contract.schema,
+    let validator = step.engine().validators.validator_for(
+        &step.state().envelope.output_contract.schema,
         "$.outputContract.schema",
     )?;
     let violations = collect_violations(&validator, &output);
@@ -112,11 +115,11 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         for (key, value) in output.as_object().into_iter().flatten() {
             evaluation_scope.insert(key.clone(), value.clone());
         }
-        evaluate_constraints(&step.state.envelope, &Value::Object(evaluation_scope))
+        evaluate_constraints(&step.state().envelope, &Value::Object(evaluation_scope))
     } else {
         (satisfaction_score(&[]), Vec::new())
     };
-    step.state.observed_satisfaction = Some(observed);
+    step.state_mut().observed_satisfaction = Some(observed);
     if !broken_hard.is_empty() {
         let invalid = frames::run_validation_error(
             &step.stamp(),
@@ -136,7 +139,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
     }
     // `constraints.mustInclude` terms the delivered output lacks (a quality
     // loop revises for them first; whatever is still missing is said).
-    let terms = super::quality_report::must_include(&step.state);
+    let terms = super::quality_report::must_include(step.state());
     let missing: Vec<String> = super::quality_report::missing_terms(&terms, [&output])
         .into_iter()
         .map(str::to_string)
@@ -156,8 +159,8 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         step.emit(warning);
     }
     // A quality threshold no reviewer checked: the draft goes out unreviewed.
-    if let Some(threshold) = step.state.envelope.constraints.quality_threshold
-        && step.state.governance.drafts.is_empty()
+    if let Some(threshold) = step.state().envelope.constraints.quality_threshold
+        && step.state().governance.drafts.is_empty()
     {
         let mut payload = frames::WarningPayload::of(WarningCode::SpecialistSkipped);
         payload.field = Some("$.constraints.qualityThreshold".into());
@@ -171,14 +174,14 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         );
         step.emit(warning);
     }
-    let (quality, acceptance_report) = super::quality_report::report(&step.state);
+    let (quality, acceptance_report) = super::quality_report::report(step.state());
     super::narration::emit_run_metrics(step);
     step.move_run(RunTransition::Complete)?;
     let payload = frames::CompletePayload {
         output,
         status: RunStatus::Completed,
         satisfaction_score: step
-            .state
+            .state()
             .plan_diagnostics
             .as_ref()
             .map(|bundle| bundle.satisfaction_score),
@@ -188,10 +191,10 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
     };
     let complete = frames::complete(&step.stamp(), &payload);
     // Rendered: the output moves into the state, not copied.
-    step.state.output = Some(payload.output);
+    step.state_mut().output = Some(payload.output);
     // Where each delivered property came from: the output provenance its
     // final producer's compiled contract records for it.
-    let complete = super::frame_provenance::with_provenance(&step.state, complete, None);
+    let complete = super::frame_provenance::with_provenance(step.state(), complete, None);
     step.emit(complete);
     record_exchange(step);
     Ok(())
@@ -223,10 +226,10 @@ fn evaluate_constraints(envelope: &TaskEnvelope, scope: &Value) -> (f64, Vec<Bro
 
 /// A completed chat run's exchange, for its thread.
 pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
-    let (Some(turn), Some(output)) = (&step.state.chat, &step.state.output) else {
+    let (Some(turn), Some(output)) = (&step.state().chat, &step.state().output) else {
         return;
     };
-    if step.state.status() != RunStatus::Completed {
+    if step.state().status() != RunStatus::Completed {
         return;
     }
     let assistant = output
@@ -237,14 +240,14 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
     let exchange = ThreadExchange {
         thread_id: turn.thread_id.clone(),
         exchange: ChatExchange {
-            run_id: step.state.run_id.clone(),
+            run_id: step.state().run_id.clone(),
             // After every exchange it read, even within the same
             // millisecond: a thread is ordered by this.
             at_millis: turn
                 .history
                 .iter()
                 .map(|earlier| earlier.at_millis + 1)
-                .fold(step.now.unix_millis(), u64::max),
+                .fold(step.now().unix_millis(), u64::max),
             user: turn.message.clone(),
             assistant,
             agent: turn.agent.clone(),
@@ -258,5 +261,5 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
             summary: turn.summary.clone(),
         },
     };
-    step.exchanges.push(exchange);
+    step.record_exchange(exchange);
 }

@@ -282,7 +282,7 @@ pub fn fork_run(
         format!(
             "forked from run {} at {}: {} node(s) reused ({}), corrected: {}, run again: the rest",
             source.run_id,
-            step.state
+            step.state()
                 .forked_from
                 .as_ref()
                 .map_or(String::new(), |origin| origin.at.clone()),
@@ -308,7 +308,7 @@ pub fn fork_run(
         &frames::FrameStamp::new(now, plan.plan_version),
         &super::plan_drafts::plan_generated_payload(&plan, &bundle),
     );
-    let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
+    let generated = super::frame_provenance::with_provenance(step.state(), generated, None);
     step.emit(generated);
     // Each reused node's output, as a reader of this run's stream sees
     // outputs: a `node_complete`, marked reused.
@@ -317,7 +317,7 @@ pub fn fork_run(
         .iter()
         .filter(|node| reused.contains(&node.node_id))
     {
-        let Some(record) = step.state.nodes.get(&node.node_id) else {
+        let Some(record) = step.state().nodes.get(&node.node_id) else {
             continue;
         };
         let Some(output) = record.output.clone() else {

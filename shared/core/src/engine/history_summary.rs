@@ -145,7 +145,7 @@ pub(super) fn record_summary(
         kept_exchanges: call.kept,
         estimated_tokens: 0,
         budget_tokens: crate::state::context_budget::prompt_budget(
-            step.engine.registry.models(),
+            step.engine().registry.models(),
             call.request
                 .model
                 .as_ref()
@@ -174,7 +174,7 @@ pub(super) fn record_summary(
         &what,
     );
     step.emit(warning);
-    if let (Some(summary), Some(turn)) = (made, step.state.chat.as_mut()) {
+    if let (Some(summary), Some(turn)) = (made, step.state_mut().chat.as_mut()) {
         turn.summary = Some(summary);
     }
 }

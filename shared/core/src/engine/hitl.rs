@@ -92,12 +92,12 @@ fn resolved_frame(
         },
     );
     let pending_node = step
-        .state
+        .state()
         .governance
         .pending_request()
         .and_then(|request| request.pending_node_id.clone());
     let frame =
-        super::frame_provenance::with_provenance(&step.state, frame, pending_node.as_deref());
+        super::frame_provenance::with_provenance(step.state(), frame, pending_node.as_deref());
     step.emit(frame);
 }
 
@@ -133,7 +133,7 @@ pub fn resolve_approval(
         resolution.note,
         resolution.by.user.as_deref(),
     );
-    step.state.governance.hold = None;
+    step.state_mut().governance.hold = None;
     let policy_id = request.policy_id.clone().unwrap_or_default();
     if resolution.decision == ApprovalDecision::Approve {
         super::budget::grant_another_budget(&mut step, &policy_id);
@@ -142,7 +142,7 @@ pub fn resolve_approval(
         ApprovalDecision::Approve => request.approve_action.clone(),
         ApprovalDecision::Reject => request.reject_action.clone(),
     };
-    let plan = step.state.plan.clone();
+    let plan = step.state().plan.clone();
     let node = request
         .pending_node_id
         .as_deref()
@@ -210,9 +210,9 @@ pub fn answer_clarification(
         return Ok(Err(HumanInputRefused::AnswerRequired));
     }
     let mut step = StepContext::new(state, now, engine);
-    let answered_at = step.now;
+    let answered_at = step.now();
     if let Some(entry) = step
-        .state
+        .state_mut()
         .governance
         .clarifications
         .iter_mut()
@@ -294,35 +294,35 @@ pub(super) fn ask_clarification(
     question: &str,
 ) -> Result<bool, CoreError> {
     let asked = step
-        .state
+        .state()
         .governance
         .clarifications
         .iter()
         .filter(|entry| entry.node_id == node.node_id)
         .count();
-    if asked >= MAX_CLARIFICATIONS_PER_NODE || step.state.governance.hold.is_some() {
+    if asked >= MAX_CLARIFICATIONS_PER_NODE || step.state().governance.hold.is_some() {
         return Ok(false);
     }
     let question_id = format!("{}:q{}", node.node_id, asked + 1);
-    step.state
-        .governance
-        .clarifications
-        .push(crate::records::governance::ClarificationEntry {
+    let created_at = step.now();
+    step.state_mut().governance.clarifications.push(
+        crate::records::governance::ClarificationEntry {
             node_id: node.node_id.clone(),
             capability_id: Some(node.capability_id.clone()),
             question_id: question_id.clone(),
             question: question.to_string(),
             answer: None,
-            created_at: step.now,
+            created_at,
             answered_at: None,
-        });
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+        },
+    );
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Reset);
         record.attempt_base += 1;
         record.feedback.clear();
     }
     let request = crate::records::governance::HitlRequest {
-        request_id: policy::next_request_id(&mut step.state),
+        request_id: policy::next_request_id(step.state_mut()),
         kind: HitlKind::Clarify,
         policy_id: None,
         pending_node_id: Some(node.node_id.clone()),
@@ -330,7 +330,7 @@ pub(super) fn ask_clarification(
         approve_action: None,
         reject_action: None,
         approvers: None,
-        created_at: step.now,
+        created_at: step.now(),
     };
     policy::hold_on_request(step, request, Some(node), Some(question_id))?;
     Ok(true)

@@ -58,7 +58,7 @@ fn awaiting(state: &RunState, node_id: &str, answerer: &Answerer) -> Result<(), 
 /// The node's SLA timer no longer applies once a person acted.
 fn drop_task_timer(step: &mut StepContext<'_, '_>, node_id: &str, attempt: u32) {
     let timer_id = crate::records::governance::human_sla_timer_id(node_id, attempt);
-    step.state.governance.timers.remove(&timer_id);
+    step.state_mut().governance.timers.remove(&timer_id);
 }
 
 /// Completes a parked node with a person's output, validated against the
@@ -93,7 +93,7 @@ pub fn answer_human_node(
         .get(answer.node_id)
         .map_or(1, |record| record.current_attempt);
     let mut step = StepContext::new(state, now, engine);
-    if let Some(record) = step.state.node_mut(answer.node_id) {
+    if let Some(record) = step.state_mut().node_mut(answer.node_id) {
         record.answered_by = answer.by.user.clone();
     }
     drop_task_timer(&mut step, answer.node_id, attempt);

@@ -18,10 +18,10 @@ use super::step_context::StepContext;
 
 /// Puts a release in the outbox when this step settled a chat run.
 pub(super) fn ask_for_release(step: &mut StepContext<'_, '_>) {
-    if step.initial_status.is_settled() || !step.state.status().is_settled() {
+    if step.initial_status().is_settled() || !step.state().status().is_settled() {
         return;
     }
-    let Some(chat) = step.state.chat.as_mut() else {
+    let Some(chat) = step.state_mut().chat.as_mut() else {
         return;
     };
     chat.lane_releases.asked += 1;
@@ -29,9 +29,9 @@ pub(super) fn ask_for_release(step: &mut StepContext<'_, '_>) {
         thread_id: chat.thread_id.clone(),
         release: chat.lane_releases.asked,
     };
-    step.outbox.push(StepMessage::new(
-        &step.state.tenant_id,
-        &step.state.run_id,
+    step.send(StepMessage::new(
+        &step.state().tenant_id,
+        &step.state().run_id,
         command,
     ));
 }

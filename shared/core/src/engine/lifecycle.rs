@@ -182,7 +182,7 @@ pub(crate) fn reopen_as_fork(state: &mut RunState) {
 impl StepContext<'_, '_> {
     /// Moves the run by `transition` (see the module's table).
     pub(crate) fn move_run(&mut self, transition: RunTransition) -> Result<(), IllegalTransition> {
-        apply(&mut self.state, transition)
+        apply(self.state_mut(), transition)
     }
 }
 

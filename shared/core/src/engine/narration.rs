@@ -61,26 +61,26 @@ pub(super) fn hand_over(step: &mut StepContext<'_, '_>, node: &PlanNode, attempt
     step.enter_phase(RunPhase::of_node(node.kind));
     let occurred = handoff(
         &step.stamp(),
-        &step.state,
+        step.state(),
         node,
         attempt,
         HandoffStatus::Occurred,
     );
     step.emit(occurred);
-    let started = step.now.unix_millis();
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+    let started = step.now().unix_millis();
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         record.started_at_millis = Some(started);
     }
 }
 
 /// A node's `metrics`: its tokens (every attempt) and its wall time.
 pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode) {
-    let Some(record) = step.state.nodes.get(&node.node_id) else {
+    let Some(record) = step.state().nodes.get(&node.node_id) else {
         return;
     };
     let duration_ms = record
         .started_at_millis
-        .map(|started| step.now.unix_millis().saturating_sub(started));
+        .map(|started| step.now().unix_millis().saturating_sub(started));
     let payload = frames::MetricsPayload {
         tokens: frames::TokenTotals::of(&record.usage),
         nodes: 1,
@@ -89,10 +89,10 @@ pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode)
             .cost_usd
             .map(crate::catalog::model_catalog::round_cost),
         run: Some(frames::RunTotals {
-            tokens: frames::TokenTotals::of(&step.state.total_usage()),
-            cost_usd: step.state.total_cost_usd(),
+            tokens: frames::TokenTotals::of(&step.state().total_usage()),
+            cost_usd: step.state().total_cost_usd(),
             nodes_completed: step
-                .state
+                .state()
                 .nodes
                 .values()
                 .filter(|record| record.status() == crate::state::run::NodeStatus::Completed)
@@ -109,14 +109,14 @@ pub(super) fn emit_run_metrics(step: &mut StepContext<'_, '_>) {
     let metrics = frames::metrics(
         &step.stamp(),
         &frames::MetricsPayload {
-            tokens: frames::TokenTotals::of(&step.state.total_usage()),
-            nodes: step.state.nodes.len(),
+            tokens: frames::TokenTotals::of(&step.state().total_usage()),
+            nodes: step.state().nodes.len(),
             duration_ms: Some(
-                step.now
+                step.now()
                     .unix_millis()
-                    .saturating_sub(step.state.created_at.unix_millis()),
+                    .saturating_sub(step.state().created_at.unix_millis()),
             ),
-            cost_usd: step.state.total_cost_usd(),
+            cost_usd: step.state().total_cost_usd(),
             run: None,
         },
     );

@@ -58,7 +58,7 @@ pub(super) fn begin_node(
                 &start_payload(node, attempt, ExecutorType::Builtin),
             );
             step.emit(started);
-            let answer = perform_builtin(&step.state, operation);
+            let answer = perform_builtin(step.state(), operation);
             take_answer(&mut step, node, attempt, Ok(answer))?;
             Ok(step.into_advance())
         }
@@ -114,14 +114,14 @@ fn hand_to_a_person(
     let due = now.plus(engine.human_task_timeout);
     payload.due_at = Some(due.rfc3339());
     payload.escalated_from = step
-        .state
+        .state()
         .governance
         .escalation_taken_over_by(&node.output_facets)
         .cloned();
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::ParkForPerson);
     }
-    if step.state.governance.hold.is_none() {
+    if step.state().governance.hold.is_none() {
         step.move_run(RunTransition::ParkForPerson)?;
     }
     let parked = frames::node_start(&step.stamp(), node, &payload);
@@ -147,8 +147,8 @@ pub(super) fn resume_node(
     let plan = plan_of(&state)?;
     let node = plan_node_in(&plan, &state, &call.node_id)?;
     let mut step = StepContext::new(state, now, engine);
-    step.state.phase = Some(RunPhase::of_node(node.kind));
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+    step.state_mut().phase = Some(RunPhase::of_node(node.kind));
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         record.started_at_millis = Some(call.started_at_millis);
     }
     match outcome {

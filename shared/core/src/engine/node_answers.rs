@@ -41,7 +41,7 @@ pub(super) fn reject_input(
         },
     );
     step.emit(invalid);
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Fail);
         record.error = Some("input contract violated".into());
     }
@@ -73,8 +73,8 @@ pub(super) fn take_answer(
     parsed: Result<Value, String>,
 ) -> Result<(), CoreError> {
     let judgement = judge_answer(
-        step.engine.validators,
-        &step.state.envelope.output_contract,
+        step.engine().validators,
+        &step.state().envelope.output_contract,
         node,
         parsed,
     )?;
@@ -100,7 +100,7 @@ fn after_answer(
     attempt: u32,
     judgement: Judgement,
 ) -> Result<(), CoreError> {
-    if !step.state.nodes.contains_key(&node.node_id) {
+    if !step.state().nodes.contains_key(&node.node_id) {
         return Err(CoreError::StepDoesNotApply(format!(
             "no ledger entry for {}",
             node.node_id
@@ -149,7 +149,8 @@ pub(super) fn complete_node(
     let output = Arc::new(answer);
     let mut usage = frames::TokenTotals::of(&Default::default());
     let (mut model, mut duration_ms, mut cost_usd, mut answered_by) = (None, None, None, None);
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+    let now_millis = step.now().unix_millis();
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Complete);
         record.output = Some(output.clone());
         record.feedback.clear();
@@ -160,7 +161,7 @@ pub(super) fn complete_node(
             .map(crate::catalog::model_catalog::round_cost);
         duration_ms = record
             .started_at_millis
-            .map(|started| step.now.unix_millis().saturating_sub(started));
+            .map(|started| now_millis.saturating_sub(started));
         answered_by = record.answered_by.clone();
     }
     let completed = frames::node_complete(
@@ -223,7 +224,7 @@ pub(super) fn reprompt_or_fail(
         Applied::Replanned => return super::progress::continue_run(step),
         Applied::Held => {
             // The node runs again (with the feedback) once the hold is released.
-            if let Some(record) = step.state.node_mut(&node.node_id) {
+            if let Some(record) = step.state_mut().node_mut(&node.node_id) {
                 record.feedback = violations;
                 super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Reset);
             }
@@ -231,14 +232,14 @@ pub(super) fn reprompt_or_fail(
         }
         Applied::Continue => {}
     }
-    let max_attempts = step.state.max_node_attempts;
+    let max_attempts = step.state().max_node_attempts;
     let attempt_base = step
-        .state
+        .state()
         .nodes
         .get(&node.node_id)
         .map_or(0, |record| record.attempt_base);
     if attempt.saturating_sub(attempt_base) < max_attempts {
-        if let Some(record) = step.state.node_mut(&node.node_id) {
+        if let Some(record) = step.state_mut().node_mut(&node.node_id) {
             record.feedback = violations;
             record.current_attempt = attempt + 1;
             super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);

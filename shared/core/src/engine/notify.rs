@@ -18,35 +18,36 @@ use super::step_context::StepContext;
 /// Records a notification and sends its first attempt when this step moved
 /// the run into an ending or a wait for people and someone listens.
 pub(super) fn announce(step: &mut StepContext<'_, '_>) {
-    if step.state.status() == step.initial_status {
+    if step.state().status() == step.initial_status() {
         return;
     }
-    let Some(event) = RunEvent::of(step.state.status()) else {
+    let Some(event) = RunEvent::of(step.state().status()) else {
         return;
     };
-    if step.state.envelope.callback_url.is_none() && !step.engine.announce_to_event_bus {
+    if step.state().envelope.callback_url.is_none() && !step.engine().announce_to_event_bus {
         return;
     }
     let notification_id = format!(
         "{}-{}",
         event.event_type().trim_start_matches("baton.run."),
-        step.state.notifications.len() + 1
+        step.state().notifications.len() + 1
     );
-    step.state.notifications.insert(
+    let (status, occurred_at) = (step.state().status(), step.now().rfc3339());
+    step.state_mut().notifications.insert(
         notification_id.clone(),
         NotificationRecord {
             event,
-            status: step.state.status(),
-            occurred_at: step.now.rfc3339(),
+            status,
+            occurred_at,
             attempts: 0,
             delivered: false,
             gave_up: false,
             last_error: None,
         },
     );
-    step.outbox.push(StepMessage::new(
-        &step.state.tenant_id,
-        &step.state.run_id,
+    step.send(StepMessage::new(
+        &step.state().tenant_id,
+        &step.state().run_id,
         StepCommand::Notify {
             notification_id,
             attempt: 1,

@@ -57,8 +57,13 @@ pub(super) fn begin_panel(
         &super::plan_lookup::start_payload(node, attempt, ExecutorType::Panel),
     );
     step.emit(started);
-    let evaluation_id = format!("{}:{}:{attempt}", step.state.run_id, node.node_id);
-    let criteria = step.state.envelope.constraints.acceptance_criteria.clone();
+    let evaluation_id = format!("{}:{}:{attempt}", step.state().run_id, node.node_id);
+    let criteria = step
+        .state()
+        .envelope
+        .constraints
+        .acceptance_criteria
+        .clone();
     let request = match executor.request_for(&evaluation_id, inputs, &criteria) {
         Ok(request) => request,
         Err(reason) => {
@@ -72,8 +77,8 @@ pub(super) fn begin_panel(
             return Ok(());
         }
     };
-    let (panel, calls) = Panel::start(request, &evaluation_id, step.now.unix_millis());
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+    let (panel, calls) = Panel::start(request, &evaluation_id, step.now().unix_millis());
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Deliberate);
     }
     let progress = panel.progress("scoring");
@@ -103,7 +108,7 @@ fn open_round(
             &call.judge_id,
             round,
             JudgeOutcome::Failed(reason.clone()),
-            step.now.unix_millis(),
+            step.now().unix_millis(),
         );
         left_out(
             step,
@@ -125,7 +130,7 @@ fn open_round(
     }
     step.start_timer(
         round_timer_id(&node.node_id, attempt, round),
-        step.now.plus(timeout),
+        step.now().plus(timeout),
         TimerPurpose::PanelRound {
             node_id: node.node_id.clone(),
             attempt,
@@ -140,7 +145,7 @@ fn open_round(
         round,
     };
     step.put_entry(&key, EntryBody::PanelRound(calls));
-    step.state.panels.insert(
+    step.state_mut().panels.insert(
         node.node_id.clone(),
         PanelProgress {
             attempt,
@@ -159,7 +164,7 @@ fn open_round(
 /// (`state::context_budget`: tokens reckoned, the answer's room kept).
 fn over_window(call: &JudgeCall, step: &StepContext<'_, '_>) -> Option<String> {
     use crate::state::context_budget::{estimated_tokens, prompt_budget};
-    let catalog = step.engine.registry.models();
+    let catalog = step.engine().registry.models();
     let model = crate::planning::model_choice::model_for_judge(
         catalog,
         call.model_name.as_deref(),
@@ -289,7 +294,7 @@ pub(super) fn resume_judge(
             ),
         );
     }
-    let Some(progress) = step.state.panels.get_mut(&call.node_id) else {
+    let Some(progress) = step.state_mut().panels.get_mut(&call.node_id) else {
         return Err(CoreError::StepDoesNotApply(format!(
             "node {} has no panel at work",
             call.node_id
@@ -327,14 +332,14 @@ pub(super) fn round_timed_out(
     attempt: u32,
     round: u32,
 ) -> Result<(), CoreError> {
-    let Some(progress) = step.state.panels.get_mut(node_id) else {
+    let now_millis = step.now().unix_millis();
+    let Some(progress) = step.state_mut().panels.get_mut(node_id) else {
         return Ok(());
     };
     if progress.attempt != attempt || progress.panel.round() != round {
         return Ok(());
     }
     let silent: Vec<String> = std::mem::take(&mut progress.pending).into_iter().collect();
-    let now_millis = step.now.unix_millis();
     let timeout = progress.panel.request().config.round_timeout;
     for judge_id in &silent {
         progress
@@ -350,8 +355,8 @@ pub(super) fn round_timed_out(
             ),
         );
     }
-    let plan = plan_of(&step.state)?;
-    let node = plan_node_in(&plan, &step.state, node_id)?;
+    let plan = plan_of(step.state())?;
+    let node = plan_node_in(&plan, step.state(), node_id)?;
     close_round(step, node, attempt)
 }
 
@@ -362,15 +367,15 @@ fn close_round(
     node: &PlanNode,
     attempt: u32,
 ) -> Result<(), CoreError> {
-    let Some(mut progress) = step.state.panels.remove(&node.node_id) else {
+    let Some(mut progress) = step.state_mut().panels.remove(&node.node_id) else {
         return Ok(());
     };
-    step.state.governance.timers.remove(&round_timer_id(
+    step.state_mut().governance.timers.remove(&round_timer_id(
         &node.node_id,
         attempt,
         progress.panel.round(),
     ));
-    match progress.panel.advance(step.now.unix_millis()) {
+    match progress.panel.advance(step.now().unix_millis()) {
         PanelAdvance::Ask(calls) => {
             let report = progress.panel.progress("discussing");
             emit_progress(step, &node.node_id, &report);
@@ -378,12 +383,12 @@ fn close_round(
         }
         PanelAdvance::Done(output) => {
             emit_progress(step, &node.node_id, &output.progress);
-            step.transcripts
-                .push(crate::contracts::panels::TranscriptPublication {
-                    idempotency_key: format!("{}:{}:{attempt}", step.state.run_id, node.node_id),
-                    node_id: node.node_id.clone(),
-                    transcript: output.transcript.clone(),
-                });
+            let transcript = crate::contracts::panels::TranscriptPublication {
+                idempotency_key: format!("{}:{}:{attempt}", step.state().run_id, node.node_id),
+                node_id: node.node_id.clone(),
+                transcript: output.transcript.clone(),
+            };
+            step.publish_transcript(transcript);
             let facet = node.output_facets.first().cloned().unwrap_or_default();
             let evaluation = serde_json::to_value(&*output).map_err(|error| {
                 CoreError::StepDoesNotApply(format!(
@@ -392,7 +397,7 @@ fn close_round(
             })?;
             let mut answer = Map::new();
             answer.insert(facet, evaluation);
-            if let Some(record) = step.state.node_mut(&node.node_id) {
+            if let Some(record) = step.state_mut().node_mut(&node.node_id) {
                 super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
             }
             super::node_answers::take_answer(step, node, attempt, Ok(Value::Object(answer)))
@@ -440,7 +445,7 @@ fn fail_panel(
     code: FailureCode,
     reason: String,
 ) {
-    step.state.panels.remove(&node.node_id);
+    step.state_mut().panels.remove(&node.node_id);
     let run_message = format!("node {} failed: {reason}", node.node_id);
     step.fail_node(node, attempt, code, &reason, &run_message);
 }

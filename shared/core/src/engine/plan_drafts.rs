@@ -56,7 +56,7 @@ pub(super) fn rejected_draft_frames(
     [
         frames::plan_requested(
             &step.stamp(),
-            &plan_requested_payload(&step.state, step.engine, attempt, PlannerKind::Llm),
+            &plan_requested_payload(step.state(), step.engine(), attempt, PlannerKind::Llm),
         ),
         frames::plan_rejected(
             &step.stamp(),
@@ -193,8 +193,10 @@ pub(super) fn plan_generated_payload(
 /// `plan_generated` for the current plan with `metadata.resumed: true`:
 /// what a resumed run's stream shows before it goes on.
 pub(super) fn emit_resumed_plan(step: &mut StepContext<'_, '_>) {
-    let (Some(plan), Some(bundle)) = (step.state.plan.clone(), step.state.plan_diagnostics.clone())
-    else {
+    let (Some(plan), Some(bundle)) = (
+        step.state().plan.clone(),
+        step.state().plan_diagnostics.clone(),
+    ) else {
         return;
     };
     let mut payload = plan_generated_payload(&plan, &bundle);
@@ -202,7 +204,7 @@ pub(super) fn emit_resumed_plan(step: &mut StepContext<'_, '_>) {
         .metadata
         .insert("resumed".into(), serde_json::Value::Bool(true));
     let frame = frames::plan_generated(&step.stamp(), &payload);
-    let frame = super::frame_provenance::with_provenance(&step.state, frame, None);
+    let frame = super::frame_provenance::with_provenance(step.state(), frame, None);
     step.emit(frame);
 }
 

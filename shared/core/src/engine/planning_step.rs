@@ -34,8 +34,8 @@ pub(super) fn begin_planning(
     match engine.planner {
         PlannerChoice::Deterministic => {
             let mut step = StepContext::new(state.clone(), now, engine);
-            let drafted = plan_deterministically(&step.state.envelope, engine.registry);
-            let judged = judge(drafted, &step.state.envelope, engine);
+            let drafted = plan_deterministically(&step.state().envelope, engine.registry);
+            let judged = judge(drafted, &step.state().envelope, engine);
             settle_plan(&mut step, judged, 1, PlannerKind::Deterministic, None)?;
             Ok(step.into_advance())
         }
@@ -69,7 +69,7 @@ pub(super) fn resume_planning(
     let mut step = StepContext::new(state, now, engine);
     // The frames of the drafts rejected before this one are committed with
     // this step's decision, first (nothing is written outside a commit).
-    step.events.extend(call.frames_before.iter().cloned());
+    step.emit_all(call.frames_before.iter().cloned());
     // Every draft's tokens count, the rejected ones' too: a retry carries
     // them, and the step that decides records them.
     let spent = super::usage_recording::drafts_spent(call, outcome);
@@ -83,11 +83,11 @@ pub(super) fn resume_planning(
         Ok(answer) => {
             let drafted = plan_from_draft(
                 &answer.content,
-                &step.state.envelope,
+                &step.state().envelope,
                 engine.registry,
                 &answer.model,
             );
-            let judged = judge(drafted, &step.state.envelope, engine);
+            let judged = judge(drafted, &step.state().envelope, engine);
             let response = Some(draft_response(answer));
             if judged.0.is_some() {
                 super::usage_recording::record_planner_spend(&mut step, &spent);
@@ -98,9 +98,9 @@ pub(super) fn resume_planning(
             let rejection = rejected_draft_frames(&step, call.attempt, &bundle, response);
             let mut rejected = call.rejected.clone();
             rejected.push(bundle);
-            let retry = planner_request(&step.state.envelope, engine.registry, &rejected);
+            let retry = planner_request(&step.state().envelope, engine.registry, &rejected);
             if call.attempt < attempts && over_window(&retry, engine).is_none() {
-                let mut frames_before = std::mem::take(&mut step.events);
+                let mut frames_before = step.take_frames();
                 frames_before.extend(rejection);
                 return Ok(StepAdvance::Perform(super::effects::Effect::DraftPlan(
                     PlanDraftCall {
@@ -112,7 +112,7 @@ pub(super) fn resume_planning(
                     },
                 )));
             }
-            step.events.extend(rejection);
+            step.emit_all(rejection);
             (
                 format!("the planner model produced no valid plan in {attempts} attempts"),
                 drafts_rejected_before.saturating_add(1),
@@ -123,8 +123,8 @@ pub(super) fn resume_planning(
     // let the deterministic planner plan.
     super::usage_recording::record_planner_spend(&mut step, &spent);
     warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
-    let drafted = plan_deterministically(&step.state.envelope, engine.registry);
-    let judged = judge(drafted, &step.state.envelope, engine);
+    let drafted = plan_deterministically(&step.state().envelope, engine.registry);
+    let judged = judge(drafted, &step.state().envelope, engine);
     settle_plan(
         &mut step,
         judged,
@@ -146,10 +146,10 @@ fn settle_plan(
 ) -> Result<(), CoreError> {
     let requested = frames::plan_requested(
         &step.stamp(),
-        &plan_requested_payload(&step.state, step.engine, attempt, planner),
+        &plan_requested_payload(step.state(), step.engine(), attempt, planner),
     );
     step.emit(requested);
-    step.state.plan_diagnostics = Some(Arc::new(bundle.clone()));
+    step.state_mut().plan_diagnostics = Some(Arc::new(bundle.clone()));
     let Some(plan) = plan else {
         let summary = bundle
             .failures
@@ -181,22 +181,22 @@ fn settle_plan(
         return Ok(());
     };
     let generated = frames::plan_generated(
-        &frames::FrameStamp::new(step.now, plan.plan_version),
+        &frames::FrameStamp::new(step.now(), plan.plan_version),
         &frames::PlanGeneratedPayload {
             response,
             ..plan_generated_payload(&plan, &bundle)
         },
     );
-    step.state.nodes = plan
+    step.state_mut().nodes = plan
         .nodes
         .iter()
         .map(|node| (node.node_id.clone(), Arc::new(NodeRecord::pending())))
         .collect();
     let mut plan = plan;
-    plan.share_contract_schemas(step.engine.validators);
-    step.state.plan = Some(Arc::new(plan));
+    plan.share_contract_schemas(step.engine().validators);
+    step.state_mut().plan = Some(Arc::new(plan));
     step.record_plan_version("initial", None, None, None);
-    let generated = super::frame_provenance::with_provenance(&step.state, generated, None);
+    let generated = super::frame_provenance::with_provenance(step.state(), generated, None);
     step.emit(generated);
     step.move_run(RunTransition::Work)?;
     start_policy_timers(step);
@@ -208,10 +208,10 @@ fn settle_plan(
 /// and the `maxDurationSeconds` deadline's.
 fn start_policy_timers(step: &mut StepContext<'_, '_>) {
     super::budget::start_deadline_timers(step);
-    let envelope = step.state.envelope.clone();
+    let envelope = step.state().envelope.clone();
     for policy in envelope.policies.runtime.iter().filter(|p| p.enabled) {
         if let crate::contracts::policies::PolicyTrigger::OnTimeout { ms } = policy.trigger {
-            let due = step.now.plus(std::time::Duration::from_millis(ms));
+            let due = step.now().plus(std::time::Duration::from_millis(ms));
             step.start_timer(
                 crate::records::governance::policy_timer_id(&policy.id),
                 due,

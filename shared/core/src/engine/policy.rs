@@ -49,7 +49,7 @@ pub(super) fn fire(
         Occurrence::Timeout { node, .. } => *node,
         Occurrence::Start | Occurrence::Manual { .. } => None,
     };
-    for (index, policy_id, reason) in unreadable_conditions(&step.state, occurrence) {
+    for (index, policy_id, reason) in unreadable_conditions(step.state(), occurrence) {
         let mut payload = frames::WarningPayload::of(WarningCode::PolicyConditionUnreadable);
         payload.field = Some(format!("$.policies.runtime[{index}].trigger.condition"));
         let frame = frames::warning(
@@ -61,8 +61,8 @@ pub(super) fn fire(
         step.emit(frame);
     }
     let mut outcome = Applied::Continue;
-    for (policy, details, key) in matching(&step.state, occurrence) {
-        step.state
+    for (policy, details, key) in matching(step.state(), occurrence) {
+        step.state_mut()
             .governance
             .fired
             .insert(firing_key(&policy.id, &key));
@@ -93,7 +93,7 @@ pub(super) fn announce(
         },
     );
     let node_id = frame.node_id.clone();
-    let frame = super::frame_provenance::with_provenance(&step.state, frame, node_id.as_deref());
+    let frame = super::frame_provenance::with_provenance(step.state(), frame, node_id.as_deref());
     step.emit(frame);
 }
 
@@ -126,9 +126,9 @@ pub(super) fn apply(
             Ok(Applied::Ended)
         }
         PolicyAction::Pause { .. } | PolicyAction::Hitl { .. }
-            if step.state.governance.hold.is_some() =>
+            if step.state_mut().governance.hold.is_some() =>
         {
-            step.state.governance.deferred.push(DeferredAction {
+            step.state_mut().governance.deferred.push(DeferredAction {
                 policy_id: policy_id.to_string(),
                 node_id: node.map(|node| node.node_id.clone()),
                 action: action.clone(),
@@ -136,7 +136,7 @@ pub(super) fn apply(
             Ok(Applied::Held)
         }
         PolicyAction::Pause { reason } => {
-            step.state.governance.hold = Some(Hold::Paused {
+            step.state_mut().governance.hold = Some(Hold::Paused {
                 policy_id: policy_id.to_string(),
                 reason: reason.clone(),
             });
@@ -149,7 +149,7 @@ pub(super) fn apply(
             reject_action,
             approvers,
         } => {
-            let budget_prompt = super::budget::approval_prompt(&step.state, trigger);
+            let budget_prompt = super::budget::approval_prompt(step.state(), trigger);
             let prompt = rationale
                 .clone()
                 .or(budget_prompt)
@@ -161,7 +161,7 @@ pub(super) fn apply(
                     None => format!("Policy {policy_id} asks for approval to continue."),
                 });
             let request = HitlRequest {
-                request_id: next_request_id(&mut step.state),
+                request_id: next_request_id(step.state_mut()),
                 kind: HitlKind::Approval,
                 policy_id: Some(policy_id.to_string()),
                 pending_node_id: node.map(|node| node.node_id.clone()),
@@ -169,7 +169,7 @@ pub(super) fn apply(
                 approve_action: approve_action.as_deref().cloned(),
                 reject_action: reject_action.as_deref().cloned(),
                 approvers: approvers.clone(),
-                created_at: step.now,
+                created_at: step.now(),
             };
             hold_on_request(step, request, node, None)?;
             Ok(Applied::Held)
@@ -216,7 +216,7 @@ pub(super) fn hold_on_request(
         input_schema: node.input_contract.schema.as_ref().clone(),
         output_schema: node.output_contract.schema.as_ref().clone(),
         output: step
-            .state
+            .state()
             .nodes
             .get(&node.node_id)
             .and_then(|record| record.output.as_deref().cloned()),
@@ -234,12 +234,12 @@ pub(super) fn hold_on_request(
         },
     );
     let frame = super::frame_provenance::with_provenance(
-        &step.state,
+        step.state(),
         frame,
         request.pending_node_id.as_deref(),
     );
     step.emit(frame);
-    step.state.governance.hold = Some(Hold::Request(Box::new(request)));
+    step.state_mut().governance.hold = Some(Hold::Request(Box::new(request)));
     step.move_run(RunTransition::HoldForDecision)?;
     Ok(())
 }
@@ -247,10 +247,10 @@ pub(super) fn hold_on_request(
 /// Lifts the hold, applies the hold actions that waited behind it (one may
 /// hold the run again), then continues.
 pub(super) fn release_hold(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
-    step.state.governance.hold = None;
-    while step.state.governance.hold.is_none() && !step.state.governance.deferred.is_empty() {
-        let deferred = step.state.governance.deferred.remove(0);
-        let plan = step.state.plan.clone();
+    step.state_mut().governance.hold = None;
+    while step.state().governance.hold.is_none() && !step.state().governance.deferred.is_empty() {
+        let deferred = step.state_mut().governance.deferred.remove(0);
+        let plan = step.state().plan.clone();
         let node = deferred
             .node_id
             .as_deref()
@@ -278,19 +278,19 @@ pub(super) fn park_for_approval(
     let crate::state::run::StepCommand::ExecuteNode { node_id, attempt } = command else {
         return Ok(false);
     };
-    let Some(plan) = step.state.plan.clone() else {
+    let Some(plan) = step.state().plan.clone() else {
         return Ok(false);
     };
     let Some(node) = plan.node(node_id) else {
         return Ok(false);
     };
     let occurrence = Occurrence::BudgetExceeded { node, report };
-    if matching(&step.state, &occurrence).is_empty() {
+    if matching(step.state(), &occurrence).is_empty() {
         return Ok(false);
     }
     // The node waits, its attempt unspent: it is scheduled again (with the
     // same attempt number) once the hold is lifted.
-    if let Some(record) = step.state.node_mut(node_id)
+    if let Some(record) = step.state_mut().node_mut(node_id)
         && record.current_attempt == *attempt
     {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Reset);

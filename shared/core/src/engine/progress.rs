@@ -17,11 +17,11 @@ use super::step_context::StepContext;
 /// Marks every pending node whose upstream nodes all completed as scheduled
 /// and puts its next attempt's step in the outbox.
 pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
-    let Some(plan) = step.state.plan.clone() else {
+    let Some(plan) = step.state().plan.clone() else {
         return;
     };
     let has_status = |node_id: &str, status: NodeStatus| {
-        step.state
+        step.state()
             .nodes
             .get(node_id)
             .is_some_and(|record| record.status() == status)
@@ -39,14 +39,14 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
         })
         .collect();
     for node in ready {
-        if let Some(record) = step.state.node_mut(&node.node_id) {
+        if let Some(record) = step.state_mut().node_mut(&node.node_id) {
             super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
             record.current_attempt += 1;
             let attempt = record.current_attempt;
             if node.builtin().is_none() {
                 let requested = handoff(
                     &step.stamp(),
-                    &step.state,
+                    step.state(),
                     node,
                     attempt,
                     HandoffStatus::Requested,
@@ -64,15 +64,15 @@ pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
 /// Dispatches what is ready, finishes the run when every node completed,
 /// and settles the status, unless the run ended or is held.
 pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
-    if step.state.status().is_terminal() {
+    if step.state().status().is_terminal() {
         return Ok(());
     }
-    if step.state.pending_replan.is_some() {
+    if step.state().pending_replan.is_some() {
         // The planner model is drafting the next version: its step
         // schedules what that version needs.
         return Ok(());
     }
-    match &step.state.governance.hold {
+    match &step.state().governance.hold {
         Some(Hold::Request(_)) => {
             step.move_run(RunTransition::HoldForDecision)?;
             return Ok(());
@@ -85,7 +85,7 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
     }
     schedule_ready_nodes(step);
     let all_completed = step
-        .state
+        .state()
         .nodes
         .values()
         .all(|record| record.status() == NodeStatus::Completed);
@@ -94,7 +94,7 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
         return super::finish::finish_run(step);
     }
     let someone_awaited = step
-        .state
+        .state()
         .nodes
         .values()
         .any(|record| record.status() == NodeStatus::AwaitingHuman);

@@ -57,12 +57,12 @@ pub(super) fn judge_review(
 ) -> Result<bool, CoreError> {
     let (Some(spec), Some(threshold)) = (
         node.quality_score.as_ref(),
-        step.state.envelope.constraints.quality_threshold,
+        step.state().envelope.constraints.quality_threshold,
     ) else {
         return Ok(false);
     };
     let Some(review) = step
-        .state
+        .state()
         .nodes
         .get(&node.node_id)
         .and_then(|record| record.output.clone())
@@ -70,11 +70,11 @@ pub(super) fn judge_review(
         return Ok(false);
     };
     let score = spec.score_of(&review).unwrap_or(0.0);
-    let reviewed = reviewed_nodes(&step.state, node);
+    let reviewed = reviewed_nodes(step.state(), node);
     let outputs: BTreeMap<_, _> = reviewed
         .iter()
         .filter_map(|node_id| {
-            let output = step.state.nodes.get(node_id)?.output.clone()?;
+            let output = step.state().nodes.get(node_id)?.output.clone()?;
             Some((node_id.clone(), output))
         })
         .collect();
@@ -85,11 +85,12 @@ pub(super) fn judge_review(
         .cloned();
     let unmet = unmet_requirements(
         acceptance_report.as_ref(),
-        &must_include(&step.state),
+        &must_include(step.state()),
         &outputs,
     );
-    step.state.governance.drafts.push(DraftRecord {
-        plan_version: step.state.plan_version(),
+    let plan_version = step.state().plan_version();
+    step.state_mut().governance.drafts.push(DraftRecord {
+        plan_version,
         review_node_id: node.node_id.clone(),
         score,
         review,
@@ -100,8 +101,8 @@ pub(super) fn judge_review(
     if score >= threshold && unmet.is_empty() {
         return Ok(false);
     }
-    let depth = execution_depth(&step.state);
-    let drafts = step.state.governance.drafts.len();
+    let depth = execution_depth(step.state());
+    let drafts = step.state().governance.drafts.len();
     if drafts < depth as usize && !reviewed.is_empty() {
         let revised = replan(
             step,
@@ -169,14 +170,14 @@ fn unmet_requirements(
 
 /// At the depth limit: the best-scoring draft's outputs stand, with a warning.
 fn deliver_best_draft(step: &mut StepContext<'_, '_>, threshold: f64, depth: u32) {
-    let drafts = &step.state.governance.drafts;
+    let drafts = &step.state().governance.drafts;
     let Some(best_index) = best_draft_index(drafts) else {
         return;
     };
     let best = drafts[best_index].clone();
     let count = drafts.len();
     for (node_id, output) in &best.outputs {
-        if let Some(record) = step.state.node_mut(node_id) {
+        if let Some(record) = step.state_mut().node_mut(node_id) {
             record.output = Some(output.clone());
         }
     }

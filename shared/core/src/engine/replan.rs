@@ -50,24 +50,24 @@ pub(super) fn replan(
     step: &mut StepContext<'_, '_>,
     cause: ReplanCause,
 ) -> Result<bool, CoreError> {
-    let Some(previous) = step.state.plan.clone() else {
+    let Some(previous) = step.state().plan.clone() else {
         return Ok(false);
     };
-    if let Some(pending) = step.state.pending_replan.as_mut() {
+    if let Some(pending) = step.state_mut().pending_replan.as_mut() {
         // A version is being drafted already: this cause joins it.
         join(&mut pending.cause, cause);
         return Ok(true);
     }
-    let engine = step.engine;
-    let envelope = planning_envelope(&step.state, &cause);
+    let engine = step.engine();
+    let envelope = planning_envelope(step.state(), &cause);
     let Some((plan, bundle)) = draft_deterministically(&envelope, engine) else {
         refuse(step, &previous, &cause);
         return Ok(false);
     };
-    if engine.planner == PlannerChoice::Llm && step.state.chat.is_none() {
+    if engine.planner == PlannerChoice::Llm && step.state().chat.is_none() {
         let version = previous.plan_version + 1;
         step.enter_phase(frames::RunPhase::Planning);
-        step.state.pending_replan = Some(Box::new(PendingReplan { version, cause }));
+        step.state_mut().pending_replan = Some(Box::new(PendingReplan { version, cause }));
         step.enqueue(StepCommand::Replan { version });
         return Ok(true);
     }
@@ -120,11 +120,11 @@ pub(super) fn resume_replan(
         return Ok(StepAdvance::Stale);
     };
     let mut step = StepContext::new(state, now, engine);
-    step.events.extend(call.frames_before.iter().cloned());
+    step.emit_all(call.frames_before.iter().cloned());
     // Every draft's tokens count, the rejected ones' too: a retry carries
     // them, and the step that decides records them.
     let spent = super::usage_recording::drafts_spent(call, outcome);
-    let envelope = planning_envelope(&step.state, &pending.cause);
+    let envelope = planning_envelope(step.state(), &pending.cause);
     let attempts = engine.max_planner_attempts.max(1);
     let drafts_rejected_before = u32::try_from(call.rejected.len()).unwrap_or(u32::MAX);
     let (fallback_reason, rejected_drafts) = match outcome {
@@ -139,7 +139,7 @@ pub(super) fn resume_replan(
             match super::plan_drafts::judge(drafted, &envelope, engine) {
                 (Some(plan), bundle) => {
                     super::usage_recording::record_planner_spend(&mut step, &spent);
-                    step.state.pending_replan = None;
+                    step.state_mut().pending_replan = None;
                     apply(
                         &mut step,
                         &previous,
@@ -159,11 +159,11 @@ pub(super) fn resume_replan(
                     );
                     let mut rejected = call.rejected.clone();
                     rejected.push(bundle);
-                    let retry = request_for(&step.state, &pending, engine, &rejected);
+                    let retry = request_for(step.state(), &pending, engine, &rejected);
                     if call.attempt < attempts
                         && super::plan_drafts::over_window(&retry, engine).is_none()
                     {
-                        let mut frames_before = std::mem::take(&mut step.events);
+                        let mut frames_before = step.take_frames();
                         frames_before.extend(rejection);
                         return Ok(StepAdvance::Perform(super::effects::Effect::DraftPlan(
                             PlanDraftCall {
@@ -175,7 +175,7 @@ pub(super) fn resume_replan(
                             },
                         )));
                     }
-                    step.events.extend(rejection);
+                    step.emit_all(rejection);
                     (
                         format!(
                             "the planner model produced no valid replan in {attempts} attempts"
@@ -188,7 +188,7 @@ pub(super) fn resume_replan(
     };
     super::usage_recording::record_planner_spend(&mut step, &spent);
     super::plan_drafts::warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
-    step.state.pending_replan = None;
+    step.state_mut().pending_replan = None;
     match draft_deterministically(&envelope, engine) {
         Some(judged) => apply(
             &mut step,
@@ -360,13 +360,13 @@ pub(super) fn apply(
     (mut plan, bundle): (PlanGraph, DiagnosticsBundle),
     (attempt, planner, response): (u32, PlannerKind, Option<frames::ModelResponseSummary>),
 ) -> Result<(), CoreError> {
-    let engine = step.engine;
+    let engine = step.engine();
     plan.plan_version = previous.plan_version + 1;
     let invalidated = downstream_closure(previous, &cause.invalidate);
     let mut reused = Vec::new();
     let mut nodes = std::collections::BTreeMap::new();
     for node in &plan.nodes {
-        let old_record = step.state.nodes.get(&node.node_id);
+        let old_record = step.state().nodes.get(&node.node_id);
         let same_node = previous.node(&node.node_id).is_some_and(|old| {
             old.capability_id == node.capability_id
                 && previous.upstream_of(&node.node_id) == plan.upstream_of(&node.node_id)
@@ -393,18 +393,19 @@ pub(super) fn apply(
     step.enter_phase(frames::RunPhase::Planning);
     let requested = frames::plan_requested(
         &step.stamp(),
-        &super::plan_drafts::plan_requested_payload(&step.state, engine, attempt, planner),
+        &super::plan_drafts::plan_requested_payload(step.state(), engine, attempt, planner),
     );
     step.emit(requested);
     // What the nodes this version drops had used stays the run's.
-    for (node_id, record) in &step.state.nodes {
+    let state = step.state_mut();
+    for (node_id, record) in &state.nodes {
         if !nodes.contains_key(node_id) {
-            step.state.retired_spend.add(&record.usage, record.cost_usd);
+            state.retired_spend.add(&record.usage, record.cost_usd);
         }
     }
-    step.state.nodes = nodes;
+    step.state_mut().nodes = nodes;
     let diagnostics = bundle.clone();
-    step.state.plan_diagnostics = Some(Arc::new(bundle));
+    step.state_mut().plan_diagnostics = Some(Arc::new(bundle));
     plan.share_contract_schemas(engine.validators);
     let plan = Arc::new(plan);
     // The replaced version is kept beside the run (its history).
@@ -416,7 +417,7 @@ pub(super) fn apply(
             serde_json::to_value(previous.as_ref()).unwrap_or_default(),
         )),
     );
-    step.state.plan = Some(plan.clone());
+    step.state_mut().plan = Some(plan.clone());
     step.move_run(RunTransition::Work)?;
     step.record_plan_version(
         &cause.trigger.kind,
@@ -454,14 +455,14 @@ pub(super) fn apply(
                 .map(|node| frames::UpdatedNodeSummary {
                     node_id: node.node_id.clone(),
                     capability_id: node.capability_id.clone(),
-                    status: step.state.nodes[&node.node_id].status(),
+                    status: step.state().nodes[&node.node_id].status(),
                 })
                 .collect(),
             edges: plan.edges.clone(),
             diagnostics: Some(diagnostics),
         },
     );
-    let updated = super::frame_provenance::with_provenance(&step.state, updated, None);
+    let updated = super::frame_provenance::with_provenance(step.state(), updated, None);
     step.emit(updated);
     if let Some(escalated) = &cause.escalated {
         say_what_took_over(step, escalated);
@@ -544,7 +545,7 @@ pub(super) fn say_what_took_over(
     escalated: &crate::records::governance::EscalationRecord,
 ) {
     // The node making all of the escalated facets, else one making some.
-    let taken_over_by = step.state.plan.as_ref().and_then(|plan| {
+    let taken_over_by = step.state().plan.as_ref().and_then(|plan| {
         let makes_all = |other: &&crate::planning::plan::PlanNode| {
             escalated
                 .output_facets
@@ -564,7 +565,7 @@ pub(super) fn say_what_took_over(
             .map(|other| other.capability_id.clone())
     });
     let replaced_by_another = taken_over_by.is_some();
-    let version = step.state.plan_version();
+    let version = step.state().plan_version();
     let node_id = escalated.node_id.as_str();
     let said = &escalated.failure;
     let warning = frames::warning(

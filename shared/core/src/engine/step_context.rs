@@ -11,18 +11,21 @@ use super::decision::{EngineContext, ThreadExchange};
 
 /// One step's working set: the state being changed, its frames and outbox.
 pub(crate) struct StepContext<'e, 'r> {
-    pub state: RunState,
-    pub now: Instant,
+    /// The run as the step changes it: read with [`StepContext::state`],
+    /// changed with [`StepContext::state_mut`] (its status only through
+    /// the life cycle's transitions).
+    state: RunState,
+    now: Instant,
     /// `now` formatted once for every frame of the step.
-    pub(super) timestamp: String,
-    pub engine: &'e EngineContext<'r>,
-    pub events: Vec<EventDraft>,
-    pub outbox: Vec<StepMessage>,
-    pub transcripts: Vec<crate::contracts::panels::TranscriptPublication>,
-    pub exchanges: Vec<ThreadExchange>,
-    pub entries: Vec<crate::records::entries::RunEntry>,
+    timestamp: String,
+    engine: &'e EngineContext<'r>,
+    events: Vec<EventDraft>,
+    outbox: Vec<StepMessage>,
+    transcripts: Vec<crate::contracts::panels::TranscriptPublication>,
+    exchanges: Vec<ThreadExchange>,
+    entries: Vec<crate::records::entries::RunEntry>,
     /// The run's status before the step (a change may be announced).
-    pub(super) initial_status: RunStatus,
+    initial_status: RunStatus,
 }
 
 impl<'e, 'r> StepContext<'e, 'r> {
@@ -41,6 +44,80 @@ impl<'e, 'r> StepContext<'e, 'r> {
             exchanges: Vec::new(),
             entries: Vec::new(),
         }
+    }
+
+    /// The step's time (no clock is read in the engine).
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// What the step reads besides the run: the registry, the settings,
+    /// the validator cache.
+    pub fn engine(&self) -> &'e EngineContext<'r> {
+        self.engine
+    }
+
+    /// The run's status before this step.
+    pub(super) fn initial_status(&self) -> RunStatus {
+        self.initial_status
+    }
+
+    /// Emits `frames`, in order.
+    pub fn emit_all(&mut self, frames: impl IntoIterator<Item = EventDraft>) {
+        self.events.extend(frames);
+    }
+
+    /// Takes the frames emitted so far out of the step (a draft's frames
+    /// that go with an effect rather than with this commit).
+    pub(super) fn take_frames(&mut self) -> Vec<EventDraft> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The frames this step has emitted so far, to amend before it ends.
+    pub(super) fn frames_mut(&mut self) -> &mut [EventDraft] {
+        &mut self.events
+    }
+
+    /// Puts `message` in the outbox: a step of this run or another's (a
+    /// parent told of its child's end, a child cancelled).
+    pub fn send(&mut self, message: StepMessage) {
+        self.outbox.push(message);
+    }
+
+    /// A judge panel's transcript, published with this step's commit.
+    pub fn publish_transcript(
+        &mut self,
+        transcript: crate::contracts::panels::TranscriptPublication,
+    ) {
+        self.transcripts.push(transcript);
+    }
+
+    /// A chat exchange recorded in its thread with this step's commit.
+    pub fn record_exchange(&mut self, exchange: ThreadExchange) {
+        self.exchanges.push(exchange);
+    }
+
+    /// The working set as the decision the shell commits (the endings of
+    /// `step_endings` are settled first).
+    pub(super) fn into_decision_as_is(self) -> super::decision::Decision {
+        super::decision::Decision {
+            state: self.state,
+            events: self.events,
+            outbox: self.outbox,
+            transcripts: self.transcripts,
+            exchanges: self.exchanges,
+            entries: self.entries,
+        }
+    }
+
+    /// The run as this step has left it so far.
+    pub fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    /// The run, to change (its life-cycle fields are private to it).
+    pub fn state_mut(&mut self) -> &mut RunState {
+        &mut self.state
     }
 
     /// Writes `body` beside the run under `key`, with this step's commit.

@@ -26,7 +26,7 @@ impl StepContext<'_, '_> {
         reason: &str,
         run_message: &str,
     ) {
-        if let Some(record) = self.state.node_mut(&node.node_id) {
+        if let Some(record) = self.state_mut().node_mut(&node.node_id) {
             super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Fail);
             record.error = Some(reason.to_string());
         }
@@ -79,7 +79,7 @@ impl StepContext<'_, '_> {
             return;
         }
         narration::emit_run_metrics(self);
-        self.state.failure = Some(RunFailure {
+        self.state_mut().failure = Some(RunFailure {
             code,
             message: reason.to_string(),
         });
@@ -98,19 +98,19 @@ impl StepContext<'_, '_> {
     pub(crate) fn into_decision(mut self) -> Decision {
         notify::announce(&mut self);
         lane_release::ask_for_release(&mut self);
-        if let Some(parent) = self.state.parent.clone() {
-            for event in &mut self.events {
+        if let Some(parent) = self.state().parent.clone() {
+            for event in self.frames_mut() {
                 event
                     .parent_run_id
                     .get_or_insert_with(|| parent.run_id.clone());
             }
-            if self.state.status().is_terminal() {
+            if self.state().status().is_terminal() {
                 // The parent's session waits for this run: tell it how it
                 // ended (its outputs by reference when large, so the step
                 // message stays within a queue's message limit).
-                let summary = crate::state::run::summary_for_message(self.state.child_summary());
-                self.outbox.push(StepMessage::new(
-                    &self.state.tenant_id,
+                let summary = crate::state::run::summary_for_message(self.state().child_summary());
+                self.send(StepMessage::new(
+                    &self.state().tenant_id,
                     &parent.run_id,
                     StepCommand::ChildRunEnded {
                         node_id: parent.node_id.clone(),
@@ -122,17 +122,17 @@ impl StepContext<'_, '_> {
                 ));
             }
         }
-        if self.state.status().is_terminal() {
+        if self.state().status().is_terminal() {
             // The child runs its sessions wait for end with it: their
             // cancel is in this commit's outbox, as durable as this end.
             let reason = format!(
                 "its parent run {} ended {}",
-                self.state.run_id,
-                self.state.status().as_str()
+                self.state().run_id,
+                self.state().status().as_str()
             );
-            for child_run_id in self.state.awaited_child_runs() {
-                self.outbox.push(StepMessage::new(
-                    &self.state.tenant_id,
+            for child_run_id in self.state().awaited_child_runs() {
+                self.send(StepMessage::new(
+                    &self.state().tenant_id,
                     &child_run_id,
                     StepCommand::CancelRun {
                         reason: reason.clone(),
@@ -140,14 +140,7 @@ impl StepContext<'_, '_> {
                 ));
             }
         }
-        Decision {
-            state: self.state,
-            events: self.events,
-            outbox: self.outbox,
-            transcripts: self.transcripts,
-            exchanges: self.exchanges,
-            entries: self.entries,
-        }
+        self.into_decision_as_is()
     }
 
     pub(crate) fn into_advance(self) -> StepAdvance {

@@ -30,8 +30,8 @@ pub(super) fn fire_timer(
         return Ok(StepAdvance::Stale);
     };
     let mut step = StepContext::new(state.clone(), now, engine);
-    step.state.governance.timers.remove(timer_id);
-    let plan = step.state.plan.clone();
+    step.state_mut().governance.timers.remove(timer_id);
+    let plan = step.state().plan.clone();
     match &timer.purpose {
         TimerPurpose::PanelRound {
             node_id,
@@ -42,7 +42,7 @@ pub(super) fn fire_timer(
             super::agent::watchdog_fired(&mut step, node_id, *attempt)?;
         }
         TimerPurpose::HumanTaskSla { node_id, attempt } => {
-            let still_waiting = step.state.nodes.get(node_id).is_some_and(|record| {
+            let still_waiting = step.state().nodes.get(node_id).is_some_and(|record| {
                 record.status() == NodeStatus::AwaitingHuman && record.current_attempt == *attempt
             });
             let node = plan.as_deref().and_then(|plan| plan.node(node_id));
@@ -52,11 +52,11 @@ pub(super) fn fire_timer(
                     node: Some(node),
                 };
                 if let Some((policy, details, key)) =
-                    super::policy_matching::matching(&step.state, &occurrence)
+                    super::policy_matching::matching(step.state(), &occurrence)
                         .into_iter()
                         .next()
                 {
-                    step.state
+                    step.state_mut()
                         .governance
                         .fired
                         .insert(format!("{}@{key}", policy.id));

@@ -33,14 +33,14 @@ pub(super) fn record_model_usage(
     usage: &TokenUsage,
     operation: UsageOperation,
 ) {
-    let cost = step.engine.registry.models().cost_usd(model, usage);
-    step.state.model_turns = step.state.model_turns.saturating_add(1);
-    step.state
+    let cost = step.engine().registry.models().cost_usd(model, usage);
+    step.state_mut().model_turns = step.state().model_turns.saturating_add(1);
+    step.state_mut()
         .usage_by_operation
         .entry(operation)
         .or_default()
         .add(usage, cost);
-    let Some(record) = step.state.node_mut(node_id) else {
+    let Some(record) = step.state_mut().node_mut(node_id) else {
         return;
     };
     record.usage.add(usage);
@@ -60,12 +60,12 @@ pub(super) fn record_model_usage(
 pub(super) fn record_planner_spend(step: &mut StepContext<'_, '_>, spent: &[DraftSpend]) {
     for draft in spent {
         let cost = step
-            .engine
+            .engine()
             .registry
             .models()
             .cost_usd(&draft.model, &draft.usage);
-        step.state.planner_spend.add(&draft.usage, cost);
-        step.state
+        step.state_mut().planner_spend.add(&draft.usage, cost);
+        step.state_mut()
             .usage_by_operation
             .entry(UsageOperation::Planning)
             .or_default()
@@ -95,7 +95,7 @@ pub(super) fn drafts_spent(
 
 /// `model_price_unknown`, once per run and model.
 fn warn_unpriced(step: &mut StepContext<'_, '_>, node_id: Option<&str>, model: &str) {
-    if model.is_empty() || !step.state.unpriced_models.insert(model.to_string()) {
+    if model.is_empty() || !step.state_mut().unpriced_models.insert(model.to_string()) {
         return;
     }
     let warning = frames::warning(

@@ -43,10 +43,10 @@ pub(super) fn check_call(
         )
         .into());
     }
-    let Some(tool) = step.engine.registry.tool(&call.name) else {
+    let Some(tool) = step.engine().registry.tool(&call.name) else {
         return Err(format!("the tool `{}` is no longer available", call.name).into());
     };
-    let violations = tool.argument_violations(arguments, step.engine.validators);
+    let violations = tool.argument_violations(arguments, step.engine().validators);
     if violations.is_empty() {
         return Ok(());
     }
@@ -75,7 +75,7 @@ pub(super) fn dispatch_or_continue(
     attempt: u32,
     parallel: bool,
 ) {
-    let Some(session) = step.state.sessions.get_mut(&node.node_id) else {
+    let Some(session) = step.state_mut().sessions.get_mut(&node.node_id) else {
         return;
     };
     let turn = session.calls_turn();
@@ -106,7 +106,7 @@ pub(super) fn dispatch_or_continue(
     if first_dispatch {
         let executing = agent_state_frame(
             &step.stamp(),
-            &step.state,
+            step.state(),
             &node.node_id,
             AgentActivity::ExecutingTool,
             turn,
@@ -231,14 +231,15 @@ pub(super) fn finish_call(
     outcome: ToolOutcome,
 ) {
     let mut duration_ms = None;
-    if let Some(session) = step.state.sessions.get_mut(&node.node_id) {
+    let now_millis = step.now().unix_millis();
+    if let Some(session) = step.state_mut().sessions.get_mut(&node.node_id) {
         let requested_at = session
             .pending
             .iter()
             .find(|call| call.call_id == call_id)
             .map(|call| call.requested_at_millis)
             .filter(|requested_at| *requested_at > 0);
-        duration_ms = requested_at.map(|at| step.now.unix_millis().saturating_sub(at));
+        duration_ms = requested_at.map(|at| now_millis.saturating_sub(at));
         session.pending.retain(|call| call.call_id != call_id);
     }
     record_result(

@@ -285,12 +285,12 @@ pub(super) fn resume_turn(
     let node = plan_node_in(&plan, &state, &call.node_id)?;
     let mut step = StepContext::new(state, now, engine);
     if let Some(opened) = &call.opens {
-        step.state.phase = Some(RunPhase::of_node(node.kind));
-        if let Some(record) = step.state.node_mut(&node.node_id) {
+        step.state_mut().phase = Some(RunPhase::of_node(node.kind));
+        if let Some(record) = step.state_mut().node_mut(&node.node_id) {
             record.started_at_millis = Some(opened.started_at_millis);
             super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Deliberate);
         }
-        step.state
+        step.state_mut()
             .sessions
             .insert(node.node_id.clone(), opened.clone());
         let due =
@@ -323,10 +323,10 @@ pub(super) fn resume_turn(
         &answer.usage,
         super::usage_recording::operation_of(node),
     );
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         record.agent_turns += 1;
     }
-    let Some(session) = step.state.sessions.get_mut(&node.node_id) else {
+    let Some(session) = step.state_mut().sessions.get_mut(&node.node_id) else {
         return Err(CoreError::StepDoesNotApply(format!(
             "node {} has no agent session",
             node.node_id
@@ -379,19 +379,19 @@ fn answered(
         // The answer is the thread's: the agent now waits for the person.
         let waiting = agent_state_frame(
             &step.stamp(),
-            &step.state,
+            step.state(),
             &node.node_id,
             AgentActivity::WaitingOnUser,
             turns,
         );
         step.emit(waiting);
     }
-    if let Some(record) = step.state.node_mut(&node.node_id) {
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
     }
     let parsed = if node.is_chat() {
         // Free text: delivered as the thread's answer.
-        Ok(serde_json::json!({"message": content, "threadId": step.state.thread_id}))
+        Ok(serde_json::json!({"message": content, "threadId": step.state().thread_id}))
     } else {
         serde_json::from_str::<Value>(&content)
             .map_err(|error| format!("the answer is not valid JSON: {error}"))
@@ -441,7 +441,7 @@ fn take_tool_calls(
         return Ok(());
     }
     let turns_taken = step
-        .state
+        .state()
         .sessions
         .get(&node.node_id)
         .map_or(0, |session| session.turns_taken);
@@ -476,14 +476,15 @@ fn take_tool_calls(
         step.emit(announced);
         match check_call(step, &settings.tools, &call, &arguments) {
             Ok(()) => {
-                if let Some(session) = step.state.sessions.get_mut(&node.node_id) {
+                let now_millis = step.now().unix_millis();
+                if let Some(session) = step.state_mut().sessions.get_mut(&node.node_id) {
                     session.pending.push(PendingToolCall {
                         call_id: call.id,
                         tool_name: call.name,
                         arguments,
                         dispatched: false,
                         child_run_id: None,
-                        requested_at_millis: step.now.unix_millis(),
+                        requested_at_millis: now_millis,
                     });
                 }
             }
@@ -505,16 +506,16 @@ fn take_tool_calls(
 /// Every call of the turn has its result: ask the model again, unless the
 /// watchdog says the session is over.
 pub(super) fn next_turn(step: &mut StepContext<'_, '_>, node: &PlanNode, attempt: u32) {
-    let Some(session) = step.state.sessions.get(&node.node_id) else {
+    let Some(session) = step.state().sessions.get(&node.node_id) else {
         return;
     };
-    if outlived_watchdog(session, step.now, step.engine) {
-        let reason = watchdog_reason(step.engine);
+    if outlived_watchdog(session, step.now(), step.engine()) {
+        let reason = watchdog_reason(step.engine());
         end_incomplete(step, node, attempt, WarningCode::SessionTimedOut, reason);
         return;
     }
     let turn = session.next_turn();
-    let thinking = thinking_frame(&step.stamp(), &step.state, node, turn);
+    let thinking = thinking_frame(&step.stamp(), step.state(), node, turn);
     step.emit(thinking);
     step.enqueue(StepCommand::AgentTurn {
         node_id: node.node_id.clone(),
@@ -530,16 +531,16 @@ pub(super) fn watchdog_fired(
     attempt: u32,
 ) -> Result<(), CoreError> {
     let running = step
-        .state
+        .state()
         .sessions
         .get(node_id)
         .is_some_and(|session| session.attempt == attempt);
     if !running {
         return Ok(());
     }
-    let plan = plan_of(&step.state)?;
-    let node = plan_node_in(&plan, &step.state, node_id)?;
-    let reason = watchdog_reason(step.engine);
+    let plan = plan_of(step.state())?;
+    let node = plan_node_in(&plan, step.state(), node_id)?;
+    let reason = watchdog_reason(step.engine());
     end_incomplete(step, node, attempt, WarningCode::SessionTimedOut, reason);
     Ok(())
 }
@@ -573,8 +574,8 @@ fn end_incomplete(
 
 /// Removes the session and its watchdog.
 fn close_session(step: &mut StepContext<'_, '_>, node_id: &str, attempt: u32) {
-    step.state.sessions.remove(node_id);
-    step.state
+    step.state_mut().sessions.remove(node_id);
+    step.state_mut()
         .governance
         .timers
         .remove(&watchdog_timer_id(node_id, attempt));

@@ -243,7 +243,7 @@ fn keep_draft(
     objective: &str,
     envelope: &TaskEnvelope,
 ) -> ToolOutcome {
-    let plan = match plan_deterministically(envelope, step.engine.registry) {
+    let plan = match plan_deterministically(envelope, step.engine().registry) {
         Ok(plan) => plan,
         Err(_) => return ToolOutcome::Succeeded(unplannable()),
     };
@@ -270,7 +270,7 @@ fn keep_draft(
         },
     );
     step.emit(shown);
-    if let Some(chat) = step.state.chat.as_mut() {
+    if let Some(chat) = step.state_mut().chat.as_mut() {
         chat.new_drafts.push(PlanDraft {
             draft_id: draft_id.clone(),
             objective: objective.to_string(),
@@ -294,8 +294,8 @@ pub(in crate::engine) fn resume_child_started(
 ) -> Result<StepAdvance, CoreError> {
     let child_run_id = start.child.state.run_id.clone();
     let mut step = StepContext::new(state, now, engine);
-    step.events.extend(start.frames_before.iter().cloned());
-    if let Some(session) = step.state.sessions.get_mut(&start.node_id)
+    step.emit_all(start.frames_before.iter().cloned());
+    if let Some(session) = step.state_mut().sessions.get_mut(&start.node_id)
         && let Some(call) = session
             .pending
             .iter_mut()
@@ -303,7 +303,7 @@ pub(in crate::engine) fn resume_child_started(
     {
         call.child_run_id = Some(child_run_id.clone());
     }
-    if let Some(chat) = step.state.chat.as_mut() {
+    if let Some(chat) = step.state_mut().chat.as_mut() {
         let objective = start.child.state.envelope.objective.trim().to_lowercase();
         chat.pending_drafts
             .retain(|draft| draft.objective.trim().to_lowercase() != objective);
@@ -314,7 +314,7 @@ pub(in crate::engine) fn resume_child_started(
         &frames::AgentStatePayload {
             state: AgentActivity::ExecutingPlan,
             turn: start.turn,
-            context_type: super::session_frames::context_type(&step.state),
+            context_type: super::session_frames::context_type(step.state()),
             child_run_id: Some(child_run_id),
             model: None,
         },
@@ -388,7 +388,7 @@ pub(in crate::engine) fn resume_review(
     if decision == "approved" {
         // The review is said with the child's start, in the same commit.
         let mut start = start.clone();
-        start.frames_before = std::mem::take(&mut step.events);
+        start.frames_before = step.take_frames();
         return Ok(StepAdvance::Perform(Effect::StartChildRun(Box::new(start))));
     }
     let outcome = ToolOutcome::Succeeded(json!({
