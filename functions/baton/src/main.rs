@@ -113,7 +113,7 @@ enum Command {
         /// What the message does if the thread is still answering another:
         /// reject, enqueue (the default), interrupt or rollback.
         #[arg(long = "multitask-strategy", default_value = "enqueue", value_parser = parse_multitask_strategy)]
-        multitask_strategy: baton_core::thread_lane::MultitaskStrategy,
+        multitask_strategy: baton_core::records::thread_lane::MultitaskStrategy,
         #[arg(long)]
         registry: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Pretty)]
@@ -313,7 +313,7 @@ enum Command {
 
 fn parse_multitask_strategy(
     text: &str,
-) -> Result<baton_core::thread_lane::MultitaskStrategy, String> {
+) -> Result<baton_core::records::thread_lane::MultitaskStrategy, String> {
     text.parse()
         .map_err(|_| format!("`{text}` is not a strategy: reject, enqueue, interrupt or rollback"))
 }

@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use baton_core::registry_schemas::{registry_file_schemas, schema_file_for_folder};
-use baton_core::schema::{compile_schema, json_path_for_pointer};
+use baton_core::basics::schema::{compile_schema, json_path_for_pointer};
+use baton_core::catalog::registry_schemas::{registry_file_schemas, schema_file_for_folder};
 use baton_runtime::RuntimeError;
 use serde_json::Value;
 
@@ -75,7 +75,9 @@ fn shape_errors(directory: &Path) -> (Vec<String>, usize) {
         // what to write instead, not the schema's "unexpected property".
         if schema_name == "models.schema.json"
             && let Err((path, message)) =
-                baton_core::model_catalog::ModelCatalog::refuse_literal_credentials(&document)
+                baton_core::catalog::model_catalog::ModelCatalog::refuse_literal_credentials(
+                    &document,
+                )
         {
             errors.push(format!("{shown}: {path}: {message}"));
             continue;
@@ -167,7 +169,7 @@ pub fn check(directory: &Path) -> Outcome {
 
 /// Where a provider is reached and where its key comes from, as
 /// `registry check` lists it (never a key's value).
-fn provider_reach(provider: &baton_core::model_catalog::ProviderSettings) -> String {
+fn provider_reach(provider: &baton_core::catalog::model_catalog::ProviderSettings) -> String {
     let endpoint = match (&provider.base_url_variable, &provider.base_url) {
         (Some(variable), Some(url)) => format!("endpoint ${variable} (else {url})"),
         (Some(variable), None) => format!("endpoint ${variable}"),

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
-use baton_core::envelope::TaskEnvelope;
-use baton_core::run::RunStatus;
-use baton_core::schema::ValidatorCache;
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::contracts::envelope::TaskEnvelope;
+use baton_core::state::run::RunStatus;
 use baton_runtime::RuntimeError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::services::Services;
@@ -150,7 +150,7 @@ pub(crate) async fn drive_and_print(
                 .and_then(|stored| stored.state.governance.pending_request())
                 .map(|request| (request.kind, request.operator_prompt.clone()));
             match asks {
-                Some((baton_core::governance::HitlKind::Clarify, question)) => eprintln!(
+                Some((baton_core::records::governance::HitlKind::Clarify, question)) => eprintln!(
                     "baton: run {run_id} asks: {question}\n  answer with `baton resume {run_id} --answer TEXT`"
                 ),
                 _ => eprintln!(
@@ -199,18 +199,22 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>, format: PlanFormat)
     // Refused as a submission would be: catalog models, policy conditions,
     // the fallback capability.
     if let Err(error) =
-        baton_core::model_choice::check_envelope_models(&envelope, registry.models())
+        baton_core::planning::model_choice::check_envelope_models(&envelope, registry.models())
             .and_then(|()| {
-                baton_core::policy_conditions::check_policy_conditions(&envelope, &registry)
+                baton_core::planning::policy_conditions::check_policy_conditions(
+                    &envelope, &registry,
+                )
             })
             .and_then(|()| {
-                baton_core::escalation_targets::check_fallback_capability(&envelope, &registry)
+                baton_core::planning::escalation_targets::check_fallback_capability(
+                    &envelope, &registry,
+                )
             })
     {
         return Err(invalid(format!("{}: {error}", envelope_path.display())));
     }
     // The plan a run would get: legacy policy keys normalised first.
-    match baton_core::legacy_policies::normalize_legacy_policies(&mut envelope) {
+    match baton_core::contracts::legacy_policies::normalize_legacy_policies(&mut envelope) {
         Ok(rewrites) => {
             for rewrite in rewrites {
                 eprintln!("baton: {} became {}", rewrite.field, rewrite.became);
@@ -219,14 +223,17 @@ pub fn plan(envelope_path: &Path, registry: Option<PathBuf>, format: PlanFormat)
         Err(error) => return Err(invalid(format!("{}: {error}", envelope_path.display()))),
     }
     // The plan, its judgement and where each node would escalate.
-    let preview = baton_core::preview::preview_plan(&envelope, &registry, &ValidatorCache::new());
+    let preview =
+        baton_core::planning::preview::preview_plan(&envelope, &registry, &ValidatorCache::new());
     let rejected = preview.is_rejected();
     let report = serde_json::to_value(&preview).unwrap_or_default();
     let plan = preview.plan;
     let picture = match (&plan, format) {
         (_, PlanFormat::Json) => None,
-        (Some(plan), PlanFormat::Mermaid) => Some(baton_core::plan_picture::to_mermaid(plan)),
-        (Some(plan), PlanFormat::Dot) => Some(baton_core::plan_picture::to_dot(plan)),
+        (Some(plan), PlanFormat::Mermaid) => {
+            Some(baton_core::planning::plan_picture::to_mermaid(plan))
+        }
+        (Some(plan), PlanFormat::Dot) => Some(baton_core::planning::plan_picture::to_dot(plan)),
         (None, _) => None,
     };
     match picture {

@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use baton_bootstrap::StoreChoice;
-use baton_core::schedules::{MissedFirePolicy, Schedule};
+use baton_core::records::schedules::{MissedFirePolicy, Schedule};
 use baton_runtime::error::RuntimeError;
 use baton_runtime::services::Services;
 
@@ -233,9 +233,9 @@ impl From<ScheduleCommand> for ScheduleAction {
                 expression,
                 timezone,
                 missed_fires: match missed_fires {
-                    MissedFires::Skip => baton_core::schedules::MissedFirePolicy::Skip,
+                    MissedFires::Skip => baton_core::records::schedules::MissedFirePolicy::Skip,
                     MissedFires::CatchUpOnce => {
-                        baton_core::schedules::MissedFirePolicy::CatchUpOnce
+                        baton_core::records::schedules::MissedFirePolicy::CatchUpOnce
                     }
                 },
                 description,

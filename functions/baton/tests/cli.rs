@@ -6,12 +6,12 @@
 
 mod serve_support;
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use baton_core::schema::{collect_violations, compile_schema};
+use baton_core::basics::schema::{collect_violations, compile_schema};
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use baton_core::schema::{collect_violations, compile_schema};
+use baton_core::basics::schema::{collect_violations, compile_schema};
 use serde_json::Value;
 
 fn repository_root() -> PathBuf {

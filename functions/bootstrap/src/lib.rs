@@ -23,7 +23,7 @@ pub mod stores;
 use std::path::Path;
 use std::sync::Arc;
 
-use baton_core::registry::Registry;
+use baton_core::catalog::registry::Registry;
 use baton_runtime::clock::RandomIds;
 use baton_runtime::ports::LlmProvider;
 use baton_runtime::registry_loader::{load_embedded_registry, load_registry};
@@ -182,17 +182,19 @@ pub fn registry_for(
 ) -> Result<Arc<Registry>, StartupError> {
     let registry = registry_from(configuration.registry_dir.as_deref())?;
     let named = match home {
-        DefaultModelHome::Endpoint => configuration
-            .default_model
-            .clone()
-            .map(|name| (name, baton_core::model_catalog::ProviderKind::Openai)),
+        DefaultModelHome::Endpoint => configuration.default_model.clone().map(|name| {
+            (
+                name,
+                baton_core::catalog::model_catalog::ProviderKind::Openai,
+            )
+        }),
         DefaultModelHome::Offline => registry
             .models()
-            .first_model_of_kind(baton_core::model_catalog::ProviderKind::Local)
+            .first_model_of_kind(baton_core::catalog::model_catalog::ProviderKind::Local)
             .map(|name| {
                 (
                     name.to_string(),
-                    baton_core::model_catalog::ProviderKind::Local,
+                    baton_core::catalog::model_catalog::ProviderKind::Local,
                 )
             }),
     };
@@ -403,7 +405,7 @@ impl LlmProvider for NoModelHere {
 
     async fn complete(
         &self,
-        _request: &baton_core::context::ModelRequest,
+        _request: &baton_core::state::context::ModelRequest,
         _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
     ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
         Err(baton_runtime::error::LlmError::Configuration(format!(

@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use baton_core::model_catalog::{ProviderKind, ProviderSettings};
-use baton_core::registry::Registry;
+use baton_core::catalog::model_catalog::{ProviderKind, ProviderSettings};
+use baton_core::catalog::registry::Registry;
 use baton_runtime::models::router::{ModelRouter, ProviderRoute};
 use baton_runtime::ports::LlmProvider;
 
@@ -47,7 +47,7 @@ pub fn routed_model(
     }
     // Remote agents (a capability's `remoteAgent`) through the outbound guard.
     router = router.with_provider(
-        baton_core::capability::REMOTE_AGENT_PROVIDER.to_string(),
+        baton_core::contracts::capability::REMOTE_AGENT_PROVIDER.to_string(),
         ProviderRoute::Ready(Arc::new(
             baton_a2a_client::RemoteAgents::new(
                 &variable(read, "BATON_OUTBOUND_HTTP_HOSTS").unwrap_or_default(),
@@ -58,10 +58,11 @@ pub fn routed_model(
     // The default model (added to the catalog when the deployment started,
     // `crate::default_model`) takes its fallbacks and its provider's limit;
     // it is still called on the default endpoint.
-    if let Some(target) =
-        baton_core::model_choice::default_target(registry.models()).or_else(|| {
-            variable(read, "BATON_LLM_MODEL")
-                .and_then(|name| baton_core::model_choice::target_of(registry.models(), &name))
+    if let Some(target) = baton_core::planning::model_choice::default_target(registry.models())
+        .or_else(|| {
+            variable(read, "BATON_LLM_MODEL").and_then(|name| {
+                baton_core::planning::model_choice::target_of(registry.models(), &name)
+            })
         })
     {
         router = router.with_default_target(target);
@@ -170,9 +171,9 @@ fn anthropic_route(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_core::context::ModelRequest;
-    use baton_core::model_request::ModelTarget;
-    use baton_core::registry::RegistryDocument;
+    use baton_core::catalog::registry::RegistryDocument;
+    use baton_core::contracts::model_request::ModelTarget;
+    use baton_core::state::context::ModelRequest;
 
     /// Test double for the default model: never asked in these tests.
     struct Unused;

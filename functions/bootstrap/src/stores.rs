@@ -123,7 +123,7 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
     {
         Some(Arc::new(
             |seen: &[baton_runtime::observe::telemetry::Observation]| {
-                let now = baton_core::instant::Instant::from_unix_millis(
+                let now = baton_core::basics::instant::Instant::from_unix_millis(
                     std::time::SystemTime::now()
                         .duration_since(std::time::UNIX_EPOCH)
                         .map(|elapsed| elapsed.as_millis() as u64)

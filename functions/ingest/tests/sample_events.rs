@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use baton_core::envelope::TaskEnvelope;
+use baton_core::contracts::envelope::TaskEnvelope;
 use baton_runtime::workers::IngestMessage;
 
 #[test]

@@ -3,7 +3,7 @@
 //! reported as `batchItemFailures`.
 
 use baton_bootstrap::{Configuration, process_environment};
-use baton_core::instant::Instant;
+use baton_core::basics::instant::Instant;
 use baton_lambda_glue::run_sqs_batch_function;
 use baton_runtime::workers::{QueueBatch, QueuedRecord, process_step_queue_batch};
 

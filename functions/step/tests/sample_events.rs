@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use aws_lambda_events::event::sqs::SqsEvent;
-use baton_core::run::StepMessage;
-use baton_core::schema::{collect_violations, compile_schema};
+use baton_core::basics::schema::{collect_violations, compile_schema};
+use baton_core::state::run::StepMessage;
 
 #[test]
 fn the_sample_sqs_event_carries_a_valid_step_message() {

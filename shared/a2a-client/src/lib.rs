@@ -1,7 +1,7 @@
 //! `baton-a2a-client`: a remote agent speaking A2A (1.0, JSON-RPC binding)
 //! invoked as itself for a node, as a provider of the model port: a
 //! capability's `remoteAgent` makes its node's request go to provider `a2a`
-//! (`baton_core::model_choice::remote_agent_target`), and the router sends
+//! (`baton_core::planning::model_choice::remote_agent_target`), and the router sends
 //! it here.
 //!
 //! - The request (the capability's instructions and the node's context
@@ -101,7 +101,7 @@ impl RemoteAgents {
     #[cfg(feature = "agent-calls")]
     async fn credentials_of(
         &self,
-        target: &baton_core::model_request::ModelTarget,
+        target: &baton_core::contracts::model_request::ModelTarget,
     ) -> Result<remote_call::AgentCredentials, baton_runtime::error::LlmError> {
         use baton_runtime::error::LlmError;
         let resolved = baton_runtime::ports::resolve_headers(
@@ -213,7 +213,7 @@ impl baton_runtime::ports::LlmProvider for RemoteAgents {
 
     async fn complete(
         &self,
-        request: &baton_core::context::ModelRequest,
+        request: &baton_core::state::context::ModelRequest,
         deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
     ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
         use baton_runtime::error::LlmError;

@@ -1,6 +1,6 @@
 //! One `SendStreamingMessage` to a remote agent, read to its end.
 
-use baton_core::context::ModelRequest;
+use baton_core::state::context::ModelRequest;
 use baton_outbound::{GuardedClient, OutboundRefusal};
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::ModelDelta;
@@ -146,7 +146,9 @@ impl Reading {
         }
         if let Some(data) = self.answer_parts.iter().find_map(|part| part.get("data")) {
             // A protobuf agent sends whole numbers as doubles (`2.0`).
-            return Ok(baton_core::schema::whole_numbers_as_integers(data.clone()).to_string());
+            return Ok(
+                baton_core::basics::schema::whole_numbers_as_integers(data.clone()).to_string(),
+            );
         }
         let text = texts(self.answer_parts);
         if text.trim().is_empty() {
@@ -309,7 +311,7 @@ pub(crate) async fn send_streaming_message(
         while let Some(chunk) = body.next().await {
             text.extend_from_slice(&chunk.map_err(refusal_error)?);
         }
-        let text = baton_core::redaction::scrub_text(
+        let text = baton_core::basics::redaction::scrub_text(
             &String::from_utf8_lossy(&text),
             &credentials.values(),
         );
@@ -346,7 +348,7 @@ pub(crate) async fn send_streaming_message(
                 "an event of the remote agent is not JSON: {error}"
             ))
         })?;
-        baton_core::redaction::scrub_values(&mut answer, &credentials.values());
+        baton_core::basics::redaction::scrub_values(&mut answer, &credentials.values());
         if let Some(error) = answer.get("error") {
             return Err(rpc_error(error));
         }

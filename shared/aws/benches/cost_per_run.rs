@@ -37,8 +37,8 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
-use baton_core::ids::RunKey;
-use baton_core::run::{RunStatus, StepCommand};
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::{RunStatus, StepCommand};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::StepQueue;
 use baton_runtime::workers::process_received_step;

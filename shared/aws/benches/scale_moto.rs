@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_aws::{DynamoRunStore, SqsStepQueue};
-use baton_core::ids::RunKey;
-use baton_core::run::RunStatus;
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::{RunStore, StepQueue};
 use baton_test_support::TestServices;

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use baton_aws::DynamoRunStore;
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use baton_test_support::tenant_history::{measure_tenant_operations, print_figures};
 use moto_server::{MotoServer, unique_name};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -88,11 +88,11 @@ async fn seed_past_runs(client: &aws_sdk_dynamodb::Client, table: &str, count: u
     let year_ago = 1_735_689_600_000_u64;
     let mut writes = Vec::new();
     for index in 0..count {
-        let listing = baton_core::listing::RunListing {
+        let listing = baton_core::state::listing::RunListing {
             run_id: format!("past-{index:06}"),
             status: RunStatus::Completed,
             objective: "a past run".into(),
-            created_at: baton_core::instant::Instant::from_unix_millis(
+            created_at: baton_core::basics::instant::Instant::from_unix_millis(
                 year_ago + index as u64 * 1000,
             )
             .rfc3339(),

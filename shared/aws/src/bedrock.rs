@@ -23,12 +23,12 @@ use aws_sdk_bedrockruntime::types::{
     ToolResultContentBlock, ToolSpecification, ToolUseBlock,
 };
 use aws_smithy_types::{Document, Number};
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{
+use baton_core::contracts::model_request::answer_from_tool_input;
+use baton_core::records::conversation::{
     SessionAnswer, SessionTurn, ToolSession, ToolUse, turn_of_tool_uses,
 };
-use baton_core::model_request::answer_from_tool_input;
-use baton_core::run::TokenUsage;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::models::retries::{AttemptFailure, RetryPolicy};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
@@ -335,12 +335,12 @@ fn classify_call_error(
             }
         }
         SdkError::TimeoutError(_) => AttemptFailure::Timeout,
-        other => AttemptFailure::Transport(baton_core::error::with_causes(other)),
+        other => AttemptFailure::Transport(baton_core::basics::error::with_causes(other)),
     }
 }
 
 fn classify_stream_error(error: &dyn std::error::Error) -> AttemptFailure {
-    let text = baton_core::error::with_causes(error);
+    let text = baton_core::basics::error::with_causes(error);
     if text.contains("hrottl") {
         AttemptFailure::RateLimited { retry_after: None }
     } else {

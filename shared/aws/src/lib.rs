@@ -28,7 +28,7 @@
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON) |
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
 //! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent once), until re-sent `gsi1pk`/`gsi1sk`; deleted by the claim or commit of the step that handles it |
-//! | run entry | `T#{tenant}#R#{run}` | `ENTRY#{key}` | `body` (the entry as JSON, deflated, binary): a conversation turn or a judge's call (`baton_core::entries`), put by the commit that carries it |
+//! | run entry | `T#{tenant}#R#{run}` | `ENTRY#{key}` | `body` (the entry as JSON, deflated, binary): a conversation turn or a judge's call (`baton_core::records::entries`), put by the commit that carries it |
 //! | listing | `T#{tenant}#RUNS` and `T#{tenant}#RUNS#{status}` | `{createdAt ms:013}.{runId}` | `listing` (JSON): the runs list, and the list of one status (moved by the commit that changes the status) |
 //! | live-run counter | `T#{tenant}#COUNTERS` | `LIVE_RUNS` | `liveRuns`: runs at work, moved by `ADD` in the commits that start and stop work |
 //! | idempotency | `T#{tenant}#IDEM#{key}` | `IDEM` | `runId` |

@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use aws_credential_types::provider::ProvideCredentials;
 use aws_sigv4::http_request::{SignableBody, SignableRequest, SigningSettings, sign};
 use aws_sigv4::sign::v4;
-use baton_core::credentials::SecretReference;
+use baton_core::basics::credentials::SecretReference;
 use baton_runtime::ports::{SecretError, SecretStore, SecretValue};
 use serde_json::{Value, json};
 

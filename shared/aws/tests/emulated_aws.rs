@@ -5,13 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton_aws::{DynamoRunStore, SqsStepQueue};
-use baton_core::run::{StepCommand, StepMessage};
+use baton_core::state::run::{StepCommand, StepMessage};
 use baton_runtime::ports::{StepCommit, StepQueue};
 use baton_test_support::conformance::{
     capability_directory_conformance, run_store_conformance, thread_store_conformance,
@@ -226,8 +226,8 @@ async fn step_messages_are_grouped_by_tenant_for_a_fair_queue() {
 }
 
 /// A run whose envelope carries `payload` as an input.
-fn run_carrying(payload: String, run_id: &str) -> baton_core::run::RunState {
-    let envelope = baton_core::envelope::TaskEnvelope::parse_value(&serde_json::json!({
+fn run_carrying(payload: String, run_id: &str) -> baton_core::state::run::RunState {
+    let envelope = baton_core::contracts::envelope::TaskEnvelope::parse_value(&serde_json::json!({
         "objective": "carry a large input",
         "inputs": {"notes": payload},
         "outputContract": {"schema": {"type": "object"}}
@@ -243,7 +243,7 @@ fn run_carrying(payload: String, run_id: &str) -> baton_core::run::RunState {
             submitted_by: None,
         },
         envelope,
-        baton_core::instant::Instant::from_unix_millis(1_767_225_600_000),
+        baton_core::basics::instant::Instant::from_unix_millis(1_767_225_600_000),
         3,
     )
     .state
@@ -356,12 +356,12 @@ async fn a_commit_over_one_transactions_hundred_actions_is_refused_unretryably_a
         .create_run(&state, vec![], vec![], None)
         .await
         .unwrap();
-    let stamp = baton_core::frames::FrameStamp::new(
-        baton_core::instant::Instant::from_unix_millis(1_000),
+    let stamp = baton_core::wire::frames::FrameStamp::new(
+        baton_core::basics::instant::Instant::from_unix_millis(1_000),
         1,
     );
     let frames: Vec<_> = (0..120)
-        .map(|index| baton_core::frames::log(&stamp, format!("frame {index}")))
+        .map(|index| baton_core::wire::frames::log(&stamp, format!("frame {index}")))
         .collect();
     let error = store
         .commit_step(
@@ -413,7 +413,7 @@ async fn a_timer_waits_on_sqs_until_it_is_due() {
         .unwrap()
         .as_millis() as u64
         + 600_000;
-    let due = baton_core::instant::Instant::from_unix_millis(in_ten_minutes);
+    let due = baton_core::basics::instant::Instant::from_unix_millis(in_ten_minutes);
     let timer = StepMessage::timer("t", "run-timer", "sla:node_2:1", due);
 
     // Its first hop is delayed until it is due (SQS allows 15 minutes).

@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
-use baton_core::event::{EventDraft, EventFrame, EventType};
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
-use baton_core::run::{RunState, RunStatus, StepMessage};
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::state::run::{RunState, RunStatus, StepMessage};
+use baton_core::wire::event::{EventDraft, EventFrame, EventType};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::error::{QueueError, StoreError};
 use baton_runtime::ports::{
@@ -94,7 +94,7 @@ impl RunLog for CountingStore {
         &self,
         key: RunKey<'_>,
         prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+    ) -> Result<Vec<baton_core::records::entries::RunEntry>, StoreError> {
         self.1.add("store.read_entries");
         self.0.read_entries(key, prefix).await
     }
@@ -160,8 +160,8 @@ impl RunQueries for CountingStore {
     async fn list_runs(
         &self,
         tenant: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, StoreError> {
         self.1.add("store.list_runs");
         self.0.list_runs(tenant, query).await
     }
@@ -553,7 +553,7 @@ async fn two_concurrent_answers_to_one_task_make_one_transition() {
         .await
         .unwrap()
         .unwrap();
-    let tasks = baton_core::tasks::human_tasks(&parked.state);
+    let tasks = baton_core::state::tasks::human_tasks(&parked.state);
     assert_eq!(tasks.len(), 1);
     let task = &tasks[0];
     let answer = || PersonInput::Answer {

@@ -30,8 +30,8 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
-use baton_core::ids::RunKey;
-use baton_core::run::RunStatus;
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::ports::{
@@ -351,16 +351,16 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         &fixture.table,
     );
     let now = SystemClock.now();
-    let scheduled = baton_core::schedules::Schedule {
+    let scheduled = baton_core::records::schedules::Schedule {
         schedule_id: "sch_iam".into(),
         tenant_id: "t".into(),
         expression: "rate(1 hour)".into(),
         timezone: "UTC".into(),
         envelope: envelope.clone(),
-        missed_fires: baton_core::schedules::MissedFirePolicy::Skip,
+        missed_fires: baton_core::records::schedules::MissedFirePolicy::Skip,
         description: None,
-        state: baton_core::schedules::ScheduleState::Active,
-        trigger: baton_core::schedules::ScheduleTrigger::EventBridge,
+        state: baton_core::records::schedules::ScheduleState::Active,
+        trigger: baton_core::records::schedules::ScheduleTrigger::EventBridge,
         created_at: now,
         anchor_at: now,
         next_fire_at: Some(now.plus(Duration::from_secs(3600))),
@@ -489,7 +489,9 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .await
         .unwrap();
     let now = SystemClock.now();
-    let frame = || baton_core::frames::log(&baton_core::frames::FrameStamp::new(now, 0), "rival");
+    let frame = || {
+        baton_core::wire::frames::log(&baton_core::wire::frames::FrameStamp::new(now, 0), "rival")
+    };
     RunLog::append_events(&rival, RunKey::new("t", &human_run.run_id), vec![frame()])
         .await
         .unwrap();

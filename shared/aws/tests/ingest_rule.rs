@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
+use baton_core::state::context::ModelRequest;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_test_support::{TestServices, repository_path};
@@ -138,7 +138,7 @@ async fn a_requested_run_event_reaches_the_ingest_queue_as_an_ingest_message() {
         .store
         .list_runs(
             "t",
-            &baton_core::listing::RunListQuery {
+            &baton_core::state::listing::RunListQuery {
                 status: None,
                 limit: 10,
                 cursor: None,

@@ -16,7 +16,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -344,7 +344,7 @@ async fn an_invocation_that_dies_mid_node_gives_its_record_back_within_one_lease
             .state
             .nodes
             .values()
-            .filter(|node| node.status() == baton_core::run::NodeStatus::Completed)
+            .filter(|node| node.status() == baton_core::state::run::NodeStatus::Completed)
             .count();
         if completed >= held_ids.len() {
             break;
@@ -497,7 +497,7 @@ async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
         let last = frames.last().unwrap();
         assert_eq!(
             last.event_type,
-            baton_core::event::EventType::Error,
+            baton_core::wire::event::EventType::Error,
             "{run_id}"
         );
         let payload = last.payload_value().unwrap();
@@ -522,7 +522,7 @@ async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
                 .unwrap()
                 .state
                 .status(),
-            baton_core::run::RunStatus::Failed
+            baton_core::state::run::RunStatus::Failed
         );
     }
     let dead = sqs

@@ -21,9 +21,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use baton_aws::DynamoRunStore;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, ToolSession};
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::records::conversation::{SessionAnswer, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
@@ -179,7 +179,7 @@ async fn a_one_mebibyte_answer_completes_on_dynamodb_with_one_model_call() {
         .unwrap();
     assert_eq!(
         failure.code,
-        baton_core::codes::FailureCode::StateTooLarge,
+        baton_core::basics::codes::FailureCode::StateTooLarge,
         "{failure:?}"
     );
     assert!(

@@ -12,16 +12,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 use baton_aws::DynamoRunStore;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, ToolSession};
-use baton_core::run::RunStatus;
+use baton_core::records::conversation::{SessionAnswer, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::RunStatus;
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;

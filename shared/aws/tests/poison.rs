@@ -22,7 +22,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
-use baton_core::event::EventType;
-use baton_core::run::{RunStatus, StepCommand, StepMessage};
+use baton_core::state::run::{RunStatus, StepCommand, StepMessage};
+use baton_core::wire::event::EventType;
 use baton_runtime::ports::StepQueue;
 use baton_runtime::queue::dead_letters::{DeadLetterReader, DeadLetterReport};
 use baton_runtime::services::Services;
@@ -441,7 +441,7 @@ async fn a_dead_lettered_step_the_run_has_moved_past_is_dropped_not_used_to_fail
         .state;
     assert_eq!(
         moved_on.nodes[node_id].status(),
-        baton_core::run::NodeStatus::Completed,
+        baton_core::state::run::NodeStatus::Completed,
         "the re-sent step did the node"
     );
 

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
+use baton_core::state::context::ModelRequest;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, ScheduleBook};
 use baton_test_support::TestServices;
@@ -127,7 +127,7 @@ async fn a_schedule_lives_in_eventbridge_scheduler_and_its_fire_starts_one_run()
     assert!(
         store
             .due_schedules(
-                baton_core::instant::Instant::from_unix_millis(u64::MAX / 2),
+                baton_core::basics::instant::Instant::from_unix_millis(u64::MAX / 2),
                 10
             )
             .await
@@ -171,7 +171,7 @@ async fn a_schedule_lives_in_eventbridge_scheduler_and_its_fire_starts_one_run()
     );
 
     // EventBridge's part: the fire time put in, the message sent, twice.
-    let fire_time = baton_core::instant::Instant::from_unix_millis(
+    let fire_time = baton_core::basics::instant::Instant::from_unix_millis(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
@@ -216,7 +216,7 @@ async fn a_schedule_lives_in_eventbridge_scheduler_and_its_fire_starts_one_run()
         .runs
         .list(
             "acme",
-            &baton_core::listing::RunListQuery {
+            &baton_core::state::listing::RunListQuery {
                 limit: 10,
                 ..Default::default()
             },

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use baton_aws::{AwsConnection, AwsSecrets};
-use baton_core::credentials::SecretReference;
+use baton_core::basics::credentials::SecretReference;
 use baton_runtime::ports::SecretStore;
 use moto_server::{MotoServer, put_secret, put_secure_parameter, unique_name};
 use serde_json::json;

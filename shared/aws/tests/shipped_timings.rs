@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::time::Duration;
 
@@ -156,7 +156,7 @@ async fn a_failed_aws_call_reads_as_a_cause_and_a_code() {
 /// and messages that fit are sent in batches that fit.
 #[tokio::test(flavor = "multi_thread")]
 async fn step_messages_are_held_to_sqs_s_size_limit() {
-    use baton_core::run::{StepCommand, StepMessage};
+    use baton_core::state::run::{StepCommand, StepMessage};
     use baton_runtime::ports::StepQueue;
     let moto = MotoServer::start().unwrap();
     let configuration = moto.sdk_configuration().await;

@@ -9,7 +9,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
-use baton_core::run::{StepCommand, StepMessage};
+use baton_core::state::run::{StepCommand, StepMessage};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::QueueError;
 use baton_runtime::ports::{ReceivedStep, StepCommit, StepQueue};

@@ -6,14 +6,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench code
 
-use baton_core::capability::CapabilityRegistration;
-use baton_core::compiler::{ContractDirection, compile_contract};
-use baton_core::envelope::TaskEnvelope;
-use baton_core::facet::{Facet, FacetDirection};
-use baton_core::plan::{PlanEdge, PlanGraph, PlanNode};
-use baton_core::registry::Registry;
-use baton_core::schema::ValidatorCache;
-use baton_core::validator::validate_plan;
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::Registry;
+use baton_core::contracts::capability::CapabilityRegistration;
+use baton_core::contracts::compiler::{ContractDirection, compile_contract};
+use baton_core::contracts::envelope::TaskEnvelope;
+use baton_core::contracts::facet::{Facet, FacetDirection};
+use baton_core::planning::plan::{PlanEdge, PlanGraph, PlanNode};
+use baton_core::planning::validator::validate_plan;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::{Map, json};
 
@@ -86,7 +86,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             capability_id: capability.capability_id.clone(),
             label: capability.display_name.clone(),
             kind: capability.kind,
-            executor: baton_core::plan::NodeExecutor::for_capability(capability),
+            executor: baton_core::planning::plan::NodeExecutor::for_capability(capability),
             derived: false,
             input_facets: vec![input.clone()],
             output_facets: capability.output_contract.clone(),
@@ -144,7 +144,7 @@ fn bench_validation(criterion: &mut Criterion) {
     let first = validate_plan(&plan, &envelope, &registry, &validators);
     assert_eq!(
         first.status,
-        baton_core::diagnostics::PlanStatus::Accepted,
+        baton_core::contracts::diagnostics::PlanStatus::Accepted,
         "{first:?}"
     );
     criterion.bench_function("validate_50_node_plan_40_capabilities", |bencher| {

@@ -17,6 +17,22 @@
 //! - Every frame is built by a constructor in `frames`; its schema in
 //!   `events/schemas/frames/` is generated from the same types.
 
+//!
+//! The root is curated: eight groups and the engine, each a folder with one
+//! job, named in every path (`baton_core::state::run::RunState`,
+//! `baton_core::basics::instant::Instant`), and the crate's error.
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | `basics` | ids, instants, codes, errors, JSON Schema and JSONLogic, redaction, usage |
+//! | `catalog` | the registry, model prices, tools, contexts, registry search |
+//! | `contracts` | envelope, facets, capabilities, output contracts, policies, panels, the contract compiler |
+//! | `planning` | plan graph, planners (deterministic, model), validator, variants, pictures |
+//! | `records` | what a run keeps beside its state: audit, governance, conversations, schedules, threads |
+//! | `state` | the run state, its listing, human tasks, context bundles |
+//! | `wire` | event frames, their payloads, webhooks |
+//! | `engine` | the step engine: `begin_step` / `resume_step` and the run's life cycle |
+
 pub mod engine;
 
 pub mod basics;
@@ -27,25 +43,4 @@ pub mod records;
 pub mod state;
 pub mod wire;
 
-// The parts keep their paths (`baton_core::run`, `crate::planner`, …).
-pub use basics::{
-    claims, codes, credentials, error, ids, instant, logic, redaction, schema, status,
-    trace_context, usage,
-};
-pub use catalog::{contexts, model_catalog, registry, registry_schemas, registry_search, tools};
-pub use contracts::{
-    capability, compiler, contract, dataset, diagnostics, envelope, facet, legacy_policies,
-    model_request, panels, policies,
-};
-pub use planning::{
-    chat_plan, escalation_targets, llm_planner, model_choice, normalization, plan, plan_picture,
-    planner, policy_conditions, preview, selection, validator, variants,
-};
-pub use records::{
-    agents, audit, chat, conversation, entries, governance, notifications, schedules, thread_lane,
-    thread_listing,
-};
-pub use state::{context, listing, plan_tool, replan_cause, run, tasks};
-pub use wire::{event, frame_payload, frames, hooks};
-
-pub use error::CoreError;
+pub use basics::error::CoreError;

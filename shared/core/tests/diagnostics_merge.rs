@@ -4,8 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::contract::ConstraintLevel;
-use baton_core::diagnostics::{
+use baton_core::contracts::contract::ConstraintLevel;
+use baton_core::contracts::diagnostics::{
     ConstraintOutcome, DiagnosticsBundle, PlanDiagnostic, PlanStatus, merge_diagnostics,
 };
 use serde_json::{Value, json};

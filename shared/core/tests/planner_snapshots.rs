@@ -11,12 +11,12 @@
 
 use std::path::{Path, PathBuf};
 
-use baton_core::diagnostics::{DiagnosticsBundle, PlanDiagnostic};
-use baton_core::envelope::TaskEnvelope;
-use baton_core::planner::plan_deterministically;
-use baton_core::registry::{Registry, RegistryDocument};
-use baton_core::schema::ValidatorCache;
-use baton_core::validator::{rejected_bundle, validate_plan};
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::{Registry, RegistryDocument};
+use baton_core::contracts::diagnostics::{DiagnosticsBundle, PlanDiagnostic};
+use baton_core::contracts::envelope::TaskEnvelope;
+use baton_core::planning::planner::plan_deterministically;
+use baton_core::planning::validator::{rejected_bundle, validate_plan};
 use serde_json::{Map, Value, json};
 
 fn repository(relative: &str) -> PathBuf {

@@ -5,12 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use baton_core::diagnostics::{DiagnosticCause, DiagnosticsBundle, PlanStatus};
-use baton_core::envelope::TaskEnvelope;
-use baton_core::planner::plan_deterministically;
-use baton_core::registry::{Registry, RegistryDocument};
-use baton_core::schema::ValidatorCache;
-use baton_core::validator::{rejected_bundle, validate_plan};
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::{Registry, RegistryDocument};
+use baton_core::contracts::diagnostics::{DiagnosticCause, DiagnosticsBundle, PlanStatus};
+use baton_core::contracts::envelope::TaskEnvelope;
+use baton_core::planning::planner::plan_deterministically;
+use baton_core::planning::validator::{rejected_bundle, validate_plan};
 use serde_json::{Value, json};
 
 fn repository(relative: &str) -> PathBuf {
@@ -216,7 +216,8 @@ fn every_facet_example_satisfies_its_own_schema() {
     let registry = registry();
     let mut checked = 0;
     for facet in registry.facets.list() {
-        let validator = baton_core::schema::compile_schema(&facet.schema, &facet.name).unwrap();
+        let validator =
+            baton_core::basics::schema::compile_schema(&facet.schema, &facet.name).unwrap();
         for example in facet
             .schema
             .get("examples")
@@ -224,7 +225,7 @@ fn every_facet_example_satisfies_its_own_schema() {
             .into_iter()
             .flatten()
         {
-            let violations = baton_core::schema::collect_violations(&validator, example);
+            let violations = baton_core::basics::schema::collect_violations(&validator, example);
             assert!(
                 violations.is_empty(),
                 "facet {} example breaks its schema: {violations:?}",
@@ -255,7 +256,10 @@ fn exactly_two_variants_become_two_parallel_branches_and_a_join() {
             "branches run in parallel after the strategy"
         );
         let node = plan.node(branch).unwrap();
-        assert_eq!(node.kind, baton_core::capability::NodeKind::Branch);
+        assert_eq!(
+            node.kind,
+            baton_core::contracts::capability::NodeKind::Branch
+        );
         let property = &node.output_contract.schema["properties"]["copyVariants"];
         assert_eq!(property["allOf"][2], json!({"minItems": 1, "maxItems": 1}));
         assert!(
@@ -529,7 +533,7 @@ fn each_planner_policy_is_enforced_by_the_validator() {
     }
 }
 
-fn normalized_plan(envelope: &Value) -> (baton_core::plan::PlanGraph, DiagnosticsBundle) {
+fn normalized_plan(envelope: &Value) -> (baton_core::planning::plan::PlanGraph, DiagnosticsBundle) {
     let registry = registry();
     let envelope = TaskEnvelope::parse_value(envelope).unwrap();
     let plan = plan_deterministically(&envelope, &registry).unwrap();

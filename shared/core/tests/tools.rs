@@ -7,10 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use baton_core::registry::{Registry, RegistryDocument};
-use baton_core::registry_search::search_registry;
-use baton_core::schema::ValidatorCache;
-use baton_core::tools::{BuiltinTool, ToolDefinition, ToolExecutor};
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::{Registry, RegistryDocument};
+use baton_core::catalog::registry_search::search_registry;
+use baton_core::catalog::tools::{BuiltinTool, ToolDefinition, ToolExecutor};
 use serde_json::{Value, json};
 
 fn repository(relative: &str) -> PathBuf {

@@ -1,7 +1,7 @@
 //! An example's checks over its settled run, and the judge panel request
 //! for its output.
 
-use baton_core::dataset::Expectations;
+use baton_core::contracts::dataset::Expectations;
 use serde_json::Value;
 
 use crate::results::Check;
@@ -36,7 +36,7 @@ pub fn deterministic_checks(expect: &Expectations, run: &SettledRun) -> Vec<Chec
         ));
     }
     for (index, assertion) in expect.assertions.iter().enumerate() {
-        let held = baton_core::logic::evaluate(assertion, &run.output);
+        let held = baton_core::basics::logic::evaluate(assertion, &run.output);
         checks.push(Check::new(
             format!("assertions[{index}]"),
             held == Ok(true),

@@ -1,6 +1,6 @@
 //! `baton-evaluation`: what an evaluation makes of its runs, without I/O.
 //! The shells (`baton eval`, `baton eval compare`, `POST /evaluations`) run
-//! the examples of a dataset (`baton_core::dataset`) and hand each settled
+//! the examples of a dataset (`baton_core::contracts::dataset`) and hand each settled
 //! run here:
 //!
 //! - `checks`: an example's deterministic checks (status, contract,

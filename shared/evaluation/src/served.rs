@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use baton_core::dataset::{Dataset, parse_dataset};
+use baton_core::contracts::dataset::{Dataset, parse_dataset};
 
 use crate::results::ExampleResult;
 use crate::summary::Summary;
@@ -61,7 +61,7 @@ impl EvaluationRequest {
     pub fn parse(body: &Value) -> Result<Self, InvalidEvaluation> {
         // The same path rules as an envelope's (a missing or unknown field named).
         let request: Self = serde_path_to_error::deserialize(body).map_err(|error| {
-            let (path, message) = baton_core::envelope::located_serde_error(error);
+            let (path, message) = baton_core::contracts::envelope::located_serde_error(error);
             invalid(path, message)
         })?;
         if let Some(concurrency) = request.concurrency

@@ -8,13 +8,13 @@
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
-use baton_core::capability::{
+use baton_core::basics::instant::Instant;
+use baton_core::contracts::capability::{
     AgentType, CapabilityCost, CapabilityRegistration, CapabilityStatus, InputTraits, NodeKind,
     RegisteredCapability,
 };
-use baton_core::instant::Instant;
-use baton_core::run::RunStatus;
-use baton_core::tasks::{HumanTask, PendingRequest};
+use baton_core::state::run::RunStatus;
+use baton_core::state::tasks::{HumanTask, PendingRequest};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -44,7 +44,8 @@ pub trait RequestBody: DeserializeOwned {
         if !value.is_object() {
             return Err(("$".into(), "the body must be a JSON object".into()));
         }
-        serde_path_to_error::deserialize(value).map_err(baton_core::envelope::located_serde_error)
+        serde_path_to_error::deserialize(value)
+            .map_err(baton_core::contracts::envelope::located_serde_error)
     }
 }
 
@@ -182,7 +183,7 @@ pub struct ChatMessageRequest {
     /// said kept and marked) or `rollback` (cancelled and left out of the
     /// thread).
     #[serde(default)]
-    pub multitask_strategy: baton_core::thread_lane::MultitaskStrategy,
+    pub multitask_strategy: baton_core::records::thread_lane::MultitaskStrategy,
 }
 
 /// `POST /runs/{runId}/fork`: a new run from a point of this one.
@@ -417,7 +418,7 @@ impl CapabilitySummary {
 /// `GET /schedules`: the tenant's schedules, oldest first.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ScheduleList {
-    pub schedules: Vec<baton_core::schedules::Schedule>,
+    pub schedules: Vec<baton_core::records::schedules::Schedule>,
 }
 
 /// `GET /capabilities`.

@@ -263,7 +263,7 @@ impl From<HumanInputRefused> for ApiError {
                 .iter()
                 .map(|violation| {
                     json!({
-                        "path": baton_core::schema::json_path_for_pointer("$.output", &violation.instance_pointer),
+                        "path": baton_core::basics::schema::json_path_for_pointer("$.output", &violation.instance_pointer),
                         "message": violation.message,
                         "facet": violation.facet,
                     })

@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use baton_core::diagnostics::DiagnosticsBundle;
-use baton_core::plan::PlanGraph;
-use baton_core::redaction::redact;
-use baton_core::run::{NodeStatus, RunState, TokenUsage};
+use baton_core::basics::redaction::redact;
+use baton_core::contracts::diagnostics::DiagnosticsBundle;
+use baton_core::planning::plan::PlanGraph;
+use baton_core::state::run::{NodeStatus, RunState, TokenUsage};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -59,7 +59,7 @@ pub struct RunSummary {
     pub submitted_by: Option<String>,
     /// The registry facets the run's plans used, as they were when planned:
     /// each one's `metadata.version` and schema hash.
-    pub facet_snapshot: BTreeMap<String, baton_core::audit::FacetStamp>,
+    pub facet_snapshot: BTreeMap<String, baton_core::records::audit::FacetStamp>,
     pub satisfaction_score: Option<f64>,
     pub observed_satisfaction: Option<f64>,
     /// The run this one was forked from (`POST /runs/{runId}/fork`):
@@ -69,18 +69,18 @@ pub struct RunSummary {
     pub usage: UsageSummary,
     /// The approval request or clarifying question the run waits on.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub pending_request: Option<baton_core::governance::HitlRequest>,
+    pub pending_request: Option<baton_core::records::governance::HitlRequest>,
     /// `runContext.hitlClarifications`: questions asked and their answers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub hitl_clarifications: Vec<baton_core::governance::ClarificationEntry>,
+    pub hitl_clarifications: Vec<baton_core::records::governance::ClarificationEntry>,
     /// Durable timers the run waits for (task SLAs, `onTimeout` policies), by id.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub timers: std::collections::BTreeMap<String, baton_core::governance::Timer>,
+    pub timers: std::collections::BTreeMap<String, baton_core::records::governance::Timer>,
     /// Completion notifications (the `callbackUrl` webhook, the event bus),
     /// by id: attempts, delivered or given up, the last error.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub notifications:
-        std::collections::BTreeMap<String, baton_core::notifications::NotificationRecord>,
+        std::collections::BTreeMap<String, baton_core::records::notifications::NotificationRecord>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -119,7 +119,7 @@ impl UsageSummary {
             completion_tokens: usage.completion_tokens,
             total_tokens: usage.total(),
             cached_prompt_tokens: usage.cached_prompt_tokens,
-            cost_usd: cost_usd.map(baton_core::model_catalog::round_cost),
+            cost_usd: cost_usd.map(baton_core::catalog::model_catalog::round_cost),
             by_operation: BTreeMap::new(),
         }
     }
@@ -137,7 +137,9 @@ impl UsageSummary {
                             prompt_tokens: spend.usage.prompt_tokens,
                             completion_tokens: spend.usage.completion_tokens,
                             total_tokens: spend.usage.total(),
-                            cost_usd: spend.cost_usd.map(baton_core::model_catalog::round_cost),
+                            cost_usd: spend
+                                .cost_usd
+                                .map(baton_core::catalog::model_catalog::round_cost),
                         },
                     )
                 })
@@ -173,7 +175,7 @@ pub struct PlanVersionSummary {
     /// replan's trigger kind with its node, policy and rationale); absent
     /// for runs stored before versions were recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub history: Option<baton_core::audit::PlanVersionRecord>,
+    pub history: Option<baton_core::records::audit::PlanVersionRecord>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -253,7 +255,9 @@ impl RunSnapshotResponse {
                 envelope: redact(&envelope),
                 schema_hash: format!(
                     "sha256:{}",
-                    baton_core::compiler::schema_key_of(&run.envelope.output_contract.schema)
+                    baton_core::contracts::compiler::schema_key_of(
+                        &run.envelope.output_contract.schema
+                    )
                 ),
                 facet_snapshot: run.facet_snapshot.clone(),
                 submitted_by: run.submitted_by.clone(),

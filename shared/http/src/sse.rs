@@ -5,7 +5,7 @@
 //! keeps the two equal). Dropping the response body (the client went away)
 //! stops the reads.
 //! `?dialect=hooks` renders the same frames as hook events
-//! (`baton_core::hooks`): `event:` the hook name, `data:` its line, `id:`
+//! (`baton_core::wire::hooks`): `event:` the hook name, `data:` its line, `id:`
 //! the frame's sequence (so `Last-Event-ID` resumes as usual).
 
 use std::convert::Infallible;
@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use baton_core::event::EventFrame;
-use baton_core::hooks::HookRenderer;
+use baton_core::wire::event::EventFrame;
+use baton_core::wire::hooks::HookRenderer;
 use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
 
@@ -69,7 +69,7 @@ impl Dialect {
     }
 }
 
-fn hook_event(frame_id: u64, run_id: &str, event: &baton_core::hooks::HookEvent) -> Event {
+fn hook_event(frame_id: u64, run_id: &str, event: &baton_core::wire::hooks::HookEvent) -> Event {
     Event::default()
         .id(frame_id.to_string())
         .event(event.event)
@@ -136,7 +136,7 @@ pub(crate) fn sse_events_response(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_core::event::{EventDraft, EventType};
+    use baton_core::wire::event::{EventDraft, EventType};
 
     async fn body_of(response: Response) -> String {
         let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)

@@ -99,9 +99,9 @@ impl ScheduleApi {
             .runs
             .list(
                 tenant,
-                &baton_core::listing::RunListQuery {
+                &baton_core::state::listing::RunListQuery {
                     limit: 100,
-                    ..baton_core::listing::RunListQuery::default()
+                    ..baton_core::state::listing::RunListQuery::default()
                 },
             )
             .await
@@ -169,9 +169,10 @@ async fn a_schedule_fires_twice_under_a_fast_clock_and_a_redelivered_fire_makes_
     let schedule_id = schedule["scheduleId"].as_str().unwrap().to_string();
     assert_eq!(schedule["state"], "active");
     assert_eq!(schedule["trigger"], "store");
-    let first_fire =
-        baton_core::instant::Instant::parse_rfc3339(schedule["nextFireAt"].as_str().unwrap())
-            .unwrap();
+    let first_fire = baton_core::basics::instant::Instant::parse_rfc3339(
+        schedule["nextFireAt"].as_str().unwrap(),
+    )
+    .unwrap();
 
     // `serve`'s keeper, at the tick serve ships.
     let schedules = api.services.schedules.clone();
@@ -301,7 +302,8 @@ async fn a_schedule_fires_twice_under_a_fast_clock_and_a_redelivered_fire_makes_
         .await;
     assert_eq!((status, resumed["state"].as_str()), (200, Some("active")));
     let at = |field: &str| {
-        baton_core::instant::Instant::parse_rfc3339(resumed[field].as_str().unwrap()).unwrap()
+        baton_core::basics::instant::Instant::parse_rfc3339(resumed[field].as_str().unwrap())
+            .unwrap()
     };
     assert_eq!(
         at("nextFireAt"),

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::context::ModelRequest;
+use baton_core::state::context::ModelRequest;
 use baton_llm_local::{LocalModelConfig, LocalModelProvider};
 use serde_json::json;
 

@@ -6,9 +6,9 @@
 //! model makes is valid by construction. Earlier turns are replayed as chat
 //! messages (a tool's result as a user message naming the tool).
 
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
-use baton_core::run::TokenUsage;
+use baton_core::records::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use serde_json::{Value, json};
 
 /// How many tool results the session holds (the tool rounds it made).
@@ -144,7 +144,7 @@ pub fn read_turn(
 mod tests {
     use std::sync::Arc;
 
-    use baton_core::conversation::OfferedTool;
+    use baton_core::records::conversation::OfferedTool;
 
     use super::*;
 

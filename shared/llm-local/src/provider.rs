@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::TokenUsage;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use llama_cpp_2::context::LlamaContext;
@@ -266,9 +266,9 @@ impl LlmProvider for LocalModelProvider {
     async fn converse(
         &self,
         request: &ModelRequest,
-        session: &baton_core::conversation::ToolSession,
+        session: &baton_core::records::conversation::ToolSession,
         _deltas: UnboundedSender<ModelDelta>,
-    ) -> Result<baton_core::conversation::SessionAnswer, LlmError> {
+    ) -> Result<baton_core::records::conversation::SessionAnswer, LlmError> {
         let messages = crate::conversation::turn_messages(request, session);
         let tools_allowed =
             crate::conversation::tool_rounds(session) < self.loaded.config.max_tool_rounds;

@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use baton_core::context::ModelRequest;
-use baton_core::schema::{collect_violations, compile_schema};
+use baton_core::basics::schema::{collect_violations, compile_schema};
+use baton_core::state::context::ModelRequest;
 use baton_llm_local::{LocalModelConfig, LocalModelProvider};
 use baton_runtime::ports::{LlmProvider, ModelDelta};
 use serde_json::{Value, json};

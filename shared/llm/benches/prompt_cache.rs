@@ -23,11 +23,11 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, ToolSession};
-use baton_core::model_catalog::ModelCatalog;
-use baton_core::registry::{Registry, RegistryDocument};
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::catalog::model_catalog::ModelCatalog;
+use baton_core::catalog::registry::{Registry, RegistryDocument};
+use baton_core::records::conversation::{SessionAnswer, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_llm::anthropic::{AnthropicConfig, AnthropicProvider};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;

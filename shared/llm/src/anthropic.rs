@@ -19,12 +19,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{
+use baton_core::contracts::model_request::answer_from_tool_input;
+use baton_core::records::conversation::{
     SessionAnswer, SessionTurn, ToolSession, ToolUse, turn_of_tool_uses,
 };
-use baton_core::model_request::answer_from_tool_input;
-use baton_core::run::TokenUsage;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use eventsource_stream::Eventsource;

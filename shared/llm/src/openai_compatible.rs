@@ -1,9 +1,9 @@
 //! The OpenAI-compatible chat-completions provider.
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
-use baton_core::run::TokenUsage;
+use baton_core::records::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use eventsource_stream::Eventsource;

@@ -16,7 +16,7 @@ pub(crate) fn classify_transport_error(error: reqwest::Error) -> AttemptFailure 
     } else if error.is_decode() {
         AttemptFailure::Fatal(LlmError::UnexpectedResponse(error.to_string()))
     } else {
-        AttemptFailure::Transport(baton_core::error::with_causes(&error))
+        AttemptFailure::Transport(baton_core::basics::error::with_causes(&error))
     }
 }
 

@@ -16,7 +16,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::Response;
 use axum::routing::post;
-use baton_core::model_request::ModelRequest;
+use baton_core::contracts::model_request::ModelRequest;
 use baton_llm::anthropic::{AnthropicConfig, AnthropicProvider};
 use baton_llm::{OpenAiCompatibleConfig, OpenAiCompatibleProvider};
 use baton_runtime::ports::LlmProvider;

@@ -199,7 +199,7 @@ impl GuardedClient {
 
 /// `error` with its causes (reqwest's own text hides "connection refused").
 /// This crate depends on no other Baton crate, so it keeps its own copy of
-/// `baton_core::error::with_causes`.
+/// `baton_core::basics::error::with_causes`.
 fn with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

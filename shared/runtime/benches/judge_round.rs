@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::TokenUsage;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_judge::request::PanelRequest;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::LlmError;
@@ -97,7 +97,7 @@ fn judge_round(criterion: &mut Criterion) {
                     .run_until_settled("bench", &submitted.run_id)
                     .await
                     .unwrap();
-                assert_eq!(status, baton_core::run::RunStatus::Completed);
+                assert_eq!(status, baton_core::state::run::RunStatus::Completed);
             })
         })
     });

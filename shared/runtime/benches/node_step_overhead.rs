@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, StepQueue};
 use baton_runtime::workers::LocalRunner;
@@ -41,7 +41,7 @@ fn bench_node_steps(criterion: &mut Criterion) {
     let registry = Arc::new(five_stage_registry(&|role| format!("Act as the {role}.")));
     let provider: Arc<dyn LlmProvider> = Arc::new(InstantFiveStageModel::new(&registry, 0));
     // One compiled-schema cache for the process, as a deployed worker has.
-    let validators = Arc::new(baton_core::schema::ValidatorCache::new());
+    let validators = Arc::new(baton_core::basics::schema::ValidatorCache::new());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -171,8 +171,8 @@ fn bench_traces(
     criterion: &mut Criterion,
     runtime: &tokio::runtime::Runtime,
     provider: Arc<dyn LlmProvider>,
-    registry: &Arc<baton_core::registry::Registry>,
-    validators: &Arc<baton_core::schema::ValidatorCache>,
+    registry: &Arc<baton_core::catalog::registry::Registry>,
+    validators: &Arc<baton_core::basics::schema::ValidatorCache>,
     envelope: &serde_json::Value,
 ) {
     use tracing_subscriber::Layer;

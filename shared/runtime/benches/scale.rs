@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::TokenUsage;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, StepQueue};
@@ -181,7 +181,7 @@ async fn run_many(
         let stored = services.runs.load("scale", run_id).await.unwrap().unwrap();
         assert_eq!(
             stored.state.status(),
-            baton_core::run::RunStatus::Completed,
+            baton_core::state::run::RunStatus::Completed,
             "{run_id}"
         );
         for frame in services

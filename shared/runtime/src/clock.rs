@@ -1,6 +1,6 @@
 //! System clock and id generator adapters (the core takes both as arguments).
 
-use baton_core::instant::Instant;
+use baton_core::basics::instant::Instant;
 
 use crate::ports::{Clock, IdGenerator};
 

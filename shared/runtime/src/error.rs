@@ -1,7 +1,7 @@
 //! The one error enum of `baton-runtime`.
 
 use baton_core::CoreError;
-use baton_core::codes::FailureCode;
+use baton_core::basics::codes::FailureCode;
 use thiserror::Error;
 
 /// Failures of a port adapter.

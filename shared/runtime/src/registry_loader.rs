@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use baton_core::CoreError;
-use baton_core::registry::{Registry, RegistryDocument};
+use baton_core::catalog::registry::{Registry, RegistryDocument};
 use serde_json::Value;
 
 use crate::error::RuntimeError;
@@ -216,7 +216,7 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
     }
     // Capabilities and the chat agent name catalog models: checked once all are read.
     if let Some(settings) = registry.chat_settings() {
-        baton_core::model_choice::check_chat_model(settings, registry.models()).map_err(
+        baton_core::planning::model_choice::check_chat_model(settings, registry.models()).map_err(
             |(path, message)| {
                 RuntimeError::Registry(CoreError::InvalidRegistry {
                     source_name: CHAT_FILE.into(),
@@ -230,8 +230,11 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
     registry
         .capabilities()
         .try_for_each(|capability| {
-            baton_core::model_choice::check_capability_models(capability, registry.models())
-                .map_err(|(path, message)| (capability.capability_id.clone(), path, message))
+            baton_core::planning::model_choice::check_capability_models(
+                capability,
+                registry.models(),
+            )
+            .map_err(|(path, message)| (capability.capability_id.clone(), path, message))
         })
         .map_err(|(capability_id, path, message)| {
             let source_name = capability_documents

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
 use baton_core::engine::ApprovalDecision;
-use baton_core::event::EventFrame;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
+use baton_core::wire::event::EventFrame;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::{PersonInput, PersonInputOutcome, Services};

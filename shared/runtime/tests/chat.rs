@@ -9,10 +9,10 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolSession};
-use baton_core::ids::ThreadKey;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::basics::ids::ThreadKey;
+use baton_core::records::conversation::{SessionAnswer, SessionTurn, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::{LlmError, RuntimeError};
 use baton_runtime::memory::{InMemoryStepQueue, InMemoryThreadStore};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, ThreadStore};
@@ -365,7 +365,7 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
         .profile_models
         .insert("quality".into(), "gpt-4o-mini".into());
     registry.set_chat_settings(settings, "chat.json").unwrap();
-    let turn = |context_type: &str| baton_core::chat::ChatTurn {
+    let turn = |context_type: &str| baton_core::records::chat::ChatTurn {
         thread_id: "thread_1".into(),
         message: "Audit the project.".into(),
         agent: None,
@@ -380,7 +380,8 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
         lane_releases: Default::default(),
     };
     let model_of = |context_type: &str| {
-        let plan = baton_core::chat_plan::chat_plan(&turn(context_type), &registry).unwrap();
+        let plan =
+            baton_core::planning::chat_plan::chat_plan(&turn(context_type), &registry).unwrap();
         plan.nodes[0]
             .model
             .as_ref()
@@ -406,7 +407,8 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
         .profile_models
         .insert("speed".into(), "no-such-model".into());
     let (path, message) =
-        baton_core::model_choice::check_chat_model(&broken, registry.models()).unwrap_err();
+        baton_core::planning::model_choice::check_chat_model(&broken, registry.models())
+            .unwrap_err();
     assert_eq!(path, "$.profileModels.speed", "{message}");
 }
 
@@ -516,7 +518,7 @@ async fn a_500_exchange_thread_is_answered_within_the_context_window_with_a_warn
         threads
             .record_exchange(
                 ThreadKey::new("t", thread),
-                &baton_core::chat::ChatExchange {
+                &baton_core::records::chat::ChatExchange {
                     run_id: format!("run_{index:03}"),
                     at_millis: 1_000 + index,
                     user: format!("question {index} ").repeat(2_000)[..14_000].to_string(),

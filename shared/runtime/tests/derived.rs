@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use baton_core::engine::ApprovalDecision;
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use baton_runtime::services::PersonInput;
 use baton_test_support::schema_shaped_model::SchemaShapedModel as SchemaShaped;
 use baton_test_support::{TestServices, example_envelope};
@@ -33,7 +33,7 @@ fn derived_envelope() -> Value {
     envelope
 }
 
-fn frames_json(frames: &[baton_core::event::EventFrame]) -> Vec<Value> {
+fn frames_json(frames: &[baton_core::wire::event::EventFrame]) -> Vec<Value> {
     frames
         .iter()
         .map(|frame| serde_json::to_value(frame).unwrap())

@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::event::EventType;
-use baton_core::ids::RunKey;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::basics::ids::RunKey;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
+use baton_core::wire::event::EventType;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
@@ -394,7 +394,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
     // of its own makes no second run: its id is the key.
     let unkeyed = serde_json::json!({"tenantId": "t", "envelope": envelope()}).to_string();
     let count_runs = || async {
-        let query = baton_core::listing::RunListQuery {
+        let query = baton_core::state::listing::RunListQuery {
             status: None,
             limit: 100,
             cursor: None,
@@ -438,7 +438,7 @@ async fn ingest_submits_envelopes_and_keeps_bad_ones_for_the_dead_letter_queue()
             .await;
     assert!(failed.is_empty(), "{failed:?}");
     let mut traces = Vec::new();
-    let query = baton_core::listing::RunListQuery {
+    let query = baton_core::state::listing::RunListQuery {
         status: None,
         limit: 10,
         cursor: None,
@@ -481,9 +481,9 @@ struct FlakyCommitStore {
 impl RunLog for FlakyCommitStore {
     async fn create_run_within(
         &self,
-        state: &baton_core::run::RunState,
-        events: Vec<baton_core::event::EventDraft>,
-        outbox: Vec<baton_core::run::StepMessage>,
+        state: &baton_core::state::run::RunState,
+        events: Vec<baton_core::wire::event::EventDraft>,
+        outbox: Vec<baton_core::state::run::StepMessage>,
         key: Option<&str>,
         live_run_limit: Option<u64>,
     ) -> Result<baton_runtime::ports::CreateOutcome, baton_runtime::error::StoreError> {
@@ -524,7 +524,7 @@ impl RunLog for FlakyCommitStore {
     async fn append_events(
         &self,
         key: RunKey<'_>,
-        events: Vec<baton_core::event::EventDraft>,
+        events: Vec<baton_core::wire::event::EventDraft>,
     ) -> Result<u64, baton_runtime::error::StoreError> {
         self.inner.append_events(key, events).await
     }
@@ -534,7 +534,7 @@ impl RunLog for FlakyCommitStore {
         key: RunKey<'_>,
         after: u64,
         limit: usize,
-    ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_core::wire::event::EventFrame>, baton_runtime::error::StoreError> {
         self.inner.read_events(key, after, limit).await
     }
 
@@ -542,7 +542,7 @@ impl RunLog for FlakyCommitStore {
         &self,
         key: RunKey<'_>,
         prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_core::records::entries::RunEntry>, baton_runtime::error::StoreError> {
         self.inner.read_entries(key, prefix).await
     }
 }
@@ -553,7 +553,7 @@ impl NodeLeases for FlakyCommitStore {
         &self,
         key: RunKey<'_>,
         claim: baton_runtime::ports::NodeClaim<'_>,
-        events: Vec<baton_core::event::EventDraft>,
+        events: Vec<baton_core::wire::event::EventDraft>,
     ) -> Result<baton_runtime::ports::ClaimOutcome, baton_runtime::error::StoreError> {
         self.inner.claim_node(key, claim, events).await
     }
@@ -582,7 +582,7 @@ impl OutboxStore for FlakyCommitStore {
     async fn pending_outbox(
         &self,
         key: RunKey<'_>,
-    ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_core::state::run::StepMessage>, baton_runtime::error::StoreError> {
         self.inner.pending_outbox(key).await
     }
 
@@ -596,9 +596,9 @@ impl OutboxStore for FlakyCommitStore {
 
     async fn stale_outbox(
         &self,
-        before: baton_core::instant::Instant,
+        before: baton_core::basics::instant::Instant,
         limit: usize,
-    ) -> Result<Vec<baton_core::run::StepMessage>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_core::state::run::StepMessage>, baton_runtime::error::StoreError> {
         self.inner.stale_outbox(before, limit).await
     }
 }
@@ -612,15 +612,15 @@ impl RunQueries for FlakyCommitStore {
     async fn list_runs(
         &self,
         tenant: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, baton_runtime::error::StoreError> {
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, baton_runtime::error::StoreError> {
         self.inner.list_runs(tenant, query).await
     }
 
     async fn runs_awaiting_human(
         &self,
         tenant: &str,
-    ) -> Result<Vec<baton_core::run::RunState>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_core::state::run::RunState>, baton_runtime::error::StoreError> {
         self.inner.runs_awaiting_human(tenant).await
     }
 }
@@ -693,7 +693,10 @@ async fn a_result_too_large_to_store_fails_the_run_clearly_instead_of_retrying_f
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(stored.state.status(), baton_core::run::RunStatus::Failed);
+    assert_eq!(
+        stored.state.status(),
+        baton_core::state::run::RunStatus::Failed
+    );
     assert_eq!(
         stored
             .state

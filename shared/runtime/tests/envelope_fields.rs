@@ -11,10 +11,10 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
 use baton_core::engine::ApprovalDecision;
-use baton_core::event::EventFrame;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
+use baton_core::wire::event::EventFrame;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::{PersonInput, PersonInputOutcome, Services};
@@ -170,7 +170,7 @@ async fn the_sample_envelope_says_what_each_legacy_key_became_and_parks_its_fina
         state
             .nodes
             .values()
-            .all(|record| record.status() == baton_core::run::NodeStatus::Completed),
+            .all(|record| record.status() == baton_core::state::run::NodeStatus::Completed),
         "asked once every node is done"
     );
     assert_eq!(

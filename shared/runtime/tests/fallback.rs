@@ -14,8 +14,8 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::{LlmError, RuntimeError};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use baton_runtime::services::{PersonInput, PersonInputOutcome};

@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
 use baton_core::engine::{ForkChanges, ForkPoint};
-use baton_core::run::RunStatus;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::RunStatus;
 use baton_runtime::error::{LlmError, RuntimeError};
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};

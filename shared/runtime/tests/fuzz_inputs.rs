@@ -323,7 +323,7 @@ proptest! {
 
     #[test]
     fn any_json_is_an_envelope_or_an_error_naming_a_path(value in a_json()) {
-        if let Err(error) = baton_core::envelope::TaskEnvelope::parse_value(&value) {
+        if let Err(error) = baton_core::contracts::envelope::TaskEnvelope::parse_value(&value) {
             let baton_core::CoreError::InvalidEnvelope { path, .. } = &error else {
                 panic!("an envelope error names a path: {error}");
             };

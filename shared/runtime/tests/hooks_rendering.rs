@@ -10,8 +10,8 @@
 
 use std::sync::Arc;
 
-use baton_core::hooks::HookRenderer;
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
+use baton_core::wire::hooks::HookRenderer;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
@@ -107,13 +107,13 @@ impl baton_runtime::ports::LlmProvider for ScoringJudges {
     }
     async fn complete(
         &self,
-        _request: &baton_core::context::ModelRequest,
+        _request: &baton_core::state::context::ModelRequest,
         _deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
     ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
         Ok(baton_runtime::ports::ModelAnswer {
             content: serde_json::json!({"score": 7.0, "feedback": "clear", "strengths": [], "improvements": []})
                 .to_string(),
-            usage: baton_core::run::TokenUsage {
+            usage: baton_core::state::run::TokenUsage {
                 prompt_tokens: 50,
                 completion_tokens: 10,
                 ..Default::default()
@@ -237,7 +237,7 @@ impl baton_runtime::ports::LlmProvider for CountedJudges {
     }
     async fn complete(
         &self,
-        request: &baton_core::context::ModelRequest,
+        request: &baton_core::state::context::ModelRequest,
         deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
     ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
         self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

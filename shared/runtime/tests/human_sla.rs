@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::{RunStatus, StepCommand, TokenUsage};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, StepCommand, TokenUsage};
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;

@@ -10,8 +10,8 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::observe::telemetry::{ObservedRunStore, RunCounters};

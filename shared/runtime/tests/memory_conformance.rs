@@ -63,7 +63,7 @@ async fn the_in_memory_store_passes_the_retention_case() {
             .unwrap();
     let frames = baton_runtime::ports::RunLog::read_events(
         &store,
-        baton_core::ids::RunKey::new(&case.tenant_id, &case.ended_run_id),
+        baton_core::basics::ids::RunKey::new(&case.tenant_id, &case.ended_run_id),
         0,
         10,
     )
@@ -76,14 +76,14 @@ async fn the_in_memory_store_passes_the_retention_case() {
 
 #[tokio::test]
 async fn the_in_memory_store_keeps_at_most_its_cap_of_ended_runs() {
-    use baton_core::run::RunStatus;
+    use baton_core::state::run::RunStatus;
     use baton_runtime::ports::{RunLog, RunQueries, StepCommit};
     let store = InMemoryRunStore::new().with_ended_run_cap(2);
-    let envelope = baton_core::envelope::TaskEnvelope::parse_value(&serde_json::json!({
+    let envelope = baton_core::contracts::envelope::TaskEnvelope::parse_value(&serde_json::json!({
         "objective": "cap", "outputContract": {"schema": {"type": "object"}}
     }))
     .unwrap();
-    let far = baton_core::instant::Instant::from_unix_millis(u64::MAX / 4);
+    let far = baton_core::basics::instant::Instant::from_unix_millis(u64::MAX / 4);
     for index in 0..4_u64 {
         let decision = baton_core::engine::start_run(
             baton_core::engine::NewRunIdentity {
@@ -95,7 +95,7 @@ async fn the_in_memory_store_keeps_at_most_its_cap_of_ended_runs() {
                 submitted_by: None,
             },
             envelope.clone(),
-            baton_core::instant::Instant::from_unix_millis(1_767_225_600_000 + index),
+            baton_core::basics::instant::Instant::from_unix_millis(1_767_225_600_000 + index),
             3,
         );
         let mut state = decision.state.clone();
@@ -107,7 +107,7 @@ async fn the_in_memory_store_keeps_at_most_its_cap_of_ended_runs() {
         state.set_status_for_fixtures(RunStatus::Completed);
         store
             .commit_step(
-                baton_core::ids::RunKey::new("t", &format!("run-{index}")),
+                baton_core::basics::ids::RunKey::new("t", &format!("run-{index}")),
                 StepCommit {
                     expected_version: 1,
                     previous_status,
@@ -126,7 +126,7 @@ async fn the_in_memory_store_keeps_at_most_its_cap_of_ended_runs() {
     let page = store
         .list_runs(
             "t",
-            &baton_core::listing::RunListQuery {
+            &baton_core::state::listing::RunListQuery {
                 status: None,
                 limit: 10,
                 cursor: None,

@@ -1,4 +1,4 @@
-//! Models chosen per node, in the documented order (`baton_core::model_choice`):
+//! Models chosen per node, in the documented order (`baton_core::planning::model_choice`):
 //! a capability pinned to a model, an envelope preferring another, and a
 //! node whose capability names none. Each node's request reaches the model
 //! the order picks, through the `ModelRouter` (one test double per
@@ -14,8 +14,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::{LlmError, RuntimeError};
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::models::router::{ModelRouter, ProviderRoute};
@@ -66,15 +66,15 @@ impl LlmProvider for RecordingProvider {
     async fn converse(
         &self,
         request: &ModelRequest,
-        _session: &baton_core::conversation::ToolSession,
+        _session: &baton_core::records::conversation::ToolSession,
         _deltas: UnboundedSender<ModelDelta>,
-    ) -> Result<baton_core::conversation::SessionAnswer, LlmError> {
+    ) -> Result<baton_core::records::conversation::SessionAnswer, LlmError> {
         let model_id = request.model.as_ref().map(|target| target.model_id.clone());
         self.asked
             .lock()
             .unwrap()
             .push(("chat".into(), model_id.clone()));
-        Ok(baton_core::conversation::SessionAnswer {
+        Ok(baton_core::records::conversation::SessionAnswer {
             content: "Hello.".into(),
             tool_calls: Vec::new(),
             usage: TokenUsage::default(),
@@ -142,7 +142,7 @@ fn recording(name: &'static str) -> (Arc<RecordingProvider>, Asked) {
 /// The real services over the in-memory store and queue, with `router` as
 /// their model port, and a runner that drives runs to the end.
 fn orchestrator(
-    registry: Arc<baton_core::registry::Registry>,
+    registry: Arc<baton_core::catalog::registry::Registry>,
     router: ModelRouter,
 ) -> (baton_runtime::services::Services, LocalRunner) {
     let queue = Arc::new(InMemoryStepQueue::new());
@@ -325,13 +325,15 @@ async fn a_provider_this_process_cannot_reach_says_what_to_set() {
         user_message: String::new(),
         schema_name: "s".into(),
         output_schema: Arc::new(json!({"type": "object"})),
-        model: Some(Box::new(baton_core::model_request::ModelTarget {
-            name: "alpha-large".into(),
-            provider: "alpha".into(),
-            model_id: "alpha-large-2026-01".into(),
-            fallbacks: Vec::new(),
-            ..Default::default()
-        })),
+        model: Some(Box::new(
+            baton_core::contracts::model_request::ModelTarget {
+                name: "alpha-large".into(),
+                provider: "alpha".into(),
+                model_id: "alpha-large-2026-01".into(),
+                fallbacks: Vec::new(),
+                ..Default::default()
+            },
+        )),
     };
     let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
     let error = router.complete(&request, sender).await.unwrap_err();
@@ -626,7 +628,7 @@ async fn a_rate_limited_model_falls_back_with_one_warning_and_without_a_fallback
         .read_all_events_after("t", &run.run_id, 0)
         .await
         .unwrap();
-    let fallbacks: Vec<&baton_core::event::EventFrame> = frames
+    let fallbacks: Vec<&baton_core::wire::event::EventFrame> = frames
         .iter()
         .filter(|frame| {
             frame.event_type.as_str() == "warning"
@@ -779,7 +781,7 @@ async fn a_judge_whose_model_is_rate_limited_answers_on_its_fallback_with_a_warn
         .read_all_events_after("t", &run_id, 0)
         .await
         .unwrap();
-    let fallbacks: Vec<&baton_core::event::EventFrame> = frames
+    let fallbacks: Vec<&baton_core::wire::event::EventFrame> = frames
         .iter()
         .filter(|frame| {
             frame.event_type.as_str() == "warning"
@@ -845,13 +847,15 @@ async fn a_provider_with_a_call_limit_takes_that_many_calls_at_once() {
         user_message: String::new(),
         schema_name: "s".into(),
         output_schema: Arc::new(json!({"type": "object"})),
-        model: Some(Box::new(baton_core::model_request::ModelTarget {
-            name: "alpha-large".into(),
-            provider: "alpha".into(),
-            model_id: "alpha-large".into(),
-            fallbacks: Vec::new(),
-            ..Default::default()
-        })),
+        model: Some(Box::new(
+            baton_core::contracts::model_request::ModelTarget {
+                name: "alpha-large".into(),
+                provider: "alpha".into(),
+                model_id: "alpha-large".into(),
+                fallbacks: Vec::new(),
+                ..Default::default()
+            },
+        )),
     };
     let calls: Vec<_> = (0..10)
         .map(|_| {
@@ -930,11 +934,11 @@ fn the_llm_planner_drafts_with_the_catalogs_planner_model() {
         catalog["plannerModel"] = Value::from("alpha-large")
     });
     let registry = load_registry(folder.path()).unwrap();
-    let envelope = baton_core::envelope::TaskEnvelope::parse_value(&example_envelope(
+    let envelope = baton_core::contracts::envelope::TaskEnvelope::parse_value(&example_envelope(
         "seed-10.1-sample-envelope.json",
     ))
     .unwrap();
-    let request = baton_core::llm_planner::planner_request(&envelope, &registry, &[]);
+    let request = baton_core::planning::llm_planner::planner_request(&envelope, &registry, &[]);
     let target = request.model.expect("the planner names its model");
     assert_eq!(
         (

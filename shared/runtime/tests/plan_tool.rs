@@ -8,19 +8,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::OutboxStore;
 use baton_runtime::ports::RunLog;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
-use baton_core::event::{EventFrame, EventType};
-use baton_core::facet::{Facet, FacetDirection};
-use baton_core::registry::{Registry, RegistryDocument};
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::catalog::registry::{Registry, RegistryDocument};
+use baton_core::contracts::facet::{Facet, FacetDirection};
+use baton_core::records::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
+use baton_core::wire::event::{EventFrame, EventType};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, StepQueue};
@@ -178,7 +178,7 @@ fn registry() -> Arc<Registry> {
     }
     registry
         .add_context(
-            baton_core::contexts::ContextGuidance {
+            baton_core::catalog::contexts::ContextGuidance {
                 name: "audit".into(),
                 aliases: Vec::new(),
                 intent: "Check the work".into(),
@@ -419,14 +419,14 @@ async fn a_child_s_large_outputs_reach_the_agent_by_reference() {
         result["status"]
     );
     // The message itself carried no outputs: the core leaves them out.
-    let summary = baton_core::run::summary_for_message(json!({
+    let summary = baton_core::state::run::summary_for_message(json!({
         "runId": "run_child", "status": "completed",
         "outputs": {"summary": {"text": long_text}}
     }));
     assert_eq!(summary["outputsByReference"], true);
     assert!(summary.get("outputs").is_none());
     assert_eq!(
-        baton_core::run::summary_outputs_by_reference(&summary),
+        baton_core::state::run::summary_outputs_by_reference(&summary),
         Some("run_child")
     );
 }

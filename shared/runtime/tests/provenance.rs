@@ -7,14 +7,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::capability::AgentType;
-use baton_core::context::ModelRequest;
-use baton_core::run::{NodeStatus, RunState, RunStatus, TokenUsage};
+use baton_core::contracts::capability::AgentType;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{NodeStatus, RunState, RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};

@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::OutboxStore;
 use baton_runtime::ports::RunLog;
 use std::collections::BTreeMap;
@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::instant::Instant;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::basics::instant::Instant;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, StepQueue};

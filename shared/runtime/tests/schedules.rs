@@ -23,7 +23,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -31,11 +31,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::event::EventFrame;
-use baton_core::registry::Registry;
-use baton_core::run::{RunStatus, StepMessage, TokenUsage};
-use baton_core::schema::ValidatorCache;
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::Registry;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, StepMessage, TokenUsage};
+use baton_core::wire::event::EventFrame;
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::error::{LlmError, QueueError};
 use baton_runtime::memory::InMemoryRunStore;

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::records::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::state::context::ModelRequest;
 use baton_core::state::context_budget::DEFAULT_CONTEXT_WINDOW_TOKENS;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};

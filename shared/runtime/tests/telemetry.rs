@@ -9,8 +9,8 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::observe::telemetry::{ObservedRunStore, RunCounters, emf_lines};
@@ -57,7 +57,7 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
             Arc::new(move |seen| {
                 sink_lines.lock().unwrap().extend(emf_lines(
                     seen,
-                    baton_core::instant::Instant::from_unix_millis(1_000),
+                    baton_core::basics::instant::Instant::from_unix_millis(1_000),
                 ));
             }),
         ),
@@ -150,7 +150,7 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
 
 #[test]
 fn plans_drafted_for_review_and_their_reviews_are_counted_by_verdict() {
-    use baton_core::event::{EventDraft, EventType};
+    use baton_core::wire::event::{EventDraft, EventType};
     use baton_runtime::observe::telemetry::{Observation, observations};
     let at = "2026-11-26T00:00:00.000Z";
     let review = |verdict: &str| {

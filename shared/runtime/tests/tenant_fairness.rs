@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::RunStatus;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::RunStatus;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, StepQueue};

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use baton_runtime::RuntimeError;
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::memory::InMemoryStepQueue;
@@ -64,7 +64,7 @@ async fn a_tenant_at_its_limit_is_refused_another_run_and_others_are_not() {
         async move {
             runs.list(
                 tenant,
-                &baton_core::listing::RunListQuery {
+                &baton_core::state::listing::RunListQuery {
                     status: None,
                     limit: 100,
                     cursor: None,
@@ -177,7 +177,7 @@ async fn a_tenant_over_its_submissions_per_minute_waits_for_the_oldest_to_leave_
 /// gets none.
 #[test]
 fn a_tenants_own_retention_wins_and_only_an_ended_run_expires() {
-    use baton_core::run::RunStatus;
+    use baton_core::state::run::RunStatus;
     let settings: baton_core::catalog::tenant_settings::TenantSettings =
         serde_json::from_value(serde_json::json!({"tenants": {"team-a": {"retentionDays": 365}}}))
             .unwrap();
@@ -186,7 +186,7 @@ fn a_tenants_own_retention_wins_and_only_an_ended_run_expires() {
         ..Default::default()
     }
     .with_tenant_settings(&settings);
-    let now = baton_core::instant::Instant::from_unix_millis(1_767_225_600_000);
+    let now = baton_core::basics::instant::Instant::from_unix_millis(1_767_225_600_000);
     let day = std::time::Duration::from_secs(24 * 3600);
     assert_eq!(
         retention.retain_until("team-a", RunStatus::Completed, now),

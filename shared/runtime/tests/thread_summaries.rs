@@ -11,9 +11,9 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolSession};
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::records::conversation::{SessionAnswer, SessionTurn, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryStepQueue, InMemoryThreadStore};
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};

@@ -7,15 +7,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::panels::TranscriptPublication;
-use baton_core::run::{RunStatus, TokenUsage};
+use baton_core::contracts::panels::TranscriptPublication;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_judge::request::PanelRequest;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};

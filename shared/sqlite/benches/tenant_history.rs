@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use baton_sqlite::SqliteStore;
 use baton_test_support::tenant_history::{measure_tenant_operations, print_figures};
 
@@ -25,11 +25,11 @@ const ROUNDS: usize = 15;
 /// file at `path` (as JSON text, which the store reads as it reads files
 /// written before it compressed states).
 fn seed_past_runs(path: &std::path::Path, count: usize) {
-    let envelope = baton_core::envelope::TaskEnvelope::parse_value(&serde_json::json!({
+    let envelope = baton_core::contracts::envelope::TaskEnvelope::parse_value(&serde_json::json!({
         "objective": "a past run", "outputContract": {"schema": {"type": "object"}}
     }))
     .unwrap();
-    let year_ago = baton_core::instant::Instant::from_unix_millis(1_735_689_600_000);
+    let year_ago = baton_core::basics::instant::Instant::from_unix_millis(1_735_689_600_000);
     let mut connection = rusqlite::Connection::open(path).unwrap();
     let transaction = connection.transaction().unwrap();
     {

@@ -1,7 +1,7 @@
-//! Run entries (`baton_core::entries`) in the `entries` table: put by the
+//! Run entries (`baton_core::records::entries`) in the `entries` table: put by the
 //! commit that carries them (in its transaction), read by key prefix.
 
-use baton_core::entries::RunEntry;
+use baton_core::records::entries::RunEntry;
 use baton_runtime::error::StoreError;
 use rusqlite::params;
 

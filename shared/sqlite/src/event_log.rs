@@ -2,7 +2,7 @@
 //! sequence, in the caller's transaction; writes outside a commit (deltas,
 //! warnings, a claim's `node_start`) refused once the run has settled.
 
-use baton_core::event::EventDraft;
+use baton_core::wire::event::EventDraft;
 use baton_runtime::error::StoreError;
 use rusqlite::{OptionalExtension, params};
 
@@ -64,9 +64,10 @@ pub(crate) fn append_unless_settled(
         .optional()
         .map_err(unavailable)?
         .ok_or(StoreError::RunNotFound)?;
-    let settled =
-        serde_json::from_value::<baton_core::run::RunStatus>(serde_json::Value::String(status))
-            .is_ok_and(|status| status.is_terminal());
+    let settled = serde_json::from_value::<baton_core::state::run::RunStatus>(
+        serde_json::Value::String(status),
+    )
+    .is_ok_and(|status| status.is_terminal());
     if settled {
         return Ok(Appended::RunSettled(u64::try_from(last).unwrap_or(0)));
     }

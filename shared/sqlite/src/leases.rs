@@ -1,8 +1,8 @@
 //! Node leases on the SQLite file: claim (taking over an expired lease or
 //! one whose process is gone), renew (the heartbeat), release.
 
-use baton_core::event::EventDraft;
-use baton_core::instant::Instant;
+use baton_core::basics::instant::Instant;
+use baton_core::wire::event::EventDraft;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, NodeClaim};
 use rusqlite::{OptionalExtension, params};

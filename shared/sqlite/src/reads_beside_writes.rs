@@ -1,7 +1,7 @@
 //! Reads go to their own connection: they are answered while the writer is
 //! busy, and that connection cannot write.
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::RunLog;
 use std::time::Duration;
 

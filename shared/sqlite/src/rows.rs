@@ -2,7 +2,7 @@
 //! times as Unix milliseconds, the first column of a query, a write
 //! transaction (`BEGIN IMMEDIATE`).
 
-use baton_core::instant::Instant;
+use baton_core::basics::instant::Instant;
 use baton_runtime::error::StoreError;
 use rusqlite::{Transaction, TransactionBehavior};
 

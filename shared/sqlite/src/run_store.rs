@@ -1,11 +1,11 @@
 //! The ports on the SQLite file: runs, events, leases, outbox, capabilities.
 
 use async_trait::async_trait;
-use baton_core::capability::RegisteredCapability;
-use baton_core::event::{EventDraft, EventFrame};
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
-use baton_core::run::{RunState, StepMessage};
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::contracts::capability::RegisteredCapability;
+use baton_core::state::run::{RunState, StepMessage};
+use baton_core::wire::event::{EventDraft, EventFrame};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{
     CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, NodeLeases, OutboxStore, RunLog,
@@ -308,7 +308,7 @@ impl RunLog for SqliteStore {
         &self,
         key: RunKey<'_>,
         prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+    ) -> Result<Vec<baton_core::records::entries::RunEntry>, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id, prefix) = (
             tenant_id.to_string(),
@@ -462,8 +462,8 @@ impl RunQueries for SqliteStore {
     async fn list_runs(
         &self,
         tenant_id: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, StoreError> {
         self.query_run_page(tenant_id, query).await
     }
 

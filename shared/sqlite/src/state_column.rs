@@ -6,7 +6,7 @@
 //! JSON text: a TEXT value is read as such, and rewritten compressed at the
 //! run's next commit.
 
-use baton_core::run::RunState;
+use baton_core::state::run::RunState;
 use baton_runtime::error::StoreError;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 

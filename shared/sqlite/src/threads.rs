@@ -2,10 +2,12 @@
 //! that answered it, so recording an exchange again replaces it.
 
 use async_trait::async_trait;
-use baton_core::chat::ChatExchange;
-use baton_core::ids::ThreadKey;
-use baton_core::thread_lane::ThreadLane;
-use baton_core::thread_listing::{ThreadListPage, ThreadListQuery, ThreadListing, listed_message};
+use baton_core::basics::ids::ThreadKey;
+use baton_core::records::chat::ChatExchange;
+use baton_core::records::thread_lane::ThreadLane;
+use baton_core::records::thread_listing::{
+    ThreadListPage, ThreadListQuery, ThreadListing, listed_message,
+};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 use rusqlite::{OptionalExtension, params};

@@ -66,10 +66,11 @@ async fn the_counter_is_set_from_the_runs_of_a_file_written_before_it() {
     let path = directory.path().join("baton.sqlite3");
     {
         let store = SqliteStore::open(&path).unwrap();
-        let envelope = baton_core::envelope::TaskEnvelope::parse_value(&serde_json::json!({
-            "objective": "counted", "outputContract": {"schema": {"type": "object"}}
-        }))
-        .unwrap();
+        let envelope =
+            baton_core::contracts::envelope::TaskEnvelope::parse_value(&serde_json::json!({
+                "objective": "counted", "outputContract": {"schema": {"type": "object"}}
+            }))
+            .unwrap();
         for index in 0..3 {
             let decision = baton_core::engine::start_run(
                 baton_core::engine::NewRunIdentity {
@@ -81,7 +82,7 @@ async fn the_counter_is_set_from_the_runs_of_a_file_written_before_it() {
                     submitted_by: None,
                 },
                 envelope.clone(),
-                baton_core::instant::Instant::from_unix_millis(1_767_225_600_000),
+                baton_core::basics::instant::Instant::from_unix_millis(1_767_225_600_000),
                 3,
             );
             baton_runtime::ports::RunLog::create_run(&store, &decision.state, vec![], vec![], None)

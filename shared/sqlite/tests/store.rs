@@ -4,12 +4,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::OutboxStore;
 use baton_runtime::ports::RunLog;
 use std::sync::Arc;
 
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::StepCommit;
 use baton_sqlite::SqliteStore;
@@ -97,7 +97,7 @@ async fn the_sqlite_store_passes_the_thread_store_conformance_suite() {
     let reopened = store_in(&directory);
     let exchanges = baton_runtime::ports::ThreadStore::thread_exchanges(
         &reopened,
-        baton_core::ids::ThreadKey::new("tenant-a-sqlite", "thread-sqlite"),
+        baton_core::basics::ids::ThreadKey::new("tenant-a-sqlite", "thread-sqlite"),
     )
     .await
     .unwrap()
@@ -258,9 +258,9 @@ async fn two_processes_racing_for_one_commit_make_one_transition() {
             previous_status: stored.state.status(),
             retain_until: None,
             state: stored.state.clone(),
-            events: vec![baton_core::frames::log(
-                &baton_core::frames::FrameStamp::new(
-                    baton_core::instant::Instant::from_unix_millis(1),
+            events: vec![baton_core::wire::frames::log(
+                &baton_core::wire::frames::FrameStamp::new(
+                    baton_core::basics::instant::Instant::from_unix_millis(1),
                     0,
                 ),
                 format!("contender {index}"),
@@ -446,7 +446,7 @@ async fn two_concurrent_answers_to_one_task_make_one_transition_on_sqlite() {
         .await
         .unwrap()
         .unwrap();
-    let task = baton_core::tasks::human_tasks(&parked.state).remove(0);
+    let task = baton_core::state::tasks::human_tasks(&parked.state).remove(0);
     let answer = || PersonInput::Answer {
         node_id: task.node_id.clone(),
         expected_plan_version: task.plan_version,
@@ -510,9 +510,9 @@ async fn concurrent_commits_share_transactions_and_a_loser_writes_nothing() {
         others.push(state);
     }
     let log = |text: String| {
-        vec![baton_core::frames::log(
-            &baton_core::frames::FrameStamp::new(
-                baton_core::instant::Instant::from_unix_millis(1),
+        vec![baton_core::wire::frames::log(
+            &baton_core::wire::frames::FrameStamp::new(
+                baton_core::basics::instant::Instant::from_unix_millis(1),
                 0,
             ),
             text,

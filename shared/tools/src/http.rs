@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use baton_core::tools::{HttpToolExecutor, url_placeholders};
+use baton_core::catalog::tools::{HttpToolExecutor, url_placeholders};
 use baton_outbound::{GuardedClient, OutboundPolicy, OutboundRefusal};
 use baton_runtime::ports::ResolvedHeaders;
 use reqwest::Method;

@@ -8,7 +8,7 @@
 //!   the tool's timeout and size cap.
 //! - `mcp` over streamable HTTP: the server's headers are resolved the same
 //!   way and sent on every request of the session.
-//! - builtin `registry_search`: the read-only search of `baton_core::tools`.
+//! - builtin `registry_search`: the read-only search of `baton_core::catalog::tools`.
 //!
 //! Invariants: a secret's value is never part of an outcome, an error or a
 //! log line (only its variable's or secret's name is; an answer that echoes
@@ -22,12 +22,12 @@ mod mcp;
 
 use std::sync::Arc;
 
-use baton_core::registry::Registry;
-use baton_core::registry_search::search_registry;
-use baton_core::tools::{BuiltinTool, ToolDefinition, ToolExecutor};
+use baton_core::catalog::registry::Registry;
+use baton_core::catalog::registry_search::search_registry;
+use baton_core::catalog::tools::{BuiltinTool, ToolDefinition, ToolExecutor};
 use baton_outbound::Resolver;
 
-pub use baton_core::conversation::{ToolInvocation as ToolCall, ToolOutcome};
+pub use baton_core::records::conversation::{ToolInvocation as ToolCall, ToolOutcome};
 
 pub use baton_runtime::ports::EnvironmentLookup;
 use baton_runtime::ports::{NoSecrets, SecretStore};
@@ -72,7 +72,7 @@ impl ToolRunner {
     /// that cannot be read is the call's outcome, naming the header.
     pub(crate) async fn resolve(
         &self,
-        headers: &baton_core::tools::HeaderSources,
+        headers: &baton_core::catalog::tools::HeaderSources,
     ) -> Result<baton_runtime::ports::ResolvedHeaders, ToolOutcome> {
         baton_runtime::ports::resolve_headers(
             headers,
@@ -125,7 +125,7 @@ impl ToolRunner {
 
 /// `outcome` with every value in `secret_values` replaced by `[redacted]`.
 fn scrubbed(outcome: ToolOutcome, secret_values: &[&str]) -> ToolOutcome {
-    use baton_core::redaction::{scrub_text, scrub_values};
+    use baton_core::basics::redaction::{scrub_text, scrub_values};
     match outcome {
         ToolOutcome::Succeeded(mut value) => {
             scrub_values(&mut value, secret_values);

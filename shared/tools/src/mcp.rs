@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use baton_core::tools::{McpServer, McpToolExecutor, ToolDefinition};
+use baton_core::catalog::tools::{McpServer, McpToolExecutor, ToolDefinition};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
 use rmcp::service::{RoleClient, RunningService};
 use serde_json::Value;

@@ -14,8 +14,8 @@ mod session_fixture;
 
 use std::time::Duration;
 
-use baton_core::event::EventType;
-use baton_core::run::{RunStatus, StepCommand};
+use baton_core::state::run::{RunStatus, StepCommand};
+use baton_core::wire::event::EventType;
 use baton_runtime::ports::StepQueue;
 use baton_runtime::services::StepOutcome;
 use baton_test_support::assert_frames_match_schemas;
@@ -142,7 +142,7 @@ async fn a_turn_whose_stream_restarted_warns_readers_and_streams_its_answer_once
                     == Some(&json!("stream_restarted"))
         })
         .expect("the restart is announced to readers");
-    let text = |frames: &[&baton_core::event::EventFrame]| -> String {
+    let text = |frames: &[&baton_core::wire::event::EventFrame]| -> String {
         frames
             .iter()
             .filter(|frame| frame.event_type == EventType::Delta)

@@ -14,8 +14,8 @@ use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
-use baton_core::registry::Registry;
-use baton_core::tools::ToolDefinition;
+use baton_core::catalog::registry::Registry;
+use baton_core::catalog::tools::ToolDefinition;
 use baton_tools::{ToolCall, ToolOutcome, ToolRunner};
 use serde_json::{Value, json};
 

@@ -8,7 +8,7 @@
 
 mod session_fixture;
 
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use session_fixture::{envelope, fixture, runner};
 
 /// The tool's server continues the run's trace: the request's
@@ -54,7 +54,7 @@ async fn the_tool_request_carries_its_execute_tool_span_as_traceparent() {
     let [Some(sent)] = sent.as_slice() else {
         panic!("one call with a traceparent: {sent:?}")
     };
-    let sent = baton_core::trace_context::TraceParent::parse(sent).unwrap();
+    let sent = baton_core::basics::trace_context::TraceParent::parse(sent).unwrap();
     assert_eq!(sent.trace_id, trace.trace_id, "the run's trace");
     let spans = exporter.get_finished_spans().unwrap();
     let hex = |bytes: &[u8]| {

@@ -22,7 +22,7 @@ use std::cell::Cell;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use baton_core::trace_context::TraceParent;
+use baton_core::basics::trace_context::TraceParent;
 use baton_runtime::observe::run_traces::{EndedRun, RunSpanExporter};
 use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer, TracerProvider as _};
 use opentelemetry::{Context, KeyValue};
@@ -163,7 +163,7 @@ struct RootSpans {
     tracer: SdkTracer,
 }
 
-fn system_time(instant: baton_core::instant::Instant) -> SystemTime {
+fn system_time(instant: baton_core::basics::instant::Instant) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(instant.unix_millis())
 }
 

@@ -547,5 +547,8 @@ fn a_steps_working_set_has_no_public_field() {
         .filter(|line| line.starts_with("pub"))
         .collect();
     assert!(body.lines().count() > 5, "the struct's fields were read");
-    assert!(public.is_empty(), "public fields of StepContext: {public:?}");
+    assert!(
+        public.is_empty(),
+        "public fields of StepContext: {public:?}"
+    );
 }

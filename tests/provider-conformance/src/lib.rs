@@ -22,9 +22,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{OfferedTool, SessionTurn, ToolSession};
-use baton_core::model_request::ModelTarget;
+use baton_core::contracts::model_request::ModelTarget;
+use baton_core::records::conversation::{OfferedTool, SessionTurn, ToolSession};
+use baton_core::state::context::ModelRequest;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelDelta};
 use scripted_llm::{Behavior, ScriptedLlmServer, ScriptedToolCall, WireProtocol};

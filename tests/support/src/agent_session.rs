@@ -8,14 +8,14 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{
+use baton_core::catalog::registry::Registry;
+use baton_core::catalog::tools::ToolDefinition;
+use baton_core::contracts::facet::{Facet, FacetDirection};
+use baton_core::records::conversation::{
     SessionAnswer, SessionTurn, ToolCallRequest, ToolInvocation, ToolOutcome, ToolSession,
 };
-use baton_core::facet::{Facet, FacetDirection};
-use baton_core::registry::Registry;
-use baton_core::run::TokenUsage;
-use baton_core::tools::ToolDefinition;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, ToolRunner};
 use serde_json::json;

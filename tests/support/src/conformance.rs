@@ -26,24 +26,26 @@ pub use threads::thread_store_conformance;
 
 use std::sync::Arc;
 
+use baton_core::basics::ids::RunKey;
+use baton_core::contracts::envelope::TaskEnvelope;
 use baton_core::engine::{NewRunIdentity, start_run};
-use baton_core::envelope::TaskEnvelope;
-use baton_core::event::{EventDraft, EventType};
-use baton_core::ids::RunKey;
-use baton_core::run::{RunState, RunStatus, StepCommand, StepMessage};
+use baton_core::state::run::{RunState, RunStatus, StepCommand, StepMessage};
+use baton_core::wire::event::{EventDraft, EventType};
 use serde_json::json;
 
-use baton_core::instant::Instant;
+use baton_core::basics::instant::Instant;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit};
 
 const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
 
 /// Every conformance run's trace: kept in state, frames and outbox.
-const CONFORMANCE_TRACE: baton_core::trace_context::RunTrace =
-    baton_core::trace_context::RunTrace {
-        trace_id: baton_core::trace_context::TraceId(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736),
-        root_span_id: baton_core::trace_context::SpanId(0x0102_0304_0506_0708),
+const CONFORMANCE_TRACE: baton_core::basics::trace_context::RunTrace =
+    baton_core::basics::trace_context::RunTrace {
+        trace_id: baton_core::basics::trace_context::TraceId(
+            0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736,
+        ),
+        root_span_id: baton_core::basics::trace_context::SpanId(0x0102_0304_0506_0708),
         caller_span_id: None,
         sampled: true,
     };
@@ -71,7 +73,9 @@ fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<Ste
     // Stamped as a write stamps them (a span id as if spans were exported).
     for event in &mut decision.events {
         event.trace_id = Some(CONFORMANCE_TRACE.trace_id);
-        event.span_id = Some(baton_core::trace_context::SpanId(0x00f0_67aa_0ba9_02b7));
+        event.span_id = Some(baton_core::basics::trace_context::SpanId(
+            0x00f0_67aa_0ba9_02b7,
+        ));
     }
     for message in &mut decision.outbox {
         message.traceparent = Some(CONFORMANCE_TRACE.step_traceparent());
@@ -86,7 +90,7 @@ fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<Ste
 }
 
 fn log(message: &str) -> EventDraft {
-    baton_core::frames::log(&baton_core::frames::FrameStamp::new(NOW, 0), message)
+    baton_core::wire::frames::log(&baton_core::wire::frames::FrameStamp::new(NOW, 0), message)
 }
 
 /// A commit on `expected_version`, where the run was `previous_status`.
@@ -168,7 +172,10 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     check(
         first[0].trace_id == Some(CONFORMANCE_TRACE.trace_id)
-            && first[0].span_id == Some(baton_core::trace_context::SpanId(0x00f0_67aa_0ba9_02b7)),
+            && first[0].span_id
+                == Some(baton_core::basics::trace_context::SpanId(
+                    0x00f0_67aa_0ba9_02b7,
+                )),
         "frames keep their trace and span ids",
     )?;
     check(

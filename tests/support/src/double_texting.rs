@@ -13,11 +13,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::chat::ChatExchange;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, ToolSession};
-use baton_core::run::{RunStatus, TokenUsage};
-use baton_core::thread_lane::MultitaskStrategy;
+use baton_core::records::chat::ChatExchange;
+use baton_core::records::conversation::{SessionAnswer, ToolSession};
+use baton_core::records::thread_lane::MultitaskStrategy;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::{LlmError, RuntimeError};
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{

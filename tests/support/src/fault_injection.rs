@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::ids::RunKey;
-use baton_core::run::StepMessage;
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::StepMessage;
 
 use baton_runtime::error::QueueError;
 use baton_runtime::ports::{ReceivedStep, StepQueue};
@@ -191,8 +191,8 @@ impl ThrottlingStore {
 impl baton_runtime::ports::RunLog for ThrottlingStore {
     async fn create_run_within(
         &self,
-        state: &baton_core::run::RunState,
-        events: Vec<baton_core::event::EventDraft>,
+        state: &baton_core::state::run::RunState,
+        events: Vec<baton_core::wire::event::EventDraft>,
         outbox: Vec<StepMessage>,
         idempotency_key: Option<&str>,
         live_run_limit: Option<u64>,
@@ -224,7 +224,7 @@ impl baton_runtime::ports::RunLog for ThrottlingStore {
         &self,
         key: RunKey<'_>,
         prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_core::records::entries::RunEntry>, baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner.read_entries(key, prefix).await
     }
@@ -232,7 +232,7 @@ impl baton_runtime::ports::RunLog for ThrottlingStore {
     async fn append_events(
         &self,
         key: RunKey<'_>,
-        events: Vec<baton_core::event::EventDraft>,
+        events: Vec<baton_core::wire::event::EventDraft>,
     ) -> Result<u64, baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner.append_events(key, events).await
@@ -243,7 +243,7 @@ impl baton_runtime::ports::RunLog for ThrottlingStore {
         key: RunKey<'_>,
         after_sequence: u64,
         limit: usize,
-    ) -> Result<Vec<baton_core::event::EventFrame>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_core::wire::event::EventFrame>, baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner.read_events(key, after_sequence, limit).await
     }
@@ -255,7 +255,7 @@ impl baton_runtime::ports::NodeLeases for ThrottlingStore {
         &self,
         key: RunKey<'_>,
         claim: baton_runtime::ports::NodeClaim<'_>,
-        events_on_claim: Vec<baton_core::event::EventDraft>,
+        events_on_claim: Vec<baton_core::wire::event::EventDraft>,
     ) -> Result<baton_runtime::ports::ClaimOutcome, baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner.claim_node(key, claim, events_on_claim).await
@@ -305,7 +305,7 @@ impl baton_runtime::ports::OutboxStore for ThrottlingStore {
 
     async fn stale_outbox(
         &self,
-        written_before: baton_core::instant::Instant,
+        written_before: baton_core::basics::instant::Instant,
         limit: usize,
     ) -> Result<Vec<StepMessage>, baton_runtime::error::StoreError> {
         self.throttled()?;
@@ -323,8 +323,8 @@ impl baton_runtime::ports::RunQueries for ThrottlingStore {
     async fn list_runs(
         &self,
         tenant_id: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, baton_runtime::error::StoreError> {
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner.list_runs(tenant_id, query).await
     }
@@ -332,7 +332,7 @@ impl baton_runtime::ports::RunQueries for ThrottlingStore {
     async fn runs_awaiting_human(
         &self,
         tenant_id: &str,
-    ) -> Result<Vec<baton_core::run::RunState>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_core::state::run::RunState>, baton_runtime::error::StoreError> {
         self.throttled()?;
         self.inner.runs_awaiting_human(tenant_id).await
     }

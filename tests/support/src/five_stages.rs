@@ -1,9 +1,9 @@
 //! A five-node linear pipeline (the benches' workload): five capabilities in
 //! a line over six stage facets, and the envelope that plans all five.
 
-use baton_core::capability::{AgentType, CapabilityRegistration, NodeKind};
-use baton_core::facet::{Facet, FacetDirection};
-use baton_core::registry::Registry;
+use baton_core::catalog::registry::Registry;
+use baton_core::contracts::capability::{AgentType, CapabilityRegistration, NodeKind};
+use baton_core::contracts::facet::{Facet, FacetDirection};
 use serde_json::{Map, Value, json};
 
 /// The stages' facets, in order.
@@ -169,7 +169,7 @@ impl baton_runtime::ports::LlmProvider for InstantFiveStageModel {
     }
     async fn complete(
         &self,
-        request: &baton_core::context::ModelRequest,
+        request: &baton_core::state::context::ModelRequest,
         deltas: tokio::sync::mpsc::UnboundedSender<baton_runtime::ports::ModelDelta>,
     ) -> Result<baton_runtime::ports::ModelAnswer, baton_runtime::error::LlmError> {
         spend_work(self.extra_work);
@@ -181,7 +181,7 @@ impl baton_runtime::ports::LlmProvider for InstantFiveStageModel {
         let _ = deltas.send(baton_runtime::ports::ModelDelta::Text(content.clone()));
         Ok(baton_runtime::ports::ModelAnswer {
             content,
-            usage: baton_core::run::TokenUsage {
+            usage: baton_core::state::run::TokenUsage {
                 prompt_tokens: 10,
                 completion_tokens: 10,
                 cached_prompt_tokens: 0,

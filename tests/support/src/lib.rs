@@ -42,10 +42,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use baton_core::event::EventFrame;
-use baton_core::frames::FRAME_SCHEMA_DIRECTORY;
-use baton_core::registry::Registry;
-use baton_core::schema::{SharedValidator, ValidatorCache, collect_violations, compile_schema};
+use baton_core::basics::schema::{
+    SharedValidator, ValidatorCache, collect_violations, compile_schema,
+};
+use baton_core::catalog::registry::Registry;
+use baton_core::wire::event::EventFrame;
+use baton_core::wire::frames::FRAME_SCHEMA_DIRECTORY;
 use baton_runtime::clock::{RandomIds, SystemClock};
 use baton_runtime::memory::{InMemoryCapabilityDirectory, InMemoryRunStore, InMemoryStepQueue};
 use baton_runtime::ports::{CapabilityDirectory, Clock, LlmProvider, RunStore, StepQueue};
@@ -88,7 +90,7 @@ pub fn example_envelope(name: &str) -> Value {
 pub fn plain_example_envelope(name: &str) -> Value {
     let mut envelope = example_envelope(name);
     if let Some(policies) = envelope.get_mut("policies").and_then(Value::as_object_mut) {
-        for key in baton_core::legacy_policies::LEGACY_POLICY_KEYS {
+        for key in baton_core::contracts::legacy_policies::LEGACY_POLICY_KEYS {
             policies.remove(key);
         }
     }

@@ -4,8 +4,8 @@
 //! port that must never be called.
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::run::TokenUsage;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_runtime::error::LlmError;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
 use tokio::sync::mpsc::UnboundedSender;

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_core::listing::{MAX_RUNS_PER_PAGE, RunListQuery};
-use baton_core::run::RunStatus;
+use baton_core::state::listing::{MAX_RUNS_PER_PAGE, RunListQuery};
+use baton_core::state::run::RunStatus;
 use baton_runtime::ports::{RunQueries, RunStore};
 use baton_runtime::services::{OrchestratorSettings, PerTenantLimit, TenantLimits};
 
@@ -189,7 +189,7 @@ pub async fn measure_tenant_operations(
         match page
             .next_cursor
             .as_deref()
-            .and_then(baton_core::listing::ListCursor::parse)
+            .and_then(baton_core::state::listing::ListCursor::parse)
         {
             Some(next) => cursor = Some(next),
             None => break,

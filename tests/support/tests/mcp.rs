@@ -12,14 +12,14 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{
+use baton_core::catalog::registry::Registry;
+use baton_core::catalog::tools::ToolDefinition;
+use baton_core::contracts::facet::{Facet, FacetDirection};
+use baton_core::records::conversation::{
     SessionAnswer, SessionTurn, ToolCallRequest, ToolInvocation, ToolOutcome, ToolSession,
 };
-use baton_core::facet::{Facet, FacetDirection};
-use baton_core::registry::Registry;
-use baton_core::run::{RunStatus, TokenUsage};
-use baton_core::tools::ToolDefinition;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunStatus, TokenUsage};
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta};
@@ -292,7 +292,7 @@ async fn an_agent_calls_a_tool_served_over_mcp() {
     baton_test_support::assert_frames_match_schemas(&frames);
     let result = frames
         .iter()
-        .find(|frame| frame.event_type == baton_core::event::EventType::ToolResult)
+        .find(|frame| frame.event_type == baton_core::wire::event::EventType::ToolResult)
         .and_then(|frame| frame.payload_value())
         .unwrap();
     assert_eq!(result["result"]["words"], 4);

@@ -29,7 +29,7 @@ pub struct ChatOptions {
     /// A JSON file of facet values.
     pub inputs: Option<PathBuf>,
     pub entity_id: Option<String>,
-    pub multitask_strategy: baton_core::thread_lane::MultitaskStrategy,
+    pub multitask_strategy: baton_core::records::thread_lane::MultitaskStrategy,
     pub format: OutputFormat,
     pub store: StoreChoice,
     pub registry: Option<PathBuf>,

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use baton_core::registry::Registry;
+use baton_core::catalog::registry::Registry;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::memory::TranscriptFolder;
 use baton_runtime::services::dataset_evaluations::PanelJudge;

@@ -53,7 +53,7 @@ fn authorized(request: reqwest::RequestBuilder, token: Option<&str>) -> reqwest:
 
 /// The statuses a run stops at on its own (`RunStatus::is_settled`).
 fn settled(status: &str) -> bool {
-    baton_core::run::RunStatus::parse(status).is_some_and(|status| status.is_settled())
+    baton_core::state::run::RunStatus::parse(status).is_some_and(|status| status.is_settled())
 }
 
 async fn run_remote(

@@ -41,7 +41,7 @@ pub async fn run(path: &Path, format: OutputFormat) -> Outcome {
     // Each judge asks its own catalog model: a name the catalog lacks is
     // refused before any is asked.
     if let Err((at, message)) =
-        baton_core::model_choice::check_judge_models(registry.models(), &request)
+        baton_core::planning::model_choice::check_judge_models(registry.models(), &request)
     {
         return Err(invalid(format!("{}: {at}: {message}", path.display())));
     }

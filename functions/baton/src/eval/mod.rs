@@ -1,5 +1,5 @@
 //! `baton eval DATASET`: every example of an evaluation dataset
-//! (`baton_core::dataset`) run on the embedded default (`--store`, the
+//! (`baton_core::contracts::dataset`) run on the embedded default (`--store`, the
 //! default SQLite file, so `baton serve` shows the runs) or against a
 //! deployed API (`--api URL`), at most `--concurrency` at once. Each is
 //! scored by its deterministic checks and, when the dataset or `--judges`
@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
-use baton_core::dataset::{Dataset, parse_dataset};
+use baton_core::contracts::dataset::{Dataset, parse_dataset};
 use baton_evaluation::results::{Check, ExampleResult, results_text};
 use baton_evaluation::summary::Summary;
 

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
+use baton_core::basics::schema::json_path_for_pointer;
 use baton_core::engine::{ApprovalDecision, HumanInputRefused};
-use baton_core::governance::{HitlKind, Hold};
-use baton_core::run::RunState;
-use baton_core::schema::json_path_for_pointer;
-use baton_core::tasks::{HumanTask, human_tasks};
+use baton_core::records::governance::{HitlKind, Hold};
+use baton_core::state::run::RunState;
+use baton_core::state::tasks::{HumanTask, human_tasks};
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::services::{PersonInput, PersonInputOutcome, Services};
 use serde_json::Value;

@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use baton_core::registry::Registry;
+use baton_core::catalog::registry::Registry;
 use baton_evaluation::served::EvaluationRecord;
 use baton_http::evaluation_port::{EvaluationRefusal, EvaluationsExtension, ServedEvaluations};
 use baton_runtime::clock::SystemClock;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
 use baton_bootstrap::{Configuration, process_environment};
-use baton_core::registry::Registry;
+use baton_core::catalog::registry::Registry;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{Clock, StepQueue};

@@ -58,7 +58,7 @@ pub fn model_for_cli(read: VariableReader<'_>) -> Result<Arc<dyn LlmProvider>, S
 /// catalog's `local` provider when it is the default). Remote agents'
 /// `{"secret": …}` headers are read from `secrets`.
 pub fn routed_model_for_cli(
-    registry: &baton_core::registry::Registry,
+    registry: &baton_core::catalog::registry::Registry,
     read: VariableReader<'_>,
     secrets: Arc<dyn baton_runtime::ports::SecretStore>,
 ) -> Result<Arc<dyn LlmProvider>, StartupError> {

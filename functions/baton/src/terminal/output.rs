@@ -5,9 +5,9 @@
 
 use std::io::{IsTerminal, Write};
 
-use baton_core::event::{EventFrame, EventType};
-use baton_core::hooks::HookRenderer;
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
+use baton_core::wire::event::{EventFrame, EventType};
+use baton_core::wire::hooks::HookRenderer;
 use serde_json::Value;
 
 use crate::terminal::OutputFormat;

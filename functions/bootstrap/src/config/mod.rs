@@ -260,7 +260,7 @@ impl Configuration {
             },
         };
         let agent_session_limit = match non_empty(read, "BATON_SESSION_MAX_SECONDS") {
-            None => baton_core::agents::DEFAULT_SESSION_LIMIT,
+            None => baton_core::records::agents::DEFAULT_SESSION_LIMIT,
             Some(text) => match text.parse::<u64>() {
                 Ok(seconds) if seconds > 0 => Duration::from_secs(seconds),
                 _ => {

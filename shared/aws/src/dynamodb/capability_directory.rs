@@ -9,7 +9,7 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::ReturnValue;
-use baton_core::capability::RegisteredCapability;
+use baton_core::contracts::capability::RegisteredCapability;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::CapabilityDirectory;
 

@@ -15,7 +15,7 @@
 //! much as a commit (`cargo bench -p baton-aws --bench cost_per_run`).
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
-use baton_core::event::{EventDraft, EventFrame};
+use baton_core::wire::event::{EventDraft, EventFrame};
 use baton_runtime::error::StoreError;
 
 use super::keys::{event_sk, frame_part_sk, run_pk};

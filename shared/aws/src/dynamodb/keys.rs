@@ -8,7 +8,7 @@
 //! pending-outbox shards (`OUTBOX#PENDING#…`) and the schedules' due marks,
 //! which belong to no tenant's request.
 
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 
 /// A run's items: its state, event sequence, events, leases, outbox,
 /// entries.

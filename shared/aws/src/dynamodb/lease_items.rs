@@ -5,9 +5,9 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-use baton_core::event::EventDraft;
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::wire::event::EventDraft;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, NodeClaim, NodeLeases};
 

@@ -13,7 +13,7 @@
 //! work then are not counted until they end (a moment's leeway, once).
 
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem, Update};
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use baton_runtime::error::StoreError;
 
 use super::keys::counter_pk;

@@ -25,8 +25,8 @@
 //! still implied.
 
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use baton_core::run::{RunState, RunStatus};
-use baton_core::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
+use baton_core::state::run::{RunState, RunStatus};
+use baton_core::state::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
 use baton_runtime::error::StoreError;
 
 use super::keys::{
@@ -48,7 +48,7 @@ fn body_attribute(pk: &str) -> &'static str {
 /// The items `state` implies.
 pub(crate) fn open_items(state: &RunState) -> OpenItems {
     let mut items = OpenItems::new();
-    let listing = baton_core::listing::RunListing::of(state);
+    let listing = baton_core::state::listing::RunListing::of(state);
     if let Ok(body) = serde_json::to_string(&listing) {
         items.insert(
             (
@@ -94,12 +94,12 @@ pub(crate) fn open_items(state: &RunState) -> OpenItems {
 fn every_possible_key(state: &RunState, previous_status: RunStatus) -> Vec<(String, String)> {
     let mut keys = vec![(
         runs_by_status_pk(&state.tenant_id, previous_status),
-        baton_core::listing::ordering_key(&state.created_at.rfc3339(), &state.run_id),
+        baton_core::state::listing::ordering_key(&state.created_at.rfc3339(), &state.run_id),
     )];
     if let Some(plan) = &state.plan {
         for node in &plan.nodes {
-            if node.agent_type() == baton_core::capability::AgentType::Human {
-                let task_id = baton_core::tasks::task_id(&state.run_id, &node.node_id);
+            if node.agent_type() == baton_core::contracts::capability::AgentType::Human {
+                let task_id = baton_core::state::tasks::task_id(&state.run_id, &node.node_id);
                 keys.push((
                     tasks_pk(&state.tenant_id),
                     task_sk(&node.capability_id, &state.created_at.rfc3339(), &task_id),

@@ -2,9 +2,9 @@
 //! sweeper's sparse-index view across runs, and marking entries sent.
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
-use baton_core::run::StepMessage;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::state::run::StepMessage;
 use baton_runtime::error::StoreError;
 
 use super::keys::{awaiting_human_pk, outbox_sk, pending_outbox_pk, run_pk};
@@ -107,7 +107,7 @@ impl DynamoRunStore {
     pub(crate) async fn query_runs_awaiting_human(
         &self,
         tenant_id: &str,
-    ) -> Result<Vec<baton_core::run::RunState>, StoreError> {
+    ) -> Result<Vec<baton_core::state::run::RunState>, StoreError> {
         let mut states = Vec::new();
         let mut start = None;
         loop {

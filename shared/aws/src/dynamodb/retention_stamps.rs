@@ -21,7 +21,7 @@
 //! `expiresAt` as gone (`DynamoRunStore::has_expired`).
 
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
-use baton_core::instant::Instant;
+use baton_core::basics::instant::Instant;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ExpiredRunsBatch, RetentionUpkeep};
 

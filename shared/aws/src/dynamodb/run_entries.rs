@@ -1,10 +1,10 @@
-//! Run entries (`baton_core::entries`) as items of the run's partition:
+//! Run entries (`baton_core::records::entries`) as items of the run's partition:
 //! `sk = ENTRY#{key}`, the entry as deflated JSON in `body`, expiring with
 //! the run's events. Put in the commit's transaction (one action each),
 //! read by a consistent `begins_with` query.
 
 use aws_sdk_dynamodb::types::TransactWriteItem;
-use baton_core::entries::RunEntry;
+use baton_core::records::entries::RunEntry;
 use baton_runtime::error::StoreError;
 
 use super::keys::run_pk;

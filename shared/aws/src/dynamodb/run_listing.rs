@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use baton_core::listing::{RunListPage, RunListQuery, RunListing};
+use baton_core::state::listing::{RunListPage, RunListQuery, RunListing};
 use baton_runtime::error::StoreError;
 
 use super::keys::{runs_by_status_pk, runs_pk};

@@ -3,10 +3,10 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
-use baton_core::event::{EventDraft, EventFrame};
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
-use baton_core::run::{RunState, StepMessage};
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::state::run::{RunState, StepMessage};
+use baton_core::wire::event::{EventDraft, EventFrame};
 use baton_runtime::error::StoreError;
 
 use super::keys::{awaiting_human_pk, created_sk, event_sk, idempotency_pk, run_pk, state_part_sk};
@@ -434,7 +434,7 @@ impl RunLog for DynamoRunStore {
         &self,
         key: RunKey<'_>,
         prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+    ) -> Result<Vec<baton_core::records::entries::RunEntry>, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         self.query_entries(tenant_id, run_id, prefix).await
     }
@@ -479,8 +479,8 @@ impl RunQueries for DynamoRunStore {
     async fn list_runs(
         &self,
         tenant_id: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, StoreError> {
         self.query_run_page(tenant_id, query).await
     }
 
@@ -488,14 +488,14 @@ impl RunQueries for DynamoRunStore {
         &self,
         tenant_id: &str,
         capability_id: Option<&str>,
-    ) -> Result<Vec<baton_core::tasks::HumanTask>, StoreError> {
+    ) -> Result<Vec<baton_core::state::tasks::HumanTask>, StoreError> {
         self.query_pending_tasks(tenant_id, capability_id).await
     }
 
     async fn pending_requests(
         &self,
         tenant_id: &str,
-    ) -> Result<Vec<baton_core::tasks::PendingRequest>, StoreError> {
+    ) -> Result<Vec<baton_core::state::tasks::PendingRequest>, StoreError> {
         self.query_pending_requests(tenant_id).await
     }
 }

@@ -16,8 +16,8 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use baton_core::instant::Instant;
-use baton_core::schedules::{Schedule, ScheduleState, ScheduleTrigger};
+use baton_core::basics::instant::Instant;
+use baton_core::records::schedules::{Schedule, ScheduleState, ScheduleTrigger};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ScheduleBook, ScheduleWrite};
 

@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 
 use aws_sdk_dynamodb::primitives::Blob;
 use aws_sdk_dynamodb::types::AttributeValue;
-use baton_core::run::RunState;
+use baton_core::state::run::RunState;
 use baton_runtime::error::StoreError;
 use flate2::Compression;
 use flate2::read::DeflateDecoder;

@@ -165,7 +165,7 @@ pub(crate) fn shard_of(key: &str, shards: u32) -> u32 {
 }
 
 /// An expiry as DynamoDB's TTL reads it (Unix seconds).
-pub(crate) fn ttl_seconds(instant: baton_core::instant::Instant) -> AttributeValue {
+pub(crate) fn ttl_seconds(instant: baton_core::basics::instant::Instant) -> AttributeValue {
     n(instant.unix_millis() / 1000)
 }
 

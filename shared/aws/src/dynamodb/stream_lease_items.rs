@@ -19,8 +19,8 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{StreamCaps, StreamLeases, StreamOpening};
 

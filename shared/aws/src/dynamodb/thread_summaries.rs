@@ -14,8 +14,8 @@
 //! ago may list a moment later.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use baton_core::chat::ChatExchange;
-use baton_core::thread_listing::{
+use baton_core::records::chat::ChatExchange;
+use baton_core::records::thread_listing::{
     ThreadListPage, ThreadListQuery, ThreadListing, listed_message, thread_ordering_key,
 };
 use baton_runtime::error::StoreError;

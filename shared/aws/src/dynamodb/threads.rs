@@ -10,10 +10,10 @@
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
-use baton_core::chat::ChatExchange;
-use baton_core::ids::ThreadKey;
-use baton_core::thread_lane::ThreadLane;
-use baton_core::thread_listing::{ThreadListPage, ThreadListQuery};
+use baton_core::basics::ids::ThreadKey;
+use baton_core::records::chat::ChatExchange;
+use baton_core::records::thread_lane::ThreadLane;
+use baton_core::records::thread_listing::{ThreadListPage, ThreadListQuery};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ThreadStore;
 

@@ -19,7 +19,7 @@ use aws_sdk_scheduler::types::{
     ActionAfterCompletion, FlexibleTimeWindow, FlexibleTimeWindowMode, RetryPolicy,
     ScheduleState as EventBridgeState, Target,
 };
-use baton_core::schedules::{MissedFirePolicy, Schedule, ScheduleState, ScheduleTrigger};
+use baton_core::records::schedules::{MissedFirePolicy, Schedule, ScheduleState, ScheduleTrigger};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::ScheduleTriggers;
 

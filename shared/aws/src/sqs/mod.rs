@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
-use baton_core::run::StepMessage;
+use baton_core::state::run::StepMessage;
 use baton_runtime::error::QueueError;
 use baton_runtime::ports::{ReceivedStep, StepQueue};
 
@@ -106,13 +106,13 @@ fn delay_seconds(delay: Duration) -> i32 {
 
 /// A timer's first hop: delayed until its `notBefore` (wall clock), as far
 /// as SQS allows; the worker defers it again if it comes early.
-fn delay_until(not_before: Option<baton_core::instant::Instant>) -> Option<i32> {
+fn delay_until(not_before: Option<baton_core::basics::instant::Instant>) -> Option<i32> {
     let due = not_before?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()
         .and_then(|since| u64::try_from(since.as_millis()).ok())
-        .map(baton_core::instant::Instant::from_unix_millis)?;
+        .map(baton_core::basics::instant::Instant::from_unix_millis)?;
     Some(delay_seconds(due.since(now))).filter(|seconds| *seconds > 0)
 }
 

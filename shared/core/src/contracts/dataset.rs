@@ -199,7 +199,7 @@ pub fn parse_dataset(
             other => error(line, "$.envelope", other.to_string()),
         })?;
         for (position, assertion) in example.expect.assertions.iter().enumerate() {
-            crate::logic::check_expression(assertion).map_err(|problem| {
+            crate::basics::logic::check_expression(assertion).map_err(|problem| {
                 error(
                     line,
                     format!("$.expect.assertions[{position}]"),

@@ -1021,7 +1021,7 @@ fn a_persons_valid_answer_completes_the_node_and_the_run() {
             node_id: "node_2",
             expected_plan_version: version,
             output: json!({"draft": {"text": "written by a person"}}),
-            by: &crate::tasks::Answerer::operator(None),
+            by: &crate::state::tasks::Answerer::operator(None),
         },
         NOW,
         &context,
@@ -1055,7 +1055,7 @@ fn a_persons_valid_answer_completes_the_node_and_the_run() {
             node_id: "node_2",
             expected_plan_version: version,
             output: json!({"draft": {"text": "twice"}}),
-            by: &crate::tasks::Answerer::operator(None),
+            by: &crate::state::tasks::Answerer::operator(None),
         },
         NOW,
         &context,
@@ -1088,16 +1088,16 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
             });
         }
     }
-    let tasks = crate::tasks::human_tasks(&parked);
+    let tasks = crate::state::tasks::human_tasks(&parked);
     assert_eq!(
         tasks[0].assigned_to,
-        Some(crate::tasks::Assignment {
+        Some(crate::state::tasks::Assignment {
             users: vec!["ops@example.org".into()],
             groups: vec!["group_a".into()],
         })
     );
     let version = parked.plan_version();
-    let answer_by = |answerer: &crate::tasks::Answerer| {
+    let answer_by = |answerer: &crate::state::tasks::Answerer| {
         answer_human_node(
             parked.clone(),
             HumanAnswer {
@@ -1111,7 +1111,7 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
         )
         .unwrap()
     };
-    let outsider = crate::tasks::Answerer {
+    let outsider = crate::state::tasks::Answerer {
         user: Some("eve@example.org".into()),
         groups: vec!["group_b".into()],
         may_answer_any_task: false,
@@ -1122,7 +1122,7 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
             assigned_to: tasks[0].assigned_to.clone().unwrap()
         }
     );
-    let member = crate::tasks::Answerer {
+    let member = crate::state::tasks::Answerer {
         user: Some("ana@example.org".into()),
         groups: vec!["group_a".into()],
         may_answer_any_task: false,
@@ -1136,20 +1136,20 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
     let completed = decision
         .events
         .iter()
-        .find(|event| event.event_type == crate::event::EventType::NodeComplete)
+        .find(|event| event.event_type == crate::wire::event::EventType::NodeComplete)
         .unwrap();
     assert_eq!(
         completed.payload.as_ref().unwrap()["answeredBy"],
         "ana@example.org"
     );
     // A user named in the assignment needs no group; an operator needs neither.
-    let named = crate::tasks::Answerer {
+    let named = crate::state::tasks::Answerer {
         user: Some("ops@example.org".into()),
         groups: Vec::new(),
         may_answer_any_task: false,
     };
     assert!(answer_by(&named).is_ok());
-    assert!(answer_by(&crate::tasks::Answerer::operator(None)).is_ok());
+    assert!(answer_by(&crate::state::tasks::Answerer::operator(None)).is_ok());
 }
 
 #[test]
@@ -1181,16 +1181,16 @@ fn the_envelopes_task_assignment_takes_the_place_of_the_capabilitys() {
     )
     .unwrap();
     parked.envelope = Arc::new(envelope);
-    let assigned = crate::tasks::Assignment {
+    let assigned = crate::state::tasks::Assignment {
         users: vec!["lee@example.org".into()],
         groups: vec!["group_c".into()],
     };
     assert_eq!(
-        crate::tasks::human_tasks(&parked)[0].assigned_to,
+        crate::state::tasks::human_tasks(&parked)[0].assigned_to,
         Some(assigned.clone())
     );
     let version = parked.plan_version();
-    let answer_by = |answerer: &crate::tasks::Answerer| {
+    let answer_by = |answerer: &crate::state::tasks::Answerer| {
         answer_human_node(
             parked.clone(),
             HumanAnswer {
@@ -1205,7 +1205,7 @@ fn the_envelopes_task_assignment_takes_the_place_of_the_capabilitys() {
         .unwrap()
     };
     // The capability's group no longer answers; the envelope's does.
-    let capabilitys_group = crate::tasks::Answerer {
+    let capabilitys_group = crate::state::tasks::Answerer {
         user: Some("ana@example.org".into()),
         groups: vec!["group_a".into()],
         may_answer_any_task: false,
@@ -1216,7 +1216,7 @@ fn the_envelopes_task_assignment_takes_the_place_of_the_capabilitys() {
             assigned_to: assigned
         }
     );
-    let envelopes_group = crate::tasks::Answerer {
+    let envelopes_group = crate::state::tasks::Answerer {
         user: Some("kim@example.org".into()),
         groups: vec!["group_c".into()],
         may_answer_any_task: false,
@@ -1238,7 +1238,7 @@ fn answers_that_cannot_apply_change_nothing_and_say_why() {
                 node_id,
                 expected_plan_version,
                 output,
-                by: &crate::tasks::Answerer::operator(None),
+                by: &crate::state::tasks::Answerer::operator(None),
             },
             NOW,
             &context,
@@ -1285,7 +1285,7 @@ fn a_person_declining_fails_the_run_with_the_reason() {
             node_id: "node_2",
             reason_code: "out_of_scope",
             note: Some("not our brand"),
-            by: &crate::tasks::Answerer::operator(None),
+            by: &crate::state::tasks::Answerer::operator(None),
         },
         NOW,
         &context,

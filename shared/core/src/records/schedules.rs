@@ -20,7 +20,7 @@ use croner::parser::{CronParser, Seconds, Year};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::instant::Instant;
+use crate::basics::instant::Instant;
 
 /// A fire no later than this after its time is on time; one later was
 /// missed, and [`MissedFirePolicy`] decides.
@@ -106,18 +106,18 @@ pub struct Schedule {
     pub description: Option<String>,
     pub state: ScheduleState,
     pub trigger: ScheduleTrigger,
-    #[serde(with = "crate::instant::rfc3339")]
+    #[serde(with = "crate::basics::instant::rfc3339")]
     #[schemars(with = "String")]
     pub created_at: Instant,
     /// Where a rate counts from: creation, or the last resume.
-    #[serde(with = "crate::instant::rfc3339")]
+    #[serde(with = "crate::basics::instant::rfc3339")]
     #[schemars(with = "String")]
     pub anchor_at: Instant,
     /// The next time it fires (none while paused, or when the expression
     /// has no later time).
     #[serde(
         default,
-        with = "crate::instant::rfc3339_option",
+        with = "crate::basics::instant::rfc3339_option",
         skip_serializing_if = "Option::is_none"
     )]
     #[schemars(with = "Option<String>")]
@@ -125,7 +125,7 @@ pub struct Schedule {
     /// The fire time of the last run it started.
     #[serde(
         default,
-        with = "crate::instant::rfc3339_option",
+        with = "crate::basics::instant::rfc3339_option",
         skip_serializing_if = "Option::is_none"
     )]
     #[schemars(with = "Option<String>")]

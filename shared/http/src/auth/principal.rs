@@ -118,8 +118,8 @@ impl Principal {
 
     /// The caller as one who answers tasks: their user and groups; an
     /// `admin` may answer any task.
-    pub fn answerer(&self) -> baton_core::tasks::Answerer {
-        baton_core::tasks::Answerer {
+    pub fn answerer(&self) -> baton_core::state::tasks::Answerer {
+        baton_core::state::tasks::Answerer {
             user: self.user.clone(),
             groups: self.groups.clone(),
             may_answer_any_task: self.scopes.contains(&Scope::Admin),

@@ -26,8 +26,8 @@
 
 use std::sync::Arc;
 
-use baton_core::event::EventFrame;
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
+use baton_core::wire::event::EventFrame;
 use baton_runtime::RuntimeError;
 use baton_runtime::services::{ChatRequest, PersonInput, PersonInputOutcome, Submitter};
 use futures_util::StreamExt;
@@ -49,7 +49,7 @@ use crate::state::ApiState;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct EnvelopeArguments {
     /// The task envelope, as `POST /runs` takes it.
-    #[schemars(with = "baton_core::envelope::TaskEnvelope")]
+    #[schemars(with = "baton_core::contracts::envelope::TaskEnvelope")]
     envelope: Value,
 }
 
@@ -388,8 +388,8 @@ impl BatonMcpServer {
             }
             status if status.awaits_people() => {
                 // Read off the run: no query of the tenant's tasks.
-                answer["tasks"] =
-                    serde_json::to_value(baton_core::tasks::human_tasks(run)).unwrap_or_default();
+                answer["tasks"] = serde_json::to_value(baton_core::state::tasks::human_tasks(run))
+                    .unwrap_or_default();
                 answer["pendingRequest"] =
                     serde_json::to_value(run.governance.pending_request()).unwrap_or_default();
             }
@@ -465,7 +465,7 @@ impl BatonMcpServer {
         &self,
         tenant: &str,
         raw: Option<Map<String, Value>>,
-        answerer: &baton_core::tasks::Answerer,
+        answerer: &baton_core::state::tasks::Answerer,
     ) -> ToolOutcome {
         let AnswerArguments {
             run_id,

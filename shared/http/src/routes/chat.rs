@@ -165,7 +165,7 @@ pub(crate) async fn list_threads(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     Query(parameters): Query<std::collections::HashMap<String, String>>,
-) -> Result<axum::Json<baton_core::thread_listing::ThreadListPage>, ApiError> {
+) -> Result<axum::Json<baton_core::records::thread_listing::ThreadListPage>, ApiError> {
     let query = thread_list_query(&parameters)?;
     Ok(axum::Json(
         state.runs.list_threads(&tenant.0, &query).await?,
@@ -175,8 +175,8 @@ pub(crate) async fn list_threads(
 /// The query the parameters ask for, or the 400 naming the first bad one.
 pub fn thread_list_query(
     parameters: &std::collections::HashMap<String, String>,
-) -> Result<baton_core::thread_listing::ThreadListQuery, ApiError> {
-    use baton_core::thread_listing::{MAX_THREADS_PER_PAGE, ThreadListQuery};
+) -> Result<baton_core::records::thread_listing::ThreadListQuery, ApiError> {
+    use baton_core::records::thread_listing::{MAX_THREADS_PER_PAGE, ThreadListQuery};
     let invalid = |parameter: &str, message: String| {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", message)
             .with_details(json!({"parameter": parameter}))

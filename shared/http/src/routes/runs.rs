@@ -13,8 +13,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
-use baton_core::listing::{ListCursor, MAX_RUNS_PER_PAGE, RunListPage, RunListQuery};
-use baton_core::run::RunStatus;
+use baton_core::state::listing::{ListCursor, MAX_RUNS_PER_PAGE, RunListPage, RunListQuery};
+use baton_core::state::run::RunStatus;
 use serde_json::{Value, json};
 
 use crate::auth::{Principal, Tenant};

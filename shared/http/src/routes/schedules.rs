@@ -9,7 +9,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use baton_core::schedules::Schedule;
+use baton_core::records::schedules::Schedule;
 
 use crate::auth::Tenant;
 use crate::bodies::{ScheduleList, ValidatedJson};

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, Response, StatusCode};
-use baton_core::conversation::{OfferedTool, ToolCallRequest};
-use baton_core::model_request::ModelTarget;
+use baton_core::contracts::model_request::ModelTarget;
+use baton_core::records::conversation::{OfferedTool, ToolCallRequest};
 
 use super::*;
 

@@ -188,7 +188,7 @@ fn backoff_grows_and_stays_under_the_cap() {
 
 fn session() -> ToolSession {
     ToolSession {
-        tools: vec![baton_core::conversation::OfferedTool {
+        tools: vec![baton_core::records::conversation::OfferedTool {
             name: "registry_search".into(),
             description: "Searches the registry.".into(),
             parameters: std::sync::Arc::new(
@@ -350,13 +350,15 @@ async fn strict_output_is_asked_only_of_a_model_that_has_it_and_a_schema_that_al
     for (model_has_it, schema, expected) in cases {
         let mut request = request();
         request.output_schema = std::sync::Arc::new(schema);
-        request.model = Some(Box::new(baton_core::model_request::ModelTarget {
-            name: "m".into(),
-            provider: "openai".into(),
-            model_id: "gpt-test".into(),
-            strict_output: model_has_it,
-            ..Default::default()
-        }));
+        request.model = Some(Box::new(
+            baton_core::contracts::model_request::ModelTarget {
+                name: "m".into(),
+                provider: "openai".into(),
+                model_id: "gpt-test".into(),
+                strict_output: model_has_it,
+                ..Default::default()
+            },
+        ));
         let (sender, _receiver) = tokio::sync::mpsc::unbounded_channel();
         provider.complete(&request, sender).await.unwrap();
         let sent = server.requests().last().unwrap().body.clone();

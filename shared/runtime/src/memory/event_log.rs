@@ -26,9 +26,9 @@
 //! - The records are this process's own (a log is never written to disk nor
 //!   read by another build), so their layout may change between versions.
 
-use baton_core::event::{EventDraft, EventFrame, EventType, FrameProvenance};
-use baton_core::frame_payload::FramePayload;
-use baton_core::trace_context::{SpanId, TraceId};
+use baton_core::basics::trace_context::{SpanId, TraceId};
+use baton_core::wire::event::{EventDraft, EventFrame, EventType, FrameProvenance};
+use baton_core::wire::frame_payload::FramePayload;
 use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
@@ -325,7 +325,7 @@ impl CopiedFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_core::event::EventType;
+    use baton_core::wire::event::EventType;
     use serde_json::json;
 
     fn draft(text: &str) -> EventDraft {
@@ -374,7 +374,7 @@ mod tests {
 
     #[test]
     fn a_frame_with_every_field_set_reads_back_as_the_frame_its_draft_makes() {
-        use baton_core::compiler::FacetProvenance;
+        use baton_core::contracts::compiler::FacetProvenance;
         use std::sync::Arc;
         let mut full = EventDraft::new(EventType::NodeComplete, "2026-11-26T00:00:00.000Z", 2)
             .node("node_1")

@@ -16,7 +16,7 @@
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use baton_core::credentials::SecretReference;
+use baton_core::basics::credentials::SecretReference;
 use serde_json::Value;
 
 use crate::ports::{EnvironmentLookup, SecretError, SecretStore, SecretValue};

@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::entries::RunEntry;
-use baton_core::event::{EventDraft, EventFrame};
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
-use baton_core::run::{RunState, RunStatus, StepMessage};
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::records::entries::RunEntry;
+use baton_core::state::run::{RunState, RunStatus, StepMessage};
+use baton_core::wire::event::{EventDraft, EventFrame};
 use tokio::sync::Notify;
 
 mod audit_log;
@@ -54,7 +54,7 @@ struct RunRecord {
     /// one message or none pending.
     outbox: BTreeMap<String, Box<OutboxEntry>>,
     leases: HashMap<(String, u32), Lease, foldhash::fast::RandomState>,
-    /// Entries beside the run, by key (`baton_core::entries`).
+    /// Entries beside the run, by key (`baton_core::records::entries`).
     entries: BTreeMap<String, RunEntry>,
     /// When the ended run may be dropped (Unix ms); `None` while it works
     /// or waits.
@@ -459,9 +459,9 @@ impl RunQueries for InMemoryRunStore {
     async fn list_runs(
         &self,
         tenant_id: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, StoreError> {
-        use baton_core::listing::{RunListPage, RunListing};
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, StoreError> {
+        use baton_core::state::listing::{RunListPage, RunListing};
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;
         tables.drop_expired(self.clock.now().unix_millis(), self.ended_run_cap);
         let mut listed: Vec<RunListing> = tables
@@ -526,8 +526,8 @@ pub use self::threads::InMemoryThreadStore;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_core::event::EventType;
-    use baton_core::trace_context::{RunTrace, TraceParent};
+    use baton_core::basics::trace_context::{RunTrace, TraceParent};
+    use baton_core::wire::event::EventType;
 
     /// The run's trace id is kept once, not in each frame's text, and every
     /// frame read has it back.
@@ -537,7 +537,7 @@ mod tests {
         let caller =
             TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").ok();
         let trace = RunTrace::new(caller, 0, 7);
-        let envelope = baton_core::envelope::TaskEnvelope::parse_value(
+        let envelope = baton_core::contracts::envelope::TaskEnvelope::parse_value(
             &serde_json::json!({"objective": "o", "outputContract": {"schema": {"type": "object"}}}),
         )
         .unwrap_or_else(|error| unreachable!("{error:?}"));

@@ -2,9 +2,9 @@
 //! and appends the claim's frames under the store's one lock.
 
 use async_trait::async_trait;
-use baton_core::event::EventDraft;
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::wire::event::EventDraft;
 
 use super::{InMemoryRunStore, Lease, poisoned};
 use crate::error::StoreError;

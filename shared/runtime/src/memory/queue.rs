@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::run::StepMessage;
+use baton_core::state::run::StepMessage;
 use tokio::sync::Notify;
 
 use crate::error::QueueError;
@@ -239,7 +239,7 @@ mod tests {
     async fn a_delayed_release_waits_in_the_queue_not_in_the_caller() {
         use std::time::Duration;
 
-        use baton_core::run::{StepCommand, StepMessage};
+        use baton_core::state::run::{StepCommand, StepMessage};
 
         use super::InMemoryStepQueue;
         use crate::ports::StepQueue;
@@ -275,7 +275,7 @@ mod tests {
     async fn tenants_are_served_in_turn_each_in_its_own_order() {
         use std::time::Duration;
 
-        use baton_core::run::{StepCommand, StepMessage};
+        use baton_core::state::run::{StepCommand, StepMessage};
 
         use super::InMemoryStepQueue;
         use crate::ports::StepQueue;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use baton_core::capability::RegisteredCapability;
+use baton_core::contracts::capability::RegisteredCapability;
 
 use crate::error::StoreError;
 use crate::ports::CapabilityDirectory;

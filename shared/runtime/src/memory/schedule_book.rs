@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use baton_core::instant::Instant;
-use baton_core::schedules::{Schedule, ScheduleState, ScheduleTrigger};
+use baton_core::basics::instant::Instant;
+use baton_core::records::schedules::{Schedule, ScheduleState, ScheduleTrigger};
 
 use crate::error::StoreError;
 use crate::ports::{ScheduleBook, ScheduleWrite};

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
 
 use crate::error::StoreError;
 use crate::ports::{StreamCaps, StreamLeases, StreamOpening};

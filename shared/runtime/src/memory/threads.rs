@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use baton_core::chat::ChatExchange;
-use baton_core::ids::ThreadKey;
-use baton_core::thread_lane::ThreadLane;
-use baton_core::thread_listing::{ThreadListPage, ThreadListQuery, ThreadListing};
+use baton_core::basics::ids::ThreadKey;
+use baton_core::records::chat::ChatExchange;
+use baton_core::records::thread_lane::ThreadLane;
+use baton_core::records::thread_listing::{ThreadListPage, ThreadListQuery, ThreadListing};
 
 use crate::error::StoreError;
 use crate::ports::ThreadStore;

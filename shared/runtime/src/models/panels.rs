@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::context::ModelRequest;
-use baton_core::model_catalog::ModelCatalog;
-use baton_core::model_choice::model_for_judge;
+use baton_core::catalog::model_catalog::ModelCatalog;
+use baton_core::planning::model_choice::model_for_judge;
+use baton_core::state::context::ModelRequest;
 use baton_judge::panel::{
     EvaluationProgress, JudgeAnswer, JudgeCall, JudgeOutcome, Panel, PanelAdvance, PanelOutput,
     judge_answer_schema,
@@ -147,7 +147,7 @@ impl TranscriptPublisher for EventLogTranscripts {
         &self,
         _tenant_id: &str,
         _run_id: &str,
-        _publication: &baton_core::panels::TranscriptPublication,
+        _publication: &baton_core::contracts::panels::TranscriptPublication,
     ) -> Result<(), crate::error::PublishError> {
         Ok(())
     }

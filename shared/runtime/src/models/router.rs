@@ -1,6 +1,6 @@
 //! One model port over many providers: each request goes to the provider
 //! of the catalog model it names (`ModelRequest::model`, chosen per node by
-//! `baton_core::model_choice`); a request naming none goes to the
+//! `baton_core::planning::model_choice`); a request naming none goes to the
 //! deployment's default model. A provider this process cannot reach (no
 //! endpoint configured, the offline model outside the CLI) answers with a
 //! configuration error that says what to set; it is never silently replaced
@@ -29,9 +29,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, ToolSession};
-use baton_core::model_request::ModelTarget;
+use baton_core::contracts::model_request::ModelTarget;
+use baton_core::records::conversation::{SessionAnswer, ToolSession};
+use baton_core::state::context::ModelRequest;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::LlmError;

@@ -10,9 +10,9 @@
 //! derived from the answer (`tool_calls` when it asks for tools, `stop`
 //! otherwise): the providers' own reasons are not carried this far.
 
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, ToolSession};
-use baton_core::usage::TokenUsage;
+use baton_core::basics::usage::TokenUsage;
+use baton_core::records::conversation::{SessionAnswer, ToolSession};
+use baton_core::state::context::ModelRequest;
 use serde_json::{Value, json};
 use tracing::field::Empty;
 
@@ -83,7 +83,7 @@ pub(crate) fn record_input(
     if let Some(session) = session {
         messages.push(json!({"role": "session", "parts": [{"type": "turns", "content": format!("{session:?}")}]}));
     }
-    let redacted = baton_core::redaction::redact(&Value::Array(messages));
+    let redacted = baton_core::basics::redaction::redact(&Value::Array(messages));
     span.record("gen_ai.input.messages", redacted.to_string());
 }
 
@@ -99,6 +99,6 @@ pub(crate) fn record_output(span: &tracing::Span, content: &str, turn: Option<&S
     let message = json!([{"role": "assistant", "parts": parts}]);
     span.record(
         "gen_ai.output.messages",
-        baton_core::redaction::redact(&message).to_string(),
+        baton_core::basics::redaction::redact(&message).to_string(),
     );
 }

@@ -15,9 +15,9 @@
 //! exported, the `spanId` of the span that wrote the frame (both read off
 //! the stamped frame), so a line links to its span in a trace backend.
 
-use baton_core::event::{EventDraft, EventType};
-use baton_core::instant::Instant;
-use baton_core::run::RunState;
+use baton_core::basics::instant::Instant;
+use baton_core::state::run::RunState;
+use baton_core::wire::event::{EventDraft, EventType};
 use serde_json::Value;
 
 /// The `tracing` target every lifecycle line has (filter with

@@ -15,9 +15,9 @@
 //!   invocation runs it (the parent comes from the message, never from the
 //!   process).
 
-use baton_core::event::EventDraft;
-use baton_core::run::StepMessage;
-use baton_core::trace_context::{RunTrace, SpanId, TraceId, TraceParent};
+use baton_core::basics::trace_context::{RunTrace, SpanId, TraceId, TraceParent};
+use baton_core::state::run::StepMessage;
+use baton_core::wire::event::EventDraft;
 use opentelemetry::trace::{SpanContext, TraceContextExt, TraceFlags, TraceState};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -34,8 +34,8 @@ pub struct EndedRun {
     pub status: String,
     /// The failure's code and message, when it failed.
     pub failure: Option<(String, String)>,
-    pub started_at: baton_core::instant::Instant,
-    pub ended_at: baton_core::instant::Instant,
+    pub started_at: baton_core::basics::instant::Instant,
+    pub ended_at: baton_core::basics::instant::Instant,
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub cost_usd: Option<f64>,
@@ -45,13 +45,16 @@ impl EndedRun {
     /// The run `state` ended by a commit whose frames are `frames`, when it
     /// has a trace and one of the frames ends it (`complete`, `error`: each
     /// is written once per run).
-    pub fn of_commit(state: &baton_core::run::RunState, frames: &[EventDraft]) -> Option<Self> {
-        use baton_core::event::EventType;
+    pub fn of_commit(
+        state: &baton_core::state::run::RunState,
+        frames: &[EventDraft],
+    ) -> Option<Self> {
+        use baton_core::wire::event::EventType;
         let trace = state.trace?;
         let ending = frames
             .iter()
             .find(|frame| matches!(frame.event_type, EventType::Complete | EventType::Error))?;
-        let ended_at = baton_core::instant::Instant::parse_rfc3339(&ending.timestamp)
+        let ended_at = baton_core::basics::instant::Instant::parse_rfc3339(&ending.timestamp)
             .unwrap_or(state.updated_at);
         let usage = state.total_usage();
         Some(EndedRun {
@@ -194,8 +197,8 @@ pub fn traced_frames(trace: Option<&RunTrace>, mut frames: Vec<EventDraft>) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baton_core::event::EventType;
-    use baton_core::run::StepCommand;
+    use baton_core::state::run::StepCommand;
+    use baton_core::wire::event::EventType;
 
     #[test]
     fn without_an_exported_span_frames_get_the_trace_and_messages_the_root() {

@@ -24,11 +24,11 @@ use crate::ports::RunStore;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::event::{EventDraft, EventFrame, EventType};
-use baton_core::frame_payload::FramePayload;
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
-use baton_core::run::{RunState, StepMessage};
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::state::run::{RunState, StepMessage};
+use baton_core::wire::event::{EventDraft, EventFrame, EventType};
+use baton_core::wire::frame_payload::FramePayload;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
 use serde_json::{Value, json};
 
@@ -409,7 +409,7 @@ impl RunLog for ObservedRunStore {
         &self,
         key: RunKey<'_>,
         prefix: &str,
-    ) -> Result<Vec<baton_core::entries::RunEntry>, StoreError> {
+    ) -> Result<Vec<baton_core::records::entries::RunEntry>, StoreError> {
         self.inner.read_entries(key, prefix).await
     }
 
@@ -503,8 +503,8 @@ impl RunQueries for ObservedRunStore {
     async fn list_runs(
         &self,
         tenant_id: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, StoreError> {
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, StoreError> {
         self.inner.list_runs(tenant_id, query).await
     }
 
@@ -516,14 +516,14 @@ impl RunQueries for ObservedRunStore {
         &self,
         tenant_id: &str,
         capability_id: Option<&str>,
-    ) -> Result<Vec<baton_core::tasks::HumanTask>, StoreError> {
+    ) -> Result<Vec<baton_core::state::tasks::HumanTask>, StoreError> {
         self.inner.pending_tasks(tenant_id, capability_id).await
     }
 
     async fn pending_requests(
         &self,
         tenant_id: &str,
-    ) -> Result<Vec<baton_core::tasks::PendingRequest>, StoreError> {
+    ) -> Result<Vec<baton_core::state::tasks::PendingRequest>, StoreError> {
         self.inner.pending_requests(tenant_id).await
     }
 }

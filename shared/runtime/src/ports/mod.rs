@@ -4,15 +4,15 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use baton_core::capability::RegisteredCapability;
-use baton_core::context::ModelRequest;
-use baton_core::entries::RunEntry;
-use baton_core::event::{EventDraft, EventFrame};
-use baton_core::ids::RunKey;
-use baton_core::ids::ThreadKey;
-use baton_core::instant::Instant;
-use baton_core::run::{RunState, StepMessage};
-use baton_core::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::ids::ThreadKey;
+use baton_core::basics::instant::Instant;
+use baton_core::contracts::capability::RegisteredCapability;
+use baton_core::records::entries::RunEntry;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::{RunState, StepMessage};
+use baton_core::state::tasks::{HumanTask, PendingRequest, human_tasks, pending_request};
+use baton_core::wire::event::{EventDraft, EventFrame};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::error::{LlmError, QueueError, StoreError};
@@ -69,7 +69,7 @@ pub enum ClaimOutcome {
 #[derive(Debug, Clone)]
 pub struct NodeClaim<'a> {
     /// What the lease protects, in the form the store keeps it under
-    /// (`baton_core::claims::ClaimKey::storage_key`).
+    /// (`baton_core::basics::claims::ClaimKey::storage_key`).
     pub claim_key: &'a str,
     pub attempt: u32,
     pub worker_id: &'a str,
@@ -86,7 +86,7 @@ pub struct StepCommit {
     /// a commit that moves the run into or out of work (queued, running)
     /// moves the tenant's live-run counter in the same write. A store may
     /// make the write conditional on it too.
-    pub previous_status: baton_core::run::RunStatus,
+    pub previous_status: baton_core::state::run::RunStatus,
     /// When the run's records may be deleted: set by the commit that ends
     /// the run (now + the tenant's retention), `None` while it is at work
     /// or parked (a run that waits never expires).
@@ -98,7 +98,7 @@ pub struct StepCommit {
     pub outbox: Vec<StepMessage>,
     /// The handled message's outbox entry, consumed by this write.
     pub consumed_message_id: Option<String>,
-    /// Entries written beside the run (`baton_core::entries`): put under
+    /// Entries written beside the run (`baton_core::records::entries`): put under
     /// their keys in the same transaction.
     pub entries: Vec<RunEntry>,
 }
@@ -240,8 +240,8 @@ pub trait RunQueries: Send + Sync {
     async fn list_runs(
         &self,
         tenant_id: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, StoreError>;
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, StoreError>;
 
     /// The tenant's runs waiting for a person (status `awaiting_human`,
     /// `awaiting_hitl` or `paused`), oldest first: where the human task
@@ -373,9 +373,9 @@ pub trait LlmProvider: Send + Sync {
     async fn converse(
         &self,
         request: &ModelRequest,
-        session: &baton_core::conversation::ToolSession,
+        session: &baton_core::records::conversation::ToolSession,
         deltas: UnboundedSender<ModelDelta>,
-    ) -> Result<baton_core::conversation::SessionAnswer, LlmError> {
+    ) -> Result<baton_core::records::conversation::SessionAnswer, LlmError> {
         let _ = (request, session, deltas);
         Err(LlmError::Configuration(format!(
             "the model provider `{}` cannot call tools",
@@ -424,7 +424,7 @@ pub trait TranscriptPublisher: Send + Sync {
         &self,
         tenant_id: &str,
         run_id: &str,
-        publication: &baton_core::panels::TranscriptPublication,
+        publication: &baton_core::contracts::panels::TranscriptPublication,
     ) -> Result<(), crate::error::PublishError>;
 }
 
@@ -436,9 +436,9 @@ pub trait TranscriptPublisher: Send + Sync {
 pub trait ToolRunner: Send + Sync {
     async fn run_tool(
         &self,
-        tool: &baton_core::tools::ToolDefinition,
-        invocation: &baton_core::conversation::ToolInvocation,
-    ) -> baton_core::conversation::ToolOutcome;
+        tool: &baton_core::catalog::tools::ToolDefinition,
+        invocation: &baton_core::records::conversation::ToolInvocation,
+    ) -> baton_core::records::conversation::ToolOutcome;
 }
 
 /// Reads remote agents' cards (A2A): a capability naming a `remoteAgent`
@@ -471,10 +471,10 @@ pub struct NoToolRunner;
 impl ToolRunner for NoToolRunner {
     async fn run_tool(
         &self,
-        tool: &baton_core::tools::ToolDefinition,
-        _invocation: &baton_core::conversation::ToolInvocation,
-    ) -> baton_core::conversation::ToolOutcome {
-        baton_core::conversation::ToolOutcome::failed(format!(
+        tool: &baton_core::catalog::tools::ToolDefinition,
+        _invocation: &baton_core::records::conversation::ToolInvocation,
+    ) -> baton_core::records::conversation::ToolOutcome {
+        baton_core::records::conversation::ToolOutcome::failed(format!(
             "this process has no tool executors; `{}` cannot run here",
             tool.name
         ))
@@ -490,30 +490,30 @@ pub trait ThreadStore: Send + Sync {
     async fn thread_exchanges(
         &self,
         key: ThreadKey<'_>,
-    ) -> Result<Option<Vec<baton_core::chat::ChatExchange>>, StoreError>;
+    ) -> Result<Option<Vec<baton_core::records::chat::ChatExchange>>, StoreError>;
 
     /// Records `exchange` in the thread. Recording the same run's exchange
     /// again changes nothing (a retried step records it again).
     async fn record_exchange(
         &self,
         key: ThreadKey<'_>,
-        exchange: &baton_core::chat::ChatExchange,
+        exchange: &baton_core::records::chat::ChatExchange,
     ) -> Result<(), StoreError>;
 
     /// One page of the tenant's threads, the most recently answered first
-    /// (`baton_core::thread_listing`).
+    /// (`baton_core::records::thread_listing`).
     async fn list_threads(
         &self,
         tenant_id: &str,
-        query: &baton_core::thread_listing::ThreadListQuery,
-    ) -> Result<baton_core::thread_listing::ThreadListPage, StoreError>;
+        query: &baton_core::records::thread_listing::ThreadListQuery,
+    ) -> Result<baton_core::records::thread_listing::ThreadListPage, StoreError>;
 
-    /// The thread's lane (`baton_core::thread_lane`) and its version; an
+    /// The thread's lane (`baton_core::records::thread_lane`) and its version; an
     /// empty lane at version 0 when none is stored.
     async fn thread_lane(
         &self,
         key: ThreadKey<'_>,
-    ) -> Result<(baton_core::thread_lane::ThreadLane, u64), StoreError>;
+    ) -> Result<(baton_core::records::thread_lane::ThreadLane, u64), StoreError>;
 
     /// Writes `lane` at `expected_version + 1` if the stored lane is still
     /// at `expected_version` (0: none stored). `false` when another writer
@@ -521,7 +521,7 @@ pub trait ThreadStore: Send + Sync {
     async fn put_thread_lane(
         &self,
         key: ThreadKey<'_>,
-        lane: &baton_core::thread_lane::ThreadLane,
+        lane: &baton_core::records::thread_lane::ThreadLane,
         expected_version: u64,
     ) -> Result<bool, StoreError>;
 }

@@ -3,8 +3,8 @@
 //! (`ScheduleTriggers`: EventBridge Scheduler in the cloud).
 
 use async_trait::async_trait;
-use baton_core::instant::Instant;
-use baton_core::schedules::{Schedule, ScheduleTrigger};
+use baton_core::basics::instant::Instant;
+use baton_core::records::schedules::{Schedule, ScheduleTrigger};
 
 use crate::error::StoreError;
 

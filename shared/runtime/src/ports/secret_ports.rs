@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use baton_core::credentials::{HeaderSources, HeaderValueSource, SecretReference};
+use baton_core::basics::credentials::{HeaderSources, HeaderValueSource, SecretReference};
 
 /// A secret's value: shown only by [`SecretValue::expose`].
 #[derive(Clone, PartialEq, Eq)]

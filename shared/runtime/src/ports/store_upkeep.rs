@@ -3,8 +3,8 @@
 //! retention's batches (ended runs past their retention removed).
 
 use async_trait::async_trait;
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
 
 use crate::error::StoreError;
 

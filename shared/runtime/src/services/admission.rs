@@ -22,9 +22,9 @@
 
 use std::sync::Arc;
 
+use baton_core::basics::ids::RunKey;
 use baton_core::engine::Decision;
-use baton_core::ids::RunKey;
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 
 use super::{OutboxRelay, SUBMISSION_WINDOW, TenantLimits};
 use crate::error::{RuntimeError, StoreError};
@@ -221,16 +221,16 @@ impl RunAdmission {
                 .queries
                 .list_runs(
                     tenant_id,
-                    &baton_core::listing::RunListQuery {
+                    &baton_core::state::listing::RunListQuery {
                         status: None,
-                        limit: baton_core::listing::MAX_RUNS_PER_PAGE,
+                        limit: baton_core::state::listing::MAX_RUNS_PER_PAGE,
                         cursor,
                         forked_from: None,
                     },
                 )
                 .await?;
             for run in &page.runs {
-                let created = baton_core::instant::Instant::parse_rfc3339(&run.created_at);
+                let created = baton_core::basics::instant::Instant::parse_rfc3339(&run.created_at);
                 if created.is_none_or(|created| created < window_start) {
                     return Ok(TenantLimitsPassed(()));
                 }
@@ -255,7 +255,7 @@ impl RunAdmission {
             match page
                 .next_cursor
                 .as_deref()
-                .and_then(baton_core::listing::ListCursor::parse)
+                .and_then(baton_core::state::listing::ListCursor::parse)
             {
                 Some(next) => cursor = Some(next),
                 None => return Ok(TenantLimitsPassed(())),

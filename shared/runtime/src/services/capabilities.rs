@@ -3,10 +3,12 @@
 
 use std::sync::Arc;
 
-use baton_core::capability::{CapabilityRegistration, CapabilityStatus, RegisteredCapability};
-use baton_core::compiler::{ContractDirection, compile_contract};
-use baton_core::registry::Registry;
-use baton_core::schema::ValidatorCache;
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::Registry;
+use baton_core::contracts::capability::{
+    CapabilityRegistration, CapabilityStatus, RegisteredCapability,
+};
+use baton_core::contracts::compiler::{ContractDirection, compile_contract};
 use serde_json::Value;
 
 use crate::error::RuntimeError;
@@ -88,8 +90,11 @@ impl CapabilityService {
             });
         }
         // Its models are the catalog's, able to do what its nodes need.
-        baton_core::model_choice::check_capability_models(&registration, self.registry.models())
-            .map_err(|(path, message)| RuntimeError::InvalidRegistration { path, message })?;
+        baton_core::planning::model_choice::check_capability_models(
+            &registration,
+            self.registry.models(),
+        )
+        .map_err(|(path, message)| RuntimeError::InvalidRegistration { path, message })?;
         if self
             .registry
             .capability(&registration.capability_id)

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use baton_core::capability::RegisteredCapability;
+use baton_core::contracts::capability::RegisteredCapability;
 
 use crate::error::StoreError;
 use crate::ports::CapabilityDirectory;

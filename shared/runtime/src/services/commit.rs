@@ -15,11 +15,11 @@
 
 use std::sync::Arc;
 
-use baton_core::codes::FailureCode;
+use baton_core::basics::codes::FailureCode;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::ids::ThreadKey;
 use baton_core::engine::{Decision, EngineContext, fail_run};
-use baton_core::ids::RunKey;
-use baton_core::ids::ThreadKey;
-use baton_core::run::{RunState, RunStatus};
+use baton_core::state::run::{RunState, RunStatus};
 
 use super::OutboxRelay;
 use crate::error::{RuntimeError, StoreError};

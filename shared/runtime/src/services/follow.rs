@@ -15,8 +15,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::event::EventFrame;
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
+use baton_core::wire::event::EventFrame;
 use futures_util::Stream;
 use futures_util::stream::{self, StreamExt};
 
@@ -176,7 +176,7 @@ pub fn follow_run_and_children(
     let tenant_id = request.tenant_id.clone();
     follow_run(store.clone(), request)
         .flat_map(move |frame| {
-            let child = (frame.event_type == baton_core::event::EventType::AgentState)
+            let child = (frame.event_type == baton_core::wire::event::EventType::AgentState)
                 .then_some(frame.payload.as_ref())
                 .flatten()
                 .filter(|payload| payload["state"] == "executing_plan")
@@ -235,13 +235,13 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use async_trait::async_trait;
-    use baton_core::event::{EventDraft, EventType};
-    use baton_core::run::RunState;
+    use baton_core::state::run::RunState;
+    use baton_core::wire::event::{EventDraft, EventType};
 
     use super::*;
     use crate::error::StoreError;
     use crate::ports::{CreateOutcome, StepCommit, StoredRun};
-    use baton_core::entries::RunEntry;
+    use baton_core::records::entries::RunEntry;
 
     /// A run log whose run is never readable (so the follower keeps
     /// following) and whose frames the test appends: it counts reads.
@@ -257,7 +257,7 @@ mod tests {
             &self,
             _state: &RunState,
             _events: Vec<EventDraft>,
-            _outbox: Vec<baton_core::run::StepMessage>,
+            _outbox: Vec<baton_core::state::run::StepMessage>,
             _idempotency_key: Option<&str>,
             _live_run_limit: Option<u64>,
         ) -> Result<CreateOutcome, StoreError> {

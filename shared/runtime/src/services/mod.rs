@@ -38,9 +38,9 @@ mod thread_lanes;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::Registry;
 use baton_core::engine::{DEFAULT_MAX_NODE_ATTEMPTS, DEFAULT_MAX_PLANNER_ATTEMPTS, PlannerChoice};
-use baton_core::registry::Registry;
-use baton_core::schema::ValidatorCache;
 
 pub use audit::{AuditEntry, AuditTrail, DEFAULT_AUDIT_RETENTION_DAYS, MAX_AUDIT_PAGE};
 pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot, Registered};
@@ -158,9 +158,9 @@ impl RunRetention {
     pub fn retain_until(
         &self,
         tenant_id: &str,
-        status: baton_core::run::RunStatus,
-        now: baton_core::instant::Instant,
-    ) -> Option<baton_core::instant::Instant> {
+        status: baton_core::state::run::RunStatus,
+        now: baton_core::basics::instant::Instant,
+    ) -> Option<baton_core::basics::instant::Instant> {
         status.is_terminal().then(|| now.plus(self.of(tenant_id)))
     }
 }
@@ -255,7 +255,7 @@ impl Default for OrchestratorSettings {
             max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
             commit_margin: Duration::from_secs(5),
             human_task_timeout: baton_core::engine::DEFAULT_HUMAN_TASK_TIMEOUT,
-            agent_session_limit: baton_core::agents::DEFAULT_SESSION_LIMIT,
+            agent_session_limit: baton_core::records::agents::DEFAULT_SESSION_LIMIT,
             announce_to_event_bus: false,
             max_envelope_bytes: DEFAULT_MAX_ENVELOPE_BYTES,
             tenant_limits: TenantLimits::default(),

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::ids::RunKey;
-use baton_core::run::StepMessage;
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::StepMessage;
 
 use crate::error::RuntimeError;
 use crate::ports::{Clock, OutboxStore, StepQueue};

@@ -7,15 +7,15 @@
 
 use std::sync::Arc;
 
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::Registry;
 use baton_core::engine::{
     ApprovalDecision, ApprovalResolution, ClarificationAnswer, Decision, EngineContext,
     HumanAnswer, HumanDecline, HumanInputRefused, answer_clarification, answer_human_node,
     decline_human_node, resolve_approval, resume_paused_run, trigger_manual_policy,
 };
-use baton_core::registry::Registry;
-use baton_core::run::{RunState, RunStatus};
-use baton_core::schema::ValidatorCache;
-use baton_core::tasks::{Answerer, HumanTask, PendingRequest};
+use baton_core::state::run::{RunState, RunStatus};
+use baton_core::state::tasks::{Answerer, HumanTask, PendingRequest};
 use serde_json::Value;
 
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};

@@ -6,13 +6,13 @@ use crate::ports::RunQueries;
 use std::sync::Arc;
 use std::time::Duration;
 
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::schema::{ValidatorCache, collect_violations, json_path_for_pointer};
+use baton_core::catalog::registry::Registry;
+use baton_core::contracts::envelope::TaskEnvelope;
 use baton_core::engine::{EngineContext, NewRunIdentity, cancel_run, start_run};
-use baton_core::envelope::TaskEnvelope;
-use baton_core::event::EventFrame;
-use baton_core::ids::RunKey;
-use baton_core::registry::Registry;
-use baton_core::run::{RunState, RunStatus};
-use baton_core::schema::{ValidatorCache, collect_violations, json_path_for_pointer};
+use baton_core::state::run::{RunState, RunStatus};
+use baton_core::wire::event::EventFrame;
 use futures_util::Stream;
 use serde_json::Value;
 
@@ -41,7 +41,7 @@ pub const SUBMISSION_WINDOW: Duration = Duration::from_secs(60);
 /// usage is attributed.
 #[derive(Debug, Clone, Default)]
 pub struct Submitter {
-    pub traceparent: Option<baton_core::trace_context::TraceParent>,
+    pub traceparent: Option<baton_core::basics::trace_context::TraceParent>,
     pub user: Option<String>,
 }
 
@@ -141,18 +141,24 @@ impl RunService {
                 }
             })?;
         // Preferred models are the catalog's, able to give structured output.
-        baton_core::model_choice::check_envelope_models(&envelope, self.registry.models())
-            .map_err(|error| match error {
-                baton_core::CoreError::InvalidEnvelope { path, message } => {
-                    RuntimeError::InvalidInput { path, message }
-                }
-                other => RuntimeError::Core(other),
-            })?;
+        baton_core::planning::model_choice::check_envelope_models(
+            &envelope,
+            self.registry.models(),
+        )
+        .map_err(|error| match error {
+            baton_core::CoreError::InvalidEnvelope { path, message } => {
+                RuntimeError::InvalidInput { path, message }
+            }
+            other => RuntimeError::Core(other),
+        })?;
         // A policy condition reads only what its trigger provides; a named
         // fallback is a catch-all of the registry.
-        baton_core::policy_conditions::check_policy_conditions(&envelope, &self.registry)
+        baton_core::planning::policy_conditions::check_policy_conditions(&envelope, &self.registry)
             .and_then(|()| {
-                baton_core::escalation_targets::check_fallback_capability(&envelope, &self.registry)
+                baton_core::planning::escalation_targets::check_fallback_capability(
+                    &envelope,
+                    &self.registry,
+                )
             })
             .map_err(|error| match error {
                 baton_core::CoreError::InvalidEnvelope { path, message } => {
@@ -213,13 +219,14 @@ impl RunService {
         let mut envelope = self.parse_envelope(envelope_json)?;
         // Legacy policy keys become canonical policies and constraints,
         // each said in a warning.
-        let rewrites = baton_core::legacy_policies::normalize_legacy_policies(&mut envelope)
-            .map_err(|error| match error {
-                baton_core::CoreError::InvalidEnvelope { path, message } => {
-                    RuntimeError::InvalidInput { path, message }
-                }
-                other => RuntimeError::Core(other),
-            })?;
+        let rewrites =
+            baton_core::contracts::legacy_policies::normalize_legacy_policies(&mut envelope)
+                .map_err(|error| match error {
+                    baton_core::CoreError::InvalidEnvelope { path, message } => {
+                        RuntimeError::InvalidInput { path, message }
+                    }
+                    other => RuntimeError::Core(other),
+                })?;
         if let Some(resumed) = &envelope.constraints.resume_run_id {
             // Rehydrates the tenant's run: its current state, never a new run.
             let existing = self
@@ -282,17 +289,17 @@ impl RunService {
     pub fn preview(
         &self,
         envelope_json: &Value,
-    ) -> Result<baton_core::preview::PlanPreview, RuntimeError> {
+    ) -> Result<baton_core::planning::preview::PlanPreview, RuntimeError> {
         let mut envelope = self.parse_envelope(envelope_json)?;
-        baton_core::legacy_policies::normalize_legacy_policies(&mut envelope).map_err(|error| {
-            match error {
+        baton_core::contracts::legacy_policies::normalize_legacy_policies(&mut envelope).map_err(
+            |error| match error {
                 baton_core::CoreError::InvalidEnvelope { path, message } => {
                     RuntimeError::InvalidInput { path, message }
                 }
                 other => RuntimeError::Core(other),
-            }
-        })?;
-        Ok(baton_core::preview::preview_plan(
+            },
+        )?;
+        Ok(baton_core::planning::preview::preview_plan(
             &envelope,
             &self.registry,
             &self.validators,
@@ -305,18 +312,18 @@ impl RunService {
         &self,
         tenant_id: &str,
         run_id: &str,
-    ) -> Result<Vec<baton_core::plan::PlanGraph>, RuntimeError> {
+    ) -> Result<Vec<baton_core::planning::plan::PlanGraph>, RuntimeError> {
         let entries = self
             .run_log
             .read_entries(
                 RunKey::new(tenant_id, run_id),
-                baton_core::entries::PLAN_VERSION_PREFIX,
+                baton_core::records::entries::PLAN_VERSION_PREFIX,
             )
             .await?;
         Ok(entries
             .into_iter()
             .filter_map(|entry| match entry.body {
-                baton_core::entries::EntryBody::PlanVersion(plan) => {
+                baton_core::records::entries::EntryBody::PlanVersion(plan) => {
                     serde_json::from_value(*plan).ok()
                 }
                 _ => None,
@@ -340,8 +347,8 @@ impl RunService {
     pub async fn list(
         &self,
         tenant_id: &str,
-        query: &baton_core::listing::RunListQuery,
-    ) -> Result<baton_core::listing::RunListPage, RuntimeError> {
+        query: &baton_core::state::listing::RunListQuery,
+    ) -> Result<baton_core::state::listing::RunListPage, RuntimeError> {
         Ok(self.queries.list_runs(tenant_id, query).await?)
     }
 

@@ -1,4 +1,4 @@
-//! Schedules: an envelope started by the clock (`baton_core::schedules`
+//! Schedules: an envelope started by the clock (`baton_core::records::schedules`
 //! decides when). The service keeps them in the store's [`ScheduleBook`],
 //! has them fired by its [`ScheduleTriggers`] (the store's keeper in
 //! `baton serve`, EventBridge Scheduler in the cloud), and starts each
@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
-use baton_core::instant::Instant;
-use baton_core::schedules::{
+use baton_core::basics::instant::Instant;
+use baton_core::records::schedules::{
     self, Schedule, ScheduleRequest, ScheduleState, ScheduleTimes, fire_idempotency_key,
 };
 use serde_json::Value;
@@ -46,7 +46,7 @@ pub struct ScheduleTick {
 pub struct FiredRun {
     pub tenant_id: String,
     pub schedule_id: String,
-    #[serde(with = "baton_core::instant::rfc3339")]
+    #[serde(with = "baton_core::basics::instant::rfc3339")]
     pub fire_at: Instant,
     pub run_id: String,
     /// The fire time had already started this run.
@@ -94,7 +94,7 @@ impl ScheduleService {
             });
         }
         let request: ScheduleRequest = serde_path_to_error::deserialize(body).map_err(|error| {
-            let (path, message) = baton_core::envelope::located_serde_error(error);
+            let (path, message) = baton_core::contracts::envelope::located_serde_error(error);
             RuntimeError::InvalidSchedule { path, message }
         })?;
         let times =
@@ -316,7 +316,7 @@ impl ScheduleService {
     /// A fire delivered from outside (EventBridge Scheduler through the
     /// ingest queue, each delivery at least once): starts its run unless the
     /// schedule is gone or paused, or the fire is late under
-    /// [`MissedFirePolicy::Skip`](baton_core::schedules::MissedFirePolicy).
+    /// [`MissedFirePolicy::Skip`](baton_core::records::schedules::MissedFirePolicy).
     /// A redelivered fire finds its run by its key.
     pub async fn fire_delivered(
         &self,

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 
 use crate::error::RuntimeError;
 use crate::ports::{Clock, IdGenerator, StreamCaps, StreamLeases, StreamOpening};

@@ -1,4 +1,4 @@
-//! Double texting in the shell: a chat thread's lane (`baton_core::thread_lane`)
+//! Double texting in the shell: a chat thread's lane (`baton_core::records::thread_lane`)
 //! is read, decided on and written back conditionally on the version read,
 //! so two messages sent at the same instant see each other's admission.
 //! Here: releasing the lane when its answering run ends (or parks for a
@@ -12,13 +12,13 @@
 //! (`RunService::submit_chat`). Starting the queued run is a write through
 //! the one commit protocol (`DecisionCommitter::commit`).
 
-use baton_core::chat::{ChatExchange, ThreadSummary};
+use baton_core::basics::ids::ThreadKey;
 use baton_core::engine::start_queued_chat_run;
-use baton_core::ids::ThreadKey;
-use baton_core::thread_lane::ThreadLane;
+use baton_core::records::chat::{ChatExchange, ThreadSummary};
+use baton_core::records::thread_lane::ThreadLane;
 
 use baton_core::engine::EngineContext;
-use baton_core::run::RunState;
+use baton_core::state::run::RunState;
 
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use crate::error::{RuntimeError, StoreError};

@@ -1,7 +1,7 @@
 //! The ingest function's use case: runs other services submit through the
 //! ingest queue, and schedules' fires EventBridge Scheduler sends there.
 
-use baton_core::instant::Instant;
+use baton_core::basics::instant::Instant;
 
 use crate::services::{RunService, ScheduleService};
 
@@ -22,9 +22,9 @@ pub struct IngestMessage {
 
 impl IngestMessage {
     /// The sender's trace, when it sent a well-formed one.
-    pub fn caller_trace(&self) -> Option<baton_core::trace_context::TraceParent> {
+    pub fn caller_trace(&self) -> Option<baton_core::basics::trace_context::TraceParent> {
         let text = self.traceparent.as_deref()?;
-        match baton_core::trace_context::TraceParent::parse(text) {
+        match baton_core::basics::trace_context::TraceParent::parse(text) {
             Ok(parent) => Some(parent),
             Err(error) => {
                 tracing::warn!(%error, "ingest message's traceparent ignored");

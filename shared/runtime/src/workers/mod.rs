@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::instant::Instant;
-use baton_core::run::RunStatus;
+use baton_core::basics::instant::Instant;
+use baton_core::state::run::RunStatus;
 use tokio::task::JoinSet;
 
 use crate::error::RuntimeError;
@@ -161,7 +161,7 @@ async fn caught(
 /// true when the run's end is recorded (or it had ended already).
 async fn give_up(
     steps: &StepService,
-    message: &baton_core::run::StepMessage,
+    message: &baton_core::state::run::StepMessage,
     outcome: &Result<StepOutcome, RuntimeError>,
     receive_count: u32,
 ) -> bool {
@@ -321,7 +321,7 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
             receipt,
             receive_count,
         } = record;
-        let message: baton_core::run::StepMessage = match serde_json::from_str(&body) {
+        let message: baton_core::state::run::StepMessage = match serde_json::from_str(&body) {
             Ok(message) => message,
             Err(error) => {
                 tracing::error!(%message_id, %error, "step message body is not a StepMessage; dead-lettering it");

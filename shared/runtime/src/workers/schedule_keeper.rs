@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::services::ScheduleService;
 
 /// How often the keeper looks for due schedules: well inside
-/// `baton_core::schedules::ON_TIME_WINDOW`, so a fire is on time.
+/// `baton_core::records::schedules::ON_TIME_WINDOW`, so a fire is on time.
 pub const SCHEDULE_TICK: Duration = Duration::from_secs(5);
 
 /// Fires due schedules every `tick` until `stop` resolves.

@@ -6,7 +6,7 @@
 //! nothing is left; `baton serve` calls it on an interval, one batch at a
 //! time, so steps' commits take the writing connection between batches.
 
-use baton_core::instant::Instant;
+use baton_core::basics::instant::Instant;
 use baton_runtime::error::StoreError;
 use rusqlite::params;
 

@@ -3,7 +3,7 @@
 //! work or commits a change into or out of work (queued, running), so it
 //! never disagrees with the runs and is read in one lookup.
 
-use baton_core::run::RunStatus;
+use baton_core::state::run::RunStatus;
 use baton_runtime::error::StoreError;
 use rusqlite::{OptionalExtension, params};
 

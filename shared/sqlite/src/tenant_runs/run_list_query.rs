@@ -5,7 +5,7 @@
 //! and at a hundred thousand; a page of every status reads
 //! `runs_by_creation`.
 
-use baton_core::listing::{RunListPage, RunListQuery, RunListing};
+use baton_core::state::listing::{RunListPage, RunListQuery, RunListing};
 use baton_runtime::error::StoreError;
 use rusqlite::params;
 

@@ -6,8 +6,8 @@
 //! reads only what is due.
 
 use async_trait::async_trait;
-use baton_core::instant::Instant;
-use baton_core::schedules::{Schedule, ScheduleState, ScheduleTrigger};
+use baton_core::basics::instant::Instant;
+use baton_core::records::schedules::{Schedule, ScheduleState, ScheduleTrigger};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ScheduleBook, ScheduleWrite};
 use rusqlite::{OptionalExtension, params};

@@ -5,8 +5,8 @@
 //! next opening of the tenant.
 
 use async_trait::async_trait;
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{StreamCaps, StreamLeases, StreamOpening};
 use rusqlite::params;

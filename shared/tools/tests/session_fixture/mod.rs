@@ -15,11 +15,11 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use baton_core::context::ModelRequest;
-use baton_core::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
-use baton_core::facet::{Facet, FacetDirection};
-use baton_core::registry::Registry;
-use baton_core::run::TokenUsage;
+use baton_core::catalog::registry::Registry;
+use baton_core::contracts::facet::{Facet, FacetDirection};
+use baton_core::records::conversation::{SessionAnswer, SessionTurn, ToolCallRequest, ToolSession};
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::TokenUsage;
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::error::LlmError;
 use baton_runtime::memory::InMemoryStepQueue;
@@ -158,7 +158,7 @@ impl LlmProvider for LookupThenAnswer {
 pub fn agent_registry(port: u16) -> Arc<Registry> {
     let mut registry = Registry::default();
     registry
-        .add_model_catalog_document(&baton_core::registry::RegistryDocument {
+        .add_model_catalog_document(&baton_core::catalog::registry::RegistryDocument {
             source_name: "models.json".into(),
             text: r#"{"providers": {"openai": {"kind": "openai"}}, "models": {"gpt-4o-mini": {"provider": "openai", "inputPerMillionUsd": 0.15, "outputPerMillionUsd": 0.6}}}"#.into(),
         })

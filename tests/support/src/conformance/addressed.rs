@@ -4,8 +4,8 @@
 //! it, and marking it sent finds it. Marking an entry that is already gone
 //! (consumed meanwhile) is success, never an error that could stop a sweep.
 
-use baton_core::ids::RunKey;
-use baton_core::run::{StepCommand, StepMessage};
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::{StepCommand, StepMessage};
 use serde_json::json;
 
 use super::{check, commit, new_run};
@@ -13,8 +13,8 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::{CreateOutcome, RunStore};
 
 /// A cutoff after any entry's write, whatever the store's clock says.
-const LATER: baton_core::instant::Instant =
-    baton_core::instant::Instant::from_unix_millis(4_102_444_800_000);
+const LATER: baton_core::basics::instant::Instant =
+    baton_core::basics::instant::Instant::from_unix_millis(4_102_444_800_000);
 
 pub(super) async fn addressed_entries_conformance(
     store: &dyn RunStore,

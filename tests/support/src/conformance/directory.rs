@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use baton_core::capability::RegisteredCapability;
+use baton_core::contracts::capability::RegisteredCapability;
 use serde_json::json;
 
 use super::check;

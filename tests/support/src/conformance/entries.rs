@@ -1,10 +1,10 @@
-//! Conformance of run entries (`baton_core::entries`): written by the
+//! Conformance of run entries (`baton_core::records::entries`): written by the
 //! commit that carries them and by no other, read back by prefix in key
 //! order, kept apart per run and tenant, large ones intact.
 
-use baton_core::conversation::SessionTurn;
-use baton_core::entries::{EntryBody, EntryKey, RunEntry, conversation_prefix};
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
+use baton_core::records::conversation::SessionTurn;
+use baton_core::records::entries::{EntryBody, EntryKey, RunEntry, conversation_prefix};
 use baton_judge::panel::JudgeCall;
 
 use super::{check, commit, log};

@@ -2,8 +2,8 @@
 //! their request, timers and clarifications, their request pending until
 //! it is resolved.
 
-use baton_core::ids::RunKey;
-use baton_core::run::RunStatus;
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::RunStatus;
 use serde_json::json;
 
 use super::{check, commit};
@@ -115,7 +115,7 @@ pub(super) async fn held_runs_conformance(
     Ok(())
 }
 
-fn held_governance() -> Result<baton_core::governance::Governance, String> {
+fn held_governance() -> Result<baton_core::records::governance::Governance, String> {
     serde_json::from_value(json!({
         "fired": ["gate@start"],
         "hold": {"hold": "request", "requestId": "r:hitl:1", "kind": "approval", "policyId": "gate",

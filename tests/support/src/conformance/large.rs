@@ -9,9 +9,9 @@
 
 use std::sync::Arc;
 
-use baton_core::event::{EventDraft, EventType};
-use baton_core::ids::RunKey;
-use baton_core::run::{NodeRecord, NodeStatus, RunState, RunStatus};
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::{NodeRecord, NodeStatus, RunState, RunStatus};
+use baton_core::wire::event::{EventDraft, EventType};
 use serde_json::{Value, json};
 
 use super::{check, commit, log, new_run};

@@ -4,9 +4,9 @@
 //! past its retention is gone, a parked run of the same age is whole and
 //! resumes).
 
-use baton_core::ids::RunKey;
-use baton_core::listing::RunListQuery;
-use baton_core::run::RunStatus;
+use baton_core::basics::ids::RunKey;
+use baton_core::state::listing::RunListQuery;
+use baton_core::state::run::RunStatus;
 use baton_runtime::clock::OffsetClock;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{Clock, CreateOutcome, RetentionUpkeep, RunStore};

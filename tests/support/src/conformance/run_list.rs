@@ -3,10 +3,10 @@
 //! status filter (after a commit changes a status), the forks of a run,
 //! tenant isolation.
 
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
-use baton_core::listing::{ListCursor, RunListPage, RunListQuery};
-use baton_core::run::RunStatus;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::state::listing::{ListCursor, RunListPage, RunListQuery};
+use baton_core::state::run::RunStatus;
 
 use super::{NOW, check, commit, new_run};
 use baton_runtime::error::StoreError;
@@ -159,7 +159,7 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
     // A fork lists under its source; the source's forks are only its own.
     let (mut fork, events, outbox) = new_run(&tenant, &format!("list-{unique}-fork"));
     fork.created_at = Instant::from_unix_millis(NOW.unix_millis() + 4_000);
-    fork.forked_from = Some(Box::new(baton_core::run::ForkOrigin {
+    fork.forked_from = Some(Box::new(baton_core::state::run::ForkOrigin {
         run_id: run(2),
         at: "planVersion 1".into(),
         reused_nodes: Vec::new(),

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use baton_core::instant::Instant;
-use baton_core::schedules::{MissedFirePolicy, Schedule, ScheduleState, ScheduleTrigger};
+use baton_core::basics::instant::Instant;
+use baton_core::records::schedules::{MissedFirePolicy, Schedule, ScheduleState, ScheduleTrigger};
 use baton_runtime::ports::{ScheduleBook, ScheduleWrite};
 use serde_json::json;
 

@@ -5,9 +5,9 @@
 //! commit without frames on the ended run (a notification's delivery)
 //! keeps it so. A later commit that takes the run up again lifts both.
 
-use baton_core::event::{EventDraft, EventType};
-use baton_core::ids::RunKey;
-use baton_core::run::RunStatus;
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::RunStatus;
+use baton_core::wire::event::{EventDraft, EventType};
 
 use super::{NOW, check, commit, log, new_run};
 use baton_runtime::error::StoreError;

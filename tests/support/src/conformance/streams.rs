@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
 use baton_runtime::ports::{StreamCaps, StreamLeases, StreamOpening};
 
 use super::{NOW, check};

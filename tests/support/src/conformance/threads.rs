@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use baton_core::chat::ChatExchange;
-use baton_core::ids::ThreadKey;
-use baton_core::thread_lane::ThreadLane;
-use baton_core::thread_listing::{ThreadListQuery, ThreadListing};
+use baton_core::basics::ids::ThreadKey;
+use baton_core::records::chat::ChatExchange;
+use baton_core::records::thread_lane::ThreadLane;
+use baton_core::records::thread_listing::{ThreadListQuery, ThreadListing};
 
 use super::check;
 use baton_runtime::ports::ThreadStore;

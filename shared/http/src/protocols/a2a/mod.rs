@@ -38,8 +38,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Json, Response};
-use baton_core::run::RunStatus;
-use baton_core::tasks::human_tasks;
+use baton_core::state::run::RunStatus;
+use baton_core::state::tasks::human_tasks;
 use baton_runtime::RuntimeError;
 use baton_runtime::services::{ChatRequest, PersonInputOutcome, Submitter};
 use futures_util::StreamExt;
@@ -251,7 +251,7 @@ struct A2aServer {
     tenant: String,
     submitter: Submitter,
     /// The caller as one who answers tasks (a message on a task).
-    answerer: baton_core::tasks::Answerer,
+    answerer: baton_core::state::tasks::Answerer,
 }
 
 impl A2aServer {
@@ -526,20 +526,20 @@ impl A2aServer {
             .filter(|token| !token.is_empty())
         {
             None => None,
-            Some(token) => Some(baton_core::listing::ListCursor::parse(token).ok_or_else(
-                || {
+            Some(token) => Some(
+                baton_core::state::listing::ListCursor::parse(token).ok_or_else(|| {
                     RpcFailure::at(
                         codes::INVALID_PARAMS,
                         "$.params.pageToken",
                         "not a token this list handed out (pass nextPageToken as it is)",
                     )
-                },
-            )?),
+                })?,
+            ),
         };
-        let query = baton_core::listing::RunListQuery {
+        let query = baton_core::state::listing::RunListQuery {
             status: request.status.and_then(task_mapping::run_status_of),
             limit: (request.page_size.unwrap_or(50) as usize)
-                .clamp(1, baton_core::listing::MAX_RUNS_PER_PAGE),
+                .clamp(1, baton_core::state::listing::MAX_RUNS_PER_PAGE),
             cursor,
             forked_from: None,
         };

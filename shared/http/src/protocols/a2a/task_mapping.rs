@@ -14,10 +14,10 @@
 //!   message on the message's context (a thread). A message naming a task
 //!   that waits for a person is that person's answer (see [`answer_of`]).
 
-use baton_core::event::EventFrame;
 use baton_core::records::governance::HitlKind;
-use baton_core::run::{RunState, RunStatus};
-use baton_core::tasks::HumanTask;
+use baton_core::state::run::{RunState, RunStatus};
+use baton_core::state::tasks::HumanTask;
+use baton_core::wire::event::EventFrame;
 use baton_runtime::services::PersonInput;
 use serde_json::{Value, json};
 
@@ -54,7 +54,7 @@ pub fn run_status_of(state: TaskState) -> Option<RunStatus> {
 
 /// A listed run as a task: its state, its thread, when it was created;
 /// no artifact or status message (`GetTask` reads them).
-pub fn listed_task(listing: &baton_core::listing::RunListing) -> Task {
+pub fn listed_task(listing: &baton_core::state::listing::RunListing) -> Task {
     Task {
         id: listing.run_id.clone(),
         context_id: listing.thread_id.clone(),
@@ -201,7 +201,7 @@ fn first_data(message: &Message, only_objects: bool) -> Option<Value> {
         .iter()
         .filter_map(|part| part.data.as_ref())
         .find(|data| !only_objects || data.is_object())
-        .map(|data| baton_core::schema::whole_numbers_as_integers(data.clone()))
+        .map(|data| baton_core::basics::schema::whole_numbers_as_integers(data.clone()))
 }
 
 /// What a message that starts work asks for.

@@ -10,15 +10,15 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
     let mut schemas = Map::new();
     schemas.insert(
         "TaskEnvelope".into(),
-        component::<baton_core::envelope::TaskEnvelope>(),
+        component::<baton_core::contracts::envelope::TaskEnvelope>(),
     );
     schemas.insert(
         "CapabilityRegistration".into(),
-        component::<baton_core::capability::CapabilityRegistration>(),
+        component::<baton_core::contracts::capability::CapabilityRegistration>(),
     );
     schemas.insert(
         "RunListPage".into(),
-        answer_component::<baton_core::listing::RunListPage>(),
+        answer_component::<baton_core::state::listing::RunListPage>(),
     );
     schemas.insert(
         "AuditPage".into(),
@@ -41,11 +41,11 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
     for (name, schema) in [
         (
             "ScheduleRequest",
-            component::<baton_core::schedules::ScheduleRequest>(),
+            component::<baton_core::records::schedules::ScheduleRequest>(),
         ),
         (
             "Schedule",
-            answer_component::<baton_core::schedules::Schedule>(),
+            answer_component::<baton_core::records::schedules::Schedule>(),
         ),
         (
             "ScheduleList",
@@ -124,7 +124,7 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
         ),
         (
             "ThreadListPage",
-            answer_component::<baton_core::thread_listing::ThreadListPage>(),
+            answer_component::<baton_core::records::thread_listing::ThreadListPage>(),
         ),
         (
             "ThreadView",

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use baton_core::dataset::ResolvedExample;
+use baton_core::contracts::dataset::ResolvedExample;
 use baton_evaluation::checks::{SettledRun, deterministic_checks, judge_check};
 use baton_evaluation::results::{Check, ExampleResult, Tokens};
 use serde_json::Value;

@@ -25,8 +25,8 @@ pub use panel_judge::PanelJudge;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use baton_core::instant::Instant;
-use baton_core::registry::Registry;
+use baton_core::basics::instant::Instant;
+use baton_core::catalog::registry::Registry;
 use baton_evaluation::results::results_text;
 use baton_evaluation::served::{EvaluationRecord, EvaluationRequest, EvaluationStatus};
 use baton_evaluation::summary::Summary;
@@ -276,7 +276,7 @@ impl RunningEvaluation {
     async fn run(
         self,
         record: EvaluationRecord,
-        examples: Vec<baton_core::dataset::ResolvedExample>,
+        examples: Vec<baton_core::contracts::dataset::ResolvedExample>,
     ) {
         let kept = Arc::new(tokio::sync::Mutex::new(record));
         let slots = Arc::new(tokio::sync::Semaphore::new(self.concurrency));

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::registry::Registry;
+use baton_core::catalog::registry::Registry;
 use baton_evaluation::checks::judge_request_for;
 use baton_evaluation::results::JudgeOutcome;
 use baton_judge::request::PanelRequest;
@@ -38,7 +38,7 @@ impl PanelJudge {
         let probe = judge_request_for(&template, "probe", "", &Value::Null, None)
             .map_err(|error| ("$.request".to_string(), error))?;
         let request = PanelRequest::parse(&probe).map_err(|error| (error.path, error.message))?;
-        baton_core::model_choice::check_judge_models(registry.models(), &request)?;
+        baton_core::planning::model_choice::check_judge_models(registry.models(), &request)?;
         let runner = PanelRunner::new(llm, clock).with_catalog(registry.models().clone());
         Ok(Self {
             template,

@@ -8,11 +8,11 @@
 //! its next step boundary, through the one commit protocol) and, for an
 //! interrupt, keeps what each had said in the thread, marked.
 
-use baton_core::chat::ChatExchange;
-use baton_core::event::EventType;
-use baton_core::ids::RunKey;
-use baton_core::ids::ThreadKey;
-use baton_core::thread_lane::{Admission, MultitaskStrategy, ThreadLane};
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::ids::ThreadKey;
+use baton_core::records::chat::ChatExchange;
+use baton_core::records::thread_lane::{Admission, MultitaskStrategy, ThreadLane};
+use baton_core::wire::event::EventType;
 
 use super::{ChatRequest, RunService};
 use crate::error::RuntimeError;
@@ -47,8 +47,8 @@ impl RunService {
     pub async fn list_threads(
         &self,
         tenant_id: &str,
-        query: &baton_core::thread_listing::ThreadListQuery,
-    ) -> Result<baton_core::thread_listing::ThreadListPage, RuntimeError> {
+        query: &baton_core::records::thread_listing::ThreadListQuery,
+    ) -> Result<baton_core::records::thread_listing::ThreadListPage, RuntimeError> {
         Ok(self.threads.list_threads(tenant_id, query).await?)
     }
 
@@ -101,7 +101,7 @@ impl RunService {
                         active,
                         &format!(
                             "{} messages already wait on it (multitaskStrategy enqueue)",
-                            baton_core::thread_lane::MAX_QUEUED_RUNS
+                            baton_core::records::thread_lane::MAX_QUEUED_RUNS
                         ),
                     ));
                 }
@@ -129,7 +129,7 @@ impl RunService {
         thread_id: &str,
         run_id: &str,
         admission: &Admission,
-    ) -> Result<Option<baton_core::run::RunStatus>, RuntimeError> {
+    ) -> Result<Option<baton_core::state::run::RunStatus>, RuntimeError> {
         let (lane, _) = self
             .threads
             .thread_lane(ThreadKey::new(tenant_id, thread_id))
@@ -140,7 +140,7 @@ impl RunService {
             let newer = lane.active_run.clone().unwrap_or_default();
             self.cut_short(tenant_id, thread_id, &newer, &[owned], rolled_back)
                 .await?;
-            return Ok(Some(baton_core::run::RunStatus::Cancelled));
+            return Ok(Some(baton_core::state::run::RunStatus::Cancelled));
         }
         if matches!(admission, Admission::Queue { .. })
             && lane.active_run.as_deref() == Some(run_id)

@@ -3,10 +3,10 @@
 //! specialist. Nothing is stored for a request that cannot be answered
 //! (an unknown agent, context type or thread).
 
-use baton_core::chat::ChatTurn;
-use baton_core::chat_plan::check_chat_request;
 use baton_core::engine::{NewRunIdentity, queue_chat_run, start_chat_run};
-use baton_core::thread_lane::{Admission, MultitaskStrategy};
+use baton_core::planning::chat_plan::check_chat_request;
+use baton_core::records::chat::ChatTurn;
+use baton_core::records::thread_lane::{Admission, MultitaskStrategy};
 
 use super::{RunService, SubmittedRun};
 use crate::error::RuntimeError;
@@ -31,7 +31,7 @@ pub struct ChatRequest {
     /// The entity the conversation is about.
     pub entity_id: Option<String>,
     /// What this message does if its thread is still answering another
-    /// (`baton_core::thread_lane::MultitaskStrategy`; `enqueue` when unsaid).
+    /// (`baton_core::records::thread_lane::MultitaskStrategy`; `enqueue` when unsaid).
     pub multitask_strategy: MultitaskStrategy,
 }
 
@@ -60,7 +60,7 @@ impl RunService {
         &self,
         tenant_id: &str,
         request: &ChatRequest,
-        caller: Option<baton_core::trace_context::TraceParent>,
+        caller: Option<baton_core::basics::trace_context::TraceParent>,
     ) -> Result<SubmittedRun, RuntimeError> {
         check_chat_request(
             &self.registry,

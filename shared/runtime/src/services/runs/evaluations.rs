@@ -3,7 +3,7 @@
 //! evaluation is durable (one step per judge), streamed and stored like any
 //! run. The registry names the facets; nothing here does.
 
-use baton_core::run::{RunFailure, RunStatus};
+use baton_core::state::run::{RunFailure, RunStatus};
 use baton_judge::request::PanelRequest;
 use serde_json::{Value, json};
 
@@ -54,7 +54,7 @@ impl RunService {
     ) -> Result<SubmittedRun, RuntimeError> {
         // A judge's model is the catalog's: a name it lacks is refused here,
         // not left to the default model.
-        baton_core::model_choice::check_judge_models(self.registry.models(), request)
+        baton_core::planning::model_choice::check_judge_models(self.registry.models(), request)
             .map_err(|(path, message)| RuntimeError::InvalidInput { path, message })?;
         let verdict = &entry.verdict_facet;
         let envelope = json!({

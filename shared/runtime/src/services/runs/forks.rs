@@ -2,9 +2,9 @@
 //! checkpoints a run can be forked from, read off its event log, and the
 //! new run a fork creates. The source run is only read.
 
+use baton_core::basics::ids::RunKey;
 use baton_core::engine::{ForkChanges, ForkPoint, NewRunIdentity, fork_base, fork_run};
-use baton_core::event::EventType;
-use baton_core::ids::RunKey;
+use baton_core::wire::event::EventType;
 
 use super::{RunService, SubmittedRun};
 use crate::error::RuntimeError;

@@ -5,9 +5,9 @@
 //! a judge's call (`progress` with `judgeCall`) gets the judge's messages
 //! from its panel round, an entry beside the run.
 
-use baton_core::entries::{EntryBody, EntryKey};
-use baton_core::event::{EventFrame, EventType};
-use baton_core::ids::RunKey;
+use baton_core::basics::ids::RunKey;
+use baton_core::records::entries::{EntryBody, EntryKey};
+use baton_core::wire::event::{EventFrame, EventType};
 use serde_json::json;
 
 use super::RunService;

@@ -4,13 +4,13 @@
 //! outcomes the engine judges; only the store failing is an error of the
 //! step.
 
-use baton_core::codes::WarningCode;
-use baton_core::context::ModelRequest;
+use baton_core::basics::codes::WarningCode;
 use baton_core::engine::{
     DeliveryFailure, Effect, ModelFailure, ModelOutcome, Performed, TurnOutcome,
 };
-use baton_core::frames::{self, FrameStamp};
-use baton_core::run::RunState;
+use baton_core::state::context::ModelRequest;
+use baton_core::state::run::RunState;
+use baton_core::wire::frames::{self, FrameStamp};
 use tokio::sync::mpsc;
 
 use super::StepService;
@@ -119,7 +119,7 @@ impl StepService {
                     span.clone(),
                 )
                 .await;
-                if let baton_core::conversation::ToolOutcome::Failed { .. } = &outcome {
+                if let baton_core::records::conversation::ToolOutcome::Failed { .. } = &outcome {
                     span.record("otel.status_code", "ERROR");
                     span.record("error.type", "tool_failed");
                 }

@@ -3,7 +3,7 @@
 //! leaves a run alone when the message's step no longer applies.
 
 use baton_core::engine::is_stale;
-use baton_core::run::{RunState, StepMessage};
+use baton_core::state::run::{RunState, StepMessage};
 
 use super::StepService;
 use crate::error::RuntimeError;
@@ -90,7 +90,7 @@ impl StepService {
             Ok(
                 match baton_core::engine::fail_run(
                     state,
-                    baton_core::codes::FailureCode::StepFailed,
+                    baton_core::basics::codes::FailureCode::StepFailed,
                     &reason,
                     self.clock.now(),
                     &engine,

@@ -10,16 +10,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use baton_core::claims::ClaimKey;
+use baton_core::basics::claims::ClaimKey;
+use baton_core::basics::ids::RunKey;
+use baton_core::basics::instant::Instant;
+use baton_core::basics::schema::ValidatorCache;
+use baton_core::catalog::registry::Registry;
 use baton_core::engine::{
     Decision, EngineContext, Performed, StepAdvance, begin_step, is_stale, resume_step,
 };
-use baton_core::event::EventDraft;
-use baton_core::ids::RunKey;
-use baton_core::instant::Instant;
-use baton_core::registry::Registry;
-use baton_core::run::{RunState, StepCommand, StepMessage};
-use baton_core::schema::ValidatorCache;
+use baton_core::state::run::{RunState, StepCommand, StepMessage};
+use baton_core::wire::event::EventDraft;
 use tracing::{Instrument, info_span};
 
 use super::admission::RunAdmission;
@@ -205,7 +205,7 @@ impl StepService {
         let resolved;
         let message = match &message.command {
             StepCommand::ChildRunEnded { summary, .. }
-                if baton_core::run::summary_outputs_by_reference(summary).is_some() =>
+                if baton_core::state::run::summary_outputs_by_reference(summary).is_some() =>
             {
                 resolved = Box::pin(self.with_child_outputs(message)).await?;
                 resolved.as_ref().unwrap_or(message)
@@ -290,7 +290,8 @@ impl StepService {
         let StepCommand::ChildRunEnded { summary, .. } = &message.command else {
             return Ok(None);
         };
-        let Some(child_run_id) = baton_core::run::summary_outputs_by_reference(summary) else {
+        let Some(child_run_id) = baton_core::state::run::summary_outputs_by_reference(summary)
+        else {
             return Ok(None);
         };
         let child = self
@@ -419,7 +420,7 @@ impl StepService {
         key: ClaimKey,
         attempt: u32,
         start_frames: Vec<EventDraft>,
-        trace: Option<baton_core::trace_context::RunTrace>,
+        trace: Option<baton_core::basics::trace_context::RunTrace>,
     ) -> Result<Result<HeldClaim, StepOutcome>, RuntimeError> {
         let stored_key = key.storage_key();
         let now = self.clock.now();
