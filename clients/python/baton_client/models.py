@@ -730,9 +730,10 @@ class NodeStatus(
         | Literal['pending']
         | Literal['scheduled']
         | Literal['deliberating']
+        | Literal['skipped']
     ]
 ):
-    root: NodeStatus1 | Literal['pending'] | Literal['scheduled'] | Literal['deliberating']
+    root: NodeStatus1 | Literal['pending'] | Literal['scheduled'] | Literal['deliberating'] | Literal['skipped']
 
 
 class CapabilitySource(StrEnum):
@@ -1091,6 +1092,12 @@ class CapabilityRegistered(BaseModel):
     output_contract: Annotated[list[str], Field(alias='outputContract')]
     cost: CapabilityCost | None
     allows_clarify: Annotated[bool | None, Field(alias='allowsClarify')] = None
+    guard: Annotated[
+        Any | None,
+        Field(
+            description='Its branch condition over its input facets (JSONLogic), if any.'
+        ),
+    ] = None
     instruction_templates: Annotated[
         JsonObject | None, Field(alias='instructionTemplates')
     ] = None
@@ -1678,6 +1685,12 @@ class CapabilitySummary(BaseModel):
     output_contract: Annotated[list[str], Field(alias='outputContract')]
     cost: CapabilityCost | None
     allows_clarify: Annotated[bool | None, Field(alias='allowsClarify')] = None
+    guard: Annotated[
+        Any | None,
+        Field(
+            description='Its branch condition over its input facets (JSONLogic), if any.'
+        ),
+    ] = None
     instruction_templates: Annotated[
         JsonObject | None, Field(alias='instructionTemplates')
     ] = None
@@ -2384,6 +2397,12 @@ class CapabilityRegistration(BaseModel):
         Field(
             alias='allowsClarify',
             description='The capability may ask one clarifying question instead of answering\n(its model is offered a `clarify` way out; the run waits for a person).',
+        ),
+    ] = None
+    guard: Annotated[
+        Any | None,
+        Field(
+            description='A branch condition: a JSONLogic expression over the capability\'s\ninput facets (`{"var": "review.passed"}`). Its node runs only when\nthe guard holds over the values it receives; otherwise the node is\nskipped, and so is what depends only on it. Checked when the\ncapability is registered: known operators, and only input facets read.'
         ),
     ] = None
     instruction_templates: Annotated[

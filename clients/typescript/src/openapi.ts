@@ -611,6 +611,14 @@ export interface components {
              */
             allowsClarify?: boolean;
             /**
+             * @description A branch condition: a JSONLogic expression over the capability's
+             *     input facets (`{"var": "review.passed"}`). Its node runs only when
+             *     the guard holds over the values it receives; otherwise the node is
+             *     skipped, and so is what depends only on it. Checked when the
+             *     capability is registered: known operators, and only input facets read.
+             */
+            guard?: unknown;
+            /**
              * @description Human capabilities: UI copy for task surfaces (e.g. `title`,
              *     `summary`, `submitLabel`), kept verbatim and shown with the task.
              */
@@ -892,6 +900,8 @@ export interface components {
             outputContract: string[];
             cost: components["schemas"]["CapabilityCost"] | null;
             allowsClarify?: boolean;
+            /** @description Its branch condition over its input facets (JSONLogic), if any. */
+            guard?: unknown;
             instructionTemplates?: components["schemas"]["JsonObject"] | null;
             assignmentDefaults?: components["schemas"]["JsonObject"] | null;
             source: components["schemas"]["CapabilitySource"];
@@ -2060,7 +2070,7 @@ export interface components {
             /** @description Human nodes: the signed-in user who answered. */
             answeredBy?: string | null;
         };
-        NodeStatus: ("awaiting_human" | "completed" | "failed") | "pending" | "scheduled" | "deliberating";
+        NodeStatus: ("awaiting_human" | "completed" | "failed") | "pending" | "scheduled" | "deliberating" | "skipped";
         /** @description One capability as `GET /capabilities` lists it. */
         CapabilitySummary: {
             capabilityId: string;
@@ -2074,6 +2084,8 @@ export interface components {
             outputContract: string[];
             cost: components["schemas"]["CapabilityCost"] | null;
             allowsClarify?: boolean;
+            /** @description Its branch condition over its input facets (JSONLogic), if any. */
+            guard?: unknown;
             instructionTemplates?: components["schemas"]["JsonObject"] | null;
             assignmentDefaults?: components["schemas"]["JsonObject"] | null;
             source: components["schemas"]["CapabilitySource"];

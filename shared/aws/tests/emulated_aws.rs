@@ -464,3 +464,15 @@ async fn two_messages_sent_together_obey_each_multitask_strategy_on_dynamodb() {
     )
     .await;
 }
+
+/// A plan with two exclusive branches takes exactly one on DynamoDB (the
+/// scenario of `baton_test_support::conformance::two_branches_take_one`; the model is its test
+/// double, the queue in memory as in the other whole-run tests here).
+#[tokio::test(flavor = "multi_thread")]
+async fn two_exclusive_branches_take_one_on_dynamodb() {
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique("baton-branches"));
+    store.create_table_if_missing().await.unwrap();
+    baton_test_support::conformance::two_branches_take_one(Arc::new(store)).await;
+}

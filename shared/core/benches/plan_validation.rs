@@ -107,6 +107,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             instructions: "".into(),
             variant: None,
             allows_clarify: false,
+            guard: None,
             task_surface: None,
             quality_score: None,
             model: None,

@@ -348,6 +348,9 @@ pub struct CapabilitySummary {
     pub cost: Option<CapabilityCost>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub allows_clarify: bool,
+    /// Its branch condition over its input facets (JSONLogic), if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instruction_templates: Option<Map<String, Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -404,6 +407,7 @@ impl CapabilitySummary {
             output_contract: capability.output_contract.clone(),
             cost: capability.cost.clone(),
             allows_clarify: capability.allows_clarify,
+            guard: capability.guard.clone(),
             instruction_templates: capability.instruction_templates.clone(),
             assignment_defaults: capability.assignment_defaults.clone(),
             source,

@@ -230,7 +230,7 @@ impl RunSnapshotResponse {
                     plan,
                     run.nodes
                         .iter()
-                        .filter(|(_, record)| record.status() != NodeStatus::Completed)
+                        .filter(|(_, record)| !record.status().is_settled())
                         .map(|(node_id, _)| node_id.clone())
                         .collect(),
                 )

@@ -7,6 +7,7 @@ const BOX_WIDTH = 190, BOX_HEIGHT = 68, COLUMN_GAP = 80, ROW_GAP = 26, MARGIN = 
 const STATUS_FILL = {
   pending: "#e2e8f0", scheduled: "#bee3f8", running: "#bee3f8", completed: "#c6f6d5",
   failed: "#fed7d7", awaiting_human: "#fefcbf", deliberating: "#fefcbf", awaiting_hitl: "#fefcbf",
+  skipped: "#f7fafc",
 };
 
 function element(name, attributes = {}, text) {
@@ -107,8 +108,13 @@ export function drawPlan(plan, { supplied, goals, statuses, selected, onSelect }
     if (model) {
       group.append(element("text", { class: "node-model", x: 10, y: 58, fill: "#2b6cb0" }, truncate(model, 27)));
     }
+    // A branch's node runs only when its guard holds: said on the box.
+    if (box.node && box.node.guard) {
+      group.append(element("text", { class: "node-guard", x: BOX_WIDTH - 8, y: 14, "text-anchor": "end", fill: "#975a16" }, "if …"));
+    }
     if (box.node) {
-      group.append(element("title", {}, `${box.id}: ${status}`));
+      const guard = box.node.guard ? `\nruns if ${JSON.stringify(box.node.guard)}` : "";
+      group.append(element("title", {}, `${box.id}: ${status}${guard}`));
       group.addEventListener("click", () => onSelect(box.id));
     }
     svg.append(group);

@@ -105,7 +105,7 @@ function newRunView(runId) {
 }
 
 function nodeInfo(view, nodeId) {
-  if (!view.nodes.has(nodeId)) view.nodes.set(nodeId, { validation: [], errors: [], complete: null, start: null, metrics: null });
+  if (!view.nodes.has(nodeId)) view.nodes.set(nodeId, { validation: [], errors: [], complete: null, start: null, metrics: null, skipped: null });
   return view.nodes.get(nodeId);
 }
 
@@ -139,6 +139,10 @@ function apply(view, frame) {
     case "node_error":
       nodeInfo(view, frame.nodeId).errors.push(frame.message || payload.code);
       view.statuses[frame.nodeId] = "failed";
+      break;
+    case "node_skipped":
+      nodeInfo(view, frame.nodeId).skipped = { message: frame.message, ...payload };
+      view.statuses[frame.nodeId] = "skipped";
       break;
     case "validation_error":
       if (frame.nodeId) nodeInfo(view, frame.nodeId).validation.push(payload);
@@ -201,6 +205,11 @@ function nodeDetails(view, node) {
   const answeredBy = complete.answeredBy || ledger.answeredBy;
   if (answeredBy) {
     panel.querySelector(".figures").append(figure("Answered by", make("span", { class: "answered-by" }, answeredBy)));
+  }
+  if (node.guard) panel.append(make("h4", {}, "Runs only if"), make("div", { class: "guard" }, pretty(node.guard)));
+  if (info.skipped) {
+    panel.append(make("h4", {}, "Skipped"), make("p", { class: "skipped" }, info.skipped.message || info.skipped.reason));
+    if (info.skipped.read) panel.append(make("div", { class: "guard-read" }, pretty(info.skipped.read)));
   }
   if (node.inputFacets) panel.append(make("h4", {}, "Input bundle"), make("div", { class: "input-bundle" }, pretty(inputBundle(view, node))));
   const output = complete.output || ledger.output;

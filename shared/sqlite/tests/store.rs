@@ -610,3 +610,12 @@ async fn two_messages_sent_together_obey_each_multitask_strategy_on_sqlite() {
     let store = Arc::new(store_in(&directory));
     baton_test_support::double_texting::double_texting_suite(store.clone(), store, "sqlite").await;
 }
+
+/// A plan with two exclusive branches takes exactly one on SQLite (the
+/// scenario of `baton_test_support::conformance::two_branches_take_one`; the model is its test
+/// double).
+#[tokio::test(flavor = "multi_thread")]
+async fn two_exclusive_branches_take_one_on_sqlite() {
+    let directory = tempfile::tempdir().unwrap();
+    baton_test_support::conformance::two_branches_take_one(Arc::new(store_in(&directory))).await;
+}

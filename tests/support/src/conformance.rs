@@ -1,10 +1,12 @@
-//! The conformance suites: one set of checks every `RunStore`,
+//! The conformance suites: one set of checks every `RunStore`
+//! (with [`two_branches_take_one`], a whole run on it),
 //! `CapabilityDirectory`, `ThreadStore`, `StreamLeases`, `ScheduleBook` and
 //! `AuditLog` adapter must pass (in-memory,
 //! SQLite and DynamoDB alike), called from each adapter's tests.
 
 mod addressed;
 mod audit;
+mod branching;
 mod directory;
 mod entries;
 mod held;
@@ -17,6 +19,7 @@ mod streams;
 mod threads;
 
 pub use audit::audit_log_conformance;
+pub use branching::{BranchesTaken, ReviewSays, run_two_branches, two_branches_take_one};
 pub use directory::capability_directory_conformance;
 pub use large::incompressible_text;
 pub use retention::{RetentionCase, retention_conformance};

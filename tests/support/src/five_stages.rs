@@ -64,6 +64,7 @@ pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
             prompt_template_file: None,
             metadata: Map::new(),
             allows_clarify: false,
+            guard: None,
             instruction_templates: None,
             assignment_defaults: None,
             quality_score: None,

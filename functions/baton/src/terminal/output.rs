@@ -171,7 +171,8 @@ impl FramePrinter {
             EventType::PlanRejected
             | EventType::ValidationError
             | EventType::Error
-            | EventType::NodeError => frame
+            | EventType::NodeError
+            | EventType::NodeSkipped => frame
                 .payload
                 .as_ref()
                 .map(|payload| serde_json::to_string_pretty(payload).unwrap_or_default()),

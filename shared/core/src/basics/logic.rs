@@ -123,6 +123,30 @@ fn check_operators_at(value: &Value, path: &str) -> Result<(), LogicProblem> {
     }
 }
 
+/// Checks a guard: `rule` compiles ([`check_expression`]) and every name
+/// it reads starts with one of `readable` (the facets the guarded node
+/// consumes). A problem names where inside the rule it is.
+pub fn check_expression_reads_only(rule: &Value, readable: &[String]) -> Result<(), LogicProblem> {
+    check_expression(rule)?;
+    for read in variables_read(rule) {
+        if !readable.iter().any(|name| name == read.root()) {
+            return Err(LogicProblem {
+                inner_path: read.inner_path.clone(),
+                message: format!(
+                    "reads `{}`, which is none of the facets it may read ({})",
+                    read.name,
+                    if readable.is_empty() {
+                        "none".to_string()
+                    } else {
+                        readable.join(", ")
+                    }
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Every variable `rule` reads by name (`{"var": "a.b"}`, `{"var": ["a",
 /// default]}`; `val` alike), in the order written. A name computed at run
 /// time (a `var` of an expression) is not listed.

@@ -93,4 +93,15 @@ pub enum NodeStatus {
     Deliberating,
     Completed,
     Failed,
+    /// Never ran: its guard did not hold, or every node it depends on was
+    /// skipped. Ended, like completed, without an output.
+    Skipped,
+}
+
+impl NodeStatus {
+    /// Completed or skipped: the node will not run again and its
+    /// dependents may go on (with its output, or without it).
+    pub fn is_settled(self) -> bool {
+        matches!(self, NodeStatus::Completed | NodeStatus::Skipped)
+    }
 }

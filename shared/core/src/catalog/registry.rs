@@ -45,40 +45,6 @@ fn registry_error(
     }
 }
 
-/// A catch-all fallback takes the contracts of the node it takes over: it
-/// declares none of its own, is of kind `fallback`, and is a person or a
-/// model (not a panel, an agent with tools, or a builtin).
-fn check_catch_all(
-    capability: &CapabilityRegistration,
-    source_name: &str,
-) -> Result<(), CoreError> {
-    let refuse = |path: &str, message: &str| Err(registry_error(source_name, path, message));
-    if capability.kind != crate::contracts::capability::NodeKind::Fallback {
-        return refuse(
-            "$.kind",
-            "a catch-all capability is of kind `fallback` (it runs only when a node fails)",
-        );
-    }
-    if !capability.input_contract.is_empty() || !capability.output_contract.is_empty() {
-        let path = if capability.input_contract.is_empty() {
-            "$.outputContract"
-        } else {
-            "$.inputContract"
-        };
-        return refuse(
-            path,
-            "a catch-all capability declares no facets: it takes the contracts of the node it takes over ([])",
-        );
-    }
-    if capability.panel.is_some() || !capability.tools.is_empty() {
-        return refuse(
-            "$.catchAll",
-            "a catch-all capability is a person or a model: no panel, no tools",
-        );
-    }
-    Ok(())
-}
-
 fn parse_document<T: DeserializeOwned>(document: &RegistryDocument) -> Result<T, CoreError> {
     let mut value: serde_json::Value = serde_json::from_str(&document.text).map_err(|error| {
         registry_error(
@@ -355,7 +321,9 @@ impl Registry {
             ));
         }
         if capability.catch_all {
-            return check_catch_all(capability, source_name);
+            return capability
+                .check_catch_all()
+                .map_err(|(path, message)| registry_error(source_name, path, message));
         }
         if capability.output_contract.is_empty() {
             return Err(registry_error(
@@ -385,6 +353,9 @@ impl Registry {
                     format!("unknown tool `{tool}`"),
                 ));
             }
+        }
+        if let Err((path, message)) = capability.check_guard() {
+            return Err(registry_error(source_name, path, message));
         }
         if capability.max_iterations == Some(0) || capability.max_tool_calls_per_turn == Some(0) {
             return Err(registry_error(

@@ -124,6 +124,13 @@ pub struct CapabilityRegistration {
     /// (its model is offered a `clarify` way out; the run waits for a person).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allows_clarify: bool,
+    /// A branch condition: a JSONLogic expression over the capability's
+    /// input facets (`{"var": "review.passed"}`). Its node runs only when
+    /// the guard holds over the values it receives; otherwise the node is
+    /// skipped, and so is what depends only on it. Checked when the
+    /// capability is registered: known operators, and only input facets read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<Value>,
     /// Human capabilities: UI copy for task surfaces (e.g. `title`,
     /// `summary`, `submitLabel`), kept verbatim and shown with the task.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -217,6 +224,48 @@ impl QualityScoreSpec {
 }
 
 impl CapabilityRegistration {
+    /// A catch-all fallback takes the contracts of the node it takes over:
+    /// it declares none of its own, is of kind `fallback`, and is a person
+    /// or a model (not a panel, an agent with tools, or a builtin). A
+    /// refusal is its JSON path and why.
+    pub fn check_catch_all(&self) -> Result<(), (String, String)> {
+        let refuse = |path: &str, message: &str| Err((path.to_string(), message.to_string()));
+        if self.kind != NodeKind::Fallback {
+            return refuse(
+                "$.kind",
+                "a catch-all capability is of kind `fallback` (it runs only when a node fails)",
+            );
+        }
+        if !self.input_contract.is_empty() || !self.output_contract.is_empty() {
+            let path = if self.input_contract.is_empty() {
+                "$.outputContract"
+            } else {
+                "$.inputContract"
+            };
+            return refuse(
+                path,
+                "a catch-all capability declares no facets: it takes the contracts of the node it takes over ([])",
+            );
+        }
+        if self.panel.is_some() || !self.tools.is_empty() {
+            return refuse(
+                "$.catchAll",
+                "a catch-all capability is a person or a model: no panel, no tools",
+            );
+        }
+        Ok(())
+    }
+
+    /// Its guard, if any, is JSONLogic the evaluator knows that reads only
+    /// its input facets. A refusal is the JSON path inside `$.guard` and why.
+    pub fn check_guard(&self) -> Result<(), (String, String)> {
+        let Some(guard) = &self.guard else {
+            return Ok(());
+        };
+        crate::basics::logic::check_expression_reads_only(guard, &self.input_contract)
+            .map_err(|problem| (format!("$.guard{}", problem.inner_path), problem.message))
+    }
+
     /// Parses a registration payload; an error is `(JSON path, message)`.
     pub fn parse_value(value: &Value) -> Result<Self, (String, String)> {
         serde_path_to_error::deserialize(value).map_err(|error| {
@@ -320,6 +369,7 @@ mod liveness_tests {
                 prompt_template_file: None,
                 metadata: Map::new(),
                 allows_clarify: false,
+                guard: None,
                 instruction_templates: None,
                 assignment_defaults: None,
                 quality_score: None,

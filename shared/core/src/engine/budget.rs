@@ -287,7 +287,7 @@ pub(super) fn stop_when_over_budget(
         .state()
         .nodes
         .iter()
-        .all(|(id, record)| id == node_id || record.status() == NodeStatus::Completed);
+        .all(|(id, record)| id == node_id || record.status().is_settled());
     if all_others_completed && answer_is_valid {
         // The last answer is in and valid: deliver it, and say the budget was passed.
         let warning = frames::warning(

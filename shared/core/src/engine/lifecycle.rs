@@ -18,6 +18,10 @@
 //! (`CoreError::StepDoesNotApply`): the step's working set is dropped, so
 //! nothing of it is committed. A fork is a new run, not a transition of its
 //! source ([`reopen_as_fork`]).
+//!
+//! A node is reset, scheduled, deliberates, parks for a person, completes,
+//! fails, or is skipped (only while pending); an ended node (completed,
+//! failed, skipped) only goes back to pending.
 
 use crate::basics::error::CoreError;
 use crate::state::run::{NodeRecord, NodeStatus, RunState, RunStatus};
@@ -136,6 +140,9 @@ pub(crate) enum NodeTransition {
     ParkForPerson,
     Complete,
     Fail,
+    /// It will not run: its guard did not hold, or all it depends on was
+    /// skipped. Only a pending node is skipped.
+    Skip,
 }
 
 impl NodeTransition {
@@ -147,14 +154,18 @@ impl NodeTransition {
             NodeTransition::ParkForPerson => NodeStatus::AwaitingHuman,
             NodeTransition::Complete => NodeStatus::Completed,
             NodeTransition::Fail => NodeStatus::Failed,
+            NodeTransition::Skip => NodeStatus::Skipped,
         }
     }
 
     /// Whether a node in `from` may take this transition.
     pub(crate) fn allowed_from(self, from: NodeStatus) -> bool {
         match from {
-            NodeStatus::Completed | NodeStatus::Failed => self == NodeTransition::Reset,
-            _ => true,
+            NodeStatus::Completed | NodeStatus::Failed | NodeStatus::Skipped => {
+                self == NodeTransition::Reset
+            }
+            NodeStatus::Pending => true,
+            _ => self != NodeTransition::Skip,
         }
     }
 }
@@ -257,8 +268,13 @@ mod tests {
             NodeTransition::ParkForPerson,
             NodeTransition::Complete,
             NodeTransition::Fail,
+            NodeTransition::Skip,
         ];
-        for ended in [NodeStatus::Completed, NodeStatus::Failed] {
+        for ended in [
+            NodeStatus::Completed,
+            NodeStatus::Failed,
+            NodeStatus::Skipped,
+        ] {
             let allowed: Vec<NodeTransition> = every
                 .into_iter()
                 .filter(|transition| transition.allowed_from(ended))

@@ -34,6 +34,7 @@
 //! comes in as an [`Instant`](crate::basics::instant::Instant), so every step replays in a test.
 
 mod agent;
+mod branches;
 mod budget;
 mod chat_runs;
 mod fork;

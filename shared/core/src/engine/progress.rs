@@ -1,7 +1,7 @@
 //! Progress: what runs next. Scheduling the nodes whose inputs are all
-//! complete, and continuing a run after a step (dispatch what is ready,
-//! finish it when every node completed, settle its status), unless it ended
-//! or is held. Governance and the executors call down into this; it calls
+//! settled (or skipping them, `branches`), and continuing a run after a
+//! step (dispatch what is ready, finish it when every node is settled,
+//! settle its status), unless it ended or is held. Governance and the executors call down into this; it calls
 //! only the run's finishing (`finish`) and the step context.
 
 use crate::basics::error::CoreError;
@@ -14,50 +14,69 @@ use super::lifecycle::RunTransition;
 use super::narration::handoff;
 use super::step_context::StepContext;
 
-/// Marks every pending node whose upstream nodes all completed as scheduled
-/// and puts its next attempt's step in the outbox.
+/// Settles every pending node whose upstream nodes are all settled
+/// (completed or skipped): it is skipped when every node it depends on was
+/// skipped or its guard does not hold, else scheduled (its next attempt's
+/// step in the outbox). A skip can settle more nodes, so this goes on
+/// until a pass skips nothing.
 pub(super) fn schedule_ready_nodes(step: &mut StepContext<'_, '_>) {
     let Some(plan) = step.state().plan.clone() else {
         return;
     };
-    let has_status = |node_id: &str, status: NodeStatus| {
-        step.state()
+    loop {
+        let status_of = |node_id: &str| {
+            step.state()
+                .nodes
+                .get(node_id)
+                .map(|record| record.status())
+        };
+        let ready: Vec<&PlanNode> = plan
             .nodes
-            .get(node_id)
-            .is_some_and(|record| record.status() == status)
-    };
-    // Pending nodes whose every upstream node has completed.
-    let ready: Vec<&PlanNode> = plan
-        .nodes
-        .iter()
-        .filter(|node| has_status(&node.node_id, NodeStatus::Pending))
-        .filter(|node| {
-            plan.edges
-                .iter()
-                .filter(|edge| edge.to == node.node_id)
-                .all(|edge| has_status(&edge.from, NodeStatus::Completed))
-        })
-        .collect();
-    for node in ready {
-        if let Some(record) = step.state_mut().node_mut(&node.node_id) {
-            super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
-            record.current_attempt += 1;
-            let attempt = record.current_attempt;
-            if node.builtin().is_none() {
-                let requested = handoff(
-                    &step.stamp(),
-                    step.state(),
-                    node,
-                    attempt,
-                    HandoffStatus::Requested,
-                );
-                step.emit(requested);
+            .iter()
+            .filter(|node| status_of(&node.node_id) == Some(NodeStatus::Pending))
+            .filter(|node| {
+                plan.edges
+                    .iter()
+                    .filter(|edge| edge.to == node.node_id)
+                    .all(|edge| status_of(&edge.from).is_some_and(NodeStatus::is_settled))
+            })
+            .collect();
+        let mut skipped_any = false;
+        for node in ready {
+            match super::branches::branch_taken(step.state(), &plan, node, step.engine().registry) {
+                super::branches::Branch::Run => schedule(step, node),
+                super::branches::Branch::Skip(skip) => {
+                    super::branches::skip_node(step, node, skip);
+                    skipped_any = true;
+                }
             }
-            step.enqueue(StepCommand::ExecuteNode {
-                node_id: node.node_id.clone(),
-                attempt,
-            });
         }
+        if !skipped_any {
+            return;
+        }
+    }
+}
+
+/// Marks `node` scheduled and puts its next attempt's step in the outbox.
+fn schedule(step: &mut StepContext<'_, '_>, node: &PlanNode) {
+    if let Some(record) = step.state_mut().node_mut(&node.node_id) {
+        super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Schedule);
+        record.current_attempt += 1;
+        let attempt = record.current_attempt;
+        if node.builtin().is_none() {
+            let requested = handoff(
+                &step.stamp(),
+                step.state(),
+                node,
+                attempt,
+                HandoffStatus::Requested,
+            );
+            step.emit(requested);
+        }
+        step.enqueue(StepCommand::ExecuteNode {
+            node_id: node.node_id.clone(),
+            attempt,
+        });
     }
 }
 
@@ -84,12 +103,12 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
         None => {}
     }
     schedule_ready_nodes(step);
-    let all_completed = step
+    let all_settled = step
         .state()
         .nodes
         .values()
-        .all(|record| record.status() == NodeStatus::Completed);
-    if all_completed {
+        .all(|record| record.status().is_settled());
+    if all_settled {
         step.move_run(RunTransition::Work)?;
         return super::finish::finish_run(step);
     }

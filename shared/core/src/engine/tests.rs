@@ -19,6 +19,7 @@ use crate::wire::frames::test_support::assert_frames_match_schemas;
 pub(super) use std::sync::Arc;
 
 mod agent;
+mod branches;
 mod cost;
 mod escalation;
 mod finish;

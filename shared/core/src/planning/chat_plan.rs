@@ -158,6 +158,7 @@ pub fn chat_plan(
             instructions: instructions.into(),
             variant: None,
             allows_clarify: false,
+            guard: None,
             task_surface: None,
             quality_score: None,
             model: crate::planning::model_choice::model_for_chat(

@@ -154,6 +154,7 @@ pub fn inject_normalization(
         instructions: normalization_instructions(&reasons).into(),
         variant: None,
         allows_clarify: false,
+        guard: None,
         task_surface: None,
         quality_score: None,
         // A model node of the orchestrator's own: the envelope's preference,

@@ -38,6 +38,11 @@ pub struct PlanNode {
     /// The capability may ask a clarifying question instead of answering.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allows_clarify: bool,
+    /// A branch condition over the node's input facets (JSONLogic): the
+    /// node runs only when it holds, else it is skipped. Checked when the
+    /// plan is validated (`$.nodes[i].guard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<std::sync::Arc<serde_json::Value>>,
     /// Human capabilities: the registration's `instructionTemplates` and
     /// `assignmentDefaults`, handed to task surfaces verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]

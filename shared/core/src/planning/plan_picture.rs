@@ -100,8 +100,11 @@ pub fn to_mermaid(plan: &PlanGraph) -> String {
     let mut lines = vec!["flowchart LR".to_string()];
     lines.push(format!("    {INPUTS_ID}([\"inputs\"])"));
     for node in &plan.nodes {
+        let guard = guard_text(node)
+            .map(|guard| format!("<br/><i>{}</i>", mermaid_text(&guard)))
+            .unwrap_or_default();
         lines.push(format!(
-            "    {}[\"{}<br/><small>{} · {}</small>\"]",
+            "    {}[\"{}<br/><small>{} · {}</small>{guard}\"]",
             node.node_id,
             mermaid_text(&node.label),
             mermaid_text(&node.capability_id),
@@ -121,6 +124,16 @@ pub fn to_mermaid(plan: &PlanGraph) -> String {
     lines
         .push("    classDef builtin fill:#eef2f7,stroke:#718096,stroke-dasharray: 4 3".to_string());
     lines.push("    classDef io fill:#e6fffa,stroke:#319795".to_string());
+    let branches: Vec<&str> = plan
+        .nodes
+        .iter()
+        .filter(|node| node.guard.is_some())
+        .map(|node| node.node_id.as_str())
+        .collect();
+    if !branches.is_empty() {
+        lines.push("    classDef branch stroke:#975a16,stroke-dasharray: 6 3".to_string());
+        lines.push(format!("    class {} branch", branches.join(",")));
+    }
     lines.push(format!("    class {INPUTS_ID},{OUTPUT_ID} io"));
     for (class, agent_type) in [("human", AgentType::Human), ("builtin", AgentType::Builtin)] {
         let members: Vec<&str> = plan
@@ -134,6 +147,11 @@ pub fn to_mermaid(plan: &PlanGraph) -> String {
         }
     }
     lines.join("\n") + "\n"
+}
+
+/// A branch node's condition as drawn: `if` and its JSONLogic.
+fn guard_text(node: &crate::planning::plan::PlanNode) -> Option<String> {
+    node.guard.as_ref().map(|guard| format!("if {guard}"))
 }
 
 fn dot_text(text: &str) -> String {
@@ -156,8 +174,15 @@ pub fn to_dot(plan: &PlanGraph) -> String {
             AgentType::Human => "#fff4d6",
             AgentType::Builtin => "#eef2f7",
         };
+        let (guard, style) = match guard_text(node) {
+            Some(guard) => (
+                format!("\\n{}", dot_text(&guard)),
+                ", style=\"rounded,filled,dashed\"",
+            ),
+            None => (String::new(), ""),
+        };
         lines.push(format!(
-            "    {} [label=\"{}\\n{} · {}\", fillcolor=\"{fill}\"];",
+            "    {} [label=\"{}\\n{} · {}{guard}\", fillcolor=\"{fill}\"{style}];",
             node.node_id,
             dot_text(&node.label),
             dot_text(&node.capability_id),

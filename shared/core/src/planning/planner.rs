@@ -301,6 +301,7 @@ fn build_plan_with_ids(
             output_contract,
             variant: None,
             allows_clarify: capability.allows_clarify,
+            guard: capability.guard.clone().map(std::sync::Arc::new),
             quality_score: capability.quality_score.clone(),
             task_surface: crate::planning::plan::TaskSurface::of(capability),
             model: crate::planning::model_choice::model_for(

@@ -113,15 +113,30 @@ impl<'a> PlanningContext<'a> {
         }
     }
 
+    /// The inputs the planner must wire: those required by default, and
+    /// every facet the capability's guard reads (it cannot be decided
+    /// without them).
     pub(super) fn required_inputs<'c>(
         &self,
         capability: &'c CapabilityRegistration,
     ) -> impl Iterator<Item = &'c String> + use<'c, '_> {
-        capability.input_contract.iter().filter(|facet| {
-            self.registry
-                .facets
-                .get(facet)
-                .is_some_and(|facet| facet.required_by_default)
+        let guard_reads: Vec<String> = capability
+            .guard
+            .as_ref()
+            .map(|guard| {
+                crate::basics::logic::variables_read(guard)
+                    .iter()
+                    .map(|read| read.root().to_string())
+                    .collect()
+            })
+            .unwrap_or_default();
+        capability.input_contract.iter().filter(move |facet| {
+            guard_reads.contains(facet)
+                || self
+                    .registry
+                    .facets
+                    .get(facet)
+                    .is_some_and(|facet| facet.required_by_default)
         })
     }
 

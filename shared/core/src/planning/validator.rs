@@ -27,6 +27,7 @@ pub fn validate_plan(
 ) -> DiagnosticsBundle {
     let mut diagnostics = Vec::new();
     check_structure(plan, registry, validators, &mut diagnostics);
+    check_guards(plan, &mut diagnostics);
     check_coverage(plan, envelope, registry, &mut diagnostics);
     check_planner_policies(plan, envelope, registry, &mut diagnostics);
     check_quality_reviewer(plan, envelope, &mut diagnostics);
@@ -56,6 +57,31 @@ fn check_quality_reviewer(
             "No capability with a qualityScore can review this plan's drafts: the threshold is not checked. Register a reviewer whose inputs the plan produces.",
         ),
     );
+}
+
+/// A node's guard compiles and reads only the facets the node consumes
+/// (a drafted plan's guard is checked like a registered one).
+fn check_guards(plan: &PlanGraph, diagnostics: &mut Vec<PlanDiagnostic>) {
+    for (index, node) in plan.nodes.iter().enumerate() {
+        let Some(guard) = &node.guard else {
+            continue;
+        };
+        if let Err(problem) =
+            crate::basics::logic::check_expression_reads_only(guard, &node.input_facets)
+        {
+            diagnostics.push(
+                PlanDiagnostic::structural(
+                    "structure.guards",
+                    "a node's guard is JSONLogic over the facets it consumes",
+                    format!(
+                        "$.nodes[{index}].guard{}: {}",
+                        problem.inner_path, problem.message
+                    ),
+                )
+                .with_node(&node.node_id),
+            );
+        }
+    }
 }
 
 /// Wraps planner failures (no plan at all) into a rejected bundle.

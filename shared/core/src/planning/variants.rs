@@ -187,6 +187,7 @@ pub fn expand_variants(
             instructions: "".into(),
             variant: None,
             allows_clarify: false,
+            guard: None,
             task_surface: None,
             quality_score: None,
             model: None,

@@ -38,6 +38,9 @@ pub enum EventType {
     NodeStart,
     NodeComplete,
     NodeError,
+    /// A node that never ran (its guard did not hold, or all it depends
+    /// on was skipped).
+    NodeSkipped,
     Handoff,
     Delta,
     ToolCall,
@@ -279,7 +282,7 @@ mod tests {
 
     #[test]
     fn every_event_type_is_named_as_serde_writes_it_in_catalogue_order() {
-        assert_eq!(EventType::ALL.len(), 27);
+        assert_eq!(EventType::ALL.len(), 28);
         assert_eq!(EventType::ALL.first(), Some(&EventType::Start));
         assert_eq!(EventType::ALL.last(), Some(&EventType::Complete));
         for event_type in EventType::ALL {

@@ -37,6 +37,7 @@ pub fn lifecycle_event(draft: &EventDraft) -> Option<&'static str> {
         EventType::NodeStart => "node.started",
         EventType::NodeComplete => "node.completed",
         EventType::NodeError => "node.failed",
+        EventType::NodeSkipped => "node.skipped",
         EventType::PolicyTriggered => "policy.triggered",
         EventType::HitlRequest => "hitl.requested",
         EventType::HitlResolved => "hitl.resolved",

@@ -53,6 +53,11 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
             node_frame(payload_schema::<NodeCompletePayload<'static>>(definitions))
         }
         EventType::NodeError => node_frame(payload_schema::<NodeErrorPayload>(definitions)),
+        EventType::NodeSkipped => {
+            let mut shape = node_frame(payload_schema::<NodeSkippedPayload>(definitions));
+            shape.message_required = true;
+            shape
+        }
         EventType::ValidationError => typed(payload_schema::<ValidationErrorPayload>(definitions)),
         EventType::Warning => typed(payload_schema::<WarningPayload>(definitions)),
         EventType::Error => typed(payload_schema::<ErrorPayload>(definitions)),

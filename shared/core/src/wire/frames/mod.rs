@@ -6,6 +6,7 @@
 //! test keeps them equal.
 
 mod agent_frames;
+mod branch_frames;
 mod frame_schemas;
 mod governance_frames;
 mod metrics_frames;
@@ -23,6 +24,7 @@ pub use agent_frames::{
     PlanReadyForReviewPayload, PlanReviewPayload, ToolCallPayload, ToolResultPayload, agent_state,
     context_trimmed, message, plan_ready_for_review, plan_review, tool_call, tool_result,
 };
+pub use branch_frames::{NodeSkippedPayload, SkipReason, node_skipped};
 #[cfg(test)]
 pub(crate) use frame_schemas::test_support;
 pub use frame_schemas::{FRAME_SCHEMA_DIRECTORY, frame_schema};
