@@ -188,6 +188,12 @@ impl From<RuntimeError> for ApiError {
                 format!("{path}: {message}"),
             )
             .with_details(json!({"path": path})),
+            RuntimeError::CapabilityNotRegistered(capability_id) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "capability_not_registered",
+                error.to_string(),
+            )
+            .with_details(json!({"capabilityId": capability_id})),
             RuntimeError::ScheduleNotFound(schedule_id) => ApiError::new(
                 StatusCode::NOT_FOUND,
                 "schedule_not_found",

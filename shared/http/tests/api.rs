@@ -753,6 +753,77 @@ async fn bad_registrations_are_refused_with_the_path_and_nothing_is_stored() {
     );
 }
 
+/// `PATCH /capabilities/{id}` renews a registration's heartbeat (404 for an
+/// id the tenant has not registered, another tenant's included) and
+/// `DELETE` removes it (404 the second time); a registry file's capability
+/// is not a registration.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registration_is_renewed_by_patch_and_removed_by_delete() {
+    let api = start_api().await;
+    let (got, registered) = post_json(
+        &api,
+        "/capabilities/register",
+        ACME_TOKEN,
+        &scoped_messaging_writer(),
+    )
+    .await;
+    assert_eq!(got, 200, "{registered}");
+    let id = "copywriter.Messaging.scoped";
+    let send = |method: reqwest::Method, path: String, token: &'static str| {
+        let request = api
+            .client
+            .request(method, format!("{}{path}", api.base))
+            .bearer_auth(token);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap_or(Value::Null);
+            (status, body)
+        }
+    };
+    let (got, renewed) = send(
+        reqwest::Method::PATCH,
+        format!("/capabilities/{id}"),
+        ACME_TOKEN,
+    )
+    .await;
+    assert_eq!(got, 200, "{renewed}");
+    assert_eq!(renewed["capabilityId"], id);
+    assert_eq!(renewed["status"], "active");
+    assert!(renewed["lastSeenAt"].is_string(), "{renewed}");
+    for (path, token) in [
+        (format!("/capabilities/{id}"), GLOBEX_TOKEN),
+        ("/capabilities/copywriter.Messaging".to_string(), ACME_TOKEN),
+        ("/capabilities/no.such".to_string(), ACME_TOKEN),
+    ] {
+        let (got, error) = send(reqwest::Method::PATCH, path.clone(), token).await;
+        assert_eq!(got, 404, "{path}: {error}");
+        assert_eq!(error["error"]["code"], "capability_not_registered");
+    }
+    let (got, _) = send(
+        reqwest::Method::DELETE,
+        format!("/capabilities/{id}"),
+        GLOBEX_TOKEN,
+    )
+    .await;
+    assert_eq!(got, 404, "another tenant cannot remove it");
+    let (got, _) = send(
+        reqwest::Method::DELETE,
+        format!("/capabilities/{id}"),
+        ACME_TOKEN,
+    )
+    .await;
+    assert_eq!(got, 204);
+    assert!(listed_capability(&api, ACME_TOKEN, id).await.is_none());
+    let (got, error) = send(
+        reqwest::Method::DELETE,
+        format!("/capabilities/{id}"),
+        ACME_TOKEN,
+    )
+    .await;
+    assert_eq!(got, 404, "{error}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn capabilities_are_listed_and_unbuilt_routes_say_so() {
     let api = start_api().await;

@@ -279,6 +279,10 @@ pub enum RuntimeError {
     /// The tenant has no schedule of that id. HTTP 404.
     #[error("no schedule `{0}`")]
     ScheduleNotFound(String),
+    /// The tenant has no registration of that capability id (a registry
+    /// file's capability is not a registration). HTTP 404.
+    #[error("no registered capability `{0}` (register it with POST /capabilities/register)")]
+    CapabilityNotRegistered(String),
     /// The tenant keeps as many schedules as its limit allows. HTTP 409.
     #[error(
         "tenant `{tenant_id}` keeps {count} schedules, its limit (BATON_MAX_SCHEDULES_PER_TENANT); delete one first"
@@ -314,6 +318,7 @@ impl RuntimeError {
             | RuntimeError::RunNotFound { .. }
             | RuntimeError::InvalidSchedule { .. }
             | RuntimeError::ScheduleNotFound(_)
+            | RuntimeError::CapabilityNotRegistered(_)
             | RuntimeError::ScheduleLimit { .. } => false,
         }
     }

@@ -537,4 +537,50 @@ impl CapabilityDirectory for SqliteStore {
             .await?;
         records.iter().map(|record| from_json(record)).collect()
     }
+
+    async fn renew_heartbeat(
+        &self,
+        tenant_id: &str,
+        capability_id: &str,
+        seen_at_millis: u64,
+    ) -> Result<Option<RegisteredCapability>, StoreError> {
+        let (tenant_id, capability_id) = (tenant_id.to_string(), capability_id.to_string());
+        self.with_connection(move |connection| {
+            let transaction = begin(connection)?;
+            let existing: Option<String> = transaction
+                .prepare_cached("SELECT record FROM capabilities WHERE tenant_id = ?1 AND capability_id = ?2")
+                .map_err(unavailable)?
+                .query_row(params![tenant_id, capability_id], |row| row.get(0))
+                .optional()
+                .map_err(unavailable)?;
+            let Some(existing) = existing else {
+                return Ok(None);
+            };
+            let mut record: RegisteredCapability = from_json(&existing)?;
+            record.last_seen_at_millis = seen_at_millis;
+            transaction
+                .prepare_cached("UPDATE capabilities SET record = ?3 WHERE tenant_id = ?1 AND capability_id = ?2")
+                .map_err(unavailable)?
+                .execute(params![tenant_id, capability_id, to_json(&record)?])
+                .map_err(unavailable)?;
+            transaction.commit().map_err(unavailable)?;
+            Ok(Some(record))
+        })
+        .await
+    }
+
+    async fn deregister(&self, tenant_id: &str, capability_id: &str) -> Result<bool, StoreError> {
+        let (tenant_id, capability_id) = (tenant_id.to_string(), capability_id.to_string());
+        self.with_connection(move |connection| {
+            let removed = connection
+                .prepare_cached(
+                    "DELETE FROM capabilities WHERE tenant_id = ?1 AND capability_id = ?2",
+                )
+                .map_err(unavailable)?
+                .execute(params![tenant_id, capability_id])
+                .map_err(unavailable)?;
+            Ok(removed > 0)
+        })
+        .await
+    }
 }

@@ -5,7 +5,9 @@
 //! | registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` (epoch ms) |
 //!
 //! An upsert is one `UpdateItem`: the payload and `lastSeenAt` are replaced,
-//! `registeredAt` is set only if absent, so heartbeats never reset it.
+//! `registeredAt` is set only if absent, so heartbeats never reset it. A
+//! heartbeat alone is an `UpdateItem` of `lastSeenAt` on condition the item
+//! exists (it never creates one); deregistering is a `DeleteItem`.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::ReturnValue;
@@ -88,5 +90,55 @@ impl CapabilityDirectory for DynamoRunStore {
             }
         }
         Ok(records)
+    }
+
+    async fn renew_heartbeat(
+        &self,
+        tenant_id: &str,
+        capability_id: &str,
+        seen_at_millis: u64,
+    ) -> Result<Option<RegisteredCapability>, StoreError> {
+        let renewed = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("pk", s(registrations_pk(tenant_id)))
+            .key("sk", s(registration_sk(capability_id)))
+            .update_expression("SET lastSeenAt = :seen")
+            .condition_expression("attribute_exists(pk)")
+            .expression_attribute_values(":seen", n(seen_at_millis))
+            .return_values(ReturnValue::AllNew)
+            .send()
+            .await;
+        match renewed {
+            Ok(output) => {
+                let item = output.attributes.ok_or_else(|| {
+                    StoreError::Corrupt("UpdateItem returned no attributes".into())
+                })?;
+                record_from(&item).map(Some)
+            }
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(None)
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+
+    async fn deregister(&self, tenant_id: &str, capability_id: &str) -> Result<bool, StoreError> {
+        let output = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(registrations_pk(tenant_id)))
+            .key("sk", s(registration_sk(capability_id)))
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await
+            .map_err(sdk_failure)?;
+        Ok(output.attributes.is_some_and(|item| !item.is_empty()))
     }
 }

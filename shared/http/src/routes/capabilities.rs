@@ -1,6 +1,7 @@
-//! `GET /capabilities` (the tenant's capability snapshot) and `POST
+//! `GET /capabilities` (the tenant's capability snapshot), `POST
 //! /capabilities/register` (a registration, validated, stored for the
-//! tenant).
+//! tenant), `PATCH /capabilities/{capabilityId}` (a heartbeat) and `DELETE
+//! /capabilities/{capabilityId}` (deregistration).
 
 use axum::extract::State;
 use axum::{Extension, Json};
@@ -33,4 +34,32 @@ pub(super) async fn register_capability(
         input_schema: registered.input_schema.as_ref().clone(),
         output_schema: registered.output_schema.as_ref().clone(),
     }))
+}
+
+/// `PATCH /capabilities/{capabilityId}`: a registered capability's
+/// heartbeat (no body): it is seen now, active again if it had lapsed.
+pub(super) async fn renew_capability(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    axum::extract::Path(capability_id): axum::extract::Path<String>,
+) -> Result<Json<CapabilitySummary>, ApiError> {
+    let (record, status) = state
+        .capabilities
+        .heartbeat(&tenant.0, &capability_id)
+        .await?;
+    Ok(Json(CapabilitySummary::of_registration(&record, status)))
+}
+
+/// `DELETE /capabilities/{capabilityId}`: the registration is removed; the
+/// planner stops using it, and a node of it not yet called is escalated.
+pub(super) async fn deregister_capability(
+    State(state): State<ApiState>,
+    Extension(tenant): Extension<Tenant>,
+    axum::extract::Path(capability_id): axum::extract::Path<String>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    state
+        .capabilities
+        .deregister(&tenant.0, &capability_id)
+        .await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }

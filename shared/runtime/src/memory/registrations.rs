@@ -19,6 +19,17 @@ impl InMemoryCapabilityDirectory {
     pub fn new() -> Self {
         Self::default()
     }
+
+    fn locked(
+        &self,
+    ) -> Result<
+        std::sync::MutexGuard<'_, BTreeMap<String, BTreeMap<String, RegisteredCapability>>>,
+        StoreError,
+    > {
+        self.by_tenant
+            .lock()
+            .map_err(|_| StoreError::Unavailable("capability directory lock poisoned".into()))
+    }
 }
 
 #[async_trait]
@@ -52,5 +63,28 @@ impl CapabilityDirectory for InMemoryCapabilityDirectory {
             .get(tenant_id)
             .map(|registrations| registrations.values().cloned().collect())
             .unwrap_or_default())
+    }
+
+    async fn renew_heartbeat(
+        &self,
+        tenant_id: &str,
+        capability_id: &str,
+        seen_at_millis: u64,
+    ) -> Result<Option<RegisteredCapability>, StoreError> {
+        let mut by_tenant = self.locked()?;
+        let record = by_tenant
+            .get_mut(tenant_id)
+            .and_then(|registrations| registrations.get_mut(capability_id));
+        Ok(record.map(|record| {
+            record.last_seen_at_millis = seen_at_millis;
+            record.clone()
+        }))
+    }
+
+    async fn deregister(&self, tenant_id: &str, capability_id: &str) -> Result<bool, StoreError> {
+        let mut by_tenant = self.locked()?;
+        Ok(by_tenant
+            .get_mut(tenant_id)
+            .is_some_and(|registrations| registrations.remove(capability_id).is_some()))
     }
 }

@@ -403,6 +403,19 @@ pub trait CapabilityDirectory: Send + Sync {
         &self,
         tenant_id: &str,
     ) -> Result<Vec<RegisteredCapability>, StoreError>;
+
+    /// A heartbeat: `capability_id`'s `last_seen_at_millis` becomes
+    /// `seen_at_millis`, nothing else changes. `None` when `tenant_id` has
+    /// no such registration (nothing is created).
+    async fn renew_heartbeat(
+        &self,
+        tenant_id: &str,
+        capability_id: &str,
+        seen_at_millis: u64,
+    ) -> Result<Option<RegisteredCapability>, StoreError>;
+
+    /// Removes `capability_id`'s registration; whether there was one.
+    async fn deregister(&self, tenant_id: &str, capability_id: &str) -> Result<bool, StoreError>;
 }
 
 /// The shell's clock: every "now" the engine and the adapters use comes from here.

@@ -173,6 +173,68 @@ impl CapabilityService {
         Ok(compiled.schema)
     }
 
+    /// A heartbeat for `capability_id`'s registration: it is seen now, and
+    /// active again if it had lapsed. Its status is returned with it.
+    pub async fn heartbeat(
+        &self,
+        tenant_id: &str,
+        capability_id: &str,
+    ) -> Result<(RegisteredCapability, CapabilityStatus), RuntimeError> {
+        let now = self.clock.now().unix_millis();
+        let record = self
+            .directory
+            .renew_heartbeat(tenant_id, capability_id, now)
+            .await?
+            .ok_or_else(|| RuntimeError::CapabilityNotRegistered(capability_id.to_string()))?;
+        let status = record.status_at(now);
+        Ok((record, status))
+    }
+
+    /// Removes `capability_id`'s registration: the planner stops using it
+    /// at once, and a run's node of it is escalated before it is called.
+    pub async fn deregister(
+        &self,
+        tenant_id: &str,
+        capability_id: &str,
+    ) -> Result<(), RuntimeError> {
+        if self.directory.deregister(tenant_id, capability_id).await? {
+            Ok(())
+        } else {
+            Err(RuntimeError::CapabilityNotRegistered(
+                capability_id.to_string(),
+            ))
+        }
+    }
+
+    /// The registered capabilities of `tenant_id` that are not active now:
+    /// lapsed (no heartbeat within their timeout) or gone (deregistered),
+    /// among `capability_ids` (a registry file's capability is always
+    /// active and is not looked up).
+    pub async fn inactive_among(
+        &self,
+        tenant_id: &str,
+        capability_ids: &[&str],
+    ) -> Result<std::collections::BTreeSet<String>, RuntimeError> {
+        let registered: Vec<&str> = capability_ids
+            .iter()
+            .copied()
+            .filter(|id| self.registry.capability(id).is_none())
+            .collect();
+        if registered.is_empty() {
+            return Ok(Default::default());
+        }
+        let now = self.registrations_now(tenant_id).await?;
+        Ok(registered
+            .into_iter()
+            .filter(|id| {
+                !now.iter().any(|(record, status)| {
+                    record.registration.capability_id == *id && *status == CapabilityStatus::Active
+                })
+            })
+            .map(str::to_string)
+            .collect())
+    }
+
     async fn registrations_now(
         &self,
         tenant_id: &str,

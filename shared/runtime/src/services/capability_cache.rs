@@ -53,6 +53,26 @@ impl CapabilityDirectory for CachingCapabilityDirectory {
         stored
     }
 
+    async fn renew_heartbeat(
+        &self,
+        tenant_id: &str,
+        capability_id: &str,
+        seen_at_millis: u64,
+    ) -> Result<Option<RegisteredCapability>, StoreError> {
+        let renewed = self
+            .inner
+            .renew_heartbeat(tenant_id, capability_id, seen_at_millis)
+            .await;
+        self.forget(tenant_id);
+        renewed
+    }
+
+    async fn deregister(&self, tenant_id: &str, capability_id: &str) -> Result<bool, StoreError> {
+        let removed = self.inner.deregister(tenant_id, capability_id).await;
+        self.forget(tenant_id);
+        removed
+    }
+
     async fn list_registrations(
         &self,
         tenant_id: &str,
@@ -102,6 +122,25 @@ mod tests {
         ) -> Result<Vec<RegisteredCapability>, StoreError> {
             self.listings.fetch_add(1, Ordering::SeqCst);
             self.inner.list_registrations(tenant_id).await
+        }
+
+        async fn renew_heartbeat(
+            &self,
+            tenant_id: &str,
+            capability_id: &str,
+            seen_at_millis: u64,
+        ) -> Result<Option<RegisteredCapability>, StoreError> {
+            self.inner
+                .renew_heartbeat(tenant_id, capability_id, seen_at_millis)
+                .await
+        }
+
+        async fn deregister(
+            &self,
+            tenant_id: &str,
+            capability_id: &str,
+        ) -> Result<bool, StoreError> {
+            self.inner.deregister(tenant_id, capability_id).await
         }
     }
 

@@ -1,6 +1,6 @@
 //! Conformance of capability directories: upsert and list, re-registration
 //! keeps the first registration time and replaces the rest, id order,
-//! tenant isolation.
+//! tenant isolation, heartbeats and deregistration.
 
 use std::sync::Arc;
 
@@ -99,6 +99,86 @@ pub async fn capability_directory_conformance(
             .map_err(failed)?
             .is_empty(),
         "another tenant sees none of them",
+    )?;
+    heartbeats_and_deregistration(directory.as_ref(), &tenant, &other_tenant, stored).await
+}
+
+/// A heartbeat moves `lastSeenAt` only, and creates nothing; deregistering
+/// removes one registration of one tenant, once.
+async fn heartbeats_and_deregistration(
+    directory: &dyn CapabilityDirectory,
+    tenant: &str,
+    other_tenant: &str,
+    stored: RegisteredCapability,
+) -> Result<(), String> {
+    let failed = |error: StoreError| error.to_string();
+    let renewed = directory
+        .renew_heartbeat(tenant, "writer.fr", 90_000)
+        .await
+        .map_err(failed)?;
+    let mut expected = stored;
+    expected.last_seen_at_millis = 90_000;
+    check(
+        renewed.as_ref() == Some(&expected),
+        "a heartbeat moves lastSeenAt and keeps the rest",
+    )?;
+    let listed = directory.list_registrations(tenant).await.map_err(failed)?;
+    check(
+        listed.iter().any(|record| *record == expected),
+        "the heartbeat is stored",
+    )?;
+    check(
+        directory
+            .renew_heartbeat(tenant, "writer.de", 90_000)
+            .await
+            .map_err(failed)?
+            .is_none()
+            && directory
+                .renew_heartbeat(other_tenant, "writer.fr", 90_000)
+                .await
+                .map_err(failed)?
+                .is_none(),
+        "a heartbeat for an unknown registration (or another tenant's) is none",
+    )?;
+    check(
+        directory
+            .list_registrations(other_tenant)
+            .await
+            .map_err(failed)?
+            .is_empty(),
+        "a heartbeat creates nothing",
+    )?;
+    check(
+        !directory
+            .deregister(other_tenant, "writer.fr")
+            .await
+            .map_err(failed)?,
+        "another tenant cannot deregister it",
+    )?;
+    check(
+        directory
+            .deregister(tenant, "writer.fr")
+            .await
+            .map_err(failed)?,
+        "deregistering a registration says it was there",
+    )?;
+    let ids: Vec<String> = directory
+        .list_registrations(tenant)
+        .await
+        .map_err(failed)?
+        .into_iter()
+        .map(|record| record.registration.capability_id)
+        .collect();
+    check(
+        ids == ["writer.en"],
+        "a deregistered capability is listed no more",
+    )?;
+    check(
+        !directory
+            .deregister(tenant, "writer.fr")
+            .await
+            .map_err(failed)?,
+        "deregistering it again finds nothing",
     )?;
     Ok(())
 }

@@ -2,11 +2,17 @@
 //! from `mod.rs` to keep each file short), in the order the document lists
 //! them.
 
-use axum::routing::{get, post};
+use axum::routing::{delete, get, patch, post};
 
 use super::super::{capabilities, events, forks, people, runs};
 use super::{BAD_JSON, Body, CONFLICT, INVALID, NOT_FOUND, Operation, answer, api, route};
 use crate::auth::Scope;
+
+const CAPABILITY_NOT_REGISTERED: super::Answer = answer(
+    404,
+    "no registration of that id for the tenant: `capability_not_registered`",
+    Body::Json("Error"),
+);
 
 pub(super) fn runs_and_people() -> Vec<Operation> {
     vec![
@@ -220,6 +226,42 @@ pub(super) fn runs_and_people() -> Vec<Operation> {
                     Body::Json("Error"),
                 ),
                 INVALID,
+            ],
+        ),
+        api(
+            route(
+                "renewCapability",
+                Scope::RegistryWrite,
+                || patch(capabilities::renew_capability),
+                "patch",
+                "/api/v1/flex/capabilities/{capability_id}",
+            ),
+            "A registered capability's heartbeat: seen now, active again",
+            None,
+            &[],
+            &[
+                answer(
+                    200,
+                    "the registration with its status",
+                    Body::Json("CapabilitySummary"),
+                ),
+                CAPABILITY_NOT_REGISTERED,
+            ],
+        ),
+        api(
+            route(
+                "deregisterCapability",
+                Scope::RegistryWrite,
+                || delete(capabilities::deregister_capability),
+                "delete",
+                "/api/v1/flex/capabilities/{capability_id}",
+            ),
+            "Remove a registration (a run's node of it escalates)",
+            None,
+            &[],
+            &[
+                answer(204, "removed", Body::Empty),
+                CAPABILITY_NOT_REGISTERED,
             ],
         ),
         api(
