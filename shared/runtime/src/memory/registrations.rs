@@ -9,10 +9,13 @@ use baton_core::contracts::capability::RegisteredCapability;
 use crate::error::StoreError;
 use crate::ports::CapabilityDirectory;
 
+/// Each tenant's registrations by capability id.
+type ByTenant = BTreeMap<String, BTreeMap<String, RegisteredCapability>>;
+
 /// In-memory [`CapabilityDirectory`]: the embedded default's registrations.
 #[derive(Default)]
 pub struct InMemoryCapabilityDirectory {
-    by_tenant: Mutex<BTreeMap<String, BTreeMap<String, RegisteredCapability>>>,
+    by_tenant: Mutex<ByTenant>,
 }
 
 impl InMemoryCapabilityDirectory {
@@ -20,12 +23,7 @@ impl InMemoryCapabilityDirectory {
         Self::default()
     }
 
-    fn locked(
-        &self,
-    ) -> Result<
-        std::sync::MutexGuard<'_, BTreeMap<String, BTreeMap<String, RegisteredCapability>>>,
-        StoreError,
-    > {
+    fn locked(&self) -> Result<std::sync::MutexGuard<'_, ByTenant>, StoreError> {
         self.by_tenant
             .lock()
             .map_err(|_| StoreError::Unavailable("capability directory lock poisoned".into()))
