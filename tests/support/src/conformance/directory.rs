@@ -124,7 +124,7 @@ async fn heartbeats_and_deregistration(
     )?;
     let listed = directory.list_registrations(tenant).await.map_err(failed)?;
     check(
-        listed.iter().any(|record| *record == expected),
+        listed.contains(&expected),
         "the heartbeat is stored",
     )?;
     check(
