@@ -255,3 +255,126 @@ async fn an_envelope_names_its_fallback_and_a_capability_that_is_not_a_catch_all
         }
     }
 }
+
+/// Test double for the model endpoint: schema-shaped answers, recording
+/// each request's schema name; answering the strategist, it moves the
+/// shared clock past the registration's heartbeat timeout (time passing
+/// while the run works, without waiting).
+struct ClockMovesWhileTheStrategistWorks {
+    clock: Arc<baton_runtime::clock::OffsetClock>,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait]
+impl LlmProvider for ClockMovesWhileTheStrategistWorks {
+    fn model_name(&self) -> String {
+        "schema-shaped".into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        self.asked.lock().unwrap().push(request.schema_name.clone());
+        if request.schema_name.starts_with("strategist") {
+            self.clock.advance(std::time::Duration::from_secs(10));
+        }
+        Ok(ModelAnswer {
+            content: scripted_llm::generate_instance(&request.output_schema, "answer").to_string(),
+            usage: TokenUsage::default(),
+            model: "schema-shaped".into(),
+        })
+    }
+}
+
+/// A tenant's registration the plan requires lapses mid-run (its 2 s
+/// heartbeat timeout passes while the strategist works): its node is not
+/// called; a `capability_inactive` warning names it, and the node escalates
+/// to the next-ranked capability (the registry's copywriter), which
+/// completes the run. A registration renewed in time is called.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_registration_whose_heartbeat_lapses_mid_run_is_escalated_without_a_call() {
+    for renewed_in_time in [false, true] {
+        let clock = Arc::new(baton_runtime::clock::OffsetClock::new());
+        let model = Arc::new(ClockMovesWhileTheStrategistWorks {
+            clock: clock.clone(),
+            asked: std::sync::Mutex::default(),
+        });
+        let (services, runner) = TestServices::with_model(model.clone())
+            .clock(clock.clone())
+            .build_with_local_runner();
+        let timeout_seconds = if renewed_in_time { 60 } else { 2 };
+        let registration = json!({
+            "capabilityId": "copywriter.Messaging.remote",
+            "agentType": "ai",
+            "version": "1",
+            "displayName": "Remote messaging writer",
+            "summary": "Turns a positioning recommendation into a messaging stack.",
+            "inputTraits": {"languages": ["en"]},
+            "inputContract": ["company_information", "positioning_context", "positioning_recommendation", "feedback"],
+            "outputContract": ["messaging_stack", "handoff_summary"],
+            "heartbeat": {"intervalSeconds": 1, "timeoutSeconds": timeout_seconds},
+            "instructions": "Write the messaging stack for the recommended positioning."
+        });
+        services
+            .capabilities
+            .register("t", &registration)
+            .await
+            .unwrap();
+        let mut envelope = positioning_envelope();
+        envelope["policies"] =
+            json!({"planner": {"selection": {"prefer": ["copywriter.Messaging.remote"]}}});
+        let run = services.runs.submit("t", &envelope).await.unwrap();
+        let status = runner.run_until_settled("t", &run.run_id).await.unwrap();
+        assert_eq!(status, RunStatus::Completed, "asked: {:?}", model.asked);
+        let asked = model.asked.lock().unwrap().clone();
+        let called_remote = asked
+            .iter()
+            .any(|name| name.starts_with("copywriter_Messaging_remote"));
+        let frames: Vec<Value> = services
+            .runs
+            .read_all_events_after("t", &run.run_id, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|frame| serde_json::to_value(frame).unwrap())
+            .collect();
+        let inactive: Vec<&Value> = frames
+            .iter()
+            .filter(|frame| frame["type"] == "warning")
+            .filter(|frame| frame["payload"]["code"] == "capability_inactive")
+            .collect();
+        if renewed_in_time {
+            assert!(called_remote, "an active registration is called: {asked:?}");
+            assert!(inactive.is_empty(), "{inactive:?}");
+            continue;
+        }
+        assert!(
+            !called_remote,
+            "a lapsed registration is never called: {asked:?}"
+        );
+        assert_eq!(inactive.len(), 1, "{frames:#?}");
+        assert!(
+            inactive[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("copywriter.Messaging.remote"),
+            "{}",
+            inactive[0]
+        );
+        assert!(
+            asked
+                .iter()
+                .any(|name| name.starts_with("copywriter_Messaging")),
+            "the next-ranked copywriter made the facets: {asked:?}"
+        );
+        let updated = frames
+            .iter()
+            .find(|frame| frame["type"] == "plan_updated")
+            .expect("a new plan version");
+        assert_eq!(
+            updated["payload"]["trigger"]["kind"], "capability_inactive",
+            "{updated}"
+        );
+    }
+}

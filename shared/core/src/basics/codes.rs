@@ -74,6 +74,9 @@ pub enum FailureCode {
     /// A step of the run failed for good (an error no retry mends, or its
     /// retries ran out): the `error` frame names the step and the error.
     StepFailed,
+    /// A node's capability is a registration no longer active, and no
+    /// other capability (nor the catch-all) takes its facets over.
+    CapabilityInactive,
 }
 
 impl FailureCode {
@@ -117,6 +120,10 @@ pub enum WarningCode {
     /// A node's attempts ran out; a new plan version gives its facets to the
     /// next-ranked capability.
     CapabilityFallback,
+    /// A node's capability is a registration that is no longer active (its
+    /// heartbeat lapsed, or it was deregistered): it is not called, and the
+    /// node escalates as a failed one would.
+    CapabilityInactive,
     /// `constraints.executionDepth` drafts were reviewed below the quality
     /// threshold: the best-scoring one is delivered.
     ExecutionDepthReached,

@@ -84,7 +84,16 @@ pub struct EngineContext<'a> {
     /// Runs that end or park are announced on the event bus
     /// (`BATON_EVENT_BUS` is set).
     pub announce_to_event_bus: bool,
+    /// Registered capabilities that are not active now (heartbeat lapsed,
+    /// or deregistered), as the shell found them before a node step: a
+    /// node of one is escalated, never called. Usually
+    /// [`NO_CAPABILITY_UNAVAILABLE`].
+    pub unavailable_capabilities: &'a std::collections::BTreeSet<String>,
 }
+
+/// No capability is unavailable (the registry files' are always active).
+pub static NO_CAPABILITY_UNAVAILABLE: std::collections::BTreeSet<String> =
+    std::collections::BTreeSet::new();
 
 /// Why a human's answer or decline changes nothing.
 #[derive(Debug, Clone, PartialEq)]

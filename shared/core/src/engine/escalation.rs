@@ -51,6 +51,53 @@ pub(super) fn provider_kept_failing(code: FailureCode) -> bool {
     )
 }
 
+/// A node whose capability is a registration no longer active: a
+/// `capability_inactive` warning names it, and the node escalates as a
+/// failed one would (the next-ranked capability, the catch-all), or fails
+/// with `capability_inactive` when nothing takes it over. The capability is
+/// never called.
+pub(super) fn escalate_unavailable(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+) -> Result<(), CoreError> {
+    let said = format!(
+        "capability {} is not active (its heartbeat lapsed, or it was deregistered): node {} does not call it",
+        node.capability_id, node.node_id
+    );
+    let warning = frames::warning(
+        &step.stamp(),
+        Some(&node.node_id),
+        said.clone(),
+        &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityInactive),
+    );
+    step.emit(warning);
+    let escalation = Escalation {
+        trigger: "capability_inactive",
+        rationale: format!(
+            "{} is not active; trying the next-ranked capability",
+            node.capability_id
+        ),
+        said: said.clone(),
+    };
+    if fall_back_to_next_capability(step, node, escalation)? {
+        return super::progress::continue_run(step);
+    }
+    step.fail_node(
+        node,
+        attempt,
+        FailureCode::CapabilityInactive,
+        &said,
+        &format!(
+            "node {} has no active capability: {} is not active and nothing else makes {}",
+            node.node_id,
+            node.capability_id,
+            node.output_facets.join(", ")
+        ),
+    );
+    Ok(())
+}
+
 /// The failure table: a node whose attempts ran out, or whose model kept
 /// failing, hands its facets to the next-ranked capability in a new plan
 /// version, when one exists (under the LLM planner, the version is drafted

@@ -77,7 +77,7 @@ mod usage_recording;
 pub use chat_runs::{queue_chat_run, start_queued_chat_run};
 pub use decision::{
     DEFAULT_HUMAN_TASK_TIMEOUT, DEFAULT_MAX_NODE_ATTEMPTS, DEFAULT_MAX_PLANNER_ATTEMPTS, Decision,
-    EngineContext, NewRunIdentity, PlannerChoice, ThreadExchange,
+    EngineContext, NO_CAPABILITY_UNAVAILABLE, NewRunIdentity, PlannerChoice, ThreadExchange,
 };
 pub use effects::{
     ChildRunStart, ConverseCall, DeliveryFailure, DeliveryOutcome, Effect, JudgeModelCall,

@@ -32,6 +32,14 @@ pub(super) fn begin_node(
     // Borrowed from the shared plan: a node is never copied per step.
     let plan = plan_of(state)?;
     let node = plan_node_in(&plan, state, node_id)?;
+    if engine
+        .unavailable_capabilities
+        .contains(&node.capability_id)
+    {
+        let mut step = StepContext::new(state.clone(), now, engine);
+        super::escalation::escalate_unavailable(&mut step, node, attempt)?;
+        return Ok(step.into_advance());
+    }
     let mut bundle = build_context_bundle(state, node, engine.registry);
     let validator = engine.validators.validator_for_key(
         &node.input_contract.schema_key,

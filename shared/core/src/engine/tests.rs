@@ -136,6 +136,7 @@ pub(super) fn engine<'a>(
         human_task_timeout: DEFAULT_HUMAN_TASK_TIMEOUT,
         agent_session_limit: crate::records::agents::DEFAULT_SESSION_LIMIT,
         announce_to_event_bus: false,
+        unavailable_capabilities: &NO_CAPABILITY_UNAVAILABLE,
     }
 }
 

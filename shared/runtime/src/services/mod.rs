@@ -281,6 +281,7 @@ impl OrchestratorSettings {
             human_task_timeout: self.human_task_timeout,
             agent_session_limit: self.agent_session_limit,
             announce_to_event_bus: self.announce_to_event_bus,
+            unavailable_capabilities: &baton_core::engine::NO_CAPABILITY_UNAVAILABLE,
         }
     }
 }

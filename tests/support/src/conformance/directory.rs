@@ -123,10 +123,7 @@ async fn heartbeats_and_deregistration(
         "a heartbeat moves lastSeenAt and keeps the rest",
     )?;
     let listed = directory.list_registrations(tenant).await.map_err(failed)?;
-    check(
-        listed.contains(&expected),
-        "the heartbeat is stored",
-    )?;
+    check(listed.contains(&expected), "the heartbeat is stored")?;
     check(
         directory
             .renew_heartbeat(tenant, "writer.de", 90_000)

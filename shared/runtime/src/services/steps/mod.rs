@@ -30,6 +30,7 @@ use crate::ports::{ClaimOutcome, Clock, LlmProvider, NodeClaim, StoredRun, ToolR
 
 mod effects;
 mod give_up;
+mod liveness;
 
 pub use give_up::GaveUp;
 
@@ -234,7 +235,10 @@ impl StepService {
             | StepCommand::ReleaseThreadLane { .. }
             | StepCommand::Notify { .. } => self.registry.clone(),
         };
-        let engine = self.engine(&registry);
+        let unavailable =
+            Box::pin(self.unavailable_capability(&stored.state, &message.command)).await?;
+        let mut engine = self.engine(&registry);
+        engine.unavailable_capabilities = &unavailable;
         let read_at = super::commit::ReadAt::of(&stored);
         let StoredRun { state, .. } = stored;
         let advance = begin_step(&state, &message.command, self.clock.now(), &engine)?;
