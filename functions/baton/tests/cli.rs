@@ -1592,6 +1592,17 @@ async fn a_judge_panel_runs_and_its_transcript_verifies() {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
     assert_eq!(lines[0]["type"], "progress");
+    // Every progress line is a frame of the event-frame schema (ids from 1),
+    // then the evaluation document.
+    let progress: Vec<&Value> = lines[..lines.len() - 1].iter().collect();
+    assert!(progress.iter().all(|line| line["type"] == "progress"));
+    baton_test_support::assert_frame_values_match_schemas(progress.iter().copied());
+    let ids: Vec<u64> = progress
+        .iter()
+        .map(|line| line["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ids, (1..=progress.len() as u64).collect::<Vec<_>>());
+    assert_eq!(lines.last().unwrap()["type"], "evaluation");
     let evaluation = &lines.last().unwrap()["payload"];
     let consensus = &evaluation["consensus"];
     assert!((consensus["finalScore"].as_f64().unwrap() - (8.0 + 8.5 + 8.2) / 3.0).abs() < 1e-9);

@@ -57,6 +57,24 @@ pub async fn run(path: &Path, format: OutputFormat) -> Outcome {
     let runner =
         PanelRunner::new(llm, Arc::new(SystemClock)).with_catalog(registry.models().clone());
     let topic_id = format!("panel_{}", request.request.id);
+    let correlation_id = request.request.id.clone();
+    // A machine format's progress lines are frames of the event-frame
+    // schema: the panel's topic is their run, the request id their
+    // correlation id, numbered from 1; the judges' panel is their node.
+    let mut sequence = 0;
+    let mut progress_frame = |progress: &baton_judge::panel::EvaluationProgress| {
+        sequence += 1;
+        let payload = baton_core::wire::frames::ProgressPayload::from(progress);
+        let stamp = baton_core::wire::frames::FrameStamp::new(
+            baton_runtime::ports::Clock::now(&SystemClock),
+            0,
+        );
+        baton_core::wire::frames::progress(&stamp, "panel", &payload).into_frame(
+            sequence,
+            &topic_id,
+            &correlation_id,
+        )
+    };
     let evaluated = runner
         .run(request, &topic_id, |progress| match format {
             OutputFormat::Pretty => eprintln!(
@@ -68,13 +86,11 @@ pub async fn run(path: &Path, format: OutputFormat) -> Outcome {
                 progress.total_agents,
                 progress.variance
             ),
-            OutputFormat::Ndjson | OutputFormat::Hooks | OutputFormat::Output => {
-                println!("{}", json!({"type": "progress", "payload": progress}))
-            }
-            OutputFormat::Sse => println!(
-                "event: progress\ndata: {}\n",
-                json!({"type": "progress", "payload": progress})
+            OutputFormat::Ndjson | OutputFormat::Hooks | OutputFormat::Output => println!(
+                "{}",
+                serde_json::to_string(&progress_frame(progress)).unwrap_or_default()
             ),
+            OutputFormat::Sse => print!("{}", progress_frame(progress).to_sse()),
         })
         .await;
     match evaluated {
