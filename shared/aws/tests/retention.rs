@@ -95,6 +95,12 @@ async fn an_ended_run_past_retention_is_stamped_whole_and_a_parked_run_is_kept()
         "its listing is among them: {of_the_ended_run:?}"
     );
     for (pk, sk, expires) in &of_the_ended_run {
+        if pk.contains("#IDEM#") {
+            // The conformance suite submitted under the expired key again:
+            // its item now names that new run (the create's condition,
+            // `expiresAt <= now`, held because the pass had stamped it).
+            continue;
+        }
         let expires = expires.unwrap_or_else(|| panic!("{pk} {sk} carries no expiry"));
         assert!(
             expires <= now_seconds,

@@ -38,7 +38,22 @@ impl RunLog for DynamoRunStore {
                 ("sk".to_string(), s("IDEM")),
                 ("runId".to_string(), s(&state.run_id)),
             ]);
-            items.push(put(&self.table, item, Some("attribute_not_exists(pk)"))?);
+            // A key whose run expired (its item past `expiresAt`, which
+            // DynamoDB deletes only within days) names no run: a new one
+            // takes it.
+            let now_seconds = self.clock.now().unix_millis() / 1000;
+            let key_put = aws_sdk_dynamodb::types::Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(item))
+                .condition_expression("attribute_not_exists(pk) OR expiresAt <= :now")
+                .expression_attribute_values(":now", n(now_seconds))
+                .build()
+                .map_err(crate::dynamodb::store::unavailable)?;
+            items.push(
+                aws_sdk_dynamodb::types::TransactWriteItem::builder()
+                    .put(key_put)
+                    .build(),
+            );
         }
         // Second: its failed condition is the live-run limit.
         let counter_index = items.len();

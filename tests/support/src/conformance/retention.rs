@@ -203,6 +203,23 @@ pub async fn retention_conformance(
             .is_none(),
         "an ended run past its retention does not load",
     )?;
+    // Its idempotency key expired with it: submitting under it again makes
+    // a new run (not the old one's ghost, not an error).
+    let again_id = ended_id.replacen("ended", "resubmitted", 1);
+    let (again, events, outbox) = new_run(&tenant, &again_id);
+    check(
+        store
+            .create_run(&again, events, outbox, Some(&format!("key-{ended_id}")))
+            .await
+            .map_err(failed)?
+            == CreateOutcome::Created
+            && store
+                .load_run(RunKey::new(&tenant, &again_id))
+                .await
+                .map_err(failed)?
+                .is_some(),
+        "an expired run's idempotency key makes a new run",
+    )?;
     let everything = listed(store, &tenant, None).await.map_err(failed)?;
     check(
         !everything.contains(&ended_id)
@@ -251,8 +268,8 @@ pub async fn retention_conformance(
         .await
         .map_err(failed)?;
     check(
-        store.live_runs(&tenant).await.map_err(failed)? == 2,
-        "the parked run resumes, at work again",
+        store.live_runs(&tenant).await.map_err(failed)? == 3,
+        "the parked run resumes, at work again (with the late run and the one under the expired key)",
     )?;
     Ok(RetentionCase {
         tenant_id: tenant,
