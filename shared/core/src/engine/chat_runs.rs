@@ -152,6 +152,7 @@ fn deliver_without_a_model(
             status: RunStatus::Completed,
             satisfaction_score: None,
             observed_satisfaction: 1.0,
+            duration_ms: super::finish::run_duration_millis(step),
             quality: None,
             acceptance_report: None,
         },

@@ -186,6 +186,7 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
             .as_ref()
             .map(|bundle| bundle.satisfaction_score),
         observed_satisfaction: observed,
+        duration_ms: run_duration_millis(step),
         quality,
         acceptance_report,
     };
@@ -262,4 +263,10 @@ pub(super) fn record_exchange(step: &mut StepContext<'_, '_>) {
         },
     };
     step.record_exchange(exchange);
+}
+
+/// From the run's creation to this step (milliseconds).
+pub(super) fn run_duration_millis(step: &StepContext<'_, '_>) -> u64 {
+    let elapsed = step.now().since(step.state().created_at);
+    u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
 }

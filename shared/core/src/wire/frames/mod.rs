@@ -527,6 +527,8 @@ pub struct CompletePayload {
     pub satisfaction_score: Option<f64>,
     /// The constraints' weighted score on the real output.
     pub observed_satisfaction: f64,
+    /// From the run's creation to this frame (milliseconds).
+    pub duration_ms: u64,
     /// Under `constraints.qualityThreshold`: how the delivered draft scored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality: Option<QualityReport>,
