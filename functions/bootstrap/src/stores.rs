@@ -101,11 +101,12 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
     let queue = Arc::new(
         baton_aws::SqsStepQueue::new(&aws, queue_url).with_receive_hold(configuration.node_lease),
     );
-    // Registrations are read at each planning step; a warm instance lists a
-    // tenant's from DynamoDB at most every 10 s.
+    // Registrations are read at each planning step (and before a node of a
+    // registered capability); a warm instance lists a tenant's from
+    // DynamoDB at most every `BATON_CAPABILITY_CACHE_SECONDS`.
     let capability_directory = Arc::new(CachingCapabilityDirectory::new(
         store.clone(),
-        std::time::Duration::from_secs(10),
+        configuration.capability_cache,
     ));
     let ports = StorePorts {
         threads: store.clone(),

@@ -12,7 +12,10 @@ use baton_core::engine::PlannerChoice;
 use crate::StartupError;
 
 mod identity;
+mod integrations;
 mod secrets;
+
+pub use integrations::{SchedulerConfiguration, TraceExportConfiguration};
 
 pub use identity::OidcConfiguration;
 use identity::origin_list;
@@ -127,6 +130,11 @@ pub struct Configuration {
     /// how long a dead worker's node waits before another takes it over.
     /// Default 30 s.
     pub node_lease: Duration,
+    /// `BATON_CAPABILITY_CACHE_SECONDS`: how long a warm process keeps a
+    /// tenant's capability registrations before listing them from the
+    /// store again (a registration or heartbeat through the same process
+    /// is seen at once). Default 10 s.
+    pub capability_cache: Duration,
     /// `BATON_CRASH_AT`: kill tests only (`after_commit[:N]`,
     /// `before_acknowledge[:N]`), armed by `baton serve`/`baton run`.
     pub crash_at: Option<String>,
@@ -162,33 +170,6 @@ pub struct Configuration {
     /// `BATON_MAX_HEADER_BYTES`: the largest request head `baton serve`
     /// reads (at least 8 KiB); larger is a 431. Default 64 KiB.
     pub max_header_bytes: usize,
-}
-
-/// Where EventBridge Scheduler sends schedules' fires.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SchedulerConfiguration {
-    pub group: String,
-    pub target_arn: String,
-    pub role_arn: String,
-}
-
-impl SchedulerConfiguration {
-    fn from_variables(read: VariableReader<'_>) -> Result<Option<Self>, StartupError> {
-        match (
-            non_empty(read, "BATON_SCHEDULER_TARGET_ARN"),
-            non_empty(read, "BATON_SCHEDULER_ROLE_ARN"),
-        ) {
-            (None, None) => Ok(None),
-            (Some(target_arn), Some(role_arn)) => Ok(Some(SchedulerConfiguration {
-                group: non_empty(read, "BATON_SCHEDULE_GROUP").unwrap_or_else(|| "default".into()),
-                target_arn,
-                role_arn,
-            })),
-            _ => Err(StartupError(
-                "BATON_SCHEDULER_TARGET_ARN and BATON_SCHEDULER_ROLE_ARN go together: set both (EventBridge Scheduler fires schedules) or neither (`baton serve` does)".into(),
-            )),
-        }
-    }
 }
 
 /// Whether and how often streamed model text reaches the event log.
@@ -306,6 +287,10 @@ impl Configuration {
             live_runs: per_tenant("BATON_TENANT_MAX_LIVE_RUNS")?,
             submissions_per_minute: per_tenant("BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE")?,
         };
+        let capability_cache =
+            Duration::from_secs(
+                positive_whole_number(read, "BATON_CAPABILITY_CACHE_SECONDS", 10)? as u64,
+            );
         let node_lease = Duration::from_secs(positive_whole_number(
             read,
             "BATON_NODE_LEASE_SECONDS",
@@ -327,6 +312,7 @@ impl Configuration {
             retention_days,
             memory_max_ended_runs,
             node_lease,
+            capability_cache,
             crash_at: non_empty(read, "BATON_CRASH_AT"),
             header_read_timeout: Duration::from_secs(positive_whole_number(
                 read,
@@ -424,40 +410,6 @@ impl Configuration {
     }
 }
 
-/// Whether and how traces are exported (`OTEL_*`, the standard names).
-#[derive(Debug, Clone, PartialEq)]
-pub struct TraceExportConfiguration {
-    /// `OTEL_SERVICE_NAME` is set: the SDK names the service; otherwise
-    /// each binary names itself (`baton`, `baton-step`, …).
-    pub service_name_set: bool,
-}
-
-impl TraceExportConfiguration {
-    fn from_variables(read: VariableReader<'_>) -> Result<Option<Self>, StartupError> {
-        let endpoint = non_empty(read, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .or_else(|| non_empty(read, "OTEL_EXPORTER_OTLP_ENDPOINT"));
-        let disabled = non_empty(read, "OTEL_SDK_DISABLED")
-            .is_some_and(|value| value.eq_ignore_ascii_case("true"))
-            || non_empty(read, "OTEL_TRACES_EXPORTER")
-                .is_some_and(|value| value.eq_ignore_ascii_case("none"));
-        if endpoint.is_none() || disabled {
-            return Ok(None);
-        }
-        let protocol = non_empty(read, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-            .or_else(|| non_empty(read, "OTEL_EXPORTER_OTLP_PROTOCOL"));
-        if let Some(protocol) = protocol
-            && protocol != "http/protobuf"
-        {
-            return Err(StartupError(format!(
-                "OTEL_EXPORTER_OTLP_PROTOCOL is `{protocol}`: Baton exports traces over `http/protobuf` only (unset it, or point an OpenTelemetry Collector's HTTP receiver at port 4318)"
-            )));
-        }
-        Ok(Some(TraceExportConfiguration {
-            service_name_set: non_empty(read, "OTEL_SERVICE_NAME").is_some(),
-        }))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,6 +471,24 @@ mod tests {
             let error = Configuration::from_variables(&reader(pairs)).unwrap_err();
             assert!(error.0.contains(named), "{error}");
         }
+    }
+
+    #[test]
+    fn the_capability_cache_keeps_registrations_as_long_as_it_is_told() {
+        let read = |pairs| Configuration::from_variables(&reader(pairs));
+        assert_eq!(read(&[]).unwrap().capability_cache, Duration::from_secs(10));
+        assert_eq!(
+            read(&[("BATON_CAPABILITY_CACHE_SECONDS", "3")])
+                .unwrap()
+                .capability_cache,
+            Duration::from_secs(3)
+        );
+        let refused = read(&[("BATON_CAPABILITY_CACHE_SECONDS", "0")]).unwrap_err();
+        assert!(
+            refused.0.contains("BATON_CAPABILITY_CACHE_SECONDS"),
+            "{}",
+            refused.0
+        );
     }
 
     #[test]
