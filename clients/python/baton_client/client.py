@@ -210,6 +210,13 @@ class BatonClient:
                             ) -> models.CapabilityRegistered:
         return self._call("registerCapability", body=registration)
 
+    def renew_capability(self, capability_id: str) -> models.CapabilitySummary:
+        """A registered capability's heartbeat: seen now, active again."""
+        return self._call("renewCapability", path={"capability_id": capability_id})
+
+    def deregister_capability(self, capability_id: str) -> None:
+        self._call("deregisterCapability", path={"capability_id": capability_id})
+
     def list_threads(self, *, limit: int | None = None,
                      cursor: str | None = None) -> models.ThreadListPage:
         return self._call("listThreads", params=_query(limit=limit, cursor=cursor))
@@ -402,6 +409,13 @@ class AsyncBatonClient:
     async def register_capability(self, registration: models.CapabilityRegistration | dict
                                   ) -> models.CapabilityRegistered:
         return await self._call("registerCapability", body=registration)
+
+    async def renew_capability(self, capability_id: str) -> models.CapabilitySummary:
+        """A registered capability's heartbeat: seen now, active again."""
+        return await self._call("renewCapability", path={"capability_id": capability_id})
+
+    async def deregister_capability(self, capability_id: str) -> None:
+        await self._call("deregisterCapability", path={"capability_id": capability_id})
 
     async def list_threads(self, *, limit: int | None = None,
                            cursor: str | None = None) -> models.ThreadListPage:

@@ -32,6 +32,8 @@ export const OPERATIONS = {
   forkRun: ["post", "/api/v1/flex/runs/{run_id}/fork"],
   listCapabilities: ["get", "/api/v1/flex/capabilities"],
   registerCapability: ["post", "/api/v1/flex/capabilities/register"],
+  renewCapability: ["patch", "/api/v1/flex/capabilities/{capability_id}"],
+  deregisterCapability: ["delete", "/api/v1/flex/capabilities/{capability_id}"],
   resumeRun: ["post", "/api/v1/flex/run.resume"],
   resolveRequest: ["post", "/api/v1/flex/hitl/resolve"],
   triggerPolicy: ["post", "/api/v1/flex/runs/{run_id}/policies/{policy_id}/trigger"],
@@ -292,6 +294,15 @@ export class BatonClient {
 
   registerCapability(registration: Schemas["CapabilityRegistration"]): Promise<Schemas["CapabilityRegistered"]> {
     return this.call("registerCapability", { body: registration });
+  }
+
+  /** A registered capability's heartbeat: seen now, active again. */
+  renewCapability(capabilityId: string): Promise<Schemas["CapabilitySummary"]> {
+    return this.call("renewCapability", { path: { capability_id: capabilityId } });
+  }
+
+  deregisterCapability(capabilityId: string): Promise<void> {
+    return this.call("deregisterCapability", { path: { capability_id: capabilityId } });
   }
 
   listThreads(parameters: { limit?: number; cursor?: string } = {}): Promise<Schemas["ThreadListPage"]> {
