@@ -29,6 +29,10 @@ if ! python3 -c "import moto.moto_server.werkzeug_app, werkzeug" >/dev/null 2>&1
 fi
 
 bash scripts/install-client-test-deps.sh
+# Before the workspace suite: commands such as `baton schedule` build the
+# embedded services, and those load the offline model when no endpoint is
+# set (a fresh machine without the file failed `cli_schedule`).
+bash scripts/fetch-local-model.sh
 
 echo "test: the workspace suite" >&2
 cargo test --workspace "$@"
@@ -37,7 +41,6 @@ if [ "${BATON_FAST_TESTS:-0}" = "1" ]; then
   echo "test: BATON_FAST_TESTS=1, skipping the offline-model suite" >&2
   exit 0
 fi
-bash scripts/fetch-local-model.sh
 bash scripts/install-browser-deps.sh
 echo "test: the slow suite (the offline model: real decoding on the CPU; the run viewer in headless Chromium)" >&2
 # One test at a time: each offline-model test decodes on every core, and

@@ -24,7 +24,7 @@ mod terminal;
 use baton_bootstrap::stores::StoreChoice;
 use std::path::PathBuf;
 
-use crate::failure::{exit_code, failed, invalid};
+use crate::failure::{CommandError, exit_code, failed, invalid};
 use crate::setup::parse_store;
 use crate::terminal::{OutputFormat, TaskFormat};
 use std::process::ExitCode;
@@ -311,17 +311,21 @@ enum Command {
     },
 }
 
+/// A `--multitask-strategy` that names no strategy.
+#[derive(Debug, thiserror::Error)]
+#[error("`{0}` is not a strategy: reject, enqueue, interrupt or rollback")]
+struct NotAStrategy(String);
+
 fn parse_multitask_strategy(
     text: &str,
-) -> Result<baton_core::records::thread_lane::MultitaskStrategy, String> {
-    text.parse()
-        .map_err(|_| format!("`{text}` is not a strategy: reject, enqueue, interrupt or rollback"))
+) -> Result<baton_core::records::thread_lane::MultitaskStrategy, NotAStrategy> {
+    text.parse().map_err(|_| NotAStrategy(text.to_string()))
 }
 
 /// Logs on stderr (`BATON_LOG`, default `warn`) and, when the `OTEL_*`
 /// variables ask for it, traces (a configuration the commands refuse
 /// later is left to them to report).
-fn init_logging_and_traces() -> Result<(), String> {
+fn init_logging_and_traces() -> Result<(), CommandError> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
@@ -332,8 +336,9 @@ fn init_logging_and_traces() -> Result<(), String> {
         None => tracing_subscriber::EnvFilter::new("warn"),
     };
     let traces = match &configuration {
-        Some(configuration) => baton_bootstrap::start_trace_export(configuration, "baton")
-            .map_err(|error| error.to_string())?,
+        Some(configuration) => {
+            baton_bootstrap::start_trace_export(configuration, "baton").map_err(invalid)?
+        }
         None => None,
     };
     tracing_subscriber::registry()
@@ -353,7 +358,7 @@ fn init_logging_and_traces() -> Result<(), String> {
 
 fn main() -> ExitCode {
     if let Err(error) = init_logging_and_traces() {
-        return ExitCode::from(exit_code(Err(invalid(error))));
+        return ExitCode::from(exit_code(Err(error)));
     }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -30,7 +30,7 @@ use baton_runtime::registry_loader::{load_embedded_registry, load_registry};
 use baton_runtime::services::{OrchestratorSettings, OutboxSweeper, ServicePorts, Services};
 
 pub use config::{Configuration, VariableReader, process_environment};
-pub use stores::{StoreChoice, StorePorts, cloud_ports, observe_commits};
+pub use stores::{NotAStore, StoreChoice, StorePorts, cloud_ports, observe_commits};
 
 /// A start-up failure, already phrased for the operator.
 #[derive(Debug)]

@@ -29,8 +29,13 @@ pub enum StoreChoice {
     Dynamodb,
 }
 
+/// A `--store` that names no store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a store: use memory, sqlite, sqlite:PATH or dynamodb")]
+pub struct NotAStore(pub String);
+
 impl std::str::FromStr for StoreChoice {
-    type Err = String;
+    type Err = NotAStore;
 
     /// `memory`, `sqlite`, `sqlite:PATH` or `dynamodb`.
     fn from_str(text: &str) -> Result<Self, Self::Err> {
@@ -42,9 +47,7 @@ impl std::str::FromStr for StoreChoice {
                 Some(path) if !path.is_empty() => {
                     Ok(StoreChoice::Sqlite(Some(PathBuf::from(path))))
                 }
-                _ => Err(format!(
-                    "`{other}` is not a store: use memory, sqlite, sqlite:PATH or dynamodb"
-                )),
+                _ => Err(NotAStore(other.to_string())),
             },
         }
     }

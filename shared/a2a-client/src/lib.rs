@@ -169,7 +169,8 @@ impl RemoteAgents {
         }
         let card: serde_json::Value = serde_json::from_slice(&response.body)
             .map_err(|error| CardRefused::NotA2a(format!("the card is not JSON: {error}")))?;
-        card::json_rpc_interface(&card, response.final_url.as_str()).map_err(CardRefused::NotA2a)
+        card::json_rpc_interface(&card, response.final_url.as_str())
+            .map_err(|problem| CardRefused::NotA2a(problem.to_string()))
     }
 
     /// Reads the card at `card_url` and keeps its interface.

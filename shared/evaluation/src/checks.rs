@@ -75,10 +75,44 @@ pub fn deterministic_checks(expect: &Expectations, run: &SettledRun) -> Vec<Chec
     checks
 }
 
+/// Why a judge panel gave an example no outcome.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JudgeFailure {
+    /// The panel file has no `request` object.
+    #[error("$.request: the judge panel file has no `request` object")]
+    NoRequestObject,
+    /// The request made for the example is not a valid panel request.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The panel concluded without a verdict.
+    #[error("the judge panel reached no consensus: {0}")]
+    NoConsensus(String),
+    /// The panel's output could not be written as its transcript.
+    #[error("the panel's output could not be written: {0}")]
+    Unwritable(String),
+    /// The transcript could not be kept where results are kept.
+    #[error("the panel's transcript was not kept: {0}")]
+    TranscriptNotKept(String),
+}
+
+/// Why an example has no judge score.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unjudged {
+    /// The dataset and the command line name no panel.
+    #[error("no judge panel: name one in the dataset's `judges` or with --judges")]
+    NoPanel,
+    /// The run did not complete (its status).
+    #[error("not judged: the run ended {0}")]
+    RunEnded(String),
+    /// The panel was asked and failed.
+    #[error(transparent)]
+    Failed(#[from] JudgeFailure),
+}
+
 /// The judge check: the panel's score against `minJudgeScore`. `None` when
 /// the example sets no minimum; a minimum with no score (no panel named,
 /// or the panel failed) fails, saying why.
-pub fn judge_check(expect: &Expectations, score: Result<f64, String>) -> Option<Check> {
+pub fn judge_check(expect: &Expectations, score: Result<f64, &Unjudged>) -> Option<Check> {
     let minimum = expect.min_judge_score?;
     Some(match score {
         Ok(score) => Check::new(
@@ -86,7 +120,7 @@ pub fn judge_check(expect: &Expectations, score: Result<f64, String>) -> Option<
             score >= minimum,
             format!("{score:.2} of at least {minimum}"),
         ),
-        Err(reason) => Check::new("minJudgeScore", false, reason),
+        Err(reason) => Check::new("minJudgeScore", false, reason.to_string()),
     })
 }
 
@@ -102,10 +136,10 @@ pub fn judge_request_for(
     objective: &str,
     output: &Value,
     reference: Option<&Value>,
-) -> Result<Value, String> {
+) -> Result<Value, JudgeFailure> {
     let mut request = template.clone();
     let Some(inner) = request.get_mut("request").and_then(Value::as_object_mut) else {
-        return Err("$.request: the judge panel file has no `request` object".into());
+        return Err(JudgeFailure::NoRequestObject);
     };
     let mut content = format!(
         "Objective: {objective}\n\nOutput to judge:\n{}",
@@ -178,9 +212,12 @@ mod tests {
         let expect = expectations(json!({"minJudgeScore": 7}));
         assert!(judge_check(&expect, Ok(7.0)).unwrap().passed);
         assert!(!judge_check(&expect, Ok(6.9)).unwrap().passed);
-        let missing = judge_check(&expect, Err("no judge panel".into())).unwrap();
+        let missing = judge_check(&expect, Err(&Unjudged::NoPanel)).unwrap();
         assert!(!missing.passed);
-        assert_eq!(missing.detail, "no judge panel");
+        assert_eq!(
+            missing.detail,
+            "no judge panel: name one in the dataset's `judges` or with --judges"
+        );
         assert_eq!(judge_check(&Expectations::default(), Ok(1.0)), None);
     }
 
@@ -201,6 +238,7 @@ mod tests {
         assert!(content.contains("Short") && content.contains("Shorter still"));
         assert_eq!(request["request"]["criteria"], json!(["clarity"]));
         let refused = judge_request_for(&json!({}), "a", "o", &json!(null), None).unwrap_err();
-        assert!(refused.starts_with("$.request"), "{refused}");
+        assert_eq!(refused, JudgeFailure::NoRequestObject);
+        assert!(refused.to_string().starts_with("$.request"), "{refused}");
     }
 }

@@ -36,32 +36,46 @@ impl Default for FailOn {
     }
 }
 
+/// What is wrong with a `--fail-on` part (the part, as written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FailOnProblem {
+    #[error("`{0}`: expected NAME=NUMBER")]
+    NotNameEqualsNumber(String),
+    #[error("`{part}`: `{value}` is not a number")]
+    NotANumber { part: String, value: String },
+    #[error("`{0}`: a threshold is a number of at least 0")]
+    Negative(String),
+    #[error("`{0}`: a pass rate is 0 to 1")]
+    PassRateAboveOne(String),
+    #[error("`{0}`: not a threshold (pass-rate-drop, score-drop, cost-rise)")]
+    UnknownThreshold(String),
+}
+
 impl FailOn {
     /// Reads `pass-rate-drop=0.1,score-drop=1,cost-rise=0.2` (any subset;
     /// the rest keep their defaults), naming what is wrong.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, FailOnProblem> {
         let mut fail_on = Self::default();
         for part in text.split(',').filter(|part| !part.trim().is_empty()) {
             let (name, value) = part
                 .split_once('=')
-                .ok_or_else(|| format!("`{part}`: expected NAME=NUMBER"))?;
+                .ok_or_else(|| FailOnProblem::NotNameEqualsNumber(part.to_string()))?;
             let number: f64 = value
                 .trim()
                 .parse()
-                .map_err(|_| format!("`{part}`: `{value}` is not a number"))?;
+                .map_err(|_| FailOnProblem::NotANumber {
+                    part: part.to_string(),
+                    value: value.to_string(),
+                })?;
             if !number.is_finite() || number < 0.0 {
-                return Err(format!("`{part}`: a threshold is a number of at least 0"));
+                return Err(FailOnProblem::Negative(part.to_string()));
             }
             match name.trim() {
                 "pass-rate-drop" if number <= 1.0 => fail_on.pass_rate_drop = number,
-                "pass-rate-drop" => return Err(format!("`{part}`: a pass rate is 0 to 1")),
+                "pass-rate-drop" => return Err(FailOnProblem::PassRateAboveOne(part.to_string())),
                 "score-drop" => fail_on.score_drop = number,
                 "cost-rise" => fail_on.cost_rise = number,
-                other => {
-                    return Err(format!(
-                        "`{other}`: not a threshold (pass-rate-drop, score-drop, cost-rise)"
-                    ));
-                }
+                other => return Err(FailOnProblem::UnknownThreshold(other.to_string())),
             }
         }
         Ok(fail_on)
@@ -377,25 +391,21 @@ mod tests {
             (read.pass_rate_drop, read.score_drop, read.cost_rise),
             (0.0, 1.0, 0.1)
         );
-        assert!(
-            FailOn::parse("speed=1")
-                .unwrap_err()
-                .contains("`speed`: not a threshold")
+        assert_eq!(
+            FailOn::parse("speed=1").unwrap_err().to_string(),
+            "`speed`: not a threshold (pass-rate-drop, score-drop, cost-rise)"
         );
-        assert!(
-            FailOn::parse("score-drop")
-                .unwrap_err()
-                .contains("NAME=NUMBER")
+        assert_eq!(
+            FailOn::parse("score-drop"),
+            Err(FailOnProblem::NotNameEqualsNumber("score-drop".into()))
         );
-        assert!(
-            FailOn::parse("cost-rise=-1")
-                .unwrap_err()
-                .contains("at least 0")
+        assert_eq!(
+            FailOn::parse("cost-rise=-1"),
+            Err(FailOnProblem::Negative("cost-rise=-1".into()))
         );
-        assert!(
-            FailOn::parse("pass-rate-drop=2")
-                .unwrap_err()
-                .contains("0 to 1")
+        assert_eq!(
+            FailOn::parse("pass-rate-drop=2"),
+            Err(FailOnProblem::PassRateAboveOne("pass-rate-drop=2".into()))
         );
     }
 }

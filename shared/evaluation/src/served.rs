@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use baton_core::contracts::dataset::{Dataset, parse_dataset};
+use baton_core::contracts::dataset::{Dataset, TemplateUnreadable, parse_dataset};
 
 use crate::results::ExampleResult;
 use crate::summary::Summary;
@@ -132,9 +132,9 @@ impl EvaluationRequest {
         let template = self.template.clone();
         let dataset = parse_dataset(&text, |file| match (&template, file) {
             (Some(template), INLINE_TEMPLATE) => Ok(template.clone()),
-            _ => Err(format!(
-                "`{file}`: a server reads no files: give the template envelope as `$.template`"
-            )),
+            _ => Err(TemplateUnreadable::NoFilesHere {
+                file: file.to_string(),
+            }),
         })
         .map_err(|error| {
             // Back to the caller's numbering: the line as given.

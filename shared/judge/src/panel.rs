@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::consensus::{ConsensusResult, consensus, needs_discussion, variance};
+use crate::consensus::{ConsensusError, ConsensusResult, consensus, needs_discussion, variance};
 use crate::request::PanelRequest;
 use crate::transcript::{ConversationMessage, EvaluationTranscript, MessagePhase, MessageRole};
 
@@ -128,9 +128,29 @@ pub enum PanelAdvance {
     Ask(Vec<JudgeCall>),
     /// The panel is done.
     Done(Box<PanelOutput>),
-    /// No judge ever answered.
-    Failed(String),
+    /// The panel concludes without a verdict.
+    Failed(PanelFailure),
 }
+
+/// Why a panel concluded without a verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PanelFailure {
+    /// No judge answered the round.
+    NoJudgeAnswered,
+    /// The judges' scores form no consensus.
+    NoConsensus(ConsensusError),
+}
+
+impl std::fmt::Display for PanelFailure {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PanelFailure::NoJudgeAnswered => formatter.write_str("no judge answered"),
+            PanelFailure::NoConsensus(error) => error.fmt(formatter),
+        }
+    }
+}
+
+impl std::error::Error for PanelFailure {}
 
 /// A panel in progress. Serializable, so a durable shell can keep it in a
 /// run's state between the steps of its judges.
@@ -323,7 +343,7 @@ impl Panel {
     /// The round's outcomes are all in: discuss again, or conclude.
     pub fn advance(&mut self, now_millis: u64) -> PanelAdvance {
         if self.latest.is_empty() {
-            return PanelAdvance::Failed("no judge answered".to_string());
+            return PanelAdvance::Failed(PanelFailure::NoJudgeAnswered);
         }
         let scores = self.latest_scores();
         let spread = variance(&scores);
@@ -384,7 +404,7 @@ impl Panel {
             self.round,
         ) {
             Ok(result) => result,
-            Err(error) => return PanelAdvance::Failed(error.to_string()),
+            Err(error) => return PanelAdvance::Failed(PanelFailure::NoConsensus(error)),
         };
         self.record(
             MessageRole::Orchestrator,

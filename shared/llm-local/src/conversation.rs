@@ -99,15 +99,23 @@ pub fn turn_messages(request: &ModelRequest, session: &ToolSession) -> Vec<(Stri
     messages
 }
 
+/// Why a decoded turn is unreadable.
+#[derive(Debug, thiserror::Error)]
+pub enum UnreadableTurn {
+    #[error("not JSON: {0}")]
+    NotJson(#[from] serde_json::Error),
+    #[error("neither a tool call nor an answer")]
+    NeitherToolNorAnswer,
+}
+
 /// Reads a decoded turn (`{"tool", "arguments"}` or `{"answer"}`).
 pub fn read_turn(
     decoded: &str,
     session: &ToolSession,
     usage: TokenUsage,
     model: String,
-) -> Result<SessionAnswer, String> {
-    let value: Value =
-        serde_json::from_str(decoded).map_err(|error| format!("not JSON: {error}"))?;
+) -> Result<SessionAnswer, UnreadableTurn> {
+    let value: Value = serde_json::from_str(decoded)?;
     if let Some(name) = value.get("tool").and_then(Value::as_str) {
         let turn = session
             .turns
@@ -127,7 +135,7 @@ pub fn read_turn(
     }
     let answer = value
         .get("answer")
-        .ok_or("neither a tool call nor an answer")?;
+        .ok_or(UnreadableTurn::NeitherToolNorAnswer)?;
     let content = match (session.free_text, answer) {
         (true, Value::String(text)) => text.clone(),
         _ => answer.to_string(),

@@ -54,15 +54,15 @@ impl From<LocalModelError> for LlmError {
 
 /// llama.cpp's backend is process-wide and may be initialised once.
 fn backend() -> Result<&'static LlamaBackend, LocalModelError> {
-    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    static BACKEND: OnceLock<Result<LlamaBackend, llama_cpp_2::LlamaCppError>> = OnceLock::new();
     BACKEND
         .get_or_init(|| {
             // llama.cpp's own logging goes through `tracing` (quiet unless BATON_LOG asks).
             llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
-            LlamaBackend::init().map_err(|error| error.to_string())
+            LlamaBackend::init()
         })
         .as_ref()
-        .map_err(|message| LocalModelError::Backend(message.clone()))
+        .map_err(|error| LocalModelError::Backend(error.to_string()))
 }
 
 /// The first four bytes of every GGUF file.

@@ -37,10 +37,21 @@ impl CrashPoint {
 /// Whether this build can crash on purpose (the `crash-points` feature).
 pub const AVAILABLE: bool = cfg!(feature = "crash-points");
 
+/// Why a crash point cannot be armed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CrashPointProblem {
+    #[error("`{0}`: the count after `:` must be a positive whole number")]
+    BadCount(String),
+    #[error("`{0}` is not a crash point: use after_commit, before_acknowledge or after_admit")]
+    Unknown(String),
+    #[error("this build has no crash points (they are in test builds only)")]
+    NotInThisBuild,
+}
+
 /// Arms the crash point `text` names (`after_commit`, `before_acknowledge`,
 /// optionally `:<n>`). An error names what is wrong, or that this build
 /// has no crash points.
-pub fn arm(text: &str) -> Result<(), String> {
+pub fn arm(text: &str) -> Result<(), CrashPointProblem> {
     let (name, nth) = match text.split_once(':') {
         Some((name, nth)) => (
             name.trim(),
@@ -48,9 +59,7 @@ pub fn arm(text: &str) -> Result<(), String> {
                 .parse::<u64>()
                 .ok()
                 .filter(|nth| *nth > 0)
-                .ok_or_else(|| {
-                    format!("`{text}`: the count after `:` must be a positive whole number")
-                })?,
+                .ok_or_else(|| CrashPointProblem::BadCount(text.to_string()))?,
         ),
         None => (text.trim(), 1),
     };
@@ -61,13 +70,9 @@ pub fn arm(text: &str) -> Result<(), String> {
     ]
     .into_iter()
     .find(|point| point.name() == name)
-    .ok_or_else(|| {
-        format!(
-            "`{name}` is not a crash point: use after_commit, before_acknowledge or after_admit"
-        )
-    })?;
+    .ok_or_else(|| CrashPointProblem::Unknown(name.to_string()))?;
     if !AVAILABLE {
-        return Err("this build has no crash points (they are in test builds only)".into());
+        return Err(CrashPointProblem::NotInThisBuild);
     }
     armed::set(point, nth);
     Ok(())
@@ -123,17 +128,24 @@ mod tests {
 
     #[test]
     fn arming_names_what_is_wrong_and_a_build_without_the_feature_refuses() {
-        let unknown = arm("after_lunch").unwrap_err();
-        assert!(
-            unknown.contains("`after_lunch` is not a crash point"),
-            "{unknown}"
+        assert_eq!(
+            arm("after_lunch"),
+            Err(CrashPointProblem::Unknown("after_lunch".into()))
         );
         let count = arm("after_commit:zero").unwrap_err();
-        assert!(count.contains("positive whole number"), "{count}");
-        assert!(arm("before_acknowledge:0").is_err());
+        assert_eq!(
+            count.to_string(),
+            "`after_commit:zero`: the count after `:` must be a positive whole number"
+        );
+        assert!(matches!(
+            arm("before_acknowledge:0"),
+            Err(CrashPointProblem::BadCount(_))
+        ));
         if !AVAILABLE {
-            let refused = arm("after_commit:2").unwrap_err();
-            assert!(refused.contains("no crash points"), "{refused}");
+            assert_eq!(
+                arm("after_commit:2"),
+                Err(CrashPointProblem::NotInThisBuild)
+            );
         }
     }
 }

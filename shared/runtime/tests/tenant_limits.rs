@@ -26,7 +26,7 @@ fn limits_read_a_default_and_overrides_and_name_what_is_wrong() {
     assert_eq!(limits.of("vip"), Some(5));
     assert_eq!(PerTenantLimit::parse("vip:5").unwrap().of("anyone"), None);
     for bad in ["0", "vip:0", ":3", "two", "vip:-1"] {
-        let problem = PerTenantLimit::parse(bad).unwrap_err();
+        let problem = PerTenantLimit::parse(bad).unwrap_err().to_string();
         assert!(problem.contains(bad.trim()), "{bad}: {problem}");
     }
 }

@@ -21,14 +21,29 @@ fn scalar_text(value: &Value) -> String {
     }
 }
 
+/// Why an HTTP tool call could not be built. A header's value is never
+/// quoted: it may be a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RequestProblem {
+    #[error("argument `{0}` is needed for the URL")]
+    MissingUrlArgument(String),
+    #[error("`{0}` is not a header name")]
+    HeaderName(String),
+    #[error("header `{0}`: the value is not a valid header value")]
+    HeaderValue(String),
+}
+
 /// The URL with its placeholders filled, and the arguments left over.
-fn fill_url(template: &str, arguments: &Value) -> Result<(String, Map<String, Value>), String> {
+fn fill_url(
+    template: &str,
+    arguments: &Value,
+) -> Result<(String, Map<String, Value>), RequestProblem> {
     let mut rest = arguments.as_object().cloned().unwrap_or_default();
     let mut url = template.to_string();
     for name in url_placeholders(template) {
         let value = rest
             .remove(&name)
-            .ok_or_else(|| format!("argument `{name}` is needed for the URL"))?;
+            .ok_or_else(|| RequestProblem::MissingUrlArgument(name.clone()))?;
         let encoded: String =
             url::form_urlencoded::byte_serialize(scalar_text(&value).as_bytes()).collect();
         url = url.replace(&format!("{{{name}}}"), &encoded.replace('+', "%20"));
@@ -45,7 +60,8 @@ async fn headers(
     call: &ToolCall,
 ) -> Result<(HeaderMap, ResolvedHeaders), ToolOutcome> {
     let resolved = runner.resolve(&executor.headers).await?;
-    let mut map = header_map(&resolved).map_err(ToolOutcome::failed)?;
+    let mut map =
+        header_map(&resolved).map_err(|problem| ToolOutcome::failed(problem.to_string()))?;
     map.insert(ACCEPT, HeaderValue::from_static("application/json"));
     if let Ok(key) = HeaderValue::from_str(&call.idempotency_key) {
         map.insert(HeaderName::from_static("idempotency-key"), key);
@@ -55,14 +71,14 @@ async fn headers(
 
 /// Resolved headers as a header map, every value marked sensitive (kept
 /// out of reqwest's and hyper's debug output).
-pub(crate) fn header_map(resolved: &ResolvedHeaders) -> Result<HeaderMap, String> {
+pub(crate) fn header_map(resolved: &ResolvedHeaders) -> Result<HeaderMap, RequestProblem> {
     let mut map = HeaderMap::new();
     for (name, value) in &resolved.headers {
         let header = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| format!("`{name}` is not a header name"))?;
+            .map_err(|_| RequestProblem::HeaderName(name.clone()))?;
         // The value is never quoted in an error: it may be a secret.
-        let mut value = HeaderValue::from_str(value)
-            .map_err(|_| format!("header `{name}`: the value is not a valid header value"))?;
+        let mut value =
+            HeaderValue::from_str(value).map_err(|_| RequestProblem::HeaderValue(name.clone()))?;
         value.set_sensitive(true);
         map.insert(header, value);
     }
@@ -76,7 +92,7 @@ pub(crate) async fn call(
 ) -> ToolOutcome {
     let (url, rest) = match fill_url(&executor.url, &call.arguments) {
         Ok(filled) => filled,
-        Err(message) => return ToolOutcome::failed(message),
+        Err(problem) => return ToolOutcome::failed(problem.to_string()),
     };
     let (mut headers, resolved) = match headers(runner, executor, call).await {
         Ok(headers) => headers,

@@ -106,7 +106,10 @@ async fn connect(
             let client = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .resolve(&target.host, target.address)
-                .default_headers(crate::http::header_map(&resolved).map_err(ToolOutcome::failed)?)
+                .default_headers(
+                    crate::http::header_map(&resolved)
+                        .map_err(|problem| ToolOutcome::failed(problem.to_string()))?,
+                )
                 .build()
                 .map_err(|error| {
                     ToolOutcome::failed(format!("the HTTP client cannot be built: {error}"))

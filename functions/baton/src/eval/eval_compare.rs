@@ -11,7 +11,7 @@ use baton_evaluation::compare::{Change, FailOn, compare as compare_results};
 use baton_evaluation::report::render;
 use baton_evaluation::results::{ExampleResult, parse_results};
 
-use crate::failure::{Ended, Outcome, invalid};
+use crate::failure::{CommandError, Ended, Outcome, invalid};
 
 #[derive(clap::Args)]
 pub struct CompareArguments {
@@ -32,10 +32,10 @@ pub struct CompareArguments {
     pub viewer: String,
 }
 
-fn read(path: &PathBuf) -> Result<Vec<ExampleResult>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    parse_results(&text).map_err(|error| format!("{}: {error}", path.display()))
+fn read(path: &PathBuf) -> Result<Vec<ExampleResult>, CommandError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| invalid(format!("{}: {error}", path.display())))?;
+    parse_results(&text).map_err(|error| invalid(format!("{}: {error}", path.display())))
 }
 
 fn score(value: Option<f64>) -> String {
@@ -48,10 +48,7 @@ pub fn compare(arguments: CompareArguments) -> Outcome {
         Ok(fail_on) => fail_on,
         Err(error) => return Err(invalid(format!("--fail-on: {error}"))),
     };
-    let (baseline, candidate) = match (read(&arguments.baseline), read(&arguments.candidate)) {
-        (Ok(baseline), Ok(candidate)) => (baseline, candidate),
-        (Err(error), _) | (_, Err(error)) => return Err(invalid(error)),
-    };
+    let (baseline, candidate) = (read(&arguments.baseline)?, read(&arguments.candidate)?);
     let comparison = compare_results(&baseline, &candidate, fail_on);
     for example in &comparison.examples {
         let (before, after) = (example.baseline_score(), example.candidate_score());

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use baton_bootstrap::stores::{LeftOverSteps, StoreChoice};
-use baton_core::contracts::dataset::{Dataset, parse_dataset};
+use baton_core::contracts::dataset::{Dataset, TemplateUnreadable, parse_dataset};
 use baton_evaluation::results::{Check, ExampleResult, results_text};
 use baton_evaluation::summary::Summary;
 
@@ -31,7 +31,7 @@ use baton_runtime::services::dataset_evaluations::{EmbeddedExampleRuns, run_exam
 
 use crate::eval::eval_judges::load_judge;
 use crate::eval::eval_runs::ApiExampleRuns;
-use crate::failure::{Ended, Outcome, invalid};
+use crate::failure::{CommandError, Ended, Outcome, invalid};
 use crate::setup::{configuration, embedded_services};
 
 /// `baton eval`'s arguments (`baton eval compare` is a subcommand).
@@ -91,10 +91,7 @@ pub async fn eval(arguments: EvalArguments) -> Outcome {
     if !(0.0..=1.0).contains(&arguments.min_pass_rate) {
         return Err(invalid("--min-pass-rate: a share is 0 to 1"));
     }
-    let dataset = match read_dataset(&dataset_path) {
-        Ok(dataset) => dataset,
-        Err(error) => return Err(invalid(error)),
-    };
+    let dataset = read_dataset(&dataset_path)?;
     let configuration = configuration()?;
     let registry = crate::setup::load_registry(arguments.registry.clone(), &configuration)?;
     let panel_file = arguments.judges.clone().or_else(|| {
@@ -105,10 +102,9 @@ pub async fn eval(arguments: EvalArguments) -> Outcome {
             .map(|file| folder_of(&dataset_path).join(file))
     });
     let judges = match &panel_file {
-        Some(file) => match load_judge(file, &registry, &arguments.results) {
-            Ok(judge) => Some(Arc::new(judge) as Arc<dyn ExampleJudge>),
-            Err(error) => return Err(invalid(error)),
-        },
+        Some(file) => {
+            Some(Arc::new(load_judge(file, &registry, &arguments.results)?) as Arc<dyn ExampleJudge>)
+        }
         None => None,
     };
     let mut worker = None;
@@ -185,16 +181,23 @@ fn folder_of(path: &Path) -> PathBuf {
 }
 
 /// Reads a dataset and the template envelope it names (beside it).
-pub fn read_dataset(path: &Path) -> Result<Dataset, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
+pub fn read_dataset(path: &Path) -> Result<Dataset, CommandError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| invalid(format!("{}: {error}", path.display())))?;
     let folder = folder_of(path);
     parse_dataset(&text, |file| {
-        let read = std::fs::read_to_string(folder.join(file))
-            .map_err(|error| format!("`{file}`: {error}"))?;
-        serde_json::from_str(&read).map_err(|error| format!("`{file}`: not JSON: {error}"))
+        let read = std::fs::read_to_string(folder.join(file)).map_err(|source| {
+            TemplateUnreadable::Unread {
+                file: file.to_string(),
+                source,
+            }
+        })?;
+        serde_json::from_str(&read).map_err(|source| TemplateUnreadable::NotJson {
+            file: file.to_string(),
+            source,
+        })
     })
-    .map_err(|error| format!("{}: {error}", path.display()))
+    .map_err(|error| invalid(format!("{}: {error}", path.display())))
 }
 
 /// Every example, at most `--concurrency` at once, in the dataset's order.

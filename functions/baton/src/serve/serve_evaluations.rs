@@ -12,7 +12,9 @@ use baton_evaluation::served::EvaluationRecord;
 use baton_http::evaluation_port::{EvaluationRefusal, EvaluationsExtension, ServedEvaluations};
 use baton_runtime::clock::SystemClock;
 use baton_runtime::memory::EvaluationFiles;
-use baton_runtime::services::dataset_evaluations::{DatasetEvaluations, EvaluationError};
+use baton_runtime::services::dataset_evaluations::{
+    DatasetEvaluations, EvaluationError, NoJudgeModel,
+};
 use baton_runtime::services::{RunRetention, Services};
 use serde_json::Value;
 
@@ -59,14 +61,14 @@ pub async fn served_evaluations(
     registry: Arc<Registry>,
     retention: RunRetention,
     data_home: &Path,
-) -> Result<EvaluationsExtension, String> {
+) -> Result<EvaluationsExtension, EvaluationError> {
     let judge_model = crate::setup::model_choice::routed_model_for_cli(
         &registry,
         &baton_bootstrap::process_environment,
         // A judge panel is models only: no remote agent, no secret.
         Arc::new(baton_runtime::ports::NoSecrets),
     )
-    .map_err(|error| error.to_string());
+    .map_err(|error| Arc::new(error) as NoJudgeModel);
     let evaluations = DatasetEvaluations::open(
         Arc::new(EvaluationFiles::new(
             data_home.join("baton").join("evaluations"),
@@ -77,7 +79,6 @@ pub async fn served_evaluations(
         Arc::new(SystemClock),
         retention,
     )
-    .await
-    .map_err(|error| error.to_string())?;
+    .await?;
     Ok(Arc::new(ServedByRuntime(evaluations)))
 }

@@ -21,7 +21,7 @@ use crate::failure::{CommandError, invalid};
 
 /// Tenant of runs started from the command line.
 /// `--store`: memory, sqlite, sqlite:PATH or dynamodb.
-pub fn parse_store(text: &str) -> Result<StoreChoice, String> {
+pub fn parse_store(text: &str) -> Result<StoreChoice, baton_bootstrap::NotAStore> {
     text.parse()
 }
 

@@ -18,17 +18,24 @@ pub enum ModelChoice {
 
 const REMOTE_MARKERS: [&str; 3] = ["BATON_LLM_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY"];
 
+/// A `BATON_LLM` that names neither kind (the value, trimmed and lowered).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "BATON_LLM={0:?} is not valid: use `local` (the offline model) or `remote` (BATON_LLM_BASE_URL)"
+)]
+pub struct UnknownModelChoice(String);
+
 /// Reads `BATON_LLM` and the remote variables from `read`.
-pub fn model_choice_from(read: &dyn Fn(&str) -> Option<String>) -> Result<ModelChoice, String> {
+pub fn model_choice_from(
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Result<ModelChoice, UnknownModelChoice> {
     let forced = read("BATON_LLM")
         .map(|value| value.trim().to_ascii_lowercase())
         .filter(|value| !value.is_empty());
     match forced.as_deref() {
         Some("local") => Ok(ModelChoice::Local),
         Some("remote") => Ok(ModelChoice::Remote),
-        Some(other) => Err(format!(
-            "BATON_LLM={other:?} is not valid: use `local` (the offline model) or `remote` (BATON_LLM_BASE_URL)"
-        )),
+        Some(other) => Err(UnknownModelChoice(other.to_string())),
         None => {
             let remote_configured = REMOTE_MARKERS.iter().any(|name| {
                 read(name)
@@ -46,7 +53,7 @@ pub fn model_choice_from(read: &dyn Fn(&str) -> Option<String>) -> Result<ModelC
 
 /// The provider the variables ask for, loaded and ready.
 pub fn model_for_cli(read: VariableReader<'_>) -> Result<Arc<dyn LlmProvider>, StartupError> {
-    let choice = model_choice_from(read).map_err(StartupError)?;
+    let choice = model_choice_from(read).map_err(|error| StartupError(error.to_string()))?;
     match choice {
         ModelChoice::Remote => baton_bootstrap::model_from_variables(read),
         ModelChoice::Local => local_model(read),
@@ -127,10 +134,10 @@ mod tests {
             model_choice_from(&reader(&[("BATON_LLM", "Remote")])),
             Ok(ModelChoice::Remote)
         );
-        let error = model_choice_from(&reader(&[("BATON_LLM", "gpu")]))
-            .err()
-            .unwrap_or_default();
-        assert!(error.contains("BATON_LLM=\"gpu\""), "{error}");
-        assert!(error.contains("`local`"), "{error}");
+        let error = model_choice_from(&reader(&[("BATON_LLM", "gpu")])).unwrap_err();
+        assert_eq!(error, UnknownModelChoice("gpu".into()));
+        let message = error.to_string();
+        assert!(message.contains("BATON_LLM=\"gpu\""), "{message}");
+        assert!(message.contains("`local`"), "{message}");
     }
 }

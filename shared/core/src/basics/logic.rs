@@ -13,17 +13,29 @@ pub fn holds(rule: &Value, data: &Value) -> bool {
     evaluate(rule, data).unwrap_or(false)
 }
 
+/// Why an expression could not be evaluated over its data.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogicEvaluationError {
+    /// The evaluator refused the expression or its data.
+    #[error("{0}")]
+    Refused(String),
+    /// The evaluator's result is not JSON.
+    #[error("the result is not JSON: {0}")]
+    UnreadableResult(String),
+}
+
 /// The JSONLogic truthiness of `rule` over `data`, or why it could not be
 /// evaluated.
-pub fn evaluate(rule: &Value, data: &Value) -> Result<bool, String> {
+pub fn evaluate(rule: &Value, data: &Value) -> Result<bool, LogicEvaluationError> {
     // One engine per thread: building one registers every operator.
     thread_local! {
         static ENGINE: datalogic_rs::Engine = datalogic_rs::Engine::new();
     }
     let result = ENGINE
         .with(|engine| engine.eval_str(&rule.to_string(), &data.to_string()))
-        .map_err(|error| error.to_string())?;
-    let value = serde_json::from_str::<Value>(&result).map_err(|error| error.to_string())?;
+        .map_err(|error| LogicEvaluationError::Refused(error.to_string()))?;
+    let value = serde_json::from_str::<Value>(&result)
+        .map_err(|error| LogicEvaluationError::UnreadableResult(error.to_string()))?;
     Ok(match value {
         Value::Bool(flag) => flag,
         Value::Null => false,

@@ -125,11 +125,29 @@ fn error(line: usize, path: impl Into<String>, message: impl Into<String>) -> Da
     }
 }
 
+/// Why the template envelope a dataset names could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateUnreadable {
+    #[error("`{file}`: {source}")]
+    Unread {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("`{file}`: not JSON: {source}")]
+    NotJson {
+        file: String,
+        source: serde_json::Error,
+    },
+    /// A server reads no files: the template comes with the request.
+    #[error("`{file}`: a server reads no files: give the template envelope as `$.template`")]
+    NoFilesHere { file: String },
+}
+
 /// Reads and checks a dataset. `load_template` reads the envelope file the
 /// header names (relative to the dataset: the caller resolves it).
 pub fn parse_dataset(
     text: &str,
-    load_template: impl Fn(&str) -> Result<Value, String>,
+    load_template: impl Fn(&str) -> Result<Value, TemplateUnreadable>,
 ) -> Result<Dataset, DatasetError> {
     let mut header: Option<DatasetHeader> = None;
     let mut template: Option<Value> = None;
@@ -153,7 +171,7 @@ pub fn parse_dataset(
                 .map_err(|problem| located(line, problem))?;
             if let Some(file) = &parsed.dataset.template {
                 let loaded = load_template(file)
-                    .map_err(|problem| error(line, "$.dataset.template", problem))?;
+                    .map_err(|problem| error(line, "$.dataset.template", problem.to_string()))?;
                 TaskEnvelope::parse_value(&loaded).map_err(|problem| {
                     error(line, "$.dataset.template", format!("`{file}`: {problem}"))
                 })?;
@@ -267,7 +285,10 @@ mod tests {
             if file == "template.json" {
                 Ok(template())
             } else {
-                Err(format!("`{file}` cannot be read"))
+                Err(TemplateUnreadable::Unread {
+                    file: file.to_string(),
+                    source: std::io::ErrorKind::NotFound.into(),
+                })
             }
         })
     }
@@ -328,9 +349,16 @@ mod tests {
                 );
             }
             let dataset = parse_dataset(&text, |file| {
-                let loaded =
-                    std::fs::read_to_string(folder.join(file)).map_err(|e| e.to_string())?;
-                serde_json::from_str(&loaded).map_err(|e| e.to_string())
+                let loaded = std::fs::read_to_string(folder.join(file)).map_err(|source| {
+                    TemplateUnreadable::Unread {
+                        file: file.to_string(),
+                        source,
+                    }
+                })?;
+                serde_json::from_str(&loaded).map_err(|source| TemplateUnreadable::NotJson {
+                    file: file.to_string(),
+                    source,
+                })
             })
             .unwrap_or_else(|problem| panic!("{}: {problem}", path.display()));
             assert!(dataset.examples.len() >= 3, "{}", path.display());

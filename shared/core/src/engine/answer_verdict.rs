@@ -67,22 +67,22 @@ impl Probation {
     }
 }
 
-/// Judges an answer (parsed, or why it could not be) against `node`'s
+/// Judges an answer (parsed, or why it is not JSON) against `node`'s
 /// output contract, and a derived node's valid answer against
 /// `caller_contract` too.
 pub(super) fn judge_answer(
     validators: &ValidatorCache,
     caller_contract: &OutputContract,
     node: &PlanNode,
-    parsed: Result<Value, String>,
+    parsed: Result<Value, serde_json::Error>,
 ) -> Result<Judgement, CoreError> {
     let answer = match parsed {
-        Err(reason) => {
+        Err(not_json) => {
             return Ok(Judgement {
                 verdict: Verdict::Broken(vec![SchemaViolation {
                     instance_pointer: String::new(),
                     schema_pointer: String::new(),
-                    message: reason,
+                    message: format!("the answer is not valid JSON: {not_json}"),
                     facet: None,
                 }]),
                 clarification: None,
@@ -182,11 +182,18 @@ mod tests {
         let node = brief_node(&state);
         let contract = &state.envelope.output_contract;
 
-        let not_json = judge_answer(&validators, contract, &node, Err("not JSON".into())).unwrap();
+        let parsed = serde_json::from_str::<serde_json::Value>("not JSON");
+        let not_json = judge_answer(&validators, contract, &node, parsed).unwrap();
         let Verdict::Broken(violations) = &not_json.verdict else {
             panic!("an answer that is not JSON is broken: {not_json:?}");
         };
-        assert_eq!(violations[0].message, "not JSON");
+        assert!(
+            violations[0]
+                .message
+                .starts_with("the answer is not valid JSON: expected ident"),
+            "{}",
+            violations[0].message
+        );
 
         let empty = judge_answer(&validators, contract, &node, Ok(json!({}))).unwrap();
         let Verdict::Broken(violations) = &empty.verdict else {

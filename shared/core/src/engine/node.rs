@@ -161,8 +161,7 @@ pub(super) fn resume_node(
     }
     match outcome {
         Ok(answer) => {
-            let parsed = serde_json::from_str::<Value>(&answer.content)
-                .map_err(|error| format!("the answer is not valid JSON: {error}"));
+            let parsed = serde_json::from_str::<Value>(&answer.content);
             super::usage_recording::record_model_usage(
                 &mut step,
                 &node.node_id,

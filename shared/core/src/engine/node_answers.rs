@@ -70,7 +70,7 @@ pub(super) fn take_answer(
     step: &mut StepContext<'_, '_>,
     node: &PlanNode,
     attempt: u32,
-    parsed: Result<Value, String>,
+    parsed: Result<Value, serde_json::Error>,
 ) -> Result<(), CoreError> {
     let judgement = judge_answer(
         step.engine().validators,

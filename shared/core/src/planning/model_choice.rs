@@ -195,11 +195,11 @@ pub fn check_chat_model(
 ) -> Result<(), (String, String)> {
     for (profile, name) in &settings.profile_models {
         check_named_model(catalog, name, Some(ModelNeed::Tools))
-            .map_err(|message| (format!("$.profileModels.{profile}"), message))?;
+            .map_err(|problem| (format!("$.profileModels.{profile}"), problem.to_string()))?;
     }
     match &settings.model {
         Some(name) => check_named_model(catalog, name, Some(ModelNeed::Tools))
-            .map_err(|message| ("$.model".to_string(), message)),
+            .map_err(|problem| ("$.model".to_string(), problem.to_string())),
         None => Ok(()),
     }
 }
@@ -233,7 +233,7 @@ pub fn check_capability_models(
                 .map(|(index, name)| (format!("$.fallbackModels[{index}]"), name)),
         );
     for (path, name) in named {
-        check_named_model(catalog, name, need).map_err(|message| (path, message))?;
+        check_named_model(catalog, name, need).map_err(|problem| (path, problem.to_string()))?;
     }
     Ok(())
 }
@@ -287,37 +287,46 @@ pub fn check_envelope_models(
     catalog: &ModelCatalog,
 ) -> Result<(), CoreError> {
     for (index, name) in envelope.constraints.preferred_models.iter().enumerate() {
-        check_named_model(catalog, name, Some(ModelNeed::StructuredOutput)).map_err(|message| {
+        check_named_model(catalog, name, Some(ModelNeed::StructuredOutput)).map_err(|problem| {
             CoreError::InvalidEnvelope {
                 path: format!("$.constraints.preferredModels[{index}]"),
-                message,
+                message: problem.to_string(),
             }
         })?;
     }
     Ok(())
 }
 
+/// Why a named model cannot serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NamedModelProblem {
+    #[error("`{name}` is not a model of the registry's catalog (models.json: {known})")]
+    NotInCatalog { name: String, known: String },
+    #[error("`{name}` cannot do {need}, which this needs")]
+    CannotDo { name: String, need: String },
+}
+
 fn check_named_model(
     catalog: &ModelCatalog,
     name: &str,
     need: Option<ModelNeed>,
-) -> Result<(), String> {
+) -> Result<(), NamedModelProblem> {
     let Some(model) = catalog.model(name) else {
         let known: Vec<&str> = catalog.models.keys().map(String::as_str).collect();
-        return Err(format!(
-            "`{name}` is not a model of the registry's catalog (models.json: {})",
-            if known.is_empty() {
+        return Err(NamedModelProblem::NotInCatalog {
+            name: name.to_string(),
+            known: if known.is_empty() {
                 "none".to_string()
             } else {
                 known.join(", ")
-            }
-        ));
+            },
+        });
     };
     match need {
-        Some(need) if !need.met_by(model) => Err(format!(
-            "`{name}` cannot do {}, which this needs",
-            need.describe()
-        )),
+        Some(need) if !need.met_by(model) => Err(NamedModelProblem::CannotDo {
+            name: name.to_string(),
+            need: need.describe().to_string(),
+        }),
         _ => Ok(()),
     }
 }

@@ -126,10 +126,21 @@ struct ExecutorFields {
     chat: bool,
 }
 
-impl TryFrom<ExecutorFields> for NodeExecutor {
-    type Error = String;
+/// Why a node's executor fields name no executor.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecutorShapeError {
+    #[error("a node runs one executor: `panel`, `agent` (with `chat` for a chat node) or neither")]
+    SeveralExecutors,
+    #[error(
+        "an `{0}` node cannot carry that executor (`builtin` goes with agentType builtin only; a person's node carries none)"
+    )]
+    NotForThisKind(String),
+}
 
-    fn try_from(fields: ExecutorFields) -> Result<Self, String> {
+impl TryFrom<ExecutorFields> for NodeExecutor {
+    type Error = ExecutorShapeError;
+
+    fn try_from(fields: ExecutorFields) -> Result<Self, ExecutorShapeError> {
         use AgentType::{Ai, Builtin, Human};
         match fields {
             ExecutorFields {
@@ -157,17 +168,13 @@ impl TryFrom<ExecutorFields> for NodeExecutor {
                 (Some(panel), None, false) => Ok(NodeExecutor::Panel(panel)),
                 (None, Some(settings), false) => Ok(NodeExecutor::AgentSession(settings)),
                 (None, Some(settings), true) => Ok(NodeExecutor::Chat(settings)),
-                _ => Err(
-                    "a node runs one executor: `panel`, `agent` (with `chat` for a chat node) or neither"
-                        .into(),
-                ),
+                _ => Err(ExecutorShapeError::SeveralExecutors),
             },
-            ExecutorFields { agent_type, .. } => Err(format!(
-                "an `{}` node cannot carry that executor (`builtin` goes with agentType builtin only; a person's node carries none)",
+            ExecutorFields { agent_type, .. } => Err(ExecutorShapeError::NotForThisKind(
                 serde_json::to_value(agent_type)
                     .ok()
                     .and_then(|value| value.as_str().map(str::to_string))
-                    .unwrap_or_default()
+                    .unwrap_or_default(),
             )),
         }
     }

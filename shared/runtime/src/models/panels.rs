@@ -115,7 +115,7 @@ impl PanelRunner {
         request: PanelRequest,
         topic_id: &str,
         mut on_progress: impl FnMut(&EvaluationProgress),
-    ) -> Result<PanelOutput, String> {
+    ) -> Result<PanelOutput, baton_judge::panel::PanelFailure> {
         let timeout = Duration::from_millis(request.config.round_timeout);
         let (mut panel, mut calls) = Panel::start(request, topic_id, self.now_millis());
         on_progress(&panel.progress("scoring"));

@@ -112,5 +112,5 @@ pub trait ExampleJudge: Send + Sync {
         objective: &str,
         output: &Value,
         reference: Option<&Value>,
-    ) -> Result<JudgeOutcome, String>;
+    ) -> Result<JudgeOutcome, baton_evaluation::checks::JudgeFailure>;
 }

@@ -194,6 +194,15 @@ impl TenantLimits {
     }
 }
 
+/// Why a per-tenant limit's text is refused (the item, as written).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitTextProblem {
+    #[error("`{0}`: the limit must be a positive whole number")]
+    NotPositive(String),
+    #[error("`{0}`: the tenant is empty")]
+    EmptyTenant(String),
+}
+
 /// One limit: a default for every tenant and overrides by tenant.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PerTenantLimit {
@@ -209,7 +218,7 @@ impl PerTenantLimit {
 
     /// Reads `20` (every tenant), `team-a:100` (one tenant) or both,
     /// comma-separated: `20,team-a:100,team-b:5`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, LimitTextProblem> {
         let mut limit = PerTenantLimit::default();
         for item in text
             .split(',')
@@ -224,9 +233,9 @@ impl PerTenantLimit {
                 .parse()
                 .ok()
                 .filter(|value| *value > 0)
-                .ok_or_else(|| format!("`{item}`: the limit must be a positive whole number"))?;
+                .ok_or_else(|| LimitTextProblem::NotPositive(item.to_string()))?;
             match tenant {
-                Some("") => return Err(format!("`{item}`: the tenant is empty")),
+                Some("") => return Err(LimitTextProblem::EmptyTenant(item.to_string())),
                 Some(tenant) => {
                     limit.by_tenant.insert(tenant.to_string(), value);
                 }

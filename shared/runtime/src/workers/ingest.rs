@@ -74,11 +74,22 @@ pub struct ScheduleFire {
 impl ScheduleFireMessage {
     /// The fire in a record's body, if the body is one (it names
     /// `scheduleFire`).
-    pub fn from_body(body: &str) -> Option<Result<Self, String>> {
+    pub fn from_body(body: &str) -> Option<Result<Self, FireNotStarted>> {
         let value: serde_json::Value = serde_json::from_str(body).ok()?;
         value.get("scheduleFire")?;
-        Some(serde_json::from_value(value).map_err(|error| error.to_string()))
+        Some(serde_json::from_value(value).map_err(FireNotStarted::NotAFire))
     }
+}
+
+/// Why a schedule's fire was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum FireNotStarted {
+    #[error("not {{tenantId, scheduleFire: {{scheduleId, fireTime}}}}: {0}")]
+    NotAFire(serde_json::Error),
+    #[error("scheduleFire.fireTime `{0}` is not an RFC 3339 time")]
+    NotATime(String),
+    #[error(transparent)]
+    Refused(#[from] crate::error::RuntimeError),
 }
 
 /// The ingest function's use case: submits each record's envelope (a
@@ -145,21 +156,14 @@ pub async fn process_ingest_batch(
 
 async fn start_fire(
     schedules: &ScheduleService,
-    fire: Result<ScheduleFireMessage, String>,
-) -> Result<(), String> {
-    let fire = fire.map_err(|error| {
-        format!("not {{tenantId, scheduleFire: {{scheduleId, fireTime}}}}: {error}")
-    })?;
-    let fire_at = Instant::parse_rfc3339(&fire.schedule_fire.fire_time).ok_or_else(|| {
-        format!(
-            "scheduleFire.fireTime `{}` is not an RFC 3339 time",
-            fire.schedule_fire.fire_time
-        )
-    })?;
+    fire: Result<ScheduleFireMessage, FireNotStarted>,
+) -> Result<(), FireNotStarted> {
+    let fire = fire?;
+    let fire_at = Instant::parse_rfc3339(&fire.schedule_fire.fire_time)
+        .ok_or_else(|| FireNotStarted::NotATime(fire.schedule_fire.fire_time.clone()))?;
     let started = schedules
         .fire_delivered(&fire.tenant_id, &fire.schedule_fire.schedule_id, fire_at)
-        .await
-        .map_err(|error| error.to_string())?;
+        .await?;
     if let Some(run) = started {
         tracing::info!(schedule_id = %fire.schedule_fire.schedule_id, run_id = %run.run_id, deduplicated = run.deduplicated, "a schedule fired");
     }

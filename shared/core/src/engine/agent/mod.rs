@@ -394,7 +394,6 @@ fn answered(
         Ok(serde_json::json!({"message": content, "threadId": step.state().thread_id}))
     } else {
         serde_json::from_str::<Value>(&content)
-            .map_err(|error| format!("the answer is not valid JSON: {error}"))
     };
     super::node_answers::take_answer(&mut step, node, attempt, parsed)?;
     Ok(step.into_advance())

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_core::contracts::dataset::ResolvedExample;
-use baton_evaluation::checks::{SettledRun, deterministic_checks, judge_check};
+use baton_evaluation::checks::{SettledRun, Unjudged, deterministic_checks, judge_check};
 use baton_evaluation::results::{Check, ExampleResult, Tokens};
 use serde_json::Value;
 
@@ -136,24 +136,22 @@ pub async fn run_example(
                     checks.extend(judge_check(expect, Ok(outcome.score)));
                     judged = Some(outcome);
                 }
-                Err(reason) => {
+                Err(failure) => {
                     // A panel that was asked and failed fails the example,
                     // whether or not it sets a minimum score.
-                    checks.extend(judge_check(expect, Err(reason.clone())));
+                    let reason = Unjudged::Failed(failure);
+                    checks.extend(judge_check(expect, Err(&reason)));
                     if expect.min_judge_score.is_none() {
-                        checks.push(Check::new("judged", false, reason));
+                        checks.push(Check::new("judged", false, reason.to_string()));
                     }
                 }
             }
         }
         Some(_) => checks.extend(judge_check(
             expect,
-            Err(format!("not judged: the run ended {}", finished.status)),
+            Err(&Unjudged::RunEnded(finished.status.clone())),
         )),
-        None => checks.extend(judge_check(
-            expect,
-            Err("no judge panel: name one in the dataset's `judges` or with --judges".into()),
-        )),
+        None => checks.extend(judge_check(expect, Err(&Unjudged::NoPanel))),
     }
     ExampleResult {
         id: example.id.clone(),

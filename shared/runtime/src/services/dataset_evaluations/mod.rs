@@ -66,6 +66,10 @@ impl From<StoreError> for EvaluationError {
     }
 }
 
+/// Why a server has no model for judges: the error of whoever was to
+/// make it (its configuration, refused).
+pub type NoJudgeModel = Arc<dyn std::error::Error + Send + Sync>;
+
 /// What a server's evaluations stand on.
 pub struct DatasetEvaluations {
     records: Arc<dyn EvaluationRecords>,
@@ -73,7 +77,7 @@ pub struct DatasetEvaluations {
     registry: Arc<Registry>,
     /// The model the judges are asked through, or why there is none (a
     /// request naming judges is then refused, saying why).
-    judge_model: Result<Arc<dyn LlmProvider>, String>,
+    judge_model: Result<Arc<dyn LlmProvider>, NoJudgeModel>,
     clock: Arc<dyn Clock>,
     retention: RunRetention,
     running: Arc<Mutex<HashMap<String, usize>>>,
@@ -87,7 +91,7 @@ impl DatasetEvaluations {
         records: Arc<dyn EvaluationRecords>,
         runs: Arc<RunService>,
         registry: Arc<Registry>,
-        judge_model: Result<Arc<dyn LlmProvider>, String>,
+        judge_model: Result<Arc<dyn LlmProvider>, NoJudgeModel>,
         clock: Arc<dyn Clock>,
         retention: RunRetention,
     ) -> Result<Self, EvaluationError> {

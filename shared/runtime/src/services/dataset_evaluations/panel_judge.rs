@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use baton_core::catalog::registry::Registry;
-use baton_evaluation::checks::judge_request_for;
+use baton_evaluation::checks::{JudgeFailure, judge_request_for};
 use baton_evaluation::results::JudgeOutcome;
 use baton_judge::request::PanelRequest;
 use serde_json::Value;
@@ -36,7 +36,7 @@ impl PanelJudge {
         shelf: Arc<dyn TranscriptShelf>,
     ) -> Result<Self, (String, String)> {
         let probe = judge_request_for(&template, "probe", "", &Value::Null, None)
-            .map_err(|error| ("$.request".to_string(), error))?;
+            .map_err(|error| ("$.request".to_string(), error.to_string()))?;
         let request = PanelRequest::parse(&probe).map_err(|error| (error.path, error.message))?;
         baton_core::planning::model_choice::check_judge_models(registry.models(), &request)?;
         let runner = PanelRunner::new(llm, clock).with_catalog(registry.models().clone());
@@ -56,21 +56,23 @@ impl ExampleJudge for PanelJudge {
         objective: &str,
         output: &Value,
         reference: Option<&Value>,
-    ) -> Result<JudgeOutcome, String> {
+    ) -> Result<JudgeOutcome, JudgeFailure> {
         let request_value =
             judge_request_for(&self.template, example_id, objective, output, reference)?;
-        let request = PanelRequest::parse(&request_value).map_err(|error| error.to_string())?;
+        let request = PanelRequest::parse(&request_value)
+            .map_err(|error| JudgeFailure::InvalidRequest(error.to_string()))?;
         let panel = self
             .runner
             .run(request, &format!("eval_{example_id}"), |_| {})
             .await
-            .map_err(|reason| format!("the judge panel reached no consensus: {reason}"))?;
-        let text = serde_json::to_string_pretty(&panel).map_err(|error| error.to_string())?;
+            .map_err(|failure| JudgeFailure::NoConsensus(failure.to_string()))?;
+        let text = serde_json::to_string_pretty(&panel)
+            .map_err(|error| JudgeFailure::Unwritable(error.to_string()))?;
         let kept = self
             .shelf
             .keep(example_id, &text)
             .await
-            .map_err(|error| format!("the panel's transcript was not kept: {error}"))?;
+            .map_err(|error| JudgeFailure::TranscriptNotKept(error.to_string()))?;
         Ok(JudgeOutcome {
             score: panel.consensus.final_score,
             confidence: panel.consensus.confidence,
