@@ -552,3 +552,55 @@ fn a_steps_working_set_has_no_public_field() {
         "public fields of StepContext: {public:?}"
     );
 }
+
+/// The error type of every `Result<T, E>` written in `text`, as written
+/// (generics inside `T` and `E` are kept whole).
+fn result_error_types(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("Result<") {
+        let inside = &rest[start + "Result<".len()..];
+        let (mut depth, mut last_comma, mut end) = (0usize, None, None);
+        for (index, character) in inside.char_indices() {
+            match character {
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' if depth == 0 => {
+                    end = Some(index);
+                    break;
+                }
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 0 => last_comma = Some(index),
+                _ => {}
+            }
+        }
+        if let (Some(comma), Some(end)) = (last_comma, end) {
+            let error = inside[comma + 1..end].trim().trim_end_matches(',').trim();
+            found.push(error.to_string());
+        }
+        rest = &inside[end.unwrap_or(0)..];
+    }
+    found
+}
+
+/// Ports and helpers say what went wrong in a type, not in a bare string:
+/// no production signature is a `Result<_, String>`.
+#[test]
+fn no_production_result_carries_a_bare_string_error() {
+    assert_eq!(
+        result_error_types(
+            "fn f() -> Result<Vec<(String, u8)>, String> { Result<(), Error<A, B>> }"
+        ),
+        ["String", "Error<A, B>"],
+        "the scanner reads nested generics"
+    );
+    let offenders: Vec<String> = production_sources()
+        .iter()
+        .flat_map(|(path, text)| {
+            result_error_types(text)
+                .into_iter()
+                .filter(|error| error == "String")
+                .map(move |_| path.display().to_string())
+        })
+        .collect();
+    assert!(offenders.is_empty(), "Result<_, String> in {offenders:#?}");
+}
