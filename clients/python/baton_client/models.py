@@ -653,6 +653,11 @@ class RunEvent(StrEnum):
     awaiting_human = 'awaiting_human'
 
 
+class QualitySource(StrEnum):
+    reviewer = 'reviewer'
+    constraints = 'constraints'
+
+
 class OutputProvenance(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -1425,6 +1430,13 @@ class RunListing(BaseModel):
             description='The user the submitting request named (`X-Baton-User`).',
         ),
     ] = None
+    workflow_name: Annotated[
+        str | None,
+        Field(
+            alias='workflowName',
+            description="The run's workflow name (`workflowName`, else the output schema's\n`title`, else `baton`; empty for runs listed before listings\ncarried it).",
+        ),
+    ] = None
     usage: Annotated[
         ListedUsage | None,
         Field(
@@ -1604,6 +1616,42 @@ class NotificationRecord(BaseModel):
         bool, Field(alias='gaveUp', description='Set when the attempts ran out.')
     ]
     last_error: Annotated[str | None, Field(alias='lastError')] = None
+
+
+class QualityReport(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    score: Annotated[float, Field(description='The score (0–1).')]
+    source: Annotated[QualitySource, Field(description='Where the score comes from.')]
+    threshold: Annotated[
+        float | None,
+        Field(
+            description='`constraints.qualityThreshold`, when the envelope sets one.'
+        ),
+    ] = None
+    passed: Annotated[
+        bool,
+        Field(description='The score meets the threshold (true when there is none).'),
+    ]
+    drafts: Annotated[
+        int, Field(description='Drafts reviewed (0 when no reviewer scored).', ge=0)
+    ]
+    execution_depth: Annotated[int, Field(alias='executionDepth', ge=0)]
+    draft_scores: Annotated[
+        list[float],
+        Field(alias='draftScores', description="Every draft's score, in order."),
+    ]
+
+
+class FinalBundle(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    result: Any
+    quality: QualityReport | None
+    acceptance_report: Annotated[Any, Field(alias='acceptance-report')]
 
 
 class PlanVersionSummary(BaseModel):
@@ -2257,6 +2305,13 @@ class RunSummary(BaseModel):
     run_id: Annotated[str, Field(alias='runId')]
     thread_id: Annotated[str, Field(alias='threadId')]
     correlation_id: Annotated[str, Field(alias='correlationId')]
+    workflow_name: Annotated[
+        str,
+        Field(
+            alias='workflowName',
+            description="The run's workflow name: `workflowName`, else the output schema's\n`title`, else `baton` (its trace's root span carries it too).",
+        ),
+    ]
     trace_id: Annotated[
         str | None,
         Field(
@@ -2484,6 +2539,25 @@ class RunSnapshotResponse(BaseModel):
     ok: bool
     run: RunSummary
     output: Any
+    quality: Annotated[
+        QualityReport | None,
+        Field(
+            description='How the delivered output scored, and by whom (as `complete` said).'
+        ),
+    ]
+    acceptance_report: Annotated[
+        Any,
+        Field(
+            alias='acceptanceReport',
+            description="The reviewer's verdict per acceptance criterion of the delivered\ndraft, when one gave it.",
+        ),
+    ]
+    bundle: Annotated[
+        FinalBundle | None,
+        Field(
+            description="The final bundle under the specification's names: `result` (the\noutput), `quality` and `acceptance-report`. Aliases of `output`,\n`quality` and `acceptanceReport`; absent until the run completes."
+        ),
+    ] = None
     output_provenance: Annotated[
         dict[str, OutputProvenance],
         Field(
@@ -2580,5 +2654,12 @@ class TaskEnvelope(BaseModel):
         Field(
             alias='callbackUrl',
             description="Where to POST the run's completion (or wait for a person), signed\nwith HMAC-SHA256; checked by the outbound guard when it is sent.",
+        ),
+    ] = None
+    workflow_name: Annotated[
+        str | None,
+        Field(
+            alias='workflowName',
+            description="The workflow's name on the run, its listing and its trace (at most\n128 characters). Left out: the output schema's `title`, else `baton`.",
         ),
     ] = None

@@ -584,6 +584,11 @@ export interface components {
              *     with HMAC-SHA256; checked by the outbound guard when it is sent.
              */
             callbackUrl?: string | null;
+            /**
+             * @description The workflow's name on the run, its listing and its trace (at most
+             *     128 characters). Left out: the output schema's `title`, else `baton`.
+             */
+            workflowName?: string | null;
         };
         /**
          * CapabilityRegistration
@@ -875,6 +880,19 @@ export interface components {
             ok: boolean;
             run: components["schemas"]["RunSummary"];
             output: unknown;
+            /** @description How the delivered output scored, and by whom (as `complete` said). */
+            quality: components["schemas"]["QualityReport"] | null;
+            /**
+             * @description The reviewer's verdict per acceptance criterion of the delivered
+             *     draft, when one gave it.
+             */
+            acceptanceReport: unknown;
+            /**
+             * @description The final bundle under the specification's names: `result` (the
+             *     output), `quality` and `acceptance-report`. Aliases of `output`,
+             *     `quality` and `acceptanceReport`; absent until the run completes.
+             */
+            bundle?: components["schemas"]["FinalBundle"] | null;
             /**
              * @description Which node (and attempt, in which plan version) made each top-level
              *     property of the output.
@@ -1576,6 +1594,12 @@ export interface components {
             /** @description The user the submitting request named (`X-Baton-User`). */
             submittedBy?: string | null;
             /**
+             * @description The run's workflow name (`workflowName`, else the output schema's
+             *     `title`, else `baton`; empty for runs listed before listings
+             *     carried it).
+             */
+            workflowName?: string;
+            /**
              * @description What the run's model calls used, once it is settled (ended, or
              *     waiting for a person): the listing is not rewritten at every step,
              *     so a run at work shows none.
@@ -1788,6 +1812,11 @@ export interface components {
             threadId: string;
             correlationId: string;
             /**
+             * @description The run's workflow name: `workflowName`, else the output schema's
+             *     `title`, else `baton` (its trace's root span carries it too).
+             */
+            workflowName: string;
+            /**
              * @description The run's W3C trace id (its spans, when traces are exported, and
              *     every frame's `traceId`).
              */
@@ -1989,6 +2018,43 @@ export interface components {
         };
         /** @description What happened to the run. */
         RunEvent: "completed" | "failed" | "awaiting_human";
+        /** @description The quality of the delivered output. */
+        QualityReport: {
+            /**
+             * Format: double
+             * @description The score (0–1).
+             */
+            score: number;
+            /** @description Where the score comes from. */
+            source: components["schemas"]["QualitySource"];
+            /**
+             * Format: double
+             * @description `constraints.qualityThreshold`, when the envelope sets one.
+             */
+            threshold?: number | null;
+            /** @description The score meets the threshold (true when there is none). */
+            passed: boolean;
+            /**
+             * Format: uint
+             * @description Drafts reviewed (0 when no reviewer scored).
+             */
+            drafts: number;
+            /** Format: uint32 */
+            executionDepth: number;
+            /** @description Every draft's score, in order. */
+            draftScores: number[];
+        };
+        /** @description Where a run's quality score comes from. */
+        QualitySource: "reviewer" | "constraints";
+        /**
+         * @description The final bundle as the specification names it:
+         *     `{ result, quality, acceptance-report }`.
+         */
+        FinalBundle: {
+            result: unknown;
+            quality: components["schemas"]["QualityReport"] | null;
+            "acceptance-report": unknown;
+        };
         /** @description The node that made one property of a run's output. */
         OutputProvenance: {
             nodeId: string;

@@ -128,6 +128,8 @@ async fn a_run_finished_by_a_second_process_is_one_trace_under_its_callers_span(
     assert_eq!(root.parent_span_id, CALLER_SPAN);
     assert_eq!(root.attribute("baton.run_id"), Some(run_id.as_str()));
     assert_eq!(root.attribute("baton.run.status"), Some("completed"));
+    // The envelope names no workflow and its schema has no title.
+    assert_eq!(root.attribute("baton.workflow_name"), Some("baton"));
     assert!(root.end_unix_nanos > root.start_unix_nanos);
 
     // Every step under the root, from both processes.

@@ -100,6 +100,7 @@ async fn seed_past_runs(client: &aws_sdk_dynamodb::Client, table: &str, count: u
             forked_from_run_id: None,
             thread_id: format!("thread-{index}"),
             submitted_by: None,
+            workflow_name: "past".into(),
             usage: None,
         };
         let body = serde_json::to_string(&listing).unwrap();

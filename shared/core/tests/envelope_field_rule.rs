@@ -482,6 +482,12 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "a_signed_callback_refused_twice_is_accepted_once_and_an_ssrf_target_is_never_dialled",
     ),
     (
+        "$.workflowName",
+        Behaviour,
+        "shared/http/tests/api.rs",
+        "an_ended_run_is_auditable_from_its_snapshot_and_the_runs_list",
+    ),
+    (
         "$.$schema",
         Behaviour,
         ENVELOPE_FIELDS,

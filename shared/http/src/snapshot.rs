@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use baton_core::basics::redaction::redact;
 use baton_core::contracts::diagnostics::DiagnosticsBundle;
 use baton_core::planning::plan::PlanGraph;
+use baton_core::state::delivered_quality::QualityReport;
 use baton_core::state::run::{NodeStatus, RunState, TokenUsage};
 use serde::Serialize;
 use serde_json::Value;
@@ -17,6 +18,16 @@ pub struct RunSnapshotResponse {
     pub ok: bool,
     pub run: RunSummary,
     pub output: Option<Value>,
+    /// How the delivered output scored, and by whom (as `complete` said).
+    pub quality: Option<QualityReport>,
+    /// The reviewer's verdict per acceptance criterion of the delivered
+    /// draft, when one gave it.
+    pub acceptance_report: Option<Value>,
+    /// The final bundle under the specification's names: `result` (the
+    /// output), `quality` and `acceptance-report`. Aliases of `output`,
+    /// `quality` and `acceptanceReport`; absent until the run completes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<FinalBundle>,
     /// Which node (and attempt, in which plan version) made each top-level
     /// property of the output.
     pub output_provenance: BTreeMap<String, OutputProvenance>,
@@ -24,6 +35,16 @@ pub struct RunSnapshotResponse {
     pub latest_snapshot: Option<PlanSnapshot>,
     pub diagnostics: Option<DiagnosticsBundle>,
     pub nodes: BTreeMap<String, NodeLedgerEntry>,
+}
+
+/// The final bundle as the specification names it:
+/// `{ result, quality, acceptance-report }`.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct FinalBundle {
+    pub result: Value,
+    pub quality: Option<QualityReport>,
+    #[serde(rename = "acceptance-report")]
+    pub acceptance_report: Option<Value>,
 }
 
 #[derive(Serialize, schemars::JsonSchema)]
@@ -39,6 +60,9 @@ pub struct RunSummary {
     pub run_id: String,
     pub thread_id: String,
     pub correlation_id: String,
+    /// The run's workflow name: `workflowName`, else the output schema's
+    /// `title`, else `baton` (its trace's root span carries it too).
+    pub workflow_name: String,
     /// The run's W3C trace id (its spans, when traces are exported, and
     /// every frame's `traceId`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -242,6 +266,7 @@ impl RunSnapshotResponse {
                 run_id: run.run_id.clone(),
                 thread_id: run.thread_id.clone(),
                 correlation_id: run.correlation_id.clone(),
+                workflow_name: run.envelope.workflow_name().to_string(),
                 trace_id: run.trace.map(|trace| trace.trace_id.to_string()),
                 status: run.status().as_str().to_string(),
                 version,
@@ -277,6 +302,13 @@ impl RunSnapshotResponse {
                 notifications: run.notifications.clone(),
             },
             output: run.output.as_ref().map(redact),
+            quality: run.quality.clone(),
+            acceptance_report: run.acceptance_report.as_ref().map(redact),
+            bundle: run.output.as_ref().map(|output| FinalBundle {
+                result: redact(output),
+                quality: run.quality.clone(),
+                acceptance_report: run.acceptance_report.as_ref().map(redact),
+            }),
             output_provenance: output_provenance(run),
             plan_versions,
             latest_snapshot: run.plan.as_ref().map(|plan| PlanSnapshot {

@@ -2685,7 +2685,8 @@ async fn a_finished_run_lists_its_checkpoints_and_forks_without_calling_the_mode
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ended_run_is_auditable_from_its_snapshot_and_the_runs_list() {
     let api = start_api().await;
-    let envelope = example("seed-10.0.1-stream-contract-variants.json");
+    let mut envelope = example("seed-10.0.1-stream-contract-variants.json");
+    envelope["workflowName"] = json!("variant-review");
     let frames = read_sse(
         api.client
             .post(format!("{}/run.stream", api.base))
@@ -2705,6 +2706,7 @@ async fn an_ended_run_is_auditable_from_its_snapshot_and_the_runs_list() {
     let snapshot = get_json(&api, &format!("/runs/{run_id}"), ACME_TOKEN).await;
     let run = &snapshot["run"];
     assert_eq!(run["submittedBy"], "ana@acme.example");
+    assert_eq!(run["workflowName"], "variant-review");
     let hash = run["schemaHash"].as_str().unwrap();
     assert!(
         hash.starts_with("sha256:") && hash.len() == "sha256:".len() + 64,
@@ -2736,6 +2738,21 @@ async fn an_ended_run_is_auditable_from_its_snapshot_and_the_runs_list() {
         assert_eq!(made["attempt"], 1);
         assert_eq!(made["planVersion"], 1);
     }
+    // The final bundle under the specification's names, beside the current
+    // ones: `result` is the output, `quality` and `acceptance-report` as
+    // `complete` said them.
+    let complete = &frames.last().unwrap().2["payload"];
+    assert_eq!(snapshot["bundle"]["result"], snapshot["output"]);
+    assert_eq!(snapshot["quality"], complete["quality"]);
+    assert_eq!(snapshot["bundle"]["quality"], complete["quality"]);
+    assert_eq!(snapshot["quality"]["source"], "constraints", "{snapshot}");
+    assert!(
+        snapshot["bundle"]
+            .as_object()
+            .unwrap()
+            .contains_key("acceptance-report"),
+        "{snapshot}"
+    );
     let by_operation = &run["usage"]["byOperation"];
     assert!(
         by_operation["execution"]["totalTokens"].as_u64().unwrap() > 0,
@@ -2754,6 +2771,7 @@ async fn an_ended_run_is_auditable_from_its_snapshot_and_the_runs_list() {
         .unwrap()
         .clone();
     assert_eq!(item["submittedBy"], "ana@acme.example");
+    assert_eq!(item["workflowName"], "variant-review");
     assert_eq!(item["threadId"], run["threadId"]);
     assert_eq!(
         item["usage"]["tokensByOperation"]["execution"],

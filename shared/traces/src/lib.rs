@@ -182,6 +182,7 @@ impl RunSpanExporter for RootSpans {
             KeyValue::new("baton.run_id", run.run_id.clone()),
             KeyValue::new("baton.tenant_id", run.tenant_id.clone()),
             KeyValue::new("baton.correlation_id", run.correlation_id.clone()),
+            KeyValue::new("baton.workflow_name", run.workflow_name.clone()),
             KeyValue::new("baton.run.status", run.status.clone()),
             KeyValue::new(
                 "gen_ai.usage.input_tokens",

@@ -75,7 +75,18 @@ pub struct TaskEnvelope {
     /// with HMAC-SHA256; checked by the outbound guard when it is sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub callback_url: Option<String>,
+    /// The workflow's name on the run, its listing and its trace (at most
+    /// 128 characters). Left out: the output schema's `title`, else `baton`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_name: Option<String>,
 }
+
+/// The workflow name of a run whose envelope names none and whose output
+/// schema has no `title`.
+pub const DEFAULT_WORKFLOW_NAME: &str = "baton";
+
+/// The longest `workflowName`.
+pub const MAX_WORKFLOW_NAME_CHARS: usize = 128;
 
 fn invalid(path: impl Into<String>, message: impl Into<String>) -> CoreError {
     CoreError::InvalidEnvelope {
@@ -215,6 +226,22 @@ impl TaskEnvelope {
         Ok(envelope)
     }
 
+    /// The run's workflow name: `workflowName`, else the output schema's
+    /// `title`, else [`DEFAULT_WORKFLOW_NAME`].
+    pub fn workflow_name(&self) -> &str {
+        self.workflow_name
+            .as_deref()
+            .or_else(|| {
+                self.output_contract
+                    .schema
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|title| !title.is_empty())
+            })
+            .unwrap_or(DEFAULT_WORKFLOW_NAME)
+    }
+
     /// Checks that parsing alone cannot: a non-empty objective, a compiling
     /// contract schema, compiling JSONLogic constraints, sane numbers.
     pub fn check_semantics(&self) -> Result<(), CoreError> {
@@ -235,6 +262,16 @@ impl TaskEnvelope {
                     "the callback URL must be an absolute https:// URL (http:// only to hosts allowed for local development) of at most 2048 characters",
                 ));
             }
+        }
+        if let Some(name) = &self.workflow_name
+            && (name.trim().is_empty() || name.chars().count() > MAX_WORKFLOW_NAME_CHARS)
+        {
+            return Err(invalid(
+                "$.workflowName",
+                format!(
+                    "the workflow name must be 1 to {MAX_WORKFLOW_NAME_CHARS} characters, not blank"
+                ),
+            ));
         }
         if self.objective.trim().is_empty() {
             return Err(invalid(
@@ -394,6 +431,33 @@ mod tests {
             "{error}"
         );
         assert!(error.to_string().contains("replan"));
+    }
+
+    #[test]
+    fn the_workflow_name_is_the_envelopes_else_the_schema_title_else_baton() {
+        let named = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "workflowName": "launch-review",
+                "outputContract": {"schema": {"title": "Launch", "type": "object"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(named.workflow_name(), "launch-review");
+        let titled = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "outputContract": {"schema": {"title": " Launch ", "type": "object"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(titled.workflow_name(), "Launch");
+        let bare = TaskEnvelope::parse_json_text(MINIMAL).unwrap();
+        assert_eq!(bare.workflow_name(), DEFAULT_WORKFLOW_NAME);
+        for refused in [
+            "\"  \"",
+            &format!("\"{}\"", "w".repeat(MAX_WORKFLOW_NAME_CHARS + 1)),
+        ] {
+            let error = TaskEnvelope::parse_json_text(&format!(
+                r#"{{"objective": "x", "workflowName": {refused}, "outputContract": {{"schema": {{}}}}}}"#
+            ))
+            .unwrap_err();
+            assert_eq!(error.path(), Some("$.workflowName"), "{error}");
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ use crate::planning::plan::PlanNode;
 use crate::records::chat::ChatExchange;
 use crate::records::conversation::{SessionTurn, ToolSession};
 use crate::state::context::{build_context_bundle, build_model_request};
+use crate::state::delivered_quality::{QualityReport, QualitySource};
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames;
 
@@ -145,6 +146,7 @@ fn deliver_without_a_model(
     step.move_run(RunTransition::Work)?;
     step.move_run(RunTransition::Complete)?;
     step.state_mut().output = Some(output.clone());
+    let quality = chat_quality(step);
     let complete = frames::complete(
         &step.stamp(),
         &frames::CompletePayload {
@@ -153,13 +155,28 @@ fn deliver_without_a_model(
             satisfaction_score: None,
             observed_satisfaction: 1.0,
             duration_ms: super::finish::run_duration_millis(step),
-            quality: None,
+            quality,
             acceptance_report: None,
         },
     );
     step.emit(complete);
     super::finish::record_exchange(step);
     Ok(())
+}
+
+/// A chat turn's quality: its answer is free text, held to no constraint.
+fn chat_quality(step: &mut StepContext<'_, '_>) -> QualityReport {
+    let quality = QualityReport {
+        score: 1.0,
+        source: QualitySource::Constraints,
+        threshold: None,
+        passed: true,
+        drafts: 0,
+        execution_depth: 1,
+        draft_scores: Vec::new(),
+    };
+    step.state_mut().quality = Some(quality.clone());
+    quality
 }
 
 /// How much of the thread a chat node's request keeps

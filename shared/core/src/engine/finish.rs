@@ -174,7 +174,9 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         );
         step.emit(warning);
     }
-    let (quality, acceptance_report) = super::quality_report::report(step.state());
+    let (quality, acceptance_report) = super::quality_report::report(step.state(), observed);
+    step.state_mut().quality = Some(quality.clone());
+    step.state_mut().acceptance_report = acceptance_report.clone();
     super::narration::emit_run_metrics(step);
     step.move_run(RunTransition::Complete)?;
     let payload = frames::CompletePayload {

@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use crate::records::governance::DraftRecord;
+use crate::state::delivered_quality::{QualityReport, QualitySource};
 use crate::state::run::RunState;
-use crate::wire::frames::QualityReport;
 
 /// `constraints.mustInclude`: terms the delivered output must contain.
 pub(super) fn must_include(state: &RunState) -> Vec<String> {
@@ -68,23 +68,29 @@ pub(super) fn best_draft_index(drafts: &[DraftRecord]) -> Option<usize> {
         .map(|(index, _)| index)
 }
 
-/// The `complete` payload's quality and acceptance report, when a reviewer
-/// scored any draft.
-pub(super) fn report(state: &RunState) -> (Option<QualityReport>, Option<serde_json::Value>) {
-    let Some(threshold) = state.envelope.constraints.quality_threshold else {
-        return (None, None);
-    };
-    let Some(delivered) = delivered_draft(state, threshold) else {
-        return (None, None);
-    };
+/// The `complete` payload's quality and acceptance report: the delivered
+/// draft's when a reviewer scored any, else the constraints' weighted score
+/// on the output (`observed`), with no acceptance report.
+pub(super) fn report(state: &RunState, observed: f64) -> (QualityReport, Option<Value>) {
+    let threshold = state.envelope.constraints.quality_threshold;
     let drafts = &state.governance.drafts;
+    let delivered = threshold.and_then(|threshold| delivered_draft(state, threshold));
+    let (score, source, acceptance_report) = match delivered {
+        Some(draft) => (
+            draft.score,
+            QualitySource::Reviewer,
+            draft.acceptance_report.clone(),
+        ),
+        None => (observed, QualitySource::Constraints, None),
+    };
     let quality = QualityReport {
-        score: delivered.score,
+        score,
+        source,
         threshold,
-        passed: delivered.score >= threshold,
+        passed: threshold.is_none_or(|threshold| score >= threshold),
         drafts: drafts.len(),
         execution_depth: execution_depth(state),
         draft_scores: drafts.iter().map(|draft| draft.score).collect(),
     };
-    (Some(quality), delivered.acceptance_report.clone())
+    (quality, acceptance_report)
 }

@@ -37,6 +37,11 @@ pub struct RunListing {
     /// The user the submitting request named (`X-Baton-User`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_by: Option<String>,
+    /// The run's workflow name (`workflowName`, else the output schema's
+    /// `title`, else `baton`; empty for runs listed before listings
+    /// carried it).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub workflow_name: String,
     /// What the run's model calls used, once it is settled (ended, or
     /// waiting for a person): the listing is not rewritten at every step,
     /// so a run at work shows none.
@@ -94,6 +99,7 @@ impl RunListing {
                 .map(|origin| origin.run_id.clone()),
             thread_id: state.thread_id.clone(),
             submitted_by: state.submitted_by.clone(),
+            workflow_name: state.envelope.workflow_name().to_string(),
             usage: state.status().is_settled().then(|| ListedUsage::of(state)),
         }
     }

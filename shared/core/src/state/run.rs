@@ -171,6 +171,13 @@ pub struct RunState {
     pub output: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_satisfaction: Option<f64>,
+    /// The delivered output's quality, as `complete` reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<crate::state::delivered_quality::QualityReport>,
+    /// The reviewer's verdict per acceptance criterion of the delivered
+    /// draft, as `complete` reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptance_report: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<RunFailure>,
     #[serde(with = "crate::basics::instant::rfc3339")]
@@ -277,6 +284,8 @@ impl RunState {
             nodes: Default::default(),
             output: None,
             observed_satisfaction: None,
+            quality: None,
+            acceptance_report: None,
             failure: None,
             created_at: now,
             updated_at: now,

@@ -30,6 +30,8 @@ pub struct EndedRun {
     pub run_id: String,
     pub tenant_id: String,
     pub correlation_id: String,
+    /// The run's workflow name (`TaskEnvelope::workflow_name`).
+    pub workflow_name: String,
     /// `completed`, `failed`, `cancelled`, … (the run's status).
     pub status: String,
     /// The failure's code and message, when it failed.
@@ -62,6 +64,7 @@ impl EndedRun {
             run_id: state.run_id.clone(),
             tenant_id: state.tenant_id.clone(),
             correlation_id: state.correlation_id.clone(),
+            workflow_name: state.envelope.workflow_name().to_string(),
             status: state.status().as_str().to_string(),
             failure: state
                 .failure

@@ -117,3 +117,36 @@ fn an_output_breaking_the_contract_as_a_whole_fails_the_run_with_the_violations(
         "output_contract_violated"
     );
 }
+
+#[test]
+fn without_a_reviewer_the_quality_is_the_constraints_score_and_says_so() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    // Two soft constraints of equal weight, one holding: the score is what
+    // `observedSatisfaction` says, and its source is the constraints.
+    let contract = json!({
+        "schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}},
+        "constraints": [
+            {"constraintId": "has-text", "expr": {"!!": [{"var": "draft.text"}]}, "level": "soft"},
+            {"constraintId": "approved", "expr": {"==": [{"var": "draft.text"}, "approved"]}, "level": "soft"}
+        ]
+    });
+    let decision = finished(contract, json!({"draft": {"text": "d"}}), &context);
+    assert_eq!(decision.state.status(), RunStatus::Completed);
+    let complete = payload_of(&decision, "complete");
+    let quality = &complete["quality"];
+    assert_eq!(quality["source"], "constraints", "{complete}");
+    assert_eq!(quality["score"], complete["observedSatisfaction"]);
+    assert!(quality["score"].as_f64().unwrap() < 1.0, "{quality}");
+    assert_eq!(quality["passed"], true, "no threshold: nothing to miss");
+    assert_eq!(quality["drafts"], 0);
+    assert!(quality.get("threshold").is_none(), "{quality}");
+    // The run keeps what `complete` said, for `GET /runs/{id}`.
+    let kept = decision
+        .state
+        .quality
+        .as_ref()
+        .expect("the run keeps its quality");
+    assert_eq!(serde_json::to_value(kept).unwrap(), *quality);
+}

@@ -115,6 +115,7 @@ fn a_first_draft_that_passes_is_not_revised() {
     assert_eq!(reviewed.state.status(), RunStatus::Completed);
     assert!(!event_types(&reviewed).contains(&"plan_updated"));
     let quality = &complete_payload(&reviewed)["quality"];
+    assert_eq!(quality["source"], "reviewer");
     assert_eq!(quality["drafts"], 1);
     assert_eq!(quality["passed"], true);
     assert!((quality["score"].as_f64().unwrap() - 0.9).abs() < 1e-9);

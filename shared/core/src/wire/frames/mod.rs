@@ -529,29 +529,16 @@ pub struct CompletePayload {
     pub observed_satisfaction: f64,
     /// From the run's creation to this frame (milliseconds).
     pub duration_ms: u64,
-    /// Under `constraints.qualityThreshold`: how the delivered draft scored.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quality: Option<QualityReport>,
+    /// How the delivered output scored, and by whom: a reviewer's score of
+    /// the delivered draft, else the constraints' on the output.
+    pub quality: QualityReport,
     /// The reviewer's verdict on each acceptance criterion of the delivered
     /// draft (`[{criterion, pass, evidence}]`), when it gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptance_report: Option<Value>,
 }
 
-/// The quality of the delivered output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct QualityReport {
-    /// The delivered draft's score (0–1).
-    pub score: f64,
-    pub threshold: f64,
-    pub passed: bool,
-    /// Drafts reviewed.
-    pub drafts: usize,
-    pub execution_depth: u32,
-    /// Every draft's score, in order.
-    pub draft_scores: Vec<f64>,
-}
+pub use crate::state::delivered_quality::{QualityReport, QualitySource};
 
 pub fn complete(stamp: &FrameStamp, payload: &CompletePayload) -> EventDraft {
     stamp
