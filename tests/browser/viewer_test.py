@@ -60,6 +60,10 @@ def watch_a_run_complete_and_open_a_node(page):
     expect(run_badge(page)).to_have_text("awaiting_hitl", timeout=TIMEOUT_MS)
     approval = page.locator(".approval")
     expect(approval.locator(".operator-prompt")).to_contain_text("final_publish")
+    # What is being approved, from the stored request: the node's contract
+    # and the output itself.
+    expect(approval.locator(".contract-summary")).to_be_visible()
+    expect(approval.locator(".pending-output pre")).not_to_be_empty()
     shot(page, "01a-final-output-awaits-approval")
     approval.locator("button.approve").click()
     expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)

@@ -573,6 +573,24 @@ class HitlKind(StrEnum):
     clarify = 'clarify'
 
 
+class ContractSummary(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    capability_id: Annotated[str, Field(alias='capabilityId')]
+    input_facets: Annotated[list[str], Field(alias='inputFacets')]
+    output_facets: Annotated[list[str], Field(alias='outputFacets')]
+    input_schema: Annotated[Any, Field(alias='inputSchema')]
+    output_schema: Annotated[Any, Field(alias='outputSchema')]
+    output: Annotated[
+        Any | None,
+        Field(
+            description="The node's output when it has one (what an approval is about)."
+        ),
+    ] = None
+
+
 class ClarificationEntry(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2180,6 +2198,13 @@ class HitlRequest(BaseModel):
             description="Who may decide an approval (its policy's `approvers`); none: anyone\nwho may decide approvals."
         ),
     ] = None
+    contract_summary: Annotated[
+        ContractSummary | None,
+        Field(
+            alias='contractSummary',
+            description="The pending node's contract and output: what a person is approving\nor answering about, kept with the request (as its `hitl_request`\nframe said it).",
+        ),
+    ] = None
     created_at: Annotated[str, Field(alias='createdAt')]
 
 
@@ -2238,6 +2263,13 @@ class PendingRequest(BaseModel):
         Assignment | None,
         Field(
             description="Who may decide an approval (its policy's `approvers`); none: anyone\nwho may decide approvals."
+        ),
+    ] = None
+    contract_summary: Annotated[
+        ContractSummary | None,
+        Field(
+            alias='contractSummary',
+            description="The pending node's contract and output: what a person is approving\nor answering about, kept with the request (as its `hitl_request`\nframe said it).",
         ),
     ] = None
     created_at: Annotated[str, Field(alias='createdAt')]

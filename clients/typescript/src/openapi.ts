@@ -1938,6 +1938,12 @@ export interface components {
              *     who may decide approvals.
              */
             approvers?: components["schemas"]["Assignment"] | null;
+            /**
+             * @description The pending node's contract and output: what a person is approving
+             *     or answering about, kept with the request (as its `hitl_request`
+             *     frame said it).
+             */
+            contractSummary?: components["schemas"]["ContractSummary"] | null;
             createdAt: string;
         };
         /**
@@ -1945,6 +1951,16 @@ export interface components {
          * @enum {string}
          */
         HitlKind: "approval" | "clarify";
+        /** @description The contract of the node a request is about. */
+        ContractSummary: {
+            capabilityId: string;
+            inputFacets: string[];
+            outputFacets: string[];
+            inputSchema: unknown;
+            outputSchema: unknown;
+            /** @description The node's output when it has one (what an approval is about). */
+            output?: unknown;
+        };
         /** @description One clarifying question a node asked, and its answer once given. */
         ClarificationEntry: {
             nodeId: string;
@@ -2273,6 +2289,12 @@ export interface components {
              *     who may decide approvals.
              */
             approvers?: components["schemas"]["Assignment"] | null;
+            /**
+             * @description The pending node's contract and output: what a person is approving
+             *     or answering about, kept with the request (as its `hitl_request`
+             *     frame said it).
+             */
+            contractSummary?: components["schemas"]["ContractSummary"] | null;
             createdAt: string;
         };
         /** @description `JudgmentRequest`. */

@@ -1395,6 +1395,15 @@ async fn approvals_and_pauses_continue_in_later_processes() {
         let run_id = newest_run_id(&store).await;
         let continued = if name == "gated" {
             assert!(hint.contains("baton resolve"), "{hint}");
+            // The tasks list shows the approval: its prompt and how to decide.
+            let listed = baton(Some(&server), &["tasks", &store]).await;
+            let listing = String::from_utf8_lossy(&listed.stdout).to_string();
+            assert!(listing.contains("approval"), "{listing}");
+            assert!(listing.contains("Go ahead?"), "{listing}");
+            assert!(
+                listing.contains(&format!("baton resolve {run_id} --approve|--reject")),
+                "{listing}"
+            );
             baton(
                 Some(&server),
                 &[

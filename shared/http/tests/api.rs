@@ -1037,6 +1037,22 @@ async fn the_audit_trail_names_who_submitted_approved_and_cancelled_and_cannot_b
         .as_str()
         .unwrap()
         .to_string();
+    // The stored request shows what is being approved, as its frame did:
+    // the pending node's contract and its output.
+    let asked = frames
+        .iter()
+        .find(|frame| frame.1 == "hitl_request")
+        .expect("the run asks for approval");
+    let summary = &requests["requests"][0]["contractSummary"];
+    assert_eq!(
+        *summary, asked.2["payload"]["contractSummary"],
+        "{requests}"
+    );
+    assert!(summary["output"].is_object(), "{summary}");
+    assert!(
+        !summary["outputFacets"].as_array().unwrap().is_empty(),
+        "{summary}"
+    );
     // sam may not approve; abe may.
     let decision = json!({"runId": approved_run, "requestId": request_id, "decision": "approve"});
     let (status, body) = post_json(&api, "/hitl/resolve", SUBMITTER_TOKEN, &decision).await;

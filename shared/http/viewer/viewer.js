@@ -241,7 +241,10 @@ function nodeDetails(view, node) {
 function approvalView(view) {
   const request = view.snapshot && view.snapshot.run.pendingRequest;
   if (!request || request.kind !== "approval") return null;
-  const summary = view.hitl && view.hitl.requestId === request.requestId ? view.hitl.contractSummary : null;
+  // The stored request keeps its contract summary; the frame's is the
+  // fallback for a request stored before requests kept one.
+  const summary = request.contractSummary
+    || (view.hitl && view.hitl.requestId === request.requestId ? view.hitl.contractSummary : null);
   const note = make("input", { type: "text", class: "note", placeholder: "note (optional)" });
   const state = make("p", { class: "error", role: "alert" });
   const decide = (decision) => async () => {
@@ -262,6 +265,7 @@ function approvalView(view) {
     request.pendingNodeId ? make("p", {}, "Pending node: ", make("code", {}, request.pendingNodeId)) : null,
     summary ? make("div", { class: "contract-summary" },
       make("p", {}, `${summary.capabilityId}: ${summary.inputFacets.join(", ")} → ${summary.outputFacets.join(", ")}`),
+      summary.output !== undefined ? make("details", { class: "pending-output", open: "" }, make("summary", {}, "Output to approve"), pretty(summary.output)) : null,
       make("details", {}, make("summary", {}, "Output schema"), pretty(summary.outputSchema))) : null,
     make("p", {}, note, " ", approve, " ", reject), state);
 }

@@ -96,8 +96,15 @@ pub async fn tasks(store: StoreChoice, format: TaskFormat) -> Outcome {
             );
         }
         TaskFormat::Pretty => {
-            if tasks.is_empty() {
+            let approvals: Vec<String> = runs
+                .iter()
+                .filter_map(|run| approval_line(run, &path))
+                .collect();
+            if tasks.is_empty() && approvals.is_empty() {
                 println!("no pending tasks in {}", path.display());
+            }
+            for approval in &approvals {
+                println!("{approval}");
             }
             for task in &tasks {
                 println!(
@@ -114,6 +121,34 @@ pub async fn tasks(store: StoreChoice, format: TaskFormat) -> Outcome {
         }
     }
     Ok(Ended::Completed)
+}
+
+/// A held run's pending approval, as `baton tasks` lists it: the prompt,
+/// what is at stake (the pending node's capability and facets) and how to
+/// decide it.
+fn approval_line(run: &RunState, path: &Path) -> Option<String> {
+    let request = run.governance.pending_request()?;
+    if request.kind != HitlKind::Approval {
+        return None;
+    }
+    let at_stake = match &request.contract_summary {
+        Some(summary) => format!(
+            "\n    at stake: node {} ({}): {} -> {}",
+            request.pending_node_id.as_deref().unwrap_or("-"),
+            summary.capability_id,
+            summary.input_facets.join(", "),
+            summary.output_facets.join(", ")
+        ),
+        None => String::new(),
+    };
+    Some(format!(
+        "{}  approval  (plan version {})\n    {}{at_stake}\n    decide: baton resolve {} --approve|--reject --store sqlite:{}",
+        request.request_id,
+        run.plan_version(),
+        request.operator_prompt.lines().next().unwrap_or_default(),
+        run.run_id,
+        path.display()
+    ))
 }
 
 pub(crate) fn read_output(path: &Path) -> Result<Value, CommandError> {

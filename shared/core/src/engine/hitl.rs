@@ -330,6 +330,7 @@ pub(super) fn ask_clarification(
         approve_action: None,
         reject_action: None,
         approvers: None,
+        contract_summary: None,
         created_at: step.now(),
     };
     policy::hold_on_request(step, request, Some(node), Some(question_id))?;

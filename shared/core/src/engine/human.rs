@@ -9,6 +9,8 @@ use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::basics::schema::collect_violations;
+use crate::planning::plan::{PlanGraph, PlanNode};
+use crate::records::governance::EscalationRecord;
 use crate::state::run::{NodeStatus, RunState};
 use crate::state::tasks::{Answerer, check_assignee};
 
@@ -17,6 +19,49 @@ use super::decision::{Decision, EngineContext};
 use super::node_answers::complete_node;
 use super::plan_lookup::{plan_node_in, plan_of};
 use super::step_context::StepContext;
+
+/// Why the plan hands `node` to a person, in a sentence: the failed node
+/// whose facets it takes over, else what it makes and for whom (the nodes
+/// downstream, the output contract).
+pub(super) fn why_a_person(
+    plan: &PlanGraph,
+    node: &PlanNode,
+    escalated_from: Option<&EscalationRecord>,
+) -> String {
+    if let Some(escalation) = escalated_from {
+        return format!(
+            "takes over {} from node {} ({}), which failed: {}",
+            escalation.output_facets.join(", "),
+            escalation.node_id,
+            escalation.capability_id,
+            escalation.failure
+        );
+    }
+    let mut for_whom: Vec<String> = plan
+        .edges
+        .iter()
+        .filter(|edge| edge.from == node.node_id)
+        .map(|edge| format!("node {}", edge.to))
+        .collect();
+    for_whom.dedup();
+    if node
+        .output_facets
+        .iter()
+        .any(|facet| plan.goal_facets.contains(facet))
+    {
+        for_whom.push("the output contract".into());
+    }
+    let makes = format!(
+        "{} is a person's capability; it makes {}",
+        node.capability_id,
+        node.output_facets.join(", ")
+    );
+    if for_whom.is_empty() {
+        makes
+    } else {
+        format!("{makes} for {}", for_whom.join(" and "))
+    }
+}
 
 /// A person's answer to a parked node.
 #[derive(Debug, Clone, PartialEq)]

@@ -126,6 +126,13 @@ fn hand_to_a_person(
         .governance
         .escalation_taken_over_by(&node.output_facets)
         .cloned();
+    if let Some(plan) = step.state().plan.as_deref() {
+        payload.rationale = Some(super::human::why_a_person(
+            plan,
+            node,
+            payload.escalated_from.as_ref(),
+        ));
+    }
     if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::ParkForPerson);
     }

@@ -50,6 +50,7 @@ pub(super) fn start_payload(
         // them from the plan: `RunService::fill_model_instructions`).
         instructions: None,
         inputs: None,
+        rationale: None,
         due_at: None,
         escalated_from: None,
         model: node

@@ -169,6 +169,7 @@ pub(super) fn apply(
                 approve_action: approve_action.as_deref().cloned(),
                 reject_action: reject_action.as_deref().cloned(),
                 approvers: approvers.clone(),
+                contract_summary: None,
                 created_at: step.now(),
             };
             hold_on_request(step, request, node, None)?;
@@ -202,10 +203,11 @@ pub(super) fn next_request_id(state: &mut RunState) -> String {
     format!("{}:hitl:{}", state.run_id, state.governance.requests_issued)
 }
 
-/// Holds the run on `request` and writes its `hitl_request`.
+/// Holds the run on `request` and writes its `hitl_request`; the request
+/// keeps the pending node's contract summary the frame carries.
 pub(super) fn hold_on_request(
     step: &mut StepContext<'_, '_>,
-    request: HitlRequest,
+    mut request: HitlRequest,
     node: Option<&PlanNode>,
     question_id: Option<String>,
 ) -> Result<(), CoreError> {
@@ -221,6 +223,7 @@ pub(super) fn hold_on_request(
             .get(&node.node_id)
             .and_then(|record| record.output.as_deref().cloned()),
     });
+    request.contract_summary = contract_summary;
     let frame = frames::hitl_request(
         &step.stamp(),
         &frames::HitlRequestPayload {
@@ -228,7 +231,7 @@ pub(super) fn hold_on_request(
             kind: request.kind,
             policy_id: request.policy_id.clone(),
             pending_node_id: request.pending_node_id.clone(),
-            contract_summary,
+            contract_summary: request.contract_summary.clone(),
             operator_prompt: request.operator_prompt.clone(),
             question_id,
         },

@@ -1011,6 +1011,43 @@ pub(super) fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
 }
 
 #[test]
+fn a_persons_node_start_says_why_the_plan_hands_it_to_a_person() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let context = engine(&registry, &validators);
+    let mut state = step(
+        planned(&context),
+        answer("node_1", 1, json!({"brief": {"text": "b"}})),
+        &context,
+    )
+    .state;
+    if let Some(plan) = state.plan.as_mut() {
+        let plan = Arc::make_mut(plan);
+        if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
+            node.executor = crate::planning::plan::NodeExecutor::Human;
+        }
+    }
+    let parked = step(
+        state,
+        Observed::Begin {
+            node: "node_2",
+            attempt: 1,
+        },
+        &context,
+    );
+    let start = parked
+        .events
+        .iter()
+        .find(|event| event.event_type == crate::wire::event::EventType::NodeStart)
+        .expect("the person's node starts");
+    // node_2 makes the draft the output contract asks for.
+    assert_eq!(
+        start.payload.as_ref().unwrap()["rationale"],
+        "write.draft is a person's capability; it makes draft for the output contract"
+    );
+}
+
+#[test]
 fn a_persons_valid_answer_completes_the_node_and_the_run() {
     let registry = registry();
     let validators = ValidatorCache::new();

@@ -188,9 +188,28 @@ pub struct HitlRequest {
     /// who may decide approvals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approvers: Option<crate::contracts::assignment::Assignment>,
+    /// The pending node's contract and output: what a person is approving
+    /// or answering about, kept with the request (as its `hitl_request`
+    /// frame said it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract_summary: Option<ContractSummary>,
     #[serde(with = "crate::basics::instant::rfc3339")]
     #[schemars(with = "String")]
     pub created_at: Instant,
+}
+
+/// The contract of the node a request is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContractSummary {
+    pub capability_id: String,
+    pub input_facets: Vec<String>,
+    pub output_facets: Vec<String>,
+    pub input_schema: serde_json::Value,
+    pub output_schema: serde_json::Value,
+    /// The node's output when it has one (what an approval is about).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
 }
 
 /// A hold action that waits behind the pending hold.
@@ -311,6 +330,14 @@ mod tests {
                 approve_action: Some(PolicyAction::Pause { reason: None }),
                 reject_action: None,
                 approvers: None,
+                contract_summary: Some(ContractSummary {
+                    capability_id: "plan.brief".into(),
+                    input_facets: vec!["notes".into()],
+                    output_facets: vec!["brief".into()],
+                    input_schema: serde_json::json!({"type": "object"}),
+                    output_schema: serde_json::json!({"type": "object"}),
+                    output: None,
+                }),
                 created_at: Instant::parse_rfc3339("2026-01-01T00:00:00.000Z").unwrap(),
             }))),
             ..Governance::default()

@@ -228,6 +228,14 @@ fn a_failing_model_escalates_to_a_person_who_is_told_why_then_to_the_terminal_fa
         "write.plain",
         "the person's node_start carries the failure too"
     );
+    let rationale = start.payload.as_ref().unwrap()["rationale"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        rationale.starts_with("takes over draft from node") && rationale.contains("write.plain"),
+        "{rationale}"
+    );
     // Nobody answers within the SLA: the terminal fallback makes the draft.
     let timer_id = crate::records::governance::human_sla_timer_id(&person_node, person_attempt);
     let StepAdvance::Decided(timed_out) = begin_step(

@@ -116,19 +116,7 @@ pub fn plan_updated(stamp: &FrameStamp, payload: &PlanUpdatedPayload) -> EventDr
         .payload(to_payload(payload))
 }
 
-/// The contract of the node a request is about.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ContractSummary {
-    pub capability_id: String,
-    pub input_facets: Vec<String>,
-    pub output_facets: Vec<String>,
-    pub input_schema: Value,
-    pub output_schema: Value,
-    /// The node's output when it has one (what an approval is about).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
-}
+pub use crate::records::governance::ContractSummary;
 
 /// `hitl_request`: the run waits for a person's approval or answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -276,6 +276,10 @@ pub struct NodeStartPayload<'a> {
     /// Human nodes: the node's input facets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Map<String, Value>>,
+    /// Human nodes: why the plan hands this work to a person (what it
+    /// makes, for whom, or whose failed facets it takes over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
     /// Human nodes: when the task's SLA passes (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub due_at: Option<String>,
