@@ -636,11 +636,21 @@ class TimerPurpose4(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
+    kind: Literal['task_reminder']
+    node_id: Annotated[str, Field(alias='nodeId')]
+    attempt: Annotated[int, Field(ge=0)]
+    sent: Annotated[int, Field(ge=0)]
+
+
+class TimerPurpose5(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
     kind: Literal['policy_timeout']
     policy_id: Annotated[str, Field(alias='policyId')]
 
 
-class TimerPurpose5(BaseModel):
+class TimerPurpose6(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
@@ -660,9 +670,10 @@ class TimerPurpose(
         | TimerPurpose3
         | TimerPurpose4
         | TimerPurpose5
+        | TimerPurpose6
     ]
 ):
-    root: TimerPurpose1 | TimerPurpose2 | TimerPurpose3 | TimerPurpose4 | TimerPurpose5
+    root: TimerPurpose1 | TimerPurpose2 | TimerPurpose3 | TimerPurpose4 | TimerPurpose5 | TimerPurpose6
 
 
 class RunEvent(StrEnum):

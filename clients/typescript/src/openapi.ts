@@ -1999,6 +1999,14 @@ export interface components {
             attempt: number;
         } | {
             /** @constant */
+            kind: "task_reminder";
+            nodeId: string;
+            /** Format: uint32 */
+            attempt: number;
+            /** Format: uint32 */
+            sent: number;
+        } | {
+            /** @constant */
             kind: "policy_timeout";
             policyId: string;
         } | {

@@ -63,6 +63,65 @@ pub(super) fn why_a_person(
     }
 }
 
+/// How many times a parked task of `node` is announced: its capability's
+/// `assignmentDefaults.maxNotifications` (at least 1), else once.
+fn max_notifications(node: &PlanNode) -> u32 {
+    node.task_surface
+        .as_ref()
+        .and_then(|surface| surface.assignment_defaults.as_ref())
+        .and_then(|defaults| defaults.get("maxNotifications"))
+        .and_then(serde_json::Value::as_u64)
+        .map_or(1, |most| u32::try_from(most).unwrap_or(u32::MAX).max(1))
+}
+
+/// After `sent` announcements of `node`'s parked task, the timer of the
+/// next, when its capability allows more and someone listens: spread
+/// evenly over the task's SLA (three announcements over 15 minutes: at
+/// parking, 5 and 10 minutes in).
+pub(super) fn schedule_reminder(
+    step: &mut StepContext<'_, '_>,
+    node: &PlanNode,
+    attempt: u32,
+    sent: u32,
+) {
+    let most = max_notifications(node);
+    if sent >= most || !super::notify::someone_listens(step) {
+        return;
+    }
+    let every = step.engine().human_task_timeout / most;
+    let due = step.now().plus(every);
+    step.start_timer(
+        crate::records::governance::task_reminder_timer_id(&node.node_id, attempt),
+        due,
+        crate::records::governance::TimerPurpose::TaskReminder {
+            node_id: node.node_id.clone(),
+            attempt,
+            sent,
+        },
+    );
+}
+
+/// A reminder came due: the task still waiting, the run is announced
+/// again and the next reminder set (at most `maxNotifications` in all).
+pub(super) fn remind(
+    step: &mut StepContext<'_, '_>,
+    node_id: &str,
+    attempt: u32,
+    sent: u32,
+) -> Result<(), CoreError> {
+    let still_waiting = step.state().nodes.get(node_id).is_some_and(|record| {
+        record.status() == NodeStatus::AwaitingHuman && record.current_attempt == attempt
+    });
+    if !still_waiting {
+        return Ok(());
+    }
+    let plan = plan_of(step.state())?;
+    let node = plan_node_in(&plan, step.state(), node_id)?;
+    super::notify::announce_again(step);
+    schedule_reminder(step, node, attempt, sent + 1);
+    Ok(())
+}
+
 /// A person's answer to a parked node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HumanAnswer<'a> {

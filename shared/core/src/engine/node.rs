@@ -149,6 +149,7 @@ fn hand_to_a_person(
             attempt,
         },
     );
+    super::human::schedule_reminder(&mut step, node, attempt, 1);
     Ok(step.into_advance())
 }
 

@@ -21,10 +21,27 @@ pub(super) fn announce(step: &mut StepContext<'_, '_>) {
     if step.state().status() == step.initial_status() {
         return;
     }
+    announce_status(step);
+}
+
+/// Whether a notification would reach anyone: the envelope's callback or
+/// the event bus.
+pub(super) fn someone_listens(step: &StepContext<'_, '_>) -> bool {
+    step.state().envelope.callback_url.is_some() || step.engine().announce_to_event_bus
+}
+
+/// Announces the run's current status again (a parked task's reminder),
+/// when someone listens.
+pub(super) fn announce_again(step: &mut StepContext<'_, '_>) {
+    announce_status(step);
+}
+
+/// Records a notification of the run's status and sends its first attempt.
+fn announce_status(step: &mut StepContext<'_, '_>) {
     let Some(event) = RunEvent::of(step.state().status()) else {
         return;
     };
-    if step.state().envelope.callback_url.is_none() && !step.engine().announce_to_event_bus {
+    if !someone_listens(step) {
         return;
     }
     let notification_id = format!(

@@ -2,7 +2,8 @@
 //! past its SLA fires the first `onTimeout` policy, escalates to the next
 //! capability that makes its facets, or fails the run; a panel round past
 //! its time closes with the judges it has; an agent session past its
-//! watchdog ends; an `onTimeout` policy's timer fires it; a budget's
+//! watchdog ends; a parked task's reminder announces the run again; an
+//! `onTimeout` policy's timer fires it; a budget's
 //! deadline ends the run or warns. It dispatches each to its owner.
 
 use crate::basics::codes::FailureCode;
@@ -96,6 +97,11 @@ pub(super) fn fire_timer(
                 }
             }
         }
+        TimerPurpose::TaskReminder {
+            node_id,
+            attempt,
+            sent,
+        } => super::human::remind(&mut step, node_id, *attempt, *sent)?,
         TimerPurpose::RunDeadline { nearly_spent } => {
             super::budget::deadline_reached(&mut step, *nearly_spent);
         }

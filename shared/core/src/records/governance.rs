@@ -281,6 +281,14 @@ pub enum TimerPurpose {
         node_id: String,
         attempt: u32,
     },
+    /// A parked human task announced again (its capability's
+    /// `assignmentDefaults.maxNotifications`): `sent` announcements so far.
+    TaskReminder {
+        #[serde(rename = "nodeId")]
+        node_id: String,
+        attempt: u32,
+        sent: u32,
+    },
     /// An `onTimeout` policy, measured from the run's first plan.
     PolicyTimeout {
         #[serde(rename = "policyId")]
@@ -298,6 +306,11 @@ pub enum TimerPurpose {
 /// The timer id of a human task's SLA.
 pub fn human_sla_timer_id(node_id: &str, attempt: u32) -> String {
     format!("sla:{node_id}:{attempt}")
+}
+
+/// The timer id of a human task's next reminder.
+pub fn task_reminder_timer_id(node_id: &str, attempt: u32) -> String {
+    format!("remind:{node_id}:{attempt}")
 }
 
 /// The timer id of the run's `maxDurationSeconds` deadline (or its 80% mark).

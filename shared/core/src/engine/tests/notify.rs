@@ -243,3 +243,94 @@ fn a_callback_url_that_is_not_http_is_refused_with_its_path() {
         );
     }
 }
+
+/// A person's parked task whose capability allows `max_notifications`
+/// announcements, under `context`.
+fn parked_with_reminders(max_notifications: u64, context: &EngineContext<'_>) -> Decision {
+    let mut state = step(
+        planned(context),
+        answer("node_1", 1, json!({"brief": {"text": "b"}})),
+        context,
+    )
+    .state;
+    if let Some(plan) = state.plan.as_mut() {
+        let plan = Arc::make_mut(plan);
+        if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
+            node.executor = crate::planning::plan::NodeExecutor::Human;
+            node.task_surface = Some(crate::planning::plan::TaskSurface {
+                instruction_templates: None,
+                assignment_defaults: json!({"maxNotifications": max_notifications})
+                    .as_object()
+                    .cloned(),
+            });
+        }
+    }
+    step(
+        state,
+        Observed::Begin {
+            node: "node_2",
+            attempt: 1,
+        },
+        context,
+    )
+}
+
+fn fire(state: &RunState, timer_id: &str, at: Instant, context: &EngineContext<'_>) -> Decision {
+    let command = StepCommand::FireTimer {
+        timer_id: timer_id.into(),
+    };
+    match begin_step(state, &command, at, context).unwrap() {
+        StepAdvance::Decided(decision) => *decision,
+        other => panic!("a timer is decided, not {other:?}"),
+    }
+}
+
+#[test]
+fn a_parked_task_is_announced_again_at_most_max_notifications_times() {
+    let registry = registry();
+    let validators = ValidatorCache::new();
+    let with_bus = EngineContext {
+        announce_to_event_bus: true,
+        ..engine(&registry, &validators)
+    };
+    let every = with_bus.human_task_timeout / 3;
+    let reminder = crate::records::governance::task_reminder_timer_id("node_2", 1);
+    let parked = parked_with_reminders(3, &with_bus);
+    assert_eq!(parked.state.status(), RunStatus::AwaitingHuman);
+    assert_eq!(parked.state.notifications.len(), 1, "announced at parking");
+    let due = parked.state.governance.timers[&reminder].due_at;
+    assert_eq!(due, NOW.plus(every), "spread over the SLA");
+    // The first reminder: announced again, the next one set.
+    let second = fire(&parked.state, &reminder, due, &with_bus);
+    assert_eq!(second.state.status(), RunStatus::AwaitingHuman);
+    assert!(
+        second.state.notifications.contains_key("awaiting_human-2"),
+        "{:?}",
+        second.state.notifications.keys()
+    );
+    assert!(
+        second
+            .outbox
+            .iter()
+            .any(|message| message.command == notify("awaiting_human-2", 1))
+    );
+    let next_due = second.state.governance.timers[&reminder].due_at;
+    assert_eq!(next_due, due.plus(every));
+    // The second: the third announcement, and no more.
+    let third = fire(&second.state, &reminder, next_due, &with_bus);
+    assert_eq!(third.state.notifications.len(), 3);
+    assert!(!third.state.governance.timers.contains_key(&reminder));
+    // Once answered, a reminder left behind announces nothing.
+    let mut answered_state = parked.state.clone();
+    if let Some(record) = answered_state.node_mut("node_2") {
+        record.set_status_for_fixtures(NodeStatus::Completed);
+    }
+    let answered = fire(&answered_state, &reminder, due, &with_bus);
+    assert_eq!(answered.state.notifications.len(), 1);
+    // Nobody listening: no reminder is set.
+    let quiet = parked_with_reminders(3, &engine(&registry, &validators));
+    assert!(!quiet.state.governance.timers.contains_key(&reminder));
+    // One notification allowed: none either.
+    let once = parked_with_reminders(1, &with_bus);
+    assert!(!once.state.governance.timers.contains_key(&reminder));
+}
