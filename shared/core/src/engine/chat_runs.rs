@@ -175,7 +175,7 @@ fn chat_quality(step: &mut StepContext<'_, '_>) -> QualityReport {
         execution_depth: 1,
         draft_scores: Vec::new(),
     };
-    step.state_mut().quality = Some(quality.clone());
+    step.state_mut().quality = Some(Box::new(quality.clone()));
     quality
 }
 

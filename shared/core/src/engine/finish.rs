@@ -175,8 +175,8 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
         step.emit(warning);
     }
     let (quality, acceptance_report) = super::quality_report::report(step.state(), observed);
-    step.state_mut().quality = Some(quality.clone());
-    step.state_mut().acceptance_report = acceptance_report.clone();
+    step.state_mut().quality = Some(Box::new(quality.clone()));
+    step.state_mut().acceptance_report = acceptance_report.clone().map(Box::new);
     super::narration::emit_run_metrics(step);
     step.move_run(RunTransition::Complete)?;
     let payload = frames::CompletePayload {

@@ -171,13 +171,14 @@ pub struct RunState {
     pub output: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_satisfaction: Option<f64>,
-    /// The delivered output's quality, as `complete` reported it.
+    /// The delivered output's quality, as `complete` reported it (boxed:
+    /// a step moves the state several times, and most steps have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub quality: Option<crate::state::delivered_quality::QualityReport>,
+    pub quality: Option<Box<crate::state::delivered_quality::QualityReport>>,
     /// The reviewer's verdict per acceptance criterion of the delivered
     /// draft, as `complete` reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub acceptance_report: Option<Value>,
+    pub acceptance_report: Option<Box<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<RunFailure>,
     #[serde(with = "crate::basics::instant::rfc3339")]
