@@ -985,6 +985,18 @@ fn secrets_in_the_envelope_context_never_reach_the_model() {
 
 /// A run parked on its human node (`node_2` of the two-node plan).
 pub(super) fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
+    let parked = parking_on_a_person(context, None).state;
+    assert_eq!(parked.status(), RunStatus::AwaitingHuman);
+    parked
+}
+
+/// The step that parks the run on `node_2`, made a person's node (with
+/// `surface`: its capability's instruction templates and assignment
+/// defaults).
+pub(super) fn parking_on_a_person(
+    context: &EngineContext<'_>,
+    surface: Option<crate::planning::plan::TaskSurface>,
+) -> Decision {
     let mut state = step(
         planned(context),
         answer("node_1", 1, json!({"brief": {"text": "b"}})),
@@ -995,9 +1007,10 @@ pub(super) fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
         let plan = Arc::make_mut(plan);
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
             node.executor = crate::planning::plan::NodeExecutor::Human;
+            node.task_surface = surface;
         }
     }
-    let parked = step(
+    step(
         state,
         Observed::Begin {
             node: "node_2",
@@ -1005,9 +1018,6 @@ pub(super) fn parked_on_a_person(context: &EngineContext<'_>) -> RunState {
         },
         context,
     )
-    .state;
-    assert_eq!(parked.status(), RunStatus::AwaitingHuman);
-    parked
 }
 
 #[test]
@@ -1015,26 +1025,7 @@ fn a_persons_node_start_says_why_the_plan_hands_it_to_a_person() {
     let registry = registry();
     let validators = ValidatorCache::new();
     let context = engine(&registry, &validators);
-    let mut state = step(
-        planned(&context),
-        answer("node_1", 1, json!({"brief": {"text": "b"}})),
-        &context,
-    )
-    .state;
-    if let Some(plan) = state.plan.as_mut() {
-        let plan = Arc::make_mut(plan);
-        if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
-            node.executor = crate::planning::plan::NodeExecutor::Human;
-        }
-    }
-    let parked = step(
-        state,
-        Observed::Begin {
-            node: "node_2",
-            attempt: 1,
-        },
-        &context,
-    );
+    let parked = parking_on_a_person(&context, None);
     let start = parked
         .events
         .iter()

@@ -247,31 +247,14 @@ fn a_callback_url_that_is_not_http_is_refused_with_its_path() {
 /// A person's parked task whose capability allows `max_notifications`
 /// announcements, under `context`.
 fn parked_with_reminders(max_notifications: u64, context: &EngineContext<'_>) -> Decision {
-    let mut state = step(
-        planned(context),
-        answer("node_1", 1, json!({"brief": {"text": "b"}})),
+    parking_on_a_person(
         context,
-    )
-    .state;
-    if let Some(plan) = state.plan.as_mut() {
-        let plan = Arc::make_mut(plan);
-        if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
-            node.executor = crate::planning::plan::NodeExecutor::Human;
-            node.task_surface = Some(crate::planning::plan::TaskSurface {
-                instruction_templates: None,
-                assignment_defaults: json!({"maxNotifications": max_notifications})
-                    .as_object()
-                    .cloned(),
-            });
-        }
-    }
-    step(
-        state,
-        Observed::Begin {
-            node: "node_2",
-            attempt: 1,
-        },
-        context,
+        Some(crate::planning::plan::TaskSurface {
+            instruction_templates: None,
+            assignment_defaults: json!({"maxNotifications": max_notifications})
+                .as_object()
+                .cloned(),
+        }),
     )
 }
 
