@@ -119,13 +119,13 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "$.outputContract",
         Behaviour,
         ENVELOPE_FIELDS,
-        "an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refused",
+        "diversity_varies_a_list_goal_and_is_said_when_nothing_can_vary_and_a_mode_baton_cannot_enforce_is_refused",
     ),
     (
         "$.outputContract.mode",
         Refusal,
         ENVELOPE_FIELDS,
-        "an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refused",
+        "diversity_varies_a_list_goal_and_is_said_when_nothing_can_vary_and_a_mode_baton_cannot_enforce_is_refused",
     ),
     (
         "$.outputContract.schema",
@@ -249,9 +249,9 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
     ),
     (
         "$.policies.planner.optimisation.objective",
-        Warning,
-        ENVELOPE_FIELDS,
-        "an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refused",
+        Behaviour,
+        PLANNING,
+        "speed_plans_fewer_nodes_and_token_efficiency_the_leanest_writer",
     ),
     (
         "$.policies.planner.optimisation.maxTokens",

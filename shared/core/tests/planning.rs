@@ -722,3 +722,67 @@ fn a_node_s_instructions_carry_the_semantics_of_its_facets() {
     }
     assert!(checked > 0, "at least one facet with semantics was checked");
 }
+
+/// The repository registry plus `oneshot.Positioning`, which makes both
+/// goal facets of the positioning example at once (at an unknown, so
+/// last-ranked, cost tier), and `lean.Messaging`, a messaging writer
+/// declaring a quarter of the shipped one's token estimate at a premium
+/// tier.
+fn registry_with_a_one_shot_and_a_lean_writer() -> Registry {
+    let extra: [baton_core::contracts::capability::CapabilityRegistration; 2] = [
+        json!({
+            "capabilityId": "oneshot.Positioning", "agentType": "ai", "version": "1",
+            "displayName": "One shot", "summary": "Positions and writes the messaging at once.",
+            "inputContract": ["company_information", "positioning_context"],
+            "outputContract": ["positioning_recommendation", "messaging_stack", "handoff_summary"],
+            "cost": {"tier": "bespoke"}
+        }),
+        {
+            let mut lean = messaging_writer("lean.Messaging", &[], &[]);
+            lean["cost"] = json!({"tier": "premium", "estimatedTokens": 1000});
+            lean
+        },
+    ]
+    .map(|value| serde_json::from_value(value).unwrap());
+    let (registry, left_out) = registry().with_additional_capabilities(extra.iter());
+    assert!(left_out.is_empty(), "{left_out:?}");
+    registry
+}
+
+/// The capabilities the positioning example is planned with, under
+/// `policies` (`null`: the example's own).
+fn planned_capabilities(policies: Value) -> Vec<String> {
+    let mut envelope = example("positioning-recommendation.json");
+    if !policies.is_null() {
+        envelope["policies"] = policies;
+    }
+    let envelope = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan =
+        plan_deterministically(&envelope, &registry_with_a_one_shot_and_a_lean_writer()).unwrap();
+    plan.nodes
+        .iter()
+        .filter(|node| node.builtin().is_none())
+        .map(|node| node.capability_id.clone())
+        .collect()
+}
+
+#[test]
+fn speed_plans_fewer_nodes_and_token_efficiency_the_leanest_writer() {
+    assert_eq!(
+        planned_capabilities(Value::Null),
+        ["strategist.Positioning", "copywriter.Messaging"],
+        "by default: the cheaper tiers, one capability per goal"
+    );
+    assert_eq!(
+        planned_capabilities(json!({"planner": {"optimisation": {"objective": "speed"}}})),
+        ["oneshot.Positioning"],
+        "speed: the capability making both goals, one node instead of two"
+    );
+    assert_eq!(
+        planned_capabilities(
+            json!({"planner": {"optimisation": {"objective": "token_efficiency"}}})
+        ),
+        ["strategist.Positioning", "lean.Messaging"],
+        "token efficiency: the lowest declared token estimate (1,000 against 4,000), whatever its tier"
+    );
+}

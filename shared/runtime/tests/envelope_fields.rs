@@ -458,22 +458,65 @@ async fn max_turns_bounds_the_model_turns_of_the_runs_nodes() {
     settle(&services, &runner, &envelope, RunStatus::Completed).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_advisory_objective_is_said_and_a_mode_baton_cannot_enforce_is_refused() {
-    let (services, runner) = orchestrator();
-    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
-    envelope["policies"]["planner"] =
-        serde_json::json!({"optimisation": {"objective": "diversity"}});
-    let run = settle(&services, &runner, &envelope, RunStatus::Completed).await;
-    let frames = frames_of(&services, &run.run_id).await;
-    let advisory: Vec<&serde_json::Value> = frames
+fn advisory_warnings(frames: &[EventFrame]) -> Vec<serde_json::Value> {
+    frames
         .iter()
         .filter(|frame| {
             frame.event_type.as_str() == "warning"
                 && frame.payload.as_ref().unwrap()["code"] == "advisory_field"
         })
-        .map(|frame| frame.payload.as_deref().unwrap())
-        .collect();
+        .map(|frame| frame.payload.as_deref().unwrap().clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn diversity_varies_a_list_goal_and_is_said_when_nothing_can_vary_and_a_mode_baton_cannot_enforce_is_refused()
+ {
+    let (services, runner) = orchestrator();
+    // A list goal facet with no fixed count: diversity plans three variants
+    // of it (minItems 2, no maxItems), joined; nothing is advisory.
+    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
+    envelope["policies"]["planner"] =
+        serde_json::json!({"optimisation": {"objective": "diversity"}});
+    let run = settle(&services, &runner, &envelope, RunStatus::Completed).await;
+    let frames = frames_of(&services, &run.run_id).await;
+    assert!(advisory_warnings(&frames).is_empty());
+    let plan = &frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "plan_generated")
+        .unwrap()
+        .payload
+        .as_deref()
+        .unwrap();
+    assert_eq!(plan["branchCount"], 3, "{plan}");
+    let stored = services.runs.load("t", &run.run_id).await.unwrap().unwrap();
+    let output = stored.state.output.unwrap();
+    assert_eq!(
+        output["copyVariants"].as_array().unwrap().len(),
+        3,
+        "{output}"
+    );
+
+    // Without it, the contract's two are not varied.
+    let plain = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
+    let run = settle(&services, &runner, &plain, RunStatus::Completed).await;
+    let frames = frames_of(&services, &run.run_id).await;
+    let plan = &frames
+        .iter()
+        .find(|frame| frame.event_type.as_str() == "plan_generated")
+        .unwrap()
+        .payload
+        .as_deref()
+        .unwrap();
+    assert_eq!(plan["branchCount"], 0, "{plan}");
+
+    // A contract with no list property: nothing to vary, and it is said.
+    let mut envelope =
+        baton_test_support::plain_example_envelope("positioning-recommendation.json");
+    envelope["policies"]["planner"] =
+        serde_json::json!({"optimisation": {"objective": "diversity"}});
+    let run = settle(&services, &runner, &envelope, RunStatus::Completed).await;
+    let advisory = advisory_warnings(&frames_of(&services, &run.run_id).await);
     assert_eq!(advisory.len(), 1);
     assert_eq!(
         advisory[0]["field"],

@@ -105,14 +105,22 @@ impl TaskEnvelope {
             .policies
             .planner_optimisation()
             .and_then(|optimisation| optimisation.objective);
+        // `speed` always acts (the planner prefers capabilities making more
+        // goal facets at once); `diversity` varies the list goal facets,
+        // and says so when the contract has none.
+        let has_list_property = self
+            .output_contract
+            .top_level_properties()
+            .iter()
+            .filter_map(|property| self.output_contract.property_schema(property))
+            .any(|schema| {
+                schema.get("type").and_then(Value::as_str) == Some("array")
+                    || schema.get("items").is_some()
+            });
         match objective {
-            Some(OptimisationObjective::Diversity) => vec![(
+            Some(OptimisationObjective::Diversity) if !has_list_property => vec![(
                 "$.policies.planner.optimisation.objective".into(),
-                "`diversity`: a model planner is asked for variants; the deterministic planner ranks capabilities as by default (cheapest first)".into(),
-            )],
-            Some(OptimisationObjective::Speed) => vec![(
-                "$.policies.planner.optimisation.objective".into(),
-                "`speed`: a model planner is asked for the fewest nodes; the registry gives no latencies, so the deterministic planner ranks capabilities as by default (cheapest first)".into(),
+                "`diversity` plans several variants of each list goal facet; this output contract has no list property, so the plan is as without it".into(),
             )],
             _ => Vec::new(),
         }
@@ -153,9 +161,17 @@ pub fn located_serde_error<E: std::fmt::Display>(
         .iter()
         .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|rest| rest.split('`').next())
-        && !path.ends_with(&format!(".{name}"))
     {
-        path = format!("{path}.{name}");
+        // As the path renders the key: dotted, or quoted when a dot would
+        // misread it (serde may have named it already).
+        let segment = if needs_quoting(name) {
+            format!("[{}]", Value::String(name.to_string()))
+        } else {
+            format!(".{name}")
+        };
+        if !path.ends_with(&segment) {
+            path.push_str(&segment);
+        }
     }
     (path, message)
 }
@@ -406,6 +422,22 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.path(), Some("$.specialInstructions[0]"), "{error}");
+    }
+
+    #[test]
+    fn an_unknown_key_that_needs_quoting_is_named_once_and_quoted() {
+        // Found by the envelope fuzz test: the key was named twice, the
+        // second time unquoted (`$["nv.[]"].nv.[]`).
+        let error = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "nv.[]": 1, "outputContract": {"schema": {}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(error.path(), Some(r#"$["nv.[]"]"#), "{error}");
+        let error = TaskEnvelope::parse_json_text(
+            r#"{"objective": "x", "extra": 1, "outputContract": {"schema": {}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(error.path(), Some("$.extra"), "{error}");
     }
 
     #[test]

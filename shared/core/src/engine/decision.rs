@@ -89,6 +89,10 @@ pub struct EngineContext<'a> {
     /// node of one is escalated, never called. Usually
     /// [`NO_CAPABILITY_UNAVAILABLE`].
     pub unavailable_capabilities: &'a std::collections::BTreeSet<String>,
+    /// The tenant's recent calls per capability, as the shell kept them:
+    /// an escalation orders the capabilities that could take a node over
+    /// by it. Usually [`NO_HEALTH`](crate::catalog::capability_health::NO_HEALTH) in tests.
+    pub capability_health: &'a crate::catalog::capability_health::HealthTable,
 }
 
 /// No capability is unavailable (the registry files' are always active).

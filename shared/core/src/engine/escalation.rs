@@ -9,6 +9,12 @@
 //! node. Only when that is gone too (or was the node that failed) does the
 //! node fail the run. `planning::escalation_targets` tells the same answer
 //! before the run starts.
+//!
+//! The next capability is not only the planner's fixed order: the
+//! capabilities that could take the facets over are ranked by the tenant's
+//! recent calls of each (success rate, latency, price:
+//! `catalog::capability_health`), the replan tries them in that order, and
+//! `plan_updated` carries the ranking with its inputs.
 
 use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
@@ -118,6 +124,7 @@ pub(super) fn fall_back_to_next_capability(
         trigger: escalation.trigger.to_string(),
         failure: escalation.said.clone(),
     };
+    let ranking = escalation_ranking(step, node);
     let replaced = super::replan::replan(
         step,
         super::replan::ReplanCause {
@@ -128,6 +135,7 @@ pub(super) fn fall_back_to_next_capability(
             exclude_capabilities: vec![node.capability_id.clone()],
             reject_ends_run: false,
             escalated: Some(record.clone()),
+            ranking,
         },
     )?;
     let replaced = replaced || hand_to_catch_all(step, node, &escalation, &record)?;
@@ -135,6 +143,45 @@ pub(super) fn fall_back_to_next_capability(
         step.state_mut().governance.escalations.push(record);
     }
     Ok(replaced)
+}
+
+/// The capabilities that could take `node`'s facets over (those making its
+/// first facet, save the one that failed, those escalated away from
+/// before, the caller's forbidden ones and the catch-all), best first by
+/// the tenant's recent calls of each.
+fn escalation_ranking(
+    step: &StepContext<'_, '_>,
+    node: &PlanNode,
+) -> Vec<crate::catalog::capability_health::RankedCapability> {
+    let engine = step.engine();
+    let Some(facet) = node.output_facets.first() else {
+        return Vec::new();
+    };
+    let state = step.state();
+    let ruled_out = |capability_id: &str| {
+        capability_id == node.capability_id
+            || state
+                .governance
+                .escalations
+                .iter()
+                .any(|earlier| earlier.capability_id == capability_id)
+            || state
+                .envelope
+                .policies
+                .planner_selection()
+                .is_some_and(|selection| {
+                    selection.forbid.iter().any(|entry| {
+                        crate::planning::planner::selection_matches(entry, capability_id)
+                    })
+                })
+    };
+    let candidates: Vec<&crate::contracts::capability::CapabilityRegistration> = engine
+        .registry
+        .producers_of(facet)
+        .into_iter()
+        .filter(|capability| !capability.catch_all && !ruled_out(&capability.capability_id))
+        .collect();
+    crate::catalog::capability_health::rank_by_health(&candidates, engine.capability_health)
 }
 
 /// No capability makes `node`'s facets: a new version swaps it for the
@@ -228,6 +275,7 @@ fn hand_to_catch_all(
             exclude_capabilities: Vec::new(),
             reject_ends_run: false,
             escalated: Some(record.clone()),
+            ranking: Vec::new(),
         },
         (plan, bundle),
         (1, frames::PlannerKind::Deterministic, None),

@@ -119,6 +119,7 @@ pub(super) fn revise_on_feedback(
             exclude_capabilities: Vec::new(),
             reject_ends_run: false,
             escalated: None,
+            ranking: Vec::new(),
         },
     )?;
     if replanned {

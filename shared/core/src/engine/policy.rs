@@ -186,6 +186,7 @@ pub(super) fn apply(
                     exclude_capabilities: Vec::new(),
                     reject_ends_run: true,
                     escalated: None,
+                    ranking: Vec::new(),
                 },
             )?;
             Ok(if accepted {

@@ -128,6 +128,7 @@ pub(super) fn judge_review(
                 exclude_capabilities: Vec::new(),
                 reject_ends_run: false,
                 escalated: None,
+                ranking: Vec::new(),
             },
         )?;
         if revised {

@@ -31,7 +31,7 @@ use crate::contracts::envelope::TaskEnvelope;
 use crate::contracts::policies::{PlannerPolicy, SelectionPolicy};
 use crate::planning::llm_planner::{plan_from_draft, replan_request};
 use crate::planning::plan::PlanGraph;
-use crate::planning::planner::plan_deterministically;
+use crate::planning::planner::plan_deterministically_ranked;
 use crate::planning::validator::validate_plan;
 use crate::state::replan_cause::PendingReplan;
 pub(super) use crate::state::replan_cause::ReplanCause;
@@ -60,7 +60,7 @@ pub(super) fn replan(
     }
     let engine = step.engine();
     let envelope = planning_envelope(step.state(), &cause);
-    let Some((plan, bundle)) = draft_deterministically(&envelope, engine) else {
+    let Some((plan, bundle)) = draft_deterministically(&envelope, &cause, engine) else {
         refuse(step, &previous, &cause);
         return Ok(false);
     };
@@ -189,7 +189,7 @@ pub(super) fn resume_replan(
     super::usage_recording::record_planner_spend(&mut step, &spent);
     super::plan_drafts::warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
     step.state_mut().pending_replan = None;
-    match draft_deterministically(&envelope, engine) {
+    match draft_deterministically(&envelope, &pending.cause, engine) {
         Some(judged) => apply(
             &mut step,
             &previous,
@@ -271,6 +271,7 @@ fn replan_context(state: &RunState, pending: &PendingReplan) -> Value {
         "invalidatedNodes": cause.invalidate,
         "excludedCapabilities": cause.exclude_capabilities,
         "failedNodes": escalations,
+        "escalationRanking": cause.ranking,
         "planInForce": nodes,
     })
 }
@@ -289,6 +290,9 @@ fn join(pending: &mut ReplanCause, cause: ReplanCause) {
     pending.reject_ends_run |= cause.reject_ends_run;
     if pending.escalated.is_none() {
         pending.escalated = cause.escalated;
+    }
+    if pending.ranking.is_empty() {
+        pending.ranking = cause.ranking;
     }
 }
 
@@ -318,12 +322,19 @@ fn planning_envelope(state: &RunState, cause: &ReplanCause) -> TaskEnvelope {
     envelope
 }
 
-/// A valid deterministic draft for `envelope`, with its diagnostics.
+/// A valid deterministic draft for `envelope`, with its diagnostics (an
+/// escalation's candidates tried in `cause`'s health order).
 fn draft_deterministically(
     envelope: &TaskEnvelope,
+    cause: &ReplanCause,
     engine: &EngineContext<'_>,
 ) -> Option<(PlanGraph, DiagnosticsBundle)> {
-    let plan = plan_deterministically(envelope, engine.registry).ok()?;
+    let order: Vec<String> = cause
+        .ranking
+        .iter()
+        .map(|ranked| ranked.capability_id.clone())
+        .collect();
+    let plan = plan_deterministically_ranked(envelope, engine.registry, &order).ok()?;
     let bundle = validate_plan(&plan, envelope, engine.registry, engine.validators);
     (bundle.status != PlanStatus::Rejected).then_some((plan, bundle))
 }
@@ -460,6 +471,7 @@ pub(super) fn apply(
                 .collect(),
             edges: plan.edges.clone(),
             diagnostics: Some(diagnostics),
+            escalation_ranking: cause.ranking.clone(),
         },
     );
     let updated = super::frame_provenance::with_provenance(step.state(), updated, None);

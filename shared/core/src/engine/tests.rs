@@ -137,6 +137,7 @@ pub(super) fn engine<'a>(
         agent_session_limit: crate::records::agents::DEFAULT_SESSION_LIMIT,
         announce_to_event_bus: false,
         unavailable_capabilities: &NO_CAPABILITY_UNAVAILABLE,
+        capability_health: &crate::catalog::capability_health::NO_HEALTH,
     }
 }
 

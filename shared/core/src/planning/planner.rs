@@ -4,7 +4,9 @@
 //! Candidates are scored (see [`crate::planning::selection`]): `policies.planner.selection`
 //! first (forbid removes; require, then prefer, rank first; avoid ranks
 //! last), then AI before human before a terminal fallback (`kind:
-//! "fallback"`, chosen only when nothing else can make a facet), fewer missing inputs (facet alignment), the
+//! "fallback"`, chosen only when nothing else can make a facet), an
+//! escalation's health order (`plan_deterministically_ranked`: recent
+//! success, latency and price), fewer missing inputs (facet alignment), the
 //! fit of declared languages and formats to the envelope's hints (a
 //! language mismatch is a cutoff), cost and id. The plan's
 //! `metadata.selection` records the hints and each chosen capability's fit.
@@ -34,11 +36,23 @@ pub fn plan_deterministically(
     envelope: &TaskEnvelope,
     registry: &Registry,
 ) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
+    plan_deterministically_ranked(envelope, registry, &[])
+}
+
+/// [`plan_deterministically`], with `health_order` (capability ids, best
+/// first: an escalation's ranking by recent health and price) ordering the
+/// candidates the caller's selection policy leaves level.
+pub fn plan_deterministically_ranked(
+    envelope: &TaskEnvelope,
+    registry: &Registry,
+    health_order: &[String],
+) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
     let context = PlanningContext {
         envelope,
         registry,
         supplied: supplied_facets(envelope, registry),
         hints: SelectionHints::from_envelope(envelope),
+        health_order,
     };
     let mut diagnostics = Vec::new();
     // With at least one facet to produce, other properties are the
@@ -158,6 +172,7 @@ pub fn assemble_plan(
         registry,
         supplied: supplied_facets(envelope, registry),
         hints: SelectionHints::from_envelope(envelope),
+        health_order: &[],
     };
     let goals = goal_facets(envelope, registry);
     let mut plan = build_plan_with_ids(&context, ordered_nodes, &goals, &BTreeMap::new())?;

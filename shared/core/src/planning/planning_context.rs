@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::catalog::registry::Registry;
 use crate::contracts::capability::{AgentType, CapabilityRegistration, NodeKind};
 use crate::contracts::envelope::TaskEnvelope;
+use crate::contracts::policies::OptimisationObjective;
 use crate::planning::selection::{SelectionHints, trait_fit};
 
 /// Facets the envelope's inputs supply (input keys that name catalog facets).
@@ -46,6 +47,9 @@ pub(super) struct PlanningContext<'a> {
     pub(super) registry: &'a Registry,
     pub(super) supplied: BTreeSet<String>,
     pub(super) hints: SelectionHints,
+    /// An escalation's candidates by recent health and price, best first
+    /// (empty when planning afresh).
+    pub(super) health_order: &'a [String],
 }
 
 #[derive(Clone, Default)]
@@ -90,12 +94,20 @@ impl<'a> PlanningContext<'a> {
             })
     }
 
+    /// Whether the envelope's `optimisation.objective` is `objective`.
+    pub(super) fn objective_is(&self, objective: OptimisationObjective) -> bool {
+        self.envelope
+            .policies
+            .planner_optimisation()
+            .and_then(|optimisation| optimisation.objective)
+            == Some(objective)
+    }
+
     /// Cheaper first, unless `optimisation.objective` is `quality`, which
     /// prefers the higher tiers; unknown tiers last either way.
     /// `tokenEfficiency` ranks by the declared token estimate, fewest first
     /// (none declared: last).
     pub(super) fn cost_order(&self, capability: &CapabilityRegistration) -> i64 {
-        use crate::contracts::policies::OptimisationObjective;
         let rank = i64::from(capability.cost_rank());
         let objective = self
             .envelope
@@ -148,8 +160,25 @@ impl<'a> PlanningContext<'a> {
             .filter(|capability| !self.is_listed(|s| &s.forbid, &capability.capability_id))
             .filter(|capability| !trait_fit(capability, &self.hints).is_excluded())
             .collect();
+        // Under `speed`, a capability making more of the goal facets not
+        // made yet ranks first: fewer nodes.
+        let speed_goals: BTreeSet<String> = if self.objective_is(OptimisationObjective::Speed) {
+            self.envelope
+                .output_contract
+                .top_level_properties()
+                .into_iter()
+                .filter(|goal| !draft.produced.contains(goal) && !self.supplied.contains(goal))
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         // Keys read policies and traits: computed once per candidate.
         candidates.sort_by_cached_key(|capability| {
+            let goals_made = capability
+                .output_contract
+                .iter()
+                .filter(|facet| speed_goals.contains(*facet))
+                .count();
             let missing_inputs = self
                 .required_inputs(capability)
                 .filter(|input| !self.supplied.contains(*input) && !draft.produced.contains(*input))
@@ -160,7 +189,12 @@ impl<'a> PlanningContext<'a> {
                 self.is_listed(|s| &s.avoid, &capability.capability_id),
                 capability.kind == NodeKind::Fallback,
                 capability.agent_type == AgentType::Human,
+                self.health_order
+                    .iter()
+                    .position(|ranked| *ranked == capability.capability_id)
+                    .unwrap_or(usize::MAX),
                 missing_inputs,
+                std::cmp::Reverse(goals_made),
                 -trait_fit(capability, &self.hints).score(),
                 self.cost_order(capability),
                 capability.capability_id.clone(),

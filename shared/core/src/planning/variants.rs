@@ -1,6 +1,8 @@
 //! Branch expansion for variants: when the contract
 //! asks for exactly N items of a goal facet (`minItems == maxItems == N`, or
-//! `policies.planner.topology.variantCount`), the facet's terminal producer
+//! `policies.planner.topology.variantCount`; under the `diversity`
+//! objective a list goal facet gets [`DIVERSITY_VARIANTS`] within its
+//! bounds), the facet's terminal producer
 //! becomes N parallel branch nodes, each held to exactly one item, and an
 //! orchestrator-managed join node concatenates them. Each branch is its own
 //! step message, so branches run in parallel.
@@ -12,12 +14,20 @@ use serde_json::{Value, json};
 use crate::contracts::capability::{AgentType, NodeKind};
 use crate::contracts::compiler::{CompiledContract, schema_key_of};
 use crate::contracts::envelope::TaskEnvelope;
+use crate::contracts::policies::OptimisationObjective;
 use crate::planning::plan::{
     BUILTIN_JOIN_CAPABILITY, BuiltinOperation, NodeExecutor, PlanEdge, PlanGraph, PlanNode,
     VariantSlot,
 };
 
-/// How many variants the contract asks of `facet`, when more than one.
+/// Variants of a list goal facet under `optimisation.objective:
+/// "diversity"` when neither the contract nor `topology.variantCount` fixes
+/// the count (held within the contract's `minItems` and `maxItems`).
+pub const DIVERSITY_VARIANTS: u32 = 3;
+
+/// How many variants the contract asks of `facet`, when more than one
+/// (`topology.variantCount`, else `minItems == maxItems`, else
+/// [`DIVERSITY_VARIANTS`] under the `diversity` objective).
 pub fn requested_variant_count(envelope: &TaskEnvelope, facet: &str) -> Option<u32> {
     let caller_schema = envelope.output_contract.property_schema(facet)?;
     let is_array = caller_schema.get("type").and_then(Value::as_str) == Some("array")
@@ -41,7 +51,21 @@ pub fn requested_variant_count(envelope: &TaskEnvelope, facet: &str) -> Option<u
         (Some(minimum), Some(maximum)) if minimum == maximum => Some(minimum),
         _ => None,
     };
-    from_policy.or(from_contract).filter(|count| *count > 1)
+    let for_diversity = || {
+        let objective = envelope
+            .policies
+            .planner_optimisation()
+            .and_then(|optimisation| optimisation.objective);
+        (objective == Some(OptimisationObjective::Diversity)).then(|| {
+            DIVERSITY_VARIANTS
+                .max(bound("minItems").unwrap_or(1))
+                .min(bound("maxItems").unwrap_or(u32::MAX))
+        })
+    };
+    from_policy
+        .or(from_contract)
+        .or_else(for_diversity)
+        .filter(|count| *count > 1)
 }
 
 /// The caller's item schema for `facet` without its count bounds.

@@ -31,6 +31,10 @@ pub struct ReplanCause {
     /// in place, warnings say what took its facets over (or that none did).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escalated: Option<EscalationRecord>,
+    /// An escalation's candidates by recent health and price, best first:
+    /// the replan tries them in this order, and `plan_updated` shows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranking: Vec<crate::catalog::capability_health::RankedCapability>,
 }
 
 /// A replan the planner model drafts in its own step (`StepCommand::Replan`).

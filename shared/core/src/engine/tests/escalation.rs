@@ -281,3 +281,168 @@ fn a_failing_model_escalates_to_a_person_who_is_told_why_then_to_the_terminal_fa
     assert_eq!(done.state.status(), RunStatus::Completed);
     assert_eq!(done.state.governance.escalations.len(), 2);
 }
+
+/// The escalating registry with a third writer, `write.quick`, level with
+/// `write.plain` in the planner's own order (same tier, same inputs; the id
+/// breaks the tie for `write.plain`).
+fn registry_with_two_level_writers() -> Registry {
+    let mut registry = escalating_registry();
+    registry
+        .add_capability(
+            serde_json::from_value(json!({"capabilityId": "write.quick", "agentType": "ai", "version": "1",
+                "displayName": "q", "summary": "q", "inputContract": ["notes"], "outputContract": ["draft"],
+                "cost": {"tier": "standard"}}))
+            .unwrap(),
+            "test",
+        )
+        .unwrap();
+    registry
+}
+
+/// Plans with `write.cheap` preferred, then fails it: the version that
+/// replaces it, and the `plan_updated` payload.
+fn escalate_the_cheap_writer(context: &EngineContext<'_>) -> (Vec<String>, Value) {
+    let envelope = TaskEnvelope::parse_value(&json!({
+        "objective": "o",
+        "inputs": {"notes": {"text": "n"}},
+        "policies": {"planner": {"selection": {"prefer": ["write.cheap"]}}},
+        "outputContract": {"schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}}}
+    }))
+    .unwrap();
+    let started = start_run(identity(), envelope, NOW, 3).state;
+    let planned = step(started, Observed::Plan, context);
+    assert_eq!(
+        capabilities_of(&planned.state),
+        ["plan.brief", "write.cheap"]
+    );
+    let briefed = step(
+        planned.state,
+        answer("node_1", 1, text("brief", "b")),
+        context,
+    );
+    let escalated = step(
+        briefed.state,
+        Observed::ProviderFailed {
+            node: "node_2",
+            attempt: 1,
+        },
+        context,
+    );
+    assert_frames_match_schemas(&escalated.events);
+    let updated = escalated
+        .events
+        .iter()
+        .find(|event| event.event_type == crate::wire::event::EventType::PlanUpdated)
+        .expect("a new version")
+        .payload_value()
+        .unwrap();
+    (capabilities_of(&escalated.state), updated)
+}
+
+#[test]
+fn an_escalation_takes_the_healthiest_capability_not_the_planners_fixed_order() {
+    use crate::catalog::capability_health::{CallOutcome, HealthTable};
+    let registry = registry_with_two_level_writers();
+    let validators = ValidatorCache::new();
+    // No history: the planner's own order (the id breaks the tie).
+    let context = engine(&registry, &validators);
+    let (capabilities, updated) = escalate_the_cheap_writer(&context);
+    assert_eq!(capabilities, ["write.plain"]);
+    let ranking = updated["escalationRanking"].as_array().unwrap();
+    assert_eq!(
+        ranking.len(),
+        2,
+        "both writers that could take over: {updated}"
+    );
+    assert_eq!(ranking[0]["calls"], 0);
+    assert_eq!(ranking[0]["successRate"], 0.5);
+
+    // The tenant's recent calls: write.plain failed four times of four,
+    // write.quick answered every time, faster.
+    let mut table = HealthTable::default();
+    for _ in 0..4 {
+        table.record(
+            "write.plain",
+            CallOutcome {
+                succeeded: false,
+                latency_ms: Some(30_000),
+                cost_usd: None,
+            },
+        );
+        table.record(
+            "write.quick",
+            CallOutcome {
+                succeeded: true,
+                latency_ms: Some(2_000),
+                cost_usd: Some(0.002),
+            },
+        );
+    }
+    let mut context = engine(&registry, &validators);
+    context.capability_health = &table;
+    let (capabilities, updated) = escalate_the_cheap_writer(&context);
+    assert_eq!(capabilities, ["write.quick"], "{updated}");
+    let ranking = updated["escalationRanking"].as_array().unwrap();
+    let ranked: Vec<&str> = ranking
+        .iter()
+        .map(|entry| entry["capabilityId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ranked, ["write.quick", "write.plain"]);
+    assert_eq!(ranking[0]["calls"], 4);
+    assert_eq!(ranking[0]["medianLatencyMs"], 2_000);
+    assert_eq!(ranking[0]["meanCostUsd"], 0.002);
+    assert!((ranking[1]["successRate"].as_f64().unwrap() - 1.0 / 6.0).abs() < 1e-9);
+    assert!(ranking[0]["score"].as_f64().unwrap() > ranking[1]["score"].as_f64().unwrap());
+    assert_eq!(updated["trigger"]["kind"], "model_failed");
+}
+
+#[test]
+fn the_callers_preference_still_ranks_before_health() {
+    use crate::catalog::capability_health::{CallOutcome, HealthTable};
+    let registry = registry_with_two_level_writers();
+    let validators = ValidatorCache::new();
+    let mut table = HealthTable::default();
+    for _ in 0..4 {
+        table.record(
+            "write.plain",
+            CallOutcome {
+                succeeded: false,
+                latency_ms: None,
+                cost_usd: None,
+            },
+        );
+    }
+    let mut context = engine(&registry, &validators);
+    context.capability_health = &table;
+    let envelope = TaskEnvelope::parse_value(&json!({
+        "objective": "o",
+        "inputs": {"notes": {"text": "n"}},
+        "policies": {"planner": {"selection": {"prefer": ["write.cheap"], "avoid": ["write.quick"]}}},
+        "outputContract": {"schema": {"type": "object", "required": ["draft"], "properties": {"draft": {"type": "object"}}}}
+    }))
+    .unwrap();
+    let started = start_run(identity(), envelope, NOW, 3).state;
+    let planned = step(started, Observed::Plan, &context);
+    assert_eq!(
+        capabilities_of(&planned.state),
+        ["plan.brief", "write.cheap"]
+    );
+    let briefed = step(
+        planned.state,
+        answer("node_1", 1, text("brief", "b")),
+        &context,
+    );
+    let escalated = step(
+        briefed.state,
+        Observed::ProviderFailed {
+            node: "node_2",
+            attempt: 1,
+        },
+        &context,
+    );
+    assert_eq!(
+        capabilities_of(&escalated.state),
+        ["write.plain"],
+        "the caller avoids write.quick: write.plain's poor health does not overrule that"
+    );
+}

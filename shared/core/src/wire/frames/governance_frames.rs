@@ -104,6 +104,12 @@ pub struct PlanUpdatedPayload {
     /// written before versions carried them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diagnostics: Option<crate::contracts::diagnostics::DiagnosticsBundle>,
+    /// A node escalated: the capabilities that could take its facets over,
+    /// best first, with what ranked them (recent success rate, latency and
+    /// price, kept per capability per tenant). The caller's selection
+    /// policy still ranks first; absent for any other replan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalation_ranking: Vec<crate::catalog::capability_health::RankedCapability>,
 }
 
 pub fn plan_updated(stamp: &FrameStamp, payload: &PlanUpdatedPayload) -> EventDraft {

@@ -30,6 +30,7 @@ use crate::ports::{ClaimOutcome, Clock, LlmProvider, NodeClaim, StoredRun, ToolR
 
 mod effects;
 mod give_up;
+mod health;
 mod liveness;
 
 pub use give_up::GaveUp;
@@ -74,6 +75,8 @@ pub struct StepService {
     admission: RunAdmission,
     tools: Arc<dyn ToolRunner>,
     notifier: Arc<dyn crate::ports::CompletionNotifier>,
+    /// Each tenant's recent calls per capability, as this process saw them.
+    health: health::CapabilityHealthBook,
 }
 
 /// Where performing the engine's effects left a step.
@@ -122,6 +125,7 @@ impl StepService {
             admission: common.admission,
             tools,
             notifier,
+            health: health::CapabilityHealthBook::default(),
         }
     }
 
@@ -237,8 +241,13 @@ impl StepService {
         };
         let unavailable =
             Box::pin(self.unavailable_capability(&stored.state, &message.command)).await?;
+        let health = self.health.snapshot(tenant_id);
         let mut engine = self.engine(&registry);
         engine.unavailable_capabilities = &unavailable;
+        if let Some(health) = &health {
+            engine.capability_health = health;
+        }
+        let escalations_before = stored.state.governance.escalations.len();
         let read_at = super::commit::ReadAt::of(&stored);
         let StoredRun { state, .. } = stored;
         let advance = begin_step(&state, &message.command, self.clock.now(), &engine)?;
@@ -252,20 +261,31 @@ impl StepService {
             deadline,
         ))
         .await;
-        let outcome =
-            match performed {
-                Ok(Effects::Ended(outcome)) => return Ok(outcome),
-                Ok(Effects::Decided {
-                    decision,
-                    performed,
-                }) => {
-                    Box::pin(self.commit_reapplying_on_conflict(
-                        message, read_at, *decision, performed, &engine,
-                    ))
-                    .await
+        let outcome = match performed {
+            Ok(Effects::Ended(outcome)) => return Ok(outcome),
+            Ok(Effects::Decided {
+                decision,
+                performed,
+            }) => {
+                let calls = health::call_outcomes(
+                    &decision,
+                    escalations_before,
+                    self.clock.now().unix_millis(),
+                );
+                let committed = Box::pin(self.commit_reapplying_on_conflict(
+                    message, read_at, *decision, performed, &engine,
+                ))
+                .await;
+                if matches!(committed, Ok(StepOutcome::Committed { .. })) {
+                    // The snapshot let go first: recording then changes
+                    // the table in place, not a copy of it.
+                    drop(health);
+                    self.health.record(tenant_id, calls);
                 }
-                Err(error) => Err(error),
-            };
+                committed
+            }
+            Err(error) => Err(error),
+        };
         if outcome.is_err()
             && let Some(claim) = &held_claim
             && let Err(error) = self
