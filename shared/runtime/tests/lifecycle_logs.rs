@@ -125,6 +125,17 @@ async fn each_durable_lifecycle_event_is_one_json_log_line() {
         .filter(|event| **event == "node.completed")
         .count();
     assert!(started >= 2 && started == completed, "{events:?}");
+    assert!(events.contains(&"plan.requested"), "{events:?}");
+    let flex_names: Vec<&str> = lines
+        .iter()
+        .map(|line| line["fields"]["flexName"].as_str().unwrap())
+        .collect();
+    assert_eq!(flex_names.first(), Some(&"flex_start"));
+    assert!(
+        flex_names.contains(&"flex_plan_requested"),
+        "{flex_names:?}"
+    );
+    assert!(flex_names.contains(&"flex_node_complete"), "{flex_names:?}");
     for line in &lines {
         assert_eq!(line["target"], "baton::lifecycle");
         assert_eq!(line["level"], "INFO");

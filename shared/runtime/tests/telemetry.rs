@@ -102,6 +102,17 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
         "baton_node_duration_ms_bucket{capability=\"ContentGenerator.copyVariants\",le=\"+Inf\"} 1",
         // The ended run's two model nodes, 120 tokens each, both the work.
         "baton_model_tokens_total{operation=\"execution\"} 240",
+        // Runs moved to a status, the held one's `awaiting_hitl` included.
+        "baton_run_status_total{status=\"completed\"} 1",
+        "baton_run_status_total{status=\"awaiting_hitl\"} 1",
+        // The specification's names, as aliases of the same counts.
+        "flex_run_status_total{status=\"awaiting_hitl\"} 1",
+        "flex_run_status_total{status=\"completed\"} 1",
+        "flex_planner_requests_total 2",
+        "flex_planner_generated_total 2",
+        "flex_policy_triggers_total{action=\"hitl\"} 1",
+        "flex_hitl_requests_total{kind=\"approval\"} 1",
+        "flex_node_duration_ms_count{capabilityId=\"StrategyManager.writerBrief\"} 1",
     ] {
         assert!(
             text.contains(expected),
@@ -131,8 +142,27 @@ async fn committed_frames_become_counters_histograms_and_emf_lines() {
             metrics["Metrics"][0],
             json!({"Name": "NodeDuration", "Unit": "Milliseconds"})
         );
+        assert_eq!(
+            metrics["Metrics"][1],
+            json!({"Name": "flex.node.duration_ms", "Unit": "Milliseconds"})
+        );
         assert!(line["capability"].is_string() && line["NodeDuration"].is_u64());
     }
+    // An alias is a second metric name of the same EMF line.
+    let requests = parsed
+        .iter()
+        .find(|line| line.get("PlannerRequests").is_some())
+        .unwrap();
+    assert_eq!(
+        requests["_aws"]["CloudWatchMetrics"][0]["Metrics"],
+        json!([{"Name": "PlannerRequests", "Unit": "Count"}, {"Name": "flex.planner.requests", "Unit": "Count"}])
+    );
+    assert_eq!(requests["flex.planner.requests"], 1);
+    assert!(
+        parsed
+            .iter()
+            .any(|line| line["flex.run.status"] == 1 && line["status"] == "awaiting_hitl")
+    );
     let ended: Vec<&Value> = parsed
         .iter()
         .filter(|line| line.get("RunsEnded").is_some())

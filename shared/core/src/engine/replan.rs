@@ -373,7 +373,7 @@ pub(super) fn apply(
 ) -> Result<(), CoreError> {
     let engine = step.engine();
     plan.plan_version = previous.plan_version + 1;
-    let invalidated = downstream_closure(previous, &cause.invalidate);
+    let invalidated = previous.downstream_closure(&cause.invalidate);
     let mut reused = Vec::new();
     let mut nodes = std::collections::BTreeMap::new();
     for node in &plan.nodes {
@@ -522,31 +522,6 @@ fn say_dropped_specialists(
         &frames::WarningPayload::of(WarningCode::SpecialistSkipped),
     );
     step.emit(warning);
-}
-
-/// `roots` and every node downstream of them in `plan`.
-fn downstream_closure<'p>(plan: &'p PlanGraph, roots: &[String]) -> BTreeSet<&'p str> {
-    let mut closed: BTreeSet<&str> = plan
-        .nodes
-        .iter()
-        .filter(|node| roots.contains(&node.node_id))
-        .map(|node| node.node_id.as_str())
-        .collect();
-    loop {
-        let before = closed.len();
-        for node in &plan.nodes {
-            if plan
-                .upstream_of(&node.node_id)
-                .iter()
-                .any(|upstream| closed.contains(upstream))
-            {
-                closed.insert(node.node_id.as_str());
-            }
-        }
-        if closed.len() == before {
-            return closed;
-        }
-    }
 }
 
 /// Once a version replaced the plan an escalated node was in: whether

@@ -309,6 +309,31 @@ pub struct PlanGraph {
 }
 
 impl PlanGraph {
+    /// `roots` and every node downstream of them.
+    pub fn downstream_closure(&self, roots: &[String]) -> std::collections::BTreeSet<&str> {
+        let mut closed: std::collections::BTreeSet<&str> = self
+            .nodes
+            .iter()
+            .filter(|node| roots.contains(&node.node_id))
+            .map(|node| node.node_id.as_str())
+            .collect();
+        loop {
+            let before = closed.len();
+            for node in &self.nodes {
+                if self
+                    .upstream_of(&node.node_id)
+                    .iter()
+                    .any(|upstream| closed.contains(upstream))
+                {
+                    closed.insert(node.node_id.as_str());
+                }
+            }
+            if closed.len() == before {
+                return closed;
+            }
+        }
+    }
+
     /// Replaces each node's contract schemas, digests and provenance with
     /// the copies `cache` shares (by digest): identical contracts across
     /// runs take memory once.

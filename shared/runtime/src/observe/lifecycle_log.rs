@@ -1,6 +1,10 @@
 //! Structured lifecycle logs: one log line per lifecycle event a write
-//! made durable (`run.started`, `plan.generated`, `node.started`,
-//! `node.completed`, `policy.triggered`, `run.completed`, …), as a `tracing`
+//! made durable (`run.started`, `plan.requested`, `plan.generated`,
+//! `node.started`, `node.completed`, `validation.failed`,
+//! `policy.triggered`, `run.completed`, …), each with its legacy name too
+//! (`flexName`: `flex_plan_requested`, `flex_node_complete`,
+//! `flex_validation_failed`, …, so a dashboard reading those names keeps
+//! working), as a `tracing`
 //! event of target [`LIFECYCLE_TARGET`] at `INFO` with `runId`, `tenant`,
 //! `correlationId`, `planVersion`, the node and what the event measures
 //! (durations, model, cost, codes). The Lambda functions format `tracing` as
@@ -29,6 +33,7 @@ pub fn lifecycle_event(draft: &EventDraft) -> Option<&'static str> {
     let payload = draft.payload.as_ref();
     Some(match draft.event_type {
         EventType::Start => "run.started",
+        EventType::PlanRequested => "plan.requested",
         EventType::PlanGenerated => "plan.generated",
         EventType::PlanUpdated => "plan.updated",
         EventType::PlanRejected if payload.is_some_and(|payload| payload["willRetry"] != true) => {
@@ -39,12 +44,36 @@ pub fn lifecycle_event(draft: &EventDraft) -> Option<&'static str> {
         EventType::NodeError => "node.failed",
         EventType::NodeSkipped => "node.skipped",
         EventType::PolicyTriggered => "policy.triggered",
+        EventType::ValidationError => "validation.failed",
         EventType::HitlRequest => "hitl.requested",
         EventType::HitlResolved => "hitl.resolved",
         EventType::Complete => "run.completed",
         EventType::Error => "run.failed",
         _ => return None,
     })
+}
+
+/// The legacy name of a lifecycle frame's line: `flex_` and the frame's
+/// type, `flex_validation_failed` for a `validation_error`.
+pub fn flex_name(event_type: EventType) -> &'static str {
+    match event_type {
+        EventType::Start => "flex_start",
+        EventType::PlanRequested => "flex_plan_requested",
+        EventType::PlanGenerated => "flex_plan_generated",
+        EventType::PlanUpdated => "flex_plan_updated",
+        EventType::PlanRejected => "flex_plan_rejected",
+        EventType::NodeStart => "flex_node_start",
+        EventType::NodeComplete => "flex_node_complete",
+        EventType::NodeError => "flex_node_error",
+        EventType::NodeSkipped => "flex_node_skipped",
+        EventType::PolicyTriggered => "flex_policy_triggered",
+        EventType::ValidationError => "flex_validation_failed",
+        EventType::HitlRequest => "flex_hitl_request",
+        EventType::HitlResolved => "flex_hitl_resolved",
+        EventType::Complete => "flex_complete",
+        EventType::Error => "flex_error",
+        _ => "",
+    }
 }
 
 fn text(value: Option<&Value>) -> String {
@@ -60,6 +89,8 @@ fn text(value: Option<&Value>) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct LifecycleLine {
     pub event: &'static str,
+    /// The legacy name ([`flex_name`]).
+    pub flex_name: &'static str,
     pub run_id: String,
     pub tenant: String,
     pub correlation_id: String,
@@ -105,6 +136,7 @@ pub fn lines_of(
                 });
             Some(LifecycleLine {
                 event,
+                flex_name: flex_name(frame.event_type),
                 run_id: run_id.to_string(),
                 tenant: tenant.to_string(),
                 correlation_id: state
@@ -134,6 +166,7 @@ pub fn log_lines(lines: Vec<LifecycleLine>) {
         tracing::info!(
             target: LIFECYCLE_TARGET,
             event = line.event,
+            flexName = line.flex_name,
             runId = %line.run_id,
             tenant = %line.tenant,
             correlationId = %line.correlation_id,
@@ -198,6 +231,15 @@ mod tests {
             ),
             Some("plan.rejected")
         );
+        assert_eq!(
+            named(EventType::ValidationError, Value::Null),
+            Some("validation.failed")
+        );
+        assert_eq!(
+            flex_name(EventType::ValidationError),
+            "flex_validation_failed"
+        );
+        assert_eq!(flex_name(EventType::NodeComplete), "flex_node_complete");
         assert_eq!(named(EventType::Delta, Value::Null), None);
         assert_eq!(named(EventType::Metrics, Value::Null), None);
     }

@@ -3,6 +3,8 @@
 //! agent drafted for review and their reviews (by verdict), policy
 //! triggers (by action), approval and question requests (by kind) and their
 //! resolutions (by decision), validation retries, runs ended (by status),
+//! runs moved to a status (`run_status`, by status: `awaiting_hitl`,
+//! `completed`, …),
 //! ended runs' model tokens (by operation: planning, execution, review,
 //! judge, summary), and a histogram of node durations by capability.
 //!
@@ -14,7 +16,8 @@
 //! `/metrics` endpoint of `baton serve`: the `metrics` crate's counters and
 //! histogram, rendered by `metrics-exporter-prometheus`) and, per commit, CloudWatch
 //! Embedded Metric Format lines ([`emf_lines`]) that a Lambda function
-//! prints to stdout, where CloudWatch turns them into metrics.
+//! prints to stdout, where CloudWatch turns them into metrics. Every
+//! counter the specification names has its name too (`metric_names`).
 
 use crate::ports::NodeLeases;
 use crate::ports::OutboxStore;
@@ -34,6 +37,7 @@ use serde_json::{Value, json};
 
 use crate::error::StoreError;
 use crate::observe::lifecycle_log::{lines_of, log_lines};
+use crate::observe::metric_names;
 use crate::observe::run_traces::{EndedRun, RunSpanExporter};
 use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, StepCommit, StoredRun};
 
@@ -190,8 +194,12 @@ impl Default for RunCounters {
             .map(|bound| *bound as f64)
             .collect();
         // The bounds are constant and not empty, which is all the builder checks.
+        let flex_duration = metric_names::prometheus_name(metric_names::FLEX_NODE_DURATION, false);
         let builder = PrometheusBuilder::new()
             .set_buckets_for_metric(Matcher::Full(NODE_DURATION_METRIC.into()), &bounds)
+            .and_then(|builder| {
+                builder.set_buckets_for_metric(Matcher::Full(flex_duration), &bounds)
+            })
             .unwrap_or_else(|_| PrometheusBuilder::new());
         RunCounters {
             recorder: builder.build_recorder(),
@@ -222,18 +230,26 @@ impl RunCounters {
             for observation in observations {
                 match observation {
                     Observation::Count { name, label } => {
-                        let metric = format!("baton_{name}_total");
-                        match label {
-                            Some((key, value)) => {
-                                metrics::counter!(metric, *key => value.clone()).increment(1)
+                        let alias = metric_names::flex_alias(name)
+                            .map(|alias| metric_names::prometheus_name(alias, true));
+                        for metric in std::iter::once(format!("baton_{name}_total")).chain(alias) {
+                            match label {
+                                Some((key, value)) => {
+                                    metrics::counter!(metric, *key => value.clone()).increment(1)
+                                }
+                                None => metrics::counter!(metric).increment(1),
                             }
-                            None => metrics::counter!(metric).increment(1),
                         }
                     }
                     Observation::NodeDuration { capability, millis } => {
                         let label = self.capability_label(capability);
-                        metrics::histogram!(NODE_DURATION_METRIC, "capability" => label)
+                        metrics::histogram!(NODE_DURATION_METRIC, "capability" => label.clone())
                             .record(*millis as f64);
+                        metrics::histogram!(
+                            metric_names::prometheus_name(metric_names::FLEX_NODE_DURATION, false),
+                            "capabilityId" => label
+                        )
+                        .record(*millis as f64);
                     }
                     Observation::ModelTokens { operation, tokens } => {
                         metrics::counter!(MODEL_TOKENS_METRIC, "operation" => *operation)
@@ -268,6 +284,11 @@ pub fn emf_lines(observations: &[Observation], now: Instant) -> Vec<String> {
     observations
         .iter()
         .map(|observation| {
+            let alias = match observation {
+                Observation::Count { name, .. } => metric_names::flex_alias(name),
+                Observation::NodeDuration { .. } => Some(metric_names::FLEX_NODE_DURATION),
+                Observation::ModelTokens { .. } => None,
+            };
             let (metric, unit, value, dimension) = match observation {
                 Observation::Count { name, label } => (
                     camel(name),
@@ -300,10 +321,16 @@ pub fn emf_lines(observations: &[Observation], now: Instant) -> Vec<String> {
                     "CloudWatchMetrics": [{
                         "Namespace": EMF_NAMESPACE,
                         "Dimensions": dimensions,
-                        "Metrics": [{"Name": metric, "Unit": unit}]
+                        "Metrics": std::iter::once(metric.as_str())
+                            .chain(alias)
+                            .map(|name| json!({"Name": name, "Unit": unit}))
+                            .collect::<Vec<_>>()
                     }]
                 },
             });
+            if let Some(alias) = alias {
+                line[alias] = value.clone();
+            }
             line[metric.as_str()] = value;
             if let Some((key, value)) = dimension {
                 line[key.as_str()] = json!(value);
@@ -390,7 +417,14 @@ impl RunLog for ObservedRunStore {
 
     async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let observed = observations(Some(&commit.state), &commit.events);
+        let mut observed = observations(Some(&commit.state), &commit.events);
+        let status = commit.state.status();
+        if status != commit.previous_status {
+            observed.push(Observation::Count {
+                name: "run_status",
+                label: Some(("status", status.as_str().to_string())),
+            });
+        }
         let lifecycle = lines_of(tenant_id, run_id, Some(&commit.state), &commit.events);
         let ended = self
             .run_spans

@@ -83,6 +83,8 @@ pub(crate) enum Admitted {
 /// The ports admission writes through.
 #[derive(Clone)]
 pub(crate) struct RunAdmission {
+    /// Stored frames, handed on live once the run is created.
+    pub(crate) lifecycle: super::lifecycle_bus::LifecycleBus,
     /// Runs created (deduplicated by idempotency key) and loaded.
     pub(crate) run_log: Arc<dyn RunLog>,
     /// The tenant's live runs counted against its limit.
@@ -121,6 +123,13 @@ impl RunAdmission {
             &mut decision.events,
             &mut decision.outbox,
         );
+        let published = self.lifecycle.is_heard().then(|| {
+            (
+                decision.state.run_id.clone(),
+                decision.state.correlation_id.clone(),
+                decision.events.clone(),
+            )
+        });
         let outcome = self
             .run_log
             .create_run_within(
@@ -131,6 +140,12 @@ impl RunAdmission {
                 live_run_limit,
             )
             .await?;
+        if outcome == CreateOutcome::Created
+            && let Some((run_id, correlation_id, frames)) = published
+        {
+            self.lifecycle
+                .publish(&tenant_id, &run_id, &correlation_id, frames);
+        }
         match outcome {
             CreateOutcome::LiveRunLimitReached { live_runs } => Err(RuntimeError::TenantLimit {
                 tenant_id: tenant_id.clone(),

@@ -65,6 +65,8 @@ pub(crate) struct CommitTarget<'a> {
 /// The ports the protocol writes through.
 #[derive(Clone)]
 pub(crate) struct DecisionCommitter {
+    /// Stored frames, handed on live once the commit succeeded.
+    pub(crate) lifecycle: super::lifecycle_bus::LifecycleBus,
     pub(crate) store: Arc<dyn RunLog>,
     pub(crate) relay: OutboxRelay,
     pub(crate) transcripts: Arc<dyn TranscriptPublisher>,
@@ -209,6 +211,12 @@ impl DecisionCommitter {
             baton.frames = decision.events.len(),
             baton.outbox = decision.outbox.len(),
         );
+        let published = self.lifecycle.is_heard().then(|| {
+            (
+                decision.state.correlation_id.clone(),
+                decision.events.clone(),
+            )
+        });
         let new_version = tracing::Instrument::instrument(
             self.store.commit_step(
                 RunKey::new(tenant_id, run_id),
@@ -230,6 +238,10 @@ impl DecisionCommitter {
             commit_span,
         )
         .await?;
+        if let Some((correlation_id, frames)) = published {
+            self.lifecycle
+                .publish(tenant_id, run_id, &correlation_id, frames);
+        }
         crate::crash_points::reached(crate::crash_points::CrashPoint::AfterCommitBeforeSend);
         // A chat run that settled releases its thread's lane by a step in
         // this outbox (`StepCommand::ReleaseThreadLane`): a send lost here

@@ -27,6 +27,7 @@ mod commit;
 #[cfg(feature = "evaluations")]
 pub mod dataset_evaluations;
 pub mod follow;
+pub mod lifecycle_bus;
 mod outbox;
 mod people;
 mod runs;
@@ -346,6 +347,8 @@ pub(crate) struct CommonParts {
     committer: commit::DecisionCommitter,
     /// The one way a run comes to exist.
     admission: admission::RunAdmission,
+    /// Stored frames, live, for code that embeds the runtime.
+    lifecycle: lifecycle_bus::LifecycleBus,
 }
 
 /// The services of one process, wired over one set of ports.
@@ -361,6 +364,8 @@ pub struct Services {
     pub schedules: Arc<ScheduleService>,
     /// The audit trail of state-changing requests.
     pub audit: Arc<AuditTrail>,
+    /// This process's stored frames, live ([`Services::subscribe_to_lifecycle`]).
+    pub lifecycle: lifecycle_bus::LifecycleBus,
 }
 
 impl Services {
@@ -400,6 +405,7 @@ impl Services {
             .with_remote_agents(ports.remote_agents.clone()),
         );
         let relay = OutboxRelay::new(ports.store.clone(), ports.queue.clone());
+        let lifecycle = lifecycle_bus::LifecycleBus::default();
         let streams = Arc::new(StreamBudget::new(
             ports.stream_leases.clone(),
             ports.clock.clone(),
@@ -407,6 +413,7 @@ impl Services {
         ));
         let committer = commit::DecisionCommitter {
             store: ports.store.clone(),
+            lifecycle: lifecycle.clone(),
             relay: relay.clone(),
             transcripts: ports.transcripts,
             threads: ports.threads.clone(),
@@ -432,6 +439,7 @@ impl Services {
         ));
         let admission = admission::RunAdmission {
             run_log: ports.store.clone(),
+            lifecycle: lifecycle.clone(),
             queries: ports.store.clone(),
             relay: relay.clone(),
             clock: ports.clock.clone(),
@@ -447,6 +455,7 @@ impl Services {
             settings,
             threads: ports.threads,
             committer,
+            lifecycle: lifecycle.clone(),
         };
         let runs = Arc::new(RunService::new(common.clone(), ports.ids.clone()));
         let schedules = Arc::new(ScheduleService::new(
@@ -474,6 +483,15 @@ impl Services {
             streams,
             schedules,
             audit,
+            lifecycle,
         }
+    }
+
+    /// The frames this process stores from now on, as each write succeeds:
+    /// raw ([`LifecycleSubscription::next`](lifecycle_bus::LifecycleSubscription::next))
+    /// or rendered as hook events
+    /// ([`next_hooks`](lifecycle_bus::LifecycleSubscription::next_hooks)).
+    pub fn subscribe_to_lifecycle(&self) -> lifecycle_bus::LifecycleSubscription {
+        self.lifecycle.subscribe()
     }
 }

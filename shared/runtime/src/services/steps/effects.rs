@@ -5,11 +5,13 @@
 //! step.
 
 use baton_core::basics::codes::WarningCode;
+use baton_core::basics::ids::RunKey;
 use baton_core::engine::{
     DeliveryFailure, Effect, ModelFailure, ModelOutcome, Performed, TurnOutcome,
 };
 use baton_core::state::context::ModelRequest;
-use baton_core::state::run::RunState;
+use baton_core::state::run::{RunState, StepCommand, StepMessage};
+use baton_core::wire::event::EventDraft;
 use baton_core::wire::frames::{self, FrameStamp};
 use tokio::sync::mpsc;
 
@@ -19,6 +21,63 @@ use crate::ports::{ModelDelta, ModelFallback};
 use crate::services::admission::{NewRun, TenantLimitCheck, UnsentFirstSteps};
 
 impl StepService {
+    /// Appends `frame` beside the run (streamed text, a warning the step
+    /// gives before it commits), and hands it to the life-cycle bus.
+    pub(super) async fn append_beside(
+        &self,
+        state: &RunState,
+        frame: EventDraft,
+    ) -> Result<(), RuntimeError> {
+        let frames = crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]);
+        let published = self.lifecycle.is_heard().then(|| frames.clone());
+        self.run_log.append_events(state.key(), frames).await?;
+        if let Some(frames) = published {
+            self.lifecycle.publish(
+                &state.tenant_id,
+                &state.run_id,
+                &state.correlation_id,
+                frames,
+            );
+        }
+        Ok(())
+    }
+
+    /// `message` with its child's outputs read from the child run, when it
+    /// is a `ChildRunEnded` whose summary names them by reference; `None`
+    /// when there is nothing to read. A child run that is gone is a step
+    /// that cannot apply (failed for good).
+    pub(super) async fn with_child_outputs(
+        &self,
+        message: &StepMessage,
+    ) -> Result<Option<StepMessage>, RuntimeError> {
+        let StepCommand::ChildRunEnded { summary, .. } = &message.command else {
+            return Ok(None);
+        };
+        let Some(child_run_id) = baton_core::state::run::summary_outputs_by_reference(summary)
+        else {
+            return Ok(None);
+        };
+        let child = self
+            .run_log
+            .load_run(RunKey::new(&message.tenant_id, child_run_id))
+            .await?
+            .ok_or_else(|| {
+                RuntimeError::Core(baton_core::CoreError::StepDoesNotApply(format!(
+                    "child run {child_run_id}, whose outputs its end names, is gone"
+                )))
+            })?;
+        let mut resolved = message.clone();
+        if let StepCommand::ChildRunEnded { summary, .. } = &mut resolved.command
+            && let Some(fields) = summary.as_object_mut()
+        {
+            fields.remove("outputsByReference");
+            if let Some(output) = child.state.output {
+                fields.insert("outputs".into(), output);
+            }
+        }
+        Ok(Some(resolved))
+    }
+
     /// Performs an effect and pairs it with what it produced; provider
     /// failures become outcomes, anything else (the store failing) is an
     /// error of the step.
@@ -290,12 +349,7 @@ impl StepService {
             "the model's stream broke and restarted: discard this node's deltas streamed since its node_start",
             &frames::WarningPayload::of(WarningCode::StreamRestarted),
         );
-        self.run_log
-            .append_events(
-                state.key(),
-                crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
-            )
-            .await?;
+        self.append_beside(state, frame).await?;
         Ok(())
     }
 
@@ -320,12 +374,7 @@ impl StepService {
             ),
             &payload,
         );
-        self.run_log
-            .append_events(
-                state.key(),
-                crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
-            )
-            .await?;
+        self.append_beside(state, frame).await?;
         Ok(())
     }
 
@@ -343,12 +392,7 @@ impl StepService {
             node_id,
             std::mem::take(buffer),
         );
-        self.run_log
-            .append_events(
-                state.key(),
-                crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
-            )
-            .await?;
+        self.append_beside(state, frame).await?;
         Ok(())
     }
 
@@ -379,12 +423,7 @@ impl StepService {
                 trim,
                 &format!("tool rounds of the session (turn {})", call.turn),
             );
-            self.run_log
-                .append_events(
-                    state.key(),
-                    crate::observe::run_traces::traced_frames(state.trace.as_ref(), vec![frame]),
-                )
-                .await?;
+            self.append_beside(state, frame).await?;
         }
         let request =
             call.request_to_send(state.chat.as_ref().and_then(|chat| chat.summary.as_ref()));

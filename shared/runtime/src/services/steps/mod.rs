@@ -77,6 +77,7 @@ pub struct StepService {
     notifier: Arc<dyn crate::ports::CompletionNotifier>,
     /// Each tenant's recent calls per capability, as this process saw them.
     health: health::CapabilityHealthBook,
+    lifecycle: super::lifecycle_bus::LifecycleBus,
 }
 
 /// Where performing the engine's effects left a step.
@@ -126,6 +127,7 @@ impl StepService {
             tools,
             notifier,
             health: health::CapabilityHealthBook::default(),
+            lifecycle: common.lifecycle,
         }
     }
 
@@ -303,42 +305,6 @@ impl StepService {
         outcome
     }
 
-    /// `message` with its child's outputs read from the child run, when it
-    /// is a `ChildRunEnded` whose summary names them by reference; `None`
-    /// when there is nothing to read. A child run that is gone is a step
-    /// that cannot apply (failed for good).
-    async fn with_child_outputs(
-        &self,
-        message: &StepMessage,
-    ) -> Result<Option<StepMessage>, RuntimeError> {
-        let StepCommand::ChildRunEnded { summary, .. } = &message.command else {
-            return Ok(None);
-        };
-        let Some(child_run_id) = baton_core::state::run::summary_outputs_by_reference(summary)
-        else {
-            return Ok(None);
-        };
-        let child = self
-            .run_log
-            .load_run(RunKey::new(&message.tenant_id, child_run_id))
-            .await?
-            .ok_or_else(|| {
-                RuntimeError::Core(baton_core::CoreError::StepDoesNotApply(format!(
-                    "child run {child_run_id}, whose outputs its end names, is gone"
-                )))
-            })?;
-        let mut resolved = message.clone();
-        if let StepCommand::ChildRunEnded { summary, .. } = &mut resolved.command
-            && let Some(fields) = summary.as_object_mut()
-        {
-            fields.remove("outputsByReference");
-            if let Some(output) = child.state.output {
-                fields.insert("outputs".into(), output);
-            }
-        }
-        Ok(Some(resolved))
-    }
-
     /// Performs what the engine asks until it decides. The state is handed
     /// to the engine by value (a model call's resume is the last use); a
     /// planner draft keeps a copy, since a rejected draft asks for another.
@@ -376,8 +342,12 @@ impl StepService {
                     self.time_left(deadline)?;
                     let claim_frames = effect.take_claim_frames();
                     if let Some((key, attempt)) = effect.claim() {
-                        let claiming =
-                            self.claim(message, key, attempt, claim_frames, current.trace);
+                        let claiming = self.claim(
+                            message,
+                            (key, attempt),
+                            claim_frames,
+                            (current.trace, &current.correlation_id),
+                        );
                         match Box::pin(claiming).await? {
                             Ok(claim) => *held_claim = Some(claim),
                             Err(busy) => return Ok(Effects::Ended(busy)),
@@ -441,10 +411,9 @@ impl StepService {
     async fn claim(
         &self,
         message: &StepMessage,
-        key: ClaimKey,
-        attempt: u32,
+        (key, attempt): (ClaimKey, u32),
         start_frames: Vec<EventDraft>,
-        trace: Option<baton_core::basics::trace_context::RunTrace>,
+        (trace, correlation_id): (Option<baton_core::basics::trace_context::RunTrace>, &str),
     ) -> Result<Result<HeldClaim, StepOutcome>, RuntimeError> {
         let stored_key = key.storage_key();
         let now = self.clock.now();
@@ -462,21 +431,29 @@ impl StepService {
             now,
             lease_expires_at: now.plus(self.settings.node_lease),
         };
+        let start_frames = crate::observe::run_traces::traced_frames(trace.as_ref(), start_frames);
+        let published = self.lifecycle.is_heard().then(|| start_frames.clone());
         match self
             .leases
-            .claim_node(
-                message.run_key(),
-                claim,
-                crate::observe::run_traces::traced_frames(trace.as_ref(), start_frames),
-            )
+            .claim_node(message.run_key(), claim, start_frames)
             .await?
         {
-            ClaimOutcome::Claimed => Ok(Ok(HeldClaim {
-                key,
-                stored_key,
-                attempt,
-                claimant,
-            })),
+            ClaimOutcome::Claimed => {
+                if let Some(frames) = published {
+                    self.lifecycle.publish(
+                        &message.tenant_id,
+                        &message.run_id,
+                        correlation_id,
+                        frames,
+                    );
+                }
+                Ok(Ok(HeldClaim {
+                    key,
+                    stored_key,
+                    attempt,
+                    claimant,
+                }))
+            }
             ClaimOutcome::HeldByOther { lease_expires_at } => Ok(Err(StepOutcome::Busy {
                 retry_after: lease_expires_at
                     .since(now)
