@@ -179,15 +179,10 @@ class TopologyPolicy(BaseModel):
     forbidden_kinds: Annotated[list[str] | None, Field(alias='forbiddenKinds')] = None
 
 
-class SelectionPolicy(BaseModel):
-    model_config = ConfigDict(
-        extra='forbid',
-        populate_by_name=True,
-    )
-    require: list[str] | None = None
-    forbid: list[str] | None = None
-    prefer: list[str] | None = None
-    avoid: list[str] | None = None
+class SelectionCutoff(StrEnum):
+    language = 'language'
+    strict = 'strict'
+    none = 'none'
 
 
 class OptimisationObjective(StrEnum):
@@ -1321,6 +1316,23 @@ class ConstraintSpec(BaseModel):
     expr: Any
     level: ConstraintLevel
     rationale: str | None = None
+
+
+class SelectionPolicy(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    require: list[str] | None = None
+    forbid: list[str] | None = None
+    prefer: list[str] | None = None
+    avoid: list[str] | None = None
+    cutoff: Annotated[
+        SelectionCutoff | None,
+        Field(
+            description="Which mismatches with the envelope's language and format hints keep\na capability out of the plan (default `language`)."
+        ),
+    ] = None
 
 
 class OptimisationPolicy(BaseModel):

@@ -1303,7 +1303,18 @@ export interface components {
             forbid?: string[];
             prefer?: string[];
             avoid?: string[];
+            /**
+             * @description Which mismatches with the envelope's language and format hints keep
+             *     a capability out of the plan (default `language`).
+             */
+            cutoff?: components["schemas"]["SelectionCutoff"] | null;
         };
+        /**
+         * @description The capability-scoring cutoff: which mismatches with the envelope's
+         *     hints keep a capability from being a candidate at all (below the
+         *     cutoff), rather than only ranking it lower.
+         */
+        SelectionCutoff: "language" | "strict" | "none";
         OptimisationPolicy: {
             objective?: components["schemas"]["OptimisationObjective"] | null;
             /** Format: uint64 */

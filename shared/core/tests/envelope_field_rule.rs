@@ -242,6 +242,12 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "capabilities_are_scored_on_language_and_format_hints",
     ),
     (
+        "$.policies.planner.selection.cutoff",
+        Behaviour,
+        PLANNING,
+        "the_selection_cutoff_decides_which_mismatches_keep_a_capability_out",
+    ),
+    (
         "$.policies.planner.optimisation",
         Behaviour,
         PLANNING,

@@ -786,3 +786,51 @@ fn speed_plans_fewer_nodes_and_token_efficiency_the_leanest_writer() {
         "token efficiency: the lowest declared token estimate (1,000 against 4,000), whatever its tier"
     );
 }
+
+#[test]
+fn the_selection_cutoff_decides_which_mismatches_keep_a_capability_out() {
+    let prefer = |id: &str, cutoff: Option<&str>| {
+        let mut selection = json!({"prefer": [id]});
+        if let Some(cutoff) = cutoff {
+            selection["cutoff"] = json!(cutoff);
+        }
+        json!({"planner": {"selection": selection}})
+    };
+    // A format mismatch only ranks lower by default: the preferred
+    // newsletter writer still writes for a LinkedIn post; `strict` cuts it.
+    let linkedin = json!({"channel": "linkedin"});
+    assert_eq!(
+        messaging_capability_for(
+            linkedin.clone(),
+            prefer("copywriter.Messaging.newsletter", None)
+        ),
+        Some("copywriter.Messaging.newsletter".into())
+    );
+    assert_eq!(
+        messaging_capability_for(
+            linkedin,
+            prefer("copywriter.Messaging.newsletter", Some("strict"))
+        ),
+        Some("copywriter.Messaging".into())
+    );
+    // A language mismatch is cut by default; `none` lets the preferred
+    // French writer in.
+    let english = json!({"language": "en-GB"});
+    assert_eq!(
+        messaging_capability_for(english.clone(), prefer("copywriter.Messaging.fr", None)),
+        Some("copywriter.Messaging".into())
+    );
+    assert_eq!(
+        messaging_capability_for(english, prefer("copywriter.Messaging.fr", Some("none"))),
+        Some("copywriter.Messaging.fr".into())
+    );
+    // An unknown cutoff is refused naming its path.
+    let mut envelope = example("positioning-recommendation.json");
+    envelope["policies"] = json!({"planner": {"selection": {"cutoff": "lenient"}}});
+    let error = TaskEnvelope::parse_value(&envelope).unwrap_err();
+    assert_eq!(
+        error.path(),
+        Some("$.policies.planner.selection.cutoff"),
+        "{error}"
+    );
+}

@@ -76,6 +76,27 @@ pub struct SelectionPolicy {
     pub prefer: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub avoid: Vec<String>,
+    /// Which mismatches with the envelope's language and format hints keep
+    /// a capability out of the plan (default `language`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cutoff: Option<SelectionCutoff>,
+}
+
+/// The capability-scoring cutoff: which mismatches with the envelope's
+/// hints keep a capability from being a candidate at all (below the
+/// cutoff), rather than only ranking it lower.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum SelectionCutoff {
+    /// Declared languages none of which is hinted (the default).
+    #[default]
+    Language,
+    /// A language mismatch, or declared formats none of which is hinted.
+    Strict,
+    /// Nothing: a mismatch only ranks the capability lower.
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

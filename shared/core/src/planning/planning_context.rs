@@ -153,12 +153,18 @@ impl<'a> PlanningContext<'a> {
     }
 
     fn candidates_for(&self, facet: &str, draft: &Draft) -> Vec<&'a CapabilityRegistration> {
+        let cutoff = self
+            .envelope
+            .policies
+            .planner_selection()
+            .and_then(|selection| selection.cutoff)
+            .unwrap_or_default();
         let mut candidates: Vec<&CapabilityRegistration> = self
             .registry
             .producers_of(facet)
             .into_iter()
             .filter(|capability| !self.is_listed(|s| &s.forbid, &capability.capability_id))
-            .filter(|capability| !trait_fit(capability, &self.hints).is_excluded())
+            .filter(|capability| !trait_fit(capability, &self.hints).is_below(cutoff))
             .collect();
         // Under `speed`, a capability making more of the goal facets not
         // made yet ranks first: fewer nodes.

@@ -9,9 +9,11 @@
 //! or a list of strings. The keys are generic envelope vocabulary; the
 //! values (which languages, which channels) are the caller's data.
 //!
-//! Cutoff: a capability that declares languages, none of which is hinted,
-//! cannot serve the run and is not a candidate. A declared format that
-//! matches no hint only ranks the capability lower.
+//! Cutoff (`policies.planner.selection.cutoff`): by default (`language`) a
+//! capability that declares languages, none of which is hinted, cannot
+//! serve the run and is not a candidate, and a declared format that matches
+//! no hint only ranks the capability lower; `strict` cuts a format mismatch
+//! too; `none` cuts nothing (mismatches only rank lower).
 
 use std::collections::BTreeSet;
 
@@ -118,7 +120,19 @@ pub struct TraitFit {
 impl TraitFit {
     /// Below the cutoff: the capability cannot serve the hinted language.
     pub fn is_excluded(&self) -> bool {
-        self.languages == TraitMatch::Mismatch
+        self.is_below(crate::contracts::policies::SelectionCutoff::Language)
+    }
+
+    /// Below `cutoff`: not a candidate at all.
+    pub fn is_below(&self, cutoff: crate::contracts::policies::SelectionCutoff) -> bool {
+        use crate::contracts::policies::SelectionCutoff;
+        match cutoff {
+            SelectionCutoff::Language => self.languages == TraitMatch::Mismatch,
+            SelectionCutoff::Strict => {
+                self.languages == TraitMatch::Mismatch || self.formats == TraitMatch::Mismatch
+            }
+            SelectionCutoff::None => false,
+        }
     }
 
     /// Higher is better: a language match 2, a format match 1, a format mismatch −1.
