@@ -148,3 +148,72 @@ async fn the_dynamodb_schedule_book_passes_the_conformance_case() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn a_key_whose_run_is_gone_before_its_own_item_expires_makes_a_new_run() {
+    // DynamoDB's TTL deletes items in no order, and the retention pass may
+    // not have stamped the key's item yet: the run can be gone while its
+    // key still names it. A submission under the key then makes a new run
+    // (it used to answer with the gone run, which no read could find: a 500).
+    let moto = MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let table = unique_name("baton-stale-key");
+    let store = DynamoRunStore::new(&connection, &table);
+    store.create_table_if_missing().await.unwrap();
+    let tenant = unique_name("tenant");
+    let (first, events, outbox) = baton_test_support::conformance::new_run(&tenant, "run-first");
+    use baton_runtime::ports::{CreateOutcome, RunLog};
+    assert_eq!(
+        store
+            .create_run(&first, events.clone(), outbox.clone(), Some("the-key"))
+            .await
+            .unwrap(),
+        CreateOutcome::Created
+    );
+    // The same key while its run lives: that run.
+    let (again, events, outbox) = baton_test_support::conformance::new_run(&tenant, "run-again");
+    assert_eq!(
+        store
+            .create_run(&again, events.clone(), outbox.clone(), Some("the-key"))
+            .await
+            .unwrap(),
+        CreateOutcome::AlreadyExists {
+            run_id: "run-first".into()
+        }
+    );
+    // TTL takes the run's item first.
+    let client = aws_sdk_dynamodb::Client::new(&moto.sdk_configuration().await);
+    client
+        .delete_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(format!("T#{tenant}#R#run-first")))
+        .key("sk", AttributeValue::S("RUN".into()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .create_run(&again, events, outbox, Some("the-key"))
+            .await
+            .unwrap(),
+        CreateOutcome::Created,
+        "the key names no run any more: a new one takes it"
+    );
+    let loaded = store
+        .load_run(baton_core::basics::ids::RunKey::new(&tenant, "run-again"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(loaded.state.run_id, "run-again");
+    // And the key now names the new run.
+    let (third, events, outbox) = baton_test_support::conformance::new_run(&tenant, "run-third");
+    assert_eq!(
+        store
+            .create_run(&third, events, outbox, Some("the-key"))
+            .await
+            .unwrap(),
+        CreateOutcome::AlreadyExists {
+            run_id: "run-again".into()
+        }
+    );
+}

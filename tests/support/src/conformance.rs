@@ -53,7 +53,9 @@ const CONFORMANCE_TRACE: baton_core::basics::trace_context::RunTrace =
         sampled: true,
     };
 
-fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<StepMessage>) {
+/// A new run of a minimal envelope, its first frames and outbox (the
+/// conformance suites' run).
+pub fn new_run(tenant_id: &str, run_id: &str) -> (RunState, Vec<EventDraft>, Vec<StepMessage>) {
     let envelope = TaskEnvelope::parse_value(
         &json!({"objective": "conformance", "outputContract": {"schema": {"type": "object"}}}),
     );

@@ -18,6 +18,7 @@ mod live_counter_items;
 mod open_items;
 mod outbox_items;
 mod retention_stamps;
+mod run_creation;
 mod run_entries;
 mod run_listing;
 mod run_store;

@@ -9,14 +9,14 @@ use baton_core::state::run::{RunState, StepMessage};
 use baton_core::wire::event::{EventDraft, EventFrame};
 use baton_runtime::error::StoreError;
 
-use super::keys::{awaiting_human_pk, created_sk, event_sk, idempotency_pk, run_pk, state_part_sk};
+use super::keys::{awaiting_human_pk, created_sk, event_sk, run_pk, state_part_sk};
 use crate::dynamodb::event_log::{SEQUENCE_SK, sequence_of};
 use crate::dynamodb::large_items;
 use crate::dynamodb::state_codec::{decode_state, encode_state_parts};
 use crate::dynamodb::store::DynamoRunStore;
 pub(crate) use crate::dynamodb::store::{
-    Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, cancellation_codes, n, put, read_number, read_text, s,
-    sdk_failure, unavailable, within_one_transaction,
+    Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, cancellation_codes, n, read_number, s, sdk_failure,
+    unavailable, within_one_transaction,
 };
 use baton_runtime::ports::{CreateOutcome, OutboxStore, RunLog, RunQueries, StepCommit, StoredRun};
 
@@ -30,128 +30,25 @@ impl RunLog for DynamoRunStore {
         idempotency_key: Option<&str>,
         live_run_limit: Option<u64>,
     ) -> Result<CreateOutcome, StoreError> {
-        let pk = run_pk(&state.tenant_id, &state.run_id);
-        let mut items = Vec::new();
-        if let Some(key) = idempotency_key {
-            let item = Item::from([
-                ("pk".to_string(), s(idempotency_pk(&state.tenant_id, key))),
-                ("sk".to_string(), s("IDEM")),
-                ("runId".to_string(), s(&state.run_id)),
-            ]);
-            // A key whose run expired (its item past `expiresAt`, which
-            // DynamoDB deletes only within days) names no run: a new one
-            // takes it.
-            let now_seconds = self.clock.now().unix_millis() / 1000;
-            let key_put = aws_sdk_dynamodb::types::Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(item))
-                .condition_expression("attribute_not_exists(pk) OR expiresAt <= :now")
-                .expression_attribute_values(":now", n(now_seconds))
-                .build()
-                .map_err(crate::dynamodb::store::unavailable)?;
-            items.push(
-                aws_sdk_dynamodb::types::TransactWriteItem::builder()
-                    .put(key_put)
-                    .build(),
-            );
-        }
-        // Second: its failed condition is the live-run limit.
-        let counter_index = items.len();
-        let counted =
-            self.live_run_change(&state.tenant_id, None, state.status(), live_run_limit)?;
-        let counts = counted.is_some();
-        items.extend(counted);
-        let state_parts = encode_state_parts(state)?;
-        let run_item = Item::from([
-            ("pk".to_string(), s(&pk)),
-            ("sk".to_string(), s(RUN_SK)),
-            (
-                "state".to_string(),
-                AttributeValue::B(state_parts[0].clone()),
-            ),
-            ("stateParts".to_string(), n(state_parts.len() as u64)),
-            ("version".to_string(), n(1)),
-            ("status".to_string(), s(state.status().as_str())),
-            ("correlationId".to_string(), s(&state.correlation_id)),
-        ]);
-        items.push(put(
-            &self.table,
-            run_item,
-            Some("attribute_not_exists(pk)"),
-        )?);
-        items.extend(large_items::part_items(
-            &self.table,
-            &pk,
-            &state_parts,
-            state_part_sk,
-            Some(1),
-            None,
-        )?);
-        items.push(self.new_sequence_item(
-            &pk,
-            events.len() as u64,
-            &state.correlation_id,
-            idempotency_key,
-        )?);
-        let open_items = crate::dynamodb::open_items::open_items(state);
-        items.extend(self.open_item_writes(&pk, 0, &open_items, state, state.status(), None)?);
-        items.extend(self.event_items(
-            &pk,
-            1,
-            &state.run_id,
-            &state.correlation_id,
-            events,
-            None,
-        )?);
-        items.extend(self.outbox_items(&outbox)?);
-        within_one_transaction(&items, &state.run_id)?;
-        large_items::within_transaction_bytes(&items, &state.run_id)?;
-        match self
-            .client
-            .transact_write_items()
-            .set_transact_items(Some(items))
-            .send()
-            .await
-        {
-            Ok(_) => {
-                self.remember_open_items(&pk, 1, open_items);
-                Ok(CreateOutcome::Created)
-            }
-            Err(error) => {
-                let failed_at = |index: usize| {
-                    cancellation_codes(&error).is_some_and(|codes| {
-                        codes
-                            .get(index)
-                            .is_some_and(|code| code == "ConditionalCheckFailed")
-                    })
-                };
-                let idempotency_clash = idempotency_key.is_some() && failed_at(0);
-                if !idempotency_clash {
-                    if counts && failed_at(counter_index) {
-                        return Ok(CreateOutcome::LiveRunLimitReached {
-                            live_runs: self.read_live_runs(&state.tenant_id).await?,
-                        });
-                    }
-                    return Err(sdk_failure(error));
-                }
-                let key = idempotency_key.unwrap_or_default();
-                let existing = self
-                    .client
-                    .get_item()
-                    .table_name(&self.table)
-                    .key("pk", s(idempotency_pk(&state.tenant_id, key)))
-                    .key("sk", s("IDEM"))
-                    .consistent_read(true)
-                    .send()
+        let Some(key) = idempotency_key else {
+            return self
+                .create_once(state, events, outbox, None, live_run_limit)
+                .await;
+        };
+        let again = (events.clone(), outbox.clone());
+        let outcome = self
+            .create_once(state, events, outbox, Some(key), live_run_limit)
+            .await?;
+        match &outcome {
+            CreateOutcome::AlreadyExists { run_id }
+                if self
+                    .release_stale_key(&state.tenant_id, key, run_id)
+                    .await? =>
+            {
+                self.create_once(state, again.0, again.1, Some(key), live_run_limit)
                     .await
-                    .map_err(sdk_failure)?;
-                let item = existing
-                    .item
-                    .ok_or_else(|| StoreError::Corrupt("idempotency item vanished".into()))?;
-                Ok(CreateOutcome::AlreadyExists {
-                    run_id: read_text(&item, "runId")?.to_string(),
-                })
             }
+            _ => Ok(outcome),
         }
     }
 
