@@ -225,7 +225,11 @@ async fn a_specialist_gets_its_own_instructions_and_never_the_orchestrators() {
     assert_eq!(answered["message"], "Reply number 1.");
     let requests = chat.model.requests.lock().unwrap().clone();
     let (request, session) = &requests[0];
-    assert_eq!(request.system_instruction, own);
+    assert_eq!(
+        request.system_instruction,
+        format!("{own}{}", baton_core::engine::NO_TOOLS_REMINDER),
+        "its own instructions, and that it has no tools"
+    );
     let sent = serde_json::to_string(&(request, session)).unwrap();
     assert!(
         !sent.contains(&orchestrator),

@@ -74,6 +74,7 @@ mod tests;
 mod timers;
 mod usage_recording;
 
+pub use agent::NO_TOOLS_REMINDER;
 pub use chat_runs::{queue_chat_run, start_queued_chat_run};
 pub use decision::{
     DEFAULT_HUMAN_TASK_TIMEOUT, DEFAULT_MAX_NODE_ATTEMPTS, DEFAULT_MAX_PLANNER_ATTEMPTS, Decision,

@@ -92,6 +92,11 @@ fn deliberating(state: &RunState, node_id: &str, attempt: u32) -> bool {
     })
 }
 
+/// Appended to the instructions of an agent offered no tools (a chat
+/// specialist that declares none).
+pub const NO_TOOLS_REMINDER: &str =
+    "\n\nYou currently have no tools: focus on guidance, and answer in words.";
+
 /// The node's step: open the session and take its first model turn.
 pub(super) fn begin_session(
     state: &RunState,
@@ -130,6 +135,10 @@ pub(super) fn begin_session(
         .get(&node.node_id)
         .map_or(0, |record| record.agent_turns);
     let mut request = build_model_request(node, bundle);
+    if tools.is_empty() {
+        // Said, not left to be guessed: the model answers in words.
+        request.system_instruction.push_str(NO_TOOLS_REMINDER);
+    }
     // The first turn's conversation: a chat node's thread so far (stored
     // with the turn's result), nothing otherwise.
     let mut opening = ToolSession {
