@@ -10,6 +10,8 @@
 //!   answers, as a killed Lambda leaves its records) gives its record back
 //!   within one node lease: the handler holds each record one lease at a
 //!   time (`ChangeMessageVisibility`), not for the queue's 30 minutes.
+//! - a record done with early is not delivered again while a slow sibling
+//!   keeps its batch running: it is deleted when its step ends.
 //!
 //! The scripted OpenAI-compatible server stands in for the model; the
 //! engine, the store and the queue are the real ones.
@@ -536,5 +538,132 @@ async fn a_model_brown_out_ends_every_run_at_its_last_receive() {
     assert!(
         dead.messages().is_empty(),
         "no step reached the dead-letter queue: every run ended at its last receive"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fast_record_of_a_batch_with_a_slow_one_is_not_delivered_again() {
+    // A batch of two: a late twin of a step already done (stale: done at
+    // once) and a node whose model takes longer than one node lease. The
+    // fast record's hold ends with its step; the batch answers only when
+    // the slow one does. The fast one must not come back meanwhile.
+    let moto = MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique_name("baton-fast-slow"));
+    store.create_table_if_missing().await.unwrap();
+    let shipped = moto_server::create_shipped_step_queue(&configuration, "baton-fast-slow")
+        .await
+        .unwrap();
+    let queue: Arc<dyn StepQueue> = Arc::new(SqsStepQueue::new(&connection, shipped.queue_url));
+    let model = ScriptedLlmServer::start().await.unwrap();
+    let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
+        model.base_url(),
+        "scripted",
+        None,
+    ))
+    .unwrap();
+    let built = TestServices::with_model(Arc::new(provider))
+        .store(Arc::new(store))
+        .queue(queue.clone())
+        .worker_id("fast-slow")
+        .build();
+    let steps = built.services.steps.clone();
+    let lease = steps.message_hold();
+    assert_eq!(lease, Duration::from_secs(30), "the shipped node lease");
+
+    built
+        .services
+        .runs
+        .submit(
+            "t",
+            &baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json"),
+        )
+        .await
+        .unwrap();
+    let plan = queue
+        .receive(1, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .remove(0);
+    steps.handle(&plan.message).await.unwrap();
+    queue.acknowledge(&plan.receipt).await.unwrap();
+    let mut nodes = queue.receive(10, Duration::from_secs(5)).await.unwrap();
+    let node = nodes.remove(0);
+    for sibling in nodes {
+        queue.acknowledge(&sibling.receipt).await.unwrap();
+    }
+    // The plan step's twin: SQS delivers at least once.
+    queue
+        .send(std::slice::from_ref(&plan.message))
+        .await
+        .unwrap();
+    let twin = queue
+        .receive(1, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!(twin.message.message_id, plan.message.message_id);
+
+    model.set_default_behavior(Behavior::SlowValid {
+        delay_ms: (lease + Duration::from_secs(8)).as_millis() as u64,
+    });
+    let record = |received: &baton_runtime::ports::ReceivedStep, id: &str| QueuedRecord {
+        message_id: id.into(),
+        body: serde_json::to_string(&received.message).unwrap(),
+        receipt: Some(received.receipt.clone()),
+        receive_count: received.receive_count,
+    };
+    let batch = {
+        let (steps, queue) = (steps.clone(), queue.clone());
+        let records = vec![record(&twin, "fast"), record(&node, "slow")];
+        tokio::spawn(async move {
+            process_step_queue_batch(
+                &steps,
+                QueueBatch {
+                    records,
+                    deadline: Some(
+                        baton_runtime::clock::SystemClock
+                            .now()
+                            .plus(Duration::from_secs(120)),
+                    ),
+                    redelivery: Some(queue.as_ref()),
+                },
+            )
+            .await
+        })
+    };
+    // Past one lease after the fast record was done, the slow one still
+    // running: neither record of the batch is delivered again (the slow one
+    // is held, the fast one deleted). The stale twin did re-send the run's
+    // pending steps, as a stale delivery does: fresh messages, received for
+    // the first time.
+    let started = Instant::now();
+    tokio::time::sleep(lease + Duration::from_secs(3)).await;
+    assert!(!batch.is_finished(), "the slow record still runs");
+    let visible = queue.receive(10, Duration::from_secs(1)).await.unwrap();
+    let again: Vec<(&str, u32)> = visible
+        .iter()
+        .map(|received| (received.message.message_id.as_str(), received.receive_count))
+        .filter(|(id, count)| *id == twin.message.message_id || *count > 1)
+        .collect();
+    assert!(
+        again.is_empty(),
+        "a record of the batch delivered again while it runs ({:?} after the start): {again:?}",
+        started.elapsed()
+    );
+    let failed = batch.await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+    assert!(
+        queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .unwrap()
+            .iter()
+            .all(
+                |received| received.message.message_id != twin.message.message_id
+                    && received.receive_count == 1
+            ),
+        "no record of the batch is delivered again after it either"
     );
 }

@@ -302,7 +302,9 @@ pub async fn process_step_batch(
 }
 
 /// Performs a batch concurrently before its deadline and does with each
-/// record what [`step_disposition`] says. Returns the ids to report as
+/// record what [`step_disposition`] says. Each record is held while its
+/// step runs and, once done with, deleted at once (not when the whole batch
+/// answers): a sibling may run for minutes after its hold has ended. Returns the ids to report as
 /// failed, which the queue redelivers (and dead-letters after its bound).
 /// A released record (busy node, retryable failure, out of time) is also
 /// made visible again after its delay through `redelivery`, instead of
@@ -315,81 +317,101 @@ pub async fn process_step_queue_batch(steps: &StepService, batch: QueueBatch<'_>
         redelivery,
     } = batch;
     let handled = records.into_iter().map(|record| async move {
-        let QueuedRecord {
-            message_id,
-            body,
-            receipt,
-            receive_count,
-        } = record;
-        let message: baton_core::state::run::StepMessage = match serde_json::from_str(&body) {
-            Ok(message) => message,
-            Err(error) => {
-                tracing::error!(%message_id, %error, "step message body is not a StepMessage; dead-lettering it");
-                return Some(message_id);
-            }
-        };
-        let step = caught(steps.handle_before(&message, deadline));
-        let outcome = match (redelivery, receipt.as_deref()) {
-            (Some(queue), Some(receipt)) => {
-                holding_message(queue, receipt, steps.message_hold(), true, step).await
-            }
-            _ => step.await,
-        };
-        let disposition = step_disposition(&outcome, receive_count);
-        log_disposition(&outcome, disposition, &message_id, receive_count);
-        match disposition {
-            // The run says why and the entry is consumed: nothing is left
-            // for a redelivery to do. A run that cannot even be failed
-            // leaves its message to the dead-letter queue.
-            StepDisposition::DeadLetter
-                if give_up(steps, &message, &outcome, receive_count).await =>
-            {
-                None
-            }
-            StepDisposition::Acknowledge => {
-                crate::crash_points::reached(
-                    crate::crash_points::CrashPoint::AfterSendBeforeAcknowledge,
-                );
-                None
-            }
-            // Its run could not be ended: redelivered soon (not after the
-            // hold), to try again; the last receive's failure leaves it to
-            // the dead-letter queue, whose reader tries once more.
-            StepDisposition::DeadLetter => {
-                if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
-                    && let Err(release_error) = queue.release(receipt, REDELIVER_AFTER_DEADLINE).await
-                {
-                    tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after its hold");
-                }
-                Some(message_id)
-            }
-            StepDisposition::Release { after } => {
-                if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
-                    && let Err(release_error) = queue.release(receipt, after).await
-                {
-                    tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after the queue's timeout");
-                }
-                Some(message_id)
-            }
-            // A new message carries the remaining delay; without a queue to
-            // send it, the record itself is redelivered.
-            StepDisposition::Defer { remaining } => match redelivery {
-                Some(queue) => match queue.send_delayed(&message, remaining).await {
-                    Ok(()) => None,
-                    Err(error) => {
-                        tracing::warn!(%message_id, %error, "could not defer an early timer; redelivering it");
-                        Some(message_id)
-                    }
-                },
-                None => Some(message_id),
-            },
+        let receipt = record.receipt.clone();
+        let failed = handle_record(steps, record, deadline, redelivery).await;
+        // A record done with is deleted now, not when the whole batch
+        // answers: its hold ended with its step, and a sibling may run for
+        // minutes (the queue's deletion of it afterwards changes nothing).
+        if failed.is_none()
+            && let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
+            && let Err(error) = queue.acknowledge(receipt).await
+        {
+            tracing::warn!(%error, "could not delete a finished record before its batch ended; a redelivery of it is stale");
         }
+        failed
     });
     futures_util::future::join_all(handled)
         .await
         .into_iter()
         .flatten()
         .collect()
+}
+
+/// One record of a batch: performed while held, then done with (`None`),
+/// or its id to report failed.
+async fn handle_record(
+    steps: &StepService,
+    record: QueuedRecord,
+    deadline: Option<Instant>,
+    redelivery: Option<&dyn StepQueue>,
+) -> Option<String> {
+    let QueuedRecord {
+        message_id,
+        body,
+        receipt,
+        receive_count,
+    } = record;
+    let message: baton_core::state::run::StepMessage = match serde_json::from_str(&body) {
+        Ok(message) => message,
+        Err(error) => {
+            tracing::error!(%message_id, %error, "step message body is not a StepMessage; dead-lettering it");
+            return Some(message_id);
+        }
+    };
+    let step = caught(steps.handle_before(&message, deadline));
+    let outcome = match (redelivery, receipt.as_deref()) {
+        (Some(queue), Some(receipt)) => {
+            holding_message(queue, receipt, steps.message_hold(), true, step).await
+        }
+        _ => step.await,
+    };
+    let disposition = step_disposition(&outcome, receive_count);
+    log_disposition(&outcome, disposition, &message_id, receive_count);
+    match disposition {
+        // The run says why and the entry is consumed: nothing is left
+        // for a redelivery to do. A run that cannot even be failed
+        // leaves its message to the dead-letter queue.
+        StepDisposition::DeadLetter if give_up(steps, &message, &outcome, receive_count).await => {
+            None
+        }
+        StepDisposition::Acknowledge => {
+            crate::crash_points::reached(
+                crate::crash_points::CrashPoint::AfterSendBeforeAcknowledge,
+            );
+            None
+        }
+        // Its run could not be ended: redelivered soon (not after the
+        // hold), to try again; the last receive's failure leaves it to
+        // the dead-letter queue, whose reader tries once more.
+        StepDisposition::DeadLetter => {
+            if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
+                && let Err(release_error) = queue.release(receipt, REDELIVER_AFTER_DEADLINE).await
+            {
+                tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after its hold");
+            }
+            Some(message_id)
+        }
+        StepDisposition::Release { after } => {
+            if let (Some(queue), Some(receipt)) = (redelivery, receipt.as_deref())
+                && let Err(release_error) = queue.release(receipt, after).await
+            {
+                tracing::warn!(%message_id, %release_error, "could not shorten the visibility; it reappears after the queue's timeout");
+            }
+            Some(message_id)
+        }
+        // A new message carries the remaining delay; without a queue to
+        // send it, the record itself is redelivered.
+        StepDisposition::Defer { remaining } => match redelivery {
+            Some(queue) => match queue.send_delayed(&message, remaining).await {
+                Ok(()) => None,
+                Err(error) => {
+                    tracing::warn!(%message_id, %error, "could not defer an early timer; redelivering it");
+                    Some(message_id)
+                }
+            },
+            None => Some(message_id),
+        },
+    }
 }
 
 /// The embedded default's worker: one process, in-memory queue.
