@@ -461,6 +461,41 @@ class ScheduleTrigger(StrEnum):
     event_bridge = 'event_bridge'
 
 
+class ScheduleFailure(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    at: str
+    fire_at: Annotated[
+        str,
+        Field(
+            alias='fireAt', description='The fire time whose run could not be started.'
+        ),
+    ]
+    message: str
+    paused: Annotated[
+        bool | None, Field(description='The schedule paused itself after this failure.')
+    ] = None
+
+
+class TriggerOutOfStep(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    since: Annotated[
+        str, Field(description='When the trigger first refused the change.')
+    ]
+    attempts: Annotated[
+        int, Field(description='Tries so far (the first one included).', ge=0)
+    ]
+    retry_at: Annotated[
+        str, Field(alias='retryAt', description='When the keeper tries again.')
+    ]
+    message: Annotated[str, Field(description="The trigger's last error.")]
+
+
 class EvaluationStatus1(StrEnum):
     running = 'running'
     completed = 'completed'
@@ -1070,6 +1105,35 @@ class Schedule(BaseModel):
             ge=0,
         ),
     ]
+    failed_fires: Annotated[
+        int | None,
+        Field(
+            alias='failedFires',
+            description='Fires in a row whose run could not be started (0 after one that\nstarted, or a resume); at [`MAX_FAILED_FIRES`] the schedule pauses.',
+            ge=0,
+        ),
+    ] = None
+    last_error: Annotated[
+        ScheduleFailure | None,
+        Field(
+            alias='lastError',
+            description='The last fire whose run could not be started: when, and why.',
+        ),
+    ] = None
+    retry_fire_at: Annotated[
+        str | None,
+        Field(
+            alias='retryFireAt',
+            description='The fire time that failed, tried again at `nextFireAt` (after a\nback-off), under the same idempotency key.',
+        ),
+    ] = None
+    trigger_out_of_step: Annotated[
+        TriggerOutOfStep | None,
+        Field(
+            alias='triggerOutOfStep',
+            description="The store and the schedule's trigger (EventBridge Scheduler in the\ncloud) disagree: the last change was kept but its trigger could not\nbe set. The keeper tries again until they agree, then clears it.",
+        ),
+    ] = None
 
 
 class ScheduleList(BaseModel):

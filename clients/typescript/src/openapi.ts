@@ -787,6 +787,25 @@ export interface components {
              * @default 0
              */
             revision: number;
+            /**
+             * Format: uint32
+             * @description Fires in a row whose run could not be started (0 after one that
+             *     started, or a resume); at [`MAX_FAILED_FIRES`] the schedule pauses.
+             */
+            failedFires?: number;
+            /** @description The last fire whose run could not be started: when, and why. */
+            lastError?: components["schemas"]["ScheduleFailure"] | null;
+            /**
+             * @description The fire time that failed, tried again at `nextFireAt` (after a
+             *     back-off), under the same idempotency key.
+             */
+            retryFireAt?: string | null;
+            /**
+             * @description The store and the schedule's trigger (EventBridge Scheduler in the
+             *     cloud) disagree: the last change was kept but its trigger could not
+             *     be set. The keeper tries again until they agree, then clears it.
+             */
+            triggerOutOfStep?: components["schemas"]["TriggerOutOfStep"] | null;
         };
         /**
          * ScheduleList
@@ -1685,6 +1704,29 @@ export interface components {
         ScheduleState: "active" | "paused";
         /** @description Who fires a schedule. */
         ScheduleTrigger: "store" | "event_bridge";
+        /** @description Why a fire started no run. */
+        ScheduleFailure: {
+            at: string;
+            /** @description The fire time whose run could not be started. */
+            fireAt: string;
+            message: string;
+            /** @description The schedule paused itself after this failure. */
+            paused?: boolean;
+        };
+        /** @description A change the store keeps but the trigger has not taken yet. */
+        TriggerOutOfStep: {
+            /** @description When the trigger first refused the change. */
+            since: string;
+            /**
+             * Format: uint32
+             * @description Tries so far (the first one included).
+             */
+            attempts: number;
+            /** @description When the keeper tries again. */
+            retryAt: string;
+            /** @description The trigger's last error. */
+            message: string;
+        };
         /** @description Where a served evaluation stands. */
         EvaluationStatus: ("running" | "completed") | "interrupted";
         /** @description Pass rate, judge score, cost and duration of one evaluation. */

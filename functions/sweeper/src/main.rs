@@ -6,7 +6,9 @@
 //! and ends the run of each step message found there, `step_failed`. Then
 //! retention's pass: the items of ended runs that their ending commit could
 //! not reach are stamped with the run's expiry, so DynamoDB's TTL deletes
-//! the run whole. Node leases need no sweeping: a claim past its expiry is
+//! the run whole. Then the schedules' keeper tick: a schedule whose change
+//! EventBridge Scheduler did not take is handed to it again until the two
+//! agree. Node leases need no sweeping: a claim past its expiry is
 //! simply taken over.
 //! Links neither a model client nor the HTTP router.
 
@@ -36,6 +38,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let dead_letters =
         baton_bootstrap::dead_letter_reader(&configuration, services.steps.clone()).await;
     let dead_letters = &dead_letters;
+    let services = &services;
     let sweep_after = configuration.sweep_after;
     lambda_runtime::run(service_fn(
         move |_scheduled: LambdaEvent<serde_json::Value>| async move {
@@ -44,6 +47,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 Some(reader) => Some(reader.read(DEAD_LETTER_LIMIT).await),
                 None => None,
             };
+            let schedules = services.schedules.fire_due().await;
             let stamped = retention
                 .expire_ended_runs(
                     baton_runtime::ports::Clock::now(&baton_runtime::clock::SystemClock),
@@ -54,6 +58,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             let resent = resent?;
             let read = read.transpose()?.unwrap_or_default();
             let stamped = stamped?;
+            let schedules = schedules?;
             Ok::<_, lambda_runtime::Error>(serde_json::json!({
                 "resent": resent,
                 "deadLetteredRunsEnded": read.runs_ended,
@@ -62,6 +67,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 "endedRunsStamped": stamped.runs,
                 "itemsStamped": stamped.items,
                 "endedRunsLeft": stamped.more,
+                "schedulesInStep": schedules.triggers_settled,
+                "schedulesOutOfStep": schedules.triggers_out_of_step,
             }))
         },
     ))

@@ -369,6 +369,10 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         fires: 0,
         missed: 0,
         revision: 0,
+        failed_fires: 0,
+        last_error: None,
+        retry_fire_at: None,
+        trigger_out_of_step: None,
     };
     baton_runtime::ports::ScheduleBook::create_schedule(&unrecorded, &scheduled, 10)
         .await
@@ -670,6 +674,27 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         .into_iter()
         .find(|message| message.command.kind_name() == "execute_node")
         .expect("the lost node step is pending");
+    // A schedule whose change EventBridge Scheduler has not taken (its
+    // mark set here, as a failed resume leaves it), for the keeper's tick.
+    let kept = parts
+        .services
+        .schedules
+        .create(
+            "t",
+            &serde_json::json!({"expression": "rate(5 minutes)", "envelope": envelope}),
+        )
+        .await
+        .unwrap();
+    let mut out_of_step = kept.clone();
+    out_of_step.revision += 1;
+    out_of_step.trigger_failed(kept.created_at, "EventBridge Scheduler: throttled");
+    // Its back-off is over.
+    if let Some(mark) = out_of_step.trigger_out_of_step.as_mut() {
+        mark.retry_at = kept.created_at;
+    }
+    baton_runtime::ports::ScheduleBook::update_schedule(parts.store.as_ref(), &out_of_step)
+        .await
+        .unwrap();
     taken(&parts.recorded);
     tokio::time::sleep(Duration::from_millis(5)).await;
     let sweeper = OutboxSweeper::new(
@@ -712,6 +737,10 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     .await
     .unwrap();
     assert_eq!(read.runs_ended, 1, "{read:?}");
+    // ...and the schedules' keeper tick: the schedule set up out of step
+    // above is handed to EventBridge Scheduler again.
+    let tick = parts.services.schedules.fire_due().await.unwrap();
+    assert_eq!(tick.triggers_settled, 1, "{tick:?}");
     by_function.insert("SweeperFunction", taken(&parts.recorded));
     by_function
 }
@@ -760,9 +789,10 @@ const RACE_ONLY_ACTIONS: [(&str, &str); 1] = [("SweeperFunction", "dynamodb:GetI
 /// Actions another service checks on a function's behalf, never called by
 /// its code: EventBridge Scheduler checks that whoever creates or updates a
 /// schedule may pass the schedule's target role.
-const CHECKED_ON_BEHALF: [(&str, &str); 2] = [
+const CHECKED_ON_BEHALF: [(&str, &str); 3] = [
     ("ApiFunction", "iam:PassRole"),
     ("StreamFunction", "iam:PassRole"),
+    ("SweeperFunction", "iam:PassRole"),
 ];
 
 #[tokio::test(flavor = "multi_thread")]

@@ -318,6 +318,129 @@ async fn a_schedule_eventbridge_refuses_is_not_kept() {
     );
 }
 
+/// The store and EventBridge Scheduler disagree when a resume's call to
+/// EventBridge fails (here its schedule group is deleted under it, so the
+/// call is refused): the resume is kept, the schedule says it is out of
+/// step, and the keeper's tick (the `sweeper` function in the cloud) hands
+/// the change to EventBridge again after each back-off until it takes it.
+/// The clock is moved by the test; EventBridge, DynamoDB and SQS are moto.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_eventbridge_refused_is_retried_until_the_two_agree() {
+    use baton_core::records::schedules::{ScheduleState, fire_retry_delay};
+    let moto = moto_server::MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let scheduler = aws_sdk_scheduler::Client::new(&configuration);
+    let group = moto_server::unique_name("baton-schedules");
+    scheduler
+        .create_schedule_group()
+        .name(&group)
+        .send()
+        .await
+        .unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = Arc::new(baton_aws::DynamoRunStore::new(
+        &connection,
+        moto_server::unique_name("baton-scheduled"),
+    ));
+    store.create_table_if_missing().await.unwrap();
+    let triggers = Arc::new(baton_aws::scheduler::EventBridgeScheduleTriggers::new(
+        &connection,
+        baton_aws::scheduler::SchedulerTarget {
+            group: group.clone(),
+            target_arn: "arn:aws:sqs:us-east-1:123456789012:ingest".into(),
+            role_arn: ROLE_ARN.into(),
+        },
+    ));
+    let clock = Arc::new(baton_runtime::clock::OffsetClock::new());
+    let built = TestServices::with_model(Arc::new(NeverCalled))
+        .store(store.clone())
+        .schedules(store.clone(), triggers)
+        .clock(clock.clone())
+        .build();
+    let schedules = &built.services.schedules;
+    let request = json!({
+        "expression": "rate(1 hour)",
+        "envelope": {"objective": "x", "outputContract": {"schema": {"type": "object"}}}
+    });
+    let schedule = schedules.create("acme", &request).await.unwrap();
+    assert_eq!(schedule.trigger_out_of_step, None, "created in step");
+    schedules
+        .pause("acme", &schedule.schedule_id)
+        .await
+        .unwrap();
+
+    // EventBridge refuses the resume: its group is gone.
+    scheduler
+        .delete_schedule_group()
+        .name(&group)
+        .send()
+        .await
+        .unwrap();
+    let resumed = schedules
+        .resume("acme", &schedule.schedule_id)
+        .await
+        .unwrap();
+    assert_eq!(resumed.state, ScheduleState::Active, "the store keeps it");
+    let read = schedules.get("acme", &schedule.schedule_id).await.unwrap();
+    let shown = serde_json::to_value(&read).unwrap();
+    let out = &shown["triggerOutOfStep"];
+    assert_eq!(out["attempts"], 1, "{shown}");
+    assert!(
+        out["message"]
+            .as_str()
+            .unwrap()
+            .contains("EventBridge Scheduler"),
+        "{shown}"
+    );
+
+    // Not before its back-off; then refused again, and backed off further.
+    let early = schedules.fire_due().await.unwrap();
+    assert_eq!(
+        (early.triggers_settled, early.triggers_out_of_step),
+        (0, 0),
+        "{early:?}"
+    );
+    clock.advance(fire_retry_delay(1));
+    let again = schedules.fire_due().await.unwrap();
+    assert_eq!(again.triggers_out_of_step, 1, "{again:?}");
+    let read = schedules.get("acme", &schedule.schedule_id).await.unwrap();
+    assert_eq!(read.trigger_out_of_step.as_ref().unwrap().attempts, 2);
+
+    // EventBridge is back: the next try sets it, and the two agree.
+    scheduler
+        .create_schedule_group()
+        .name(&group)
+        .send()
+        .await
+        .unwrap();
+    clock.advance(fire_retry_delay(2));
+    let settled = schedules.fire_due().await.unwrap();
+    assert_eq!(settled.triggers_settled, 1, "{settled:?}");
+    assert!(
+        settled.runs.is_empty(),
+        "EventBridge fires it, not the keeper"
+    );
+    let read = schedules.get("acme", &schedule.schedule_id).await.unwrap();
+    assert_eq!(read.trigger_out_of_step, None);
+    assert!(
+        serde_json::to_value(&read)
+            .unwrap()
+            .get("triggerOutOfStep")
+            .is_none()
+    );
+    let kept = scheduler
+        .get_schedule()
+        .name(&schedule.schedule_id)
+        .group_name(&group)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(kept.state().map(|state| state.as_str()), Some("ENABLED"));
+    // Nothing left for the keeper.
+    let quiet = schedules.fire_due().await.unwrap();
+    assert_eq!((quiet.triggers_settled, quiet.triggers_out_of_step), (0, 0));
+}
+
 /// The template wires what the test above stands in for: the api and
 /// stream functions name the ingest queue, the role and the group; the role
 /// is EventBridge Scheduler's and may send only to the ingest queue.

@@ -93,3 +93,58 @@ impl StreamQuery {
         Dialect::parse(self.dialect.as_deref())
     }
 }
+
+/// Which run a stream follows, for its lease in the tenant's stream budget.
+pub(crate) enum StreamOf<'a> {
+    /// A run that exists: counted against the run's cap and the tenant's.
+    Run(&'a str),
+    /// A run the request is about to start (`run.stream`, chat, A2A
+    /// `SendStreamingMessage`, MCP's `start_run`): the lease is taken
+    /// before the run is, so a refused stream starts nothing. Counted
+    /// against the tenant's cap only (under one shared key per tenant).
+    RunNotStartedYet,
+}
+
+/// The key streams of runs not started yet are counted under.
+const STREAMS_OF_RUNS_STARTING: &str = "~starting";
+
+impl ApiState {
+    /// The one opening of every streaming route and protocol method: a
+    /// lease in the tenant's stream budget, or `TooManyStreams` (429, with
+    /// `Retry-After`, naming the cap). Hold the ticket as long as the
+    /// stream lives ([`held_while`]).
+    pub(crate) async fn open_stream(
+        &self,
+        tenant_id: &str,
+        of: StreamOf<'_>,
+    ) -> Result<baton_runtime::services::StreamTicket, baton_runtime::error::RuntimeError> {
+        let per_tenant = self.settings.max_streams_per_tenant;
+        let (run_id, per_run) = match of {
+            StreamOf::Run(run_id) => (run_id, self.settings.max_streams_per_run),
+            StreamOf::RunNotStartedYet => (STREAMS_OF_RUNS_STARTING, per_tenant),
+        };
+        self.streams
+            .open(
+                tenant_id,
+                run_id,
+                baton_runtime::ports::StreamCaps {
+                    per_run,
+                    per_tenant,
+                },
+            )
+            .await
+    }
+}
+
+/// `items`, holding `ticket` until the stream ends or is dropped (the
+/// client went away): the lease is given back then.
+pub(crate) fn held_while<S: futures_util::Stream + Send + 'static>(
+    items: S,
+    ticket: baton_runtime::services::StreamTicket,
+) -> impl futures_util::Stream<Item = S::Item> + Send + 'static {
+    use futures_util::StreamExt;
+    items.map(move |item| {
+        let _held = &ticket;
+        item
+    })
+}

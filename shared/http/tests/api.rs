@@ -2181,6 +2181,166 @@ async fn a_run_over_its_open_event_streams_gets_429_and_another_run_does_not() {
     drop((other, fifth, reopened));
 }
 
+/// Every stream takes a lease in the tenant's stream budget, through one
+/// opening: with the tenant's five streams open (each on a run's
+/// `/events`), `run.stream`, a chat message, a judge evaluation, a resume
+/// over SSE, A2A `SendStreamingMessage` and `SubscribeToTask`, and MCP's
+/// `start_run` are each refused with `too_many_streams`, and none of them
+/// starts a run or applies an answer. A stream given back lets the next
+/// one open. The model double holds each call 5 s (the runs stay at work).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_streaming_route_and_method_takes_the_tenants_stream_budget() {
+    let api = start_api().await;
+    let parked = park_on_a_person(&api).await;
+    let parked_id = parked["runId"].as_str().unwrap().to_string();
+    let node_id = parked["nodeId"].as_str().unwrap().to_string();
+    let answer = json!({
+        "runId": parked_id, "nodeId": node_id, "expectedPlanVersion": parked["planVersion"],
+        "output": scripted_llm::generate_instance(&parked["payload"]["contract"]["outputSchema"], "answer"),
+    });
+    api.model
+        .set_default_behavior(scripted_llm::Behavior::SlowValid { delay_ms: 5_000 });
+    let envelope = example("positioning-recommendation.json");
+    let mut holders = Vec::new();
+    let mut held = Vec::new();
+    while held.len() < TEST_STREAMS_PER_TENANT {
+        let (status, run) = post_json(&api, "/runs", ACME_TOKEN, &envelope).await;
+        assert_eq!(status, 202, "{run}");
+        let run_id = run["runId"].as_str().unwrap().to_string();
+        for _ in 0..TEST_STREAMS_PER_RUN.min(TEST_STREAMS_PER_TENANT - held.len()) {
+            let stream = api
+                .client
+                .get(format!("{}/runs/{run_id}/events", api.base))
+                .bearer_auth(ACME_TOKEN)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(stream.status(), 200);
+            held.push(stream);
+        }
+        holders.push(run_id);
+    }
+    let runs_before = run_count(&api, ACME_TOKEN).await;
+    let root = api.base.trim_end_matches("/api/v1/flex").to_string();
+    let refused_with_429 = |name: &str, response: reqwest::Response| {
+        let name = name.to_string();
+        async move {
+            assert_eq!(response.status(), 429, "{name}");
+            assert!(response.headers().contains_key("retry-after"), "{name}");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "too_many_streams", "{name}: {body}");
+            assert_eq!(
+                body["error"]["details"]["scope"], "tenant",
+                "{name}: {body}"
+            );
+        }
+    };
+    let post = |url: String, body: Value| {
+        api.client
+            .post(url)
+            .bearer_auth(ACME_TOKEN)
+            .header("accept", "text/event-stream")
+            .json(&body)
+            .send()
+    };
+    refused_with_429(
+        "run.stream",
+        post(format!("{}/run.stream", api.base), envelope.clone())
+            .await
+            .unwrap(),
+    )
+    .await;
+    refused_with_429(
+        "chat",
+        post(
+            format!("{root}/api/v1/chat"),
+            json!({"message": "Write three taglines"}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    refused_with_429(
+        "judge evaluation",
+        post(
+            format!("{root}/api/v1/judge/evaluations"),
+            panel_request(&["a", "b", "c"]),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    refused_with_429(
+        "resume over SSE",
+        post(format!("{}/run.resume", api.base), answer.clone())
+            .await
+            .unwrap(),
+    )
+    .await;
+    for (method, params) in [
+        (
+            "SendStreamingMessage",
+            json!({"message": {"messageId": "m-cap", "role": "ROLE_USER", "parts": [{"data": envelope}]}}),
+        ),
+        ("SubscribeToTask", json!({"id": parked_id})),
+    ] {
+        let answer = a2a_call(
+            &api,
+            ACME_TOKEN,
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+        )
+        .await;
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("too_many_streams"),
+            "{method}: {answer}"
+        );
+    }
+    // MCP is served when the crate's `mcp-server` feature is on (as the
+    // workspace's test run builds it).
+    #[cfg(feature = "mcp-server")]
+    {
+        let mcp = api
+            .client
+            .post(format!("{root}/mcp"))
+            .bearer_auth(ACME_TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                          "params": {"name": "start_run", "arguments": {"envelope": envelope}}}))
+            .send()
+            .await
+            .unwrap();
+        let mcp_status = mcp.status();
+        let mcp_text = mcp.text().await.unwrap();
+        assert_eq!(mcp_status, 200, "{mcp_text}");
+        assert!(
+            mcp_text.contains("too_many_streams") && mcp_text.contains("\"isError\":true"),
+            "MCP start_run: {mcp_text}"
+        );
+    }
+
+    // Nothing was started, and the parked run still waits for its answer.
+    assert_eq!(run_count(&api, ACME_TOKEN).await, runs_before);
+    let still = get_json(&api, &format!("/runs/{parked_id}"), ACME_TOKEN).await;
+    assert_eq!(still["run"]["status"], "awaiting_human", "{still}");
+
+    // A stream given back lets the next one open.
+    drop(held.pop());
+    let mut reopened = None;
+    for _ in 0..100 {
+        let response = post(format!("{}/run.resume", api.base), answer.clone())
+            .await
+            .unwrap();
+        if response.status() == 200 {
+            reopened = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(reopened.is_some(), "the stream given back was taken again");
+    drop((held, reopened, holders));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn resume_run_id_follows_the_existing_run_and_never_creates_one() {
     let api = start_api().await;

@@ -1,6 +1,8 @@
 //! Schedules on DynamoDB: one item per schedule under its tenant, and a
-//! small due mark for each schedule `baton serve` keeps, in one partition,
-//! so a tick reads the marks (not the schedules with their envelopes):
+//! small due mark for each schedule the keeper has work on (a fire `baton
+//! serve` makes, or a trigger out of step with EventBridge Scheduler), in
+//! one partition, so a tick reads the marks (not the schedules with their
+//! envelopes):
 //!
 //! ```text
 //! pk = T#{tenant}#SCHEDULES   sk = {scheduleId}           schedule (JSON), revision, createdAt
@@ -17,7 +19,7 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
 use baton_core::basics::instant::Instant;
-use baton_core::records::schedules::{Schedule, ScheduleState, ScheduleTrigger};
+use baton_core::records::schedules::Schedule;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ScheduleBook, ScheduleWrite};
 
@@ -33,9 +35,7 @@ const DUE_PK: &str = "SCHEDULES#DUE";
 const COUNTER_SK: &str = "#COUNT";
 
 fn due_at(schedule: &Schedule) -> Option<Instant> {
-    (schedule.state == ScheduleState::Active && schedule.trigger == ScheduleTrigger::Store)
-        .then_some(schedule.next_fire_at)
-        .flatten()
+    schedule.keeper_due_at()
 }
 
 fn decode(item: &Item) -> Result<Schedule, StoreError> {
@@ -66,10 +66,10 @@ impl DynamoRunStore {
             put = put.expression_attribute_values(":previous", n(previous));
         }
         let due_key = schedule_due_sk(&schedule.tenant_id, &schedule.schedule_id);
-        // Only schedules `serve` keeps have a due mark: one EventBridge
-        // Scheduler fires is written alone.
-        let mark = match (schedule.trigger, due_at(schedule)) {
-            (ScheduleTrigger::Store, Some(due)) => Some(
+        // A schedule the keeper has work on (a fire it makes, or a trigger
+        // out of step) has a due mark; any other has none.
+        let mark = match due_at(schedule) {
+            Some(due) => Some(
                 TransactWriteItem::builder()
                     .put(
                         Put::builder()
@@ -82,7 +82,7 @@ impl DynamoRunStore {
                     )
                     .build(),
             ),
-            (ScheduleTrigger::Store, None) => Some(
+            None => Some(
                 TransactWriteItem::builder()
                     .delete(
                         Delete::builder()
@@ -94,7 +94,6 @@ impl DynamoRunStore {
                     )
                     .build(),
             ),
-            (ScheduleTrigger::EventBridge, _) => None,
         };
         let mut items = vec![
             TransactWriteItem::builder()

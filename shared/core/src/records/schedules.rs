@@ -141,6 +141,157 @@ pub struct Schedule {
     /// Moves by one with every change; a change is conditional on it.
     #[serde(default)]
     pub revision: u64,
+    /// Fires in a row whose run could not be started (0 after one that
+    /// started, or a resume); at [`MAX_FAILED_FIRES`] the schedule pauses.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_fires: u32,
+    /// The last fire whose run could not be started: when, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<ScheduleFailure>,
+    /// The fire time that failed, tried again at `nextFireAt` (after a
+    /// back-off), under the same idempotency key.
+    #[serde(
+        default,
+        with = "crate::basics::instant::rfc3339_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<String>")]
+    pub retry_fire_at: Option<Instant>,
+    /// The store and the schedule's trigger (EventBridge Scheduler in the
+    /// cloud) disagree: the last change was kept but its trigger could not
+    /// be set. The keeper tries again until they agree, then clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger_out_of_step: Option<TriggerOutOfStep>,
+}
+
+/// A change the store keeps but the trigger has not taken yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TriggerOutOfStep {
+    /// When the trigger first refused the change.
+    #[serde(with = "crate::basics::instant::rfc3339")]
+    #[schemars(with = "String")]
+    pub since: Instant,
+    /// Tries so far (the first one included).
+    pub attempts: u32,
+    /// When the keeper tries again.
+    #[serde(with = "crate::basics::instant::rfc3339")]
+    #[schemars(with = "String")]
+    pub retry_at: Instant,
+    /// The trigger's last error.
+    pub message: String,
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
+}
+
+/// Why a fire started no run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScheduleFailure {
+    #[serde(with = "crate::basics::instant::rfc3339")]
+    #[schemars(with = "String")]
+    pub at: Instant,
+    /// The fire time whose run could not be started.
+    #[serde(with = "crate::basics::instant::rfc3339")]
+    #[schemars(with = "String")]
+    pub fire_at: Instant,
+    pub message: String,
+    /// The schedule paused itself after this failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+/// Failed fires in a row after which a schedule pauses itself.
+pub const MAX_FAILED_FIRES: u32 = 5;
+
+/// How long after its `failures`-th failure in a row a fire is tried
+/// again: 30 s, doubled each time, at most 15 minutes.
+pub fn fire_retry_delay(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(10);
+    (Duration::from_secs(30) * 2u32.pow(doublings)).min(Duration::from_secs(15 * 60))
+}
+
+impl Schedule {
+    /// When the store's keeper next has work on it: its next fire (an
+    /// active schedule the store triggers), or the next try at setting a
+    /// trigger that is out of step, whichever is first. `None`: nothing to
+    /// do until something changes it.
+    pub fn keeper_due_at(&self) -> Option<Instant> {
+        let fire = (self.state == ScheduleState::Active && self.trigger == ScheduleTrigger::Store)
+            .then_some(self.next_fire_at)
+            .flatten();
+        let trigger = self.trigger_out_of_step.as_ref().map(|out| out.retry_at);
+        match (fire, trigger) {
+            (Some(fire), Some(trigger)) => Some(fire.min(trigger)),
+            (fire, trigger) => fire.or(trigger),
+        }
+    }
+
+    /// A change is about to be handed to the trigger: marked out of step
+    /// first, so a process that dies before the trigger took it leaves the
+    /// keeper a retry (at `now` plus the back-off), not a silent
+    /// disagreement.
+    pub fn trigger_pending(&mut self, now: Instant) {
+        let out = self
+            .trigger_out_of_step
+            .get_or_insert_with(|| TriggerOutOfStep {
+                since: now,
+                attempts: 0,
+                retry_at: now,
+                message: "the change has not reached the trigger yet".into(),
+            });
+        out.retry_at = now.plus(fire_retry_delay(out.attempts.max(1)));
+    }
+
+    /// Setting its trigger failed at `now` with `message`: kept out of step
+    /// and tried again after a back-off (as a failed fire's).
+    pub fn trigger_failed(&mut self, now: Instant, message: &str) {
+        let (since, attempts) = self
+            .trigger_out_of_step
+            .as_ref()
+            .map_or((now, 1), |out| (out.since, out.attempts.saturating_add(1)));
+        self.trigger_out_of_step = Some(TriggerOutOfStep {
+            since,
+            attempts,
+            retry_at: now.plus(fire_retry_delay(attempts)),
+            message: message.chars().take(500).collect(),
+        });
+    }
+
+    /// A fire of `fire_at` failed at `now` with `message`: tried again
+    /// after a back-off, or, at [`MAX_FAILED_FIRES`] in a row, the schedule
+    /// pauses itself (the error says so).
+    pub fn fire_failed(&mut self, fire_at: Instant, now: Instant, message: &str) {
+        self.failed_fires = self.failed_fires.saturating_add(1);
+        let paused = self.failed_fires >= MAX_FAILED_FIRES;
+        let mut message: String = message.chars().take(500).collect();
+        if paused {
+            message.push_str(&format!(
+                " ({} fires in a row failed: the schedule paused itself; resume it once the cause is fixed)",
+                self.failed_fires
+            ));
+            self.state = ScheduleState::Paused;
+            self.next_fire_at = None;
+            self.retry_fire_at = None;
+        } else {
+            self.retry_fire_at = Some(fire_at);
+            self.next_fire_at = Some(now.plus(fire_retry_delay(self.failed_fires)));
+        }
+        self.last_error = Some(ScheduleFailure {
+            at: now,
+            fire_at,
+            message,
+            paused,
+        });
+    }
+
+    /// A fire started its run: the failures in a row are over.
+    pub fn fire_started(&mut self) {
+        self.failed_fires = 0;
+        self.retry_fire_at = None;
+    }
 }
 
 /// An expression that is not one Baton (and EventBridge Scheduler) takes,
@@ -342,6 +493,24 @@ pub fn plan_fires(schedule: &Schedule, times: &ScheduleTimes, now: Instant) -> O
         return None;
     }
     let due = schedule.next_fire_at.filter(|due| *due <= now)?;
+    // A failed fire tried again: the same fire time (its key), and the
+    // fire times that passed meanwhile are missed.
+    if let Some(retried) = schedule.retry_fire_at {
+        let missed = times
+            .next_after(retried, schedule.anchor_at)
+            .filter(|first| *first <= now)
+            .map_or(0, |first| {
+                let last = times
+                    .latest_at_or_before(now, first, schedule.anchor_at)
+                    .unwrap_or(first);
+                count_fires(times, first, last, schedule.anchor_at)
+            });
+        return Some(FirePlan {
+            fire_at: Some(retried),
+            missed,
+            next_fire_at: times.next_after(now, schedule.anchor_at),
+        });
+    }
     let latest = times
         .latest_at_or_before(now, due, schedule.anchor_at)
         .unwrap_or(due);
@@ -386,157 +555,4 @@ pub fn fire_idempotency_key(schedule_id: &str, fire_at: Instant) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(text: &str) -> Instant {
-        Instant::parse_rfc3339(text).unwrap()
-    }
-
-    fn schedule(expression: &str, timezone: &str, created: &str) -> (Schedule, ScheduleTimes) {
-        let times = ScheduleTimes::parse(expression, timezone).unwrap();
-        let created_at = at(created);
-        let schedule = Schedule {
-            schedule_id: "sch_1".into(),
-            tenant_id: "t".into(),
-            expression: expression.into(),
-            timezone: timezone.into(),
-            envelope: serde_json::json!({}),
-            missed_fires: MissedFirePolicy::Skip,
-            description: None,
-            state: ScheduleState::Active,
-            trigger: ScheduleTrigger::Store,
-            created_at,
-            anchor_at: created_at,
-            next_fire_at: times.next_after(created_at, created_at),
-            last_fire_at: None,
-            last_run_id: None,
-            fires: 0,
-            missed: 0,
-            revision: 0,
-        };
-        (schedule, times)
-    }
-
-    #[test]
-    fn a_cron_is_read_in_its_time_zone_across_a_daylight_saving_change() {
-        let times = ScheduleTimes::parse("cron(0 8 * * ? *)", "Europe/Paris").unwrap();
-        let anchor = at("2026-03-27T00:00:00Z");
-        // 08:00 in Paris is 07:00 UTC before 29 March 2026, 06:00 after.
-        assert_eq!(
-            times.next_after(anchor, anchor),
-            Some(at("2026-03-27T07:00:00Z"))
-        );
-        assert_eq!(
-            times.next_after(at("2026-03-29T00:00:00Z"), anchor),
-            Some(at("2026-03-29T06:00:00Z"))
-        );
-    }
-
-    #[test]
-    fn day_of_week_counts_from_sunday_as_one() {
-        let times = ScheduleTimes::parse("cron(30 9 ? * 2 *)", "UTC").unwrap();
-        // 2026-11-28 is a Saturday: the next day 2 (Monday) is 30 November.
-        let now = at("2026-11-28T12:00:00Z");
-        assert_eq!(times.next_after(now, now), Some(at("2026-11-30T09:30:00Z")));
-    }
-
-    #[test]
-    fn a_rate_counts_from_its_anchor() {
-        let times = ScheduleTimes::parse("rate(5 minutes)", "UTC").unwrap();
-        let anchor = at("2026-11-28T12:00:10Z");
-        assert_eq!(
-            times.next_after(anchor, anchor),
-            Some(at("2026-11-28T12:05:10Z"))
-        );
-        assert_eq!(
-            times.next_after(at("2026-11-28T12:05:10Z"), anchor),
-            Some(at("2026-11-28T12:10:10Z"))
-        );
-    }
-
-    #[test]
-    fn bad_expressions_and_zones_name_their_field() {
-        for (expression, zone, field) in [
-            ("every 5 minutes", "UTC", "expression"),
-            ("rate(0 minutes)", "UTC", "expression"),
-            ("rate(1 minutes)", "UTC", "expression"),
-            ("rate(5 weeks)", "UTC", "expression"),
-            ("cron(0 8 * * *)", "UTC", "expression"),
-            ("cron(0 8 * * * *)", "UTC", "expression"),
-            ("cron(0 25 * * ? *)", "UTC", "expression"),
-            ("rate(5 minutes)", "Mars/Olympus", "timezone"),
-        ] {
-            let error = ScheduleTimes::parse(expression, zone).unwrap_err();
-            assert_eq!(error.field, field, "{expression} in {zone}: {error}");
-        }
-    }
-
-    #[test]
-    fn an_on_time_tick_fires_once_and_moves_past_now() {
-        let (schedule, times) = schedule("rate(1 minute)", "UTC", "2026-11-28T12:00:00Z");
-        assert_eq!(
-            plan_fires(&schedule, &times, at("2026-11-28T12:00:59Z")),
-            None
-        );
-        let plan = plan_fires(&schedule, &times, at("2026-11-28T12:01:02Z")).unwrap();
-        assert_eq!(plan.fire_at, Some(at("2026-11-28T12:01:00Z")));
-        assert_eq!(plan.missed, 0);
-        assert_eq!(plan.next_fire_at, Some(at("2026-11-28T12:02:00Z")));
-    }
-
-    #[test]
-    fn missed_fires_are_skipped_or_caught_up_once() {
-        let (mut schedule, times) = schedule("rate(5 minutes)", "UTC", "2026-11-28T12:00:00Z");
-        // Nothing ran the schedule for an hour: the latest fire is on time.
-        let now = at("2026-11-28T13:00:30Z");
-        let on_time = plan_fires(&schedule, &times, now).unwrap();
-        assert_eq!(on_time.fire_at, Some(at("2026-11-28T13:00:00Z")));
-        assert_eq!(on_time.missed, 11);
-        // The latest fire is 90 s late.
-        let late = at("2026-11-28T13:01:30Z");
-        let skipped = plan_fires(&schedule, &times, late).unwrap();
-        assert_eq!(skipped.fire_at, None);
-        assert_eq!(skipped.missed, 12);
-        assert_eq!(skipped.next_fire_at, Some(at("2026-11-28T13:05:00Z")));
-        schedule.missed_fires = MissedFirePolicy::CatchUpOnce;
-        let caught_up = plan_fires(&schedule, &times, late).unwrap();
-        assert_eq!(caught_up.fire_at, Some(at("2026-11-28T13:00:00Z")));
-        assert_eq!(caught_up.missed, 11);
-        assert_eq!(caught_up.next_fire_at, Some(at("2026-11-28T13:05:00Z")));
-    }
-
-    #[test]
-    fn a_paused_schedule_never_fires() {
-        let (mut schedule, times) = schedule("rate(1 minute)", "UTC", "2026-11-28T12:00:00Z");
-        schedule.state = ScheduleState::Paused;
-        assert_eq!(
-            plan_fires(&schedule, &times, at("2026-11-28T12:01:00Z")),
-            None
-        );
-    }
-
-    #[test]
-    fn a_delivered_fire_runs_on_time_or_under_catch_up() {
-        let fire = at("2026-11-28T12:00:00Z");
-        assert!(delivered_fire_runs(
-            MissedFirePolicy::Skip,
-            fire,
-            at("2026-11-28T12:00:40Z")
-        ));
-        assert!(!delivered_fire_runs(
-            MissedFirePolicy::Skip,
-            fire,
-            at("2026-11-28T12:05:00Z")
-        ));
-        assert!(delivered_fire_runs(
-            MissedFirePolicy::CatchUpOnce,
-            fire,
-            at("2026-11-28T12:05:00Z")
-        ));
-        assert_eq!(
-            fire_idempotency_key("sch_1", fire),
-            "schedule:sch_1:2026-11-28T12:00:00Z"
-        );
-    }
-}
+mod tests;

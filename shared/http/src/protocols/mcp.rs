@@ -42,7 +42,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::auth::{Principal, Scope, Tenant};
-use crate::state::ApiState;
+use crate::state::{ApiState, StreamOf};
 
 /// `start_run` and `plan`: an envelope.
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -341,6 +341,12 @@ impl BatonMcpServer {
         context: &RequestContext<RoleServer>,
     ) -> ToolOutcome {
         let EnvelopeArguments { envelope } = arguments(raw)?;
+        // The tool follows the run's frames: a stream in the tenant's budget.
+        let _ticket = self
+            .state
+            .open_stream(tenant, StreamOf::RunNotStartedYet)
+            .await
+            .map_err(runtime_refusal)?;
         let submitted = self
             .state
             .runs
@@ -525,6 +531,11 @@ impl BatonMcpServer {
             entity_id: None,
             multitask_strategy: Default::default(),
         };
+        let _ticket = self
+            .state
+            .open_stream(tenant, StreamOf::RunNotStartedYet)
+            .await
+            .map_err(runtime_refusal)?;
         let submitted = self
             .state
             .runs

@@ -20,6 +20,7 @@ use crate::bodies::{ChatMessageRequest, ValidatedJson};
 use crate::error::ApiError;
 use crate::sse::sse_response_in;
 use crate::state::{ApiState, StreamQuery};
+use crate::state::{StreamOf, held_while};
 
 fn invalid(path: &str, message: impl Into<String>) -> ApiError {
     ApiError::new(
@@ -67,6 +68,9 @@ pub(crate) async fn chat(
     let dialect = query.dialect()?;
     let request = chat_request(body)?;
     let caller = crate::trace_header::caller_trace(&headers);
+    let ticket = state
+        .open_stream(&tenant.0, StreamOf::RunNotStartedYet)
+        .await?;
     let submitted = match state
         .runs
         .submit_chat_traced(&tenant.0, &request, caller)
@@ -86,11 +90,14 @@ pub(crate) async fn chat(
         }
         Err(other) => return Err(other.into()),
     };
-    let frames = state.runs.follow(
-        &tenant.0,
-        &submitted.run_id,
-        0,
-        state.settings.poll_interval,
+    let frames = held_while(
+        state.runs.follow(
+            &tenant.0,
+            &submitted.run_id,
+            0,
+            state.settings.poll_interval,
+        ),
+        ticket,
     );
     let mut response = sse_response_in(
         frames,

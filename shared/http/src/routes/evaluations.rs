@@ -14,6 +14,7 @@ use crate::bodies::ValidatedJson;
 use crate::error::ApiError;
 use crate::sse::sse_response;
 use crate::state::ApiState;
+use crate::state::{StreamOf, held_while};
 
 fn panels_not_configured() -> ApiError {
     ApiError::new(
@@ -38,15 +39,21 @@ pub(crate) async fn create_evaluation(
         .with_details(json!({"path": error.path}))
     })?;
     let entry = state.runs.panel_entry().ok_or_else(panels_not_configured)?;
+    let ticket = state
+        .open_stream(&tenant.0, StreamOf::RunNotStartedYet)
+        .await?;
     let submitted = state
         .runs
         .submit_evaluation(&tenant.0, &entry, &request, &body)
         .await?;
-    let frames = state.runs.follow(
-        &tenant.0,
-        &submitted.run_id,
-        0,
-        state.settings.poll_interval,
+    let frames = held_while(
+        state.runs.follow(
+            &tenant.0,
+            &submitted.run_id,
+            0,
+            state.settings.poll_interval,
+        ),
+        ticket,
     );
     let mut response = sse_response(frames, state.settings.heartbeat);
     if let Ok(location) =

@@ -5,7 +5,6 @@ use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use futures_util::StreamExt;
 use serde_json::json;
 
 use crate::auth::Tenant;
@@ -13,6 +12,7 @@ use crate::error::ApiError;
 use crate::sse::sse_response_in;
 use crate::state::ApiState;
 use crate::state::StreamQuery;
+use crate::state::{StreamOf, held_while};
 
 fn last_event_id(headers: &HeaderMap) -> Result<u64, ApiError> {
     match headers
@@ -49,26 +49,13 @@ pub(super) async fn run_events(
     if state.runs.load(&tenant.0, &run_id).await?.is_none() {
         return Err(ApiError::run_not_found(&run_id));
     }
-    let slot = state
-        .streams
-        .open(
-            &tenant.0,
-            &run_id,
-            baton_runtime::ports::StreamCaps {
-                per_run: state.settings.max_streams_per_run,
-                per_tenant: state.settings.max_streams_per_tenant,
-            },
-        )
-        .await?;
-    // The lease lives as long as the stream: given back when it ends or the
-    // client goes away.
-    let frames = state
-        .runs
-        .follow(&tenant.0, &run_id, after, state.settings.poll_interval)
-        .map(move |frame| {
-            let _held = &slot;
-            frame
-        });
+    let ticket = state.open_stream(&tenant.0, StreamOf::Run(&run_id)).await?;
+    let frames = held_while(
+        state
+            .runs
+            .follow(&tenant.0, &run_id, after, state.settings.poll_interval),
+        ticket,
+    );
     Ok(sse_response_in(
         frames,
         state.settings.heartbeat,

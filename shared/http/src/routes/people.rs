@@ -28,6 +28,7 @@ use crate::bodies::{
 use crate::error::ApiError;
 use crate::sse::sse_response;
 use crate::state::ApiState;
+use crate::state::{StreamOf, held_while};
 
 fn bad_request(path: &str, message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
@@ -211,6 +212,10 @@ pub(crate) async fn resume_run(
             .await?
             .into_response());
     }
+    // The stream's lease first: a refused stream applies no answer.
+    let ticket = state
+        .open_stream(&principal.tenant, StreamOf::Run(&run_id))
+        .await?;
     // The frames before the answer are the caller's already.
     let seen = state
         .runs
@@ -219,11 +224,14 @@ pub(crate) async fn resume_run(
         .last()
         .map_or(0, |frame| frame.id);
     let _applied = apply(&state, &principal, &run_id, input).await?;
-    let frames = state.runs.follow(
-        &principal.tenant,
-        &run_id,
-        seen,
-        state.settings.poll_interval,
+    let frames = held_while(
+        state.runs.follow(
+            &principal.tenant,
+            &run_id,
+            seen,
+            state.settings.poll_interval,
+        ),
+        ticket,
     );
     Ok(sse_response(frames, state.settings.heartbeat))
 }

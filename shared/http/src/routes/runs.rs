@@ -23,6 +23,7 @@ use crate::error::ApiError;
 use crate::snapshot::RunSnapshotResponse;
 use crate::sse::sse_response_in;
 use crate::state::{ApiState, StreamQuery};
+use crate::state::{StreamOf, held_while};
 
 /// Runs per page when `limit` is not given.
 pub const DEFAULT_RUNS_PER_PAGE: usize = 20;
@@ -146,6 +147,9 @@ pub(super) async fn create_run_and_stream(
     ValidatedJson(envelope): ValidatedJson<Value>,
 ) -> Result<Response, ApiError> {
     let dialect = query.dialect()?;
+    let ticket = state
+        .open_stream(&tenant.0, StreamOf::RunNotStartedYet)
+        .await?;
     let submitted = state
         .runs
         .submit_traced(
@@ -154,11 +158,14 @@ pub(super) async fn create_run_and_stream(
             crate::trace_header::submitter_of(&headers, &principal)?,
         )
         .await?;
-    let frames = state.runs.follow(
-        &tenant.0,
-        &submitted.run_id,
-        0,
-        state.settings.poll_interval,
+    let frames = held_while(
+        state.runs.follow(
+            &tenant.0,
+            &submitted.run_id,
+            0,
+            state.settings.poll_interval,
+        ),
+        ticket,
     );
     let mut response = sse_response_in(
         frames,

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 use baton_core::basics::instant::Instant;
-use baton_core::records::schedules::{Schedule, ScheduleState, ScheduleTrigger};
+use baton_core::records::schedules::Schedule;
 
 use crate::error::StoreError;
 use crate::ports::{ScheduleBook, ScheduleWrite};
@@ -98,14 +98,10 @@ impl ScheduleBook for InMemoryScheduleBook {
         let schedules = self.schedules.lock().map_err(|_| poisoned())?;
         let mut due: Vec<Schedule> = schedules
             .values()
-            .filter(|schedule| {
-                schedule.state == ScheduleState::Active
-                    && schedule.trigger == ScheduleTrigger::Store
-                    && schedule.next_fire_at.is_some_and(|next| next <= now)
-            })
+            .filter(|schedule| schedule.keeper_due_at().is_some_and(|due| due <= now))
             .cloned()
             .collect();
-        due.sort_by_key(|schedule| schedule.next_fire_at);
+        due.sort_by_key(Schedule::keeper_due_at);
         due.truncate(limit);
         Ok(due)
     }

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use baton_core::basics::instant::Instant;
 use baton_core::records::schedules::{
-    self, Schedule, ScheduleRequest, ScheduleState, ScheduleTimes, fire_idempotency_key,
+    self, Schedule, ScheduleRequest, ScheduleState, ScheduleTimes, ScheduleTrigger,
+    fire_idempotency_key,
 };
 use serde_json::Value;
 
@@ -24,6 +25,10 @@ pub const DEFAULT_MAX_SCHEDULES_PER_TENANT: usize = 100;
 /// Schedules due at once that one tick handles; the rest wait for the next.
 const DUE_PER_TICK: usize = 100;
 
+/// Due schedules a tick reads, earliest first, to share its
+/// [`DUE_PER_TICK`] fairly among their tenants.
+const DUE_READ_PER_TICK: usize = 4 * DUE_PER_TICK;
+
 /// Rounds a tick retries a schedule another process moved meanwhile.
 const UPDATE_ROUNDS: usize = 4;
 
@@ -35,9 +40,46 @@ pub struct ScheduleTick {
     pub runs: Vec<FiredRun>,
     /// Fire times dropped as missed.
     pub missed: u64,
-    /// Schedules whose fire could not be submitted (logged; tried again at
-    /// the next tick, under the same idempotency key).
+    /// Schedules whose fire could not be submitted (recorded on the
+    /// schedule, tried again after a back-off under the same idempotency
+    /// key).
     pub failed: usize,
+    /// Schedules that paused themselves: their fire failed
+    /// `MAX_FAILED_FIRES` times in a row.
+    pub paused: usize,
+    /// Schedules whose trigger (EventBridge Scheduler) took a change it
+    /// had refused before: the store and the trigger agree again.
+    pub triggers_settled: usize,
+    /// Schedules whose trigger refused again; tried after a back-off.
+    pub triggers_out_of_step: usize,
+}
+
+/// At most `limit` of the due schedules (earliest first), taken in turns
+/// across their tenants: a tenant with a hundred due schedules takes one
+/// place per round like a tenant with one, so no tenant fills a tick.
+fn fair_share(due: Vec<Schedule>, limit: usize) -> Vec<Schedule> {
+    let mut queues: Vec<(String, std::collections::VecDeque<Schedule>)> = Vec::new();
+    for schedule in due {
+        match queues
+            .iter_mut()
+            .find(|(tenant_id, _)| *tenant_id == schedule.tenant_id)
+        {
+            Some((_, queue)) => queue.push_back(schedule),
+            None => queues.push((schedule.tenant_id.clone(), [schedule].into())),
+        }
+    }
+    let mut shared = Vec::with_capacity(limit);
+    while shared.len() < limit && queues.iter().any(|(_, queue)| !queue.is_empty()) {
+        for (_, queue) in &mut queues {
+            if shared.len() == limit {
+                break;
+            }
+            if let Some(schedule) = queue.pop_front() {
+                shared.push(schedule);
+            }
+        }
+    }
+    shared
 }
 
 /// A run a fire started.
@@ -161,7 +203,15 @@ impl ScheduleService {
             fires: 0,
             missed: 0,
             revision: 0,
+            failed_fires: 0,
+            last_error: None,
+            retry_fire_at: None,
+            trigger_out_of_step: None,
         };
+        let mut schedule = schedule;
+        if schedule.trigger != ScheduleTrigger::Store {
+            schedule.trigger_pending(now);
+        }
         match self
             .book
             .create_schedule(&schedule, self.max_per_tenant)
@@ -181,13 +231,21 @@ impl ScheduleService {
                 )));
             }
         }
+        if schedule.trigger == ScheduleTrigger::Store {
+            return Ok(schedule);
+        }
         if let Err(error) = self.triggers.install(&schedule).await {
             self.book
                 .delete_schedule(tenant_id, &schedule.schedule_id)
                 .await?;
             return Err(error.into());
         }
-        Ok(schedule)
+        let mut settled = schedule.clone();
+        settled.trigger_out_of_step = None;
+        settled.revision += 1;
+        // Moved meanwhile (a pause): that change settles its own trigger.
+        let _ = self.book.update_schedule(&settled).await?;
+        Ok(settled)
     }
 
     /// The tenant's schedules, oldest first.
@@ -235,9 +293,40 @@ impl ScheduleService {
                 schedule.state = ScheduleState::Active;
                 schedule.anchor_at = now;
                 schedule.next_fire_at = times.next_after(now, now);
+                schedule.fire_started();
             }
         })
         .await
+    }
+
+    /// Hands the kept schedule to its trigger and records the outcome: in
+    /// step (the mark cleared), or out of step with the trigger's error and
+    /// the next try's time. A schedule another process moved meanwhile is
+    /// left to that process, which settles its own change.
+    async fn settle_trigger(&self, schedule: Schedule) -> Result<Schedule, RuntimeError> {
+        let mut settled = schedule.clone();
+        settled.revision += 1;
+        let installed = if schedule.trigger == self.triggers.trigger() {
+            self.triggers.install(&schedule).await
+        } else {
+            // A process configured without the schedule's trigger (no
+            // scheduler group) must not take the change for done.
+            Err(crate::error::StoreError::Unavailable(format!(
+                "this process cannot set a {} trigger; its keeper must",
+                schedule.trigger.as_ref()
+            )))
+        };
+        match installed {
+            Ok(()) => settled.trigger_out_of_step = None,
+            Err(error) => {
+                settled.trigger_failed(self.clock.now(), &error.to_string());
+                tracing::warn!(tenant_id = %schedule.tenant_id, schedule_id = %schedule.schedule_id, %error, attempts = settled.trigger_out_of_step.as_ref().map_or(0, |out| out.attempts), "a schedule's trigger did not take its change; the keeper tries again");
+            }
+        }
+        match self.book.update_schedule(&settled).await? {
+            ScheduleWrite::Written => Ok(settled),
+            _ => self.get(&schedule.tenant_id, &schedule.schedule_id).await,
+        }
     }
 
     async fn change(
@@ -255,9 +344,16 @@ impl ScheduleService {
                 return Ok(kept);
             }
             changed.revision = kept.revision + 1;
+            let needs_trigger = changed.trigger != ScheduleTrigger::Store;
+            if needs_trigger {
+                changed.trigger_pending(self.clock.now());
+            }
             if self.book.update_schedule(&changed).await? == ScheduleWrite::Written {
-                self.triggers.install(&changed).await?;
-                return Ok(changed);
+                return if needs_trigger {
+                    self.settle_trigger(changed).await
+                } else {
+                    Ok(changed)
+                };
             }
         }
         Err(RuntimeError::Store(crate::error::StoreError::Unavailable(
@@ -267,12 +363,40 @@ impl ScheduleService {
 
     /// One tick of the store's keeper (`baton serve`): every due schedule
     /// fires at most once (its missed fires dropped or caught up once) and
-    /// moves past `now`. A fire whose submission fails leaves the schedule
-    /// where it was, so the next tick submits it again under the same key.
+    /// moves past `now`. A fire whose submission fails is recorded on the
+    /// schedule (`lastError`) and tried again after a back-off (30 s,
+    /// doubled each time, at most 15 min) under the same key; the
+    /// schedule moves out of the way meanwhile, so one tenant's failing
+    /// schedules never fill a tick. At `MAX_FAILED_FIRES` in a row it
+    /// pauses itself, with a `warn` log and the cause on it. A tick reads
+    /// the earliest due schedules and shares its places among their
+    /// tenants in turns ([`fair_share`]).
+    ///
+    /// The same tick settles triggers out of step: a schedule whose change
+    /// EventBridge Scheduler refused (or never received: the process died
+    /// between the store's write and the trigger's call) is handed to it
+    /// again, after its back-off, until the two agree. In the cloud the
+    /// `sweeper` function runs this tick; it fires nothing there, since
+    /// EventBridge Scheduler fires every schedule it keeps.
     pub async fn fire_due(&self) -> Result<ScheduleTick, RuntimeError> {
         let now = self.clock.now();
         let mut tick = ScheduleTick::default();
-        for schedule in self.book.due_schedules(now, DUE_PER_TICK).await? {
+        let due = self.book.due_schedules(now, DUE_READ_PER_TICK).await?;
+        for schedule in fair_share(due, DUE_PER_TICK) {
+            if schedule
+                .trigger_out_of_step
+                .as_ref()
+                .is_some_and(|out| out.retry_at <= now)
+            {
+                let settled = self.settle_trigger(schedule.clone()).await?;
+                match settled.trigger_out_of_step {
+                    None => tick.triggers_settled += 1,
+                    Some(_) => tick.triggers_out_of_step += 1,
+                }
+            }
+            if schedule.trigger != ScheduleTrigger::Store {
+                continue;
+            }
             let Ok(times) = kept_times(&schedule) else {
                 tracing::error!(schedule_id = %schedule.schedule_id, "a kept schedule's expression no longer parses");
                 tick.failed += 1;
@@ -289,6 +413,7 @@ impl ScheduleService {
             if let Some(fire_at) = plan.fire_at {
                 match self.start_fire(&schedule, fire_at).await {
                     Ok(run) => {
+                        moved.fire_started();
                         moved.fires += u64::from(!run.deduplicated);
                         moved.last_fire_at = Some(fire_at);
                         moved.last_run_id = Some(run.run_id.clone());
@@ -301,9 +426,14 @@ impl ScheduleService {
                         });
                     }
                     Err(error) => {
-                        tracing::error!(schedule_id = %schedule.schedule_id, %error, "a schedule's fire was not submitted; the next tick tries again");
                         tick.failed += 1;
-                        continue;
+                        moved.fire_failed(fire_at, now, &error.to_string());
+                        if moved.state == ScheduleState::Paused {
+                            tick.paused += 1;
+                            tracing::warn!(tenant_id = %schedule.tenant_id, schedule_id = %schedule.schedule_id, %error, failed_fires = moved.failed_fires, "a schedule paused itself: its fires kept failing");
+                        } else {
+                            tracing::error!(schedule_id = %schedule.schedule_id, %error, retry_at = ?moved.next_fire_at.map(Instant::rfc3339), "a schedule's fire was not submitted; tried again after a back-off");
+                        }
                     }
                 }
             }

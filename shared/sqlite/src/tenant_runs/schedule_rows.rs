@@ -7,7 +7,7 @@
 
 use async_trait::async_trait;
 use baton_core::basics::instant::Instant;
-use baton_core::records::schedules::{Schedule, ScheduleState, ScheduleTrigger};
+use baton_core::records::schedules::Schedule;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ScheduleBook, ScheduleWrite};
 use rusqlite::{OptionalExtension, params};
@@ -16,10 +16,7 @@ use crate::rows::{begin, millis};
 use crate::{SqliteStore, unavailable};
 
 fn due_millis(schedule: &Schedule) -> Option<i64> {
-    (schedule.state == ScheduleState::Active && schedule.trigger == ScheduleTrigger::Store)
-        .then_some(schedule.next_fire_at)
-        .flatten()
-        .map(millis)
+    schedule.keeper_due_at().map(millis)
 }
 
 fn encode(schedule: &Schedule) -> Result<String, StoreError> {

@@ -31,6 +31,10 @@ fn schedule(tenant_id: &str, schedule_id: &str, created: Instant, next: Instant)
         fires: 0,
         missed: 0,
         revision: 0,
+        failed_fires: 0,
+        last_error: None,
+        retry_fire_at: None,
+        trigger_out_of_step: None,
     }
 }
 

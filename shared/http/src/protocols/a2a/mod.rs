@@ -27,6 +27,7 @@ mod agent_card;
 mod authorization;
 pub mod protocol;
 pub mod task_mapping;
+mod task_stream;
 
 pub(crate) use agent_card::agent_card;
 
@@ -46,13 +47,13 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::auth::{Principal, Tenant};
-use crate::state::ApiState;
+use crate::state::{ApiState, StreamOf};
 use authorization::{method_scope, missing_scope_answer};
 use protocol::{
-    JsonRpcError, JsonRpcRequest, SendMessageRequest, StreamResponse, Task,
-    TaskArtifactUpdateEvent, TaskIdRequest, TaskState, TaskStatus, TaskStatusUpdateEvent, codes,
+    JsonRpcError, JsonRpcRequest, SendMessageRequest, StreamResponse, Task, TaskIdRequest,
+    TaskState, codes,
 };
-use task_mapping::{NewWork, answer_of, frame_message, new_work, task_of};
+use task_mapping::{NewWork, answer_of, new_work, task_of};
 
 /// How long a blocking `SendMessage` waits for its run to end or park
 /// before answering with the task as it stands (under the API's 30 s).
@@ -414,8 +415,12 @@ impl A2aServer {
     /// `SendStreamingMessage`.
     async fn send_streaming(&self, raw: Value) -> Result<Events, RpcFailure> {
         let request: SendMessageRequest = params(raw)?;
+        let ticket = self
+            .state
+            .open_stream(&self.tenant, StreamOf::RunNotStartedYet)
+            .await?;
         let (run_id, after) = self.start(request).await?;
-        self.stream_from(run_id, after).await
+        self.stream_from(run_id, after, ticket).await
     }
 
     /// `SubscribeToTask`: a task that has not ended, streamed from now.
@@ -443,74 +448,11 @@ impl A2aServer {
             .last()
             .map(|frame| frame.id)
             .unwrap_or(0);
-        self.stream_from(id, after).await
-    }
-
-    /// The task now, a `working` update per frame after `after`, then the
-    /// output artifact (completed runs) and the final status.
-    async fn stream_from(&self, run_id: String, after: u64) -> Result<Events, RpcFailure> {
-        let first = self.task(&run_id).await?;
-        let thread_id = first.context_id.clone();
-        let frames = self.state.runs.follow(
-            &self.tenant,
-            &run_id,
-            after,
-            self.state.settings.poll_interval,
-        );
-        let updates = {
-            let (run_id, thread_id) = (run_id.clone(), thread_id.clone());
-            frames.map(move |frame| {
-                StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                    task_id: run_id.clone(),
-                    context_id: thread_id.clone(),
-                    status: TaskStatus {
-                        state: TaskState::TaskStateWorking,
-                        message: Some(frame_message(&run_id, &thread_id, &frame)),
-                        timestamp: Some(frame.timestamp.clone()),
-                    },
-                    metadata: None,
-                })
-            })
-        };
-        let server = A2aServer {
-            state: self.state.clone(),
-            tenant: self.tenant.clone(),
-            submitter: Submitter::default(),
-            answerer: self.answerer.clone(),
-        };
-        let ending = futures_util::stream::once(async move {
-            let task = match server.task(&run_id).await {
-                Ok(task) => task,
-                Err(failure) => {
-                    tracing::warn!(run_id, error = %failure.message, "a2a: the ended run could not be read");
-                    return Vec::new();
-                }
-            };
-            let mut last = Vec::new();
-            if let Some(artifact) = task.artifacts.first() {
-                last.push(StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
-                    task_id: task.id.clone(),
-                    context_id: task.context_id.clone(),
-                    artifact: artifact.clone(),
-                    append: false,
-                    last_chunk: true,
-                }));
-            }
-            last.push(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
-                task_id: task.id.clone(),
-                context_id: task.context_id.clone(),
-                status: task.status.clone(),
-                metadata: task.metadata.clone(),
-            }));
-            last
-        })
-        .flat_map(futures_util::stream::iter);
-        Ok(
-            futures_util::stream::once(async move { StreamResponse::Task(first) })
-                .chain(updates)
-                .chain(ending)
-                .boxed(),
-        )
+        let ticket = self
+            .state
+            .open_stream(&self.tenant, StreamOf::Run(&id))
+            .await?;
+        self.stream_from(id, after, ticket).await
     }
 
     /// `ListTasks`: the tenant's runs, newest first, as tasks without
