@@ -87,6 +87,17 @@ async fn dynamodb_audit_log_passes_the_conformance_suite() {
 }
 
 #[tokio::test]
+async fn dynamodb_request_keys_pass_the_conformance_suite() {
+    let emulator = moto_server::MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&emulator.endpoint).await;
+    let store = DynamoRunStore::new(&connection, unique("baton-request-keys"));
+    store.create_table_if_missing().await.unwrap();
+    baton_test_support::conformance::request_keys_conformance(Arc::new(store), &unique("suite"))
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn sqs_queue_sends_receives_releases_and_deletes() {
     let emulator = moto_server::MotoServer::start().unwrap();
     let configuration = emulator.sdk_configuration().await;

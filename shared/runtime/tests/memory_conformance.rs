@@ -46,6 +46,16 @@ async fn the_in_memory_audit_log_passes_the_conformance_suite() {
 }
 
 #[tokio::test]
+async fn the_in_memory_request_keys_pass_the_conformance_suite() {
+    let outcome = baton_test_support::conformance::request_keys_conformance(
+        Arc::new(baton_runtime::memory::InMemoryRequestKeys::new()),
+        "memory",
+    )
+    .await;
+    assert_eq!(outcome, Ok(()));
+}
+
+#[tokio::test]
 async fn the_in_memory_thread_store_passes_the_conformance_suite() {
     let outcome = thread_store_conformance(Arc::new(InMemoryThreadStore::new()), "memory").await;
     assert_eq!(outcome, Ok(()));

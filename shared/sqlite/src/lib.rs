@@ -20,6 +20,7 @@
 //! | `schedules` | `tenant_id, schedule_id` | the schedule as JSON, its `revision` (changes are conditional on it) and `due_millis` (indexed: what `serve` fires next) |
 //! | `stream_leases` | `tenant_id, run_id, stream_id` | `expires_at_millis`: open event streams, counted against the per-run and per-tenant caps by every process sharing the file |
 //! | `thread_lanes` | `tenant_id, thread_id` | `lane` (JSON: the run answering, those queued, those cut short), `version` (each write conditional on it; added like `threads`) |
+//! | `request_keys` | `tenant_id, request_key` | `expires_at_millis`, `record` (JSON: the request's fingerprint, its answer once it has one): idempotency keys of chat messages, forks, answers and schedule creations (added like `threads`) |
 //! | `audit_records` | `tenant_id, audit_id` | `expires_at_millis`, `record` (JSON): the audit trail, inserted only (a trigger refuses any `UPDATE`; rows go only when their retention passes, dropped by the next append; added like `threads`) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` for commits (a committed
@@ -185,6 +186,14 @@ CREATE TABLE IF NOT EXISTS audit_records (
     PRIMARY KEY (tenant_id, audit_id)
 );
 CREATE INDEX IF NOT EXISTS audit_records_expiry ON audit_records (expires_at_millis);
+CREATE TABLE IF NOT EXISTS request_keys (
+    tenant_id TEXT NOT NULL,
+    request_key TEXT NOT NULL,
+    expires_at_millis INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, request_key)
+);
+CREATE INDEX IF NOT EXISTS request_keys_expiry ON request_keys (expires_at_millis);
 CREATE TRIGGER IF NOT EXISTS audit_records_are_append_only
 BEFORE UPDATE ON audit_records
 BEGIN

@@ -72,6 +72,15 @@ async fn the_sqlite_store_passes_the_capability_directory_conformance_suite() {
 }
 
 #[tokio::test]
+async fn the_sqlite_store_passes_the_request_keys_conformance_suite() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = store_in(&directory);
+    baton_test_support::conformance::request_keys_conformance(Arc::new(store), "sqlite")
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
 async fn the_sqlite_store_passes_the_audit_log_conformance_suite() {
     let directory = tempfile::tempdir().unwrap();
     let store = store_in(&directory);

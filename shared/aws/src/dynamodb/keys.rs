@@ -116,6 +116,12 @@ pub(crate) fn audit_sk(audit_id: &str) -> String {
     format!("A#{audit_id}")
 }
 
+/// One idempotency key of a request that is not a run submission (a chat
+/// message, a fork, an answer, a schedule's creation).
+pub(crate) fn request_key_pk(tenant_id: &str, key: &str) -> String {
+    format!("T#{tenant_id}#RQK#{key}")
+}
+
 /// A tenant's open event streams and their counters.
 pub(crate) fn streams_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#STREAMS")

@@ -17,6 +17,7 @@ mod lease_items;
 mod live_counter_items;
 mod open_items;
 mod outbox_items;
+mod request_key_items;
 mod retention_stamps;
 mod run_creation;
 mod run_entries;

@@ -25,6 +25,7 @@ mod local_secrets;
 mod node_leases;
 mod queue;
 mod registrations;
+mod request_keys;
 mod schedule_book;
 mod stream_leases;
 mod threads;
@@ -519,6 +520,7 @@ pub use self::evaluation_files::{EvaluationFiles, InMemoryEvaluations, Transcrip
 pub use self::local_secrets::{LOCAL_SECRETS_FILE, LocalSecrets, reference_name};
 pub use self::queue::InMemoryStepQueue;
 pub use self::registrations::InMemoryCapabilityDirectory;
+pub use self::request_keys::InMemoryRequestKeys;
 pub use self::schedule_book::InMemoryScheduleBook;
 pub use self::stream_leases::InMemoryStreamLeases;
 pub use self::threads::InMemoryThreadStore;

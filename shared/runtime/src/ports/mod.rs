@@ -20,10 +20,12 @@ use crate::error::{LlmError, QueueError, StoreError};
 mod audit_ports;
 #[cfg(feature = "evaluations")]
 pub mod evaluation_ports;
+mod request_key_ports;
 mod schedule_ports;
 mod secret_ports;
 mod store_upkeep;
 pub use audit_ports::{AuditAppend, AuditLog, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
+pub use request_key_ports::{ClaimTimes, RequestKeyClaim, RequestKeyRecord, RequestKeys};
 pub use schedule_ports::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};
 pub use secret_ports::{
     CachedSecrets, EnvironmentLookup, HeaderResolutionError, NoSecrets, ResolvedHeaders,

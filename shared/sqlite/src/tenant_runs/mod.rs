@@ -8,6 +8,7 @@
 mod audit_rows;
 mod expired_runs;
 mod live_run_counter;
+mod request_key_rows;
 mod run_list_query;
 mod schedule_rows;
 mod stream_lease_rows;
