@@ -98,6 +98,13 @@ class ResumeRequest(BaseModel):
             ge=0,
         ),
     ]
+    idempotency_key: Annotated[
+        str | None,
+        Field(
+            alias='idempotencyKey',
+            description="Makes the request once: sent again with the same key (here or as\nthe `Idempotency-Key` header), it answers with the first one's\nanswer and makes no second effect (kept 24 h).",
+        ),
+    ] = None
 
 
 class DeclineRequest(BaseModel):
@@ -1053,6 +1060,13 @@ class ScheduleRequest(BaseModel):
         ),
     ] = 'skip'
     description: Annotated[str | None, Field(description='A line for people.')] = None
+    idempotency_key: Annotated[
+        str | None,
+        Field(
+            alias='idempotencyKey',
+            description='Makes the creation once: sent again with the same key (here or as\nthe `Idempotency-Key` header), it answers with the schedule the\nfirst made (kept 24 h) and makes no second one.',
+        ),
+    ] = None
 
 
 class Schedule(BaseModel):
@@ -1297,6 +1311,13 @@ class ChatMessageRequest(BaseModel):
             description='What the message does if its thread is still answering another:\n`reject` (409 naming the run), `enqueue` (the default: answered\nafter it), `interrupt` (the runs in flight are cancelled, what they\nsaid kept and marked) or `rollback` (cancelled and left out of the\nthread).',
         ),
     ] = 'enqueue'
+    idempotency_key: Annotated[
+        str | None,
+        Field(
+            alias='idempotencyKey',
+            description="Makes the request once: sent again with the same key (here or as\nthe `Idempotency-Key` header), it answers with the first one's\nanswer and makes no second effect (kept 24 h).",
+        ),
+    ] = None
 
 
 class ForkRequest(BaseModel):
@@ -1323,6 +1344,13 @@ class ForkRequest(BaseModel):
             description="Corrected outputs of nodes completed at the fork point, checked\nagainst each node's output contract; the nodes downstream run again.",
         ),
     ] = {}
+    idempotency_key: Annotated[
+        str | None,
+        Field(
+            alias='idempotencyKey',
+            description="Makes the request once: sent again with the same key (here or as\nthe `Idempotency-Key` header), it answers with the first one's\nanswer and makes no second effect (kept 24 h).",
+        ),
+    ] = None
 
 
 class RunHistory(BaseModel):

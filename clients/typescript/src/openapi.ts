@@ -746,6 +746,12 @@ export interface components {
             missedFires: components["schemas"]["MissedFirePolicy"];
             /** @description A line for people. */
             description?: string | null;
+            /**
+             * @description Makes the creation once: sent again with the same key (here or as
+             *     the `Idempotency-Key` header), it answers with the schedule the
+             *     first made (kept 24 h) and makes no second one.
+             */
+            idempotencyKey?: string | null;
         };
         /** @description A schedule as kept in the store and shown to its tenant. */
         Schedule: {
@@ -1011,6 +1017,12 @@ export interface components {
              * @description The plan version the request was read at.
              */
             expectedPlanVersion: number;
+            /**
+             * @description Makes the request once: sent again with the same key (here or as
+             *     the `Idempotency-Key` header), it answers with the first one's
+             *     answer and makes no second effect (kept 24 h).
+             */
+            idempotencyKey?: string | null;
         };
         /**
          * ResolveRequest
@@ -1135,6 +1147,12 @@ export interface components {
              * @default enqueue
              */
             multitaskStrategy: components["schemas"]["MultitaskStrategy"];
+            /**
+             * @description Makes the request once: sent again with the same key (here or as
+             *     the `Idempotency-Key` header), it answers with the first one's
+             *     answer and makes no second effect (kept 24 h).
+             */
+            idempotencyKey?: string | null;
         };
         /**
          * ForkRequest
@@ -1163,6 +1181,12 @@ export interface components {
             nodeOutputs: {
                 [key: string]: unknown;
             };
+            /**
+             * @description Makes the request once: sent again with the same key (here or as
+             *     the `Idempotency-Key` header), it answers with the first one's
+             *     answer and makes no second effect (kept 24 h).
+             */
+            idempotencyKey?: string | null;
         };
         /**
          * RunHistory
@@ -3194,7 +3218,10 @@ export interface operations {
     forkRun: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request once: sent again with the same key (or the body's `idempotencyKey`), it answers with the first request's answer and makes no second effect; kept 24 h. The same key with another request is a 422 `idempotency_key_reused`; a header and a body key that differ are a 400. */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 run_id: string;
             };
@@ -3206,6 +3233,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description the first request's answer, again: its idempotency key was used before by the same request (`Idempotent-Replayed: true`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunAccepted"];
+                };
+            };
             /** @description the new run */
             202: {
                 headers: {
@@ -3244,6 +3280,15 @@ export interface operations {
             };
             /** @description no such run (or another tenant's) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a request with this idempotency key is still being made (`request_in_flight`); `Retry-After` says when to ask again */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3612,7 +3657,10 @@ export interface operations {
     resumeRun: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request once: sent again with the same key (or the body's `idempotencyKey`), it answers with the first request's answer and makes no second effect; kept 24 h. The same key with another request is a 422 `idempotency_key_reused`; a header and a body key that differ are a 400. */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -4206,7 +4254,10 @@ export interface operations {
     createSchedule: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes the request once: sent again with the same key (or the body's `idempotencyKey`), it answers with the first request's answer and makes no second effect; kept 24 h. The same key with another request is a 422 `idempotency_key_reused`; a header and a body key that differ are a 400. */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -4216,6 +4267,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description the first request's answer, again: its idempotency key was used before by the same request (`Idempotent-Replayed: true`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Schedule"];
+                };
+            };
             /** @description the schedule */
             201: {
                 headers: {
@@ -5133,7 +5193,10 @@ export interface operations {
                 /** @description `hooks`: the hook-event rendering */
                 dialect?: string;
             };
-            header?: never;
+            header?: {
+                /** @description Makes the request once: sent again with the same key (or the body's `idempotencyKey`), it answers with the first request's answer and makes no second effect; kept 24 h. The same key with another request is a 422 `idempotency_key_reused`; a header and a body key that differ are a 400. */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };

@@ -287,6 +287,7 @@ pub fn services_over(
             schedules: ports.schedules,
             schedule_triggers: ports.schedule_triggers,
             audit: ports.audit,
+            request_keys: ports.request_keys,
         },
         settings,
         worker_id,
@@ -520,5 +521,6 @@ pub fn api_state(
         streams: services.streams.clone(),
         schedules: services.schedules.clone(),
         audit: services.audit.clone(),
+        request_keys: services.request_keys.clone(),
     }
 }

@@ -76,6 +76,9 @@ pub struct StorePorts {
     pub schedule_triggers: Arc<dyn baton_runtime::ports::ScheduleTriggers>,
     /// The audit trail (the store's: append-only).
     pub audit: Arc<dyn baton_runtime::ports::AuditLog>,
+    /// Requests' idempotency keys (the store's, so a retry reaching
+    /// another process or Lambda instance finds the first answer).
+    pub request_keys: Arc<dyn baton_runtime::ports::RequestKeys>,
 }
 
 /// The DynamoDB store (runs and capability registrations) and the SQS queue
@@ -117,6 +120,7 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         stream_leases: store.clone(),
         schedules: store.clone(),
         audit: store.clone(),
+        request_keys: store.clone(),
         schedule_triggers: schedule_triggers(configuration, &aws),
         store,
         queue,
@@ -243,6 +247,7 @@ pub async fn embedded_store_ports(
                 stream_leases: Arc::new(baton_runtime::memory::InMemoryStreamLeases::new()),
                 schedules: Arc::new(baton_runtime::memory::InMemoryScheduleBook::new()),
                 audit: Arc::new(baton_runtime::memory::InMemoryAuditLog::new()),
+                request_keys: Arc::new(baton_runtime::memory::InMemoryRequestKeys::new()),
                 schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
                 queue,
                 capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
@@ -292,6 +297,7 @@ pub async fn embedded_store_ports(
         stream_leases: sqlite.clone(),
         schedules: sqlite.clone(),
         audit: sqlite.clone(),
+        request_keys: sqlite.clone(),
         schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         threads: sqlite,
     };

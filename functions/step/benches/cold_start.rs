@@ -114,6 +114,7 @@ async fn measure(binary: PathBuf) {
             stream_leases: store.clone(),
             schedules: store.clone(),
             audit: store.clone(),
+            request_keys: store.clone(),
             schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         },
         baton_bootstrap::Executors {

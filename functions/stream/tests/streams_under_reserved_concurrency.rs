@@ -299,6 +299,7 @@ async fn two_hundred_streams_of_one_tenant_leave_another_tenants_run_within_twic
         streams: services.streams.clone(),
         schedules: services.schedules.clone(),
         audit: services.audit.clone(),
+        request_keys: services.request_keys.clone(),
     });
     let stream_function = EmulatedFunction::reserved(stream_reserved);
     let step_function = EmulatedFunction::reserved(step_reserved);

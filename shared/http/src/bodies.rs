@@ -104,7 +104,7 @@ fn parse_json_body(body: &Bytes) -> Result<Value, ApiError> {
 /// `nodeId`, with `output`), a clarifying answer (`runId` + `answer`,
 /// `requestId` optional) or a pause resumed (`runId` alone); always at the
 /// plan version the caller read (`expectedPlanVersion`).
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResumeRequest {
     /// `{runId}:{nodeId}`, as `GET /tasks` lists it.
@@ -125,6 +125,11 @@ pub struct ResumeRequest {
     pub request_id: Option<String>,
     /// The plan version the request was read at.
     pub expected_plan_version: u32,
+    /// Makes the request once: sent again with the same key (here or as
+    /// the `Idempotency-Key` header), it answers with the first one's
+    /// answer and makes no second effect (kept 24 h).
+    #[serde(default, skip_serializing)]
+    pub idempotency_key: Option<String>,
 }
 
 /// `POST /hitl/resolve`.
@@ -157,7 +162,7 @@ pub struct DeclineRequest {
 
 /// `POST /api/v1/chat`: one message (blank asks the registry's clarifying
 /// question back), on a thread (a new one when absent).
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChatMessageRequest {
     pub message: String,
@@ -184,10 +189,15 @@ pub struct ChatMessageRequest {
     /// thread).
     #[serde(default)]
     pub multitask_strategy: baton_core::records::thread_lane::MultitaskStrategy,
+    /// Makes the request once: sent again with the same key (here or as
+    /// the `Idempotency-Key` header), it answers with the first one's
+    /// answer and makes no second effect (kept 24 h).
+    #[serde(default, skip_serializing)]
+    pub idempotency_key: Option<String>,
 }
 
 /// `POST /runs/{runId}/fork`: a new run from a point of this one.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForkRequest {
     /// Where the fork starts: `{"planVersion": n}` (the run's current plan
@@ -202,10 +212,15 @@ pub struct ForkRequest {
     /// against each node's output contract; the nodes downstream run again.
     #[serde(default)]
     pub node_outputs: std::collections::BTreeMap<String, serde_json::Value>,
+    /// Makes the request once: sent again with the same key (here or as
+    /// the `Idempotency-Key` header), it answers with the first one's
+    /// answer and makes no second effect (kept 24 h).
+    #[serde(default, skip_serializing)]
+    pub idempotency_key: Option<String>,
 }
 
 /// A fork point: exactly one of the two.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ForkAt {
     #[serde(default)]

@@ -176,6 +176,19 @@ impl From<RuntimeError> for ApiError {
                 "threadId": thread_id,
                 "activeRunId": active_run_id,
             })),
+            RuntimeError::IdempotencyKeyReused { key, path } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "idempotency_key_reused",
+                error.to_string(),
+            )
+            .with_details(json!({"path": path, "idempotencyKey": key})),
+            RuntimeError::RequestInFlight { key } => {
+                let mut busy =
+                    ApiError::new(StatusCode::CONFLICT, "request_in_flight", error.to_string())
+                        .with_details(json!({"idempotencyKey": key}));
+                busy.retry_after_seconds = Some(1);
+                busy
+            }
             RuntimeError::RunNotFound { path, run_id } => ApiError::new(
                 StatusCode::NOT_FOUND,
                 "run_not_found",

@@ -80,6 +80,9 @@ pub struct ApiState {
     pub schedules: Arc<baton_runtime::services::ScheduleService>,
     /// The audit trail: every state-changing request, append-only.
     pub audit: Arc<baton_runtime::services::AuditTrail>,
+    /// Requests made once by their idempotency key (chat, fork, answers,
+    /// schedule creation).
+    pub request_keys: Arc<baton_runtime::services::RequestKeyService>,
 }
 
 /// `?dialect=frames|hooks` of the SSE routes.

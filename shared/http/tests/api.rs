@@ -128,6 +128,7 @@ async fn start_api_with(
         streams: built.services.streams.clone(),
         schedules: built.services.schedules.clone(),
         audit: built.services.audit.clone(),
+        request_keys: built.services.request_keys.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());
@@ -2577,6 +2578,50 @@ fn declared_routes() -> Vec<(String, String)> {
     routes
 }
 
+/// The document names the idempotency key on each route that takes one:
+/// the `Idempotency-Key` header parameter, the body's `idempotencyKey`,
+/// and the 409 of a request still in flight.
+#[test]
+fn the_openapi_document_names_the_idempotency_key_on_each_keyed_route() {
+    let document = baton_http::openapi::document();
+    let mut named = Vec::new();
+    for (path, methods) in document["paths"].as_object().unwrap() {
+        for (method, operation) in methods.as_object().unwrap() {
+            let id = operation["operationId"].as_str().unwrap_or_default();
+            let header = operation["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|parameter| {
+                    parameter["name"] == "Idempotency-Key" && parameter["in"] == "header"
+                });
+            let keyed = baton_http::openapi::KEYED_OPERATIONS.contains(&id);
+            assert_eq!(header, keyed, "{method} {path} ({id})");
+            if !keyed {
+                continue;
+            }
+            named.push(id.to_string());
+            assert!(operation["responses"]["409"].is_object(), "{id}");
+            let schema = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("#/components/schemas/");
+            assert!(
+                document["components"]["schemas"][schema]["properties"]["idempotencyKey"]
+                    .is_object(),
+                "{id}: {schema} names idempotencyKey"
+            );
+        }
+    }
+    named.sort();
+    let mut expected: Vec<String> = baton_http::openapi::KEYED_OPERATIONS
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
+    expected.sort();
+    assert_eq!(named, expected);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_openapi_document_matches_the_router_and_every_status_it_answers() {
     let api = start_api().await;
@@ -2782,6 +2827,212 @@ async fn every_json_body_is_a_named_schema_and_the_served_bodies_match_theirs() 
 /// History and forks over HTTP: a finished run's checkpoints, a fork with
 /// nothing changed (every node reused: it completes without a model call),
 /// refusals naming their path, and another tenant's run not found.
+/// Posts `body` to `path` with `key` as the `Idempotency-Key` header:
+/// (status, whether the answer says it is a replay, the answer's text).
+async fn post_keyed(
+    api: &TestApi,
+    url: String,
+    key: &str,
+    body: &Value,
+    accept: &str,
+) -> (u16, bool, String) {
+    let response = api
+        .client
+        .post(url)
+        .bearer_auth(ACME_TOKEN)
+        .header("idempotency-key", key)
+        .header("accept", accept)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let replayed = response
+        .headers()
+        .get("idempotent-replayed")
+        .is_some_and(|value| value == "true");
+    (status, replayed, response.text().await.unwrap())
+}
+
+/// Every retry is safe: a chat message, a fork, a person's answer and a
+/// schedule's creation, each sent twice with one idempotency key (as the
+/// header, or the body's `idempotencyKey`), make one effect each (one chat
+/// run and one exchange on the thread, one forked run, the answer applied
+/// once, one schedule), and the second answers with the first's answer
+/// (`Idempotent-Replayed: true`). The same key with another request is a
+/// 422 naming where the key was given; header and body disagreeing is a
+/// 400. The model double answers the chat, the run and the forked run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chat_message_a_fork_an_answer_and_a_schedule_sent_twice_with_one_key_act_once() {
+    let api = start_api().await;
+    let root = api.base.trim_end_matches("/api/v1/flex").to_string();
+
+    // Chat: twice with one key, then the same key with another message.
+    let chat = json!({"message": "Write three taglines"});
+    let mut chat_runs = Vec::new();
+    for expected_replay in [false, true] {
+        let response = api
+            .client
+            .post(format!("{root}/api/v1/chat"))
+            .bearer_auth(ACME_TOKEN)
+            .header("idempotency-key", "chat-key-1")
+            .json(&chat)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.headers().get("idempotent-replayed").is_some(),
+            expected_replay
+        );
+        let frames = read_sse(response).await;
+        assert_eq!(frames.last().unwrap().1, "complete");
+        chat_runs.push(frames[0].2["runId"].as_str().unwrap().to_string());
+    }
+    assert_eq!(chat_runs[0], chat_runs[1], "one chat run");
+    let thread_id = {
+        let run = get_json(&api, &format!("/runs/{}", chat_runs[0]), ACME_TOKEN).await;
+        run["run"]["threadId"].as_str().unwrap().to_string()
+    };
+    let thread = api
+        .client
+        .get(format!("{root}/api/v1/threads/{thread_id}"))
+        .bearer_auth(ACME_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(
+        thread["exchanges"].as_array().unwrap().len(),
+        1,
+        "one exchange on the thread: {thread}"
+    );
+    let (status, _, reused) = post_keyed(
+        &api,
+        format!("{root}/api/v1/chat"),
+        "chat-key-1",
+        &json!({"message": "Something else"}),
+        "text/event-stream",
+    )
+    .await;
+    assert_eq!(status, 422, "{reused}");
+    let reused: Value = serde_json::from_str(&reused).unwrap();
+    assert_eq!(reused["error"]["code"], "idempotency_key_reused");
+    assert_eq!(reused["error"]["details"]["path"], "header Idempotency-Key");
+    let mismatched = api
+        .client
+        .post(format!("{root}/api/v1/chat"))
+        .bearer_auth(ACME_TOKEN)
+        .header("idempotency-key", "one")
+        .json(&json!({"message": "x", "idempotencyKey": "two"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mismatched.status(), 400);
+
+    // A fork, twice with one key (in the body): one forked run.
+    let source = &chat_runs[0];
+    let runs_before = run_count(&api, ACME_TOKEN).await;
+    let fork = json!({"at": {"planVersion": 1}, "idempotencyKey": "fork-key-1"});
+    let (first_status, first_replayed, first) = post_keyed(
+        &api,
+        format!("{}/runs/{source}/fork", api.base),
+        "fork-key-1",
+        &fork,
+        "application/json",
+    )
+    .await;
+    assert_eq!((first_status, first_replayed), (202, false), "{first}");
+    let (second_status, second_replayed, second) = post_keyed(
+        &api,
+        format!("{}/runs/{source}/fork", api.base),
+        "fork-key-1",
+        &fork,
+        "application/json",
+    )
+    .await;
+    assert_eq!((second_status, second_replayed), (200, true), "{second}");
+    let (first, second): (Value, Value) = (
+        serde_json::from_str(&first).unwrap(),
+        serde_json::from_str(&second).unwrap(),
+    );
+    assert_eq!(first["runId"], second["runId"]);
+    assert_eq!(second["deduplicated"], true);
+    assert_eq!(
+        run_count(&api, ACME_TOKEN).await,
+        runs_before + 1,
+        "one fork"
+    );
+
+    // A person's answer, twice with one key: applied once, answered twice.
+    let parked = park_on_a_person(&api).await;
+    let run_id = parked["runId"].as_str().unwrap();
+    let answer = json!({
+        "runId": run_id, "nodeId": parked["nodeId"], "expectedPlanVersion": parked["planVersion"],
+        "output": scripted_llm::generate_instance(&parked["payload"]["contract"]["outputSchema"], "answer"),
+    });
+    let mut answers = Vec::new();
+    for expected_replay in [false, true] {
+        let (status, replayed, body) = post_keyed(
+            &api,
+            format!("{}/run.resume", api.base),
+            "answer-key-1",
+            &answer,
+            "application/json",
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(replayed, expected_replay);
+        answers.push(serde_json::from_str::<Value>(&body).unwrap());
+    }
+    assert_eq!(answers[0], answers[1], "the first answer, again");
+    let (status, unkeyed) = post_json_text(&api, "/run.resume", &answer).await;
+    assert_eq!(
+        status, 409,
+        "without the key the answer is refused: {unkeyed}"
+    );
+    let frames = frames_after(&api, run_id, &json!(0)).await;
+    let answered = frames
+        .iter()
+        .filter(|frame| frame["type"] == "node_complete" && frame["nodeId"] == parked["nodeId"])
+        .count();
+    assert_eq!(answered, 1, "the answer was applied once");
+
+    // A schedule, twice with one key: one schedule.
+    let schedule = json!({"expression": "rate(1 hour)",
+                          "envelope": {"objective": "o", "outputContract": {"schema": {"type": "object"}}}});
+    let mut created = Vec::new();
+    for expected in [(201, false), (200, true)] {
+        let (status, replayed, body) = post_keyed(
+            &api,
+            format!("{}/schedules", api.base),
+            "schedule-key-1",
+            &schedule,
+            "application/json",
+        )
+        .await;
+        assert_eq!((status, replayed), expected, "{body}");
+        created.push(serde_json::from_str::<Value>(&body).unwrap()["scheduleId"].clone());
+    }
+    assert_eq!(created[0], created[1]);
+    let listed = get_json(&api, "/schedules", ACME_TOKEN).await;
+    assert_eq!(listed["schedules"].as_array().unwrap().len(), 1, "{listed}");
+}
+
+async fn post_json_text(api: &TestApi, path: &str, body: &Value) -> (u16, String) {
+    let response = api
+        .client
+        .post(format!("{}{path}", api.base))
+        .bearer_auth(ACME_TOKEN)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_finished_run_lists_its_checkpoints_and_forks_without_calling_the_model_again() {
     let api = start_api().await;

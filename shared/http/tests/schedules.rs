@@ -55,6 +55,7 @@ async fn start(settings: OrchestratorSettings) -> ScheduleApi {
         streams: built.services.streams.clone(),
         schedules: built.services.schedules.clone(),
         audit: built.services.audit.clone(),
+        request_keys: built.services.request_keys.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());

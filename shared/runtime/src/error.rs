@@ -292,6 +292,15 @@ pub enum RuntimeError {
         count: usize,
         limit: usize,
     },
+    /// An idempotency key used before with a different request. HTTP 422.
+    #[error(
+        "idempotency key `{key}` was used with a different request; use a new key for a new request"
+    )]
+    IdempotencyKeyReused { key: String, path: String },
+    /// The request its idempotency key names is still being made. HTTP 409,
+    /// retryable: the retry gets its answer.
+    #[error("a request with idempotency key `{key}` is still in flight; retry to get its answer")]
+    RequestInFlight { key: String },
 }
 
 impl RuntimeError {
@@ -300,7 +309,9 @@ impl RuntimeError {
             RuntimeError::Store(error) => error.is_retryable(),
             RuntimeError::Queue(error) => error.is_retryable(),
             RuntimeError::Llm(error) => error.is_retryable(),
-            RuntimeError::DeadlineExceeded { .. } | RuntimeError::TranscriptPublisher(_) => true,
+            RuntimeError::DeadlineExceeded { .. }
+            | RuntimeError::TranscriptPublisher(_)
+            | RuntimeError::RequestInFlight { .. } => true,
             RuntimeError::InvalidInput { .. }
             | RuntimeError::TooLarge { .. }
             | RuntimeError::TenantLimit { .. }
@@ -319,7 +330,8 @@ impl RuntimeError {
             | RuntimeError::InvalidSchedule { .. }
             | RuntimeError::ScheduleNotFound(_)
             | RuntimeError::CapabilityNotRegistered(_)
-            | RuntimeError::ScheduleLimit { .. } => false,
+            | RuntimeError::ScheduleLimit { .. }
+            | RuntimeError::IdempotencyKeyReused { .. } => false,
         }
     }
 }

@@ -349,6 +349,7 @@ impl TestServices {
                     .schedule_triggers
                     .unwrap_or_else(|| Arc::new(baton_runtime::ports::StoreKeepsSchedules)),
                 audit: Arc::new(baton_runtime::memory::InMemoryAuditLog::new()),
+                request_keys: Arc::new(baton_runtime::memory::InMemoryRequestKeys::new()),
             },
             self.settings,
             self.worker_id,

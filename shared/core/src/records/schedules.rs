@@ -46,6 +46,11 @@ pub struct ScheduleRequest {
     /// A line for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Makes the creation once: sent again with the same key (here or as
+    /// the `Idempotency-Key` header), it answers with the schedule the
+    /// first made (kept 24 h) and makes no second one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 fn utc() -> String {

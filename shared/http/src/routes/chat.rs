@@ -5,7 +5,9 @@
 //! another message: `multitaskStrategy` decides (`reject` is a 409 naming
 //! the run answering). `GET /api/v1/threads` lists the tenant's threads,
 //! the most recently answered first; `GET /api/v1/threads/{threadId}`
-//! shows one.
+//! shows one. A message with an idempotency key (`Idempotency-Key` or
+//! `idempotencyKey`) sent again streams the first one's run, sending
+//! nothing new to the thread.
 
 use axum::Extension;
 use axum::extract::{Query, State};
@@ -18,6 +20,7 @@ use serde_json::json;
 use crate::auth::Tenant;
 use crate::bodies::{ChatMessageRequest, ValidatedJson};
 use crate::error::ApiError;
+use crate::routes::request_keys::{mark_replayed, request_key};
 use crate::sse::sse_response_in;
 use crate::state::{ApiState, StreamQuery};
 use crate::state::{StreamOf, held_while};
@@ -66,37 +69,53 @@ pub(crate) async fn chat(
     ValidatedJson(body): ValidatedJson<ChatMessageRequest>,
 ) -> Result<Response, ApiError> {
     let dialect = query.dialect()?;
+    let key = request_key(&headers, body.idempotency_key.as_deref())?;
+    let fingerprint = serde_json::to_value(&body).unwrap_or_default();
     let request = chat_request(body)?;
     let caller = crate::trace_header::caller_trace(&headers);
     let ticket = state
         .open_stream(&tenant.0, StreamOf::RunNotStartedYet)
         .await?;
-    let submitted = match state
-        .runs
-        .submit_chat_traced(&tenant.0, &request, caller)
+    let (runs, tenant_id) = (state.runs.clone(), tenant.0.clone());
+    let sent = state
+        .request_keys
+        .once(
+            &tenant.0,
+            "chat",
+            key.as_ref(),
+            &fingerprint,
+            || async move {
+                let submitted = runs
+                    .submit_chat_traced(&tenant_id, &request, caller)
+                    .await?;
+                Ok(json!({"runId": submitted.run_id, "threadId": submitted.thread_id}))
+            },
+        )
         .await
-    {
-        Ok(submitted) => submitted,
-        Err(RuntimeError::InvalidInput { path, message }) => {
-            return Err(invalid(&path, format!("{path}: {message}")));
-        }
-        Err(RuntimeError::ThreadNotFound(thread_id)) => {
-            return Err(ApiError::new(
+        .map_err(|error| match error {
+            RuntimeError::InvalidInput { path, message } => {
+                invalid(&path, format!("{path}: {message}"))
+            }
+            RuntimeError::ThreadNotFound(thread_id) => ApiError::new(
                 StatusCode::NOT_FOUND,
                 "thread_not_found",
                 format!("no thread `{thread_id}`: leave threadId out to start one"),
             )
-            .with_details(json!({"path": "$.threadId"})));
-        }
-        Err(other) => return Err(other.into()),
-    };
+            .with_details(json!({"path": "$.threadId"})),
+            other => other.into(),
+        })?;
+    let run_id = sent.answer()["runId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let thread_id = sent.answer()["threadId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let frames = held_while(
-        state.runs.follow(
-            &tenant.0,
-            &submitted.run_id,
-            0,
-            state.settings.poll_interval,
-        ),
+        state
+            .runs
+            .follow(&tenant.0, &run_id, 0, state.settings.poll_interval),
         ticket,
     );
     let mut response = sse_response_in(
@@ -106,12 +125,13 @@ pub(crate) async fn chat(
         state.runs.clone(),
         &tenant.0,
     );
+    mark_replayed(&mut response, sent.replayed());
     for (name, value) in [
         (
             header::LOCATION.as_str(),
-            format!("/api/v1/flex/runs/{}", submitted.run_id),
+            format!("/api/v1/flex/runs/{run_id}"),
         ),
-        ("x-baton-thread-id", submitted.thread_id.clone()),
+        ("x-baton-thread-id", thread_id),
     ] {
         if let (Ok(name), Ok(value)) = (
             header::HeaderName::from_bytes(name.as_bytes()),

@@ -16,6 +16,7 @@ mod events;
 mod forks;
 pub mod openapi;
 mod people;
+mod request_keys;
 mod runs;
 mod schedules;
 

@@ -26,6 +26,7 @@ use crate::bodies::{
     ResumeRequest, TaskList, ValidatedJson,
 };
 use crate::error::ApiError;
+use crate::routes::request_keys::{mark_replayed, request_key};
 use crate::sse::sse_response;
 use crate::state::ApiState;
 use crate::state::{StreamOf, held_while};
@@ -206,34 +207,62 @@ pub(crate) async fn resume_run(
         .get(header::ACCEPT)
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains("text/event-stream"));
+    let key = request_key(&headers, body.idempotency_key.as_deref())?;
+    let fingerprint = serde_json::to_value(&body).unwrap_or_default();
     let (run_id, input) = resume_input(body)?;
-    if !wants_stream {
+    if key.is_none() && !wants_stream {
         return Ok(apply(&state, &principal, &run_id, input)
             .await?
             .into_response());
     }
     // The stream's lease first: a refused stream applies no answer.
-    let ticket = state
-        .open_stream(&principal.tenant, StreamOf::Run(&run_id))
-        .await?;
-    // The frames before the answer are the caller's already.
-    let seen = state
-        .runs
-        .read_all_events_after(&principal.tenant, &run_id, 0)
-        .await?
-        .last()
-        .map_or(0, |frame| frame.id);
-    let _applied = apply(&state, &principal, &run_id, input).await?;
-    let frames = held_while(
-        state.runs.follow(
-            &principal.tenant,
-            &run_id,
-            seen,
-            state.settings.poll_interval,
+    let ticket = match wants_stream {
+        true => Some(
+            state
+                .open_stream(&principal.tenant, StreamOf::Run(&run_id))
+                .await?,
         ),
-        ticket,
-    );
-    Ok(sse_response(frames, state.settings.heartbeat))
+        false => None,
+    };
+    let scope = format!("answer:{run_id}");
+    let applied = state
+        .request_keys
+        .once(
+            &principal.tenant,
+            &scope,
+            key.as_ref(),
+            &fingerprint,
+            || async {
+                // The frames before the answer are the caller's already.
+                let seen = state
+                    .runs
+                    .read_all_events_after(&principal.tenant, &run_id, 0)
+                    .await?
+                    .last()
+                    .map_or(0, |frame| frame.id);
+                let Json(applied) = apply(&state, &principal, &run_id, input).await?;
+                Ok::<_, ApiError>(json!({"applied": applied, "seen": seen}))
+            },
+        )
+        .await?;
+    let mut response = match ticket {
+        Some(ticket) => {
+            let seen = applied.answer()["seen"].as_u64().unwrap_or(0);
+            let frames = held_while(
+                state.runs.follow(
+                    &principal.tenant,
+                    &run_id,
+                    seen,
+                    state.settings.poll_interval,
+                ),
+                ticket,
+            );
+            sse_response(frames, state.settings.heartbeat)
+        }
+        None => Json(applied.answer()["applied"].clone()).into_response(),
+    };
+    mark_replayed(&mut response, applied.replayed());
+    Ok(response)
 }
 
 /// `POST /tasks/{taskId}/decline`: `{reasonCode, note?}`; the run fails with the reason.

@@ -29,5 +29,6 @@ pub fn api_without_a_model(
         streams: built.services.streams.clone(),
         schedules: built.services.schedules.clone(),
         audit: built.services.audit.clone(),
+        request_keys: built.services.request_keys.clone(),
     })
 }

@@ -30,6 +30,7 @@ pub mod follow;
 pub mod lifecycle_bus;
 mod outbox;
 mod people;
+mod request_keys;
 mod runs;
 mod schedules;
 mod steps;
@@ -47,6 +48,9 @@ pub use audit::{AuditEntry, AuditTrail, DEFAULT_AUDIT_RETENTION_DAYS, MAX_AUDIT_
 pub use capabilities::{CapabilityListing, CapabilityService, CapabilitySnapshot, Registered};
 pub use outbox::{OutboxRelay, OutboxSweeper};
 pub use people::{PeopleService, PersonInput, PersonInputOutcome};
+pub use request_keys::{
+    MAX_REQUEST_KEY_CHARS, Once, REQUEST_KEY_RETENTION, RequestKey, RequestKeyService, STALE_CLAIM,
+};
 pub use runs::{
     ChatRequest, Checkpoint, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService,
     SUBMISSION_WINDOW, SubmittedRun, Submitter,
@@ -328,6 +332,10 @@ pub struct ServicePorts {
     /// The audit trail (`memory::InMemoryAuditLog` in one process; the
     /// store's, where several share it).
     pub audit: Arc<dyn crate::ports::AuditLog>,
+    /// Idempotency keys of requests that are not run submissions
+    /// (`memory::InMemoryRequestKeys` in one process; the store's, where
+    /// several share it).
+    pub request_keys: Arc<dyn crate::ports::RequestKeys>,
     /// What fires them (`ports::StoreKeepsSchedules`: the process keeping
     /// the store, `baton serve`; EventBridge Scheduler in the cloud).
     pub schedule_triggers: Arc<dyn crate::ports::ScheduleTriggers>,
@@ -364,6 +372,8 @@ pub struct Services {
     pub schedules: Arc<ScheduleService>,
     /// The audit trail of state-changing requests.
     pub audit: Arc<AuditTrail>,
+    /// Requests made once by their idempotency key.
+    pub request_keys: Arc<RequestKeyService>,
     /// This process's stored frames, live ([`Services::subscribe_to_lifecycle`]).
     pub lifecycle: lifecycle_bus::LifecycleBus,
 }
@@ -431,6 +441,10 @@ impl Services {
                 .with_tenant_settings(registry.tenant_settings()),
         };
         let max_schedules_per_tenant = settings.max_schedules_per_tenant;
+        let request_keys = Arc::new(RequestKeyService::new(
+            ports.request_keys.clone(),
+            ports.clock.clone(),
+        ));
         let audit = Arc::new(AuditTrail::new(
             ports.audit,
             ports.clock.clone(),
@@ -483,6 +497,7 @@ impl Services {
             streams,
             schedules,
             audit,
+            request_keys,
             lifecycle,
         }
     }

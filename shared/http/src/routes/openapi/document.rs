@@ -41,6 +41,13 @@ pub fn document() -> Value {
         parameters.extend(operation.query.iter().map(|(name, description)| {
             json!({"name": name, "in": "query", "required": false, "description": description, "schema": {"type": "string"}})
         }));
+        if operation.idempotency_key {
+            parameters.push(json!({
+                "name": "Idempotency-Key", "in": "header", "required": false,
+                "description": "Makes the request once: sent again with the same key (or the body's `idempotencyKey`), it answers with the first request's answer and makes no second effect; kept 24 h. The same key with another request is a 422 `idempotency_key_reused`; a header and a body key that differ are a 400.",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255}
+            }));
+        }
         let mut entry = json!({
             "summary": operation.summary,
             "operationId": operation.id,

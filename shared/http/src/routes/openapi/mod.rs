@@ -114,8 +114,27 @@ pub struct Operation {
     pub request: Option<&'static str>,
     /// Query parameters: (name, description).
     pub query: &'static [(&'static str, &'static str)],
+    /// Takes an `Idempotency-Key` header (and the body's `idempotencyKey`):
+    /// sent again with the same key, it makes no second effect.
+    pub idempotency_key: bool,
     pub answers: Vec<Answer>,
 }
+
+/// The operations that take an idempotency key (`routes::request_keys`);
+/// `POST /runs` takes the envelope's own `idempotencyKey`.
+pub const KEYED_OPERATIONS: [&str; 4] =
+    ["sendChatMessage", "forkRun", "resumeRun", "createSchedule"];
+
+const REPLAYED: Answer = answer(
+    200,
+    "the first request's answer, again: its idempotency key was used before by the same request (`Idempotent-Replayed: true`)",
+    Body::Json("RunAccepted"),
+);
+const IN_FLIGHT: Answer = answer(
+    409,
+    "a request with this idempotency key is still being made (`request_in_flight`); `Retry-After` says when to ask again",
+    Body::Json("Error"),
+);
 
 const fn answer(status: u16, description: &'static str, body: Body) -> Answer {
     Answer {
@@ -236,6 +255,19 @@ fn api(
     {
         answers.push(TENANT_LIMIT);
     }
+    let idempotency_key = KEYED_OPERATIONS.contains(&id);
+    if idempotency_key {
+        if !answers.iter().any(|answer| answer.status == 200) {
+            let body = answers
+                .iter()
+                .find(|answer| answer.status == 201 || answer.status == 202)
+                .map_or(REPLAYED.body, |first| first.body);
+            answers.push(Answer { body, ..REPLAYED });
+        }
+        if !answers.iter().any(|answer| answer.status == 409) {
+            answers.push(IN_FLIGHT);
+        }
+    }
     if method != "get" {
         answers.push(UNSUPPORTED_MEDIA_TYPE);
     }
@@ -250,6 +282,7 @@ fn api(
         served: Served::Authenticated(handler),
         request,
         query,
+        idempotency_key,
         answers,
     }
 }
@@ -266,6 +299,7 @@ pub fn operations() -> Vec<Operation> {
         served,
         request: None,
         query: &[],
+        idempotency_key: false,
         answers: answers.to_vec(),
     };
     let mut operations = run_operations::runs_and_people();
