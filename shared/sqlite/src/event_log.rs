@@ -115,3 +115,27 @@ fn insert_events(
         .map_err(unavailable)?;
     Ok(sequence)
 }
+
+impl crate::SqliteStore {
+    /// The run's `last_sequence` column (`None`: no such run), on the
+    /// reading connection.
+    pub(crate) async fn stored_last_sequence(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+    ) -> Result<Option<u64>, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        self.with_reader(move |connection| {
+            connection
+                .query_row(
+                    "SELECT last_sequence FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+                    rusqlite::params![tenant_id, run_id],
+                    |row| row.get::<_, i64>(0),
+                )
+                .optional()
+                .map(|last| last.map(|last| u64::try_from(last).unwrap_or(0)))
+                .map_err(crate::unavailable)
+        })
+        .await
+    }
+}

@@ -358,6 +358,11 @@ impl RunLog for SqliteStore {
             .await?;
         frames.iter().map(|frame| from_json(frame)).collect()
     }
+
+    async fn last_sequence(&self, key: RunKey<'_>) -> Result<Option<u64>, StoreError> {
+        self.stored_last_sequence(key.tenant_id(), key.run_id())
+            .await
+    }
 }
 
 #[async_trait]

@@ -372,6 +372,22 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .await
         .map_err(failed)?;
     check(last == 5, "appended events continue the sequence")?;
+    check(
+        store
+            .last_sequence(RunKey::new(&tenant, &run_id))
+            .await
+            .map_err(failed)?
+            == Some(5),
+        "the last sequence is the last frame's, read without the log",
+    )?;
+    check(
+        store
+            .last_sequence(RunKey::new(&tenant, "no-such-run"))
+            .await
+            .map_err(failed)?
+            .is_none(),
+        "a run that does not exist has no last sequence",
+    )?;
     store
         .commit_step(
             RunKey::new(&tenant, &run_id),

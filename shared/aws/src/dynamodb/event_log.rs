@@ -74,7 +74,7 @@ impl DynamoRunStore {
 
     /// The run's event sequence read again (the small sequence item; only
     /// when a conditional write found the remembered one stale).
-    async fn reread_sequence(&self, pk: &str) -> Result<KnownSequence, StoreError> {
+    pub(crate) async fn reread_sequence(&self, pk: &str) -> Result<KnownSequence, StoreError> {
         let output = self
             .client
             .get_item()

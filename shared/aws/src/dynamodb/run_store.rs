@@ -304,6 +304,18 @@ impl RunLog for DynamoRunStore {
             .ok_or_else(|| StoreError::Unavailable("append refused".into()))
     }
 
+    /// The small sequence item, read consistently.
+    async fn last_sequence(&self, key: RunKey<'_>) -> Result<Option<u64>, StoreError> {
+        match self
+            .reread_sequence(&run_pk(key.tenant_id(), key.run_id()))
+            .await
+        {
+            Ok(known) => Ok(Some(known.last_sequence)),
+            Err(StoreError::RunNotFound) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
     async fn read_events(
         &self,
         key: RunKey<'_>,

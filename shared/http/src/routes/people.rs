@@ -234,12 +234,7 @@ pub(crate) async fn resume_run(
             &fingerprint,
             || async {
                 // The frames before the answer are the caller's already.
-                let seen = state
-                    .runs
-                    .read_all_events_after(&principal.tenant, &run_id, 0)
-                    .await?
-                    .last()
-                    .map_or(0, |frame| frame.id);
+                let seen = state.runs.last_event_id(&principal.tenant, &run_id).await?;
                 let Json(applied) = apply(&state, &principal, &run_id, input).await?;
                 Ok::<_, ApiError>(json!({"applied": applied, "seen": seen}))
             },

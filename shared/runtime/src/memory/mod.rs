@@ -369,6 +369,12 @@ impl RunLog for InMemoryRunStore {
         Ok(last)
     }
 
+    async fn last_sequence(&self, key: RunKey<'_>) -> Result<Option<u64>, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let run = tables.run(key.tenant_id(), key.run_id()).ok();
+        Ok(run.map(|record| record.events.len()))
+    }
+
     async fn read_events(
         &self,
         key: RunKey<'_>,

@@ -467,6 +467,10 @@ impl RunLog for ObservedRunStore {
     ) -> Result<Vec<EventFrame>, StoreError> {
         self.inner.read_events(key, after_sequence, limit).await
     }
+
+    async fn last_sequence(&self, key: RunKey<'_>) -> Result<Option<u64>, StoreError> {
+        self.inner.last_sequence(key).await
+    }
 }
 
 #[async_trait]

@@ -169,6 +169,23 @@ pub trait RunLog: Send + Sync {
         after_sequence: u64,
         limit: usize,
     ) -> Result<Vec<EventFrame>, StoreError>;
+
+    /// The run's last frame's sequence (0: none yet), strongly consistent;
+    /// `None`: no such run. The stores read the one number they keep; this
+    /// default (for wrappers that do not pass it through) pages the log.
+    async fn last_sequence(&self, key: RunKey<'_>) -> Result<Option<u64>, StoreError> {
+        let mut last = 0;
+        loop {
+            match self.read_events(key, last, 1_000).await {
+                Ok(page) => match page.last() {
+                    Some(frame) => last = frame.id,
+                    None => return Ok(Some(last)),
+                },
+                Err(StoreError::RunNotFound) => return Ok(None),
+                Err(error) => return Err(error),
+            }
+        }
+    }
 }
 
 /// Leases on node attempts: claimed before a capability runs (so a twin

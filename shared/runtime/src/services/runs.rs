@@ -448,6 +448,18 @@ impl RunService {
         }
     }
 
+    /// The run's last frame's sequence (0: none yet), one read of the
+    /// number the store keeps, not of the log.
+    pub async fn last_event_id(&self, tenant_id: &str, run_id: &str) -> Result<u64, RuntimeError> {
+        self.run_log
+            .last_sequence(RunKey::new(tenant_id, run_id))
+            .await?
+            .ok_or_else(|| RuntimeError::RunNotFound {
+                path: "$.runId".into(),
+                run_id: run_id.to_string(),
+            })
+    }
+
     /// The run's frames after `after_sequence`, followed until its stream
     /// ends or it parks (see [`crate::services::follow`]).
     pub fn follow(

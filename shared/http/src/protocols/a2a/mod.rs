@@ -367,14 +367,7 @@ impl A2aServer {
         }
         let input = answer_of(run, &human_tasks(run), message)
             .map_err(|(path, why)| RpcFailure::at(codes::INVALID_PARAMS, path, why))?;
-        let last_frame = self
-            .state
-            .runs
-            .read_all_events_after(&self.tenant, run_id, 0)
-            .await?
-            .last()
-            .map(|frame| frame.id)
-            .unwrap_or(0);
+        let last_frame = self.state.runs.last_event_id(&self.tenant, run_id).await?;
         match self
             .state
             .people
@@ -440,14 +433,7 @@ impl A2aServer {
                 format!("task `{id}` has ended; GetTask reads it"),
             ));
         }
-        let after = self
-            .state
-            .runs
-            .read_all_events_after(&self.tenant, &id, 0)
-            .await?
-            .last()
-            .map(|frame| frame.id)
-            .unwrap_or(0);
+        let after = self.state.runs.last_event_id(&self.tenant, &id).await?;
         let ticket = self
             .state
             .open_stream(&self.tenant, StreamOf::Run(&id))
