@@ -942,7 +942,10 @@ async fn the_default_model_is_a_catalog_model_named_on_every_ai_node_and_by_a_ju
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(last["payload"]["individualResults"][0]["model"], "stand-in");
+    assert_eq!(
+        last["payload"]["output"]["individualResults"][0]["model"],
+        "stand-in"
+    );
 }
 
 /// The fenced block of `language` after `marker` in `docs/concepts.md`.
@@ -1601,18 +1604,18 @@ async fn a_judge_panel_runs_and_its_transcript_verifies() {
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
     assert_eq!(lines[0]["type"], "progress");
-    // Every progress line is a frame of the event-frame schema (ids from 1),
-    // then the evaluation document.
+    // Every line is a frame of the event-frame schema (ids from 1): the
+    // progress, then the `complete` whose output is the evaluation.
     let progress: Vec<&Value> = lines[..lines.len() - 1].iter().collect();
     assert!(progress.iter().all(|line| line["type"] == "progress"));
-    baton_test_support::assert_frame_values_match_schemas(progress.iter().copied());
-    let ids: Vec<u64> = progress
+    baton_test_support::assert_frame_values_match_schemas(lines.iter());
+    let ids: Vec<u64> = lines
         .iter()
         .map(|line| line["id"].as_u64().unwrap())
         .collect();
-    assert_eq!(ids, (1..=progress.len() as u64).collect::<Vec<_>>());
-    assert_eq!(lines.last().unwrap()["type"], "evaluation");
-    let evaluation = &lines.last().unwrap()["payload"];
+    assert_eq!(ids, (1..=lines.len() as u64).collect::<Vec<_>>());
+    assert_eq!(lines.last().unwrap()["type"], "complete");
+    let evaluation = &lines.last().unwrap()["payload"]["output"];
     let consensus = &evaluation["consensus"];
     assert!((consensus["finalScore"].as_f64().unwrap() - (8.0 + 8.5 + 8.2) / 3.0).abs() < 1e-9);
     assert_eq!(consensus["convergenceRounds"], 0);

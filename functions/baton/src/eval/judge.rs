@@ -11,7 +11,7 @@ use baton_judge::request::PanelRequest;
 use baton_judge::transcript::EvaluationTranscript;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::models::panels::PanelRunner;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::failure::{Ended, Outcome, failed, invalid};
 use crate::terminal::OutputFormat;
@@ -61,6 +61,7 @@ pub async fn run(path: &Path, format: OutputFormat) -> Outcome {
     // A machine format's progress lines are frames of the event-frame
     // schema: the panel's topic is their run, the request id their
     // correlation id, numbered from 1; the judges' panel is their node.
+    let started = std::time::Instant::now();
     let mut sequence = 0;
     let mut progress_frame = |progress: &baton_judge::panel::EvaluationProgress| {
         sequence += 1;
@@ -98,16 +99,41 @@ pub async fn run(path: &Path, format: OutputFormat) -> Outcome {
             for warning in &output.warnings {
                 eprintln!("baton: warning: {warning}");
             }
-            let document = json!({"type": "evaluation", "payload": output});
+            // The last frame is the panel's `complete`, its output the
+            // evaluation (as a served evaluation's run ends).
+            let complete = baton_core::wire::frames::complete(
+                &baton_core::wire::frames::FrameStamp::new(
+                    baton_runtime::ports::Clock::now(&SystemClock),
+                    0,
+                ),
+                &baton_core::wire::frames::CompletePayload {
+                    output: serde_json::to_value(&output).unwrap_or_default(),
+                    status: baton_core::state::run::RunStatus::Completed,
+                    satisfaction_score: None,
+                    observed_satisfaction: 1.0,
+                    duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    quality: baton_core::wire::frames::QualityReport {
+                        score: 1.0,
+                        source: baton_core::wire::frames::QualitySource::Constraints,
+                        threshold: None,
+                        passed: true,
+                        drafts: 0,
+                        execution_depth: 1,
+                        draft_scores: Vec::new(),
+                    },
+                    acceptance_report: None,
+                },
+            )
+            .into_frame(sequence + 1, &topic_id, &correlation_id);
             match format {
                 OutputFormat::Pretty => println!(
                     "{}",
                     serde_json::to_string_pretty(&output).unwrap_or_default()
                 ),
                 OutputFormat::Ndjson | OutputFormat::Hooks | OutputFormat::Output => {
-                    println!("{document}")
+                    println!("{}", serde_json::to_string(&complete).unwrap_or_default())
                 }
-                OutputFormat::Sse => println!("event: evaluation\ndata: {document}\n"),
+                OutputFormat::Sse => print!("{}", complete.to_sse()),
             }
             Ok(Ended::Completed)
         }
