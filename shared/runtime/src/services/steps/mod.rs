@@ -361,13 +361,19 @@ impl StepService {
                         held_claim.as_ref(),
                         self.perform(&current, effect, engine),
                     ));
-                    let done = match self.time_left(deadline)? {
-                        None => performing.await?,
+                    let held = match self.time_left(deadline)? {
+                        None => performing.await,
                         Some(budget) => match tokio::time::timeout(budget, performing).await {
-                            Ok(done) => done?,
+                            Ok(held) => held,
                             Err(_) => return Err(self.out_of_time(deadline)),
                         },
                     };
+                    let Some(done) = held else {
+                        // The run ended meanwhile (cancelled): the call was
+                        // dropped, and nothing of it is committed.
+                        return Ok(Effects::Ended(StepOutcome::Stale));
+                    };
+                    let done = done?;
                     // These may ask for another effect: the state is needed again.
                     if done.may_ask_again() {
                         state = Some(current.clone());
@@ -467,14 +473,20 @@ impl StepService {
     /// a dead one's lease runs out within one `node_lease`. A renewal that
     /// finds the lease gone (taken over after it expired) is logged: the
     /// work goes on and its commit applies only if still current.
+    ///
+    /// Each beat also reads the run's status: a run that ended meanwhile
+    /// (cancelled, or failed by another step) stops the work there, and
+    /// the call in flight (a model's answer, a remote agent's task) is
+    /// dropped, its connection closed, instead of running to its end:
+    /// `None`. A cancel reaches a call within a third of a lease.
     async fn holding_lease<T>(
         &self,
         message: &StepMessage,
         claim: Option<&HeldClaim>,
         work: impl Future<Output = T>,
-    ) -> T {
+    ) -> Option<T> {
         let Some(claim) = claim else {
-            return work.await;
+            return Some(work.await);
         };
         let beat = (self.settings.node_lease / 3).max(Duration::from_millis(10));
         let heartbeat = async {
@@ -488,7 +500,13 @@ impl StepService {
                     now,
                     lease_expires_at: now.plus(self.settings.node_lease),
                 };
-                match self.leases.renew_claim(message.run_key(), renewal).await {
+                let renewed = self.leases.renew_claim(message.run_key(), renewal).await;
+                // An ended run's leases may be gone with it: its status first.
+                if self.run_has_ended(message).await {
+                    tracing::info!(node_id = %claim.key.node_id(), "the run ended while its node was at work: the call in flight is cancelled");
+                    return;
+                }
+                match renewed {
                     Ok(true) => {}
                     Ok(false) => {
                         tracing::warn!(node_id = %claim.key.node_id(), claim = %claim.key, "the node's lease was taken over: another worker may be running it too");
@@ -499,13 +517,26 @@ impl StepService {
                     }
                 }
             }
-            std::future::pending::<std::convert::Infallible>().await
+            std::future::pending::<()>().await
         };
         tokio::pin!(work);
         tokio::select! {
             biased;
-            output = &mut work => output,
-            never = heartbeat => match never {},
+            output = &mut work => Some(output),
+            () = heartbeat => None,
+        }
+    }
+
+    /// Whether the message's run has ended (a failed read says no: the
+    /// work goes on and its commit decides).
+    async fn run_has_ended(&self, message: &StepMessage) -> bool {
+        match self.run_log.load_run(message.run_key()).await {
+            Ok(Some(stored)) => stored.state.status().is_terminal(),
+            Ok(None) => true,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the run's status; the work goes on");
+                false
+            }
         }
     }
 
