@@ -138,6 +138,69 @@ async fn the_dynamodb_stream_leases_pass_the_conformance_case() {
         .unwrap();
 }
 
+/// A run's stream counter goes with its last stream: the tenant's streams
+/// partition holds the runs being watched, not every run ever watched.
+#[tokio::test]
+async fn a_runs_stream_counter_is_deleted_with_its_last_stream() {
+    use baton_core::basics::ids::RunKey;
+    use baton_core::basics::instant::Instant;
+    use baton_runtime::ports::{StreamCaps, StreamLeases, StreamOpening};
+    let moto = MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let table = unique_name("baton-stream-counters");
+    let store = DynamoRunStore::new(&connection, table.clone());
+    store.create_table_if_missing().await.unwrap();
+    let tenant = unique_name("watcher");
+    let caps = StreamCaps {
+        per_run: 8,
+        per_tenant: 64,
+    };
+    let now = Instant::from_unix_millis(1_767_225_600_000);
+    let until = Instant::from_unix_millis(1_767_225_660_000);
+    for run in ["run-a", "run-b"] {
+        for stream in ["s1", "s2"] {
+            let opened = store
+                .open_stream(RunKey::new(&tenant, run), stream, caps, now, until)
+                .await
+                .unwrap();
+            assert_eq!(opened, StreamOpening::Opened);
+        }
+    }
+    let client = aws_sdk_dynamodb::Client::new(&moto.sdk_configuration().await);
+    let partition = format!("T#{tenant}#STREAMS");
+    let sort_keys = || async {
+        let mut keys: Vec<String> = items_under(&client, &table, &partition)
+            .await
+            .into_iter()
+            .map(|(_, sk, _)| sk)
+            .collect();
+        keys.sort();
+        keys
+    };
+    assert!(sort_keys().await.contains(&"#OPEN#run-a".to_string()));
+    store
+        .close_stream(RunKey::new(&tenant, "run-a"), "s1")
+        .await
+        .unwrap();
+    assert!(
+        sort_keys().await.contains(&"#OPEN#run-a".to_string()),
+        "one stream of run-a is still open"
+    );
+    store
+        .close_stream(RunKey::new(&tenant, "run-a"), "s2")
+        .await
+        .unwrap();
+    let left = sort_keys().await;
+    assert!(!left.contains(&"#OPEN#run-a".to_string()), "{left:?}");
+    assert!(left.contains(&"#OPEN#run-b".to_string()), "{left:?}");
+    // Opened again, it is counted from one.
+    store
+        .open_stream(RunKey::new(&tenant, "run-a"), "s3", caps, now, until)
+        .await
+        .unwrap();
+    assert!(sort_keys().await.contains(&"#OPEN#run-a".to_string()));
+}
+
 #[tokio::test]
 async fn the_dynamodb_schedule_book_passes_the_conformance_case() {
     let moto = MotoServer::start().unwrap();

@@ -15,7 +15,9 @@
 //! second close moves nothing). A process that dies leaves its lease and
 //! its counts: an opening refused at a cap first deletes the tenant's
 //! leases that ran out (each with its counts, in one transaction,
-//! conditional on it having run out) and tries once more.
+//! conditional on it having run out) and tries once more. A run's counter
+//! is deleted once its last stream closes (conditional on it being 0), so
+//! the partition holds the runs being watched, not every run ever watched.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Delete, Put, TransactWriteItem};
@@ -74,13 +76,46 @@ impl DynamoRunStore {
             .send()
             .await;
         match written {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                self.drop_idle_run_counter(&pk, key.run_id()).await?;
+                Ok(true)
+            }
             Err(error)
                 if cancellation_codes(&error).is_some_and(|codes| {
                     codes.first().map(String::as_str) == Some("ConditionalCheckFailed")
                 }) =>
             {
                 Ok(false)
+            }
+            Err(error) => Err(sdk_failure(error)),
+        }
+    }
+
+    /// Deletes the run's stream counter once no stream of it is open, so
+    /// the tenant's streams partition holds the runs being watched, not
+    /// every run ever watched. Conditional on the count being 0: an opening
+    /// at the same moment moves it first (and keeps it), or after, and
+    /// makes it anew.
+    async fn drop_idle_run_counter(&self, pk: &str, run_id: &str) -> Result<(), StoreError> {
+        let deleted = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(run_stream_counter_sk(run_id)))
+            .condition_expression("#open <= :zero")
+            .expression_attribute_names("#open", "open")
+            .expression_attribute_values(":zero", n(0))
+            .send()
+            .await;
+        match deleted {
+            Ok(_) => Ok(()),
+            Err(error)
+                if error
+                    .as_service_error()
+                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
             }
             Err(error) => Err(sdk_failure(error)),
         }
