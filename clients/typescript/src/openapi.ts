@@ -2675,6 +2675,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -2791,6 +2800,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2915,6 +2933,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -2975,6 +3002,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3061,6 +3097,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -3137,6 +3182,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -3197,6 +3251,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3332,6 +3395,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -3381,6 +3453,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3493,6 +3574,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -3560,6 +3650,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3636,6 +3735,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3760,6 +3868,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -3865,6 +3982,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -3951,6 +4077,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -4021,6 +4156,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -4070,6 +4214,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4184,6 +4337,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -4233,6 +4395,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4357,6 +4528,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -4417,6 +4597,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4491,6 +4680,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4574,6 +4772,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -4650,6 +4857,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -4708,6 +4924,15 @@ export interface operations {
             };
             /** @description this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api` */
             501: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4838,6 +5063,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -4914,6 +5148,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -4979,6 +5222,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5091,6 +5343,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -5169,6 +5430,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -5305,6 +5575,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -5375,6 +5654,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the store or queue is unavailable; retry */
             503: {
                 headers: {
@@ -5435,6 +5723,15 @@ export interface operations {
             };
             /** @description a fault of the server */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };

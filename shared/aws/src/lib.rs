@@ -77,6 +77,7 @@ pub mod dynamodb;
 pub mod events;
 #[cfg(feature = "scheduler")]
 pub mod scheduler;
+mod sdk_errors;
 #[cfg(feature = "secrets")]
 pub mod secrets;
 pub mod sqs;

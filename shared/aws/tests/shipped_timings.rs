@@ -107,8 +107,9 @@ async fn the_local_stack_creates_the_step_queue_as_the_template_ships_it() {
 }
 
 /// What a tenant reads of a failed AWS call (a run's `failure.message`, a
-/// 503 body, an `error` frame) is a short cause and the service's code:
-/// never the SDK's report with its request id or a resource's ARN.
+/// 502/503 body, an `error` frame) is a short cause, the service's code and
+/// its message: never the SDK's report with its request id, a resource's
+/// ARN or an account id. A missing table or queue is permanent.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_aws_call_reads_as_a_cause_and_a_code() {
     use baton_runtime::ports::StepQueue;
@@ -120,10 +121,10 @@ async fn a_failed_aws_call_reads_as_a_cause_and_a_code() {
         .await
         .unwrap_err();
     let text = error.to_string();
-    assert!(error.is_retryable(), "{text}");
+    // A missing table is a deployment to fix, not a call to retry.
+    assert!(!error.is_retryable(), "{text}");
     assert!(
-        text.starts_with("store unavailable: DynamoDB ")
-            && text.contains("(ResourceNotFoundException)"),
+        text.starts_with("refused: DynamoDB ") && text.contains("(ResourceNotFoundException)"),
         "{text}"
     );
     let missing_queue = baton_aws::SqsStepQueue::new(
@@ -140,7 +141,7 @@ async fn a_failed_aws_call_reads_as_a_cause_and_a_code() {
         .unwrap_err()
         .to_string();
     assert!(
-        text.starts_with("queue unavailable: SQS ReceiveMessage failed ("),
+        text.starts_with("queue refused: SQS ReceiveMessage failed ("),
         "{text}"
     );
     for leaked in ["arn:", "request id", "RequestId", "123456789012", "http"] {

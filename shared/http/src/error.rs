@@ -217,6 +217,16 @@ impl From<RuntimeError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "schedule_limit", error.to_string())
                     .with_details(json!({"schedules": count, "limit": limit}))
             }
+            RuntimeError::Store(baton_runtime::error::StoreError::Refused(reason))
+            | RuntimeError::Queue(baton_runtime::error::QueueError::Refused(reason)) => {
+                ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "dependency_refused",
+                    format!(
+                        "a service the deployment depends on refused the request; retrying will not help until it is fixed: {reason}"
+                    ),
+                )
+            }
             other if other.is_retryable() => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",

@@ -19,6 +19,11 @@ pub enum StoreError {
     /// The record does not fit the store's item size limit.
     #[error("record too large for the store: {0}")]
     TooLarge(String),
+    /// A service the store stands on refused the request for good (access
+    /// denied, a resource missing, a request it calls invalid): asking
+    /// again will not help until the deployment is fixed.
+    #[error("refused: {0}")]
+    Refused(String),
 }
 
 impl StoreError {
@@ -38,6 +43,10 @@ pub enum QueueError {
     /// again cannot help.
     #[error("step message too large for the queue: {0}")]
     TooLarge(String),
+    /// The queue's service refused the request for good (access denied, a
+    /// queue missing): asking again will not help.
+    #[error("queue refused: {0}")]
+    Refused(String),
 }
 
 impl QueueError {

@@ -15,54 +15,31 @@ pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
 
-/// The operation an SDK error type belongs to (`QueryError` → `Query`).
-fn operation_of<E>() -> &'static str {
-    let name = std::any::type_name::<E>();
-    let last = name.rsplit("::").next().unwrap_or(name);
-    last.strip_suffix("Error").unwrap_or(last)
-}
-
-/// A failed SDK call in the words a tenant may read: a short cause and the
-/// service's error code (`DynamoDB Query failed (ThrottlingException)`),
-/// never the SDK's report, whose request ids and resource names go to the
-/// log (with the current span's run and step) instead. An item refused for
-/// its size is `StoreError::TooLarge` (not retryable: asking again cannot
-/// make it fit).
+/// A failed SDK call through the crate's one mapping
+/// (`sdk_errors::call_failure`): retryable as `Unavailable`, permanent as
+/// `Refused`. An item refused for its size is `StoreError::TooLarge` (not
+/// retryable: asking again cannot make it fit).
 pub(crate) fn sdk_failure<E, R>(error: SdkError<E, R>) -> StoreError
 where
     E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    let operation = operation_of::<E>();
-    tracing::warn!(operation, error = %aws_sdk_dynamodb::error::DisplayErrorContext(&error), "a DynamoDB call failed");
-    let (code, message) = sdk_code(&error);
-    if code == "ValidationException"
-        && message.is_some_and(|message| message.to_ascii_lowercase().contains("size"))
+    let failure = crate::sdk_errors::call_failure("DynamoDB", &error);
+    if failure.code == "ValidationException"
+        && failure
+            .message
+            .as_deref()
+            .is_some_and(|message| message.to_ascii_lowercase().contains("size"))
     {
         return StoreError::TooLarge(format!(
-            "DynamoDB {operation} refused an item over its {} KB limit",
+            "DynamoDB refused an item over its {} KB limit",
             DYNAMODB_ITEM_LIMIT_BYTES / 1024
         ));
     }
-    StoreError::Unavailable(format!("DynamoDB {operation} failed ({code})"))
-}
-
-/// The service's error code and message of an SDK error, or what kind of
-/// failure it was when the service never answered.
-pub(crate) fn sdk_code<E, R>(error: &SdkError<E, R>) -> (&str, Option<&str>)
-where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
-{
-    match error {
-        SdkError::ServiceError(service) => (
-            service.err().code().unwrap_or("an unnamed service error"),
-            service.err().message(),
-        ),
-        SdkError::TimeoutError(_) => ("timed out", None),
-        SdkError::DispatchFailure(_) => ("not reached", None),
-        SdkError::ResponseError(_) => ("an unreadable response", None),
-        SdkError::ConstructionFailure(_) => ("a request that could not be built", None),
-        _ => ("an unknown failure", None),
+    if failure.retryable {
+        StoreError::Unavailable(failure.text)
+    } else {
+        StoreError::Refused(failure.text)
     }
 }
 

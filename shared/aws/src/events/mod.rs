@@ -50,11 +50,7 @@ impl EventBridgeBus {
             .send()
             .await
             .map_err(|error| {
-                DeliveryError::EventBus(format!(
-                    "event bus {}: {}",
-                    self.bus_name,
-                    aws_sdk_eventbridge::error::DisplayErrorContext(error)
-                ))
+                DeliveryError::EventBus(crate::sdk_errors::call_failure("EventBridge", &error).text)
             })?;
         if output.failed_entry_count() > 0 {
             let reason = output
@@ -62,13 +58,15 @@ impl EventBridgeBus {
                 .iter()
                 .find_map(|entry| {
                     entry.error_code().map(|code| {
-                        format!("{code}: {}", entry.error_message().unwrap_or_default())
+                        format!(
+                            "{code}: {}",
+                            crate::sdk_errors::scrub(entry.error_message().unwrap_or_default())
+                        )
                     })
                 })
                 .unwrap_or_else(|| "refused without a reason".into());
             return Err(DeliveryError::EventBus(format!(
-                "event bus {}: {reason}",
-                self.bus_name
+                "EventBridge PutEvents refused the event: {reason}"
             )));
         }
         Ok(())

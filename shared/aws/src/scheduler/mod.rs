@@ -88,11 +88,19 @@ fn scheduler_failure(error: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(format!("EventBridge Scheduler: {error}"))
 }
 
+/// A failed call through the crate's one mapping: retryable as
+/// `Unavailable`, permanent (a group missing, access denied) as `Refused`;
+/// no ARN or account id in either.
 fn sdk_failure<E>(error: aws_sdk_scheduler::error::SdkError<E>) -> StoreError
 where
-    E: std::error::Error + Send + Sync + 'static,
+    E: aws_sdk_scheduler::error::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    scheduler_failure(aws_sdk_scheduler::error::DisplayErrorContext(error))
+    let failure = crate::sdk_errors::call_failure("EventBridge Scheduler", &error);
+    if failure.retryable {
+        StoreError::Unavailable(failure.text)
+    } else {
+        StoreError::Refused(failure.text)
+    }
 }
 
 fn state_of(schedule: &Schedule) -> EventBridgeState {

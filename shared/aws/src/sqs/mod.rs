@@ -49,28 +49,20 @@ fn unavailable(error: impl std::fmt::Display) -> QueueError {
     QueueError::Unavailable(error.to_string())
 }
 
-/// A failed SQS call in the words a tenant may read: the operation and the
-/// service's error code; the SDK's report (request ids, queue URLs) goes
-/// to the log instead.
+/// A failed SQS call through the crate's one mapping
+/// (`sdk_errors::call_failure`): retryable as `Unavailable`, permanent as
+/// `Refused`.
 fn sqs_failure<E, R>(error: aws_sdk_sqs::error::SdkError<E, R>) -> QueueError
 where
     E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug,
 {
-    let name = std::any::type_name::<E>();
-    let last = name.rsplit("::").next().unwrap_or(name);
-    let operation = last.strip_suffix("Error").unwrap_or(last);
-    tracing::warn!(operation, error = %aws_sdk_sqs::error::DisplayErrorContext(&error), "an SQS call failed");
-    let code = match &error {
-        aws_sdk_sqs::error::SdkError::ServiceError(service) => {
-            service.err().code().unwrap_or("an unnamed service error")
-        }
-        aws_sdk_sqs::error::SdkError::TimeoutError(_) => "timed out",
-        aws_sdk_sqs::error::SdkError::DispatchFailure(_) => "not reached",
-        aws_sdk_sqs::error::SdkError::ResponseError(_) => "an unreadable response",
-        _ => "an unknown failure",
-    };
-    QueueError::Unavailable(format!("SQS {operation} failed ({code})"))
+    let failure = crate::sdk_errors::call_failure("SQS", &error);
+    if failure.retryable {
+        QueueError::Unavailable(failure.text)
+    } else {
+        QueueError::Refused(failure.text)
+    }
 }
 
 /// SQS's limit on one message, and on one batch's messages together.

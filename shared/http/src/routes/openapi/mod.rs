@@ -185,6 +185,11 @@ const UNAVAILABLE: Answer = answer(
     Body::Json("Error"),
 );
 const INTERNAL: Answer = answer(500, "a fault of the server", Body::Json("Error"));
+const DEPENDENCY_REFUSED: Answer = answer(
+    502,
+    "a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed",
+    Body::Json("Error"),
+);
 const TENANT_LIMIT: Answer = answer(
     429,
     "the tenant has as many runs at work as `BATON_TENANT_MAX_LIVE_RUNS` allows (`tenant_limit`), or submitted as many in the last 60 s as `BATON_TENANT_MAX_SUBMISSIONS_PER_MINUTE` allows (`tenant_rate_limit`); `Retry-After` says when to try again",
@@ -271,7 +276,13 @@ fn api(
     if method != "get" {
         answers.push(UNSUPPORTED_MEDIA_TYPE);
     }
-    answers.extend([UNAUTHORIZED, FORBIDDEN, UNAVAILABLE, INTERNAL]);
+    answers.extend([
+        UNAUTHORIZED,
+        FORBIDDEN,
+        DEPENDENCY_REFUSED,
+        UNAVAILABLE,
+        INTERNAL,
+    ]);
     Operation {
         id,
         method,
