@@ -71,6 +71,12 @@ pub(crate) fn runs_by_status_pk(tenant_id: &str, status: RunStatus) -> String {
     format!("T#{tenant_id}#RUNS#{}", status.as_str())
 }
 
+/// A tenant's forks of one run (`GET /runs?forkedFrom=`): an index, so the
+/// filter reads the forks, not the tenant's whole history.
+pub(crate) fn runs_forked_from_pk(tenant_id: &str, source_run_id: &str) -> String {
+    format!("T#{tenant_id}#RUNS#FORKS#{source_run_id}")
+}
+
 /// A run in a list, or in the awaiting index: by creation time, then id.
 pub(crate) fn created_sk(created_at_rfc3339: &str, id: &str) -> String {
     format!("{created_at_rfc3339}#{id}")

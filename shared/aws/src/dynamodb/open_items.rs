@@ -7,11 +7,13 @@
 //! pk = T#{tenant}#HITL    sk = {runCreatedAt}#{requestId}               request = PendingRequest JSON
 //! pk = T#{tenant}#RUNS    sk = {runCreatedAt ms, 13 digits}.{runId}     listing = RunListing JSON
 //! pk = T#{tenant}#RUNS#{status}   sk = (the same)                       listing = RunListing JSON
+//! pk = T#{tenant}#RUNS#FORKS#{sourceRunId}   sk = (the same)           listing = RunListing JSON (a fork)
 //! ```
 //!
 //! Every run implies its listing twice: in the runs list (newest first)
 //! and in the list of its status, so `GET /runs?status=` is one `Query` of
-//! that status's partition, whatever else the tenant has. The listing
+//! that status's partition, whatever else the tenant has; a fork a third
+//! time, under its source run, so `?forkedFrom=` reads the forks only. The listing
 //! changes only with the run's status, so most commits rewrite nothing of
 //! it; a status change moves the second item. The commit that ends a run
 //! stamps every item it puts with the run's expiry (`expiresAt`).
@@ -30,7 +32,8 @@ use baton_core::state::tasks::{HumanTask, PendingRequest, human_tasks, pending_r
 use baton_runtime::error::StoreError;
 
 use super::keys::{
-    created_sk, requests_pk, runs_by_status_pk, runs_pk, task_prefix, task_sk, tasks_pk,
+    created_sk, requests_pk, runs_by_status_pk, runs_forked_from_pk, runs_pk, task_prefix, task_sk,
+    tasks_pk,
 };
 use crate::dynamodb::store::{DynamoRunStore, OpenItems, s, sdk_failure, unavailable};
 
@@ -57,6 +60,15 @@ pub(crate) fn open_items(state: &RunState) -> OpenItems {
             ),
             body.clone(),
         );
+        if let Some(source) = &listing.forked_from_run_id {
+            items.insert(
+                (
+                    runs_forked_from_pk(&state.tenant_id, source),
+                    listing.ordering_key(),
+                ),
+                body.clone(),
+            );
+        }
         items.insert((runs_pk(&state.tenant_id), listing.ordering_key()), body);
     }
     for task in human_tasks(state) {

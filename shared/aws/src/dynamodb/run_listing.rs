@@ -2,8 +2,9 @@
 //! (`T#{tenant}#RUNS`, see `open_items`), or of one status's
 //! (`T#{tenant}#RUNS#{status}`) when the query names a status, newest
 //! first, starting after the cursor's key: a page costs the same whatever
-//! the tenant's history. Listings past their retention are left out. Only
-//! the forks filter is applied to what the pages return.
+//! the tenant's history. Listings past their retention are left out.
+//! `?forkedFrom=` reads the source run's forks partition (its status
+//! filtered from what the pages return).
 
 use std::collections::HashMap;
 
@@ -11,7 +12,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use baton_core::state::listing::{RunListPage, RunListQuery, RunListing};
 use baton_runtime::error::StoreError;
 
-use super::keys::{runs_by_status_pk, runs_pk};
+use super::keys::{runs_by_status_pk, runs_forked_from_pk, runs_pk};
 use crate::dynamodb::store::{DynamoRunStore, s, sdk_failure};
 
 impl DynamoRunStore {
@@ -20,9 +21,12 @@ impl DynamoRunStore {
         tenant_id: &str,
         query: &RunListQuery,
     ) -> Result<RunListPage, StoreError> {
-        let pk = match query.status {
-            Some(status) => runs_by_status_pk(tenant_id, status),
-            None => runs_pk(tenant_id),
+        let pk = match (&query.forked_from, query.status) {
+            // A run's forks are few: their own partition, the status
+            // filtered from what it returns.
+            (Some(source), _) => runs_forked_from_pk(tenant_id, source),
+            (None, Some(status)) => runs_by_status_pk(tenant_id, status),
+            (None, None) => runs_pk(tenant_id),
         };
         let wanted = query.limit + 1;
         let mut listed = Vec::new();

@@ -25,7 +25,7 @@ mod local_secrets;
 mod node_leases;
 mod queue;
 mod registrations;
-mod request_keys;
+mod request_key_book;
 mod schedule_book;
 mod stream_leases;
 mod threads;
@@ -526,7 +526,7 @@ pub use self::evaluation_files::{EvaluationFiles, InMemoryEvaluations, Transcrip
 pub use self::local_secrets::{LOCAL_SECRETS_FILE, LocalSecrets, reference_name};
 pub use self::queue::InMemoryStepQueue;
 pub use self::registrations::InMemoryCapabilityDirectory;
-pub use self::request_keys::InMemoryRequestKeys;
+pub use self::request_key_book::InMemoryRequestKeys;
 pub use self::schedule_book::InMemoryScheduleBook;
 pub use self::stream_leases::InMemoryStreamLeases;
 pub use self::threads::InMemoryThreadStore;

@@ -190,6 +190,31 @@ pub(super) async fn run_list_conformance(store: &dyn RunStore, unique: &str) -> 
             .is_empty(),
         "a run without forks lists none",
     )?;
+    let fork_status = fork.status();
+    let other_status = RunStatus::ALL
+        .into_iter()
+        .find(|status| *status != fork_status)
+        .unwrap_or(fork_status);
+    for (status, expected) in [(fork_status, 1), (other_status, 0)] {
+        let listed = store
+            .list_runs(
+                &tenant,
+                &RunListQuery {
+                    status: Some(status),
+                    ..forks_of(run(2))
+                },
+            )
+            .await
+            .map_err(failed)?;
+        check(
+            listed.runs.len() == expected,
+            &format!(
+                "the forks of a run, of status {}: {:?}",
+                status.as_str(),
+                ids(&listed)
+            ),
+        )?;
+    }
 
     // Tenants do not see each other's runs.
     let others = store
