@@ -17,7 +17,7 @@
 #            (tests/scripted-llm; AWS_ENDPOINT_URL_BEDROCK_RUNTIME points the SDK at it)
 #   stream   streams that run's frames as SSE through a streamed response
 #   sweeper  runs once
-# and checks that each stripped binary is at most 20 MiB (15 MiB until the step
+# and checks that each stripped binary is at most 22 MiB (15 MiB until the step
 # function took MCP over streamable HTTP, rmcp's client adding 1.3 MB; 17 MiB
 # until it announced runs on EventBridge and counted its commits, +0.5 MB; the
 # cold-start bench measured the difference, see docs/benchmarks.md; 18 MiB until it took
@@ -30,6 +30,11 @@
 # (2026-11-28: croner and jiff with its bundled tz database in the engine, EventBridge
 # Scheduler's client in the api and stream functions) the step function measured
 # 20,649,648 bytes and the api 20,123,888: about 320 KB and 850 KB of headroom.
+# 20 MiB until 2026-11-29, when the api measured 21,062,896 bytes at 7cacf52:
+# +939 KB since 20,123,888, from escalation health, the live life cycle, request
+# idempotency keys (a store port and its DynamoDB adapter), the one AWS error
+# mapping and every streaming route's budget; not yet attributed change by change.
+# Lambda's own limit is 250 MB unzipped; this is the house's budget: 22 MiB.
 #
 #   bash infra/check-deploy.sh
 set -euo pipefail
@@ -64,7 +69,7 @@ for function in Api Stream Step Sweeper Ingest; do
   [ -x "$binary" ] || { say "sam build produced no $binary"; exit 1; }
   size="$(stat -c %s "$binary")"
   say "built ${function}Function/bootstrap: $size bytes"
-  [ "$size" -le $((20 * 1024 * 1024)) ] || { say "${function}Function is over 20 MiB"; exit 1; }
+  [ "$size" -le $((22 * 1024 * 1024)) ] || { say "${function}Function is over 22 MiB"; exit 1; }
 done
 
 say "moto on 127.0.0.1:$moto_port (the table and queues encrypted with a customer KMS key, as CustomerKmsKey=create deploys them)"

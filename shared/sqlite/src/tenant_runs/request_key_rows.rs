@@ -11,6 +11,23 @@ use rusqlite::{OptionalExtension, params};
 use crate::rows::{as_i64, from_json, to_json};
 use crate::{SqliteStore, unavailable};
 
+/// The key's record, read in the write's own transaction.
+fn kept_record(
+    transaction: &rusqlite::Transaction<'_>,
+    tenant_id: &str,
+    key: &str,
+) -> Result<Option<RequestKeyRecord>, StoreError> {
+    let kept: Option<String> = transaction
+        .query_row(
+            "SELECT record FROM request_keys WHERE tenant_id = ?1 AND request_key = ?2",
+            params![tenant_id, key],
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(unavailable)?;
+    kept.map(|text| from_json(&text)).transpose()
+}
+
 #[async_trait]
 impl RequestKeys for SqliteStore {
     async fn claim_request_key(
@@ -33,19 +50,11 @@ impl RequestKeys for SqliteStore {
                     params![as_i64(times.now)],
                 )
                 .map_err(unavailable)?;
-            let kept: Option<String> = transaction
-                .query_row(
-                    "SELECT record FROM request_keys WHERE tenant_id = ?1 AND request_key = ?2",
-                    params![tenant_id, key],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            if let Some(kept) = kept {
-                let kept: RequestKeyRecord = from_json(&kept)?;
-                if kept.answer.is_some() || kept.claimed_at_millis >= times.stale_before {
-                    return Ok(RequestKeyClaim::Kept(kept));
-                }
+            let kept = kept_record(&transaction, &tenant_id, &key)?;
+            if let Some(kept) = kept
+                && (kept.answer.is_some() || kept.claimed_at_millis >= times.stale_before)
+            {
+                return Ok(RequestKeyClaim::Kept(kept));
             }
             let record = RequestKeyRecord {
                 fingerprint,
@@ -81,16 +90,9 @@ impl RequestKeys for SqliteStore {
         );
         self.with_connection(move |connection| {
             let transaction = crate::rows::begin(connection)?;
-            let kept: Option<String> = transaction
-                .query_row(
-                    "SELECT record FROM request_keys WHERE tenant_id = ?1 AND request_key = ?2",
-                    params![tenant_id, key],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            let mut record: RequestKeyRecord = match kept {
-                Some(kept) => from_json(&kept)?,
+            let kept = kept_record(&transaction, &tenant_id, &key)?;
+            let mut record = match kept {
+                Some(kept) => kept,
                 None => {
                     return Err(StoreError::Unavailable(format!(
                         "idempotency key `{key}` is no longer this request's"
@@ -128,24 +130,15 @@ impl RequestKeys for SqliteStore {
         );
         self.with_connection(move |connection| {
             let transaction = crate::rows::begin(connection)?;
-            let kept: Option<String> = transaction
-                .query_row(
-                    "SELECT record FROM request_keys WHERE tenant_id = ?1 AND request_key = ?2",
-                    params![tenant_id, key],
-                    |row| row.get(0),
-                )
-                .optional()
-                .map_err(unavailable)?;
-            if let Some(kept) = kept {
-                let kept: RequestKeyRecord = from_json(&kept)?;
-                if kept.fingerprint == fingerprint && kept.answer.is_none() {
-                    transaction
-                        .execute(
-                            "DELETE FROM request_keys WHERE tenant_id = ?1 AND request_key = ?2",
-                            params![tenant_id, key],
-                        )
-                        .map_err(unavailable)?;
-                }
+            let ours = kept_record(&transaction, &tenant_id, &key)?
+                .is_some_and(|kept| kept.fingerprint == fingerprint && kept.answer.is_none());
+            if ours {
+                transaction
+                    .execute(
+                        "DELETE FROM request_keys WHERE tenant_id = ?1 AND request_key = ?2",
+                        params![tenant_id, key],
+                    )
+                    .map_err(unavailable)?;
             }
             transaction.commit().map_err(unavailable)?;
             Ok(())
