@@ -570,6 +570,73 @@ class JudgeOutcome(BaseModel):
     ] = None
 
 
+class FacetDirection(StrEnum):
+    input = 'input'
+    output = 'output'
+    bidirectional = 'bidirectional'
+
+
+class PolicySummary(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    name: str
+    description: str
+    schema_: Annotated[
+        Any,
+        Field(
+            alias='schema',
+            description='Its schema, inside the envelope schema (`schemas.envelope`).',
+        ),
+    ]
+
+
+class EnvelopeExample(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    name: Annotated[
+        str, Field(description="The file's stem (`positioning-recommendation`).")
+    ]
+    objective: Annotated[
+        str, Field(description="The envelope's objective, for a list.")
+    ]
+    envelope: Annotated[
+        Any, Field(description='The whole envelope, its editor-only `$schema` removed.')
+    ]
+
+
+class DraftRole(StrEnum):
+    user = 'user'
+    assistant = 'assistant'
+
+
+class DraftStage(StrEnum):
+    needs_objective = 'needs_objective'
+    needs_outputs = 'needs_outputs'
+    needs_inputs = 'needs_inputs'
+    needs_changes = 'needs_changes'
+    awaiting_confirmation = 'awaiting_confirmation'
+    ready = 'ready'
+
+
+class AskedField(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    name: str
+    required: bool
+    description: str
+
+
+class DraftProblem(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    path: str
+    message: str
+
+
 class FailureSummary(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -1695,6 +1762,106 @@ class ExampleResult(BaseModel):
     judge: JudgeOutcome | None = None
 
 
+class CapabilitySummary(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    capability_id: Annotated[str, Field(alias='capabilityId')]
+    agent_type: Annotated[AgentType, Field(alias='agentType')]
+    kind: NodeKind
+    version: str
+    display_name: Annotated[str, Field(alias='displayName')]
+    summary: str
+    input_traits: Annotated[InputTraits | None, Field(alias='inputTraits')]
+    input_contract: Annotated[list[str], Field(alias='inputContract')]
+    output_contract: Annotated[list[str], Field(alias='outputContract')]
+    cost: CapabilityCost | None
+    allows_clarify: Annotated[bool | None, Field(alias='allowsClarify')] = None
+    guard: Annotated[
+        Any | None,
+        Field(
+            description='Its branch condition over its input facets (JSONLogic), if any.'
+        ),
+    ] = None
+    instruction_templates: Annotated[
+        JsonObject | None, Field(alias='instructionTemplates')
+    ] = None
+    assignment_defaults: Annotated[
+        JsonObject | None, Field(alias='assignmentDefaults')
+    ] = None
+    source: CapabilitySource
+    status: Annotated[
+        CapabilityStatus,
+        Field(
+            description="Whether the planner may use it (registry files' are always active)."
+        ),
+    ]
+    registered_at: Annotated[
+        str | None,
+        Field(
+            alias='registeredAt',
+            description='Registered ones: first registered (RFC 3339).',
+        ),
+    ] = None
+    last_seen_at: Annotated[
+        str | None,
+        Field(
+            alias='lastSeenAt',
+            description='Registered ones: last heartbeat (RFC 3339).',
+        ),
+    ] = None
+    heartbeat_timeout_seconds: Annotated[
+        int | None,
+        Field(
+            alias='heartbeatTimeoutSeconds',
+            description='Registered ones: inactive after this long without a heartbeat.',
+            ge=0,
+        ),
+    ] = None
+
+
+class FacetSummary(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    name: str
+    title: str
+    description: str
+    direction: FacetDirection
+    required_by_default: Annotated[
+        bool,
+        Field(
+            alias='requiredByDefault',
+            description='Whether a capability that consumes it cannot run without it.',
+        ),
+    ]
+    schema_: Annotated[Any, Field(alias='schema')]
+    produced_by: Annotated[list[str], Field(alias='producedBy')]
+    consumed_by: Annotated[list[str], Field(alias='consumedBy')]
+
+
+class DraftMessage(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    role: DraftRole
+    content: str
+
+
+class AskedInput(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    facet: str
+    title: str
+    description: str
+    fields: Annotated[
+        list[AskedField],
+        Field(description='The fields of an object facet (none for another kind).'),
+    ]
+
+
 class UsageSummary(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -1847,64 +2014,6 @@ class NodeLedgerEntry(BaseModel):
         Field(
             alias='answeredBy',
             description='Human nodes: the signed-in user who answered.',
-        ),
-    ] = None
-
-
-class CapabilitySummary(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    capability_id: Annotated[str, Field(alias='capabilityId')]
-    agent_type: Annotated[AgentType, Field(alias='agentType')]
-    kind: NodeKind
-    version: str
-    display_name: Annotated[str, Field(alias='displayName')]
-    summary: str
-    input_traits: Annotated[InputTraits | None, Field(alias='inputTraits')]
-    input_contract: Annotated[list[str], Field(alias='inputContract')]
-    output_contract: Annotated[list[str], Field(alias='outputContract')]
-    cost: CapabilityCost | None
-    allows_clarify: Annotated[bool | None, Field(alias='allowsClarify')] = None
-    guard: Annotated[
-        Any | None,
-        Field(
-            description='Its branch condition over its input facets (JSONLogic), if any.'
-        ),
-    ] = None
-    instruction_templates: Annotated[
-        JsonObject | None, Field(alias='instructionTemplates')
-    ] = None
-    assignment_defaults: Annotated[
-        JsonObject | None, Field(alias='assignmentDefaults')
-    ] = None
-    source: CapabilitySource
-    status: Annotated[
-        CapabilityStatus,
-        Field(
-            description="Whether the planner may use it (registry files' are always active)."
-        ),
-    ]
-    registered_at: Annotated[
-        str | None,
-        Field(
-            alias='registeredAt',
-            description='Registered ones: first registered (RFC 3339).',
-        ),
-    ] = None
-    last_seen_at: Annotated[
-        str | None,
-        Field(
-            alias='lastSeenAt',
-            description='Registered ones: last heartbeat (RFC 3339).',
-        ),
-    ] = None
-    heartbeat_timeout_seconds: Annotated[
-        int | None,
-        Field(
-            alias='heartbeatTimeoutSeconds',
-            description='Registered ones: inactive after this long without a heartbeat.',
-            ge=0,
         ),
     ] = None
 
@@ -2132,6 +2241,91 @@ class EvaluationList(BaseModel):
         populate_by_name=True,
     )
     evaluations: list[EvaluationRecord]
+
+
+class SandboxMetadata(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    capabilities: Annotated[
+        list[CapabilitySummary], Field(description='Every capability, by id.')
+    ]
+    facets: Annotated[list[FacetSummary], Field(description='Every facet, by name.')]
+    schemas: Annotated[
+        dict[str, Any],
+        Field(
+            description='The JSON Schemas of an envelope, a capability and a facet, by name\n(`envelope`, `capability`, `facet`).'
+        ),
+    ]
+    policies: Annotated[
+        list[PolicySummary],
+        Field(description="The envelope's `policies` keys, each with what it does."),
+    ]
+    examples: Annotated[
+        list[EnvelopeExample], Field(description="The registry's example envelopes.")
+    ]
+
+
+class DraftRequest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    messages: list[DraftMessage] | None = None
+
+
+class DraftTurn(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    reply: Annotated[str, Field(description='What the builder says, in prose.')]
+    stage: DraftStage
+    ready: Annotated[
+        bool,
+        Field(
+            description='Whether `envelope` is confirmed and passes: submit it as it is.'
+        ),
+    ]
+    objective: str | None
+    outputs: Annotated[
+        list[str],
+        Field(
+            description="The outputs (facet names) the envelope's contract asks for."
+        ),
+    ]
+    inputs: Annotated[
+        list[str], Field(description='The inputs given so far, by facet name.')
+    ]
+    missing_inputs: Annotated[
+        list[AskedInput],
+        Field(alias='missingInputs', description='Inputs a plan cannot do without.'),
+    ]
+    optional_inputs: Annotated[
+        list[AskedInput],
+        Field(alias='optionalInputs', description='Inputs a plan would read if given.'),
+    ]
+    problems: Annotated[
+        list[DraftProblem],
+        Field(
+            description='What is wrong now: the last message, the inputs, the envelope.'
+        ),
+    ]
+    envelope: Annotated[
+        Any,
+        Field(
+            description='The drafted envelope (once there is an objective and an output).'
+        ),
+    ]
+    plan: Annotated[
+        Any,
+        Field(
+            description="The plan a run of it would start with, judged (`baton plan`'s\nJSON: `diagnostics`, `plan`, `escalation`)."
+        ),
+    ]
+    plan_mermaid: Annotated[
+        str | None,
+        Field(alias='planMermaid', description='The plan as a Mermaid flowchart.'),
+    ]
 
 
 class CapabilityList(BaseModel):
@@ -2743,8 +2937,18 @@ class TaskPolicies(BaseModel):
         extra='allow',
         populate_by_name=True,
     )
-    planner: PlannerPolicy | None = None
-    runtime: list[RuntimePolicy] | None = None
+    planner: Annotated[
+        PlannerPolicy | None,
+        Field(
+            description='How the plan is drawn: its shape (`topology`), which capabilities\nmay or must take part (`selection`), what it optimises\n(`optimisation`) and free-form directives.'
+        ),
+    ] = None
+    runtime: Annotated[
+        list[RuntimePolicy] | None,
+        Field(
+            description="Guardrails while the run goes: when a trigger matches (the run's\nstart, a node's end, a failed validation, a timeout, a metric\nbelow its floor, a budget crossed, a manual trigger), an action\n(replan, ask a person, fail, …)."
+        ),
+    ] = None
     fallback_capability: Annotated[
         str | None,
         Field(

@@ -400,6 +400,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/flex/sandbox/metadata": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What a developer needs to write an envelope: the registry's capabilities and facets, the JSON Schemas of an envelope, a capability and a facet, the envelope's policies and the example envelopes */
+        get: operations["getSandboxMetadata"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/flex/sandbox/drafts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** One turn of the envelope builder: the conversation so far in; the reply, the drafted envelope (checked as a submission is), its plan, and `ready` once the caller confirmed it. Stores nothing, calls no model */
+        post: operations["draftEnvelope"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/judge/evaluations": {
         parameters: {
             query?: never;
@@ -880,6 +914,67 @@ export interface components {
             evaluations: components["schemas"]["EvaluationRecord"][];
         };
         /**
+         * SandboxMetadata
+         * @description Everything a developer needs to write an envelope for this registry.
+         */
+        SandboxMetadata: {
+            /** @description Every capability, by id. */
+            capabilities: components["schemas"]["CapabilitySummary"][];
+            /** @description Every facet, by name. */
+            facets: components["schemas"]["FacetSummary"][];
+            /**
+             * @description The JSON Schemas of an envelope, a capability and a facet, by name
+             *     (`envelope`, `capability`, `facet`).
+             */
+            schemas: {
+                [key: string]: unknown;
+            };
+            /** @description The envelope's `policies` keys, each with what it does. */
+            policies: components["schemas"]["PolicySummary"][];
+            /** @description The registry's example envelopes. */
+            examples: components["schemas"]["EnvelopeExample"][];
+        };
+        /**
+         * DraftRequest
+         * @description `POST /sandbox/drafts`: the conversation so far, oldest first; the
+         *     builder's own replies may be sent back as `assistant` messages (they
+         *     are not read).
+         */
+        DraftRequest: {
+            messages?: components["schemas"]["DraftMessage"][];
+        };
+        /**
+         * DraftTurn
+         * @description The builder's answer to one turn.
+         */
+        DraftTurn: {
+            /** @description What the builder says, in prose. */
+            reply: string;
+            stage: components["schemas"]["DraftStage"];
+            /** @description Whether `envelope` is confirmed and passes: submit it as it is. */
+            ready: boolean;
+            objective: string | null;
+            /** @description The outputs (facet names) the envelope's contract asks for. */
+            outputs: string[];
+            /** @description The inputs given so far, by facet name. */
+            inputs: string[];
+            /** @description Inputs a plan cannot do without. */
+            missingInputs: components["schemas"]["AskedInput"][];
+            /** @description Inputs a plan would read if given. */
+            optionalInputs: components["schemas"]["AskedInput"][];
+            /** @description What is wrong now: the last message, the inputs, the envelope. */
+            problems: components["schemas"]["DraftProblem"][];
+            /** @description The drafted envelope (once there is an objective and an output). */
+            envelope: unknown;
+            /**
+             * @description The plan a run of it would start with, judged (`baton plan`'s
+             *     JSON: `diagnostics`, `plan`, `escalation`).
+             */
+            plan: unknown;
+            /** @description The plan as a Mermaid flowchart. */
+            planMermaid: string | null;
+        };
+        /**
          * RunAccepted
          * @description `POST /runs` (202 created, 200 the run an idempotency key named before).
          */
@@ -1300,7 +1395,18 @@ export interface components {
         ConstraintLevel: "hard" | "soft" | "informational";
         /** @description `TaskEnvelope.policies`. */
         TaskPolicies: {
+            /**
+             * @description How the plan is drawn: its shape (`topology`), which capabilities
+             *     may or must take part (`selection`), what it optimises
+             *     (`optimisation`) and free-form directives.
+             */
             planner?: components["schemas"]["PlannerPolicy"] | null;
+            /**
+             * @description Guardrails while the run goes: when a trigger matches (the run's
+             *     start, a node's end, a failed validation, a timeout, a metric
+             *     below its floor, a budget crossed, a manual trigger), an action
+             *     (replan, ask a person, fail, …).
+             */
             runtime?: components["schemas"]["RuntimePolicy"][];
             /**
              * @description The catch-all capability (`catchAll: true`) a failed node's facets
@@ -1884,6 +1990,100 @@ export interface components {
             /** @description The last message hash of the transcript (what verification ends on). */
             transcriptHead?: string | null;
         };
+        /** @description One capability as `GET /capabilities` lists it. */
+        CapabilitySummary: {
+            capabilityId: string;
+            agentType: components["schemas"]["AgentType"];
+            kind: components["schemas"]["NodeKind"];
+            version: string;
+            displayName: string;
+            summary: string;
+            inputTraits: components["schemas"]["InputTraits"] | null;
+            inputContract: string[];
+            outputContract: string[];
+            cost: components["schemas"]["CapabilityCost"] | null;
+            allowsClarify?: boolean;
+            /** @description Its branch condition over its input facets (JSONLogic), if any. */
+            guard?: unknown;
+            instructionTemplates?: components["schemas"]["JsonObject"] | null;
+            assignmentDefaults?: components["schemas"]["JsonObject"] | null;
+            source: components["schemas"]["CapabilitySource"];
+            /** @description Whether the planner may use it (registry files' are always active). */
+            status: components["schemas"]["CapabilityStatus"];
+            /** @description Registered ones: first registered (RFC 3339). */
+            registeredAt?: string | null;
+            /** @description Registered ones: last heartbeat (RFC 3339). */
+            lastSeenAt?: string | null;
+            /**
+             * Format: uint64
+             * @description Registered ones: inactive after this long without a heartbeat.
+             */
+            heartbeatTimeoutSeconds?: number | null;
+        };
+        /** @description One facet: its schema and the capabilities that make and read it. */
+        FacetSummary: {
+            name: string;
+            title: string;
+            description: string;
+            direction: components["schemas"]["FacetDirection"];
+            /** @description Whether a capability that consumes it cannot run without it. */
+            requiredByDefault: boolean;
+            schema: unknown;
+            producedBy: string[];
+            consumedBy: string[];
+        };
+        /**
+         * @description Which way a facet may flow through a capability.
+         * @enum {string}
+         */
+        FacetDirection: "input" | "output" | "bidirectional";
+        /** @description One key of the envelope's `policies`. */
+        PolicySummary: {
+            name: string;
+            description: string;
+            /** @description Its schema, inside the envelope schema (`schemas.envelope`). */
+            schema: unknown;
+        };
+        /** @description One example envelope, named by its file stem. */
+        EnvelopeExample: {
+            /** @description The file's stem (`positioning-recommendation`). */
+            name: string;
+            /** @description The envelope's objective, for a list. */
+            objective: string;
+            /** @description The whole envelope, its editor-only `$schema` removed. */
+            envelope: unknown;
+        };
+        /** @description One message of the conversation. */
+        DraftMessage: {
+            role: components["schemas"]["DraftRole"];
+            content: string;
+        };
+        /**
+         * @description Who wrote a message.
+         * @enum {string}
+         */
+        DraftRole: "user" | "assistant";
+        /** @description Where the conversation is. */
+        DraftStage: "needs_objective" | "needs_outputs" | "needs_inputs" | "needs_changes" | "awaiting_confirmation" | "ready";
+        /** @description An input the plan needs, and its fields. */
+        AskedInput: {
+            facet: string;
+            title: string;
+            description: string;
+            /** @description The fields of an object facet (none for another kind). */
+            fields: components["schemas"]["AskedField"][];
+        };
+        /** @description One field of an asked-for input. */
+        AskedField: {
+            name: string;
+            required: boolean;
+            description: string;
+        };
+        /** @description Something wrong, and the JSON path it is about. */
+        DraftProblem: {
+            path: string;
+            message: string;
+        };
         RunSummary: {
             runId: string;
             threadId: string;
@@ -2256,36 +2456,6 @@ export interface components {
             answeredBy?: string | null;
         };
         NodeStatus: ("awaiting_human" | "completed" | "failed") | "pending" | "scheduled" | "deliberating" | "skipped";
-        /** @description One capability as `GET /capabilities` lists it. */
-        CapabilitySummary: {
-            capabilityId: string;
-            agentType: components["schemas"]["AgentType"];
-            kind: components["schemas"]["NodeKind"];
-            version: string;
-            displayName: string;
-            summary: string;
-            inputTraits: components["schemas"]["InputTraits"] | null;
-            inputContract: string[];
-            outputContract: string[];
-            cost: components["schemas"]["CapabilityCost"] | null;
-            allowsClarify?: boolean;
-            /** @description Its branch condition over its input facets (JSONLogic), if any. */
-            guard?: unknown;
-            instructionTemplates?: components["schemas"]["JsonObject"] | null;
-            assignmentDefaults?: components["schemas"]["JsonObject"] | null;
-            source: components["schemas"]["CapabilitySource"];
-            /** @description Whether the planner may use it (registry files' are always active). */
-            status: components["schemas"]["CapabilityStatus"];
-            /** @description Registered ones: first registered (RFC 3339). */
-            registeredAt?: string | null;
-            /** @description Registered ones: last heartbeat (RFC 3339). */
-            lastSeenAt?: string | null;
-            /**
-             * Format: uint64
-             * @description Registered ones: inactive after this long without a heartbeat.
-             */
-            heartbeatTimeoutSeconds?: number | null;
-        };
         /** @description Where a listed capability comes from. */
         CapabilitySource: "registry" | "registered";
         /** @description Whether the planner may use a registered capability. */
@@ -5213,6 +5383,194 @@ export interface operations {
             };
             /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getSandboxMetadata: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the metadata */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SandboxMetadata"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the developer sandbox is off on this server: `sandbox_off` (`BATON_SANDBOX=on` turns it on) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    draftEnvelope: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DraftRequest"];
+            };
+        };
+        responses: {
+            /** @description the builder's turn */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DraftTurn"];
+                };
+            };
+            /** @description the body is not JSON (`invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the developer sandbox is off on this server: `sandbox_off` (`BATON_SANDBOX=on` turns it on) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a request the builder cannot read (`invalid_draft`): too many or too long messages, an unknown field; `details.path` names it (`$.messages[3].content`) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };

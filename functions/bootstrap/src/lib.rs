@@ -516,6 +516,7 @@ pub fn api_state(
                 configuration.public_url.as_deref(),
             ),
             viewer_api_origins: configuration.viewer_api_origins.clone(),
+            sandbox: configuration.sandbox,
             ..baton_http::HttpSettings::default()
         },
         streams: services.streams.clone(),

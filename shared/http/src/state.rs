@@ -39,6 +39,9 @@ pub struct HttpSettings {
     /// (`BATON_VIEWER_API_ORIGINS`): its `?api=` is honoured only for them,
     /// and its `connect-src` names only them.
     pub viewer_api_origins: Vec<String>,
+    /// The developer sandbox's routes (`BATON_SANDBOX=on`): the registry's
+    /// metadata and the envelope builder; off, they answer 404.
+    pub sandbox: bool,
 }
 
 /// The default cap on one run's open event streams.
@@ -61,6 +64,7 @@ impl Default for HttpSettings {
             public_url: None,
             trusted_origins: TrustedOrigins::default(),
             viewer_api_origins: Vec::new(),
+            sandbox: false,
         }
     }
 }

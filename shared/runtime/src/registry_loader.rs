@@ -1,7 +1,8 @@
 //! Reads `registry/` from disk: `facets/*.json`, `tools/*.json` and
 //! `contexts/*.json` (both optional),
 //! `capabilities/*.json` and the prompt files capabilities name in
-//! `promptTemplateFile`. Every error names the file (and the JSON path
+//! `promptTemplateFile`, and the example envelopes of `examples/*.json`
+//! (optional). Every error names the file (and the JSON path
 //! inside it).
 
 use std::path::{Path, PathBuf};
@@ -126,6 +127,8 @@ impl RegistrySource for EmbeddedSource {
 
 /// The orchestrator's chat agent (optional).
 const CHAT_FILE: &str = "chat.json";
+/// The example envelopes the developer sandbox offers (optional).
+const EXAMPLES_FOLDER: &str = "examples";
 /// The model catalog: providers and models (optional).
 const MODEL_CATALOG_FILE: &str = "models.json";
 /// Per-tenant settings (optional).
@@ -186,6 +189,13 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
         registry
             .add_context_documents(&context_documents)
             .map_err(RuntimeError::Registry)?;
+    }
+    if source.has_folder(EXAMPLES_FOLDER) {
+        for (source_name, text) in source.json_files(EXAMPLES_FOLDER)? {
+            registry
+                .add_example_document(&RegistryDocument { source_name, text })
+                .map_err(RuntimeError::Registry)?;
+        }
     }
     if source.has_file(CHAT_FILE) {
         let text = source.text(CHAT_FILE)?;

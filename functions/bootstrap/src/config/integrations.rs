@@ -64,3 +64,16 @@ impl TraceExportConfiguration {
         }))
     }
 }
+
+/// An on/off setting: `on`, `true` or `1`; `off`, `false`, `0` or unset.
+/// Anything else is refused naming the variable.
+pub(super) fn on_off(read: VariableReader<'_>, name: &str) -> Result<bool, StartupError> {
+    match non_empty(read, name).map(|value| value.to_ascii_lowercase()) {
+        None => Ok(false),
+        Some(value) if matches!(value.as_str(), "on" | "true" | "1") => Ok(true),
+        Some(value) if matches!(value.as_str(), "off" | "false" | "0") => Ok(false),
+        Some(value) => Err(StartupError(format!(
+            "{name} is `{value}`: write `on` or `off`"
+        ))),
+    }
+}

@@ -163,6 +163,9 @@ pub struct Configuration {
     /// `BATON_VIEWER_API_ORIGINS`: API origins the served viewer may call
     /// (and send its token to) besides its own, through `?api=`.
     pub viewer_api_origins: Vec<String>,
+    /// `BATON_SANDBOX=on`: the API serves the developer sandbox (the
+    /// registry's metadata and the envelope builder). Off by default.
+    pub sandbox: bool,
     /// `BATON_HEADER_READ_TIMEOUT_SECONDS`: `baton serve` closes a
     /// connection whose request headers have not all arrived in this long
     /// (a silent or trickling client; an idle keep-alive connection). Default 30.
@@ -340,6 +343,7 @@ impl Configuration {
                 .map(|url| url.trim_end_matches('/').to_string()),
             allowed_origins: origin_list(read, "BATON_ALLOWED_ORIGINS")?,
             viewer_api_origins: origin_list(read, "BATON_VIEWER_API_ORIGINS")?,
+            sandbox: integrations::on_off(read, "BATON_SANDBOX")?,
             worker_max_steps_in_flight,
             max_body_bytes,
             max_envelope_bytes,

@@ -5,6 +5,7 @@
 
 pub mod capability_health;
 pub mod contexts;
+pub mod envelope_examples;
 pub mod model_catalog;
 pub mod registry;
 pub mod registry_schemas;

@@ -31,6 +31,7 @@ pub struct Registry {
     chat: Option<crate::records::chat::ChatSettings>,
     models: ModelCatalog,
     tenants: crate::catalog::tenant_settings::TenantSettings,
+    examples: Vec<crate::catalog::envelope_examples::EnvelopeExample>,
 }
 
 fn registry_error(
@@ -253,6 +254,29 @@ impl Registry {
             .map_err(|(path, message)| registry_error(&document.source_name, path, message))?;
         self.tenants = settings;
         Ok(())
+    }
+
+    /// Reads an example envelope (`registry/examples/*.json`) and keeps it
+    /// for the developer sandbox.
+    pub fn add_example_document(&mut self, document: &RegistryDocument) -> Result<(), CoreError> {
+        let example = crate::catalog::envelope_examples::EnvelopeExample::from_text(
+            &document.source_name,
+            &document.text,
+        )?;
+        if self.examples.iter().any(|kept| kept.name == example.name) {
+            return Err(registry_error(
+                &document.source_name,
+                "$",
+                format!("a second example named `{}`", example.name),
+            ));
+        }
+        self.examples.push(example);
+        Ok(())
+    }
+
+    /// The example envelopes, in the order they were read (by file name).
+    pub fn examples(&self) -> &[crate::catalog::envelope_examples::EnvelopeExample] {
+        &self.examples
     }
 
     /// The per-tenant settings (none when the registry has no `tenants.json`).

@@ -92,7 +92,7 @@ pub fn facets_by_words<'r>(registry: &'r Registry, query: &str) -> Vec<(usize, &
 
 /// Lower-case words of `text`, split on anything but letters and digits
 /// (camelCase split too), so `copyVariants` matches "copy variants".
-fn words(text: &str) -> Vec<String> {
+pub fn words(text: &str) -> Vec<String> {
     let mut found = Vec::new();
     let mut current = String::new();
     let mut previous_lower = false;

@@ -10,8 +10,15 @@ use serde_json::{Map, Value};
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskPolicies {
+    /// How the plan is drawn: its shape (`topology`), which capabilities
+    /// may or must take part (`selection`), what it optimises
+    /// (`optimisation`) and free-form directives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planner: Option<PlannerPolicy>,
+    /// Guardrails while the run goes: when a trigger matches (the run's
+    /// start, a node's end, a failed validation, a timeout, a metric
+    /// below its floor, a budget crossed, a manual trigger), an action
+    /// (replan, ask a person, fail, …).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runtime: Vec<RuntimePolicy>,
     /// The catch-all capability (`catchAll: true`) a failed node's facets

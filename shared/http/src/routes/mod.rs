@@ -1,6 +1,7 @@
 //! The API's router: one file per resource (`runs`, `events`,
 //! `capabilities`, `people`, `forks`, `evaluations` (judge panels), `dataset_evaluations`
-//! (datasets run by `baton serve`), `chat`, `schedules`), each route
+//! (datasets run by `baton serve`), `chat`, `schedules`, `sandbox` (the
+//! developer sandbox, behind `BATON_SANDBOX`)), each route
 //! behind the bearer-token middleware (`authenticate`), the MCP server at
 //! `/mcp` behind the same, the A2A agent (`/a2a` behind the same, its card
 //! public at `/.well-known/agent-card.json`), the OpenAPI document, the viewer, and a JSON 404
@@ -18,6 +19,7 @@ pub mod openapi;
 mod people;
 mod request_keys;
 mod runs;
+mod sandbox;
 mod schedules;
 
 use axum::Router;

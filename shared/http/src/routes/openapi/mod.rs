@@ -315,6 +315,7 @@ pub fn operations() -> Vec<Operation> {
     };
     let mut operations = run_operations::runs_and_people();
     operations.extend(resource_operations::schedules_and_evaluations());
+    operations.extend(resource_operations::sandbox_operations());
     operations.extend([
         api(
             route("createEvaluation", Scope::EvaluationsRun, || post(evaluations::create_evaluation), "post", "/api/v1/judge/evaluations"),

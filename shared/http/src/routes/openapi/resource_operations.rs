@@ -1,9 +1,9 @@
-//! The schedules' and the served evaluations' operations (split from
-//! `mod.rs` to keep each file short).
+//! The schedules', the served evaluations' and the developer sandbox's
+//! operations (split from `mod.rs` to keep each file short).
 
 use axum::routing::{delete, get, post};
 
-use super::super::{audit, dataset_evaluations, schedules};
+use super::super::{audit, dataset_evaluations, sandbox, schedules};
 use super::{Answer, BAD_JSON, Body, Operation, answer, api, route};
 use crate::auth::Scope;
 
@@ -215,6 +215,56 @@ pub(super) fn schedules_and_evaluations() -> Vec<Operation> {
                     "a bad parameter (`details.parameter`)",
                     Body::Json("Error"),
                 ),
+            ],
+        ),
+    ]
+}
+
+const SANDBOX_OFF: Answer = answer(
+    404,
+    "the developer sandbox is off on this server: `sandbox_off` (`BATON_SANDBOX=on` turns it on)",
+    Body::Json("Error"),
+);
+
+/// The developer sandbox (`BATON_SANDBOX=on`).
+pub(super) fn sandbox_operations() -> Vec<Operation> {
+    vec![
+        api(
+            route(
+                "getSandboxMetadata",
+                Scope::RunsRead,
+                || get(sandbox::sandbox_metadata),
+                "get",
+                "/api/v1/flex/sandbox/metadata",
+            ),
+            "What a developer needs to write an envelope: the registry's capabilities and facets, the JSON Schemas of an envelope, a capability and a facet, the envelope's policies and the example envelopes",
+            None,
+            &[],
+            &[
+                answer(200, "the metadata", Body::Json("SandboxMetadata")),
+                SANDBOX_OFF,
+            ],
+        ),
+        api(
+            route(
+                "draftEnvelope",
+                Scope::RunsRead,
+                || post(sandbox::draft_envelope),
+                "post",
+                "/api/v1/flex/sandbox/drafts",
+            ),
+            "One turn of the envelope builder: the conversation so far in; the reply, the drafted envelope (checked as a submission is), its plan, and `ready` once the caller confirmed it. Stores nothing, calls no model",
+            Some("DraftRequest"),
+            &[],
+            &[
+                answer(200, "the builder's turn", Body::Json("DraftTurn")),
+                BAD_JSON,
+                answer(
+                    422,
+                    "a request the builder cannot read (`invalid_draft`): too many or too long messages, an unknown field; `details.path` names it (`$.messages[3].content`)",
+                    Body::Json("Error"),
+                ),
+                SANDBOX_OFF,
             ],
         ),
     ]

@@ -64,6 +64,12 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
             answer_component::<baton_evaluation::served::EvaluationList>(),
         ),
         (
+            "SandboxMetadata",
+            answer_component::<baton_sandbox::SandboxMetadata>(),
+        ),
+        ("DraftRequest", component::<baton_sandbox::DraftRequest>()),
+        ("DraftTurn", answer_component::<baton_sandbox::DraftTurn>()),
+        (
             "RunAccepted",
             answer_component::<crate::bodies::RunAccepted>(),
         ),
