@@ -87,6 +87,23 @@ enum Command {
         #[arg(long, default_value = "sqlite", value_parser = parse_store)]
         store: StoreChoice,
     },
+    /// Draft an envelope in a conversation (the developer sandbox's
+    /// builder): each `--message`, or each paragraph on stdin (ended by an
+    /// empty line), gets a reply; once you confirm a draft that passes
+    /// the plan checks (`yes`), it is written to `--out` or stdout.
+    Draft {
+        /// A message of yours, in order (repeat; omit to type them).
+        #[arg(short = 'm', long = "message")]
+        messages: Vec<String>,
+        /// Where the finished envelope goes (stdout when absent).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Each turn as a JSON line on stdout (as the API answers it).
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        registry: Option<PathBuf>,
+    },
     /// Talk with the orchestrator's chat agent (or a specialist): one
     /// message with `-m` (the thread id is printed on stderr; continue with
     /// `--thread`), else an interactive session on one thread.
@@ -393,6 +410,20 @@ fn main() -> ExitCode {
                 registry,
                 format,
             } => run_and_plan::plan(&envelope, registry, format),
+            Command::Draft {
+                messages,
+                out,
+                json,
+                registry,
+            } => {
+                chat_and_fork::draft_command::draft(chat_and_fork::draft_command::DraftOptions {
+                    messages,
+                    out,
+                    json,
+                    registry,
+                })
+                .await
+            }
             Command::Chat {
                 message,
                 thread,

@@ -2184,3 +2184,105 @@ async fn history_lists_the_checkpoints_and_a_fork_reuses_every_node() {
     assert_ne!(fork_frames[0]["runId"], run_id.as_str());
     assert_eq!(server.request_count(), calls, "every node was reused");
 }
+
+/// `baton draft`: three messages (an objective, the inputs it asks for,
+/// `yes`) draft an envelope into `--out`; `baton run` then completes it
+/// with contract-valid output (the scripted model answering). Piped
+/// paragraphs work the same, and a conversation that stops early exits 2
+/// naming where it stopped.
+#[tokio::test(flavor = "multi_thread")]
+async fn baton_draft_builds_an_envelope_in_three_messages_that_then_runs() {
+    let objective = "Recommend a market positioning for Acme Analytics and the messaging stack that expresses it.";
+    let inputs = "positioning_context.company_name: Acme Analytics\npositioning_context.company_url: https://acmeanalytics.io\npositioning_context.competing_factors: Data reliability, Ease of integration";
+    let folder = tempfile::tempdir().unwrap();
+    let drafted = folder.path().join("drafted.json");
+    let output = baton(
+        None,
+        &[
+            "draft",
+            "-m",
+            objective,
+            "-m",
+            inputs,
+            "-m",
+            "yes",
+            "--out",
+            drafted.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("What should the run produce"), "{stderr}");
+    assert!(stderr.contains("company_name (required)"), "{stderr}");
+    assert!(stderr.contains("Here is your envelope"), "{stderr}");
+    let envelope: Value =
+        serde_json::from_str(&std::fs::read_to_string(&drafted).unwrap()).unwrap();
+    assert_eq!(
+        envelope["inputs"]["positioning_context"]["competing_factors"],
+        json!(["Data reliability", "Ease of integration"])
+    );
+
+    let server = ScriptedLlmServer::start().await.unwrap();
+    let (code, frames, stderr) = run_ndjson(&server, &drafted).await;
+    assert_eq!(code, 0, "{stderr}");
+    let complete = frames.last().unwrap();
+    assert_eq!(complete["type"], "complete", "{complete}");
+    let output_schema = envelope["outputContract"]["schema"].clone();
+    let validator = compile_schema(&output_schema, "$").unwrap();
+    let violations = collect_violations(&validator, &complete["payload"]["output"]);
+    assert!(violations.is_empty(), "{violations:?}");
+
+    // The same conversation piped, one paragraph per message, as JSON lines.
+    let mut piped = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["draft", "--json"])
+        .current_dir(repository_root())
+        .env_remove("BATON_REGISTRY_DIR")
+        .env_remove("BATON_LLM_BASE_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = piped.stdin.take().unwrap();
+        stdin
+            .write_all(format!("{objective}\n\n{inputs}\n\nyes\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    let finished = piped.wait_with_output().await.unwrap();
+    assert_eq!(
+        finished.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&finished.stderr)
+    );
+    let turns: Vec<Value> = String::from_utf8(finished.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let stages: Vec<&str> = turns
+        .iter()
+        .map(|turn| turn["stage"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            "needs_objective",
+            "needs_inputs",
+            "awaiting_confirmation",
+            "ready"
+        ]
+    );
+    assert_eq!(turns[3]["envelope"], envelope);
+
+    // Stopped before the inputs: not ready, exit 2, the stage named.
+    let early = baton(None, &["draft", "-m", objective]).await;
+    assert_eq!(early.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&early.stderr);
+    assert!(stderr.contains("`needs_inputs`"), "{stderr}");
+    assert!(early.stdout.is_empty());
+}
