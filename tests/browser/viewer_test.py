@@ -495,6 +495,48 @@ def run_an_evaluation_and_open_an_example_run(page):
           "its example opened as a run")
 
 
+DRAFT_OBJECTIVE = "Recommend a market positioning for Acme Analytics and the messaging stack that expresses it."
+DRAFT_INPUTS = ("positioning_context.company_name: Acme Analytics\n"
+                "positioning_context.company_url: https://acmeanalytics.io\n"
+                "positioning_context.competing_factors: Data reliability, Ease of integration")
+
+
+def draft_an_envelope_in_three_messages_and_run_it(page):
+    page.goto(ROOT + "/")
+    page.click("#open-sandbox")
+    stage = page.locator("#draft-stage")
+    expect(stage).to_have_attribute("data-stage", "needs_objective", timeout=TIMEOUT_MS)
+    builder = page.locator('#draft-log li[data-role="builder"]')
+    expect(builder.first).to_contain_text("What should the run produce")
+
+    def say(text, wanted_stage):
+        page.fill("#draft-message", text)
+        page.click("#draft-send")
+        expect(stage).to_have_attribute("data-stage", wanted_stage, timeout=TIMEOUT_MS)
+
+    say(DRAFT_OBJECTIVE, "needs_inputs")
+    expect(builder.last).to_contain_text("company_name (required)")
+    say(DRAFT_INPUTS, "awaiting_confirmation")
+    expect(page.locator("#draft-envelope svg.plan g.node")).to_have_count(2)
+    expect(page.locator("#draft-use")).to_be_hidden()
+    say("yes", "ready")
+    expect(page.locator('#draft-log li[data-role="you"]')).to_have_count(3)
+    expect(page.locator("#draft-problems li")).to_have_count(0)
+    shot(page, "18-sandbox-envelope-ready")
+    page.click("#draft-use")
+    drafted = json.loads(page.input_value("#envelope"))
+    assert drafted["inputs"]["positioning_context"]["competing_factors"] == [
+        "Data reliability", "Ease of integration"], drafted
+    assert drafted["outputContract"]["schema"]["required"] == ["messaging_stack", "positioning_recommendation"], drafted
+    before = page.url
+    page.click("#start-run")
+    page.wait_for_function("(before) => location.href !== before && location.hash.startsWith('#run/')",
+                           arg=before, timeout=TIMEOUT_MS)
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    shot(page, "19-sandbox-envelope-run")
+    print("ok: an envelope drafted in three messages in the sandbox (its plan drawn), then run to completion")
+
+
 def use_a_server_without_tokens_without_being_asked_for_one(browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(ANONYMOUS_ROOT + "/")
@@ -507,8 +549,11 @@ def use_a_server_without_tokens_without_being_asked_for_one(browser):
     expect(page.locator(f'#runs li[data-run-id="{run_id}"]')).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#token-form")).to_be_hidden()
     shot(page, "00-anonymous-server-no-token-asked")
+    # This server has the developer sandbox off: the page says so.
+    page.click("#open-sandbox")
+    expect(page.locator("#sandbox-off")).to_contain_text("BATON_SANDBOX=on", timeout=TIMEOUT_MS)
     page.close()
-    print("ok: a server without tokens is used without a token form")
+    print("ok: a server without tokens is used without a token form (its sandbox off, as the page says)")
 
 
 def main():
@@ -533,7 +578,8 @@ def main():
                          chat_with_a_tool_call_and_approve_a_drafted_plan,
                          fork_a_run_from_a_node_with_a_corrected_output,
                          keep_pause_resume_and_delete_a_schedule,
-                         run_an_evaluation_and_open_an_example_run):
+                         run_an_evaluation_and_open_an_example_run,
+                         draft_an_envelope_in_three_messages_and_run_it):
             try:
                 scenario(page)
             except Exception:

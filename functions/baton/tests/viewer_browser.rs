@@ -16,7 +16,9 @@
 //! refused with its path), the fork tree leading both ways; a schedule kept
 //! (a wrong expression refused with its path), paused, resumed and deleted;
 //! an evaluation run from the viewer (a wrong line refused with its path),
-//! its examples shown, one opened as its run.
+//! its examples shown, one opened as its run; an envelope drafted in three
+//! messages in the developer sandbox (on for the tokened server, off for
+//! the other, which says so), its plan drawn, then run to completion.
 //! Screenshots go to `target/browser-artifacts/` (or
 //! `BATON_BROWSER_ARTIFACTS`).
 //!
@@ -63,6 +65,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
                 "XDG_DATA_HOME".to_string(),
                 data_home.path().display().to_string(),
             ),
+            ("BATON_SANDBOX".to_string(), "on".to_string()),
         ],
     )
     .await;
@@ -107,7 +110,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        10,
+        11,
         "every scenario reported: {stdout}"
     );
     for screenshot in [
@@ -130,6 +133,8 @@ async fn the_run_viewer_works_in_headless_chromium() {
         "15-schedule-paused",
         "16-evaluation",
         "17-evaluation-example-run",
+        "18-sandbox-envelope-ready",
+        "19-sandbox-envelope-run",
     ] {
         let file = artifacts.join(format!("{screenshot}.png"));
         assert!(

@@ -13,6 +13,7 @@ import { make, millis, pretty } from "./dom.js";
 import { forkForm, forkTree } from "./forks.js";
 import { timelineView } from "./timeline.js";
 import { createSchedule, loadSchedules } from "./schedules.js";
+import { showSandbox } from "./sandbox.js";
 import { loadEvaluations, showEvaluation, startEvaluation } from "./evaluations.js";
 
 const $ = (selector) => document.querySelector(selector);
@@ -393,12 +394,15 @@ function leaveView() {
   if (current && current.abort) current.abort.abort();
   if (openChat) openChat.close();
   if (openEvaluation) openEvaluation.close();
+  if (openSandbox) openSandbox.close();
   openChat = null;
   openEvaluation = null;
+  openSandbox = null;
   current = null;
 }
 
 let openEvaluation = null;
+let openSandbox = null;
 
 let openChat = null;
 
@@ -465,6 +469,10 @@ function route() {
   else if (kind === "task" && id) openTask(decodeURIComponent(id));
   else if (kind === "thread" && id && !(openChat && openChat.threadId === decodeURIComponent(id))) showThread(decodeURIComponent(id));
   else if (kind === "chat") showThread(null);
+  else if (kind === "sandbox") {
+    leaveView();
+    openSandbox = showSandbox($("#view"), { onUse: (text) => { $("#envelope").value = text; $("#envelope").focus(); } });
+  }
   else if (kind === "evaluation" && id) {
     leaveView();
     openEvaluation = showEvaluation($("#view"), decodeURIComponent(id));
@@ -512,6 +520,10 @@ function start() {
   $("#refresh-threads").addEventListener("click", () => loadThreads());
   $("#more-threads").addEventListener("click", () => loadThreads(true));
   $("#start-run").addEventListener("click", startRun);
+  $("#open-sandbox").addEventListener("click", () => {
+    if (location.hash === "#sandbox") route();
+    else location.hash = "#sandbox";
+  });
   $("#refresh-schedules").addEventListener("click", loadSchedules);
   $("#create-schedule").addEventListener("click", createSchedule);
   $("#refresh-evaluations").addEventListener("click", loadEvaluations);

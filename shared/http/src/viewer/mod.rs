@@ -54,6 +54,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../viewer/timeline.js"),
     ),
     (
+        "sandbox.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../viewer/sandbox.js"),
+    ),
+    (
         "schedules.js",
         "text/javascript; charset=utf-8",
         include_str!("../../viewer/schedules.js"),
