@@ -3,8 +3,9 @@
 //! (`dependency_rules.rs`), the direction of modules inside each crate
 //! (`module_direction.rs`) and of files inside `baton-core`
 //! (`file_direction.rs`), the documentation book's links and JSON examples
-//! (`book.rs`), and the code map in `docs/architecture.md` against the code
-//! (`code_map.rs`). Its one function finds the repository; the rest only
+//! (`book.rs`), the code map in `docs/architecture.md` against the code
+//! (`code_map.rs`), and the requirements table in `docs/requirements.md`
+//! against the tests it names (`requirements_table.rs`). Its one function finds the repository; the rest only
 //! reads it. It must never be a dependency of anything.
 
 use std::path::PathBuf;
