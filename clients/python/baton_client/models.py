@@ -199,6 +199,21 @@ class OptimisationObjective(StrEnum):
     token_efficiency = 'token_efficiency'
 
 
+class TurnByTurnPolicy(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    max_turns: Annotated[
+        int | None,
+        Field(
+            alias='maxTurns',
+            description='The most decisions the orchestrator makes, 1 to 50 (default 8):\npast them the run finishes with what it has.',
+            ge=0,
+        ),
+    ] = None
+
+
 class PolicyTrigger1(BaseModel):
     model_config = ConfigDict(
         extra='forbid',
@@ -2389,6 +2404,13 @@ class PlannerPolicy(BaseModel):
     selection: SelectionPolicy | None = None
     optimisation: OptimisationPolicy | None = None
     directives: JsonObject | None = None
+    turn_by_turn: Annotated[
+        TurnByTurnPolicy | None,
+        Field(
+            alias='turnByTurn',
+            description='Turn-by-turn orchestration: instead of one whole plan, an\norchestrator model decides each turn (`handoff` to one capability,\n`plan_update` with nodes to add, or `final`); each decision is a\nplan version.',
+        ),
+    ] = None
 
 
 class PolicyAction2(BaseModel):

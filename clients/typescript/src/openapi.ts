@@ -1438,6 +1438,13 @@ export interface components {
             selection?: components["schemas"]["SelectionPolicy"] | null;
             optimisation?: components["schemas"]["OptimisationPolicy"] | null;
             directives?: components["schemas"]["JsonObject"] | null;
+            /**
+             * @description Turn-by-turn orchestration: instead of one whole plan, an
+             *     orchestrator model decides each turn (`handoff` to one capability,
+             *     `plan_update` with nodes to add, or `final`); each decision is a
+             *     plan version.
+             */
+            turnByTurn?: components["schemas"]["TurnByTurnPolicy"] | null;
         };
         TopologyPolicy: {
             /** Format: uint32 */
@@ -1471,6 +1478,18 @@ export interface components {
         };
         /** @enum {string} */
         OptimisationObjective: "speed" | "quality" | "diversity" | "token_efficiency";
+        /**
+         * @description `policies.planner.turnByTurn`: the orchestrator model decides turn by
+         *     turn, at most `maxTurns` decisions.
+         */
+        TurnByTurnPolicy: {
+            /**
+             * Format: uint32
+             * @description The most decisions the orchestrator makes, 1 to 50 (default 8):
+             *     past them the run finishes with what it has.
+             */
+            maxTurns?: number | null;
+        };
         /** @description A runtime guardrail: when `trigger` matches, request `action`. */
         RuntimePolicy: {
             id: string;

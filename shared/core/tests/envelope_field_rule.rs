@@ -272,6 +272,18 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         "caller_constraints_directives_and_output_hints_reach_the_nodes_they_concern",
     ),
     (
+        "$.policies.planner.turnByTurn",
+        Behaviour,
+        "shared/runtime/tests/llm_replan.rs",
+        "the_turn_by_turn_orchestrator_completes_the_seed_envelope_one_decision_a_plan_version",
+    ),
+    (
+        "$.policies.planner.turnByTurn.maxTurns",
+        Behaviour,
+        "shared/runtime/tests/llm_replan.rs",
+        "past_max_turns_the_run_finishes_with_what_it_has_and_says_so",
+    ),
+    (
         "$.policies.fallbackCapability",
         Behaviour,
         "shared/runtime/tests/fallback.rs",

@@ -135,6 +135,9 @@ pub enum WarningCode {
     ToolCallsPerTurnExceeded,
     /// A session took `maxIterations` model turns without answering.
     MaxIterationsReached,
+    /// The turn-by-turn orchestrator made `maxTurns` decisions without
+    /// deciding `final`: the run finishes with what its nodes produced.
+    OrchestratorTurnsExhausted,
     /// A session lasted longer than the watchdog allows.
     SessionTimedOut,
     /// A model answered that `registry/models.json` does not price: its

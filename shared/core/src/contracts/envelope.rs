@@ -345,6 +345,17 @@ impl TaskEnvelope {
                 return Err(invalid(path, "must be a number greater than 0"));
             }
         }
+        if let Some(turns) = self
+            .policies
+            .turn_by_turn()
+            .and_then(|policy| policy.max_turns)
+            && !(1..=crate::contracts::policies::TurnByTurnPolicy::MOST_TURNS).contains(&turns)
+        {
+            return Err(invalid(
+                "$.policies.planner.turnByTurn.maxTurns",
+                "must be between 1 and 50",
+            ));
+        }
         if let Some(threshold) = self.constraints.quality_threshold
             && !(0.0..=1.0).contains(&threshold)
         {

@@ -57,6 +57,35 @@ pub struct PlannerPolicy {
     pub optimisation: Option<OptimisationPolicy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub directives: Option<Map<String, Value>>,
+    /// Turn-by-turn orchestration: instead of one whole plan, an
+    /// orchestrator model decides each turn (`handoff` to one capability,
+    /// `plan_update` with nodes to add, or `final`); each decision is a
+    /// plan version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_by_turn: Option<TurnByTurnPolicy>,
+}
+
+/// `policies.planner.turnByTurn`: the orchestrator model decides turn by
+/// turn, at most `maxTurns` decisions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TurnByTurnPolicy {
+    /// The most decisions the orchestrator makes, 1 to 50 (default 8):
+    /// past them the run finishes with what it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+}
+
+impl TurnByTurnPolicy {
+    /// Decisions when `maxTurns` is not given.
+    pub const DEFAULT_MAX_TURNS: u32 = 8;
+    /// The most `maxTurns` may be.
+    pub const MOST_TURNS: u32 = 50;
+
+    /// The decisions the orchestrator may make.
+    pub fn max_turns(&self) -> u32 {
+        self.max_turns.unwrap_or(Self::DEFAULT_MAX_TURNS)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -375,6 +404,14 @@ impl TaskPolicies {
         self.planner
             .as_ref()
             .and_then(|planner| planner.selection.as_ref())
+    }
+
+    /// `policies.planner.turnByTurn`: present when an orchestrator model
+    /// decides the run turn by turn.
+    pub fn turn_by_turn(&self) -> Option<&TurnByTurnPolicy> {
+        self.planner
+            .as_ref()
+            .and_then(|planner| planner.turn_by_turn.as_ref())
     }
 }
 

@@ -80,6 +80,20 @@ fn assemble_output(
     (output, facet_values)
 }
 
+/// What the output assembled now would break of the caller's schema (the
+/// turn-by-turn orchestrator's `final` is refused while there is any).
+pub(super) fn output_violations(
+    state: &RunState,
+    engine: &super::decision::EngineContext<'_>,
+) -> Result<Vec<crate::basics::schema::SchemaViolation>, CoreError> {
+    let (output, _) = assemble_output(state, &engine.registry.facets, false);
+    let validator = engine.validators.validator_for(
+        &state.envelope.output_contract.schema,
+        "$.outputContract.schema",
+    )?;
+    Ok(collect_violations(&validator, &Value::Object(output)))
+}
+
 pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError> {
     step.enter_phase(frames::RunPhase::Finalization);
     let has_constraints = !step.state().envelope.output_contract.constraints.is_empty();

@@ -31,6 +31,10 @@ pub(super) fn begin_planning(
         super::chat_runs::plan_chat(&mut step)?;
         return Ok(step.into_advance());
     }
+    // Turn by turn: the orchestrator model's first decision is the plan.
+    if super::orchestrator_turns::max_turns(state).is_some() {
+        return Ok(super::orchestrator_turns::first_turn(state, engine));
+    }
     match engine.planner {
         PlannerChoice::Deterministic => {
             let mut step = StepContext::new(state.clone(), now, engine);
@@ -66,6 +70,9 @@ pub(super) fn resume_planning(
     now: Instant,
     engine: &EngineContext<'_>,
 ) -> Result<StepAdvance, CoreError> {
+    if super::orchestrator_turns::max_turns(&state).is_some() {
+        return resume_first_turn(state, call, outcome, now, engine);
+    }
     let mut step = StepContext::new(state, now, engine);
     // The frames of the drafts rejected before this one are committed with
     // this step's decision, first (nothing is written outside a commit).
@@ -132,6 +139,55 @@ pub(super) fn resume_planning(
         PlannerKind::Deterministic,
         None,
     )?;
+    Ok(step.into_advance())
+}
+
+/// The orchestrator's first decision (turn by turn): a `handoff` or
+/// `plan_update` is the first plan; with no usable decision the
+/// deterministic planner plans the whole run and no turn follows.
+fn resume_first_turn(
+    state: RunState,
+    call: &PlanDraftCall,
+    outcome: &ModelOutcome,
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    use super::orchestrator_turns::TurnStep;
+    let mut step = StepContext::new(state, now, engine);
+    match super::orchestrator_turns::read_turn(&mut step, call, outcome)? {
+        TurnStep::Again(advance) => return Ok(advance),
+        TurnStep::Plan {
+            plan,
+            bundle,
+            attempt,
+            response,
+            ..
+        } => settle_plan(
+            &mut step,
+            (Some(*plan), bundle),
+            attempt,
+            PlannerKind::Llm,
+            response,
+        )?,
+        TurnStep::Final => {
+            step.move_run(RunTransition::Work)?;
+            super::finish::finish_run(&mut step)?;
+        }
+        TurnStep::GiveUp { reason, refused } => {
+            warn_planner_fallback(&mut step, &reason, refused);
+            let no_more_turns = super::orchestrator_turns::max_turns(step.state()).unwrap_or(0);
+            step.state_mut().orchestrator_turns = no_more_turns;
+            let drafted = plan_deterministically(&step.state().envelope, engine.registry);
+            let judged = judge(drafted, &step.state().envelope, engine);
+            settle_plan(
+                &mut step,
+                judged,
+                refused.saturating_add(1),
+                PlannerKind::Deterministic,
+                None,
+            )?;
+        }
+    }
     Ok(step.into_advance())
 }
 

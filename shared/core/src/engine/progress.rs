@@ -2,7 +2,8 @@
 //! settled (or skipping them, `branches`), and continuing a run after a
 //! step (dispatch what is ready, finish it when every node is settled,
 //! settle its status), unless it ended or is held. Governance and the executors call down into this; it calls
-//! only the run's finishing (`finish`) and the step context.
+//! only the run's finishing (`finish`), the turn-by-turn orchestrator's
+//! next turn (`orchestrator_turns`) and the step context.
 
 use crate::basics::error::CoreError;
 use crate::planning::plan::PlanNode;
@@ -109,6 +110,10 @@ pub(super) fn continue_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreErr
         .values()
         .all(|record| record.status().is_settled());
     if all_settled {
+        // Turn by turn, the orchestrator decides what follows.
+        if super::orchestrator_turns::wants_another_turn(step) {
+            return super::orchestrator_turns::ask_for_turn(step);
+        }
         step.move_run(RunTransition::Work)?;
         return super::finish::finish_run(step);
     }

@@ -18,12 +18,11 @@
 //! The deterministic planner is asked first in both cases: a replan it
 //! cannot make is refused at once, so the caller's own fallback still runs.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::basics::codes::{FailureCode, WarningCode};
+use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::contracts::diagnostics::{DiagnosticsBundle, PlanStatus};
@@ -119,6 +118,9 @@ pub(super) fn resume_replan(
     let (Some(pending), Some(previous)) = (state.pending_replan.clone(), state.plan.clone()) else {
         return Ok(StepAdvance::Stale);
     };
+    if pending.cause.trigger.kind == super::orchestrator_turns::ORCHESTRATOR_TURN {
+        return resume_turn(state, *pending, &previous, (call, outcome), now, engine);
+    }
     let mut step = StepContext::new(state, now, engine);
     step.emit_all(call.frames_before.iter().cloned());
     // Every draft's tokens count, the rejected ones' too: a retry carries
@@ -216,14 +218,69 @@ pub(super) fn resume_replan(
     Ok(step.into_advance())
 }
 
+/// A later turn of the turn-by-turn orchestrator decided: its version in
+/// force, the run finished, or asked again; with no usable decision the
+/// run finishes with what it has.
+fn resume_turn(
+    state: RunState,
+    pending: PendingReplan,
+    previous: &Arc<PlanGraph>,
+    (call, outcome): (&PlanDraftCall, &ModelOutcome),
+    now: Instant,
+    engine: &EngineContext<'_>,
+) -> Result<StepAdvance, CoreError> {
+    use super::orchestrator_turns::TurnStep;
+    let mut step = StepContext::new(state, now, engine);
+    match super::orchestrator_turns::read_turn(&mut step, call, outcome)? {
+        TurnStep::Again(advance) => return Ok(advance),
+        TurnStep::Plan {
+            plan,
+            bundle,
+            attempt,
+            response,
+            note,
+        } => {
+            step.state_mut().pending_replan = None;
+            let cause = ReplanCause {
+                rationale: note,
+                ..pending.cause
+            };
+            apply(
+                &mut step,
+                previous,
+                cause,
+                (*plan, bundle),
+                (attempt, PlannerKind::Llm, response),
+            )?;
+            super::progress::continue_run(&mut step)?;
+        }
+        TurnStep::Final => {
+            step.state_mut().pending_replan = None;
+            step.move_run(RunTransition::Work)?;
+            super::finish::finish_run(&mut step)?;
+        }
+        TurnStep::GiveUp { reason, refused } => {
+            step.state_mut().pending_replan = None;
+            super::plan_drafts::warn_planner_fallback(&mut step, &reason, refused);
+            step.move_run(RunTransition::Work)?;
+            super::finish::finish_run(&mut step)?;
+        }
+    }
+    Ok(step.into_advance())
+}
+
 /// The planner model's request for `pending`: the envelope the replan plans
-/// against, and what it replaces and why.
+/// against, and what it replaces and why (the orchestrator's request for a
+/// turn).
 fn request_for(
     state: &RunState,
     pending: &PendingReplan,
     engine: &EngineContext<'_>,
     rejected: &[DiagnosticsBundle],
 ) -> crate::contracts::model_request::ModelRequest {
+    if pending.cause.trigger.kind == super::orchestrator_turns::ORCHESTRATOR_TURN {
+        return super::orchestrator_turns::next_turn_request(state, engine, rejected);
+    }
     let envelope = planning_envelope(state, &pending.cause);
     replan_request(
         &envelope,
@@ -477,108 +534,8 @@ pub(super) fn apply(
     let updated = super::frame_provenance::with_provenance(step.state(), updated, None);
     step.emit(updated);
     if let Some(escalated) = &cause.escalated {
-        say_what_took_over(step, escalated);
+        super::replan_warnings::say_what_took_over(step, escalated);
     }
-    say_dropped_specialists(step, previous, &plan, &cause);
+    super::replan_warnings::say_dropped_specialists(step, previous, &plan, &cause);
     Ok(())
-}
-
-/// Capabilities the old version used that the new one goes without
-/// (besides those the cause excluded) are said: the output will be made
-/// without them.
-fn say_dropped_specialists(
-    step: &mut StepContext<'_, '_>,
-    previous: &PlanGraph,
-    plan: &PlanGraph,
-    cause: &ReplanCause,
-) {
-    let dropped: BTreeSet<&str> = previous
-        .nodes
-        .iter()
-        .map(|node| node.capability_id.as_str())
-        .filter(|capability| {
-            !plan
-                .nodes
-                .iter()
-                .any(|node| node.capability_id == *capability)
-                && !cause
-                    .exclude_capabilities
-                    .iter()
-                    .any(|excluded| excluded == capability)
-        })
-        .collect();
-    if dropped.is_empty() {
-        return;
-    }
-    let names: Vec<&str> = dropped.into_iter().collect();
-    let warning = frames::warning(
-        &step.stamp(),
-        None,
-        format!(
-            "plan version {} goes without {}: the output is made without them",
-            plan.plan_version,
-            names.join(", ")
-        ),
-        &frames::WarningPayload::of(WarningCode::SpecialistSkipped),
-    );
-    step.emit(warning);
-}
-
-/// Once a version replaced the plan an escalated node was in: whether
-/// another capability makes what it made (a `capability_fallback`
-/// warning), or the version goes without it (`specialist_skipped` too).
-pub(super) fn say_what_took_over(
-    step: &mut StepContext<'_, '_>,
-    escalated: &crate::records::governance::EscalationRecord,
-) {
-    // The node making all of the escalated facets, else one making some.
-    let taken_over_by = step.state().plan.as_ref().and_then(|plan| {
-        let makes_all = |other: &&crate::planning::plan::PlanNode| {
-            escalated
-                .output_facets
-                .iter()
-                .all(|facet| other.output_facets.contains(facet))
-        };
-        let makes_some = |other: &&crate::planning::plan::PlanNode| {
-            other
-                .output_facets
-                .iter()
-                .any(|facet| escalated.output_facets.contains(facet))
-        };
-        plan.nodes
-            .iter()
-            .find(makes_all)
-            .or_else(|| plan.nodes.iter().find(makes_some))
-            .map(|other| other.capability_id.clone())
-    });
-    let replaced_by_another = taken_over_by.is_some();
-    let version = step.state().plan_version();
-    let node_id = escalated.node_id.as_str();
-    let said = &escalated.failure;
-    let warning = frames::warning(
-        &step.stamp(),
-        Some(node_id),
-        if let Some(capability_id) = &taken_over_by {
-            format!("{said}; plan version {version} uses another capability: {capability_id}")
-        } else {
-            format!(
-                "{said}; plan version {version} goes without it: no other capability makes {}",
-                escalated.output_facets.join(", ")
-            )
-        },
-        &frames::WarningPayload::of(crate::basics::codes::WarningCode::CapabilityFallback),
-    );
-    step.emit(warning);
-    if !replaced_by_another {
-        let skipped = frames::warning(
-            &step.stamp(),
-            Some(node_id),
-            format!(
-                "plan version {version} goes without {}: the output is made without it",
-                escalated.capability_id
-            ),
-            &frames::WarningPayload::of(crate::basics::codes::WarningCode::SpecialistSkipped),
-        );
-        step.emit(skipped);
-    }
 }

@@ -15,5 +15,6 @@ mod planning_context;
 pub mod policy_conditions;
 pub mod preview;
 pub mod selection;
+pub mod turn_decisions;
 pub mod validator;
 pub mod variants;

@@ -228,6 +228,10 @@ pub struct RunState {
     /// nothing new is scheduled until its version replaces the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_replan: Option<Box<crate::state::replan_cause::PendingReplan>>,
+    /// Decisions the turn-by-turn orchestrator made
+    /// (`policies.planner.turnByTurn`), its final one included.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub orchestrator_turns: u32,
     /// The run this one was forked from (`engine::fork_run`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<Box<ForkOrigin>>,
@@ -303,6 +307,7 @@ impl RunState {
             planner_spend: Default::default(),
             retired_spend: Default::default(),
             pending_replan: None,
+            orchestrator_turns: 0,
             forked_from: None,
             trace: None,
             plan_history: Vec::new(),
