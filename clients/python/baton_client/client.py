@@ -236,6 +236,15 @@ class BatonClient:
                            cursor: str | None = None) -> models.AuditPage:
         return self._call("listAuditRecords", params=_query(limit=limit, cursor=cursor))
 
+    # The developer sandbox (BATON_SANDBOX=on)
+    def get_sandbox_metadata(self) -> models.SandboxMetadata:
+        return self._call("getSandboxMetadata")
+
+    def draft_envelope(self, messages: list[dict]) -> models.DraftTurn:
+        """One turn of the envelope builder: the whole conversation so far
+        (`{"role": "user" | "assistant", "content": …}` each)."""
+        return self._call("draftEnvelope", body={"messages": messages})
+
     def create_dataset_evaluation(self, request: models.EvaluationRequest | dict) -> models.EvaluationRecord:
         """Run a dataset on the server (`baton serve`); answers at once, running."""
         return self._call("createDatasetEvaluation", body=request)
@@ -432,6 +441,14 @@ class AsyncBatonClient:
     async def list_audit_records(self, *, limit: int | None = None,
                                  cursor: str | None = None) -> models.AuditPage:
         return await self._call("listAuditRecords", params=_query(limit=limit, cursor=cursor))
+
+    # The developer sandbox (BATON_SANDBOX=on)
+    async def get_sandbox_metadata(self) -> models.SandboxMetadata:
+        return await self._call("getSandboxMetadata")
+
+    async def draft_envelope(self, messages: list[dict]) -> models.DraftTurn:
+        """One turn of the envelope builder: the whole conversation so far."""
+        return await self._call("draftEnvelope", body={"messages": messages})
 
     async def create_dataset_evaluation(
         self, request: models.EvaluationRequest | dict

@@ -585,13 +585,26 @@ class JudgeOutcome(BaseModel):
     ] = None
 
 
+class SandboxCapability(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    capability_id: Annotated[str, Field(alias='capabilityId')]
+    display_name: Annotated[str, Field(alias='displayName')]
+    summary: str
+    agent_type: Annotated[AgentType, Field(alias='agentType')]
+    kind: NodeKind
+    consumes: list[str]
+    produces: list[str]
+
+
 class FacetDirection(StrEnum):
     input = 'input'
     output = 'output'
     bidirectional = 'bidirectional'
 
 
-class PolicySummary(BaseModel):
+class SandboxPolicy(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
@@ -1777,65 +1790,7 @@ class ExampleResult(BaseModel):
     judge: JudgeOutcome | None = None
 
 
-class CapabilitySummary(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    capability_id: Annotated[str, Field(alias='capabilityId')]
-    agent_type: Annotated[AgentType, Field(alias='agentType')]
-    kind: NodeKind
-    version: str
-    display_name: Annotated[str, Field(alias='displayName')]
-    summary: str
-    input_traits: Annotated[InputTraits | None, Field(alias='inputTraits')]
-    input_contract: Annotated[list[str], Field(alias='inputContract')]
-    output_contract: Annotated[list[str], Field(alias='outputContract')]
-    cost: CapabilityCost | None
-    allows_clarify: Annotated[bool | None, Field(alias='allowsClarify')] = None
-    guard: Annotated[
-        Any | None,
-        Field(
-            description='Its branch condition over its input facets (JSONLogic), if any.'
-        ),
-    ] = None
-    instruction_templates: Annotated[
-        JsonObject | None, Field(alias='instructionTemplates')
-    ] = None
-    assignment_defaults: Annotated[
-        JsonObject | None, Field(alias='assignmentDefaults')
-    ] = None
-    source: CapabilitySource
-    status: Annotated[
-        CapabilityStatus,
-        Field(
-            description="Whether the planner may use it (registry files' are always active)."
-        ),
-    ]
-    registered_at: Annotated[
-        str | None,
-        Field(
-            alias='registeredAt',
-            description='Registered ones: first registered (RFC 3339).',
-        ),
-    ] = None
-    last_seen_at: Annotated[
-        str | None,
-        Field(
-            alias='lastSeenAt',
-            description='Registered ones: last heartbeat (RFC 3339).',
-        ),
-    ] = None
-    heartbeat_timeout_seconds: Annotated[
-        int | None,
-        Field(
-            alias='heartbeatTimeoutSeconds',
-            description='Registered ones: inactive after this long without a heartbeat.',
-            ge=0,
-        ),
-    ] = None
-
-
-class FacetSummary(BaseModel):
+class SandboxFacet(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
@@ -2029,6 +1984,64 @@ class NodeLedgerEntry(BaseModel):
         Field(
             alias='answeredBy',
             description='Human nodes: the signed-in user who answered.',
+        ),
+    ] = None
+
+
+class CapabilitySummary(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    capability_id: Annotated[str, Field(alias='capabilityId')]
+    agent_type: Annotated[AgentType, Field(alias='agentType')]
+    kind: NodeKind
+    version: str
+    display_name: Annotated[str, Field(alias='displayName')]
+    summary: str
+    input_traits: Annotated[InputTraits | None, Field(alias='inputTraits')]
+    input_contract: Annotated[list[str], Field(alias='inputContract')]
+    output_contract: Annotated[list[str], Field(alias='outputContract')]
+    cost: CapabilityCost | None
+    allows_clarify: Annotated[bool | None, Field(alias='allowsClarify')] = None
+    guard: Annotated[
+        Any | None,
+        Field(
+            description='Its branch condition over its input facets (JSONLogic), if any.'
+        ),
+    ] = None
+    instruction_templates: Annotated[
+        JsonObject | None, Field(alias='instructionTemplates')
+    ] = None
+    assignment_defaults: Annotated[
+        JsonObject | None, Field(alias='assignmentDefaults')
+    ] = None
+    source: CapabilitySource
+    status: Annotated[
+        CapabilityStatus,
+        Field(
+            description="Whether the planner may use it (registry files' are always active)."
+        ),
+    ]
+    registered_at: Annotated[
+        str | None,
+        Field(
+            alias='registeredAt',
+            description='Registered ones: first registered (RFC 3339).',
+        ),
+    ] = None
+    last_seen_at: Annotated[
+        str | None,
+        Field(
+            alias='lastSeenAt',
+            description='Registered ones: last heartbeat (RFC 3339).',
+        ),
+    ] = None
+    heartbeat_timeout_seconds: Annotated[
+        int | None,
+        Field(
+            alias='heartbeatTimeoutSeconds',
+            description='Registered ones: inactive after this long without a heartbeat.',
+            ge=0,
         ),
     ] = None
 
@@ -2263,9 +2276,9 @@ class SandboxMetadata(BaseModel):
         populate_by_name=True,
     )
     capabilities: Annotated[
-        list[CapabilitySummary], Field(description='Every capability, by id.')
+        list[SandboxCapability], Field(description='Every capability, by id.')
     ]
-    facets: Annotated[list[FacetSummary], Field(description='Every facet, by name.')]
+    facets: Annotated[list[SandboxFacet], Field(description='Every facet, by name.')]
     schemas: Annotated[
         dict[str, Any],
         Field(
@@ -2273,7 +2286,7 @@ class SandboxMetadata(BaseModel):
         ),
     ]
     policies: Annotated[
-        list[PolicySummary],
+        list[SandboxPolicy],
         Field(description="The envelope's `policies` keys, each with what it does."),
     ]
     examples: Annotated[

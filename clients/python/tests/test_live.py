@@ -163,6 +163,27 @@ def test_the_async_client_streams_and_resumes_too():
     asyncio.run(scenario())
 
 
+DRAFT = [
+    "Recommend a market positioning for Acme Analytics and the messaging stack that expresses it.",
+    "positioning_context.company_name: Acme Analytics\n"
+    "positioning_context.company_url: https://acmeanalytics.io",
+    "yes",
+]
+
+
+def test_the_sandbox_drafts_an_envelope_that_then_runs():
+    with BatonClient(URL, os.environ["BATON_TOKEN"]) as client:
+        metadata = client.get_sandbox_metadata()
+        assert any(facet.name == "positioning_context" for facet in metadata.facets)
+        turn = client.draft_envelope([{"role": "user", "content": text} for text in DRAFT])
+        assert turn.ready, turn.reply
+        accepted = client.submit_run(turn.envelope)
+        assert accepted.run_id
+        with pytest.raises(BatonApiError) as refused:
+            client.draft_envelope([{"role": "someone", "content": "hi"}])
+        assert refused.value.status == 422 and refused.value.path == "$.messages[0].role"
+
+
 def test_a_schedule_is_kept_paused_resumed_and_deleted():
     request = {"expression": "cron(0 8 ? * MON-FRI *)", "timezone": "Europe/Paris",
                "envelope": envelope(), "missedFires": "catch_up_once"}

@@ -46,6 +46,8 @@ export const OPERATIONS = {
   createSchedule: ["post", "/api/v1/flex/schedules"],
   listSchedules: ["get", "/api/v1/flex/schedules"],
   listAuditRecords: ["get", "/api/v1/flex/audit"],
+  getSandboxMetadata: ["get", "/api/v1/flex/sandbox/metadata"],
+  draftEnvelope: ["post", "/api/v1/flex/sandbox/drafts"],
   getSchedule: ["get", "/api/v1/flex/schedules/{schedule_id}"],
   deleteSchedule: ["delete", "/api/v1/flex/schedules/{schedule_id}"],
   pauseSchedule: ["post", "/api/v1/flex/schedules/{schedule_id}/pause"],
@@ -325,6 +327,16 @@ export class BatonClient {
   // The audit trail (admin)
   listAuditRecords(parameters: { limit?: number; cursor?: string } = {}): Promise<Schemas["AuditPage"]> {
     return this.call("listAuditRecords", { search: query(parameters) });
+  }
+
+  // The developer sandbox (BATON_SANDBOX=on)
+  getSandboxMetadata(): Promise<Schemas["SandboxMetadata"]> {
+    return this.call("getSandboxMetadata");
+  }
+
+  /** One turn of the envelope builder: the whole conversation so far. */
+  draftEnvelope(messages: Schemas["DraftMessage"][]): Promise<Schemas["DraftTurn"]> {
+    return this.call("draftEnvelope", { body: { messages } });
   }
 
   getSchedule(scheduleId: string): Promise<Schemas["Schedule"]> {

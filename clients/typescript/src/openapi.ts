@@ -919,9 +919,9 @@ export interface components {
          */
         SandboxMetadata: {
             /** @description Every capability, by id. */
-            capabilities: components["schemas"]["CapabilitySummary"][];
+            capabilities: components["schemas"]["SandboxCapability"][];
             /** @description Every facet, by name. */
-            facets: components["schemas"]["FacetSummary"][];
+            facets: components["schemas"]["SandboxFacet"][];
             /**
              * @description The JSON Schemas of an envelope, a capability and a facet, by name
              *     (`envelope`, `capability`, `facet`).
@@ -930,7 +930,7 @@ export interface components {
                 [key: string]: unknown;
             };
             /** @description The envelope's `policies` keys, each with what it does. */
-            policies: components["schemas"]["PolicySummary"][];
+            policies: components["schemas"]["SandboxPolicy"][];
             /** @description The registry's example envelopes. */
             examples: components["schemas"]["EnvelopeExample"][];
         };
@@ -2009,38 +2009,18 @@ export interface components {
             /** @description The last message hash of the transcript (what verification ends on). */
             transcriptHead?: string | null;
         };
-        /** @description One capability as `GET /capabilities` lists it. */
-        CapabilitySummary: {
+        /** @description One capability: who does it and what it consumes and produces. */
+        SandboxCapability: {
             capabilityId: string;
-            agentType: components["schemas"]["AgentType"];
-            kind: components["schemas"]["NodeKind"];
-            version: string;
             displayName: string;
             summary: string;
-            inputTraits: components["schemas"]["InputTraits"] | null;
-            inputContract: string[];
-            outputContract: string[];
-            cost: components["schemas"]["CapabilityCost"] | null;
-            allowsClarify?: boolean;
-            /** @description Its branch condition over its input facets (JSONLogic), if any. */
-            guard?: unknown;
-            instructionTemplates?: components["schemas"]["JsonObject"] | null;
-            assignmentDefaults?: components["schemas"]["JsonObject"] | null;
-            source: components["schemas"]["CapabilitySource"];
-            /** @description Whether the planner may use it (registry files' are always active). */
-            status: components["schemas"]["CapabilityStatus"];
-            /** @description Registered ones: first registered (RFC 3339). */
-            registeredAt?: string | null;
-            /** @description Registered ones: last heartbeat (RFC 3339). */
-            lastSeenAt?: string | null;
-            /**
-             * Format: uint64
-             * @description Registered ones: inactive after this long without a heartbeat.
-             */
-            heartbeatTimeoutSeconds?: number | null;
+            agentType: components["schemas"]["AgentType"];
+            kind: components["schemas"]["NodeKind"];
+            consumes: string[];
+            produces: string[];
         };
         /** @description One facet: its schema and the capabilities that make and read it. */
-        FacetSummary: {
+        SandboxFacet: {
             name: string;
             title: string;
             description: string;
@@ -2057,7 +2037,7 @@ export interface components {
          */
         FacetDirection: "input" | "output" | "bidirectional";
         /** @description One key of the envelope's `policies`. */
-        PolicySummary: {
+        SandboxPolicy: {
             name: string;
             description: string;
             /** @description Its schema, inside the envelope schema (`schemas.envelope`). */
@@ -2475,6 +2455,36 @@ export interface components {
             answeredBy?: string | null;
         };
         NodeStatus: ("awaiting_human" | "completed" | "failed") | "pending" | "scheduled" | "deliberating" | "skipped";
+        /** @description One capability as `GET /capabilities` lists it. */
+        CapabilitySummary: {
+            capabilityId: string;
+            agentType: components["schemas"]["AgentType"];
+            kind: components["schemas"]["NodeKind"];
+            version: string;
+            displayName: string;
+            summary: string;
+            inputTraits: components["schemas"]["InputTraits"] | null;
+            inputContract: string[];
+            outputContract: string[];
+            cost: components["schemas"]["CapabilityCost"] | null;
+            allowsClarify?: boolean;
+            /** @description Its branch condition over its input facets (JSONLogic), if any. */
+            guard?: unknown;
+            instructionTemplates?: components["schemas"]["JsonObject"] | null;
+            assignmentDefaults?: components["schemas"]["JsonObject"] | null;
+            source: components["schemas"]["CapabilitySource"];
+            /** @description Whether the planner may use it (registry files' are always active). */
+            status: components["schemas"]["CapabilityStatus"];
+            /** @description Registered ones: first registered (RFC 3339). */
+            registeredAt?: string | null;
+            /** @description Registered ones: last heartbeat (RFC 3339). */
+            lastSeenAt?: string | null;
+            /**
+             * Format: uint64
+             * @description Registered ones: inactive after this long without a heartbeat.
+             */
+            heartbeatTimeoutSeconds?: number | null;
+        };
         /** @description Where a listed capability comes from. */
         CapabilitySource: "registry" | "registered";
         /** @description Whether the planner may use a registered capability. */

@@ -111,6 +111,23 @@ test("a stream cut mid-run resumes with Last-Event-ID", { skip }, async () => {
   }
 });
 
+test("the sandbox drafts an envelope that then runs", { skip }, async () => {
+  const baton = client();
+  const metadata = await baton.getSandboxMetadata();
+  assert.ok(metadata.facets.some((facet) => facet.name === "positioning_context"));
+  const said = [
+    "Recommend a market positioning for Acme Analytics and the messaging stack that expresses it.",
+    "positioning_context.company_name: Acme Analytics\npositioning_context.company_url: https://acmeanalytics.io",
+    "yes",
+  ];
+  const turn = await baton.draftEnvelope(said.map((content) => ({ role: "user", content })));
+  assert.equal(turn.ready, true, turn.reply);
+  const accepted = await baton.submitRun(turn.envelope);
+  assert.ok(accepted.runId);
+  await assert.rejects(baton.draftEnvelope([{ role: "someone", content: "hi" }]), (error) =>
+    error instanceof BatonApiError && error.status === 422 && error.path === "$.messages[0].role");
+});
+
 test("a schedule is kept, paused, resumed and deleted", { skip }, async () => {
   const baton = client();
   const request = { expression: "rate(1 hour)", timezone: "UTC", envelope: envelope() };

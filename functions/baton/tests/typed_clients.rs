@@ -24,6 +24,8 @@ async fn serve_with_model() -> (scripted_llm::ScriptedLlmServer, ServeProcess, S
             ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
             ("BATON_LLM_MODEL".to_string(), "gpt-4o-mini".to_string()),
             ("XDG_DATA_HOME".to_string(), data_home.display().to_string()),
+            // The developer sandbox's routes, which the clients call too.
+            ("BATON_SANDBOX".to_string(), "on".to_string()),
         ],
     )
     .await;
@@ -72,7 +74,7 @@ async fn the_python_client_passes_its_tests_against_a_live_server() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("10 passed") && !stdout.contains("skipped"),
+        stdout.contains("11 passed") && !stdout.contains("skipped"),
         "every test ran: {stdout}"
     );
     println!("{stdout}");
@@ -120,7 +122,7 @@ async fn the_typescript_client_passes_its_tests_against_a_live_server() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("# pass 8") && stdout.contains("# skipped 0"),
+        stdout.contains("# pass 9") && stdout.contains("# skipped 0"),
         "every test ran: {stdout}"
     );
     println!("{stdout}");

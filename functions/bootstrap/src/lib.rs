@@ -237,6 +237,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         max_schedules_per_tenant: configuration.max_schedules_per_tenant,
         audit_retention_days: configuration.audit_retention_days,
         node_lease: configuration.node_lease,
+        step_budget: Some(configuration.step_budget),
         ..defaults
     }
 }

@@ -90,15 +90,15 @@ pub fn sign_test(pairs: &[(f64, f64)]) -> Option<SignTest> {
     }
     let fewer = better.min(worse);
     // P(X <= fewer) for X ~ Binomial(trials, 1/2), doubled, at most 1.
-    let mut coefficient = 1.0_f64;
-    let mut tail = 0.0_f64;
-    for successes in 0..=fewer {
-        if successes > 0 {
-            coefficient = coefficient * (trials - successes + 1) as f64 / successes as f64;
-        }
-        tail += coefficient;
+    // Each term C(trials, k) / 2^trials is built in logarithms: past about
+    // a thousand pairs both the coefficient and 2^trials overflow an f64.
+    let mut log_term = -(trials as f64) * std::f64::consts::LN_2;
+    let mut tail = log_term.exp();
+    for successes in 1..=fewer {
+        log_term += ((trials - successes + 1) as f64).ln() - (successes as f64).ln();
+        tail += log_term.exp();
     }
-    let p_value = (2.0 * tail / 2.0_f64.powi(trials as i32)).min(1.0);
+    let p_value = (2.0 * tail).min(1.0);
     Some(SignTest {
         better,
         worse,
@@ -166,5 +166,22 @@ mod tests {
         // 2 and 2: p = 1 (capped).
         let even = [(1.0, 2.0), (1.0, 2.0), (2.0, 1.0), (2.0, 1.0)];
         assert_eq!(sign_test(&even).unwrap().p_value, 1.0);
+    }
+
+    #[test]
+    fn the_sign_test_stays_right_past_a_thousand_pairs() {
+        let pairs = |better: usize, worse: usize| -> Vec<(f64, f64)> {
+            std::iter::repeat_n((1.0, 2.0), better)
+                .chain(std::iter::repeat_n((2.0, 1.0), worse))
+                .collect()
+        };
+        // An even split of 2,000 is no evidence at all.
+        assert_eq!(sign_test(&pairs(1000, 1000)).unwrap().p_value, 1.0);
+        // 940 of 2,000: the normal approximation (z = -2.66) gives 0.0078.
+        let lopsided = sign_test(&pairs(940, 1060)).unwrap().p_value;
+        assert!((0.006..0.0095).contains(&lopsided), "{lopsided}");
+        // 5,000 pairs all one way: as small as an f64 goes, never NaN.
+        let one_way = sign_test(&pairs(0, 5000)).unwrap().p_value;
+        assert!(one_way.is_finite() && one_way < 1e-300, "{one_way}");
     }
 }

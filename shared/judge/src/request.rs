@@ -110,6 +110,12 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> InvalidPanelR
 /// At most this many discussion rounds (each is a model call per judge).
 pub const MAX_DISCUSSION_ROUNDS: u32 = 10;
 
+/// At most this many judges on a panel: a round keeps each judge's answer
+/// in the run's commit, and 50 is what is shown to complete on DynamoDB
+/// (whose transaction takes 100 items) with three rounds. One more is
+/// refused when the panel is asked for, not when its round is stored.
+pub const MAX_JUDGES: usize = 50;
+
 impl PanelRequest {
     /// Parses and checks a request.
     pub fn parse(value: &Value) -> Result<Self, InvalidPanelRequest> {
@@ -136,6 +142,12 @@ impl PanelRequest {
             return Err(invalid(
                 "$.request.selectedAgents",
                 "a panel needs at least one judge",
+            ));
+        }
+        if judges.len() > MAX_JUDGES {
+            return Err(invalid(
+                "$.request.selectedAgents",
+                format!("{} judges: a panel has at most {MAX_JUDGES}", judges.len()),
             ));
         }
         for (index, judge) in judges.iter().enumerate() {

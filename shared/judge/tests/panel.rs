@@ -264,6 +264,16 @@ fn panel_requests_parse_and_bad_ones_name_their_path() {
         let error = PanelRequest::parse(&body).unwrap_err();
         assert_eq!(error.path, path, "{error}");
     }
+    // A panel past the cap is refused when asked for, not when stored.
+    let mut crowded = request();
+    crowded["request"]["selectedAgents"] = json!(
+        (0..=baton_judge::request::MAX_JUDGES)
+            .map(|index| json!({"id": format!("judge-{index}")}))
+            .collect::<Vec<_>>()
+    );
+    let refused = PanelRequest::parse(&crowded).unwrap_err();
+    assert_eq!(refused.path, "$.request.selectedAgents");
+    assert!(refused.message.contains("at most 50"), "{refused}");
     let mut twice = request();
     twice["request"]["selectedAgents"][1]["id"] = json!("agent-1");
     assert_eq!(

@@ -815,3 +815,67 @@ async fn a_step_out_of_invocation_time_releases_its_claim_and_is_redelivered_wit
     );
     assert_eq!(model.calls.load(Ordering::SeqCst), 2);
 }
+
+/// A long-running worker (`baton serve`'s, over its queue) gives each step
+/// a budget as a Lambda invocation's timeout does: a model call that hangs
+/// is dropped at the budget, its claim released, and the step delivered
+/// again, which completes the run. The model is a test double of an
+/// endpoint whose first answer takes a minute.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_serve_worker_step_past_its_budget_is_delivered_again_instead_of_hanging() {
+    use baton_runtime::services::OrchestratorSettings;
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let model = Arc::new(SlowFirstCallModel {
+        calls: AtomicUsize::new(0),
+        first_delay: Duration::from_secs(60),
+    });
+    let services = TestServices::with_model(model.clone())
+        .queue(queue.clone())
+        .settings(OrchestratorSettings {
+            step_budget: Some(Duration::from_secs(1)),
+            commit_margin: Duration::from_millis(100),
+            ..OrchestratorSettings::default()
+        })
+        .build()
+        .services;
+    let run = services.runs.submit("t", &envelope()).await.unwrap();
+    let started = std::time::Instant::now();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(baton_runtime::workers::run_worker_until(
+        services.steps.clone(),
+        queue.clone(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let status = loop {
+        let status = services
+            .runs
+            .load("t", &run.run_id)
+            .await
+            .unwrap()
+            .unwrap()
+            .state
+            .status();
+        if status.is_settled() || started.elapsed() > Duration::from_secs(30) {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let _ = stop.send(());
+    worker.await.unwrap();
+    assert_eq!(
+        status,
+        RunStatus::Completed,
+        "after {:?}",
+        started.elapsed()
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "ended by the budget, not by the model's minute: {:?}",
+        started.elapsed()
+    );
+    // The first node's call dropped at the budget and asked again, then the
+    // second node's.
+    assert_eq!(model.calls.load(Ordering::SeqCst), 3);
+}

@@ -125,17 +125,38 @@ async fn an_id_that_is_not_an_evaluation_id_names_no_file() {
 async fn transcripts_sit_beside_the_results_under_safe_names() {
     let folder = tempfile::tempdir().unwrap();
     let results = folder.path().join("out").join("eval-results.jsonl");
-    let kept = TranscriptFolder::beside(&results)
-        .keep("as-shipped/2 ü", "{}")
-        .await
-        .unwrap();
+    let shelf = TranscriptFolder::beside(&results);
+    let plain = shelf.keep("as-shipped", "{}").await.unwrap();
     assert_eq!(
-        kept,
+        plain,
         folder
             .path()
-            .join("out/eval-results.transcripts/as-shipped_2__.json")
+            .join("out/eval-results.transcripts/as-shipped.json")
             .display()
             .to_string()
     );
-    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "{}");
+    assert_eq!(std::fs::read_to_string(&plain).unwrap(), "{}");
+    // Ids that are not plain file names keep their plain characters and a
+    // hash of the whole id: two that look alike never share a file.
+    let slashed = shelf.keep("a/b", "1").await.unwrap();
+    let underscored = shelf.keep("a_b", "2").await.unwrap();
+    let dotted = shelf.keep("../up", "3").await.unwrap();
+    assert_ne!(slashed, underscored);
+    assert!(
+        slashed.contains("eval-results.transcripts/a_b-"),
+        "{slashed}"
+    );
+    assert!(dotted.contains("eval-results.transcripts/_up-"), "{dotted}");
+    assert_eq!(std::fs::read_to_string(&slashed).unwrap(), "1");
+    assert_eq!(std::fs::read_to_string(&underscored).unwrap(), "2");
+    // A server's shelf names its transcripts without its data directory.
+    let served = TranscriptFolder::shown_as(folder.path().join("ev.transcripts"), "ev.transcripts")
+        .keep("x y", "{}")
+        .await
+        .unwrap();
+    assert!(served.starts_with("ev.transcripts/x_y-"), "{served}");
+    assert!(
+        !served.contains(&folder.path().display().to_string()),
+        "{served}"
+    );
 }

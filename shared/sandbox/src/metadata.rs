@@ -13,14 +13,14 @@ use serde_json::{Map, Value};
 #[serde(rename_all = "camelCase")]
 pub struct SandboxMetadata {
     /// Every capability, by id.
-    pub capabilities: Vec<CapabilitySummary>,
+    pub capabilities: Vec<SandboxCapability>,
     /// Every facet, by name.
-    pub facets: Vec<FacetSummary>,
+    pub facets: Vec<SandboxFacet>,
     /// The JSON Schemas of an envelope, a capability and a facet, by name
     /// (`envelope`, `capability`, `facet`).
     pub schemas: Map<String, Value>,
     /// The envelope's `policies` keys, each with what it does.
-    pub policies: Vec<PolicySummary>,
+    pub policies: Vec<SandboxPolicy>,
     /// The registry's example envelopes.
     pub examples: Vec<EnvelopeExample>,
 }
@@ -28,7 +28,7 @@ pub struct SandboxMetadata {
 /// One capability: who does it and what it consumes and produces.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct CapabilitySummary {
+pub struct SandboxCapability {
     pub capability_id: String,
     pub display_name: String,
     pub summary: String,
@@ -41,7 +41,7 @@ pub struct CapabilitySummary {
 /// One facet: its schema and the capabilities that make and read it.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct FacetSummary {
+pub struct SandboxFacet {
     pub name: String,
     pub title: String,
     pub description: String,
@@ -56,7 +56,7 @@ pub struct FacetSummary {
 /// One key of the envelope's `policies`.
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct PolicySummary {
+pub struct SandboxPolicy {
     pub name: String,
     pub description: String,
     /// Its schema, inside the envelope schema (`schemas.envelope`).
@@ -67,7 +67,7 @@ pub struct PolicySummary {
 pub fn sandbox_metadata(registry: &Registry) -> SandboxMetadata {
     let capabilities = registry
         .capabilities()
-        .map(|capability| CapabilitySummary {
+        .map(|capability| SandboxCapability {
             capability_id: capability.capability_id.clone(),
             display_name: capability.display_name.clone(),
             summary: capability.summary.clone(),
@@ -88,7 +88,7 @@ pub fn sandbox_metadata(registry: &Registry) -> SandboxMetadata {
     let facets = registry
         .facets
         .list()
-        .map(|facet| FacetSummary {
+        .map(|facet| SandboxFacet {
             name: facet.name.clone(),
             title: facet.title.clone(),
             description: facet.description.clone(),
@@ -121,7 +121,7 @@ pub fn sandbox_metadata(registry: &Registry) -> SandboxMetadata {
 
 /// The `policies` keys of the envelope schema, each described by its own
 /// description or its definition's.
-fn policies_of(envelope_schema: &Value) -> Vec<PolicySummary> {
+fn policies_of(envelope_schema: &Value) -> Vec<SandboxPolicy> {
     let definitions = &envelope_schema["$defs"];
     let policies = &definitions["TaskPolicies"]["properties"];
     let Some(keys) = policies.as_object() else {
@@ -138,7 +138,7 @@ fn policies_of(envelope_schema: &Value) -> Vec<PolicySummary> {
                         .map(str::to_string)
                 })
                 .unwrap_or_default();
-            PolicySummary {
+            SandboxPolicy {
                 name: name.clone(),
                 description,
                 schema: schema.clone(),

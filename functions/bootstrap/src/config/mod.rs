@@ -130,6 +130,10 @@ pub struct Configuration {
     /// how long a dead worker's node waits before another takes it over.
     /// Default 30 s.
     pub node_lease: Duration,
+    /// `BATON_STEP_BUDGET_SECONDS`: how long one step of `baton serve` or
+    /// `baton run` may take, as the step function's timeout bounds one in
+    /// the cloud. Default 300 s.
+    pub step_budget: Duration,
     /// `BATON_CAPABILITY_CACHE_SECONDS`: how long a warm process keeps a
     /// tenant's capability registrations before listing them from the
     /// store again (a registration or heartbeat through the same process
@@ -299,6 +303,11 @@ impl Configuration {
             "BATON_NODE_LEASE_SECONDS",
             30,
         )? as u64);
+        let step_budget = Duration::from_secs(positive_whole_number(
+            read,
+            "BATON_STEP_BUDGET_SECONDS",
+            baton_runtime::services::DEFAULT_STEP_BUDGET.as_secs() as usize,
+        )? as u64);
         let retention_days = u32::try_from(positive_whole_number(
             read,
             "BATON_RETENTION_DAYS",
@@ -315,6 +324,7 @@ impl Configuration {
             retention_days,
             memory_max_ended_runs,
             node_lease,
+            step_budget,
             capability_cache,
             crash_at: non_empty(read, "BATON_CRASH_AT"),
             header_read_timeout: Duration::from_secs(positive_whole_number(

@@ -189,7 +189,7 @@ pub fn parse_dataset(
                 format!("`{}` is used twice", example.id),
             ));
         }
-        let envelope = match (example.envelope, example.inputs, &template) {
+        let mut envelope = match (example.envelope, example.inputs, &template) {
             (Some(envelope), None, _) => envelope,
             (None, Some(inputs), Some(template)) => with_inputs(template, inputs),
             (None, Some(_), None) => {
@@ -210,6 +210,12 @@ pub fn parse_dataset(
                 return Err(error(line, "$", "an example gives `envelope` or `inputs`"));
             }
         };
+        // Each example runs afresh: an idempotency key (the template's, or a
+        // whole envelope's) would hand every example, and every later
+        // evaluation within the key's day, the first run made with it.
+        if let Some(fields) = envelope.as_object_mut() {
+            fields.remove("idempotencyKey");
+        }
         TaskEnvelope::parse_value(&envelope).map_err(|problem| match problem {
             crate::CoreError::InvalidEnvelope { path, message } => {
                 error(line, path.replacen('$', "$.envelope", 1), message)
@@ -291,6 +297,23 @@ mod tests {
                 })
             }
         })
+    }
+
+    #[test]
+    fn no_example_keeps_an_idempotency_key_so_each_runs_afresh() {
+        let keyed = |id: &str| {
+            json!({"id": id, "envelope": {"objective": "o", "idempotencyKey": "same-key",
+                   "outputContract": {"schema": {"type": "object"}}}})
+            .to_string()
+        };
+        let dataset = parse(&format!("{}\n{}", keyed("a"), keyed("b"))).unwrap();
+        for example in &dataset.examples {
+            assert!(
+                example.envelope.get("idempotencyKey").is_none(),
+                "{}",
+                example.id
+            );
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use baton_evaluation::served::EvaluationRecord;
+use sha2::Digest;
 
 use crate::error::StoreError;
 use crate::ports::evaluation_ports::{EvaluationRecords, TranscriptShelf};
@@ -183,9 +184,10 @@ impl EvaluationRecords for EvaluationFiles {
         } else {
             "eval_refused"
         };
-        Arc::new(TranscriptFolder::new(
+        Arc::new(TranscriptFolder::shown_as(
             self.tenant_folder(tenant_id)
                 .join(format!("{name}.transcripts")),
+            format!("{name}.transcripts"),
         ))
     }
 
@@ -211,12 +213,26 @@ impl EvaluationRecords for EvaluationFiles {
 /// anything else `_`).
 pub struct TranscriptFolder {
     folder: PathBuf,
+    /// How the results name a transcript: by `{shown_as}/{file}`, or by
+    /// its path (None).
+    shown_as: Option<String>,
 }
 
 impl TranscriptFolder {
     pub fn new(folder: impl Into<PathBuf>) -> Self {
         Self {
             folder: folder.into(),
+            shown_as: None,
+        }
+    }
+
+    /// A folder whose transcripts are named `{shown_as}/{file}` in the
+    /// results, not by their path on this machine (a server's data
+    /// directory is nobody's business).
+    pub fn shown_as(folder: impl Into<PathBuf>, shown_as: impl Into<String>) -> Self {
+        Self {
+            folder: folder.into(),
+            shown_as: Some(shown_as.into()),
         }
     }
 
@@ -231,27 +247,37 @@ impl TranscriptFolder {
     }
 }
 
+/// A transcript's file name for an example id: the id itself when it is a
+/// plain file name, else its plain characters and a hash of the whole id,
+/// so two ids never share a file (`a/b` and `a_b`).
 fn file_name_of(example_id: &str) -> String {
-    example_id
+    let plain =
+        |character: char| character.is_ascii_alphanumeric() || matches!(character, '.' | '_' | '-');
+    if !example_id.is_empty() && !example_id.starts_with('.') && example_id.chars().all(plain) {
+        return example_id.to_string();
+    }
+    let kept: String = example_id
         .chars()
-        .map(|character| {
-            if character.is_ascii_alphanumeric() || matches!(character, '.' | '_' | '-') {
-                character
-            } else {
-                '_'
-            }
-        })
-        .collect()
+        .map(|character| if plain(character) { character } else { '_' })
+        .collect();
+    let digest = sha2::Sha256::digest(example_id.as_bytes());
+    let hash: String = digest[..4]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("{}-{hash}", kept.trim_start_matches('.'))
 }
 
 #[async_trait]
 impl TranscriptShelf for TranscriptFolder {
     async fn keep(&self, example_id: &str, panel_output: &str) -> Result<String, StoreError> {
-        let file = self
-            .folder
-            .join(format!("{}.json", file_name_of(example_id)));
+        let name = format!("{}.json", file_name_of(example_id));
+        let file = self.folder.join(&name);
         write_whole(&file, panel_output)?;
-        Ok(file.display().to_string())
+        Ok(match &self.shown_as {
+            Some(shown_as) => format!("{shown_as}/{name}"),
+            None => file.display().to_string(),
+        })
     }
 }
 

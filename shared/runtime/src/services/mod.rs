@@ -91,6 +91,12 @@ pub struct OrchestratorSettings {
     /// Time kept, before an invocation's deadline, to commit a result and
     /// send the outbox: a model call is stopped this long before it.
     pub commit_margin: Duration,
+    /// How long one step of a long-running worker (`baton serve`, `baton
+    /// run`) may take (`BATON_STEP_BUDGET_SECONDS`), as a Lambda
+    /// invocation's timeout bounds a step there: past it less
+    /// `commit_margin` a call still waited on is dropped, the claim
+    /// released and the step delivered again. None: no budget.
+    pub step_budget: Option<Duration>,
     /// A human task's SLA: unanswered after this, the run fails.
     pub human_task_timeout: Duration,
     /// How long an agent session may last across its steps.
@@ -112,6 +118,10 @@ pub struct OrchestratorSettings {
     /// How long an audit record is kept (`BATON_AUDIT_RETENTION_DAYS`).
     pub audit_retention_days: u32,
 }
+
+/// A long-running worker's step budget by default: the step function's
+/// timeout in the template, 300 s.
+pub const DEFAULT_STEP_BUDGET: Duration = Duration::from_secs(300);
 
 /// The default retention of an ended run's records: 30 days.
 pub const DEFAULT_RETENTION_DAYS: u32 = 30;
@@ -268,6 +278,7 @@ impl Default for OrchestratorSettings {
             planner: PlannerChoice::Deterministic,
             max_planner_attempts: DEFAULT_MAX_PLANNER_ATTEMPTS,
             commit_margin: Duration::from_secs(5),
+            step_budget: Some(DEFAULT_STEP_BUDGET),
             human_task_timeout: baton_core::engine::DEFAULT_HUMAN_TASK_TIMEOUT,
             agent_session_limit: baton_core::records::agents::DEFAULT_SESSION_LIMIT,
             announce_to_event_bus: false,

@@ -49,7 +49,9 @@ async fn process_received_step_holding(
     received: ReceivedStep,
     hold: Option<Duration>,
 ) -> Result<StepOutcome, RuntimeError> {
-    let step = caught(steps.handle(&received.message));
+    // Bounded like a Lambda invocation's step: a call that hangs ends on
+    // its own, and the step is delivered again.
+    let step = caught(steps.handle_before(&received.message, steps.step_deadline()));
     let outcome = match hold {
         Some(hold) => holding_message(queue, &received.receipt, hold, false, step).await,
         None => step.await,

@@ -134,6 +134,14 @@ impl StepService {
     /// How long a worker keeps a step's message hidden at a time while the
     /// step runs (`worker::holding_message`): one node lease, so a dead
     /// holder's message and its node come back together.
+    /// The deadline of a step a long-running worker starts now
+    /// (`OrchestratorSettings::step_budget`).
+    pub fn step_deadline(&self) -> Option<Instant> {
+        self.settings
+            .step_budget
+            .map(|budget| self.clock.now().plus(budget))
+    }
+
     pub fn message_hold(&self) -> Duration {
         self.settings.node_lease
     }
