@@ -83,6 +83,65 @@ impl FailureCode {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// The part of the orchestrator a failure of this code comes from, for
+    /// an `error` frame's `component` (a log's tag, a dashboard's facet).
+    pub fn component(self) -> FailureComponent {
+        use FailureCode as Code;
+        match self {
+            Code::PlanRejected => FailureComponent::Planner,
+            Code::OutputContractViolated
+            | Code::InputContractViolated
+            | Code::HardConstraintViolated => FailureComponent::Validator,
+            Code::TokenBudgetExceeded | Code::MaxTurnsReached | Code::BudgetExceeded => {
+                FailureComponent::Budget
+            }
+            Code::Cancelled => FailureComponent::Caller,
+            Code::StateTooLarge | Code::StepFailed => FailureComponent::Runtime,
+            Code::LlmConfiguration
+            | Code::LlmRateLimited
+            | Code::LlmServerError
+            | Code::LlmRequestRejected
+            | Code::LlmTimeout
+            | Code::LlmTransport
+            | Code::LlmUnexpectedResponse => FailureComponent::Model,
+            Code::HumanDeclined | Code::HumanTaskTimedOut | Code::HitlRejected => {
+                FailureComponent::Person
+            }
+            Code::PolicyFailed => FailureComponent::Policy,
+            Code::PanelNoVerdict => FailureComponent::Panel,
+            Code::AgentIncomplete => FailureComponent::Agent,
+            Code::CapabilityInactive => FailureComponent::Registry,
+        }
+    }
+}
+
+/// The part of the orchestrator a run's failure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureComponent {
+    /// No valid plan.
+    Planner,
+    /// An output or input that breaks its contract or constraints.
+    Validator,
+    /// A token, cost, duration or model-turn budget.
+    Budget,
+    /// The caller (a cancel).
+    Caller,
+    /// The durable runtime (a step failed for good, a state too large).
+    Runtime,
+    /// A model provider.
+    Model,
+    /// A person (a decline, a rejection, a task past its SLA).
+    Person,
+    /// A runtime policy's `fail`.
+    Policy,
+    /// A judge panel.
+    Panel,
+    /// An agent session's guardrail.
+    Agent,
+    /// The capability registry (a registration no longer active).
+    Registry,
 }
 
 impl std::fmt::Display for FailureCode {

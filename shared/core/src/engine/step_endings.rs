@@ -89,6 +89,9 @@ impl StepContext<'_, '_> {
             &frames::ErrorPayload {
                 code,
                 status,
+                component: Some(code.component()),
+                stage: self.state().phase,
+                tool: self.state().last_tool_called(),
                 budget,
             },
         );

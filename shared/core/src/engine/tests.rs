@@ -473,6 +473,10 @@ fn no_plan_rejects_the_run() {
         decision.state.failure.as_ref().map(|failure| failure.code),
         Some(FailureCode::PlanRejected)
     );
+    // The error says which part failed and at which stage.
+    let error = decision.events.last().unwrap().payload.as_ref().unwrap();
+    assert_eq!(error["component"], "planner", "{error:?}");
+    assert_eq!(error["stage"], "planning", "{error:?}");
     assert!(outbox(&decision).is_empty());
 }
 

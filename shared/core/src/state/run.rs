@@ -387,6 +387,17 @@ impl RunState {
             .collect()
     }
 
+    /// The tool an agent session of the run asked for last and has not had
+    /// answered yet (an `error` frame's `tool`): the call the run was
+    /// waiting on when it failed.
+    pub fn last_tool_called(&self) -> Option<String> {
+        self.sessions
+            .values()
+            .flat_map(|session| &session.pending)
+            .max_by_key(|call| call.requested_at_millis)
+            .map(|call| call.tool_name.clone())
+    }
+
     /// The current plan's version; 0 before a plan exists.
     pub fn plan_version(&self) -> u32 {
         self.plan.as_ref().map_or(0, |plan| plan.plan_version)

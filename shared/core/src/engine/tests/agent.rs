@@ -259,6 +259,12 @@ fn a_two_turn_tool_loop_is_four_steps_with_its_frames_in_order() {
         NodeStatus::Deliberating
     );
     assert!(is_stale(&first.state, &node_command("node_1", 1)));
+    // Cancelled while the tool runs, the run's error names the tool it
+    // waited on, the part that ended it and the stage.
+    let cancelled = crate::engine::cancel_run(first.state.clone(), "stop", NOW, &context).unwrap();
+    let error = cancelled.events.last().unwrap().payload.as_ref().unwrap();
+    assert_eq!(error["tool"], "lookup", "{error:?}");
+    assert_eq!(error["component"], "caller", "{error:?}");
 
     // Step 2: the tool, under its own lease and idempotency key, answering
     // 1.5 s after the model asked for it.

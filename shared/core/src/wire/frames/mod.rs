@@ -509,6 +509,15 @@ pub fn delta(stamp: &FrameStamp, node_id: &str, text: String) -> EventDraft {
 pub struct ErrorPayload {
     pub code: FailureCode,
     pub status: RunStatus,
+    /// Which part of the orchestrator the failure comes from (the code's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<crate::basics::codes::FailureComponent>,
+    /// The run's phase when it failed (`planning`, `generation`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<RunPhase>,
+    /// The tool the failing node's agent called last, when it called one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
     /// `budget_exceeded`: the budget, its limit and the spend.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetReport>,
