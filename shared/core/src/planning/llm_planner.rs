@@ -34,23 +34,29 @@ pub fn plan_draft_schema() -> Value {
         "type": "object",
         "required": ["nodes"],
         "properties": {
-            "nodes": {
-                "type": "array",
-                "minItems": 1,
-                "items": {
-                    "type": "object",
-                    "required": ["nodeId", "capabilityId"],
-                    "properties": {
-                        "nodeId": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
-                        "capabilityId": {"type": "string"},
-                        "dependsOn": {"type": "array", "items": {"type": "string"}}
-                    },
-                    "additionalProperties": false
-                }
-            },
+            "nodes": draft_nodes_schema(),
             "rationale": {"type": "string"}
         },
         "additionalProperties": false
+    })
+}
+
+/// A draft's `nodes`: each a `nodeId`, a `capabilityId` and the nodes it
+/// depends on (a plan draft's, and a turn's `planPatch`).
+pub fn draft_nodes_schema() -> Value {
+    json!({
+        "type": "array",
+        "minItems": 1,
+        "items": {
+            "type": "object",
+            "required": ["nodeId", "capabilityId"],
+            "properties": {
+                "nodeId": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+                "capabilityId": {"type": "string"},
+                "dependsOn": {"type": "array", "items": {"type": "string"}}
+            },
+            "additionalProperties": false
+        }
     })
 }
 

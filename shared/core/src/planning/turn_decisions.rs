@@ -46,22 +46,7 @@ pub fn turn_decision_schema() -> Value {
             "planPatch": {
                 "type": "object",
                 "required": ["nodes"],
-                "properties": {
-                    "nodes": {
-                        "type": "array",
-                        "minItems": 1,
-                        "items": {
-                            "type": "object",
-                            "required": ["nodeId", "capabilityId"],
-                            "properties": {
-                                "nodeId": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
-                                "capabilityId": {"type": "string"},
-                                "dependsOn": {"type": "array", "items": {"type": "string"}}
-                            },
-                            "additionalProperties": false
-                        }
-                    }
-                },
+                "properties": {"nodes": crate::planning::llm_planner::draft_nodes_schema()},
                 "additionalProperties": false
             },
             "bundle": {
