@@ -88,22 +88,7 @@ fn planner_request_with_context(
     rejected_attempts: &[DiagnosticsBundle],
     replan: Option<Value>,
 ) -> ModelRequest {
-    // A catch-all fallback is never planned: only a failed node reaches it.
-    let capabilities: Vec<Value> = registry
-        .capabilities()
-        .filter(|capability| !capability.catch_all)
-        .map(|capability| {
-            json!({
-                "capabilityId": capability.capability_id,
-                "agentType": capability.agent_type,
-                "kind": capability.kind,
-                "summary": capability.summary,
-                "inputContract": capability.input_contract,
-                "outputContract": capability.output_contract,
-                "cost": capability.cost,
-            })
-        })
-        .collect();
+    let capabilities = planner_catalogue(registry);
     let mut used_facets = BTreeSet::new();
     for capability in registry.capabilities() {
         used_facets.extend(
@@ -149,13 +134,40 @@ fn planner_request_with_context(
         user_message: user.to_string(),
         schema_name: "plan_draft".to_string(),
         output_schema: Arc::new(plan_draft_schema()),
-        model: registry
-            .models()
-            .planner_model
-            .as_deref()
-            .and_then(|name| crate::planning::model_choice::target_of(registry.models(), name))
-            .map(Box::new),
+        model: planner_model(registry),
     }
+}
+
+/// The catalogue a planning model reads: every capability but the
+/// catch-alls (a catch-all is never planned: only a failed node reaches it).
+pub fn planner_catalogue(registry: &Registry) -> Vec<Value> {
+    registry
+        .capabilities()
+        .filter(|capability| !capability.catch_all)
+        .map(|capability| {
+            json!({
+                "capabilityId": capability.capability_id,
+                "agentType": capability.agent_type,
+                "kind": capability.kind,
+                "summary": capability.summary,
+                "inputContract": capability.input_contract,
+                "outputContract": capability.output_contract,
+                "cost": capability.cost,
+            })
+        })
+        .collect()
+}
+
+/// The catalog's planner model, when it names one the catalog has.
+pub fn planner_model(
+    registry: &Registry,
+) -> Option<Box<crate::contracts::model_request::ModelTarget>> {
+    registry
+        .models()
+        .planner_model
+        .as_deref()
+        .and_then(|name| crate::planning::model_choice::target_of(registry.models(), name))
+        .map(Box::new)
 }
 
 /// How the planner's plan is judged: the optimisation objective (what it

@@ -112,19 +112,7 @@ pub fn turn_request(
     progress: Value,
     refused: &[DiagnosticsBundle],
 ) -> ModelRequest {
-    let capabilities: Vec<Value> = registry
-        .capabilities()
-        .filter(|capability| !capability.catch_all)
-        .map(|capability| {
-            json!({
-                "capabilityId": capability.capability_id,
-                "agentType": capability.agent_type,
-                "summary": capability.summary,
-                "inputContract": capability.input_contract,
-                "outputContract": capability.output_contract,
-            })
-        })
-        .collect();
+    let capabilities = crate::planning::llm_planner::planner_catalogue(registry);
     let refusals: Vec<Value> = refused
         .iter()
         .map(|bundle| json!({"failures": bundle.failures}))
@@ -147,12 +135,7 @@ pub fn turn_request(
         user_message: user.to_string(),
         schema_name: TURN_SCHEMA_NAME.to_string(),
         output_schema: Arc::new(turn_decision_schema()),
-        model: registry
-            .models()
-            .planner_model
-            .as_deref()
-            .and_then(|name| crate::planning::model_choice::target_of(registry.models(), name))
-            .map(Box::new),
+        model: crate::planning::llm_planner::planner_model(registry),
     }
 }
 
