@@ -271,6 +271,16 @@ def show_and_verify_a_judge_transcript(page):
     transcript = page.locator(".transcript")
     expect(transcript.locator(".round")).not_to_have_count(0)
     expect(transcript.locator(".message").first).to_contain_text("hash")
+    # Published to the (stand-in) consensus node: the topic and every
+    # message link to the explorer, and the receipts leave the chain intact.
+    topic_link = transcript.locator("a.ledger-topic")
+    expect(topic_link).to_have_count(1)
+    topic_href = topic_link.get_attribute("href")
+    assert re.fullmatch(r"https://hashscan\.io/testnet/topic/0\.0\.\d+", topic_href), topic_href
+    messages = transcript.locator(".message").count()
+    expect(transcript.locator("a.ledger-tx")).to_have_count(messages)
+    tx_href = transcript.locator("a.ledger-tx").first.get_attribute("href")
+    assert re.fullmatch(r"https://hashscan\.io/testnet/transaction/0\.0\.1002%40\d+\.\d{9}", tx_href), tx_href
     transcript.locator("button.verify").click()
     expect(transcript.locator(".verdict")).to_have_class("verdict verified", timeout=TIMEOUT_MS)
     shot(page, "07-judge-transcript-verified")
@@ -284,7 +294,7 @@ def show_and_verify_a_judge_transcript(page):
         return verifyTranscript(evaluation.transcript);
     }""" % (run_id, TOKEN))
     assert broken and broken.startswith("round 0 message 0"), broken
-    print(f"ok: evaluation {run_id} transcript rendered and verified; a changed message is caught: {broken[:60]}…")
+    print(f"ok: evaluation {run_id} transcript rendered and verified, {messages} messages linked on {topic_href}; a changed message is caught: {broken[:60]}…")
 
 
 def script_model(page, behaviors):

@@ -8,7 +8,8 @@
 //! to its field, then completing the run; a director's form giving feedback
 //! on the visual, so only the designer is asked again and sees it; an
 //! approval rejected failing the
-//! run; a judge transcript rendered and verified (and a changed one caught);
+//! run; a judge transcript rendered and verified (and a changed one caught),
+//! published to a stand-in consensus node with a link per message;
 //! a chat: a tool call folded under its answer, a drafted plan approved and
 //! run as a child run (its graph one click away), a message refused by the
 //! `reject` strategy while another answers, the thread read back; a run
@@ -54,6 +55,18 @@ async fn the_run_viewer_works_in_headless_chromium() {
     let model = scripted_llm::ScriptedLlmServer::start().await.unwrap();
     // Where the served evaluations are kept.
     let data_home = tempfile::tempdir().unwrap();
+    // Test double for a consensus node: the tokened server publishes its
+    // judge transcripts there, so the viewer links each message's
+    // transaction. A throwaway Ed25519 seed; the key reaches the server by
+    // reference, through its local secret store.
+    const LEDGER_KEY: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+    let ledger = baton_hcs::stand_in::StandInNode::start(
+        baton_hcs::operator::account_from_text("0.0.3", "node").unwrap(),
+        baton_hcs::operator::account_from_text("0.0.1002", "operator").unwrap(),
+        baton_hcs::operator::public_key_of(LEDGER_KEY, "key").unwrap(),
+    )
+    .await
+    .unwrap();
     let serve = start_serve(
         &["--store", "memory"],
         &[
@@ -66,6 +79,10 @@ async fn the_run_viewer_works_in_headless_chromium() {
                 data_home.path().display().to_string(),
             ),
             ("BATON_SANDBOX".to_string(), "on".to_string()),
+            ("BATON_HCS_NODE_URL".to_string(), ledger.url.clone()),
+            ("BATON_HCS_OPERATOR_ACCOUNT".to_string(), "0.0.1002".to_string()),
+            ("BATON_HCS_OPERATOR_KEY".to_string(), "hcs-operator".to_string()),
+            ("BATON_SECRET_HCS_OPERATOR".to_string(), LEDGER_KEY.to_string()),
         ],
     )
     .await;
@@ -112,6 +129,14 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .count(),
         11,
         "every scenario reported: {stdout}"
+    );
+    let topics = ledger.topics();
+    assert!(
+        !topics.is_empty()
+            && topics
+                .iter()
+                .all(|(_, memo, messages)| memo.starts_with("baton panel ") && messages.len() >= 5),
+        "the tokened server's judge panels are on the ledger, every message submitted: {topics:?}"
     );
     for screenshot in [
         "00-anonymous-server-no-token-asked",

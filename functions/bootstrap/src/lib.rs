@@ -278,8 +278,7 @@ pub fn services_over(
             llm: executors.llm,
             clock: ports.clock,
             ids: Arc::new(RandomIds),
-            // The run's event log holds every transcript; no ledger is configured.
-            transcripts: Arc::new(baton_runtime::models::panels::EventLogTranscripts),
+            transcripts: executors.transcripts,
             tools: executors.tools,
             threads: ports.threads,
             notifier: executors.notifier,
@@ -303,6 +302,25 @@ pub struct Executors {
     pub notifier: Arc<dyn baton_runtime::ports::CompletionNotifier>,
     /// Checks remote agents' cards at registration ([`remote_agent_cards`]).
     pub remote_agents: Arc<dyn baton_runtime::ports::RemoteAgentCards>,
+    /// Where concluded panels' transcripts are published besides the run's
+    /// event log ([`transcript_publisher`]).
+    pub transcripts: Arc<dyn baton_runtime::ports::TranscriptPublisher>,
+}
+
+/// The transcript publisher: the consensus service when
+/// `BATON_HCS_NODE_URL` is set (`baton-hcs`, its key read from `secrets`),
+/// else the run's event log alone.
+#[cfg(feature = "model")]
+pub fn transcript_publisher(
+    read: VariableReader<'_>,
+    secrets: Arc<dyn baton_runtime::ports::SecretStore>,
+) -> Result<Arc<dyn baton_runtime::ports::TranscriptPublisher>, StartupError> {
+    match baton_hcs::HcsSettings::from_variables(read)
+        .map_err(|error| StartupError(error.to_string()))?
+    {
+        Some(settings) => Ok(Arc::new(baton_hcs::HcsTranscripts::new(settings, secrets))),
+        None => Ok(Arc::new(baton_runtime::models::panels::EventLogTranscripts)),
+    }
 }
 
 /// Remote agents' cards, read through the outbound guard
@@ -355,6 +373,7 @@ pub fn cloud_services_over(
             read,
             secrets.clone(),
         ),
+        transcripts: transcript_publisher(read, secrets.clone())?,
         tools: tool_runner_from(configuration, registry.clone(), secrets),
         notifier: Arc::new(notifier::completion_notifier(
             configuration,
@@ -389,6 +408,8 @@ pub async fn cloud_services_without_model(
             tools: Arc::new(baton_runtime::ports::NoToolRunner),
             notifier: Arc::new(baton_runtime::ports::NoCompletionNotifier),
             remote_agents: remote_agent_cards(configuration),
+            // Panels conclude in the step function only.
+            transcripts: Arc::new(baton_runtime::models::panels::EventLogTranscripts),
         },
         settings_from(configuration),
         configuration.worker_id(worker_role),

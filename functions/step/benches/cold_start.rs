@@ -124,6 +124,7 @@ async fn measure(binary: PathBuf) {
             tools: Arc::new(baton_runtime::ports::NoToolRunner),
             notifier: Arc::new(baton_runtime::ports::NoCompletionNotifier),
             remote_agents: Arc::new(baton_runtime::ports::NoRemoteAgents),
+            transcripts: Arc::new(baton_runtime::models::panels::EventLogTranscripts),
         },
         baton_runtime::services::OrchestratorSettings::default(),
         "bench".into(),

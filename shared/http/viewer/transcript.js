@@ -1,7 +1,7 @@
 // A judge panel's transcript, grouped by round and phase, each message with
 // its hash; "Verify" recomputes the chain in the browser exactly as
 // `baton judge verify` does: hash = sha256(previousHash ‖ canonical JSON of
-// the message without `hash` and `previousHash`), canonical JSON as RFC 8785
+// the message without `hash`, `previousHash` and `hcsTxId`), canonical JSON as RFC 8785
 // (keys sorted, no whitespace, ECMAScript number and string forms), the first
 // message's previousHash the empty string.
 
@@ -25,7 +25,7 @@ export async function verifyTranscript(transcript) {
   let previous = "";
   for (const round of transcript.rounds || []) {
     for (const [index, message] of (round.messages || []).entries()) {
-      const { hash, previousHash, ...content } = message;
+      const { hash, previousHash, hcsTxId, ...content } = message;
       const expected = await sha256Hex(previous + canonicalJson(content));
       if ((previousHash || "") !== previous || hash !== expected) {
         return `round ${round.round} message ${index} (${message.id}): its hash is ${hash} but its content hashes to ${expected}`;
@@ -47,13 +47,32 @@ export function transcriptIn(output) {
 }
 
 /**
+ * The ledger explorer a published transcript links to (its `explorerUrl`),
+ * only when it is an https URL: a transcript's text never becomes a
+ * `javascript:` link.
+ */
+export function ledgerExplorer(transcript) {
+  const url = transcript.explorerUrl;
+  if (typeof url !== "string") return null;
+  try {
+    return new URL(url).protocol === "https:" ? url.replace(/\/+$/, "") : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
  * The transcript view: rounds, then phases within them, then messages.
  * `verdicts` (topic → {className, text}) keeps a verdict across redraws.
  */
 export function transcriptView(transcript, verdicts = new Map()) {
   const view = make("section", { class: "panel transcript" }, make("h3", {}, "Judge transcript"));
   const messages = (transcript.rounds || []).reduce((count, round) => count + (round.messages || []).length, 0);
-  view.append(make("p", { class: "hint" }, `${transcript.rounds.length} round(s), ${messages} message(s), published to ${transcript.topicId || "the run's event log"}`));
+  const explorer = ledgerExplorer(transcript);
+  const publishedTo = explorer
+    ? make("a", { class: "ledger-topic", href: `${explorer}/topic/${encodeURIComponent(transcript.topicId)}`, target: "_blank", rel: "noreferrer" }, `topic ${transcript.topicId}`)
+    : transcript.topicId || "the run's event log";
+  view.append(make("p", { class: "hint" }, `${transcript.rounds.length} round(s), ${messages} message(s), published to `, publishedTo));
   for (const round of transcript.rounds) {
     const roundView = make("div", { class: "round", "data-round": String(round.round) },
       make("h4", {}, `Round ${round.round}${round.variance != null ? ` · variance ${round.variance.toFixed(3)}` : ""}`));
@@ -67,7 +86,10 @@ export function transcriptView(transcript, verdicts = new Map()) {
         roundView.append(make("div", { class: "message", "data-message-id": message.id },
           make("strong", {}, `${message.role}${message.agentId ? ` ${message.agentId}` : ""}: `),
           message.content.length > 400 ? `${message.content.slice(0, 400)}…` : message.content,
-          make("div", { class: "hash" }, `hash ${message.hash}`)));
+          make("div", { class: "hash" }, `hash ${message.hash}`,
+            explorer && message.hcsTxId
+              ? make("a", { class: "ledger-tx", href: `${explorer}/transaction/${encodeURIComponent(message.hcsTxId)}`, target: "_blank", rel: "noreferrer", title: `transaction ${message.hcsTxId}` }, " · tx")
+              : "")));
       }
     }
     view.append(roundView);

@@ -2,8 +2,8 @@
 //! as a hash chain. A message's `hash` is
 //! `sha256(previousHash ‖ canonical JSON of the message)` in lowercase hex,
 //! where the canonical JSON (RFC 8785) covers every field of the message but
-//! `hash` and `previousHash`, and the first message's `previousHash` is the
-//! empty string. Changing one byte of one message breaks its link and every
+//! `hash`, `previousHash` and `hcsTxId` (a ledger's receipt, written after
+//! the chain), and the first message's `previousHash` is the empty string. Changing one byte of one message breaks its link and every
 //! later one; `verify` names the first.
 
 use serde::{Deserialize, Serialize};
@@ -73,6 +73,10 @@ pub struct EvaluationTranscript {
     /// Where the transcript is published (the run's event log by default;
     /// an external ledger's topic when one is plugged in).
     pub topic_id: String,
+    /// The ledger explorer's base URL when the transcript is published on
+    /// one (`{explorerUrl}/topic/{topicId}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explorer_url: Option<String>,
     pub rounds: Vec<TranscriptRound>,
 }
 
@@ -103,6 +107,7 @@ pub fn message_hash(message: &ConversationMessage, previous_hash: &str) -> Strin
     if let Value::Object(fields) = &mut content {
         fields.remove("hash");
         fields.remove("previousHash");
+        fields.remove("hcsTxId");
     }
     let canonical = serde_json_canonicalizer::to_string(&content).unwrap_or_default();
     let mut hasher = Sha256::new();
@@ -119,6 +124,7 @@ impl EvaluationTranscript {
     pub fn new(topic_id: impl Into<String>) -> Self {
         EvaluationTranscript {
             topic_id: topic_id.into(),
+            explorer_url: None,
             rounds: Vec::new(),
         }
     }

@@ -187,3 +187,41 @@ fn a_request_without_criteria_is_judged_on_overall_quality() {
         );
     }
 }
+
+/// `enableDiscussion: false`: a panel whose judges disagree far beyond the
+/// threshold still concludes after scoring, with no discussion round.
+#[test]
+fn with_discussion_off_a_split_panel_concludes_after_scoring() {
+    let mut body = json!({
+        "request": {"id": "req-3", "content": "A document.", "criteria": ["Accuracy"],
+                    "selectedAgents": [{"id": "a"}, {"id": "b"}, {"id": "c"}]},
+        "config": {"maxDiscussionRounds": 3, "roundTimeout": 1000,
+                   "consensusAlgorithm": "simple_average", "enableDiscussion": true,
+                   "convergenceThreshold": 0.5, "outlierDetection": false}
+    });
+    let split = [
+        ("a", answered(2.0)),
+        ("b", answered(9.0)),
+        ("c", answered(5.0)),
+    ];
+    let (mut discussing, _) = Panel::start(PanelRequest::parse(&body).unwrap(), "topic", 0);
+    assert!(
+        matches!(round(&mut discussing, &split), PanelAdvance::Ask(_)),
+        "with discussion on, the same scores open a discussion round"
+    );
+    body["config"]["enableDiscussion"] = json!(false);
+    let (mut panel, _) = Panel::start(PanelRequest::parse(&body).unwrap(), "topic", 0);
+    let PanelAdvance::Done(output) = round(&mut panel, &split) else {
+        panic!("with discussion off, the panel concludes after scoring")
+    };
+    assert_eq!(output.consensus.convergence_rounds, 0);
+    assert!((output.consensus.final_score - 16.0 / 3.0).abs() < 1e-9);
+    assert!(
+        output
+            .transcript
+            .messages()
+            .all(|(_, _, message)| message.phase
+                != baton_judge::transcript::MessagePhase::Discussion),
+        "no message of the transcript is a discussion"
+    );
+}

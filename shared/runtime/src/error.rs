@@ -59,8 +59,21 @@ impl QueueError {
 /// step that concluded the panel is retried and publishes again.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum PublishError {
+    /// The ledger could not be reached or did not confirm in time: the
+    /// step is retried.
     #[error("transcript ledger unavailable: {0}")]
     Unavailable(String),
+    /// The ledger refused the transcript (a wrong key, an account without
+    /// funds, a message too large): retrying changes nothing until the
+    /// deployment's settings do.
+    #[error("transcript ledger refused the transcript: {0}")]
+    Refused(String),
+}
+
+impl PublishError {
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, PublishError::Unavailable(_))
+    }
 }
 
 /// Why a completion notification was not delivered (the engine retries it
@@ -318,9 +331,8 @@ impl RuntimeError {
             RuntimeError::Store(error) => error.is_retryable(),
             RuntimeError::Queue(error) => error.is_retryable(),
             RuntimeError::Llm(error) => error.is_retryable(),
-            RuntimeError::DeadlineExceeded { .. }
-            | RuntimeError::TranscriptPublisher(_)
-            | RuntimeError::RequestInFlight { .. } => true,
+            RuntimeError::TranscriptPublisher(error) => error.is_retryable(),
+            RuntimeError::DeadlineExceeded { .. } | RuntimeError::RequestInFlight { .. } => true,
             RuntimeError::InvalidInput { .. }
             | RuntimeError::TooLarge { .. }
             | RuntimeError::TenantLimit { .. }

@@ -66,7 +66,10 @@ impl TranscriptPublisher for FlakyLedger {
         _tenant_id: &str,
         run_id: &str,
         publication: &TranscriptPublication,
-    ) -> Result<(), baton_runtime::error::PublishError> {
+    ) -> Result<
+        Option<baton_core::contracts::panels::LedgerReceipt>,
+        baton_runtime::error::PublishError,
+    > {
         if self.attempts.fetch_add(1, Ordering::SeqCst) == 0 {
             return Err(baton_runtime::error::PublishError::Unavailable(
                 "the ledger is unavailable".into(),
@@ -76,7 +79,7 @@ impl TranscriptPublisher for FlakyLedger {
             .lock()
             .unwrap()
             .push((run_id.to_string(), publication.clone()));
-        Ok(())
+        Ok(None)
     }
 }
 

@@ -106,6 +106,8 @@ async fn embedded_services_counted(
     let sweepers = sweeping::Sweepers::retention_only(ports.retention.clone(), clock.clone());
     let executors = baton_bootstrap::Executors {
         llm,
+        transcripts: baton_bootstrap::transcript_publisher(&process_environment, secrets.clone())
+            .map_err(startup)?,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone(), secrets),
         notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
             configuration,
@@ -148,6 +150,8 @@ async fn cloud_services(
     let (retention, clock) = (ports.retention.clone(), ports.clock.clone());
     let executors = baton_bootstrap::Executors {
         llm,
+        transcripts: baton_bootstrap::transcript_publisher(&process_environment, secrets.clone())
+            .map_err(startup)?,
         tools: baton_bootstrap::tool_runner_from(configuration, registry.clone(), secrets),
         notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
             configuration,

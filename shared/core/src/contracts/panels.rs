@@ -174,3 +174,72 @@ pub struct TranscriptPublication {
 pub fn round_timer_id(node_id: &str, attempt: u32, round: u32) -> String {
     format!("panel:{node_id}:{attempt}:{round}")
 }
+
+/// What an external ledger gave back for a published transcript: the
+/// topic it is on, each message's transaction id, and where a person can
+/// look at them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LedgerReceipt {
+    pub topic_id: String,
+    /// Message id → its transaction id (`hcsTxId`).
+    pub message_transactions: BTreeMap<String, String>,
+    /// The ledger explorer's base URL (`{url}/topic/{topicId}`,
+    /// `{url}/transaction/{hcsTxId}`).
+    pub explorer_url: Option<String>,
+}
+
+/// Writes `receipt` into every copy of the transcript first published
+/// under `published_topic` inside `value`: the transcript's `topicId` and
+/// `explorerUrl`, each message's `hcsTxId`, and any `topicId` beside it
+/// (the panel's output and progress). The hash chain is untouched: a
+/// message's hash does not cover its `hcsTxId`.
+pub fn stamp_ledger_receipt(value: &mut Value, published_topic: &str, receipt: &LedgerReceipt) {
+    match value {
+        Value::Array(items) => {
+            for item in items {
+                stamp_ledger_receipt(item, published_topic, receipt);
+            }
+        }
+        Value::Object(fields) => {
+            let is_transcript = fields.get("topicId").and_then(Value::as_str)
+                == Some(published_topic)
+                && fields.get("rounds").is_some_and(Value::is_array);
+            if fields.get("topicId").and_then(Value::as_str) == Some(published_topic) {
+                fields.insert("topicId".into(), Value::String(receipt.topic_id.clone()));
+            }
+            if is_transcript {
+                if let Some(url) = &receipt.explorer_url {
+                    fields.insert("explorerUrl".into(), Value::String(url.clone()));
+                }
+                stamp_messages(fields, receipt);
+                return;
+            }
+            for field in fields.values_mut() {
+                stamp_ledger_receipt(field, published_topic, receipt);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn stamp_messages(transcript: &mut Map<String, Value>, receipt: &LedgerReceipt) {
+    let Some(Value::Array(rounds)) = transcript.get_mut("rounds") else {
+        return;
+    };
+    for round in rounds {
+        let Some(Value::Array(messages)) = round.get_mut("messages") else {
+            continue;
+        };
+        for message in messages {
+            let id = message
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if let (Some(id), Value::Object(fields)) = (id, message)
+                && let Some(transaction) = receipt.message_transactions.get(&id)
+            {
+                fields.insert("hcsTxId".into(), Value::String(transaction.clone()));
+            }
+        }
+    }
+}

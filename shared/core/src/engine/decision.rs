@@ -130,3 +130,41 @@ pub enum HumanInputRefused {
         assigned_to: crate::state::tasks::Assignment,
     },
 }
+
+impl Decision {
+    /// Writes a ledger's receipt for `publication` into everything this
+    /// step commits that carries its transcript (the node's answer, the
+    /// run's output, the frames), before the commit: what is stored and
+    /// streamed names the ledger's topic and each message's transaction.
+    pub fn stamp_ledger_receipt(
+        &mut self,
+        publication: &crate::contracts::panels::TranscriptPublication,
+        receipt: &crate::contracts::panels::LedgerReceipt,
+    ) {
+        use crate::contracts::panels::stamp_ledger_receipt;
+        let topic = publication.transcript.topic_id.as_str();
+        let quoted_topic = format!("\"{topic}\"");
+        for record in self.state.nodes.values_mut() {
+            let carries = record
+                .output
+                .as_ref()
+                .is_some_and(|output| output.to_string().contains(&quoted_topic));
+            if carries {
+                let record = std::sync::Arc::make_mut(record);
+                if let Some(output) = record.output.as_mut() {
+                    stamp_ledger_receipt(std::sync::Arc::make_mut(output), topic, receipt);
+                }
+            }
+        }
+        if let Some(output) = self.state.output.as_mut() {
+            stamp_ledger_receipt(output, topic, receipt);
+        }
+        for event in &mut self.events {
+            if let Some(payload) = event.payload.as_mut()
+                && payload.json().contains(&quoted_topic)
+            {
+                payload.edit(|value| stamp_ledger_receipt(value, topic, receipt));
+            }
+        }
+    }
+}

@@ -81,6 +81,10 @@ pub(super) fn begin_panel(
     if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         super::lifecycle::move_node(record, super::lifecycle::NodeTransition::Deliberate);
     }
+    // The specification's statuses: `initializing` as the panel opens,
+    // `scoring`, `discussing` per round, `converging` as the consensus is
+    // computed, then `completed` or `failed`.
+    emit_progress(step, &node.node_id, &panel.progress("initializing"));
     let progress = panel.progress("scoring");
     emit_progress(step, &node.node_id, &progress);
     open_round(step, node, attempt, panel, calls)?;
@@ -375,6 +379,7 @@ fn close_round(
         attempt,
         progress.panel.round(),
     ));
+    let converging = progress.panel.progress("converging");
     match progress.panel.advance(step.now().unix_millis()) {
         PanelAdvance::Ask(calls) => {
             let report = progress.panel.progress("discussing");
@@ -382,6 +387,7 @@ fn close_round(
             open_round(step, node, attempt, progress.panel, calls)
         }
         PanelAdvance::Done(output) => {
+            emit_progress(step, &node.node_id, &converging);
             emit_progress(step, &node.node_id, &output.progress);
             let transcript = crate::contracts::panels::TranscriptPublication {
                 idempotency_key: format!("{}:{}:{attempt}", step.state().run_id, node.node_id),
@@ -403,6 +409,9 @@ fn close_round(
             super::node_answers::take_answer(step, node, attempt, Ok(Value::Object(answer)))
         }
         PanelAdvance::Failed(reason) => {
+            let mut failed = converging;
+            failed.status = "failed".to_string();
+            emit_progress(step, &node.node_id, &failed);
             fail_panel(
                 step,
                 node,

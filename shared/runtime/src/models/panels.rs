@@ -118,19 +118,27 @@ impl PanelRunner {
     ) -> Result<PanelOutput, baton_judge::panel::PanelFailure> {
         let timeout = Duration::from_millis(request.config.round_timeout);
         let (mut panel, mut calls) = Panel::start(request, topic_id, self.now_millis());
+        on_progress(&panel.progress("initializing"));
         on_progress(&panel.progress("scoring"));
         loop {
             self.run_round(&mut panel, &calls, timeout).await;
+            let converging = panel.progress("converging");
             match panel.advance(self.now_millis()) {
                 PanelAdvance::Ask(next) => {
                     on_progress(&panel.progress("discussing"));
                     calls = next;
                 }
                 PanelAdvance::Done(output) => {
+                    on_progress(&converging);
                     on_progress(&output.progress);
                     return Ok(*output);
                 }
-                PanelAdvance::Failed(reason) => return Err(reason),
+                PanelAdvance::Failed(reason) => {
+                    let mut failed = converging;
+                    failed.status = "failed".to_string();
+                    on_progress(&failed);
+                    return Err(reason);
+                }
             }
         }
     }
@@ -148,7 +156,8 @@ impl TranscriptPublisher for EventLogTranscripts {
         _tenant_id: &str,
         _run_id: &str,
         _publication: &baton_core::contracts::panels::TranscriptPublication,
-    ) -> Result<(), crate::error::PublishError> {
-        Ok(())
+    ) -> Result<Option<baton_core::contracts::panels::LedgerReceipt>, crate::error::PublishError>
+    {
+        Ok(None)
     }
 }

@@ -450,6 +450,8 @@ pub trait IdGenerator: Send + Sync {
 /// own event log (which always holds them): an external ledger plugs in
 /// here. Called before the step that concluded the panel commits, at least
 /// once: a retried step publishes again with the same `idempotency_key`.
+/// A ledger's receipt (`Some`) is written into the transcript the step
+/// commits (its topic, each message's `hcsTxId`).
 #[async_trait]
 pub trait TranscriptPublisher: Send + Sync {
     async fn publish(
@@ -457,7 +459,7 @@ pub trait TranscriptPublisher: Send + Sync {
         tenant_id: &str,
         run_id: &str,
         publication: &baton_core::contracts::panels::TranscriptPublication,
-    ) -> Result<(), crate::error::PublishError>;
+    ) -> Result<Option<baton_core::contracts::panels::LedgerReceipt>, crate::error::PublishError>;
 }
 
 /// Performs one tool call of an agent session as the registry defines it

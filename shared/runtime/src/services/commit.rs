@@ -188,12 +188,20 @@ impl DecisionCommitter {
         } = target;
         // Published before the commit: a failure retries the write, so a
         // concluded transcript is never committed unpublished.
-        for publication in &decision.transcripts {
-            self.transcripts
+        // A ledger's receipt (its topic, each message's transaction) is
+        // written into what this step commits.
+        let publications = std::mem::take(&mut decision.transcripts);
+        for publication in &publications {
+            let receipt = self
+                .transcripts
                 .publish(tenant_id, run_id, publication)
                 .await
                 .map_err(RuntimeError::TranscriptPublisher)?;
+            if let Some(receipt) = receipt {
+                decision.stamp_ledger_receipt(publication, &receipt);
+            }
         }
+        decision.transcripts = publications;
         // Recorded before the commit too: recording an exchange twice
         // changes nothing.
         for appended in &decision.exchanges {

@@ -175,7 +175,11 @@ fn opened(context: &EngineContext<'_>, depth: u32) -> RunState {
         context,
     );
     assert_frames_match_schemas(&opened.events);
-    assert_eq!(event_types(&opened), ["node_start", "progress"]);
+    assert_eq!(
+        event_types(&opened),
+        ["node_start", "progress", "progress"],
+        "initializing, then scoring"
+    );
     assert_eq!(
         outbox(&opened),
         [
@@ -226,6 +230,7 @@ fn judges_that_agree_conclude_in_one_round_and_their_consensus_is_the_quality_sc
         [
             "progress",
             "progress",
+            "progress",
             "node_complete",
             "metrics",
             "complete"
@@ -233,6 +238,10 @@ fn judges_that_agree_conclude_in_one_round_and_their_consensus_is_the_quality_sc
     );
     assert_eq!(
         story(&third)[1].payload.as_ref().unwrap()["status"],
+        "converging"
+    );
+    assert_eq!(
+        story(&third)[2].payload.as_ref().unwrap()["status"],
         "completed"
     );
     let output = third.state.nodes["node_2"].output.clone().unwrap();
@@ -335,6 +344,7 @@ fn a_silent_judge_is_left_out_when_the_round_times_out() {
         event_types(&fired),
         [
             "warning",
+            "progress",
             "progress",
             "node_complete",
             "metrics",
