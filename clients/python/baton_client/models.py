@@ -2774,6 +2774,13 @@ class EvaluationTranscript(BaseModel):
             description="Where the transcript is published (the run's event log by default;\nan external ledger's topic when one is plugged in).",
         ),
     ]
+    explorer_url: Annotated[
+        str | None,
+        Field(
+            alias='explorerUrl',
+            description="The ledger explorer's base URL when the transcript is published on\none (`{explorerUrl}/topic/{topicId}`).",
+        ),
+    ] = None
     rounds: list[TranscriptRound]
 
 

@@ -2616,6 +2616,11 @@ export interface components {
              *     an external ledger's topic when one is plugged in).
              */
             topicId: string;
+            /**
+             * @description The ledger explorer's base URL when the transcript is published on
+             *     one (`{explorerUrl}/topic/{topicId}`).
+             */
+            explorerUrl?: string | null;
             rounds: components["schemas"]["TranscriptRound"][];
         };
         /** @description One round of the transcript. */
