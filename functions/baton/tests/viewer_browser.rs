@@ -80,9 +80,18 @@ async fn the_run_viewer_works_in_headless_chromium() {
             ),
             ("BATON_SANDBOX".to_string(), "on".to_string()),
             ("BATON_HCS_NODE_URL".to_string(), ledger.url.clone()),
-            ("BATON_HCS_OPERATOR_ACCOUNT".to_string(), "0.0.1002".to_string()),
-            ("BATON_HCS_OPERATOR_KEY".to_string(), "hcs-operator".to_string()),
-            ("BATON_SECRET_HCS_OPERATOR".to_string(), LEDGER_KEY.to_string()),
+            (
+                "BATON_HCS_OPERATOR_ACCOUNT".to_string(),
+                "0.0.1002".to_string(),
+            ),
+            (
+                "BATON_HCS_OPERATOR_KEY".to_string(),
+                "hcs-operator".to_string(),
+            ),
+            (
+                "BATON_SECRET_HCS_OPERATOR".to_string(),
+                LEDGER_KEY.to_string(),
+            ),
         ],
     )
     .await;

@@ -11,8 +11,8 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use prost::Message;
 use aws_lc_rs::signature::{ED25519, UnparsedPublicKey};
+use prost::Message;
 use tonic::codegen::{BoxFuture, Service, http};
 
 use crate::messages::{

@@ -130,6 +130,27 @@ impl Chat {
     }
 }
 
+impl Chat {
+    /// The payloads of a run's `session`, `ontology_loaded` and
+    /// `last_turn_context` frames, by type.
+    async fn opening_frames(&self, run_id: &str) -> serde_json::Value {
+        let frames = self
+            .services
+            .runs
+            .read_all_events_after("t", run_id, 0)
+            .await
+            .unwrap();
+        let mut opening = serde_json::Map::new();
+        for frame in frames {
+            let name = frame.event_type.as_str();
+            if ["session", "ontology_loaded", "last_turn_context"].contains(&name) {
+                opening.insert(name.into(), frame.payload.as_ref().unwrap().value().clone());
+            }
+        }
+        serde_json::Value::Object(opening)
+    }
+}
+
 fn message(text: &str) -> ChatRequest {
     ChatRequest {
         message: text.into(),
@@ -148,6 +169,9 @@ async fn the_second_message_of_a_thread_sees_the_first_exchange() {
         [
             "start",
             "phase",
+            "session",
+            "ontology_loaded",
+            "last_turn_context",
             "plan_generated",
             "handoff",
             "phase",
@@ -164,14 +188,49 @@ async fn the_second_message_of_a_thread_sees_the_first_exchange() {
             "complete"
         ]
     );
-    let (_, second) = chat
+    let opening = chat.opening_frames(&first_run).await;
+    assert_eq!(opening["session"]["sessionId"], thread_id.as_str());
+    assert_eq!(opening["session"]["messageNumber"], 1);
+    assert_eq!(opening["last_turn_context"]["exchanges"], 0);
+    assert!(opening["last_turn_context"].get("previousRunId").is_none());
+    let (second_run, second) = chat
         .say(ChatRequest {
             thread_id: Some(thread_id.clone()),
+            context_type: Some("project".into()),
             ..message("And how long does it take?")
         })
         .await;
     assert_eq!(second["threadId"], thread_id.as_str());
     assert_eq!(second["message"], "Reply number 2.");
+    // The second message's opening frames: its place in the thread, the
+    // context type's guidance as loaded, and the exchange it follows.
+    let opening = chat.opening_frames(&second_run).await;
+    assert_eq!(opening["session"]["messageNumber"], 2);
+    assert_eq!(opening["session"]["contextType"], "project");
+    assert_eq!(opening["ontology_loaded"]["contextType"], "project");
+    assert_eq!(opening["ontology_loaded"]["profile"], "balanced");
+    assert!(
+        opening["ontology_loaded"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|tool| tool == "registry_search"),
+        "{}",
+        opening["ontology_loaded"]
+    );
+    assert_eq!(opening["last_turn_context"]["exchanges"], 1);
+    assert_eq!(
+        opening["last_turn_context"]["previousRunId"],
+        first_run.as_str()
+    );
+    assert_eq!(
+        opening["last_turn_context"]["previousMessage"],
+        "What can you do?"
+    );
+    assert_eq!(
+        opening["last_turn_context"]["previousAnswer"],
+        "Reply number 1."
+    );
 
     let requests = chat.model.requests.lock().unwrap().clone();
     let (first_request, first_session) = &requests[0];

@@ -46,7 +46,8 @@ pub fn style_of(event_type: &str) -> Style {
         "error" | "node_error" | "validation_error" | "plan_rejected" => Style::Bad,
         "warning" | "hitl_request" | "policy_triggered" => Style::Notice,
         "node_start" | "plan_generated" | "plan_updated" => Style::Start,
-        "metrics" | "phase" | "handoff" | "agent_state" => Style::Quiet,
+        "metrics" | "phase" | "handoff" | "agent_state" | "session" | "ontology_loaded"
+        | "last_turn_context" => Style::Quiet,
         _ => Style::Plain,
     }
 }

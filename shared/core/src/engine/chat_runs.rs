@@ -114,6 +114,7 @@ pub(super) fn plan_chat(step: &mut StepContext<'_, '_>) -> Result<(), CoreError>
             return Ok(());
         }
     };
+    super::chat_opening::emit_opening(step, &turn, &plan);
     let bundle = DiagnosticsBundle::satisfied();
     let generated = frames::plan_generated(
         &frames::FrameStamp::new(step.now(), plan.plan_version),

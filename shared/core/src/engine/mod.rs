@@ -36,6 +36,7 @@
 mod agent;
 mod branches;
 mod budget;
+mod chat_opening;
 mod chat_runs;
 mod fork;
 pub use fork::{CompletedNode, ForkBase, ForkChanges, ForkPoint, ForkRefused, fork_base, fork_run};

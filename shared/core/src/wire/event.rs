@@ -46,6 +46,12 @@ pub enum EventType {
     ToolCall,
     ToolResult,
     AgentState,
+    /// A chat message's conversation: thread, user, context type.
+    Session,
+    /// A chat message's context guidance and registry, as loaded.
+    OntologyLoaded,
+    /// What of its thread a chat message is answered with.
+    LastTurnContext,
     PolicyTriggered,
     HitlRequest,
     HitlResolved,
@@ -282,7 +288,7 @@ mod tests {
 
     #[test]
     fn every_event_type_is_named_as_serde_writes_it_in_catalogue_order() {
-        assert_eq!(EventType::ALL.len(), 28);
+        assert_eq!(EventType::ALL.len(), 31);
         assert_eq!(EventType::ALL.first(), Some(&EventType::Start));
         assert_eq!(EventType::ALL.last(), Some(&EventType::Complete));
         for event_type in EventType::ALL {

@@ -63,6 +63,13 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
         EventType::Error => typed(payload_schema::<ErrorPayload>(definitions)),
         EventType::Metrics => typed(payload_schema::<MetricsPayload>(definitions)),
         EventType::Phase => typed(payload_schema::<PhasePayload>(definitions)),
+        EventType::Session => typed(payload_schema::<super::SessionPayload>(definitions)),
+        EventType::OntologyLoaded => {
+            typed(payload_schema::<super::OntologyLoadedPayload>(definitions))
+        }
+        EventType::LastTurnContext => {
+            typed(payload_schema::<super::LastTurnContextPayload>(definitions))
+        }
         EventType::Handoff => FrameShape {
             node_required: true,
             ..typed(payload_schema::<HandoffPayload>(definitions))

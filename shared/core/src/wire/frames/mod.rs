@@ -7,6 +7,7 @@
 
 mod agent_frames;
 mod branch_frames;
+mod chat_frames;
 mod frame_schemas;
 mod governance_frames;
 mod metrics_frames;
@@ -25,6 +26,10 @@ pub use agent_frames::{
     context_trimmed, message, plan_ready_for_review, plan_review, tool_call, tool_result,
 };
 pub use branch_frames::{NodeSkippedPayload, SkipReason, node_skipped};
+pub use chat_frames::{
+    LastTurnContextPayload, OntologyLoadedPayload, SessionPayload, last_turn_context,
+    ontology_loaded, session,
+};
 #[cfg(test)]
 pub(crate) use frame_schemas::test_support;
 pub use frame_schemas::{FRAME_SCHEMA_DIRECTORY, frame_schema};
