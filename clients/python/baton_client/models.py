@@ -441,19 +441,28 @@ TokensByOperationAdditionalProperty = TypeAliasType(
 )
 
 
-class ListedUsage(BaseModel):
+class UsageAttribution(BaseModel):
     model_config = ConfigDict(
+        extra='forbid',
         populate_by_name=True,
     )
-    total_tokens: Annotated[int, Field(alias='totalTokens', ge=0)]
-    cost_usd: Annotated[
-        float | None,
-        Field(alias='costUsd', description='Absent when no call was priced.'),
+    operation_type: Annotated[
+        str | None,
+        Field(
+            alias='operationType',
+            description="`planning`, `execution`, `review`, `judge` or `summary` (a node's\ncalls; absent on a run's totals, which split by operation).",
+        ),
     ] = None
-    tokens_by_operation: Annotated[
-        dict[str, TokensByOperationAdditionalProperty] | None,
-        Field(alias='tokensByOperation', description='Total tokens by operation.'),
+    execution_mode: Annotated[
+        str | None,
+        Field(
+            alias='executionMode',
+            description="`auto_execute` or `agent_review`: the plan tool call that started\nthis run (absent: not started by an agent's plan).",
+        ),
     ] = None
+    user_id: Annotated[str | None, Field(alias='userId')] = None
+    session_id: Annotated[str, Field(alias='sessionId')]
+    context_type: Annotated[str | None, Field(alias='contextType')] = None
 
 
 class AuditOutcome(BaseModel):
@@ -1621,56 +1630,22 @@ class SecretReference(RootModel[str | SsmParameter | SecretsManagerSecret]):
     ]
 
 
-class RunListing(BaseModel):
+class ListedUsage(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
     )
-    run_id: Annotated[str, Field(alias='runId')]
-    status: RunStatus
-    objective: Annotated[
-        str, Field(description='The objective, cut to [`LISTED_OBJECTIVE_CHARS`].')
+    total_tokens: Annotated[int, Field(alias='totalTokens', ge=0)]
+    cost_usd: Annotated[
+        float | None,
+        Field(alias='costUsd', description='Absent when no call was priced.'),
+    ] = None
+    tokens_by_operation: Annotated[
+        dict[str, TokensByOperationAdditionalProperty] | None,
+        Field(alias='tokensByOperation', description='Total tokens by operation.'),
+    ] = None
+    attribution: Annotated[
+        UsageAttribution, Field(description='Who and what the usage is attributed to.')
     ]
-    created_at: Annotated[str, Field(alias='createdAt')]
-    parent_run_id: Annotated[
-        str | None,
-        Field(
-            alias='parentRunId',
-            description='A child run: the run whose agent started it.',
-        ),
-    ] = None
-    forked_from_run_id: Annotated[
-        str | None,
-        Field(
-            alias='forkedFromRunId', description='A fork: the run it was forked from.'
-        ),
-    ] = None
-    thread_id: Annotated[
-        str,
-        Field(
-            alias='threadId',
-            description="The run's thread (usage by thread sums over it; empty for runs\nlisted before listings carried it).",
-        ),
-    ]
-    submitted_by: Annotated[
-        str | None,
-        Field(
-            alias='submittedBy',
-            description='The user the submitting request named (`X-Baton-User`).',
-        ),
-    ] = None
-    workflow_name: Annotated[
-        str | None,
-        Field(
-            alias='workflowName',
-            description="The run's workflow name (`workflowName`, else the output schema's\n`title`, else `baton`; empty for runs listed before listings\ncarried it).",
-        ),
-    ] = None
-    usage: Annotated[
-        ListedUsage | None,
-        Field(
-            description="What the run's model calls used, once it is settled (ended, or\nwaiting for a person): the listing is not rewritten at every step,\nso a run at work shows none."
-        ),
-    ] = None
 
 
 class AuditRecord(BaseModel):
@@ -2214,17 +2189,6 @@ class NestedPolicyAction(
     ]
 
 
-class RunListPage(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    runs: list[RunListing]
-    next_cursor: Annotated[
-        str | None,
-        Field(alias='nextCursor', description='Present when older runs remain.'),
-    ] = None
-
-
 class AuditPage(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2505,6 +2469,58 @@ class HeaderValueSource(RootModel[str | HeaderValueSource1 | HeaderValueSource2]
     ]
 
 
+class RunListing(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    run_id: Annotated[str, Field(alias='runId')]
+    status: RunStatus
+    objective: Annotated[
+        str, Field(description='The objective, cut to [`LISTED_OBJECTIVE_CHARS`].')
+    ]
+    created_at: Annotated[str, Field(alias='createdAt')]
+    parent_run_id: Annotated[
+        str | None,
+        Field(
+            alias='parentRunId',
+            description='A child run: the run whose agent started it.',
+        ),
+    ] = None
+    forked_from_run_id: Annotated[
+        str | None,
+        Field(
+            alias='forkedFromRunId', description='A fork: the run it was forked from.'
+        ),
+    ] = None
+    thread_id: Annotated[
+        str,
+        Field(
+            alias='threadId',
+            description="The run's thread (usage by thread sums over it; empty for runs\nlisted before listings carried it).",
+        ),
+    ]
+    submitted_by: Annotated[
+        str | None,
+        Field(
+            alias='submittedBy',
+            description='The user the submitting request named (`X-Baton-User`).',
+        ),
+    ] = None
+    workflow_name: Annotated[
+        str | None,
+        Field(
+            alias='workflowName',
+            description="The run's workflow name (`workflowName`, else the output schema's\n`title`, else `baton`; empty for runs listed before listings\ncarried it).",
+        ),
+    ] = None
+    usage: Annotated[
+        ListedUsage | None,
+        Field(
+            description="What the run's model calls used, once it is settled (ended, or\nwaiting for a person): the listing is not rewritten at every step,\nso a run at work shows none."
+        ),
+    ] = None
+
+
 class HitlRequest(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2626,6 +2642,17 @@ class TranscriptRound(BaseModel):
     round: Annotated[int, Field(ge=0)]
     variance: float | None = None
     messages: list[ConversationMessage]
+
+
+class RunListPage(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    runs: list[RunListing]
+    next_cursor: Annotated[
+        str | None,
+        Field(alias='nextCursor', description='Present when older runs remain.'),
+    ] = None
 
 
 class RequestList(BaseModel):

@@ -1803,6 +1803,29 @@ export interface components {
             tokensByOperation?: {
                 [key: string]: number;
             };
+            /** @description Who and what the usage is attributed to. */
+            attribution: components["schemas"]["UsageAttribution"];
+        };
+        /**
+         * @description Who and what a model call's usage is attributed to (the chat
+         *     specification's usage fields): what the calls were for, the plan tool's
+         *     `execution_mode` that started the run, the user, the session (the
+         *     run's thread) and the context type.
+         */
+        UsageAttribution: {
+            /**
+             * @description `planning`, `execution`, `review`, `judge` or `summary` (a node's
+             *     calls; absent on a run's totals, which split by operation).
+             */
+            operationType?: string | null;
+            /**
+             * @description `auto_execute` or `agent_review`: the plan tool call that started
+             *     this run (absent: not started by an agent's plan).
+             */
+            executionMode?: string | null;
+            userId?: string | null;
+            sessionId: string;
+            contextType?: string | null;
         };
         /** @description One state-changing request: who, what, when, on what, and the outcome. */
         AuditRecord: {

@@ -1435,11 +1435,26 @@ async fn a_judge_panel_evaluation_streams_its_progress_and_is_kept() {
         .collect();
     assert_eq!(
         progress.len(),
-        5,
-        "opened, three answers, concluded: {types:?}"
+        7,
+        "initializing, scoring, three answers, converging, completed: {types:?}"
     );
-    assert_eq!(progress[3]["scoresReceived"], 3);
-    assert_eq!(progress[4]["status"], "completed");
+    let statuses: Vec<&str> = progress
+        .iter()
+        .map(|payload| payload["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "initializing",
+            "scoring",
+            "scoring",
+            "scoring",
+            "scoring",
+            "converging",
+            "completed"
+        ]
+    );
+    assert_eq!(progress[4]["scoresReceived"], 3);
     assert_eq!(api.model.request_count(), 3, "one model call per judge");
     let run_id = frames[0].2["runId"].as_str().unwrap();
     assert_eq!(location, format!("/api/v1/judge/evaluations/{run_id}"));

@@ -715,6 +715,42 @@ async fn a_messages_inputs_entity_and_context_reach_the_plans_its_agent_creates(
     );
     assert_eq!(*session.model.node_calls.lock().unwrap(), 1);
 
+    // Usage is attributed: each node's `metrics` names what its calls were
+    // for, the mode that started its run, the session (the thread) and the
+    // context type; the child's, the parent's thread and context.
+    let parent = session
+        .store
+        .load_run(RunKey::new("t", &run_id))
+        .await
+        .unwrap()
+        .unwrap()
+        .state;
+    let attribution_of = |frames: &[EventFrame]| -> Value {
+        frames
+            .iter()
+            .filter(|frame| frame.event_type == EventType::Metrics && frame.node_id.is_some())
+            .filter_map(|frame| frame.payload_value())
+            .map(|payload| payload["attribution"].clone())
+            .next()
+            .expect("a node's metrics")
+    };
+    let child_usage = attribution_of(&session.frames(child_run_id).await);
+    assert_eq!(
+        child_usage,
+        json!({"operationType": "execution", "executionMode": "auto_execute",
+               "sessionId": parent.thread_id, "contextType": "audit"})
+    );
+    let chat_usage = attribution_of(&session.frames(&run_id).await);
+    assert_eq!(
+        chat_usage,
+        json!({"operationType": "execution", "sessionId": parent.thread_id, "contextType": "audit"})
+    );
+    let listed = baton_core::state::listing::RunListing::of(&child);
+    assert_eq!(
+        serde_json::to_value(listed.usage.unwrap().attribution).unwrap(),
+        json!({"executionMode": "auto_execute", "sessionId": parent.thread_id, "contextType": "audit"})
+    );
+
     // An input breaking its facet's schema is refused, naming its path.
     let mut bad = serde_json::Map::new();
     bad.insert("outline".into(), json!({"text": 7}));

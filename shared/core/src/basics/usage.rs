@@ -35,3 +35,25 @@ impl TokenUsage {
         self.prompt_tokens + self.completion_tokens
     }
 }
+
+/// Who and what a model call's usage is attributed to (the chat
+/// specification's usage fields): what the calls were for, the plan tool's
+/// `execution_mode` that started the run, the user, the session (the
+/// run's thread) and the context type.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UsageAttribution {
+    /// `planning`, `execution`, `review`, `judge` or `summary` (a node's
+    /// calls; absent on a run's totals, which split by operation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_type: Option<String>,
+    /// `auto_execute` or `agent_review`: the plan tool call that started
+    /// this run (absent: not started by an agent's plan).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+    pub session_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_type: Option<String>,
+}

@@ -98,6 +98,10 @@ pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode)
                 .filter(|record| record.status() == crate::state::run::NodeStatus::Completed)
                 .count(),
         }),
+        attribution: Some(crate::state::listing::usage_attribution(
+            step.state(),
+            Some(super::usage_recording::operation_of(node)),
+        )),
     };
     let metrics = frames::node_metrics(&step.stamp(), &node.node_id, &payload);
     step.emit(metrics);
@@ -118,6 +122,7 @@ pub(super) fn emit_run_metrics(step: &mut StepContext<'_, '_>) {
             ),
             cost_usd: step.state().total_cost_usd(),
             run: None,
+            attribution: Some(crate::state::listing::usage_attribution(step.state(), None)),
         },
     );
     step.emit(metrics);

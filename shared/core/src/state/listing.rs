@@ -62,11 +62,42 @@ pub struct ListedUsage {
     /// Total tokens by operation.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub tokens_by_operation: std::collections::BTreeMap<String, u64>,
+    /// Who and what the usage is attributed to.
+    pub attribution: crate::basics::usage::UsageAttribution,
+}
+
+/// `state`'s usage attribution, for calls made for `operation` (`None`:
+/// the run's totals).
+pub fn usage_attribution(
+    state: &RunState,
+    operation: Option<crate::state::run::UsageOperation>,
+) -> crate::basics::usage::UsageAttribution {
+    let metadata_text = |key: &str| {
+        state
+            .envelope
+            .metadata
+            .as_ref()
+            .and_then(|metadata| metadata.get(key))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
+    };
+    crate::basics::usage::UsageAttribution {
+        operation_type: operation.map(|operation| operation.as_str().to_string()),
+        execution_mode: metadata_text("executionMode"),
+        user_id: state.submitted_by.clone(),
+        session_id: state.thread_id.clone(),
+        context_type: state
+            .chat
+            .as_ref()
+            .and_then(|chat| chat.context_type.clone())
+            .or_else(|| metadata_text("contextType")),
+    }
 }
 
 impl ListedUsage {
     fn of(state: &RunState) -> Self {
         ListedUsage {
+            attribution: usage_attribution(state, None),
             total_tokens: state.total_usage().total(),
             cost_usd: state
                 .total_cost_usd()

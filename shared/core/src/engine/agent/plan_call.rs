@@ -153,6 +153,13 @@ pub(super) fn begin_plan_call(
     {
         call.envelope = envelope;
     }
+    // The run the call starts (an approved draft's too) is attributed to the mode that started it.
+    if let Ok(serde_json::Value::String(mode)) = serde_json::to_value(call.mode) {
+        call.envelope
+            .metadata
+            .get_or_insert_with(Default::default)
+            .insert("executionMode".into(), serde_json::Value::String(mode));
+    }
     match call.mode {
         ExecutionMode::AutoExecute => Ok(StepAdvance::Perform(Effect::StartChildRun(Box::new(
             site.child_start(call.envelope),

@@ -57,6 +57,10 @@ pub struct MetricsPayload {
     /// A node's `metrics`: the run's totals so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunTotals>,
+    /// Who and what the usage is attributed to (a node's: with its
+    /// `operationType`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attribution: Option<crate::basics::usage::UsageAttribution>,
 }
 
 pub fn metrics(stamp: &FrameStamp, payload: &MetricsPayload) -> EventDraft {
