@@ -184,8 +184,26 @@ fn registry() -> Arc<Registry> {
                 intent: "Check the work".into(),
                 required_behaviors: vec!["Cite the outline".into()],
                 profile: None,
+                required_plan_steps: Vec::new(),
             },
             "audit.json",
+        )
+        .unwrap();
+    registry
+        .add_context(
+            baton_core::catalog::contexts::ContextGuidance {
+                name: "outline_first".into(),
+                aliases: Vec::new(),
+                intent: "Outline, then summarise".into(),
+                required_behaviors: Vec::new(),
+                profile: None,
+                required_plan_steps: serde_json::from_value(json!([
+                    {"name": "an outline", "capabilities": ["outline.write"]},
+                    {"name": "a summary", "capabilities": ["summary.write"]}
+                ]))
+                .unwrap(),
+            },
+            "outline_first.json",
         )
         .unwrap();
     registry
@@ -1007,5 +1025,87 @@ async fn a_parent_that_fails_cancels_its_children_through_its_outbox() {
             .await
             .unwrap(),
         Some(RunStatus::Failed)
+    );
+}
+
+/// A context type's `requiredPlanSteps` are enforced, not only described:
+/// a plan lacking one (or having them out of order) is refused with the
+/// correction the agent reads, nothing runs, and the agent's next call
+/// with a plan that has them runs. A context naming an unknown capability
+/// is refused when the registry loads, naming its path.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_context_s_required_plan_steps_are_enforced_in_order() {
+    let model = PlanningModel::default();
+    model.chat_turns.lock().unwrap().extend([
+        plan_call(json!({"objective": "Outline the book", "requested_outputs": ["outline"]})),
+        plan_call(json!({"objective": "Outline and summarise the book", "requested_outputs": ["summary"]})),
+        text("Outlined and summarised."),
+    ]);
+    let chat = chat(model);
+    let (run_id, output) = chat
+        .send(ChatRequest {
+            message: "Start my book project.".into(),
+            context_type: Some("outline_first".into()),
+            ..ChatRequest::default()
+        })
+        .await;
+    assert_eq!(output["message"], "Outlined and summarised.");
+    let results: Vec<Value> = chat
+        .frames(&run_id)
+        .await
+        .iter()
+        .filter(|frame| frame.event_type == EventType::ToolResult)
+        .filter_map(|frame| frame.payload_value())
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    let refused = results[0]["error"]
+        .as_str()
+        .expect("the first plan is refused");
+    assert!(
+        refused.contains("in this order: an outline (outline.write) → a summary (summary.write)")
+            && refused.contains("lacks (or has out of order): a summary"),
+        "{refused}"
+    );
+    assert_eq!(
+        results[1]["result"]["status"], "completed",
+        "{:?}",
+        results[1]
+    );
+    assert_eq!(
+        *chat.model.node_calls.lock().unwrap(),
+        2,
+        "only the second plan ran: outline and summary, once each"
+    );
+
+    // Out of order is as good as missing.
+    let guidance = registry()
+        .context_guidance("outline_first")
+        .unwrap()
+        .clone();
+    assert!(
+        guidance
+            .required_steps_missing(["summary.write", "outline.write"])
+            .unwrap()
+            .ends_with(
+                "has out of order): a summary. Ask for outputs that need them and call again."
+            )
+    );
+    assert_eq!(
+        guidance.required_steps_missing(["outline.write", "summary.write"]),
+        None
+    );
+
+    let mut unknown = guidance.clone();
+    unknown.name = "other".into();
+    unknown.required_plan_steps[1].capabilities = vec!["summary.missing".into()];
+    let mut fresh = (*registry()).clone();
+    let error = fresh
+        .add_context(unknown, "other.json")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("$.requiredPlanSteps[1].capabilities[0]")
+            && error.contains("`summary.missing` is not a registered capability"),
+        "{error}"
     );
 }

@@ -1,7 +1,9 @@
 //! Context-type guidance as registry data (`registry/contexts/*.json`): what
 //! a conversation in a given context is for and how the agent must behave
 //! in it. A session's `contextType` picks one; its text joins the system
-//! prompt. No context type is named in code.
+//! prompt, and its `requiredPlanSteps` are checked on every plan the
+//! session's agent creates (`required_steps_missing`). No context type is
+//! named in code.
 
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +22,20 @@ pub struct ContextGuidance {
     /// The model profile this context wants (`speed`, `balanced`, `quality`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// Steps every plan created in this context must have, in this order
+    /// (each met by a node of one of its capabilities).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_plan_steps: Vec<RequiredPlanStep>,
+}
+
+/// One step a context's plans must have.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RequiredPlanStep {
+    /// What the step is, as the agent is told.
+    pub name: String,
+    /// The capabilities any of which performs it.
+    pub capabilities: Vec<String>,
 }
 
 impl ContextGuidance {
@@ -46,7 +62,83 @@ impl ContextGuidance {
         if self.intent.trim().is_empty() {
             return Err(("$.intent".into(), "say what the context is for".into()));
         }
+        for (index, step) in self.required_plan_steps.iter().enumerate() {
+            if step.name.trim().is_empty() {
+                return Err((
+                    format!("$.requiredPlanSteps[{index}].name"),
+                    "name the step".into(),
+                ));
+            }
+            if step.capabilities.is_empty() {
+                return Err((
+                    format!("$.requiredPlanSteps[{index}].capabilities"),
+                    "name at least one capability that performs the step".into(),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The first capability a required step names that `registered` does
+    /// not know, as `(JSON path, message)`.
+    pub fn unknown_step_capability(
+        &self,
+        registered: impl Fn(&str) -> bool,
+    ) -> Option<(String, String)> {
+        self.required_plan_steps
+            .iter()
+            .enumerate()
+            .flat_map(|(index, step)| {
+                step.capabilities
+                    .iter()
+                    .enumerate()
+                    .map(move |(position, capability)| (index, position, capability))
+            })
+            .find(|(_, _, capability)| !registered(capability))
+            .map(|(index, position, capability)| {
+                (
+                    format!("$.requiredPlanSteps[{index}].capabilities[{position}]"),
+                    format!("`{capability}` is not a registered capability"),
+                )
+            })
+    }
+
+    /// The required steps a plan whose nodes run `capabilities` (in the
+    /// plan's order) does not have in order, as a sentence the agent reads;
+    /// `None` when it has them all.
+    pub fn required_steps_missing<'a>(
+        &self,
+        capabilities: impl IntoIterator<Item = &'a str>,
+    ) -> Option<String> {
+        if self.required_plan_steps.is_empty() {
+            return None;
+        }
+        let planned: Vec<&str> = capabilities.into_iter().collect();
+        let mut from = 0;
+        let mut missing = Vec::new();
+        for step in &self.required_plan_steps {
+            let found = planned[from..]
+                .iter()
+                .position(|capability| step.capabilities.iter().any(|wanted| wanted == capability));
+            match found {
+                Some(offset) => from += offset + 1,
+                None => missing.push(step.name.as_str()),
+            }
+        }
+        if missing.is_empty() {
+            return None;
+        }
+        let order: Vec<String> = self
+            .required_plan_steps
+            .iter()
+            .map(|step| format!("{} ({})", step.name, step.capabilities.join(" or ")))
+            .collect();
+        Some(format!(
+            "In the `{}` context a plan must have these steps, in this order: {}. This plan lacks (or has out of order): {}. Ask for outputs that need them and call again.",
+            self.name,
+            order.join(" → "),
+            missing.join(", ")
+        ))
     }
 
     /// Whether `context_type` names this context (its name or an alias).

@@ -179,6 +179,11 @@ impl Registry {
         context
             .check()
             .map_err(|(path, message)| registry_error(source_name, path, message))?;
+        if let Some((path, message)) =
+            context.unknown_step_capability(|id| self.capability(id).is_some())
+        {
+            return Err(registry_error(source_name, path, message));
+        }
         let names = std::iter::once(&context.name).chain(&context.aliases);
         for name in names {
             if self.context_guidance(name).is_some() {

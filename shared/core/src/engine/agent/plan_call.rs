@@ -160,6 +160,9 @@ pub(super) fn begin_plan_call(
             .get_or_insert_with(Default::default)
             .insert("executionMode".into(), serde_json::Value::String(mode));
     }
+    if let Some(correction) = required_steps_missing(site.state, &call.envelope, engine) {
+        return Ok(site.answer(engine, ToolOutcome::failed(correction)));
+    }
     match call.mode {
         ExecutionMode::AutoExecute => Ok(StepAdvance::Perform(Effect::StartChildRun(Box::new(
             site.child_start(call.envelope),
@@ -210,6 +213,26 @@ pub(super) fn begin_plan_call(
             ))))
         }
     }
+}
+
+/// The conversation's context type requires steps in its plans
+/// (`requiredPlanSteps`): what the plan `envelope` would run lacks, as
+/// the correction the agent reads; `None` when nothing is required, or the
+/// plan has them all in order (an envelope no plan covers is answered as
+/// unplannable later).
+fn required_steps_missing(
+    state: &RunState,
+    envelope: &TaskEnvelope,
+    engine: &EngineContext<'_>,
+) -> Option<String> {
+    let guidance = state
+        .chat
+        .as_ref()
+        .and_then(|chat| chat.context_type.as_deref())
+        .and_then(|context_type| engine.registry.context_guidance(context_type))
+        .filter(|guidance| !guidance.required_plan_steps.is_empty())?;
+    let plan = plan_deterministically(envelope, engine.registry).ok()?;
+    guidance.required_steps_missing(plan.nodes.iter().map(|node| node.capability_id.as_str()))
 }
 
 fn unplannable() -> Value {
