@@ -450,7 +450,7 @@ class UsageAttribution(BaseModel):
         str | None,
         Field(
             alias='operationType',
-            description="`planning`, `execution`, `review`, `judge` or `summary` (a node's\ncalls; absent on a run's totals, which split by operation).",
+            description="`planning`, `execution`, `review`, `judge` or `summary` (absent on\na run's totals, which split by operation; a node's `metrics` say it\nas their own `operationType`).",
         ),
     ] = None
     execution_mode: Annotated[
@@ -461,7 +461,13 @@ class UsageAttribution(BaseModel):
         ),
     ] = None
     user_id: Annotated[str | None, Field(alias='userId')] = None
-    session_id: Annotated[str, Field(alias='sessionId')]
+    session_id: Annotated[
+        str | None,
+        Field(
+            alias='sessionId',
+            description="The run's thread (absent on a node's metrics: its run's say it).",
+        ),
+    ] = None
     context_type: Annotated[str | None, Field(alias='contextType')] = None
 
 

@@ -1810,12 +1810,15 @@ export interface components {
          * @description Who and what a model call's usage is attributed to (the chat
          *     specification's usage fields): what the calls were for, the plan tool's
          *     `execution_mode` that started the run, the user, the session (the
-         *     run's thread) and the context type.
+         *     run's thread) and the context type. A node's `metrics` carry what its
+         *     calls were for (`operationType`); the run's last `metrics` and its
+         *     listing carry this, once per run rather than on every node's frame.
          */
         UsageAttribution: {
             /**
-             * @description `planning`, `execution`, `review`, `judge` or `summary` (a node's
-             *     calls; absent on a run's totals, which split by operation).
+             * @description `planning`, `execution`, `review`, `judge` or `summary` (absent on
+             *     a run's totals, which split by operation; a node's `metrics` say it
+             *     as their own `operationType`).
              */
             operationType?: string | null;
             /**
@@ -1824,7 +1827,8 @@ export interface components {
              */
             executionMode?: string | null;
             userId?: string | null;
-            sessionId: string;
+            /** @description The run's thread (absent on a node's metrics: its run's say it). */
+            sessionId?: string | null;
             contextType?: string | null;
         };
         /** @description One state-changing request: who, what, when, on what, and the outcome. */

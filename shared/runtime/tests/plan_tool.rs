@@ -743,25 +743,42 @@ async fn a_messages_inputs_entity_and_context_reach_the_plans_its_agent_creates(
         .unwrap()
         .unwrap()
         .state;
-    let attribution_of = |frames: &[EventFrame]| -> Value {
+    // (node metrics: what the calls were for; the run's last: the rest)
+    let attribution_of = |frames: &[EventFrame], of_node: bool| -> Value {
         frames
             .iter()
-            .filter(|frame| frame.event_type == EventType::Metrics && frame.node_id.is_some())
+            .filter(|frame| {
+                frame.event_type == EventType::Metrics && frame.node_id.is_some() == of_node
+            })
             .filter_map(|frame| frame.payload_value())
-            .map(|payload| payload["attribution"].clone())
-            .next()
-            .expect("a node's metrics")
+            .map(|payload| {
+                if of_node {
+                    json!({"operationType": payload["operationType"]})
+                } else {
+                    payload["attribution"].clone()
+                }
+            })
+            .last()
+            .expect("a metrics frame")
     };
-    let child_usage = attribution_of(&session.frames(child_run_id).await);
+    let child_frames = session.frames(child_run_id).await;
     assert_eq!(
-        child_usage,
-        json!({"operationType": "execution", "executionMode": "auto_execute",
-               "sessionId": parent.thread_id, "contextType": "audit"})
+        attribution_of(&child_frames, true),
+        json!({"operationType": "execution"})
     );
-    let chat_usage = attribution_of(&session.frames(&run_id).await);
     assert_eq!(
-        chat_usage,
-        json!({"operationType": "execution", "sessionId": parent.thread_id, "contextType": "audit"})
+        attribution_of(&child_frames, false),
+        json!({"executionMode": "auto_execute", "sessionId": parent.thread_id,
+               "contextType": "audit"})
+    );
+    let chat_frames = session.frames(&run_id).await;
+    assert_eq!(
+        attribution_of(&chat_frames, true),
+        json!({"operationType": "execution"})
+    );
+    assert_eq!(
+        attribution_of(&chat_frames, false),
+        json!({"sessionId": parent.thread_id, "contextType": "audit"})
     );
     let listed = baton_core::state::listing::RunListing::of(&child);
     assert_eq!(

@@ -39,21 +39,26 @@ impl TokenUsage {
 /// Who and what a model call's usage is attributed to (the chat
 /// specification's usage fields): what the calls were for, the plan tool's
 /// `execution_mode` that started the run, the user, the session (the
-/// run's thread) and the context type.
+/// run's thread) and the context type. A node's `metrics` carry what its
+/// calls were for (`operationType`); the run's last `metrics` and its
+/// listing carry this, once per run rather than on every node's frame.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UsageAttribution {
-    /// `planning`, `execution`, `review`, `judge` or `summary` (a node's
-    /// calls; absent on a run's totals, which split by operation).
+    /// `planning`, `execution`, `review`, `judge` or `summary` (absent on
+    /// a run's totals, which split by operation; a node's `metrics` say it
+    /// as their own `operationType`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operation_type: Option<String>,
+    pub operation_type: Option<std::borrow::Cow<'static, str>>,
     /// `auto_execute` or `agent_review`: the plan tool call that started
     /// this run (absent: not started by an agent's plan).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
-    pub session_id: String,
+    /// The run's thread (absent on a node's metrics: its run's say it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_type: Option<String>,
 }

@@ -98,10 +98,12 @@ pub(super) fn emit_node_metrics(step: &mut StepContext<'_, '_>, node: &PlanNode)
                 .filter(|record| record.status() == crate::state::run::NodeStatus::Completed)
                 .count(),
         }),
-        attribution: Some(crate::state::listing::usage_attribution(
-            step.state(),
-            Some(super::usage_recording::operation_of(node)),
+        // What the node's calls were for; who and in which session, on
+        // the run's last `metrics` (once per run, not per node).
+        operation_type: Some(std::borrow::Cow::Borrowed(
+            super::usage_recording::operation_of(node).as_str(),
         )),
+        attribution: None,
     };
     let metrics = frames::node_metrics(&step.stamp(), &node.node_id, &payload);
     step.emit(metrics);
@@ -122,6 +124,7 @@ pub(super) fn emit_run_metrics(step: &mut StepContext<'_, '_>) {
             ),
             cost_usd: step.state().total_cost_usd(),
             run: None,
+            operation_type: None,
             attribution: Some(crate::state::listing::usage_attribution(step.state(), None)),
         },
     );

@@ -82,10 +82,10 @@ pub fn usage_attribution(
             .map(str::to_string)
     };
     crate::basics::usage::UsageAttribution {
-        operation_type: operation.map(|operation| operation.as_str().to_string()),
+        operation_type: operation.map(|operation| std::borrow::Cow::Borrowed(operation.as_str())),
         execution_mode: metadata_text("executionMode"),
         user_id: state.submitted_by.clone(),
-        session_id: state.thread_id.clone(),
+        session_id: Some(state.thread_id.clone()),
         context_type: state
             .chat
             .as_ref()

@@ -57,8 +57,11 @@ pub struct MetricsPayload {
     /// A node's `metrics`: the run's totals so far.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunTotals>,
-    /// Who and what the usage is attributed to (a node's: with its
-    /// `operationType`).
+    /// A node's `metrics`: what its model calls were for (`planning`,
+    /// `execution`, `review`, `judge`, `summary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_type: Option<std::borrow::Cow<'static, str>>,
+    /// The run's last `metrics`: who and what its usage is attributed to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribution: Option<crate::basics::usage::UsageAttribution>,
 }
