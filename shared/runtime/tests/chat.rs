@@ -460,6 +460,20 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
         Some("quality")
     );
     assert_eq!(model_of("project_audit").as_deref(), Some("gpt-4o-mini"));
+    // The plan reviewer (`agent_review`) answers with chat.json's
+    // `planReviewProfile` (`quality`) model.
+    let review = |settings: &baton_core::records::chat::ChatSettings| {
+        baton_core::planning::model_choice::model_for_plan_review(settings, registry.models())
+            .map(|target| target.name)
+    };
+    let mapped = registry.chat_settings().unwrap();
+    assert_eq!(mapped.plan_review_profile.as_deref(), Some("quality"));
+    assert_eq!(review(mapped).as_deref(), Some("gpt-4o-mini"));
+    assert_eq!(
+        review(repository_registry().chat_settings().unwrap()),
+        None,
+        "unmapped: the deployment's default"
+    );
     // `general` wants `balanced`, which chat.json does not map: its model
     // (none here: the deployment's default).
     assert_eq!(model_of("general"), None);

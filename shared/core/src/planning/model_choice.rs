@@ -187,6 +187,20 @@ pub fn model_for_chat(
         .or_else(|| default_target(catalog))
 }
 
+/// The model reviewing an agent's plans (`agent_review`): chat.json's
+/// `profileModels` entry for its `planReviewProfile`; `None` for the
+/// deployment's default.
+pub fn model_for_plan_review(
+    settings: &crate::records::chat::ChatSettings,
+    catalog: &ModelCatalog,
+) -> Option<ModelTarget> {
+    settings
+        .plan_review_profile
+        .as_ref()
+        .and_then(|profile| settings.profile_models.get(profile))
+        .and_then(|name| target_of(catalog, name))
+}
+
 /// The chat agent's `model` (chat.json) is a catalog model that calls tools:
 /// `(JSON path, message)`.
 pub fn check_chat_model(

@@ -48,6 +48,10 @@ pub struct ChatSettings {
     /// `agent_review` mode.
     #[serde(default = "default_plan_review_instructions")]
     pub plan_review_instructions: String,
+    /// The profile whose model (`profileModels`) reviews plans in
+    /// `agent_review` mode; unmapped or absent: the deployment's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_review_profile: Option<String>,
     /// Exchanges a turn leaves out (past `historyLimit`, or over the
     /// model's context window) are summarised by a model call instead of
     /// dropped; the summary travels with the thread, folded forward.

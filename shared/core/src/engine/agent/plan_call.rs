@@ -182,11 +182,19 @@ pub(super) fn begin_plan_call(
             let Ok(plan) = plan_deterministically(&call.envelope, engine.registry) else {
                 return Ok(site.answer(engine, ToolOutcome::Succeeded(unplannable())));
             };
-            let reviewer = engine
-                .registry
-                .chat_settings()
+            let settings = engine.registry.chat_settings();
+            let reviewer = settings
                 .map(|settings| settings.plan_review_instructions.clone())
                 .unwrap_or_default();
+            // The reviewer's profile's model (chat.json), else the default.
+            let review_model = settings
+                .and_then(|settings| {
+                    crate::planning::model_choice::model_for_plan_review(
+                        settings,
+                        engine.registry.models(),
+                    )
+                })
+                .map(Box::new);
             let mut draft = plan_summary(&plan);
             if let Some(resolutions) = &resolutions {
                 draft["resolvedOutputs"] = resolutions.clone();
@@ -196,7 +204,7 @@ pub(super) fn begin_plan_call(
                 user_message: json!({"objective": call.objective, "plan": draft}).to_string(),
                 schema_name: "plan_review".into(),
                 output_schema: Arc::new(plan_review_schema()),
-                model: None,
+                model: review_model,
             };
             let then = site.child_start(call.envelope);
             Ok(StepAdvance::Perform(Effect::ReviewPlan(Box::new(
