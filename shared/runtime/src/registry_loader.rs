@@ -1,8 +1,8 @@
 //! Reads `registry/` from disk: `facets/*.json`, `tools/*.json` and
 //! `contexts/*.json` (both optional),
 //! `capabilities/*.json` and the prompt files capabilities name in
-//! `promptTemplateFile`, and the example envelopes of `examples/*.json`
-//! (optional). Every error names the file (and the JSON path
+//! `promptTemplateFile`, the example envelopes of `examples/*.json` and
+//! the content rules of `rules/*.json` (both optional). Every error names the file (and the JSON path
 //! inside it).
 
 use std::path::{Path, PathBuf};
@@ -129,6 +129,8 @@ impl RegistrySource for EmbeddedSource {
 const CHAT_FILE: &str = "chat.json";
 /// The example envelopes the developer sandbox offers (optional).
 const EXAMPLES_FOLDER: &str = "examples";
+/// Content rules checked on node answers (optional).
+const CONTENT_RULES_FOLDER: &str = "rules";
 /// The model catalog: providers and models (optional).
 const MODEL_CATALOG_FILE: &str = "models.json";
 /// Per-tenant settings (optional).
@@ -189,6 +191,13 @@ fn load_from(source: &dyn RegistrySource) -> Result<Registry, RuntimeError> {
         registry
             .add_context_documents(&context_documents)
             .map_err(RuntimeError::Registry)?;
+    }
+    if source.has_folder(CONTENT_RULES_FOLDER) {
+        for (source_name, text) in source.json_files(CONTENT_RULES_FOLDER)? {
+            registry
+                .add_content_rules_document(&RegistryDocument { source_name, text })
+                .map_err(RuntimeError::Registry)?;
+        }
     }
     if source.has_folder(EXAMPLES_FOLDER) {
         for (source_name, text) in source.json_files(EXAMPLES_FOLDER)? {

@@ -32,6 +32,7 @@ pub struct Registry {
     models: ModelCatalog,
     tenants: crate::catalog::tenant_settings::TenantSettings,
     examples: Vec<crate::catalog::envelope_examples::EnvelopeExample>,
+    content_rules: Vec<crate::contracts::content_rules::ContentRules>,
 }
 
 fn registry_error(
@@ -279,6 +280,33 @@ impl Registry {
         Ok(())
     }
 
+    /// Reads a content rule set (`registry/rules/*.json`) after checking
+    /// it against the facets; a second set of one name is an error.
+    pub fn add_content_rules_document(
+        &mut self,
+        document: &RegistryDocument,
+    ) -> Result<(), CoreError> {
+        let rules: crate::contracts::content_rules::ContentRules = parse_document(document)?;
+        rules
+            .check(|facet| self.facets.contains(facet))
+            .map_err(|(path, message)| registry_error(&document.source_name, path, message))?;
+        if self
+            .content_rules
+            .iter()
+            .any(|kept| kept.name == rules.name)
+        {
+            let message = format!("a second rule set named `{}`", rules.name);
+            return Err(registry_error(&document.source_name, "$.name", message));
+        }
+        self.content_rules.push(rules);
+        Ok(())
+    }
+
+    /// The content rule sets, in the order they were read (by file name).
+    pub fn content_rules(&self) -> &[crate::contracts::content_rules::ContentRules] {
+        &self.content_rules
+    }
+
     /// The example envelopes, in the order they were read (by file name).
     pub fn examples(&self) -> &[crate::catalog::envelope_examples::EnvelopeExample] {
         &self.examples
@@ -508,90 +536,5 @@ impl crate::records::chat::ChatSettings {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn doc(name: &str, text: &str) -> RegistryDocument {
-        RegistryDocument {
-            source_name: name.to_string(),
-            text: text.to_string(),
-        }
-    }
-
-    const FACET_IN: &str = r#"{"name": "brief", "title": "B", "description": "d", "schema": {"type": "string"}, "direction": "input"}"#;
-    const FACET_OUT: &str = r#"{"name": "draft", "title": "D", "description": "d", "schema": {"type": "string"}, "direction": "output"}"#;
-
-    fn capability(inputs: &str, outputs: &str) -> String {
-        format!(
-            r#"{{"capabilityId": "w", "agentType": "ai", "version": "1", "displayName": "W", "summary": "s",
-                "inputContract": {inputs}, "outputContract": {outputs}}}"#
-        )
-    }
-
-    #[test]
-    fn valid_registry_loads() {
-        let registry = Registry::from_documents(
-            &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
-            &[(doc("c", &capability(r#"["brief"]"#, r#"["draft"]"#)), None)],
-        )
-        .unwrap();
-        assert_eq!(registry.producers_of("draft").len(), 1);
-    }
-
-    #[test]
-    fn unknown_facet_names_file_and_path() {
-        let error = Registry::from_documents(
-            &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
-            &[(
-                doc(
-                    "caps/w.json",
-                    &capability(r#"["brief", "nope"]"#, r#"["draft"]"#),
-                ),
-                None,
-            )],
-        )
-        .unwrap_err();
-        assert_eq!(
-            error,
-            registry_error("caps/w.json", "$.inputContract[1]", "unknown facet `nope`")
-        );
-    }
-
-    #[test]
-    fn direction_mismatch_is_rejected() {
-        let error = Registry::from_documents(
-            &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
-            &[(doc("c", &capability(r#"["draft"]"#, r#"["draft"]"#)), None)],
-        )
-        .unwrap_err();
-        assert_eq!(error.path(), Some("$.inputContract[0]"));
-    }
-
-    #[test]
-    fn duplicate_capability_is_rejected() {
-        let text = capability(r#"["brief"]"#, r#"["draft"]"#);
-        let error = Registry::from_documents(
-            &[doc("f1", FACET_IN), doc("f2", FACET_OUT)],
-            &[(doc("a", &text), None), (doc("b", &text), None)],
-        )
-        .unwrap_err();
-        assert!(
-            error.to_string().contains("duplicate capability"),
-            "{error}"
-        );
-    }
-
-    #[test]
-    fn facet_schema_that_does_not_compile_is_rejected() {
-        let bad = r#"{"name": "x", "title": "X", "description": "d", "schema": {"type": 12}, "direction": "input"}"#;
-        let error = Registry::from_documents(&[doc("facets/x.json", bad)], &[]).unwrap_err();
-        assert_eq!(error.path(), Some("$.schema"));
-    }
-
-    #[test]
-    fn duplicate_facet_is_rejected() {
-        let error =
-            Registry::from_documents(&[doc("a", FACET_IN), doc("b", FACET_IN)], &[]).unwrap_err();
-        assert!(error.to_string().contains("duplicate facet"));
-    }
-}
+#[path = "registry_tests.rs"]
+mod tests;

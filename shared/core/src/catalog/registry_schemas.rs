@@ -75,6 +75,13 @@ pub fn registry_file_schemas() -> Vec<(&'static str, Value)> {
             ),
         ),
         (
+            "content-rules.schema.json",
+            schema_of::<crate::contracts::content_rules::ContentRules>(
+                "Baton content rules",
+                "Limits a delivered text keeps where the registry declares them (registry/rules/*.json): its length, forbidden words and hashtags, on the facets named, for runs whose envelope matches `appliesWhen` (JSONLogic over objective, inputs and constraints).",
+            ),
+        ),
+        (
             "tenants.schema.json",
             schema_of::<crate::catalog::tenant_settings::TenantSettings>(
                 "Baton tenant settings",
@@ -90,6 +97,7 @@ pub fn schema_file_for_folder(folder: &str) -> Option<&'static str> {
         "capabilities" => Some("capability.schema.json"),
         "facets" => Some("facet.schema.json"),
         "tools" => Some("tool.schema.json"),
+        "rules" => Some("content-rules.schema.json"),
         _ => None,
     }
 }

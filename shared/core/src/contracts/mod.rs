@@ -1,11 +1,12 @@
 //! What callers and registrations promise: the task envelope and its output contract, facets and
 //! the facet contract compiler, capability registrations (with their panel executors), policies,
-//! plan diagnostics, and the provider-neutral model request.
+//! plan diagnostics, the provider-neutral model request, and the content rules answers are held to.
 
 pub mod assignment;
 pub mod capability;
 mod compiled;
 pub mod compiler;
+pub mod content_rules;
 pub mod contract;
 pub mod dataset;
 pub mod diagnostics;

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::basics::error::CoreError;
 use crate::basics::schema::{SchemaViolation, ValidatorCache, collect_violations, compile_schema};
+use crate::contracts::content_rules::ContentRules;
 use crate::contracts::contract::OutputContract;
 use crate::planning::plan::PlanNode;
 use crate::state::context::clarifying_question;
@@ -68,12 +69,14 @@ impl Probation {
 }
 
 /// Judges an answer (parsed, or why it is not JSON) against `node`'s
-/// output contract, and a derived node's valid answer against
-/// `caller_contract` too.
+/// output contract, a derived node's valid answer against
+/// `caller_contract` too, and a schema-valid answer against the
+/// `content_rules` that apply to the run.
 pub(super) fn judge_answer(
     validators: &ValidatorCache,
     caller_contract: &OutputContract,
     node: &PlanNode,
+    content_rules: &[&ContentRules],
     parsed: Result<Value, serde_json::Error>,
 ) -> Result<Judgement, CoreError> {
     let answer = match parsed {
@@ -108,6 +111,11 @@ pub(super) fn judge_answer(
         let (finding, found) = probation_violations(caller_contract, node, &answer)?;
         probation = Some(finding);
         violations = found;
+    }
+    if violations.is_empty() {
+        for rules in content_rules {
+            violations.extend(rules.violations(&answer));
+        }
     }
     let verdict = if violations.is_empty() {
         Verdict::Valid(answer)
@@ -183,7 +191,7 @@ mod tests {
         let contract = &state.envelope.output_contract;
 
         let parsed = serde_json::from_str::<serde_json::Value>("not JSON");
-        let not_json = judge_answer(&validators, contract, &node, parsed).unwrap();
+        let not_json = judge_answer(&validators, contract, &node, &[], parsed).unwrap();
         let Verdict::Broken(violations) = &not_json.verdict else {
             panic!("an answer that is not JSON is broken: {not_json:?}");
         };
@@ -195,7 +203,7 @@ mod tests {
             violations[0].message
         );
 
-        let empty = judge_answer(&validators, contract, &node, Ok(json!({}))).unwrap();
+        let empty = judge_answer(&validators, contract, &node, &[], Ok(json!({}))).unwrap();
         let Verdict::Broken(violations) = &empty.verdict else {
             panic!("an answer without its facet is broken: {empty:?}");
         };
@@ -207,7 +215,7 @@ mod tests {
         );
 
         let question = json!({"clarify": {"question": "Which audience?"}});
-        let asked = judge_answer(&validators, contract, &node, Ok(question)).unwrap();
+        let asked = judge_answer(&validators, contract, &node, &[], Ok(question)).unwrap();
         assert_eq!(
             asked.clarification.as_deref(),
             Some("Which audience?"),
@@ -216,7 +224,7 @@ mod tests {
         assert!(!asked.verdict.is_valid(), "a question is not an answer");
 
         let valid = json!({"brief": {"text": "hello"}});
-        let judged = judge_answer(&validators, contract, &node, Ok(valid.clone())).unwrap();
+        let judged = judge_answer(&validators, contract, &node, &[], Ok(valid.clone())).unwrap();
         assert!(matches!(&judged.verdict, Verdict::Valid(answer) if *answer == valid));
         assert!(judged.clarification.is_none() && judged.probation.is_none());
     }

@@ -72,13 +72,40 @@ pub(super) fn take_answer(
     attempt: u32,
     parsed: Result<Value, serde_json::Error>,
 ) -> Result<(), CoreError> {
+    let rules = applicable_content_rules(step, node);
     let judgement = judge_answer(
         step.engine().validators,
         &step.state().envelope.output_contract,
         node,
+        &rules,
         parsed,
     )?;
     after_answer(step, node, attempt, judgement)
+}
+
+/// The registry's content rule sets that target one of `node`'s facets
+/// and apply to this run (none, without building anything, when no set
+/// targets its facets).
+fn applicable_content_rules<'a>(
+    step: &StepContext<'_, 'a>,
+    node: &PlanNode,
+) -> Vec<&'a crate::contracts::content_rules::ContentRules> {
+    let all = step.engine().registry.content_rules();
+    if !all
+        .iter()
+        .any(|rules| rules.targets_any(&node.output_facets))
+    {
+        return Vec::new();
+    }
+    let envelope = &step.state().envelope;
+    let data = serde_json::json!({
+        "objective": envelope.objective,
+        "inputs": envelope.inputs,
+        "constraints": serde_json::to_value(&envelope.constraints).unwrap_or_default(),
+    });
+    all.iter()
+        .filter(|rules| rules.targets_any(&node.output_facets) && rules.applies_to(&data))
+        .collect()
 }
 
 /// Governs a judged answer, in this order, each stage ending the step when
