@@ -969,6 +969,15 @@ class EscalationRecord(BaseModel):
     ]
 
 
+class WidgetKind(StrEnum):
+    long_text = 'longText'
+    choice = 'choice'
+    tags = 'tags'
+    cards = 'cards'
+    score_table = 'scoreTable'
+    fields = 'fields'
+
+
 class EvaluationProgress(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -1309,6 +1318,13 @@ class CapabilityRegistered(BaseModel):
     output_contract: Annotated[list[str], Field(alias='outputContract')]
     cost: CapabilityCost | None
     allows_clarify: Annotated[bool | None, Field(alias='allowsClarify')] = None
+    partial_outputs: Annotated[
+        bool | None,
+        Field(
+            alias='partialOutputs',
+            description="It can be asked for only some of its outputs (see the registry's\n`partialOutputs`).",
+        ),
+    ] = None
     guard: Annotated[
         Any | None,
         Field(
@@ -1984,6 +2000,13 @@ class CapabilitySummary(BaseModel):
     output_contract: Annotated[list[str], Field(alias='outputContract')]
     cost: CapabilityCost | None
     allows_clarify: Annotated[bool | None, Field(alias='allowsClarify')] = None
+    partial_outputs: Annotated[
+        bool | None,
+        Field(
+            alias='partialOutputs',
+            description="It can be asked for only some of its outputs (see the registry's\n`partialOutputs`).",
+        ),
+    ] = None
     guard: Annotated[
         Any | None,
         Field(
@@ -2023,75 +2046,6 @@ class CapabilitySummary(BaseModel):
             alias='heartbeatTimeoutSeconds',
             description='Registered ones: inactive after this long without a heartbeat.',
             ge=0,
-        ),
-    ] = None
-
-
-class HumanTask(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    task_id: Annotated[str, Field(alias='taskId')]
-    run_id: Annotated[str, Field(alias='runId')]
-    node_id: Annotated[str, Field(alias='nodeId')]
-    capability_id: Annotated[str, Field(alias='capabilityId')]
-    plan_version: Annotated[
-        int,
-        Field(
-            alias='planVersion',
-            description='The plan version to answer at (`expectedPlanVersion`).',
-            ge=0,
-        ),
-    ]
-    instructions: str
-    input_facets: Annotated[list[str], Field(alias='inputFacets')]
-    output_facets: Annotated[list[str], Field(alias='outputFacets')]
-    output_schema: Annotated[
-        Any,
-        Field(
-            alias='outputSchema',
-            description="The JSON Schema the answer must satisfy (the node's output contract).",
-        ),
-    ]
-    due_at: Annotated[
-        str | None,
-        Field(
-            alias='dueAt',
-            description="When the task's SLA passes (RFC 3339): unanswered, the run fails.",
-        ),
-    ] = None
-    instruction_templates: Annotated[
-        JsonObject | None,
-        Field(
-            alias='instructionTemplates',
-            description="The capability's `instructionTemplates` (UI copy), verbatim.",
-        ),
-    ] = None
-    assignment_defaults: Annotated[
-        JsonObject | None,
-        Field(
-            alias='assignmentDefaults',
-            description="The capability's `assignmentDefaults` (routing hints), verbatim.",
-        ),
-    ] = None
-    assigned_to: Annotated[
-        Assignment | None,
-        Field(
-            alias='assignedTo',
-            description="Who may answer it (from `assignmentDefaults`' `users`, `groups` and\n`role`); absent: anyone who may answer tasks.",
-        ),
-    ] = None
-    escalated_from: Annotated[
-        EscalationRecord | None,
-        Field(
-            alias='escalatedFrom',
-            description='When the task takes over the facets of a node that failed (its model\nkept failing, or its attempts ran out): that node and its failure.',
-        ),
-    ] = None
-    feedback: Annotated[
-        list[Any] | None,
-        Field(
-            description='When the task runs again because feedback asked for it: the\nfeedback items that concern it (what to revise, and why).'
         ),
     ] = None
 
@@ -2193,6 +2147,29 @@ class NestedPolicyAction(
         NestedPolicyAction1 | NestedPolicyAction2 | NestedPolicyAction3 | NestedPolicyAction4 | NestedPolicyAction5,
         Field(description='The canonical action union after §5.10 (no `goto`).'),
     ]
+
+
+class NestedFacetWidget(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    kind: WidgetKind
+    rows: Annotated[
+        int | None,
+        Field(description="`longText`: the text area's height in lines.", ge=0),
+    ] = None
+    card_title: Annotated[
+        str | None,
+        Field(
+            alias='cardTitle',
+            description="`cards`: the item property shown as each card's title.",
+        ),
+    ] = None
+    fields: Annotated[
+        dict[str, JsonObject] | None,
+        Field(description="`fields`: widgets of the object's properties, by name."),
+    ] = None
 
 
 class AuditPage(BaseModel):
@@ -2334,13 +2311,6 @@ class CapabilityList(BaseModel):
     facet_count: Annotated[
         int, Field(alias='facetCount', description='Facets in the registry.', ge=0)
     ]
-
-
-class TaskList(BaseModel):
-    model_config = ConfigDict(
-        populate_by_name=True,
-    )
-    tasks: list[HumanTask]
 
 
 class PanelRequest(BaseModel):
@@ -2585,6 +2555,29 @@ class DiagnosticsBundle(BaseModel):
     infos: list[PlanDiagnostic]
 
 
+class FacetWidget(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    kind: WidgetKind
+    rows: Annotated[
+        int | None,
+        Field(description="`longText`: the text area's height in lines.", ge=0),
+    ] = None
+    card_title: Annotated[
+        str | None,
+        Field(
+            alias='cardTitle',
+            description="`cards`: the item property shown as each card's title.",
+        ),
+    ] = None
+    fields: Annotated[
+        dict[str, NestedFacetWidget] | None,
+        Field(description="`fields`: widgets of the object's properties, by name."),
+    ] = None
+
+
 class PendingRequest(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2796,6 +2789,81 @@ class RunSummary(BaseModel):
     ] = None
 
 
+class HumanTask(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    task_id: Annotated[str, Field(alias='taskId')]
+    run_id: Annotated[str, Field(alias='runId')]
+    node_id: Annotated[str, Field(alias='nodeId')]
+    capability_id: Annotated[str, Field(alias='capabilityId')]
+    plan_version: Annotated[
+        int,
+        Field(
+            alias='planVersion',
+            description='The plan version to answer at (`expectedPlanVersion`).',
+            ge=0,
+        ),
+    ]
+    instructions: str
+    input_facets: Annotated[list[str], Field(alias='inputFacets')]
+    output_facets: Annotated[list[str], Field(alias='outputFacets')]
+    output_schema: Annotated[
+        Any,
+        Field(
+            alias='outputSchema',
+            description="The JSON Schema the answer must satisfy (the node's output contract).",
+        ),
+    ]
+    due_at: Annotated[
+        str | None,
+        Field(
+            alias='dueAt',
+            description="When the task's SLA passes (RFC 3339): unanswered, the run fails.",
+        ),
+    ] = None
+    instruction_templates: Annotated[
+        JsonObject | None,
+        Field(
+            alias='instructionTemplates',
+            description="The capability's `instructionTemplates` (UI copy), verbatim.",
+        ),
+    ] = None
+    assignment_defaults: Annotated[
+        JsonObject | None,
+        Field(
+            alias='assignmentDefaults',
+            description="The capability's `assignmentDefaults` (routing hints), verbatim.",
+        ),
+    ] = None
+    assigned_to: Annotated[
+        Assignment | None,
+        Field(
+            alias='assignedTo',
+            description="Who may answer it (from `assignmentDefaults`' `users`, `groups` and\n`role`); absent: anyone who may answer tasks.",
+        ),
+    ] = None
+    escalated_from: Annotated[
+        EscalationRecord | None,
+        Field(
+            alias='escalatedFrom',
+            description='When the task takes over the facets of a node that failed (its model\nkept failing, or its attempts ran out): that node and its failure.',
+        ),
+    ] = None
+    feedback: Annotated[
+        list[Any] | None,
+        Field(
+            description='When the task runs again because feedback asked for it: the\nfeedback items that concern it (what to revise, and why).'
+        ),
+    ] = None
+    widgets: Annotated[
+        dict[str, FacetWidget] | None,
+        Field(
+            description="How a person edits each output facet that names a widget (its\nregistry definition's `widget`), by facet; the others get the\ngeneric form of their schema."
+        ),
+    ] = None
+
+
 class EvaluationTranscript(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2868,6 +2936,13 @@ class CapabilityRegistration(BaseModel):
         Field(
             alias='allowsClarify',
             description='The capability may ask one clarifying question instead of answering\n(its model is offered a `clarify` way out; the run waits for a person).',
+        ),
+    ] = None
+    partial_outputs: Annotated[
+        bool | None,
+        Field(
+            alias='partialOutputs',
+            description="The capability can be asked for only some of its `outputContract`\nfacets: a plan that needs fewer (nothing downstream, the caller's\ncontract, its quality score, a policy or the revision loop reads\nthe rest) asks its node for those alone.",
         ),
     ] = None
     guard: Annotated[
@@ -2985,6 +3060,13 @@ class RunSnapshotResponse(BaseModel):
     latest_snapshot: Annotated[PlanSnapshot | None, Field(alias='latestSnapshot')]
     diagnostics: DiagnosticsBundle | None
     nodes: dict[str, NodeLedgerEntry]
+
+
+class TaskList(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    tasks: list[HumanTask]
 
 
 class PanelOutput(BaseModel):

@@ -668,6 +668,13 @@ export interface components {
              */
             allowsClarify?: boolean;
             /**
+             * @description The capability can be asked for only some of its `outputContract`
+             *     facets: a plan that needs fewer (nothing downstream, the caller's
+             *     contract, its quality score, a policy or the revision loop reads
+             *     the rest) asks its node for those alone.
+             */
+            partialOutputs?: boolean;
+            /**
              * @description A branch condition: a JSONLogic expression over the capability's
              *     input facets (`{"var": "review.passed"}`). Its node runs only when
              *     the guard holds over the values it receives; otherwise the node is
@@ -1056,6 +1063,11 @@ export interface components {
             outputContract: string[];
             cost: components["schemas"]["CapabilityCost"] | null;
             allowsClarify?: boolean;
+            /**
+             * @description It can be asked for only some of its outputs (see the registry's
+             *     `partialOutputs`).
+             */
+            partialOutputs?: boolean;
             /** @description Its branch condition over its input facets (JSONLogic), if any. */
             guard?: unknown;
             instructionTemplates?: components["schemas"]["JsonObject"] | null;
@@ -2495,6 +2507,11 @@ export interface components {
             outputContract: string[];
             cost: components["schemas"]["CapabilityCost"] | null;
             allowsClarify?: boolean;
+            /**
+             * @description It can be asked for only some of its outputs (see the registry's
+             *     `partialOutputs`).
+             */
+            partialOutputs?: boolean;
             /** @description Its branch condition over its input facets (JSONLogic), if any. */
             guard?: unknown;
             instructionTemplates?: components["schemas"]["JsonObject"] | null;
@@ -2558,6 +2575,14 @@ export interface components {
              *     feedback items that concern it (what to revise, and why).
              */
             feedback?: unknown[];
+            /**
+             * @description How a person edits each output facet that names a widget (its
+             *     registry definition's `widget`), by facet; the others get the
+             *     generic form of their schema.
+             */
+            widgets?: {
+                [key: string]: components["schemas"]["FacetWidget"];
+            };
         };
         /** @description A node that handed its facets to the next capability, and why. */
         EscalationRecord: {
@@ -2575,6 +2600,23 @@ export interface components {
             /** @description The failure in words, with the provider's error or the last violations. */
             failure: string;
         };
+        /** @description One facet's (or one field's) widget. */
+        FacetWidget: {
+            kind: components["schemas"]["WidgetKind"];
+            /**
+             * Format: uint32
+             * @description `longText`: the text area's height in lines.
+             */
+            rows?: number | null;
+            /** @description `cards`: the item property shown as each card's title. */
+            cardTitle?: string | null;
+            /** @description `fields`: widgets of the object's properties, by name. */
+            fields?: {
+                [key: string]: components["schemas"]["NestedFacetWidget"];
+            };
+        };
+        /** @description The widget shapes a task surface knows. */
+        WidgetKind: "longText" | "choice" | "tags" | "cards" | "scoreTable" | "fields";
         /** @description The approval request or clarifying question a held run waits on. */
         PendingRequest: {
             runId: string;
@@ -2829,6 +2871,21 @@ export interface components {
             type: "emit";
             event: string;
             payload?: components["schemas"]["JsonObject"] | null;
+        };
+        /** @description One facet's (or one field's) widget. */
+        NestedFacetWidget: {
+            kind: components["schemas"]["WidgetKind"];
+            /**
+             * Format: uint32
+             * @description `longText`: the text area's height in lines.
+             */
+            rows?: number | null;
+            /** @description `cards`: the item property shown as each card's title. */
+            cardTitle?: string | null;
+            /** @description `fields`: widgets of the object's properties, by name. */
+            fields?: {
+                [key: string]: components["schemas"]["JsonObject"];
+            };
         };
         /** @description any JSON object */
         JsonObject: {

@@ -41,6 +41,7 @@ fn registry() -> Registry {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: Map::new(),
                 },
                 "bench",

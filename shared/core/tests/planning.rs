@@ -834,3 +834,47 @@ fn the_selection_cutoff_decides_which_mismatches_keep_a_capability_out() {
         "{error}"
     );
 }
+
+/// `QualityAssurance.contentReview` declares `partialOutputs`: planned as
+/// a required reviewer, it is asked only for what the plan reads (its
+/// score's and acceptance report's facets); when the caller's contract
+/// asks for its recommendations too, those stay.
+#[test]
+fn a_partial_outputs_capability_is_asked_only_for_what_the_plan_reads() {
+    let registry = registry();
+    let mut envelope = example("seed-10.1-sample-envelope.json");
+    envelope["policies"]["planner"] =
+        json!({"selection": {"require": ["QualityAssurance.contentReview"]}});
+    let parsed = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan = plan_deterministically(&parsed, &registry).unwrap();
+    let review = plan
+        .nodes
+        .iter()
+        .find(|node| node.capability_id == "QualityAssurance.contentReview")
+        .unwrap();
+    assert_eq!(review.output_facets, vec!["qaFindings", "acceptanceReport"]);
+    let required = review.output_contract.schema["required"].clone();
+    assert_eq!(required, json!(["qaFindings", "acceptanceReport"]));
+    assert!(!review.instructions.contains("`recommendationSet`"));
+    assert_eq!(
+        plan.metadata["outputsLeftOut"][&review.node_id],
+        json!(["recommendationSet"])
+    );
+    let bundle = validate_plan(&plan, &parsed, &registry, &ValidatorCache::new());
+    assert_eq!(bundle.status, PlanStatus::Accepted);
+
+    envelope["outputContract"]["schema"]["properties"]["recommendationSet"] =
+        json!({"type": "object"});
+    let parsed = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan = plan_deterministically(&parsed, &registry).unwrap();
+    let review = plan
+        .nodes
+        .iter()
+        .find(|node| node.capability_id == "QualityAssurance.contentReview")
+        .unwrap();
+    assert_eq!(
+        review.output_facets,
+        vec!["qaFindings", "recommendationSet", "acceptanceReport"]
+    );
+    assert!(plan.metadata.get("outputsLeftOut").is_none());
+}

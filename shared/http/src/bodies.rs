@@ -363,6 +363,10 @@ pub struct CapabilitySummary {
     pub cost: Option<CapabilityCost>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub allows_clarify: bool,
+    /// It can be asked for only some of its outputs (see the registry's
+    /// `partialOutputs`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub partial_outputs: bool,
     /// Its branch condition over its input facets (JSONLogic), if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub guard: Option<Value>,
@@ -422,6 +426,7 @@ impl CapabilitySummary {
             output_contract: capability.output_contract.clone(),
             cost: capability.cost.clone(),
             allows_clarify: capability.allows_clarify,
+            partial_outputs: capability.partial_outputs,
             guard: capability.guard.clone(),
             instruction_templates: capability.instruction_templates.clone(),
             assignment_defaults: capability.assignment_defaults.clone(),

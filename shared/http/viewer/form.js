@@ -4,6 +4,15 @@
 // Every field carries its JSON path (`$.output.facet.items[0].name`, the
 // server's own notation) so a 422's `details.errors[].path` lands next to it.
 // The browser's own validation is off: the server's contract decides.
+//
+// A facet whose registry definition names a widget (a task's `widgets`) is
+// edited with it instead: `longText` (a text area with a character count),
+// `choice` (radio buttons, or check boxes for a list), `tags` (a list of
+// strings typed comma-separated), `cards` (a list of objects, each a card
+// titled by one of its fields), `scoreTable` (an object's numbers as rows)
+// and `fields` (an object whose properties name their own widgets). A kind
+// this viewer does not know falls back to the generic editor. Widgets keep
+// the same `data-path`s, so errors land the same way.
 
 function make(tag, attributes = {}, ...children) {
   const node = document.createElement(tag);
@@ -43,18 +52,153 @@ export function merged(schema) {
   return result;
 }
 
-/** Builds the editor of `schema` at `path`; returns {element, read()}. */
-function editor(rawSchema, path, title, required) {
+/** A field: its label, the input, help and the error slot. */
+function labelled(id, label, input, help) {
+  const field = make("div", { class: "field" }, make("label", { for: id }, label), input);
+  if (help) field.append(help);
+  field.append(make("div", { class: "field-error", role: "alert" }));
+  return field;
+}
+
+function inputId(path) { return `field-${path.replace(/[^a-zA-Z0-9]+/g, "-")}`; }
+
+/** The widgets by kind: each builds {element, read()} or null (does not fit). */
+const WIDGETS = {
+  longText(schema, path, label, required, help, widget) {
+    if (schema.type !== "string") return null;
+    const id = inputId(path);
+    const area = make("textarea", { id, rows: String(widget.rows || 4), name: fieldName(path), "data-path": path });
+    const count = make("small", { class: "char-count" }, "0 characters");
+    area.addEventListener("input", () => { count.textContent = `${[...area.value].length} characters`; });
+    const field = labelled(id, label, area, help);
+    field.classList.add("widget-long-text");
+    field.insertBefore(count, area.nextSibling);
+    return { element: field, read: () => (area.value === "" && !required ? undefined : area.value) };
+  },
+  choice(schema, path, label, required, help) {
+    const many = schema.type === "array";
+    const choices = many ? merged(schema.items).enum : schema.enum;
+    if (!Array.isArray(choices)) return null;
+    const group = make("fieldset", { class: "widget-choice", "data-path": path, role: many ? "group" : "radiogroup" },
+      make("legend", {}, label));
+    if (help) group.append(help);
+    group.append(make("div", { class: "field-error", role: "alert" }));
+    const boxes = choices.map((choice, index) => {
+      const id = `${inputId(path)}-${index}`;
+      const box = make("input", { id, type: many ? "checkbox" : "radio", name: fieldName(path), value: JSON.stringify(choice) });
+      group.append(make("label", { class: "choice", for: id }, box, ` ${choice}`));
+      return box;
+    });
+    return {
+      element: group,
+      read() {
+        const picked = boxes.filter((box) => box.checked).map((box) => JSON.parse(box.value));
+        if (many) return picked.length || required ? picked : undefined;
+        return picked.length ? picked[0] : undefined;
+      },
+    };
+  },
+  tags(schema, path, label, required, help) {
+    if (schema.type !== "array") return null;
+    const id = inputId(path);
+    const input = make("input", { id, type: "text", name: fieldName(path), "data-path": path, placeholder: "one, two, three" });
+    const field = labelled(id, label, input, help);
+    field.classList.add("widget-tags");
+    return {
+      element: field,
+      read() {
+        const tags = input.value.split(",").map((tag) => tag.trim()).filter(Boolean);
+        return tags.length || required ? tags : undefined;
+      },
+    };
+  },
+  cards(schema, path, label, required, help, widget, title) {
+    if (schema.type !== "array") return null;
+    const built = editor(schema, path, title, required, { kind: "generic" });
+    built.element.classList.add("widget-cards");
+    const retitle = () => {
+      for (const item of built.element.querySelectorAll(":scope > .items > .item")) {
+        item.classList.add("widget-card");
+        const named = widget.cardTitle ? item.querySelector(`[data-path$=".${widget.cardTitle}"]`) : null;
+        let header = item.querySelector(":scope > .card-title");
+        if (!header) {
+          header = make("header", { class: "card-title" });
+          item.prepend(header);
+        }
+        header.textContent = named && named.value ? named.value : "(untitled)";
+      }
+    };
+    built.element.addEventListener("click", () => queueMicrotask(retitle));
+    built.element.addEventListener("input", retitle);
+    return built;
+  },
+  scoreTable(schema, path, label, required, help) {
+    if (!schema.properties) return null;
+    const fieldset = make("fieldset", { class: "widget-score-table", "data-path": path }, make("legend", {}, label));
+    if (help) fieldset.append(help);
+    fieldset.append(make("div", { class: "field-error", role: "alert" }));
+    const table = make("table", {}, make("tr", {}, make("th", {}, "score"), make("th", {}, "value"), make("th", {}, "range")));
+    const needed = new Set(schema.required || []);
+    const rows = [];
+    const others = [];
+    for (const [name, raw] of Object.entries(schema.properties)) {
+      const child = merged(raw);
+      const childPath = `${path}.${name}`;
+      if (child.type === "number" || child.type === "integer") {
+        const id = inputId(childPath);
+        const input = make("input", { id, type: "number", step: "any", min: child.minimum, max: child.maximum, name: fieldName(childPath), "data-path": childPath });
+        const range = `${child.minimum ?? ""}–${child.maximum ?? ""}`;
+        const cell = make("td", {}, input, make("div", { class: "field-error", role: "alert" }));
+        table.append(make("tr", { class: "field" }, make("td", {}, make("label", { for: id }, `${name}${needed.has(name) ? " *" : ""}`)), cell, make("td", {}, range)));
+        rows.push([name, () => (input.value === "" ? undefined : Number(input.value))]);
+      } else {
+        const built = editor(child, childPath, name, needed.has(name));
+        others.push(built.element);
+        rows.push([name, built.read]);
+      }
+    }
+    fieldset.append(table, ...others);
+    return {
+      element: fieldset,
+      read() {
+        const value = {};
+        for (const [name, read] of rows) {
+          const found = read();
+          if (found !== undefined) value[name] = found;
+        }
+        return value;
+      },
+    };
+  },
+  fields(schema, path, label, required, help, widget, title) {
+    if (!schema.properties) return null;
+    return editor(schema, path, title, required, { kind: "generic", fields: widget.fields || {} });
+  },
+};
+
+/**
+ * Builds the editor of `schema` at `path`; returns {element, read()}.
+ * `widget` (a facet's, or a field's of a `fields` widget) picks a widget.
+ */
+function editor(rawSchema, path, title, required, widget) {
   const schema = merged(rawSchema);
   const label = `${title}${required ? " *" : ""}`;
   const help = schema.description ? make("small", {}, schema.description) : "";
+  const build = widget && WIDGETS[widget.kind];
+  if (build) {
+    const built = build(schema, path, label, required, help, widget, title);
+    if (built) {
+      built.element.setAttribute("data-widget", widget.kind);
+      return built;
+    }
+  }
   if (schema.type === "object" || schema.properties) {
     const fieldset = make("fieldset", { "data-path": path }, make("legend", {}, label));
     if (help) fieldset.append(help);
     fieldset.append(make("div", { class: "field-error", role: "alert" }));
     const needed = new Set(schema.required || []);
     const children = Object.entries(schema.properties || {}).map(([name, child]) => {
-      const built = editor(child, `${path}.${name}`, name, needed.has(name));
+      const built = editor(child, `${path}.${name}`, name, needed.has(name), widget && widget.fields && widget.fields[name]);
       fieldset.append(built.element);
       return [name, built];
     });
@@ -107,7 +251,7 @@ function editor(rawSchema, path, title, required) {
     fieldset.append(list, add);
     return { element: fieldset, read: () => entries.map((entry) => entry.read()) };
   }
-  const id = `field-${path.replace(/[^a-zA-Z0-9]+/g, "-")}`;
+  const id = inputId(path);
   let input;
   if (Array.isArray(schema.enum)) {
     input = make("select", { id, name: fieldName(path), "data-path": path },
@@ -120,9 +264,7 @@ function editor(rawSchema, path, title, required) {
   } else {
     input = make("input", { id, type: "text", name: fieldName(path), "data-path": path });
   }
-  const field = make("div", { class: "field" }, make("label", { for: id }, label), input);
-  if (help) field.append(help);
-  field.append(make("div", { class: "field-error", role: "alert" }));
+  const field = labelled(id, label, input, help);
   return {
     element: field,
     read() {
@@ -150,10 +292,12 @@ function fill(element, value) {
   }
 }
 
-/** The form of `outputSchema`; `read()` gives the output object. */
-export function schemaForm(outputSchema) {
-  const built = editor(outputSchema, "$.output", "output", true);
-  return built;
+/**
+ * The form of `outputSchema`; `read()` gives the output object. `widgets`
+ * (a task's, by facet) pick the editors of the facets that name one.
+ */
+export function schemaForm(outputSchema, widgets = {}) {
+  return editor(outputSchema, "$.output", "output", true, { kind: "generic", fields: widgets || {} });
 }
 
 function parentPath(path) {

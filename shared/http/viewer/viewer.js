@@ -430,7 +430,7 @@ async function openTask(taskId) {
     container.replaceChildren(make("p", { class: "error" }, `task ${taskId} does not wait any more`));
     return;
   }
-  const form = schemaForm(task.outputSchema);
+  const form = schemaForm(task.outputSchema, task.widgets);
   const state = make("p", { class: "error form-error", role: "alert" });
   const submit = make("button", { type: "submit", class: "submit-task" }, "Submit");
   const element = make("form", { class: "task-form", novalidate: "" }, form.element, submit, state);

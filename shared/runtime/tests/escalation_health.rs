@@ -82,6 +82,7 @@ fn writers_registry() -> Arc<Registry> {
             required_by_default: true,
             drives_revisions: false,
             merge: Default::default(),
+            widget: None,
             metadata: Map::new(),
         };
         registry.add_facet(facet, "writers").unwrap();

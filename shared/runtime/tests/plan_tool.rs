@@ -144,6 +144,7 @@ fn registry() -> Arc<Registry> {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -129,6 +129,7 @@ pub fn agent_registry(max_turns: usize) -> Arc<Registry> {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

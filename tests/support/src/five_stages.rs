@@ -33,6 +33,7 @@ pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
             required_by_default: true,
             drives_revisions: false,
             merge: Default::default(),
+            widget: None,
             metadata: Map::new(),
         };
         registry.add_facet(facet, "bench").unwrap();
@@ -64,6 +65,7 @@ pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
             prompt_template_file: None,
             metadata: Map::new(),
             allows_clarify: false,
+            partial_outputs: false,
             guard: None,
             instruction_templates: None,
             assignment_defaults: None,

@@ -224,6 +224,7 @@ async fn an_agent_calls_a_tool_served_over_mcp() {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

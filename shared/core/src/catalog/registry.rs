@@ -131,6 +131,11 @@ impl Registry {
         }
         compile_schema(&facet.schema, "$.schema")
             .map_err(|error| registry_error(source_name, "$.schema", error.to_string()))?;
+        if let Some(widget) = &facet.widget {
+            widget
+                .check(&facet.schema, "$.widget")
+                .map_err(|(path, message)| registry_error(source_name, path, message))?;
+        }
         if facet.drives_revisions
             && facet.schema.get("type").and_then(serde_json::Value::as_str) != Some("array")
         {

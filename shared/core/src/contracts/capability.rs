@@ -124,6 +124,12 @@ pub struct CapabilityRegistration {
     /// (its model is offered a `clarify` way out; the run waits for a person).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allows_clarify: bool,
+    /// The capability can be asked for only some of its `outputContract`
+    /// facets: a plan that needs fewer (nothing downstream, the caller's
+    /// contract, its quality score, a policy or the revision loop reads
+    /// the rest) asks its node for those alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial_outputs: bool,
     /// A branch condition: a JSONLogic expression over the capability's
     /// input facets (`{"var": "review.passed"}`). Its node runs only when
     /// the guard holds over the values it receives; otherwise the node is
@@ -369,6 +375,7 @@ mod liveness_tests {
                 prompt_template_file: None,
                 metadata: Map::new(),
                 allows_clarify: false,
+                partial_outputs: false,
                 guard: None,
                 instruction_templates: None,
                 assignment_defaults: None,

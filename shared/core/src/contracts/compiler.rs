@@ -120,6 +120,7 @@ mod tests {
                 required_by_default: required,
                 drives_revisions: false,
                 merge: Default::default(),
+                widget: None,
                 metadata: Map::new(),
             });
         }

@@ -73,6 +73,10 @@ pub struct Facet {
     /// (`replace`, the default, or `append` for a list they all add to).
     #[serde(default, skip_serializing_if = "FacetMerge::is_replace")]
     pub merge: FacetMerge,
+    /// How a person edits it on a task surface (`facet_widgets`); absent:
+    /// the generic form of its schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub widget: Option<crate::contracts::facet_widgets::FacetWidget>,
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
 }

@@ -12,6 +12,7 @@ pub mod dataset;
 pub mod diagnostics;
 pub mod envelope;
 pub mod facet;
+pub mod facet_widgets;
 pub mod legacy_policies;
 pub mod model_request;
 pub mod panels;

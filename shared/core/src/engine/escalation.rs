@@ -242,7 +242,7 @@ fn hand_to_catch_all(
         instructions: instructions.into(),
         variant: node.variant,
         allows_clarify: false,
-        task_surface: crate::planning::plan::TaskSurface::of(fallback),
+        task_surface: crate::planning::plan::TaskSurface::of(fallback, &engine.registry.facets),
         quality_score: None,
         model: crate::planning::model_choice::model_for(
             fallback,

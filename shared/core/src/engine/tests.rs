@@ -82,6 +82,7 @@ pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: Map::new(),
                 },
                 "test",
@@ -1117,6 +1118,7 @@ fn a_task_assigned_to_a_group_takes_a_members_answer_and_records_who_gave_it() {
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
             node.task_surface = Some(crate::planning::plan::TaskSurface {
                 instruction_templates: None,
+                widgets: Default::default(),
                 assignment_defaults: json!({"role": "group_a", "users": ["ops@example.org"]})
                     .as_object()
                     .cloned(),
@@ -1206,6 +1208,7 @@ fn the_envelopes_task_assignment_takes_the_place_of_the_capabilitys() {
         if let Some(node) = plan.nodes.iter_mut().find(|node| node.node_id == "node_2") {
             node.task_surface = Some(crate::planning::plan::TaskSurface {
                 instruction_templates: None,
+                widgets: Default::default(),
                 assignment_defaults: json!({"role": "group_a"}).as_object().cloned(),
             });
         }

@@ -198,6 +198,7 @@ mod tests {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -8,6 +8,7 @@ pub mod escalation_targets;
 pub mod llm_planner;
 pub mod model_choice;
 pub mod normalization;
+mod partial_outputs;
 pub mod plan;
 pub mod plan_picture;
 pub mod planner;

@@ -247,16 +247,38 @@ pub struct TaskSurface {
     pub instruction_templates: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub assignment_defaults: Option<serde_json::Map<String, serde_json::Value>>,
+    /// The widgets of the output facets that name one, by facet.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub widgets: std::collections::BTreeMap<String, crate::contracts::facet_widgets::FacetWidget>,
 }
 
 impl TaskSurface {
-    /// What `capability` shows a person beside the task, when it has any.
-    pub fn of(capability: &crate::contracts::capability::CapabilityRegistration) -> Option<Self> {
-        (capability.instruction_templates.is_some() || capability.assignment_defaults.is_some())
-            .then(|| TaskSurface {
-                instruction_templates: capability.instruction_templates.clone(),
-                assignment_defaults: capability.assignment_defaults.clone(),
+    /// What a person's `capability` shows beside its task (its UI copy,
+    /// routing hints and its output facets' widgets from `facets`), when
+    /// it has any; none for a capability no person answers.
+    pub fn of(
+        capability: &crate::contracts::capability::CapabilityRegistration,
+        facets: &crate::contracts::facet::FacetCatalog,
+    ) -> Option<Self> {
+        if capability.agent_type != AgentType::Human {
+            return None;
+        }
+        let widgets: std::collections::BTreeMap<_, _> = capability
+            .output_contract
+            .iter()
+            .filter_map(|name| {
+                let widget = facets.get(name)?.widget.clone()?;
+                Some((name.clone(), widget))
             })
+            .collect();
+        (capability.instruction_templates.is_some()
+            || capability.assignment_defaults.is_some()
+            || !widgets.is_empty())
+        .then(|| TaskSurface {
+            instruction_templates: capability.instruction_templates.clone(),
+            assignment_defaults: capability.assignment_defaults.clone(),
+            widgets,
+        })
     }
 }
 

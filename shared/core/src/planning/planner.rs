@@ -318,13 +318,24 @@ fn build_plan_with_ids(
             allows_clarify: capability.allows_clarify,
             guard: capability.guard.clone().map(std::sync::Arc::new),
             quality_score: capability.quality_score.clone(),
-            task_surface: crate::planning::plan::TaskSurface::of(capability),
+            task_surface: crate::planning::plan::TaskSurface::of(capability, &registry.facets),
             model: crate::planning::model_choice::model_for(
                 capability,
                 context.envelope,
                 registry.models(),
             ),
         });
+    }
+    let left_out = super::partial_outputs::narrow_to_needed_outputs(
+        &mut nodes,
+        &edges,
+        goals,
+        context.envelope,
+        registry,
+    )?;
+    let mut metadata = serde_json::Map::new();
+    if !left_out.is_empty() {
+        metadata.insert("outputsLeftOut".into(), serde_json::json!(left_out));
     }
     Ok(PlanGraph {
         plan_version: 1,
@@ -334,7 +345,7 @@ fn build_plan_with_ids(
         edges,
         supplied_facets: context.supplied.iter().cloned().collect(),
         goal_facets: goals.to_vec(),
-        metadata: serde_json::Map::new(),
+        metadata,
     })
 }
 

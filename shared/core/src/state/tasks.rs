@@ -47,6 +47,11 @@ pub struct HumanTask {
     /// feedback items that concern it (what to revise, and why).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub feedback: Vec<Value>,
+    /// How a person edits each output facet that names a widget (its
+    /// registry definition's `widget`), by facet; the others get the
+    /// generic form of their schema.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub widgets: std::collections::BTreeMap<String, crate::contracts::facet_widgets::FacetWidget>,
 }
 
 pub use crate::contracts::assignment::{Answerer, Assignment};
@@ -212,6 +217,11 @@ pub fn human_tasks(state: &RunState) -> Vec<HumanTask> {
                 .escalation_taken_over_by(&node.output_facets)
                 .cloned(),
             feedback: crate::state::context::feedback_for(state, node).unwrap_or_default(),
+            widgets: node
+                .task_surface
+                .as_ref()
+                .map(|surface| surface.widgets.clone())
+                .unwrap_or_default(),
         })
         .collect()
 }

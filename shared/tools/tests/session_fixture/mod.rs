@@ -180,6 +180,7 @@ pub fn agent_registry(port: u16) -> Arc<Registry> {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: serde_json::Map::new(),
                 },
                 "test",

@@ -60,6 +60,7 @@ pub fn branching_registry() -> Arc<Registry> {
             required_by_default: false,
             drives_revisions: false,
             merge: Default::default(),
+            widget: None,
             metadata: Map::new(),
         };
         registry.add_facet(facet, "branching").unwrap();

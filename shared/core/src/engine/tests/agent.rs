@@ -26,6 +26,7 @@ fn agent_registry(parallel: bool) -> Registry {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: Map::new(),
                 },
                 "test",

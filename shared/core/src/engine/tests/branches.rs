@@ -22,6 +22,7 @@ fn facet(name: &str, schema: Value) -> Facet {
         required_by_default: false,
         drives_revisions: false,
         merge: Default::default(),
+        widget: None,
         metadata: Map::new(),
     }
 }

@@ -27,6 +27,7 @@ pub(super) fn escalating_registry() -> Registry {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: Map::new(),
                 },
                 "test",

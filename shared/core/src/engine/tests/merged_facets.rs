@@ -22,6 +22,7 @@ fn facet(name: &str, schema: Value, merge: FacetMerge, required: bool) -> Facet 
         required_by_default: required,
         drives_revisions: false,
         merge,
+        widget: None,
         metadata: Map::new(),
     }
 }

@@ -251,6 +251,7 @@ fn parked_with_reminders(max_notifications: u64, context: &EngineContext<'_>) ->
         context,
         Some(crate::planning::plan::TaskSurface {
             instruction_templates: None,
+            widgets: Default::default(),
             assignment_defaults: json!({"maxNotifications": max_notifications})
                 .as_object()
                 .cloned(),

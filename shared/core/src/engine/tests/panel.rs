@@ -33,6 +33,7 @@ fn panel_registry() -> Registry {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: Map::new(),
                 },
                 "test",

@@ -28,6 +28,7 @@ pub(super) fn reviewing_registry() -> Registry {
                     required_by_default: true,
                     drives_revisions: false,
                     merge: Default::default(),
+                    widget: None,
                     metadata: Map::new(),
                 },
                 "test",
