@@ -197,7 +197,15 @@ def ask_for_a_new_visual_in_the_directors_form(page):
 
     def review(visual, feedback):
         open_task("node_4")
-        page.fill('[data-path="$.output.post.copy"]', "Thank you, Acme Corp: 32% more efficient with us.")
+        # The registry names widgets for the director's facets: the copy is a
+        # text area with a character count, each feedback item a card titled
+        # by the facet it names; the visuals (no widget) get the generic form.
+        copy = page.locator('textarea[data-path="$.output.post.copy"]')
+        expect(copy).to_be_visible()
+        copy.fill("Thank you, Acme Corp: 32% more efficient with us.")
+        expect(page.locator('[data-widget="longText"] .char-count')).to_have_text("49 characters")
+        expect(page.locator('[data-widget="cards"][data-path="$.output.feedback"]')).to_be_visible()
+        expect(page.locator('input[data-path="$.output.post.visuals"]')).to_have_count(0)
         page.click('button[data-path="$.output.post.visuals[+]"]')
         page.fill('[data-path="$.output.post.visuals[0]"]', visual)
         if feedback:
@@ -206,6 +214,7 @@ def ask_for_a_new_visual_in_the_directors_form(page):
             page.fill('[data-path="$.output.feedback[0].facet"]', "post_visual")
             page.fill('[data-path="$.output.feedback[0].message"]', feedback)
             page.select_option('select[data-path="$.output.feedback[0].severity"]', label="major")
+            expect(page.locator(".widget-card .card-title")).to_have_text("post_visual")
             shot(page, "04b-director-feedback-form")
 
     design("https://assets.example/banner.png")

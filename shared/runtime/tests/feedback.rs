@@ -179,6 +179,14 @@ async fn a_director_asking_for_a_new_visual_re_runs_only_the_visual() {
     workflow.answer(&designer, None).await;
     assert_eq!(workflow.settle().await, RunStatus::AwaitingHuman);
     let director = workflow.task_of("director.SocialPostingReview").await;
+    // The task carries its facets' widgets from the registry (the visuals
+    // name none: the generic form edits them).
+    assert_eq!(
+        serde_json::to_value(&director.widgets).unwrap(),
+        json!({"post": {"kind": "fields", "fields": {"copy": {"kind": "longText", "rows": 5}}},
+               "feedback": {"kind": "cards", "cardTitle": "facet"}})
+    );
+    assert!(designer.widgets.is_empty());
     workflow
         .answer(
             &director,
