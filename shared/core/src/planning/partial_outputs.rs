@@ -18,18 +18,21 @@ use serde_json::Value;
 
 use crate::basics::error::CoreError;
 use crate::catalog::registry::Registry;
+use crate::contracts::capability::CapabilityRegistration;
 use crate::contracts::compiler::{ContractDirection, compile_contract};
 use crate::contracts::envelope::TaskEnvelope;
 use crate::planning::plan::{PlanEdge, PlanNode};
 
-/// Narrows the outputs of `nodes` whose capability allows it; returns
-/// what each narrowed node was not asked for, by node id.
+/// Narrows the outputs of `nodes` whose capability allows it (their
+/// instructions recomposed by `compose_instructions(capability, inputs,
+/// outputs)`); returns what each narrowed node was not asked for, by node id.
 pub(super) fn narrow_to_needed_outputs(
     nodes: &mut [PlanNode],
     edges: &[PlanEdge],
     goals: &[String],
     envelope: &TaskEnvelope,
     registry: &Registry,
+    compose_instructions: &dyn Fn(&CapabilityRegistration, &[String], &[String]) -> String,
 ) -> Result<BTreeMap<String, Vec<String>>, CoreError> {
     let mut left_out_by_node = BTreeMap::new();
     let mut policies_text: Option<String> = None;
@@ -72,9 +75,7 @@ pub(super) fn narrow_to_needed_outputs(
             ContractDirection::Output,
             &tighten,
         )?;
-        node.instructions =
-            super::planner::compose_instructions(registry, capability, &node.input_facets, &needed)
-                .into();
+        node.instructions = compose_instructions(capability, &node.input_facets, &needed).into();
         node.output_facets = needed;
         left_out_by_node.insert(node.node_id.clone(), left_out);
     }

@@ -332,6 +332,7 @@ fn build_plan_with_ids(
         goals,
         context.envelope,
         registry,
+        &|capability, inputs, outputs| compose_instructions(registry, capability, inputs, outputs),
     )?;
     let mut metadata = serde_json::Map::new();
     if !left_out.is_empty() {
