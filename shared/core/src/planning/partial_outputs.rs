@@ -23,6 +23,10 @@ use crate::contracts::compiler::{ContractDirection, compile_contract};
 use crate::contracts::envelope::TaskEnvelope;
 use crate::planning::plan::{PlanEdge, PlanNode};
 
+/// Writes a node's instructions: `(capability, input facets, output facets)`.
+pub(super) type ComposeInstructions<'a> =
+    dyn Fn(&CapabilityRegistration, &[String], &[String]) -> String + 'a;
+
 /// Narrows the outputs of `nodes` whose capability allows it (their
 /// instructions recomposed by `compose_instructions(capability, inputs,
 /// outputs)`); returns what each narrowed node was not asked for, by node id.
@@ -32,7 +36,7 @@ pub(super) fn narrow_to_needed_outputs(
     goals: &[String],
     envelope: &TaskEnvelope,
     registry: &Registry,
-    compose_instructions: &dyn Fn(&CapabilityRegistration, &[String], &[String]) -> String,
+    compose_instructions: &ComposeInstructions<'_>,
 ) -> Result<BTreeMap<String, Vec<String>>, CoreError> {
     let mut left_out_by_node = BTreeMap::new();
     let mut policies_text: Option<String> = None;
