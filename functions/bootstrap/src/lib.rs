@@ -244,21 +244,33 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
 
 /// The executors of agents' tool calls (HTTP through the outbound guard,
 /// `{"env": …}` headers read from the process environment, `{"secret": …}`
-/// headers from `secrets`, the builtins).
+/// headers from `secrets`, the builtins; the registry search by meaning
+/// when `BATON_EMBEDDINGS_MODEL` names an embedding model of the
+/// OpenAI-compatible endpoint, read by `read`).
 #[cfg(feature = "model")]
 pub fn tool_runner_from(
     configuration: &Configuration,
     registry: Arc<Registry>,
     secrets: Arc<dyn baton_runtime::ports::SecretStore>,
-) -> Arc<dyn baton_runtime::ports::ToolRunner> {
-    Arc::new(
-        baton_tools::ToolRunner::new(
-            registry,
-            &configuration.outbound_http_hosts,
-            Arc::new(crate::config::process_environment),
-        )
-        .with_secrets(secrets),
+    read: VariableReader<'_>,
+) -> Result<Arc<dyn baton_runtime::ports::ToolRunner>, StartupError> {
+    let mut runner = baton_tools::ToolRunner::new(
+        registry,
+        &configuration.outbound_http_hosts,
+        Arc::new(crate::config::process_environment),
     )
+    .with_secrets(secrets);
+    if let Some(model) = read("BATON_EMBEDDINGS_MODEL").filter(|model| !model.trim().is_empty()) {
+        let embedder = baton_llm::OpenAiCompatibleConfig::from_variables(read)
+            .and_then(|config| baton_llm::embeddings::OpenAiCompatibleEmbedder::new(config, &model))
+            .map_err(|error| {
+                StartupError(format!(
+                    "BATON_EMBEDDINGS_MODEL is set but no embeddings endpoint can be built: {error} (see docs/configuration.md, Variables)"
+                ))
+            })?;
+        runner = runner.with_embedder(Arc::new(embedder));
+    }
+    Ok(Arc::new(runner))
 }
 
 /// The services over `ports` with `llm` and `tools`.
@@ -374,7 +386,7 @@ pub fn cloud_services_over(
             secrets.clone(),
         ),
         transcripts: transcript_publisher(read, secrets.clone())?,
-        tools: tool_runner_from(configuration, registry.clone(), secrets),
+        tools: tool_runner_from(configuration, registry.clone(), secrets, read)?,
         notifier: Arc::new(notifier::completion_notifier(
             configuration,
             ports.clock.clone(),

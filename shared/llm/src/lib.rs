@@ -7,12 +7,15 @@
 //! (`retries`: exponential backoff and jitter on 429/5xx/529 that honours
 //! `Retry-After`, a broken stream retried with a restart told to readers).
 //! Amazon Bedrock's provider lives in `baton-aws` (SDK types stay there).
+//! `embeddings`: text embeddings from the same OpenAI-compatible endpoint
+//! (the `TextEmbedder` port), for the registry search by meaning.
 //!
 //! Invariants: configuration problems surface when the provider is built
 //! (start-up), never at the first call; the API key never reaches a log.
 
 pub mod anthropic;
 pub mod config;
+pub mod embeddings;
 pub mod openai_compatible;
 pub mod retries;
 

@@ -8,7 +8,9 @@
 //!   the tool's timeout and size cap.
 //! - `mcp` over streamable HTTP: the server's headers are resolved the same
 //!   way and sent on every request of the session.
-//! - builtin `registry_search`: the read-only search of `baton_core::catalog::tools`.
+//! - builtin `registry_search`: the read-only search of
+//!   `baton_core::catalog::registry_search`, by words, or by meaning when
+//!   an embedder is set (`with_embedder`; the registry's vectors made once).
 //!
 //! Invariants: a secret's value is never part of an outcome, an error or a
 //! log line (only its variable's or secret's name is; an answer that echoes
@@ -23,14 +25,16 @@ mod mcp;
 use std::sync::Arc;
 
 use baton_core::catalog::registry::Registry;
-use baton_core::catalog::registry_search::search_registry;
+use baton_core::catalog::registry_search::{
+    SearchEntry, search_entries, search_registry, search_registry_by_vectors,
+};
 use baton_core::catalog::tools::{BuiltinTool, ToolDefinition, ToolExecutor};
 use baton_outbound::Resolver;
 
 pub use baton_core::records::conversation::{ToolInvocation as ToolCall, ToolOutcome};
 
 pub use baton_runtime::ports::EnvironmentLookup;
-use baton_runtime::ports::{NoSecrets, SecretStore};
+use baton_runtime::ports::{NoSecrets, SecretStore, TextEmbedder};
 
 /// Performs tool calls.
 pub struct ToolRunner {
@@ -39,6 +43,15 @@ pub struct ToolRunner {
     http_allowed_hosts: String,
     secrets: Arc<dyn SecretStore>,
     environment: EnvironmentLookup,
+    /// The registry search by meaning, when the provider offers embeddings.
+    embeddings: Option<RegistryEmbeddings>,
+}
+
+/// An embedder and the registry's vectors, made on the first search.
+struct RegistryEmbeddings {
+    embedder: Arc<dyn TextEmbedder>,
+    entries: Vec<SearchEntry>,
+    entry_vectors: std::sync::Mutex<Option<Arc<Vec<Vec<f32>>>>>,
 }
 
 impl ToolRunner {
@@ -58,6 +71,38 @@ impl ToolRunner {
             http_allowed_hosts: http_allowed_hosts.to_string(),
             secrets: Arc::new(NoSecrets),
             environment,
+            embeddings: None,
+        }
+    }
+
+    /// Ranks `registry_search` by meaning with `embedder`'s vectors (the
+    /// registry's made once, on the first search; the query's per call);
+    /// when the embedder fails, the search falls back to words and says why.
+    pub fn with_embedder(mut self, embedder: Arc<dyn TextEmbedder>) -> Self {
+        self.embeddings = Some(RegistryEmbeddings {
+            embedder,
+            entries: search_entries(&self.registry),
+            entry_vectors: std::sync::Mutex::new(None),
+        });
+        self
+    }
+
+    /// The registry search: by meaning when an embedder is set and answers,
+    /// else by words.
+    async fn search(&self, query: &str, kind: Option<&str>, limit: usize) -> serde_json::Value {
+        let Some(embeddings) = &self.embeddings else {
+            return search_registry(&self.registry, query, kind, limit);
+        };
+        match embeddings.rank(query, kind, limit).await {
+            Ok(found) => found,
+            Err(error) => {
+                let mut found = search_registry(&self.registry, query, kind, limit);
+                found["embeddingsUnavailable"] = serde_json::json!(format!(
+                    "{} could not embed: {error}",
+                    embeddings.embedder.model_name()
+                ));
+                found
+            }
         }
     }
 
@@ -105,7 +150,7 @@ impl ToolRunner {
                     .as_u64()
                     .and_then(|limit| usize::try_from(limit).ok())
                     .unwrap_or(10);
-                ToolOutcome::Succeeded(search_registry(&self.registry, query, kind, limit))
+                ToolOutcome::Succeeded(self.search(query, kind, limit).await)
             }
             ToolExecutor::Builtin {
                 operation: BuiltinTool::AgentCreatePlan,
@@ -120,6 +165,50 @@ impl ToolRunner {
                 tool.name
             )),
         }
+    }
+}
+
+impl RegistryEmbeddings {
+    async fn rank(
+        &self,
+        query: &str,
+        kind: Option<&str>,
+        limit: usize,
+    ) -> Result<serde_json::Value, baton_runtime::error::LlmError> {
+        let kept = self
+            .entry_vectors
+            .lock()
+            .map(|vectors| vectors.clone())
+            .unwrap_or_default();
+        let entry_vectors = match kept {
+            Some(vectors) => vectors,
+            None => {
+                let texts: Vec<String> = self
+                    .entries
+                    .iter()
+                    .map(|entry| entry.text.clone())
+                    .collect();
+                let made = Arc::new(self.embedder.embed(&texts).await?);
+                if let Ok(mut slot) = self.entry_vectors.lock() {
+                    *slot = Some(made.clone());
+                }
+                made
+            }
+        };
+        let query_vector = self
+            .embedder
+            .embed(&[query.to_string()])
+            .await?
+            .pop()
+            .unwrap_or_default();
+        Ok(search_registry_by_vectors(
+            &self.entries,
+            &entry_vectors,
+            query,
+            &query_vector,
+            kind,
+            limit,
+        ))
     }
 }
 

@@ -174,6 +174,8 @@ async fn the_registry_search_builtin_reads_the_registry() {
         .await;
     assert_eq!(
         outcome,
-        ToolOutcome::Succeeded(json!({"query": "anything", "total": 0, "matches": []}))
+        ToolOutcome::Succeeded(
+            json!({"query": "anything", "total": 0, "matches": [], "searchedBy": "words"})
+        )
     );
 }

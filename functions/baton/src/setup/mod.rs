@@ -108,7 +108,13 @@ async fn embedded_services_counted(
         llm,
         transcripts: baton_bootstrap::transcript_publisher(&process_environment, secrets.clone())
             .map_err(startup)?,
-        tools: baton_bootstrap::tool_runner_from(configuration, registry.clone(), secrets),
+        tools: baton_bootstrap::tool_runner_from(
+            configuration,
+            registry.clone(),
+            secrets,
+            &process_environment,
+        )
+        .map_err(startup)?,
         notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
             configuration,
             clock,
@@ -152,7 +158,13 @@ async fn cloud_services(
         llm,
         transcripts: baton_bootstrap::transcript_publisher(&process_environment, secrets.clone())
             .map_err(startup)?,
-        tools: baton_bootstrap::tool_runner_from(configuration, registry.clone(), secrets),
+        tools: baton_bootstrap::tool_runner_from(
+            configuration,
+            registry.clone(),
+            secrets,
+            &process_environment,
+        )
+        .map_err(startup)?,
         notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
             configuration,
             ports.clock.clone(),

@@ -1,10 +1,53 @@
 //! The builtin `registry_search` tool: what the registry offers (its
-//! capabilities and facets), searched by words. Read-only.
+//! capabilities and facets), searched by words, or by meaning with
+//! vectors an embedding model made (the tool runner asks the model; this
+//! file only ranks). Every result says which (`searchedBy`). Read-only.
 
 use serde_json::{Value, json};
 
 use crate::catalog::registry::Registry;
 use crate::contracts::facet::Facet;
+
+/// One thing the registry search can find: a capability or a facet, the
+/// text it is searched by, and what a match shows.
+#[derive(Debug, Clone)]
+pub struct SearchEntry {
+    /// `capability` or `facet`.
+    pub kind: &'static str,
+    pub id: String,
+    /// Names, title and description (and a capability's facets).
+    pub text: String,
+    pub shown: Value,
+}
+
+/// Every capability, then every facet, of `registry` as search entries
+/// (the order the embedding search's vectors follow).
+pub fn search_entries(registry: &Registry) -> Vec<SearchEntry> {
+    let capabilities = registry.capabilities().map(|capability| SearchEntry {
+        kind: "capability",
+        id: capability.capability_id.clone(),
+        text: format!(
+            "{} {} {} {} {}",
+            capability.capability_id,
+            capability.display_name,
+            capability.summary,
+            capability.input_contract.join(" "),
+            capability.output_contract.join(" ")
+        ),
+        shown: json!({"kind": "capability", "id": capability.capability_id,
+                      "title": capability.display_name, "summary": capability.summary,
+                      "agentType": capability.agent_type, "consumes": capability.input_contract,
+                      "produces": capability.output_contract}),
+    });
+    let facets = registry.facets.list().map(|facet| SearchEntry {
+        kind: "facet",
+        id: facet.name.clone(),
+        text: format!("{} {} {}", facet.name, facet.title, facet.description),
+        shown: json!({"kind": "facet", "id": facet.name, "title": facet.title,
+                      "summary": facet.description}),
+    });
+    capabilities.chain(facets).collect()
+}
 
 /// The `registry_search` tool: capabilities and facets whose names, titles
 /// and descriptions share the most words with `query`, best first (ties by
@@ -16,52 +59,80 @@ pub fn search_registry(
     limit: usize,
 ) -> Value {
     let terms: Vec<String> = words(query);
-    let score = |text: &str| {
-        let found = words(text);
-        terms.iter().filter(|term| found.contains(term)).count()
-    };
-    let mut matches: Vec<(usize, String, Value)> = Vec::new();
-    if kind != Some("facet") {
-        for capability in registry.capabilities() {
-            let text = format!(
-                "{} {} {} {} {}",
-                capability.capability_id,
-                capability.display_name,
-                capability.summary,
-                capability.input_contract.join(" "),
-                capability.output_contract.join(" ")
-            );
-            let points = score(&text);
-            if points > 0 {
-                matches.push((
-                    points,
-                    capability.capability_id.clone(),
-                    json!({"kind": "capability", "id": capability.capability_id,
-                           "title": capability.display_name, "summary": capability.summary,
-                           "agentType": capability.agent_type, "consumes": capability.input_contract,
-                           "produces": capability.output_contract}),
-                ));
-            }
-        }
-    }
-    if kind != Some("capability") {
-        for (points, facet) in facets_by_words(registry, query) {
-            matches.push((
-                points,
-                facet.name.clone(),
-                json!({"kind": "facet", "id": facet.name, "title": facet.title,
-                       "summary": facet.description}),
-            ));
-        }
-    }
-    matches.sort_by(|left, right| right.0.cmp(&left.0).then_with(|| left.1.cmp(&right.1)));
+    let mut matches: Vec<(f64, SearchEntry)> = search_entries(registry)
+        .into_iter()
+        .filter(|entry| kind.is_none_or(|kind| kind == entry.kind))
+        .filter_map(|entry| {
+            let found = words(&entry.text);
+            let points = terms.iter().filter(|term| found.contains(term)).count();
+            (points > 0).then_some((points as f64, entry))
+        })
+        .collect();
+    let result = best_first(&mut matches, query, limit);
+    with_method(result, "words")
+}
+
+/// The same search ranked by meaning: `entries` (from [`search_entries`])
+/// by the cosine similarity of their `entry_vectors` (in the same order)
+/// to `query_vector`, best first (ties by id), those above 0 only.
+pub fn search_registry_by_vectors(
+    entries: &[SearchEntry],
+    entry_vectors: &[Vec<f32>],
+    query: &str,
+    query_vector: &[f32],
+    kind: Option<&str>,
+    limit: usize,
+) -> Value {
+    let mut matches: Vec<(f64, SearchEntry)> = entries
+        .iter()
+        .zip(entry_vectors)
+        .filter(|(entry, _)| kind.is_none_or(|kind| kind == entry.kind))
+        .map(|(entry, vector)| (cosine_similarity(query_vector, vector), entry.clone()))
+        .filter(|(similarity, _)| *similarity > 0.0)
+        .collect();
+    let result = best_first(&mut matches, query, limit);
+    with_method(result, "embeddings")
+}
+
+fn with_method(mut result: Value, method: &str) -> Value {
+    result["searchedBy"] = json!(method);
+    result
+}
+
+/// `{query, total, matches}`: the best `limit` (1 to 25) of `matches`.
+fn best_first(matches: &mut [(f64, SearchEntry)], query: &str, limit: usize) -> Value {
+    matches.sort_by(|left, right| {
+        right
+            .0
+            .total_cmp(&left.0)
+            .then_with(|| left.1.id.cmp(&right.1.id))
+    });
     let total = matches.len();
     let shown: Vec<Value> = matches
-        .into_iter()
+        .iter()
         .take(limit.clamp(1, 25))
-        .map(|(_, _, found)| found)
+        .map(|(_, entry)| entry.shown.clone())
         .collect();
     json!({"query": query, "total": total, "matches": shown})
+}
+
+/// The cosine of the angle between `left` and `right` (0 when either is
+/// all zeros or their lengths differ).
+pub fn cosine_similarity(left: &[f32], right: &[f32]) -> f64 {
+    if left.len() != right.len() {
+        return 0.0;
+    }
+    let (mut dot, mut left_norm, mut right_norm) = (0.0f64, 0.0f64, 0.0f64);
+    for (a, b) in left.iter().zip(right) {
+        let (a, b) = (f64::from(*a), f64::from(*b));
+        dot += a * b;
+        left_norm += a * a;
+        right_norm += b * b;
+    }
+    if left_norm == 0.0 || right_norm == 0.0 {
+        return 0.0;
+    }
+    dot / (left_norm.sqrt() * right_norm.sqrt())
 }
 
 /// The facets whose names, titles and descriptions share words with

@@ -18,6 +18,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::error::{LlmError, QueueError, StoreError};
 
 mod audit_ports;
+mod embedding_ports;
 #[cfg(feature = "evaluations")]
 pub mod evaluation_ports;
 mod request_key_ports;
@@ -25,6 +26,7 @@ mod schedule_ports;
 mod secret_ports;
 mod store_upkeep;
 pub use audit_ports::{AuditAppend, AuditLog, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
+pub use embedding_ports::TextEmbedder;
 pub use request_key_ports::{ClaimTimes, RequestKeyClaim, RequestKeyRecord, RequestKeys};
 pub use schedule_ports::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};
 pub use secret_ports::{
