@@ -34,6 +34,11 @@ bash scripts/install-client-test-deps.sh
 # set (a fresh machine without the file failed `cli_schedule`).
 bash scripts/fetch-local-model.sh
 
+# Every package of the lock file, for every target: the architecture tests
+# read dependency trees with `cargo tree --offline`, which fails on a fresh
+# machine until the crates of all targets are downloaded.
+cargo fetch --quiet
+
 echo "test: the workspace suite" >&2
 cargo test --workspace "$@"
 

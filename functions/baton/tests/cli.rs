@@ -1668,7 +1668,10 @@ async fn a_judge_panel_runs_and_its_transcript_verifies() {
     assert_eq!(server.request_count(), before, "nothing was asked");
 }
 
-/// A reviewer's answer scoring `score` (0–1), valid for the registry's facets.
+/// A reviewer's answer scoring `score` (0–1), valid for the registry's
+/// facets: the reviewer declares `partialOutputs` and nothing downstream
+/// reads its `recommendationSet`, so it is asked for its findings and
+/// acceptance report alone.
 fn qa_answer(score: f64) -> String {
     let facet_schema = |name: &str| -> Value {
         let file = repository_root().join(format!("registry/facets/{name}.json"));
@@ -1677,8 +1680,7 @@ fn qa_answer(score: f64) -> String {
     };
     let mut findings = scripted_llm::generate_instance(&facet_schema("qaFindings"), "qa");
     findings["overallScore"] = serde_json::json!(score);
-    let recommendations = scripted_llm::generate_instance(&facet_schema("recommendationSet"), "qa");
-    serde_json::json!({"qaFindings": findings, "recommendationSet": recommendations,
+    serde_json::json!({"qaFindings": findings,
                        "acceptanceReport": [{"criterion": "names the product", "pass": score >= 0.8, "evidence": "first line"}]})
     .to_string()
 }
