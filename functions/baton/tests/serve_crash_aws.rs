@@ -236,9 +236,9 @@ async fn a_death_between_commit_and_send_or_send_and_delete_loses_no_step_on_sql
 /// A submission whose first step was never sent (the process died between
 /// storing the run and sending its step: `BATON_CRASH_AT=after_admit`) is
 /// recovered by `baton serve --store dynamodb` on its own: its sweeper
-/// re-sends the entry once it is older than `BATON_SWEEP_AFTER_SECONDS`
-/// (5 s here; the deployed sweeper waits 300 s, a knob of the sweep, not
-/// of the queue), and the run completes exactly once.
+/// re-sends the entry once it has been quiet for `BATON_SWEEP_AFTER_SECONDS`
+/// (5 s here; the deployed sweeper waits two node leases, 60 s: a knob of
+/// the sweep, not of the queue), and the run completes exactly once.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_submission_whose_send_was_lost_is_recovered_by_serve_s_own_sweeper() {
     let moto = MotoServer::start().unwrap();

@@ -1,7 +1,10 @@
-//! Lambda function `sweeper`: runs on a schedule. Re-sends, once, step
-//! messages no step has consumed from the outbox (older than
-//! `BATON_SWEEP_AFTER_SECONDS`, default 300): a crash between commit and
-//! send, or a message waiting in a backlog (a duplicate is harmless). Then
+//! Lambda function `sweeper`: runs on a schedule. Re-drives stalled runs:
+//! a step message no step has consumed from the outbox, quiet for
+//! `BATON_SWEEP_AFTER_SECONDS` (default two node leases) with no live lease
+//! in its run, is re-sent, and the next re-send waits twice as long (a
+//! crash between commit and send, a step Lambda that died between the
+//! queue's receive and its first hold, a message waiting in a backlog; a
+//! duplicate is harmless). Then
 //! reads the step queue's dead-letter queue (`BATON_DEAD_LETTER_QUEUE_URL`)
 //! and ends the run of each step message found there, `step_failed`. Then
 //! retention's pass: the items of ended runs that their ending commit could
@@ -18,7 +21,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 #[global_allocator]
 static GLOBAL_ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Outbox entries re-sent per invocation at most.
+/// Quiet outbox entries looked at per invocation at most.
 const SWEEP_LIMIT: usize = 1000;
 
 /// Dead-lettered messages read per invocation at most.
@@ -42,7 +45,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let sweep_after = configuration.sweep_after;
     lambda_runtime::run(service_fn(
         move |_scheduled: LambdaEvent<serde_json::Value>| async move {
-            let resent = sweeper.sweep(sweep_after, SWEEP_LIMIT).await;
+            let swept = sweeper.sweep(sweep_after, SWEEP_LIMIT).await;
             let read = match dead_letters {
                 Some(reader) => Some(reader.read(DEAD_LETTER_LIMIT).await),
                 None => None,
@@ -55,12 +58,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 )
                 .await;
             baton_bootstrap::flush_traces().await;
-            let resent = resent?;
+            let swept = swept?;
             let read = read.transpose()?.unwrap_or_default();
             let stamped = stamped?;
             let schedules = schedules?;
             Ok::<_, lambda_runtime::Error>(serde_json::json!({
-                "resent": resent,
+                "resent": swept.resent,
+                "quietButHeld": swept.held,
+                "resendsFailed": swept.failed,
                 "deadLetteredRunsEnded": read.runs_ended,
                 "deadLettersStale": read.stale_dropped,
                 "deadLettersLeft": read.left,

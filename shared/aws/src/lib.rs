@@ -27,7 +27,7 @@
 //! | event sequence | `T#{tenant}#R#{run}` | `SEQ` | `nextSeq` (the last sequence number used), `correlationId`, `idempotencyKey` (the run's, for retention) |
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON) |
 //! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
-//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent once), until re-sent `gsi1pk`/`gsi1sk`; deleted by the claim or commit of the step that handles it |
+//! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent at least once), `resends`, `gsi1pk`/`gsi1sk` (the sweeper's view) until consumed; deleted by the commit of the step that handles it |
 //! | run entry | `T#{tenant}#R#{run}` | `ENTRY#{key}` | `body` (the entry as JSON, deflated, binary): a conversation turn or a judge's call (`baton_core::records::entries`), put by the commit that carries it |
 //! | listing | `T#{tenant}#RUNS` and `T#{tenant}#RUNS#{status}` | `{createdAt ms:013}.{runId}` | `listing` (JSON): the runs list, and the list of one status (moved by the commit that changes the status) |
 //! | live-run counter | `T#{tenant}#COUNTERS` | `LIVE_RUNS` | `liveRuns`: runs at work, moved by `ADD` in the commits that start and stop work |
@@ -43,9 +43,9 @@
 //! | thread lane | `T#{tenant}#THREAD#{thread}` | `LANE` | `lane` (JSON), `version`, `expiresAt` |
 //! | thread summary | `T#{tenant}#THREAD#{thread}` | `SUMMARY` | `threadId`, first and last message and time, `gsi1pk`/`gsi1sk`, `expiresAt` |
 //!
-//! Index `gsi1` is sparse and overloaded: outbox entries neither consumed nor re-sent carry
-//! `gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{writtenMillis:020}#{messageId}` (the
-//! sweeper reads exactly those); a run item waiting for a person carries `gsi1pk` =
+//! Index `gsi1` is sparse and overloaded: outbox entries not consumed carry
+//! `gsi1pk` = `OUTBOX#PENDING#{shard}`, `gsi1sk` = `{quietSinceMillis:020}#{messageId}` (written,
+//! then moved on by each re-send: the sweeper reads those quiet for two leases); a run item waiting for a person carries `gsi1pk` =
 //! `T#{tenant}#AWAITING_HUMAN`, `gsi1sk` = `{createdAt}#{runId}` (the tenant's task list); a
 //! thread summary carries `gsi1pk` = `T#{tenant}#THREADS`, `gsi1sk` =
 //! `{lastAtMillis:013}.{threadId}` (the tenant's threads list).

@@ -127,6 +127,15 @@ impl NodeLeases for CountingStore {
         self.1.add("store.release_claim");
         self.0.release_claim(key, node, attempt, claimant).await
     }
+
+    async fn run_holds_live_lease(
+        &self,
+        key: RunKey<'_>,
+        now: Instant,
+    ) -> Result<bool, StoreError> {
+        self.1.add("store.run_holds_live_lease");
+        self.0.run_holds_live_lease(key, now).await
+    }
 }
 
 #[async_trait]
@@ -136,17 +145,22 @@ impl OutboxStore for CountingStore {
         self.0.pending_outbox(key).await
     }
 
-    async fn stale_outbox(
+    async fn quiet_outbox(
         &self,
         before: Instant,
         limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        self.0.stale_outbox(before, limit).await
+    ) -> Result<Vec<baton_runtime::ports::QuietOutboxEntry>, StoreError> {
+        self.0.quiet_outbox(before, limit).await
     }
 
-    async fn mark_outbox_sent(&self, key: RunKey<'_>, ids: &[String]) -> Result<(), StoreError> {
-        self.1.add("store.mark_outbox_sent");
-        self.0.mark_outbox_sent(key, ids).await
+    async fn mark_outbox_quiet(
+        &self,
+        key: RunKey<'_>,
+        ids: &[String],
+        quiet: baton_runtime::ports::OutboxQuiet,
+    ) -> Result<(), StoreError> {
+        self.1.add("store.mark_outbox_quiet");
+        self.0.mark_outbox_quiet(key, ids, quiet).await
     }
 }
 

@@ -708,7 +708,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
     // time (its claim did not consume it: only a commit does). The
     // cancelled run's planning step was re-sent and marked by its
     // deduplicated submission.
-    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 3);
+    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap().resent, 3);
     // ...and its read of the dead-letter queue: a step message of a
     // running run found there ends that run.
     let dead_letters = Arc::new(baton_aws::from_clients::sqs_queue(

@@ -1,8 +1,9 @@
 //! The sweeper on DynamoDB + SQS (moto), on the step queue as the template
-//! ships it: one sweep re-sends a child run's end (an outbox entry its
-//! last commit wrote for its parent, whose send was lost) and the first
-//! steps of runs whose API-side send was lost, and marks each sent, so the
-//! next sweep re-sends nothing. Before entries were keyed by the run that
+//! ships it: one sweep, two node leases after the writes, re-sends a child
+//! run's end (an outbox entry its last commit wrote for its parent, whose
+//! send was lost) and the first steps of runs whose API-side send was
+//! lost, and marks each re-sent, so the next sweep re-sends nothing until
+//! twice the wait has passed. Before entries were keyed by the run that
 //! consumes them, the child's entry could not be marked and every sweep
 //! stopped on it. The queue that loses sends is a fault wrapper around the
 //! real SQS queue; the store, the queue and the sweeper are the real ones.
@@ -18,7 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_aws::{DynamoRunStore, SqsStepQueue};
 use baton_core::state::run::{StepCommand, StepMessage};
-use baton_runtime::clock::SystemClock;
+use baton_runtime::clock::OffsetClock;
 use baton_runtime::error::QueueError;
 use baton_runtime::ports::{ReceivedStep, StepCommit, StepQueue};
 use baton_runtime::services::OutboxSweeper;
@@ -132,11 +133,18 @@ async fn one_sweep_recovers_a_child_run_s_end_and_lost_api_side_sends() {
         "nothing was sent"
     );
 
-    // One sweep (every entry counts as stale here) re-sends all three and
-    // marks each sent.
-    let sweeper = OutboxSweeper::new(store.clone(), sqs.clone(), Arc::new(SystemClock));
-    let resent = sweeper.sweep(Duration::ZERO, 1_000).await.unwrap();
-    assert_eq!(resent, 3, "the child's end and both first steps");
+    // One sweep two leases later re-sends all three and marks each re-sent.
+    let stall_after = 2 * Duration::from_secs(shipped.timings.node_lease_seconds.into());
+    let clock = Arc::new(OffsetClock::new());
+    let sweeper = OutboxSweeper::new(store.clone(), sqs.clone(), clock.clone());
+    assert_eq!(
+        sweeper.sweep(stall_after, 1_000).await.unwrap().resent,
+        0,
+        "nothing is quiet for two leases yet"
+    );
+    clock.advance(stall_after + Duration::from_secs(1));
+    let swept = sweeper.sweep(stall_after, 1_000).await.unwrap();
+    assert_eq!(swept.resent, 3, "the child's end and both first steps");
     let mut delivered = Vec::new();
     for _ in 0..5 {
         for received in sqs.receive(10, Duration::from_secs(1)).await.unwrap() {
@@ -155,8 +163,20 @@ async fn one_sweep_recovers_a_child_run_s_end_and_lost_api_side_sends() {
     expected.sort();
     assert_eq!(delivered, expected);
     assert_eq!(
-        sweeper.sweep(Duration::ZERO, 1_000).await.unwrap(),
+        sweeper.sweep(stall_after, 1_000).await.unwrap().resent,
         0,
-        "marked sent: the next sweep re-sends nothing"
+        "marked re-sent: the next sweep re-sends nothing"
+    );
+    clock.advance(stall_after);
+    assert_eq!(
+        sweeper.sweep(stall_after, 1_000).await.unwrap().resent,
+        0,
+        "after a re-send the wait doubles: not again two leases later"
+    );
+    clock.advance(stall_after + Duration::from_secs(1));
+    assert_eq!(
+        sweeper.sweep(stall_after, 1_000).await.unwrap().resent,
+        3,
+        "still unconsumed four leases after the first re-send: re-sent again"
     );
 }

@@ -325,12 +325,16 @@ async fn the_sweeper_resends_what_a_crash_left_in_the_outbox() {
         "nothing left on the queue: only the outbox knows node_1"
     );
     assert_eq!(
-        sweeper.sweep(Duration::from_secs(3600), 100).await.unwrap(),
+        sweeper
+            .sweep(Duration::from_secs(3600), 100)
+            .await
+            .unwrap()
+            .resent,
         0,
         "young entries are left alone"
     );
     tokio::time::sleep(Duration::from_millis(5)).await;
-    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap(), 1);
+    assert_eq!(sweeper.sweep(Duration::ZERO, 100).await.unwrap().resent, 1);
     let runner = LocalRunner {
         steps: lossy.steps.clone(),
         runs: lossy.runs.clone(),
@@ -575,6 +579,14 @@ impl NodeLeases for FlakyCommitStore {
     ) -> Result<(), baton_runtime::error::StoreError> {
         self.inner.release_claim(key, node, attempt, claimant).await
     }
+
+    async fn run_holds_live_lease(
+        &self,
+        key: RunKey<'_>,
+        now: baton_core::basics::instant::Instant,
+    ) -> Result<bool, baton_runtime::error::StoreError> {
+        self.inner.run_holds_live_lease(key, now).await
+    }
 }
 
 #[async_trait]
@@ -586,20 +598,21 @@ impl OutboxStore for FlakyCommitStore {
         self.inner.pending_outbox(key).await
     }
 
-    async fn mark_outbox_sent(
+    async fn mark_outbox_quiet(
         &self,
         key: RunKey<'_>,
         ids: &[String],
+        quiet: baton_runtime::ports::OutboxQuiet,
     ) -> Result<(), baton_runtime::error::StoreError> {
-        self.inner.mark_outbox_sent(key, ids).await
+        self.inner.mark_outbox_quiet(key, ids, quiet).await
     }
 
-    async fn stale_outbox(
+    async fn quiet_outbox(
         &self,
         before: baton_core::basics::instant::Instant,
         limit: usize,
-    ) -> Result<Vec<baton_core::state::run::StepMessage>, baton_runtime::error::StoreError> {
-        self.inner.stale_outbox(before, limit).await
+    ) -> Result<Vec<baton_runtime::ports::QuietOutboxEntry>, baton_runtime::error::StoreError> {
+        self.inner.quiet_outbox(before, limit).await
     }
 }
 

@@ -96,10 +96,11 @@ async fn a_human_task_past_its_sla_fails_the_run_without_anyone_waiting() {
     let far_future = clock.now().plus(Duration::from_secs(86_400));
     let timer = built
         .store
-        .stale_outbox(far_future, 10)
+        .quiet_outbox(far_future, 10)
         .await
         .unwrap()
         .into_iter()
+        .map(|entry| entry.message)
         .find(|message| matches!(message.command, StepCommand::FireTimer { .. }))
         .expect("the timer message is in the outbox");
     assert_eq!(timer.not_before.map(|due| due.rfc3339()), Some(due.clone()));

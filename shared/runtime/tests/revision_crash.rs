@@ -109,10 +109,13 @@ async fn a_crash_after_the_first_review_does_not_rewrite_the_first_draft() {
     drop(first_queue);
 
     // The next process finds the revision step in the store's outbox.
-    let left_over = store
-        .stale_outbox(Instant::from_unix_millis(u64::MAX / 2), 100)
+    let left_over: Vec<_> = store
+        .quiet_outbox(Instant::from_unix_millis(u64::MAX / 2), 100)
         .await
-        .unwrap();
+        .unwrap()
+        .into_iter()
+        .map(|entry| entry.message)
+        .collect();
     assert!(!left_over.is_empty(), "the revision step was never sent");
     let second_queue = Arc::new(InMemoryStepQueue::new());
     second_queue.send(&left_over).await.unwrap();

@@ -13,6 +13,35 @@ use crate::rows::{millis, without_fsync};
 use crate::{SqliteStore, unavailable};
 
 impl SqliteStore {
+    /// Whether any lease of the run stands at `now`: unexpired, its
+    /// process alive.
+    pub(crate) async fn any_live_lease(
+        &self,
+        tenant_id: &str,
+        run_id: &str,
+        now: Instant,
+    ) -> Result<bool, StoreError> {
+        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
+        let now = millis(now);
+        let owners: Vec<String> = self
+            .with_reader(move |connection| {
+                let mut statement = connection
+                    .prepare_cached(
+                        "SELECT owner FROM leases
+                         WHERE tenant_id = ?1 AND run_id = ?2 AND expires_at_millis > ?3",
+                    )
+                    .map_err(unavailable)?;
+                let rows = statement
+                    .query_map(params![tenant_id, run_id, now], |row| row.get(0))
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
+            })
+            .await?;
+        Ok(owners
+            .iter()
+            .any(|owner| self.claimant_process.is_alive(owner)))
+    }
+
     pub(crate) async fn claim_lease(
         &self,
         tenant_id: &str,

@@ -12,7 +12,7 @@
 //! | `idempotency` | `tenant_id, idempotency_key` | `run_id` |
 //! | `events` | `tenant_id, run_id, sequence` | `frame` (JSON) |
 //! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis`, `owner` (the claiming process's token: a lease of a dead process is void at once; the column is added on open to files written before it) |
-//! | `outbox` | `tenant_id, run_id, message_id` | `message` (JSON), `resent`, `written_at_millis` |
+//! | `outbox` | `tenant_id, run_id, message_id` | `message` (JSON), `resent` (how many times re-sent; 0: pending), `written_at_millis`, `quiet_since_millis` (indexed: the sweeper re-drives entries quiet for two leases; added on open to files written before it, set from `written_at_millis`) |
 //! | `capabilities` | `tenant_id, capability_id` | `record` (JSON) |
 //! | `entries` | `tenant_id, run_id, entry_key` | `body` (JSON): what lives beside a run (conversation turns, judge calls), put by the commit that carries it (added without a version change, like `threads`) |
 //! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
@@ -124,9 +124,9 @@ CREATE TABLE IF NOT EXISTS outbox (
     message TEXT NOT NULL,
     resent INTEGER NOT NULL DEFAULT 0,
     written_at_millis INTEGER NOT NULL,
+    quiet_since_millis INTEGER,
     PRIMARY KEY (tenant_id, run_id, message_id)
 );
-CREATE INDEX IF NOT EXISTS outbox_waiting ON outbox (resent, written_at_millis);
 CREATE TABLE IF NOT EXISTS capabilities (
     tenant_id TEXT NOT NULL,
     capability_id TEXT NOT NULL,
@@ -279,6 +279,7 @@ impl SqliteStore {
         add_lease_owner_column(&setup)?;
         add_forked_from_column(&setup)?;
         add_retention_column(&setup)?;
+        add_outbox_quiet_column(&setup)?;
         index_runs_by_status_and_creation(&setup)?;
         if counters_are_new {
             count_live_runs_once(&setup)?;
@@ -392,6 +393,30 @@ fn add_retention_column(setup: &rusqlite::Transaction<'_>) -> Result<(), StoreEr
         .execute_batch(
             "CREATE INDEX IF NOT EXISTS runs_by_expiry ON runs (retain_until_millis) \
              WHERE retain_until_millis IS NOT NULL",
+        )
+        .map_err(unavailable)
+}
+
+/// Files written before the sweeper re-drove stalled runs lack the
+/// outbox's `quiet_since_millis`: it is added, set from each entry's
+/// `written_at_millis` (an entry re-sent once under the old rule is
+/// re-driven again if it is still there), and indexed in place of the old
+/// `(resent, written_at_millis)` index.
+fn add_outbox_quiet_column(setup: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    let has_column = setup
+        .prepare("SELECT 1 FROM pragma_table_info('outbox') WHERE name = 'quiet_since_millis'")
+        .and_then(|mut statement| statement.exists([]))
+        .map_err(unavailable)?;
+    if !has_column {
+        setup
+            .execute_batch("ALTER TABLE outbox ADD COLUMN quiet_since_millis INTEGER")
+            .map_err(unavailable)?;
+    }
+    setup
+        .execute_batch(
+            "UPDATE outbox SET quiet_since_millis = written_at_millis WHERE quiet_since_millis IS NULL;
+             DROP INDEX IF EXISTS outbox_waiting;
+             CREATE INDEX IF NOT EXISTS outbox_quiet ON outbox (quiet_since_millis);",
         )
         .map_err(unavailable)
 }

@@ -57,6 +57,11 @@ pub struct ShippedStepTimings {
     pub function_seconds: u32,
     /// `BATON_LLM_TIMEOUT_SECONDS`: one model request's limit.
     pub model_request_seconds: u32,
+    /// The sweeper's `BATON_SWEEP_AFTER_SECONDS`: how long an outbox entry
+    /// is quiet before it re-drives it.
+    pub sweep_after_seconds: u32,
+    /// How often the sweeper runs (its schedule's `rate(...)`).
+    pub sweeper_every_seconds: u32,
 }
 
 /// Reads [`ShippedStepTimings`] from `infra/template.yaml`.
@@ -81,7 +86,35 @@ pub fn shipped_step_timings() -> Result<ShippedStepTimings, String> {
         node_lease_seconds: seconds("NodeLeaseSeconds")?,
         function_seconds: seconds("FunctionSeconds")?,
         model_request_seconds: seconds("ModelRequestSeconds")?,
+        sweep_after_seconds: template["Mappings"]["Timeouts"]["Sweeper"]["OutboxAfterSeconds"]
+            .as_u64()
+            .and_then(|value| u32::try_from(value).ok())
+            .ok_or("infra/template.yaml: Mappings.Timeouts.Sweeper.OutboxAfterSeconds is not a whole number")?,
+        sweeper_every_seconds: schedule_rate_seconds(
+            template["Resources"]["SweeperFunction"]["Properties"]["Events"]["EveryMinute"]
+                ["Properties"]["Schedule"]
+                .as_str()
+                .unwrap_or_default(),
+        )?,
     })
+}
+
+/// The seconds of an EventBridge `rate(N unit)` expression.
+fn schedule_rate_seconds(expression: &str) -> Result<u32, String> {
+    let refused = || format!("the sweeper's schedule `{expression}` is not rate(N minutes|hours)");
+    let inner = expression
+        .strip_prefix("rate(")
+        .and_then(|rest| rest.strip_suffix(')'))
+        .ok_or_else(refused)?;
+    let (count, unit) = inner.split_once(' ').ok_or_else(refused)?;
+    let count: u32 = count.parse().map_err(|_| refused())?;
+    let unit_seconds = match unit.trim_end_matches('s') {
+        "minute" => 60,
+        "hour" => 3600,
+        "day" => 86_400,
+        _ => return Err(refused()),
+    };
+    Ok(count * unit_seconds)
 }
 
 /// A step queue and its dead-letter queue as the template ships them.

@@ -40,7 +40,9 @@ use serde_json::json;
 
 use baton_core::basics::instant::Instant;
 use baton_runtime::error::StoreError;
-use baton_runtime::ports::{ClaimOutcome, CreateOutcome, NodeClaim, RunStore, StepCommit};
+use baton_runtime::ports::{
+    ClaimOutcome, CreateOutcome, NodeClaim, OutboxQuiet, RunStore, StepCommit,
+};
 
 const NOW: Instant = Instant::from_unix_millis(1_767_225_600_000);
 
@@ -232,9 +234,13 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     )?;
     let plan_message_id = pending[0].message_id.clone();
     store
-        .mark_outbox_sent(
+        .mark_outbox_quiet(
             RunKey::new(&tenant, &run_id),
             std::slice::from_ref(&plan_message_id),
+            OutboxQuiet {
+                since: Instant::from_unix_millis(5_000),
+                resends: 1,
+            },
         )
         .await
         .map_err(failed)?;
@@ -320,39 +326,70 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
     let far_future = Instant::from_unix_millis(u64::MAX / 2);
     check(
         !store
-            .stale_outbox(far_future, 1000)
+            .quiet_outbox(far_future, 1000)
             .await
             .map_err(failed)?
             .iter()
-            .any(|m| m.message_id == plan_message_id),
+            .any(|entry| entry.message.message_id == plan_message_id),
         "the commit consumed the handled message's entry",
     )?;
 
-    // The sweeper's view: unconsumed entries written before a cutoff, across runs.
-    let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
+    // The sweeper's view: unconsumed entries quiet since before a cutoff,
+    // across runs, with their re-send counts.
+    let quiet = store.quiet_outbox(far_future, 1000).await.map_err(failed)?;
     check(
-        stale.iter().any(|m| m.message_id == message.message_id),
-        "an unsent entry is stale once the cutoff passes it",
+        quiet
+            .iter()
+            .any(|entry| entry.message.message_id == message.message_id && entry.resends == 0),
+        "an entry never re-sent is quiet once the cutoff passes its write",
     )?;
     check(
         store
-            .stale_outbox(Instant::from_unix_millis(0), 1000)
+            .quiet_outbox(Instant::from_unix_millis(0), 1000)
             .await
             .map_err(failed)?
             .is_empty(),
-        "nothing is older than the epoch",
+        "nothing is quiet since before the epoch",
     )?;
+    // Re-sent: quiet again only from the instant the sweeper set, counted.
+    let quiet_again = Instant::from_unix_millis(u64::MAX / 4);
     store
-        .mark_outbox_sent(
+        .mark_outbox_quiet(
             RunKey::new(&tenant, &run_id),
             std::slice::from_ref(&message.message_id),
+            OutboxQuiet {
+                since: quiet_again,
+                resends: 2,
+            },
         )
         .await
         .map_err(failed)?;
-    let stale = store.stale_outbox(far_future, 1000).await.map_err(failed)?;
     check(
-        !stale.iter().any(|m| m.message_id == message.message_id),
-        "a re-sent entry is no longer stale",
+        !store
+            .quiet_outbox(quiet_again, 1000)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|entry| entry.message.message_id == message.message_id),
+        "a re-sent entry is off the sweeper's list until its new quiet-since",
+    )?;
+    check(
+        store
+            .quiet_outbox(far_future, 1000)
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|entry| entry.message.message_id == message.message_id && entry.resends == 2),
+        "a re-sent entry is quiet again after its new quiet-since, with its count",
+    )?;
+    check(
+        !store
+            .pending_outbox(RunKey::new(&tenant, &run_id))
+            .await
+            .map_err(failed)?
+            .iter()
+            .any(|m| m.message_id == message.message_id),
+        "a re-sent entry is not pending (a stale delivery does not re-send it again)",
     )?;
     let follow_up = StepMessage::new(
         &tenant,
@@ -447,6 +484,13 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         now: Instant::from_unix_millis(now),
         lease_expires_at: Instant::from_unix_millis(now + 1_000),
     };
+    let live_at = |at: u64| {
+        store.run_holds_live_lease(RunKey::new(&tenant, &run_id), Instant::from_unix_millis(at))
+    };
+    check(
+        !live_at(10_000).await.map_err(failed)?,
+        "a run nobody claimed holds no live lease",
+    )?;
     let won = store
         .claim_node(
             RunKey::new(&tenant, &run_id),
@@ -456,6 +500,14 @@ pub async fn run_store_conformance(store: Arc<dyn RunStore>, unique: &str) -> Re
         .await
         .map_err(failed)?;
     check(won == ClaimOutcome::Claimed, "the first claim wins")?;
+    check(
+        live_at(10_500).await.map_err(failed)?,
+        "a claimed run holds a live lease until its expiry",
+    )?;
+    check(
+        !live_at(11_000).await.map_err(failed)?,
+        "a lease past its expiry is not live",
+    )?;
     check(
         store
             .pending_outbox(RunKey::new(&tenant, &run_id))

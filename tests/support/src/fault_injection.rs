@@ -282,6 +282,15 @@ impl baton_runtime::ports::NodeLeases for ThrottlingStore {
         self.throttled()?;
         self.inner.renew_claim(key, claim).await
     }
+
+    async fn run_holds_live_lease(
+        &self,
+        key: RunKey<'_>,
+        now: baton_core::basics::instant::Instant,
+    ) -> Result<bool, baton_runtime::error::StoreError> {
+        self.throttled()?;
+        self.inner.run_holds_live_lease(key, now).await
+    }
 }
 
 #[async_trait]
@@ -294,22 +303,23 @@ impl baton_runtime::ports::OutboxStore for ThrottlingStore {
         self.inner.pending_outbox(key).await
     }
 
-    async fn mark_outbox_sent(
+    async fn mark_outbox_quiet(
         &self,
         key: RunKey<'_>,
         message_ids: &[String],
+        quiet: baton_runtime::ports::OutboxQuiet,
     ) -> Result<(), baton_runtime::error::StoreError> {
         self.throttled()?;
-        self.inner.mark_outbox_sent(key, message_ids).await
+        self.inner.mark_outbox_quiet(key, message_ids, quiet).await
     }
 
-    async fn stale_outbox(
+    async fn quiet_outbox(
         &self,
-        written_before: baton_core::basics::instant::Instant,
+        quiet_before: baton_core::basics::instant::Instant,
         limit: usize,
-    ) -> Result<Vec<StepMessage>, baton_runtime::error::StoreError> {
+    ) -> Result<Vec<baton_runtime::ports::QuietOutboxEntry>, baton_runtime::error::StoreError> {
         self.throttled()?;
-        self.inner.stale_outbox(written_before, limit).await
+        self.inner.quiet_outbox(quiet_before, limit).await
     }
 }
 

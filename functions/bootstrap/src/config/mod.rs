@@ -66,8 +66,10 @@ pub struct Configuration {
     /// `BATON_DEAD_LETTER_QUEUE_URL`: the step queue's dead-letter queue,
     /// read by the sweeper to end the runs of dead-lettered steps.
     pub dead_letter_queue_url: Option<String>,
-    /// `BATON_SWEEP_AFTER_SECONDS`: age of an unconsumed outbox entry the sweeper
-    /// re-sends (default 300).
+    /// `BATON_SWEEP_AFTER_SECONDS`: how long an unconsumed outbox entry is
+    /// quiet (with no live lease in its run) before the sweeper re-drives
+    /// it; twice as long after each re-send. Default two node leases
+    /// (`BATON_NODE_LEASE_SECONDS`).
     pub sweep_after: Duration,
     /// `BATON_HUMAN_TASK_TIMEOUT_SECONDS`: a human task's SLA; unanswered
     /// after this, the run fails (or an `onTimeout` policy fires). Default 900.
@@ -228,14 +230,6 @@ impl Configuration {
                 )));
             }
         };
-        let sweep_after = match non_empty(read, "BATON_SWEEP_AFTER_SECONDS") {
-            None => Duration::from_secs(300),
-            Some(text) => Duration::from_secs(text.parse::<u64>().map_err(|_| {
-                StartupError(format!(
-                    "BATON_SWEEP_AFTER_SECONDS must be whole seconds (got `{text}`)"
-                ))
-            })?),
-        };
         let human_task_timeout = match non_empty(read, "BATON_HUMAN_TASK_TIMEOUT_SECONDS") {
             None => baton_core::engine::DEFAULT_HUMAN_TASK_TIMEOUT,
             Some(text) => match text.parse::<u64>() {
@@ -303,6 +297,14 @@ impl Configuration {
             "BATON_NODE_LEASE_SECONDS",
             30,
         )? as u64);
+        let sweep_after = match non_empty(read, "BATON_SWEEP_AFTER_SECONDS") {
+            None => 2 * node_lease,
+            Some(text) => Duration::from_secs(text.parse::<u64>().map_err(|_| {
+                StartupError(format!(
+                    "BATON_SWEEP_AFTER_SECONDS must be whole seconds (got `{text}`)"
+                ))
+            })?),
+        };
         let step_budget = Duration::from_secs(positive_whole_number(
             read,
             "BATON_STEP_BUDGET_SECONDS",
@@ -441,7 +443,11 @@ mod tests {
     fn defaults_values_and_errors() {
         let defaults = Configuration::from_variables(&reader(&[])).unwrap();
         assert_eq!(defaults.planner, PlannerChoice::Deterministic);
-        assert_eq!(defaults.sweep_after, Duration::from_secs(300));
+        assert_eq!(
+            defaults.sweep_after,
+            Duration::from_secs(60),
+            "two node leases"
+        );
         assert_eq!(defaults.human_task_timeout, Duration::from_secs(900));
         assert_eq!(defaults.agent_session_limit, Duration::from_secs(90));
         assert_eq!(defaults.worker_id("step"), "step");

@@ -36,9 +36,13 @@ pub(crate) fn part_sk(whole: &str, index: usize) -> String {
     format!("{whole}#P{index:03}")
 }
 
+/// What every lease's sort key starts with (the sweeper's look for a live
+/// lease in a run).
+pub(crate) const NODE_LEASE_PREFIX: &str = "LEASE#";
+
 /// A node's (or claim's) lease for `attempt`.
 pub(crate) fn node_lease_sk(claim_key: &str, attempt: u32) -> String {
-    format!("LEASE#{claim_key}#{attempt:06}")
+    format!("{NODE_LEASE_PREFIX}{claim_key}#{attempt:06}")
 }
 
 /// An outbox entry of a run.

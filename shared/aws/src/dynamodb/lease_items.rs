@@ -11,11 +11,33 @@ use baton_core::wire::event::EventDraft;
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{ClaimOutcome, NodeClaim, NodeLeases};
 
-use super::keys::{node_lease_sk, run_pk};
+use super::keys::{NODE_LEASE_PREFIX, node_lease_sk, run_pk};
 use crate::dynamodb::store::{DynamoRunStore, Item, n, read_number, s, sdk_failure, unavailable};
 
 #[async_trait]
 impl NodeLeases for DynamoRunStore {
+    async fn run_holds_live_lease(
+        &self,
+        key: RunKey<'_>,
+        now: Instant,
+    ) -> Result<bool, StoreError> {
+        let output = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk AND begins_with(sk, :leases)")
+            .filter_expression("leaseExpiresAt > :now")
+            .expression_attribute_values(":pk", s(run_pk(key.tenant_id(), key.run_id())))
+            .expression_attribute_values(":leases", s(NODE_LEASE_PREFIX))
+            .expression_attribute_values(":now", n(now.unix_millis()))
+            .select(aws_sdk_dynamodb::types::Select::Count)
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk_failure)?;
+        Ok(output.count() > 0)
+    }
+
     async fn claim_node(
         &self,
         key: RunKey<'_>,

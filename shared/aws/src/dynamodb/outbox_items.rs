@@ -1,11 +1,14 @@
-//! The outbox items of the DynamoDB run store: a run's unsent entries, the
-//! sweeper's sparse-index view across runs, and marking entries sent.
+//! The outbox items of the DynamoDB run store: a run's entries never
+//! re-sent, the sweeper's sparse-index view across runs (every unconsumed
+//! entry, by the time it has been quiet since: `gsi1sk`), and marking
+//! entries quiet again after a re-send.
 
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, TransactWriteItem};
 use baton_core::basics::ids::RunKey;
 use baton_core::basics::instant::Instant;
 use baton_core::state::run::StepMessage;
 use baton_runtime::error::StoreError;
+use baton_runtime::ports::{OutboxQuiet, QuietOutboxEntry};
 
 use super::keys::{awaiting_human_pk, outbox_sk, pending_outbox_pk, run_pk};
 use crate::dynamodb::store::{
@@ -15,6 +18,12 @@ use crate::dynamodb::store::{
 
 fn pending_outbox_shard(run_id: &str) -> String {
     pending_outbox_pk(shard_of(run_id, PENDING_OUTBOX_SHARDS))
+}
+
+/// An entry's place in its shard of the sweeper's index: quiet since, then
+/// its message id.
+fn quiet_order(quiet_since: Instant, message_id: &str) -> String {
+    format!("{:020}#{message_id}", quiet_since.unix_millis())
 }
 
 impl DynamoRunStore {
@@ -39,17 +48,14 @@ impl DynamoRunStore {
                     ("sk".to_string(), s(outbox_sk(&message.message_id))),
                     ("message".to_string(), s(text)),
                     ("sent".to_string(), AttributeValue::Bool(false)),
+                    ("resends".to_string(), AttributeValue::N("0".to_string())),
                     (
                         "gsi1pk".to_string(),
                         s(pending_outbox_shard(&message.run_id)),
                     ),
                     (
                         "gsi1sk".to_string(),
-                        s(format!(
-                            "{:020}#{}",
-                            self.clock.now().unix_millis(),
-                            message.message_id
-                        )),
+                        s(quiet_order(self.clock.now(), &message.message_id)),
                     ),
                 ]);
                 put(&self.table, item, None)
@@ -151,12 +157,12 @@ impl DynamoRunStore {
         }
     }
 
-    pub(crate) async fn query_stale_outbox(
+    pub(crate) async fn query_quiet_outbox(
         &self,
-        written_before: Instant,
+        quiet_before: Instant,
         limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        let mut stale: Vec<(String, StepMessage)> = Vec::new();
+    ) -> Result<Vec<QuietOutboxEntry>, StoreError> {
+        let mut quiet: Vec<(String, QuietOutboxEntry)> = Vec::new();
         for shard in 0..PENDING_OUTBOX_SHARDS {
             let output = self
                 .client
@@ -167,7 +173,7 @@ impl DynamoRunStore {
                 .expression_attribute_values(":shard", s(pending_outbox_pk(shard)))
                 .expression_attribute_values(
                     ":cutoff",
-                    s(format!("{:020}", written_before.unix_millis())),
+                    s(format!("{:020}", quiet_before.unix_millis())),
                 )
                 .limit(i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000))
                 .send()
@@ -177,22 +183,29 @@ impl DynamoRunStore {
                 let order = read_text(item, "gsi1sk")?.to_string();
                 let message = serde_json::from_str(read_text(item, "message")?)
                     .map_err(|error| StoreError::Corrupt(error.to_string()))?;
-                stale.push((order, message));
+                quiet.push((
+                    order,
+                    QuietOutboxEntry {
+                        message,
+                        resends: resends_of(item),
+                    },
+                ));
             }
         }
-        stale.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(stale
+        quiet.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(quiet
             .into_iter()
             .take(limit)
-            .map(|(_, message)| message)
+            .map(|(_, entry)| entry)
             .collect())
     }
 
-    pub(crate) async fn update_outbox_sent(
+    pub(crate) async fn update_outbox_quiet(
         &self,
         tenant_id: &str,
         run_id: &str,
         message_ids: &[String],
+        quiet: OutboxQuiet,
     ) -> Result<(), StoreError> {
         let pk = run_pk(tenant_id, run_id);
         for message_id in message_ids {
@@ -202,11 +215,19 @@ impl DynamoRunStore {
                 .table_name(&self.table)
                 .key("pk", s(&pk))
                 .key("sk", s(outbox_sk(message_id)))
-                .update_expression("SET sent = :true REMOVE gsi1pk, gsi1sk")
+                .update_expression(
+                    "SET sent = :sent, resends = :resends, gsi1pk = :shard, gsi1sk = :order",
+                )
                 // Never creates an item: an entry already consumed (its
                 // step committed meanwhile) is gone, which is success.
                 .condition_expression("attribute_exists(pk)")
-                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .expression_attribute_values(":sent", AttributeValue::Bool(quiet.resends > 0))
+                .expression_attribute_values(
+                    ":resends",
+                    AttributeValue::N(quiet.resends.to_string()),
+                )
+                .expression_attribute_values(":shard", s(pending_outbox_shard(run_id)))
+                .expression_attribute_values(":order", s(quiet_order(quiet.since, message_id)))
                 .send()
                 .await;
             match marked {
@@ -222,5 +243,14 @@ impl DynamoRunStore {
             }
         }
         Ok(())
+    }
+}
+
+/// How many times an entry was re-sent: `resends`, or for an entry written
+/// before the count existed, 1 when it was marked `sent`.
+fn resends_of(item: &Item) -> u32 {
+    match item.get("resends") {
+        Some(AttributeValue::N(count)) => count.parse().unwrap_or(0),
+        _ => u32::from(matches!(item.get("sent"), Some(AttributeValue::Bool(true)))),
     }
 }

@@ -371,21 +371,22 @@ impl OutboxStore for DynamoRunStore {
         self.query_pending_outbox(tenant_id, run_id).await
     }
 
-    async fn stale_outbox(
+    async fn quiet_outbox(
         &self,
-        written_before: Instant,
+        quiet_before: Instant,
         limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        self.query_stale_outbox(written_before, limit).await
+    ) -> Result<Vec<baton_runtime::ports::QuietOutboxEntry>, StoreError> {
+        self.query_quiet_outbox(quiet_before, limit).await
     }
 
-    async fn mark_outbox_sent(
+    async fn mark_outbox_quiet(
         &self,
         key: RunKey<'_>,
         message_ids: &[String],
+        quiet: baton_runtime::ports::OutboxQuiet,
     ) -> Result<(), StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        self.update_outbox_sent(tenant_id, run_id, message_ids)
+        self.update_outbox_quiet(tenant_id, run_id, message_ids, quiet)
             .await
     }
 }

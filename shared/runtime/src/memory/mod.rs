@@ -2,7 +2,6 @@
 //! Same semantics as the cloud adapters (conditional commits, contiguous
 //! sequence numbers, leases, outbox, at-least-once redelivery), one process.
 
-use crate::ports::OutboxStore;
 use crate::ports::RunLog;
 use crate::ports::RunQueries;
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +22,7 @@ mod evaluation_files;
 mod event_log;
 mod local_secrets;
 mod node_leases;
+mod outbox_entries;
 mod queue;
 mod registrations;
 mod request_key_book;
@@ -37,8 +37,10 @@ use crate::ports::{Clock, CreateOutcome, StepCommit, StoredRun};
 
 struct OutboxEntry {
     message: StepMessage,
-    sent: bool,
-    written_at_millis: u64,
+    /// Re-sent this many times (0: never; only those are "pending").
+    resends: u32,
+    /// Written, or what the last `mark_outbox_quiet` set.
+    quiet_since_millis: u64,
 }
 
 struct Lease {
@@ -239,8 +241,8 @@ impl RunLog for InMemoryRunStore {
                         message.message_id.clone(),
                         Box::new(OutboxEntry {
                             message,
-                            sent: false,
-                            written_at_millis: self.clock.now().unix_millis(),
+                            resends: 0,
+                            quiet_since_millis: self.clock.now().unix_millis(),
                         }),
                     )
                 })
@@ -323,8 +325,8 @@ impl RunLog for InMemoryRunStore {
             let message_id = message.message_id.clone();
             let entry = OutboxEntry {
                 message,
-                sent: false,
-                written_at_millis,
+                resends: 0,
+                quiet_since_millis: written_at_millis,
             };
             owner.outbox.insert(message_id, Box::new(entry));
         }
@@ -400,59 +402,6 @@ impl RunLog for InMemoryRunStore {
             correlation_id: &correlation_id,
             trace_id,
         })
-    }
-}
-
-#[async_trait]
-impl OutboxStore for InMemoryRunStore {
-    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run(tenant_id, run_id)?;
-        Ok(record
-            .outbox
-            .values()
-            .filter(|entry| !entry.sent)
-            .map(|entry| entry.message.clone())
-            .collect())
-    }
-
-    async fn stale_outbox(
-        &self,
-        written_before: Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        let tables = self.tables.lock().map_err(|_| poisoned())?;
-        let mut stale: Vec<(u64, StepMessage)> = tables
-            .runs
-            .values()
-            .flat_map(HashMap::values)
-            .flat_map(|record| record.outbox.values())
-            .filter(|entry| !entry.sent && entry.written_at_millis < written_before.unix_millis())
-            .map(|entry| (entry.written_at_millis, entry.message.clone()))
-            .collect();
-        stale.sort_by_key(|(written, _)| *written);
-        Ok(stale
-            .into_iter()
-            .take(limit)
-            .map(|(_, message)| message)
-            .collect())
-    }
-
-    async fn mark_outbox_sent(
-        &self,
-        key: RunKey<'_>,
-        message_ids: &[String],
-    ) -> Result<(), StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let mut tables = self.tables.lock().map_err(|_| poisoned())?;
-        let record = tables.run_mut(tenant_id, run_id)?;
-        for message_id in message_ids {
-            if let Some(entry) = record.outbox.get_mut(message_id) {
-                entry.sent = true;
-            }
-        }
-        Ok(())
     }
 }
 

@@ -50,6 +50,25 @@ impl NodeLeases for InMemoryRunStore {
         Ok(ClaimOutcome::Claimed)
     }
 
+    async fn run_holds_live_lease(
+        &self,
+        key: RunKey<'_>,
+        now: Instant,
+    ) -> Result<bool, StoreError> {
+        let tables = self.tables.lock().map_err(|_| poisoned())?;
+        let Some(record) = tables
+            .runs
+            .get(key.tenant_id())
+            .and_then(|runs| runs.get(key.run_id()))
+        else {
+            return Ok(false);
+        };
+        Ok(record
+            .leases
+            .values()
+            .any(|lease| lease.expires_at_millis > now.unix_millis()))
+    }
+
     async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let mut tables = self.tables.lock().map_err(|_| poisoned())?;

@@ -39,7 +39,9 @@ use crate::error::StoreError;
 use crate::observe::lifecycle_log::{lines_of, log_lines};
 use crate::observe::metric_names;
 use crate::observe::run_traces::{EndedRun, RunSpanExporter};
-use crate::ports::{ClaimOutcome, CreateOutcome, NodeClaim, StepCommit, StoredRun};
+use crate::ports::{
+    ClaimOutcome, CreateOutcome, NodeClaim, OutboxQuiet, QuietOutboxEntry, StepCommit, StoredRun,
+};
 
 /// The namespace of the EMF metrics.
 pub const EMF_NAMESPACE: &str = "Baton";
@@ -496,6 +498,14 @@ impl NodeLeases for ObservedRunStore {
         self.inner.renew_claim(key, claim).await
     }
 
+    async fn run_holds_live_lease(
+        &self,
+        key: RunKey<'_>,
+        now: Instant,
+    ) -> Result<bool, StoreError> {
+        self.inner.run_holds_live_lease(key, now).await
+    }
+
     async fn release_claim(
         &self,
         key: RunKey<'_>,
@@ -515,20 +525,21 @@ impl OutboxStore for ObservedRunStore {
         self.inner.pending_outbox(key).await
     }
 
-    async fn mark_outbox_sent(
+    async fn mark_outbox_quiet(
         &self,
         key: RunKey<'_>,
         message_ids: &[String],
+        quiet: OutboxQuiet,
     ) -> Result<(), StoreError> {
-        self.inner.mark_outbox_sent(key, message_ids).await
+        self.inner.mark_outbox_quiet(key, message_ids, quiet).await
     }
 
-    async fn stale_outbox(
+    async fn quiet_outbox(
         &self,
-        written_before: Instant,
+        quiet_before: Instant,
         limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        self.inner.stale_outbox(written_before, limit).await
+    ) -> Result<Vec<QuietOutboxEntry>, StoreError> {
+        self.inner.quiet_outbox(quiet_before, limit).await
     }
 }
 

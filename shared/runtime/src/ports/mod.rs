@@ -21,12 +21,14 @@ mod audit_ports;
 mod embedding_ports;
 #[cfg(feature = "evaluations")]
 pub mod evaluation_ports;
+mod outbox_ports;
 mod request_key_ports;
 mod schedule_ports;
 mod secret_ports;
 mod store_upkeep;
 pub use audit_ports::{AuditAppend, AuditLog, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
 pub use embedding_ports::TextEmbedder;
+pub use outbox_ports::{OutboxQuiet, OutboxStore, QuietOutboxEntry};
 pub use request_key_ports::{ClaimTimes, RequestKeyClaim, RequestKeyRecord, RequestKeys};
 pub use schedule_ports::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};
 pub use secret_ports::{
@@ -221,31 +223,12 @@ pub trait NodeLeases: Send + Sync {
     /// heartbeat while its capability runs). `false` when the claimant no
     /// longer holds it (released, or taken over after it expired).
     async fn renew_claim(&self, key: RunKey<'_>, claim: NodeClaim<'_>) -> Result<bool, StoreError>;
-}
 
-/// The outbox of committed step messages as the relay and the sweeper see
-/// it: a run's pending entries, entries marked re-sent, and every run's
-/// entries older than a time.
-#[async_trait]
-pub trait OutboxStore: Send + Sync {
-    /// Outbox entries neither consumed nor already re-sent.
-    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError>;
-
-    /// Records that entries were re-sent (off the sweeper's list).
-    async fn mark_outbox_sent(
-        &self,
-        key: RunKey<'_>,
-        message_ids: &[String],
-    ) -> Result<(), StoreError>;
-
-    /// Unconsumed, not yet re-sent outbox entries of any run written before
-    /// `written_before` (a crash between commit and send, or a backlog),
-    /// oldest first.
-    async fn stale_outbox(
-        &self,
-        written_before: Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError>;
+    /// Whether any step of the run holds a lease that stands at `now`
+    /// (unexpired, and on SQLite its process alive): the sweeper leaves
+    /// such a run's outbox alone, its holder is at work.
+    async fn run_holds_live_lease(&self, key: RunKey<'_>, now: Instant)
+    -> Result<bool, StoreError>;
 }
 
 /// Reads across a tenant's runs: the runs list and what waits for people
@@ -298,10 +281,13 @@ pub trait RunQueries: Send + Sync {
 /// Outbox lifecycle: an entry is written by the commit that decides the
 /// step, sent by the relay (no store write), and consumed (removed) by the
 /// commit of the step that handles it, never earlier: a worker that dies
-/// after claiming a node leaves the entry, so the step is driven again. An entry still there after
-/// a while was lost between commit and send, or is waiting in a backlog: the
-/// sweeper (and a stale delivery of the same run) re-sends it once and marks
-/// it with `mark_outbox_sent` so it is not re-sent again.
+/// after claiming a node leaves the entry, so the step is driven again. An
+/// entry still there after a while was lost between commit and send, held
+/// by a holder that died before its first hold, or is waiting in a
+/// backlog: a stale delivery of the same run re-sends it once, and the
+/// sweeper re-sends it each time it has been quiet for two leases with no
+/// live lease in its run, waiting twice as long after each re-send
+/// (`OutboxStore::mark_outbox_quiet`).
 ///
 /// Split into the roles its callers use ([`RunLog`], [`NodeLeases`],
 /// [`OutboxStore`], [`RunQueries`]): a caller holds only the role it needs

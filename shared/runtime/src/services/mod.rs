@@ -425,7 +425,11 @@ impl Services {
             )
             .with_remote_agents(ports.remote_agents.clone()),
         );
-        let relay = OutboxRelay::new(ports.store.clone(), ports.queue.clone());
+        let relay = OutboxRelay::new(
+            ports.store.clone(),
+            ports.queue.clone(),
+            ports.clock.clone(),
+        );
         let lifecycle = lifecycle_bus::LifecycleBus::default();
         let streams = Arc::new(StreamBudget::new(
             ports.stream_leases.clone(),

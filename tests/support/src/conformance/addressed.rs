@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{check, commit, new_run};
 use baton_runtime::error::StoreError;
-use baton_runtime::ports::{CreateOutcome, RunStore};
+use baton_runtime::ports::{CreateOutcome, OutboxQuiet, RunStore};
 
 /// A cutoff after any entry's write, whatever the store's clock says.
 const LATER: baton_core::basics::instant::Instant =
@@ -79,18 +79,22 @@ pub(super) async fn addressed_entries_conformance(
             .any(|message| message.message_id == child_ended.message_id),
         "an entry addressed to the parent is in the parent's pending outbox",
     )?;
-    let stale = store.stale_outbox(LATER, 1_000).await.map_err(failed)?;
+    let quiet = store.quiet_outbox(LATER, 1_000).await.map_err(failed)?;
     check(
-        stale
+        quiet
             .iter()
-            .any(|message| message.message_id == child_ended.message_id),
+            .any(|entry| entry.message.message_id == child_ended.message_id),
         "the sweeper sees the entry addressed to the parent",
     )?;
-    // Marking it sent finds it; marking an entry that is gone succeeds.
+    // Marking it re-sent finds it; marking an entry that is gone succeeds.
     store
-        .mark_outbox_sent(
+        .mark_outbox_quiet(
             RunKey::new(tenant, &parent_id),
             &[child_ended.message_id.clone(), format!("{parent_id}:gone")],
+            OutboxQuiet {
+                since: LATER,
+                resends: 1,
+            },
         )
         .await
         .map_err(|error| format!("marking a present and a gone entry: {error}"))?;
@@ -114,18 +118,28 @@ pub(super) async fn addressed_entries_conformance(
         )
         .await
         .map_err(failed)?;
-    let stale = store.stale_outbox(LATER, 1_000).await.map_err(failed)?;
+    let quiet = store
+        .quiet_outbox(
+            baton_core::basics::instant::Instant::from_unix_millis(u64::MAX / 2),
+            1_000,
+        )
+        .await
+        .map_err(failed)?;
     check(
-        !stale
+        !quiet
             .iter()
-            .any(|message| message.message_id == child_ended.message_id),
+            .any(|entry| entry.message.message_id == child_ended.message_id),
         "the parent's commit consumed the entry its child wrote: the sweeper no longer sees it",
     )?;
     store
-        .mark_outbox_sent(
+        .mark_outbox_quiet(
             RunKey::new(tenant, &parent_id),
             std::slice::from_ref(&child_ended.message_id),
+            OutboxQuiet {
+                since: LATER,
+                resends: 2,
+            },
         )
         .await
-        .map_err(|error| format!("marking a consumed entry sent: {error}"))
+        .map_err(|error| format!("marking a consumed entry re-sent: {error}"))
 }

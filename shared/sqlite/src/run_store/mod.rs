@@ -1,5 +1,7 @@
 //! The ports on the SQLite file: runs, events, leases, outbox, capabilities.
 
+mod outbox_rows;
+
 use async_trait::async_trait;
 use baton_core::basics::ids::RunKey;
 use baton_core::basics::instant::Instant;
@@ -8,14 +10,14 @@ use baton_core::state::run::{RunState, StepMessage};
 use baton_core::wire::event::{EventDraft, EventFrame};
 use baton_runtime::error::StoreError;
 use baton_runtime::ports::{
-    CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, NodeLeases, OutboxStore, RunLog,
-    RunQueries, StepCommit, StoredRun,
+    CapabilityDirectory, ClaimOutcome, CreateOutcome, NodeClaim, NodeLeases, RunLog, RunQueries,
+    StepCommit, StoredRun,
 };
 use rusqlite::{OptionalExtension, params};
 
 use crate::event_log::{Appended, append, append_unless_settled};
 use crate::group_commit::{Durability, Grouped};
-use crate::rows::{as_i64, begin, from_json, millis, texts, to_json, without_fsync};
+use crate::rows::{as_i64, begin, from_json, millis, texts, to_json};
 use crate::state_column::{StoredState, encode_state};
 use crate::{SqliteStore, unavailable};
 
@@ -26,8 +28,8 @@ fn write_outbox(
 ) -> Result<(), StoreError> {
     let mut insert = transaction
         .prepare_cached(
-            "INSERT OR REPLACE INTO outbox (tenant_id, run_id, message_id, message, resent, written_at_millis)
-             VALUES (?1, ?2, ?3, ?4, 0, ?5)",
+            "INSERT OR REPLACE INTO outbox (tenant_id, run_id, message_id, message, resent, written_at_millis, quiet_since_millis)
+             VALUES (?1, ?2, ?3, ?4, 0, ?5, ?5)",
         )
         .map_err(unavailable)?;
     for message in outbox {
@@ -394,67 +396,14 @@ impl NodeLeases for SqliteStore {
         self.release_lease(tenant_id, run_id, node_id, attempt, claimant)
             .await
     }
-}
 
-#[async_trait]
-impl OutboxStore for SqliteStore {
-    async fn pending_outbox(&self, key: RunKey<'_>) -> Result<Vec<StepMessage>, StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        let messages: Vec<String> = self
-            .with_reader(move |connection| {
-                texts(
-                    connection,
-                    "SELECT message FROM outbox WHERE tenant_id = ?1 AND run_id = ?2 AND resent = 0
-                         ORDER BY written_at_millis, message_id",
-                    params![tenant_id, run_id],
-                )
-            })
-            .await?;
-        messages.iter().map(|message| from_json(message)).collect()
-    }
-
-    async fn mark_outbox_sent(
+    async fn run_holds_live_lease(
         &self,
         key: RunKey<'_>,
-        message_ids: &[String],
-    ) -> Result<(), StoreError> {
-        let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
-        let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        let message_ids = message_ids.to_vec();
-        self.with_connection(move |connection| without_fsync(connection, |connection| {
-            let transaction = begin(connection)?;
-            for message_id in &message_ids {
-                transaction
-                    .prepare_cached("UPDATE outbox SET resent = 1 WHERE tenant_id = ?1 AND run_id = ?2 AND message_id = ?3")
-                .map_err(unavailable)?
-                .execute(params![tenant_id, run_id, message_id],
-                    )
-                    .map_err(unavailable)?;
-            }
-            transaction.commit().map_err(unavailable)
-        }))
-        .await
-    }
-
-    async fn stale_outbox(
-        &self,
-        written_before: Instant,
-        limit: usize,
-    ) -> Result<Vec<StepMessage>, StoreError> {
-        let cutoff = millis(written_before);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let messages: Vec<String> = self
-            .with_reader(move |connection| {
-                texts(
-                    connection,
-                    "SELECT message FROM outbox WHERE resent = 0 AND written_at_millis < ?1
-                         ORDER BY written_at_millis, message_id LIMIT ?2",
-                    params![cutoff, limit],
-                )
-            })
-            .await?;
-        messages.iter().map(|message| from_json(message)).collect()
+        now: Instant,
+    ) -> Result<bool, StoreError> {
+        self.any_live_lease(key.tenant_id(), key.run_id(), now)
+            .await
     }
 }
 
