@@ -1666,7 +1666,10 @@ class ListedUsage(BaseModel):
         Field(alias='tokensByOperation', description='Total tokens by operation.'),
     ] = None
     attribution: Annotated[
-        UsageAttribution, Field(description='Who and what the usage is attributed to.')
+        UsageAttribution,
+        Field(
+            description='Who and what the usage is attributed to (empty in listings stored\nbefore usage carried its attribution: the upgrade corpus found a\nDynamoDB runs list that failed on them).'
+        ),
     ]
 
 

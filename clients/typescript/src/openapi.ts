@@ -1815,7 +1815,12 @@ export interface components {
             tokensByOperation?: {
                 [key: string]: number;
             };
-            /** @description Who and what the usage is attributed to. */
+            /**
+             * @description Who and what the usage is attributed to (empty in listings stored
+             *     before usage carried its attribution: the upgrade corpus found a
+             *     DynamoDB runs list that failed on them).
+             * @default {}
+             */
             attribution: components["schemas"]["UsageAttribution"];
         };
         /**

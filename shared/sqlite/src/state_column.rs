@@ -35,14 +35,14 @@ impl StoredState {
         let corrupt = |error: &dyn std::fmt::Display| {
             StoreError::Corrupt(format!("a run's stored state: {error}"))
         };
+        // In the current format (an older one migrated: `stored_format`).
+        let decode = baton_core::state::stored_format::decode_stored_run_state;
         match self {
-            StoredState::JsonText(text) => {
-                serde_json::from_str(text).map_err(|error| corrupt(&error))
-            }
+            StoredState::JsonText(text) => decode(text.as_bytes()).map_err(|error| corrupt(&error)),
             StoredState::Compressed(bytes) => {
                 let json =
                     lz4_flex::decompress_size_prepended(bytes).map_err(|error| corrupt(&error))?;
-                serde_json::from_slice(&json).map_err(|error| corrupt(&error))
+                decode(&json).map_err(|error| corrupt(&error))
             }
         }
     }

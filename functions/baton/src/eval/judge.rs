@@ -111,8 +111,10 @@ pub async fn run(path: &Path, format: OutputFormat) -> Outcome {
                     status: baton_core::state::run::RunStatus::Completed,
                     satisfaction_score: None,
                     observed_satisfaction: 1.0,
-                    duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                    quality: baton_core::wire::frames::QualityReport {
+                    duration_ms: Some(
+                        u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    ),
+                    quality: Some(baton_core::wire::frames::QualityReport {
                         score: 1.0,
                         source: baton_core::wire::frames::QualitySource::Constraints,
                         threshold: None,
@@ -120,7 +122,7 @@ pub async fn run(path: &Path, format: OutputFormat) -> Outcome {
                         drafts: 0,
                         execution_depth: 1,
                         draft_scores: Vec::new(),
-                    },
+                    }),
                     acceptance_report: None,
                 },
             )

@@ -67,6 +67,12 @@ pub(crate) fn decode_compressed<T: serde::de::DeserializeOwned>(
     attribute: Option<&AttributeValue>,
     what: &str,
 ) -> Result<T, StoreError> {
+    let json = inflate(attribute, what)?;
+    serde_json::from_slice(&json).map_err(|error| StoreError::Corrupt(format!("{what}: {error}")))
+}
+
+/// The JSON a deflated binary attribute holds.
+fn inflate(attribute: Option<&AttributeValue>, what: &str) -> Result<Vec<u8>, StoreError> {
     let corrupt = |why: String| StoreError::Corrupt(format!("{what}: {why}"));
     let Some(AttributeValue::B(blob)) = attribute else {
         return Err(corrupt("missing, or not binary".into()));
@@ -75,20 +81,23 @@ pub(crate) fn decode_compressed<T: serde::de::DeserializeOwned>(
     DeflateDecoder::new(blob.as_ref())
         .read_to_end(&mut json)
         .map_err(|error| corrupt(error.to_string()))?;
-    serde_json::from_slice(&json).map_err(|error| corrupt(error.to_string()))
+    Ok(json)
 }
 
 /// The run state from the run item's `state` attribute (deflated binary, or
-/// the JSON string older runs have).
+/// JSON text in items written before states were compressed), in the
+/// current format (an older one migrated: `stored_format`).
 pub fn decode_state(attribute: Option<&AttributeValue>) -> Result<RunState, StoreError> {
     let corrupt = |what: String| StoreError::Corrupt(format!("run state: {what}"));
-    match attribute {
-        Some(AttributeValue::B(_)) => decode_compressed(attribute, "run state"),
-        Some(AttributeValue::S(text)) => {
-            serde_json::from_str(text).map_err(|error| corrupt(error.to_string()))
+    let json = match attribute {
+        Some(AttributeValue::B(_)) => inflate(attribute, "run state")?,
+        Some(AttributeValue::S(text)) => text.as_bytes().to_vec(),
+        _ => {
+            return Err(corrupt(
+                "attribute `state` missing or of another type".into(),
+            ));
         }
-        _ => Err(corrupt(
-            "attribute `state` missing or of another type".into(),
-        )),
-    }
+    };
+    baton_core::state::stored_format::decode_stored_run_state(&json)
+        .map_err(|error| corrupt(error.to_string()))
 }

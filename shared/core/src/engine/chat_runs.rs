@@ -155,8 +155,8 @@ fn deliver_without_a_model(
             status: RunStatus::Completed,
             satisfaction_score: None,
             observed_satisfaction: 1.0,
-            duration_ms: super::finish::run_duration_millis(step),
-            quality,
+            duration_ms: Some(super::finish::run_duration_millis(step)),
+            quality: Some(quality),
             acceptance_report: None,
         },
     );

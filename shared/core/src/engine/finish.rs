@@ -202,8 +202,8 @@ pub(super) fn finish_run(step: &mut StepContext<'_, '_>) -> Result<(), CoreError
             .as_ref()
             .map(|bundle| bundle.satisfaction_score),
         observed_satisfaction: observed,
-        duration_ms: run_duration_millis(step),
-        quality,
+        duration_ms: Some(run_duration_millis(step)),
+        quality: Some(quality),
         acceptance_report,
     };
     let complete = frames::complete(&step.stamp(), &payload);

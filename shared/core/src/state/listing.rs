@@ -62,7 +62,10 @@ pub struct ListedUsage {
     /// Total tokens by operation.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub tokens_by_operation: std::collections::BTreeMap<String, u64>,
-    /// Who and what the usage is attributed to.
+    /// Who and what the usage is attributed to (empty in listings stored
+    /// before usage carried its attribution: the upgrade corpus found a
+    /// DynamoDB runs list that failed on them).
+    #[serde(default)]
     pub attribution: crate::basics::usage::UsageAttribution,
 }
 

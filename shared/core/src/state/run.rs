@@ -255,6 +255,12 @@ pub struct RunState {
     /// The registry facets the run's plans used, as they were when planned.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub facet_snapshot: BTreeMap<String, crate::records::audit::FacetStamp>,
+    /// The stored format this state was written in (states written before
+    /// the field existed are format 1). A store reads a stored state with
+    /// `stored_format::decode_stored_run_state`, which migrates an older
+    /// format first.
+    #[serde(default = "crate::state::run_format::first_format")]
+    pub format_version: u32,
 }
 
 /// Where a forked run came from.
@@ -314,6 +320,7 @@ impl RunState {
             usage_by_operation: Default::default(),
             facet_snapshot: Default::default(),
             submitted_by: None,
+            format_version: crate::state::run_format::RUN_STATE_FORMAT_VERSION,
         }
     }
 

@@ -545,11 +545,17 @@ pub struct CompletePayload {
     pub satisfaction_score: Option<f64>,
     /// The constraints' weighted score on the real output.
     pub observed_satisfaction: f64,
-    /// From the run's creation to this frame (milliseconds).
-    pub duration_ms: u64,
+    /// From the run's creation to this frame (milliseconds). Every
+    /// `complete` written since 2026-11-29 has it; a stored frame written
+    /// before does not (history is served as it was written).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
     /// How the delivered output scored, and by whom: a reviewer's score of
-    /// the delivered draft, else the constraints' on the output.
-    pub quality: QualityReport,
+    /// the delivered draft, else the constraints' on the output. Every
+    /// `complete` written since 2026-11-29 has it; a stored frame written
+    /// before does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<QualityReport>,
     /// The reviewer's verdict on each acceptance criterion of the delivered
     /// draft (`[{criterion, pass, evidence}]`), when it gives one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
