@@ -40,7 +40,17 @@ bash scripts/fetch-local-model.sh
 cargo fetch --quiet
 
 echo "test: the workspace suite" >&2
+# The fault tests record what they measured; the durability report is
+# rendered from those figures after the suite (docs/durability.md is the
+# committed copy: bash scripts/durability-report.sh regenerates it).
+figures="${CARGO_TARGET_DIR:-$PWD/target}/durability-figures"
+rm -rf "$figures"
+export BATON_DURABILITY_FIGURES="$figures"
 cargo test --workspace "$@"
+if ls "$figures"/*.json >/dev/null 2>&1; then
+  python3 scripts/durability_report.py "$figures" "${CARGO_TARGET_DIR:-$PWD/target}/durability.md"
+  echo "test: this run's durability report: ${CARGO_TARGET_DIR:-target}/durability.md" >&2
+fi
 
 if [ "${BATON_FAST_TESTS:-0}" = "1" ]; then
   echo "test: BATON_FAST_TESTS=1, skipping the offline-model suite" >&2

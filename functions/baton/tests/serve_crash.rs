@@ -112,13 +112,27 @@ async fn runs_mid_node_survive_repeated_sigkills_of_the_serve_process() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let took = restarted.elapsed();
     eprintln!(
         "every run completed {} ms after the last restart",
-        restarted.elapsed().as_millis()
+        took.as_millis()
     );
 
     for run_id in &run_ids {
         let frames = run_frames(&client, &serve.base, run_id).await;
         assert_completed_exactly_once(run_id, &frames);
     }
+    baton_test_support::crash_checks::record_figures(
+        "serve-sqlite-sigkill-mid-node",
+        serde_json::json!({
+            "store": "SQLite",
+            "path": "baton serve",
+            "fault": format!("{KILLS} SIGKILLs of the process mid-node"),
+            "runs": RUNS,
+            "recoveryMs": took.as_millis() as u64,
+            "recoveryLimitMs": 10_000,
+            "modelRequests": model.request_count(),
+            "checks": baton_test_support::crash_checks::EXACTLY_ONCE_HISTORY_CHECKS,
+        }),
+    );
 }

@@ -173,6 +173,19 @@ async fn runs_mid_node_survive_repeated_sigkills_on_dynamodb_and_sqs() {
         "every run completed {} ms after the last restart",
         took.as_millis()
     );
+    baton_test_support::crash_checks::record_figures(
+        "serve-dynamodb-sigkill-mid-node",
+        serde_json::json!({
+            "store": "DynamoDB + SQS (moto)",
+            "path": "baton serve --store dynamodb",
+            "fault": format!("{KILLS} SIGKILLs of the process mid-node"),
+            "runs": RUNS,
+            "recoveryMs": took.as_millis() as u64,
+            "recoveryLimitMs": 90_000,
+            "modelRequests": model.request_count(),
+            "checks": baton_test_support::crash_checks::EXACTLY_ONCE_HISTORY_CHECKS,
+        }),
+    );
 }
 
 /// Forces a death at `point`, the `nth` time a step reaches it, with two
@@ -206,6 +219,30 @@ async fn a_death_at(point: &str, nth: u32, arguments: &[&str], environment: &[(S
     eprintln!(
         "{point}:{nth} on {arguments:?}: both runs completed {} ms after the restart",
         took.as_millis()
+    );
+    let store = if arguments.contains(&"dynamodb") {
+        "DynamoDB + SQS (moto)"
+    } else {
+        "SQLite"
+    };
+    baton_test_support::crash_checks::record_figures(
+        &format!(
+            "serve-{}-death-at-{point}-{nth}",
+            if arguments.contains(&"dynamodb") {
+                "dynamodb"
+            } else {
+                "sqlite"
+            }
+        ),
+        serde_json::json!({
+            "store": store,
+            "path": "baton serve (a test build's crash point)",
+            "fault": format!("abort at `{point}` the time a step reaches it: {nth}"),
+            "runs": run_ids.len(),
+            "recoveryMs": took.as_millis() as u64,
+            "recoveryLimitMs": 120_000,
+            "checks": baton_test_support::crash_checks::EXACTLY_ONCE_HISTORY_CHECKS,
+        }),
     );
     serve.stop().await;
 }

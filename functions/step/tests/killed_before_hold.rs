@@ -212,6 +212,20 @@ async fn runs_whose_batch_died_before_its_first_hold_are_re_driven_by_the_sweepe
          the runs completed without them"
     );
 
+    baton_test_support::crash_checks::record_figures(
+        "step-lambda-death-between-receive-and-hold",
+        serde_json::json!({
+            "store": "DynamoDB + SQS (moto)",
+            "path": "step Lambda (emulated Runtime API and event source mapping), sweeper on the template's schedule",
+            "fault": format!("{DEATHS} environments dead after a receive, before their first hold ({records_lost} records hidden for the queue's {} s)", timings.queue_visibility_seconds),
+            "runs": RUNS,
+            "recoveryMs": took.as_millis() as u64,
+            "recoveryLimitMs": limit.as_millis() as u64,
+            "resentBySweeper": resent,
+            "modelRequests": model.request_count(),
+            "checks": baton_test_support::crash_checks::EXACTLY_ONCE_HISTORY_CHECKS,
+        }),
+    );
     stop.store(true, Ordering::SeqCst);
     sweeping.abort();
     for poller in pollers {

@@ -152,6 +152,7 @@ async fn runs_survive_step_lambdas_sigkilled_mid_node() {
         took.as_millis(),
         model.request_count()
     );
+    let recovered_in = took;
     for run_id in &run_ids {
         let frames: Vec<Value> = services
             .runs
@@ -163,6 +164,19 @@ async fn runs_survive_step_lambdas_sigkilled_mid_node() {
             .collect();
         baton_test_support::crash_checks::assert_completed_exactly_once(run_id, &frames);
     }
+    baton_test_support::crash_checks::record_figures(
+        "step-lambda-sigkill-mid-node",
+        serde_json::json!({
+            "store": "DynamoDB + SQS (moto)",
+            "path": "step Lambda (emulated Runtime API and event source mapping)",
+            "fault": format!("{KILLS} SIGKILLs of an execution environment holding a batch mid-node"),
+            "runs": RUNS,
+            "recoveryMs": recovered_in.as_millis() as u64,
+            "recoveryLimitMs": 90_000,
+            "modelRequests": model.request_count(),
+            "checks": baton_test_support::crash_checks::EXACTLY_ONCE_HISTORY_CHECKS,
+        }),
+    );
     stop.store(true, Ordering::SeqCst);
     for poller in pollers {
         let _ = poller.await;
