@@ -9,7 +9,8 @@
 //! The real `step` binary runs in emulated execution environments (see
 //! `emulated_lambda`); DynamoDB and SQS come from moto with the queue,
 //! redrive policy, node lease and timeouts the template ships; the
-//! scripted OpenAI-compatible server stands in for the model. Three times,
+//! scripted OpenAI-compatible server stands in for the model. Up to three
+//! times (the first always; the others while runs are under way),
 //! an environment dies right after a batch was received for it, before its
 //! handler runs, and a fresh one takes its place. The sweeper's use case
 //! runs in this process as the `sweeper` function runs it (the same
@@ -136,8 +137,10 @@ async fn runs_whose_batch_died_before_its_first_hold_are_re_driven_by_the_sweepe
     for _ in 0..RUNS {
         run_ids.push(services.runs.submit("t", &envelope).await.unwrap().run_id);
     }
-    // The first death took a batch of first steps; the others take
-    // batches of runs under way.
+    // The first death takes a batch of first steps; the others, armed at
+    // once, take the next batches, of runs under way. Whatever has not
+    // struck within 20 s is disarmed: a re-sent step must not die too (that
+    // is a second stall, with twice the wait).
     let armed_at = Instant::now();
     while deaths.pending.load(Ordering::SeqCst) > 0 {
         assert!(
@@ -146,18 +149,15 @@ async fn runs_whose_batch_died_before_its_first_hold_are_re_driven_by_the_sweepe
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
     deaths.pending.store(DEATHS - 1, Ordering::SeqCst);
-    while deaths.pending.load(Ordering::SeqCst) > 0 {
-        assert!(
-            armed_at.elapsed() < Duration::from_secs(120),
-            "the later deaths found no batch"
-        );
+    let later = Instant::now();
+    while deaths.pending.load(Ordering::SeqCst) > 0 && later.elapsed() < Duration::from_secs(20) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let deaths_struck = DEATHS - deaths.pending.swap(0, Ordering::SeqCst);
     let records_lost = deaths.records_lost.load(Ordering::SeqCst);
     eprintln!(
-        "{DEATHS} environments died between receive and hold, {records_lost} records with them, {:.1} s after the first submission",
+        "{deaths_struck} environments died between receive and hold, {records_lost} records with them, {:.1} s after the first submission",
         armed_at.elapsed().as_secs_f64()
     );
 
@@ -217,7 +217,7 @@ async fn runs_whose_batch_died_before_its_first_hold_are_re_driven_by_the_sweepe
         serde_json::json!({
             "store": "DynamoDB + SQS (moto)",
             "path": "step Lambda (emulated Runtime API and event source mapping), sweeper on the template's schedule",
-            "fault": format!("{DEATHS} environments dead after a receive, before their first hold ({records_lost} records hidden for the queue's {} s)", timings.queue_visibility_seconds),
+            "fault": format!("{deaths_struck} environments dead after a receive, before their first hold ({records_lost} records hidden for the queue's {} s)", timings.queue_visibility_seconds),
             "runs": RUNS,
             "recoveryMs": took.as_millis() as u64,
             "recoveryLimitMs": limit.as_millis() as u64,
