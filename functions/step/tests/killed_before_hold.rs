@@ -19,7 +19,7 @@
 //! built function itself is started by `infra/check-deploy.sh`.
 //!
 //! Every run completes exactly once within two leases and one sweeper
-//! period (plus 30 s for the steps left) of the last death, far inside the
+//! period (plus 60 s for the steps left) of the last death, far inside the
 //! visibility timeout, and the lost records are still hidden in the queue
 //! at the end.
 
@@ -163,7 +163,7 @@ async fn runs_whose_batch_died_before_its_first_hold_are_re_driven_by_the_sweepe
 
     // Two leases of quiet, then the sweeper's next tick, then the steps
     // left: far inside the queue's visibility timeout.
-    let limit = sweep_after + sweeper_every + Duration::from_secs(30);
+    let limit = sweep_after + sweeper_every + Duration::from_secs(60);
     assert!(limit < Duration::from_secs(timings.queue_visibility_seconds.into()));
     let took = wait_until_all_complete(&services, &run_ids, limit).await;
     let resent = resent_by_sweeper.load(Ordering::SeqCst);
