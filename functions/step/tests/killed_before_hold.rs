@@ -35,7 +35,8 @@ use baton_runtime::clock::SystemClock;
 use baton_runtime::ports::{RunStore, StepQueue};
 use baton_runtime::services::OutboxSweeper;
 use emulated_lambda::{
-    DeathsAfterReceive, Fleet, Slot, api_services, poll_for, wait_until_all_complete,
+    DeathsAfterReceive, Fleet, Slot, api_services, poll_for, step_function_environment,
+    wait_until_all_complete,
 };
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};
@@ -59,25 +60,7 @@ async fn runs_whose_batch_died_before_its_first_hold_are_re_driven_by_the_sweepe
     let model = ScriptedLlmServer::start().await.unwrap();
     // Slow enough that runs are still under way when the later deaths come.
     model.set_default_behavior(Behavior::SlowValid { delay_ms: 1_500 });
-    let mut function_environment = vec![
-        ("BATON_TABLE".to_string(), table.clone()),
-        ("BATON_QUEUE_URL".to_string(), queue.queue_url.clone()),
-        ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
-        ("BATON_LLM_MODEL".to_string(), "scripted".to_string()),
-        (
-            "BATON_LLM_TIMEOUT_SECONDS".to_string(),
-            timings.model_request_seconds.to_string(),
-        ),
-        (
-            "BATON_NODE_LEASE_SECONDS".to_string(),
-            timings.node_lease_seconds.to_string(),
-        ),
-    ];
-    function_environment.extend(
-        moto.sdk_environment()
-            .into_iter()
-            .map(|(name, value)| (name.to_string(), value)),
-    );
+    let function_environment = step_function_environment(&moto, &table, &queue, &model);
     let fleet = Arc::new(Fleet {
         function_environment,
         log: std::env::temp_dir().join(format!("{}.log", unique_name("baton-before-hold"))),

@@ -27,7 +27,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use emulated_lambda::{Environment, Slot, api_services, poll_for, wait_until_all_complete};
+use emulated_lambda::{
+    Environment, Slot, api_services, poll_for, step_function_environment, wait_until_all_complete,
+};
 use moto_server::{MotoServer, unique_name};
 use scripted_llm::{Behavior, ScriptedLlmServer};
 use serde_json::Value;
@@ -47,26 +49,7 @@ async fn runs_survive_step_lambdas_sigkilled_mid_node() {
     let services = api_services(&moto, &table, &queue).await;
     let model = ScriptedLlmServer::start().await.unwrap();
     model.set_default_behavior(Behavior::SlowValid { delay_ms: 4_000 });
-    let timings = &queue.timings;
-    let mut function_environment = vec![
-        ("BATON_TABLE".to_string(), table.clone()),
-        ("BATON_QUEUE_URL".to_string(), queue.queue_url.clone()),
-        ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
-        ("BATON_LLM_MODEL".to_string(), "scripted".to_string()),
-        (
-            "BATON_LLM_TIMEOUT_SECONDS".to_string(),
-            timings.model_request_seconds.to_string(),
-        ),
-        (
-            "BATON_NODE_LEASE_SECONDS".to_string(),
-            timings.node_lease_seconds.to_string(),
-        ),
-    ];
-    function_environment.extend(
-        moto.sdk_environment()
-            .into_iter()
-            .map(|(name, value)| (name.to_string(), value)),
-    );
+    let function_environment = step_function_environment(&moto, &table, &queue, &model);
     let log = std::env::temp_dir().join(format!("{}.log", unique_name("baton-step-kill")));
 
     let stop = Arc::new(AtomicBool::new(false));

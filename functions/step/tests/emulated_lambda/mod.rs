@@ -185,6 +185,38 @@ impl Environment {
 /// One environment's place, taken by a fresh one after each kill.
 pub type Slot = Arc<Mutex<Option<Environment>>>;
 
+/// The `step` function's variables as the template sets them: the table,
+/// the queue, the model endpoint (the scripted double) and the shipped
+/// model timeout and node lease, plus moto's endpoint and credentials.
+pub fn step_function_environment(
+    moto: &MotoServer,
+    table: &str,
+    queue: &ShippedStepQueue,
+    model: &scripted_llm::ScriptedLlmServer,
+) -> Vec<(String, String)> {
+    let timings = &queue.timings;
+    let mut environment = vec![
+        ("BATON_TABLE".to_string(), table.to_string()),
+        ("BATON_QUEUE_URL".to_string(), queue.queue_url.clone()),
+        ("BATON_LLM_BASE_URL".to_string(), model.base_url()),
+        ("BATON_LLM_MODEL".to_string(), "scripted".to_string()),
+        (
+            "BATON_LLM_TIMEOUT_SECONDS".to_string(),
+            timings.model_request_seconds.to_string(),
+        ),
+        (
+            "BATON_NODE_LEASE_SECONDS".to_string(),
+            timings.node_lease_seconds.to_string(),
+        ),
+    ];
+    environment.extend(
+        moto.sdk_environment()
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value)),
+    );
+    environment
+}
+
 /// What starts a fresh environment: the function's variables and the log
 /// every environment appends to.
 pub struct Fleet {
