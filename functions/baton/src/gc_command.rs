@@ -46,7 +46,10 @@ pub async fn gc(store: StoreChoice) -> Outcome {
     let (mut runs, mut items) = (0, 0);
     loop {
         match retention
-            .expire_ended_runs(clock.now(), crate::setup::sweeping::RETENTION_BATCH)
+            .expire_ended_runs(
+                clock.now(),
+                baton_runtime::services::RetentionPass::SERVE.batch,
+            )
             .await
         {
             Ok(batch) => {

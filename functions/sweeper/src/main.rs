@@ -9,7 +9,8 @@
 //! and ends the run of each step message found there, `step_failed`. Then
 //! retention's pass: the items of ended runs that their ending commit could
 //! not reach are stamped with the run's expiry, so DynamoDB's TTL deletes
-//! the run whole. Then the schedules' keeper tick: a schedule whose change
+//! the run whole (`RetentionPass::SWEEPER_FUNCTION`: batches until 15 s
+//! before the invocation's deadline, 45 s at most). Then the schedules' keeper tick: a schedule whose change
 //! EventBridge Scheduler did not take is handed to it again until the two
 //! agree. Node leases need no sweeping: a claim past its expiry is
 //! simply taken over.
@@ -27,10 +28,6 @@ const SWEEP_LIMIT: usize = 1000;
 /// Dead-lettered messages read per invocation at most.
 const DEAD_LETTER_LIMIT: usize = 100;
 
-/// Ended runs stamped per invocation at most (each costs a query and one
-/// update per item its ending commit could not reach).
-const RETENTION_LIMIT: usize = 200;
-
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     let configuration = Configuration::from_variables(&process_environment)?;
@@ -44,18 +41,20 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let services = &services;
     let sweep_after = configuration.sweep_after;
     lambda_runtime::run(service_fn(
-        move |_scheduled: LambdaEvent<serde_json::Value>| async move {
+        move |scheduled: LambdaEvent<serde_json::Value>| async move {
+            let deadline = scheduled.context.deadline();
             let swept = sweeper.sweep(sweep_after, SWEEP_LIMIT).await;
             let read = match dead_letters {
                 Some(reader) => Some(reader.read(DEAD_LETTER_LIMIT).await),
                 None => None,
             };
             let schedules = services.schedules.fire_due().await;
-            let stamped = retention
-                .expire_ended_runs(
-                    baton_runtime::ports::Clock::now(&baton_runtime::clock::SystemClock),
-                    RETENTION_LIMIT,
-                )
+            let left = deadline
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default();
+            let stamped = baton_runtime::services::RetentionPass::SWEEPER_FUNCTION
+                .ending_before(left)
+                .run(retention.as_ref(), &baton_runtime::clock::SystemClock)
                 .await;
             baton_bootstrap::flush_traces().await;
             let swept = swept?;

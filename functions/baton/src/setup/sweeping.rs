@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_runtime::ports::{Clock, RetentionUpkeep};
-use baton_runtime::services::OutboxSweeper;
+use baton_runtime::services::{OutboxSweeper, RetentionPass};
 
 /// How often the upkeep runs (the deployment's scheduled sweeper runs once
 /// a minute too).
@@ -15,14 +15,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// Outbox entries re-sent per sweep at most (as the sweeper function).
 const SWEEP_LIMIT: usize = 1000;
-
-/// Ended runs removed per batch: one write transaction on SQLite, so a
-/// batch is short and steps' commits take the connection between batches.
-pub(crate) const RETENTION_BATCH: usize = 100;
-
-/// Batches per upkeep at most: a large backlog is worked off over several
-/// minutes rather than at once.
-const RETENTION_BATCHES_PER_SWEEP: usize = 50;
 
 /// What the upkeep works on.
 pub(crate) struct Sweepers {
@@ -79,27 +71,6 @@ impl Sweepers {
     }
 }
 
-/// Retention's batches until none is left or the per-sweep bound is
-/// reached: how many runs went.
-pub(crate) async fn expire_ended_runs(
-    retention: &dyn RetentionUpkeep,
-    clock: &dyn Clock,
-    batches: usize,
-) -> Result<u64, baton_runtime::error::StoreError> {
-    let mut runs = 0;
-    for _ in 0..batches {
-        let batch = retention
-            .expire_ended_runs(clock.now(), RETENTION_BATCH)
-            .await?;
-        runs += batch.runs;
-        if !batch.more {
-            break;
-        }
-        tokio::task::yield_now().await;
-    }
-    Ok(runs)
-}
-
 async fn sweep_every(
     sweeper: Sweepers,
     sweep_after: Duration,
@@ -122,15 +93,14 @@ async fn sweep_every(
         {
             tracing::warn!(%error, "the outbox sweep failed; trying again at the next one");
         }
-        match expire_ended_runs(
-            sweeper.retention.as_ref(),
-            sweeper.clock.as_ref(),
-            RETENTION_BATCHES_PER_SWEEP,
-        )
-        .await
+        match RetentionPass::SERVE
+            .run(sweeper.retention.as_ref(), sweeper.clock.as_ref())
+            .await
         {
-            Ok(0) => {}
-            Ok(runs) => tracing::info!(runs, "ended runs past their retention removed"),
+            Ok(batch) if batch.runs == 0 => {}
+            Ok(batch) => {
+                tracing::info!(runs = batch.runs, "ended runs past their retention removed")
+            }
             Err(error) => {
                 tracing::warn!(%error, "retention's batch failed; trying again at the next sweep");
             }

@@ -132,39 +132,47 @@ impl DynamoRunStore {
 
     /// Moves the sequence from `seen` to `seen + count`, on condition it is
     /// still `seen` and, for `write`s outside a commit, that the run has not
-    /// settled; a commit marks it settled or not by the frames it writes.
+    /// settled; a commit marks it settled or not by the frames it writes,
+    /// and the commit that ends the run stamps it with the run's `expires`.
     pub(crate) fn sequence_bump(
         &self,
         pk: &str,
         seen: u64,
         count: u64,
         write: SequenceWrite,
+        expires: Option<&AttributeValue>,
     ) -> Result<TransactWriteItem, StoreError> {
         let (update, condition) = match write {
             SequenceWrite::OutsideCommit => (
                 "SET nextSeq = :next",
                 "nextSeq = :seen AND attribute_not_exists(settled)",
             ),
-            SequenceWrite::Commit { settles: true } => {
-                ("SET nextSeq = :next, settled = :next", "nextSeq = :seen")
-            }
-            SequenceWrite::Commit { settles: false } => {
-                ("SET nextSeq = :next REMOVE settled", "nextSeq = :seen")
-            }
+            SequenceWrite::Commit { settles: true } => match expires {
+                Some(_) => (
+                    "SET nextSeq = :next, settled = :next, expiresAt = :expires",
+                    "nextSeq = :seen",
+                ),
+                None => ("SET nextSeq = :next, settled = :next", "nextSeq = :seen"),
+            },
+            // A run taken up again after it ended no longer expires.
+            SequenceWrite::Commit { settles: false } => (
+                "SET nextSeq = :next REMOVE settled, expiresAt",
+                "nextSeq = :seen",
+            ),
         };
+        let mut bump = Update::builder()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(SEQUENCE_SK))
+            .update_expression(update)
+            .condition_expression(condition)
+            .expression_attribute_values(":next", n(seen + count))
+            .expression_attribute_values(":seen", n(seen));
+        if let (SequenceWrite::Commit { settles: true }, Some(expires)) = (write, expires) {
+            bump = bump.expression_attribute_values(":expires", expires.clone());
+        }
         Ok(TransactWriteItem::builder()
-            .update(
-                Update::builder()
-                    .table_name(&self.table)
-                    .key("pk", s(pk))
-                    .key("sk", s(SEQUENCE_SK))
-                    .update_expression(update)
-                    .condition_expression(condition)
-                    .expression_attribute_values(":next", n(seen + count))
-                    .expression_attribute_values(":seen", n(seen))
-                    .build()
-                    .map_err(unavailable)?,
-            )
+            .update(bump.build().map_err(unavailable)?)
             .build())
     }
 
@@ -280,7 +288,7 @@ impl DynamoRunStore {
             }
             let count = events.len() as u64;
             let sequence_bump =
-                self.sequence_bump(&pk, seen, count, SequenceWrite::OutsideCommit)?;
+                self.sequence_bump(&pk, seen, count, SequenceWrite::OutsideCommit, None)?;
             let mut items = leading.clone();
             items.extend(self.event_items(
                 &pk,

@@ -16,9 +16,13 @@ pub(crate) fn run_pk(tenant_id: &str, run_id: &str) -> String {
     format!("T#{tenant_id}#R#{run_id}")
 }
 
+/// What every frame's sort key (and its parts') starts with. A frame is
+/// written once, at its sequence, and never rewritten.
+pub(crate) const EVENT_SK_PREFIX: &str = "EV#";
+
 /// Event `sequence` of a run.
 pub(crate) fn event_sk(sequence: u64) -> String {
-    format!("EV#{sequence:020}")
+    format!("{EVENT_SK_PREFIX}{sequence:020}")
 }
 
 /// Part `index` of a run state too large for one item.

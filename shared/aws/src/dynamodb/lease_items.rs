@@ -2,6 +2,12 @@
 //! conditional on being free, expired or already this claimant's, with the
 //! claim's frames), renewed and released by conditional updates on its
 //! claimant.
+//!
+//! A lease item carries its own expiry for DynamoDB's TTL
+//! (`expiresAt`, [`LEASE_ITEM_KEPT_AFTER`] past the lease's end), so a
+//! run's leases go by themselves and retention's pass has nothing to stamp
+//! on them: a lease past its end is free to claim whether or not its item
+//! is still there.
 
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem};
@@ -13,6 +19,15 @@ use baton_runtime::ports::{ClaimOutcome, NodeClaim, NodeLeases};
 
 use super::keys::{NODE_LEASE_PREFIX, node_lease_sk, run_pk};
 use crate::dynamodb::store::{DynamoRunStore, Item, n, read_number, s, sdk_failure, unavailable};
+
+/// How long a lease item is kept after its lease ends (DynamoDB's TTL
+/// deletes it within days after that).
+pub(crate) const LEASE_ITEM_KEPT_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The TTL of a lease item whose lease ends at `lease_expires_at`.
+fn lease_item_expiry(lease_expires_at: Instant) -> aws_sdk_dynamodb::types::AttributeValue {
+    n(lease_expires_at.unix_millis() / 1000 + LEASE_ITEM_KEPT_AFTER.as_secs())
+}
 
 #[async_trait]
 impl NodeLeases for DynamoRunStore {
@@ -56,6 +71,10 @@ impl NodeLeases for DynamoRunStore {
                 (
                     "leaseExpiresAt".to_string(),
                     n(claim.lease_expires_at.unix_millis()),
+                ),
+                (
+                    "expiresAt".to_string(),
+                    lease_item_expiry(claim.lease_expires_at),
                 ),
             ])))
             .condition_expression(
@@ -103,9 +122,10 @@ impl NodeLeases for DynamoRunStore {
             .table_name(&self.table)
             .key("pk", s(run_pk(tenant_id, run_id)))
             .key("sk", s(node_lease_sk(claim.claim_key, claim.attempt)))
-            .update_expression("SET leaseExpiresAt = :until")
+            .update_expression("SET leaseExpiresAt = :until, expiresAt = :gone")
             .condition_expression("claimant = :me")
             .expression_attribute_values(":until", n(claim.lease_expires_at.unix_millis()))
+            .expression_attribute_values(":gone", lease_item_expiry(claim.lease_expires_at))
             .expression_attribute_values(":me", s(claim.worker_id))
             .send()
             .await;

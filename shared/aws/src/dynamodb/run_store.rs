@@ -242,6 +242,7 @@ impl RunLog for DynamoRunStore {
                 seen,
                 count,
                 crate::dynamodb::event_log::SequenceWrite::Commit { settles },
+                expires.as_ref(),
             )?);
             items.push(run_update);
             within_one_transaction(&items, run_id)?;

@@ -11,6 +11,8 @@
 //!   paused and resumed.
 //! - [`OutboxRelay`] / [`OutboxSweeper`]: send committed step messages, and
 //!   re-send what a crash left unsent.
+//! - [`RetentionPass`]: retention's batches as an upkeep runs them, bounded
+//!   in batches and time.
 //!
 //! Also the one event follower (`follow`: a run's frames, replayed then
 //! followed) and a read-through cache of a tenant's registrations
@@ -31,6 +33,7 @@ pub mod lifecycle_bus;
 mod outbox;
 mod people;
 mod request_keys;
+mod retention_pass;
 mod runs;
 mod schedules;
 mod steps;
@@ -51,6 +54,7 @@ pub use people::{PeopleService, PersonInput, PersonInputOutcome};
 pub use request_keys::{
     MAX_REQUEST_KEY_CHARS, Once, REQUEST_KEY_RETENTION, RequestKey, RequestKeyService, STALE_CLAIM,
 };
+pub use retention_pass::RetentionPass;
 pub use runs::{
     ChatRequest, Checkpoint, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService,
     SUBMISSION_WINDOW, SubmittedRun, Submitter,
