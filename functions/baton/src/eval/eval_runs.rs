@@ -1,6 +1,8 @@
 //! Where `baton eval --api URL` runs an example: against a deployed API
 //! (`POST /api/v1/flex/runs`, then its snapshot polled until the run
-//! settles). The embedded default is the runtime's `EmbeddedExampleRuns`.
+//! settles; cancelled, `POST …/cancel`, when it has not settled within its
+//! example's limit). The embedded default is the runtime's
+//! `EmbeddedExampleRuns`.
 //! Either way the example ends as a `FinishedRun` or a failed check naming
 //! the step that failed.
 
@@ -130,10 +132,20 @@ async fn run_remote(
             });
         }
         if started.elapsed() > limit {
+            // Cancelled, not left spending the tenant's budget.
+            let cancel_url = format!("{url}/cancel");
+            let cancelled = match authorized(client.post(&cancel_url), token).send().await {
+                Ok(answer) if answer.status().is_success() => "; it was cancelled".to_string(),
+                Ok(answer) => format!("; POST {cancel_url}: HTTP {}", answer.status()),
+                Err(error) => format!("; POST {cancel_url}: {error}"),
+            };
             return Err(not_finished(
                 Some(run_id),
                 "settled",
-                format!("the run had not settled after {} s", limit.as_secs()),
+                format!(
+                    "the run had not settled after {} s{cancelled}",
+                    limit.as_secs()
+                ),
             ));
         }
         tokio::time::sleep(POLL_EVERY).await;

@@ -18,12 +18,16 @@ use crate::services::RunService;
 /// How long one example's run may take when the example sets no bound.
 pub const DEFAULT_EXAMPLE_LIMIT: Duration = Duration::from_secs(1800);
 
+/// Why an example's run is cancelled when it has not settled in its time.
+pub const PAST_ITS_LIMIT: &str = "the evaluation's example ran past its time limit";
+
 /// How often a run not yet settled is looked at again.
 const POLL_EVERY: Duration = Duration::from_millis(50);
 
 /// Envelopes run on this process's services, submitted as `tenant`'s (so
 /// the runs are the tenant's: listed, shown in the viewer, counted by its
-/// limits). A step worker must be draining the services' queue.
+/// limits). A step worker must be draining the services' queue. A run not
+/// settled within its example's limit is cancelled ([`PAST_ITS_LIMIT`]).
 pub struct EmbeddedExampleRuns {
     pub runs: std::sync::Arc<RunService>,
     pub tenant: String,
@@ -79,10 +83,22 @@ impl ExampleRuns for EmbeddedExampleRuns {
                     });
                 }
                 _ if started.elapsed() > limit => {
+                    // Cancelled, not left spending the tenant's budget.
+                    let cancelled = self
+                        .runs
+                        .cancel(&self.tenant, &run_id, PAST_ITS_LIMIT)
+                        .await
+                        .map_or_else(
+                            |error| format!("; cancelling it failed: {error}"),
+                            |_| "; it was cancelled".to_string(),
+                        );
                     return Err(NotFinished::new(
                         Some(run_id),
                         "settled",
-                        format!("the run had not settled after {} s", limit.as_secs()),
+                        format!(
+                            "the run had not settled after {} s{cancelled}",
+                            limit.as_secs()
+                        ),
                     ));
                 }
                 _ => tokio::time::sleep(POLL_EVERY).await,

@@ -19,7 +19,7 @@
 mod example_runs;
 mod panel_judge;
 
-pub use example_runs::{DEFAULT_EXAMPLE_LIMIT, EmbeddedExampleRuns, run_example};
+pub use example_runs::{DEFAULT_EXAMPLE_LIMIT, EmbeddedExampleRuns, PAST_ITS_LIMIT, run_example};
 pub use panel_judge::PanelJudge;
 
 use std::collections::HashMap;
