@@ -1267,6 +1267,12 @@ class Schedule(BaseModel):
             description="The store and the schedule's trigger (EventBridge Scheduler in the\ncloud) disagree: the last change was kept but its trigger could not\nbe set. The keeper tries again until they agree, then clears it.",
         ),
     ] = None
+    deleting: Annotated[
+        bool | None,
+        Field(
+            description='Deleted, its trigger not yet removed (`triggerOutOfStep` says why):\nit fires no more, refuses every change, and is gone from the store\nonce the keeper has removed its trigger.'
+        ),
+    ] = None
 
 
 class ScheduleList(BaseModel):

@@ -853,6 +853,12 @@ export interface components {
              *     be set. The keeper tries again until they agree, then clears it.
              */
             triggerOutOfStep?: components["schemas"]["TriggerOutOfStep"] | null;
+            /**
+             * @description Deleted, its trigger not yet removed (`triggerOutOfStep` says why):
+             *     it fires no more, refuses every change, and is gone from the store
+             *     once the keeper has removed its trigger.
+             */
+            deleting?: boolean;
         };
         /**
          * ScheduleList

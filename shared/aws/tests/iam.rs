@@ -373,6 +373,7 @@ async fn actions_by_function(fixture: &Fixture) -> BTreeMap<&'static str, BTreeS
         last_error: None,
         retry_fire_at: None,
         trigger_out_of_step: None,
+        deleting: false,
     };
     baton_runtime::ports::ScheduleBook::create_schedule(&unrecorded, &scheduled, 10)
         .await

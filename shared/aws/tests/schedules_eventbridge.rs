@@ -448,6 +448,132 @@ async fn a_resume_eventbridge_refused_is_retried_until_the_two_agree() {
     assert_eq!((quiet.triggers_settled, quiet.triggers_out_of_step), (0, 0));
 }
 
+/// A delete while EventBridge Scheduler is out of reach (the API process's
+/// calls to it fail): the schedule is kept, marked `deleting` and out of
+/// step, and fires no more; the keeper's tick (the `sweeper` function)
+/// removes the EventBridge schedule after the back-off, then the schedule
+/// is gone from the store too. The clock is moved by the test; EventBridge,
+/// DynamoDB and SQS are moto, and the outage is a process whose Scheduler
+/// endpoint refuses connections.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delete_eventbridge_missed_is_retried_until_the_schedule_is_gone() {
+    use baton_core::records::schedules::fire_retry_delay;
+    let moto = moto_server::MotoServer::start().unwrap();
+    let configuration = moto.sdk_configuration().await;
+    let scheduler = aws_sdk_scheduler::Client::new(&configuration);
+    let group = moto_server::unique_name("baton-schedules");
+    scheduler
+        .create_schedule_group()
+        .name(&group)
+        .send()
+        .await
+        .unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let store = Arc::new(baton_aws::DynamoRunStore::new(
+        &connection,
+        moto_server::unique_name("baton-scheduled"),
+    ));
+    store.create_table_if_missing().await.unwrap();
+    let target = baton_aws::scheduler::SchedulerTarget {
+        group: group.clone(),
+        target_arn: "arn:aws:sqs:us-east-1:123456789012:ingest".into(),
+        role_arn: ROLE_ARN.into(),
+    };
+    let clock = Arc::new(baton_runtime::clock::OffsetClock::new());
+    let reachable = Arc::new(baton_aws::scheduler::EventBridgeScheduleTriggers::new(
+        &connection,
+        target.clone(),
+    ));
+    let keeper = TestServices::with_model(Arc::new(NeverCalled))
+        .store(store.clone())
+        .schedules(store.clone(), reachable)
+        .clock(clock.clone())
+        .build();
+    // The same deployment's API, cut off from EventBridge Scheduler.
+    let cut_off = baton_aws::AwsConnection::to_emulator("http://127.0.0.1:9").await;
+    let unreachable = Arc::new(baton_aws::scheduler::EventBridgeScheduleTriggers::new(
+        &cut_off, target,
+    ));
+    let api = TestServices::with_model(Arc::new(NeverCalled))
+        .store(store.clone())
+        .schedules(store.clone(), unreachable)
+        .clock(clock.clone())
+        .build();
+    let request = json!({
+        "expression": "rate(1 hour)",
+        "envelope": {"objective": "x", "outputContract": {"schema": {"type": "object"}}}
+    });
+    let schedule = keeper
+        .services
+        .schedules
+        .create("acme", &request)
+        .await
+        .unwrap();
+    let in_eventbridge = || {
+        scheduler
+            .get_schedule()
+            .name(&schedule.schedule_id)
+            .group_name(&group)
+            .send()
+    };
+    assert!(in_eventbridge().await.is_ok(), "created in EventBridge");
+
+    // The delete is taken; EventBridge was not reached.
+    api.services
+        .schedules
+        .delete("acme", &schedule.schedule_id)
+        .await
+        .unwrap();
+    let read = keeper
+        .services
+        .schedules
+        .get("acme", &schedule.schedule_id)
+        .await
+        .unwrap();
+    let shown = serde_json::to_value(&read).unwrap();
+    assert_eq!(shown["deleting"], true, "{shown}");
+    assert_eq!(shown["state"], "paused", "{shown}");
+    assert_eq!(shown["triggerOutOfStep"]["attempts"], 1, "{shown}");
+    assert!(
+        shown["triggerOutOfStep"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("EventBridge Scheduler"),
+        "{shown}"
+    );
+    assert!(in_eventbridge().await.is_ok(), "still in EventBridge");
+    // A deleting schedule takes no other change.
+    let refused = keeper
+        .services
+        .schedules
+        .resume("acme", &schedule.schedule_id)
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+
+    // After the back-off the keeper removes it from EventBridge, then the
+    // store.
+    clock.advance(fire_retry_delay(1));
+    let settled = keeper.services.schedules.fire_due().await.unwrap();
+    assert_eq!(settled.triggers_settled, 1, "{settled:?}");
+    let gone = keeper
+        .services
+        .schedules
+        .get("acme", &schedule.schedule_id)
+        .await;
+    assert!(gone.is_err(), "gone from the store: {gone:?}");
+    let missing = in_eventbridge().await.unwrap_err();
+    assert!(
+        missing
+            .as_service_error()
+            .is_some_and(|error| error.is_resource_not_found_exception()),
+        "gone from EventBridge: {missing:?}"
+    );
+    assert!(
+        store.list_schedules("acme").await.unwrap().is_empty(),
+        "nothing of it is kept"
+    );
+}
+
 /// The template wires what the test above stands in for: the api and
 /// stream functions name the ingest queue, the role and the group; the role
 /// is EventBridge Scheduler's and may send only to the ingest queue.

@@ -167,6 +167,11 @@ pub struct Schedule {
     /// be set. The keeper tries again until they agree, then clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger_out_of_step: Option<TriggerOutOfStep>,
+    /// Deleted, its trigger not yet removed (`triggerOutOfStep` says why):
+    /// it fires no more, refuses every change, and is gone from the store
+    /// once the keeper has removed its trigger.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
 }
 
 /// A change the store keeps but the trigger has not taken yet.

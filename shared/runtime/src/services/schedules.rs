@@ -207,6 +207,7 @@ impl ScheduleService {
             last_error: None,
             retry_fire_at: None,
             trigger_out_of_step: None,
+            deleting: false,
         };
         let mut schedule = schedule;
         if schedule.trigger != ScheduleTrigger::Store {
@@ -260,12 +261,34 @@ impl ScheduleService {
             .ok_or_else(|| RuntimeError::ScheduleNotFound(schedule_id.to_string()))
     }
 
-    /// Removes the trigger, then the schedule. Runs it started stay.
+    /// Deletes the schedule. Runs it started stay. One the store fires
+    /// goes at once. One with a trigger of its own (EventBridge Scheduler)
+    /// is first marked `deleting` (so a process that dies next leaves the
+    /// keeper a retry), then its trigger is removed, then it goes; a
+    /// trigger that refuses leaves it `deleting` and out of step, and the
+    /// keeper removes the trigger after a back-off until it takes, then
+    /// deletes it.
     pub async fn delete(&self, tenant_id: &str, schedule_id: &str) -> Result<(), RuntimeError> {
-        let schedule = self.get(tenant_id, schedule_id).await?;
-        self.triggers.remove(&schedule).await?;
-        self.book.delete_schedule(tenant_id, schedule_id).await?;
-        Ok(())
+        for _ in 0..UPDATE_ROUNDS {
+            let kept = self.get(tenant_id, schedule_id).await?;
+            if kept.trigger == ScheduleTrigger::Store {
+                self.book.delete_schedule(tenant_id, schedule_id).await?;
+                return Ok(());
+            }
+            let mut deleting = kept.clone();
+            deleting.deleting = true;
+            deleting.state = ScheduleState::Paused;
+            deleting.next_fire_at = None;
+            deleting.revision = kept.revision + 1;
+            deleting.trigger_pending(self.clock.now());
+            if self.book.update_schedule(&deleting).await? == ScheduleWrite::Written {
+                self.settle_trigger(deleting).await?;
+                return Ok(());
+            }
+        }
+        Err(RuntimeError::Store(crate::error::StoreError::Unavailable(
+            format!("schedule `{schedule_id}` kept changing; retry"),
+        )))
     }
 
     /// Stops it firing until it is resumed.
@@ -303,11 +326,17 @@ impl ScheduleService {
     /// step (the mark cleared), or out of step with the trigger's error and
     /// the next try's time. A schedule another process moved meanwhile is
     /// left to that process, which settles its own change.
+    /// A `deleting` schedule's trigger is removed instead, and once it is,
+    /// the schedule is deleted from the store.
     async fn settle_trigger(&self, schedule: Schedule) -> Result<Schedule, RuntimeError> {
         let mut settled = schedule.clone();
         settled.revision += 1;
         let installed = if schedule.trigger == self.triggers.trigger() {
-            self.triggers.install(&schedule).await
+            if schedule.deleting {
+                self.triggers.remove(&schedule).await
+            } else {
+                self.triggers.install(&schedule).await
+            }
         } else {
             // A process configured without the schedule's trigger (no
             // scheduler group) must not take the change for done.
@@ -317,6 +346,13 @@ impl ScheduleService {
             )))
         };
         match installed {
+            Ok(()) if schedule.deleting => {
+                self.book
+                    .delete_schedule(&schedule.tenant_id, &schedule.schedule_id)
+                    .await?;
+                settled.trigger_out_of_step = None;
+                return Ok(settled);
+            }
             Ok(()) => settled.trigger_out_of_step = None,
             Err(error) => {
                 settled.trigger_failed(self.clock.now(), &error.to_string());
@@ -337,6 +373,9 @@ impl ScheduleService {
     ) -> Result<Schedule, RuntimeError> {
         for _ in 0..UPDATE_ROUNDS {
             let kept = self.get(tenant_id, schedule_id).await?;
+            if kept.deleting {
+                return Err(RuntimeError::ScheduleNotFound(schedule_id.to_string()));
+            }
             let times = kept_times(&kept)?;
             let mut changed = kept.clone();
             edit(&mut changed, &times, self.clock.now());

@@ -35,6 +35,7 @@ fn schedule(tenant_id: &str, schedule_id: &str, created: Instant, next: Instant)
         last_error: None,
         retry_fire_at: None,
         trigger_out_of_step: None,
+        deleting: false,
     }
 }
 

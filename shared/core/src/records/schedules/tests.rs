@@ -30,6 +30,7 @@ fn schedule(expression: &str, timezone: &str, created: &str) -> (Schedule, Sched
         last_error: None,
         retry_fire_at: None,
         trigger_out_of_step: None,
+        deleting: false,
     };
     (schedule, times)
 }
