@@ -4,9 +4,10 @@
 //! tenant (its runs are that tenant's), judged by the panel given, and is
 //! kept in the data directory; the list and the record answer only their
 //! tenant; wrong requests are 422 naming their JSON path; a tenant's third
-//! running evaluation is a 409; one left running by a stopped server is
-//! `interrupted` after a restart, and an ended one past the retention is
-//! deleted with its files.
+//! running evaluation is a 409; one left running by a killed server is
+//! resumed after a restart and completes with one run per example (on
+//! SQLite, the runs it had started taken up, none started twice), and an
+//! ended one past the retention is deleted with its files.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -176,7 +177,7 @@ async fn a_dataset_runs_on_the_server_for_its_tenant_and_is_kept() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn wrong_requests_are_named_limits_hold_and_a_restart_marks_the_unfinished() {
+async fn wrong_requests_are_named_limits_hold_and_a_restart_resumes_the_unfinished() {
     let model = ScriptedLlmServer::start().await.unwrap();
     let data_home = tempfile::tempdir().unwrap();
     let serve = start_serve(
@@ -270,7 +271,7 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_marks_the_unfinished
     std::fs::write(acme_folder.join("eval_0123abcd.json"), old.to_string()).unwrap();
     std::fs::write(acme_folder.join("eval_0123abcd.jsonl"), "").unwrap();
     std::fs::create_dir_all(acme_folder.join("eval_0123abcd.transcripts")).unwrap();
-    // Restarted on the same data directory: the unfinished are `interrupted`.
+    // Restarted on the same data directory: the unfinished are resumed.
     let serve = start_serve(
         &["--store", "memory"],
         &environment(&model, data_home.path()),
@@ -283,7 +284,7 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_marks_the_unfinished
         .iter()
         .map(|record| record["status"].as_str().unwrap())
         .collect();
-    assert_eq!(statuses, ["interrupted", "interrupted"], "{listed}");
+    assert_eq!(statuses, ["running", "running"], "{listed}");
     for gone in [
         "eval_0123abcd.json",
         "eval_0123abcd.jsonl",
@@ -291,5 +292,75 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_marks_the_unfinished
     ] {
         assert!(!acme_folder.join(gone).exists(), "{gone} was deleted");
     }
+    serve.stop().await;
+}
+
+/// Killed while an evaluation's first two examples wait on a slow model,
+/// then started again on the same SQLite file and data directory with a
+/// fast one: the evaluation is resumed and completes, every example with a
+/// result, and the tenant has exactly one run per example (the two
+/// started before the kill were taken up under their keys, not started
+/// again).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_running_evaluation_survives_a_restart_with_one_run_per_example() {
+    let model = ScriptedLlmServer::start().await.unwrap();
+    model.set_default_behavior(Behavior::SlowValid { delay_ms: 60_000 });
+    let data_home = tempfile::tempdir().unwrap();
+    let database = data_home.path().join("runs.sqlite3");
+    let store = format!("sqlite:{}", database.display());
+    let arguments = ["--store", store.as_str()];
+    let serve = start_serve(&arguments, &environment(&model, data_home.path())).await;
+    let client = reqwest::Client::new();
+    let mut body = request_body();
+    body.as_object_mut().unwrap().remove("judges");
+    let (status, started) = call(
+        client
+            .post(format!("{}/evaluations", serve.base))
+            .json(&body),
+        TOKEN,
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let evaluation_id = started["evaluationId"].as_str().unwrap().to_string();
+    serve_support::wait_for_model_requests(&model, 2).await;
+    serve.stop().await;
+
+    model.set_default_behavior(Behavior::Valid);
+    let serve = start_serve(&arguments, &environment(&model, data_home.path())).await;
+    let url = format!("{}/evaluations/{evaluation_id}", serve.base);
+    let began = std::time::Instant::now();
+    let record = loop {
+        let (status, record) = call(client.get(&url), TOKEN).await;
+        assert_eq!(status, 200, "{record}");
+        if record["status"] != "running" {
+            break record;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(120),
+            "still running after 120 s: {record}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(record["status"], "completed", "{record}");
+    assert_eq!(record["finished"], 3, "{record}");
+    let mut example_runs: Vec<String> = record["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|result| result["runId"].as_str().unwrap().to_string())
+        .collect();
+    example_runs.sort();
+    let (_, listed) = call(client.get(format!("{}/runs?limit=100", serve.base)), TOKEN).await;
+    let mut tenant_runs: Vec<String> = listed["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["runId"].as_str().unwrap().to_string())
+        .collect();
+    tenant_runs.sort();
+    assert_eq!(
+        tenant_runs, example_runs,
+        "one run per example, none started twice: {listed}"
+    );
     serve.stop().await;
 }

@@ -60,7 +60,28 @@ async fn conformance(store: Arc<dyn EvaluationRecords>, name: &str) {
     tenants.sort();
     assert_eq!(tenants, vec![tenant_b.to_string(), tenant_a.to_string()]);
 
-    // Results and transcripts are kept beside it, and go with it.
+    // Its request, results and transcripts are kept beside it, and go
+    // with it.
+    assert_eq!(store.get_request(tenant_a, "eval_0a").await.unwrap(), None);
+    store
+        .put_request(tenant_a, "eval_0a", "{\"dataset\":[]}")
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_request(tenant_a, "eval_0a").await.unwrap(),
+        Some("{\"dataset\":[]}".to_string()),
+        "{name}: the request reads back"
+    );
+    assert_eq!(
+        store.get_request(tenant_b, "eval_0a").await.unwrap(),
+        None,
+        "{name}: another tenant's request is not seen"
+    );
+    assert_eq!(
+        store.list_records(tenant_a).await.unwrap().len(),
+        1,
+        "{name}: a kept request is no record"
+    );
     store
         .put_results(tenant_a, "eval_0a", "{\"id\":\"one\"}\n")
         .await
@@ -73,6 +94,7 @@ async fn conformance(store: Arc<dyn EvaluationRecords>, name: &str) {
     assert!(kept.contains("example"), "{name}: {kept}");
     store.delete_evaluation(tenant_a, "eval_0a").await.unwrap();
     assert_eq!(store.get_record(tenant_a, "eval_0a").await.unwrap(), None);
+    assert_eq!(store.get_request(tenant_a, "eval_0a").await.unwrap(), None);
     assert!(store.list_records(tenant_a).await.unwrap().is_empty());
     store.delete_evaluation(tenant_a, "eval_0a").await.unwrap();
     assert_eq!(

@@ -7,6 +7,7 @@
 //!
 //! Files: `{root}/{tenant, hex}/{evaluationId}.json` (the record, written
 //! to a temporary file and renamed, so whole or not at all),
+//! `{evaluationId}.request` (the request it was started with),
 //! `{evaluationId}.jsonl` (its results lines) and
 //! `{evaluationId}.transcripts/{example}.json` beside it. A tenant id is a
 //! folder name in hex (no separator, no `..`); an evaluation id is
@@ -167,6 +168,32 @@ impl EvaluationRecords for EvaluationFiles {
         Ok(tenants)
     }
 
+    async fn put_request(
+        &self,
+        tenant_id: &str,
+        evaluation_id: &str,
+        request_text: &str,
+    ) -> Result<(), StoreError> {
+        let path = self.well_formed(tenant_id, evaluation_id)?;
+        write_whole(&path.with_extension("request"), request_text)
+    }
+
+    async fn get_request(
+        &self,
+        tenant_id: &str,
+        evaluation_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let Some(path) = self.record_path(tenant_id, evaluation_id) else {
+            return Ok(None);
+        };
+        let path = path.with_extension("request");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Some(text)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(unavailable(&path, error)),
+        }
+    }
+
     async fn put_results(
         &self,
         tenant_id: &str,
@@ -201,6 +228,8 @@ impl EvaluationRecords for EvaluationFiles {
         };
         let results = path.with_extension("jsonl");
         removed(&results, std::fs::remove_file(&results))?;
+        let request = path.with_extension("request");
+        removed(&request, std::fs::remove_file(&request))?;
         let transcripts = path.with_extension("transcripts");
         removed(&transcripts, std::fs::remove_dir_all(&transcripts))?;
         // The record last: a deletion cut short is found again by the next prune.
@@ -286,6 +315,7 @@ impl TranscriptShelf for TranscriptFolder {
 #[derive(Default)]
 struct TenantEvaluations {
     records: BTreeMap<String, EvaluationRecord>,
+    requests: BTreeMap<String, String>,
     results: BTreeMap<String, String>,
     transcripts: BTreeMap<(String, String), String>,
 }
@@ -358,6 +388,34 @@ impl EvaluationRecords for InMemoryEvaluations {
         Ok(self.with(|tenants| tenants.keys().cloned().collect()))
     }
 
+    async fn put_request(
+        &self,
+        tenant_id: &str,
+        evaluation_id: &str,
+        request_text: &str,
+    ) -> Result<(), StoreError> {
+        self.with(|tenants| {
+            tenants
+                .entry(tenant_id.to_string())
+                .or_default()
+                .requests
+                .insert(evaluation_id.to_string(), request_text.to_string());
+        });
+        Ok(())
+    }
+
+    async fn get_request(
+        &self,
+        tenant_id: &str,
+        evaluation_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(self.with(|tenants| {
+            tenants
+                .get(tenant_id)
+                .and_then(|tenant| tenant.requests.get(evaluation_id).cloned())
+        }))
+    }
+
     async fn put_results(
         &self,
         tenant_id: &str,
@@ -390,6 +448,7 @@ impl EvaluationRecords for InMemoryEvaluations {
         self.with(|tenants| {
             if let Some(tenant) = tenants.get_mut(tenant_id) {
                 tenant.records.remove(evaluation_id);
+                tenant.requests.remove(evaluation_id);
                 tenant.results.remove(evaluation_id);
                 tenant
                     .transcripts

@@ -36,6 +36,20 @@ pub trait EvaluationRecords: Send + Sync {
     async fn list_records(&self, tenant_id: &str) -> Result<Vec<EvaluationRecord>, StoreError>;
     /// Every tenant that has records (a server sweeps them at start).
     async fn tenants(&self) -> Result<Vec<String>, StoreError>;
+    /// Keeps the request an evaluation was started with (`request_text`,
+    /// JSON), so a server started again resumes it.
+    async fn put_request(
+        &self,
+        tenant_id: &str,
+        evaluation_id: &str,
+        request_text: &str,
+    ) -> Result<(), StoreError>;
+    /// The request kept with [`Self::put_request`], if any.
+    async fn get_request(
+        &self,
+        tenant_id: &str,
+        evaluation_id: &str,
+    ) -> Result<Option<String>, StoreError>;
     /// Keeps an ended evaluation's results lines (`results_text`).
     async fn put_results(
         &self,

@@ -8,8 +8,12 @@
 //!
 //! Invariants:
 //! - A tenant runs at most [`MAX_RUNNING_PER_TENANT`] evaluations at once.
-//! - An evaluation a stopped server left `running` is `interrupted` once
-//!   the next one opens the store ([`DatasetEvaluations::open`]).
+//! - An evaluation a stopped server left `running` is resumed when the
+//!   next one opens the store ([`DatasetEvaluations::open`]): the examples
+//!   without a result run again, each under the idempotency key
+//!   `{evaluationId}.{line}`, so one whose run had started takes that run
+//!   up where it is rather than starting another. One whose request was
+//!   not kept (or no longer fits) is `interrupted`.
 //! - An ended evaluation older than its tenant's retention is deleted with
 //!   its results and transcripts, at open and whenever the tenant starts or
 //!   lists evaluations.
@@ -85,8 +89,9 @@ pub struct DatasetEvaluations {
 
 impl DatasetEvaluations {
     /// Opens the evaluations kept in `records`: any left `running` by an
-    /// earlier process is marked `interrupted`, and the ended ones past
-    /// their tenant's retention are deleted.
+    /// earlier process is resumed (or, when its request is not kept,
+    /// marked `interrupted`), and the ended ones past their tenant's
+    /// retention are deleted.
     pub async fn open(
         records: Arc<dyn EvaluationRecords>,
         runs: Arc<RunService>,
@@ -106,7 +111,9 @@ impl DatasetEvaluations {
         };
         for tenant_id in evaluations.records.tenants().await? {
             for mut record in evaluations.records.list_records(&tenant_id).await? {
-                if record.status == EvaluationStatus::Running {
+                if record.status == EvaluationStatus::Running
+                    && !evaluations.resume(&tenant_id, &record).await?
+                {
                     record.status = EvaluationStatus::Interrupted;
                     evaluations.records.put_record(&tenant_id, &record).await?;
                 }
@@ -173,15 +180,91 @@ impl DatasetEvaluations {
             summary: None,
             results: Vec::new(),
         };
-        if let Err(error) = self.records.put_record(tenant_id, &record).await {
+        // The request first: a record kept `running` can always be resumed.
+        let kept = match self
+            .records
+            .put_request(tenant_id, &record.evaluation_id, &body.to_string())
+            .await
+        {
+            Ok(()) => self.records.put_record(tenant_id, &record).await,
+            Err(error) => Err(error),
+        };
+        if let Err(error) = kept {
             release(&self.running, tenant_id);
             return Err(error.into());
         }
+        let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
+        self.spawn_work(
+            tenant_id,
+            record.clone(),
+            dataset.examples,
+            judge,
+            concurrency,
+        );
+        Ok(record)
+    }
+
+    /// Takes up an evaluation an earlier process left `running`: its kept
+    /// request read again, the examples without a result run (their slot
+    /// held whatever the tenant's limit: it was held before). `false` when
+    /// there is nothing to resume it from.
+    async fn resume(
+        &self,
+        tenant_id: &str,
+        record: &EvaluationRecord,
+    ) -> Result<bool, EvaluationError> {
+        let Some(text) = self
+            .records
+            .get_request(tenant_id, &record.evaluation_id)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let Ok(body) = serde_json::from_str::<Value>(&text) else {
+            return Ok(false);
+        };
+        let Ok(request) = EvaluationRequest::parse(&body) else {
+            return Ok(false);
+        };
+        let Ok(dataset) = request.dataset() else {
+            return Ok(false);
+        };
+        let judge: Option<Arc<dyn ExampleJudge>> = match &request.judges {
+            Some(template) => match self.judge(tenant_id, &record.evaluation_id, template) {
+                Ok(judge) => Some(Arc::new(judge)),
+                Err(_) => return Ok(false),
+            },
+            None => None,
+        };
+        let done: std::collections::HashSet<usize> =
+            record.results.iter().map(|result| result.line).collect();
+        let left: Vec<_> = dataset
+            .examples
+            .into_iter()
+            .filter(|example| !done.contains(&example.line))
+            .collect();
+        if let Ok(mut running) = self.running.lock() {
+            *running.entry(tenant_id.to_string()).or_insert(0) += 1;
+        }
+        tracing::info!(tenant_id, evaluation = %record.evaluation_id, examples_left = left.len(), "an evaluation an earlier process left running is resumed");
+        let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
+        self.spawn_work(tenant_id, record.clone(), left, judge, concurrency);
+        Ok(true)
+    }
+
+    /// Runs `examples` of the evaluation in a task of its own.
+    fn spawn_work(
+        &self,
+        tenant_id: &str,
+        record: EvaluationRecord,
+        examples: Vec<baton_core::contracts::dataset::ResolvedExample>,
+        judge: Option<Arc<dyn ExampleJudge>>,
+        concurrency: usize,
+    ) {
         let runs: Arc<dyn ExampleRuns> = Arc::new(EmbeddedExampleRuns {
             runs: self.runs.clone(),
             tenant: tenant_id.to_string(),
         });
-        let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
         let work = RunningEvaluation {
             records: self.records.clone(),
             running: self.running.clone(),
@@ -190,8 +273,7 @@ impl DatasetEvaluations {
             judge,
             concurrency,
         };
-        tokio::spawn(work.run(record.clone(), dataset.examples));
-        Ok(record)
+        tokio::spawn(work.run(record, examples));
     }
 
     /// The tenant's evaluations, newest first, without their results.
@@ -282,10 +364,14 @@ impl RunningEvaluation {
         record: EvaluationRecord,
         examples: Vec<baton_core::contracts::dataset::ResolvedExample>,
     ) {
+        let evaluation_id = record.evaluation_id.clone();
         let kept = Arc::new(tokio::sync::Mutex::new(record));
         let slots = Arc::new(tokio::sync::Semaphore::new(self.concurrency));
         let mut tasks = Vec::new();
-        for example in examples {
+        for mut example in examples {
+            // One run per example, whichever process starts it.
+            example.envelope["idempotencyKey"] =
+                Value::String(format!("{evaluation_id}.{}", example.line));
             let (runs, judge, slots, kept, records, tenant_id) = (
                 self.runs.clone(),
                 self.judge.clone(),
