@@ -2,12 +2,13 @@
 //! with the scripted model double standing in for the LLM endpoint (judge
 //! scores by a prompt rule): a dataset given inline runs under the caller's
 //! tenant (its runs are that tenant's), judged by the panel given, and is
-//! kept in the data directory; the list and the record answer only their
+//! kept in the store (the SQLite file: record, request, results lines and
+//! transcripts); the list and the record answer only their
 //! tenant; wrong requests are 422 naming their JSON path; a tenant's third
 //! running evaluation is a 409; one left running by a killed server is
 //! resumed after a restart and completes with one run per example (on
 //! SQLite, the runs it had started taken up, none started twice), and an
-//! ended one past the retention is deleted with its files.
+//! ended one past the retention is deleted with its rows.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -76,8 +77,10 @@ async fn a_dataset_runs_on_the_server_for_its_tenant_and_is_kept() {
         values: vec![json!(8.0)],
     });
     let data_home = tempfile::tempdir().unwrap();
+    let database = data_home.path().join("runs.sqlite3");
+    let store = format!("sqlite:{}", database.display());
     let serve = start_serve(
-        &["--store", "memory"],
+        &["--store", store.as_str()],
         &environment(&model, data_home.path()),
     )
     .await;
@@ -158,15 +161,31 @@ async fn a_dataset_runs_on_the_server_for_its_tenant_and_is_kept() {
     )
     .await;
     assert_eq!(status, 404);
-    // Kept in the data directory: the record, its results file, its transcripts.
-    let kept = std::fs::read_dir(data_home.path().join("baton/evaluations"))
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    assert!(kept.join(format!("{id}.jsonl")).exists());
-    let transcript = kept.join(format!("{id}.transcripts/as-shipped.json"));
+    // Kept in the store: the record, its results lines, its transcripts
+    // (each one verifiable); nothing as files in the data directory.
+    assert!(!data_home.path().join("baton/evaluations").exists());
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    let (results_lines, request): (String, String) = connection
+        .query_row(
+            "SELECT results, request FROM evaluations WHERE tenant_id = 'acme' AND evaluation_id = ?1",
+            [&id],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(results_lines.lines().count(), 3, "{results_lines}");
+    assert!(
+        request.contains("as-shipped"),
+        "the request is kept to resume it"
+    );
+    let panel_output: String = connection
+        .query_row(
+            "SELECT panel_output FROM evaluation_transcripts WHERE evaluation_id = ?1 AND example_id = 'as-shipped'",
+            [&id],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let transcript = data_home.path().join("as-shipped.json");
+    std::fs::write(&transcript, panel_output).unwrap();
     let verified = tokio::process::Command::new(env!("CARGO_BIN_EXE_baton"))
         .args(["judge", "verify", transcript.to_str().unwrap()])
         .output()
@@ -180,8 +199,10 @@ async fn a_dataset_runs_on_the_server_for_its_tenant_and_is_kept() {
 async fn wrong_requests_are_named_limits_hold_and_a_restart_resumes_the_unfinished() {
     let model = ScriptedLlmServer::start().await.unwrap();
     let data_home = tempfile::tempdir().unwrap();
+    let database = data_home.path().join("runs.sqlite3");
+    let store = format!("sqlite:{}", database.display());
     let serve = start_serve(
-        &["--store", "memory"],
+        &["--store", store.as_str()],
         &environment(&model, data_home.path()),
     )
     .await;
@@ -263,17 +284,26 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_resumes_the_unfinish
     assert_eq!(status, 202);
     serve.stop().await;
     // An ended evaluation past the retention (30 days by default), kept by
-    // an earlier server: the restart deletes it with its files.
-    let acme_folder = data_home.path().join("baton/evaluations/61636d65");
+    // an earlier server: the restart deletes it with its rows.
     let old = json!({"evaluationId": "eval_0123abcd", "name": "old", "status": "completed",
         "createdAt": "2020-01-01T00:00:00Z", "total": 0, "finished": 0, "passed": 0,
         "judged": false, "results": []});
-    std::fs::write(acme_folder.join("eval_0123abcd.json"), old.to_string()).unwrap();
-    std::fs::write(acme_folder.join("eval_0123abcd.jsonl"), "").unwrap();
-    std::fs::create_dir_all(acme_folder.join("eval_0123abcd.transcripts")).unwrap();
-    // Restarted on the same data directory: the unfinished are resumed.
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    connection
+        .execute(
+            "INSERT INTO evaluations (tenant_id, evaluation_id, record, results) VALUES ('acme', 'eval_0123abcd', ?1, '')",
+            [old.to_string()],
+        )
+        .unwrap();
+    connection
+        .execute(
+            "INSERT INTO evaluation_transcripts VALUES ('acme', 'eval_0123abcd', 'x', '{}')",
+            [],
+        )
+        .unwrap();
+    // Restarted on the same file: the unfinished are resumed.
     let serve = start_serve(
-        &["--store", "memory"],
+        &["--store", store.as_str()],
         &environment(&model, data_home.path()),
     )
     .await;
@@ -285,12 +315,15 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_resumes_the_unfinish
         .map(|record| record["status"].as_str().unwrap())
         .collect();
     assert_eq!(statuses, ["running", "running"], "{listed}");
-    for gone in [
-        "eval_0123abcd.json",
-        "eval_0123abcd.jsonl",
-        "eval_0123abcd.transcripts",
-    ] {
-        assert!(!acme_folder.join(gone).exists(), "{gone} was deleted");
+    for table in ["evaluations", "evaluation_transcripts"] {
+        let left: i64 = connection
+            .query_row(
+                &format!("SELECT COUNT(*) FROM {table} WHERE evaluation_id = 'eval_0123abcd'"),
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(left, 0, "the old evaluation's {table} rows were deleted");
     }
     serve.stop().await;
 }

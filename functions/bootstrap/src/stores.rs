@@ -197,6 +197,19 @@ pub fn observe_commits(
 
 /// The SQLite file `sqlite` without a path means: under the user's data
 /// directory (`XDG_DATA_HOME`, else `HOME/.local/share`).
+/// The SQLite file a `--store sqlite[:PATH]` choice names; refused for
+/// another store.
+pub fn sqlite_file(
+    store: &StoreChoice,
+    configuration: &Configuration,
+) -> Result<PathBuf, StartupError> {
+    match store {
+        StoreChoice::Sqlite(Some(path)) => Ok(path.clone()),
+        StoreChoice::Sqlite(None) => default_state_file(configuration),
+        other => Err(StartupError(format!("{other:?} keeps no SQLite file"))),
+    }
+}
+
 pub fn default_state_file(configuration: &Configuration) -> Result<PathBuf, StartupError> {
     let data_directory = configuration
         .data_home
@@ -256,8 +269,7 @@ pub async fn embedded_store_ports(
             };
             return Ok((ports, 0));
         }
-        StoreChoice::Sqlite(Some(path)) => path.clone(),
-        StoreChoice::Sqlite(None) => default_state_file(configuration)?,
+        StoreChoice::Sqlite(_) => sqlite_file(choice, configuration)?,
         StoreChoice::Dynamodb => {
             return Err(StartupError(
                 "--store dynamodb is for `baton serve`; `baton run` keeps runs in memory or sqlite"

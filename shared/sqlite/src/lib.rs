@@ -21,6 +21,8 @@
 //! | `stream_leases` | `tenant_id, run_id, stream_id` | `expires_at_millis`: open event streams, counted against the per-run and per-tenant caps by every process sharing the file |
 //! | `thread_lanes` | `tenant_id, thread_id` | `lane` (JSON: the run answering, those queued, those cut short), `version` (each write conditional on it; added like `threads`) |
 //! | `request_keys` | `tenant_id, request_key` | `expires_at_millis`, `record` (JSON: the request's fingerprint, its answer once it has one): idempotency keys of chat messages, forks, answers and schedule creations (added like `threads`) |
+//! | `evaluations` | `tenant_id, evaluation_id` | `record`, `request`, `results` (JSON, JSON, JSONL text): the evaluations `baton serve` runs on this store (feature `evaluations`; added like `threads`) |
+//! | `evaluation_transcripts` | `tenant_id, evaluation_id, example_id` | `panel_output` (JSON): an example's judge panel output |
 //! | `audit_records` | `tenant_id, audit_id` | `expires_at_millis`, `record` (JSON): the audit trail, inserted only (a trigger refuses any `UPDATE`; rows go only when their retention passes, dropped by the next append; added like `threads`) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` for commits (a committed
@@ -186,6 +188,21 @@ CREATE TABLE IF NOT EXISTS audit_records (
     PRIMARY KEY (tenant_id, audit_id)
 );
 CREATE INDEX IF NOT EXISTS audit_records_expiry ON audit_records (expires_at_millis);
+CREATE TABLE IF NOT EXISTS evaluations (
+    tenant_id TEXT NOT NULL,
+    evaluation_id TEXT NOT NULL,
+    record TEXT,
+    request TEXT,
+    results TEXT,
+    PRIMARY KEY (tenant_id, evaluation_id)
+);
+CREATE TABLE IF NOT EXISTS evaluation_transcripts (
+    tenant_id TEXT NOT NULL,
+    evaluation_id TEXT NOT NULL,
+    example_id TEXT NOT NULL,
+    panel_output TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, evaluation_id, example_id)
+);
 CREATE TABLE IF NOT EXISTS request_keys (
     tenant_id TEXT NOT NULL,
     request_key TEXT NOT NULL,

@@ -60,16 +60,18 @@ pub async fn serve(
     let app = baton_bootstrap::api_router(&services, authenticator, &configuration).merge(
         metrics_route::metrics_router(counters.clone(), metrics_access),
     );
-    // `/api/v1/flex/evaluations`: datasets run here, kept in the data directory.
+    // `/api/v1/flex/evaluations`: datasets run here, kept in the store.
     let app = match &configuration.data_home {
         Some(data_home) => {
+            let records = serve_evaluations::evaluation_records(&store, &configuration, data_home)
+                .map_err(|error| invalid(format!("the evaluations' store: {error}")))?;
             let evaluations = serve_evaluations::served_evaluations(
                 &services,
                 registry.clone(),
                 configuration
                     .retention()
                     .with_tenant_settings(registry.tenant_settings()),
-                data_home,
+                records,
             )
             .await
             .map_err(|error| invalid(format!("the evaluations' store: {error}")))?;

@@ -1,8 +1,10 @@
 //! `baton serve`'s evaluations (`/api/v1/flex/evaluations`): the HTTP
 //! port (`baton_http::evaluation_port::ServedEvaluations`) over the
-//! runtime's `DatasetEvaluations`, kept as files under the data directory
-//! (`{data dir}/baton/evaluations`, `EvaluationFiles`) and judged through
-//! the model the command line picks.
+//! runtime's `DatasetEvaluations`, kept in the server's store where it
+//! has them (the SQLite file; in memory with `--store memory`), else as
+//! files under the data directory (`{data dir}/baton/evaluations`,
+//! `EvaluationFiles`: `--store dynamodb`, which keeps none yet), and
+//! judged through the model the command line picks.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +13,8 @@ use baton_core::catalog::registry::Registry;
 use baton_evaluation::served::EvaluationRecord;
 use baton_http::evaluation_port::{EvaluationRefusal, EvaluationsExtension, ServedEvaluations};
 use baton_runtime::clock::SystemClock;
-use baton_runtime::memory::EvaluationFiles;
+use baton_runtime::memory::{EvaluationFiles, InMemoryEvaluations};
+use baton_runtime::ports::evaluation_ports::EvaluationRecords;
 use baton_runtime::services::dataset_evaluations::{
     DatasetEvaluations, EvaluationError, NoJudgeModel,
 };
@@ -53,14 +56,37 @@ impl ServedEvaluations for ServedByRuntime {
     }
 }
 
-/// The server's evaluations over `services`, kept under `data_home`: any
-/// left `running` by an earlier process marked `interrupted`, the ended
-/// ones past their tenant's retention deleted.
+/// Where the server keeps its evaluations on `store` (`data_home`: the
+/// data directory, for a store that keeps none).
+pub fn evaluation_records(
+    store: &baton_bootstrap::stores::StoreChoice,
+    configuration: &baton_bootstrap::Configuration,
+    data_home: &Path,
+) -> Result<Arc<dyn EvaluationRecords>, baton_bootstrap::StartupError> {
+    use baton_bootstrap::stores::StoreChoice;
+    Ok(match store {
+        StoreChoice::Sqlite(_) => {
+            let path = baton_bootstrap::stores::sqlite_file(store, configuration)?;
+            Arc::new(
+                baton_sqlite::SqliteStore::open(&path)
+                    .map_err(|error| baton_bootstrap::StartupError(error.to_string()))?,
+            )
+        }
+        StoreChoice::Memory => Arc::new(InMemoryEvaluations::default()),
+        StoreChoice::Dynamodb => Arc::new(EvaluationFiles::new(
+            data_home.join("baton").join("evaluations"),
+        )),
+    })
+}
+
+/// The server's evaluations over `services`, kept in `records`: any left
+/// `running` by an earlier process resumed, the ended ones past their
+/// tenant's retention deleted.
 pub async fn served_evaluations(
     services: &Services,
     registry: Arc<Registry>,
     retention: RunRetention,
-    data_home: &Path,
+    records: Arc<dyn EvaluationRecords>,
 ) -> Result<EvaluationsExtension, EvaluationError> {
     let judge_model = crate::setup::model_choice::routed_model_for_cli(
         &registry,
@@ -70,9 +96,7 @@ pub async fn served_evaluations(
     )
     .map_err(|error| Arc::new(error) as NoJudgeModel);
     let evaluations = DatasetEvaluations::open(
-        Arc::new(EvaluationFiles::new(
-            data_home.join("baton").join("evaluations"),
-        )),
+        records,
         services.runs.clone(),
         registry,
         judge_model,

@@ -1,6 +1,7 @@
-//! The one conformance suite of `EvaluationRecords`, run on both stores:
-//! in memory (`InMemoryEvaluations`) and as files (`EvaluationFiles`, in a
-//! temporary folder). A record reads back as written, each tenant sees
+//! The one conformance suite of `EvaluationRecords`, run on every store:
+//! in memory (`InMemoryEvaluations`), as files (`EvaluationFiles`, in a
+//! temporary folder) and on the SQLite file (`baton-sqlite`, feature
+//! `evaluations`, what `baton serve --store sqlite` keeps them in). A record reads back as written, each tenant sees
 //! only its own, a deletion takes the results and transcripts with it, and
 //! an id that is not an evaluation id names no file.
 
@@ -108,6 +109,29 @@ async fn conformance(store: Arc<dyn EvaluationRecords>, name: &str) {
 async fn the_in_memory_store_passes_the_conformance_suite() {
     let store = InMemoryEvaluations::default();
     conformance(Arc::new(store.clone()), "memory").await;
+}
+
+#[tokio::test]
+async fn the_sqlite_store_passes_the_conformance_suite_and_keeps_no_row_of_a_deleted_one() {
+    let folder = tempfile::tempdir().unwrap();
+    let database = folder.path().join("runs.sqlite3");
+    let store = baton_sqlite::SqliteStore::open(&database).unwrap();
+    conformance(Arc::new(store.clone()), "sqlite").await;
+    drop(store);
+    let connection = rusqlite::Connection::open(&database).unwrap();
+    for table in ["evaluations", "evaluation_transcripts"] {
+        let rows: i64 = connection
+            .query_row(
+                &format!("SELECT COUNT(*) FROM {table} WHERE tenant_id = 'tenant-a'"),
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            rows, 0,
+            "{table} keeps nothing of tenant-a's deleted evaluation"
+        );
+    }
 }
 
 #[tokio::test]
