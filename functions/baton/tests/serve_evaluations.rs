@@ -1,7 +1,9 @@
 //! `baton serve`'s evaluations over a real socket (`/api/v1/flex/evaluations`),
 //! with the scripted model double standing in for the LLM endpoint (judge
 //! scores by a prompt rule): a dataset given inline runs under the caller's
-//! tenant (its runs are that tenant's), judged by the panel given, and is
+//! tenant (its runs are that tenant's), judged by the panel given (one
+//! durable panel run of the tenant per judged example; a panel past its
+//! size refused at submission, naming its path), and is
 //! kept in the store (the SQLite file: record, request, results lines and
 //! transcripts); the list and the record answer only their
 //! tenant; wrong requests are 422 naming their JSON path; a tenant's third
@@ -141,6 +143,19 @@ async fn a_dataset_runs_on_the_server_for_its_tenant_and_is_kept() {
         let (status, _) = call(client.get(format!("{base}/runs/{run_id}")), OTHER_TOKEN).await;
         assert_eq!(status, 404);
     }
+    // The judges ran as the tenant's own panel runs, one per judged
+    // example, beside the examples' runs.
+    let judged = results
+        .iter()
+        .filter(|result| result["judge"].is_object())
+        .count();
+    assert!(judged >= 1, "{record}");
+    let (_, runs) = call(client.get(format!("{base}/runs?limit=100")), TOKEN).await;
+    assert_eq!(
+        runs["runs"].as_array().unwrap().len(),
+        results.len() + judged,
+        "one run per example and one panel run per judged example: {runs}"
+    );
     let (_, listed) = call(client.get(format!("{base}/evaluations")), TOKEN).await;
     assert_eq!(listed["evaluations"][0]["evaluationId"], json!(id));
     assert_eq!(
@@ -229,6 +244,20 @@ async fn wrong_requests_are_named_limits_hold_and_a_restart_resumes_the_unfinish
     assert_eq!(refused(body).await, "$.dataset[1].envelope.objective");
     let mut body = request_body();
     body["judges"]["request"]["selectedAgents"] = json!("everyone");
+    assert_eq!(refused(body).await, "$.judges.request.selectedAgents");
+    // A panel past its size is refused when the evaluation is submitted,
+    // not when a round is stored.
+    let mut body = request_body();
+    let judge = body["judges"]["request"]["selectedAgents"][0].clone();
+    body["judges"]["request"]["selectedAgents"] = Value::Array(
+        (0..=baton_judge::request::MAX_JUDGES)
+            .map(|index| {
+                let mut judge = judge.clone();
+                judge["id"] = json!(format!("judge-{index}"));
+                judge
+            })
+            .collect(),
+    );
     assert_eq!(refused(body).await, "$.judges.request.selectedAgents");
     let mut body = request_body();
     body["extra"] = json!(true);

@@ -47,62 +47,66 @@ impl ExampleRuns for EmbeddedExampleRuns {
             .await
             .map_err(|error| NotFinished::new(None, "submitted", error.to_string()))?;
         let run_id = submitted.run_id;
-        loop {
-            let stored = self
-                .runs
-                .load(&self.tenant, &run_id)
-                .await
-                .map_err(|error| {
-                    NotFinished::new(Some(run_id.clone()), "loaded", error.to_string())
-                })?;
-            match stored {
-                Some(stored) if stored.state.status().is_settled() => {
-                    let state = stored.state;
-                    let usage = state.total_usage();
-                    return Ok(FinishedRun {
-                        status: state.status().as_str().to_string(),
-                        output: state.output.clone().unwrap_or(Value::Null),
-                        cost_usd: state.total_cost_usd(),
-                        tokens: Tokens {
-                            prompt: usage.prompt_tokens,
-                            completion: usage.completion_tokens,
-                        },
-                        duration_ms: u64::try_from(started.elapsed().as_millis())
-                            .unwrap_or(u64::MAX),
-                        model_by_node: state
-                            .nodes
-                            .iter()
-                            .filter_map(|(node, record)| {
-                                record
-                                    .model
-                                    .as_ref()
-                                    .map(|model| (node.clone(), model.to_string()))
-                            })
-                            .collect(),
-                        run_id,
-                    });
-                }
-                _ if started.elapsed() > limit => {
-                    // Cancelled, not left spending the tenant's budget.
-                    let cancelled = self
-                        .runs
-                        .cancel(&self.tenant, &run_id, PAST_ITS_LIMIT)
-                        .await
-                        .map_or_else(
-                            |error| format!("; cancelling it failed: {error}"),
-                            |_| "; it was cancelled".to_string(),
-                        );
-                    return Err(NotFinished::new(
-                        Some(run_id),
-                        "settled",
-                        format!(
-                            "the run had not settled after {} s{cancelled}",
-                            limit.as_secs()
-                        ),
-                    ));
-                }
-                _ => tokio::time::sleep(POLL_EVERY).await,
+        let state = settled_run(&self.runs, &self.tenant, &run_id, started, limit).await?;
+        let usage = state.total_usage();
+        Ok(FinishedRun {
+            status: state.status().as_str().to_string(),
+            output: state.output.clone().unwrap_or(Value::Null),
+            cost_usd: state.total_cost_usd(),
+            tokens: Tokens {
+                prompt: usage.prompt_tokens,
+                completion: usage.completion_tokens,
+            },
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            model_by_node: state
+                .nodes
+                .iter()
+                .filter_map(|(node, record)| {
+                    record
+                        .model
+                        .as_ref()
+                        .map(|model| (node.clone(), model.to_string()))
+                })
+                .collect(),
+            run_id,
+        })
+    }
+}
+
+/// Waits for run `run_id` of `tenant` to settle (ended, or waiting for a
+/// person) until `limit` after `started`; past it the run is cancelled
+/// ([`PAST_ITS_LIMIT`]), not left spending, and the failed check says so.
+pub(super) async fn settled_run(
+    runs: &RunService,
+    tenant: &str,
+    run_id: &str,
+    started: Instant,
+    limit: Duration,
+) -> Result<baton_core::state::run::RunState, NotFinished> {
+    loop {
+        let stored = runs.load(tenant, run_id).await.map_err(|error| {
+            NotFinished::new(Some(run_id.to_string()), "loaded", error.to_string())
+        })?;
+        match stored {
+            Some(stored) if stored.state.status().is_settled() => return Ok(stored.state),
+            _ if started.elapsed() > limit => {
+                let cancelled = runs
+                    .cancel(tenant, run_id, PAST_ITS_LIMIT)
+                    .await
+                    .map_or_else(
+                        |error| format!("; cancelling it failed: {error}"),
+                        |_| "; it was cancelled".to_string(),
+                    );
+                return Err(NotFinished::new(
+                    Some(run_id.to_string()),
+                    "settled",
+                    format!(
+                        "the run had not settled after {} s{cancelled}",
+                        limit.as_secs()
+                    ),
+                ));
             }
+            _ => tokio::time::sleep(POLL_EVERY).await,
         }
     }
 }

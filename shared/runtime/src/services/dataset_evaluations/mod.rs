@@ -22,18 +22,22 @@
 
 mod example_runs;
 mod panel_judge;
+mod run_panel_judge;
 
 pub use example_runs::{DEFAULT_EXAMPLE_LIMIT, EmbeddedExampleRuns, PAST_ITS_LIMIT, run_example};
 pub use panel_judge::PanelJudge;
+pub use run_panel_judge::RunPanelJudge;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use baton_core::basics::instant::Instant;
 use baton_core::catalog::registry::Registry;
+use baton_evaluation::checks::judge_request_for;
 use baton_evaluation::results::results_text;
 use baton_evaluation::served::{EvaluationRecord, EvaluationRequest, EvaluationStatus};
 use baton_evaluation::summary::Summary;
+use baton_judge::request::PanelRequest;
 use serde_json::Value;
 
 use crate::error::StoreError;
@@ -298,35 +302,48 @@ impl DatasetEvaluations {
             .ok_or(EvaluationError::NotFound)
     }
 
-    /// The judge of a request's panel, its transcripts kept beside the
-    /// evaluation; refused naming the path under `$.judges`.
+    /// The judge of a request's panel: one durable panel run of the
+    /// tenant per example ([`RunPanelJudge`]), its transcripts kept beside
+    /// the evaluation; refused naming the path under `$.judges` (a judge
+    /// the catalog lacks, a panel past its size, a server without a model
+    /// or a panel capability).
     fn judge(
         &self,
         tenant_id: &str,
         evaluation_id: &str,
         template: &Value,
-    ) -> Result<PanelJudge, EvaluationError> {
+    ) -> Result<RunPanelJudge, EvaluationError> {
         let under_judges = |path: String, message: String| EvaluationError::Invalid {
             path: format!("$.judges{}", path.strip_prefix('$').unwrap_or(&path)),
             message,
         };
-        let model = match &self.judge_model {
-            Ok(model) => model,
-            Err(why) => {
-                return Err(under_judges(
-                    "$".into(),
-                    format!("this server has no model for judges: {why}"),
-                ));
-            }
+        if let Err(why) = &self.judge_model {
+            return Err(under_judges(
+                "$".into(),
+                format!("this server has no model for judges: {why}"),
+            ));
+        }
+        let Some(entry) = self.runs.panel_entry() else {
+            return Err(under_judges(
+                "$".into(),
+                "this server's registry has no panel capability to run judges".into(),
+            ));
         };
-        PanelJudge::from_template(
-            template.clone(),
-            &self.registry,
-            model.clone(),
-            self.clock.clone(),
-            self.records.transcript_shelf(tenant_id, evaluation_id),
-        )
-        .map_err(|(path, message)| under_judges(path, message))
+        let probe = judge_request_for(template, "probe", "", &Value::Null, None)
+            .map_err(|error| under_judges("$.request".into(), error.to_string()))?;
+        let request =
+            PanelRequest::parse(&probe).map_err(|error| under_judges(error.path, error.message))?;
+        baton_core::planning::model_choice::check_judge_models(self.registry.models(), &request)
+            .map_err(|(path, message)| under_judges(path, message))?;
+        Ok(RunPanelJudge {
+            template: template.clone(),
+            runs: self.runs.clone(),
+            tenant: tenant_id.to_string(),
+            entry,
+            evaluation_id: evaluation_id.to_string(),
+            shelf: self.records.transcript_shelf(tenant_id, evaluation_id),
+            limit: DEFAULT_EXAMPLE_LIMIT,
+        })
     }
 
     /// Counts one more running evaluation of the tenant, or refuses it.

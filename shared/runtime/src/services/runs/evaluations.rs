@@ -52,6 +52,20 @@ impl RunService {
         request: &PanelRequest,
         body: &Value,
     ) -> Result<SubmittedRun, RuntimeError> {
+        self.submit_evaluation_once(tenant_id, entry, request, body, None)
+            .await
+    }
+
+    /// [`Self::submit_evaluation`] under an idempotency key: submitted
+    /// again with the same key, it answers the same run.
+    pub async fn submit_evaluation_once(
+        &self,
+        tenant_id: &str,
+        entry: &PanelEntry,
+        request: &PanelRequest,
+        body: &Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<SubmittedRun, RuntimeError> {
         // A judge's model is the catalog's: a name it lacks is refused here,
         // not left to the default model.
         baton_core::planning::model_choice::check_judge_models(self.registry.models(), request)
@@ -72,6 +86,10 @@ impl RunService {
             }},
             "metadata": {"evaluationRequestId": request.request.id}
         });
+        let mut envelope = envelope;
+        if let Some(key) = idempotency_key {
+            envelope["idempotencyKey"] = Value::String(key.to_string());
+        }
         self.submit(tenant_id, &envelope).await
     }
 
