@@ -11,5 +11,7 @@ trap 'rm -rf "$figures"' EXIT
 export BATON_DURABILITY_FIGURES=$figures
 cargo test -q -p baton-step-function --test killed_mid_node --test killed_before_hold
 cargo test -q -p baton --test serve_crash --test serve_crash_aws
+cargo test -q -p baton-aws --test faults --test large_answers
+cargo test -q -p baton-runtime --test durability
 python3 scripts/durability_report.py "$figures" docs/durability.md
 echo "durability report: docs/durability.md from $(ls "$figures" | wc -l) scenarios" >&2

@@ -44,12 +44,9 @@ GUARANTEES = [
 ]
 
 NOT_YET = [
-    "Duplicate and reordered deliveries are tested (`shared/runtime/tests/durability.rs`: a "
-    "duplicate is stale, a late delivery changes nothing) but record no figures here yet.",
-    "Throttling and brown-outs of the store are tested (`shared/aws/tests/faults.rs`, "
-    "`fault_injection::ThrottlingStore`) but record no figures here yet.",
-    "Sizes: a 450 KB answer completes on DynamoDB (`shared/aws` large-payload conformance); no "
-    "figure here yet.",
+    "Reordered deliveries (a step's message arriving after its run moved on) are tested "
+    "(`shared/runtime/tests/durability.rs`, the duplicated-delivery scenarios above include twins "
+    "arriving late) but record no figure of their own.",
     "Clock skew between processes is not tested: leases compare the claimant's clock with the "
     "store's stored expiry, so a process whose clock runs ahead by more than a lease can take "
     "over a live claim.",

@@ -1,6 +1,9 @@
 //! The durable step loop on DynamoDB and SQS (moto) under injected faults:
-//! every message delivered twice, sends lost between commit and send, and
-//! two concurrent deliveries of one step. Model calls are counted at the
+//! every message delivered twice, sends lost between commit and send, a
+//! brown-out of the store (its calls refused as throttled), and two
+//! concurrent deliveries of one step. Each completed history passes the
+//! durability report's checks, and the scenarios record their figures for
+//! it (`crash_checks::record_figures`). Model calls are counted at the
 //! scripted OpenAI-compatible server (the test double for the model); the
 //! engine, the DynamoDB store and the SQS queue are the real ones. Also
 //! counts the store and queue calls per node step on the hot path.
@@ -268,9 +271,29 @@ fn envelope() -> Value {
     baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json")
 }
 
+/// How long `drive_until_settled` waits for a run.
+const SETTLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Records a completed scenario of this file for the durability report.
+fn record(scenario: &str, fault: &str, recovered: Duration, model: &ScriptedLlmServer) {
+    baton_test_support::crash_checks::record_figures(
+        scenario,
+        serde_json::json!({
+            "store": "DynamoDB + SQS (moto)",
+            "path": "step service over the shipped step queue (in process)",
+            "fault": fault,
+            "runs": 1,
+            "recoveryMs": recovered.as_millis() as u64,
+            "recoveryLimitMs": SETTLE_LIMIT.as_millis() as u64,
+            "modelRequests": model.request_count(),
+            "checks": baton_test_support::crash_checks::EXACTLY_ONCE_HISTORY_CHECKS,
+        }),
+    );
+}
+
 /// Receives and performs steps (concurrently within a batch) until the run settles.
 async fn drive_until_settled(orchestrator: &Arc<BuiltServices>, run_id: &str) -> RunStatus {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
     loop {
         let stored = orchestrator
             .store
@@ -319,6 +342,11 @@ async fn assert_exactly_once(
         .await
         .unwrap();
     assert_frames_match_schemas(&frames);
+    let values: Vec<Value> = frames
+        .iter()
+        .map(|frame| serde_json::to_value(frame).unwrap())
+        .collect();
+    baton_test_support::crash_checks::assert_completed_exactly_once(run_id, &values);
     for (index, frame) in frames.iter().enumerate() {
         assert_eq!(frame.id, index as u64 + 1, "contiguous sequence numbers");
     }
@@ -345,6 +373,7 @@ async fn every_step_message_delivered_twice() {
     let fixture = fixture().await;
     let queue: Arc<dyn StepQueue> = Arc::new(DuplicatingQueue(fixture.sqs.clone()));
     let orchestrator = orchestrator(&fixture, fixture.store.clone(), queue);
+    let started = std::time::Instant::now();
     let submitted = orchestrator
         .services
         .runs
@@ -356,6 +385,68 @@ async fn every_step_message_delivered_twice() {
         RunStatus::Completed
     );
     assert_exactly_once(&orchestrator, &submitted.run_id, &fixture.model).await;
+    record(
+        "dynamodb-every-step-message-delivered-twice",
+        "every step message sent twice (duplicates, and a twin that may arrive after its run moved on)",
+        started.elapsed(),
+        &fixture.model,
+    );
+}
+
+/// A brown-out: the store refuses calls as throttled (DynamoDB's
+/// `ProvisionedThroughputExceeded`, retryable) at the run's first step and
+/// again at a later one; the steps are released and delivered again, and
+/// the run completes once, each node's model called once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_brown_out_delays_the_run_and_changes_nothing_else() {
+    let fixture = fixture().await;
+    let faults = Arc::new(baton_test_support::fault_injection::ThrottlingStore::new(
+        fixture.store.clone(),
+    ));
+    let orchestrator = orchestrator(&fixture, faults.clone(), fixture.sqs.clone());
+    let started = std::time::Instant::now();
+    let submitted = orchestrator
+        .services
+        .runs
+        .submit("t", &envelope())
+        .await
+        .unwrap();
+    // Steps are taken until each burst has been refused whole.
+    for (burst, failed_by_then) in [(4, 4), (3, 7)] {
+        faults.throttle_next(burst);
+        let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
+        while faults.calls_failed() < failed_by_then {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the burst was never hit"
+            );
+            for received in orchestrator
+                .queue
+                .receive(10, Duration::from_secs(1))
+                .await
+                .unwrap()
+            {
+                let _ = process_received_step(
+                    &orchestrator.services.steps,
+                    orchestrator.queue.as_ref(),
+                    received,
+                )
+                .await;
+            }
+        }
+    }
+    assert_eq!(
+        drive_until_settled(&orchestrator, &submitted.run_id).await,
+        RunStatus::Completed
+    );
+    assert_eq!(faults.calls_failed(), 7, "both bursts were refused");
+    assert_exactly_once(&orchestrator, &submitted.run_id, &fixture.model).await;
+    record(
+        "dynamodb-store-brown-out",
+        "two bursts of store calls refused as throttled (4, then 3)",
+        started.elapsed(),
+        &fixture.model,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -363,6 +454,7 @@ async fn sends_lost_between_commit_and_send_are_repaired() {
     let fixture = fixture().await;
     let queue: Arc<dyn StepQueue> = Arc::new(FailingSendQueue::new(fixture.sqs.clone(), 2));
     let orchestrator = orchestrator(&fixture, fixture.store.clone(), queue);
+    let started = std::time::Instant::now();
     let submitted = orchestrator
         .services
         .runs
@@ -374,6 +466,12 @@ async fn sends_lost_between_commit_and_send_are_repaired() {
         RunStatus::Completed
     );
     assert_exactly_once(&orchestrator, &submitted.run_id, &fixture.model).await;
+    record(
+        "dynamodb-sends-lost-after-commit",
+        "2 step messages lost between the commit and the send",
+        started.elapsed(),
+        &fixture.model,
+    );
     assert!(
         fixture
             .store

@@ -107,6 +107,7 @@ async fn a_one_mebibyte_answer_completes_on_dynamodb_with_one_model_call() {
         queue,
     };
     let mut thread_id = None;
+    let started = std::time::Instant::now();
     for (turn, length) in [(0, ANSWER_BYTES), (1, 64 * 1024)] {
         let request = ChatRequest {
             message: format!("Write it all out, turn {turn}."),
@@ -150,12 +151,29 @@ async fn a_one_mebibyte_answer_completes_on_dynamodb_with_one_model_call() {
             .filter_map(|frame| frame.message.as_deref().map(str::len))
             .sum();
         assert_eq!(streamed, length, "turn {turn}: every delta reads back");
+        let values: Vec<serde_json::Value> = frames
+            .iter()
+            .map(|frame| serde_json::to_value(frame).unwrap())
+            .collect();
+        baton_test_support::crash_checks::assert_completed_exactly_once(&submitted.run_id, &values);
         assert_eq!(
             model.calls.load(Ordering::SeqCst),
             turn + 1,
             "turn {turn}: the model was asked once"
         );
     }
+    baton_test_support::crash_checks::record_figures(
+        "dynamodb-one-mebibyte-answer",
+        serde_json::json!({
+            "store": "DynamoDB (moto)",
+            "path": "step service, chat",
+            "fault": "a 1 MiB answer that does not compress (state, deltas, complete frame and exchange each past 400 KB), then a turn carrying it",
+            "runs": 2,
+            "recoveryMs": started.elapsed().as_millis() as u64,
+            "modelRequests": model.calls.load(Ordering::SeqCst),
+            "checks": baton_test_support::crash_checks::EXACTLY_ONCE_HISTORY_CHECKS,
+        }),
+    );
     // 3 MiB more beside the 1 MiB history: over one transaction's 4 MB.
     let request = ChatRequest {
         message: "Now three times as much.".into(),

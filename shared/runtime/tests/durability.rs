@@ -142,6 +142,7 @@ async fn every_message_delivered_twice_changes_nothing() {
         Arc::new(DuplicatingQueue(inner.clone() as Arc<dyn StepQueue>)),
         model.clone(),
     );
+    let started = std::time::Instant::now();
     let submitted = services.runs.submit("t", &envelope()).await.unwrap();
     let runner = LocalRunner {
         steps: services.steps.clone(),
@@ -154,6 +155,27 @@ async fn every_message_delivered_twice_changes_nothing() {
         .unwrap();
     assert_eq!(status, RunStatus::Completed);
     assert_completed_once_per_node(&store, &services, &submitted.run_id, &model).await;
+    let frames: Vec<Value> = services
+        .runs
+        .read_all_events_after("t", &submitted.run_id, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|frame| serde_json::to_value(frame).unwrap())
+        .collect();
+    baton_test_support::crash_checks::assert_completed_exactly_once(&submitted.run_id, &frames);
+    baton_test_support::crash_checks::record_figures(
+        "memory-every-step-message-delivered-twice",
+        serde_json::json!({
+            "store": "memory",
+            "path": "step service, local runner",
+            "fault": "every step message sent twice",
+            "runs": 1,
+            "recoveryMs": started.elapsed().as_millis() as u64,
+            "modelRequests": model.calls.load(Ordering::SeqCst),
+            "checks": baton_test_support::crash_checks::EXACTLY_ONCE_HISTORY_CHECKS,
+        }),
+    );
 }
 
 #[tokio::test]
