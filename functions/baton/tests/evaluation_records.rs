@@ -1,7 +1,8 @@
 //! The one conformance suite of `EvaluationRecords`, run on every store:
 //! in memory (`InMemoryEvaluations`), as files (`EvaluationFiles`, in a
-//! temporary folder) and on the SQLite file (`baton-sqlite`, feature
-//! `evaluations`, what `baton serve --store sqlite` keeps them in). A record reads back as written, each tenant sees
+//! temporary folder), on the SQLite file (`baton-sqlite`, feature
+//! `evaluations`, what `baton serve --store sqlite` keeps them in) and in
+//! the DynamoDB table (`baton-aws`, over moto: `--store dynamodb`). A record reads back as written, each tenant sees
 //! only its own, a deletion takes the results and transcripts with it, and
 //! an id that is not an evaluation id names no file.
 
@@ -132,6 +133,30 @@ async fn the_sqlite_store_passes_the_conformance_suite_and_keeps_no_row_of_a_del
             "{table} keeps nothing of tenant-a's deleted evaluation"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dynamodb_store_passes_the_conformance_suite() {
+    let moto = moto_server::MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let table = moto_server::unique_name("baton-evaluations");
+    let store = baton_aws::DynamoRunStore::new(&connection, &table);
+    store.create_table_if_missing().await.unwrap();
+    conformance(Arc::new(store.clone()), "dynamodb").await;
+    // Nothing of tenant a's deleted evaluation is left in the table.
+    let client = aws_sdk_dynamodb::Client::new(&moto.sdk_configuration().await);
+    let left = client
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(
+            ":pk",
+            aws_sdk_dynamodb::types::AttributeValue::S("T#tenant-a#EVALS".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(left.count(), 0, "{:?}", left.items());
 }
 
 #[tokio::test]

@@ -426,3 +426,94 @@ async fn a_running_evaluation_survives_a_restart_with_one_run_per_example() {
     );
     serve.stop().await;
 }
+
+/// `baton serve --store dynamodb` (DynamoDB and SQS from moto) keeps its
+/// evaluations in the table: one runs to its end, its record and results
+/// are items of the tenant's evaluations partition, and a server started
+/// again on the same table still answers it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_evaluation_on_dynamodb_is_kept_in_the_table() {
+    let moto = moto_server::MotoServer::start().unwrap();
+    let model = ScriptedLlmServer::start().await.unwrap();
+    let data_home = tempfile::tempdir().unwrap();
+    let mut environment = environment(&model, data_home.path());
+    let cloud = serve_support::dynamodb_environment(&moto).await;
+    let table = cloud
+        .iter()
+        .find(|(name, _)| name == "BATON_TABLE")
+        .unwrap()
+        .1
+        .clone();
+    environment.extend(cloud);
+    let serve = start_serve(&["--store", "dynamodb"], &environment).await;
+    let client = reqwest::Client::new();
+    let mut body = request_body();
+    body.as_object_mut().unwrap().remove("judges");
+    let (status, started) = call(
+        client
+            .post(format!("{}/evaluations", serve.base))
+            .json(&body),
+        TOKEN,
+    )
+    .await;
+    assert_eq!(status, 202, "{started}");
+    let id = started["evaluationId"].as_str().unwrap().to_string();
+    let url = format!("{}/evaluations/{id}", serve.base);
+    let began = std::time::Instant::now();
+    loop {
+        let (_, record) = call(client.get(&url), TOKEN).await;
+        if record["status"] == "completed" {
+            assert_eq!(record["finished"], 3, "{record}");
+            break;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(120),
+            "not completed after 120 s: {record}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    serve.stop().await;
+    assert!(!data_home.path().join("baton/evaluations").exists());
+    let dynamodb = aws_sdk_dynamodb::Client::new(&moto.sdk_configuration().await);
+    let items = dynamodb
+        .query()
+        .table_name(&table)
+        .key_condition_expression("pk = :pk")
+        .expression_attribute_values(
+            ":pk",
+            aws_sdk_dynamodb::types::AttributeValue::S("T#acme#EVALS".into()),
+        )
+        .send()
+        .await
+        .unwrap();
+    let kinds: Vec<String> = items
+        .items()
+        .iter()
+        .map(|item| {
+            item["sk"]
+                .as_s()
+                .unwrap()
+                .split('#')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    for kind in ["REC", "REQ", "RES"] {
+        assert!(
+            kinds.iter().any(|found| found == kind),
+            "{kind} in {kinds:?}"
+        );
+    }
+    let serve = start_serve(&["--store", "dynamodb"], &environment).await;
+    let (status, record) = call(
+        client.get(format!("{}/evaluations/{id}", serve.base)),
+        TOKEN,
+    )
+    .await;
+    assert_eq!(
+        (status, record["status"].as_str()),
+        (200, Some("completed"))
+    );
+    serve.stop().await;
+}

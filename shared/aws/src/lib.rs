@@ -26,7 +26,7 @@
 //! | run | `T#{tenant}#R#{run}` | `RUN` | `state` (JSON, deflated, binary; see [`dynamodb::state_codec`]), `version`, `status`, `correlationId` |
 //! | event sequence | `T#{tenant}#R#{run}` | `SEQ` | `nextSeq` (the last sequence number used), `correlationId`, `idempotencyKey` (the run's, for retention) |
 //! | event | `T#{tenant}#R#{run}` | `EV#{seq:020}` | `frame` (JSON) |
-//! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt` |
+//! | lease | `T#{tenant}#R#{run}` | `LEASE#{node}#{attempt:06}` | `claimant`, `leaseExpiresAt`, `expiresAt` (its own TTL: an hour past the lease) |
 //! | outbox | `T#{tenant}#R#{run}` | `OUT#{messageId}` | `message` (JSON), `sent` (re-sent at least once), `resends`, `gsi1pk`/`gsi1sk` (the sweeper's view) until consumed; deleted by the commit of the step that handles it |
 //! | run entry | `T#{tenant}#R#{run}` | `ENTRY#{key}` | `body` (the entry as JSON, deflated, binary): a conversation turn or a judge's call (`baton_core::records::entries`), put by the commit that carries it |
 //! | listing | `T#{tenant}#RUNS` and `T#{tenant}#RUNS#{status}` | `{createdAt ms:013}.{runId}` | `listing` (JSON): the runs list, and the list of one status (moved by the commit that changes the status) |
@@ -37,6 +37,8 @@
 //! | retention mark | `RETAIN#{shard}` | `T#{tenant}#R#{run}` | `tenantId`, `retainUntil`: put by the commit that ends (or takes up again) a run, for the sweeper's pass (`dynamodb::retention_stamps`) |
 //! | schedule | `T#{tenant}#SCHEDULES` | `{scheduleId}` | `schedule` (JSON), `revision` (changes are conditional on it), `createdAt` |
 //! | schedule counter | `T#{tenant}#SCHEDULES` | `#COUNT` | `count`: the tenant's schedules, moved by the create (conditional on the limit) and the delete |
+//! | evaluation | `T#{tenant}#EVALS` | `REC#{id}`, `REQ#{id}`, `RES#{id}`, `TR#{id}#{example}` | `body` (deflated): a served evaluation's record, request, results lines, judge panel outputs (feature `evaluations`, `baton serve` only) |
+//! | evaluation tenants | `EVALS#TENANTS` | `{tenant}` | a tenant that has evaluations (`baton serve` resumes them at start) |
 //! | schedule due mark | `SCHEDULES#DUE` | `{tenant}#{scheduleId}` | `dueAt` (ms): the next fire of an active schedule `baton serve` keeps, written with the schedule |
 //! | capability registration | `T#{tenant}#CAPS` | `CAP#{capabilityId}` | `registration` (JSON), `registeredAt`, `lastSeenAt` |
 //! | chat exchange | `T#{tenant}#THREAD#{thread}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` |

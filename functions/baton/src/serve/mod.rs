@@ -61,24 +61,20 @@ pub async fn serve(
         metrics_route::metrics_router(counters.clone(), metrics_access),
     );
     // `/api/v1/flex/evaluations`: datasets run here, kept in the store.
-    let app = match &configuration.data_home {
-        Some(data_home) => {
-            let records = serve_evaluations::evaluation_records(&store, &configuration, data_home)
-                .map_err(|error| invalid(format!("the evaluations' store: {error}")))?;
-            let evaluations = serve_evaluations::served_evaluations(
-                &services,
-                registry.clone(),
-                configuration
-                    .retention()
-                    .with_tenant_settings(registry.tenant_settings()),
-                records,
-            )
-            .await
-            .map_err(|error| invalid(format!("the evaluations' store: {error}")))?;
-            app.layer(axum::Extension(evaluations))
-        }
-        None => app,
-    };
+    let records = serve_evaluations::evaluation_records(&store, &configuration)
+        .await
+        .map_err(|error| invalid(format!("the evaluations' store: {error}")))?;
+    let evaluations = serve_evaluations::served_evaluations(
+        &services,
+        registry.clone(),
+        configuration
+            .retention()
+            .with_tenant_settings(registry.tenant_settings()),
+        records,
+    )
+    .await
+    .map_err(|error| invalid(format!("the evaluations' store: {error}")))?;
+    let app = app.layer(axum::Extension(evaluations));
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
     let sweeping = sweeper.spawn(&configuration, stop_receiver.clone());
     // `serve` keeps the store's schedules: it fires each one when it is due.

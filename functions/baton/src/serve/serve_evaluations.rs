@@ -1,19 +1,16 @@
 //! `baton serve`'s evaluations (`/api/v1/flex/evaluations`): the HTTP
 //! port (`baton_http::evaluation_port::ServedEvaluations`) over the
-//! runtime's `DatasetEvaluations`, kept in the server's store where it
-//! has them (the SQLite file; in memory with `--store memory`), else as
-//! files under the data directory (`{data dir}/baton/evaluations`,
-//! `EvaluationFiles`: `--store dynamodb`, which keeps none yet), and
-//! judged through the model the command line picks.
+//! runtime's `DatasetEvaluations`, kept in the server's store (the SQLite
+//! file, the DynamoDB table, or in memory with `--store memory`), and
+//! judged by panel runs on the server's own services.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use baton_core::catalog::registry::Registry;
 use baton_evaluation::served::EvaluationRecord;
 use baton_http::evaluation_port::{EvaluationRefusal, EvaluationsExtension, ServedEvaluations};
 use baton_runtime::clock::SystemClock;
-use baton_runtime::memory::{EvaluationFiles, InMemoryEvaluations};
+use baton_runtime::memory::InMemoryEvaluations;
 use baton_runtime::ports::evaluation_ports::EvaluationRecords;
 use baton_runtime::services::dataset_evaluations::{
     DatasetEvaluations, EvaluationError, NoJudgeModel,
@@ -56,12 +53,10 @@ impl ServedEvaluations for ServedByRuntime {
     }
 }
 
-/// Where the server keeps its evaluations on `store` (`data_home`: the
-/// data directory, for a store that keeps none).
-pub fn evaluation_records(
+/// Where the server keeps its evaluations on `store`.
+pub async fn evaluation_records(
     store: &baton_bootstrap::stores::StoreChoice,
     configuration: &baton_bootstrap::Configuration,
-    data_home: &Path,
 ) -> Result<Arc<dyn EvaluationRecords>, baton_bootstrap::StartupError> {
     use baton_bootstrap::stores::StoreChoice;
     Ok(match store {
@@ -73,9 +68,16 @@ pub fn evaluation_records(
             )
         }
         StoreChoice::Memory => Arc::new(InMemoryEvaluations::default()),
-        StoreChoice::Dynamodb => Arc::new(EvaluationFiles::new(
-            data_home.join("baton").join("evaluations"),
-        )),
+        StoreChoice::Dynamodb => {
+            let table = configuration.table.as_deref().ok_or_else(|| {
+                baton_bootstrap::StartupError(
+                    "BATON_TABLE is not set: name the DynamoDB table (infra/local.sh up prints it)"
+                        .into(),
+                )
+            })?;
+            let aws = baton_aws::AwsConnection::from_environment().await;
+            Arc::new(baton_aws::DynamoRunStore::new(&aws, table))
+        }
     })
 }
 

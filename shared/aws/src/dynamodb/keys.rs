@@ -5,8 +5,9 @@
 //!
 //! Invariant: every partition key a request names starts with its tenant
 //! (`T#{tenant}#…`), but the sweeper's retention shards (`RETAIN#…`), the
-//! pending-outbox shards (`OUTBOX#PENDING#…`) and the schedules' due marks,
-//! which belong to no tenant's request.
+//! pending-outbox shards (`OUTBOX#PENDING#…`), the schedules' due marks and
+//! the list of tenants with evaluations (`EVALS#TENANTS`), which belong to
+//! no tenant's request.
 
 use baton_core::state::run::RunStatus;
 
@@ -68,6 +69,19 @@ pub(crate) fn idempotency_pk(tenant_id: &str, key: &str) -> String {
 pub(crate) fn retention_pk(shard: impl std::fmt::Display) -> String {
     format!("RETAIN#{shard}")
 }
+
+/// A tenant's evaluations (`baton serve`'s, feature `evaluations`).
+pub(crate) fn evaluations_pk(tenant_id: &str) -> String {
+    format!("T#{tenant_id}#EVALS")
+}
+
+/// An evaluation's item of one `kind` (`REC`, `REQ`, `RES`, `TR`).
+pub(crate) fn evaluation_sk(kind: &str, rest: &str) -> String {
+    format!("{kind}#{rest}")
+}
+
+/// The tenants that have evaluations.
+pub(crate) const EVALUATION_TENANTS_PK: &str = "EVALS#TENANTS";
 
 /// A tenant's runs list.
 pub(crate) fn runs_pk(tenant_id: &str) -> String {

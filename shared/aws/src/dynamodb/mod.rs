@@ -4,12 +4,15 @@
 //! the outbox, run entries, the runs list (by status too), the
 //! live-run counter, retention's expiry stamps, large items split into parts,
 //! the state codec), the capability directory and the thread store (chat
-//! exchanges, lanes and summaries), and the table's creation for local
-//! stacks and tests (`table_setup`).
+//! exchanges, lanes and summaries), the evaluations `baton serve` runs
+//! (`evaluation_items`, feature `evaluations`), and the table's creation
+//! for local stacks and tests (`table_setup`).
 
 mod attributes;
 mod audit_items;
 pub mod capability_directory;
+#[cfg(feature = "evaluations")]
+mod evaluation_items;
 mod event_log;
 mod keys;
 pub mod large_items;
