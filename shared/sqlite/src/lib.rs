@@ -15,7 +15,7 @@
 //! | `outbox` | `tenant_id, run_id, message_id` | `message` (JSON), `resent` (how many times re-sent; 0: pending), `written_at_millis`, `quiet_since_millis` (indexed: the sweeper re-drives entries quiet for two leases; added on open to files written before it, set from `written_at_millis`) |
 //! | `capabilities` | `tenant_id, capability_id` | `record` (JSON) |
 //! | `entries` | `tenant_id, run_id, entry_key` | `body` (JSON): what lives beside a run (conversation turns, judge calls), put by the commit that carries it (added without a version change, like `threads`) |
-//! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open) |
+//! | `threads` | `tenant_id, thread_id, run_id` | `at_millis`, `exchange` (JSON): chat threads (added without a version change: `CREATE TABLE IF NOT EXISTS` on open), read by page from the newest through the index `(tenant_id, thread_id, at_millis, run_id)` |
 //! | `live_run_counters` | `tenant_id` | `live_runs`: the tenant's runs at work (queued, running), moved by the create and the commits that start and stop work, so the live-run limit is one read (set from `runs` on the first open that has the table) |
 //! | `schedules` | `tenant_id, schedule_id` | the schedule as JSON, its `revision` (changes are conditional on it) and `due_millis` (indexed: what `serve` fires next) |
 //! | `stream_leases` | `tenant_id, run_id, stream_id` | `expires_at_millis`: open event streams, counted against the per-run and per-tenant caps by every process sharing the file |
@@ -156,6 +156,7 @@ CREATE TABLE IF NOT EXISTS live_run_counters (
 );
 CREATE INDEX IF NOT EXISTS idempotency_by_run ON idempotency (tenant_id, run_id);
 CREATE INDEX IF NOT EXISTS threads_by_run ON threads (tenant_id, run_id);
+CREATE INDEX IF NOT EXISTS threads_by_time ON threads (tenant_id, thread_id, at_millis, run_id);
 CREATE TABLE IF NOT EXISTS stream_leases (
     tenant_id TEXT NOT NULL,
     run_id TEXT NOT NULL,

@@ -42,6 +42,56 @@ impl ThreadStore for SqliteStore {
             .map(Some)
     }
 
+    async fn thread_exchanges_before(
+        &self,
+        key: ThreadKey<'_>,
+        before: Option<&(u64, String)>,
+        limit: usize,
+    ) -> Result<Option<baton_runtime::ports::ThreadPage>, StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id().to_string(), key.thread_id().to_string());
+        let (before_at, before_run) = match before {
+            Some((at, run)) => (i64::try_from(*at).unwrap_or(i64::MAX), run.clone()),
+            None => (i64::MAX, String::new()),
+        };
+        let bounded = before.is_some();
+        let fetch = i64::try_from(limit + 1).unwrap_or(i64::MAX);
+        let (rows, exists): (Vec<String>, bool) = self
+            .with_reader(move |connection| {
+                // The newest first, from the `(tenant_id, thread_id, run_id)`
+                // rows ordered by time: a page reads `limit + 1` rows.
+                let rows = texts(
+                    connection,
+                    "SELECT exchange FROM threads WHERE tenant_id = ?1 AND thread_id = ?2 \
+                     AND (?5 = 0 OR at_millis < ?3 OR (at_millis = ?3 AND run_id < ?4)) \
+                     ORDER BY at_millis DESC, run_id DESC LIMIT ?6",
+                    params![tenant_id, thread_id, before_at, before_run, bounded, fetch],
+                )?;
+                let exists = !rows.is_empty()
+                    || connection
+                        .query_row(
+                            "SELECT 1 FROM threads WHERE tenant_id = ?1 AND thread_id = ?2 LIMIT 1",
+                            params![tenant_id, thread_id],
+                            |_| Ok(()),
+                        )
+                        .optional()
+                        .map_err(crate::unavailable)?
+                        .is_some();
+                Ok((rows, exists))
+            })
+            .await?;
+        if !exists {
+            return Ok(None);
+        }
+        let older = rows.len() > limit;
+        let mut exchanges = rows
+            .iter()
+            .take(limit)
+            .map(|row| from_json(row))
+            .collect::<Result<Vec<ChatExchange>, _>>()?;
+        exchanges.reverse();
+        Ok(Some(baton_runtime::ports::ThreadPage { exchanges, older }))
+    }
+
     async fn record_exchange(
         &self,
         key: ThreadKey<'_>,

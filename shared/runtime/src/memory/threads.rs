@@ -47,6 +47,35 @@ impl ThreadStore for InMemoryThreadStore {
             .map(|exchanges| exchanges.values().cloned().collect()))
     }
 
+    async fn thread_exchanges_before(
+        &self,
+        key: ThreadKey<'_>,
+        before: Option<&(u64, String)>,
+        limit: usize,
+    ) -> Result<Option<crate::ports::ThreadPage>, StoreError> {
+        let (tenant_id, thread_id) = (key.tenant_id(), key.thread_id());
+        let threads = self.threads.lock().map_err(|_| poisoned())?;
+        let Some(thread) = threads.get(&(tenant_id.to_string(), thread_id.to_string())) else {
+            return Ok(None);
+        };
+        let range = match before {
+            Some(before) => thread.range(..before.clone()),
+            None => thread.range(..),
+        };
+        let mut newest: Vec<ChatExchange> = range
+            .rev()
+            .take(limit + 1)
+            .map(|(_, exchange)| exchange.clone())
+            .collect();
+        let older = newest.len() > limit;
+        newest.truncate(limit);
+        newest.reverse();
+        Ok(Some(crate::ports::ThreadPage {
+            exchanges: newest,
+            older,
+        }))
+    }
+
     async fn record_exchange(
         &self,
         key: ThreadKey<'_>,

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_core::basics::ids::RunKey;
-use baton_core::basics::ids::ThreadKey;
 use baton_core::basics::instant::Instant;
 use baton_core::contracts::capability::RegisteredCapability;
 use baton_core::records::entries::RunEntry;
@@ -26,6 +25,7 @@ mod request_key_ports;
 mod schedule_ports;
 mod secret_ports;
 mod store_upkeep;
+mod thread_ports;
 pub use audit_ports::{AuditAppend, AuditLog, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
 pub use embedding_ports::TextEmbedder;
 pub use outbox_ports::{OutboxQuiet, OutboxStore, QuietOutboxEntry};
@@ -38,6 +38,7 @@ pub use secret_ports::{
 pub use store_upkeep::{
     ExpiredRunsBatch, RetentionUpkeep, StreamCaps, StreamLeases, StreamOpening,
 };
+pub use thread_ports::{ThreadPage, ThreadStore};
 
 /// A run as stored, with the version commits are conditional on.
 #[derive(Debug, Clone)]
@@ -501,51 +502,6 @@ impl ToolRunner for NoToolRunner {
             tool.name
         ))
     }
-}
-
-/// The conversation threads of chat mode: each exchange (a message and its
-/// answer) recorded under its thread, keyed by the run that answered it.
-#[async_trait]
-pub trait ThreadStore: Send + Sync {
-    /// The thread's exchanges, oldest first; `None` when the tenant has no
-    /// such thread (a thread exists once it has an exchange).
-    async fn thread_exchanges(
-        &self,
-        key: ThreadKey<'_>,
-    ) -> Result<Option<Vec<baton_core::records::chat::ChatExchange>>, StoreError>;
-
-    /// Records `exchange` in the thread. Recording the same run's exchange
-    /// again changes nothing (a retried step records it again).
-    async fn record_exchange(
-        &self,
-        key: ThreadKey<'_>,
-        exchange: &baton_core::records::chat::ChatExchange,
-    ) -> Result<(), StoreError>;
-
-    /// One page of the tenant's threads, the most recently answered first
-    /// (`baton_core::records::thread_listing`).
-    async fn list_threads(
-        &self,
-        tenant_id: &str,
-        query: &baton_core::records::thread_listing::ThreadListQuery,
-    ) -> Result<baton_core::records::thread_listing::ThreadListPage, StoreError>;
-
-    /// The thread's lane (`baton_core::records::thread_lane`) and its version; an
-    /// empty lane at version 0 when none is stored.
-    async fn thread_lane(
-        &self,
-        key: ThreadKey<'_>,
-    ) -> Result<(baton_core::records::thread_lane::ThreadLane, u64), StoreError>;
-
-    /// Writes `lane` at `expected_version + 1` if the stored lane is still
-    /// at `expected_version` (0: none stored). `false` when another writer
-    /// moved it first: nothing was written.
-    async fn put_thread_lane(
-        &self,
-        key: ThreadKey<'_>,
-        lane: &baton_core::records::thread_lane::ThreadLane,
-        expected_version: u64,
-    ) -> Result<bool, StoreError>;
 }
 
 /// Delivers completion notifications: the envelope's signed webhook and the

@@ -39,6 +39,9 @@ pub(crate) fn lane_conflict(thread_id: &str) -> RuntimeError {
 /// past this, the oldest are left out unsummarised.
 pub const MOST_UNSUMMARISED_EXCHANGES_READ: usize = 4;
 
+/// Exchanges a chat turn reads from its thread per page.
+const THREAD_PAGE: usize = 50;
+
 impl DecisionCommitter {
     /// `ended_run`, a chat run on `thread_id`, ended or parked: the lane's
     /// next queued run (if any) becomes the answering one and starts. A
@@ -132,29 +135,55 @@ impl DecisionCommitter {
         thread_id: &str,
         lane: &ThreadLane,
     ) -> Result<(Vec<ChatExchange>, Option<ThreadSummary>), RuntimeError> {
-        let exchanges = self
-            .threads
-            .thread_exchanges(ThreadKey::new(tenant_id, thread_id))
-            .await?
-            .unwrap_or_default();
-        let mut exchanges = lane.apply_to(exchanges);
-        let (summary, read) = if self.chat_summarizes {
-            let summary = exchanges
-                .iter()
-                .rev()
-                .find_map(|exchange| exchange.summary.clone());
-            if let Some(summary) = &summary {
-                exchanges.retain(|exchange| !summary.covers(exchange));
-            }
-            (
-                summary,
-                self.chat_history_limit * MOST_UNSUMMARISED_EXCHANGES_READ,
-            )
+        let read = if self.chat_summarizes {
+            self.chat_history_limit * MOST_UNSUMMARISED_EXCHANGES_READ
         } else {
-            (None, self.chat_history_limit)
+            self.chat_history_limit
         };
-        let skip = exchanges.len().saturating_sub(read);
-        exchanges.drain(..skip);
-        Ok((exchanges, summary))
+        // Read by page from the newest end: the newest `read` exchanges
+        // (rolled-back ones left out); when summarising, on until the
+        // newest summary is found and an exchange it covers is reached
+        // (every older one is covered too: a thread is ordered).
+        let mut newest_first: Vec<ChatExchange> = Vec::new();
+        let mut summary: Option<ThreadSummary> = None;
+        let mut before: Option<(u64, String)> = None;
+        'pages: loop {
+            let Some(page) = self
+                .threads
+                .thread_exchanges_before(
+                    ThreadKey::new(tenant_id, thread_id),
+                    before.as_ref(),
+                    THREAD_PAGE,
+                )
+                .await?
+            else {
+                break;
+            };
+            if let Some(first) = page.exchanges.first() {
+                before = Some((first.at_millis, first.run_id.clone()));
+            }
+            for exchange in lane.apply_to(page.exchanges).into_iter().rev() {
+                if self.chat_summarizes && summary.is_none() {
+                    summary = exchange.summary.clone();
+                }
+                if summary
+                    .as_ref()
+                    .is_some_and(|summary| summary.covers(&exchange))
+                {
+                    break 'pages;
+                }
+                newest_first.push(exchange);
+            }
+            let enough = newest_first.len() >= read && (!self.chat_summarizes || summary.is_some());
+            if !page.older || enough {
+                break;
+            }
+        }
+        if let Some(summary) = &summary {
+            newest_first.retain(|exchange| !summary.covers(exchange));
+        }
+        newest_first.truncate(read);
+        newest_first.reverse();
+        Ok((newest_first, summary))
     }
 }

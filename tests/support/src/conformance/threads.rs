@@ -1,6 +1,7 @@
 //! What every `ThreadStore` adapter must do: no thread before its first
 //! exchange, exchanges oldest first, recording a run's exchange twice keeps
-//! one, threads listed by last activity a page at a time, tenants apart.
+//! one, a thread read by page from its newest end, threads listed by last
+//! activity a page at a time, tenants apart.
 
 use std::sync::Arc;
 
@@ -89,6 +90,51 @@ pub async fn thread_store_conformance(
     check(
         read.len() == 3 && read[2] == long,
         "a long exchange comes back whole",
+    )?;
+    // Read by page from the newest end.
+    let page = |before: Option<(u64, String)>, limit: usize| {
+        let (store, tenant, thread) = (store.clone(), tenant.clone(), thread.clone());
+        async move {
+            store
+                .thread_exchanges_before(ThreadKey::new(&tenant, &thread), before.as_ref(), limit)
+                .await
+        }
+    };
+    let newest =
+        page(None, 2)
+            .await
+            .map_err(failed)?
+            .unwrap_or_else(|| baton_runtime::ports::ThreadPage {
+                exchanges: Vec::new(),
+                older: false,
+            });
+    check(
+        newest.exchanges == vec![second.clone(), long.clone()] && newest.older,
+        "a page from the newest end: the newest two, oldest first, older ones left",
+    )?;
+    let oldest = page(Some((second.at_millis, second.run_id.clone())), 2)
+        .await
+        .map_err(failed)?;
+    check(
+        oldest
+            .as_ref()
+            .is_some_and(|oldest| oldest.exchanges == vec![first.clone()] && !oldest.older),
+        "the page before a position: what is older, and nothing older left",
+    )?;
+    check(
+        page(None, 0)
+            .await
+            .map_err(failed)?
+            .is_some_and(|empty| empty.exchanges.is_empty() && empty.older),
+        "a page of none still says older ones remain",
+    )?;
+    check(
+        store
+            .thread_exchanges_before(ThreadKey::new(&other, &thread), None, 10)
+            .await
+            .map_err(failed)?
+            .is_none(),
+        "another tenant's page finds no thread",
     )?;
     thread_listing_conformance(store.as_ref(), &tenant, &other, &thread).await?;
     thread_lane_conformance(store, &tenant, &other, &thread).await

@@ -69,11 +69,12 @@ impl RunService {
                 .threads
                 .thread_lane(ThreadKey::new(tenant_id, thread_id))
                 .await?;
+            // Whether the thread exists: a page of none, not the thread.
             if !new_thread
                 && version == 0
                 && self
                     .threads
-                    .thread_exchanges(ThreadKey::new(tenant_id, thread_id))
+                    .thread_exchanges_before(ThreadKey::new(tenant_id, thread_id), None, 0)
                     .await?
                     .is_none()
             {
