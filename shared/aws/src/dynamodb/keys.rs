@@ -71,16 +71,19 @@ pub(crate) fn retention_pk(shard: impl std::fmt::Display) -> String {
 }
 
 /// A tenant's evaluations (`baton serve`'s, feature `evaluations`).
+#[cfg(feature = "evaluations")]
 pub(crate) fn evaluations_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#EVALS")
 }
 
 /// An evaluation's item of one `kind` (`REC`, `REQ`, `RES`, `TR`).
+#[cfg(feature = "evaluations")]
 pub(crate) fn evaluation_sk(kind: &str, rest: &str) -> String {
     format!("{kind}#{rest}")
 }
 
 /// The tenants that have evaluations.
+#[cfg(feature = "evaluations")]
 pub(crate) const EVALUATION_TENANTS_PK: &str = "EVALS#TENANTS";
 
 /// A tenant's runs list.
@@ -194,6 +197,17 @@ pub(crate) fn thread_pk(tenant_id: &str, thread_id: &str) -> String {
 pub(crate) fn exchange_sk(run_id: &str) -> String {
     format!("X#{run_id}")
 }
+
+/// What a thread's time index entries start with (`thread_pages`).
+pub(crate) const EXCHANGE_POINTER_PREFIX: &str = "XT#";
+
+/// The time index entry of the exchange of run `run_id` at `at_millis`.
+pub(crate) fn exchange_pointer_sk(at_millis: u64, run_id: &str) -> String {
+    format!("{EXCHANGE_POINTER_PREFIX}{at_millis:013}#{run_id}")
+}
+
+/// Marks a thread whose every exchange has a time index entry.
+pub(crate) const EXCHANGES_INDEXED_SK: &str = "XINDEXED";
 
 /// The sparse index's partition of a tenant's threads.
 pub(crate) fn threads_index_pk(tenant_id: &str) -> String {

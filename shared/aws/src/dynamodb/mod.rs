@@ -31,6 +31,7 @@ pub mod state_codec;
 mod store;
 mod stream_lease_items;
 mod table_setup;
+mod thread_pages;
 mod thread_summaries;
 mod threads;
 

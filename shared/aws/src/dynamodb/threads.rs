@@ -5,6 +5,8 @@
 //! | item | pk | sk | attributes |
 //! | --- | --- | --- | --- |
 //! | exchange | `T#{tenant}#THREAD#{threadId}` | `X#{runId}` | `exchange` (JSON), `atMillis`, `expiresAt` (TTL, like runs); an exchange over one item: `exchangeDeflated` (its first part), `exchangeParts`, and `X#{runId}#P{k}` items (`part`), see `large_items` |
+//! | time index entry | `T#{tenant}#THREAD#{threadId}` | `XT#{atMillis:013}#{runId}` | `runId`, `atMillis`, `expiresAt`: a thread read by page from its newest end (`thread_pages`) |
+//! | indexed mark | `T#{tenant}#THREAD#{threadId}` | `XINDEXED` | `expiresAt`: every exchange has its entry |
 //! | lane | `T#{tenant}#THREAD#{threadId}` | `LANE` | `lane` (JSON), `version` (each put conditional on it), `expiresAt` |
 //! | summary | `T#{tenant}#THREAD#{threadId}` | `SUMMARY` | `threadId`, `startedAtMillis`, `firstMessage`, `lastAtMillis`, `lastMessage`, `gsi1pk` = `T#{tenant}#THREADS`, `gsi1sk` (the threads list, `thread_summaries`), `expiresAt` |
 
@@ -31,40 +33,7 @@ impl ThreadStore for DynamoRunStore {
         let items = self
             .query_items_with_prefix(&thread_pk(tenant_id, thread_id), "X#")
             .await?;
-        let mut exchanges = Vec::new();
-        let mut index = 0;
-        while index < items.len() {
-            let item = &items[index];
-            index += 1;
-            let sort_key = read_text(item, "sk")?;
-            if sort_key["X#".len()..].contains("#P") {
-                continue; // a part of a large exchange, read with its main item
-            }
-            let text = match read_text(item, "exchange") {
-                Ok(text) => text.as_bytes().to_vec(),
-                Err(_) => {
-                    // A large exchange: deflated, in parts after its item.
-                    let (text, used) = large_items::joined_payload(
-                        item,
-                        &items,
-                        index,
-                        ("exchangeDeflated", "exchangeParts"),
-                        sort_key,
-                    )?
-                    .ok_or_else(|| {
-                        StoreError::Corrupt(format!(
-                            "thread exchange {sort_key}: a part is missing"
-                        ))
-                    })?;
-                    index += used;
-                    text
-                }
-            };
-            exchanges.push(
-                serde_json::from_slice::<ChatExchange>(&text)
-                    .map_err(|error| StoreError::Corrupt(format!("thread exchange: {error}")))?,
-            );
-        }
+        let mut exchanges = exchanges_of_items(&items)?;
         if exchanges.is_empty() {
             return Ok(None);
         }
@@ -72,6 +41,15 @@ impl ThreadStore for DynamoRunStore {
             (left.at_millis, &left.run_id).cmp(&(right.at_millis, &right.run_id))
         });
         Ok(Some(exchanges))
+    }
+
+    async fn thread_exchanges_before(
+        &self,
+        key: ThreadKey<'_>,
+        before: Option<&(u64, String)>,
+        limit: usize,
+    ) -> Result<Option<baton_runtime::ports::ThreadPage>, StoreError> {
+        self.thread_page(key, before, limit).await
     }
 
     async fn record_exchange(
@@ -83,6 +61,8 @@ impl ThreadStore for DynamoRunStore {
         let payload = serde_json::to_string(exchange)
             .map_err(|error| StoreError::Corrupt(error.to_string()))?;
         let pk = thread_pk(tenant_id, thread_id);
+        // Its time index entry first (`thread_pages`).
+        self.put_exchange_pointer(tenant_id, &pk, exchange).await?;
         let sort_key = exchange_sk(&exchange.run_id);
         if payload.len() <= large_items::PART_BYTES {
             self.client
@@ -213,10 +193,50 @@ impl ThreadStore for DynamoRunStore {
     }
 }
 
+/// The exchanges of `items` (exchange items and their parts, in sort-key
+/// order), each large one joined from its parts.
+pub(crate) fn exchanges_of_items(
+    items: &[crate::dynamodb::store::Item],
+) -> Result<Vec<ChatExchange>, StoreError> {
+    let mut exchanges = Vec::new();
+    let mut index = 0;
+    while index < items.len() {
+        let item = &items[index];
+        index += 1;
+        let sort_key = read_text(item, "sk")?;
+        if sort_key["X#".len()..].contains("#P") {
+            continue; // a part of a large exchange, read with its main item
+        }
+        let text = match read_text(item, "exchange") {
+            Ok(text) => text.as_bytes().to_vec(),
+            Err(_) => {
+                // A large exchange: deflated, in parts after its item.
+                let (text, used) = large_items::joined_payload(
+                    item,
+                    items,
+                    index,
+                    ("exchangeDeflated", "exchangeParts"),
+                    sort_key,
+                )?
+                .ok_or_else(|| {
+                    StoreError::Corrupt(format!("thread exchange {sort_key}: a part is missing"))
+                })?;
+                index += used;
+                text
+            }
+        };
+        exchanges.push(
+            serde_json::from_slice::<ChatExchange>(&text)
+                .map_err(|error| StoreError::Corrupt(format!("thread exchange: {error}")))?,
+        );
+    }
+    Ok(exchanges)
+}
+
 impl DynamoRunStore {
     /// Every item of `pk` whose sort key starts with `prefix`, in order
     /// (every page).
-    async fn query_items_with_prefix(
+    pub(crate) async fn query_items_with_prefix(
         &self,
         pk: &str,
         prefix: &str,
