@@ -280,26 +280,7 @@ impl DynamoRunStore {
             .key("sk", s("IDEM"))
             .condition_expression("runId = :run")
             .expression_attribute_values(":run", s(run_id));
-        let updated = if retain_until == 0 {
-            update.update_expression("REMOVE expiresAt").send().await
-        } else {
-            update
-                .update_expression("SET expiresAt = :until")
-                .expression_attribute_values(":until", n(retain_until))
-                .send()
-                .await
-        };
-        match updated {
-            Ok(_) => Ok(1),
-            Err(error)
-                if error
-                    .as_service_error()
-                    .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
-            {
-                Ok(0)
-            }
-            Err(error) => Err(sdk_failure(error)),
-        }
+        set_or_lift_expiry(update, retain_until).await
     }
 
     /// Sets (or, for a lifted run, removes) the expiry of each item,
@@ -309,7 +290,6 @@ impl DynamoRunStore {
         keys: Vec<(String, String)>,
         retain_until: u64,
     ) -> Result<u64, StoreError> {
-        let lifting = retain_until == 0;
         let updated = stream::iter(keys.into_iter().map(|(pk, sk)| async move {
             let update = self
                 .client
@@ -318,31 +298,41 @@ impl DynamoRunStore {
                 .key("pk", s(pk))
                 .key("sk", s(sk))
                 .condition_expression("attribute_exists(pk)");
-            let updated = if lifting {
-                update.update_expression("REMOVE expiresAt").send().await
-            } else {
-                update
-                    .update_expression("SET expiresAt = :until")
-                    .expression_attribute_values(":until", n(retain_until))
-                    .send()
-                    .await
-            };
-            match updated {
-                Ok(_) => Ok(1),
-                Err(error)
-                    if error
-                        .as_service_error()
-                        .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
-                {
-                    Ok(0)
-                }
-                Err(error) => Err(sdk_failure(error)),
-            }
+            set_or_lift_expiry(update, retain_until).await
         }))
         .buffer_unordered(UPDATES_AT_ONCE)
         .try_fold(0u64, |total, one| async move { Ok(total + one) })
         .await?;
         Ok(updated)
+    }
+}
+
+/// Sends `update` (keyed and conditioned by the caller) setting the item's
+/// expiry to `retain_until`, or removing it when that is 0 (a lifted run):
+/// 1 when written, 0 when its condition no longer held.
+async fn set_or_lift_expiry(
+    update: aws_sdk_dynamodb::operation::update_item::builders::UpdateItemFluentBuilder,
+    retain_until: u64,
+) -> Result<u64, StoreError> {
+    let updated = if retain_until == 0 {
+        update.update_expression("REMOVE expiresAt").send().await
+    } else {
+        update
+            .update_expression("SET expiresAt = :until")
+            .expression_attribute_values(":until", n(retain_until))
+            .send()
+            .await
+    };
+    match updated {
+        Ok(_) => Ok(1),
+        Err(error)
+            if error
+                .as_service_error()
+                .is_some_and(|service| service.is_conditional_check_failed_exception()) =>
+        {
+            Ok(0)
+        }
+        Err(error) => Err(sdk_failure(error)),
     }
 }
 

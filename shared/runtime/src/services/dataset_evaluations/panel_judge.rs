@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use baton_core::catalog::registry::Registry;
 use baton_evaluation::checks::{JudgeFailure, judge_request_for};
 use baton_evaluation::results::JudgeOutcome;
+use baton_judge::panel::PanelOutput;
 use baton_judge::request::PanelRequest;
 use serde_json::Value;
 
@@ -66,23 +67,33 @@ impl ExampleJudge for PanelJudge {
             .run(request, &format!("eval_{example_id}"), |_| {})
             .await
             .map_err(|failure| JudgeFailure::NoConsensus(failure.to_string()))?;
-        let text = serde_json::to_string_pretty(&panel)
-            .map_err(|error| JudgeFailure::Unwritable(error.to_string()))?;
-        let kept = self
-            .shelf
-            .keep(example_id, &text)
-            .await
-            .map_err(|error| JudgeFailure::TranscriptNotKept(error.to_string()))?;
-        Ok(JudgeOutcome {
-            score: panel.consensus.final_score,
-            confidence: panel.consensus.confidence,
-            variance: panel.consensus.variance,
-            transcript_file: Some(kept),
-            transcript_head: panel
-                .transcript
-                .messages()
-                .last()
-                .map(|(_, _, message)| message.hash.clone()),
-        })
+        kept_outcome(&panel, example_id, self.shelf.as_ref()).await
     }
+}
+
+/// A panel's outcome for one example: its whole output (with the
+/// hash-chained transcript) kept on `shelf` and named in the outcome, and
+/// its consensus.
+pub(super) async fn kept_outcome(
+    panel: &PanelOutput,
+    example_id: &str,
+    shelf: &dyn TranscriptShelf,
+) -> Result<JudgeOutcome, JudgeFailure> {
+    let text = serde_json::to_string_pretty(panel)
+        .map_err(|error| JudgeFailure::Unwritable(error.to_string()))?;
+    let kept = shelf
+        .keep(example_id, &text)
+        .await
+        .map_err(|error| JudgeFailure::TranscriptNotKept(error.to_string()))?;
+    Ok(JudgeOutcome {
+        score: panel.consensus.final_score,
+        confidence: panel.consensus.confidence,
+        variance: panel.consensus.variance,
+        transcript_file: Some(kept),
+        transcript_head: panel
+            .transcript
+            .messages()
+            .last()
+            .map(|(_, _, message)| message.hash.clone()),
+    })
 }

@@ -21,6 +21,7 @@ use baton_judge::request::PanelRequest;
 use serde_json::Value;
 
 use super::example_runs::settled_run;
+use super::panel_judge::kept_outcome;
 use crate::ports::evaluation_ports::{ExampleJudge, TranscriptShelf};
 use crate::services::RunService;
 use crate::services::runs::PanelEntry;
@@ -87,23 +88,6 @@ impl ExampleJudge for RunPanelJudge {
                 submitted.run_id
             ))
         })?;
-        let text = serde_json::to_string_pretty(&panel)
-            .map_err(|error| JudgeFailure::Unwritable(error.to_string()))?;
-        let kept = self
-            .shelf
-            .keep(example_id, &text)
-            .await
-            .map_err(|error| JudgeFailure::TranscriptNotKept(error.to_string()))?;
-        Ok(JudgeOutcome {
-            score: panel.consensus.final_score,
-            confidence: panel.consensus.confidence,
-            variance: panel.consensus.variance,
-            transcript_file: Some(kept),
-            transcript_head: panel
-                .transcript
-                .messages()
-                .last()
-                .map(|(_, _, message)| message.hash.clone()),
-        })
+        kept_outcome(&panel, example_id, self.shelf.as_ref()).await
     }
 }
