@@ -4,7 +4,8 @@
 //! are then copied under 999 more run ids (each with its own idempotency
 //! key), so the table holds 1,000 ended runs exactly as real runs leave
 //! them (their marks all in the first run's shard: one partition to read,
-//! the pass's worst case). The sweeper function's passes, with its shipped
+//! the pass's worst case). The pass's budget is set as the sweeper sets it,
+//! from the function timeout `infra/template.yaml` ships. The sweeper function's passes, with its shipped
 //! settings (`RetentionPass::SWEEPER_FUNCTION`), one after another as its
 //! invocations would run them, must then leave every item of every run
 //! carrying its expiry, every mark gone, within 60 s of pass time: the
@@ -197,8 +198,20 @@ async fn one_sweeper_pass_stamps_a_thousand_ended_runs_within_its_minute() {
     put_all(&client, &table, copies).await;
 
     // One pass, as the sweeper function runs it.
+    // Its budget as one invocation sets it: the template's timeout is the
+    // time left at its start.
+    let timeout = Duration::from_secs(u64::from(
+        moto_server::shipped_step_timings()
+            .unwrap()
+            .sweeper_function_seconds,
+    ));
+    let pass_settings = RetentionPass::SWEEPER_FUNCTION.ending_before(timeout);
+    assert!(
+        pass_settings.budget + RetentionPass::LAST_BATCH_MARGIN <= timeout,
+        "the pass leaves its last batch room within the function's {timeout:?}"
+    );
     let started = Instant::now();
-    let pass = RetentionPass::SWEEPER_FUNCTION
+    let pass = pass_settings
         .run(store.as_ref(), &SystemClock)
         .await
         .unwrap();

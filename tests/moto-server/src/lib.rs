@@ -62,6 +62,9 @@ pub struct ShippedStepTimings {
     pub sweep_after_seconds: u32,
     /// How often the sweeper runs (its schedule's `rate(...)`).
     pub sweeper_every_seconds: u32,
+    /// The sweeper function's timeout (what one invocation's retention
+    /// pass must end within).
+    pub sweeper_function_seconds: u32,
 }
 
 /// Reads [`ShippedStepTimings`] from `infra/template.yaml`.
@@ -96,6 +99,11 @@ pub fn shipped_step_timings() -> Result<ShippedStepTimings, String> {
                 .as_str()
                 .unwrap_or_default(),
         )?,
+        sweeper_function_seconds: template["Resources"]["SweeperFunction"]["Properties"]
+            ["Timeout"]
+            .as_u64()
+            .and_then(|value| u32::try_from(value).ok())
+            .ok_or("infra/template.yaml: Resources.SweeperFunction.Properties.Timeout is not a whole number")?,
     })
 }
 
