@@ -325,18 +325,21 @@ async fn a_schedule_eventbridge_refuses_is_not_kept() {
     );
 }
 
-/// The store and EventBridge Scheduler disagree when a resume's call to
-/// EventBridge fails (here its schedule group is deleted under it, so the
-/// call is refused): the resume is kept, the schedule says it is out of
-/// step, and the keeper's tick (the `sweeper` function in the cloud) hands
-/// the change to EventBridge again after each back-off until it takes it.
-/// The clock is moved by the test; EventBridge, DynamoDB and SQS are moto.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_resume_eventbridge_refused_is_retried_until_the_two_agree() {
-    use baton_core::records::schedules::{ScheduleState, fire_retry_delay};
+/// moto with a schedule group, a DynamoDB store, and the target a
+/// schedule in that group fires into (an ingest queue's ARN: moto never
+/// fires).
+struct SchedulerStack {
+    _moto: moto_server::MotoServer,
+    scheduler: aws_sdk_scheduler::Client,
+    group: String,
+    connection: baton_aws::AwsConnection,
+    store: Arc<baton_aws::DynamoRunStore>,
+    target: baton_aws::scheduler::SchedulerTarget,
+}
+
+async fn scheduler_stack() -> SchedulerStack {
     let moto = moto_server::MotoServer::start().unwrap();
-    let configuration = moto.sdk_configuration().await;
-    let scheduler = aws_sdk_scheduler::Client::new(&configuration);
+    let scheduler = aws_sdk_scheduler::Client::new(&moto.sdk_configuration().await);
     let group = moto_server::unique_name("baton-schedules");
     scheduler
         .create_schedule_group()
@@ -350,13 +353,41 @@ async fn a_resume_eventbridge_refused_is_retried_until_the_two_agree() {
         moto_server::unique_name("baton-scheduled"),
     ));
     store.create_table_if_missing().await.unwrap();
+    let target = baton_aws::scheduler::SchedulerTarget {
+        group: group.clone(),
+        target_arn: "arn:aws:sqs:us-east-1:123456789012:ingest".into(),
+        role_arn: ROLE_ARN.into(),
+    };
+    SchedulerStack {
+        _moto: moto,
+        scheduler,
+        group,
+        connection,
+        store,
+        target,
+    }
+}
+
+/// The store and EventBridge Scheduler disagree when a resume's call to
+/// EventBridge fails (here its schedule group is deleted under it, so the
+/// call is refused): the resume is kept, the schedule says it is out of
+/// step, and the keeper's tick (the `sweeper` function in the cloud) hands
+/// the change to EventBridge again after each back-off until it takes it.
+/// The clock is moved by the test; EventBridge, DynamoDB and SQS are moto.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_resume_eventbridge_refused_is_retried_until_the_two_agree() {
+    use baton_core::records::schedules::{ScheduleState, fire_retry_delay};
+    let SchedulerStack {
+        _moto,
+        scheduler,
+        group,
+        connection,
+        store,
+        target,
+    } = scheduler_stack().await;
     let triggers = Arc::new(baton_aws::scheduler::EventBridgeScheduleTriggers::new(
         &connection,
-        baton_aws::scheduler::SchedulerTarget {
-            group: group.clone(),
-            target_arn: "arn:aws:sqs:us-east-1:123456789012:ingest".into(),
-            role_arn: ROLE_ARN.into(),
-        },
+        target,
     ));
     let clock = Arc::new(baton_runtime::clock::OffsetClock::new());
     let built = TestServices::with_model(Arc::new(NeverCalled))
@@ -458,27 +489,14 @@ async fn a_resume_eventbridge_refused_is_retried_until_the_two_agree() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_delete_eventbridge_missed_is_retried_until_the_schedule_is_gone() {
     use baton_core::records::schedules::fire_retry_delay;
-    let moto = moto_server::MotoServer::start().unwrap();
-    let configuration = moto.sdk_configuration().await;
-    let scheduler = aws_sdk_scheduler::Client::new(&configuration);
-    let group = moto_server::unique_name("baton-schedules");
-    scheduler
-        .create_schedule_group()
-        .name(&group)
-        .send()
-        .await
-        .unwrap();
-    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
-    let store = Arc::new(baton_aws::DynamoRunStore::new(
-        &connection,
-        moto_server::unique_name("baton-scheduled"),
-    ));
-    store.create_table_if_missing().await.unwrap();
-    let target = baton_aws::scheduler::SchedulerTarget {
-        group: group.clone(),
-        target_arn: "arn:aws:sqs:us-east-1:123456789012:ingest".into(),
-        role_arn: ROLE_ARN.into(),
-    };
+    let SchedulerStack {
+        _moto,
+        scheduler,
+        group,
+        connection,
+        store,
+        target,
+    } = scheduler_stack().await;
     let clock = Arc::new(baton_runtime::clock::OffsetClock::new());
     let reachable = Arc::new(baton_aws::scheduler::EventBridgeScheduleTriggers::new(
         &connection,
