@@ -8,7 +8,9 @@
 #   api      answers GET /api/v1/flex/capabilities with the registry's capabilities,
 #            GET / with the run viewer's page and GET /.well-known/agent-card.json
 #            with the A2A agent card (its interface on the function URL's host), and
-#            creates a schedule in EventBridge Scheduler (POST /api/v1/flex/schedules)
+#            creates a schedule in EventBridge Scheduler (POST /api/v1/flex/schedules);
+#            after the steps, it accepts a served evaluation (POST /api/v1/flex/evaluations:
+#            kept in the table, its first pass submitting the example's run)
 #   ingest   accepts an envelope (a run is created, its planning step queued)
 #   step     handles that real planning message (plan_generated is committed), then
 #            the run's first node, whose model is the catalog's Bedrock model (the
@@ -16,7 +18,7 @@
 #            signed with its credentials, at the scripted double of that API
 #            (tests/scripted-llm; AWS_ENDPOINT_URL_BEDROCK_RUNTIME points the SDK at it)
 #   stream   streams that run's frames as SSE through a streamed response
-#   sweeper  runs once
+#   sweeper  runs once, its passes ending the served evaluation the api accepted
 # and checks that each stripped binary is at most 22 MiB (15 MiB until the step
 # function took MCP over streamable HTTP, rmcp's client adding 1.3 MB; 17 MiB
 # until it announced runs on EventBridge and counted its commits, +0.5 MB; the
@@ -359,14 +361,46 @@ print(f"check-deploy: step ran {starts[0]['nodeId']} on Bedrock (ConverseStream 
       f"{len(bedrock)} call(s) at the double; node_complete committed)", file=sys.stderr)
 PY
 
+# A served evaluation: the built api keeps it in the table and its first
+# pass submits the example's run (its id in the answer). The example allows
+# 1 ms (its run is cancelled 2 s after it began), so the sweeper's passes
+# below end it: the sweeper drives evaluations on Lambda.
+python3 - "$work/evaluation-event.json" <<'PY'
+import json, sys
+event = json.load(open("events/lambda/api-list-capabilities.json"))
+event["rawPath"] = event["requestContext"]["http"]["path"] = "/api/v1/flex/evaluations"
+event["requestContext"]["http"]["method"] = "POST"
+event["body"] = json.dumps({
+    "name": "check-deploy",
+    "template": json.load(open("registry/examples/seed-10.0.1-stream-contract-variants.json")),
+    "dataset": [{"id": "one", "inputs": {}, "expect": {"maxDurationMs": 1}}],
+})
+json.dump(event, open(sys.argv[1], "w"))
+PY
+sed -i "s/local-dev-token/$token/" "$work/evaluation-event.json"
+invoke Api "$work/evaluation-event.json" >"$work/evaluation.json"
+python3 - "$work/evaluation.json" <<'PY'
+import json, sys
+answer = json.load(open(sys.argv[1]))
+assert answer["kind"] == "response", answer
+response = answer["body"]
+assert response["statusCode"] == 202, response
+record = json.loads(response["body"])
+assert record["status"] == "running", record
+print(f"check-deploy: api accepted evaluation {record['evaluationId']} (kept in the table)", file=sys.stderr)
+PY
+
 invoke Sweeper events/lambda/sweeper-scheduled-event.json >"$work/sweeper.json"
 python3 - "$work/sweeper.json" <<'PY'
 import json, sys
 answer = json.load(open(sys.argv[1]))
 assert answer["kind"] == "response" and isinstance(answer["body"]["resent"], int), answer
 assert isinstance(answer["body"]["deadLetteredRunsEnded"], int), answer
-print(f"check-deploy: sweeper ran once (re-sent {answer['body']['resent']}, "
-      f"read the dead-letter queue: {answer['body']['deadLetteredRunsEnded']} run(s) ended)", file=sys.stderr)
+body = answer["body"]
+assert body["evaluationsAdvanced"] >= 1 and body["evaluationsEnded"] == 1, body
+print(f"check-deploy: sweeper ran once (re-sent {body['resent']}, "
+      f"read the dead-letter queue: {body['deadLetteredRunsEnded']} run(s) ended, "
+      f"ended the served evaluation in {body['evaluationsAdvanced']} pass(es))", file=sys.stderr)
 PY
 
 say "ok in $(( $(date +%s) - started_at )) s"

@@ -600,6 +600,34 @@ class JudgeOutcome(BaseModel):
     ] = None
 
 
+class ExampleInFlight(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    id: Annotated[str, Field(description="The example's id.")]
+    line: Annotated[
+        int,
+        Field(
+            description='Its line in the dataset (1-based, as results lines number it).',
+            ge=0,
+        ),
+    ]
+    run_id: Annotated[
+        str,
+        Field(
+            alias='runId',
+            description="The example's run (`{evaluationId}.{line}` is its idempotency key).",
+        ),
+    ]
+    judge_run_id: Annotated[
+        str | None,
+        Field(
+            alias='judgeRunId',
+            description="The judge panel's run, once the example's run completed and the\npanel was asked (`{evaluationId}.{id}.judges`).",
+        ),
+    ] = None
+
+
 class SandboxCapability(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2218,6 +2246,13 @@ class EvaluationRecord(BaseModel):
             description="The finished examples' results lines, in the dataset's order (left\nout of the list)."
         ),
     ]
+    in_flight: Annotated[
+        list[ExampleInFlight] | None,
+        Field(
+            alias='inFlight',
+            description='The examples whose runs are under way, with their run ids (left\nout once the evaluation ends).',
+        ),
+    ] = None
 
 
 class EvaluationList(BaseModel):

@@ -918,6 +918,11 @@ export interface components {
              * @default []
              */
             results: components["schemas"]["ExampleResult"][];
+            /**
+             * @description The examples whose runs are under way, with their run ids (left
+             *     out once the evaluation ends).
+             */
+            inFlight?: components["schemas"]["ExampleInFlight"][];
         };
         /**
          * EvaluationList
@@ -2058,6 +2063,23 @@ export interface components {
             transcriptFile?: string | null;
             /** @description The last message hash of the transcript (what verification ends on). */
             transcriptHead?: string | null;
+        };
+        /** @description An example of a running evaluation whose run has started. */
+        ExampleInFlight: {
+            /** @description The example's id. */
+            id: string;
+            /**
+             * Format: uint
+             * @description Its line in the dataset (1-based, as results lines number it).
+             */
+            line: number;
+            /** @description The example's run (`{evaluationId}.{line}` is its idempotency key). */
+            runId: string;
+            /**
+             * @description The judge panel's run, once the example's run completed and the
+             *     panel was asked (`{evaluationId}.{id}.judges`).
+             */
+            judgeRunId?: string | null;
         };
         /** @description One capability: who does it and what it consumes and produces. */
         SandboxCapability: {

@@ -26,6 +26,7 @@ fn record(evaluation_id: &str, finished: usize) -> EvaluationRecord {
         judged: false,
         summary: None,
         results: Vec::new(),
+        in_flight: Vec::new(),
     }
 }
 

@@ -12,6 +12,8 @@
 //! with the variable's name; nothing here runs per request.
 
 pub mod config;
+#[cfg(feature = "evaluations")]
+pub mod evaluations;
 #[cfg(feature = "model")]
 pub mod model_routes;
 #[cfg(feature = "model")]

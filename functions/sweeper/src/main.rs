@@ -12,8 +12,11 @@
 //! the run whole (`RetentionPass::SWEEPER_FUNCTION`: batches until 15 s
 //! before the invocation's deadline, 45 s at most). Then the schedules' keeper tick: a schedule whose change
 //! EventBridge Scheduler did not take is handed to it again until the two
-//! agree. Node leases need no sweeping: a claim past its expiry is
-//! simply taken over.
+//! agree. Then the served evaluations' passes while any runs (every 2 s for
+//! 30 s at most, `EvaluationPasses::SWEEPER_FUNCTION`): settled examples
+//! scored, the next started (the api function ran each one's first pass).
+//! Node leases need no sweeping: a claim past its expiry is simply taken
+//! over.
 //! Links neither a model client nor the HTTP router.
 
 use baton_bootstrap::{Configuration, process_environment};
@@ -38,6 +41,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let dead_letters =
         baton_bootstrap::dead_letter_reader(&configuration, services.steps.clone()).await;
     let dead_letters = &dead_letters;
+    let evaluations =
+        baton_bootstrap::evaluations::cloud_evaluations(&configuration, &services, Ok(())).await?;
+    let evaluations = &evaluations;
     let services = &services;
     let sweep_after = configuration.sweep_after;
     lambda_runtime::run(service_fn(
@@ -49,6 +55,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 None => None,
             };
             let schedules = services.schedules.fire_due().await;
+            let evaluated =
+                baton_runtime::services::dataset_evaluations::EvaluationPasses::SWEEPER_FUNCTION
+                    .run(evaluations)
+                    .await;
             let left = deadline
                 .duration_since(std::time::SystemTime::now())
                 .unwrap_or_default();
@@ -61,6 +71,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             let read = read.transpose()?.unwrap_or_default();
             let stamped = stamped?;
             let schedules = schedules?;
+            let evaluated = evaluated.map_err(Box::new)?;
             Ok::<_, lambda_runtime::Error>(serde_json::json!({
                 "resent": swept.resent,
                 "quietButHeld": swept.held,
@@ -73,6 +84,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
                 "endedRunsLeft": stamped.more,
                 "schedulesInStep": schedules.triggers_settled,
                 "schedulesOutOfStep": schedules.triggers_out_of_step,
+                "evaluationsAdvanced": evaluated.advanced,
+                "evaluationsEnded": evaluated.ended,
+                "evaluationPassesFailed": evaluated.failed,
+                "evaluationsLeft": evaluated.left,
             }))
         },
     ))

@@ -196,6 +196,26 @@ pub struct EvaluationRecord {
     /// out of the list).
     #[serde(default)]
     pub results: Vec<ExampleResult>,
+    /// The examples whose runs are under way, with their run ids (left
+    /// out once the evaluation ends).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub in_flight: Vec<ExampleInFlight>,
+}
+
+/// An example of a running evaluation whose run has started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExampleInFlight {
+    /// The example's id.
+    pub id: String,
+    /// Its line in the dataset (1-based, as results lines number it).
+    pub line: usize,
+    /// The example's run (`{evaluationId}.{line}` is its idempotency key).
+    pub run_id: String,
+    /// The judge panel's run, once the example's run completed and the
+    /// panel was asked (`{evaluationId}.{id}.judges`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge_run_id: Option<String>,
 }
 
 /// `GET /evaluations`: the tenant's evaluations, newest first, without their results.

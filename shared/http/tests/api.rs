@@ -3374,8 +3374,8 @@ async fn the_a2a_endpoint_keeps_tenants_apart_and_names_what_is_wrong() {
     assert_eq!(anonymous.status(), 401);
 }
 
-/// The router alone (as the Lambda API serves it) runs no evaluations: a
-/// 501 naming `baton eval --api`, after the token is checked.
+/// The router alone (built without `baton_bootstrap::evaluations`) runs no
+/// evaluations: a 501 naming `baton eval --api`, after the token is checked.
 #[tokio::test]
 async fn a_server_without_evaluations_answers_501_naming_the_way_to_evaluate() {
     let api = start_api().await;

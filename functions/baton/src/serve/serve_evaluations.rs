@@ -1,57 +1,20 @@
-//! `baton serve`'s evaluations (`/api/v1/flex/evaluations`): the HTTP
-//! port (`baton_http::evaluation_port::ServedEvaluations`) over the
-//! runtime's `DatasetEvaluations`, kept in the server's store (the SQLite
-//! file, the DynamoDB table, or in memory with `--store memory`), and
-//! judged by panel runs on the server's own services.
+//! `baton serve`'s evaluations (`/api/v1/flex/evaluations`): the runtime's
+//! `DatasetEvaluations`, kept in the server's store (the SQLite file, the
+//! DynamoDB table, or in memory with `--store memory`), judged by panel
+//! runs on the server's own services, each driven by a task of this
+//! process (`baton_bootstrap::evaluations::served_in_process`).
 
 use std::sync::Arc;
 
 use baton_core::catalog::registry::Registry;
-use baton_evaluation::served::EvaluationRecord;
-use baton_http::evaluation_port::{EvaluationRefusal, EvaluationsExtension, ServedEvaluations};
+use baton_http::evaluation_port::EvaluationsExtension;
 use baton_runtime::clock::SystemClock;
 use baton_runtime::memory::InMemoryEvaluations;
 use baton_runtime::ports::evaluation_ports::EvaluationRecords;
 use baton_runtime::services::dataset_evaluations::{
-    DatasetEvaluations, EvaluationError, NoJudgeModel,
+    DatasetEvaluations, EvaluationError, InProcessDriver,
 };
 use baton_runtime::services::{RunRetention, Services};
-use serde_json::Value;
-
-/// The runtime's evaluations, as the routes find them.
-struct ServedByRuntime(DatasetEvaluations);
-
-fn refusal(error: EvaluationError) -> EvaluationRefusal {
-    match error {
-        EvaluationError::Invalid { path, message } => EvaluationRefusal::Invalid { path, message },
-        EvaluationError::NotFound => EvaluationRefusal::NotFound,
-        EvaluationError::Limit { running, limit } => EvaluationRefusal::Limit { running, limit },
-        EvaluationError::Unavailable(reason) => EvaluationRefusal::Unavailable(reason),
-    }
-}
-
-#[async_trait::async_trait]
-impl ServedEvaluations for ServedByRuntime {
-    async fn start(
-        &self,
-        tenant_id: &str,
-        request: &Value,
-    ) -> Result<EvaluationRecord, EvaluationRefusal> {
-        self.0.start(tenant_id, request).await.map_err(refusal)
-    }
-
-    async fn list(&self, tenant_id: &str) -> Result<Vec<EvaluationRecord>, EvaluationRefusal> {
-        self.0.list(tenant_id).await.map_err(refusal)
-    }
-
-    async fn get(
-        &self,
-        tenant_id: &str,
-        evaluation_id: &str,
-    ) -> Result<EvaluationRecord, EvaluationRefusal> {
-        self.0.get(tenant_id, evaluation_id).await.map_err(refusal)
-    }
-}
 
 /// Where the server keeps its evaluations on `store`.
 pub async fn evaluation_records(
@@ -81,30 +44,32 @@ pub async fn evaluation_records(
     })
 }
 
-/// The server's evaluations over `services`, kept in `records`: any left
-/// `running` by an earlier process resumed, the ended ones past their
-/// tenant's retention deleted.
+/// The server's evaluations over `services`, kept in `records` and
+/// driven by this process: any left `running` by an earlier process taken
+/// up, the ended ones past their tenant's retention deleted.
 pub async fn served_evaluations(
     services: &Services,
     registry: Arc<Registry>,
     retention: RunRetention,
     records: Arc<dyn EvaluationRecords>,
 ) -> Result<EvaluationsExtension, EvaluationError> {
-    let judge_model = crate::setup::model_choice::routed_model_for_cli(
+    let judges_can_run = crate::setup::model_choice::routed_model_for_cli(
         &registry,
         &baton_bootstrap::process_environment,
         // A judge panel is models only: no remote agent, no secret.
         Arc::new(baton_runtime::ports::NoSecrets),
     )
-    .map_err(|error| Arc::new(error) as NoJudgeModel);
-    let evaluations = DatasetEvaluations::open(
+    .map(|_| ())
+    .map_err(|error| Arc::new(error) as baton_runtime::services::dataset_evaluations::NoJudgeModel);
+    let evaluations = DatasetEvaluations::new(
         records,
         services.runs.clone(),
         registry,
-        judge_model,
+        judges_can_run,
         Arc::new(SystemClock),
         retention,
-    )
-    .await?;
-    Ok(Arc::new(ServedByRuntime(evaluations)))
+    );
+    let driver = InProcessDriver::new(Arc::new(evaluations));
+    driver.resume_all().await?;
+    Ok(baton_bootstrap::evaluations::served_in_process(driver))
 }

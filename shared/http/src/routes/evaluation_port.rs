@@ -1,8 +1,9 @@
 //! The port behind `/api/v1/flex/evaluations`: who runs a dataset's
-//! examples for a tenant and keeps the record. `baton serve` plugs one in
-//! (an axum `Extension` of `Arc<dyn ServedEvaluations>`); a server without
-//! one (the Lambda functions) answers 501 `evaluations_not_served`, naming
-//! `baton eval --api` as the way to evaluate a deployment.
+//! examples for a tenant and keeps the record. `baton serve` and the `api`
+//! function plug one in (an axum `Extension` of `Arc<dyn
+//! ServedEvaluations>`, from `baton_bootstrap::evaluations`); a router
+//! built without one answers 501 `evaluations_not_served`, naming `baton
+//! eval --api` as the way to evaluate a deployment from outside.
 
 use std::sync::Arc;
 
@@ -84,6 +85,6 @@ pub(crate) fn not_served() -> ApiError {
     ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
         "evaluations_not_served",
-        "this server runs no evaluations (`baton serve` does); evaluate a deployment with `baton eval DATASET --api URL`",
+        "this server runs no evaluations (`baton serve` and the Lambda API do); evaluate a deployment from outside with `baton eval DATASET --api URL`",
     )
 }

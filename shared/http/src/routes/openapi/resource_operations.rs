@@ -19,7 +19,7 @@ const EVALUATION_NOT_FOUND: Answer = answer(
 );
 const NOT_SERVED: Answer = answer(
     501,
-    "this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api`",
+    "this server runs no evaluations (`baton serve` and the Lambda API do; a router built without them does not): `evaluations_not_served`; evaluate a deployment from outside with `baton eval --api`",
     Body::Json("Error"),
 );
 

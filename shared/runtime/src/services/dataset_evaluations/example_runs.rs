@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_core::contracts::dataset::ResolvedExample;
-use baton_evaluation::checks::{SettledRun, Unjudged, deterministic_checks, judge_check};
-use baton_evaluation::results::{Check, ExampleResult, Tokens};
+use baton_evaluation::checks::{
+    JudgeFailure, SettledRun, Unjudged, deterministic_checks, judge_check,
+};
+use baton_evaluation::results::{Check, ExampleResult, JudgeOutcome, Tokens};
 use serde_json::Value;
 
 use crate::ports::evaluation_ports::{ExampleJudge, ExampleRuns, FinishedRun, NotFinished};
@@ -48,29 +50,50 @@ impl ExampleRuns for EmbeddedExampleRuns {
             .map_err(|error| NotFinished::new(None, "submitted", error.to_string()))?;
         let run_id = submitted.run_id;
         let state = settled_run(&self.runs, &self.tenant, &run_id, started, limit).await?;
-        let usage = state.total_usage();
-        Ok(FinishedRun {
-            status: state.status().as_str().to_string(),
-            output: state.output.clone().unwrap_or(Value::Null),
-            cost_usd: state.total_cost_usd(),
-            tokens: Tokens {
-                prompt: usage.prompt_tokens,
-                completion: usage.completion_tokens,
-            },
-            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            model_by_node: state
-                .nodes
-                .iter()
-                .filter_map(|(node, record)| {
-                    record
-                        .model
-                        .as_ref()
-                        .map(|model| (node.clone(), model.to_string()))
-                })
-                .collect(),
-            run_id,
-        })
+        Ok(finished_run(run_id, &state))
     }
+}
+
+/// A settled run as an example's checks read it: its duration from its
+/// creation to its last change, whoever waited for it.
+pub(super) fn finished_run(
+    run_id: String,
+    state: &baton_core::state::run::RunState,
+) -> FinishedRun {
+    let usage = state.total_usage();
+    FinishedRun {
+        status: state.status().as_str().to_string(),
+        output: state.output.clone().unwrap_or(Value::Null),
+        cost_usd: state.total_cost_usd(),
+        tokens: Tokens {
+            prompt: usage.prompt_tokens,
+            completion: usage.completion_tokens,
+        },
+        duration_ms: u64::try_from(state.updated_at.since(state.created_at).as_millis())
+            .unwrap_or(u64::MAX),
+        model_by_node: state
+            .nodes
+            .iter()
+            .filter_map(|(node, record)| {
+                record
+                    .model
+                    .as_ref()
+                    .map(|model| (node.clone(), model.to_string()))
+            })
+            .collect(),
+        run_id,
+    }
+}
+
+/// How long an example's run may take: twice its `maxDurationMs` (at
+/// least a second), or [`DEFAULT_EXAMPLE_LIMIT`].
+pub(super) fn example_limit(example: &ResolvedExample) -> Duration {
+    example
+        .expect
+        .max_duration_ms
+        .map_or(DEFAULT_EXAMPLE_LIMIT, |bound| {
+            Duration::from_millis(bound).max(Duration::from_secs(1)) * 2
+        })
 }
 
 /// Waits for run `run_id` of `tenant` to settle (ended, or waiting for a
@@ -117,13 +140,7 @@ pub async fn run_example(
     judge: Option<&dyn ExampleJudge>,
     example: &ResolvedExample,
 ) -> ExampleResult {
-    let limit = example
-        .expect
-        .max_duration_ms
-        .map_or(DEFAULT_EXAMPLE_LIMIT, |bound| {
-            Duration::from_millis(bound).max(Duration::from_secs(1)) * 2
-        });
-    let finished = match runs.run(&example.envelope, limit).await {
+    let finished = match runs.run(&example.envelope, example_limit(example)).await {
         Ok(finished) => finished,
         Err(NotFinished { run_id, failed }) => {
             let mut result = ExampleResult::not_run(&example.id, example.line, run_id, failed);
@@ -131,6 +148,44 @@ pub async fn run_example(
             return result;
         }
     };
+    let panel = match judge {
+        Some(judge) if finished.status == "completed" => {
+            let objective = example.envelope["objective"].as_str().unwrap_or_default();
+            PanelAnswer::Answered(
+                judge
+                    .judge(
+                        &example.id,
+                        objective,
+                        &finished.output,
+                        example.expect.reference.as_ref(),
+                    )
+                    .await,
+            )
+        }
+        Some(_) => PanelAnswer::RunNotCompleted,
+        None => PanelAnswer::NotAsked,
+    };
+    scored_example(example, finished, panel, runs.api())
+}
+
+/// What the judge panel said of an example's output.
+pub(super) enum PanelAnswer {
+    /// No panel judges this evaluation.
+    NotAsked,
+    /// A panel judges it, but the run did not complete: nothing to judge.
+    RunNotCompleted,
+    /// The panel's outcome, or why it gave none.
+    Answered(Result<JudgeOutcome, JudgeFailure>),
+}
+
+/// An example's results line: its settled run checked by the example's
+/// deterministic checks and the panel's answer.
+pub(super) fn scored_example(
+    example: &ResolvedExample,
+    finished: FinishedRun,
+    panel: PanelAnswer,
+    api: Option<String>,
+) -> ExampleResult {
     let settled = SettledRun {
         status: finished.status.clone(),
         output: finished.output.clone(),
@@ -140,44 +195,31 @@ pub async fn run_example(
     let expect = &example.expect;
     let mut checks = deterministic_checks(expect, &settled);
     let mut judged = None;
-    match judge {
-        Some(judge) if finished.status == "completed" => {
-            let objective = example.envelope["objective"].as_str().unwrap_or_default();
-            match judge
-                .judge(
-                    &example.id,
-                    objective,
-                    &finished.output,
-                    expect.reference.as_ref(),
-                )
-                .await
-            {
-                Ok(outcome) => {
-                    checks.extend(judge_check(expect, Ok(outcome.score)));
-                    judged = Some(outcome);
-                }
-                Err(failure) => {
-                    // A panel that was asked and failed fails the example,
-                    // whether or not it sets a minimum score.
-                    let reason = Unjudged::Failed(failure);
-                    checks.extend(judge_check(expect, Err(&reason)));
-                    if expect.min_judge_score.is_none() {
-                        checks.push(Check::new("judged", false, reason.to_string()));
-                    }
-                }
+    match panel {
+        PanelAnswer::Answered(Ok(outcome)) => {
+            checks.extend(judge_check(expect, Ok(outcome.score)));
+            judged = Some(outcome);
+        }
+        PanelAnswer::Answered(Err(failure)) => {
+            // A panel that was asked and failed fails the example,
+            // whether or not it sets a minimum score.
+            let reason = Unjudged::Failed(failure);
+            checks.extend(judge_check(expect, Err(&reason)));
+            if expect.min_judge_score.is_none() {
+                checks.push(Check::new("judged", false, reason.to_string()));
             }
         }
-        Some(_) => checks.extend(judge_check(
+        PanelAnswer::RunNotCompleted => checks.extend(judge_check(
             expect,
             Err(&Unjudged::RunEnded(finished.status.clone())),
         )),
-        None => checks.extend(judge_check(expect, Err(&Unjudged::NoPanel))),
+        PanelAnswer::NotAsked => checks.extend(judge_check(expect, Err(&Unjudged::NoPanel))),
     }
     ExampleResult {
         id: example.id.clone(),
         line: example.line,
         run_id: Some(finished.run_id),
-        api: runs.api(),
+        api,
         passed: checks.iter().all(|check| check.passed),
         status: Some(finished.status),
         checks,

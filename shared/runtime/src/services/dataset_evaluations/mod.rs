@@ -1,38 +1,58 @@
-//! Evaluations a server runs (`POST /api/v1/flex/evaluations` of `baton
-//! serve`): a dataset given inline runs on the server's own services
-//! under the caller's tenant (so its runs are the tenant's, shown in the
-//! viewer, counted by its limits), at most `concurrency` examples at once,
-//! judged in process when a panel is given. The record is kept through
-//! [`EvaluationRecords`] and rewritten as each example finishes, with its
-//! results lines and transcripts once done.
+//! Evaluations a server runs (`POST /api/v1/flex/evaluations`): a dataset
+//! given inline runs on the server's own services under the caller's
+//! tenant (so its runs are the tenant's, shown in the viewer, counted by
+//! its limits), at most `concurrency` examples at once, judged by durable
+//! panel runs when a panel is given. The record is kept through
+//! [`EvaluationRecords`].
+//!
+//! An evaluation advances by passes ([`DatasetEvaluations::advance`]),
+//! bounded steps that never wait on a run: each looks at the examples at
+//! work, scores those that settled and starts the next. Who drives the
+//! passes is the deployment's: `baton serve` runs one every
+//! [`IN_PROCESS_PASS_EVERY`] in a task per evaluation
+//! ([`InProcessDriver`]); the Lambda API runs the first when it accepts
+//! the evaluation and the sweeper function the others, every 2 s for 30 s
+//! of each invocation while any evaluation runs ([`EvaluationPasses`]).
 //!
 //! Invariants:
-//! - A tenant runs at most [`MAX_RUNNING_PER_TENANT`] evaluations at once.
-//! - An evaluation a stopped server left `running` is resumed when the
-//!   next one opens the store ([`DatasetEvaluations::open`]): the examples
-//!   without a result run again, each under the idempotency key
-//!   `{evaluationId}.{line}`, so one whose run had started takes that run
-//!   up where it is rather than starting another. One whose request was
-//!   not kept (or no longer fits) is `interrupted`.
+//! - A tenant has at most [`MAX_RUNNING_PER_TENANT`] evaluations running,
+//!   as the store counts them.
+//! - Each example has one run, whichever pass or process starts it: its
+//!   idempotency key is `{evaluationId}.{line}` (the envelope's own key
+//!   replaced), its panel's `{evaluationId}.{exampleId}.judges`. A process
+//!   that stops leaves nothing to redo: the next pass, in it or another,
+//!   takes the runs up where they are. An evaluation whose request is no
+//!   longer kept (or no longer fits) is `interrupted`.
+//! - An example's results line is a function of its settled runs: passes
+//!   repeated or overlapping write the same lines. An example's (and a
+//!   panel's) time limit counts from its run's creation, not from a pass,
+//!   and past it the run is cancelled.
 //! - An ended evaluation older than its tenant's retention is deleted with
-//!   its results and transcripts, at open and whenever the tenant starts or
-//!   lists evaluations.
+//!   its results and transcripts whenever the tenant starts or lists
+//!   evaluations and whenever the running ones are gathered.
 //! - A request that does not fit is refused naming its JSON path, and
 //!   nothing is kept for it.
 
+mod evaluation_pass;
 mod example_runs;
+mod in_process;
 mod panel_judge;
 mod run_panel_judge;
+mod sweeper_passes;
 
 pub use example_runs::{DEFAULT_EXAMPLE_LIMIT, EmbeddedExampleRuns, PAST_ITS_LIMIT, run_example};
+pub use in_process::{IN_PROCESS_PASS_EVERY, InProcessDriver};
 pub use panel_judge::PanelJudge;
 pub use run_panel_judge::RunPanelJudge;
+pub use sweeper_passes::EvaluationPasses;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use baton_core::basics::instant::Instant;
 use baton_core::catalog::registry::Registry;
+use baton_core::contracts::dataset::ResolvedExample;
 use baton_evaluation::checks::judge_request_for;
 use baton_evaluation::results::results_text;
 use baton_evaluation::served::{EvaluationRecord, EvaluationRequest, EvaluationStatus};
@@ -41,9 +61,10 @@ use baton_judge::request::PanelRequest;
 use serde_json::Value;
 
 use crate::error::StoreError;
-use crate::ports::evaluation_ports::{EvaluationRecords, ExampleJudge, ExampleRuns};
-use crate::ports::{Clock, LlmProvider};
+use crate::ports::Clock;
+use crate::ports::evaluation_ports::EvaluationRecords;
 use crate::services::{RunRetention, RunService};
+use evaluation_pass::{EvaluationPass, ExampleLook};
 
 /// Evaluations one tenant may have running at once.
 pub const MAX_RUNNING_PER_TENANT: usize = 2;
@@ -74,57 +95,94 @@ impl From<StoreError> for EvaluationError {
     }
 }
 
-/// Why a server has no model for judges: the error of whoever was to
-/// make it (its configuration, refused).
+/// Why a deployment cannot run judges: the error of whoever was to make
+/// its model (its configuration, refused).
 pub type NoJudgeModel = Arc<dyn std::error::Error + Send + Sync>;
+
+/// What passes over every running evaluation did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PassesReport {
+    /// Evaluations a pass looked at.
+    pub advanced: usize,
+    /// Of those, the ones that ended in it.
+    pub ended: usize,
+    /// Passes that failed (the next try takes them up).
+    pub failed: usize,
+    /// Running evaluations left for the next time (the budget ran out).
+    pub left: usize,
+}
 
 /// What a server's evaluations stand on.
 pub struct DatasetEvaluations {
     records: Arc<dyn EvaluationRecords>,
     runs: Arc<RunService>,
     registry: Arc<Registry>,
-    /// The model the judges are asked through, or why there is none (a
-    /// request naming judges is then refused, saying why).
-    judge_model: Result<Arc<dyn LlmProvider>, NoJudgeModel>,
+    /// Whether judges can run here, or why not (a request naming judges
+    /// is then refused, saying why).
+    judges_can_run: Result<(), NoJudgeModel>,
     clock: Arc<dyn Clock>,
     retention: RunRetention,
-    running: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 impl DatasetEvaluations {
-    /// Opens the evaluations kept in `records`: any left `running` by an
-    /// earlier process is resumed (or, when its request is not kept,
-    /// marked `interrupted`), and the ended ones past their tenant's
-    /// retention are deleted.
-    pub async fn open(
+    /// Evaluations kept in `records`, run on `runs`.
+    pub fn new(
         records: Arc<dyn EvaluationRecords>,
         runs: Arc<RunService>,
         registry: Arc<Registry>,
-        judge_model: Result<Arc<dyn LlmProvider>, NoJudgeModel>,
+        judges_can_run: Result<(), NoJudgeModel>,
         clock: Arc<dyn Clock>,
         retention: RunRetention,
-    ) -> Result<Self, EvaluationError> {
-        let evaluations = Self {
+    ) -> Self {
+        Self {
             records,
             runs,
             registry,
-            judge_model,
+            judges_can_run,
             clock,
             retention,
-            running: Arc::default(),
-        };
-        for tenant_id in evaluations.records.tenants().await? {
-            for mut record in evaluations.records.list_records(&tenant_id).await? {
-                if record.status == EvaluationStatus::Running
-                    && !evaluations.resume(&tenant_id, &record).await?
-                {
-                    record.status = EvaluationStatus::Interrupted;
-                    evaluations.records.put_record(&tenant_id, &record).await?;
+        }
+    }
+
+    /// Every tenant's running evaluations, as (tenant, evaluation id);
+    /// the ended ones past their tenant's retention deleted on the way.
+    pub async fn running(&self) -> Result<Vec<(String, String)>, EvaluationError> {
+        let mut running = Vec::new();
+        for tenant_id in self.records.tenants().await? {
+            for record in self.prune(&tenant_id).await? {
+                if record.status == EvaluationStatus::Running {
+                    running.push((tenant_id.clone(), record.evaluation_id));
                 }
             }
-            evaluations.prune(&tenant_id).await?;
         }
-        Ok(evaluations)
+        Ok(running)
+    }
+
+    /// One pass over every running evaluation, oldest first, until
+    /// `budget` is spent (the sweeper function's share of its run).
+    pub async fn advance_every_running(
+        &self,
+        budget: Duration,
+    ) -> Result<PassesReport, EvaluationError> {
+        let started = std::time::Instant::now();
+        let running = self.running().await?;
+        let mut report = PassesReport::default();
+        for (index, (tenant_id, evaluation_id)) in running.iter().enumerate() {
+            if started.elapsed() >= budget {
+                report.left = running.len() - index;
+                break;
+            }
+            report.advanced += 1;
+            match self.advance(tenant_id, evaluation_id).await {
+                Ok(EvaluationStatus::Running) => {}
+                Ok(_) => report.ended += 1,
+                Err(error) => {
+                    report.failed += 1;
+                    tracing::warn!(%error, tenant_id, evaluation = %evaluation_id, "an evaluation's pass failed; the next one takes it up");
+                }
+            }
+        }
+        Ok(report)
     }
 
     /// Deletes the tenant's ended evaluations older than its retention;
@@ -148,8 +206,8 @@ impl DatasetEvaluations {
         Ok(kept)
     }
 
-    /// Checks the request, keeps the record (`running`) and starts its
-    /// examples; answers at once with the record.
+    /// Checks the request and keeps it with its record (`running`); the
+    /// caller drives its passes. Answers with the record.
     pub async fn start(
         &self,
         tenant_id: &str,
@@ -163,12 +221,21 @@ impl DatasetEvaluations {
         let request = EvaluationRequest::parse(body).map_err(invalid)?;
         let dataset = request.dataset().map_err(invalid)?;
         let evaluation_id = format!("eval_{}", uuid::Uuid::new_v4().simple());
-        self.prune(tenant_id).await?;
-        let judge: Option<Arc<dyn ExampleJudge>> = match &request.judges {
-            Some(template) => Some(Arc::new(self.judge(tenant_id, &evaluation_id, template)?)),
-            None => None,
-        };
-        self.hold_a_slot(tenant_id)?;
+        if let Some(template) = &request.judges {
+            self.judge(tenant_id, &evaluation_id, template)?;
+        }
+        let running = self
+            .prune(tenant_id)
+            .await?
+            .iter()
+            .filter(|record| record.status == EvaluationStatus::Running)
+            .count();
+        if running >= MAX_RUNNING_PER_TENANT {
+            return Err(EvaluationError::Limit {
+                running,
+                limit: MAX_RUNNING_PER_TENANT,
+            });
+        }
         let record = EvaluationRecord {
             evaluation_id,
             name: request
@@ -180,104 +247,129 @@ impl DatasetEvaluations {
             total: dataset.examples.len(),
             finished: 0,
             passed: 0,
-            judged: judge.is_some(),
+            judged: request.judges.is_some(),
             summary: None,
             results: Vec::new(),
+            in_flight: Vec::new(),
         };
         // The request first: a record kept `running` can always be resumed.
-        let kept = match self
-            .records
+        self.records
             .put_request(tenant_id, &record.evaluation_id, &body.to_string())
-            .await
-        {
-            Ok(()) => self.records.put_record(tenant_id, &record).await,
-            Err(error) => Err(error),
-        };
-        if let Err(error) = kept {
-            release(&self.running, tenant_id);
-            return Err(error.into());
-        }
-        let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
-        self.spawn_work(
-            tenant_id,
-            record.clone(),
-            dataset.examples,
-            judge,
-            concurrency,
-        );
+            .await?;
+        self.records.put_record(tenant_id, &record).await?;
         Ok(record)
     }
 
-    /// Takes up an evaluation an earlier process left `running`: its kept
-    /// request read again, the examples without a result run (their slot
-    /// held whatever the tenant's limit: it was held before). `false` when
-    /// there is nothing to resume it from.
-    async fn resume(
+    /// The request an evaluation was started with and its examples, or
+    /// `None` when it is not kept or no longer fits.
+    async fn kept_request(
         &self,
         tenant_id: &str,
-        record: &EvaluationRecord,
-    ) -> Result<bool, EvaluationError> {
-        let Some(text) = self
-            .records
-            .get_request(tenant_id, &record.evaluation_id)
-            .await?
-        else {
-            return Ok(false);
+        evaluation_id: &str,
+    ) -> Result<Option<(EvaluationRequest, Vec<ResolvedExample>)>, EvaluationError> {
+        let Some(text) = self.records.get_request(tenant_id, evaluation_id).await? else {
+            return Ok(None);
         };
         let Ok(body) = serde_json::from_str::<Value>(&text) else {
-            return Ok(false);
+            return Ok(None);
         };
         let Ok(request) = EvaluationRequest::parse(&body) else {
-            return Ok(false);
+            return Ok(None);
         };
         let Ok(dataset) = request.dataset() else {
-            return Ok(false);
+            return Ok(None);
         };
-        let judge: Option<Arc<dyn ExampleJudge>> = match &request.judges {
-            Some(template) => match self.judge(tenant_id, &record.evaluation_id, template) {
-                Ok(judge) => Some(Arc::new(judge)),
-                Err(_) => return Ok(false),
-            },
-            None => None,
-        };
-        let done: std::collections::HashSet<usize> =
-            record.results.iter().map(|result| result.line).collect();
-        let left: Vec<_> = dataset
-            .examples
-            .into_iter()
-            .filter(|example| !done.contains(&example.line))
-            .collect();
-        if let Ok(mut running) = self.running.lock() {
-            *running.entry(tenant_id.to_string()).or_insert(0) += 1;
-        }
-        tracing::info!(tenant_id, evaluation = %record.evaluation_id, examples_left = left.len(), "an evaluation an earlier process left running is resumed");
-        let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
-        self.spawn_work(tenant_id, record.clone(), left, judge, concurrency);
-        Ok(true)
+        Ok(Some((request, dataset.examples)))
     }
 
-    /// Runs `examples` of the evaluation in a task of its own.
-    fn spawn_work(
+    /// One pass over a running evaluation (see [`evaluation_pass`]): the
+    /// examples that settled are scored and kept, the next ones started;
+    /// once every example has its line the evaluation is summarised and
+    /// its results kept. Answers where the evaluation stands after it.
+    pub async fn advance(
         &self,
         tenant_id: &str,
-        record: EvaluationRecord,
-        examples: Vec<baton_core::contracts::dataset::ResolvedExample>,
-        judge: Option<Arc<dyn ExampleJudge>>,
-        concurrency: usize,
-    ) {
-        let runs: Arc<dyn ExampleRuns> = Arc::new(EmbeddedExampleRuns {
-            runs: self.runs.clone(),
-            tenant: tenant_id.to_string(),
-        });
-        let work = RunningEvaluation {
-            records: self.records.clone(),
-            running: self.running.clone(),
-            tenant_id: tenant_id.to_string(),
-            runs,
-            judge,
-            concurrency,
+        evaluation_id: &str,
+    ) -> Result<EvaluationStatus, EvaluationError> {
+        let Some(mut record) = self.records.get_record(tenant_id, evaluation_id).await? else {
+            return Err(EvaluationError::NotFound);
         };
-        tokio::spawn(work.run(record, examples));
+        if record.status != EvaluationStatus::Running {
+            return Ok(record.status);
+        }
+        let kept = self.kept_request(tenant_id, evaluation_id).await?;
+        let judge = match kept
+            .as_ref()
+            .and_then(|(request, _)| request.judges.as_ref())
+        {
+            Some(template) => self.judge(tenant_id, evaluation_id, template).map(Some),
+            None => Ok(None),
+        };
+        let (Some((request, examples)), Ok(judge)) = (kept, judge) else {
+            tracing::warn!(tenant_id, evaluation = %evaluation_id, "an evaluation whose request is not kept, or no longer fits, is interrupted");
+            record.status = EvaluationStatus::Interrupted;
+            record.in_flight.clear();
+            self.records.put_record(tenant_id, &record).await?;
+            return Ok(record.status);
+        };
+        let concurrency = request.concurrency.unwrap_or(DEFAULT_CONCURRENCY).max(1);
+        let pass = EvaluationPass {
+            runs: &self.runs,
+            tenant_id,
+            evaluation_id,
+            judge: judge.as_ref(),
+            clock: self.clock.as_ref(),
+        };
+        let before = record.clone();
+        let mut in_flight = Vec::new();
+        let mut looked_at: HashSet<usize> = HashSet::new();
+        // The window is the first `concurrency` examples without a line;
+        // an example that ends in this pass frees its place at once.
+        loop {
+            let done: HashSet<usize> = record.results.iter().map(|result| result.line).collect();
+            let window: Vec<&ResolvedExample> = examples
+                .iter()
+                .filter(|example| !done.contains(&example.line))
+                .take(concurrency)
+                .filter(|example| !looked_at.contains(&example.line))
+                .collect();
+            if window.is_empty() {
+                break;
+            }
+            let looks = futures_util::future::join_all(window.iter().map(|example| {
+                let flight = record
+                    .in_flight
+                    .iter()
+                    .find(|flight| flight.line == example.line)
+                    .cloned();
+                pass.look(example, flight)
+            }))
+            .await;
+            for (example, look) in window.iter().zip(looks) {
+                looked_at.insert(example.line);
+                match look? {
+                    ExampleLook::Ended(result) => record.results.push(result),
+                    ExampleLook::Working(flight) => in_flight.push(flight),
+                    ExampleLook::Held => {}
+                }
+            }
+        }
+        record.in_flight = in_flight;
+        record.finished = record.results.len();
+        record.passed = record.results.iter().filter(|result| result.passed).count();
+        if record.finished >= record.total {
+            // The dataset's order, whatever order they finished in.
+            record.results.sort_by_key(|result| result.line);
+            record.summary = Some(Summary::of(&record.results));
+            record.status = EvaluationStatus::Completed;
+            self.records
+                .put_results(tenant_id, evaluation_id, &results_text(&record.results))
+                .await?;
+        }
+        if record != before {
+            self.records.put_record(tenant_id, &record).await?;
+        }
+        Ok(record.status)
     }
 
     /// The tenant's evaluations, newest first, without their results.
@@ -305,8 +397,8 @@ impl DatasetEvaluations {
     /// The judge of a request's panel: one durable panel run of the
     /// tenant per example ([`RunPanelJudge`]), its transcripts kept beside
     /// the evaluation; refused naming the path under `$.judges` (a judge
-    /// the catalog lacks, a panel past its size, a server without a model
-    /// or a panel capability).
+    /// the catalog lacks, a panel past its size, a deployment without a
+    /// model or a panel capability).
     fn judge(
         &self,
         tenant_id: &str,
@@ -317,7 +409,7 @@ impl DatasetEvaluations {
             path: format!("$.judges{}", path.strip_prefix('$').unwrap_or(&path)),
             message,
         };
-        if let Err(why) = &self.judge_model {
+        if let Err(why) = &self.judges_can_run {
             return Err(under_judges(
                 "$".into(),
                 format!("this server has no model for judges: {why}"),
@@ -344,98 +436,5 @@ impl DatasetEvaluations {
             shelf: self.records.transcript_shelf(tenant_id, evaluation_id),
             limit: DEFAULT_EXAMPLE_LIMIT,
         })
-    }
-
-    /// Counts one more running evaluation of the tenant, or refuses it.
-    fn hold_a_slot(&self, tenant_id: &str) -> Result<(), EvaluationError> {
-        let mut running = self
-            .running
-            .lock()
-            .map_err(|error| EvaluationError::Unavailable(error.to_string()))?;
-        let count = running.entry(tenant_id.to_string()).or_insert(0);
-        if *count >= MAX_RUNNING_PER_TENANT {
-            return Err(EvaluationError::Limit {
-                running: *count,
-                limit: MAX_RUNNING_PER_TENANT,
-            });
-        }
-        *count += 1;
-        Ok(())
-    }
-}
-
-/// An evaluation at work: its examples run, its record rewritten as each
-/// finishes, then summarised and its results kept.
-struct RunningEvaluation {
-    records: Arc<dyn EvaluationRecords>,
-    running: Arc<Mutex<HashMap<String, usize>>>,
-    tenant_id: String,
-    runs: Arc<dyn ExampleRuns>,
-    judge: Option<Arc<dyn ExampleJudge>>,
-    concurrency: usize,
-}
-
-impl RunningEvaluation {
-    async fn run(
-        self,
-        record: EvaluationRecord,
-        examples: Vec<baton_core::contracts::dataset::ResolvedExample>,
-    ) {
-        let evaluation_id = record.evaluation_id.clone();
-        let kept = Arc::new(tokio::sync::Mutex::new(record));
-        let slots = Arc::new(tokio::sync::Semaphore::new(self.concurrency));
-        let mut tasks = Vec::new();
-        for mut example in examples {
-            // One run per example, whichever process starts it.
-            example.envelope["idempotencyKey"] =
-                Value::String(format!("{evaluation_id}.{}", example.line));
-            let (runs, judge, slots, kept, records, tenant_id) = (
-                self.runs.clone(),
-                self.judge.clone(),
-                slots.clone(),
-                kept.clone(),
-                self.records.clone(),
-                self.tenant_id.clone(),
-            );
-            tasks.push(tokio::spawn(async move {
-                let _slot = slots.acquire_owned().await;
-                let result = run_example(runs.as_ref(), judge.as_deref(), &example).await;
-                let mut record = kept.lock().await;
-                record.finished += 1;
-                record.passed += usize::from(result.passed);
-                record.results.push(result);
-                if let Err(error) = records.put_record(&tenant_id, &record).await {
-                    tracing::warn!(%error, evaluation = %record.evaluation_id, "an example's result was not kept");
-                }
-            }));
-        }
-        for task in tasks {
-            let _ = task.await;
-        }
-        let mut record = kept.lock().await;
-        // The dataset's order, whatever order they finished in.
-        record.results.sort_by_key(|result| result.line);
-        record.summary = Some(Summary::of(&record.results));
-        record.status = EvaluationStatus::Completed;
-        let results = results_text(&record.results);
-        if let Err(error) = self
-            .records
-            .put_results(&self.tenant_id, &record.evaluation_id, &results)
-            .await
-        {
-            tracing::warn!(%error, evaluation = %record.evaluation_id, "the evaluation's results were not kept");
-        }
-        if let Err(error) = self.records.put_record(&self.tenant_id, &record).await {
-            tracing::warn!(%error, evaluation = %record.evaluation_id, "the evaluation's record was not kept");
-        }
-        release(&self.running, &self.tenant_id);
-    }
-}
-
-fn release(running: &Mutex<HashMap<String, usize>>, tenant_id: &str) {
-    if let Ok(mut running) = running.lock()
-        && let Some(count) = running.get_mut(tenant_id)
-    {
-        *count = count.saturating_sub(1);
     }
 }
