@@ -21,8 +21,11 @@ GUARANTEES = [
      "run still owes."),
     ("Model calls", "at-least-once per attempt; at most one in flight",
      "An attempt is claimed with a node lease (renewed while the call runs): a twin delivery does "
-     "not call the model again while the lease stands. A holder that dies mid-call loses the "
-     "answer; the next claimant calls again, and the provider bills both."),
+     "not call the model again while the lease stands, also between workers whose clocks differ "
+     "by less than a lease (a claim's expiry is the claimant's clock plus the lease). A holder "
+     "that dies mid-call loses the answer; the next claimant calls again, and the provider bills "
+     "both. A worker whose clock runs ahead by more than a lease may take a live claim and call "
+     "again (the run's history stays exact: one answer per attempt is committed)."),
     ("Tool calls", "at-least-once",
      "Each call is a `RunTool` step, claimed like a node: a holder that dies mid-call leaves it to "
      "be driven again, so a tool with side effects must tolerate a repeat."),
@@ -38,19 +41,22 @@ GUARANTEES = [
     ("Ledger publishes", "at-least-once, named by key",
      "A panel's transcript topic's memo names the panel's idempotency key: a repeat publishes "
      "again under the same key, and a reader keeps the first."),
+    ("Served evaluations' runs", "exactly-once by key",
+     "Each example runs under the key `{evaluationId}.{line}` and its judge panel under "
+     "`{evaluationId}.{exampleId}.judges`: a pass repeated, two at once, or one after a restart "
+     "find the runs already started; an example's results line is a function of its settled runs."),
     ("Schedule fires", "exactly-once by key",
      "Each fire time has one idempotency key: a fire delivered twice (EventBridge Scheduler "
      "retries, the keeper's restart) starts one run."),
 ]
 
 NOT_YET = [
-    "Reordered deliveries (a step's message arriving after its run moved on) are tested "
-    "(`shared/runtime/tests/durability.rs`, the duplicated-delivery scenarios above include twins "
-    "arriving late) but record no figure of their own.",
-    "Clock skew between processes is not tested: leases compare the claimant's clock with the "
-    "store's stored expiry, so a process whose clock runs ahead by more than a lease can take "
-    "over a live claim.",
+    "Clock skew past a lease is a known limit, not a fault the system absorbs: the scenario "
+    "above records how many model calls it cost; an NTP-synchronised fleet stays far inside a "
+    "lease (30 s as the template ships it).",
     "The memory store keeps nothing across a process's death by design; it has no kill test.",
+    "A sweeper function that dies mid-pass over served evaluations leaves them to its next "
+    "invocation (passes are idempotent); no kill test records a figure for it.",
 ]
 
 

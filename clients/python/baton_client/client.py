@@ -221,8 +221,12 @@ class BatonClient:
                      cursor: str | None = None) -> models.ThreadListPage:
         return self._call("listThreads", params=_query(limit=limit, cursor=cursor))
 
-    def get_thread(self, thread_id: str) -> models.ThreadView:
-        return self._call("getThread", path={"thread_id": thread_id})
+    def get_thread(self, thread_id: str, *, limit: int | None = None,
+                   before: str | None = None) -> models.ThreadView:
+        """One page of the thread from its newest end; pass a page's
+        `older_cursor` as `before` for the page before it."""
+        return self._call("getThread", path={"thread_id": thread_id},
+                          params=_query(limit=limit, before=before))
 
     # Schedules
     def create_schedule(self, request: models.ScheduleRequest | dict) -> models.Schedule:
@@ -473,8 +477,12 @@ class AsyncBatonClient:
     async def resume_schedule(self, schedule_id: str) -> models.Schedule:
         return await self._call("resumeSchedule", path={"schedule_id": schedule_id})
 
-    async def get_thread(self, thread_id: str) -> models.ThreadView:
-        return await self._call("getThread", path={"thread_id": thread_id})
+    async def get_thread(self, thread_id: str, *, limit: int | None = None,
+                         before: str | None = None) -> models.ThreadView:
+        """One page of the thread from its newest end; pass a page's
+        `older_cursor` as `before` for the page before it."""
+        return await self._call("getThread", path={"thread_id": thread_id},
+                                params=_query(limit=limit, before=before))
 
     async def get_evaluation(self, evaluation_id: str) -> dict:
         return await self._call("getEvaluation", path={"evaluation_id": evaluation_id})

@@ -1540,9 +1540,16 @@ class ThreadView(BaseModel):
     exchanges: Annotated[
         list[ThreadExchangeView],
         Field(
-            description='Oldest first; exchanges a `rollback` cut short are left out.'
+            description="One page from the thread's newest end (`limit`, 200 at most),\noldest first; exchanges a `rollback` cut short are left out."
         ),
     ]
+    older_cursor: Annotated[
+        str | None,
+        Field(
+            alias='olderCursor',
+            description='Present when older exchanges remain: pass it as `before` for the\npage before this one.',
+        ),
+    ] = None
     active_run_id: Annotated[
         str | None,
         Field(

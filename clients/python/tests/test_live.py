@@ -227,3 +227,22 @@ def test_a_dataset_evaluation_runs_on_the_server():
         with pytest.raises(BatonApiError) as refused:
             client.create_dataset_evaluation({"dataset": [{"id": "x", "envelope": {"objective": 3}}]})
         assert refused.value.status == 422 and refused.value.path == "$.dataset[0].envelope.objective"
+
+
+def test_a_thread_is_read_by_pages_from_its_newest_end():
+    with BatonClient(URL, os.environ["BATON_TOKEN"]) as client:
+        thread_id = None
+        for index in range(1, 4):
+            request = {"message": f"message {index}"}
+            if thread_id:
+                request["threadId"] = thread_id
+            frames = list(client.send_chat_message(request))
+            assert frames[-1].event == "complete", [frame.event for frame in frames]
+            if thread_id is None:
+                thread_id = client.get_run(frames[0].data["runId"]).run.thread_id
+        newest = client.get_thread(thread_id, limit=2)
+        assert [exchange.user for exchange in newest.exchanges] == ["message 2", "message 3"]
+        assert newest.older_cursor
+        oldest = client.get_thread(thread_id, limit=2, before=newest.older_cursor)
+        assert [exchange.user for exchange in oldest.exchanges] == ["message 1"]
+        assert oldest.older_cursor is None

@@ -311,8 +311,12 @@ export class BatonClient {
     return this.call("listThreads", { search: query(parameters) });
   }
 
-  getThread(threadId: string): Promise<Schemas["ThreadView"]> {
-    return this.call("getThread", { path: { thread_id: threadId } });
+  /** One page of the thread from its newest end; pass a page's `olderCursor` as `before` for the page before it. */
+  getThread(
+    threadId: string,
+    parameters: { limit?: number; before?: string } = {},
+  ): Promise<Schemas["ThreadView"]> {
+    return this.call("getThread", { path: { thread_id: threadId }, search: query(parameters) });
   }
 
   // Schedules

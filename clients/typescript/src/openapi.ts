@@ -509,7 +509,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A chat thread: its exchanges, the run answering and those queued */
+        /** A chat thread by pages from its newest end: its exchanges, the run answering and those queued */
         get: operations["getThread"];
         put?: never;
         post?: never;
@@ -1330,8 +1330,16 @@ export interface components {
          */
         ThreadView: {
             threadId: string;
-            /** @description Oldest first; exchanges a `rollback` cut short are left out. */
+            /**
+             * @description One page from the thread's newest end (`limit`, 200 at most),
+             *     oldest first; exchanges a `rollback` cut short are left out.
+             */
             exchanges: components["schemas"]["ThreadExchangeView"][];
+            /**
+             * @description Present when older exchanges remain: pass it as `before` for the
+             *     page before this one.
+             */
+            olderCursor?: string | null;
             /** @description The run answering on the thread now, if any. */
             activeRunId?: string | null;
             /** @description Runs waiting behind it (`multitaskStrategy: enqueue`), in order. */
@@ -5243,7 +5251,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api` */
+            /** @description this server runs no evaluations (`baton serve` and the Lambda API do; a router built without them does not): `evaluations_not_served`; evaluate a deployment from outside with `baton eval --api` */
             501: {
                 headers: {
                     [name: string]: unknown;
@@ -5375,7 +5383,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api` */
+            /** @description this server runs no evaluations (`baton serve` and the Lambda API do; a router built without them does not): `evaluations_not_served`; evaluate a deployment from outside with `baton eval --api` */
             501: {
                 headers: {
                     [name: string]: unknown;
@@ -5460,7 +5468,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description this server runs no evaluations (`baton serve` does; the Lambda API does not): `evaluations_not_served`; evaluate a deployment with `baton eval --api` */
+            /** @description this server runs no evaluations (`baton serve` and the Lambda API do; a router built without them does not): `evaluations_not_served`; evaluate a deployment from outside with `baton eval --api` */
             501: {
                 headers: {
                     [name: string]: unknown;
@@ -6185,7 +6193,12 @@ export interface operations {
     };
     getThread: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description exchanges per page, 1 to 200 (default 200) */
+                limit?: string;
+                /** @description the previous page's olderCursor: the page of exchanges older than it */
+                before?: string;
+            };
             header?: never;
             path: {
                 thread_id: string;
@@ -6201,6 +6214,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ThreadView"];
+                };
+            };
+            /** @description a bad parameter (`details.parameter`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */

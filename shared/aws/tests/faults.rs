@@ -248,6 +248,23 @@ fn orchestrator(
     store: Arc<dyn RunStore>,
     queue: Arc<dyn StepQueue>,
 ) -> Arc<BuiltServices> {
+    worker_with_clock(
+        fixture,
+        store,
+        queue,
+        Arc::new(baton_runtime::clock::SystemClock),
+        "faults",
+    )
+}
+
+/// A worker whose clock is `clock` (a skewed one: another machine).
+fn worker_with_clock(
+    fixture: &Fixture,
+    store: Arc<dyn RunStore>,
+    queue: Arc<dyn StepQueue>,
+    clock: Arc<dyn baton_runtime::ports::Clock>,
+    worker_id: &str,
+) -> Arc<BuiltServices> {
     let provider = OpenAiCompatibleProvider::new(OpenAiCompatibleConfig::new(
         fixture.model.base_url(),
         "scripted",
@@ -262,7 +279,8 @@ fn orchestrator(
                 busy_retry_delay: Duration::from_millis(200),
                 ..OrchestratorSettings::default()
             })
-            .worker_id("faults")
+            .clock(clock)
+            .worker_id(worker_id)
             .build(),
     )
 }
@@ -706,4 +724,200 @@ async fn two_concurrent_answers_to_one_task_make_one_transition() {
         })
         .count();
     assert_eq!(completions, 1, "no duplicate frame");
+}
+
+/// The frames of `run_id` pass the history checks, and its model was asked
+/// once per planned node (every node's answer used once).
+async fn assert_history_exact(orchestrator: &BuiltServices, run_id: &str) -> usize {
+    let frames = orchestrator
+        .services
+        .runs
+        .read_all_events_after("t", run_id, 0)
+        .await
+        .unwrap();
+    assert_frames_match_schemas(&frames);
+    let values: Vec<Value> = frames
+        .iter()
+        .map(|frame| serde_json::to_value(frame).unwrap())
+        .collect();
+    baton_test_support::crash_checks::assert_completed_exactly_once(run_id, &values);
+    frames
+        .iter()
+        .filter(|frame| frame.event_type == EventType::NodeComplete)
+        .count()
+}
+
+/// Reordered deliveries: the plan fans out to two nodes at once, each
+/// batch of step messages arrives in reverse order, and every message
+/// arrives again 4 s later, after its run moved on. The run completes
+/// once, each node's model asked once.
+#[tokio::test(flavor = "multi_thread")]
+async fn reordered_and_late_deliveries_change_nothing() {
+    let fixture = fixture().await;
+    let queue: Arc<dyn StepQueue> =
+        Arc::new(baton_test_support::fault_injection::ReorderingQueue {
+            inner: fixture.sqs.clone(),
+            late_by: Duration::from_secs(4),
+        });
+    let orchestrator = orchestrator(&fixture, fixture.store.clone(), queue);
+    let started = std::time::Instant::now();
+    let submitted = orchestrator
+        .services
+        .runs
+        .submit(
+            "t",
+            &baton_test_support::plain_example_envelope(
+                "seed-10.0.1-stream-contract-variants.json",
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        drive_until_settled(&orchestrator, &submitted.run_id).await,
+        RunStatus::Completed
+    );
+    let recovered = started.elapsed();
+    // The late copies come after the run ended: each is stale.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let late = orchestrator
+        .queue
+        .receive(10, Duration::from_secs(1))
+        .await
+        .unwrap();
+    for received in late {
+        let outcome = orchestrator.services.steps.handle(&received.message).await;
+        assert_eq!(outcome.unwrap(), StepOutcome::Stale);
+        orchestrator
+            .queue
+            .acknowledge(&received.receipt)
+            .await
+            .unwrap();
+    }
+    let nodes = assert_history_exact(&orchestrator, &submitted.run_id).await;
+    assert_eq!(nodes, 4, "a plan of four nodes, two of them side by side");
+    let model_nodes = orchestrator
+        .store
+        .load_run(RunKey::new("t", &submitted.run_id))
+        .await
+        .unwrap()
+        .unwrap()
+        .state
+        .nodes
+        .values()
+        .filter(|node| node.model.is_some())
+        .count();
+    assert_eq!(
+        fixture.model.request_count(),
+        model_nodes,
+        "one model call per node that asks a model"
+    );
+    record(
+        "dynamodb-reordered-and-late-deliveries",
+        "each batch of step messages delivered in reverse order, a second apart, and every message again 4 s later (after its run moved on)",
+        recovered,
+        &fixture.model,
+    );
+}
+
+/// Clock skew within a lease: two workers, one 10 s ahead of the true
+/// time and one 10 s behind (20 s apart, the lease is 30 s), take the same
+/// steps (every message delivered twice) while each model call takes
+/// 1.5 s. Neither takes the other's live claim: the run completes once,
+/// each node's model asked once.
+#[tokio::test(flavor = "multi_thread")]
+async fn workers_whose_clocks_differ_by_less_than_a_lease_call_each_model_once() {
+    use baton_test_support::fault_injection::SkewedClock;
+    let fixture = fixture().await;
+    fixture
+        .model
+        .set_default_behavior(Behavior::SlowValid { delay_ms: 1_500 });
+    let queue: Arc<dyn StepQueue> = Arc::new(DuplicatingQueue(fixture.sqs.clone()));
+    let ahead = worker_with_clock(
+        &fixture,
+        fixture.store.clone(),
+        queue.clone(),
+        Arc::new(SkewedClock {
+            off_by: Duration::from_secs(10),
+            behind: false,
+        }),
+        "ahead",
+    );
+    let behind = worker_with_clock(
+        &fixture,
+        fixture.store.clone(),
+        queue,
+        Arc::new(SkewedClock {
+            off_by: Duration::from_secs(10),
+            behind: true,
+        }),
+        "behind",
+    );
+    let started = std::time::Instant::now();
+    let submitted = behind.services.runs.submit("t", &envelope()).await.unwrap();
+    let (first, second) = tokio::join!(
+        drive_until_settled(&ahead, &submitted.run_id),
+        drive_until_settled(&behind, &submitted.run_id)
+    );
+    assert_eq!(
+        (first, second),
+        (RunStatus::Completed, RunStatus::Completed)
+    );
+    assert_exactly_once(&ahead, &submitted.run_id, &fixture.model).await;
+    record(
+        "dynamodb-clock-skew-within-a-lease",
+        "two workers 20 s apart (one 10 s ahead, one 10 s behind; the lease is 30 s), every step message delivered twice, each model call 1.5 s",
+        started.elapsed(),
+        &fixture.model,
+    );
+}
+
+/// Clock skew past a lease, the known limit: a worker 45 s ahead (the
+/// lease is 30 s) sees the other's live claim as expired and may take it,
+/// asking the model again. The commit protocol still keeps the run's
+/// history exact: one answer per node is used, whatever was asked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_worker_ahead_by_more_than_a_lease_may_call_again_but_the_history_stays_exact() {
+    use baton_test_support::fault_injection::SkewedClock;
+    let fixture = fixture().await;
+    fixture
+        .model
+        .set_default_behavior(Behavior::SlowValid { delay_ms: 3_000 });
+    let queue: Arc<dyn StepQueue> = Arc::new(DuplicatingQueue(fixture.sqs.clone()));
+    let true_time = orchestrator(&fixture, fixture.store.clone(), queue.clone());
+    let ahead = worker_with_clock(
+        &fixture,
+        fixture.store.clone(),
+        queue,
+        Arc::new(SkewedClock {
+            off_by: Duration::from_secs(45),
+            behind: false,
+        }),
+        "far-ahead",
+    );
+    let started = std::time::Instant::now();
+    let submitted = true_time
+        .services
+        .runs
+        .submit("t", &envelope())
+        .await
+        .unwrap();
+    let (first, second) = tokio::join!(
+        drive_until_settled(&true_time, &submitted.run_id),
+        drive_until_settled(&ahead, &submitted.run_id)
+    );
+    assert_eq!(
+        (first, second),
+        (RunStatus::Completed, RunStatus::Completed)
+    );
+    let nodes = assert_history_exact(&true_time, &submitted.run_id).await;
+    assert_eq!(nodes, 2);
+    let asked = fixture.model.request_count();
+    assert!(asked >= nodes, "{asked} model requests for {nodes} nodes");
+    eprintln!("{asked} model requests for {nodes} nodes with a worker 45 s ahead");
+    record(
+        "dynamodb-clock-skew-past-a-lease",
+        "a worker 45 s ahead of another (the lease is 30 s), every step message delivered twice, each model call 3 s: a live claim may be taken, the model asked again",
+        started.elapsed(),
+        &fixture.model,
+    );
 }

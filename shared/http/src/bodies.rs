@@ -258,8 +258,13 @@ pub struct CheckpointView {
 #[serde(rename_all = "camelCase")]
 pub struct ThreadView {
     pub thread_id: String,
-    /// Oldest first; exchanges a `rollback` cut short are left out.
+    /// One page from the thread's newest end (`limit`, 200 at most),
+    /// oldest first; exchanges a `rollback` cut short are left out.
     pub exchanges: Vec<ThreadExchangeView>,
+    /// Present when older exchanges remain: pass it as `before` for the
+    /// page before this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub older_cursor: Option<String>,
     /// The run answering on the thread now, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub active_run_id: Option<String>,

@@ -3393,3 +3393,98 @@ async fn a_server_without_evaluations_answers_501_naming_the_way_to_evaluate() {
     let (status, _) = post_json(&api, "/evaluations", "wrong-token", &json!({"dataset": []})).await;
     assert_eq!(status, 401);
 }
+
+/// A thread is read by pages from its newest end: `limit` exchanges at a
+/// time, `olderCursor` leading to the page before (passed as `before`),
+/// none on the oldest page; every exchange comes once, in order. A wrong
+/// `limit` or `before`, or an unknown parameter, is a 400 naming it. The
+/// model double answers the chat.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_thread_is_read_by_pages_from_its_newest_end() {
+    let api = start_api().await;
+    let root = api.base.trim_end_matches("/api/v1/flex").to_string();
+    let mut thread_id: Option<String> = None;
+    for index in 1..=5 {
+        let mut message = json!({"message": format!("message {index}")});
+        if let Some(thread_id) = &thread_id {
+            message["threadId"] = json!(thread_id);
+        }
+        let response = api
+            .client
+            .post(format!("{root}/api/v1/chat"))
+            .bearer_auth(ACME_TOKEN)
+            .json(&message)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let frames = read_sse(response).await;
+        assert_eq!(frames.last().unwrap().1, "complete", "{frames:?}");
+        if thread_id.is_none() {
+            let run_id = frames[0].2["runId"].as_str().unwrap();
+            let run = get_json(&api, &format!("/runs/{run_id}"), ACME_TOKEN).await;
+            thread_id = Some(run["run"]["threadId"].as_str().unwrap().to_string());
+        }
+    }
+    let thread_id = thread_id.unwrap();
+    let page = |query: String| {
+        let (api, url) = (&api, format!("{root}/api/v1/threads/{thread_id}{query}"));
+        async move {
+            let response = api
+                .client
+                .get(url)
+                .bearer_auth(ACME_TOKEN)
+                .send()
+                .await
+                .unwrap();
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let (status, whole) = page(String::new()).await;
+    assert_eq!(status, 200);
+    assert_eq!(whole["exchanges"].as_array().unwrap().len(), 5, "{whole}");
+    assert!(whole.get("olderCursor").is_none(), "{whole}");
+
+    let mut read_newest_first: Vec<String> = Vec::new();
+    let mut query = "?limit=2".to_string();
+    let mut pages = 0;
+    loop {
+        let (status, body) = page(query.clone()).await;
+        assert_eq!(status, 200, "{body}");
+        pages += 1;
+        let exchanges = body["exchanges"].as_array().unwrap();
+        assert!(exchanges.len() <= 2, "{body}");
+        for exchange in exchanges.iter().rev() {
+            read_newest_first.push(exchange["user"].as_str().unwrap().to_string());
+        }
+        match body["olderCursor"].as_str() {
+            Some(cursor) => query = format!("?limit=2&before={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(
+        read_newest_first,
+        [
+            "message 5",
+            "message 4",
+            "message 3",
+            "message 2",
+            "message 1"
+        ]
+    );
+
+    for (query, parameter) in [
+        ("?limit=0", "limit"),
+        ("?limit=201", "limit"),
+        ("?before=yesterday", "before"),
+        ("?cursor=x", "cursor"),
+    ] {
+        let (status, body) = page(query.to_string()).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert_eq!(body["error"]["details"]["parameter"], parameter, "{body}");
+    }
+}

@@ -219,7 +219,12 @@ async fn what_each_message_leaves_out_is_summarised_and_folded_forward() {
         warnings[0]["message"]
     );
     // The thread keeps the summary with the exchange.
-    let threads = services.runs.thread("t", &thread).await.unwrap().0;
+    let threads = services
+        .runs
+        .thread_page("t", &thread, None, 1000)
+        .await
+        .unwrap()
+        .exchanges;
     assert_eq!(
         threads.last().unwrap().summary.as_ref().unwrap().text,
         "asked q1"

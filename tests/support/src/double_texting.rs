@@ -194,10 +194,10 @@ impl Harness {
     async fn thread(&self, thread_id: &str) -> Vec<ChatExchange> {
         self.services
             .runs
-            .thread(&self.tenant, thread_id)
+            .thread_page(&self.tenant, thread_id, None, 1000)
             .await
             .unwrap()
-            .0
+            .exchanges
     }
 
     async fn log_lines(&self, run_id: &str) -> Vec<String> {

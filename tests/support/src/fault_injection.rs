@@ -15,6 +15,67 @@ use baton_core::state::run::StepMessage;
 use baton_runtime::error::QueueError;
 use baton_runtime::ports::{ReceivedStep, StepQueue};
 
+/// Delivers out of order: each batch of messages is sent in reverse order,
+/// a second apart (the last sent visible first), and every message is sent
+/// again `late_by` after, when its run has moved on (a standard queue
+/// promises no order; this is its worst case).
+pub struct ReorderingQueue {
+    pub inner: Arc<dyn StepQueue>,
+    pub late_by: Duration,
+}
+
+#[async_trait]
+impl StepQueue for ReorderingQueue {
+    async fn send(&self, messages: &[StepMessage]) -> Result<(), QueueError> {
+        for (index, message) in messages.iter().rev().enumerate() {
+            let apart = Duration::from_secs(index as u64);
+            self.inner.send_delayed(message, apart).await?;
+            self.inner
+                .send_delayed(message, apart + self.late_by)
+                .await?;
+        }
+        Ok(())
+    }
+    async fn receive(
+        &self,
+        max_messages: usize,
+        wait: Duration,
+    ) -> Result<Vec<ReceivedStep>, QueueError> {
+        self.inner.receive(max_messages, wait).await
+    }
+    async fn acknowledge(&self, receipt: &str) -> Result<(), QueueError> {
+        self.inner.acknowledge(receipt).await
+    }
+    async fn release(&self, receipt: &str, delay: Duration) -> Result<(), QueueError> {
+        self.inner.release(receipt, delay).await
+    }
+    async fn send_delayed(&self, message: &StepMessage, delay: Duration) -> Result<(), QueueError> {
+        self.inner.send_delayed(message, delay).await
+    }
+    async fn hold(&self, receipt: &str, hold: Duration) -> Result<(), QueueError> {
+        self.inner.hold(receipt, hold).await
+    }
+}
+
+/// A process's clock, off the true time by a fixed amount (the clock skew
+/// between machines).
+pub struct SkewedClock {
+    /// How far ahead (or, when `behind`, behind) it runs.
+    pub off_by: Duration,
+    pub behind: bool,
+}
+
+impl baton_runtime::ports::Clock for SkewedClock {
+    fn now(&self) -> baton_core::basics::instant::Instant {
+        let now = baton_runtime::ports::Clock::now(&baton_runtime::clock::SystemClock);
+        if self.behind {
+            now.minus(self.off_by)
+        } else {
+            now.plus(self.off_by)
+        }
+    }
+}
+
 /// Sends every message twice (at-least-once delivery, worst case).
 pub struct DuplicatingQueue(pub Arc<dyn StepQueue>);
 

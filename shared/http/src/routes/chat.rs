@@ -5,7 +5,7 @@
 //! another message: `multitaskStrategy` decides (`reject` is a 409 naming
 //! the run answering). `GET /api/v1/threads` lists the tenant's threads,
 //! the most recently answered first; `GET /api/v1/threads/{threadId}`
-//! shows one. A message with an idempotency key (`Idempotency-Key` or
+//! shows one by pages from its newest end (`limit`, `before`). A message with an idempotency key (`Idempotency-Key` or
 //! `idempotencyKey`) sent again streams the first one's run, sending
 //! nothing new to the thread.
 
@@ -143,14 +143,27 @@ pub(crate) async fn chat(
     Ok(response)
 }
 
-/// `GET /api/v1/threads/{threadId}`: the thread's exchanges (rolled-back
-/// ones left out, interrupted ones marked) and who answers on it now.
+/// Exchanges per page of `GET /api/v1/threads/{threadId}` when `limit`
+/// is not given, and at most.
+pub const MAX_EXCHANGES_PER_PAGE: usize = 200;
+
+/// `GET /api/v1/threads/{threadId}?limit=&before=`: one page of the
+/// thread's exchanges from its newest end (rolled-back ones left out,
+/// interrupted ones marked), `olderCursor` when older ones remain (passed
+/// back as `before`), and who answers on it now. A bad parameter is a 400
+/// naming it.
 pub(crate) async fn thread(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
     axum::extract::Path(thread_id): axum::extract::Path<String>,
+    Query(parameters): Query<std::collections::HashMap<String, String>>,
 ) -> Result<axum::Json<crate::bodies::ThreadView>, ApiError> {
-    let (exchanges, lane) = match state.runs.thread(&tenant.0, &thread_id).await {
+    let (before, limit) = thread_page_query(&parameters)?;
+    let page = match state
+        .runs
+        .thread_page(&tenant.0, &thread_id, before.as_ref(), limit)
+        .await
+    {
         Ok(found) => found,
         Err(RuntimeError::ThreadNotFound(thread_id)) => {
             return Err(ApiError::new(
@@ -162,9 +175,14 @@ pub(crate) async fn thread(
         }
         Err(other) => return Err(other.into()),
     };
+    let older_cursor = page
+        .older_than
+        .map(|(at_millis, run_id)| format!("{at_millis}:{run_id}"));
+    let lane = page.lane;
     Ok(axum::Json(crate::bodies::ThreadView {
         thread_id,
-        exchanges: exchanges
+        exchanges: page
+            .exchanges
             .into_iter()
             .map(|exchange| crate::bodies::ThreadExchangeView {
                 run_id: exchange.run_id,
@@ -176,9 +194,63 @@ pub(crate) async fn thread(
                 pending_drafts: exchange.drafts.len(),
             })
             .collect(),
+        older_cursor,
         active_run_id: lane.active_run,
         queued_run_ids: lane.queued_runs,
     }))
+}
+
+/// `before` and `limit` of a thread's page, or a 400 naming the wrong one.
+fn thread_page_query(
+    parameters: &std::collections::HashMap<String, String>,
+) -> Result<(Option<(u64, String)>, usize), ApiError> {
+    let invalid = |parameter: &str, message: String| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_query", message)
+            .with_details(json!({"parameter": parameter}))
+    };
+    if let Some(unknown) = parameters
+        .keys()
+        .find(|name| !["limit", "before"].contains(&name.as_str()))
+    {
+        return Err(invalid(
+            unknown,
+            format!("unknown parameter `{unknown}`; a thread takes limit and before"),
+        ));
+    }
+    let limit = match parameters.get("limit") {
+        None => MAX_EXCHANGES_PER_PAGE,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|limit| (1..=MAX_EXCHANGES_PER_PAGE).contains(limit))
+            .ok_or_else(|| {
+                invalid(
+                    "limit",
+                    format!(
+                        "limit `{text}` must be a whole number from 1 to {MAX_EXCHANGES_PER_PAGE}"
+                    ),
+                )
+            })?,
+    };
+    let before = match parameters.get("before") {
+        None => None,
+        Some(text) => Some(
+            text.split_once(':')
+                .and_then(|(at, run_id)| {
+                    let at = at.parse::<u64>().ok()?;
+                    (!run_id.is_empty()).then(|| (at, run_id.to_string()))
+                })
+                .ok_or_else(|| {
+                    invalid(
+                        "before",
+                        format!(
+                            "before `{text}` is not a page's olderCursor (pass it as it was handed out)"
+                        ),
+                    )
+                })?,
+        ),
+    };
+    Ok((before, limit))
 }
 
 /// Threads per page when `limit` is not given.

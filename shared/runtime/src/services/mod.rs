@@ -57,7 +57,7 @@ pub use request_keys::{
 pub use retention_pass::RetentionPass;
 pub use runs::{
     ChatRequest, Checkpoint, EvaluationView, MAX_CHAT_MESSAGE_CHARS, PanelEntry, RunService,
-    SUBMISSION_WINDOW, SubmittedRun, Submitter,
+    SUBMISSION_WINDOW, SubmittedRun, Submitter, ThreadPageRead,
 };
 pub use schedules::{DEFAULT_MAX_SCHEDULES_PER_TENANT, FiredRun, ScheduleService, ScheduleTick};
 pub use steps::{GaveUp, StepOutcome, StepService};

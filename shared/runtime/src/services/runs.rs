@@ -21,6 +21,7 @@ use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CommonParts, OrchestratorSettings};
 
 mod chat_admission;
+pub use chat_admission::ThreadPageRead;
 mod chat_messages;
 mod evaluations;
 mod forks;

@@ -384,11 +384,19 @@ pub fn operations() -> Vec<Operation> {
         ),
         api(
             route("getThread", Scope::RunsRead, || get(chat::thread), "get", "/api/v1/threads/{thread_id}"),
-            "A chat thread: its exchanges, the run answering and those queued",
+            "A chat thread by pages from its newest end: its exchanges, the run answering and those queued",
             None,
-            &[],
+            &[
+                ("limit", "exchanges per page, 1 to 200 (default 200)"),
+                ("before", "the previous page's olderCursor: the page of exchanges older than it"),
+            ],
             &[
                 answer(200, "the thread", Body::Json("ThreadView")),
+                answer(
+                    400,
+                    "a bad parameter (`details.parameter`)",
+                    Body::Json("Error"),
+                ),
                 answer(
                     404,
                     "no such thread (or another tenant's)",

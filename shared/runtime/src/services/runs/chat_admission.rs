@@ -16,31 +16,60 @@ use baton_core::wire::event::EventType;
 
 use super::{ChatRequest, RunService};
 use crate::error::RuntimeError;
+use crate::ports::ThreadPage;
 use crate::services::thread_lanes::{MAX_LANE_ROUNDS, lane_conflict};
 
+/// One page of a thread as its readers see it ([`RunService::thread_page`]).
+#[derive(Debug, Clone)]
+pub struct ThreadPageRead {
+    /// Oldest first.
+    pub exchanges: Vec<ChatExchange>,
+    /// Where the page before this one ends (`before` for it), when older
+    /// exchanges remain.
+    pub older_than: Option<(u64, String)>,
+    /// Who answers on the thread now.
+    pub lane: ThreadLane,
+}
+
 impl RunService {
-    /// A thread as its readers see it: the exchanges oldest first (those
-    /// rolled back left out, those interrupted marked) and its lane (the
-    /// run answering, those queued). `ThreadNotFound` for a thread the
-    /// tenant does not have.
-    pub async fn thread(
+    /// One page of the thread, read from its newest end: the newest
+    /// `limit` exchanges older than `before` (`(atMillis, runId)`; `None`:
+    /// from the newest), oldest first, rolled-back ones left out and
+    /// interrupted ones marked; whether older ones remain; and who answers
+    /// on it now. A thread of any length costs one page to read.
+    pub async fn thread_page(
         &self,
         tenant_id: &str,
         thread_id: &str,
-    ) -> Result<(Vec<ChatExchange>, ThreadLane), RuntimeError> {
+        before: Option<&(u64, String)>,
+        limit: usize,
+    ) -> Result<ThreadPageRead, RuntimeError> {
         let (lane, version) = self
             .threads
             .thread_lane(ThreadKey::new(tenant_id, thread_id))
             .await?;
-        let exchanges = self
+        let page = self
             .threads
-            .thread_exchanges(ThreadKey::new(tenant_id, thread_id))
+            .thread_exchanges_before(ThreadKey::new(tenant_id, thread_id), before, limit)
             .await?;
-        if version == 0 && exchanges.is_none() {
+        if version == 0 && page.is_none() {
             return Err(RuntimeError::ThreadNotFound(thread_id.to_string()));
         }
-        let exchanges = lane.apply_to(exchanges.unwrap_or_default());
-        Ok((exchanges, lane))
+        let ThreadPage { exchanges, older } = page.unwrap_or(ThreadPage {
+            exchanges: Vec::new(),
+            older: false,
+        });
+        // Taken before the lane leaves any out, so a page whose exchanges
+        // were all rolled back still leads to the older ones.
+        let older_than = exchanges
+            .first()
+            .filter(|_| older)
+            .map(|oldest| (oldest.at_millis, oldest.run_id.clone()));
+        Ok(ThreadPageRead {
+            exchanges: lane.apply_to(exchanges),
+            older_than,
+            lane,
+        })
     }
 
     /// One page of the tenant's threads, the most recently answered first.
