@@ -228,6 +228,30 @@ class BatonClient:
         return self._call("getThread", path={"thread_id": thread_id},
                           params=_query(limit=limit, before=before))
 
+    # Memory across runs (a namespace is a list of strings)
+    def put_memory_item(self, item: models.MemoryItemWrite | dict) -> models.MemoryItem:
+        return self._call("putMemoryItem", body=item)
+
+    def list_memory_items(self, prefix: list[str] | None = None, *,
+                          limit: int | None = None) -> models.MemoryItemList:
+        return self._call("listMemoryItems", params=_query(
+            prefix=json.dumps(prefix) if prefix is not None else None, limit=limit))
+
+    def get_memory_item(self, namespace: list[str], key: str) -> models.MemoryItem:
+        return self._call("getMemoryItem", params={"namespace": json.dumps(namespace), "key": key})
+
+    def delete_memory_item(self, namespace: list[str], key: str) -> None:
+        self._call("deleteMemoryItem", params={"namespace": json.dumps(namespace), "key": key})
+
+    def search_memory(self, namespaces: list[list[str]], query: str, *,
+                      limit: int | None = None) -> models.MemorySearchAnswer:
+        return self._call("searchMemory", body=_query(namespaces=namespaces, query=query,
+                                                      limit=limit))
+
+    def forget_memory(self, *, prefix: list[str] | None = None,
+                      person: str | None = None) -> models.MemoryForgotten:
+        return self._call("forgetMemory", body=_query(prefix=prefix, person=person))
+
     # Schedules
     def create_schedule(self, request: models.ScheduleRequest | dict) -> models.Schedule:
         return self._call("createSchedule", body=request)
@@ -433,6 +457,30 @@ class AsyncBatonClient:
     async def list_threads(self, *, limit: int | None = None,
                            cursor: str | None = None) -> models.ThreadListPage:
         return await self._call("listThreads", params=_query(limit=limit, cursor=cursor))
+
+    # Memory across runs (a namespace is a list of strings)
+    async def put_memory_item(self, item: models.MemoryItemWrite | dict) -> models.MemoryItem:
+        return await self._call("putMemoryItem", body=item)
+
+    async def list_memory_items(self, prefix: list[str] | None = None, *,
+                          limit: int | None = None) -> models.MemoryItemList:
+        return await self._call("listMemoryItems", params=_query(
+            prefix=json.dumps(prefix) if prefix is not None else None, limit=limit))
+
+    async def get_memory_item(self, namespace: list[str], key: str) -> models.MemoryItem:
+        return await self._call("getMemoryItem", params={"namespace": json.dumps(namespace), "key": key})
+
+    async def delete_memory_item(self, namespace: list[str], key: str) -> None:
+        await self._call("deleteMemoryItem", params={"namespace": json.dumps(namespace), "key": key})
+
+    async def search_memory(self, namespaces: list[list[str]], query: str, *,
+                      limit: int | None = None) -> models.MemorySearchAnswer:
+        return await self._call("searchMemory", body=_query(namespaces=namespaces, query=query,
+                                                      limit=limit))
+
+    async def forget_memory(self, *, prefix: list[str] | None = None,
+                      person: str | None = None) -> models.MemoryForgotten:
+        return await self._call("forgetMemory", body=_query(prefix=prefix, person=person))
 
     # Schedules
     async def create_schedule(self, request: models.ScheduleRequest | dict) -> models.Schedule:

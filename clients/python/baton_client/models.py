@@ -62,6 +62,58 @@ class EvaluationRequest(BaseModel):
     ] = None
 
 
+class MemoryItemWrite(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    namespace: list[str]
+    key: str
+    value: Any
+    text: Annotated[
+        str | None, Field(description="What search reads (default: the value's text).")
+    ] = None
+    expires_at: Annotated[
+        str | None, Field(alias='expiresAt', description='RFC 3339, in the future.')
+    ] = None
+
+
+class MemorySearchRequest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    namespaces: Annotated[
+        list[list[str]],
+        Field(description='1 to 10 namespaces, each read whole (up to its cap).'),
+    ]
+    query: str
+    limit: Annotated[int | None, Field(description='1 to 50 (default 5).', ge=0)] = None
+
+
+class MemoryForgetRequest(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    prefix: Annotated[
+        list[str] | None,
+        Field(
+            description='Every item of this namespace and those under it (`[]`: all).'
+        ),
+    ] = None
+    person: Annotated[
+        str | None, Field(description='Every item this person wrote.')
+    ] = None
+
+
+class MemoryForgotten(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    deleted: Annotated[int, Field(ge=0)]
+
+
 class ResumeRequest(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -626,6 +678,33 @@ class ExampleInFlight(BaseModel):
             description="The judge panel's run, once the example's run completed and the\npanel was asked (`{evaluationId}.{id}.judges`).",
         ),
     ] = None
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    run_id: Annotated[
+        str | None,
+        Field(
+            alias='runId',
+            description="The run that wrote it (a remembered facet, an agent's tool call).",
+        ),
+    ] = None
+    node_id: Annotated[str | None, Field(alias='nodeId')] = None
+    attempt: Annotated[int | None, Field(ge=0)] = None
+    person: Annotated[
+        str | None,
+        Field(
+            description='The person who wrote it (through the API), or whose answer it is.'
+        ),
+    ] = None
+
+
+class FoundBy(StrEnum):
+    lexical = 'lexical'
+    embedding = 'embedding'
+    both = 'both'
 
 
 class SandboxCapability(BaseModel):
@@ -1310,6 +1389,40 @@ class ScheduleList(BaseModel):
     schedules: list[Schedule]
 
 
+class MemoryItem(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    namespace: Annotated[
+        list[str],
+        Field(description="Outermost first, e.g. a client's name, then a subject."),
+    ]
+    key: str
+    value: Any
+    text: Annotated[
+        str,
+        Field(description="What search reads (the value's text when it is a string)."),
+    ]
+    provenance: Provenance
+    created_at: Annotated[str, Field(alias='createdAt', description='RFC 3339.')]
+    updated_at: Annotated[str, Field(alias='updatedAt', description='RFC 3339.')]
+    expires_at: Annotated[
+        str | None,
+        Field(
+            alias='expiresAt',
+            description='RFC 3339; past it the item is gone (stores stop answering it, and\nretention removes it).',
+        ),
+    ] = None
+    embedding_model: Annotated[str | None, Field(alias='embeddingModel')] = None
+
+
+class MemoryItemList(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    items: list[MemoryItem]
+
+
 class RunAccepted(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -1831,6 +1944,15 @@ class ExampleResult(BaseModel):
     judge: JudgeOutcome | None = None
 
 
+class RankedItem(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    item: MemoryItem
+    score: Annotated[float, Field(description='Its fused score (higher first).')]
+    found_by: Annotated[FoundBy, Field(alias='foundBy')]
+
+
 class SandboxFacet(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -2267,6 +2389,13 @@ class EvaluationList(BaseModel):
         populate_by_name=True,
     )
     evaluations: list[EvaluationRecord]
+
+
+class MemorySearchAnswer(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    found: list[RankedItem]
 
 
 class SandboxMetadata(BaseModel):

@@ -68,6 +68,13 @@ OPERATIONS: dict[str, Operation] = {
         Operation("listThreads", "get", "/api/v1/threads", models.ThreadListPage),
         Operation("getThread", "get", "/api/v1/threads/{thread_id}", models.ThreadView),
         Operation("getOpenApiDocument", "get", "/api/v1/flex/openapi.json", None),
+        Operation("putMemoryItem", "put", "/api/v1/flex/memory/items", models.MemoryItem),
+        Operation("listMemoryItems", "get", "/api/v1/flex/memory/items", models.MemoryItemList),
+        Operation("getMemoryItem", "get", "/api/v1/flex/memory/item", models.MemoryItem),
+        Operation("deleteMemoryItem", "delete", "/api/v1/flex/memory/item", None),
+        Operation("searchMemory", "post", "/api/v1/flex/memory/search",
+                  models.MemorySearchAnswer),
+        Operation("forgetMemory", "post", "/api/v1/flex/memory/forget", models.MemoryForgotten),
     ]
 }
 

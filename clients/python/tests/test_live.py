@@ -246,3 +246,24 @@ def test_a_thread_is_read_by_pages_from_its_newest_end():
         oldest = client.get_thread(thread_id, limit=2, before=newest.older_cursor)
         assert [exchange.user for exchange in oldest.exchanges] == ["message 1"]
         assert oldest.older_cursor is None
+
+
+def test_memory_is_kept_searched_and_forgotten():
+    namespace = ["client", "typed", "tone"]
+    with BatonClient(URL, os.environ["BATON_TOKEN"]) as client:
+        kept = client.put_memory_item(
+            {"namespace": namespace, "key": "voice", "value": "Warm and plain, never shouting"})
+        assert kept.key == "voice" and kept.text == "Warm and plain, never shouting"
+        client.put_memory_item({"namespace": namespace, "key": "colours", "value": "Navy and white"})
+        found = client.search_memory([namespace], "a warm tone of voice")
+        assert found.found[0].item.key == "voice", found
+        listed = client.list_memory_items(["client", "typed"])
+        assert [item.key for item in listed.items] == ["colours", "voice"]
+        client.delete_memory_item(namespace, "colours")
+        with pytest.raises(BatonApiError) as gone:
+            client.get_memory_item(namespace, "colours")
+        assert gone.value.status == 404 and gone.value.code == "memory_item_not_found"
+        assert client.forget_memory(prefix=["client", "typed"]).deleted == 1
+        with pytest.raises(BatonApiError) as refused:
+            client.put_memory_item({"namespace": [], "key": "k", "value": 1})
+        assert refused.value.status == 422 and refused.value.path == "$.namespace"

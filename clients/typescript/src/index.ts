@@ -58,6 +58,12 @@ export const OPERATIONS = {
   listThreads: ["get", "/api/v1/threads"],
   getThread: ["get", "/api/v1/threads/{thread_id}"],
   getOpenApiDocument: ["get", "/api/v1/flex/openapi.json"],
+  putMemoryItem: ["put", "/api/v1/flex/memory/items"],
+  listMemoryItems: ["get", "/api/v1/flex/memory/items"],
+  getMemoryItem: ["get", "/api/v1/flex/memory/item"],
+  deleteMemoryItem: ["delete", "/api/v1/flex/memory/item"],
+  searchMemory: ["post", "/api/v1/flex/memory/search"],
+  forgetMemory: ["post", "/api/v1/flex/memory/forget"],
 } as const;
 
 /** The viewer's pages are HTML for browsers, not API calls. */
@@ -341,6 +347,31 @@ export class BatonClient {
   /** One turn of the envelope builder: the whole conversation so far. */
   draftEnvelope(messages: Schemas["DraftMessage"][]): Promise<Schemas["DraftTurn"]> {
     return this.call("draftEnvelope", { body: { messages } });
+  }
+
+  // Memory across runs (a namespace is an array of strings)
+  putMemoryItem(item: Schemas["MemoryItemWrite"]): Promise<Schemas["MemoryItem"]> {
+    return this.call("putMemoryItem", { body: item });
+  }
+
+  listMemoryItems(prefix: string[] = [], parameters: { limit?: number } = {}): Promise<Schemas["MemoryItemList"]> {
+    return this.call("listMemoryItems", { search: query({ prefix: JSON.stringify(prefix), ...parameters }) });
+  }
+
+  getMemoryItem(namespace: string[], key: string): Promise<Schemas["MemoryItem"]> {
+    return this.call("getMemoryItem", { search: query({ namespace: JSON.stringify(namespace), key }) });
+  }
+
+  deleteMemoryItem(namespace: string[], key: string): Promise<void> {
+    return this.call("deleteMemoryItem", { search: query({ namespace: JSON.stringify(namespace), key }) });
+  }
+
+  searchMemory(request: Schemas["MemorySearchRequest"]): Promise<Schemas["MemorySearchAnswer"]> {
+    return this.call("searchMemory", { body: request });
+  }
+
+  forgetMemory(request: Schemas["MemoryForgetRequest"]): Promise<Schemas["MemoryForgotten"]> {
+    return this.call("forgetMemory", { body: request });
   }
 
   getSchedule(scheduleId: string): Promise<Schemas["Schedule"]> {

@@ -434,6 +434,76 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/flex/memory/items": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The items of a namespace and those under it, by namespace then key */
+        get: operations["listMemoryItems"];
+        /** Keep a memory item under its namespace and key (a new version replaces the old); the caller's user is its provenance */
+        put: operations["putMemoryItem"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/flex/memory/item": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One memory item */
+        get: operations["getMemoryItem"];
+        put?: never;
+        post?: never;
+        /** Delete one memory item */
+        delete: operations["deleteMemoryItem"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/flex/memory/search": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** The items of up to 10 namespaces best matching a query: BM25, fused with embedding similarity where the deployment has an embedding model */
+        post: operations["searchMemory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/flex/memory/forget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Delete every item under a namespace prefix, or every item one person wrote, in one audited call (admin) */
+        post: operations["forgetMemory"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/judge/evaluations": {
         parameters: {
             query?: never;
@@ -930,6 +1000,98 @@ export interface components {
          */
         EvaluationList: {
             evaluations: components["schemas"]["EvaluationRecord"][];
+        };
+        /**
+         * MemoryItemWrite
+         * @description `PUT /memory/items`: an item to keep.
+         */
+        MemoryItemWrite: {
+            namespace: string[];
+            key: string;
+            value: unknown;
+            /**
+             * @description What search reads (default: the value's text).
+             * @default null
+             */
+            text: string | null;
+            /**
+             * @description RFC 3339, in the future.
+             * @default null
+             */
+            expiresAt: string | null;
+        };
+        /** @description One item of a tenant's memory. */
+        MemoryItem: {
+            /** @description Outermost first, e.g. a client's name, then a subject. */
+            namespace: string[];
+            key: string;
+            value: unknown;
+            /** @description What search reads (the value's text when it is a string). */
+            text: string;
+            provenance: components["schemas"]["Provenance"];
+            /** @description RFC 3339. */
+            createdAt: string;
+            /** @description RFC 3339. */
+            updatedAt: string;
+            /**
+             * @description RFC 3339; past it the item is gone (stores stop answering it, and
+             *     retention removes it).
+             */
+            expiresAt?: string | null;
+            embeddingModel?: string | null;
+        };
+        /**
+         * MemoryItemList
+         * @description The items of a list.
+         */
+        MemoryItemList: {
+            items: components["schemas"]["MemoryItem"][];
+        };
+        /**
+         * MemorySearchRequest
+         * @description `POST /memory/search`.
+         */
+        MemorySearchRequest: {
+            /** @description 1 to 10 namespaces, each read whole (up to its cap). */
+            namespaces: string[][];
+            query: string;
+            /**
+             * Format: uint
+             * @description 1 to 50 (default 5).
+             * @default null
+             */
+            limit: number | null;
+        };
+        /**
+         * MemorySearchAnswer
+         * @description A search's items, best first.
+         */
+        MemorySearchAnswer: {
+            found: components["schemas"]["RankedItem"][];
+        };
+        /**
+         * MemoryForgetRequest
+         * @description `POST /memory/forget`: exactly one of `prefix` and `person`.
+         */
+        MemoryForgetRequest: {
+            /**
+             * @description Every item of this namespace and those under it (`[]`: all).
+             * @default null
+             */
+            prefix: string[] | null;
+            /**
+             * @description Every item this person wrote.
+             * @default null
+             */
+            person: string | null;
+        };
+        /**
+         * MemoryForgotten
+         * @description What a forget deleted.
+         */
+        MemoryForgotten: {
+            /** Format: uint */
+            deleted: number;
         };
         /**
          * SandboxMetadata
@@ -2089,6 +2251,31 @@ export interface components {
              */
             judgeRunId?: string | null;
         };
+        /** @description Who wrote an item. */
+        Provenance: {
+            /** @description The run that wrote it (a remembered facet, an agent's tool call). */
+            runId?: string | null;
+            nodeId?: string | null;
+            /** Format: uint32 */
+            attempt?: number | null;
+            /** @description The person who wrote it (through the API), or whose answer it is. */
+            person?: string | null;
+        };
+        /** @description An item as search ranks it. */
+        RankedItem: {
+            item: components["schemas"]["MemoryItem"];
+            /**
+             * Format: double
+             * @description Its fused score (higher first).
+             */
+            score: number;
+            foundBy: components["schemas"]["FoundBy"];
+        };
+        /**
+         * @description How an item was found.
+         * @enum {string}
+         */
+        FoundBy: "lexical" | "embedding" | "both";
         /** @description One capability: who does it and what it consumes and produces. */
         SandboxCapability: {
             capabilityId: string;
@@ -5729,6 +5916,601 @@ export interface operations {
                 };
             };
             /** @description a request the builder cannot read (`invalid_draft`): too many or too long messages, an unknown field; `details.path` names it (`$.messages[3].content`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listMemoryItems: {
+        parameters: {
+            query?: {
+                /** @description the namespace, a JSON array of strings (default `[]`: every namespace) */
+                prefix?: string;
+                /** @description 1 to 1000 (default 100) */
+                limit?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the items */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryItemList"];
+                };
+            };
+            /** @description a bad parameter (`details.parameter`): a namespace is its JSON array of strings */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a wrong namespace, key, value, text or expiry (`invalid_memory`); `details.path` names it (`$.namespace[1]`, `$.expiresAt`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    putMemoryItem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryItemWrite"];
+            };
+        };
+        responses: {
+            /** @description the item as kept */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryItem"];
+                };
+            };
+            /** @description the body is not JSON (`invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the namespace holds `BATON_MEMORY_NAMESPACE_CAP` items and the key is new (`memory_namespace_full`, `details.cap`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a wrong namespace, key, value, text or expiry (`invalid_memory`); `details.path` names it (`$.namespace[1]`, `$.expiresAt`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getMemoryItem: {
+        parameters: {
+            query?: {
+                /** @description the namespace, a JSON array of strings */
+                namespace?: string;
+                /** @description the item's key */
+                key?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the item */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryItem"];
+                };
+            };
+            /** @description a bad parameter (`details.parameter`): a namespace is its JSON array of strings */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such item (or it expired): `memory_item_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteMemoryItem: {
+        parameters: {
+            query?: {
+                /** @description the namespace, a JSON array of strings */
+                namespace?: string;
+                /** @description the item's key */
+                key?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description a bad parameter (`details.parameter`): a namespace is its JSON array of strings */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such item (or it expired): `memory_item_not_found` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    searchMemory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemorySearchRequest"];
+            };
+        };
+        responses: {
+            /** @description the items found, best first */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemorySearchAnswer"];
+                };
+            };
+            /** @description the body is not JSON (`invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a wrong namespace, key, value, text or expiry (`invalid_memory`); `details.path` names it (`$.namespace[1]`, `$.expiresAt`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a fault of the server */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a service the deployment depends on (DynamoDB, SQS, EventBridge Scheduler) refused the request for good (`dependency_refused`): access denied, a resource missing; retrying will not help until the deployment is fixed */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the store or queue is unavailable; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    forgetMemory: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryForgetRequest"];
+            };
+        };
+        responses: {
+            /** @description how many items were deleted */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryForgotten"];
+                };
+            };
+            /** @description the body is not JSON (`invalid_json`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the caller lacks the operation's scope (`missing_scope`, `details.scope`), or the request comes from a page on another site (`cross_origin_refused`) or, on a server without tokens, names a host other than this machine's (`host_refused`) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is over `BATON_MAX_BODY_BYTES` (`body_too_large`), or the envelope over `BATON_MAX_ENVELOPE_BYTES` (`envelope_too_large`); `details.limitBytes` names the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a body that is not `application/json` (`unsupported_media_type`) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a wrong namespace, key, value, text or expiry (`invalid_memory`); `details.path` names it (`$.namespace[1]`, `$.expiresAt`) */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -237,6 +237,7 @@ pub fn settings_from(configuration: &Configuration) -> OrchestratorSettings {
         tenant_limits: configuration.tenant_limits.clone(),
         retention: configuration.retention(),
         max_schedules_per_tenant: configuration.max_schedules_per_tenant,
+        memory_namespace_cap: configuration.memory_namespace_cap,
         audit_retention_days: configuration.audit_retention_days,
         node_lease: configuration.node_lease,
         step_budget: Some(configuration.step_budget),
@@ -262,17 +263,31 @@ pub fn tool_runner_from(
         Arc::new(crate::config::process_environment),
     )
     .with_secrets(secrets);
-    if let Some(model) = read("BATON_EMBEDDINGS_MODEL").filter(|model| !model.trim().is_empty()) {
-        let embedder = baton_llm::OpenAiCompatibleConfig::from_variables(read)
-            .and_then(|config| baton_llm::embeddings::OpenAiCompatibleEmbedder::new(config, &model))
-            .map_err(|error| {
-                StartupError(format!(
-                    "BATON_EMBEDDINGS_MODEL is set but no embeddings endpoint can be built: {error} (see docs/configuration.md, Variables)"
-                ))
-            })?;
-        runner = runner.with_embedder(Arc::new(embedder));
+    if let Some(embedder) = memory_embedder(read)? {
+        runner = runner.with_embedder(embedder);
     }
     Ok(Arc::new(runner))
+}
+
+/// The embedding model of the OpenAI-compatible endpoint that
+/// `BATON_EMBEDDINGS_MODEL` names (read by `read`): the registry search by
+/// meaning and memory's search use it; `None` when the variable is unset.
+#[cfg(feature = "model")]
+pub fn memory_embedder(
+    read: VariableReader<'_>,
+) -> Result<Option<Arc<dyn baton_runtime::ports::TextEmbedder>>, StartupError> {
+    let Some(model) = read("BATON_EMBEDDINGS_MODEL").filter(|model| !model.trim().is_empty())
+    else {
+        return Ok(None);
+    };
+    let embedder = baton_llm::OpenAiCompatibleConfig::from_variables(read)
+        .and_then(|config| baton_llm::embeddings::OpenAiCompatibleEmbedder::new(config, &model))
+        .map_err(|error| {
+            StartupError(format!(
+                "BATON_EMBEDDINGS_MODEL is set but no embeddings endpoint can be built: {error} (see docs/configuration.md, Variables)"
+            ))
+        })?;
+    Ok(Some(Arc::new(embedder)))
 }
 
 /// The services over `ports` with `llm` and `tools`.
@@ -302,6 +317,8 @@ pub fn services_over(
             schedule_triggers: ports.schedule_triggers,
             audit: ports.audit,
             request_keys: ports.request_keys,
+            memory: ports.memory,
+            embedder: executors.embedder,
         },
         settings,
         worker_id,
@@ -319,6 +336,9 @@ pub struct Executors {
     /// Where concluded panels' transcripts are published besides the run's
     /// event log ([`transcript_publisher`]).
     pub transcripts: Arc<dyn baton_runtime::ports::TranscriptPublisher>,
+    /// The embedding model memory's search fuses with BM25
+    /// (`BATON_EMBEDDINGS_MODEL`, [`memory_embedder`]), where there is one.
+    pub embedder: Option<Arc<dyn baton_runtime::ports::TextEmbedder>>,
 }
 
 /// The transcript publisher: the consensus service when
@@ -394,6 +414,7 @@ pub fn cloud_services_over(
             ports.clock.clone(),
         )),
         remote_agents: remote_agent_cards(configuration),
+        embedder: memory_embedder(read)?,
     };
     Ok(services_over(
         registry,
@@ -424,6 +445,9 @@ pub async fn cloud_services_without_model(
             remote_agents: remote_agent_cards(configuration),
             // Panels conclude in the step function only.
             transcripts: Arc::new(baton_runtime::models::panels::EventLogTranscripts),
+            // Memory written here is searched lexically until the step
+            // function (which links the embeddings client) rewrites it.
+            embedder: None,
         },
         settings_from(configuration),
         configuration.worker_id(worker_role),
@@ -559,5 +583,6 @@ pub fn api_state(
         schedules: services.schedules.clone(),
         audit: services.audit.clone(),
         request_keys: services.request_keys.clone(),
+        memory: services.memory.clone(),
     }
 }

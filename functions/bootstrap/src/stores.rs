@@ -79,6 +79,8 @@ pub struct StorePorts {
     /// Requests' idempotency keys (the store's, so a retry reaching
     /// another process or Lambda instance finds the first answer).
     pub request_keys: Arc<dyn baton_runtime::ports::RequestKeys>,
+    /// The tenants' memory across runs (the store's).
+    pub memory: Arc<dyn baton_runtime::ports::MemoryStore>,
 }
 
 /// The DynamoDB store (runs and capability registrations) and the SQS queue
@@ -121,6 +123,7 @@ pub async fn cloud_ports(configuration: &Configuration) -> Result<StorePorts, St
         schedules: store.clone(),
         audit: store.clone(),
         request_keys: store.clone(),
+        memory: store.clone(),
         schedule_triggers: schedule_triggers(configuration, &aws),
         store,
         queue,
@@ -261,6 +264,7 @@ pub async fn embedded_store_ports(
                 schedules: Arc::new(baton_runtime::memory::InMemoryScheduleBook::new()),
                 audit: Arc::new(baton_runtime::memory::InMemoryAuditLog::new()),
                 request_keys: Arc::new(baton_runtime::memory::InMemoryRequestKeys::new()),
+                memory: Arc::new(baton_runtime::memory::InMemoryMemoryStore::default()),
                 schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
                 queue,
                 capability_directory: Arc::new(InMemoryCapabilityDirectory::new()),
@@ -310,6 +314,7 @@ pub async fn embedded_store_ports(
         schedules: sqlite.clone(),
         audit: sqlite.clone(),
         request_keys: sqlite.clone(),
+        memory: sqlite.clone(),
         schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         threads: sqlite,
     };

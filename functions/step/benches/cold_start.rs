@@ -115,6 +115,7 @@ async fn measure(binary: PathBuf) {
             schedules: store.clone(),
             audit: store.clone(),
             request_keys: store.clone(),
+            memory: store.clone(),
             schedule_triggers: Arc::new(baton_runtime::ports::StoreKeepsSchedules),
         },
         baton_bootstrap::Executors {
@@ -125,6 +126,7 @@ async fn measure(binary: PathBuf) {
             notifier: Arc::new(baton_runtime::ports::NoCompletionNotifier),
             remote_agents: Arc::new(baton_runtime::ports::NoRemoteAgents),
             transcripts: Arc::new(baton_runtime::models::panels::EventLogTranscripts),
+            embedder: None,
         },
         baton_runtime::services::OrchestratorSettings::default(),
         "bench".into(),

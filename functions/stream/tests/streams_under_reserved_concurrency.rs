@@ -300,6 +300,7 @@ async fn two_hundred_streams_of_one_tenant_leave_another_tenants_run_within_twic
         schedules: services.schedules.clone(),
         audit: services.audit.clone(),
         request_keys: services.request_keys.clone(),
+        memory: services.memory.clone(),
     });
     let stream_function = EmulatedFunction::reserved(stream_reserved);
     let step_function = EmulatedFunction::reserved(step_reserved);

@@ -87,6 +87,8 @@ pub struct ApiState {
     /// Requests made once by their idempotency key (chat, fork, answers,
     /// schedule creation).
     pub request_keys: Arc<baton_runtime::services::RequestKeyService>,
+    /// The tenants' memory across runs.
+    pub memory: Arc<baton_runtime::services::memory::MemoryService>,
 }
 
 /// `?dialect=frames|hooks` of the SSE routes.

@@ -56,6 +56,7 @@ async fn start(settings: OrchestratorSettings) -> ScheduleApi {
         schedules: built.services.schedules.clone(),
         audit: built.services.audit.clone(),
         request_keys: built.services.request_keys.clone(),
+        memory: built.services.memory.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}/api/v1/flex", listener.local_addr().unwrap());

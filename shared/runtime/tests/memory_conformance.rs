@@ -168,3 +168,14 @@ async fn the_in_memory_schedule_book_passes_the_conformance_case() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn the_in_memory_memory_store_passes_the_conformance_suite() {
+    let outcome = baton_test_support::conformance::memory_store_conformance(
+        Arc::new(baton_runtime::memory::InMemoryMemoryStore::default()),
+        "memory",
+        false,
+    )
+    .await;
+    assert_eq!(outcome, Ok(()));
+}

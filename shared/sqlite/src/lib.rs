@@ -23,6 +23,7 @@
 //! | `request_keys` | `tenant_id, request_key` | `expires_at_millis`, `record` (JSON: the request's fingerprint, its answer once it has one): idempotency keys of chat messages, forks, answers and schedule creations (added like `threads`) |
 //! | `evaluations` | `tenant_id, evaluation_id` | `record`, `request`, `results` (JSON, JSON, JSONL text): the evaluations `baton serve` runs on this store (feature `evaluations`; added like `threads`) |
 //! | `evaluation_transcripts` | `tenant_id, evaluation_id, example_id` | `panel_output` (JSON): an example's judge panel output |
+//! | `memory_items` | `tenant_id, namespace, item_key` | `person`, `expires_at_millis` (both indexed), `item` (JSON): the tenant's memory across runs, the namespace's parts joined by U+001F so a prefix is one key range (added like `threads`) |
 //! | `audit_records` | `tenant_id, audit_id` | `expires_at_millis`, `record` (JSON): the audit trail, inserted only (a trigger refuses any `UPDATE`; rows go only when their retention passes, dropped by the next append; added like `threads`) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` for commits (a committed
@@ -212,6 +213,17 @@ CREATE TABLE IF NOT EXISTS request_keys (
     PRIMARY KEY (tenant_id, request_key)
 );
 CREATE INDEX IF NOT EXISTS request_keys_expiry ON request_keys (expires_at_millis);
+CREATE TABLE IF NOT EXISTS memory_items (
+    tenant_id TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    item_key TEXT NOT NULL,
+    person TEXT,
+    expires_at_millis INTEGER,
+    item TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, namespace, item_key)
+);
+CREATE INDEX IF NOT EXISTS memory_items_person ON memory_items (tenant_id, person);
+CREATE INDEX IF NOT EXISTS memory_items_expiry ON memory_items (expires_at_millis);
 CREATE TRIGGER IF NOT EXISTS audit_records_are_append_only
 BEFORE UPDATE ON audit_records
 BEGIN

@@ -628,3 +628,12 @@ async fn two_exclusive_branches_take_one_on_sqlite() {
     let directory = tempfile::tempdir().unwrap();
     baton_test_support::conformance::two_branches_take_one(Arc::new(store_in(&directory))).await;
 }
+
+#[tokio::test]
+async fn the_sqlite_store_passes_the_memory_conformance_suite() {
+    let directory = tempfile::tempdir().unwrap();
+    let store = store_in(&directory);
+    baton_test_support::conformance::memory_store_conformance(Arc::new(store), "sqlite", false)
+        .await
+        .unwrap();
+}

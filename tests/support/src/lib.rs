@@ -169,6 +169,8 @@ pub struct TestServices {
     stream_leases: Option<Arc<dyn baton_runtime::ports::StreamLeases>>,
     schedules: Option<Arc<dyn baton_runtime::ports::ScheduleBook>>,
     schedule_triggers: Option<Arc<dyn baton_runtime::ports::ScheduleTriggers>>,
+    memory: Option<Arc<dyn baton_runtime::ports::MemoryStore>>,
+    embedder: Option<Arc<dyn baton_runtime::ports::TextEmbedder>>,
 }
 
 /// What [`TestServices::build`] wired, with the in-memory parts kept typed.
@@ -201,7 +203,22 @@ impl TestServices {
             stream_leases: None,
             schedules: None,
             schedule_triggers: None,
+            memory: None,
+            embedder: None,
         }
+    }
+
+    /// Keeps the tenants' memory in `store` (default: in memory), its
+    /// search fused with `embedder`'s vectors when one is given (a test
+    /// double of an embeddings endpoint).
+    pub fn memory(
+        mut self,
+        store: Arc<dyn baton_runtime::ports::MemoryStore>,
+        embedder: Option<Arc<dyn baton_runtime::ports::TextEmbedder>>,
+    ) -> Self {
+        self.memory = Some(store);
+        self.embedder = embedder;
+        self
     }
 
     /// Keeps open event streams' leases in `leases` (default: in memory).
@@ -350,6 +367,10 @@ impl TestServices {
                     .unwrap_or_else(|| Arc::new(baton_runtime::ports::StoreKeepsSchedules)),
                 audit: Arc::new(baton_runtime::memory::InMemoryAuditLog::new()),
                 request_keys: Arc::new(baton_runtime::memory::InMemoryRequestKeys::new()),
+                memory: self.memory.unwrap_or_else(|| {
+                    Arc::new(baton_runtime::memory::InMemoryMemoryStore::default())
+                }),
+                embedder: self.embedder,
             },
             self.settings,
             self.worker_id,

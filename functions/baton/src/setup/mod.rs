@@ -115,6 +115,7 @@ async fn embedded_services_counted(
             &process_environment,
         )
         .map_err(startup)?,
+        embedder: baton_bootstrap::memory_embedder(&process_environment).map_err(startup)?,
         notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
             configuration,
             clock,
@@ -165,6 +166,7 @@ async fn cloud_services(
             &process_environment,
         )
         .map_err(startup)?,
+        embedder: baton_bootstrap::memory_embedder(&process_environment).map_err(startup)?,
         notifier: Arc::new(baton_bootstrap::notifier::completion_notifier(
             configuration,
             ports.clock.clone(),

@@ -154,6 +154,10 @@ pub struct Configuration {
     /// `BATON_MAX_SCHEDULES_PER_TENANT`: schedules one tenant may keep
     /// (default 100; one more is a 409 `schedule_limit`).
     pub max_schedules_per_tenant: usize,
+    /// `BATON_MEMORY_NAMESPACE_CAP`: items one memory namespace holds at
+    /// most (default 10,000; a new key past it is a 409
+    /// `memory_namespace_full`). Search reads a namespace whole.
+    pub memory_namespace_cap: usize,
     /// `BATON_SCHEDULER_TARGET_ARN`, `BATON_SCHEDULER_ROLE_ARN` and
     /// `BATON_SCHEDULE_GROUP` (default `default`): schedules are fired by
     /// EventBridge Scheduler into that target (the ingest queue), as that
@@ -349,6 +353,11 @@ impl Configuration {
                 read,
                 "BATON_MAX_SCHEDULES_PER_TENANT",
                 baton_runtime::services::DEFAULT_MAX_SCHEDULES_PER_TENANT,
+            )?,
+            memory_namespace_cap: positive_whole_number(
+                read,
+                "BATON_MEMORY_NAMESPACE_CAP",
+                baton_runtime::services::memory::DEFAULT_NAMESPACE_CAP,
             )?,
             scheduler: SchedulerConfiguration::from_variables(read)?,
             public_url: non_empty(read, "BATON_PUBLIC_URL")

@@ -18,6 +18,7 @@ mod keys;
 pub mod large_items;
 mod lease_items;
 mod live_counter_items;
+mod memory_items;
 mod open_items;
 mod outbox_items;
 mod request_key_items;

@@ -15,6 +15,7 @@ pub mod evaluation_port;
 mod evaluations;
 mod events;
 mod forks;
+pub(crate) mod memory;
 pub mod openapi;
 mod people;
 mod request_keys;

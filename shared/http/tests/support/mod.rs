@@ -30,5 +30,6 @@ pub fn api_without_a_model(
         schedules: built.services.schedules.clone(),
         audit: built.services.audit.clone(),
         request_keys: built.services.request_keys.clone(),
+        memory: built.services.memory.clone(),
     })
 }

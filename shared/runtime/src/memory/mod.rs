@@ -21,6 +21,7 @@ mod audit_log;
 mod evaluation_files;
 mod event_log;
 mod local_secrets;
+mod memory_items;
 mod node_leases;
 mod outbox_entries;
 mod queue;
@@ -473,6 +474,7 @@ pub use self::audit_log::InMemoryAuditLog;
 #[cfg(feature = "evaluations")]
 pub use self::evaluation_files::{EvaluationFiles, InMemoryEvaluations, TranscriptFolder};
 pub use self::local_secrets::{LOCAL_SECRETS_FILE, LocalSecrets, reference_name};
+pub use self::memory_items::InMemoryMemoryStore;
 pub use self::queue::InMemoryStepQueue;
 pub use self::registrations::InMemoryCapabilityDirectory;
 pub use self::request_key_book::InMemoryRequestKeys;

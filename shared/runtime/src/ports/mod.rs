@@ -20,6 +20,7 @@ mod audit_ports;
 mod embedding_ports;
 #[cfg(feature = "evaluations")]
 pub mod evaluation_ports;
+mod memory_ports;
 mod outbox_ports;
 mod request_key_ports;
 mod schedule_ports;
@@ -28,6 +29,7 @@ mod store_upkeep;
 mod thread_ports;
 pub use audit_ports::{AuditAppend, AuditLog, AuditOutcome, AuditPage, AuditQuery, AuditRecord};
 pub use embedding_ports::TextEmbedder;
+pub use memory_ports::{MemoryPut, MemoryStore};
 pub use outbox_ports::{OutboxQuiet, OutboxStore, QuietOutboxEntry};
 pub use request_key_ports::{ClaimTimes, RequestKeyClaim, RequestKeyRecord, RequestKeys};
 pub use schedule_ports::{ScheduleBook, ScheduleTriggers, ScheduleWrite, StoreKeepsSchedules};

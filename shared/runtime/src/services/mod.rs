@@ -30,6 +30,7 @@ mod commit;
 pub mod dataset_evaluations;
 pub mod follow;
 pub mod lifecycle_bus;
+pub mod memory;
 mod outbox;
 mod people;
 mod request_keys;
@@ -119,6 +120,9 @@ pub struct OrchestratorSettings {
     pub retention: RunRetention,
     /// Schedules a tenant may keep (`BATON_MAX_SCHEDULES_PER_TENANT`).
     pub max_schedules_per_tenant: usize,
+    /// Items one memory namespace holds at most
+    /// (`BATON_MEMORY_NAMESPACE_CAP`): search reads a namespace whole.
+    pub memory_namespace_cap: usize,
     /// How long an audit record is kept (`BATON_AUDIT_RETENTION_DAYS`).
     pub audit_retention_days: u32,
 }
@@ -291,6 +295,7 @@ impl Default for OrchestratorSettings {
             retention: RunRetention::default(),
             audit_retention_days: audit::DEFAULT_AUDIT_RETENTION_DAYS,
             max_schedules_per_tenant: schedules::DEFAULT_MAX_SCHEDULES_PER_TENANT,
+            memory_namespace_cap: memory::DEFAULT_NAMESPACE_CAP,
         }
     }
 }
@@ -354,6 +359,12 @@ pub struct ServicePorts {
     /// What fires them (`ports::StoreKeepsSchedules`: the process keeping
     /// the store, `baton serve`; EventBridge Scheduler in the cloud).
     pub schedule_triggers: Arc<dyn crate::ports::ScheduleTriggers>,
+    /// The tenants' memory across runs (`memory::InMemoryMemoryStore` in
+    /// one process; the store's, where several share it).
+    pub memory: Arc<dyn crate::ports::MemoryStore>,
+    /// The embedding model memory's search fuses with BM25, where the
+    /// deployment has one.
+    pub embedder: Option<Arc<dyn crate::ports::TextEmbedder>>,
 }
 
 /// What the run and step services share.
@@ -389,6 +400,8 @@ pub struct Services {
     pub audit: Arc<AuditTrail>,
     /// Requests made once by their idempotency key.
     pub request_keys: Arc<RequestKeyService>,
+    /// The tenants' memory across runs.
+    pub memory: Arc<memory::MemoryService>,
     /// This process's stored frames, live ([`Services::subscribe_to_lifecycle`]).
     pub lifecycle: lifecycle_bus::LifecycleBus,
 }
@@ -460,6 +473,12 @@ impl Services {
                 .with_tenant_settings(registry.tenant_settings()),
         };
         let max_schedules_per_tenant = settings.max_schedules_per_tenant;
+        let memory = Arc::new(memory::MemoryService::new(
+            ports.memory,
+            ports.embedder,
+            ports.clock.clone(),
+            settings.memory_namespace_cap,
+        ));
         let request_keys = Arc::new(RequestKeyService::new(
             ports.request_keys.clone(),
             ports.clock.clone(),
@@ -517,6 +536,7 @@ impl Services {
             schedules,
             audit,
             request_keys,
+            memory,
             lifecycle,
         }
     }

@@ -28,6 +28,7 @@ use crate::auth::Scope;
 mod document;
 #[cfg(test)]
 mod generator_checks;
+mod memory_operations;
 mod resource_operations;
 mod run_operations;
 mod schemas;
@@ -316,6 +317,7 @@ pub fn operations() -> Vec<Operation> {
     let mut operations = run_operations::runs_and_people();
     operations.extend(resource_operations::schedules_and_evaluations());
     operations.extend(resource_operations::sandbox_operations());
+    operations.extend(memory_operations::memory_operations());
     operations.extend([
         api(
             route("createEvaluation", Scope::EvaluationsRun, || post(evaluations::create_evaluation), "post", "/api/v1/judge/evaluations"),

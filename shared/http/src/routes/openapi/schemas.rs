@@ -64,6 +64,34 @@ pub(crate) fn component_schemas() -> Map<String, Value> {
             answer_component::<baton_evaluation::served::EvaluationList>(),
         ),
         (
+            "MemoryItemWrite",
+            component::<crate::routes::memory::MemoryItemWrite>(),
+        ),
+        (
+            "MemoryItem",
+            answer_component::<baton_memory::item::MemoryItem>(),
+        ),
+        (
+            "MemoryItemList",
+            answer_component::<crate::routes::memory::MemoryItemList>(),
+        ),
+        (
+            "MemorySearchRequest",
+            component::<crate::routes::memory::MemorySearchRequest>(),
+        ),
+        (
+            "MemorySearchAnswer",
+            answer_component::<crate::routes::memory::MemorySearchAnswer>(),
+        ),
+        (
+            "MemoryForgetRequest",
+            component::<crate::routes::memory::MemoryForgetRequest>(),
+        ),
+        (
+            "MemoryForgotten",
+            answer_component::<crate::routes::memory::MemoryForgotten>(),
+        ),
+        (
             "SandboxMetadata",
             answer_component::<baton_sandbox::SandboxMetadata>(),
         ),

@@ -1,0 +1,253 @@
+//! Ranking a namespace's items for a query. Lexical: BM25 over the items'
+//! text (the `bm25` crate; English stemming and stop words), always.
+//! Semantic: the cosine similarity of the query's embedding with each
+//! item's, when both are given (an item embedded by another model than
+//! the query's is left out of that ranking). The two rankings are fused by
+//! reciprocal rank fusion (each item scores `1 / (60 + rank)` per ranking
+//! it appears in), so neither scale has to match the other's.
+
+use std::collections::BTreeMap;
+
+use bm25::{Document, Language, SearchEngineBuilder};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::item::MemoryItem;
+
+/// Reciprocal rank fusion's constant (the usual one).
+const FUSION_CONSTANT: f64 = 60.0;
+
+/// A query's embedding and the model that made it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryEmbedding {
+    pub model: String,
+    pub vector: Vec<f32>,
+}
+
+/// How an item was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundBy {
+    Lexical,
+    Embedding,
+    Both,
+}
+
+/// An item as search ranks it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RankedItem {
+    pub item: MemoryItem,
+    /// Its fused score (higher first).
+    pub score: f64,
+    pub found_by: FoundBy,
+}
+
+/// The best `limit` of `items` for `query`, best first. Items neither
+/// ranking finds (no word in common, no embedding) are left out.
+pub fn rank(
+    items: Vec<MemoryItem>,
+    query: &str,
+    embedding: Option<&QueryEmbedding>,
+    limit: usize,
+) -> Vec<RankedItem> {
+    if items.is_empty() || limit == 0 {
+        return Vec::new();
+    }
+    let mut fused: BTreeMap<usize, (f64, bool, bool)> = BTreeMap::new();
+    for (rank, index) in lexical_order(&items, query).into_iter().enumerate() {
+        let entry = fused.entry(index).or_insert((0.0, false, false));
+        entry.0 += 1.0 / (FUSION_CONSTANT + rank as f64 + 1.0);
+        entry.1 = true;
+    }
+    if let Some(embedding) = embedding {
+        for (rank, index) in embedding_order(&items, embedding).into_iter().enumerate() {
+            let entry = fused.entry(index).or_insert((0.0, false, false));
+            entry.0 += 1.0 / (FUSION_CONSTANT + rank as f64 + 1.0);
+            entry.2 = true;
+        }
+    }
+    let mut ranked: Vec<(usize, f64, FoundBy)> = fused
+        .into_iter()
+        .map(|(index, (score, lexical, semantic))| {
+            let found_by = match (lexical, semantic) {
+                (true, true) => FoundBy::Both,
+                (false, true) => FoundBy::Embedding,
+                _ => FoundBy::Lexical,
+            };
+            (index, score, found_by)
+        })
+        .collect();
+    ranked.sort_by(|left, right| {
+        right
+            .1
+            .total_cmp(&left.1)
+            .then_with(|| order_key(&items[left.0]).cmp(&order_key(&items[right.0])))
+    });
+    ranked.truncate(limit);
+    let mut items: Vec<Option<MemoryItem>> = items.into_iter().map(Some).collect();
+    ranked
+        .into_iter()
+        .filter_map(|(index, score, found_by)| {
+            items[index].take().map(|item| RankedItem {
+                item,
+                score,
+                found_by,
+            })
+        })
+        .collect()
+}
+
+fn order_key(item: &MemoryItem) -> (String, &str) {
+    (item.namespace_key(), item.key.as_str())
+}
+
+/// The items BM25 scores above zero for `query`, best first (ties by
+/// namespace and key).
+fn lexical_order(items: &[MemoryItem], query: &str) -> Vec<usize> {
+    let documents: Vec<Document<usize>> = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| Document::new(index, item.text.clone()))
+        .collect();
+    let engine = SearchEngineBuilder::<usize>::with_documents(Language::English, documents).build();
+    let mut found: Vec<(usize, f32)> = engine
+        .search(query, items.len())
+        .into_iter()
+        .filter(|result| result.score > 0.0)
+        .map(|result| (result.document.id, result.score))
+        .collect();
+    found.sort_by(|left, right| {
+        right
+            .1
+            .total_cmp(&left.1)
+            .then_with(|| order_key(&items[left.0]).cmp(&order_key(&items[right.0])))
+    });
+    found.into_iter().map(|(index, _)| index).collect()
+}
+
+/// The items embedded by the query's model, most similar first.
+fn embedding_order(items: &[MemoryItem], query: &QueryEmbedding) -> Vec<usize> {
+    let mut scored: Vec<(usize, f64)> = items
+        .iter()
+        .enumerate()
+        .filter(|(_, item)| item.embedding_model.as_deref() == Some(query.model.as_str()))
+        .filter_map(|(index, item)| {
+            let vector = item.embedding.as_ref()?;
+            cosine(vector, &query.vector).map(|similarity| (index, similarity))
+        })
+        .collect();
+    scored.sort_by(|left, right| {
+        right
+            .1
+            .total_cmp(&left.1)
+            .then_with(|| order_key(&items[left.0]).cmp(&order_key(&items[right.0])))
+    });
+    scored.into_iter().map(|(index, _)| index).collect()
+}
+
+/// The cosine similarity of two vectors of one length, `None` when either
+/// is zero or their lengths differ.
+pub fn cosine(left: &[f32], right: &[f32]) -> Option<f64> {
+    if left.len() != right.len() || left.is_empty() {
+        return None;
+    }
+    let (mut dot, mut left_norm, mut right_norm) = (0.0_f64, 0.0_f64, 0.0_f64);
+    for (a, b) in left.iter().zip(right) {
+        let (a, b) = (f64::from(*a), f64::from(*b));
+        dot += a * b;
+        left_norm += a * a;
+        right_norm += b * b;
+    }
+    if left_norm == 0.0 || right_norm == 0.0 {
+        return None;
+    }
+    Some(dot / (left_norm.sqrt() * right_norm.sqrt()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::item::Provenance;
+    use serde_json::json;
+
+    fn item(key: &str, text: &str, embedding: Option<Vec<f32>>) -> MemoryItem {
+        MemoryItem {
+            namespace: vec!["client".into(), "tone".into()],
+            key: key.into(),
+            value: json!(text),
+            text: text.into(),
+            provenance: Provenance::default(),
+            created_at: "2026-12-07T00:00:00Z".into(),
+            updated_at: "2026-12-07T00:00:00Z".into(),
+            expires_at: None,
+            embedding_model: embedding.as_ref().map(|_| "embedder".to_string()),
+            embedding,
+        }
+    }
+
+    #[test]
+    fn lexical_search_finds_the_item_that_shares_the_querys_words() {
+        let items = vec![
+            item("colours", "The brand colours are navy and white", None),
+            item(
+                "tone",
+                "Write in a warm, plain tone; no exclamation marks",
+                None,
+            ),
+            item("legal", "Every claim needs a source", None),
+        ];
+        let ranked = rank(items, "which tone should the writing take", None, 3);
+        assert_eq!(ranked[0].item.key, "tone");
+        assert_eq!(ranked[0].found_by, FoundBy::Lexical);
+        assert!(ranked.iter().all(|found| found.item.key != "colours"));
+    }
+
+    #[test]
+    fn an_embedding_finds_what_no_word_shares_and_fusion_ranks_it() {
+        let items = vec![
+            item(
+                "tone",
+                "Warm and plain, never shouting",
+                Some(vec![0.9, 0.1, 0.0]),
+            ),
+            item("colours", "Navy and white", Some(vec![0.0, 0.2, 0.9])),
+            item(
+                "voice",
+                "voice of the brand: friendly",
+                Some(vec![0.1, 0.9, 0.1]),
+            ),
+        ];
+        let query = QueryEmbedding {
+            model: "embedder".into(),
+            vector: vec![1.0, 0.0, 0.0],
+        };
+        let ranked = rank(items.clone(), "how should copy sound", Some(&query), 3);
+        assert_eq!(ranked[0].item.key, "tone", "{ranked:?}");
+        assert_eq!(ranked[0].found_by, FoundBy::Embedding);
+        // Found both ways outranks found one way.
+        let ranked = rank(
+            items,
+            "voice",
+            Some(&QueryEmbedding {
+                model: "embedder".into(),
+                vector: vec![0.1, 1.0, 0.0],
+            }),
+            3,
+        );
+        assert_eq!(ranked[0].item.key, "voice");
+        assert_eq!(ranked[0].found_by, FoundBy::Both);
+    }
+
+    #[test]
+    fn another_models_embeddings_are_not_compared() {
+        let items = vec![item("tone", "warm", Some(vec![1.0, 0.0]))];
+        let query = QueryEmbedding {
+            model: "another".into(),
+            vector: vec![1.0, 0.0],
+        };
+        assert!(rank(items, "cold", Some(&query), 3).is_empty());
+        assert_eq!(cosine(&[1.0, 0.0], &[0.0, 1.0]), Some(0.0));
+        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), None);
+    }
+}
