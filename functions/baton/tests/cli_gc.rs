@@ -2,8 +2,9 @@
 //! (`BATON_RETENTION_DAYS` from its end), `gc` leaves it while it is
 //! retained, and once past it (the test ages the row, as two days passing
 //! would) deletes it with its frames, so `baton runs` lists it no more
-//! (the stores' retention case shows a parked run is never touched). The
-//! model is the scripted test double.
+//! (the stores' retention case shows a parked run is never touched); a
+//! memory item past its expiry goes too, one without stays. The model is
+//! the scripted test double.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -83,6 +84,27 @@ async fn gc_deletes_an_ended_run_past_its_retention_and_nothing_else() {
             [two_days + 1000],
         )
         .unwrap();
+    // Two memory items, one past its expiry (written as a store keeps it;
+    // the API refuses an expiry in the past).
+    {
+        use baton_runtime::ports::MemoryStore;
+        let sqlite = baton_sqlite::SqliteStore::open(&file).unwrap();
+        for (key, expires_at) in [("gone", Some("2026-01-01T00:00:00Z")), ("kept", None)] {
+            let item = baton_memory::item::MemoryItem {
+                namespace: vec!["client".into()],
+                key: key.into(),
+                value: serde_json::json!(key),
+                text: key.into(),
+                provenance: baton_memory::item::Provenance::default(),
+                created_at: "2025-12-01T00:00:00Z".into(),
+                updated_at: "2025-12-01T00:00:00Z".into(),
+                expires_at: expires_at.map(str::to_string),
+                embedding: None,
+                embedding_model: None,
+            };
+            sqlite.put_memory("local", &item, 10).await.unwrap();
+        }
+    }
     let collected = baton(&server, &["gc", &store], "2").await;
     assert_eq!(collected.status.code(), Some(0), "{collected:?}");
     let said: Value = serde_json::from_slice(&collected.stdout).unwrap();
@@ -93,6 +115,18 @@ async fn gc_deletes_an_ended_run_past_its_retention_and_nothing_else() {
     );
     assert_eq!(count(&file, "SELECT COUNT(*) FROM runs"), 0);
     assert_eq!(count(&file, "SELECT COUNT(*) FROM events"), 0);
+    assert_eq!(
+        said["memoryItems"], 1,
+        "the expired memory item went: {said}"
+    );
+    assert_eq!(
+        count(
+            &file,
+            "SELECT COUNT(*) FROM memory_items WHERE item_key = 'kept'"
+        ),
+        1,
+        "the item without an expiry stays"
+    );
     let listed = baton(&server, &["runs", "--format", "json", &store], "2").await;
     assert_eq!(
         serde_json::from_slice::<Value>(&listed.stdout).unwrap(),

@@ -126,7 +126,8 @@ fn lexical_order(items: &[MemoryItem], query: &str) -> Vec<usize> {
     found.into_iter().map(|(index, _)| index).collect()
 }
 
-/// The items embedded by the query's model, most similar first.
+/// The items embedded by the query's model and similar to it at all
+/// (cosine above 0), most similar first.
 fn embedding_order(items: &[MemoryItem], query: &QueryEmbedding) -> Vec<usize> {
     let mut scored: Vec<(usize, f64)> = items
         .iter()
@@ -134,7 +135,9 @@ fn embedding_order(items: &[MemoryItem], query: &QueryEmbedding) -> Vec<usize> {
         .filter(|(_, item)| item.embedding_model.as_deref() == Some(query.model.as_str()))
         .filter_map(|(index, item)| {
             let vector = item.embedding.as_ref()?;
-            cosine(vector, &query.vector).map(|similarity| (index, similarity))
+            cosine(vector, &query.vector)
+                .filter(|similarity| *similarity > 0.0)
+                .map(|similarity| (index, similarity))
         })
         .collect();
     scored.sort_by(|left, right| {

@@ -76,7 +76,9 @@ pub async fn serve(
     .map_err(|error| invalid(format!("the evaluations' store: {error}")))?;
     let app = app.layer(axum::Extension(evaluations));
     let (stop_sender, mut stop_receiver) = tokio::sync::watch::channel(false);
-    let sweeping = sweeper.spawn(&configuration, stop_receiver.clone());
+    let sweeping = sweeper
+        .with_memory(services.memory.clone())
+        .spawn(&configuration, stop_receiver.clone());
     // `serve` keeps the store's schedules: it fires each one when it is due.
     let mut stop_for_schedules = stop_receiver.clone();
     let schedules = services.schedules.clone();

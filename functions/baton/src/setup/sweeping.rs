@@ -1,7 +1,8 @@
 //! `baton serve`'s and `baton mcp`'s upkeep, as the deployment's scheduled
 //! sweeper function does it: ended runs past their retention removed (every
-//! store), and on DynamoDB + SQS stale outbox entries re-sent and the runs
-//! of dead-lettered steps ended.
+//! store), expired memory items removed (SQLite and memory; DynamoDB's TTL
+//! removes its own), and on DynamoDB + SQS stale outbox entries re-sent and
+//! the runs of dead-lettered steps ended.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +17,9 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 /// Outbox entries re-sent per sweep at most (as the sweeper function).
 const SWEEP_LIMIT: usize = 1000;
 
+/// Expired memory items removed per sweep at most.
+const MEMORY_ITEMS_PER_SWEEP: usize = 10_000;
+
 /// What the upkeep works on.
 pub(crate) struct Sweepers {
     /// On DynamoDB + SQS: stale outbox entries (the embedded stores re-drive
@@ -25,6 +29,8 @@ pub(crate) struct Sweepers {
     /// Retention's batches on the process's store.
     pub(crate) retention: Arc<dyn RetentionUpkeep>,
     pub(crate) clock: Arc<dyn Clock>,
+    /// Expired memory items removed where the store has no TTL of its own.
+    pub(crate) memory: Option<Arc<baton_runtime::services::memory::MemoryService>>,
 }
 
 impl Sweepers {
@@ -38,7 +44,17 @@ impl Sweepers {
             dead_letters: None,
             retention,
             clock,
+            memory: None,
         }
+    }
+
+    /// The same upkeep, removing `memory`'s expired items too.
+    pub(crate) fn with_memory(
+        mut self,
+        memory: Arc<baton_runtime::services::memory::MemoryService>,
+    ) -> Self {
+        self.memory = Some(memory);
+        self
     }
 
     /// The cloud's: the outbox sweeper, retention, and the dead-letter
@@ -58,6 +74,7 @@ impl Sweepers {
             dead_letters,
             retention,
             clock,
+            memory: None,
         }
     }
 
@@ -103,6 +120,15 @@ async fn sweep_every(
             }
             Err(error) => {
                 tracing::warn!(%error, "retention's batch failed; trying again at the next sweep");
+            }
+        }
+        if let Some(memory) = &sweeper.memory {
+            match memory.remove_expired(MEMORY_ITEMS_PER_SWEEP).await {
+                Ok(0) => {}
+                Ok(removed) => tracing::info!(removed, "expired memory items removed"),
+                Err(error) => {
+                    tracing::warn!(%error, "removing expired memory items failed; trying again at the next sweep");
+                }
             }
         }
     }
