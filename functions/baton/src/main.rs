@@ -11,14 +11,13 @@
 mod chat_and_fork;
 mod eval;
 mod failure;
-mod gc_command;
 mod mcp_command;
 mod people;
 mod registry_check;
 mod run_and_plan;
-mod schedule_command;
 mod serve;
 mod setup;
+mod store_commands;
 mod terminal;
 
 use baton_bootstrap::stores::StoreChoice;
@@ -211,11 +210,25 @@ enum Command {
     /// same store fires them.
     Schedule {
         #[command(subcommand)]
-        action: schedule_command::ScheduleCommand,
+        action: store_commands::schedule_command::ScheduleCommand,
         /// `sqlite` (default file), `sqlite:PATH` or `dynamodb`.
         #[arg(long, default_value = "sqlite", value_parser = parse_store, global = true)]
         store: StoreChoice,
         /// Whose schedules (default `local`, `baton serve`'s tenant without tokens).
+        #[arg(long, default_value = "local", global = true)]
+        tenant: String,
+        #[arg(long, global = true)]
+        registry: Option<PathBuf>,
+    },
+    /// A tenant's memory across runs: items kept, read, listed, searched
+    /// and forgotten (a namespace's parts joined by `/`).
+    Memory {
+        #[command(subcommand)]
+        command: store_commands::memory_command::MemoryCommand,
+        /// `sqlite` (default file), `sqlite:PATH` or `dynamodb`.
+        #[arg(long, default_value = "sqlite", value_parser = parse_store, global = true)]
+        store: StoreChoice,
+        /// Whose memory (default `local`, `baton serve`'s tenant without tokens).
         #[arg(long, default_value = "local", global = true)]
         tenant: String,
         #[arg(long, global = true)]
@@ -451,14 +464,23 @@ fn main() -> ExitCode {
                 .await
             }
             Command::Tasks { store, format } => people::tasks(store, format).await,
-            Command::Gc { store } => gc_command::gc(store).await,
+            Command::Gc { store } => store_commands::gc_command::gc(store).await,
+            Command::Memory {
+                command,
+                store,
+                tenant,
+                registry,
+            } => store_commands::memory_command::memory(command, store, tenant, registry).await,
             Command::Eval(arguments) => eval::eval(arguments).await,
             Command::Schedule {
                 action,
                 store,
                 tenant,
                 registry,
-            } => schedule_command::schedule(action.into(), store, tenant, registry).await,
+            } => {
+                store_commands::schedule_command::schedule(action.into(), store, tenant, registry)
+                    .await
+            }
             Command::Runs {
                 store,
                 format,

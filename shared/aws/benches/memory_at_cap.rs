@@ -111,7 +111,7 @@ async fn main() {
             let found = memory
                 .search(
                     TENANT,
-                    &[namespace.clone()],
+                    std::slice::from_ref(&namespace),
                     "a warm plain tone for the student audience",
                     5,
                 )

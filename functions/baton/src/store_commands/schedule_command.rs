@@ -12,15 +12,12 @@ use std::path::PathBuf;
 use baton_bootstrap::StoreChoice;
 use baton_core::records::schedules::{MissedFirePolicy, Schedule};
 use baton_runtime::error::RuntimeError;
-use baton_runtime::services::Services;
 
 use clap::{Subcommand, ValueEnum};
 
 use crate::terminal::TaskFormat;
-use baton_bootstrap::stores::LeftOverSteps;
 
 use crate::failure::{Ended, Outcome, invalid};
-use crate::setup::{configuration, embedded_services, load_registry, services_on};
 
 #[derive(Subcommand)]
 pub enum ScheduleCommand {
@@ -97,29 +94,12 @@ pub async fn schedule(
     tenant: String,
     registry: Option<PathBuf>,
 ) -> Outcome {
-    let configuration = configuration()?;
-    let registry = load_registry(registry, &configuration)?;
-    let services: Services = match &store {
-        StoreChoice::Memory => {
-            return Err(invalid(
-                "--store memory keeps nothing after this command: schedules need --store sqlite or dynamodb (and `baton serve` on it to fire them)",
-            ));
-        }
-        StoreChoice::Dynamodb => {
-            let counters =
-                std::sync::Arc::new(baton_runtime::observe::telemetry::RunCounters::default());
-            match services_on(&store, registry, &configuration, counters).await {
-                Ok((services, _, _)) => services,
-                Err(error) => return Err(error),
-            }
-        }
-        StoreChoice::Sqlite(_) => {
-            match embedded_services(registry, &configuration, &store, LeftOverSteps::None).await {
-                Ok((services, _)) => services,
-                Err(error) => return Err(error),
-            }
-        }
-    };
+    let services = super::store_services(
+        &store,
+        registry,
+        "schedules need --store sqlite or dynamodb (and `baton serve` on it to fire them)",
+    )
+    .await?;
     let schedules = &services.schedules;
     let done = match action {
         ScheduleAction::Create {
