@@ -19,8 +19,8 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 ENVELOPE = json.loads(open(os.environ["BATON_ENVELOPE"]).read())
-TOOLS = ["answer_task", "get_run", "list_capabilities", "list_tasks", "plan",
-         "send_chat_message", "start_run"]
+TOOLS = ["answer_task", "get_run", "list_capabilities", "list_tasks", "memory_put",
+         "memory_search", "plan", "send_chat_message", "start_run"]
 
 
 async def exercise(session, transport):
@@ -55,6 +55,19 @@ async def exercise(session, transport):
     capabilities = await session.call_tool("list_capabilities", {})
     assert capabilities.structured_content["capabilities"], capabilities
 
+    # Memory across runs: an item kept, then found by a query sharing its words.
+    namespace = ["client", f"mcp-{transport}", "tone"]
+    kept = await session.call_tool("memory_put", {"namespace": namespace, "key": "voice",
+                                                   "value": "Warm and plain, never shouting"})
+    assert not kept.is_error, kept
+    await session.call_tool("memory_put", {"namespace": namespace, "key": "palette",
+                                           "value": "Navy and white"})
+    found = await session.call_tool("memory_search", {"namespaces": [namespace],
+                                                      "query": "a warm tone of voice"})
+    assert found.structured_content["found"][0]["item"]["key"] == "voice", found
+    wrong = await session.call_tool("memory_put", {"namespace": [], "key": "k", "value": 1})
+    assert wrong.is_error and wrong.structured_content["details"]["path"] == "$.namespace", wrong
+
     # A bad argument is a tool error naming its JSON path.
     broken = dict(ENVELOPE)
     broken["objective"] = 42
@@ -62,7 +75,8 @@ async def exercise(session, transport):
     assert refused.is_error, refused
     assert refused.structured_content["details"]["path"] == "$.objective", refused.structured_content
     print(f"ok: {transport}: {len(names)} tools listed; a run started with {len(progress)} progress "
-          f"notifications, completed with its output; plan, get_run, list_capabilities answered; "
+          f"notifications, completed with its output; plan, get_run, list_capabilities, memory_put "
+          f"and memory_search answered; "
           f"a bad envelope refused at $.objective")
 
 

@@ -19,7 +19,10 @@
 //! - `list_tasks {capabilityId?}`; `answer_task {runId, nodeId,
 //!   expectedPlanVersion, output}`;
 //! - `send_chat_message {message, threadId?, agent?}`: one chat message,
-//!   answered when its run ends.
+//!   answered when its run ends;
+//! - `memory_put {namespace, key, value, text?}` and `memory_search
+//!   {namespaces, query, limit?}`: the tenant's memory across runs
+//!   (`memory_tools.rs`).
 //!
 //! Bad arguments are a tool error naming the JSON path (never a protocol
 //! error), as the HTTP routes name it.
@@ -28,20 +31,23 @@ use std::sync::Arc;
 
 use baton_core::state::run::RunStatus;
 use baton_core::wire::event::EventFrame;
-use baton_runtime::RuntimeError;
 use baton_runtime::services::{ChatRequest, PersonInput, PersonInputOutcome, Submitter};
 use futures_util::StreamExt;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::auth::{Principal, Scope, Tenant};
+use tool_answers::{ToolRefusal, arguments, refused, runtime_refusal};
+
+mod memory_tools;
+mod tool_answers;
 use crate::state::{ApiState, StreamOf};
 
 /// `start_run` and `plan`: an envelope.
@@ -152,8 +158,10 @@ impl BatonMcpServer {
 /// The scope each tool needs (the same as its HTTP route's).
 fn tool_scope(tool: &str) -> Option<Scope> {
     match tool {
-        "start_run" | "send_chat_message" => Some(Scope::RunsWrite),
-        "plan" | "list_capabilities" | "get_run" | "list_tasks" => Some(Scope::RunsRead),
+        "start_run" | "send_chat_message" | "memory_put" => Some(Scope::RunsWrite),
+        "plan" | "list_capabilities" | "get_run" | "list_tasks" | "memory_search" => {
+            Some(Scope::RunsRead)
+        }
         "answer_task" => Some(Scope::TasksAnswer),
         _ => None,
     }
@@ -207,60 +215,17 @@ fn tools() -> Vec<Tool> {
             "One chat message on a thread (a new thread when none is named), answered when its run ends.",
             schema::<ChatArguments>(),
         ),
+        Tool::new(
+            "memory_put",
+            "Keep an item in the tenant's memory across runs: a value under a namespace and key (a new version replaces the old).",
+            schema::<memory_tools::MemoryPutArguments>(),
+        ),
+        Tool::new(
+            "memory_search",
+            "The items of the tenant's memory best matching a query, from up to 10 namespaces (by words, and by meaning where the deployment has an embedding model).",
+            schema::<memory_tools::MemorySearchArguments>(),
+        ),
     ]
-}
-
-/// A tool error: what went wrong, in words and as JSON.
-struct ToolRefusal {
-    message: String,
-    details: Value,
-}
-
-impl ToolRefusal {
-    /// The error result the client reads (`isError`, the message as text,
-    /// `{error, details}` as structured content).
-    fn into_result(self) -> CallToolResult {
-        let mut result = CallToolResult::error(vec![ContentBlock::text(self.message.clone())]);
-        result.structured_content = Some(json!({"error": self.message, "details": self.details}));
-        result
-    }
-}
-
-fn refused(message: impl Into<String>, details: Value) -> ToolRefusal {
-    ToolRefusal {
-        message: message.into(),
-        details,
-    }
-}
-
-/// The arguments as `T`, or a refusal naming the JSON path that is wrong.
-fn arguments<T: serde::de::DeserializeOwned>(
-    arguments: Option<Map<String, Value>>,
-) -> Result<T, ToolRefusal> {
-    let value = Value::Object(arguments.unwrap_or_default());
-    serde_path_to_error::deserialize(value).map_err(|error| {
-        let path = match error.path().to_string().as_str() {
-            "." => "$".to_string(),
-            inner => format!("$.{inner}"),
-        };
-        refused(format!("{path}: {}", error.inner()), json!({"path": path}))
-    })
-}
-
-/// A service error as a tool error (an invalid input names its path).
-fn runtime_refusal(error: RuntimeError) -> ToolRefusal {
-    match error {
-        RuntimeError::InvalidInput { path, message } => {
-            refused(format!("{path}: {message}"), json!({"path": path}))
-        }
-        other => {
-            let api = crate::error::ApiError::from(other);
-            refused(
-                format!("{}: {}", api.code, api.message),
-                json!({"code": api.code, "retryable": api.is_retryable()}),
-            )
-        }
-    }
 }
 
 impl ServerHandler for BatonMcpServer {
@@ -319,6 +284,13 @@ impl ServerHandler for BatonMcpServer {
                     .await
             }
             "send_chat_message" => self.send_chat_message(&tenant, request.arguments).await,
+            "memory_put" => {
+                let person = self
+                    .principal_of(&context)
+                    .and_then(|principal| principal.user);
+                self.memory_put(&tenant, request.arguments, person).await
+            }
+            "memory_search" => self.memory_search(&tenant, request.arguments).await,
             other => Err(refused(
                 format!("no tool `{other}`"),
                 json!({"tools": tools().iter().map(|tool| tool.name.to_string()).collect::<Vec<_>>()}),
