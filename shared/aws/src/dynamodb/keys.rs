@@ -153,6 +153,22 @@ pub(crate) fn request_key_pk(tenant_id: &str, key: &str) -> String {
     format!("T#{tenant_id}#RQK#{key}")
 }
 
+/// A tenant's memory across runs: its items and namespace counters.
+pub(crate) fn memory_pk(tenant_id: &str) -> String {
+    format!("T#{tenant_id}#MEM")
+}
+
+/// A memory item: its namespace (parts joined by U+001F), then U+001E,
+/// then its key, so a namespace's items are one prefix.
+pub(crate) fn memory_item_sk(namespace: &str, key: &str) -> String {
+    format!("N#{namespace}\u{1e}{key}")
+}
+
+/// A memory namespace's item counter.
+pub(crate) fn memory_counter_sk(namespace: &str) -> String {
+    format!("C#{namespace}")
+}
+
 /// A tenant's open event streams and their counters.
 pub(crate) fn streams_pk(tenant_id: &str) -> String {
     format!("T#{tenant_id}#STREAMS")

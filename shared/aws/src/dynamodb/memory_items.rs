@@ -23,23 +23,14 @@ use baton_runtime::ports::{MemoryPut, MemoryStore};
 use crate::dynamodb::attributes::{
     Item, cancellation_codes, n, put, read_text, s, sdk_failure, unavailable,
 };
+use crate::dynamodb::keys::{
+    memory_counter_sk as counter_sk, memory_item_sk as item_sk, memory_pk,
+};
 use crate::dynamodb::store::DynamoRunStore;
 
 /// What one item's attributes may take at most (DynamoDB's 400 KB less
 /// room for the keys and the other attributes).
 const MOST_ITEM_BYTES: usize = 380_000;
-
-fn memory_pk(tenant_id: &str) -> String {
-    format!("T#{tenant_id}#MEM")
-}
-
-fn item_sk(namespace: &str, key: &str) -> String {
-    format!("N#{namespace}\u{1e}{key}")
-}
-
-fn counter_sk(namespace: &str) -> String {
-    format!("C#{namespace}")
-}
 
 fn decode(item: &Item) -> Result<MemoryItem, StoreError> {
     serde_json::from_str(read_text(item, "item")?)
