@@ -1,5 +1,8 @@
 //! Ranking a namespace's items for a query. Lexical: BM25 over the items'
-//! text (the `bm25` crate; English stemming and stop words), always.
+//! text (the `bm25` crate's scorer over [`Words`], lowercased words less a
+//! short list of English stop words; written here, a few lines: the
+//! crate's own tokenizer carries the stemmers and stop words of every
+//! language, 1.4 MB the api function cannot take), always.
 //! Semantic: the cosine similarity of the query's embedding with each
 //! item's, when both are given (an item embedded by another model than
 //! the query's is left out of that ranking). The two rankings are fused by
@@ -8,11 +11,35 @@
 
 use std::collections::BTreeMap;
 
-use bm25::{Document, Language, SearchEngineBuilder};
+use bm25::{Document, SearchEngine, SearchEngineBuilder, Tokenizer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::item::MemoryItem;
+
+/// Words that say nothing of what an item is about.
+const STOP_WORDS: [&str; 48] = [
+    "a", "about", "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for",
+    "from", "how", "i", "in", "is", "it", "its", "no", "not", "of", "on", "or", "our", "should",
+    "so", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "to",
+    "was", "we", "what", "when", "which", "who", "with", "you",
+];
+
+/// The lexical tokenizer: lowercased runs of letters and digits, less
+/// [`STOP_WORDS`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Words;
+
+impl Tokenizer for Words {
+    fn tokenize(&self, input_text: &str) -> Vec<String> {
+        input_text
+            .split(|character: char| !character.is_alphanumeric())
+            .filter(|word| !word.is_empty())
+            .map(str::to_lowercase)
+            .filter(|word| !STOP_WORDS.contains(&word.as_str()))
+            .collect()
+    }
+}
 
 /// Reciprocal rank fusion's constant (the usual one).
 const FUSION_CONSTANT: f64 = 60.0;
@@ -110,7 +137,8 @@ fn lexical_order(items: &[MemoryItem], query: &str) -> Vec<usize> {
         .enumerate()
         .map(|(index, item)| Document::new(index, item.text.clone()))
         .collect();
-    let engine = SearchEngineBuilder::<usize>::with_documents(Language::English, documents).build();
+    let engine: SearchEngine<usize, u32, Words> =
+        SearchEngineBuilder::with_tokenizer_and_documents(Words, documents).build();
     let mut found: Vec<(usize, f32)> = engine
         .search(query, items.len())
         .into_iter()
