@@ -111,6 +111,7 @@ fn plan(registry: &Registry) -> PlanGraph {
             guard: None,
             task_surface: None,
             quality_score: None,
+            remember: Vec::new(),
             model: None,
         });
     }

@@ -40,6 +40,7 @@ const GOVERNANCE: &str = "shared/core/src/engine/tests/governance.rs";
 const PLANNING: &str = "shared/core/tests/planning.rs";
 const CLI: &str = "functions/baton/tests/cli.rs";
 const ENGINE: &str = "shared/core/src/engine/tests.rs";
+const MEMORY: &str = "shared/core/src/engine/tests/memory.rs";
 
 /// (schema path, how it acts, test file, test function).
 const FIELDS: &[(&str, Acts, &str, &str)] = &[
@@ -504,6 +505,36 @@ const FIELDS: &[(&str, Acts, &str, &str)] = &[
         Behaviour,
         "shared/http/tests/api.rs",
         "an_ended_run_is_auditable_from_its_snapshot_and_the_runs_list",
+    ),
+    (
+        "$.memory",
+        Behaviour,
+        MEMORY,
+        "a_node_recalls_before_its_call_and_gets_the_items_as_quoted_data",
+    ),
+    (
+        "$.memory.recall",
+        Behaviour,
+        MEMORY,
+        "a_node_recalls_before_its_call_and_gets_the_items_as_quoted_data",
+    ),
+    (
+        "$.memory.recall.namespaces",
+        Behaviour,
+        MEMORY,
+        "a_node_recalls_before_its_call_and_gets_the_items_as_quoted_data",
+    ),
+    (
+        "$.memory.recall.perNode",
+        Refusal,
+        "shared/core/src/contracts/memory_use.rs",
+        "a_memory_block_names_the_path_of_its_fault",
+    ),
+    (
+        "$.memory.rememberTo",
+        Behaviour,
+        MEMORY,
+        "a_completed_run_remembers_its_marked_facets_after_its_last_frame",
     ),
     (
         "$.$schema",

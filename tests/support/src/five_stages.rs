@@ -75,6 +75,7 @@ pub fn five_stage_registry(instructions: &dyn Fn(&str) -> String) -> Registry {
             max_iterations: None,
             max_tool_calls_per_turn: None,
             parallel_tools: false,
+            remember: Vec::new(),
             catch_all: false,
             remote_agent: None,
         };

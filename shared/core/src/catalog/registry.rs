@@ -419,6 +419,9 @@ impl Registry {
         if let Err((path, message)) = capability.check_guard() {
             return Err(registry_error(source_name, path, message));
         }
+        if let Err((path, message)) = capability.check_remember() {
+            return Err(registry_error(source_name, path, message));
+        }
         if capability.max_iterations == Some(0) || capability.max_tool_calls_per_turn == Some(0) {
             return Err(registry_error(
                 source_name,

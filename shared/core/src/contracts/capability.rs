@@ -156,6 +156,13 @@ pub struct CapabilityRegistration {
     /// call in its session.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<String>,
+    /// Facets of its contracts (input or output) remembered when its run
+    /// completes, and only then: each is written to the envelope's
+    /// `memory.rememberTo` namespace, keyed by the facet's name, with the
+    /// node as provenance (the value the node was given, or made). A run
+    /// whose envelope names no such namespace remembers nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remember: Vec<String>,
     /// Model turns a session may take (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u32>,
@@ -258,6 +265,20 @@ impl CapabilityRegistration {
                 "$.catchAll",
                 "a catch-all capability is a person or a model: no panel, no tools",
             );
+        }
+        Ok(())
+    }
+
+    /// Every facet it remembers is one of its contracts'. A refusal is the
+    /// JSON path inside `$.remember` and why.
+    pub fn check_remember(&self) -> Result<(), (String, String)> {
+        for (index, facet) in self.remember.iter().enumerate() {
+            if !self.input_contract.contains(facet) && !self.output_contract.contains(facet) {
+                return Err((
+                    format!("$.remember[{index}]"),
+                    format!("`{facet}` is in neither the input nor the output contract"),
+                ));
+            }
         }
         Ok(())
     }
@@ -385,6 +406,7 @@ mod liveness_tests {
                 max_iterations: None,
                 max_tool_calls_per_turn: None,
                 parallel_tools: false,
+                remember: Vec::new(),
                 catch_all: false,
                 remote_agent: None,
             },

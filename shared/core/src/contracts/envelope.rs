@@ -79,6 +79,10 @@ pub struct TaskEnvelope {
     /// 128 characters). Left out: the output schema's `title`, else `baton`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow_name: Option<String>,
+    /// What the run recalls from the tenant's memory and where it
+    /// remembers (`contracts::memory_use`). Left out: neither.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::contracts::memory_use::EnvelopeMemory>,
 }
 
 /// The workflow name of a run whose envelope names none and whose output
@@ -288,6 +292,9 @@ impl TaskEnvelope {
                     "the workflow name must be 1 to {MAX_WORKFLOW_NAME_CHARS} characters, not blank"
                 ),
             ));
+        }
+        if let Some(memory) = &self.memory {
+            memory.check()?;
         }
         if self.objective.trim().is_empty() {
             return Err(invalid(

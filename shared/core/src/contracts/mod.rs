@@ -1,6 +1,6 @@
 //! What callers and registrations promise: the task envelope and its output contract, facets and
 //! the facet contract compiler, capability registrations (with their panel executors), policies,
-//! plan diagnostics, the provider-neutral model request, and the content rules answers are held to.
+//! plan diagnostics, the provider-neutral model request, what a run recalls and remembers, and the content rules answers are held to.
 
 pub mod assignment;
 pub mod capability;
@@ -14,6 +14,7 @@ pub mod envelope;
 pub mod facet;
 pub mod facet_widgets;
 pub mod legacy_policies;
+pub mod memory_use;
 pub mod model_request;
 pub mod panels;
 pub mod policies;

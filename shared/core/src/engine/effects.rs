@@ -150,6 +150,12 @@ pub enum Effect {
     /// Release the thread's lane a settled chat run held (no claim: the
     /// release is conditional on the lane's version, and idempotent).
     ReleaseThreadLane(LaneRelease),
+    /// Search the tenant's memory for a model node before its call (no
+    /// claim: a read; the node's call that follows claims).
+    RecallMemory(Box<super::memory_steps::MemoryRecallCall>),
+    /// Write a completed run's remembered facets to the tenant's memory
+    /// (no claim: puts by key, so a repeat changes nothing).
+    Remember(Box<super::memory_steps::MemoryRemembering>),
 }
 
 impl Effect {
@@ -169,7 +175,11 @@ impl Effect {
             Effect::RunTool(call) => Some((call.claim_key.clone(), call.attempt)),
             Effect::StartChildRun(start) => Some((start.claim_key.clone(), start.attempt)),
             Effect::ReviewPlan(review) => Some((review.claim_key.clone(), review.then.attempt)),
-            Effect::DraftPlan(_) | Effect::Notify(_) | Effect::ReleaseThreadLane(_) => None,
+            Effect::DraftPlan(_)
+            | Effect::Notify(_)
+            | Effect::ReleaseThreadLane(_)
+            | Effect::RecallMemory(_)
+            | Effect::Remember(_) => None,
         }
     }
 
@@ -185,7 +195,9 @@ impl Effect {
             | Effect::StartChildRun(_)
             | Effect::ReviewPlan(_)
             | Effect::Notify(_)
-            | Effect::ReleaseThreadLane(_) => Vec::new(),
+            | Effect::ReleaseThreadLane(_)
+            | Effect::RecallMemory(_)
+            | Effect::Remember(_) => Vec::new(),
         }
     }
 }
@@ -234,13 +246,25 @@ pub enum Performed {
     Notify(Box<NotificationDelivery>, DeliveryOutcome),
     /// The lane was released (or had been already).
     ReleaseThreadLane(LaneRelease),
+    RecallMemory(
+        Box<super::memory_steps::MemoryRecallCall>,
+        super::memory_steps::RecallOutcome,
+    ),
+    Remember(
+        Box<super::memory_steps::MemoryRemembering>,
+        super::memory_steps::RememberOutcome,
+    ),
 }
 
 impl Performed {
     /// Whether the engine may ask for another effect after this one in the
-    /// same step (a rejected plan draft, a reviewed plan).
+    /// same step (a rejected plan draft, a reviewed plan, a node's recall
+    /// before its model call).
     pub fn may_ask_again(&self) -> bool {
-        matches!(self, Performed::DraftPlan(..) | Performed::ReviewPlan(..))
+        matches!(
+            self,
+            Performed::DraftPlan(..) | Performed::ReviewPlan(..) | Performed::RecallMemory(..)
+        )
     }
 }
 

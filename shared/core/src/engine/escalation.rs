@@ -244,6 +244,7 @@ fn hand_to_catch_all(
         allows_clarify: false,
         task_surface: crate::planning::plan::TaskSurface::of(fallback, &engine.registry.facets),
         quality_score: None,
+        remember: Vec::new(),
         model: crate::planning::model_choice::model_for(
             fallback,
             &step.state().envelope,

@@ -9,7 +9,7 @@ use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::basics::schema::collect_violations;
 use crate::planning::plan::{BuiltinOperation, NodeExecutor, PlanNode};
-use crate::state::context::{build_context_bundle, build_model_request};
+use crate::state::context::build_context_bundle;
 use crate::state::run::RunState;
 use crate::wire::frames::{self, ExecutorType, RunPhase};
 
@@ -19,7 +19,7 @@ use super::lifecycle::RunTransition;
 use super::narration::hand_over;
 use super::node_answers::reject_input;
 use super::node_answers::take_answer;
-use super::plan_lookup::{claim_frames, plan_node_in, plan_of, start_payload};
+use super::plan_lookup::{plan_node_in, plan_of, start_payload};
 use super::step_context::StepContext;
 
 pub(super) fn begin_node(
@@ -80,22 +80,11 @@ pub(super) fn begin_node(
             super::agent::begin_session(state, node, attempt, &bundle, now, engine)
         }
         NodeExecutor::Human => hand_to_a_person(state, node, attempt, bundle, now, engine),
-        NodeExecutor::Model => {
-            // Claimed, not committed: the frames go with the claim; the state
-            // learns the phase and the start time when the answer is committed.
-            let phase = RunPhase::of_node(node.kind);
-            let start_frames = claim_frames(state, node, attempt, ExecutorType::Ai, now);
-            Ok(StepAdvance::Perform(super::effects::Effect::CallModel(
-                ModelCall {
-                    node_id: node.node_id.clone(),
-                    attempt,
-                    request: build_model_request(node, &bundle),
-                    start_frames,
-                    started_at_millis: now.unix_millis(),
-                    stream_deltas: phase.streams_text(),
-                },
-            )))
-        }
+        NodeExecutor::Model => Ok(
+            super::memory_steps::recall_for(state, node, attempt, &bundle).unwrap_or_else(|| {
+                super::memory_steps::model_call(state, node, attempt, &bundle, now, Vec::new())
+            }),
+        ),
     }
 }
 

@@ -100,6 +100,7 @@ impl StepContext<'_, '_> {
 
     pub(crate) fn into_decision(mut self) -> Decision {
         notify::announce(&mut self);
+        super::memory_steps::ask_to_remember(&mut self);
         lane_release::ask_for_release(&mut self);
         if let Some(parent) = self.state().parent.clone() {
             for event in self.frames_mut() {

@@ -12,7 +12,8 @@ use super::decision::{Decision, EngineContext};
 use super::effects::{Performed, StepAdvance};
 use super::step_context::StepContext;
 use super::{
-    agent, budget, lane_release, node, notify, panel, planning_step, policy, replan, timers,
+    agent, budget, lane_release, memory_steps, node, notify, panel, planning_step, policy, replan,
+    timers,
 };
 
 /// The node a command is about, if any.
@@ -28,7 +29,8 @@ fn command_node(command: &StepCommand) -> Option<&str> {
         | StepCommand::FireTimer { .. }
         | StepCommand::CancelRun { .. }
         | StepCommand::ReleaseThreadLane { .. }
-        | StepCommand::Notify { .. } => None,
+        | StepCommand::Notify { .. }
+        | StepCommand::Remember { .. } => None,
     }
 }
 
@@ -59,6 +61,10 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
     {
         // Notifications outlive the run's ending.
         return notify::notify_is_stale(state, notification_id, *attempt);
+    }
+    if let StepCommand::Remember { attempt } = command {
+        // A completed run remembers after its end.
+        return memory_steps::remember_is_stale(state, *attempt);
     }
     if let StepCommand::ReleaseThreadLane { release, .. } = command {
         // A settled run's lane is released after its end.
@@ -104,6 +110,7 @@ pub fn is_stale(state: &RunState, command: &StepCommand) -> bool {
         } => agent::child_is_stale(state, node_id, *attempt, *turn, call_id),
         StepCommand::FireTimer { timer_id } => !state.governance.timers.contains_key(timer_id),
         StepCommand::Notify { .. }
+        | StepCommand::Remember { .. }
         | StepCommand::CancelRun { .. }
         | StepCommand::ReleaseThreadLane { .. } => false,
     }
@@ -190,6 +197,7 @@ pub fn begin_step(
             notification_id,
             attempt,
         } => notify::begin_notify(state, notification_id, *attempt, engine),
+        StepCommand::Remember { attempt } => memory_steps::begin_remember(state, *attempt, engine),
         StepCommand::CancelRun { reason } => {
             Ok(match cancel_run(state.clone(), reason, now, engine) {
                 Some(decision) => StepAdvance::Decided(Box::new(decision)),
@@ -232,6 +240,12 @@ pub fn resume_step(
             notify::resume_notify(state, delivery, outcome, now)
         }
         Performed::ReleaseThreadLane(release) => lane_release::resume_release(state, release, now),
+        Performed::RecallMemory(call, outcome) => {
+            memory_steps::resume_recall(state, call, outcome, now, engine)
+        }
+        Performed::Remember(remembering, outcome) => {
+            memory_steps::resume_remember(state, remembering, outcome, now)
+        }
     }
 }
 

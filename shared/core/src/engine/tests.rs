@@ -25,6 +25,7 @@ mod escalation;
 mod finish;
 mod governance;
 mod llm_replan;
+mod memory;
 mod merged_facets;
 mod narration;
 mod notify;
@@ -68,6 +69,15 @@ pub(super) fn registry() -> Registry {
 
 /// The test registry; `clarifying` (a capability id) may ask questions.
 pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
+    registry_built(clarifying, &[])
+}
+
+/// The test registry; `clarifying` (a capability id) may ask questions,
+/// and each capability of `remembering` remembers its facets.
+pub(super) fn registry_built(
+    clarifying: Option<&str>,
+    remembering: &[(&str, &[&str])],
+) -> Registry {
     let mut registry = Registry::default();
     for name in ["notes", "brief", "draft"] {
         registry
@@ -96,7 +106,8 @@ pub(super) fn registry_where_may_clarify(clarifying: Option<&str>) -> Registry {
         let capability: CapabilityRegistration = serde_json::from_value(json!({
             "capabilityId": id, "agentType": "ai", "version": "1", "displayName": id, "summary": id,
             "inputContract": [input], "outputContract": [output],
-            "allowsClarify": clarifying == Some(id)
+            "allowsClarify": clarifying == Some(id),
+            "remember": remembering.iter().find(|(named, _)| *named == id).map(|(_, facets)| facets.to_vec()).unwrap_or_default()
         }))
         .unwrap();
         registry.add_capability(capability, "test").unwrap();
@@ -205,6 +216,8 @@ pub(super) enum TestOutcome {
     Turn(TurnOutcome),
     Tool(crate::records::conversation::ToolOutcome),
     Delivery(DeliveryOutcome),
+    Recall(RecallOutcome),
+    Remembered(RememberOutcome),
 }
 
 /// The effect with its outcome; a pair the shell cannot make (a tool result
@@ -225,6 +238,12 @@ pub(super) fn performed(effect: &Effect, outcome: TestOutcome) -> Performed {
         (Effect::RunTool(call), TestOutcome::Tool(outcome)) => Performed::RunTool(call, outcome),
         (Effect::Notify(delivery), TestOutcome::Delivery(outcome)) => {
             Performed::Notify(delivery, outcome)
+        }
+        (Effect::RecallMemory(call), TestOutcome::Recall(outcome)) => {
+            Performed::RecallMemory(call, outcome)
+        }
+        (Effect::Remember(remembering), TestOutcome::Remembered(outcome)) => {
+            Performed::Remember(remembering, outcome)
         }
         (effect, outcome) => panic!("the shell cannot produce {outcome:?} for {effect:?}"),
     }

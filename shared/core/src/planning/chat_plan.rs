@@ -161,6 +161,7 @@ pub fn chat_plan(
             guard: None,
             task_surface: None,
             quality_score: None,
+            remember: Vec::new(),
             model: crate::planning::model_choice::model_for_chat(
                 turn.agent
                     .as_deref()

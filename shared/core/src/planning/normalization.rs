@@ -157,6 +157,7 @@ pub fn inject_normalization(
         guard: None,
         task_surface: None,
         quality_score: None,
+        remember: Vec::new(),
         // A model node of the orchestrator's own: the envelope's preference,
         // else the default.
         model: envelope

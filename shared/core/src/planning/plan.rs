@@ -50,6 +50,11 @@ pub struct PlanNode {
     /// Reviewers: where their answer carries a quality score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quality_score: Option<crate::contracts::capability::QualityScoreSpec>,
+    /// Facets of its contracts the run remembers when it completes (the
+    /// capability's `remember`), carried by the plan so the ending step
+    /// needs no registry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remember: Vec<String>,
     /// The catalog model serving the node (`model_choice`); absent: the
     /// deployment's default model, or no model at all (people, builtins,
     /// panels, whose judges name their own).

@@ -318,6 +318,7 @@ fn build_plan_with_ids(
             allows_clarify: capability.allows_clarify,
             guard: capability.guard.clone().map(std::sync::Arc::new),
             quality_score: capability.quality_score.clone(),
+            remember: capability.remember.clone(),
             task_surface: crate::planning::plan::TaskSurface::of(capability, &registry.facets),
             model: crate::planning::model_choice::model_for(
                 capability,

@@ -214,6 +214,7 @@ pub fn expand_variants(
             guard: None,
             task_surface: None,
             quality_score: None,
+            remember: Vec::new(),
             model: None,
         });
         plan.nodes.splice(position..=position, replacement);

@@ -208,6 +208,9 @@ pub struct RunState {
     /// Completion notifications due or delivered, by id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notifications: BTreeMap<String, crate::records::notifications::NotificationRecord>,
+    /// What the completed run remembered (its `Remember` steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remembering: Option<Box<crate::records::remembered::RememberRecord>>,
     /// Models that answered but have no price (each is warned about once).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub unpriced_models: std::collections::BTreeSet<String>,
@@ -308,6 +311,7 @@ impl RunState {
             chat: None,
             parent: None,
             notifications: Default::default(),
+            remembering: None,
             unpriced_models: Default::default(),
             model_turns: 0,
             planner_spend: Default::default(),

@@ -80,6 +80,11 @@ pub enum StepCommand {
         thread_id: String,
         release: u32,
     },
+    /// One attempt at writing a completed run's remembered facets to the
+    /// tenant's memory (`remembering`).
+    Remember {
+        attempt: u32,
+    },
     /// One delivery attempt of a completion notification (`notifications`).
     Notify {
         #[serde(rename = "notificationId")]
@@ -126,6 +131,7 @@ impl StepCommand {
             StepCommand::ChildRunEnded { .. } => "child_run_ended",
             StepCommand::FireTimer { .. } => "fire_timer",
             StepCommand::Notify { .. } => "notify",
+            StepCommand::Remember { .. } => "remember",
             StepCommand::CancelRun { .. } => "cancel_run",
             StepCommand::ReleaseThreadLane { .. } => "release_thread_lane",
         }
@@ -181,6 +187,7 @@ impl StepMessage {
                 notification_id,
                 attempt,
             } => format!("{run_id}:notify:{notification_id}:{attempt}"),
+            StepCommand::Remember { attempt } => format!("{run_id}:remember:{attempt}"),
             StepCommand::CancelRun { .. } => [run_id, ":cancel"].concat(),
             StepCommand::ReleaseThreadLane { release, .. } => {
                 format!("{run_id}:release_lane:{release}")
@@ -263,6 +270,7 @@ mod tests {
                 notification_id: "completed-1".into(),
                 attempt: 2,
             },
+            StepCommand::Remember { attempt: 1 },
             StepCommand::FireTimer {
                 timer_id: "sla:node_1:1".into(),
             },

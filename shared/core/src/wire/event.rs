@@ -61,6 +61,8 @@ pub enum EventType {
     Metrics,
     /// A judge panel's `EvaluationProgress`.
     Progress,
+    /// What a node was given from the tenant's memory before it ran.
+    MemoryRecalled,
     Log,
     Error,
     Complete,
@@ -288,7 +290,7 @@ mod tests {
 
     #[test]
     fn every_event_type_is_named_as_serde_writes_it_in_catalogue_order() {
-        assert_eq!(EventType::ALL.len(), 31);
+        assert_eq!(EventType::ALL.len(), 32);
         assert_eq!(EventType::ALL.first(), Some(&EventType::Start));
         assert_eq!(EventType::ALL.last(), Some(&EventType::Complete));
         for event_type in EventType::ALL {

@@ -78,6 +78,10 @@ fn shape_of(event_type: EventType, definitions: &mut Map<String, Value>) -> Fram
             node_required: true,
             ..typed(payload_schema::<ProgressPayload>(definitions))
         },
+        EventType::MemoryRecalled => FrameShape {
+            node_required: true,
+            ..typed(payload_schema::<MemoryRecalledPayload>(definitions))
+        },
         EventType::ToolCall => FrameShape {
             node_required: true,
             ..typed(payload_schema::<ToolCallPayload>(definitions))

@@ -10,6 +10,7 @@ mod branch_frames;
 mod chat_frames;
 mod frame_schemas;
 mod governance_frames;
+mod memory_frames;
 mod metrics_frames;
 mod narrative_frames;
 mod panel_frames;
@@ -33,6 +34,7 @@ pub use chat_frames::{
 #[cfg(test)]
 pub(crate) use frame_schemas::test_support;
 pub use frame_schemas::{FRAME_SCHEMA_DIRECTORY, frame_schema};
+pub use memory_frames::{MemoryRecalledPayload, RecalledItem, memory_recalled};
 pub use metrics_frames::{MetricsPayload, RunTotals, TokenTotals, metrics, node_metrics};
 pub use narrative_frames::{HandoffPayload, HandoffStatus, PhasePayload, RunPhase, handoff, phase};
 pub use panel_frames::{JudgeCallSummary, ProgressPayload, progress};
