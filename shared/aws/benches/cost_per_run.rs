@@ -432,6 +432,7 @@ async fn main() {
                     StepCommand::ChildRunEnded { .. } => "child run ended step",
                     StepCommand::FireTimer { .. } => "timer step",
                     StepCommand::Notify { .. } => "notification step",
+                    StepCommand::Remember { .. } => "remember step",
                     StepCommand::CancelRun { .. } => "cancel step",
                     StepCommand::ReleaseThreadLane { .. } => "thread lane release step",
                 };

@@ -17,6 +17,9 @@
 use std::sync::Arc;
 
 use baton_core::basics::instant::Instant;
+use baton_core::contracts::memory_use::RecalledSnippet;
+use baton_core::engine::{MemoryRecallCall, MemoryRemembering, RememberOutcome};
+use baton_core::records::remembered::RefusedMemory;
 use baton_memory::item::{
     InvalidItem, MemoryItem, Provenance, check_item, check_namespace, text_of,
 };
@@ -255,6 +258,16 @@ impl MemoryService {
         query: &str,
         limit: usize,
     ) -> Result<Vec<RankedItem>, MemoryError> {
+        let items = self.gather(tenant_id, namespaces).await?;
+        Ok(self.ranked(items, query, limit).await)
+    }
+
+    /// The live items of `namespaces` (1 to [`MAX_SEARCHED_NAMESPACES`]).
+    async fn gather(
+        &self,
+        tenant_id: &str,
+        namespaces: &[Vec<String>],
+    ) -> Result<Vec<MemoryItem>, MemoryError> {
         if namespaces.is_empty() || namespaces.len() > MAX_SEARCHED_NAMESPACES {
             return Err(MemoryError::Invalid {
                 path: "$.namespaces".into(),
@@ -272,6 +285,12 @@ impl MemoryService {
                     .filter(|item| self.live(item)),
             );
         }
+        Ok(items)
+    }
+
+    /// `items` ranked for `query`: lexically, fused with embedding
+    /// similarity when the deployment embeds.
+    async fn ranked(&self, items: Vec<MemoryItem>, query: &str, limit: usize) -> Vec<RankedItem> {
         let embedding = match &self.embedder {
             Some(embedder) if !items.is_empty() => {
                 match embedder.embed(&[query.to_string()]).await {
@@ -290,12 +309,86 @@ impl MemoryService {
             }
             _ => None,
         };
-        Ok(rank(
-            items,
-            query,
-            embedding.as_ref(),
-            limit.clamp(1, MAX_FOUND),
-        ))
+        rank(items, query, embedding.as_ref(), limit.clamp(1, MAX_FOUND))
+    }
+
+    /// What a run's node recalls: the best `limit` items of the namespaces
+    /// for its query, then (the namespaces being the ones its envelope
+    /// names) the most recently written of the rest, until `limit`; an
+    /// error's text when the memory cannot be read.
+    pub async fn recall(
+        &self,
+        tenant_id: &str,
+        call: &MemoryRecallCall,
+    ) -> Result<Vec<RecalledSnippet>, String> {
+        let items = self
+            .gather(tenant_id, &call.namespaces)
+            .await
+            .map_err(|error| error.to_string())?;
+        let limit = call.limit as usize;
+        let mut rest = items.clone();
+        let mut chosen: Vec<MemoryItem> = self
+            .ranked(items, &call.query, limit)
+            .await
+            .into_iter()
+            .map(|ranked| ranked.item)
+            .collect();
+        if chosen.len() < limit {
+            rest.retain(|item| {
+                !chosen
+                    .iter()
+                    .any(|kept| kept.namespace == item.namespace && kept.key == item.key)
+            });
+            rest.sort_by(|left, right| right.updated_at.cmp(&left.updated_at));
+            chosen.extend(rest.into_iter().take(limit - chosen.len()));
+        }
+        Ok(chosen
+            .into_iter()
+            .map(|item| {
+                RecalledSnippet::new(
+                    item.namespace,
+                    item.key,
+                    &item.text,
+                    item.provenance,
+                    item.updated_at,
+                )
+            })
+            .collect())
+    }
+
+    /// Writes a completed run's remembered facets (each keyed by its
+    /// facet): what was written, what the memory refused and why, and the
+    /// store's failure (the step retries every item) if it failed.
+    pub async fn remember(
+        &self,
+        tenant_id: &str,
+        remembering: &MemoryRemembering,
+    ) -> RememberOutcome {
+        let mut outcome = RememberOutcome::default();
+        for facet in &remembering.items {
+            let write = MemoryWrite {
+                namespace: remembering.namespace.clone(),
+                key: facet.key.clone(),
+                text: Some(format!("{}: {}", facet.key, text_of(&facet.value))),
+                value: facet.value.clone(),
+                expires_at: None,
+                provenance: facet.provenance.clone(),
+            };
+            match self.put(tenant_id, write).await {
+                Ok(_) => outcome.written.push(facet.key.clone()),
+                Err(error @ (MemoryError::Invalid { .. } | MemoryError::NamespaceFull { .. })) => {
+                    outcome.refused.push(RefusedMemory {
+                        key: facet.key.clone(),
+                        message: error.to_string(),
+                    })
+                }
+                Err(error @ MemoryError::Unavailable(_)) => {
+                    outcome.failure = Some(error.to_string());
+                    return outcome;
+                }
+            }
+        }
+        outcome
     }
 
     /// Deletes every item of `prefix` and under it; how many.

@@ -526,6 +526,7 @@ impl Services {
             worker_id.into(),
             ports.tools,
             ports.notifier,
+            memory.clone(),
         ));
         Services {
             runs,

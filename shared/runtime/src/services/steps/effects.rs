@@ -184,6 +184,20 @@ impl StepService {
                 }
                 Performed::RunTool(execution, outcome)
             }
+            Effect::RecallMemory(call) => {
+                let found = Box::pin(self.memory.recall(&state.tenant_id, &call)).await;
+                if let Err(error) = &found {
+                    tracing::warn!(node_id = %call.node_id, %error, "the node's recall failed; it runs without memory");
+                }
+                Performed::RecallMemory(call, found)
+            }
+            Effect::Remember(remembering) => {
+                let outcome = Box::pin(self.memory.remember(&state.tenant_id, &remembering)).await;
+                if let Some(error) = &outcome.failure {
+                    tracing::warn!(attempt = remembering.attempt, %error, "the run's remembered facets were not written; the step retries");
+                }
+                Performed::Remember(remembering, outcome)
+            }
             Effect::DraftPlan(call) => {
                 // The rejected drafts' frames go with the planning step's commit.
                 let answered = Box::pin(self.complete_unstreamed(&call.request)).await;

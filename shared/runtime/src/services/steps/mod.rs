@@ -78,6 +78,8 @@ pub struct StepService {
     /// Each tenant's recent calls per capability, as this process saw them.
     health: health::CapabilityHealthBook,
     lifecycle: super::lifecycle_bus::LifecycleBus,
+    /// The tenant's memory: what nodes recall, what completed runs remember.
+    memory: Arc<super::memory::MemoryService>,
 }
 
 /// Where performing the engine's effects left a step.
@@ -109,6 +111,7 @@ impl StepService {
         worker_id: String,
         tools: Arc<dyn ToolRunner>,
         notifier: Arc<dyn crate::ports::CompletionNotifier>,
+        memory: Arc<super::memory::MemoryService>,
     ) -> Self {
         StepService {
             registry: common.registry,
@@ -128,6 +131,7 @@ impl StepService {
             notifier,
             health: health::CapabilityHealthBook::default(),
             lifecycle: common.lifecycle,
+            memory,
         }
     }
 
@@ -175,7 +179,8 @@ impl StepService {
             | StepCommand::FireTimer { .. }
             | StepCommand::CancelRun { .. }
             | StepCommand::ReleaseThreadLane { .. }
-            | StepCommand::Notify { .. } => "",
+            | StepCommand::Notify { .. }
+            | StepCommand::Remember { .. } => "",
         };
         let span = info_span!(
             "step",
@@ -247,7 +252,8 @@ impl StepService {
             | StepCommand::FireTimer { .. }
             | StepCommand::CancelRun { .. }
             | StepCommand::ReleaseThreadLane { .. }
-            | StepCommand::Notify { .. } => self.registry.clone(),
+            | StepCommand::Notify { .. }
+            | StepCommand::Remember { .. } => self.registry.clone(),
         };
         let unavailable =
             Box::pin(self.unavailable_capability(&stored.state, &message.command)).await?;
