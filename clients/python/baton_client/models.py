@@ -357,6 +357,27 @@ class Assignment(BaseModel):
     ] = None
 
 
+class MemoryRecall(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    namespaces: Annotated[
+        list[list[str]],
+        Field(
+            description="Namespaces searched (1 to 10), each read whole; agents'\n`memory_search` reads these and nothing else."
+        ),
+    ]
+    per_node: Annotated[
+        int | None,
+        Field(
+            alias='perNode',
+            description="Snippets each node gets at most (1 to 20, default 3), ranked for the\nnode's instructions and input facets.",
+            ge=0,
+        ),
+    ] = 3
+
+
 class AgentType1(StrEnum):
     ai = 'ai'
     human = 'human'
@@ -1768,6 +1789,24 @@ class PolicyAction5(BaseModel):
     payload: JsonObject | None = None
 
 
+class EnvelopeMemory(BaseModel):
+    model_config = ConfigDict(
+        extra='forbid',
+        populate_by_name=True,
+    )
+    recall: Annotated[
+        MemoryRecall | None,
+        Field(description="What the run's model nodes recall before they run."),
+    ] = None
+    remember_to: Annotated[
+        list[str] | None,
+        Field(
+            alias='rememberTo',
+            description="The namespace the run's remembered facets are written to when it\ncompletes (a capability names them in `remember`; each facet is an\nitem keyed by the facet's name). Agents' `memory_put` writes here.",
+        ),
+    ] = None
+
+
 class Judge(BaseModel):
     model_config = ConfigDict(
         populate_by_name=True,
@@ -3164,6 +3203,12 @@ class CapabilityRegistration(BaseModel):
             description="The tools (`registry/tools/*.json` names) the capability's model may\ncall in its session."
         ),
     ] = None
+    remember: Annotated[
+        list[str] | None,
+        Field(
+            description="Facets of its contracts (input or output) remembered when its run\ncompletes, and only then: each is written to the envelope's\n`memory.rememberTo` namespace, keyed by the facet's name, with the\nnode as provenance (the value the node was given, or made). A run\nwhose envelope names no such namespace remembers nothing."
+        ),
+    ] = None
     max_iterations: Annotated[
         int | None,
         Field(
@@ -3349,5 +3394,11 @@ class TaskEnvelope(BaseModel):
         Field(
             alias='workflowName',
             description="The workflow's name on the run, its listing and its trace (at most\n128 characters). Left out: the output schema's `title`, else `baton`.",
+        ),
+    ] = None
+    memory: Annotated[
+        EnvelopeMemory | None,
+        Field(
+            description="What the run recalls from the tenant's memory and where it\nremembers (`contracts::memory_use`). Left out: neither."
         ),
     ] = None

@@ -693,6 +693,11 @@ export interface components {
              *     128 characters). Left out: the output schema's `title`, else `baton`.
              */
             workflowName?: string | null;
+            /**
+             * @description What the run recalls from the tenant's memory and where it
+             *     remembers (`contracts::memory_use`). Left out: neither.
+             */
+            memory?: components["schemas"]["EnvelopeMemory"] | null;
         };
         /**
          * CapabilityRegistration
@@ -774,6 +779,14 @@ export interface components {
              *     call in its session.
              */
             tools?: string[];
+            /**
+             * @description Facets of its contracts (input or output) remembered when its run
+             *     completes, and only then: each is written to the envelope's
+             *     `memory.rememberTo` namespace, keyed by the facet's name, with the
+             *     node as provenance (the value the node was given, or made). A run
+             *     whose envelope names no such namespace remembers nothing.
+             */
+            remember?: string[];
             /**
              * Format: uint32
              * @description Model turns a session may take (default 10).
@@ -1772,6 +1785,32 @@ export interface components {
             users?: string[];
             /** @description Group claims (`roles` is read as the same). */
             groups?: string[];
+        };
+        /** @description The envelope's `memory` block. */
+        EnvelopeMemory: {
+            /** @description What the run's model nodes recall before they run. */
+            recall?: components["schemas"]["MemoryRecall"] | null;
+            /**
+             * @description The namespace the run's remembered facets are written to when it
+             *     completes (a capability names them in `remember`; each facet is an
+             *     item keyed by the facet's name). Agents' `memory_put` writes here.
+             */
+            rememberTo?: string[] | null;
+        };
+        /** @description Where and how much a node recalls. */
+        MemoryRecall: {
+            /**
+             * @description Namespaces searched (1 to 10), each read whole; agents'
+             *     `memory_search` reads these and nothing else.
+             */
+            namespaces: string[][];
+            /**
+             * Format: uint32
+             * @description Snippets each node gets at most (1 to 20, default 3), ranked for the
+             *     node's instructions and input facets.
+             * @default 3
+             */
+            perNode: number;
         };
         /** @description Who performs the capability. */
         AgentType: ("ai" | "human") | "builtin";
