@@ -1,5 +1,5 @@
 //! Ranking a namespace's items for a query. Lexical: BM25 over the items'
-//! text (the `bm25` crate's scorer over [`Words`], lowercased words less a
+//! namespace, key and text (the `bm25` crate's scorer over [`Words`], lowercased words less a
 //! short list of English stop words; written here, a few lines: the
 //! crate's own tokenizer carries the stemmers and stop words of every
 //! language, 1.4 MB the api function cannot take), always.
@@ -129,13 +129,25 @@ fn order_key(item: &MemoryItem) -> (String, &str) {
     (item.namespace_key(), item.key.as_str())
 }
 
+/// What BM25 reads of an item: its namespace's parts and key (so
+/// `["people", …, "preferences"]` / `answer_format` is found by
+/// "preferences" or "format"), then its text.
+fn searched_words(item: &MemoryItem) -> String {
+    let mut words = item.namespace.join(" ");
+    words.push(' ');
+    words.push_str(&item.key);
+    words.push(' ');
+    words.push_str(&item.text);
+    words
+}
+
 /// The items BM25 scores above zero for `query`, best first (ties by
 /// namespace and key).
 fn lexical_order(items: &[MemoryItem], query: &str) -> Vec<usize> {
     let documents: Vec<Document<usize>> = items
         .iter()
         .enumerate()
-        .map(|(index, item)| Document::new(index, item.text.clone()))
+        .map(|(index, item)| Document::new(index, searched_words(item)))
         .collect();
     let engine: SearchEngine<usize, u32, Words> =
         SearchEngineBuilder::with_tokenizer_and_documents(Words, documents).build();
@@ -204,7 +216,7 @@ mod tests {
 
     fn item(key: &str, text: &str, embedding: Option<Vec<f32>>) -> MemoryItem {
         MemoryItem {
-            namespace: vec!["client".into(), "tone".into()],
+            namespace: vec!["client".into(), "guide".into()],
             key: key.into(),
             value: json!(text),
             text: text.into(),
@@ -232,6 +244,19 @@ mod tests {
         assert_eq!(ranked[0].item.key, "tone");
         assert_eq!(ranked[0].found_by, FoundBy::Lexical);
         assert!(ranked.iter().all(|found| found.item.key != "colours"));
+        // The namespace and the key are read too: a word of either finds
+        // every item they hold.
+        let by_namespace = rank(
+            vec![
+                item("colours", "navy", None),
+                item("answer_format", "bullets", None),
+            ],
+            "guide format",
+            None,
+            3,
+        );
+        assert_eq!(by_namespace.len(), 2);
+        assert_eq!(by_namespace[0].item.key, "answer_format");
     }
 
     #[test]

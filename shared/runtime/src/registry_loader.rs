@@ -336,7 +336,15 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(&built_in), names(&on_disk));
-        assert_eq!(names(&on_disk), ["agent_create_plan", "registry_search"]);
+        assert_eq!(
+            names(&on_disk),
+            [
+                "agent_create_plan",
+                "memory_put",
+                "memory_search",
+                "registry_search"
+            ]
+        );
         let general = built_in.context_guidance("global").unwrap();
         assert_eq!(Some(general), on_disk.context_guidance("general"));
     }

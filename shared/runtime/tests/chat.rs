@@ -431,6 +431,7 @@ fn a_context_types_profile_picks_the_orchestrators_model_through_chat_json() {
     let turn = |context_type: &str| baton_core::records::chat::ChatTurn {
         thread_id: "thread_1".into(),
         message: "Audit the project.".into(),
+        user: None,
         agent: None,
         context_type: Some(context_type.into()),
         history: Vec::new(),

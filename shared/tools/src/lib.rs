@@ -157,6 +157,12 @@ impl ToolRunner {
             } => ToolOutcome::failed(
                 "agent_create_plan is performed by the orchestrator (a child run), not by a tool runner",
             ),
+            ToolExecutor::Builtin {
+                operation: BuiltinTool::MemorySearch | BuiltinTool::MemoryPut,
+            } => ToolOutcome::failed(format!(
+                "{} is performed by the orchestrator within the run's memory scope, not by a tool runner",
+                tool.name
+            )),
             #[cfg(any(feature = "mcp-stdio", feature = "mcp-http"))]
             ToolExecutor::Mcp(executor) => mcp::call(self, tool, executor, call).await,
             #[cfg(not(any(feature = "mcp-stdio", feature = "mcp-http")))]

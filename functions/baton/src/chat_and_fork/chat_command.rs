@@ -59,6 +59,7 @@ pub async fn chat(options: ChatOptions) -> Outcome {
         inputs,
         entity_id: options.entity_id.clone(),
         multitask_strategy: options.multitask_strategy,
+        user: None,
     };
     if let Some(message) = options.message {
         request.message = message;

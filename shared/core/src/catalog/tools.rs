@@ -99,6 +99,19 @@ pub enum BuiltinTool {
     AgentCreatePlan,
     /// Read-only search over the registry's capabilities and facets.
     RegistrySearch,
+    /// Search the tenant's memory, in the namespaces the run may read
+    /// (`contracts::memory_use::MemoryToolScope`).
+    MemorySearch,
+    /// Keep an item in the tenant's memory, in the namespace the run may
+    /// write to.
+    MemoryPut,
+}
+
+impl BuiltinTool {
+    /// Whether the tool reads or writes the tenant's memory.
+    pub fn is_memory(self) -> bool {
+        matches!(self, BuiltinTool::MemorySearch | BuiltinTool::MemoryPut)
+    }
 }
 
 const HTTP_METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];

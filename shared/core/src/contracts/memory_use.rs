@@ -117,6 +117,61 @@ impl EnvelopeMemory {
     }
 }
 
+/// What an agent's memory tools may touch in one run: the namespaces
+/// `memory_search` reads and the one `memory_put` writes to, and whose
+/// preferences they are (a chat's signed-in person).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct MemoryToolScope {
+    pub readable: Vec<Vec<String>>,
+    pub writable: Option<Vec<String>>,
+    pub person: Option<String>,
+}
+
+/// The first part of a person's preferences namespace.
+pub const PEOPLE_NAMESPACE: &str = "people";
+/// The last part of a person's preferences namespace.
+pub const PREFERENCES_NAMESPACE: &str = "preferences";
+
+impl MemoryToolScope {
+    /// The scope of a run: its envelope's `memory` block (reads what it
+    /// recalls from and remembers to, writes where it remembers), and for a
+    /// chat whose settings remember preferences, its person's
+    /// `["people", <user>, "preferences"]` (read and written; it is the one
+    /// written to).
+    pub fn of(
+        memory: Option<&EnvelopeMemory>,
+        chat_person: Option<&str>,
+        chat_remembers_preferences: bool,
+    ) -> Self {
+        let mut scope = MemoryToolScope {
+            readable: memory.map(EnvelopeMemory::readable).unwrap_or_default(),
+            writable: memory.and_then(|memory| memory.remember_to.clone()),
+            person: None,
+        };
+        if chat_remembers_preferences
+            && let Some(person) = chat_person.filter(|person| !person.trim().is_empty())
+        {
+            let preferences = vec![
+                PEOPLE_NAMESPACE.to_string(),
+                person.to_string(),
+                PREFERENCES_NAMESPACE.to_string(),
+            ];
+            if !scope.readable.contains(&preferences) {
+                scope.readable.insert(0, preferences.clone());
+            }
+            scope.writable = Some(preferences);
+            scope.person = Some(person.to_string());
+        }
+        scope.readable.truncate(MAX_RECALLED_NAMESPACES);
+        scope
+    }
+
+    /// Whether the tools have anything to touch (else they are not offered).
+    pub fn is_empty(&self) -> bool {
+        self.readable.is_empty() && self.writable.is_none()
+    }
+}
+
 /// One item a node was given from memory: quoted data with where it came
 /// from, never an instruction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -225,6 +280,27 @@ mod tests {
         assert!(fine.may_read(&names(&["client", "x", "tone"])));
         assert!(!fine.may_read(&names(&["client", "y"])));
         assert_eq!(fine.readable(), vec![names(&["client", "x", "tone"])]);
+    }
+
+    #[test]
+    fn a_chat_remembering_preferences_scopes_its_tools_to_its_person() {
+        let memory: EnvelopeMemory = serde_json::from_value(serde_json::json!({
+            "recall": {"namespaces": [["team", "facts"]]}
+        }))
+        .unwrap();
+        let preferences = names(&["people", "ana@example.com", "preferences"]);
+        let chat = MemoryToolScope::of(Some(&memory), Some("ana@example.com"), true);
+        assert_eq!(
+            chat.readable,
+            vec![preferences.clone(), names(&["team", "facts"])]
+        );
+        assert_eq!(chat.writable, Some(preferences));
+        assert_eq!(chat.person.as_deref(), Some("ana@example.com"));
+        // No person, or settings that do not remember: the envelope's alone.
+        let anonymous = MemoryToolScope::of(Some(&memory), None, true);
+        assert_eq!(anonymous.readable, vec![names(&["team", "facts"])]);
+        assert_eq!(anonymous.writable, None);
+        assert!(MemoryToolScope::of(None, Some("ana@example.com"), false).is_empty());
     }
 
     #[test]

@@ -393,6 +393,9 @@ pub struct ToolExecution {
     pub claim_key: ClaimKey,
     pub tool: crate::catalog::tools::ToolDefinition,
     pub invocation: ToolInvocation,
+    /// A memory tool's scope: the namespaces it may read and write, and
+    /// whose preferences they are (the shell performs the call within it).
+    pub memory_scope: Option<Box<crate::contracts::memory_use::MemoryToolScope>>,
 }
 
 /// Start a child run (its id and first decision are chosen by the engine).

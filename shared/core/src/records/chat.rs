@@ -22,6 +22,12 @@ pub const ORCHESTRATOR_CHAT_AGENT: &str = "baton.chat";
 pub struct ChatSettings {
     /// The orchestrator agent's system prompt.
     pub instructions: String,
+    /// The agent keeps what a signed-in person prefers across their
+    /// threads: its `memory_search` and `memory_put` tools read and write
+    /// the namespace `["people", <user>, "preferences"]` (offered only
+    /// when the message names its person).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remember_preferences: bool,
     /// The tools it may call (registry names).
     #[serde(default)]
     pub tools: Vec<String>,
@@ -134,6 +140,10 @@ pub struct ChatExchange {
 pub struct ChatTurn {
     pub thread_id: String,
     pub message: String,
+    /// The signed-in person who sent it (the caller's `sub`), when known:
+    /// whose preferences the agent may remember.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// The specialist to talk to (a registered capability), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,

@@ -58,12 +58,14 @@ fn chat_request(body: ChatMessageRequest) -> Result<ChatRequest, ApiError> {
         inputs: body.inputs,
         entity_id: optional(body.entity_id, "entityId")?,
         multitask_strategy: body.multitask_strategy,
+        user: None,
     })
 }
 
 pub(crate) async fn chat(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    principal: Option<Extension<crate::auth::Principal>>,
     Query(query): Query<StreamQuery>,
     headers: axum::http::HeaderMap,
     ValidatedJson(body): ValidatedJson<ChatMessageRequest>,
@@ -71,7 +73,9 @@ pub(crate) async fn chat(
     let dialect = query.dialect()?;
     let key = request_key(&headers, body.idempotency_key.as_deref())?;
     let fingerprint = serde_json::to_value(&body).unwrap_or_default();
-    let request = chat_request(body)?;
+    let mut request = chat_request(body)?;
+    // The signed-in person: whose preferences the chat may remember.
+    request.user = principal.and_then(|Extension(principal)| principal.user);
     let caller = crate::trace_header::caller_trace(&headers);
     let ticket = state
         .open_stream(&tenant.0, StreamOf::RunNotStartedYet)

@@ -31,6 +31,7 @@ pub mod dataset_evaluations;
 pub mod follow;
 pub mod lifecycle_bus;
 pub mod memory;
+mod memory_tools;
 mod outbox;
 mod people;
 mod request_keys;

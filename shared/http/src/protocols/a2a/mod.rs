@@ -320,6 +320,7 @@ impl A2aServer {
                     inputs: serde_json::Map::new(),
                     entity_id: None,
                     multitask_strategy: Default::default(),
+                    user: None,
                 };
                 match self.state.runs.submit_chat(&self.tenant, &chat).await {
                     // A context the client made up starts a thread of its own.

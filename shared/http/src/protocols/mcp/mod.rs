@@ -502,6 +502,7 @@ impl BatonMcpServer {
             inputs: Map::new(),
             entity_id: None,
             multitask_strategy: Default::default(),
+            user: None,
         };
         let _ticket = self
             .state

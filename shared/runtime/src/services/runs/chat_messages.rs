@@ -30,6 +30,9 @@ pub struct ChatRequest {
     pub inputs: serde_json::Map<String, serde_json::Value>,
     /// The entity the conversation is about.
     pub entity_id: Option<String>,
+    /// The signed-in person sending it (the caller's `sub`), when known:
+    /// a chat whose settings remember preferences keeps theirs.
+    pub user: Option<String>,
     /// What this message does if its thread is still answering another
     /// (`baton_core::records::thread_lane::MultitaskStrategy`; `enqueue` when unsaid).
     pub multitask_strategy: MultitaskStrategy,
@@ -132,6 +135,7 @@ impl RunService {
         let turn = ChatTurn {
             thread_id,
             message: request.message.clone(),
+            user: request.user.clone(),
             agent: request.agent.clone(),
             context_type: request.context_type.clone(),
             history,

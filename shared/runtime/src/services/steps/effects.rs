@@ -173,11 +173,27 @@ impl StepService {
                     gen_ai.tool.call.id = %execution.invocation.call_id,
                     error.type = tracing::field::Empty,
                 );
-                let outcome = tracing::Instrument::instrument(
-                    self.tools.run_tool(&execution.tool, &execution.invocation),
-                    span.clone(),
-                )
-                .await;
+                let outcome = match execution.memory_scope.as_deref() {
+                    // The tenant's memory, within the run's scope.
+                    Some(scope) => {
+                        tracing::Instrument::instrument(
+                            self.memory.run_tool(
+                                (&state.tenant_id, &state.run_id),
+                                scope,
+                                &execution,
+                            ),
+                            span.clone(),
+                        )
+                        .await
+                    }
+                    None => {
+                        tracing::Instrument::instrument(
+                            self.tools.run_tool(&execution.tool, &execution.invocation),
+                            span.clone(),
+                        )
+                        .await
+                    }
+                };
                 if let baton_core::records::conversation::ToolOutcome::Failed { .. } = &outcome {
                     span.record("otel.status_code", "ERROR");
                     span.record("error.type", "tool_failed");
