@@ -575,6 +575,46 @@ def use_a_server_without_tokens_without_being_asked_for_one(browser):
     print("ok: a server without tokens is used without a token form (its sandbox off, as the page says)")
 
 
+def remember_a_runs_tone_then_search_open_and_delete_it(page):
+    document = envelope("registry/examples/seed-10.1-sample-envelope.json")
+    document.setdefault("constraints", {})["preferredModels"] = ["gpt-4.1-nano"]
+    # The writer capability remembers the tone it worked with, once the run completes.
+    document["memory"] = {"rememberTo": ["client", "viewer", "tone"]}
+    run_id = start_run(page, document)
+    expect(run_badge(page)).to_have_text("awaiting_hitl", timeout=TIMEOUT_MS)
+    page.locator(".approval button.approve").click()
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    # The run remembers in a step after its completion: list until it shows.
+    page.fill("#memory-prefix", "client/viewer")
+    item = page.locator('#memory-items li[data-key="toneOfVoice"]')
+    for _ in range(60):
+        page.click("#list-memory")
+        page.wait_for_timeout(250)
+        if item.count() == 1:
+            break
+    expect(item).to_have_count(1)
+    expect(item).to_have_attribute("data-namespace", "client/viewer/tone")
+    expect(item.locator(".memory-text")).to_contain_text("confident")
+    expect(item.locator("a.memory-run")).to_contain_text(run_id)
+    shot(page, "22-memory-listed")
+    # Search the listed namespaces: the tone is found by its words.
+    page.fill("#memory-query", "supportive tone")
+    page.click("#search-memory")
+    expect(item.locator(".hint").first).to_contain_text("lexical", timeout=TIMEOUT_MS)
+    expect(page.locator("#memory-error")).to_have_text("")
+    shot(page, "23-memory-searched")
+    # Open the run that wrote it.
+    item.locator("a.memory-run").click()
+    page.wait_for_function("(run) => location.hash === '#run/' + run", arg=run_id, timeout=TIMEOUT_MS)
+    expect(run_badge(page)).to_have_text("completed", timeout=TIMEOUT_MS)
+    # Delete it: the namespace is empty again.
+    item.locator('button[data-action="delete"]').click()
+    expect(item).to_have_count(0, timeout=TIMEOUT_MS)
+    expect(page.locator("#memory-items")).to_contain_text("no items")
+    shot(page, "24-memory-deleted")
+    print(f"ok: run {run_id} remembered its tone; listed, searched, its run opened, deleted")
+
+
 def main():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
@@ -598,7 +638,8 @@ def main():
                          fork_a_run_from_a_node_with_a_corrected_output,
                          keep_pause_resume_and_delete_a_schedule,
                          run_an_evaluation_and_open_an_example_run,
-                         draft_an_envelope_in_three_messages_and_run_it):
+                         draft_an_envelope_in_three_messages_and_run_it,
+                         remember_a_runs_tone_then_search_open_and_delete_it):
             try:
                 scenario(page)
             except Exception:

@@ -19,7 +19,9 @@
 //! an evaluation run from the viewer (a wrong line refused with its path),
 //! its examples shown, one opened as its run; an envelope drafted in three
 //! messages in the developer sandbox (on for the tokened server, off for
-//! the other, which says so), its plan drawn, then run to completion.
+//! the other, which says so), its plan drawn, then run to completion; a
+//! run's remembered tone listed in the memory section, searched, its run
+//! opened, deleted.
 //! Screenshots go to `target/browser-artifacts/` (or
 //! `BATON_BROWSER_ARTIFACTS`).
 //!
@@ -136,7 +138,7 @@ async fn the_run_viewer_works_in_headless_chromium() {
             .lines()
             .filter(|line| line.starts_with("ok: "))
             .count(),
-        11,
+        12,
         "every scenario reported: {stdout}"
     );
     let topics = ledger.topics();

@@ -13,6 +13,7 @@ import { make, millis, pretty } from "./dom.js";
 import { forkForm, forkTree } from "./forks.js";
 import { timelineView } from "./timeline.js";
 import { createSchedule, loadSchedules } from "./schedules.js";
+import { loadMemory, searchMemory } from "./memory.js";
 import { showSandbox } from "./sandbox.js";
 import { loadEvaluations, showEvaluation, startEvaluation } from "./evaluations.js";
 
@@ -510,6 +511,7 @@ function start() {
     loadThreads();
     loadSchedules();
     loadEvaluations();
+    loadMemory();
     route();
   });
   $("#refresh-runs").addEventListener("click", () => loadRuns());
@@ -527,6 +529,8 @@ function start() {
   $("#refresh-schedules").addEventListener("click", loadSchedules);
   $("#create-schedule").addEventListener("click", createSchedule);
   $("#refresh-evaluations").addEventListener("click", loadEvaluations);
+  $("#list-memory").addEventListener("click", loadMemory);
+  $("#search-memory").addEventListener("click", searchMemory);
   $("#start-evaluation").addEventListener("click", startEvaluation);
   window.addEventListener("hashchange", route);
   // The token form shows only when the server refuses a request (a server
@@ -545,6 +549,7 @@ function start() {
   loadThreads();
   loadSchedules();
   loadEvaluations();
+  loadMemory();
   route();
 }
 

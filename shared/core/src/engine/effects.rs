@@ -152,10 +152,10 @@ pub enum Effect {
     ReleaseThreadLane(LaneRelease),
     /// Search the tenant's memory for a model node before its call (no
     /// claim: a read; the node's call that follows claims).
-    RecallMemory(Box<super::memory_steps::MemoryRecallCall>),
+    RecallMemory(Box<super::memory_effects::MemoryRecallCall>),
     /// Write a completed run's remembered facets to the tenant's memory
     /// (no claim: puts by key, so a repeat changes nothing).
-    Remember(Box<super::memory_steps::MemoryRemembering>),
+    Remember(Box<super::memory_effects::MemoryRemembering>),
 }
 
 impl Effect {
@@ -247,12 +247,12 @@ pub enum Performed {
     /// The lane was released (or had been already).
     ReleaseThreadLane(LaneRelease),
     RecallMemory(
-        Box<super::memory_steps::MemoryRecallCall>,
-        super::memory_steps::RecallOutcome,
+        Box<super::memory_effects::MemoryRecallCall>,
+        super::memory_effects::RecallOutcome,
     ),
     Remember(
-        Box<super::memory_steps::MemoryRemembering>,
-        super::memory_steps::RememberOutcome,
+        Box<super::memory_effects::MemoryRemembering>,
+        super::memory_effects::RememberOutcome,
     ),
 }
 

@@ -16,13 +16,12 @@
 //!   notifications' schedule. No frame: `complete` stays the run's last.
 
 use baton_memory::item::Provenance;
-use serde_json::Value;
 
 use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::contracts::memory_use::{RecalledSnippet, recall_query};
 use crate::planning::plan::PlanNode;
-use crate::records::remembered::{MAX_REMEMBER_ATTEMPTS, RefusedMemory, RememberRecord};
+use crate::records::remembered::{MAX_REMEMBER_ATTEMPTS, RememberRecord};
 use crate::state::context::{ContextBundle, build_model_request};
 use crate::state::context_budget::{estimated_tokens, prompt_budget};
 use crate::state::run::{NodeStatus, RunState, RunStatus, StepCommand, StepMessage};
@@ -30,52 +29,14 @@ use crate::wire::frames::{self, ExecutorType, MemoryRecalledPayload, RunPhase};
 
 use super::decision::{Decision, EngineContext};
 use super::effects::{Effect, ModelCall, StepAdvance};
+use super::memory_effects::{
+    MemoryRecallCall, MemoryRemembering, RecallOutcome, RememberOutcome, RememberedFacet,
+};
 use super::plan_lookup::{claim_frames, plan_node_in, plan_of};
 use super::step_context::StepContext;
 
 /// Characters of a node's recall query at most (its instructions first).
 const MAX_QUERY_CHARS: usize = 4_000;
-
-/// A model node's search of the tenant's memory, before its model call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemoryRecallCall {
-    pub node_id: String,
-    pub attempt: u32,
-    pub namespaces: Vec<Vec<String>>,
-    /// What the items are ranked for: the node's instructions and inputs.
-    pub query: String,
-    /// Items wanted at most (the envelope's `perNode`).
-    pub limit: u32,
-}
-
-/// What the search found, best first, or why it could not be made.
-pub type RecallOutcome = Result<Vec<RecalledSnippet>, String>;
-
-/// One facet a completed run remembers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RememberedFacet {
-    /// The facet's name: the item's key.
-    pub key: String,
-    pub value: Value,
-    pub provenance: Provenance,
-}
-
-/// One attempt at writing a completed run's remembered facets.
-#[derive(Debug, Clone, PartialEq)]
-pub struct MemoryRemembering {
-    pub attempt: u32,
-    pub namespace: Vec<String>,
-    pub items: Vec<RememberedFacet>,
-}
-
-/// What writing them did: the keys written, the items refused (not to be
-/// retried), and the store's failure (to be retried), if any.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct RememberOutcome {
-    pub written: Vec<String>,
-    pub refused: Vec<RefusedMemory>,
-    pub failure: Option<String>,
-}
 
 /// The recall a model node makes before it runs, when the envelope asks
 /// for one.
@@ -135,7 +96,7 @@ pub(super) fn resume_recall(
     let mut bundle = crate::state::context::build_context_bundle(&state, node, engine.registry);
     let (found, unavailable) = match outcome {
         Ok(found) => (found.as_slice(), None),
-        Err(why) => (&[][..], Some(why.clone())),
+        Err(failure) => (&[][..], Some(failure.message.clone())),
     };
     let kept = fitting(node, &bundle, found, engine);
     let trimmed = (found.len() - kept) as u32;
@@ -351,4 +312,31 @@ pub(super) fn resume_remember(
         exchanges: Vec::new(),
         entries: Vec::new(),
     })))
+}
+
+/// What the run's memory tools may touch (`MemoryToolScope::of`): its
+/// envelope's `memory` block, and a chat's person when the chat settings
+/// remember preferences.
+pub(in crate::engine) fn memory_tool_scope(
+    state: &RunState,
+    engine: &EngineContext<'_>,
+) -> crate::contracts::memory_use::MemoryToolScope {
+    let chat = state.chat.as_deref();
+    crate::contracts::memory_use::MemoryToolScope::of(
+        state.envelope.memory.as_ref(),
+        chat.and_then(|turn| turn.user.as_deref()),
+        chat.is_some()
+            && engine
+                .registry
+                .chat_settings()
+                .is_some_and(|settings| settings.remember_preferences),
+    )
+}
+
+/// Whether `tool` reads or writes the tenant's memory.
+pub(in crate::engine) fn is_memory_tool(tool: &crate::catalog::tools::ToolDefinition) -> bool {
+    matches!(
+        tool.executor,
+        crate::catalog::tools::ToolExecutor::Builtin { operation } if operation.is_memory()
+    )
 }

@@ -52,6 +52,7 @@ mod hitl;
 mod human;
 mod lane_release;
 mod lifecycle;
+mod memory_effects;
 mod memory_steps;
 mod narration;
 mod node;
@@ -96,8 +97,9 @@ pub use hitl::{
 pub use human::{
     HumanAnswer, HumanDecline, HumanInputRefused, answer_human_node, decline_human_node,
 };
-pub use memory_steps::{
-    MemoryRecallCall, MemoryRemembering, RecallOutcome, RememberOutcome, RememberedFacet,
+pub use memory_effects::{
+    MemoryRecallCall, MemoryRemembering, RecallFailure, RecallOutcome, RememberOutcome,
+    RememberedFacet,
 };
 pub use policy_matching::run_metrics;
 pub use starts::{advisory_field_warnings, legacy_policy_warnings, start_chat_run, start_run};

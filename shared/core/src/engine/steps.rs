@@ -16,24 +16,6 @@ use super::{
     timers,
 };
 
-/// The node a command is about, if any.
-fn command_node(command: &StepCommand) -> Option<&str> {
-    match command {
-        StepCommand::ExecuteNode { node_id, .. }
-        | StepCommand::AskJudge { node_id, .. }
-        | StepCommand::AgentTurn { node_id, .. }
-        | StepCommand::RunTool { node_id, .. }
-        | StepCommand::ChildRunEnded { node_id, .. } => Some(node_id),
-        StepCommand::Plan
-        | StepCommand::Replan { .. }
-        | StepCommand::FireTimer { .. }
-        | StepCommand::CancelRun { .. }
-        | StepCommand::ReleaseThreadLane { .. }
-        | StepCommand::Notify { .. }
-        | StepCommand::Remember { .. } => None,
-    }
-}
-
 /// Whether `command`'s step asks a model for a node: a model or agent
 /// node's attempt, an agent's turn, a judge.
 fn asks_a_model(state: &RunState, command: &StepCommand) -> bool {
@@ -143,7 +125,7 @@ pub fn begin_step(
         return Ok(StepAdvance::Decided(Box::new(step.into_decision())));
     }
     if asks_a_model(state, command)
-        && let Some(report) = budget::used_up_before_a_call(state, now, command_node(command))
+        && let Some(report) = budget::used_up_before_a_call(state, now, command.node_id())
     {
         // `constraints.maxCostUsd` or `maxDurationSeconds` is used up: no
         // more model calls (unless a policy parks the run for approval).

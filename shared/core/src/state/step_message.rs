@@ -119,6 +119,24 @@ pub struct StepMessage {
 }
 
 impl StepCommand {
+    /// The node the command is about, if any.
+    pub fn node_id(&self) -> Option<&str> {
+        match self {
+            StepCommand::ExecuteNode { node_id, .. }
+            | StepCommand::AskJudge { node_id, .. }
+            | StepCommand::AgentTurn { node_id, .. }
+            | StepCommand::RunTool { node_id, .. }
+            | StepCommand::ChildRunEnded { node_id, .. } => Some(node_id),
+            StepCommand::Plan
+            | StepCommand::Replan { .. }
+            | StepCommand::FireTimer { .. }
+            | StepCommand::CancelRun { .. }
+            | StepCommand::ReleaseThreadLane { .. }
+            | StepCommand::Notify { .. }
+            | StepCommand::Remember { .. } => None,
+        }
+    }
+
     /// The command's kind as its wire `kind` says it (a step span's name).
     pub fn kind_name(&self) -> &'static str {
         match self {

@@ -64,6 +64,11 @@ const FILES: &[(&str, &str, &str)] = &[
         include_str!("../../viewer/schedules.js"),
     ),
     (
+        "memory.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../viewer/memory.js"),
+    ),
+    (
         "evaluations.js",
         "text/javascript; charset=utf-8",
         include_str!("../../viewer/evaluations.js"),

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use baton_core::basics::instant::Instant;
 use baton_core::contracts::memory_use::RecalledSnippet;
-use baton_core::engine::{MemoryRecallCall, MemoryRemembering, RememberOutcome};
+use baton_core::engine::{MemoryRecallCall, MemoryRemembering, RecallFailure, RememberOutcome};
 use baton_core::records::remembered::RefusedMemory;
 use baton_memory::item::{
     InvalidItem, MemoryItem, Provenance, check_item, check_namespace, text_of,
@@ -320,11 +320,13 @@ impl MemoryService {
         &self,
         tenant_id: &str,
         call: &MemoryRecallCall,
-    ) -> Result<Vec<RecalledSnippet>, String> {
+    ) -> Result<Vec<RecalledSnippet>, RecallFailure> {
         let items = self
             .gather(tenant_id, &call.namespaces)
             .await
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| RecallFailure {
+                message: error.to_string(),
+            })?;
         let limit = call.limit as usize;
         let mut rest = items.clone();
         let mut chosen: Vec<MemoryItem> = self

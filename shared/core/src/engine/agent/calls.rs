@@ -175,8 +175,11 @@ pub(in crate::engine) fn begin_tool(
                 turn,
                 call_id: call_id.to_string(),
             },
-            memory_scope: super::is_memory_tool(tool)
-                .then(|| Box::new(super::memory_tool_scope(state, engine))),
+            memory_scope: crate::engine::memory_steps::is_memory_tool(tool).then(|| {
+                Box::new(crate::engine::memory_steps::memory_tool_scope(
+                    state, engine,
+                ))
+            }),
             tool: tool.clone(),
             invocation: invocation(state, node_id, turn, pending),
         },

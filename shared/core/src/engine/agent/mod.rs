@@ -97,33 +97,6 @@ fn deliberating(state: &RunState, node_id: &str, attempt: u32) -> bool {
 pub const NO_TOOLS_REMINDER: &str =
     "\n\nYou currently have no tools: focus on guidance, and answer in words.";
 
-/// What the run's memory tools may touch (`MemoryToolScope::of`): its
-/// envelope's `memory` block, and a chat's person when the chat settings
-/// remember preferences.
-pub(in crate::engine) fn memory_tool_scope(
-    state: &RunState,
-    engine: &EngineContext<'_>,
-) -> crate::contracts::memory_use::MemoryToolScope {
-    let chat = state.chat.as_deref();
-    crate::contracts::memory_use::MemoryToolScope::of(
-        state.envelope.memory.as_ref(),
-        chat.and_then(|turn| turn.user.as_deref()),
-        chat.is_some()
-            && engine
-                .registry
-                .chat_settings()
-                .is_some_and(|settings| settings.remember_preferences),
-    )
-}
-
-/// Whether `tool` reads or writes the tenant's memory.
-pub(in crate::engine) fn is_memory_tool(tool: &crate::catalog::tools::ToolDefinition) -> bool {
-    matches!(
-        tool.executor,
-        crate::catalog::tools::ToolExecutor::Builtin { operation } if operation.is_memory()
-    )
-}
-
 /// The node's step: open the session and take its first model turn.
 pub(super) fn begin_session(
     state: &RunState,
@@ -137,7 +110,7 @@ pub(super) fn begin_session(
         CoreError::StepDoesNotApply(format!("node {} is not an agent", node.node_id))
     })?;
     let mut tools = Vec::with_capacity(settings.tools.len());
-    let memory_scope = memory_tool_scope(state, engine);
+    let memory_scope = super::memory_steps::memory_tool_scope(state, engine);
     for name in &settings.tools {
         let Some(tool) = engine.registry.tool(name) else {
             let mut step = StepContext::new(state.clone(), now, engine);
@@ -152,7 +125,7 @@ pub(super) fn begin_session(
             );
             return Ok(step.into_advance());
         };
-        if is_memory_tool(tool) && memory_scope.is_empty() {
+        if super::memory_steps::is_memory_tool(tool) && memory_scope.is_empty() {
             // Nothing the run may read or write: the tool is not offered.
             continue;
         }

@@ -192,7 +192,9 @@ fn a_failed_search_leaves_the_node_to_run_without_memory_and_says_why() {
     let state = planned_with(memory_envelope(Some(recalling())), &context);
     let call = call_after_recall(
         &state,
-        Err("the memory store failed: throttled".into()),
+        Err(RecallFailure {
+            message: "the memory store failed: throttled".into(),
+        }),
         &context,
     );
     assert!(user_message(&call).get("recalledMemory").is_none());

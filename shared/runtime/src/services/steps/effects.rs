@@ -202,8 +202,8 @@ impl StepService {
             }
             Effect::RecallMemory(call) => {
                 let found = Box::pin(self.memory.recall(&state.tenant_id, &call)).await;
-                if let Err(error) = &found {
-                    tracing::warn!(node_id = %call.node_id, %error, "the node's recall failed; it runs without memory");
+                if let Err(failure) = &found {
+                    tracing::warn!(node_id = %call.node_id, error = %failure.message, "the node's recall failed; it runs without memory");
                 }
                 Performed::RecallMemory(call, found)
             }

@@ -168,20 +168,7 @@ impl StepService {
         message: &StepMessage,
         deadline: Option<Instant>,
     ) -> Result<StepOutcome, RuntimeError> {
-        let node_id = match &message.command {
-            StepCommand::ExecuteNode { node_id, .. }
-            | StepCommand::AskJudge { node_id, .. }
-            | StepCommand::AgentTurn { node_id, .. }
-            | StepCommand::RunTool { node_id, .. }
-            | StepCommand::ChildRunEnded { node_id, .. } => node_id.as_str(),
-            StepCommand::Plan
-            | StepCommand::Replan { .. }
-            | StepCommand::FireTimer { .. }
-            | StepCommand::CancelRun { .. }
-            | StepCommand::ReleaseThreadLane { .. }
-            | StepCommand::Notify { .. }
-            | StepCommand::Remember { .. } => "",
-        };
+        let node_id = message.command.node_id().unwrap_or_default();
         let span = info_span!(
             "step",
             otel.name = message.command.kind_name(),
