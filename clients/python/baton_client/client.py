@@ -203,8 +203,10 @@ class BatonClient:
         return self._call("triggerPolicy", path={"run_id": run_id, "policy_id": policy_id})
 
     # Capabilities, threads, evaluations
-    def list_capabilities(self) -> models.CapabilityList:
-        return self._call("listCapabilities")
+    def list_capabilities(self, *, q: str | None = None,
+                          limit: int | None = None) -> models.CapabilityList:
+        """Every capability; with `q`, those a search finds, best first."""
+        return self._call("listCapabilities", params=_query(q=q, limit=limit))
 
     def register_capability(self, registration: models.CapabilityRegistration | dict
                             ) -> models.CapabilityRegistered:
@@ -440,8 +442,10 @@ class AsyncBatonClient:
     async def trigger_policy(self, run_id: str, policy_id: str) -> models.HumanActionApplied:
         return await self._call("triggerPolicy", path={"run_id": run_id, "policy_id": policy_id})
 
-    async def list_capabilities(self) -> models.CapabilityList:
-        return await self._call("listCapabilities")
+    async def list_capabilities(self, *, q: str | None = None,
+                                limit: int | None = None) -> models.CapabilityList:
+        """Every capability; with `q`, those a search finds, best first."""
+        return await self._call("listCapabilities", params=_query(q=q, limit=limit))
 
     async def register_capability(self, registration: models.CapabilityRegistration | dict
                                   ) -> models.CapabilityRegistered:

@@ -1045,6 +1045,14 @@ class NodeStatus(
     root: NodeStatus1 | Literal['pending'] | Literal['scheduled'] | Literal['deliberating'] | Literal['skipped']
 
 
+class CapabilityFound(BaseModel):
+    model_config = ConfigDict(
+        populate_by_name=True,
+    )
+    score: float
+    found_by: Annotated[FoundBy, Field(alias='foundBy')]
+
+
 class CapabilitySource(StrEnum):
     registry = 'registry'
     registered = 'registered'
@@ -1476,6 +1484,12 @@ class CapabilityRegistered(BaseModel):
         populate_by_name=True,
     )
     capability_id: Annotated[str, Field(alias='capabilityId')]
+    found: Annotated[
+        CapabilityFound | None,
+        Field(
+            description='How a search (`q`) found it: its fused score and by what\n(`lexical`, `embedding`, `both`).'
+        ),
+    ] = None
     agent_type: Annotated[AgentType, Field(alias='agentType')]
     kind: NodeKind
     version: str
@@ -2195,6 +2209,12 @@ class CapabilitySummary(BaseModel):
         populate_by_name=True,
     )
     capability_id: Annotated[str, Field(alias='capabilityId')]
+    found: Annotated[
+        CapabilityFound | None,
+        Field(
+            description='How a search (`q`) found it: its fused score and by what\n(`lexical`, `embedding`, `both`).'
+        ),
+    ] = None
     agent_type: Annotated[AgentType, Field(alias='agentType')]
     kind: NodeKind
     version: str
@@ -2530,6 +2550,13 @@ class CapabilityList(BaseModel):
     facet_count: Annotated[
         int, Field(alias='facetCount', description='Facets in the registry.', ge=0)
     ]
+    embeddings_unavailable: Annotated[
+        str | None,
+        Field(
+            alias='embeddingsUnavailable',
+            description="A search's embedding model failed: it ranked by words alone.",
+        ),
+    ] = None
 
 
 class PanelRequest(BaseModel):
@@ -3399,6 +3426,6 @@ class TaskEnvelope(BaseModel):
     memory: Annotated[
         EnvelopeMemory | None,
         Field(
-            description="What the run recalls from the tenant's memory and where it\nremembers (`contracts::memory_use`). Left out: neither."
+            description="What the run recalls from the tenant's memory and where it\nremembers (`contracts::memory_use`). Left out: neither.\nBoxed: most envelopes have none, and a run's state holds its envelope."
         ),
     ] = None

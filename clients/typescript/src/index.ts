@@ -296,8 +296,9 @@ export class BatonClient {
   }
 
   // Capabilities, threads, evaluations
-  listCapabilities(): Promise<Schemas["CapabilityList"]> {
-    return this.call("listCapabilities");
+  /** Every capability; with `q`, those a search finds, best first. */
+  listCapabilities(parameters: { q?: string; limit?: number } = {}): Promise<Schemas["CapabilityList"]> {
+    return this.call("listCapabilities", { search: query(parameters) });
   }
 
   registerCapability(registration: Schemas["CapabilityRegistration"]): Promise<Schemas["CapabilityRegistered"]> {

@@ -131,7 +131,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The registry's capabilities and the tenant's registrations */
+        /** The registry's capabilities and the tenant's registrations; with `q`, those a search finds, best first */
         get: operations["listCapabilities"];
         put?: never;
         post?: never;
@@ -696,6 +696,7 @@ export interface components {
             /**
              * @description What the run recalls from the tenant's memory and where it
              *     remembers (`contracts::memory_use`). Left out: neither.
+             *     Boxed: most envelopes have none, and a run's state holds its envelope.
              */
             memory?: components["schemas"]["EnvelopeMemory"] | null;
         };
@@ -1231,6 +1232,8 @@ export interface components {
              * @description Facets in the registry.
              */
             facetCount: number;
+            /** @description A search's embedding model failed: it ranked by words alone. */
+            embeddingsUnavailable?: string | null;
         };
         /**
          * CapabilityRegistered
@@ -1239,6 +1242,11 @@ export interface components {
          */
         CapabilityRegistered: {
             capabilityId: string;
+            /**
+             * @description How a search (`q`) found it: its fused score and by what
+             *     (`lexical`, `embedding`, `both`).
+             */
+            found?: components["schemas"]["CapabilityFound"] | null;
             agentType: components["schemas"]["AgentType"];
             kind: components["schemas"]["NodeKind"];
             version: string;
@@ -2764,6 +2772,11 @@ export interface components {
         /** @description One capability as `GET /capabilities` lists it. */
         CapabilitySummary: {
             capabilityId: string;
+            /**
+             * @description How a search (`q`) found it: its fused score and by what
+             *     (`lexical`, `embedding`, `both`).
+             */
+            found?: components["schemas"]["CapabilityFound"] | null;
             agentType: components["schemas"]["AgentType"];
             kind: components["schemas"]["NodeKind"];
             version: string;
@@ -2795,6 +2808,12 @@ export interface components {
              * @description Registered ones: inactive after this long without a heartbeat.
              */
             heartbeatTimeoutSeconds?: number | null;
+        };
+        /** @description How a search found a capability. */
+        CapabilityFound: {
+            /** Format: double */
+            score: number;
+            foundBy: components["schemas"]["FoundBy"];
         };
         /** @description Where a listed capability comes from. */
         CapabilitySource: "registry" | "registered";
@@ -3972,7 +3991,12 @@ export interface operations {
     };
     listCapabilities: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description words (or a sentence) to search the capabilities by: BM25, fused with embeddings where the deployment has an embedding model */
+                q?: string;
+                /** @description with `q`: 1 to 100 matches (default 20) */
+                limit?: string;
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -3986,6 +4010,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["CapabilityList"];
+                };
+            };
+            /** @description a bad parameter (`details.parameter`) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description no bearer token, an unknown one, or a refused JWT (`details.reason`: expired, wrong_audience, …) */

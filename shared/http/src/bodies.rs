@@ -357,6 +357,10 @@ pub enum CapabilitySource {
 #[serde(rename_all = "camelCase")]
 pub struct CapabilitySummary {
     pub capability_id: String,
+    /// How a search (`q`) found it: its fused score and by what
+    /// (`lexical`, `embedding`, `both`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub found: Option<CapabilityFound>,
     pub agent_type: AgentType,
     pub kind: NodeKind,
     pub version: String,
@@ -420,6 +424,7 @@ impl CapabilitySummary {
         status: CapabilityStatus,
     ) -> Self {
         CapabilitySummary {
+            found: None,
             capability_id: capability.capability_id.clone(),
             agent_type: capability.agent_type,
             kind: capability.kind,
@@ -457,6 +462,17 @@ pub struct CapabilityList {
     pub capabilities: Vec<CapabilitySummary>,
     /// Facets in the registry.
     pub facet_count: usize,
+    /// A search's embedding model failed: it ranked by words alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embeddings_unavailable: Option<String>,
+}
+
+/// How a search found a capability.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilityFound {
+    pub score: f64,
+    pub found_by: baton_memory::search::FoundBy,
 }
 
 impl CapabilityList {
@@ -476,6 +492,35 @@ impl CapabilityList {
         CapabilityList {
             capabilities,
             facet_count: registry.facets.len(),
+            embeddings_unavailable: None,
+        }
+    }
+
+    /// The capabilities `answer` found, best first, each with how.
+    pub fn found(
+        listing: &baton_runtime::services::CapabilityListing,
+        answer: baton_runtime::services::capability_search::CapabilitySearchAnswer,
+    ) -> Self {
+        let mut every = Self::of(listing).capabilities;
+        let capabilities = answer
+            .matches
+            .into_iter()
+            .filter_map(|found| {
+                let index = every
+                    .iter()
+                    .position(|summary| summary.capability_id == found.capability_id)?;
+                let mut summary = every.swap_remove(index);
+                summary.found = Some(CapabilityFound {
+                    score: found.score,
+                    found_by: found.found_by,
+                });
+                Some(summary)
+            })
+            .collect();
+        CapabilityList {
+            capabilities,
+            facet_count: listing.registry.facets.len(),
+            embeddings_unavailable: answer.embeddings_unavailable,
         }
     }
 }

@@ -70,10 +70,11 @@ pub struct RankedItem {
     pub found_by: FoundBy,
 }
 
-/// The best `limit` of `items` for `query`, best first. Items neither
-/// ranking finds (no word in common, no embedding) are left out.
+/// The best `limit` of `items` for `query`, best first (ties by namespace
+/// and key). Items neither ranking finds (no word in common, no embedding)
+/// are left out.
 pub fn rank(
-    items: Vec<MemoryItem>,
+    mut items: Vec<MemoryItem>,
     query: &str,
     embedding: Option<&QueryEmbedding>,
     limit: usize,
@@ -81,48 +82,100 @@ pub fn rank(
     if items.is_empty() || limit == 0 {
         return Vec::new();
     }
+    // In namespace and key order: `rank_texts` breaks ties by position.
+    items.sort_by(|left, right| order_key(left).cmp(&order_key(right)));
+    let texts: Vec<String> = items.iter().map(searched_words).collect();
+    let vectors: Vec<Option<&[f32]>> = items
+        .iter()
+        .map(|item| {
+            item.embedding.as_deref().filter(|_| {
+                embedding.is_some_and(|query| {
+                    item.embedding_model.as_deref() == Some(query.model.as_str())
+                })
+            })
+        })
+        .collect();
+    let ranked = rank_texts(
+        &texts,
+        query,
+        embedding.map(|query| (query.vector.as_slice(), vectors.as_slice())),
+        limit,
+    );
+    let mut items: Vec<Option<MemoryItem>> = items.into_iter().map(Some).collect();
+    ranked
+        .into_iter()
+        .filter_map(|found| {
+            items[found.index].take().map(|item| RankedItem {
+                item,
+                score: found.score,
+                found_by: found.found_by,
+            })
+        })
+        .collect()
+}
+
+/// The query's vector and each text's (`None`: not embedded), in the
+/// texts' order.
+pub type TextVectors<'a> = (&'a [f32], &'a [Option<&'a [f32]>]);
+
+/// One text [`rank_texts`] found: its position, fused score and how.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RankedText {
+    pub index: usize,
+    pub score: f64,
+    pub found_by: FoundBy,
+}
+
+/// The best `limit` of `texts` for `query`, best first (ties by position):
+/// BM25 over the texts, fused by reciprocal rank fusion with the cosine
+/// similarity of each text's vector (`None`: not embedded) to the query's,
+/// when `embedded` gives them. What memory's items and the registry's
+/// capabilities are both ranked by.
+pub fn rank_texts(
+    texts: &[String],
+    query: &str,
+    embedded: Option<TextVectors<'_>>,
+    limit: usize,
+) -> Vec<RankedText> {
+    if texts.is_empty() || limit == 0 {
+        return Vec::new();
+    }
     let mut fused: BTreeMap<usize, (f64, bool, bool)> = BTreeMap::new();
-    for (rank, index) in lexical_order(&items, query).into_iter().enumerate() {
+    for (rank, index) in lexical_order(texts, query).into_iter().enumerate() {
         let entry = fused.entry(index).or_insert((0.0, false, false));
         entry.0 += 1.0 / (FUSION_CONSTANT + rank as f64 + 1.0);
         entry.1 = true;
     }
-    if let Some(embedding) = embedding {
-        for (rank, index) in embedding_order(&items, embedding).into_iter().enumerate() {
+    if let Some((query_vector, vectors)) = embedded {
+        for (rank, index) in embedding_order(vectors, query_vector)
+            .into_iter()
+            .enumerate()
+        {
             let entry = fused.entry(index).or_insert((0.0, false, false));
             entry.0 += 1.0 / (FUSION_CONSTANT + rank as f64 + 1.0);
             entry.2 = true;
         }
     }
-    let mut ranked: Vec<(usize, f64, FoundBy)> = fused
+    let mut ranked: Vec<RankedText> = fused
         .into_iter()
-        .map(|(index, (score, lexical, semantic))| {
-            let found_by = match (lexical, semantic) {
+        .map(|(index, (score, lexical, semantic))| RankedText {
+            index,
+            score,
+            found_by: match (lexical, semantic) {
                 (true, true) => FoundBy::Both,
                 (false, true) => FoundBy::Embedding,
                 _ => FoundBy::Lexical,
-            };
-            (index, score, found_by)
+            },
         })
         .collect();
     ranked.sort_by(|left, right| {
         right
-            .1
-            .total_cmp(&left.1)
-            .then_with(|| order_key(&items[left.0]).cmp(&order_key(&items[right.0])))
+            .score
+            .total_cmp(&left.score)
+            .then_with(|| left.index.cmp(&right.index))
     });
     ranked.truncate(limit);
-    let mut items: Vec<Option<MemoryItem>> = items.into_iter().map(Some).collect();
     ranked
-        .into_iter()
-        .filter_map(|(index, score, found_by)| {
-            items[index].take().map(|item| RankedItem {
-                item,
-                score,
-                found_by,
-            })
-        })
-        .collect()
 }
 
 fn order_key(item: &MemoryItem) -> (String, &str) {
@@ -141,18 +194,18 @@ fn searched_words(item: &MemoryItem) -> String {
     words
 }
 
-/// The items BM25 scores above zero for `query`, best first (ties by
-/// namespace and key).
-fn lexical_order(items: &[MemoryItem], query: &str) -> Vec<usize> {
-    let documents: Vec<Document<usize>> = items
+/// The texts BM25 scores above zero for `query`, best first (ties by
+/// position).
+fn lexical_order(texts: &[String], query: &str) -> Vec<usize> {
+    let documents: Vec<Document<usize>> = texts
         .iter()
         .enumerate()
-        .map(|(index, item)| Document::new(index, searched_words(item)))
+        .map(|(index, text)| Document::new(index, text.clone()))
         .collect();
     let engine: SearchEngine<usize, u32, Words> =
         SearchEngineBuilder::with_tokenizer_and_documents(Words, documents).build();
     let mut found: Vec<(usize, f32)> = engine
-        .search(query, items.len())
+        .search(query, texts.len())
         .into_iter()
         .filter(|result| result.score > 0.0)
         .map(|result| (result.document.id, result.score))
@@ -161,21 +214,19 @@ fn lexical_order(items: &[MemoryItem], query: &str) -> Vec<usize> {
         right
             .1
             .total_cmp(&left.1)
-            .then_with(|| order_key(&items[left.0]).cmp(&order_key(&items[right.0])))
+            .then_with(|| left.0.cmp(&right.0))
     });
     found.into_iter().map(|(index, _)| index).collect()
 }
 
-/// The items embedded by the query's model and similar to it at all
-/// (cosine above 0), most similar first.
-fn embedding_order(items: &[MemoryItem], query: &QueryEmbedding) -> Vec<usize> {
-    let mut scored: Vec<(usize, f64)> = items
+/// The embedded texts similar to the query at all (cosine above 0), most
+/// similar first (ties by position).
+fn embedding_order(vectors: &[Option<&[f32]>], query: &[f32]) -> Vec<usize> {
+    let mut scored: Vec<(usize, f64)> = vectors
         .iter()
         .enumerate()
-        .filter(|(_, item)| item.embedding_model.as_deref() == Some(query.model.as_str()))
-        .filter_map(|(index, item)| {
-            let vector = item.embedding.as_ref()?;
-            cosine(vector, &query.vector)
+        .filter_map(|(index, vector)| {
+            cosine((*vector)?, query)
                 .filter(|similarity| *similarity > 0.0)
                 .map(|similarity| (index, similarity))
         })
@@ -184,7 +235,7 @@ fn embedding_order(items: &[MemoryItem], query: &QueryEmbedding) -> Vec<usize> {
         right
             .1
             .total_cmp(&left.1)
-            .then_with(|| order_key(&items[left.0]).cmp(&order_key(&items[right.0])))
+            .then_with(|| left.0.cmp(&right.0))
     });
     scored.into_iter().map(|(index, _)| index).collect()
 }

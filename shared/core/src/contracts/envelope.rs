@@ -82,7 +82,8 @@ pub struct TaskEnvelope {
     /// What the run recalls from the tenant's memory and where it
     /// remembers (`contracts::memory_use`). Left out: neither.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<crate::contracts::memory_use::EnvelopeMemory>,
+    /// Boxed: most envelopes have none, and a run's state holds its envelope.
+    pub memory: Option<Box<crate::contracts::memory_use::EnvelopeMemory>>,
 }
 
 /// The workflow name of a run whose envelope names none and whose output

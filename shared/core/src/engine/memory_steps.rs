@@ -39,23 +39,21 @@ use super::step_context::StepContext;
 const MAX_QUERY_CHARS: usize = 4_000;
 
 /// The recall a model node makes before it runs, when the envelope asks
-/// for one.
+/// for one (boxed: the effect it becomes holds it so).
 pub(super) fn recall_for(
     state: &RunState,
     node: &PlanNode,
     attempt: u32,
     bundle: &ContextBundle,
-) -> Option<StepAdvance> {
+) -> Option<Box<MemoryRecallCall>> {
     let recall = state.envelope.memory.as_ref()?.recall.as_ref()?;
-    Some(StepAdvance::Perform(Effect::RecallMemory(Box::new(
-        MemoryRecallCall {
-            node_id: node.node_id.clone(),
-            attempt,
-            namespaces: recall.namespaces.clone(),
-            query: recall_query(&node.instructions, &bundle.inputs, MAX_QUERY_CHARS),
-            limit: recall.per_node,
-        },
-    ))))
+    Some(Box::new(MemoryRecallCall {
+        node_id: node.node_id.clone(),
+        attempt,
+        namespaces: recall.namespaces.clone(),
+        query: recall_query(&node.instructions, &bundle.inputs, MAX_QUERY_CHARS),
+        limit: recall.per_node,
+    }))
 }
 
 /// The model call a node makes with `bundle`, its claim's frames
@@ -323,7 +321,7 @@ pub(in crate::engine) fn memory_tool_scope(
 ) -> crate::contracts::memory_use::MemoryToolScope {
     let chat = state.chat.as_deref();
     crate::contracts::memory_use::MemoryToolScope::of(
-        state.envelope.memory.as_ref(),
+        state.envelope.memory.as_deref(),
         chat.and_then(|turn| turn.user.as_deref()),
         chat.is_some()
             && engine

@@ -81,9 +81,12 @@ pub(super) fn begin_node(
         }
         NodeExecutor::Human => hand_to_a_person(state, node, attempt, bundle, now, engine),
         NodeExecutor::Model => Ok(
-            super::memory_steps::recall_for(state, node, attempt, &bundle).unwrap_or_else(|| {
-                super::memory_steps::model_call(state, node, attempt, &bundle, now, Vec::new())
-            }),
+            match super::memory_steps::recall_for(state, node, attempt, &bundle) {
+                Some(recall) => StepAdvance::Perform(super::effects::Effect::RecallMemory(recall)),
+                None => {
+                    super::memory_steps::model_call(state, node, attempt, &bundle, now, Vec::new())
+                }
+            },
         ),
     }
 }

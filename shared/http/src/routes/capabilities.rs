@@ -1,9 +1,12 @@
-//! `GET /capabilities` (the tenant's capability snapshot), `POST
+//! `GET /capabilities` (the tenant's capability snapshot; `?q=` searches
+//! it, the same search as memory's), `POST
 //! /capabilities/register` (a registration, validated, stored for the
 //! tenant), `PATCH /capabilities/{capabilityId}` (a heartbeat) and `DELETE
 //! /capabilities/{capabilityId}` (deregistration).
 
-use axum::extract::State;
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
 use axum::{Extension, Json};
 
 use crate::auth::Tenant;
@@ -11,14 +14,64 @@ use crate::bodies::{CapabilityList, CapabilityRegistered, CapabilitySummary, Val
 use crate::error::ApiError;
 use crate::state::ApiState;
 
+/// Characters of a search's `q` at most.
+const MAX_QUERY_CHARS: usize = 1_000;
+
+fn bad_parameter(parameter: &str, message: String) -> ApiError {
+    ApiError::new(
+        axum::http::StatusCode::BAD_REQUEST,
+        "invalid_parameter",
+        message,
+    )
+    .with_details(serde_json::json!({"parameter": parameter}))
+}
+
 /// The registry files' capabilities and the tenant's registrations, with
-/// their status (the planner uses only `active` ones).
+/// their status (the planner uses only `active` ones); with `q`, those the
+/// search finds, best first (`limit`, default 20).
 pub(super) async fn list_capabilities(
     State(state): State<ApiState>,
     Extension(tenant): Extension<Tenant>,
+    Query(parameters): Query<HashMap<String, String>>,
 ) -> Result<Json<CapabilityList>, ApiError> {
+    if let Some(unknown) = parameters
+        .keys()
+        .find(|name| !["q", "limit"].contains(&name.as_str()))
+    {
+        return Err(bad_parameter(
+            unknown,
+            format!("`{unknown}` is not a parameter of this list (q, limit)"),
+        ));
+    }
     let listing = state.capabilities.list(&tenant.0).await?;
-    Ok(Json(CapabilityList::of(&listing)))
+    let Some(query) = parameters.get("q") else {
+        if parameters.contains_key("limit") {
+            return Err(bad_parameter("limit", "`limit` goes with `q`".into()));
+        }
+        return Ok(Json(CapabilityList::of(&listing)));
+    };
+    let characters = query.chars().count();
+    if query.trim().is_empty() || characters > MAX_QUERY_CHARS {
+        return Err(bad_parameter(
+            "q",
+            format!("`q` must be 1 to {MAX_QUERY_CHARS} characters, not blank"),
+        ));
+    }
+    let limit = match parameters.get("limit") {
+        None => 20,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|limit| (1..=100).contains(limit))
+            .ok_or_else(|| {
+                bad_parameter(
+                    "limit",
+                    format!("limit `{text}` must be a whole number from 1 to 100"),
+                )
+            })?,
+    };
+    let answer = state.capabilities.search(&listing, query, limit).await;
+    Ok(Json(CapabilityList::found(&listing, answer)))
 }
 
 /// `POST /capabilities/register`: an agent advertises (or refreshes, as a

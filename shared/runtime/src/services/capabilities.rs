@@ -44,6 +44,10 @@ pub struct CapabilityService {
     validators: Arc<ValidatorCache>,
     clock: Arc<dyn Clock>,
     remote_agents: Arc<dyn crate::ports::RemoteAgentCards>,
+    /// The deployment's embedding model, for the search by meaning.
+    pub(super) embedder: Option<Arc<dyn crate::ports::TextEmbedder>>,
+    /// Capabilities' vectors made so far, by text.
+    pub(super) search_vectors: super::capability_search::SearchVectors,
 }
 
 impl CapabilityService {
@@ -59,7 +63,15 @@ impl CapabilityService {
             validators,
             clock,
             remote_agents: Arc::new(crate::ports::NoRemoteAgents),
+            embedder: None,
+            search_vectors: Default::default(),
         }
+    }
+
+    /// Searches rank by meaning too, with `embedder`'s vectors.
+    pub fn with_embedder(mut self, embedder: Option<Arc<dyn crate::ports::TextEmbedder>>) -> Self {
+        self.embedder = embedder;
+        self
     }
 
     /// Remote agents' cards are checked with `cards` when registered.

@@ -25,6 +25,7 @@ mod admission;
 mod audit;
 mod capabilities;
 pub mod capability_cache;
+pub mod capability_search;
 mod commit;
 #[cfg(feature = "evaluations")]
 pub mod dataset_evaluations;
@@ -441,7 +442,8 @@ impl Services {
                 validators.clone(),
                 ports.clock.clone(),
             )
-            .with_remote_agents(ports.remote_agents.clone()),
+            .with_remote_agents(ports.remote_agents.clone())
+            .with_embedder(ports.embedder.clone()),
         );
         let relay = OutboxRelay::new(
             ports.store.clone(),

@@ -193,14 +193,23 @@ pub(super) fn runs_and_people() -> Vec<Operation> {
                 "get",
                 "/api/v1/flex/capabilities",
             ),
-            "The registry's capabilities and the tenant's registrations",
+            "The registry's capabilities and the tenant's registrations; with `q`, those a search finds, best first",
             None,
-            &[],
-            &[answer(
-                200,
-                "the capabilities",
-                Body::Json("CapabilityList"),
-            )],
+            &[
+                (
+                    "q",
+                    "words (or a sentence) to search the capabilities by: BM25, fused with embeddings where the deployment has an embedding model",
+                ),
+                ("limit", "with `q`: 1 to 100 matches (default 20)"),
+            ],
+            &[
+                answer(200, "the capabilities", Body::Json("CapabilityList")),
+                answer(
+                    400,
+                    "a bad parameter (`details.parameter`)",
+                    Body::Json("Error"),
+                ),
+            ],
         ),
         api(
             route(
