@@ -3426,6 +3426,6 @@ class TaskEnvelope(BaseModel):
     memory: Annotated[
         EnvelopeMemory | None,
         Field(
-            description="What the run recalls from the tenant's memory and where it\nremembers (`contracts::memory_use`). Left out: neither.\nBoxed: most envelopes have none, and a run's state holds its envelope."
+            description="What the run recalls from the tenant's memory and where it\nremembers (`contracts::memory_use`). Left out: neither."
         ),
     ] = None

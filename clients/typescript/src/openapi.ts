@@ -696,7 +696,6 @@ export interface components {
             /**
              * @description What the run recalls from the tenant's memory and where it
              *     remembers (`contracts::memory_use`). Left out: neither.
-             *     Boxed: most envelopes have none, and a run's state holds its envelope.
              */
             memory?: components["schemas"]["EnvelopeMemory"] | null;
         };

@@ -81,8 +81,8 @@ pub struct TaskEnvelope {
     pub workflow_name: Option<String>,
     /// What the run recalls from the tenant's memory and where it
     /// remembers (`contracts::memory_use`). Left out: neither.
+    // Boxed: most envelopes have none, and a run's state holds its envelope.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    /// Boxed: most envelopes have none, and a run's state holds its envelope.
     pub memory: Option<Box<crate::contracts::memory_use::EnvelopeMemory>>,
 }
 
