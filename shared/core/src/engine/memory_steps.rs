@@ -27,7 +27,7 @@ use crate::state::context_budget::{estimated_tokens, prompt_budget};
 use crate::state::run::{NodeStatus, RunState, RunStatus, StepCommand, StepMessage};
 use crate::wire::frames::{self, ExecutorType, MemoryRecalledPayload, RunPhase};
 
-use super::decision::{Decision, EngineContext};
+use super::decision::EngineContext;
 use super::effects::{Effect, ModelCall, StepAdvance};
 use super::memory_effects::{
     MemoryRecallCall, MemoryRemembering, RecallOutcome, RememberOutcome, RememberedFacet,
@@ -285,15 +285,12 @@ pub(super) fn resume_remember(
         Some(message) if remembering.attempt < MAX_REMEMBER_ATTEMPTS => {
             record.last_error = Some(message.clone());
             let next = remembering.attempt + 1;
-            let delay = crate::records::notifications::retry_delay(next);
-            let mut message = StepMessage::new(
-                &state.tenant_id,
-                &state.run_id,
+            let message = super::notify::retried_later(
+                &state,
                 StepCommand::Remember { attempt: next },
+                next,
+                now,
             );
-            message.not_before = Some(Instant::from_unix_millis(
-                now.unix_millis() + delay.as_millis() as u64,
-            ));
             outbox.push(message);
         }
         Some(message) => {
@@ -301,15 +298,7 @@ pub(super) fn resume_remember(
             record.gave_up = true;
         }
     }
-    state.updated_at = now;
-    Ok(StepAdvance::Decided(Box::new(Decision {
-        state,
-        events: Vec::new(),
-        outbox,
-        transcripts: Vec::new(),
-        exchanges: Vec::new(),
-        entries: Vec::new(),
-    })))
+    Ok(super::notify::recorded_after_the_end(state, outbox, now))
 }
 
 /// What the run's memory tools may touch (`MemoryToolScope::of`): its

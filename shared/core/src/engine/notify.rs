@@ -128,17 +128,15 @@ pub(super) fn resume_notify(
         Some(message) if delivery.attempt < MAX_NOTIFICATION_ATTEMPTS => {
             record.last_error = Some(message);
             let next = delivery.attempt + 1;
-            let due =
-                Instant::from_unix_millis(now.unix_millis() + retry_delay(next).as_millis() as u64);
-            let mut message = StepMessage::new(
-                &state.tenant_id,
-                &state.run_id,
+            let message = retried_later(
+                &state,
                 StepCommand::Notify {
                     notification_id: delivery.notification_id.clone(),
                     attempt: next,
                 },
+                next,
+                now,
             );
-            message.not_before = Some(due);
             outbox.push(message);
         }
         Some(message) => {
@@ -146,16 +144,41 @@ pub(super) fn resume_notify(
             record.gave_up = true;
         }
     }
+    Ok(recorded_after_the_end(state, outbox, now))
+}
+
+/// The decision of a step that outlives the run's end (a notification's
+/// attempt, a `Remember` step): the state as changed, the retry in the
+/// outbox if any, and no frame, since `complete`/`error` stay last.
+pub(super) fn recorded_after_the_end(
+    mut state: RunState,
+    outbox: Vec<StepMessage>,
+    now: Instant,
+) -> StepAdvance {
     state.updated_at = now;
-    // No frame: the run may have ended, and `complete`/`error` stay last.
-    Ok(StepAdvance::Decided(Box::new(Decision {
+    StepAdvance::Decided(Box::new(Decision {
         state,
         events: Vec::new(),
         outbox,
         transcripts: Vec::new(),
         exchanges: Vec::new(),
         entries: Vec::new(),
-    })))
+    }))
+}
+
+/// `command`'s message for `state`'s run, sent `attempt`'s retry delay
+/// after `now` (`records::notifications::retry_delay`).
+pub(super) fn retried_later(
+    state: &RunState,
+    command: StepCommand,
+    attempt: u32,
+    now: Instant,
+) -> StepMessage {
+    let mut message = StepMessage::new(&state.tenant_id, &state.run_id, command);
+    message.not_before = Some(Instant::from_unix_millis(
+        now.unix_millis() + retry_delay(attempt).as_millis() as u64,
+    ));
+    message
 }
 
 /// The notification `notification_id` of `state`, as delivered.
