@@ -9,7 +9,9 @@ use baton_core::basics::schema::ValidatorCache;
 use baton_core::catalog::registry::{Registry, RegistryDocument};
 use baton_core::contracts::diagnostics::{DiagnosticCause, DiagnosticsBundle, PlanStatus};
 use baton_core::contracts::envelope::TaskEnvelope;
-use baton_core::planning::planner::plan_deterministically;
+use baton_core::planning::planner::{
+    CandidateOrders, plan_deterministically, plan_deterministically_ordered,
+};
 use baton_core::planning::validator::{rejected_bundle, validate_plan};
 use serde_json::{Value, json};
 
@@ -877,4 +879,131 @@ fn a_partial_outputs_capability_is_asked_only_for_what_the_plan_reads() {
         vec!["qaFindings", "recommendationSet", "acceptanceReport"]
     );
     assert!(plan.metadata.get("outputsLeftOut").is_none());
+}
+
+/// The repository registry plus two messaging writers at the shipped
+/// writer's cost, one for banks and one for hospitals: three candidates
+/// that nothing but their texts tells apart.
+fn registry_with_sector_writers() -> Registry {
+    let writer = |capability_id: &str, summary: &str| {
+        let mut writer = messaging_writer(capability_id, &[], &[]);
+        writer["summary"] = json!(summary);
+        writer["cost"] = json!({"tier": "standard", "estimatedTokens": 4000});
+        serde_json::from_value::<baton_core::contracts::capability::CapabilityRegistration>(writer)
+            .unwrap()
+    };
+    let sector_writers = [
+        writer(
+            "writer.MessagingBanking",
+            "Writes messaging for banks, lenders and payment companies.",
+        ),
+        writer(
+            "writer.MessagingHealth",
+            "Writes messaging for hospitals, clinics and care providers.",
+        ),
+    ];
+    let (registry, left_out) = registry().with_additional_capabilities(sector_writers.iter());
+    assert!(left_out.is_empty(), "{left_out:?}");
+    registry
+}
+
+fn messaging_writer_planned_for(objective: &str, orders: CandidateOrders<'_>) -> (String, Value) {
+    let mut envelope = example("positioning-recommendation.json");
+    envelope["objective"] = json!(objective);
+    let envelope = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan =
+        plan_deterministically_ordered(&envelope, &registry_with_sector_writers(), orders).unwrap();
+    let writer = plan
+        .nodes
+        .iter()
+        .find(|node| {
+            node.output_facets
+                .iter()
+                .any(|facet| facet == "messaging_stack")
+        })
+        .map(|node| node.capability_id.clone())
+        .unwrap();
+    (writer, plan.metadata["relevance"].clone())
+}
+
+#[test]
+fn among_equals_the_planner_picks_the_capability_whose_text_fits_the_objective() {
+    let (writer, relevance) = messaging_writer_planned_for(
+        "Position our lending product for banks and write its messaging.",
+        CandidateOrders::default(),
+    );
+    assert_eq!(writer, "writer.MessagingBanking");
+    assert_eq!(relevance["rankedBy"], json!("words"));
+    assert_eq!(
+        relevance["query"],
+        json!("Position our lending product for banks and write its messaging.")
+    );
+    assert!(
+        relevance["ranks"]["writer.MessagingBanking"].is_u64(),
+        "the chosen writer's place is recorded: {relevance}"
+    );
+
+    let (writer, _) = messaging_writer_planned_for(
+        "Position our clinic network for hospitals and write its messaging.",
+        CandidateOrders::default(),
+    );
+    assert_eq!(writer, "writer.MessagingHealth");
+
+    // Nothing sector-specific in the objective: the shipped writer, whose
+    // summary says "messaging stack", fits best (before relevance, the
+    // tie went to the first id, the same one).
+    let (writer, _) = messaging_writer_planned_for(
+        "Recommend a market positioning and the messaging stack that expresses it.",
+        CandidateOrders::default(),
+    );
+    assert_eq!(writer, "copywriter.Messaging");
+}
+
+#[test]
+fn an_order_the_shell_fused_with_embeddings_is_followed_and_recorded() {
+    // The shell's order (words fused with embeddings) ranks the hospital
+    // writer first although the objective's words name banks: a model
+    // found it closer in meaning. The planner follows the order it is given.
+    let fused = [
+        "writer.MessagingHealth".to_string(),
+        "writer.MessagingBanking".to_string(),
+    ];
+    let (writer, relevance) = messaging_writer_planned_for(
+        "Position our lending product for banks and write its messaging.",
+        CandidateOrders {
+            health: &[],
+            relevance: Some(&fused),
+        },
+    );
+    assert_eq!(writer, "writer.MessagingHealth");
+    assert_eq!(relevance["rankedBy"], json!("words_and_embeddings"));
+    assert_eq!(relevance["ranks"]["writer.MessagingHealth"], json!(0));
+}
+
+#[test]
+fn relevance_never_outranks_cost_or_the_selection_policy() {
+    // The bespoke one-shot writer's text fits the positioning objective
+    // best, but its unknown tier ranks it after the standard ones.
+    assert_eq!(
+        planned_capabilities(Value::Null),
+        ["strategist.Positioning", "copywriter.Messaging"]
+    );
+    // A policy's `prefer` outranks relevance.
+    let mut envelope = example("positioning-recommendation.json");
+    envelope["objective"] =
+        json!("Position our lending product for banks and write its messaging.");
+    envelope["policies"] =
+        json!({"planner": {"selection": {"prefer": ["writer.MessagingHealth"]}}});
+    let envelope = TaskEnvelope::parse_value(&envelope).unwrap();
+    let plan = plan_deterministically(&envelope, &registry_with_sector_writers()).unwrap();
+    assert!(
+        plan.nodes
+            .iter()
+            .any(|node| node.capability_id == "writer.MessagingHealth"),
+        "{:?}",
+        plan.nodes
+            .iter()
+            .map(|node| &node.capability_id)
+            .collect::<Vec<_>>()
+    );
 }

@@ -93,6 +93,22 @@ pub struct EngineContext<'a> {
     /// an escalation orders the capabilities that could take a node over
     /// by it. Usually [`NO_HEALTH`](crate::catalog::capability_health::NO_HEALTH) in tests.
     pub capability_health: &'a crate::catalog::capability_health::HealthTable,
+    /// The registry ranked for the run's objective by words fused with the
+    /// deployment's embeddings, best first, as the shell found it before a
+    /// plan or replan step. `None` (no embedding model, another step): the
+    /// planner ranks by words itself.
+    pub capability_relevance: Option<&'a [String]>,
+}
+
+impl<'a> EngineContext<'a> {
+    /// The orders a plan drafted afresh ranks candidates by: relevance,
+    /// no health (only an escalation has one).
+    pub fn fresh_plan_orders(&self) -> crate::planning::planner::CandidateOrders<'a> {
+        crate::planning::planner::CandidateOrders {
+            health: &[],
+            relevance: self.capability_relevance,
+        }
+    }
 }
 
 /// No capability is unavailable (the registry files' are always active).

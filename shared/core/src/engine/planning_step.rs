@@ -8,7 +8,7 @@ use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
 use crate::basics::instant::Instant;
 use crate::planning::llm_planner::{plan_from_draft, planner_request};
-use crate::planning::planner::plan_deterministically;
+use crate::planning::planner::plan_deterministically_ordered;
 use crate::state::run::{NodeRecord, RunState, RunStatus};
 use crate::wire::frames::{self, PlannerKind};
 
@@ -38,7 +38,11 @@ pub(super) fn begin_planning(
     match engine.planner {
         PlannerChoice::Deterministic => {
             let mut step = StepContext::new(state.clone(), now, engine);
-            let drafted = plan_deterministically(&step.state().envelope, engine.registry);
+            let drafted = plan_deterministically_ordered(
+                &step.state().envelope,
+                engine.registry,
+                engine.fresh_plan_orders(),
+            );
             let judged = judge(drafted, &step.state().envelope, engine);
             settle_plan(&mut step, judged, 1, PlannerKind::Deterministic, None)?;
             Ok(step.into_advance())
@@ -130,7 +134,11 @@ pub(super) fn resume_planning(
     // let the deterministic planner plan.
     super::usage_recording::record_planner_spend(&mut step, &spent);
     warn_planner_fallback(&mut step, &fallback_reason, rejected_drafts);
-    let drafted = plan_deterministically(&step.state().envelope, engine.registry);
+    let drafted = plan_deterministically_ordered(
+        &step.state().envelope,
+        engine.registry,
+        engine.fresh_plan_orders(),
+    );
     let judged = judge(drafted, &step.state().envelope, engine);
     settle_plan(
         &mut step,
@@ -177,7 +185,11 @@ fn resume_first_turn(
             warn_planner_fallback(&mut step, &reason, refused);
             let no_more_turns = super::orchestrator_turns::max_turns(step.state()).unwrap_or(0);
             step.state_mut().orchestrator_turns = no_more_turns;
-            let drafted = plan_deterministically(&step.state().envelope, engine.registry);
+            let drafted = plan_deterministically_ordered(
+                &step.state().envelope,
+                engine.registry,
+                engine.fresh_plan_orders(),
+            );
             let judged = judge(drafted, &step.state().envelope, engine);
             settle_plan(
                 &mut step,

@@ -30,7 +30,7 @@ use crate::contracts::envelope::TaskEnvelope;
 use crate::contracts::policies::{PlannerPolicy, SelectionPolicy};
 use crate::planning::llm_planner::{plan_from_draft, replan_request};
 use crate::planning::plan::PlanGraph;
-use crate::planning::planner::plan_deterministically_ranked;
+use crate::planning::planner::{CandidateOrders, plan_deterministically_ordered};
 use crate::planning::validator::validate_plan;
 use crate::state::replan_cause::PendingReplan;
 pub(super) use crate::state::replan_cause::ReplanCause;
@@ -391,7 +391,11 @@ fn draft_deterministically(
         .iter()
         .map(|ranked| ranked.capability_id.clone())
         .collect();
-    let plan = plan_deterministically_ranked(envelope, engine.registry, &order).ok()?;
+    let orders = CandidateOrders {
+        health: &order,
+        relevance: engine.capability_relevance,
+    };
+    let plan = plan_deterministically_ordered(envelope, engine.registry, orders).ok()?;
     let bundle = validate_plan(&plan, envelope, engine.registry, engine.validators);
     (bundle.status != PlanStatus::Rejected).then_some((plan, bundle))
 }

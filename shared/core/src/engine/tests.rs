@@ -150,6 +150,7 @@ pub(super) fn engine<'a>(
         announce_to_event_bus: false,
         unavailable_capabilities: &NO_CAPABILITY_UNAVAILABLE,
         capability_health: &crate::catalog::capability_health::NO_HEALTH,
+        capability_relevance: None,
     }
 }
 

@@ -15,6 +15,7 @@ pub mod planner;
 mod planning_context;
 pub mod policy_conditions;
 pub mod preview;
+pub mod relevance;
 pub mod selection;
 pub mod turn_decisions;
 pub mod validator;

@@ -5,11 +5,14 @@
 //! first (forbid removes; require, then prefer, rank first; avoid ranks
 //! last), then AI before human before a terminal fallback (`kind:
 //! "fallback"`, chosen only when nothing else can make a facet), an
-//! escalation's health order (`plan_deterministically_ranked`: recent
+//! escalation's health order ([`CandidateOrders::health`]: recent
 //! success, latency and price), fewer missing inputs (facet alignment), the
 //! fit of declared languages and formats to the envelope's hints (a
-//! language mismatch is a cutoff), cost and id. The plan's
-//! `metadata.selection` records the hints and each chosen capability's fit.
+//! language mismatch is a cutoff), cost, relevance to the objective (see
+//! [`crate::planning::relevance`]: among capabilities of one cost, the one
+//! whose text fits the objective best) and id. The plan's `metadata.selection` records
+//! the hints and each chosen capability's fit; `metadata.relevance` the
+//! query and each chosen capability's place, when relevance was consulted.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,6 +25,7 @@ use crate::contracts::diagnostics::{DiagnosticCause, PlanDiagnostic};
 use crate::contracts::envelope::TaskEnvelope;
 use crate::contracts::facet::FacetMerge;
 use crate::planning::plan::{PlanEdge, PlanGraph, PlanNode};
+use crate::planning::relevance::{Relevance, relevance_query};
 use crate::planning::selection::{SelectionHints, trait_fit};
 
 /// Name recorded in `PlanGraph.plannerRuntime` for this planner.
@@ -36,23 +40,34 @@ pub fn plan_deterministically(
     envelope: &TaskEnvelope,
     registry: &Registry,
 ) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
-    plan_deterministically_ranked(envelope, registry, &[])
+    plan_deterministically_ordered(envelope, registry, CandidateOrders::default())
 }
 
-/// [`plan_deterministically`], with `health_order` (capability ids, best
-/// first: an escalation's ranking by recent health and price) ordering the
-/// candidates the caller's selection policy leaves level.
-pub fn plan_deterministically_ranked(
+/// Orders the shell knows that rank the candidates the caller's selection
+/// policy leaves level.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CandidateOrders<'a> {
+    /// Capability ids, best first: an escalation's ranking by recent
+    /// health and price (empty when planning afresh).
+    pub health: &'a [String],
+    /// Capability ids, best first: the registry ranked for the objective
+    /// by words fused with embeddings. `None`: ranked by words here.
+    pub relevance: Option<&'a [String]>,
+}
+
+/// [`plan_deterministically`], with `orders` the shell made.
+pub fn plan_deterministically_ordered(
     envelope: &TaskEnvelope,
     registry: &Registry,
-    health_order: &[String],
+    orders: CandidateOrders<'_>,
 ) -> Result<PlanGraph, Vec<PlanDiagnostic>> {
     let context = PlanningContext {
         envelope,
         registry,
         supplied: supplied_facets(envelope, registry),
         hints: SelectionHints::from_envelope(envelope),
-        health_order,
+        health_order: orders.health,
+        relevance: Relevance::new(registry, relevance_query(envelope), orders.relevance),
     };
     let mut diagnostics = Vec::new();
     // With at least one facet to produce, other properties are the
@@ -129,6 +144,7 @@ pub fn plan_deterministically_ranked(
         ]
     })?;
     record_selection(&mut plan, &context);
+    record_relevance(&mut plan, &context);
     let facet_schema = |name: &str| registry.facets.get(name).map(|facet| facet.schema.clone());
     let expanded = crate::planning::variants::expand_variants(plan, envelope, &facet_schema);
     crate::planning::normalization::inject_normalization(expanded, envelope, registry).map_err(
@@ -173,6 +189,7 @@ pub fn assemble_plan(
         supplied: supplied_facets(envelope, registry),
         hints: SelectionHints::from_envelope(envelope),
         health_order: &[],
+        relevance: Relevance::new(registry, relevance_query(envelope), None),
     };
     let goals = goal_facets(envelope, registry);
     let mut plan = build_plan_with_ids(&context, ordered_nodes, &goals, &BTreeMap::new())?;
@@ -204,6 +221,36 @@ fn record_selection(plan: &mut PlanGraph, context: &PlanningContext<'_>) {
     plan.metadata.insert(
         "selection".into(),
         serde_json::json!({"hints": context.hints, "fits": fits}),
+    );
+}
+
+/// `metadata.relevance`, when relevance ordered some candidates: the
+/// query, how it was ranked, and each planned capability's place in the
+/// order (`null`: the query did not find it).
+fn record_relevance(plan: &mut PlanGraph, context: &PlanningContext<'_>) {
+    if !context.relevance.was_consulted() {
+        return;
+    }
+    let ranks: serde_json::Map<String, Value> = plan
+        .nodes
+        .iter()
+        .map(|node| {
+            let rank = context.relevance.rank_of(&node.capability_id);
+            let shown = if rank == usize::MAX {
+                Value::Null
+            } else {
+                Value::from(rank)
+            };
+            (node.capability_id.clone(), shown)
+        })
+        .collect();
+    plan.metadata.insert(
+        "relevance".into(),
+        serde_json::json!({
+            "query": context.relevance.query(),
+            "rankedBy": context.relevance.ranked_by(),
+            "ranks": ranks,
+        }),
     );
 }
 

@@ -11,6 +11,7 @@ use crate::catalog::registry::Registry;
 use crate::contracts::capability::{AgentType, CapabilityRegistration, NodeKind};
 use crate::contracts::envelope::TaskEnvelope;
 use crate::contracts::policies::OptimisationObjective;
+use crate::planning::relevance::Relevance;
 use crate::planning::selection::{SelectionHints, trait_fit};
 
 /// Facets the envelope's inputs supply (input keys that name catalog facets).
@@ -50,6 +51,8 @@ pub(super) struct PlanningContext<'a> {
     /// An escalation's candidates by recent health and price, best first
     /// (empty when planning afresh).
     pub(super) health_order: &'a [String],
+    /// The registry ranked for the envelope's objective.
+    pub(super) relevance: Relevance<'a>,
 }
 
 #[derive(Clone, Default)]
@@ -203,6 +206,9 @@ impl<'a> PlanningContext<'a> {
                 std::cmp::Reverse(goals_made),
                 -trait_fit(capability, &self.hints).score(),
                 self.cost_order(capability),
+                // Among equals on all of the above (a cost tier is coarse),
+                // the capability whose text fits the objective best.
+                self.relevance.rank_of(&capability.capability_id),
                 capability.capability_id.clone(),
             )
         });

@@ -1,16 +1,21 @@
 //! The registry search by meaning (`GET /capabilities?q=`): a tenant's
 //! capabilities (the registry files' and its registrations) ranked for a
 //! query by the same search as memory (`baton_memory::search::rank_texts`):
-//! BM25 over each capability's id, name, summary, strengths and facets,
-//! always; fused with the cosine similarity of their embeddings when the
-//! deployment has an embedding model (`BATON_EMBEDDINGS_MODEL`). A
-//! capability's vector is made once per process and text; a failing
-//! embedder leaves the search lexical, and the answer says so.
+//! BM25 over each capability's id, name, summary, strengths and facets
+//! (`baton_core::planning::relevance::capability_search_text`, the text the
+//! planner ranks by too), always; fused with the cosine similarity of their
+//! embeddings when the deployment has an embedding model
+//! (`BATON_EMBEDDINGS_MODEL`). A capability's vector is made once per
+//! process and text; a failing embedder leaves the search lexical, and the
+//! answer says so. Before a plan step, [`CapabilityService::relevance_for_planning`]
+//! hands the planner the fused order for the run's objective.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use baton_core::catalog::registry::Registry;
 use baton_core::contracts::capability::CapabilityRegistration;
+use baton_core::planning::relevance::capability_search_text;
 use baton_memory::search::{FoundBy, rank_texts};
 
 use super::capabilities::{CapabilityListing, CapabilityService};
@@ -35,24 +40,6 @@ pub struct CapabilitySearchAnswer {
     pub embeddings_unavailable: Option<String>,
 }
 
-/// The text a capability is searched by.
-pub fn capability_text(capability: &CapabilityRegistration) -> String {
-    let strengths = capability
-        .input_traits
-        .as_ref()
-        .map(|traits| traits.strengths.join(" "))
-        .unwrap_or_default();
-    format!(
-        "{} {} {} {} {} {}",
-        capability.capability_id,
-        capability.display_name,
-        capability.summary,
-        strengths,
-        capability.input_contract.join(" "),
-        capability.output_contract.join(" ")
-    )
-}
-
 impl CapabilityService {
     /// The capabilities of `listing` that `query` finds, best first, at
     /// most `limit`.
@@ -72,9 +59,45 @@ impl CapabilityService {
                     .map(|(record, _)| &record.registration),
             )
             .collect();
+        self.rank_capabilities(&capabilities, query, limit).await
+    }
+
+    /// The registry's capabilities ranked for `query` (a run's objective)
+    /// by words fused with embeddings, best first, for the planner to
+    /// order candidates by. `None` when the deployment has no embedding
+    /// model, or it failed: the planner then ranks by words itself, the
+    /// same way.
+    pub async fn relevance_for_planning(
+        &self,
+        registry: &Registry,
+        query: &str,
+    ) -> Option<Vec<String>> {
+        self.embedder.as_ref()?;
+        let capabilities: Vec<&CapabilityRegistration> = registry.capabilities().collect();
+        let answer = self
+            .rank_capabilities(&capabilities, query, capabilities.len())
+            .await;
+        if answer.embeddings_unavailable.is_some() {
+            return None;
+        }
+        Some(
+            answer
+                .matches
+                .into_iter()
+                .map(|found| found.capability_id)
+                .collect(),
+        )
+    }
+
+    async fn rank_capabilities(
+        &self,
+        capabilities: &[&CapabilityRegistration],
+        query: &str,
+        limit: usize,
+    ) -> CapabilitySearchAnswer {
         let texts: Vec<String> = capabilities
             .iter()
-            .map(|capability| capability_text(capability))
+            .map(|capability| capability_search_text(capability))
             .collect();
         let mut answer = CapabilitySearchAnswer::default();
         let vectors = match self.vectors_for(&texts, query).await {

@@ -319,6 +319,7 @@ impl OrchestratorSettings {
             announce_to_event_bus: self.announce_to_event_bus,
             unavailable_capabilities: &baton_core::engine::NO_CAPABILITY_UNAVAILABLE,
             capability_health: &baton_core::catalog::capability_health::NO_HEALTH,
+            capability_relevance: None,
         }
     }
 }

@@ -31,6 +31,8 @@ use crate::ports::{ClaimOutcome, Clock, LlmProvider, NodeClaim, StoredRun, ToolR
 mod effects;
 mod give_up;
 mod health;
+mod planning_registry;
+use planning_registry::PlanningRegistry;
 mod liveness;
 
 pub use give_up::GaveUp;
@@ -223,30 +225,16 @@ impl StepService {
             Box::pin(self.relay.resend_pending(tenant_id, run_id)).await?;
             return Ok(StepOutcome::Stale);
         }
-        // A plan is drafted and judged against the tenant's capability
-        // snapshot; once planned, nodes carry their own compiled contracts.
-        let registry = match message.command {
-            StepCommand::Plan | StepCommand::Replan { .. } => {
-                Box::pin(self.capabilities.snapshot(tenant_id))
-                    .await?
-                    .registry
-            }
-            StepCommand::ExecuteNode { .. }
-            | StepCommand::AskJudge { .. }
-            | StepCommand::AgentTurn { .. }
-            | StepCommand::RunTool { .. }
-            | StepCommand::ChildRunEnded { .. }
-            | StepCommand::FireTimer { .. }
-            | StepCommand::CancelRun { .. }
-            | StepCommand::ReleaseThreadLane { .. }
-            | StepCommand::Notify { .. }
-            | StepCommand::Remember { .. } => self.registry.clone(),
-        };
+        let PlanningRegistry {
+            registry,
+            relevance,
+        } = Box::pin(self.planning_registry(tenant_id, &stored.state, &message.command)).await?;
         let unavailable =
             Box::pin(self.unavailable_capability(&stored.state, &message.command)).await?;
         let health = self.health.snapshot(tenant_id);
         let mut engine = self.engine(&registry);
         engine.unavailable_capabilities = &unavailable;
+        engine.capability_relevance = relevance.as_deref();
         if let Some(health) = &health {
             engine.capability_health = health;
         }
