@@ -3,81 +3,29 @@
 //! voice it worked with when its run completes; the next run, whose
 //! envelope gives no tone, recalls it, and the writer's model request
 //! quotes it (asserted at the model double) while a `memory_recalled`
-//! frame names it. The model is a test double recording every request and
-//! answering each with an instance of its output schema; the memory store
+//! frame names it. The model is a test double (`RecordingModel`) recording
+//! every request and answering each with an instance of its output schema;
+//! the memory store
 //! is the in-memory adapter, searched by the real service.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use baton_core::basics::ids::RunKey;
-use baton_core::state::context::ModelRequest;
-use baton_core::state::run::{RunState, RunStatus, TokenUsage};
-use baton_runtime::error::LlmError;
+use baton_core::state::run::{RunState, RunStatus};
 use baton_runtime::memory::{InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::ports::{LlmProvider, ModelAnswer, ModelDelta, RunLog};
+use baton_runtime::ports::RunLog;
 use baton_runtime::services::Services;
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
+use baton_test_support::memory_runs::{
+    assert_the_writer_recalled_the_tone, tone_envelope, tone_namespace,
+};
+use baton_test_support::schema_shaped_model::RecordingModel;
 use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedSender;
 
 const TENANT: &str = "t";
-const WRITER: &str = "ContentGenerator_copyVariants";
-
-/// Test double for the model endpoint: answers with its output schema's
-/// instance, keeping every request.
-#[derive(Default)]
-struct RecordingModel {
-    requests: Mutex<Vec<ModelRequest>>,
-}
-
-#[async_trait]
-impl LlmProvider for RecordingModel {
-    fn model_name(&self) -> String {
-        "recording".into()
-    }
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        _deltas: UnboundedSender<ModelDelta>,
-    ) -> Result<ModelAnswer, LlmError> {
-        self.requests.lock().unwrap().push(request.clone());
-        let mut answer = scripted_llm::generate_instance(&request.output_schema, "recording");
-        if request.schema_name == "judge_answer" {
-            answer["score"] = json!(9.0);
-        }
-        Ok(ModelAnswer {
-            content: answer.to_string(),
-            usage: TokenUsage::default(),
-            model: "recording".into(),
-        })
-    }
-}
-
-fn tone_namespace() -> Vec<String> {
-    ["client", "example", "tone"]
-        .iter()
-        .map(|part| part.to_string())
-        .collect()
-}
-
-fn envelope(with_tone: bool) -> Value {
-    let mut envelope = baton_test_support::plain_example_envelope("seed-10.1-sample-envelope.json");
-    if !with_tone {
-        envelope["inputs"]
-            .as_object_mut()
-            .unwrap()
-            .remove("toneOfVoice");
-    }
-    envelope["memory"] = json!({
-        "recall": {"namespaces": [tone_namespace()], "perNode": 3},
-        "rememberTo": tone_namespace()
-    });
-    envelope
-}
 
 struct Harness {
     services: Services,
@@ -132,21 +80,10 @@ async fn run(harness: &Harness, envelope: &Value) -> RunState {
     state
 }
 
-fn writer_requests(model: &RecordingModel) -> Vec<Value> {
-    model
-        .requests
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|request| request.schema_name == WRITER)
-        .map(|request| serde_json::from_str(&request.user_message).unwrap())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_tone_one_run_worked_with_is_recalled_by_the_next_runs_writer() {
     let harness = harness();
-    let first = run(&harness, &envelope(true)).await;
+    let first = run(&harness, &tone_envelope(true)).await;
     let remembered = first.remembering.as_deref().expect("the run remembers");
     assert!(remembered.done, "{remembered:?}");
     assert_eq!(remembered.written, vec!["toneOfVoice"]);
@@ -179,25 +116,8 @@ async fn the_tone_one_run_worked_with_is_recalled_by_the_next_runs_writer() {
     );
 
     harness.model.requests.lock().unwrap().clear();
-    let second = run(&harness, &envelope(false)).await;
-    let requests = writer_requests(&harness.model);
-    assert_eq!(requests.len(), 1, "one writer call");
-    let writer = &requests[0];
-    assert!(
-        writer["inputs"].get("toneOfVoice").is_none(),
-        "the second envelope gives no tone"
-    );
-    let recalled = writer["recalledMemory"].as_array().expect("recalled items");
-    let tone = recalled
-        .iter()
-        .find(|snippet| snippet["key"] == "toneOfVoice")
-        .expect("the tone is recalled");
-    assert!(
-        tone["text"].as_str().unwrap().contains("confident"),
-        "{tone}"
-    );
-    assert_eq!(tone["provenance"]["runId"], first.run_id.as_str());
-    assert_eq!(tone["namespace"], json!(tone_namespace()));
+    let second = run(&harness, &tone_envelope(false)).await;
+    let writer = assert_the_writer_recalled_the_tone(&harness.model, &first.run_id);
     assert!(
         writer["recalledMemoryRule"]
             .as_str()

@@ -52,3 +52,53 @@ impl LlmProvider for NoModel {
         )))
     }
 }
+
+/// A schema-shaped model that passes every judge (`judge_answer` scores
+/// 9.0) and keeps every request it was sent, for tests that assert what a
+/// node was given.
+#[derive(Default)]
+pub struct RecordingModel {
+    pub requests: std::sync::Mutex<Vec<ModelRequest>>,
+}
+
+impl RecordingModel {
+    /// The user messages (parsed) of the requests for `schema_name`.
+    pub fn user_messages_for(&self, schema_name: &str) -> Vec<serde_json::Value> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .filter(|request| request.schema_name == schema_name)
+            .map(|request| {
+                serde_json::from_str(&request.user_message)
+                    .unwrap_or_else(|error| panic!("a user message is JSON: {error}"))
+            })
+            .collect()
+    }
+}
+
+#[async_trait]
+impl LlmProvider for RecordingModel {
+    fn model_name(&self) -> String {
+        "recording".into()
+    }
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _deltas: UnboundedSender<ModelDelta>,
+    ) -> Result<ModelAnswer, LlmError> {
+        self.requests
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push(request.clone());
+        let mut answer = scripted_llm::generate_instance(&request.output_schema, "recording");
+        if request.schema_name == "judge_answer" {
+            answer["score"] = serde_json::json!(9.0);
+        }
+        Ok(ModelAnswer {
+            content: answer.to_string(),
+            usage: TokenUsage::default(),
+            model: "recording".into(),
+        })
+    }
+}
