@@ -95,37 +95,43 @@ fn bench_node_steps(criterion: &mut Criterion) {
                 .remove(0);
             services.steps.handle(&plan_message.message).await.unwrap()
         };
-        // A hundred runs at once: their steps interleave (on SQLite, their
-        // commits share transactions and fsyncs: group commit).
-        let hundred_at_once = || async {
-            let queue = Arc::new(InMemoryStepQueue::new());
-            let services = build_services(queue.clone());
-            let mut run_ids = Vec::with_capacity(100);
-            for _ in 0..100 {
-                run_ids.push(
-                    services
-                        .runs
-                        .submit("bench", &envelope)
-                        .await
-                        .unwrap()
-                        .run_id,
-                );
+        // Ten or a hundred runs at once: their steps interleave (on
+        // SQLite, their commits share transactions and syncs: group commit).
+        let many_at_once = |runs: usize| {
+            let (build_services, envelope) = (&build_services, &envelope);
+            async move {
+                let queue = Arc::new(InMemoryStepQueue::new());
+                let services = build_services(queue.clone());
+                let mut run_ids = Vec::with_capacity(runs);
+                for _ in 0..runs {
+                    run_ids.push(
+                        services
+                            .runs
+                            .submit("bench", envelope)
+                            .await
+                            .unwrap()
+                            .run_id,
+                    );
+                }
+                let runner = LocalRunner {
+                    steps: services.steps,
+                    runs: services.runs,
+                    queue,
+                };
+                runner.drain().await.unwrap();
+                run_ids.len()
             }
-            let runner = LocalRunner {
-                steps: services.steps,
-                runs: services.runs,
-                queue,
-            };
-            runner.drain().await.unwrap();
-            run_ids.len()
         };
         let mut group = criterion.benchmark_group(group_name);
         group.bench_function("five_node_run_submit_to_complete", |bencher| {
             bencher.iter(|| runtime.block_on(run_once()))
         });
         group.sample_size(10);
+        group.bench_function("ten_five_node_runs_at_once", |bencher| {
+            bencher.iter(|| runtime.block_on(many_at_once(10)))
+        });
         group.bench_function("hundred_five_node_runs_at_once", |bencher| {
-            bencher.iter(|| runtime.block_on(hundred_at_once()))
+            bencher.iter(|| runtime.block_on(many_at_once(100)))
         });
         group.sample_size(100);
         group.bench_function("submit_and_plan_step_only", |bencher| {
@@ -141,10 +147,43 @@ fn bench_node_steps(criterion: &mut Criterion) {
         &validators,
         &envelope,
     );
+    bench_the_sync_floor(criterion, state_folder.path());
     println!("per node step = (five_node_run_submit_to_complete - submit_and_plan_step_only) / 5");
     println!(
-        "per node step at 100 runs at once = (hundred_five_node_runs_at_once / 100 - submit_and_plan_step_only) / 5"
+        "per node step at N runs at once = (N_five_node_runs_at_once / N - submit_and_plan_step_only) / 5"
     );
+    println!(
+        "a SQLite node step = the in-memory node step + one sync (sync_floor) + the rest (SQLite's own work)"
+    );
+}
+
+/// Group `sync_floor`: what one durable commit cannot go below on this
+/// disk, in the folder the SQLite bench's file is in: a 4 KiB page
+/// appended to a file and synced with `fdatasync` (`File::sync_data`, what
+/// the bundled SQLite calls, built with `HAVE_FDATASYNC`), and with `fsync`
+/// (`File::sync_all`, what it called before).
+fn bench_the_sync_floor(criterion: &mut Criterion, folder: &std::path::Path) {
+    use std::io::Write;
+    let page = [7u8; 4096];
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(folder.join("sync-floor.bin"))
+        .unwrap();
+    let mut group = criterion.benchmark_group("sync_floor");
+    group.bench_function("append_a_page_and_fdatasync", |bencher| {
+        bencher.iter(|| {
+            file.write_all(&page).unwrap();
+            file.sync_data().unwrap();
+        })
+    });
+    group.bench_function("append_a_page_and_fsync", |bencher| {
+        bencher.iter(|| {
+            file.write_all(&page).unwrap();
+            file.sync_all().unwrap();
+        })
+    });
+    group.finish();
 }
 
 /// Test double for a trace collector: takes every batch and drops it (the

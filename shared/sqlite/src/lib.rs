@@ -27,7 +27,9 @@
 //! | `audit_records` | `tenant_id, audit_id` | `expires_at_millis`, `record` (JSON): the audit trail, inserted only (a trigger refuses any `UPDATE`; rows go only when their retention passes, dropped by the next append; added like `threads`) |
 //!
 //! Durability: WAL journal, `synchronous = FULL` for commits (a committed
-//! step survives a power loss, not only a crash of the process); claims,
+//! step survives a power loss, not only a crash of the process; the WAL
+//! is synced with `fdatasync`: the workspace's `.cargo/config.toml` builds
+//! the bundled SQLite with `HAVE_FDATASYNC`); claims,
 //! streamed frames (deltas, a restarted stream's warning), lease renewals
 //! and releases and outbox re-sent marks at `NORMAL` (`rows::without_fsync`:
 //! they survive a crash of the process, and a power loss undoes at most
