@@ -4,11 +4,13 @@
 //! survives the process that started it, and several processes (`baton
 //! serve`, `baton tasks`, `baton resume`) share it.
 //!
-//! Schema (version 1, in `PRAGMA user_version`):
+//! Schema (version 2, in `PRAGMA user_version`; 2 writes a run's plan in
+//! its own LZ4 block of the `state` value, which a version-1 Baton cannot
+//! read, so it refuses the file as written by a newer one):
 //!
 //! | table | key | columns |
 //! | --- | --- | --- |
-//! | `runs` | `tenant_id, run_id` | `state` (LZ4-compressed JSON, `state_column`; JSON text in files written before), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis`, `retain_until_millis` (set by the commit that ends the run: past it, `baton gc` and `serve` delete the run and everything of it), `forked_from` (a fork's source run: the runs list's `forkedFrom`; the column is added on open to files written before it) |
+//! | `runs` | `tenant_id, run_id` | `state` (LZ4-compressed JSON, the plan in a block of its own, `state_column`; one block or JSON text in files written before), `version`, `status`, `correlation_id`, `last_sequence`, `created_at_millis`, `retain_until_millis` (set by the commit that ends the run: past it, `baton gc` and `serve` delete the run and everything of it), `forked_from` (a fork's source run: the runs list's `forkedFrom`; the column is added on open to files written before it) |
 //! | `idempotency` | `tenant_id, idempotency_key` | `run_id` |
 //! | `events` | `tenant_id, run_id, sequence` | `frame` (JSON) |
 //! | `leases` | `tenant_id, run_id, node_id, attempt` | `claimant`, `expires_at_millis`, `owner` (the claiming process's token: a lease of a dead process is void at once; the column is added on open to files written before it) |
@@ -59,6 +61,7 @@
 //! events); every query is scoped by tenant.
 
 mod claimants;
+mod committed_states;
 mod connection_thread;
 mod entries;
 mod event_log;
@@ -82,8 +85,9 @@ use baton_runtime::error::StoreError;
 use baton_runtime::ports::Clock;
 use rusqlite::Connection;
 
-/// The schema this code reads and writes.
-const SCHEMA_VERSION: i64 = 1;
+/// The schema this code reads and writes (1: before plans were split off
+/// in `runs.state`; read as is).
+const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS runs (
@@ -248,6 +252,8 @@ pub struct SqliteStore {
     claimant_process: Arc<claimants::ClaimantProcess>,
     /// Step commits waiting for the next group (`group_commit`).
     group: Arc<group_commit::GroupCommits>,
+    /// The states this process last committed (`committed_states`).
+    committed_states: Arc<committed_states::CommittedStates>,
 }
 
 pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {
@@ -328,6 +334,7 @@ impl SqliteStore {
             clock: Arc::new(SystemClock),
             claimant_process,
             group: Arc::default(),
+            committed_states: Arc::default(),
         })
     }
 

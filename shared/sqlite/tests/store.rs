@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use baton_core::state::run::RunStatus;
 use baton_runtime::error::StoreError;
-use baton_runtime::ports::StepCommit;
+use baton_runtime::ports::{StepCommit, StoredRun};
 use baton_sqlite::SqliteStore;
 use baton_test_support::conformance::{
     capability_directory_conformance, run_store_conformance, thread_store_conformance,
@@ -199,7 +199,9 @@ async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
     .unwrap();
     assert_eq!(stored_type(&raw), "text");
 
-    let loaded = store
+    // Another process reads the row (this one would answer with the state
+    // it kept at that version).
+    let loaded = store_in(&directory)
         .load_run(RunKey::new(tenant, run))
         .await
         .unwrap()
@@ -235,7 +237,10 @@ async fn a_state_stored_as_json_text_by_an_older_baton_still_loads() {
         [tenant, run],
     )
     .unwrap();
-    match store.load_run(RunKey::new(tenant, run)).await {
+    // Read by another process: this one answers a load at the version it
+    // committed with the state it kept, without reading the row.
+    let other_process = store_in(&directory);
+    match other_process.load_run(RunKey::new(tenant, run)).await {
         Err(StoreError::Corrupt(message)) => assert!(message.contains("stored state"), "{message}"),
         other => panic!("a damaged state is Corrupt, not {other:?}"),
     }
@@ -333,10 +338,39 @@ async fn an_example_runs_to_completion_on_sqlite() {
         .await
         .unwrap();
     assert_eq!(status, RunStatus::Completed);
+    let finished = store
+        .load_run(RunKey::new("t", &submitted.run_id))
+        .await
+        .unwrap()
+        .unwrap();
     drop(services);
     drop(runner);
 
+    // The plan is kept apart from the rest of the state (compressed once
+    // per run), and read back whole by another process.
+    let raw =
+        rusqlite::Connection::open(directory.path().join("state").join("baton.sqlite3")).unwrap();
+    let stored: Vec<u8> = raw
+        .query_row(
+            "SELECT state FROM runs WHERE tenant_id = 't' AND run_id = ?1",
+            [&submitted.run_id],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(stored[..4], [0xFF; 4], "a split value");
     let reopened = store_in(&directory);
+    let read = reopened
+        .load_run(RunKey::new("t", &submitted.run_id))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(read.state.plan.is_some());
+    assert_eq!(
+        serde_json::to_value(&read.state).unwrap(),
+        serde_json::to_value(&finished.state).unwrap(),
+        "the state read by another process is the one committed"
+    );
+
     let frames = reopened
         .read_events(RunKey::new("t", &submitted.run_id), 0, 10_000)
         .await
@@ -636,4 +670,78 @@ async fn the_sqlite_store_passes_the_memory_conformance_suite() {
     baton_test_support::conformance::memory_store_conformance(Arc::new(store), "sqlite", false)
         .await
         .unwrap();
+}
+
+/// A process answers a load at the version it committed with the state it
+/// kept; once another process has committed the run, the row is read.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_state_never_hides_another_processs_commit() {
+    let directory = tempfile::tempdir().unwrap();
+    let first = store_in(&directory);
+    run_store_conformance(Arc::new(first.clone()), "kept")
+        .await
+        .unwrap();
+    let (tenant, run) = ("tenant-kept", "run-kept");
+    let commit_with = |loaded: &StoredRun, turns: u32| {
+        let mut state = loaded.state.clone();
+        state.model_turns = turns;
+        StepCommit {
+            expected_version: loaded.version,
+            previous_status: loaded.state.status(),
+            retain_until: None,
+            state,
+            events: Vec::new(),
+            outbox: Vec::new(),
+            consumed_message_id: None,
+            entries: Vec::new(),
+        }
+    };
+    let loaded = first
+        .load_run(RunKey::new(tenant, run))
+        .await
+        .unwrap()
+        .unwrap();
+    let version = first
+        .commit_step(RunKey::new(tenant, run), commit_with(&loaded, 11))
+        .await
+        .unwrap();
+    let kept = first
+        .load_run(RunKey::new(tenant, run))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((kept.version, kept.state.model_turns), (version, 11));
+
+    let second = store_in(&directory);
+    let read = second
+        .load_run(RunKey::new(tenant, run))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(read.state.model_turns, 11);
+    second
+        .commit_step(RunKey::new(tenant, run), commit_with(&read, 22))
+        .await
+        .unwrap();
+
+    let after = first
+        .load_run(RunKey::new(tenant, run))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(after.version, version + 1);
+    assert_eq!(after.state.model_turns, 22);
+    // The first's stale commit is a conflict, and leaves the row alone.
+    assert!(matches!(
+        first
+            .commit_step(RunKey::new(tenant, run), commit_with(&kept, 33))
+            .await,
+        Err(StoreError::VersionConflict { .. })
+    ));
+    let last = first
+        .load_run(RunKey::new(tenant, run))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(last.state.model_turns, 22);
 }

@@ -21,6 +21,13 @@ use crate::rows::{as_i64, begin, from_json, millis, texts, to_json};
 use crate::state_column::{StoredState, encode_state};
 use crate::{SqliteStore, unavailable};
 
+/// A run's state as a load found it: the copy this process kept at the
+/// row's version, or the row's value to parse.
+enum LoadedState {
+    Kept(Box<RunState>),
+    Stored(StoredState),
+}
+
 fn write_outbox(
     transaction: &rusqlite::Connection,
     outbox: &[StepMessage],
@@ -144,8 +151,8 @@ impl RunLog for SqliteStore {
         idempotency_key: Option<&str>,
         live_run_limit: Option<u64>,
     ) -> Result<CreateOutcome, StoreError> {
-        let state = state.clone();
-        let state_json = encode_state(&state)?;
+        let mut state = state.clone();
+        let (state_json, _) = encode_state(&mut state, None)?;
         let key = idempotency_key.map(str::to_string);
         let now = millis(self.clock.now());
         // The run's own creation time, so the runs list's order and cursor
@@ -214,7 +221,10 @@ impl RunLog for SqliteStore {
     async fn load_run(&self, key: RunKey<'_>) -> Result<Option<StoredRun>, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        let row: Option<(StoredState, i64)> = self
+        let committed = self.committed_states.clone();
+        // The version first: at the version this process committed, the
+        // state is the one it kept, and the row's JSON is not even read.
+        let row: Option<(LoadedState, u64)> = self
             .with_reader(move |connection| {
                 connection
                     .prepare_cached(
@@ -222,17 +232,23 @@ impl RunLog for SqliteStore {
                     )
                     .map_err(unavailable)?
                     .query_row(params![tenant_id, run_id], |row| {
-                        Ok((row.get(0)?, row.get(1)?))
+                        let version = u64::try_from(row.get::<_, i64>(1)?).unwrap_or(0);
+                        let state = match committed.state_at(&tenant_id, &run_id, version) {
+                            Some(state) => LoadedState::Kept(Box::new(state)),
+                            None => LoadedState::Stored(row.get(0)?),
+                        };
+                        Ok((state, version))
                     })
                     .optional()
                     .map_err(unavailable)
             })
             .await?;
         row.map(|(state, version)| {
-            Ok(StoredRun {
-                state: state.parse()?,
-                version: u64::try_from(version).unwrap_or(0),
-            })
+            let state = match state {
+                LoadedState::Kept(state) => *state,
+                LoadedState::Stored(stored) => stored.parse()?,
+            };
+            Ok(StoredRun { state, version })
         })
         .transpose()
     }
@@ -240,70 +256,97 @@ impl RunLog for SqliteStore {
     async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let (tenant_id, run_id) = (tenant_id.to_string(), run_id.to_string());
-        let state_json = encode_state(&commit.state)?;
+        let StepCommit {
+            expected_version,
+            previous_status,
+            retain_until,
+            state,
+            events,
+            outbox,
+            consumed_message_id,
+            entries,
+        } = commit;
+        let mut state = state;
+        let reusable = self.committed_states.compressed_plan(&run_id);
+        let (state_json, compressed_plan) = encode_state(&mut state, reusable)?;
+        let status = state.status();
         let now = millis(self.clock.now());
+        let (kept_tenant, kept_run) = (tenant_id.clone(), run_id.clone());
         // Decided concurrently, committed together: the group commit puts
         // this commit in the next transaction (a savepoint of its own) and
         // answers once that transaction is durable.
-        self.write_in_group(
-            Durability::Fsynced,
-            move |transaction: &rusqlite::Connection| {
-                let expected = as_i64(commit.expected_version);
-                // Conditional on the status the caller read too (as on
-                // DynamoDB): the live-run counter moves by it, and a wrong
-                // one is a conflict the caller reloads after.
-                let changed = transaction
-                    .prepare_cached(
-                        "UPDATE runs SET state = ?3, status = ?4, version = version + 1,
+        let committed = self
+            .write_in_group(
+                Durability::Fsynced,
+                move |transaction: &rusqlite::Connection| {
+                    let expected = as_i64(expected_version);
+                    // Conditional on the status the caller read too (as on
+                    // DynamoDB): the live-run counter moves by it, and a wrong
+                    // one is a conflict the caller reloads after.
+                    let changed = transaction
+                        .prepare_cached(
+                            "UPDATE runs SET state = ?3, status = ?4, version = version + 1,
                             retain_until_millis = ?6
                          WHERE tenant_id = ?1 AND run_id = ?2 AND version = ?5 AND status = ?7",
-                    )
-                    .map_err(unavailable)?
-                    .execute(params![
-                        tenant_id,
-                        run_id,
-                        state_json,
-                        commit.state.status().as_str(),
-                        expected,
-                        commit.retain_until.map(millis),
-                        commit.previous_status.as_str()
-                    ])
-                    .map_err(unavailable)?;
-                if changed == 0 {
-                    let exists: Option<i64> = transaction
-                        .prepare_cached(
-                            "SELECT version FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
                         )
                         .map_err(unavailable)?
-                        .query_row(params![tenant_id, run_id], |row| row.get(0))
-                        .optional()
+                        .execute(params![
+                            tenant_id,
+                            run_id,
+                            state_json,
+                            status.as_str(),
+                            expected,
+                            retain_until.map(millis),
+                            previous_status.as_str()
+                        ])
                         .map_err(unavailable)?;
-                    return Err(match exists {
-                        None => StoreError::RunNotFound,
-                        Some(_) => StoreError::VersionConflict {
-                            expected: commit.expected_version,
-                        },
-                    });
-                }
-                append(transaction, &tenant_id, &run_id, commit.events)?;
-                consume_outbox_entry(
-                    transaction,
-                    &tenant_id,
-                    &run_id,
-                    commit.consumed_message_id.as_deref(),
-                )?;
-                write_outbox(transaction, &commit.outbox, now)?;
-                crate::entries::write_entries(transaction, &tenant_id, &run_id, &commit.entries)?;
-                crate::tenant_runs::count_live_run_change(
-                    transaction,
-                    &tenant_id,
-                    Some(commit.previous_status),
-                    commit.state.status(),
-                )?;
-                Ok(Grouped::Keep(commit.expected_version + 1))
-            },
-        )
-        .await
+                    if changed == 0 {
+                        let exists: Option<i64> = transaction
+                            .prepare_cached(
+                                "SELECT version FROM runs WHERE tenant_id = ?1 AND run_id = ?2",
+                            )
+                            .map_err(unavailable)?
+                            .query_row(params![tenant_id, run_id], |row| row.get(0))
+                            .optional()
+                            .map_err(unavailable)?;
+                        return Err(match exists {
+                            None => StoreError::RunNotFound,
+                            Some(_) => StoreError::VersionConflict {
+                                expected: expected_version,
+                            },
+                        });
+                    }
+                    append(transaction, &tenant_id, &run_id, events)?;
+                    consume_outbox_entry(
+                        transaction,
+                        &tenant_id,
+                        &run_id,
+                        consumed_message_id.as_deref(),
+                    )?;
+                    write_outbox(transaction, &outbox, now)?;
+                    crate::entries::write_entries(transaction, &tenant_id, &run_id, &entries)?;
+                    crate::tenant_runs::count_live_run_change(
+                        transaction,
+                        &tenant_id,
+                        Some(previous_status),
+                        status,
+                    )?;
+                    Ok(Grouped::Keep(expected_version + 1))
+                },
+            )
+            .await;
+        match &committed {
+            Ok(version) => self.committed_states.keep(
+                &kept_tenant,
+                &kept_run,
+                *version,
+                state,
+                compressed_plan,
+            ),
+            // A conflict or a failure: the row is not this state.
+            Err(_) => self.committed_states.forget(&kept_run),
+        }
+        committed
     }
 
     async fn read_entries(
