@@ -16,7 +16,7 @@ use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{MemoryStore, RunLog};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
-use baton_test_support::memory_runs::{
+use baton_test_support::conformance::memory_runs::{
     assert_the_writer_recalled_the_tone, tone_envelope, tone_namespace,
 };
 use baton_test_support::schema_shaped_model::RecordingModel;

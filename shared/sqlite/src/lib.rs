@@ -61,7 +61,6 @@
 //! events); every query is scoped by tenant.
 
 mod claimants;
-mod committed_states;
 mod connection_thread;
 mod entries;
 mod event_log;
@@ -253,7 +252,7 @@ pub struct SqliteStore {
     /// Step commits waiting for the next group (`group_commit`).
     group: Arc<group_commit::GroupCommits>,
     /// The states this process last committed (`committed_states`).
-    committed_states: Arc<committed_states::CommittedStates>,
+    committed_states: Arc<run_store::committed_states::CommittedStates>,
 }
 
 pub(crate) fn unavailable(error: impl std::fmt::Display) -> StoreError {

@@ -12,6 +12,7 @@ mod entries;
 mod held;
 mod large;
 mod memory;
+pub mod memory_runs;
 mod request_keys;
 mod retention;
 mod run_list;

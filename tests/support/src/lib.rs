@@ -31,7 +31,6 @@ pub mod fault_injection;
 pub mod five_stages;
 pub mod lambda_runtime;
 pub mod mcp_server;
-pub mod memory_runs;
 pub mod otlp_receiver;
 pub mod schema_shaped_model;
 pub mod tenant_history;

@@ -1,5 +1,6 @@
 //! The ports on the SQLite file: runs, events, leases, outbox, capabilities.
 
+pub(crate) mod committed_states;
 mod outbox_rows;
 
 use async_trait::async_trait;
