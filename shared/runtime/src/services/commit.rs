@@ -84,6 +84,8 @@ pub(crate) struct DecisionCommitter {
     /// How long an ended run's records are kept, by tenant: the commit
     /// that ends a run stamps its `retain_until`.
     pub(crate) retention: super::RunRetention,
+    /// Plans equal across runs, held once (`shared_plans`).
+    pub(crate) shared_plans: Arc<super::shared_plans::SharedPlans>,
 }
 
 /// The version a first decision was made on, and the run's status then.
@@ -202,6 +204,13 @@ impl DecisionCommitter {
             }
         }
         decision.transcripts = publications;
+        // A plan this step made (no one else holds it yet): one equal plan
+        // another run holds is kept instead.
+        if let Some(plan) = &decision.state.plan
+            && Arc::strong_count(plan) == 1
+        {
+            decision.state.plan = Some(self.shared_plans.share(plan));
+        }
         // Recorded before the commit too: recording an exchange twice
         // changes nothing.
         for appended in &decision.exchanges {

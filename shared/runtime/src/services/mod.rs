@@ -39,6 +39,7 @@ mod request_keys;
 mod retention_pass;
 mod runs;
 mod schedules;
+mod shared_plans;
 mod steps;
 mod stream_budget;
 mod thread_lanes;
@@ -475,6 +476,7 @@ impl Services {
                 .retention
                 .clone()
                 .with_tenant_settings(registry.tenant_settings()),
+            shared_plans: Arc::default(),
         };
         let max_schedules_per_tenant = settings.max_schedules_per_tenant;
         let memory = Arc::new(memory::MemoryService::new(
