@@ -15,14 +15,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use baton_core::basics::ids::RunKey;
 use baton_core::catalog::registry::Registry;
 use baton_core::contracts::capability::CapabilityRegistration;
-use baton_core::state::run::RunStatus;
 use baton_runtime::error::LlmError;
-use baton_runtime::memory::{InMemoryMemoryStore, InMemoryRunStore, InMemoryStepQueue};
-use baton_runtime::ports::{RunLog, TextEmbedder};
-use baton_runtime::workers::LocalRunner;
+use baton_runtime::memory::{InMemoryMemoryStore, InMemoryRunStore};
+use baton_runtime::ports::TextEmbedder;
 use baton_test_support::TestServices;
 use baton_test_support::schema_shaped_model::SchemaShapedModel;
 use serde_json::{Value, json};
@@ -123,31 +120,15 @@ async fn planned_writer(
     objective: &str,
 ) -> (String, Value) {
     let store = Arc::new(InMemoryRunStore::new());
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(Arc::new(SchemaShapedModel))
-        .registry(sector_registry())
-        .store(store.clone())
-        .queue(queue.clone())
-        .memory(Arc::new(InMemoryMemoryStore::default()), embedder)
-        .build()
-        .services;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
     let mut envelope =
         baton_test_support::plain_example_envelope("positioning-recommendation.json");
     envelope["objective"] = json!(objective);
-    let run = services.runs.submit(TENANT, &envelope).await.unwrap();
-    let status = runner.run_until_settled(TENANT, &run.run_id).await.unwrap();
-    let state = store
-        .load_run(RunKey::new(TENANT, &run.run_id))
-        .await
-        .unwrap()
-        .unwrap()
-        .state;
-    assert_eq!(status, RunStatus::Completed, "{:?}", state.failure);
+    let state = TestServices::with_model(Arc::new(SchemaShapedModel))
+        .registry(sector_registry())
+        .store(store.clone())
+        .memory(Arc::new(InMemoryMemoryStore::default()), embedder)
+        .run_to_the_end(store.as_ref(), TENANT, &envelope)
+        .await;
     let plan = state.plan.expect("the run was planned");
     let writer = plan
         .nodes

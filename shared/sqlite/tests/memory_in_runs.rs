@@ -9,11 +9,8 @@
 
 use std::sync::Arc;
 
-use baton_core::basics::ids::RunKey;
-use baton_core::state::run::{RunState, RunStatus};
-use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::{MemoryStore, RunLog};
-use baton_runtime::workers::LocalRunner;
+use baton_core::state::run::RunState;
+use baton_runtime::ports::MemoryStore;
 use baton_sqlite::SqliteStore;
 use baton_test_support::TestServices;
 use baton_test_support::conformance::memory_runs::{
@@ -31,29 +28,12 @@ async fn run_in_a_process(
     envelope: &Value,
 ) -> RunState {
     let store = Arc::new(SqliteStore::open(path).unwrap());
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(model)
+    TestServices::with_model(model)
         .store(store.clone())
-        .queue(queue.clone())
         .capability_directory(store.clone())
         .memory(store.clone(), None)
-        .build()
-        .services;
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
-    let run = services.runs.submit(TENANT, envelope).await.unwrap();
-    let status = runner.run_until_settled(TENANT, &run.run_id).await.unwrap();
-    let state = store
-        .load_run(RunKey::new(TENANT, &run.run_id))
+        .run_to_the_end(store.as_ref(), TENANT, envelope)
         .await
-        .unwrap()
-        .unwrap()
-        .state;
-    assert_eq!(status, RunStatus::Completed, "{:?}", state.failure);
-    state
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -310,6 +310,41 @@ impl TestServices {
         self
     }
 
+    /// Builds the services on a fresh in-memory queue, submits `envelope`
+    /// for `tenant_id`, drives the run until it settles (its after-the-end
+    /// steps too) and answers its state as `store` keeps it, asserting it
+    /// completed.
+    pub async fn run_to_the_end(
+        self,
+        store: &dyn baton_runtime::ports::RunLog,
+        tenant_id: &str,
+        envelope: &Value,
+    ) -> baton_core::state::run::RunState {
+        let (services, runner) = self.build_with_local_runner();
+        let run = services
+            .runs
+            .submit(tenant_id, envelope)
+            .await
+            .expect("the envelope is accepted");
+        let status = runner
+            .run_until_settled(tenant_id, &run.run_id)
+            .await
+            .expect("the run settles");
+        let state = store
+            .load_run(baton_core::basics::ids::RunKey::new(tenant_id, &run.run_id))
+            .await
+            .expect("the store answers")
+            .expect("the run is stored")
+            .state;
+        assert_eq!(
+            status,
+            baton_core::state::run::RunStatus::Completed,
+            "{:?}",
+            state.failure
+        );
+        state
+    }
+
     /// The services on a fresh in-memory queue, with the embedded default's
     /// worker (`LocalRunner`, what `baton run` drives) over them.
     pub fn build_with_local_runner(mut self) -> (Services, baton_runtime::workers::LocalRunner) {
