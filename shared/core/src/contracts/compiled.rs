@@ -1,8 +1,9 @@
 //! Compiled contracts: what the facet contract compiler (`compiler`)
 //! produces (a merged schema with the provenance of each property), the
 //! direction a contract is compiled for, and the cache of compiled contracts
-//! a facet catalog keeps (`FacetCatalog::compiled_contracts`). Types only,
-//! so the catalog and the compiler both stand on them.
+//! a facet catalog keeps (`FacetCatalog::compiled_contracts`), with the
+//! digests of its facets' schemas (`FacetSchemaKeys`). Types only, so the
+//! catalog and the compiler both stand on them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -97,5 +98,38 @@ impl CompiledContracts {
             }
             by_recipe.insert(recipe, compiled);
         }
+    }
+}
+
+/// The digest of each facet's schema text (`compiler::schema_key_of`),
+/// computed at a facet's first use and kept with the catalog: a plan's
+/// audit stamps and every contract key read them, and a registry's facet
+/// schemas never change under it (a catalog that gains a facet starts a
+/// new map).
+#[derive(Debug, Default)]
+pub(crate) struct FacetSchemaKeys {
+    by_facet: Mutex<HashMap<String, Arc<str>>>,
+}
+
+impl FacetSchemaKeys {
+    /// `facet`'s key, computed by `digest` the first time it is asked for.
+    pub(crate) fn get_or_compute(
+        &self,
+        facet: &str,
+        digest: impl FnOnce() -> Arc<str>,
+    ) -> Arc<str> {
+        if let Some(key) = self
+            .by_facet
+            .lock()
+            .ok()
+            .and_then(|keys| keys.get(facet).cloned())
+        {
+            return key;
+        }
+        let key = digest();
+        if let Ok(mut keys) = self.by_facet.lock() {
+            keys.insert(facet.to_string(), key.clone());
+        }
+        key
     }
 }

@@ -92,6 +92,8 @@ pub struct FacetCatalog {
     /// Contracts compiled from these facets (`compiler::compile_contract`),
     /// shared by the catalog's clones and replaced when a facet is added.
     pub(crate) compiled_contracts: std::sync::Arc<crate::contracts::compiled::CompiledContracts>,
+    /// The digests of these facets' schemas, likewise shared and replaced.
+    schema_keys: std::sync::Arc<crate::contracts::compiled::FacetSchemaKeys>,
 }
 
 impl FacetCatalog {
@@ -102,7 +104,17 @@ impl FacetCatalog {
     /// Adds a facet; returns the previous definition of the same name, if any.
     pub fn insert(&mut self, facet: Facet) -> Option<Facet> {
         self.compiled_contracts = Default::default();
+        self.schema_keys = Default::default();
         self.facets_by_name.insert(facet.name.clone(), facet)
+    }
+
+    /// The digest of facet `name`'s schema (hex SHA-256 of its JSON text),
+    /// computed once per catalog; `None` for a facet it does not hold.
+    pub fn schema_key(&self, name: &str) -> Option<std::sync::Arc<str>> {
+        let facet = self.facets_by_name.get(name)?;
+        Some(self.schema_keys.get_or_compute(name, || {
+            crate::contracts::compiler::schema_key_of(&facet.schema)
+        }))
     }
 
     pub fn get(&self, name: &str) -> Option<&Facet> {

@@ -232,28 +232,38 @@ impl<'e, 'r> StepContext<'e, 'r> {
 }
 
 /// The stamps of every registry facet `plan` reads or writes (facets a
-/// builtin node invents are not the registry's and are left out).
+/// builtin node invents are not the registry's and are left out), each
+/// stamped once with the digest its catalog keeps.
 fn facet_stamps(
     plan: &crate::planning::plan::PlanGraph,
     registry: &crate::catalog::registry::Registry,
 ) -> std::collections::BTreeMap<String, crate::records::audit::FacetStamp> {
-    plan.nodes
+    let mut stamps = std::collections::BTreeMap::new();
+    for name in plan
+        .nodes
         .iter()
         .flat_map(|node| node.input_facets.iter().chain(&node.output_facets))
-        .filter_map(|name| {
-            let facet = registry.facets.get(name)?;
-            Some((
-                name.clone(),
-                crate::records::audit::FacetStamp {
-                    version: facet
-                        .metadata
-                        .get("version")
-                        .and_then(serde_json::Value::as_str)
-                        .map(str::to_string),
-                    schema_hash: crate::contracts::compiler::schema_key_of(&facet.schema)
-                        .to_string(),
-                },
-            ))
-        })
-        .collect()
+    {
+        if stamps.contains_key(name) {
+            continue;
+        }
+        let (Some(facet), Some(schema_hash)) =
+            (registry.facets.get(name), registry.facets.schema_key(name))
+        else {
+            continue;
+        };
+        let version = facet
+            .metadata
+            .get("version")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        stamps.insert(
+            name.clone(),
+            crate::records::audit::FacetStamp {
+                version,
+                schema_hash: schema_hash.to_string(),
+            },
+        );
+    }
+    stamps
 }
