@@ -280,9 +280,7 @@ impl RunSnapshotResponse {
                 envelope: redact(&envelope),
                 schema_hash: format!(
                     "sha256:{}",
-                    baton_core::contracts::compiler::schema_key_of(
-                        &run.envelope.output_contract.schema
-                    )
+                    baton_core::basics::schema::schema_key_of(&run.envelope.output_contract.schema)
                 ),
                 facet_snapshot: run.facet_snapshot.clone(),
                 submitted_by: run.submitted_by.clone(),

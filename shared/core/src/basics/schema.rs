@@ -54,6 +54,14 @@ pub fn whole_numbers_as_integers(value: Value) -> Value {
     }
 }
 
+/// Hex SHA-256 of `schema`'s JSON text: a schema's key in the validator
+/// cache, and a facet's schema digest in the audit (a merged contract's
+/// key is its recipe's: `contracts::compiler`).
+pub fn schema_key_of(schema: &Value) -> Arc<str> {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(schema.to_string().as_bytes())).into()
+}
+
 /// Compiles `schema` with no remote or file retrieval and format checks on.
 /// `path` names where the schema came from, for the error.
 /// A JSON path (`$.inputs.key`) continued by a JSON pointer into the value

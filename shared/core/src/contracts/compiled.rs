@@ -101,7 +101,7 @@ impl CompiledContracts {
     }
 }
 
-/// The digest of each facet's schema text (`compiler::schema_key_of`),
+/// The digest of each facet's schema text (`basics::schema::schema_key_of`),
 /// computed at a facet's first use and kept with the catalog: a plan's
 /// audit stamps and every contract key read them, and a registry's facet
 /// schemas never change under it (a catalog that gains a facet starts a

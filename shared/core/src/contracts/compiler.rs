@@ -132,15 +132,10 @@ fn contract_key_of(catalog: &FacetCatalog, recipe: &ContractRecipe) -> Result<Ar
     Ok(format!("{:x}", digest.finalize()).into())
 }
 
-/// Hex SHA-256 of the schema's JSON text.
-pub fn schema_key_of(schema: &Value) -> Arc<str> {
-    use sha2::{Digest, Sha256};
-    format!("{:x}", Sha256::digest(schema.to_string().as_bytes())).into()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::basics::schema::schema_key_of;
     use crate::basics::schema::{collect_violations, compile_schema};
     use crate::contracts::facet::{Facet, FacetDirection};
 

@@ -112,9 +112,10 @@ impl FacetCatalog {
     /// computed once per catalog; `None` for a facet it does not hold.
     pub fn schema_key(&self, name: &str) -> Option<std::sync::Arc<str>> {
         let facet = self.facets_by_name.get(name)?;
-        Some(self.schema_keys.get_or_compute(name, || {
-            crate::contracts::compiler::schema_key_of(&facet.schema)
-        }))
+        Some(
+            self.schema_keys
+                .get_or_compute(name, || crate::basics::schema::schema_key_of(&facet.schema)),
+        )
     }
 
     pub fn get(&self, name: &str) -> Option<&Facet> {

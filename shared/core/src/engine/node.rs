@@ -1,7 +1,7 @@
 //! Node steps: check the node's input against its contract, then resolve it
 //! here (built-in operations, human parking) or ask the shell to call the
-//! model; judge the answer against the output contract, re-prompt or fail,
-//! and schedule what became ready.
+//! model; then decide the model's answer (judged against the output
+//! contract, or a failure) for governance (`node_answers`) to act on.
 
 use serde_json::{Value, json};
 
@@ -14,11 +14,11 @@ use crate::state::run::RunState;
 use crate::wire::frames::{self, ExecutorType, RunPhase};
 
 use super::decision::EngineContext;
-use super::effects::{ModelCall, ModelFailure, ModelOutcome, StepAdvance};
+use super::effects::{ModelCall, ModelOutcome, StepAdvance};
 use super::lifecycle::RunTransition;
 use super::narration::hand_over;
 use super::node_answers::reject_input;
-use super::node_answers::take_answer;
+use super::node_answers::{AttemptDecided, DecidedAttempt, decide_answer, take_answer};
 use super::plan_lookup::{plan_node_in, plan_of, start_payload};
 use super::step_context::StepContext;
 
@@ -145,13 +145,18 @@ fn hand_to_a_person(
     Ok(step.into_advance())
 }
 
-pub(super) fn resume_node(
+/// Decides a model node's attempt from the model's outcome: records its
+/// usage and judges its answer (or takes its failure), and hands the step
+/// back with what was decided. Governance is not here: the step driver
+/// passes the decided attempt to `node_answers::govern_attempt`, in the
+/// same step (decide, then govern and apply).
+pub(super) fn resume_node<'e, 'r>(
     state: RunState,
     call: &ModelCall,
     outcome: &ModelOutcome,
     now: Instant,
-    engine: &EngineContext<'_>,
-) -> Result<StepAdvance, CoreError> {
+    engine: &'e EngineContext<'r>,
+) -> Result<(StepContext<'e, 'r>, DecidedAttempt), CoreError> {
     let plan = plan_of(&state)?;
     let node = plan_node_in(&plan, &state, &call.node_id)?;
     let mut step = StepContext::new(state, now, engine);
@@ -159,7 +164,7 @@ pub(super) fn resume_node(
     if let Some(record) = step.state_mut().node_mut(&node.node_id) {
         record.started_at_millis = Some(call.started_at_millis);
     }
-    match outcome {
+    let decided = match outcome {
         Ok(answer) => {
             let parsed = serde_json::from_str::<Value>(&answer.content);
             super::usage_recording::record_model_usage(
@@ -169,36 +174,20 @@ pub(super) fn resume_node(
                 &answer.usage,
                 super::usage_recording::operation_of(node),
             );
-            take_answer(&mut step, node, call.attempt, parsed)?;
+            AttemptDecided::Judged(decide_answer(&step, node, parsed)?)
         }
-        Err(ModelFailure { code, message }) => {
-            // A provider that kept failing after its retries (and its
-            // fallback models): escalate to the next capability that makes
-            // the node's facets (a person's, when the registry ranks one
-            // next) before failing the run.
-            let escalation = super::escalation::Escalation {
-                trigger: "model_failed",
-                rationale: format!(
-                    "{}'s model kept failing ({message}); trying the next-ranked capability",
-                    node.capability_id
-                ),
-                said: format!(
-                    "{}'s model kept failing ({}: {message})",
-                    node.capability_id,
-                    code.as_str()
-                ),
-            };
-            if super::escalation::provider_kept_failing(*code)
-                && super::escalation::fall_back_to_next_capability(&mut step, node, escalation)?
-            {
-                super::progress::continue_run(&mut step)?;
-                return Ok(step.into_advance());
-            }
-            let run_message = format!("node {} failed: {message}", node.node_id);
-            step.fail_node(node, call.attempt, *code, message, &run_message);
-        }
-    }
-    Ok(step.into_advance())
+        Err(failure) => AttemptDecided::ModelFailed(failure.clone()),
+    };
+    let node_id = node.node_id.clone();
+    Ok((
+        step,
+        DecidedAttempt {
+            plan,
+            node_id,
+            attempt: call.attempt,
+            decided,
+        },
+    ))
 }
 
 /// Computes an orchestrator-managed node's output from its upstream outputs.

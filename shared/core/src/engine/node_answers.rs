@@ -14,11 +14,12 @@ use serde_json::Value;
 use crate::basics::codes::FailureCode;
 use crate::basics::error::CoreError;
 use crate::basics::schema::SchemaViolation;
-use crate::planning::plan::PlanNode;
+use crate::planning::plan::{PlanGraph, PlanNode};
 use crate::state::run::StepCommand;
 use crate::wire::frames;
 
 use super::answer_verdict::{Judgement, Probation, Verdict, judge_answer};
+use super::effects::ModelFailure;
 use super::narration::emit_node_metrics;
 use super::policy::{self, Applied};
 use super::policy_matching::Occurrence;
@@ -72,15 +73,85 @@ pub(super) fn take_answer(
     attempt: u32,
     parsed: Result<Value, serde_json::Error>,
 ) -> Result<(), CoreError> {
+    let judgement = decide_answer(step, node, parsed)?;
+    after_answer(step, node, attempt, judgement)
+}
+
+/// Decides an answer: judged against the node's contracts and the content
+/// rules that apply to it. Changes nothing.
+pub(super) fn decide_answer(
+    step: &StepContext<'_, '_>,
+    node: &PlanNode,
+    parsed: Result<Value, serde_json::Error>,
+) -> Result<Judgement, CoreError> {
     let rules = applicable_content_rules(step, node);
-    let judgement = judge_answer(
+    judge_answer(
         step.engine().validators,
         &step.state().envelope.output_contract,
         node,
         &rules,
         parsed,
-    )?;
-    after_answer(step, node, attempt, judgement)
+    )
+}
+
+/// A node attempt its executor has decided and governance has not yet
+/// acted on: the step driver hands it to [`govern_attempt`].
+pub(super) struct DecidedAttempt {
+    /// The plan the node is in (shared: nothing is copied).
+    pub(super) plan: Arc<PlanGraph>,
+    pub(super) node_id: String,
+    pub(super) attempt: u32,
+    pub(super) decided: AttemptDecided,
+}
+
+/// What was decided of an attempt.
+pub(super) enum AttemptDecided {
+    /// An answer, judged.
+    Judged(Judgement),
+    /// The capability's model kept failing, past its retries and fallbacks.
+    ModelFailed(ModelFailure),
+}
+
+/// Governs and applies a decided attempt: a judged answer through
+/// [`after_answer`]; a model that kept failing hands the node's facets to
+/// the next-ranked capability (a person's, when the registry ranks one
+/// next) or, with none, fails the node.
+pub(super) fn govern_attempt(
+    step: &mut StepContext<'_, '_>,
+    decided: DecidedAttempt,
+) -> Result<(), CoreError> {
+    let DecidedAttempt {
+        plan,
+        node_id,
+        attempt,
+        decided,
+    } = decided;
+    let node = super::plan_lookup::plan_node_in(&plan, step.state(), &node_id)?;
+    match decided {
+        AttemptDecided::Judged(judgement) => after_answer(step, node, attempt, judgement),
+        AttemptDecided::ModelFailed(ModelFailure { code, message }) => {
+            let escalation = super::escalation::Escalation {
+                trigger: "model_failed",
+                rationale: format!(
+                    "{}'s model kept failing ({message}); trying the next-ranked capability",
+                    node.capability_id
+                ),
+                said: format!(
+                    "{}'s model kept failing ({}: {message})",
+                    node.capability_id,
+                    code.as_str()
+                ),
+            };
+            if super::escalation::provider_kept_failing(code)
+                && super::escalation::fall_back_to_next_capability(step, node, escalation)?
+            {
+                return super::progress::continue_run(step);
+            }
+            let run_message = format!("node {} failed: {message}", node.node_id);
+            step.fail_node(node, attempt, code, &message, &run_message);
+            Ok(())
+        }
+    }
 }
 
 /// The registry's content rule sets that target one of `node`'s facets

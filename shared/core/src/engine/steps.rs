@@ -12,8 +12,8 @@ use super::decision::{Decision, EngineContext};
 use super::effects::{Performed, StepAdvance};
 use super::step_context::StepContext;
 use super::{
-    agent, budget, lane_release, memory_steps, node, notify, panel, planning_step, policy, replan,
-    timers,
+    agent, budget, lane_release, memory_steps, node, node_answers, notify, panel, planning_step,
+    policy, replan, timers,
 };
 
 /// Whether `command`'s step asks a model for a node: a model or agent
@@ -208,7 +208,13 @@ pub fn resume_step(
             StepCommand::Replan { .. } => replan::resume_replan(state, call, outcome, now, engine),
             _ => planning_step::resume_planning(state, call, outcome, now, engine),
         },
-        Performed::CallModel(call, outcome) => node::resume_node(state, call, outcome, now, engine),
+        Performed::CallModel(call, outcome) => {
+            // Decide (the node's executor), then govern and apply (one
+            // ordered place for every executor's answer), in this step.
+            let (mut step, decided) = node::resume_node(state, call, outcome, now, engine)?;
+            node_answers::govern_attempt(&mut step, decided)?;
+            Ok(step.into_advance())
+        }
         Performed::AskJudge(call, outcome) => {
             panel::resume_judge(state, call, outcome, now, engine)
         }

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use serde_json::json;
 
+use crate::basics::schema::schema_key_of;
 use crate::catalog::registry::Registry;
 use crate::contracts::capability::{AgentType, NodeKind};
 use crate::contracts::compiler::CompiledContract;
-use crate::contracts::compiler::schema_key_of;
 use crate::planning::plan::{PlanGraph, PlanNode};
 use crate::records::agents::{
     AgentLoopSettings, DEFAULT_MAX_ITERATIONS, DEFAULT_MAX_TOOL_CALLS_PER_TURN,

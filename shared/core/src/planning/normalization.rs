@@ -17,11 +17,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::basics::schema::schema_key_of;
 use crate::catalog::registry::Registry;
 use crate::contracts::capability::NodeKind;
-use crate::contracts::compiler::{
-    CompiledContract, ContractDirection, compile_contract, schema_key_of,
-};
+use crate::contracts::compiler::{CompiledContract, ContractDirection, compile_contract};
 use crate::contracts::envelope::TaskEnvelope;
 use crate::planning::plan::{PlanEdge, PlanGraph, PlanNode};
 

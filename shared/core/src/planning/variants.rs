@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::basics::schema::schema_key_of;
 use crate::contracts::capability::{AgentType, NodeKind};
-use crate::contracts::compiler::{CompiledContract, schema_key_of};
+use crate::contracts::compiler::CompiledContract;
 use crate::contracts::envelope::TaskEnvelope;
 use crate::contracts::policies::OptimisationObjective;
 use crate::planning::plan::{

@@ -46,8 +46,8 @@ pub struct CapabilityService {
     remote_agents: Arc<dyn crate::ports::RemoteAgentCards>,
     /// The deployment's embedding model, for the search by meaning.
     pub(super) embedder: Option<Arc<dyn crate::ports::TextEmbedder>>,
-    /// Capabilities' vectors made so far, by text.
-    pub(super) search_vectors: super::capability_search::SearchVectors,
+    /// Capabilities' vectors made so far, by text (`capability_search`).
+    pub(super) search_vectors: std::sync::Mutex<std::collections::HashMap<String, Arc<Vec<f32>>>>,
 }
 
 impl CapabilityService {

@@ -10,7 +10,6 @@
 //! answer says so. Before a plan step, [`CapabilityService::relevance_for_planning`]
 //! hands the planner the fused order for the run's objective.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use baton_core::catalog::registry::Registry;
@@ -188,6 +187,3 @@ impl CapabilityService {
 /// Why a search ranked by words alone: the embedding model failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbeddingsUnavailable(pub String);
-
-/// A process's capability vectors, by text.
-pub(super) type SearchVectors = std::sync::Mutex<HashMap<String, Arc<Vec<f32>>>>;
