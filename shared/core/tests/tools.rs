@@ -242,6 +242,39 @@ fn registry_search_finds_capabilities_and_facets_by_their_words() {
     assert_eq!(nothing["total"], 0);
 }
 
+/// Ranked by BM25, not by how many query words an entry shares: a word
+/// few entries have counts for more than one many have. Here every match
+/// shares one word with the query, so counting words would tie them all
+/// and put the extra capability (its id sorts last) at the end.
+#[test]
+fn registry_search_puts_the_entry_with_the_rarer_word_first() {
+    let registry = registry_with(
+        &read("registry/tools"),
+        Some(json!({
+            "capabilityId": "Zz.extra",
+            "agentType": "ai",
+            "version": "1",
+            "displayName": "Extra",
+            "summary": "Answers from the quillwort archive.",
+            "kind": "execution",
+            "inputContract": ["writerBrief"],
+            "outputContract": ["copyVariants"],
+            "cost": {"tier": "standard", "estimatedTokens": 100}
+        })),
+    )
+    .unwrap();
+    let found = search_registry(&registry, "review quillwort", None, 25);
+    let ids: Vec<&str> = found["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|found| found["id"].as_str().unwrap())
+        .collect();
+    assert!(ids.len() > 2, "{found}");
+    assert_eq!(ids[0], "Zz.extra", "{found}");
+    assert_eq!(found["searchedBy"], "words");
+}
+
 #[test]
 fn context_types_are_registry_data_and_join_the_prompt_by_name_or_alias() {
     let mut registry = registry_with(&read("registry/tools"), None).unwrap();

@@ -1,11 +1,14 @@
 //! The builtin `registry_search` tool: what the registry offers (its
-//! capabilities and facets), searched by words, or by meaning with
+//! capabilities and facets), searched by words (BM25, the search memory
+//! and `GET /capabilities?q=` use, over the same capability text the
+//! planner ranks by: [`capability_search_text`]), or by meaning with
 //! vectors an embedding model made (the tool runner asks the model; this
 //! file only ranks). Every result says which (`searchedBy`). Read-only.
 
 use serde_json::{Value, json};
 
 use crate::catalog::registry::Registry;
+use crate::contracts::capability::CapabilityRegistration;
 use crate::contracts::facet::Facet;
 
 /// One thing the registry search can find: a capability or a facet, the
@@ -26,14 +29,7 @@ pub fn search_entries(registry: &Registry) -> Vec<SearchEntry> {
     let capabilities = registry.capabilities().map(|capability| SearchEntry {
         kind: "capability",
         id: capability.capability_id.clone(),
-        text: format!(
-            "{} {} {} {} {}",
-            capability.capability_id,
-            capability.display_name,
-            capability.summary,
-            capability.input_contract.join(" "),
-            capability.output_contract.join(" ")
-        ),
+        text: capability_search_text(capability),
         shown: json!({"kind": "capability", "id": capability.capability_id,
                       "title": capability.display_name, "summary": capability.summary,
                       "agentType": capability.agent_type, "consumes": capability.input_contract,
@@ -49,25 +45,30 @@ pub fn search_entries(registry: &Registry) -> Vec<SearchEntry> {
     capabilities.chain(facets).collect()
 }
 
-/// The `registry_search` tool: capabilities and facets whose names, titles
-/// and descriptions share the most words with `query`, best first (ties by
-/// id). `kind` narrows to `capability` or `facet`. Read-only.
+/// The `registry_search` tool: the capabilities and facets `query` finds
+/// by words, ranked by BM25 over their texts (a rare word of the query
+/// counts for more than a common one; a long text's many words count for
+/// less), best first (ties: capabilities before facets, each by id). `kind` narrows to `capability` or
+/// `facet`. Read-only.
 pub fn search_registry(
     registry: &Registry,
     query: &str,
     kind: Option<&str>,
     limit: usize,
 ) -> Value {
-    let terms: Vec<String> = words(query);
-    let mut matches: Vec<(f64, SearchEntry)> = search_entries(registry)
+    let entries: Vec<SearchEntry> = search_entries(registry)
         .into_iter()
         .filter(|entry| kind.is_none_or(|kind| kind == entry.kind))
-        .filter_map(|entry| {
-            let found = words(&entry.text);
-            let points = terms.iter().filter(|term| found.contains(term)).count();
-            (points > 0).then_some((points as f64, entry))
-        })
         .collect();
+    let texts: Vec<String> = entries
+        .iter()
+        .map(|entry| words(&entry.text).join(" "))
+        .collect();
+    let mut matches: Vec<(f64, SearchEntry)> =
+        baton_memory::search::rank_texts(&texts, query, None, texts.len())
+            .into_iter()
+            .map(|found| (found.score, entries[found.index].clone()))
+            .collect();
     let result = best_first(&mut matches, query, limit);
     with_method(result, "words")
 }
@@ -114,6 +115,27 @@ fn best_first(matches: &mut [(f64, SearchEntry)], query: &str, limit: usize) -> 
         .map(|(_, entry)| entry.shown.clone())
         .collect();
     json!({"query": query, "total": total, "matches": shown})
+}
+
+/// The text a capability is searched by: its id, name, summary,
+/// strengths and facets, split into lower-case words (`copyVariants` →
+/// `copy variants`), so ids and facet names match the words of a query.
+pub fn capability_search_text(capability: &CapabilityRegistration) -> String {
+    let strengths = capability
+        .input_traits
+        .as_ref()
+        .map(|traits| traits.strengths.join(" "))
+        .unwrap_or_default();
+    let text = format!(
+        "{} {} {} {} {} {}",
+        capability.capability_id,
+        capability.display_name,
+        capability.summary,
+        strengths,
+        capability.input_contract.join(" "),
+        capability.output_contract.join(" ")
+    );
+    words(&text).join(" ")
 }
 
 /// The cosine of the angle between `left` and `right` (0 when either is

@@ -16,30 +16,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::catalog::registry::Registry;
-use crate::catalog::registry_search::words;
+pub use crate::catalog::registry_search::capability_search_text;
 use crate::contracts::capability::CapabilityRegistration;
 use crate::contracts::envelope::TaskEnvelope;
-
-/// The text a capability is searched by: its id, name, summary,
-/// strengths and facets, split into lower-case words (`copyVariants` →
-/// `copy variants`), so ids and facet names match the words of a query.
-pub fn capability_search_text(capability: &CapabilityRegistration) -> String {
-    let strengths = capability
-        .input_traits
-        .as_ref()
-        .map(|traits| traits.strengths.join(" "))
-        .unwrap_or_default();
-    let text = format!(
-        "{} {} {} {} {} {}",
-        capability.capability_id,
-        capability.display_name,
-        capability.summary,
-        strengths,
-        capability.input_contract.join(" "),
-        capability.output_contract.join(" ")
-    );
-    words(&text).join(" ")
-}
 
 /// What the planner's relevance is searched for: the envelope's objective.
 pub fn relevance_query(envelope: &TaskEnvelope) -> &str {
