@@ -27,6 +27,10 @@ pub(crate) fn event_sk(sequence: u64) -> String {
 }
 
 /// Part `index` of a run state too large for one item.
+/// A run's plan item (`plan_items`): between the run item and its
+/// sequence item, so the run's load reads it in the same `Query`.
+pub(crate) const PLAN_SK: &str = "RUN#PLAN";
+
 pub(crate) fn state_part_sk(index: usize) -> String {
     format!("RUN#PART#{index:03}")
 }

@@ -21,6 +21,7 @@ mod live_counter_items;
 mod memory_items;
 mod open_items;
 mod outbox_items;
+mod plan_items;
 mod request_key_items;
 mod retention_stamps;
 mod run_creation;

@@ -129,8 +129,11 @@ impl DynamoRunStore {
                 .await
                 .map_err(sdk_failure)?;
             for item in output.items() {
-                // A state in parts is read whole through the run's load.
-                if crate::dynamodb::large_items::parts_of(item, "stateParts")? > 1 {
+                // A state in parts, or without its plan, is read whole
+                // through the run's load.
+                if crate::dynamodb::large_items::parts_of(item, "stateParts")? > 1
+                    || item.contains_key(crate::dynamodb::plan_items::PLAN_VERSION_ATTRIBUTE)
+                {
                     let run_id = read_text(item, "pk")?
                         .rsplit("#R#")
                         .next()

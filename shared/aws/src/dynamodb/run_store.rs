@@ -9,10 +9,11 @@ use baton_core::state::run::{RunState, StepMessage};
 use baton_core::wire::event::{EventDraft, EventFrame};
 use baton_runtime::error::StoreError;
 
-use super::keys::{awaiting_human_pk, created_sk, event_sk, run_pk, state_part_sk};
+use super::keys::{PLAN_SK, awaiting_human_pk, created_sk, event_sk, run_pk, state_part_sk};
 use crate::dynamodb::event_log::{SEQUENCE_SK, sequence_of};
 use crate::dynamodb::large_items;
-use crate::dynamodb::state_codec::{decode_state, encode_state_parts};
+use crate::dynamodb::plan_items::{PLAN_VERSION_ATTRIBUTE, with_plan_joined};
+use crate::dynamodb::state_codec::{decode_state_json, stored_state_json};
 use crate::dynamodb::store::DynamoRunStore;
 pub(crate) use crate::dynamodb::store::{
     Item, RUN_SK, SEQUENCE_RETRY_ROUNDS, cancellation_codes, n, read_number, s, sdk_failure,
@@ -82,8 +83,8 @@ impl RunLog for DynamoRunStore {
             })?;
             let version = read_number(run_item, "version")?;
             let parts = large_items::parts_of(run_item, "stateParts")?;
-            let state = if parts <= 1 {
-                decode_state(run_item.get("state"))?
+            let state_json = if parts <= 1 {
+                stored_state_json(run_item.get("state"))?
             } else {
                 let Some(AttributeValue::B(first)) = run_item.get("state") else {
                     return Err(StoreError::Corrupt(format!(
@@ -103,10 +104,17 @@ impl RunLog for DynamoRunStore {
                 if torn {
                     continue;
                 }
-                decode_state(Some(&AttributeValue::B(
+                stored_state_json(Some(&AttributeValue::B(
                     aws_sdk_dynamodb::primitives::Blob::new(deflated),
                 )))?
             };
+            let state_json =
+                match with_plan_joined(run_item, item_with(PLAN_SK), state_json, run_id) {
+                    Ok(json) => json,
+                    Err(None) => continue,
+                    Err(Some(error)) => return Err(error),
+                };
+            let state = decode_state_json(&state_json)?;
             let known = sequence_of(sequence_item)?;
             self.remember_sequence_settled(
                 &pk,
@@ -119,6 +127,7 @@ impl RunLog for DynamoRunStore {
                 version,
                 crate::dynamodb::open_items::open_items(&state),
             );
+            self.remember_plan(&pk, version, &state);
             return Ok(Some(StoredRun { state, version }));
         }
         Err(StoreError::Unavailable(format!(
@@ -126,7 +135,11 @@ impl RunLog for DynamoRunStore {
         )))
     }
 
-    async fn commit_step(&self, key: RunKey<'_>, commit: StepCommit) -> Result<u64, StoreError> {
+    async fn commit_step(
+        &self,
+        key: RunKey<'_>,
+        mut commit: StepCommit,
+    ) -> Result<u64, StoreError> {
         let (tenant_id, run_id) = (key.tenant_id(), key.run_id());
         let pk = run_pk(tenant_id, run_id);
         let expected_version = commit.expected_version;
@@ -134,7 +147,9 @@ impl RunLog for DynamoRunStore {
         // run's expiry, and marks the run for the pass that stamps the rest
         // (`retention_stamps`).
         let expires = commit.retain_until.map(crate::dynamodb::store::ttl_seconds);
-        let state_parts = encode_state_parts(&commit.state)?;
+        let state_write =
+            self.state_write(&pk, expected_version, &mut commit.state, expires.as_ref())?;
+        let state_parts = state_write.parts;
         let encoded_state = AttributeValue::B(state_parts[0].clone());
         let part_writes = large_items::part_items(
             &self.table,
@@ -190,6 +205,12 @@ impl RunLog for DynamoRunStore {
             if let Some(expires) = &expires {
                 run_item.insert("expiresAt".to_string(), expires.clone());
             }
+            if let Some(plan_version) = state_write.plan_version {
+                run_item.insert(
+                    PLAN_VERSION_ATTRIBUTE.to_string(),
+                    n(u64::from(plan_version)),
+                );
+            }
             // A run waiting for a person is listed in the sparse index under its tenant.
             if commit.state.status().awaits_people() {
                 run_item.insert("gsi1pk".to_string(), s(awaiting_human_pk(tenant_id)));
@@ -233,6 +254,7 @@ impl RunLog for DynamoRunStore {
             }
             items.extend(open_item_writes.iter().cloned());
             items.extend(part_writes.iter().cloned());
+            items.extend(state_write.plan_write.iter().cloned());
             // Settled by the run's status, as SQLite and memory judge it:
             // a commit after the terminal frame (a notification's delivery,
             // with no frame of its own) keeps the run settled.
@@ -262,6 +284,7 @@ impl RunLog for DynamoRunStore {
                         settles,
                     );
                     self.remember_open_items(&pk, expected_version + 1, next_open_items);
+                    self.remember_plan(&pk, expected_version + 1, &commit.state);
                     return Ok(expected_version + 1);
                 }
                 Err(error) => match cancellation_codes(&error) {

@@ -88,16 +88,23 @@ fn inflate(attribute: Option<&AttributeValue>, what: &str) -> Result<Vec<u8>, St
 /// JSON text in items written before states were compressed), in the
 /// current format (an older one migrated: `stored_format`).
 pub fn decode_state(attribute: Option<&AttributeValue>) -> Result<RunState, StoreError> {
-    let corrupt = |what: String| StoreError::Corrupt(format!("run state: {what}"));
-    let json = match attribute {
-        Some(AttributeValue::B(_)) => inflate(attribute, "run state")?,
-        Some(AttributeValue::S(text)) => text.as_bytes().to_vec(),
-        _ => {
-            return Err(corrupt(
-                "attribute `state` missing or of another type".into(),
-            ));
-        }
-    };
-    baton_core::state::stored_format::decode_stored_run_state(&json)
-        .map_err(|error| corrupt(error.to_string()))
+    decode_state_json(&stored_state_json(attribute)?)
+}
+
+/// The JSON the run item's `state` attribute holds (inflated).
+pub(crate) fn stored_state_json(attribute: Option<&AttributeValue>) -> Result<Vec<u8>, StoreError> {
+    match attribute {
+        Some(AttributeValue::B(_)) => inflate(attribute, "run state"),
+        Some(AttributeValue::S(text)) => Ok(text.as_bytes().to_vec()),
+        _ => Err(StoreError::Corrupt(
+            "run state: attribute `state` missing or of another type".into(),
+        )),
+    }
+}
+
+/// The run state from its stored JSON, in the current format (an older
+/// one migrated: `stored_format`).
+pub(crate) fn decode_state_json(json: &[u8]) -> Result<RunState, StoreError> {
+    baton_core::state::stored_format::decode_stored_run_state(json)
+        .map_err(|error| StoreError::Corrupt(format!("run state: {error}")))
 }

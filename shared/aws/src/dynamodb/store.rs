@@ -66,6 +66,16 @@ pub struct DynamoRunStore {
     pub(crate) clock: Arc<dyn Clock>,
     /// Bounded (S3-FIFO eviction, `quick_cache`): a forgotten run costs one re-read.
     pub(crate) known_sequences: Arc<quick_cache::sync::Cache<String, KnownSequence>>,
+    /// Which plan each run's plan item holds, as last read or written
+    /// (`plan_items`; bounded the same way: a forgotten run's next commit
+    /// writes its plan item again).
+    /// A run's entry: the run version, and the plan (held weakly).
+    pub(crate) known_plans: Arc<
+        quick_cache::sync::Cache<
+            String,
+            (u64, std::sync::Weak<baton_core::planning::plan::PlanGraph>),
+        >,
+    >,
     /// The task and request items each run's remembered version implies.
     pub(crate) known_open_items: Arc<KnownOpenItems>,
     /// How long thread items live after they are written, by tenant (a
@@ -85,6 +95,7 @@ impl DynamoRunStore {
             table: table.into(),
             clock: Arc::new(SystemClock),
             known_sequences: Arc::new(quick_cache::sync::Cache::new(REMEMBERED_RUNS)),
+            known_plans: Arc::new(quick_cache::sync::Cache::new(REMEMBERED_RUNS)),
             known_open_items: Arc::new(quick_cache::sync::Cache::new(REMEMBERED_RUNS)),
             retention: baton_runtime::services::RunRetention::default(),
         }

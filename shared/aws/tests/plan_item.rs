@@ -1,0 +1,136 @@
+//! A run's plan in an item of its own on DynamoDB (moto): after a whole
+//! five-node run, the run item's `state` holds no plan and names the
+//! version the plan item holds; another process's store loads the state
+//! whole, plan included; and a plan item of another version than the run
+//! item names (a commit landing during the read) is never taken for the
+//! run's plan: the load reads again and, the tear lasting, says so instead
+//! of answering a state without its plan.
+//!
+//! Test double: the model endpoint (the five-stage workload's instant
+//! answers). The engine, the step service and the DynamoDB store are the
+//! real ones.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::io::Read;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use baton_aws::DynamoRunStore;
+use baton_core::basics::ids::RunKey;
+use baton_core::state::run::RunStatus;
+use baton_runtime::error::StoreError;
+use baton_runtime::memory::InMemoryStepQueue;
+use baton_runtime::ports::{LlmProvider, RunLog};
+use baton_runtime::workers::LocalRunner;
+use baton_test_support::TestServices;
+use baton_test_support::five_stages::{
+    InstantFiveStageModel, five_stage_envelope, five_stage_registry,
+};
+use moto_server::{MotoServer, unique_name};
+
+fn inflated(attribute: &AttributeValue) -> serde_json::Value {
+    let AttributeValue::B(blob) = attribute else {
+        panic!("not binary: {attribute:?}");
+    };
+    let mut json = Vec::new();
+    flate2::read::DeflateDecoder::new(blob.as_ref())
+        .read_to_end(&mut json)
+        .unwrap();
+    serde_json::from_slice(&json).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runs_plan_lives_in_its_own_item_and_is_read_back_whole() {
+    let moto = MotoServer::start().unwrap();
+    let connection = baton_aws::AwsConnection::to_emulator(&moto.endpoint).await;
+    let table = unique_name("baton-plan-item");
+    let store = Arc::new(DynamoRunStore::new(&connection, table.clone()));
+    store.create_table_if_missing().await.unwrap();
+    let registry = Arc::new(five_stage_registry(&|role| format!("Act as the {role}.")));
+    let model: Arc<dyn LlmProvider> = Arc::new(InstantFiveStageModel::new(&registry, 0));
+    let queue = Arc::new(InMemoryStepQueue::new());
+    let services = TestServices::with_model(model)
+        .registry(registry)
+        .store(store.clone())
+        .queue(queue.clone())
+        .build()
+        .services;
+    let submitted = services
+        .runs
+        .submit("t", &five_stage_envelope())
+        .await
+        .unwrap();
+    let runner = LocalRunner {
+        steps: services.steps.clone(),
+        runs: services.runs.clone(),
+        queue,
+    };
+    let status = runner
+        .run_until_settled("t", &submitted.run_id)
+        .await
+        .unwrap();
+    assert_eq!(status, RunStatus::Completed);
+
+    let client = aws_sdk_dynamodb::Client::new(&moto.sdk_configuration().await);
+    let pk = format!("T#t#R#{}", submitted.run_id);
+    let item = |sk: &'static str| {
+        let client = client.clone();
+        let (table, pk) = (table.clone(), pk.clone());
+        async move {
+            client
+                .get_item()
+                .table_name(table)
+                .key("pk", AttributeValue::S(pk))
+                .key("sk", AttributeValue::S(sk.into()))
+                .consistent_read(true)
+                .send()
+                .await
+                .unwrap()
+                .item
+                .unwrap_or_else(|| panic!("no `{sk}` item"))
+        }
+    };
+    let run_item = item("RUN").await;
+    let plan_item = item("RUN#PLAN").await;
+    let state_without_plan = inflated(&run_item["state"]);
+    assert!(
+        state_without_plan.get("plan").is_none(),
+        "the run item's state leaves its plan out"
+    );
+    assert_eq!(run_item["planVersion"], AttributeValue::N("1".into()));
+    assert_eq!(plan_item["planVersion"], AttributeValue::N("1".into()));
+    let plan = inflated(&plan_item["plan"]);
+    assert_eq!(plan["nodes"].as_array().unwrap().len(), 5, "{plan}");
+
+    // Another process (a fresh store, nothing remembered) reads it whole.
+    let elsewhere = DynamoRunStore::new(&connection, table.clone());
+    let loaded = elsewhere
+        .load_run(RunKey::new("t", &submitted.run_id))
+        .await
+        .unwrap()
+        .unwrap();
+    let loaded_plan = loaded.state.plan.as_deref().expect("the plan is put back");
+    assert_eq!(serde_json::to_value(loaded_plan).unwrap(), plan);
+    assert_eq!(loaded.state.status(), RunStatus::Completed);
+
+    // A plan item of another version than the run item names is a torn
+    // read: never answered as the run's plan.
+    client
+        .update_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(pk.clone()))
+        .key("sk", AttributeValue::S("RUN#PLAN".into()))
+        .update_expression("SET planVersion = :other")
+        .expression_attribute_values(":other", AttributeValue::N("2".into()))
+        .send()
+        .await
+        .unwrap();
+    let torn = DynamoRunStore::new(&connection, table)
+        .load_run(RunKey::new("t", &submitted.run_id))
+        .await;
+    assert!(
+        matches!(torn, Err(StoreError::Unavailable(ref why)) if why.contains("kept changing")),
+        "{torn:?}"
+    );
+}
