@@ -4,7 +4,9 @@
 //! whole, plan included; and a plan item of another version than the run
 //! item names (a commit landing during the read) is never taken for the
 //! run's plan: the load reads again and, the tear lasting, says so instead
-//! of answering a state without its plan.
+//! of answering a state without its plan. A run item written whole, plan
+//! included (by an earlier Baton, or a fork's creation), is split by its
+//! next commit, which writes the plan item.
 //!
 //! Test double: the model endpoint (the five-stage workload's instant
 //! answers). The engine, the step service and the DynamoDB store are the
@@ -21,7 +23,7 @@ use baton_core::basics::ids::RunKey;
 use baton_core::state::run::RunStatus;
 use baton_runtime::error::StoreError;
 use baton_runtime::memory::InMemoryStepQueue;
-use baton_runtime::ports::{LlmProvider, RunLog};
+use baton_runtime::ports::{LlmProvider, RunLog, StepCommit};
 use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use baton_test_support::five_stages::{
@@ -113,6 +115,75 @@ async fn a_runs_plan_lives_in_its_own_item_and_is_read_back_whole() {
     let loaded_plan = loaded.state.plan.as_deref().expect("the plan is put back");
     assert_eq!(serde_json::to_value(loaded_plan).unwrap(), plan);
     assert_eq!(loaded.state.status(), RunStatus::Completed);
+
+    // Written whole, as an earlier Baton wrote it: the state with its
+    // plan, no `planVersion`, no plan item. The next commit through a store
+    // that loaded it must write the plan item.
+    let mut whole = serde_json::to_value(&loaded.state).unwrap();
+    assert!(whole.get("plan").is_some());
+    whole["plan"] = plan.clone();
+    let mut deflater = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut deflater, &serde_json::to_vec(&whole).unwrap()).unwrap();
+    let mut whole_item = run_item.clone();
+    whole_item.remove("planVersion");
+    whole_item.insert(
+        "state".into(),
+        AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(
+            deflater.finish().unwrap(),
+        )),
+    );
+    client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(whole_item))
+        .send()
+        .await
+        .unwrap();
+    client
+        .delete_item()
+        .table_name(&table)
+        .key("pk", AttributeValue::S(pk.clone()))
+        .key("sk", AttributeValue::S("RUN#PLAN".into()))
+        .send()
+        .await
+        .unwrap();
+    let upgrading = DynamoRunStore::new(&connection, table.clone());
+    let key = RunKey::new("t", &submitted.run_id);
+    let read_whole = upgrading.load_run(key).await.unwrap().unwrap();
+    assert!(
+        read_whole.state.plan.is_some(),
+        "a whole item reads with its plan"
+    );
+    upgrading
+        .commit_step(
+            key,
+            StepCommit {
+                expected_version: read_whole.version,
+                previous_status: read_whole.state.status(),
+                retain_until: None,
+                state: read_whole.state,
+                events: Vec::new(),
+                outbox: Vec::new(),
+                consumed_message_id: None,
+                entries: Vec::new(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        item("RUN").await["planVersion"],
+        AttributeValue::N("1".into())
+    );
+    assert_eq!(inflated(&item("RUN#PLAN").await["plan"]), plan);
+    let reloaded = DynamoRunStore::new(&connection, table.clone())
+        .load_run(key)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(reloaded.state.plan.as_deref().unwrap()).unwrap(),
+        plan
+    );
 
     // A plan item of another version than the run item names is a torn
     // read: never answered as the run's plan.

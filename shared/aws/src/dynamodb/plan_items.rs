@@ -120,10 +120,14 @@ impl DynamoRunStore {
             Some(plan) => self
                 .known_plans
                 .insert(run_pk.to_string(), (version, Arc::downgrade(plan))),
-            None => {
-                self.known_plans.remove(run_pk);
-            }
+            None => self.forget_plan(run_pk),
         }
+    }
+
+    /// Forgets what run `run_pk`'s plan item holds: its next commit with a
+    /// plan writes the item.
+    pub(crate) fn forget_plan(&self, run_pk: &str) {
+        self.known_plans.remove(run_pk);
     }
 }
 

@@ -127,7 +127,14 @@ impl RunLog for DynamoRunStore {
                 version,
                 crate::dynamodb::open_items::open_items(&state),
             );
-            self.remember_plan(&pk, version, &state);
+            // Only a split state's plan is in the plan item: a run item
+            // written whole (before plans were split off, a fork's first
+            // item) leaves the next commit to write it.
+            if run_item.contains_key(PLAN_VERSION_ATTRIBUTE) {
+                self.remember_plan(&pk, version, &state);
+            } else {
+                self.forget_plan(&pk);
+            }
             return Ok(Some(StoredRun { state, version }));
         }
         Err(StoreError::Unavailable(format!(
@@ -284,7 +291,11 @@ impl RunLog for DynamoRunStore {
                         settles,
                     );
                     self.remember_open_items(&pk, expected_version + 1, next_open_items);
-                    self.remember_plan(&pk, expected_version + 1, &commit.state);
+                    if state_write.plan_version.is_some() {
+                        self.remember_plan(&pk, expected_version + 1, &commit.state);
+                    } else {
+                        self.forget_plan(&pk);
+                    }
                     return Ok(expected_version + 1);
                 }
                 Err(error) => match cancellation_codes(&error) {
