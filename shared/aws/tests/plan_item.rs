@@ -22,9 +22,7 @@ use baton_aws::DynamoRunStore;
 use baton_core::basics::ids::RunKey;
 use baton_core::state::run::RunStatus;
 use baton_runtime::error::StoreError;
-use baton_runtime::memory::InMemoryStepQueue;
 use baton_runtime::ports::{LlmProvider, RunLog, StepCommit};
-use baton_runtime::workers::LocalRunner;
 use baton_test_support::TestServices;
 use baton_test_support::five_stages::{
     InstantFiveStageModel, five_stage_envelope, five_stage_registry,
@@ -51,31 +49,15 @@ async fn a_runs_plan_lives_in_its_own_item_and_is_read_back_whole() {
     store.create_table_if_missing().await.unwrap();
     let registry = Arc::new(five_stage_registry(&|role| format!("Act as the {role}.")));
     let model: Arc<dyn LlmProvider> = Arc::new(InstantFiveStageModel::new(&registry, 0));
-    let queue = Arc::new(InMemoryStepQueue::new());
-    let services = TestServices::with_model(model)
+    let finished = TestServices::with_model(model)
         .registry(registry)
         .store(store.clone())
-        .queue(queue.clone())
-        .build()
-        .services;
-    let submitted = services
-        .runs
-        .submit("t", &five_stage_envelope())
-        .await
-        .unwrap();
-    let runner = LocalRunner {
-        steps: services.steps.clone(),
-        runs: services.runs.clone(),
-        queue,
-    };
-    let status = runner
-        .run_until_settled("t", &submitted.run_id)
-        .await
-        .unwrap();
-    assert_eq!(status, RunStatus::Completed);
+        .run_to_the_end(store.as_ref(), "t", &five_stage_envelope())
+        .await;
+    let run_id = finished.run_id;
 
     let client = aws_sdk_dynamodb::Client::new(&moto.sdk_configuration().await);
-    let pk = format!("T#t#R#{}", submitted.run_id);
+    let pk = format!("T#t#R#{}", run_id);
     let item = |sk: &'static str| {
         let client = client.clone();
         let (table, pk) = (table.clone(), pk.clone());
@@ -108,7 +90,7 @@ async fn a_runs_plan_lives_in_its_own_item_and_is_read_back_whole() {
     // Another process (a fresh store, nothing remembered) reads it whole.
     let elsewhere = DynamoRunStore::new(&connection, table.clone());
     let loaded = elsewhere
-        .load_run(RunKey::new("t", &submitted.run_id))
+        .load_run(RunKey::new("t", &run_id))
         .await
         .unwrap()
         .unwrap();
@@ -148,7 +130,7 @@ async fn a_runs_plan_lives_in_its_own_item_and_is_read_back_whole() {
         .await
         .unwrap();
     let upgrading = DynamoRunStore::new(&connection, table.clone());
-    let key = RunKey::new("t", &submitted.run_id);
+    let key = RunKey::new("t", &run_id);
     let read_whole = upgrading.load_run(key).await.unwrap().unwrap();
     assert!(
         read_whole.state.plan.is_some(),
@@ -198,7 +180,7 @@ async fn a_runs_plan_lives_in_its_own_item_and_is_read_back_whole() {
         .await
         .unwrap();
     let torn = DynamoRunStore::new(&connection, table)
-        .load_run(RunKey::new("t", &submitted.run_id))
+        .load_run(RunKey::new("t", &run_id))
         .await;
     assert!(
         matches!(torn, Err(StoreError::Unavailable(ref why)) if why.contains("kept changing")),
