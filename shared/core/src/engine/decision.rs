@@ -69,6 +69,7 @@ pub enum PlannerChoice {
 }
 
 /// Read-only collaborators of the engine.
+#[derive(Clone, Copy)]
 pub struct EngineContext<'a> {
     /// For planning: the registry files plus the tenant's active
     /// registrations. Planned nodes carry their own compiled contracts.

@@ -51,7 +51,11 @@ async fn process_received_step_holding(
 ) -> Result<StepOutcome, RuntimeError> {
     // Bounded like a Lambda invocation's step: a call that hangs ends on
     // its own, and the step is delivered again.
-    let step = caught(steps.handle_before(&received.message, steps.step_deadline()));
+    // Boxed: `holding_message` holds its work twice (argument and pinned
+    // local), and this future lives as long as its step.
+    let step = Box::pin(caught(
+        steps.handle_before(&received.message, steps.step_deadline()),
+    ));
     let outcome = match hold {
         Some(hold) => holding_message(queue, &received.receipt, hold, false, step).await,
         None => step.await,

@@ -176,14 +176,16 @@ impl StepService {
                 let outcome = match execution.memory_scope.as_deref() {
                     // The tenant's memory, within the run's scope.
                     Some(scope) => {
-                        tracing::Instrument::instrument(
+                        // Boxed: inline, this one call would set the
+                        // size of every effect's future.
+                        Box::pin(tracing::Instrument::instrument(
                             self.memory.run_tool(
                                 (&state.tenant_id, &state.run_id),
                                 scope,
                                 &execution,
                             ),
                             span.clone(),
-                        )
+                        ))
                         .await
                     }
                     None => {
@@ -268,7 +270,8 @@ impl StepService {
     ) -> ModelOutcome {
         let (sender, receiver) = mpsc::unbounded_channel::<ModelDelta>();
         let call = self.llm.complete(request, sender);
-        let pump = self.pump_deltas(state, node_id, stream_deltas, receiver);
+        // Boxed: the pump's future is as large as the rest of the call.
+        let pump = Box::pin(self.pump_deltas(state, node_id, stream_deltas, receiver));
         let (answer, pump_error) = tokio::join!(call, pump);
         if let Some(error) = pump_error {
             tracing::warn!(%error, "could not append streamed deltas; the answer is still committed");

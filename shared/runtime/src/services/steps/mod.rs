@@ -26,7 +26,7 @@ use super::admission::RunAdmission;
 use super::commit::{CommitResult, CommitTarget, Decided, DecisionCommitter};
 use super::{CapabilityService, CommonParts, OrchestratorSettings, OutboxRelay};
 use crate::error::RuntimeError;
-use crate::ports::{ClaimOutcome, Clock, LlmProvider, NodeClaim, StoredRun, ToolRunner};
+use crate::ports::{ClaimOutcome, Clock, LlmProvider, NodeClaim, ToolRunner};
 
 mod effects;
 mod give_up;
@@ -202,12 +202,19 @@ impl StepService {
         // step's future is as large as its largest await, and it stays that
         // large while it waits on a model; ten thousand runs in flight each
         // hold one. Port calls (`async_trait`) come boxed already.
-        let Some(stored) = self
-            .run_log
-            .load_run(RunKey::new(tenant_id, run_id))
-            .await?
-        else {
-            return Ok(StepOutcome::RunNotFound);
+        // The state boxed, and the stored run let go within the block: the
+        // state is held until the step's effect is done, and inline it would
+        // take its size again in each future it passes through.
+        let (state, read_at) = {
+            let Some(stored) = self
+                .run_log
+                .load_run(RunKey::new(tenant_id, run_id))
+                .await?
+            else {
+                return Ok(StepOutcome::RunNotFound);
+            };
+            let read_at = super::commit::ReadAt::of(&stored);
+            (Box::new(stored.state), read_at)
         };
         // A child's end whose outputs came by reference (too large for a
         // message): read from the child run before the engine sees them.
@@ -221,27 +228,22 @@ impl StepService {
             }
             _ => message,
         };
-        if is_stale(&stored.state, &message.command) {
+        if is_stale(&state, &message.command) {
             Box::pin(self.relay.resend_pending(tenant_id, run_id)).await?;
             return Ok(StepOutcome::Stale);
         }
         let PlanningRegistry {
             registry,
             relevance,
-        } = Box::pin(self.planning_registry(tenant_id, &stored.state, &message.command)).await?;
-        let unavailable =
-            Box::pin(self.unavailable_capability(&stored.state, &message.command)).await?;
-        let health = self.health.snapshot(tenant_id);
+        } = Box::pin(self.planning_registry(tenant_id, &state, &message.command)).await?;
+        let unavailable = Box::pin(self.unavailable_capability(&state, &message.command)).await?;
         let mut engine = self.engine(&registry);
         engine.unavailable_capabilities = &unavailable;
         engine.capability_relevance = relevance.as_deref();
-        if let Some(health) = &health {
-            engine.capability_health = health;
-        }
-        let escalations_before = stored.state.governance.escalations.len();
-        let read_at = super::commit::ReadAt::of(&stored);
-        let StoredRun { state, .. } = stored;
-        let advance = begin_step(&state, &message.command, self.clock.now(), &engine)?;
+        let escalations_before = state.governance.escalations.len();
+        let advance = self.deciding_with_health(tenant_id, &engine, |engine| {
+            begin_step(&state, &message.command, self.clock.now(), engine)
+        })?;
         let mut held_claim: Option<HeldClaim> = None;
         let performed = Box::pin(self.perform_effects(
             message,
@@ -268,9 +270,6 @@ impl StepService {
                 ))
                 .await;
                 if matches!(committed, Ok(StepOutcome::Committed { .. })) {
-                    // The snapshot let go first: recording then changes
-                    // the table in place, not a copy of it.
-                    drop(health);
                     self.health.record(tenant_id, calls);
                 }
                 committed
@@ -300,7 +299,7 @@ impl StepService {
     async fn perform_effects(
         &self,
         message: &StepMessage,
-        state: RunState,
+        state: Box<RunState>,
         mut advance: StepAdvance,
         engine: &EngineContext<'_>,
         held_claim: &mut Option<HeldClaim>,
@@ -345,10 +344,12 @@ impl StepService {
                     // Boxed: the effect's future is large, and a step's
                     // future that holds it inline is copied whole each time
                     // it moves (into its task, into the timeout).
+                    // The effect's own future boxed too: `holding_lease`
+                    // would otherwise hold it twice (argument and local).
                     let performing = Box::pin(self.holding_lease(
                         message,
                         held_claim.as_ref(),
-                        self.perform(&current, effect, engine),
+                        Box::pin(self.perform(&current, effect, engine)),
                     ));
                     let held = match self.time_left(deadline)? {
                         None => performing.await,
@@ -367,12 +368,32 @@ impl StepService {
                     if done.may_ask_again() {
                         state = Some(current.clone());
                     }
-                    advance =
-                        resume_step(current, &message.command, &done, self.clock.now(), engine)?;
+                    advance = self.deciding_with_health(tenant_id, engine, |engine| {
+                        resume_step(*current, &message.command, &done, self.clock.now(), engine)
+                    })?;
                     performed = Some(Box::new(done));
                 }
             }
         }
+    }
+
+    /// `decide` with `engine` reading `tenant_id`'s capability health as
+    /// it is now. The snapshot is held while the engine decides, never
+    /// across an effect: the book copies a table written while a snapshot
+    /// of it is held, so ten thousand steps waiting on their models would
+    /// otherwise keep up to ten thousand copies.
+    fn deciding_with_health<T>(
+        &self,
+        tenant_id: &str,
+        engine: &EngineContext<'_>,
+        decide: impl FnOnce(&EngineContext<'_>) -> T,
+    ) -> T {
+        let Some(health) = self.health.snapshot(tenant_id) else {
+            return decide(engine);
+        };
+        let mut engine_now = *engine;
+        engine_now.capability_health = &health;
+        decide(&engine_now)
     }
 
     /// The time an effect may take before `deadline`, keeping the commit
@@ -548,10 +569,12 @@ impl StepService {
         };
         let decide_again = |state: RunState| {
             let now = self.clock.now();
-            let advance = match performed.as_deref() {
-                Some(done) => resume_step(state, &message.command, done, now, engine)?,
-                None => begin_step(&state, &message.command, now, engine)?,
-            };
+            let advance = self.deciding_with_health(&message.tenant_id, engine, |engine| {
+                match performed.as_deref() {
+                    Some(done) => resume_step(state, &message.command, done, now, engine),
+                    None => begin_step(&state, &message.command, now, engine),
+                }
+            })?;
             match advance {
                 StepAdvance::Decided(decision) => Ok(Decided::Commit(decision)),
                 StepAdvance::Stale => Ok(Decided::Nothing(())),
