@@ -282,7 +282,7 @@ impl RunSnapshotResponse {
                     "sha256:{}",
                     baton_core::basics::schema::schema_key_of(&run.envelope.output_contract.schema)
                 ),
-                facet_snapshot: run.facet_snapshot.clone(),
+                facet_snapshot: (*run.facet_snapshot).clone(),
                 submitted_by: run.submitted_by.clone(),
                 satisfaction_score: run
                     .plan_diagnostics

@@ -15,6 +15,10 @@
 //! `cargo bench -p baton-runtime --bench scale` (10,000 runs, 200 ms model).
 //! `BATON_SCALE_RUNS`, `BATON_SCALE_MODEL_DELAY_MS` and
 //! `BATON_SCALE_MAX_IN_FLIGHT` (the worker's bound) change the defaults.
+//!
+//! `-- --check-ceiling`: exits 1 when the peak RSS is over the ceiling in
+//! `benches/scale_ceiling.json` (or `BATON_SCALE_CEILING_MIB`, which the
+//! CI stage sets low once to see the check fail). `.ci/run` runs it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // bench code: a failed unwrap is a failed run
 
@@ -283,4 +287,30 @@ fn main() {
         "  RSS per finished run   {:>10.1} KiB (after, over the baseline, / runs; finished runs are kept)",
         finished_kib.saturating_sub(after_single_kib) as f64 / runs as f64
     );
+    if std::env::args().any(|argument| argument == "--check-ceiling") {
+        let ceiling_mib = memory_ceiling_mib();
+        let peak_mib = peak_kib as f64 / 1024.0;
+        if peak_mib > ceiling_mib {
+            eprintln!(
+                "scale: peak RSS {peak_mib:.1} MiB is over the ceiling of {ceiling_mib:.1} MiB (benches/scale_ceiling.json)"
+            );
+            std::process::exit(1);
+        }
+        println!("  under the ceiling      {ceiling_mib:>10.1} MiB");
+    }
+}
+
+/// The peak RSS ceiling: `BATON_SCALE_CEILING_MIB`, else the checked-in
+/// `benches/scale_ceiling.json`'s `peak_rss_mib`.
+fn memory_ceiling_mib() -> f64 {
+    if let Some(mib) = std::env::var("BATON_SCALE_CEILING_MIB")
+        .ok()
+        .and_then(|text| text.parse().ok())
+    {
+        return mib;
+    }
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/scale_ceiling.json");
+    let text = std::fs::read_to_string(path).unwrap();
+    let ceiling: serde_json::Value = serde_json::from_str(&text).unwrap();
+    ceiling["peak_rss_mib"].as_f64().unwrap()
 }

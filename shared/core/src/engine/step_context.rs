@@ -175,8 +175,14 @@ impl<'e, 'r> StepContext<'e, 'r> {
                     .as_ref()
                     .map(|bundle| bundle.satisfaction_score),
             });
-        for (facet, stamp) in facet_stamps(&plan, self.engine.registry) {
-            self.state.facet_snapshot.entry(facet).or_insert(stamp);
+        let stamps = facet_stamps(&plan, self.engine.registry);
+        if self.state.facet_snapshot.is_empty() {
+            self.state.facet_snapshot = std::sync::Arc::new(stamps);
+        } else {
+            let snapshot = std::sync::Arc::make_mut(&mut self.state.facet_snapshot);
+            for (facet, stamp) in stamps {
+                snapshot.entry(facet).or_insert(stamp);
+            }
         }
     }
 

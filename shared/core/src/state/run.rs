@@ -59,6 +59,10 @@ pub struct NodeRecord {
     pub answered_by: Option<String>,
 }
 
+fn has_no_stamps(stamps: &Arc<BTreeMap<String, crate::records::audit::FacetStamp>>) -> bool {
+    stamps.is_empty()
+}
+
 fn is_zero(value: &u32) -> bool {
     *value == 0
 }
@@ -256,8 +260,9 @@ pub struct RunState {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub usage_by_operation: BTreeMap<UsageOperation, Spend>,
     /// The registry facets the run's plans used, as they were when planned.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub facet_snapshot: BTreeMap<String, crate::records::audit::FacetStamp>,
+    /// Shared: loading a run for a step copies a pointer, not the stamps.
+    #[serde(default, skip_serializing_if = "has_no_stamps")]
+    pub facet_snapshot: Arc<BTreeMap<String, crate::records::audit::FacetStamp>>,
     /// The stored format this state was written in (states written before
     /// the field existed are format 1). A store reads a stored state with
     /// `stored_format::decode_stored_run_state`, which migrates an older
