@@ -35,8 +35,7 @@ pub(super) fn record_model_usage(
 ) {
     let cost = step.engine().registry.models().cost_usd(model, usage);
     step.state_mut().model_turns = step.state().model_turns.saturating_add(1);
-    step.state_mut()
-        .usage_by_operation
+    std::sync::Arc::make_mut(&mut step.state_mut().usage_by_operation)
         .entry(operation)
         .or_default()
         .add(usage, cost);
@@ -65,8 +64,7 @@ pub(super) fn record_planner_spend(step: &mut StepContext<'_, '_>, spent: &[Draf
             .models()
             .cost_usd(&draft.model, &draft.usage);
         step.state_mut().planner_spend.add(&draft.usage, cost);
-        step.state_mut()
-            .usage_by_operation
+        std::sync::Arc::make_mut(&mut step.state_mut().usage_by_operation)
             .entry(UsageOperation::Planning)
             .or_default()
             .add(&draft.usage, cost);

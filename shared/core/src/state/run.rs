@@ -59,6 +59,10 @@ pub struct NodeRecord {
     pub answered_by: Option<String>,
 }
 
+fn has_no_usage(usage: &Arc<BTreeMap<UsageOperation, Spend>>) -> bool {
+    usage.is_empty()
+}
+
 fn has_no_stamps(stamps: &Arc<BTreeMap<String, crate::records::audit::FacetStamp>>) -> bool {
     stamps.is_empty()
 }
@@ -257,8 +261,10 @@ pub struct RunState {
     pub plan_history: Vec<crate::records::audit::PlanVersionRecord>,
     /// What the run's model calls used, by what they were for (planning,
     /// execution, review, judge, summary): the audit's split of the totals.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub usage_by_operation: BTreeMap<UsageOperation, Spend>,
+    /// Shared: loading a run for a step copies a pointer; a step that
+    /// records usage copies it then (`Arc::make_mut`).
+    #[serde(default, skip_serializing_if = "has_no_usage")]
+    pub usage_by_operation: Arc<BTreeMap<UsageOperation, Spend>>,
     /// The registry facets the run's plans used, as they were when planned.
     /// Shared: loading a run for a step copies a pointer, not the stamps.
     #[serde(default, skip_serializing_if = "has_no_stamps")]

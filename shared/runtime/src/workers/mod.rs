@@ -37,7 +37,15 @@ pub async fn process_received_step(
     queue: &dyn StepQueue,
     received: ReceivedStep,
 ) -> Result<StepOutcome, RuntimeError> {
-    process_received_step_holding(steps, queue, received, Some(steps.message_hold())).await
+    // Boxed: a worker's task holds this future for its step's whole life,
+    // and inline it would keep room for the message twice more.
+    Box::pin(process_received_step_holding(
+        steps,
+        queue,
+        received,
+        Some(steps.message_hold()),
+    ))
+    .await
 }
 
 /// [`process_received_step`], the message held for `hold` at a time

@@ -294,6 +294,8 @@ impl StepService {
         stream_deltas: bool,
         mut deltas: mpsc::UnboundedReceiver<ModelDelta>,
     ) -> Option<RuntimeError> {
+        // Each append below is boxed: the pump waits on its channel for the
+        // whole model call, and inline they would double the room it holds.
         let stream = stream_deltas && self.settings.stream_deltas;
         let mut buffer = String::new();
         let mut first_error = None;
@@ -306,7 +308,7 @@ impl StepService {
                     biased;
                     delta = deltas.recv() => delta,
                     () = tokio::time::sleep_until(due) => {
-                        keep_first(&mut first_error, self.flush_delta(state, node_id, &mut buffer).await);
+                        keep_first(&mut first_error, Box::pin(self.flush_delta(state, node_id, &mut buffer)).await);
                         flush_due = None;
                         continue;
                     }
@@ -321,11 +323,11 @@ impl StepService {
                 let ModelFallback { from, to, cause } = fallback.as_ref();
                 keep_first(
                     &mut first_error,
-                    self.flush_delta(state, node_id, &mut buffer).await,
+                    Box::pin(self.flush_delta(state, node_id, &mut buffer)).await,
                 );
                 keep_first(
                     &mut first_error,
-                    self.note_fallback(state, node_id, from, to, cause).await,
+                    Box::pin(self.note_fallback(state, node_id, from, to, cause)).await,
                 );
                 flush_due = None;
                 continue;
@@ -340,7 +342,7 @@ impl StepService {
                     if buffer.len() >= self.settings.delta_flush_bytes || overdue {
                         keep_first(
                             &mut first_error,
-                            self.flush_delta(state, node_id, &mut buffer).await,
+                            Box::pin(self.flush_delta(state, node_id, &mut buffer)).await,
                         );
                         flush_due = None;
                     } else if flush_due.is_none() {
@@ -351,11 +353,11 @@ impl StepService {
                 ModelDelta::Restarted => {
                     keep_first(
                         &mut first_error,
-                        self.flush_delta(state, node_id, &mut buffer).await,
+                        Box::pin(self.flush_delta(state, node_id, &mut buffer)).await,
                     );
                     keep_first(
                         &mut first_error,
-                        self.note_stream_restart(state, node_id).await,
+                        Box::pin(self.note_stream_restart(state, node_id)).await,
                     );
                     flush_due = None;
                 }
@@ -364,7 +366,7 @@ impl StepService {
         }
         keep_first(
             &mut first_error,
-            self.flush_delta(state, node_id, &mut buffer).await,
+            Box::pin(self.flush_delta(state, node_id, &mut buffer)).await,
         );
         first_error
     }
