@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use baton_core::catalog::capability_health::{CallOutcome, HealthTable};
-use baton_core::engine::Decision;
+use baton_core::engine::{Decision, EngineContext};
 use baton_core::planning::plan::NodeExecutor;
 use baton_core::wire::event::EventType;
 
@@ -38,6 +38,25 @@ impl CapabilityHealthBook {
     pub(super) fn snapshot(&self, tenant_id: &str) -> Option<Arc<HealthTable>> {
         let tenants = self.tenants.lock().ok()?;
         tenants.get(tenant_id).map(|(_, table)| table.clone())
+    }
+
+    /// `decide` with `engine` reading `tenant_id`'s table as it is now. The
+    /// snapshot is held while the engine decides, never across an effect:
+    /// a table written while a snapshot of it is held is copied, so ten
+    /// thousand steps waiting on their models would otherwise keep up to
+    /// ten thousand copies.
+    pub(super) fn deciding<T>(
+        &self,
+        tenant_id: &str,
+        engine: &EngineContext<'_>,
+        decide: impl FnOnce(&EngineContext<'_>) -> T,
+    ) -> T {
+        let Some(table) = self.snapshot(tenant_id) else {
+            return decide(engine);
+        };
+        let mut engine_now = *engine;
+        engine_now.capability_health = &table;
+        decide(&engine_now)
     }
 
     /// Adds `outcomes` (capability id, call) to `tenant_id`'s table.

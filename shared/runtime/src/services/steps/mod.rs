@@ -241,7 +241,7 @@ impl StepService {
         engine.unavailable_capabilities = &unavailable;
         engine.capability_relevance = relevance.as_deref();
         let escalations_before = state.governance.escalations.len();
-        let advance = self.deciding_with_health(tenant_id, &engine, |engine| {
+        let advance = self.health.deciding(tenant_id, &engine, |engine| {
             begin_step(&state, &message.command, self.clock.now(), engine)
         })?;
         let mut held_claim: Option<HeldClaim> = None;
@@ -368,32 +368,13 @@ impl StepService {
                     if done.may_ask_again() {
                         state = Some(current.clone());
                     }
-                    advance = self.deciding_with_health(tenant_id, engine, |engine| {
+                    advance = self.health.deciding(tenant_id, engine, |engine| {
                         resume_step(*current, &message.command, &done, self.clock.now(), engine)
                     })?;
                     performed = Some(Box::new(done));
                 }
             }
         }
-    }
-
-    /// `decide` with `engine` reading `tenant_id`'s capability health as
-    /// it is now. The snapshot is held while the engine decides, never
-    /// across an effect: the book copies a table written while a snapshot
-    /// of it is held, so ten thousand steps waiting on their models would
-    /// otherwise keep up to ten thousand copies.
-    fn deciding_with_health<T>(
-        &self,
-        tenant_id: &str,
-        engine: &EngineContext<'_>,
-        decide: impl FnOnce(&EngineContext<'_>) -> T,
-    ) -> T {
-        let Some(health) = self.health.snapshot(tenant_id) else {
-            return decide(engine);
-        };
-        let mut engine_now = *engine;
-        engine_now.capability_health = &health;
-        decide(&engine_now)
     }
 
     /// The time an effect may take before `deadline`, keeping the commit
@@ -569,12 +550,13 @@ impl StepService {
         };
         let decide_again = |state: RunState| {
             let now = self.clock.now();
-            let advance = self.deciding_with_health(&message.tenant_id, engine, |engine| {
-                match performed.as_deref() {
-                    Some(done) => resume_step(state, &message.command, done, now, engine),
-                    None => begin_step(&state, &message.command, now, engine),
-                }
-            })?;
+            let advance =
+                self.health.deciding(&message.tenant_id, engine, |engine| {
+                    match performed.as_deref() {
+                        Some(done) => resume_step(state, &message.command, done, now, engine),
+                        None => begin_step(&state, &message.command, now, engine),
+                    }
+                })?;
             match advance {
                 StepAdvance::Decided(decision) => Ok(Decided::Commit(decision)),
                 StepAdvance::Stale => Ok(Decided::Nothing(())),
