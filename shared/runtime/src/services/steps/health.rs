@@ -167,3 +167,46 @@ pub(super) fn call_outcomes(
     }
     outcomes
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::services::OrchestratorSettings;
+    use baton_core::basics::schema::ValidatorCache;
+    use baton_core::catalog::registry::Registry;
+
+    fn call(succeeded: bool) -> Vec<(String, CallOutcome)> {
+        let outcome = CallOutcome {
+            succeeded,
+            latency_ms: Some(10),
+            cost_usd: None,
+        };
+        vec![("capability".to_string(), outcome)]
+    }
+
+    /// A decision reads the table as it is, and lets go of it when it is
+    /// made: an outcome recorded afterwards changes the table in place
+    /// (a snapshot still held would make the book copy it).
+    #[test]
+    fn a_decision_reads_the_table_and_keeps_no_snapshot_of_it() {
+        let book = CapabilityHealthBook::default();
+        book.record("tenant", call(false));
+        let (registry, validators) = (Registry::default(), ValidatorCache::default());
+        let engine = OrchestratorSettings::default().engine_context(&registry, &validators);
+        let calls_seen = book.deciding("tenant", &engine, |engine| {
+            engine
+                .capability_health
+                .of("capability")
+                .map(|health| health.calls())
+        });
+        assert_eq!(calls_seen, Some(1));
+        let table_before = book.snapshot("tenant").map(|table| Arc::as_ptr(&table));
+        book.record("tenant", call(true));
+        let table_after = book.snapshot("tenant");
+        assert_eq!(table_after.as_ref().map(Arc::as_ptr), table_before);
+        assert_eq!(
+            table_after.and_then(|table| table.of("capability").map(|health| health.calls())),
+            Some(2)
+        );
+    }
+}
