@@ -341,11 +341,10 @@ impl StepService {
                             Err(busy) => return Ok(Effects::Ended(busy)),
                         }
                     }
-                    // Boxed: the effect's future is large, and a step's
-                    // future that holds it inline is copied whole each time
-                    // it moves (into its task, into the timeout).
-                    // The effect's own future boxed too: `holding_lease`
-                    // would otherwise hold it twice (argument and local).
+                    // Both boxed: the effect's future is large, a step's
+                    // future holding it inline is copied whole each time it
+                    // moves (into its task, into the timeout), and
+                    // `holding_lease` would hold it twice (argument, local).
                     let performing = Box::pin(self.holding_lease(
                         message,
                         held_claim.as_ref(),
